@@ -1,0 +1,12 @@
+#!/bin/sh
+# Installs what the test suite needs on a fresh Debian-like machine:
+# reticle itself (editable), the test tools, and Debian's chromium.
+set -eu
+python3 -m pip install --quiet -e . -r tests/requirements.txt
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    fi
+fi
