@@ -251,12 +251,13 @@ def choose(files, name, platform_key, python, already):
         rank = python_rank(wheel, python)
         if not rank:
             continue
+        need = platform_need(wheel, platform_key)
         if name in DROP_NATIVE:
-            need = ()
-        else:
-            need = platform_need(wheel, platform_key)
-            if need is None:
-                continue
+            # Any wheel will do once its native module is dropped; prefer this platform's so
+            # that the wheel cache can also install a plain environment here.
+            need = (0,) if need is None else ()
+        elif need is None:
+            continue
         reused = entry["filename"] in already
         # Reuse first, then the better python fit (exact > abi3 > pure), then the newest abi3
         # tag, then the oldest OS requirement.
@@ -372,7 +373,7 @@ def build(args):
                 directory = dir_name(name, entry["filename"])
                 wheels.setdefault(directory, (name, entry))
                 dirs.append(directory)
-                if platform_key.startswith("linux") and need:
+                if platform_key.startswith("linux") and need and name not in DROP_NATIVE:
                     old = glibc.get(platform_key, (0, 0))
                     glibc[platform_key] = max(old, need)
             if len(dirs) == len(pins_for(pins, platform_key, python)):
