@@ -46,7 +46,7 @@ class VendoredCopyTest(AsyncHTTPTestCase):
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def get_app(self):
-        hub = self.module.Hub(port=self.get_http_port())
+        hub = self.module.Hub(state_dir=os.path.join(self.folder, "state"), port=self.get_http_port())
         return self.module.make_app(hub)
 
     def test_imports_under_the_host_package(self):
