@@ -1,0 +1,203 @@
+"""Real things for the browser tests: a reticle daemon subprocess, an app
+server on 127.0.0.1, headless Chromium, and a real MCP client (the `mcp`
+SDK's Streamable HTTP client) kept open on a background event loop."""
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import tornado.httpserver
+import tornado.ioloop
+import tornado.netutil
+import tornado.web
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RETICLE = os.path.join(ROOT, "reticle.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chromium_path():
+    for name in (os.environ.get("RETICLE_CHROME"), "chromium", "chromium-browser", "google-chrome"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+class Daemon:
+    """`python reticle.py serve` on a free port with a private state dir."""
+
+    def __init__(self, tmp, env=None):
+        self.port = free_port()
+        self.state = os.path.join(str(tmp), "state")
+        self.env = dict(os.environ, RETICLE_STATE_DIR=self.state, RETICLE_PORT=str(self.port))
+        self.env.pop("RETICLE_TOKEN", None)
+        self.env.update(env or {})
+        self.log = open(os.path.join(str(tmp), "daemon.log"), "wb")
+        self.proc = subprocess.Popen([sys.executable, RETICLE, "serve", "--port", str(self.port)],
+                                     env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = "http://127.0.0.1:%d" % self.port
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/status", timeout=1) as resp:
+                    self.status_at_start = json.load(resp)
+                    return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        self.close()
+        raise RuntimeError("daemon did not start; log: %s" % open(self.log.name).read())
+
+    def status(self):
+        with urllib.request.urlopen(self.url + "/status", timeout=5) as resp:
+            return json.load(resp)
+
+    def token(self):
+        with open(os.path.join(self.state, "token")) as fh:
+            return fh.read().strip()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+class AppServer:
+    """A tornado app on 127.0.0.1 in its own thread; `routes` are tornado rules."""
+
+    def __init__(self, routes):
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(routes,), daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("app server did not start")
+
+    def _run(self, routes):
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        self.loop = tornado.ioloop.IOLoop.current()
+        app = tornado.web.Application(routes, log_function=lambda h: None)
+        self.server = tornado.httpserver.HTTPServer(app)
+        self.server.add_sockets(tornado.netutil.bind_sockets(self.port, "127.0.0.1"))
+        self._ready.set()
+        self.loop.start()
+        self.server.stop()
+        self.loop.close(all_fds=True)
+
+    def close(self):
+        self.loop.add_callback(self.loop.stop)
+        self._thread.join(10)
+
+
+class Browser:
+    """Headless Chromium on one URL, with a fresh profile removed at close."""
+
+    def __init__(self, url):
+        exe = chromium_path()
+        if exe is None:
+            raise RuntimeError("Chromium is not installed; run sh tests/bootstrap.sh")
+        self.profile = tempfile.mkdtemp(prefix="reticle-chrome-")
+        args = [exe, "--headless=new", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-default-apps", "--disable-extensions", "--mute-audio",
+                "--user-data-dir=" + self.profile, "--remote-debugging-port=0", url]
+        if os.geteuid() == 0:
+            args.insert(1, "--no-sandbox")
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+class Mcp:
+    """The `mcp` SDK's Streamable HTTP client, held open on a background loop."""
+
+    def __init__(self, url):
+        self._url = url
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error = None
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._main_future = asyncio.run_coroutine_threadsafe(self._main(), self._loop)
+        if not self._ready.wait(15):
+            raise RuntimeError("MCP client did not initialize: %r" % self._error)
+        if self._error is not None:
+            raise self._error
+
+    async def _main(self):
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+        self._stop = asyncio.Event()
+        try:
+            async with streamable_http_client(self._url) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    self.session = session
+                    self._ready.set()
+                    await self._stop.wait()
+        except BaseException as exc:  # surfaced to the constructor
+            self._error = exc
+            self._ready.set()
+
+    def call(self, name, args=None, timeout=30):
+        """-> (structured result, is_error)."""
+        fut = asyncio.run_coroutine_threadsafe(self.session.call_tool(name, args or {}), self._loop)
+        result = fut.result(timeout)
+        data = json.loads(result.content[0].text)
+        return data, bool(result.is_error)
+
+    def ok(self, name, args=None, timeout=30):
+        data, is_error = self.call(name, args, timeout)
+        assert not is_error, "%s failed: %s" % (name, data)
+        return data
+
+    def close(self):
+        if hasattr(self, "_stop"):
+            self._loop.call_soon_threadsafe(self._stop.set)
+            try:
+                self._main_future.result(10)
+            except Exception:
+                pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, last))

@@ -1,0 +1,196 @@
+"""The browser bridge end to end: real headless Chromium loads a page served
+on 127.0.0.1 that includes the script tag, and a real MCP client reads what
+the SDK saw.  Hostile input on the WebSocket is sent with a raw client."""
+
+import asyncio
+import json
+
+import pytest
+import tornado.web
+import tornado.websocket
+
+from _harness import AppServer, Browser, Daemon, Mcp, chromium_path, wait_until
+
+pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
+
+PAGE = """<!doctype html>
+<html><head><title>Shop</title>
+<script src="%(daemon)s/reticle.js"></script></head>
+<body>
+<h1>Checkout</h1>
+<form id="checkout" onsubmit="event.preventDefault()">
+  <label>Email <input name="email" type="email" placeholder="you@example.com"></label>
+  <label>Password <input name="password" type="password"></label>
+  <label>Plan <select name="plan"><option>basic</option><option>pro</option></select></label>
+  <label><input type="checkbox" name="terms"> I agree</label>
+  <button type="submit" data-testid="pay">Pay</button>
+</form>
+<p data-testid="count">0</p>
+<button id="inc">Increment</button>
+<button id="fail">Load broken</button>
+<button id="log">Log error</button>
+<button id="throw">Throw</button>
+<button id="route">Next step</button>
+<script>
+  var state = {cart: {items: [{id: 1, name: "tea"}], total: 5}, user: {name: "ann"}};
+  var subs = [];
+  window.shop = {
+    getState: function () { return state; },
+    setState: function (p) { state = Object.assign({}, state, p); subs.forEach(function (f) { f(state); }); },
+    subscribe: function (f) { subs.push(f); return function () {}; }
+  };
+  reticle.registerStore("shop", window.shop);
+  var n = 0;
+  document.getElementById("inc").onclick = function () {
+    n += 1; document.querySelector("[data-testid=count]").textContent = String(n);
+  };
+  document.getElementById("fail").onclick = function () { fetch("/api/broken").then(function (r) { return r.text(); }); };
+  document.getElementById("log").onclick = function () { console.error("payment widget exploded"); };
+  document.getElementById("throw").onclick = function () { setTimeout(function () { throw new Error("kaboom"); }); };
+  document.getElementById("route").onclick = function () { history.pushState({}, "", "/step2"); };
+</script>
+</body></html>
+"""
+
+
+class _Page(tornado.web.RequestHandler):
+    def initialize(self, daemon):
+        self.daemon = daemon
+
+    def get(self):
+        self.set_header("Content-Type", "text/html")
+        self.write(PAGE % {"daemon": self.daemon})
+
+
+class _Broken(tornado.web.RequestHandler):
+    def get(self):
+        self.set_status(500)
+        self.write({"error": "database on fire"})
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bridge")
+    daemon = Daemon(tmp)
+    app = AppServer([(r"/api/broken", _Broken), (r"/.*", _Page, {"daemon": daemon.url})])
+    browser = Browser(app.url + "/")
+    mcp = Mcp(daemon.url + "/mcp")
+    try:
+        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to connect")
+        yield {"daemon": daemon, "app": app, "browser": browser, "mcp": mcp}
+    finally:
+        mcp.close()
+        browser.close()
+        app.close()
+        daemon.close()
+
+
+def _ref(mcp, **query):
+    found = mcp.ok("reticle_query", query)
+    assert found["count"] == 1, found
+    return found["elements"][0]["ref"]
+
+
+def test_tab_appears_in_sessions(world):
+    sessions = world["mcp"].ok("reticle_sessions")["sessions"]
+    assert len(sessions) == 1
+    s = sessions[0]
+    assert s["url"].startswith(world["app"].url)
+    assert s["title"] == "Shop"
+    assert s["sessionId"]
+    assert world["daemon"].status()["sessions"][0]["sessionId"] == s["sessionId"]
+
+
+def test_failed_fetch_appears_with_status_and_timing(world):
+    mcp = world["mcp"]
+    mcp.ok("reticle_act", {"target": {"text": "Load broken"}, "action": "click"})
+    calls = wait_until(lambda: mcp.ok("reticle_network", {"urlContains": "/api/broken"})["calls"],
+                       what="the broken call")
+    call = calls[-1]
+    assert call["status"] == 500
+    assert call["method"] == "GET"
+    assert isinstance(call["ms"], (int, float)) and call["ms"] >= 0
+    assert "database on fire" in call.get("responseBody", "")
+    # a filter that matches nothing gets a hint, not a bare empty list
+    none = mcp.ok("reticle_network", {"urlContains": "/api/nothing-like-this"})
+    assert none["calls"] == [] and none["hint"]["totalInWindow"] >= 1
+
+
+def test_console_error_and_uncaught_error(world):
+    mcp = world["mcp"]
+    mcp.ok("reticle_act", {"target": {"text": "Log error"}, "action": "click"})
+    mcp.ok("reticle_act", {"target": {"text": "Throw"}, "action": "click"})
+    logs = wait_until(lambda: [x for x in mcp.ok("reticle_console", {"level": "error"})["logs"]
+                               if "kaboom" in x["text"]], what="the uncaught error")
+    assert logs[-1].get("uncaught") is True
+    texts = [x["text"] for x in mcp.ok("reticle_console", {"level": "error"})["logs"]]
+    assert any("payment widget exploded" in t for t in texts)
+
+
+def test_push_state_is_a_route_change(world):
+    mcp = world["mcp"]
+    mcp.ok("reticle_act", {"target": {"text": "Next step"}, "action": "click"})
+    events = wait_until(lambda: mcp.ok("reticle_observe", {"since": 0, "filters": ["route"]})["events"],
+                        what="a route change")
+    assert events[-1]["type"] == "route.change"
+    assert events[-1]["data"]["to"].endswith("/step2")
+
+
+def test_store_is_read_by_state(world):
+    mcp = world["mcp"]
+    whole = mcp.ok("reticle_state")
+    assert "shop" in whole["storeNames"]
+    got = mcp.ok("reticle_state", {"store": "shop", "path": "cart.items.length"})
+    assert got["found"] is True and got["value"] == 1
+    miss = mcp.ok("reticle_state", {"store": "shop", "path": "cart.nope"})
+    assert miss["found"] is False
+    assert set(miss["availableKeys"]) >= {"items", "total"}
+
+
+def test_snapshot_refs_are_found_again_by_query(world):
+    mcp = world["mcp"]
+    snap = mcp.ok("reticle_snapshot", {"mode": "interactive"})
+    tree = snap["tree"]
+    for needle in ('textbox "Email', 'combobox "Plan', 'checkbox "I agree', 'button "Pay"'):
+        assert needle in tree, tree
+    pay_line = [ln for ln in tree.splitlines() if 'button "Pay"' in ln][0]
+    ref = pay_line.split("(ref=")[1].split(")")[0]
+    assert _ref(mcp, by="role", value="button", name="Pay") == ref
+    assert _ref(mcp, testid="pay") == ref
+    assert _ref(mcp, by="placeholder", value="you@example") == _ref(mcp, by="label", value="Email")
+
+
+def test_rerender_keeps_the_ref(world):
+    mcp = world["mcp"]
+    before = _ref(mcp, testid="count")
+    mcp.ok("reticle_act", {"target": {"text": "Increment"}, "action": "click"})
+    wait_until(lambda: mcp.ok("reticle_query", {"testid": "count"})["elements"][0].get("name") != "0"
+               or mcp.ok("reticle_query", {"testid": "count"})["elements"][0].get("text") not in (None, "0"),
+               what="the count to change")
+    assert _ref(mcp, testid="count") == before
+    inspected = mcp.ok("reticle_inspect", {"ref": before})
+    assert inspected["ref"] == before
+
+
+def test_stale_ref_is_a_clear_error(world):
+    data, is_error = world["mcp"].call("reticle_inspect", {"ref": "e99999"})
+    assert is_error
+    assert "e99999" in data["error"]
+
+
+def test_query_with_no_match_gives_a_hint(world):
+    found = world["mcp"].ok("reticle_query", {"by": "role", "value": "button", "name": "Refund everything"})
+    assert found["count"] == 0
+    assert "hint" in found
+
+
+def test_reload_replaces_the_session(world):
+    mcp, daemon = world["mcp"], world["daemon"]
+    before = mcp.ok("reticle_sessions")["sessions"][0]
+    nav = mcp.ok("reticle_navigate", {"reload": True})
+    assert nav["confirmed"] is True
+    after = mcp.ok("reticle_sessions")["sessions"]
+    assert len(after) == 1
+    assert after[0]["sessionId"] == before["sessionId"]
+    assert after[0]["attachment"]["reconnects"] == before["attachment"]["reconnects"] + 1
+    assert len(daemon.status()["sessions"]) == 1
