@@ -1,0 +1,173 @@
+"""The tool registry: schemas, argument validation and the no-browser answers."""
+
+import asyncio
+import json
+
+import jsonschema
+import pytest
+
+import reticle
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+EXPECTED_TOOLS = (
+    "reticle_sessions", "reticle_navigate", "reticle_snapshot", "reticle_query", "reticle_inspect",
+    "reticle_act", "reticle_act_sequence", "reticle_act_and_wait", "reticle_observe", "reticle_network",
+    "reticle_console", "reticle_wait_for", "reticle_assert", "reticle_state", "reticle_capabilities",
+)
+REGISTRY = reticle._build_registry()
+TOOLS = REGISTRY.listed()
+BROWSER_TOOLS = [t for t in TOOLS if t.name != "reticle_sessions"]
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    return reticle.Hub(state_dir=str(tmp_path_factory.mktemp("tools") / "state"))
+
+
+def call(hub, name, arguments):
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments}}
+    return asyncio.run(hub.dispatcher.handle(message, reticle.CallContext("test", "test")))
+
+
+def objects_in(schema):
+    """Every sub-schema that declares object properties."""
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            yield schema
+        for value in schema.values():
+            yield from objects_in(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from objects_in(value)
+
+
+def test_the_listed_tools_are_those_of_the_design():
+    assert sorted(REGISTRY.names()) == sorted(EXPECTED_TOOLS)
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_schema_is_draft_2020_12_and_closed(tool):
+    schema = tool.schema
+    assert schema["$schema"] == DIALECT
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["type"] == "object"
+    for obj in objects_in(schema):
+        assert obj.get("additionalProperties") is False, obj
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_description_is_one_paragraph(tool):
+    assert tool.description.strip()
+    assert "\n\n" not in tool.description
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_example_is_valid(tool):
+    jsonschema.Draft202012Validator(tool.schema).validate(tool.example)
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_unknown_field_names_it_and_the_accepted_fields(hub, tool):
+    reply = call(hub, tool.name, dict(tool.example, bogusField=1))
+    error = reply["error"]
+    assert error["code"] == -32602
+    assert "bogusField" in error["message"]
+    assert error["data"]["path"] == "/"
+    accepted = sorted(tool.schema["properties"])
+    assert sorted(error["data"]["accepted"]) == accepted
+    for field in accepted:
+        assert field in error["message"]
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_arguments_must_be_an_object(hub, tool):
+    reply = call(hub, tool.name, ["not", "an", "object"])
+    assert reply["error"]["code"] == -32602
+    assert "object" in reply["error"]["message"]
+
+
+def test_wrong_type_names_the_path(hub):
+    error = call(hub, "reticle_inspect", {"ref": 5})["error"]
+    assert error["code"] == -32602
+    assert "/ref" in error["message"]
+    assert error["data"]["path"] == "/ref"
+    assert error["data"]["accepted"] == ["ref", "sessionId"]
+
+
+def test_missing_required_field(hub):
+    error = call(hub, "reticle_inspect", {})["error"]
+    assert error["code"] == -32602
+    assert "ref" in error["message"]
+    assert "ref" in error["data"]["accepted"]
+
+
+def test_nested_path_and_the_fields_of_the_nested_object(hub):
+    error = call(hub, "reticle_act_sequence", {"steps": [{"action": "explode"}]})["error"]
+    assert error["code"] == -32602
+    assert error["data"]["path"] == "/steps/0/action"
+    assert "/steps/0/action" in error["message"]
+    assert sorted(error["data"]["accepted"]) == ["action", "args", "ref", "target"]
+
+
+def test_unknown_field_inside_a_nested_object(hub):
+    error = call(hub, "reticle_act", {"action": "click", "target": {"testid": "pay", "css": "#pay"}})["error"]
+    assert error["code"] == -32602
+    assert error["data"]["path"] == "/target"
+    assert "css" in error["message"]
+    assert "testid" in error["data"]["accepted"]
+
+
+def test_oversized_string_is_refused_before_the_handler(hub):
+    error = call(hub, "reticle_navigate", {"url": "http://x/" + "a" * (reticle.MAX_STRING_ARG + 1)})["error"]
+    assert error["code"] == -32602
+    assert "Nothing ran" in error["message"]
+
+
+@pytest.mark.parametrize("name", ["reticle_nope", "", None, 7, "reticle_open", "reticle_screenshot"])
+def test_unknown_tool(hub, name):
+    error = call(hub, name, {})["error"]
+    assert error["code"] == -32602
+    assert "reticle_sessions" in error["message"]
+    assert sorted(error["data"]["available"]) == sorted(EXPECTED_TOOLS)
+
+
+@pytest.mark.parametrize("tool", BROWSER_TOOLS, ids=lambda t: t.name)
+def test_browser_tool_without_a_browser_says_how_to_connect(hub, tool):
+    result = call(hub, tool.name, tool.example)["result"]
+    assert result["isError"] is True
+    body = result["structuredContent"]
+    assert json.loads(result["content"][0]["text"]) == body
+    assert "no browser session is connected" in body["error"]
+    assert "/reticle.js" in body["error"]
+    assert body["recovery"]
+    assert "reticle_sessions" in body["recovery"] or "connect" in body["recovery"]
+
+
+def test_reticle_sessions_empty_list_carries_why_and_next_action(hub):
+    result = call(hub, "reticle_sessions", {})["result"]
+    assert not result.get("isError")
+    body = result["structuredContent"]
+    assert body["sessions"] == []
+    assert "no browser session is connected" in body["why"]
+    next_action = body["next_action"]
+    assert next_action["action"]
+    assert next_action["reason"]
+    assert "/reticle.js" in next_action["snippet"]
+    assert next_action["snippet"].startswith("<script")
+
+
+def test_registry_refuses_a_duplicate():
+    registry = reticle.ToolRegistry()
+    tool = TOOLS[0]
+    registry.add(tool)
+    with pytest.raises(ValueError):
+        registry.add(tool)
+
+
+def test_a_tool_with_an_invalid_schema_cannot_be_made():
+    async def handler(hub, args, ctx):
+        return {}
+
+    with pytest.raises(jsonschema.exceptions.SchemaError):
+        reticle.Tool("bad", "bad", {"type": "no-such-type"}, handler)
