@@ -1457,6 +1457,7 @@ class BrowserSession:
         self.snapshots: Dict[Tuple[Optional[str], str], Tuple[str, List[str]]] = {}
         self._window_start = 0.0
         self._window_count = 0
+        self._window_high = 0
         self._window_sampled = 0
         self.update_identity(hello)
 
@@ -1543,6 +1544,7 @@ class BrowserSession:
                     "detail": "the page sent more than %d events/s; churn events were dropped" % cap}}, 64)
             self._window_start = now
             self._window_count = 0
+            self._window_high = 0
             self._window_sampled = 0
         dropped = 0
         for raw in events:
@@ -1550,8 +1552,15 @@ class BrowserSession:
                 self.store.blind_spots["malformed-event"] += 1
                 continue
             etype = raw["type"][:64]
-            self._window_count += 1
-            if self._window_count > cap and (self._window_count > 2 * cap or etype not in _HIGH_VALUE):
+            # Ordinary events share `cap` per second; high-value ones (requests,
+            # errors, routes, signals...) have a reserve of their own.
+            if etype in _HIGH_VALUE:
+                self._window_high += 1
+                over = self._window_high > cap
+            else:
+                self._window_count += 1
+                over = self._window_count > cap
+            if over:
                 dropped += 1
                 continue
             event = {"t": now, "type": etype, "data": raw.get("data")}

@@ -1,0 +1,260 @@
+"""The WebSocket bridge with raw clients: origin matrix, token, limits,
+close codes, replacement, hostile input, and a flood that is sampled and
+reported while MCP calls keep being answered."""
+
+import asyncio
+import json
+import os
+
+import pytest
+import tornado.httpclient
+import tornado.testing
+import tornado.websocket
+from tornado.testing import gen_test
+
+import reticle
+
+
+class BridgeCase(tornado.testing.AsyncHTTPTestCase):
+    token = "t0ken-for-tests-0123456789abcdef"
+
+    def setUp(self):
+        self.state = os.path.join(self.id_tmp(), "state")
+        self.sockets = []
+        super().setUp()
+
+    def id_tmp(self):
+        import tempfile
+        if not hasattr(self, "_tmp"):
+            self._tmp = tempfile.mkdtemp(prefix="reticle-bridge-")
+        return self._tmp
+
+    def tearDown(self):
+        for ws in self.sockets:
+            ws.close()
+        super().tearDown()
+        import shutil
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def get_app(self):
+        self.hub = reticle.Hub(state_dir=self.state, port=0, token=self.token,
+                               allowed_origins=["https://app.example"])
+        self.hub.hello_timeout_s = 0.3
+        return reticle.make_app(self.hub)
+
+    async def ws(self, origin="http://localhost:5173", host=None, query=""):
+        headers = {}
+        if origin is not None:
+            headers["Origin"] = origin
+        if host is not None:
+            headers["Host"] = host
+        req = tornado.httpclient.HTTPRequest(
+            "ws://127.0.0.1:%d/reticle%s" % (self.get_http_port(), query), headers=headers)
+        conn = await tornado.websocket.websocket_connect(req, max_message_size=8 << 20)
+        self.sockets.append(conn)
+        return conn
+
+    async def hello(self, conn, sid="s-test-1", **extra):
+        msg = {"kind": "hello", "protocolVersion": 1, "sessionId": sid, "url": "http://localhost:5173/",
+               "title": "t", "adapters": []}
+        msg.update(extra)
+        await conn.write_message(json.dumps(msg))
+        for _ in range(100):
+            if sid in self.hub.bridge.sessions or conn.close_code is not None:
+                break
+            await asyncio.sleep(0.01)
+
+    async def closed(self, conn):
+        msg = await conn.read_message()
+        while msg is not None:
+            msg = await conn.read_message()
+        return conn.close_code, conn.close_reason
+
+    async def mcp(self, name, args=None):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": name, "arguments": args or {}}})
+        resp = await self.http_client.fetch(self.get_url("/mcp"), method="POST", body=body,
+                                            headers={"Content-Type": "application/json"}, raise_error=False)
+        assert resp.code == 200, resp.body
+        return json.loads(resp.body)["result"]
+
+    # -- origin matrix and tokens -------------------------------------------------------
+    @gen_test
+    async def test_loopback_origin_needs_no_token(self):
+        conn = await self.ws("http://localhost:5173")
+        await self.hello(conn)
+        assert "s-test-1" in self.hub.bridge.sessions
+
+    @gen_test
+    async def test_foreign_origins_are_refused_at_the_upgrade(self):
+        for origin in ("null", "http://127.evil.example", "http://127.0.0.1.evil.com", "https://evil.example"):
+            with pytest.raises(tornado.httpclient.HTTPClientError) as info:
+                await self.ws(origin)
+            assert info.value.code == 403, origin
+        assert self.hub.bridge.refusals, "refusals are recorded for the no-session diagnosis"
+        assert "evil" in self.hub.bridge.why()
+
+    @gen_test
+    async def test_dns_rebinding_host_is_refused(self):
+        with pytest.raises(tornado.httpclient.HTTPClientError) as info:
+            await self.ws("http://localhost:5173", host="evil.example:%d" % self.get_http_port())
+        assert info.value.code == 403
+
+    @gen_test
+    async def test_allow_listed_origin_needs_the_token_in_its_hello(self):
+        conn = await self.ws("https://app.example")
+        await self.hello(conn, token="wrong")
+        assert await self.closed(conn) == (1008, "authentication failed")
+        assert not self.hub.bridge.sessions
+        conn = await self.ws("https://app.example")
+        await self.hello(conn, sid="s-ok", token=self.token)
+        assert "s-ok" in self.hub.bridge.sessions
+
+    @gen_test
+    async def test_missing_origin_needs_the_token(self):
+        conn = await self.ws(origin=None)
+        await self.hello(conn)
+        assert (await self.closed(conn))[0] == 1008
+        conn = await self.ws(origin=None)
+        await self.hello(conn, sid="s-cli", token=self.token)
+        assert "s-cli" in self.hub.bridge.sessions
+
+    # -- protocol and limits --------------------------------------------------------------
+    @gen_test
+    async def test_non_json_closes_1008(self):
+        conn = await self.ws()
+        await conn.write_message("this is not json")
+        code, reason = await self.closed(conn)
+        assert code == 1008 and "not JSON" in reason
+
+    @gen_test
+    async def test_first_message_must_be_hello(self):
+        conn = await self.ws()
+        await conn.write_message(json.dumps({"kind": "event", "event": {"type": "signal"}}))
+        assert (await self.closed(conn))[0] == 1008
+
+    @gen_test
+    async def test_protocol_version_mismatch(self):
+        conn = await self.ws()
+        await self.hello(conn, protocolVersion=2)
+        code, reason = await self.closed(conn)
+        assert code == 1008 and "protocol version mismatch" in reason
+        assert not self.hub.bridge.sessions
+
+    @gen_test
+    async def test_hello_timeout(self):
+        conn = await self.ws()
+        assert await self.closed(conn) == (1008, "hello timeout")
+
+    @gen_test
+    async def test_oversize_frame_closes_1009(self):
+        conn = await self.ws()
+        await self.hello(conn)
+        await conn.write_message("x" * (reticle.WS_MAX_MESSAGE_BYTES + 1))
+        assert (await self.closed(conn))[0] == 1009
+        status = await self.http_client.fetch(self.get_url("/status"))
+        assert status.code == 200
+
+    @gen_test
+    async def test_unknown_kind_is_kept_as_a_blind_spot_not_dropped(self):
+        conn = await self.ws()
+        await self.hello(conn)
+        await conn.write_message(json.dumps({"kind": "telemetry", "x": 1}))
+        await conn.write_message(json.dumps({"kind": "event", "event": {"type": "signal", "data": {"name": "a"}}}))
+        await asyncio.sleep(0.1)
+        assert conn.close_code is None
+        session = self.hub.bridge.sessions["s-test-1"]
+        assert session.store.blind_spots["unknown-message-kind"] == 1
+        types = [e["type"] for e in session.store.query()]
+        assert types == ["blind-spot", "signal"]
+
+    @gen_test
+    async def test_same_id_replaces_the_old_socket(self):
+        first = await self.ws()
+        await self.hello(first, sid="s-same")
+        second = await self.ws()
+        await self.hello(second, sid="s-same")
+        code, reason = await self.closed(first)
+        assert code == 1008 and "replaced" in reason
+        assert len(self.hub.bridge.sessions) == 1
+        await second.write_message(json.dumps({"kind": "event", "event": {"type": "signal", "data": {"n": 2}}}))
+        await asyncio.sleep(0.05)
+        assert self.hub.bridge.sessions["s-same"].store.query()[-1]["data"] == {"n": 2}
+        assert self.hub.bridge.sessions["s-same"].handler is not None
+
+    @gen_test
+    async def test_session_limit_1013(self):
+        for i in range(reticle.MAX_SESSIONS):
+            conn = await self.ws()
+            await self.hello(conn, sid="s-%d" % i)
+        assert len(self.hub.bridge.sessions) == reticle.MAX_SESSIONS
+        extra = await self.ws()
+        await self.hello(extra, sid="s-extra")
+        code, reason = await self.closed(extra)
+        assert code == 1013 and reason == "session limit reached"
+
+    @gen_test
+    async def test_closed_socket_reaps_the_session(self):
+        conn = await self.ws()
+        await self.hello(conn)
+        conn.close()
+        for _ in range(100):
+            if not self.hub.bridge.sessions:
+                break
+            await asyncio.sleep(0.01)
+        assert not self.hub.bridge.sessions
+        result = await self.mcp("reticle_sessions")
+        assert result["structuredContent"]["sessions"] == []
+        assert "why" in result["structuredContent"]
+
+    @gen_test
+    async def test_commands_round_trip_and_time_out_cleanly(self):
+        conn = await self.ws()
+        await self.hello(conn)
+
+        async def page():
+            while True:
+                raw = await conn.read_message()
+                if raw is None:
+                    return
+                msg = json.loads(raw)
+                if msg["kind"] == "command" and msg["name"] == "state_read":
+                    await conn.write_message(json.dumps({"kind": "command_result", "id": msg["id"], "ok": True,
+                                                         "result": {"stores": {}, "storeNames": []}}))
+
+        task = asyncio.ensure_future(page())
+        result = await self.mcp("reticle_state")
+        assert result["structuredContent"] == {"stores": {}, "storeNames": []}
+        session = self.hub.bridge.sessions["s-test-1"]
+        with pytest.raises(reticle.ToolError) as info:
+            await session.command("snapshot", {}, timeout=0.2)
+        assert "timed out" in info.value.error
+        assert not session.pending
+        conn.close()
+        await task
+
+    @gen_test(timeout=30)
+    async def test_flood_is_sampled_reported_and_mcp_stays_responsive(self):
+        self.hub.bridge.events_per_second = 500
+        conn = await self.ws()
+        await self.hello(conn)
+        batch = json.dumps({"kind": "events", "events": [
+            {"type": "dom.added", "data": {"n": i}} for i in range(200)]})
+        important = json.dumps({"kind": "event", "event": {"type": "net.request", "data": {
+            "requestId": "r1", "method": "POST", "url": "/api/pay", "status": 500}}})
+        for i in range(30):
+            await conn.write_message(batch)
+        await conn.write_message(important)
+        session = self.hub.bridge.sessions["s-test-1"]
+        for _ in range(200):
+            if session.store.total + session.store.sampled >= 30 * 200 + 1:
+                break
+            await asyncio.sleep(0.01)
+        started = asyncio.get_running_loop().time()
+        result = await self.mcp("reticle_network", {"since": 0})
+        assert asyncio.get_running_loop().time() - started < 1.0
+        data = result["structuredContent"]
+        assert [c["url"] for c in data["calls"]] == ["/api/pay"], "a high-value event survives the flood"
+        assert data["buffer"]["sampled"] > 0, "the drop is reported on the result"
+        assert session.store.sampled >= 30 * 200 - 2 * 500
+        assert conn.close_code is None
