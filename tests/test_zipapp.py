@@ -303,6 +303,28 @@ def test_cache_dir_writable_by_others_is_refused(pyz, venvs, tmp_path):
     assert len(_entries(home / ".cache" / "reticle")) == 1
 
 
+def test_cache_dir_on_noexec_mount_is_refused(pyz, venvs, tmp_path):
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("needs root on Linux to mount a noexec tmpfs")
+    python = venvs(VERSIONS[-1])
+    mount = tmp_path / "noexec"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,size=64m", "tmpfs", str(mount)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: %s" % mounted.stdout.decode(errors="replace"))
+    try:
+        home = tmp_path / "home"
+        result = _run([python, "-I", pyz, "--version"],
+                      _env(home, RETICLE_CACHE_DIR=mount / "cache"))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == _version()
+        assert "on a noexec mount" in result.stderr
+        assert len(_entries(home / ".cache" / "reticle")) == 1
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
 def test_six_first_runs_at_once(pyz, venvs, tmp_path):
     python = venvs(VERSIONS[-1])
     cache = tmp_path / "cache"
