@@ -1459,6 +1459,7 @@ class BrowserSession:
         self._window_count = 0
         self._window_high = 0
         self._window_sampled = 0
+        self._changed: Optional[asyncio.Future] = None
         self.update_identity(hello)
 
     def update_identity(self, hello: dict) -> None:
@@ -1573,6 +1574,8 @@ class BrowserSession:
         if dropped:
             self._window_sampled += dropped
             self.store.note_sampled(dropped, now)
+        if self._changed is not None and not self._changed.done():
+            self._changed.set_result(None)
 
     def _observe(self, event: dict) -> None:
         etype = event["type"]
@@ -1589,6 +1592,17 @@ class BrowserSession:
             self.url = data["to"][:4096]
         elif etype == "blind-spot":
             self.store.blind_spots[str(data.get("reason", "unknown"))[:64]] += int(data.get("count", 1) or 1)
+
+    async def wait_change(self, timeout: float) -> None:
+        """Sleep until the next event arrives or `timeout` seconds pass."""
+        if timeout <= 0:
+            return
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
+        except asyncio.TimeoutError:
+            pass
 
     # -- commands -------------------------------------------------------------
     async def command(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
@@ -1777,11 +1791,299 @@ class Bridge:
 # The grammar is data: the parser, its error messages and the
 # reticle://predicates resource all come from _PREDICATE_KINDS.
 
-_PREDICATE_KINDS: Dict[str, dict] = {}
+_P_SINCE = {"type": "number", "minimum": 0, "description": "only events at or after this cursor"}
+_ELEMENT_STATES = ["visible", "hidden", "enabled", "disabled", "checked", "unchecked", "expanded",
+                   "collapsed", "focused", "present"]
+_ELEMENT_QUERY = {
+    "type": "object",
+    "properties": {
+        "by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
+        "value": {"type": "string"}, "role": {"type": "string"}, "name": {"type": "string"},
+        "text": {"type": "string"}, "label": {"type": "string"}, "placeholder": {"type": "string"},
+        "testid": {"type": "string"}, "alt": {"type": "string"},
+        "scope": {"type": "string"}, "self": {"type": "boolean"},
+    },
+    "additionalProperties": False, "minProperties": 1,
+}
+_LOCATOR_FIELDS = ("by", "value", "role", "name", "text", "label", "placeholder", "testid", "alt")
+
+_PREDICATE_KINDS: Dict[str, dict] = {
+    "element": {
+        "doc": "An element matching `query` exists (in `state`), or with absent: true does not. Live DOM.",
+        "properties": {"query": _ELEMENT_QUERY,
+                       "state": {"anyOf": [{"enum": _ELEMENT_STATES},
+                                           {"type": "array", "items": {"enum": _ELEMENT_STATES}}]},
+                       "absent": {"type": "boolean"}},
+        "required": ["query"],
+        "example": {"kind": "element", "query": {"role": "button", "name": "Pay"}, "state": "enabled"},
+    },
+    "text": {
+        "doc": "Some element's text contains `contains` (case-insensitive); `visible` to require it shown. Live DOM.",
+        "properties": {"contains": {"type": "string", "minLength": 1}, "visible": {"type": "boolean"},
+                       "absent": {"type": "boolean"}, "scope": {"type": "string"}},
+        "required": ["contains"], "aliases": {"text": "contains", "value": "contains"},
+        "example": {"kind": "text", "contains": "Payment received", "visible": True},
+    },
+    "net": {
+        "doc": "A completed fetch/XHR matching the filters; `count` demands exactly that many; "
+               "`bodyContains` reads the response body.",
+        "properties": {"method": {"type": "string"}, "urlContains": {"type": "string"},
+                       "status": {"type": "integer"}, "ok": {"type": "boolean"}, "since": _P_SINCE,
+                       "count": {"type": "integer", "minimum": 0},
+                       "bodyContains": {"type": "string", "minLength": 1}},
+        "aliases": {"url": "urlContains"},
+        "example": {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200, "count": 1},
+    },
+    "route": {
+        "doc": "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
+        "properties": {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},
+        "aliases": {"path": "pathname", "urlContains": "contains", "url": "contains"},
+        "example": {"kind": "route", "pathname": "/orders/42"},
+    },
+    "console": {
+        "doc": "Console output at `level` (error includes uncaught errors) containing `contains`; "
+               "absent: true demands none.",
+        "properties": {"level": {"enum": ["error", "warn", "log", "info"]},
+                       "contains": {"type": "string", "minLength": 1}, "absent": {"type": "boolean"},
+                       "since": _P_SINCE},
+        "aliases": {"textContains": "contains"},
+        "example": {"kind": "console", "level": "error", "absent": True},
+    },
+    "animation": {
+        "doc": "An animation or transition started (or, with completed: true, ended), by `name` and target ref.",
+        "properties": {"name": {"type": "string"}, "target": {"type": "string"},
+                       "completed": {"type": "boolean"}, "since": _P_SINCE},
+        "example": {"kind": "animation", "name": "fade-in", "completed": True},
+    },
+    "signal": {
+        "doc": "The app called reticle.signal(name, data) with data matching `dataMatches` (shallow; \"*\" = "
+               "any value; {$gte,$lte,$gt,$lt,$contains,$length} operators); `count` exact.",
+        "properties": {"name": {"type": "string"}, "dataMatches": {"type": "object"},
+                       "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
+        "aliases": {"data": "dataMatches"},
+        "example": {"kind": "signal", "name": "order:placed", "dataMatches": {"total": {"$gt": 0}}},
+    },
+    "state": {
+        "doc": "A registered store's value at the dot `path` exists, or `equals` (value matcher). Live read.",
+        "properties": {"path": {"type": "string", "minLength": 1}, "store": {"type": "string"}, "equals": {}},
+        "required": ["path"],
+        "example": {"kind": "state", "store": "cart", "path": "items.length", "equals": 0},
+    },
+    "storage": {
+        "doc": "localStorage/sessionStorage/cookie `key` exists, `equals` a value, is `absent`, or (changed: "
+               "true) was written in the window.",
+        "properties": {"key": {"type": "string", "minLength": 1},
+                       "area": {"enum": ["local", "session", "cookies"]}, "equals": {},
+                       "absent": {"type": "boolean"}, "changed": {"type": "boolean"}, "since": _P_SINCE},
+        "required": ["key"],
+        "example": {"kind": "storage", "area": "local", "key": "theme", "equals": "dark"},
+    },
+    "settled": {
+        "doc": "No request in flight and no network or structural DOM activity for `quietMs` (default 500).",
+        "properties": {"quietMs": {"type": "number", "exclusiveMinimum": 0, "maximum": 30000}},
+        "example": {"kind": "settled", "quietMs": 500},
+    },
+    "allOf": {
+        "doc": "Every predicate in `predicates` holds.",
+        "properties": {"predicates": {"type": "array", "items": {"type": "object"}, "minItems": 1}},
+        "required": ["predicates"], "aliases": {"of": "predicates"},
+        "example": {"kind": "allOf", "predicates": [{"kind": "net", "urlContains": "/api/pay", "status": 200},
+                                                    {"kind": "console", "level": "error", "absent": True}]},
+    },
+    "anyOf": {
+        "doc": "At least one predicate in `predicates` holds.",
+        "properties": {"predicates": {"type": "array", "items": {"type": "object"}, "minItems": 1}},
+        "required": ["predicates"], "aliases": {"of": "predicates"},
+        "example": {"kind": "anyOf", "predicates": [{"kind": "text", "contains": "Saved"},
+                                                    {"kind": "signal", "name": "saved"}]},
+    },
+    "not": {
+        "doc": "The `predicate` does not hold (an unreadable child stays unknown).",
+        "properties": {"predicate": {"type": "object"}},
+        "required": ["predicate"], "aliases": {"of": "predicate"},
+        "example": {"kind": "not", "predicate": {"kind": "text", "contains": "Error"}},
+    },
+}
+
+
+def _kind_schema(kind: str) -> dict:
+    spec = _PREDICATE_KINDS[kind]
+    props = {"kind": {"const": kind}}
+    props.update(spec["properties"])
+    schema = {"type": "object", "properties": props, "additionalProperties": False, "required": ["kind"]}
+    schema["required"] += spec.get("required", [])
+    return schema
 
 
 def _predicate_grammar_doc() -> dict:
-    return {"kinds": _PREDICATE_KINDS}
+    return {
+        "description": "A predicate is an object {kind, ...fields}. Unknown fields are errors. Tolerated: "
+                       "`type` for `kind`, the per-kind aliases listed, and element locator fields written "
+                       "at the top level (moved into `query`).",
+        "kinds": {k: {"doc": v["doc"], "schema": _kind_schema(k), "aliases": v.get("aliases", {}),
+                      "example": v["example"]} for k, v in _PREDICATE_KINDS.items()},
+        "elementStates": _ELEMENT_STATES,
+    }
+
+
+_KIND_VALIDATORS: Dict[str, Any] = {}
+
+
+class PredicateError(ToolError):
+    """A predicate that does not parse: no verdict is produced."""
+
+
+def _predicate_fail(kind: Optional[str], issues: List[str], where: str) -> "PredicateError":
+    if kind in _PREDICATE_KINDS:
+        spec = _PREDICATE_KINDS[kind]
+        accepts = ["kind"] + list(spec["properties"])
+        extra = ""
+        if kind == "element":
+            extra = " query accepts: %s." % ", ".join(_ELEMENT_QUERY["properties"])
+        msg = ("that predicate did not parse (kind %r at %s): %s. Nothing ran, so no verdict was produced. "
+               "%s accepts: %s.%s A valid %s predicate looks like: %s" % (
+                   kind, where, "; ".join(issues[:3]), kind, ", ".join(accepts), extra, kind, _dumps(spec["example"])))
+        return PredicateError(msg, "fix the predicate and call again", accepts=accepts, example=spec["example"],
+                              noVerdict=True)
+    msg = ("that predicate did not parse at %s: %s. Nothing ran, so no verdict was produced. Use one of the "
+           "kinds: %s. For example: %s" % (where, "; ".join(issues[:3]), ", ".join(_PREDICATE_KINDS),
+                                          _dumps(_PREDICATE_KINDS["text"]["example"])))
+    return PredicateError(msg, "fix the predicate and call again", kinds=list(_PREDICATE_KINDS), noVerdict=True)
+
+
+def parse_predicate(raw: Any, where: str = "predicate") -> dict:
+    """Tolerant rewrites, then strict validation; returns a normalised copy."""
+    if not isinstance(raw, dict):
+        raise _predicate_fail(None, ["a predicate must be an object {kind, ...}, not %s" % type(raw).__name__], where)
+    p = dict(raw)
+    if "kind" not in p and isinstance(p.get("type"), str):
+        p["kind"] = p.pop("type")
+    kind = p.get("kind")
+    if kind is None:
+        combos = [k for k in ("allOf", "anyOf", "not") if k in p]
+        hint = " (write {\"kind\": \"%s\", ...} rather than {\"%s\": ...})" % (combos[0], combos[0]) if combos else ""
+        raise _predicate_fail(None, ["it has no `kind`%s" % hint], where)
+    if not isinstance(kind, str) or kind not in _PREDICATE_KINDS:
+        raise _predicate_fail(None, ["%r is not a predicate kind" % (kind,)], where)
+    spec = _PREDICATE_KINDS[kind]
+    for alias, canonical in spec.get("aliases", {}).items():
+        if alias in p:
+            value = p.pop(alias)
+            p.setdefault(canonical, value)
+    if kind == "element":
+        flat = {k: p.pop(k) for k in _LOCATOR_FIELDS if k in p}
+        if "query" not in p and flat:
+            p["query"] = flat
+    validator = _KIND_VALIDATORS.get(kind)
+    if validator is None:
+        validator = _KIND_VALIDATORS[kind] = jsonschema.Draft202012Validator(_kind_schema(kind))
+    issues = []
+    for err in sorted(validator.iter_errors(p), key=lambda e: list(e.absolute_path)):
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            loc = "/".join(str(x) for x in err.absolute_path)
+            issues.extend("unknown field %s%s" % ("%s." % loc if loc else "", e) for e in extra)
+        elif err.validator == "required":
+            issues.append(err.message.replace("is a required property", "is required"))
+        else:
+            issues.append("%s: %s" % ("/".join(str(x) for x in err.absolute_path) or kind, err.message))
+    if issues:
+        raise _predicate_fail(kind, issues, where)
+    if kind in ("allOf", "anyOf"):
+        p["predicates"] = [parse_predicate(c, "%s.predicates[%d]" % (where, i)) for i, c in enumerate(p["predicates"])]
+    elif kind == "not":
+        p["predicate"] = parse_predicate(p["predicate"], "%s.predicate" % where)
+    elif kind == "element" and isinstance(p.get("state"), str):
+        p["state"] = [p["state"]]
+    return p
+
+
+def _leaves(p: dict, under_not: bool = False) -> List[Tuple[dict, bool]]:
+    if p["kind"] in ("allOf", "anyOf"):
+        return [leaf for c in p["predicates"] for leaf in _leaves(c, under_not)]
+    if p["kind"] == "not":
+        return _leaves(p["predicate"], True)
+    return [(p, under_not)]
+
+
+def _value_matches(expected: Any, actual: Any) -> bool:
+    if expected == "*":
+        return actual is not None
+    if isinstance(expected, dict) and expected and any(k.startswith("$") for k in expected):
+        for op, arg in expected.items():
+            try:
+                if op == "$gte" and not actual >= arg:
+                    return False
+                if op == "$lte" and not actual <= arg:
+                    return False
+                if op == "$gt" and not actual > arg:
+                    return False
+                if op == "$lt" and not actual < arg:
+                    return False
+                if op == "$contains" and not (arg in actual):
+                    return False
+                if op == "$length" and not len(actual) == arg:
+                    return False
+                if op not in ("$gte", "$lte", "$gt", "$lt", "$contains", "$length"):
+                    return False
+            except TypeError:
+                return False
+        return True
+    return _deep_equal(expected, actual)
+
+
+def _deep_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_deep_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_deep_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+_WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+_DEV_URL = re.compile(r"/(@vite|__vite|_next/webpack-hmr|__webpack_hmr|sockjs-node|@react-refresh)|hot-update")
+_UI_EVENTS = ("dom.added", "dom.removed", "dom.attr", "dom.text", "state.change", "route.change")
+_FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|couldn't", re.I)
+
+
+def _call_failed(d: dict) -> bool:
+    if d.get("ok") is False:
+        return True
+    status = d.get("status")
+    return isinstance(status, int) and status >= 400 or (d.get("error") is not None and d.get("ok") is not True)
+
+
+def _call_label(d: dict) -> str:
+    return "%s %s" % (str(d.get("method", "GET")).upper(), d.get("url", "?"))
+
+
+def _short(value: Any, limit: int = 140) -> str:
+    text = value if isinstance(value, str) else _dumps(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _describe_predicate(p: dict) -> str:
+    k = p["kind"]
+    if k == "settled":
+        return "the page to go idle"
+    if k == "net":
+        return "a request %s%s" % (p.get("method", "").upper() + " " if p.get("method") else "",
+                                   "matching %r" % p["urlContains"] if p.get("urlContains") else "of any URL")
+    if k == "signal":
+        return "signal %r" % p.get("name", "*")
+    if k == "route":
+        return "a route %r" % (p.get("pathname") or p.get("contains"))
+    if k == "state":
+        return "state at %r" % p["path"]
+    if k in ("allOf", "anyOf"):
+        return "%s (%s)" % ("all of" if k == "allOf" else "any of", ", ".join(_describe_predicate(c) for c in p["predicates"]))
+    if k == "not":
+        return "not %s" % _describe_predicate(p["predicate"])
+    if k == "text":
+        return "text %r" % p["contains"]
+    return k
 
 
 class Verdicts:
@@ -1790,14 +2092,673 @@ class Verdicts:
     def __init__(self, hub: "Hub") -> None:
         self.hub = hub
 
+    # -- evaluation of one predicate ------------------------------------------------------
+    async def evaluate(self, session: BrowserSession, p: dict, floor: float, diagnose: bool = True) -> dict:
+        kind = p["kind"]
+        if kind in ("allOf", "anyOf", "not"):
+            return await self._combinator(session, p, floor, diagnose)
+        window = session.store.query(max(floor, float(p.get("since") or 0.0)))
+        method = getattr(self, "_eval_" + kind)
+        try:
+            return await method(session, p, window, diagnose)
+        except ToolError as exc:
+            return {"pass": False, "inconclusive": "the page could not answer: %s" % exc.error}
+
+    async def _combinator(self, session: BrowserSession, p: dict, floor: float, diagnose: bool) -> dict:
+        if p["kind"] == "not":
+            child = await self.evaluate(session, p["predicate"], floor, diagnose)
+            if child.get("inconclusive"):
+                return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child}}
+            if child["pass"]:
+                return {"pass": False, "failureReason": "the negated predicate held: %s" % _describe_predicate(p["predicate"]),
+                        "assertion": "not", "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
+            return {"pass": True, "evidence": {"negated": p["predicate"], "held": False, "saw": child}}
+        children = await asyncio.gather(*(self.evaluate(session, c, floor, diagnose) for c in p["predicates"]))
+        if p["kind"] == "allOf":
+            failed = [c for c in children if not c["pass"] and not c.get("inconclusive")]
+            if failed:
+                return {"pass": False, "failureReason": failed[0].get("failureReason"), "assertion": "allOf",
+                        "decided": any(c.get("decided") for c in failed), "evidence": list(children)}
+            unread = [c for c in children if c.get("inconclusive")]
+            if unread:
+                return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
+            return {"pass": True, "evidence": [c.get("evidence") for c in children]}
+        for c in children:
+            if c["pass"]:
+                return {"pass": True, "evidence": c.get("evidence")}
+        unread = [c for c in children if c.get("inconclusive")]
+        if unread:
+            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
+        return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
+                "evidence": list(children)}
+
+    async def _eval_net(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        def base_match(d: dict) -> bool:
+            if p.get("method") and str(d.get("method", "")).upper() != p["method"].upper():
+                return False
+            if p.get("urlContains") and p["urlContains"] not in str(d.get("url", "")):
+                return False
+            if "status" in p and d.get("status") != p["status"]:
+                return False
+            if "ok" in p:
+                ok = d.get("ok") if isinstance(d.get("ok"), bool) else (isinstance(d.get("status"), int) and d["status"] < 400)
+                if ok != p["ok"]:
+                    return False
+            return True
+
+        done = [e["data"] for e in window if e["type"] == "net.request" and isinstance(e.get("data"), dict)]
+        matched = [d for d in done if base_match(d)]
+        expected = _describe_predicate(p)
+        if p.get("bodyContains"):
+            with_body = [d for d in matched if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
+            if not with_body and matched:
+                unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
+                if unread:
+                    return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
+                            "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
+                            "assertion": "net.body"}
+                return {"pass": False, "assertion": "net.body", "expected": "a response body containing %r" % p["bodyContains"],
+                        "observed": _short(matched[-1].get("responseBody"), 200),
+                        "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+            matched = with_body
+        pending = [d for rid, d in session.open_requests.items() if base_match(dict(d, status=p.get("status")))
+                   and d.get("startedAt", 0) >= (window[0]["t"] if window else 0)]
+        if "count" in p:
+            if len(matched) == p["count"]:
+                return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
+            over = len(matched) > p["count"]
+            out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], expected),
+                   "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status")) for d in matched[:8])),
+                   "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
+                   "decided": over}
+            if not over and pending:
+                out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
+            return out
+        if matched:
+            return {"pass": True, "evidence": matched[0], "assertion": "net.present"}
+        if pending:
+            return {"pass": False, "inconclusive": "%s is still in flight; its outcome is not known yet"
+                    % _call_label(pending[0]), "assertion": "net.present"}
+        seen = []
+        for d in done:
+            label = "%s → %s" % (_call_label(d), d.get("status"))
+            if label not in seen:
+                seen.append(label)
+        return {"pass": False, "assertion": "net.present", "expected": expected,
+                "observed": seen[:8] or "no calls at all in this window",
+                "failureReason": "no completed request matched %s" % expected}
+
+    async def _eval_console(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        level = p.get("level")
+        if level is None:
+            types = ("console.log", "console.warn", "console.error", "error.uncaught")
+        elif level == "error":
+            types = ("console.error", "error.uncaught")
+        else:
+            types = ("console." + level,)
+        hits = []
+        for e in window:
+            if e["type"] not in types:
+                continue
+            d = e.get("data") if isinstance(e.get("data"), dict) else {}
+            text = d.get("text") or d.get("message") or ""
+            text = text if isinstance(text, str) else _dumps(text)
+            if p.get("contains") and p["contains"] not in text:
+                continue
+            hits.append({"level": "error" if e["type"] == "error.uncaught" else e["type"][8:], "text": _short(text, 300),
+                         "uncaught": e["type"] == "error.uncaught", "t": e["t"]})
+        if p.get("absent"):
+            if hits:
+                return {"pass": False, "assertion": "console.absent", "evidence": hits[:5],
+                        "observed": [h["text"] for h in hits[:5]],
+                        "failureReason": "%d console %s message(s) appeared: %s" % (len(hits), level or "", hits[0]["text"])}
+            return {"pass": True, "evidence": {"absent": True, "level": level}, "assertion": "console.absent"}
+        if hits:
+            return {"pass": True, "evidence": hits[:5], "assertion": "console.present"}
+        return {"pass": False, "assertion": "console.present", "failureReason": "no console %s message%s" % (
+            level or "", " containing %r" % p["contains"] if p.get("contains") else "")}
+
+    async def _eval_animation(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        want = "anim.end" if p.get("completed") else "anim.start"
+        seen = []
+        for e in window:
+            if e["type"] != want:
+                continue
+            d = e.get("data") if isinstance(e.get("data"), dict) else {}
+            seen.append(d.get("name"))
+            if p.get("name") and d.get("name") != p["name"]:
+                continue
+            if p.get("target") and d.get("ref") != p["target"] and d.get("targetRef") != p["target"]:
+                continue
+            return {"pass": True, "evidence": d, "assertion": "animation"}
+        return {"pass": False, "assertion": "animation", "observed": seen[:8] or "no animations in this window",
+                "failureReason": "no %s event for %s" % (want, p.get("name") or "any animation")}
+
+    async def _eval_signal(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        named, matched = [], []
+        for e in window:
+            if e["type"] != "signal":
+                continue
+            d = e.get("data") if isinstance(e.get("data"), dict) else {}
+            if p.get("name") and d.get("name") != p["name"]:
+                continue
+            named.append(d)
+            data = d.get("data")
+            dm = p.get("dataMatches")
+            if dm and not (isinstance(data, dict) and all(_value_matches(v, data.get(k)) for k, v in dm.items())):
+                continue
+            matched.append(d)
+        if "count" in p:
+            if len(matched) == p["count"]:
+                return {"pass": True, "evidence": {"count": len(matched), "signals": matched[:5]}, "assertion": "signal.count"}
+            return {"pass": False, "assertion": "signal.count", "decided": len(matched) > p["count"],
+                    "failureReason": "expected signal %r exactly %d time(s), saw %d" % (p.get("name"), p["count"], len(matched))}
+        if matched:
+            return {"pass": True, "evidence": matched[0], "assertion": "signal"}
+        if named:
+            return {"pass": False, "assertion": "signal.payload", "evidence": {"nearMiss": [d.get("data") for d in named[:5]]},
+                    "failureReason": "signal %r fired, but its data did not match %s" % (p.get("name"), _dumps(p.get("dataMatches")))}
+        fired = sorted({str((e.get("data") or {}).get("name")) for e in window if e["type"] == "signal"})
+        return {"pass": False, "assertion": "signal.absent", "observed": fired or "no signals in this window",
+                "failureReason": "signal %r did not fire" % p.get("name", "*")}
+
+    async def _eval_route(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        changes = [e for e in window if e["type"] == "route.change" and isinstance(e.get("data"), dict)]
+        if changes:
+            to = str(changes[-1]["data"].get("to", ""))
+            decided_by = "route-change"
+        else:
+            to = session.url
+            decided_by = "current-route"
+        parts = urllib.parse.urlsplit(to)
+        path = parts.path or "/"
+        full = path + ("?" + parts.query if parts.query else "") + ("#" + parts.fragment if parts.fragment else "")
+        evidence = {"to": to, "pathname": path, "decidedBy": decided_by}
+        if "pathname" in p and path != p["pathname"]:
+            return {"pass": False, "assertion": "route.pathname", "expected": p["pathname"], "observed": path,
+                    "failureReason": "the route is %r, not %r" % (path, p["pathname"]), "evidence": evidence}
+        if "contains" in p and p["contains"] not in full:
+            return {"pass": False, "assertion": "route.contains", "expected": p["contains"], "observed": full,
+                    "failureReason": "the route %r does not contain %r" % (full, p["contains"]), "evidence": evidence}
+        return {"pass": True, "evidence": evidence, "assertion": "route"}
+
+    async def _eval_settled(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        quiet_ms = float(p.get("quietMs", 500))
+        open_ids: Dict[str, dict] = {}
+        last_busy = None
+        for e in window:
+            d = e.get("data") if isinstance(e.get("data"), dict) else {}
+            if str(d.get("url", "")) and _DEV_URL.search(str(d.get("url", ""))):
+                continue
+            if e["type"] == "net.pending":
+                open_ids[str(d.get("requestId", e["seq"]))] = d
+            elif e["type"] == "net.request":
+                open_ids.pop(str(d.get("requestId", "")), None)
+                last_busy = e["t"]
+            elif e["type"] in ("dom.added", "dom.removed", "dom.attr"):
+                last_busy = e["t"]
+        if open_ids:
+            labels = [_call_label(d) for d in open_ids.values()]
+            return {"pass": False, "assertion": "settled.in-flight", "evidence": {"settled": False, "inFlight": labels[:5]},
+                    "failureReason": "%d request(s) still in flight: %s" % (len(labels), ", ".join(labels[:3]))}
+        if last_busy is None:
+            return {"pass": True, "evidence": {"settled": True, "quietForMs": None}, "assertion": "settled.quiet"}
+        quiet_for = self.hub.clock() - last_busy
+        if quiet_for >= quiet_ms:
+            return {"pass": True, "evidence": {"settled": True, "quietForMs": round(quiet_for)}, "assertion": "settled.quiet"}
+        return {"pass": False, "assertion": "settled.quiet", "retryAfterMs": round(quiet_ms - quiet_for),
+                "failureReason": "the page was busy %d ms ago (needs %d ms quiet)" % (quiet_for, quiet_ms)}
+
+    async def _eval_element(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        q = dict(p["query"])
+        if "by" not in q:
+            for f in ("role", "text", "label", "placeholder", "testid", "alt"):
+                if f in q:
+                    q["by"] = f
+                    q["value"] = q.pop(f)
+                    break
+        if "by" not in q:
+            return {"pass": False, "inconclusive": "the element query names no locator (by/value, role, text, "
+                    "label, placeholder, testid or alt)"}
+        if "value" not in q:
+            return {"pass": False, "inconclusive": "`by: %s` needs a `value`" % q["by"]}
+        probe = dict(q, kind="element")
+        if p.get("state"):
+            probe["state"] = p["state"]
+        res = await session.command("eval_probe", probe)
+        count = int(res.get("count", 0))
+        what = "%s %r%s" % (q["by"], q["value"], " named %r" % q["name"] if q.get("name") else "")
+        if p.get("absent"):
+            if count == 0:
+                return {"pass": True, "evidence": {"absent": True, "scopeMissing": bool(res.get("scopeMissing"))},
+                        "assertion": "element.absent"}
+            return {"pass": False, "assertion": "element.absent", "evidence": res.get("elements", [])[:5],
+                    "failureReason": "%d element(s) match %s, expected none" % (count, what)}
+        if count > 0:
+            return {"pass": True, "evidence": res.get("elements", [])[:5], "assertion": "element.present"}
+        out = {"pass": False, "assertion": "element.present", "expected": what,
+               "failureReason": "no element matches %s%s" % (what, " in state %s" % "/".join(p["state"]) if p.get("state") else "")}
+        if res.get("scopeMissing"):
+            out["failureReason"] += " (the scope %r matched nothing)" % q.get("scope")
+            return out
+        if diagnose:
+            if p.get("state"):
+                relaxed = await session.command("eval_probe", dict(q, kind="element"))
+                if relaxed.get("count"):
+                    out["assertion"] = "element.state"
+                    out["evidence"] = {"nearMiss": relaxed.get("elements", [])[:5]}
+                    out["failureReason"] = "%s exists but not in state %s; its states: %s" % (
+                        what, "/".join(p["state"]), ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
+                    return out
+            if q["by"] == "role" and q.get("name") is not None:
+                peers = await session.command("eval_probe", {"kind": "element", "by": "role", "value": q["value"],
+                                                             "limit": 20})
+                names = [e.get("name", "") for e in peers.get("elements", [])]
+                out["assertion"] = "element.role+name"
+                out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"], ", ".join(repr(n) for n in names[:12]) or "none")
+                out["observed"] = names[:12]
+            elif q["by"] == "testid":
+                hint = res.get("hint") or {}
+                present = hint.get("presentTestids") or []
+                if present:
+                    out["failureReason"] += "; testids present here: %s" % ", ".join(present[:12])
+                    out["observed"] = present[:12]
+        return out
+
+    async def _eval_text(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        probe = {"kind": "text", "contains": p["contains"]}
+        for k in ("visible", "scope"):
+            if k in p:
+                probe[k] = p[k]
+        res = await session.command("eval_probe", probe)
+        found = bool(res.get("found"))
+        if p.get("absent"):
+            if not found:
+                return {"pass": True, "evidence": {"absent": True}, "assertion": "text.absent"}
+            return {"pass": False, "assertion": "text.absent", "observed": res.get("sample"),
+                    "failureReason": "the text %r is on the page" % p["contains"]}
+        if found:
+            return {"pass": True, "evidence": {"sample": res.get("sample"), "count": res.get("count")}, "assertion": "text.present"}
+        return {"pass": False, "assertion": "text.present", "expected": p["contains"],
+                "failureReason": "no%s text containing %r on the page" % (" visible" if p.get("visible") else "", p["contains"])}
+
+    async def _eval_state(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        path = p["path"]
+        store = p.get("store")
+        if store is None:
+            whole = await session.command("state_read", {})
+            names = whole.get("storeNames") or list((whole.get("stores") or {}).keys())
+            if not names:
+                return {"pass": False, "inconclusive": "no store is registered (reticle.registerStore / pushStore), "
+                        "so state cannot be read"}
+            reads = [(n, await session.command("state_read", {"store": n, "path": path})) for n in names]
+            hits = [(n, r) for n, r in reads if r.get("found")]
+            if len(hits) > 1:
+                return {"pass": False, "inconclusive": "several stores have %r (%s); name one with `store`"
+                        % (path, ", ".join(n for n, _ in hits))}
+            if not hits:
+                return {"pass": False, "assertion": "state.path-missing", "evidence": {"searchedStores": names},
+                        "failureReason": "no registered store has %r (stores: %s)" % (path, ", ".join(names))}
+            store, read = hits[0]
+        else:
+            read = await session.command("state_read", {"store": store, "path": path})
+            if read.get("storeMissing") or (read.get("found") is False and read.get("error")):
+                return {"pass": False, "assertion": "state.store-missing", "evidence": {"searchedStores": read.get("storeNames")},
+                        "failureReason": "no store named %r (stores: %s)" % (store, ", ".join(read.get("storeNames") or []))}
+            if not read.get("found"):
+                return {"pass": False, "assertion": "state.path-missing",
+                        "evidence": {"availableKeys": read.get("availableKeys")},
+                        "failureReason": "%s has no %r; keys there: %s" % (store, path, ", ".join(map(str, (read.get("availableKeys") or [])[:20])))}
+        value = read.get("value")
+        if read.get("truncated"):
+            return {"pass": False, "inconclusive": "the value at %s.%s was cut by transport caps" % (store, path)}
+        expected = p.get("equals", "*")
+        if _value_matches(expected, value):
+            return {"pass": True, "evidence": {"store": store, "path": path, "value": value}, "assertion": "state.equals"}
+        return {"pass": False, "assertion": "state.equals", "expected": expected,
+                "observed": "%s = %s" % (path, _short(value)),
+                "failureReason": "%s.%s is %s, expected %s" % (store, path, _short(value), _short(expected))}
+
+    async def _eval_storage(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+        if p.get("changed"):
+            writes = [e["data"] for e in window if e["type"] == "storage.change" and isinstance(e.get("data"), dict)
+                      and e["data"].get("key") == p["key"] and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
+            if not writes:
+                return {"pass": False, "assertion": "storage.changed", "failureReason": "%r was not written in this window" % p["key"]}
+            if "equals" in p and not _value_matches(p["equals"], writes[-1].get("to")):
+                return {"pass": False, "assertion": "storage.equals", "observed": _short(writes[-1].get("to")),
+                        "failureReason": "%r was written as %s, expected %s" % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
+            return {"pass": True, "evidence": writes[-1], "assertion": "storage.changed"}
+        args = {"key": p["key"]}
+        if p.get("area"):
+            args["area"] = p["area"]
+        read = await session.command("storage_read", args)
+        found = bool(read.get("found"))
+        if p.get("absent"):
+            if found:
+                return {"pass": False, "assertion": "storage.absent", "observed": _short(read.get("value")),
+                        "failureReason": "%r is present (%s)" % (p["key"], read.get("area"))}
+            return {"pass": True, "evidence": {"absent": True, "key": p["key"]}, "assertion": "storage.absent"}
+        if not found:
+            return {"pass": False, "assertion": "storage.present", "evidence": {"availableKeys": read.get("availableKeys")},
+                    "failureReason": "%r is not in %s storage" % (p["key"], p.get("area") or "any")}
+        value = read.get("value")
+        if "equals" in p and not _value_matches(p["equals"], value):
+            return {"pass": False, "assertion": "storage.equals", "observed": _short(value),
+                    "failureReason": "%r is %s, expected %s" % (p["key"], _short(value), _short(p["equals"]))}
+        return {"pass": True, "evidence": {"area": read.get("area"), "key": p["key"], "value": value}, "assertion": "storage"}
+
+    # -- the wait loop ------------------------------------------------------------------------
+    async def wait(self, session: BrowserSession, p: dict, floor: float, timeout_ms: float) -> dict:
+        generation = session.generation
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        holds_count = any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
+        while True:
+            if session.handler is None or session.generation != generation:
+                return {"pass": False, "observationLost": True,
+                        "failureReason": "the tab disconnected or reloaded during the observation"}
+            res = await self.evaluate(session, p, floor, diagnose=False)
+            remaining = deadline - time.monotonic()
+            if res["pass"]:
+                if holds_count and remaining > 0.3:
+                    await asyncio.sleep(0.3)
+                    return await self.evaluate(session, p, floor, diagnose=True)
+                if holds_count:
+                    break
+                return res
+            if res.get("decided"):
+                return await self.evaluate(session, p, floor, diagnose=True)
+            if remaining <= 0:
+                break
+            step = min(0.15, remaining)
+            if res.get("retryAfterMs"):
+                step = min(step, max(0.025, res["retryAfterMs"] / 1000.0))
+            await session.wait_change(step)
+        final = await self.evaluate(session, p, floor, diagnose=True)
+        if final["pass"] and not holds_count:
+            return final
+        final["pass"] = False
+        final.setdefault("failureReason", "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p)))
+        if not final.get("failureReason"):
+            final["failureReason"] = "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p))
+        final["timedOut"] = True
+        return final
+
+    # -- contradictions and the verdict ----------------------------------------------------------
+    def contradictions(self, window: List[dict], p: dict, action_since: Optional[float]) -> List[dict]:
+        out = []
+        calls = [e["data"] for e in window if e["type"] == "net.request" and isinstance(e.get("data"), dict)
+                 and not _DEV_URL.search(str(e["data"].get("url", "")))]
+        ui_advanced = any(e["type"] in _UI_EVENTS for e in window)
+        expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "net" and not neg
+                             and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
+
+        def expected_failure(d: dict) -> bool:
+            for leaf in expected_failures:
+                if leaf.get("method") and str(d.get("method", "")).upper() != leaf["method"].upper():
+                    continue
+                if leaf.get("urlContains") and leaf["urlContains"] not in str(d.get("url", "")):
+                    continue
+                if "status" in leaf and d.get("status") != leaf["status"]:
+                    continue
+                return True
+            return False
+
+        failed = [d for d in calls if _call_failed(d) and not expected_failure(d)]
+        signals = [e["data"] for e in window if e["type"] == "signal" and isinstance(e.get("data"), dict)]
+        acknowledged = any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
+            e["type"] == "state.change" and _FAILURE_WORDS.search(_dumps(e.get("data"))[:2000]) for e in window)
+        if failed and not acknowledged:
+            happy = [s for s in signals if not _FAILURE_WORDS.search(str(s.get("name", "")))]
+            d = failed[0]
+            if happy:
+                out.append({"kind": "signal-contradicted", "tier": "observed",
+                            "claim": "the app signalled %r" % happy[0].get("name"),
+                            "counter": "%s answered %s" % (_call_label(d), d.get("status")),
+                            "detail": "a request failed while the app reported success"})
+            elif ui_advanced:
+                out.append({"kind": "ui-advanced-request-failed", "tier": "observed",
+                            "claim": "the UI moved on as if it worked",
+                            "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
+                            "detail": "a failed request under a UI that advanced and showed no error"})
+        for d in calls:
+            if _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
+                continue
+            problem = _partial_failure(d.get("responseBody"))
+            if problem:
+                out.append({"kind": "partial-failure-in-ok-response", "tier": "observed",
+                            "claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
+                            "detail": "a 2xx response whose body reports failure"})
+        if ui_advanced:
+            open_ids: Dict[str, dict] = {}
+            for e in window:
+                d = e.get("data") if isinstance(e.get("data"), dict) else {}
+                if e["type"] == "net.pending" and not _DEV_URL.search(str(d.get("url", ""))):
+                    open_ids[str(d.get("requestId", e["seq"]))] = d
+                elif e["type"] == "net.request":
+                    open_ids.pop(str(d.get("requestId", "")), None)
+            for d in list(open_ids.values())[:3]:
+                out.append({"kind": "request-never-settled", "tier": "absence",
+                            "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
+                            "detail": "the outcome of this request is unknown", "write": str(d.get("method", "")).upper() in _WRITE_METHODS})
+        return out
+
+    def decide(self, res: dict, contradictions: List[dict], window: List[dict], session: BrowserSession,
+               floor: float, p: dict, already_true: bool = False, act: bool = False) -> Tuple[str, str, str]:
+        declared = p["kind"] != "settled"
+        if res.get("inconclusive"):
+            return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % res["inconclusive"]
+        if res.get("observationLost"):
+            return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
+                                                   "reticle_sessions and repeat if it is safe")
+        if not res["pass"]:
+            return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
+                res.get("failureReason") or _describe_predicate(p))
+        observed = [c for c in contradictions if c["tier"] == "observed"]
+        if observed:
+            c = observed[0]
+            return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
+                c["kind"], c["claim"], c["counter"])
+        absence = [c for c in contradictions if c["tier"] == "absence"]
+        if absence:
+            c = absence[0]
+            return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "
+                                                      "finished (%s: %s); re-check once it lands, raise timeout_ms, or "
+                                                      "assert the request itself" % (c["kind"], c["counter"]))
+        absences = [leaf for leaf, neg in _leaves(p) if leaf.get("absent") or neg]
+        spots = {k: v for k, v in session.store.blind_spots.items() if v and k in _ABSENCE_BLIND_SPOTS}
+        if absences and spots:
+            return "unknown", "absence_blind_spot", ("the predicate asserts an absence, but part of the page is "
+                                                     "unobservable (%s), so a passing check cannot prove it" %
+                                                     ", ".join("%s ×%d" % kv for kv in spots.items()))
+        if already_true:
+            return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
+                                               "nothing about the action; assert something the action CHANGES")
+        loss = session.store.loss_since(floor)
+        if loss and (loss.get("evicted") or loss.get("sampled")):
+            return "unknown", "evidence_lost", ("evidence in this window was lost (%s), so a pass cannot be trusted; "
+                                                "narrow the window or reduce the page's event volume" % _dumps(loss))
+        calls = [e["data"] for e in window if e["type"] == "net.request" and isinstance(e.get("data"), dict)]
+        accepted = [d for d in calls if d.get("status") == 202 and not _DEV_URL.search(str(d.get("url", "")))]
+        if accepted:
+            return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
+                                                  "once it reconciles" % _call_label(accepted[0]))
+        unread = [d for d in calls if str(d.get("method", "")).upper() in _WRITE_METHODS
+                  and isinstance(d.get("status"), int) and 200 <= d["status"] < 300
+                  and not isinstance(d.get("responseBody"), str) and d.get("responseSize", 1) != 0]
+        if unread:
+            return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
+                                                 "succeeded cannot be proven; turn body capture on" %
+                                                 ", ".join(_call_label(d) for d in unread[:3]))
+        in_flight = [d for d in session.open_requests.values()
+                     if str(d.get("method", "")).upper() in _WRITE_METHODS and d.get("startedAt", 0) >= floor]
+        if in_flight:
+            return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
+                                                    "known yet" % _call_label(in_flight[0]))
+        if not declared and act and res.get("timedOut"):
+            return "unknown", "unsettled", "the page never settled within the timeout"
+        evidence = res.get("evidence")
+        summary = _short(evidence, 160) if evidence is not None else "the predicate"
+        if declared:
+            return "yes", "proved", "%s held (%s) with no channel disagreeing" % (_describe_predicate(p), summary)
+        return "yes", "proved", "the page settled with nothing failing or disagreeing (%s)" % summary
+
+    # -- the three tools --------------------------------------------------------------------------
+    def _predicate_arg(self, args: dict, required: bool) -> Optional[dict]:
+        raw = args.get("until") if "until" in args else args.get("predicate")
+        if "until" in args and "predicate" in args:
+            raw = args["until"]
+        if raw is None:
+            if required:
+                raise _predicate_fail(None, ["no predicate given: pass `predicate` (or `until`)"], "predicate")
+            return None
+        return parse_predicate(raw, "until" if "until" in args else "predicate")
+
     async def wait_for(self, session: BrowserSession, args: dict) -> dict:
-        raise ToolError("reticle_wait_for is not available in this build", "use reticle_observe")
+        p = self._predicate_arg(args, True)
+        floor = float(args["since"]) if args.get("since") is not None else session.floor()
+        res = await self.wait(session, p, floor, args.get("timeout_ms", 4000))
+        res["since"] = floor
+        return session.splice_buffer(res, floor)
 
     async def assert_(self, session: BrowserSession, args: dict) -> dict:
-        raise ToolError("reticle_assert is not available in this build", "use reticle_observe")
+        p = self._predicate_arg(args, True)
+        floor = float(args["since"]) if args.get("since") is not None else session.floor()
+        timeout = args.get("timeout_ms", 0)
+        if timeout > 0:
+            res = await self.wait(session, p, floor, timeout)
+        else:
+            res = await self.evaluate(session, p, floor, diagnose=True)
+        window = session.store.query(floor)
+        contradictions = self.contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None)
+        verified, reason, because = self.decide(res, contradictions, window, session, floor, p)
+        out = {"verified": verified, "verifiedReason": reason, "because": because}
+        out.update(res)
+        out["since"] = floor
+        if contradictions:
+            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+        spots = {k: v for k, v in session.store.blind_spots.items() if v}
+        if spots:
+            out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in spots.items())
+            out["coverage_spots"] = [{"kind": k, "count": v} for k, v in spots.items()]
+        if verified == "yes" and _presence_only(p):
+            out["advice"] = ("this predicate only checks element/text presence, not an observable consequence; a "
+                             "stale render can satisfy it while the feature is broken. Prefer a net, signal or state "
+                             "predicate, or allOf it with one.")
+        return session.splice_health(session.splice_buffer(out, floor))
 
     async def act_and_wait(self, session: BrowserSession, args: dict) -> dict:
-        raise ToolError("reticle_act_and_wait is not available in this build", "use reticle_act")
+        p = self._predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+        session.refuse_if_throttled(args.get("refuseWhenThrottled"))
+        cmd = _act_command(args)
+        timeout = args.get("timeout_ms", 4000)
+        already_true = False
+        if any(leaf["kind"] in ("element", "text", "route", "state", "storage") for leaf, _ in _leaves(p)):
+            pre = await self.evaluate(session, p, self.hub.clock(), diagnose=False)
+            already_true = bool(pre["pass"])
+        since = session.mark_act(args["action"])
+        started = time.monotonic()
+        effect = await session.command("act", cmd)
+        if timeout > 0:
+            remaining = max(0.0, timeout - (time.monotonic() - started) * 1000.0)
+            res = await self.wait(session, p, since, remaining)
+        else:
+            res = await self.evaluate(session, p, since, diagnose=True)
+        budget_end = started + timeout / 1000.0
+        if res["pass"]:
+            while time.monotonic() < budget_end and any(d.get("startedAt", 0) >= since for d in session.open_requests.values()):
+                await session.wait_change(0.05)
+            window = session.store.query(since)
+            wrote = any(e["type"] == "net.request" and str((e.get("data") or {}).get("method", "")).upper() in _WRITE_METHODS
+                        for e in window)
+            if wrote and not any(e["type"] in _UI_EVENTS for e in window):
+                end = min(budget_end, time.monotonic() + 0.3)
+                while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.store.query(since)):
+                    await session.wait_change(end - time.monotonic())
+        window = session.store.query(since)
+        contradictions = self.contradictions(window, p, since)
+        verified, reason, because = self.decide(res, contradictions, window, session, since, p,
+                                                already_true=already_true, act=True)
+        verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
+                                       "inconclusive", "decided", "observationLost", "timedOut") if k in res}
+        loss = session.store.loss_since(since)
+        spots = {k: v for k, v in session.store.blind_spots.items() if v}
+        issues = []
+        if loss and loss.get("evicted"):
+            issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
+        if loss and loss.get("sampled"):
+            issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
+        out = {"verified": verified, "verifiedReason": reason, "because": because, "since": since,
+               "effect": effect, "verdict": verdict,
+               "honesty": {"grade": _grade(p), "attribution": "window",
+                           "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
+                           "integrity": {"clean": not issues, "issues": issues}},
+               "trace": {"window_ms": round(self.hub.clock() - since), "summary": _summarise(window)}}
+        if already_true:
+            out["alreadyTrue"] = True
+        if contradictions:
+            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+        return session.splice_health(out)
+
+
+_ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrumented-frame", "sampled",
+                        "rate-limited", "virtualized-unmounted")
+
+
+def _grade(p: dict) -> str:
+    best = "presence"
+    for leaf, neg in _leaves(p):
+        if neg:
+            continue
+        if leaf["kind"] == "signal" and leaf.get("name"):
+            return "signal"
+        if leaf["kind"] == "net" and leaf.get("urlContains"):
+            best = "net"
+        elif leaf["kind"] == "state" and best == "presence":
+            best = "state"
+    return best
+
+
+def _presence_only(p: dict) -> bool:
+    kinds = [(leaf["kind"], neg) for leaf, neg in _leaves(p)]
+    has_presence = any(k in ("element", "text") and not neg for k, neg in kinds)
+    has_consequence = any(k in ("net", "signal", "state", "storage") for k, _ in kinds)
+    return has_presence and not has_consequence
+
+
+def _partial_failure(body: Any) -> Optional[str]:
+    if not isinstance(body, str) or not body.strip().startswith(("{", "[")):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+
+    def flagged(obj: Any) -> Optional[str]:
+        if not isinstance(obj, dict):
+            return None
+        for k in ("ok", "success", "succeeded"):
+            if obj.get(k) is False:
+                return "%s: false" % k
+        for k in ("error", "errors", "errorMessage", "failureReason"):
+            v = obj.get(k)
+            if v not in (None, "", [], {}, False):
+                return "%s: %s" % (k, _short(v, 80))
+        return None
+
+    top = flagged(data)
+    if top:
+        return "the body says %s" % top
+    if isinstance(data, dict):
+        for k in ("results", "items", "data", "records", "responses"):
+            arr = data.get(k)
+            if isinstance(arr, list) and arr:
+                bad = [flagged(x) for x in arr]
+                bad = [b for b in bad if b]
+                if bad:
+                    return "%d of %d %s FAILED (%s)" % (len(bad), len(arr), k, bad[0])
+                break
+    return None
 
 
 ###############################################################################
@@ -3345,7 +4306,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       } finally { ctx.stack.pop(); }
     }
   }
-  // collapse a value to a given depth for state reads ("[Array(n)]", "{…n keys}")
+  // collapse a value to a given depth for state reads ("[Array(n)]", "{...n keys}")
   function collapseDepth(v, depth) { return sanitize(v, { depth: depth, items: 200 }); }
 
   function safeStringify(v, cap) {
@@ -3407,7 +4368,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // ---- events --------------------------------------------------------------------------------
-  // emit(type, data, el?) — stamps the envelope and queues it for the next microtask flush.
+  // emit(type, data, el?) - stamps the envelope and queues it for the next microtask flush.
   function emit(type, data, el) {
     if (!S.started) return;
     try {
@@ -3501,6 +4462,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     S.ws = ws;
     ws.onopen = guard('transport', function () {
       if (S.ws !== ws) return;
+      var again = S.everOpened;
       S.open = true; S.everOpened = true; S.failures = 0; S.backoff = 1000;
       rawSend(helloFrame());
       if (S.dropped > 0) {
@@ -3513,7 +4475,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         S.dropped = 0; S.droppedChurn = 0;
       }
       flush();
-      emitHealth('reconnect');
+      if (again) emitHealth('reconnect');
     });
     ws.onmessage = function (m) { try { onMessage(m.data); } catch (e) { internal('command', e); } };
     ws.onerror = function () { try { ws.close(); } catch (e) { /* already closing */ } };
@@ -3581,7 +4543,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     } catch (e) { bad(e); }
   }
 
-  // ---- refs: e1, e2… tied to DOM nodes -------------------------------------------------------
+  // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
   var HAS_WEAKREF = typeof WeakRef === 'function';
   var REF_OF = new WeakMap();
   var EL_OF = new Map(); // ref -> WeakRef(element); insertion order = LRU order
@@ -3857,8 +4819,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     cap = cap || 20000;
     while (stack.length && out.length < cap) {
       var el = stack.pop();
-      if (el !== root) out.push(el);
       if (SKIP_TAGS[el.tagName]) continue;
+      if (el !== root) out.push(el);
       var kids = childrenOf(el);
       for (var i = kids.length - 1; i >= 0; i--) stack.push(kids[i]);
     }
@@ -4277,7 +5239,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function doFill(el, args) {
     var v = args.value != null ? args.value : args.text;
     if (typeof v === 'number') v = String(v);
-    if (typeof v !== 'string') throw new Error('fill needs a string value: pass args:{value:"…"}');
+    if (typeof v !== 'string') throw new Error('fill needs a string value: pass args:{value:"\u2026"}');
     if (el.tagName === 'SELECT') return doSelect(el, { value: v });
     var kind = assertEditable(el, 'fill');
     if (document.activeElement !== el) { try { el.focus({ preventScroll: true }); } catch (e) { /* ignore */ } }
@@ -4306,7 +5268,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function doType(el, args) {
     var text = args.text != null ? args.text : args.value;
     if (typeof text === 'number') text = String(text);
-    if (typeof text !== 'string') throw new Error('type needs a string: pass args:{text:"…"}');
+    if (typeof text !== 'string') throw new Error('type needs a string: pass args:{text:"\u2026"}');
     var kind = assertEditable(el, 'type');
     if (document.activeElement !== el) { try { el.focus({ preventScroll: true }); } catch (e) { /* ignore */ } }
     if (kind === 'rich') { richWrite(el, text, false); return {}; }
@@ -4341,13 +5303,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (el.tagName !== 'SELECT') throw new Error('select works on a <select>; ' + label(el) + ' is a <' + el.tagName.toLowerCase() + '>' + (getRole(el) === 'combobox' ? ' (a custom combobox: click it, then click the option)' : ''));
     if (el.disabled) throw new Error('cannot select in ' + label(el) + ': it is disabled');
     var wanted = args.values || (Array.isArray(args.value) ? args.value : [args.value != null ? args.value : args.label]);
-    if (wanted[0] == null) throw new Error('select needs args:{value:"…"} (an option value or its visible label)');
+    if (wanted[0] == null) throw new Error('select needs args:{value:"\u2026"} (an option value or its visible label)');
     var opts = Array.prototype.slice.call(el.options);
     var picks = wanted.map(function (w) {
       w = String(w);
       var o = opts.filter(function (x) { return x.value === w; })[0] || opts.filter(function (x) { return norm(x.label || x.text) === norm(w); })[0] ||
         opts.filter(function (x) { return norm(x.label || x.text).toLowerCase() === norm(w).toLowerCase(); })[0];
-      if (!o) throw new Error("no option '" + clip(w, 80) + "' in " + label(el) + '; options: ' + opts.slice(0, 20).map(function (x) { return JSON.stringify(x.value) + (norm(x.text) !== x.value ? ' (' + clip(norm(x.text), 40) + ')' : ''); }).join(', ') + (opts.length > 20 ? ', …' : ''));
+      if (!o) throw new Error("no option '" + clip(w, 80) + "' in " + label(el) + '; options: ' + opts.slice(0, 20).map(function (x) { return JSON.stringify(x.value) + (norm(x.text) !== x.value ? ' (' + clip(norm(x.text), 40) + ')' : ''); }).join(', ') + (opts.length > 20 ? ', \u2026' : ''));
       if (o.disabled) throw new Error("option '" + clip(w, 80) + "' in " + label(el) + ' is disabled');
       return o;
     });
@@ -4816,19 +5778,42 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!reason) { try { clone = res.clone(); } catch (e) { reason = 'clone failed'; } }
     if (!clone) { reqDone.then(function (rq) { emit('net.request', withBodyFields(d, rq, { reason: reason })); }); return; }
     var finished = false;
+    var rd = readCapped(clone, 262144);
     var timer = N.setTimeout(function () {
-      if (finished) return; finished = true;
+      if (finished) return; finished = true; rd.cancel();
       reqDone.then(function (rq) { emit('net.request', withBodyFields(d, rq, { reason: 'body read timed out (2 s)' })); });
     }, 2000);
-    N.Promise.all([clone.text(), reqDone]).then(function (vals) {
+    N.Promise.all([rd.promise, reqDone]).then(function (vals) {
       if (finished) return; finished = true; N.clearTimeout(timer);
-      var text = vals[0];
-      var r = redactBody(text, ct);
-      emit('net.request', withBodyFields(d, vals[1], { body: r.body, truncated: r.truncated, size: d.responseSize != null ? d.responseSize : r.size }));
+      var got = vals[0];
+      var r = redactBody(got.text, ct);
+      emit('net.request', withBodyFields(d, vals[1], { body: r.body, truncated: r.truncated || !got.complete, size: d.responseSize != null ? d.responseSize : (got.complete ? r.size : undefined) }));
     }, function (e) {
       if (finished) return; finished = true; N.clearTimeout(timer);
       reqDone.then(function (rq) { emit('net.request', withBodyFields(d, rq, { reason: 'body read failed: ' + clip(errMsg(e), 200) })); });
     });
+  }
+
+  // read at most ~cap characters of a (cloned) response without buffering a huge body
+  function readCapped(resp, cap) {
+    var reader = null;
+    var out = { cancel: function () { try { if (reader) reader.cancel(); } catch (e) { /* ignore */ } } };
+    if (!resp.body || typeof resp.body.getReader !== 'function' || typeof TextDecoder === 'undefined') {
+      out.promise = resp.text().then(function (t) { return { text: t, complete: true }; });
+      return out;
+    }
+    reader = resp.body.getReader();
+    var dec = new TextDecoder(), text = '';
+    function pump() {
+      return reader.read().then(function (r) {
+        if (r.done) return { text: text + dec.decode(), complete: true };
+        text += dec.decode(r.value, { stream: true });
+        if (text.length > cap) { out.cancel(); return { text: text, complete: false }; }
+        return pump();
+      });
+    }
+    out.promise = pump();
+    return out;
   }
 
   function installXHR() {
@@ -4997,7 +5982,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (a instanceof Error) return '[' + (a.name || 'Error') + ': ' + clip(a.message, 150) + ']';
     if (typeof Node !== 'undefined' && a instanceof Node) return describeNode(a);
     if (Array.isArray(a)) return '[Array(' + a.length + ')]';
-    try { return '{' + Object.keys(a).slice(0, 8).join(', ') + (Object.keys(a).length > 8 ? ', …' : '') + '}'; } catch (e) { return '[object]'; }
+    try { return '{' + Object.keys(a).slice(0, 8).join(', ') + (Object.keys(a).length > 8 ? ', \u2026' : '') + '}'; } catch (e) { return '[object]'; }
   }
   function cleanStack(s) {
     if (!s) return undefined;
