@@ -358,6 +358,42 @@ def test_unsupported_interpreter_gets_one_clear_line(pyz, tmp_path):
         assert "cp" + version.replace(".", "") in lines[0]
 
 
+def test_missing_interpreter_build_gets_one_clear_line(venvs, tmp_path):
+    """A pyz built for one CPython names what it carries when another one runs it."""
+    if len(VERSIONS) < 2:
+        pytest.skip("needs two CPython versions")
+    built, other = VERSIONS[-1], VERSIONS[0]
+    out = tmp_path / "one.pyz"
+    result = _run([sys.executable, BUILD, "--out", str(out), "--reticle", RETICLE,
+                   "--python", built, "--no-check"], dict(os.environ), timeout=600)
+    assert result.returncode == 0, result.stderr
+    cache = tmp_path / "cache"
+    result = _run([venvs(other), "-I", str(out), "--version"],
+                  _env(tmp_path / "home", RETICLE_CACHE_DIR=cache))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    tag = "cp" + built.replace(".", "")
+    assert result.stderr == (
+        "reticle: this reticle.pyz has no build for %s/cp%s. It carries: %s (%s)\n"
+        % (zipapp_build.host_platform(), other.replace(".", ""), zipapp_build.host_platform(), tag))
+    assert not cache.exists() or os.listdir(cache) == []
+
+
+def test_stale_temporary_dirs_are_swept(pyz, venvs, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    stale = cache / ".tmp-killed-mid-extraction"
+    stale.mkdir()
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    fresh = cache / ".tmp-still-extracting"
+    fresh.mkdir()
+    result = _run([venvs(VERSIONS[-1]), "-I", pyz, "--version"],
+                  _env(tmp_path / "home", RETICLE_CACHE_DIR=cache))
+    assert result.returncode == 0, result.stderr
+    assert not stale.exists()
+    assert fresh.exists()
+
+
 def test_every_platform_has_a_wheel_for_every_pin():
     """What --all-platforms would pack; reads PyPI's index only for pins not cached yet."""
     pins = zipapp_build.parse_pins(os.path.join(REPO, "zipapp", "pins.txt"))

@@ -182,6 +182,7 @@ def _extract(root, entry, dirs):
     import zipfile
 
     final = os.path.join(root, entry)
+    _sweep(root)
     temp = tempfile.mkdtemp(prefix=".tmp-" + entry[:40] + "-", dir=root)
     try:
         prefixes = tuple(_PREFIX + name + "/" for name in dirs)
@@ -212,6 +213,25 @@ def _extract(root, entry, dirs):
         shutil.rmtree(temp, ignore_errors=True)
         raise
     return final
+
+
+def _sweep(root, max_age=3600):
+    """Remove temporary directories that a first run killed mid-extraction left behind."""
+    import shutil
+    import time
+
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(".tmp-"):
+            path = os.path.join(root, name)
+            try:
+                if time.time() - os.stat(path).st_mtime > max_age:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                pass
 
 
 def _prepare():
