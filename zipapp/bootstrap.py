@@ -125,21 +125,22 @@ def _unsafe(path):
 
 
 def _candidates():
-    """(label, root, create?) in order of preference."""
+    """(label, root) of each place to try, best first."""
     env = os.environ.get("RETICLE_CACHE_DIR")
     if env:
         yield "RETICLE_CACHE_DIR=" + env, env
     if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA")
-        if base:
-            yield "platform cache", os.path.join(base, "reticle", "Cache")
+        platform_cache = os.path.join(os.environ.get("LOCALAPPDATA", ""), "reticle", "Cache")
     elif sys.platform == "darwin":
-        yield "platform cache", os.path.expanduser("~/Library/Caches/reticle")
+        platform_cache = os.path.expanduser("~/Library/Caches/reticle")
     else:
         base = os.environ.get("XDG_CACHE_HOME")
         if not base or not os.path.isabs(base):
             base = os.path.expanduser("~/.cache")
-        yield "platform cache", os.path.join(base, "reticle")
+        platform_cache = os.path.join(base, "reticle")
+    # With no HOME (or LOCALAPPDATA) the path stays relative: never unpack into the cwd.
+    if os.path.isabs(platform_cache):
+        yield "platform cache", platform_cache
     import tempfile
 
     name = "reticle-%d" % os.getuid() if hasattr(os, "getuid") else "reticle"
