@@ -1792,8 +1792,8 @@ class Bridge:
 # reticle://predicates resource all come from _PREDICATE_KINDS.
 
 _P_SINCE = {"type": "number", "minimum": 0, "description": "only events at or after this cursor"}
-_ELEMENT_STATES = ["visible", "hidden", "enabled", "disabled", "checked", "unchecked", "expanded",
-                   "collapsed", "focused", "present"]
+_ELEMENT_STATES = ["visible", "hidden", "enabled", "disabled", "checked", "expanded", "focused", "present",
+                   "inViewport"]
 _ELEMENT_QUERY = {
     "type": "object",
     "properties": {
@@ -2323,10 +2323,20 @@ class Verdicts:
         if "value" not in q:
             return {"pass": False, "inconclusive": "`by: %s` needs a `value`" % q["by"]}
         probe = dict(q, kind="element")
-        if p.get("state"):
-            probe["state"] = p["state"]
+        states = p.get("state") or []
+        if states:
+            probe["state"] = states[0]  # the page filters by one state; the rest are checked here
+        if len(states) > 1:
+            probe["limit"] = 200
         res = await session.command("eval_probe", probe)
         count = int(res.get("count", 0))
+        if len(states) > 1:
+            if count > len(res.get("elements", [])):
+                return {"pass": False, "inconclusive": "more than %d elements match; narrow the query to check "
+                        "several states" % len(res.get("elements", []))}
+            kept = [e for e in res.get("elements", []) if all(s in e.get("states", []) for s in states[1:])]
+            res = dict(res, elements=kept, count=len(kept))
+            count = len(kept)
         what = "%s %r%s" % (q["by"], q["value"], " named %r" % q["name"] if q.get("name") else "")
         if p.get("absent"):
             if count == 0:
@@ -4312,7 +4322,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function safeStringify(v, cap) {
     try {
       if (typeof v === 'string') return clip(scrub(v), cap || 1000);
-      var s = N.stringify(sanitize(v, { depth: 4, items: 50, str: 1000 }));
+      var sv = sanitize(v, { depth: 4, items: 50, str: 1000 });
+      if (typeof sv === 'string') return clip(sv, cap || 1000);
+      var s = N.stringify(sv);
       return clip(s === undefined ? String(v) : s, cap || 1000);
     } catch (e) { try { return clip(String(v), cap || 1000); } catch (x) { return '[unserializable]'; } }
   }
@@ -5979,6 +5991,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (t === 'string') return clip(scrub(a), 200);
     if (t === 'number' || t === 'boolean' || t === 'undefined' || t === 'bigint') return String(a);
     if (t === 'function') return '[Function ' + (a.name || 'anonymous') + ']';
+    if (t === 'symbol') { try { return a.toString(); } catch (e) { return 'Symbol()'; } }
     if (a instanceof Error) return '[' + (a.name || 'Error') + ': ' + clip(a.message, 150) + ']';
     if (typeof Node !== 'undefined' && a instanceof Node) return describeNode(a);
     if (Array.isArray(a)) return '[Array(' + a.length + ')]';

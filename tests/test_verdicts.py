@@ -1,0 +1,335 @@
+"""Acting and proving, end to end: a fixture app with a small JSON API whose
+faults are switched on the server side, driven in headless Chromium through
+a real MCP client.  Each fault gets its verdict, and `yes` once it is off."""
+
+import asyncio
+import json
+
+import pytest
+import tornado.web
+
+from _harness import AppServer, Browser, Daemon, Mcp, chromium_path, wait_until
+
+pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
+
+FAULTS = {}
+
+APP = """<!doctype html>
+<html><head><title>Fixture shop</title>
+<style>
+  .pulse { animation: pulse 60ms linear 1; }
+  @keyframes pulse { from { opacity: 0.5; } to { opacity: 1; } }
+</style>
+<script src="%(daemon)s/reticle.js"></script></head>
+<body>
+<h1>Fixture shop</h1>
+<p id="status" role="status"></p>
+<p id="items">Items: 0</p>
+<div id="box">box</div>
+<button id="pay">Pay</button>
+<button id="order">Send order</button>
+<button id="bulk">Import items</button>
+<button id="profile">Save profile</button>
+<button id="add">Add to cart</button>
+<button id="sync">Sync now</button>
+<button id="export">Export</button>
+<button id="ping">Ping</button>
+<button id="noop">Noop</button>
+<button id="theme">Dark theme</button>
+<button id="go">Open orders</button>
+<button id="animate">Animate</button>
+<label>Name <input id="name" name="name"></label>
+<script>
+  function $(id) { return document.getElementById(id); }
+  function post(url, body) {
+    return fetch(url, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body || {})});
+  }
+  var cart = {count: 0};
+  var subs = [];
+  var store = {getState: function () { return {cart: cart}; },
+               subscribe: function (f) { subs.push(f); return function () {}; }};
+  reticle.registerStore("shop", store);
+  function setCart(c) { cart = {count: c}; subs.forEach(function (f) { f(store.getState()); }); }
+  // Bug: shows success whatever the server said.
+  $("pay").onclick = function () { post("/api/pay", {amount: 5}).then(function () { $("status").textContent = "Payment received"; }); };
+  $("order").onclick = function () {
+    post("/api/order", {sku: "tea"}).then(function (r) { return r.json(); }).then(function (j) {
+      if (j.retry) { return post("/api/order", {sku: "tea"}); }  // Bug: retries a write that succeeded.
+    }).then(function () { $("status").textContent = "Order sent"; });
+  };
+  $("bulk").onclick = function () { post("/api/bulk").then(function (r) { return r.json(); }).then(function () { $("status").textContent = "Imported"; }); };
+  $("profile").onclick = function () {
+    post("/api/profile", {name: "ann"}).then(function (r) { return r.json(); }).then(function (j) {
+      if (j.warn) { console.error("profile cache desync: " + j.warn); }
+      $("status").textContent = "Saved";
+    });
+  };
+  $("add").onclick = function () {
+    post("/api/cart").then(function (r) { return r.json(); }).then(function (j) {
+      $("items").textContent = "Items: " + j.count;
+      setCart(j.count + (j.skew || 0));  // Bug: the store drifts from what is rendered.
+    });
+  };
+  $("sync").onclick = function () { post("/api/sync").then(function () { $("status").textContent = "Synced"; }); };
+  $("export").onclick = function () { post("/api/export").then(function () { $("status").textContent = "Export started"; }); };
+  $("ping").onclick = function () { reticle.signal("pinged", {n: 1}); };
+  $("noop").onclick = function () {};
+  $("theme").onclick = function () { localStorage.setItem("theme", "dark"); };
+  $("go").onclick = function () { history.pushState({}, "", "/orders"); $("status").textContent = "Orders"; };
+  $("animate").onclick = function () { var b = $("box"); b.classList.remove("pulse"); void b.offsetWidth; b.classList.add("pulse"); };
+</script>
+</body></html>
+"""
+
+
+class _Page(tornado.web.RequestHandler):
+    def initialize(self, daemon):
+        self.daemon = daemon
+
+    def get(self):
+        self.set_header("Content-Type", "text/html")
+        self.write(APP % {"daemon": self.daemon})
+
+
+class _Api(tornado.web.RequestHandler):
+    async def post(self, name):
+        fault = FAULTS.get(name)
+        if name == "pay":
+            if fault:
+                self.set_status(500)
+                self.write({"error": "card processor down"})
+            else:
+                self.write({"ok": True, "paid": 5})
+        elif name == "order":
+            self.write({"ok": True, "retry": bool(fault)})
+        elif name == "bulk":
+            results = [{"id": 1, "ok": True}, {"id": 2, "ok": not fault, "error": "duplicate sku" if fault else None}]
+            self.write({"results": results})
+        elif name == "profile":
+            self.write({"ok": True, "warn": "stale etag" if fault else None})
+        elif name == "cart":
+            self.write({"count": 1, "skew": 1 if fault else 0})
+        elif name == "sync":
+            if fault:
+                await asyncio.sleep(6)
+            self.write({"ok": True})
+        elif name == "export":
+            if fault:
+                self.set_status(202)
+                self.write({"queued": True})
+            else:
+                self.write({"ok": True, "url": "/exports/1.csv"})
+        else:
+            self.set_status(404)
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("verdicts")
+    daemon = Daemon(tmp)
+    app = AppServer([(r"/api/(\w+)", _Api), (r"/.*", _Page, {"daemon": daemon.url})])
+    browser = Browser(app.url + "/")
+    mcp = Mcp(daemon.url + "/mcp")
+    try:
+        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to connect")
+        yield mcp
+    finally:
+        mcp.close()
+        browser.close()
+        app.close()
+        daemon.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh(request):
+    FAULTS.clear()
+    if "shop" in request.fixturenames:
+        mcp = request.getfixturevalue("shop")
+        nav = mcp.ok("reticle_navigate", {"url": "/"})
+        assert nav["confirmed"], nav
+    yield
+
+
+def act_and_wait(mcp, button, until=None, **extra):
+    args = {"target": {"role": "button", "name": button}, "action": "click"}
+    if button == "Pay":  # a payment control: the SDK refuses it without confirmDangerous
+        args["args"] = {"confirmDangerous": True}
+    if until is not None:
+        args["until"] = until
+    args.update(extra)
+    return mcp.ok("reticle_act_and_wait", args, timeout=60)
+
+
+def test_a_destructive_control_needs_confirm_dangerous(shop):
+    data, is_error = shop.call("reticle_act", {"target": {"role": "button", "name": "Pay"}, "action": "click"})
+    assert is_error and "confirmDangerous" in data["error"]
+    assert shop.ok("reticle_network", {"urlContains": "/api/pay"})["calls"] == []
+
+
+def test_green_ui_over_a_failed_payment_is_no(shop):
+    FAULTS["pay"] = True
+    r = act_and_wait(shop, "Pay", {"kind": "text", "contains": "Payment received"})
+    assert r["verified"] == "no", r
+    assert r["verifiedReason"] == "contradicted"
+    assert r["contradictions"][0]["kind"] == "ui-advanced-request-failed"
+    assert "500" in r["because"]
+    FAULTS["pay"] = False
+    shop.ok("reticle_navigate", {"reload": True})
+    r = act_and_wait(shop, "Pay", {"kind": "allOf", "predicates": [
+        {"kind": "text", "contains": "Payment received"},
+        {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200}]})
+    assert r["verified"] == "yes", r
+    assert r["honesty"]["grade"] == "net"
+
+
+def test_double_post_fails_an_exact_count(shop):
+    FAULTS["order"] = True
+    until = {"kind": "net", "method": "POST", "urlContains": "/api/order", "count": 1}
+    r = act_and_wait(shop, "Send order", until)
+    assert r["verified"] == "no", r
+    assert r["verdict"]["assertion"] == "net.count"
+    assert "saw 2" in r["because"]
+    FAULTS["order"] = False
+    shop.ok("reticle_navigate", {"reload": True})
+    assert act_and_wait(shop, "Send order", until)["verified"] == "yes"
+
+
+def test_per_item_failures_inside_a_200_are_no(shop):
+    FAULTS["bulk"] = True
+    until = {"kind": "net", "urlContains": "/api/bulk", "status": 200}
+    r = act_and_wait(shop, "Import items", until)
+    assert r["verified"] == "no", r
+    assert r["contradictions"][0]["kind"] == "partial-failure-in-ok-response"
+    assert "1 of 2 results FAILED" in r["contradictions"][0]["counter"]
+    FAULTS["bulk"] = False
+    shop.ok("reticle_navigate", {"reload": True})
+    assert act_and_wait(shop, "Import items", until)["verified"] == "yes"
+
+
+def test_console_error_after_the_click(shop):
+    FAULTS["profile"] = True
+    act_and_wait(shop, "Save profile", {"kind": "text", "contains": "Saved"})
+    r = shop.ok("reticle_assert", {"predicate": {"kind": "console", "level": "error", "absent": True}})
+    assert r["verified"] == "no", r
+    assert "profile cache desync" in r["because"]
+    FAULTS["profile"] = False
+    shop.ok("reticle_navigate", {"reload": True})
+    act_and_wait(shop, "Save profile", {"kind": "text", "contains": "Saved"})
+    r = shop.ok("reticle_assert", {"predicate": {"kind": "console", "level": "error", "absent": True}})
+    assert r["verified"] == "yes", r
+
+
+def test_store_disagrees_with_the_rendered_number(shop):
+    FAULTS["cart"] = True
+    until = {"kind": "allOf", "predicates": [{"kind": "text", "contains": "Items: 1"},
+                                             {"kind": "state", "store": "shop", "path": "cart.count", "equals": 1}]}
+    r = act_and_wait(shop, "Add to cart", until, timeout_ms=1500)
+    assert r["verified"] == "no", r
+    assert "cart.count is 2" in r["because"]
+    FAULTS["cart"] = False
+    shop.ok("reticle_navigate", {"reload": True})
+    assert act_and_wait(shop, "Add to cart", until)["verified"] == "yes"
+
+
+def test_request_that_never_settles_is_unknown(shop):
+    FAULTS["sync"] = True
+    until = {"kind": "net", "urlContains": "/api/sync", "status": 200}
+    r = act_and_wait(shop, "Sync now", until, timeout_ms=1000)
+    assert r["verified"] == "unknown", r
+    assert "in flight" in r["because"]
+    FAULTS["sync"] = False
+    shop.ok("reticle_navigate", {"reload": True})
+    assert act_and_wait(shop, "Sync now", until)["verified"] == "yes"
+
+
+def test_a_202_that_never_reconciles_is_unknown(shop):
+    FAULTS["export"] = True
+    until = {"kind": "net", "urlContains": "/api/export"}
+    r = act_and_wait(shop, "Export", until)
+    assert r["verified"] == "unknown", r
+    assert r["verifiedReason"] == "outcome_pending"
+    FAULTS["export"] = False
+    shop.ok("reticle_navigate", {"reload": True})
+    assert act_and_wait(shop, "Export", until)["verified"] == "yes"
+
+
+def test_a_signal_before_the_act_does_not_count_after_it(shop):
+    shop.ok("reticle_act", {"target": {"role": "button", "name": "Ping"}, "action": "click"})
+    shop.ok("reticle_act", {"target": {"role": "button", "name": "Noop"}, "action": "click"})
+    r = shop.ok("reticle_assert", {"predicate": {"kind": "signal", "name": "pinged"}})
+    assert r["verified"] == "no", r
+    r = act_and_wait(shop, "Ping", {"kind": "signal", "name": "pinged", "dataMatches": {"n": {"$gte": 1}}})
+    assert r["verified"] == "yes", r
+    assert r["honesty"]["grade"] == "signal"
+
+
+def test_already_true_before_the_act_is_unknown(shop):
+    r = act_and_wait(shop, "Noop", {"kind": "text", "contains": "Fixture shop"})
+    assert r["verified"] == "unknown"
+    assert r["verifiedReason"] == "already_true"
+
+
+def test_every_kind_and_combinator_against_the_live_page(shop):
+    act_and_wait(shop, "Dark theme", {"kind": "storage", "key": "theme", "changed": True})
+    checks = [
+        ({"kind": "storage", "area": "local", "key": "theme", "equals": "dark"}, "yes"),
+        ({"kind": "storage", "key": "no-such-key", "absent": True}, "yes"),
+        ({"kind": "element", "query": {"role": "button", "name": "Pay"}, "state": "enabled"}, "yes"),
+        ({"kind": "element", "query": {"role": "button", "name": "Pay"}, "state": ["visible", "enabled"]}, "yes"),
+        ({"kind": "element", "query": {"role": "button", "name": "Pay"}, "state": "disabled"}, "no"),
+        ({"kind": "element", "query": {"role": "button", "name": "Refund"}, "absent": True}, "yes"),
+        ({"kind": "text", "contains": "Fixture shop"}, "yes"),
+        ({"kind": "state", "path": "cart.count", "equals": 0}, "yes"),
+        ({"kind": "route", "pathname": "/"}, "yes"),
+        ({"kind": "console", "absent": True}, "yes"),
+        ({"kind": "settled", "quietMs": 50}, "yes"),
+        ({"kind": "not", "predicate": {"kind": "text", "contains": "Exploded"}}, "yes"),
+        ({"kind": "anyOf", "predicates": [{"kind": "text", "contains": "nope"}, {"kind": "text", "contains": "Pay"}]}, "yes"),
+        ({"kind": "allOf", "predicates": [{"kind": "text", "contains": "Pay"}, {"kind": "route", "pathname": "/x"}]}, "no"),
+        ({"kind": "element", "query": {"role": "button", "name": "Refund"}}, "no"),
+    ]
+    for predicate, want in checks:
+        r = shop.ok("reticle_assert", {"predicate": predicate})
+        assert r["verified"] == want, (predicate, r)
+    miss = shop.ok("reticle_assert", {"predicate": {"kind": "element", "query": {"role": "button", "name": "Refund"}}})
+    assert "no button named 'Refund'; saw:" in miss["because"] and "'Pay'" in miss["because"]
+    r = act_and_wait(shop, "Open orders", {"kind": "route", "pathname": "/orders"})
+    assert r["verified"] == "yes", r
+    r = act_and_wait(shop, "Animate", {"kind": "animation", "name": "pulse", "completed": True})
+    assert r["verified"] == "yes", r
+    r = act_and_wait(shop, "Noop")  # no until: wait for the page to settle
+    assert r["verified"] == "yes", r
+    assert r["verdict"]["pass"] is True
+
+
+def test_tolerated_spellings_reach_the_same_verdict(shop):
+    act_and_wait(shop, "Pay", {"kind": "net", "urlContains": "/api/pay"})
+    spellings = [
+        {"type": "net", "url": "/api/pay", "status": 200},
+        {"kind": "text", "text": "Payment received"},
+        {"kind": "text", "value": "Payment received"},
+        {"kind": "route", "path": "/"},
+        {"kind": "route", "url": "/"},
+        {"kind": "console", "level": "error", "textContains": "x", "absent": True},
+        {"kind": "element", "role": "button", "name": "Pay"},
+        {"kind": "allOf", "of": [{"kind": "text", "contains": "Pay"}]},
+        {"kind": "not", "of": {"kind": "text", "contains": "Exploded"}},
+    ]
+    for predicate in spellings:
+        r = shop.ok("reticle_assert", {"predicate": predicate})
+        assert r["verified"] == "yes", (predicate, r)
+    r = shop.ok("reticle_assert", {"until": {"kind": "signal", "data": {"n": 1}, "name": "pinged"}})
+    assert r["verified"] == "no"
+
+
+def test_malformed_predicates_give_no_verdict(shop):
+    since = shop.ok("reticle_navigate", {"reload": True})["since"]
+    data, is_error = shop.call("reticle_assert", {"predicate": {"kind": "net", "urlcontains": "/api"}})
+    assert is_error and "verified" not in data
+    assert "unknown field urlcontains" in data["error"] and "urlContains" in data["accepts"]
+    data, is_error = shop.call("reticle_act_and_wait", {"target": {"role": "button", "name": "Pay"}, "action": "click",
+                                                        "until": {"allOf": []}})
+    assert is_error and "verified" not in data and "no `kind`" in data["error"]
+    # nothing was clicked: no request to /api/pay after the malformed call
+    calls = shop.ok("reticle_network", {"urlContains": "/api/pay", "since": since})["calls"]
+    assert calls == []
