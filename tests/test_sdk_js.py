@@ -1,0 +1,92 @@
+"""The in-page SDK as served bytes: content type, ETag/304, the version on
+its first line, no token inside, one config token replaced, valid JS."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+import tornado.testing
+from tornado.testing import gen_test
+
+import reticle
+
+
+class SdkCase(tornado.testing.AsyncHTTPTestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="reticle-sdk-")
+        super().setUp()
+
+    def tearDown(self):
+        super().tearDown()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def get_app(self):
+        self.hub = reticle.Hub(state_dir=os.path.join(self.tmp, "state"), port=4400)
+        return reticle.make_app(self.hub)
+
+    async def get(self, headers=None):
+        return await self.http_client.fetch(self.get_url("/reticle.js"), headers=headers, raise_error=False)
+
+    @gen_test
+    async def test_served_with_version_and_type(self):
+        resp = await self.get()
+        assert resp.code == 200
+        assert resp.headers["Content-Type"] == "application/javascript; charset=utf-8"
+        body = resp.body.decode("utf-8")
+        assert body.splitlines()[0] == "/*! reticle-sdk %s */" % reticle.__version__
+        assert "__RETICLE_VERSION__" not in body
+        assert "/*__RETICLE_CONFIG__*/" not in body
+        config = json.loads(re.search(r"var CONFIG = (\{.*?\});", body).group(1))
+        assert config["version"] == reticle.__version__
+        assert config["maxMessageBytes"] == reticle.WS_MAX_MESSAGE_BYTES
+
+    @gen_test
+    async def test_etag_and_304(self):
+        first = await self.get()
+        etag = first.headers["Etag"]
+        again = await self.get({"If-None-Match": etag})
+        assert again.code == 304 and again.body == b""
+        changed = await self.get({"If-None-Match": '"something-else"'})
+        assert changed.code == 200
+
+    @gen_test
+    async def test_never_contains_the_pairing_token(self):
+        token = self.hub.token()
+        assert len(token) >= 32
+        resp = await self.get()
+        assert token.encode() not in resp.body
+
+    @gen_test
+    async def test_a_foreign_referer_is_refused_an_allow_listed_one_is_served(self):
+        resp = await self.get({"Referer": "https://evil.example/page"})
+        assert resp.code == 403
+        self.hub.allowed_origins = ("https://app.example",)
+        resp = await self.get({"Referer": "https://app.example/checkout"})
+        assert resp.code == 200, "a script tag on an allow-listed page sends its Referer"
+        resp = await self.get({"Origin": "https://app.example"})
+        assert resp.code == 200
+        other = await self.http_client.fetch(self.get_url("/status"), headers={"Origin": "https://app.example"},
+                                             raise_error=False)
+        assert other.code == 403, "the allow-list opens the SDK and the bridge only, not the API"
+
+
+def test_single_iife_exposing_only_window_reticle():
+    src = reticle._SDK_JS
+    assert '"""' not in src
+    assert src.count("/*__RETICLE_CONFIG__*/null") == 1
+    lines = [ln for ln in src.splitlines() if ln.strip() and not ln.startswith("/*") and not ln.startswith("   ")]
+    assert lines[0].startswith("(function")
+    assert src.rstrip().endswith("})();")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_node_check_passes(tmp_path):
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"))
+    path = tmp_path / "reticle.js"
+    path.write_text(hub.sdk_source(), encoding="utf-8")
+    result = subprocess.run(["node", "--check", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
