@@ -96,7 +96,8 @@ class Daemon:
         return status
 
     def log(self):
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         with open(self.log_path, "rb") as fh:
             return fh.read().decode("utf-8", "replace")
 
