@@ -1643,9 +1643,13 @@ class BrowserSession:
 
     # -- snapshot diff ----------------------------------------------------------
     def snapshot_diff(self, scope: Optional[str], mode: str, result: dict) -> dict:
+        """full | unchanged | delta against the last snapshot of this (scope, mode, route).
+
+        Lines are compared without focus; a line whose ref survives with other
+        content is `changed`, not a removal plus an addition."""
         tree = str(result.get("tree", ""))
         route = str((result.get("status") or {}).get("route", ""))
-        lines = [re.sub(r" \(ref=e\d+\)| \[focused\]|,focused|focused,", "", ln) for ln in tree.splitlines()]
+        lines = [re.sub(r" \[focused\]|,focused|focused,", "", ln) for ln in tree.splitlines()]
         key = (scope, mode)
         prev = self.snapshots.get(key)
         self.snapshots[key] = (route, lines)
@@ -1653,15 +1657,33 @@ class BrowserSession:
             result["mode"] = "full"
             result["reason"] = "first snapshot for this route" if prev is None else "route changed"
             return result
-        old = collections.Counter(prev[1])
-        new = collections.Counter(lines)
+
+        def by_ref(seq: List[str]) -> Dict[str, str]:
+            out = {}
+            for ln in seq:
+                m = re.search(r"\(ref=(e\d+)\)", ln)
+                if m:
+                    out[m.group(1)] = ln
+            return out
+
+        old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
+        changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
+                   for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
+        skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
+        strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
+        old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
+        new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
         added = list((new - old).elements())
         removed = list((old - new).elements())
-        if not added and not removed:
+        if not added and not removed and not changed:
             return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
-        return {"mode": "delta", "status": result.get("status"),
-                "delta": {"added": added[:200], "removed": removed[:200],
-                          "addedCount": len(added), "removedCount": len(removed)}}
+        out = {"mode": "delta", "status": result.get("status"),
+               "delta": {"added": added[:200], "removed": removed[:200],
+                         "addedCount": len(added), "removedCount": len(removed)}}
+        if changed:
+            out["changed"] = changed[:200]
+            out["changedCount"] = len(changed)
+        return out
 
 
 class Bridge:
@@ -1714,12 +1736,13 @@ class Bridge:
             raise ToolError(self.why(), "connect a tab (see reticle_sessions), then retry")
         if len(self.sessions) == 1:
             return next(iter(self.sessions.values()))
-        ranked = sorted(self.sessions.values(), key=lambda s: (s.throttled(), s.last_seen_ms()))
-        best, runner = ranked[0], ranked[1]
-        if not best.throttled() and (runner.throttled() or runner.last_seen_ms() - best.last_seen_ms() > 1000):
-            return best
+        # Several tabs: never guess between live ones.  A lone tab that is
+        # not hidden or silent among throttled ones is the only implicit pick.
+        awake = [s for s in self.sessions.values() if not s.throttled()]
+        if len(awake) == 1:
+            return awake[0]
         raise ToolError("multiple sessions connected — pass sessionId: %s" % ", ".join(
-            "%s (%s)" % (s.id, s.url) for s in ranked), "pass sessionId")
+            "%s (%s)" % (s.id, s.url) for s in self.sessions.values()), "pass sessionId")
 
     def attach(self, handler: "BridgeHandler", hello: dict) -> Tuple[Optional[BrowserSession], Optional[Tuple[int, str]]]:
         sid = hello["sessionId"]
@@ -4902,8 +4925,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           if (asText != null) line = '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"';
           else {
             line = '- ' + role;
+            var own = name ? null : ownText(el);
             if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
-            if (INTERACTIVE[role] || name) line += ' (ref=' + refFor(el) + ')';
+            if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
+            if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
             var v = getValue(el);
             if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
             if (st && (st.display === 'grid' || st.display === 'inline-grid')) {

@@ -113,7 +113,7 @@ class AppServer:
 class Browser:
     """Headless Chromium on one URL, with a fresh profile removed at close."""
 
-    def __init__(self, url):
+    def __init__(self, url, extra_args=()):
         exe = chromium_path()
         if exe is None:
             raise RuntimeError("Chromium is not installed; run sh tests/bootstrap.sh")
@@ -121,7 +121,7 @@ class Browser:
         args = [exe, "--headless=new", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-default-apps", "--disable-extensions", "--mute-audio",
-                "--user-data-dir=" + self.profile, "--remote-debugging-port=0", url]
+                "--user-data-dir=" + self.profile, "--remote-debugging-port=0"] + list(extra_args) + [url]
         if os.geteuid() == 0:
             args.insert(1, "--no-sandbox")
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -104,8 +104,8 @@ def test_tab_appears_in_sessions(world):
 def test_failed_fetch_appears_with_status_and_timing(world):
     mcp = world["mcp"]
     mcp.ok("reticle_act", {"target": {"text": "Load broken"}, "action": "click"})
-    calls = wait_until(lambda: mcp.ok("reticle_network", {"urlContains": "/api/broken"})["calls"],
-                       what="the broken call")
+    calls = wait_until(lambda: [c for c in mcp.ok("reticle_network", {"urlContains": "/api/broken"})["calls"]
+                                if not c.get("pending")], what="the broken call to complete")
     call = calls[-1]
     assert call["status"] == 500
     assert call["method"] == "GET"
@@ -194,3 +194,170 @@ def test_reload_replaces_the_session(world):
     assert after[0]["sessionId"] == before["sessionId"]
     assert after[0]["attachment"]["reconnects"] == before["attachment"]["reconnects"] + 1
     assert len(daemon.status()["sessions"]) == 1
+
+
+def test_snapshot_diff(world):
+    mcp = world["mcp"]
+    mcp.ok("reticle_navigate", {"url": "/"})
+    first = mcp.ok("reticle_snapshot", {"diff": True})
+    assert first["mode"] == "full"
+    again = mcp.ok("reticle_snapshot", {"diff": True})
+    assert again["mode"] == "unchanged"
+    mcp.ok("reticle_act", {"target": {"text": "Increment"}, "action": "click"})
+    delta = wait_until(lambda: (lambda d: d if d["mode"] == "delta" else None)(mcp.ok("reticle_snapshot", {"diff": True})),
+                       what="a delta")
+    assert delta["changedCount"] == 1, delta
+    assert delta["changed"][0]["from"].endswith(': "0"') and delta["changed"][0]["to"].endswith(': "1"')
+
+
+def test_act_sequence_fills_a_form(world):
+    mcp = world["mcp"]
+    mcp.ok("reticle_navigate", {"url": "/"})
+    result = mcp.ok("reticle_act_sequence", {"steps": [
+        {"target": {"label": "Email"}, "action": "fill", "args": {"value": "ann@example.com"}},
+        {"target": {"label": "Plan"}, "action": "select", "args": {"value": "pro"}},
+        {"target": {"label": "I agree"}, "action": "check"},
+    ]})
+    assert result["since"] > 0
+    email = mcp.ok("reticle_query", {"by": "label", "value": "Email"})["elements"][0]
+    assert email["value"] == "ann@example.com"
+    terms = mcp.ok("reticle_query", {"by": "role", "value": "checkbox", "name": "I agree"})["elements"][0]
+    assert "checked" in terms["states"]
+    plan = mcp.ok("reticle_query", {"by": "label", "value": "Plan"})["elements"][0]
+    assert plan["value"] == "pro"
+
+
+def test_navigate_to_a_url_and_back(world):
+    mcp = world["mcp"]
+    nav = mcp.ok("reticle_navigate", {"url": "/elsewhere"})
+    assert nav["confirmed"] is True and nav["url"].endswith("/elsewhere")
+    assert mcp.ok("reticle_assert", {"predicate": {"kind": "route", "pathname": "/elsewhere"}})["verified"] == "yes"
+    data, is_error = mcp.call("reticle_navigate", {"url": "javascript:alert(1)"})
+    assert is_error and "http" in data["error"]
+    assert mcp.ok("reticle_navigate", {"url": "/"})["confirmed"] is True
+
+
+def test_query_counts_are_exact(world):
+    mcp = world["mcp"]
+    buttons = mcp.ok("reticle_query", {"by": "role", "value": "button"})
+    assert buttons["count"] == 6
+    assert mcp.ok("reticle_query", {"by": "role", "value": "button", "count_only": True})["count"] == 6
+    limited = mcp.ok("reticle_query", {"by": "role", "value": "button", "limit": 2})
+    assert len(limited["elements"]) == 2 and limited["count"] == 6
+
+
+def test_several_tabs_need_a_session_id(world):
+    mcp, app = world["mcp"], world["app"]
+    first = mcp.ok("reticle_sessions")["sessions"][0]["sessionId"]
+    second = Browser(app.url + "/")
+    try:
+        sessions = wait_until(lambda: (lambda s: s if len(s) == 2 else None)(mcp.ok("reticle_sessions")["sessions"]),
+                              20, what="a second tab")
+        ids = [s["sessionId"] for s in sessions]
+        data, is_error = mcp.call("reticle_query", {"testid": "pay"})
+        assert is_error and "multiple sessions connected" in data["error"]
+        assert all(i in data["error"] for i in ids)
+        assert mcp.ok("reticle_query", {"testid": "pay", "sessionId": first})["count"] == 1
+        data, is_error = mcp.call("reticle_query", {"testid": "pay", "sessionId": "s-nobody"})
+        assert is_error and "s-nobody" in data["error"] and first in data["error"]
+    finally:
+        second.close()
+    wait_until(lambda: len(mcp.ok("reticle_sessions")["sessions"]) == 1, 20, what="the second tab to go")
+    assert mcp.ok("reticle_query", {"testid": "pay"})["count"] == 1
+
+
+SECRET_PAGE = """<!doctype html><html><head><title>Login</title>
+<script src="%(daemon)s/reticle.js"></script></head><body>
+<label>Password <input type="password" id="pw"></label>
+<button id="login">Log in</button>
+<script>
+document.getElementById("login").onclick = function () {
+  fetch("/api/login", {method: "POST", headers: {"Content-Type": "application/json",
+        "Authorization": "Bearer sk-live-0123456789abcdefghijklmnop"},
+        body: JSON.stringify({user: "ann", password: "hunter2-secret"})}).then(function (r) { return r.text(); });
+  console.log("session token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlLXBhcnQ");
+};
+</script></body></html>
+"""
+
+
+class _SecretPage(tornado.web.RequestHandler):
+    def initialize(self, daemon):
+        self.daemon = daemon
+
+    def get(self):
+        self.set_header("Content-Type", "text/html")
+        self.write(SECRET_PAGE % {"daemon": self.daemon})
+
+
+class _Login(tornado.web.RequestHandler):
+    def post(self):
+        self.write({"ok": True, "token": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlLXBhcnQ",
+                    "apiKey": "AKIAIOSFODNN7EXAMPLE"})
+
+
+def test_secrets_are_redacted_before_they_leave_the_page(tmp_path):
+    daemon = Daemon(tmp_path)
+    app = AppServer([(r"/api/login", _Login), (r"/.*", _SecretPage, {"daemon": daemon.url})])
+    browser = Browser(app.url + "/")
+    mcp = Mcp(daemon.url + "/mcp")
+    try:
+        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")
+        mcp.ok("reticle_act", {"target": {"label": "Password"}, "action": "fill", "args": {"value": "hunter2-secret"}})
+        mcp.ok("reticle_act", {"target": {"role": "button", "name": "Log in"}, "action": "click"})
+        calls = wait_until(lambda: [c for c in mcp.ok("reticle_network", {"urlContains": "/api/login"})["calls"]
+                                    if not c.get("pending")], what="login")
+        wait_until(lambda: mcp.ok("reticle_console")["logs"], what="the console line")
+        seen = json.dumps([calls, mcp.ok("reticle_console"), mcp.ok("reticle_observe", {"since": 0}),
+                           mcp.ok("reticle_snapshot"), mcp.ok("reticle_query", {"by": "label", "value": "Password"})])
+        for secret in ("hunter2-secret", "sk-live-0123456789abcdefghijklmnop", "c2lnbmF0dXJlLXBhcnQ",
+                       "AKIAIOSFODNN7EXAMPLE"):
+            assert secret not in seen, secret
+        assert "redacted" in json.dumps(calls)
+        assert '"user": "ann"' in calls[-1]["requestBody"] or '"user":"ann"' in calls[-1]["requestBody"]
+    finally:
+        mcp.close()
+        browser.close()
+        app.close()
+        daemon.close()
+
+
+def test_off_loopback_pages_need_opt_in_and_the_token(tmp_path):
+    app_port_holder = {}
+    daemon = None
+    app = AppServer([(r"/api/login", _Login), (r"/(\w*)", _OffLoopbackPage, {"holder": app_port_holder})])
+    origin = "http://app.test:%d" % app.port
+    daemon = Daemon(tmp_path, env={"RETICLE_ALLOWED_ORIGINS": origin})
+    app_port_holder["daemon"] = daemon.url
+    app_port_holder["token"] = daemon.token()
+    resolver = "--host-resolver-rules=MAP app.test 127.0.0.1"
+    plain = Browser(origin + "/plain", extra_args=[resolver])
+    mcp = Mcp(daemon.url + "/mcp")
+    try:
+        import time
+        time.sleep(3)
+        assert mcp.ok("reticle_sessions")["sessions"] == [], "the SDK must refuse to run off loopback by default"
+        opted = Browser(origin + "/optin", extra_args=[resolver])
+        try:
+            sessions = wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the opted-in tab")
+            assert sessions[0]["url"].startswith(origin)
+        finally:
+            opted.close()
+    finally:
+        mcp.close()
+        plain.close()
+        app.close()
+        daemon.close()
+
+
+class _OffLoopbackPage(tornado.web.RequestHandler):
+    def initialize(self, holder):
+        self.holder = holder
+
+    def get(self, which):
+        attrs = ""
+        if which == "optin":
+            attrs = ' data-allow-non-localhost="true" data-token="%s"' % self.holder["token"]
+        self.set_header("Content-Type", "text/html")
+        self.write('<!doctype html><html><head><title>Off</title><script src="%s/reticle.js"%s></script>'
+                   '</head><body><button>Hi</button></body></html>' % (self.holder["daemon"], attrs))
