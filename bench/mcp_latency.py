@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""MCP round-trip latency of the daemon over HTTP+SSE and Streamable HTTP, and its idle RSS.
+
+Starts ``python reticle.py serve`` on a free port with a temporary state dir and
+RETICLE_RATE_LIMIT raised (so the bench measures the daemon, not the limiter),
+reads VmRSS from /proc/<pid>/status right after start, then times
+``tools/list`` and ``tools/call reticle_sessions``:
+
+* Streamable HTTP: POST /mcp on one keep-alive ``http.client`` connection, the
+  JSON reply read from the response.
+* HTTP+SSE: POST /mcp/message on one keep-alive connection (202), the reply read
+  off the held-open GET /mcp/sse stream by a reader thread; the time is from
+  sending the POST to the reply's arrival on the stream, matched by id.
+
+Raw HTTP measures the daemon; a second table goes through the ``mcp`` SDK's
+clients (when installed) to show what an agent sees.  Prints medians and p99s
+beside the targets (median < 2 ms, idle RSS < 40 MB); asserts nothing.
+
+    python bench/mcp_latency.py [-n 500] [--warmup 100] [--runs 3] [--no-sdk]
+"""
+
+import argparse
+import asyncio
+import http.client
+import json
+import math
+import os
+import platform
+import queue
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RETICLE_PY = os.path.join(os.path.dirname(HERE), "reticle.py")
+TARGET_MEDIAN_MS = 2.0
+TARGET_RSS_MB = 40.0
+CALLS = (
+    ("tools/list", {}),
+    ("tools/call reticle_sessions", {"name": "reticle_sessions", "arguments": {}}),
+)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def vm_rss_mb(pid):
+    with open("/proc/%d/status" % pid) as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def start_daemon(state_dir):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETICLE_")}
+    env.update(RETICLE_STATE_DIR=state_dir, RETICLE_RATE_LIMIT="1000000,2000000")
+    log = open(os.path.join(os.path.dirname(state_dir), "bench-daemon.log"), "wb")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, RETICLE_PY, "serve", "--port", str(port)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/status" % port, timeout=0.5) as resp:
+                json.loads(resp.read())
+                break
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.02)
+    else:
+        proc.kill()
+    if proc.poll() is not None:
+        log.close()
+        raise SystemExit("the daemon did not start; see %s" % log.name)
+    return proc, port, time.perf_counter() - t0, log
+
+
+def stop_daemon(proc, log):
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+def summary(samples_ms):
+    ordered = sorted(samples_ms)
+    p99 = ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+    return statistics.median(ordered), p99
+
+
+class StreamableHttp:
+    name = "streamable-http"
+
+    def __init__(self, port):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        self.ids = 0
+        reply, headers = self._post({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                     "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                "clientInfo": {"name": "bench", "version": "1"}}})
+        self.headers["Mcp-Session-Id"] = headers["Mcp-Session-Id"]
+        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _post(self, message):
+        self.conn.request("POST", "/mcp", json.dumps(message), self.headers)
+        resp = self.conn.getresponse()
+        body = resp.read()
+        if resp.status not in (200, 204):
+            raise RuntimeError("POST /mcp answered %d: %r" % (resp.status, body[:200]))
+        return (json.loads(body) if body else None), resp.headers
+
+    def call(self, method, params):
+        self.ids += 1
+        message = {"jsonrpc": "2.0", "id": self.ids, "method": method.split()[0], "params": params}
+        t0 = time.perf_counter()
+        reply, _ = self._post(message)
+        elapsed = time.perf_counter() - t0
+        if "result" not in reply:
+            raise RuntimeError(reply)
+        return elapsed
+
+    def close(self):
+        self.conn.close()
+
+
+class HttpSse:
+    name = "http+sse"
+
+    def __init__(self, port):
+        self.stream = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.stream.sendall(b"GET /mcp/sse HTTP/1.0\r\nHost: 127.0.0.1:%d\r\nAccept: text/event-stream\r\n\r\n"
+                            % port)
+        self.replies = queue.Queue()
+        self.endpoint = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.path = self.endpoint.get(timeout=10)
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        self.ids = 0
+        self.call("initialize", {"protocolVersion": "2024-11-05", "capabilities": {},
+                                 "clientInfo": {"name": "bench", "version": "1"}})
+        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _read(self):
+        buffer = b""
+        try:
+            while True:
+                chunk = self.stream.recv(65536)
+                if not chunk:
+                    return
+                now = time.perf_counter()
+                buffer += chunk
+                while b"\n\n" in buffer:
+                    frame, buffer = buffer.split(b"\n\n", 1)
+                    event, data = "message", None
+                    for line in frame.decode("utf-8").split("\n"):
+                        if line.startswith("event:"):
+                            event = line[6:].strip()
+                        elif line.startswith("data:"):
+                            data = line[5:].strip()
+                    if event == "endpoint":
+                        self.endpoint.put(data)
+                    elif event == "message" and data:
+                        self.replies.put((json.loads(data), now))
+        except OSError:
+            return
+
+    def _post(self, message):
+        self.conn.request("POST", self.path, json.dumps(message), {"Content-Type": "application/json"})
+        resp = self.conn.getresponse()
+        resp.read()
+        if resp.status != 202:
+            raise RuntimeError("POST %s answered %d" % (self.path, resp.status))
+
+    def call(self, method, params):
+        self.ids += 1
+        message = {"jsonrpc": "2.0", "id": self.ids, "method": method.split()[0], "params": params}
+        t0 = time.perf_counter()
+        self._post(message)
+        reply, arrived = self.replies.get(timeout=10)
+        if reply.get("id") != self.ids or "result" not in reply:
+            raise RuntimeError(reply)
+        return arrived - t0
+
+    def close(self):
+        self.conn.close()
+        self.stream.close()
+
+
+def bench_raw(port, n, warmup, runs):
+    rows = []
+    for cls in (HttpSse, StreamableHttp):
+        client = cls(port)
+        try:
+            for label, params in CALLS:
+                for _ in range(warmup):
+                    client.call(label, params)
+                for run in range(1, runs + 1):
+                    samples = [client.call(label, params) * 1000.0 for _ in range(n)]
+                    rows.append((client.name, label, run) + summary(samples))
+        finally:
+            client.close()
+    return rows
+
+
+def bench_sdk(port, n, warmup):
+    try:
+        import mcp
+        from mcp.client.sse import sse_client
+        from mcp.client.streamable_http import streamable_http_client
+    except ImportError:
+        return None
+
+    async def measure(name, read, write, rows):
+        async with mcp.ClientSession(read, write) as session:
+            await session.initialize()
+            for label, call in (("tools/list", lambda: session.list_tools()),
+                                ("tools/call reticle_sessions",
+                                 lambda: session.call_tool("reticle_sessions", {}))):
+                for _ in range(warmup):
+                    await call()
+                samples = []
+                for _ in range(n):
+                    t0 = time.perf_counter()
+                    await call()
+                    samples.append((time.perf_counter() - t0) * 1000.0)
+                rows.append(("sdk " + name, label, 1) + summary(samples))
+
+    async def main():
+        rows = []
+        async with sse_client("http://127.0.0.1:%d/mcp/sse" % port) as (read, write):
+            await measure("http+sse", read, write, rows)
+        async with streamable_http_client("http://127.0.0.1:%d/mcp" % port) as streams:
+            await measure("streamable-http", streams[0], streams[1], rows)
+        return rows
+
+    return asyncio.run(main())
+
+
+def print_rows(title, rows):
+    print()
+    print(title)
+    print("  %-22s %-29s %4s %10s %9s   %s" % ("transport", "call", "run", "median ms", "p99 ms", "target"))
+    for transport, label, run, median, p99 in rows:
+        verdict = "ok" if median < TARGET_MEDIAN_MS else "OVER"
+        print("  %-22s %-29s %4d %10.3f %9.3f   median < %g ms: %s"
+              % (transport, label, run, median, p99, TARGET_MEDIAN_MS, verdict))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=500, help="timed calls per run (default 500)")
+    parser.add_argument("--warmup", type=int, default=100, help="untimed calls first (default 100)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per transport and call (default 3)")
+    parser.add_argument("--no-sdk", action="store_true", help="skip the mcp SDK table")
+    args = parser.parse_args(argv)
+
+    tmp = tempfile.mkdtemp(prefix="reticle-bench-")
+    state = os.path.join(tmp, "state")
+    proc, port, startup_s, log = start_daemon(state)
+    try:
+        rss_idle = vm_rss_mb(proc.pid)
+        print("reticle daemon pid %d on port %d; CPython %s on %s, %d CPUs"
+              % (proc.pid, port, platform.python_version(), platform.machine(), os.cpu_count() or 0))
+        print("start to first /status: %.0f ms" % (startup_s * 1000.0))
+        print("idle RSS right after start: %.1f MB   (target < %g MB: %s)"
+              % (rss_idle, TARGET_RSS_MB, "ok" if rss_idle < TARGET_RSS_MB else "OVER"))
+        rows = bench_raw(port, args.n, args.warmup, args.runs)
+        print_rows("raw HTTP (http.client keep-alive; the SSE reply read by a thread), N=%d after %d warmup"
+                   % (args.n, args.warmup), rows)
+        if not args.no_sdk:
+            sdk_rows = bench_sdk(port, min(args.n, 200), min(args.warmup, 20))
+            if sdk_rows is None:
+                print("\n(mcp SDK not installed: no SDK table)")
+            else:
+                print_rows("through the mcp SDK (client overhead included), N=%d" % min(args.n, 200), sdk_rows)
+        print()
+        print("RSS after the bench: %.1f MB" % vm_rss_mb(proc.pid))
+    finally:
+        stop_daemon(proc, log)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
