@@ -52,14 +52,34 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 __all__ = [
+    "Bridge",
+    "BridgeHandler",
+    "BrowserSession",
+    "CallContext",
+    "ConfigError",
+    "EventStore",
     "Hub",
     "McpDispatcher",
+    "NotFoundHandler",
+    "OpenApiHandler",
+    "PredicateError",
     "ReticleError",
+    "RpcError",
+    "SdkHandler",
     "SessionSigner",
+    "SseHandler",
+    "SseMessageHandler",
+    "StateDir",
+    "StatusHandler",
+    "StopHandler",
+    "StreamableHandler",
+    "Tool",
     "ToolError",
     "ToolRegistry",
+    "Verdicts",
     "main",
     "make_app",
+    "parse_predicate",
 ]
 
 import argparse
@@ -3888,7 +3908,15 @@ class _DaemonLink:
         message = {"jsonrpc": "2.0", "id": "proxy-%d" % self._ids, "method": method, "params": params}
         try:
             reply, status = await self._post(message)
-        except (ConnectionRefusedError, tornado.iostream.StreamClosedError, OSError) as exc:
+        except ConnectionRefusedError:
+            # Refused: nothing was sent, so the daemon died since the last call.
+            # Start one (DESIGN section 2) and send this call once more.
+            self.session_id = None
+            async with self._lock:
+                await self.ensure()
+                await self._initialize()
+            reply, status = await self._post(message)
+        except (tornado.iostream.StreamClosedError, OSError) as exc:
             self.session_id = None
             raise ToolError("the daemon connection dropped (%s) before this call was answered; it may not "
                             "have completed" % exc.__class__.__name__, "retry the call; a new daemon starts if needed")
@@ -4065,7 +4093,10 @@ async def _cli_stop(port: int, state: StateDir) -> int:
 def main(argv: Optional[List[str]] = None) -> int:
     """The CLI.  Returns the exit code; never calls sys.exit."""
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --version, --help and usage errors: argparse exits
+        return exc.code if isinstance(exc.code, int) else 2
     if not args.command:
         parser.print_usage(sys.stderr)
         sys.stderr.write("reticle: choose a command: serve, mcp, status, stop or token\n")
