@@ -237,3 +237,45 @@ def test_status_route_with_urllib(module_daemon):
     with urllib.request.urlopen(module_daemon.url + "/status", timeout=5) as resp:
         assert resp.headers["Content-Type"].startswith("application/json")
         assert json.loads(resp.read())["port"] == module_daemon.port
+
+
+def test_ipv6_loopback_is_served_too(module_daemon):
+    import socket
+
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    try:
+        sock = socket.create_connection(("::1", module_daemon.port), timeout=5)
+    except OSError:
+        pytest.skip("::1 is not available here")
+    with sock:
+        sock.sendall(b"GET /status HTTP/1.0\r\nHost: [::1]:%d\r\n\r\n" % module_daemon.port)
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 200")
+    assert json.loads(data.partition(b"\r\n\r\n")[2])["running"] is True
+
+
+def test_the_real_daemon_keeps_serving_after_refusals(module_daemon):
+    url = module_daemon.url
+    attempts = [
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: evil.com", url + "/status"], b"403"),
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Origin: null", url + "/status"], b"403"),
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Mcp-Session-Id: v1.x.y",
+          "-d", "{}", url + "/mcp"], b"404"),
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-d", "{nope", url + "/mcp"], b"200"),
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Content-Type: application/json",
+          "--data-binary", "@-", url + "/mcp"], b"413"),
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "DELETE", url + "/mcp"], b"405"),
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-d", "{}",
+          url + "/mcp/message"], b"400"),
+    ]
+    big = b"x" * (4 * 1024 * 1024 + 1)
+    for cmd, expected in attempts:
+        proc = subprocess.run(cmd, input=big if "@-" in cmd else None, capture_output=True, timeout=20)
+        assert proc.stdout == expected, (cmd, proc.stdout)
+        assert get_status(module_daemon.port)["running"] is True
