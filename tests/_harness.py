@@ -40,13 +40,13 @@ def chromium_path():
 class Daemon:
     """`python reticle.py serve` on a free port with a private state dir."""
 
-    def __init__(self, tmp, env=None):
-        self.port = free_port()
+    def __init__(self, tmp, env=None, port=None):
+        self.port = port or free_port()
         self.state = os.path.join(str(tmp), "state")
         self.env = dict(os.environ, RETICLE_STATE_DIR=self.state, RETICLE_PORT=str(self.port))
         self.env.pop("RETICLE_TOKEN", None)
         self.env.update(env or {})
-        self.log = open(os.path.join(str(tmp), "daemon.log"), "wb")
+        self.log = open(os.path.join(str(tmp), "daemon-%d.log" % self.port), "ab")
         self.proc = subprocess.Popen([sys.executable, RETICLE, "serve", "--port", str(self.port)],
                                      env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         self.url = "http://127.0.0.1:%d" % self.port

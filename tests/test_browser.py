@@ -361,3 +361,55 @@ class _OffLoopbackPage(tornado.web.RequestHandler):
         self.set_header("Content-Type", "text/html")
         self.write('<!doctype html><html><head><title>Off</title><script src="%s/reticle.js"%s></script>'
                    '</head><body><button>Hi</button></body></html>' % (self.holder["daemon"], attrs))
+
+
+SHARED_PAGE = """<!doctype html><html><head><title>Shared</title>
+<script src="%(daemon)s/reticle.js" data-session-id="s-shared-tab"></script></head>
+<body><p>shared</p></body></html>"""
+
+
+class _SharedPage(tornado.web.RequestHandler):
+    def initialize(self, daemon):
+        self.daemon = daemon
+
+    def get(self):
+        self.set_header("Content-Type", "text/html")
+        self.write(SHARED_PAGE % {"daemon": self.daemon})
+
+
+def test_reconnects_after_a_daemon_restart_and_never_after_1008(tmp_path):
+    import time
+    daemon = Daemon(tmp_path)
+    app = AppServer([(r"/.*", _SharedPage, {"daemon": daemon.url})])
+    first = Browser(app.url + "/")
+    second = None
+    try:
+        mcp = Mcp(daemon.url + "/mcp")
+        try:
+            wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")
+        finally:
+            mcp.close()
+        port = daemon.port
+        daemon.close()
+        time.sleep(0.5)
+        daemon = Daemon(tmp_path, port=port)  # same port, a new process: the SDK's backoff finds it
+        mcp = Mcp(daemon.url + "/mcp")
+        try:
+            s = wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to reconnect")
+            assert s[0]["sessionId"] == "s-shared-tab"
+            # A second tab claims the same id: the first is closed with 1008 and must not come back.
+            second = Browser(app.url + "/")
+            wait_until(lambda: (mcp.ok("reticle_sessions")["sessions"] or [{}])[0]
+                       .get("attachment", {}).get("reconnects", 0) >= 1, 20, what="the replacement")
+            time.sleep(3.5)  # longer than the SDK's first backoff steps
+            after = mcp.ok("reticle_sessions")["sessions"]
+            assert len(after) == 1
+            assert after[0]["attachment"]["reconnects"] == 1, "a tab closed with 1008 retried"
+        finally:
+            mcp.close()
+    finally:
+        if second is not None:
+            second.close()
+        first.close()
+        app.close()
+        daemon.close()
