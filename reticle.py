@@ -2751,7 +2751,30 @@ class Verdicts:
             out["alreadyTrue"] = True
         if contradictions:
             out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+        if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled"):
+            out["unsettled"] = _unsettled_report(session, window, since, p)
         return session.splice_health(out)
+
+
+def _unsettled_report(session: BrowserSession, window: List[dict], since: float, p: dict) -> dict:
+    """What kept the page busy: requests still open, and what fired over and over."""
+    still = [_call_label(d) for d in session.open_requests.values() if d.get("startedAt", 0) >= since]
+    counts = collections.Counter()
+    for e in window:
+        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        if e["type"] == "net.request":
+            counts[_call_label(d)] += 1
+        elif e["type"].startswith(("dom.", "anim.")):
+            counts[e["type"]] += 1
+    repeated = ["%s ×%d" % kv for kv in counts.most_common(5) if kv[1] > 3]
+    report = {"waitedFor": _describe_predicate(p), "stillInFlight": still[:5], "repeated": repeated}
+    if still:
+        report["note"] = ("%d request(s) started in this window had not come back: %s; re-check once they land, "
+                          "raise timeout_ms, or assert the request itself" % (len(still), ", ".join(still[:3])))
+    elif repeated:
+        report["note"] = ("what kept the page busy was its own churn (%s); assert the consequence instead of "
+                          "waiting for idle" % ", ".join(repeated))
+    return report
 
 
 _ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrumented-frame", "sampled",

@@ -237,6 +237,8 @@ def test_request_that_never_settles_is_unknown(shop):
     r = act_and_wait(shop, "Sync now", until, timeout_ms=1000)
     assert r["verified"] == "unknown", r
     assert "in flight" in r["because"]
+    [label] = r["unsettled"]["stillInFlight"]
+    assert label.startswith("POST ") and label.endswith("/api/sync")
     FAULTS["sync"] = False
     shop.ok("reticle_navigate", {"reload": True})
     assert act_and_wait(shop, "Sync now", until)["verified"] == "yes"
