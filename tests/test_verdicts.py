@@ -293,6 +293,10 @@ def test_every_kind_and_combinator_against_the_live_page(shop):
     for predicate, want in checks:
         r = shop.ok("reticle_assert", {"predicate": predicate})
         assert r["verified"] == want, (predicate, r)
+    presence = shop.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Fixture shop"}})
+    assert presence["verified"] == "yes" and "presence" in presence["advice"]
+    consequence = shop.ok("reticle_assert", {"predicate": {"kind": "storage", "key": "theme", "equals": "dark"}})
+    assert "advice" not in consequence
     miss = shop.ok("reticle_assert", {"predicate": {"kind": "element", "query": {"role": "button", "name": "Refund"}}})
     assert "no button named 'Refund'; saw:" in miss["because"] and "'Pay'" in miss["because"]
     r = act_and_wait(shop, "Open orders", {"kind": "route", "pathname": "/orders"})
