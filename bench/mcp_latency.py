@@ -63,11 +63,16 @@ def vm_rss_mb(pid):
 
 def start_daemon(state_dir):
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETICLE_")}
+    # Run it the way an installed `reticle serve` runs: imported as a module from
+    # cached bytecode.  (`python reticle.py` compiles the whole file at every
+    # start, and some machines set PYTHONDONTWRITEBYTECODE; both inflate RSS.)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETICLE_") and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(RETICLE_STATE_DIR=state_dir, RETICLE_RATE_LIMIT="1000000,2000000")
+    repo = os.path.dirname(RETICLE_PY)
+    subprocess.run([sys.executable, "-c", "import reticle"], cwd=repo, env=env, check=True)
     log = open(os.path.join(os.path.dirname(state_dir), "bench-daemon.log"), "wb")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, RETICLE_PY, "serve", "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "reticle", "serve", "--port", str(port)], env=env, cwd=repo,
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
@@ -262,6 +267,23 @@ def print_rows(title, rows):
               % (transport, label, run, median, p99, TARGET_MEDIAN_MS, verdict))
 
 
+_DEPS_ONLY = ("import sys, asyncio, tornado.web, tornado.websocket, tornado.httpserver, tornado.httpclient, "
+              "jsonschema, cryptography.hazmat.primitives.hmac; sys.stdout.write('ready\\n'); sys.stdout.flush(); "
+              "sys.stdin.read()")
+
+
+def baseline_rss_mb(code):
+    """RSS of a plain interpreter running `code` (which prints ready, then waits on stdin)."""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        proc.stdout.readline()
+        return vm_rss_mb(proc.pid)
+    finally:
+        proc.stdin.close()
+        proc.wait(5)
+        proc.stdout.close()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=500, help="timed calls per run (default 500)")
@@ -280,6 +302,10 @@ def main(argv=None):
         print("start to first /status: %.0f ms" % (startup_s * 1000.0))
         print("idle RSS right after start: %.1f MB   (target < %g MB: %s)"
               % (rss_idle, TARGET_RSS_MB, "ok" if rss_idle < TARGET_RSS_MB else "OVER"))
+        bare = baseline_rss_mb("import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.read()")
+        deps = baseline_rss_mb(_DEPS_ONLY)
+        print("baseline, same run: bare CPython %.1f MB; CPython importing tornado+jsonschema+cryptography "
+              "and nothing else %.1f MB; daemon / deps-only = %.2f" % (bare, deps, rss_idle / deps))
         rows = bench_raw(port, args.n, args.warmup, args.runs)
         print_rows("raw HTTP (http.client keep-alive; the SSE reply read by a thread), N=%d after %d warmup"
                    % (args.n, args.warmup), rows)
