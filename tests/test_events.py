@@ -1,0 +1,85 @@
+"""The per-session ring buffer as a pure object: caps by count, age and
+bytes, churn evicted first, and every loss visible to the window it hits."""
+
+import reticle
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def ev(clock, etype, **data):
+    return {"t": clock.now, "type": etype, "data": data}
+
+
+def test_churn_is_evicted_before_anything_else():
+    clock = Clock()
+    store = reticle.EventStore(clock, cap_count=10)
+    store.add(ev(clock, "net.request", url="/a"), 10)
+    for i in range(20):
+        clock.now += 1
+        store.add(ev(clock, "dom.added", n=i), 10)
+    clock.now += 1
+    store.add(ev(clock, "signal", name="done"), 10)
+    kinds = [e["type"] for e in store.query()]
+    assert len(store) == 10
+    assert kinds[0] == "net.request" and kinds[-1] == "signal"
+    assert store.evicted == {"churn": 12, "other": 0}
+    assert store.loss_since(0.0) == {"evictedChurn": 12}
+
+
+def test_valuable_events_go_only_when_no_churn_is_left():
+    clock = Clock()
+    store = reticle.EventStore(clock, cap_count=3)
+    for i in range(5):
+        clock.now += 1
+        store.add(ev(clock, "net.request", n=i), 10)
+    assert [e["data"]["n"] for e in store.query()] == [2, 3, 4]
+    assert store.evicted["other"] == 2
+    loss = store.loss_since(0.0)
+    assert loss["evicted"] == 2
+    assert store.loss_since(2.5) is None, "a window after the evicted events lost nothing"
+
+
+def test_age_cap():
+    clock = Clock()
+    store = reticle.EventStore(clock, cap_age_ms=1000)
+    store.add(ev(clock, "signal", n=1), 10)
+    clock.now = 1500
+    store.add(ev(clock, "signal", n=2), 10)
+    assert [e["data"]["n"] for e in store.query()] == [2]
+    assert store.loss_since(0.0) == {"evicted": 1}
+
+
+def test_byte_cap():
+    clock = Clock()
+    store = reticle.EventStore(clock, cap_bytes=1000)
+    for i in range(10):
+        clock.now += 1
+        store.add(ev(clock, "console.log", n=i), 300)
+    assert store.bytes <= 1000 and len(store) == 3
+
+
+def test_query_window_and_prefix_keep_arrival_order():
+    clock = Clock()
+    store = reticle.EventStore(clock)
+    for i, etype in enumerate(["dom.added", "net.pending", "dom.text", "net.request", "signal"]):
+        clock.now = float(i * 10)
+        store.add(ev(clock, etype, i=i), 10)
+    assert [e["type"] for e in store.query(10, 30)] == ["net.pending", "dom.text", "net.request"]
+    assert [e["type"] for e in store.query(prefix="net.")] == ["net.pending", "net.request"]
+    assert [e["seq"] for e in store.query()] == [1, 2, 3, 4, 5]
+
+
+def test_sampling_is_a_loss_too():
+    clock = Clock()
+    store = reticle.EventStore(clock)
+    clock.now = 50
+    store.note_sampled(7, clock.now)
+    assert store.loss_since(10) == {"sampled": 7}
+    assert store.loss_since(60) is None
+    assert store.stats()["sampled"] == 7
