@@ -2627,6 +2627,11 @@ class Verdicts:
         if already_true:
             return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
                                                "nothing about the action; assert something the action CHANGES")
+        overflow = [e for e in window if e["type"] == "blind-spot" and isinstance(e.get("data"), dict)
+                    and (e["data"].get("kind") == "transport-overflow" or e["data"].get("reason") == "offline-queue-overflow")]
+        if overflow:
+            return "unknown", "evidence_lost", ("the page dropped %s event(s) while the daemon was unreachable, so "
+                                                "this window is incomplete" % overflow[0]["data"].get("count", "some"))
         loss = session.store.loss_since(floor)
         if loss and (loss.get("evicted") or loss.get("sampled")):
             return "unknown", "evidence_lost", ("evidence in this window was lost (%s), so a pass cannot be trusted; "

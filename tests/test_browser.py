@@ -365,7 +365,8 @@ class _OffLoopbackPage(tornado.web.RequestHandler):
 
 SHARED_PAGE = """<!doctype html><html><head><title>Shared</title>
 <script src="%(daemon)s/reticle.js" data-session-id="s-shared-tab"></script></head>
-<body><p>shared</p></body></html>"""
+<body><p>shared</p>
+<script>setInterval(function () { for (var i = 0; i < 5; i++) { reticle.signal("tick"); } }, 4);</script></body></html>"""
 
 
 class _SharedPage(tornado.web.RequestHandler):
@@ -391,12 +392,21 @@ def test_reconnects_after_a_daemon_restart_and_never_after_1008(tmp_path):
             mcp.close()
         port = daemon.port
         daemon.close()
-        time.sleep(0.5)
+        time.sleep(1.0)
         daemon = Daemon(tmp_path, port=port)  # same port, a new process: the SDK's backoff finds it
         mcp = Mcp(daemon.url + "/mcp")
         try:
             s = wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to reconnect")
             assert s[0]["sessionId"] == "s-shared-tab"
+            # While the daemon was down the page kept ticking: the offline queue kept 500
+            # frames and said how many it dropped.
+            spots = wait_until(lambda: [e for e in mcp.ok("reticle_observe", {"since": 0, "filters": ["blind-spot"]})
+                                        ["events"] if e["data"].get("reason") == "offline-queue-overflow"],
+                               10, what="the offline-queue blind spot")
+            assert spots[0]["data"]["count"] > 0
+            ticks = [e for e in mcp.ok("reticle_observe", {"since": 0, "max_events": 2000})["events"]
+                     if e["type"] == "signal"]
+            assert len(ticks) >= 500
             # A second tab claims the same id: the first is closed with 1008 and must not come back.
             second = Browser(app.url + "/")
             wait_until(lambda: (mcp.ok("reticle_sessions")["sessions"] or [{}])[0]
