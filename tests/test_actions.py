@@ -2,6 +2,8 @@
 page records the DOM events it receives in a store, and reticle_state reads
 them back, so each test checks what the page saw, not what the SDK claims."""
 
+import json
+
 import pytest
 import tornado.web
 
@@ -20,6 +22,10 @@ PAGE = """<!doctype html><html><head><title>Actions</title>
 <label>Avatar <input type="file" id="file"></label>
 <div id="src" draggable="true">Drag source</div>
 <div id="dst" style="width:80px;height:40px">Landing zone</div>
+<div style="position: relative; width: 200px; height: 40px">
+  <button id="hidden-under">Covered</button>
+  <div id="veil" style="position: absolute; inset: 0; background: white">Cookie banner</div>
+</div>
 <button id="far" style="margin-top: 2500px">Far away</button>
 <script>
   var log = [];
@@ -145,6 +151,16 @@ def test_scroll_into_view_upload_and_drag(page):
     act(page, {"text": "Drag source"}, "drag", toRef=dst)
     events = log(page)
     assert "drag:dragstart" in events and "drag:drop" in events
+
+
+def test_effect_probes_report_occlusion_and_focus(page):
+    covered = act(page, {"role": "button", "name": "Covered"}, "click")
+    effect = covered["result"]["effect"]
+    assert effect["occluded"] is True
+    veil = page.ok("reticle_inspect", {"ref": effect["occludedBy"]})
+    assert "Cookie banner" in json.dumps(veil)
+    plain = act(page, {"label": "Name"}, "focus")
+    assert "occluded" not in plain["result"]["effect"] or plain["result"]["effect"]["occluded"] is False
 
 
 def test_bad_targets_are_clear_errors(page):
