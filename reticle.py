@@ -88,7 +88,6 @@ import base64
 import collections
 import datetime
 import errno
-import hashlib
 import hmac
 import ipaddress
 import json
@@ -97,7 +96,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading

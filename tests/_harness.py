@@ -201,3 +201,42 @@ def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
             return last
         time.sleep(interval)
     raise AssertionError("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class TemplatePage(tornado.web.RequestHandler):
+    """Serves `template % {"daemon": <daemon url>}` as an HTML page."""
+
+    def initialize(self, template, daemon):
+        self.template = template
+        self.daemon = daemon
+
+    def get(self, *args):
+        self.set_header("Content-Type", "text/html")
+        self.write(self.template % {"daemon": self.daemon})
+
+
+class Live:
+    """A daemon, an app server whose catch-all route serves `template`, a
+    headless Chromium tab on it, and an MCP client: everything a browser test
+    needs, started in order and closed in reverse."""
+
+    def __init__(self, tmp, template, routes=(), path="/", env=None):
+        self._open = []
+        try:
+            self.daemon = self._keep(Daemon(tmp, env=env))
+            self.app = self._keep(AppServer(list(routes) + [
+                (r"/.*", TemplatePage, {"template": template, "daemon": self.daemon.url})]))
+            self.browser = self._keep(Browser(self.app.url + path))
+            self.mcp = self._keep(Mcp(self.daemon.url + "/mcp"))
+            wait_until(lambda: self.mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to connect")
+        except BaseException:
+            self.close()
+            raise
+
+    def _keep(self, thing):
+        self._open.append(thing)
+        return thing
+
+    def close(self):
+        while self._open:
+            self._open.pop().close()

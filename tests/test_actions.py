@@ -5,9 +5,8 @@ them back, so each test checks what the page saw, not what the SDK claims."""
 import json
 
 import pytest
-import tornado.web
 
-from _harness import AppServer, Browser, Daemon, Mcp, chromium_path, wait_until
+from _harness import Live, chromium_path
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
 
@@ -51,30 +50,12 @@ PAGE = """<!doctype html><html><head><title>Actions</title>
 """
 
 
-class _Page(tornado.web.RequestHandler):
-    def initialize(self, daemon):
-        self.daemon = daemon
-
-    def get(self):
-        self.set_header("Content-Type", "text/html")
-        self.write(PAGE % {"daemon": self.daemon})
-
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("actions")
-    daemon = Daemon(tmp)
-    app = AppServer([(r"/.*", _Page, {"daemon": daemon.url})])
-    browser = Browser(app.url + "/")
-    mcp = Mcp(daemon.url + "/mcp")
-    try:
-        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")
-        yield mcp
-    finally:
-        mcp.close()
-        browser.close()
-        app.close()
-        daemon.close()
+    live = Live(tmp_path_factory.mktemp("actions"), PAGE)
+    yield live.mcp
+    live.close()
 
 
 def log(mcp):

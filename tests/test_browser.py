@@ -2,14 +2,13 @@
 on 127.0.0.1 that includes the script tag, and a real MCP client reads what
 the SDK saw.  Hostile input on the WebSocket is sent with a raw client."""
 
-import asyncio
 import json
 
 import pytest
 import tornado.web
 import tornado.websocket
 
-from _harness import AppServer, Browser, Daemon, Mcp, chromium_path, wait_until
+from _harness import AppServer, Browser, Daemon, Live, Mcp, TemplatePage, chromium_path, wait_until
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
 
@@ -53,14 +52,6 @@ PAGE = """<!doctype html>
 """
 
 
-class _Page(tornado.web.RequestHandler):
-    def initialize(self, daemon):
-        self.daemon = daemon
-
-    def get(self):
-        self.set_header("Content-Type", "text/html")
-        self.write(PAGE % {"daemon": self.daemon})
-
 
 class _Broken(tornado.web.RequestHandler):
     def get(self):
@@ -70,19 +61,9 @@ class _Broken(tornado.web.RequestHandler):
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bridge")
-    daemon = Daemon(tmp)
-    app = AppServer([(r"/api/broken", _Broken), (r"/.*", _Page, {"daemon": daemon.url})])
-    browser = Browser(app.url + "/")
-    mcp = Mcp(daemon.url + "/mcp")
-    try:
-        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to connect")
-        yield {"daemon": daemon, "app": app, "browser": browser, "mcp": mcp}
-    finally:
-        mcp.close()
-        browser.close()
-        app.close()
-        daemon.close()
+    live = Live(tmp_path_factory.mktemp("bridge"), PAGE, routes=[(r"/api/broken", _Broken)])
+    yield {"daemon": live.daemon, "app": live.app, "browser": live.browser, "mcp": live.mcp}
+    live.close()
 
 
 def _ref(mcp, **query):
@@ -281,15 +262,6 @@ document.getElementById("login").onclick = function () {
 """
 
 
-class _SecretPage(tornado.web.RequestHandler):
-    def initialize(self, daemon):
-        self.daemon = daemon
-
-    def get(self):
-        self.set_header("Content-Type", "text/html")
-        self.write(SECRET_PAGE % {"daemon": self.daemon})
-
-
 class _Login(tornado.web.RequestHandler):
     def post(self):
         self.write({"ok": True, "token": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlLXBhcnQ",
@@ -297,12 +269,9 @@ class _Login(tornado.web.RequestHandler):
 
 
 def test_secrets_are_redacted_before_they_leave_the_page(tmp_path):
-    daemon = Daemon(tmp_path)
-    app = AppServer([(r"/api/login", _Login), (r"/.*", _SecretPage, {"daemon": daemon.url})])
-    browser = Browser(app.url + "/")
-    mcp = Mcp(daemon.url + "/mcp")
+    live = Live(tmp_path, SECRET_PAGE, routes=[(r"/api/login", _Login)])
+    mcp = live.mcp
     try:
-        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")
         mcp.ok("reticle_act", {"target": {"label": "Password"}, "action": "fill", "args": {"value": "hunter2-secret"}})
         mcp.ok("reticle_act", {"target": {"role": "button", "name": "Log in"}, "action": "click"})
         calls = wait_until(lambda: [c for c in mcp.ok("reticle_network", {"urlContains": "/api/login"})["calls"]
@@ -316,10 +285,7 @@ def test_secrets_are_redacted_before_they_leave_the_page(tmp_path):
         assert "redacted" in json.dumps(calls)
         assert '"user": "ann"' in calls[-1]["requestBody"] or '"user":"ann"' in calls[-1]["requestBody"]
     finally:
-        mcp.close()
-        browser.close()
-        app.close()
-        daemon.close()
+        live.close()
 
 
 def test_off_loopback_pages_need_opt_in_and_the_token(tmp_path):
@@ -369,19 +335,10 @@ SHARED_PAGE = """<!doctype html><html><head><title>Shared</title>
 <script>setInterval(function () { for (var i = 0; i < 5; i++) { reticle.signal("tick"); } }, 4);</script></body></html>"""
 
 
-class _SharedPage(tornado.web.RequestHandler):
-    def initialize(self, daemon):
-        self.daemon = daemon
-
-    def get(self):
-        self.set_header("Content-Type", "text/html")
-        self.write(SHARED_PAGE % {"daemon": self.daemon})
-
-
 def test_reconnects_after_a_daemon_restart_and_never_after_1008(tmp_path):
     import time
     daemon = Daemon(tmp_path)
-    app = AppServer([(r"/.*", _SharedPage, {"daemon": daemon.url})])
+    app = AppServer([(r"/.*", TemplatePage, {"template": SHARED_PAGE, "daemon": daemon.url})])
     first = Browser(app.url + "/")
     second = None
     try:

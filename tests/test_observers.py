@@ -9,7 +9,7 @@ import pytest
 import tornado.web
 import tornado.websocket
 
-from _harness import AppServer, Browser, Daemon, Mcp, chromium_path, wait_until
+from _harness import Live, chromium_path, wait_until
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
 
@@ -47,15 +47,6 @@ PAGE = """<!doctype html><html><head><title>Observers</title>
 """
 
 
-class _Page(tornado.web.RequestHandler):
-    def initialize(self, daemon):
-        self.daemon = daemon
-
-    def get(self):
-        self.set_header("Content-Type", "text/html")
-        self.write(PAGE % {"daemon": self.daemon})
-
-
 class _Echo(tornado.websocket.WebSocketHandler):
     def on_message(self, message):
         self.write_message("echo: " + message)
@@ -75,20 +66,10 @@ class _Missing(tornado.web.RequestHandler):
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("observers")
-    daemon = Daemon(tmp)
-    app = AppServer([(r"/echo", _Echo), (r"/events", _Events), (r"/api/missing", _Missing),
-                     (r"/.*", _Page, {"daemon": daemon.url})])
-    browser = Browser(app.url + "/")
-    mcp = Mcp(daemon.url + "/mcp")
-    try:
-        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")
-        yield mcp
-    finally:
-        mcp.close()
-        browser.close()
-        app.close()
-        daemon.close()
+    live = Live(tmp_path_factory.mktemp("observers"), PAGE,
+                routes=[(r"/echo", _Echo), (r"/events", _Events), (r"/api/missing", _Missing)])
+    yield live.mcp
+    live.close()
 
 
 def click(mcp, name):

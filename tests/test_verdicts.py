@@ -3,12 +3,11 @@ faults are switched on the server side, driven in headless Chromium through
 a real MCP client.  Each fault gets its verdict, and `yes` once it is off."""
 
 import asyncio
-import json
 
 import pytest
 import tornado.web
 
-from _harness import AppServer, Browser, Daemon, Mcp, chromium_path, wait_until
+from _harness import Live, chromium_path
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
 
@@ -82,15 +81,6 @@ APP = """<!doctype html>
 """
 
 
-class _Page(tornado.web.RequestHandler):
-    def initialize(self, daemon):
-        self.daemon = daemon
-
-    def get(self):
-        self.set_header("Content-Type", "text/html")
-        self.write(APP % {"daemon": self.daemon})
-
-
 class _Api(tornado.web.RequestHandler):
     async def post(self, name):
         fault = FAULTS.get(name)
@@ -125,19 +115,9 @@ class _Api(tornado.web.RequestHandler):
 
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("verdicts")
-    daemon = Daemon(tmp)
-    app = AppServer([(r"/api/(\w+)", _Api), (r"/.*", _Page, {"daemon": daemon.url})])
-    browser = Browser(app.url + "/")
-    mcp = Mcp(daemon.url + "/mcp")
-    try:
-        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to connect")
-        yield mcp
-    finally:
-        mcp.close()
-        browser.close()
-        app.close()
-        daemon.close()
+    live = Live(tmp_path_factory.mktemp("verdicts"), APP, routes=[(r"/api/(\w+)", _Api)])
+    yield live.mcp
+    live.close()
 
 
 @pytest.fixture(autouse=True)
