@@ -2110,8 +2110,15 @@ def _describe_predicate(p: dict) -> str:
     if k == "settled":
         return "the page to go idle"
     if k == "net":
-        return "a request %s%s" % (p.get("method", "").upper() + " " if p.get("method") else "",
-                                   "matching %r" % p["urlContains"] if p.get("urlContains") else "of any URL")
+        text = "a %srequest %s" % (p["method"].upper() + " " if p.get("method") else "",
+                                   "to a URL containing %r" % p["urlContains"] if p.get("urlContains") else "to any URL")
+        if "status" in p:
+            text += " answering %s" % p["status"]
+        elif "ok" in p:
+            text += " that %s" % ("succeeded" if p["ok"] else "failed")
+        if p.get("bodyContains"):
+            text += " whose body contains %r" % p["bodyContains"]
+        return text
     if k == "signal":
         return "signal %r" % p.get("name", "*")
     if k == "route":
