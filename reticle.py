@@ -41,10 +41,10 @@ and keep this header.  It needs ``tornado``, ``jsonschema`` and
 ``cryptography`` and nothing else; ``make_app(Hub())`` gives a Tornado
 application you can serve yourself.
 
-Sections: Constants & logging | Errors | Utilities | Session signing |
-Tool registry & schemas | MCP protocol | Browser bridge | HTTP handlers |
-WebSocket handler | Application factory | Server control | CLI |
-Embedded assets | __main__ guard.
+Sections (``grep -n '^# .*####' reticle.py``): Constants & logging | Errors |
+Utilities | Session signing | Tool registry & schemas | MCP protocol |
+Browser bridge | Predicates & verdicts | HTTP handlers | WebSocket handler |
+Application factory | Server control | CLI | Embedded assets | __main__ guard.
 """
 
 from __future__ import annotations
