@@ -319,3 +319,27 @@ def test_malformed_predicates_give_no_verdict(shop):
     # nothing was clicked: no request to /api/pay after the malformed call
     calls = shop.ok("reticle_network", {"urlContains": "/api/pay", "since": since})["calls"]
     assert calls == []
+
+
+NO_BODIES = """<!doctype html><html><head><title>No bodies</title>
+<script src="%(daemon)s/reticle.js" data-capture-bodies="false"></script></head><body>
+<button id="save">Save draft</button><p id="out"></p>
+<script>
+  document.getElementById("save").onclick = function () {
+    fetch("/api/profile", {method: "POST", body: "{}"}).then(function () { document.getElementById("out").textContent = "Saved"; });
+  };
+</script></body></html>
+"""
+
+
+def test_a_write_whose_body_was_not_captured_is_unknown(tmp_path):
+    live = Live(tmp_path, NO_BODIES, routes=[(r"/api/(\w+)", _Api)])
+    try:
+        r = act_and_wait(live.mcp, "Save draft", {"kind": "net", "method": "POST", "urlContains": "/api/profile",
+                                                  "status": 200})
+        assert r["verified"] == "unknown", r
+        assert r["verifiedReason"] == "outcome_unread"
+        calls = live.mcp.ok("reticle_network", {"urlContains": "/api/profile"})
+        assert calls["bodiesNotCaptured"] is True
+    finally:
+        live.close()
