@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import tornado.web
 
-from _harness import Live, chromium_path
+from _harness import Live, chromium_path, wait_until
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
 
@@ -341,5 +341,28 @@ def test_a_write_whose_body_was_not_captured_is_unknown(tmp_path):
         assert r["verifiedReason"] == "outcome_unread"
         calls = live.mcp.ok("reticle_network", {"urlContains": "/api/profile"})
         assert calls["bodiesNotCaptured"] is True
+    finally:
+        live.close()
+
+
+WITH_FRAME = """<!doctype html><html><head><title>Framed</title>
+<script src="%(daemon)s/reticle.js"></script></head><body>
+<p>Main page</p>
+<iframe src="%(daemon)s/status" title="another origin"></iframe>
+</body></html>
+"""
+
+
+def test_absence_over_a_blind_spot_is_unknown(tmp_path):
+    live = Live(tmp_path, WITH_FRAME)
+    try:
+        absent = {"kind": "text", "contains": "Payment failed", "absent": True}
+        r = wait_until(lambda: (lambda x: x if x.get("coverage") else None)(
+            live.mcp.ok("reticle_assert", {"predicate": absent, "since": 0})), what="the iframe blind spot")
+        assert r["verified"] == "unknown", r
+        assert r["verifiedReason"] == "absence_blind_spot"
+        assert "cross-origin-iframe" in r["coverage"]
+        present = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Main page"}})
+        assert present["verified"] == "yes", "a presence check is not weakened by the blind spot"
     finally:
         live.close()
