@@ -258,3 +258,52 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         assert data["buffer"]["sampled"] > 0, "the drop is reported on the result"
         assert session.store.sampled >= 30 * 200 - 2 * 500
         assert conn.close_code is None
+
+    # -- verdicts that depend on what the bridge lost -----------------------------------
+    @gen_test(timeout=30)
+    async def test_evidence_lost_to_eviction_is_unknown(self):
+        conn = await self.ws()
+        await self.hello(conn)
+        session = self.hub.bridge.sessions["s-test-1"]
+        for start in range(0, 2100, 300):
+            await conn.write_message(json.dumps({"kind": "events", "events": [
+                {"type": "signal", "data": {"name": "saved", "data": {"n": i}}} for i in range(start, start + 300)]}))
+        for _ in range(200):
+            if session.store.total >= 2100:
+                break
+            await asyncio.sleep(0.01)
+        result = await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "saved"}, "since": 0})
+        data = result["structuredContent"]
+        assert data["pass"] is True
+        assert data["verified"] == "unknown" and data["verifiedReason"] == "evidence_lost"
+        assert data["buffer"]["evicted"] == 100
+
+    @gen_test(timeout=30)
+    async def test_a_tab_lost_while_waiting_is_unknown(self):
+        conn = await self.ws()
+        await self.hello(conn)
+        asyncio.get_running_loop().call_later(0.3, conn.close)
+        result = await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "never"},
+                                                    "timeout_ms": 3000})
+        data = result["structuredContent"]
+        assert data["verified"] == "unknown" and data["verifiedReason"] == "observation_lost"
+
+    @gen_test
+    async def test_signal_count_and_payload_over_the_window(self):
+        conn = await self.ws()
+        await self.hello(conn)
+        await conn.write_message(json.dumps({"kind": "events", "events": [
+            {"type": "signal", "data": {"name": "order:placed", "data": {"total": 12, "items": [1, 2]}}},
+            {"type": "signal", "data": {"name": "order:placed", "data": {"total": 0, "items": []}}}]}))
+        await asyncio.sleep(0.05)
+        ok = await self.mcp("reticle_assert", {"since": 0, "predicate": {
+            "kind": "signal", "name": "order:placed", "dataMatches": {"total": {"$gt": 10}, "items": {"$length": 2}}}})
+        assert ok["structuredContent"]["verified"] == "yes"
+        twice = await self.mcp("reticle_assert", {"since": 0, "predicate": {"kind": "signal", "name": "order:placed",
+                                                                            "count": 1}})
+        assert twice["structuredContent"]["verified"] == "no"
+        near = await self.mcp("reticle_assert", {"since": 0, "predicate": {
+            "kind": "signal", "name": "order:placed", "dataMatches": {"total": 99}}})
+        data = near["structuredContent"]
+        assert data["verified"] == "no" and data["assertion"] == "signal.payload"
+        assert {"total": 12, "items": [1, 2]} in data["evidence"]["nearMiss"]
