@@ -36,6 +36,7 @@ import collections
 import http.client
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -293,6 +294,14 @@ def run_plan(mcp, sid, save_ref, ping, n, warmup):
     return measures
 
 
+def close_browser(browser):
+    """The harness's close, then the profile once more: Chromium's helpers can write into it
+    after the browser process has gone."""
+    browser.close()
+    time.sleep(0.5)
+    shutil.rmtree(browser.profile, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=60, help="calls per measure after the warmup")
@@ -354,7 +363,7 @@ def main():
             fake.close()
         if mcp is not None:
             mcp.close()
-        browser.close()
+        close_browser(browser)
         app.close()
         daemon.close()
         tmp.cleanup()

@@ -32,6 +32,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -224,7 +225,10 @@ class Chromium:
                 "--user-data-dir=" + self.profile, "--remote-debugging-port=0", urls[0]]
         if os.geteuid() == 0:
             args.insert(1, "--no-sandbox")
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Its own process group, so that close() can end the helpers (renderers, network service)
+        # too: they outlive the browser process and write into the profile after it is removed.
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
         if len(urls) > 1:
             port_file = os.path.join(self.profile, "DevToolsActivePort")
             _harness.wait_until(lambda: os.path.exists(port_file) and open(port_file).read().strip(),
@@ -242,6 +246,11 @@ class Chromium:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the group this Popen created, nothing else
+        except ProcessLookupError:
+            pass
+        time.sleep(0.2)
         shutil.rmtree(self.profile, ignore_errors=True)
 
 

@@ -21,6 +21,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -181,6 +182,14 @@ class RawMcp:
         self.conn.close()
 
 
+def close_browser(browser):
+    """The harness's close, then the profile once more: Chromium's helpers can write into it
+    after the browser process has gone."""
+    browser.close()
+    time.sleep(0.5)
+    shutil.rmtree(browser.profile, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -235,7 +244,7 @@ def main():
     finally:
         if mcp is not None:
             mcp.close()
-        browser.close()
+        close_browser(browser)
         app.close()
         daemon.close()
         tmp.cleanup()
