@@ -144,6 +144,8 @@ WS_PING_INTERVAL_S = 20
 HELLO_TIMEOUT_S = 5.0
 MAX_SESSIONS = 32
 MAX_PENDING_HANDSHAKES = 16
+MAX_DEPARTED = 8                           # closed tabs kept for a reload to resume (each keeps its buffer)
+DEPARTED_KEEP_MS = 60_000
 COMMAND_TIMEOUT_S = 8.0
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
@@ -1390,14 +1392,15 @@ class EventStore:
     def __len__(self) -> int:
         return len(self._churn) + len(self._kept)
 
-    def add(self, event: dict, size: int) -> None:
+    def add(self, event: dict, size: int, trim: bool = True) -> None:
+        """Store one event; `trim=False` leaves the caps to one `trim(now)` per frame."""
         self.seq += 1
         self.total += 1
         event["seq"] = self.seq
-        item = (event, size)
-        (self._churn if _is_churn(event["type"]) else self._kept).append(item)
+        (self._churn if _is_churn(event["type"]) else self._kept).append((event, size))
         self.bytes += size
-        self._trim(event["t"])
+        if trim:
+            self.trim(event["t"])
 
     def note_sampled(self, count: int, t: float) -> None:
         self.sampled += count
@@ -1409,18 +1412,22 @@ class EventStore:
         self.evicted[which] += 1
         self.evicted_upto[which] = max(self.evicted_upto[which], event["t"])
 
-    def _trim(self, now: float) -> None:
+    def trim(self, now: float) -> None:
+        """Apply the age, count and byte caps: churn goes first, oldest first."""
         horizon = now - self.cap_age_ms
-        for dq, which in ((self._churn, "churn"), (self._kept, "other")):
+        churn, kept = self._churn, self._kept
+        for dq, which in ((churn, "churn"), (kept, "other")):
             while dq and dq[0][0]["t"] < horizon:
                 self._evict(dq, which)
-        while len(self) > self.cap_count or self.bytes > self.cap_bytes:
-            if self._churn:
-                self._evict(self._churn, "churn")
-            elif self._kept:
-                self._evict(self._kept, "other")
+        over = len(churn) + len(kept) - self.cap_count
+        while over > 0 or self.bytes > self.cap_bytes:
+            if churn:
+                self._evict(churn, "churn")
+            elif kept:
+                self._evict(kept, "other")
             else:
                 break
+            over -= 1
 
     def query(self, since: float = 0.0, until: Optional[float] = None,
               prefix: Optional[str] = None) -> List[dict]:
@@ -1588,7 +1595,8 @@ class BrowserSession:
             if isinstance(raw.get("actionId"), str):
                 event["actionId"] = raw["actionId"][:32]
             self._observe(event)
-            self.store.add(event, size)
+            self.store.add(event, size, trim=False)
+        self.store.trim(now)
         if dropped:
             self._window_sampled += dropped
             self.store.note_sampled(dropped, now)
@@ -1803,9 +1811,12 @@ class Bridge:
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
             self.departed[session.id] = (session, self.clock())
+            self._reap_departed()
+            while len(self.departed) > MAX_DEPARTED:  # oldest first: dicts keep insertion order
+                del self.departed[next(iter(self.departed))]
         _emit(_bridge_log, logging.INFO, "session_disconnected", sessionId=session.id)
 
-    def _reap_departed(self, keep_ms: float = 60_000.0) -> None:
+    def _reap_departed(self, keep_ms: float = DEPARTED_KEEP_MS) -> None:
         now = self.clock()
         for sid, (_, gone_at) in list(self.departed.items()):
             if now - gone_at > keep_ms:
@@ -3331,6 +3342,7 @@ class BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         bridge.pending_handshakes += 1
         self._counted = True
+        self.set_nodelay(True)  # commands are small and latency-bound: no Nagle delay
         self._hello_timer = tornado.ioloop.IOLoop.current().call_later(
             self.hub.hello_timeout_s, self._hello_timeout)
 

@@ -124,16 +124,25 @@ class Browser:
                 "--user-data-dir=" + self.profile, "--remote-debugging-port=0"] + list(extra_args) + [url]
         if os.geteuid() == 0:
             args.insert(1, "--no-sandbox")
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Its own process group, so that close() ends the helper processes too
+        # (they would otherwise write into the profile after it is removed).
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
 
     def close(self):
         if self.proc.poll() is None:
-            self.proc.terminate()
             try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # stragglers of the group
+        except (ProcessLookupError, PermissionError):
+            pass
         shutil.rmtree(self.profile, ignore_errors=True)
 
 

@@ -193,6 +193,20 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         code, reason = await self.closed(extra)
         assert code == 1013 and reason == "session limit reached"
 
+    @gen_test(timeout=30)
+    async def test_closed_tabs_kept_for_a_reload_are_capped(self):
+        for i in range(reticle.MAX_DEPARTED + 5):
+            conn = await self.ws()
+            await self.hello(conn, sid="s-gone-%d" % i)
+            conn.close()
+            for _ in range(100):
+                if "s-gone-%d" % i not in self.hub.bridge.sessions:
+                    break
+                await asyncio.sleep(0.01)
+        departed = self.hub.bridge.departed
+        assert len(departed) == reticle.MAX_DEPARTED
+        assert "s-gone-%d" % (reticle.MAX_DEPARTED + 4) in departed and "s-gone-0" not in departed
+
     @gen_test
     async def test_closed_socket_reaps_the_session(self):
         conn = await self.ws()

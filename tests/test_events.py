@@ -83,3 +83,14 @@ def test_sampling_is_a_loss_too():
     assert store.loss_since(10) == {"sampled": 7}
     assert store.loss_since(60) is None
     assert store.stats()["sampled"] == 7
+
+
+def test_a_frame_may_overshoot_until_it_is_trimmed_once():
+    clock = Clock()
+    store = reticle.EventStore(clock, cap_count=5)
+    for i in range(8):
+        store.add(ev(clock, "signal", n=i), 10, trim=False)
+    assert len(store) == 8
+    store.trim(clock.now)
+    assert [e["data"]["n"] for e in store.query()] == [3, 4, 5, 6, 7]
+    assert store.evicted["other"] == 3
