@@ -915,6 +915,7 @@ async def _tool_act(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
     cmd = _act_command(args)
     since = session.mark_act(args["action"])
     result = await session.command("act", cmd)
+    session.note_act_page_time(since, result)
     out = {"since": since, "dispatched": bool(result.get("dispatched", True)) if isinstance(result, dict) else True,
            "settled": result.get("settled") if isinstance(result, dict) else None,
            "inputMode": "synthetic", "result": result}
@@ -1477,6 +1478,7 @@ class BrowserSession:
         self.last_act_action: Optional[str] = None
         self.last_nav: Optional[float] = None
         self.open_requests: Dict[str, dict] = {}
+        self.act_marks: Dict[float, Tuple[str, float]] = {}
         self.hidden = False
         self.focused = True
         self.snapshots: Dict[Tuple[Optional[str], str], Tuple[str, List[str]]] = {}
@@ -1545,6 +1547,26 @@ class BrowserSession:
         self.last_act_action = action
         return self.last_act
 
+    def note_act_page_time(self, since: float, result: Any) -> None:
+        """Remember when, on the page's own clock, the act at `since` ran.
+
+        Events are stamped when they reach the daemon; under a backlog an event
+        the page produced before the act can arrive after `since`.  Windows
+        that start at an act drop such events by their page time."""
+        if isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) and result.get("documentId"):
+            self.act_marks[since] = (str(result["documentId"]), float(result["pt"]))
+            while len(self.act_marks) > 32:
+                del self.act_marks[next(iter(self.act_marks))]
+
+    def window(self, since: float, until: Optional[float] = None, prefix: Optional[str] = None) -> List[dict]:
+        """Events from `since` on; when `since` is an act, none the page made before it."""
+        events = self.store.query(since, until, prefix)
+        mark = self.act_marks.get(since)
+        if mark is None:
+            return events
+        doc, pt = mark
+        return [e for e in events if e.get("doc") != doc or "pt" not in e or e["pt"] >= pt]
+
     def mark_navigation(self) -> float:
         self.last_nav = self.bridge.clock()
         self.snapshots.clear()
@@ -1594,6 +1616,8 @@ class BrowserSession:
                 event["pt"] = raw["t"]
             if isinstance(raw.get("actionId"), str):
                 event["actionId"] = raw["actionId"][:32]
+            if isinstance(raw.get("documentId"), str):
+                event["doc"] = raw["documentId"][:64]
             self._observe(event)
             self.store.add(event, size, trim=False)
         self.store.trim(now)
@@ -2156,7 +2180,8 @@ class Verdicts:
         kind = p["kind"]
         if kind in ("allOf", "anyOf", "not"):
             return await self._combinator(session, p, floor, diagnose)
-        window = session.store.query(max(floor, float(p.get("since") or 0.0)))
+        start = float(p["since"]) if p.get("since") is not None and float(p["since"]) > floor else floor
+        window = session.window(start)
         method = getattr(self, "_eval_" + kind)
         try:
             return await method(session, p, window, diagnose)
@@ -2703,7 +2728,7 @@ class Verdicts:
             res = await self.wait(session, p, floor, timeout)
         else:
             res = await self.evaluate(session, p, floor, diagnose=True)
-        window = session.store.query(floor)
+        window = session.window(floor)
         contradictions = self.contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None)
         verified, reason, because = self.decide(res, contradictions, window, session, floor, p)
         out = {"verified": verified, "verifiedReason": reason, "because": because}
@@ -2733,6 +2758,7 @@ class Verdicts:
         since = session.mark_act(args["action"])
         started = time.monotonic()
         effect = await session.command("act", cmd)
+        session.note_act_page_time(since, effect)
         if timeout > 0:
             remaining = max(0.0, timeout - (time.monotonic() - started) * 1000.0)
             res = await self.wait(session, p, since, remaining)
@@ -2742,14 +2768,14 @@ class Verdicts:
         if res["pass"]:
             while time.monotonic() < budget_end and any(d.get("startedAt", 0) >= since for d in session.open_requests.values()):
                 await session.wait_change(0.05)
-            window = session.store.query(since)
+            window = session.window(since)
             wrote = any(e["type"] == "net.request" and str((e.get("data") or {}).get("method", "")).upper() in _WRITE_METHODS
                         for e in window)
             if wrote and not any(e["type"] in _UI_EVENTS for e in window):
                 end = min(budget_end, time.monotonic() + 0.3)
-                while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.store.query(since)):
+                while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(since)):
                     await session.wait_change(end - time.monotonic())
-        window = session.store.query(since)
+        window = session.window(since)
         contradictions = self.contradictions(window, p, since)
         verified, reason, because = self.decide(res, contradictions, window, session, since, p,
                                                 already_true=already_true, act=True)
@@ -4202,6 +4228,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var BATCH_MAX_EVENTS = 200;
   var BATCH_MAX_BYTES = Math.min(524288, Math.floor(MAX_FRAME / 2));
   var QUEUE_MAX = 500;
+  var OPEN_QUEUE_MAX = 20000;    // events held while the socket is open but backed up
+  var BUFFERED_MAX = 4 << 20;    // bytes the browser may buffer on the socket before we hold back
   var RESULT_QUEUE_MAX = 100;
   var BODY_CAP = 8192;
   var BODY_SCAN = 16384;
@@ -4448,6 +4476,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     outbox: [],           // pending events: {s: serialized, churn: bool}
     results: [],          // pending command_result frames while offline
     dropped: 0,           // events dropped from the offline queue since the last report
+    busyDropped: 0,       // events dropped while open because the socket was backed up
+    drainTimer: null,
     droppedChurn: 0,
     flushScheduled: false,
     captureBodies: true,
@@ -4499,19 +4529,24 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       } else {
         S.outbox.push({ s: s, churn: !!CHURN[type] });
       }
-      if (!S.open) trimOutbox();
+      if (!S.open) S.dropped += trimOutbox(QUEUE_MAX);
+      else if (S.outbox.length > OPEN_QUEUE_MAX) S.busyDropped += trimOutbox(OPEN_QUEUE_MAX);
       scheduleFlush();
     } catch (e) { /* emit must never throw */ }
   }
-  function trimOutbox() {
-    while (S.outbox.length > QUEUE_MAX) {
+  // Drop down to `limit` queued events, churn first; returns how many went.
+  function trimOutbox(limit) {
+    var gone = 0;
+    while (S.outbox.length > limit) {
       var idx = -1;
       for (var i = 0; i < S.outbox.length; i++) { if (S.outbox[i].churn) { idx = i; break; } }
       if (idx < 0) idx = 0; else S.droppedChurn++;
       S.outbox.splice(idx, 1);
-      S.dropped++;
+      gone++;
     }
+    return gone;
   }
+  function busy() { return !!(S.ws && S.ws.bufferedAmount > BUFFERED_MAX); }
   function scheduleFlush() {
     if (S.flushScheduled || !S.open) return;
     S.flushScheduled = true;
@@ -4526,7 +4561,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!S.open) return;
     try {
       while (S.results.length) { if (!rawSend(S.results[0])) return; S.results.shift(); }
+      if (S.busyDropped > 0) {
+        var lost = { type: 'blind-spot', t: now(), seq: S.seq++, sessionId: S.sessionId, documentId: S.documentId,
+          data: { reason: 'outbox-overflow', kind: 'transport-overflow', count: S.busyDropped,
+            detail: S.busyDropped + ' event(s) were dropped because the page produced them faster than the socket carried them' } };
+        S.outbox.unshift({ s: N.stringify(lost), churn: false });
+        S.busyDropped = 0;
+      }
       while (S.outbox.length) {
+        if (busy()) { if (!S.drainTimer) S.drainTimer = N.setTimeout(function () { S.drainTimer = null; scheduleFlush(); }, 50); return; }
         var n = 0, bytes = 0, parts = [];
         while (n < S.outbox.length && n < BATCH_MAX_EVENTS) {
           var len = S.outbox[n].s.length;
@@ -4977,7 +5020,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function addUnread(el) {
       if (unread.length < 50) unread.push(refFor(el)); else unreadOverflow = true;
     }
-    function visit(el, level, inLive) {
+    function visit(el, level, inLive, pname) {
       if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
       if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
       var st = styleOf(el);
@@ -4995,7 +5038,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         else emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
         if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
           var ot = ownText(el);
-          if (ot) { emitLine = true; asText = ot; }
+          if (ot && ot !== pname) { emitLine = true; asText = ot; }  // a text that only repeats its parent's name adds nothing
         }
         if (emitLine) {
           if (asText != null) line = '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"';
@@ -5020,8 +5063,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           }
         }
       }
-      var childLevel = level;
+      var childLevel = level, childName = pname;
       if (line !== null) {
+        childName = asText == null && name ? clip(name, 100) : null;
         if (level > SNAP_DEPTH) { depthHit = true; addUnread(el); return; }
         lines.push(new Array(level + 1).join('  ') + line);
         count++;
@@ -5029,7 +5073,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return;
       var kids = childrenOf(el);
-      for (var i = 0; i < kids.length; i++) visit(kids[i], childLevel, live);
+      for (var i = 0; i < kids.length; i++) visit(kids[i], childLevel, live, childName);
     }
     try {
       if (includeRoot) visit(root, 0, false);
@@ -5710,6 +5754,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (r.to) res.to = r.to;
         if (warning) res.warning = warning;
         res.ms = Math.round(N.now() - t0);
+        res.pt = Math.round(t0 * 10) / 10;  // page time at dispatch: the daemon windows events by it
+        res.documentId = S.documentId;
         return res;
       });
     }, function (e) {

@@ -321,3 +321,37 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         data = near["structuredContent"]
         assert data["verified"] == "no" and data["assertion"] == "signal.payload"
         assert {"total": 12, "items": [1, 2]} in data["evidence"]["nearMiss"]
+
+    @gen_test(timeout=30)
+    async def test_events_the_page_made_before_the_act_do_not_count_after_it(self):
+        """Under a backlog an event made before the act can reach the daemon after it:
+        the act's page time, not the arrival time, decides which side it is on."""
+        conn = await self.ws()
+        await self.hello(conn)
+
+        async def page():
+            while True:
+                raw = await conn.read_message()
+                if raw is None:
+                    return
+                msg = json.loads(raw)
+                if msg["kind"] == "command" and msg["name"] == "act":
+                    await conn.write_message(json.dumps({"kind": "command_result", "id": msg["id"], "ok": True,
+                                                         "result": {"ok": True, "dispatched": True, "pt": 1000.0,
+                                                                    "documentId": "d1"}}))
+                    # arrives after the act, but the page made it at 900 ms: before the click
+                    await conn.write_message(json.dumps({"kind": "event", "event": {
+                        "type": "signal", "t": 900.0, "documentId": "d1", "data": {"name": "saved"}}}))
+
+        task = asyncio.ensure_future(page())
+        await self.mcp("reticle_act", {"ref": "e1", "action": "click"})
+        await asyncio.sleep(0.1)
+        stale = (await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "saved"}}))["structuredContent"]
+        assert stale["verified"] == "no", stale
+        await conn.write_message(json.dumps({"kind": "event", "event": {
+            "type": "signal", "t": 1100.0, "documentId": "d1", "data": {"name": "saved"}}}))
+        await asyncio.sleep(0.1)
+        fresh = (await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "saved"}}))["structuredContent"]
+        assert fresh["verified"] == "yes", fresh
+        conn.close()
+        await task
