@@ -563,8 +563,8 @@ def main():
                                                    med([r["cpu_pct"] for r in sink]), med([r["client_pct"] for r in sink])))
         final = status(daemon.url)
         rss, hwm = proc_mem_mb(daemon.proc.pid)
-        print("   daemon RSS at the end: %.1f MB (peak %.1f MB); %d sessions live, and the %d closed bench sockets'"
-              " sessions (2,000 events each) are still held as 'departed' for 60 s" % (
+        print("   daemon RSS at the end: %.1f MB (peak %.1f MB); %d sessions live; of the %d closed bench sockets'"
+              " sessions the daemon keeps at most 8 (2,000 events each) for 60 s so that a reload can resume" % (
                   rss, hwm, len(final["sessions"]), opts.runs * 11))
         print()
         print("total bench time: %.0f s" % (time.monotonic() - started))
