@@ -5020,8 +5020,21 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function addUnread(el) {
       if (unread.length < 50) unread.push(refFor(el)); else unreadOverflow = true;
     }
+    // Open dialogs go first, so that the node cap can never hide the thing the user
+    // is looking at behind a long page; the second pass skips them.
+    var dialogs = [], secondPass = false;
+    if (!args.scope) {
+      try {
+        var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
+        for (var di = 0; di < found.length && dialogs.length < 5; di++) {
+          if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
+        }
+        dialogs = dialogs.filter(function (d) { return !dialogs.some(function (o) { return o !== d && o.contains(d); }); });
+      } catch (e) { dialogs = []; }
+    }
     function visit(el, level, inLive, pname) {
       if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
+      if (secondPass && dialogs.indexOf(el) >= 0) return;
       if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
       var st = styleOf(el);
       if (st && st.display === 'none') return;
@@ -5076,10 +5089,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       for (var i = 0; i < kids.length; i++) visit(kids[i], childLevel, live, childName);
     }
     try {
+      for (var dj = 0; dj < dialogs.length; dj++) visit(dialogs[dj], 0, false);
+      secondPass = true;
       if (includeRoot) visit(root, 0, false);
       else { var ks = childrenOf(root); for (var i = 0; i < ks.length; i++) visit(ks[i], 0, false); }
     } catch (e) { internal('snapshot', e); }
     var res = { tree: lines.join('\n'), nodes: count, truncated: truncated || depthHit, status: status };
+    if (dialogs.length) res.dialogsFirst = dialogs.length;
     if (truncated || depthHit) {
       res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
       if (truncated) res.nodeCapHit = true;

@@ -24,6 +24,7 @@ PAGE = """<!doctype html><html><head><title>Observers</title>
 <button id="cookie">Cookie</button>
 <button id="burst">Burst</button>
 <div id="list"></div>
+<dialog open aria-label="Export"><p>Export ready</p><button>Close export</button></dialog>
 <script>
   function $(id) { return document.getElementById(id); }
   var state = {count: 0, user: {name: "ann"}}, subs = [];
@@ -138,6 +139,10 @@ def test_a_dom_burst_is_capped_and_says_so(page):
     snap = page.ok("reticle_snapshot")
     assert snap["truncated"] is True
     assert snap["capped"] == {"nodes": 400, "depth": 20}
+    # the open dialog after 3,000 rows is still in the capped tree: dialogs come first
+    first = snap["tree"].splitlines()[:3]
+    assert first[0].startswith('- dialog "Export"') and any('button "Close export"' in ln for ln in first)
+    assert snap["dialogsFirst"] == 1
 
 
 def test_page_health_arrives_every_five_seconds(page):
