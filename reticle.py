@@ -5726,6 +5726,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
     }
     var run;
+    var t0 = N.now();  // before dispatch: events the handlers emit are at or after it
     switch (action) {
       case 'click': run = doClick(el, opts); break;
       case 'dblclick': run = N.Promise.resolve(doClick(el, {})).then(function () { return doClick(el, {}); }).then(function (r1) {
@@ -5745,7 +5746,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       case 'upload': run = doUpload(el, opts); break;
       case 'drag': run = doDrag(el, opts); break;
     }
-    var t0 = N.now();
     return N.Promise.resolve(run).then(function (r) {
       r = r || {};
       return settle().then(function (settled) {
@@ -5770,7 +5770,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (r.to) res.to = r.to;
         if (warning) res.warning = warning;
         res.ms = Math.round(N.now() - t0);
-        res.pt = Math.round(t0 * 10) / 10;  // page time at dispatch: the daemon windows events by it
+        res.pt = Math.floor(t0 * 10) / 10;  // page time at dispatch: the daemon windows events by it
         res.documentId = S.documentId;
         return res;
       });
