@@ -1046,8 +1046,8 @@ def _net_calls(session: "BrowserSession", since: float, until: Optional[float]) 
     done = {}
     order = []
     for e in events:
-        d = e.get("data") or {}
-        rid = d.get("requestId") or "t%s" % e["t"]
+        d = e["data"]
+        rid = str(d.get("requestId") or "t%s" % e["t"])
         if e["type"] == "net.pending":
             if rid not in done:
                 done[rid] = dict(d, status="pending", pending=True, t=e["t"])
@@ -1611,7 +1611,10 @@ class BrowserSession:
             if over:
                 dropped += 1
                 continue
-            event = {"t": now, "type": etype, "data": raw.get("data")}
+            data = raw.get("data")
+            if not isinstance(data, dict):  # downstream code reads fields: give every event an object
+                data = {} if data is None else {"value": data}
+            event = {"t": now, "type": etype, "data": data}
             if isinstance(raw.get("t"), (int, float)):
                 event["pt"] = raw["t"]
             if isinstance(raw.get("actionId"), str):

@@ -355,3 +355,50 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         assert fresh["verified"] == "yes", fresh
         conn.close()
         await task
+
+    @gen_test(timeout=60)
+    async def test_random_frames_never_break_the_daemon_or_the_tools(self):
+        """Seeded random frames after a hello: events of every known type with data of
+        every JSON shape, stray command results, repeated hellos.  Every read and
+        verdict tool must still answer without reaching the internal-error path."""
+        import random
+        rnd = random.Random(20261130)
+        shapes = [None, 1, "text", [1, "two"], {"requestId": 5}, {"url": 7, "status": "500", "method": None},
+                  {"to": ["x"]}, {"name": {"nested": True}, "data": "x"}, {"text": {"a": 1}}, True, 3.5,
+                  {"requestId": "r", "method": "POST", "url": "/w", "status": 200, "responseBody": {"ok": False}}]
+        types = ["net.request", "net.pending", "console.error", "console.log", "error.uncaught", "route.change",
+                 "signal", "storage.change", "state.change", "dom.added", "anim.end", "blind-spot", "page.health",
+                 "truncated", "made.up", 42, None]
+        conn = await self.ws()
+        await self.hello(conn)
+        for _ in range(300):
+            kind = rnd.choice(["event", "events", "command_result", "hello", "mystery"])
+            if kind == "event":
+                frame = {"kind": "event", "event": {"type": rnd.choice(types), "data": rnd.choice(shapes),
+                                                    "t": rnd.choice([1.5, "x", None]), "documentId": rnd.choice(["d", 3])}}
+            elif kind == "events":
+                frame = {"kind": "events", "events": rnd.choice([[{"type": rnd.choice(types), "data": rnd.choice(shapes)}
+                                                                   for _ in range(3)], "nope", [1, None]])}
+            elif kind == "command_result":
+                frame = {"kind": "command_result", "id": rnd.choice(["c999", 5, None]), "ok": rnd.choice([True, "x"])}
+            elif kind == "hello":
+                frame = {"kind": "hello", "protocolVersion": 1, "sessionId": "s-test-1", "url": 5, "title": None,
+                         "adapters": "x"}
+            else:
+                frame = {"kind": rnd.choice(["mystery", 7, None])}
+            await conn.write_message(json.dumps(frame))
+        await asyncio.sleep(0.2)
+        assert conn.close_code is None, conn.close_reason
+        for name, args in [("reticle_observe", {"since": 0}), ("reticle_network", {}), ("reticle_console", {}),
+                           ("reticle_sessions", {}),
+                           ("reticle_assert", {"since": 0, "predicate": {"kind": "net", "urlContains": "/"}}),
+                           ("reticle_assert", {"since": 0, "predicate": {"kind": "console", "absent": True}}),
+                           ("reticle_assert", {"since": 0, "predicate": {"kind": "route", "contains": "/"}}),
+                           ("reticle_assert", {"since": 0, "predicate": {"kind": "signal", "name": "x"}}),
+                           ("reticle_assert", {"since": 0, "predicate": {"kind": "settled"}}),
+                           ("reticle_assert", {"since": 0, "predicate": {"kind": "animation"}}),
+                           ("reticle_assert", {"since": 0, "predicate": {"kind": "storage", "key": "k",
+                                                                          "changed": True}})]:
+            result = await self.mcp(name, args)
+            text = json.dumps(result)
+            assert "internal error" not in text, (name, text[:500])
