@@ -3969,15 +3969,11 @@ class _DaemonLink:
 
     async def request(self, method: str, params: dict) -> Any:
         async with self._lock:
-            for attempt in range(2):
-                try:
-                    if self.session_id is None:
-                        await self._initialize()
-                    break
-                except (ConnectionRefusedError, OSError, tornado.iostream.StreamClosedError):
-                    if attempt:
-                        raise
-                    await self.ensure()
+            if self.session_id is None:
+                # Know who holds the port before posting: a stranger that accepts
+                # and never answers must be named at once, not waited on.
+                await self.ensure()
+                await self._initialize()
         self._ids += 1
         message = {"jsonrpc": "2.0", "id": "proxy-%d" % self._ids, "method": method, "params": params}
         try:

@@ -279,3 +279,27 @@ def test_the_real_daemon_keeps_serving_after_refusals(module_daemon):
         proc = subprocess.run(cmd, input=big if "@-" in cmd else None, capture_output=True, timeout=20)
         assert proc.stdout == expected, (cmd, proc.stdout)
         assert get_status(module_daemon.port)["running"] is True
+
+
+def test_stdio_with_a_stranger_on_the_port_answers_one_clear_error(tmp_path):
+    import contextlib
+    import socket
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as stranger:
+        stranger.bind(("127.0.0.1", 0))
+        stranger.listen(8)
+        port = stranger.getsockname()[1]
+
+        async def run():
+            async with stdio_client(stdio_params(port, tmp_path / "state")) as (read, write):
+                async with mcp.ClientSession(read, write) as session:
+                    await session.initialize()
+                    tools = (await session.list_tools()).tools
+                    result = await session.call_tool("reticle_sessions", {})
+                    return tools, result
+
+        tools, result = asyncio.run(run())
+    assert len(tools) == 15, "the tools are listed even though no daemon can start"
+    assert result.is_error is True
+    error = result.structured_content["error"]
+    assert "not a Reticle daemon" in error and str(port) in error
+    assert result.structured_content["recovery"]
