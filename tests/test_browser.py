@@ -380,3 +380,17 @@ def test_reconnects_after_a_daemon_restart_and_never_after_1008(tmp_path):
         first.close()
         app.close()
         daemon.close()
+
+
+def test_snapshot_scope_by_selector_and_by_ref(world):
+    mcp = world["mcp"]
+    mcp.ok("reticle_navigate", {"url": "/"})
+    form = mcp.ok("reticle_snapshot", {"scope": "#checkout"})
+    assert 'button "Pay"' in form["tree"] and "Increment" not in form["tree"]
+    pay = [ln for ln in form["tree"].splitlines() if 'button "Pay"' in ln][0].split("(ref=")[1].split(")")[0]
+    just_pay = mcp.ok("reticle_snapshot", {"scope": pay})
+    assert 'button "Pay"' in just_pay["tree"] and "Email" not in just_pay["tree"]
+    missing = mcp.ok("reticle_snapshot", {"scope": "#no-such-thing"})
+    assert missing["scopeMissing"] is True and missing["tree"] == ""
+    status = mcp.ok("reticle_snapshot", {"mode": "status"})
+    assert status["tree"] == "" and status["status"]["title"] == "Shop"
