@@ -64,6 +64,22 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
                 break
             await asyncio.sleep(0.01)
 
+    def fake_page(self, conn, answers, after=None):
+        """A task that answers `command`s on conn like a page: answers[name] is the
+        result; after[name], when given, is a list of frames sent right after it."""
+        async def run():
+            while True:
+                raw = await conn.read_message()
+                if raw is None:
+                    return
+                msg = json.loads(raw)
+                if msg["kind"] == "command" and msg["name"] in answers:
+                    await conn.write_message(json.dumps({"kind": "command_result", "id": msg["id"], "ok": True,
+                                                         "result": answers[msg["name"]]}))
+                    for frame in (after or {}).get(msg["name"], []):
+                        await conn.write_message(json.dumps(frame))
+        return asyncio.ensure_future(run())
+
     async def closed(self, conn):
         msg = await conn.read_message()
         while msg is not None:
@@ -226,17 +242,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         conn = await self.ws()
         await self.hello(conn)
 
-        async def page():
-            while True:
-                raw = await conn.read_message()
-                if raw is None:
-                    return
-                msg = json.loads(raw)
-                if msg["kind"] == "command" and msg["name"] == "state_read":
-                    await conn.write_message(json.dumps({"kind": "command_result", "id": msg["id"], "ok": True,
-                                                         "result": {"stores": {}, "storeNames": []}}))
-
-        task = asyncio.ensure_future(page())
+        task = self.fake_page(conn, {"state_read": {"stores": {}, "storeNames": []}})
         result = await self.mcp("reticle_state")
         assert result["structuredContent"] == {"stores": {}, "storeNames": []}
         session = self.hub.bridge.sessions["s-test-1"]
@@ -329,21 +335,10 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         conn = await self.ws()
         await self.hello(conn)
 
-        async def page():
-            while True:
-                raw = await conn.read_message()
-                if raw is None:
-                    return
-                msg = json.loads(raw)
-                if msg["kind"] == "command" and msg["name"] == "act":
-                    await conn.write_message(json.dumps({"kind": "command_result", "id": msg["id"], "ok": True,
-                                                         "result": {"ok": True, "dispatched": True, "pt": 1000.0,
-                                                                    "documentId": "d1"}}))
-                    # arrives after the act, but the page made it at 900 ms: before the click
-                    await conn.write_message(json.dumps({"kind": "event", "event": {
-                        "type": "signal", "t": 900.0, "documentId": "d1", "data": {"name": "saved"}}}))
-
-        task = asyncio.ensure_future(page())
+        # The signal arrives after the act's result, but the page made it at 900 ms: before the click.
+        task = self.fake_page(conn, {"act": {"ok": True, "dispatched": True, "pt": 1000.0, "documentId": "d1"}},
+                              after={"act": [{"kind": "event", "event": {
+                                  "type": "signal", "t": 900.0, "documentId": "d1", "data": {"name": "saved"}}}]})
         await self.mcp("reticle_act", {"ref": "e1", "action": "click"})
         await asyncio.sleep(0.1)
         stale = (await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "saved"}}))["structuredContent"]
