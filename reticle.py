@@ -263,10 +263,6 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000.0
-
-
 def _wall_iso(ts: Optional[float] = None) -> str:
     ts = time.time() if ts is None else ts
     return (
