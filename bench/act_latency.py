@@ -33,18 +33,14 @@ daemon (RETICLE_RATE_LIMIT raised so the bench is not throttled), app server and
 import argparse
 import asyncio
 import collections
-import http.client
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import Chromium, Daemon, RawMcp, close_all  # noqa: E402  (puts tests/ on sys.path)
 import _harness  # noqa: E402
 
 import tornado.httpclient  # noqa: E402
@@ -90,50 +86,6 @@ class _Page(tornado.web.RequestHandler):
 class _Ping(tornado.web.RequestHandler):
     def get(self):
         self.write({"ok": True})
-
-
-class RawMcp:
-    """POST /mcp over one keep-alive http.client connection."""
-
-    def __init__(self, port):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.session = None
-        self.next_id = 0
-        self.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "bench", "version": "1"}})
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def post(self, body):
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        if self.session:
-            headers["Mcp-Session-Id"] = self.session
-        self.conn.request("POST", "/mcp", json.dumps(body), headers)
-        resp = self.conn.getresponse()
-        data = resp.read()
-        if resp.getheader("Mcp-Session-Id"):
-            self.session = resp.getheader("Mcp-Session-Id")
-        if resp.status >= 300:
-            raise RuntimeError("POST /mcp answered %d: %s" % (resp.status, data[:300]))
-        return json.loads(data) if data else None
-
-    def rpc(self, method, params):
-        self.next_id += 1
-        reply = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        if "error" in reply:
-            raise RuntimeError("%s failed: %s" % (method, reply["error"]))
-        return reply["result"]
-
-    def tool(self, name, args):
-        """-> (structuredContent, wall ms)."""
-        start = time.perf_counter()
-        result = self.rpc("tools/call", {"name": name, "arguments": args})
-        wall = (time.perf_counter() - start) * 1000.0
-        if result.get("isError"):
-            raise RuntimeError("%s failed: %s" % (name, result.get("structuredContent")))
-        return result["structuredContent"], wall
-
-    def close(self):
-        self.conn.close()
 
 
 class FakePage:
@@ -245,32 +197,32 @@ def run_plan(mcp, sid, save_ref, ping, n, warmup):
         return {"kind": "text", "contains": "Saved %d" % saved[0]}
 
     def aw_ref_until():
-        return mcp.tool("reticle_act_and_wait", {"sessionId": sid, "ref": save_ref, "action": "click",
+        return mcp.ok("reticle_act_and_wait", {"sessionId": sid, "ref": save_ref, "action": "click",
                                                  "until": next_text()})
 
     def aw_target_until():
-        return mcp.tool("reticle_act_and_wait", {"sessionId": sid, "target": {"role": "button", "name": "Save"},
+        return mcp.ok("reticle_act_and_wait", {"sessionId": sid, "target": {"role": "button", "name": "Save"},
                                                  "action": "click", "until": next_text()})
 
     def aw_ref_settle():
         saved[0] += 1
-        return mcp.tool("reticle_act_and_wait", {"sessionId": sid, "ref": save_ref, "action": "click"})
+        return mcp.ok("reticle_act_and_wait", {"sessionId": sid, "ref": save_ref, "action": "click"})
 
     def act_ref():
         saved[0] += 1
-        return mcp.tool("reticle_act", {"sessionId": sid, "ref": save_ref, "action": "click"})
+        return mcp.ok("reticle_act", {"sessionId": sid, "ref": save_ref, "action": "click"})
 
     def assert_text():
-        return mcp.tool("reticle_assert", {"sessionId": sid,
+        return mcp.ok("reticle_assert", {"sessionId": sid,
                                            "predicate": {"kind": "text", "contains": "Saved %d" % saved[0]}})
 
     net = {"kind": "net", "urlContains": "/api/ping", "status": 200}
 
     def assert_net():
-        return mcp.tool("reticle_assert", {"sessionId": sid, "predicate": net})
+        return mcp.ok("reticle_assert", {"sessionId": sid, "predicate": net})
 
     def sessions():
-        return mcp.tool("reticle_sessions", {})
+        return mcp.ok("reticle_sessions", {})
 
     plan = [("act_and_wait ref + until text", aw_ref_until),
             ("act_and_wait target + until text", aw_target_until),
@@ -284,7 +236,7 @@ def run_plan(mcp, sid, save_ref, ping, n, warmup):
         m = measures[label] = Measure(label)
         if fn is None:
             # one ping, proved, then assert over the same window again and again
-            r, _ = mcp.tool("reticle_act_and_wait", dict(ping, sessionId=sid, action="click", until=net))
+            r, _ = mcp.ok("reticle_act_and_wait", dict(ping, sessionId=sid, action="click", until=net))
             if r.get("verified") != "yes":
                 print("note: the ping act_and_wait on %s answered %s: %s" % (sid, r.get("verified"), r.get("because")))
             fn = assert_net
@@ -294,31 +246,22 @@ def run_plan(mcp, sid, save_ref, ping, n, warmup):
     return measures
 
 
-def close_browser(browser):
-    """The harness's close, then the profile once more: Chromium's helpers can write into it
-    after the browser process has gone."""
-    browser.close()
-    time.sleep(0.5)
-    shutil.rmtree(browser.profile, ignore_errors=True)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=60, help="calls per measure after the warmup")
     parser.add_argument("--warmup", type=int, default=8)
     opts = parser.parse_args()
 
-    tmp = tempfile.TemporaryDirectory(prefix="reticle-bench-act-")
-    daemon = _harness.Daemon(tmp.name, env={"RETICLE_RATE_LIMIT": "5000,10000"})
+    daemon = Daemon("reticle-bench-act-", env={"RETICLE_RATE_LIMIT": "5000,10000"})
     app = _harness.AppServer([(r"/api/ping", _Ping), (r"/.*", _Page, {"daemon": daemon.url})])
-    browser = _harness.Browser(app.url + "/?__reticle_session=bench-tab")
+    browser = Chromium(app.url + "/?__reticle_session=bench-tab")
     mcp = fake = None
     try:
         mcp = RawMcp(daemon.port)
         _harness.wait_until(lambda: [s for s in daemon.status()["sessions"] if s["sessionId"] == "bench-tab"],
                             30, 0.1, "the tab to connect")
         fake = FakePage(daemon.port, "fake-page")
-        found, _ = mcp.tool("reticle_query", {"sessionId": "bench-tab", "by": "role", "value": "button", "name": "Save"})
+        found, _ = mcp.ok("reticle_query", {"sessionId": "bench-tab", "by": "role", "value": "button", "name": "Save"})
         ref = found["elements"][0]["ref"]
         real = run_plan(mcp, "bench-tab", ref, {"target": {"role": "button", "name": "Ping"}}, opts.n, opts.warmup)
         floor = run_plan(mcp, "fake-page", "e1", {"ref": "e2"}, opts.n, opts.warmup)
@@ -359,14 +302,7 @@ def main():
         print("  %-33s total %6.2f (never reaches the page; HTTP %.2f of it)   target < %.0f: %s" % (
             "reticle_assert net", a, http_ms, TARGET_ASSERT_MS, "met" if a < TARGET_ASSERT_MS else "NOT met"))
     finally:
-        if fake is not None:
-            fake.close()
-        if mcp is not None:
-            mcp.close()
-        close_browser(browser)
-        app.close()
-        daemon.close()
-        tmp.cleanup()
+        close_all(fake, mcp, browser, app, daemon)
 
 
 if __name__ == "__main__":

@@ -28,22 +28,17 @@ Prints numbers; asserts nothing.  Starts and removes its own daemon, app server 
 
 import argparse
 import asyncio
-import http.client
 import json
 import os
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
-import urllib.parse
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import Chromium, Daemon, RawMcp, close_all  # noqa: E402  (puts tests/ on sys.path)
 import _harness  # noqa: E402
 
 import tornado.httpclient  # noqa: E402
@@ -54,6 +49,9 @@ import tornado.websocket  # noqa: E402
 TARGET_EPS = 50_000
 TARGET_RSS_MB = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Every tab floods at once, most of them in the background: no throttling of their timers.
+UNTHROTTLED = ("--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+               "--disable-backgrounding-occluded-windows")
 
 PAGE = """<!doctype html>
 <html><head><title>ingest bench %(tab)d</title>
@@ -167,93 +165,6 @@ def drained(url, pid, prefix, quiet_s=0.6, limit_s=60.0):
     return moved
 
 
-class RawMcp:
-    """POST /mcp over one keep-alive http.client connection."""
-
-    def __init__(self, port):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.session = None
-        self.next_id = 0
-        self.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "bench", "version": "1"}})
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def post(self, body):
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        if self.session:
-            headers["Mcp-Session-Id"] = self.session
-        self.conn.request("POST", "/mcp", json.dumps(body), headers)
-        resp = self.conn.getresponse()
-        data = resp.read()
-        if resp.getheader("Mcp-Session-Id"):
-            self.session = resp.getheader("Mcp-Session-Id")
-        if resp.status >= 300:
-            raise RuntimeError("POST /mcp answered %d: %s" % (resp.status, data[:300]))
-        return json.loads(data) if data else None
-
-    def rpc(self, method, params):
-        self.next_id += 1
-        reply = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        if "error" in reply:
-            raise RuntimeError("%s failed: %s" % (method, reply["error"]))
-        return reply["result"]
-
-    def tool(self, name, args):
-        result = self.rpc("tools/call", {"name": name, "arguments": args})
-        if result.get("isError"):
-            raise RuntimeError("%s failed: %s" % (name, result.get("structuredContent")))
-        return result["structuredContent"]
-
-    def close(self):
-        self.conn.close()
-
-
-class Chromium:
-    """Headless Chromium with several tabs (the first from the command line, the others opened
-    through the DevTools HTTP endpoint), background throttling off, a fresh profile."""
-
-    def __init__(self, urls):
-        exe = _harness.chromium_path()
-        if exe is None:
-            raise SystemExit("Chromium is not installed (sh tests/bootstrap.sh)")
-        self.profile = tempfile.mkdtemp(prefix="reticle-bench-chrome-")
-        args = [exe, "--headless=new", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-default-apps", "--disable-extensions", "--mute-audio",
-                "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-                "--disable-backgrounding-occluded-windows",
-                "--user-data-dir=" + self.profile, "--remote-debugging-port=0", urls[0]]
-        if os.geteuid() == 0:
-            args.insert(1, "--no-sandbox")
-        # Its own process group, so that close() can end the helpers (renderers, network service)
-        # too: they outlive the browser process and write into the profile after it is removed.
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
-        if len(urls) > 1:
-            port_file = os.path.join(self.profile, "DevToolsActivePort")
-            _harness.wait_until(lambda: os.path.exists(port_file) and open(port_file).read().strip(),
-                                20, 0.05, "Chromium's DevTools port")
-            port = int(open(port_file).read().split()[0])
-            for url in urls[1:]:
-                req = urllib.request.Request("http://127.0.0.1:%d/json/new?%s" % (port, urllib.parse.quote(url, safe="")), method="PUT")
-                urllib.request.urlopen(req, timeout=10).read()
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the group this Popen created, nothing else
-        except ProcessLookupError:
-            pass
-        time.sleep(0.2)
-        shutil.rmtree(self.profile, ignore_errors=True)
-
-
 def med(values):
     return statistics.median(values) if values else float("nan")
 
@@ -314,11 +225,11 @@ def bench_browser(daemon, tabs, runs, flood_s):
     app = _harness.AppServer([(r"/done", _Done, {"done": done}), (r"/go", _Go, {"gate": gate}),
                               (r"/.*", _Page, {"daemon": daemon.url, "ms": flood_ms})])
     urls = ["%s/?tab=%d&__reticle_session=tab-%d" % (app.url, i, i) for i in range(tabs)]
-    browser = Chromium(urls)
+    browser = Chromium(urls, UNTHROTTLED)
     mcp = RawMcp(daemon.port)
     rows = []
     try:
-        _harness.wait_until(lambda: len([s for s in mcp.tool("reticle_sessions", {})["sessions"]
+        _harness.wait_until(lambda: len([s for s in mcp.ok("reticle_sessions", {})[0]["sessions"]
                                          if s["sessionId"].startswith("tab-")]) >= tabs,
                             60, 0.2, "%d tabs to connect" % tabs)
         time.sleep(0.5)
@@ -349,9 +260,7 @@ def bench_browser(daemon, tabs, runs, flood_s):
         buffers = [s["buffer"] for s in final["sessions"] if s["sessionId"].startswith("tab-")]
         rss, hwm = proc_mem_mb(daemon.proc.pid)
     finally:
-        mcp.close()
-        browser.close()
-        app.close()
+        close_all(mcp, browser, app)
     return rows, buffers, rss, hwm
 
 
@@ -507,8 +416,7 @@ def main():
     opts = parser.parse_args()
 
     started = time.monotonic()
-    tmp = tempfile.TemporaryDirectory(prefix="reticle-bench-ingest-")
-    daemon = _harness.Daemon(tmp.name)
+    daemon = Daemon("reticle-bench-ingest-")
     try:
         time.sleep(0.3)
         idle_rss, _ = proc_mem_mb(daemon.proc.pid)
@@ -570,7 +478,6 @@ def main():
         print("total bench time: %.0f s" % (time.monotonic() - started))
     finally:
         daemon.close()
-        tmp.cleanup()
 
 
 if __name__ == "__main__":

@@ -18,17 +18,14 @@ removes its own daemon, app server and Chromium.
 """
 
 import argparse
-import http.client
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import Chromium, Daemon, RawMcp, close_all  # noqa: E402  (puts tests/ on sys.path)
 import _harness  # noqa: E402
 
 import tornado.web  # noqa: E402
@@ -146,60 +143,15 @@ class _Html(tornado.web.RequestHandler):
         self.write({"ok": True})
 
 
-class RawMcp:
-    """POST /mcp over one keep-alive http.client connection."""
-
-    def __init__(self, port):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.session = None
-        self.next_id = 0
-        self.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "bench", "version": "1"}})
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def post(self, body):
-        """-> (parsed reply or None, raw body bytes)."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        if self.session:
-            headers["Mcp-Session-Id"] = self.session
-        self.conn.request("POST", "/mcp", json.dumps(body), headers)
-        resp = self.conn.getresponse()
-        data = resp.read()
-        if resp.getheader("Mcp-Session-Id"):
-            self.session = resp.getheader("Mcp-Session-Id")
-        if resp.status >= 300:
-            raise RuntimeError("POST /mcp answered %d: %s" % (resp.status, data[:300]))
-        return (json.loads(data) if data else None), data
-
-    def rpc(self, method, params):
-        self.next_id += 1
-        reply, raw = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        if "error" in reply:
-            raise RuntimeError("%s failed: %s" % (method, reply["error"]))
-        return reply["result"], raw
-
-    def close(self):
-        self.conn.close()
-
-
-def close_browser(browser):
-    """The harness's close, then the profile once more: Chromium's helpers can write into it
-    after the browser process has gone."""
-    browser.close()
-    time.sleep(0.5)
-    shutil.rmtree(browser.profile, ignore_errors=True)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     opts = parser.parse_args()
 
-    tmp = tempfile.TemporaryDirectory(prefix="reticle-bench-snapshot-")
-    daemon = _harness.Daemon(tmp.name)
+    daemon = Daemon("reticle-bench-snapshot-")
     seen = []
     app = _harness.AppServer([(r"/html", _Html, {"seen": seen}), (r"/.*", _Page, {"html": page_html(daemon.url)})])
-    browser = _harness.Browser(app.url + "/orders")
+    browser = Chromium(app.url + "/orders")
     mcp = None
     try:
         mcp = RawMcp(daemon.port)
@@ -219,7 +171,7 @@ def main():
             result = None
             for _ in range(opts.runs):
                 start = time.perf_counter()
-                result, raw = mcp.rpc("tools/call", {"name": "reticle_snapshot", "arguments": {"mode": mode}})
+                result, raw = mcp.request("tools/call", {"name": "reticle_snapshot", "arguments": {"mode": mode}})
                 walls.append((time.perf_counter() - start) * 1000)
                 if result.get("isError"):
                     raise RuntimeError("reticle_snapshot %s failed: %s" % (mode, result.get("structuredContent")))
@@ -242,12 +194,7 @@ def main():
         print("(bytes = structuredContent as compact JSON without its cost field; text bytes = content[].text; "
               "wire = the JSON-RPC response body)")
     finally:
-        if mcp is not None:
-            mcp.close()
-        close_browser(browser)
-        app.close()
-        daemon.close()
-        tmp.cleanup()
+        close_all(mcp, browser, app, daemon)
 
 
 if __name__ == "__main__":
