@@ -6,6 +6,7 @@ ever reads or writes ``~/.reticle``.
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -161,3 +162,33 @@ def module_daemon(tmp_path_factory):
         yield d
     finally:
         d.stop()
+
+
+class _ErrorRecords(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_internal_errors(request):
+    """Fail any test during which reticle (in this process) logged a bug: a tool that
+    crashed or a JSON-RPC method that reached the internal-error path.  Expected
+    errors are marked with @pytest.mark.expect_reticle_errors."""
+    handler = _ErrorRecords()
+    logger = logging.getLogger("reticle")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+    bugs = [r for r in handler.records if r.getMessage() in ("tool_crashed", "mcp_internal_error")]
+    if bugs and not request.node.get_closest_marker("expect_reticle_errors"):
+        pytest.fail("reticle logged internal errors: %s" % [getattr(r, "fields", r.getMessage()) for r in bugs])
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "expect_reticle_errors: the test provokes reticle's internal-error path")
