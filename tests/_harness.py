@@ -80,6 +80,12 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        # A crashed tool answers isError and the daemon keeps serving, so a test can
+        # pass over it: the daemon's own log is the place to look.
+        with open(self.log.name, encoding="utf-8", errors="replace") as fh:
+            bugs = [ln for ln in fh if '"event":"tool_crashed"' in ln or '"event":"mcp_internal_error"' in ln]
+        if bugs:
+            raise AssertionError("the daemon logged internal errors:\n" + "".join(bugs[:5]))
 
 
 class AppServer:
