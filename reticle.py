@@ -2121,6 +2121,7 @@ _WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 _DEV_URL = re.compile(r"/(@vite|__vite|_next/webpack-hmr|__webpack_hmr|sockjs-node|@react-refresh)|hot-update")
 _UI_EVENTS = ("dom.added", "dom.removed", "dom.attr", "dom.text", "state.change", "route.change")
 _FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|couldn't", re.I)
+_BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
 
 def _call_failed(d: dict) -> bool:
@@ -2622,6 +2623,27 @@ class Verdicts:
                 out.append({"kind": "partial-failure-in-ok-response", "tier": "observed",
                             "claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
                             "detail": "a 2xx response whose body reports failure"})
+        blame = [s.get("name") for s in signals if _BLAMES_USER.search(str(s.get("name", "")))]
+        blame += [e["data"].get("path") for e in window if e["type"] == "state.change"
+                  and _BLAMES_USER.search(_dumps(e["data"].get("to"))[:2000])]
+        server_errors = [d for d in calls if isinstance(d.get("status"), int) and d["status"] >= 500]
+        if server_errors and blame:
+            d = server_errors[0]
+            out.append({"kind": "failure-misattributed", "tier": "observed",
+                        "claim": "the app blamed the user (%s)" % _short(blame[0], 60),
+                        "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
+                        "detail": "a server failure shown to the user as their mistake"})
+        if action_since is not None:
+            writes = collections.Counter(_call_label(d) for e, d in ((e, e["data"]) for e in window)
+                                         if e["type"] == "net.request" and e["t"] >= action_since
+                                         and str(d.get("method", "")).upper() in _WRITE_METHODS
+                                         and not _DEV_URL.search(str(d.get("url", ""))))
+            for label, n in writes.items():
+                if n >= 2 and not any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
+                    out.append({"kind": "duplicate-request", "tier": "absence",
+                                "claim": "one action", "counter": "%s completed %d times" % (label, n),
+                                "detail": "the same write ran more than once for one action; pin it with a net "
+                                          "predicate and count: 1"})
         if ui_advanced:
             open_ids: Dict[str, dict] = {}
             for e in window:

@@ -397,3 +397,34 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
             result = await self.mcp(name, args)
             text = json.dumps(result)
             assert "internal error" not in text, (name, text[:500])
+
+    async def act_and_wait_with(self, events, until):
+        """act_and_wait against a fake page that answers the act, then sends `events`."""
+        conn = await self.ws()
+        await self.hello(conn)
+        task = self.fake_page(conn, {"act": {"ok": True, "dispatched": True}},
+                              after={"act": [{"kind": "events", "events": events}]})
+        result = await self.mcp("reticle_act_and_wait", {"ref": "e1", "action": "click", "until": until,
+                                                         "timeout_ms": 1500})
+        conn.close()
+        await task
+        return result["structuredContent"]
+
+    @gen_test(timeout=30)
+    async def test_a_write_that_ran_twice_under_a_passing_predicate_is_unknown(self):
+        post = {"type": "net.request", "data": {"method": "POST", "url": "/api/order", "status": 200, "ok": True,
+                                                "responseBody": "{}"}}
+        data = await self.act_and_wait_with([post, post, {"type": "signal", "data": {"name": "order:sent"}}],
+                                            {"kind": "signal", "name": "order:sent"})
+        assert data["verified"] == "unknown", data
+        assert data["contradictions"][0]["kind"] == "duplicate-request"
+        assert "2 times" in data["because"]
+
+    @gen_test(timeout=30)
+    async def test_a_server_error_shown_as_the_users_mistake_is_no(self):
+        events = [{"type": "net.request", "data": {"method": "POST", "url": "/api/login", "status": 503,
+                                                   "responseBody": "upstream down"}},
+                  {"type": "signal", "data": {"name": "login:invalid-password"}}]
+        data = await self.act_and_wait_with(events, {"kind": "signal", "name": "login:invalid-password"})
+        assert data["verified"] == "no", data
+        assert data["contradictions"][0]["kind"] == "failure-misattributed"
