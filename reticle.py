@@ -2798,6 +2798,9 @@ class Verdicts:
                     await session.wait_change(end - time.monotonic())
         window = session.window(since)
         contradictions = self.contradictions(window, p, since)
+        no_effect = _no_effect(args["action"], effect, window)
+        if no_effect:
+            contradictions = [no_effect]  # it explains everything else: it stands alone
         verified, reason, because = self.decide(res, contradictions, window, session, since, p,
                                                 already_true=already_true, act=True)
         verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
@@ -2822,6 +2825,26 @@ class Verdicts:
         if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled"):
             out["unsettled"] = _unsettled_report(session, window, since, p)
         return session.splice_health(out)
+
+
+_EFFECT_EVENTS = ("net.pending", "net.request", "route.change", "signal", "state.change", "storage.change",
+                  "dom.added", "dom.removed", "dom.attr", "dom.text", "anim.start")
+
+
+def _no_effect(action: str, effect: Any, window: List[dict]) -> Optional[dict]:
+    """A click or submit after which nothing at all happened: no mutation in the act's
+    own frame, no request, route, signal, state, storage or DOM event since."""
+    if action not in ("click", "dblclick", "submit") or not isinstance(effect, dict):
+        return None
+    probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
+    if probes.get("domMutatedWithin"):  # (focus moving to the clicked control is the click's own doing)
+        return None
+    if any(e["type"] in _EFFECT_EVENTS for e in window):
+        return None
+    return {"kind": "action-had-no-effect", "tier": "absence", "claim": "the %s was dispatched" % action,
+            "counter": "nothing changed: no DOM mutation, request, route, signal, state or storage event",
+            "detail": "a handler that is not wired up looks exactly like this; whatever held, the action "
+                      "did not make it so"}
 
 
 def _unsettled_report(session: BrowserSession, window: List[dict], since: float, p: dict) -> dict:

@@ -246,9 +246,17 @@ def test_a_signal_before_the_act_does_not_count_after_it(shop):
 
 
 def test_already_true_before_the_act_is_unknown(shop):
-    r = act_and_wait(shop, "Noop", {"kind": "text", "contains": "Fixture shop"})
+    r = act_and_wait(shop, "Ping", {"kind": "text", "contains": "Fixture shop"})
     assert r["verified"] == "unknown"
     assert r["verifiedReason"] == "already_true"
+
+
+def test_a_click_that_changed_nothing_proves_nothing(shop):
+    r = act_and_wait(shop, "Noop", {"kind": "console", "level": "error", "absent": True})
+    assert r["verified"] == "unknown", r
+    assert [c["kind"] for c in r["contradictions"]] == ["action-had-no-effect"]
+    r = act_and_wait(shop, "Ping", {"kind": "console", "level": "error", "absent": True})
+    assert r["verified"] == "yes", r
 
 
 def test_every_kind_and_combinator_against_the_live_page(shop):
@@ -283,7 +291,7 @@ def test_every_kind_and_combinator_against_the_live_page(shop):
     assert r["verified"] == "yes", r
     r = act_and_wait(shop, "Animate", {"kind": "animation", "name": "pulse", "completed": True})
     assert r["verified"] == "yes", r
-    r = act_and_wait(shop, "Noop")  # no until: wait for the page to settle
+    r = act_and_wait(shop, "Ping")  # no until: wait for the page to settle
     assert r["verified"] == "yes", r
     assert r["verdict"]["pass"] is True
 
