@@ -10,3 +10,7 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
         sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
     fi
 fi
+# React's UMD builds for the real-React test (npm registry; kept out of git in tests/.js/).
+if command -v npm >/dev/null 2>&1 && [ ! -f tests/.js/node_modules/react-dom/umd/react-dom.development.js ]; then
+    npm install --prefix tests/.js --no-audit --no-fund --silent react@18.3.1 react-dom@18.3.1 >/dev/null
+fi
