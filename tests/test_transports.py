@@ -303,3 +303,23 @@ def test_stdio_with_a_stranger_on_the_port_answers_one_clear_error(tmp_path):
     error = result.structured_content["error"]
     assert "not a Reticle daemon" in error and str(port) in error
     assert result.structured_content["recovery"]
+
+
+def test_three_racing_proxies_start_exactly_one_daemon(spawned_daemon_port):
+    port, state = spawned_daemon_port
+
+    async def one():
+        async with stdio_client(stdio_params(port, state)) as (read, write):
+            async with mcp.ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("reticle_sessions", {})
+
+    async def race():
+        return await asyncio.gather(one(), one(), one())
+
+    results = asyncio.run(race())
+    assert all(r.is_error is False for r in results), [r.structured_content for r in results]
+    log = (state / ("daemon-%d.log" % port)).read_text()
+    assert log.count('"event":"reticle_daemon_ready"') == 1, log
+    assert "reticle_daemon_start_failed" not in log, "a second daemon was spawned and lost the port"
+    assert not (state / ("daemon-%d.lock" % port)).exists(), "the spawn lock is released"
