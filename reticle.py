@@ -3947,8 +3947,13 @@ class _DaemonLink:
                     holder = int(fh.read().strip() or "0")
             except (OSError, ValueError):
                 holder = 0
-            if not _pid_alive(holder) or time.time() - os.path.getmtime(lock) > 30:
-                os.unlink(lock)
+            try:
+                stale = not _pid_alive(holder) or time.time() - os.path.getmtime(lock) > 30
+                if stale:
+                    os.unlink(lock)
+            except FileNotFoundError:
+                stale = True  # its owner just finished: try again
+            if stale:
                 return await self._spawn_and_wait()
         try:
             if owned:
@@ -4018,22 +4023,27 @@ class _DaemonLink:
         self._ids += 1
         message = {"jsonrpc": "2.0", "id": "proxy-%d" % self._ids, "method": method, "params": params}
         try:
-            reply, status = await self._post(message)
-        except ConnectionRefusedError:
-            # Refused: nothing was sent, so the daemon died since the last call.
-            # Start one (DESIGN section 2) and send this call once more.
-            self.session_id = None
-            async with self._lock:
-                await self.ensure()
+            try:
+                reply, status = await self._post(message)
+            except ConnectionRefusedError:
+                # Refused: nothing was sent, so the daemon died since the last call.
+                # Start one (DESIGN section 2) and send this call once more.
+                self.session_id = None
+                async with self._lock:
+                    await self.ensure()
+                    await self._initialize()
+                reply, status = await self._post(message)
+            if reply is None:  # the daemon forgot our session (a new machine key?): start over once
                 await self._initialize()
-            reply, status = await self._post(message)
-        except (tornado.iostream.StreamClosedError, OSError) as exc:
+                reply, _ = await self._post(message)
+        except (tornado.iostream.StreamClosedError, tornado.httpclient.HTTPClientError, OSError) as exc:
             self.session_id = None
-            raise ToolError("the daemon connection dropped (%s) before this call was answered; it may not "
-                            "have completed" % exc.__class__.__name__, "retry the call; a new daemon starts if needed")
-        if reply is None:  # the daemon forgot our session (a new machine key?): start over once
-            await self._initialize()
-            reply, _ = await self._post(message)
+            raise ToolError("the daemon connection failed (%s: %s) before this call was answered; it may not "
+                            "have completed" % (exc.__class__.__name__, exc),
+                            "retry the call; a new daemon starts if needed")
+        if reply is None:
+            raise ToolError("the daemon does not recognise this proxy's session even after a new initialize",
+                            "restart `reticle mcp`")
         if "error" in reply:
             err = reply["error"]
             raise RpcError(err.get("code", -32603), err.get("message", "error"), err.get("data"))
@@ -4044,6 +4054,8 @@ class _DaemonLink:
             return await self.request("tools/call", {"name": name, "arguments": args})
         except ToolError as exc:
             return _tool_result(exc.payload(), True)
+        except ConfigError as exc:
+            return _tool_result({"error": str(exc), "recovery": "fix the setting and retry"}, True)
 
     async def read_live(self, uri: str) -> Any:
         probe = await _probe_port(self.port, timeout=0.5)
@@ -4051,8 +4063,12 @@ class _DaemonLink:
             return {"sessions": [], "why": "no Reticle daemon runs on port %d yet; the first tools/call "
                                             "starts one" % self.port}
         self.scheme = probe.get("scheme", "http")
-        result = await self.request("resources/read", {"uri": uri})
-        return json.loads(result["contents"][0]["text"])
+        try:
+            result = await self.request("resources/read", {"uri": uri})
+            return json.loads(result["contents"][0]["text"])
+        except (ToolError, ConfigError) as exc:
+            return {"sessions": [], "why": "the daemon on port %d could not be read: %s" % (
+                self.port, exc.error if isinstance(exc, ToolError) else exc)}
 
 
 async def _mcp_stdio(port: int, state: StateDir) -> int:

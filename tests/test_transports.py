@@ -323,3 +323,22 @@ def test_three_racing_proxies_start_exactly_one_daemon(spawned_daemon_port):
     assert log.count('"event":"reticle_daemon_ready"') == 1, log
     assert "reticle_daemon_start_failed" not in log, "a second daemon was spawned and lost the port"
     assert not (state / ("daemon-%d.lock" % port)).exists(), "the spawn lock is released"
+
+
+def test_stdio_with_an_unusable_state_dir_answers_a_clear_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    port = free_port()
+
+    async def run():
+        async with stdio_client(stdio_params(port, blocker / "state")) as (read, write):
+            async with mcp.ClientSession(read, write) as session:
+                await session.initialize()
+                sessions = (await session.read_resource("reticle://sessions")).contents[0].text
+                return sessions, await session.call_tool("reticle_sessions", {})
+
+    sessions, result = asyncio.run(run())
+    assert "no Reticle daemon runs" in sessions
+    assert result.is_error is True
+    assert "RETICLE_STATE_DIR" in result.structured_content["error"]
+    assert not port_listens(port)
