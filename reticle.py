@@ -2675,6 +2675,10 @@ class Verdicts:
             return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
                 c["kind"], c["claim"], c["counter"])
         absence = [c for c in contradictions if c["tier"] == "absence"]
+        if declared and absence and all(c["kind"] == "request-never-settled" and not c.get("write") for c in absence):
+            # A declared consequence held and only reads are still open (a poll, an image
+            # feed): they cannot undo it.  Open writes stay unknown below.
+            absence = []
         if absence:
             c = absence[0]
             return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "

@@ -428,3 +428,15 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         data = await self.act_and_wait_with(events, {"kind": "signal", "name": "login:invalid-password"})
         assert data["verified"] == "no", data
         assert data["contradictions"][0]["kind"] == "failure-misattributed"
+
+    @gen_test(timeout=30)
+    async def test_an_open_read_does_not_undo_a_declared_consequence_an_open_write_does(self):
+        ui = {"type": "dom.added", "data": {"target": "p"}}
+        saved = {"type": "signal", "data": {"name": "saved"}}
+        poll = {"type": "net.pending", "data": {"requestId": "r-poll", "method": "GET", "url": "/api/poll"}}
+        data = await self.act_and_wait_with([ui, poll, saved], {"kind": "signal", "name": "saved"})
+        assert data["verified"] == "yes", data
+        write = {"type": "net.pending", "data": {"requestId": "r-save", "method": "POST", "url": "/api/save"}}
+        data = await self.act_and_wait_with([ui, write, saved], {"kind": "signal", "name": "saved"})
+        assert data["verified"] == "unknown", data
+        assert "POST /api/save" in data["because"]
