@@ -2124,6 +2124,18 @@ _FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
 
+def _still_open(window: List[dict]) -> Dict[str, dict]:
+    """Requests started in the window (dev tooling aside) with no completion in it."""
+    open_ids: Dict[str, dict] = {}
+    for e in window:
+        d = e["data"]
+        if e["type"] == "net.pending" and not _DEV_URL.search(str(d.get("url", ""))):
+            open_ids[str(d.get("requestId", e["seq"]))] = d
+        elif e["type"] == "net.request":
+            open_ids.pop(str(d.get("requestId", "")), None)
+    return open_ids
+
+
 def _call_failed(d: dict) -> bool:
     if d.get("ok") is False:
         return True
@@ -2368,18 +2380,11 @@ class Verdicts:
 
     async def _eval_settled(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         quiet_ms = float(p.get("quietMs", 500))
-        open_ids: Dict[str, dict] = {}
+        open_ids = _still_open(window)
         last_busy = None
         for e in window:
-            d = e.get("data") if isinstance(e.get("data"), dict) else {}
-            if str(d.get("url", "")) and _DEV_URL.search(str(d.get("url", ""))):
-                continue
-            if e["type"] == "net.pending":
-                open_ids[str(d.get("requestId", e["seq"]))] = d
-            elif e["type"] == "net.request":
-                open_ids.pop(str(d.get("requestId", "")), None)
-                last_busy = e["t"]
-            elif e["type"] in ("dom.added", "dom.removed", "dom.attr"):
+            if e["type"] in ("net.request", "dom.added", "dom.removed", "dom.attr") \
+                    and not _DEV_URL.search(str(e["data"].get("url", ""))):
                 last_busy = e["t"]
         if open_ids:
             labels = [_call_label(d) for d in open_ids.values()]
@@ -2645,14 +2650,7 @@ class Verdicts:
                                 "detail": "the same write ran more than once for one action; pin it with a net "
                                           "predicate and count: 1"})
         if ui_advanced:
-            open_ids: Dict[str, dict] = {}
-            for e in window:
-                d = e.get("data") if isinstance(e.get("data"), dict) else {}
-                if e["type"] == "net.pending" and not _DEV_URL.search(str(d.get("url", ""))):
-                    open_ids[str(d.get("requestId", e["seq"]))] = d
-                elif e["type"] == "net.request":
-                    open_ids.pop(str(d.get("requestId", "")), None)
-            for d in list(open_ids.values())[:3]:
+            for d in list(_still_open(window).values())[:3]:
                 out.append({"kind": "request-never-settled", "tier": "absence",
                             "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
                             "detail": "the outcome of this request is unknown", "write": str(d.get("method", "")).upper() in _WRITE_METHODS})
