@@ -3037,9 +3037,16 @@ class _BaseHandler(tornado.web.RequestHandler):
         self.set_header("X-Content-Type-Options", "nosniff")
         self.clear_header("Server")
 
+    def verified_session_id(self) -> Optional[str]:
+        """The request's Mcp-Session-Id when this machine signed it (checked once per request)."""
+        if not hasattr(self, "_verified_sid"):
+            sid = self.request.headers.get("Mcp-Session-Id")
+            self._verified_sid = sid if sid and self.hub.signer.verify(sid) else None
+        return self._verified_sid
+
     def session_key(self) -> str:
-        sid = self.request.headers.get("Mcp-Session-Id")
-        if sid and self.hub.signer.verify(sid):
+        sid = self.verified_session_id()
+        if sid:
             return sid
         sse = self.get_query_argument("sessionId", None)
         if sse and sse in self.hub.sse_streams:
@@ -3291,7 +3298,7 @@ class StreamableHandler(_SseMixin, _BaseHandler):
                                          % self.request.path))
                 return False, None
             return True, None
-        if not self.hub.signer.verify(sid):
+        if self.verified_session_id() is None:
             self.refuse(_HttpRefusal(404, "MCP_SESSION_UNKNOWN",
                                      "this machine did not issue that Mcp-Session-Id; initialize again "
                                      "without it"))
