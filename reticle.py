@@ -41,10 +41,11 @@ and keep this header.  It needs ``tornado``, ``jsonschema`` and
 ``cryptography`` and nothing else; ``make_app(Hub())`` gives a Tornado
 application you can serve yourself.
 
-Sections (``grep -n '^# .*####' reticle.py``): Constants & logging | Errors |
-Utilities | Session signing | Tool registry & schemas | MCP protocol |
-Browser bridge | Predicates & verdicts | HTTP handlers | WebSocket handler |
-Application factory | Server control | CLI | Embedded assets | __main__ guard.
+Sections, in the order data flows (``grep -n '^# .*####' reticle.py``):
+Constants & logging | Errors | Utilities | Session signing | MCP protocol |
+Browser bridge | Devices | Predicates | Verdict rules | Tools | Flows |
+HTTP handlers | WebSocket handler | Application factory | Server control |
+Init | CLI | Embedded assets | __main__ guard.
 """
 
 from __future__ import annotations
@@ -530,637 +531,6 @@ class SessionSigner:
             if (time.time() if now is None else now) - issued > self.max_age_s:
                 return False
         return True
-
-
-###############################################################################
-# Tool registry & schemas #####################################################
-###############################################################################
-
-_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-
-_SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 128,
-               "description": "Browser session to use; omit it when one tab is connected."}
-_CURSOR = {"type": "number", "minimum": 0,
-           "description": "A cursor (ms on the daemon's clock) from an earlier result."}
-_PREDICATE = {"type": "object",
-              "description": "A predicate {kind, ...}; the grammar is the reticle://predicates resource."}
-_ACTIONS = ["click", "dblclick", "hover", "focus", "blur", "fill", "type", "clear", "select",
-            "check", "uncheck", "submit", "press", "scrollIntoView", "upload", "drag"]
-_TARGET = {
-    "type": "object",
-    "description": "Find the element in the same call: {testid}, {text}, {role, name}, {label} or {placeholder}.",
-    "properties": {
-        "testid": {"type": "string", "minLength": 1},
-        "text": {"type": "string", "minLength": 1},
-        "role": {"type": "string", "minLength": 1},
-        "name": {"type": "string"},
-        "label": {"type": "string", "minLength": 1},
-        "placeholder": {"type": "string", "minLength": 1},
-    },
-    "additionalProperties": False,
-    "minProperties": 1,
-}
-_ACT_ARGS = {
-    "type": "object",
-    "description": "Action arguments: value (fill/select), text (type), key and modifiers (press), "
-                   "toRef (drag), name/content/type (upload), confirmDangerous.",
-    "properties": {
-        "value": {"type": ["string", "array"], "items": {"type": "string"}},
-        "text": {"type": "string"},
-        "key": {"type": "string"},
-        "modifiers": {"type": "array", "items": {"enum": ["Meta", "Control", "Shift", "Alt"]}},
-        "toRef": {"type": "string"},
-        "name": {"type": "string"},
-        "content": {"type": "string"},
-        "type": {"type": "string"},
-        "holdMs": {"type": "integer", "minimum": 0, "maximum": 30000},
-        "confirmDangerous": {"type": "boolean"},
-    },
-    "additionalProperties": False,
-}
-_STEP = {
-    "type": "object",
-    "properties": {"ref": {"type": "string"}, "target": _TARGET, "action": {"enum": _ACTIONS},
-                   "args": _ACT_ARGS},
-    "required": ["action"],
-    "additionalProperties": False,
-}
-
-
-def _obj(props: dict, required: Tuple[str, ...] = ()) -> dict:
-    schema = {"$schema": _SCHEMA_DIALECT, "type": "object", "properties": props,
-              "additionalProperties": False}
-    if required:
-        schema["required"] = list(required)
-    return schema
-
-
-class Tool:
-    """One tool: name, one-paragraph description, schema, async handler."""
-
-    def __init__(self, name: str, description: str, schema: dict, handler: Callable,
-                 example: Optional[dict] = None, listed: bool = True) -> None:
-        jsonschema.Draft202012Validator.check_schema(schema)
-        self.name = name
-        self.description = description
-        self.schema = schema
-        self.handler = handler
-        self.example = example if example is not None else {}
-        self.listed = listed
-        self.validator = jsonschema.Draft202012Validator(schema)
-
-    def describe(self) -> dict:
-        return {"name": self.name, "description": self.description, "inputSchema": self.schema}
-
-    def check(self, args: Any) -> None:
-        """Raise RpcError(-32602) naming the failing path and accepted fields."""
-        if not isinstance(args, dict):
-            raise RpcError(-32602, "%s: arguments must be a JSON object, got %s" % (
-                self.name, type(args).__name__), {"accepted": sorted(self.schema["properties"]),
-                                                  "example": self.example})
-        for key, value in _walk_strings(args):
-            if len(value) > MAX_STRING_ARG:
-                raise RpcError(-32602, "%s: the string at %s is %d characters; at most %d are accepted. "
-                               "Nothing ran." % (self.name, key, len(value), MAX_STRING_ARG))
-        err = jsonschema.exceptions.best_match(self.validator.iter_errors(args))
-        if err is None:
-            return
-        path = "/" + "/".join(str(p) for p in err.absolute_path)
-        props = _accepted_fields(self.schema, list(err.absolute_path), err)
-        if err.validator == "additionalProperties":
-            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-            what = "unknown field%s %s" % ("s" if len(extra) > 1 else "", ", ".join(repr(e) for e in extra))
-        else:
-            what = err.message
-        msg = "%s: invalid arguments at %s: %s. Accepted fields: %s. Example: %s" % (
-            self.name, path, what, ", ".join(props) or "(none)", _dumps(self.example))
-        raise RpcError(-32602, msg, {"tool": self.name, "path": path, "accepted": props,
-                                     "example": self.example})
-
-
-def _walk_strings(value: Any, path: str = "") -> List[Tuple[str, str]]:
-    out = []
-    if isinstance(value, str):
-        out.append((path or "/", value))
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            out.extend(_walk_strings(v, "%s/%s" % (path, k)))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out.extend(_walk_strings(v, "%s/%d" % (path, i)))
-    return out
-
-
-def _accepted_fields(schema: dict, path: list, err: Any) -> List[str]:
-    """The fields accepted by the object that holds the failing value."""
-    if err.validator in ("additionalProperties", "required") and "properties" in err.schema:
-        return list(err.schema["properties"])
-    node = schema
-    for part in path[:-1]:
-        if isinstance(part, int):
-            node = node.get("items", {})
-        else:
-            node = node.get("properties", {}).get(part, {})
-    return list(node.get("properties", {}))
-
-
-class ToolRegistry:
-    """Name -> Tool.  tools/list, validation, the usage resource and the
-    README's tool table all read from here."""
-
-    def __init__(self) -> None:
-        self._tools: Dict[str, Tool] = {}
-
-    def add(self, tool: Tool) -> Tool:
-        if tool.name in self._tools:
-            raise ValueError("tool %s registered twice" % tool.name)
-        self._tools[tool.name] = tool
-        return tool
-
-    def get(self, name: str) -> Optional[Tool]:
-        return self._tools.get(name)
-
-    def listed(self) -> List[Tool]:
-        return [t for t in self._tools.values() if t.listed]
-
-    def names(self) -> List[str]:
-        return [t.name for t in self.listed()]
-
-
-def _build_registry() -> ToolRegistry:
-    """Every tool of DESIGN section 7 that works, with its final schema."""
-    reg = ToolRegistry()
-    sid = _SESSION_ID
-
-    def add(name, description, props, handler, example=None, required=()):
-        props = dict(props)
-        reg.add(Tool(name, description, _obj(props, required), handler, example))
-
-    add("reticle_sessions",
-        "List the browser tabs connected to this daemon (id, url, title, health). An empty list "
-        "carries `why` and the next step to connect one. Reads only; proves nothing.",
-        {}, _tool_sessions, {})
-    add("reticle_navigate",
-        "Navigate the tab to `url`, or `reload: true` it, and wait (up to 5 s) for the page to "
-        "reconnect. Later asserts count only events after the navigation. Proves nothing.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
-         "hard": {"type": "boolean"}, "sessionId": sid},
-        _tool_navigate, {"url": "http://localhost:5173/checkout"})
-    add("reticle_snapshot",
-        "Read the page as an accessibility-style tree with stable refs (e7) for controls and named "
-        "nodes. `mode` full|interactive|status, `scope` a CSS selector or ref, `diff: true` for only "
-        "what changed since the last snapshot of this route. Caps: 400 nodes, depth 20.",
-        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
-         "diff": {"type": "boolean"}, "sessionId": sid},
-        _tool_snapshot, {"mode": "interactive"})
-    add("reticle_query",
-        "Find elements the way a user would: by role (+name), text, label, placeholder, testid or alt. "
-        "Returns exact counts and refs; an empty result carries a hint of what the page does show.",
-        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-         "value": {"type": "string"}, "name": {"type": "string"},
-         "role": {"type": "string"}, "text": {"type": "string"}, "label": {"type": "string"},
-         "placeholder": {"type": "string"}, "testid": {"type": "string"}, "alt": {"type": "string"},
-         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
-         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_query, {"by": "role", "value": "button", "name": "Pay"})
-    add("reticle_inspect",
-        "Describe one element by ref: role, name, states, box, key styles, occlusion. A stale ref is "
-        "an error that says to take a new snapshot.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": sid},
-        _tool_inspect, {"ref": "e7"}, required=("ref",))
-    add("reticle_act",
-        "Do one thing to an element (by `ref` or `target`): click, dblclick, hover, focus, blur, fill, "
-        "type, clear, select, check, uncheck, submit, press, scrollIntoView, upload, drag. Returns the "
-        "effect probes. Destructive controls need args.confirmDangerous. Proves nothing; use "
-        "reticle_act_and_wait for a verdict.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_act, {"ref": "e7", "action": "click"}, required=("action",))
-    add("reticle_act_sequence",
-        "Run several actions in order, stopping at the first failure. Proves nothing.",
-        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
-         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": sid},
-        _tool_act_sequence,
-        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
-        required=("steps",))
-    add("reticle_act_and_wait",
-        "Act, then wait until the `until` predicate holds (or, without one, until the page settles) "
-        "and return a verdict: verified yes|no|unknown with the deciding evidence. `unknown` is not a "
-        "pass. timeout_ms defaults to 4000; 0 evaluates once.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
-         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": sid},
-        _tool_act_and_wait,
-        {"target": {"role": "button", "name": "Pay"}, "action": "click",
-         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
-        required=("action",))
-    add("reticle_observe",
-        "Read the raw events of a window (default the last 2000 ms) with a summary: network, DOM, "
-        "routes, console errors, animations, signals. Proves nothing.",
-        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
-         "until": _CURSOR, "actionId": {"type": "string"},
-         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": sid},
-        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]})
-    add("reticle_network",
-        "List the page's fetch/XHR calls (method, url, status, timing, bodies) including requests "
-        "still pending. Filters: method, urlContains, status, ok, since. Proves nothing.",
-        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
-         "method": {"type": "string"}, "urlContains": {"type": "string"},
-         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_network, {"urlContains": "/api/", "status": 500})
-    add("reticle_console",
-        "List console messages and uncaught errors (level log|info|warn|error; error includes "
-        "uncaught errors). Proves nothing.",
-        {"level": {"enum": ["log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
-         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
-         "sessionId": sid},
-        _tool_console, {"level": "error"})
-    add("reticle_wait_for",
-        "Wait until a predicate holds (timeout_ms, default 4000). Returns pass and evidence but no "
-        "verdict.",
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": sid},
-        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}})
-    add("reticle_assert",
-        "Check a predicate over the events since the last act or navigation (or `since`) and the live "
-        "page, and return a verdict: verified yes|no|unknown with evidence. timeout_ms 0 (default) "
-        "evaluates once.",
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": sid},
-        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}})
-    add("reticle_state",
-        "Read app state from stores the app registered (reticle.registerStore / pushStore): all "
-        "stores collapsed to depth 1, or one `store` at a dot `path`. A wrong path answers found: "
-        "false with the available keys.",
-        {"store": {"type": "string"}, "path": {"type": "string"},
-         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": sid},
-        _tool_state, {"store": "cart", "path": "items.length"})
-    add("reticle_capabilities",
-        "What the app declared through reticle.describe (testids, signals, stores, flows) plus the "
-        "test ids present on the page.",
-        {"sessionId": sid}, _tool_capabilities, {})
-    return reg
-
-
-def _cost(obj: Any) -> dict:
-    size = len(_dumps(obj).encode("utf-8"))
-    return {"bytes": size, "tokens": (size + 3) // 4}
-
-
-async def _tool_sessions(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    sessions = [s.describe() for s in hub.bridge.live()]
-    out: Dict[str, Any] = {"sessions": sessions}
-    if not sessions:
-        out["why"] = hub.bridge.why()
-        out["next_action"] = {
-            "action": "open_app",
-            "reason": "no tab has loaded %s/reticle.js yet" % hub.public_origin(),
-            "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
-        }
-    return out
-
-
-async def _tool_snapshot(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    mode = args.get("mode", "full")
-    cmd = {"mode": mode}
-    if args.get("scope"):
-        cmd["scope"] = args["scope"]
-    result = await session.command("snapshot", cmd)
-    if not isinstance(result, dict):
-        raise ToolError("the page answered snapshot with %r" % type(result).__name__)
-    if args.get("diff"):
-        result = session.snapshot_diff(args.get("scope"), mode, result)
-    result["cost"] = _cost(result)
-    return result
-
-
-def _query_args(args: dict) -> dict:
-    out = {k: v for k, v in args.items() if k in ("by", "value", "name", "scope", "self", "attrs",
-                                                 "limit", "count_only")}
-    if "by" not in out:
-        for alias in ("testid", "label", "placeholder", "alt", "text", "role"):
-            if alias in args:
-                out["by"] = alias
-                out["value"] = args[alias]
-                break
-    if "by" not in out:
-        raise ToolError("reticle_query needs what to search by: `by` + `value`, or one of testid, "
-                        "label, placeholder, alt, text, role.",
-                        'for example {"by": "role", "value": "button", "name": "Pay"}')
-    if "value" not in out:
-        raise ToolError("reticle_query by %s needs a `value`." % out["by"],
-                        'for example {"by": "%s", "value": "..."}' % out["by"])
-    if out.get("self") and not out.get("scope"):
-        raise ToolError("`self: true` needs a `scope` (the element to return).", "add scope")
-    return out
-
-
-async def _tool_query(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    result = await session.command("query", _query_args(args))
-    if isinstance(result, dict):
-        result["cost"] = _cost(result)
-    return result
-
-
-async def _tool_inspect(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    return await session.command("inspect", {"ref": args["ref"]})
-
-
-async def _tool_state(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    cmd = {k: args[k] for k in ("store", "path", "depth") if k in args}
-    return await session.command("state_read", cmd)
-
-
-async def _tool_capabilities(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    result = await session.command("capabilities", {})
-    if isinstance(result, dict):
-        result.setdefault("source", "live")
-    return result
-
-
-def _act_command(args: dict) -> dict:
-    if not args.get("ref") and not args.get("target"):
-        raise ToolError("%s needs a `ref` (from snapshot/query) or a `target` such as "
-                        '{"role": "button", "name": "Save"}.' % args.get("action", "the action"),
-                        "take a reticle_snapshot first, or pass target")
-    cmd = {"action": args["action"], "args": args.get("args", {})}
-    if args.get("ref"):
-        cmd["ref"] = args["ref"]
-    else:
-        cmd["target"] = args["target"]
-    return cmd
-
-
-async def _tool_act(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
-    cmd = _act_command(args)
-    since = session.mark_act(args["action"])
-    result = await session.command("act", cmd)
-    session.note_act_page_time(since, result)
-    out = {"since": since, "dispatched": bool(result.get("dispatched", True)) if isinstance(result, dict) else True,
-           "settled": result.get("settled") if isinstance(result, dict) else None,
-           "inputMode": "synthetic", "result": result}
-    return session.splice_health(out)
-
-
-async def _tool_act_sequence(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    steps = []
-    for i, step in enumerate(args["steps"]):
-        try:
-            steps.append(_act_command(step))
-        except ToolError as exc:
-            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery)
-    per_step = args.get("timeout_ms", 8000) / 1000.0
-    since = session.mark_act(None)
-    result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
-    out = {"since": since}
-    if isinstance(result, dict):
-        out.update(result)
-    return session.splice_health(out)
-
-
-async def _tool_navigate(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    if not args.get("url") and not args.get("reload"):
-        raise ToolError("reticle_navigate needs `url` or `reload: true`.",
-                        'for example {"url": "http://localhost:5173/"} or {"reload": true}')
-    if args.get("hard") and not args.get("reload"):
-        raise ToolError("`hard` goes with `reload: true` only.", "drop hard, or add reload")
-    if args.get("url"):
-        parsed = urllib.parse.urlsplit(args["url"])
-        if parsed.scheme not in ("http", "https", ""):
-            raise ToolError("reticle_navigate opens http: and https: pages only, not %s:" % parsed.scheme,
-                            "pass an http(s) URL or a path")
-    since = session.mark_navigation()
-    generation = session.generation
-    name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
-        "navigate", {"url": args["url"]})
-    await session.command(name, cmd)
-    confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
-    live = hub.bridge.get(session.id)
-    out = {"ok": True, "confirmed": confirmed, "since": since, "sessionId": session.id}
-    if live is not None:
-        out["url"] = live.url
-    if not confirmed:
-        out["note"] = ("the page did not reconnect within 5 s; check reticle_sessions (the app may "
-                       "have navigated off a page that loads reticle.js)")
-    else:
-        out["note"] = "events before the navigation no longer count for assert and wait_for"
-    return out
-
-
-def _window(session: "BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
-    since = args.get("since")
-    since = default_since if since is None else float(since)
-    until = args.get("until")
-    return since, (None if until is None else float(until))
-
-
-async def _tool_observe(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    now = hub.clock()
-    default = now - args.get("window_ms", 2000)
-    since, until = _window(session, args, default)
-    events = session.store.query(since, until)
-    if args.get("actionId"):
-        events = [e for e in events if e.get("actionId") == args["actionId"]]
-    if args.get("filters"):
-        events = [e for e in events if _event_matches_filters(e["type"], args["filters"])]
-    summary = _summarise(events)
-    budget = args.get("max_events")
-    dropped = 0
-    if budget and len(events) > budget:
-        dropped = len(events) - budget
-        events = events[-budget:]
-    out: Dict[str, Any] = {"window_ms": round((until or now) - since), "since": since,
-                           "events": [_public_event(e) for e in events], "summary": summary}
-    cost = _cost(out["events"])
-    cost["events"] = len(events)
-    if dropped:
-        cost["droppedOldest"] = dropped
-    out["cost"] = cost
-    return session.splice_buffer(out, since)
-
-
-_FILTER_BUCKETS = {
-    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse"), "route": ("route.",),
-    "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
-    "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",),
-}
-
-
-def _event_matches_filters(etype: str, filters: List[str]) -> bool:
-    for f in filters:
-        if etype == f:
-            return True
-        for prefix in _FILTER_BUCKETS.get(f, ()):
-            if etype.startswith(prefix):
-                return True
-    return False
-
-
-def _summarise(events: List[dict]) -> dict:
-    c = collections.Counter(e["type"] for e in events)
-    return {
-        "total": len(events),
-        "network": c["net.request"],
-        "domAdded": c["dom.added"], "domRemoved": c["dom.removed"],
-        "domChanged": c["dom.attr"] + c["dom.text"],
-        "routeChanges": c["route.change"],
-        "consoleErrors": c["console.error"] + c["error.uncaught"],
-        "animations": sum(v for k, v in c.items() if k.startswith("anim.")),
-        "signals": c["signal"],
-    }
-
-
-def _public_event(e: dict) -> dict:
-    out = {"t": e["t"], "type": e["type"], "data": e.get("data")}
-    if e.get("actionId"):
-        out["actionId"] = e["actionId"]
-    return out
-
-
-def _net_calls(session: "BrowserSession", since: float, until: Optional[float]) -> List[dict]:
-    """Completed calls plus requests still pending, in start order."""
-    events = session.store.query(since, until, prefix="net.")
-    done = {}
-    order = []
-    for e in events:
-        d = e["data"]
-        rid = str(d.get("requestId") or "t%s" % e["t"])
-        if e["type"] == "net.pending":
-            if rid not in done:
-                done[rid] = dict(d, status="pending", pending=True, t=e["t"])
-                order.append(rid)
-        elif e["type"] == "net.request":
-            if rid not in done:
-                order.append(rid)
-            done[rid] = dict(d, t=e["t"])
-    # pending ones whose start fell before the window but are still open count too
-    for rid, d in session.open_requests.items():
-        if rid not in done:
-            done[rid] = dict(d, status="pending", pending=True)
-            order.append(rid)
-    return [done[r] for r in order]
-
-
-async def _tool_network(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    since, until = _window(session, args, 0.0)
-    calls = _net_calls(session, since, until)
-    all_calls = calls
-    if args.get("method"):
-        calls = [c for c in calls if str(c.get("method", "")).upper() == args["method"].upper()]
-    if args.get("urlContains"):
-        calls = [c for c in calls if args["urlContains"] in str(c.get("url", ""))]
-    if "status" in args:
-        calls = [c for c in calls if c.get("status") == args["status"]]
-    if "ok" in args:
-        calls = [c for c in calls if not c.get("pending") and bool(c.get("ok")) == args["ok"]]
-    limit = args.get("limit", 200)
-    total = len(calls)
-    calls = calls[-limit:]
-    bodies = args.get("bodies", True)
-    shaped = []
-    for c in calls:
-        item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
-                                  "pending", "error", "initiator", "responseSize", "bodyTruncated",
-                                  "bodyCaptured") if k in c}
-        if bodies:
-            for k in ("requestBody", "responseBody"):
-                if k in c:
-                    item[k] = c[k]
-        shaped.append(item)
-    out: Dict[str, Any] = {"calls": shaped}
-    if total > len(shaped):
-        out["total"] = total
-        out["truncated"] = True
-    if not shaped and all_calls:
-        out["hint"] = {"totalInWindow": len(all_calls),
-                       "present": [{"method": c.get("method"), "url": c.get("url"), "status": c.get("status")}
-                                   for c in all_calls[-5:]]}
-    elif not all_calls:
-        out["observed"] = True
-        out["note"] = "the observation ran and found no network calls in this window"
-    if any(c.get("bodyCaptured") is False and str(c.get("method", "")).upper() in ("POST", "PUT", "PATCH")
-           for c in shaped):
-        out["bodiesNotCaptured"] = True
-    out["cost"] = _cost(shaped)
-    return session.splice_buffer(out, since)
-
-
-_CONSOLE_TYPES = ("console.log", "console.info", "console.warn", "console.error", "console.debug",
-                  "error.uncaught")
-
-
-async def _tool_console(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    since, until = _window(session, args, 0.0)
-    events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
-    logs = []
-    for e in events:
-        d = e.get("data") or {}
-        level = "error" if e["type"] == "error.uncaught" else e["type"].split(".", 1)[1]
-        item = {"level": level, "text": d.get("text") or d.get("message") or "", "t": e["t"]}
-        if e["type"] == "error.uncaught":
-            item["uncaught"] = True
-            if d.get("kind"):
-                item["kind"] = d["kind"]
-        if d.get("stack"):
-            item["stack"] = "\n".join(str(d["stack"]).splitlines()[:5])
-        if d.get("source"):
-            item["source"] = d["source"]
-        logs.append(item)
-    everything = logs
-    level = args.get("level")
-    if level:
-        logs = [x for x in logs if x["level"] == level or (level == "info" and x["level"] == "debug")]
-    limit = args.get("limit", 200)
-    total = len(logs)
-    logs = logs[-limit:]
-    out: Dict[str, Any] = {"logs": logs}
-    if total > len(logs):
-        out["total"] = total
-        out["truncated"] = True
-    if not logs and everything:
-        by = collections.Counter(x["level"] for x in everything)
-        out["hint"] = {"totalInWindow": len(everything), "byLevel": dict(by)}
-    elif not everything:
-        out["observed"] = True
-        out["note"] = "the observation ran and found no console output in this window"
-    out["cost"] = _cost(logs)
-    return session.splice_buffer(out, since)
-
-
-async def _tool_wait_for(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    return await hub.verdicts.wait_for(session, args)
-
-
-async def _tool_assert(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    return await hub.verdicts.assert_(session, args)
-
-
-async def _tool_act_and_wait(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    return await hub.verdicts.act_and_wait(session, args)
 
 
 ###############################################################################
@@ -1860,8 +1230,41 @@ class Bridge:
                 s.handler.close(1001, "reticle daemon stopping")
 
 
+def _act_command(args: dict) -> dict:
+    if not args.get("ref") and not args.get("target"):
+        raise ToolError("%s needs a `ref` (from snapshot/query) or a `target` such as "
+                        '{"role": "button", "name": "Save"}.' % args.get("action", "the action"),
+                        "take a reticle_snapshot first, or pass target")
+    cmd = {"action": args["action"], "args": args.get("args", {})}
+    if args.get("ref"):
+        cmd["ref"] = args["ref"]
+    else:
+        cmd["target"] = args["target"]
+    return cmd
+
+
+def _summarise(events: List[dict]) -> dict:
+    c = collections.Counter(e["type"] for e in events)
+    return {
+        "total": len(events),
+        "network": c["net.request"],
+        "domAdded": c["dom.added"], "domRemoved": c["dom.removed"],
+        "domChanged": c["dom.attr"] + c["dom.text"],
+        "routeChanges": c["route.change"],
+        "consoleErrors": c["console.error"] + c["error.uncaught"],
+        "animations": sum(v for k, v in c.items() if k.startswith("anim.")),
+        "signals": c["signal"],
+    }
+
+
 ###############################################################################
-# Predicates & verdicts #######################################################
+# Devices (CDP) ###############################################################
+###############################################################################
+# Reserved: browsers the daemon starts and drives (DESIGN section 8).
+
+
+###############################################################################
+# Predicates ##################################################################
 ###############################################################################
 # The grammar is data: the parser, its error messages and the
 # reticle://predicates resource all come from _PREDICATE_KINDS.
@@ -2180,6 +1583,10 @@ def _describe_predicate(p: dict) -> str:
         return "text %r" % p["contains"]
     return k
 
+
+###############################################################################
+# Verdict rules ###############################################################
+###############################################################################
 
 class Verdicts:
     """The predicate engine and the verdict rules (DESIGN section 7)."""
@@ -2928,6 +2335,616 @@ def _partial_failure(body: Any) -> Optional[str]:
                     return "%d of %d %s FAILED (%s)" % (len(bad), len(arr), k, bad[0])
                 break
     return None
+
+
+###############################################################################
+# Tools (schemas, registry, handlers) #########################################
+###############################################################################
+
+_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+_SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 128,
+               "description": "Browser session to use; omit it when one tab is connected."}
+_CURSOR = {"type": "number", "minimum": 0,
+           "description": "A cursor (ms on the daemon's clock) from an earlier result."}
+_PREDICATE = {"type": "object",
+              "description": "A predicate {kind, ...}; the grammar is the reticle://predicates resource."}
+_ACTIONS = ["click", "dblclick", "hover", "focus", "blur", "fill", "type", "clear", "select",
+            "check", "uncheck", "submit", "press", "scrollIntoView", "upload", "drag"]
+_TARGET = {
+    "type": "object",
+    "description": "Find the element in the same call: {testid}, {text}, {role, name}, {label} or {placeholder}.",
+    "properties": {
+        "testid": {"type": "string", "minLength": 1},
+        "text": {"type": "string", "minLength": 1},
+        "role": {"type": "string", "minLength": 1},
+        "name": {"type": "string"},
+        "label": {"type": "string", "minLength": 1},
+        "placeholder": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+    "minProperties": 1,
+}
+_ACT_ARGS = {
+    "type": "object",
+    "description": "Action arguments: value (fill/select), text (type), key and modifiers (press), "
+                   "toRef (drag), name/content/type (upload), confirmDangerous.",
+    "properties": {
+        "value": {"type": ["string", "array"], "items": {"type": "string"}},
+        "text": {"type": "string"},
+        "key": {"type": "string"},
+        "modifiers": {"type": "array", "items": {"enum": ["Meta", "Control", "Shift", "Alt"]}},
+        "toRef": {"type": "string"},
+        "name": {"type": "string"},
+        "content": {"type": "string"},
+        "type": {"type": "string"},
+        "holdMs": {"type": "integer", "minimum": 0, "maximum": 30000},
+        "confirmDangerous": {"type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+_STEP = {
+    "type": "object",
+    "properties": {"ref": {"type": "string"}, "target": _TARGET, "action": {"enum": _ACTIONS},
+                   "args": _ACT_ARGS},
+    "required": ["action"],
+    "additionalProperties": False,
+}
+
+
+def _obj(props: dict, required: Tuple[str, ...] = ()) -> dict:
+    schema = {"$schema": _SCHEMA_DIALECT, "type": "object", "properties": props,
+              "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+class Tool:
+    """One tool: name, one-paragraph description, schema, async handler."""
+
+    def __init__(self, name: str, description: str, schema: dict, handler: Callable,
+                 example: Optional[dict] = None, listed: bool = True) -> None:
+        jsonschema.Draft202012Validator.check_schema(schema)
+        self.name = name
+        self.description = description
+        self.schema = schema
+        self.handler = handler
+        self.example = example if example is not None else {}
+        self.listed = listed
+        self.validator = jsonschema.Draft202012Validator(schema)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "description": self.description, "inputSchema": self.schema}
+
+    def check(self, args: Any) -> None:
+        """Raise RpcError(-32602) naming the failing path and accepted fields."""
+        if not isinstance(args, dict):
+            raise RpcError(-32602, "%s: arguments must be a JSON object, got %s" % (
+                self.name, type(args).__name__), {"accepted": sorted(self.schema["properties"]),
+                                                  "example": self.example})
+        for key, value in _walk_strings(args):
+            if len(value) > MAX_STRING_ARG:
+                raise RpcError(-32602, "%s: the string at %s is %d characters; at most %d are accepted. "
+                               "Nothing ran." % (self.name, key, len(value), MAX_STRING_ARG))
+        err = jsonschema.exceptions.best_match(self.validator.iter_errors(args))
+        if err is None:
+            return
+        path = "/" + "/".join(str(p) for p in err.absolute_path)
+        props = _accepted_fields(self.schema, list(err.absolute_path), err)
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            what = "unknown field%s %s" % ("s" if len(extra) > 1 else "", ", ".join(repr(e) for e in extra))
+        else:
+            what = err.message
+        msg = "%s: invalid arguments at %s: %s. Accepted fields: %s. Example: %s" % (
+            self.name, path, what, ", ".join(props) or "(none)", _dumps(self.example))
+        raise RpcError(-32602, msg, {"tool": self.name, "path": path, "accepted": props,
+                                     "example": self.example})
+
+
+def _walk_strings(value: Any, path: str = "") -> List[Tuple[str, str]]:
+    out = []
+    if isinstance(value, str):
+        out.append((path or "/", value))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.extend(_walk_strings(v, "%s/%s" % (path, k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(_walk_strings(v, "%s/%d" % (path, i)))
+    return out
+
+
+def _accepted_fields(schema: dict, path: list, err: Any) -> List[str]:
+    """The fields accepted by the object that holds the failing value."""
+    if err.validator in ("additionalProperties", "required") and "properties" in err.schema:
+        return list(err.schema["properties"])
+    node = schema
+    for part in path[:-1]:
+        if isinstance(part, int):
+            node = node.get("items", {})
+        else:
+            node = node.get("properties", {}).get(part, {})
+    return list(node.get("properties", {}))
+
+
+class ToolRegistry:
+    """Name -> Tool.  tools/list, validation, the usage resource and the
+    README's tool table all read from here."""
+
+    def __init__(self) -> None:
+        self._tools: Dict[str, Tool] = {}
+
+    def add(self, tool: Tool) -> Tool:
+        if tool.name in self._tools:
+            raise ValueError("tool %s registered twice" % tool.name)
+        self._tools[tool.name] = tool
+        return tool
+
+    def get(self, name: str) -> Optional[Tool]:
+        return self._tools.get(name)
+
+    def listed(self) -> List[Tool]:
+        return [t for t in self._tools.values() if t.listed]
+
+    def names(self) -> List[str]:
+        return [t.name for t in self.listed()]
+
+
+def _build_registry() -> ToolRegistry:
+    """Every tool of DESIGN section 7 that works, with its final schema."""
+    reg = ToolRegistry()
+    sid = _SESSION_ID
+
+    def add(name, description, props, handler, example=None, required=()):
+        props = dict(props)
+        reg.add(Tool(name, description, _obj(props, required), handler, example))
+
+    add("reticle_sessions",
+        "List the browser tabs connected to this daemon (id, url, title, health). An empty list "
+        "carries `why` and the next step to connect one. Reads only; proves nothing.",
+        {}, _tool_sessions, {})
+    add("reticle_navigate",
+        "Navigate the tab to `url`, or `reload: true` it, and wait (up to 5 s) for the page to "
+        "reconnect. Later asserts count only events after the navigation. Proves nothing.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
+         "hard": {"type": "boolean"}, "sessionId": sid},
+        _tool_navigate, {"url": "http://localhost:5173/checkout"})
+    add("reticle_snapshot",
+        "Read the page as an accessibility-style tree with stable refs (e7) for controls and named "
+        "nodes. `mode` full|interactive|status, `scope` a CSS selector or ref, `diff: true` for only "
+        "what changed since the last snapshot of this route. Caps: 400 nodes, depth 20.",
+        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
+         "diff": {"type": "boolean"}, "sessionId": sid},
+        _tool_snapshot, {"mode": "interactive"})
+    add("reticle_query",
+        "Find elements the way a user would: by role (+name), text, label, placeholder, testid or alt. "
+        "Returns exact counts and refs; an empty result carries a hint of what the page does show.",
+        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
+         "value": {"type": "string"}, "name": {"type": "string"},
+         "role": {"type": "string"}, "text": {"type": "string"}, "label": {"type": "string"},
+         "placeholder": {"type": "string"}, "testid": {"type": "string"}, "alt": {"type": "string"},
+         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
+         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
+         "sessionId": sid},
+        _tool_query, {"by": "role", "value": "button", "name": "Pay"})
+    add("reticle_inspect",
+        "Describe one element by ref: role, name, states, box, key styles, occlusion. A stale ref is "
+        "an error that says to take a new snapshot.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": sid},
+        _tool_inspect, {"ref": "e7"}, required=("ref",))
+    add("reticle_act",
+        "Do one thing to an element (by `ref` or `target`): click, dblclick, hover, focus, blur, fill, "
+        "type, clear, select, check, uncheck, submit, press, scrollIntoView, upload, drag. Returns the "
+        "effect probes. Destructive controls need args.confirmDangerous. Proves nothing; use "
+        "reticle_act_and_wait for a verdict.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
+         "sessionId": sid},
+        _tool_act, {"ref": "e7", "action": "click"}, required=("action",))
+    add("reticle_act_sequence",
+        "Run several actions in order, stopping at the first failure. Proves nothing.",
+        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
+         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": sid},
+        _tool_act_sequence,
+        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
+        required=("steps",))
+    add("reticle_act_and_wait",
+        "Act, then wait until the `until` predicate holds (or, without one, until the page settles) "
+        "and return a verdict: verified yes|no|unknown with the deciding evidence. `unknown` is not a "
+        "pass. timeout_ms defaults to 4000; 0 evaluates once.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": sid},
+        _tool_act_and_wait,
+        {"target": {"role": "button", "name": "Pay"}, "action": "click",
+         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
+        required=("action",))
+    add("reticle_observe",
+        "Read the raw events of a window (default the last 2000 ms) with a summary: network, DOM, "
+        "routes, console errors, animations, signals. Proves nothing.",
+        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
+         "until": _CURSOR, "actionId": {"type": "string"},
+         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": sid},
+        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]})
+    add("reticle_network",
+        "List the page's fetch/XHR calls (method, url, status, timing, bodies) including requests "
+        "still pending. Filters: method, urlContains, status, ok, since. Proves nothing.",
+        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
+         "method": {"type": "string"}, "urlContains": {"type": "string"},
+         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
+         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
+         "sessionId": sid},
+        _tool_network, {"urlContains": "/api/", "status": 500})
+    add("reticle_console",
+        "List console messages and uncaught errors (level log|info|warn|error; error includes "
+        "uncaught errors). Proves nothing.",
+        {"level": {"enum": ["log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
+         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
+         "sessionId": sid},
+        _tool_console, {"level": "error"})
+    add("reticle_wait_for",
+        "Wait until a predicate holds (timeout_ms, default 4000). Returns pass and evidence but no "
+        "verdict.",
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": sid},
+        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}})
+    add("reticle_assert",
+        "Check a predicate over the events since the last act or navigation (or `since`) and the live "
+        "page, and return a verdict: verified yes|no|unknown with evidence. timeout_ms 0 (default) "
+        "evaluates once.",
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": sid},
+        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}})
+    add("reticle_state",
+        "Read app state from stores the app registered (reticle.registerStore / pushStore): all "
+        "stores collapsed to depth 1, or one `store` at a dot `path`. A wrong path answers found: "
+        "false with the available keys.",
+        {"store": {"type": "string"}, "path": {"type": "string"},
+         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": sid},
+        _tool_state, {"store": "cart", "path": "items.length"})
+    add("reticle_capabilities",
+        "What the app declared through reticle.describe (testids, signals, stores, flows) plus the "
+        "test ids present on the page.",
+        {"sessionId": sid}, _tool_capabilities, {})
+    return reg
+
+
+def _cost(obj: Any) -> dict:
+    size = len(_dumps(obj).encode("utf-8"))
+    return {"bytes": size, "tokens": (size + 3) // 4}
+
+
+async def _tool_sessions(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    sessions = [s.describe() for s in hub.bridge.live()]
+    out: Dict[str, Any] = {"sessions": sessions}
+    if not sessions:
+        out["why"] = hub.bridge.why()
+        out["next_action"] = {
+            "action": "open_app",
+            "reason": "no tab has loaded %s/reticle.js yet" % hub.public_origin(),
+            "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
+        }
+    return out
+
+
+async def _tool_snapshot(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    mode = args.get("mode", "full")
+    cmd = {"mode": mode}
+    if args.get("scope"):
+        cmd["scope"] = args["scope"]
+    result = await session.command("snapshot", cmd)
+    if not isinstance(result, dict):
+        raise ToolError("the page answered snapshot with %r" % type(result).__name__)
+    if args.get("diff"):
+        result = session.snapshot_diff(args.get("scope"), mode, result)
+    result["cost"] = _cost(result)
+    return result
+
+
+def _query_args(args: dict) -> dict:
+    out = {k: v for k, v in args.items() if k in ("by", "value", "name", "scope", "self", "attrs",
+                                                 "limit", "count_only")}
+    if "by" not in out:
+        for alias in ("testid", "label", "placeholder", "alt", "text", "role"):
+            if alias in args:
+                out["by"] = alias
+                out["value"] = args[alias]
+                break
+    if "by" not in out:
+        raise ToolError("reticle_query needs what to search by: `by` + `value`, or one of testid, "
+                        "label, placeholder, alt, text, role.",
+                        'for example {"by": "role", "value": "button", "name": "Pay"}')
+    if "value" not in out:
+        raise ToolError("reticle_query by %s needs a `value`." % out["by"],
+                        'for example {"by": "%s", "value": "..."}' % out["by"])
+    if out.get("self") and not out.get("scope"):
+        raise ToolError("`self: true` needs a `scope` (the element to return).", "add scope")
+    return out
+
+
+async def _tool_query(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    result = await session.command("query", _query_args(args))
+    if isinstance(result, dict):
+        result["cost"] = _cost(result)
+    return result
+
+
+async def _tool_inspect(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    return await session.command("inspect", {"ref": args["ref"]})
+
+
+async def _tool_state(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    cmd = {k: args[k] for k in ("store", "path", "depth") if k in args}
+    return await session.command("state_read", cmd)
+
+
+async def _tool_capabilities(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    result = await session.command("capabilities", {})
+    if isinstance(result, dict):
+        result.setdefault("source", "live")
+    return result
+
+
+async def _tool_act(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
+    cmd = _act_command(args)
+    since = session.mark_act(args["action"])
+    result = await session.command("act", cmd)
+    session.note_act_page_time(since, result)
+    out = {"since": since, "dispatched": bool(result.get("dispatched", True)) if isinstance(result, dict) else True,
+           "settled": result.get("settled") if isinstance(result, dict) else None,
+           "inputMode": "synthetic", "result": result}
+    return session.splice_health(out)
+
+
+async def _tool_act_sequence(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    steps = []
+    for i, step in enumerate(args["steps"]):
+        try:
+            steps.append(_act_command(step))
+        except ToolError as exc:
+            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery)
+    per_step = args.get("timeout_ms", 8000) / 1000.0
+    since = session.mark_act(None)
+    result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
+    out = {"since": since}
+    if isinstance(result, dict):
+        out.update(result)
+    return session.splice_health(out)
+
+
+async def _tool_navigate(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    if not args.get("url") and not args.get("reload"):
+        raise ToolError("reticle_navigate needs `url` or `reload: true`.",
+                        'for example {"url": "http://localhost:5173/"} or {"reload": true}')
+    if args.get("hard") and not args.get("reload"):
+        raise ToolError("`hard` goes with `reload: true` only.", "drop hard, or add reload")
+    if args.get("url"):
+        parsed = urllib.parse.urlsplit(args["url"])
+        if parsed.scheme not in ("http", "https", ""):
+            raise ToolError("reticle_navigate opens http: and https: pages only, not %s:" % parsed.scheme,
+                            "pass an http(s) URL or a path")
+    since = session.mark_navigation()
+    generation = session.generation
+    name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
+        "navigate", {"url": args["url"]})
+    await session.command(name, cmd)
+    confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
+    live = hub.bridge.get(session.id)
+    out = {"ok": True, "confirmed": confirmed, "since": since, "sessionId": session.id}
+    if live is not None:
+        out["url"] = live.url
+    if not confirmed:
+        out["note"] = ("the page did not reconnect within 5 s; check reticle_sessions (the app may "
+                       "have navigated off a page that loads reticle.js)")
+    else:
+        out["note"] = "events before the navigation no longer count for assert and wait_for"
+    return out
+
+
+def _window(session: "BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
+    since = args.get("since")
+    since = default_since if since is None else float(since)
+    until = args.get("until")
+    return since, (None if until is None else float(until))
+
+
+async def _tool_observe(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    now = hub.clock()
+    default = now - args.get("window_ms", 2000)
+    since, until = _window(session, args, default)
+    events = session.store.query(since, until)
+    if args.get("actionId"):
+        events = [e for e in events if e.get("actionId") == args["actionId"]]
+    if args.get("filters"):
+        events = [e for e in events if _event_matches_filters(e["type"], args["filters"])]
+    summary = _summarise(events)
+    budget = args.get("max_events")
+    dropped = 0
+    if budget and len(events) > budget:
+        dropped = len(events) - budget
+        events = events[-budget:]
+    out: Dict[str, Any] = {"window_ms": round((until or now) - since), "since": since,
+                           "events": [_public_event(e) for e in events], "summary": summary}
+    cost = _cost(out["events"])
+    cost["events"] = len(events)
+    if dropped:
+        cost["droppedOldest"] = dropped
+    out["cost"] = cost
+    return session.splice_buffer(out, since)
+
+
+_FILTER_BUCKETS = {
+    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse"), "route": ("route.",),
+    "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
+    "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",),
+}
+
+
+def _event_matches_filters(etype: str, filters: List[str]) -> bool:
+    for f in filters:
+        if etype == f:
+            return True
+        for prefix in _FILTER_BUCKETS.get(f, ()):
+            if etype.startswith(prefix):
+                return True
+    return False
+
+
+def _public_event(e: dict) -> dict:
+    out = {"t": e["t"], "type": e["type"], "data": e.get("data")}
+    if e.get("actionId"):
+        out["actionId"] = e["actionId"]
+    return out
+
+
+def _net_calls(session: "BrowserSession", since: float, until: Optional[float]) -> List[dict]:
+    """Completed calls plus requests still pending, in start order."""
+    events = session.store.query(since, until, prefix="net.")
+    done = {}
+    order = []
+    for e in events:
+        d = e["data"]
+        rid = str(d.get("requestId") or "t%s" % e["t"])
+        if e["type"] == "net.pending":
+            if rid not in done:
+                done[rid] = dict(d, status="pending", pending=True, t=e["t"])
+                order.append(rid)
+        elif e["type"] == "net.request":
+            if rid not in done:
+                order.append(rid)
+            done[rid] = dict(d, t=e["t"])
+    # pending ones whose start fell before the window but are still open count too
+    for rid, d in session.open_requests.items():
+        if rid not in done:
+            done[rid] = dict(d, status="pending", pending=True)
+            order.append(rid)
+    return [done[r] for r in order]
+
+
+async def _tool_network(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    since, until = _window(session, args, 0.0)
+    calls = _net_calls(session, since, until)
+    all_calls = calls
+    if args.get("method"):
+        calls = [c for c in calls if str(c.get("method", "")).upper() == args["method"].upper()]
+    if args.get("urlContains"):
+        calls = [c for c in calls if args["urlContains"] in str(c.get("url", ""))]
+    if "status" in args:
+        calls = [c for c in calls if c.get("status") == args["status"]]
+    if "ok" in args:
+        calls = [c for c in calls if not c.get("pending") and bool(c.get("ok")) == args["ok"]]
+    limit = args.get("limit", 200)
+    total = len(calls)
+    calls = calls[-limit:]
+    bodies = args.get("bodies", True)
+    shaped = []
+    for c in calls:
+        item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
+                                  "pending", "error", "initiator", "responseSize", "bodyTruncated",
+                                  "bodyCaptured") if k in c}
+        if bodies:
+            for k in ("requestBody", "responseBody"):
+                if k in c:
+                    item[k] = c[k]
+        shaped.append(item)
+    out: Dict[str, Any] = {"calls": shaped}
+    if total > len(shaped):
+        out["total"] = total
+        out["truncated"] = True
+    if not shaped and all_calls:
+        out["hint"] = {"totalInWindow": len(all_calls),
+                       "present": [{"method": c.get("method"), "url": c.get("url"), "status": c.get("status")}
+                                   for c in all_calls[-5:]]}
+    elif not all_calls:
+        out["observed"] = True
+        out["note"] = "the observation ran and found no network calls in this window"
+    if any(c.get("bodyCaptured") is False and str(c.get("method", "")).upper() in ("POST", "PUT", "PATCH")
+           for c in shaped):
+        out["bodiesNotCaptured"] = True
+    out["cost"] = _cost(shaped)
+    return session.splice_buffer(out, since)
+
+
+_CONSOLE_TYPES = ("console.log", "console.info", "console.warn", "console.error", "console.debug",
+                  "error.uncaught")
+
+
+async def _tool_console(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    since, until = _window(session, args, 0.0)
+    events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
+    logs = []
+    for e in events:
+        d = e.get("data") or {}
+        level = "error" if e["type"] == "error.uncaught" else e["type"].split(".", 1)[1]
+        item = {"level": level, "text": d.get("text") or d.get("message") or "", "t": e["t"]}
+        if e["type"] == "error.uncaught":
+            item["uncaught"] = True
+            if d.get("kind"):
+                item["kind"] = d["kind"]
+        if d.get("stack"):
+            item["stack"] = "\n".join(str(d["stack"]).splitlines()[:5])
+        if d.get("source"):
+            item["source"] = d["source"]
+        logs.append(item)
+    everything = logs
+    level = args.get("level")
+    if level:
+        logs = [x for x in logs if x["level"] == level or (level == "info" and x["level"] == "debug")]
+    limit = args.get("limit", 200)
+    total = len(logs)
+    logs = logs[-limit:]
+    out: Dict[str, Any] = {"logs": logs}
+    if total > len(logs):
+        out["total"] = total
+        out["truncated"] = True
+    if not logs and everything:
+        by = collections.Counter(x["level"] for x in everything)
+        out["hint"] = {"totalInWindow": len(everything), "byLevel": dict(by)}
+    elif not everything:
+        out["observed"] = True
+        out["note"] = "the observation ran and found no console output in this window"
+    out["cost"] = _cost(logs)
+    return session.splice_buffer(out, since)
+
+
+async def _tool_wait_for(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    return await hub.verdicts.wait_for(session, args)
+
+
+async def _tool_assert(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    return await hub.verdicts.assert_(session, args)
+
+
+async def _tool_act_and_wait(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    session = hub.bridge.resolve(args.get("sessionId"))
+    return await hub.verdicts.act_and_wait(session, args)
+
+
+###############################################################################
+# Flows #######################################################################
+###############################################################################
+# Reserved: saved journeys and their replay (DESIGN section 10).
 
 
 ###############################################################################
@@ -4124,6 +4141,12 @@ async def _mcp_stdio(port: int, state: StateDir) -> int:
     if inflight:
         await asyncio.wait(inflight, timeout=5.0)
     return 0
+
+
+###############################################################################
+# Init ########################################################################
+###############################################################################
+# Reserved: `reticle init` (DESIGN section 10).
 
 
 ###############################################################################
