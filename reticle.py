@@ -4309,15 +4309,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   if (window.reticle && window.reticle.__reticleSdk) return; // loaded twice: keep the first copy
 
   var SCRIPT_EL = document.currentScript || null;
-  var CFG = (CONFIG && typeof CONFIG === 'object') ? CONFIG : {};
+  var CFG = CONFIG && typeof CONFIG === 'object' ? CONFIG : {};
   var VERSION = String(CFG.version || '0.0.0');
   var PROTOCOL_VERSION = CFG.protocolVersion || 1;
   var MAX_FRAME = Math.max(65536, Number(CFG.maxMessageBytes) || 1048576);
   var BATCH_MAX_EVENTS = 200;
   var BATCH_MAX_BYTES = Math.min(524288, Math.floor(MAX_FRAME / 2));
   var QUEUE_MAX = 500;
-  var OPEN_QUEUE_MAX = 20000;    // events held while the socket is open but backed up
-  var BUFFERED_MAX = 4 << 20;    // bytes the browser may buffer on the socket before we hold back
+  var OPEN_QUEUE_MAX = 20000; // events held while the socket is open but backed up
+  var BUFFERED_MAX = 4 << 20; // bytes the browser may buffer on the socket before we hold back
   var RESULT_QUEUE_MAX = 100;
   var BODY_CAP = 8192;
   var BODY_SCAN = 16384;
@@ -4335,10 +4335,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.clearTimeout = w.clearTimeout.bind(w);
     N.setInterval = w.setInterval.bind(w);
     N.clearInterval = w.clearInterval.bind(w);
-    N.raf = w.requestAnimationFrame ? w.requestAnimationFrame.bind(w) : function (f) { return N.setTimeout(f, 16); };
-    N.now = (w.performance && w.performance.now) ? w.performance.now.bind(w.performance) : function () { return Date.now(); };
+    N.raf = w.requestAnimationFrame
+      ? w.requestAnimationFrame.bind(w)
+      : function (f) {
+          return N.setTimeout(f, 16);
+        };
+    N.now =
+      w.performance && w.performance.now
+        ? w.performance.now.bind(w.performance)
+        : function () {
+            return Date.now();
+          };
     N.dateNow = Date.now;
-    N.warn = (w.console && w.console.warn) ? w.console.warn.bind(w.console) : function () {};
+    N.warn = w.console && w.console.warn ? w.console.warn.bind(w.console) : function () {};
     N.WebSocket = w.WebSocket;
     N.fetch = w.fetch;
     N.stringify = JSON.stringify;
@@ -4347,47 +4356,112 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.Promise = w.Promise;
   })();
 
-  function warn(msg) { try { N.warn(PREFIX + ' ' + msg); } catch (e) { /* ignore */ } }
-  function microtask(fn) { N.Promise.resolve().then(fn); }
+  function warn(msg) {
+    try {
+      N.warn(PREFIX + ' ' + msg);
+    } catch (e) {
+      /* ignore */
+    }
+  }
+  function microtask(fn) {
+    N.Promise.resolve().then(fn);
+  }
 
   // ---- small helpers -------------------------------------------------------------------------
-  function hasOwn(o, k) { return Object.prototype.hasOwnProperty.call(o, k); }
-  function isObj(v) { return v !== null && typeof v === 'object'; }
+  function hasOwn(o, k) {
+    return Object.prototype.hasOwnProperty.call(o, k);
+  }
+  function isObj(v) {
+    return v !== null && typeof v === 'object';
+  }
   function clip(s, n) {
     s = String(s == null ? '' : s);
     return s.length > n ? s.slice(0, n) + '\u2026' : s;
   }
-  function collapse(s) { return String(s == null ? '' : s).replace(/\s+/g, ' ').trim(); }
+  function collapse(s) {
+    return String(s == null ? '' : s)
+      .replace(/\s+/g, ' ')
+      .trim();
+  }
   function norm(s) {
     s = collapse(s);
-    try { s = s.normalize('NFC'); } catch (e) { /* old engines */ }
+    try {
+      s = s.normalize('NFC');
+    } catch (e) {
+      /* old engines */
+    }
     return s;
   }
   function isNativeFn(f) {
-    try { return typeof f === 'function' && /\[native code\]\s*\}\s*$/.test(Function.prototype.toString.call(f)); } catch (e) { return false; }
+    try {
+      return (
+        typeof f === 'function' &&
+        /\[native code\]\s*\}\s*$/.test(Function.prototype.toString.call(f))
+      );
+    } catch (e) {
+      return false;
+    }
   }
   function uuid() {
-    try { if (window.crypto && window.crypto.randomUUID) return window.crypto.randomUUID(); } catch (e) { /* insecure ctx */ }
+    try {
+      if (window.crypto && window.crypto.randomUUID) return window.crypto.randomUUID();
+    } catch (e) {
+      /* insecure ctx */
+    }
     var b = new Uint8Array(16);
-    try { window.crypto.getRandomValues(b); } catch (e) { for (var i = 0; i < 16; i++) b[i] = Math.floor(Math.random() * 256); }
-    b[6] = (b[6] & 15) | 64; b[8] = (b[8] & 63) | 128;
+    try {
+      window.crypto.getRandomValues(b);
+    } catch (e) {
+      for (var i = 0; i < 16; i++) b[i] = Math.floor(Math.random() * 256);
+    }
+    b[6] = (b[6] & 15) | 64;
+    b[8] = (b[8] & 63) | 128;
     var h = '';
-    for (var j = 0; j < 16; j++) { h += (b[j] + 256).toString(16).slice(1); if (j === 3 || j === 5 || j === 7 || j === 9) h += '-'; }
+    for (var j = 0; j < 16; j++) {
+      h += (b[j] + 256).toString(16).slice(1);
+      if (j === 3 || j === 5 || j === 7 || j === 9) h += '-';
+    }
     return h;
   }
-  function rand36(n) { var s = ''; while (s.length < n) s += Math.random().toString(36).slice(2); return s.slice(0, n); }
-  function ssGet(k) { try { return window.sessionStorage.getItem(k); } catch (e) { return null; } }
-  function ssSet(k, v) { try { STORAGE_MUTE++; window.sessionStorage.setItem(k, v); } catch (e) { /* private mode */ } finally { STORAGE_MUTE--; } }
+  function rand36(n) {
+    var s = '';
+    while (s.length < n) s += Math.random().toString(36).slice(2);
+    return s.slice(0, n);
+  }
+  function ssGet(k) {
+    try {
+      return window.sessionStorage.getItem(k);
+    } catch (e) {
+      return null;
+    }
+  }
+  function ssSet(k, v) {
+    try {
+      STORAGE_MUTE++;
+      window.sessionStorage.setItem(k, v);
+    } catch (e) {
+      /* private mode */
+    } finally {
+      STORAGE_MUTE--;
+    }
+  }
   var STORAGE_MUTE = 0;
   function errMsg(e) {
     if (e && typeof e === 'object' && 'message' in e) return String(e.message);
-    try { return String(e); } catch (x) { return 'unknown error'; }
+    try {
+      return String(e);
+    } catch (x) {
+      return 'unknown error';
+    }
   }
 
   // ---- redaction -----------------------------------------------------------------------------
-  var SENSITIVE_KEY = /(pass(word|wd|code|phrase)|^pass$|^pwd$|secret|token|api[-_ ]?key|apikey|access[-_]?key|private[-_]?key|authorization|^auth$|^cookie$|set-cookie|^cookies$|session[-_]?id|^sid$|^jwt$|credential|credit[-_]?card|card[-_]?number|^cvv$|^cvc$|^ssn$|signature$|x-amz-security|x-goog-signature)/i;
+  var SENSITIVE_KEY =
+    /(pass(word|wd|code|phrase)|^pass$|^pwd$|secret|token|api[-_ ]?key|apikey|access[-_]?key|private[-_]?key|authorization|^auth$|^cookie$|set-cookie|^cookies$|session[-_]?id|^sid$|^jwt$|credential|credit[-_]?card|card[-_]?number|^cvv$|^cvc$|^ssn$|signature$|x-amz-security|x-goog-signature)/i;
   var OWN_KEYS = { sessionId: 1, documentId: 1, requestId: 1 }; // our own identifiers, not secrets
-  function isSensitiveKey(k) { return typeof k === 'string' && k.length > 0 && !OWN_KEYS[k] && SENSITIVE_KEY.test(k); }
+  function isSensitiveKey(k) {
+    return typeof k === 'string' && k.length > 0 && !OWN_KEYS[k] && SENSITIVE_KEY.test(k);
+  }
   var EXTRA_KEYS = [];
   function keySensitive(k) {
     if (isSensitiveKey(k)) return true;
@@ -4407,28 +4481,46 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   ];
   function scrub(s) {
     if (typeof s !== 'string' || s.length < 8) return s;
-    for (var i = 0; i < SECRET_PATTERNS.length; i++) s = s.replace(SECRET_PATTERNS[i][0], SECRET_PATTERNS[i][1]);
+    for (var i = 0; i < SECRET_PATTERNS.length; i++)
+      s = s.replace(SECRET_PATTERNS[i][0], SECRET_PATTERNS[i][1]);
     return s;
   }
-  var KV_PAIR = /((?:["']?)([A-Za-z0-9_.-]{2,64})(?:["']?)\s*[:=]\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s&,;}\]]+)/g;
+  var KV_PAIR =
+    /((?:["']?)([A-Za-z0-9_.-]{2,64})(?:["']?)\s*[:=]\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s&,;}\]]+)/g;
   function scrubText(s) {
     if (typeof s !== 'string') return s;
     s = scrub(s);
     return s.replace(KV_PAIR, function (all, lead, key, val) {
       if (!keySensitive(key)) return all;
-      var q = val.charAt(0) === '"' ? '"' : (val.charAt(0) === "'" ? "'" : '');
+      var q = val.charAt(0) === '"' ? '"' : val.charAt(0) === "'" ? "'" : '';
       return lead + q + REDACTED + q;
     });
   }
   function redactUrl(u) {
-    if (typeof u !== 'string') { try { u = String(u); } catch (e) { return ''; } }
-    var out = u.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^\/@?#:]*):([^\/@?#]*)@/i, '$1$2:' + REDACTED + '@');
+    if (typeof u !== 'string') {
+      try {
+        u = String(u);
+      } catch (e) {
+        return '';
+      }
+    }
+    var out = u.replace(
+      /^([a-z][a-z0-9+.-]*:\/\/)([^\/@?#:]*):([^\/@?#]*)@/i,
+      '$1$2:' + REDACTED + '@'
+    );
     out = out.replace(/([?&#;])([^=&#;]+)=([^&#;]*)/g, function (all, sep, k, v) {
       var key = k;
-      try { key = decodeURIComponent(k); } catch (e) { /* keep raw */ }
+      try {
+        key = decodeURIComponent(k);
+      } catch (e) {
+        /* keep raw */
+      }
       return keySensitive(key) ? sep + k + '=' + REDACTED : all;
     });
-    out = out.replace(/(\/(?:reset|verify|confirm|activate|invite|magic|magiclink|magic-link|token|key|oauth|unsubscribe|password)[^\/?#]*\/)([^\/?#]{12,})/gi, '$1' + REDACTED);
+    out = out.replace(
+      /(\/(?:reset|verify|confirm|activate|invite|magic|magiclink|magic-link|token|key|oauth|unsubscribe|password)[^\/?#]*\/)([^\/?#]{12,})/gi,
+      '$1' + REDACTED
+    );
     return scrub(out);
   }
 
@@ -4440,25 +4532,37 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (n.nodeType === 1) {
         var s = '<' + n.tagName.toLowerCase();
         if (n.id) s += '#' + n.id;
-        if (typeof n.className === 'string' && n.className.trim()) s += '.' + n.className.trim().split(/\s+/).slice(0, 3).join('.');
+        if (typeof n.className === 'string' && n.className.trim())
+          s += '.' + n.className.trim().split(/\s+/).slice(0, 3).join('.');
         return s + '>';
       }
       if (n.nodeType === 3) return '#text "' + clip(collapse(n.data), 40) + '"';
       return '[' + (n.nodeName || 'Node') + ']';
-    } catch (e) { return '[Node]'; }
+    } catch (e) {
+      return '[Node]';
+    }
   }
   function sanitize(value, opt) {
     opt = opt || {};
     var maxDepth = opt.depth == null ? 8 : opt.depth;
     var maxItems = opt.items || 200;
     var maxStr = opt.str || 65536;
-    var ctx = { budget: opt.budget || 262144, nodes: 0, maxNodes: opt.nodes || 1000, cut: 0, stack: [] };
+    var ctx = {
+      budget: opt.budget || 262144,
+      nodes: 0,
+      maxNodes: opt.nodes || 1000,
+      cut: 0,
+      stack: []
+    };
     var out = walk(value, 0, null);
     if (opt.report) opt.report.cut = ctx.cut;
     return out;
     function str(s, key) {
       var cap = key === 'error' ? ERROR_CAP : maxStr;
-      if (s.length > cap) { s = s.slice(0, cap) + '\u2026[TRUNCATED]'; ctx.cut++; }
+      if (s.length > cap) {
+        s = s.slice(0, cap) + '\u2026[TRUNCATED]';
+        ctx.cut++;
+      }
       if (opt.redact !== false) s = scrub(s);
       ctx.budget -= s.length;
       return s;
@@ -4472,67 +4576,114 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (t === 'boolean') return v;
       if (t === 'bigint') return String(v);
       if (t === 'undefined' || t === 'function' || t === 'symbol') return undefined;
-      if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) { ctx.cut++; return '[TRUNCATED]'; }
+      if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) {
+        ctx.cut++;
+        return '[TRUNCATED]';
+      }
       try {
         if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
-        if (v instanceof Error) return { name: str(String(v.name || 'Error')), message: str(String(v.message || '')) };
+        if (v instanceof Error)
+          return { name: str(String(v.name || 'Error')), message: str(String(v.message || '')) };
         if (v instanceof RegExp) return String(v);
-        if (typeof Node !== 'undefined' && (v instanceof Node || v === window)) return describeNode(v);
-      } catch (e) { return '[UNSERIALIZABLE]'; }
+        if (typeof Node !== 'undefined' && (v instanceof Node || v === window))
+          return describeNode(v);
+      } catch (e) {
+        return '[UNSERIALIZABLE]';
+      }
       if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
       if (depth >= maxDepth) {
         ctx.cut++;
         if (Array.isArray(v)) return '[Array(' + v.length + ')]';
-        try { return '{\u2026' + Object.keys(v).length + ' keys}'; } catch (e) { return '{\u2026}'; }
+        try {
+          return '{\u2026' + Object.keys(v).length + ' keys}';
+        } catch (e) {
+          return '{\u2026}';
+        }
       }
       ctx.stack.push(v);
       try {
         var i, res;
-        if (Array.isArray(v) || (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView))) {
+        if (
+          Array.isArray(v) ||
+          (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView))
+        ) {
           res = [];
           for (i = 0; i < v.length; i++) {
-            if (i >= maxItems || ctx.budget <= 0) { res.push('[TRUNCATED ' + (v.length - i) + ' more]'); ctx.cut++; break; }
+            if (i >= maxItems || ctx.budget <= 0) {
+              res.push('[TRUNCATED ' + (v.length - i) + ' more]');
+              ctx.cut++;
+              break;
+            }
             var x = walk(v[i], depth + 1, null);
             res.push(x === undefined ? null : x);
           }
           return res;
         }
         if (typeof Map !== 'undefined' && v instanceof Map) {
-          var mo = {}; i = 0;
-          v.forEach(function (mv, mk) { if (i++ < maxItems) mo[String(mk)] = mv; });
+          var mo = {};
+          i = 0;
+          v.forEach(function (mv, mk) {
+            if (i++ < maxItems) mo[String(mk)] = mv;
+          });
           return walk(mo, depth, key);
         }
         if (typeof Set !== 'undefined' && v instanceof Set) {
-          var sa = []; v.forEach(function (sv) { if (sa.length < maxItems) sa.push(sv); });
+          var sa = [];
+          v.forEach(function (sv) {
+            if (sa.length < maxItems) sa.push(sv);
+          });
           return walk(sa, depth, key);
         }
         res = {};
         var keys;
-        try { keys = Object.keys(v); } catch (e) { return '[UNSERIALIZABLE]'; }
+        try {
+          keys = Object.keys(v);
+        } catch (e) {
+          return '[UNSERIALIZABLE]';
+        }
         for (i = 0; i < keys.length; i++) {
           var k = keys[i];
-          if (i >= maxItems || ctx.budget <= 0) { res['[TRUNCATED]'] = (keys.length - i) + ' more keys'; ctx.cut++; break; }
+          if (i >= maxItems || ctx.budget <= 0) {
+            res['[TRUNCATED]'] = keys.length - i + ' more keys';
+            ctx.cut++;
+            break;
+          }
           var kk = k.length > 256 ? k.slice(0, 256) : k;
           ctx.budget -= kk.length;
           if (opt.redact !== false && keySensitive(k)) {
             // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
-            var raw; try { raw = v[k]; } catch (e) { raw = null; }
+            var raw;
+            try {
+              raw = v[k];
+            } catch (e) {
+              raw = null;
+            }
             if (!isObj(raw)) {
-              if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED; else if (raw !== undefined) res[kk] = raw;
+              if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED;
+              else if (raw !== undefined) res[kk] = raw;
               continue;
             }
           }
           var val;
-          try { val = v[k]; } catch (e) { res[kk] = '[UNSERIALIZABLE]'; continue; }
+          try {
+            val = v[k];
+          } catch (e) {
+            res[kk] = '[UNSERIALIZABLE]';
+            continue;
+          }
           var w = walk(val, depth + 1, k);
           if (w !== undefined) res[kk] = w;
         }
         return res;
-      } finally { ctx.stack.pop(); }
+      } finally {
+        ctx.stack.pop();
+      }
     }
   }
   // collapse a value to a given depth for state reads ("[Array(n)]", "{...n keys}")
-  function collapseDepth(v, depth) { return sanitize(v, { depth: depth, items: 200 }); }
+  function collapseDepth(v, depth) {
+    return sanitize(v, { depth: depth, items: 200 });
+  }
 
   function safeStringify(v, cap) {
     try {
@@ -4541,13 +4692,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (typeof sv === 'string') return clip(sv, cap || 1000);
       var s = N.stringify(sv);
       return clip(s === undefined ? String(v) : s, cap || 1000);
-    } catch (e) { try { return clip(String(v), cap || 1000); } catch (x) { return '[unserializable]'; } }
+    } catch (e) {
+      try {
+        return clip(String(v), cap || 1000);
+      } catch (x) {
+        return '[unserializable]';
+      }
+    }
   }
 
   // ---- state ---------------------------------------------------------------------------------
   var S = {
-    started: false,       // connect() ran and passed the guards
-    stopped: false,       // disconnect() or a 1008 close: no more retries
+    started: false, // connect() ran and passed the guards
+    stopped: false, // disconnect() or a 1008 close: no more retries
     opts: {},
     url: null,
     token: null,
@@ -4561,10 +4718,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     failures: 0,
     everOpened: false,
     hintShown: false,
-    outbox: [],           // pending events: {s: serialized, churn: bool}
-    results: [],          // pending command_result frames while offline
-    dropped: 0,           // events dropped from the offline queue since the last report
-    busyDropped: 0,       // events dropped while open because the socket was backed up
+    outbox: [], // pending events: {s: serialized, churn: bool}
+    results: [], // pending command_result frames while offline
+    dropped: 0, // events dropped from the offline queue since the last report
+    busyDropped: 0, // events dropped while open because the socket was backed up
     drainTimer: null,
     droppedChurn: 0,
     flushScheduled: false,
@@ -4576,23 +4733,45 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     hasCaps: false,
     signalsSeen: {}
   };
-  var CHURN = { 'dom.text': 1, 'anim.start': 1, 'anim.end': 1, 'page.health': 1, 'scroll.position': 1, 'render.commit': 1, 'dom.attr': 1 };
+  var CHURN = {
+    'dom.text': 1,
+    'anim.start': 1,
+    'anim.end': 1,
+    'page.health': 1,
+    'scroll.position': 1,
+    'render.commit': 1,
+    'dom.attr': 1
+  };
 
-  function now() { return Math.round(N.now() * 10) / 10; }
+  function now() {
+    return Math.round(N.now() * 10) / 10;
+  }
 
   // report an internal failure without throwing into the app
   function internal(site, e) {
     S.internalErrors++;
     if (S.internalErrors > 50) return;
     try {
-      var d = { reason: 'sdk-error', kind: 'sdk-failed', site: site, count: 1, detail: clip(errMsg(e), 500) };
+      var d = {
+        reason: 'sdk-error',
+        kind: 'sdk-failed',
+        site: site,
+        count: 1,
+        detail: clip(errMsg(e), 500)
+      };
       if (S.internalErrors === 50) d.note = 'further internal errors are not reported';
       emit('blind-spot', d);
-    } catch (x) { /* nothing else we can do */ }
+    } catch (x) {
+      /* nothing else we can do */
+    }
   }
   function guard(site, fn) {
     return function () {
-      try { return fn.apply(this, arguments); } catch (e) { internal(site, e); }
+      try {
+        return fn.apply(this, arguments);
+      } catch (e) {
+        internal(site, e);
+      }
     };
   }
 
@@ -4601,18 +4780,58 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function emit(type, data, el) {
     if (!S.started) return;
     try {
-      var ev = { type: type, t: now(), seq: S.seq++, sessionId: S.sessionId, documentId: S.documentId, data: null };
-      if (el && el.nodeType === 1) { var r = refFor(el); if (r) ev.ref = r; }
-      else if (typeof el === 'string') ev.ref = el;
+      var ev = {
+        type: type,
+        t: now(),
+        seq: S.seq++,
+        sessionId: S.sessionId,
+        documentId: S.documentId,
+        data: null
+      };
+      if (el && el.nodeType === 1) {
+        var r = refFor(el);
+        if (r) ev.ref = r;
+      } else if (typeof el === 'string') ev.ref = el;
       var s;
-      try { ev.data = sanitize(data || {}, { depth: 10, str: 65536, budget: 400000 }); s = N.stringify(ev); }
-      catch (e) { s = N.stringify({ type: type, t: ev.t, seq: ev.seq, sessionId: S.sessionId, documentId: S.documentId, data: { unserializable: true } }); }
+      try {
+        ev.data = sanitize(data || {}, { depth: 10, str: 65536, budget: 400000 });
+        s = N.stringify(ev);
+      } catch (e) {
+        s = N.stringify({
+          type: type,
+          t: ev.t,
+          seq: ev.seq,
+          sessionId: S.sessionId,
+          documentId: S.documentId,
+          data: { unserializable: true }
+        });
+      }
       if (s.length > MAX_FRAME - 1024) {
         var size = s.length;
-        s = N.stringify({ type: type, t: ev.t, seq: ev.seq, sessionId: S.sessionId, documentId: S.documentId, ref: ev.ref, data: { truncatedEvent: true, originalBytes: size } });
+        s = N.stringify({
+          type: type,
+          t: ev.t,
+          seq: ev.seq,
+          sessionId: S.sessionId,
+          documentId: S.documentId,
+          ref: ev.ref,
+          data: { truncatedEvent: true, originalBytes: size }
+        });
         S.outbox.push({ s: s, churn: false });
-        var tr = { type: 'truncated', t: ev.t, seq: S.seq++, sessionId: S.sessionId, documentId: S.documentId,
-          data: { what: type, count: 1, reason: 'event of ' + size + ' bytes exceeds the frame cap; data dropped', channel: 'transport', dropped: 1 } };
+        var tr = {
+          type: 'truncated',
+          t: ev.t,
+          seq: S.seq++,
+          sessionId: S.sessionId,
+          documentId: S.documentId,
+          data: {
+            what: type,
+            count: 1,
+            reason: 'event of ' + size + ' bytes exceeds the frame cap; data dropped',
+            channel: 'transport',
+            dropped: 1
+          }
+        };
         S.outbox.push({ s: N.stringify(tr), churn: false });
       } else {
         S.outbox.push({ s: s, churn: !!CHURN[type] });
@@ -4620,125 +4839,267 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (!S.open) S.dropped += trimOutbox(QUEUE_MAX);
       else if (S.outbox.length > OPEN_QUEUE_MAX) S.busyDropped += trimOutbox(OPEN_QUEUE_MAX);
       scheduleFlush();
-    } catch (e) { /* emit must never throw */ }
+    } catch (e) {
+      /* emit must never throw */
+    }
   }
   // Drop down to `limit` queued events, churn first; returns how many went.
   function trimOutbox(limit) {
     var gone = 0;
     while (S.outbox.length > limit) {
       var idx = -1;
-      for (var i = 0; i < S.outbox.length; i++) { if (S.outbox[i].churn) { idx = i; break; } }
-      if (idx < 0) idx = 0; else S.droppedChurn++;
+      for (var i = 0; i < S.outbox.length; i++) {
+        if (S.outbox[i].churn) {
+          idx = i;
+          break;
+        }
+      }
+      if (idx < 0) idx = 0;
+      else S.droppedChurn++;
       S.outbox.splice(idx, 1);
       gone++;
     }
     return gone;
   }
-  function busy() { return !!(S.ws && S.ws.bufferedAmount > BUFFERED_MAX); }
+  function busy() {
+    return !!(S.ws && S.ws.bufferedAmount > BUFFERED_MAX);
+  }
   function scheduleFlush() {
     if (S.flushScheduled || !S.open) return;
     S.flushScheduled = true;
     microtask(flush);
   }
   function rawSend(str) {
-    try { if (S.ws && S.open) { S.ws.send(str); return true; } } catch (e) { /* socket died */ }
+    try {
+      if (S.ws && S.open) {
+        S.ws.send(str);
+        return true;
+      }
+    } catch (e) {
+      /* socket died */
+    }
     return false;
   }
   function flush() {
     S.flushScheduled = false;
     if (!S.open) return;
     try {
-      while (S.results.length) { if (!rawSend(S.results[0])) return; S.results.shift(); }
+      while (S.results.length) {
+        if (!rawSend(S.results[0])) return;
+        S.results.shift();
+      }
       if (S.busyDropped > 0) {
-        var lost = { type: 'blind-spot', t: now(), seq: S.seq++, sessionId: S.sessionId, documentId: S.documentId,
-          data: { reason: 'outbox-overflow', kind: 'transport-overflow', count: S.busyDropped,
-            detail: S.busyDropped + ' event(s) were dropped because the page produced them faster than the socket carried them' } };
+        var lost = {
+          type: 'blind-spot',
+          t: now(),
+          seq: S.seq++,
+          sessionId: S.sessionId,
+          documentId: S.documentId,
+          data: {
+            reason: 'outbox-overflow',
+            kind: 'transport-overflow',
+            count: S.busyDropped,
+            detail:
+              S.busyDropped +
+              ' event(s) were dropped because the page produced them faster than the socket carried them'
+          }
+        };
         S.outbox.unshift({ s: N.stringify(lost), churn: false });
         S.busyDropped = 0;
       }
       while (S.outbox.length) {
-        if (busy()) { if (!S.drainTimer) S.drainTimer = N.setTimeout(function () { S.drainTimer = null; scheduleFlush(); }, 50); return; }
-        var n = 0, bytes = 0, parts = [];
+        if (busy()) {
+          if (!S.drainTimer)
+            S.drainTimer = N.setTimeout(function () {
+              S.drainTimer = null;
+              scheduleFlush();
+            }, 50);
+          return;
+        }
+        var n = 0,
+          bytes = 0,
+          parts = [];
         while (n < S.outbox.length && n < BATCH_MAX_EVENTS) {
           var len = S.outbox[n].s.length;
           if (n > 0 && bytes + len > BATCH_MAX_BYTES) break;
-          parts.push(S.outbox[n].s); bytes += len + 1; n++;
+          parts.push(S.outbox[n].s);
+          bytes += len + 1;
+          n++;
         }
-        var frame = parts.length === 1 ? '{"kind":"event","event":' + parts[0] + '}' : '{"kind":"events","events":[' + parts.join(',') + ']}';
+        var frame =
+          parts.length === 1
+            ? '{"kind":"event","event":' + parts[0] + '}'
+            : '{"kind":"events","events":[' + parts.join(',') + ']}';
         if (!rawSend(frame)) return;
         S.outbox.splice(0, n);
       }
-    } catch (e) { internal('transport', e); }
+    } catch (e) {
+      internal('transport', e);
+    }
   }
   function sendResult(obj) {
     var s;
-    try { s = N.stringify(obj); } catch (e) { s = N.stringify({ kind: 'command_result', id: obj.id, ok: false, error: 'result could not be serialized: ' + clip(errMsg(e), 300) }); }
+    try {
+      s = N.stringify(obj);
+    } catch (e) {
+      s = N.stringify({
+        kind: 'command_result',
+        id: obj.id,
+        ok: false,
+        error: 'result could not be serialized: ' + clip(errMsg(e), 300)
+      });
+    }
     if (s.length > MAX_FRAME - 256) {
       var size = s.length;
-      s = N.stringify({ kind: 'command_result', id: obj.id, ok: false, error: 'result of ' + size + ' bytes exceeds the ' + MAX_FRAME + '-byte frame cap; narrow the request (scope, limit, path)' });
-      emit('truncated', { what: 'command_result', count: 1, reason: 'result exceeded frame cap', channel: 'transport', dropped: 1 });
+      s = N.stringify({
+        kind: 'command_result',
+        id: obj.id,
+        ok: false,
+        error:
+          'result of ' +
+          size +
+          ' bytes exceeds the ' +
+          MAX_FRAME +
+          '-byte frame cap; narrow the request (scope, limit, path)'
+      });
+      emit('truncated', {
+        what: 'command_result',
+        count: 1,
+        reason: 'result exceeded frame cap',
+        channel: 'transport',
+        dropped: 1
+      });
     }
     if (S.open && !S.results.length && rawSend(s)) return;
     S.results.push(s);
-    if (S.results.length > RESULT_QUEUE_MAX) { S.results.shift(); S.dropped++; }
+    if (S.results.length > RESULT_QUEUE_MAX) {
+      S.results.shift();
+      S.dropped++;
+    }
   }
 
   // ---- hello / socket ------------------------------------------------------------------------
   function helloFrame() {
-    var h = { kind: 'hello', protocolVersion: PROTOCOL_VERSION, sessionId: S.sessionId, url: clip(redactUrl(location.href), 4000),
-      title: clip(document.title || '', 500), adapters: S.adapters.slice(0, 32), sdkVersion: VERSION, hasCapabilities: S.hasCaps,
-      documentId: S.documentId };
+    var h = {
+      kind: 'hello',
+      protocolVersion: PROTOCOL_VERSION,
+      sessionId: S.sessionId,
+      url: clip(redactUrl(location.href), 4000),
+      title: clip(document.title || '', 500),
+      adapters: S.adapters.slice(0, 32),
+      sdkVersion: VERSION,
+      hasCapabilities: S.hasCaps,
+      documentId: S.documentId
+    };
     if (S.token) h.token = S.token;
-    if (EXTRA_KEYS.length) h.redactKeys = EXTRA_KEYS.filter(function (k) { return typeof k === 'string'; }).slice(0, 64);
+    if (EXTRA_KEYS.length)
+      h.redactKeys = EXTRA_KEYS.filter(function (k) {
+        return typeof k === 'string';
+      }).slice(0, 64);
     return N.stringify(h);
   }
-  function sendHello() { if (S.open) rawSend(helloFrame()); }
+  function sendHello() {
+    if (S.open) rawSend(helloFrame());
+  }
 
   function openSocket() {
     if (S.stopped || !S.started) return;
     if (S.ws) return;
     S.retryTimer = null;
     var ws;
-    try { ws = new N.WebSocket(S.url); }
-    catch (e) { onFail(null); return; }
+    try {
+      ws = new N.WebSocket(S.url);
+    } catch (e) {
+      onFail(null);
+      return;
+    }
     S.ws = ws;
     ws.onopen = guard('transport', function () {
       if (S.ws !== ws) return;
       var again = S.everOpened;
-      S.open = true; S.everOpened = true; S.failures = 0; S.backoff = 1000;
+      S.open = true;
+      S.everOpened = true;
+      S.failures = 0;
+      S.backoff = 1000;
       rawSend(helloFrame());
       if (S.dropped > 0) {
-        var ev = { type: 'blind-spot', t: now(), seq: S.seq++, sessionId: S.sessionId, documentId: S.documentId,
-          data: { reason: 'offline-queue-overflow', kind: 'transport-overflow', count: S.dropped,
-            detail: S.dropped + ' event(s) were dropped while the daemon was unreachable (queue holds ' + QUEUE_MAX + '; ' + S.droppedChurn + ' were churn)' } };
-        var ov = { type: 'transport.overflow', t: ev.t, seq: S.seq++, sessionId: S.sessionId, documentId: S.documentId, data: { dropped: S.dropped } };
+        var ev = {
+          type: 'blind-spot',
+          t: now(),
+          seq: S.seq++,
+          sessionId: S.sessionId,
+          documentId: S.documentId,
+          data: {
+            reason: 'offline-queue-overflow',
+            kind: 'transport-overflow',
+            count: S.dropped,
+            detail:
+              S.dropped +
+              ' event(s) were dropped while the daemon was unreachable (queue holds ' +
+              QUEUE_MAX +
+              '; ' +
+              S.droppedChurn +
+              ' were churn)'
+          }
+        };
+        var ov = {
+          type: 'transport.overflow',
+          t: ev.t,
+          seq: S.seq++,
+          sessionId: S.sessionId,
+          documentId: S.documentId,
+          data: { dropped: S.dropped }
+        };
         S.outbox.unshift({ s: N.stringify(ov), churn: false });
         S.outbox.unshift({ s: N.stringify(ev), churn: false });
-        S.dropped = 0; S.droppedChurn = 0;
+        S.dropped = 0;
+        S.droppedChurn = 0;
       }
       flush();
       if (again) emitHealth('reconnect');
     });
-    ws.onmessage = function (m) { try { onMessage(m.data); } catch (e) { internal('command', e); } };
-    ws.onerror = function () { try { ws.close(); } catch (e) { /* already closing */ } };
+    ws.onmessage = function (m) {
+      try {
+        onMessage(m.data);
+      } catch (e) {
+        internal('command', e);
+      }
+    };
+    ws.onerror = function () {
+      try {
+        ws.close();
+      } catch (e) {
+        /* already closing */
+      }
+    };
     ws.onclose = guard('transport', function (ev) {
       if (S.ws !== ws) return;
-      S.ws = null; S.open = false;
+      S.ws = null;
+      S.open = false;
       if (ev && ev.code === 1008) {
         S.stopped = true;
-        warn('the daemon refused this page (1008' + (ev.reason ? ': ' + ev.reason : '') + '); not retrying. Check the pairing token and the daemon logs.');
+        warn(
+          'the daemon refused this page (1008' +
+            (ev.reason ? ': ' + ev.reason : '') +
+            '); not retrying. Check the pairing token and the daemon logs.'
+        );
         return;
       }
       onFail(ev);
     });
   }
   function onFail() {
-    S.ws = null; S.open = false;
+    S.ws = null;
+    S.open = false;
     if (S.stopped) return;
     S.failures++;
     if (!S.everOpened && S.failures === 3 && !S.hintShown) {
       S.hintShown = true;
-      warn('cannot reach the daemon at ' + S.url + ' (3 attempts). Is it running (reticle status) and on this port? An https page cannot open a ws:// socket. Retrying quietly.');
+      warn(
+        'cannot reach the daemon at ' +
+          S.url +
+          ' (3 attempts). Is it running (reticle status) and on this port? An https page cannot open a ws:// socket. Retrying quietly.'
+      );
     }
     var delay = S.backoff;
     S.backoff = Math.min(30000, S.backoff * 2);
@@ -4748,7 +5109,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function retryNow() {
     if (S.stopped || !S.started || S.ws) return;
     S.backoff = 1000;
-    if (S.retryTimer) { N.clearTimeout(S.retryTimer); S.retryTimer = null; }
+    if (S.retryTimer) {
+      N.clearTimeout(S.retryTimer);
+      S.retryTimer = null;
+    }
     openSocket();
   }
 
@@ -4757,32 +5121,73 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function onMessage(raw) {
     if (typeof raw !== 'string') return;
     var msg;
-    try { msg = N.parse(raw); } catch (e) { return; }
+    try {
+      msg = N.parse(raw);
+    } catch (e) {
+      return;
+    }
     if (!isObj(msg) || msg.kind !== 'command') return;
     var id = msg.id;
     if (typeof id !== 'string' && typeof id !== 'number') return;
-    function fail(error) { sendResult({ kind: 'command_result', id: id, ok: false, error: clip(String(error), ERROR_CAP) }); }
-    if (typeof msg.name !== 'string') { fail('malformed command (no name); version skew, nothing ran'); return; }
+    function fail(error) {
+      sendResult({
+        kind: 'command_result',
+        id: id,
+        ok: false,
+        error: clip(String(error), ERROR_CAP)
+      });
+    }
+    if (typeof msg.name !== 'string') {
+      fail('malformed command (no name); version skew, nothing ran');
+      return;
+    }
     if (msg.sessionId != null && msg.sessionId !== S.sessionId) {
-      fail('command addressed to session ' + clip(msg.sessionId, 140) + ' but this page is session ' + S.sessionId + '; nothing ran');
+      fail(
+        'command addressed to session ' +
+          clip(msg.sessionId, 140) +
+          ' but this page is session ' +
+          S.sessionId +
+          '; nothing ran'
+      );
       return;
     }
     var h = COMMANDS[msg.name];
-    if (!h) { fail("unknown command '" + clip(msg.name, 100) + "'"); return; }
+    if (!h) {
+      fail("unknown command '" + clip(msg.name, 100) + "'");
+      return;
+    }
     var args = isObj(msg.args) ? msg.args : {};
     var done = false;
     function ok(result) {
-      if (done) return; done = true;
+      if (done) return;
+      done = true;
       var clean;
-      try { clean = sanitize(result === undefined ? {} : result, { depth: 12, str: 262144, budget: 900000, nodes: 20000, items: 500 }); }
-      catch (e) { fail('result could not be serialized: ' + errMsg(e)); return; }
+      try {
+        clean = sanitize(result === undefined ? {} : result, {
+          depth: 12,
+          str: 262144,
+          budget: 900000,
+          nodes: 20000,
+          items: 500
+        });
+      } catch (e) {
+        fail('result could not be serialized: ' + errMsg(e));
+        return;
+      }
       sendResult({ kind: 'command_result', id: id, ok: true, result: clean });
     }
-    function bad(e) { if (done) return; done = true; fail(errMsg(e)); }
+    function bad(e) {
+      if (done) return;
+      done = true;
+      fail(errMsg(e));
+    }
     try {
       var r = h(args, msg);
-      if (r && typeof r.then === 'function') r.then(ok, bad); else ok(r);
-    } catch (e) { bad(e); }
+      if (r && typeof r.then === 'function') r.then(ok, bad);
+      else ok(r);
+    } catch (e) {
+      bad(e);
+    }
   }
 
   // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
@@ -4790,42 +5195,77 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var REF_OF = new WeakMap();
   var EL_OF = new Map(); // ref -> WeakRef(element); insertion order = LRU order
   var REF_MAX = 10000;
-  var refNext = 0, refBlockEnd = 0, mints = 0;
+  var refNext = 0,
+    refBlockEnd = 0,
+    mints = 0;
   function claimBlock() {
     var base = parseInt(ssGet('__reticle_ref_base') || '0', 10);
     if (!(base >= 0)) base = 0;
     if (base < refNext) base = refNext;
-    refNext = base; refBlockEnd = base + 100;
+    refNext = base;
+    refBlockEnd = base + 100;
     ssSet('__reticle_ref_base', String(refBlockEnd));
   }
   function refFor(el) {
     if (!el || el.nodeType !== 1) return null;
     var r = REF_OF.get(el);
-    if (r) { var h = EL_OF.get(r); if (h) { EL_OF.delete(r); EL_OF.set(r, h); return r; } }
+    if (r) {
+      var h = EL_OF.get(r);
+      if (h) {
+        EL_OF.delete(r);
+        EL_OF.set(r, h);
+        return r;
+      }
+    }
     if (refNext >= refBlockEnd) claimBlock();
     refNext++;
     r = 'e' + refNext;
     REF_OF.set(el, r);
-    EL_OF.set(r, HAS_WEAKREF ? new WeakRef(el) : { deref: function () { return el; } });
-    if (EL_OF.size > REF_MAX) { var first = EL_OF.keys().next().value; EL_OF.delete(first); }
+    EL_OF.set(
+      r,
+      HAS_WEAKREF
+        ? new WeakRef(el)
+        : {
+            deref: function () {
+              return el;
+            }
+          }
+    );
+    if (EL_OF.size > REF_MAX) {
+      var first = EL_OF.keys().next().value;
+      EL_OF.delete(first);
+    }
     if (++mints % 1000 === 0) sweepRefs();
     return r;
   }
   function sweepRefs() {
-    EL_OF.forEach(function (h, r) { var el = h.deref(); if (!el) EL_OF.delete(r); });
+    EL_OF.forEach(function (h, r) {
+      var el = h.deref();
+      if (!el) EL_OF.delete(r);
+    });
   }
   function resolveRef(ref) {
     if (typeof ref !== 'string') return null;
     var h = EL_OF.get(ref);
     if (!h) return null;
     var el = h.deref();
-    if (!el || !el.isConnected) { EL_OF.delete(ref); return null; }
-    EL_OF.delete(ref); EL_OF.set(ref, h);
+    if (!el || !el.isConnected) {
+      EL_OF.delete(ref);
+      return null;
+    }
+    EL_OF.delete(ref);
+    EL_OF.set(ref, h);
     return el;
   }
   function staleError(ref) {
     var r = clip(ref, 128);
-    return new Error('stale ref ' + r + ': the element is no longer in the page; take a new snapshot (ref \'' + r + '\' no longer resolves to an element)');
+    return new Error(
+      'stale ref ' +
+        r +
+        ": the element is no longer in the page; take a new snapshot (ref '" +
+        r +
+        "' no longer resolves to an element)"
+    );
   }
   function mustResolve(ref) {
     var el = resolveRef(ref);
@@ -4834,18 +5274,81 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // ---- ignored subtrees ----------------------------------------------------------------------
-  var IGNORE_SEL = '[data-reticle-overlay],[data-reticle-cursor],[data-reticle-hud],[data-reticle-glow],[data-reticle-mark],[data-reticle-blocker],[data-reticle-ignore],[data-agentation],#__next-build-watcher,nextjs-portal,[data-nextjs-dialog],[data-nextjs-toast],vite-error-overlay';
+  var IGNORE_SEL =
+    '[data-reticle-overlay],[data-reticle-cursor],[data-reticle-hud],[data-reticle-glow],[data-reticle-mark],[data-reticle-blocker],[data-reticle-ignore],[data-agentation],#__next-build-watcher,nextjs-portal,[data-nextjs-dialog],[data-nextjs-toast],vite-error-overlay';
   function isIgnored(el) {
-    try { return !!(el && el.closest && el.closest(IGNORE_SEL)); } catch (e) { return false; }
+    try {
+      return !!(el && el.closest && el.closest(IGNORE_SEL));
+    } catch (e) {
+      return false;
+    }
   }
-  var SKIP_TAGS = { SCRIPT: 1, STYLE: 1, NOSCRIPT: 1, TEMPLATE: 1, HEAD: 1, META: 1, LINK: 1, TITLE: 1, BASE: 1 };
+  var SKIP_TAGS = {
+    SCRIPT: 1,
+    STYLE: 1,
+    NOSCRIPT: 1,
+    TEMPLATE: 1,
+    HEAD: 1,
+    META: 1,
+    LINK: 1,
+    TITLE: 1,
+    BASE: 1
+  };
 
   // ---- semantics: role, name, visibility, states ----------------------------------------------
-  var INPUT_ROLES = { checkbox: 'checkbox', radio: 'radio', range: 'slider', number: 'spinbutton', submit: 'button', button: 'button', reset: 'button', image: 'button', search: 'searchbox' };
-  var TAG_ROLES = { BUTTON: 'button', TEXTAREA: 'textbox', UL: 'list', OL: 'list', LI: 'listitem', NAV: 'navigation', MAIN: 'main', ASIDE: 'complementary',
-    DIALOG: 'dialog', IMG: 'img', TABLE: 'table', FORM: 'form', P: 'paragraph', H1: 'heading', H2: 'heading', H3: 'heading', H4: 'heading', H5: 'heading', H6: 'heading',
-    OPTION: 'option', PROGRESS: 'progressbar', METER: 'meter', TR: 'row', TD: 'cell', TH: 'columnheader', THEAD: 'rowgroup', TBODY: 'rowgroup', TFOOT: 'rowgroup',
-    FIELDSET: 'group', DETAILS: 'group', SUMMARY: 'button', ARTICLE: 'article', OUTPUT: 'status', HR: 'separator', MENU: 'list', DL: 'list', DT: 'term', DD: 'definition', SEARCH: 'search', IFRAME: 'iframe' };
+  var INPUT_ROLES = {
+    checkbox: 'checkbox',
+    radio: 'radio',
+    range: 'slider',
+    number: 'spinbutton',
+    submit: 'button',
+    button: 'button',
+    reset: 'button',
+    image: 'button',
+    search: 'searchbox'
+  };
+  var TAG_ROLES = {
+    BUTTON: 'button',
+    TEXTAREA: 'textbox',
+    UL: 'list',
+    OL: 'list',
+    LI: 'listitem',
+    NAV: 'navigation',
+    MAIN: 'main',
+    ASIDE: 'complementary',
+    DIALOG: 'dialog',
+    IMG: 'img',
+    TABLE: 'table',
+    FORM: 'form',
+    P: 'paragraph',
+    H1: 'heading',
+    H2: 'heading',
+    H3: 'heading',
+    H4: 'heading',
+    H5: 'heading',
+    H6: 'heading',
+    OPTION: 'option',
+    PROGRESS: 'progressbar',
+    METER: 'meter',
+    TR: 'row',
+    TD: 'cell',
+    TH: 'columnheader',
+    THEAD: 'rowgroup',
+    TBODY: 'rowgroup',
+    TFOOT: 'rowgroup',
+    FIELDSET: 'group',
+    DETAILS: 'group',
+    SUMMARY: 'button',
+    ARTICLE: 'article',
+    OUTPUT: 'status',
+    HR: 'separator',
+    MENU: 'list',
+    DL: 'list',
+    DT: 'term',
+    DD: 'definition',
+    SEARCH: 'search',
+    IFRAME: 'iframe'
+  };
   function getRole(el) {
     var r = el.getAttribute && el.getAttribute('role');
     if (r && r.trim()) return r.trim().split(/\s+/)[0].toLowerCase();
@@ -4860,17 +5363,84 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (el.hasAttribute('list')) return 'combobox';
       return 'textbox';
     }
-    if (tag === 'SELECT') return (el.multiple || el.size > 1) ? 'listbox' : 'combobox';
-    if (tag === 'HEADER') return el.closest('article,aside,main,nav,section') ? 'generic' : 'banner';
-    if (tag === 'FOOTER') return el.closest('article,aside,main,nav,section') ? 'generic' : 'contentinfo';
-    if (tag === 'SECTION') return (el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby')) ? 'region' : 'generic';
+    if (tag === 'SELECT') return el.multiple || el.size > 1 ? 'listbox' : 'combobox';
+    if (tag === 'HEADER')
+      return el.closest('article,aside,main,nav,section') ? 'generic' : 'banner';
+    if (tag === 'FOOTER')
+      return el.closest('article,aside,main,nav,section') ? 'generic' : 'contentinfo';
+    if (tag === 'SECTION')
+      return el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby')
+        ? 'region'
+        : 'generic';
     if (tag === 'IMG' && el.getAttribute('alt') === '') return 'presentation';
     if (el.isContentEditable && el.getAttribute('contenteditable') !== null) return 'textbox';
     return TAG_ROLES[tag] || 'generic';
   }
-  var INTERACTIVE = { button: 1, link: 1, textbox: 1, searchbox: 1, checkbox: 1, radio: 1, combobox: 1, listbox: 1, slider: 1, spinbutton: 1, 'switch': 1, tab: 1, menuitem: 1, menuitemcheckbox: 1, menuitemradio: 1, option: 1, treeitem: 1 };
-  var NAME_FROM_CONTENT = { button: 1, link: 1, checkbox: 1, radio: 1, 'switch': 1, tab: 1, option: 1, menuitem: 1, menuitemcheckbox: 1, menuitemradio: 1, treeitem: 1, cell: 1, gridcell: 1, row: 1, rowheader: 1, columnheader: 1, heading: 1, listitem: 1, tooltip: 1, status: 1, alert: 1, term: 1, legend: 1 };
-  var CONTAINER_ROLES = { list: 1, listbox: 1, grid: 1, table: 1, tree: 1, treegrid: 1, dialog: 1, alertdialog: 1, navigation: 1, main: 1, banner: 1, form: 1, search: 1, menu: 1, menubar: 1, tablist: 1, region: 1, complementary: 1, contentinfo: 1 };
+  var INTERACTIVE = {
+    button: 1,
+    link: 1,
+    textbox: 1,
+    searchbox: 1,
+    checkbox: 1,
+    radio: 1,
+    combobox: 1,
+    listbox: 1,
+    slider: 1,
+    spinbutton: 1,
+    switch: 1,
+    tab: 1,
+    menuitem: 1,
+    menuitemcheckbox: 1,
+    menuitemradio: 1,
+    option: 1,
+    treeitem: 1
+  };
+  var NAME_FROM_CONTENT = {
+    button: 1,
+    link: 1,
+    checkbox: 1,
+    radio: 1,
+    switch: 1,
+    tab: 1,
+    option: 1,
+    menuitem: 1,
+    menuitemcheckbox: 1,
+    menuitemradio: 1,
+    treeitem: 1,
+    cell: 1,
+    gridcell: 1,
+    row: 1,
+    rowheader: 1,
+    columnheader: 1,
+    heading: 1,
+    listitem: 1,
+    tooltip: 1,
+    status: 1,
+    alert: 1,
+    term: 1,
+    legend: 1
+  };
+  var CONTAINER_ROLES = {
+    list: 1,
+    listbox: 1,
+    grid: 1,
+    table: 1,
+    tree: 1,
+    treegrid: 1,
+    dialog: 1,
+    alertdialog: 1,
+    navigation: 1,
+    main: 1,
+    banner: 1,
+    form: 1,
+    search: 1,
+    menu: 1,
+    menubar: 1,
+    tablist: 1,
+    region: 1,
+    complementary: 1,
+    contentinfo: 1
+  };
 
   function textOf(node, depth) {
     // visible-ish collapsed text, skipping aria-hidden and non-rendered tags
@@ -4880,9 +5450,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (c.nodeType === 3) out += c.data;
       else if (c.nodeType === 1) {
         if (SKIP_TAGS[c.tagName] || c.getAttribute('aria-hidden') === 'true' || c.hidden) continue;
-        if (c.tagName === 'IMG') { out += ' ' + (c.getAttribute('alt') || '') + ' '; continue; }
-        if (c.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(c.type)) { out += ' ' + c.value + ' '; continue; }
-        if (c.tagName === 'BR') { out += ' '; continue; }
+        if (c.tagName === 'IMG') {
+          out += ' ' + (c.getAttribute('alt') || '') + ' ';
+          continue;
+        }
+        if (c.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(c.type)) {
+          out += ' ' + c.value + ' ';
+          continue;
+        }
+        if (c.tagName === 'BR') {
+          out += ' ';
+          continue;
+        }
         out += ' ' + textOf(c, depth + 1) + ' ';
       }
     }
@@ -4897,8 +5476,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function labelsText(el) {
     var out = [];
     try {
-      if (el.labels && el.labels.length) for (var i = 0; i < el.labels.length; i++) out.push(norm(textOf(el.labels[i], 0)));
-    } catch (e) { /* not labelable */ }
+      if (el.labels && el.labels.length)
+        for (var i = 0; i < el.labels.length; i++) out.push(norm(textOf(el.labels[i], 0)));
+    } catch (e) {
+      /* not labelable */
+    }
     return out.filter(Boolean);
   }
   function byIdText(el, attr) {
@@ -4920,42 +5502,111 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       n = norm(el.getAttribute('aria-label'));
       if (n) return n;
       var tag = el.tagName;
-      if (tag === 'IMG' || tag === 'AREA' || (tag === 'INPUT' && el.type === 'image')) { n = norm(el.getAttribute('alt')); if (n) return n; }
-      if (tag === 'INPUT' || tag === 'TEXTAREA' || tag === 'SELECT' || tag === 'METER' || tag === 'PROGRESS' || tag === 'OUTPUT') {
+      if (tag === 'IMG' || tag === 'AREA' || (tag === 'INPUT' && el.type === 'image')) {
+        n = norm(el.getAttribute('alt'));
+        if (n) return n;
+      }
+      if (
+        tag === 'INPUT' ||
+        tag === 'TEXTAREA' ||
+        tag === 'SELECT' ||
+        tag === 'METER' ||
+        tag === 'PROGRESS' ||
+        tag === 'OUTPUT'
+      ) {
         var lt = labelsText(el);
         if (lt.length) return lt.join(' ');
-        if (tag === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)) { n = norm(el.value || (el.type === 'submit' ? 'Submit' : el.type === 'reset' ? 'Reset' : '')); if (n) return n; }
-        if (tag !== 'SELECT') { n = norm(el.getAttribute('placeholder')); if (n) return n; }
+        if (tag === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)) {
+          n = norm(
+            el.value || (el.type === 'submit' ? 'Submit' : el.type === 'reset' ? 'Reset' : '')
+          );
+          if (n) return n;
+        }
+        if (tag !== 'SELECT') {
+          n = norm(el.getAttribute('placeholder'));
+          if (n) return n;
+        }
       }
-      if (tag === 'FIELDSET') { var lg = el.querySelector('legend'); if (lg) { n = norm(textOf(lg, 0)); if (n) return n; } }
-      if (tag === 'TABLE') { var cap = el.querySelector('caption'); if (cap) { n = norm(textOf(cap, 0)); if (n) return n; } }
+      if (tag === 'FIELDSET') {
+        var lg = el.querySelector('legend');
+        if (lg) {
+          n = norm(textOf(lg, 0));
+          if (n) return n;
+        }
+      }
+      if (tag === 'TABLE') {
+        var cap = el.querySelector('caption');
+        if (cap) {
+          n = norm(textOf(cap, 0));
+          if (n) return n;
+        }
+      }
       if (tag === 'DIALOG' || role === 'dialog' || role === 'alertdialog') {
         var hd = el.querySelector('h1,h2,h3,h4,h5,h6,[role=heading]');
-        if (hd) { n = norm(textOf(hd, 0)); if (n) return clip(n, 120); }
+        if (hd) {
+          n = norm(textOf(hd, 0));
+          if (n) return clip(n, 120);
+        }
       }
-      if (NAME_FROM_CONTENT[role]) { n = norm(textOf(el, 0)); if (n) return clip(n, 200); }
+      if (NAME_FROM_CONTENT[role]) {
+        n = norm(textOf(el, 0));
+        if (n) return clip(n, 200);
+      }
       n = norm(el.getAttribute('title'));
       return n || '';
-    } catch (e) { return ''; }
+    } catch (e) {
+      return '';
+    }
   }
   function styleOf(el) {
-    try { return (el.ownerDocument.defaultView || window).getComputedStyle(el); } catch (e) { return null; }
+    try {
+      return (el.ownerDocument.defaultView || window).getComputedStyle(el);
+    } catch (e) {
+      return null;
+    }
   }
-  function makeVisCache() { return new Map(); }
+  function makeVisCache() {
+    return new Map();
+  }
   function isVisible(el, cache) {
     if (!el || !el.isConnected) return false;
     var chain = [];
-    var cur = el, result = true;
+    var cur = el,
+      result = true;
     while (cur && cur.nodeType === 1) {
-      if (cache && cache.has(cur)) { result = cache.get(cur); break; }
+      if (cache && cache.has(cur)) {
+        result = cache.get(cur);
+        break;
+      }
       chain.push(cur);
-      if (cur.getAttribute('aria-hidden') === 'true' || cur.hidden) { result = false; break; }
+      if (cur.getAttribute('aria-hidden') === 'true' || cur.hidden) {
+        result = false;
+        break;
+      }
       var st = styleOf(cur);
-      if (st && (st.display === 'none' || st.visibility === 'hidden' || st.visibility === 'collapse' || st.opacity === '0')) { result = false; break; }
+      if (
+        st &&
+        (st.display === 'none' ||
+          st.visibility === 'hidden' ||
+          st.visibility === 'collapse' ||
+          st.opacity === '0')
+      ) {
+        result = false;
+        break;
+      }
       var p = cur.parentNode;
       if (p && p.nodeType === 11 && p.host) p = p.host; // shadow root -> host
-      if (!p && cur.ownerDocument && cur.ownerDocument.defaultView && cur.ownerDocument.defaultView.frameElement) {
-        try { p = cur.ownerDocument.defaultView.frameElement; } catch (e) { p = null; }
+      if (
+        !p &&
+        cur.ownerDocument &&
+        cur.ownerDocument.defaultView &&
+        cur.ownerDocument.defaultView.frameElement
+      ) {
+        try {
+          p = cur.ownerDocument.defaultView.frameElement;
+        } catch (e) {
+          p = null;
+        }
       }
       cur = p;
     }
@@ -4971,40 +5622,88 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var lg = fs.querySelector('legend');
         if (!(lg && lg.contains(el))) return true;
       }
-    } catch (e) { /* ignore */ }
+    } catch (e) {
+      /* ignore */
+    }
     return false;
   }
   function isChecked(el) {
-    if (el.tagName === 'INPUT' && (el.type === 'checkbox' || el.type === 'radio')) return !!el.checked;
-    var a = el.getAttribute('aria-checked') || el.getAttribute('aria-pressed') || el.getAttribute('aria-selected');
+    if (el.tagName === 'INPUT' && (el.type === 'checkbox' || el.type === 'radio'))
+      return !!el.checked;
+    var a =
+      el.getAttribute('aria-checked') ||
+      el.getAttribute('aria-pressed') ||
+      el.getAttribute('aria-selected');
     return a === 'true' || a === 'mixed';
   }
   function isFocused(el) {
-    try { var root = el.getRootNode ? el.getRootNode() : document; return root.activeElement === el; } catch (e) { return false; }
+    try {
+      var root = el.getRootNode ? el.getRootNode() : document;
+      return root.activeElement === el;
+    } catch (e) {
+      return false;
+    }
   }
   function isSecretField(el) {
     try {
       if (el.tagName === 'INPUT' && (el.type === 'password' || el.type === 'hidden')) return true;
       var ac = (el.getAttribute('autocomplete') || '').toLowerCase();
       if (/(current-password|new-password|cc-number|cc-csc|one-time-code)/.test(ac)) return true;
-      var keys = [el.getAttribute('name'), el.id, el.getAttribute('data-testid'), el.getAttribute('aria-label')];
+      var keys = [
+        el.getAttribute('name'),
+        el.id,
+        el.getAttribute('data-testid'),
+        el.getAttribute('aria-label')
+      ];
       for (var i = 0; i < keys.length; i++) if (keys[i] && keySensitive(keys[i])) return true;
-    } catch (e) { /* ignore */ }
+    } catch (e) {
+      /* ignore */
+    }
     return false;
   }
   function getValue(el) {
-    var tag = el.tagName, v = null;
+    var tag = el.tagName,
+      v = null;
     if (tag === 'INPUT') {
       var t = el.type;
-      if (t === 'checkbox' || t === 'radio' || t === 'submit' || t === 'button' || t === 'reset' || t === 'image') return null;
-      if (t === 'file') { try { v = Array.prototype.map.call(el.files || [], function (f) { return f.name; }).join(', '); } catch (e) { v = ''; } }
-      else v = el.value;
+      if (
+        t === 'checkbox' ||
+        t === 'radio' ||
+        t === 'submit' ||
+        t === 'button' ||
+        t === 'reset' ||
+        t === 'image'
+      )
+        return null;
+      if (t === 'file') {
+        try {
+          v = Array.prototype.map
+            .call(el.files || [], function (f) {
+              return f.name;
+            })
+            .join(', ');
+        } catch (e) {
+          v = '';
+        }
+      } else v = el.value;
     } else if (tag === 'TEXTAREA') v = el.value;
     else if (tag === 'SELECT') {
-      try { v = Array.prototype.filter.call(el.options, function (o) { return o.selected; }).map(function (o) { return norm(o.label || o.text); }).join(', '); } catch (e) { v = el.value; }
+      try {
+        v = Array.prototype.filter
+          .call(el.options, function (o) {
+            return o.selected;
+          })
+          .map(function (o) {
+            return norm(o.label || o.text);
+          })
+          .join(', ');
+      } catch (e) {
+        v = el.value;
+      }
     } else {
       v = el.getAttribute('aria-valuenow');
-      if (v == null && el.isContentEditable && el.getAttribute('contenteditable') !== null) v = norm(el.textContent);
+      if (v == null && el.isContentEditable && el.getAttribute('contenteditable') !== null)
+        v = norm(el.textContent);
     }
     if (v == null || v === '') return null;
     if (isSecretField(el)) return REDACTED;
@@ -5016,48 +5715,75 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     st.push(vis ? 'visible' : 'hidden');
     st.push(isDisabled(el) ? 'disabled' : 'enabled');
     if (isChecked(el)) st.push('checked');
-    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open)) st.push('expanded');
+    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      st.push('expanded');
     if (isFocused(el)) st.push('focused');
     return st;
   }
   function describe(el, cache) {
-    var role = getRole(el), name = getName(el, role);
-    var d = { ref: refFor(el), role: role, name: name, states: statesOf(el, cache), visible: isVisible(el, cache) };
+    var role = getRole(el),
+      name = getName(el, role);
+    var d = {
+      ref: refFor(el),
+      role: role,
+      name: name,
+      states: statesOf(el, cache),
+      visible: isVisible(el, cache)
+    };
     var v = getValue(el);
     if (v != null) d.value = v;
     var text = norm(textOf(el, 0));
     if (text && text !== name) d.text = clip(text, 80);
     var tid = el.getAttribute('data-testid');
     if (tid) d.testid = tid;
-    try { var src = el.closest('[data-reticle-source]'); if (src) d.source = src.getAttribute('data-reticle-source').split(':').slice(0, 2).join(':'); } catch (e) { /* ignore */ }
+    try {
+      var src = el.closest('[data-reticle-source]');
+      if (src) d.source = src.getAttribute('data-reticle-source').split(':').slice(0, 2).join(':');
+    } catch (e) {
+      /* ignore */
+    }
     return d;
   }
   function label(el) {
     if (!el || el.nodeType !== 1) return null;
-    var role = getRole(el), name = getName(el, role);
+    var role = getRole(el),
+      name = getName(el, role);
     return role + (name ? ' "' + clip(name, 60) + '"' : '') + ' (' + refFor(el) + ')';
   }
 
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
-  function shadowOf(el) { return el.shadowRoot || SHADOWS.get(el) || null; }
+  function shadowOf(el) {
+    return el.shadowRoot || SHADOWS.get(el) || null;
+  }
   function childrenOf(el) {
     var out = [];
     var sr = shadowOf(el);
     if (sr) for (var c = sr.firstElementChild; c; c = c.nextElementSibling) out.push(c);
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
-      try { var d = el.contentDocument; if (d && d.body) out.push(d.body); } catch (e) { /* cross-origin */ }
+      try {
+        var d = el.contentDocument;
+        if (d && d.body) out.push(d.body);
+      } catch (e) {
+        /* cross-origin */
+      }
       return out;
     }
     if (el.tagName === 'SLOT') {
-      try { var as = el.assignedElements(); if (as.length) return out.concat(as); } catch (e) { /* ignore */ }
+      try {
+        var as = el.assignedElements();
+        if (as.length) return out.concat(as);
+      } catch (e) {
+        /* ignore */
+      }
     }
     for (var k = el.firstElementChild; k; k = k.nextElementSibling) out.push(k);
     return out;
   }
   // every element under root (document order, shadow content after host), up to a cap
   function allElements(root, cap) {
-    var out = [], stack = [root];
+    var out = [],
+      stack = [root];
     cap = cap || 20000;
     while (stack.length && out.length < cap) {
       var el = stack.pop();
@@ -5072,53 +5798,89 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (scope == null || scope === '') return document.body || document.documentElement;
     if (typeof scope !== 'string') return null;
     if (/^e\d+$/.test(scope)) return resolveRef(scope);
-    try { return document.querySelector(scope); } catch (e) { return null; }
+    try {
+      return document.querySelector(scope);
+    } catch (e) {
+      return null;
+    }
   }
-  function routeOf() { return location.pathname + location.search + location.hash; }
+  function routeOf() {
+    return location.pathname + location.search + location.hash;
+  }
   function pageStatus(cache) {
     var st = { route: redactUrl(routeOf()), title: document.title || '' };
     try {
       var dlg = [];
-      var cands = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog],[aria-modal=true]');
+      var cands = document.querySelectorAll(
+        'dialog[open],[role=dialog],[role=alertdialog],[aria-modal=true]'
+      );
       for (var i = 0; i < cands.length && dlg.length < 10; i++) {
-        if (isVisible(cands[i], cache) && !isIgnored(cands[i])) dlg.push(getName(cands[i]) || getRole(cands[i]));
+        if (isVisible(cands[i], cache) && !isIgnored(cands[i]))
+          dlg.push(getName(cands[i]) || getRole(cands[i]));
       }
       if (dlg.length) st.visibleDialogs = dlg;
       var modal = document.querySelector('dialog[open]:modal,[aria-modal=true]');
       if (modal && isVisible(modal, cache) && document.body) {
-        var others = Array.prototype.filter.call(document.body.children, function (c) { return !c.contains(modal) && !SKIP_TAGS[c.tagName]; });
-        if (others.length && others.every(function (c) { return c.getAttribute('aria-hidden') === 'true' || c.inert; })) st.overlayHidingPage = true;
+        var others = Array.prototype.filter.call(document.body.children, function (c) {
+          return !c.contains(modal) && !SKIP_TAGS[c.tagName];
+        });
+        if (
+          others.length &&
+          others.every(function (c) {
+            return c.getAttribute('aria-hidden') === 'true' || c.inert;
+          })
+        )
+          st.overlayHidingPage = true;
       }
-    } catch (e) { /* :modal unsupported */ }
+    } catch (e) {
+      /* :modal unsupported */
+    }
     return st;
   }
 
   // ---- snapshot ------------------------------------------------------------------------------
-  var SNAP_NODES = 400, SNAP_DEPTH = 20;
+  var SNAP_NODES = 400,
+    SNAP_DEPTH = 20;
   function snapshot(args) {
     var mode = args.mode || 'full';
-    if (mode !== 'full' && mode !== 'interactive' && mode !== 'status') throw new Error("snapshot mode must be full, interactive or status (got '" + clip(mode, 40) + "')");
+    if (mode !== 'full' && mode !== 'interactive' && mode !== 'status')
+      throw new Error(
+        "snapshot mode must be full, interactive or status (got '" + clip(mode, 40) + "')"
+      );
     var cache = makeVisCache();
     var status = pageStatus(cache);
     if (mode === 'status') return { tree: '', nodes: 0, truncated: false, status: status };
     var root = resolveScope(args.scope);
     if (!root) return { tree: '', nodes: 0, truncated: false, scopeMissing: true, status: status };
-    var lines = [], count = 0, truncated = false, depthHit = false, unread = [], unreadOverflow = false;
+    var lines = [],
+      count = 0,
+      truncated = false,
+      depthHit = false,
+      unread = [],
+      unreadOverflow = false;
     var includeRoot = !!args.scope && args.includeRoot !== false;
     function addUnread(el) {
-      if (unread.length < 50) unread.push(refFor(el)); else unreadOverflow = true;
+      if (unread.length < 50) unread.push(refFor(el));
+      else unreadOverflow = true;
     }
     // Open dialogs go first, so that the node cap can never hide the thing the user
     // is looking at behind a long page; the second pass skips them.
-    var dialogs = [], secondPass = false;
+    var dialogs = [],
+      secondPass = false;
     if (!args.scope) {
       try {
         var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
         for (var di = 0; di < found.length && dialogs.length < 5; di++) {
           if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
         }
-        dialogs = dialogs.filter(function (d) { return !dialogs.some(function (o) { return o !== d && o.contains(d); }); });
-      } catch (e) { dialogs = []; }
+        dialogs = dialogs.filter(function (d) {
+          return !dialogs.some(function (o) {
+            return o !== d && o.contains(d);
+          });
+        });
+      } catch (e) {
+        dialogs = [];
+      }
     }
     function visit(el, level, inLive, pname) {
       if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
@@ -5127,19 +5889,35 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var st = styleOf(el);
       if (st && st.display === 'none') return;
       if (el.tagName === 'INPUT' && el.type === 'hidden') return;
-      if (count >= SNAP_NODES) { truncated = true; addUnread(el); return; }
+      if (count >= SNAP_NODES) {
+        truncated = true;
+        addUnread(el);
+        return;
+      }
       var role = getRole(el);
-      var live = inLive || role === 'alert' || role === 'status' || role === 'log' || (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
+      var live =
+        inLive ||
+        role === 'alert' ||
+        role === 'status' ||
+        role === 'log' ||
+        (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
       var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
       var line = null;
       if (!hiddenStyle) {
         var name = getName(el, role);
-        var emitLine = false, asText = null;
-        if (mode === 'interactive') emitLine = !!INTERACTIVE[role] || live && (role !== 'generic' || !!name || !!ownText(el));
-        else emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
+        var emitLine = false,
+          asText = null;
+        if (mode === 'interactive')
+          emitLine =
+            !!INTERACTIVE[role] || (live && (role !== 'generic' || !!name || !!ownText(el)));
+        else
+          emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
         if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
           var ot = ownText(el);
-          if (ot && ot !== pname) { emitLine = true; asText = ot; }  // a text that only repeats its parent's name adds nothing
+          if (ot && ot !== pname) {
+            emitLine = true;
+            asText = ot;
+          } // a text that only repeats its parent's name adds nothing
         }
         if (emitLine) {
           if (asText != null) line = '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"';
@@ -5153,21 +5931,30 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
             if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
               var gc = st.gridTemplateColumns;
-              line += (gc && gc !== 'none') ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
+              line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
             }
             var flags = [];
             if (isDisabled(el)) flags.push('disabled');
             if (isChecked(el)) flags.push('checked');
-            if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open)) flags.push('expanded');
+            if (
+              el.getAttribute('aria-expanded') === 'true' ||
+              (el.tagName === 'DETAILS' && el.open)
+            )
+              flags.push('expanded');
             if (isFocused(el)) flags.push('focused');
             if (flags.length) line += ' [' + flags.join(',') + ']';
           }
         }
       }
-      var childLevel = level, childName = pname;
+      var childLevel = level,
+        childName = pname;
       if (line !== null) {
         childName = asText == null && name ? clip(name, 100) : null;
-        if (level > SNAP_DEPTH) { depthHit = true; addUnread(el); return; }
+        if (level > SNAP_DEPTH) {
+          depthHit = true;
+          addUnread(el);
+          return;
+        }
         lines.push(new Array(level + 1).join('  ') + line);
         count++;
         childLevel = level + 1;
@@ -5180,9 +5967,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       for (var dj = 0; dj < dialogs.length; dj++) visit(dialogs[dj], 0, false);
       secondPass = true;
       if (includeRoot) visit(root, 0, false);
-      else { var ks = childrenOf(root); for (var i = 0; i < ks.length; i++) visit(ks[i], 0, false); }
-    } catch (e) { internal('snapshot', e); }
-    var res = { tree: lines.join('\n'), nodes: count, truncated: truncated || depthHit, status: status };
+      else {
+        var ks = childrenOf(root);
+        for (var i = 0; i < ks.length; i++) visit(ks[i], 0, false);
+      }
+    } catch (e) {
+      internal('snapshot', e);
+    }
+    var res = {
+      tree: lines.join('\n'),
+      nodes: count,
+      truncated: truncated || depthHit,
+      status: status
+    };
     if (dialogs.length) res.dialogsFirst = dialogs.length;
     if (truncated || depthHit) {
       res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
@@ -5190,7 +5987,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (depthHit) res.depthCapHit = true;
       if (unread.length) res.unread = unread;
       if (unreadOverflow) res.unreadOverflow = true;
-      res.note = 'snapshot capped at ' + SNAP_NODES + ' nodes / depth ' + SNAP_DEPTH + '; take a snapshot with scope set to a ref in unread[] to read the rest';
+      res.note =
+        'snapshot capped at ' +
+        SNAP_NODES +
+        ' nodes / depth ' +
+        SNAP_DEPTH +
+        '; take a snapshot with scope set to a ref in unread[] to read the rest';
     }
     return res;
   }
@@ -5200,34 +6002,66 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function normalizeQuery(q) {
     q = q || {};
     if (q.by != null) {
-      if (QUERY_BYS.indexOf(q.by) < 0) throw new Error("unknown query 'by': '" + clip(q.by, 40) + "' (use one of " + QUERY_BYS.join(', ') + ')');
+      if (QUERY_BYS.indexOf(q.by) < 0)
+        throw new Error(
+          "unknown query 'by': '" + clip(q.by, 40) + "' (use one of " + QUERY_BYS.join(', ') + ')'
+        );
       return { by: q.by, value: q.value, name: q.name };
     }
     var order = ['testid', 'label', 'placeholder', 'alt', 'text', 'role'];
     for (var i = 0; i < order.length; i++) {
-      if (q[order[i]] != null && q[order[i]] !== '') return { by: order[i], value: q[order[i]], name: q.name };
+      if (q[order[i]] != null && q[order[i]] !== '')
+        return { by: order[i], value: q[order[i]], name: q.name };
     }
     throw new Error('a query needs by+value or one of testid, label, placeholder, alt, text, role');
   }
   function matchLabel(el, needle) {
     var parts = labelsText(el);
-    var a = el.getAttribute('aria-label'); if (a) parts.push(norm(a));
-    var lb = byIdText(el, 'aria-labelledby'); if (lb) parts.push(lb);
-    for (var i = 0; i < parts.length; i++) if (parts[i].toLowerCase().indexOf(needle) >= 0) return true;
+    var a = el.getAttribute('aria-label');
+    if (a) parts.push(norm(a));
+    var lb = byIdText(el, 'aria-labelledby');
+    if (lb) parts.push(lb);
+    for (var i = 0; i < parts.length; i++)
+      if (parts[i].toLowerCase().indexOf(needle) >= 0) return true;
     return false;
   }
   function matcher(q) {
     var v = q.value == null ? '' : String(q.value);
     var needle = norm(v).toLowerCase();
     switch (q.by) {
-      case 'testid': return function (el) { return el.getAttribute('data-testid') === v; };
-      case 'placeholder': return function (el) { var p = el.getAttribute('placeholder'); return p != null && norm(p).toLowerCase().indexOf(needle) >= 0; };
-      case 'alt': return function (el) { var a = el.getAttribute('alt'); return a != null && /^(IMG|INPUT|AREA)$/.test(el.tagName) && norm(a).toLowerCase().indexOf(needle) >= 0; };
-      case 'text': return function (el) { var t = ownText(el); return !!t && t.toLowerCase().indexOf(needle) >= 0; };
-      case 'label': return function (el) {
-        if (!/^(INPUT|TEXTAREA|SELECT|BUTTON|METER|PROGRESS|OUTPUT)$/.test(el.tagName) && !el.hasAttribute('aria-label') && !el.hasAttribute('aria-labelledby')) return false;
-        return matchLabel(el, needle);
-      };
+      case 'testid':
+        return function (el) {
+          return el.getAttribute('data-testid') === v;
+        };
+      case 'placeholder':
+        return function (el) {
+          var p = el.getAttribute('placeholder');
+          return p != null && norm(p).toLowerCase().indexOf(needle) >= 0;
+        };
+      case 'alt':
+        return function (el) {
+          var a = el.getAttribute('alt');
+          return (
+            a != null &&
+            /^(IMG|INPUT|AREA)$/.test(el.tagName) &&
+            norm(a).toLowerCase().indexOf(needle) >= 0
+          );
+        };
+      case 'text':
+        return function (el) {
+          var t = ownText(el);
+          return !!t && t.toLowerCase().indexOf(needle) >= 0;
+        };
+      case 'label':
+        return function (el) {
+          if (
+            !/^(INPUT|TEXTAREA|SELECT|BUTTON|METER|PROGRESS|OUTPUT)$/.test(el.tagName) &&
+            !el.hasAttribute('aria-label') &&
+            !el.hasAttribute('aria-labelledby')
+          )
+            return false;
+          return matchLabel(el, needle);
+        };
       case 'role': {
         var want = norm(v).toLowerCase();
         var nm = q.name == null ? null : norm(q.name);
@@ -5246,11 +6080,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!root) return { q: q, els: [], scopeMissing: true };
     var test = matcher(q);
     var els = [];
-    if (args.self && args.scope) { if (test(root)) els.push(root); return { q: q, els: els }; }
+    if (args.self && args.scope) {
+      if (test(root)) els.push(root);
+      return { q: q, els: els };
+    }
     var all = allElements(root, 50000);
     for (var i = 0; i < all.length; i++) {
       var el = all[i];
-      try { if (test(el) && !isIgnored(el)) els.push(el); } catch (e) { /* odd node */ }
+      try {
+        if (test(el) && !isIgnored(el)) els.push(el);
+      } catch (e) {
+        /* odd node */
+      }
     }
     return { q: q, els: els };
   }
@@ -5260,7 +6101,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (state === 'inViewport') {
         if (!isVisible(el, cache)) return false;
         var b = el.getBoundingClientRect();
-        return b.width > 0 && b.height > 0 && b.bottom > 0 && b.right > 0 && b.top < innerHeight && b.left < innerWidth;
+        return (
+          b.width > 0 &&
+          b.height > 0 &&
+          b.bottom > 0 &&
+          b.right > 0 &&
+          b.top < innerHeight &&
+          b.left < innerWidth
+        );
       }
       return statesOf(el, cache).indexOf(state) >= 0;
     });
@@ -5274,24 +6122,36 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       for (var i = 0; i < all.length; i++) {
         var el = all[i];
         var tid = el.getAttribute('data-testid');
-        if (tid && hint.presentTestids.length < 12 && !tids[tid]) { tids[tid] = 1; hint.presentTestids.push(tid); }
+        if (tid && hint.presentTestids.length < 12 && !tids[tid]) {
+          tids[tid] = 1;
+          hint.presentTestids.push(tid);
+        }
         if (hint.presentRegions.length < 10) {
           var role = getRole(el);
           if (CONTAINER_ROLES[role] && isVisible(el, cache)) {
-            var kids = el.children, sample = [];
+            var kids = el.children,
+              sample = [];
             for (var j = 0; j < kids.length && sample.length < 3; j++) {
-              var kr = getRole(kids[j]), kn = getName(kids[j], kr);
+              var kr = getRole(kids[j]),
+                kn = getName(kids[j], kr);
               if (kr !== 'generic' || kn) sample.push(kr + (kn ? '[' + clip(kn, 30) + ']' : ''));
             }
             var reg = { role: role, childCount: kids.length, sample: sample, ref: refFor(el) };
-            var nm = getName(el, role); if (nm) reg.name = clip(nm, 60);
+            var nm = getName(el, role);
+            if (nm) reg.name = clip(nm, 60);
             hint.presentRegions.push(reg);
           }
         }
       }
       var cap = S.caps.testids || [];
-      for (var k = 0; k < cap.length; k++) if (tids[cap[k]]) { hint.knownEmptyState = true; break; }
-    } catch (e) { /* hint is best-effort */ }
+      for (var k = 0; k < cap.length; k++)
+        if (tids[cap[k]]) {
+          hint.knownEmptyState = true;
+          break;
+        }
+    } catch (e) {
+      /* hint is best-effort */
+    }
     return hint;
   }
   function queryCmd(args) {
@@ -5312,7 +6172,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (args.attrs && args.attrs.length) d.attrs = attrsOf(els[i], args.attrs);
       res.elements.push(d);
     }
-    if (count > limit) { res.total = count; res.truncated = true; }
+    if (count > limit) {
+      res.total = count;
+      res.truncated = true;
+    }
     if (count === 0) res.hint = zeroHint();
     return res;
   }
@@ -5332,16 +6195,24 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       var b = el.getBoundingClientRect();
       if (!b.width || !b.height) return { occluded: false, occludedBy: null };
-      var x = b.left + b.width / 2, y = b.top + b.height / 2;
-      if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight) return { occluded: false, occludedBy: null, offscreen: true };
+      var x = b.left + b.width / 2,
+        y = b.top + b.height / 2;
+      if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight)
+        return { occluded: false, occludedBy: null, offscreen: true };
       var root = el.getRootNode ? el.getRootNode() : document;
-      var top = (root.elementFromPoint ? root.elementFromPoint(x, y) : null) || document.elementFromPoint(x, y);
+      var top =
+        (root.elementFromPoint ? root.elementFromPoint(x, y) : null) ||
+        document.elementFromPoint(x, y);
       if (!top || isIgnored(top)) return { occluded: false, occludedBy: null };
-      if (top === el || el.contains(top) || top.contains(el)) return { occluded: false, occludedBy: null };
+      if (top === el || el.contains(top) || top.contains(el))
+        return { occluded: false, occludedBy: null };
       // a <label> for the element counts as the element
-      if (top.tagName === 'LABEL' && top.control === el) return { occluded: false, occludedBy: null };
+      if (top.tagName === 'LABEL' && top.control === el)
+        return { occluded: false, occludedBy: null };
       return { occluded: true, occludedBy: refFor(top), occludedByLabel: label(top) };
-    } catch (e) { return { occluded: false, occludedBy: null }; }
+    } catch (e) {
+      return { occluded: false, occludedBy: null };
+    }
   }
   function inspectCmd(args) {
     var el = mustResolve(args.ref);
@@ -5350,18 +6221,48 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (el.id) d.id = el.id;
     if (el.href) d.href = redactUrl(String(el.href));
     var form = el.form || (el.closest && el.closest('form'));
-    if (form) { d.formAction = redactUrl(form.getAttribute('action') || ''); d.formText = clip(norm(textOf(form, 0)), 200); }
+    if (form) {
+      d.formAction = redactUrl(form.getAttribute('action') || '');
+      d.formText = clip(norm(textOf(form, 0)), 200);
+    }
     var b = el.getBoundingClientRect();
-    d.box = { x: Math.round(b.left), y: Math.round(b.top), width: Math.round(b.width), height: Math.round(b.height) };
-    d.inViewport = b.width > 0 && b.height > 0 && b.bottom > 0 && b.right > 0 && b.top < innerHeight && b.left < innerWidth;
+    d.box = {
+      x: Math.round(b.left),
+      y: Math.round(b.top),
+      width: Math.round(b.width),
+      height: Math.round(b.height)
+    };
+    d.inViewport =
+      b.width > 0 &&
+      b.height > 0 &&
+      b.bottom > 0 &&
+      b.right > 0 &&
+      b.top < innerHeight &&
+      b.left < innerWidth;
     var oc = occlusion(el);
-    d.occluded = oc.occluded; d.occludedBy = oc.occludedBy;
+    d.occluded = oc.occluded;
+    d.occludedBy = oc.occludedBy;
     if (oc.occludedByLabel) d.occludedByLabel = oc.occludedByLabel;
     var st = styleOf(el);
     if (st) {
-      d.styles = { color: st.color, backgroundColor: st.backgroundColor, opacity: st.opacity, cursor: st.cursor, display: st.display, visibility: st.visibility,
-        pointerEvents: st.pointerEvents, fontSize: st.fontSize, position: st.position, zIndex: st.zIndex };
-      d.scroll = { scrollTop: el.scrollTop, scrollHeight: el.scrollHeight, clientHeight: el.clientHeight, overflowY: st.overflowY };
+      d.styles = {
+        color: st.color,
+        backgroundColor: st.backgroundColor,
+        opacity: st.opacity,
+        cursor: st.cursor,
+        display: st.display,
+        visibility: st.visibility,
+        pointerEvents: st.pointerEvents,
+        fontSize: st.fontSize,
+        position: st.position,
+        zIndex: st.zIndex
+      };
+      d.scroll = {
+        scrollTop: el.scrollTop,
+        scrollHeight: el.scrollHeight,
+        clientHeight: el.clientHeight,
+        overflowY: st.overflowY
+      };
     }
     var at = {};
     for (var i = 0; i < el.attributes.length && i < 30; i++) {
@@ -5375,11 +6276,35 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // ---- actions -------------------------------------------------------------------------------
-  var ACTIONS = ['click', 'dblclick', 'hover', 'focus', 'blur', 'fill', 'type', 'clear', 'select', 'check', 'uncheck', 'submit', 'press', 'scrollIntoView', 'upload', 'drag'];
-  var DANGER = /\b(delete|remove|destroy|erase|drop|terminate|revoke|reset|logout|log out|sign ?out|close account|cancel subscription|purchase|buy|pay|payment|place order|confirm order|send money|send funds|transfer|withdraw|refund|deploy|publish|wipe|unsubscribe)\b/i;
+  var ACTIONS = [
+    'click',
+    'dblclick',
+    'hover',
+    'focus',
+    'blur',
+    'fill',
+    'type',
+    'clear',
+    'select',
+    'check',
+    'uncheck',
+    'submit',
+    'press',
+    'scrollIntoView',
+    'upload',
+    'drag'
+  ];
+  var DANGER =
+    /\b(delete|remove|destroy|erase|drop|terminate|revoke|reset|logout|log out|sign ?out|close account|cancel subscription|purchase|buy|pay|payment|place order|confirm order|send money|send funds|transfer|withdraw|refund|deploy|publish|wipe|unsubscribe)\b/i;
   var DANGER_ACTIONS = { click: 1, dblclick: 1, check: 1, uncheck: 1, drag: 1, submit: 1 };
   function dangerContext(el) {
-    var parts = [getName(el), clip(norm(el.textContent), 300), el.getAttribute('title'), el.getAttribute('aria-label'), el.getAttribute('href')];
+    var parts = [
+      getName(el),
+      clip(norm(el.textContent), 300),
+      el.getAttribute('title'),
+      el.getAttribute('aria-label'),
+      el.getAttribute('href')
+    ];
     if (el.tagName === 'INPUT' || el.tagName === 'BUTTON') parts.push(el.value);
     var form = el.form || (el.tagName === 'FORM' ? el : null);
     if (form) parts.push(form.getAttribute('action'));
@@ -5387,22 +6312,42 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var subs = el.querySelectorAll('button[type=submit],button:not([type]),input[type=submit]');
       for (var i = 0; i < subs.length && i < 5; i++) parts.push(getName(subs[i]));
     }
-    return parts.filter(function (p) { return p; }).join(' | ').replace(/[_-]/g, ' ');
+    return parts
+      .filter(function (p) {
+        return p;
+      })
+      .join(' | ')
+      .replace(/[_-]/g, ' ');
   }
   function dangerCheck(el, action, args) {
-    var gated = DANGER_ACTIONS[action] || (action === 'press' && /^enter$/i.test(String(args.key || args.text || 'Enter')));
+    var gated =
+      DANGER_ACTIONS[action] ||
+      (action === 'press' && /^enter$/i.test(String(args.key || args.text || 'Enter')));
     if (!gated || args.confirmDangerous === true) return;
     var ctx = dangerContext(el);
     if (action === 'drag' && args.__toEl) ctx += ' | ' + dangerContext(args.__toEl);
     var m = DANGER.exec(ctx);
     if (m) {
-      throw new Error('potentially destructive action blocked; retry with args.confirmDangerous=true. The ' + action + ' target ' + label(el) +
-        " matches '" + m[1].toLowerCase() + "' (a destructive word in its name, text, value, href or form action); pass args:{confirmDangerous:true} only if the user asked for this.");
+      throw new Error(
+        'potentially destructive action blocked; retry with args.confirmDangerous=true. The ' +
+          action +
+          ' target ' +
+          label(el) +
+          " matches '" +
+          m[1].toLowerCase() +
+          "' (a destructive word in its name, text, value, href or form action); pass args:{confirmDangerous:true} only if the user asked for this."
+      );
     }
   }
   function focusableAncestor(el) {
     for (var c = el; c && c.nodeType === 1; c = c.parentElement) {
-      if (c.tabIndex >= 0 || /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(c.tagName) || (c.tagName === 'A' && c.hasAttribute('href')) || c.isContentEditable) return c;
+      if (
+        c.tabIndex >= 0 ||
+        /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(c.tagName) ||
+        (c.tagName === 'A' && c.hasAttribute('href')) ||
+        c.isContentEditable
+      )
+        return c;
     }
     return null;
   }
@@ -5410,9 +6355,23 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var b = el.getBoundingClientRect();
     return { x: b.left + b.width / 2, y: b.top + b.height / 2, w: b.width, h: b.height };
   }
-  function viewOf(el) { return (el.ownerDocument && el.ownerDocument.defaultView) || window; }
+  function viewOf(el) {
+    return (el.ownerDocument && el.ownerDocument.defaultView) || window;
+  }
   function mouseInit(el, c, extra) {
-    var o = { bubbles: true, cancelable: true, composed: true, view: viewOf(el), clientX: c.x, clientY: c.y, screenX: c.x, screenY: c.y, button: 0, buttons: 0, detail: 1 };
+    var o = {
+      bubbles: true,
+      cancelable: true,
+      composed: true,
+      view: viewOf(el),
+      clientX: c.x,
+      clientY: c.y,
+      screenX: c.x,
+      screenY: c.y,
+      button: 0,
+      buttons: 0,
+      detail: 1
+    };
     if (extra) for (var k in extra) if (hasOwn(extra, k)) o[k] = extra[k];
     return o;
   }
@@ -5421,7 +6380,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var init = mouseInit(el, c, extra);
     var ev;
     if (/^pointer/.test(type) && W.PointerEvent) {
-      init.pointerId = 1; init.pointerType = 'mouse'; init.isPrimary = true; init.width = 1; init.height = 1; init.pressure = init.buttons ? 0.5 : 0;
+      init.pointerId = 1;
+      init.pointerType = 'mouse';
+      init.isPrimary = true;
+      init.width = 1;
+      init.height = 1;
+      init.pressure = init.buttons ? 0.5 : 0;
       ev = new W.PointerEvent(type, init);
     } else {
       ev = new W.MouseEvent(/^pointer/.test(type) ? type.replace('pointer', 'mouse') : type, init);
@@ -5431,12 +6395,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function plain(el, type, bubbles, cancelable) {
     var W = viewOf(el);
-    var ev = new W.Event(type, { bubbles: bubbles !== false, cancelable: !!cancelable, composed: true });
+    var ev = new W.Event(type, {
+      bubbles: bubbles !== false,
+      cancelable: !!cancelable,
+      composed: true
+    });
     el.dispatchEvent(ev);
     return ev;
   }
-  function sleep(ms) { return new N.Promise(function (r) { N.setTimeout(r, ms); }); }
-  function frame() { return new N.Promise(function (r) { N.raf(function () { r(); }); }); }
+  function sleep(ms) {
+    return new N.Promise(function (r) {
+      N.setTimeout(r, ms);
+    });
+  }
+  function frame() {
+    return new N.Promise(function (r) {
+      N.raf(function () {
+        r();
+      });
+    });
+  }
   function doClick(el, args) {
     var c = centre(el);
     var prev = document.activeElement;
@@ -5444,7 +6422,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var md = fireMouse(el, 'mousedown', c, { buttons: 1 });
     if (!md.defaultPrevented && !pd.defaultPrevented) {
       var f = focusableAncestor(el);
-      if (f && f !== document.activeElement) { try { f.focus({ preventScroll: true }); } catch (e) { /* ignore */ } }
+      if (f && f !== document.activeElement) {
+        try {
+          f.focus({ preventScroll: true });
+        } catch (e) {
+          /* ignore */
+        }
+      }
     }
     var finish = function () {
       fireMouse(el, 'pointerup', c, {});
@@ -5454,33 +6438,76 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var hold = Math.min(30000, Math.max(0, Number(args.holdMs) || 0));
     if (hold > 0) {
       var t0 = N.now();
-      return sleep(hold).then(function () { var ev = finish(); return { defaultPrevented: ev.defaultPrevented, heldMs: Math.round(N.now() - t0) }; });
+      return sleep(hold).then(function () {
+        var ev = finish();
+        return { defaultPrevented: ev.defaultPrevented, heldMs: Math.round(N.now() - t0) };
+      });
     }
     return { defaultPrevented: finish().defaultPrevented };
   }
   function nativeSetter(el, prop) {
     var W = viewOf(el);
-    var proto = el.tagName === 'TEXTAREA' ? W.HTMLTextAreaElement.prototype : el.tagName === 'SELECT' ? W.HTMLSelectElement.prototype : W.HTMLInputElement.prototype;
+    var proto =
+      el.tagName === 'TEXTAREA'
+        ? W.HTMLTextAreaElement.prototype
+        : el.tagName === 'SELECT'
+          ? W.HTMLSelectElement.prototype
+          : W.HTMLInputElement.prototype;
     var d = Object.getOwnPropertyDescriptor(proto, prop);
     return d && d.set;
   }
   function setValue(el, v) {
     var set = nativeSetter(el, 'value');
-    if (set) set.call(el, v); else el.value = v;
+    if (set) set.call(el, v);
+    else el.value = v;
   }
   function fireInput(el, data, inputType) {
     var W = viewOf(el);
     var ev;
-    try { ev = new W.InputEvent('input', { bubbles: true, cancelable: false, composed: true, data: data == null ? null : data, inputType: inputType || 'insertText' }); }
-    catch (e) { ev = new W.Event('input', { bubbles: true, composed: true }); }
+    try {
+      ev = new W.InputEvent('input', {
+        bubbles: true,
+        cancelable: false,
+        composed: true,
+        data: data == null ? null : data,
+        inputType: inputType || 'insertText'
+      });
+    } catch (e) {
+      ev = new W.Event('input', { bubbles: true, composed: true });
+    }
     el.dispatchEvent(ev);
   }
   function assertEditable(el, action) {
     if (el.isContentEditable) return 'rich';
-    if (el.tagName !== 'INPUT' && el.tagName !== 'TEXTAREA') throw new Error('cannot ' + action + ' a <' + el.tagName.toLowerCase() + '> (' + label(el) + '); ' + action + ' works on input, textarea and contenteditable elements' + (el.tagName === 'SELECT' ? '; use action "select"' : ''));
-    if (el.tagName === 'INPUT' && /^(checkbox|radio|file|submit|button|reset|image|range|color)$/.test(el.type)) {
+    if (el.tagName !== 'INPUT' && el.tagName !== 'TEXTAREA')
+      throw new Error(
+        'cannot ' +
+          action +
+          ' a <' +
+          el.tagName.toLowerCase() +
+          '> (' +
+          label(el) +
+          '); ' +
+          action +
+          ' works on input, textarea and contenteditable elements' +
+          (el.tagName === 'SELECT' ? '; use action "select"' : '')
+      );
+    if (
+      el.tagName === 'INPUT' &&
+      /^(checkbox|radio|file|submit|button|reset|image|range|color)$/.test(el.type)
+    ) {
       if (el.type === 'range' || el.type === 'color') return 'plain';
-      throw new Error('cannot ' + action + ' an input of type ' + el.type + (el.type === 'file' ? '; use action "upload"' : /checkbox|radio/.test(el.type) ? '; use check/uncheck' : '; use click'));
+      throw new Error(
+        'cannot ' +
+          action +
+          ' an input of type ' +
+          el.type +
+          (el.type === 'file'
+            ? '; use action "upload"'
+            : /checkbox|radio/.test(el.type)
+              ? '; use check/uncheck'
+              : '; use click')
+      );
     }
     if (el.disabled) throw new Error('cannot ' + action + ' ' + label(el) + ': it is disabled');
     if (el.readOnly) throw new Error('cannot ' + action + ' ' + label(el) + ': it is read-only');
@@ -5492,19 +6519,38 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var range = el.ownerDocument.createRange();
     range.selectNodeContents(el);
     if (!replace) range.collapse(false);
-    sel.removeAllRanges(); sel.addRange(range);
+    sel.removeAllRanges();
+    sel.addRange(range);
     var ok = false;
-    try { ok = el.ownerDocument.execCommand(text ? 'insertText' : 'delete', false, text); } catch (e) { ok = false; }
-    if (!ok) { if (replace) el.textContent = text; else el.textContent += text; fireInput(el, text, 'insertText'); }
+    try {
+      ok = el.ownerDocument.execCommand(text ? 'insertText' : 'delete', false, text);
+    } catch (e) {
+      ok = false;
+    }
+    if (!ok) {
+      if (replace) el.textContent = text;
+      else el.textContent += text;
+      fireInput(el, text, 'insertText');
+    }
   }
   function doFill(el, args) {
     var v = args.value != null ? args.value : args.text;
     if (typeof v === 'number') v = String(v);
-    if (typeof v !== 'string') throw new Error('fill needs a string value: pass args:{value:"\u2026"}');
+    if (typeof v !== 'string')
+      throw new Error('fill needs a string value: pass args:{value:"\u2026"}');
     if (el.tagName === 'SELECT') return doSelect(el, { value: v });
     var kind = assertEditable(el, 'fill');
-    if (document.activeElement !== el) { try { el.focus({ preventScroll: true }); } catch (e) { /* ignore */ } }
-    if (kind === 'rich') { richWrite(el, v, true); return {}; }
+    if (document.activeElement !== el) {
+      try {
+        el.focus({ preventScroll: true });
+      } catch (e) {
+        /* ignore */
+      }
+    }
+    if (kind === 'rich') {
+      richWrite(el, v, true);
+      return {};
+    }
     setValue(el, v);
     fireInput(el, v, 'insertReplacementText');
     plain(el, 'change', true, false);
@@ -5514,15 +6560,48 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (/^[a-z]$/i.test(key)) return 'Key' + key.toUpperCase();
     if (/^[0-9]$/.test(key)) return 'Digit' + key;
     if (key === ' ') return 'Space';
-    if (/^(Enter|Escape|Tab|Backspace|Delete|Home|End|PageUp|PageDown|ArrowUp|ArrowDown|ArrowLeft|ArrowRight|Insert|F\d{1,2})$/.test(key)) return key;
+    if (
+      /^(Enter|Escape|Tab|Backspace|Delete|Home|End|PageUp|PageDown|ArrowUp|ArrowDown|ArrowLeft|ArrowRight|Insert|F\d{1,2})$/.test(
+        key
+      )
+    )
+      return key;
     return '';
   }
-  var KEYCODES = { Enter: 13, Escape: 27, Tab: 9, Backspace: 8, Delete: 46, ' ': 32, ArrowUp: 38, ArrowDown: 40, ArrowLeft: 37, ArrowRight: 39, Home: 36, End: 35, PageUp: 33, PageDown: 34 };
+  var KEYCODES = {
+    Enter: 13,
+    Escape: 27,
+    Tab: 9,
+    Backspace: 8,
+    Delete: 46,
+    ' ': 32,
+    ArrowUp: 38,
+    ArrowDown: 40,
+    ArrowLeft: 37,
+    ArrowRight: 39,
+    Home: 36,
+    End: 35,
+    PageUp: 33,
+    PageDown: 34
+  };
   function keyEvent(el, type, key, code, mods) {
     var W = viewOf(el);
     var kc = KEYCODES[key] || (key.length === 1 ? key.toUpperCase().charCodeAt(0) : 0);
-    var ev = new W.KeyboardEvent(type, { key: key, code: code, bubbles: true, cancelable: true, composed: true, view: W,
-      ctrlKey: !!mods.ctrl, shiftKey: !!mods.shift, altKey: !!mods.alt, metaKey: !!mods.meta, keyCode: kc, which: kc, charCode: type === 'keypress' ? kc : 0 });
+    var ev = new W.KeyboardEvent(type, {
+      key: key,
+      code: code,
+      bubbles: true,
+      cancelable: true,
+      composed: true,
+      view: W,
+      ctrlKey: !!mods.ctrl,
+      shiftKey: !!mods.shift,
+      altKey: !!mods.alt,
+      metaKey: !!mods.meta,
+      keyCode: kc,
+      which: kc,
+      charCode: type === 'keypress' ? kc : 0
+    });
     el.dispatchEvent(ev);
     return ev;
   }
@@ -5531,20 +6610,53 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (typeof text === 'number') text = String(text);
     if (typeof text !== 'string') throw new Error('type needs a string: pass args:{text:"\u2026"}');
     var kind = assertEditable(el, 'type');
-    if (document.activeElement !== el) { try { el.focus({ preventScroll: true }); } catch (e) { /* ignore */ } }
-    if (kind === 'rich') { richWrite(el, text, false); return {}; }
-    if (text.length > 500) { setValue(el, el.value + text); fireInput(el, text, 'insertText'); plain(el, 'change', true, false); return { perKey: false }; }
+    if (document.activeElement !== el) {
+      try {
+        el.focus({ preventScroll: true });
+      } catch (e) {
+        /* ignore */
+      }
+    }
+    if (kind === 'rich') {
+      richWrite(el, text, false);
+      return {};
+    }
+    if (text.length > 500) {
+      setValue(el, el.value + text);
+      fireInput(el, text, 'insertText');
+      plain(el, 'change', true, false);
+      return { perKey: false };
+    }
     for (var i = 0; i < text.length; i++) {
       var ch = text.charAt(i);
       var kd = keyEvent(el, 'keydown', ch, keyCode(ch), {});
-      if (kd.defaultPrevented) { keyEvent(el, 'keyup', ch, keyCode(ch), {}); continue; }
+      if (kd.defaultPrevented) {
+        keyEvent(el, 'keyup', ch, keyCode(ch), {});
+        continue;
+      }
       keyEvent(el, 'keypress', ch, keyCode(ch), {});
-      var cur = el.value, start = cur.length, end = cur.length;
-      try { if (typeof el.selectionStart === 'number' && el.selectionStart != null) { start = el.selectionStart; end = el.selectionEnd; } } catch (e) { /* type without selection */ }
+      var cur = el.value,
+        start = cur.length,
+        end = cur.length;
+      try {
+        if (typeof el.selectionStart === 'number' && el.selectionStart != null) {
+          start = el.selectionStart;
+          end = el.selectionEnd;
+        }
+      } catch (e) {
+        /* type without selection */
+      }
       var maxLen = el.maxLength;
-      if (maxLen >= 0 && cur.length - (end - start) >= maxLen) { keyEvent(el, 'keyup', ch, keyCode(ch), {}); continue; }
+      if (maxLen >= 0 && cur.length - (end - start) >= maxLen) {
+        keyEvent(el, 'keyup', ch, keyCode(ch), {});
+        continue;
+      }
       setValue(el, cur.slice(0, start) + ch + cur.slice(end));
-      try { el.setSelectionRange(start + 1, start + 1); } catch (e) { /* email/number inputs */ }
+      try {
+        el.setSelectionRange(start + 1, start + 1);
+      } catch (e) {
+        /* email/number inputs */
+      }
       fireInput(el, ch, 'insertText');
       keyEvent(el, 'keyup', ch, keyCode(ch), {});
     }
@@ -5553,29 +6665,86 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function doClear(el) {
     var kind = assertEditable(el, 'clear');
-    if (document.activeElement !== el) { try { el.focus({ preventScroll: true }); } catch (e) { /* ignore */ } }
-    if (kind === 'rich') { richWrite(el, '', true); return {}; }
+    if (document.activeElement !== el) {
+      try {
+        el.focus({ preventScroll: true });
+      } catch (e) {
+        /* ignore */
+      }
+    }
+    if (kind === 'rich') {
+      richWrite(el, '', true);
+      return {};
+    }
     setValue(el, '');
     fireInput(el, null, 'deleteContentBackward');
     plain(el, 'change', true, false);
     return {};
   }
   function doSelect(el, args) {
-    if (el.tagName !== 'SELECT') throw new Error('select works on a <select>; ' + label(el) + ' is a <' + el.tagName.toLowerCase() + '>' + (getRole(el) === 'combobox' ? ' (a custom combobox: click it, then click the option)' : ''));
+    if (el.tagName !== 'SELECT')
+      throw new Error(
+        'select works on a <select>; ' +
+          label(el) +
+          ' is a <' +
+          el.tagName.toLowerCase() +
+          '>' +
+          (getRole(el) === 'combobox'
+            ? ' (a custom combobox: click it, then click the option)'
+            : '')
+      );
     if (el.disabled) throw new Error('cannot select in ' + label(el) + ': it is disabled');
-    var wanted = args.values || (Array.isArray(args.value) ? args.value : [args.value != null ? args.value : args.label]);
-    if (wanted[0] == null) throw new Error('select needs args:{value:"\u2026"} (an option value or its visible label)');
+    var wanted =
+      args.values ||
+      (Array.isArray(args.value) ? args.value : [args.value != null ? args.value : args.label]);
+    if (wanted[0] == null)
+      throw new Error('select needs args:{value:"\u2026"} (an option value or its visible label)');
     var opts = Array.prototype.slice.call(el.options);
     var picks = wanted.map(function (w) {
       w = String(w);
-      var o = opts.filter(function (x) { return x.value === w; })[0] || opts.filter(function (x) { return norm(x.label || x.text) === norm(w); })[0] ||
-        opts.filter(function (x) { return norm(x.label || x.text).toLowerCase() === norm(w).toLowerCase(); })[0];
-      if (!o) throw new Error("no option '" + clip(w, 80) + "' in " + label(el) + '; options: ' + opts.slice(0, 20).map(function (x) { return JSON.stringify(x.value) + (norm(x.text) !== x.value ? ' (' + clip(norm(x.text), 40) + ')' : ''); }).join(', ') + (opts.length > 20 ? ', \u2026' : ''));
-      if (o.disabled) throw new Error("option '" + clip(w, 80) + "' in " + label(el) + ' is disabled');
+      var o =
+        opts.filter(function (x) {
+          return x.value === w;
+        })[0] ||
+        opts.filter(function (x) {
+          return norm(x.label || x.text) === norm(w);
+        })[0] ||
+        opts.filter(function (x) {
+          return norm(x.label || x.text).toLowerCase() === norm(w).toLowerCase();
+        })[0];
+      if (!o)
+        throw new Error(
+          "no option '" +
+            clip(w, 80) +
+            "' in " +
+            label(el) +
+            '; options: ' +
+            opts
+              .slice(0, 20)
+              .map(function (x) {
+                return (
+                  JSON.stringify(x.value) +
+                  (norm(x.text) !== x.value ? ' (' + clip(norm(x.text), 40) + ')' : '')
+                );
+              })
+              .join(', ') +
+            (opts.length > 20 ? ', \u2026' : '')
+        );
+      if (o.disabled)
+        throw new Error("option '" + clip(w, 80) + "' in " + label(el) + ' is disabled');
       return o;
     });
-    if (document.activeElement !== el) { try { el.focus({ preventScroll: true }); } catch (e) { /* ignore */ } }
-    if (el.multiple) opts.forEach(function (o) { o.selected = picks.indexOf(o) >= 0; });
+    if (document.activeElement !== el) {
+      try {
+        el.focus({ preventScroll: true });
+      } catch (e) {
+        /* ignore */
+      }
+    }
+    if (el.multiple)
+      opts.forEach(function (o) {
+        o.selected = picks.indexOf(o) >= 0;
+      });
     else setValue(el, picks[0].value);
     if (!el.multiple && el.selectedIndex < 0) el.selectedIndex = opts.indexOf(picks[0]);
     plain(el, 'input', true, false);
@@ -5584,17 +6753,32 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function doCheck(el, want, args) {
     if (el.tagName === 'INPUT' && (el.type === 'checkbox' || el.type === 'radio')) {
-      if (el.disabled) throw new Error('cannot ' + (want ? 'check ' : 'uncheck ') + label(el) + ': it is disabled');
-      if (!want && el.type === 'radio') throw new Error('cannot uncheck a radio button; check another option in its group instead');
+      if (el.disabled)
+        throw new Error(
+          'cannot ' + (want ? 'check ' : 'uncheck ') + label(el) + ': it is disabled'
+        );
+      if (!want && el.type === 'radio')
+        throw new Error('cannot uncheck a radio button; check another option in its group instead');
       if (el.checked === want) return { alreadyAtValue: true, skipped: true };
       return doClick(el, args);
     }
     var role = getRole(el);
-    if (role === 'checkbox' || role === 'switch' || role === 'radio' || role === 'menuitemcheckbox' || role === 'option') {
+    if (
+      role === 'checkbox' ||
+      role === 'switch' ||
+      role === 'radio' ||
+      role === 'menuitemcheckbox' ||
+      role === 'option'
+    ) {
       if (isChecked(el) === want) return { alreadyAtValue: true, skipped: true };
       return doClick(el, args);
     }
-    throw new Error('cannot ' + (want ? 'check ' : 'uncheck ') + label(el) + ': it is not a checkbox, radio or switch');
+    throw new Error(
+      'cannot ' +
+        (want ? 'check ' : 'uncheck ') +
+        label(el) +
+        ': it is not a checkbox, radio or switch'
+    );
   }
   function parseMods(m) {
     var out = {};
@@ -5611,8 +6795,27 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var key = args.key || args.text || 'Enter';
     key = String(key);
     var lk = key.toLowerCase();
-    var alias = { enter: 'Enter', escape: 'Escape', esc: 'Escape', tab: 'Tab', backspace: 'Backspace', 'delete': 'Delete', space: ' ', up: 'ArrowUp', down: 'ArrowDown', left: 'ArrowLeft', right: 'ArrowRight',
-      arrowup: 'ArrowUp', arrowdown: 'ArrowDown', arrowleft: 'ArrowLeft', arrowright: 'ArrowRight', home: 'Home', end: 'End', pageup: 'PageUp', pagedown: 'PageDown' };
+    var alias = {
+      enter: 'Enter',
+      escape: 'Escape',
+      esc: 'Escape',
+      tab: 'Tab',
+      backspace: 'Backspace',
+      delete: 'Delete',
+      space: ' ',
+      up: 'ArrowUp',
+      down: 'ArrowDown',
+      left: 'ArrowLeft',
+      right: 'ArrowRight',
+      arrowup: 'ArrowUp',
+      arrowdown: 'ArrowDown',
+      arrowleft: 'ArrowLeft',
+      arrowright: 'ArrowRight',
+      home: 'Home',
+      end: 'End',
+      pageup: 'PageUp',
+      pagedown: 'PageDown'
+    };
     if (alias[lk]) key = alias[lk];
     var code = args.code || keyCode(key);
     var mods = parseMods(args.modifiers);
@@ -5623,14 +6826,33 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       // default actions a browser would perform for a trusted key
       if (key === 'Enter' && !mods.ctrl && !mods.meta) {
         if (el.tagName === 'INPUT' && el.form && !/^(button|checkbox|radio|file)$/.test(el.type)) {
-          try { el.form.requestSubmit ? el.form.requestSubmit() : el.form.submit(); extra.implicitSubmit = true; } catch (e) { extra.implicitSubmitError = errMsg(e); }
-        } else if ((el.tagName === 'BUTTON' || (el.tagName === 'A' && el.hasAttribute('href')) || getRole(el) === 'button') && el.tagName !== 'TEXTAREA') {
-          el.click(); extra.activated = true;
+          try {
+            el.form.requestSubmit ? el.form.requestSubmit() : el.form.submit();
+            extra.implicitSubmit = true;
+          } catch (e) {
+            extra.implicitSubmitError = errMsg(e);
+          }
+        } else if (
+          (el.tagName === 'BUTTON' ||
+            (el.tagName === 'A' && el.hasAttribute('href')) ||
+            getRole(el) === 'button') &&
+          el.tagName !== 'TEXTAREA'
+        ) {
+          el.click();
+          extra.activated = true;
         }
       }
     }
     keyEvent(el, 'keyup', key, code, mods);
-    if (key === ' ' && !kd.defaultPrevented && (el.tagName === 'BUTTON' || (el.tagName === 'INPUT' && /^(checkbox|radio|button|submit)$/.test(el.type)))) { el.click(); extra.activated = true; }
+    if (
+      key === ' ' &&
+      !kd.defaultPrevented &&
+      (el.tagName === 'BUTTON' ||
+        (el.tagName === 'INPUT' && /^(checkbox|radio|button|submit)$/.test(el.type)))
+    ) {
+      el.click();
+      extra.activated = true;
+    }
     extra.defaultPrevented = kd.defaultPrevented;
     return extra;
   }
@@ -5643,62 +6865,113 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     fireMouse(el, 'pointermove', c, {});
     fireMouse(el, 'mousemove', c, {});
     var hold = Math.min(30000, Math.max(0, Number(args.holdMs) || 0));
-    if (hold) { var t0 = N.now(); return sleep(hold).then(function () { return { heldMs: Math.round(N.now() - t0) }; }); }
+    if (hold) {
+      var t0 = N.now();
+      return sleep(hold).then(function () {
+        return { heldMs: Math.round(N.now() - t0) };
+      });
+    }
     return {};
   }
   function doFocus(el) {
     var fired = false;
-    var l = function () { fired = true; };
+    var l = function () {
+      fired = true;
+    };
     el.addEventListener('focusin', l, true);
-    try { el.focus(); } finally { el.removeEventListener('focusin', l, true); }
-    if (!fired) { plain(el, 'focus', false, false); plain(el, 'focusin', true, false); }
+    try {
+      el.focus();
+    } finally {
+      el.removeEventListener('focusin', l, true);
+    }
+    if (!fired) {
+      plain(el, 'focus', false, false);
+      plain(el, 'focusin', true, false);
+    }
     return { focused: isFocused(el) };
   }
   function doBlur(el) {
     var was = isFocused(el);
     if (was) el.blur();
-    else { plain(el, 'blur', false, false); plain(el, 'focusout', true, false); }
+    else {
+      plain(el, 'blur', false, false);
+      plain(el, 'focusout', true, false);
+    }
     return {};
   }
   function doSubmit(el) {
-    var form = el.tagName === 'FORM' ? el : (el.form || el.closest('form'));
-    if (!form) throw new Error('submit: ' + label(el) + ' is not inside a <form>; click its submit button instead');
+    var form = el.tagName === 'FORM' ? el : el.form || el.closest('form');
+    if (!form)
+      throw new Error(
+        'submit: ' + label(el) + ' is not inside a <form>; click its submit button instead'
+      );
     var prevented = null;
     var W = viewOf(form);
-    var l = function (e) { prevented = e.defaultPrevented; };
+    var l = function (e) {
+      prevented = e.defaultPrevented;
+    };
     W.addEventListener('submit', l, false);
     try {
-      var submitter = (el.tagName === 'BUTTON' || el.tagName === 'INPUT') && el.form === form && /submit|image/.test(el.type) ? el : undefined;
-      if (form.requestSubmit) form.requestSubmit(submitter); else if (plain(form, 'submit', true, true).defaultPrevented === false) form.submit();
-    } finally { W.removeEventListener('submit', l, false); }
+      var submitter =
+        (el.tagName === 'BUTTON' || el.tagName === 'INPUT') &&
+        el.form === form &&
+        /submit|image/.test(el.type)
+          ? el
+          : undefined;
+      if (form.requestSubmit) form.requestSubmit(submitter);
+      else if (plain(form, 'submit', true, true).defaultPrevented === false) form.submit();
+    } finally {
+      W.removeEventListener('submit', l, false);
+    }
     return { defaultPrevented: prevented === true };
   }
   function doUpload(el, args) {
-    if (el.tagName !== 'INPUT' || el.type !== 'file') throw new Error('upload works on <input type=file>; ' + label(el) + ' is not one');
+    if (el.tagName !== 'INPUT' || el.type !== 'file')
+      throw new Error('upload works on <input type=file>; ' + label(el) + ' is not one');
     if (el.disabled) throw new Error('cannot upload to ' + label(el) + ': it is disabled');
     var W = viewOf(el);
     var specs = Array.isArray(args.files) ? args.files : [args];
     var dt = new W.DataTransfer();
     specs.forEach(function (f) {
-      dt.items.add(new W.File([f.content != null ? String(f.content) : 'reticle test file'], f.name || 'file.txt', { type: f.type || f.mime || 'text/plain' }));
+      dt.items.add(
+        new W.File(
+          [f.content != null ? String(f.content) : 'reticle test file'],
+          f.name || 'file.txt',
+          { type: f.type || f.mime || 'text/plain' }
+        )
+      );
     });
     el.files = dt.files;
     plain(el, 'input', true, false);
     plain(el, 'change', true, false);
-    return { files: specs.map(function (f) { return f.name || 'file.txt'; }) };
+    return {
+      files: specs.map(function (f) {
+        return f.name || 'file.txt';
+      })
+    };
   }
   function doDrag(el, args) {
     var to = args.__toEl || el;
-    var a = centre(el), b = centre(to);
+    var a = centre(el),
+      b = centre(to);
     var W = viewOf(el);
     fireMouse(el, 'pointerdown', a, { buttons: 1 });
     fireMouse(el, 'mousedown', a, { buttons: 1 });
     var dt = null;
-    try { dt = new W.DataTransfer(); if (args.data) dt.setData(args.data.mime || 'text/plain', String(args.data.value != null ? args.data.value : '')); } catch (e) { dt = null; }
+    try {
+      dt = new W.DataTransfer();
+      if (args.data)
+        dt.setData(
+          args.data.mime || 'text/plain',
+          String(args.data.value != null ? args.data.value : '')
+        );
+    } catch (e) {
+      dt = null;
+    }
     var step = 0;
     function move() {
       step++;
-      var p = { x: a.x + (b.x - a.x) * step / 5, y: a.y + (b.y - a.y) * step / 5 };
+      var p = { x: a.x + ((b.x - a.x) * step) / 5, y: a.y + ((b.y - a.y) * step) / 5 };
       var target = to;
       fireMouse(target, 'pointermove', p, { buttons: 1 });
       fireMouse(target, 'mousemove', p, { buttons: 1 });
@@ -5707,9 +6980,28 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       fireMouse(to, 'mouseup', b, {});
       var prevented = false;
       if (el.draggable || el.getAttribute('draggable') === 'true' || args.html5) {
-        var mk = function (t, tgt, p2) { var ev; try { ev = new W.DragEvent(t, { bubbles: true, cancelable: true, composed: true, clientX: p2.x, clientY: p2.y, dataTransfer: dt }); } catch (e) { ev = new W.Event(t, { bubbles: true, cancelable: true }); } tgt.dispatchEvent(ev); return ev; };
-        mk('dragstart', el, a); mk('dragenter', to, b); mk('dragover', to, b);
-        prevented = mk('drop', to, b).defaultPrevented; mk('dragend', el, b);
+        var mk = function (t, tgt, p2) {
+          var ev;
+          try {
+            ev = new W.DragEvent(t, {
+              bubbles: true,
+              cancelable: true,
+              composed: true,
+              clientX: p2.x,
+              clientY: p2.y,
+              dataTransfer: dt
+            });
+          } catch (e) {
+            ev = new W.Event(t, { bubbles: true, cancelable: true });
+          }
+          tgt.dispatchEvent(ev);
+          return ev;
+        };
+        mk('dragstart', el, a);
+        mk('dragenter', to, b);
+        mk('dragover', to, b);
+        prevented = mk('drop', to, b).defaultPrevented;
+        mk('dragend', el, b);
       }
       return { defaultPrevented: prevented, to: refFor(to) };
     }
@@ -5717,53 +7009,118 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   function resolveTarget(t) {
-    if (!isObj(t)) throw new Error('target must be an object like {testid}, {text}, {role,name}, {label} or {placeholder}');
+    if (!isObj(t))
+      throw new Error(
+        'target must be an object like {testid}, {text}, {role,name}, {label} or {placeholder}'
+      );
     var q;
-    try { q = normalizeQuery(t); } catch (e) { throw new Error('target ' + JSON.stringify(t) + ': ' + errMsg(e)); }
-    var r = runQuery({ by: q.by, value: q.value, name: q.name != null ? q.name : t.name, scope: t.scope });
-    var desc = q.by + ' ' + JSON.stringify(q.value) + (q.name != null ? ' name ' + JSON.stringify(q.name) : '');
-    if (r.scopeMissing) throw new Error('target scope ' + JSON.stringify(t.scope) + ' matched nothing');
+    try {
+      q = normalizeQuery(t);
+    } catch (e) {
+      throw new Error('target ' + JSON.stringify(t) + ': ' + errMsg(e));
+    }
+    var r = runQuery({
+      by: q.by,
+      value: q.value,
+      name: q.name != null ? q.name : t.name,
+      scope: t.scope
+    });
+    var desc =
+      q.by +
+      ' ' +
+      JSON.stringify(q.value) +
+      (q.name != null ? ' name ' + JSON.stringify(q.name) : '');
+    if (r.scopeMissing)
+      throw new Error('target scope ' + JSON.stringify(t.scope) + ' matched nothing');
     var els = r.els;
     if (!els.length) {
       var h = zeroHint();
       var nearby = [];
       if (q.by === 'role') {
-        var same = runQuery({ by: 'role', value: q.value, scope: t.scope }).els.slice(0, 8).map(function (e) { return JSON.stringify(getName(e)); });
+        var same = runQuery({ by: 'role', value: q.value, scope: t.scope })
+          .els.slice(0, 8)
+          .map(function (e) {
+            return JSON.stringify(getName(e));
+          });
         if (same.length) nearby.push(q.value + 's present: ' + same.join(', '));
       }
       if (h.presentTestids.length) nearby.push('testids present: ' + h.presentTestids.join(', '));
-      if (h.presentRegions.length) nearby.push('regions: ' + h.presentRegions.slice(0, 5).map(function (x) { return x.role + (x.name ? ' "' + x.name + '"' : ''); }).join(', '));
-      throw new Error('no element matches target ' + desc + ' on ' + h.route + (nearby.length ? '; ' + nearby.join('; ') : '; take a snapshot to see what is there'));
+      if (h.presentRegions.length)
+        nearby.push(
+          'regions: ' +
+            h.presentRegions
+              .slice(0, 5)
+              .map(function (x) {
+                return x.role + (x.name ? ' "' + x.name + '"' : '');
+              })
+              .join(', ')
+        );
+      throw new Error(
+        'no element matches target ' +
+          desc +
+          ' on ' +
+          h.route +
+          (nearby.length ? '; ' + nearby.join('; ') : '; take a snapshot to see what is there')
+      );
     }
     if (els.length === 1) return els[0];
     var cache = makeVisCache();
-    var vis = els.filter(function (e) { return isVisible(e, cache); });
+    var vis = els.filter(function (e) {
+      return isVisible(e, cache);
+    });
     if (vis.length === 1) return vis[0];
     var pool = vis.length ? vis : els;
-    throw new Error(pool.length + ' elements match target ' + desc + '; pass a ref instead. First ' + Math.min(5, pool.length) + ': ' +
-      pool.slice(0, 5).map(function (e) { return label(e); }).join('; '));
+    throw new Error(
+      pool.length +
+        ' elements match target ' +
+        desc +
+        '; pass a ref instead. First ' +
+        Math.min(5, pool.length) +
+        ': ' +
+        pool
+          .slice(0, 5)
+          .map(function (e) {
+            return label(e);
+          })
+          .join('; ')
+    );
   }
 
   function settle() {
     return N.Promise.resolve().then(function () {
       return new N.Promise(function (resolve) {
         var done = false;
-        var t = N.setTimeout(function () { if (!done) { done = true; resolve(false); } }, 200);
-        N.raf(function () { if (!done) { done = true; N.clearTimeout(t); resolve(true); } });
+        var t = N.setTimeout(function () {
+          if (!done) {
+            done = true;
+            resolve(false);
+          }
+        }, 200);
+        N.raf(function () {
+          if (!done) {
+            done = true;
+            N.clearTimeout(t);
+            resolve(true);
+          }
+        });
       });
     });
   }
 
   function act(args) {
     var action = args.action;
-    if (ACTIONS.indexOf(action) < 0) throw new Error("unknown action '" + clip(action, 40) + "'; use one of " + ACTIONS.join(', '));
+    if (ACTIONS.indexOf(action) < 0)
+      throw new Error(
+        "unknown action '" + clip(action, 40) + "'; use one of " + ACTIONS.join(', ')
+      );
     var a = isObj(args.args) ? args.args : {};
     var el;
     if (args.ref) el = mustResolve(args.ref);
     else if (args.target) el = resolveTarget(args.target);
     else if (action === 'press') el = document.activeElement || document.body;
     else throw new Error(action + ' needs a ref or a target');
-    if (!(el instanceof viewOf(el).HTMLElement) && !(el instanceof viewOf(el).SVGElement)) throw new Error('ref ' + args.ref + ' is not an HTML element');
+    if (!(el instanceof viewOf(el).HTMLElement) && !(el instanceof viewOf(el).SVGElement))
+      throw new Error('ref ' + args.ref + ' is not an HTML element');
     var opts = {};
     for (var k in a) if (hasOwn(a, k)) opts[k] = a[k];
     if (action === 'drag') {
@@ -5773,33 +7130,73 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     dangerCheck(el, action, opts);
     var cache = makeVisCache();
-    var ref = refFor(el), role = getRole(el), name = getName(el, role);
+    var ref = refFor(el),
+      role = getRole(el),
+      name = getName(el, role);
     var testid = el.getAttribute('data-testid');
-    var visible = isVisible(el, cache), enabled = !isDisabled(el);
-    var focusBefore = document.activeElement && document.activeElement !== document.body ? document.activeElement : null;
-    var valueBefore = ('value' in el) ? el.value : (el.isContentEditable ? el.textContent : undefined);
-    var effect = { dispatched: true, targetMatched: true, visible: visible, enabled: enabled, defaultPrevented: false, focusMoved: null, valueChanged: false,
-      domMutatedWithin: 0, occluded: false, occludedBy: null, scrolledIntoView: false };
+    var visible = isVisible(el, cache),
+      enabled = !isDisabled(el);
+    var focusBefore =
+      document.activeElement && document.activeElement !== document.body
+        ? document.activeElement
+        : null;
+    var valueBefore = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+    var effect = {
+      dispatched: true,
+      targetMatched: true,
+      visible: visible,
+      enabled: enabled,
+      defaultPrevented: false,
+      focusMoved: null,
+      valueChanged: false,
+      domMutatedWithin: 0,
+      occluded: false,
+      occludedBy: null,
+      scrolledIntoView: false
+    };
     var warning = null;
     var pointer = { click: 1, dblclick: 1, check: 1, uncheck: 1, hover: 1, drag: 1 }[action];
     if (pointer) {
       var c = centre(el);
       if (c.w > 0 && c.h > 0 && (c.x < 0 || c.y < 0 || c.x > innerWidth || c.y > innerHeight)) {
-        try { el.scrollIntoView({ block: 'center', inline: 'center' }); effect.scrolledIntoView = true; } catch (e) { /* ignore */ }
+        try {
+          el.scrollIntoView({ block: 'center', inline: 'center' });
+          effect.scrolledIntoView = true;
+        } catch (e) {
+          /* ignore */
+        }
       }
       var oc = occlusion(el);
-      effect.occluded = oc.occluded; effect.occludedBy = oc.occludedBy;
-      if (oc.occluded) warning = 'the element is covered at its centre by ' + oc.occludedByLabel + '; a real user could not click it. The synthetic event was dispatched to the element anyway.';
-      else if (!visible) warning = 'the element is not visible; a real user could not interact with it. The synthetic event was dispatched anyway.';
-      else if (!enabled && action !== 'hover') warning = 'the element is disabled; browsers ignore clicks on disabled controls.';
+      effect.occluded = oc.occluded;
+      effect.occludedBy = oc.occludedBy;
+      if (oc.occluded)
+        warning =
+          'the element is covered at its centre by ' +
+          oc.occludedByLabel +
+          '; a real user could not click it. The synthetic event was dispatched to the element anyway.';
+      else if (!visible)
+        warning =
+          'the element is not visible; a real user could not interact with it. The synthetic event was dispatched anyway.';
+      else if (!enabled && action !== 'hover')
+        warning = 'the element is disabled; browsers ignore clicks on disabled controls.';
     }
     // mutation probe
-    var records = 0, appeared = [];
+    var records = 0,
+      appeared = [];
     var mo = null;
     try {
-      mo = new N.MutationObserver(function (rs) { tally(rs); });
-      mo.observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
-    } catch (e) { mo = null; }
+      mo = new N.MutationObserver(function (rs) {
+        tally(rs);
+      });
+      mo.observe(document, {
+        subtree: true,
+        childList: true,
+        attributes: true,
+        characterData: true
+      });
+    } catch (e) {
+      mo = null;
+    }
     function tally(rs) {
       records += rs.length;
       for (var i = 0; i < rs.length && appeared.length < 20; i++) {
@@ -5809,85 +7206,208 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           var n = nodes[j];
           if (n.nodeType === 1 && isIgnored(n)) continue;
           var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
-          if (tx && /\p{L}/u.test(tx) && tx !== opts.value && tx !== opts.text && appeared.indexOf(tx) < 0) appeared.push(clip(tx, 80));
+          if (
+            tx &&
+            /\p{L}/u.test(tx) &&
+            tx !== opts.value &&
+            tx !== opts.text &&
+            appeared.indexOf(tx) < 0
+          )
+            appeared.push(clip(tx, 80));
         }
       }
     }
     var run;
-    var t0 = N.now();  // before dispatch: events the handlers emit are at or after it
+    var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
     switch (action) {
-      case 'click': run = doClick(el, opts); break;
-      case 'dblclick': run = N.Promise.resolve(doClick(el, {})).then(function () { return doClick(el, {}); }).then(function (r1) {
-        var ev = fireMouse(el, 'dblclick', centre(el), { detail: 2 }); return { defaultPrevented: ev.defaultPrevented || (r1 && r1.defaultPrevented) }; }); break;
-      case 'hover': run = doHover(el, opts); break;
-      case 'focus': run = doFocus(el); break;
-      case 'blur': run = doBlur(el); break;
-      case 'fill': run = doFill(el, opts); break;
-      case 'type': run = doType(el, opts); break;
-      case 'clear': run = doClear(el); break;
-      case 'select': run = doSelect(el, opts); break;
-      case 'check': run = doCheck(el, true, opts); break;
-      case 'uncheck': run = doCheck(el, false, opts); break;
-      case 'submit': run = doSubmit(el); break;
-      case 'press': run = doPress(el, opts); break;
-      case 'scrollIntoView': el.scrollIntoView({ block: 'center', inline: 'nearest' }); effect.scrolledIntoView = true; run = {}; break;
-      case 'upload': run = doUpload(el, opts); break;
-      case 'drag': run = doDrag(el, opts); break;
+      case 'click':
+        run = doClick(el, opts);
+        break;
+      case 'dblclick':
+        run = N.Promise.resolve(doClick(el, {}))
+          .then(function () {
+            return doClick(el, {});
+          })
+          .then(function (r1) {
+            var ev = fireMouse(el, 'dblclick', centre(el), { detail: 2 });
+            return { defaultPrevented: ev.defaultPrevented || (r1 && r1.defaultPrevented) };
+          });
+        break;
+      case 'hover':
+        run = doHover(el, opts);
+        break;
+      case 'focus':
+        run = doFocus(el);
+        break;
+      case 'blur':
+        run = doBlur(el);
+        break;
+      case 'fill':
+        run = doFill(el, opts);
+        break;
+      case 'type':
+        run = doType(el, opts);
+        break;
+      case 'clear':
+        run = doClear(el);
+        break;
+      case 'select':
+        run = doSelect(el, opts);
+        break;
+      case 'check':
+        run = doCheck(el, true, opts);
+        break;
+      case 'uncheck':
+        run = doCheck(el, false, opts);
+        break;
+      case 'submit':
+        run = doSubmit(el);
+        break;
+      case 'press':
+        run = doPress(el, opts);
+        break;
+      case 'scrollIntoView':
+        el.scrollIntoView({ block: 'center', inline: 'nearest' });
+        effect.scrolledIntoView = true;
+        run = {};
+        break;
+      case 'upload':
+        run = doUpload(el, opts);
+        break;
+      case 'drag':
+        run = doDrag(el, opts);
+        break;
     }
-    return N.Promise.resolve(run).then(function (r) {
-      r = r || {};
-      return settle().then(function (settled) {
-        try { if (mo) { tally(mo.takeRecords()); mo.disconnect(); } } catch (e) { /* ignore */ }
-        if (r.defaultPrevented) effect.defaultPrevented = true;
-        if (r.heldMs != null) effect.heldMs = r.heldMs;
-        if (r.alreadyAtValue) { effect.alreadyAtValue = true; effect.dispatched = false; }
-        if (r.implicitSubmit) effect.implicitSubmit = true;
-        if (r.activated) effect.activated = true;
-        effect.targetMatched = el.isConnected;
-        var fa = document.activeElement && document.activeElement !== document.body ? document.activeElement : null;
-        if (fa !== focusBefore) effect.focusMoved = (focusBefore ? refFor(focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
-        if (/^(fill|type|clear|select|upload)$/.test(action)) {
-          var after = ('value' in el) ? el.value : (el.isContentEditable ? el.textContent : undefined);
-          effect.valueChanged = after !== valueBefore;
+    return N.Promise.resolve(run).then(
+      function (r) {
+        r = r || {};
+        return settle().then(function (settled) {
+          try {
+            if (mo) {
+              tally(mo.takeRecords());
+              mo.disconnect();
+            }
+          } catch (e) {
+            /* ignore */
+          }
+          if (r.defaultPrevented) effect.defaultPrevented = true;
+          if (r.heldMs != null) effect.heldMs = r.heldMs;
+          if (r.alreadyAtValue) {
+            effect.alreadyAtValue = true;
+            effect.dispatched = false;
+          }
+          if (r.implicitSubmit) effect.implicitSubmit = true;
+          if (r.activated) effect.activated = true;
+          effect.targetMatched = el.isConnected;
+          var fa =
+            document.activeElement && document.activeElement !== document.body
+              ? document.activeElement
+              : null;
+          if (fa !== focusBefore)
+            effect.focusMoved =
+              (focusBefore ? refFor(focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
+          if (/^(fill|type|clear|select|upload)$/.test(action)) {
+            var after =
+              'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+            effect.valueChanged = after !== valueBefore;
+          }
+          effect.domMutatedWithin = records;
+          if (appeared.length) effect.appeared = clip(appeared.join(' | '), 200);
+          var res = {
+            ok: true,
+            ref: ref,
+            action: action,
+            dispatched: effect.dispatched,
+            settled: settled,
+            settleReason: settled ? null : 'timeout',
+            effect: effect,
+            role: role,
+            name: name
+          };
+          if (testid) res.testid = testid;
+          if (r.files) res.files = r.files;
+          if (r.to) res.to = r.to;
+          if (warning) res.warning = warning;
+          res.ms = Math.round(N.now() - t0);
+          res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
+          res.documentId = S.documentId;
+          return res;
+        });
+      },
+      function (e) {
+        try {
+          if (mo) mo.disconnect();
+        } catch (x) {
+          /* ignore */
         }
-        effect.domMutatedWithin = records;
-        if (appeared.length) effect.appeared = clip(appeared.join(' | '), 200);
-        var res = { ok: true, ref: ref, action: action, dispatched: effect.dispatched, settled: settled, settleReason: settled ? null : 'timeout', effect: effect, role: role, name: name };
-        if (testid) res.testid = testid;
-        if (r.files) res.files = r.files;
-        if (r.to) res.to = r.to;
-        if (warning) res.warning = warning;
-        res.ms = Math.round(N.now() - t0);
-        res.pt = Math.floor(t0 * 10) / 10;  // page time at dispatch: the daemon windows events by it
-        res.documentId = S.documentId;
-        return res;
-      });
-    }, function (e) {
-      try { if (mo) mo.disconnect(); } catch (x) { /* ignore */ }
-      throw e;
-    });
+        throw e;
+      }
+    );
   }
   function actSequence(args) {
     var steps = Array.isArray(args.steps) ? args.steps : null;
-    if (!steps || !steps.length) throw new Error('act_sequence needs steps:[{ref|target, action, args?}]');
-    if (steps.length > 50) throw new Error('act_sequence takes at most 50 steps (got ' + steps.length + ')');
-    var out = [], effects = [], i = 0;
+    if (!steps || !steps.length)
+      throw new Error('act_sequence needs steps:[{ref|target, action, args?}]');
+    if (steps.length > 50)
+      throw new Error('act_sequence takes at most 50 steps (got ' + steps.length + ')');
+    var out = [],
+      effects = [],
+      i = 0;
     function next() {
-      if (i >= steps.length) return { ok: true, count: out.length, completed: out.length, steps: out, effects: effects, dispatched: out.length > 0 };
+      if (i >= steps.length)
+        return {
+          ok: true,
+          count: out.length,
+          completed: out.length,
+          steps: out,
+          effects: effects,
+          dispatched: out.length > 0
+        };
       var st = steps[i] || {};
       var idx = i++;
       var p;
-      try { p = act(st); } catch (e) { p = N.Promise.reject(e); }
-      return N.Promise.resolve(p).then(function (r) {
-        var s = { ref: r.ref, action: r.action, dispatched: r.dispatched, settled: r.settled, settleReason: r.settleReason, role: r.role, name: r.name };
-        if (r.testid) s.testid = r.testid;
-        if (r.warning) s.warning = r.warning;
-        out.push(s); effects.push(r.effect);
-        return next();
-      }, function (e) {
-        out.push({ ref: st.ref || null, action: st.action, dispatched: false, error: clip(errMsg(e), 1000) });
-        return { ok: false, count: out.length - 1, completed: out.length - 1, stalled_at: idx, failedAt: idx, error: clip(errMsg(e), 1000), steps: out, effects: effects, dispatched: out.length > 1 };
-      });
+      try {
+        p = act(st);
+      } catch (e) {
+        p = N.Promise.reject(e);
+      }
+      return N.Promise.resolve(p).then(
+        function (r) {
+          var s = {
+            ref: r.ref,
+            action: r.action,
+            dispatched: r.dispatched,
+            settled: r.settled,
+            settleReason: r.settleReason,
+            role: r.role,
+            name: r.name
+          };
+          if (r.testid) s.testid = r.testid;
+          if (r.warning) s.warning = r.warning;
+          out.push(s);
+          effects.push(r.effect);
+          return next();
+        },
+        function (e) {
+          out.push({
+            ref: st.ref || null,
+            action: st.action,
+            dispatched: false,
+            error: clip(errMsg(e), 1000)
+          });
+          return {
+            ok: false,
+            count: out.length - 1,
+            completed: out.length - 1,
+            stalled_at: idx,
+            failedAt: idx,
+            error: clip(errMsg(e), 1000),
+            steps: out,
+            effects: effects,
+            dispatched: out.length > 1
+          };
+        }
+      );
     }
     return next();
   }
@@ -5899,25 +7419,48 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var orig = obj[key];
     if (typeof orig !== 'function' || orig.__reticleWrapped) return null;
     var w = make(orig);
-    try { Object.defineProperty(w, '__reticleWrapped', { value: true }); } catch (e) { /* frozen fn */ }
-    try { Object.defineProperty(w, 'name', { value: orig.name, configurable: true }); } catch (e) { /* ignore */ }
+    try {
+      Object.defineProperty(w, '__reticleWrapped', { value: true });
+    } catch (e) {
+      /* frozen fn */
+    }
+    try {
+      Object.defineProperty(w, 'name', { value: orig.name, configurable: true });
+    } catch (e) {
+      /* ignore */
+    }
     obj[key] = w;
-    S.teardowns.push(function () { if (obj[key] === w) obj[key] = orig; });
+    S.teardowns.push(function () {
+      if (obj[key] === w) obj[key] = orig;
+    });
     return orig;
   }
   function listen(target, type, fn, opts) {
     var g = guard('listener:' + type, fn);
     target.addEventListener(type, g, opts);
-    S.teardowns.push(function () { target.removeEventListener(type, g, opts); });
+    S.teardowns.push(function () {
+      target.removeEventListener(type, g, opts);
+    });
   }
   // per-channel rate cap; overflow is reported as a truncated event once per window
   function rateCap(channel, perSec) {
-    var win = 0, n = 0, dropped = 0;
+    var win = 0,
+      n = 0,
+      dropped = 0;
     return function () {
       var t = N.now();
       if (t - win > 1000) {
-        if (dropped) emit('truncated', { what: channel, count: dropped, reason: 'rate cap of ' + perSec + ' events/s', channel: channel, dropped: dropped });
-        win = t; n = 0; dropped = 0;
+        if (dropped)
+          emit('truncated', {
+            what: channel,
+            count: dropped,
+            reason: 'rate cap of ' + perSec + ' events/s',
+            channel: channel,
+            dropped: dropped
+          });
+        win = t;
+        n = 0;
+        dropped = 0;
       }
       if (n++ < perSec) return true;
       dropped++;
@@ -5926,7 +7469,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // -- network: bodies
-  var TEXTUAL = /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;
+  var TEXTUAL =
+    /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;
   var STREAMY = /(event-stream|x-ndjson|application\/stream|multipart\/x-mixed-replace)/i;
   function redactBody(text, contentType) {
     // returns {body, truncated, size}
@@ -5936,12 +7480,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (looksJson && size <= 262144) {
       try {
         var parsed = N.parse(text);
-        out = N.stringify(sanitize(parsed, { depth: 12, items: 200, str: 4096, budget: BODY_SCAN * 4 }));
-      } catch (e) { out = null; }
+        out = N.stringify(
+          sanitize(parsed, { depth: 12, items: 200, str: 4096, budget: BODY_SCAN * 4 })
+        );
+      } catch (e) {
+        out = null;
+      }
     }
     if (out == null) out = scrubText(text.length > BODY_SCAN ? text.slice(0, BODY_SCAN) : text);
     var truncated = false;
-    if (out.length > BODY_CAP) { out = out.slice(0, BODY_CAP); truncated = true; }
+    if (out.length > BODY_CAP) {
+      out = out.slice(0, BODY_CAP);
+      truncated = true;
+    }
     if (size > BODY_SCAN && !looksJson) truncated = true;
     return { body: out, truncated: truncated, size: size };
   }
@@ -5949,72 +7500,165 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     // returns {body?, type?, truncated?}
     if (b == null) return null;
     try {
-      if (typeof b === 'string') { var r = redactBody(b, ''); return { body: r.body, truncated: r.truncated }; }
-      if (typeof URLSearchParams !== 'undefined' && b instanceof URLSearchParams) { var r2 = redactBody(b.toString(), 'application/x-www-form-urlencoded'); return { body: r2.body, truncated: r2.truncated }; }
+      if (typeof b === 'string') {
+        var r = redactBody(b, '');
+        return { body: r.body, truncated: r.truncated };
+      }
+      if (typeof URLSearchParams !== 'undefined' && b instanceof URLSearchParams) {
+        var r2 = redactBody(b.toString(), 'application/x-www-form-urlencoded');
+        return { body: r2.body, truncated: r2.truncated };
+      }
       if (typeof FormData !== 'undefined' && b instanceof FormData) {
-        var o = {}, n = 0;
-        b.forEach(function (v, k) { if (n++ < 50) o[k] = (typeof v === 'string') ? v : '[File ' + (v.name || '') + ' ' + (v.size || 0) + 'B]'; });
+        var o = {},
+          n = 0;
+        b.forEach(function (v, k) {
+          if (n++ < 50)
+            o[k] =
+              typeof v === 'string' ? v : '[File ' + (v.name || '') + ' ' + (v.size || 0) + 'B]';
+        });
         return { body: N.stringify(sanitize(o, { str: 1000 })), type: 'FormData' };
       }
-      if (typeof Blob !== 'undefined' && b instanceof Blob) return { type: 'Blob' + (b.type ? ' ' + b.type : '') + ' ' + b.size + 'B' };
-      if (b instanceof ArrayBuffer || (ArrayBuffer.isView && ArrayBuffer.isView(b))) return { type: 'binary ' + (b.byteLength || 0) + 'B' };
-      if (typeof ReadableStream !== 'undefined' && b instanceof ReadableStream) return { type: 'ReadableStream' };
+      if (typeof Blob !== 'undefined' && b instanceof Blob)
+        return { type: 'Blob' + (b.type ? ' ' + b.type : '') + ' ' + b.size + 'B' };
+      if (b instanceof ArrayBuffer || (ArrayBuffer.isView && ArrayBuffer.isView(b)))
+        return { type: 'binary ' + (b.byteLength || 0) + 'B' };
+      if (typeof ReadableStream !== 'undefined' && b instanceof ReadableStream)
+        return { type: 'ReadableStream' };
       if (typeof Document !== 'undefined' && b instanceof Document) return { type: 'Document' };
-    } catch (e) { /* ignore */ }
+    } catch (e) {
+      /* ignore */
+    }
     return { type: typeof b };
   }
   function withBodyFields(d, req, resp) {
-    if (!S.captureBodies) { d.bodyCaptured = false; return d; }
+    if (!S.captureBodies) {
+      d.bodyCaptured = false;
+      return d;
+    }
     if (req) {
       if (req.body != null) d.requestBody = req.body;
       if (req.type) d.requestBodyType = req.type;
-      if (req.truncated) { d.requestBodyTruncated = true; d.bodyTruncated = true; }
+      if (req.truncated) {
+        d.requestBodyTruncated = true;
+        d.bodyTruncated = true;
+      }
     }
     if (resp) {
-      if (resp.body != null) { d.responseBody = resp.body; d.bodyCaptured = true; }
-      else { d.bodyCaptured = false; if (resp.reason) d.bodyNotCapturedReason = resp.reason; }
-      if (resp.truncated) { d.responseBodyTruncated = true; d.bodyTruncated = true; }
+      if (resp.body != null) {
+        d.responseBody = resp.body;
+        d.bodyCaptured = true;
+      } else {
+        d.bodyCaptured = false;
+        if (resp.reason) d.bodyNotCapturedReason = resp.reason;
+      }
+      if (resp.truncated) {
+        d.responseBodyTruncated = true;
+        d.bodyTruncated = true;
+      }
       if (resp.size != null) d.responseSize = resp.size;
     }
     return d;
   }
   var netCounter = 0;
   function isBridgeUrl(u) {
-    try { var x = new URL(u, location.href); var b = new URL(S.url); return x.host === b.host && /^\/reticle(\.js)?$/.test(x.pathname); } catch (e) { return false; }
+    try {
+      var x = new URL(u, location.href);
+      var b = new URL(S.url);
+      return x.host === b.host && /^\/reticle(\.js)?$/.test(x.pathname);
+    } catch (e) {
+      return false;
+    }
   }
 
   function installFetch() {
     if (typeof window.fetch !== 'function') return;
-    if (!isNativeFn(window.fetch)) emit('blind-spot', { reason: 'wrapped-network', kind: 'wrapped-network', count: 1, detail: 'window.fetch was already wrapped by another library before reticle loaded; requests are still observed through the wrapper' });
+    if (!isNativeFn(window.fetch))
+      emit('blind-spot', {
+        reason: 'wrapped-network',
+        kind: 'wrapped-network',
+        count: 1,
+        detail:
+          'window.fetch was already wrapped by another library before reticle loaded; requests are still observed through the wrapper'
+      });
     patch(window, 'fetch', function (orig) {
       return function fetch(input, init) {
         var meta = null;
         try {
-          var url = typeof input === 'string' ? input : (input && input.url) ? input.url : String(input);
-          var method = ((init && init.method) || (input && typeof input === 'object' && input.method) || 'GET').toUpperCase();
-          try { url = new URL(url, location.href).href; } catch (e) { /* keep raw */ }
+          var url =
+            typeof input === 'string' ? input : input && input.url ? input.url : String(input);
+          var method = (
+            (init && init.method) ||
+            (input && typeof input === 'object' && input.method) ||
+            'GET'
+          ).toUpperCase();
+          try {
+            url = new URL(url, location.href).href;
+          } catch (e) {
+            /* keep raw */
+          }
           if (!isBridgeUrl(url)) {
-            var id = 'n' + (++netCounter);
+            var id = 'n' + ++netCounter;
             meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
             if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
-            emit('net.pending', { id: id, requestId: id, method: method, url: meta.url, initiator: 'fetch' });
+            emit('net.pending', {
+              id: id,
+              requestId: id,
+              method: method,
+              url: meta.url,
+              initiator: 'fetch'
+            });
           }
-        } catch (e) { meta = null; }
+        } catch (e) {
+          meta = null;
+        }
         var p = orig.apply(this, arguments);
         if (!meta) return p;
         try {
           // a Request object body: read from a clone
-          if (S.captureBodies && !meta.req && input && typeof input === 'object' && typeof input.clone === 'function' && method !== 'GET' && method !== 'HEAD') {
-            meta.reqP = input.clone().text().then(function (t) { return t ? describeReqBody(t) : null; }, function () { return null; });
+          if (
+            S.captureBodies &&
+            !meta.req &&
+            input &&
+            typeof input === 'object' &&
+            typeof input.clone === 'function' &&
+            method !== 'GET' &&
+            method !== 'HEAD'
+          ) {
+            meta.reqP = input
+              .clone()
+              .text()
+              .then(
+                function (t) {
+                  return t ? describeReqBody(t) : null;
+                },
+                function () {
+                  return null;
+                }
+              );
           }
-        } catch (e) { /* ignore */ }
-        p.then(guard('network_observer', function (res) { onFetchResponse(meta, res); }),
+        } catch (e) {
+          /* ignore */
+        }
+        p.then(
+          guard('network_observer', function (res) {
+            onFetchResponse(meta, res);
+          }),
           guard('network_observer', function (err) {
-            var d = { id: meta.id, requestId: meta.id, method: meta.method, url: meta.url, status: 0, ok: false, durationMs: Math.round(N.now() - meta.t0),
-              initiator: 'fetch', error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500) };
+            var d = {
+              id: meta.id,
+              requestId: meta.id,
+              method: meta.method,
+              url: meta.url,
+              status: 0,
+              ok: false,
+              durationMs: Math.round(N.now() - meta.t0),
+              initiator: 'fetch',
+              error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
+            };
             d.ms = d.durationMs;
             emit('net.request', withBodyFields(d, meta.req, null));
-          }));
+          })
+        );
         return p;
       };
     });
@@ -6022,56 +7666,141 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function onFetchResponse(meta, res) {
     var ms = Math.round(N.now() - meta.t0);
     var ct = '';
-    try { ct = res.headers.get('content-type') || ''; } catch (e) { /* opaque */ }
-    var d = { id: meta.id, requestId: meta.id, method: meta.method, url: meta.url, status: res.status, ok: res.status >= 200 && res.status < 400,
-      durationMs: ms, ms: ms, initiator: 'fetch', statusText: res.statusText || undefined, contentType: ct || undefined };
-    if (res.type === 'opaque') { d.opaque = true; d.ok = null; }
+    try {
+      ct = res.headers.get('content-type') || '';
+    } catch (e) {
+      /* opaque */
+    }
+    var d = {
+      id: meta.id,
+      requestId: meta.id,
+      method: meta.method,
+      url: meta.url,
+      status: res.status,
+      ok: res.status >= 200 && res.status < 400,
+      durationMs: ms,
+      ms: ms,
+      initiator: 'fetch',
+      statusText: res.statusText || undefined,
+      contentType: ct || undefined
+    };
+    if (res.type === 'opaque') {
+      d.opaque = true;
+      d.ok = null;
+    }
     if (res.redirected) d.redirected = true;
     var cl = null;
-    try { cl = res.headers.get('content-length'); } catch (e) { /* ignore */ }
+    try {
+      cl = res.headers.get('content-length');
+    } catch (e) {
+      /* ignore */
+    }
     if (cl != null && !isNaN(+cl)) d.responseSize = +cl;
     var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
-    if (!S.captureBodies) { reqDone.then(function (rq) { emit('net.request', withBodyFields(d, rq, null)); }); return; }
+    if (!S.captureBodies) {
+      reqDone.then(function (rq) {
+        emit('net.request', withBodyFields(d, rq, null));
+      });
+      return;
+    }
     var reason = null;
     if (STREAMY.test(ct)) reason = 'streaming response';
     else if (ct && !TEXTUAL.test(ct)) reason = 'non-text content-type';
-    else if (res.type === 'opaque' || res.status === 204 || res.status === 304 || meta.method === 'HEAD') reason = 'no body';
+    else if (
+      res.type === 'opaque' ||
+      res.status === 204 ||
+      res.status === 304 ||
+      meta.method === 'HEAD'
+    )
+      reason = 'no body';
     else if (res.bodyUsed) reason = 'body already used';
     var clone = null;
-    if (!reason) { try { clone = res.clone(); } catch (e) { reason = 'clone failed'; } }
-    if (!clone) { reqDone.then(function (rq) { emit('net.request', withBodyFields(d, rq, { reason: reason })); }); return; }
+    if (!reason) {
+      try {
+        clone = res.clone();
+      } catch (e) {
+        reason = 'clone failed';
+      }
+    }
+    if (!clone) {
+      reqDone.then(function (rq) {
+        emit('net.request', withBodyFields(d, rq, { reason: reason }));
+      });
+      return;
+    }
     var finished = false;
     var rd = readCapped(clone, 262144);
     var timer = N.setTimeout(function () {
-      if (finished) return; finished = true; rd.cancel();
-      reqDone.then(function (rq) { emit('net.request', withBodyFields(d, rq, { reason: 'body read timed out (2 s)' })); });
+      if (finished) return;
+      finished = true;
+      rd.cancel();
+      reqDone.then(function (rq) {
+        emit('net.request', withBodyFields(d, rq, { reason: 'body read timed out (2 s)' }));
+      });
     }, 2000);
-    N.Promise.all([rd.promise, reqDone]).then(function (vals) {
-      if (finished) return; finished = true; N.clearTimeout(timer);
-      var got = vals[0];
-      var r = redactBody(got.text, ct);
-      emit('net.request', withBodyFields(d, vals[1], { body: r.body, truncated: r.truncated || !got.complete, size: d.responseSize != null ? d.responseSize : (got.complete ? r.size : undefined) }));
-    }, function (e) {
-      if (finished) return; finished = true; N.clearTimeout(timer);
-      reqDone.then(function (rq) { emit('net.request', withBodyFields(d, rq, { reason: 'body read failed: ' + clip(errMsg(e), 200) })); });
-    });
+    N.Promise.all([rd.promise, reqDone]).then(
+      function (vals) {
+        if (finished) return;
+        finished = true;
+        N.clearTimeout(timer);
+        var got = vals[0];
+        var r = redactBody(got.text, ct);
+        emit(
+          'net.request',
+          withBodyFields(d, vals[1], {
+            body: r.body,
+            truncated: r.truncated || !got.complete,
+            size: d.responseSize != null ? d.responseSize : got.complete ? r.size : undefined
+          })
+        );
+      },
+      function (e) {
+        if (finished) return;
+        finished = true;
+        N.clearTimeout(timer);
+        reqDone.then(function (rq) {
+          emit(
+            'net.request',
+            withBodyFields(d, rq, { reason: 'body read failed: ' + clip(errMsg(e), 200) })
+          );
+        });
+      }
+    );
   }
 
   // read at most ~cap characters of a (cloned) response without buffering a huge body
   function readCapped(resp, cap) {
     var reader = null;
-    var out = { cancel: function () { try { if (reader) reader.cancel(); } catch (e) { /* ignore */ } } };
-    if (!resp.body || typeof resp.body.getReader !== 'function' || typeof TextDecoder === 'undefined') {
-      out.promise = resp.text().then(function (t) { return { text: t, complete: true }; });
+    var out = {
+      cancel: function () {
+        try {
+          if (reader) reader.cancel();
+        } catch (e) {
+          /* ignore */
+        }
+      }
+    };
+    if (
+      !resp.body ||
+      typeof resp.body.getReader !== 'function' ||
+      typeof TextDecoder === 'undefined'
+    ) {
+      out.promise = resp.text().then(function (t) {
+        return { text: t, complete: true };
+      });
       return out;
     }
     reader = resp.body.getReader();
-    var dec = new TextDecoder(), text = '';
+    var dec = new TextDecoder(),
+      text = '';
     function pump() {
       return reader.read().then(function (r) {
         if (r.done) return { text: text + dec.decode(), complete: true };
         text += dec.decode(r.value, { stream: true });
-        if (text.length > cap) { out.cancel(); return { text: text, complete: false }; }
+        if (text.length > cap) {
+          out.cancel();
+          return { text: text, complete: false };
+        }
         return pump();
       });
     }
@@ -6087,9 +7816,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return function (method, url) {
         try {
           var u = String(url);
-          try { u = new URL(u, location.href).href; } catch (e) { /* keep */ }
+          try {
+            u = new URL(u, location.href).href;
+          } catch (e) {
+            /* keep */
+          }
           META.set(this, { method: String(method || 'GET').toUpperCase(), url: u });
-        } catch (e) { /* ignore */ }
+        } catch (e) {
+          /* ignore */
+        }
         return orig.apply(this, arguments);
       };
     });
@@ -6099,37 +7834,74 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         try {
           var m = META.get(xhr);
           if (m && !isBridgeUrl(m.url)) {
-            var id = 'n' + (++netCounter);
-            m.id = id; m.t0 = N.now(); m.rurl = redactUrl(m.url);
+            var id = 'n' + ++netCounter;
+            m.id = id;
+            m.t0 = N.now();
+            m.rurl = redactUrl(m.url);
             m.req = S.captureBodies ? describeReqBody(body) : null;
-            emit('net.pending', { id: id, requestId: id, method: m.method, url: m.rurl, initiator: 'xhr' });
+            emit('net.pending', {
+              id: id,
+              requestId: id,
+              method: m.method,
+              url: m.rurl,
+              initiator: 'xhr'
+            });
             if (!m.listening) {
               m.listening = true;
-              xhr.addEventListener('loadend', guard('network_observer', function () {
-                var mm = META.get(xhr); if (!mm || !mm.id) return;
-                var ms = Math.round(N.now() - mm.t0);
-                var ct = ''; try { ct = xhr.getResponseHeader('content-type') || ''; } catch (e) { /* ignore */ }
-                var d = { id: mm.id, requestId: mm.id, method: mm.method, url: mm.rurl, status: xhr.status, ok: xhr.status >= 200 && xhr.status < 400,
-                  durationMs: ms, ms: ms, initiator: 'xhr', statusText: xhr.statusText || undefined, contentType: ct || undefined };
-                if (xhr.status === 0) d.error = 'network error, abort or timeout';
-                var resp = null;
-                if (S.captureBodies) {
+              xhr.addEventListener(
+                'loadend',
+                guard('network_observer', function () {
+                  var mm = META.get(xhr);
+                  if (!mm || !mm.id) return;
+                  var ms = Math.round(N.now() - mm.t0);
+                  var ct = '';
                   try {
-                    if (xhr.responseType === '' || xhr.responseType === 'text') {
-                      if (STREAMY.test(ct)) resp = { reason: 'streaming response' };
-                      else if (ct && !TEXTUAL.test(ct)) resp = { reason: 'non-text content-type' };
-                      else { var r = redactBody(xhr.responseText || '', ct); resp = { body: r.body, truncated: r.truncated, size: r.size }; }
-                    } else if (xhr.responseType === 'json') {
-                      var r2 = redactBody(N.stringify(xhr.response), 'application/json'); resp = { body: r2.body, truncated: r2.truncated, size: r2.size };
-                    } else resp = { reason: 'responseType ' + xhr.responseType };
-                  } catch (e) { resp = { reason: 'body read failed' }; }
-                }
-                emit('net.request', withBodyFields(d, mm.req, resp));
-                mm.id = null;
-              }));
+                    ct = xhr.getResponseHeader('content-type') || '';
+                  } catch (e) {
+                    /* ignore */
+                  }
+                  var d = {
+                    id: mm.id,
+                    requestId: mm.id,
+                    method: mm.method,
+                    url: mm.rurl,
+                    status: xhr.status,
+                    ok: xhr.status >= 200 && xhr.status < 400,
+                    durationMs: ms,
+                    ms: ms,
+                    initiator: 'xhr',
+                    statusText: xhr.statusText || undefined,
+                    contentType: ct || undefined
+                  };
+                  if (xhr.status === 0) d.error = 'network error, abort or timeout';
+                  var resp = null;
+                  if (S.captureBodies) {
+                    try {
+                      if (xhr.responseType === '' || xhr.responseType === 'text') {
+                        if (STREAMY.test(ct)) resp = { reason: 'streaming response' };
+                        else if (ct && !TEXTUAL.test(ct))
+                          resp = { reason: 'non-text content-type' };
+                        else {
+                          var r = redactBody(xhr.responseText || '', ct);
+                          resp = { body: r.body, truncated: r.truncated, size: r.size };
+                        }
+                      } else if (xhr.responseType === 'json') {
+                        var r2 = redactBody(N.stringify(xhr.response), 'application/json');
+                        resp = { body: r2.body, truncated: r2.truncated, size: r2.size };
+                      } else resp = { reason: 'responseType ' + xhr.responseType };
+                    } catch (e) {
+                      resp = { reason: 'body read failed' };
+                    }
+                  }
+                  emit('net.request', withBodyFields(d, mm.req, resp));
+                  mm.id = null;
+                })
+              );
             }
           }
-        } catch (e) { internal('network_observer', e); }
+        } catch (e) {
+          internal('network_observer', e);
+        }
         return orig.apply(this, arguments);
       };
     });
@@ -6141,11 +7913,33 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return function (url, data) {
         var queued = orig.apply(this, arguments);
         try {
-          var id = 'n' + (++netCounter);
-          var u = String(url); try { u = new URL(u, location.href).href; } catch (e) { /* keep */ }
-          var d = { id: id, requestId: id, method: 'POST', url: redactUrl(u), status: 0, ok: !!queued, queued: !!queued, durationMs: 0, ms: 0, initiator: 'beacon', oneWay: true };
-          emit('net.request', withBodyFields(d, S.captureBodies ? describeReqBody(data) : null, null));
-        } catch (e) { /* ignore */ }
+          var id = 'n' + ++netCounter;
+          var u = String(url);
+          try {
+            u = new URL(u, location.href).href;
+          } catch (e) {
+            /* keep */
+          }
+          var d = {
+            id: id,
+            requestId: id,
+            method: 'POST',
+            url: redactUrl(u),
+            status: 0,
+            ok: !!queued,
+            queued: !!queued,
+            durationMs: 0,
+            ms: 0,
+            initiator: 'beacon',
+            oneWay: true
+          };
+          emit(
+            'net.request',
+            withBodyFields(d, S.captureBodies ? describeReqBody(data) : null, null)
+          );
+        } catch (e) {
+          /* ignore */
+        }
         return queued;
       };
     });
@@ -6154,11 +7948,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function frameData(data) {
     var d = {};
     if (typeof data === 'string') {
-      d.size = data.length; d.frameBytes = data.length;
-      if (S.captureBodies) { var r = redactBody(data, ''); d.data = r.body.length > FRAME_DATA_CAP ? r.body.slice(0, FRAME_DATA_CAP) : r.body; if (r.truncated || r.body.length > FRAME_DATA_CAP) d.dataTruncated = true; }
+      d.size = data.length;
+      d.frameBytes = data.length;
+      if (S.captureBodies) {
+        var r = redactBody(data, '');
+        d.data = r.body.length > FRAME_DATA_CAP ? r.body.slice(0, FRAME_DATA_CAP) : r.body;
+        if (r.truncated || r.body.length > FRAME_DATA_CAP) d.dataTruncated = true;
+      }
     } else {
       d.frameType = 'binary';
-      try { d.size = data.byteLength != null ? data.byteLength : (data.size || 0); } catch (e) { d.size = 0; }
+      try {
+        d.size = data.byteLength != null ? data.byteLength : data.size || 0;
+      } catch (e) {
+        d.size = 0;
+      }
       d.frameBytes = d.size;
     }
     return d;
@@ -6172,22 +7975,77 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       try {
         var u = redactUrl(ws.url || String(url));
         emit('net.ws', { direction: 'open', transport: 'ws', url: u });
-        ws.addEventListener('message', function (e) { try { if (allow()) { var d = frameData(e.data); d.direction = 'in'; d.transport = 'ws'; d.url = u; emit('net.ws', d); } } catch (x) { /* ignore */ } });
-        ws.addEventListener('close', function (e) { try { emit('net.ws', { direction: 'close', transport: 'ws', url: u, code: e.code, reason: clip(e.reason, 200), clean: e.wasClean }); } catch (x) { /* ignore */ } });
-        ws.addEventListener('error', function () { try { emit('net.ws', { direction: 'error', transport: 'ws', url: u }); } catch (x) { /* ignore */ } });
+        ws.addEventListener('message', function (e) {
+          try {
+            if (allow()) {
+              var d = frameData(e.data);
+              d.direction = 'in';
+              d.transport = 'ws';
+              d.url = u;
+              emit('net.ws', d);
+            }
+          } catch (x) {
+            /* ignore */
+          }
+        });
+        ws.addEventListener('close', function (e) {
+          try {
+            emit('net.ws', {
+              direction: 'close',
+              transport: 'ws',
+              url: u,
+              code: e.code,
+              reason: clip(e.reason, 200),
+              clean: e.wasClean
+            });
+          } catch (x) {
+            /* ignore */
+          }
+        });
+        ws.addEventListener('error', function () {
+          try {
+            emit('net.ws', { direction: 'error', transport: 'ws', url: u });
+          } catch (x) {
+            /* ignore */
+          }
+        });
         var send = ws.send;
         ws.send = function (data) {
-          try { if (allow()) { var d = frameData(data); d.direction = 'out'; d.transport = 'ws'; d.url = u; emit('net.ws', d); } } catch (x) { /* ignore */ }
+          try {
+            if (allow()) {
+              var d = frameData(data);
+              d.direction = 'out';
+              d.transport = 'ws';
+              d.url = u;
+              emit('net.ws', d);
+            }
+          } catch (x) {
+            /* ignore */
+          }
           return send.apply(ws, arguments);
         };
-      } catch (e) { internal('network_observer', e); }
+      } catch (e) {
+        internal('network_observer', e);
+      }
       return ws;
     };
     W.prototype = Native.prototype;
-    ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED'].forEach(function (k) { try { Object.defineProperty(W, k, { value: Native[k] }); } catch (e) { /* ignore */ } });
-    try { Object.defineProperty(W, '__reticleWrapped', { value: true }); } catch (e) { /* ignore */ }
+    ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED'].forEach(function (k) {
+      try {
+        Object.defineProperty(W, k, { value: Native[k] });
+      } catch (e) {
+        /* ignore */
+      }
+    });
+    try {
+      Object.defineProperty(W, '__reticleWrapped', { value: true });
+    } catch (e) {
+      /* ignore */
+    }
     window.WebSocket = W;
-    S.teardowns.push(function () { if (window.WebSocket === W) window.WebSocket = Native; });
+    S.teardowns.push(function () {
+      if (window.WebSocket === W) window.WebSocket = Native;
+    });
   }
   function installEventSource() {
     var Native = window.EventSource;
@@ -6198,22 +8056,64 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       try {
         var u = redactUrl(es.url || String(url));
         emit('net.sse', { direction: 'open', transport: 'sse', url: u });
-        es.addEventListener('message', function (e) { try { if (allow()) { var d = frameData(e.data); d.direction = 'in'; d.transport = 'sse'; d.url = u; if (e.lastEventId) d.lastEventId = clip(e.lastEventId, 100); emit('net.sse', d); } } catch (x) { /* ignore */ } });
-        es.addEventListener('error', function () { try { emit('net.sse', { direction: es.readyState === 2 ? 'close' : 'error', transport: 'sse', url: u, readyState: es.readyState }); } catch (x) { /* ignore */ } });
+        es.addEventListener('message', function (e) {
+          try {
+            if (allow()) {
+              var d = frameData(e.data);
+              d.direction = 'in';
+              d.transport = 'sse';
+              d.url = u;
+              if (e.lastEventId) d.lastEventId = clip(e.lastEventId, 100);
+              emit('net.sse', d);
+            }
+          } catch (x) {
+            /* ignore */
+          }
+        });
+        es.addEventListener('error', function () {
+          try {
+            emit('net.sse', {
+              direction: es.readyState === 2 ? 'close' : 'error',
+              transport: 'sse',
+              url: u,
+              readyState: es.readyState
+            });
+          } catch (x) {
+            /* ignore */
+          }
+        });
         var close = es.close;
-        es.close = function () { try { emit('net.sse', { direction: 'close', transport: 'sse', url: u, byClient: true }); } catch (x) { /* ignore */ } return close.apply(es, arguments); };
-      } catch (e) { internal('network_observer', e); }
+        es.close = function () {
+          try {
+            emit('net.sse', { direction: 'close', transport: 'sse', url: u, byClient: true });
+          } catch (x) {
+            /* ignore */
+          }
+          return close.apply(es, arguments);
+        };
+      } catch (e) {
+        internal('network_observer', e);
+      }
       return es;
     };
     W.prototype = Native.prototype;
-    ['CONNECTING', 'OPEN', 'CLOSED'].forEach(function (k) { try { Object.defineProperty(W, k, { value: Native[k] }); } catch (e) { /* ignore */ } });
+    ['CONNECTING', 'OPEN', 'CLOSED'].forEach(function (k) {
+      try {
+        Object.defineProperty(W, k, { value: Native[k] });
+      } catch (e) {
+        /* ignore */
+      }
+    });
     window.EventSource = W;
-    S.teardowns.push(function () { if (window.EventSource === W) window.EventSource = Native; });
+    S.teardowns.push(function () {
+      if (window.EventSource === W) window.EventSource = Native;
+    });
   }
 
   // -- console and errors
   function formatArgs(args) {
-    var parts = [], i = 0;
+    var parts = [],
+      i = 0;
     if (typeof args[0] === 'string' && /%[sdifoOc]/.test(args[0]) && args.length > 1) {
       i = 1;
       var fmt = args[0].replace(/%([sdifoOc%])/g, function (all, f) {
@@ -6231,7 +8131,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     for (; i < args.length; i++) {
       var a = args[i];
       if (typeof a === 'string') parts.push(a);
-      else if (a instanceof Error) parts.push((a.name && a.name !== 'Error' ? a.name + ': ' : '') + a.message);
+      else if (a instanceof Error)
+        parts.push((a.name && a.name !== 'Error' ? a.name + ': ' : '') + a.message);
       else parts.push(safeStringify(a, 1000));
     }
     return clip(scrub(parts.join(' ')), 4000);
@@ -6242,15 +8143,34 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (t === 'string') return clip(scrub(a), 200);
     if (t === 'number' || t === 'boolean' || t === 'undefined' || t === 'bigint') return String(a);
     if (t === 'function') return '[Function ' + (a.name || 'anonymous') + ']';
-    if (t === 'symbol') { try { return a.toString(); } catch (e) { return 'Symbol()'; } }
+    if (t === 'symbol') {
+      try {
+        return a.toString();
+      } catch (e) {
+        return 'Symbol()';
+      }
+    }
     if (a instanceof Error) return '[' + (a.name || 'Error') + ': ' + clip(a.message, 150) + ']';
     if (typeof Node !== 'undefined' && a instanceof Node) return describeNode(a);
     if (Array.isArray(a)) return '[Array(' + a.length + ')]';
-    try { return '{' + Object.keys(a).slice(0, 8).join(', ') + (Object.keys(a).length > 8 ? ', \u2026' : '') + '}'; } catch (e) { return '[object]'; }
+    try {
+      return (
+        '{' +
+        Object.keys(a).slice(0, 8).join(', ') +
+        (Object.keys(a).length > 8 ? ', \u2026' : '') +
+        '}'
+      );
+    } catch (e) {
+      return '[object]';
+    }
   }
   function cleanStack(s) {
     if (!s) return undefined;
-    var lines = String(s).split('\n').filter(function (l) { return !/reticle(\.js|-sdk)/.test(l); });
+    var lines = String(s)
+      .split('\n')
+      .filter(function (l) {
+        return !/reticle(\.js|-sdk)/.test(l);
+      });
     return clip(scrub(lines.join('\n')), STACK_CAP);
   }
   var inConsole = 0;
@@ -6269,13 +8189,23 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
                 var d = { text: text, message: text, args: args.slice(0, 10).map(argSummary) };
                 if (args.length > 10) d.argsTruncated = args.length - 10;
                 if (level === 'error' || level === 'warn') {
-                  var errArg = args.filter(function (a) { return a instanceof Error; })[0];
+                  var errArg = args.filter(function (a) {
+                    return a instanceof Error;
+                  })[0];
                   if (errArg) d.stack = cleanStack(errArg.stack);
-                  else if (level === 'error') { try { d.stack = cleanStack(new Error().stack.split('\n').slice(2).join('\n')); } catch (e) { /* ignore */ } }
+                  else if (level === 'error') {
+                    try {
+                      d.stack = cleanStack(new Error().stack.split('\n').slice(2).join('\n'));
+                    } catch (e) {
+                      /* ignore */
+                    }
+                  }
                 }
                 emit('console.' + level, d);
               }
-            } catch (e) { /* never break the app's console */ }
+            } catch (e) {
+              /* never break the app's console */
+            }
             inConsole--;
           }
           return orig.apply(this, arguments);
@@ -6284,18 +8214,38 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
   function installErrors() {
-    listen(window, 'error', function (e) {
-      if (!e || !(e instanceof ErrorEvent) && !e.error && !e.message) return; // resource load errors have no message
-      if (e.target && e.target !== window && e.target.nodeType === 1) return;
-      var err = e.error;
-      var d = { kind: 'error', message: clip(scrub(e.message || (err && err.message) || 'error'), 2000), source: redactUrl(e.filename || ''), line: e.lineno, column: e.colno };
-      if (err && err.stack) d.stack = cleanStack(err.stack);
-      if (err && err.name) d.name = err.name;
-      emit('error.uncaught', d);
-    }, true);
+    listen(
+      window,
+      'error',
+      function (e) {
+        // resource load errors have no message
+        if (!e || (!(e instanceof ErrorEvent) && !e.error && !e.message)) return;
+        if (e.target && e.target !== window && e.target.nodeType === 1) return;
+        var err = e.error;
+        var d = {
+          kind: 'error',
+          message: clip(scrub(e.message || (err && err.message) || 'error'), 2000),
+          source: redactUrl(e.filename || ''),
+          line: e.lineno,
+          column: e.colno
+        };
+        if (err && err.stack) d.stack = cleanStack(err.stack);
+        if (err && err.name) d.name = err.name;
+        emit('error.uncaught', d);
+      },
+      true
+    );
     listen(window, 'unhandledrejection', function (e) {
       var r = e.reason;
-      var d = { kind: 'unhandledrejection', message: clip(scrub(r instanceof Error ? r.message : typeof r === 'string' ? r : safeStringify(r, 1000)), 2000) };
+      var d = {
+        kind: 'unhandledrejection',
+        message: clip(
+          scrub(
+            r instanceof Error ? r.message : typeof r === 'string' ? r : safeStringify(r, 1000)
+          ),
+          2000
+        )
+      };
       if (r && r.stack) d.stack = cleanStack(r.stack);
       if (r && r.name) d.name = r.name;
       emit('error.uncaught', d);
@@ -6309,7 +8259,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (to === lastHref) return;
     var from = lastHref;
     lastHref = to;
-    emit('route.change', { from: redactUrl(from), to: redactUrl(to), kind: kind, pathname: location.pathname, search: redactUrl(location.search), hash: redactUrl(location.hash), title: document.title });
+    emit('route.change', {
+      from: redactUrl(from),
+      to: redactUrl(to),
+      kind: kind,
+      pathname: location.pathname,
+      search: redactUrl(location.search),
+      hash: redactUrl(location.hash),
+      title: document.title
+    });
   }
   function installRouting() {
     lastHref = location.href;
@@ -6317,56 +8275,112 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       patch(history, m, function (orig) {
         return function () {
           var r = orig.apply(this, arguments);
-          try { routeChanged(m === 'pushState' ? 'push' : 'replace'); } catch (e) { /* ignore */ }
+          try {
+            routeChanged(m === 'pushState' ? 'push' : 'replace');
+          } catch (e) {
+            /* ignore */
+          }
           return r;
         };
       });
     });
     listen(window, 'popstate', function () {
       var same = location.href.split('#')[0] === lastHref.split('#')[0];
-      routeChanged(same && location.hash !== (lastHref.indexOf('#') >= 0 ? lastHref.slice(lastHref.indexOf('#')) : '') ? 'hash' : 'pop');
+      routeChanged(
+        same &&
+          location.hash !==
+            (lastHref.indexOf('#') >= 0 ? lastHref.slice(lastHref.indexOf('#')) : '')
+          ? 'hash'
+          : 'pop'
+      );
     });
-    listen(window, 'hashchange', function () { routeChanged('hash'); });
+    listen(window, 'hashchange', function () {
+      routeChanged('hash');
+    });
   }
 
   // -- DOM mutations, coalesced per animation frame
-  var ATTRS = ['class', 'hidden', 'disabled', 'open', 'aria-hidden', 'aria-expanded', 'aria-selected', 'aria-checked', 'aria-pressed', 'aria-busy', 'aria-invalid', 'data-state', 'style', 'src', 'href', 'value', 'checked', 'role', 'aria-label'];
+  var ATTRS = [
+    'class',
+    'hidden',
+    'disabled',
+    'open',
+    'aria-hidden',
+    'aria-expanded',
+    'aria-selected',
+    'aria-checked',
+    'aria-pressed',
+    'aria-busy',
+    'aria-invalid',
+    'data-state',
+    'style',
+    'src',
+    'href',
+    'value',
+    'checked',
+    'role',
+    'aria-label'
+  ];
   var DOM_CAP = 40;
   function installDom() {
     if (!N.MutationObserver) return;
     var pending = [];
     var scheduled = false;
-    var pendingCap = 20000, overflowRecords = 0;
+    var pendingCap = 20000,
+      overflowRecords = 0;
     var mo = new N.MutationObserver(function (rs) {
       if (document.readyState === 'loading') return; // the parser building the initial page is not a change
-      if (pending.length + rs.length > pendingCap) { overflowRecords += rs.length; return; }
+      if (pending.length + rs.length > pendingCap) {
+        overflowRecords += rs.length;
+        return;
+      }
       for (var i = 0; i < rs.length; i++) pending.push(rs[i]);
       if (!scheduled) {
         scheduled = true;
         var fired = false;
-        var run = function () { if (fired) return; fired = true; scheduled = false; processDom(); };
-        N.raf(run); N.setTimeout(run, 100); // rAF does not run in background tabs
+        var run = function () {
+          if (fired) return;
+          fired = true;
+          scheduled = false;
+          processDom();
+        };
+        N.raf(run);
+        N.setTimeout(run, 100); // rAF does not run in background tabs
       }
     });
     function processDom() {
-      var rs = pending; pending = [];
-      var added = 0, removed = 0, changed = 0, dropA = 0, dropR = 0, dropC = 0;
-      var seenAttr = new Map(), seenText = new Set();
+      var rs = pending;
+      pending = [];
+      var added = 0,
+        removed = 0,
+        changed = 0,
+        dropA = 0,
+        dropR = 0,
+        dropC = 0;
+      var seenAttr = new Map(),
+        seenText = new Set();
       var cache = makeVisCache();
       try {
         for (var i = 0; i < rs.length; i++) {
           var r = rs[i];
-          var tgt = r.target && r.target.nodeType === 1 ? r.target : (r.target && r.target.parentElement);
+          var tgt =
+            r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
           if (tgt && isIgnored(tgt)) continue;
           if (r.type === 'attributes') {
             var key = r.attributeName;
             var prev = seenAttr.get(r.target);
             if (prev && prev[key]) continue; // coalesce: first old value wins, current value read now
-            if (!prev) { prev = {}; seenAttr.set(r.target, prev); }
+            if (!prev) {
+              prev = {};
+              seenAttr.set(r.target, prev);
+            }
             prev[key] = 1;
             var cur = r.target.getAttribute(key);
             if (cur === r.oldValue) continue;
-            if (changed >= DOM_CAP) { dropC++; continue; }
+            if (changed >= DOM_CAP) {
+              dropC++;
+              continue;
+            }
             changed++;
             var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
             var ad = { attr: key, target: label(r.target) };
@@ -6377,7 +8391,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             var pe = r.target.parentElement;
             if (!pe || seenText.has(pe)) continue;
             seenText.add(pe);
-            if (changed >= DOM_CAP) { dropC++; continue; }
+            if (changed >= DOM_CAP) {
+              dropC++;
+              continue;
+            }
             changed++;
             var td = { text: clip(norm(pe.textContent), 80), target: label(pe) };
             if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
@@ -6386,57 +8403,144 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             var textTouched = false;
             for (var a = 0; a < r.addedNodes.length; a++) {
               var n = r.addedNodes[a];
-              if (n.nodeType === 3) { if (n.data.trim()) textTouched = true; continue; }
-              if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n)) continue;
-              var role = getRole(n), nm = getName(n, role);
-              if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
-                // unnamed wrapper: summarise its meaningful descendants count
-                var inner = n.querySelectorAll ? n.querySelectorAll('button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table') : [];
-                if (!inner.length) { if (norm(n.textContent)) textTouched = true; else continue; }
-                if (added >= DOM_CAP) { dropA++; continue; }
-                added++;
-                emit('dom.added', { role: role, tag: n.tagName.toLowerCase(), target: describeNode(n), descendants: inner.length, text: clip(norm(n.textContent), 80) || undefined, region: regionOf(n) }, n);
+              if (n.nodeType === 3) {
+                if (n.data.trim()) textTouched = true;
                 continue;
               }
-              if (added >= DOM_CAP) { dropA++; continue; }
+              if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n))
+                continue;
+              var role = getRole(n),
+                nm = getName(n, role);
+              if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
+                // unnamed wrapper: summarise its meaningful descendants count
+                var inner = n.querySelectorAll
+                  ? n.querySelectorAll(
+                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
+                    )
+                  : [];
+                if (!inner.length) {
+                  if (norm(n.textContent)) textTouched = true;
+                  else continue;
+                }
+                if (added >= DOM_CAP) {
+                  dropA++;
+                  continue;
+                }
+                added++;
+                emit(
+                  'dom.added',
+                  {
+                    role: role,
+                    tag: n.tagName.toLowerCase(),
+                    target: describeNode(n),
+                    descendants: inner.length,
+                    text: clip(norm(n.textContent), 80) || undefined,
+                    region: regionOf(n)
+                  },
+                  n
+                );
+                continue;
+              }
+              if (added >= DOM_CAP) {
+                dropA++;
+                continue;
+              }
               added++;
-              emit('dom.added', { role: role, name: nm, tag: n.tagName.toLowerCase(), target: label(n), region: regionOf(n) }, n);
-              if ((role === 'dialog' || role === 'alertdialog' || role === 'alert' || role === 'status' || n.getAttribute('aria-modal') === 'true') && isVisible(n, cache)) {
+              emit(
+                'dom.added',
+                {
+                  role: role,
+                  name: nm,
+                  tag: n.tagName.toLowerCase(),
+                  target: label(n),
+                  region: regionOf(n)
+                },
+                n
+              );
+              if (
+                (role === 'dialog' ||
+                  role === 'alertdialog' ||
+                  role === 'alert' ||
+                  role === 'status' ||
+                  n.getAttribute('aria-modal') === 'true') &&
+                isVisible(n, cache)
+              ) {
                 emit('visible.shown', { role: role, name: nm }, n);
               }
             }
             for (var b = 0; b < r.removedNodes.length; b++) {
               var m = r.removedNodes[b];
-              if (m.nodeType === 3) { if (m.data.trim()) textTouched = true; continue; }
-              if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) continue;
-              var rr = getRole(m), rn = getName(m, rr);
-              if ((rr === 'generic' || rr === 'none') && !rn) {
-                var cnt = m.querySelectorAll ? m.querySelectorAll('button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table').length : 0;
-                if (!cnt) continue;
-                if (removed >= DOM_CAP) { dropR++; continue; }
-                removed++;
-                emit('dom.removed', { role: rr, tag: m.tagName.toLowerCase(), target: describeNode(m), descendants: cnt, region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined });
+              if (m.nodeType === 3) {
+                if (m.data.trim()) textTouched = true;
                 continue;
               }
-              if (removed >= DOM_CAP) { dropR++; continue; }
+              if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) continue;
+              var rr = getRole(m),
+                rn = getName(m, rr);
+              if ((rr === 'generic' || rr === 'none') && !rn) {
+                var cnt = m.querySelectorAll
+                  ? m.querySelectorAll(
+                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
+                    ).length
+                  : 0;
+                if (!cnt) continue;
+                if (removed >= DOM_CAP) {
+                  dropR++;
+                  continue;
+                }
+                removed++;
+                emit('dom.removed', {
+                  role: rr,
+                  tag: m.tagName.toLowerCase(),
+                  target: describeNode(m),
+                  descendants: cnt,
+                  region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
+                });
+                continue;
+              }
+              if (removed >= DOM_CAP) {
+                dropR++;
+                continue;
+              }
               removed++;
-              var rd = { role: rr, name: rn, tag: m.tagName.toLowerCase(), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
-              var oldRef = REF_OF.get(m); if (oldRef) rd.formerRef = oldRef;
+              var rd = {
+                role: rr,
+                name: rn,
+                tag: m.tagName.toLowerCase(),
+                target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '')
+              };
+              var oldRef = REF_OF.get(m);
+              if (oldRef) rd.formerRef = oldRef;
               emit('dom.removed', rd);
             }
             if (textTouched && r.target.nodeType === 1 && !seenText.has(r.target)) {
               seenText.add(r.target);
-              if (changed >= DOM_CAP) { dropC++; continue; }
+              if (changed >= DOM_CAP) {
+                dropC++;
+                continue;
+              }
               changed++;
-              emit('dom.text', { text: clip(norm(r.target.textContent), 80), target: label(r.target) }, r.target);
+              emit(
+                'dom.text',
+                { text: clip(norm(r.target.textContent), 80), target: label(r.target) },
+                r.target
+              );
             }
           }
         }
-      } catch (e) { internal('dom_observer', e); }
+      } catch (e) {
+        internal('dom_observer', e);
+      }
       var drop = dropA + dropR + dropC + overflowRecords;
       if (drop) {
-        emit('truncated', { what: 'dom', channel: 'dom', count: drop, dropped: drop, reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
-          detail: { added: dropA, removed: dropR, changed: dropC, overflowRecords: overflowRecords } });
+        emit('truncated', {
+          what: 'dom',
+          channel: 'dom',
+          count: drop,
+          dropped: drop,
+          reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
+          detail: { added: dropA, removed: dropR, changed: dropC, overflowRecords: overflowRecords }
+        });
         overflowRecords = 0;
       }
     }
@@ -6445,12 +8549,31 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var tid = n.parentElement && n.parentElement.closest('[data-testid]');
         if (tid) return tid.getAttribute('data-testid');
         return n.parentElement ? refFor(n.parentElement) : undefined;
-      } catch (e) { return undefined; }
+      } catch (e) {
+        return undefined;
+      }
     }
-    var cfg = { subtree: true, childList: true, characterData: true, characterDataOldValue: true, attributes: true, attributeOldValue: true, attributeFilter: ATTRS };
+    var cfg = {
+      subtree: true,
+      childList: true,
+      characterData: true,
+      characterDataOldValue: true,
+      attributes: true,
+      attributeOldValue: true,
+      attributeFilter: ATTRS
+    };
     mo.observe(document, cfg);
-    OBSERVE_ROOT = function (root) { try { mo.observe(root, cfg); } catch (e) { /* ignore */ } };
-    S.teardowns.push(function () { mo.disconnect(); OBSERVE_ROOT = null; });
+    OBSERVE_ROOT = function (root) {
+      try {
+        mo.observe(root, cfg);
+      } catch (e) {
+        /* ignore */
+      }
+    };
+    S.teardowns.push(function () {
+      mo.disconnect();
+      OBSERVE_ROOT = null;
+    });
   }
   var OBSERVE_ROOT = null;
   function installShadowCapture() {
@@ -6459,15 +8582,23 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     patch(proto, 'attachShadow', function (orig) {
       return function () {
         var root = orig.apply(this, arguments);
-        try { SHADOWS.set(this, root); if (OBSERVE_ROOT) OBSERVE_ROOT(root); } catch (e) { /* ignore */ }
+        try {
+          SHADOWS.set(this, root);
+          if (OBSERVE_ROOT) OBSERVE_ROOT(root);
+        } catch (e) {
+          /* ignore */
+        }
         return root;
       };
     });
     // roots that already exist and are open
     try {
       var all = document.querySelectorAll('*');
-      for (var i = 0; i < all.length && i < 20000; i++) if (all[i].shadowRoot && OBSERVE_ROOT) OBSERVE_ROOT(all[i].shadowRoot);
-    } catch (e) { /* ignore */ }
+      for (var i = 0; i < all.length && i < 20000; i++)
+        if (all[i].shadowRoot && OBSERVE_ROOT) OBSERVE_ROOT(all[i].shadowRoot);
+    } catch (e) {
+      /* ignore */
+    }
   }
 
   // -- animations
@@ -6478,7 +8609,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var t = e.target;
         if (!t || t.nodeType !== 1 || isIgnored(t) || !allow()) return;
         var isTr = /^transition/.test(e.type);
-        var d = { name: isTr ? e.propertyName : e.animationName, kind: isTr ? 'transition' : 'animation', target: label(t), elapsedTime: e.elapsedTime };
+        var d = {
+          name: isTr ? e.propertyName : e.animationName,
+          kind: isTr ? 'transition' : 'animation',
+          target: label(t),
+          elapsedTime: e.elapsedTime
+        };
         if (e.type === 'animationcancel' || e.type === 'transitioncancel') d.cancelled = true;
         emit(kind, d, t);
       };
@@ -6490,38 +8626,47 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitionend', h('anim.end'), true);
     listen(document, 'transitioncancel', h('anim.end'), true);
   }
-  function animationsCmd() {
-    if (!document.getAnimations) return { animations: [], supported: false };
-    var cache = makeVisCache();
-    var list = document.getAnimations().slice(0, 100).map(function (a) {
-      var tgt = a.effect && a.effect.target;
-      var timing = null; try { timing = a.effect.getComputedTiming(); } catch (e) { /* ignore */ }
-      return { name: a.animationName || a.transitionProperty || a.id || null, kind: a.constructor && a.constructor.name, playState: a.playState,
-        currentTime: a.currentTime == null ? null : Math.round(Number(a.currentTime)), duration: timing ? (isFinite(timing.duration) ? timing.duration : 'infinite') : null,
-        iterations: timing ? (isFinite(timing.iterations) ? timing.iterations : 'infinite') : null,
-        target: tgt && tgt.nodeType === 1 && tgt.isConnected ? describe(tgt, cache) : null };
-    });
-    return { animations: list, count: document.getAnimations().length };
-  }
 
   // -- storage
   function installStorage() {
     var SP = window.Storage && window.Storage.prototype;
     if (!SP) return;
-    function areaOf(st) { try { return st === window.sessionStorage ? 'session' : 'local'; } catch (e) { return 'local'; } }
-    function val(k, v) { return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500); }
+    function areaOf(st) {
+      try {
+        return st === window.sessionStorage ? 'session' : 'local';
+      } catch (e) {
+        return 'local';
+      }
+    }
+    function val(k, v) {
+      return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500);
+    }
     function rec(area, k, from, to) {
       var d = { area: area, key: clip(k, 200), from: val(k, from), to: val(k, to) };
-      d.old = d.from; d['new'] = d.to;
+      d.old = d.from;
+      d['new'] = d.to;
       emit('storage.change', d);
     }
     patch(SP, 'setItem', function (orig) {
       return function (k, v) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
         var before = null;
-        if (!mute) { try { before = this.getItem(k); } catch (e) { /* ignore */ } }
+        if (!mute) {
+          try {
+            before = this.getItem(k);
+          } catch (e) {
+            /* ignore */
+          }
+        }
         var r = orig.apply(this, arguments);
-        if (!mute) { try { var now2 = this.getItem(k); if (now2 !== before) rec(areaOf(this), String(k), before, now2); } catch (e) { /* ignore */ } }
+        if (!mute) {
+          try {
+            var now2 = this.getItem(k);
+            if (now2 !== before) rec(areaOf(this), String(k), before, now2);
+          } catch (e) {
+            /* ignore */
+          }
+        }
         return r;
       };
     });
@@ -6529,7 +8674,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return function (k) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
         var before = null;
-        if (!mute) { try { before = this.getItem(k); } catch (e) { /* ignore */ } }
+        if (!mute) {
+          try {
+            before = this.getItem(k);
+          } catch (e) {
+            /* ignore */
+          }
+        }
         var r = orig.apply(this, arguments);
         if (!mute && before !== null) rec(areaOf(this), String(k), before, null);
         return r;
@@ -6538,51 +8689,115 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     patch(SP, 'clear', function (orig) {
       return function () {
         var snap = [];
-        try { for (var i = 0; i < this.length; i++) { var k = this.key(i); if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]); } } catch (e) { /* ignore */ }
+        try {
+          for (var i = 0; i < this.length; i++) {
+            var k = this.key(i);
+            if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
+          }
+        } catch (e) {
+          /* ignore */
+        }
         var r = orig.apply(this, arguments);
         var area = areaOf(this);
-        snap.slice(0, 50).forEach(function (kv) { rec(area, kv[0], kv[1], null); });
-        if (snap.length > 50) emit('truncated', { what: 'storage.change', count: snap.length - 50, reason: 'clear() removed more than 50 keys', channel: 'storage', dropped: snap.length - 50 });
+        snap.slice(0, 50).forEach(function (kv) {
+          rec(area, kv[0], kv[1], null);
+        });
+        if (snap.length > 50)
+          emit('truncated', {
+            what: 'storage.change',
+            count: snap.length - 50,
+            reason: 'clear() removed more than 50 keys',
+            channel: 'storage',
+            dropped: snap.length - 50
+          });
         return r;
       };
     });
     listen(window, 'storage', function (e) {
       if (!e.key || /^__reticle/.test(e.key)) return;
-      var d = { area: e.storageArea === window.sessionStorage ? 'session' : 'local', key: e.key, from: val(e.key, e.oldValue), to: val(e.key, e.newValue), otherTab: true };
-      d.old = d.from; d['new'] = d.to;
+      var d = {
+        area: e.storageArea === window.sessionStorage ? 'session' : 'local',
+        key: e.key,
+        from: val(e.key, e.oldValue),
+        to: val(e.key, e.newValue),
+        otherTab: true
+      };
+      d.old = d.from;
+      d['new'] = d.to;
       emit('storage.change', d);
     });
     // cookies written through document.cookie
     try {
       var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
       if (desc && desc.set && desc.get && desc.configurable) {
-        var cookieMap = function () { var o = {}; String(desc.get.call(document) || '').split(/;\s*/).forEach(function (p) { if (!p) return; var i = p.indexOf('='); o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1); }); return o; };
+        var cookieMap = function () {
+          var o = {};
+          String(desc.get.call(document) || '')
+            .split(/;\s*/)
+            .forEach(function (p) {
+              if (!p) return;
+              var i = p.indexOf('=');
+              o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
+            });
+          return o;
+        };
         Object.defineProperty(document, 'cookie', {
-          configurable: true, enumerable: true,
-          get: function () { return desc.get.call(this); },
+          configurable: true,
+          enumerable: true,
+          get: function () {
+            return desc.get.call(this);
+          },
           set: function (v) {
-            var before = null; try { before = cookieMap(); } catch (e) { /* ignore */ }
+            var before = null;
+            try {
+              before = cookieMap();
+            } catch (e) {
+              /* ignore */
+            }
             desc.set.call(this, v);
             try {
-              var k = String(v).split(';')[0]; var i = k.indexOf('='); var key = (i < 0 ? k : k.slice(0, i)).trim();
+              var k = String(v).split(';')[0];
+              var i = k.indexOf('=');
+              var key = (i < 0 ? k : k.slice(0, i)).trim();
               var after = cookieMap();
               if (before && before[key] !== after[key]) rec('cookie', key, before[key], after[key]);
-            } catch (e) { /* ignore */ }
+            } catch (e) {
+              /* ignore */
+            }
           }
         });
-        S.teardowns.push(function () { try { delete document.cookie; } catch (e) { /* ignore */ } });
+        S.teardowns.push(function () {
+          try {
+            delete document.cookie;
+          } catch (e) {
+            /* ignore */
+          }
+        });
       }
-    } catch (e) { /* cookie patch is optional */ }
+    } catch (e) {
+      /* cookie patch is optional */
+    }
   }
   function cookiesObj() {
     var o = {};
     try {
-      String(document.cookie || '').split(/;\s*/).forEach(function (p) {
-        if (!p) return; var i = p.indexOf('='); var k = i < 0 ? p : p.slice(0, i); var v = i < 0 ? '' : p.slice(i + 1);
-        try { v = decodeURIComponent(v); } catch (e) { /* keep raw */ }
-        o[k] = keySensitive(k) ? REDACTED : clip(scrubText(v), 2000);
-      });
-    } catch (e) { /* ignore */ }
+      String(document.cookie || '')
+        .split(/;\s*/)
+        .forEach(function (p) {
+          if (!p) return;
+          var i = p.indexOf('=');
+          var k = i < 0 ? p : p.slice(0, i);
+          var v = i < 0 ? '' : p.slice(i + 1);
+          try {
+            v = decodeURIComponent(v);
+          } catch (e) {
+            /* keep raw */
+          }
+          o[k] = keySensitive(k) ? REDACTED : clip(scrubText(v), 2000);
+        });
+    } catch (e) {
+      /* ignore */
+    }
     return o;
   }
   function storageObj(st) {
@@ -6592,12 +8807,24 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var k = st.key(i);
         if (/^__reticle/.test(k)) continue;
         var v = st.getItem(k);
-        if (keySensitive(k)) { o[k] = REDACTED; continue; }
+        if (keySensitive(k)) {
+          o[k] = REDACTED;
+          continue;
+        }
         var parsed;
-        try { parsed = N.parse(v); } catch (e) { parsed = undefined; }
-        o[k] = (parsed !== undefined && isObj(parsed)) ? sanitize(parsed, { depth: 6, str: 2000 }) : clip(scrubText(v), 4000);
+        try {
+          parsed = N.parse(v);
+        } catch (e) {
+          parsed = undefined;
+        }
+        o[k] =
+          parsed !== undefined && isObj(parsed)
+            ? sanitize(parsed, { depth: 6, str: 2000 })
+            : clip(scrubText(v), 4000);
       }
-    } catch (e) { /* storage blocked */ }
+    } catch (e) {
+      /* storage blocked */
+    }
     return o;
   }
   function storageRead(args) {
@@ -6605,81 +8832,206 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (area === 'cookie') area = 'cookies';
     if (area === 'localstorage') area = 'local';
     if (area === 'sessionstorage') area = 'session';
-    if (area && area !== 'local' && area !== 'session' && area !== 'cookies') throw new Error("storage area must be local, session or cookies (got '" + clip(args.area, 40) + "')");
+    if (area && area !== 'local' && area !== 'session' && area !== 'cookies')
+      throw new Error(
+        "storage area must be local, session or cookies (got '" + clip(args.area, 40) + "')"
+      );
     var get = {
-      local: function () { try { return storageObj(window.localStorage); } catch (e) { return {}; } },
-      session: function () { try { return storageObj(window.sessionStorage); } catch (e) { return {}; } },
+      local: function () {
+        try {
+          return storageObj(window.localStorage);
+        } catch (e) {
+          return {};
+        }
+      },
+      session: function () {
+        try {
+          return storageObj(window.sessionStorage);
+        } catch (e) {
+          return {};
+        }
+      },
       cookies: cookiesObj
     };
     if (args.key != null) {
       var areas = area ? [area] : ['local', 'session', 'cookies'];
       for (var i = 0; i < areas.length; i++) {
         var m = get[areas[i]]();
-        if (hasOwn(m, args.key)) return { area: areas[i], key: args.key, found: true, value: m[args.key] };
+        if (hasOwn(m, args.key))
+          return { area: areas[i], key: args.key, found: true, value: m[args.key] };
       }
-      return { area: area, key: args.key, found: false, value: null, availableKeys: areas.reduce(function (acc, a) { return acc.concat(Object.keys(get[a]()).slice(0, 50).map(function (k) { return a + ':' + k; })); }, []) };
+      return {
+        area: area,
+        key: args.key,
+        found: false,
+        value: null,
+        availableKeys: areas.reduce(function (acc, a) {
+          return acc.concat(
+            Object.keys(get[a]())
+              .slice(0, 50)
+              .map(function (k) {
+                return a + ':' + k;
+              })
+          );
+        }, [])
+      };
     }
-    if (area) { var r = {}; r[area] = get[area](); r.area = area; return r; }
+    if (area) {
+      var r = {};
+      r[area] = get[area]();
+      r.area = area;
+      return r;
+    }
     return { local: get.local(), session: get.session(), cookies: get.cookies() };
   }
 
   // -- focus
   function installFocus() {
-    listen(document, 'focusin', function (e) {
-      var t = e.target; if (!t || t.nodeType !== 1 || isIgnored(t)) return;
-      var d = { to: label(t), toRef: refFor(t), toBody: false };
-      if (e.relatedTarget && e.relatedTarget.nodeType === 1) { d.from = label(e.relatedTarget); d.fromRef = refFor(e.relatedTarget); }
-      emit('focus.change', d, t);
-    }, true);
-    listen(document, 'focusout', function (e) {
-      if (e.relatedTarget) return;
-      var t = e.target; if (!t || t.nodeType !== 1 || isIgnored(t)) return;
-      emit('focus.change', { from: label(t), fromRef: refFor(t), toBody: true });
-    }, true);
+    listen(
+      document,
+      'focusin',
+      function (e) {
+        var t = e.target;
+        if (!t || t.nodeType !== 1 || isIgnored(t)) return;
+        var d = { to: label(t), toRef: refFor(t), toBody: false };
+        if (e.relatedTarget && e.relatedTarget.nodeType === 1) {
+          d.from = label(e.relatedTarget);
+          d.fromRef = refFor(e.relatedTarget);
+        }
+        emit('focus.change', d, t);
+      },
+      true
+    );
+    listen(
+      document,
+      'focusout',
+      function (e) {
+        if (e.relatedTarget) return;
+        var t = e.target;
+        if (!t || t.nodeType !== 1 || isIgnored(t)) return;
+        emit('focus.change', { from: label(t), fromRef: refFor(t), toBody: true });
+      },
+      true
+    );
   }
 
   // -- page health
-  var longTasks = 0, longTaskMs = 0;
+  var longTasks = 0,
+    longTaskMs = 0;
   function emitHealth(reason) {
-    var d = { hidden: document.visibilityState === 'hidden', visibilityState: document.visibilityState, focused: document.hasFocus ? document.hasFocus() : null,
-      url: redactUrl(location.href), title: document.title, longTasks: longTasks, longTaskMs: Math.round(longTaskMs), reason: reason, runtime: 'web',
-      engine: /Firefox\//.test(navigator.userAgent) ? 'gecko' : /Chrome\/|Chromium\//.test(navigator.userAgent) ? 'blink' : /AppleWebKit/.test(navigator.userAgent) ? 'webkit' : 'other',
-      queued: S.outbox.length };
-    try { var m = performance.memory; if (m) d.memory = { usedJSHeapSize: m.usedJSHeapSize, totalJSHeapSize: m.totalJSHeapSize, jsHeapSizeLimit: m.jsHeapSizeLimit }; } catch (e) { /* ignore */ }
-    longTasks = 0; longTaskMs = 0;
+    var d = {
+      hidden: document.visibilityState === 'hidden',
+      visibilityState: document.visibilityState,
+      focused: document.hasFocus ? document.hasFocus() : null,
+      url: redactUrl(location.href),
+      title: document.title,
+      longTasks: longTasks,
+      longTaskMs: Math.round(longTaskMs),
+      reason: reason,
+      runtime: 'web',
+      engine: /Firefox\//.test(navigator.userAgent)
+        ? 'gecko'
+        : /Chrome\/|Chromium\//.test(navigator.userAgent)
+          ? 'blink'
+          : /AppleWebKit/.test(navigator.userAgent)
+            ? 'webkit'
+            : 'other',
+      queued: S.outbox.length
+    };
+    try {
+      var m = performance.memory;
+      if (m)
+        d.memory = {
+          usedJSHeapSize: m.usedJSHeapSize,
+          totalJSHeapSize: m.totalJSHeapSize,
+          jsHeapSizeLimit: m.jsHeapSizeLimit
+        };
+    } catch (e) {
+      /* ignore */
+    }
+    longTasks = 0;
+    longTaskMs = 0;
     emit('page.health', d);
   }
   function installHealth() {
-    var iv = N.setInterval(guard('health_observer', function () { emitHealth('heartbeat'); }), 5000);
-    S.teardowns.push(function () { N.clearInterval(iv); });
+    var iv = N.setInterval(
+      guard('health_observer', function () {
+        emitHealth('heartbeat');
+      }),
+      5000
+    );
+    S.teardowns.push(function () {
+      N.clearInterval(iv);
+    });
     listen(document, 'visibilitychange', function () {
       emitHealth('visibilitychange');
       if (document.visibilityState === 'visible') retryNow();
     });
-    listen(window, 'focus', function () { emitHealth('focus'); });
-    listen(window, 'blur', function () { emitHealth('blur'); });
-    listen(window, 'online', function () { retryNow(); });
+    listen(window, 'focus', function () {
+      emitHealth('focus');
+    });
+    listen(window, 'blur', function () {
+      emitHealth('blur');
+    });
+    listen(window, 'online', function () {
+      retryNow();
+    });
     try {
-      if (window.PerformanceObserver && PerformanceObserver.supportedEntryTypes && PerformanceObserver.supportedEntryTypes.indexOf('longtask') >= 0) {
-        var po = new PerformanceObserver(function (list) { list.getEntries().forEach(function (en) { longTasks++; longTaskMs += en.duration; }); });
+      if (
+        window.PerformanceObserver &&
+        PerformanceObserver.supportedEntryTypes &&
+        PerformanceObserver.supportedEntryTypes.indexOf('longtask') >= 0
+      ) {
+        var po = new PerformanceObserver(function (list) {
+          list.getEntries().forEach(function (en) {
+            longTasks++;
+            longTaskMs += en.duration;
+          });
+        });
         po.observe({ type: 'longtask', buffered: true });
-        S.teardowns.push(function () { po.disconnect(); });
+        S.teardowns.push(function () {
+          po.disconnect();
+        });
       }
-    } catch (e) { /* ignore */ }
+    } catch (e) {
+      /* ignore */
+    }
     emitHealth('initial');
   }
 
   // -- cross-origin frames are a blind spot
   function checkFrames() {
     try {
-      var frames = document.querySelectorAll('iframe,frame'), n = 0, srcs = [];
+      var frames = document.querySelectorAll('iframe,frame'),
+        n = 0,
+        srcs = [];
       for (var i = 0; i < frames.length; i++) {
         var ok = false;
-        try { ok = !!frames[i].contentDocument; } catch (e) { ok = false; }
-        if (!ok && frames[i].src) { n++; if (srcs.length < 5) srcs.push(redactUrl(frames[i].src)); }
+        try {
+          ok = !!frames[i].contentDocument;
+        } catch (e) {
+          ok = false;
+        }
+        if (!ok && frames[i].src) {
+          n++;
+          if (srcs.length < 5) srcs.push(redactUrl(frames[i].src));
+        }
       }
-      if (n !== checkFrames.last) { checkFrames.last = n; if (n || checkFrames.reported) { checkFrames.reported = true; emit('blind-spot', { reason: 'cross-origin-iframe', kind: 'cross-origin-iframe', count: n, detail: srcs.join(', ') }); } }
-    } catch (e) { /* ignore */ }
+      if (n !== checkFrames.last) {
+        checkFrames.last = n;
+        if (n || checkFrames.reported) {
+          checkFrames.reported = true;
+          emit('blind-spot', {
+            reason: 'cross-origin-iframe',
+            kind: 'cross-origin-iframe',
+            count: n,
+            detail: srcs.join(', ')
+          });
+        }
+      }
+    } catch (e) {
+      /* ignore */
+    }
   }
 
   // ---- stores and signals --------------------------------------------------------------------
@@ -6689,7 +9041,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!isObj(prev) || !isObj(next) || Array.isArray(prev) !== Array.isArray(next)) {
       if (!Object.is(prev, next)) changes.push({ path: '', from: prev, to: next });
     } else {
-      var keys = {}, k;
+      var keys = {},
+        k;
       for (k in prev) if (hasOwn(prev, k)) keys[k] = 1;
       for (k in next) if (hasOwn(next, k)) keys[k] = 1;
       for (k in keys) {
@@ -6702,10 +9055,28 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var c = changes[i];
       var from = sanitize(c.from, { depth: 3, items: 20, str: 500 });
       var to = sanitize(c.to, { depth: 3, items: 20, str: 500 });
-      if (keySensitive(c.path)) { from = from == null ? from : REDACTED; to = to == null ? to : REDACTED; }
-      emit('state.change', { store: name, name: name, path: c.path, from: from, to: to, value: to, old: from });
+      if (keySensitive(c.path)) {
+        from = from == null ? from : REDACTED;
+        to = to == null ? to : REDACTED;
+      }
+      emit('state.change', {
+        store: name,
+        name: name,
+        path: c.path,
+        from: from,
+        to: to,
+        value: to,
+        old: from
+      });
     }
-    if (changes.length > cap) emit('truncated', { what: 'state.change', count: changes.length - cap, reason: 'more than ' + cap + ' top-level keys changed at once in store ' + name, channel: 'state', dropped: changes.length - cap });
+    if (changes.length > cap)
+      emit('truncated', {
+        what: 'state.change',
+        count: changes.length - cap,
+        reason: 'more than ' + cap + ' top-level keys changed at once in store ' + name,
+        channel: 'state',
+        dropped: changes.length - cap
+      });
   }
   function readStore(name) {
     var st = STORES[name];
@@ -6715,69 +9086,171 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function registerStore(name, store, subscribe) {
     try {
       name = String(name);
-      if (!name) { warn('registerStore needs a name'); return false; }
-      if (STORES[name] && STORES[name].unsub) { try { STORES[name].unsub(); } catch (e) { /* ignore */ } }
+      if (!name) {
+        warn('registerStore needs a name');
+        return false;
+      }
+      if (STORES[name] && STORES[name].unsub) {
+        try {
+          STORES[name].unsub();
+        } catch (e) {
+          /* ignore */
+        }
+      }
       var entry = { kind: 'unknown', last: undefined };
-      if (store && (typeof store === 'object' || typeof store === 'function') && typeof store.getState === 'function') {
+      if (
+        store &&
+        (typeof store === 'object' || typeof store === 'function') &&
+        typeof store.getState === 'function'
+      ) {
         entry.kind = typeof store.subscribe === 'function' ? 'subscribable' : 'getter';
-        entry.read = function () { return store.getState(); };
+        entry.read = function () {
+          return store.getState();
+        };
         var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
         if (sub) {
           entry.last = store.getState();
           var u = sub.call(store, function () {
-            try { var nx = store.getState(); var pv = entry.last; entry.last = nx; shallowDiff(name, pv, nx); } catch (e) { internal('store_adapter', e); }
+            try {
+              var nx = store.getState();
+              var pv = entry.last;
+              entry.last = nx;
+              shallowDiff(name, pv, nx);
+            } catch (e) {
+              internal('store_adapter', e);
+            }
           });
-          entry.unsub = typeof u === 'function' ? u : (u && typeof u.unsubscribe === 'function' ? function () { u.unsubscribe(); } : null);
+          entry.unsub =
+            typeof u === 'function'
+              ? u
+              : u && typeof u.unsubscribe === 'function'
+                ? function () {
+                    u.unsubscribe();
+                  }
+                : null;
         }
       } else if (typeof store === 'function') {
         entry.kind = 'getter';
-        entry.read = function () { return store(); };
+        entry.read = function () {
+          return store();
+        };
         if (typeof subscribe === 'function') {
           entry.last = store();
-          var u2 = subscribe(function () { try { var nx = store(); var pv = entry.last; entry.last = nx; shallowDiff(name, pv, nx); } catch (e) { internal('store_adapter', e); } });
+          var u2 = subscribe(function () {
+            try {
+              var nx = store();
+              var pv = entry.last;
+              entry.last = nx;
+              shallowDiff(name, pv, nx);
+            } catch (e) {
+              internal('store_adapter', e);
+            }
+          });
           entry.unsub = typeof u2 === 'function' ? u2 : null;
-        } else warn("store '" + name + "' is a bare getter: reads work, but changes are not watched (pass a subscribe function or a {getState, subscribe} store)");
+        } else
+          warn(
+            "store '" +
+              name +
+              "' is a bare getter: reads work, but changes are not watched (pass a subscribe function or a {getState, subscribe} store)"
+          );
       } else if (isObj(store)) {
         entry.kind = 'static';
-        entry.read = function () { return store; };
+        entry.read = function () {
+          return store;
+        };
       } else {
-        warn("registerStore('" + name + "'): unsupported store shape; pass a zustand/redux store or {getState, subscribe}");
+        warn(
+          "registerStore('" +
+            name +
+            "'): unsupported store shape; pass a zustand/redux store or {getState, subscribe}"
+        );
         return false;
       }
       STORES[name] = entry;
       return true;
-    } catch (e) { internal('store_adapter', e); return false; }
+    } catch (e) {
+      internal('store_adapter', e);
+      return false;
+    }
   }
   function pushStore(name, value) {
     try {
       name = String(name);
       var st = STORES[name];
       if (!st || st.kind !== 'pushed') {
-        if (st && st.unsub) { try { st.unsub(); } catch (e) { /* ignore */ } }
+        if (st && st.unsub) {
+          try {
+            st.unsub();
+          } catch (e) {
+            /* ignore */
+          }
+        }
         st = STORES[name] = { kind: 'pushed', last: undefined, read: null };
-        st.read = function () { return st.last; };
+        st.read = function () {
+          return st.last;
+        };
         var first = true;
       }
       var prev = st.last;
       st.last = value;
       if (!first) shallowDiff(name, prev, value);
-      else emit('state.change', { store: name, name: name, path: '', initial: true, to: sanitize(value, { depth: 2, items: 20, str: 500 }), value: sanitize(value, { depth: 2, items: 20, str: 500 }) });
-    } catch (e) { internal('store_adapter', e); }
+      else
+        emit('state.change', {
+          store: name,
+          name: name,
+          path: '',
+          initial: true,
+          to: sanitize(value, { depth: 2, items: 20, str: 500 }),
+          value: sanitize(value, { depth: 2, items: 20, str: 500 })
+        });
+    } catch (e) {
+      internal('store_adapter', e);
+    }
   }
-  function canonicalIndex(seg) { return /^(0|[1-9]\d*)$/.test(seg); }
+  function canonicalIndex(seg) {
+    return /^(0|[1-9]\d*)$/.test(seg);
+  }
   function walkPath(root, path) {
     var segs = path === '' || path == null ? [] : String(path).split('.');
     var cur = root;
     for (var i = 0; i < segs.length; i++) {
       var s = segs[i];
-      if ((Array.isArray(cur) || typeof cur === 'string') && s === 'length') { cur = cur.length; continue; }
-      if (Array.isArray(cur)) {
-        if (canonicalIndex(s) && +s < cur.length) { cur = cur[+s]; continue; }
-        return { found: false, at: segs.slice(0, i).join('.'), keys: cur.length ? ['0..' + (cur.length - 1), 'length'] : ['length'] };
+      if ((Array.isArray(cur) || typeof cur === 'string') && s === 'length') {
+        cur = cur.length;
+        continue;
       }
-      if (cur instanceof Map) { if (cur.has(s)) { cur = cur.get(s); continue; } return { found: false, at: segs.slice(0, i).join('.'), keys: Array.from(cur.keys()).map(String) }; }
-      if (isObj(cur) && hasOwn(cur, s)) { cur = cur[s]; continue; }
-      return { found: false, at: segs.slice(0, i).join('.'), keys: isObj(cur) ? Object.keys(cur) : [], typeAt: cur === null ? 'null' : typeof cur };
+      if (Array.isArray(cur)) {
+        if (canonicalIndex(s) && +s < cur.length) {
+          cur = cur[+s];
+          continue;
+        }
+        return {
+          found: false,
+          at: segs.slice(0, i).join('.'),
+          keys: cur.length ? ['0..' + (cur.length - 1), 'length'] : ['length']
+        };
+      }
+      if (cur instanceof Map) {
+        if (cur.has(s)) {
+          cur = cur.get(s);
+          continue;
+        }
+        return {
+          found: false,
+          at: segs.slice(0, i).join('.'),
+          keys: Array.from(cur.keys()).map(String)
+        };
+      }
+      if (isObj(cur) && hasOwn(cur, s)) {
+        cur = cur[s];
+        continue;
+      }
+      return {
+        found: false,
+        at: segs.slice(0, i).join('.'),
+        keys: isObj(cur) ? Object.keys(cur) : [],
+        typeAt: cur === null ? 'null' : typeof cur
+      };
     }
     return { found: true, value: cur };
   }
@@ -6785,29 +9258,69 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var names = Object.keys(STORES);
     if (args.store == null && args.path == null) {
       var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
-      var out = {}, trunc = {};
+      var out = {},
+        trunc = {};
       names.forEach(function (n) {
-        try { var rep = {}; out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep }); if (rep.cut) trunc[n] = { truncatedValues: rep.cut }; }
-        catch (e) { out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']'; }
+        try {
+          var rep = {};
+          out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
+          if (rep.cut) trunc[n] = { truncatedValues: rep.cut };
+        } catch (e) {
+          out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']';
+        }
       });
       var res = { stores: out, storeNames: names };
-      if (Object.keys(trunc).length) { res.truncation = trunc; res.truncation.note = 'stores collapsed to depth ' + depth + '; read one with store+path for the full value'; }
-      if (!names.length) res.note = 'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
+      if (Object.keys(trunc).length) {
+        res.truncation = trunc;
+        res.truncation.note =
+          'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
+      }
+      if (!names.length)
+        res.note =
+          'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
       return res;
     }
     var storeName = args.store;
     if (storeName == null) {
       // path without store: pick the single store exposing it
-      var having = names.filter(function (n) { try { return walkPath(readStore(n), args.path).found; } catch (e) { return false; } });
+      var having = names.filter(function (n) {
+        try {
+          return walkPath(readStore(n), args.path).found;
+        } catch (e) {
+          return false;
+        }
+      });
       if (having.length !== 1) {
-        return { store: null, path: args.path, found: false, value: null, storeNames: names, candidates: having,
-          error: having.length ? 'path exists in several stores; name one with store' : 'no registered store has this path' };
+        return {
+          store: null,
+          path: args.path,
+          found: false,
+          value: null,
+          storeNames: names,
+          candidates: having,
+          error: having.length
+            ? 'path exists in several stores; name one with store'
+            : 'no registered store has this path'
+        };
       }
       storeName = having[0];
     }
-    if (!STORES[storeName]) return { store: storeName, path: args.path || '', found: false, value: null, storeMissing: true, storeNames: names, availableKeys: names };
+    if (!STORES[storeName])
+      return {
+        store: storeName,
+        path: args.path || '',
+        found: false,
+        value: null,
+        storeMissing: true,
+        storeNames: names,
+        availableKeys: names
+      };
     var raw;
-    try { raw = readStore(storeName); } catch (e) { throw new Error("reading store '" + storeName + "' failed: " + errMsg(e)); }
+    try {
+      raw = readStore(storeName);
+    } catch (e) {
+      throw new Error("reading store '" + storeName + "' failed: " + errMsg(e));
+    }
     var w = walkPath(raw, args.path);
     var r2 = { store: storeName, path: args.path || '', found: w.found, storeNames: names };
     if (w.found) {
@@ -6815,8 +9328,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var d2 = args.depth == null ? 8 : Math.max(0, Math.min(12, Number(args.depth) || 0));
       r2.value = sanitize(w.value, { depth: d2, items: 200, report: rep2 });
       var segs = String(args.path || '').split('.');
-      if (keySensitive(segs[segs.length - 1]) && w.value != null && w.value !== '') r2.value = REDACTED;
-      if (rep2.cut) r2.truncation = { truncatedValues: rep2.cut, note: 'value capped at depth ' + d2 + ' / 200 items' };
+      if (keySensitive(segs[segs.length - 1]) && w.value != null && w.value !== '')
+        r2.value = REDACTED;
+      if (rep2.cut)
+        r2.truncation = {
+          truncatedValues: rep2.cut,
+          note: 'value capped at depth ' + d2 + ' / 200 items'
+        };
     } else {
       r2.value = null;
       r2.stoppedAt = w.at;
@@ -6830,11 +9348,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       name = String(name);
       S.signalsSeen[name] = 1;
-      emit('signal', { name: name, data: data === undefined ? {} : sanitize(data, { depth: 6, items: 100, str: 4000 }) });
-    } catch (e) { internal('signal', e); }
+      emit('signal', {
+        name: name,
+        data: data === undefined ? {} : sanitize(data, { depth: 6, items: 100, str: 4000 })
+      });
+    } catch (e) {
+      internal('signal', e);
+    }
   }
   function uniqPush(arr, vals) {
-    (Array.isArray(vals) ? vals : []).forEach(function (v) { if (typeof v === 'string' && arr.indexOf(v) < 0) arr.push(v); });
+    (Array.isArray(vals) ? vals : []).forEach(function (v) {
+      if (typeof v === 'string' && arr.indexOf(v) < 0) arr.push(v);
+    });
   }
   function describeContract(c) {
     try {
@@ -6844,24 +9369,45 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       uniqPush(S.caps.stores, c.stores);
       (Array.isArray(c.flows) ? c.flows : []).forEach(function (f) {
         if (!f || typeof f.name !== 'string') return;
-        var i; for (i = 0; i < S.caps.flows.length; i++) if (S.caps.flows[i].name === f.name) break;
-        S.caps.flows[i] = { name: f.name, steps: Array.isArray(f.steps) ? f.steps.slice(0, 100) : [] };
+        var i;
+        for (i = 0; i < S.caps.flows.length; i++) if (S.caps.flows[i].name === f.name) break;
+        S.caps.flows[i] = {
+          name: f.name,
+          steps: Array.isArray(f.steps) ? f.steps.slice(0, 100) : []
+        };
       });
       S.hasCaps = true;
       sendHello();
-    } catch (e) { internal('describe', e); }
+    } catch (e) {
+      internal('describe', e);
+    }
   }
   function capabilities() {
     var found = [];
     try {
       var all = document.querySelectorAll('[data-testid]');
-      for (var i = 0; i < all.length && found.length < 500; i++) { var t = all[i].getAttribute('data-testid'); if (t && found.indexOf(t) < 0 && !isIgnored(all[i])) found.push(t); }
-    } catch (e) { /* ignore */ }
+      for (var i = 0; i < all.length && found.length < 500; i++) {
+        var t = all[i].getAttribute('data-testid');
+        if (t && found.indexOf(t) < 0 && !isIgnored(all[i])) found.push(t);
+      }
+    } catch (e) {
+      /* ignore */
+    }
     var testids = S.caps.testids.slice();
     uniqPush(testids, found);
-    var signals = S.caps.signals.slice(); uniqPush(signals, Object.keys(S.signalsSeen));
-    var stores = S.caps.stores.slice(); uniqPush(stores, Object.keys(STORES));
-    return { testids: testids, declaredTestids: S.caps.testids.slice(), discoveredTestids: found, signals: signals, stores: stores, flows: S.caps.flows.slice(), source: 'live' };
+    var signals = S.caps.signals.slice();
+    uniqPush(signals, Object.keys(S.signalsSeen));
+    var stores = S.caps.stores.slice();
+    uniqPush(stores, Object.keys(STORES));
+    return {
+      testids: testids,
+      declaredTestids: S.caps.testids.slice(),
+      discoveredTestids: found,
+      signals: signals,
+      stores: stores,
+      flows: S.caps.flows.slice(),
+      source: 'live'
+    };
   }
 
   // ---- probes for the daemon's predicate engine ------------------------------------------------
@@ -6872,59 +9418,82 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var q = {};
       for (var k in args) if (hasOwn(args, k) && k !== 'kind') q[k] = args[k];
       var r = runQuery(q);
-      if (r.scopeMissing) return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
+      if (r.scopeMissing)
+        return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
       var els = filterState(r.els, args.state, cache);
-      var vis = els.filter(function (e) { return isVisible(e, cache); });
+      var vis = els.filter(function (e) {
+        return isVisible(e, cache);
+      });
       var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
-      var res = { count: els.length, visible: vis.length > 0, visibleCount: vis.length, elements: els.slice(0, lim).map(function (e) { return describe(e, cache); }) };
+      var res = {
+        count: els.length,
+        visible: vis.length > 0,
+        visibleCount: vis.length,
+        elements: els.slice(0, lim).map(function (e) {
+          return describe(e, cache);
+        })
+      };
       if (els.length > lim) res.described = lim;
       if (!els.length) res.hint = zeroHint();
       return res;
     }
     if (kind === 'text') {
-      var needle = args.contains != null ? args.contains : (args.text != null ? args.text : args.value);
+      var needle =
+        args.contains != null ? args.contains : args.text != null ? args.text : args.value;
       if (needle == null || needle === '') throw new Error('text probe needs contains');
       var rr = runQuery({ by: 'text', value: String(needle), scope: args.scope });
       if (rr.scopeMissing) return { found: false, count: 0, scopeMissing: true };
       var matches = rr.els;
-      var visM = matches.filter(function (e) { return isVisible(e, cache); });
+      var visM = matches.filter(function (e) {
+        return isVisible(e, cache);
+      });
       var pool = args.visible ? visM : matches;
-      var out = { found: pool.length > 0, count: pool.length, visibleCount: visM.length, elements: pool.slice(0, 5).map(function (e) { return describe(e, cache); }) };
+      var out = {
+        found: pool.length > 0,
+        count: pool.length,
+        visibleCount: visM.length,
+        elements: pool.slice(0, 5).map(function (e) {
+          return describe(e, cache);
+        })
+      };
       if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
       else {
         // text split across elements: fall back to the rendered page text
         var root = resolveScope(args.scope);
         var inner = root ? norm(args.visible ? root.innerText : root.textContent) : '';
         var idx = inner.toLowerCase().indexOf(norm(String(needle)).toLowerCase());
-        if (idx >= 0) { out.found = true; out.via = 'page-text'; out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + String(needle).length + 60), 200); }
+        if (idx >= 0) {
+          out.found = true;
+          out.via = 'page-text';
+          out.sample = clip(
+            inner.slice(Math.max(0, idx - 60), idx + String(needle).length + 60),
+            200
+          );
+        }
       }
       return out;
     }
-    if (kind === 'route') return { path: location.pathname, pathname: location.pathname, href: redactUrl(location.href), hash: redactUrl(location.hash), search: redactUrl(location.search), title: document.title };
+    if (kind === 'route')
+      return {
+        path: location.pathname,
+        pathname: location.pathname,
+        href: redactUrl(location.href),
+        hash: redactUrl(location.hash),
+        search: redactUrl(location.search),
+        title: document.title
+      };
     if (kind === 'state') return stateRead(args);
     if (kind === 'storage') return storageRead(args);
-    throw new Error("eval_probe kind must be element, text, route, state or storage (got '" + clip(kind, 40) + "')");
-  }
-
-  function scrollCmd(args) {
-    var el = args.ref ? mustResolve(args.ref) : null;
-    var sc = null;
-    for (var c = el; c && c.nodeType === 1; c = c.parentElement) {
-      var st = styleOf(c);
-      if (st && /(auto|scroll)/.test(st.overflowY) && c.scrollHeight > c.clientHeight) { sc = c; break; }
-    }
-    if (!sc) sc = document.scrollingElement || document.documentElement;
-    var before = sc.scrollTop;
-    if (args.fraction != null) sc.scrollTop = Number(args.fraction) * sc.scrollHeight;
-    else sc.scrollTop = before + (args.dy != null ? Number(args.dy) : Math.round((sc.clientHeight || 500) * 0.8));
-    try { sc.dispatchEvent(new Event('scroll')); } catch (e) { /* ignore */ }
-    return { scrolled: sc.scrollTop !== before, scrollTop: sc.scrollTop, scrollHeight: sc.scrollHeight, clientHeight: sc.clientHeight, atEnd: sc.scrollTop + sc.clientHeight >= sc.scrollHeight - 1, container: sc === document.scrollingElement ? 'document' : refFor(sc) };
+    throw new Error(
+      "eval_probe kind must be element, text, route, state or storage (got '" +
+        clip(kind, 40) +
+        "')"
+    );
   }
 
   // ---- command table -------------------------------------------------------------------------
   COMMANDS.snapshot = snapshot;
   COMMANDS.query = queryCmd;
-  COMMANDS.match = function (a) { var q = isObj(a.query) ? a.query : a; var o = {}; for (var k in q) if (hasOwn(q, k)) o[k] = q[k]; if (a.state) o.state = a.state; var r = queryCmd(o); r.matched = r.count > 0; return r; };
   COMMANDS.inspect = inspectCmd;
   COMMANDS.act = act;
   COMMANDS.act_sequence = actSequence;
@@ -6932,30 +9501,41 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   COMMANDS.storage_read = storageRead;
   COMMANDS.capabilities = capabilities;
   COMMANDS.eval_probe = evalProbe;
-  COMMANDS.animations = animationsCmd;
-  COMMANDS.scroll = scrollCmd;
-  COMMANDS.ping = function () { return { pong: true, url: redactUrl(location.href), sessionId: S.sessionId, documentId: S.documentId, sdkVersion: VERSION }; };
   COMMANDS.navigate = function (a) {
     var u;
-    try { u = new URL(String(a.url), location.href); } catch (e) { return { ok: false, reason: 'not a valid URL: ' + clip(a.url, 200) }; }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') return { ok: false, reason: 'only http(s) URLs can be opened (got ' + u.protocol + ')' };
+    try {
+      u = new URL(String(a.url), location.href);
+    } catch (e) {
+      return { ok: false, reason: 'not a valid URL: ' + clip(a.url, 200) };
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:')
+      return { ok: false, reason: 'only http(s) URLs can be opened (got ' + u.protocol + ')' };
     var target = u.href;
     // answer first: the result frame must leave before the page unloads
-    N.setTimeout(function () { try { if (u.href.split('#')[0] === location.href.split('#')[0] && u.hash) location.hash = u.hash; else location.assign(target); } catch (e) { internal('command', e); } }, 30);
+    N.setTimeout(function () {
+      try {
+        if (u.href.split('#')[0] === location.href.split('#')[0] && u.hash) location.hash = u.hash;
+        else location.assign(target);
+      } catch (e) {
+        internal('command', e);
+      }
+    }, 30);
     return { ok: true, url: redactUrl(target), from: redactUrl(location.href) };
   };
   COMMANDS.refresh = function (a) {
     N.setTimeout(function () {
       try {
-        if (a.hard) { var u = new URL(location.href); u.searchParams.set('_reticle_reload', String(N.dateNow())); location.replace(u.href); }
-        else location.reload();
-      } catch (e) { internal('command', e); }
+        if (a.hard) {
+          var u = new URL(location.href);
+          u.searchParams.set('_reticle_reload', String(N.dateNow()));
+          location.replace(u.href);
+        } else location.reload();
+      } catch (e) {
+        internal('command', e);
+      }
     }, 30);
     return { ok: true, hard: !!a.hard };
   };
-  ['narrate', 'session_config', 'presenter', 'flows', 'impact', 'clock', 'capture'].forEach(function (n) {
-    COMMANDS[n] = function () { return { applied: false, reason: 'not supported by this SDK' }; };
-  });
 
   // ---- connect / disconnect ------------------------------------------------------------------
   function isLoopback(h) {
@@ -6978,10 +9558,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return (u.protocol === 'https:' ? 'wss:' : 'ws:') + '//' + u.host + '/reticle';
       }
       if (CFG.port) return 'ws://127.0.0.1:' + CFG.port + '/reticle';
-    } catch (e) { /* fall through */ }
+    } catch (e) {
+      /* fall through */
+    }
     return 'ws://127.0.0.1:4400/reticle';
   }
-  function boolOpt(v) { return v === true || v === 'true' || v === '' || v === '1' || v === 'yes'; }
+  function boolOpt(v) {
+    return v === true || v === 'true' || v === '' || v === '1' || v === 'yes';
+  }
   function connect(options) {
     try {
       if (S.started) return window.reticle;
@@ -6990,66 +9574,160 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var token = o.token != null ? String(o.token) : null;
       var allowRemote = boolOpt(o.allowNonLocalhost);
       var bridge;
-      try { bridge = new URL(url, location.href); } catch (e) { warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse'); return window.reticle; }
-      if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') { warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')'); return window.reticle; }
-      if (token && token.length > 512) { warn('not connecting: token longer than 512 characters'); return window.reticle; }
-      var localPage = isLocalPage(), localBridge = isLoopback(bridge.hostname);
+      try {
+        bridge = new URL(url, location.href);
+      } catch (e) {
+        warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse');
+        return window.reticle;
+      }
+      if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') {
+        warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')');
+        return window.reticle;
+      }
+      if (token && token.length > 512) {
+        warn('not connecting: token longer than 512 characters');
+        return window.reticle;
+      }
+      var localPage = isLocalPage(),
+        localBridge = isLoopback(bridge.hostname);
       if (!localPage || !localBridge) {
         if (!allowRemote || !token) {
-          warn('not running on ' + (localPage ? 'this bridge (' + bridge.host + ')' : 'a non-loopback page (' + location.hostname + ')') +
-            ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the pairing token (data-allow-non-localhost and data-token on the script tag).');
+          warn(
+            'not running on ' +
+              (localPage
+                ? 'this bridge (' + bridge.host + ')'
+                : 'a non-loopback page (' + location.hostname + ')') +
+              ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the pairing token (data-allow-non-localhost and data-token on the script tag).'
+          );
           return window.reticle;
         }
-        if (!localBridge && bridge.protocol !== 'wss:') { warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)'); return window.reticle; }
+        if (!localBridge && bridge.protocol !== 'wss:') {
+          warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
+          return window.reticle;
+        }
       }
       try {
         var ne = window.process && window.process.env && window.process.env.NODE_ENV;
-        if (ne === 'production' && !boolOpt(o.allowInProduction)) { warn('not running: NODE_ENV is production (pass allowInProduction:true to override)'); return window.reticle; }
-      } catch (e) { /* no process */ }
+        if (ne === 'production' && !boolOpt(o.allowInProduction)) {
+          warn('not running: NODE_ENV is production (pass allowInProduction:true to override)');
+          return window.reticle;
+        }
+      } catch (e) {
+        /* no process */
+      }
       S.opts = o;
       S.url = bridge.href;
       S.token = token;
-      S.captureBodies = !(o.captureBodies === false || o.captureBodies === 'false' || o.captureNetworkBodies === false);
+      S.captureBodies = !(
+        o.captureBodies === false ||
+        o.captureBodies === 'false' ||
+        o.captureNetworkBodies === false
+      );
       if (Array.isArray(o.redactKeys)) EXTRA_KEYS = o.redactKeys.slice(0, 64);
       else if (o.redact && Array.isArray(o.redact.keys)) EXTRA_KEYS = o.redact.keys.slice(0, 64);
       // session id: explicit option > URL parameter > sessionStorage > new
       var sid = o.sessionId || o.session;
       if (sid === 'auto') sid = null;
-      if (!sid) { try { sid = new URL(location.href).searchParams.get('__reticle_session'); } catch (e) { sid = null; } }
+      if (!sid) {
+        try {
+          sid = new URL(location.href).searchParams.get('__reticle_session');
+        } catch (e) {
+          sid = null;
+        }
+      }
       if (!sid) sid = ssGet('__reticle_session');
       if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
       S.sessionId = sid;
       ssSet('__reticle_session', sid);
       // strip our hard-reload marker before the route observer installs
       try {
-        if (/[?&]_reticle_reload=/.test(location.search)) { var cu = new URL(location.href); cu.searchParams.delete('_reticle_reload'); history.replaceState(history.state, '', cu.href); }
-      } catch (e) { /* ignore */ }
-      S.started = true; S.stopped = false;
-      var installers = [['network_observer', installFetch], ['network_observer', installXHR], ['network_observer', installBeacon], ['network_observer', installWebSocket],
-        ['network_observer', installEventSource], ['console_observer', installConsole], ['console_observer', installErrors], ['router_observer', installRouting],
-        ['dom_observer', installDom], ['dom_observer', installShadowCapture], ['animation_observer', installAnimations], ['storage_observer', installStorage],
-        ['focus_observer', installFocus], ['health_observer', installHealth]];
-      installers.forEach(function (it) { try { it[1](); } catch (e) { internal(it[0], e); } });
-      var fc = function () { checkFrames(); };
-      if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', fc, { once: true }); else N.setTimeout(fc, 0);
+        if (/[?&]_reticle_reload=/.test(location.search)) {
+          var cu = new URL(location.href);
+          cu.searchParams.delete('_reticle_reload');
+          history.replaceState(history.state, '', cu.href);
+        }
+      } catch (e) {
+        /* ignore */
+      }
+      S.started = true;
+      S.stopped = false;
+      var installers = [
+        ['network_observer', installFetch],
+        ['network_observer', installXHR],
+        ['network_observer', installBeacon],
+        ['network_observer', installWebSocket],
+        ['network_observer', installEventSource],
+        ['console_observer', installConsole],
+        ['console_observer', installErrors],
+        ['router_observer', installRouting],
+        ['dom_observer', installDom],
+        ['dom_observer', installShadowCapture],
+        ['animation_observer', installAnimations],
+        ['storage_observer', installStorage],
+        ['focus_observer', installFocus],
+        ['health_observer', installHealth]
+      ];
+      installers.forEach(function (it) {
+        try {
+          it[1]();
+        } catch (e) {
+          internal(it[0], e);
+        }
+      });
+      var fc = function () {
+        checkFrames();
+      };
+      if (document.readyState === 'loading')
+        document.addEventListener('DOMContentLoaded', fc, { once: true });
+      else N.setTimeout(fc, 0);
       window.addEventListener('load', fc, { once: true });
       openSocket();
-    } catch (e) { internal('connect', e); }
+    } catch (e) {
+      internal('connect', e);
+    }
     return window.reticle;
   }
   function disconnect() {
     try {
       S.stopped = true;
-      if (S.retryTimer) { N.clearTimeout(S.retryTimer); S.retryTimer = null; }
+      if (S.retryTimer) {
+        N.clearTimeout(S.retryTimer);
+        S.retryTimer = null;
+      }
       flush();
-      var ws = S.ws; S.ws = null; S.open = false;
-      if (ws) { try { ws.close(1000, 'disconnect'); } catch (e) { /* ignore */ } }
+      var ws = S.ws;
+      S.ws = null;
+      S.open = false;
+      if (ws) {
+        try {
+          ws.close(1000, 'disconnect');
+        } catch (e) {
+          /* ignore */
+        }
+      }
       var tds = S.teardowns.splice(0);
-      for (var i = tds.length - 1; i >= 0; i--) { try { tds[i](); } catch (e) { /* ignore */ } }
-      Object.keys(STORES).forEach(function (n) { if (STORES[n].unsub) { try { STORES[n].unsub(); } catch (e) { /* ignore */ } } });
+      for (var i = tds.length - 1; i >= 0; i--) {
+        try {
+          tds[i]();
+        } catch (e) {
+          /* ignore */
+        }
+      }
+      Object.keys(STORES).forEach(function (n) {
+        if (STORES[n].unsub) {
+          try {
+            STORES[n].unsub();
+          } catch (e) {
+            /* ignore */
+          }
+        }
+      });
       S.started = false;
-      S.outbox = []; S.results = [];
-    } catch (e) { /* never throw */ }
+      S.outbox = [];
+      S.results = [];
+    } catch (e) {
+      /* never throw */
+    }
   }
 
   var api = {
@@ -7061,11 +9739,29 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     describe: describeContract,
     version: VERSION
   };
-  Object.defineProperty(api, 'sessionId', { get: function () { return S.sessionId; }, enumerable: true });
-  Object.defineProperty(api, 'connected', { get: function () { return S.open; }, enumerable: true });
+  Object.defineProperty(api, 'sessionId', {
+    get: function () {
+      return S.sessionId;
+    },
+    enumerable: true
+  });
+  Object.defineProperty(api, 'connected', {
+    get: function () {
+      return S.open;
+    },
+    enumerable: true
+  });
   Object.defineProperty(api, '__reticleSdk', { value: true });
-  try { Object.defineProperty(window, 'reticle', { value: api, configurable: true, enumerable: false, writable: false }); }
-  catch (e) { window.reticle = api; }
+  try {
+    Object.defineProperty(window, 'reticle', {
+      value: api,
+      configurable: true,
+      enumerable: false,
+      writable: false
+    });
+  } catch (e) {
+    window.reticle = api;
+  }
 
   // ---- auto-connect from the script tag ------------------------------------------------------
   try {
@@ -7076,12 +9772,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (ds.token) o.token = ds.token;
       if (ds.url) o.url = ds.url;
       if (ds.allowNonLocalhost != null) o.allowNonLocalhost = boolOpt(ds.allowNonLocalhost);
-      if (ds.captureBodies != null) o.captureBodies = !(ds.captureBodies === 'false' || ds.captureBodies === '0' || ds.captureBodies === 'no');
+      if (ds.captureBodies != null)
+        o.captureBodies = !(
+          ds.captureBodies === 'false' ||
+          ds.captureBodies === '0' ||
+          ds.captureBodies === 'no'
+        );
       if (ds.sessionId) o.sessionId = ds.sessionId;
       if (ds.allowInProduction != null) o.allowInProduction = boolOpt(ds.allowInProduction);
       connect(o);
     }
-  } catch (e) { /* never throw into the page */ }
+  } catch (e) {
+    /* never throw into the page */
+  }
 })();
 """
 

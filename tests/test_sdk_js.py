@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -90,3 +91,61 @@ def test_node_check_passes(tmp_path):
     path.write_text(hub.sdk_source(), encoding="utf-8")
     result = subprocess.run(["node", "--check", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _python_commands():
+    """Every bridge command name the Python side sends (session.command("name", ...))."""
+    with open(os.path.join(ROOT, "reticle.py"), encoding="utf-8") as f:
+        source = f.read().split('_SDK_JS = r"""')[0]
+    sent = set(re.findall(r'\.command\(\s*"([a-z_]+)"', source))
+    # reticle_navigate picks one of two names in a conditional expression
+    sent |= set(re.findall(r'\(\s*"([a-z_]+)",\s*\{[^}]*\}\)\s*if args.get\("reload"\)', source))
+    sent |= set(re.findall(r'else \(\s*"([a-z_]+)",', source))
+    return sent
+
+
+def _sdk_commands():
+    return set(re.findall(r"^\s*COMMANDS\.([a-z_]+)\s*=", reticle._SDK_JS, re.M))
+
+
+def test_bridge_commands_match_both_ways():
+    sent, table = _python_commands(), _sdk_commands()
+    assert {"snapshot", "act", "eval_probe", "navigate", "refresh"} <= sent, sent
+    assert sent - table == set(), "sent by Python but missing from the SDK's COMMANDS: %s" % sorted(sent - table)
+    assert table - sent == set(), "in the SDK's COMMANDS but never sent by Python: %s" % sorted(table - sent)
+
+
+def test_sdk_has_no_stub_commands():
+    assert "not supported by this SDK" not in reticle._SDK_JS
+
+
+def test_sdk_lines_are_wrapped():
+    """Lines are wrapped as a formatter wraps JavaScript: only a lone string or regex literal,
+    which no formatter breaks, may run past 120 characters."""
+    lone_literal = re.compile(r"""^\s*(/.*/[gimsuy]*(\.test\()?|'.*'|"'.*"|\S+ \+ '.*'|'.*' \+ \S+);?,?$""")
+    long_lines = [n for n, line in enumerate(reticle._SDK_JS.splitlines(), 1)
+                  if len(line) > 120 and not lone_literal.match(line)]
+    assert long_lines == [], "SDK lines over 120 characters: %s" % long_lines[:10]
+
+
+def test_sdk_tool_round_trips(tmp_path):
+    """tools/sdk.py extract then embed leaves reticle.py byte for byte the same."""
+    work = tmp_path / "tree"
+    (work / "tools").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "reticle.py"), str(work / "reticle.py"))
+    shutil.copy(os.path.join(ROOT, "tools", "sdk.py"), str(work / "tools" / "sdk.py"))
+    before = (work / "reticle.py").read_bytes()
+    js = str(tmp_path / "sdk.js")
+    for verb in ("extract", "embed"):
+        done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), verb, js],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    assert (work / "reticle.py").read_bytes() == before
+    with open(js, "a", encoding="utf-8") as f:
+        f.write('var bad = """;\n')
+    done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), "embed", js], capture_output=True, text=True)
+    assert done.returncode == 1 and "triple quote" in done.stderr
+    assert (work / "reticle.py").read_bytes() == before

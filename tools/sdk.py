@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Edit the in-page SDK as an ordinary JavaScript file.
+
+The SDK lives inside reticle.py as the raw string ``_SDK_JS`` so that the
+module stays complete on its own.  This script copies it out for editing and
+linting, and back in:
+
+    python tools/sdk.py extract [FILE]   # default build/reticle-sdk.js
+    python tools/sdk.py embed [FILE]     # writes FILE back into reticle.py
+    python tools/sdk.py check            # node --check on the embedded SDK
+
+Standard library only.  ``embed`` refuses text that cannot live in a Python
+raw triple-quoted string (a triple quote, a trailing backslash).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULE = os.path.join(ROOT, "reticle.py")
+DEFAULT = os.path.join(ROOT, "build", "reticle-sdk.js")
+_START = '_SDK_JS = r"""'
+_END = '"""\n'
+
+
+def _split(text):
+    start = text.index(_START) + len(_START)
+    end = text.index(_END, start)
+    return text[:start], text[start:end], text[end:]
+
+
+def read_sdk(module=MODULE):
+    with open(module, encoding="utf-8") as f:
+        return _split(f.read())[1]
+
+
+def extract(path=DEFAULT):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(read_sdk())
+    print("wrote %s" % os.path.relpath(path))
+    return 0
+
+
+def embed(path=DEFAULT):
+    with open(path, encoding="utf-8") as f:
+        js = f.read()
+    if '"""' in js or re.search(r"\\$", js):
+        print("refused: the SDK may not contain a triple quote or end with a backslash", file=sys.stderr)
+        return 1
+    if not js.endswith("\n"):
+        js += "\n"
+    with open(MODULE, encoding="utf-8") as f:
+        head, _, tail = _split(f.read())
+    with open(MODULE, "w", encoding="utf-8") as f:
+        f.write(head + js + tail)
+    print("embedded %s into reticle.py" % os.path.relpath(path))
+    return 0
+
+
+def check():
+    node = shutil.which("node")
+    if not node:
+        print("node is not on PATH; nothing checked", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "reticle-sdk.js")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(read_sdk())
+        done = subprocess.run([node, "--check", path])
+    if done.returncode == 0:
+        print("the embedded SDK parses")
+    return done.returncode
+
+
+def main(argv):
+    if not argv or argv[0] not in ("extract", "embed", "check"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    if argv[0] == "check":
+        return check()
+    path = argv[1] if len(argv) > 1 else DEFAULT
+    return extract(path) if argv[0] == "extract" else embed(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
