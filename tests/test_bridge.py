@@ -180,7 +180,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         await asyncio.sleep(0.1)
         assert conn.close_code is None
         session = self.hub.bridge.sessions["s-test-1"]
-        assert session.store.blind_spots["unknown-message-kind"] == 1
+        assert session.store.blind_spot_counts()["unknown-message-kind"] == 1
         types = [e["type"] for e in session.store.query()]
         assert types == ["blind-spot", "signal"]
 
