@@ -192,3 +192,13 @@ def no_internal_errors(request):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "expect_reticle_errors: the test provokes reticle's internal-error path")
+    config.addinivalue_line("markers", "browser: drives real headless Chromium (select with -m browser)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test in a module that drives Chromium through the harness is marked `browser`,
+    so `-m "not browser"` runs the fast tests alone."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if getattr(module, "chromium_path", None) is not None:
+            item.add_marker(pytest.mark.browser)
