@@ -130,6 +130,7 @@ MAX_PENDING_HANDSHAKES = 16
 MAX_DEPARTED = 8                           # closed tabs kept for a reload to resume (each keeps its buffer)
 DEPARTED_KEEP_MS = 60_000
 COMMAND_TIMEOUT_S = 8.0
+NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
 EVENT_CAP_BYTES = 8 * 1024 * 1024
@@ -828,6 +829,11 @@ class _Known:
         self.loss = loss
 
 
+class _TabGone(ToolError):
+    """The tab went away (unloaded, replaced or closed) after a command was sent to it,
+    so whether the command ran is not known."""
+
+
 class _BrowserSession:
     """One connected tab: its socket, ring buffer, pending commands, health."""
 
@@ -845,6 +851,7 @@ class _BrowserSession:
         self.last_act: Optional[float] = None
         self.last_act_action: Optional[str] = None
         self.last_nav: Optional[float] = None
+        self.left_at: Optional[float] = None       # when the last socket went away (monotonic)
         self._open: Dict[str, dict] = {}
         self.act_marks: Dict[float, Tuple[str, float]] = {}
         self.hidden = False
@@ -916,6 +923,29 @@ class _BrowserSession:
     def open_since(self, t: float) -> List[dict]:
         """Requests still open that started at or after `t` (each with `startedAt`)."""
         return [d for d in self._open.values() if d.get("startedAt", 0) >= t]
+
+    def navigating(self) -> bool:
+        """The page is leaving its document: it reported a navigation (a form post, a link) whose
+        next document has not connected yet.  Judging the page now would judge the one going away."""
+        horizon = self.now() - NAV_WAIT_S * 1000.0
+        return any(d.get("initiator") == "document" and d.get("startedAt", 0) >= horizon for d in self._open.values())
+
+    def between_documents(self) -> bool:
+        return self.handler is None or self.navigating()
+
+    async def next_document(self, deadline: float) -> bool:
+        """Wait (until the monotonic `deadline`) for the tab's next document to connect.
+        False when the tab closed, crashed, or its next document never came."""
+        while self.between_documents():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.handler is None:
+                if not await self.bridge.wait_back(self, left):
+                    return False
+            else:
+                await self.wait_change(min(0.05, left))
+        return True
 
     def clear_open_requests(self) -> None:
         """A new document: the old one's requests can no longer answer."""
@@ -1074,7 +1104,7 @@ class _BrowserSession:
     def fail_pending(self, why: str) -> None:
         for fut in list(self.pending.values()):
             if not fut.done():
-                fut.set_exception(ToolError(why, "call reticle_sessions and retry on the live tab"))
+                fut.set_exception(_TabGone(why, "call reticle_sessions and retry on the live tab"))
         self.pending.clear()
 
     # -- snapshot diff ----------------------------------------------------------
@@ -1217,6 +1247,7 @@ class _Bridge:
         if session is None or session.handler is not handler:
             return
         session.handler = None
+        session.left_at = time.monotonic()
         session.fail_pending("the tab %s disconnected before the command answered" % session.id)
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
@@ -1231,6 +1262,35 @@ class _Bridge:
         for sid, (_, gone_at) in list(self.departed.items()):
             if now - gone_at > keep_ms:
                 del self.departed[sid]
+
+    async def wait_back(self, session: _BrowserSession, timeout: float) -> bool:
+        """Wait up to `timeout` s for `session` (the same tab) to connect again."""
+        deadline = time.monotonic() + timeout
+        while not (session.handler is not None and self.sessions.get(session.id) is session):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(0.025, left))
+        return True
+
+    def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
+        """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
+        now = time.monotonic()
+        recent = [s for s, _ in self.departed.values() if s.left_at is not None and now - s.left_at < NAV_WAIT_S]
+        if session_id:
+            return next((s for s in recent if s.id == session_id), None)
+        return recent[-1] if len(recent) == 1 and not self.sessions else None
+
+    async def resolve_soon(self, session_id: Optional[str]) -> _BrowserSession:
+        """resolve(), but a tab between two documents is waited for (up to NAV_WAIT_S) instead
+        of being reported gone: a form post or a link replaces the page, not the tab."""
+        try:
+            return self.resolve(session_id)
+        except ToolError:
+            back = self._returning(session_id)
+            if back is None or not await self.wait_back(back, NAV_WAIT_S - (time.monotonic() - back.left_at)):
+                raise
+            return back
 
     async def wait_reconnect(self, session_id: str, generation: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -2016,16 +2076,22 @@ async def _evaluate_combinator(session: "_BrowserSession", p: dict, floor: float
             "evidence": list(children)}
 
 
+def _lost(session: "_BrowserSession") -> dict:
+    why = ("the tab closed or crashed" if session.handler is None else
+           "the tab left its page and its next document did not connect in time")
+    return {"pass": False, "observationLost": True, "failureReason": why + " during the observation"}
+
+
 async def _wait(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float) -> dict:
     """Re-evaluate `p` on every event (and every 150 ms) until it holds, is decided, or time runs out."""
-    generation = session.generation
     deadline = time.monotonic() + timeout_ms / 1000.0
     holds_count = any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
     while True:
-        if session.handler is None or session.generation != generation:
-            return {"pass": False, "observationLost": True,
-                    "failureReason": "the tab disconnected or reloaded during the observation"}
+        if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
+            return _lost(session)
         res = await _evaluate(session, p, floor, diagnose=False)
+        if res.get("inconclusive") and session.between_documents():
+            continue  # the page went away while it was being asked: ask the next document
         remaining = deadline - time.monotonic()
         if res["pass"]:
             if holds_count and remaining > 0.3:
@@ -2548,13 +2614,26 @@ async def _tool_capabilities(hub: "Hub", session: "_BrowserSession", args: dict,
     return result
 
 
+async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
+    """Send one act.  A page that unloads before it answers (a form post, a link) took the
+    act's reply with it: that is the act's effect, not a failure, and the evidence is in
+    the next document, which the verdict tools follow."""
+    try:
+        return await session.command("act", cmd)
+    except _TabGone as exc:
+        return {"dispatched": None, "pageUnloaded": True,
+                "note": "the page unloaded before it answered (%s); what the act did is in the next "
+                        "document's evidence" % exc.error}
+
+
 async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     since = session.mark_act(args["action"])
-    result = await session.command("act", cmd)
+    result = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, result)
-    out = {"since": since, "dispatched": bool(result.get("dispatched", True)) if isinstance(result, dict) else True,
+    dispatched = result.get("dispatched", True) if isinstance(result, dict) else True
+    out = {"since": since, "dispatched": dispatched if dispatched is None else bool(dispatched),
            "settled": result.get("settled") if isinstance(result, dict) else None,
            "inputMode": "synthetic", "result": result}
     return session.splice_health(out)
@@ -2799,6 +2878,8 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     timeout = args.get("timeout_ms", 0)
     if timeout > 0:
         res = await _wait(session, p, floor, timeout)
+    elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
+        res = _lost(session)
     else:
         res = await _evaluate(session, p, floor, diagnose=True)
     window = session.window(floor)
@@ -2829,7 +2910,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         already_true = bool(pre["pass"])
     since = session.mark_act(args["action"])
     started = time.monotonic()
-    effect = await session.command("act", cmd)
+    effect = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, effect)
     if timeout > 0:
         remaining = max(0.0, timeout - (time.monotonic() - started) * 1000.0)
@@ -3746,7 +3827,7 @@ class Hub:
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         tool = self.registry.get(name)
         try:
-            session = self.bridge.resolve(args.get("sessionId")) if tool.needs_session else None
+            session = await self.bridge.resolve_soon(args.get("sessionId")) if tool.needs_session else None
             return _tool_result(await tool.handler(self, session, args, ctx))
         except ToolError as exc:
             return _tool_result(exc.payload(), is_error=True)
@@ -7724,27 +7805,34 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       };
     });
   }
-  function onFetchResponse(meta, res) {
+  // The net.request record of a completed fetch or XHR; `header` reads a response header.
+  function callRecord(meta, url, initiator, status, statusText, header) {
     var ms = Math.round(N.now() - meta.t0);
     var ct = '';
     try {
-      ct = res.headers.get('content-type') || '';
+      ct = header('content-type') || '';
     } catch (e) {
-      /* opaque */
+      /* opaque, or the request failed */
     }
-    var d = {
+    return {
       id: meta.id,
       requestId: meta.id,
       method: meta.method,
-      url: meta.url,
-      status: res.status,
-      ok: res.status >= 200 && res.status < 400,
+      url: url,
+      status: status,
+      ok: status >= 200 && status < 400,
       durationMs: ms,
       ms: ms,
-      initiator: 'fetch',
-      statusText: res.statusText || undefined,
+      initiator: initiator,
+      statusText: statusText || undefined,
       contentType: ct || undefined
     };
+  }
+  function onFetchResponse(meta, res) {
+    var d = callRecord(meta, meta.url, 'fetch', res.status, res.statusText, function (name) {
+      return res.headers.get(name);
+    });
+    var ct = d.contentType || '';
     if (res.type === 'opaque') {
       d.opaque = true;
       d.ok = null;
@@ -7914,26 +8002,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
                 guard('network_observer', function () {
                   var mm = META.get(xhr);
                   if (!mm || !mm.id) return;
-                  var ms = Math.round(N.now() - mm.t0);
-                  var ct = '';
-                  try {
-                    ct = xhr.getResponseHeader('content-type') || '';
-                  } catch (e) {
-                    /* ignore */
-                  }
-                  var d = {
-                    id: mm.id,
-                    requestId: mm.id,
-                    method: mm.method,
-                    url: mm.rurl,
-                    status: xhr.status,
-                    ok: xhr.status >= 200 && xhr.status < 400,
-                    durationMs: ms,
-                    ms: ms,
-                    initiator: 'xhr',
-                    statusText: xhr.statusText || undefined,
-                    contentType: ct || undefined
-                  };
+                  var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
+                    return xhr.getResponseHeader(name);
+                  });
+                  var ct = d.contentType || '';
                   if (xhr.status === 0) d.error = 'network error, abort or timeout';
                   var resp = null;
                   if (S.captureBodies) {
