@@ -16,12 +16,12 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import RETICLE_PY
-from conftest import daemon_env
-from conftest import free_port
-from conftest import get_status
-from conftest import port_listens
-from conftest import wait_for
+from _harness import RETICLE_PY
+from _harness import daemon_env
+from _harness import free_port
+from _harness import get_status
+from _harness import port_listens
+from _harness import wait_until
 
 CURL = "/usr/bin/curl"
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -171,7 +171,7 @@ def spawned_daemon_port(tmp_path):
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-    assert wait_for(lambda: not port_listens(port), 10)
+    wait_until(lambda: not port_listens(port), 10, what="port %d to close" % port)
 
 
 def test_stdio_lists_tools_with_no_daemon_and_the_first_call_starts_one(spawned_daemon_port):
@@ -217,7 +217,7 @@ def test_stdio_restarts_a_daemon_that_died(spawned_daemon_port):
                 first = await session.call_tool("reticle_sessions", {})
                 pid = get_status(port)["pid"]
                 os.kill(pid, signal.SIGTERM)
-                assert wait_for(lambda: not port_listens(port), 10)
+                wait_until(lambda: not port_listens(port), 10, what="the killed daemon's port to close")
                 second = await session.call_tool("reticle_sessions", {})
                 third = await session.call_tool("reticle_sessions", {})
                 return first, pid, second, third
