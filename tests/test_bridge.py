@@ -107,14 +107,20 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
             with pytest.raises(tornado.httpclient.HTTPClientError) as info:
                 await self.ws(origin)
             assert info.value.code == 403, origin
-        assert self.hub.bridge.refusals, "refusals are recorded for the no-session diagnosis"
-        assert "evil" in self.hub.bridge.why()
+            body = json.loads(info.value.response.body)
+            assert body["error"] == "forbidden", origin
+            assert "the origin '%s' is not allowed at the bridge" % origin in body["detail"]
+        assert len(self.hub.bridge.refusals) >= 4, "refusals are recorded for the no-session diagnosis"
+        assert "the origin 'https://evil.example' is not allowed" in self.hub.bridge.why()
 
     @gen_test
     async def test_dns_rebinding_host_is_refused(self):
         with pytest.raises(tornado.httpclient.HTTPClientError) as info:
             await self.ws("http://localhost:5173", host="evil.example:%d" % self.get_http_port())
         assert info.value.code == 403
+        body = json.loads(info.value.response.body)
+        assert body["error"] == "forbidden"
+        assert "the Host header 'evil.example:%d' does not name a loopback host" % self.get_http_port() in body["detail"]
 
     @gen_test
     async def test_allow_listed_origin_needs_the_token_in_its_hello(self):

@@ -47,7 +47,8 @@ async def exercise(read, write):
             await session.call_tool("reticle_inspect", {"ref": 5})
         seen["bad_code"] = bad.value.error.code
         seen["bad_message"] = str(bad.value)
-        seen["no_browser"] = (await session.call_tool("reticle_snapshot", {})).is_error
+        no_browser = await session.call_tool("reticle_snapshot", {})
+        seen["no_browser"] = no_browser.is_error, no_browser.structured_content
     return seen
 
 
@@ -61,11 +62,13 @@ def check(seen):
     assert seen["live"]["sessions"] == []
     assert seen["is_error"] is False
     assert seen["sessions"]["sessions"] == []
-    assert seen["sessions"]["why"]
-    assert seen["sessions"]["next_action"]
+    assert "no browser session is connected" in seen["sessions"]["why"]
+    assert seen["sessions"]["next_action"]["action"] == "open_app"
     assert seen["bad_code"] == -32602
     assert "/ref" in seen["bad_message"]
-    assert seen["no_browser"] is True
+    no_browser, body = seen["no_browser"]
+    assert no_browser is True
+    assert "no browser session is connected" in body["error"]
 
 
 def stdio_params(port, state_dir):
@@ -302,7 +305,7 @@ def test_stdio_with_a_stranger_on_the_port_answers_one_clear_error(tmp_path):
     assert result.is_error is True
     error = result.structured_content["error"]
     assert "not a Reticle daemon" in error and str(port) in error
-    assert result.structured_content["recovery"]
+    assert "RETICLE_PORT" in result.structured_content["recovery"]
 
 
 def test_three_racing_proxies_start_exactly_one_daemon(spawned_daemon_port):
