@@ -3,6 +3,7 @@ on 127.0.0.1 that includes the script tag, and a real MCP client reads what
 the SDK saw.  Hostile input on the WebSocket is sent with a raw client."""
 
 import json
+import re
 
 import pytest
 import tornado.web
@@ -78,7 +79,8 @@ def test_tab_appears_in_sessions(world):
     s = sessions[0]
     assert s["url"].startswith(world["app"].url)
     assert s["title"] == "Shop"
-    assert s["sessionId"]
+    # no data-session-id on the page: the SDK made one, "s" and a v4 UUID
+    assert re.fullmatch(r"s[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", s["sessionId"]), s
     assert world["daemon"].status()["sessions"][0]["sessionId"] == s["sessionId"]
 
 

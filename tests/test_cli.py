@@ -91,7 +91,7 @@ def test_status_json_with_nothing_running(clean_env, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["running"] is False
     assert data["port"] == port
-    assert data["reason"]
+    assert data["reason"] == "nothing listens on port %d" % port
 
 
 def test_status_names_a_stranger(clean_env, capsys, listening_stranger):
@@ -272,7 +272,7 @@ def test_sigterm_is_a_planned_stop(daemon):
             received += chunk
     assert daemon.proc.wait(10) == 0
     shutdown = received[received.index(b"event: shutdown"):].split(b"\n")
-    assert json.loads(shutdown[1][len(b"data: "):])["reason"]
+    assert json.loads(shutdown[1][len(b"data: "):])["reason"] == "signal SIGTERM"  # the shutdown names its cause
     assert not os.path.exists(record)
     assert not port_listens(daemon.port)
 

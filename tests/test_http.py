@@ -348,7 +348,7 @@ class HttpSseTransportTest(ReticleTestCase):
         frame = await s.frame(timeout=2.0)
         self.assertIsNone(frame["event"])
         self.assertIsNone(frame["data"])
-        self.assertTrue(frame["comments"])
+        self.assertEqual(frame["comments"], ["keepalive"])
         await self.close_streams()
 
     @gen_test
@@ -508,10 +508,11 @@ class StreamableHttpTest(ReticleTestCase):
             self.assertEqual(s.response.code, 200)
             self.assertTrue(s.response.headers["content-type"].startswith("text/event-stream"))
             opened = await s.frame()
-            self.assertTrue(opened["comments"])
+            self.assertEqual(len(opened["comments"]), 1)
+            self.assertTrue(opened["comments"][0].startswith("stream open"), opened)
             self.assertIsNone(opened["data"])
             keepalive = await s.frame(timeout=2.0)
-            self.assertTrue(keepalive["comments"])
+            self.assertEqual(keepalive["comments"], ["keepalive"])
             self.assertIsNone(keepalive["data"])
         await self.close_streams()
 
@@ -603,7 +604,7 @@ class StatusAndOpenApiTest(ReticleTestCase):
         self.assertEqual(resp.code, 200)
         doc = json.loads(resp.body)
         self.assertTrue(doc["openapi"].startswith("3.1"))
-        self.assertTrue(doc["info"]["version"])
+        self.assertEqual(doc["info"]["version"], reticle.__version__)
         paths = doc["paths"]
         for path, method, codes in self.CONTRACT:
             self.assertIn(path, paths)

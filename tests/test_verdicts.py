@@ -126,7 +126,7 @@ def fresh(request):
     if "shop" in request.fixturenames:
         mcp = request.getfixturevalue("shop")
         nav = mcp.ok("reticle_navigate", {"url": "/"})
-        assert nav["confirmed"], nav
+        assert nav["confirmed"] is True, nav
     yield
 
 
