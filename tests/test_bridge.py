@@ -328,6 +328,8 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         twice = await self.mcp("reticle_assert", {"since": 0, "predicate": {"kind": "signal", "name": "order:placed",
                                                                             "count": 1}})
         assert twice["structuredContent"]["verified"] == "no"
+        assert twice["structuredContent"]["assertion"] == "signal.count"
+        assert "exactly 1 time(s), saw 2" in twice["structuredContent"]["because"]
         near = await self.mcp("reticle_assert", {"since": 0, "predicate": {
             "kind": "signal", "name": "order:placed", "dataMatches": {"total": 99}}})
         data = near["structuredContent"]
@@ -349,6 +351,8 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         await asyncio.sleep(0.1)
         stale = (await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "saved"}}))["structuredContent"]
         assert stale["verified"] == "no", stale
+        assert stale["verifiedReason"] == "assertion_failed" and stale["assertion"] == "signal.absent", stale
+        assert "signal 'saved' did not fire" in stale["because"]
         await conn.write_message(json.dumps({"kind": "event", "event": {
             "type": "signal", "t": 1100.0, "documentId": "d1", "data": {"name": "saved"}}}))
         await asyncio.sleep(0.1)

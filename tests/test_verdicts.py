@@ -240,6 +240,8 @@ def test_a_signal_before_the_act_does_not_count_after_it(shop):
     shop.ok("reticle_act", {"target": {"role": "button", "name": "Noop"}, "action": "click"})
     r = shop.ok("reticle_assert", {"predicate": {"kind": "signal", "name": "pinged"}})
     assert r["verified"] == "no", r
+    assert r["verifiedReason"] == "assertion_failed" and r["assertion"] == "signal.absent", r
+    assert "signal 'pinged' did not fire" in r["because"]
     r = act_and_wait(shop, "Ping", {"kind": "signal", "name": "pinged", "dataMatches": {"n": {"$gte": 1}}})
     assert r["verified"] == "yes", r
     assert r["honesty"]["grade"] == "signal"
@@ -313,7 +315,9 @@ def test_tolerated_spellings_reach_the_same_verdict(shop):
         r = shop.ok("reticle_assert", {"predicate": predicate})
         assert r["verified"] == "yes", (predicate, r)
     r = shop.ok("reticle_assert", {"until": {"kind": "signal", "data": {"n": 1}, "name": "pinged"}})
-    assert r["verified"] == "no"
+    assert r["verified"] == "no", r
+    assert r["verifiedReason"] == "assertion_failed", r
+    assert "signal 'pinged' did not fire" in r["because"]
 
 
 def test_malformed_predicates_give_no_verdict(shop):
