@@ -1,6 +1,7 @@
 """Real MCP clients (the `mcp` SDK) and curl against a real daemon subprocess."""
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -74,6 +75,15 @@ def check(seen):
 def stdio_params(port, state_dir):
     return StdioServerParameters(command=sys.executable, args=[RETICLE_PY, "mcp", "--port", str(port)],
                                  env=daemon_env(state_dir))
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(port, state_dir):
+    """`reticle mcp --port N` as a child process, with an initialized mcp ClientSession on it."""
+    async with stdio_client(stdio_params(port, state_dir)) as (read, write):
+        async with mcp.ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
 
 
 def test_sse_client(module_daemon):
@@ -182,18 +192,16 @@ def test_stdio_lists_tools_with_no_daemon_and_the_first_call_starts_one(spawned_
     assert not port_listens(port)
 
     async def run():
-        async with stdio_client(stdio_params(port, state)) as (read, write):
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                tools = (await session.list_tools()).tools
-                resources = (await session.list_resources()).resources
-                usage = (await session.read_resource("reticle://docs/usage")).contents[0].text
-                await session.send_ping()
-                listening_before_call = port_listens(port)
-                result = await session.call_tool("reticle_sessions", {})
-                status = get_status(port)
-                again = await session.call_tool("reticle_sessions", {})
-                return tools, resources, usage, listening_before_call, result, status, again
+        async with stdio_session(port, state) as session:
+            tools = (await session.list_tools()).tools
+            resources = (await session.list_resources()).resources
+            usage = (await session.read_resource("reticle://docs/usage")).contents[0].text
+            await session.send_ping()
+            listening_before_call = port_listens(port)
+            result = await session.call_tool("reticle_sessions", {})
+            status = get_status(port)
+            again = await session.call_tool("reticle_sessions", {})
+            return tools, resources, usage, listening_before_call, result, status, again
 
     tools, resources, usage, listening_before_call, result, status, again = asyncio.run(run())
     assert len(tools) == 15
@@ -214,16 +222,14 @@ def test_stdio_restarts_a_daemon_that_died(spawned_daemon_port):
     port, state = spawned_daemon_port
 
     async def run():
-        async with stdio_client(stdio_params(port, state)) as (read, write):
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                first = await session.call_tool("reticle_sessions", {})
-                pid = get_status(port)["pid"]
-                os.kill(pid, signal.SIGTERM)
-                wait_until(lambda: not port_listens(port), 10, what="the killed daemon's port to close")
-                second = await session.call_tool("reticle_sessions", {})
-                third = await session.call_tool("reticle_sessions", {})
-                return first, pid, second, third
+        async with stdio_session(port, state) as session:
+            first = await session.call_tool("reticle_sessions", {})
+            pid = get_status(port)["pid"]
+            os.kill(pid, signal.SIGTERM)
+            wait_until(lambda: not port_listens(port), 10, what="the killed daemon's port to close")
+            second = await session.call_tool("reticle_sessions", {})
+            third = await session.call_tool("reticle_sessions", {})
+            return first, pid, second, third
 
     first, pid, second, third = asyncio.run(run())
     assert first.is_error is False
@@ -293,12 +299,10 @@ def test_stdio_with_a_stranger_on_the_port_answers_one_clear_error(tmp_path):
         port = stranger.getsockname()[1]
 
         async def run():
-            async with stdio_client(stdio_params(port, tmp_path / "state")) as (read, write):
-                async with mcp.ClientSession(read, write) as session:
-                    await session.initialize()
-                    tools = (await session.list_tools()).tools
-                    result = await session.call_tool("reticle_sessions", {})
-                    return tools, result
+            async with stdio_session(port, tmp_path / "state") as session:
+                tools = (await session.list_tools()).tools
+                result = await session.call_tool("reticle_sessions", {})
+                return tools, result
 
         tools, result = asyncio.run(run())
     assert len(tools) == 15, "the tools are listed even though no daemon can start"
@@ -312,10 +316,8 @@ def test_three_racing_proxies_start_exactly_one_daemon(spawned_daemon_port):
     port, state = spawned_daemon_port
 
     async def one():
-        async with stdio_client(stdio_params(port, state)) as (read, write):
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                return await session.call_tool("reticle_sessions", {})
+        async with stdio_session(port, state) as session:
+            return await session.call_tool("reticle_sessions", {})
 
     async def race():
         return await asyncio.gather(one(), one(), one())
@@ -334,11 +336,9 @@ def test_stdio_with_an_unusable_state_dir_answers_a_clear_error(tmp_path):
     port = free_port()
 
     async def run():
-        async with stdio_client(stdio_params(port, blocker / "state")) as (read, write):
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                sessions = (await session.read_resource("reticle://sessions")).contents[0].text
-                return sessions, await session.call_tool("reticle_sessions", {})
+        async with stdio_session(port, blocker / "state") as session:
+            sessions = (await session.read_resource("reticle://sessions")).contents[0].text
+            return sessions, await session.call_tool("reticle_sessions", {})
 
     sessions, result = asyncio.run(run())
     assert "no Reticle daemon runs" in sessions
