@@ -16,13 +16,18 @@ def ev(clock, etype, **data):
     return {"t": clock.now, "type": etype, "data": data}
 
 
+def add_ticks(store, clock, etype, count, size=10):
+    """Add `count` events of `etype` with data n = 0, 1, ..., one ms apart, `size` bytes each."""
+    for i in range(count):
+        clock.now += 1
+        store.add(ev(clock, etype, n=i), size)
+
+
 def test_churn_is_evicted_before_anything_else():
     clock = Clock()
     store = reticle._EventStore(clock, cap_count=10)
     store.add(ev(clock, "net.request", url="/a"), 10)
-    for i in range(20):
-        clock.now += 1
-        store.add(ev(clock, "dom.added", n=i), 10)
+    add_ticks(store, clock, "dom.added", 20)
     clock.now += 1
     store.add(ev(clock, "signal", name="done"), 10)
     kinds = [e["type"] for e in store.query()]
@@ -35,9 +40,7 @@ def test_churn_is_evicted_before_anything_else():
 def test_valuable_events_go_only_when_no_churn_is_left():
     clock = Clock()
     store = reticle._EventStore(clock, cap_count=3)
-    for i in range(5):
-        clock.now += 1
-        store.add(ev(clock, "net.request", n=i), 10)
+    add_ticks(store, clock, "net.request", 5)
     assert [e["data"]["n"] for e in store.query()] == [2, 3, 4]
     assert store.evicted["other"] == 2
     loss = store.loss_since(0.0)
@@ -58,9 +61,7 @@ def test_age_cap():
 def test_byte_cap():
     clock = Clock()
     store = reticle._EventStore(clock, cap_bytes=1000)
-    for i in range(10):
-        clock.now += 1
-        store.add(ev(clock, "console.log", n=i), 300)
+    add_ticks(store, clock, "console.log", 10, size=300)
     assert store.bytes <= 1000 and len(store) == 3
 
 

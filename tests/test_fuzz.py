@@ -37,7 +37,8 @@ def check_reply(reply, request):
     assert isinstance(reply, dict) and reply.get("jsonrpc") == "2.0"
     assert ("result" in reply) != ("error" in reply)
     if "error" in reply:
-        assert isinstance(reply["error"]["code"], int) and isinstance(reply["error"]["message"], str)
+        assert isinstance(reply["error"]["code"], int)
+        assert isinstance(reply["error"]["message"], str) and reply["error"]["message"].strip(), reply
         assert reply["error"]["code"] != -32603, "internal error for %r: %r" % (request, reply)
     json.dumps(reply)
 
@@ -69,6 +70,7 @@ def test_random_tool_arguments_are_refused_or_run(hub, name, args):
     check_reply(reply, msg)
     if "error" in reply:
         assert reply["error"]["code"] == -32602
+        assert reply["error"]["message"].startswith(name + ":"), reply  # names the tool refused
         assert "Accepted fields" in reply["error"]["message"] or "Nothing ran" in reply["error"]["message"]
     else:
         result = reply["result"]
@@ -76,4 +78,5 @@ def test_random_tool_arguments_are_refused_or_run(hub, name, args):
         data = json.loads(result["content"][0]["text"])
         assert data == result["structuredContent"]
         if result.get("isError"):
-            assert data["error"] and "internal error" not in data["error"]
+            assert isinstance(data["error"], str) and data["error"].strip(), data
+            assert "internal error" not in data["error"]

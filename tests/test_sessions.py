@@ -147,7 +147,7 @@ def test_max_age_expiry():
 
 
 def test_short_key_refused():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least 32 bytes"):
         reticle._SessionSigner(b"x" * 31)
 
 
