@@ -2289,12 +2289,18 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
 
 def _no_effect(action: str, effect: Any, window: List[dict]) -> Optional[dict]:
     """A click or submit after which nothing at all happened: no mutation in the act's
-    own frame, no request, route, signal, state, storage or DOM event since."""
+    own frame, no request, route, signal, state, storage or DOM event since, and no new
+    document (a page that unloaded or was replaced did change)."""
     if action not in ("click", "dblclick", "submit") or not isinstance(effect, dict):
         return None
     probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
     if probes.get("domMutatedWithin"):  # (focus moving to the clicked control is the click's own doing)
         return None
+    if effect.get("pageUnloaded"):
+        return None
+    act_doc = effect.get("documentId")
+    if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
+        return None  # a new document arrived: the act navigated
     if any(e["type"] in _EFFECT_EVENTS for e in window):
         return None
     return {"kind": "action-had-no-effect", "tier": "absence", "claim": "the %s was dispatched" % action,

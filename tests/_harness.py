@@ -307,6 +307,8 @@ class Live:
         self._open = []
         try:
             self.daemon = self._keep(Daemon(os.path.join(str(tmp), "state"), env=env))
+            if callable(routes):  # routes that render pages need the daemon's URL for their script tag
+                routes = routes(self.daemon.url)
             self.app = self._keep(AppServer(list(routes) + [
                 (r"/.*", TemplatePage, {"template": template, "daemon": self.daemon.url})]))
             self.browser = self._keep(Browser(self.app.url + path))

@@ -155,3 +155,10 @@ def test_a_pending_call_may_still_match_a_status():
     d = {"method": "POST", "url": "/api/save", "pending": True, "status": "pending"}
     assert reticle._call_matches(d, NET, pending=True)
     assert not reticle._call_matches(d, NET)
+
+
+def test_a_new_document_is_an_effect():
+    window = [dict(ev(1, "console.log", text="hello"), doc="d2")]
+    assert reticle._no_effect("click", {"effect": {}, "documentId": "d1"}, window) is None
+    assert reticle._no_effect("click", {"effect": {}, "documentId": "d2"}, window)["kind"] == "action-had-no-effect"
+    assert reticle._no_effect("submit", {"pageUnloaded": True}, []) is None
