@@ -131,6 +131,7 @@ MAX_DEPARTED = 8                           # closed tabs kept for a reload to re
 DEPARTED_KEEP_MS = 60_000
 COMMAND_TIMEOUT_S = 8.0
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
+BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
 EVENT_CAP_BYTES = 8 * 1024 * 1024
@@ -245,6 +246,11 @@ class ConfigError(ReticleError):
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _short(value: Any, limit: int = 140) -> str:
+    text = value if isinstance(value, str) else _dumps(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _wall_iso(ts: Optional[float] = None) -> str:
@@ -596,13 +602,15 @@ class _McpDispatcher:
 
     def __init__(self, registry: _ToolRegistry,
                  call_tool: Callable[[str, dict, _CallContext], Awaitable[dict]],
-                 read_live: Callable[[str], Awaitable[Any]]) -> None:
+                 read_live: Callable[[str], Awaitable[Any]],
+                 origin: Callable[[], str] = lambda: "http://127.0.0.1:%d" % DEFAULT_PORT) -> None:
         self.registry = registry
         self._call_tool = call_tool
         self._read_live = read_live
         self.static_resources = {
             "reticle://docs/usage": ("Reticle tool surface", "text/markdown", lambda: _usage_markdown(registry)),
-            "reticle://docs/cheatsheet": ("Reticle cheat sheet", "text/markdown", lambda: CHEATSHEET),
+            "reticle://docs/cheatsheet": ("Reticle cheat sheet", "text/markdown",
+                                          lambda: CHEATSHEET.replace("http://127.0.0.1:4400", origin())),
             "reticle://predicates": ("Predicate grammar", "application/json",
                                      lambda: _dumps(_predicate_grammar_doc())),
         }
@@ -706,6 +714,72 @@ def _tool_result(obj: Any, is_error: bool = False) -> dict:
 ###############################################################################
 # Browser bridge (connection hub, pending calls) ##############################
 ###############################################################################
+
+# -- calls: the one place that says what a request is and whether it matches --------------------
+
+_WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+_DEV_URL = re.compile(r"/(@vite|__vite|_next/webpack-hmr|__webpack_hmr|sockjs-node|@react-refresh)|hot-update")
+
+
+def _is_write(d: dict) -> bool:
+    return str(d.get("method", "")).upper() in _WRITE_METHODS
+
+
+def _is_dev(d: dict) -> bool:
+    """Dev tooling traffic (HMR sockets, hot updates) that no verdict counts."""
+    return bool(_DEV_URL.search(str(d.get("url", ""))))
+
+
+def _calls(window: List[dict]) -> List[dict]:
+    """The completed calls of a window, in order."""
+    return [e["data"] for e in window if e["type"] == "net.request"]
+
+
+def _still_open(window: List[dict]) -> Dict[str, dict]:
+    """Requests started in the window (dev tooling aside) with no completion in it."""
+    open_ids: Dict[str, dict] = {}
+    for e in window:
+        d = e["data"]
+        if e["type"] == "net.pending" and not _is_dev(d):
+            open_ids[str(d.get("requestId", e["seq"]))] = d
+        elif e["type"] == "net.request":
+            open_ids.pop(str(d.get("requestId", "")), None)
+    return open_ids
+
+
+def _call_failed(d: dict) -> bool:
+    """A completed call failed: the page said not ok, it answered 400 or more, or it errored."""
+    if d.get("ok") is False:
+        return True
+    status = d.get("status")
+    return isinstance(status, int) and status >= 400 or (d.get("error") is not None and d.get("ok") is not True)
+
+
+def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
+    """Does call `d` match the filters `f` (method, urlContains, status, ok)?
+
+    The network tool, the `net` kind and the contradictions all ask this one
+    function.  A call still pending has no status yet: with `pending=True` it
+    matches on method and URL alone (it may yet answer as asked); otherwise a
+    pending call never matches a status or `ok` filter."""
+    if f.get("method") and str(d.get("method", "")).upper() != f["method"].upper():
+        return False
+    if f.get("urlContains") and f["urlContains"] not in str(d.get("url", "")):
+        return False
+    if pending:
+        return True
+    if d.get("pending") and ("status" in f or "ok" in f):
+        return False
+    if "status" in f and d.get("status") != f["status"]:
+        return False
+    if "ok" in f and (not _call_failed(d)) != f["ok"]:
+        return False
+    return True
+
+
+def _call_label(d: dict) -> str:
+    return "%s %s" % (str(d.get("method", "GET")).upper(), d.get("url", "?"))
+
 
 _HIGH_VALUE = ("net.request", "net.pending", "console.error", "console.warn", "error.uncaught",
                "route.change", "signal", "storage.change", "state.change", "truncated", "blind-spot")
@@ -821,12 +895,15 @@ class _Known:
     requests still open, the blind-spot counts and what the buffer lost
     since the window's start."""
 
-    __slots__ = ("open_requests", "blind_spots", "loss")
+    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background")
 
-    def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict]) -> None:
+    def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
+                 origin: str = "", background: Tuple[str, ...] = ()) -> None:
         self.open_requests = open_requests
         self.blind_spots = blind_spots
         self.loss = loss
+        self.origin = origin                # the page's scheme://host:port
+        self.background = background        # writes the page made on its own before the window (autosave...)
 
 
 class _TabGone(ToolError):
@@ -952,7 +1029,12 @@ class _BrowserSession:
         self._open.clear()
 
     def known(self, floor: float) -> "_Known":
-        return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor))
+        parts = urllib.parse.urlsplit(self.url)
+        origin = "%s://%s" % (parts.scheme, parts.netloc) if parts.scheme and parts.netloc else ""
+        before = self.store.query(max(0.0, floor - BACKGROUND_MS), floor, prefix="net.request")
+        background = tuple(sorted({_call_label(e["data"]) for e in before if _is_write(e["data"])}))
+        return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
+                      origin, background)
 
     # -- cursors --------------------------------------------------------------
     def mark_act(self, action: Optional[str]) -> float:
@@ -1407,78 +1489,9 @@ def _deep_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-# -- calls: the one place that says what a request is and whether it matches --------------------
-
-_WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-_DEV_URL = re.compile(r"/(@vite|__vite|_next/webpack-hmr|__webpack_hmr|sockjs-node|@react-refresh)|hot-update")
 _UI_EVENTS = ("dom.added", "dom.removed", "dom.attr", "dom.text", "state.change", "route.change")
 _FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|couldn't", re.I)
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
-
-
-def _is_write(d: dict) -> bool:
-    return str(d.get("method", "")).upper() in _WRITE_METHODS
-
-
-def _is_dev(d: dict) -> bool:
-    """Dev tooling traffic (HMR sockets, hot updates) that no verdict counts."""
-    return bool(_DEV_URL.search(str(d.get("url", ""))))
-
-
-def _calls(window: List[dict]) -> List[dict]:
-    """The completed calls of a window, in order."""
-    return [e["data"] for e in window if e["type"] == "net.request"]
-
-
-def _still_open(window: List[dict]) -> Dict[str, dict]:
-    """Requests started in the window (dev tooling aside) with no completion in it."""
-    open_ids: Dict[str, dict] = {}
-    for e in window:
-        d = e["data"]
-        if e["type"] == "net.pending" and not _is_dev(d):
-            open_ids[str(d.get("requestId", e["seq"]))] = d
-        elif e["type"] == "net.request":
-            open_ids.pop(str(d.get("requestId", "")), None)
-    return open_ids
-
-
-def _call_failed(d: dict) -> bool:
-    """A completed call failed: the page said not ok, it answered 400 or more, or it errored."""
-    if d.get("ok") is False:
-        return True
-    status = d.get("status")
-    return isinstance(status, int) and status >= 400 or (d.get("error") is not None and d.get("ok") is not True)
-
-
-def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
-    """Does call `d` match the filters `f` (method, urlContains, status, ok)?
-
-    The network tool, the `net` kind and the contradictions all ask this one
-    function.  A call still pending has no status yet: with `pending=True` it
-    matches on method and URL alone (it may yet answer as asked); otherwise a
-    pending call never matches a status or `ok` filter."""
-    if f.get("method") and str(d.get("method", "")).upper() != f["method"].upper():
-        return False
-    if f.get("urlContains") and f["urlContains"] not in str(d.get("url", "")):
-        return False
-    if pending:
-        return True
-    if d.get("pending") and ("status" in f or "ok" in f):
-        return False
-    if "status" in f and d.get("status") != f["status"]:
-        return False
-    if "ok" in f and (not _call_failed(d)) != f["ok"]:
-        return False
-    return True
-
-
-def _call_label(d: dict) -> str:
-    return "%s %s" % (str(d.get("method", "GET")).upper(), d.get("url", "?"))
-
-
-def _short(value: Any, limit: int = 140) -> str:
-    text = value if isinstance(value, str) else _dumps(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 # -- one evaluator per kind: (session, p, window, diagnose) -> result ---------------------------
@@ -1517,6 +1530,18 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
     if pending:
         return {"pass": False, "inconclusive": "%s is still in flight; its outcome is not known yet"
                 % _call_label(pending[0]), "assertion": "net.present"}
+    hidden = [d for d in done if d.get("statusKnown") is False and _call_matches(d, p, pending=True)]
+    if hidden and ("status" in p or "ok" in p):
+        return {"pass": False, "assertion": "net.present", "inconclusive": (
+            "%s happened, but the browser does not expose its status (%s), so a predicate on its status "
+            "cannot be decided; drop status, or assert what the next page shows" % (
+                _call_label(hidden[0]), hidden[0].get("statusNote") or "a document request")), "evidence": hidden[0]}
+    frames = _frames(window)
+    if frames:
+        return {"pass": False, "assertion": "net.present", "inconclusive": (
+            "no fetch/XHR matched %s, but this window holds %d WebSocket/EventSource message(s) (%s) that a net "
+            "predicate cannot see; match them with {kind: \"frame\", ...}" % (
+                expected, len(frames), _frame_label(frames[0])))}
     seen = []
     for d in done:
         label = "%s → %s" % (_call_label(d), d.get("status"))
@@ -1548,7 +1573,7 @@ async def _eval_console(session: "_BrowserSession", p: dict, window: List[dict],
                      "uncaught": e["type"] == "error.uncaught", "t": e["t"]})
     if p.get("absent"):
         if hits:
-            return {"pass": False, "assertion": "console.absent", "evidence": hits[:5],
+            return {"pass": False, "assertion": "console.absent", "evidence": hits[:5], "decided": True,
                     "observed": [h["text"] for h in hits[:5]],
                     "failureReason": "%d console %s message(s) appeared: %s" % (len(hits), level or "", hits[0]["text"])}
         return {"pass": True, "evidence": {"absent": True, "level": level}, "assertion": "console.absent"}
@@ -1713,22 +1738,120 @@ async def _eval_element(session: "_BrowserSession", p: dict, window: List[dict],
     return out
 
 
+def _text_wanted(p: dict) -> str:
+    """How a text predicate reads in a sentence: containing 'x' / exactly 'x' / matching /x/."""
+    if "equals" in p:
+        return "exactly %r" % p["equals"]
+    if "matches" in p:
+        return "matching /%s/" % p["matches"]
+    return "containing %r" % p["contains"]
+
+
 async def _eval_text(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
-    probe = {"kind": "text", "contains": p["contains"]}
-    for k in ("visible", "scope"):
+    probe = {"kind": "text"}
+    for k in ("contains", "equals", "matches", "visible", "scope"):
         if k in p:
             probe[k] = p[k]
     res = await session.command("eval_probe", probe)
     found = bool(res.get("found"))
+    wanted = _text_wanted(p)
     if p.get("absent"):
         if not found:
             return {"pass": True, "evidence": {"absent": True}, "assertion": "text.absent"}
         return {"pass": False, "assertion": "text.absent", "observed": res.get("sample"),
-                "failureReason": "the text %r is on the page" % p["contains"]}
+                "failureReason": "text %s is on the page" % wanted}
     if found:
-        return {"pass": True, "evidence": {"sample": res.get("sample"), "count": res.get("count")}, "assertion": "text.present"}
-    return {"pass": False, "assertion": "text.present", "expected": p["contains"],
-            "failureReason": "no%s text containing %r on the page" % (" visible" if p.get("visible") else "", p["contains"])}
+        evidence = {"sample": res.get("sample"), "count": res.get("count")}
+        if res.get("places") is not None:
+            evidence["places"] = res["places"]
+        return {"pass": True, "evidence": evidence, "assertion": "text.present"}
+    return {"pass": False, "assertion": "text.present", "expected": wanted,
+            "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "", wanted)}
+
+
+# -- frames: WebSocket, EventSource and streamed-response messages ----------------------------------
+
+_FRAME_TYPES = ("net.ws", "net.sse", "net.stream")
+_MISSING = object()
+
+
+def _frames(window: List[dict]) -> List[dict]:
+    """The messages of a window (not the opens and closes), dev tooling aside."""
+    return [e["data"] for e in window if e["type"] in _FRAME_TYPES
+            and e["data"].get("direction") in ("in", "out") and not _is_dev(e["data"])]
+
+
+def _frame_value(text: str, path: str) -> Any:
+    """The value at the dot `path` of a JSON message; a socket.io-style numeric packet
+    prefix (`42["update", {...}]`) is read past.  _MISSING when there is none."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        m = re.match(r"\d+(?=[\[{])", text)
+        if not m:
+            return _MISSING
+        try:
+            value = json.loads(text[m.end():])
+        except ValueError:
+            return _MISSING
+    for part in path.split(".") if path else []:
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            return _MISSING
+    return value
+
+
+def _frame_label(d: dict) -> str:
+    return "%s %s %s" % (d.get("transport", "ws"), d.get("direction", "?"), d.get("url", "?"))
+
+
+async def _eval_frame(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    candidates = [d for d in _frames(window)
+                  if (not p.get("urlContains") or p["urlContains"] in str(d.get("url", "")))
+                  and (not p.get("direction") or d.get("direction") == p["direction"])
+                  and (not p.get("transport") or d.get("transport") == p["transport"])]
+    matched, unreadable = [], []
+    for d in candidates:
+        text = d.get("data")
+        if not isinstance(text, str):
+            unreadable.append(d)
+            continue
+        if p.get("contains") and p["contains"] not in text:
+            if d.get("dataTruncated"):
+                unreadable.append(d)
+            continue
+        if "path" in p:
+            value = _frame_value(text, p["path"])
+            if value is _MISSING or ("equals" in p and not _value_matches(p["equals"], value)):
+                if d.get("dataTruncated"):
+                    unreadable.append(d)
+                continue
+        matched.append(d)
+    expected = _describe_frame(p)
+    if "count" in p:
+        if len(matched) == p["count"] and not unreadable:
+            return {"pass": True, "evidence": {"count": len(matched), "frames": matched[:5]}, "assertion": "frame.count"}
+        if len(matched) > p["count"]:
+            return {"pass": False, "assertion": "frame.count", "decided": True,
+                    "expected": "%d × %s" % (p["count"], expected),
+                    "failureReason": "expected exactly %d matching message(s), saw %d" % (p["count"], len(matched))}
+    elif matched:
+        return {"pass": True, "evidence": matched[0], "assertion": "frame.present"}
+    if unreadable:
+        return {"pass": False, "assertion": "frame", "inconclusive": (
+            "%d message(s) on %s could not be read (binary, body capture off, or cut at 4 KB), so whether one "
+            "matched is unknown" % (len(unreadable), _frame_label(unreadable[0])))}
+    seen = ["%s: %s" % (_frame_label(d), _short(d.get("data", ""), 80)) for d in candidates[-5:]]
+    if "count" in p:
+        return {"pass": False, "assertion": "frame.count", "expected": "%d × %s" % (p["count"], expected),
+                "observed": seen, "failureReason": "expected exactly %d matching message(s), saw %d" % (
+                    p["count"], len(matched))}
+    return {"pass": False, "assertion": "frame.present", "expected": expected,
+            "observed": seen or ["no socket or stream messages in this window"],
+            "failureReason": "no message matched %s" % expected}
 
 
 async def _eval_state(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
@@ -1813,6 +1936,36 @@ def _describe_net(p: dict) -> str:
     return text
 
 
+def _describe_frame(p: dict) -> str:
+    text = "a %s message" % p.get("transport", "socket")
+    if p.get("direction"):
+        text += " %s" % ("received" if p["direction"] == "in" else "sent")
+    if p.get("urlContains"):
+        text += " on a URL containing %r" % p["urlContains"]
+    if p.get("contains"):
+        text += " containing %r" % p["contains"]
+    if "path" in p:
+        text += " with %s %s" % (p["path"] or "its value", "= %s" % _short(p["equals"], 60) if "equals" in p else "present")
+    return text
+
+
+def _one_of(p: dict, fields: Tuple[str, ...]) -> List[str]:
+    given = [f for f in fields if f in p]
+    if len(given) == 1:
+        return []
+    return ["give exactly one of %s (got %s)" % (", ".join(fields), ", ".join(given) or "none")]
+
+
+def _regex_ok(p: dict, field: str) -> List[str]:
+    if field not in p:
+        return []
+    try:
+        re.compile(p[field])
+    except re.error as exc:
+        return ["%s is not a regular expression: %s" % (field, exc)]
+    return []
+
+
 def _describe_combinator(p: dict) -> str:
     if p["kind"] == "not":
         return "not %s" % _describe_predicate(p["predicate"])
@@ -1828,12 +1981,13 @@ class _Kind:
     grading all read this one record, so adding a kind means adding one."""
 
     __slots__ = ("name", "doc", "properties", "required", "aliases", "example", "evaluate", "describe",
-                 "grade", "role", "live")
+                 "grade", "role", "live", "window", "check")
 
     def __init__(self, name: str, doc: str, properties: dict, example: dict, evaluate: Optional[Callable] = None,
                  describe: Optional[Callable[[dict], str]] = None, required: Tuple[str, ...] = (),
                  aliases: Optional[dict] = None, grade: Optional[Callable[[dict], Optional[str]]] = None,
-                 role: Optional[str] = None, live: bool = False) -> None:
+                 role: Optional[str] = None, live: bool = False, window: bool = False,
+                 check: Optional[Callable[[dict], List[str]]] = None) -> None:
         self.name = name
         self.doc = doc
         self.properties = properties
@@ -1845,6 +1999,8 @@ class _Kind:
         self.grade = grade or (lambda p: None)  # the evidence grade a positive leaf of this kind gives
         self.role = role                    # "presence" (element, text) | "consequence" | None
         self.live = live                    # reads the live page (so it can already be true before an act)
+        self.window = window                # reads the event window (so lost events can hide its evidence)
+        self.check = check or (lambda p: [])  # rules across fields that a schema says badly -> issues
 
 
 _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
@@ -1856,12 +2012,16 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           {"kind": "element", "query": {"role": "button", "name": "Pay"}, "state": "enabled"},
           _eval_element, required=("query",), role="presence", live=True),
     _Kind("text",
-          "Some element's text contains `contains` (case-insensitive); `visible` to require it shown. Live DOM.",
-          {"contains": {"type": "string", "minLength": 1}, "visible": {"type": "boolean"},
+          "Text a user can read (never script or style source): some element's text `contains` a substring "
+          "(case-insensitive), `equals` a whole text (whitespace-normalised) or `matches` a regular expression; "
+          "`visible` to require it shown. Live DOM.",
+          {"contains": {"type": "string", "minLength": 1}, "equals": {"type": "string", "minLength": 1},
+           "matches": {"type": "string", "minLength": 1}, "visible": {"type": "boolean"},
            "absent": {"type": "boolean"}, "scope": {"type": "string"}},
           {"kind": "text", "contains": "Payment received", "visible": True},
-          _eval_text, lambda p: "text %r" % p["contains"], required=("contains",),
-          aliases={"text": "contains", "value": "contains"}, role="presence", live=True),
+          _eval_text, lambda p: "text %s" % _text_wanted(p),
+          aliases={"text": "contains", "value": "contains"}, role="presence", live=True,
+          check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
     _Kind("net",
           "A completed fetch/XHR matching the filters; `count` demands exactly that many; "
           "`bodyContains` reads the response body.",
@@ -1871,26 +2031,37 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "bodyContains": {"type": "string", "minLength": 1}},
           {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200, "count": 1},
           _eval_net, _describe_net, aliases={"url": "urlContains"},
-          grade=lambda p: "net" if p.get("urlContains") else None, role="consequence"),
+          grade=lambda p: "net" if p.get("urlContains") else None, role="consequence", window=True),
+    _Kind("frame",
+          "A WebSocket, EventSource or streamed-response message: `urlContains`, `direction` (in|out), "
+          "`transport` (ws|sse|stream), `contains` in its text, or the JSON value at the dot `path` "
+          "(`equals` a value matcher); `count` exact.",
+          {"urlContains": {"type": "string"}, "direction": {"enum": ["in", "out"]},
+           "transport": {"enum": ["ws", "sse", "stream"]}, "contains": {"type": "string", "minLength": 1},
+           "path": {"type": "string"}, "equals": {}, "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
+          {"kind": "frame", "urlContains": "/socket", "direction": "in", "path": "1.status", "equals": "saved"},
+          _eval_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
+          grade=lambda p: "net" if p.get("contains") or "path" in p else None, role="consequence", window=True,
+          check=lambda p: ["`equals` needs a `path` (the JSON value to compare)"] if "equals" in p and "path" not in p else []),
     _Kind("route",
           "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
           {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},
           {"kind": "route", "pathname": "/orders/42"},
           _eval_route, lambda p: "a route %r" % (p.get("pathname") or p.get("contains")),
-          aliases={"path": "pathname", "urlContains": "contains", "url": "contains"}, live=True),
+          aliases={"path": "pathname", "urlContains": "contains", "url": "contains"}, live=True, window=True),
     _Kind("console",
           "Console output at `level` (error includes uncaught errors) containing `contains`; "
           "absent: true demands none.",
           {"level": {"enum": ["error", "warn", "log", "info"]},
            "contains": {"type": "string", "minLength": 1}, "absent": {"type": "boolean"}, "since": _P_SINCE},
           {"kind": "console", "level": "error", "absent": True},
-          _eval_console, aliases={"textContains": "contains"}),
+          _eval_console, aliases={"textContains": "contains"}, window=True),
     _Kind("animation",
           "An animation or transition started (or, with completed: true, ended), by `name` and target ref.",
           {"name": {"type": "string"}, "target": {"type": "string"}, "completed": {"type": "boolean"},
            "since": _P_SINCE},
           {"kind": "animation", "name": "fade-in", "completed": True},
-          _eval_animation),
+          _eval_animation, window=True),
     _Kind("signal",
           "The app called reticle.signal(name, data) with data matching `dataMatches` (shallow; \"*\" = "
           "any value; {$gte,$lte,$gt,$lt,$contains,$length} operators); `count` exact.",
@@ -1898,7 +2069,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
           {"kind": "signal", "name": "order:placed", "dataMatches": {"total": {"$gt": 0}}},
           _eval_signal, lambda p: "signal %r" % p.get("name", "*"), aliases={"data": "dataMatches"},
-          grade=lambda p: "signal" if p.get("name") else None, role="consequence"),
+          grade=lambda p: "signal" if p.get("name") else None, role="consequence", window=True),
     _Kind("state",
           "A registered store's value at the dot `path` exists, or `equals` (value matcher). Live read.",
           {"path": {"type": "string", "minLength": 1}, "store": {"type": "string"}, "equals": {}},
@@ -1911,7 +2082,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           {"key": {"type": "string", "minLength": 1}, "area": {"enum": ["local", "session", "cookies"]},
            "equals": {}, "absent": {"type": "boolean"}, "changed": {"type": "boolean"}, "since": _P_SINCE},
           {"kind": "storage", "area": "local", "key": "theme", "equals": "dark"},
-          _eval_storage, required=("key",), role="consequence", live=True),
+          _eval_storage, required=("key",), role="consequence", live=True, window=True),
     _Kind("settled",
           "No request in flight and no network or structural DOM activity for `quietMs` (default 500).",
           {"quietMs": {"type": "number", "exclusiveMinimum": 0, "maximum": 30000}},
@@ -2020,6 +2191,8 @@ def parse_predicate(raw: Any, where: str = "predicate") -> dict:
             issues.append(err.message.replace("is a required property", "is required"))
         else:
             issues.append("%s: %s" % ("/".join(str(x) for x in err.absolute_path) or kind, err.message))
+    if not issues:
+        issues = spec.check(p)
     if issues:
         raise _predicate_fail(kind, issues, where)
     if kind in ("allOf", "anyOf"):
@@ -2053,8 +2226,11 @@ async def _evaluate_combinator(session: "_BrowserSession", p: dict, floor: float
         if child.get("inconclusive"):
             return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child}}
         if child["pass"]:
+            settled_for_good = all(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
+                                   for leaf, neg in _leaves(p["predicate"]))
             return {"pass": False, "failureReason": "the negated predicate held: %s" % _describe_predicate(p["predicate"]),
-                    "assertion": "not", "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
+                    "assertion": "not", "decided": settled_for_good,
+                    "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
         return {"pass": True, "evidence": {"negated": p["predicate"], "held": False, "saw": child}}
     children = await asyncio.gather(*(_evaluate(session, c, floor, diagnose) for c in p["predicates"]))
     if p["kind"] == "allOf":
@@ -2207,19 +2383,23 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
 
     1. the predicate could not be evaluated -> unknown, inconclusive
     2. the tab went away during the observation -> unknown, observation_lost
-    3. the predicate failed -> no, assertion_failed
-    4. an observed contradiction -> no, contradicted
-    5. an absence-tier contradiction -> unknown, evidence_incomplete (requests still open that are
+    3. the predicate failed for want of evidence that events lost from the window could have held
+       (evicted, sampled, or dropped by the page while the daemon was unreachable) -> unknown,
+       evidence_lost; a violation that is there (decided), or a check of the live page, stands
+    4. the predicate failed -> no, assertion_failed
+    5. an observed contradiction -> no, contradicted
+    6. an absence-tier contradiction -> unknown, evidence_incomplete (requests still open that are
        only reads do not undo a declared consequence that held)
-    6. an absence asserted while part of the page is unobservable -> unknown, absence_blind_spot
-    7. the predicate was already true before the act -> unknown, already_true
-    8. the page dropped events while the daemon was unreachable -> unknown, evidence_lost
-    9. events of the window were evicted or sampled away -> unknown, evidence_lost
+    7. an absence asserted while part of the page is unobservable -> unknown, absence_blind_spot
+    8. the predicate was already true before the act -> unknown, already_true
+    9. events of the window were lost (as in 3) -> unknown, evidence_lost
     10. a 202 Accepted in the window -> unknown, outcome_pending
-    11. a 2xx write whose response body was not captured -> unknown, outcome_unread
+    11. a 2xx write the act could have caused whose response body was not captured -> unknown,
+        outcome_unread (204, 205 and 304 have no body; a write to another origin, one that started
+        before the window, or one the page also made on its own before it is not the act's)
     12. a write started in the window is still in flight -> unknown, request_in_flight
     13. an implicit settle (no predicate) that timed out -> unknown, unsettled
-    14. otherwise -> yes, proved
+    14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
     """
     declared = p["kind"] != "settled"
     if res.get("inconclusive"):
@@ -2227,6 +2407,12 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if res.get("observationLost"):
         return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
                                                "reticle_sessions and repeat if it is safe")
+    lost = _lost_evidence(window, known)
+    reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
+                       for leaf, neg in _leaves(p))
+    if not res["pass"] and lost and reads_window and not res.get("decided"):
+        return "unknown", "evidence_lost", ("the check failed, but %s, so the evidence it looked for may have been "
+                                            "among them; narrow the window or reduce the page's event volume" % lost)
     if not res["pass"]:
         return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
             res.get("failureReason") or _describe_predicate(p))
@@ -2254,22 +2440,15 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if already_true:
         return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
                                            "nothing about the action; assert something the action CHANGES")
-    overflow = [e for e in window if e["type"] == "blind-spot"
-                and (e["data"].get("kind") == "transport-overflow" or e["data"].get("reason") == "offline-queue-overflow")]
-    if overflow:
-        return "unknown", "evidence_lost", ("the page dropped %s event(s) while the daemon was unreachable, so "
-                                            "this window is incomplete" % overflow[0]["data"].get("count", "some"))
-    loss = known.loss
-    if loss and (loss.get("evicted") or loss.get("sampled")):
-        return "unknown", "evidence_lost", ("evidence in this window was lost (%s), so a pass cannot be trusted; "
-                                            "narrow the window or reduce the page's event volume" % _dumps(loss))
+    if lost:
+        return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
+                                            "the window or reduce the page's event volume" % lost)
     calls = _calls(window)
     accepted = [d for d in calls if d.get("status") == 202 and not _is_dev(d)]
     if accepted:
         return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
                                               "once it reconciles" % _call_label(accepted[0]))
-    unread = [d for d in calls if _is_write(d) and isinstance(d.get("status"), int) and 200 <= d["status"] < 300
-              and not isinstance(d.get("responseBody"), str) and d.get("responseSize", 1) != 0]
+    unread = [e["data"] for e in window if e["type"] == "net.request" and _unread_write(e, floor, known)]
     if unread:
         return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
                                              "succeeded cannot be proven; turn body capture on" %
@@ -2282,9 +2461,51 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         return "unknown", "unsettled", "the page never settled within the timeout"
     evidence = res.get("evidence")
     summary = _short(evidence, 160) if evidence is not None else "the predicate"
+    noted = ""
+    if contradictions:
+        noted = "; noted, and unable to undo it: %s" % ", ".join(
+            "%s (%s)" % (c["kind"], c["counter"]) for c in contradictions[:3])
     if declared:
-        return "yes", "proved", "%s held (%s) with no channel disagreeing" % (_describe_predicate(p), summary)
-    return "yes", "proved", "the page settled with nothing failing or disagreeing (%s)" % summary
+        return "yes", "proved", "%s held (%s)%s" % (
+            _describe_predicate(p), summary, noted or " with no channel disagreeing")
+    return "yes", "proved", "the page settled with nothing failing%s (%s)" % (noted or " or disagreeing", summary)
+
+
+def _lost_evidence(window: List[dict], known: "_Known") -> str:
+    """Why the window is incomplete, in words, or '' when nothing was lost."""
+    overflow = [e for e in window if e["type"] == "blind-spot"
+                and (e["data"].get("kind") == "transport-overflow" or e["data"].get("reason") == "offline-queue-overflow")]
+    if overflow:
+        return "the page dropped %s event(s) while the daemon was unreachable" % overflow[0]["data"].get("count", "some")
+    loss = known.loss or {}
+    if loss.get("evicted") or loss.get("sampled"):
+        parts = []
+        if loss.get("evicted"):
+            parts.append("%d event(s) of this window were evicted from the buffer" % loss["evicted"])
+        if loss.get("sampled"):
+            parts.append("%d event(s) were sampled away under a flood" % loss["sampled"])
+        return " and ".join(parts)
+    return ""
+
+
+_BODYLESS = (204, 205, 304)
+
+
+def _unread_write(e: dict, floor: float, known: "_Known") -> bool:
+    """A completed 2xx write that the act could have caused and whose body was not read."""
+    d = e["data"]
+    status = d.get("status")
+    if not _is_write(d) or _is_dev(d) or not isinstance(status, int) or not 200 <= status < 300:
+        return False
+    if status in _BODYLESS or isinstance(d.get("responseBody"), str) or d.get("responseSize", 1) == 0:
+        return False
+    took = d.get("durationMs", d.get("ms"))
+    if isinstance(took, (int, float)) and e["t"] - float(took) < floor - 50:
+        return False  # it started before the act
+    url = str(d.get("url", ""))
+    if known.origin and "://" in url and not url.startswith(known.origin + "/") and url != known.origin:
+        return False  # another origin (analytics, a CDN): not the app's write
+    return _call_label(d) not in known.background
 
 
 def _no_effect(action: str, effect: Any, window: List[dict]) -> Optional[dict]:
@@ -2348,6 +2569,27 @@ def _presence_only(p: dict) -> bool:
     has_presence = any(role == "presence" and not neg for role, neg in roles)
     has_consequence = any(role == "consequence" for role, _ in roles)
     return has_presence and not has_consequence
+
+
+def _advice(p: dict, res: dict) -> Optional[str]:
+    """What would make a passing check stronger, for both verdict tools: a presence-only check,
+    or a text `contains` so short or so common that it may be matching something else."""
+    notes = []
+    if _presence_only(p):
+        notes.append("this predicate only checks element/text presence, not an observable consequence; a stale "
+                     "render can satisfy it while the feature is broken. Prefer a net, signal, frame or state "
+                     "predicate, or allOf it with one.")
+    evidence = res.get("evidence") if isinstance(res.get("evidence"), dict) else {}
+    for leaf, neg in _leaves(p):
+        if neg or leaf["kind"] != "text" or "contains" not in leaf:
+            continue
+        places = evidence.get("places", evidence.get("count")) if p is leaf else None
+        if len(leaf["contains"].strip()) < 4 or (isinstance(places, int) and places > 1):
+            notes.append("text contains %r %s; a substring can match a status bar or a counter, so pin it with "
+                         "`equals` (the whole text) or `matches` (a regular expression), or a `scope`." % (
+                             leaf["contains"], "matched %d places" % places if isinstance(places, int) and places > 1
+                             else "is very short"))
+    return " ".join(notes) or None
 
 
 def _partial_failure(body: Any) -> Optional[str]:
@@ -2570,8 +2812,9 @@ async def _tool_snapshot(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     result = await session.command("snapshot", cmd)
     if not isinstance(result, dict):
         raise ToolError("the page answered snapshot with %r" % type(result).__name__)
+    diffed = session.snapshot_diff(args.get("scope"), mode, dict(result))  # also remembers this one
     if args.get("diff"):
-        result = session.snapshot_diff(args.get("scope"), mode, result)
+        result = diffed
     result["cost"] = _cost(result)
     return result
 
@@ -2898,10 +3141,9 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     if contradictions:
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
     _coverage(known, out)
-    if verified == "yes" and _presence_only(p):
-        out["advice"] = ("this predicate only checks element/text presence, not an observable consequence; a "
-                         "stale render can satisfy it while the feature is broken. Prefer a net, signal or state "
-                         "predicate, or allOf it with one.")
+    advice = _advice(p, res) if verified == "yes" else None
+    if advice:
+        out["advice"] = advice
     return session.splice_health(session.splice_buffer(out, floor))
 
 
@@ -2958,6 +3200,9 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
            "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}}
     if already_true:
         out["alreadyTrue"] = True
+    advice = _advice(p, res) if verified in ("yes", "unknown") else None
+    if advice:
+        out["advice"] = advice
     if contradictions:
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
     if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled"):
@@ -3776,7 +4021,7 @@ class Hub:
         self._t0 = time.monotonic()
         self.started_at = time.time()
         self.registry = _build_registry()
-        self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live)
+        self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
         self.bridge = _Bridge(self)
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
@@ -4248,7 +4493,8 @@ class _DaemonLink:
 async def _mcp_stdio(port: int, state: _StateDir) -> int:
     """`reticle mcp`: newline-delimited JSON-RPC on stdin/stdout."""
     link = _DaemonLink(port, state)
-    dispatcher = _McpDispatcher(_build_registry(), link.call_tool, link.read_live)
+    dispatcher = _McpDispatcher(_build_registry(), link.call_tool, link.read_live,
+                                lambda: "http://127.0.0.1:%d" % port)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 

@@ -15,7 +15,8 @@ KINDS = list(reticle._PREDICATE_KINDS)
 # One malformed predicate per kind, and a word its error must contain.
 MALFORMED = {
     "element": ({"kind": "element", "query": {"role": "button", "colour": "red"}}, "unknown field query.colour"),
-    "text": ({"kind": "text"}, "'contains' is required"),
+    "text": ({"kind": "text"}, "give exactly one of contains, equals, matches"),
+    "frame": ({"kind": "frame", "equals": 1}, "`equals` needs a `path`"),
     "net": ({"kind": "net", "status": "200"}, "status"),
     "route": ({"kind": "route", "pathname": 5}, "pathname"),
     "console": ({"kind": "console", "level": "fatal"}, "level"),

@@ -20,8 +20,8 @@ def call(t, method="POST", url="/api/save", status=200, body='{"ok": true}', **e
     return ev(t, "net.request", **d)
 
 
-def known(open_requests=(), blind_spots=None, loss=None):
-    return reticle._Known(list(open_requests), dict(blind_spots or {}), loss)
+def known(open_requests=(), blind_spots=None, loss=None, origin="", background=()):
+    return reticle._Known(list(open_requests), dict(blind_spots or {}), loss, origin, tuple(background))
 
 
 NET = {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}
@@ -54,6 +54,28 @@ DECIDE = [
     ("settle-timed-out-but-held", {"pass": True, "timedOut": True, "evidence": {}}, [], known(),
      {"kind": "settled", "quietMs": 300}, {"act": True}, "unknown", "unsettled", "never settled"),
     ("proved", PASS, [call(1)], known(), NET, {}, "yes", "proved", "no channel disagreeing"),
+    # lost evidence makes a failed presence check unknown, never a false no
+    ("missing-evidence-may-be-evicted", FAIL, [], known(loss={"evicted": 503}), NET, {},
+     "unknown", "evidence_lost", "503 event(s) of this window were evicted"),
+    ("a-violation-stands-despite-loss", {"pass": False, "decided": True, "failureReason": "1 console error"},
+     [ev(1, "console.error", text="boom")], known(loss={"evicted": 9}), {"kind": "console", "level": "error", "absent": True},
+     {}, "no", "assertion_failed", "1 console error"),
+    ("a-live-check-stands-despite-loss", FAIL, [], known(loss={"sampled": 40}), {"kind": "text", "contains": "Saved"}, {},
+     "no", "assertion_failed", "did not hold"),
+    # writes the act did not cause, or that have no body, are never outcome_unread
+    ("204-autosave", PASS, [call(1), call(2, method="PUT", url="/api/autosave", status=204, body=None)], known(), NET, {},
+     "yes", "proved", "no channel disagreeing"),
+    ("periodic-autosave", PASS, [call(1), call(2, method="PUT", url="/api/autosave", body=None)],
+     known(background=("PUT /api/autosave",)), NET, {}, "yes", "proved", "held"),
+    ("started-before-the-act", PASS, [call(1), call(2, method="PUT", url="/api/draft", body=None, durationMs=900)],
+     known(), NET, {}, "yes", "proved", "held"),
+    ("another-origin", PASS, [call(1), call(2, url="http://metrics.example/collect", body=None)],
+     known(origin="http://127.0.0.1:8000"), NET, {}, "yes", "proved", "held"),
+    ("the-acts-own-unread-write", PASS, [call(1), call(2, url="http://127.0.0.1:8000/api/other", body=None)],
+     known(origin="http://127.0.0.1:8000"), NET, {}, "unknown", "outcome_unread", "/api/other"),
+    ("proved-beside-open-reads", PASS, [call(1), ev(2, "net.pending", method="GET", url="/poll", requestId="p"),
+                                        ev(3, "dom.added")],
+     known(), NET, {}, "yes", "proved", "noted, and unable to undo it: request-never-settled"),
     ("proved-by-settle", {"pass": True, "evidence": {"settled": True}}, [call(1)], known(),
      {"kind": "settled", "quietMs": 300}, {"act": True}, "yes", "proved", "settled"),
 ]
@@ -81,8 +103,8 @@ def test_decide_rules_apply_in_their_documented_order():
     assert reticle._decide(dict(FAIL), cs, window, k, 0.0, p)[1] == "assertion_failed"
     assert reticle._decide(dict(PASS), cs, window, k, 0.0, p)[1] == "contradicted"
     doc = reticle._decide.__doc__
-    order = ["inconclusive", "observation_lost", "assertion_failed", "contradicted", "evidence_incomplete",
-             "absence_blind_spot", "already_true", "evidence_lost", "outcome_pending", "outcome_unread",
+    order = ["inconclusive", "observation_lost", "evidence_lost", "assertion_failed", "contradicted", "evidence_incomplete",
+             "absence_blind_spot", "already_true", "outcome_pending", "outcome_unread",
              "request_in_flight", "unsettled", "proved"]
     positions = [doc.index(name) for name in order]
     assert positions == sorted(positions), "the docstring lists the rules out of order"
@@ -162,3 +184,13 @@ def test_a_new_document_is_an_effect():
     assert reticle._no_effect("click", {"effect": {}, "documentId": "d1"}, window) is None
     assert reticle._no_effect("click", {"effect": {}, "documentId": "d2"}, window)["kind"] == "action-had-no-effect"
     assert reticle._no_effect("submit", {"pageUnloaded": True}, []) is None
+
+
+def test_advice_for_presence_only_and_loose_text():
+    text = parse({"kind": "text", "contains": "2"})
+    advice = reticle._advice(text, {"pass": True, "evidence": {"count": 1}})
+    assert "only checks element/text presence" in advice and "is very short" in advice and "`equals`" in advice
+    common = parse({"kind": "text", "contains": "Saved profile"})
+    assert "matched 3 places" in reticle._advice(common, {"pass": True, "evidence": {"count": 3}})
+    exact = parse({"kind": "allOf", "predicates": [{"kind": "text", "equals": "2"}, NET]})
+    assert reticle._advice(exact, {"pass": True, "evidence": []}) is None
