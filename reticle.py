@@ -130,6 +130,7 @@ MAX_PENDING_HANDSHAKES = 16
 MAX_DEPARTED = 8                           # closed tabs kept for a reload to resume (each keeps its buffer)
 DEPARTED_KEEP_MS = 60_000
 COMMAND_TIMEOUT_S = 8.0
+OBSERVE_MAX_BYTES = 32 * 1024             # one reticle_observe answer; `next` pages on
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
 BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
 EVENT_CAP_COUNT = 2000
@@ -777,6 +778,13 @@ def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
     return True
 
 
+_FRAME_TYPES = ("net.ws", "net.sse", "net.stream")
+def _frames(window: List[dict]) -> List[dict]:
+    """The messages of a window (not the opens and closes), dev tooling aside."""
+    return [e["data"] for e in window if e["type"] in _FRAME_TYPES
+            and e["data"].get("direction") in ("in", "out") and not _is_dev(e["data"])]
+
+
 def _call_label(d: dict) -> str:
     return "%s %s" % (str(d.get("method", "GET")).upper(), d.get("url", "?"))
 
@@ -890,6 +898,12 @@ class _EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
+class _Window(list):
+    """A window's events, with the cursor it starts at (so quiet can be counted from it)."""
+
+    start = 0.0
+
+
 class _Known:
     """What a session knows beside its window, for the verdict rules: the
     requests still open, the blind-spot counts and what the buffer lost
@@ -987,9 +1001,13 @@ class _BrowserSession:
     def splice_buffer(self, out: dict, since: float) -> dict:
         loss = self.store.loss_since(since)
         if loss:
-            loss["note"] = ("part of this window is gone: the buffer keeps %d events / %d s / %d MiB "
-                            "per tab, and the page's flood was sampled; counts above are lower bounds"
+            why = []
+            if loss.get("evicted") or loss.get("evictedChurn"):
+                why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
                             % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
+            if loss.get("sampled"):
+                why.append("the page's flood was sampled")
+            loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
             out["buffer"] = loss
         return out
 
@@ -1404,9 +1422,11 @@ def _act_command(args: dict) -> dict:
 
 def _summarise(events: List[dict]) -> dict:
     c = collections.Counter(e["type"] for e in events)
+    messages = sum(1 for e in events if e["type"] in _FRAME_TYPES and e["data"].get("direction") in ("in", "out"))
     return {
         "total": len(events),
-        "network": c["net.request"],
+        "network": c["net.request"] + messages,
+        "messages": messages,
         "domAdded": c["dom.added"], "domRemoved": c["dom.removed"],
         "domChanged": c["dom.attr"] + c["dom.text"],
         "routeChanges": c["route.change"],
@@ -1650,13 +1670,15 @@ async def _eval_route(session: "_BrowserSession", p: dict, window: List[dict], d
     return {"pass": True, "evidence": evidence, "assertion": "route"}
 
 
+_BUSY_EVENTS = ("net.request", "dom.added", "dom.removed", "dom.attr") + _FRAME_TYPES
+
+
 async def _eval_settled(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
     quiet_ms = float(p.get("quietMs", 500))
     open_ids = _still_open(window)
-    last_busy = None
+    last_busy = getattr(window, "start", None)  # quiet counts from the act, not from before it
     for e in window:
-        if e["type"] in ("net.request", "dom.added", "dom.removed", "dom.attr") \
-                and not _is_dev(e["data"]):
+        if e["type"] in _BUSY_EVENTS and not _is_dev(e["data"]):
             last_busy = e["t"]
     if open_ids:
         labels = [_call_label(d) for d in open_ids.values()]
@@ -1771,14 +1793,7 @@ async def _eval_text(session: "_BrowserSession", p: dict, window: List[dict], di
 
 # -- frames: WebSocket, EventSource and streamed-response messages ----------------------------------
 
-_FRAME_TYPES = ("net.ws", "net.sse", "net.stream")
 _MISSING = object()
-
-
-def _frames(window: List[dict]) -> List[dict]:
-    """The messages of a window (not the opens and closes), dev tooling aside."""
-    return [e["data"] for e in window if e["type"] in _FRAME_TYPES
-            and e["data"].get("direction") in ("in", "out") and not _is_dev(e["data"])]
 
 
 def _frame_value(text: str, path: str) -> Any:
@@ -2212,7 +2227,8 @@ async def _evaluate(session: "_BrowserSession", p: dict, floor: float, diagnose:
     if kind in ("allOf", "anyOf", "not"):
         return await _evaluate_combinator(session, p, floor, diagnose)
     start = float(p["since"]) if p.get("since") is not None and float(p["since"]) > floor else floor
-    window = session.window(start)
+    window = _Window(session.window(start))
+    window.start = start
     try:
         return await _PREDICATE_KINDS[kind].evaluate(session, p, window, diagnose)
     except ToolError as exc:
@@ -2308,12 +2324,80 @@ _EFFECT_EVENTS = ("net.pending", "net.request", "route.change", "signal", "state
                   "dom.added", "dom.removed", "dom.attr", "dom.text", "anim.start")
 
 
+def _error_ui(window: List[dict]) -> List[dict]:
+    """Errors the user was shown in the window (ui.alert events): a field marked invalid, a toast
+    the app declared an error, or an alert or assertive message in the words of a failure."""
+    out = []
+    for e in window:
+        if e["type"] != "ui.alert":
+            continue
+        d = e["data"]
+        text = str(d.get("text", ""))
+        if d.get("level") == "error" or d.get("source") == "invalid" or _FAILURE_WORDS.search(text):
+            out.append(d)
+    return out
+
+
+def _ui_label(d: dict) -> str:
+    where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
+             "alertdialog": "in a dialog", "assertive": "in an assertive live region"}.get(d.get("source"), "as an alert")
+    return "%r %s" % (_short(str(d.get("text", "")), 120), where)
+
+
+def _expects_error(p: dict, d: dict) -> bool:
+    """The predicate itself asks for this message (a text or element leaf that names it)."""
+    text = str(d.get("text", "")).lower()
+    for leaf, neg in _leaves(p):
+        if neg or leaf.get("absent"):
+            continue
+        if leaf["kind"] == "text" and any(str(leaf.get(k, "")).lower() in text for k in ("contains", "equals")
+                                          if leaf.get(k)):
+            return True
+        if leaf["kind"] == "text" and leaf.get("matches") and re.search(leaf["matches"], str(d.get("text", ""))):
+            return True
+        if leaf["kind"] == "element":
+            q = leaf.get("query", {})
+            if q.get("role") in ("alert", "alertdialog") or q.get("value") in ("alert", "alertdialog"):
+                return True
+            if any(str(q.get(k, "")).lower() in text for k in ("text", "name") if q.get(k)):
+                return True
+    return False
+
+
+def _failures_shown(window: List[dict]) -> List[str]:
+    """What went wrong in plain sight: an error shown to the user, a console error or uncaught
+    exception, a write that failed.  Each in a short phrase, most telling first."""
+    out = ["the page showed %s" % _ui_label(d) for d in _error_ui(window)]
+    for e in window:
+        if e["type"] in ("console.error", "error.uncaught"):
+            d = e["data"]
+            out.append("%s: %s" % ("an uncaught error" if e["type"] == "error.uncaught" else "console.error",
+                                   _short(str(d.get("text") or d.get("message") or ""), 120)))
+    out += ["%s answered %s" % (_call_label(d), d.get("status") or d.get("error"))
+            for d in _calls(window) if _is_write(d) and _call_failed(d) and not _is_dev(d)]
+    return out
+
+
+def _had_effect(effect: Any, window: List[dict]) -> bool:
+    """Anything observable happened after the act: a mutation in its own frame, an event of
+    consequence (DOM, request, route, signal, state, storage, socket message), or a new document."""
+    if isinstance(effect, dict):
+        probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
+        if probes.get("domMutatedWithin") or effect.get("pageUnloaded"):
+            return True
+        act_doc = effect.get("documentId")
+        if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
+            return True
+    return any(e["type"] in _EFFECT_EVENTS or e["type"] in _FRAME_TYPES or e["type"] == "ui.alert" for e in window)
+
+
 def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) -> List[dict]:
     """Channels that disagree with a passing predicate, in two tiers.
 
-    observed (they make a verdict `no`): a failed request under a UI that moved
-    on (ui-advanced-request-failed) or under a success signal
-    (signal-contradicted), a 2xx whose body reports failure
+    observed (they make a verdict `no`): an error shown to the user while the
+    predicate held (error-shown), a failed request under a UI that moved on
+    without showing an error (ui-advanced-request-failed) or under a success
+    signal (signal-contradicted), a 2xx whose body reports failure
     (partial-failure-in-ok-response), a server error shown as the user's
     mistake (failure-misattributed).  absence (they make it `unknown`): one
     write completed twice for one action (duplicate-request), a request the
@@ -2326,7 +2410,14 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
     failed = [d for d in calls if _call_failed(d) and not any(_call_matches(d, leaf) for leaf in expected_failures)]
     signals = [e["data"] for e in window if e["type"] == "signal"]
-    acknowledged = any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
+    shown = _error_ui(window)
+    unexpected = [d for d in shown if not _expects_error(p, d)]
+    if unexpected:
+        out.append({"kind": "error-shown", "tier": "observed",
+                    "claim": "%s held" % _describe_predicate(p),
+                    "counter": "the page showed %s" % _ui_label(unexpected[0]),
+                    "detail": "the user was told something failed"})
+    acknowledged = bool(shown) or any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
         e["type"] == "state.change" and _FAILURE_WORDS.search(_dumps(e.get("data"))[:2000]) for e in window)
     if failed and not acknowledged:
         happy = [s for s in signals if not _FAILURE_WORDS.search(str(s.get("name", "")))]
@@ -2360,13 +2451,13 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
                     "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
                     "detail": "a server failure shown to the user as their mistake"})
     if action_since is not None:
-        writes = collections.Counter(_call_label(e["data"]) for e in window
+        writes = collections.Counter((_call_label(e["data"]), _dumps(e["data"].get("requestBody"))) for e in window
                                      if e["type"] == "net.request" and e["t"] >= action_since
                                      and _is_write(e["data"]) and not _is_dev(e["data"]))
-        for label, n in writes.items():
+        for (label, _), n in writes.items():
             if n >= 2 and not any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
                 out.append({"kind": "duplicate-request", "tier": "absence",
-                            "claim": "one action", "counter": "%s completed %d times" % (label, n),
+                            "claim": "one action", "counter": "%s completed %d times with the same body" % (label, n),
                             "detail": "the same write ran more than once for one action; pin it with a net "
                                       "predicate and count: 1"})
     if ui_advanced:
@@ -2378,11 +2469,14 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
 
 
 def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
-            already_true: bool = False, act: bool = False) -> Tuple[str, str, str]:
+            already_true: bool = False, act: bool = False, effect: Any = None) -> Tuple[str, str, str]:
     """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
 
     1. the predicate could not be evaluated -> unknown, inconclusive
     2. the tab went away during the observation -> unknown, observation_lost
+    2a. act_and_wait with no predicate (did the act work?): a failure in sight (an error shown to the
+        user, a console error, a failed write) -> no, failure_observed; a page that never settled ->
+        unknown, unsettled
     3. the predicate failed for want of evidence that events lost from the window could have held
        (evicted, sampled, or dropped by the page while the daemon was unreachable) -> unknown,
        evidence_lost; a violation that is there (decided), or a check of the live page, stands
@@ -2398,15 +2492,22 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         outcome_unread (204, 205 and 304 have no body; a write to another origin, one that started
         before the window, or one the page also made on its own before it is not the act's)
     12. a write started in the window is still in flight -> unknown, request_in_flight
-    13. an implicit settle (no predicate) that timed out -> unknown, unsettled
+    13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
     """
     declared = p["kind"] != "settled"
+    implicit = not declared and act  # act_and_wait with no `until`: did the act work?
     if res.get("inconclusive"):
         return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % res["inconclusive"]
     if res.get("observationLost"):
         return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
                                                "reticle_sessions and repeat if it is safe")
+    if implicit:
+        failures = _failures_shown(window)
+        if failures:
+            return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
+        if not res["pass"]:
+            return "unknown", "unsettled", "the page never settled within the timeout, and nothing failed in sight"
     lost = _lost_evidence(window, known)
     reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
                        for leaf, neg in _leaves(p))
@@ -2457,8 +2558,10 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if in_flight:
         return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
                                                 "known yet" % _call_label(in_flight[0]))
-    if not declared and act and res.get("timedOut"):
-        return "unknown", "unsettled", "the page never settled within the timeout"
+    if implicit and not _had_effect(effect, window):
+        return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
+                                        "state or storage event followed the act; declare the consequence you "
+                                        "expect with `until`")
     evidence = res.get("evidence")
     summary = _short(evidence, 160) if evidence is not None else "the predicate"
     noted = ""
@@ -2955,10 +3058,24 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     if budget and len(events) > budget:
         dropped = len(events) - budget
         events = events[-budget:]
+    shown: List[dict] = []
+    used = 0
+    for e in events:
+        item = _public_event(e)
+        size = len(_dumps(item).encode("utf-8"))
+        if shown and used + size > OBSERVE_MAX_BYTES:
+            break
+        shown.append(item)
+        used += size
     out: Dict[str, Any] = {"window_ms": round((until or now) - since), "since": since,
-                           "events": [_public_event(e) for e in events], "summary": summary}
-    cost = _cost(out["events"])
-    cost["events"] = len(events)
+                           "events": shown, "summary": summary}
+    if len(shown) < len(events):
+        rest = events[len(shown)]
+        out["next"] = {"since": rest["t"], "remaining": len(events) - len(shown),
+                       "note": "this answer stops at %d KiB; call again with since=%s for the rest"
+                               % (OBSERVE_MAX_BYTES >> 10, rest["t"])}
+    cost = _cost(shown)
+    cost["events"] = len(shown)
     if dropped:
         cost["droppedOldest"] = dropped
     out["cost"] = cost
@@ -2966,7 +3083,7 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
 
 
 _FILTER_BUCKETS = {
-    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse"), "route": ("route.",),
+    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse", "net.stream"), "route": ("route.",),
     "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
     "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",),
 }
@@ -2982,8 +3099,34 @@ def _event_matches_filters(etype: str, filters: List[str]) -> bool:
     return False
 
 
+def _value_change(before: Any, after: Any) -> dict:
+    """A stored value's change, small: the keys that changed when both sides are JSON objects,
+    else the old value cut short and the new one."""
+    def parsed(v: Any) -> Any:
+        if isinstance(v, str) and v[:1] in ("{", "["):
+            try:
+                return json.loads(v)
+            except ValueError:
+                return v
+        return v
+    a, b = parsed(before), parsed(after)
+    if isinstance(a, dict) and isinstance(b, dict):
+        changed = {k: _short(b[k], 80) for k in b if k not in a or not _deep_equal(a[k], b[k])}
+        removed = [k for k in a if k not in b]
+        out: Dict[str, Any] = {"changedKeys": dict(list(changed.items())[:20])}
+        if removed:
+            out["removedKeys"] = removed[:20]
+        return out
+    return {"from": None if before is None else _short(before, 80), "to": None if after is None else _short(after, 200)}
+
+
 def _public_event(e: dict) -> dict:
-    out = {"t": e["t"], "type": e["type"], "data": e.get("data")}
+    data = e.get("data")
+    if e["type"] in ("storage.change", "state.change") and isinstance(data, dict):
+        # stores and storage repeat their whole value on every write: answer the change
+        data = dict({k: data[k] for k in ("area", "key", "store", "path") if k in data},
+                    **_value_change(data.get("from"), data.get("to")))
+    out = {"t": e["t"], "type": e["type"], "data": data}
     if e.get("actionId"):
         out["actionId"] = e["actionId"]
     return out
@@ -3014,8 +3157,29 @@ def _net_calls(session: "_BrowserSession", since: float, until: Optional[float])
     return [done[r] for r in order]
 
 
+def _sockets(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
+    """WebSocket, EventSource and streamed-response traffic, one row per connection: its
+    message counts and its last messages."""
+    rows: Dict[Tuple[str, str], dict] = {}
+    for e in session.store.query(since, until):
+        if e["type"] not in _FRAME_TYPES or _is_dev(e["data"]):
+            continue
+        d = e["data"]
+        key = (str(d.get("transport", e["type"][4:])), str(d.get("url", "?")))
+        row = rows.setdefault(key, {"transport": key[0], "url": key[1], "messagesIn": 0, "messagesOut": 0,
+                                    "last": []})
+        direction = d.get("direction")
+        if direction in ("in", "out"):
+            row["messagesIn" if direction == "in" else "messagesOut"] += 1
+            row["last"] = (row["last"] + [{"direction": direction, "t": e["t"],
+                                           "data": _short(d.get("data", "(binary)"), 200)}])[-3:]
+        elif direction in ("open", "close", "error"):
+            row[{"open": "openedAt", "close": "closedAt", "error": "errorAt"}[direction]] = e["t"]
+    return list(rows.values())
+
+
 async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    since, until = _window(session, args, 0.0)
+    since, until = _window(session, args, session.floor())
     calls = _net_calls(session, since, until)
     all_calls = calls
     calls = [c for c in calls if _call_matches(c, args)]
@@ -3033,7 +3197,10 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
                 if k in c:
                     item[k] = c[k]
         shaped.append(item)
-    out: Dict[str, Any] = {"calls": shaped}
+    out: Dict[str, Any] = {"since": since, "calls": shaped}
+    sockets = _sockets(session, since, until)
+    if sockets:
+        out["sockets"] = sockets
     if total > len(shaped):
         out["total"] = total
         out["truncated"] = True
@@ -3041,9 +3208,9 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
         out["hint"] = {"totalInWindow": len(all_calls),
                        "present": [{"method": c.get("method"), "url": c.get("url"), "status": c.get("status")}
                                    for c in all_calls[-5:]]}
-    elif not all_calls:
+    elif not all_calls and not sockets:
         out["observed"] = True
-        out["note"] = "the observation ran and found no network calls in this window"
+        out["note"] = "the observation ran and found no network calls or socket messages in this window"
     if any(c.get("bodyCaptured") is False and str(c.get("method", "")).upper() in ("POST", "PUT", "PATCH")
            for c in shaped):
         out["bodiesNotCaptured"] = True
@@ -3182,7 +3349,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
     if no_effect:
         contradictions = [no_effect]  # it explains everything else: it stands alone
     verified, reason, because = _decide(res, contradictions, window, known, since, p,
-                                        already_true=already_true, act=True)
+                                        already_true=already_true, act=True, effect=effect)
     verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
                                    "inconclusive", "decided", "observationLost", "timedOut") if k in res}
     loss = known.loss
@@ -3205,7 +3372,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         out["advice"] = advice
     if contradictions:
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled"):
+    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
     return session.splice_health(out)
 
