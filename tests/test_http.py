@@ -717,7 +717,7 @@ class TokenTierTest(ReticleTestCase):
         for headers, path in (({"Authorization": "Bearer wrong"}, "/status"),
                               ({"Authorization": "Bearer " + TOKEN[:-1]}, "/status"),
                               ({"Authorization": "Bearer " + TOKEN + "x"}, "/status"),
-                              ({"Authorization": "bearer " + TOKEN}, "/status?token=nope"),
+                              ({"Authorization": "Basic " + TOKEN}, "/status?token=nope"),
                               ({}, "/status?token=" + TOKEN.upper()),
                               ({}, "/status")):
             resp = await self.fetch(path, headers=dict(headers, Host="evil.com"))
