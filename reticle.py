@@ -3097,6 +3097,8 @@ class _Guard:
 
         Raises a 429 refusal while the peer is over its budget of wrong
         guesses, whatever it presents, so the token cannot be brute-forced."""
+        if not presented:
+            return False  # nothing guessed: the loopback tier still decides
         wait = self.failures.peek(peer)
         if wait is not None:
             raise _HttpRefusal(429, "too many wrong tokens",
@@ -3105,8 +3107,7 @@ class _Guard:
                                {"Retry-After": str(max(1, int(wait + 0.999)))})
         if self.token_ok(presented):
             return True
-        if presented:
-            self.failures.check(peer)
+        self.failures.check(peer)
         return False
 
     def token_ok(self, presented: Optional[str]) -> bool:
