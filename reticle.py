@@ -3193,6 +3193,18 @@ class _RateLimiter:
         return None if tokens >= 1.0 else (1.0 - tokens) / self.rate
 
 
+def _log_handler_exception(handler: tornado.web.RequestHandler, typ: Any, value: Any, tb: Any) -> None:
+    """One JSON log line naming the path, never the query (it may hold ?token=),
+    instead of Tornado's line with the whole URI."""
+    if isinstance(value, tornado.web.HTTPError):
+        _emit(_log, logging.INFO, "http_error", status=value.status_code, method=handler.request.method,
+              path=handler.request.path)
+        return
+    _log.error("http_uncaught_exception", exc_info=(typ, value, tb),
+               extra={"fields": {"method": handler.request.method, "path": handler.request.path,
+                                 "peer": handler.request.remote_ip}})
+
+
 class _AnyMethod(tuple):
     """SUPPORTED_METHODS that lets every method reach prepare(), so that the
     guard and the rate limiter see TRACE and friends before the 405."""
@@ -3341,14 +3353,7 @@ class _BaseHandler(tornado.web.RequestHandler):
         self.finish(_dumps({"error": self._reason.lower(), "detail": detail}))
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        """One JSON log line naming the path, never the query (it may hold ?token=)."""
-        if isinstance(value, tornado.web.HTTPError):
-            _emit(_log, logging.INFO, "http_error", status=value.status_code, method=self.request.method,
-                  path=self.request.path)
-            return
-        _log.error("http_uncaught_exception", exc_info=(typ, value, tb),
-                   extra={"fields": {"method": self.request.method, "path": self.request.path,
-                                     "peer": self.request.remote_ip}})
+        _log_handler_exception(self, typ, value, tb)
 
     async def run_cancellable(self, coro: Awaitable) -> Tuple[bool, Any]:
         """Run coro as a task that on_connection_close cancels, so that a client
@@ -3679,6 +3684,9 @@ class BridgeHandler(tornado.websocket.WebSocketHandler):
 
     def set_default_headers(self) -> None:
         self.set_header("Cache-Control", "no-store")
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        _log_handler_exception(self, typ, value, tb)
 
     def _refuse(self, status: int, detail: str, error: str = "forbidden", headers: Optional[dict] = None) -> None:
         self.hub.bridge.note_refusal(detail)
