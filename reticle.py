@@ -3553,6 +3553,7 @@ class SseMessageHandler(_BaseHandler):
             self.refuse(_HttpRefusal(400, "invalid message", "send one JSON-RPC message (an object) per POST"))
             return
         self.set_status(202)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.finish("Accepted")
         self._track(stream, self._answer(stream, message))
 
@@ -3576,7 +3577,7 @@ class StreamableHandler(_SseMixin, _BaseHandler):
 
     def _session(self, required: bool) -> Tuple[bool, Optional[str]]:
         sid = self.request.headers.get("Mcp-Session-Id")
-        if not sid:
+        if sid is None:  # present but empty is an id this machine did not issue: 404 below
             if required:
                 self.refuse(_HttpRefusal(400, "missing Mcp-Session-Id",
                                          "GET %s needs the Mcp-Session-Id header that initialize returned"
@@ -3635,7 +3636,8 @@ class StreamableHandler(_SseMixin, _BaseHandler):
             self.hub.get_streams.discard(self)
 
     def allowed_methods(self) -> Tuple[str, ...]:
-        return ("GET", "POST")
+        # DELETE /mcp is a documented operation (it answers 405 itself); the root has none.
+        return ("GET", "POST") if self.root else ("GET", "POST", "DELETE")
 
     def method_refusal(self) -> Optional[_HttpRefusal]:
         if self.root and self.request.method == "DELETE":  # no DELETE alias at the root
@@ -3721,6 +3723,10 @@ class BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         origin_local = origin is not None and _is_loopback_host(_origin_host(origin))
         self.needs_token = not (origin_local and peer_ok and host_ok) and not token_ok
+        if self.request.method == "GET" and self.request.headers.get("Upgrade", "").lower() != "websocket":
+            self._refuse(400, "GET /reticle is the WebSocket bridge for the in-page SDK; send a WebSocket "
+                              "upgrade (Upgrade: websocket)", "not a WebSocket upgrade")
+            return
         if self.request.method != "GET":
             wait = self.hub.limiter.check("addr:%s" % self.request.remote_ip)
             if wait is not None:
@@ -3901,24 +3907,130 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
 ]
 
 
+_JSON = "application/json"
+_VISIBLE_ASCII = {"type": "string", "pattern": "^[!-~]{1,256}$"}
+_SSE = "text/event-stream"
+# Schemas of what the daemon writes (components/schemas).  They document; nothing validates against them.
+_OPENAPI_SCHEMAS: Dict[str, dict] = {
+    "Refusal": {"type": "object", "required": ["error", "detail"], "additionalProperties": False,
+                "description": "Every refusal by the guard, the limits or a route.",
+                "properties": {"error": {"type": "string"}, "detail": {"type": "string"}}},
+    "JsonRpcPayload": {
+        "description": "One JSON-RPC 2.0 message, or a batch of at most %d. Any JSON is accepted: what "
+                       "is not a valid message is answered with a JSON-RPC error (-32700 parse error, "
+                       "-32600 invalid request, -32601 method not found, -32602 invalid params), never "
+                       "with an HTTP error. Messages are objects {jsonrpc: \"2.0\", id: string|number, "
+                       "method, params?}; an id must not be null. NaN, Infinity, nesting deeper than %d "
+                       "and lone surrogates are parse errors." % (MAX_BATCH, MAX_JSON_DEPTH)},
+    "JsonRpcMessage": {"type": "object", "description": "One JSON-RPC 2.0 message (request or notification)."},
+    "JsonRpcResponse": {
+        "type": "object", "required": ["jsonrpc", "id"],
+        "properties": {"jsonrpc": {"const": "2.0"}, "id": {"type": ["string", "number", "null"]},
+                       "result": {},
+                       "error": {"type": "object", "required": ["code", "message"],
+                                 "properties": {"code": {"type": "integer"}, "message": {"type": "string"},
+                                                "data": {}}}}},
+    "JsonRpcReply": {"anyOf": [{"$ref": "#/components/schemas/JsonRpcResponse"},
+                               {"type": "array", "minItems": 1, "maxItems": MAX_BATCH,
+                                "items": {"$ref": "#/components/schemas/JsonRpcResponse"}}]},
+    "Status": {"type": "object", "required": ["running", "version", "pid", "port", "startedAt", "sessions",
+                                              "mcpClients", "devices"],
+               "properties": {"running": {"type": "boolean"}, "version": {"type": "string"},
+                              "pid": {"type": "integer"}, "port": {"type": "integer"},
+                              "startedAt": {"type": "string"}, "uptimeMs": {"type": "integer"},
+                              "sessions": {"type": "array", "items": {"type": "object"}},
+                              "mcpClients": {"type": "integer"}, "devices": {"type": "array"},
+                              "why": {"type": "string"}}},
+    "Stopping": {"type": "object", "required": ["stopping", "pid"],
+                 "properties": {"stopping": {"const": True}, "pid": {"type": "integer"}}},
+}
+
+# What each operation takes and writes beyond the refusals: parameters, request body, and the
+# content of each status that has a body ("-" for none).  Refusal statuses carry Refusal JSON.
+_OPENAPI_OPS: Dict[str, dict] = {
+    "status": {"content": {"200": (_JSON, "Status")}},
+    "openapi": {"content": {"200": (_JSON, None)}},
+    "sdk": {"content": {"200": ("application/javascript", "string"), "304": "-"}},
+    "bridge": {"content": {"101": "-"}},
+    "mcpSse": {"content": {"200": (_SSE, "string")}},
+    "mcpMessage": {"params": [{"name": "sessionId", "in": "query", "required": True, "schema": _VISIBLE_ASCII,
+                               "description": "The id the endpoint frame of GET /mcp/sse announced."}],
+                   "body": ({"$ref": "#/components/schemas/JsonRpcMessage"}, True),
+                   "content": {"202": ("text/plain", "string")}},
+    "mcpPost": {"body": ({"$ref": "#/components/schemas/JsonRpcPayload"}, False),
+                "content": {"200": (_JSON, "JsonRpcReply"), "204": "-"}},
+    "mcpRootPost": {"body": ({"$ref": "#/components/schemas/JsonRpcPayload"}, False),
+                    "content": {"200": (_JSON, "JsonRpcReply"), "204": "-"}},
+    "mcpGet": {"content": {"200": (_SSE, "string")}},
+    "mcpRootGet": {"content": {"200": (_SSE, "string")}},
+    "mcpDelete": {"content": {"405": "-"}},
+    "stop": {"content": {"202": (_JSON, "Stopping")}},
+}
+
+
+def _openapi_content(spec: Any) -> Optional[dict]:
+    if spec == "-":
+        return None
+    mime, schema = spec
+    if schema is None:
+        body: dict = {"type": "object"}
+    elif schema == "string":
+        body = {"type": "string"}
+    else:
+        body = {"$ref": "#/components/schemas/%s" % schema}
+    return {mime: {"schema": body}}
+
+
 def _openapi(hub: "Hub") -> dict:
+    """The OpenAPI 3.1 document, generated from _ROUTES and _OPENAPI_OPS.
+
+    Every documented status names its body (Refusal JSON for the guard's,
+    the limits' and the routes' refusals) and its headers (Retry-After on
+    429, Allow on 405, Mcp-Session-Id on an initialize)."""
     paths: Dict[str, dict] = {}
     for _, _, _, path, methods in _ROUTES:
         item = paths.setdefault(path, {})
         for method, (op_id, summary, codes) in methods.items():
+            extra = _OPENAPI_OPS.get(op_id, {})
             responses = {code: {"description": text} for code, text in codes.items()}
             for code, text in _MIDDLEWARE_CODES.items():
                 responses.setdefault(code, {"description": text})
-            item[method] = {"operationId": op_id, "summary": summary, "responses": responses}
+            for code, response in responses.items():
+                spec = extra.get("content", {}).get(code, (_JSON, "Refusal") if code >= "400" else "-")
+                content = _openapi_content(spec)
+                if content:
+                    response["content"] = content
+                if code == "429":
+                    response["headers"] = {"Retry-After": {"required": True, "schema": {"type": "string"},
+                                                           "description": "seconds until a retry is allowed"}}
+                if code == "405":
+                    response["headers"] = {"Allow": {"required": True, "schema": {"type": "string"}}}
+            if op_id in ("mcpPost", "mcpRootPost"):
+                responses["200"]["headers"] = {"Mcp-Session-Id": {
+                    "required": False, "schema": {"type": "string"},
+                    "description": "a new session id, on a successful initialize sent without one"}}
+            op: dict = {"operationId": op_id, "summary": summary, "responses": responses}
+            params = list(extra.get("params", ()))
             if path in ("/mcp", "/") and method in ("post", "get"):
-                item[method]["parameters"] = [{"name": "Mcp-Session-Id", "in": "header",
-                                               "required": method == "get", "schema": {"type": "string"}}]
+                params.append({"name": "Mcp-Session-Id", "in": "header", "required": method == "get",
+                               "schema": _VISIBLE_ASCII,
+                               "description": "A session id this machine issued on initialize (at most %d "
+                                              "days old); any other answers 404 MCP_SESSION_UNKNOWN"
+                                              % (SESSION_MAX_AGE_S // 86400)})
+            if params:
+                op["parameters"] = params
+            if "body" in extra:
+                schema, required = extra["body"]
+                op["requestBody"] = {"required": required, "content": {_JSON: {"schema": schema}}}
+            item[method] = op
     return {"openapi": "3.1.0",
             "info": {"title": "Reticle daemon", "version": __version__,
                      "description": "Generated from the route table. Documents behaviour; never "
-                                    "validates requests."},
+                                    "validates requests. Loopback clients need no token; any other "
+                                    "needs the pairing token (Authorization: Bearer, or ?token=)."},
             "servers": [{"url": hub.public_origin()}],
-            "paths": paths}
+            "paths": paths,
+            "components": {"schemas": _OPENAPI_SCHEMAS}}
 
 
 class Hub:

@@ -974,7 +974,7 @@ class HardeningTest(ReticleTestCase):
     @gen_test
     async def test_other_methods_meet_the_guard_then_405_with_allow(self):
         with _Errors() as errors:
-            for path, allow in (("/status", "GET"), ("/mcp", "GET, POST"), ("/", "GET, POST"),
+            for path, allow in (("/status", "GET"), ("/mcp", "GET, POST, DELETE"), ("/", "GET, POST"),
                                 ("/mcp/message", "POST"), ("/stop", "POST")):
                 for method in ("TRACE", "PATCH", "PUT", "FOO"):
                     self.assert_refusal(await self.fetch(path, method, headers={"Host": "evil.com"}), 403)
