@@ -3372,6 +3372,7 @@ class _BaseHandler(tornado.web.RequestHandler):
         return True, work.result()
 
     def on_connection_close(self) -> None:
+        super().on_connection_close()  # fails a body still arriving, so the handler ends
         if self._work is not None:
             _emit(_log, logging.INFO, "mcp_call_cancelled", path=self.request.path, reason="client disconnected")
             self._work.cancel()

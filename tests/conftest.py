@@ -22,6 +22,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RETICLE_PY = os.path.join(REPO, "reticle.py")
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+import _harness  # noqa: E402  (tests/ is on sys.path: pytest puts it there)
 
 # Variables that would change how a daemon or the CLI behaves under test.
 RETICLE_ENV = ("RETICLE_STATE_DIR", "RETICLE_TOKEN", "RETICLE_HOST", "RETICLE_PORT",
@@ -112,6 +113,9 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        raw = _harness.non_json_tracebacks(self.log())
+        if raw:
+            raise AssertionError("the daemon wrote a traceback that is not a JSON log line:\n" + raw)
         return self.proc.returncode
 
 
