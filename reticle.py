@@ -139,6 +139,14 @@ EVENT_CAP_BYTES = 8 * 1024 * 1024
 EVENTS_PER_SECOND_DEFAULT = 20_000         # per browser session, then sampling
 THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
+# Hardening limits (SECURITY.md lists them all, with the tests that pin them).
+MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
+MAX_BATCH_REPLY_BYTES = 8 * 1024 * 1024    # a batch's replies together; the rest are -32600 beyond it
+MAX_JSON_DEPTH = 64                        # nesting of an MCP message; deeper is a -32700 parse error
+HEADER_TIMEOUT_S = 10.0                    # request headers (and an idle keep-alive) must arrive in this
+SESSION_MAX_AGE_S = 30 * 86400             # a Streamable HTTP session id older than this answers 404
+MIN_TOKEN_CHARS = 32                       # the shortest RETICLE_TOKEN accepted off loopback
+AUTH_FAIL_RATE = (1.0, 10.0)               # wrong tokens per peer address: burst 10, then 1/s; 429 beyond
 
 # Event types that are churn: evicted first when a buffer is full, sampled
 # first when a page floods the bridge.
@@ -164,7 +172,7 @@ class _JsonFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, separators=(",", ":"))
+        return _redact(_dumps(line, ascii=True))
 
 
 def _emit(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
@@ -245,8 +253,91 @@ class ConfigError(ReticleError):
 ###############################################################################
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_SURROGATE_HINT_RE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+# A secret's value after `token=` (a URI), `"token": "` (JSON) or `Bearer ` (a header).
+_SECRET_RE = re.compile(r"""(?i)(token(?:=|%3D|\\?["']?\s*[:=]\s*\\?["']?)|\bbearer\s+)([^\s&"'\\,;)}\]]+)""")
+
+
+def _dumps(obj: Any, ascii: bool = False) -> str:
+    """Compact JSON that every parser accepts: never NaN or Infinity (null, as
+    JSON.stringify writes them) and never a lone surrogate (U+FFFD instead)."""
+    try:
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=ascii, default=str, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(obj), separators=(",", ":"), ensure_ascii=ascii, default=str, allow_nan=False)
+    if ascii:
+        if "\\ud" in text:  # a non-BMP character, or a lone surrogate: repair the latter
+            text = json.dumps(json.loads(_dumps(obj)), separators=(",", ":"), allow_nan=False)
+    elif _SURROGATE_RE.search(text):
+        text = _SURROGATE_RE.sub("\ufffd", text)
+    return text
+
+
+def _finite(obj: Any) -> Any:
+    """obj with every non-finite float replaced by None."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _redact(text: str) -> str:
+    """text with every value that looks like a pairing token replaced (log lines)."""
+    return _SECRET_RE.sub(lambda m: m.group(1) + "[redacted]", text)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError("%s is not a JSON number" % name)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("the number %s is too large for a double" % text[:40])
+    return value
+
+
+def _loads(data: Any, strict: bool = True) -> Any:
+    """json.loads for what clients send: ValueError for anything that is not
+    plain JSON (NaN, Infinity, numbers that overflow, nesting that would
+    exhaust the stack).  strict also refuses nesting deeper than
+    MAX_JSON_DEPTH and strings holding a lone surrogate, which is not
+    Unicode text and could not be written back out."""
+    try:
+        value = json.loads(data, parse_constant=_reject_constant, parse_float=_parse_float)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply (at most %d levels)" % MAX_JSON_DEPTH)
+    if strict:
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        deep = raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
+        if deep or _SURROGATE_HINT_RE.search(raw):
+            problem = _json_problem(value)
+            if problem:
+                raise ValueError(problem)
+    return value
+
+
+def _json_problem(value: Any) -> Optional[str]:
+    """Why a parsed value is refused (too deep, a lone surrogate), or None."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE_RE.search(v):
+                return "a string holds a lone surrogate, which is not Unicode text"
+        elif isinstance(v, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                return "the JSON is nested deeper than %d levels" % MAX_JSON_DEPTH
+            if isinstance(v, dict):
+                stack.extend((k, depth) for k in v)
+                stack.extend((x, depth + 1) for x in v.values())
+            else:
+                stack.extend((x, depth + 1) for x in v)
+    return None
 
 
 def _short(value: Any, limit: int = 140) -> str:
@@ -477,7 +568,9 @@ class _SessionSigner:
 
     payload = base64url(16 random bytes + 8-byte issued-at seconds); mac =
     HMAC-SHA256 over ``v1.<payload>`` with the per-machine key.  Verifying
-    needs only the key, so ids stay valid across daemon restarts.
+    needs only the key, so ids stay valid across daemon restarts; the daemon
+    gives them a maximum age (SESSION_MAX_AGE_S, 30 days), after which they
+    answer 404 like an unknown id and the client initializes again.
     """
 
     VERSION = "v1"
@@ -518,7 +611,8 @@ class _SessionSigner:
             return False
         if self.max_age_s is not None:
             issued = int.from_bytes(payload[16:], "big")
-            if (time.time() if now is None else now) - issued > self.max_age_s:
+            age = (time.time() if now is None else now) - issued
+            if age > self.max_age_s or age < -86400:  # too old, or from a clock a day ahead
                 return False
         return True
 
@@ -546,7 +640,7 @@ CHEATSHEET = """# Reticle cheat sheet
 3. `reticle_act_and_wait {ref, action, until: <predicate>}`: act and get a verdict.
 4. `reticle_assert {predicate}`: check what happened since the last act.
 
-_Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
+Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
 `"unknown"` means Reticle could not tell (tab lost, request in flight, body not captured,
 evidence evicted): report it as unknown and never weaken the check.
 
@@ -627,9 +721,11 @@ class _McpDispatcher:
         if isinstance(payload, list):
             if not payload:
                 return _rpc_error(None, -32600, "Invalid Request: empty batch"), False
+            if len(payload) > MAX_BATCH:
+                return _rpc_error(None, -32600, "Invalid Request: a batch holds at most %d messages; this one "
+                                                "holds %d, so none ran" % (MAX_BATCH, len(payload))), False
             replies = await asyncio.gather(*(self.handle(m, ctx) for m in payload))
-            replies = [r for r in replies if r is not None]
-            return (replies or None), True
+            return _bound_batch([r for r in replies if r is not None]), True
         return await self.handle(payload, ctx), False
 
     async def handle(self, msg: Any, ctx: _CallContext) -> Optional[dict]:
@@ -637,8 +733,10 @@ class _McpDispatcher:
             return _rpc_error(None, -32600, "Invalid Request: a JSON-RPC message must be an object")
         mid = msg.get("id")
         has_id = "id" in msg
-        if has_id and not (mid is None or isinstance(mid, (str, int, float)) and not isinstance(mid, bool)):
-            return _rpc_error(None, -32600, "Invalid Request: id must be a string or a number")
+        if has_id and not (isinstance(mid, (str, int, float)) and not isinstance(mid, bool)):
+            # MCP forbids a null id: it would make the request indistinguishable from an error reply.
+            return _rpc_error(None, -32600, "Invalid Request: id must be a string or a number%s"
+                              % (", not null" if mid is None else ""))
         method = msg.get("method")
         if msg.get("jsonrpc") != "2.0" or not isinstance(method, str):
             if method is None and ("result" in msg or "error" in msg) and msg.get("jsonrpc") == "2.0":
@@ -687,6 +785,8 @@ class _McpDispatcher:
             return {"resources": self.resources()}
         if method == "resources/read":
             uri = params.get("uri")
+            if not isinstance(uri, str):
+                raise RpcError(-32602, "resources/read needs params.uri, a string such as reticle://sessions")
             if uri in self.static_resources:
                 _, mime, make = self.static_resources[uri]
                 return {"contents": [{"uri": uri, "mimeType": mime, "text": make()}]}
@@ -701,6 +801,22 @@ class _McpDispatcher:
 
 def _rpc_error(mid: Any, code: int, message: str) -> dict:
     return {"jsonrpc": "2.0", "id": mid, "error": {"code": code, "message": message}}
+
+
+def _bound_batch(replies: List[dict]) -> Optional[List[dict]]:
+    """A batch's replies, each beyond MAX_BATCH_REPLY_BYTES in total replaced
+    by a -32600 error naming the limit (the work ran; its answer is too big to
+    send in one batch)."""
+    total = 0
+    out = []
+    for reply in replies:
+        total += len(_dumps(reply).encode("utf-8"))
+        if total > MAX_BATCH_REPLY_BYTES:
+            reply = _rpc_error(reply.get("id"), -32600, "Invalid Request: the batch's replies exceed %d bytes; "
+                               "send this request again on its own or in a smaller batch" % MAX_BATCH_REPLY_BYTES)
+            total += 200
+        out.append(reply)
+    return out or None
 
 
 def _tool_result(obj: Any, is_error: bool = False) -> dict:
@@ -3117,7 +3233,9 @@ def _value_change(before: Any, after: Any) -> dict:
         if removed:
             out["removedKeys"] = removed[:20]
         return out
-    return {"from": None if before is None else _short(before, 80), "to": None if after is None else _short(after, 200)}
+    def small(v: Any, limit: int) -> Any:
+        return v if v is None or len(_dumps(v)) <= limit else _short(v, limit)
+    return {"from": small(before, 80), "to": small(after, 200)}
 
 
 def _public_event(e: dict) -> dict:
@@ -3517,15 +3635,34 @@ class _Guard:
 
     def __init__(self, hub: "Hub") -> None:
         self.hub = hub
+        self.failures = _RateLimiter(*AUTH_FAIL_RATE)  # wrong tokens, per peer address
 
     def presented_token(self, request: Any) -> Optional[str]:
-        auth = request.headers.get("Authorization", "")
-        if auth.startswith("Bearer "):
-            return auth[len("Bearer "):].strip()
+        scheme, _, value = request.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() == "bearer" and value.strip():  # auth schemes are case-insensitive (RFC 9110)
+            return value.strip()
         values = request.query_arguments.get("token")
         if values:
             return values[-1].decode("utf-8", "replace")
         return None
+
+    def token_attempt(self, peer: str, presented: Optional[str]) -> bool:
+        """token_ok, with wrong guesses limited per peer address (AUTH_FAIL_RATE).
+
+        Raises a 429 refusal while the peer is over its budget of wrong
+        guesses, whatever it presents, so the token cannot be brute-forced."""
+        if not presented:
+            return False  # nothing guessed: the loopback tier still decides
+        wait = self.failures.peek(peer)
+        if wait is not None:
+            raise _HttpRefusal(429, "too many wrong tokens",
+                               "this address presented too many wrong tokens (more than %g, then %g/s); retry "
+                               "after %.2f s" % (self.failures.burst, self.failures.rate, wait),
+                               {"Retry-After": str(max(1, int(wait + 0.999)))})
+        if self.token_ok(presented):
+            return True
+        self.failures.check(peer)
+        return False
 
     def token_ok(self, presented: Optional[str]) -> bool:
         expected = self.hub.token()
@@ -3559,7 +3696,7 @@ class _Guard:
         if problem is None:
             return
         presented = self.presented_token(request)
-        if self.token_ok(presented):
+        if self.token_attempt(request.remote_ip or "", presented):
             return
         detail = "%s; requests that are not from a loopback client with loopback Host and Origin " \
                  "need the pairing token (Authorization: Bearer <token> or ?token=)" % problem
@@ -3583,8 +3720,9 @@ class _RateLimiter:
         self.burst = burst
         self._buckets: Dict[str, List[float]] = {}
 
-    def check(self, key: str) -> Optional[float]:
-        """None when allowed, else the seconds until the next request is."""
+    def check(self, key: str, cost: float = 1.0) -> Optional[float]:
+        """None when `cost` requests are allowed now (and counted), else the
+        seconds until they would be (and nothing is counted)."""
         now = time.monotonic()
         bucket = self._buckets.get(key)
         if bucket is None:
@@ -3593,21 +3731,78 @@ class _RateLimiter:
             bucket = self._buckets[key] = [self.burst, now]
         tokens = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
         bucket[1] = now
-        if tokens >= 1.0:
-            bucket[0] = tokens - 1.0
+        need = min(cost, self.burst)  # a cost above the burst runs into debt rather than never
+        if tokens >= need:
+            bucket[0] = tokens - cost
             return None
         bucket[0] = tokens
-        return (1.0 - tokens) / self.rate
+        return (need - tokens) / self.rate
+
+    def peek(self, key: str) -> Optional[float]:
+        """None when one request would be allowed now, else the wait; counts nothing."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return None
+        tokens = min(self.burst, bucket[0] + (time.monotonic() - bucket[1]) * self.rate)
+        return None if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
+
+def _log_handler_exception(handler: tornado.web.RequestHandler, typ: Any, value: Any, tb: Any) -> None:
+    """One JSON log line naming the path, never the query (it may hold ?token=),
+    instead of Tornado's line with the whole URI."""
+    if isinstance(value, tornado.web.HTTPError):
+        _emit(_log, logging.INFO, "http_error", status=value.status_code, method=handler.request.method,
+              path=handler.request.path)
+        return
+    _log.error("http_uncaught_exception", exc_info=(typ, value, tb),
+               extra={"fields": {"method": handler.request.method, "path": handler.request.path,
+                                 "peer": handler.request.remote_ip}})
+
+
+class _AnyMethod(tuple):
+    """SUPPORTED_METHODS that lets every method reach prepare(), so that the
+    guard and the rate limiter see TRACE and friends before the 405."""
+
+    def __contains__(self, method: object) -> bool:
+        return True
+
+
+_HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
+
+
+def _implemented_methods(handler: tornado.web.RequestHandler) -> Tuple[str, ...]:
+    """The standard methods a handler class defines itself, for Allow."""
+    return tuple(m for m in _HTTP_METHODS
+                 if getattr(type(handler), m.lower(), None) is not getattr(tornado.web.RequestHandler, m.lower()))
 
 
 @tornado.web.stream_request_body
 class _BaseHandler(tornado.web.RequestHandler):
-    """Guard, limits and JSON errors for every HTTP route."""
+    """Guard, limits and JSON errors for every HTTP route and every method.
 
+    prepare() runs the guard, then the rate limiter, then answers 405 (with
+    Allow) for a method the route does not serve, in that order, so that a
+    hostile request is refused the same way whatever its method.  A refusal
+    sent before the body was read closes the connection and says so."""
+
+    SUPPORTED_METHODS = _AnyMethod(_HTTP_METHODS)
     allow_listed_origins = False  # /reticle.js also admits RETICLE_ALLOWED_ORIGINS pages
+    _body_timer: Any = None
+    _work: Optional["asyncio.Task"] = None
 
     def initialize(self, hub: "Hub") -> None:
         self.hub = hub
+
+    def allowed_methods(self) -> Tuple[str, ...]:
+        return _implemented_methods(self)
+
+    def method_refusal(self) -> Optional[_HttpRefusal]:
+        """A 405 for a method this route does not serve, else None."""
+        if self.request.method in _implemented_methods(self):
+            return None
+        allow = ", ".join(self.allowed_methods())
+        return _HttpRefusal(405, "method not allowed", "%s %s is not served; this route allows %s"
+                            % (self.request.method, self.request.path, allow), {"Allow": allow})
 
     def set_default_headers(self) -> None:
         self.set_header("Cache-Control", "no-store")
@@ -3636,12 +3831,10 @@ class _BaseHandler(tornado.web.RequestHandler):
         self._body_timer = None
         try:
             self.hub.guard.check_http(self.request, self.hub.allowed_origins if self.allow_listed_origins else ())
-            wait = self.hub.limiter.check(self.session_key())
-            if wait is not None:
-                raise _HttpRefusal(429, "rate limited",
-                                   "more than %g requests/s (burst %g) for this session; retry after %.2f s"
-                                   % (self.hub.limiter.rate, self.hub.limiter.burst, wait),
-                                   {"Retry-After": str(max(1, int(wait + 0.999)))})
+            self.charge(1)
+            refusal = self.method_refusal()
+            if refusal is not None:
+                raise refusal
             length = self.request.headers.get("Content-Length")
             if length is not None:
                 if not length.isdigit():
@@ -3650,17 +3843,28 @@ class _BaseHandler(tornado.web.RequestHandler):
                     raise _HttpRefusal(413, "payload too large", "the body is %s bytes; at most %d are accepted"
                                        % (length, MAX_BODY_BYTES))
         except _HttpRefusal as refusal:
-            self.refuse(refusal)
+            self.refuse(refusal, close=True)
             return
         if self.request.method in ("POST", "PUT", "PATCH"):
             self._body_timer = tornado.ioloop.IOLoop.current().call_later(BODY_TIMEOUT_S, self._body_too_slow)
+
+    def charge(self, cost: int) -> None:
+        """Count `cost` requests against this session key; a 429 refusal when over."""
+        wait = self.hub.limiter.check(self.session_key(), cost)
+        if wait is not None:
+            raise _HttpRefusal(429, "rate limited",
+                               "more than %g requests/s (burst %g) for this session; a batch counts each of "
+                               "its messages; retry after %.2f s" % (self.hub.limiter.rate, self.hub.limiter.burst,
+                                                                      wait),
+                               {"Retry-After": str(max(1, int(wait + 0.999)))})
 
     def data_received(self, chunk: bytes) -> None:
         if self._finished:
             return
         self._size += len(chunk)
         if self._size > MAX_BODY_BYTES:
-            self.refuse(_HttpRefusal(413, "payload too large", "the body is over %d bytes" % MAX_BODY_BYTES))
+            self.refuse(_HttpRefusal(413, "payload too large", "the body is over %d bytes" % MAX_BODY_BYTES),
+                        close=True)
             return
         self._chunks.append(chunk)
 
@@ -3668,7 +3872,7 @@ class _BaseHandler(tornado.web.RequestHandler):
         self._body_timer = None
         if not self._finished:
             self.refuse(_HttpRefusal(408, "request timeout",
-                                     "the request body was not complete within %g s" % BODY_TIMEOUT_S))
+                                     "the request body was not complete within %g s" % BODY_TIMEOUT_S), close=True)
 
     def body(self) -> bytes:
         if self._body_timer is not None:
@@ -3676,7 +3880,10 @@ class _BaseHandler(tornado.web.RequestHandler):
             self._body_timer = None
         return b"".join(self._chunks)
 
-    def refuse(self, refusal: _HttpRefusal) -> None:
+    def refuse(self, refusal: _HttpRefusal, close: bool = False) -> None:
+        """Answer JSON {error, detail}.  close: refused before the body was read
+        (prepare, an oversize or slow body), so the connection cannot be reused:
+        say `Connection: close` and close it."""
         if self._finished:
             return
         self.clear()
@@ -3684,11 +3891,11 @@ class _BaseHandler(tornado.web.RequestHandler):
         for k, v in refusal.headers.items():
             self.set_header(k, v)
         self.set_header("Content-Type", "application/json; charset=utf-8")
-        if refusal.status in (408, 413) and self.request.method in ("POST", "PUT", "PATCH"):
+        if close:
             self.set_header("Connection", "close")
             self.request.connection.no_keep_alive = True
-        _emit(_log, logging.INFO, "http_refused", status=refusal.status, path=self.request.path,
-              peer=self.request.remote_ip, detail=refusal.detail)
+        _emit(_log, logging.INFO, "http_refused", status=refusal.status, method=self.request.method,
+              path=self.request.path, peer=self.request.remote_ip, detail=refusal.detail)
         self.finish(_dumps({"error": refusal.error, "detail": refusal.detail}))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
@@ -3698,6 +3905,31 @@ class _BaseHandler(tornado.web.RequestHandler):
             import traceback
             detail = "".join(traceback.format_exception(*kwargs["exc_info"]))
         self.finish(_dumps({"error": self._reason.lower(), "detail": detail}))
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        _log_handler_exception(self, typ, value, tb)
+
+    async def run_cancellable(self, coro: Awaitable) -> Tuple[bool, Any]:
+        """Run coro as a task that on_connection_close cancels, so that a client
+        that hangs up does not leave its call running to the end.
+        -> (False, None) when it was cancelled so, else (True, its result)."""
+        work = self._work = asyncio.ensure_future(coro)
+        try:
+            await asyncio.wait({work})
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        finally:
+            self._work = None
+        if work.cancelled():
+            return False, None
+        return True, work.result()
+
+    def on_connection_close(self) -> None:
+        super().on_connection_close()  # fails a body still arriving, so the handler ends
+        if self._work is not None:
+            _emit(_log, logging.INFO, "mcp_call_cancelled", path=self.request.path, reason="client disconnected")
+            self._work.cancel()
 
     def on_finish(self) -> None:
         if self._body_timer is not None:
@@ -3711,11 +3943,17 @@ class _BaseHandler(tornado.web.RequestHandler):
 
 
 class _NotFoundHandler(_BaseHandler):
-    """Every unknown path: a JSON 404 (after the guard)."""
+    """Every unknown path, whatever the method: a JSON 404 (after the guard)."""
 
     def _not_found(self, *args: Any) -> None:
         self.send_json({"error": "not found", "detail": "no route %s %s; see /openapi.json"
                         % (self.request.method, self.request.path)}, 404)
+
+    def method_refusal(self) -> Optional[_HttpRefusal]:
+        if self.request.method in _HTTP_METHODS:
+            return None
+        return _HttpRefusal(404, "not found", "no route %s %s; see /openapi.json"
+                            % (self.request.method, self.request.path))
 
     get = post = put = delete = patch = head = options = _not_found
 
@@ -3748,7 +3986,13 @@ class _StopHandler(_BaseHandler):
     """POST /stop: a planned stop; needs the token even from loopback."""
 
     def post(self) -> None:
-        if not self.hub.guard.token_ok(self.hub.guard.presented_token(self.request)):
+        guard = self.hub.guard
+        try:
+            ok = guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request))
+        except _HttpRefusal as refusal:
+            self.refuse(refusal)
+            return
+        if not ok:
             self.refuse(_HttpRefusal(403, "forbidden", "stopping the daemon needs the pairing token "
                                      "(Authorization: Bearer <token>); `reticle stop` sends it"))
             return
@@ -3768,6 +4012,10 @@ class _SseMixin:
         self._sse_shutdown: Optional[str] = None
 
     async def sse_write(self, text: str) -> bool:
+        """Write one frame; False (and nothing written) once the stream is gone."""
+        if self._finished or self.request.connection.stream.closed():
+            self._sse_closed.set()
+            return False
         try:
             self.write(text)
             await self.flush()
@@ -3796,6 +4044,7 @@ class _SseMixin:
         closed = getattr(self, "_sse_closed", None)
         if closed is not None:
             closed.set()
+        super().on_connection_close()  # type: ignore[misc]
 
 
 class _SseHandler(_SseMixin, _BaseHandler):
@@ -3809,6 +4058,7 @@ class _SseHandler(_SseMixin, _BaseHandler):
         self.sse_open()
         self.sse_id = str(uuid.uuid4())
         self.ctx = _CallContext("sse", "sse:" + self.sse_id)
+        self.calls: set = set()  # this session's calls in flight, cancelled when the stream drops
         self.hub.sse_streams[self.sse_id] = self
         _emit(_log, logging.INFO, "mcp_client_connected", transport="sse", session=self.sse_id)
         try:
@@ -3816,6 +4066,11 @@ class _SseHandler(_SseMixin, _BaseHandler):
                 await self.sse_hold()
         finally:
             self.hub.sse_streams.pop(self.sse_id, None)
+            for task in list(self.calls):
+                task.cancel()
+            if self.calls:
+                _emit(_log, logging.INFO, "mcp_call_cancelled", transport="sse", session=self.sse_id,
+                      calls=len(self.calls), reason="the stream closed")
             _emit(_log, logging.INFO, "mcp_client_disconnected", transport="sse", session=self.sse_id)
 
     async def deliver(self, message: Any) -> None:
@@ -3841,17 +4096,26 @@ class _SseMessageHandler(_BaseHandler):
             self.refuse(_HttpRefusal(503, "MCP server not ready", "the daemon is stopping; retry shortly"))
             return
         try:
-            message = json.loads(self.body())
+            message = _loads(self.body())
         except ValueError as exc:
+            # Answered twice: 400 here, and the JSON-RPC parse error on the stream, where a
+            # client matching replies by id is waiting.
             self.refuse(_HttpRefusal(400, "invalid JSON", "the body is not JSON (%s); send one JSON-RPC "
                                      "message per POST" % exc))
+            self._track(stream, stream.deliver(_rpc_error(None, -32700, "Parse error: %s" % exc)))
             return
         if not isinstance(message, dict):
             self.refuse(_HttpRefusal(400, "invalid message", "send one JSON-RPC message (an object) per POST"))
             return
         self.set_status(202)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.finish("Accepted")
-        self.hub.spawn(self._answer(stream, message))
+        self._track(stream, self._answer(stream, message))
+
+    def _track(self, stream: _SseHandler, coro: Awaitable) -> None:
+        task = self.hub.spawn(coro)
+        stream.calls.add(task)
+        task.add_done_callback(stream.calls.discard)
 
     async def _answer(self, stream: _SseHandler, message: dict) -> None:
         reply = await self.hub.dispatcher.handle(message, stream.ctx)
@@ -3868,7 +4132,7 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
 
     def _session(self, required: bool) -> Tuple[bool, Optional[str]]:
         sid = self.request.headers.get("Mcp-Session-Id")
-        if not sid:
+        if sid is None:  # present but empty is an id this machine did not issue: 404 below
             if required:
                 self.refuse(_HttpRefusal(400, "missing Mcp-Session-Id",
                                          "GET %s needs the Mcp-Session-Id header that initialize returned"
@@ -3887,14 +4151,23 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         if not ok:
             return
         try:
-            payload = json.loads(self.body())
+            payload = _loads(self.body())
         except ValueError as exc:
             self.send_json(_rpc_error(None, -32700, "Parse error: %s" % exc))
             return
+        if isinstance(payload, list) and len(payload) > 1:
+            try:
+                self.charge(min(len(payload), MAX_BATCH + 1) - 1)  # prepare() counted the first
+            except _HttpRefusal as refusal:
+                self.refuse(refusal)
+                return
         ctx = _CallContext("streamable-http", sid or "addr:%s" % self.request.remote_ip)
         if sid:
             self.hub.touch_client(sid)
-        reply, _ = await self.hub.dispatcher.handle_payload(payload, ctx)
+        answered, out = await self.run_cancellable(self.hub.dispatcher.handle_payload(payload, ctx))
+        if not answered:
+            return  # the client hung up and its call was cancelled: nobody to answer
+        reply = out[0]
         if reply is None:
             self.set_status(204)
             self.finish()
@@ -3917,9 +4190,17 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         finally:
             self.hub.get_streams.discard(self)
 
+    def allowed_methods(self) -> Tuple[str, ...]:
+        # DELETE /mcp is a documented operation (it answers 405 itself); the root has none.
+        return ("GET", "POST") if self.root else ("GET", "POST", "DELETE")
+
+    def method_refusal(self) -> Optional[_HttpRefusal]:
+        if self.root and self.request.method == "DELETE":  # no DELETE alias at the root
+            return _HttpRefusal(405, "method not allowed", "DELETE / is not served; sessions end by "
+                                "not being used", {"Allow": "GET, POST"})
+        return super().method_refusal()
+
     def delete(self) -> None:
-        if self.root:
-            raise tornado.web.HTTPError(405)
         self.set_status(405)
         self.set_header("Allow", "GET, POST")
         self.finish()
@@ -3954,15 +4235,25 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         self.needs_token = True
         self._hello_timer: Any = None
         self._counted = False
+        self._closing = False
+
+    SUPPORTED_METHODS = _AnyMethod(_HTTP_METHODS)  # every method meets the guard, then the 405
 
     def set_default_headers(self) -> None:
         self.set_header("Cache-Control", "no-store")
 
-    def _refuse(self, status: int, detail: str) -> None:
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        _log_handler_exception(self, typ, value, tb)
+
+    def _refuse(self, status: int, detail: str, error: str = "forbidden", headers: Optional[dict] = None) -> None:
         self.hub.bridge.note_refusal(detail)
         self.set_status(status)
+        for k, v in (headers or {}).items():
+            self.set_header(k, v)
         self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.finish(_dumps({"error": "forbidden", "detail": detail}))
+        self.set_header("Connection", "close")
+        self.request.connection.no_keep_alive = True
+        self.finish(_dumps({"error": error, "detail": detail}))
 
     def prepare(self) -> None:
         guard = self.hub.guard
@@ -3971,7 +4262,11 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self._refuse(403, "the origin %r is not allowed at the bridge; pages must be on localhost or "
                               "listed in RETICLE_ALLOWED_ORIGINS" % origin)
             return
-        token_ok = guard.token_ok(guard.presented_token(self.request))
+        try:
+            token_ok = guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request))
+        except _HttpRefusal as refusal:
+            self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
+            return
         peer_ok = _is_loopback_host(self.request.remote_ip)
         host_ok = _is_loopback_host(_split_host_header(self.request.headers.get("Host")))
         if not host_ok and not token_ok and _is_loopback_host(self.hub.host):
@@ -3983,6 +4278,18 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         origin_local = origin is not None and _is_loopback_host(_origin_host(origin))
         self.needs_token = not (origin_local and peer_ok and host_ok) and not token_ok
+        if self.request.method == "GET" and self.request.headers.get("Upgrade", "").lower() != "websocket":
+            self._refuse(400, "GET /reticle is the WebSocket bridge for the in-page SDK; send a WebSocket "
+                              "upgrade (Upgrade: websocket)", "not a WebSocket upgrade")
+            return
+        if self.request.method != "GET":
+            wait = self.hub.limiter.check("addr:%s" % self.request.remote_ip)
+            if wait is not None:
+                self._refuse(429, "rate limited; retry after %.2f s" % wait, "rate limited",
+                             {"Retry-After": str(max(1, int(wait + 0.999)))})
+                return
+            self._refuse(405, "%s /reticle is not served; the bridge is a WebSocket upgrade (GET)"
+                         % self.request.method, "method not allowed", {"Allow": "GET"})
 
     def check_origin(self, origin: str) -> bool:
         return self.hub.guard.ws_origin_allowed(origin)
@@ -4017,15 +4324,18 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.hub.bridge.pending_handshakes -= 1
 
     def close(self, code: Optional[int] = None, reason: Optional[str] = None) -> None:
+        self._closing = True  # frames already in flight are not read after this
         super().close(code, _ws_reason(reason) if reason else reason)
 
     def on_message(self, message: Any) -> None:
+        if self._closing:
+            return  # refused (1013, 1008, ...): a hello that was in flight must not register a session
         size = len(message)
         if isinstance(message, bytes):
             self.close(1008, "invalid message: binary frames are not accepted")
             return
         try:
-            msg = json.loads(message)
+            msg = _loads(message, strict=False)
         except ValueError:
             self.close(1008, "invalid message: not JSON")
             return
@@ -4075,7 +4385,14 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         if not isinstance(msg.get("url", ""), str):
             self.close(1008, "invalid message: hello.url must be a string")
             return
-        if self.needs_token and not self.hub.guard.token_ok(msg.get("token") if isinstance(msg.get("token"), str) else None):
+        try:
+            token_ok = self.hub.guard.token_attempt(
+                self.request.remote_ip or "", msg.get("token") if isinstance(msg.get("token"), str) else None)
+        except _HttpRefusal as refusal:
+            self.hub.bridge.note_refusal(refusal.detail)
+            self.close(1013, "too many wrong tokens; try again later")
+            return
+        if self.needs_token and not token_ok:
             self.hub.bridge.note_refusal("authentication failed for %s (a page off loopback, or a client "
                                          "without an Origin, needs the pairing token in its hello)"
                                          % (self.request.headers.get("Origin") or "a client sending no Origin"))
@@ -4145,24 +4462,130 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
 ]
 
 
+_JSON = "application/json"
+_VISIBLE_ASCII = {"type": "string", "pattern": "^[!-~]{1,256}$"}
+_SSE = "text/event-stream"
+# Schemas of what the daemon writes (components/schemas).  They document; nothing validates against them.
+_OPENAPI_SCHEMAS: Dict[str, dict] = {
+    "Refusal": {"type": "object", "required": ["error", "detail"], "additionalProperties": False,
+                "description": "Every refusal by the guard, the limits or a route.",
+                "properties": {"error": {"type": "string"}, "detail": {"type": "string"}}},
+    "JsonRpcPayload": {
+        "description": "One JSON-RPC 2.0 message, or a batch of at most %d. Any JSON is accepted: what "
+                       "is not a valid message is answered with a JSON-RPC error (-32700 parse error, "
+                       "-32600 invalid request, -32601 method not found, -32602 invalid params), never "
+                       "with an HTTP error. Messages are objects {jsonrpc: \"2.0\", id: string|number, "
+                       "method, params?}; an id must not be null. NaN, Infinity, nesting deeper than %d "
+                       "and lone surrogates are parse errors." % (MAX_BATCH, MAX_JSON_DEPTH)},
+    "JsonRpcMessage": {"type": "object", "description": "One JSON-RPC 2.0 message (request or notification)."},
+    "JsonRpcResponse": {
+        "type": "object", "required": ["jsonrpc", "id"],
+        "properties": {"jsonrpc": {"const": "2.0"}, "id": {"type": ["string", "number", "null"]},
+                       "result": {},
+                       "error": {"type": "object", "required": ["code", "message"],
+                                 "properties": {"code": {"type": "integer"}, "message": {"type": "string"},
+                                                "data": {}}}}},
+    "JsonRpcReply": {"anyOf": [{"$ref": "#/components/schemas/JsonRpcResponse"},
+                               {"type": "array", "minItems": 1, "maxItems": MAX_BATCH,
+                                "items": {"$ref": "#/components/schemas/JsonRpcResponse"}}]},
+    "Status": {"type": "object", "required": ["running", "version", "pid", "port", "startedAt", "sessions",
+                                              "mcpClients", "devices"],
+               "properties": {"running": {"type": "boolean"}, "version": {"type": "string"},
+                              "pid": {"type": "integer"}, "port": {"type": "integer"},
+                              "startedAt": {"type": "string"}, "uptimeMs": {"type": "integer"},
+                              "sessions": {"type": "array", "items": {"type": "object"}},
+                              "mcpClients": {"type": "integer"}, "devices": {"type": "array"},
+                              "why": {"type": "string"}}},
+    "Stopping": {"type": "object", "required": ["stopping", "pid"],
+                 "properties": {"stopping": {"const": True}, "pid": {"type": "integer"}}},
+}
+
+# What each operation takes and writes beyond the refusals: parameters, request body, and the
+# content of each status that has a body ("-" for none).  Refusal statuses carry Refusal JSON.
+_OPENAPI_OPS: Dict[str, dict] = {
+    "status": {"content": {"200": (_JSON, "Status")}},
+    "openapi": {"content": {"200": (_JSON, None)}},
+    "sdk": {"content": {"200": ("application/javascript", "string"), "304": "-"}},
+    "bridge": {"content": {"101": "-"}},
+    "mcpSse": {"content": {"200": (_SSE, "string")}},
+    "mcpMessage": {"params": [{"name": "sessionId", "in": "query", "required": True, "schema": _VISIBLE_ASCII,
+                               "description": "The id the endpoint frame of GET /mcp/sse announced."}],
+                   "body": ({"$ref": "#/components/schemas/JsonRpcMessage"}, True),
+                   "content": {"202": ("text/plain", "string")}},
+    "mcpPost": {"body": ({"$ref": "#/components/schemas/JsonRpcPayload"}, False),
+                "content": {"200": (_JSON, "JsonRpcReply"), "204": "-"}},
+    "mcpRootPost": {"body": ({"$ref": "#/components/schemas/JsonRpcPayload"}, False),
+                    "content": {"200": (_JSON, "JsonRpcReply"), "204": "-"}},
+    "mcpGet": {"content": {"200": (_SSE, "string")}},
+    "mcpRootGet": {"content": {"200": (_SSE, "string")}},
+    "mcpDelete": {"content": {"405": "-"}},
+    "stop": {"content": {"202": (_JSON, "Stopping")}},
+}
+
+
+def _openapi_content(spec: Any) -> Optional[dict]:
+    if spec == "-":
+        return None
+    mime, schema = spec
+    if schema is None:
+        body: dict = {"type": "object"}
+    elif schema == "string":
+        body = {"type": "string"}
+    else:
+        body = {"$ref": "#/components/schemas/%s" % schema}
+    return {mime: {"schema": body}}
+
+
 def _openapi(hub: "Hub") -> dict:
+    """The OpenAPI 3.1 document, generated from _ROUTES and _OPENAPI_OPS.
+
+    Every documented status names its body (Refusal JSON for the guard's,
+    the limits' and the routes' refusals) and its headers (Retry-After on
+    429, Allow on 405, Mcp-Session-Id on an initialize)."""
     paths: Dict[str, dict] = {}
     for _, _, _, path, methods in _ROUTES:
         item = paths.setdefault(path, {})
         for method, (op_id, summary, codes) in methods.items():
+            extra = _OPENAPI_OPS.get(op_id, {})
             responses = {code: {"description": text} for code, text in codes.items()}
             for code, text in _MIDDLEWARE_CODES.items():
                 responses.setdefault(code, {"description": text})
-            item[method] = {"operationId": op_id, "summary": summary, "responses": responses}
+            for code, response in responses.items():
+                spec = extra.get("content", {}).get(code, (_JSON, "Refusal") if code >= "400" else "-")
+                content = _openapi_content(spec)
+                if content:
+                    response["content"] = content
+                if code == "429":
+                    response["headers"] = {"Retry-After": {"required": True, "schema": {"type": "string"},
+                                                           "description": "seconds until a retry is allowed"}}
+                if code == "405":
+                    response["headers"] = {"Allow": {"required": True, "schema": {"type": "string"}}}
+            if op_id in ("mcpPost", "mcpRootPost"):
+                responses["200"]["headers"] = {"Mcp-Session-Id": {
+                    "required": False, "schema": {"type": "string"},
+                    "description": "a new session id, on a successful initialize sent without one"}}
+            op: dict = {"operationId": op_id, "summary": summary, "responses": responses}
+            params = list(extra.get("params", ()))
             if path in ("/mcp", "/") and method in ("post", "get"):
-                item[method]["parameters"] = [{"name": "Mcp-Session-Id", "in": "header",
-                                               "required": method == "get", "schema": {"type": "string"}}]
+                params.append({"name": "Mcp-Session-Id", "in": "header", "required": method == "get",
+                               "schema": _VISIBLE_ASCII,
+                               "description": "A session id this machine issued on initialize (at most %d "
+                                              "days old); any other answers 404 MCP_SESSION_UNKNOWN"
+                                              % (SESSION_MAX_AGE_S // 86400)})
+            if params:
+                op["parameters"] = params
+            if "body" in extra:
+                schema, required = extra["body"]
+                op["requestBody"] = {"required": required, "content": {_JSON: {"schema": schema}}}
+            item[method] = op
     return {"openapi": "3.1.0",
             "info": {"title": "Reticle daemon", "version": __version__,
                      "description": "Generated from the route table. Documents behaviour; never "
-                                    "validates requests."},
+                                    "validates requests. Loopback clients need no token; any other "
+                                    "needs the pairing token (Authorization: Bearer, or ?token=)."},
             "servers": [{"url": hub.public_origin()}],
-            "paths": paths}
+            "paths": paths,
+            "components": {"schemas": _OPENAPI_SCHEMAS}}
 
 
 class Hub:
@@ -4177,7 +4600,7 @@ class Hub:
         self.scheme = scheme
         self._token = token
         self._token_cache: Tuple[float, str] = (-1.0, "")
-        self.signer = _SessionSigner(self.state.machine_key())
+        self.signer = _SessionSigner(self.state.machine_key(), SESSION_MAX_AGE_S)
         if allowed_origins is None:
             allowed_origins = [o for o in os.environ.get("RETICLE_ALLOWED_ORIGINS", "").split(",") if o.strip()]
         self.allowed_origins = tuple(filter(None, (_normalise_origin(o) for o in allowed_origins)))
@@ -4418,10 +4841,13 @@ def _daemon_record(state: _StateDir, port: int) -> Optional[dict]:
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
                  ready: Optional[Callable[[Hub], None]] = None) -> int:
-    if not _is_loopback_host(host) and not os.environ.get("RETICLE_TOKEN", "").strip():
-        raise ConfigError("binding to %s reaches beyond this machine, so Reticle needs a pairing token: "
-                          "set RETICLE_TOKEN to a long random string (for example `export RETICLE_TOKEN=$(python3 "
-                          "-c 'import secrets; print(secrets.token_hex(24))')`) and start again." % host)
+    env_token = os.environ.get("RETICLE_TOKEN", "").strip()
+    if not _is_loopback_host(host) and len(env_token) < MIN_TOKEN_CHARS:
+        raise ConfigError("binding to %s reaches beyond this machine, so Reticle needs a pairing token of at "
+                          "least %d characters%s: set RETICLE_TOKEN to a long random string (for example "
+                          "`export RETICLE_TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(24))')`) "
+                          "and start again." % (host, MIN_TOKEN_CHARS, " (RETICLE_TOKEN has %d)" % len(env_token)
+                                                if env_token else ""))
     hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
     hub.token()  # create the token file before anyone asks
     ssl_ctx = None
@@ -4449,7 +4875,10 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     app = make_app(hub)
     server = tornado.httpserver.HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
                                            max_body_size=MAX_BODY_BYTES + (1 << 20),
-                                           body_timeout=BODY_TIMEOUT_S + 5, idle_connection_timeout=3600)
+                                           body_timeout=BODY_TIMEOUT_S + 5,
+                                           # Tornado applies this to the wait for request headers too:
+                                           # a client that never finishes them is closed.
+                                           idle_connection_timeout=HEADER_TIMEOUT_S)
     server.add_sockets(sockets)
     stop = asyncio.Event()
     hub.stop_event = stop
@@ -4680,7 +5109,7 @@ async def _mcp_stdio(port: int, state: _StateDir) -> int:
 
     async def answer(line: bytes) -> None:
         try:
-            payload = json.loads(line)
+            payload = _loads(line)
         except ValueError as exc:
             reply: Any = _rpc_error(None, -32700, "Parse error: %s" % exc)
         else:
