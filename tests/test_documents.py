@@ -1,0 +1,240 @@
+"""Full-page documents and readable text, in real headless Chromium on the
+server-rendered fixture app (tests/_forms_app.py), read back through a real
+MCP client: form posts and page loads as `net` events with initiator
+"document", select naming, a slotted toolbar seen once, ambiguity and
+near-miss errors, script source that is never page text, console.debug."""
+
+import json
+
+import pytest
+
+from _forms_app import PASSWORD, FormsApp
+from _harness import AppServer, Browser, Daemon, Mcp, TemplatePage, chromium_path, wait_until
+
+pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
+
+WIDGETS = """<!doctype html><html><head><title>Widgets</title>
+<script src="%(daemon)s/reticle.js"></script></head><body>
+<header><nav aria-label="Primary"><a href="/records">Records</a> <button>Delete</button></nav></header>
+<main>
+  <div id="host"><template shadowrootmode="open"><section aria-label="Tools"><slot></slot></section></template>
+    <div role="toolbar" aria-label="Record tools"><button>Export</button><button>Print</button></div>
+  </div>
+  <form aria-label="Edit item" onsubmit="event.preventDefault()">
+    <label for="title">Title</label> <input id="title" name="title">
+    <button>Delete</button>
+    <button>Save changes</button>
+  </form>
+</main>
+<script>console.debug("widgets ready: debug line");</script>
+</body></html>
+"""
+
+SCRIPT_ONLY = """<!doctype html><html><head><title>Slow</title>
+<script src="%(daemon)s/reticle.js"></script>
+<style>.slow-done::after { content: "styled" }</style></head><body>
+<p id="out">waiting</p>
+<template><p>slow done in a template</p></template>
+<noscript>slow done without scripts</noscript>
+<script>
+  function finish(t) { document.getElementById('out').textContent = 'slow done'; }
+</script>
+</body></html>
+"""
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("documents")
+    opened = []
+    try:
+        daemon = Daemon(tmp)
+        opened.append(daemon)
+        forms = FormsApp(daemon.url)
+        routes = forms.routes() + [
+            (r"/widgets", TemplatePage, {"template": WIDGETS, "daemon": daemon.url}),
+            (r"/slow", TemplatePage, {"template": SCRIPT_ONLY, "daemon": daemon.url}),
+        ]
+        app = AppServer(routes)
+        opened.append(app)
+        browser = Browser(app.url + "/login")
+        opened.append(browser)
+        mcp = Mcp(daemon.url + "/mcp")
+        opened.append(mcp)
+        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to connect")
+        yield {"daemon": daemon, "app": app, "forms": forms, "mcp": mcp}
+    finally:
+        while opened:
+            opened.pop().close()
+
+
+def _url(mcp):
+    data, is_error = mcp.call("reticle_sessions")
+    sessions = [] if is_error else data["sessions"]
+    return sessions[0]["url"] if sessions else ""
+
+
+def _go(world, path):
+    mcp = world["mcp"]
+    nav = mcp.ok("reticle_navigate", {"url": world["app"].url + path})
+    assert nav["confirmed"] is True, nav
+    wait_until(lambda: _url(mcp).endswith(path), 10, what="the tab on " + path)
+
+
+def _doc_events(mcp, etype):
+    """The document net events of the tab so far ([] while it is between documents)."""
+    data, is_error = mcp.call("reticle_observe", {"since": 0, "filters": ["net"], "max_events": 2000})
+    events = [] if is_error else data["events"]
+    return [e["data"] for e in events if e["type"] == etype and e["data"].get("initiator") == "document"]
+
+
+def _submit(world, button, landing):
+    """Click a submit button; the act may or may not answer before the page goes."""
+    mcp = world["mcp"]
+    before = len(_doc_events(mcp, "net.request"))
+    mcp.call("reticle_act", {"target": {"role": "button", "name": button}, "action": "click"})
+    arrival = wait_until(lambda: _doc_events(mcp, "net.request")[before:], 10, what="the arrival")[-1]
+    assert arrival["finalUrl"].endswith(landing), arrival
+    wait_until(lambda: _url(mcp).endswith(landing), 10, what="the tab on " + landing)
+    return arrival
+
+
+def _fill(mcp, label, value):
+    mcp.ok("reticle_act", {"target": {"label": label}, "action": "fill", "args": {"value": value}})
+
+
+def test_page_load_reports_its_navigation_type_and_status(world):
+    mcp = world["mcp"]
+    _go(world, "/login")
+    arrival = _doc_events(mcp, "net.request")[-1]
+    assert arrival["finalUrl"].endswith("/login")
+    assert arrival["navigationType"] == "navigate"
+    assert arrival["status"] == 200 and arrival["statusKnown"] is True and arrival["ok"] is True
+    assert arrival["redirectCount"] == 0 and arrival["redirected"] is False
+    # reticle_navigate announced the navigation before leaving: GET, the same request id
+    pending = [p for p in _doc_events(mcp, "net.pending") if p["requestId"] == arrival["requestId"]]
+    assert pending and pending[0]["method"] == "GET" and pending[0]["url"].endswith("/login"), pending
+    assert arrival["linked"] is True and arrival["method"] == "GET"
+    routes = mcp.ok("reticle_observe", {"since": 0, "filters": ["route"]})["events"]
+    docs = [e["data"] for e in routes if e["data"].get("kind") == "document"]
+    assert docs and docs[-1]["to"].endswith("/login") and docs[-1]["navigationType"] == "navigate"
+    mcp.ok("reticle_navigate", {"reload": True})
+    wait_until(lambda: _doc_events(mcp, "net.request")[-1]["navigationType"] == "reload", 10,
+               what="a reload arrival")
+
+
+def test_login_post_redirect_get_is_a_document_request(world):
+    mcp, forms = world["mcp"], world["forms"]
+    _go(world, "/login")
+    _fill(mcp, "Username", "ann")
+    _fill(mcp, "Password", PASSWORD)
+    arrival = _submit(world, "Log in", "/records")
+    # the truth on the server: one POST with the real password
+    assert forms.posts[-1] == ("/login", {"username": "ann", "password": PASSWORD, "go": "login"})
+    pending = [p for p in _doc_events(mcp, "net.pending") if p["requestId"] == arrival["requestId"]]
+    assert len(pending) == 1, (arrival, _doc_events(mcp, "net.pending"))
+    p = pending[0]
+    assert p["method"] == "POST" and p["url"].endswith("/login") and p["cause"] == "form"
+    assert p["fields"] == ["username", "password", "go"]
+    assert p["submitter"] == {"name": "go", "text": "Log in"}
+    assert "username=ann" in p["requestBody"] and "password=[redacted]" in p["requestBody"]
+    assert arrival["method"] == "POST" and arrival["methodKnown"] is True
+    assert arrival["url"].endswith("/login") and arrival["finalUrl"].endswith("/records")
+    assert arrival["redirected"] is True and arrival["redirectCount"] >= 1
+    assert arrival["status"] == 200 and arrival["statusKnown"] is True
+    everything = json.dumps(mcp.ok("reticle_observe", {"since": 0, "max_events": 2000}))
+    assert PASSWORD not in everything
+
+
+def test_validation_error_and_server_error_answer_with_their_status(world):
+    mcp, forms = world["mcp"], world["forms"]
+    _go(world, "/records")
+    _fill(mcp, "Name", "")
+    arrival = _submit(world, "Add record", "/records")
+    assert arrival["method"] == "POST" and arrival["status"] == 200 and arrival["redirectCount"] == 0
+    assert arrival["linked"] is True and arrival["fields"] == ["name", "note", "_save"]
+    field = mcp.ok("reticle_query", {"label": "Name"})["elements"]
+    assert len(field) == 1 and forms.records == {}
+    forms.fault = True
+    try:
+        _fill(mcp, "Name", "Zed")
+        arrival = _submit(world, "Add record", "/records")
+    finally:
+        forms.fault = False
+    assert arrival["status"] == 500 and arrival["ok"] is False and arrival["method"] == "POST"
+    assert forms.records == {}
+
+
+def test_confirmed_delete_posts_then_redirects(world):
+    mcp, forms = world["mcp"], world["forms"]
+    rid = forms.add("Doomed")
+    _go(world, "/records/%d/delete" % rid)
+    arrival = _submit(world, "Yes, I'm sure", "/records")
+    assert rid not in forms.records
+    assert arrival["method"] == "POST" and arrival["url"].endswith("/records/%d/delete" % rid)
+    assert arrival["redirected"] is True and arrival["finalUrl"].endswith("/records")
+    found = mcp.ok("reticle_query", {"text": "Record 'Doomed' deleted"})
+    assert found["count"] == 1, found
+
+
+def test_select_is_named_by_its_label(world):
+    mcp = world["mcp"]
+    _go(world, "/records")
+    found = mcp.ok("reticle_query", {"by": "role", "value": "combobox", "name": "Action:"})
+    assert found["count"] == 1, found
+    tree = mcp.ok("reticle_snapshot", {})["tree"]
+    assert 'combobox "Action:"' in tree, tree
+    assert "Delete selected records" not in tree.split('combobox "Action:"')[1].split("\n")[0]
+
+
+def test_slotted_toolbar_appears_once(world):
+    mcp = world["mcp"]
+    _go(world, "/widgets")
+    tree = mcp.ok("reticle_snapshot", {})["tree"]
+    assert tree.count('button "Export"') == 1, tree
+    assert tree.count('toolbar "Record tools"') == 1, tree
+    found = mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Export"})
+    assert found["count"] == 1, found
+
+
+def test_ambiguous_target_lists_role_name_and_landmark(world):
+    mcp = world["mcp"]
+    _go(world, "/widgets")
+    data, is_error = mcp.call("reticle_act", {"target": {"role": "button", "name": "Delete"}, "action": "click"})
+    assert is_error, data
+    text = json.dumps(data)
+    assert "2 elements match" in text, text
+    assert 'button \\"Delete\\" in navigation \\"Primary\\"' in text, text
+    assert 'button \\"Delete\\" in form \\"Edit item\\"' in text, text
+
+
+def test_query_without_hits_names_near_misses(world):
+    mcp = world["mcp"]
+    _go(world, "/widgets")
+    found = mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Save"})
+    assert found["count"] == 0
+    near = found["hint"]["nearMisses"]
+    assert near[0]["name"] == "Save changes" and near[0]["role"] == "button", near
+    assert near[0]["landmark"] == 'form "Edit item"'
+    data, is_error = mcp.call("reticle_act", {"target": {"role": "button", "name": "Save"}, "action": "click"})
+    assert is_error and 'nearest: ' in json.dumps(data) and "Save changes" in json.dumps(data), data
+
+
+def test_script_style_template_source_is_not_page_text(world):
+    mcp = world["mcp"]
+    _go(world, "/slow")
+    for needle in ("slow done", "getElementById", "styled"):
+        assert mcp.ok("reticle_query", {"text": needle})["count"] == 0, needle
+        verdict = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": needle}})
+        assert verdict["verified"] != "yes", (needle, verdict)
+    assert "slow done" not in mcp.ok("reticle_snapshot", {})["tree"]
+    verdict = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "waiting"}})
+    assert verdict["verified"] == "yes", verdict
+
+
+def test_console_debug_is_captured(world):
+    mcp = world["mcp"]
+    _go(world, "/widgets")
+    logs = wait_until(lambda: [x for x in mcp.ok("reticle_console", {"since": 0})["logs"]
+                               if x["text"] == "widgets ready: debug line"], 10, what="the debug line")
+    assert logs[-1]["level"] == "debug"
