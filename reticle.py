@@ -5789,7 +5789,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // One candidate of an ambiguous or near-missed target: ref, role, name and landmark.
   function candidate(el) {
     var role = getRole(el);
-    return { ref: refFor(el), role: role, name: clip(getName(el, role), 80), landmark: landmarkOf(el) };
+    return {
+      ref: refFor(el),
+      role: role,
+      name: clip(getName(el, role), 80),
+      landmark: landmarkOf(el)
+    };
   }
   function candidateText(c) {
     return c.ref + ' ' + c.role + (c.name ? ' "' + c.name + '"' : '') + ' in ' + c.landmark;
@@ -6121,7 +6126,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       try {
         re = new RegExp(val, flags.replace(/[gy]/g, ''));
       } catch (e) {
-        throw new Error('matches ' + JSON.stringify(clip(val, 80)) + ' is not a valid regular expression: ' + errMsg(e));
+        throw new Error(
+          'matches ' +
+            JSON.stringify(clip(val, 80)) +
+            ' is not a valid regular expression: ' +
+            errMsg(e)
+        );
       }
       spec.test = function (t) {
         return re.test(norm(t));
@@ -6146,14 +6156,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       seen = 0;
     cap = cap || 20000;
     function visit(el, depth) {
-      if (SKIP_TAGS[el.tagName] || el.getAttribute('aria-hidden') === 'true' || el.hidden) return false;
+      if (SKIP_TAGS[el.tagName] || el.getAttribute('aria-hidden') === 'true' || el.hidden)
+        return false;
       if (++seen > cap || depth > 60) return false;
       var inner = false;
       var kids = childrenOf(el);
       for (var i = 0; i < kids.length; i++) if (visit(kids[i], depth + 1)) inner = true;
       if (inner) return true;
       if (isIgnored(el)) return false;
-      var t = el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type) ? el.value : textOf(el, 0);
+      var t =
+        el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)
+          ? el.value
+          : textOf(el, 0);
       if (!norm(t) || !test(t)) return false;
       places.push(el);
       return true;
@@ -8491,6 +8505,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var docAnnounced = null; // the document request this page already announced
   var lastSubmit = null; // {ev, form, submitter} of the latest submit event
   var programmaticSubmit = null; // the form whose submit() is running
+  var DOC_FIELDS = [
+    'action',
+    'enctype',
+    'fields',
+    'form',
+    'submitter',
+    'link',
+    'requestBody',
+    'requestBodyTruncated'
+  ];
   function sameDocUrl(a, b) {
     return String(a || '').split('#')[0] === String(b || '').split('#')[0];
   }
@@ -8510,9 +8534,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       (sub && sub.hasAttribute('formmethod') && sub.formMethod) || formProp(form, 'method') || 'get'
     ).toUpperCase();
     var action =
-      (sub && sub.hasAttribute('formaction') && sub.formAction) || formProp(form, 'action') || location.href;
+      (sub && sub.hasAttribute('formaction') && sub.formAction) ||
+      formProp(form, 'action') ||
+      location.href;
     var target = (sub && sub.getAttribute('formtarget')) || form.getAttribute('target') || '';
-    var enctype = (sub && sub.hasAttribute('formenctype') && sub.formEnctype) || formProp(form, 'enctype');
+    var enctype =
+      (sub && sub.hasAttribute('formenctype') && sub.formEnctype) || formProp(form, 'enctype');
     var names = [],
       pairs = [],
       n = 0;
@@ -8536,7 +8563,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     var body = pairs
       .map(function (p) {
-        return encodeURIComponent(p[0]) + '=' + encodeURIComponent(p[1]).replace(/%5Bredacted%5D/g, REDACTED);
+        var v = encodeURIComponent(p[1]).replace(/%5Bredacted%5D/g, REDACTED);
+        return encodeURIComponent(p[0]) + '=' + v;
       })
       .join('&');
     var url = action;
@@ -8587,11 +8615,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       cause: rec.cause,
       navigationType: rec.navigationType || 'navigate'
     };
-    ['action', 'enctype', 'fields', 'form', 'submitter', 'requestBody', 'requestBodyTruncated'].forEach(
-      function (k) {
-        if (rec[k] != null) d[k] = rec[k];
-      }
-    );
+    DOC_FIELDS.forEach(function (k) {
+      if (rec[k] != null) d[k] = rec[k];
+    });
     if (rec.requestBody != null) d.requestBodyType = rec.enctype;
     docAnnounced = { id: id, at: N.dateNow() };
     // the record first: the emit below may not leave before the page goes
@@ -8660,7 +8686,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var tg = a.getAttribute('target');
       if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
       if (e.ctrlKey || e.metaKey || e.shiftKey) return;
-      docIntent = { url: a.href, method: 'GET', cause: 'link', at: N.dateNow(), text: clip(getName(a), 80) };
+      docIntent = {
+        url: a.href,
+        method: 'GET',
+        cause: 'link',
+        at: N.dateNow(),
+        text: clip(getName(a), 80)
+      };
     });
     // The Navigation API (Chromium) names the destination of every navigation this document
     // starts, a location change or a reload included.
@@ -8669,7 +8701,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         listen(window.navigation, 'navigate', function (e) {
           if (e.hashChange || e.downloadRequest != null) return;
           var dest = e.destination && e.destination.url;
-          var prev = docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest) ? docIntent : null;
+          var prev =
+            docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
+              ? docIntent
+              : null;
           docIntent = {
             url: dest,
             method: e.formData ? 'POST' : 'GET',
@@ -8686,7 +8721,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
       var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
       var rec = it
-        ? { url: redactUrl(it.url), method: it.method, cause: it.cause, navigationType: it.navigationType }
+        ? {
+            url: redactUrl(it.url),
+            method: it.method,
+            cause: it.cause,
+            navigationType: it.navigationType
+          }
         : { url: '', method: null, cause: 'unknown' };
       if (it && it.text) rec.link = { text: it.text };
       docIntent = null;
@@ -8748,11 +8788,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       d.cause = prev.cause;
       d.sincePendingMs = Math.max(0, N.dateNow() - prev.at);
       if (prev.from) d.from = prev.from;
-      ['action', 'enctype', 'fields', 'form', 'submitter', 'requestBody', 'requestBodyTruncated', 'requestBodyType'].forEach(
-        function (k) {
-          if (prev[k] != null) d[k] = prev[k];
-        }
-      );
+      DOC_FIELDS.concat(['requestBodyType']).forEach(function (k) {
+        if (prev[k] != null) d[k] = prev[k];
+      });
     }
     if (nav) {
       var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
@@ -8764,7 +8802,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (nav.contentType) d.contentType = nav.contentType;
     }
     emit('net.request', d);
-    var from = linked && prev.from ? prev.from : document.referrer ? redactUrl(document.referrer) : '';
+    var from =
+      linked && prev.from ? prev.from : document.referrer ? redactUrl(document.referrer) : '';
     emit('route.change', {
       from: from,
       to: here,

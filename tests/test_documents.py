@@ -238,3 +238,102 @@ def test_console_debug_is_captured(world):
     logs = wait_until(lambda: [x for x in mcp.ok("reticle_console", {"since": 0})["logs"]
                                if x["text"] == "widgets ready: debug line"], 10, what="the debug line")
     assert logs[-1]["level"] == "debug"
+
+
+PROBES = """<!doctype html><html><head><title>Probes</title>
+<script src="%(daemon)s/reticle.js"></script></head><body>
+<div role="status" aria-label="Status bar">Cell 2/2</div>
+<p>Result: <output>2</output></p>
+<p>Saved 3 records</p>
+<button>Save</button> <button>Save draft</button>
+<script>var hidden = "2";</script>
+</body></html>
+"""
+
+
+class _InProcessDaemon:
+    """A reticle Hub served by make_app() on its own loop thread, so a test can
+    send bridge commands (eval_probe, query) to the real SDK in Chromium."""
+
+    def __init__(self, tmp):
+        import asyncio
+        import threading
+
+        import tornado.httpserver
+        import tornado.netutil
+
+        import reticle
+        from _harness import free_port
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run():
+            asyncio.set_event_loop(self.loop)
+            self.hub = reticle.Hub(state_dir=str(tmp), port=self.port)
+            server = tornado.httpserver.HTTPServer(reticle.make_app(self.hub))
+            server.add_sockets(tornado.netutil.bind_sockets(self.port, "127.0.0.1"))
+            ready.set()
+            self.loop.run_forever()
+            server.stop()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        ready.wait(10)
+
+    def command(self, name, args):
+        import asyncio
+
+        async def go():
+            session = next(iter(self.hub.bridge.sessions.values()))
+            return await session.command(name, args)
+        return asyncio.run_coroutine_threadsafe(go(), self.loop).result(15)
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("probes")
+    opened = []
+    try:
+        daemon = _InProcessDaemon(tmp)
+        opened.append(daemon)
+        app = AppServer([(r"/.*", TemplatePage, {"template": PROBES, "daemon": daemon.url})])
+        opened.append(app)
+        opened.append(Browser(app.url + "/"))
+        wait_until(lambda: daemon.hub.bridge.sessions, 20, what="the tab to connect")
+        yield daemon
+    finally:
+        while opened:
+            opened.pop().close()
+
+
+def test_text_probe_equals_matches_and_places(probes):
+    contains = probes.command("eval_probe", {"kind": "text", "contains": "2"})
+    assert contains["found"] is True and contains["places"] == 2 and contains["short"] is True, contains
+    equals = probes.command("eval_probe", {"kind": "text", "equals": "2"})
+    assert equals["count"] == 1 and equals["elements"][0]["role"] == "status", equals  # the <output>
+    assert equals["sample"] == "2"
+    assert probes.command("eval_probe", {"kind": "text", "equals": "cell 2/2"})["found"] is False
+    assert probes.command("eval_probe", {"kind": "text", "equals": " Cell  2/2 "})["found"] is True
+    pattern = probes.command("eval_probe", {"kind": "text", "matches": r"^Saved \d+ records$"})
+    assert pattern["count"] == 1 and pattern["sample"] == "Saved 3 records", pattern
+    assert probes.command("eval_probe", {"kind": "text", "matches": "^saved", "flags": "i"})["count"] == 1
+    with pytest.raises(Exception) as info:
+        probes.command("eval_probe", {"kind": "text", "matches": "(unclosed"})
+    assert "not a valid regular expression" in str(info.value)
+
+
+def test_query_names_and_text_accept_equals_and_matches(probes):
+    exact = probes.command("query", {"by": "role", "value": "button", "name": {"equals": "Save"}})
+    assert exact["count"] == 1
+    loose = probes.command("query", {"by": "role", "value": "button", "name": {"contains": "save"}})
+    assert loose["count"] == 2
+    pattern = probes.command("query", {"by": "role", "value": "button", "name": {"matches": "draft$"}})
+    assert [e["name"] for e in pattern["elements"]] == ["Save draft"]
+    text = probes.command("query", {"by": "text", "value": {"equals": "2"}})
+    assert text["count"] == 1 and text["elements"][0]["role"] == "status"
