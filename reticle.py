@@ -5984,9 +5984,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         dialogs = [];
       }
     }
+    var visited = new Set(); // an element reachable twice (slots, frames) is printed once
     function visit(el, level, inLive, pname) {
       if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
       if (secondPass && dialogs.indexOf(el) >= 0) return;
+      if (visited.has(el)) return;
+      visited.add(el);
       if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
       var st = styleOf(el);
       if (st && st.display === 'none') return;
@@ -8842,6 +8845,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     'aria-label'
   ];
   var DOM_CAP = 40;
+  // Text inside script, style, template, noscript or head is source, not page text (a CSS-in-JS
+  // library writing into a <style> is not a text change a user can read).
+  function inSource(el) {
+    try {
+      return !!el.closest('script,style,template,noscript,head');
+    } catch (e) {
+      return false;
+    }
+  }
   function installDom() {
     if (!N.MutationObserver) return;
     var pending = [];
@@ -8909,14 +8921,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             emit('dom.attr', ad, r.target);
           } else if (r.type === 'characterData') {
             var pe = r.target.parentElement;
-            if (!pe || seenText.has(pe)) continue;
+            if (!pe || seenText.has(pe) || inSource(pe)) continue;
             seenText.add(pe);
             if (changed >= DOM_CAP) {
               dropC++;
               continue;
             }
             changed++;
-            var td = { text: clip(norm(pe.textContent), 80), target: label(pe) };
+            var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
             if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
             emit('dom.text', td, pe);
           } else if (r.type === 'childList') {
@@ -9033,7 +9045,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               if (oldRef) rd.formerRef = oldRef;
               emit('dom.removed', rd);
             }
-            if (textTouched && r.target.nodeType === 1 && !seenText.has(r.target)) {
+            if (
+              textTouched &&
+              r.target.nodeType === 1 &&
+              !seenText.has(r.target) &&
+              !inSource(r.target)
+            ) {
               seenText.add(r.target);
               if (changed >= DOM_CAP) {
                 dropC++;
@@ -9042,7 +9059,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               changed++;
               emit(
                 'dom.text',
-                { text: clip(norm(r.target.textContent), 80), target: label(r.target) },
+                { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) },
                 r.target
               );
             }

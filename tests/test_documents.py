@@ -34,6 +34,8 @@ SCRIPT_ONLY = """<!doctype html><html><head><title>Slow</title>
 <script src="%(daemon)s/reticle.js"></script>
 <style>.slow-done::after { content: "styled" }</style></head><body>
 <p id="out">waiting</p>
+<button onclick="document.querySelector('style').textContent += '.restyled { color: red }';
+                 document.getElementById('out').textContent = 'restyled';">Restyle</button>
 <template><p>slow done in a template</p></template>
 <noscript>slow done without scripts</noscript>
 <script>
@@ -230,6 +232,11 @@ def test_script_style_template_source_is_not_page_text(world):
     assert "slow done" not in mcp.ok("reticle_snapshot", {})["tree"]
     verdict = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "waiting"}})
     assert verdict["verified"] == "yes", verdict
+    # a write into a <style> is no text change; the paragraph's is
+    mcp.ok("reticle_act", {"target": {"role": "button", "name": "Restyle"}, "action": "click"})
+    texts = wait_until(lambda: [e["data"]["text"] for e in mcp.ok("reticle_observe", {"since": 0, "filters": ["dom"]})
+                                ["events"] if e["type"] == "dom.text"], 10, what="dom.text events")
+    assert "restyled" in texts and not [t for t in texts if "color" in t], texts
 
 
 def test_console_debug_is_captured(world):
