@@ -7415,6 +7415,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     var run;
     var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
+    var wall0 = N.dateNow(); // a document request announced from here on is this act's doing
     switch (action) {
       case 'click':
         run = doClick(el, opts);
@@ -7527,6 +7528,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           res.ms = Math.round(N.now() - t0);
           res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
           res.documentId = S.documentId;
+          if (docAnnounced && docAnnounced.at >= wall0)
+            res.navigation = {
+              requestId: docAnnounced.id,
+              method: docAnnounced.method,
+              url: docAnnounced.url,
+              cause: docAnnounced.cause
+            };
           return res;
         });
       },
@@ -8622,7 +8630,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (rec[k] != null) d[k] = rec[k];
     });
     if (rec.requestBody != null) d.requestBodyType = rec.enctype;
-    docAnnounced = { id: id, at: N.dateNow() };
+    docAnnounced = { id: id, at: N.dateNow(), method: d.method, url: d.url, cause: d.cause };
     // the record first: the emit below may not leave before the page goes
     var keep = {};
     for (var k in d) if (hasOwn(d, k)) keep[k] = d[k];

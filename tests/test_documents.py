@@ -4,9 +4,11 @@ MCP client: form posts and page loads as `net` events with initiator
 "document", select naming, a slotted toolbar seen once, ambiguity and
 near-miss errors, script source that is never page text, console.debug."""
 
+import asyncio
 import json
 
 import pytest
+import tornado.web
 
 from _forms_app import PASSWORD, FormsApp
 from _harness import AppServer, Browser, Daemon, Mcp, TemplatePage, chromium_path, wait_until
@@ -253,6 +255,7 @@ PROBES = """<!doctype html><html><head><title>Probes</title>
 <p>Result: <output>2</output></p>
 <p>Saved 3 records</p>
 <button>Save</button> <button>Save draft</button>
+<form method="post" action="/slow-post"><button>Post slowly</button></form>
 <script>var hidden = "2";</script>
 </body></html>
 """
@@ -302,6 +305,12 @@ class _InProcessDaemon:
         self.thread.join(10)
 
 
+class _SlowPost(tornado.web.RequestHandler):
+    async def post(self):
+        await asyncio.sleep(1.5)
+        self.redirect("/?posted=1", status=303)
+
+
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("probes")
@@ -309,7 +318,8 @@ def probes(tmp_path_factory):
     try:
         daemon = _InProcessDaemon(tmp)
         opened.append(daemon)
-        app = AppServer([(r"/.*", TemplatePage, {"template": PROBES, "daemon": daemon.url})])
+        app = AppServer([(r"/slow-post", _SlowPost),
+                         (r"/.*", TemplatePage, {"template": PROBES, "daemon": daemon.url})])
         opened.append(app)
         opened.append(Browser(app.url + "/"))
         wait_until(lambda: daemon.hub.bridge.sessions, 20, what="the tab to connect")
@@ -344,3 +354,12 @@ def test_query_names_and_text_accept_equals_and_matches(probes):
     assert [e["name"] for e in pattern["elements"]] == ["Save draft"]
     text = probes.command("query", {"by": "text", "value": {"equals": "2"}})
     assert text["count"] == 1 and text["elements"][0]["role"] == "status"
+
+
+def test_act_result_names_the_document_request_it_started(probes):
+    result = probes.command("act", {"target": {"role": "button", "name": "Post slowly"}, "action": "click"})
+    nav = result["navigation"]
+    assert nav["method"] == "POST" and nav["url"].endswith("/slow-post") and nav["cause"] == "form", result
+    assert nav["requestId"].startswith("d")
+    calm = probes.command("act", {"target": {"role": "button", "name": "Save"}, "action": "click"})
+    assert "navigation" not in calm
