@@ -181,6 +181,23 @@ def test_confirmed_delete_posts_then_redirects(world):
     assert found["count"] == 1, found
 
 
+def test_get_form_and_link_are_document_requests(world):
+    mcp, forms = world["mcp"], world["forms"]
+    rid = forms.add("Linked")
+    _go(world, "/records")
+    arrival = _submit(world, "Go", "/records?action=&index=0")
+    assert arrival["method"] == "GET" and arrival["linked"] is True and arrival["cause"] == "form"
+    assert arrival["fields"] == ["action", "index"] and "requestBody" not in arrival
+    before = len(_doc_events(mcp, "net.request"))
+    mcp.call("reticle_act", {"target": {"role": "link", "name": "Delete"}, "action": "click",
+                             "args": {"confirmDangerous": True}})
+    arrival = wait_until(lambda: _doc_events(mcp, "net.request")[before:], 10, what="the arrival")[-1]
+    assert arrival["finalUrl"].endswith("/records/%d/delete" % rid)
+    assert arrival["cause"] == "link" and arrival["method"] == "GET" and arrival["link"] == {"text": "Delete"}
+    wait_until(lambda: _url(mcp).endswith("/delete"), 10, what="the confirmation page")
+    forms.records.pop(rid)
+
+
 def test_select_is_named_by_its_label(world):
     mcp = world["mcp"]
     _go(world, "/records")
