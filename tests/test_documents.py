@@ -167,6 +167,20 @@ def test_validation_error_and_server_error_answer_with_their_status(world):
         forms.fault = False
     assert arrival["status"] == 500 and arrival["ok"] is False and arrival["method"] == "POST"
     assert forms.records == {}
+    _go(world, "/records")
+    _fill(mcp, "Name", "Zed")
+    arrival = _submit(world, "Add record", "/records")
+    assert list(forms.records.values()) == ["Zed"]
+    assert arrival["method"] == "POST" and arrival["redirected"] is True and arrival["status"] == 200
+    assert mcp.ok("reticle_query", {"by": "role", "value": "status", "name": "Record 'Zed' added"})["count"] == 1
+    _fill(mcp, "Name", "Zed")
+    arrival = _submit(world, "Add record", "/records")
+    assert arrival["status"] == 200 and arrival["redirected"] is False
+    field = mcp.ok("reticle_query", {"label": "Name", "attrs": ["aria-invalid"]})["elements"][0]
+    assert field["attrs"] == {"aria-invalid": "true"}, field
+    assert mcp.ok("reticle_query", {"text": "Record with this Name already exists."})["count"] == 1
+    assert list(forms.records.values()) == ["Zed"]
+    forms.records.clear()
 
 
 def test_confirmed_delete_posts_then_redirects(world):
