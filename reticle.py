@@ -8529,8 +8529,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function sameDocUrl(a, b) {
     return String(a || '').split('#')[0] === String(b || '').split('#')[0];
   }
-  // A form submission as the browser will send it: method, action URL, field names and values
-  // (redacted as request bodies are), the submitter's name and text.
+  function samePath(a, b) {
+    return String(a || '').split(/[?#]/)[0] === String(b || '').split(/[?#]/)[0];
+  }
   // A form's own IDL attribute, never a control named like it (<select name="action">).
   function formProp(form, key) {
     try {
@@ -8539,6 +8540,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return '';
     }
   }
+  // A form submission as the browser will send it: method, action URL, field names and values
+  // (redacted as request bodies are: passwords, hidden fields, secret-looking names), the
+  // submitter's name and text.
   function formRecord(form, submitter, fd) {
     var sub = submitter && submitter.form === form ? submitter : null;
     var method = String(
@@ -8559,11 +8563,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (names.indexOf(k) < 0 && names.length < 50) names.push(k);
       var ctl = null;
       try {
-        ctl = form.elements.namedItem(k);
+        ctl = formProp(form, 'elements').namedItem(k);
+        if (ctl && ctl.nodeType !== 1) ctl = ctl[0] || null; // a RadioNodeList
       } catch (e) {
         /* odd name */
       }
-      var secret = keySensitive(k) || (ctl && ctl.type === 'password');
+      var secret = keySensitive(k) || (!!ctl && isSecretField(ctl));
       var val =
         typeof v === 'string'
           ? secret
@@ -8773,6 +8778,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       isObj(prev) &&
       N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
       (sameDocUrl(prev.url, here) ||
+        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
         redirects > 0 ||
         !prev.urlKnown ||
         (type === 'reload' && prev.navigationType === 'reload') ||

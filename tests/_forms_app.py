@@ -22,6 +22,7 @@ import html
 import tornado.web
 
 PASSWORD = "correct horse"
+CSRF = "csrf-4f9a1c0e7b2d"
 
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>%(title)s</title>
@@ -94,10 +95,11 @@ class _Login(_Base):
         err = '<p class="error" id="login-error" role="alert">%s</p>' % html.escape(error) if error else ""
         self.page("Log in", """%s
 <form method="post" action="/login" aria-label="Log in">
+  <input type="hidden" name="csrfmiddlewaretoken" value="%s">
   <p><label for="username">Username</label> <input id="username" name="username"></p>
   <p><label for="password">Password</label> <input id="password" name="password" type="password"></p>
   <p><button type="submit" name="go" value="login">Log in</button></p>
-</form>""" % err)
+</form>""" % (err, CSRF))
 
     def post(self):
         if self.get_body_argument("password", "") != PASSWORD:

@@ -10,7 +10,7 @@ import json
 import pytest
 import tornado.web
 
-from _forms_app import PASSWORD, FormsApp
+from _forms_app import CSRF, PASSWORD, FormsApp
 from _harness import AppServer, Browser, Daemon, Mcp, TemplatePage, chromium_path, wait_until
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
@@ -134,20 +134,22 @@ def test_login_post_redirect_get_is_a_document_request(world):
     _fill(mcp, "Password", PASSWORD)
     arrival = _submit(world, "Log in", "/records")
     # the truth on the server: one POST with the real password
-    assert forms.posts[-1] == ("/login", {"username": "ann", "password": PASSWORD, "go": "login"})
+    assert forms.posts[-1] == ("/login", {"csrfmiddlewaretoken": CSRF, "username": "ann", "password": PASSWORD,
+                                          "go": "login"})
     pending = [p for p in _doc_events(mcp, "net.pending") if p["requestId"] == arrival["requestId"]]
     assert len(pending) == 1, (arrival, _doc_events(mcp, "net.pending"))
     p = pending[0]
     assert p["method"] == "POST" and p["url"].endswith("/login") and p["cause"] == "form"
-    assert p["fields"] == ["username", "password", "go"]
+    assert p["fields"] == ["csrfmiddlewaretoken", "username", "password", "go"]
     assert p["submitter"] == {"name": "go", "text": "Log in"}
     assert "username=ann" in p["requestBody"] and "password=[redacted]" in p["requestBody"]
+    assert "csrfmiddlewaretoken=[redacted]" in p["requestBody"]
     assert arrival["method"] == "POST" and arrival["methodKnown"] is True
     assert arrival["url"].endswith("/login") and arrival["finalUrl"].endswith("/records")
     assert arrival["redirected"] is True and arrival["redirectCount"] >= 1
     assert arrival["status"] == 200 and arrival["statusKnown"] is True
     everything = json.dumps(mcp.ok("reticle_observe", {"since": 0, "max_events": 2000}))
-    assert PASSWORD not in everything
+    assert PASSWORD not in everything and CSRF not in everything
 
 
 def test_validation_error_and_server_error_answer_with_their_status(world):
