@@ -8805,6 +8805,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       d.cause = prev.cause;
       d.sincePendingMs = Math.max(0, N.dateNow() - prev.at);
       if (prev.from) d.from = prev.from;
+      if (prev.documentId) d.fromDocumentId = prev.documentId;
       DOC_FIELDS.concat(['requestBodyType']).forEach(function (k) {
         if (prev[k] != null) d[k] = prev[k];
       });

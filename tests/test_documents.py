@@ -148,6 +148,7 @@ def test_login_post_redirect_get_is_a_document_request(world):
     assert arrival["url"].endswith("/login") and arrival["finalUrl"].endswith("/records")
     assert arrival["redirected"] is True and arrival["redirectCount"] >= 1
     assert arrival["status"] == 200 and arrival["statusKnown"] is True
+    assert arrival["from"].endswith("/login") and arrival["fromDocumentId"] != arrival["documentId"]
     everything = json.dumps(mcp.ok("reticle_observe", {"since": 0, "max_events": 2000}))
     assert PASSWORD not in everything and CSRF not in everything
 
