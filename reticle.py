@@ -6123,7 +6123,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       flags = v.flags == null ? '' : String(v.flags);
     }
     val = val == null ? '' : String(val);
-    var spec = { mode: mode, value: val, label: mode + ' ' + JSON.stringify(clip(val, 80)) };
+    var spec = { mode: mode, value: val };
     if (mode === 'matches') {
       var re;
       try {
@@ -7227,14 +7227,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       ' ' +
       JSON.stringify(q.value) +
       (q.name != null ? ' name ' + JSON.stringify(q.name) : '');
-    var near;
     if (r.scopeMissing)
       throw new Error('target scope ' + JSON.stringify(t.scope) + ' matched nothing');
     var els = r.els;
     if (!els.length) {
       var h = zeroHint();
       var nearby = [];
-      near = nearMisses(q, resolveScope(t.scope));
+      var near = nearMisses(q, resolveScope(t.scope));
       if (near.length) nearby.push('nearest: ' + near.map(candidateText).join(', '));
       else if (q.by === 'role') {
         var same = runQuery({ by: 'role', value: q.value, scope: t.scope })
@@ -8526,8 +8525,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     'requestBody',
     'requestBodyTruncated'
   ];
+  // Two URLs name the same document: fragments and our hard-reload marker aside.
   function sameDocUrl(a, b) {
-    return String(a || '').split('#')[0] === String(b || '').split('#')[0];
+    function bare(u) {
+      return String(u || '')
+        .split('#')[0]
+        .replace(/([?&])_reticle_reload=\d+&?/, '$1')
+        .replace(/[?&]$/, '');
+    }
+    return bare(a) === bare(b);
   }
   function samePath(a, b) {
     return String(a || '').split(/[?#]/)[0] === String(b || '').split(/[?#]/)[0];
@@ -8749,9 +8755,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       announceDocument(rec);
     };
     listen(window, 'beforeunload', leaving, true);
-    listen(window, 'pagehide', function (e) {
-      if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) leaving();
-    }, true);
+    listen(
+      window,
+      'pagehide',
+      function (e) {
+        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) leaving();
+      },
+      true
+    );
     docArrival();
   }
   // This document's own request, from Navigation Timing, linked to the announced one.

@@ -123,8 +123,13 @@ def test_page_load_reports_its_navigation_type_and_status(world):
     docs = [e["data"] for e in routes if e["data"].get("kind") == "document"]
     assert docs and docs[-1]["to"].endswith("/login") and docs[-1]["navigationType"] == "navigate"
     mcp.ok("reticle_navigate", {"reload": True})
-    wait_until(lambda: _doc_events(mcp, "net.request")[-1]["navigationType"] == "reload", 10,
-               what="a reload arrival")
+    reload = wait_until(lambda: [a for a in _doc_events(mcp, "net.request")[-1:] if a["navigationType"] == "reload"],
+                        10, what="a reload arrival")[0]
+    assert reload["linked"] is True and reload["cause"] == "reload" and reload["finalUrl"].endswith("/login")
+    count = len(_doc_events(mcp, "net.request"))
+    mcp.ok("reticle_navigate", {"reload": True, "hard": True})
+    hard = wait_until(lambda: _doc_events(mcp, "net.request")[count:], 10, what="a hard reload arrival")[-1]
+    assert hard["linked"] is True and hard["finalUrl"].endswith("/login"), hard
 
 
 def test_login_post_redirect_get_is_a_document_request(world):
