@@ -5,13 +5,18 @@ MCP client: form posts and page loads as `net` events with initiator
 near-miss errors, script source that is never page text, console.debug."""
 
 import asyncio
+import contextlib
 import json
+import threading
 
 import pytest
+import tornado.httpserver
+import tornado.netutil
 import tornado.web
 
+import reticle
 from _forms_app import CSRF, PASSWORD, FormsApp
-from _harness import AppServer, Browser, Daemon, Mcp, TemplatePage, chromium_path, wait_until
+from _harness import AppServer, Browser, Daemon, Mcp, TemplatePage, chromium_path, free_port, wait_until
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
 
@@ -47,29 +52,25 @@ SCRIPT_ONLY = """<!doctype html><html><head><title>Slow</title>
 """
 
 
+def _keep(stack, thing):
+    """Close `thing` when the stack unwinds (in reverse order of start)."""
+    stack.callback(thing.close)
+    return thing
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("documents")
-    opened = []
-    try:
-        daemon = Daemon(tmp)
-        opened.append(daemon)
+    with contextlib.ExitStack() as stack:
+        daemon = _keep(stack, Daemon(tmp_path_factory.mktemp("documents")))
         forms = FormsApp(daemon.url)
-        routes = forms.routes() + [
+        app = _keep(stack, AppServer(forms.routes() + [
             (r"/widgets", TemplatePage, {"template": WIDGETS, "daemon": daemon.url}),
             (r"/slow", TemplatePage, {"template": SCRIPT_ONLY, "daemon": daemon.url}),
-        ]
-        app = AppServer(routes)
-        opened.append(app)
-        browser = Browser(app.url + "/login")
-        opened.append(browser)
-        mcp = Mcp(daemon.url + "/mcp")
-        opened.append(mcp)
+        ]))
+        _keep(stack, Browser(app.url + "/login"))
+        mcp = _keep(stack, Mcp(daemon.url + "/mcp"))
         wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to connect")
         yield {"daemon": daemon, "app": app, "forms": forms, "mcp": mcp}
-    finally:
-        while opened:
-            opened.pop().close()
 
 
 def _url(mcp):
@@ -305,14 +306,6 @@ class _InProcessDaemon:
     send bridge commands (eval_probe, query) to the real SDK in Chromium."""
 
     def __init__(self, tmp):
-        import asyncio
-        import threading
-
-        import tornado.httpserver
-        import tornado.netutil
-
-        import reticle
-        from _harness import free_port
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.loop = asyncio.new_event_loop()
@@ -332,8 +325,6 @@ class _InProcessDaemon:
         ready.wait(10)
 
     def command(self, name, args):
-        import asyncio
-
         async def go():
             session = next(iter(self.hub.bridge.sessions.values()))
             return await session.command(name, args)
@@ -352,20 +343,13 @@ class _SlowPost(tornado.web.RequestHandler):
 
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("probes")
-    opened = []
-    try:
-        daemon = _InProcessDaemon(tmp)
-        opened.append(daemon)
-        app = AppServer([(r"/slow-post", _SlowPost),
-                         (r"/.*", TemplatePage, {"template": PROBES, "daemon": daemon.url})])
-        opened.append(app)
-        opened.append(Browser(app.url + "/"))
+    with contextlib.ExitStack() as stack:
+        daemon = _keep(stack, _InProcessDaemon(tmp_path_factory.mktemp("probes")))
+        app = _keep(stack, AppServer([(r"/slow-post", _SlowPost),
+                                      (r"/.*", TemplatePage, {"template": PROBES, "daemon": daemon.url})]))
+        _keep(stack, Browser(app.url + "/"))
         wait_until(lambda: daemon.hub.bridge.sessions, 20, what="the tab to connect")
         yield daemon
-    finally:
-        while opened:
-            opened.pop().close()
 
 
 def test_text_probe_equals_matches_and_places(probes):
