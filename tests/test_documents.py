@@ -363,9 +363,9 @@ def test_text_probe_equals_matches_and_places(probes):
     pattern = probes.command("eval_probe", {"kind": "text", "matches": r"^Saved \d+ records$"})
     assert pattern["count"] == 1 and pattern["sample"] == "Saved 3 records", pattern
     assert probes.command("eval_probe", {"kind": "text", "matches": "^saved", "flags": "i"})["count"] == 1
-    with pytest.raises(Exception) as info:
+    with pytest.raises(reticle.ToolError) as info:
         probes.command("eval_probe", {"kind": "text", "matches": "(unclosed"})
-    assert "not a valid regular expression" in str(info.value)
+    assert "not a valid regular expression" in info.value.error
 
 
 def test_query_names_and_text_accept_equals_and_matches(probes):
@@ -377,6 +377,12 @@ def test_query_names_and_text_accept_equals_and_matches(probes):
     assert [e["name"] for e in pattern["elements"]] == ["Save draft"]
     text = probes.command("query", {"by": "text", "value": {"equals": "2"}})
     assert text["count"] == 1 and text["elements"][0]["role"] == "status"
+    with pytest.raises(reticle.ToolError) as info:
+        probes.command("query", {"by": "role", "value": "button", "name": {"equals": "Save", "matches": "S"}})
+    assert "exactly one of contains, equals or matches" in info.value.error
+    with pytest.raises(reticle.ToolError) as info:
+        probes.command("eval_probe", {"kind": "text", "contains": "2", "equals": "2"})
+    assert "one of contains, equals or matches" in info.value.error
 
 
 def test_act_result_names_the_document_request_it_started(probes):
