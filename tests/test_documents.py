@@ -296,6 +296,8 @@ PROBES = """<!doctype html><html><head><title>Probes</title>
 <p>Saved 3 records</p>
 <button>Save</button> <button>Save draft</button>
 <form method="post" action="/slow-post"><button>Post slowly</button></form>
+<form id="scripted" method="post" action="/slow-post?by=script"><input name="q" value="from script"></form>
+<button onclick="document.getElementById('scripted').submit()">Submit by script</button>
 <script>var hidden = "2";</script>
 </body></html>
 """
@@ -385,7 +387,18 @@ def test_query_names_and_text_accept_equals_and_matches(probes):
     assert "one of contains, equals or matches" in info.value.error
 
 
+def _route(probes):
+    try:
+        return probes.command("eval_probe", {"kind": "route"})
+    except reticle.ToolError:  # between documents
+        return {}
+
+
 def test_act_result_names_the_document_request_it_started(probes):
+    result = probes.command("act", {"target": {"role": "button", "name": "Submit by script"}, "action": "click"})
+    nav = result["navigation"]
+    assert nav["method"] == "POST" and nav["url"].endswith("/slow-post?by=script") and nav["cause"] == "form"
+    wait_until(lambda: "posted=1" in _route(probes).get("search", ""), 10, what="the posted page")
     result = probes.command("act", {"target": {"role": "button", "name": "Post slowly"}, "action": "click"})
     nav = result["navigation"]
     assert nav["method"] == "POST" and nav["url"].endswith("/slow-post") and nav["cause"] == "form", result
