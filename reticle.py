@@ -402,7 +402,7 @@ def _parse_rate(raw: Optional[str]) -> Tuple[float, float]:
     return rate, max(burst, 1.0)
 
 
-class StateDir:
+class _StateDir:
     """The state directory (DESIGN section 9): mode 0700, files 0600."""
 
     def __init__(self, path: Optional[str] = None) -> None:
@@ -482,7 +482,7 @@ class StateDir:
 ###############################################################################
 
 
-class SessionSigner:
+class _SessionSigner:
     """Streamable HTTP session ids: ``v1.<payload>.<mac>`` (DESIGN section 4).
 
     payload = base64url(16 random bytes + 8-byte issued-at seconds); mac =
@@ -556,7 +556,7 @@ CHEATSHEET = """# Reticle cheat sheet
 3. `reticle_act_and_wait {ref, action, until: <predicate>}`: act and get a verdict.
 4. `reticle_assert {predicate}`: check what happened since the last act.
 
-Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
+_Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
 `"unknown"` means Reticle could not tell (tab lost, request in flight, body not captured,
 evidence evicted): report it as unknown and never weaken the check.
 
@@ -566,7 +566,7 @@ Bug-catching predicates: `{kind: "net", urlContains, status, count}`,
 """
 
 
-class CallContext:
+class _CallContext:
     """Who is calling: the transport and the session key (for limits)."""
 
     __slots__ = ("transport", "session_key", "client")
@@ -581,7 +581,7 @@ def _negotiate(requested: Any) -> str:
     return requested if requested in PROTOCOL_VERSIONS else LATEST_PROTOCOL
 
 
-def _usage_markdown(registry: ToolRegistry) -> str:
+def _usage_markdown(registry: _ToolRegistry) -> str:
     lines = ["# Reticle tools", "", INSTRUCTIONS, ""]
     for tool in registry.listed():
         lines.append("## %s" % tool.name)
@@ -603,7 +603,7 @@ def _usage_markdown(registry: ToolRegistry) -> str:
     return "\n".join(lines)
 
 
-class McpDispatcher:
+class _McpDispatcher:
     """JSON-RPC for MCP, independent of any transport.
 
     ``call_tool(name, args, ctx)`` runs a validated tool and
@@ -611,8 +611,8 @@ class McpDispatcher:
     hub, the stdio proxy to its daemon forwarder.
     """
 
-    def __init__(self, registry: ToolRegistry,
-                 call_tool: Callable[[str, dict, CallContext], Awaitable[dict]],
+    def __init__(self, registry: _ToolRegistry,
+                 call_tool: Callable[[str, dict, _CallContext], Awaitable[dict]],
                  read_live: Callable[[str], Awaitable[Any]]) -> None:
         self.registry = registry
         self._call_tool = call_tool
@@ -630,7 +630,7 @@ class McpDispatcher:
                     "mimeType": "application/json"})
         return out
 
-    async def handle_payload(self, payload: Any, ctx: CallContext) -> Tuple[Any, bool]:
+    async def handle_payload(self, payload: Any, ctx: _CallContext) -> Tuple[Any, bool]:
         """One message or a batch -> (response or list of responses or None, was_batch)."""
         if isinstance(payload, list):
             if not payload:
@@ -640,7 +640,7 @@ class McpDispatcher:
             return (replies or None), True
         return await self.handle(payload, ctx), False
 
-    async def handle(self, msg: Any, ctx: CallContext) -> Optional[dict]:
+    async def handle(self, msg: Any, ctx: _CallContext) -> Optional[dict]:
         if not isinstance(msg, dict):
             return _rpc_error(None, -32600, "Invalid Request: a JSON-RPC message must be an object")
         mid = msg.get("id")
@@ -668,7 +668,7 @@ class McpDispatcher:
             return _rpc_error(mid, -32603, "Internal error: %s" % exc)
         return {"jsonrpc": "2.0", "id": mid, "result": result}
 
-    async def _method(self, method: str, params: dict, ctx: CallContext) -> Any:
+    async def _method(self, method: str, params: dict, ctx: _CallContext) -> Any:
         if method == "initialize":
             ctx.client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else None
             return {
@@ -732,7 +732,7 @@ def _is_churn(etype: str) -> bool:
     return etype.startswith(CHURN_PREFIXES)
 
 
-class EventStore:
+class _EventStore:
     """One browser session's ring buffer: at most EVENT_CAP_COUNT events,
     EVENT_CAP_AGE_MS old and EVENT_CAP_BYTES big.  Churn (DOM, animation,
     health) is evicted before anything else, and every eviction is counted
@@ -826,18 +826,18 @@ class EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
-class BrowserSession:
+class _BrowserSession:
     """One connected tab: its socket, ring buffer, pending commands, health."""
 
-    def __init__(self, bridge: "Bridge", handler: "BridgeHandler", hello: dict) -> None:
+    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
         self.bridge = bridge
-        self.handler: Optional[BridgeHandler] = handler
+        self.handler: Optional[_BridgeHandler] = handler
         self.id = hello["sessionId"]
         self.generation = 0
         self.connected_at = bridge.clock()
         self.first_connected_at = self.connected_at
         self.reconnects = 0
-        self.store = EventStore(bridge.clock)
+        self.store = _EventStore(bridge.clock)
         self.pending: Dict[str, asyncio.Future] = {}
         self._next_cmd = 0
         self.last_act: Optional[float] = None
@@ -1105,25 +1105,25 @@ class BrowserSession:
         return out
 
 
-class Bridge:
+class _Bridge:
     """All browser sessions of one daemon, keyed by the id the page chose."""
 
     def __init__(self, hub: "Hub") -> None:
         self.hub = hub
         self.clock = hub.clock
-        self.sessions: Dict[str, BrowserSession] = {}
+        self.sessions: Dict[str, _BrowserSession] = {}
         self.pending_handshakes = 0
         self.refusals: collections.deque = collections.deque(maxlen=5)
         self.ever_connected = 0
         self.events_per_second = EVENTS_PER_SECOND_DEFAULT
         # Tabs that went away recently, kept so that a reload (same id, new
         # socket) keeps its buffer and cursors instead of starting blind.
-        self.departed: Dict[str, Tuple[BrowserSession, float]] = {}
+        self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
 
-    def live(self) -> List[BrowserSession]:
+    def live(self) -> List[_BrowserSession]:
         return list(self.sessions.values())
 
-    def get(self, session_id: str) -> Optional[BrowserSession]:
+    def get(self, session_id: str) -> Optional[_BrowserSession]:
         return self.sessions.get(session_id)
 
     def note_refusal(self, reason: str) -> None:
@@ -1143,7 +1143,7 @@ class Bridge:
             text = "NOTE: the bridge refused a connection recently (%s: %s). " % (last["at"], last["reason"]) + text
         return text
 
-    def resolve(self, session_id: Optional[str]) -> BrowserSession:
+    def resolve(self, session_id: Optional[str]) -> _BrowserSession:
         if session_id:
             s = self.sessions.get(session_id)
             if s is None:
@@ -1163,7 +1163,7 @@ class Bridge:
         raise ToolError("multiple sessions connected — pass sessionId: %s" % ", ".join(
             "%s (%s)" % (s.id, s.url) for s in self.sessions.values()), "pass sessionId")
 
-    def attach(self, handler: "BridgeHandler", hello: dict) -> Tuple[Optional[BrowserSession], Optional[Tuple[int, str]]]:
+    def attach(self, handler: "_BridgeHandler", hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
         sid = hello["sessionId"]
         self._reap_departed()
         old = self.sessions.get(sid)
@@ -1189,13 +1189,13 @@ class Bridge:
                 old_handler.close(1008, reason)
             _emit(_bridge_log, logging.INFO, "session_replaced", sessionId=sid, url=session.url)
         else:
-            session = BrowserSession(self, handler, hello)
+            session = _BrowserSession(self, handler, hello)
             self.sessions[sid] = session
             _emit(_bridge_log, logging.INFO, "session_connected", sessionId=sid, url=session.url)
         self.ever_connected += 1
         return session, None
 
-    def detach(self, handler: "BridgeHandler") -> None:
+    def detach(self, handler: "_BridgeHandler") -> None:
         session = handler.session
         if session is None or session.handler is not handler:
             return
@@ -1588,14 +1588,14 @@ def _describe_predicate(p: dict) -> str:
 # Verdict rules ###############################################################
 ###############################################################################
 
-class Verdicts:
+class _Verdicts:
     """The predicate engine and the verdict rules (DESIGN section 7)."""
 
     def __init__(self, hub: "Hub") -> None:
         self.hub = hub
 
     # -- evaluation of one predicate ------------------------------------------------------
-    async def evaluate(self, session: BrowserSession, p: dict, floor: float, diagnose: bool = True) -> dict:
+    async def evaluate(self, session: _BrowserSession, p: dict, floor: float, diagnose: bool = True) -> dict:
         kind = p["kind"]
         if kind in ("allOf", "anyOf", "not"):
             return await self._combinator(session, p, floor, diagnose)
@@ -1607,7 +1607,7 @@ class Verdicts:
         except ToolError as exc:
             return {"pass": False, "inconclusive": "the page could not answer: %s" % exc.error}
 
-    async def _combinator(self, session: BrowserSession, p: dict, floor: float, diagnose: bool) -> dict:
+    async def _combinator(self, session: _BrowserSession, p: dict, floor: float, diagnose: bool) -> dict:
         if p["kind"] == "not":
             child = await self.evaluate(session, p["predicate"], floor, diagnose)
             if child.get("inconclusive"):
@@ -1635,7 +1635,7 @@ class Verdicts:
         return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
                 "evidence": list(children)}
 
-    async def _eval_net(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_net(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         def base_match(d: dict) -> bool:
             if p.get("method") and str(d.get("method", "")).upper() != p["method"].upper():
                 return False
@@ -1691,7 +1691,7 @@ class Verdicts:
                 "observed": seen[:8] or "no calls at all in this window",
                 "failureReason": "no completed request matched %s" % expected}
 
-    async def _eval_console(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_console(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         level = p.get("level")
         if level is None:
             types = ("console.log", "console.warn", "console.error", "error.uncaught")
@@ -1721,7 +1721,7 @@ class Verdicts:
         return {"pass": False, "assertion": "console.present", "failureReason": "no console %s message%s" % (
             level or "", " containing %r" % p["contains"] if p.get("contains") else "")}
 
-    async def _eval_animation(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_animation(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         want = "anim.end" if p.get("completed") else "anim.start"
         seen = []
         for e in window:
@@ -1737,7 +1737,7 @@ class Verdicts:
         return {"pass": False, "assertion": "animation", "observed": seen[:8] or "no animations in this window",
                 "failureReason": "no %s event for %s" % (want, p.get("name") or "any animation")}
 
-    async def _eval_signal(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_signal(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         named, matched = [], []
         for e in window:
             if e["type"] != "signal":
@@ -1765,7 +1765,7 @@ class Verdicts:
         return {"pass": False, "assertion": "signal.absent", "observed": fired or "no signals in this window",
                 "failureReason": "signal %r did not fire" % p.get("name", "*")}
 
-    async def _eval_route(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_route(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         changes = [e for e in window if e["type"] == "route.change" and isinstance(e.get("data"), dict)]
         if changes:
             to = str(changes[-1]["data"].get("to", ""))
@@ -1785,7 +1785,7 @@ class Verdicts:
                     "failureReason": "the route %r does not contain %r" % (full, p["contains"]), "evidence": evidence}
         return {"pass": True, "evidence": evidence, "assertion": "route"}
 
-    async def _eval_settled(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_settled(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         quiet_ms = float(p.get("quietMs", 500))
         open_ids = _still_open(window)
         last_busy = None
@@ -1805,7 +1805,7 @@ class Verdicts:
         return {"pass": False, "assertion": "settled.quiet", "retryAfterMs": round(quiet_ms - quiet_for),
                 "failureReason": "the page was busy %d ms ago (needs %d ms quiet)" % (quiet_for, quiet_ms)}
 
-    async def _eval_element(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_element(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         q = dict(p["query"])
         if "by" not in q:
             for f in ("role", "text", "label", "placeholder", "testid", "alt"):
@@ -1871,7 +1871,7 @@ class Verdicts:
                     out["observed"] = present[:12]
         return out
 
-    async def _eval_text(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_text(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         probe = {"kind": "text", "contains": p["contains"]}
         for k in ("visible", "scope"):
             if k in p:
@@ -1888,7 +1888,7 @@ class Verdicts:
         return {"pass": False, "assertion": "text.present", "expected": p["contains"],
                 "failureReason": "no%s text containing %r on the page" % (" visible" if p.get("visible") else "", p["contains"])}
 
-    async def _eval_state(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_state(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         path = p["path"]
         store = p.get("store")
         if store is None:
@@ -1925,7 +1925,7 @@ class Verdicts:
                 "observed": "%s = %s" % (path, _short(value)),
                 "failureReason": "%s.%s is %s, expected %s" % (store, path, _short(value), _short(expected))}
 
-    async def _eval_storage(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
+    async def _eval_storage(self, session: _BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
         if p.get("changed"):
             writes = [e["data"] for e in window if e["type"] == "storage.change" and isinstance(e.get("data"), dict)
                       and e["data"].get("key") == p["key"] and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
@@ -1955,7 +1955,7 @@ class Verdicts:
         return {"pass": True, "evidence": {"area": read.get("area"), "key": p["key"], "value": value}, "assertion": "storage"}
 
     # -- the wait loop ------------------------------------------------------------------------
-    async def wait(self, session: BrowserSession, p: dict, floor: float, timeout_ms: float) -> dict:
+    async def wait(self, session: _BrowserSession, p: dict, floor: float, timeout_ms: float) -> dict:
         generation = session.generation
         deadline = time.monotonic() + timeout_ms / 1000.0
         holds_count = any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
@@ -2063,7 +2063,7 @@ class Verdicts:
                             "detail": "the outcome of this request is unknown", "write": str(d.get("method", "")).upper() in _WRITE_METHODS})
         return out
 
-    def decide(self, res: dict, contradictions: List[dict], window: List[dict], session: BrowserSession,
+    def decide(self, res: dict, contradictions: List[dict], window: List[dict], session: _BrowserSession,
                floor: float, p: dict, already_true: bool = False, act: bool = False) -> Tuple[str, str, str]:
         declared = p["kind"] != "settled"
         if res.get("inconclusive"):
@@ -2143,14 +2143,14 @@ class Verdicts:
             return None
         return parse_predicate(raw, "until" if "until" in args else "predicate")
 
-    async def wait_for(self, session: BrowserSession, args: dict) -> dict:
+    async def wait_for(self, session: _BrowserSession, args: dict) -> dict:
         p = self._predicate_arg(args, True)
         floor = float(args["since"]) if args.get("since") is not None else session.floor()
         res = await self.wait(session, p, floor, args.get("timeout_ms", 4000))
         res["since"] = floor
         return session.splice_buffer(res, floor)
 
-    async def assert_(self, session: BrowserSession, args: dict) -> dict:
+    async def assert_(self, session: _BrowserSession, args: dict) -> dict:
         p = self._predicate_arg(args, True)
         floor = float(args["since"]) if args.get("since") is not None else session.floor()
         timeout = args.get("timeout_ms", 0)
@@ -2176,7 +2176,7 @@ class Verdicts:
                              "predicate, or allOf it with one.")
         return session.splice_health(session.splice_buffer(out, floor))
 
-    async def act_and_wait(self, session: BrowserSession, args: dict) -> dict:
+    async def act_and_wait(self, session: _BrowserSession, args: dict) -> dict:
         p = self._predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
         session.refuse_if_throttled(args.get("refuseWhenThrottled"))
         cmd = _act_command(args)
@@ -2256,7 +2256,7 @@ def _no_effect(action: str, effect: Any, window: List[dict]) -> Optional[dict]:
                       "did not make it so"}
 
 
-def _unsettled_report(session: BrowserSession, window: List[dict], since: float, p: dict) -> dict:
+def _unsettled_report(session: _BrowserSession, window: List[dict], since: float, p: dict) -> dict:
     """What kept the page busy: requests still open, and what fired over and over."""
     still = [_call_label(d) for d in session.open_requests.values() if d.get("startedAt", 0) >= since]
     counts = collections.Counter()
@@ -2400,7 +2400,7 @@ def _obj(props: dict, required: Tuple[str, ...] = ()) -> dict:
     return schema
 
 
-class Tool:
+class _Tool:
     """One tool: name, one-paragraph description, schema, async handler."""
 
     def __init__(self, name: str, description: str, schema: dict, handler: Callable,
@@ -2469,37 +2469,37 @@ def _accepted_fields(schema: dict, path: list, err: Any) -> List[str]:
     return list(node.get("properties", {}))
 
 
-class ToolRegistry:
-    """Name -> Tool.  tools/list, validation, the usage resource and the
+class _ToolRegistry:
+    """Name -> _Tool.  tools/list, validation, the usage resource and the
     README's tool table all read from here."""
 
     def __init__(self) -> None:
-        self._tools: Dict[str, Tool] = {}
+        self._tools: Dict[str, _Tool] = {}
 
-    def add(self, tool: Tool) -> Tool:
+    def add(self, tool: _Tool) -> _Tool:
         if tool.name in self._tools:
             raise ValueError("tool %s registered twice" % tool.name)
         self._tools[tool.name] = tool
         return tool
 
-    def get(self, name: str) -> Optional[Tool]:
+    def get(self, name: str) -> Optional[_Tool]:
         return self._tools.get(name)
 
-    def listed(self) -> List[Tool]:
+    def listed(self) -> List[_Tool]:
         return [t for t in self._tools.values() if t.listed]
 
     def names(self) -> List[str]:
         return [t.name for t in self.listed()]
 
 
-def _build_registry() -> ToolRegistry:
+def _build_registry() -> _ToolRegistry:
     """Every tool of DESIGN section 7 that works, with its final schema."""
-    reg = ToolRegistry()
+    reg = _ToolRegistry()
     sid = _SESSION_ID
 
     def add(name, description, props, handler, example=None, required=()):
         props = dict(props)
-        reg.add(Tool(name, description, _obj(props, required), handler, example))
+        reg.add(_Tool(name, description, _obj(props, required), handler, example))
 
     add("reticle_sessions",
         "List the browser tabs connected to this daemon (id, url, title, health). An empty list "
@@ -2621,7 +2621,7 @@ def _cost(obj: Any) -> dict:
     return {"bytes": size, "tokens": (size + 3) // 4}
 
 
-async def _tool_sessions(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_sessions(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     sessions = [s.describe() for s in hub.bridge.live()]
     out: Dict[str, Any] = {"sessions": sessions}
     if not sessions:
@@ -2634,7 +2634,7 @@ async def _tool_sessions(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
     return out
 
 
-async def _tool_snapshot(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_snapshot(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     mode = args.get("mode", "full")
     cmd = {"mode": mode}
@@ -2670,7 +2670,7 @@ def _query_args(args: dict) -> dict:
     return out
 
 
-async def _tool_query(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_query(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     result = await session.command("query", _query_args(args))
     if isinstance(result, dict):
@@ -2678,18 +2678,18 @@ async def _tool_query(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
     return result
 
 
-async def _tool_inspect(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_inspect(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     return await session.command("inspect", {"ref": args["ref"]})
 
 
-async def _tool_state(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_state(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     cmd = {k: args[k] for k in ("store", "path", "depth") if k in args}
     return await session.command("state_read", cmd)
 
 
-async def _tool_capabilities(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_capabilities(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     result = await session.command("capabilities", {})
     if isinstance(result, dict):
@@ -2697,7 +2697,7 @@ async def _tool_capabilities(hub: "Hub", args: dict, ctx: "CallContext") -> dict
     return result
 
 
-async def _tool_act(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_act(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
@@ -2710,7 +2710,7 @@ async def _tool_act(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
     return session.splice_health(out)
 
 
-async def _tool_act_sequence(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_act_sequence(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     steps = []
     for i, step in enumerate(args["steps"]):
@@ -2727,7 +2727,7 @@ async def _tool_act_sequence(hub: "Hub", args: dict, ctx: "CallContext") -> dict
     return session.splice_health(out)
 
 
-async def _tool_navigate(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_navigate(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     if not args.get("url") and not args.get("reload"):
         raise ToolError("reticle_navigate needs `url` or `reload: true`.",
@@ -2757,14 +2757,14 @@ async def _tool_navigate(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
     return out
 
 
-def _window(session: "BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
+def _window(session: "_BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
     since = args.get("since")
     since = default_since if since is None else float(since)
     until = args.get("until")
     return since, (None if until is None else float(until))
 
 
-async def _tool_observe(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_observe(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     now = hub.clock()
     default = now - args.get("window_ms", 2000)
@@ -2814,7 +2814,7 @@ def _public_event(e: dict) -> dict:
     return out
 
 
-def _net_calls(session: "BrowserSession", since: float, until: Optional[float]) -> List[dict]:
+def _net_calls(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
     """Completed calls plus requests still pending, in start order."""
     events = session.store.query(since, until, prefix="net.")
     done = {}
@@ -2838,7 +2838,7 @@ def _net_calls(session: "BrowserSession", since: float, until: Optional[float]) 
     return [done[r] for r in order]
 
 
-async def _tool_network(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_network(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     since, until = _window(session, args, 0.0)
     calls = _net_calls(session, since, until)
@@ -2887,7 +2887,7 @@ _CONSOLE_TYPES = ("console.log", "console.info", "console.warn", "console.error"
                   "error.uncaught")
 
 
-async def _tool_console(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_console(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     since, until = _window(session, args, 0.0)
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
@@ -2926,17 +2926,17 @@ async def _tool_console(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
     return session.splice_buffer(out, since)
 
 
-async def _tool_wait_for(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_wait_for(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     return await hub.verdicts.wait_for(session, args)
 
 
-async def _tool_assert(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_assert(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     return await hub.verdicts.assert_(session, args)
 
 
-async def _tool_act_and_wait(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_act_and_wait(hub: "Hub", args: dict, ctx: "_CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     return await hub.verdicts.act_and_wait(session, args)
 
@@ -3150,7 +3150,7 @@ class _BaseHandler(tornado.web.RequestHandler):
         self.finish(_dumps(obj))
 
 
-class NotFoundHandler(_BaseHandler):
+class _NotFoundHandler(_BaseHandler):
     """Every unknown path: a JSON 404 (after the guard)."""
 
     def _not_found(self, *args: Any) -> None:
@@ -3160,17 +3160,17 @@ class NotFoundHandler(_BaseHandler):
     get = post = put = delete = patch = head = options = _not_found
 
 
-class StatusHandler(_BaseHandler):
+class _StatusHandler(_BaseHandler):
     def get(self) -> None:
         self.send_json(self.hub.status())
 
 
-class OpenApiHandler(_BaseHandler):
+class _OpenApiHandler(_BaseHandler):
     def get(self) -> None:
         self.send_json(_openapi(self.hub))
 
 
-class SdkHandler(_BaseHandler):
+class _SdkHandler(_BaseHandler):
     """GET /reticle.js: the in-page SDK (no token inside, ever)."""
 
     allow_listed_origins = True
@@ -3184,7 +3184,7 @@ class SdkHandler(_BaseHandler):
         self.write(self.hub.sdk_source())
 
 
-class StopHandler(_BaseHandler):
+class _StopHandler(_BaseHandler):
     """POST /stop: a planned stop; needs the token even from loopback."""
 
     def post(self) -> None:
@@ -3238,7 +3238,7 @@ class _SseMixin:
             closed.set()
 
 
-class SseHandler(_SseMixin, _BaseHandler):
+class _SseHandler(_SseMixin, _BaseHandler):
     """GET /mcp/sse: one MCP session per stream (seeds/http-transport.md)."""
 
     async def get(self) -> None:
@@ -3248,7 +3248,7 @@ class SseHandler(_SseMixin, _BaseHandler):
             return
         self.sse_open()
         self.sse_id = str(uuid.uuid4())
-        self.ctx = CallContext("sse", "sse:" + self.sse_id)
+        self.ctx = _CallContext("sse", "sse:" + self.sse_id)
         self.hub.sse_streams[self.sse_id] = self
         _emit(_log, logging.INFO, "mcp_client_connected", transport="sse", session=self.sse_id)
         try:
@@ -3262,7 +3262,7 @@ class SseHandler(_SseMixin, _BaseHandler):
         await self.sse_write("event: message\ndata: %s\n\n" % _dumps(message))
 
 
-class SseMessageHandler(_BaseHandler):
+class _SseMessageHandler(_BaseHandler):
     """POST /mcp/message?sessionId=: 202 now, the reply on the stream."""
 
     async def post(self) -> None:
@@ -3293,13 +3293,13 @@ class SseMessageHandler(_BaseHandler):
         self.finish("Accepted")
         self.hub.spawn(self._answer(stream, message))
 
-    async def _answer(self, stream: SseHandler, message: dict) -> None:
+    async def _answer(self, stream: _SseHandler, message: dict) -> None:
         reply = await self.hub.dispatcher.handle(message, stream.ctx)
         if reply is not None:
             await stream.deliver(reply)
 
 
-class StreamableHandler(_SseMixin, _BaseHandler):
+class _StreamableHandler(_SseMixin, _BaseHandler):
     """POST/GET/DELETE /mcp and POST/GET / (seeds/http-mcp-streamable.md)."""
 
     def initialize(self, hub: "Hub", root: bool = False) -> None:
@@ -3331,7 +3331,7 @@ class StreamableHandler(_SseMixin, _BaseHandler):
         except ValueError as exc:
             self.send_json(_rpc_error(None, -32700, "Parse error: %s" % exc))
             return
-        ctx = CallContext("streamable-http", sid or "addr:%s" % self.request.remote_ip)
+        ctx = _CallContext("streamable-http", sid or "addr:%s" % self.request.remote_ip)
         if sid:
             self.hub.touch_client(sid)
         reply, _ = await self.hub.dispatcher.handle_payload(payload, ctx)
@@ -3384,12 +3384,12 @@ def _ws_reason(reason: str) -> str:
     return data.decode("utf-8", "ignore")
 
 
-class BridgeHandler(tornado.websocket.WebSocketHandler):
+class _BridgeHandler(tornado.websocket.WebSocketHandler):
     """GET /reticle: the browser bridge (hello, event(s), command, command_result)."""
 
     def initialize(self, hub: "Hub") -> None:
         self.hub = hub
-        self.session: Optional[BrowserSession] = None
+        self.session: Optional[_BrowserSession] = None
         self.replaced = False
         self.needs_token = True
         self._hello_timer: Any = None
@@ -3550,33 +3550,33 @@ _MIDDLEWARE_CODES = {"403": "Host, Origin or Referer not allowed, or the token i
 
 # path regex, handler, extra kwargs, OpenAPI path, {method: (operationId, summary, {status: text})}
 _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
-    (r"/status", StatusHandler, {}, "/status",
+    (r"/status", _StatusHandler, {}, "/status",
      {"get": ("status", "Daemon status (cheap JSON)", {"200": "status JSON"})}),
-    (r"/openapi\.json", OpenApiHandler, {}, "/openapi.json",
+    (r"/openapi\.json", _OpenApiHandler, {}, "/openapi.json",
      {"get": ("openapi", "This document", {"200": "OpenAPI 3.1 JSON"})}),
-    (r"/reticle\.js", SdkHandler, {}, "/reticle.js",
+    (r"/reticle\.js", _SdkHandler, {}, "/reticle.js",
      {"get": ("sdk", "The in-page SDK (application/javascript, ETag)",
               {"200": "the SDK", "304": "not modified (If-None-Match)"})}),
-    (r"/reticle", BridgeHandler, {}, "/reticle",
+    (r"/reticle", _BridgeHandler, {}, "/reticle",
      {"get": ("bridge", "WebSocket upgrade for the in-page SDK",
               {"101": "switching protocols", "400": "not a WebSocket upgrade", "403": "origin or host refused"})}),
-    (r"/mcp/sse", SseHandler, {}, "/mcp/sse",
+    (r"/mcp/sse", _SseHandler, {}, "/mcp/sse",
      {"get": ("mcpSse", "Open an MCP HTTP+SSE session; the first frame is `endpoint`",
               {"200": "text/event-stream", "503": "MCP server not ready"})}),
-    (r"/mcp/message", SseMessageHandler, {}, "/mcp/message",
+    (r"/mcp/message", _SseMessageHandler, {}, "/mcp/message",
      {"post": ("mcpMessage", "Send one JSON-RPC message into an SSE session; the reply arrives on the stream",
                {"202": "accepted", "400": "missing sessionId, or not one JSON-RPC message",
                 "404": "session not found", "503": "MCP server not ready"})}),
-    (r"/mcp", StreamableHandler, {}, "/mcp",
+    (r"/mcp", _StreamableHandler, {}, "/mcp",
      {"post": ("mcpPost", "Send MCP JSON-RPC messages (one or a batch)",
                {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
                 "404": "MCP_SESSION_UNKNOWN"}),
       "get": ("mcpGet", "Server-to-client stream of SSE comments",
               {"200": "text/event-stream", "400": "missing Mcp-Session-Id", "404": "MCP_SESSION_UNKNOWN"}),
       "delete": ("mcpDelete", "End a session: not supported", {"405": "always, no body"})}),
-    (r"/stop", StopHandler, {}, "/stop",
+    (r"/stop", _StopHandler, {}, "/stop",
      {"post": ("stop", "Planned stop (needs the pairing token)", {"202": "stopping"})}),
-    (r"/", StreamableHandler, {"root": True}, "/",
+    (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
                {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
                 "404": "MCP_SESSION_UNKNOWN"}),
@@ -3611,13 +3611,13 @@ class Hub:
     def __init__(self, state_dir: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  token: Optional[str] = None, allowed_origins: Optional[List[str]] = None,
                  rate: Optional[Tuple[float, float]] = None, scheme: str = "http") -> None:
-        self.state = StateDir(state_dir)
+        self.state = _StateDir(state_dir)
         self.host = host
         self.port = port
         self.scheme = scheme
         self._token = token
         self._token_cache: Tuple[float, str] = (-1.0, "")
-        self.signer = SessionSigner(self.state.machine_key())
+        self.signer = _SessionSigner(self.state.machine_key())
         if allowed_origins is None:
             allowed_origins = [o for o in os.environ.get("RETICLE_ALLOWED_ORIGINS", "").split(",") if o.strip()]
         self.allowed_origins = tuple(filter(None, (_normalise_origin(o) for o in allowed_origins)))
@@ -3628,11 +3628,11 @@ class Hub:
         self._t0 = time.monotonic()
         self.started_at = time.time()
         self.registry = _build_registry()
-        self.dispatcher = McpDispatcher(self.registry, self.call_tool, self.read_live)
-        self.bridge = Bridge(self)
-        self.verdicts = Verdicts(self)
+        self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live)
+        self.bridge = _Bridge(self)
+        self.verdicts = _Verdicts(self)
         self.guard = _Guard(self)
-        self.sse_streams: Dict[str, SseHandler] = {}
+        self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
         self.clients: Dict[str, float] = {}
         self.mcp_ready = True
@@ -3683,7 +3683,7 @@ class Hub:
             self.clients = {k: v for k, v in self.clients.items() if v > horizon}
 
     # -- MCP ----------------------------------------------------------------------
-    async def call_tool(self, name: str, args: dict, ctx: CallContext) -> dict:
+    async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         tool = self.registry.get(name)
         try:
             return _tool_result(await tool.handler(self, args, ctx))
@@ -3695,7 +3695,7 @@ class Hub:
                                  "recovery": "this is a Reticle bug; the daemon keeps serving"}, True)
 
     async def read_live(self, uri: str) -> Any:
-        return await _tool_sessions(self, {}, CallContext("resource", "resource"))
+        return await _tool_sessions(self, {}, _CallContext("resource", "resource"))
 
     # -- status ---------------------------------------------------------------------
     def status(self) -> dict:
@@ -3741,7 +3741,7 @@ def make_app(hub: Optional[Hub] = None, **settings: Any) -> tornado.web.Applicat
     routes = [tornado.web.url(path, handler, dict(hub=hub, **extra)) for path, handler, extra, _, _ in _ROUTES]
     settings.setdefault("websocket_ping_interval", WS_PING_INTERVAL_S)
     settings.setdefault("websocket_max_message_size", WS_MAX_MESSAGE_BYTES)
-    settings.setdefault("default_handler_class", NotFoundHandler)
+    settings.setdefault("default_handler_class", _NotFoundHandler)
     settings.setdefault("default_handler_args", {"hub": hub})
     settings.setdefault("compress_response", False)
     settings.setdefault("log_function", _log_request)
@@ -3764,7 +3764,7 @@ def _log_request(handler: tornado.web.RequestHandler) -> None:
 ###############################################################################
 
 
-def _tls_context(state: StateDir, certfile: Optional[str], keyfile: Optional[str]) -> Tuple[Any, str]:
+def _tls_context(state: _StateDir, certfile: Optional[str], keyfile: Optional[str]) -> Tuple[Any, str]:
     """An SSL context and the certificate's SHA-256 fingerprint."""
     import ssl
     from cryptography import x509
@@ -3847,7 +3847,7 @@ async def _http(method: str, port: int, path: str, body: Optional[bytes] = None,
         client.close()
 
 
-def _daemon_record(state: StateDir, port: int) -> Optional[dict]:
+def _daemon_record(state: _StateDir, port: int) -> Optional[dict]:
     try:
         with open(state.file("daemon-%d.json" % port)) as fh:
             return json.load(fh)
@@ -3941,7 +3941,7 @@ def _self_command() -> List[str]:
 class _DaemonLink:
     """The stdio proxy's line to the daemon: starts one when none answers."""
 
-    def __init__(self, port: int, state: StateDir) -> None:
+    def __init__(self, port: int, state: _StateDir) -> None:
         self.port = port
         self.state = state
         self.scheme = "http"
@@ -4075,7 +4075,7 @@ class _DaemonLink:
             raise RpcError(err.get("code", -32603), err.get("message", "error"), err.get("data"))
         return reply.get("result")
 
-    async def call_tool(self, name: str, args: dict, ctx: CallContext) -> dict:
+    async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         try:
             return await self.request("tools/call", {"name": name, "arguments": args})
         except ToolError as exc:
@@ -4097,10 +4097,10 @@ class _DaemonLink:
                 self.port, exc.error if isinstance(exc, ToolError) else exc)}
 
 
-async def _mcp_stdio(port: int, state: StateDir) -> int:
+async def _mcp_stdio(port: int, state: _StateDir) -> int:
     """`reticle mcp`: newline-delimited JSON-RPC on stdin/stdout."""
     link = _DaemonLink(port, state)
-    dispatcher = McpDispatcher(_build_registry(), link.call_tool, link.read_live)
+    dispatcher = _McpDispatcher(_build_registry(), link.call_tool, link.read_live)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -4123,7 +4123,7 @@ async def _mcp_stdio(port: int, state: StateDir) -> int:
         except ValueError as exc:
             reply: Any = _rpc_error(None, -32700, "Parse error: %s" % exc)
         else:
-            reply, _ = await dispatcher.handle_payload(payload, CallContext("stdio", "stdio"))
+            reply, _ = await dispatcher.handle_payload(payload, _CallContext("stdio", "stdio"))
         if reply is not None:
             async with write_lock:
                 out.write(_dumps(reply).encode("utf-8") + b"\n")
@@ -4223,7 +4223,7 @@ async def _cli_status(port: int, as_json: bool) -> int:
     return 0
 
 
-async def _cli_stop(port: int, state: StateDir) -> int:
+async def _cli_stop(port: int, state: _StateDir) -> int:
     probe = await _probe_port(port)
     if probe["state"] == "free":
         sys.stderr.write("reticle: no daemon runs on port %d; nothing to stop.\n" % port)
@@ -4261,7 +4261,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stderr.write("reticle: choose a command: serve, mcp, status, stop or token\n")
         return 2
     try:
-        state = StateDir()
+        state = _StateDir()
         if args.command == "token":
             if os.environ.get("RETICLE_TOKEN", "").strip():
                 if args.rotate:
@@ -4295,7 +4295,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 ###############################################################################
 # Embedded assets #############################################################
 ###############################################################################
-# _SDK_JS: the in-page SDK, served at GET /reticle.js by SdkHandler.  The
+# _SDK_JS: the in-page SDK, served at GET /reticle.js by _SdkHandler.  The
 # daemon replaces __RETICLE_VERSION__ and the config token; it never holds
 # the pairing token.
 

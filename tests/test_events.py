@@ -18,7 +18,7 @@ def ev(clock, etype, **data):
 
 def test_churn_is_evicted_before_anything_else():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_count=10)
+    store = reticle._EventStore(clock, cap_count=10)
     store.add(ev(clock, "net.request", url="/a"), 10)
     for i in range(20):
         clock.now += 1
@@ -34,7 +34,7 @@ def test_churn_is_evicted_before_anything_else():
 
 def test_valuable_events_go_only_when_no_churn_is_left():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_count=3)
+    store = reticle._EventStore(clock, cap_count=3)
     for i in range(5):
         clock.now += 1
         store.add(ev(clock, "net.request", n=i), 10)
@@ -47,7 +47,7 @@ def test_valuable_events_go_only_when_no_churn_is_left():
 
 def test_age_cap():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_age_ms=1000)
+    store = reticle._EventStore(clock, cap_age_ms=1000)
     store.add(ev(clock, "signal", n=1), 10)
     clock.now = 1500
     store.add(ev(clock, "signal", n=2), 10)
@@ -57,7 +57,7 @@ def test_age_cap():
 
 def test_byte_cap():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_bytes=1000)
+    store = reticle._EventStore(clock, cap_bytes=1000)
     for i in range(10):
         clock.now += 1
         store.add(ev(clock, "console.log", n=i), 300)
@@ -66,7 +66,7 @@ def test_byte_cap():
 
 def test_query_window_and_prefix_keep_arrival_order():
     clock = Clock()
-    store = reticle.EventStore(clock)
+    store = reticle._EventStore(clock)
     for i, etype in enumerate(["dom.added", "net.pending", "dom.text", "net.request", "signal"]):
         clock.now = float(i * 10)
         store.add(ev(clock, etype, i=i), 10)
@@ -77,7 +77,7 @@ def test_query_window_and_prefix_keep_arrival_order():
 
 def test_sampling_is_a_loss_too():
     clock = Clock()
-    store = reticle.EventStore(clock)
+    store = reticle._EventStore(clock)
     clock.now = 50
     store.note_sampled(7, clock.now)
     assert store.loss_since(10) == {"sampled": 7}
@@ -87,7 +87,7 @@ def test_sampling_is_a_loss_too():
 
 def test_a_frame_may_overshoot_until_it_is_trimmed_once():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_count=5)
+    store = reticle._EventStore(clock, cap_count=5)
     for i in range(8):
         store.add(ev(clock, "signal", n=i), 10, trim=False)
     assert len(store) == 8

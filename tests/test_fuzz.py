@@ -46,7 +46,7 @@ def check_reply(reply, request):
 @given(payload=JSON | st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": st.integers(0, 99) | st.text(max_size=5),
                                               "method": METHODS, "params": JSON}))
 def test_any_payload_gets_a_json_rpc_answer(hub, payload):
-    ctx = reticle.CallContext("test", "fuzz")
+    ctx = reticle._CallContext("test", "fuzz")
     reply, batch = run(hub.dispatcher.handle_payload(payload, ctx))
     if reply is None:
         return  # notifications and client responses are not answered
@@ -63,7 +63,7 @@ TOOLS = sorted(t.name for t in reticle._build_registry().listed())
                      "by", "value", "name", "store", "path", "depth", "url", "reload", "steps", "level", "limit",
                      "sessionId", "filters", "window_ms", "status", "ok", "nonsense"]), JSON, max_size=5))
 def test_random_tool_arguments_are_refused_or_run(hub, name, args):
-    ctx = reticle.CallContext("test", "fuzz")
+    ctx = reticle._CallContext("test", "fuzz")
     msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}}
     reply = run(hub.dispatcher.handle(msg, ctx))
     check_reply(reply, msg)

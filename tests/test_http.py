@@ -472,7 +472,7 @@ class StreamableHttpTest(ReticleTestCase):
 
     @gen_test
     async def test_session_id_signed_by_another_machine_is_404(self):
-        foreign = reticle.SessionSigner(os.urandom(32)).mint()
+        foreign = reticle._SessionSigner(os.urandom(32)).mint()
         resp = await self.post(rpc("ping"), headers={"Mcp-Session-Id": foreign})
         self.assert_refusal(resp, 404, "MCP_SESSION_UNKNOWN")
         await self.assert_still_serving()

@@ -19,7 +19,7 @@ def hub(tmp_path_factory):
 
 
 def ctx():
-    return reticle.CallContext("test", "test")
+    return reticle._CallContext("test", "test")
 
 
 def rpc(hub, message):

@@ -27,7 +27,7 @@ def hub(tmp_path_factory):
 def call(hub, name, arguments):
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                "params": {"name": name, "arguments": arguments}}
-    return asyncio.run(hub.dispatcher.handle(message, reticle.CallContext("test", "test")))
+    return asyncio.run(hub.dispatcher.handle(message, reticle._CallContext("test", "test")))
 
 
 def objects_in(schema):
@@ -158,7 +158,7 @@ def test_reticle_sessions_empty_list_carries_why_and_next_action(hub):
 
 
 def test_registry_refuses_a_duplicate():
-    registry = reticle.ToolRegistry()
+    registry = reticle._ToolRegistry()
     tool = TOOLS[0]
     registry.add(tool)
     with pytest.raises(ValueError):
@@ -170,4 +170,4 @@ def test_a_tool_with_an_invalid_schema_cannot_be_made():
         return {}
 
     with pytest.raises(jsonschema.exceptions.SchemaError):
-        reticle.Tool("bad", "bad", {"type": "no-such-type"}, handler)
+        reticle._Tool("bad", "bad", {"type": "no-such-type"}, handler)
