@@ -640,7 +640,7 @@ CHEATSHEET = """# Reticle cheat sheet
 3. `reticle_act_and_wait {ref, action, until: <predicate>}`: act and get a verdict.
 4. `reticle_assert {predicate}`: check what happened since the last act.
 
-Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
+_Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
 `"unknown"` means Reticle could not tell (tab lost, request in flight, body not captured,
 evidence evicted): report it as unknown and never weaken the check.
 
@@ -6432,14 +6432,23 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     contentinfo: 1
   };
 
-  function textOf(node, depth) {
-    // visible-ish collapsed text, skipping aria-hidden and non-rendered tags
+  // Readable text: collapsed text that skips aria-hidden and never-rendered tags (script, style,
+  // template, noscript...). `skip` is an element left out with its subtree (the control a label
+  // names); a nested select or textarea counts as its current value, never as all its options.
+  function textOf(node, depth, skip) {
     if (depth > 30) return '';
     var out = '';
     for (var c = node.firstChild; c; c = c.nextSibling) {
       if (c.nodeType === 3) out += c.data;
       else if (c.nodeType === 1) {
         if (SKIP_TAGS[c.tagName] || c.getAttribute('aria-hidden') === 'true' || c.hidden) continue;
+        if (c === skip) continue;
+        if (c.tagName === 'SELECT') {
+          var so = c.selectedOptions && c.selectedOptions[0];
+          out += ' ' + (so ? so.label || so.textContent : '') + ' ';
+          continue;
+        }
+        if (c.tagName === 'TEXTAREA') continue;
         if (c.tagName === 'IMG') {
           out += ' ' + (c.getAttribute('alt') || '') + ' ';
           continue;
@@ -6452,7 +6461,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           out += ' ';
           continue;
         }
-        out += ' ' + textOf(c, depth + 1) + ' ';
+        out += ' ' + textOf(c, depth + 1, skip) + ' ';
       }
     }
     return out;
@@ -6467,7 +6476,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var out = [];
     try {
       if (el.labels && el.labels.length)
-        for (var i = 0; i < el.labels.length; i++) out.push(norm(textOf(el.labels[i], 0)));
+        for (var i = 0; i < el.labels.length; i++) out.push(norm(textOf(el.labels[i], 0, el)));
     } catch (e) {
       /* not labelable */
     }
@@ -6480,7 +6489,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var parts = ids.split(/\s+/).map(function (id) {
       var n = root.getElementById ? root.getElementById(id) : document.getElementById(id);
       if (!n) return '';
-      return n.getAttribute('aria-label') || textOf(n, 0);
+      return n.getAttribute('aria-label') || textOf(n, 0, el);
     });
     return norm(parts.join(' '));
   }
@@ -6740,16 +6749,109 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       name = getName(el, role);
     return role + (name ? ' "' + clip(name, 60) + '"' : '') + ' (' + refFor(el) + ')';
   }
+  var LANDMARKS = {
+    navigation: 1,
+    main: 1,
+    banner: 1,
+    contentinfo: 1,
+    complementary: 1,
+    form: 1,
+    dialog: 1,
+    alertdialog: 1,
+    region: 1,
+    search: 1
+  };
+  // The nearest landmark around el (crossing shadow roots) as 'role "name"', or 'page'.
+  function landmarkOf(el) {
+    var cur = el.parentNode;
+    for (var i = 0; cur && i < 200; i++) {
+      if (cur.nodeType === 11 && cur.host) cur = cur.host;
+      if (!cur || cur.nodeType !== 1) break;
+      var r = getRole(cur);
+      if (LANDMARKS[r]) {
+        var nm = getName(cur, r);
+        return r + (nm ? ' "' + clip(nm, 40) + '"' : '');
+      }
+      cur = cur.parentNode;
+    }
+    return 'page';
+  }
+  // One candidate of an ambiguous or near-missed target: ref, role, name and landmark.
+  function candidate(el) {
+    var role = getRole(el);
+    return {
+      ref: refFor(el),
+      role: role,
+      name: clip(getName(el, role), 80),
+      landmark: landmarkOf(el)
+    };
+  }
+  function candidateText(c) {
+    return c.ref + ' ' + c.role + (c.name ? ' "' + c.name + '"' : '') + ' in ' + c.landmark;
+  }
+  function wordsOf(s) {
+    return norm(s)
+      .toLowerCase()
+      .split(/[^\p{L}\p{N}]+/u)
+      .filter(function (w) {
+        return w.length > 1;
+      });
+  }
+  // Up to `max` elements near a query that found nothing: same role, or a name/text that shares a
+  // substring or words with what was asked, best first.
+  function nearMisses(q, root, max) {
+    var want = q.by === 'role' ? q.name : q.value;
+    var wantText = isObj(want) ? want.contains || want.equals || want.matches || '' : want;
+    wantText = norm(wantText == null ? '' : String(wantText)).toLowerCase();
+    var words = wordsOf(wantText);
+    var role = q.by === 'role' ? norm(q.value).toLowerCase() : null;
+    var scored = [];
+    var all = allElements(root || document.body || document.documentElement, 5000);
+    for (var i = 0; i < all.length; i++) {
+      var el = all[i];
+      if (isIgnored(el)) continue;
+      var r = getRole(el);
+      var nm = getName(el, r);
+      var text = nm || ownText(el);
+      if (!text && r === 'generic') continue;
+      var low = text.toLowerCase(),
+        score = 0;
+      if (role && r === role) score += 2;
+      if (wantText && low && (low.indexOf(wantText) >= 0 || wantText.indexOf(low) >= 0)) score += 3;
+      else if (words.length && low) {
+        var lw = wordsOf(low);
+        for (var w = 0; w < words.length; w++) if (lw.indexOf(words[w]) >= 0) score += 1;
+      }
+      if (q.by === 'label' || q.by === 'placeholder') {
+        if (!/^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName)) continue;
+        var ph = norm(el.getAttribute('placeholder') || '').toLowerCase();
+        if (ph && wantText && (ph.indexOf(wantText) >= 0 || wantText.indexOf(ph) >= 0)) score += 3;
+        score += 1;
+      }
+      if (score >= (role ? 2 : 1)) scored.push({ el: el, score: score, i: i });
+    }
+    scored.sort(function (a, b) {
+      return b.score - a.score || a.i - b.i;
+    });
+    return scored.slice(0, max || 5).map(function (x) {
+      return candidate(x.el);
+    });
+  }
 
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   function shadowOf(el) {
     return el.shadowRoot || SHADOWS.get(el) || null;
   }
+  // The rendered children of el: a shadow host's children are its shadow tree (light children
+  // are reached once, through the slots they are assigned to), a slot's are its assigned nodes.
   function childrenOf(el) {
     var out = [];
     var sr = shadowOf(el);
-    if (sr) for (var c = sr.firstElementChild; c; c = c.nextElementSibling) out.push(c);
+    if (sr) {
+      for (var c = sr.firstElementChild; c; c = c.nextElementSibling) out.push(c);
+      return out;
+    }
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
       try {
         var d = el.contentDocument;
@@ -6872,9 +6974,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         dialogs = [];
       }
     }
+    var visited = new Set(); // an element reachable twice (slots, frames) is printed once
     function visit(el, level, inLive, pname) {
       if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
       if (secondPass && dialogs.indexOf(el) >= 0) return;
+      if (visited.has(el)) return;
+      visited.add(el);
       if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
       var st = styleOf(el);
       if (st && st.display === 'none') return;
@@ -6987,6 +7092,83 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return res;
   }
 
+  // ---- text matching: contains, equals, matches -------------------------------------------------
+  // A text spec is a string (read as `dflt`: 'contains' or 'equals') or an object with exactly one
+  // of {contains}, {equals}, {matches, flags?}. All compare normalised text (whitespace collapsed,
+  // trimmed, NFC): contains is case-insensitive, equals is case-sensitive and whole, matches is a
+  // JavaScript regular expression tested against the whole normalised text.
+  var TEXT_MODES = ['contains', 'equals', 'matches'];
+  function textSpec(v, dflt) {
+    var mode = dflt,
+      val = v,
+      flags = '';
+    if (isObj(v)) {
+      var given = TEXT_MODES.filter(function (m) {
+        return v[m] != null;
+      });
+      if (given.length !== 1)
+        throw new Error('a text match needs exactly one of contains, equals or matches');
+      mode = given[0];
+      val = v[mode];
+      flags = v.flags == null ? '' : String(v.flags);
+    }
+    val = val == null ? '' : String(val);
+    var spec = { mode: mode, value: val };
+    if (mode === 'matches') {
+      var re;
+      try {
+        re = new RegExp(val, flags.replace(/[gy]/g, ''));
+      } catch (e) {
+        throw new Error(
+          'matches ' +
+            JSON.stringify(clip(val, 80)) +
+            ' is not a valid regular expression: ' +
+            errMsg(e)
+        );
+      }
+      spec.test = function (t) {
+        return re.test(norm(t));
+      };
+    } else if (mode === 'equals') {
+      var want = norm(val);
+      spec.test = function (t) {
+        return norm(t) === want;
+      };
+    } else {
+      var needle = norm(val).toLowerCase();
+      spec.test = function (t) {
+        return norm(t).toLowerCase().indexOf(needle) >= 0;
+      };
+    }
+    return spec;
+  }
+  // The innermost elements under root whose whole readable text passes `test`: the places a user
+  // would point at. An ancestor that only passes because of a matching descendant is not a place.
+  function textPlaces(root, test, cap) {
+    var places = [],
+      seen = 0;
+    cap = cap || 20000;
+    function visit(el, depth) {
+      if (SKIP_TAGS[el.tagName] || el.getAttribute('aria-hidden') === 'true' || el.hidden)
+        return false;
+      if (++seen > cap || depth > 60) return false;
+      var inner = false;
+      var kids = childrenOf(el);
+      for (var i = 0; i < kids.length; i++) if (visit(kids[i], depth + 1)) inner = true;
+      if (inner) return true;
+      if (isIgnored(el)) return false;
+      var t =
+        el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)
+          ? el.value
+          : textOf(el, 0);
+      if (!norm(t) || !test(t)) return false;
+      places.push(el);
+      return true;
+    }
+    visit(root, 0);
+    return places;
+  }
+
   // ---- query / match -------------------------------------------------------------------------
   var QUERY_BYS = ['role', 'text', 'label', 'placeholder', 'testid', 'alt'];
   function normalizeQuery(q) {
@@ -7005,19 +7187,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     throw new Error('a query needs by+value or one of testid, label, placeholder, alt, text, role');
   }
-  function matchLabel(el, needle) {
+  function matchLabel(el, spec) {
     var parts = labelsText(el);
     var a = el.getAttribute('aria-label');
     if (a) parts.push(norm(a));
     var lb = byIdText(el, 'aria-labelledby');
     if (lb) parts.push(lb);
-    for (var i = 0; i < parts.length; i++)
-      if (parts[i].toLowerCase().indexOf(needle) >= 0) return true;
+    for (var i = 0; i < parts.length; i++) if (spec.test(parts[i])) return true;
     return false;
   }
+  // A query's value is a string (contains, case-insensitive; testid exact) or a text spec object;
+  // a role query's name is a string (exactly equal) or a text spec object.
   function matcher(q) {
-    var v = q.value == null ? '' : String(q.value);
-    var needle = norm(v).toLowerCase();
+    var v = isObj(q.value) ? q.value : q.value == null ? '' : String(q.value);
+    var spec = q.by === 'testid' || q.by === 'role' ? null : textSpec(v, 'contains');
     switch (q.by) {
       case 'testid':
         return function (el) {
@@ -7026,21 +7209,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       case 'placeholder':
         return function (el) {
           var p = el.getAttribute('placeholder');
-          return p != null && norm(p).toLowerCase().indexOf(needle) >= 0;
+          return p != null && spec.test(p);
         };
       case 'alt':
         return function (el) {
           var a = el.getAttribute('alt');
-          return (
-            a != null &&
-            /^(IMG|INPUT|AREA)$/.test(el.tagName) &&
-            norm(a).toLowerCase().indexOf(needle) >= 0
-          );
+          return a != null && /^(IMG|INPUT|AREA)$/.test(el.tagName) && spec.test(a);
         };
       case 'text':
         return function (el) {
           var t = ownText(el);
-          return !!t && t.toLowerCase().indexOf(needle) >= 0;
+          return !!t && spec.test(t);
         };
       case 'label':
         return function (el) {
@@ -7050,15 +7229,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             !el.hasAttribute('aria-labelledby')
           )
             return false;
-          return matchLabel(el, needle);
+          return matchLabel(el, spec);
         };
       case 'role': {
         var want = norm(v).toLowerCase();
-        var nm = q.name == null ? null : norm(q.name);
+        var nm = q.name == null ? null : textSpec(q.name, 'equals');
         return function (el) {
           var r = getRole(el);
           if (r !== want) return false;
-          return nm == null || getName(el, r) === nm;
+          return nm == null || nm.test(getName(el, r));
         };
       }
     }
@@ -7074,9 +7253,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (test(root)) els.push(root);
       return { q: q, els: els };
     }
+    if (q.by === 'text' && isObj(q.value) && q.value.contains == null) {
+      // equals / matches compare an element's whole text: the innermost elements that pass
+      var spec = textSpec(q.value, 'contains');
+      var kids = childrenOf(root);
+      for (var j = 0; j < kids.length; j++) els = els.concat(textPlaces(kids[j], spec.test));
+      return { q: q, els: els };
+    }
     var all = allElements(root, 50000);
+    var seen = new Set();
     for (var i = 0; i < all.length; i++) {
       var el = all[i];
+      if (seen.has(el)) continue;
+      seen.add(el);
       try {
         if (test(el) && !isIgnored(el)) els.push(el);
       } catch (e) {
@@ -7152,7 +7341,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (r.scopeMissing) return { elements: [], count: 0, scopeMissing: true };
     if (args.count_only || args.countOnly) {
       var co = { count: count };
-      if (count === 0) co.hint = zeroHint();
+      if (count === 0) {
+        co.hint = zeroHint();
+        var nm0 = nearMisses(r.q, resolveScope(args.scope));
+        if (nm0.length) co.hint.nearMisses = nm0;
+      }
       return co;
     }
     var limit = args.limit == null ? 200 : Math.max(0, Math.min(200, Number(args.limit) || 0));
@@ -7166,7 +7359,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       res.total = count;
       res.truncated = true;
     }
-    if (count === 0) res.hint = zeroHint();
+    if (count === 0) {
+      res.hint = zeroHint();
+      var nm = nearMisses(r.q, resolveScope(args.scope));
+      if (nm.length) res.hint.nearMisses = nm;
+    }
     return res;
   }
   function attrsOf(el, names) {
@@ -8026,7 +8223,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!els.length) {
       var h = zeroHint();
       var nearby = [];
-      if (q.by === 'role') {
+      var near = nearMisses(q, resolveScope(t.scope));
+      if (near.length) nearby.push('nearest: ' + near.map(candidateText).join(', '));
+      else if (q.by === 'role') {
         var same = runQuery({ by: 'role', value: q.value, scope: t.scope })
           .els.slice(0, 8)
           .map(function (e) {
@@ -8060,19 +8259,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     if (vis.length === 1) return vis[0];
     var pool = vis.length ? vis : els;
+    var shown = pool.slice(0, 8).map(candidate);
     throw new Error(
       pool.length +
         ' elements match target ' +
         desc +
-        '; pass a ref instead. First ' +
-        Math.min(5, pool.length) +
+        '; pass one of these refs instead' +
+        (pool.length > shown.length ? ' (first ' + shown.length + ')' : '') +
         ': ' +
-        pool
-          .slice(0, 5)
-          .map(function (e) {
-            return label(e);
-          })
-          .join('; ')
+        shown.map(candidateText).join('; ')
     );
   }
 
@@ -8209,6 +8404,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     var run;
     var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
+    var wall0 = N.dateNow(); // a document request announced from here on is this act's doing
     switch (action) {
       case 'click':
         run = doClick(el, opts);
@@ -8321,6 +8517,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           res.ms = Math.round(N.now() - t0);
           res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
           res.documentId = S.documentId;
+          if (docAnnounced && docAnnounced.at >= wall0)
+            res.navigation = {
+              requestId: docAnnounced.id,
+              method: docAnnounced.method,
+              url: docAnnounced.url,
+              cause: docAnnounced.cause
+            };
           return res;
         });
       },
@@ -9280,6 +9483,352 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // -- documents: the request that replaces this page, and the arrival of the next one
+  // A full-page navigation takes this document (and its socket) away. So the request that
+  // leaves it is announced before it starts: a form post as soon as its submit event has run
+  // uncancelled (the `formdata` event), anything else at `beforeunload`, as a `net.pending` with
+  // initiator "document". The record also goes into sessionStorage, keyed by tab, so that the
+  // next document can report the same request id with what only it can read: Navigation Timing's
+  // status, redirect count and navigation type.
+  var DOC_KEY = '__reticle_doc_pending';
+  var DOC_LINK_MS = 120000; // an announced navigation older than this is not linked to an arrival
+  var docIntent = null; // the latest hint of where a navigation goes
+  var docAnnounced = null; // the document request this page already announced
+  var lastSubmit = null; // {ev, form, submitter} of the latest submit event
+  var programmaticSubmit = null; // the form whose submit() is running
+  var DOC_FIELDS = [
+    'action',
+    'enctype',
+    'fields',
+    'form',
+    'submitter',
+    'link',
+    'requestBody',
+    'requestBodyTruncated'
+  ];
+  // Two URLs name the same document: fragments and our hard-reload marker aside.
+  function sameDocUrl(a, b) {
+    function bare(u) {
+      return String(u || '')
+        .split('#')[0]
+        .replace(/([?&])_reticle_reload=\d+&?/, '$1')
+        .replace(/[?&]$/, '');
+    }
+    return bare(a) === bare(b);
+  }
+  function samePath(a, b) {
+    return String(a || '').split(/[?#]/)[0] === String(b || '').split(/[?#]/)[0];
+  }
+  // A form's own IDL attribute, never a control named like it (<select name="action">).
+  function formProp(form, key) {
+    try {
+      return Object.getOwnPropertyDescriptor(HTMLFormElement.prototype, key).get.call(form);
+    } catch (e) {
+      return '';
+    }
+  }
+  // A form submission as the browser will send it: method, action URL, field names and values
+  // (redacted as request bodies are: passwords, hidden fields, secret-looking names), the
+  // submitter's name and text.
+  function formRecord(form, submitter, fd) {
+    var sub = submitter && submitter.form === form ? submitter : null;
+    var method = String(
+      (sub && sub.hasAttribute('formmethod') && sub.formMethod) || formProp(form, 'method') || 'get'
+    ).toUpperCase();
+    var action =
+      (sub && sub.hasAttribute('formaction') && sub.formAction) ||
+      formProp(form, 'action') ||
+      location.href;
+    var target = (sub && sub.getAttribute('formtarget')) || form.getAttribute('target') || '';
+    var enctype =
+      (sub && sub.hasAttribute('formenctype') && sub.formEnctype) || formProp(form, 'enctype');
+    var names = [],
+      pairs = [],
+      n = 0;
+    fd.forEach(function (v, k) {
+      if (n++ >= 100) return;
+      if (names.indexOf(k) < 0 && names.length < 50) names.push(k);
+      var ctl = null;
+      try {
+        ctl = formProp(form, 'elements').namedItem(k);
+        if (ctl && ctl.nodeType !== 1) ctl = ctl[0] || null; // a RadioNodeList
+      } catch (e) {
+        /* odd name */
+      }
+      var secret = keySensitive(k) || (!!ctl && isSecretField(ctl));
+      var val =
+        typeof v === 'string'
+          ? secret
+            ? REDACTED
+            : clip(scrub(v), 500)
+          : '[File ' + (v.name || '') + ' ' + (v.size || 0) + 'B]';
+      pairs.push([k, val]);
+    });
+    var body = pairs
+      .map(function (p) {
+        var v = encodeURIComponent(p[1]).replace(/%5Bredacted%5D/g, REDACTED);
+        return encodeURIComponent(p[0]) + '=' + v;
+      })
+      .join('&');
+    var url = action;
+    if (method === 'GET') {
+      try {
+        var u = new URL(action, location.href);
+        u.search = pairs
+          .map(function (p) {
+            return encodeURIComponent(p[0]) + '=' + encodeURIComponent(p[1]);
+          })
+          .join('&');
+        url = u.href;
+      } catch (e) {
+        /* keep the action */
+      }
+    }
+    var rec = {
+      method: method,
+      url: redactUrl(url),
+      action: redactUrl(action),
+      target: target,
+      enctype: enctype,
+      fields: names,
+      form: {
+        name: clip(getName(form, 'form') || form.getAttribute('name') || form.id || '', 80)
+      }
+    };
+    if (method !== 'GET') {
+      rec.requestBody = clip(body, BODY_CAP);
+      if (body.length > BODY_CAP) rec.requestBodyTruncated = true;
+    }
+    if (sub) {
+      rec.submitter = { text: clip(getName(sub), 80) };
+      if (sub.name) rec.submitter.name = sub.name;
+    }
+    return rec;
+  }
+  function announceDocument(rec) {
+    var id = 'd' + rand36(8);
+    var d = {
+      id: id,
+      requestId: id,
+      method: rec.method || null,
+      methodKnown: !!rec.method,
+      url: rec.url || '',
+      urlKnown: !!rec.url,
+      initiator: 'document',
+      cause: rec.cause,
+      navigationType: rec.navigationType || 'navigate'
+    };
+    DOC_FIELDS.forEach(function (k) {
+      if (rec[k] != null) d[k] = rec[k];
+    });
+    if (rec.requestBody != null) d.requestBodyType = rec.enctype;
+    docAnnounced = { id: id, at: N.dateNow(), method: d.method, url: d.url, cause: d.cause };
+    // the record first: the emit below may not leave before the page goes
+    var keep = {};
+    for (var k in d) if (hasOwn(d, k)) keep[k] = d[k];
+    keep.at = N.dateNow();
+    keep.from = redactUrl(location.href);
+    keep.documentId = S.documentId;
+    try {
+      ssSet(DOC_KEY, N.stringify(keep));
+    } catch (e) {
+      /* no storage */
+    }
+    emit('net.pending', d);
+    flush();
+  }
+  function installDocuments() {
+    listen(
+      window,
+      'submit',
+      function (e) {
+        if (e.target && e.target.tagName === 'FORM')
+          lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
+      },
+      true
+    );
+    // `formdata` fires while the browser builds the entry list of a submission that goes ahead:
+    // after an uncancelled submit event has finished dispatching, or inside form.submit(). A
+    // `new FormData(form)` in the app's own submit handler fires it too, mid-dispatch: not ours.
+    listen(
+      window,
+      'formdata',
+      function (e) {
+        var form = e.target;
+        if (!form || form.tagName !== 'FORM' || !e.formData) return;
+        var ls = lastSubmit,
+          submitter = null;
+        if (programmaticSubmit === form) submitter = null;
+        else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
+          submitter = ls.submitter;
+        else return;
+        lastSubmit = null;
+        var rec = formRecord(form, submitter, e.formData);
+        if (rec.method === 'DIALOG') return;
+        if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
+        rec.cause = 'form';
+        announceDocument(rec);
+      },
+      true
+    );
+    if (window.HTMLFormElement && HTMLFormElement.prototype.submit)
+      patch(HTMLFormElement.prototype, 'submit', function (orig) {
+        return function submit() {
+          programmaticSubmit = this;
+          try {
+            return orig.apply(this, arguments);
+          } finally {
+            programmaticSubmit = null;
+          }
+        };
+      });
+    listen(window, 'click', function (e) {
+      if (e.defaultPrevented || e.button) return;
+      var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
+      if (!a || a.hasAttribute('download')) return;
+      var tg = a.getAttribute('target');
+      if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
+      if (e.ctrlKey || e.metaKey || e.shiftKey) return;
+      docIntent = {
+        url: a.href,
+        method: 'GET',
+        cause: 'link',
+        at: N.dateNow(),
+        text: clip(getName(a), 80)
+      };
+    });
+    // The Navigation API (Chromium) names the destination of every navigation this document
+    // starts, a location change or a reload included.
+    try {
+      if (window.navigation && typeof window.navigation.addEventListener === 'function')
+        listen(window.navigation, 'navigate', function (e) {
+          if (e.hashChange || e.downloadRequest != null) return;
+          var dest = e.destination && e.destination.url;
+          var prev =
+            docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
+              ? docIntent
+              : null;
+          docIntent = {
+            url: dest,
+            method: e.formData ? 'POST' : 'GET',
+            cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
+            navigationType: e.navigationType,
+            at: N.dateNow(),
+            text: prev ? prev.text : undefined
+          };
+        });
+    } catch (e) {
+      /* no Navigation API */
+    }
+    var leaving = function () {
+      if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
+      var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
+      var rec = it
+        ? {
+            url: redactUrl(it.url),
+            method: it.method,
+            cause: it.cause,
+            navigationType: it.navigationType
+          }
+        : { url: '', method: null, cause: 'unknown' };
+      if (it && it.text) rec.link = { text: it.text };
+      docIntent = null;
+      announceDocument(rec);
+    };
+    listen(window, 'beforeunload', leaving, true);
+    listen(
+      window,
+      'pagehide',
+      function (e) {
+        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) leaving();
+      },
+      true
+    );
+    docArrival();
+  }
+  // This document's own request, from Navigation Timing, linked to the announced one.
+  function docArrival() {
+    var nav = null;
+    try {
+      nav = performance.getEntriesByType('navigation')[0] || null;
+    } catch (e) {
+      nav = null;
+    }
+    var type = nav && nav.type ? String(nav.type) : 'navigate';
+    var here = redactUrl(location.href);
+    var redirects = nav && nav.redirectCount > 0 ? nav.redirectCount : 0;
+    var status = nav && nav.responseStatus > 0 ? nav.responseStatus : null;
+    var prev = null;
+    try {
+      prev = N.parse(ssGet(DOC_KEY) || 'null');
+    } catch (e) {
+      prev = null;
+    }
+    if (prev) ssSet(DOC_KEY, '');
+    var linked =
+      !!prev &&
+      isObj(prev) &&
+      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
+      (sameDocUrl(prev.url, here) ||
+        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
+        redirects > 0 ||
+        !prev.urlKnown ||
+        (type === 'reload' && prev.navigationType === 'reload') ||
+        (type === 'back_forward' && prev.navigationType === 'traverse'));
+    var id = linked && prev.requestId ? prev.requestId : 'd' + S.documentId;
+    var d = {
+      id: id,
+      requestId: id,
+      method: linked && prev.methodKnown ? prev.method : null,
+      methodKnown: !!(linked && prev.methodKnown),
+      url: linked && prev.urlKnown && !sameDocUrl(prev.url, here) ? prev.url : here,
+      finalUrl: here,
+      status: status,
+      statusKnown: status != null,
+      ok: status == null ? null : status >= 200 && status < 400,
+      initiator: 'document',
+      navigationType: type,
+      redirectCount: redirects,
+      redirected: redirects > 0,
+      linked: linked,
+      documentId: S.documentId
+    };
+    if (linked) {
+      d.cause = prev.cause;
+      d.sincePendingMs = Math.max(0, N.dateNow() - prev.at);
+      if (prev.from) d.from = prev.from;
+      if (prev.documentId) d.fromDocumentId = prev.documentId;
+      DOC_FIELDS.concat(['requestBodyType']).forEach(function (k) {
+        if (prev[k] != null) d[k] = prev[k];
+      });
+    }
+    if (nav) {
+      var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
+      d.durationMs = Math.round(Math.max(0, end - nav.startTime));
+      d.ms = d.durationMs;
+      d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
+      if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
+      if (nav.transferSize != null) d.transferSize = nav.transferSize;
+      if (nav.contentType) d.contentType = nav.contentType;
+    }
+    emit('net.request', d);
+    var from =
+      linked && prev.from ? prev.from : document.referrer ? redactUrl(document.referrer) : '';
+    emit('route.change', {
+      from: from,
+      to: here,
+      kind: 'document',
+      reason: 'document',
+      navigationType: type,
+      requestId: id,
+      pathname: location.pathname,
+      search: redactUrl(location.search),
+      hash: redactUrl(location.hash),
+      title: document.title
+    });
+    lastHref = location.href;
+  }
+
   // -- DOM mutations, coalesced per animation frame
   var ATTRS = [
     'class',
@@ -9303,6 +9852,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     'aria-label'
   ];
   var DOM_CAP = 40;
+  // Text inside script, style, template, noscript or head is source, not page text (a CSS-in-JS
+  // library writing into a <style> is not a text change a user can read).
+  function inSource(el) {
+    try {
+      return !!el.closest('script,style,template,noscript,head');
+    } catch (e) {
+      return false;
+    }
+  }
   function installDom() {
     if (!N.MutationObserver) return;
     var pending = [];
@@ -9370,14 +9928,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             emit('dom.attr', ad, r.target);
           } else if (r.type === 'characterData') {
             var pe = r.target.parentElement;
-            if (!pe || seenText.has(pe)) continue;
+            if (!pe || seenText.has(pe) || inSource(pe)) continue;
             seenText.add(pe);
             if (changed >= DOM_CAP) {
               dropC++;
               continue;
             }
             changed++;
-            var td = { text: clip(norm(pe.textContent), 80), target: label(pe) };
+            var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
             if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
             emit('dom.text', td, pe);
           } else if (r.type === 'childList') {
@@ -9494,7 +10052,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               if (oldRef) rd.formerRef = oldRef;
               emit('dom.removed', rd);
             }
-            if (textTouched && r.target.nodeType === 1 && !seenText.has(r.target)) {
+            if (
+              textTouched &&
+              r.target.nodeType === 1 &&
+              !seenText.has(r.target) &&
+              !inSource(r.target)
+            ) {
               seenText.add(r.target);
               if (changed >= DOM_CAP) {
                 dropC++;
@@ -9503,7 +10066,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               changed++;
               emit(
                 'dom.text',
-                { text: clip(norm(r.target.textContent), 80), target: label(r.target) },
+                { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) },
                 r.target
               );
             }
@@ -10415,43 +10978,71 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         })
       };
       if (els.length > lim) res.described = lim;
-      if (!els.length) res.hint = zeroHint();
+      if (!els.length) {
+        res.hint = zeroHint();
+        var near = nearMisses(r.q, resolveScope(args.scope));
+        if (near.length) res.hint.nearMisses = near;
+      }
       return res;
     }
     if (kind === 'text') {
-      var needle =
-        args.contains != null ? args.contains : args.text != null ? args.text : args.value;
-      if (needle == null || needle === '') throw new Error('text probe needs contains');
-      var rr = runQuery({ by: 'text', value: String(needle), scope: args.scope });
-      if (rr.scopeMissing) return { found: false, count: 0, scopeMissing: true };
-      var matches = rr.els;
+      // contains (case-insensitive substring of an element's own text), equals (an element's whole
+      // text, whitespace-normalised, case-sensitive) or matches (a RegExp over an element's whole
+      // text). Only readable text counts: never script, style, template or noscript source.
+      var given = TEXT_MODES.filter(function (m) {
+        return args[m] != null && args[m] !== '';
+      });
+      if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
+      var spec;
+      if (given.length) {
+        var so = {};
+        so[given[0]] = args[given[0]];
+        if (args.flags != null) so.flags = args.flags;
+        spec = textSpec(so, 'contains');
+      } else {
+        var needle = args.text != null ? args.text : args.value;
+        if (needle == null || needle === '')
+          throw new Error('text probe needs contains, equals or matches');
+        spec = textSpec(needle, 'contains');
+      }
+      var matches;
+      if (spec.mode === 'contains') {
+        var rr = runQuery({ by: 'text', value: spec.value, scope: args.scope });
+        if (rr.scopeMissing) return { found: false, count: 0, places: 0, scopeMissing: true };
+        matches = rr.els;
+      } else {
+        var troot = resolveScope(args.scope);
+        if (!troot) return { found: false, count: 0, places: 0, scopeMissing: true };
+        matches = textPlaces(troot, spec.test);
+      }
       var visM = matches.filter(function (e) {
         return isVisible(e, cache);
       });
       var pool = args.visible ? visM : matches;
       var out = {
         found: pool.length > 0,
+        mode: spec.mode,
         count: pool.length,
+        places: pool.length,
         visibleCount: visM.length,
         elements: pool.slice(0, 5).map(function (e) {
           return describe(e, cache);
         })
       };
       if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
-      else {
-        // text split across elements: fall back to the rendered page text
+      else if (spec.mode === 'contains') {
+        // text split across elements: fall back to the readable page text
         var root = resolveScope(args.scope);
-        var inner = root ? norm(args.visible ? root.innerText : root.textContent) : '';
-        var idx = inner.toLowerCase().indexOf(norm(String(needle)).toLowerCase());
+        var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
+        var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
         if (idx >= 0) {
           out.found = true;
           out.via = 'page-text';
-          out.sample = clip(
-            inner.slice(Math.max(0, idx - 60), idx + String(needle).length + 60),
-            200
-          );
+          out.places = 1;
+          out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
         }
       }
+      if (spec.mode === 'contains' && norm(spec.value).length <= 3) out.short = true;
       return out;
     }
     if (kind === 'route')
@@ -10641,6 +11232,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         ['console_observer', installConsole],
         ['console_observer', installErrors],
         ['router_observer', installRouting],
+        ['document_observer', installDocuments],
         ['dom_observer', installDom],
         ['dom_observer', installShadowCapture],
         ['animation_observer', installAnimations],
