@@ -902,7 +902,8 @@ def _frames(window: List[dict]) -> List[dict]:
 
 
 def _call_label(d: dict) -> str:
-    return "%s %s" % (str(d.get("method", "GET")).upper(), d.get("url", "?"))
+    method = d.get("method") or ("LOAD" if d.get("initiator") == "document" else "GET")
+    return "%s %s" % (str(method).upper(), d.get("url") or "?")
 
 
 _HIGH_VALUE = ("net.request", "net.pending", "console.error", "console.warn", "error.uncaught",
@@ -1267,6 +1268,14 @@ class _BrowserSession:
                 self._open[str(data["requestId"])] = dict(data, startedAt=event["t"])
         elif etype == "net.request" and data.get("requestId"):
             self._open.pop(str(data["requestId"]), None)
+            if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False:
+                # Navigation Timing gives the status of the page the redirects led to, not of the
+                # request (a form POST answered 302): that one is hidden from the page.
+                data["finalStatus"] = data.get("status")
+                data["status"] = None
+                data["statusKnown"] = False
+                data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
+                                      "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
         elif etype == "page.health":
             self.hidden = bool(data.get("hidden"))
             self.focused = bool(data.get("focused", True))
@@ -1567,13 +1576,19 @@ def _summarise(events: List[dict]) -> dict:
 _P_SINCE = {"type": "number", "minimum": 0, "description": "only events at or after this cursor"}
 _ELEMENT_STATES = ["visible", "hidden", "enabled", "disabled", "checked", "expanded", "focused", "present",
                    "inViewport"]
+_FLAGS = {"type": "string", "pattern": "^[imsu]*$", "description": "regular expression flags"}
+# A name or text to match: a string (names: exact; text, labels: contains), or how to match it.
+_TEXT_MATCH = {"anyOf": [{"type": "string"}, {
+    "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 2,
+    "properties": {"contains": {"type": "string"}, "equals": {"type": "string"},
+                   "matches": {"type": "string", "minLength": 1}, "flags": _FLAGS}}]}
 _ELEMENT_QUERY = {
     "type": "object",
     "properties": {
         "by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-        "value": {"type": "string"}, "role": {"type": "string"}, "name": {"type": "string"},
-        "text": {"type": "string"}, "label": {"type": "string"}, "placeholder": {"type": "string"},
-        "testid": {"type": "string"}, "alt": {"type": "string"},
+        "value": _TEXT_MATCH, "role": {"type": "string"}, "name": _TEXT_MATCH,
+        "text": _TEXT_MATCH, "label": _TEXT_MATCH, "placeholder": _TEXT_MATCH,
+        "testid": {"type": "string"}, "alt": _TEXT_MATCH,
         "scope": {"type": "string"}, "self": {"type": "boolean"},
     },
     "additionalProperties": False, "minProperties": 1,
@@ -1887,7 +1902,7 @@ def _text_wanted(p: dict) -> str:
 
 async def _eval_text(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
     probe = {"kind": "text"}
-    for k in ("contains", "equals", "matches", "visible", "scope"):
+    for k in ("contains", "equals", "matches", "flags", "visible", "scope"):
         if k in p:
             probe[k] = p[k]
     res = await session.command("eval_probe", probe)
@@ -2147,7 +2162,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           "(case-insensitive), `equals` a whole text (whitespace-normalised) or `matches` a regular expression; "
           "`visible` to require it shown. Live DOM.",
           {"contains": {"type": "string", "minLength": 1}, "equals": {"type": "string", "minLength": 1},
-           "matches": {"type": "string", "minLength": 1}, "visible": {"type": "boolean"},
+           "matches": {"type": "string", "minLength": 1}, "flags": _FLAGS, "visible": {"type": "boolean"},
            "absent": {"type": "boolean"}, "scope": {"type": "string"}},
           {"kind": "text", "contains": "Payment received", "visible": True},
           _eval_text, lambda p: "text %s" % _text_wanted(p),
@@ -2718,6 +2733,8 @@ def _unread_write(e: dict, floor: float, known: "_Known") -> bool:
         return False
     if status in _BODYLESS or isinstance(d.get("responseBody"), str) or d.get("responseSize", 1) == 0:
         return False
+    if d.get("initiator") == "document":
+        return False  # the page that arrived is the answer, and the verdict reads it
     took = d.get("durationMs", d.get("ms"))
     if isinstance(took, (int, float)) and e["t"] - float(took) < floor - 50:
         return False  # it started before the act
@@ -2867,10 +2884,10 @@ _TARGET = {
     "description": "Find the element in the same call: {testid}, {text}, {role, name}, {label} or {placeholder}.",
     "properties": {
         "testid": {"type": "string", "minLength": 1},
-        "text": {"type": "string", "minLength": 1},
+        "text": _TEXT_MATCH,
         "role": {"type": "string", "minLength": 1},
-        "name": {"type": "string"},
-        "label": {"type": "string", "minLength": 1},
+        "name": _TEXT_MATCH,
+        "label": _TEXT_MATCH,
         "placeholder": {"type": "string", "minLength": 1},
     },
     "additionalProperties": False,
@@ -3525,9 +3542,9 @@ def _build_registry() -> _ToolRegistry:
         "Find elements the way a user would: by role (+name), text, label, placeholder, testid or alt. "
         "Returns exact counts and refs; an empty result carries a hint of what the page does show.",
         {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-         "value": {"type": "string"}, "name": {"type": "string"},
-         "role": {"type": "string"}, "text": {"type": "string"}, "label": {"type": "string"},
-         "placeholder": {"type": "string"}, "testid": {"type": "string"}, "alt": {"type": "string"},
+         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
+         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
+         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
          "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
          "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
          "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
@@ -3586,7 +3603,7 @@ def _build_registry() -> _ToolRegistry:
     add("reticle_console",
         "List console messages and uncaught errors (level log|info|warn|error; error includes "
         "uncaught errors). Proves nothing.",
-        {"level": {"enum": ["log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
+        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
          "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
          "sessionId": sid},
         _tool_console, {"level": "error"})
@@ -11083,6 +11100,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (u.protocol !== 'http:' && u.protocol !== 'https:')
       return { ok: false, reason: 'only http(s) URLs can be opened (got ' + u.protocol + ')' };
     var target = u.href;
+    if (!(u.href.split('#')[0] === location.href.split('#')[0] && u.hash)) {
+      // announced now, beside this command's answer: a frame sent while the page unloads can be lost
+      announceDocument({ url: redactUrl(target), method: 'GET', cause: 'navigate', navigationType: 'navigate' });
+    }
     // answer first: the result frame must leave before the page unloads
     N.setTimeout(function () {
       try {
@@ -11095,6 +11116,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { ok: true, url: redactUrl(target), from: redactUrl(location.href) };
   };
   COMMANDS.refresh = function (a) {
+    announceDocument({ url: redactUrl(location.href), method: 'GET', cause: 'reload', navigationType: 'reload' });
     N.setTimeout(function () {
       try {
         if (a.hard) {
