@@ -1034,7 +1034,8 @@ class _Known:
         self.blind_spots = blind_spots
         self.loss = loss
         self.origin = origin                # the page's scheme://host:port
-        self.background = background        # writes the page made on its own before the window (autosave...)
+        self.background = background        # what the page sends on its own: writes before the window, and
+                                            # requests it repeated before it (autosave, polling)
 
 
 class _TabGone(ToolError):
@@ -1167,7 +1168,9 @@ class _BrowserSession:
         parts = urllib.parse.urlsplit(self.url)
         origin = "%s://%s" % (parts.scheme, parts.netloc) if parts.scheme and parts.netloc else ""
         before = self.store.query(max(0.0, floor - BACKGROUND_MS), floor, prefix="net.request")
-        background = tuple(sorted({_call_label(e["data"]) for e in before if _is_write(e["data"])}))
+        seen = collections.Counter(_call_label(e["data"]) for e in before)
+        writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
+        background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
         return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
                       origin, background)
 
@@ -2509,9 +2512,10 @@ def _failures_shown(window: List[dict]) -> List[str]:
     return out
 
 
-def _had_effect(effect: Any, window: List[dict]) -> bool:
+def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Optional["_Known"] = None) -> bool:
     """Anything observable happened after the act: a mutation in its own frame, an event of
-    consequence (DOM, request, route, signal, state, storage, socket message), or a new document."""
+    consequence (DOM, request, route, signal, state, storage, socket message), or a new document.
+    The page's own background requests (polling, autosave) are not the act's doing."""
     if isinstance(effect, dict):
         probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
         if probes.get("domMutatedWithin") or effect.get("pageUnloaded"):
@@ -2519,10 +2523,18 @@ def _had_effect(effect: Any, window: List[dict]) -> bool:
         act_doc = effect.get("documentId")
         if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
             return True
-    return any(e["type"] in _EFFECT_EVENTS or e["type"] in _FRAME_TYPES or e["type"] == "ui.alert" for e in window)
+    for e in window:
+        if e["type"] == "net.request" and not _caused_by_act(e, floor, known):
+            continue
+        if e["type"] == "net.pending" and known is not None and _call_label(e["data"]) in known.background:
+            continue
+        if e["type"] in _EFFECT_EVENTS or e["type"] in _FRAME_TYPES or e["type"] == "ui.alert":
+            return True
+    return False
 
 
-def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) -> List[dict]:
+def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
+                    known: Optional["_Known"] = None) -> List[dict]:
     """Channels that disagree with a passing predicate, in two tiers.
 
     observed (they make a verdict `no`): an error shown to the user while the
@@ -2531,8 +2543,9 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
     signal (signal-contradicted), a 2xx whose body reports failure
     (partial-failure-in-ok-response), a server error shown as the user's
     mistake (failure-misattributed).  absence (they make it `unknown`): one
-    write completed twice for one action (duplicate-request), a request the
-    advanced UI never saw answered (request-never-settled).  A failure the
+    write completed twice with the same body for one action, the page's own
+    background writes aside (duplicate-request), a request the advanced UI
+    never saw answered (request-never-settled).  A failure the
     predicate itself expects (a `net` leaf asking for it) is no contradiction."""
     out = []
     calls = [d for d in _calls(window) if not _is_dev(d)]
@@ -2584,7 +2597,8 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
     if action_since is not None:
         writes = collections.Counter((_call_label(e["data"]), _dumps(e["data"].get("requestBody"))) for e in window
                                      if e["type"] == "net.request" and e["t"] >= action_since
-                                     and _is_write(e["data"]) and not _is_dev(e["data"]))
+                                     and _is_write(e["data"]) and not _is_dev(e["data"])
+                                     and _caused_by_act(e, action_since, known))
         for (label, _), n in writes.items():
             if n >= 2 and not any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
                 out.append({"kind": "duplicate-request", "tier": "absence",
@@ -2689,7 +2703,7 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if in_flight:
         return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
                                                 "known yet" % _call_label(in_flight[0]))
-    if implicit and not _had_effect(effect, window):
+    if implicit and not _had_effect(effect, window, floor, known):
         return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
                                         "state or storage event followed the act; declare the consequence you "
                                         "expect with `until`")
@@ -2735,30 +2749,32 @@ def _unread_write(e: dict, floor: float, known: "_Known") -> bool:
         return False
     if d.get("initiator") == "document":
         return False  # the page that arrived is the answer, and the verdict reads it
+    return _caused_by_act(e, floor, known)
+
+
+def _caused_by_act(e: dict, floor: float, known: Optional["_Known"]) -> bool:
+    """Could the act at `floor` have caused this completed call?  Not when it started before the
+    act, went to another origin (analytics, a CDN), or is a write the page also made on its own
+    before the act (autosave, polling)."""
+    d = e["data"]
     took = d.get("durationMs", d.get("ms"))
     if isinstance(took, (int, float)) and e["t"] - float(took) < floor - 50:
-        return False  # it started before the act
+        return False
+    if known is None:
+        return True
     url = str(d.get("url", ""))
     if known.origin and "://" in url and not url.startswith(known.origin + "/") and url != known.origin:
-        return False  # another origin (analytics, a CDN): not the app's write
+        return False
     return _call_label(d) not in known.background
 
 
-def _no_effect(action: str, effect: Any, window: List[dict]) -> Optional[dict]:
-    """A click or submit after which nothing at all happened: no mutation in the act's
-    own frame, no request, route, signal, state, storage or DOM event since, and no new
-    document (a page that unloaded or was replaced did change)."""
+def _no_effect(action: str, effect: Any, window: List[dict], floor: float = 0.0,
+               known: Optional["_Known"] = None) -> Optional[dict]:
+    """A click or submit after which nothing at all happened (see _had_effect): whatever
+    held, the action did not make it so."""
     if action not in ("click", "dblclick", "submit") or not isinstance(effect, dict):
         return None
-    probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
-    if probes.get("domMutatedWithin"):  # (focus moving to the clicked control is the click's own doing)
-        return None
-    if effect.get("pageUnloaded"):
-        return None
-    act_doc = effect.get("documentId")
-    if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
-        return None  # a new document arrived: the act navigated
-    if any(e["type"] in _EFFECT_EVENTS for e in window):
+    if _had_effect(effect, window, floor, known):
         return None
     return {"kind": "action-had-no-effect", "tier": "absence", "claim": "the %s was dispatched" % action,
             "counter": "nothing changed: no DOM mutation, request, route, signal, state or storage event",
@@ -3435,7 +3451,7 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
         res = await _evaluate(session, p, floor, diagnose=True)
     window = session.window(floor)
     known = session.known(floor)
-    contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None)
+    contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None, known)
     verified, reason, because = _decide(res, contradictions, window, known, floor, p)
     out = {"verified": verified, "verifiedReason": reason, "because": because}
     out.update(res)
@@ -3479,8 +3495,8 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
                 await session.wait_change(end - time.monotonic())
     window = session.window(since)
     known = session.known(since)
-    contradictions = _contradictions(window, p, since)
-    no_effect = _no_effect(args["action"], effect, window)
+    contradictions = _contradictions(window, p, since, known)
+    no_effect = _no_effect(args["action"], effect, window, since, known)
     if no_effect:
         contradictions = [no_effect]  # it explains everything else: it stands alone
     verified, reason, because = _decide(res, contradictions, window, known, since, p,
