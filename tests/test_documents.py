@@ -463,6 +463,12 @@ def test_a_refused_duplicate_is_no(world):
     assert (out["verified"], out["verifiedReason"]) == ("no", "assertion_failed"), out
     shown = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "already exists"}})
     assert shown["verified"] == "yes", shown
+    # the same journey as act, then assert at once
+    _fill(mcp, "Name", "Dup")
+    mcp.ok("reticle_act", ADD)
+    out = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Record 'Dup' added"}})
+    assert forms.records == before and len([f for f in _posted(world) if f["name"] == "Dup"]) == 2
+    assert (out["verified"], out["verifiedReason"]) == ("no", "assertion_failed"), out
 
 
 def test_a_server_error_page_is_no(world):
@@ -478,6 +484,17 @@ def test_a_server_error_page_is_no(world):
     assert "Eve" not in forms.records.values()
     assert (out["verified"], out["verifiedReason"]) == ("no", "assertion_failed"), out
     assert "500" in out["because"] or "500" in str(out["verdict"]), out
+    _go(world, "/records")
+    _fill(mcp, "Name", "Eve")
+    forms.fault = True
+    try:
+        mcp.ok("reticle_act", ADD)
+        out = mcp.ok("reticle_assert", {"predicate": {"kind": "net", "method": "POST", "urlContains": "/records",
+                                                      "ok": True}})
+    finally:
+        forms.fault = False
+    assert "Eve" not in forms.records.values()
+    assert (out["verified"], out["verifiedReason"]) == ("no", "assertion_failed"), out
 
 
 def test_a_confirmed_delete_is_yes(world):
@@ -487,5 +504,11 @@ def test_a_confirmed_delete_is_yes(world):
     out = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Yes, I'm sure"}, "action": "click",
                                           "timeout_ms": 8000,
                                           "until": {"kind": "text", "contains": "Record 'Fay' deleted"}})
+    assert rid not in forms.records
+    assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
+    rid = forms.add("Gus")
+    _go(world, "/records/%d/delete" % rid)
+    mcp.ok("reticle_act", {"target": {"role": "button", "name": "Yes, I'm sure"}, "action": "click"})
+    out = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Record 'Gus' deleted"}})
     assert rid not in forms.records
     assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
