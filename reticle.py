@@ -96,9 +96,12 @@ import logging
 import os
 import re
 import secrets
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -711,10 +714,20 @@ def _rpc_error(mid: Any, code: int, message: str) -> dict:
     return {"jsonrpc": "2.0", "id": mid, "error": {"code": code, "message": message}}
 
 
+class _WithContent(dict):
+    """A tool's result object plus further MCP content blocks (an image) kept out of it."""
+
+    def __init__(self, obj: dict, blocks: List[dict]) -> None:
+        super().__init__(obj)
+        self.blocks = blocks
+
+
 def _tool_result(obj: Any, is_error: bool = False) -> dict:
     if not isinstance(obj, dict):
         obj = {"result": obj}
-    out = {"content": [{"type": "text", "text": _dumps(obj)}], "structuredContent": obj}
+    blocks = getattr(obj, "blocks", [])
+    obj = dict(obj)
+    out = {"content": [{"type": "text", "text": _dumps(obj)}] + blocks, "structuredContent": obj}
     if is_error:
         out["isError"] = True
     return out
@@ -853,6 +866,7 @@ class BrowserSession:
         self._window_high = 0
         self._window_sampled = 0
         self._changed: Optional[asyncio.Future] = None
+        self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
         self.update_identity(hello)
 
     def update_identity(self, hello: dict) -> None:
@@ -1033,6 +1047,10 @@ class BrowserSession:
         cid = "c%d" % self._next_cmd
         fut = asyncio.get_running_loop().create_future()
         self.pending[cid] = fut
+        device = self.device if name in ("act", "act_sequence") else None
+        if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
+            args = dict(args, input="cdp")
+            device.acting += 1
         handler.send_json({"kind": "command", "id": cid, "sessionId": self.id, "name": name, "args": args})
         try:
             reply = await asyncio.wait_for(fut, timeout)
@@ -1044,6 +1062,8 @@ class BrowserSession:
                             "reticle_sessions shows the tab's health; reload the page if it is stuck")
         finally:
             self.pending.pop(cid, None)
+            if device is not None:
+                device.acting -= 1
         if not reply.get("ok"):
             error = str(reply.get("error") or "the page refused the command")[:4096]
             raise ToolError(error, str(reply.get("recovery") or ""))
@@ -1260,7 +1280,697 @@ def _summarise(events: List[dict]) -> dict:
 ###############################################################################
 # Devices (CDP) ###############################################################
 ###############################################################################
-# Reserved: browsers the daemon starts and drives (DESIGN section 8).
+# A device is a browser the daemon starts and owns (DESIGN section 8).  The
+# daemon speaks the Chrome DevTools Protocol to it over tornado.websocket,
+# injects the SDK into every document before any page script, and turns the
+# SDK's act requests into real input (Input.*, event.isTrusted true).
+
+_device_log = logging.getLogger("reticle.devices")
+
+DEVICE_BUDGET_DEFAULT = (5, 600.0)         # starts per session key per window (RETICLE_DEVICE_BUDGET)
+MAX_DEVICES_DEFAULT = 4                    # alive at once (RETICLE_MAX_DEVICES)
+DEVICE_IDLE_S = 600.0                      # a device closes when its session key is idle this long
+DEVICE_START_TIMEOUT_S = 20.0              # browser launch until its DevTools endpoint answers
+DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's hello
+DEVICE_VIEWPORT = (1280, 800)
+CDP_MAX_MESSAGE_BYTES = 256 << 20          # full-page screenshots arrive as one base64 frame
+SCREENSHOT_INLINE_MAX_WIDTH = 1280
+
+_BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "microsoft-edge")
+_BROWSER_PATHS = {
+    "darwin": ("/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+               "/Applications/Chromium.app/Contents/MacOS/Chromium",
+               "/Applications/Microsoft Edge.app/Contents/MacOS/Microsoft Edge"),
+    "win32": (r"%PROGRAMFILES%\Google\Chrome\Application\chrome.exe",
+              r"%PROGRAMFILES(X86)%\Google\Chrome\Application\chrome.exe",
+              r"%LOCALAPPDATA%\Google\Chrome\Application\chrome.exe",
+              r"%PROGRAMFILES(X86)%\Microsoft\Edge\Application\msedge.exe",
+              r"%PROGRAMFILES%\Microsoft\Edge\Application\msedge.exe"),
+}
+# The flags of DESIGN section 8; --no-sandbox is added only as root, and
+# --disable-quic because a closed network makes QUIC probes stall.
+_BROWSER_FLAGS = ("--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+                  "--disable-default-apps", "--no-default-browser-check", "--mute-audio",
+                  "--password-store=basic", "--use-mock-keychain", "--remote-debugging-port=0")
+
+
+def _browser_install_hint() -> str:
+    if sys.platform == "darwin":
+        return "install Google Chrome (https://www.google.com/chrome/) or `brew install --cask chromium`"
+    if sys.platform == "win32":
+        return "install Google Chrome or Microsoft Edge"
+    return "install Chromium (for example `sudo apt-get install chromium` or `sudo dnf install chromium`)"
+
+
+def _find_browser() -> str:
+    """RETICLE_BROWSER, then the usual names on PATH, then the standard install paths."""
+    env = os.environ.get("RETICLE_BROWSER", "").strip()
+    if env:
+        found = shutil.which(env) or (env if os.path.isfile(env) and os.access(env, os.X_OK) else None)
+        if found:
+            return found
+        raise ToolError("RETICLE_BROWSER=%r is not an executable browser; point it at Chromium, Chrome or "
+                        "Edge, or unset it and %s." % (env, _browser_install_hint()),
+                        "fix RETICLE_BROWSER, then retry")
+    for name in _BROWSER_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    for raw in _BROWSER_PATHS.get(sys.platform, ()):
+        path = os.path.expandvars(raw)
+        if os.path.isfile(path):
+            return path
+    raise ToolError("No Chromium-family browser was found to start a device: %s, or set RETICLE_BROWSER to "
+                    "the path of one." % _browser_install_hint(), "install a browser, then retry")
+
+
+def _browser_args(profile: str, headed: bool, viewport: Tuple[int, int]) -> Tuple[List[str], Optional[str]]:
+    """The command-line flags and, when --no-sandbox is added, why."""
+    args = list(_BROWSER_FLAGS)
+    args.append("--user-data-dir=" + profile)
+    args.append("--window-size=%d,%d" % viewport)
+    if not headed:
+        args.insert(0, "--headless")
+    why = None
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args.append("--no-sandbox")
+        why = "running as root, where Chromium refuses to start its sandbox"
+    extra = os.environ.get("RETICLE_BROWSER_ARGS", "").strip()
+    if extra:
+        args.extend(shlex.split(extra))
+    args.append("about:blank")
+    return args, why
+
+
+def _png_size(data: bytes) -> Tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        raise ValueError("not a PNG")
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def _jpeg_size(data: bytes) -> Tuple[int, int]:
+    """(width, height) from a JPEG's first start-of-frame marker."""
+    i = 2
+    while i + 9 < len(data):
+        if data[i] != 0xFF:
+            i += 1
+            continue
+        marker = data[i + 1]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    raise ValueError("not a JPEG with a frame header")
+
+
+class _CdpError(ReticleError):
+    """A CDP call answered an error, or the connection went away."""
+
+
+class _CdpClient:
+    """One DevTools WebSocket to a browser, with flat sessions.
+
+    call() matches answers by id; events go to the listeners.  The reader is
+    one task; nothing awaits a message on the socket except that task."""
+
+    def __init__(self) -> None:
+        self._ws: Any = None
+        self._next = 0
+        self._pending: Dict[int, asyncio.Future] = {}
+        self._reader: Optional[asyncio.Task] = None
+        self.listeners: List[Callable[[str, dict, Optional[str]], None]] = []
+        self.closed = False
+
+    async def connect(self, url: str, timeout: float = 10.0) -> None:
+        self._ws = await tornado.websocket.websocket_connect(
+            tornado.httpclient.HTTPRequest(url, connect_timeout=timeout, request_timeout=timeout),
+            max_message_size=CDP_MAX_MESSAGE_BYTES, ping_interval=None)
+        self._reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            raw = await self._ws.read_message()
+            if raw is None:
+                break
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if "id" in msg:
+                fut = self._pending.pop(msg["id"], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+            elif isinstance(msg.get("method"), str):
+                for listener in list(self.listeners):
+                    try:
+                        listener(msg["method"], msg.get("params") or {}, msg.get("sessionId"))
+                    except Exception as exc:  # a listener bug must not stop the reader
+                        _emit(_device_log, logging.ERROR, "cdp_listener_failed", error=repr(exc))
+        self.closed = True
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(_CdpError("the browser's DevTools connection closed"))
+        self._pending.clear()
+
+    async def call(self, method: str, params: Optional[dict] = None, session: Optional[str] = None,
+                   timeout: float = 15.0) -> dict:
+        if self.closed or self._ws is None:
+            raise _CdpError("the browser's DevTools connection is closed")
+        self._next += 1
+        mid = self._next
+        msg: Dict[str, Any] = {"id": mid, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[mid] = fut
+        try:
+            await self._ws.write_message(_dumps(msg))
+            reply = await asyncio.wait_for(fut, timeout)
+        except tornado.websocket.WebSocketClosedError:
+            raise _CdpError("the browser's DevTools connection closed")
+        except asyncio.TimeoutError:
+            raise _CdpError("%s got no answer within %g s" % (method, timeout))
+        finally:
+            self._pending.pop(mid, None)
+        if "error" in reply:
+            err = reply["error"]
+            raise _CdpError("%s: %s" % (method, err.get("message") if isinstance(err, dict) else err))
+        return reply.get("result") or {}
+
+    def close(self) -> None:
+        self.closed = True
+        if self._ws is not None:
+            self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+
+
+# CDP key definitions: key -> (windowsVirtualKeyCode, code, text typed)
+_CDP_KEYS = {"Enter": (13, "Enter", "\r"), "Tab": (9, "Tab", ""), "Escape": (27, "Escape", ""),
+             "Backspace": (8, "Backspace", ""), "Delete": (46, "Delete", ""), " ": (32, "Space", " "),
+             "ArrowLeft": (37, "ArrowLeft", ""), "ArrowUp": (38, "ArrowUp", ""),
+             "ArrowRight": (39, "ArrowRight", ""), "ArrowDown": (40, "ArrowDown", ""),
+             "Home": (36, "Home", ""), "End": (35, "End", ""), "PageUp": (33, "PageUp", ""),
+             "PageDown": (34, "PageDown", "")}
+_CDP_MODIFIERS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
+_CDP_INPUT_ACTIONS = ("click", "dblclick", "hover", "type", "press", "drag")
+
+
+def _cdp_key(key: str) -> Tuple[int, str, str]:
+    if key in _CDP_KEYS:
+        return _CDP_KEYS[key]
+    if len(key) == 1:
+        up = key.upper()
+        if up.isalpha() and up.isascii():
+            return ord(up), "Key" + up, key
+        if key.isdigit():
+            return ord(key), "Digit" + key, key
+        return 0, "", key
+    return 0, key, ""
+
+
+class _Device:
+    """One browser the daemon started: its process, temporary profile, CDP
+    connection, the page it drives and the capability its SDK carries.
+
+    The capability is 32 random bytes minted per device.  Only this device's
+    injected SDK knows it; the bridge accepts it from this device's session
+    id alone, and it dies with the device.  It is never the pairing token."""
+
+    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        self.manager = manager
+        self.id = "d" + secrets.token_hex(4)
+        self.session_id = "device-" + self.id
+        self.capability = secrets.token_urlsafe(32)
+        self.owner = owner
+        self.headed = headed
+        self.viewport = viewport
+        self.profile = ""
+        self.proc: Any = None
+        self.cdp = _CdpClient()
+        self.page: Optional[str] = None          # the flat CDP session of the page target
+        self.target: Optional[str] = None
+        self.started_at = time.time()
+        self.url = ""
+        self.closed = False
+        self.acting = 0                          # act commands in flight: input is honoured only then
+        self.stderr_tail: collections.deque = collections.deque(maxlen=20)
+        self._drain: Optional[asyncio.Task] = None
+        self.browser = ""
+
+    def describe(self) -> dict:
+        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
+                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
+                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
+                "startedAt": _wall_iso(self.started_at)}
+
+    def injected_source(self) -> str:
+        """The SDK with this device's config, run in top-level http(s) documents only."""
+        hub = self.manager.hub
+        bridge = "%s://127.0.0.1:%d/reticle?device=%s" % ("wss" if hub.scheme == "https" else "ws", hub.port,
+                                                           self.capability)
+        config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
+                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": bridge,
+                  "sessionId": self.session_id}
+        sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
+               .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
+        return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
+                + sdk + "\n})();")
+
+    async def start(self, exe: str) -> None:
+        self.browser = exe
+        self.profile = tempfile.mkdtemp(prefix="reticle-device-")
+        args, why = _browser_args(self.profile, self.headed, self.viewport)
+        if why:
+            _emit(_device_log, logging.INFO, "device_no_sandbox", deviceId=self.id, why=why)
+        kwargs: Dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True   # its own process group: close() ends the helpers too
+        self.proc = await asyncio.create_subprocess_exec(
+            exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
+        self.manager.write_record(self)
+        ws_url = await self._devtools_url()
+        self._drain = asyncio.ensure_future(self._drain_stderr())
+        await self.cdp.connect(ws_url)
+        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            self.target = pages[0]["targetId"]
+        else:
+            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.cdp.listeners.append(self._on_event)
+        width, height = self.viewport
+        await asyncio.gather(
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
+            self.cdp.call("Emulation.setDeviceMetricsOverride",
+                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
+            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
+            self.cdp.call("Page.enable", {}, self.page))
+
+    async def _devtools_url(self) -> str:
+        """Read stderr until Chromium prints its DevTools endpoint."""
+        deadline = time.monotonic() + DEVICE_START_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
+                                % (self.browser, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
+                                "check that the browser starts by hand with --headless")
+            try:
+                line = await asyncio.wait_for(self.proc.stderr.readline(), left)
+            except asyncio.TimeoutError:
+                continue
+            if not line:
+                raise ToolError("the browser %s exited while starting; its last output: %s" % (
+                    self.browser, " | ".join(self.stderr_tail) or "(none)"),
+                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
+            text = line.decode("utf-8", "replace").strip()
+            m = re.search(r"DevTools listening on (ws://\S+)", text)
+            if m:
+                return m.group(1)
+            self.stderr_tail.append(text[:300])
+
+    async def _drain_stderr(self) -> None:
+        while True:
+            line = await self.proc.stderr.readline()
+            if not line:
+                return
+            self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
+
+    def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
+        if session == self.page and method == "Page.frameNavigated":
+            frame = params.get("frame") or {}
+            if not frame.get("parentId"):
+                self.url = str(frame.get("url", ""))[:4096]
+        elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
+            self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
+
+    async def navigate(self, url: str) -> None:
+        result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
+        if result.get("errorText"):
+            raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
+                            "check that the app is running and the URL is right")
+        self.url = url
+
+    async def input(self, req: dict) -> None:
+        """Dispatch one action as real input (Input.*), as the SDK asked."""
+        action = req.get("action")
+        x, y = float(req.get("x", 0)), float(req.get("y", 0))
+        call = self.cdp.call
+        page = self.page
+
+        def mouse(kind: str, px: float, py: float, **extra: Any) -> Awaitable[dict]:
+            params = {"type": kind, "x": px, "y": py, "modifiers": 0}
+            params.update(extra)
+            return call("Input.dispatchMouseEvent", params, page)
+
+        if action in ("click", "dblclick", "hover"):
+            await mouse("mouseMoved", x, y)
+            if action == "hover":
+                return
+            for count in ((1, 2) if action == "dblclick" else (1,)):
+                await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=count)
+                await mouse("mouseReleased", x, y, button="left", buttons=0, clickCount=count)
+        elif action == "drag":
+            tx, ty = float(req.get("toX", x)), float(req.get("toY", y))
+            await mouse("mouseMoved", x, y)
+            await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=1)
+            for step in range(1, 6):
+                await mouse("mouseMoved", x + (tx - x) * step / 5, y + (ty - y) * step / 5, button="left", buttons=1)
+            await mouse("mouseReleased", tx, ty, button="left", buttons=0, clickCount=1)
+        elif action == "type":
+            text = str(req.get("text", ""))
+            if len(text) > 200:
+                await call("Input.insertText", {"text": text}, page)
+                return
+            for ch in text:
+                await self._key("Enter" if ch == "\n" else ch, 0)
+        elif action == "press":
+            mods = 0
+            for m in req.get("modifiers") or ():
+                mods |= _CDP_MODIFIERS.get(str(m), 0)
+            await self._key(str(req.get("key") or "Enter"), mods)
+        else:
+            raise ToolError("the device cannot dispatch %r as real input" % action)
+
+    async def _key(self, key: str, mods: int) -> None:
+        vk, code, text = _cdp_key(key)
+        if mods & (2 | 4):
+            text = ""  # a shortcut types nothing
+        down = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": code,
+                "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk, "modifiers": mods}
+        if text:
+            down["text"] = text
+            down["unmodifiedText"] = text
+        await self.cdp.call("Input.dispatchKeyEvent", down, self.page)
+        await self.cdp.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code,
+                                                       "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk,
+                                                       "modifiers": mods}, self.page)
+
+    async def capture(self, fmt: str, clip: Optional[dict] = None, full_page: bool = False,
+                      quality: Optional[int] = None) -> bytes:
+        params: Dict[str, Any] = {"format": fmt, "captureBeyondViewport": bool(full_page or clip)}
+        if clip is not None:
+            params["clip"] = clip
+        if quality is not None:
+            params["quality"] = quality
+        result = await self.cdp.call("Page.captureScreenshot", params, self.page, timeout=30.0)
+        return base64.b64decode(result.get("data", ""))
+
+    async def layout(self) -> dict:
+        return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
+
+    def kill(self) -> None:
+        """End the browser's whole process group at once (no waiting)."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+
+class _DeviceManager:
+    """The devices of one daemon: start budget per session key, a cap on
+    how many live at once, idle close, reaping of a killed daemon's orphans.
+
+    Each device leaves a record (pid, profile, daemon pid) in the state
+    directory's devices/ while it lives, so that the next daemon can end the
+    browsers and remove the profiles of one that was killed with SIGKILL."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.devices: Dict[str, _Device] = {}
+        self.starts: Dict[str, collections.deque] = {}
+        self.last_used: Dict[str, float] = {}
+        self.budget = self._parse_budget(os.environ.get("RETICLE_DEVICE_BUDGET"))
+        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
+        self.idle_s = DEVICE_IDLE_S
+        self.starting = 0
+        self._idle_timer: Any = None
+
+    @staticmethod
+    def _parse_budget(raw: Optional[str]) -> Tuple[int, float]:
+        if not raw or not raw.strip():
+            return DEVICE_BUDGET_DEFAULT
+        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*", raw)
+        if not m or int(m.group(1)) < 1:
+            raise ConfigError("RETICLE_DEVICE_BUDGET=%r is not understood; use STARTS/SECONDS, for example 5/600."
+                              % raw)
+        return int(m.group(1)), float(m.group(2))
+
+    # -- lookups --------------------------------------------------------------
+    def for_capability(self, capability: Optional[str]) -> Optional[_Device]:
+        if not capability:
+            return None
+        for device in self.devices.values():
+            if hmac.compare_digest(device.capability.encode(), capability.encode("utf-8", "replace")):
+                return device
+        return None
+
+    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.session_id == session_id:
+                return device
+        return None
+
+    def owned_by(self, key: str) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.owner == key:
+                return device
+        return None
+
+    def describe(self) -> List[dict]:
+        return [d.describe() for d in self.devices.values()]
+
+    def touch(self, key: str) -> None:
+        self.last_used[key] = time.monotonic()
+
+    # -- records ----------------------------------------------------------------
+    def _records_dir(self) -> str:
+        path = os.path.join(self.hub.state.ensure(), "devices")
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
+
+    def write_record(self, device: _Device) -> None:
+        record = {"pid": device.proc.pid, "profile": device.profile, "daemonPid": os.getpid(),
+                  "port": self.hub.port, "startedAt": _wall_iso(device.started_at)}
+        path = os.path.join(self._records_dir(), device.id + ".json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(_dumps(record))
+
+    def _drop_record(self, device: _Device) -> None:
+        try:
+            os.unlink(os.path.join(self._records_dir(), device.id + ".json"))
+        except OSError:
+            pass
+
+    def reap_orphans(self) -> int:
+        """End the browsers and remove the profiles of devices whose daemon is gone.
+
+        Blocking (it waits up to 2 s for a killed group): run it off the loop."""
+        try:
+            names = os.listdir(self._records_dir())
+        except (OSError, ConfigError):
+            return 0
+        reaped = 0
+        for name in names:
+            path = os.path.join(self._records_dir(), name)
+            try:
+                with open(path) as fh:
+                    record = json.load(fh)
+                pid, profile, owner = int(record["pid"]), str(record["profile"]), int(record["daemonPid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if owner != os.getpid() and _pid_alive(owner):
+                continue  # another live daemon's device
+            if _pid_alive(pid) and _is_device_process(pid, profile):
+                try:
+                    if os.name == "posix":
+                        os.killpg(pid, signal.SIGKILL)
+                    else:
+                        os.kill(pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError, OSError):
+                    pass
+                deadline = time.monotonic() + 2.0
+                while _pid_alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            if os.path.basename(profile).startswith("reticle-device-"):
+                shutil.rmtree(profile, ignore_errors=True)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            reaped += 1
+            _emit(_device_log, logging.INFO, "device_orphan_reaped", pid=pid, profile=profile, daemonPid=owner)
+        return reaped
+
+    # -- open and close -----------------------------------------------------------
+    def _check_budget(self, key: str) -> None:
+        count, window = self.budget
+        now = time.time()
+        starts = self.starts.setdefault(key, collections.deque())
+        while starts and starts[0] <= now - window:
+            starts.popleft()
+        if len(starts) >= count:
+            next_at = starts[0] + window
+            raise ToolError("device-start budget spent: %d starts per %g s for this session key "
+                            "(RETICLE_DEVICE_BUDGET); the next start is allowed at %s, in %d s."
+                            % (count, window, _wall_iso(next_at), max(1, int(next_at - now + 0.999))),
+                            "reuse the open device (reticle_open reuses the caller's own) or wait",
+                            nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
+
+    async def open(self, key: str, url: str, headed: bool = False,
+                   viewport: Optional[Tuple[int, int]] = None) -> Tuple[_Device, bool]:
+        """The caller's device on `url` (reused when it has one) -> (device, started)."""
+        viewport = viewport or DEVICE_VIEWPORT
+        own = self.owned_by(key)
+        if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
+            session = self.hub.bridge.get(own.session_id)
+            generation = session.generation if session is not None else -1
+            await own.navigate(url)
+            await self.wait_connected(own, generation)
+            return own, False
+        if own is not None:
+            await self.close(own, "replaced by a device with other settings")
+        if len(self.devices) + self.starting >= self.max_devices:
+            raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open."
+                            % (self.max_devices, len(self.devices) + self.starting),
+                            "close one with reticle_close, or raise RETICLE_MAX_DEVICES")
+        self._check_budget(key)
+        exe = _find_browser()
+        self.starts[key].append(time.time())
+        device = _Device(self, key, headed, viewport)
+        self.devices[device.id] = device
+        self.touch(key)
+        self.starting += 1
+        try:
+            await device.start(exe)
+            await device.navigate(url)
+            await self.wait_connected(device, -1)
+        except BaseException as exc:
+            await self.close(device, "start failed: %s" % exc)
+            if isinstance(exc, _CdpError):
+                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log")
+            raise
+        finally:
+            self.starting -= 1
+        self._ensure_idle_timer()
+        _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
+              sessionId=device.session_id, headed=headed, browser=exe)
+        return device, True
+
+    async def wait_connected(self, device: _Device, generation: int) -> BrowserSession:
+        deadline = time.monotonic() + DEVICE_CONNECT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            session = self.hub.bridge.get(device.session_id)
+            if session is not None and session.handler is not None and session.generation > generation:
+                return session
+            if device.closed or device.cdp.closed:
+                break
+            await asyncio.sleep(0.005)
+        raise ToolError("the device loaded %s but its page did not connect to the bridge within %d s (a page "
+                        "that is not http(s), or one whose Content-Security-Policy blocks the socket?)"
+                        % (device.url, DEVICE_CONNECT_TIMEOUT_S), "check the URL; reticle_sessions shows the tabs")
+
+    async def close(self, device: _Device, why: str) -> None:
+        if device.closed:
+            return
+        device.closed = True
+        self.devices.pop(device.id, None)
+        try:
+            if not device.cdp.closed:
+                await asyncio.wait_for(device.cdp.call("Browser.close", timeout=2.0), 2.5)
+        except (_CdpError, asyncio.TimeoutError):
+            pass
+        device.cdp.close()
+        if device.proc is not None:
+            try:
+                await asyncio.wait_for(device.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            device.kill()  # the rest of the process group, and the browser if Browser.close did not work
+            try:
+                await asyncio.wait_for(device.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        if device._drain is not None:
+            device._drain.cancel()
+        if device.profile:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, _remove_profile, device.profile)
+        self._drop_record(device)
+        session = self.hub.bridge.get(device.session_id)
+        if session is not None and session.handler is not None:
+            session.handler.close(1001, "the device closed")
+        _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
+
+    async def close_all(self, why: str) -> None:
+        await asyncio.gather(*(self.close(d, why) for d in list(self.devices.values())))
+        if self._idle_timer is not None:
+            self._idle_timer.stop()
+            self._idle_timer = None
+
+    def _ensure_idle_timer(self) -> None:
+        if self._idle_timer is None:
+            self._idle_timer = tornado.ioloop.PeriodicCallback(self._close_idle, 15000)
+            self._idle_timer.start()
+
+    def _close_idle(self) -> None:
+        now = time.monotonic()
+        for device in list(self.devices.values()):
+            if device.owner.startswith("cli:"):
+                continue  # `reticle drive` and `reticle demo` keep theirs until they end
+            if now - self.last_used.get(device.owner, now) > self.idle_s:
+                self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
+
+    # -- trusted input ------------------------------------------------------------
+    def on_input(self, session: BrowserSession, msg: dict) -> None:
+        """The SDK of a device asks for real input during an act; answer on its socket."""
+        device = self.for_session(session.id)
+        rid = msg.get("id")
+
+        async def run() -> None:
+            reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
+            try:
+                if device is None or device.closed or not device.acting:
+                    raise ToolError("real input is only dispatched in a device while an act runs")
+                await device.input(msg)
+            except (ToolError, _CdpError) as exc:
+                reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
+            handler = session.handler
+            if handler is not None:
+                handler.send_json(reply)
+
+        self.hub.spawn(run())
+
+
+def _is_device_process(pid: int, profile: str) -> bool:
+    """Is `pid` still the browser that used `profile` (not a recycled pid)?"""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return profile.encode() in fh.read()
+    except FileNotFoundError:
+        return os.path.isdir("/proc/self") is False  # no /proc (macOS): trust the record
+    except OSError:
+        return False
+
+
+def _remove_profile(path: str) -> None:
+    """Remove a temporary profile; the browser's helpers may write for a moment after it exits."""
+    for _ in range(10):
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            return
+        time.sleep(0.1)
 
 
 ###############################################################################
@@ -2613,6 +3323,22 @@ def _build_registry() -> ToolRegistry:
         "What the app declared through reticle.describe (testids, signals, stores, flows) plus the "
         "test ids present on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
+    add("reticle_open",
+        "Start a browser (a device) on `url`, or reuse the caller's own, with the SDK injected into every "
+        "page; answers once the page is connected, with its sessionId. Acts there are real input.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
+                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
+                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}}},
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",))
+    add("reticle_close", "Close a device (by sessionId, else the caller's own) and remove its profile.",
+        {"sessionId": sid}, _tool_close, {})
+    add("reticle_screenshot",
+        "PNG of a device's viewport, `fullPage` or one element (`ref`), saved under the state directory; "
+        "`inline` adds a JPEG image block at most 1280 px wide. Devices only.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
+         "inline": {"type": "boolean"}, "sessionId": sid},
+        _tool_screenshot, {"inline": True})
     return reg
 
 
@@ -2706,7 +3432,8 @@ async def _tool_act(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
     session.note_act_page_time(since, result)
     out = {"since": since, "dispatched": bool(result.get("dispatched", True)) if isinstance(result, dict) else True,
            "settled": result.get("settled") if isinstance(result, dict) else None,
-           "inputMode": "synthetic", "result": result}
+           "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
+           "result": result}
     return session.splice_health(out)
 
 
@@ -2721,7 +3448,7 @@ async def _tool_act_sequence(hub: "Hub", args: dict, ctx: "CallContext") -> dict
     per_step = args.get("timeout_ms", 8000) / 1000.0
     since = session.mark_act(None)
     result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
-    out = {"since": since}
+    out = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
     if isinstance(result, dict):
         out.update(result)
     return session.splice_health(out)
@@ -2939,6 +3666,82 @@ async def _tool_assert(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
 async def _tool_act_and_wait(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
     session = hub.bridge.resolve(args.get("sessionId"))
     return await hub.verdicts.act_and_wait(session, args)
+
+
+async def _tool_open(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    url = args["url"]
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
+                        'pass a full URL such as "http://localhost:5173/"')
+    vp = args.get("viewport")
+    started = time.monotonic()
+    device, fresh = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
+                                           (vp["width"], vp["height"]) if vp else None)
+    return {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
+            "started": fresh, "ms": round((time.monotonic() - started) * 1000),
+            "headed": device.headed, "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
+            "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
+
+
+async def _tool_close(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    sid = args.get("sessionId")
+    device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
+    if device is None:
+        live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
+        raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
+                                                            live), "pass the sessionId that reticle_open answered")
+    await hub.devices.close(device, "reticle_close")
+    return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
+
+
+def _write_private(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+async def _tool_screenshot(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+    sid = args.get("sessionId")
+    own = hub.devices.owned_by(ctx.session_key)
+    session = hub.bridge.resolve(sid or (own.session_id if own is not None else None))
+    device = session.device
+    if device is None or device.closed:
+        raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
+                        "screenshot: the in-page SDK reads the program, not pixels." % session.id,
+                        "open the app in a device with reticle_open {url}, then take the screenshot there")
+    metrics = await device.layout()
+    view = metrics.get("cssVisualViewport") or {}
+    page_x, page_y = float(view.get("pageX", 0)), float(view.get("pageY", 0))
+    area = {"x": page_x, "y": page_y, "width": float(view.get("clientWidth", device.viewport[0])),
+            "height": float(view.get("clientHeight", device.viewport[1]))}
+    clip = None
+    if args.get("ref"):
+        box = (await session.command("inspect", {"ref": args["ref"]}) or {}).get("box") or {}
+        if not box.get("width") or not box.get("height"):
+            raise ToolError("the element %s has no box to capture (hidden or empty)." % args["ref"],
+                            "reticle_inspect shows its box; take a viewport screenshot instead")
+        clip = area = {"x": page_x + box["x"], "y": page_y + box["y"], "width": box["width"],
+                       "height": box["height"]}
+    elif args.get("fullPage"):
+        size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
+        clip = area = {"x": 0, "y": 0, "width": size.get("width", area["width"]),
+                       "height": size.get("height", area["height"])}
+    png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
+    width, height = _png_size(png)
+    name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
+    path = os.path.join(hub.state.ensure(), "screenshots", name)
+    await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
+    out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
+           "url": device.url}
+    if not args.get("inline"):
+        return out
+    scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
+    jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
+    jw, jh = _jpeg_size(jpeg)
+    out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
+    return _WithContent(out, [{"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
+                               "mimeType": "image/jpeg"}])
 
 
 ###############################################################################
@@ -3392,6 +4195,7 @@ class BridgeHandler(tornado.websocket.WebSocketHandler):
         self.session: Optional[BrowserSession] = None
         self.replaced = False
         self.needs_token = True
+        self.device: Optional[_Device] = None
         self._hello_timer: Any = None
         self._counted = False
 
@@ -3407,6 +4211,21 @@ class BridgeHandler(tornado.websocket.WebSocketHandler):
     def prepare(self) -> None:
         guard = self.hub.guard
         origin = self.request.headers.get("Origin")
+        capability = self.get_query_argument("device", None)
+        if capability is not None:
+            # A device's injected SDK: its capability stands in for the loopback/origin check
+            # (the page may be a staging host), and binds the socket to that device's session.
+            device = self.hub.devices.for_capability(capability)
+            if device is None:
+                self._refuse(403, "the device capability is not one this daemon issued, or its device has closed")
+                return
+            if not _is_loopback_host(self.request.remote_ip):
+                self._refuse(403, "a device capability is accepted from this machine only, not from %s"
+                             % self.request.remote_ip)
+                return
+            self.device = device
+            self.needs_token = False
+            return
         if origin is not None and not guard.ws_origin_allowed(origin):
             self._refuse(403, "the origin %r is not allowed at the bridge; pages must be on localhost or "
                               "listed in RETICLE_ALLOWED_ORIGINS" % origin)
@@ -3425,6 +4244,8 @@ class BridgeHandler(tornado.websocket.WebSocketHandler):
         self.needs_token = not (origin_local and peer_ok and host_ok) and not token_ok
 
     def check_origin(self, origin: str) -> bool:
+        if self.device is not None:
+            return True  # prepare() checked this device's capability; its pages may be on any origin
         return self.hub.guard.ws_origin_allowed(origin)
 
     def get_compression_options(self) -> Optional[dict]:
@@ -3491,6 +4312,8 @@ class BridgeHandler(tornado.websocket.WebSocketHandler):
         elif kind == "command_result":
             session.last_seen = self.hub.clock()
             session.resolve_command(msg)
+        elif kind == "input" and session.device is not None:
+            self.hub.devices.on_input(session, msg)
         elif kind == "hello":
             if msg.get("sessionId") != session.id:
                 self.close(1008, "hello already received")
@@ -3515,6 +4338,13 @@ class BridgeHandler(tornado.websocket.WebSocketHandler):
         if not isinstance(msg.get("url", ""), str):
             self.close(1008, "invalid message: hello.url must be a string")
             return
+        owner = self.hub.devices.for_session(sid)
+        if owner is not self.device:
+            self.hub.bridge.note_refusal("session %s claimed with %s" % (sid, "another device's capability" if
+                                         self.device is not None else "no device capability"))
+            self.close(1008, "this device capability belongs to another session" if self.device is not None
+                       else "session %s belongs to a device; only its own pages may use it" % sid)
+            return
         if self.needs_token and not self.hub.guard.token_ok(msg.get("token") if isinstance(msg.get("token"), str) else None):
             self.hub.bridge.note_refusal("authentication failed for %s (a page off loopback, or a client "
                                          "without an Origin, needs the pairing token in its hello)"
@@ -3526,6 +4356,7 @@ class BridgeHandler(tornado.websocket.WebSocketHandler):
         if refusal is not None:
             self.close(*refusal)
             return
+        session.device = self.device
         self.session = session
 
     def on_close(self) -> None:
@@ -3630,6 +4461,7 @@ class Hub:
         self.registry = _build_registry()
         self.dispatcher = McpDispatcher(self.registry, self.call_tool, self.read_live)
         self.bridge = Bridge(self)
+        self.devices = _DeviceManager(self)
         self.verdicts = Verdicts(self)
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, SseHandler] = {}
@@ -3685,6 +4517,7 @@ class Hub:
     # -- MCP ----------------------------------------------------------------------
     async def call_tool(self, name: str, args: dict, ctx: CallContext) -> dict:
         tool = self.registry.get(name)
+        self.devices.touch(ctx.session_key)
         try:
             return _tool_result(await tool.handler(self, args, ctx))
         except ToolError as exc:
@@ -3704,7 +4537,7 @@ class Hub:
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
                "sessions": [s.describe() for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
-               "devices": []}
+               "devices": self.devices.describe()}
         if not out["sessions"]:
             out["why"] = self.bridge.why()
         return out
@@ -3728,6 +4561,7 @@ class Hub:
         self.mcp_ready = False
         for stream in list(self.sse_streams.values()) + list(self.get_streams):
             stream.sse_stop(reason)
+        await self.devices.close_all("the daemon is stopping")
         self.bridge.close_all()
         for _ in range(20):
             if not self.sse_streams and not self.get_streams:
@@ -3886,6 +4720,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             sockets += tornado.netutil.bind_sockets(hub.port, "::1")
         except (OSError, ValueError):
             pass  # no IPv6 loopback here; 127.0.0.1 still serves
+    await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
     app = make_app(hub)
     server = tornado.httpserver.HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
                                            max_body_size=MAX_BODY_BYTES + (1 << 20),
@@ -5126,6 +5961,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     } catch (e) {
       return;
     }
+    if (isObj(msg) && msg.kind === 'input_result') return onInputResult(msg);
     if (!isObj(msg) || msg.kind !== 'command') return;
     var id = msg.id;
     if (typeof id !== 'string' && typeof id !== 'number') return;
@@ -7107,6 +7943,50 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // ---- real input in a device: the daemon dispatches it through CDP Input.* (isTrusted) ---------
+  var CDP_INPUT = { click: 'click', dblclick: 'dblclick', hover: 'mousemove', type: 'keydown', press: 'keydown',
+    drag: 'mouseup' };
+  var INPUT_WAITS = {};
+  var inputSeq = 0;
+  function cdpInput(action, el, a) {
+    if (action === 'type') assertEditable(el, 'type');
+    if ((action === 'type' || action === 'press') && document.activeElement !== el) {
+      try {
+        el.focus({ preventScroll: true });
+      } catch (e) {
+        /* ignore */
+      }
+    }
+    var c = centre(el),
+      to = centre(a.__toEl || el);
+    var req = { kind: 'input', id: 'i' + ++inputSeq, action: action, x: c.x, y: c.y, toX: to.x, toY: to.y };
+    req.text = String(a.text != null ? a.text : a.value != null ? a.value : '');
+    req.key = a.key || a.text || 'Enter';
+    req.modifiers = Array.isArray(a.modifiers) ? a.modifiers : [];
+    var seen = null;
+    var spy = function (e) {
+      if (!seen) seen = e;
+    };
+    window.addEventListener(CDP_INPUT[action], spy, true);
+    return new N.Promise(function (resolve, reject) {
+      var timer = N.setTimeout(function () {
+        finish({ ok: false, error: 'the daemon did not dispatch it within 5 s' });
+      }, 5000);
+      function finish(msg) {
+        N.clearTimeout(timer);
+        delete INPUT_WAITS[req.id];
+        window.removeEventListener(CDP_INPUT[action], spy, true);
+        if (msg.ok) resolve({ defaultPrevented: !!(seen && seen.defaultPrevented) });
+        else reject(new Error('real input failed: ' + clip(String(msg.error || ''), 300)));
+      }
+      INPUT_WAITS[req.id] = finish;
+      if (!rawSend(N.stringify(req))) finish({ ok: false, error: 'the socket to the daemon is closed' });
+    });
+  }
+  function onInputResult(msg) {
+    if (hasOwn(INPUT_WAITS, msg.id)) INPUT_WAITS[msg.id](msg);
+  }
+
   function act(args) {
     var action = args.action;
     if (ACTIONS.indexOf(action) < 0)
@@ -7219,7 +8099,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     var run;
     var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
-    switch (action) {
+    var viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
+    if (viaCdp) run = cdpInput(action, el, opts);
+    switch (viaCdp ? '' : action) {
       case 'click':
         run = doClick(el, opts);
         break;
@@ -7328,6 +8210,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           if (r.files) res.files = r.files;
           if (r.to) res.to = r.to;
           if (warning) res.warning = warning;
+          res.input = viaCdp ? 'cdp' : 'synthetic';
           res.ms = Math.round(N.now() - t0);
           res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
           res.documentId = S.documentId;
@@ -7367,7 +8250,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var idx = i++;
       var p;
       try {
-        p = act(st);
+        p = act(args.input && isObj(st) ? { ref: st.ref, target: st.target, action: st.action, args: st.args,
+          input: args.input } : st);
       } catch (e) {
         p = N.Promise.reject(e);
       }
@@ -7384,6 +8268,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           };
           if (r.testid) s.testid = r.testid;
           if (r.warning) s.warning = r.warning;
+          s.input = r.input;
           out.push(s);
           effects.push(r.effect);
           return next();
@@ -9572,7 +10457,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var o = options || {};
       var url = o.url || defaultUrl();
       var token = o.token != null ? String(o.token) : null;
-      var allowRemote = boolOpt(o.allowNonLocalhost);
+      // a device's own bridge URL carries its capability, so the page may be off loopback
+      var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
       var bridge;
       try {
         bridge = new URL(url, location.href);
@@ -9591,7 +10477,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var localPage = isLocalPage(),
         localBridge = isLoopback(bridge.hostname);
       if (!localPage || !localBridge) {
-        if (!allowRemote || !token) {
+        if (!allowRemote || !(token || CFG.device)) {
           warn(
             'not running on ' +
               (localPage
@@ -9780,6 +10666,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         );
       if (ds.sessionId) o.sessionId = ds.sessionId;
       if (ds.allowInProduction != null) o.allowInProduction = boolOpt(ds.allowInProduction);
+      if (CFG.device) {
+        o.url = CFG.bridge;
+        o.sessionId = CFG.sessionId;
+      }
       connect(o);
     }
   } catch (e) {
