@@ -1518,6 +1518,7 @@ class _Device:
         self.stderr_tail: collections.deque = collections.deque(maxlen=20)
         self._drain: Optional[asyncio.Task] = None
         self.browser = ""
+        self.phases: Dict[str, int] = {}
 
     def describe(self) -> dict:
         return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
@@ -1538,7 +1539,12 @@ class _Device:
         return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
                 + sdk + "\n})();")
 
-    async def start(self, exe: str) -> None:
+    async def start(self, exe: str, url: str) -> None:
+        """Launch, attach to the start-up tab, inject, then load `url`.
+
+        The set-up calls go out together and are all answered before the
+        navigation starts: Page.navigate is handled in the browser process and
+        may overtake them, and a renderer swap would then lose them."""
         self.browser = exe
         self.profile = tempfile.mkdtemp(prefix="reticle-device-")
         args, why = _browser_args(self.profile, self.headed, self.viewport)
@@ -1550,25 +1556,29 @@ class _Device:
         self.proc = await asyncio.create_subprocess_exec(
             exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
         self.manager.write_record(self)
+        t0 = time.monotonic()
         ws_url = await self._devtools_url()
+        self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
         self._drain = asyncio.ensure_future(self._drain_stderr())
         await self.cdp.connect(ws_url)
         targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
         pages = [t for t in targets if t.get("type") == "page"]
         if pages:
-            self.target = pages[0]["targetId"]
+            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
         else:
             self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
         self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
             "sessionId"]
         self.cdp.listeners.append(self._on_event)
         width, height = self.viewport
+        self.phases["cdpReadyMs"] = round((time.monotonic() - t0) * 1000)
         await asyncio.gather(
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
             self.cdp.call("Emulation.setDeviceMetricsOverride",
                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
             self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
             self.cdp.call("Page.enable", {}, self.page))
+        await self.navigate(url)
 
     async def _devtools_url(self) -> str:
         """Read stderr until Chromium prints its DevTools endpoint."""
@@ -1853,9 +1863,10 @@ class _DeviceManager:
         self.touch(key)
         self.starting += 1
         try:
-            await device.start(exe)
-            await device.navigate(url)
+            t0 = time.monotonic()
+            await device.start(exe, url)
             await self.wait_connected(device, -1)
+            device.phases["connectedMs"] = round((time.monotonic() - t0) * 1000)
         except BaseException as exc:
             await self.close(device, "start failed: %s" % exc)
             if isinstance(exc, _CdpError):
@@ -1865,7 +1876,7 @@ class _DeviceManager:
             self.starting -= 1
         self._ensure_idle_timer()
         _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
-              sessionId=device.session_id, headed=headed, browser=exe)
+              sessionId=device.session_id, headed=headed, browser=exe, **device.phases)
         return device, True
 
     async def wait_connected(self, device: _Device, generation: int) -> BrowserSession:
@@ -5014,6 +5025,12 @@ def _build_parser() -> argparse.ArgumentParser:
     port_arg(p)
     p = sub.add_parser("token", help="print the pairing token")
     p.add_argument("--rotate", action="store_true", help="replace the token with a new one")
+    p = sub.add_parser("demo", help="verify the built-in demo app in a browser Reticle starts")
+    p.add_argument("--headed", action="store_true", help="show the browser window")
+    p = sub.add_parser("drive", help="open a device on URL and keep it until Ctrl-C")
+    p.add_argument("url", metavar="URL", help="the page to open")
+    p.add_argument("--headed", action="store_true", help="show the browser window")
+    port_arg(p)
     return parser
 
 
@@ -5084,6 +5101,173 @@ async def _cli_stop(port: int, state: StateDir) -> int:
     return 1
 
 
+class _DemoPageHandler(tornado.web.RequestHandler):
+    """GET / of the demo app: the embedded page (no script tag)."""
+
+    def get(self) -> None:
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.write(_DEMO_HTML)
+
+
+class _DemoApiHandler(tornado.web.RequestHandler):
+    """POST /api/<what> of the demo app; the profile write fails on purpose."""
+
+    def initialize(self, counter: List[int]) -> None:
+        self.counter = counter
+
+    def post(self, what: str) -> None:
+        self.counter[0] += 1
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            body = {}
+        if what == "profile":
+            self.set_status(500)
+            self.write({"error": "the profile store is read-only"})
+        elif what == "notes":
+            self.set_status(201)
+            self.write({"id": self.counter[0], "text": str(body.get("text", ""))[:200]})
+        elif what == "cart":
+            self.counter[1] += 1
+            self.set_status(201)
+            self.write({"items": self.counter[1]})
+        else:
+            self.set_status(404)
+            self.write({"error": "no such endpoint"})
+
+
+# step, the predicate in words, the tool call, what the demo expects (the bugs are planted: "no"
+# is the right answer for three of them)
+_DEMO_STEPS = (
+    ("add a note", "POST /api/notes 201, and 'Buy milk' shown", "reticle_act_and_wait",
+     {"target": {"role": "button", "name": "Add note"}, "action": "click",
+      "until": {"kind": "allOf", "predicates": [
+          {"kind": "net", "method": "POST", "urlContains": "/api/notes", "status": 201},
+          {"kind": "text", "contains": "Buy milk"}]}}, "yes"),
+    ("save the profile", "text 'Profile saved' shown", "reticle_act_and_wait",
+     {"target": {"role": "button", "name": "Save profile"}, "action": "click",
+      "until": {"kind": "text", "contains": "Profile saved"}}, "no"),
+    ("add one item to the cart", "exactly one POST /api/cart", "reticle_act_and_wait",
+     {"target": {"role": "button", "name": "Add to cart"}, "action": "click",
+      "until": {"kind": "net", "method": "POST", "urlContains": "/api/cart", "count": 1}}, "no"),
+    ("load the stats", "no console error", "reticle_act_and_wait",
+     {"target": {"role": "button", "name": "Load stats"}, "action": "click",
+      "until": {"kind": "console", "level": "error", "absent": True}, "timeout_ms": 1500}, "no"),
+)
+
+
+async def _demo_call(hub: Hub, ctx: CallContext, name: str, args: dict) -> Tuple[dict, bool]:
+    """One tools/call through the same dispatcher an MCP client reaches."""
+    reply = await hub.dispatcher.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                         "params": {"name": name, "arguments": args}}, ctx)
+    if reply is None or "error" in reply:
+        raise ToolError("%s: %s" % (name, (reply or {}).get("error")))
+    result = reply["result"]
+    return result.get("structuredContent") or {}, bool(result.get("isError"))
+
+
+def _table(rows: List[List[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+async def _cli_demo(headed: bool) -> int:
+    """`reticle demo`: the demo app in a device, verified through the tools, as a table."""
+    out = sys.stdout
+    hub = Hub(host=DEFAULT_HOST, port=0)
+    sockets = tornado.netutil.bind_sockets(0, DEFAULT_HOST)
+    hub.port = sockets[0].getsockname()[1]
+    server = tornado.httpserver.HTTPServer(make_app(hub))
+    server.add_sockets(sockets)
+    app_sockets = tornado.netutil.bind_sockets(0, DEFAULT_HOST)
+    demo = tornado.web.Application([(r"/", _DemoPageHandler), (r"/api/(\w+)", _DemoApiHandler, {"counter": [0, 0]})],
+                                   log_function=lambda handler: None)
+    app_server = tornado.httpserver.HTTPServer(demo)
+    app_server.add_sockets(app_sockets)
+    url = "http://127.0.0.1:%d/" % app_sockets[0].getsockname()[1]
+    ctx = CallContext("cli", "cli:demo")
+    code = 1
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
+        out.write("reticle demo: the demo app (planted bugs) is at %s\n" % url)
+        exe = _find_browser()
+        out.write("reticle demo: starting %s %s ...\n" % (exe, "headed" if headed else "headless"))
+        out.flush()
+        started = time.monotonic()
+        opened, failed = await _demo_call(hub, ctx, "reticle_open", {"url": url, "headed": headed})
+        if failed:
+            raise ToolError(opened.get("error", "the device did not open"))
+        out.write("reticle demo: browser up and the page connected in %.2f s (session %s, no script tag: "
+                  "the SDK was injected)\n" % (time.monotonic() - started, opened["sessionId"]))
+        out.write("reticle demo: running %d verified steps through the same tools an agent calls ...\n\n"
+                  % len(_DEMO_STEPS))
+        out.flush()
+        await _demo_call(hub, ctx, "reticle_act", {"target": {"placeholder": "Write a note"}, "action": "fill",
+                                                   "args": {"value": "Buy milk"}})
+        rows = [["step", "predicate", "verdict", "time", "evidence"]]
+        seen = set()
+        surprises = []
+        for step, described, tool, args, expected in _DEMO_STEPS:
+            t0 = time.monotonic()
+            res, failed = await _demo_call(hub, ctx, tool, args)
+            ms = (time.monotonic() - t0) * 1000
+            verdict = "error" if failed else str(res.get("verified"))
+            seen.add(verdict)
+            if verdict != expected:
+                surprises.append("%s: expected %s, got %s" % (step, expected, verdict))
+            because = res.get("error") if failed else res.get("because", "")
+            rows.append([step, described, verdict, "%d ms" % ms, _short(because, 90)])
+        shot, failed = await _demo_call(hub, ctx, "reticle_screenshot", {})
+        out.write(_table(rows) + "\n\n")
+        if failed:
+            out.write("screenshot: failed (%s)\n" % shot.get("error"))
+        else:
+            out.write("screenshot: %s (%dx%d)\n" % (shot["path"], shot["width"], shot["height"]))
+        out.write("The three 'no' verdicts are the planted bugs: a write that failed under a 'saved' message, a "
+                  "double submit and a console error. Only 'yes' is a pass.\n")
+        if surprises:
+            out.write("reticle demo: unexpected verdicts: %s\n" % "; ".join(surprises))
+        else:
+            code = 0
+    except ToolError as exc:
+        out.write("reticle demo: %s\n" % exc.error)
+    finally:
+        await hub.devices.close_all("the demo ended")
+        server.stop()
+        app_server.stop()
+    out.flush()
+    return code
+
+
+async def _cli_drive(url: str, headed: bool, host: str, port: int) -> int:
+    """`reticle drive URL`: a daemon in the foreground with one device on URL until Ctrl-C."""
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        sys.stderr.write("reticle: drive opens http: and https: URLs only, not %r\n" % url)
+        return 2
+    failed: List[str] = []
+
+    async def open_device(hub: Hub) -> None:
+        try:
+            device, _ = await hub.devices.open("cli:drive", url, headed)
+        except ToolError as exc:
+            failed.append(exc.error)
+            sys.stderr.write("reticle: %s\n" % exc.error)
+            hub.request_stop("the device did not open")
+            return
+        sys.stdout.write("session %s on %s\nMCP: %s/mcp  (Ctrl-C closes the browser and stops)\n"
+                         % (device.session_id, device.url, hub.public_origin()))
+        sys.stdout.flush()
+
+    code = await _serve(host, port, ready=lambda hub: hub.spawn(open_device(hub)) and None)
+    return 1 if failed else code
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """The CLI.  Returns the exit code; never calls sys.exit."""
     parser = _build_parser()
@@ -5093,7 +5277,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     if not args.command:
         parser.print_usage(sys.stderr)
-        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop or token\n")
+        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop, token, demo or drive\n")
         return 2
     try:
         state = StateDir()
@@ -5107,7 +5291,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return 0
             sys.stdout.write((state.rotate_token() if args.rotate else state.token()) + "\n")
             return 0
-        port = _resolve_port(args.port)
+        port = _resolve_port(getattr(args, "port", None))
         if args.command == "serve":
             _setup_logging()
             host = args.host or os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
@@ -5119,6 +5303,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             return asyncio.run(_cli_status(port, args.json))
         if args.command == "stop":
             return asyncio.run(_cli_stop(port, state))
+        if args.command == "demo":
+            _setup_logging(logging.WARNING)
+            return asyncio.run(_cli_demo(args.headed))
+        if args.command == "drive":
+            _setup_logging(logging.WARNING)
+            host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
+            return asyncio.run(_cli_drive(args.url, args.headed, host, port))
     except ConfigError as exc:
         sys.stderr.write("reticle: %s\n" % exc)
         return 1
@@ -5130,6 +5321,93 @@ def main(argv: Optional[List[str]] = None) -> int:
 ###############################################################################
 # Embedded assets #############################################################
 ###############################################################################
+# _DEMO_HTML: the page `reticle demo` serves (with /api/* answered by
+# _DemoApiHandler).  It carries no script tag: the device injects the SDK.
+# Planted bugs: "Save profile" shows "Profile saved" although its write
+# answers 500; "Add to cart" submits twice; "Load stats" logs an error.
+
+_DEMO_HTML = r"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Reticle demo shop</title>
+<style>
+  body { font: 16px/1.4 system-ui, sans-serif; margin: 2rem auto; max-width: 40rem; color: #222; }
+  section { border: 1px solid #ccc; border-radius: 6px; padding: 1rem; margin: 1rem 0; }
+  button { font: inherit; padding: .3rem .8rem; }
+  .ok { color: #176d2c; }
+</style>
+</head>
+<body>
+<h1>Demo shop</h1>
+<section>
+  <h2>Notes</h2>
+  <label>Note <input id="note" placeholder="Write a note"></label>
+  <button id="add">Add note</button>
+  <ul id="notes"></ul>
+</section>
+<section>
+  <h2>Profile</h2>
+  <label>Name <input id="name" value="Ada"></label>
+  <button id="save">Save profile</button>
+  <p id="profile-status" role="status"></p>
+</section>
+<section>
+  <h2>Cart</h2>
+  <button id="cart">Add to cart</button>
+  <p id="cart-status"></p>
+</section>
+<section>
+  <h2>Stats</h2>
+  <button id="stats">Load stats</button>
+  <p id="stats-out"></p>
+</section>
+<script>
+  function $(id) { return document.getElementById(id); }
+  function post(url, body) {
+    return fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                        body: JSON.stringify(body) });
+  }
+  $('add').addEventListener('click', function () {
+    var text = $('note').value;
+    post('/api/notes', { text: text }).then(function (r) { return r.json(); }).then(function (note) {
+      var li = document.createElement('li');
+      li.textContent = note.text;
+      $('notes').appendChild(li);
+      $('note').value = '';
+    });
+  });
+  // Bug 1: the message says saved whatever the server answered.
+  $('save').addEventListener('click', function () {
+    post('/api/profile', { name: $('name').value }).then(function (r) { return r.text(); }).then(function () {
+      $('profile-status').textContent = 'Profile saved';
+      $('profile-status').className = 'ok';
+    });
+  });
+  // Bug 2: a second listener left over from a refactor adds the item again.
+  function addToCart() {
+    post('/api/cart', { sku: 'tea', qty: 1 }).then(function (r) { return r.json(); }).then(function (c) {
+      $('cart-status').textContent = c.items + ' item(s) in the cart';
+    });
+  }
+  $('cart').addEventListener('click', addToCart);
+  $('cart').addEventListener('click', function () { addToCart(); });
+  // Bug 3: the stats code reads a field of undefined and logs the error.
+  $('stats').addEventListener('click', function () {
+    try {
+      var stats = JSON.parse('{}');
+      $('stats-out').textContent = 'Visitors: ' + stats.visitors.total;
+    } catch (e) {
+      console.error('stats failed: ' + e.message);
+      $('stats-out').textContent = 'Visitors: -';
+    }
+  });
+</script>
+</body>
+</html>
+"""
+
+
 # _SDK_JS: the in-page SDK, served at GET /reticle.js by SdkHandler.  The
 # daemon replaces __RETICLE_VERSION__ and the config token; it never holds
 # the pairing token.
