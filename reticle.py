@@ -1398,7 +1398,7 @@ class _CdpClient:
         self._ws: Any = None
         self._next = 0
         self._pending: Dict[int, asyncio.Future] = {}
-        self._reader: Optional[asyncio.Task] = None
+        self.reader: Optional[asyncio.Task] = None
         self.listeners: List[Callable[[str, dict, Optional[str]], None]] = []
         self.closed = False
 
@@ -1406,7 +1406,7 @@ class _CdpClient:
         self._ws = await tornado.websocket.websocket_connect(
             tornado.httpclient.HTTPRequest(url, connect_timeout=timeout, request_timeout=timeout),
             max_message_size=CDP_MAX_MESSAGE_BYTES, ping_interval=None)
-        self._reader = asyncio.ensure_future(self._read())
+        self.reader = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
         while True:
@@ -1462,8 +1462,8 @@ class _CdpClient:
         self.closed = True
         if self._ws is not None:
             self._ws.close()
-        if self._reader is not None:
-            self._reader.cancel()
+        if self.reader is not None:
+            self.reader.cancel()
 
 
 # CDP key definitions: key -> (windowsVirtualKeyCode, code, text typed)
@@ -1561,6 +1561,9 @@ class _Device:
         self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
         self._drain = asyncio.ensure_future(self._drain_stderr())
         await self.cdp.connect(ws_url)
+        # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
+        self.cdp.reader.add_done_callback(
+            lambda _: None if self.closed else self.manager.hub.spawn(self.manager.close(self, "the browser went away")))
         targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
         pages = [t for t in targets if t.get("type") == "page"]
         if pages:
@@ -1569,16 +1572,18 @@ class _Device:
             self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
         self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
             "sessionId"]
+        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
         self.cdp.listeners.append(self._on_event)
         width, height = self.viewport
-        self.phases["cdpReadyMs"] = round((time.monotonic() - t0) * 1000)
         await asyncio.gather(
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
             self.cdp.call("Emulation.setDeviceMetricsOverride",
                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
             self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
             self.cdp.call("Page.enable", {}, self.page))
+        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
         await self.navigate(url)
+        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
 
     async def _devtools_url(self) -> str:
         """Read stderr until Chromium prints its DevTools endpoint."""
@@ -1848,6 +1853,7 @@ class _DeviceManager:
             generation = session.generation if session is not None else -1
             await own.navigate(url)
             await self.wait_connected(own, generation)
+            self.touch(key)
             return own, False
         if own is not None:
             await self.close(own, "replaced by a device with other settings")
@@ -1875,6 +1881,7 @@ class _DeviceManager:
         finally:
             self.starting -= 1
         self._ensure_idle_timer()
+        self.touch(key)
         _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
               sessionId=device.session_id, headed=headed, browser=exe, **device.phases)
         return device, True
@@ -1914,7 +1921,10 @@ class _DeviceManager:
             except asyncio.TimeoutError:
                 pass
         if device._drain is not None:
-            device._drain.cancel()
+            try:  # stderr's end lets asyncio close the process transport (helpers hold the pipe too)
+                await asyncio.wait_for(device._drain, 2.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
         if device.profile:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, _remove_profile, device.profile)

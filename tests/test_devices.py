@@ -451,3 +451,47 @@ class CapabilityTest(AsyncHTTPTestCase):
         self.assertIsNone(msg)
         self.assertEqual(ws.close_code, 1008)
         self.assertIsNone(self.hub.bridge.get(self.device.session_id))
+
+
+def test_a_device_closes_when_its_browser_dies_or_its_key_idles(tmp_path, app):
+    """In process: the daemon's own Hub serving on a real port, with real browsers."""
+    import tornado.httpserver
+    import tornado.netutil
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        hub.port = sockets[0].getsockname()[1]
+        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
+        server.add_sockets(sockets)
+        manager = hub.devices
+
+        async def gone(device):
+            for _ in range(200):
+                if device.id not in manager.devices and not os.path.exists(device.profile):
+                    return True
+                await asyncio.sleep(0.025)
+            return False
+
+        try:
+            device, started = await manager.open("key-1", app.url + "/plain")
+            assert started and device_processes(device.profile)
+            os.killpg(device.proc.pid, signal.SIGKILL)  # the browser dies under the daemon
+            assert await gone(device)
+            assert hub.bridge.get(device.session_id) is None or hub.bridge.get(device.session_id).handler is None
+
+            device, _ = await manager.open("key-2", app.url + "/plain")
+            manager.idle_s = 0.3
+            manager._close_idle()
+            await asyncio.sleep(0.1)
+            assert device.id in manager.devices, "a key used just now is not idle"
+            await asyncio.sleep(0.3)
+            manager._close_idle()
+            assert await gone(device)
+            assert device_processes(device.profile) == []
+            assert os.listdir(str(tmp_path / "state" / "devices")) == []
+        finally:
+            await manager.close_all("the test ended")
+            server.stop()
+
+    asyncio.run(run())
