@@ -1792,13 +1792,14 @@ class _DeviceManager:
         """End the browsers and remove the profiles of devices whose daemon is gone.
 
         Blocking (it waits up to 2 s for a killed group): run it off the loop."""
+        folder = os.path.join(self.hub.state.path, "devices")  # made by the first device, not here
         try:
-            names = os.listdir(self._records_dir())
-        except (OSError, ConfigError):
+            names = os.listdir(folder)
+        except OSError:
             return 0
         reaped = 0
         for name in names:
-            path = os.path.join(self._records_dir(), name)
+            path = os.path.join(folder, name)
             try:
                 with open(path) as fh:
                     record = json.load(fh)
