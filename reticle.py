@@ -53,31 +53,13 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 __all__ = [
-    "Bridge",
-    "BridgeHandler",
-    "BrowserSession",
-    "CallContext",
     "ConfigError",
-    "EventStore",
     "Hub",
-    "McpDispatcher",
-    "NotFoundHandler",
-    "OpenApiHandler",
     "PredicateError",
     "ReticleError",
     "RpcError",
-    "SdkHandler",
-    "SessionSigner",
-    "SseHandler",
-    "SseMessageHandler",
-    "StateDir",
-    "StatusHandler",
-    "StopHandler",
-    "StreamableHandler",
-    "Tool",
     "ToolError",
-    "ToolRegistry",
-    "Verdicts",
+    "__version__",
     "main",
     "make_app",
     "parse_predicate",
@@ -151,6 +133,8 @@ MAX_PENDING_HANDSHAKES = 16
 MAX_DEPARTED = 8                           # closed tabs kept for a reload to resume (each keeps its buffer)
 DEPARTED_KEEP_MS = 60_000
 COMMAND_TIMEOUT_S = 8.0
+NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
+BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
 EVENT_CAP_BYTES = 8 * 1024 * 1024
@@ -265,6 +249,11 @@ class ConfigError(ReticleError):
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _short(value: Any, limit: int = 140) -> str:
+    text = value if isinstance(value, str) else _dumps(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _wall_iso(ts: Optional[float] = None) -> str:
@@ -405,7 +394,7 @@ def _parse_rate(raw: Optional[str]) -> Tuple[float, float]:
     return rate, max(burst, 1.0)
 
 
-class StateDir:
+class _StateDir:
     """The state directory (DESIGN section 9): mode 0700, files 0600."""
 
     def __init__(self, path: Optional[str] = None) -> None:
@@ -485,7 +474,7 @@ class StateDir:
 ###############################################################################
 
 
-class SessionSigner:
+class _SessionSigner:
     """Streamable HTTP session ids: ``v1.<payload>.<mac>`` (DESIGN section 4).
 
     payload = base64url(16 random bytes + 8-byte issued-at seconds); mac =
@@ -559,7 +548,7 @@ CHEATSHEET = """# Reticle cheat sheet
 3. `reticle_act_and_wait {ref, action, until: <predicate>}`: act and get a verdict.
 4. `reticle_assert {predicate}`: check what happened since the last act.
 
-Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
+_Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
 `"unknown"` means Reticle could not tell (tab lost, request in flight, body not captured,
 evidence evicted): report it as unknown and never weaken the check.
 
@@ -569,7 +558,7 @@ Bug-catching predicates: `{kind: "net", urlContains, status, count}`,
 """
 
 
-class CallContext:
+class _CallContext:
     """Who is calling: the transport and the session key (for limits)."""
 
     __slots__ = ("transport", "session_key", "client")
@@ -584,7 +573,7 @@ def _negotiate(requested: Any) -> str:
     return requested if requested in PROTOCOL_VERSIONS else LATEST_PROTOCOL
 
 
-def _usage_markdown(registry: ToolRegistry) -> str:
+def _usage_markdown(registry: _ToolRegistry) -> str:
     lines = ["# Reticle tools", "", INSTRUCTIONS, ""]
     for tool in registry.listed():
         lines.append("## %s" % tool.name)
@@ -606,7 +595,7 @@ def _usage_markdown(registry: ToolRegistry) -> str:
     return "\n".join(lines)
 
 
-class McpDispatcher:
+class _McpDispatcher:
     """JSON-RPC for MCP, independent of any transport.
 
     ``call_tool(name, args, ctx)`` runs a validated tool and
@@ -614,15 +603,17 @@ class McpDispatcher:
     hub, the stdio proxy to its daemon forwarder.
     """
 
-    def __init__(self, registry: ToolRegistry,
-                 call_tool: Callable[[str, dict, CallContext], Awaitable[dict]],
-                 read_live: Callable[[str], Awaitable[Any]]) -> None:
+    def __init__(self, registry: _ToolRegistry,
+                 call_tool: Callable[[str, dict, _CallContext], Awaitable[dict]],
+                 read_live: Callable[[str], Awaitable[Any]],
+                 origin: Callable[[], str] = lambda: "http://127.0.0.1:%d" % DEFAULT_PORT) -> None:
         self.registry = registry
         self._call_tool = call_tool
         self._read_live = read_live
         self.static_resources = {
             "reticle://docs/usage": ("Reticle tool surface", "text/markdown", lambda: _usage_markdown(registry)),
-            "reticle://docs/cheatsheet": ("Reticle cheat sheet", "text/markdown", lambda: CHEATSHEET),
+            "reticle://docs/cheatsheet": ("Reticle cheat sheet", "text/markdown",
+                                          lambda: CHEATSHEET.replace("http://127.0.0.1:4400", origin())),
             "reticle://predicates": ("Predicate grammar", "application/json",
                                      lambda: _dumps(_predicate_grammar_doc())),
         }
@@ -633,7 +624,7 @@ class McpDispatcher:
                     "mimeType": "application/json"})
         return out
 
-    async def handle_payload(self, payload: Any, ctx: CallContext) -> Tuple[Any, bool]:
+    async def handle_payload(self, payload: Any, ctx: _CallContext) -> Tuple[Any, bool]:
         """One message or a batch -> (response or list of responses or None, was_batch)."""
         if isinstance(payload, list):
             if not payload:
@@ -643,7 +634,7 @@ class McpDispatcher:
             return (replies or None), True
         return await self.handle(payload, ctx), False
 
-    async def handle(self, msg: Any, ctx: CallContext) -> Optional[dict]:
+    async def handle(self, msg: Any, ctx: _CallContext) -> Optional[dict]:
         if not isinstance(msg, dict):
             return _rpc_error(None, -32600, "Invalid Request: a JSON-RPC message must be an object")
         mid = msg.get("id")
@@ -671,7 +662,7 @@ class McpDispatcher:
             return _rpc_error(mid, -32603, "Internal error: %s" % exc)
         return {"jsonrpc": "2.0", "id": mid, "result": result}
 
-    async def _method(self, method: str, params: dict, ctx: CallContext) -> Any:
+    async def _method(self, method: str, params: dict, ctx: _CallContext) -> Any:
         if method == "initialize":
             ctx.client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else None
             return {
@@ -737,6 +728,72 @@ def _tool_result(obj: Any, is_error: bool = False) -> dict:
 # Browser bridge (connection hub, pending calls) ##############################
 ###############################################################################
 
+# -- calls: the one place that says what a request is and whether it matches --------------------
+
+_WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+_DEV_URL = re.compile(r"/(@vite|__vite|_next/webpack-hmr|__webpack_hmr|sockjs-node|@react-refresh)|hot-update")
+
+
+def _is_write(d: dict) -> bool:
+    return str(d.get("method", "")).upper() in _WRITE_METHODS
+
+
+def _is_dev(d: dict) -> bool:
+    """Dev tooling traffic (HMR sockets, hot updates) that no verdict counts."""
+    return bool(_DEV_URL.search(str(d.get("url", ""))))
+
+
+def _calls(window: List[dict]) -> List[dict]:
+    """The completed calls of a window, in order."""
+    return [e["data"] for e in window if e["type"] == "net.request"]
+
+
+def _still_open(window: List[dict]) -> Dict[str, dict]:
+    """Requests started in the window (dev tooling aside) with no completion in it."""
+    open_ids: Dict[str, dict] = {}
+    for e in window:
+        d = e["data"]
+        if e["type"] == "net.pending" and not _is_dev(d):
+            open_ids[str(d.get("requestId", e["seq"]))] = d
+        elif e["type"] == "net.request":
+            open_ids.pop(str(d.get("requestId", "")), None)
+    return open_ids
+
+
+def _call_failed(d: dict) -> bool:
+    """A completed call failed: the page said not ok, it answered 400 or more, or it errored."""
+    if d.get("ok") is False:
+        return True
+    status = d.get("status")
+    return isinstance(status, int) and status >= 400 or (d.get("error") is not None and d.get("ok") is not True)
+
+
+def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
+    """Does call `d` match the filters `f` (method, urlContains, status, ok)?
+
+    The network tool, the `net` kind and the contradictions all ask this one
+    function.  A call still pending has no status yet: with `pending=True` it
+    matches on method and URL alone (it may yet answer as asked); otherwise a
+    pending call never matches a status or `ok` filter."""
+    if f.get("method") and str(d.get("method", "")).upper() != f["method"].upper():
+        return False
+    if f.get("urlContains") and f["urlContains"] not in str(d.get("url", "")):
+        return False
+    if pending:
+        return True
+    if d.get("pending") and ("status" in f or "ok" in f):
+        return False
+    if "status" in f and d.get("status") != f["status"]:
+        return False
+    if "ok" in f and (not _call_failed(d)) != f["ok"]:
+        return False
+    return True
+
+
+def _call_label(d: dict) -> str:
+    return "%s %s" % (str(d.get("method", "GET")).upper(), d.get("url", "?"))
+
+
 _HIGH_VALUE = ("net.request", "net.pending", "console.error", "console.warn", "error.uncaught",
                "route.change", "signal", "storage.change", "state.change", "truncated", "blind-spot")
 
@@ -745,7 +802,7 @@ def _is_churn(etype: str) -> bool:
     return etype.startswith(CHURN_PREFIXES)
 
 
-class EventStore:
+class _EventStore:
     """One browser session's ring buffer: at most EVENT_CAP_COUNT events,
     EVENT_CAP_AGE_MS old and EVENT_CAP_BYTES big.  Churn (DOM, animation,
     health) is evicted before anything else, and every eviction is counted
@@ -767,7 +824,7 @@ class EventStore:
         self.evicted_upto = {"churn": -1.0, "other": -1.0}
         self.sampled = 0
         self.sampled_upto = -1.0
-        self.blind_spots: collections.Counter = collections.Counter()
+        self._blind_spots: collections.Counter = collections.Counter()
 
     def __len__(self) -> int:
         return len(self._churn) + len(self._kept)
@@ -781,6 +838,13 @@ class EventStore:
         self.bytes += size
         if trim:
             self.trim(event["t"])
+
+    def note_blind_spot(self, reason: str, count: int = 1) -> None:
+        """Count something the page could not observe (a closed shadow root, a malformed frame...)."""
+        self._blind_spots[reason[:64]] += count
+
+    def blind_spot_counts(self) -> Dict[str, int]:
+        return {k: v for k, v in self._blind_spots.items() if v}
 
     def note_sampled(self, count: int, t: float) -> None:
         self.sampled += count
@@ -839,24 +903,46 @@ class EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
-class BrowserSession:
+class _Known:
+    """What a session knows beside its window, for the verdict rules: the
+    requests still open, the blind-spot counts and what the buffer lost
+    since the window's start."""
+
+    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background")
+
+    def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
+                 origin: str = "", background: Tuple[str, ...] = ()) -> None:
+        self.open_requests = open_requests
+        self.blind_spots = blind_spots
+        self.loss = loss
+        self.origin = origin                # the page's scheme://host:port
+        self.background = background        # writes the page made on its own before the window (autosave...)
+
+
+class _TabGone(ToolError):
+    """The tab went away (unloaded, replaced or closed) after a command was sent to it,
+    so whether the command ran is not known."""
+
+
+class _BrowserSession:
     """One connected tab: its socket, ring buffer, pending commands, health."""
 
-    def __init__(self, bridge: "Bridge", handler: "BridgeHandler", hello: dict) -> None:
+    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
         self.bridge = bridge
-        self.handler: Optional[BridgeHandler] = handler
+        self.handler: Optional[_BridgeHandler] = handler
         self.id = hello["sessionId"]
         self.generation = 0
         self.connected_at = bridge.clock()
         self.first_connected_at = self.connected_at
         self.reconnects = 0
-        self.store = EventStore(bridge.clock)
+        self.store = _EventStore(bridge.clock)
         self.pending: Dict[str, asyncio.Future] = {}
         self._next_cmd = 0
         self.last_act: Optional[float] = None
         self.last_act_action: Optional[str] = None
         self.last_nav: Optional[float] = None
-        self.open_requests: Dict[str, dict] = {}
+        self.left_at: Optional[float] = None       # when the last socket went away (monotonic)
+        self._open: Dict[str, dict] = {}
         self.act_marks: Dict[float, Tuple[str, float]] = {}
         self.hidden = False
         self.focused = True
@@ -921,6 +1007,49 @@ class BrowserSession:
             out["buffer"] = loss
         return out
 
+    # -- what the verdict rules read -----------------------------------------
+    def now(self) -> float:
+        return self.bridge.clock()
+
+    def open_since(self, t: float) -> List[dict]:
+        """Requests still open that started at or after `t` (each with `startedAt`)."""
+        return [d for d in self._open.values() if d.get("startedAt", 0) >= t]
+
+    def navigating(self) -> bool:
+        """The page is leaving its document: it reported a navigation (a form post, a link) whose
+        next document has not connected yet.  Judging the page now would judge the one going away."""
+        horizon = self.now() - NAV_WAIT_S * 1000.0
+        return any(d.get("initiator") == "document" and d.get("startedAt", 0) >= horizon for d in self._open.values())
+
+    def between_documents(self) -> bool:
+        return self.handler is None or self.navigating()
+
+    async def next_document(self, deadline: float) -> bool:
+        """Wait (until the monotonic `deadline`) for the tab's next document to connect.
+        False when the tab closed, crashed, or its next document never came."""
+        while self.between_documents():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.handler is None:
+                if not await self.bridge.wait_back(self, left):
+                    return False
+            else:
+                await self.wait_change(min(0.05, left))
+        return True
+
+    def clear_open_requests(self) -> None:
+        """A new document: the old one's requests can no longer answer."""
+        self._open.clear()
+
+    def known(self, floor: float) -> "_Known":
+        parts = urllib.parse.urlsplit(self.url)
+        origin = "%s://%s" % (parts.scheme, parts.netloc) if parts.scheme and parts.netloc else ""
+        before = self.store.query(max(0.0, floor - BACKGROUND_MS), floor, prefix="net.request")
+        background = tuple(sorted({_call_label(e["data"]) for e in before if _is_write(e["data"])}))
+        return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
+                      origin, background)
+
     # -- cursors --------------------------------------------------------------
     def mark_act(self, action: Optional[str]) -> float:
         self.last_act = self.bridge.clock()
@@ -977,7 +1106,7 @@ class BrowserSession:
         dropped = 0
         for raw in events:
             if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
-                self.store.blind_spots["malformed-event"] += 1
+                self.store.note_blind_spot("malformed-event")
                 continue
             etype = raw["type"][:64]
             # Ordinary events share `cap` per second; high-value ones (requests,
@@ -1014,17 +1143,17 @@ class BrowserSession:
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
         if etype == "net.pending" and data.get("requestId"):
-            if len(self.open_requests) < 1000:
-                self.open_requests[str(data["requestId"])] = dict(data, startedAt=event["t"])
+            if len(self._open) < 1000:
+                self._open[str(data["requestId"])] = dict(data, startedAt=event["t"])
         elif etype == "net.request" and data.get("requestId"):
-            self.open_requests.pop(str(data["requestId"]), None)
+            self._open.pop(str(data["requestId"]), None)
         elif etype == "page.health":
             self.hidden = bool(data.get("hidden"))
             self.focused = bool(data.get("focused", True))
         elif etype == "route.change" and isinstance(data.get("to"), str):
             self.url = data["to"][:4096]
         elif etype == "blind-spot":
-            self.store.blind_spots[str(data.get("reason", "unknown"))[:64]] += int(data.get("count", 1) or 1)
+            self.store.note_blind_spot(str(data.get("reason", "unknown")), int(data.get("count", 1) or 1))
 
     async def wait_change(self, timeout: float) -> None:
         """Sleep until the next event arrives or `timeout` seconds pass."""
@@ -1077,7 +1206,7 @@ class BrowserSession:
     def fail_pending(self, why: str) -> None:
         for fut in list(self.pending.values()):
             if not fut.done():
-                fut.set_exception(ToolError(why, "call reticle_sessions and retry on the live tab"))
+                fut.set_exception(_TabGone(why, "call reticle_sessions and retry on the live tab"))
         self.pending.clear()
 
     # -- snapshot diff ----------------------------------------------------------
@@ -1125,25 +1254,25 @@ class BrowserSession:
         return out
 
 
-class Bridge:
+class _Bridge:
     """All browser sessions of one daemon, keyed by the id the page chose."""
 
     def __init__(self, hub: "Hub") -> None:
         self.hub = hub
         self.clock = hub.clock
-        self.sessions: Dict[str, BrowserSession] = {}
+        self.sessions: Dict[str, _BrowserSession] = {}
         self.pending_handshakes = 0
         self.refusals: collections.deque = collections.deque(maxlen=5)
         self.ever_connected = 0
         self.events_per_second = EVENTS_PER_SECOND_DEFAULT
         # Tabs that went away recently, kept so that a reload (same id, new
         # socket) keeps its buffer and cursors instead of starting blind.
-        self.departed: Dict[str, Tuple[BrowserSession, float]] = {}
+        self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
 
-    def live(self) -> List[BrowserSession]:
+    def live(self) -> List[_BrowserSession]:
         return list(self.sessions.values())
 
-    def get(self, session_id: str) -> Optional[BrowserSession]:
+    def get(self, session_id: str) -> Optional[_BrowserSession]:
         return self.sessions.get(session_id)
 
     def note_refusal(self, reason: str) -> None:
@@ -1163,7 +1292,7 @@ class Bridge:
             text = "NOTE: the bridge refused a connection recently (%s: %s). " % (last["at"], last["reason"]) + text
         return text
 
-    def resolve(self, session_id: Optional[str]) -> BrowserSession:
+    def resolve(self, session_id: Optional[str]) -> _BrowserSession:
         if session_id:
             s = self.sessions.get(session_id)
             if s is None:
@@ -1183,7 +1312,7 @@ class Bridge:
         raise ToolError("multiple sessions connected — pass sessionId: %s" % ", ".join(
             "%s (%s)" % (s.id, s.url) for s in self.sessions.values()), "pass sessionId")
 
-    def attach(self, handler: "BridgeHandler", hello: dict) -> Tuple[Optional[BrowserSession], Optional[Tuple[int, str]]]:
+    def attach(self, handler: "_BridgeHandler", hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
         sid = hello["sessionId"]
         self._reap_departed()
         old = self.sessions.get(sid)
@@ -1201,7 +1330,7 @@ class Bridge:
             session.generation += 1
             session.reconnects += 1
             session.connected_at = self.clock()
-            session.open_requests.clear()
+            session.clear_open_requests()
             session.update_identity(hello)
             if old_handler is not None and old_handler is not handler:
                 old_handler.replaced = True
@@ -1209,17 +1338,18 @@ class Bridge:
                 old_handler.close(1008, reason)
             _emit(_bridge_log, logging.INFO, "session_replaced", sessionId=sid, url=session.url)
         else:
-            session = BrowserSession(self, handler, hello)
+            session = _BrowserSession(self, handler, hello)
             self.sessions[sid] = session
             _emit(_bridge_log, logging.INFO, "session_connected", sessionId=sid, url=session.url)
         self.ever_connected += 1
         return session, None
 
-    def detach(self, handler: "BridgeHandler") -> None:
+    def detach(self, handler: "_BridgeHandler") -> None:
         session = handler.session
         if session is None or session.handler is not handler:
             return
         session.handler = None
+        session.left_at = time.monotonic()
         session.fail_pending("the tab %s disconnected before the command answered" % session.id)
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
@@ -1234,6 +1364,35 @@ class Bridge:
         for sid, (_, gone_at) in list(self.departed.items()):
             if now - gone_at > keep_ms:
                 del self.departed[sid]
+
+    async def wait_back(self, session: _BrowserSession, timeout: float) -> bool:
+        """Wait up to `timeout` s for `session` (the same tab) to connect again."""
+        deadline = time.monotonic() + timeout
+        while not (session.handler is not None and self.sessions.get(session.id) is session):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(0.025, left))
+        return True
+
+    def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
+        """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
+        now = time.monotonic()
+        recent = [s for s, _ in self.departed.values() if s.left_at is not None and now - s.left_at < NAV_WAIT_S]
+        if session_id:
+            return next((s for s in recent if s.id == session_id), None)
+        return recent[-1] if len(recent) == 1 and not self.sessions else None
+
+    async def resolve_soon(self, session_id: Optional[str]) -> _BrowserSession:
+        """resolve(), but a tab between two documents is waited for (up to NAV_WAIT_S) instead
+        of being reported gone: a form post or a link replaces the page, not the tab."""
+        try:
+            return self.resolve(session_id)
+        except ToolError:
+            back = self._returning(session_id)
+            if back is None or not await self.wait_back(back, NAV_WAIT_S - (time.monotonic() - back.left_at)):
+                raise
+            return back
 
     async def wait_reconnect(self, session_id: str, generation: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -1887,7 +2046,7 @@ class _DeviceManager:
               sessionId=device.session_id, headed=headed, browser=exe, **device.phases)
         return device, True
 
-    async def wait_connected(self, device: _Device, generation: int) -> BrowserSession:
+    async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
         deadline = time.monotonic() + DEVICE_CONNECT_TIMEOUT_S
         while time.monotonic() < deadline:
             session = self.hub.bridge.get(device.session_id)
@@ -1955,7 +2114,7 @@ class _DeviceManager:
                 self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
 
     # -- trusted input ------------------------------------------------------------
-    def on_input(self, session: BrowserSession, msg: dict) -> None:
+    def on_input(self, session: _BrowserSession, msg: dict) -> None:
         """The SDK of a device asks for real input during an act; answer on its socket."""
         device = self.for_session(session.id)
         rid = msg.get("id")
@@ -2017,198 +2176,8 @@ _ELEMENT_QUERY = {
 }
 _LOCATOR_FIELDS = ("by", "value", "role", "name", "text", "label", "placeholder", "testid", "alt")
 
-_PREDICATE_KINDS: Dict[str, dict] = {
-    "element": {
-        "doc": "An element matching `query` exists (in `state`), or with absent: true does not. Live DOM.",
-        "properties": {"query": _ELEMENT_QUERY,
-                       "state": {"anyOf": [{"enum": _ELEMENT_STATES},
-                                           {"type": "array", "items": {"enum": _ELEMENT_STATES}}]},
-                       "absent": {"type": "boolean"}},
-        "required": ["query"],
-        "example": {"kind": "element", "query": {"role": "button", "name": "Pay"}, "state": "enabled"},
-    },
-    "text": {
-        "doc": "Some element's text contains `contains` (case-insensitive); `visible` to require it shown. Live DOM.",
-        "properties": {"contains": {"type": "string", "minLength": 1}, "visible": {"type": "boolean"},
-                       "absent": {"type": "boolean"}, "scope": {"type": "string"}},
-        "required": ["contains"], "aliases": {"text": "contains", "value": "contains"},
-        "example": {"kind": "text", "contains": "Payment received", "visible": True},
-    },
-    "net": {
-        "doc": "A completed fetch/XHR matching the filters; `count` demands exactly that many; "
-               "`bodyContains` reads the response body.",
-        "properties": {"method": {"type": "string"}, "urlContains": {"type": "string"},
-                       "status": {"type": "integer"}, "ok": {"type": "boolean"}, "since": _P_SINCE,
-                       "count": {"type": "integer", "minimum": 0},
-                       "bodyContains": {"type": "string", "minLength": 1}},
-        "aliases": {"url": "urlContains"},
-        "example": {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200, "count": 1},
-    },
-    "route": {
-        "doc": "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
-        "properties": {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},
-        "aliases": {"path": "pathname", "urlContains": "contains", "url": "contains"},
-        "example": {"kind": "route", "pathname": "/orders/42"},
-    },
-    "console": {
-        "doc": "Console output at `level` (error includes uncaught errors) containing `contains`; "
-               "absent: true demands none.",
-        "properties": {"level": {"enum": ["error", "warn", "log", "info"]},
-                       "contains": {"type": "string", "minLength": 1}, "absent": {"type": "boolean"},
-                       "since": _P_SINCE},
-        "aliases": {"textContains": "contains"},
-        "example": {"kind": "console", "level": "error", "absent": True},
-    },
-    "animation": {
-        "doc": "An animation or transition started (or, with completed: true, ended), by `name` and target ref.",
-        "properties": {"name": {"type": "string"}, "target": {"type": "string"},
-                       "completed": {"type": "boolean"}, "since": _P_SINCE},
-        "example": {"kind": "animation", "name": "fade-in", "completed": True},
-    },
-    "signal": {
-        "doc": "The app called reticle.signal(name, data) with data matching `dataMatches` (shallow; \"*\" = "
-               "any value; {$gte,$lte,$gt,$lt,$contains,$length} operators); `count` exact.",
-        "properties": {"name": {"type": "string"}, "dataMatches": {"type": "object"},
-                       "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
-        "aliases": {"data": "dataMatches"},
-        "example": {"kind": "signal", "name": "order:placed", "dataMatches": {"total": {"$gt": 0}}},
-    },
-    "state": {
-        "doc": "A registered store's value at the dot `path` exists, or `equals` (value matcher). Live read.",
-        "properties": {"path": {"type": "string", "minLength": 1}, "store": {"type": "string"}, "equals": {}},
-        "required": ["path"],
-        "example": {"kind": "state", "store": "cart", "path": "items.length", "equals": 0},
-    },
-    "storage": {
-        "doc": "localStorage/sessionStorage/cookie `key` exists, `equals` a value, is `absent`, or (changed: "
-               "true) was written in the window.",
-        "properties": {"key": {"type": "string", "minLength": 1},
-                       "area": {"enum": ["local", "session", "cookies"]}, "equals": {},
-                       "absent": {"type": "boolean"}, "changed": {"type": "boolean"}, "since": _P_SINCE},
-        "required": ["key"],
-        "example": {"kind": "storage", "area": "local", "key": "theme", "equals": "dark"},
-    },
-    "settled": {
-        "doc": "No request in flight and no network or structural DOM activity for `quietMs` (default 500).",
-        "properties": {"quietMs": {"type": "number", "exclusiveMinimum": 0, "maximum": 30000}},
-        "example": {"kind": "settled", "quietMs": 500},
-    },
-    "allOf": {
-        "doc": "Every predicate in `predicates` holds.",
-        "properties": {"predicates": {"type": "array", "items": {"type": "object"}, "minItems": 1}},
-        "required": ["predicates"], "aliases": {"of": "predicates"},
-        "example": {"kind": "allOf", "predicates": [{"kind": "net", "urlContains": "/api/pay", "status": 200},
-                                                    {"kind": "console", "level": "error", "absent": True}]},
-    },
-    "anyOf": {
-        "doc": "At least one predicate in `predicates` holds.",
-        "properties": {"predicates": {"type": "array", "items": {"type": "object"}, "minItems": 1}},
-        "required": ["predicates"], "aliases": {"of": "predicates"},
-        "example": {"kind": "anyOf", "predicates": [{"kind": "text", "contains": "Saved"},
-                                                    {"kind": "signal", "name": "saved"}]},
-    },
-    "not": {
-        "doc": "The `predicate` does not hold (an unreadable child stays unknown).",
-        "properties": {"predicate": {"type": "object"}},
-        "required": ["predicate"], "aliases": {"of": "predicate"},
-        "example": {"kind": "not", "predicate": {"kind": "text", "contains": "Error"}},
-    },
-}
-
-
-def _kind_schema(kind: str) -> dict:
-    spec = _PREDICATE_KINDS[kind]
-    props = {"kind": {"const": kind}}
-    props.update(spec["properties"])
-    schema = {"type": "object", "properties": props, "additionalProperties": False, "required": ["kind"]}
-    schema["required"] += spec.get("required", [])
-    return schema
-
-
-def _predicate_grammar_doc() -> dict:
-    return {
-        "description": "A predicate is an object {kind, ...fields}. Unknown fields are errors. Tolerated: "
-                       "`type` for `kind`, the per-kind aliases listed, and element locator fields written "
-                       "at the top level (moved into `query`).",
-        "kinds": {k: {"doc": v["doc"], "schema": _kind_schema(k), "aliases": v.get("aliases", {}),
-                      "example": v["example"]} for k, v in _PREDICATE_KINDS.items()},
-        "elementStates": _ELEMENT_STATES,
-    }
-
-
-_KIND_VALIDATORS: Dict[str, Any] = {}
-
-
-class PredicateError(ToolError):
-    """A predicate that does not parse: no verdict is produced."""
-
-
-def _predicate_fail(kind: Optional[str], issues: List[str], where: str) -> "PredicateError":
-    if kind in _PREDICATE_KINDS:
-        spec = _PREDICATE_KINDS[kind]
-        accepts = ["kind"] + list(spec["properties"])
-        extra = ""
-        if kind == "element":
-            extra = " query accepts: %s." % ", ".join(_ELEMENT_QUERY["properties"])
-        msg = ("that predicate did not parse (kind %r at %s): %s. Nothing ran, so no verdict was produced. "
-               "%s accepts: %s.%s A valid %s predicate looks like: %s" % (
-                   kind, where, "; ".join(issues[:3]), kind, ", ".join(accepts), extra, kind, _dumps(spec["example"])))
-        return PredicateError(msg, "fix the predicate and call again", accepts=accepts, example=spec["example"],
-                              noVerdict=True)
-    msg = ("that predicate did not parse at %s: %s. Nothing ran, so no verdict was produced. Use one of the "
-           "kinds: %s. For example: %s" % (where, "; ".join(issues[:3]), ", ".join(_PREDICATE_KINDS),
-                                          _dumps(_PREDICATE_KINDS["text"]["example"])))
-    return PredicateError(msg, "fix the predicate and call again", kinds=list(_PREDICATE_KINDS), noVerdict=True)
-
-
-def parse_predicate(raw: Any, where: str = "predicate") -> dict:
-    """Tolerant rewrites, then strict validation; returns a normalised copy."""
-    if not isinstance(raw, dict):
-        raise _predicate_fail(None, ["a predicate must be an object {kind, ...}, not %s" % type(raw).__name__], where)
-    p = dict(raw)
-    if "kind" not in p and isinstance(p.get("type"), str):
-        p["kind"] = p.pop("type")
-    kind = p.get("kind")
-    if kind is None:
-        combos = [k for k in ("allOf", "anyOf", "not") if k in p]
-        hint = " (write {\"kind\": \"%s\", ...} rather than {\"%s\": ...})" % (combos[0], combos[0]) if combos else ""
-        raise _predicate_fail(None, ["it has no `kind`%s" % hint], where)
-    if not isinstance(kind, str) or kind not in _PREDICATE_KINDS:
-        raise _predicate_fail(None, ["%r is not a predicate kind" % (kind,)], where)
-    spec = _PREDICATE_KINDS[kind]
-    for alias, canonical in spec.get("aliases", {}).items():
-        if alias in p:
-            value = p.pop(alias)
-            p.setdefault(canonical, value)
-    if kind == "element":
-        flat = {k: p.pop(k) for k in _LOCATOR_FIELDS if k in p}
-        if "query" not in p and flat:
-            p["query"] = flat
-    validator = _KIND_VALIDATORS.get(kind)
-    if validator is None:
-        validator = _KIND_VALIDATORS[kind] = jsonschema.Draft202012Validator(_kind_schema(kind))
-    issues = []
-    for err in sorted(validator.iter_errors(p), key=lambda e: list(e.absolute_path)):
-        if err.validator == "additionalProperties":
-            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-            loc = "/".join(str(x) for x in err.absolute_path)
-            issues.extend("unknown field %s%s" % ("%s." % loc if loc else "", e) for e in extra)
-        elif err.validator == "required":
-            issues.append(err.message.replace("is a required property", "is required"))
-        else:
-            issues.append("%s: %s" % ("/".join(str(x) for x in err.absolute_path) or kind, err.message))
-    if issues:
-        raise _predicate_fail(kind, issues, where)
-    if kind in ("allOf", "anyOf"):
-        p["predicates"] = [parse_predicate(c, "%s.predicates[%d]" % (where, i)) for i, c in enumerate(p["predicates"])]
-    elif kind == "not":
-        p["predicate"] = parse_predicate(p["predicate"], "%s.predicate" % where)
-    elif kind == "element" and isinstance(p.get("state"), str):
-        p["state"] = [p["state"]]
-    return p
-
-
 def _leaves(p: dict, under_not: bool = False) -> List[Tuple[dict, bool]]:
+    """The leaf predicates of `p`, each with whether a `not` is above it."""
     if p["kind"] in ("allOf", "anyOf"):
         return [leaf for c in p["predicates"] for leaf in _leaves(c, under_not)]
     if p["kind"] == "not":
@@ -2252,734 +2221,1039 @@ def _deep_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-_WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-_DEV_URL = re.compile(r"/(@vite|__vite|_next/webpack-hmr|__webpack_hmr|sockjs-node|@react-refresh)|hot-update")
 _UI_EVENTS = ("dom.added", "dom.removed", "dom.attr", "dom.text", "state.change", "route.change")
 _FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|couldn't", re.I)
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
 
-def _still_open(window: List[dict]) -> Dict[str, dict]:
-    """Requests started in the window (dev tooling aside) with no completion in it."""
-    open_ids: Dict[str, dict] = {}
+# -- one evaluator per kind: (session, p, window, diagnose) -> result ---------------------------
+
+async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    done = _calls(window)
+    matched = [d for d in done if _call_matches(d, p)]
+    expected = _describe_predicate(p)
+    if p.get("bodyContains"):
+        with_body = [d for d in matched if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
+        if not with_body and matched:
+            unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
+            if unread:
+                return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
+                        "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
+                        "assertion": "net.body"}
+            return {"pass": False, "assertion": "net.body", "expected": "a response body containing %r" % p["bodyContains"],
+                    "observed": _short(matched[-1].get("responseBody"), 200),
+                    "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+        matched = with_body
+    pending = [d for d in session.open_since(window[0]["t"] if window else 0)
+               if _call_matches(d, p, pending=True)]
+    if "count" in p:
+        if len(matched) == p["count"]:
+            return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
+        over = len(matched) > p["count"]
+        out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], expected),
+               "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status")) for d in matched[:8])),
+               "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
+               "decided": over}
+        if not over and pending:
+            out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
+        return out
+    if matched:
+        return {"pass": True, "evidence": matched[0], "assertion": "net.present"}
+    if pending:
+        return {"pass": False, "inconclusive": "%s is still in flight; its outcome is not known yet"
+                % _call_label(pending[0]), "assertion": "net.present"}
+    hidden = [d for d in done if d.get("statusKnown") is False and _call_matches(d, p, pending=True)]
+    if hidden and ("status" in p or "ok" in p):
+        return {"pass": False, "assertion": "net.present", "inconclusive": (
+            "%s happened, but the browser does not expose its status (%s), so a predicate on its status "
+            "cannot be decided; drop status, or assert what the next page shows" % (
+                _call_label(hidden[0]), hidden[0].get("statusNote") or "a document request")), "evidence": hidden[0]}
+    frames = _frames(window)
+    if frames:
+        return {"pass": False, "assertion": "net.present", "inconclusive": (
+            "no fetch/XHR matched %s, but this window holds %d WebSocket/EventSource message(s) (%s) that a net "
+            "predicate cannot see; match them with {kind: \"frame\", ...}" % (
+                expected, len(frames), _frame_label(frames[0])))}
+    seen = []
+    for d in done:
+        label = "%s → %s" % (_call_label(d), d.get("status"))
+        if label not in seen:
+            seen.append(label)
+    return {"pass": False, "assertion": "net.present", "expected": expected,
+            "observed": seen[:8] or "no calls at all in this window",
+            "failureReason": "no completed request matched %s" % expected}
+
+
+async def _eval_console(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    level = p.get("level")
+    if level is None:
+        types = ("console.log", "console.warn", "console.error", "error.uncaught")
+    elif level == "error":
+        types = ("console.error", "error.uncaught")
+    else:
+        types = ("console." + level,)
+    hits = []
     for e in window:
-        d = e["data"]
-        if e["type"] == "net.pending" and not _DEV_URL.search(str(d.get("url", ""))):
-            open_ids[str(d.get("requestId", e["seq"]))] = d
-        elif e["type"] == "net.request":
-            open_ids.pop(str(d.get("requestId", "")), None)
-    return open_ids
+        if e["type"] not in types:
+            continue
+        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        text = d.get("text") or d.get("message") or ""
+        text = text if isinstance(text, str) else _dumps(text)
+        if p.get("contains") and p["contains"] not in text:
+            continue
+        hits.append({"level": "error" if e["type"] == "error.uncaught" else e["type"][8:], "text": _short(text, 300),
+                     "uncaught": e["type"] == "error.uncaught", "t": e["t"]})
+    if p.get("absent"):
+        if hits:
+            return {"pass": False, "assertion": "console.absent", "evidence": hits[:5], "decided": True,
+                    "observed": [h["text"] for h in hits[:5]],
+                    "failureReason": "%d console %s message(s) appeared: %s" % (len(hits), level or "", hits[0]["text"])}
+        return {"pass": True, "evidence": {"absent": True, "level": level}, "assertion": "console.absent"}
+    if hits:
+        return {"pass": True, "evidence": hits[:5], "assertion": "console.present"}
+    return {"pass": False, "assertion": "console.present", "failureReason": "no console %s message%s" % (
+        level or "", " containing %r" % p["contains"] if p.get("contains") else "")}
 
 
-def _call_failed(d: dict) -> bool:
-    if d.get("ok") is False:
-        return True
-    status = d.get("status")
-    return isinstance(status, int) and status >= 400 or (d.get("error") is not None and d.get("ok") is not True)
+async def _eval_animation(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    want = "anim.end" if p.get("completed") else "anim.start"
+    seen = []
+    for e in window:
+        if e["type"] != want:
+            continue
+        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        seen.append(d.get("name"))
+        if p.get("name") and d.get("name") != p["name"]:
+            continue
+        if p.get("target") and d.get("ref") != p["target"] and d.get("targetRef") != p["target"]:
+            continue
+        return {"pass": True, "evidence": d, "assertion": "animation"}
+    return {"pass": False, "assertion": "animation", "observed": seen[:8] or "no animations in this window",
+            "failureReason": "no %s event for %s" % (want, p.get("name") or "any animation")}
 
 
-def _call_label(d: dict) -> str:
-    return "%s %s" % (str(d.get("method", "GET")).upper(), d.get("url", "?"))
+async def _eval_signal(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    named, matched = [], []
+    for e in window:
+        if e["type"] != "signal":
+            continue
+        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        if p.get("name") and d.get("name") != p["name"]:
+            continue
+        named.append(d)
+        data = d.get("data")
+        dm = p.get("dataMatches")
+        if dm and not (isinstance(data, dict) and all(_value_matches(v, data.get(k)) for k, v in dm.items())):
+            continue
+        matched.append(d)
+    if "count" in p:
+        if len(matched) == p["count"]:
+            return {"pass": True, "evidence": {"count": len(matched), "signals": matched[:5]}, "assertion": "signal.count"}
+        return {"pass": False, "assertion": "signal.count", "decided": len(matched) > p["count"],
+                "failureReason": "expected signal %r exactly %d time(s), saw %d" % (p.get("name"), p["count"], len(matched))}
+    if matched:
+        return {"pass": True, "evidence": matched[0], "assertion": "signal"}
+    if named:
+        return {"pass": False, "assertion": "signal.payload", "evidence": {"nearMiss": [d.get("data") for d in named[:5]]},
+                "failureReason": "signal %r fired, but its data did not match %s" % (p.get("name"), _dumps(p.get("dataMatches")))}
+    fired = sorted({str((e.get("data") or {}).get("name")) for e in window if e["type"] == "signal"})
+    return {"pass": False, "assertion": "signal.absent", "observed": fired or "no signals in this window",
+            "failureReason": "signal %r did not fire" % p.get("name", "*")}
 
 
-def _short(value: Any, limit: int = 140) -> str:
-    text = value if isinstance(value, str) else _dumps(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+async def _eval_route(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    changes = [e for e in window if e["type"] == "route.change" and isinstance(e.get("data"), dict)]
+    if changes:
+        to = str(changes[-1]["data"].get("to", ""))
+        decided_by = "route-change"
+    else:
+        to = session.url
+        decided_by = "current-route"
+    parts = urllib.parse.urlsplit(to)
+    path = parts.path or "/"
+    full = path + ("?" + parts.query if parts.query else "") + ("#" + parts.fragment if parts.fragment else "")
+    evidence = {"to": to, "pathname": path, "decidedBy": decided_by}
+    if "pathname" in p and path != p["pathname"]:
+        return {"pass": False, "assertion": "route.pathname", "expected": p["pathname"], "observed": path,
+                "failureReason": "the route is %r, not %r" % (path, p["pathname"]), "evidence": evidence}
+    if "contains" in p and p["contains"] not in full:
+        return {"pass": False, "assertion": "route.contains", "expected": p["contains"], "observed": full,
+                "failureReason": "the route %r does not contain %r" % (full, p["contains"]), "evidence": evidence}
+    return {"pass": True, "evidence": evidence, "assertion": "route"}
+
+
+async def _eval_settled(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    quiet_ms = float(p.get("quietMs", 500))
+    open_ids = _still_open(window)
+    last_busy = None
+    for e in window:
+        if e["type"] in ("net.request", "dom.added", "dom.removed", "dom.attr") \
+                and not _is_dev(e["data"]):
+            last_busy = e["t"]
+    if open_ids:
+        labels = [_call_label(d) for d in open_ids.values()]
+        return {"pass": False, "assertion": "settled.in-flight", "evidence": {"settled": False, "inFlight": labels[:5]},
+                "failureReason": "%d request(s) still in flight: %s" % (len(labels), ", ".join(labels[:3]))}
+    if last_busy is None:
+        return {"pass": True, "evidence": {"settled": True, "quietForMs": None}, "assertion": "settled.quiet"}
+    quiet_for = session.now() - last_busy
+    if quiet_for >= quiet_ms:
+        return {"pass": True, "evidence": {"settled": True, "quietForMs": round(quiet_for)}, "assertion": "settled.quiet"}
+    return {"pass": False, "assertion": "settled.quiet", "retryAfterMs": round(quiet_ms - quiet_for),
+            "failureReason": "the page was busy %d ms ago (needs %d ms quiet)" % (quiet_for, quiet_ms)}
+
+
+async def _eval_element(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    q = dict(p["query"])
+    if "by" not in q:
+        for f in ("role", "text", "label", "placeholder", "testid", "alt"):
+            if f in q:
+                q["by"] = f
+                q["value"] = q.pop(f)
+                break
+    if "by" not in q:
+        return {"pass": False, "inconclusive": "the element query names no locator (by/value, role, text, "
+                "label, placeholder, testid or alt)"}
+    if "value" not in q:
+        return {"pass": False, "inconclusive": "`by: %s` needs a `value`" % q["by"]}
+    probe = dict(q, kind="element")
+    states = p.get("state") or []
+    if states:
+        probe["state"] = states[0]  # the page filters by one state; the rest are checked here
+    if len(states) > 1:
+        probe["limit"] = 200
+    res = await session.command("eval_probe", probe)
+    count = int(res.get("count", 0))
+    if len(states) > 1:
+        if count > len(res.get("elements", [])):
+            return {"pass": False, "inconclusive": "more than %d elements match; narrow the query to check "
+                    "several states" % len(res.get("elements", []))}
+        kept = [e for e in res.get("elements", []) if all(s in e.get("states", []) for s in states[1:])]
+        res = dict(res, elements=kept, count=len(kept))
+        count = len(kept)
+    what = "%s %r%s" % (q["by"], q["value"], " named %r" % q["name"] if q.get("name") else "")
+    if p.get("absent"):
+        if count == 0:
+            return {"pass": True, "evidence": {"absent": True, "scopeMissing": bool(res.get("scopeMissing"))},
+                    "assertion": "element.absent"}
+        return {"pass": False, "assertion": "element.absent", "evidence": res.get("elements", [])[:5],
+                "failureReason": "%d element(s) match %s, expected none" % (count, what)}
+    if count > 0:
+        return {"pass": True, "evidence": res.get("elements", [])[:5], "assertion": "element.present"}
+    out = {"pass": False, "assertion": "element.present", "expected": what,
+           "failureReason": "no element matches %s%s" % (what, " in state %s" % "/".join(p["state"]) if p.get("state") else "")}
+    if res.get("scopeMissing"):
+        out["failureReason"] += " (the scope %r matched nothing)" % q.get("scope")
+        return out
+    if diagnose:
+        if p.get("state"):
+            relaxed = await session.command("eval_probe", dict(q, kind="element"))
+            if relaxed.get("count"):
+                out["assertion"] = "element.state"
+                out["evidence"] = {"nearMiss": relaxed.get("elements", [])[:5]}
+                out["failureReason"] = "%s exists but not in state %s; its states: %s" % (
+                    what, "/".join(p["state"]), ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
+                return out
+        if q["by"] == "role" and q.get("name") is not None:
+            peers = await session.command("eval_probe", {"kind": "element", "by": "role", "value": q["value"],
+                                                         "limit": 20})
+            names = [e.get("name", "") for e in peers.get("elements", [])]
+            out["assertion"] = "element.role+name"
+            out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"], ", ".join(repr(n) for n in names[:12]) or "none")
+            out["observed"] = names[:12]
+        elif q["by"] == "testid":
+            hint = res.get("hint") or {}
+            present = hint.get("presentTestids") or []
+            if present:
+                out["failureReason"] += "; testids present here: %s" % ", ".join(present[:12])
+                out["observed"] = present[:12]
+    return out
+
+
+def _text_wanted(p: dict) -> str:
+    """How a text predicate reads in a sentence: containing 'x' / exactly 'x' / matching /x/."""
+    if "equals" in p:
+        return "exactly %r" % p["equals"]
+    if "matches" in p:
+        return "matching /%s/" % p["matches"]
+    return "containing %r" % p["contains"]
+
+
+async def _eval_text(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    probe = {"kind": "text"}
+    for k in ("contains", "equals", "matches", "visible", "scope"):
+        if k in p:
+            probe[k] = p[k]
+    res = await session.command("eval_probe", probe)
+    found = bool(res.get("found"))
+    wanted = _text_wanted(p)
+    if p.get("absent"):
+        if not found:
+            return {"pass": True, "evidence": {"absent": True}, "assertion": "text.absent"}
+        return {"pass": False, "assertion": "text.absent", "observed": res.get("sample"),
+                "failureReason": "text %s is on the page" % wanted}
+    if found:
+        evidence = {"sample": res.get("sample"), "count": res.get("count")}
+        if res.get("places") is not None:
+            evidence["places"] = res["places"]
+        return {"pass": True, "evidence": evidence, "assertion": "text.present"}
+    return {"pass": False, "assertion": "text.present", "expected": wanted,
+            "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "", wanted)}
+
+
+# -- frames: WebSocket, EventSource and streamed-response messages ----------------------------------
+
+_FRAME_TYPES = ("net.ws", "net.sse", "net.stream")
+_MISSING = object()
+
+
+def _frames(window: List[dict]) -> List[dict]:
+    """The messages of a window (not the opens and closes), dev tooling aside."""
+    return [e["data"] for e in window if e["type"] in _FRAME_TYPES
+            and e["data"].get("direction") in ("in", "out") and not _is_dev(e["data"])]
+
+
+def _frame_value(text: str, path: str) -> Any:
+    """The value at the dot `path` of a JSON message; a socket.io-style numeric packet
+    prefix (`42["update", {...}]`) is read past.  _MISSING when there is none."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        m = re.match(r"\d+(?=[\[{])", text)
+        if not m:
+            return _MISSING
+        try:
+            value = json.loads(text[m.end():])
+        except ValueError:
+            return _MISSING
+    for part in path.split(".") if path else []:
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            return _MISSING
+    return value
+
+
+def _frame_label(d: dict) -> str:
+    return "%s %s %s" % (d.get("transport", "ws"), d.get("direction", "?"), d.get("url", "?"))
+
+
+async def _eval_frame(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    candidates = [d for d in _frames(window)
+                  if (not p.get("urlContains") or p["urlContains"] in str(d.get("url", "")))
+                  and (not p.get("direction") or d.get("direction") == p["direction"])
+                  and (not p.get("transport") or d.get("transport") == p["transport"])]
+    matched, unreadable = [], []
+    for d in candidates:
+        text = d.get("data")
+        if not isinstance(text, str):
+            unreadable.append(d)
+            continue
+        if p.get("contains") and p["contains"] not in text:
+            if d.get("dataTruncated"):
+                unreadable.append(d)
+            continue
+        if "path" in p:
+            value = _frame_value(text, p["path"])
+            if value is _MISSING or ("equals" in p and not _value_matches(p["equals"], value)):
+                if d.get("dataTruncated"):
+                    unreadable.append(d)
+                continue
+        matched.append(d)
+    expected = _describe_frame(p)
+    if "count" in p:
+        if len(matched) == p["count"] and not unreadable:
+            return {"pass": True, "evidence": {"count": len(matched), "frames": matched[:5]}, "assertion": "frame.count"}
+        if len(matched) > p["count"]:
+            return {"pass": False, "assertion": "frame.count", "decided": True,
+                    "expected": "%d × %s" % (p["count"], expected),
+                    "failureReason": "expected exactly %d matching message(s), saw %d" % (p["count"], len(matched))}
+    elif matched:
+        return {"pass": True, "evidence": matched[0], "assertion": "frame.present"}
+    if unreadable:
+        return {"pass": False, "assertion": "frame", "inconclusive": (
+            "%d message(s) on %s could not be read (binary, body capture off, or cut at 4 KB), so whether one "
+            "matched is unknown" % (len(unreadable), _frame_label(unreadable[0])))}
+    seen = ["%s: %s" % (_frame_label(d), _short(d.get("data", ""), 80)) for d in candidates[-5:]]
+    if "count" in p:
+        return {"pass": False, "assertion": "frame.count", "expected": "%d × %s" % (p["count"], expected),
+                "observed": seen, "failureReason": "expected exactly %d matching message(s), saw %d" % (
+                    p["count"], len(matched))}
+    return {"pass": False, "assertion": "frame.present", "expected": expected,
+            "observed": seen or ["no socket or stream messages in this window"],
+            "failureReason": "no message matched %s" % expected}
+
+
+async def _eval_state(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    path = p["path"]
+    store = p.get("store")
+    if store is None:
+        whole = await session.command("state_read", {})
+        names = whole.get("storeNames") or list((whole.get("stores") or {}).keys())
+        if not names:
+            return {"pass": False, "inconclusive": "no store is registered (reticle.registerStore / pushStore), "
+                    "so state cannot be read"}
+        reads = [(n, await session.command("state_read", {"store": n, "path": path})) for n in names]
+        hits = [(n, r) for n, r in reads if r.get("found")]
+        if len(hits) > 1:
+            return {"pass": False, "inconclusive": "several stores have %r (%s); name one with `store`"
+                    % (path, ", ".join(n for n, _ in hits))}
+        if not hits:
+            return {"pass": False, "assertion": "state.path-missing", "evidence": {"searchedStores": names},
+                    "failureReason": "no registered store has %r (stores: %s)" % (path, ", ".join(names))}
+        store, read = hits[0]
+    else:
+        read = await session.command("state_read", {"store": store, "path": path})
+        if read.get("storeMissing") or (read.get("found") is False and read.get("error")):
+            return {"pass": False, "assertion": "state.store-missing", "evidence": {"searchedStores": read.get("storeNames")},
+                    "failureReason": "no store named %r (stores: %s)" % (store, ", ".join(read.get("storeNames") or []))}
+        if not read.get("found"):
+            return {"pass": False, "assertion": "state.path-missing",
+                    "evidence": {"availableKeys": read.get("availableKeys")},
+                    "failureReason": "%s has no %r; keys there: %s" % (store, path, ", ".join(map(str, (read.get("availableKeys") or [])[:20])))}
+    value = read.get("value")
+    if read.get("truncated"):
+        return {"pass": False, "inconclusive": "the value at %s.%s was cut by transport caps" % (store, path)}
+    expected = p.get("equals", "*")
+    if _value_matches(expected, value):
+        return {"pass": True, "evidence": {"store": store, "path": path, "value": value}, "assertion": "state.equals"}
+    return {"pass": False, "assertion": "state.equals", "expected": expected,
+            "observed": "%s = %s" % (path, _short(value)),
+            "failureReason": "%s.%s is %s, expected %s" % (store, path, _short(value), _short(expected))}
+
+
+async def _eval_storage(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    if p.get("changed"):
+        writes = [e["data"] for e in window if e["type"] == "storage.change" and isinstance(e.get("data"), dict)
+                  and e["data"].get("key") == p["key"] and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
+        if not writes:
+            return {"pass": False, "assertion": "storage.changed", "failureReason": "%r was not written in this window" % p["key"]}
+        if "equals" in p and not _value_matches(p["equals"], writes[-1].get("to")):
+            return {"pass": False, "assertion": "storage.equals", "observed": _short(writes[-1].get("to")),
+                    "failureReason": "%r was written as %s, expected %s" % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
+        return {"pass": True, "evidence": writes[-1], "assertion": "storage.changed"}
+    args = {"key": p["key"]}
+    if p.get("area"):
+        args["area"] = p["area"]
+    read = await session.command("storage_read", args)
+    found = bool(read.get("found"))
+    if p.get("absent"):
+        if found:
+            return {"pass": False, "assertion": "storage.absent", "observed": _short(read.get("value")),
+                    "failureReason": "%r is present (%s)" % (p["key"], read.get("area"))}
+        return {"pass": True, "evidence": {"absent": True, "key": p["key"]}, "assertion": "storage.absent"}
+    if not found:
+        return {"pass": False, "assertion": "storage.present", "evidence": {"availableKeys": read.get("availableKeys")},
+                "failureReason": "%r is not in %s storage" % (p["key"], p.get("area") or "any")}
+    value = read.get("value")
+    if "equals" in p and not _value_matches(p["equals"], value):
+        return {"pass": False, "assertion": "storage.equals", "observed": _short(value),
+                "failureReason": "%r is %s, expected %s" % (p["key"], _short(value), _short(p["equals"]))}
+    return {"pass": True, "evidence": {"area": read.get("area"), "key": p["key"], "value": value}, "assertion": "storage"}
+
+
+# -- how each kind describes itself ----------------------------------------------------------------
+
+def _describe_net(p: dict) -> str:
+    text = "a %srequest %s" % (p["method"].upper() + " " if p.get("method") else "",
+                               "to a URL containing %r" % p["urlContains"] if p.get("urlContains") else "to any URL")
+    if "status" in p:
+        text += " answering %s" % p["status"]
+    elif "ok" in p:
+        text += " that %s" % ("succeeded" if p["ok"] else "failed")
+    if p.get("bodyContains"):
+        text += " whose body contains %r" % p["bodyContains"]
+    return text
+
+
+def _describe_frame(p: dict) -> str:
+    text = "a %s message" % p.get("transport", "socket")
+    if p.get("direction"):
+        text += " %s" % ("received" if p["direction"] == "in" else "sent")
+    if p.get("urlContains"):
+        text += " on a URL containing %r" % p["urlContains"]
+    if p.get("contains"):
+        text += " containing %r" % p["contains"]
+    if "path" in p:
+        text += " with %s %s" % (p["path"] or "its value", "= %s" % _short(p["equals"], 60) if "equals" in p else "present")
+    return text
+
+
+def _one_of(p: dict, fields: Tuple[str, ...]) -> List[str]:
+    given = [f for f in fields if f in p]
+    if len(given) == 1:
+        return []
+    return ["give exactly one of %s (got %s)" % (", ".join(fields), ", ".join(given) or "none")]
+
+
+def _regex_ok(p: dict, field: str) -> List[str]:
+    if field not in p:
+        return []
+    try:
+        re.compile(p[field])
+    except re.error as exc:
+        return ["%s is not a regular expression: %s" % (field, exc)]
+    return []
+
+
+def _describe_combinator(p: dict) -> str:
+    if p["kind"] == "not":
+        return "not %s" % _describe_predicate(p["predicate"])
+    return "%s (%s)" % ("all of" if p["kind"] == "allOf" else "any of",
+                        ", ".join(_describe_predicate(c) for c in p["predicates"]))
+
+
+class _Kind:
+    """One predicate kind, whole: its fields, its evaluator, how it describes
+    itself, what grade of evidence it gives, whether it only checks presence,
+    and whether it reads the live page.  The parser, its errors, the
+    reticle://predicates resource, the evaluation, the description and the
+    grading all read this one record, so adding a kind means adding one."""
+
+    __slots__ = ("name", "doc", "properties", "required", "aliases", "example", "evaluate", "describe",
+                 "grade", "role", "live", "window", "check")
+
+    def __init__(self, name: str, doc: str, properties: dict, example: dict, evaluate: Optional[Callable] = None,
+                 describe: Optional[Callable[[dict], str]] = None, required: Tuple[str, ...] = (),
+                 aliases: Optional[dict] = None, grade: Optional[Callable[[dict], Optional[str]]] = None,
+                 role: Optional[str] = None, live: bool = False, window: bool = False,
+                 check: Optional[Callable[[dict], List[str]]] = None) -> None:
+        self.name = name
+        self.doc = doc
+        self.properties = properties
+        self.required = list(required)
+        self.aliases = aliases or {}
+        self.example = example
+        self.evaluate = evaluate            # async (session, p, window, diagnose) -> result; None for combinators
+        self.describe = describe or (lambda p: name)
+        self.grade = grade or (lambda p: None)  # the evidence grade a positive leaf of this kind gives
+        self.role = role                    # "presence" (element, text) | "consequence" | None
+        self.live = live                    # reads the live page (so it can already be true before an act)
+        self.window = window                # reads the event window (so lost events can hide its evidence)
+        self.check = check or (lambda p: [])  # rules across fields that a schema says badly -> issues
+
+
+_PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
+    _Kind("element",
+          "An element matching `query` exists (in `state`), or with absent: true does not. Live DOM.",
+          {"query": _ELEMENT_QUERY,
+           "state": {"anyOf": [{"enum": _ELEMENT_STATES}, {"type": "array", "items": {"enum": _ELEMENT_STATES}}]},
+           "absent": {"type": "boolean"}},
+          {"kind": "element", "query": {"role": "button", "name": "Pay"}, "state": "enabled"},
+          _eval_element, required=("query",), role="presence", live=True),
+    _Kind("text",
+          "Text a user can read (never script or style source): some element's text `contains` a substring "
+          "(case-insensitive), `equals` a whole text (whitespace-normalised) or `matches` a regular expression; "
+          "`visible` to require it shown. Live DOM.",
+          {"contains": {"type": "string", "minLength": 1}, "equals": {"type": "string", "minLength": 1},
+           "matches": {"type": "string", "minLength": 1}, "visible": {"type": "boolean"},
+           "absent": {"type": "boolean"}, "scope": {"type": "string"}},
+          {"kind": "text", "contains": "Payment received", "visible": True},
+          _eval_text, lambda p: "text %s" % _text_wanted(p),
+          aliases={"text": "contains", "value": "contains"}, role="presence", live=True,
+          check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
+    _Kind("net",
+          "A completed fetch/XHR matching the filters; `count` demands exactly that many; "
+          "`bodyContains` reads the response body.",
+          {"method": {"type": "string"}, "urlContains": {"type": "string"},
+           "status": {"type": "integer"}, "ok": {"type": "boolean"}, "since": _P_SINCE,
+           "count": {"type": "integer", "minimum": 0},
+           "bodyContains": {"type": "string", "minLength": 1}},
+          {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200, "count": 1},
+          _eval_net, _describe_net, aliases={"url": "urlContains"},
+          grade=lambda p: "net" if p.get("urlContains") else None, role="consequence", window=True),
+    _Kind("frame",
+          "A WebSocket, EventSource or streamed-response message: `urlContains`, `direction` (in|out), "
+          "`transport` (ws|sse|stream), `contains` in its text, or the JSON value at the dot `path` "
+          "(`equals` a value matcher); `count` exact.",
+          {"urlContains": {"type": "string"}, "direction": {"enum": ["in", "out"]},
+           "transport": {"enum": ["ws", "sse", "stream"]}, "contains": {"type": "string", "minLength": 1},
+           "path": {"type": "string"}, "equals": {}, "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
+          {"kind": "frame", "urlContains": "/socket", "direction": "in", "path": "1.status", "equals": "saved"},
+          _eval_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
+          grade=lambda p: "net" if p.get("contains") or "path" in p else None, role="consequence", window=True,
+          check=lambda p: ["`equals` needs a `path` (the JSON value to compare)"] if "equals" in p and "path" not in p else []),
+    _Kind("route",
+          "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
+          {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},
+          {"kind": "route", "pathname": "/orders/42"},
+          _eval_route, lambda p: "a route %r" % (p.get("pathname") or p.get("contains")),
+          aliases={"path": "pathname", "urlContains": "contains", "url": "contains"}, live=True, window=True),
+    _Kind("console",
+          "Console output at `level` (error includes uncaught errors) containing `contains`; "
+          "absent: true demands none.",
+          {"level": {"enum": ["error", "warn", "log", "info"]},
+           "contains": {"type": "string", "minLength": 1}, "absent": {"type": "boolean"}, "since": _P_SINCE},
+          {"kind": "console", "level": "error", "absent": True},
+          _eval_console, aliases={"textContains": "contains"}, window=True),
+    _Kind("animation",
+          "An animation or transition started (or, with completed: true, ended), by `name` and target ref.",
+          {"name": {"type": "string"}, "target": {"type": "string"}, "completed": {"type": "boolean"},
+           "since": _P_SINCE},
+          {"kind": "animation", "name": "fade-in", "completed": True},
+          _eval_animation, window=True),
+    _Kind("signal",
+          "The app called reticle.signal(name, data) with data matching `dataMatches` (shallow; \"*\" = "
+          "any value; {$gte,$lte,$gt,$lt,$contains,$length} operators); `count` exact.",
+          {"name": {"type": "string"}, "dataMatches": {"type": "object"},
+           "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
+          {"kind": "signal", "name": "order:placed", "dataMatches": {"total": {"$gt": 0}}},
+          _eval_signal, lambda p: "signal %r" % p.get("name", "*"), aliases={"data": "dataMatches"},
+          grade=lambda p: "signal" if p.get("name") else None, role="consequence", window=True),
+    _Kind("state",
+          "A registered store's value at the dot `path` exists, or `equals` (value matcher). Live read.",
+          {"path": {"type": "string", "minLength": 1}, "store": {"type": "string"}, "equals": {}},
+          {"kind": "state", "store": "cart", "path": "items.length", "equals": 0},
+          _eval_state, lambda p: "state at %r" % p["path"], required=("path",),
+          grade=lambda p: "state", role="consequence", live=True),
+    _Kind("storage",
+          "localStorage/sessionStorage/cookie `key` exists, `equals` a value, is `absent`, or (changed: "
+          "true) was written in the window.",
+          {"key": {"type": "string", "minLength": 1}, "area": {"enum": ["local", "session", "cookies"]},
+           "equals": {}, "absent": {"type": "boolean"}, "changed": {"type": "boolean"}, "since": _P_SINCE},
+          {"kind": "storage", "area": "local", "key": "theme", "equals": "dark"},
+          _eval_storage, required=("key",), role="consequence", live=True, window=True),
+    _Kind("settled",
+          "No request in flight and no network or structural DOM activity for `quietMs` (default 500).",
+          {"quietMs": {"type": "number", "exclusiveMinimum": 0, "maximum": 30000}},
+          {"kind": "settled", "quietMs": 500},
+          _eval_settled, lambda p: "the page to go idle"),
+    _Kind("allOf",
+          "Every predicate in `predicates` holds.",
+          {"predicates": {"type": "array", "items": {"type": "object"}, "minItems": 1}},
+          {"kind": "allOf", "predicates": [{"kind": "net", "urlContains": "/api/pay", "status": 200},
+                                           {"kind": "console", "level": "error", "absent": True}]},
+          describe=_describe_combinator, required=("predicates",), aliases={"of": "predicates"}),
+    _Kind("anyOf",
+          "At least one predicate in `predicates` holds.",
+          {"predicates": {"type": "array", "items": {"type": "object"}, "minItems": 1}},
+          {"kind": "anyOf", "predicates": [{"kind": "text", "contains": "Saved"}, {"kind": "signal", "name": "saved"}]},
+          describe=_describe_combinator, required=("predicates",), aliases={"of": "predicates"}),
+    _Kind("not",
+          "The `predicate` does not hold (an unreadable child stays unknown).",
+          {"predicate": {"type": "object"}},
+          {"kind": "not", "predicate": {"kind": "text", "contains": "Error"}},
+          describe=_describe_combinator, required=("predicate",), aliases={"of": "predicate"}),
+)}
 
 
 def _describe_predicate(p: dict) -> str:
-    k = p["kind"]
-    if k == "settled":
-        return "the page to go idle"
-    if k == "net":
-        text = "a %srequest %s" % (p["method"].upper() + " " if p.get("method") else "",
-                                   "to a URL containing %r" % p["urlContains"] if p.get("urlContains") else "to any URL")
-        if "status" in p:
-            text += " answering %s" % p["status"]
-        elif "ok" in p:
-            text += " that %s" % ("succeeded" if p["ok"] else "failed")
-        if p.get("bodyContains"):
-            text += " whose body contains %r" % p["bodyContains"]
-        return text
-    if k == "signal":
-        return "signal %r" % p.get("name", "*")
-    if k == "route":
-        return "a route %r" % (p.get("pathname") or p.get("contains"))
-    if k == "state":
-        return "state at %r" % p["path"]
-    if k in ("allOf", "anyOf"):
-        return "%s (%s)" % ("all of" if k == "allOf" else "any of", ", ".join(_describe_predicate(c) for c in p["predicates"]))
-    if k == "not":
-        return "not %s" % _describe_predicate(p["predicate"])
-    if k == "text":
-        return "text %r" % p["contains"]
-    return k
+    return _PREDICATE_KINDS[p["kind"]].describe(p)
+
+
+def _kind_schema(kind: str) -> dict:
+    spec = _PREDICATE_KINDS[kind]
+    props = {"kind": {"const": kind}}
+    props.update(spec.properties)
+    return {"type": "object", "properties": props, "additionalProperties": False,
+            "required": ["kind"] + spec.required}
+
+
+def _predicate_grammar_doc() -> dict:
+    return {
+        "description": "A predicate is an object {kind, ...fields}. Unknown fields are errors. Tolerated: "
+                       "`type` for `kind`, the per-kind aliases listed, and element locator fields written "
+                       "at the top level (moved into `query`).",
+        "kinds": {k: {"doc": v.doc, "schema": _kind_schema(k), "aliases": v.aliases, "example": v.example}
+                  for k, v in _PREDICATE_KINDS.items()},
+        "elementStates": _ELEMENT_STATES,
+    }
+
+
+_KIND_VALIDATORS: Dict[str, Any] = {}
+
+
+class PredicateError(ToolError):
+    """A predicate that does not parse: no verdict is produced."""
+
+
+def _predicate_fail(kind: Optional[str], issues: List[str], where: str) -> "PredicateError":
+    if kind in _PREDICATE_KINDS:
+        spec = _PREDICATE_KINDS[kind]
+        accepts = ["kind"] + list(spec.properties)
+        extra = ""
+        if kind == "element":
+            extra = " query accepts: %s." % ", ".join(_ELEMENT_QUERY["properties"])
+        msg = ("that predicate did not parse (kind %r at %s): %s. Nothing ran, so no verdict was produced. "
+               "%s accepts: %s.%s A valid %s predicate looks like: %s" % (
+                   kind, where, "; ".join(issues[:3]), kind, ", ".join(accepts), extra, kind, _dumps(spec.example)))
+        return PredicateError(msg, "fix the predicate and call again", accepts=accepts, example=spec.example,
+                              noVerdict=True)
+    msg = ("that predicate did not parse at %s: %s. Nothing ran, so no verdict was produced. Use one of the "
+           "kinds: %s. For example: %s" % (where, "; ".join(issues[:3]), ", ".join(_PREDICATE_KINDS),
+                                          _dumps(_PREDICATE_KINDS["text"].example)))
+    return PredicateError(msg, "fix the predicate and call again", kinds=list(_PREDICATE_KINDS), noVerdict=True)
+
+
+def parse_predicate(raw: Any, where: str = "predicate") -> dict:
+    """Tolerant rewrites, then strict validation; returns a normalised copy."""
+    if not isinstance(raw, dict):
+        raise _predicate_fail(None, ["a predicate must be an object {kind, ...}, not %s" % type(raw).__name__], where)
+    p = dict(raw)
+    if "kind" not in p and isinstance(p.get("type"), str):
+        p["kind"] = p.pop("type")
+    kind = p.get("kind")
+    if kind is None:
+        combos = [k for k in ("allOf", "anyOf", "not") if k in p]
+        hint = " (write {\"kind\": \"%s\", ...} rather than {\"%s\": ...})" % (combos[0], combos[0]) if combos else ""
+        raise _predicate_fail(None, ["it has no `kind`%s" % hint], where)
+    if not isinstance(kind, str) or kind not in _PREDICATE_KINDS:
+        raise _predicate_fail(None, ["%r is not a predicate kind" % (kind,)], where)
+    spec = _PREDICATE_KINDS[kind]
+    for alias, canonical in spec.aliases.items():
+        if alias in p:
+            value = p.pop(alias)
+            p.setdefault(canonical, value)
+    if kind == "element":
+        flat = {k: p.pop(k) for k in _LOCATOR_FIELDS if k in p}
+        if "query" not in p and flat:
+            p["query"] = flat
+    validator = _KIND_VALIDATORS.get(kind)
+    if validator is None:
+        validator = _KIND_VALIDATORS[kind] = jsonschema.Draft202012Validator(_kind_schema(kind))
+    issues = []
+    for err in sorted(validator.iter_errors(p), key=lambda e: list(e.absolute_path)):
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            loc = "/".join(str(x) for x in err.absolute_path)
+            issues.extend("unknown field %s%s" % ("%s." % loc if loc else "", e) for e in extra)
+        elif err.validator == "required":
+            issues.append(err.message.replace("is a required property", "is required"))
+        else:
+            issues.append("%s: %s" % ("/".join(str(x) for x in err.absolute_path) or kind, err.message))
+    if not issues:
+        issues = spec.check(p)
+    if issues:
+        raise _predicate_fail(kind, issues, where)
+    if kind in ("allOf", "anyOf"):
+        p["predicates"] = [parse_predicate(c, "%s.predicates[%d]" % (where, i)) for i, c in enumerate(p["predicates"])]
+    elif kind == "not":
+        p["predicate"] = parse_predicate(p["predicate"], "%s.predicate" % where)
+    elif kind == "element" and isinstance(p.get("state"), str):
+        p["state"] = [p["state"]]
+    return p
+
+
+# -- evaluation: one predicate against a window and the live page, and the wait loop ---------------
+
+async def _evaluate(session: "_BrowserSession", p: dict, floor: float, diagnose: bool = True) -> dict:
+    """Evaluate `p` over the events from `floor` (or the leaf's own later `since`) and the live page."""
+    kind = p["kind"]
+    if kind in ("allOf", "anyOf", "not"):
+        return await _evaluate_combinator(session, p, floor, diagnose)
+    start = float(p["since"]) if p.get("since") is not None and float(p["since"]) > floor else floor
+    window = session.window(start)
+    try:
+        return await _PREDICATE_KINDS[kind].evaluate(session, p, window, diagnose)
+    except ToolError as exc:
+        return {"pass": False, "inconclusive": "the page could not answer: %s" % exc.error}
+
+
+async def _evaluate_combinator(session: "_BrowserSession", p: dict, floor: float, diagnose: bool) -> dict:
+    """allOf, anyOf and not; a child that could not be read keeps the whole inconclusive."""
+    if p["kind"] == "not":
+        child = await _evaluate(session, p["predicate"], floor, diagnose)
+        if child.get("inconclusive"):
+            return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child}}
+        if child["pass"]:
+            settled_for_good = all(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
+                                   for leaf, neg in _leaves(p["predicate"]))
+            return {"pass": False, "failureReason": "the negated predicate held: %s" % _describe_predicate(p["predicate"]),
+                    "assertion": "not", "decided": settled_for_good,
+                    "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
+        return {"pass": True, "evidence": {"negated": p["predicate"], "held": False, "saw": child}}
+    children = await asyncio.gather(*(_evaluate(session, c, floor, diagnose) for c in p["predicates"]))
+    if p["kind"] == "allOf":
+        failed = [c for c in children if not c["pass"] and not c.get("inconclusive")]
+        if failed:
+            return {"pass": False, "failureReason": failed[0].get("failureReason"), "assertion": "allOf",
+                    "decided": any(c.get("decided") for c in failed), "evidence": list(children)}
+        unread = [c for c in children if c.get("inconclusive")]
+        if unread:
+            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
+        return {"pass": True, "evidence": [c.get("evidence") for c in children]}
+    for c in children:
+        if c["pass"]:
+            return {"pass": True, "evidence": c.get("evidence")}
+    unread = [c for c in children if c.get("inconclusive")]
+    if unread:
+        return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
+    return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
+            "evidence": list(children)}
+
+
+def _lost(session: "_BrowserSession") -> dict:
+    why = ("the tab closed or crashed" if session.handler is None else
+           "the tab left its page and its next document did not connect in time")
+    return {"pass": False, "observationLost": True, "failureReason": why + " during the observation"}
+
+
+async def _wait(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float) -> dict:
+    """Re-evaluate `p` on every event (and every 150 ms) until it holds, is decided, or time runs out."""
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    holds_count = any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
+    while True:
+        if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
+            return _lost(session)
+        res = await _evaluate(session, p, floor, diagnose=False)
+        if res.get("inconclusive") and session.between_documents():
+            continue  # the page went away while it was being asked: ask the next document
+        remaining = deadline - time.monotonic()
+        if res["pass"]:
+            if holds_count and remaining > 0.3:
+                await asyncio.sleep(0.3)
+                return await _evaluate(session, p, floor, diagnose=True)
+            if holds_count:
+                break
+            return res
+        if res.get("decided"):
+            return await _evaluate(session, p, floor, diagnose=True)
+        if remaining <= 0:
+            break
+        step = min(0.15, remaining)
+        if res.get("retryAfterMs"):
+            step = min(step, max(0.025, res["retryAfterMs"] / 1000.0))
+        await session.wait_change(step)
+    final = await _evaluate(session, p, floor, diagnose=True)
+    if final["pass"] and not holds_count:
+        return final
+    final["pass"] = False
+    final.setdefault("failureReason", "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p)))
+    if not final.get("failureReason"):
+        final["failureReason"] = "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p))
+    final["timedOut"] = True
+    return final
 
 
 ###############################################################################
 # Verdict rules ###############################################################
 ###############################################################################
+# Pure functions of what was observed: a window of events, the predicate's
+# result, and what the session knows (_Known).  Asking the page and waiting
+# stay with the callers in the tools; these can be tested from a table.
 
-class Verdicts:
-    """The predicate engine and the verdict rules (DESIGN section 7)."""
-
-    def __init__(self, hub: "Hub") -> None:
-        self.hub = hub
-
-    # -- evaluation of one predicate ------------------------------------------------------
-    async def evaluate(self, session: BrowserSession, p: dict, floor: float, diagnose: bool = True) -> dict:
-        kind = p["kind"]
-        if kind in ("allOf", "anyOf", "not"):
-            return await self._combinator(session, p, floor, diagnose)
-        start = float(p["since"]) if p.get("since") is not None and float(p["since"]) > floor else floor
-        window = session.window(start)
-        method = getattr(self, "_eval_" + kind)
-        try:
-            return await method(session, p, window, diagnose)
-        except ToolError as exc:
-            return {"pass": False, "inconclusive": "the page could not answer: %s" % exc.error}
-
-    async def _combinator(self, session: BrowserSession, p: dict, floor: float, diagnose: bool) -> dict:
-        if p["kind"] == "not":
-            child = await self.evaluate(session, p["predicate"], floor, diagnose)
-            if child.get("inconclusive"):
-                return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child}}
-            if child["pass"]:
-                return {"pass": False, "failureReason": "the negated predicate held: %s" % _describe_predicate(p["predicate"]),
-                        "assertion": "not", "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
-            return {"pass": True, "evidence": {"negated": p["predicate"], "held": False, "saw": child}}
-        children = await asyncio.gather(*(self.evaluate(session, c, floor, diagnose) for c in p["predicates"]))
-        if p["kind"] == "allOf":
-            failed = [c for c in children if not c["pass"] and not c.get("inconclusive")]
-            if failed:
-                return {"pass": False, "failureReason": failed[0].get("failureReason"), "assertion": "allOf",
-                        "decided": any(c.get("decided") for c in failed), "evidence": list(children)}
-            unread = [c for c in children if c.get("inconclusive")]
-            if unread:
-                return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
-            return {"pass": True, "evidence": [c.get("evidence") for c in children]}
-        for c in children:
-            if c["pass"]:
-                return {"pass": True, "evidence": c.get("evidence")}
-        unread = [c for c in children if c.get("inconclusive")]
-        if unread:
-            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
-        return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
-                "evidence": list(children)}
-
-    async def _eval_net(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        def base_match(d: dict) -> bool:
-            if p.get("method") and str(d.get("method", "")).upper() != p["method"].upper():
-                return False
-            if p.get("urlContains") and p["urlContains"] not in str(d.get("url", "")):
-                return False
-            if "status" in p and d.get("status") != p["status"]:
-                return False
-            if "ok" in p:
-                ok = d.get("ok") if isinstance(d.get("ok"), bool) else (isinstance(d.get("status"), int) and d["status"] < 400)
-                if ok != p["ok"]:
-                    return False
-            return True
-
-        done = [e["data"] for e in window if e["type"] == "net.request" and isinstance(e.get("data"), dict)]
-        matched = [d for d in done if base_match(d)]
-        expected = _describe_predicate(p)
-        if p.get("bodyContains"):
-            with_body = [d for d in matched if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
-            if not with_body and matched:
-                unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
-                if unread:
-                    return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
-                            "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
-                            "assertion": "net.body"}
-                return {"pass": False, "assertion": "net.body", "expected": "a response body containing %r" % p["bodyContains"],
-                        "observed": _short(matched[-1].get("responseBody"), 200),
-                        "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
-            matched = with_body
-        pending = [d for rid, d in session.open_requests.items() if base_match(dict(d, status=p.get("status")))
-                   and d.get("startedAt", 0) >= (window[0]["t"] if window else 0)]
-        if "count" in p:
-            if len(matched) == p["count"]:
-                return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
-            over = len(matched) > p["count"]
-            out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], expected),
-                   "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status")) for d in matched[:8])),
-                   "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
-                   "decided": over}
-            if not over and pending:
-                out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
-            return out
-        if matched:
-            return {"pass": True, "evidence": matched[0], "assertion": "net.present"}
-        if pending:
-            return {"pass": False, "inconclusive": "%s is still in flight; its outcome is not known yet"
-                    % _call_label(pending[0]), "assertion": "net.present"}
-        seen = []
-        for d in done:
-            label = "%s → %s" % (_call_label(d), d.get("status"))
-            if label not in seen:
-                seen.append(label)
-        return {"pass": False, "assertion": "net.present", "expected": expected,
-                "observed": seen[:8] or "no calls at all in this window",
-                "failureReason": "no completed request matched %s" % expected}
-
-    async def _eval_console(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        level = p.get("level")
-        if level is None:
-            types = ("console.log", "console.warn", "console.error", "error.uncaught")
-        elif level == "error":
-            types = ("console.error", "error.uncaught")
-        else:
-            types = ("console." + level,)
-        hits = []
-        for e in window:
-            if e["type"] not in types:
-                continue
-            d = e.get("data") if isinstance(e.get("data"), dict) else {}
-            text = d.get("text") or d.get("message") or ""
-            text = text if isinstance(text, str) else _dumps(text)
-            if p.get("contains") and p["contains"] not in text:
-                continue
-            hits.append({"level": "error" if e["type"] == "error.uncaught" else e["type"][8:], "text": _short(text, 300),
-                         "uncaught": e["type"] == "error.uncaught", "t": e["t"]})
-        if p.get("absent"):
-            if hits:
-                return {"pass": False, "assertion": "console.absent", "evidence": hits[:5],
-                        "observed": [h["text"] for h in hits[:5]],
-                        "failureReason": "%d console %s message(s) appeared: %s" % (len(hits), level or "", hits[0]["text"])}
-            return {"pass": True, "evidence": {"absent": True, "level": level}, "assertion": "console.absent"}
-        if hits:
-            return {"pass": True, "evidence": hits[:5], "assertion": "console.present"}
-        return {"pass": False, "assertion": "console.present", "failureReason": "no console %s message%s" % (
-            level or "", " containing %r" % p["contains"] if p.get("contains") else "")}
-
-    async def _eval_animation(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        want = "anim.end" if p.get("completed") else "anim.start"
-        seen = []
-        for e in window:
-            if e["type"] != want:
-                continue
-            d = e.get("data") if isinstance(e.get("data"), dict) else {}
-            seen.append(d.get("name"))
-            if p.get("name") and d.get("name") != p["name"]:
-                continue
-            if p.get("target") and d.get("ref") != p["target"] and d.get("targetRef") != p["target"]:
-                continue
-            return {"pass": True, "evidence": d, "assertion": "animation"}
-        return {"pass": False, "assertion": "animation", "observed": seen[:8] or "no animations in this window",
-                "failureReason": "no %s event for %s" % (want, p.get("name") or "any animation")}
-
-    async def _eval_signal(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        named, matched = [], []
-        for e in window:
-            if e["type"] != "signal":
-                continue
-            d = e.get("data") if isinstance(e.get("data"), dict) else {}
-            if p.get("name") and d.get("name") != p["name"]:
-                continue
-            named.append(d)
-            data = d.get("data")
-            dm = p.get("dataMatches")
-            if dm and not (isinstance(data, dict) and all(_value_matches(v, data.get(k)) for k, v in dm.items())):
-                continue
-            matched.append(d)
-        if "count" in p:
-            if len(matched) == p["count"]:
-                return {"pass": True, "evidence": {"count": len(matched), "signals": matched[:5]}, "assertion": "signal.count"}
-            return {"pass": False, "assertion": "signal.count", "decided": len(matched) > p["count"],
-                    "failureReason": "expected signal %r exactly %d time(s), saw %d" % (p.get("name"), p["count"], len(matched))}
-        if matched:
-            return {"pass": True, "evidence": matched[0], "assertion": "signal"}
-        if named:
-            return {"pass": False, "assertion": "signal.payload", "evidence": {"nearMiss": [d.get("data") for d in named[:5]]},
-                    "failureReason": "signal %r fired, but its data did not match %s" % (p.get("name"), _dumps(p.get("dataMatches")))}
-        fired = sorted({str((e.get("data") or {}).get("name")) for e in window if e["type"] == "signal"})
-        return {"pass": False, "assertion": "signal.absent", "observed": fired or "no signals in this window",
-                "failureReason": "signal %r did not fire" % p.get("name", "*")}
-
-    async def _eval_route(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        changes = [e for e in window if e["type"] == "route.change" and isinstance(e.get("data"), dict)]
-        if changes:
-            to = str(changes[-1]["data"].get("to", ""))
-            decided_by = "route-change"
-        else:
-            to = session.url
-            decided_by = "current-route"
-        parts = urllib.parse.urlsplit(to)
-        path = parts.path or "/"
-        full = path + ("?" + parts.query if parts.query else "") + ("#" + parts.fragment if parts.fragment else "")
-        evidence = {"to": to, "pathname": path, "decidedBy": decided_by}
-        if "pathname" in p and path != p["pathname"]:
-            return {"pass": False, "assertion": "route.pathname", "expected": p["pathname"], "observed": path,
-                    "failureReason": "the route is %r, not %r" % (path, p["pathname"]), "evidence": evidence}
-        if "contains" in p and p["contains"] not in full:
-            return {"pass": False, "assertion": "route.contains", "expected": p["contains"], "observed": full,
-                    "failureReason": "the route %r does not contain %r" % (full, p["contains"]), "evidence": evidence}
-        return {"pass": True, "evidence": evidence, "assertion": "route"}
-
-    async def _eval_settled(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        quiet_ms = float(p.get("quietMs", 500))
-        open_ids = _still_open(window)
-        last_busy = None
-        for e in window:
-            if e["type"] in ("net.request", "dom.added", "dom.removed", "dom.attr") \
-                    and not _DEV_URL.search(str(e["data"].get("url", ""))):
-                last_busy = e["t"]
-        if open_ids:
-            labels = [_call_label(d) for d in open_ids.values()]
-            return {"pass": False, "assertion": "settled.in-flight", "evidence": {"settled": False, "inFlight": labels[:5]},
-                    "failureReason": "%d request(s) still in flight: %s" % (len(labels), ", ".join(labels[:3]))}
-        if last_busy is None:
-            return {"pass": True, "evidence": {"settled": True, "quietForMs": None}, "assertion": "settled.quiet"}
-        quiet_for = self.hub.clock() - last_busy
-        if quiet_for >= quiet_ms:
-            return {"pass": True, "evidence": {"settled": True, "quietForMs": round(quiet_for)}, "assertion": "settled.quiet"}
-        return {"pass": False, "assertion": "settled.quiet", "retryAfterMs": round(quiet_ms - quiet_for),
-                "failureReason": "the page was busy %d ms ago (needs %d ms quiet)" % (quiet_for, quiet_ms)}
-
-    async def _eval_element(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        q = dict(p["query"])
-        if "by" not in q:
-            for f in ("role", "text", "label", "placeholder", "testid", "alt"):
-                if f in q:
-                    q["by"] = f
-                    q["value"] = q.pop(f)
-                    break
-        if "by" not in q:
-            return {"pass": False, "inconclusive": "the element query names no locator (by/value, role, text, "
-                    "label, placeholder, testid or alt)"}
-        if "value" not in q:
-            return {"pass": False, "inconclusive": "`by: %s` needs a `value`" % q["by"]}
-        probe = dict(q, kind="element")
-        states = p.get("state") or []
-        if states:
-            probe["state"] = states[0]  # the page filters by one state; the rest are checked here
-        if len(states) > 1:
-            probe["limit"] = 200
-        res = await session.command("eval_probe", probe)
-        count = int(res.get("count", 0))
-        if len(states) > 1:
-            if count > len(res.get("elements", [])):
-                return {"pass": False, "inconclusive": "more than %d elements match; narrow the query to check "
-                        "several states" % len(res.get("elements", []))}
-            kept = [e for e in res.get("elements", []) if all(s in e.get("states", []) for s in states[1:])]
-            res = dict(res, elements=kept, count=len(kept))
-            count = len(kept)
-        what = "%s %r%s" % (q["by"], q["value"], " named %r" % q["name"] if q.get("name") else "")
-        if p.get("absent"):
-            if count == 0:
-                return {"pass": True, "evidence": {"absent": True, "scopeMissing": bool(res.get("scopeMissing"))},
-                        "assertion": "element.absent"}
-            return {"pass": False, "assertion": "element.absent", "evidence": res.get("elements", [])[:5],
-                    "failureReason": "%d element(s) match %s, expected none" % (count, what)}
-        if count > 0:
-            return {"pass": True, "evidence": res.get("elements", [])[:5], "assertion": "element.present"}
-        out = {"pass": False, "assertion": "element.present", "expected": what,
-               "failureReason": "no element matches %s%s" % (what, " in state %s" % "/".join(p["state"]) if p.get("state") else "")}
-        if res.get("scopeMissing"):
-            out["failureReason"] += " (the scope %r matched nothing)" % q.get("scope")
-            return out
-        if diagnose:
-            if p.get("state"):
-                relaxed = await session.command("eval_probe", dict(q, kind="element"))
-                if relaxed.get("count"):
-                    out["assertion"] = "element.state"
-                    out["evidence"] = {"nearMiss": relaxed.get("elements", [])[:5]}
-                    out["failureReason"] = "%s exists but not in state %s; its states: %s" % (
-                        what, "/".join(p["state"]), ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
-                    return out
-            if q["by"] == "role" and q.get("name") is not None:
-                peers = await session.command("eval_probe", {"kind": "element", "by": "role", "value": q["value"],
-                                                             "limit": 20})
-                names = [e.get("name", "") for e in peers.get("elements", [])]
-                out["assertion"] = "element.role+name"
-                out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"], ", ".join(repr(n) for n in names[:12]) or "none")
-                out["observed"] = names[:12]
-            elif q["by"] == "testid":
-                hint = res.get("hint") or {}
-                present = hint.get("presentTestids") or []
-                if present:
-                    out["failureReason"] += "; testids present here: %s" % ", ".join(present[:12])
-                    out["observed"] = present[:12]
-        return out
-
-    async def _eval_text(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        probe = {"kind": "text", "contains": p["contains"]}
-        for k in ("visible", "scope"):
-            if k in p:
-                probe[k] = p[k]
-        res = await session.command("eval_probe", probe)
-        found = bool(res.get("found"))
-        if p.get("absent"):
-            if not found:
-                return {"pass": True, "evidence": {"absent": True}, "assertion": "text.absent"}
-            return {"pass": False, "assertion": "text.absent", "observed": res.get("sample"),
-                    "failureReason": "the text %r is on the page" % p["contains"]}
-        if found:
-            return {"pass": True, "evidence": {"sample": res.get("sample"), "count": res.get("count")}, "assertion": "text.present"}
-        return {"pass": False, "assertion": "text.present", "expected": p["contains"],
-                "failureReason": "no%s text containing %r on the page" % (" visible" if p.get("visible") else "", p["contains"])}
-
-    async def _eval_state(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        path = p["path"]
-        store = p.get("store")
-        if store is None:
-            whole = await session.command("state_read", {})
-            names = whole.get("storeNames") or list((whole.get("stores") or {}).keys())
-            if not names:
-                return {"pass": False, "inconclusive": "no store is registered (reticle.registerStore / pushStore), "
-                        "so state cannot be read"}
-            reads = [(n, await session.command("state_read", {"store": n, "path": path})) for n in names]
-            hits = [(n, r) for n, r in reads if r.get("found")]
-            if len(hits) > 1:
-                return {"pass": False, "inconclusive": "several stores have %r (%s); name one with `store`"
-                        % (path, ", ".join(n for n, _ in hits))}
-            if not hits:
-                return {"pass": False, "assertion": "state.path-missing", "evidence": {"searchedStores": names},
-                        "failureReason": "no registered store has %r (stores: %s)" % (path, ", ".join(names))}
-            store, read = hits[0]
-        else:
-            read = await session.command("state_read", {"store": store, "path": path})
-            if read.get("storeMissing") or (read.get("found") is False and read.get("error")):
-                return {"pass": False, "assertion": "state.store-missing", "evidence": {"searchedStores": read.get("storeNames")},
-                        "failureReason": "no store named %r (stores: %s)" % (store, ", ".join(read.get("storeNames") or []))}
-            if not read.get("found"):
-                return {"pass": False, "assertion": "state.path-missing",
-                        "evidence": {"availableKeys": read.get("availableKeys")},
-                        "failureReason": "%s has no %r; keys there: %s" % (store, path, ", ".join(map(str, (read.get("availableKeys") or [])[:20])))}
-        value = read.get("value")
-        if read.get("truncated"):
-            return {"pass": False, "inconclusive": "the value at %s.%s was cut by transport caps" % (store, path)}
-        expected = p.get("equals", "*")
-        if _value_matches(expected, value):
-            return {"pass": True, "evidence": {"store": store, "path": path, "value": value}, "assertion": "state.equals"}
-        return {"pass": False, "assertion": "state.equals", "expected": expected,
-                "observed": "%s = %s" % (path, _short(value)),
-                "failureReason": "%s.%s is %s, expected %s" % (store, path, _short(value), _short(expected))}
-
-    async def _eval_storage(self, session: BrowserSession, p: dict, window: List[dict], diagnose: bool) -> dict:
-        if p.get("changed"):
-            writes = [e["data"] for e in window if e["type"] == "storage.change" and isinstance(e.get("data"), dict)
-                      and e["data"].get("key") == p["key"] and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
-            if not writes:
-                return {"pass": False, "assertion": "storage.changed", "failureReason": "%r was not written in this window" % p["key"]}
-            if "equals" in p and not _value_matches(p["equals"], writes[-1].get("to")):
-                return {"pass": False, "assertion": "storage.equals", "observed": _short(writes[-1].get("to")),
-                        "failureReason": "%r was written as %s, expected %s" % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
-            return {"pass": True, "evidence": writes[-1], "assertion": "storage.changed"}
-        args = {"key": p["key"]}
-        if p.get("area"):
-            args["area"] = p["area"]
-        read = await session.command("storage_read", args)
-        found = bool(read.get("found"))
-        if p.get("absent"):
-            if found:
-                return {"pass": False, "assertion": "storage.absent", "observed": _short(read.get("value")),
-                        "failureReason": "%r is present (%s)" % (p["key"], read.get("area"))}
-            return {"pass": True, "evidence": {"absent": True, "key": p["key"]}, "assertion": "storage.absent"}
-        if not found:
-            return {"pass": False, "assertion": "storage.present", "evidence": {"availableKeys": read.get("availableKeys")},
-                    "failureReason": "%r is not in %s storage" % (p["key"], p.get("area") or "any")}
-        value = read.get("value")
-        if "equals" in p and not _value_matches(p["equals"], value):
-            return {"pass": False, "assertion": "storage.equals", "observed": _short(value),
-                    "failureReason": "%r is %s, expected %s" % (p["key"], _short(value), _short(p["equals"]))}
-        return {"pass": True, "evidence": {"area": read.get("area"), "key": p["key"], "value": value}, "assertion": "storage"}
-
-    # -- the wait loop ------------------------------------------------------------------------
-    async def wait(self, session: BrowserSession, p: dict, floor: float, timeout_ms: float) -> dict:
-        generation = session.generation
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        holds_count = any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
-        while True:
-            if session.handler is None or session.generation != generation:
-                return {"pass": False, "observationLost": True,
-                        "failureReason": "the tab disconnected or reloaded during the observation"}
-            res = await self.evaluate(session, p, floor, diagnose=False)
-            remaining = deadline - time.monotonic()
-            if res["pass"]:
-                if holds_count and remaining > 0.3:
-                    await asyncio.sleep(0.3)
-                    return await self.evaluate(session, p, floor, diagnose=True)
-                if holds_count:
-                    break
-                return res
-            if res.get("decided"):
-                return await self.evaluate(session, p, floor, diagnose=True)
-            if remaining <= 0:
-                break
-            step = min(0.15, remaining)
-            if res.get("retryAfterMs"):
-                step = min(step, max(0.025, res["retryAfterMs"] / 1000.0))
-            await session.wait_change(step)
-        final = await self.evaluate(session, p, floor, diagnose=True)
-        if final["pass"] and not holds_count:
-            return final
-        final["pass"] = False
-        final.setdefault("failureReason", "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p)))
-        if not final.get("failureReason"):
-            final["failureReason"] = "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p))
-        final["timedOut"] = True
-        return final
-
-    # -- contradictions and the verdict ----------------------------------------------------------
-    def contradictions(self, window: List[dict], p: dict, action_since: Optional[float]) -> List[dict]:
-        out = []
-        calls = [e["data"] for e in window if e["type"] == "net.request" and isinstance(e.get("data"), dict)
-                 and not _DEV_URL.search(str(e["data"].get("url", "")))]
-        ui_advanced = any(e["type"] in _UI_EVENTS for e in window)
-        expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "net" and not neg
-                             and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
-
-        def expected_failure(d: dict) -> bool:
-            for leaf in expected_failures:
-                if leaf.get("method") and str(d.get("method", "")).upper() != leaf["method"].upper():
-                    continue
-                if leaf.get("urlContains") and leaf["urlContains"] not in str(d.get("url", "")):
-                    continue
-                if "status" in leaf and d.get("status") != leaf["status"]:
-                    continue
-                return True
-            return False
-
-        failed = [d for d in calls if _call_failed(d) and not expected_failure(d)]
-        signals = [e["data"] for e in window if e["type"] == "signal" and isinstance(e.get("data"), dict)]
-        acknowledged = any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
-            e["type"] == "state.change" and _FAILURE_WORDS.search(_dumps(e.get("data"))[:2000]) for e in window)
-        if failed and not acknowledged:
-            happy = [s for s in signals if not _FAILURE_WORDS.search(str(s.get("name", "")))]
-            d = failed[0]
-            if happy:
-                out.append({"kind": "signal-contradicted", "tier": "observed",
-                            "claim": "the app signalled %r" % happy[0].get("name"),
-                            "counter": "%s answered %s" % (_call_label(d), d.get("status")),
-                            "detail": "a request failed while the app reported success"})
-            elif ui_advanced:
-                out.append({"kind": "ui-advanced-request-failed", "tier": "observed",
-                            "claim": "the UI moved on as if it worked",
-                            "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
-                            "detail": "a failed request under a UI that advanced and showed no error"})
-        for d in calls:
-            if _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
-                continue
-            problem = _partial_failure(d.get("responseBody"))
-            if problem:
-                out.append({"kind": "partial-failure-in-ok-response", "tier": "observed",
-                            "claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
-                            "detail": "a 2xx response whose body reports failure"})
-        blame = [s.get("name") for s in signals if _BLAMES_USER.search(str(s.get("name", "")))]
-        blame += [e["data"].get("path") for e in window if e["type"] == "state.change"
-                  and _BLAMES_USER.search(_dumps(e["data"].get("to"))[:2000])]
-        server_errors = [d for d in calls if isinstance(d.get("status"), int) and d["status"] >= 500]
-        if server_errors and blame:
-            d = server_errors[0]
-            out.append({"kind": "failure-misattributed", "tier": "observed",
-                        "claim": "the app blamed the user (%s)" % _short(blame[0], 60),
-                        "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
-                        "detail": "a server failure shown to the user as their mistake"})
-        if action_since is not None:
-            writes = collections.Counter(_call_label(d) for e, d in ((e, e["data"]) for e in window)
-                                         if e["type"] == "net.request" and e["t"] >= action_since
-                                         and str(d.get("method", "")).upper() in _WRITE_METHODS
-                                         and not _DEV_URL.search(str(d.get("url", ""))))
-            for label, n in writes.items():
-                if n >= 2 and not any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
-                    out.append({"kind": "duplicate-request", "tier": "absence",
-                                "claim": "one action", "counter": "%s completed %d times" % (label, n),
-                                "detail": "the same write ran more than once for one action; pin it with a net "
-                                          "predicate and count: 1"})
-        if ui_advanced:
-            for d in list(_still_open(window).values())[:3]:
-                out.append({"kind": "request-never-settled", "tier": "absence",
-                            "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
-                            "detail": "the outcome of this request is unknown", "write": str(d.get("method", "")).upper() in _WRITE_METHODS})
-        return out
-
-    def decide(self, res: dict, contradictions: List[dict], window: List[dict], session: BrowserSession,
-               floor: float, p: dict, already_true: bool = False, act: bool = False) -> Tuple[str, str, str]:
-        declared = p["kind"] != "settled"
-        if res.get("inconclusive"):
-            return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % res["inconclusive"]
-        if res.get("observationLost"):
-            return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
-                                                   "reticle_sessions and repeat if it is safe")
-        if not res["pass"]:
-            return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
-                res.get("failureReason") or _describe_predicate(p))
-        observed = [c for c in contradictions if c["tier"] == "observed"]
-        if observed:
-            c = observed[0]
-            return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
-                c["kind"], c["claim"], c["counter"])
-        absence = [c for c in contradictions if c["tier"] == "absence"]
-        if declared and absence and all(c["kind"] == "request-never-settled" and not c.get("write") for c in absence):
-            # A declared consequence held and only reads are still open (a poll, an image
-            # feed): they cannot undo it.  Open writes stay unknown below.
-            absence = []
-        if absence:
-            c = absence[0]
-            return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "
-                                                      "finished (%s: %s); re-check once it lands, raise timeout_ms, or "
-                                                      "assert the request itself" % (c["kind"], c["counter"]))
-        absences = [leaf for leaf, neg in _leaves(p) if leaf.get("absent") or neg]
-        spots = {k: v for k, v in session.store.blind_spots.items() if v and k in _ABSENCE_BLIND_SPOTS}
-        if absences and spots:
-            return "unknown", "absence_blind_spot", ("the predicate asserts an absence, but part of the page is "
-                                                     "unobservable (%s), so a passing check cannot prove it" %
-                                                     ", ".join("%s ×%d" % kv for kv in spots.items()))
-        if already_true:
-            return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
-                                               "nothing about the action; assert something the action CHANGES")
-        overflow = [e for e in window if e["type"] == "blind-spot" and isinstance(e.get("data"), dict)
-                    and (e["data"].get("kind") == "transport-overflow" or e["data"].get("reason") == "offline-queue-overflow")]
-        if overflow:
-            return "unknown", "evidence_lost", ("the page dropped %s event(s) while the daemon was unreachable, so "
-                                                "this window is incomplete" % overflow[0]["data"].get("count", "some"))
-        loss = session.store.loss_since(floor)
-        if loss and (loss.get("evicted") or loss.get("sampled")):
-            return "unknown", "evidence_lost", ("evidence in this window was lost (%s), so a pass cannot be trusted; "
-                                                "narrow the window or reduce the page's event volume" % _dumps(loss))
-        calls = [e["data"] for e in window if e["type"] == "net.request" and isinstance(e.get("data"), dict)]
-        accepted = [d for d in calls if d.get("status") == 202 and not _DEV_URL.search(str(d.get("url", "")))]
-        if accepted:
-            return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
-                                                  "once it reconciles" % _call_label(accepted[0]))
-        unread = [d for d in calls if str(d.get("method", "")).upper() in _WRITE_METHODS
-                  and isinstance(d.get("status"), int) and 200 <= d["status"] < 300
-                  and not isinstance(d.get("responseBody"), str) and d.get("responseSize", 1) != 0]
-        if unread:
-            return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
-                                                 "succeeded cannot be proven; turn body capture on" %
-                                                 ", ".join(_call_label(d) for d in unread[:3]))
-        in_flight = [d for d in session.open_requests.values()
-                     if str(d.get("method", "")).upper() in _WRITE_METHODS and d.get("startedAt", 0) >= floor]
-        if in_flight:
-            return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
-                                                    "known yet" % _call_label(in_flight[0]))
-        if not declared and act and res.get("timedOut"):
-            return "unknown", "unsettled", "the page never settled within the timeout"
-        evidence = res.get("evidence")
-        summary = _short(evidence, 160) if evidence is not None else "the predicate"
-        if declared:
-            return "yes", "proved", "%s held (%s) with no channel disagreeing" % (_describe_predicate(p), summary)
-        return "yes", "proved", "the page settled with nothing failing or disagreeing (%s)" % summary
-
-    # -- the three tools --------------------------------------------------------------------------
-    def _predicate_arg(self, args: dict, required: bool) -> Optional[dict]:
-        raw = args.get("until") if "until" in args else args.get("predicate")
-        if "until" in args and "predicate" in args:
-            raw = args["until"]
-        if raw is None:
-            if required:
-                raise _predicate_fail(None, ["no predicate given: pass `predicate` (or `until`)"], "predicate")
-            return None
-        return parse_predicate(raw, "until" if "until" in args else "predicate")
-
-    async def wait_for(self, session: BrowserSession, args: dict) -> dict:
-        p = self._predicate_arg(args, True)
-        floor = float(args["since"]) if args.get("since") is not None else session.floor()
-        res = await self.wait(session, p, floor, args.get("timeout_ms", 4000))
-        res["since"] = floor
-        return session.splice_buffer(res, floor)
-
-    async def assert_(self, session: BrowserSession, args: dict) -> dict:
-        p = self._predicate_arg(args, True)
-        floor = float(args["since"]) if args.get("since") is not None else session.floor()
-        timeout = args.get("timeout_ms", 0)
-        if timeout > 0:
-            res = await self.wait(session, p, floor, timeout)
-        else:
-            res = await self.evaluate(session, p, floor, diagnose=True)
-        window = session.window(floor)
-        contradictions = self.contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None)
-        verified, reason, because = self.decide(res, contradictions, window, session, floor, p)
-        out = {"verified": verified, "verifiedReason": reason, "because": because}
-        out.update(res)
-        out["since"] = floor
-        if contradictions:
-            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-        spots = {k: v for k, v in session.store.blind_spots.items() if v}
-        if spots:
-            out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in spots.items())
-            out["coverage_spots"] = [{"kind": k, "count": v} for k, v in spots.items()]
-        if verified == "yes" and _presence_only(p):
-            out["advice"] = ("this predicate only checks element/text presence, not an observable consequence; a "
-                             "stale render can satisfy it while the feature is broken. Prefer a net, signal or state "
-                             "predicate, or allOf it with one.")
-        return session.splice_health(session.splice_buffer(out, floor))
-
-    async def act_and_wait(self, session: BrowserSession, args: dict) -> dict:
-        p = self._predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
-        session.refuse_if_throttled(args.get("refuseWhenThrottled"))
-        cmd = _act_command(args)
-        timeout = args.get("timeout_ms", 4000)
-        already_true = False
-        if any(leaf["kind"] in ("element", "text", "route", "state", "storage") for leaf, _ in _leaves(p)):
-            pre = await self.evaluate(session, p, self.hub.clock(), diagnose=False)
-            already_true = bool(pre["pass"])
-        since = session.mark_act(args["action"])
-        started = time.monotonic()
-        effect = await session.command("act", cmd)
-        session.note_act_page_time(since, effect)
-        if timeout > 0:
-            remaining = max(0.0, timeout - (time.monotonic() - started) * 1000.0)
-            res = await self.wait(session, p, since, remaining)
-        else:
-            res = await self.evaluate(session, p, since, diagnose=True)
-        budget_end = started + timeout / 1000.0
-        if res["pass"]:
-            while time.monotonic() < budget_end and any(d.get("startedAt", 0) >= since for d in session.open_requests.values()):
-                await session.wait_change(0.05)
-            window = session.window(since)
-            wrote = any(e["type"] == "net.request" and str((e.get("data") or {}).get("method", "")).upper() in _WRITE_METHODS
-                        for e in window)
-            if wrote and not any(e["type"] in _UI_EVENTS for e in window):
-                end = min(budget_end, time.monotonic() + 0.3)
-                while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(since)):
-                    await session.wait_change(end - time.monotonic())
-        window = session.window(since)
-        contradictions = self.contradictions(window, p, since)
-        no_effect = _no_effect(args["action"], effect, window)
-        if no_effect:
-            contradictions = [no_effect]  # it explains everything else: it stands alone
-        verified, reason, because = self.decide(res, contradictions, window, session, since, p,
-                                                already_true=already_true, act=True)
-        verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
-                                       "inconclusive", "decided", "observationLost", "timedOut") if k in res}
-        loss = session.store.loss_since(since)
-        spots = {k: v for k, v in session.store.blind_spots.items() if v}
-        issues = []
-        if loss and loss.get("evicted"):
-            issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
-        if loss and loss.get("sampled"):
-            issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
-        out = {"verified": verified, "verifiedReason": reason, "because": because, "since": since,
-               "effect": effect, "verdict": verdict,
-               "honesty": {"grade": _grade(p), "attribution": "window",
-                           "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
-                           "integrity": {"clean": not issues, "issues": issues}},
-               "trace": {"window_ms": round(self.hub.clock() - since), "summary": _summarise(window)}}
-        if already_true:
-            out["alreadyTrue"] = True
-        if contradictions:
-            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-        if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled"):
-            out["unsettled"] = _unsettled_report(session, window, since, p)
-        return session.splice_health(out)
-
-
+_ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrumented-frame", "sampled",
+                        "rate-limited", "virtualized-unmounted")
 _EFFECT_EVENTS = ("net.pending", "net.request", "route.change", "signal", "state.change", "storage.change",
                   "dom.added", "dom.removed", "dom.attr", "dom.text", "anim.start")
 
 
+def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) -> List[dict]:
+    """Channels that disagree with a passing predicate, in two tiers.
+
+    observed (they make a verdict `no`): a failed request under a UI that moved
+    on (ui-advanced-request-failed) or under a success signal
+    (signal-contradicted), a 2xx whose body reports failure
+    (partial-failure-in-ok-response), a server error shown as the user's
+    mistake (failure-misattributed).  absence (they make it `unknown`): one
+    write completed twice for one action (duplicate-request), a request the
+    advanced UI never saw answered (request-never-settled).  A failure the
+    predicate itself expects (a `net` leaf asking for it) is no contradiction."""
+    out = []
+    calls = [d for d in _calls(window) if not _is_dev(d)]
+    ui_advanced = any(e["type"] in _UI_EVENTS for e in window)
+    expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "net" and not neg
+                         and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
+    failed = [d for d in calls if _call_failed(d) and not any(_call_matches(d, leaf) for leaf in expected_failures)]
+    signals = [e["data"] for e in window if e["type"] == "signal"]
+    acknowledged = any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
+        e["type"] == "state.change" and _FAILURE_WORDS.search(_dumps(e.get("data"))[:2000]) for e in window)
+    if failed and not acknowledged:
+        happy = [s for s in signals if not _FAILURE_WORDS.search(str(s.get("name", "")))]
+        d = failed[0]
+        if happy:
+            out.append({"kind": "signal-contradicted", "tier": "observed",
+                        "claim": "the app signalled %r" % happy[0].get("name"),
+                        "counter": "%s answered %s" % (_call_label(d), d.get("status")),
+                        "detail": "a request failed while the app reported success"})
+        elif ui_advanced:
+            out.append({"kind": "ui-advanced-request-failed", "tier": "observed",
+                        "claim": "the UI moved on as if it worked",
+                        "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
+                        "detail": "a failed request under a UI that advanced and showed no error"})
+    for d in calls:
+        if _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
+            continue
+        problem = _partial_failure(d.get("responseBody"))
+        if problem:
+            out.append({"kind": "partial-failure-in-ok-response", "tier": "observed",
+                        "claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
+                        "detail": "a 2xx response whose body reports failure"})
+    blame = [s.get("name") for s in signals if _BLAMES_USER.search(str(s.get("name", "")))]
+    blame += [e["data"].get("path") for e in window if e["type"] == "state.change"
+              and _BLAMES_USER.search(_dumps(e["data"].get("to"))[:2000])]
+    server_errors = [d for d in calls if isinstance(d.get("status"), int) and d["status"] >= 500]
+    if server_errors and blame:
+        d = server_errors[0]
+        out.append({"kind": "failure-misattributed", "tier": "observed",
+                    "claim": "the app blamed the user (%s)" % _short(blame[0], 60),
+                    "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
+                    "detail": "a server failure shown to the user as their mistake"})
+    if action_since is not None:
+        writes = collections.Counter(_call_label(e["data"]) for e in window
+                                     if e["type"] == "net.request" and e["t"] >= action_since
+                                     and _is_write(e["data"]) and not _is_dev(e["data"]))
+        for label, n in writes.items():
+            if n >= 2 and not any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
+                out.append({"kind": "duplicate-request", "tier": "absence",
+                            "claim": "one action", "counter": "%s completed %d times" % (label, n),
+                            "detail": "the same write ran more than once for one action; pin it with a net "
+                                      "predicate and count: 1"})
+    if ui_advanced:
+        for d in list(_still_open(window).values())[:3]:
+            out.append({"kind": "request-never-settled", "tier": "absence",
+                        "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
+                        "detail": "the outcome of this request is unknown", "write": _is_write(d)})
+    return out
+
+
+def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
+            already_true: bool = False, act: bool = False) -> Tuple[str, str, str]:
+    """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
+
+    1. the predicate could not be evaluated -> unknown, inconclusive
+    2. the tab went away during the observation -> unknown, observation_lost
+    3. the predicate failed for want of evidence that events lost from the window could have held
+       (evicted, sampled, or dropped by the page while the daemon was unreachable) -> unknown,
+       evidence_lost; a violation that is there (decided), or a check of the live page, stands
+    4. the predicate failed -> no, assertion_failed
+    5. an observed contradiction -> no, contradicted
+    6. an absence-tier contradiction -> unknown, evidence_incomplete (requests still open that are
+       only reads do not undo a declared consequence that held)
+    7. an absence asserted while part of the page is unobservable -> unknown, absence_blind_spot
+    8. the predicate was already true before the act -> unknown, already_true
+    9. events of the window were lost (as in 3) -> unknown, evidence_lost
+    10. a 202 Accepted in the window -> unknown, outcome_pending
+    11. a 2xx write the act could have caused whose response body was not captured -> unknown,
+        outcome_unread (204, 205 and 304 have no body; a write to another origin, one that started
+        before the window, or one the page also made on its own before it is not the act's)
+    12. a write started in the window is still in flight -> unknown, request_in_flight
+    13. an implicit settle (no predicate) that timed out -> unknown, unsettled
+    14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
+    """
+    declared = p["kind"] != "settled"
+    if res.get("inconclusive"):
+        return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % res["inconclusive"]
+    if res.get("observationLost"):
+        return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
+                                               "reticle_sessions and repeat if it is safe")
+    lost = _lost_evidence(window, known)
+    reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
+                       for leaf, neg in _leaves(p))
+    if not res["pass"] and lost and reads_window and not res.get("decided"):
+        return "unknown", "evidence_lost", ("the check failed, but %s, so the evidence it looked for may have been "
+                                            "among them; narrow the window or reduce the page's event volume" % lost)
+    if not res["pass"]:
+        return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
+            res.get("failureReason") or _describe_predicate(p))
+    observed = [c for c in contradictions if c["tier"] == "observed"]
+    if observed:
+        c = observed[0]
+        return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
+            c["kind"], c["claim"], c["counter"])
+    absence = [c for c in contradictions if c["tier"] == "absence"]
+    if declared and absence and all(c["kind"] == "request-never-settled" and not c.get("write") for c in absence):
+        # A declared consequence held and only reads are still open (a poll, an image
+        # feed): they cannot undo it.  Open writes stay unknown below.
+        absence = []
+    if absence:
+        c = absence[0]
+        return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "
+                                                  "finished (%s: %s); re-check once it lands, raise timeout_ms, or "
+                                                  "assert the request itself" % (c["kind"], c["counter"]))
+    absences = [leaf for leaf, neg in _leaves(p) if leaf.get("absent") or neg]
+    spots = {k: v for k, v in known.blind_spots.items() if k in _ABSENCE_BLIND_SPOTS}
+    if absences and spots:
+        return "unknown", "absence_blind_spot", ("the predicate asserts an absence, but part of the page is "
+                                                 "unobservable (%s), so a passing check cannot prove it" %
+                                                 ", ".join("%s ×%d" % kv for kv in spots.items()))
+    if already_true:
+        return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
+                                           "nothing about the action; assert something the action CHANGES")
+    if lost:
+        return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
+                                            "the window or reduce the page's event volume" % lost)
+    calls = _calls(window)
+    accepted = [d for d in calls if d.get("status") == 202 and not _is_dev(d)]
+    if accepted:
+        return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
+                                              "once it reconciles" % _call_label(accepted[0]))
+    unread = [e["data"] for e in window if e["type"] == "net.request" and _unread_write(e, floor, known)]
+    if unread:
+        return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
+                                             "succeeded cannot be proven; turn body capture on" %
+                                             ", ".join(_call_label(d) for d in unread[:3]))
+    in_flight = [d for d in known.open_requests if _is_write(d) and d.get("startedAt", 0) >= floor]
+    if in_flight:
+        return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
+                                                "known yet" % _call_label(in_flight[0]))
+    if not declared and act and res.get("timedOut"):
+        return "unknown", "unsettled", "the page never settled within the timeout"
+    evidence = res.get("evidence")
+    summary = _short(evidence, 160) if evidence is not None else "the predicate"
+    noted = ""
+    if contradictions:
+        noted = "; noted, and unable to undo it: %s" % ", ".join(
+            "%s (%s)" % (c["kind"], c["counter"]) for c in contradictions[:3])
+    if declared:
+        return "yes", "proved", "%s held (%s)%s" % (
+            _describe_predicate(p), summary, noted or " with no channel disagreeing")
+    return "yes", "proved", "the page settled with nothing failing%s (%s)" % (noted or " or disagreeing", summary)
+
+
+def _lost_evidence(window: List[dict], known: "_Known") -> str:
+    """Why the window is incomplete, in words, or '' when nothing was lost."""
+    overflow = [e for e in window if e["type"] == "blind-spot"
+                and (e["data"].get("kind") == "transport-overflow" or e["data"].get("reason") == "offline-queue-overflow")]
+    if overflow:
+        return "the page dropped %s event(s) while the daemon was unreachable" % overflow[0]["data"].get("count", "some")
+    loss = known.loss or {}
+    if loss.get("evicted") or loss.get("sampled"):
+        parts = []
+        if loss.get("evicted"):
+            parts.append("%d event(s) of this window were evicted from the buffer" % loss["evicted"])
+        if loss.get("sampled"):
+            parts.append("%d event(s) were sampled away under a flood" % loss["sampled"])
+        return " and ".join(parts)
+    return ""
+
+
+_BODYLESS = (204, 205, 304)
+
+
+def _unread_write(e: dict, floor: float, known: "_Known") -> bool:
+    """A completed 2xx write that the act could have caused and whose body was not read."""
+    d = e["data"]
+    status = d.get("status")
+    if not _is_write(d) or _is_dev(d) or not isinstance(status, int) or not 200 <= status < 300:
+        return False
+    if status in _BODYLESS or isinstance(d.get("responseBody"), str) or d.get("responseSize", 1) == 0:
+        return False
+    took = d.get("durationMs", d.get("ms"))
+    if isinstance(took, (int, float)) and e["t"] - float(took) < floor - 50:
+        return False  # it started before the act
+    url = str(d.get("url", ""))
+    if known.origin and "://" in url and not url.startswith(known.origin + "/") and url != known.origin:
+        return False  # another origin (analytics, a CDN): not the app's write
+    return _call_label(d) not in known.background
+
+
 def _no_effect(action: str, effect: Any, window: List[dict]) -> Optional[dict]:
     """A click or submit after which nothing at all happened: no mutation in the act's
-    own frame, no request, route, signal, state, storage or DOM event since."""
+    own frame, no request, route, signal, state, storage or DOM event since, and no new
+    document (a page that unloaded or was replaced did change)."""
     if action not in ("click", "dblclick", "submit") or not isinstance(effect, dict):
         return None
     probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
     if probes.get("domMutatedWithin"):  # (focus moving to the clicked control is the click's own doing)
         return None
+    if effect.get("pageUnloaded"):
+        return None
+    act_doc = effect.get("documentId")
+    if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
+        return None  # a new document arrived: the act navigated
     if any(e["type"] in _EFFECT_EVENTS for e in window):
         return None
     return {"kind": "action-had-no-effect", "tier": "absence", "claim": "the %s was dispatched" % action,
@@ -2988,14 +3262,13 @@ def _no_effect(action: str, effect: Any, window: List[dict]) -> Optional[dict]:
                       "did not make it so"}
 
 
-def _unsettled_report(session: BrowserSession, window: List[dict], since: float, p: dict) -> dict:
+def _unsettled_report(known: "_Known", window: List[dict], since: float, p: dict) -> dict:
     """What kept the page busy: requests still open, and what fired over and over."""
-    still = [_call_label(d) for d in session.open_requests.values() if d.get("startedAt", 0) >= since]
-    counts = collections.Counter()
+    still = [_call_label(d) for d in known.open_requests if d.get("startedAt", 0) >= since]
+    counts: collections.Counter = collections.Counter()
     for e in window:
-        d = e.get("data") if isinstance(e.get("data"), dict) else {}
         if e["type"] == "net.request":
-            counts[_call_label(d)] += 1
+            counts[_call_label(e["data"])] += 1
         elif e["type"].startswith(("dom.", "anim.")):
             counts[e["type"]] += 1
     repeated = ["%s ×%d" % kv for kv in counts.most_common(5) if kv[1] > 3]
@@ -3009,29 +3282,46 @@ def _unsettled_report(session: BrowserSession, window: List[dict], since: float,
     return report
 
 
-_ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrumented-frame", "sampled",
-                        "rate-limited", "virtualized-unmounted")
+_GRADE_ORDER = ("presence", "state", "net", "signal")
 
 
 def _grade(p: dict) -> str:
+    """The strongest evidence grade among the positive leaves: signal > net > state > presence."""
     best = "presence"
     for leaf, neg in _leaves(p):
-        if neg:
-            continue
-        if leaf["kind"] == "signal" and leaf.get("name"):
-            return "signal"
-        if leaf["kind"] == "net" and leaf.get("urlContains"):
-            best = "net"
-        elif leaf["kind"] == "state" and best == "presence":
-            best = "state"
+        grade = None if neg else _PREDICATE_KINDS[leaf["kind"]].grade(leaf)
+        if grade and _GRADE_ORDER.index(grade) > _GRADE_ORDER.index(best):
+            best = grade
     return best
 
 
 def _presence_only(p: dict) -> bool:
-    kinds = [(leaf["kind"], neg) for leaf, neg in _leaves(p)]
-    has_presence = any(k in ("element", "text") and not neg for k, neg in kinds)
-    has_consequence = any(k in ("net", "signal", "state", "storage") for k, _ in kinds)
+    """Only element/text presence is checked, with no observable consequence beside it."""
+    roles = [(_PREDICATE_KINDS[leaf["kind"]].role, neg) for leaf, neg in _leaves(p)]
+    has_presence = any(role == "presence" and not neg for role, neg in roles)
+    has_consequence = any(role == "consequence" for role, _ in roles)
     return has_presence and not has_consequence
+
+
+def _advice(p: dict, res: dict) -> Optional[str]:
+    """What would make a passing check stronger, for both verdict tools: a presence-only check,
+    or a text `contains` so short or so common that it may be matching something else."""
+    notes = []
+    if _presence_only(p):
+        notes.append("this predicate only checks element/text presence, not an observable consequence; a stale "
+                     "render can satisfy it while the feature is broken. Prefer a net, signal, frame or state "
+                     "predicate, or allOf it with one.")
+    evidence = res.get("evidence") if isinstance(res.get("evidence"), dict) else {}
+    for leaf, neg in _leaves(p):
+        if neg or leaf["kind"] != "text" or "contains" not in leaf:
+            continue
+        places = evidence.get("places", evidence.get("count")) if p is leaf else None
+        if len(leaf["contains"].strip()) < 4 or (isinstance(places, int) and places > 1):
+            notes.append("text contains %r %s; a substring can match a status bar or a counter, so pin it with "
+                         "`equals` (the whole text) or `matches` (a regular expression), or a `scope`." % (
+                             leaf["contains"], "matched %d places" % places if isinstance(places, int) and places > 1
+                             else "is very short"))
+    return " ".join(notes) or None
 
 
 def _partial_failure(body: Any) -> Optional[str]:
@@ -3067,6 +3357,8 @@ def _partial_failure(body: Any) -> Optional[str]:
                     return "%d of %d %s FAILED (%s)" % (len(bad), len(arr), k, bad[0])
                 break
     return None
+
+
 
 
 ###############################################################################
@@ -3132,11 +3424,11 @@ def _obj(props: dict, required: Tuple[str, ...] = ()) -> dict:
     return schema
 
 
-class Tool:
+class _Tool:
     """One tool: name, one-paragraph description, schema, async handler."""
 
     def __init__(self, name: str, description: str, schema: dict, handler: Callable,
-                 example: Optional[dict] = None, listed: bool = True) -> None:
+                 example: Optional[dict] = None, listed: bool = True, session: bool = False) -> None:
         jsonschema.Draft202012Validator.check_schema(schema)
         self.name = name
         self.description = description
@@ -3144,6 +3436,7 @@ class Tool:
         self.handler = handler
         self.example = example if example is not None else {}
         self.listed = listed
+        self.needs_session = session  # the handler gets the resolved tab: (hub, session, args, ctx)
         self.validator = jsonschema.Draft202012Validator(schema)
 
     def describe(self) -> dict:
@@ -3201,37 +3494,463 @@ def _accepted_fields(schema: dict, path: list, err: Any) -> List[str]:
     return list(node.get("properties", {}))
 
 
-class ToolRegistry:
-    """Name -> Tool.  tools/list, validation, the usage resource and the
+class _ToolRegistry:
+    """Name -> _Tool.  tools/list, validation, the usage resource and the
     README's tool table all read from here."""
 
     def __init__(self) -> None:
-        self._tools: Dict[str, Tool] = {}
+        self._tools: Dict[str, _Tool] = {}
 
-    def add(self, tool: Tool) -> Tool:
+    def add(self, tool: _Tool) -> _Tool:
         if tool.name in self._tools:
             raise ValueError("tool %s registered twice" % tool.name)
         self._tools[tool.name] = tool
         return tool
 
-    def get(self, name: str) -> Optional[Tool]:
+    def get(self, name: str) -> Optional[_Tool]:
         return self._tools.get(name)
 
-    def listed(self) -> List[Tool]:
+    def listed(self) -> List[_Tool]:
         return [t for t in self._tools.values() if t.listed]
 
     def names(self) -> List[str]:
         return [t.name for t in self.listed()]
 
 
-def _build_registry() -> ToolRegistry:
+def _cost(obj: Any) -> dict:
+    size = len(_dumps(obj).encode("utf-8"))
+    return {"bytes": size, "tokens": (size + 3) // 4}
+
+
+async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                         ctx: "_CallContext") -> dict:
+    sessions = [s.describe() for s in hub.bridge.live()]
+    out: Dict[str, Any] = {"sessions": sessions}
+    if not sessions:
+        out["why"] = hub.bridge.why()
+        out["next_action"] = {
+            "action": "open_app",
+            "reason": "no tab has loaded %s/reticle.js yet" % hub.public_origin(),
+            "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
+        }
+    return out
+
+
+async def _tool_snapshot(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    mode = args.get("mode", "full")
+    cmd = {"mode": mode}
+    if args.get("scope"):
+        cmd["scope"] = args["scope"]
+    result = await session.command("snapshot", cmd)
+    if not isinstance(result, dict):
+        raise ToolError("the page answered snapshot with %r" % type(result).__name__)
+    diffed = session.snapshot_diff(args.get("scope"), mode, dict(result))  # also remembers this one
+    if args.get("diff"):
+        result = diffed
+    result["cost"] = _cost(result)
+    return result
+
+
+def _query_args(args: dict) -> dict:
+    out = {k: v for k, v in args.items() if k in ("by", "value", "name", "scope", "self", "attrs",
+                                                 "limit", "count_only")}
+    if "by" not in out:
+        for alias in ("testid", "label", "placeholder", "alt", "text", "role"):
+            if alias in args:
+                out["by"] = alias
+                out["value"] = args[alias]
+                break
+    if "by" not in out:
+        raise ToolError("reticle_query needs what to search by: `by` + `value`, or one of testid, "
+                        "label, placeholder, alt, text, role.",
+                        'for example {"by": "role", "value": "button", "name": "Pay"}')
+    if "value" not in out:
+        raise ToolError("reticle_query by %s needs a `value`." % out["by"],
+                        'for example {"by": "%s", "value": "..."}' % out["by"])
+    if out.get("self") and not out.get("scope"):
+        raise ToolError("`self: true` needs a `scope` (the element to return).", "add scope")
+    return out
+
+
+async def _tool_query(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    result = await session.command("query", _query_args(args))
+    if isinstance(result, dict):
+        result["cost"] = _cost(result)
+    return result
+
+
+async def _tool_inspect(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await session.command("inspect", {"ref": args["ref"]})
+
+
+async def _tool_state(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    cmd = {k: args[k] for k in ("store", "path", "depth") if k in args}
+    return await session.command("state_read", cmd)
+
+
+async def _tool_capabilities(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    result = await session.command("capabilities", {})
+    if isinstance(result, dict):
+        result.setdefault("source", "live")
+    return result
+
+
+async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
+    """Send one act.  A page that unloads before it answers (a form post, a link) took the
+    act's reply with it: that is the act's effect, not a failure, and the evidence is in
+    the next document, which the verdict tools follow."""
+    try:
+        return await session.command("act", cmd)
+    except _TabGone as exc:
+        return {"dispatched": None, "pageUnloaded": True,
+                "note": "the page unloaded before it answered (%s); what the act did is in the next "
+                        "document's evidence" % exc.error}
+
+
+async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
+    cmd = _act_command(args)
+    since = session.mark_act(args["action"])
+    result = await _act_across_documents(session, cmd)
+    session.note_act_page_time(since, result)
+    dispatched = result.get("dispatched", True) if isinstance(result, dict) else True
+    out = {"since": since, "dispatched": dispatched if dispatched is None else bool(dispatched),
+           "settled": result.get("settled") if isinstance(result, dict) else None,
+           "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
+           "result": result}
+    return session.splice_health(out)
+
+
+async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    steps = []
+    for i, step in enumerate(args["steps"]):
+        try:
+            steps.append(_act_command(step))
+        except ToolError as exc:
+            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery)
+    per_step = args.get("timeout_ms", 8000) / 1000.0
+    since = session.mark_act(None)
+    result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
+    out = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
+    if isinstance(result, dict):
+        out.update(result)
+    return session.splice_health(out)
+
+
+async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    if not args.get("url") and not args.get("reload"):
+        raise ToolError("reticle_navigate needs `url` or `reload: true`.",
+                        'for example {"url": "http://localhost:5173/"} or {"reload": true}')
+    if args.get("hard") and not args.get("reload"):
+        raise ToolError("`hard` goes with `reload: true` only.", "drop hard, or add reload")
+    if args.get("url"):
+        parsed = urllib.parse.urlsplit(args["url"])
+        if parsed.scheme not in ("http", "https", ""):
+            raise ToolError("reticle_navigate opens http: and https: pages only, not %s:" % parsed.scheme,
+                            "pass an http(s) URL or a path")
+    since = session.mark_navigation()
+    generation = session.generation
+    name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
+        "navigate", {"url": args["url"]})
+    await session.command(name, cmd)
+    confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
+    live = hub.bridge.get(session.id)
+    out = {"ok": True, "confirmed": confirmed, "since": since, "sessionId": session.id}
+    if live is not None:
+        out["url"] = live.url
+    if not confirmed:
+        out["note"] = ("the page did not reconnect within 5 s; check reticle_sessions (the app may "
+                       "have navigated off a page that loads reticle.js)")
+    else:
+        out["note"] = "events before the navigation no longer count for assert and wait_for"
+    return out
+
+
+def _window(session: "_BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
+    since = args.get("since")
+    since = default_since if since is None else float(since)
+    until = args.get("until")
+    return since, (None if until is None else float(until))
+
+
+async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    now = hub.clock()
+    default = now - args.get("window_ms", 2000)
+    since, until = _window(session, args, default)
+    events = session.store.query(since, until)
+    if args.get("actionId"):
+        events = [e for e in events if e.get("actionId") == args["actionId"]]
+    if args.get("filters"):
+        events = [e for e in events if _event_matches_filters(e["type"], args["filters"])]
+    summary = _summarise(events)
+    budget = args.get("max_events")
+    dropped = 0
+    if budget and len(events) > budget:
+        dropped = len(events) - budget
+        events = events[-budget:]
+    out: Dict[str, Any] = {"window_ms": round((until or now) - since), "since": since,
+                           "events": [_public_event(e) for e in events], "summary": summary}
+    cost = _cost(out["events"])
+    cost["events"] = len(events)
+    if dropped:
+        cost["droppedOldest"] = dropped
+    out["cost"] = cost
+    return session.splice_buffer(out, since)
+
+
+_FILTER_BUCKETS = {
+    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse"), "route": ("route.",),
+    "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
+    "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",),
+}
+
+
+def _event_matches_filters(etype: str, filters: List[str]) -> bool:
+    for f in filters:
+        if etype == f:
+            return True
+        for prefix in _FILTER_BUCKETS.get(f, ()):
+            if etype.startswith(prefix):
+                return True
+    return False
+
+
+def _public_event(e: dict) -> dict:
+    out = {"t": e["t"], "type": e["type"], "data": e.get("data")}
+    if e.get("actionId"):
+        out["actionId"] = e["actionId"]
+    return out
+
+
+def _net_calls(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
+    """Completed calls plus requests still pending, in start order."""
+    events = session.store.query(since, until, prefix="net.")
+    done = {}
+    order = []
+    for e in events:
+        d = e["data"]
+        rid = str(d.get("requestId") or "t%s" % e["t"])
+        if e["type"] == "net.pending":
+            if rid not in done:
+                done[rid] = dict(d, status="pending", pending=True, t=e["t"])
+                order.append(rid)
+        elif e["type"] == "net.request":
+            if rid not in done:
+                order.append(rid)
+            done[rid] = dict(d, t=e["t"])
+    # pending ones whose start fell before the window but are still open count too
+    for d in session.open_since(0.0):
+        rid = str(d.get("requestId"))
+        if rid not in done:
+            done[rid] = dict(d, status="pending", pending=True)
+            order.append(rid)
+    return [done[r] for r in order]
+
+
+async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    since, until = _window(session, args, 0.0)
+    calls = _net_calls(session, since, until)
+    all_calls = calls
+    calls = [c for c in calls if _call_matches(c, args)]
+    limit = args.get("limit", 200)
+    total = len(calls)
+    calls = calls[-limit:]
+    bodies = args.get("bodies", True)
+    shaped = []
+    for c in calls:
+        item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
+                                  "pending", "error", "initiator", "responseSize", "bodyTruncated",
+                                  "bodyCaptured") if k in c}
+        if bodies:
+            for k in ("requestBody", "responseBody"):
+                if k in c:
+                    item[k] = c[k]
+        shaped.append(item)
+    out: Dict[str, Any] = {"calls": shaped}
+    if total > len(shaped):
+        out["total"] = total
+        out["truncated"] = True
+    if not shaped and all_calls:
+        out["hint"] = {"totalInWindow": len(all_calls),
+                       "present": [{"method": c.get("method"), "url": c.get("url"), "status": c.get("status")}
+                                   for c in all_calls[-5:]]}
+    elif not all_calls:
+        out["observed"] = True
+        out["note"] = "the observation ran and found no network calls in this window"
+    if any(c.get("bodyCaptured") is False and str(c.get("method", "")).upper() in ("POST", "PUT", "PATCH")
+           for c in shaped):
+        out["bodiesNotCaptured"] = True
+    out["cost"] = _cost(shaped)
+    return session.splice_buffer(out, since)
+
+
+_CONSOLE_TYPES = ("console.log", "console.info", "console.warn", "console.error", "console.debug",
+                  "error.uncaught")
+
+
+async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    since, until = _window(session, args, 0.0)
+    events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
+    logs = []
+    for e in events:
+        d = e.get("data") or {}
+        level = "error" if e["type"] == "error.uncaught" else e["type"].split(".", 1)[1]
+        item = {"level": level, "text": d.get("text") or d.get("message") or "", "t": e["t"]}
+        if e["type"] == "error.uncaught":
+            item["uncaught"] = True
+            if d.get("kind"):
+                item["kind"] = d["kind"]
+        if d.get("stack"):
+            item["stack"] = "\n".join(str(d["stack"]).splitlines()[:5])
+        if d.get("source"):
+            item["source"] = d["source"]
+        logs.append(item)
+    everything = logs
+    level = args.get("level")
+    if level:
+        logs = [x for x in logs if x["level"] == level or (level == "info" and x["level"] == "debug")]
+    limit = args.get("limit", 200)
+    total = len(logs)
+    logs = logs[-limit:]
+    out: Dict[str, Any] = {"logs": logs}
+    if total > len(logs):
+        out["total"] = total
+        out["truncated"] = True
+    if not logs and everything:
+        by = collections.Counter(x["level"] for x in everything)
+        out["hint"] = {"totalInWindow": len(everything), "byLevel": dict(by)}
+    elif not everything:
+        out["observed"] = True
+        out["note"] = "the observation ran and found no console output in this window"
+    out["cost"] = _cost(logs)
+    return session.splice_buffer(out, since)
+
+
+# -- the verdict tools: they ask the page and wait; the rules above decide ------------------------
+
+def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
+    raw = args.get("until") if "until" in args else args.get("predicate")
+    if "until" in args and "predicate" in args:
+        raw = args["until"]
+    if raw is None:
+        if required:
+            raise _predicate_fail(None, ["no predicate given: pass `predicate` (or `until`)"], "predicate")
+        return None
+    return parse_predicate(raw, "until" if "until" in args else "predicate")
+
+
+def _coverage(known: "_Known", out: dict) -> dict:
+    if known.blind_spots:
+        out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
+        out["coverage_spots"] = [{"kind": k, "count": v} for k, v in known.blind_spots.items()]
+    return out
+
+
+async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    p = _predicate_arg(args, True)
+    floor = float(args["since"]) if args.get("since") is not None else session.floor()
+    res = await _wait(session, p, floor, args.get("timeout_ms", 4000))
+    res["since"] = floor
+    return session.splice_buffer(res, floor)
+
+
+async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    p = _predicate_arg(args, True)
+    floor = float(args["since"]) if args.get("since") is not None else session.floor()
+    timeout = args.get("timeout_ms", 0)
+    if timeout > 0:
+        res = await _wait(session, p, floor, timeout)
+    elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
+        res = _lost(session)
+    else:
+        res = await _evaluate(session, p, floor, diagnose=True)
+    window = session.window(floor)
+    known = session.known(floor)
+    contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None)
+    verified, reason, because = _decide(res, contradictions, window, known, floor, p)
+    out = {"verified": verified, "verifiedReason": reason, "because": because}
+    out.update(res)
+    out["since"] = floor
+    if contradictions:
+        out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+    _coverage(known, out)
+    advice = _advice(p, res) if verified == "yes" else None
+    if advice:
+        out["advice"] = advice
+    return session.splice_health(session.splice_buffer(out, floor))
+
+
+async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    p = _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
+    cmd = _act_command(args)
+    timeout = args.get("timeout_ms", 4000)
+    already_true = False
+    if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
+        pre = await _evaluate(session, p, session.now(), diagnose=False)
+        already_true = bool(pre["pass"])
+    since = session.mark_act(args["action"])
+    started = time.monotonic()
+    effect = await _act_across_documents(session, cmd)
+    session.note_act_page_time(since, effect)
+    if timeout > 0:
+        remaining = max(0.0, timeout - (time.monotonic() - started) * 1000.0)
+        res = await _wait(session, p, since, remaining)
+    else:
+        res = await _evaluate(session, p, since, diagnose=True)
+    budget_end = started + timeout / 1000.0
+    if res["pass"]:
+        while time.monotonic() < budget_end and session.open_since(since):
+            await session.wait_change(0.05)
+        window = session.window(since)
+        wrote = any(e["type"] == "net.request" and _is_write(e["data"]) for e in window)
+        if wrote and not any(e["type"] in _UI_EVENTS for e in window):
+            end = min(budget_end, time.monotonic() + 0.3)
+            while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(since)):
+                await session.wait_change(end - time.monotonic())
+    window = session.window(since)
+    known = session.known(since)
+    contradictions = _contradictions(window, p, since)
+    no_effect = _no_effect(args["action"], effect, window)
+    if no_effect:
+        contradictions = [no_effect]  # it explains everything else: it stands alone
+    verified, reason, because = _decide(res, contradictions, window, known, since, p,
+                                        already_true=already_true, act=True)
+    verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
+                                   "inconclusive", "decided", "observationLost", "timedOut") if k in res}
+    loss = known.loss
+    issues = []
+    if loss and loss.get("evicted"):
+        issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
+    if loss and loss.get("sampled"):
+        issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
+    spots = known.blind_spots
+    out = {"verified": verified, "verifiedReason": reason, "because": because, "since": since,
+           "effect": effect, "verdict": verdict,
+           "honesty": {"grade": _grade(p), "attribution": "window",
+                       "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
+                       "integrity": {"clean": not issues, "issues": issues}},
+           "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}}
+    if already_true:
+        out["alreadyTrue"] = True
+    advice = _advice(p, res) if verified in ("yes", "unknown") else None
+    if advice:
+        out["advice"] = advice
+    if contradictions:
+        out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled"):
+        out["unsettled"] = _unsettled_report(known, window, since, p)
+    return session.splice_health(out)
+
+
+def _build_registry() -> _ToolRegistry:
     """Every tool of DESIGN section 7 that works, with its final schema."""
-    reg = ToolRegistry()
+    reg = _ToolRegistry()
     sid = _SESSION_ID
 
     def add(name, description, props, handler, example=None, required=()):
         props = dict(props)
-        reg.add(Tool(name, description, _obj(props, required), handler, example))
+        reg.add(_Tool(name, description, _obj(props, required), handler, example, session="sessionId" in props))
 
     add("reticle_sessions",
         "List the browser tabs connected to this daemon (id, url, title, health). An empty list "
@@ -3345,7 +4064,12 @@ def _build_registry() -> ToolRegistry:
         "What the app declared through reticle.describe (testids, signals, stores, flows) plus the "
         "test ids present on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
-    add("reticle_open",
+
+    def device_add(name, description, props, handler, example=None, required=()):
+        # Device tools resolve the tab themselves: without a sessionId, the caller's own device.
+        reg.add(_Tool(name, description, _obj(dict(props), required), handler, example, session=False))
+
+    device_add("reticle_open",
         "Start a browser (a device) on `url`, or reuse the caller's own, with the SDK injected into every "
         "page; answers once the page is connected, with its sessionId. Acts there are real input.",
         {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
@@ -3353,9 +4077,9 @@ def _build_registry() -> ToolRegistry:
                       "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
                                      "height": {"type": "integer", "minimum": 200, "maximum": 2160}}}},
         _tool_open, {"url": "http://localhost:5173/"}, required=("url",))
-    add("reticle_close", "Close a device (by sessionId, else the caller's own) and remove its profile.",
+    device_add("reticle_close", "Close a device (by sessionId, else the caller's own) and remove its profile.",
         {"sessionId": sid}, _tool_close, {})
-    add("reticle_screenshot",
+    device_add("reticle_screenshot",
         "PNG of a device's viewport, `fullPage` or one element (`ref`), saved under the state directory; "
         "`inline` adds a JPEG image block at most 1280 px wide. Devices only.",
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
@@ -3364,333 +4088,8 @@ def _build_registry() -> ToolRegistry:
     return reg
 
 
-def _cost(obj: Any) -> dict:
-    size = len(_dumps(obj).encode("utf-8"))
-    return {"bytes": size, "tokens": (size + 3) // 4}
-
-
-async def _tool_sessions(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    sessions = [s.describe() for s in hub.bridge.live()]
-    out: Dict[str, Any] = {"sessions": sessions}
-    if not sessions:
-        out["why"] = hub.bridge.why()
-        out["next_action"] = {
-            "action": "open_app",
-            "reason": "no tab has loaded %s/reticle.js yet" % hub.public_origin(),
-            "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
-        }
-    return out
-
-
-async def _tool_snapshot(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    mode = args.get("mode", "full")
-    cmd = {"mode": mode}
-    if args.get("scope"):
-        cmd["scope"] = args["scope"]
-    result = await session.command("snapshot", cmd)
-    if not isinstance(result, dict):
-        raise ToolError("the page answered snapshot with %r" % type(result).__name__)
-    if args.get("diff"):
-        result = session.snapshot_diff(args.get("scope"), mode, result)
-    result["cost"] = _cost(result)
-    return result
-
-
-def _query_args(args: dict) -> dict:
-    out = {k: v for k, v in args.items() if k in ("by", "value", "name", "scope", "self", "attrs",
-                                                 "limit", "count_only")}
-    if "by" not in out:
-        for alias in ("testid", "label", "placeholder", "alt", "text", "role"):
-            if alias in args:
-                out["by"] = alias
-                out["value"] = args[alias]
-                break
-    if "by" not in out:
-        raise ToolError("reticle_query needs what to search by: `by` + `value`, or one of testid, "
-                        "label, placeholder, alt, text, role.",
-                        'for example {"by": "role", "value": "button", "name": "Pay"}')
-    if "value" not in out:
-        raise ToolError("reticle_query by %s needs a `value`." % out["by"],
-                        'for example {"by": "%s", "value": "..."}' % out["by"])
-    if out.get("self") and not out.get("scope"):
-        raise ToolError("`self: true` needs a `scope` (the element to return).", "add scope")
-    return out
-
-
-async def _tool_query(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    result = await session.command("query", _query_args(args))
-    if isinstance(result, dict):
-        result["cost"] = _cost(result)
-    return result
-
-
-async def _tool_inspect(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    return await session.command("inspect", {"ref": args["ref"]})
-
-
-async def _tool_state(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    cmd = {k: args[k] for k in ("store", "path", "depth") if k in args}
-    return await session.command("state_read", cmd)
-
-
-async def _tool_capabilities(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    result = await session.command("capabilities", {})
-    if isinstance(result, dict):
-        result.setdefault("source", "live")
-    return result
-
-
-async def _tool_act(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
-    cmd = _act_command(args)
-    since = session.mark_act(args["action"])
-    result = await session.command("act", cmd)
-    session.note_act_page_time(since, result)
-    out = {"since": since, "dispatched": bool(result.get("dispatched", True)) if isinstance(result, dict) else True,
-           "settled": result.get("settled") if isinstance(result, dict) else None,
-           "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
-           "result": result}
-    return session.splice_health(out)
-
-
-async def _tool_act_sequence(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    steps = []
-    for i, step in enumerate(args["steps"]):
-        try:
-            steps.append(_act_command(step))
-        except ToolError as exc:
-            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery)
-    per_step = args.get("timeout_ms", 8000) / 1000.0
-    since = session.mark_act(None)
-    result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
-    out = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
-    if isinstance(result, dict):
-        out.update(result)
-    return session.splice_health(out)
-
-
-async def _tool_navigate(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    if not args.get("url") and not args.get("reload"):
-        raise ToolError("reticle_navigate needs `url` or `reload: true`.",
-                        'for example {"url": "http://localhost:5173/"} or {"reload": true}')
-    if args.get("hard") and not args.get("reload"):
-        raise ToolError("`hard` goes with `reload: true` only.", "drop hard, or add reload")
-    if args.get("url"):
-        parsed = urllib.parse.urlsplit(args["url"])
-        if parsed.scheme not in ("http", "https", ""):
-            raise ToolError("reticle_navigate opens http: and https: pages only, not %s:" % parsed.scheme,
-                            "pass an http(s) URL or a path")
-    since = session.mark_navigation()
-    generation = session.generation
-    name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
-        "navigate", {"url": args["url"]})
-    await session.command(name, cmd)
-    confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
-    live = hub.bridge.get(session.id)
-    out = {"ok": True, "confirmed": confirmed, "since": since, "sessionId": session.id}
-    if live is not None:
-        out["url"] = live.url
-    if not confirmed:
-        out["note"] = ("the page did not reconnect within 5 s; check reticle_sessions (the app may "
-                       "have navigated off a page that loads reticle.js)")
-    else:
-        out["note"] = "events before the navigation no longer count for assert and wait_for"
-    return out
-
-
-def _window(session: "BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
-    since = args.get("since")
-    since = default_since if since is None else float(since)
-    until = args.get("until")
-    return since, (None if until is None else float(until))
-
-
-async def _tool_observe(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    now = hub.clock()
-    default = now - args.get("window_ms", 2000)
-    since, until = _window(session, args, default)
-    events = session.store.query(since, until)
-    if args.get("actionId"):
-        events = [e for e in events if e.get("actionId") == args["actionId"]]
-    if args.get("filters"):
-        events = [e for e in events if _event_matches_filters(e["type"], args["filters"])]
-    summary = _summarise(events)
-    budget = args.get("max_events")
-    dropped = 0
-    if budget and len(events) > budget:
-        dropped = len(events) - budget
-        events = events[-budget:]
-    out: Dict[str, Any] = {"window_ms": round((until or now) - since), "since": since,
-                           "events": [_public_event(e) for e in events], "summary": summary}
-    cost = _cost(out["events"])
-    cost["events"] = len(events)
-    if dropped:
-        cost["droppedOldest"] = dropped
-    out["cost"] = cost
-    return session.splice_buffer(out, since)
-
-
-_FILTER_BUCKETS = {
-    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse"), "route": ("route.",),
-    "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
-    "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",),
-}
-
-
-def _event_matches_filters(etype: str, filters: List[str]) -> bool:
-    for f in filters:
-        if etype == f:
-            return True
-        for prefix in _FILTER_BUCKETS.get(f, ()):
-            if etype.startswith(prefix):
-                return True
-    return False
-
-
-def _public_event(e: dict) -> dict:
-    out = {"t": e["t"], "type": e["type"], "data": e.get("data")}
-    if e.get("actionId"):
-        out["actionId"] = e["actionId"]
-    return out
-
-
-def _net_calls(session: "BrowserSession", since: float, until: Optional[float]) -> List[dict]:
-    """Completed calls plus requests still pending, in start order."""
-    events = session.store.query(since, until, prefix="net.")
-    done = {}
-    order = []
-    for e in events:
-        d = e["data"]
-        rid = str(d.get("requestId") or "t%s" % e["t"])
-        if e["type"] == "net.pending":
-            if rid not in done:
-                done[rid] = dict(d, status="pending", pending=True, t=e["t"])
-                order.append(rid)
-        elif e["type"] == "net.request":
-            if rid not in done:
-                order.append(rid)
-            done[rid] = dict(d, t=e["t"])
-    # pending ones whose start fell before the window but are still open count too
-    for rid, d in session.open_requests.items():
-        if rid not in done:
-            done[rid] = dict(d, status="pending", pending=True)
-            order.append(rid)
-    return [done[r] for r in order]
-
-
-async def _tool_network(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    since, until = _window(session, args, 0.0)
-    calls = _net_calls(session, since, until)
-    all_calls = calls
-    if args.get("method"):
-        calls = [c for c in calls if str(c.get("method", "")).upper() == args["method"].upper()]
-    if args.get("urlContains"):
-        calls = [c for c in calls if args["urlContains"] in str(c.get("url", ""))]
-    if "status" in args:
-        calls = [c for c in calls if c.get("status") == args["status"]]
-    if "ok" in args:
-        calls = [c for c in calls if not c.get("pending") and bool(c.get("ok")) == args["ok"]]
-    limit = args.get("limit", 200)
-    total = len(calls)
-    calls = calls[-limit:]
-    bodies = args.get("bodies", True)
-    shaped = []
-    for c in calls:
-        item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
-                                  "pending", "error", "initiator", "responseSize", "bodyTruncated",
-                                  "bodyCaptured") if k in c}
-        if bodies:
-            for k in ("requestBody", "responseBody"):
-                if k in c:
-                    item[k] = c[k]
-        shaped.append(item)
-    out: Dict[str, Any] = {"calls": shaped}
-    if total > len(shaped):
-        out["total"] = total
-        out["truncated"] = True
-    if not shaped and all_calls:
-        out["hint"] = {"totalInWindow": len(all_calls),
-                       "present": [{"method": c.get("method"), "url": c.get("url"), "status": c.get("status")}
-                                   for c in all_calls[-5:]]}
-    elif not all_calls:
-        out["observed"] = True
-        out["note"] = "the observation ran and found no network calls in this window"
-    if any(c.get("bodyCaptured") is False and str(c.get("method", "")).upper() in ("POST", "PUT", "PATCH")
-           for c in shaped):
-        out["bodiesNotCaptured"] = True
-    out["cost"] = _cost(shaped)
-    return session.splice_buffer(out, since)
-
-
-_CONSOLE_TYPES = ("console.log", "console.info", "console.warn", "console.error", "console.debug",
-                  "error.uncaught")
-
-
-async def _tool_console(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    since, until = _window(session, args, 0.0)
-    events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
-    logs = []
-    for e in events:
-        d = e.get("data") or {}
-        level = "error" if e["type"] == "error.uncaught" else e["type"].split(".", 1)[1]
-        item = {"level": level, "text": d.get("text") or d.get("message") or "", "t": e["t"]}
-        if e["type"] == "error.uncaught":
-            item["uncaught"] = True
-            if d.get("kind"):
-                item["kind"] = d["kind"]
-        if d.get("stack"):
-            item["stack"] = "\n".join(str(d["stack"]).splitlines()[:5])
-        if d.get("source"):
-            item["source"] = d["source"]
-        logs.append(item)
-    everything = logs
-    level = args.get("level")
-    if level:
-        logs = [x for x in logs if x["level"] == level or (level == "info" and x["level"] == "debug")]
-    limit = args.get("limit", 200)
-    total = len(logs)
-    logs = logs[-limit:]
-    out: Dict[str, Any] = {"logs": logs}
-    if total > len(logs):
-        out["total"] = total
-        out["truncated"] = True
-    if not logs and everything:
-        by = collections.Counter(x["level"] for x in everything)
-        out["hint"] = {"totalInWindow": len(everything), "byLevel": dict(by)}
-    elif not everything:
-        out["observed"] = True
-        out["note"] = "the observation ran and found no console output in this window"
-    out["cost"] = _cost(logs)
-    return session.splice_buffer(out, since)
-
-
-async def _tool_wait_for(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    return await hub.verdicts.wait_for(session, args)
-
-
-async def _tool_assert(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    return await hub.verdicts.assert_(session, args)
-
-
-async def _tool_act_and_wait(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
-    session = hub.bridge.resolve(args.get("sessionId"))
-    return await hub.verdicts.act_and_wait(session, args)
-
-
-async def _tool_open(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                     ctx: "_CallContext") -> dict:
     url = args["url"]
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
@@ -3705,7 +4104,8 @@ async def _tool_open(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
             "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
 
 
-async def _tool_close(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                      ctx: "_CallContext") -> dict:
     sid = args.get("sessionId")
     device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
     if device is None:
@@ -3723,10 +4123,11 @@ def _write_private(path: str, data: bytes) -> None:
         fh.write(data)
 
 
-async def _tool_screenshot(hub: "Hub", args: dict, ctx: "CallContext") -> dict:
+async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                           ctx: "_CallContext") -> dict:
     sid = args.get("sessionId")
     own = hub.devices.owned_by(ctx.session_key)
-    session = hub.bridge.resolve(sid or (own.session_id if own is not None else None))
+    session = await hub.bridge.resolve_soon(sid or (own.session_id if own is not None else None))
     device = session.device
     if device is None or device.closed:
         raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
@@ -3975,7 +4376,7 @@ class _BaseHandler(tornado.web.RequestHandler):
         self.finish(_dumps(obj))
 
 
-class NotFoundHandler(_BaseHandler):
+class _NotFoundHandler(_BaseHandler):
     """Every unknown path: a JSON 404 (after the guard)."""
 
     def _not_found(self, *args: Any) -> None:
@@ -3985,17 +4386,17 @@ class NotFoundHandler(_BaseHandler):
     get = post = put = delete = patch = head = options = _not_found
 
 
-class StatusHandler(_BaseHandler):
+class _StatusHandler(_BaseHandler):
     def get(self) -> None:
         self.send_json(self.hub.status())
 
 
-class OpenApiHandler(_BaseHandler):
+class _OpenApiHandler(_BaseHandler):
     def get(self) -> None:
         self.send_json(_openapi(self.hub))
 
 
-class SdkHandler(_BaseHandler):
+class _SdkHandler(_BaseHandler):
     """GET /reticle.js: the in-page SDK (no token inside, ever)."""
 
     allow_listed_origins = True
@@ -4009,7 +4410,7 @@ class SdkHandler(_BaseHandler):
         self.write(self.hub.sdk_source())
 
 
-class StopHandler(_BaseHandler):
+class _StopHandler(_BaseHandler):
     """POST /stop: a planned stop; needs the token even from loopback."""
 
     def post(self) -> None:
@@ -4063,7 +4464,7 @@ class _SseMixin:
             closed.set()
 
 
-class SseHandler(_SseMixin, _BaseHandler):
+class _SseHandler(_SseMixin, _BaseHandler):
     """GET /mcp/sse: one MCP session per stream (seeds/http-transport.md)."""
 
     async def get(self) -> None:
@@ -4073,7 +4474,7 @@ class SseHandler(_SseMixin, _BaseHandler):
             return
         self.sse_open()
         self.sse_id = str(uuid.uuid4())
-        self.ctx = CallContext("sse", "sse:" + self.sse_id)
+        self.ctx = _CallContext("sse", "sse:" + self.sse_id)
         self.hub.sse_streams[self.sse_id] = self
         _emit(_log, logging.INFO, "mcp_client_connected", transport="sse", session=self.sse_id)
         try:
@@ -4087,7 +4488,7 @@ class SseHandler(_SseMixin, _BaseHandler):
         await self.sse_write("event: message\ndata: %s\n\n" % _dumps(message))
 
 
-class SseMessageHandler(_BaseHandler):
+class _SseMessageHandler(_BaseHandler):
     """POST /mcp/message?sessionId=: 202 now, the reply on the stream."""
 
     async def post(self) -> None:
@@ -4118,13 +4519,13 @@ class SseMessageHandler(_BaseHandler):
         self.finish("Accepted")
         self.hub.spawn(self._answer(stream, message))
 
-    async def _answer(self, stream: SseHandler, message: dict) -> None:
+    async def _answer(self, stream: _SseHandler, message: dict) -> None:
         reply = await self.hub.dispatcher.handle(message, stream.ctx)
         if reply is not None:
             await stream.deliver(reply)
 
 
-class StreamableHandler(_SseMixin, _BaseHandler):
+class _StreamableHandler(_SseMixin, _BaseHandler):
     """POST/GET/DELETE /mcp and POST/GET / (seeds/http-mcp-streamable.md)."""
 
     def initialize(self, hub: "Hub", root: bool = False) -> None:
@@ -4156,7 +4557,7 @@ class StreamableHandler(_SseMixin, _BaseHandler):
         except ValueError as exc:
             self.send_json(_rpc_error(None, -32700, "Parse error: %s" % exc))
             return
-        ctx = CallContext("streamable-http", sid or "addr:%s" % self.request.remote_ip)
+        ctx = _CallContext("streamable-http", sid or "addr:%s" % self.request.remote_ip)
         if sid:
             self.hub.touch_client(sid)
         reply, _ = await self.hub.dispatcher.handle_payload(payload, ctx)
@@ -4209,12 +4610,12 @@ def _ws_reason(reason: str) -> str:
     return data.decode("utf-8", "ignore")
 
 
-class BridgeHandler(tornado.websocket.WebSocketHandler):
+class _BridgeHandler(tornado.websocket.WebSocketHandler):
     """GET /reticle: the browser bridge (hello, event(s), command, command_result)."""
 
     def initialize(self, hub: "Hub") -> None:
         self.hub = hub
-        self.session: Optional[BrowserSession] = None
+        self.session: Optional[_BrowserSession] = None
         self.replaced = False
         self.needs_token = True
         self.device: Optional[_Device] = None
@@ -4403,33 +4804,33 @@ _MIDDLEWARE_CODES = {"403": "Host, Origin or Referer not allowed, or the token i
 
 # path regex, handler, extra kwargs, OpenAPI path, {method: (operationId, summary, {status: text})}
 _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
-    (r"/status", StatusHandler, {}, "/status",
+    (r"/status", _StatusHandler, {}, "/status",
      {"get": ("status", "Daemon status (cheap JSON)", {"200": "status JSON"})}),
-    (r"/openapi\.json", OpenApiHandler, {}, "/openapi.json",
+    (r"/openapi\.json", _OpenApiHandler, {}, "/openapi.json",
      {"get": ("openapi", "This document", {"200": "OpenAPI 3.1 JSON"})}),
-    (r"/reticle\.js", SdkHandler, {}, "/reticle.js",
+    (r"/reticle\.js", _SdkHandler, {}, "/reticle.js",
      {"get": ("sdk", "The in-page SDK (application/javascript, ETag)",
               {"200": "the SDK", "304": "not modified (If-None-Match)"})}),
-    (r"/reticle", BridgeHandler, {}, "/reticle",
+    (r"/reticle", _BridgeHandler, {}, "/reticle",
      {"get": ("bridge", "WebSocket upgrade for the in-page SDK",
               {"101": "switching protocols", "400": "not a WebSocket upgrade", "403": "origin or host refused"})}),
-    (r"/mcp/sse", SseHandler, {}, "/mcp/sse",
+    (r"/mcp/sse", _SseHandler, {}, "/mcp/sse",
      {"get": ("mcpSse", "Open an MCP HTTP+SSE session; the first frame is `endpoint`",
               {"200": "text/event-stream", "503": "MCP server not ready"})}),
-    (r"/mcp/message", SseMessageHandler, {}, "/mcp/message",
+    (r"/mcp/message", _SseMessageHandler, {}, "/mcp/message",
      {"post": ("mcpMessage", "Send one JSON-RPC message into an SSE session; the reply arrives on the stream",
                {"202": "accepted", "400": "missing sessionId, or not one JSON-RPC message",
                 "404": "session not found", "503": "MCP server not ready"})}),
-    (r"/mcp", StreamableHandler, {}, "/mcp",
+    (r"/mcp", _StreamableHandler, {}, "/mcp",
      {"post": ("mcpPost", "Send MCP JSON-RPC messages (one or a batch)",
                {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
                 "404": "MCP_SESSION_UNKNOWN"}),
       "get": ("mcpGet", "Server-to-client stream of SSE comments",
               {"200": "text/event-stream", "400": "missing Mcp-Session-Id", "404": "MCP_SESSION_UNKNOWN"}),
       "delete": ("mcpDelete", "End a session: not supported", {"405": "always, no body"})}),
-    (r"/stop", StopHandler, {}, "/stop",
+    (r"/stop", _StopHandler, {}, "/stop",
      {"post": ("stop", "Planned stop (needs the pairing token)", {"202": "stopping"})}),
-    (r"/", StreamableHandler, {"root": True}, "/",
+    (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
                {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
                 "404": "MCP_SESSION_UNKNOWN"}),
@@ -4464,13 +4865,13 @@ class Hub:
     def __init__(self, state_dir: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  token: Optional[str] = None, allowed_origins: Optional[List[str]] = None,
                  rate: Optional[Tuple[float, float]] = None, scheme: str = "http") -> None:
-        self.state = StateDir(state_dir)
+        self.state = _StateDir(state_dir)
         self.host = host
         self.port = port
         self.scheme = scheme
         self._token = token
         self._token_cache: Tuple[float, str] = (-1.0, "")
-        self.signer = SessionSigner(self.state.machine_key())
+        self.signer = _SessionSigner(self.state.machine_key())
         if allowed_origins is None:
             allowed_origins = [o for o in os.environ.get("RETICLE_ALLOWED_ORIGINS", "").split(",") if o.strip()]
         self.allowed_origins = tuple(filter(None, (_normalise_origin(o) for o in allowed_origins)))
@@ -4481,12 +4882,11 @@ class Hub:
         self._t0 = time.monotonic()
         self.started_at = time.time()
         self.registry = _build_registry()
-        self.dispatcher = McpDispatcher(self.registry, self.call_tool, self.read_live)
-        self.bridge = Bridge(self)
+        self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
+        self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
-        self.verdicts = Verdicts(self)
         self.guard = _Guard(self)
-        self.sse_streams: Dict[str, SseHandler] = {}
+        self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
         self.clients: Dict[str, float] = {}
         self.mcp_ready = True
@@ -4537,11 +4937,12 @@ class Hub:
             self.clients = {k: v for k, v in self.clients.items() if v > horizon}
 
     # -- MCP ----------------------------------------------------------------------
-    async def call_tool(self, name: str, args: dict, ctx: CallContext) -> dict:
+    async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         tool = self.registry.get(name)
         self.devices.touch(ctx.session_key)
         try:
-            return _tool_result(await tool.handler(self, args, ctx))
+            session = await self.bridge.resolve_soon(args.get("sessionId")) if tool.needs_session else None
+            return _tool_result(await tool.handler(self, session, args, ctx))
         except ToolError as exc:
             return _tool_result(exc.payload(), is_error=True)
         except Exception as exc:
@@ -4550,7 +4951,7 @@ class Hub:
                                  "recovery": "this is a Reticle bug; the daemon keeps serving"}, True)
 
     async def read_live(self, uri: str) -> Any:
-        return await _tool_sessions(self, {}, CallContext("resource", "resource"))
+        return await _tool_sessions(self, None, {}, _CallContext("resource", "resource"))
 
     # -- status ---------------------------------------------------------------------
     def status(self) -> dict:
@@ -4597,7 +4998,7 @@ def make_app(hub: Optional[Hub] = None, **settings: Any) -> tornado.web.Applicat
     routes = [tornado.web.url(path, handler, dict(hub=hub, **extra)) for path, handler, extra, _, _ in _ROUTES]
     settings.setdefault("websocket_ping_interval", WS_PING_INTERVAL_S)
     settings.setdefault("websocket_max_message_size", WS_MAX_MESSAGE_BYTES)
-    settings.setdefault("default_handler_class", NotFoundHandler)
+    settings.setdefault("default_handler_class", _NotFoundHandler)
     settings.setdefault("default_handler_args", {"hub": hub})
     settings.setdefault("compress_response", False)
     settings.setdefault("log_function", _log_request)
@@ -4620,7 +5021,7 @@ def _log_request(handler: tornado.web.RequestHandler) -> None:
 ###############################################################################
 
 
-def _tls_context(state: StateDir, certfile: Optional[str], keyfile: Optional[str]) -> Tuple[Any, str]:
+def _tls_context(state: _StateDir, certfile: Optional[str], keyfile: Optional[str]) -> Tuple[Any, str]:
     """An SSL context and the certificate's SHA-256 fingerprint."""
     import ssl
     from cryptography import x509
@@ -4703,7 +5104,7 @@ async def _http(method: str, port: int, path: str, body: Optional[bytes] = None,
         client.close()
 
 
-def _daemon_record(state: StateDir, port: int) -> Optional[dict]:
+def _daemon_record(state: _StateDir, port: int) -> Optional[dict]:
     try:
         with open(state.file("daemon-%d.json" % port)) as fh:
             return json.load(fh)
@@ -4798,7 +5199,7 @@ def _self_command() -> List[str]:
 class _DaemonLink:
     """The stdio proxy's line to the daemon: starts one when none answers."""
 
-    def __init__(self, port: int, state: StateDir) -> None:
+    def __init__(self, port: int, state: _StateDir) -> None:
         self.port = port
         self.state = state
         self.scheme = "http"
@@ -4932,7 +5333,7 @@ class _DaemonLink:
             raise RpcError(err.get("code", -32603), err.get("message", "error"), err.get("data"))
         return reply.get("result")
 
-    async def call_tool(self, name: str, args: dict, ctx: CallContext) -> dict:
+    async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         try:
             return await self.request("tools/call", {"name": name, "arguments": args})
         except ToolError as exc:
@@ -4954,10 +5355,11 @@ class _DaemonLink:
                 self.port, exc.error if isinstance(exc, ToolError) else exc)}
 
 
-async def _mcp_stdio(port: int, state: StateDir) -> int:
+async def _mcp_stdio(port: int, state: _StateDir) -> int:
     """`reticle mcp`: newline-delimited JSON-RPC on stdin/stdout."""
     link = _DaemonLink(port, state)
-    dispatcher = McpDispatcher(_build_registry(), link.call_tool, link.read_live)
+    dispatcher = _McpDispatcher(_build_registry(), link.call_tool, link.read_live,
+                                lambda: "http://127.0.0.1:%d" % port)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -4980,7 +5382,7 @@ async def _mcp_stdio(port: int, state: StateDir) -> int:
         except ValueError as exc:
             reply: Any = _rpc_error(None, -32700, "Parse error: %s" % exc)
         else:
-            reply, _ = await dispatcher.handle_payload(payload, CallContext("stdio", "stdio"))
+            reply, _ = await dispatcher.handle_payload(payload, _CallContext("stdio", "stdio"))
         if reply is not None:
             async with write_lock:
                 out.write(_dumps(reply).encode("utf-8") + b"\n")
@@ -5086,7 +5488,7 @@ async def _cli_status(port: int, as_json: bool) -> int:
     return 0
 
 
-async def _cli_stop(port: int, state: StateDir) -> int:
+async def _cli_stop(port: int, state: _StateDir) -> int:
     probe = await _probe_port(port)
     if probe["state"] == "free":
         sys.stderr.write("reticle: no daemon runs on port %d; nothing to stop.\n" % port)
@@ -5168,7 +5570,7 @@ _DEMO_STEPS = (
 )
 
 
-async def _demo_call(hub: Hub, ctx: CallContext, name: str, args: dict) -> Tuple[dict, bool]:
+async def _demo_call(hub: Hub, ctx: _CallContext, name: str, args: dict) -> Tuple[dict, bool]:
     """One tools/call through the same dispatcher an MCP client reaches."""
     reply = await hub.dispatcher.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                          "params": {"name": name, "arguments": args}}, ctx)
@@ -5202,7 +5604,7 @@ async def _cli_demo(headed: bool) -> int:
     app_server = tornado.httpserver.HTTPServer(demo)
     app_server.add_sockets(app_sockets)
     url = "http://127.0.0.1:%d/" % app_sockets[0].getsockname()[1]
-    ctx = CallContext("cli", "cli:demo")
+    ctx = _CallContext("cli", "cli:demo")
     code = 1
     try:
         await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
@@ -5291,7 +5693,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stderr.write("reticle: choose a command: serve, mcp, status, stop, token, demo or drive\n")
         return 2
     try:
-        state = StateDir()
+        state = _StateDir()
         if args.command == "token":
             if os.environ.get("RETICLE_TOKEN", "").strip():
                 if args.rotate:
@@ -5419,7 +5821,7 @@ _DEMO_HTML = r"""<!doctype html>
 """
 
 
-# _SDK_JS: the in-page SDK, served at GET /reticle.js by SdkHandler.  The
+# _SDK_JS: the in-page SDK, served at GET /reticle.js by _SdkHandler.  The
 # daemon replaces __RETICLE_VERSION__ and the config token; it never holds
 # the pairing token.
 
@@ -8837,27 +9239,34 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       };
     });
   }
-  function onFetchResponse(meta, res) {
+  // The net.request record of a completed fetch or XHR; `header` reads a response header.
+  function callRecord(meta, url, initiator, status, statusText, header) {
     var ms = Math.round(N.now() - meta.t0);
     var ct = '';
     try {
-      ct = res.headers.get('content-type') || '';
+      ct = header('content-type') || '';
     } catch (e) {
-      /* opaque */
+      /* opaque, or the request failed */
     }
-    var d = {
+    return {
       id: meta.id,
       requestId: meta.id,
       method: meta.method,
-      url: meta.url,
-      status: res.status,
-      ok: res.status >= 200 && res.status < 400,
+      url: url,
+      status: status,
+      ok: status >= 200 && status < 400,
       durationMs: ms,
       ms: ms,
-      initiator: 'fetch',
-      statusText: res.statusText || undefined,
+      initiator: initiator,
+      statusText: statusText || undefined,
       contentType: ct || undefined
     };
+  }
+  function onFetchResponse(meta, res) {
+    var d = callRecord(meta, meta.url, 'fetch', res.status, res.statusText, function (name) {
+      return res.headers.get(name);
+    });
+    var ct = d.contentType || '';
     if (res.type === 'opaque') {
       d.opaque = true;
       d.ok = null;
@@ -9027,26 +9436,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
                 guard('network_observer', function () {
                   var mm = META.get(xhr);
                   if (!mm || !mm.id) return;
-                  var ms = Math.round(N.now() - mm.t0);
-                  var ct = '';
-                  try {
-                    ct = xhr.getResponseHeader('content-type') || '';
-                  } catch (e) {
-                    /* ignore */
-                  }
-                  var d = {
-                    id: mm.id,
-                    requestId: mm.id,
-                    method: mm.method,
-                    url: mm.rurl,
-                    status: xhr.status,
-                    ok: xhr.status >= 200 && xhr.status < 400,
-                    durationMs: ms,
-                    ms: ms,
-                    initiator: 'xhr',
-                    statusText: xhr.statusText || undefined,
-                    contentType: ct || undefined
-                  };
+                  var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
+                    return xhr.getResponseHeader(name);
+                  });
+                  var ct = d.contentType || '';
                   if (xhr.status === 0) d.error = 'network error, abort or timeout';
                   var resp = null;
                   if (S.captureBodies) {

@@ -81,10 +81,11 @@ class Daemon(_harness.Daemon):
     """`python reticle.py serve` (tests/_harness.Daemon) in a temporary directory of its own,
     removed at close."""
 
-    def __init__(self, prefix, env=None):
+    def __init__(self, prefix, **options):
+        """`options` are tests/_harness.Daemon's: env, args, command, cwd, timeout ..."""
         self.tmp = tempfile.TemporaryDirectory(prefix=prefix)
         try:
-            super().__init__(self.tmp.name, env=env)
+            super().__init__(os.path.join(self.tmp.name, "state"), **options)
         except BaseException:
             self.tmp.cleanup()
             raise

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """MCP round-trip latency of the daemon over HTTP+SSE and Streamable HTTP, and its idle RSS.
 
-Starts ``python reticle.py serve`` on a free port with a temporary state dir and
+Starts ``python -m reticle serve`` (tests/_harness.Daemon) on a free port with a temporary state dir and
 RETICLE_RATE_LIMIT raised (so the bench measures the daemon, not the limiter),
 reads VmRSS from /proc/<pid>/status right after start, then times
 ``tools/list`` and ``tools/call reticle_sessions``:
@@ -27,30 +27,22 @@ import math
 import os
 import platform
 import queue
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RETICLE_PY = os.path.join(os.path.dirname(HERE), "reticle.py")
+from _common import Daemon  # noqa: E402  (puts tests/ on sys.path)
+import _harness  # noqa: E402
+
 TARGET_MEDIAN_MS = 2.0
 TARGET_RSS_MB = 40.0
 CALLS = (
     ("tools/list", {}),
     ("tools/call reticle_sessions", {"name": "reticle_sessions", "arguments": {}}),
 )
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def vm_rss_mb(pid):
@@ -61,45 +53,17 @@ def vm_rss_mb(pid):
     return float("nan")
 
 
-def start_daemon(state_dir):
-    port = free_port()
+def start_daemon():
+    """-> (the daemon, seconds from its start to its first /status answer)."""
     # Run it the way an installed `reticle serve` runs: imported as a module from
     # cached bytecode.  (`python reticle.py` compiles the whole file at every
     # start, and some machines set PYTHONDONTWRITEBYTECODE; both inflate RSS.)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETICLE_") and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(RETICLE_STATE_DIR=state_dir, RETICLE_RATE_LIMIT="1000000,2000000")
-    repo = os.path.dirname(RETICLE_PY)
-    subprocess.run([sys.executable, "-c", "import reticle"], cwd=repo, env=env, check=True)
-    log = open(os.path.join(os.path.dirname(state_dir), "bench-daemon.log"), "wb")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-c", "import reticle"], cwd=_harness.ROOT, env=env, check=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "reticle", "serve", "--port", str(port)], env=env, cwd=repo,
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/status" % port, timeout=0.5) as resp:
-                json.loads(resp.read())
-                break
-        except OSError:
-            if proc.poll() is not None:
-                break
-            time.sleep(0.02)
-    else:
-        proc.kill()
-    if proc.poll() is not None:
-        log.close()
-        raise SystemExit("the daemon did not start; see %s" % log.name)
-    return proc, port, time.perf_counter() - t0, log
-
-
-def stop_daemon(proc, log):
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+    daemon = Daemon("reticle-bench-", command=[sys.executable, "-m", "reticle"], cwd=_harness.ROOT, timeout=15,
+                    env={"RETICLE_RATE_LIMIT": "1000000,2000000", "PYTHONDONTWRITEBYTECODE": None})
+    return daemon, time.perf_counter() - t0
 
 
 def summary(samples_ms):
@@ -292,9 +256,8 @@ def main(argv=None):
     parser.add_argument("--no-sdk", action="store_true", help="skip the mcp SDK table")
     args = parser.parse_args(argv)
 
-    tmp = tempfile.mkdtemp(prefix="reticle-bench-")
-    state = os.path.join(tmp, "state")
-    proc, port, startup_s, log = start_daemon(state)
+    daemon, startup_s = start_daemon()
+    proc, port = daemon.proc, daemon.port
     try:
         rss_idle = vm_rss_mb(proc.pid)
         print("reticle daemon pid %d on port %d; CPython %s on %s, %d CPUs"
@@ -318,8 +281,7 @@ def main(argv=None):
         print()
         print("RSS after the bench: %.1f MB" % vm_rss_mb(proc.pid))
     finally:
-        stop_daemon(proc, log)
-        shutil.rmtree(tmp, ignore_errors=True)
+        daemon.close()
     return 0
 
 

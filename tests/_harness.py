@@ -3,6 +3,7 @@ server on 127.0.0.1, headless Chromium, and a real MCP client (the `mcp`
 SDK's Streamable HTTP client) kept open on a background event loop."""
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -21,13 +22,49 @@ import tornado.netutil
 import tornado.web
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RETICLE = os.path.join(ROOT, "reticle.py")
+RETICLE_PY = os.path.join(ROOT, "reticle.py")
+
+# Variables that would change how a daemon or the CLI behaves under test.
+RETICLE_ENV = ("RETICLE_STATE_DIR", "RETICLE_TOKEN", "RETICLE_HOST", "RETICLE_PORT",
+               "RETICLE_RATE_LIMIT", "RETICLE_ALLOWED_ORIGINS", "RETICLE_BROWSER_ARGS",
+               "RETICLE_DEVICE_BUDGET", "RETICLE_MAX_DEVICES")
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port nothing listens on right now (bind port 0, read it back)."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_listens(port, host="127.0.0.1"):
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def get_status(port, timeout=1.0):
+    """The daemon's /status JSON, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/status" % port, timeout=timeout) as resp:
+            return json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+
+
+def daemon_env(state_dir, **extra):
+    """The environment of a daemon under test: this process's, without any RETICLE_* setting
+    that would change its behaviour, RETICLE_STATE_DIR=state_dir, then `extra` (a value of None
+    removes that variable)."""
+    env = {k: v for k, v in os.environ.items() if k not in RETICLE_ENV}
+    env["RETICLE_STATE_DIR"] = str(state_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    return env
 
 
 def chromium_path():
@@ -38,52 +75,84 @@ def chromium_path():
 
 
 class Daemon:
-    """`python reticle.py serve` on a free port with a private state dir."""
+    """`python reticle.py serve --port N` as a child process, the one daemon of the tests and
+    the benches.
 
-    def __init__(self, tmp, env=None, port=None):
+    `state_dir` is its private RETICLE_STATE_DIR; its output goes to `daemon-<port>.log` next
+    to that folder (appended, so a restart on the same port keeps both runs).  `env` adds to
+    daemon_env() (None removes a variable), `args` go after `serve --port N`, and `command`
+    replaces `python reticle.py` (say, `python -m reticle`, with `cwd`).  With `ready` (the
+    default) the constructor waits for /status and keeps its answer in `status_at_start`; a
+    daemon that does not answer plain HTTP (`--tls`) is made with ready=False.
+
+    stop() ends it (SIGTERM, then SIGKILL) and returns the exit code; close() stops it too,
+    then fails if the daemon logged an internal error: a crashed tool answers isError and the
+    daemon keeps serving, so a test could pass over it otherwise."""
+
+    def __init__(self, state_dir, port=None, args=(), env=None, command=None, cwd=None,
+                 ready=True, timeout=10.0):
+        self.state_dir = str(state_dir)
         self.port = port or free_port()
-        self.state = os.path.join(str(tmp), "state")
-        self.env = dict(os.environ, RETICLE_STATE_DIR=self.state, RETICLE_PORT=str(self.port))
-        self.env.pop("RETICLE_TOKEN", None)
-        self.env.update(env or {})
-        self.log = open(os.path.join(str(tmp), "daemon-%d.log" % self.port), "ab")
-        self.proc = subprocess.Popen([sys.executable, RETICLE, "serve", "--port", str(self.port)],
-                                     env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         self.url = "http://127.0.0.1:%d" % self.port
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        self.log_path = os.path.join(os.path.dirname(self.state_dir), "daemon-%d.log" % self.port)
+        os.makedirs(self.state_dir, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        argv = list(command or [sys.executable, RETICLE_PY]) + ["serve", "--port", str(self.port)] + list(args)
+        self.proc = subprocess.Popen(argv, env=daemon_env(self.state_dir, **(env or {})), cwd=cwd,
+                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+        self.status_at_start = None
+        if ready:
             try:
-                with urllib.request.urlopen(self.url + "/status", timeout=1) as resp:
-                    self.status_at_start = json.load(resp)
-                    return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        self.close()
-        raise RuntimeError("daemon did not start; log: %s" % open(self.log.name).read())
+                self.status_at_start = self.wait_ready(timeout)
+            except BaseException:
+                self.stop()
+                raise
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def wait_ready(self, timeout=10.0):
+        """-> the first /status answer; raises with the daemon's log if it exits or never answers."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            status = get_status(self.port)
+            if status is not None:
+                return status
+            time.sleep(0.02)
+        raise RuntimeError("the daemon did not come up on port %d:\n%s" % (self.port, self.log()))
 
     def status(self):
         with urllib.request.urlopen(self.url + "/status", timeout=5) as resp:
             return json.load(resp)
 
     def token(self):
-        with open(os.path.join(self.state, "token")) as fh:
+        with open(os.path.join(self.state_dir, "token")) as fh:
             return fh.read().strip()
 
-    def close(self):
+    def log(self):
+        if not self._log.closed:
+            self._log.flush()
+        with open(self.log_path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+
+    def stop(self, timeout=5.0):
+        """SIGTERM, then SIGKILL; returns the exit code."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(5)
+                self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.log.close()
-        # A crashed tool answers isError and the daemon keeps serving, so a test can
-        # pass over it: the daemon's own log is the place to look.
-        with open(self.log.name, encoding="utf-8", errors="replace") as fh:
-            bugs = [ln for ln in fh if '"event":"tool_crashed"' in ln or '"event":"mcp_internal_error"' in ln]
+        self._log.close()
+        return self.proc.returncode
+
+    def close(self):
+        """stop(), then fail if the daemon (any run on this port) logged a tool crash or an internal error."""
+        self.stop()
+        bugs = [ln for ln in self.log().splitlines(True)
+                if '"event":"tool_crashed"' in ln or '"event":"mcp_internal_error"' in ln]
         if bugs:
             raise AssertionError("the daemon logged internal errors:\n" + "".join(bugs[:5]))
 
@@ -238,7 +307,9 @@ class Live:
     def __init__(self, tmp, template, routes=(), path="/", env=None):
         self._open = []
         try:
-            self.daemon = self._keep(Daemon(tmp, env=env))
+            self.daemon = self._keep(Daemon(os.path.join(str(tmp), "state"), env=env))
+            if callable(routes):  # routes that render pages need the daemon's URL for their script tag
+                routes = routes(self.daemon.url)
             self.app = self._keep(AppServer(list(routes) + [
                 (r"/.*", TemplatePage, {"template": template, "daemon": self.daemon.url})]))
             self.browser = self._keep(Browser(self.app.url + path))

@@ -3,6 +3,7 @@ page records the DOM events it receives in a store, and reticle_state reads
 them back, so each test checks what the page saw, not what the SDK claims."""
 
 import json
+import re
 
 import pytest
 
@@ -109,7 +110,8 @@ def test_press_with_modifiers(page):
 def test_select_check_uncheck_submit(page):
     act(page, {"label": "Size"}, "select", value="l")
     assert "size:change" in log(page)
-    assert page.ok("reticle_query", {"by": "label", "value": "Size"})["elements"][0]["value"] in ("l", "Large")
+    size = page.ok("reticle_query", {"by": "label", "value": "Size"})["elements"][0]
+    assert size["value"] == "Large", size  # the chosen option, by its label
     act(page, {"label": "Newsletter"}, "uncheck")
     assert "news:change" in log(page)
     box = page.ok("reticle_query", {"by": "role", "value": "checkbox", "name": "Newsletter"})["elements"][0]
@@ -148,6 +150,8 @@ def test_bad_targets_are_clear_errors(page):
     data, is_error = page.call("reticle_act", {"target": {"text": "No such thing anywhere"}, "action": "click"})
     assert is_error and "No such thing anywhere" in data["error"]
     data, is_error = page.call("reticle_act", {"target": {"role": "button"}, "action": "click"})
-    assert is_error
+    # several buttons: the error says how many match, asks for a ref and lists the first ones
+    assert is_error and re.search(r"\b\d+ elements match target", data["error"]), data
+    assert "pass a ref instead" in data["error"] and "Press me" in data["error"]
     data, is_error = page.call("reticle_act", {"action": "click"})
     assert is_error and "ref" in data["error"] and "target" in data["error"]

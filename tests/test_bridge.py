@@ -107,14 +107,20 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
             with pytest.raises(tornado.httpclient.HTTPClientError) as info:
                 await self.ws(origin)
             assert info.value.code == 403, origin
-        assert self.hub.bridge.refusals, "refusals are recorded for the no-session diagnosis"
-        assert "evil" in self.hub.bridge.why()
+            body = json.loads(info.value.response.body)
+            assert body["error"] == "forbidden", origin
+            assert "the origin '%s' is not allowed at the bridge" % origin in body["detail"]
+        assert len(self.hub.bridge.refusals) >= 4, "refusals are recorded for the no-session diagnosis"
+        assert "the origin 'https://evil.example' is not allowed" in self.hub.bridge.why()
 
     @gen_test
     async def test_dns_rebinding_host_is_refused(self):
         with pytest.raises(tornado.httpclient.HTTPClientError) as info:
             await self.ws("http://localhost:5173", host="evil.example:%d" % self.get_http_port())
         assert info.value.code == 403
+        body = json.loads(info.value.response.body)
+        assert body["error"] == "forbidden"
+        assert "the Host header 'evil.example:%d' does not name a loopback host" % self.get_http_port() in body["detail"]
 
     @gen_test
     async def test_allow_listed_origin_needs_the_token_in_its_hello(self):
@@ -180,7 +186,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         await asyncio.sleep(0.1)
         assert conn.close_code is None
         session = self.hub.bridge.sessions["s-test-1"]
-        assert session.store.blind_spots["unknown-message-kind"] == 1
+        assert session.store.blind_spot_counts()["unknown-message-kind"] == 1
         types = [e["type"] for e in session.store.query()]
         assert types == ["blind-spot", "signal"]
 
@@ -322,6 +328,8 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         twice = await self.mcp("reticle_assert", {"since": 0, "predicate": {"kind": "signal", "name": "order:placed",
                                                                             "count": 1}})
         assert twice["structuredContent"]["verified"] == "no"
+        assert twice["structuredContent"]["assertion"] == "signal.count"
+        assert "exactly 1 time(s), saw 2" in twice["structuredContent"]["because"]
         near = await self.mcp("reticle_assert", {"since": 0, "predicate": {
             "kind": "signal", "name": "order:placed", "dataMatches": {"total": 99}}})
         data = near["structuredContent"]
@@ -343,6 +351,8 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         await asyncio.sleep(0.1)
         stale = (await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "saved"}}))["structuredContent"]
         assert stale["verified"] == "no", stale
+        assert stale["verifiedReason"] == "assertion_failed" and stale["assertion"] == "signal.absent", stale
+        assert "signal 'saved' did not fire" in stale["because"]
         await conn.write_message(json.dumps({"kind": "event", "event": {
             "type": "signal", "t": 1100.0, "documentId": "d1", "data": {"name": "saved"}}}))
         await asyncio.sleep(0.1)

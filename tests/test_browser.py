@@ -3,6 +3,7 @@ on 127.0.0.1 that includes the script tag, and a real MCP client reads what
 the SDK saw.  Hostile input on the WebSocket is sent with a raw client."""
 
 import json
+import re
 
 import pytest
 import tornado.web
@@ -78,7 +79,8 @@ def test_tab_appears_in_sessions(world):
     s = sessions[0]
     assert s["url"].startswith(world["app"].url)
     assert s["title"] == "Shop"
-    assert s["sessionId"]
+    # no data-session-id on the page: the SDK made one, "s" and a v4 UUID
+    assert re.fullmatch(r"s[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", s["sessionId"]), s
     assert world["daemon"].status()["sessions"][0]["sessionId"] == s["sessionId"]
 
 
@@ -293,7 +295,7 @@ def test_off_loopback_pages_need_opt_in_and_the_token(tmp_path):
     daemon = None
     app = AppServer([(r"/api/login", _Login), (r"/(\w*)", _OffLoopbackPage, {"holder": app_port_holder})])
     origin = "http://app.test:%d" % app.port
-    daemon = Daemon(tmp_path, env={"RETICLE_ALLOWED_ORIGINS": origin})
+    daemon = Daemon(tmp_path / "state", env={"RETICLE_ALLOWED_ORIGINS": origin})
     app_port_holder["daemon"] = daemon.url
     app_port_holder["token"] = daemon.token()
     resolver = "--host-resolver-rules=MAP app.test 127.0.0.1"
@@ -337,7 +339,7 @@ SHARED_PAGE = """<!doctype html><html><head><title>Shared</title>
 
 def test_reconnects_after_a_daemon_restart_and_never_after_1008(tmp_path):
     import time
-    daemon = Daemon(tmp_path)
+    daemon = Daemon(tmp_path / "state")
     app = AppServer([(r"/.*", TemplatePage, {"template": SHARED_PAGE, "daemon": daemon.url})])
     first = Browser(app.url + "/")
     second = None
@@ -350,7 +352,7 @@ def test_reconnects_after_a_daemon_restart_and_never_after_1008(tmp_path):
         port = daemon.port
         daemon.close()
         time.sleep(1.0)
-        daemon = Daemon(tmp_path, port=port)  # same port, a new process: the SDK's backoff finds it
+        daemon = Daemon(tmp_path / "state", port=port)  # same port, a new process: the SDK's backoff finds it
         mcp = Mcp(daemon.url + "/mcp")
         try:
             s = wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to reconnect")

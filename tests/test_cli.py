@@ -14,12 +14,12 @@ import sys
 import pytest
 
 import reticle
-from conftest import RETICLE_PY
-from conftest import Daemon
-from conftest import daemon_env
-from conftest import free_port
-from conftest import port_listens
-from conftest import wait_for
+from _harness import RETICLE_PY
+from _harness import Daemon
+from _harness import daemon_env
+from _harness import free_port
+from _harness import port_listens
+from _harness import wait_until
 
 CURL = "/usr/bin/curl"
 
@@ -91,7 +91,7 @@ def test_status_json_with_nothing_running(clean_env, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["running"] is False
     assert data["port"] == port
-    assert data["reason"]
+    assert data["reason"] == "nothing listens on port %d" % port
 
 
 def test_status_names_a_stranger(clean_env, capsys, listening_stranger):
@@ -235,15 +235,15 @@ def test_serve_tls_answers_https_and_prints_the_fingerprint(tmp_path):
     from cryptography.hazmat.primitives import hashes
 
     state = tmp_path / "state"
-    d = Daemon(state, args=["--tls"])
+    d = Daemon(state, args=["--tls"], ready=False)
     try:
         def https_status():
             proc = subprocess.run([CURL, "-sk", "--max-time", "2", "https://127.0.0.1:%d/status" % d.port],
                                   capture_output=True, timeout=10)
             return proc.returncode == 0 and proc.stdout and json.loads(proc.stdout)
 
-        status = wait_for(https_status, 15)
-        assert status and status["running"] is True, d.log()
+        status = wait_until(https_status, 15, what="https /status (daemon log: %s)" % d.log_path)
+        assert status["running"] is True, d.log()
         plain = subprocess.run([CURL, "-s", "--max-time", "2", "http://127.0.0.1:%d/status" % d.port],
                                capture_output=True, timeout=10)
         assert plain.returncode != 0 or b"running" not in plain.stdout
@@ -272,7 +272,7 @@ def test_sigterm_is_a_planned_stop(daemon):
             received += chunk
     assert daemon.proc.wait(10) == 0
     shutdown = received[received.index(b"event: shutdown"):].split(b"\n")
-    assert json.loads(shutdown[1][len(b"data: "):])["reason"]
+    assert json.loads(shutdown[1][len(b"data: "):])["reason"] == "signal SIGTERM"  # the shutdown names its cause
     assert not os.path.exists(record)
     assert not port_listens(daemon.port)
 
@@ -297,7 +297,6 @@ def test_serve_starts_in_well_under_a_second(tmp_path):
         t0 = time.monotonic()
         d = Daemon(tmp_path / ("state-%d" % i))
         try:
-            d.wait_ready()
             times.append(time.monotonic() - t0)
         finally:
             d.stop()

@@ -86,7 +86,7 @@ def app():
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     # Chromium resolves the staging host name to this machine's fixture server.
-    d = _harness.Daemon(tmp_path_factory.mktemp("devices"), env={
+    d = _harness.Daemon(tmp_path_factory.mktemp("devices") / "state", env={
         "RETICLE_BROWSER_ARGS": '--host-resolver-rules="MAP %s 127.0.0.1"' % STAGING})
     yield d
     d.close()
@@ -251,7 +251,7 @@ def test_a_wrong_url_scheme_is_refused_before_any_browser_starts(mcp):
 
 
 def test_the_budget_refuses_with_the_next_allowed_time(tmp_path, app):
-    d = _harness.Daemon(tmp_path, env={"RETICLE_DEVICE_BUDGET": "1/600"})
+    d = _harness.Daemon(tmp_path / "state", env={"RETICLE_DEVICE_BUDGET": "1/600"})
     client = _harness.Mcp(d.url + "/mcp")
     try:
         client.ok("reticle_open", {"url": app.url + "/plain"})
@@ -270,7 +270,7 @@ def test_the_budget_refuses_with_the_next_allowed_time(tmp_path, app):
 
 
 def test_the_fifth_device_is_refused_with_the_limit_named(tmp_path, app):
-    d = _harness.Daemon(tmp_path)
+    d = _harness.Daemon(tmp_path / "state")
     clients = []
     try:
         for _ in range(4):
@@ -287,16 +287,16 @@ def test_the_fifth_device_is_refused_with_the_limit_named(tmp_path, app):
         for c in clients:
             c.close()
         d.close()  # the planned stop closes all four
-    records = os.path.join(d.state, "devices")
+    records = os.path.join(d.state_dir, "devices")
     assert os.listdir(records) == []
 
 
 def test_a_sigkilled_daemons_browsers_are_reaped_by_the_next_start(tmp_path, app):
-    d = _harness.Daemon(tmp_path)
+    d = _harness.Daemon(tmp_path / "state")
     client = _harness.Mcp(d.url + "/mcp")
     try:
         client.ok("reticle_open", {"url": app.url + "/plain"})
-        records = os.path.join(d.state, "devices")
+        records = os.path.join(d.state_dir, "devices")
         [name] = os.listdir(records)
         with open(os.path.join(records, name)) as fh:
             record = json.load(fh)
@@ -306,10 +306,10 @@ def test_a_sigkilled_daemons_browsers_are_reaped_by_the_next_start(tmp_path, app
         d.proc.wait()
     finally:
         client.close()
-        d.log.close()
+        d.stop()  # already gone: this only closes its log
     time.sleep(0.3)
     assert device_processes(profile), "a killed daemon's browser outlives it: the reaper has work to do"
-    again = _harness.Daemon(tmp_path, port=d.port)
+    again = _harness.Daemon(tmp_path / "state", port=d.port)
     try:
         assert device_processes(profile) == []
         assert not os.path.exists(profile)
@@ -319,7 +319,7 @@ def test_a_sigkilled_daemons_browsers_are_reaped_by_the_next_start(tmp_path, app
 
 
 def test_a_missing_browser_is_one_sentence(tmp_path):
-    d = _harness.Daemon(tmp_path, env={"PATH": str(tmp_path), "RETICLE_BROWSER": ""})
+    d = _harness.Daemon(tmp_path / "state", env={"PATH": str(tmp_path), "RETICLE_BROWSER": None})
     client = _harness.Mcp(d.url + "/mcp")
     try:
         data, is_error = client.call("reticle_open", {"url": "http://127.0.0.1:9/"})
@@ -334,7 +334,7 @@ def test_a_missing_browser_is_one_sentence(tmp_path):
 
 def test_reticle_demo_prints_both_verdicts_and_a_screenshot(tmp_path):
     env = dict(os.environ, RETICLE_STATE_DIR=str(tmp_path / "state"))
-    done = subprocess.run([sys.executable, _harness.RETICLE, "demo"], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, _harness.RETICLE_PY, "demo"], env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     table = done.stdout
@@ -350,7 +350,7 @@ def test_reticle_demo_prints_both_verdicts_and_a_screenshot(tmp_path):
 def test_reticle_drive_keeps_a_device_until_interrupted(tmp_path, app):
     port = _harness.free_port()
     env = dict(os.environ, RETICLE_STATE_DIR=str(tmp_path / "state"))
-    proc = subprocess.Popen([sys.executable, _harness.RETICLE, "drive", app.url + "/plain", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, _harness.RETICLE_PY, "drive", app.url + "/plain", "--port", str(port)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline()

@@ -99,12 +99,24 @@ def test_all_has_no_duplicates():
 
 
 def test_all_matches_the_public_names():
-    public = public_names(reticle)
+    public = public_names(reticle) + ["__version__"]
     missing = sorted(set(public) - set(reticle.__all__))
     not_public = sorted(set(reticle.__all__) - set(public))
     assert not missing and not not_public, (
         "public names missing from __all__: %s; names in __all__ that are not public: %s"
         % (missing, not_public))
+
+
+def test_all_is_the_chosen_api():
+    """The API a vendoring user may rely on, chosen on purpose and short (STYLE 29)."""
+    assert sorted(reticle.__all__) == sorted([
+        "make_app", "Hub", "main", "parse_predicate", "__version__",
+        "ReticleError", "ToolError", "RpcError", "ConfigError", "PredicateError"])
+
+
+def test_every_api_name_is_in_the_readme(readme):
+    for name in reticle.__all__:
+        assert re.search(r"`%s[`(]" % re.escape(name), readme), "%s is in __all__ but the README's API list does not name it" % name
 
 
 def test_version_is_a_string():

@@ -16,13 +16,18 @@ def ev(clock, etype, **data):
     return {"t": clock.now, "type": etype, "data": data}
 
 
+def add_ticks(store, clock, etype, count, size=10):
+    """Add `count` events of `etype` with data n = 0, 1, ..., one ms apart, `size` bytes each."""
+    for i in range(count):
+        clock.now += 1
+        store.add(ev(clock, etype, n=i), size)
+
+
 def test_churn_is_evicted_before_anything_else():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_count=10)
+    store = reticle._EventStore(clock, cap_count=10)
     store.add(ev(clock, "net.request", url="/a"), 10)
-    for i in range(20):
-        clock.now += 1
-        store.add(ev(clock, "dom.added", n=i), 10)
+    add_ticks(store, clock, "dom.added", 20)
     clock.now += 1
     store.add(ev(clock, "signal", name="done"), 10)
     kinds = [e["type"] for e in store.query()]
@@ -34,10 +39,8 @@ def test_churn_is_evicted_before_anything_else():
 
 def test_valuable_events_go_only_when_no_churn_is_left():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_count=3)
-    for i in range(5):
-        clock.now += 1
-        store.add(ev(clock, "net.request", n=i), 10)
+    store = reticle._EventStore(clock, cap_count=3)
+    add_ticks(store, clock, "net.request", 5)
     assert [e["data"]["n"] for e in store.query()] == [2, 3, 4]
     assert store.evicted["other"] == 2
     loss = store.loss_since(0.0)
@@ -47,7 +50,7 @@ def test_valuable_events_go_only_when_no_churn_is_left():
 
 def test_age_cap():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_age_ms=1000)
+    store = reticle._EventStore(clock, cap_age_ms=1000)
     store.add(ev(clock, "signal", n=1), 10)
     clock.now = 1500
     store.add(ev(clock, "signal", n=2), 10)
@@ -57,16 +60,14 @@ def test_age_cap():
 
 def test_byte_cap():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_bytes=1000)
-    for i in range(10):
-        clock.now += 1
-        store.add(ev(clock, "console.log", n=i), 300)
+    store = reticle._EventStore(clock, cap_bytes=1000)
+    add_ticks(store, clock, "console.log", 10, size=300)
     assert store.bytes <= 1000 and len(store) == 3
 
 
 def test_query_window_and_prefix_keep_arrival_order():
     clock = Clock()
-    store = reticle.EventStore(clock)
+    store = reticle._EventStore(clock)
     for i, etype in enumerate(["dom.added", "net.pending", "dom.text", "net.request", "signal"]):
         clock.now = float(i * 10)
         store.add(ev(clock, etype, i=i), 10)
@@ -77,7 +78,7 @@ def test_query_window_and_prefix_keep_arrival_order():
 
 def test_sampling_is_a_loss_too():
     clock = Clock()
-    store = reticle.EventStore(clock)
+    store = reticle._EventStore(clock)
     clock.now = 50
     store.note_sampled(7, clock.now)
     assert store.loss_since(10) == {"sampled": 7}
@@ -87,7 +88,7 @@ def test_sampling_is_a_loss_too():
 
 def test_a_frame_may_overshoot_until_it_is_trimmed_once():
     clock = Clock()
-    store = reticle.EventStore(clock, cap_count=5)
+    store = reticle._EventStore(clock, cap_count=5)
     for i in range(8):
         store.add(ev(clock, "signal", n=i), 10, trim=False)
     assert len(store) == 8

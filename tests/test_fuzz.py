@@ -37,7 +37,8 @@ def check_reply(reply, request):
     assert isinstance(reply, dict) and reply.get("jsonrpc") == "2.0"
     assert ("result" in reply) != ("error" in reply)
     if "error" in reply:
-        assert isinstance(reply["error"]["code"], int) and isinstance(reply["error"]["message"], str)
+        assert isinstance(reply["error"]["code"], int)
+        assert isinstance(reply["error"]["message"], str) and reply["error"]["message"].strip(), reply
         assert reply["error"]["code"] != -32603, "internal error for %r: %r" % (request, reply)
     json.dumps(reply)
 
@@ -46,7 +47,7 @@ def check_reply(reply, request):
 @given(payload=JSON | st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": st.integers(0, 99) | st.text(max_size=5),
                                               "method": METHODS, "params": JSON}))
 def test_any_payload_gets_a_json_rpc_answer(hub, payload):
-    ctx = reticle.CallContext("test", "fuzz")
+    ctx = reticle._CallContext("test", "fuzz")
     reply, batch = run(hub.dispatcher.handle_payload(payload, ctx))
     if reply is None:
         return  # notifications and client responses are not answered
@@ -63,12 +64,13 @@ TOOLS = sorted(t.name for t in reticle._build_registry().listed())
                      "by", "value", "name", "store", "path", "depth", "url", "reload", "steps", "level", "limit",
                      "sessionId", "filters", "window_ms", "status", "ok", "nonsense"]), JSON, max_size=5))
 def test_random_tool_arguments_are_refused_or_run(hub, name, args):
-    ctx = reticle.CallContext("test", "fuzz")
+    ctx = reticle._CallContext("test", "fuzz")
     msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}}
     reply = run(hub.dispatcher.handle(msg, ctx))
     check_reply(reply, msg)
     if "error" in reply:
         assert reply["error"]["code"] == -32602
+        assert reply["error"]["message"].startswith(name + ":"), reply  # names the tool refused
         assert "Accepted fields" in reply["error"]["message"] or "Nothing ran" in reply["error"]["message"]
     else:
         result = reply["result"]
@@ -76,4 +78,5 @@ def test_random_tool_arguments_are_refused_or_run(hub, name, args):
         data = json.loads(result["content"][0]["text"])
         assert data == result["structuredContent"]
         if result.get("isError"):
-            assert data["error"] and "internal error" not in data["error"]
+            assert isinstance(data["error"], str) and data["error"].strip(), data
+            assert "internal error" not in data["error"]

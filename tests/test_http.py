@@ -327,7 +327,8 @@ class HttpSseTransportTest(ReticleTestCase):
     async def test_not_json_is_400(self):
         s, endpoint = await self.sse_session()
         resp = await self.fetch(endpoint, "POST", "{not json", {"Content-Type": "application/json"})
-        self.assert_refusal(resp, 400)
+        body = self.assert_refusal(resp, 400, "invalid JSON")
+        self.assertIn("the body is not JSON", body["detail"])
         await self.close_streams()
 
     @gen_test
@@ -347,7 +348,7 @@ class HttpSseTransportTest(ReticleTestCase):
         frame = await s.frame(timeout=2.0)
         self.assertIsNone(frame["event"])
         self.assertIsNone(frame["data"])
-        self.assertTrue(frame["comments"])
+        self.assertEqual(frame["comments"], ["keepalive"])
         await self.close_streams()
 
     @gen_test
@@ -401,15 +402,22 @@ class StreamableHttpTest(ReticleTestCase):
         for path in ("/mcp", "/"):
             resp = await self.post([], path)
             self.assertEqual(resp.code, 200)
-            self.assertEqual(json.loads(resp.body)["error"]["code"], -32600)
+            error = json.loads(resp.body)["error"]
+            self.assertEqual(error["code"], -32600)
+            self.assertIn("empty batch", error["message"])
 
     @gen_test
     async def test_message_without_jsonrpc_or_string_method_is_invalid_request(self):
-        for payload in ({"id": 1, "method": "ping"}, {"jsonrpc": "1.0", "id": 1, "method": "ping"},
-                        {"jsonrpc": "2.0", "id": 1, "method": 7}, {"jsonrpc": "2.0", "id": 1}, 5, "x"):
+        needs = 'needs "jsonrpc": "2.0" and a string "method"'
+        not_an_object = "a JSON-RPC message must be an object"
+        for payload, reason in (({"id": 1, "method": "ping"}, needs), ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, needs),
+                                ({"jsonrpc": "2.0", "id": 1, "method": 7}, needs), ({"jsonrpc": "2.0", "id": 1}, needs),
+                                (5, not_an_object), ("x", not_an_object)):
             resp = await self.fetch("/mcp", "POST", json.dumps(payload), {"Content-Type": "application/json"})
             self.assertEqual(resp.code, 200)
-            self.assertEqual(json.loads(resp.body)["error"]["code"], -32600, payload)
+            error = json.loads(resp.body)["error"]
+            self.assertEqual(error["code"], -32600, payload)
+            self.assertIn(reason, error["message"], payload)
 
     @gen_test
     async def test_other_methods_are_method_not_found(self):
@@ -419,6 +427,7 @@ class StreamableHttpTest(ReticleTestCase):
             reply = json.loads(resp.body)
             self.assertEqual(reply["id"], 8)
             self.assertEqual(reply["error"]["code"], -32601)
+            self.assertIn("Method not found: %s." % method, reply["error"]["message"])
 
     @gen_test
     async def test_malformed_json_is_parse_error(self):
@@ -427,6 +436,7 @@ class StreamableHttpTest(ReticleTestCase):
             self.assertEqual(resp.code, 200)
             reply = json.loads(resp.body)
             self.assertEqual(reply["error"]["code"], -32700)
+            self.assertTrue(reply["error"]["message"].startswith("Parse error: "), reply)
             self.assertIsNone(reply["id"])
         await self.assert_still_serving()
 
@@ -449,7 +459,9 @@ class StreamableHttpTest(ReticleTestCase):
         resp = await self.post(rpc("ping"))
         self.assertNotIn("Mcp-Session-Id", resp.headers)
         failed = await self.post(rpc("initialize", 1, []))
-        self.assertEqual(json.loads(failed.body)["error"]["code"], -32602)
+        error = json.loads(failed.body)["error"]
+        self.assertEqual(error["code"], -32602)
+        self.assertIn("params must be an object", error["message"])
         self.assertNotIn("Mcp-Session-Id", failed.headers)
 
     @gen_test
@@ -472,7 +484,7 @@ class StreamableHttpTest(ReticleTestCase):
 
     @gen_test
     async def test_session_id_signed_by_another_machine_is_404(self):
-        foreign = reticle.SessionSigner(os.urandom(32)).mint()
+        foreign = reticle._SessionSigner(os.urandom(32)).mint()
         resp = await self.post(rpc("ping"), headers={"Mcp-Session-Id": foreign})
         self.assert_refusal(resp, 404, "MCP_SESSION_UNKNOWN")
         await self.assert_still_serving()
@@ -496,10 +508,11 @@ class StreamableHttpTest(ReticleTestCase):
             self.assertEqual(s.response.code, 200)
             self.assertTrue(s.response.headers["content-type"].startswith("text/event-stream"))
             opened = await s.frame()
-            self.assertTrue(opened["comments"])
+            self.assertEqual(len(opened["comments"]), 1)
+            self.assertTrue(opened["comments"][0].startswith("stream open"), opened)
             self.assertIsNone(opened["data"])
             keepalive = await s.frame(timeout=2.0)
-            self.assertTrue(keepalive["comments"])
+            self.assertEqual(keepalive["comments"], ["keepalive"])
             self.assertIsNone(keepalive["data"])
         await self.close_streams()
 
@@ -518,7 +531,8 @@ class StreamableHttpTest(ReticleTestCase):
     async def test_get_without_session_id_is_400(self):
         for path in ("/mcp", "/"):
             resp = await self.fetch(path)
-            self.assert_refusal(resp, 400)
+            body = self.assert_refusal(resp, 400, "missing Mcp-Session-Id")
+            self.assertIn("GET %s needs the Mcp-Session-Id header" % path, body["detail"])
         await self.assert_still_serving()
 
     @gen_test
@@ -590,7 +604,7 @@ class StatusAndOpenApiTest(ReticleTestCase):
         self.assertEqual(resp.code, 200)
         doc = json.loads(resp.body)
         self.assertTrue(doc["openapi"].startswith("3.1"))
-        self.assertTrue(doc["info"]["version"])
+        self.assertEqual(doc["info"]["version"], reticle.__version__)
         paths = doc["paths"]
         for path, method, codes in self.CONTRACT:
             self.assertIn(path, paths)
@@ -619,7 +633,8 @@ class StatusAndOpenApiTest(ReticleTestCase):
     @gen_test
     async def test_unknown_path_is_a_json_404(self):
         resp = await self.fetch("/nope")
-        self.assert_refusal(resp, 404)
+        body = self.assert_refusal(resp, 404, "not found")
+        self.assertIn("no route GET /nope", body["detail"])
 
 
 class AuthorizationTest(ReticleTestCase):
@@ -648,16 +663,23 @@ class AuthorizationTest(ReticleTestCase):
         resp = await self.raw(b"GET /status HTTP/1.0\r\n\r\n")
         self.assertEqual(resp.code, 403)
         self.assertEqual(set(resp.json()), {"error", "detail"})
+        self.assertEqual(resp.json()["error"], "forbidden")
+        self.assertIn("the Host header is missing", resp.json()["detail"])
         await self.assert_still_serving()
 
     @gen_test
     async def test_foreign_origin_or_referer_is_403(self):
-        for headers in ({"Origin": "http://evil.com"}, {"Origin": "https://127.0.0.1.evil.com"},
-                        {"Origin": "null"}, {"Origin": "file://"}, {"Referer": "http://evil.com/x"},
-                        {"Origin": "http://localhost:5173", "Referer": "http://evil.com/page"}):
+        for headers, culprit in (({"Origin": "http://evil.com"}, "Origin"),
+                                 ({"Origin": "https://127.0.0.1.evil.com"}, "Origin"),
+                                 ({"Origin": "null"}, "Origin"), ({"Origin": "file://"}, "Origin"),
+                                 ({"Referer": "http://evil.com/x"}, "Referer"),
+                                 ({"Origin": "http://localhost:5173", "Referer": "http://evil.com/page"}, "Referer")):
             for path, method in self.ROUTES:
                 resp = await self.route(path, method, headers)
-                self.assert_refusal(resp, 403, "forbidden")
+                body = self.assert_refusal(resp, 403, "forbidden")
+                # the detail names the header at fault and its value
+                self.assertIn("the %s header '%s' is not a loopback page" % (culprit, headers[culprit]),
+                              body["detail"], (path, method))
         await self.assert_still_serving()
 
     @gen_test
@@ -677,10 +699,11 @@ class AuthorizationTest(ReticleTestCase):
 
     @gen_test
     async def test_no_token_configured_means_no_token_tier_fallback(self):
-        resp = await self.fetch("/status?token=", headers={"Host": "evil.com"})
-        self.assert_refusal(resp, 403)
-        resp = await self.fetch("/status", headers={"Host": "evil.com", "Authorization": "Bearer "})
-        self.assert_refusal(resp, 403)
+        for path, headers in (("/status?token=", {"Host": "evil.com"}),
+                              ("/status", {"Host": "evil.com", "Authorization": "Bearer "})):
+            body = self.assert_refusal(await self.fetch(path, headers=headers), 403, "forbidden")
+            self.assertIn("the Host header 'evil.com' does not name a loopback host", body["detail"])
+            self.assertIn("pairing token", body["detail"])
 
 
 class TokenTierTest(ReticleTestCase):
@@ -730,7 +753,8 @@ class TokenTierTest(ReticleTestCase):
     @gen_test
     async def test_stop_needs_the_token_even_from_loopback(self):
         resp = await self.fetch("/stop", "POST", {})
-        self.assert_refusal(resp, 403)
+        body = self.assert_refusal(resp, 403, "forbidden")
+        self.assertIn("stopping the daemon needs the pairing token", body["detail"])
         await self.assert_still_serving()
 
 
@@ -812,6 +836,8 @@ class LimitsTest(ReticleTestCase):
     async def test_bad_content_length_is_400(self):
         resp = await self.raw(self.request_head("POST", "/mcp", ["Content-Length: -5"]))
         self.assertEqual(resp.code, 400)
+        self.assertEqual(resp.json()["error"], "bad request")
+        self.assertIn("Content-Length '-5'", resp.json()["detail"])
         await self.assert_still_serving()
 
 
@@ -828,7 +854,7 @@ class RateLimitTest(ReticleTestCase):
         retry_after = int(resp.headers["Retry-After"])
         self.assertGreaterEqual(retry_after, 1)
         # MCP routes are limited by the same key
-        self.assert_refusal(await self.fetch("/mcp", "POST", rpc("ping")), 429)
+        self.assert_refusal(await self.fetch("/mcp", "POST", rpc("ping")), 429, "rate limited")
         await asyncio.sleep(retry_after + 0.05)
         await self.assert_still_serving()
 

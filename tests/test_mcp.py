@@ -19,7 +19,7 @@ def hub(tmp_path_factory):
 
 
 def ctx():
-    return reticle.CallContext("test", "test")
+    return reticle._CallContext("test", "test")
 
 
 def rpc(hub, message):
@@ -109,7 +109,7 @@ def test_sessions_resource_is_live_and_empty(hub):
     text = rpc(hub, request("resources/read", {"uri": "reticle://sessions"}))["result"]["contents"][0]["text"]
     data = json.loads(text)
     assert data["sessions"] == []
-    assert data["why"]
+    assert "no browser session is connected" in data["why"]
 
 
 def test_unknown_resource(hub):
@@ -123,28 +123,38 @@ def test_unknown_method(hub, method):
     reply = rpc(hub, request(method, mid=9))
     assert reply["id"] == 9
     assert reply["error"]["code"] == -32601
+    # the message names the method it did not find and the ones there are
+    assert "Method not found: %s." % method in reply["error"]["message"]
+    assert "tools/call" in reply["error"]["message"]
 
 
-@pytest.mark.parametrize("message", [
-    {"id": 1, "method": "ping"},                            # no jsonrpc
-    {"jsonrpc": "1.0", "id": 1, "method": "ping"},          # wrong jsonrpc
-    {"jsonrpc": "2.0", "id": 1},                            # no method
-    {"jsonrpc": "2.0", "id": 1, "method": 5},               # method not a string
-    {"jsonrpc": "2.0", "id": {"x": 1}, "method": "ping"},  # id not a string or number
-    {"jsonrpc": "2.0", "id": True, "method": "ping"},      # a boolean is not an id
-    "ping",
-    42,
-    None,
+NEEDS_JSONRPC_AND_METHOD = 'needs "jsonrpc": "2.0" and a string "method"'
+ID_TYPE = "id must be a string or a number"
+NOT_AN_OBJECT = "a JSON-RPC message must be an object"
+
+
+@pytest.mark.parametrize("message, reason", [
+    ({"id": 1, "method": "ping"}, NEEDS_JSONRPC_AND_METHOD),                    # no jsonrpc
+    ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, NEEDS_JSONRPC_AND_METHOD),  # wrong jsonrpc
+    ({"jsonrpc": "2.0", "id": 1}, NEEDS_JSONRPC_AND_METHOD),                    # no method
+    ({"jsonrpc": "2.0", "id": 1, "method": 5}, NEEDS_JSONRPC_AND_METHOD),       # method not a string
+    ({"jsonrpc": "2.0", "id": {"x": 1}, "method": "ping"}, ID_TYPE),           # id not a string or number
+    ({"jsonrpc": "2.0", "id": True, "method": "ping"}, ID_TYPE),               # a boolean is not an id
+    ("ping", NOT_AN_OBJECT),
+    (42, NOT_AN_OBJECT),
+    (None, NOT_AN_OBJECT),
 ])
-def test_invalid_request(hub, message):
+def test_invalid_request(hub, message, reason):
     reply = rpc(hub, message)
     assert reply["jsonrpc"] == "2.0"
     assert reply["error"]["code"] == -32600
+    assert reason in reply["error"]["message"]
 
 
 def test_params_must_be_an_object(hub):
     reply = rpc(hub, {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1, 2]})
     assert reply["error"]["code"] == -32602
+    assert "params must be an object" in reply["error"]["message"]
 
 
 @pytest.mark.parametrize("method", ["notifications/initialized", "notifications/cancelled", "ping",
@@ -172,6 +182,7 @@ def test_batch_mixing_requests_and_notifications(hub):
     assert len(by_id[2]["result"]["tools"]) == 18
     assert by_id["three"]["result"] == {}
     assert by_id[4]["error"]["code"] == -32601
+    assert "Method not found: nope." in by_id[4]["error"]["message"]
 
 
 def test_batch_of_notifications_only(hub):
@@ -184,14 +195,18 @@ def test_batch_of_notifications_only(hub):
 def test_empty_batch(hub):
     reply, was_batch = rpc_payload(hub, [])
     assert reply["error"]["code"] == -32600
+    assert "empty batch" in reply["error"]["message"]
     assert reply["id"] is None
     assert was_batch is False
 
 
 def test_batch_with_an_invalid_member(hub):
     replies, _ = rpc_payload(hub, [request("ping", mid=1), 7])
-    codes = sorted(r.get("error", {}).get("code", 0) for r in replies)
-    assert codes == [-32600, 0]
+    by_id = {r["id"]: r for r in replies}
+    assert sorted(by_id, key=str) == [1, None]
+    assert by_id[1]["result"] == {}
+    assert by_id[None]["error"]["code"] == -32600
+    assert NOT_AN_OBJECT in by_id[None]["error"]["message"]
 
 
 def test_single_message_payload(hub):

@@ -15,7 +15,8 @@ KINDS = list(reticle._PREDICATE_KINDS)
 # One malformed predicate per kind, and a word its error must contain.
 MALFORMED = {
     "element": ({"kind": "element", "query": {"role": "button", "colour": "red"}}, "unknown field query.colour"),
-    "text": ({"kind": "text"}, "'contains' is required"),
+    "text": ({"kind": "text"}, "give exactly one of contains, equals, matches"),
+    "frame": ({"kind": "frame", "equals": 1}, "`equals` needs a `path`"),
     "net": ({"kind": "net", "status": "200"}, "status"),
     "route": ({"kind": "route", "pathname": 5}, "pathname"),
     "console": ({"kind": "console", "level": "fatal"}, "level"),
@@ -36,7 +37,7 @@ def test_every_kind_has_a_malformed_case():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_example_parses(kind):
-    example = reticle._PREDICATE_KINDS[kind]["example"]
+    example = reticle._PREDICATE_KINDS[kind].example
     parsed = reticle.parse_predicate(example)
     assert parsed["kind"] == kind
 
@@ -55,8 +56,8 @@ def test_malformed_predicate_names_accepted_fields_and_an_example(kind):
         assert "element, text, net" in err.error
     else:
         assert "%s accepts: kind" % kind in err.error
-        assert payload["example"] == reticle._PREDICATE_KINDS[kind]["example"]
-        for field in reticle._PREDICATE_KINDS[kind]["properties"]:
+        assert payload["example"] == reticle._PREDICATE_KINDS[kind].example
+        for field in reticle._PREDICATE_KINDS[kind].properties:
             assert field in payload["accepts"]
 
 
@@ -104,7 +105,7 @@ def test_grammar_resource_is_the_same_source():
     assert set(doc["kinds"]) == set(KINDS)
     for kind, spec in doc["kinds"].items():
         assert spec["schema"]["additionalProperties"] is False
-        assert set(spec["schema"]["properties"]) == {"kind"} | set(reticle._PREDICATE_KINDS[kind]["properties"])
+        assert set(spec["schema"]["properties"]) == {"kind"} | set(reticle._PREDICATE_KINDS[kind].properties)
     json.dumps(doc)
 
 

@@ -65,6 +65,9 @@ class SdkCase(tornado.testing.AsyncHTTPTestCase):
     async def test_a_foreign_referer_is_refused_an_allow_listed_one_is_served(self):
         resp = await self.get({"Referer": "https://evil.example/page"})
         assert resp.code == 403
+        refusal = json.loads(resp.body)
+        assert refusal["error"] == "forbidden"
+        assert "the Referer header 'https://evil.example/page' is not a loopback page" in refusal["detail"]
         self.hub.allowed_origins = ("https://app.example",)
         resp = await self.get({"Referer": "https://app.example/checkout"})
         assert resp.code == 200, "a script tag on an allow-listed page sends its Referer"
@@ -73,6 +76,9 @@ class SdkCase(tornado.testing.AsyncHTTPTestCase):
         other = await self.http_client.fetch(self.get_url("/status"), headers={"Origin": "https://app.example"},
                                              raise_error=False)
         assert other.code == 403, "the allow-list opens the SDK and the bridge only, not the API"
+        refusal = json.loads(other.body)
+        assert refusal["error"] == "forbidden"
+        assert "the Origin header 'https://app.example' is not a loopback page" in refusal["detail"]
 
 
 def test_single_iife_exposing_only_window_reticle():

@@ -19,7 +19,7 @@ FUZZ = settings(max_examples=300, database=None, deadline=None)
 
 @pytest.fixture(scope="module")
 def signer():
-    return reticle.SessionSigner(KEY)
+    return reticle._SessionSigner(KEY)
 
 
 def b64url(data):
@@ -29,7 +29,7 @@ def b64url(data):
 def test_mint_then_verify(signer):
     sid = signer.mint()
     assert signer.verify(sid)
-    assert reticle.SessionSigner(KEY).verify(sid)  # stateless: any signer with the key
+    assert reticle._SessionSigner(KEY).verify(sid)  # stateless: any signer with the key
 
 
 def test_shape(signer):
@@ -95,7 +95,7 @@ def test_malformed_ids_fail(signer, mangle):
 
 
 def test_foreign_key_fails(signer):
-    other = reticle.SessionSigner(os.urandom(32))
+    other = reticle._SessionSigner(os.urandom(32))
     assert not signer.verify(other.mint())
     assert not other.verify(signer.mint())
 
@@ -138,26 +138,26 @@ def test_garbage_never_raises(signer, value):
 
 
 def test_max_age_expiry():
-    signer = reticle.SessionSigner(KEY, max_age_s=60)
+    signer = reticle._SessionSigner(KEY, max_age_s=60)
     sid = signer.mint(now=10_000)
     assert signer.verify(sid, now=10_000)
     assert signer.verify(sid, now=10_060)
     assert not signer.verify(sid, now=10_061)
-    assert reticle.SessionSigner(KEY).verify(sid, now=10_000_000)  # no max age: no expiry
+    assert reticle._SessionSigner(KEY).verify(sid, now=10_000_000)  # no max age: no expiry
 
 
 def test_short_key_refused():
-    with pytest.raises(ValueError):
-        reticle.SessionSigner(b"x" * 31)
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        reticle._SessionSigner(b"x" * 31)
 
 
 def test_machine_key_file(tmp_path):
     state = tmp_path / "state"
-    key = reticle.StateDir(str(state)).machine_key()
+    key = reticle._StateDir(str(state)).machine_key()
     assert len(key) == 32
     assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(state / "machine.key").st_mode) == 0o600
-    assert reticle.StateDir(str(state)).machine_key() == key
+    assert reticle._StateDir(str(state)).machine_key() == key
 
 
 def test_ids_survive_a_restart(tmp_path):
@@ -172,17 +172,17 @@ def test_ids_survive_a_restart(tmp_path):
 @FUZZ
 @given(st.text(max_size=300))
 def test_fuzz_random_text_never_verifies(value):
-    assert reticle.SessionSigner(KEY).verify(value) is False
+    assert reticle._SessionSigner(KEY).verify(value) is False
 
 
 @FUZZ
 @given(st.text(alphabet=B64URL, min_size=32, max_size=32), st.text(alphabet=B64URL, min_size=43, max_size=43))
 def test_fuzz_well_formed_random_ids_never_verify(payload, mac):
-    assert reticle.SessionSigner(KEY).verify("v1.%s.%s" % (payload, mac)) is False
+    assert reticle._SessionSigner(KEY).verify("v1.%s.%s" % (payload, mac)) is False
 
 
 @FUZZ
 @given(st.integers(min_value=0, max_value=2 ** 40), st.integers(min_value=0, max_value=2 ** 40))
 def test_fuzz_every_minted_id_verifies_without_max_age(issued, now):
-    signer = reticle.SessionSigner(KEY)
+    signer = reticle._SessionSigner(KEY)
     assert signer.verify(signer.mint(now=issued), now=now)

@@ -30,7 +30,7 @@ def hub(tmp_path_factory):
 def call(hub, name, arguments):
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                "params": {"name": name, "arguments": arguments}}
-    return asyncio.run(hub.dispatcher.handle(message, reticle.CallContext("test", "test")))
+    return asyncio.run(hub.dispatcher.handle(message, reticle._CallContext("test", "test")))
 
 
 def objects_in(schema):
@@ -87,7 +87,9 @@ def test_unknown_field_names_it_and_the_accepted_fields(hub, tool):
 def test_arguments_must_be_an_object(hub, tool):
     reply = call(hub, tool.name, ["not", "an", "object"])
     assert reply["error"]["code"] == -32602
-    assert "object" in reply["error"]["message"]
+    # names the tool, what it wanted and what it got
+    assert reply["error"]["message"].startswith(tool.name + ":")
+    assert "must be a JSON object, got list" in reply["error"]["message"]
 
 
 def test_wrong_type_names_the_path(hub):
@@ -101,7 +103,8 @@ def test_wrong_type_names_the_path(hub):
 def test_missing_required_field(hub):
     error = call(hub, "reticle_inspect", {})["error"]
     assert error["code"] == -32602
-    assert "ref" in error["message"]
+    assert "'ref' is a required property" in error["message"]
+    assert error["data"]["path"] == "/"
     assert "ref" in error["data"]["accepted"]
 
 
@@ -131,6 +134,7 @@ def test_oversized_string_is_refused_before_the_handler(hub):
 def test_unknown_tool(hub, name):
     error = call(hub, name, {})["error"]
     assert error["code"] == -32602
+    assert error["message"].startswith("Unknown tool %r." % (name,))
     assert "reticle_sessions" in error["message"]
     assert sorted(error["data"]["available"]) == sorted(EXPECTED_TOOLS)
 
@@ -143,8 +147,8 @@ def test_browser_tool_without_a_browser_says_how_to_connect(hub, tool):
     assert json.loads(result["content"][0]["text"]) == body
     assert "no browser session is connected" in body["error"]
     assert "/reticle.js" in body["error"]
-    assert body["recovery"]
-    assert "reticle_sessions" in body["recovery"] or "connect" in body["recovery"]
+    assert "connect a tab" in body["recovery"]
+    assert "reticle_sessions" in body["recovery"]
 
 
 def test_reticle_sessions_empty_list_carries_why_and_next_action(hub):
@@ -154,17 +158,17 @@ def test_reticle_sessions_empty_list_carries_why_and_next_action(hub):
     assert body["sessions"] == []
     assert "no browser session is connected" in body["why"]
     next_action = body["next_action"]
-    assert next_action["action"]
-    assert next_action["reason"]
+    assert next_action["action"] == "open_app"
+    assert "/reticle.js" in next_action["reason"]
     assert "/reticle.js" in next_action["snippet"]
     assert next_action["snippet"].startswith("<script")
 
 
 def test_registry_refuses_a_duplicate():
-    registry = reticle.ToolRegistry()
+    registry = reticle._ToolRegistry()
     tool = TOOLS[0]
     registry.add(tool)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="%s registered twice" % tool.name):
         registry.add(tool)
 
 
@@ -172,5 +176,5 @@ def test_a_tool_with_an_invalid_schema_cannot_be_made():
     async def handler(hub, args, ctx):
         return {}
 
-    with pytest.raises(jsonschema.exceptions.SchemaError):
-        reticle.Tool("bad", "bad", {"type": "no-such-type"}, handler)
+    with pytest.raises(jsonschema.exceptions.SchemaError, match="'no-such-type' is not valid"):
+        reticle._Tool("bad", "bad", {"type": "no-such-type"}, handler)

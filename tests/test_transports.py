@@ -1,6 +1,7 @@
 """Real MCP clients (the `mcp` SDK) and curl against a real daemon subprocess."""
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -16,12 +17,12 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import RETICLE_PY
-from conftest import daemon_env
-from conftest import free_port
-from conftest import get_status
-from conftest import port_listens
-from conftest import wait_for
+from _harness import RETICLE_PY
+from _harness import daemon_env
+from _harness import free_port
+from _harness import get_status
+from _harness import port_listens
+from _harness import wait_until
 
 CURL = "/usr/bin/curl"
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -47,7 +48,8 @@ async def exercise(read, write):
             await session.call_tool("reticle_inspect", {"ref": 5})
         seen["bad_code"] = bad.value.error.code
         seen["bad_message"] = str(bad.value)
-        seen["no_browser"] = (await session.call_tool("reticle_snapshot", {})).is_error
+        no_browser = await session.call_tool("reticle_snapshot", {})
+        seen["no_browser"] = no_browser.is_error, no_browser.structured_content
     return seen
 
 
@@ -61,16 +63,27 @@ def check(seen):
     assert seen["live"]["sessions"] == []
     assert seen["is_error"] is False
     assert seen["sessions"]["sessions"] == []
-    assert seen["sessions"]["why"]
-    assert seen["sessions"]["next_action"]
+    assert "no browser session is connected" in seen["sessions"]["why"]
+    assert seen["sessions"]["next_action"]["action"] == "open_app"
     assert seen["bad_code"] == -32602
     assert "/ref" in seen["bad_message"]
-    assert seen["no_browser"] is True
+    no_browser, body = seen["no_browser"]
+    assert no_browser is True
+    assert "no browser session is connected" in body["error"]
 
 
 def stdio_params(port, state_dir):
     return StdioServerParameters(command=sys.executable, args=[RETICLE_PY, "mcp", "--port", str(port)],
                                  env=daemon_env(state_dir))
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(port, state_dir):
+    """`reticle mcp --port N` as a child process, with an initialized mcp ClientSession on it."""
+    async with stdio_client(stdio_params(port, state_dir)) as (read, write):
+        async with mcp.ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
 
 
 def test_sse_client(module_daemon):
@@ -171,7 +184,7 @@ def spawned_daemon_port(tmp_path):
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-    assert wait_for(lambda: not port_listens(port), 10)
+    wait_until(lambda: not port_listens(port), 10, what="port %d to close" % port)
 
 
 def test_stdio_lists_tools_with_no_daemon_and_the_first_call_starts_one(spawned_daemon_port):
@@ -179,18 +192,16 @@ def test_stdio_lists_tools_with_no_daemon_and_the_first_call_starts_one(spawned_
     assert not port_listens(port)
 
     async def run():
-        async with stdio_client(stdio_params(port, state)) as (read, write):
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                tools = (await session.list_tools()).tools
-                resources = (await session.list_resources()).resources
-                usage = (await session.read_resource("reticle://docs/usage")).contents[0].text
-                await session.send_ping()
-                listening_before_call = port_listens(port)
-                result = await session.call_tool("reticle_sessions", {})
-                status = get_status(port)
-                again = await session.call_tool("reticle_sessions", {})
-                return tools, resources, usage, listening_before_call, result, status, again
+        async with stdio_session(port, state) as session:
+            tools = (await session.list_tools()).tools
+            resources = (await session.list_resources()).resources
+            usage = (await session.read_resource("reticle://docs/usage")).contents[0].text
+            await session.send_ping()
+            listening_before_call = port_listens(port)
+            result = await session.call_tool("reticle_sessions", {})
+            status = get_status(port)
+            again = await session.call_tool("reticle_sessions", {})
+            return tools, resources, usage, listening_before_call, result, status, again
 
     tools, resources, usage, listening_before_call, result, status, again = asyncio.run(run())
     assert len(tools) == 18
@@ -211,16 +222,14 @@ def test_stdio_restarts_a_daemon_that_died(spawned_daemon_port):
     port, state = spawned_daemon_port
 
     async def run():
-        async with stdio_client(stdio_params(port, state)) as (read, write):
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                first = await session.call_tool("reticle_sessions", {})
-                pid = get_status(port)["pid"]
-                os.kill(pid, signal.SIGTERM)
-                assert wait_for(lambda: not port_listens(port), 10)
-                second = await session.call_tool("reticle_sessions", {})
-                third = await session.call_tool("reticle_sessions", {})
-                return first, pid, second, third
+        async with stdio_session(port, state) as session:
+            first = await session.call_tool("reticle_sessions", {})
+            pid = get_status(port)["pid"]
+            os.kill(pid, signal.SIGTERM)
+            wait_until(lambda: not port_listens(port), 10, what="the killed daemon's port to close")
+            second = await session.call_tool("reticle_sessions", {})
+            third = await session.call_tool("reticle_sessions", {})
+            return first, pid, second, third
 
     first, pid, second, third = asyncio.run(run())
     assert first.is_error is False
@@ -290,29 +299,25 @@ def test_stdio_with_a_stranger_on_the_port_answers_one_clear_error(tmp_path):
         port = stranger.getsockname()[1]
 
         async def run():
-            async with stdio_client(stdio_params(port, tmp_path / "state")) as (read, write):
-                async with mcp.ClientSession(read, write) as session:
-                    await session.initialize()
-                    tools = (await session.list_tools()).tools
-                    result = await session.call_tool("reticle_sessions", {})
-                    return tools, result
+            async with stdio_session(port, tmp_path / "state") as session:
+                tools = (await session.list_tools()).tools
+                result = await session.call_tool("reticle_sessions", {})
+                return tools, result
 
         tools, result = asyncio.run(run())
     assert len(tools) == 18, "the tools are listed even though no daemon can start"
     assert result.is_error is True
     error = result.structured_content["error"]
     assert "not a Reticle daemon" in error and str(port) in error
-    assert result.structured_content["recovery"]
+    assert "RETICLE_PORT" in result.structured_content["recovery"]
 
 
 def test_three_racing_proxies_start_exactly_one_daemon(spawned_daemon_port):
     port, state = spawned_daemon_port
 
     async def one():
-        async with stdio_client(stdio_params(port, state)) as (read, write):
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                return await session.call_tool("reticle_sessions", {})
+        async with stdio_session(port, state) as session:
+            return await session.call_tool("reticle_sessions", {})
 
     async def race():
         return await asyncio.gather(one(), one(), one())
@@ -331,11 +336,9 @@ def test_stdio_with_an_unusable_state_dir_answers_a_clear_error(tmp_path):
     port = free_port()
 
     async def run():
-        async with stdio_client(stdio_params(port, blocker / "state")) as (read, write):
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                sessions = (await session.read_resource("reticle://sessions")).contents[0].text
-                return sessions, await session.call_tool("reticle_sessions", {})
+        async with stdio_session(port, blocker / "state") as session:
+            sessions = (await session.read_resource("reticle://sessions")).contents[0].text
+            return sessions, await session.call_tool("reticle_sessions", {})
 
     sessions, result = asyncio.run(run())
     assert "no Reticle daemon runs" in sessions

@@ -126,7 +126,7 @@ def fresh(request):
     if "shop" in request.fixturenames:
         mcp = request.getfixturevalue("shop")
         nav = mcp.ok("reticle_navigate", {"url": "/"})
-        assert nav["confirmed"], nav
+        assert nav["confirmed"] is True, nav
     yield
 
 
@@ -138,6 +138,20 @@ def act_and_wait(mcp, button, until=None, **extra):
         args["until"] = until
     args.update(extra)
     return mcp.ok("reticle_act_and_wait", args, timeout=60)
+
+
+def faulty_then_fixed(shop, fault, button, until, **extra):
+    """act_and_wait with FAULTS[fault] on -> its result; then, with the fault off on a reloaded
+    page, the same act must verify (so the faulty verdict came from the fault, not the test)."""
+    FAULTS[fault] = True
+    try:
+        faulty = act_and_wait(shop, button, until, **extra)
+    finally:
+        FAULTS[fault] = False
+    shop.ok("reticle_navigate", {"reload": True})
+    fixed = act_and_wait(shop, button, until)
+    assert fixed["verified"] == "yes", fixed
+    return faulty
 
 
 def test_a_destructive_control_needs_confirm_dangerous(shop):
@@ -163,27 +177,19 @@ def test_green_ui_over_a_failed_payment_is_no(shop):
 
 
 def test_double_post_fails_an_exact_count(shop):
-    FAULTS["order"] = True
     until = {"kind": "net", "method": "POST", "urlContains": "/api/order", "count": 1}
-    r = act_and_wait(shop, "Send order", until)
+    r = faulty_then_fixed(shop, "order", "Send order", until)
     assert r["verified"] == "no", r
     assert r["verdict"]["assertion"] == "net.count"
     assert "saw 2" in r["because"]
-    FAULTS["order"] = False
-    shop.ok("reticle_navigate", {"reload": True})
-    assert act_and_wait(shop, "Send order", until)["verified"] == "yes"
 
 
 def test_per_item_failures_inside_a_200_are_no(shop):
-    FAULTS["bulk"] = True
     until = {"kind": "net", "urlContains": "/api/bulk", "status": 200}
-    r = act_and_wait(shop, "Import items", until)
+    r = faulty_then_fixed(shop, "bulk", "Import items", until)
     assert r["verified"] == "no", r
     assert r["contradictions"][0]["kind"] == "partial-failure-in-ok-response"
     assert "1 of 2 results FAILED" in r["contradictions"][0]["counter"]
-    FAULTS["bulk"] = False
-    shop.ok("reticle_navigate", {"reload": True})
-    assert act_and_wait(shop, "Import items", until)["verified"] == "yes"
 
 
 def test_console_error_after_the_click(shop):
@@ -200,39 +206,26 @@ def test_console_error_after_the_click(shop):
 
 
 def test_store_disagrees_with_the_rendered_number(shop):
-    FAULTS["cart"] = True
     until = {"kind": "allOf", "predicates": [{"kind": "text", "contains": "Items: 1"},
                                              {"kind": "state", "store": "shop", "path": "cart.count", "equals": 1}]}
-    r = act_and_wait(shop, "Add to cart", until, timeout_ms=1500)
+    r = faulty_then_fixed(shop, "cart", "Add to cart", until, timeout_ms=1500)
     assert r["verified"] == "no", r
     assert "cart.count is 2" in r["because"]
-    FAULTS["cart"] = False
-    shop.ok("reticle_navigate", {"reload": True})
-    assert act_and_wait(shop, "Add to cart", until)["verified"] == "yes"
 
 
 def test_request_that_never_settles_is_unknown(shop):
-    FAULTS["sync"] = True
     until = {"kind": "net", "urlContains": "/api/sync", "status": 200}
-    r = act_and_wait(shop, "Sync now", until, timeout_ms=1000)
+    r = faulty_then_fixed(shop, "sync", "Sync now", until, timeout_ms=1000)
     assert r["verified"] == "unknown", r
     assert "in flight" in r["because"]
     [label] = r["unsettled"]["stillInFlight"]
     assert label.startswith("POST ") and label.endswith("/api/sync")
-    FAULTS["sync"] = False
-    shop.ok("reticle_navigate", {"reload": True})
-    assert act_and_wait(shop, "Sync now", until)["verified"] == "yes"
 
 
 def test_a_202_that_never_reconciles_is_unknown(shop):
-    FAULTS["export"] = True
-    until = {"kind": "net", "urlContains": "/api/export"}
-    r = act_and_wait(shop, "Export", until)
+    r = faulty_then_fixed(shop, "export", "Export", {"kind": "net", "urlContains": "/api/export"})
     assert r["verified"] == "unknown", r
     assert r["verifiedReason"] == "outcome_pending"
-    FAULTS["export"] = False
-    shop.ok("reticle_navigate", {"reload": True})
-    assert act_and_wait(shop, "Export", until)["verified"] == "yes"
 
 
 def test_a_signal_before_the_act_does_not_count_after_it(shop):
@@ -240,6 +233,8 @@ def test_a_signal_before_the_act_does_not_count_after_it(shop):
     shop.ok("reticle_act", {"target": {"role": "button", "name": "Noop"}, "action": "click"})
     r = shop.ok("reticle_assert", {"predicate": {"kind": "signal", "name": "pinged"}})
     assert r["verified"] == "no", r
+    assert r["verifiedReason"] == "assertion_failed" and r["assertion"] == "signal.absent", r
+    assert "signal 'pinged' did not fire" in r["because"]
     r = act_and_wait(shop, "Ping", {"kind": "signal", "name": "pinged", "dataMatches": {"n": {"$gte": 1}}})
     assert r["verified"] == "yes", r
     assert r["honesty"]["grade"] == "signal"
@@ -313,7 +308,9 @@ def test_tolerated_spellings_reach_the_same_verdict(shop):
         r = shop.ok("reticle_assert", {"predicate": predicate})
         assert r["verified"] == "yes", (predicate, r)
     r = shop.ok("reticle_assert", {"until": {"kind": "signal", "data": {"n": 1}, "name": "pinged"}})
-    assert r["verified"] == "no"
+    assert r["verified"] == "no", r
+    assert r["verifiedReason"] == "assertion_failed", r
+    assert "signal 'pinged' did not fire" in r["because"]
 
 
 def test_malformed_predicates_give_no_verdict(shop):

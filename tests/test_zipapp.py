@@ -7,19 +7,20 @@ zipapp/.wheels, so only the first run on a machine needs PyPI.
 """
 
 import glob
-import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import pytest
+
+from _harness import free_port
+from _harness import get_status
+from _harness import wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(REPO, "zipapp", "build.py")
@@ -137,25 +138,6 @@ def test_version_in_empty_venv(pyz, venvs, version, tmp_path):
     assert os.stat(cache / entry).st_mode & 0o077 == 0
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for_status(port, process, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return None
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/status" % port, timeout=5) as reply:
-                return json.loads(reply.read().decode("utf-8"))
-        except OSError:
-            time.sleep(0.1)
-    return None
-
-
 def _mcp_round_trip(url):
     """initialize, tools/list and tools/call through the official MCP Python SDK."""
     anyio = pytest.importorskip("anyio")
@@ -178,15 +160,19 @@ def _mcp_round_trip(url):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_serve_answers_mcp_in_empty_venv(pyz, venvs, version, tmp_path):
     python = venvs(version)
-    port = _free_port()
+    port = free_port()
     env = _env(tmp_path / "home", RETICLE_CACHE_DIR=tmp_path / "cache",
                RETICLE_STATE_DIR=tmp_path / "state")
     process = subprocess.Popen([python, "-I", pyz, "serve", "--host", "127.0.0.1",
                                 "--port", str(port)], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, universal_newlines=True)
     try:
-        status = _wait_for_status(port, process)
-        if status is None:
+        status = None
+        try:  # True when the process ended first, the /status answer when it answered
+            status = wait_until(lambda: process.poll() is not None or get_status(port, timeout=5), 60, 0.1)
+        except AssertionError:
+            pass
+        if not isinstance(status, dict):
             process.kill()
             out, err = process.communicate(timeout=30)
             pytest.fail("serve never answered /status:\n%s%s" % (out, err))

@@ -1,0 +1,196 @@
+"""The verdict rules as pure functions, from tables: one row per clause of
+`_decide` (in its documented order) and one per contradiction kind.  No
+browser: a window is a list of events, a session's knowledge a `_Known`."""
+
+import pytest
+
+import reticle
+
+parse = reticle.parse_predicate
+
+
+def ev(t, etype, **data):
+    return {"t": float(t), "seq": int(t), "type": etype, "data": data}
+
+
+def call(t, method="POST", url="/api/save", status=200, body='{"ok": true}', **extra):
+    d = dict(method=method, url=url, status=status, ok=status < 400, requestId="r%d" % t, **extra)
+    if body is not None:
+        d["responseBody"] = body
+    return ev(t, "net.request", **d)
+
+
+def known(open_requests=(), blind_spots=None, loss=None, origin="", background=()):
+    return reticle._Known(list(open_requests), dict(blind_spots or {}), loss, origin, tuple(background))
+
+
+NET = {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}
+PASS = {"pass": True, "evidence": {"status": 200}}
+FAIL = {"pass": False, "failureReason": "no completed request matched"}
+
+# (id, result, window, known, predicate, flags, expected verified, expected reason, a word of `because`)
+DECIDE = [
+    ("inconclusive", {"pass": False, "inconclusive": "the page could not answer"}, [], known(), NET, {},
+     "unknown", "inconclusive", "could not be evaluated"),
+    ("observation-lost", {"pass": False, "observationLost": True}, [], known(), NET, {},
+     "unknown", "observation_lost", "disconnected"),
+    ("assertion-failed", FAIL, [], known(), NET, {}, "no", "assertion_failed", "did not hold"),
+    ("contradicted", PASS, [call(1, status=500), ev(2, "dom.added")], known(),
+     {"kind": "text", "contains": "Saved"}, {}, "no", "contradicted", "ui-advanced-request-failed"),
+    ("evidence-incomplete", PASS, [call(1), call(2)], known(), {"kind": "text", "contains": "Saved"},
+     {"action_since": 0.0}, "unknown", "evidence_incomplete", "duplicate-request"),
+    ("absence-blind-spot", PASS, [], known(blind_spots={"cross-origin-iframe": 1}),
+     {"kind": "text", "contains": "Error", "absent": True}, {}, "unknown", "absence_blind_spot", "cross-origin-iframe"),
+    ("already-true", PASS, [call(1)], known(), NET, {"already_true": True}, "unknown", "already_true", "already true"),
+    ("transport-overflow", PASS, [call(1), ev(2, "blind-spot", kind="transport-overflow", count=7)], known(), NET, {},
+     "unknown", "evidence_lost", "dropped 7"),
+    ("evicted", PASS, [call(1)], known(loss={"evicted": 503}), NET, {}, "unknown", "evidence_lost", "503"),
+    ("accepted-202", PASS, [call(1, status=202)], known(), NET, {}, "unknown", "outcome_pending", "202"),
+    ("body-unread", PASS, [call(1, body=None)], known(), NET, {}, "unknown", "outcome_unread", "not captured"),
+    ("write-in-flight", PASS, [call(1)], known(open_requests=[{"method": "PUT", "url": "/api/other", "startedAt": 5.0}]),
+     NET, {}, "unknown", "request_in_flight", "PUT /api/other"),
+    ("settle-timed-out-is-no", {"pass": False, "timedOut": True}, [], known(), {"kind": "settled", "quietMs": 300}, {"act": True},
+     "no", "assertion_failed", "did not hold"),
+    ("settle-timed-out-but-held", {"pass": True, "timedOut": True, "evidence": {}}, [], known(),
+     {"kind": "settled", "quietMs": 300}, {"act": True}, "unknown", "unsettled", "never settled"),
+    ("proved", PASS, [call(1)], known(), NET, {}, "yes", "proved", "no channel disagreeing"),
+    # lost evidence makes a failed presence check unknown, never a false no
+    ("missing-evidence-may-be-evicted", FAIL, [], known(loss={"evicted": 503}), NET, {},
+     "unknown", "evidence_lost", "503 event(s) of this window were evicted"),
+    ("a-violation-stands-despite-loss", {"pass": False, "decided": True, "failureReason": "1 console error"},
+     [ev(1, "console.error", text="boom")], known(loss={"evicted": 9}), {"kind": "console", "level": "error", "absent": True},
+     {}, "no", "assertion_failed", "1 console error"),
+    ("a-live-check-stands-despite-loss", FAIL, [], known(loss={"sampled": 40}), {"kind": "text", "contains": "Saved"}, {},
+     "no", "assertion_failed", "did not hold"),
+    # writes the act did not cause, or that have no body, are never outcome_unread
+    ("204-autosave", PASS, [call(1), call(2, method="PUT", url="/api/autosave", status=204, body=None)], known(), NET, {},
+     "yes", "proved", "no channel disagreeing"),
+    ("periodic-autosave", PASS, [call(1), call(2, method="PUT", url="/api/autosave", body=None)],
+     known(background=("PUT /api/autosave",)), NET, {}, "yes", "proved", "held"),
+    ("started-before-the-act", PASS, [call(1), call(2, method="PUT", url="/api/draft", body=None, durationMs=900)],
+     known(), NET, {}, "yes", "proved", "held"),
+    ("another-origin", PASS, [call(1), call(2, url="http://metrics.example/collect", body=None)],
+     known(origin="http://127.0.0.1:8000"), NET, {}, "yes", "proved", "held"),
+    ("the-acts-own-unread-write", PASS, [call(1), call(2, url="http://127.0.0.1:8000/api/other", body=None)],
+     known(origin="http://127.0.0.1:8000"), NET, {}, "unknown", "outcome_unread", "/api/other"),
+    ("proved-beside-open-reads", PASS, [call(1), ev(2, "net.pending", method="GET", url="/poll", requestId="p"),
+                                        ev(3, "dom.added")],
+     known(), NET, {}, "yes", "proved", "noted, and unable to undo it: request-never-settled"),
+    ("proved-by-settle", {"pass": True, "evidence": {"settled": True}}, [call(1)], known(),
+     {"kind": "settled", "quietMs": 300}, {"act": True}, "yes", "proved", "settled"),
+]
+
+
+@pytest.mark.parametrize("row", DECIDE, ids=[r[0] for r in DECIDE])
+def test_decide(row):
+    _, res, window, k, p, flags, verified, reason, word = row
+    p = parse(p)
+    action_since = flags.get("action_since")
+    contradictions = reticle._contradictions(window, p, action_since)
+    got = reticle._decide(dict(res), contradictions, window, k, 0.0, p,
+                          already_true=flags.get("already_true", False), act=flags.get("act", False))
+    assert got[:2] == (verified, reason), got
+    assert word in got[2], got[2]
+
+
+def test_decide_rules_apply_in_their_documented_order():
+    """A failed predicate is `no` even when the window also holds a 202 and an open write;
+    a contradiction outranks every `unknown` below it."""
+    window = [call(1, status=202), call(2, status=500), ev(3, "dom.added")]
+    k = known(open_requests=[{"method": "POST", "url": "/x", "startedAt": 1.0}])
+    p = parse({"kind": "text", "contains": "Saved"})
+    cs = reticle._contradictions(window, p, None)
+    assert reticle._decide(dict(FAIL), cs, window, k, 0.0, p)[1] == "assertion_failed"
+    assert reticle._decide(dict(PASS), cs, window, k, 0.0, p)[1] == "contradicted"
+    doc = reticle._decide.__doc__
+    order = ["inconclusive", "observation_lost", "evidence_lost", "assertion_failed", "contradicted", "evidence_incomplete",
+             "absence_blind_spot", "already_true", "outcome_pending", "outcome_unread",
+             "request_in_flight", "unsettled", "proved"]
+    positions = [doc.index(name) for name in order]
+    assert positions == sorted(positions), "the docstring lists the rules out of order"
+
+
+def test_open_reads_do_not_undo_a_declared_consequence_but_open_writes_do():
+    p = parse({"kind": "text", "contains": "Saved"})
+    read = [ev(1, "net.pending", method="GET", url="/poll", requestId="a"), ev(2, "dom.added")]
+    write = [ev(1, "net.pending", method="POST", url="/save", requestId="b"), ev(2, "dom.added")]
+    for window, expected in ((read, "proved"), (write, "evidence_incomplete")):
+        cs = reticle._contradictions(window, p, None)
+        assert [c["kind"] for c in cs] == ["request-never-settled"]
+        assert reticle._decide(dict(PASS), cs, window, known(), 0.0, p)[1] == expected
+
+
+# (id, window, predicate, action_since, expected kinds)
+CONTRADICTIONS = [
+    ("ui-advanced-request-failed", [call(1, status=500), ev(2, "dom.text")], {"kind": "text", "contains": "Saved"}, None,
+     ["ui-advanced-request-failed"]),
+    ("signal-contradicted", [call(1, status=500), ev(2, "signal", name="saved")], {"kind": "signal", "name": "saved"},
+     None, ["signal-contradicted"]),
+    ("failure-acknowledged", [call(1, status=500), ev(2, "signal", name="save:failed"), ev(3, "dom.added")],
+     {"kind": "signal", "name": "save:failed"}, None, []),
+    ("failure-expected-by-the-predicate", [call(1, status=500), ev(2, "dom.added")],
+     {"kind": "net", "urlContains": "/api/save", "status": 500}, None, []),
+    ("partial-failure-in-ok-response", [call(1, body='{"results": [{"ok": true}, {"ok": false}]}')], NET, None,
+     ["partial-failure-in-ok-response"]),
+    ("failure-misattributed", [call(1, status=503), ev(2, "signal", name="invalid input")],
+     {"kind": "signal", "name": "invalid input"}, None, ["failure-misattributed"]),
+    ("duplicate-request", [call(5), call(6)], {"kind": "text", "contains": "Saved"}, 0.0, ["duplicate-request"]),
+    ("duplicate-pinned-by-count", [call(5), call(6)], dict(NET, count=2), 0.0, []),
+    ("request-never-settled", [ev(1, "net.pending", method="POST", url="/s", requestId="x"), ev(2, "dom.added")],
+     {"kind": "text", "contains": "Saved"}, None, ["request-never-settled"]),
+    ("dev-tooling-ignored", [call(1, method="GET", url="/@vite/client", status=500), ev(2, "dom.added")],
+     {"kind": "text", "contains": "Saved"}, None, []),
+    ("clean", [call(1), ev(2, "dom.added")], NET, 0.0, []),
+]
+
+
+@pytest.mark.parametrize("row", CONTRADICTIONS, ids=[r[0] for r in CONTRADICTIONS])
+def test_contradictions(row):
+    _, window, p, action_since, kinds = row
+    got = reticle._contradictions(window, parse(p), action_since)
+    assert [c["kind"] for c in got] == kinds, got
+    for c in got:
+        assert c["tier"] in ("observed", "absence") and c["claim"] and c["counter"]
+
+
+def test_no_effect_stands_for_a_click_that_changed_nothing():
+    assert reticle._no_effect("click", {"effect": {}}, [ev(1, "console.log", text="x")])["kind"] == "action-had-no-effect"
+    assert reticle._no_effect("click", {"effect": {"domMutatedWithin": True}}, []) is None
+    assert reticle._no_effect("click", {"effect": {}}, [call(1)]) is None
+    assert reticle._no_effect("fill", {"effect": {}}, []) is None
+
+
+@pytest.mark.parametrize("filters,d,expected", [
+    ({"method": "post"}, {"method": "POST", "url": "/a", "status": 200}, True),
+    ({"urlContains": "/b"}, {"method": "POST", "url": "/a", "status": 200}, False),
+    ({"status": 200}, {"method": "GET", "url": "/a", "status": "pending", "pending": True}, False),
+    ({"ok": False}, {"method": "GET", "url": "/a", "status": 503}, True),
+    ({"ok": True}, {"method": "GET", "url": "/a", "status": 503}, False),
+    ({"ok": False}, {"method": "GET", "url": "/a", "status": 0, "error": "network"}, True),
+    ({"ok": True}, {"method": "GET", "url": "/a", "status": 200, "ok": True}, True),
+])
+def test_one_call_matcher(filters, d, expected):
+    assert reticle._call_matches(d, filters) is expected
+
+
+def test_a_pending_call_may_still_match_a_status():
+    d = {"method": "POST", "url": "/api/save", "pending": True, "status": "pending"}
+    assert reticle._call_matches(d, NET, pending=True)
+    assert not reticle._call_matches(d, NET)
+
+
+def test_a_new_document_is_an_effect():
+    window = [dict(ev(1, "console.log", text="hello"), doc="d2")]
+    assert reticle._no_effect("click", {"effect": {}, "documentId": "d1"}, window) is None
+    assert reticle._no_effect("click", {"effect": {}, "documentId": "d2"}, window)["kind"] == "action-had-no-effect"
+    assert reticle._no_effect("submit", {"pageUnloaded": True}, []) is None
+
+
+def test_advice_for_presence_only_and_loose_text():
+    text = parse({"kind": "text", "contains": "2"})
+    advice = reticle._advice(text, {"pass": True, "evidence": {"count": 1}})
+    assert "only checks element/text presence" in advice and "is very short" in advice and "`equals`" in advice
+    common = parse({"kind": "text", "contains": "Saved profile"})
+    assert "matched 3 places" in reticle._advice(common, {"pass": True, "evidence": {"count": 3}})
+    exact = parse({"kind": "allOf", "predicates": [{"kind": "text", "equals": "2"}, NET]})
+    assert reticle._advice(exact, {"pass": True, "evidence": []}) is None
