@@ -1543,8 +1543,12 @@ def _jpeg_size(data: bytes) -> Tuple[int, int]:
     raise ValueError("not a JPEG with a frame header")
 
 
-class _CdpError(ReticleError):
-    """A CDP call answered an error, or the connection went away."""
+class _CdpError(ToolError):
+    """A CDP call answered an error, or the connection went away: a tool that meets it fails
+    with isError, not as a crash."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
 
 
 class _CdpClient:
@@ -1673,6 +1677,7 @@ class _Device:
         self.started_at = time.time()
         self.url = ""
         self.closed = False
+        self.ready = False                       # started and its page connected
         self.acting = 0                          # act commands in flight: input is honoured only then
         self.stderr_tail: collections.deque = collections.deque(maxlen=20)
         self._drain: Optional[asyncio.Task] = None
@@ -1887,7 +1892,6 @@ class _DeviceManager:
         self.budget = self._parse_budget(os.environ.get("RETICLE_DEVICE_BUDGET"))
         self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
         self.idle_s = DEVICE_IDLE_S
-        self.starting = 0
         self._idle_timer: Any = None
 
     @staticmethod
@@ -2008,18 +2012,23 @@ class _DeviceManager:
         """The caller's device on `url` (reused when it has one) -> (device, started)."""
         viewport = viewport or DEVICE_VIEWPORT
         own = self.owned_by(key)
+        if own is not None and not own.ready:
+            raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it")
         if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
             session = self.hub.bridge.get(own.session_id)
             generation = session.generation if session is not None else -1
-            await own.navigate(url)
+            try:
+                await own.navigate(url)
+            except _CdpError as exc:
+                raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again")
             await self.wait_connected(own, generation)
             self.touch(key)
             return own, False
         if own is not None:
             await self.close(own, "replaced by a device with other settings")
-        if len(self.devices) + self.starting >= self.max_devices:
+        if len(self.devices) >= self.max_devices:  # a device counts from the moment it starts
             raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open."
-                            % (self.max_devices, len(self.devices) + self.starting),
+                            % (self.max_devices, len(self.devices)),
                             "close one with reticle_close, or raise RETICLE_MAX_DEVICES")
         self._check_budget(key)
         exe = _find_browser()
@@ -2027,7 +2036,6 @@ class _DeviceManager:
         device = _Device(self, key, headed, viewport)
         self.devices[device.id] = device
         self.touch(key)
-        self.starting += 1
         try:
             t0 = time.monotonic()
             await device.start(exe, url)
@@ -2038,8 +2046,7 @@ class _DeviceManager:
             if isinstance(exc, _CdpError):
                 raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log")
             raise
-        finally:
-            self.starting -= 1
+        device.ready = True
         self._ensure_idle_timer()
         self.touch(key)
         _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
@@ -2107,6 +2114,12 @@ class _DeviceManager:
 
     def _close_idle(self) -> None:
         now = time.monotonic()
+        owners = {d.owner for d in self.devices.values()}
+        for key in [k for k, t in self.last_used.items() if now - t > self.idle_s and k not in owners]:
+            del self.last_used[key]
+        horizon = time.time() - self.budget[1]
+        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
+            del self.starts[key]
         for device in list(self.devices.values()):
             if device.owner.startswith("cli:"):
                 continue  # `reticle drive` and `reticle demo` keep theirs until they end
