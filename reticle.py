@@ -532,7 +532,8 @@ class _SessionSigner:
 INSTRUCTIONS = (
     "Reticle reads the running web app's program truth (network, console, errors, routes, DOM, "
     "storage, app state, signals) and returns verdicts. Loop: reticle_sessions (is a tab "
-    "connected?) -> reticle_snapshot or reticle_query (find refs) -> reticle_act_and_wait with an "
+    "connected? if not, reticle_open {url} opens the app in a browser of Reticle's own) -> "
+    "reticle_snapshot or reticle_query (find refs) -> reticle_act_and_wait with an "
     "`until` predicate, or reticle_assert after acting. Only reticle_act_and_wait and "
     "reticle_assert produce a verdict; every other tool proves nothing. Only verified: \"yes\" is "
     "a pass: \"unknown\" means Reticle could not tell, so report it as unknown and never weaken a "
@@ -542,7 +543,8 @@ INSTRUCTIONS = (
 
 CHEATSHEET = """# Reticle cheat sheet
 
-1. `reticle_sessions`: is a tab connected? If not, add
+1. `reticle_sessions`: is a tab connected? If not, `reticle_open {url}` opens the app in a
+   browser of Reticle's own (no script tag needed), or add
    `<script src="http://127.0.0.1:4400/reticle.js"></script>` to the app's dev HTML and load it.
 2. `reticle_snapshot {mode: "interactive"}` or `reticle_query {by, value}`: find refs (e7).
 3. `reticle_act_and_wait {ref, action, until: <predicate>}`: act and get a verdict.
@@ -1284,7 +1286,8 @@ class _Bridge:
         text = ("no browser session is connected. Load the app in a browser with "
                 '<script src="%s/reticle.js"></script> in its dev HTML (the page must be on '
                 "localhost or 127.0.0.1, or allow-listed with RETICLE_ALLOWED_ORIGINS and given the "
-                "token), then call reticle_sessions again." % origin)
+                "token), then call reticle_sessions again; or let Reticle open the app itself: "
+                "reticle_open {url} starts a browser with the SDK injected." % origin)
         if self.ever_connected:
             text = "every tab that connected has gone (%d seen since start). " % self.ever_connected + text
         if self.refusals:
@@ -3545,6 +3548,8 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
             "action": "open_app",
             "reason": "no tab has loaded %s/reticle.js yet" % hub.public_origin(),
             "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
+            "or": {"tool": "reticle_open", "args": {"url": "<the app's URL>"},
+                   "reason": "a browser of Reticle's own, with the SDK injected into the app"},
         }
     return out
 
