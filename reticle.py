@@ -1809,12 +1809,16 @@ class _Device:
             params.update(extra)
             return call("Input.dispatchMouseEvent", params, page)
 
+        hold = min(30.0, max(0.0, float(req.get("holdMs") or 0) / 1000.0))
         if action in ("click", "dblclick", "hover"):
             await mouse("mouseMoved", x, y)
             if action == "hover":
+                await asyncio.sleep(hold)
                 return
             for count in ((1, 2) if action == "dblclick" else (1,)):
                 await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=count)
+                if action == "click":
+                    await asyncio.sleep(hold)
                 await mouse("mouseReleased", x, y, button="left", buttons=0, clickCount=count)
         elif action == "drag":
             tx, ty = float(req.get("toX", x)), float(req.get("toY", y))
@@ -8672,6 +8676,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     req.text = String(a.text != null ? a.text : a.value != null ? a.value : '');
     req.key = a.key || a.text || 'Enter';
     req.modifiers = Array.isArray(a.modifiers) ? a.modifiers : [];
+    req.holdMs = Math.min(30000, Math.max(0, Number(a.holdMs) || 0));
     var seen = null;
     var spy = function (e) {
       if (!seen) seen = e;
@@ -8679,16 +8684,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     window.addEventListener(CDP_INPUT[action], spy, true);
     return new N.Promise(function (resolve, reject) {
       var timer = N.setTimeout(function () {
-        finish({ ok: false, error: 'the daemon did not dispatch it within 5 s' });
-      }, 5000);
+        finish({ ok: false, error: 'the daemon did not dispatch it in time' });
+      }, 5000 + req.holdMs);
       function finish(msg) {
         N.clearTimeout(timer);
         delete INPUT_WAITS[req.id];
         window.removeEventListener(CDP_INPUT[action], spy, true);
-        if (msg.ok) resolve({ defaultPrevented: !!(seen && seen.defaultPrevented) });
+        var r = { defaultPrevented: !!(seen && seen.defaultPrevented) };
+        if (req.holdMs) r.heldMs = Math.round(N.now() - sent);
+        if (msg.ok) resolve(r);
         else reject(new Error('real input failed: ' + clip(String(msg.error || ''), 300)));
       }
       INPUT_WAITS[req.id] = finish;
+      var sent = N.now();
       if (!rawSend(N.stringify(req))) finish({ ok: false, error: 'the socket to the daemon is closed' });
     });
   }

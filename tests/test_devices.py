@@ -495,3 +495,11 @@ def test_a_device_closes_when_its_browser_dies_or_its_key_idles(tmp_path, app):
             server.stop()
 
     asyncio.run(run())
+
+
+def test_a_held_click_is_held_by_real_input(mcp, app):
+    sid = mcp.ok("reticle_open", {"url": app.url + "/plain"})["sessionId"]
+    res = mcp.ok("reticle_act", {"target": {"role": "button", "name": "Send"}, "action": "click",
+                                 "args": {"holdMs": 400}, "sessionId": sid})
+    assert res["input"] == "cdp"
+    assert 400 <= res["result"]["effect"]["heldMs"] < 2000, res
