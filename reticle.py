@@ -982,6 +982,8 @@ class _BrowserSession:
                "sdkVersion": self.sdk_version, "buffer": self.store.stats()}
         if self.title:
             out["title"] = self.title
+        if self.device is not None:
+            out["device"] = {"deviceId": self.device.id, "input": "cdp", "headed": self.device.headed}
         if self.sdk_version and self.sdk_version != __version__:
             out["versionSkew"] = {"sdk": self.sdk_version, "daemon": __version__}
         if self.throttled():

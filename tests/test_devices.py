@@ -144,6 +144,7 @@ def test_an_uninstrumented_loopback_page_is_verified_with_real_input(mcp, app):
     assert opened["sessionId"].startswith("device-") and opened["started"] is True
     sessions = mcp.ok("reticle_sessions")["sessions"]
     assert [s["sessionId"] for s in sessions] == [opened["sessionId"]]
+    assert sessions[0]["device"] == {"deviceId": opened["deviceId"], "input": "cdp", "headed": False}
 
 
 def test_a_non_loopback_host_is_verified_through_the_device_capability(mcp, app):
