@@ -133,6 +133,7 @@ MAX_PENDING_HANDSHAKES = 16
 MAX_DEPARTED = 8                           # closed tabs kept for a reload to resume (each keeps its buffer)
 DEPARTED_KEEP_MS = 60_000
 COMMAND_TIMEOUT_S = 8.0
+OBSERVE_MAX_BYTES = 32 * 1024             # one reticle_observe answer; `next` pages on
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
 BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
 EVENT_CAP_COUNT = 2000
@@ -141,6 +142,14 @@ EVENT_CAP_BYTES = 8 * 1024 * 1024
 EVENTS_PER_SECOND_DEFAULT = 20_000         # per browser session, then sampling
 THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
+# Hardening limits (SECURITY.md lists them all, with the tests that pin them).
+MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
+MAX_BATCH_REPLY_BYTES = 8 * 1024 * 1024    # a batch's replies together; the rest are -32600 beyond it
+MAX_JSON_DEPTH = 64                        # nesting of an MCP message; deeper is a -32700 parse error
+HEADER_TIMEOUT_S = 10.0                    # request headers (and an idle keep-alive) must arrive in this
+SESSION_MAX_AGE_S = 30 * 86400             # a Streamable HTTP session id older than this answers 404
+MIN_TOKEN_CHARS = 32                       # the shortest RETICLE_TOKEN accepted off loopback
+AUTH_FAIL_RATE = (1.0, 10.0)               # wrong tokens per peer address: burst 10, then 1/s; 429 beyond
 
 # Event types that are churn: evicted first when a buffer is full, sampled
 # first when a page floods the bridge.
@@ -166,7 +175,7 @@ class _JsonFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, separators=(",", ":"))
+        return _redact(_dumps(line, ascii=True))
 
 
 def _emit(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
@@ -247,8 +256,93 @@ class ConfigError(ReticleError):
 ###############################################################################
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_SURROGATE_HINT_RE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+# A secret's value after `token=` (a URI), `"token": "` (JSON) or `Bearer ` (a header), and a
+# device's capability after `device=` (its bridge URL).
+_SECRET_RE = re.compile(r"""(?i)(token(?:=|%3D|\\?["']?\s*[:=]\s*\\?["']?)|\bdevice(?:=|%3D)|\bbearer\s+)"""
+                        r"""([^\s&"'\\,;)}\]]+)""")
+
+
+def _dumps(obj: Any, ascii: bool = False) -> str:
+    """Compact JSON that every parser accepts: never NaN or Infinity (null, as
+    JSON.stringify writes them) and never a lone surrogate (U+FFFD instead)."""
+    try:
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=ascii, default=str, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(obj), separators=(",", ":"), ensure_ascii=ascii, default=str, allow_nan=False)
+    if ascii:
+        if "\\ud" in text:  # a non-BMP character, or a lone surrogate: repair the latter
+            text = json.dumps(json.loads(_dumps(obj)), separators=(",", ":"), allow_nan=False)
+    elif _SURROGATE_RE.search(text):
+        text = _SURROGATE_RE.sub("\ufffd", text)
+    return text
+
+
+def _finite(obj: Any) -> Any:
+    """obj with every non-finite float replaced by None."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _redact(text: str) -> str:
+    """text with every value that looks like a pairing token replaced (log lines)."""
+    return _SECRET_RE.sub(lambda m: m.group(1) + "[redacted]", text)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError("%s is not a JSON number" % name)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("the number %s is too large for a double" % text[:40])
+    return value
+
+
+def _loads(data: Any, strict: bool = True) -> Any:
+    """json.loads for what clients send: ValueError for anything that is not
+    plain JSON (NaN, Infinity, numbers that overflow, nesting that would
+    exhaust the stack).  strict also refuses nesting deeper than
+    MAX_JSON_DEPTH and strings holding a lone surrogate, which is not
+    Unicode text and could not be written back out."""
+    try:
+        value = json.loads(data, parse_constant=_reject_constant, parse_float=_parse_float)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply (at most %d levels)" % MAX_JSON_DEPTH)
+    if strict:
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        deep = raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
+        if deep or _SURROGATE_HINT_RE.search(raw):
+            problem = _json_problem(value)
+            if problem:
+                raise ValueError(problem)
+    return value
+
+
+def _json_problem(value: Any) -> Optional[str]:
+    """Why a parsed value is refused (too deep, a lone surrogate), or None."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE_RE.search(v):
+                return "a string holds a lone surrogate, which is not Unicode text"
+        elif isinstance(v, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                return "the JSON is nested deeper than %d levels" % MAX_JSON_DEPTH
+            if isinstance(v, dict):
+                stack.extend((k, depth) for k in v)
+                stack.extend((x, depth + 1) for x in v.values())
+            else:
+                stack.extend((x, depth + 1) for x in v)
+    return None
 
 
 def _short(value: Any, limit: int = 140) -> str:
@@ -479,7 +573,9 @@ class _SessionSigner:
 
     payload = base64url(16 random bytes + 8-byte issued-at seconds); mac =
     HMAC-SHA256 over ``v1.<payload>`` with the per-machine key.  Verifying
-    needs only the key, so ids stay valid across daemon restarts.
+    needs only the key, so ids stay valid across daemon restarts; the daemon
+    gives them a maximum age (SESSION_MAX_AGE_S, 30 days), after which they
+    answer 404 like an unknown id and the client initializes again.
     """
 
     VERSION = "v1"
@@ -520,7 +616,8 @@ class _SessionSigner:
             return False
         if self.max_age_s is not None:
             issued = int.from_bytes(payload[16:], "big")
-            if (time.time() if now is None else now) - issued > self.max_age_s:
+            age = (time.time() if now is None else now) - issued
+            if age > self.max_age_s or age < -86400:  # too old, or from a clock a day ahead
                 return False
         return True
 
@@ -631,9 +728,11 @@ class _McpDispatcher:
         if isinstance(payload, list):
             if not payload:
                 return _rpc_error(None, -32600, "Invalid Request: empty batch"), False
+            if len(payload) > MAX_BATCH:
+                return _rpc_error(None, -32600, "Invalid Request: a batch holds at most %d messages; this one "
+                                                "holds %d, so none ran" % (MAX_BATCH, len(payload))), False
             replies = await asyncio.gather(*(self.handle(m, ctx) for m in payload))
-            replies = [r for r in replies if r is not None]
-            return (replies or None), True
+            return _bound_batch([r for r in replies if r is not None]), True
         return await self.handle(payload, ctx), False
 
     async def handle(self, msg: Any, ctx: _CallContext) -> Optional[dict]:
@@ -641,8 +740,10 @@ class _McpDispatcher:
             return _rpc_error(None, -32600, "Invalid Request: a JSON-RPC message must be an object")
         mid = msg.get("id")
         has_id = "id" in msg
-        if has_id and not (mid is None or isinstance(mid, (str, int, float)) and not isinstance(mid, bool)):
-            return _rpc_error(None, -32600, "Invalid Request: id must be a string or a number")
+        if has_id and not (isinstance(mid, (str, int, float)) and not isinstance(mid, bool)):
+            # MCP forbids a null id: it would make the request indistinguishable from an error reply.
+            return _rpc_error(None, -32600, "Invalid Request: id must be a string or a number%s"
+                              % (", not null" if mid is None else ""))
         method = msg.get("method")
         if msg.get("jsonrpc") != "2.0" or not isinstance(method, str):
             if method is None and ("result" in msg or "error" in msg) and msg.get("jsonrpc") == "2.0":
@@ -691,6 +792,8 @@ class _McpDispatcher:
             return {"resources": self.resources()}
         if method == "resources/read":
             uri = params.get("uri")
+            if not isinstance(uri, str):
+                raise RpcError(-32602, "resources/read needs params.uri, a string such as reticle://sessions")
             if uri in self.static_resources:
                 _, mime, make = self.static_resources[uri]
                 return {"contents": [{"uri": uri, "mimeType": mime, "text": make()}]}
@@ -705,6 +808,22 @@ class _McpDispatcher:
 
 def _rpc_error(mid: Any, code: int, message: str) -> dict:
     return {"jsonrpc": "2.0", "id": mid, "error": {"code": code, "message": message}}
+
+
+def _bound_batch(replies: List[dict]) -> Optional[List[dict]]:
+    """A batch's replies, each beyond MAX_BATCH_REPLY_BYTES in total replaced
+    by a -32600 error naming the limit (the work ran; its answer is too big to
+    send in one batch)."""
+    total = 0
+    out = []
+    for reply in replies:
+        total += len(_dumps(reply).encode("utf-8"))
+        if total > MAX_BATCH_REPLY_BYTES:
+            reply = _rpc_error(reply.get("id"), -32600, "Invalid Request: the batch's replies exceed %d bytes; "
+                               "send this request again on its own or in a smaller batch" % MAX_BATCH_REPLY_BYTES)
+            total += 200
+        out.append(reply)
+    return out or None
 
 
 class _WithContent(dict):
@@ -790,6 +909,13 @@ def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
     if "ok" in f and (not _call_failed(d)) != f["ok"]:
         return False
     return True
+
+
+_FRAME_TYPES = ("net.ws", "net.sse", "net.stream")
+def _frames(window: List[dict]) -> List[dict]:
+    """The messages of a window (not the opens and closes), dev tooling aside."""
+    return [e["data"] for e in window if e["type"] in _FRAME_TYPES
+            and e["data"].get("direction") in ("in", "out") and not _is_dev(e["data"])]
 
 
 def _call_label(d: dict) -> str:
@@ -905,6 +1031,12 @@ class _EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
+class _Window(list):
+    """A window's events, with the cursor it starts at (so quiet can be counted from it)."""
+
+    start = 0.0
+
+
 class _Known:
     """What a session knows beside its window, for the verdict rules: the
     requests still open, the blind-spot counts and what the buffer lost
@@ -1005,9 +1137,13 @@ class _BrowserSession:
     def splice_buffer(self, out: dict, since: float) -> dict:
         loss = self.store.loss_since(since)
         if loss:
-            loss["note"] = ("part of this window is gone: the buffer keeps %d events / %d s / %d MiB "
-                            "per tab, and the page's flood was sampled; counts above are lower bounds"
+            why = []
+            if loss.get("evicted") or loss.get("evictedChurn"):
+                why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
                             % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
+            if loss.get("sampled"):
+                why.append("the page's flood was sampled")
+            loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
             out["buffer"] = loss
         return out
 
@@ -1429,9 +1565,11 @@ def _act_command(args: dict) -> dict:
 
 def _summarise(events: List[dict]) -> dict:
     c = collections.Counter(e["type"] for e in events)
+    messages = sum(1 for e in events if e["type"] in _FRAME_TYPES and e["data"].get("direction") in ("in", "out"))
     return {
         "total": len(events),
-        "network": c["net.request"],
+        "network": c["net.request"] + messages,
+        "messages": messages,
         "domAdded": c["dom.added"], "domRemoved": c["dom.removed"],
         "domChanged": c["dom.attr"] + c["dom.text"],
         "routeChanges": c["route.change"],
@@ -2404,13 +2542,15 @@ async def _eval_route(session: "_BrowserSession", p: dict, window: List[dict], d
     return {"pass": True, "evidence": evidence, "assertion": "route"}
 
 
+_BUSY_EVENTS = ("net.request", "dom.added", "dom.removed", "dom.attr") + _FRAME_TYPES
+
+
 async def _eval_settled(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
     quiet_ms = float(p.get("quietMs", 500))
     open_ids = _still_open(window)
-    last_busy = None
+    last_busy = getattr(window, "start", None)  # quiet counts from the act, not from before it
     for e in window:
-        if e["type"] in ("net.request", "dom.added", "dom.removed", "dom.attr") \
-                and not _is_dev(e["data"]):
+        if e["type"] in _BUSY_EVENTS and not _is_dev(e["data"]):
             last_busy = e["t"]
     if open_ids:
         labels = [_call_label(d) for d in open_ids.values()]
@@ -2525,14 +2665,7 @@ async def _eval_text(session: "_BrowserSession", p: dict, window: List[dict], di
 
 # -- frames: WebSocket, EventSource and streamed-response messages ----------------------------------
 
-_FRAME_TYPES = ("net.ws", "net.sse", "net.stream")
 _MISSING = object()
-
-
-def _frames(window: List[dict]) -> List[dict]:
-    """The messages of a window (not the opens and closes), dev tooling aside."""
-    return [e["data"] for e in window if e["type"] in _FRAME_TYPES
-            and e["data"].get("direction") in ("in", "out") and not _is_dev(e["data"])]
 
 
 def _frame_value(text: str, path: str) -> Any:
@@ -2966,7 +3099,8 @@ async def _evaluate(session: "_BrowserSession", p: dict, floor: float, diagnose:
     if kind in ("allOf", "anyOf", "not"):
         return await _evaluate_combinator(session, p, floor, diagnose)
     start = float(p["since"]) if p.get("since") is not None and float(p["since"]) > floor else floor
-    window = session.window(start)
+    window = _Window(session.window(start))
+    window.start = start
     try:
         return await _PREDICATE_KINDS[kind].evaluate(session, p, window, diagnose)
     except ToolError as exc:
@@ -3062,12 +3196,80 @@ _EFFECT_EVENTS = ("net.pending", "net.request", "route.change", "signal", "state
                   "dom.added", "dom.removed", "dom.attr", "dom.text", "anim.start")
 
 
+def _error_ui(window: List[dict]) -> List[dict]:
+    """Errors the user was shown in the window (ui.alert events): a field marked invalid, a toast
+    the app declared an error, or an alert or assertive message in the words of a failure."""
+    out = []
+    for e in window:
+        if e["type"] != "ui.alert":
+            continue
+        d = e["data"]
+        text = str(d.get("text", ""))
+        if d.get("level") == "error" or d.get("source") == "invalid" or _FAILURE_WORDS.search(text):
+            out.append(d)
+    return out
+
+
+def _ui_label(d: dict) -> str:
+    where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
+             "alertdialog": "in a dialog", "assertive": "in an assertive live region"}.get(d.get("source"), "as an alert")
+    return "%r %s" % (_short(str(d.get("text", "")), 120), where)
+
+
+def _expects_error(p: dict, d: dict) -> bool:
+    """The predicate itself asks for this message (a text or element leaf that names it)."""
+    text = str(d.get("text", "")).lower()
+    for leaf, neg in _leaves(p):
+        if neg or leaf.get("absent"):
+            continue
+        if leaf["kind"] == "text" and any(str(leaf.get(k, "")).lower() in text for k in ("contains", "equals")
+                                          if leaf.get(k)):
+            return True
+        if leaf["kind"] == "text" and leaf.get("matches") and re.search(leaf["matches"], str(d.get("text", ""))):
+            return True
+        if leaf["kind"] == "element":
+            q = leaf.get("query", {})
+            if q.get("role") in ("alert", "alertdialog") or q.get("value") in ("alert", "alertdialog"):
+                return True
+            if any(str(q.get(k, "")).lower() in text for k in ("text", "name") if q.get(k)):
+                return True
+    return False
+
+
+def _failures_shown(window: List[dict]) -> List[str]:
+    """What went wrong in plain sight: an error shown to the user, a console error or uncaught
+    exception, a write that failed.  Each in a short phrase, most telling first."""
+    out = ["the page showed %s" % _ui_label(d) for d in _error_ui(window)]
+    for e in window:
+        if e["type"] in ("console.error", "error.uncaught"):
+            d = e["data"]
+            out.append("%s: %s" % ("an uncaught error" if e["type"] == "error.uncaught" else "console.error",
+                                   _short(str(d.get("text") or d.get("message") or ""), 120)))
+    out += ["%s answered %s" % (_call_label(d), d.get("status") or d.get("error"))
+            for d in _calls(window) if _is_write(d) and _call_failed(d) and not _is_dev(d)]
+    return out
+
+
+def _had_effect(effect: Any, window: List[dict]) -> bool:
+    """Anything observable happened after the act: a mutation in its own frame, an event of
+    consequence (DOM, request, route, signal, state, storage, socket message), or a new document."""
+    if isinstance(effect, dict):
+        probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
+        if probes.get("domMutatedWithin") or effect.get("pageUnloaded"):
+            return True
+        act_doc = effect.get("documentId")
+        if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
+            return True
+    return any(e["type"] in _EFFECT_EVENTS or e["type"] in _FRAME_TYPES or e["type"] == "ui.alert" for e in window)
+
+
 def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) -> List[dict]:
     """Channels that disagree with a passing predicate, in two tiers.
 
-    observed (they make a verdict `no`): a failed request under a UI that moved
-    on (ui-advanced-request-failed) or under a success signal
-    (signal-contradicted), a 2xx whose body reports failure
+    observed (they make a verdict `no`): an error shown to the user while the
+    predicate held (error-shown), a failed request under a UI that moved on
+    without showing an error (ui-advanced-request-failed) or under a success
+    signal (signal-contradicted), a 2xx whose body reports failure
     (partial-failure-in-ok-response), a server error shown as the user's
     mistake (failure-misattributed).  absence (they make it `unknown`): one
     write completed twice for one action (duplicate-request), a request the
@@ -3080,7 +3282,14 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
     failed = [d for d in calls if _call_failed(d) and not any(_call_matches(d, leaf) for leaf in expected_failures)]
     signals = [e["data"] for e in window if e["type"] == "signal"]
-    acknowledged = any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
+    shown = _error_ui(window)
+    unexpected = [d for d in shown if not _expects_error(p, d)]
+    if unexpected:
+        out.append({"kind": "error-shown", "tier": "observed",
+                    "claim": "%s held" % _describe_predicate(p),
+                    "counter": "the page showed %s" % _ui_label(unexpected[0]),
+                    "detail": "the user was told something failed"})
+    acknowledged = bool(shown) or any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
         e["type"] == "state.change" and _FAILURE_WORDS.search(_dumps(e.get("data"))[:2000]) for e in window)
     if failed and not acknowledged:
         happy = [s for s in signals if not _FAILURE_WORDS.search(str(s.get("name", "")))]
@@ -3114,13 +3323,13 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
                     "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
                     "detail": "a server failure shown to the user as their mistake"})
     if action_since is not None:
-        writes = collections.Counter(_call_label(e["data"]) for e in window
+        writes = collections.Counter((_call_label(e["data"]), _dumps(e["data"].get("requestBody"))) for e in window
                                      if e["type"] == "net.request" and e["t"] >= action_since
                                      and _is_write(e["data"]) and not _is_dev(e["data"]))
-        for label, n in writes.items():
+        for (label, _), n in writes.items():
             if n >= 2 and not any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
                 out.append({"kind": "duplicate-request", "tier": "absence",
-                            "claim": "one action", "counter": "%s completed %d times" % (label, n),
+                            "claim": "one action", "counter": "%s completed %d times with the same body" % (label, n),
                             "detail": "the same write ran more than once for one action; pin it with a net "
                                       "predicate and count: 1"})
     if ui_advanced:
@@ -3132,11 +3341,14 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
 
 
 def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
-            already_true: bool = False, act: bool = False) -> Tuple[str, str, str]:
+            already_true: bool = False, act: bool = False, effect: Any = None) -> Tuple[str, str, str]:
     """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
 
     1. the predicate could not be evaluated -> unknown, inconclusive
     2. the tab went away during the observation -> unknown, observation_lost
+    2a. act_and_wait with no predicate (did the act work?): a failure in sight (an error shown to the
+        user, a console error, a failed write) -> no, failure_observed; a page that never settled ->
+        unknown, unsettled
     3. the predicate failed for want of evidence that events lost from the window could have held
        (evicted, sampled, or dropped by the page while the daemon was unreachable) -> unknown,
        evidence_lost; a violation that is there (decided), or a check of the live page, stands
@@ -3152,15 +3364,22 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         outcome_unread (204, 205 and 304 have no body; a write to another origin, one that started
         before the window, or one the page also made on its own before it is not the act's)
     12. a write started in the window is still in flight -> unknown, request_in_flight
-    13. an implicit settle (no predicate) that timed out -> unknown, unsettled
+    13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
     """
     declared = p["kind"] != "settled"
+    implicit = not declared and act  # act_and_wait with no `until`: did the act work?
     if res.get("inconclusive"):
         return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % res["inconclusive"]
     if res.get("observationLost"):
         return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
                                                "reticle_sessions and repeat if it is safe")
+    if implicit:
+        failures = _failures_shown(window)
+        if failures:
+            return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
+        if not res["pass"]:
+            return "unknown", "unsettled", "the page never settled within the timeout, and nothing failed in sight"
     lost = _lost_evidence(window, known)
     reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
                        for leaf, neg in _leaves(p))
@@ -3211,8 +3430,10 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if in_flight:
         return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
                                                 "known yet" % _call_label(in_flight[0]))
-    if not declared and act and res.get("timedOut"):
-        return "unknown", "unsettled", "the page never settled within the timeout"
+    if implicit and not _had_effect(effect, window):
+        return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
+                                        "state or storage event followed the act; declare the consequence you "
+                                        "expect with `until`")
     evidence = res.get("evidence")
     summary = _short(evidence, 160) if evidence is not None else "the predicate"
     noted = ""
@@ -3712,10 +3933,24 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     if budget and len(events) > budget:
         dropped = len(events) - budget
         events = events[-budget:]
+    shown: List[dict] = []
+    used = 0
+    for e in events:
+        item = _public_event(e)
+        size = len(_dumps(item).encode("utf-8"))
+        if shown and used + size > OBSERVE_MAX_BYTES:
+            break
+        shown.append(item)
+        used += size
     out: Dict[str, Any] = {"window_ms": round((until or now) - since), "since": since,
-                           "events": [_public_event(e) for e in events], "summary": summary}
-    cost = _cost(out["events"])
-    cost["events"] = len(events)
+                           "events": shown, "summary": summary}
+    if len(shown) < len(events):
+        rest = events[len(shown)]
+        out["next"] = {"since": rest["t"], "remaining": len(events) - len(shown),
+                       "note": "this answer stops at %d KiB; call again with since=%s for the rest"
+                               % (OBSERVE_MAX_BYTES >> 10, rest["t"])}
+    cost = _cost(shown)
+    cost["events"] = len(shown)
     if dropped:
         cost["droppedOldest"] = dropped
     out["cost"] = cost
@@ -3723,7 +3958,7 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
 
 
 _FILTER_BUCKETS = {
-    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse"), "route": ("route.",),
+    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse", "net.stream"), "route": ("route.",),
     "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
     "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",),
 }
@@ -3739,8 +3974,36 @@ def _event_matches_filters(etype: str, filters: List[str]) -> bool:
     return False
 
 
+def _value_change(before: Any, after: Any) -> dict:
+    """A stored value's change, small: the keys that changed when both sides are JSON objects,
+    else the old value cut short and the new one."""
+    def parsed(v: Any) -> Any:
+        if isinstance(v, str) and v[:1] in ("{", "["):
+            try:
+                return json.loads(v)
+            except ValueError:
+                return v
+        return v
+    a, b = parsed(before), parsed(after)
+    if isinstance(a, dict) and isinstance(b, dict):
+        changed = {k: _short(b[k], 80) for k in b if k not in a or not _deep_equal(a[k], b[k])}
+        removed = [k for k in a if k not in b]
+        out: Dict[str, Any] = {"changedKeys": dict(list(changed.items())[:20])}
+        if removed:
+            out["removedKeys"] = removed[:20]
+        return out
+    def small(v: Any, limit: int) -> Any:
+        return v if v is None or len(_dumps(v)) <= limit else _short(v, limit)
+    return {"from": small(before, 80), "to": small(after, 200)}
+
+
 def _public_event(e: dict) -> dict:
-    out = {"t": e["t"], "type": e["type"], "data": e.get("data")}
+    data = e.get("data")
+    if e["type"] in ("storage.change", "state.change") and isinstance(data, dict):
+        # stores and storage repeat their whole value on every write: answer the change
+        data = dict({k: data[k] for k in ("area", "key", "store", "path") if k in data},
+                    **_value_change(data.get("from"), data.get("to")))
+    out = {"t": e["t"], "type": e["type"], "data": data}
     if e.get("actionId"):
         out["actionId"] = e["actionId"]
     return out
@@ -3771,8 +4034,29 @@ def _net_calls(session: "_BrowserSession", since: float, until: Optional[float])
     return [done[r] for r in order]
 
 
+def _sockets(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
+    """WebSocket, EventSource and streamed-response traffic, one row per connection: its
+    message counts and its last messages."""
+    rows: Dict[Tuple[str, str], dict] = {}
+    for e in session.store.query(since, until):
+        if e["type"] not in _FRAME_TYPES or _is_dev(e["data"]):
+            continue
+        d = e["data"]
+        key = (str(d.get("transport", e["type"][4:])), str(d.get("url", "?")))
+        row = rows.setdefault(key, {"transport": key[0], "url": key[1], "messagesIn": 0, "messagesOut": 0,
+                                    "last": []})
+        direction = d.get("direction")
+        if direction in ("in", "out"):
+            row["messagesIn" if direction == "in" else "messagesOut"] += 1
+            row["last"] = (row["last"] + [{"direction": direction, "t": e["t"],
+                                           "data": _short(d.get("data", "(binary)"), 200)}])[-3:]
+        elif direction in ("open", "close", "error"):
+            row[{"open": "openedAt", "close": "closedAt", "error": "errorAt"}[direction]] = e["t"]
+    return list(rows.values())
+
+
 async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    since, until = _window(session, args, 0.0)
+    since, until = _window(session, args, session.floor())
     calls = _net_calls(session, since, until)
     all_calls = calls
     calls = [c for c in calls if _call_matches(c, args)]
@@ -3790,7 +4074,10 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
                 if k in c:
                     item[k] = c[k]
         shaped.append(item)
-    out: Dict[str, Any] = {"calls": shaped}
+    out: Dict[str, Any] = {"since": since, "calls": shaped}
+    sockets = _sockets(session, since, until)
+    if sockets:
+        out["sockets"] = sockets
     if total > len(shaped):
         out["total"] = total
         out["truncated"] = True
@@ -3798,9 +4085,9 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
         out["hint"] = {"totalInWindow": len(all_calls),
                        "present": [{"method": c.get("method"), "url": c.get("url"), "status": c.get("status")}
                                    for c in all_calls[-5:]]}
-    elif not all_calls:
+    elif not all_calls and not sockets:
         out["observed"] = True
-        out["note"] = "the observation ran and found no network calls in this window"
+        out["note"] = "the observation ran and found no network calls or socket messages in this window"
     if any(c.get("bodyCaptured") is False and str(c.get("method", "")).upper() in ("POST", "PUT", "PATCH")
            for c in shaped):
         out["bodiesNotCaptured"] = True
@@ -3939,7 +4226,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
     if no_effect:
         contradictions = [no_effect]  # it explains everything else: it stands alone
     verified, reason, because = _decide(res, contradictions, window, known, since, p,
-                                        already_true=already_true, act=True)
+                                        already_true=already_true, act=True, effect=effect)
     verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
                                    "inconclusive", "decided", "observationLost", "timedOut") if k in res}
     loss = known.loss
@@ -3962,7 +4249,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         out["advice"] = advice
     if contradictions:
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled"):
+    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
     return session.splice_health(out)
 
@@ -4207,15 +4494,34 @@ class _Guard:
 
     def __init__(self, hub: "Hub") -> None:
         self.hub = hub
+        self.failures = _RateLimiter(*AUTH_FAIL_RATE)  # wrong tokens, per peer address
 
     def presented_token(self, request: Any) -> Optional[str]:
-        auth = request.headers.get("Authorization", "")
-        if auth.startswith("Bearer "):
-            return auth[len("Bearer "):].strip()
+        scheme, _, value = request.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() == "bearer" and value.strip():  # auth schemes are case-insensitive (RFC 9110)
+            return value.strip()
         values = request.query_arguments.get("token")
         if values:
             return values[-1].decode("utf-8", "replace")
         return None
+
+    def token_attempt(self, peer: str, presented: Optional[str]) -> bool:
+        """token_ok, with wrong guesses limited per peer address (AUTH_FAIL_RATE).
+
+        Raises a 429 refusal while the peer is over its budget of wrong
+        guesses, whatever it presents, so the token cannot be brute-forced."""
+        if not presented:
+            return False  # nothing guessed: the loopback tier still decides
+        wait = self.failures.peek(peer)
+        if wait is not None:
+            raise _HttpRefusal(429, "too many wrong tokens",
+                               "this address presented too many wrong tokens (more than %g, then %g/s); retry "
+                               "after %.2f s" % (self.failures.burst, self.failures.rate, wait),
+                               {"Retry-After": str(max(1, int(wait + 0.999)))})
+        if self.token_ok(presented):
+            return True
+        self.failures.check(peer)
+        return False
 
     def token_ok(self, presented: Optional[str]) -> bool:
         expected = self.hub.token()
@@ -4249,7 +4555,7 @@ class _Guard:
         if problem is None:
             return
         presented = self.presented_token(request)
-        if self.token_ok(presented):
+        if self.token_attempt(request.remote_ip or "", presented):
             return
         detail = "%s; requests that are not from a loopback client with loopback Host and Origin " \
                  "need the pairing token (Authorization: Bearer <token> or ?token=)" % problem
@@ -4273,8 +4579,9 @@ class _RateLimiter:
         self.burst = burst
         self._buckets: Dict[str, List[float]] = {}
 
-    def check(self, key: str) -> Optional[float]:
-        """None when allowed, else the seconds until the next request is."""
+    def check(self, key: str, cost: float = 1.0) -> Optional[float]:
+        """None when `cost` requests are allowed now (and counted), else the
+        seconds until they would be (and nothing is counted)."""
         now = time.monotonic()
         bucket = self._buckets.get(key)
         if bucket is None:
@@ -4283,21 +4590,78 @@ class _RateLimiter:
             bucket = self._buckets[key] = [self.burst, now]
         tokens = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
         bucket[1] = now
-        if tokens >= 1.0:
-            bucket[0] = tokens - 1.0
+        need = min(cost, self.burst)  # a cost above the burst runs into debt rather than never
+        if tokens >= need:
+            bucket[0] = tokens - cost
             return None
         bucket[0] = tokens
-        return (1.0 - tokens) / self.rate
+        return (need - tokens) / self.rate
+
+    def peek(self, key: str) -> Optional[float]:
+        """None when one request would be allowed now, else the wait; counts nothing."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return None
+        tokens = min(self.burst, bucket[0] + (time.monotonic() - bucket[1]) * self.rate)
+        return None if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
+
+def _log_handler_exception(handler: tornado.web.RequestHandler, typ: Any, value: Any, tb: Any) -> None:
+    """One JSON log line naming the path, never the query (it may hold ?token=),
+    instead of Tornado's line with the whole URI."""
+    if isinstance(value, tornado.web.HTTPError):
+        _emit(_log, logging.INFO, "http_error", status=value.status_code, method=handler.request.method,
+              path=handler.request.path)
+        return
+    _log.error("http_uncaught_exception", exc_info=(typ, value, tb),
+               extra={"fields": {"method": handler.request.method, "path": handler.request.path,
+                                 "peer": handler.request.remote_ip}})
+
+
+class _AnyMethod(tuple):
+    """SUPPORTED_METHODS that lets every method reach prepare(), so that the
+    guard and the rate limiter see TRACE and friends before the 405."""
+
+    def __contains__(self, method: object) -> bool:
+        return True
+
+
+_HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
+
+
+def _implemented_methods(handler: tornado.web.RequestHandler) -> Tuple[str, ...]:
+    """The standard methods a handler class defines itself, for Allow."""
+    return tuple(m for m in _HTTP_METHODS
+                 if getattr(type(handler), m.lower(), None) is not getattr(tornado.web.RequestHandler, m.lower()))
 
 
 @tornado.web.stream_request_body
 class _BaseHandler(tornado.web.RequestHandler):
-    """Guard, limits and JSON errors for every HTTP route."""
+    """Guard, limits and JSON errors for every HTTP route and every method.
 
+    prepare() runs the guard, then the rate limiter, then answers 405 (with
+    Allow) for a method the route does not serve, in that order, so that a
+    hostile request is refused the same way whatever its method.  A refusal
+    sent before the body was read closes the connection and says so."""
+
+    SUPPORTED_METHODS = _AnyMethod(_HTTP_METHODS)
     allow_listed_origins = False  # /reticle.js also admits RETICLE_ALLOWED_ORIGINS pages
+    _body_timer: Any = None
+    _work: Optional["asyncio.Task"] = None
 
     def initialize(self, hub: "Hub") -> None:
         self.hub = hub
+
+    def allowed_methods(self) -> Tuple[str, ...]:
+        return _implemented_methods(self)
+
+    def method_refusal(self) -> Optional[_HttpRefusal]:
+        """A 405 for a method this route does not serve, else None."""
+        if self.request.method in _implemented_methods(self):
+            return None
+        allow = ", ".join(self.allowed_methods())
+        return _HttpRefusal(405, "method not allowed", "%s %s is not served; this route allows %s"
+                            % (self.request.method, self.request.path, allow), {"Allow": allow})
 
     def set_default_headers(self) -> None:
         self.set_header("Cache-Control", "no-store")
@@ -4326,12 +4690,10 @@ class _BaseHandler(tornado.web.RequestHandler):
         self._body_timer = None
         try:
             self.hub.guard.check_http(self.request, self.hub.allowed_origins if self.allow_listed_origins else ())
-            wait = self.hub.limiter.check(self.session_key())
-            if wait is not None:
-                raise _HttpRefusal(429, "rate limited",
-                                   "more than %g requests/s (burst %g) for this session; retry after %.2f s"
-                                   % (self.hub.limiter.rate, self.hub.limiter.burst, wait),
-                                   {"Retry-After": str(max(1, int(wait + 0.999)))})
+            self.charge(1)
+            refusal = self.method_refusal()
+            if refusal is not None:
+                raise refusal
             length = self.request.headers.get("Content-Length")
             if length is not None:
                 if not length.isdigit():
@@ -4340,17 +4702,28 @@ class _BaseHandler(tornado.web.RequestHandler):
                     raise _HttpRefusal(413, "payload too large", "the body is %s bytes; at most %d are accepted"
                                        % (length, MAX_BODY_BYTES))
         except _HttpRefusal as refusal:
-            self.refuse(refusal)
+            self.refuse(refusal, close=True)
             return
         if self.request.method in ("POST", "PUT", "PATCH"):
             self._body_timer = tornado.ioloop.IOLoop.current().call_later(BODY_TIMEOUT_S, self._body_too_slow)
+
+    def charge(self, cost: int) -> None:
+        """Count `cost` requests against this session key; a 429 refusal when over."""
+        wait = self.hub.limiter.check(self.session_key(), cost)
+        if wait is not None:
+            raise _HttpRefusal(429, "rate limited",
+                               "more than %g requests/s (burst %g) for this session; a batch counts each of "
+                               "its messages; retry after %.2f s" % (self.hub.limiter.rate, self.hub.limiter.burst,
+                                                                      wait),
+                               {"Retry-After": str(max(1, int(wait + 0.999)))})
 
     def data_received(self, chunk: bytes) -> None:
         if self._finished:
             return
         self._size += len(chunk)
         if self._size > MAX_BODY_BYTES:
-            self.refuse(_HttpRefusal(413, "payload too large", "the body is over %d bytes" % MAX_BODY_BYTES))
+            self.refuse(_HttpRefusal(413, "payload too large", "the body is over %d bytes" % MAX_BODY_BYTES),
+                        close=True)
             return
         self._chunks.append(chunk)
 
@@ -4358,7 +4731,7 @@ class _BaseHandler(tornado.web.RequestHandler):
         self._body_timer = None
         if not self._finished:
             self.refuse(_HttpRefusal(408, "request timeout",
-                                     "the request body was not complete within %g s" % BODY_TIMEOUT_S))
+                                     "the request body was not complete within %g s" % BODY_TIMEOUT_S), close=True)
 
     def body(self) -> bytes:
         if self._body_timer is not None:
@@ -4366,7 +4739,10 @@ class _BaseHandler(tornado.web.RequestHandler):
             self._body_timer = None
         return b"".join(self._chunks)
 
-    def refuse(self, refusal: _HttpRefusal) -> None:
+    def refuse(self, refusal: _HttpRefusal, close: bool = False) -> None:
+        """Answer JSON {error, detail}.  close: refused before the body was read
+        (prepare, an oversize or slow body), so the connection cannot be reused:
+        say `Connection: close` and close it."""
         if self._finished:
             return
         self.clear()
@@ -4374,11 +4750,11 @@ class _BaseHandler(tornado.web.RequestHandler):
         for k, v in refusal.headers.items():
             self.set_header(k, v)
         self.set_header("Content-Type", "application/json; charset=utf-8")
-        if refusal.status in (408, 413) and self.request.method in ("POST", "PUT", "PATCH"):
+        if close:
             self.set_header("Connection", "close")
             self.request.connection.no_keep_alive = True
-        _emit(_log, logging.INFO, "http_refused", status=refusal.status, path=self.request.path,
-              peer=self.request.remote_ip, detail=refusal.detail)
+        _emit(_log, logging.INFO, "http_refused", status=refusal.status, method=self.request.method,
+              path=self.request.path, peer=self.request.remote_ip, detail=refusal.detail)
         self.finish(_dumps({"error": refusal.error, "detail": refusal.detail}))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
@@ -4388,6 +4764,31 @@ class _BaseHandler(tornado.web.RequestHandler):
             import traceback
             detail = "".join(traceback.format_exception(*kwargs["exc_info"]))
         self.finish(_dumps({"error": self._reason.lower(), "detail": detail}))
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        _log_handler_exception(self, typ, value, tb)
+
+    async def run_cancellable(self, coro: Awaitable) -> Tuple[bool, Any]:
+        """Run coro as a task that on_connection_close cancels, so that a client
+        that hangs up does not leave its call running to the end.
+        -> (False, None) when it was cancelled so, else (True, its result)."""
+        work = self._work = asyncio.ensure_future(coro)
+        try:
+            await asyncio.wait({work})
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        finally:
+            self._work = None
+        if work.cancelled():
+            return False, None
+        return True, work.result()
+
+    def on_connection_close(self) -> None:
+        super().on_connection_close()  # fails a body still arriving, so the handler ends
+        if self._work is not None:
+            _emit(_log, logging.INFO, "mcp_call_cancelled", path=self.request.path, reason="client disconnected")
+            self._work.cancel()
 
     def on_finish(self) -> None:
         if self._body_timer is not None:
@@ -4401,11 +4802,17 @@ class _BaseHandler(tornado.web.RequestHandler):
 
 
 class _NotFoundHandler(_BaseHandler):
-    """Every unknown path: a JSON 404 (after the guard)."""
+    """Every unknown path, whatever the method: a JSON 404 (after the guard)."""
 
     def _not_found(self, *args: Any) -> None:
         self.send_json({"error": "not found", "detail": "no route %s %s; see /openapi.json"
                         % (self.request.method, self.request.path)}, 404)
+
+    def method_refusal(self) -> Optional[_HttpRefusal]:
+        if self.request.method in _HTTP_METHODS:
+            return None
+        return _HttpRefusal(404, "not found", "no route %s %s; see /openapi.json"
+                            % (self.request.method, self.request.path))
 
     get = post = put = delete = patch = head = options = _not_found
 
@@ -4438,7 +4845,13 @@ class _StopHandler(_BaseHandler):
     """POST /stop: a planned stop; needs the token even from loopback."""
 
     def post(self) -> None:
-        if not self.hub.guard.token_ok(self.hub.guard.presented_token(self.request)):
+        guard = self.hub.guard
+        try:
+            ok = guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request))
+        except _HttpRefusal as refusal:
+            self.refuse(refusal)
+            return
+        if not ok:
             self.refuse(_HttpRefusal(403, "forbidden", "stopping the daemon needs the pairing token "
                                      "(Authorization: Bearer <token>); `reticle stop` sends it"))
             return
@@ -4458,6 +4871,10 @@ class _SseMixin:
         self._sse_shutdown: Optional[str] = None
 
     async def sse_write(self, text: str) -> bool:
+        """Write one frame; False (and nothing written) once the stream is gone."""
+        if self._finished or self.request.connection.stream.closed():
+            self._sse_closed.set()
+            return False
         try:
             self.write(text)
             await self.flush()
@@ -4486,6 +4903,7 @@ class _SseMixin:
         closed = getattr(self, "_sse_closed", None)
         if closed is not None:
             closed.set()
+        super().on_connection_close()  # type: ignore[misc]
 
 
 class _SseHandler(_SseMixin, _BaseHandler):
@@ -4499,6 +4917,7 @@ class _SseHandler(_SseMixin, _BaseHandler):
         self.sse_open()
         self.sse_id = str(uuid.uuid4())
         self.ctx = _CallContext("sse", "sse:" + self.sse_id)
+        self.calls: set = set()  # this session's calls in flight, cancelled when the stream drops
         self.hub.sse_streams[self.sse_id] = self
         _emit(_log, logging.INFO, "mcp_client_connected", transport="sse", session=self.sse_id)
         try:
@@ -4506,6 +4925,11 @@ class _SseHandler(_SseMixin, _BaseHandler):
                 await self.sse_hold()
         finally:
             self.hub.sse_streams.pop(self.sse_id, None)
+            for task in list(self.calls):
+                task.cancel()
+            if self.calls:
+                _emit(_log, logging.INFO, "mcp_call_cancelled", transport="sse", session=self.sse_id,
+                      calls=len(self.calls), reason="the stream closed")
             _emit(_log, logging.INFO, "mcp_client_disconnected", transport="sse", session=self.sse_id)
 
     async def deliver(self, message: Any) -> None:
@@ -4531,17 +4955,26 @@ class _SseMessageHandler(_BaseHandler):
             self.refuse(_HttpRefusal(503, "MCP server not ready", "the daemon is stopping; retry shortly"))
             return
         try:
-            message = json.loads(self.body())
+            message = _loads(self.body())
         except ValueError as exc:
+            # Answered twice: 400 here, and the JSON-RPC parse error on the stream, where a
+            # client matching replies by id is waiting.
             self.refuse(_HttpRefusal(400, "invalid JSON", "the body is not JSON (%s); send one JSON-RPC "
                                      "message per POST" % exc))
+            self._track(stream, stream.deliver(_rpc_error(None, -32700, "Parse error: %s" % exc)))
             return
         if not isinstance(message, dict):
             self.refuse(_HttpRefusal(400, "invalid message", "send one JSON-RPC message (an object) per POST"))
             return
         self.set_status(202)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.finish("Accepted")
-        self.hub.spawn(self._answer(stream, message))
+        self._track(stream, self._answer(stream, message))
+
+    def _track(self, stream: _SseHandler, coro: Awaitable) -> None:
+        task = self.hub.spawn(coro)
+        stream.calls.add(task)
+        task.add_done_callback(stream.calls.discard)
 
     async def _answer(self, stream: _SseHandler, message: dict) -> None:
         reply = await self.hub.dispatcher.handle(message, stream.ctx)
@@ -4558,7 +4991,7 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
 
     def _session(self, required: bool) -> Tuple[bool, Optional[str]]:
         sid = self.request.headers.get("Mcp-Session-Id")
-        if not sid:
+        if sid is None:  # present but empty is an id this machine did not issue: 404 below
             if required:
                 self.refuse(_HttpRefusal(400, "missing Mcp-Session-Id",
                                          "GET %s needs the Mcp-Session-Id header that initialize returned"
@@ -4577,14 +5010,23 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         if not ok:
             return
         try:
-            payload = json.loads(self.body())
+            payload = _loads(self.body())
         except ValueError as exc:
             self.send_json(_rpc_error(None, -32700, "Parse error: %s" % exc))
             return
+        if isinstance(payload, list) and len(payload) > 1:
+            try:
+                self.charge(min(len(payload), MAX_BATCH + 1) - 1)  # prepare() counted the first
+            except _HttpRefusal as refusal:
+                self.refuse(refusal)
+                return
         ctx = _CallContext("streamable-http", sid or "addr:%s" % self.request.remote_ip)
         if sid:
             self.hub.touch_client(sid)
-        reply, _ = await self.hub.dispatcher.handle_payload(payload, ctx)
+        answered, out = await self.run_cancellable(self.hub.dispatcher.handle_payload(payload, ctx))
+        if not answered:
+            return  # the client hung up and its call was cancelled: nobody to answer
+        reply = out[0]
         if reply is None:
             self.set_status(204)
             self.finish()
@@ -4607,9 +5049,17 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         finally:
             self.hub.get_streams.discard(self)
 
+    def allowed_methods(self) -> Tuple[str, ...]:
+        # DELETE /mcp is a documented operation (it answers 405 itself); the root has none.
+        return ("GET", "POST") if self.root else ("GET", "POST", "DELETE")
+
+    def method_refusal(self) -> Optional[_HttpRefusal]:
+        if self.root and self.request.method == "DELETE":  # no DELETE alias at the root
+            return _HttpRefusal(405, "method not allowed", "DELETE / is not served; sessions end by "
+                                "not being used", {"Allow": "GET, POST"})
+        return super().method_refusal()
+
     def delete(self) -> None:
-        if self.root:
-            raise tornado.web.HTTPError(405)
         self.set_status(405)
         self.set_header("Allow", "GET, POST")
         self.finish()
@@ -4645,15 +5095,25 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         self.device: Optional[_Device] = None
         self._hello_timer: Any = None
         self._counted = False
+        self._closing = False
+
+    SUPPORTED_METHODS = _AnyMethod(_HTTP_METHODS)  # every method meets the guard, then the 405
 
     def set_default_headers(self) -> None:
         self.set_header("Cache-Control", "no-store")
 
-    def _refuse(self, status: int, detail: str) -> None:
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        _log_handler_exception(self, typ, value, tb)
+
+    def _refuse(self, status: int, detail: str, error: str = "forbidden", headers: Optional[dict] = None) -> None:
         self.hub.bridge.note_refusal(detail)
         self.set_status(status)
+        for k, v in (headers or {}).items():
+            self.set_header(k, v)
         self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.finish(_dumps({"error": "forbidden", "detail": detail}))
+        self.set_header("Connection", "close")
+        self.request.connection.no_keep_alive = True
+        self.finish(_dumps({"error": error, "detail": detail}))
 
     def prepare(self) -> None:
         guard = self.hub.guard
@@ -4663,21 +5123,27 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             # A device's injected SDK: its capability stands in for the loopback/origin check
             # (the page may be a staging host), and binds the socket to that device's session.
             device = self.hub.devices.for_capability(capability)
-            if device is None:
-                self._refuse(403, "the device capability is not one this daemon issued, or its device has closed")
-                return
-            if not _is_loopback_host(self.request.remote_ip):
-                self._refuse(403, "a device capability is accepted from this machine only, not from %s"
-                             % self.request.remote_ip)
+            if device is None or not _is_loopback_host(self.request.remote_ip):
+                try:  # a wrong capability counts as a wrong guess of a secret
+                    guard.token_attempt(self.request.remote_ip or "", capability)
+                except _HttpRefusal as refusal:
+                    self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
+                    return
+                self._refuse(403, "the device capability is not one this daemon issued, or its device has closed"
+                             if device is None else "a device capability is accepted from this machine only, "
+                             "not from %s" % self.request.remote_ip)
                 return
             self.device = device
-            self.needs_token = False
-            return
-        if origin is not None and not guard.ws_origin_allowed(origin):
+        elif origin is not None and not guard.ws_origin_allowed(origin):
             self._refuse(403, "the origin %r is not allowed at the bridge; pages must be on localhost or "
                               "listed in RETICLE_ALLOWED_ORIGINS" % origin)
             return
-        token_ok = guard.token_ok(guard.presented_token(self.request))
+        try:
+            token_ok = self.device is not None or guard.token_attempt(self.request.remote_ip or "",
+                                                                      guard.presented_token(self.request))
+        except _HttpRefusal as refusal:
+            self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
+            return
         peer_ok = _is_loopback_host(self.request.remote_ip)
         host_ok = _is_loopback_host(_split_host_header(self.request.headers.get("Host")))
         if not host_ok and not token_ok and _is_loopback_host(self.hub.host):
@@ -4689,6 +5155,18 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         origin_local = origin is not None and _is_loopback_host(_origin_host(origin))
         self.needs_token = not (origin_local and peer_ok and host_ok) and not token_ok
+        if self.request.method == "GET" and self.request.headers.get("Upgrade", "").lower() != "websocket":
+            self._refuse(400, "GET /reticle is the WebSocket bridge for the in-page SDK; send a WebSocket "
+                              "upgrade (Upgrade: websocket)", "not a WebSocket upgrade")
+            return
+        if self.request.method != "GET":
+            wait = self.hub.limiter.check("addr:%s" % self.request.remote_ip)
+            if wait is not None:
+                self._refuse(429, "rate limited; retry after %.2f s" % wait, "rate limited",
+                             {"Retry-After": str(max(1, int(wait + 0.999)))})
+                return
+            self._refuse(405, "%s /reticle is not served; the bridge is a WebSocket upgrade (GET)"
+                         % self.request.method, "method not allowed", {"Allow": "GET"})
 
     def check_origin(self, origin: str) -> bool:
         if self.device is not None:
@@ -4725,15 +5203,18 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.hub.bridge.pending_handshakes -= 1
 
     def close(self, code: Optional[int] = None, reason: Optional[str] = None) -> None:
+        self._closing = True  # frames already in flight are not read after this
         super().close(code, _ws_reason(reason) if reason else reason)
 
     def on_message(self, message: Any) -> None:
+        if self._closing:
+            return  # refused (1013, 1008, ...): a hello that was in flight must not register a session
         size = len(message)
         if isinstance(message, bytes):
             self.close(1008, "invalid message: binary frames are not accepted")
             return
         try:
-            msg = json.loads(message)
+            msg = _loads(message, strict=False)
         except ValueError:
             self.close(1008, "invalid message: not JSON")
             return
@@ -4792,7 +5273,14 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.close(1008, "this device capability belongs to another session" if self.device is not None
                        else "session %s belongs to a device; only its own pages may use it" % sid)
             return
-        if self.needs_token and not self.hub.guard.token_ok(msg.get("token") if isinstance(msg.get("token"), str) else None):
+        try:
+            token_ok = self.hub.guard.token_attempt(
+                self.request.remote_ip or "", msg.get("token") if isinstance(msg.get("token"), str) else None)
+        except _HttpRefusal as refusal:
+            self.hub.bridge.note_refusal(refusal.detail)
+            self.close(1013, "too many wrong tokens; try again later")
+            return
+        if self.needs_token and not token_ok:
             self.hub.bridge.note_refusal("authentication failed for %s (a page off loopback, or a client "
                                          "without an Origin, needs the pairing token in its hello)"
                                          % (self.request.headers.get("Origin") or "a client sending no Origin"))
@@ -4863,24 +5351,130 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
 ]
 
 
+_JSON = "application/json"
+_VISIBLE_ASCII = {"type": "string", "pattern": "^[!-~]{1,256}$"}
+_SSE = "text/event-stream"
+# Schemas of what the daemon writes (components/schemas).  They document; nothing validates against them.
+_OPENAPI_SCHEMAS: Dict[str, dict] = {
+    "Refusal": {"type": "object", "required": ["error", "detail"], "additionalProperties": False,
+                "description": "Every refusal by the guard, the limits or a route.",
+                "properties": {"error": {"type": "string"}, "detail": {"type": "string"}}},
+    "JsonRpcPayload": {
+        "description": "One JSON-RPC 2.0 message, or a batch of at most %d. Any JSON is accepted: what "
+                       "is not a valid message is answered with a JSON-RPC error (-32700 parse error, "
+                       "-32600 invalid request, -32601 method not found, -32602 invalid params), never "
+                       "with an HTTP error. Messages are objects {jsonrpc: \"2.0\", id: string|number, "
+                       "method, params?}; an id must not be null. NaN, Infinity, nesting deeper than %d "
+                       "and lone surrogates are parse errors." % (MAX_BATCH, MAX_JSON_DEPTH)},
+    "JsonRpcMessage": {"type": "object", "description": "One JSON-RPC 2.0 message (request or notification)."},
+    "JsonRpcResponse": {
+        "type": "object", "required": ["jsonrpc", "id"],
+        "properties": {"jsonrpc": {"const": "2.0"}, "id": {"type": ["string", "number", "null"]},
+                       "result": {},
+                       "error": {"type": "object", "required": ["code", "message"],
+                                 "properties": {"code": {"type": "integer"}, "message": {"type": "string"},
+                                                "data": {}}}}},
+    "JsonRpcReply": {"anyOf": [{"$ref": "#/components/schemas/JsonRpcResponse"},
+                               {"type": "array", "minItems": 1, "maxItems": MAX_BATCH,
+                                "items": {"$ref": "#/components/schemas/JsonRpcResponse"}}]},
+    "Status": {"type": "object", "required": ["running", "version", "pid", "port", "startedAt", "sessions",
+                                              "mcpClients", "devices"],
+               "properties": {"running": {"type": "boolean"}, "version": {"type": "string"},
+                              "pid": {"type": "integer"}, "port": {"type": "integer"},
+                              "startedAt": {"type": "string"}, "uptimeMs": {"type": "integer"},
+                              "sessions": {"type": "array", "items": {"type": "object"}},
+                              "mcpClients": {"type": "integer"}, "devices": {"type": "array"},
+                              "why": {"type": "string"}}},
+    "Stopping": {"type": "object", "required": ["stopping", "pid"],
+                 "properties": {"stopping": {"const": True}, "pid": {"type": "integer"}}},
+}
+
+# What each operation takes and writes beyond the refusals: parameters, request body, and the
+# content of each status that has a body ("-" for none).  Refusal statuses carry Refusal JSON.
+_OPENAPI_OPS: Dict[str, dict] = {
+    "status": {"content": {"200": (_JSON, "Status")}},
+    "openapi": {"content": {"200": (_JSON, None)}},
+    "sdk": {"content": {"200": ("application/javascript", "string"), "304": "-"}},
+    "bridge": {"content": {"101": "-"}},
+    "mcpSse": {"content": {"200": (_SSE, "string")}},
+    "mcpMessage": {"params": [{"name": "sessionId", "in": "query", "required": True, "schema": _VISIBLE_ASCII,
+                               "description": "The id the endpoint frame of GET /mcp/sse announced."}],
+                   "body": ({"$ref": "#/components/schemas/JsonRpcMessage"}, True),
+                   "content": {"202": ("text/plain", "string")}},
+    "mcpPost": {"body": ({"$ref": "#/components/schemas/JsonRpcPayload"}, False),
+                "content": {"200": (_JSON, "JsonRpcReply"), "204": "-"}},
+    "mcpRootPost": {"body": ({"$ref": "#/components/schemas/JsonRpcPayload"}, False),
+                    "content": {"200": (_JSON, "JsonRpcReply"), "204": "-"}},
+    "mcpGet": {"content": {"200": (_SSE, "string")}},
+    "mcpRootGet": {"content": {"200": (_SSE, "string")}},
+    "mcpDelete": {"content": {"405": "-"}},
+    "stop": {"content": {"202": (_JSON, "Stopping")}},
+}
+
+
+def _openapi_content(spec: Any) -> Optional[dict]:
+    if spec == "-":
+        return None
+    mime, schema = spec
+    if schema is None:
+        body: dict = {"type": "object"}
+    elif schema == "string":
+        body = {"type": "string"}
+    else:
+        body = {"$ref": "#/components/schemas/%s" % schema}
+    return {mime: {"schema": body}}
+
+
 def _openapi(hub: "Hub") -> dict:
+    """The OpenAPI 3.1 document, generated from _ROUTES and _OPENAPI_OPS.
+
+    Every documented status names its body (Refusal JSON for the guard's,
+    the limits' and the routes' refusals) and its headers (Retry-After on
+    429, Allow on 405, Mcp-Session-Id on an initialize)."""
     paths: Dict[str, dict] = {}
     for _, _, _, path, methods in _ROUTES:
         item = paths.setdefault(path, {})
         for method, (op_id, summary, codes) in methods.items():
+            extra = _OPENAPI_OPS.get(op_id, {})
             responses = {code: {"description": text} for code, text in codes.items()}
             for code, text in _MIDDLEWARE_CODES.items():
                 responses.setdefault(code, {"description": text})
-            item[method] = {"operationId": op_id, "summary": summary, "responses": responses}
+            for code, response in responses.items():
+                spec = extra.get("content", {}).get(code, (_JSON, "Refusal") if code >= "400" else "-")
+                content = _openapi_content(spec)
+                if content:
+                    response["content"] = content
+                if code == "429":
+                    response["headers"] = {"Retry-After": {"required": True, "schema": {"type": "string"},
+                                                           "description": "seconds until a retry is allowed"}}
+                if code == "405":
+                    response["headers"] = {"Allow": {"required": True, "schema": {"type": "string"}}}
+            if op_id in ("mcpPost", "mcpRootPost"):
+                responses["200"]["headers"] = {"Mcp-Session-Id": {
+                    "required": False, "schema": {"type": "string"},
+                    "description": "a new session id, on a successful initialize sent without one"}}
+            op: dict = {"operationId": op_id, "summary": summary, "responses": responses}
+            params = list(extra.get("params", ()))
             if path in ("/mcp", "/") and method in ("post", "get"):
-                item[method]["parameters"] = [{"name": "Mcp-Session-Id", "in": "header",
-                                               "required": method == "get", "schema": {"type": "string"}}]
+                params.append({"name": "Mcp-Session-Id", "in": "header", "required": method == "get",
+                               "schema": _VISIBLE_ASCII,
+                               "description": "A session id this machine issued on initialize (at most %d "
+                                              "days old); any other answers 404 MCP_SESSION_UNKNOWN"
+                                              % (SESSION_MAX_AGE_S // 86400)})
+            if params:
+                op["parameters"] = params
+            if "body" in extra:
+                schema, required = extra["body"]
+                op["requestBody"] = {"required": required, "content": {_JSON: {"schema": schema}}}
+            item[method] = op
     return {"openapi": "3.1.0",
             "info": {"title": "Reticle daemon", "version": __version__,
                      "description": "Generated from the route table. Documents behaviour; never "
-                                    "validates requests."},
+                                    "validates requests. Loopback clients need no token; any other "
+                                    "needs the pairing token (Authorization: Bearer, or ?token=)."},
             "servers": [{"url": hub.public_origin()}],
-            "paths": paths}
+            "paths": paths,
+            "components": {"schemas": _OPENAPI_SCHEMAS}}
 
 
 class Hub:
@@ -4895,7 +5489,7 @@ class Hub:
         self.scheme = scheme
         self._token = token
         self._token_cache: Tuple[float, str] = (-1.0, "")
-        self.signer = _SessionSigner(self.state.machine_key())
+        self.signer = _SessionSigner(self.state.machine_key(), SESSION_MAX_AGE_S)
         if allowed_origins is None:
             allowed_origins = [o for o in os.environ.get("RETICLE_ALLOWED_ORIGINS", "").split(",") if o.strip()]
         self.allowed_origins = tuple(filter(None, (_normalise_origin(o) for o in allowed_origins)))
@@ -5139,10 +5733,13 @@ def _daemon_record(state: _StateDir, port: int) -> Optional[dict]:
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
                  ready: Optional[Callable[[Hub], None]] = None) -> int:
-    if not _is_loopback_host(host) and not os.environ.get("RETICLE_TOKEN", "").strip():
-        raise ConfigError("binding to %s reaches beyond this machine, so Reticle needs a pairing token: "
-                          "set RETICLE_TOKEN to a long random string (for example `export RETICLE_TOKEN=$(python3 "
-                          "-c 'import secrets; print(secrets.token_hex(24))')`) and start again." % host)
+    env_token = os.environ.get("RETICLE_TOKEN", "").strip()
+    if not _is_loopback_host(host) and len(env_token) < MIN_TOKEN_CHARS:
+        raise ConfigError("binding to %s reaches beyond this machine, so Reticle needs a pairing token of at "
+                          "least %d characters%s: set RETICLE_TOKEN to a long random string (for example "
+                          "`export RETICLE_TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(24))')`) "
+                          "and start again." % (host, MIN_TOKEN_CHARS, " (RETICLE_TOKEN has %d)" % len(env_token)
+                                                if env_token else ""))
     hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
     hub.token()  # create the token file before anyone asks
     ssl_ctx = None
@@ -5171,7 +5768,10 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     app = make_app(hub)
     server = tornado.httpserver.HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
                                            max_body_size=MAX_BODY_BYTES + (1 << 20),
-                                           body_timeout=BODY_TIMEOUT_S + 5, idle_connection_timeout=3600)
+                                           body_timeout=BODY_TIMEOUT_S + 5,
+                                           # Tornado applies this to the wait for request headers too:
+                                           # a client that never finishes them is closed.
+                                           idle_connection_timeout=HEADER_TIMEOUT_S)
     server.add_sockets(sockets)
     stop = asyncio.Event()
     hub.stop_event = stop
@@ -5402,7 +6002,7 @@ async def _mcp_stdio(port: int, state: _StateDir) -> int:
 
     async def answer(line: bytes) -> None:
         try:
-            payload = json.loads(line)
+            payload = _loads(line)
         except ValueError as exc:
             reply: Any = _rpc_error(None, -32700, "Parse error: %s" % exc)
         else:
@@ -6993,14 +7593,23 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     contentinfo: 1
   };
 
-  function textOf(node, depth) {
-    // visible-ish collapsed text, skipping aria-hidden and non-rendered tags
+  // Readable text: collapsed text that skips aria-hidden and never-rendered tags (script, style,
+  // template, noscript...). `skip` is an element left out with its subtree (the control a label
+  // names); a nested select or textarea counts as its current value, never as all its options.
+  function textOf(node, depth, skip) {
     if (depth > 30) return '';
     var out = '';
     for (var c = node.firstChild; c; c = c.nextSibling) {
       if (c.nodeType === 3) out += c.data;
       else if (c.nodeType === 1) {
         if (SKIP_TAGS[c.tagName] || c.getAttribute('aria-hidden') === 'true' || c.hidden) continue;
+        if (c === skip) continue;
+        if (c.tagName === 'SELECT') {
+          var so = c.selectedOptions && c.selectedOptions[0];
+          out += ' ' + (so ? so.label || so.textContent : '') + ' ';
+          continue;
+        }
+        if (c.tagName === 'TEXTAREA') continue;
         if (c.tagName === 'IMG') {
           out += ' ' + (c.getAttribute('alt') || '') + ' ';
           continue;
@@ -7013,7 +7622,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           out += ' ';
           continue;
         }
-        out += ' ' + textOf(c, depth + 1) + ' ';
+        out += ' ' + textOf(c, depth + 1, skip) + ' ';
       }
     }
     return out;
@@ -7028,7 +7637,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var out = [];
     try {
       if (el.labels && el.labels.length)
-        for (var i = 0; i < el.labels.length; i++) out.push(norm(textOf(el.labels[i], 0)));
+        for (var i = 0; i < el.labels.length; i++) out.push(norm(textOf(el.labels[i], 0, el)));
     } catch (e) {
       /* not labelable */
     }
@@ -7041,7 +7650,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var parts = ids.split(/\s+/).map(function (id) {
       var n = root.getElementById ? root.getElementById(id) : document.getElementById(id);
       if (!n) return '';
-      return n.getAttribute('aria-label') || textOf(n, 0);
+      return n.getAttribute('aria-label') || textOf(n, 0, el);
     });
     return norm(parts.join(' '));
   }
@@ -7301,16 +7910,109 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       name = getName(el, role);
     return role + (name ? ' "' + clip(name, 60) + '"' : '') + ' (' + refFor(el) + ')';
   }
+  var LANDMARKS = {
+    navigation: 1,
+    main: 1,
+    banner: 1,
+    contentinfo: 1,
+    complementary: 1,
+    form: 1,
+    dialog: 1,
+    alertdialog: 1,
+    region: 1,
+    search: 1
+  };
+  // The nearest landmark around el (crossing shadow roots) as 'role "name"', or 'page'.
+  function landmarkOf(el) {
+    var cur = el.parentNode;
+    for (var i = 0; cur && i < 200; i++) {
+      if (cur.nodeType === 11 && cur.host) cur = cur.host;
+      if (!cur || cur.nodeType !== 1) break;
+      var r = getRole(cur);
+      if (LANDMARKS[r]) {
+        var nm = getName(cur, r);
+        return r + (nm ? ' "' + clip(nm, 40) + '"' : '');
+      }
+      cur = cur.parentNode;
+    }
+    return 'page';
+  }
+  // One candidate of an ambiguous or near-missed target: ref, role, name and landmark.
+  function candidate(el) {
+    var role = getRole(el);
+    return {
+      ref: refFor(el),
+      role: role,
+      name: clip(getName(el, role), 80),
+      landmark: landmarkOf(el)
+    };
+  }
+  function candidateText(c) {
+    return c.ref + ' ' + c.role + (c.name ? ' "' + c.name + '"' : '') + ' in ' + c.landmark;
+  }
+  function wordsOf(s) {
+    return norm(s)
+      .toLowerCase()
+      .split(/[^\p{L}\p{N}]+/u)
+      .filter(function (w) {
+        return w.length > 1;
+      });
+  }
+  // Up to `max` elements near a query that found nothing: same role, or a name/text that shares a
+  // substring or words with what was asked, best first.
+  function nearMisses(q, root, max) {
+    var want = q.by === 'role' ? q.name : q.value;
+    var wantText = isObj(want) ? want.contains || want.equals || want.matches || '' : want;
+    wantText = norm(wantText == null ? '' : String(wantText)).toLowerCase();
+    var words = wordsOf(wantText);
+    var role = q.by === 'role' ? norm(q.value).toLowerCase() : null;
+    var scored = [];
+    var all = allElements(root || document.body || document.documentElement, 5000);
+    for (var i = 0; i < all.length; i++) {
+      var el = all[i];
+      if (isIgnored(el)) continue;
+      var r = getRole(el);
+      var nm = getName(el, r);
+      var text = nm || ownText(el);
+      if (!text && r === 'generic') continue;
+      var low = text.toLowerCase(),
+        score = 0;
+      if (role && r === role) score += 2;
+      if (wantText && low && (low.indexOf(wantText) >= 0 || wantText.indexOf(low) >= 0)) score += 3;
+      else if (words.length && low) {
+        var lw = wordsOf(low);
+        for (var w = 0; w < words.length; w++) if (lw.indexOf(words[w]) >= 0) score += 1;
+      }
+      if (q.by === 'label' || q.by === 'placeholder') {
+        if (!/^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName)) continue;
+        var ph = norm(el.getAttribute('placeholder') || '').toLowerCase();
+        if (ph && wantText && (ph.indexOf(wantText) >= 0 || wantText.indexOf(ph) >= 0)) score += 3;
+        score += 1;
+      }
+      if (score >= (role ? 2 : 1)) scored.push({ el: el, score: score, i: i });
+    }
+    scored.sort(function (a, b) {
+      return b.score - a.score || a.i - b.i;
+    });
+    return scored.slice(0, max || 5).map(function (x) {
+      return candidate(x.el);
+    });
+  }
 
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   function shadowOf(el) {
     return el.shadowRoot || SHADOWS.get(el) || null;
   }
+  // The rendered children of el: a shadow host's children are its shadow tree (light children
+  // are reached once, through the slots they are assigned to), a slot's are its assigned nodes.
   function childrenOf(el) {
     var out = [];
     var sr = shadowOf(el);
-    if (sr) for (var c = sr.firstElementChild; c; c = c.nextElementSibling) out.push(c);
+    if (sr) {
+      for (var c = sr.firstElementChild; c; c = c.nextElementSibling) out.push(c);
+      return out;
+    }
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
       try {
         var d = el.contentDocument;
@@ -7433,9 +8135,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         dialogs = [];
       }
     }
+    var visited = new Set(); // an element reachable twice (slots, frames) is printed once
     function visit(el, level, inLive, pname) {
       if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
       if (secondPass && dialogs.indexOf(el) >= 0) return;
+      if (visited.has(el)) return;
+      visited.add(el);
       if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
       var st = styleOf(el);
       if (st && st.display === 'none') return;
@@ -7548,6 +8253,83 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return res;
   }
 
+  // ---- text matching: contains, equals, matches -------------------------------------------------
+  // A text spec is a string (read as `dflt`: 'contains' or 'equals') or an object with exactly one
+  // of {contains}, {equals}, {matches, flags?}. All compare normalised text (whitespace collapsed,
+  // trimmed, NFC): contains is case-insensitive, equals is case-sensitive and whole, matches is a
+  // JavaScript regular expression tested against the whole normalised text.
+  var TEXT_MODES = ['contains', 'equals', 'matches'];
+  function textSpec(v, dflt) {
+    var mode = dflt,
+      val = v,
+      flags = '';
+    if (isObj(v)) {
+      var given = TEXT_MODES.filter(function (m) {
+        return v[m] != null;
+      });
+      if (given.length !== 1)
+        throw new Error('a text match needs exactly one of contains, equals or matches');
+      mode = given[0];
+      val = v[mode];
+      flags = v.flags == null ? '' : String(v.flags);
+    }
+    val = val == null ? '' : String(val);
+    var spec = { mode: mode, value: val };
+    if (mode === 'matches') {
+      var re;
+      try {
+        re = new RegExp(val, flags.replace(/[gy]/g, ''));
+      } catch (e) {
+        throw new Error(
+          'matches ' +
+            JSON.stringify(clip(val, 80)) +
+            ' is not a valid regular expression: ' +
+            errMsg(e)
+        );
+      }
+      spec.test = function (t) {
+        return re.test(norm(t));
+      };
+    } else if (mode === 'equals') {
+      var want = norm(val);
+      spec.test = function (t) {
+        return norm(t) === want;
+      };
+    } else {
+      var needle = norm(val).toLowerCase();
+      spec.test = function (t) {
+        return norm(t).toLowerCase().indexOf(needle) >= 0;
+      };
+    }
+    return spec;
+  }
+  // The innermost elements under root whose whole readable text passes `test`: the places a user
+  // would point at. An ancestor that only passes because of a matching descendant is not a place.
+  function textPlaces(root, test, cap) {
+    var places = [],
+      seen = 0;
+    cap = cap || 20000;
+    function visit(el, depth) {
+      if (SKIP_TAGS[el.tagName] || el.getAttribute('aria-hidden') === 'true' || el.hidden)
+        return false;
+      if (++seen > cap || depth > 60) return false;
+      var inner = false;
+      var kids = childrenOf(el);
+      for (var i = 0; i < kids.length; i++) if (visit(kids[i], depth + 1)) inner = true;
+      if (inner) return true;
+      if (isIgnored(el)) return false;
+      var t =
+        el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)
+          ? el.value
+          : textOf(el, 0);
+      if (!norm(t) || !test(t)) return false;
+      places.push(el);
+      return true;
+    }
+    visit(root, 0);
+    return places;
+  }
+
   // ---- query / match -------------------------------------------------------------------------
   var QUERY_BYS = ['role', 'text', 'label', 'placeholder', 'testid', 'alt'];
   function normalizeQuery(q) {
@@ -7566,19 +8348,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     throw new Error('a query needs by+value or one of testid, label, placeholder, alt, text, role');
   }
-  function matchLabel(el, needle) {
+  function matchLabel(el, spec) {
     var parts = labelsText(el);
     var a = el.getAttribute('aria-label');
     if (a) parts.push(norm(a));
     var lb = byIdText(el, 'aria-labelledby');
     if (lb) parts.push(lb);
-    for (var i = 0; i < parts.length; i++)
-      if (parts[i].toLowerCase().indexOf(needle) >= 0) return true;
+    for (var i = 0; i < parts.length; i++) if (spec.test(parts[i])) return true;
     return false;
   }
+  // A query's value is a string (contains, case-insensitive; testid exact) or a text spec object;
+  // a role query's name is a string (exactly equal) or a text spec object.
   function matcher(q) {
-    var v = q.value == null ? '' : String(q.value);
-    var needle = norm(v).toLowerCase();
+    var v = isObj(q.value) ? q.value : q.value == null ? '' : String(q.value);
+    var spec = q.by === 'testid' || q.by === 'role' ? null : textSpec(v, 'contains');
     switch (q.by) {
       case 'testid':
         return function (el) {
@@ -7587,21 +8370,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       case 'placeholder':
         return function (el) {
           var p = el.getAttribute('placeholder');
-          return p != null && norm(p).toLowerCase().indexOf(needle) >= 0;
+          return p != null && spec.test(p);
         };
       case 'alt':
         return function (el) {
           var a = el.getAttribute('alt');
-          return (
-            a != null &&
-            /^(IMG|INPUT|AREA)$/.test(el.tagName) &&
-            norm(a).toLowerCase().indexOf(needle) >= 0
-          );
+          return a != null && /^(IMG|INPUT|AREA)$/.test(el.tagName) && spec.test(a);
         };
       case 'text':
         return function (el) {
           var t = ownText(el);
-          return !!t && t.toLowerCase().indexOf(needle) >= 0;
+          return !!t && spec.test(t);
         };
       case 'label':
         return function (el) {
@@ -7611,15 +8390,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             !el.hasAttribute('aria-labelledby')
           )
             return false;
-          return matchLabel(el, needle);
+          return matchLabel(el, spec);
         };
       case 'role': {
         var want = norm(v).toLowerCase();
-        var nm = q.name == null ? null : norm(q.name);
+        var nm = q.name == null ? null : textSpec(q.name, 'equals');
         return function (el) {
           var r = getRole(el);
           if (r !== want) return false;
-          return nm == null || getName(el, r) === nm;
+          return nm == null || nm.test(getName(el, r));
         };
       }
     }
@@ -7635,9 +8414,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (test(root)) els.push(root);
       return { q: q, els: els };
     }
+    if (q.by === 'text' && isObj(q.value) && q.value.contains == null) {
+      // equals / matches compare an element's whole text: the innermost elements that pass
+      var spec = textSpec(q.value, 'contains');
+      var kids = childrenOf(root);
+      for (var j = 0; j < kids.length; j++) els = els.concat(textPlaces(kids[j], spec.test));
+      return { q: q, els: els };
+    }
     var all = allElements(root, 50000);
+    var seen = new Set();
     for (var i = 0; i < all.length; i++) {
       var el = all[i];
+      if (seen.has(el)) continue;
+      seen.add(el);
       try {
         if (test(el) && !isIgnored(el)) els.push(el);
       } catch (e) {
@@ -7713,7 +8502,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (r.scopeMissing) return { elements: [], count: 0, scopeMissing: true };
     if (args.count_only || args.countOnly) {
       var co = { count: count };
-      if (count === 0) co.hint = zeroHint();
+      if (count === 0) {
+        co.hint = zeroHint();
+        var nm0 = nearMisses(r.q, resolveScope(args.scope));
+        if (nm0.length) co.hint.nearMisses = nm0;
+      }
       return co;
     }
     var limit = args.limit == null ? 200 : Math.max(0, Math.min(200, Number(args.limit) || 0));
@@ -7727,7 +8520,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       res.total = count;
       res.truncated = true;
     }
-    if (count === 0) res.hint = zeroHint();
+    if (count === 0) {
+      res.hint = zeroHint();
+      var nm = nearMisses(r.q, resolveScope(args.scope));
+      if (nm.length) res.hint.nearMisses = nm;
+    }
     return res;
   }
   function attrsOf(el, names) {
@@ -8587,7 +9384,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!els.length) {
       var h = zeroHint();
       var nearby = [];
-      if (q.by === 'role') {
+      var near = nearMisses(q, resolveScope(t.scope));
+      if (near.length) nearby.push('nearest: ' + near.map(candidateText).join(', '));
+      else if (q.by === 'role') {
         var same = runQuery({ by: 'role', value: q.value, scope: t.scope })
           .els.slice(0, 8)
           .map(function (e) {
@@ -8621,19 +9420,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     if (vis.length === 1) return vis[0];
     var pool = vis.length ? vis : els;
+    var shown = pool.slice(0, 8).map(candidate);
     throw new Error(
       pool.length +
         ' elements match target ' +
         desc +
-        '; pass a ref instead. First ' +
-        Math.min(5, pool.length) +
+        '; pass one of these refs instead' +
+        (pool.length > shown.length ? ' (first ' + shown.length + ')' : '') +
         ': ' +
-        pool
-          .slice(0, 5)
-          .map(function (e) {
-            return label(e);
-          })
-          .join('; ')
+        shown.map(candidateText).join('; ')
     );
   }
 
@@ -8818,6 +9613,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     var run;
     var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
+    var wall0 = N.dateNow(); // a document request announced from here on is this act's doing
     var viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
     if (viaCdp) run = cdpInput(action, el, opts);
     switch (viaCdp ? '' : action) {
@@ -8933,6 +9729,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           res.ms = Math.round(N.now() - t0);
           res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
           res.documentId = S.documentId;
+          if (docAnnounced && docAnnounced.at >= wall0)
+            res.navigation = {
+              requestId: docAnnounced.id,
+              method: docAnnounced.method,
+              url: docAnnounced.url,
+              cause: docAnnounced.cause
+            };
           return res;
         });
       },
@@ -9894,6 +10697,352 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // -- documents: the request that replaces this page, and the arrival of the next one
+  // A full-page navigation takes this document (and its socket) away. So the request that
+  // leaves it is announced before it starts: a form post as soon as its submit event has run
+  // uncancelled (the `formdata` event), anything else at `beforeunload`, as a `net.pending` with
+  // initiator "document". The record also goes into sessionStorage, keyed by tab, so that the
+  // next document can report the same request id with what only it can read: Navigation Timing's
+  // status, redirect count and navigation type.
+  var DOC_KEY = '__reticle_doc_pending';
+  var DOC_LINK_MS = 120000; // an announced navigation older than this is not linked to an arrival
+  var docIntent = null; // the latest hint of where a navigation goes
+  var docAnnounced = null; // the document request this page already announced
+  var lastSubmit = null; // {ev, form, submitter} of the latest submit event
+  var programmaticSubmit = null; // the form whose submit() is running
+  var DOC_FIELDS = [
+    'action',
+    'enctype',
+    'fields',
+    'form',
+    'submitter',
+    'link',
+    'requestBody',
+    'requestBodyTruncated'
+  ];
+  // Two URLs name the same document: fragments and our hard-reload marker aside.
+  function sameDocUrl(a, b) {
+    function bare(u) {
+      return String(u || '')
+        .split('#')[0]
+        .replace(/([?&])_reticle_reload=\d+&?/, '$1')
+        .replace(/[?&]$/, '');
+    }
+    return bare(a) === bare(b);
+  }
+  function samePath(a, b) {
+    return String(a || '').split(/[?#]/)[0] === String(b || '').split(/[?#]/)[0];
+  }
+  // A form's own IDL attribute, never a control named like it (<select name="action">).
+  function formProp(form, key) {
+    try {
+      return Object.getOwnPropertyDescriptor(HTMLFormElement.prototype, key).get.call(form);
+    } catch (e) {
+      return '';
+    }
+  }
+  // A form submission as the browser will send it: method, action URL, field names and values
+  // (redacted as request bodies are: passwords, hidden fields, secret-looking names), the
+  // submitter's name and text.
+  function formRecord(form, submitter, fd) {
+    var sub = submitter && submitter.form === form ? submitter : null;
+    var method = String(
+      (sub && sub.hasAttribute('formmethod') && sub.formMethod) || formProp(form, 'method') || 'get'
+    ).toUpperCase();
+    var action =
+      (sub && sub.hasAttribute('formaction') && sub.formAction) ||
+      formProp(form, 'action') ||
+      location.href;
+    var target = (sub && sub.getAttribute('formtarget')) || form.getAttribute('target') || '';
+    var enctype =
+      (sub && sub.hasAttribute('formenctype') && sub.formEnctype) || formProp(form, 'enctype');
+    var names = [],
+      pairs = [],
+      n = 0;
+    fd.forEach(function (v, k) {
+      if (n++ >= 100) return;
+      if (names.indexOf(k) < 0 && names.length < 50) names.push(k);
+      var ctl = null;
+      try {
+        ctl = formProp(form, 'elements').namedItem(k);
+        if (ctl && ctl.nodeType !== 1) ctl = ctl[0] || null; // a RadioNodeList
+      } catch (e) {
+        /* odd name */
+      }
+      var secret = keySensitive(k) || (!!ctl && isSecretField(ctl));
+      var val =
+        typeof v === 'string'
+          ? secret
+            ? REDACTED
+            : clip(scrub(v), 500)
+          : '[File ' + (v.name || '') + ' ' + (v.size || 0) + 'B]';
+      pairs.push([k, val]);
+    });
+    var body = pairs
+      .map(function (p) {
+        var v = encodeURIComponent(p[1]).replace(/%5Bredacted%5D/g, REDACTED);
+        return encodeURIComponent(p[0]) + '=' + v;
+      })
+      .join('&');
+    var url = action;
+    if (method === 'GET') {
+      try {
+        var u = new URL(action, location.href);
+        u.search = pairs
+          .map(function (p) {
+            return encodeURIComponent(p[0]) + '=' + encodeURIComponent(p[1]);
+          })
+          .join('&');
+        url = u.href;
+      } catch (e) {
+        /* keep the action */
+      }
+    }
+    var rec = {
+      method: method,
+      url: redactUrl(url),
+      action: redactUrl(action),
+      target: target,
+      enctype: enctype,
+      fields: names,
+      form: {
+        name: clip(getName(form, 'form') || form.getAttribute('name') || form.id || '', 80)
+      }
+    };
+    if (method !== 'GET') {
+      rec.requestBody = clip(body, BODY_CAP);
+      if (body.length > BODY_CAP) rec.requestBodyTruncated = true;
+    }
+    if (sub) {
+      rec.submitter = { text: clip(getName(sub), 80) };
+      if (sub.name) rec.submitter.name = sub.name;
+    }
+    return rec;
+  }
+  function announceDocument(rec) {
+    var id = 'd' + rand36(8);
+    var d = {
+      id: id,
+      requestId: id,
+      method: rec.method || null,
+      methodKnown: !!rec.method,
+      url: rec.url || '',
+      urlKnown: !!rec.url,
+      initiator: 'document',
+      cause: rec.cause,
+      navigationType: rec.navigationType || 'navigate'
+    };
+    DOC_FIELDS.forEach(function (k) {
+      if (rec[k] != null) d[k] = rec[k];
+    });
+    if (rec.requestBody != null) d.requestBodyType = rec.enctype;
+    docAnnounced = { id: id, at: N.dateNow(), method: d.method, url: d.url, cause: d.cause };
+    // the record first: the emit below may not leave before the page goes
+    var keep = {};
+    for (var k in d) if (hasOwn(d, k)) keep[k] = d[k];
+    keep.at = N.dateNow();
+    keep.from = redactUrl(location.href);
+    keep.documentId = S.documentId;
+    try {
+      ssSet(DOC_KEY, N.stringify(keep));
+    } catch (e) {
+      /* no storage */
+    }
+    emit('net.pending', d);
+    flush();
+  }
+  function installDocuments() {
+    listen(
+      window,
+      'submit',
+      function (e) {
+        if (e.target && e.target.tagName === 'FORM')
+          lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
+      },
+      true
+    );
+    // `formdata` fires while the browser builds the entry list of a submission that goes ahead:
+    // after an uncancelled submit event has finished dispatching, or inside form.submit(). A
+    // `new FormData(form)` in the app's own submit handler fires it too, mid-dispatch: not ours.
+    listen(
+      window,
+      'formdata',
+      function (e) {
+        var form = e.target;
+        if (!form || form.tagName !== 'FORM' || !e.formData) return;
+        var ls = lastSubmit,
+          submitter = null;
+        if (programmaticSubmit === form) submitter = null;
+        else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
+          submitter = ls.submitter;
+        else return;
+        lastSubmit = null;
+        var rec = formRecord(form, submitter, e.formData);
+        if (rec.method === 'DIALOG') return;
+        if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
+        rec.cause = 'form';
+        announceDocument(rec);
+      },
+      true
+    );
+    if (window.HTMLFormElement && HTMLFormElement.prototype.submit)
+      patch(HTMLFormElement.prototype, 'submit', function (orig) {
+        return function submit() {
+          programmaticSubmit = this;
+          try {
+            return orig.apply(this, arguments);
+          } finally {
+            programmaticSubmit = null;
+          }
+        };
+      });
+    listen(window, 'click', function (e) {
+      if (e.defaultPrevented || e.button) return;
+      var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
+      if (!a || a.hasAttribute('download')) return;
+      var tg = a.getAttribute('target');
+      if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
+      if (e.ctrlKey || e.metaKey || e.shiftKey) return;
+      docIntent = {
+        url: a.href,
+        method: 'GET',
+        cause: 'link',
+        at: N.dateNow(),
+        text: clip(getName(a), 80)
+      };
+    });
+    // The Navigation API (Chromium) names the destination of every navigation this document
+    // starts, a location change or a reload included.
+    try {
+      if (window.navigation && typeof window.navigation.addEventListener === 'function')
+        listen(window.navigation, 'navigate', function (e) {
+          if (e.hashChange || e.downloadRequest != null) return;
+          var dest = e.destination && e.destination.url;
+          var prev =
+            docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
+              ? docIntent
+              : null;
+          docIntent = {
+            url: dest,
+            method: e.formData ? 'POST' : 'GET',
+            cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
+            navigationType: e.navigationType,
+            at: N.dateNow(),
+            text: prev ? prev.text : undefined
+          };
+        });
+    } catch (e) {
+      /* no Navigation API */
+    }
+    var leaving = function () {
+      if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
+      var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
+      var rec = it
+        ? {
+            url: redactUrl(it.url),
+            method: it.method,
+            cause: it.cause,
+            navigationType: it.navigationType
+          }
+        : { url: '', method: null, cause: 'unknown' };
+      if (it && it.text) rec.link = { text: it.text };
+      docIntent = null;
+      announceDocument(rec);
+    };
+    listen(window, 'beforeunload', leaving, true);
+    listen(
+      window,
+      'pagehide',
+      function (e) {
+        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) leaving();
+      },
+      true
+    );
+    docArrival();
+  }
+  // This document's own request, from Navigation Timing, linked to the announced one.
+  function docArrival() {
+    var nav = null;
+    try {
+      nav = performance.getEntriesByType('navigation')[0] || null;
+    } catch (e) {
+      nav = null;
+    }
+    var type = nav && nav.type ? String(nav.type) : 'navigate';
+    var here = redactUrl(location.href);
+    var redirects = nav && nav.redirectCount > 0 ? nav.redirectCount : 0;
+    var status = nav && nav.responseStatus > 0 ? nav.responseStatus : null;
+    var prev = null;
+    try {
+      prev = N.parse(ssGet(DOC_KEY) || 'null');
+    } catch (e) {
+      prev = null;
+    }
+    if (prev) ssSet(DOC_KEY, '');
+    var linked =
+      !!prev &&
+      isObj(prev) &&
+      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
+      (sameDocUrl(prev.url, here) ||
+        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
+        redirects > 0 ||
+        !prev.urlKnown ||
+        (type === 'reload' && prev.navigationType === 'reload') ||
+        (type === 'back_forward' && prev.navigationType === 'traverse'));
+    var id = linked && prev.requestId ? prev.requestId : 'd' + S.documentId;
+    var d = {
+      id: id,
+      requestId: id,
+      method: linked && prev.methodKnown ? prev.method : null,
+      methodKnown: !!(linked && prev.methodKnown),
+      url: linked && prev.urlKnown && !sameDocUrl(prev.url, here) ? prev.url : here,
+      finalUrl: here,
+      status: status,
+      statusKnown: status != null,
+      ok: status == null ? null : status >= 200 && status < 400,
+      initiator: 'document',
+      navigationType: type,
+      redirectCount: redirects,
+      redirected: redirects > 0,
+      linked: linked,
+      documentId: S.documentId
+    };
+    if (linked) {
+      d.cause = prev.cause;
+      d.sincePendingMs = Math.max(0, N.dateNow() - prev.at);
+      if (prev.from) d.from = prev.from;
+      if (prev.documentId) d.fromDocumentId = prev.documentId;
+      DOC_FIELDS.concat(['requestBodyType']).forEach(function (k) {
+        if (prev[k] != null) d[k] = prev[k];
+      });
+    }
+    if (nav) {
+      var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
+      d.durationMs = Math.round(Math.max(0, end - nav.startTime));
+      d.ms = d.durationMs;
+      d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
+      if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
+      if (nav.transferSize != null) d.transferSize = nav.transferSize;
+      if (nav.contentType) d.contentType = nav.contentType;
+    }
+    emit('net.request', d);
+    var from =
+      linked && prev.from ? prev.from : document.referrer ? redactUrl(document.referrer) : '';
+    emit('route.change', {
+      from: from,
+      to: here,
+      kind: 'document',
+      reason: 'document',
+      navigationType: type,
+      requestId: id,
+      pathname: location.pathname,
+      search: redactUrl(location.search),
+      hash: redactUrl(location.hash),
+      title: document.title
+    });
+    lastHref = location.href;
+  }
+
   // -- DOM mutations, coalesced per animation frame
   var ATTRS = [
     'class',
@@ -9917,6 +11066,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     'aria-label'
   ];
   var DOM_CAP = 40;
+  // Text inside script, style, template, noscript or head is source, not page text (a CSS-in-JS
+  // library writing into a <style> is not a text change a user can read).
+  function inSource(el) {
+    try {
+      return !!el.closest('script,style,template,noscript,head');
+    } catch (e) {
+      return false;
+    }
+  }
   function installDom() {
     if (!N.MutationObserver) return;
     var pending = [];
@@ -9984,14 +11142,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             emit('dom.attr', ad, r.target);
           } else if (r.type === 'characterData') {
             var pe = r.target.parentElement;
-            if (!pe || seenText.has(pe)) continue;
+            if (!pe || seenText.has(pe) || inSource(pe)) continue;
             seenText.add(pe);
             if (changed >= DOM_CAP) {
               dropC++;
               continue;
             }
             changed++;
-            var td = { text: clip(norm(pe.textContent), 80), target: label(pe) };
+            var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
             if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
             emit('dom.text', td, pe);
           } else if (r.type === 'childList') {
@@ -10108,7 +11266,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               if (oldRef) rd.formerRef = oldRef;
               emit('dom.removed', rd);
             }
-            if (textTouched && r.target.nodeType === 1 && !seenText.has(r.target)) {
+            if (
+              textTouched &&
+              r.target.nodeType === 1 &&
+              !seenText.has(r.target) &&
+              !inSource(r.target)
+            ) {
               seenText.add(r.target);
               if (changed >= DOM_CAP) {
                 dropC++;
@@ -10117,7 +11280,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               changed++;
               emit(
                 'dom.text',
-                { text: clip(norm(r.target.textContent), 80), target: label(r.target) },
+                { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) },
                 r.target
               );
             }
@@ -11029,43 +12192,71 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         })
       };
       if (els.length > lim) res.described = lim;
-      if (!els.length) res.hint = zeroHint();
+      if (!els.length) {
+        res.hint = zeroHint();
+        var near = nearMisses(r.q, resolveScope(args.scope));
+        if (near.length) res.hint.nearMisses = near;
+      }
       return res;
     }
     if (kind === 'text') {
-      var needle =
-        args.contains != null ? args.contains : args.text != null ? args.text : args.value;
-      if (needle == null || needle === '') throw new Error('text probe needs contains');
-      var rr = runQuery({ by: 'text', value: String(needle), scope: args.scope });
-      if (rr.scopeMissing) return { found: false, count: 0, scopeMissing: true };
-      var matches = rr.els;
+      // contains (case-insensitive substring of an element's own text), equals (an element's whole
+      // text, whitespace-normalised, case-sensitive) or matches (a RegExp over an element's whole
+      // text). Only readable text counts: never script, style, template or noscript source.
+      var given = TEXT_MODES.filter(function (m) {
+        return args[m] != null && args[m] !== '';
+      });
+      if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
+      var spec;
+      if (given.length) {
+        var so = {};
+        so[given[0]] = args[given[0]];
+        if (args.flags != null) so.flags = args.flags;
+        spec = textSpec(so, 'contains');
+      } else {
+        var needle = args.text != null ? args.text : args.value;
+        if (needle == null || needle === '')
+          throw new Error('text probe needs contains, equals or matches');
+        spec = textSpec(needle, 'contains');
+      }
+      var matches;
+      if (spec.mode === 'contains') {
+        var rr = runQuery({ by: 'text', value: spec.value, scope: args.scope });
+        if (rr.scopeMissing) return { found: false, count: 0, places: 0, scopeMissing: true };
+        matches = rr.els;
+      } else {
+        var troot = resolveScope(args.scope);
+        if (!troot) return { found: false, count: 0, places: 0, scopeMissing: true };
+        matches = textPlaces(troot, spec.test);
+      }
       var visM = matches.filter(function (e) {
         return isVisible(e, cache);
       });
       var pool = args.visible ? visM : matches;
       var out = {
         found: pool.length > 0,
+        mode: spec.mode,
         count: pool.length,
+        places: pool.length,
         visibleCount: visM.length,
         elements: pool.slice(0, 5).map(function (e) {
           return describe(e, cache);
         })
       };
       if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
-      else {
-        // text split across elements: fall back to the rendered page text
+      else if (spec.mode === 'contains') {
+        // text split across elements: fall back to the readable page text
         var root = resolveScope(args.scope);
-        var inner = root ? norm(args.visible ? root.innerText : root.textContent) : '';
-        var idx = inner.toLowerCase().indexOf(norm(String(needle)).toLowerCase());
+        var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
+        var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
         if (idx >= 0) {
           out.found = true;
           out.via = 'page-text';
-          out.sample = clip(
-            inner.slice(Math.max(0, idx - 60), idx + String(needle).length + 60),
-            200
-          );
+          out.places = 1;
+          out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
         }
       }
+      if (spec.mode === 'contains' && norm(spec.value).length <= 3) out.short = true;
       return out;
     }
     if (kind === 'route')
@@ -11256,6 +12447,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         ['console_observer', installConsole],
         ['console_observer', installErrors],
         ['router_observer', installRouting],
+        ['document_observer', installDocuments],
         ['dom_observer', installDom],
         ['dom_observer', installShadowCapture],
         ['animation_observer', installAnimations],

@@ -155,6 +155,18 @@ class Daemon:
                 if '"event":"tool_crashed"' in ln or '"event":"mcp_internal_error"' in ln]
         if bugs:
             raise AssertionError("the daemon logged internal errors:\n" + "".join(bugs[:5]))
+        raw = non_json_tracebacks(self.log())
+        if raw:
+            raise AssertionError("the daemon wrote a traceback that is not a JSON log line:\n" + raw[:3000])
+
+
+def non_json_tracebacks(log):
+    """The part of a daemon's log from the first traceback written outside a JSON line, or ""."""
+    lines = log.splitlines()
+    for n, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)") or line.startswith("Task exception was never"):
+            return "\n".join(lines[n:n + 40])
+    return ""
 
 
 class AppServer:

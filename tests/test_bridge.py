@@ -4,6 +4,7 @@ reported while MCP calls keep being answered."""
 
 import asyncio
 import json
+import logging
 import os
 
 import pytest
@@ -450,3 +451,74 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         data = await self.act_and_wait_with([ui, write, saved], {"kind": "signal", "name": "saved"})
         assert data["verified"] == "unknown", data
         assert "POST /api/save" in data["because"]
+
+    # -- hardening (issue 13) -----------------------------------------------------------
+    @gen_test(timeout=30)
+    async def test_a_socket_refused_1013_for_pending_handshakes_registers_nothing(self):
+        self.hub.hello_timeout_s = 10
+        for _ in range(reticle.MAX_PENDING_HANDSHAKES):
+            await self.ws()  # no hello: each holds a pending handshake
+        seen = []
+        handler = logging.Handler(logging.INFO)
+        handler.emit = lambda record: seen.append(record.getMessage())
+        bridge_log = logging.getLogger("reticle.bridge")
+        bridge_log.addHandler(handler)
+        level = bridge_log.level
+        bridge_log.setLevel(logging.INFO)
+        try:
+            extra = await self.ws()
+            # The hello is sent at once, so it is already in flight when the refusal is.
+            await extra.write_message(json.dumps({"kind": "hello", "protocolVersion": 1, "sessionId": "s-late",
+                                                  "url": "http://localhost:5173/", "title": "t", "adapters": []}))
+            code, reason = await self.closed(extra)
+            await asyncio.sleep(0.2)
+        finally:
+            bridge_log.removeHandler(handler)
+            bridge_log.setLevel(level)
+        assert code == 1013 and reason == "too many pending handshakes"
+        assert "s-late" not in self.hub.bridge.sessions and "s-late" not in self.hub.bridge.departed
+        assert "session_connected" not in seen and "session_disconnected" not in seen, seen
+
+    @gen_test(timeout=30)
+    async def test_a_tab_lost_during_the_act_is_unknown_not_a_tool_error(self):
+        conn = await self.ws()
+        await self.hello(conn)
+
+        async def page_that_navigates_away():
+            while True:
+                msg = json.loads(await conn.read_message())
+                if msg["kind"] == "command" and msg["name"] == "act":
+                    conn.close()  # the click unloaded the page before it could answer
+                    return
+
+        task = asyncio.ensure_future(page_that_navigates_away())
+        result = await self.mcp("reticle_act_and_wait", {"ref": "e1", "action": "click",
+                                                         "until": {"kind": "signal", "name": "saved"},
+                                                         "timeout_ms": 1500})
+        await task
+        assert not result.get("isError"), result
+        data = result["structuredContent"]
+        assert data["verified"] == "unknown" and data["verifiedReason"] == "observation_lost", data
+
+    @gen_test(timeout=30)
+    async def test_wrong_tokens_in_hellos_are_limited_per_peer(self):
+        codes = []
+        for i in range(int(reticle.AUTH_FAIL_RATE[1]) + 2):
+            conn = await self.ws(origin=None)
+            await self.hello(conn, sid="s-guess-%d" % i, token="guess-%d" % i)
+            codes.append((await self.closed(conn))[0])
+        assert codes[0] == 1008 and codes[-1] == 1013, codes
+        # While the peer is over its budget, even the right token is refused.
+        conn = await self.ws(origin=None)
+        await self.hello(conn, sid="s-right", token=self.token)
+        assert (await self.closed(conn))[0] == 1013
+
+    @gen_test
+    async def test_other_methods_meet_the_guard_then_405_with_allow(self):
+        url = "http://127.0.0.1:%d/reticle" % self.get_http_port()
+        resp = await self.http_client.fetch(url, method="TRACE", headers={"Host": "evil.com"},
+                                            raise_error=False, allow_nonstandard_methods=True)
+        assert resp.code == 403, resp.body
+        resp = await self.http_client.fetch(url, method="TRACE", raise_error=False, allow_nonstandard_methods=True)
+        assert resp.code == 405 and resp.headers["Allow"] == "GET", resp.body
+        assert json.loads(resp.body)["error"] == "method not allowed"

@@ -230,6 +230,17 @@ def test_binding_beyond_loopback_needs_reticle_token(clean_env, cli_logging, cap
     assert not port_listens(port)
 
 
+@pytest.mark.parametrize("token", ["abc", "x" * (reticle.MIN_TOKEN_CHARS - 1)])
+def test_a_short_token_is_refused_off_loopback(clean_env, cli_logging, capsys, monkeypatch, token):
+    port = free_port()
+    monkeypatch.setenv("RETICLE_TOKEN", token)
+    assert reticle.main(["serve", "--port", str(port), "--host", "0.0.0.0"]) == 1
+    err = capsys.readouterr().err
+    assert "at least %d characters" % reticle.MIN_TOKEN_CHARS in err
+    assert "has %d" % len(token) in err and token not in err.replace("has %d" % len(token), "")
+    assert not port_listens(port)
+
+
 def test_serve_tls_answers_https_and_prints_the_fingerprint(tmp_path):
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes

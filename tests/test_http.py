@@ -16,6 +16,7 @@ import tempfile
 import uuid
 
 import pytest
+import tornado.httpclient
 from tornado.testing import AsyncHTTPTestCase
 from tornado.testing import ExpectLog
 from tornado.testing import gen_test
@@ -740,7 +741,7 @@ class TokenTierTest(ReticleTestCase):
         for headers, path in (({"Authorization": "Bearer wrong"}, "/status"),
                               ({"Authorization": "Bearer " + TOKEN[:-1]}, "/status"),
                               ({"Authorization": "Bearer " + TOKEN + "x"}, "/status"),
-                              ({"Authorization": "bearer " + TOKEN}, "/status?token=nope"),
+                              ({"Authorization": "Basic " + TOKEN}, "/status?token=nope"),
                               ({}, "/status?token=" + TOKEN.upper()),
                               ({}, "/status")):
             resp = await self.fetch(path, headers=dict(headers, Host="evil.com"))
@@ -865,3 +866,264 @@ class RateLimitTest(ReticleTestCase):
         sid = reticle.Hub(state_dir=self.state_dir).signer.mint()
         resp = await self.fetch("/mcp", "POST", rpc("ping"), {"Mcp-Session-Id": sid})
         self.assertEqual(resp.code, 200)
+
+
+def strict_json(data):
+    """json.loads that refuses NaN and Infinity, as JSON parsers and the MCP SDK do."""
+    def refuse(name):
+        raise ValueError("%s is not JSON" % name)
+    return json.loads(data, parse_constant=refuse)
+
+
+class _Errors(logging.Handler):
+    """Every record at ERROR or above on reticle's, tornado's and asyncio's loggers."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.records = []
+        self.loggers = [logging.getLogger(n) for n in ("reticle", "tornado", "asyncio")]
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def __enter__(self):
+        for logger in self.loggers:
+            logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        for logger in self.loggers:
+            logger.removeHandler(self)
+
+
+class HardeningTest(ReticleTestCase):
+    """Issue 13: the hostile-client probes, each a regression test."""
+
+    hub_kwargs = {"token": TOKEN}
+
+    async def post_raw(self, path, body, headers=None):
+        return await self.fetch(path, "POST", body, dict(headers or {}, **{"Content-Type": "application/json"}))
+
+    # -- 1. amplification --------------------------------------------------------------
+    @gen_test(timeout=30)
+    async def test_a_batch_over_the_limit_is_one_32600_and_runs_nothing(self):
+        batch = [rpc("tools/list", i) for i in range(reticle.MAX_BATCH + 1)]
+        resp = await self.fetch("/mcp", "POST", batch)
+        self.assertEqual(resp.code, 200)
+        reply = strict_json(resp.body)
+        self.assertIsInstance(reply, dict)
+        self.assertEqual(reply["error"]["code"], -32600)
+        self.assertIn(str(reticle.MAX_BATCH), reply["error"]["message"])
+        resp = await self.fetch("/mcp", "POST", batch[:reticle.MAX_BATCH])
+        self.assertEqual(len(strict_json(resp.body)), reticle.MAX_BATCH)
+
+    @gen_test(timeout=60)
+    async def test_a_4mb_batch_of_80000_requests_is_refused_small_and_fast(self):
+        body = "[" + ",".join('{"jsonrpc":"2.0","id":%d,"method":"tools/list"}' % i for i in range(80000)) + "]"
+        self.assertLess(len(body), reticle.MAX_BODY_BYTES)
+        hub = self.hub
+        hub.limiter = reticle._RateLimiter(1e9, 1e9)  # the batch limit alone must hold
+        started = asyncio.get_running_loop().time()
+        resp, status = await asyncio.gather(self.post_raw("/mcp", body), self.fetch("/status"))
+        self.assertLess(asyncio.get_running_loop().time() - started, 5.0)
+        self.assertEqual(status.code, 200)
+        self.assertLess(len(resp.body), 1000)
+        self.assertEqual(strict_json(resp.body)["error"]["code"], -32600)
+
+    @gen_test
+    async def test_a_batch_reply_over_the_byte_limit_is_32600_for_the_rest(self):
+        one = len((await self.fetch("/mcp", "POST", rpc("tools/list"))).body)
+        limit = reticle.MAX_BATCH_REPLY_BYTES
+        reticle.MAX_BATCH_REPLY_BYTES = int(one * 2.5)
+        try:
+            resp = await self.fetch("/mcp", "POST", [rpc("tools/list", i) for i in range(5)])
+        finally:
+            reticle.MAX_BATCH_REPLY_BYTES = limit
+        replies = strict_json(resp.body)
+        self.assertEqual([("result" in r) for r in replies], [True, True, False, False, False])
+        self.assertEqual({r["error"]["code"] for r in replies[2:]}, {-32600})
+        self.assertEqual([r["id"] for r in replies], [0, 1, 2, 3, 4])
+
+    @gen_test
+    async def test_the_rate_limiter_counts_each_message_of_a_batch(self):
+        self.hub.limiter = reticle._RateLimiter(1, 20)
+        resp = await self.fetch("/mcp", "POST", [rpc("ping", i) for i in range(20)])
+        self.assertEqual(len(strict_json(resp.body)), 20)
+        self.assert_refusal(await self.fetch("/mcp", "POST", rpc("ping")), 429, "rate limited")
+        self.assert_refusal(await self.fetch("/mcp", "POST", [rpc("ping", i) for i in range(5)]), 429)
+
+    # -- 3, 4, 5. input no parser should choke on -------------------------------------------
+    HOSTILE = {
+        "deep arrays": "[" * 100000,
+        "deep objects": '{"a":' * 100000,
+        "valid but too deep": "[" * (reticle.MAX_JSON_DEPTH + 1) + "]" * (reticle.MAX_JSON_DEPTH + 1),
+        "lone surrogate": '{"jsonrpc":"2.0","id":1,"method":"\\ud800"}',
+        "lone surrogate in params": '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"\\udc00":1}}',
+        "id 1e999": '{"jsonrpc":"2.0","id":1e999,"method":"ping"}',
+        "id NaN": '{"jsonrpc":"2.0","id":NaN,"method":"ping"}',
+        "id -Infinity": '{"jsonrpc":"2.0","id":-Infinity,"method":"ping"}',
+    }
+
+    @gen_test(timeout=30)
+    async def test_hostile_json_is_a_parse_error_on_streamable_http(self):
+        with _Errors() as errors:
+            for name, body in self.HOSTILE.items():
+                resp = await self.post_raw("/mcp", body)
+                self.assertEqual(resp.code, 200, (name, resp.body[:300]))
+                reply = strict_json(resp.body)
+                self.assertEqual(reply["error"]["code"], -32700, name)
+                self.assertIsNone(reply["id"])
+        self.assertEqual(errors.records, [])
+        await self.assert_still_serving()
+
+    @gen_test(timeout=30)
+    async def test_hostile_json_is_a_parse_error_on_http_sse(self):
+        s, endpoint = await self.sse_session()
+        with _Errors() as errors:
+            for name, body in self.HOSTILE.items():
+                resp = await self.post_raw(endpoint, body)
+                self.assert_refusal(resp, 400, "invalid JSON")
+                reply = await s.message()
+                self.assertEqual(reply["error"]["code"], -32700, name)
+            # The session still works after all of it.
+            self.assertEqual((await self.fetch(endpoint, "POST", rpc("ping", "after"))).code, 202)
+            self.assertEqual((await s.message())["id"], "after")
+        self.assertEqual(errors.records, [])
+        await self.close_streams()
+
+    @gen_test
+    async def test_a_valid_surrogate_pair_still_works(self):
+        resp = await self.post_raw("/mcp", '{"jsonrpc":"2.0","id":"\\ud83d\\ude00","method":"ping"}')
+        self.assertEqual(strict_json(resp.body), {"jsonrpc": "2.0", "id": "\U0001F600", "result": {}})
+
+    # -- 6. every method through the guard and the limiter -------------------------------
+    @gen_test
+    async def test_other_methods_meet_the_guard_then_405_with_allow(self):
+        with _Errors() as errors:
+            for path, allow in (("/status", "GET"), ("/mcp", "GET, POST, DELETE"), ("/", "GET, POST"),
+                                ("/mcp/message", "POST"), ("/stop", "POST")):
+                for method in ("TRACE", "PATCH", "PUT", "FOO"):
+                    self.assert_refusal(await self.fetch(path, method, headers={"Host": "evil.com"}), 403)
+                    resp = await self.fetch(path, method)
+                    self.assert_refusal(resp, 405, "method not allowed")
+                    self.assertEqual(resp.headers["Allow"], allow, (path, method))
+            resp = await self.fetch("/", "DELETE")
+            self.assertEqual((resp.code, resp.headers["Allow"]), (405, "GET, POST"))
+            self.assert_refusal(await self.fetch("/nowhere", "TRACE"), 404, "not found")
+        self.assertEqual(errors.records, [])
+
+    @gen_test
+    async def test_other_methods_are_rate_limited(self):
+        self.hub.limiter = reticle._RateLimiter(1, 2)
+        codes = [(await self.fetch("/status", "TRACE")).code for _ in range(3)]
+        self.assertEqual(codes, [405, 405, 429])
+
+    # -- refusals say Connection: close -------------------------------------------------------
+    @gen_test
+    async def test_refusals_before_the_body_say_connection_close(self):
+        self.hub.limiter = reticle._RateLimiter(0.01, 1)
+        self.assertEqual((await self.fetch("/status")).code, 200)  # the one request of the bucket
+        for host, code in (("evil.com", 403), ("127.0.0.1", 429)):
+            conn = await RawConnection(self.get_http_port()).open()
+            try:
+                # A keep-alive request: only the server's refusal may end the connection.
+                await conn.send(("GET /status HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
+                resp = RawResponse(await conn.read_to_eof(3))  # returns at EOF: the server closed it
+            finally:
+                await conn.close()
+            self.assertEqual(resp.code, code)
+            self.assertEqual(resp.headers.get("connection"), "close", resp.headers)
+
+    # -- 7. a dropped stream cancels its call ----------------------------------------------------
+    async def silent_tab(self):
+        """A bridge socket that says hello and never answers a command."""
+        import tornado.websocket
+        conn = await tornado.websocket.websocket_connect(tornado.httpclient.HTTPRequest(
+            "ws://127.0.0.1:%d/reticle" % self.get_http_port(), headers={"Origin": "http://localhost:5173"}))
+        await conn.write_message(json.dumps({"kind": "hello", "protocolVersion": 1, "sessionId": "s-silent",
+                                             "url": "http://localhost:5173/", "title": "t", "adapters": []}))
+        for _ in range(200):
+            if "s-silent" in self.hub.bridge.sessions:
+                break
+            await asyncio.sleep(0.01)
+        return conn, self.hub.bridge.sessions["s-silent"]
+
+    async def until(self, predicate, timeout=3.0):
+        for _ in range(int(timeout / 0.02)):
+            if predicate():
+                return True
+            await asyncio.sleep(0.02)
+        return predicate()
+
+    @gen_test(timeout=30)
+    async def test_a_dropped_sse_stream_cancels_its_call(self):
+        tab, session = await self.silent_tab()
+        try:
+            with _Errors() as errors:
+                s, endpoint = await self.sse_session()
+                call = rpc("tools/call", 9, {"name": "reticle_snapshot", "arguments": {}})
+                self.assertEqual((await self.fetch(endpoint, "POST", call)).code, 202)
+                self.assertTrue(await self.until(lambda: session.pending))
+                await s.close()
+                # The command would time out after COMMAND_TIMEOUT_S; cancelled, it is gone at once.
+                self.assertTrue(await self.until(lambda: not session.pending and not self.hub.tasks, 2.0))
+            self.assertEqual(errors.records, [])
+        finally:
+            tab.close()
+
+    @gen_test(timeout=30)
+    async def test_a_dropped_streamable_post_cancels_its_call(self):
+        tab, session = await self.silent_tab()
+        try:
+            body = json.dumps(rpc("tools/call", 9, {"name": "reticle_snapshot", "arguments": {}}))
+            conn = await RawConnection(self.get_http_port()).open()
+            await conn.send(("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
+            self.assertTrue(await self.until(lambda: session.pending))
+            await conn.close()
+            self.assertTrue(await self.until(lambda: not session.pending, 2.0))
+        finally:
+            tab.close()
+
+    # -- 8, 10. protocol details -----------------------------------------------------------------
+    @gen_test
+    async def test_resources_read_with_an_object_uri_is_32602(self):
+        resp = await self.fetch("/mcp", "POST", rpc("resources/read", 1, {"uri": {"a": 1}}))
+        self.assertEqual(strict_json(resp.body)["error"]["code"], -32602)
+
+    @gen_test
+    async def test_a_null_id_is_invalid_request(self):
+        reply = strict_json((await self.fetch("/mcp", "POST", rpc("tools/list", None))).body)
+        self.assertEqual(reply["error"]["code"], -32600)
+        self.assertNotIn("result", reply)
+
+    @gen_test
+    async def test_the_bearer_scheme_is_case_insensitive(self):
+        for scheme in ("bearer", "BEARER", "Bearer"):
+            resp = await self.fetch("/status", headers={"Host": "evil.com", "Authorization": scheme + " " + TOKEN})
+            self.assertEqual(resp.code, 200, scheme)
+
+    @gen_test
+    async def test_wrong_token_guesses_are_limited_per_peer(self):
+        burst = int(reticle.AUTH_FAIL_RATE[1])
+        codes = [(await self.fetch("/status?token=guess%d" % i, headers={"Host": "evil.com"})).code
+                 for i in range(burst + 1)]
+        self.assertEqual(codes, [403] * burst + [429])
+        resp = await self.fetch("/status", headers={"Host": "evil.com", "Authorization": "Bearer " + TOKEN})
+        body = self.assert_refusal(resp, 429, "too many wrong tokens")  # even the right one, while over
+        self.assertGreaterEqual(int(resp.headers["Retry-After"]), 1)
+        self.assertNotIn(TOKEN, body["detail"])
+        # A loopback client that presents no token is not locked out by someone else's guesses.
+        await self.assert_still_serving()
+
+    @gen_test
+    async def test_a_30_day_old_session_id_is_unknown(self):
+        import time
+        signer = self.hub.signer
+        for age, code in ((reticle.SESSION_MAX_AGE_S + 60, 404), (time.time(), 404),
+                          (reticle.SESSION_MAX_AGE_S - 3600, 200)):
+            sid = signer.mint(now=time.time() - age)
+            resp = await self.fetch("/mcp", "POST", rpc("ping"), {"Mcp-Session-Id": sid})
+            self.assertEqual(resp.code, code, age)
+            if code == 404:
+                self.assertEqual(json.loads(resp.body)["error"], "MCP_SESSION_UNKNOWN")

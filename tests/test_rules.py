@@ -25,6 +25,7 @@ def known(open_requests=(), blind_spots=None, loss=None, origin="", background=(
 
 
 NET = {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}
+SETTLE = {"kind": "settled", "quietMs": 300}
 PASS = {"pass": True, "evidence": {"status": 200}}
 FAIL = {"pass": False, "failureReason": "no completed request matched"}
 
@@ -49,10 +50,29 @@ DECIDE = [
     ("body-unread", PASS, [call(1, body=None)], known(), NET, {}, "unknown", "outcome_unread", "not captured"),
     ("write-in-flight", PASS, [call(1)], known(open_requests=[{"method": "PUT", "url": "/api/other", "startedAt": 5.0}]),
      NET, {}, "unknown", "request_in_flight", "PUT /api/other"),
-    ("settle-timed-out-is-no", {"pass": False, "timedOut": True}, [], known(), {"kind": "settled", "quietMs": 300}, {"act": True},
-     "no", "assertion_failed", "did not hold"),
-    ("settle-timed-out-but-held", {"pass": True, "timedOut": True, "evidence": {}}, [], known(),
-     {"kind": "settled", "quietMs": 300}, {"act": True}, "unknown", "unsettled", "never settled"),
+    ("implicit-settle-timed-out", {"pass": False, "timedOut": True}, [ev(1, "dom.added")], known(), SETTLE, {"act": True},
+     "unknown", "unsettled", "never settled"),
+    ("implicit-settle-with-no-effect", {"pass": True, "evidence": {}}, [], known(), SETTLE, {"act": True},
+     "unknown", "no_effect", "no observable effect yet"),
+    ("implicit-settle-over-an-error-alert", {"pass": True, "evidence": {}},
+     [ev(1, "dom.added"), ev(2, "ui.alert", text="Save failed", source="alert")], known(), SETTLE, {"act": True},
+     "no", "failure_observed", "'Save failed' as an alert"),
+    ("implicit-settle-over-a-console-error", {"pass": True, "evidence": {}},
+     [ev(1, "dom.added"), ev(2, "console.error", text="TypeError: x is undefined")], known(), SETTLE, {"act": True},
+     "no", "failure_observed", "TypeError"),
+    ("implicit-settle-over-a-failed-write", {"pass": False, "timedOut": True}, [call(1, status=500)], known(), SETTLE,
+     {"act": True}, "no", "failure_observed", "POST /api/save answered 500"),
+    ("implicit-settle-over-an-invalid-field", {"pass": True, "evidence": {}},
+     [ev(1, "ui.alert", text="This field is required.", source="invalid", field="Name")], known(), SETTLE,
+     {"act": True}, "no", "failure_observed", "beside the field 'Name'"),
+    ("implicit-settle-with-an-effect", {"pass": True, "evidence": {"settled": True}}, [ev(1, "net.ws", direction="in",
+     transport="ws", url="ws://x/socket", data="{}")], known(), SETTLE, {"act": True}, "yes", "proved", "settled"),
+    ("error-shown-after-a-200", PASS, [call(1), ev(2, "ui.alert", text="Could not save your profile", source="alert")],
+     known(), NET, {}, "no", "contradicted", "error-shown"),
+    ("an-error-the-predicate-asks-for", PASS, [call(1, status=409), ev(2, "ui.alert", text="Name already taken",
+     source="alert")], known(), {"kind": "text", "contains": "already taken"}, {}, "yes", "proved", "held"),
+    ("a-success-alert-is-no-error", PASS, [call(1), ev(2, "ui.alert", text="Profile saved", source="alert")],
+     known(), NET, {}, "yes", "proved", "no channel disagreeing"),
     ("proved", PASS, [call(1)], known(), NET, {}, "yes", "proved", "no channel disagreeing"),
     # lost evidence makes a failed presence check unknown, never a false no
     ("missing-evidence-may-be-evicted", FAIL, [], known(loss={"evicted": 503}), NET, {},
@@ -88,7 +108,8 @@ def test_decide(row):
     action_since = flags.get("action_since")
     contradictions = reticle._contradictions(window, p, action_since)
     got = reticle._decide(dict(res), contradictions, window, k, 0.0, p,
-                          already_true=flags.get("already_true", False), act=flags.get("act", False))
+                          already_true=flags.get("already_true", False), act=flags.get("act", False),
+                          effect={"effect": {}})
     assert got[:2] == (verified, reason), got
     assert word in got[2], got[2]
 
@@ -103,9 +124,9 @@ def test_decide_rules_apply_in_their_documented_order():
     assert reticle._decide(dict(FAIL), cs, window, k, 0.0, p)[1] == "assertion_failed"
     assert reticle._decide(dict(PASS), cs, window, k, 0.0, p)[1] == "contradicted"
     doc = reticle._decide.__doc__
-    order = ["inconclusive", "observation_lost", "evidence_lost", "assertion_failed", "contradicted", "evidence_incomplete",
+    order = ["inconclusive", "observation_lost", "failure_observed", "unsettled", "evidence_lost", "assertion_failed", "contradicted", "evidence_incomplete",
              "absence_blind_spot", "already_true", "outcome_pending", "outcome_unread",
-             "request_in_flight", "unsettled", "proved"]
+             "request_in_flight", "no_effect", "proved"]
     positions = [doc.index(name) for name in order]
     assert positions == sorted(positions), "the docstring lists the rules out of order"
 
@@ -141,6 +162,12 @@ CONTRADICTIONS = [
     ("dev-tooling-ignored", [call(1, method="GET", url="/@vite/client", status=500), ev(2, "dom.added")],
      {"kind": "text", "contains": "Saved"}, None, []),
     ("clean", [call(1), ev(2, "dom.added")], NET, 0.0, []),
+    ("two-posts-with-different-bodies", [call(5, requestBody='{"fn_index": 1}'), call(6, requestBody='{"fn_index": 2}')],
+     {"kind": "text", "contains": "Saved"}, 0.0, []),
+    ("error-shown", [call(1), ev(2, "ui.alert", text="Could not save", source="alert")], NET, None, ["error-shown"]),
+    ("a-failure-the-ui-admitted", [call(1, status=500), ev(2, "dom.added"),
+                                   ev(3, "ui.alert", text="Saving failed, try again", source="alert")],
+     {"kind": "text", "contains": "try again"}, None, []),
 ]
 
 

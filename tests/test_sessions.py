@@ -186,3 +186,15 @@ def test_fuzz_well_formed_random_ids_never_verify(payload, mac):
 def test_fuzz_every_minted_id_verifies_without_max_age(issued, now):
     signer = reticle._SessionSigner(KEY)
     assert signer.verify(signer.mint(now=issued), now=now)
+
+
+def test_an_id_from_a_clock_a_day_ahead_fails():
+    signer = reticle._SessionSigner(KEY, max_age_s=60)
+    assert signer.verify(signer.mint(now=10_000 + 3600), now=10_000)  # some skew is allowed
+    assert not signer.verify(signer.mint(now=10_000 + 2 * 86400), now=10_000)
+
+
+def test_the_daemon_gives_ids_30_days(tmp_path):
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"))
+    assert hub.signer.max_age_s == reticle.SESSION_MAX_AGE_S == 30 * 86400
+    assert not hub.signer.verify(hub.signer.mint(now=0))  # signed correctly, in 1970
