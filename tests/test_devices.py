@@ -453,6 +453,26 @@ class CapabilityTest(AsyncHTTPTestCase):
         self.assertEqual(ws.close_code, 1008)
         self.assertIsNone(self.hub.bridge.get(self.device.session_id))
 
+    @gen_test
+    async def test_wrong_capabilities_are_limited_as_wrong_tokens(self):
+        from tornado.httpclient import HTTPClientError
+
+        codes = []
+        for i in range(30):
+            with self.assertRaises(HTTPClientError) as caught:
+                await self._connect("?device=guess%d" % i, "http://%s" % STAGING)
+            codes.append(caught.exception.code)
+        self.assertEqual(codes[0], 403)
+        self.assertIn(429, codes)
+        # the device's own pages are not locked out by someone else's guessing
+        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws.write_message(self.hello(self.device.session_id))
+        for _ in range(100):
+            if self.hub.bridge.get(self.device.session_id):
+                break
+            await asyncio.sleep(0.01)
+        self.assertIsNotNone(self.hub.bridge.get(self.device.session_id))
+
 
 def test_a_device_closes_when_its_browser_dies_or_its_key_idles(tmp_path, app):
     """In process: the daemon's own Hub serving on a real port, with real browsers."""
