@@ -6086,7 +6086,8 @@ def _print_status(data: dict) -> None:
     sessions = data.get("sessions") or []
     lines.append("browser sessions: %d" % len(sessions))
     for s in sessions:
-        lines.append("  %s  %s%s" % (s.get("sessionId"), s.get("url"), "  (throttled)" if s.get("throttled") else ""))
+        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), "  (throttled)" if s.get("throttled") else "",
+                                       "  (a device Reticle started)" if s.get("device") else ""))
     if data.get("why"):
         lines.append("why none: %s" % data["why"])
     sys.stdout.write("\n".join(lines) + "\n")

@@ -362,6 +362,9 @@ def test_reticle_drive_keeps_a_device_until_interrupted(tmp_path, app):
             status = json.load(resp)
         assert [x["sessionId"] for x in status["devices"]] == [first.split()[1]]
         pid = status["devices"][0]["pid"]
+        shown = subprocess.run([sys.executable, _harness.RETICLE_PY, "status", "--port", str(port)], env=env,
+                               capture_output=True, text=True, timeout=30)
+        assert "devices: 1" in shown.stdout and "(a device Reticle started)" in shown.stdout, shown.stdout
         proc.send_signal(signal.SIGINT)
         assert proc.wait(15) == 0
         assert not reticle._pid_alive(pid)
