@@ -919,7 +919,8 @@ def _frames(window: List[dict]) -> List[dict]:
 
 
 def _call_label(d: dict) -> str:
-    return "%s %s" % (str(d.get("method", "GET")).upper(), d.get("url", "?"))
+    method = d.get("method") or ("LOAD" if d.get("initiator") == "document" else "GET")
+    return "%s %s" % (str(method).upper(), d.get("url") or "?")
 
 
 _HIGH_VALUE = ("net.request", "net.pending", "console.error", "console.warn", "error.uncaught",
@@ -1050,7 +1051,8 @@ class _Known:
         self.blind_spots = blind_spots
         self.loss = loss
         self.origin = origin                # the page's scheme://host:port
-        self.background = background        # writes the page made on its own before the window (autosave...)
+        self.background = background        # what the page sends on its own: writes before the window, and
+                                            # requests it repeated before it (autosave, polling)
 
 
 class _TabGone(ToolError):
@@ -1186,7 +1188,9 @@ class _BrowserSession:
         parts = urllib.parse.urlsplit(self.url)
         origin = "%s://%s" % (parts.scheme, parts.netloc) if parts.scheme and parts.netloc else ""
         before = self.store.query(max(0.0, floor - BACKGROUND_MS), floor, prefix="net.request")
-        background = tuple(sorted({_call_label(e["data"]) for e in before if _is_write(e["data"])}))
+        seen = collections.Counter(_call_label(e["data"]) for e in before)
+        writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
+        background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
         return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
                       origin, background)
 
@@ -1287,6 +1291,14 @@ class _BrowserSession:
                 self._open[str(data["requestId"])] = dict(data, startedAt=event["t"])
         elif etype == "net.request" and data.get("requestId"):
             self._open.pop(str(data["requestId"]), None)
+            if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False:
+                # Navigation Timing gives the status of the page the redirects led to, not of the
+                # request (a form POST answered 302): that one is hidden from the page.
+                data["finalStatus"] = data.get("status")
+                data["status"] = None
+                data["statusKnown"] = False
+                data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
+                                      "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
         elif etype == "page.health":
             self.hidden = bool(data.get("hidden"))
             self.focused = bool(data.get("focused", True))
@@ -2323,13 +2335,19 @@ def _remove_profile(path: str) -> None:
 _P_SINCE = {"type": "number", "minimum": 0, "description": "only events at or after this cursor"}
 _ELEMENT_STATES = ["visible", "hidden", "enabled", "disabled", "checked", "expanded", "focused", "present",
                    "inViewport"]
+_FLAGS = {"type": "string", "pattern": "^[imsu]*$", "description": "regular expression flags"}
+# A name or text to match: a string (names: exact; text, labels: contains), or how to match it.
+_TEXT_MATCH = {"anyOf": [{"type": "string"}, {
+    "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 2,
+    "properties": {"contains": {"type": "string"}, "equals": {"type": "string"},
+                   "matches": {"type": "string", "minLength": 1}, "flags": _FLAGS}}]}
 _ELEMENT_QUERY = {
     "type": "object",
     "properties": {
         "by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-        "value": {"type": "string"}, "role": {"type": "string"}, "name": {"type": "string"},
-        "text": {"type": "string"}, "label": {"type": "string"}, "placeholder": {"type": "string"},
-        "testid": {"type": "string"}, "alt": {"type": "string"},
+        "value": _TEXT_MATCH, "role": {"type": "string"}, "name": _TEXT_MATCH,
+        "text": _TEXT_MATCH, "label": _TEXT_MATCH, "placeholder": _TEXT_MATCH,
+        "testid": {"type": "string"}, "alt": _TEXT_MATCH,
         "scope": {"type": "string"}, "self": {"type": "boolean"},
     },
     "additionalProperties": False, "minProperties": 1,
@@ -2643,7 +2661,7 @@ def _text_wanted(p: dict) -> str:
 
 async def _eval_text(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
     probe = {"kind": "text"}
-    for k in ("contains", "equals", "matches", "visible", "scope"):
+    for k in ("contains", "equals", "matches", "flags", "visible", "scope"):
         if k in p:
             probe[k] = p[k]
     res = await session.command("eval_probe", probe)
@@ -2903,7 +2921,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           "(case-insensitive), `equals` a whole text (whitespace-normalised) or `matches` a regular expression; "
           "`visible` to require it shown. Live DOM.",
           {"contains": {"type": "string", "minLength": 1}, "equals": {"type": "string", "minLength": 1},
-           "matches": {"type": "string", "minLength": 1}, "visible": {"type": "boolean"},
+           "matches": {"type": "string", "minLength": 1}, "flags": _FLAGS, "visible": {"type": "boolean"},
            "absent": {"type": "boolean"}, "scope": {"type": "string"}},
           {"kind": "text", "contains": "Payment received", "visible": True},
           _eval_text, lambda p: "text %s" % _text_wanted(p),
@@ -3250,9 +3268,10 @@ def _failures_shown(window: List[dict]) -> List[str]:
     return out
 
 
-def _had_effect(effect: Any, window: List[dict]) -> bool:
+def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Optional["_Known"] = None) -> bool:
     """Anything observable happened after the act: a mutation in its own frame, an event of
-    consequence (DOM, request, route, signal, state, storage, socket message), or a new document."""
+    consequence (DOM, request, route, signal, state, storage, socket message), or a new document.
+    The page's own background requests (polling, autosave) are not the act's doing."""
     if isinstance(effect, dict):
         probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
         if probes.get("domMutatedWithin") or effect.get("pageUnloaded"):
@@ -3260,10 +3279,18 @@ def _had_effect(effect: Any, window: List[dict]) -> bool:
         act_doc = effect.get("documentId")
         if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
             return True
-    return any(e["type"] in _EFFECT_EVENTS or e["type"] in _FRAME_TYPES or e["type"] == "ui.alert" for e in window)
+    for e in window:
+        if e["type"] == "net.request" and not _caused_by_act(e, floor, known):
+            continue
+        if e["type"] == "net.pending" and known is not None and _call_label(e["data"]) in known.background:
+            continue
+        if e["type"] in _EFFECT_EVENTS or e["type"] in _FRAME_TYPES or e["type"] == "ui.alert":
+            return True
+    return False
 
 
-def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) -> List[dict]:
+def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
+                    known: Optional["_Known"] = None) -> List[dict]:
     """Channels that disagree with a passing predicate, in two tiers.
 
     observed (they make a verdict `no`): an error shown to the user while the
@@ -3272,8 +3299,9 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
     signal (signal-contradicted), a 2xx whose body reports failure
     (partial-failure-in-ok-response), a server error shown as the user's
     mistake (failure-misattributed).  absence (they make it `unknown`): one
-    write completed twice for one action (duplicate-request), a request the
-    advanced UI never saw answered (request-never-settled).  A failure the
+    write completed twice with the same body for one action, the page's own
+    background writes aside (duplicate-request), a request the advanced UI
+    never saw answered (request-never-settled).  A failure the
     predicate itself expects (a `net` leaf asking for it) is no contradiction."""
     out = []
     calls = [d for d in _calls(window) if not _is_dev(d)]
@@ -3325,7 +3353,8 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float]) 
     if action_since is not None:
         writes = collections.Counter((_call_label(e["data"]), _dumps(e["data"].get("requestBody"))) for e in window
                                      if e["type"] == "net.request" and e["t"] >= action_since
-                                     and _is_write(e["data"]) and not _is_dev(e["data"]))
+                                     and _is_write(e["data"]) and not _is_dev(e["data"])
+                                     and _caused_by_act(e, action_since, known))
         for (label, _), n in writes.items():
             if n >= 2 and not any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
                 out.append({"kind": "duplicate-request", "tier": "absence",
@@ -3430,7 +3459,7 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if in_flight:
         return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
                                                 "known yet" % _call_label(in_flight[0]))
-    if implicit and not _had_effect(effect, window):
+    if implicit and not _had_effect(effect, window, floor, known):
         return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
                                         "state or storage event followed the act; declare the consequence you "
                                         "expect with `until`")
@@ -3474,30 +3503,34 @@ def _unread_write(e: dict, floor: float, known: "_Known") -> bool:
         return False
     if status in _BODYLESS or isinstance(d.get("responseBody"), str) or d.get("responseSize", 1) == 0:
         return False
+    if d.get("initiator") == "document":
+        return False  # the page that arrived is the answer, and the verdict reads it
+    return _caused_by_act(e, floor, known)
+
+
+def _caused_by_act(e: dict, floor: float, known: Optional["_Known"]) -> bool:
+    """Could the act at `floor` have caused this completed call?  Not when it started before the
+    act, went to another origin (analytics, a CDN), or is a write the page also made on its own
+    before the act (autosave, polling)."""
+    d = e["data"]
     took = d.get("durationMs", d.get("ms"))
     if isinstance(took, (int, float)) and e["t"] - float(took) < floor - 50:
-        return False  # it started before the act
+        return False
+    if known is None:
+        return True
     url = str(d.get("url", ""))
     if known.origin and "://" in url and not url.startswith(known.origin + "/") and url != known.origin:
-        return False  # another origin (analytics, a CDN): not the app's write
+        return False
     return _call_label(d) not in known.background
 
 
-def _no_effect(action: str, effect: Any, window: List[dict]) -> Optional[dict]:
-    """A click or submit after which nothing at all happened: no mutation in the act's
-    own frame, no request, route, signal, state, storage or DOM event since, and no new
-    document (a page that unloaded or was replaced did change)."""
+def _no_effect(action: str, effect: Any, window: List[dict], floor: float = 0.0,
+               known: Optional["_Known"] = None) -> Optional[dict]:
+    """A click or submit after which nothing at all happened (see _had_effect): whatever
+    held, the action did not make it so."""
     if action not in ("click", "dblclick", "submit") or not isinstance(effect, dict):
         return None
-    probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
-    if probes.get("domMutatedWithin"):  # (focus moving to the clicked control is the click's own doing)
-        return None
-    if effect.get("pageUnloaded"):
-        return None
-    act_doc = effect.get("documentId")
-    if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
-        return None  # a new document arrived: the act navigated
-    if any(e["type"] in _EFFECT_EVENTS for e in window):
+    if _had_effect(effect, window, floor, known):
         return None
     return {"kind": "action-had-no-effect", "tier": "absence", "claim": "the %s was dispatched" % action,
             "counter": "nothing changed: no DOM mutation, request, route, signal, state or storage event",
@@ -3623,10 +3656,10 @@ _TARGET = {
     "description": "Find the element in the same call: {testid}, {text}, {role, name}, {label} or {placeholder}.",
     "properties": {
         "testid": {"type": "string", "minLength": 1},
-        "text": {"type": "string", "minLength": 1},
+        "text": _TEXT_MATCH,
         "role": {"type": "string", "minLength": 1},
-        "name": {"type": "string"},
-        "label": {"type": "string", "minLength": 1},
+        "name": _TEXT_MATCH,
+        "label": _TEXT_MATCH,
         "placeholder": {"type": "string", "minLength": 1},
     },
     "additionalProperties": False,
@@ -4177,7 +4210,7 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
         res = await _evaluate(session, p, floor, diagnose=True)
     window = session.window(floor)
     known = session.known(floor)
-    contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None)
+    contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None, known)
     verified, reason, because = _decide(res, contradictions, window, known, floor, p)
     out = {"verified": verified, "verifiedReason": reason, "because": because}
     out.update(res)
@@ -4221,8 +4254,8 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
                 await session.wait_change(end - time.monotonic())
     window = session.window(since)
     known = session.known(since)
-    contradictions = _contradictions(window, p, since)
-    no_effect = _no_effect(args["action"], effect, window)
+    contradictions = _contradictions(window, p, since, known)
+    no_effect = _no_effect(args["action"], effect, window, since, known)
     if no_effect:
         contradictions = [no_effect]  # it explains everything else: it stands alone
     verified, reason, because = _decide(res, contradictions, window, known, since, p,
@@ -4284,9 +4317,9 @@ def _build_registry() -> _ToolRegistry:
         "Find elements the way a user would: by role (+name), text, label, placeholder, testid or alt. "
         "Returns exact counts and refs; an empty result carries a hint of what the page does show.",
         {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-         "value": {"type": "string"}, "name": {"type": "string"},
-         "role": {"type": "string"}, "text": {"type": "string"}, "label": {"type": "string"},
-         "placeholder": {"type": "string"}, "testid": {"type": "string"}, "alt": {"type": "string"},
+         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
+         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
+         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
          "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
          "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
          "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
@@ -4345,7 +4378,7 @@ def _build_registry() -> _ToolRegistry:
     add("reticle_console",
         "List console messages and uncaught errors (level log|info|warn|error; error includes "
         "uncaught errors). Proves nothing.",
-        {"level": {"enum": ["log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
+        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
          "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
          "sessionId": sid},
         _tool_console, {"level": "error"})
@@ -12298,6 +12331,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (u.protocol !== 'http:' && u.protocol !== 'https:')
       return { ok: false, reason: 'only http(s) URLs can be opened (got ' + u.protocol + ')' };
     var target = u.href;
+    if (!(u.href.split('#')[0] === location.href.split('#')[0] && u.hash)) {
+      // announced now, beside this command's answer: a frame sent while the page unloads can be lost
+      announceDocument({ url: redactUrl(target), method: 'GET', cause: 'navigate', navigationType: 'navigate' });
+    }
     // answer first: the result frame must leave before the page unloads
     N.setTimeout(function () {
       try {
@@ -12310,6 +12347,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { ok: true, url: redactUrl(target), from: redactUrl(location.href) };
   };
   COMMANDS.refresh = function (a) {
+    announceDocument({ url: redactUrl(location.href), method: 'GET', cause: 'reload', navigationType: 'reload' });
     N.setTimeout(function () {
       try {
         if (a.hard) {

@@ -152,6 +152,6 @@ def test_bad_targets_are_clear_errors(page):
     data, is_error = page.call("reticle_act", {"target": {"role": "button"}, "action": "click"})
     # several buttons: the error says how many match, asks for a ref and lists the first ones
     assert is_error and re.search(r"\b\d+ elements match target", data["error"]), data
-    assert "pass a ref instead" in data["error"] and "Press me" in data["error"]
+    assert "pass one of these refs instead" in data["error"] and 'button "Press me" in page' in data["error"]
     data, is_error = page.call("reticle_act", {"action": "click"})
     assert is_error and "ref" in data["error"] and "target" in data["error"]

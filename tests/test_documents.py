@@ -153,7 +153,9 @@ def test_login_post_redirect_get_is_a_document_request(world):
     assert arrival["method"] == "POST" and arrival["methodKnown"] is True
     assert arrival["url"].endswith("/login") and arrival["finalUrl"].endswith("/records")
     assert arrival["redirected"] is True and arrival["redirectCount"] >= 1
-    assert arrival["status"] == 200 and arrival["statusKnown"] is True
+    # the POST's own answer (302) is hidden from the page: the daemon keeps the landing page's 200 apart
+    assert arrival["status"] is None and arrival["statusKnown"] is False and arrival["finalStatus"] == 200
+    assert "redirect" in arrival["statusNote"]
     assert arrival["from"].endswith("/login") and arrival["fromDocumentId"] != arrival["documentId"]
     everything = json.dumps(mcp.ok("reticle_observe", {"since": 0, "max_events": 2000}))
     assert PASSWORD not in everything and CSRF not in everything
@@ -180,7 +182,7 @@ def test_validation_error_and_server_error_answer_with_their_status(world):
     _fill(mcp, "Name", "Zed")
     arrival = _submit(world, "Add record", "/records")
     assert list(forms.records.values()) == ["Zed"]
-    assert arrival["method"] == "POST" and arrival["redirected"] is True and arrival["status"] == 200
+    assert arrival["method"] == "POST" and arrival["redirected"] is True and arrival["finalStatus"] == 200
     assert mcp.ok("reticle_query", {"by": "role", "value": "status", "name": "Record 'Zed' added"})["count"] == 1
     _fill(mcp, "Name", "Zed")
     arrival = _submit(world, "Add record", "/records")
@@ -405,3 +407,85 @@ def test_act_result_names_the_document_request_it_started(probes):
     assert nav["requestId"].startswith("d")
     calm = probes.command("act", {"target": {"role": "button", "name": "Save"}, "action": "click"})
     assert "navigation" not in calm
+
+
+# -- verdicts across documents, checked against the server's records --------------------------
+
+ADD = {"target": {"role": "button", "name": "Add record"}, "action": "click"}
+
+
+def _posted(world, path="/records"):
+    return [fields for p, fields in world["forms"].posts if p == path]
+
+
+def test_add_record_is_yes_through_act_and_wait_and_through_act_then_assert(world):
+    mcp, forms = world["mcp"], world["forms"]
+    _go(world, "/records")
+    _fill(mcp, "Name", "Ann")
+    out = mcp.ok("reticle_act_and_wait", dict(ADD, timeout_ms=8000, until={"kind": "allOf", "predicates": [
+        {"kind": "net", "method": "POST", "urlContains": "/records", "ok": True},
+        {"kind": "text", "contains": "Record 'Ann' added"}]}))
+    assert "Ann" in forms.records.values()
+    assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
+    # act, then assert at once: the assert waits for the next document and never judges the old one
+    _fill(mcp, "Name", "Bea")
+    mcp.ok("reticle_act", ADD)
+    net = mcp.ok("reticle_assert", {"predicate": {"kind": "net", "method": "POST", "urlContains": "/records"}})
+    assert "Bea" in forms.records.values()
+    assert net["verified"] == "yes", net
+    text = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Record 'Bea' added"}})
+    assert text["verified"] == "yes", text
+    calls = mcp.ok("reticle_network", {"method": "POST"})["calls"]
+    assert calls and calls[-1]["url"].endswith("/records") and calls[-1]["initiator"] == "document", calls
+
+
+def test_a_redirected_posts_own_status_is_unknown_never_no(world):
+    mcp, forms = world["mcp"], world["forms"]
+    _go(world, "/records")
+    _fill(mcp, "Name", "Cal")
+    mcp.ok("reticle_act", ADD)
+    for status in (302, 200):
+        out = mcp.ok("reticle_assert", {"predicate": {"kind": "net", "method": "POST", "urlContains": "/records",
+                                                      "status": status}})
+        assert "Cal" in forms.records.values()
+        assert (out["verified"], out["verifiedReason"]) == ("unknown", "inconclusive"), out
+        assert "redirect" in out["because"], out["because"]
+
+
+def test_a_refused_duplicate_is_no(world):
+    mcp, forms = world["mcp"], world["forms"]
+    forms.add("Dup")
+    _go(world, "/records")
+    before = dict(forms.records)
+    _fill(mcp, "Name", "Dup")
+    out = mcp.ok("reticle_act_and_wait", dict(ADD, timeout_ms=2000, until={"kind": "text", "contains": "Record 'Dup' added"}))
+    assert forms.records == before and _posted(world)[-1]["name"] == "Dup"
+    assert (out["verified"], out["verifiedReason"]) == ("no", "assertion_failed"), out
+    shown = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "already exists"}})
+    assert shown["verified"] == "yes", shown
+
+
+def test_a_server_error_page_is_no(world):
+    mcp, forms = world["mcp"], world["forms"]
+    _go(world, "/records")
+    _fill(mcp, "Name", "Eve")
+    forms.fault = True
+    try:
+        out = mcp.ok("reticle_act_and_wait", dict(ADD, timeout_ms=3000, until={
+            "kind": "net", "method": "POST", "urlContains": "/records", "ok": True}))
+    finally:
+        forms.fault = False
+    assert "Eve" not in forms.records.values()
+    assert (out["verified"], out["verifiedReason"]) == ("no", "assertion_failed"), out
+    assert "500" in out["because"] or "500" in str(out["verdict"]), out
+
+
+def test_a_confirmed_delete_is_yes(world):
+    mcp, forms = world["mcp"], world["forms"]
+    rid = forms.add("Fay")
+    _go(world, "/records/%d/delete" % rid)
+    out = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Yes, I'm sure"}, "action": "click",
+                                          "timeout_ms": 8000,
+                                          "until": {"kind": "text", "contains": "Record 'Fay' deleted"}})
+    assert rid not in forms.records
+    assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out

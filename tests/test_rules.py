@@ -221,3 +221,20 @@ def test_advice_for_presence_only_and_loose_text():
     assert "matched 3 places" in reticle._advice(common, {"pass": True, "evidence": {"count": 3}})
     exact = parse({"kind": "allOf", "predicates": [{"kind": "text", "equals": "2"}, NET]})
     assert reticle._advice(exact, {"pass": True, "evidence": []}) is None
+
+
+def test_background_writes_are_no_duplicates():
+    window = [call(5, method="PUT", url="/api/autosave", body=None), call(6, method="PUT", url="/api/autosave", body=None)]
+    p = parse({"kind": "text", "contains": "Saved"})
+    assert [c["kind"] for c in reticle._contradictions(window, p, 0.0)] == ["duplicate-request"]
+    assert reticle._contradictions(window, p, 0.0, known(background=("PUT /api/autosave",))) == []
+
+
+def test_background_requests_are_not_an_acts_effect():
+    p = parse({"kind": "settled", "quietMs": 300})
+    poll = [call(5, method="GET", url="/api/poll", body="[]")]
+    k = known(background=("GET /api/poll",))
+    got = reticle._decide({"pass": True, "evidence": {}}, [], poll, k, 0.0, p, act=True, effect={"effect": {}})
+    assert got[:2] == ("unknown", "no_effect"), got
+    assert reticle._no_effect("click", {"effect": {}}, poll, 0.0, k)["kind"] == "action-had-no-effect"
+    assert reticle._no_effect("click", {"effect": {}}, poll, 0.0, known()) is None

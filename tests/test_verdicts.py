@@ -3,9 +3,11 @@ faults are switched on the server side, driven in headless Chromium through
 a real MCP client.  Each fault gets its verdict, and `yes` once it is off."""
 
 import asyncio
+import json
 
 import pytest
 import tornado.web
+import tornado.websocket
 
 from _harness import Live, chromium_path, wait_until
 
@@ -371,3 +373,126 @@ def test_absence_over_a_blind_spot_is_unknown(tmp_path):
         assert present["verified"] == "yes", "a presence check is not weakened by the blind spot"
     finally:
         live.close()
+
+
+# -- the traps of real apps: background writes, a status bar, a flood, a socket --------------------
+
+REAL = """<!doctype html>
+<html><head><title>Notebook</title><script src="%(daemon)s/reticle.js"></script></head>
+<body>
+<div id="bar" role="status">Cell 2/2 · kernel idle</div>
+<button id="run">Run cell</button> <pre id="out"></pre>
+<button id="save">Save and log</button>
+<button id="send">Send over socket</button> <p id="pushed"></p>
+<script>
+  function $(id) { return document.getElementById(id); }
+  setInterval(function () { fetch("/real/autosave", {method: "PUT", body: "{}"}); }, 250);
+  $("run").onclick = function () {
+    fetch("/real/run", {method: "POST", body: JSON.stringify({code: "1+1"})})
+      .then(function (r) { return r.json(); }).then(function (j) { $("out").textContent = j.result; });
+  };
+  $("save").onclick = function () {
+    fetch("/real/save", {method: "POST", body: "{}"}).then(function (r) { return r.json(); }).then(function () {
+      for (var i = 0; i < 2500; i++) console.log("log line " + i);
+      reticle.signal("saved", {});
+    });
+  };
+  var ws = new WebSocket("ws://" + location.host + "/real/ws");
+  ws.onmessage = function (e) {
+    var m = JSON.parse(e.data.replace(/^\\d+/, ""));
+    $("pushed").textContent = m[1].text;
+  };
+  $("send").onclick = function () { ws.send(JSON.stringify({op: "save", name: "ann"})); };
+</script>
+</body></html>"""
+
+REAL_TRUTH = {"saves": 0, "runs": 0, "socket_saves": 0}
+
+
+class _Real(tornado.web.RequestHandler):
+    def put(self, name):
+        self.set_status(204)
+
+    def post(self, name):
+        REAL_TRUTH[name + "s"] += 1
+        self.write({"result": "2"} if name == "run" else {"ok": True})
+
+
+class _RealSocket(tornado.websocket.WebSocketHandler):
+    def on_message(self, message):
+        if json.loads(message).get("op") == "save":
+            REAL_TRUTH["socket_saves"] += 1
+            self.write_message('42["update",{"id":"pushed","text":"Saved profile"}]')
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    live = Live(tmp_path_factory.mktemp("real"), REAL,
+                routes=[(r"/real/ws", _RealSocket), (r"/real/(autosave|run|save)", _Real)])
+    yield live
+    live.close()
+
+
+def click(mcp, button, **extra):
+    return mcp.ok("reticle_act_and_wait", dict({"target": {"role": "button", "name": button}, "action": "click"},
+                                               **extra), timeout=60)
+
+
+def test_a_204_autosave_does_not_disturb_a_verdict_and_text_can_be_exact(real):
+    mcp = real.mcp
+    runs = REAL_TRUTH["runs"]
+    out = click(mcp, "Run cell", until={"kind": "allOf", "predicates": [
+        {"kind": "net", "method": "POST", "urlContains": "/real/run", "status": 200},
+        {"kind": "text", "equals": "2"}]})
+    assert REAL_TRUTH["runs"] == runs + 1
+    assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
+    autosaves = [c for c in mcp.ok("reticle_network", {"since": 0, "method": "PUT"})["calls"] if c.get("status") == 204]
+    assert autosaves, "the page's own 204 autosaves ran beside the verdict"
+    loose = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "2"}})
+    assert loose["verified"] == "yes" and "`equals`" in loose["advice"], loose
+    pattern = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "matches": "^2$"}})
+    assert pattern["verified"] == "yes", pattern
+    wrong = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "equals": "3"}})
+    assert (wrong["verified"], wrong["verifiedReason"]) == ("no", "assertion_failed"), wrong
+
+
+def test_evidence_evicted_by_a_flood_is_unknown_never_no(real):
+    mcp = real.mcp
+    saves = REAL_TRUTH["saves"]
+    out = click(mcp, "Save and log", timeout_ms=6000, until={"kind": "allOf", "predicates": [
+        {"kind": "net", "method": "POST", "urlContains": "/real/save", "status": 200},
+        {"kind": "signal", "name": "saved"}]})
+    assert REAL_TRUTH["saves"] == saves + 1, "the save happened on the server"
+    assert out["verified"] != "no", out
+    if out["verified"] == "unknown":
+        assert out["verifiedReason"] == "evidence_lost" and "evicted" in out["because"], out
+    else:
+        assert not out["honesty"]["integrity"]["issues"], "a yes only when nothing was lost: %s" % out
+
+
+def test_socket_messages_are_matched_by_the_frame_kind_and_hide_nothing_from_net(real):
+    mcp = real.mcp
+    before = REAL_TRUTH["socket_saves"]
+    out = click(mcp, "Send over socket", until={
+        "kind": "frame", "direction": "in", "urlContains": "/real/ws", "path": "1.text", "equals": "Saved profile"})
+    assert REAL_TRUTH["socket_saves"] == before + 1
+    assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
+    sent = mcp.ok("reticle_assert", {"predicate": {"kind": "frame", "direction": "out", "contains": '"op":"save"'}})
+    assert sent["verified"] == "yes", sent
+    blind = mcp.ok("reticle_assert", {"predicate": {"kind": "net", "method": "POST", "urlContains": "/profile"}})
+    assert (blind["verified"], blind["verifiedReason"]) == ("unknown", "inconclusive"), blind
+    assert "WebSocket" in blind["because"] and "frame" in blind["because"], blind["because"]
+    sockets = mcp.ok("reticle_network", {})["sockets"]
+    assert sockets[0]["messagesIn"] >= 1 and sockets[0]["messagesOut"] >= 1, sockets
+    assert out["trace"]["summary"]["messages"] >= 2, out["trace"]
+
+
+def test_the_cheat_sheet_names_this_daemon_and_a_diff_compares_with_the_last_snapshot(real):
+    mcp = real.mcp
+    cheat = asyncio.run_coroutine_threadsafe(mcp.session.read_resource("reticle://docs/cheatsheet"), mcp._loop).result(10)
+    text = cheat.contents[0].text
+    assert real.daemon.url + "/reticle.js" in text and "127.0.0.1:4400" not in text
+    mcp.ok("reticle_snapshot", {"mode": "interactive"})
+    mcp.ok("reticle_snapshot", {"mode": "interactive"})
+    diff = mcp.ok("reticle_snapshot", {"mode": "interactive", "diff": True})
+    assert diff["mode"] == "unchanged", diff
