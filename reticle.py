@@ -133,6 +133,7 @@ MAX_PENDING_HANDSHAKES = 16
 MAX_DEPARTED = 8                           # closed tabs kept for a reload to resume (each keeps its buffer)
 DEPARTED_KEEP_MS = 60_000
 COMMAND_TIMEOUT_S = 8.0
+RETRY_GRACE_MS = 500                       # a write answered otherwise is final after this (a client may retry)
 OBSERVE_MAX_BYTES = 32 * 1024             # one reticle_observe answer; `next` pages on
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
 BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
@@ -2432,6 +2433,8 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
                "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status")) for d in matched[:8])),
                "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
                "decided": over}
+        if over:
+            out["decidedBy"] = "count-exceeded"
         if not over and pending:
             out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
         return out
@@ -2446,6 +2449,24 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
             "%s happened, but the browser does not expose its status (%s), so a predicate on its status "
             "cannot be decided; drop status, or assert what the next page shows" % (
                 _call_label(hidden[0]), hidden[0].get("statusNote") or "a document request")), "evidence": hidden[0]}
+    if "status" in p or "ok" in p:
+        # the awaited write happened and was answered otherwise: final once a client retry had its chance
+        answered = [e for e in window if e["type"] == "net.request" and _is_write(e["data"])
+                    and _call_matches(e["data"], p, pending=True)]
+        if answered:
+            last = answered[-1]
+            out = {"pass": False, "assertion": "net.answered-otherwise", "expected": expected,
+                   "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
+                                for e in answered[-5:]],
+                   "evidence": last["data"],
+                   "failureReason": "%s answered %s, not as asked" % (
+                       _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
+            age = session.now() - last["t"]
+            if age >= RETRY_GRACE_MS:
+                out.update(decided=True, decidedBy="answered-otherwise")
+            else:
+                out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
+            return out
     frames = _frames(window)
     if frames:
         return {"pass": False, "assertion": "net.present", "inconclusive": (
@@ -2484,6 +2505,7 @@ async def _eval_console(session: "_BrowserSession", p: dict, window: List[dict],
     if p.get("absent"):
         if hits:
             return {"pass": False, "assertion": "console.absent", "evidence": hits[:5], "decided": True,
+                    "decidedBy": "absence-violated",
                     "observed": [h["text"] for h in hits[:5]],
                     "failureReason": "%d console %s message(s) appeared: %s" % (len(hits), level or "", hits[0]["text"])}
         return {"pass": True, "evidence": {"absent": True, "level": level}, "assertion": "console.absent"}
@@ -2528,6 +2550,7 @@ async def _eval_signal(session: "_BrowserSession", p: dict, window: List[dict], 
         if len(matched) == p["count"]:
             return {"pass": True, "evidence": {"count": len(matched), "signals": matched[:5]}, "assertion": "signal.count"}
         return {"pass": False, "assertion": "signal.count", "decided": len(matched) > p["count"],
+                "decidedBy": "count-exceeded" if len(matched) > p["count"] else None,
                 "failureReason": "expected signal %r exactly %d time(s), saw %d" % (p.get("name"), p["count"], len(matched))}
     if matched:
         return {"pass": True, "evidence": matched[0], "assertion": "signal"}
@@ -2740,7 +2763,7 @@ async def _eval_frame(session: "_BrowserSession", p: dict, window: List[dict], d
         if len(matched) == p["count"] and not unreadable:
             return {"pass": True, "evidence": {"count": len(matched), "frames": matched[:5]}, "assertion": "frame.count"}
         if len(matched) > p["count"]:
-            return {"pass": False, "assertion": "frame.count", "decided": True,
+            return {"pass": False, "assertion": "frame.count", "decided": True, "decidedBy": "count-exceeded",
                     "expected": "%d × %s" % (p["count"], expected),
                     "failureReason": "expected exactly %d matching message(s), saw %d" % (p["count"], len(matched))}
     elif matched:
@@ -3136,14 +3159,17 @@ async def _evaluate_combinator(session: "_BrowserSession", p: dict, floor: float
                                    for leaf, neg in _leaves(p["predicate"]))
             return {"pass": False, "failureReason": "the negated predicate held: %s" % _describe_predicate(p["predicate"]),
                     "assertion": "not", "decided": settled_for_good,
+                    "decidedBy": "absence-violated" if settled_for_good else None,
                     "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
         return {"pass": True, "evidence": {"negated": p["predicate"], "held": False, "saw": child}}
     children = await asyncio.gather(*(_evaluate(session, c, floor, diagnose) for c in p["predicates"]))
     if p["kind"] == "allOf":
         failed = [c for c in children if not c["pass"] and not c.get("inconclusive")]
         if failed:
-            return {"pass": False, "failureReason": failed[0].get("failureReason"), "assertion": "allOf",
-                    "decided": any(c.get("decided") for c in failed), "evidence": list(children)}
+            final = [c for c in failed if c.get("decided")]
+            return {"pass": False, "failureReason": (final or failed)[0].get("failureReason"), "assertion": "allOf",
+                    "decided": bool(final), "decidedBy": final[0].get("decidedBy") if final else None,
+                    "evidence": list(children)}
         unread = [c for c in children if c.get("inconclusive")]
         if unread:
             return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
@@ -3289,6 +3315,15 @@ def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Opti
     return False
 
 
+def _periodic(times: List[float]) -> bool:
+    """Three or more completions at a steady pace (no gap under 150 ms, none twice another):
+    a timer's traffic (autosave, polling), not one action's writes."""
+    if len(times) < 3:
+        return False
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return min(gaps) >= 150 and max(gaps) <= 2 * min(gaps)
+
+
 def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
                     known: Optional["_Known"] = None) -> List[dict]:
     """Channels that disagree with a passing predicate, in two tiers.
@@ -3351,16 +3386,20 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
                     "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
                     "detail": "a server failure shown to the user as their mistake"})
     if action_since is not None:
-        writes = collections.Counter((_call_label(e["data"]), _dumps(e["data"].get("requestBody"))) for e in window
-                                     if e["type"] == "net.request" and e["t"] >= action_since
-                                     and _is_write(e["data"]) and not _is_dev(e["data"])
-                                     and _caused_by_act(e, action_since, known))
-        for (label, _), n in writes.items():
-            if n >= 2 and not any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
-                out.append({"kind": "duplicate-request", "tier": "absence",
-                            "claim": "one action", "counter": "%s completed %d times with the same body" % (label, n),
-                            "detail": "the same write ran more than once for one action; pin it with a net "
-                                      "predicate and count: 1"})
+        writes: Dict[Tuple[str, str], List[float]] = {}
+        for e in window:
+            if e["type"] == "net.request" and e["t"] >= action_since and _is_write(e["data"]) \
+                    and not _is_dev(e["data"]) and _caused_by_act(e, action_since, known):
+                key = (_call_label(e["data"]), _dumps(e["data"].get("requestBody")))
+                writes.setdefault(key, []).append(e["t"])
+        pinned = any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net")
+        for (label, _), times in writes.items():
+            if len(times) < 2 or pinned or _periodic(times):
+                continue
+            out.append({"kind": "duplicate-request", "tier": "absence",
+                        "claim": "one action", "counter": "%s completed %d times with the same body" % (label, len(times)),
+                        "detail": "the same write ran more than once for one action; pin it with a net "
+                                  "predicate and count: 1"})
     if ui_advanced:
         for d in list(_still_open(window).values())[:3]:
             out.append({"kind": "request-never-settled", "tier": "absence",
@@ -3464,7 +3503,7 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
                                         "state or storage event followed the act; declare the consequence you "
                                         "expect with `until`")
     evidence = res.get("evidence")
-    summary = _short(evidence, 160) if evidence is not None else "the predicate"
+    summary = _brief(evidence) if evidence is not None else "the predicate"
     noted = ""
     if contradictions:
         noted = "; noted, and unable to undo it: %s" % ", ".join(
@@ -3473,6 +3512,82 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         return "yes", "proved", "%s held (%s)%s" % (
             _describe_predicate(p), summary, noted or " with no channel disagreeing")
     return "yes", "proved", "the page settled with nothing failing%s (%s)" % (noted or " or disagreeing", summary)
+
+
+def _trim_call(d: dict) -> dict:
+    """A call as evidence: method, path, status, duration, and at most 200 characters of each body."""
+    url = str(d.get("url") or "")
+    parts = urllib.parse.urlsplit(url)
+    out = {"method": d.get("method"), "url": (parts.path or "/") + ("?" + parts.query if parts.query else "")
+           if parts.scheme else url, "status": d.get("status")}
+    for k in ("ms", "initiator", "error", "statusNote"):
+        if d.get(k) is not None and not (k == "initiator" and d[k] in ("fetch", "xhr")):
+            out[k] = d[k]
+    for k in ("requestBody", "responseBody"):
+        if isinstance(d.get(k), str) and d[k]:
+            out[k] = _short(d[k], 200)
+    return out
+
+
+def _trim_evidence(ev: Any) -> Any:
+    """Evidence cut to what decides: calls trimmed, lists of children trimmed, the rest short."""
+    if isinstance(ev, list):
+        return [_trim_evidence(x) for x in ev[:5]]
+    if isinstance(ev, dict):
+        if "method" in ev and "url" in ev:
+            return _trim_call(ev)
+        if "calls" in ev and isinstance(ev["calls"], list):
+            return dict(ev, calls=[_trim_call(c) for c in ev["calls"][:3]])
+        return {k: (_trim_evidence(v) if isinstance(v, (dict, list)) else _short(v, 200) if isinstance(v, str) else v)
+                for k, v in list(ev.items())[:8] if k not in ("saw",)}
+    return ev
+
+
+def _brief(ev: Any) -> str:
+    """Evidence in a few words, for `because`: "POST /api/save → 200 (12 ms)"."""
+    if isinstance(ev, list):
+        return "; ".join(_brief(x) for x in ev[:3] if x is not None) or "the predicate"
+    if isinstance(ev, dict) and "method" in ev and "url" in ev:
+        t = _trim_call(ev)
+        return "%s %s → %s%s" % (t["method"] or "LOAD", t["url"], t["status"] if t["status"] is not None else "?",
+                                 " (%s ms)" % t["ms"] if t.get("ms") is not None else "")
+    return _short(ev, 120)
+
+
+def _compact(out: dict) -> dict:
+    """A verdict as the model reads it by default: the verdict, why, what decided it (trimmed),
+    what disagreed, the near misses of a `no`, and any field that differs from its usual value.
+    `detail: "full"` answers everything."""
+    v = out["verdict"] if isinstance(out.get("verdict"), dict) else out
+    c = {"verified": out["verified"], "verifiedReason": out["verifiedReason"], "because": out["because"]}
+    if v.get("decidedBy"):
+        c["decidedBy"] = v["decidedBy"]
+    if out["verified"] == "yes" and v.get("evidence") is not None:
+        c["evidence"] = _trim_evidence(v["evidence"])
+    if out["verified"] != "yes":
+        for k in ("expected", "observed"):
+            if v.get(k) not in (None, [], ""):
+                c[k] = [_short(x, 120) for x in v[k][:5]] if isinstance(v[k], list) else _short(v[k], 200)
+    if out.get("contradictions"):
+        c["contradictions"] = [{"kind": x["kind"], "counter": _short(x["counter"], 160)} for x in out["contradictions"]]
+    for k in ("advice", "alreadyTrue", "coverage", "warning"):
+        if out.get(k):
+            c[k] = out[k]
+    issues = ((out.get("honesty") or {}).get("integrity") or {}).get("issues")
+    if issues:
+        c["integrity"] = issues
+    if isinstance(out.get("unsettled"), dict) and out["unsettled"].get("note"):
+        c["unsettled"] = out["unsettled"]["note"]
+    effect = out.get("effect") if isinstance(out.get("effect"), dict) else {}
+    odd = {k: effect[k] for k in ("dispatched", "pageUnloaded", "input") if k in effect
+           and effect[k] not in (True, "synthetic")}
+    inner = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
+    if inner.get("occluded"):
+        odd["occludedBy"] = inner.get("occludedBy")
+    if odd:
+        c["effect"] = odd
+    c["since"] = out.get("since")
+    return c
 
 
 def _lost_evidence(window: List[dict], known: "_Known") -> str:
@@ -3645,6 +3760,7 @@ _SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 _SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 128,
                "description": "Browser session to use; omit it when one tab is connected."}
+_DETAIL = {"enum": ["full"], "description": "answer every field instead of the compact default"}
 _CURSOR = {"type": "number", "minimum": 0,
            "description": "A cursor (ms on the daemon's clock) from an earlier result."}
 _PREDICATE = {"type": "object",
@@ -4221,7 +4337,8 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     advice = _advice(p, res) if verified == "yes" else None
     if advice:
         out["advice"] = advice
-    return session.splice_health(session.splice_buffer(out, floor))
+    out = session.splice_health(session.splice_buffer(out, floor))
+    return out if args.get("detail") == "full" else _compact(out)
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -4261,7 +4378,8 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
     verified, reason, because = _decide(res, contradictions, window, known, since, p,
                                         already_true=already_true, act=True, effect=effect)
     verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
-                                   "inconclusive", "decided", "observationLost", "timedOut") if k in res}
+                                   "inconclusive", "decided", "decidedBy", "observationLost", "timedOut")
+               if res.get(k) is not None}
     loss = known.loss
     issues = []
     if loss and loss.get("evicted"):
@@ -4284,7 +4402,8 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
     if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
-    return session.splice_health(out)
+    out = session.splice_health(out)
+    return out if args.get("detail") == "full" else _compact(out)
 
 
 def _build_registry() -> _ToolRegistry:
@@ -4294,6 +4413,8 @@ def _build_registry() -> _ToolRegistry:
 
     def add(name, description, props, handler, example=None, required=()):
         props = dict(props)
+        if "sessionId" in props:
+            props["detail"] = _DETAIL
         reg.add(_Tool(name, description, _obj(props, required), handler, example, session="sessionId" in props))
 
     add("reticle_sessions",

@@ -81,7 +81,7 @@ def test_fill_and_type_reach_react_state(app):
 
 def test_the_value_went_out_in_the_request(app):
     app.ok("reticle_act", {"target": {"label": "Email"}, "action": "fill", "args": {"value": "grace@example.com"}})
-    r = app.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Save"}, "action": "click", "until": {
+    r = app.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Save"}, "action": "click", "detail": "full", "until": {
         "kind": "allOf", "predicates": [
             {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200,
              "bodyContains": "grace@example.com", "count": 1},

@@ -238,3 +238,11 @@ def test_background_requests_are_not_an_acts_effect():
     assert got[:2] == ("unknown", "no_effect"), got
     assert reticle._no_effect("click", {"effect": {}}, poll, 0.0, k)["kind"] == "action-had-no-effect"
     assert reticle._no_effect("click", {"effect": {}}, poll, 0.0, known()) is None
+
+
+def test_a_timers_writes_are_no_duplicates():
+    p = parse({"kind": "text", "contains": "Saved"})
+    steady = [call(t, method="PUT", url="/api/autosave", body=None) for t in (250, 500, 750, 1000)]
+    assert reticle._contradictions(steady, p, 0.0) == []
+    burst = [call(t, method="PUT", url="/api/save", body=None) for t in (250, 260, 900)]
+    assert [c["kind"] for c in reticle._contradictions(burst, p, 0.0)] == ["duplicate-request"]

@@ -138,6 +138,7 @@ def act_and_wait(mcp, button, until=None, **extra):
         args["args"] = {"confirmDangerous": True}
     if until is not None:
         args["until"] = until
+    args.setdefault("detail", "full")
     args.update(extra)
     return mcp.ok("reticle_act_and_wait", args, timeout=60)
 
@@ -197,13 +198,13 @@ def test_per_item_failures_inside_a_200_are_no(shop):
 def test_console_error_after_the_click(shop):
     FAULTS["profile"] = True
     act_and_wait(shop, "Save profile", {"kind": "text", "contains": "Saved"})
-    r = shop.ok("reticle_assert", {"predicate": {"kind": "console", "level": "error", "absent": True}})
+    r = shop.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "console", "level": "error", "absent": True}})
     assert r["verified"] == "no", r
     assert "profile cache desync" in r["because"]
     FAULTS["profile"] = False
     shop.ok("reticle_navigate", {"reload": True})
     act_and_wait(shop, "Save profile", {"kind": "text", "contains": "Saved"})
-    r = shop.ok("reticle_assert", {"predicate": {"kind": "console", "level": "error", "absent": True}})
+    r = shop.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "console", "level": "error", "absent": True}})
     assert r["verified"] == "yes", r
 
 
@@ -233,7 +234,7 @@ def test_a_202_that_never_reconciles_is_unknown(shop):
 def test_a_signal_before_the_act_does_not_count_after_it(shop):
     shop.ok("reticle_act", {"target": {"role": "button", "name": "Ping"}, "action": "click"})
     shop.ok("reticle_act", {"target": {"role": "button", "name": "Noop"}, "action": "click"})
-    r = shop.ok("reticle_assert", {"predicate": {"kind": "signal", "name": "pinged"}})
+    r = shop.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "signal", "name": "pinged"}})
     assert r["verified"] == "no", r
     assert r["verifiedReason"] == "assertion_failed" and r["assertion"] == "signal.absent", r
     assert "signal 'pinged' did not fire" in r["because"]
@@ -276,13 +277,13 @@ def test_every_kind_and_combinator_against_the_live_page(shop):
         ({"kind": "element", "query": {"role": "button", "name": "Refund"}}, "no"),
     ]
     for predicate, want in checks:
-        r = shop.ok("reticle_assert", {"predicate": predicate})
+        r = shop.ok("reticle_assert", {"detail": "full", "predicate": predicate})
         assert r["verified"] == want, (predicate, r)
-    presence = shop.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Fixture shop"}})
+    presence = shop.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "text", "contains": "Fixture shop"}})
     assert presence["verified"] == "yes" and "presence" in presence["advice"]
-    consequence = shop.ok("reticle_assert", {"predicate": {"kind": "storage", "key": "theme", "equals": "dark"}})
+    consequence = shop.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "storage", "key": "theme", "equals": "dark"}})
     assert "advice" not in consequence
-    miss = shop.ok("reticle_assert", {"predicate": {"kind": "element", "query": {"role": "button", "name": "Refund"}}})
+    miss = shop.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "element", "query": {"role": "button", "name": "Refund"}}})
     assert "no button named 'Refund'; saw:" in miss["because"] and "'Pay'" in miss["because"]
     r = act_and_wait(shop, "Open orders", {"kind": "route", "pathname": "/orders"})
     assert r["verified"] == "yes", r
@@ -307,7 +308,7 @@ def test_tolerated_spellings_reach_the_same_verdict(shop):
         {"kind": "not", "of": {"kind": "text", "contains": "Exploded"}},
     ]
     for predicate in spellings:
-        r = shop.ok("reticle_assert", {"predicate": predicate})
+        r = shop.ok("reticle_assert", {"detail": "full", "predicate": predicate})
         assert r["verified"] == "yes", (predicate, r)
     r = shop.ok("reticle_assert", {"until": {"kind": "signal", "data": {"n": 1}, "name": "pinged"}})
     assert r["verified"] == "no", r
@@ -317,7 +318,7 @@ def test_tolerated_spellings_reach_the_same_verdict(shop):
 
 def test_malformed_predicates_give_no_verdict(shop):
     since = shop.ok("reticle_navigate", {"reload": True})["since"]
-    data, is_error = shop.call("reticle_assert", {"predicate": {"kind": "net", "urlcontains": "/api"}})
+    data, is_error = shop.call("reticle_assert", {"detail": "full", "predicate": {"kind": "net", "urlcontains": "/api"}})
     assert is_error and "verified" not in data
     assert "unknown field urlcontains" in data["error"] and "urlContains" in data["accepts"]
     data, is_error = shop.call("reticle_act_and_wait", {"target": {"role": "button", "name": "Pay"}, "action": "click",
@@ -365,11 +366,11 @@ def test_absence_over_a_blind_spot_is_unknown(tmp_path):
     try:
         absent = {"kind": "text", "contains": "Payment failed", "absent": True}
         r = wait_until(lambda: (lambda x: x if x.get("coverage") else None)(
-            live.mcp.ok("reticle_assert", {"predicate": absent, "since": 0})), what="the iframe blind spot")
+            live.mcp.ok("reticle_assert", {"detail": "full", "predicate": absent, "since": 0})), what="the iframe blind spot")
         assert r["verified"] == "unknown", r
         assert r["verifiedReason"] == "absence_blind_spot"
         assert "cross-origin-iframe" in r["coverage"]
-        present = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Main page"}})
+        present = live.mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "text", "contains": "Main page"}})
         assert present["verified"] == "yes", "a presence check is not weakened by the blind spot"
     finally:
         live.close()
@@ -434,12 +435,14 @@ def real(tmp_path_factory):
 
 
 def click(mcp, button, **extra):
-    return mcp.ok("reticle_act_and_wait", dict({"target": {"role": "button", "name": button}, "action": "click"},
-                                               **extra), timeout=60)
+    return mcp.ok("reticle_act_and_wait", dict({"target": {"role": "button", "name": button}, "action": "click",
+                                                "detail": "full"}, **extra), timeout=60)
 
 
 def test_a_204_autosave_does_not_disturb_a_verdict_and_text_can_be_exact(real):
     mcp = real.mcp
+    # a notebook that has been open a moment: its timer has saved before the act
+    wait_until(lambda: mcp.ok("reticle_network", {"since": 0, "method": "PUT"})["calls"], 5, what="an autosave")
     runs = REAL_TRUTH["runs"]
     out = click(mcp, "Run cell", until={"kind": "allOf", "predicates": [
         {"kind": "net", "method": "POST", "urlContains": "/real/run", "status": 200},
@@ -448,11 +451,11 @@ def test_a_204_autosave_does_not_disturb_a_verdict_and_text_can_be_exact(real):
     assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
     autosaves = [c for c in mcp.ok("reticle_network", {"since": 0, "method": "PUT"})["calls"] if c.get("status") == 204]
     assert autosaves, "the page's own 204 autosaves ran beside the verdict"
-    loose = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "2"}})
+    loose = mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "text", "contains": "2"}})
     assert loose["verified"] == "yes" and "`equals`" in loose["advice"], loose
-    pattern = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "matches": "^2$"}})
+    pattern = mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "text", "matches": "^2$"}})
     assert pattern["verified"] == "yes", pattern
-    wrong = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "equals": "3"}})
+    wrong = mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "text", "equals": "3"}})
     assert (wrong["verified"], wrong["verifiedReason"]) == ("no", "assertion_failed"), wrong
 
 
@@ -477,9 +480,9 @@ def test_socket_messages_are_matched_by_the_frame_kind_and_hide_nothing_from_net
         "kind": "frame", "direction": "in", "urlContains": "/real/ws", "path": "1.text", "equals": "Saved profile"})
     assert REAL_TRUTH["socket_saves"] == before + 1
     assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
-    sent = mcp.ok("reticle_assert", {"predicate": {"kind": "frame", "direction": "out", "contains": '"op":"save"'}})
+    sent = mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "frame", "direction": "out", "contains": '"op":"save"'}})
     assert sent["verified"] == "yes", sent
-    blind = mcp.ok("reticle_assert", {"predicate": {"kind": "net", "method": "POST", "urlContains": "/profile"}})
+    blind = mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "net", "method": "POST", "urlContains": "/profile"}})
     assert (blind["verified"], blind["verifiedReason"]) == ("unknown", "inconclusive"), blind
     assert "WebSocket" in blind["because"] and "frame" in blind["because"], blind["because"]
     sockets = mcp.ok("reticle_network", {})["sockets"]
