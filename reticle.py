@@ -3039,6 +3039,21 @@ def _describe_predicate(p: dict) -> str:
     return _PREDICATE_KINDS[p["kind"]].describe(p)
 
 
+def _predicate_digest() -> str:
+    """Every kind and its fields on one line, for the verdict tools' descriptions, so a model that
+    reads only tools/list can write a predicate."""
+    def fields(k: _Kind) -> str:
+        names = [f for f in k.properties if f != "since"]
+        if k.name == "element":
+            names[0] = "query:{role,name,text,label,testid}"
+        return "%s{%s}" % (k.name, ",".join(names)) if names else k.name
+    return "Predicates {kind,...}: %s. text/name: contains|equals|matches. Grammar: reticle://predicates." % (
+        " ".join(fields(k) for k in _PREDICATE_KINDS.values()))
+
+
+_PREDICATE_DIGEST = _predicate_digest()
+
+
 def _kind_schema(kind: str) -> dict:
     spec = _PREDICATE_KINDS[kind]
     props = {"kind": {"const": kind}}
@@ -3760,16 +3775,15 @@ _SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 _SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 128,
                "description": "Browser session to use; omit it when one tab is connected."}
-_DETAIL = {"enum": ["full"], "description": "answer every field instead of the compact default"}
+_DETAIL = {"enum": ["full"]}  # every field instead of the compact default
 _CURSOR = {"type": "number", "minimum": 0,
            "description": "A cursor (ms on the daemon's clock) from an earlier result."}
-_PREDICATE = {"type": "object",
-              "description": "A predicate {kind, ...}; the grammar is the reticle://predicates resource."}
+_PREDICATE = {"type": "object", "description": "{kind, ...}"}
 _ACTIONS = ["click", "dblclick", "hover", "focus", "blur", "fill", "type", "clear", "select",
             "check", "uncheck", "submit", "press", "scrollIntoView", "upload", "drag"]
 _TARGET = {
     "type": "object",
-    "description": "Find the element in the same call: {testid}, {text}, {role, name}, {label} or {placeholder}.",
+    "description": "{testid|text|role,name|label|placeholder}",
     "properties": {
         "testid": {"type": "string", "minLength": 1},
         "text": _TEXT_MATCH,
@@ -3783,8 +3797,7 @@ _TARGET = {
 }
 _ACT_ARGS = {
     "type": "object",
-    "description": "Action arguments: value (fill/select), text (type), key and modifiers (press), "
-                   "toRef (drag), name/content/type (upload), confirmDangerous.",
+    "description": "{value|text|key,modifiers|toRef|name,content,type|confirmDangerous}",
     "properties": {
         "value": {"type": ["string", "array"], "items": {"type": "string"}},
         "text": {"type": "string"},
@@ -3808,6 +3821,27 @@ _STEP = {
 }
 
 
+def _lean(schema: dict, top: bool = True) -> dict:
+    """A schema as clients are shown it: types, enums and the required fields of the arguments;
+    a nested shape in a few words (its description) instead of in full.  tools/list stays small
+    (every model reads it on every turn), while validation keeps the strict schema."""
+    out: Dict[str, Any] = {}
+    types = schema.get("type")
+    if "anyOf" in schema:
+        types = [b.get("type") for b in schema["anyOf"] if b.get("type")]
+    if types:
+        out["type"] = types
+    if "enum" in schema:
+        out["enum"] = schema["enum"]
+    if top:
+        out["properties"] = {k: _lean(v, False) for k, v in schema.get("properties", {}).items()}
+        if schema.get("required"):
+            out["required"] = schema["required"]
+    elif schema.get("description") and (types in ("object", "array") or "anyOf" in schema or "enum" in schema):
+        out["description"] = schema["description"]
+    return out
+
+
 def _obj(props: dict, required: Tuple[str, ...] = ()) -> dict:
     schema = {"$schema": _SCHEMA_DIALECT, "type": "object", "properties": props,
               "additionalProperties": False}
@@ -3820,7 +3854,8 @@ class _Tool:
     """One tool: name, one-paragraph description, schema, async handler."""
 
     def __init__(self, name: str, description: str, schema: dict, handler: Callable,
-                 example: Optional[dict] = None, listed: bool = True, session: bool = False) -> None:
+                 example: Optional[dict] = None, listed: bool = True, session: bool = False,
+                 quiet: Tuple[str, ...] = ()) -> None:
         jsonschema.Draft202012Validator.check_schema(schema)
         self.name = name
         self.description = description
@@ -3829,10 +3864,14 @@ class _Tool:
         self.example = example if example is not None else {}
         self.listed = listed
         self.needs_session = session  # the handler gets the resolved tab: (hub, session, args, ctx)
+        self.quiet = quiet            # accepted spellings tools/list does not show (until|predicate)
         self.validator = jsonschema.Draft202012Validator(schema)
 
     def describe(self) -> dict:
-        return {"name": self.name, "description": self.description, "inputSchema": self.schema}
+        """The tool as tools/list shows it: the schema a model needs to write a call (_lean);
+        the strict schema behind it still checks every call and names what it accepts."""
+        shown = dict(self.schema, properties={k: v for k, v in self.schema["properties"].items() if k not in self.quiet})
+        return {"name": self.name, "description": self.description, "inputSchema": _lean(shown)}
 
     def check(self, args: Any) -> None:
         """Raise RpcError(-32602) naming the failing path and accepted fields."""
@@ -4415,28 +4454,28 @@ def _build_registry() -> _ToolRegistry:
         props = dict(props)
         if "sessionId" in props:
             props["detail"] = _DETAIL
-        reg.add(_Tool(name, description, _obj(props, required), handler, example, session="sessionId" in props))
+        quiet = ("predicate",) if "until" in props and name == "reticle_act_and_wait" else (
+            ("until",) if "until" in props else ())
+        reg.add(_Tool(name, description, _obj(props, required), handler, example, session="sessionId" in props,
+                      quiet=quiet))
 
     add("reticle_sessions",
-        "List the browser tabs connected to this daemon (id, url, title, health). An empty list "
-        "carries `why` and the next step to connect one. Reads only; proves nothing.",
+        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
         {}, _tool_sessions, {})
     add("reticle_navigate",
-        "Navigate the tab to `url`, or `reload: true` it, and wait (up to 5 s) for the page to "
-        "reconnect. Later asserts count only events after the navigation. Proves nothing.",
+        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
         {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
          "hard": {"type": "boolean"}, "sessionId": sid},
         _tool_navigate, {"url": "http://localhost:5173/checkout"})
     add("reticle_snapshot",
-        "Read the page as an accessibility-style tree with stable refs (e7) for controls and named "
-        "nodes. `mode` full|interactive|status, `scope` a CSS selector or ref, `diff: true` for only "
-        "what changed since the last snapshot of this route. Caps: 400 nodes, depth 20.",
+        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
+        "what changed since the last snapshot.",
         {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
          "diff": {"type": "boolean"}, "sessionId": sid},
         _tool_snapshot, {"mode": "interactive"})
     add("reticle_query",
-        "Find elements the way a user would: by role (+name), text, label, placeholder, testid or alt. "
-        "Returns exact counts and refs; an empty result carries a hint of what the page does show.",
+        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
+        "misses when nothing matches.",
         {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
          "value": _TEXT_MATCH, "name": _TEXT_MATCH,
          "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
@@ -4447,30 +4486,26 @@ def _build_registry() -> _ToolRegistry:
          "sessionId": sid},
         _tool_query, {"by": "role", "value": "button", "name": "Pay"})
     add("reticle_inspect",
-        "Describe one element by ref: role, name, states, box, key styles, occlusion. A stale ref is "
-        "an error that says to take a new snapshot.",
+        "One element by ref: role, name, states, box, styles, occlusion.",
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": sid},
         _tool_inspect, {"ref": "e7"}, required=("ref",))
     add("reticle_act",
-        "Do one thing to an element (by `ref` or `target`): click, dblclick, hover, focus, blur, fill, "
-        "type, clear, select, check, uncheck, submit, press, scrollIntoView, upload, drag. Returns the "
-        "effect probes. Destructive controls need args.confirmDangerous. Proves nothing; use "
-        "reticle_act_and_wait for a verdict.",
+        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
+        "controls need args.confirmDangerous.",
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
          "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
          "sessionId": sid},
         _tool_act, {"ref": "e7", "action": "click"}, required=("action",))
     add("reticle_act_sequence",
-        "Run several actions in order, stopping at the first failure. Proves nothing.",
+        "Several acts in order, stopping at the first failure.",
         {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
          "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": sid},
         _tool_act_sequence,
         {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
         required=("steps",))
     add("reticle_act_and_wait",
-        "Act, then wait until the `until` predicate holds (or, without one, until the page settles) "
-        "and return a verdict: verified yes|no|unknown with the deciding evidence. `unknown` is not a "
-        "pass. timeout_ms defaults to 4000; 0 evaluates once.",
+        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
+        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
          "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
          "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
@@ -4480,16 +4515,14 @@ def _build_registry() -> _ToolRegistry:
          "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
         required=("action",))
     add("reticle_observe",
-        "Read the raw events of a window (default the last 2000 ms) with a summary: network, DOM, "
-        "routes, console errors, animations, signals. Proves nothing.",
+        "Raw events of a window (default the last 2 s) with a summary.",
         {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
          "until": _CURSOR, "actionId": {"type": "string"},
          "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
          "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": sid},
         _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]})
     add("reticle_network",
-        "List the page's fetch/XHR calls (method, url, status, timing, bodies) including requests "
-        "still pending. Filters: method, urlContains, status, ok, since. Proves nothing.",
+        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
         {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
          "method": {"type": "string"}, "urlContains": {"type": "string"},
          "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
@@ -4497,37 +4530,31 @@ def _build_registry() -> _ToolRegistry:
          "sessionId": sid},
         _tool_network, {"urlContains": "/api/", "status": 500})
     add("reticle_console",
-        "List console messages and uncaught errors (level log|info|warn|error; error includes "
-        "uncaught errors). Proves nothing.",
+        "Console messages and uncaught errors since the last act.",
         {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
          "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
          "sessionId": sid},
         _tool_console, {"level": "error"})
     add("reticle_wait_for",
-        "Wait until a predicate holds (timeout_ms, default 4000). Returns pass and evidence but no "
-        "verdict.",
+        "Wait until `predicate` holds; pass and evidence, no verdict.",
         {"predicate": _PREDICATE, "until": _PREDICATE,
          "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
          "sessionId": sid},
         _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}})
     add("reticle_assert",
-        "Check a predicate over the events since the last act or navigation (or `since`) and the live "
-        "page, and return a verdict: verified yes|no|unknown with evidence. timeout_ms 0 (default) "
-        "evaluates once.",
+        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
+        "yes|no|unknown. " + _PREDICATE_DIGEST,
         {"predicate": _PREDICATE, "until": _PREDICATE,
          "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
          "sessionId": sid},
         _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}})
     add("reticle_state",
-        "Read app state from stores the app registered (reticle.registerStore / pushStore): all "
-        "stores collapsed to depth 1, or one `store` at a dot `path`. A wrong path answers found: "
-        "false with the available keys.",
+        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
         {"store": {"type": "string"}, "path": {"type": "string"},
          "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": sid},
         _tool_state, {"store": "cart", "path": "items.length"})
     add("reticle_capabilities",
-        "What the app declared through reticle.describe (testids, signals, stores, flows) plus the "
-        "test ids present on the page.",
+        "What the app declared with reticle.describe, and the testids on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
 
     def device_add(name, description, props, handler, example=None, required=()):
@@ -4535,18 +4562,16 @@ def _build_registry() -> _ToolRegistry:
         reg.add(_Tool(name, description, _obj(dict(props), required), handler, example, session=False))
 
     device_add("reticle_open",
-        "Start a browser (a device) on `url`, or reuse the caller's own, with the SDK injected into every "
-        "page; answers once the page is connected, with its sessionId. Acts there are real input.",
+        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId.",
         {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
          "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
                       "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
                                      "height": {"type": "integer", "minimum": 200, "maximum": 2160}}}},
         _tool_open, {"url": "http://localhost:5173/"}, required=("url",))
-    device_add("reticle_close", "Close a device (by sessionId, else the caller's own) and remove its profile.",
+    device_add("reticle_close", "Close a device (by sessionId, else your own).",
         {"sessionId": sid}, _tool_close, {})
     device_add("reticle_screenshot",
-        "PNG of a device's viewport, `fullPage` or one element (`ref`), saved under the state directory; "
-        "`inline` adds a JPEG image block at most 1280 px wide. Devices only.",
+        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
          "inline": {"type": "boolean"}, "sessionId": sid},
         _tool_screenshot, {"inline": True})

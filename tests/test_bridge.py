@@ -299,7 +299,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
             if session.store.total >= 2100:
                 break
             await asyncio.sleep(0.01)
-        result = await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "saved"}, "since": 0})
+        result = await self.mcp("reticle_assert", {"detail": "full", "predicate": {"kind": "signal", "name": "saved"}, "since": 0})
         data = result["structuredContent"]
         assert data["pass"] is True
         assert data["verified"] == "unknown" and data["verifiedReason"] == "evidence_lost"
@@ -310,7 +310,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         conn = await self.ws()
         await self.hello(conn)
         asyncio.get_running_loop().call_later(0.3, conn.close)
-        result = await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "never"},
+        result = await self.mcp("reticle_assert", {"detail": "full", "predicate": {"kind": "signal", "name": "never"},
                                                     "timeout_ms": 3000})
         data = result["structuredContent"]
         assert data["verified"] == "unknown" and data["verifiedReason"] == "observation_lost"
@@ -323,15 +323,15 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
             {"type": "signal", "data": {"name": "order:placed", "data": {"total": 12, "items": [1, 2]}}},
             {"type": "signal", "data": {"name": "order:placed", "data": {"total": 0, "items": []}}}]}))
         await asyncio.sleep(0.05)
-        ok = await self.mcp("reticle_assert", {"since": 0, "predicate": {
+        ok = await self.mcp("reticle_assert", {"detail": "full", "since": 0, "predicate": {
             "kind": "signal", "name": "order:placed", "dataMatches": {"total": {"$gt": 10}, "items": {"$length": 2}}}})
         assert ok["structuredContent"]["verified"] == "yes"
-        twice = await self.mcp("reticle_assert", {"since": 0, "predicate": {"kind": "signal", "name": "order:placed",
+        twice = await self.mcp("reticle_assert", {"detail": "full", "since": 0, "predicate": {"kind": "signal", "name": "order:placed",
                                                                             "count": 1}})
         assert twice["structuredContent"]["verified"] == "no"
         assert twice["structuredContent"]["assertion"] == "signal.count"
         assert "exactly 1 time(s), saw 2" in twice["structuredContent"]["because"]
-        near = await self.mcp("reticle_assert", {"since": 0, "predicate": {
+        near = await self.mcp("reticle_assert", {"detail": "full", "since": 0, "predicate": {
             "kind": "signal", "name": "order:placed", "dataMatches": {"total": 99}}})
         data = near["structuredContent"]
         assert data["verified"] == "no" and data["assertion"] == "signal.payload"
@@ -350,14 +350,14 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
                                   "type": "signal", "t": 900.0, "documentId": "d1", "data": {"name": "saved"}}}]})
         await self.mcp("reticle_act", {"ref": "e1", "action": "click"})
         await asyncio.sleep(0.1)
-        stale = (await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "saved"}}))["structuredContent"]
+        stale = (await self.mcp("reticle_assert", {"detail": "full", "predicate": {"kind": "signal", "name": "saved"}}))["structuredContent"]
         assert stale["verified"] == "no", stale
         assert stale["verifiedReason"] == "assertion_failed" and stale["assertion"] == "signal.absent", stale
         assert "signal 'saved' did not fire" in stale["because"]
         await conn.write_message(json.dumps({"kind": "event", "event": {
             "type": "signal", "t": 1100.0, "documentId": "d1", "data": {"name": "saved"}}}))
         await asyncio.sleep(0.1)
-        fresh = (await self.mcp("reticle_assert", {"predicate": {"kind": "signal", "name": "saved"}}))["structuredContent"]
+        fresh = (await self.mcp("reticle_assert", {"detail": "full", "predicate": {"kind": "signal", "name": "saved"}}))["structuredContent"]
         assert fresh["verified"] == "yes", fresh
         conn.close()
         await task
@@ -415,7 +415,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         await self.hello(conn)
         task = self.fake_page(conn, {"act": {"ok": True, "dispatched": True}},
                               after={"act": [{"kind": "events", "events": events}]})
-        result = await self.mcp("reticle_act_and_wait", {"ref": "e1", "action": "click", "until": until,
+        result = await self.mcp("reticle_act_and_wait", {"detail": "full", "ref": "e1", "action": "click", "until": until,
                                                          "timeout_ms": 1500})
         conn.close()
         await task
@@ -492,7 +492,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
                     return
 
         task = asyncio.ensure_future(page_that_navigates_away())
-        result = await self.mcp("reticle_act_and_wait", {"ref": "e1", "action": "click",
+        result = await self.mcp("reticle_act_and_wait", {"detail": "full", "ref": "e1", "action": "click",
                                                          "until": {"kind": "signal", "name": "saved"},
                                                          "timeout_ms": 1500})
         await task

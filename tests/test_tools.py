@@ -97,7 +97,7 @@ def test_wrong_type_names_the_path(hub):
     assert error["code"] == -32602
     assert "/ref" in error["message"]
     assert error["data"]["path"] == "/ref"
-    assert error["data"]["accepted"] == ["ref", "sessionId"]
+    assert error["data"]["accepted"] == ["ref", "sessionId", "detail"]
 
 
 def test_missing_required_field(hub):
