@@ -1,0 +1,230 @@
+"""The SDK on the three app shapes of APP-SHAPES.md (tests/_shapes_app.py), in headless
+Chromium through a real MCP client, with the truth checked on the server: what the user
+is told (ui.alert), streamed responses (net.stream), response headers, socket frames."""
+
+import json
+
+import pytest
+
+from _harness import Live, chromium_path, wait_until
+from _shapes_app import NOT_FOUND, Shapes
+
+pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)"),
+              pytest.mark.browser]
+
+SHAPES = Shapes()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    lv = Live(tmp_path_factory.mktemp("shapes"), NOT_FOUND, path="/fragments/", routes=SHAPES.routes)
+    yield lv
+    lv.close()
+
+
+def open_page(live, path):
+    """Reset the server, open `path` in the tab; -> the time after which events are this test's."""
+    SHAPES.reset()
+    since = latest(live)
+    nav = live.mcp.ok("reticle_navigate", {"url": live.app.url + path})
+    assert nav["confirmed"] is True, nav
+    return since
+
+
+def latest(live):
+    """Just after the newest event: request ids restart with each document, so a window must
+    not reach back into the last one (the daemon joins a pending id to a completed one)."""
+    events = live.mcp.ok("reticle_observe", {"since": 0, "max_events": 1})["events"]
+    return events[-1]["t"] + 0.001 if events else 0
+
+
+def events(live, since, *types):
+    got = live.mcp.ok("reticle_observe", {"since": since, "max_events": 2000})["events"]
+    return [e for e in got if e["type"] in types]
+
+
+def alerts(live, since):
+    return [e["data"] for e in events(live, since, "ui.alert")]
+
+
+def click(live, name):
+    live.mcp.ok("reticle_act", {"target": {"role": "button", "name": name}, "action": "click"})
+
+
+def fill(live, label, value):
+    live.mcp.ok("reticle_act", {"target": {"label": label}, "action": "fill", "args": {"value": value}})
+
+
+def request_of(live, since, url_part, method=None):
+    """The completed net.request of the one call whose URL contains url_part."""
+    def done():
+        return [e["data"] for e in events(live, since, "net.request")
+                if url_part in e["data"]["url"] and (method is None or e["data"]["method"] == method)]
+    return wait_until(done, what="the completed call to " + url_part)[-1]
+
+
+# -- fragments (htmx style) ---------------------------------------------------------------------
+
+def test_an_error_fragment_answered_200_is_reported_as_an_alert(live):
+    since = open_page(live, "/fragments/")
+    SHAPES.fault = True
+    fill(live, "Name", "Ann")
+    click(live, "Save profile")
+    shown = wait_until(lambda: alerts(live, since), what="a ui.alert")
+    assert shown == [{"text": "Could not save your profile", "source": "alert", "level": None,
+                      "ref": shown[0]["ref"]}]
+    assert shown[0]["ref"].startswith("e")
+    call = request_of(live, since, "/profile", "POST")
+    assert call["status"] == 200 and call["initiator"] == "xhr"
+    assert SHAPES.saved() == []
+
+
+def test_a_success_fragment_is_no_alert_and_the_headers_are_recorded(live):
+    since = open_page(live, "/fragments/")
+    fill(live, "Name", "Bob")
+    click(live, "Save profile")
+    call = request_of(live, since, "/profile", "POST")
+    headers = call["responseHeaders"]
+    assert headers["x-request-id"] == "profile-0"
+    assert headers["x-session-token"] == "[redacted]"
+    assert headers["content-type"] == "text/html; charset=utf-8"
+    assert all(k == k.lower() for k in headers)
+    wait_until(lambda: SHAPES.saved() == [{"name": "Bob", "via": "fragments"}], what="the save on the server")
+    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Profile saved"}, "timeout_ms": 3000})
+    assert alerts(live, since) == []
+
+
+def test_a_field_made_invalid_is_reported_with_its_name_and_error(live):
+    since = open_page(live, "/fragments/")
+    click(live, "Save profile")  # an empty name: the server re-renders the field as invalid
+    shown = wait_until(lambda: alerts(live, since), what="a ui.alert")
+    assert len(shown) == 1, shown
+    assert shown[0]["source"] == "invalid" and shown[0]["level"] == "error"
+    assert shown[0]["field"] == "Name" and shown[0]["text"] == "Name is required"
+    call = request_of(live, since, "/profile", "POST")
+    assert call["responseHeaders"]["hx-retarget"] == "#name-field"
+    assert SHAPES.saved() == []
+
+
+def test_a_chained_event_posts_twice_with_different_bodies(live):
+    since = open_page(live, "/fragments/")
+    fill(live, "Name", "Cy")
+    click(live, "Run chain")
+    wait_until(lambda: len(SHAPES.joins()) == 2, what="two joins on the server")
+    assert [j["fn_index"] for j in SHAPES.joins()] == [1, 2]
+    calls = wait_until(lambda: [e["data"] for e in events(live, since, "net.request")
+                                if "/queue/join" in e["data"]["url"]][1:], what="both joins in the page")
+    calls = [e["data"] for e in events(live, since, "net.request") if "/queue/join" in e["data"]["url"]]
+    assert [json.loads(c["requestBody"])["fn_index"] for c in calls] == [1, 2]
+    assert all(c["status"] == 200 and c["responseHeaders"]["content-type"].startswith("application/json")
+               for c in calls)
+
+
+# -- queue + stream -----------------------------------------------------------------------------
+
+def stream_messages(live, since):
+    return [e["data"] for e in events(live, since, "net.stream") if e["data"]["direction"] == "in"]
+
+
+def test_a_failed_job_streams_its_failure_and_the_declared_toast_is_an_error(live):
+    since = open_page(live, "/jobs/")
+    SHAPES.fault = True
+    fill(live, "Name", "Dee")
+    click(live, "Save profile")
+    shown = wait_until(lambda: alerts(live, since), what="the error toast")
+    assert shown[0]["source"] == "toast" and shown[0]["level"] == "error"
+    assert shown[0]["text"] == "Save failed: Could not save profile"
+    done = request_of(live, since, "/stream")
+    assert done["streamed"] is True and done["status"] == 200
+    assert done["messageCount"] == 5
+    pending = [e["data"] for e in events(live, since, "net.pending") if "/stream" in e["data"]["url"]]
+    assert len(pending) == 1 and pending[0]["requestId"] == done["requestId"]
+    msgs = stream_messages(live, since)
+    assert [m["requestId"] for m in msgs] == [done["requestId"]] * 5
+    assert all(m["transport"] == "stream" and m["event"] == "message" for m in msgs)
+    last = json.loads(msgs[-1]["data"])
+    assert last == {"msg": "process_completed", "success": False, "output": {"error": "Could not save profile"}}
+    assert msgs[-1]["frameBytes"] == len(json.dumps(last)) and msgs[-1]["index"] == 5  # as the server wrote it
+    job = SHAPES.jobs()
+    assert [j["status"] for j in job.values()] == ["failed"] and SHAPES.saved() == []
+    post = request_of(live, since, "/jobs", "POST")
+    assert post["status"] == 200 and post["responseHeaders"]["content-type"].startswith("application/json")
+    assert "streamed" not in post
+
+
+def test_without_a_toast_only_the_stream_tells_of_the_failure(live):
+    since = open_page(live, "/jobs/?toast=0")
+    SHAPES.fault = True
+    fill(live, "Name", "Eve")
+    click(live, "Save profile")
+    done = request_of(live, since, "/stream")
+    assert done["streamed"] is True
+    last = json.loads(stream_messages(live, since)[-1]["data"])
+    assert last["msg"] == "process_completed" and last["success"] is False
+    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Profile saved"}, "timeout_ms": 3000})
+    assert alerts(live, since) == []
+    assert SHAPES.saved() == []
+
+
+def test_an_open_stream_is_pending_until_it_ends(live):
+    since = open_page(live, "/jobs/")
+    SHAPES.hold_streams = True
+    fill(live, "Name", "Fay")
+    click(live, "Save profile")
+    wait_until(lambda: stream_messages(live, since), what="the first streamed message")
+    calls = live.mcp.ok("reticle_network", {"urlContains": "/stream", "since": since})["calls"]
+    assert len(calls) == 1 and calls[0].get("pending") is True, calls
+    assert SHAPES.saved() == []
+    SHAPES.hold_streams = False
+    done = request_of(live, since, "/stream")
+    assert done["streamed"] is True and done["messageCount"] == 5
+    last = json.loads(stream_messages(live, since)[-1]["data"])
+    assert last["success"] is True and last["output"] == {"saved": "Fay"}
+    calls = live.mcp.ok("reticle_network", {"urlContains": "/stream", "since": since})["calls"]
+    assert len(calls) == 1 and calls[0].get("pending") is None and calls[0]["status"] == 200, calls
+    assert SHAPES.saved() == [{"name": "Fay", "via": "jobs"}]
+    assert alerts(live, since) == []
+
+
+# -- server-driven UI over a WebSocket ------------------------------------------------------------
+
+def frames(live, since, direction):
+    return [e["data"] for e in events(live, since, "net.ws") if e["data"]["direction"] == direction]
+
+
+def test_socket_frames_go_up_and_come_down(live):
+    since = open_page(live, "/socket/")
+    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Connected"}, "timeout_ms": 3000})
+    fill(live, "Name", "Gus")
+    click(live, "Save profile")
+    down = wait_until(lambda: frames(live, since, "in"), what="the pushed update")
+    assert down[-1]["data"] == '42["update", {"id": "status", "text": "Saved profile"}]'
+    up = frames(live, since, "out")
+    assert up[-1]["data"] == '42["save",{"name":"Gus"}]' and up[-1]["transport"] == "ws"
+    assert SHAPES.socket_messages() == ['42["save",{"name":"Gus"}]']
+    assert SHAPES.saved() == [{"name": "Gus", "via": "socket"}]
+    assert alerts(live, since) == []
+
+
+def test_a_failure_pushed_down_the_socket_is_an_alert(live):
+    since = open_page(live, "/socket/")
+    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Connected"}, "timeout_ms": 3000})
+    SHAPES.fault = True
+    click(live, "Save profile")
+    shown = wait_until(lambda: alerts(live, since), what="the alert")
+    assert [(a["text"], a["source"]) for a in shown] == [("Save failed", "alert")]
+    assert frames(live, since, "in")[-1]["data"] == '42["error", {"text": "Save failed"}]'
+    assert SHAPES.saved() == []
+
+
+# -- arrival ----------------------------------------------------------------------------------------
+
+def test_an_error_already_on_the_page_is_reported_on_arrival(live):
+    since = open_page(live, "/arrival/")
+    shown = wait_until(lambda: alerts(live, since), what="the alert on arrival")
+    assert [(a["text"], a["source"], a.get("initial")) for a in shown] == [
+        ("Your session expired, please sign in again", "alert", True)]
+    click(live, "Check email")
+    invalid = wait_until(lambda: alerts(live, since)[1:], what="the invalid field")
+    assert invalid == [{"text": "Enter a valid email address", "source": "invalid", "level": "error",
+                        "field": "Email", "ref": invalid[0]["ref"]}]
