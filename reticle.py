@@ -8229,8 +8229,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // event shaped like a net.ws frame; the fetch stays pending until the stream ends, and its
   // net.request then carries streamed:true and messageCount.
   var STREAM_MAX_MESSAGES = 500; // messages emitted per stream; the rest are counted and reported
+  var STREAM_MAX_PER_SEC = 100; // messages emitted per stream and second
   var STREAM_MESSAGE_SCAN = 65536; // characters of one message kept for redaction; the rest counted
-  var streamAllow = null;
   function streamFormat(ct) {
     if (/event-stream/i.test(ct)) return 'sse';
     if (/(x-ndjson|stream\+json|jsonl|json-seq)/i.test(ct)) return 'ndjson';
@@ -8284,13 +8284,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     } catch (e) {
       return false;
     }
-    if (!streamAllow) streamAllow = rateCap('net.stream', 100);
     var format = streamFormat(ct);
     var count = 0,
       emitted = 0,
       dropped = 0,
       unreported = 0,
       reportTimer = null,
+      held = null, // the newest message the caps dropped: the stream's last one is always sent
+      secStart = 0,
+      inSec = 0,
       finished = false,
       cancelled = false;
     var buf = '',
@@ -8328,7 +8330,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         channel: 'net.stream',
         count: unreported,
         dropped: unreported,
-        reason: 'per-stream cap of ' + STREAM_MAX_MESSAGES + ' messages',
+        reason:
+          'caps of ' +
+          STREAM_MAX_MESSAGES +
+          ' messages per stream and ' +
+          STREAM_MAX_PER_SEC +
+          ' per second',
         url: meta.url,
         requestId: meta.id
       });
@@ -8336,13 +8343,27 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     function message(text, fullLen, evName, evId) {
       count++;
-      if (emitted >= STREAM_MAX_MESSAGES) {
+      var t = N.now();
+      if (t - secStart > 1000) {
+        secStart = t;
+        inSec = 0;
+      }
+      var capped = emitted >= STREAM_MAX_MESSAGES || inSec >= STREAM_MAX_PER_SEC;
+      if (held) {
+        // the message held back is not the last one after all: it is dropped
         dropped++;
         unreported++;
+        held = null;
         if (!reportTimer) reportTimer = N.setTimeout(report, 1000);
+      }
+      if (capped) {
+        held = [text, fullLen, evName, evId, count];
         return;
       }
-      if (!streamAllow()) return;
+      inSec++;
+      send(text, fullLen, evName, evId, count, false);
+    }
+    function send(text, fullLen, evName, evId, index, final) {
       emitted++;
       var f = frameData(text);
       if (fullLen > text.length) {
@@ -8354,9 +8375,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       f.transport = 'stream';
       f.url = meta.url;
       f.requestId = meta.id;
-      f.index = count;
+      f.index = index;
       if (evName) f.event = clip(evName, 100);
       if (evId) f.lastEventId = clip(evId, 100);
+      if (final) f.final = true;
       emit('net.stream', f);
     }
     function sseDispatch() {
@@ -8433,6 +8455,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function finish(err) {
       if (finished) return;
       finished = true;
+      if (held) {
+        // the last message past the caps is sent anyway: it is the one that tells how it ended
+        send(held[0], held[1], held[2], held[3], held[4], true);
+        held = null;
+      }
       if (reportTimer) {
         N.clearTimeout(reportTimer);
         report();

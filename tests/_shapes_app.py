@@ -32,6 +32,7 @@ import threading
 import tornado.web
 import tornado.websocket
 
+FEED_ROWS = 520
 NOT_FOUND = "<!doctype html><title>Not found</title><p>not found</p>"
 
 _HEAD = """<!doctype html><html><head><meta charset="utf-8"><title>%(title)s</title>
@@ -77,7 +78,9 @@ FRAGMENTS_PAGE = _HEAD + """<body><h1>Profile (fragments)</h1>
 JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
 <label>Name <input id="name"></label>
 <button id="save">Save profile</button>
+<button id="feed">Load feed</button>
 <div id="status" role="status"></div>
+<div id="rows"></div>
 <progress id="bar" max="3" value="0"></progress>
 <div id="toasts"></div>
 <script>
@@ -103,6 +106,12 @@ JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
     }
     return pump();
   }
+  $("feed").onclick = function () {
+    fetch("/feed").then(function (r) { return r.text(); }).then(function (t) {
+      var lines = t.split("\\n").filter(Boolean);
+      $("rows").textContent = lines.length + " rows, last " + JSON.parse(lines[lines.length - 1]).row;
+    });
+  };
   $("save").onclick = function () {
     fetch("/jobs", {method: "POST", headers: {"Content-Type": "application/json"},
                     body: JSON.stringify({name: $("name").value})})
@@ -155,14 +164,29 @@ SOCKET_PAGE = _HEAD + """<body><h1>Profile (socket)</h1>
 
 ARRIVAL_PAGE = _HEAD + """<body><h1>Account</h1>
 <p class="error" role="alert">Your session expired, please sign in again</p>
-<div role="alert" hidden>A hidden alert nobody sees</div>
+<div role="alert" id="notice" hidden>Your card expires this month</div>
 <template><p role="alert">An alert inside a template</p></template>
 <script>var notShown = "<p role=alert>alert text inside a script</p>";</script>
 <form><label>Email <input id="email" name="email"></label>
 <span id="email-error" class="error"></span>
 <button type="button" id="check">Check email</button></form>
 <div aria-live="assertive" id="live"></div>
+<div id="warnings"></div>
+<button id="offline">Go offline</button>
+<button id="show">Show notice</button>
+<button id="twice">Warn twice</button>
 <script>
+  function $(id) { return document.getElementById(id); }
+  $("offline").onclick = function () { $("live").textContent = "Connection lost"; };
+  $("show").onclick = function () { $("notice").hidden = false; };
+  $("twice").onclick = function () {
+    for (var i = 0; i < 2; i++) {
+      var w = document.createElement("p");
+      w.setAttribute("role", "alert");
+      w.textContent = "Disk almost full";
+      $("warnings").appendChild(w);
+    }
+  };
   document.getElementById("check").onclick = function () {
     var f = document.getElementById("email");
     f.setAttribute("aria-describedby", "email-error");
@@ -228,6 +252,7 @@ class Shapes:
             (r"/jobs", _Jobs, {"shapes": self}),
             (r"/jobs/(\d+)/stream", _JobStream, {"shapes": self}),
             (r"/ws", _Socket, {"shapes": self}),
+            (r"/feed", _Feed),
         ]
 
 
@@ -306,7 +331,7 @@ class _JobStream(tornado.web.RequestHandler):
         self.set_header("Cache-Control", "no-cache")
         with shapes._lock:
             record["status"] = "running"
-        await self.send({"msg": "process_starts"})
+        await self.send({"msg": "process_starts", "session_token": "tok-9f8e7d6c5b4a39281706"})
         for step in (1, 2, 3):
             await self.send({"msg": "progress", "step": step})
             await asyncio.sleep(0.05)
@@ -319,6 +344,17 @@ class _JobStream(tornado.web.RequestHandler):
             record["status"] = "done" if ok else "failed"
         output = {"saved": record["name"]} if ok else {"error": "Could not save profile"}
         await self.send({"msg": "process_completed", "success": ok, "output": output})
+
+
+class _Feed(tornado.web.RequestHandler):
+    """FEED_ROWS lines of NDJSON in one burst: more than the SDK's per-stream caps."""
+
+    async def get(self):
+        self.set_header("Content-Type", "application/x-ndjson")
+        for row in range(1, FEED_ROWS + 1):
+            self.write(json.dumps({"row": row}) + "\n")
+            if row % 100 == 0:
+                await self.flush()
 
 
 class _Socket(tornado.websocket.WebSocketHandler):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from _harness import Live, chromium_path, wait_until
-from _shapes_app import NOT_FOUND, Shapes
+from _shapes_app import FEED_ROWS, NOT_FOUND, Shapes
 
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)"),
               pytest.mark.browser]
@@ -145,6 +145,8 @@ def test_a_failed_job_streams_its_failure_and_the_declared_toast_is_an_error(liv
     last = json.loads(msgs[-1]["data"])
     assert last == {"msg": "process_completed", "success": False, "output": {"error": "Could not save profile"}}
     assert msgs[-1]["frameBytes"] == len(json.dumps(last)) and msgs[-1]["index"] == 5  # as the server wrote it
+    assert "tok-9f8e7d6c5b4a39281706" not in msgs[0]["data"]
+    assert json.loads(msgs[0]["data"]) == {"msg": "process_starts", "session_token": "[redacted]"}
     job = SHAPES.jobs()
     assert [j["status"] for j in job.values()] == ["failed"] and SHAPES.saved() == []
     post = request_of(live, since, "/jobs", "POST")
@@ -228,3 +230,34 @@ def test_an_error_already_on_the_page_is_reported_on_arrival(live):
     invalid = wait_until(lambda: alerts(live, since)[1:], what="the invalid field")
     assert invalid == [{"text": "Enter a valid email address", "source": "invalid", "level": "error",
                         "field": "Email", "ref": invalid[0]["ref"]}]
+
+
+def test_a_burst_stream_is_capped_says_so_and_keeps_its_last_message(live):
+    since = open_page(live, "/jobs/")
+    click(live, "Load feed")
+    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "%d rows, last %d" % (FEED_ROWS, FEED_ROWS)},
+                                     "timeout_ms": 5000})  # the page read its own copy whole
+    done = request_of(live, since, "/feed")
+    assert done["streamed"] is True and done["messageCount"] == FEED_ROWS
+    msgs = stream_messages(live, since)
+    assert 0 < len(msgs) < FEED_ROWS and done["messagesDropped"] == FEED_ROWS - len(msgs)
+    assert json.loads(msgs[0]["data"]) == {"row": 1} and msgs[0]["index"] == 1
+    assert json.loads(msgs[-1]["data"]) == {"row": FEED_ROWS} and msgs[-1]["final"] is True
+    assert msgs[-1]["index"] == FEED_ROWS
+    told = wait_until(lambda: [e["data"] for e in events(live, since, "truncated")
+                               if e["data"].get("what") == "net.stream"], what="the truncated report")
+    assert sum(t["dropped"] for t in told) == done["messagesDropped"]
+    assert told[0]["requestId"] == done["requestId"]
+
+
+def test_an_assertive_region_a_shown_alert_and_a_repeated_one(live):
+    since = open_page(live, "/arrival/")
+    wait_until(lambda: alerts(live, since), what="the alert on arrival")
+    click(live, "Go offline")
+    click(live, "Show notice")
+    click(live, "Warn twice")
+    later = wait_until(lambda: alerts(live, since)[3:] or None if len(alerts(live, since)) >= 4 else None,
+                       what="three more alerts")
+    shown = [(a["text"], a["source"], a["level"]) for a in alerts(live, since)[1:]]
+    assert shown == [("Connection lost", "assertive", None), ("Your card expires this month", "alert", None),
+                     ("Disk almost full", "alert", None)], later
