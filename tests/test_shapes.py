@@ -261,3 +261,91 @@ def test_an_assertive_region_a_shown_alert_and_a_repeated_one(live):
     shown = [(a["text"], a["source"], a["level"]) for a in alerts(live, since)[1:]]
     assert shown == [("Connection lost", "assertive", None), ("Your card expires this month", "alert", None),
                      ("Disk almost full", "alert", None)], later
+
+
+# -- verdicts over these shapes ---------------------------------------------------------------------
+
+NEEDS_RULE = pytest.mark.xfail(strict=False, reason="needs the daemon's error-UI rule")
+
+
+def act(live, name, until=None, timeout_ms=3000):
+    args = {"target": {"role": "button", "name": name}, "action": "click", "timeout_ms": timeout_ms}
+    if until is not None:
+        args["until"] = until
+    return live.mcp.ok("reticle_act_and_wait", args)
+
+
+def test_verdict_a_streamed_success_is_yes_with_the_message_as_evidence(live):
+    open_page(live, "/jobs/")
+    fill(live, "Name", "Hal")
+    out = act(live, "Save profile", {"kind": "frame", "transport": "stream", "path": "success", "equals": True})
+    assert out["verified"] == "yes", out
+    assert SHAPES.saved() == [{"name": "Hal", "via": "jobs"}]
+
+
+def test_verdict_a_streamed_failure_fails_the_frame_check(live):
+    open_page(live, "/jobs/?toast=0")
+    SHAPES.fault = True
+    fill(live, "Name", "Ida")
+    out = act(live, "Save profile", {"kind": "frame", "transport": "stream", "path": "success", "equals": True})
+    assert out["verified"] == "no", out
+    assert SHAPES.saved() == []
+
+
+def test_verdict_a_socket_success_is_yes(live):
+    open_page(live, "/socket/")
+    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Connected"}, "timeout_ms": 3000})
+    fill(live, "Name", "Jo")
+    out = act(live, "Save profile", {"kind": "frame", "direction": "in", "path": "1.text", "equals": "Saved profile"})
+    assert out["verified"] == "yes", out
+    assert SHAPES.saved() == [{"name": "Jo", "via": "socket"}]
+
+
+@NEEDS_RULE
+def test_verdict_an_error_fragment_after_a_200_is_no(live):
+    open_page(live, "/fragments/")
+    SHAPES.fault = True
+    fill(live, "Name", "Kim")
+    out = act(live, "Save profile", {"kind": "net", "method": "POST", "urlContains": "/profile", "status": 200})
+    assert SHAPES.saved() == []
+    assert out["verified"] == "no", out
+    assert "Could not save your profile" in json.dumps(out)
+
+
+@NEEDS_RULE
+def test_verdict_an_optimistic_success_under_a_failed_stream_is_no(live):
+    open_page(live, "/jobs/")
+    SHAPES.fault = True
+    fill(live, "Name", "Lu")
+    out = act(live, "Save profile", {"kind": "text", "contains": "Profile saved"})
+    wait_until(lambda: [j["status"] for j in SHAPES.jobs().values()] == ["failed"], what="the failed job")
+    assert SHAPES.saved() == []
+    assert out["verified"] == "no", out
+
+
+@NEEDS_RULE
+def test_verdict_a_settle_with_an_alert_on_screen_is_no(live):
+    open_page(live, "/socket/")
+    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Connected"}, "timeout_ms": 3000})
+    SHAPES.fault = True
+    out = act(live, "Save profile")
+    assert SHAPES.saved() == []
+    assert out["verified"] == "no", out
+
+
+def test_verdict_two_chained_posts_with_different_bodies_are_yes(live):
+    open_page(live, "/fragments/")
+    fill(live, "Name", "Mo")
+    out = act(live, "Run chain", {"kind": "net", "method": "POST", "urlContains": "/queue/join", "status": 200,
+                                  "count": 2})
+    assert [j["fn_index"] for j in SHAPES.joins()] == [1, 2]
+    assert out["verified"] == "yes", out
+
+
+@NEEDS_RULE
+def test_verdict_a_settle_with_no_effect_is_unknown(live):
+    open_page(live, "/arrival/")
+    wait_until(lambda: alerts(live, 0), what="the page's first alert")
+    live.mcp.ok("reticle_act", {"target": {"label": "Email"}, "action": "focus"})
+    out = live.mcp.ok("reticle_act_and_wait", {"target": {"label": "Email"}, "action": "hover", "timeout_ms": 1500})
+    assert out["verified"] == "unknown", out
