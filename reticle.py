@@ -8231,6 +8231,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var STREAM_MAX_MESSAGES = 500; // messages emitted per stream; the rest are counted and reported
   var STREAM_MAX_PER_SEC = 100; // messages emitted per stream and second
   var STREAM_MESSAGE_SCAN = 65536; // characters of one message kept for redaction; the rest counted
+  // bytes read while the page has not read its own copy at all: past this the page's copy would
+  // only pile up in memory because of us, so reading stops (streamStopped on the net.request)
+  var STREAM_UNREAD_MAX = 8 << 20;
   function streamFormat(ct) {
     if (/event-stream/i.test(ct)) return 'sse';
     if (/(x-ndjson|stream\+json|jsonl|json-seq)/i.test(ct)) return 'ndjson';
@@ -8293,6 +8296,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       held = null, // the newest message the caps dropped: the stream's last one is always sent
       secStart = 0,
       inSec = 0,
+      bytes = 0,
       finished = false,
       cancelled = false;
     var buf = '',
@@ -8455,30 +8459,33 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function finish(err) {
       if (finished) return;
       finished = true;
-      if (held) {
+      if (held && err === 'unread') {
+        dropped++;
+        unreported++;
+      } else if (held) {
         // the last message past the caps is sent anyway: it is the one that tells how it ended
         send(held[0], held[1], held[2], held[3], held[4], true);
-        held = null;
       }
-      if (reportTimer) {
-        N.clearTimeout(reportTimer);
-        report();
-      }
+      held = null;
+      if (reportTimer) N.clearTimeout(reportTimer);
+      report();
       var end = Math.round(N.now() - meta.t0);
       d.streamed = true;
       d.messageCount = count;
       if (dropped) d.messagesDropped = dropped;
       d.streamDurationMs = end;
       if (cancelled) d.cancelledByPage = true;
+      else if (err === 'unread')
+        d.streamStopped = 'the page read none of its copy; reading stopped after ' + bytes + ' bytes';
       else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
       reqDone.then(function (rq) {
         emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
       });
     }
     // a message the SDK fails to parse is reported; the stream is still read to its end
-    function safeFeed(bytes, last) {
+    function safeFeed(chunk, last) {
       try {
-        feed(last ? dec.decode() : dec.decode(bytes, { stream: true }), last);
+        feed(last ? dec.decode() : dec.decode(chunk, { stream: true }), last);
       } catch (e) {
         internal('network_observer', e);
       }
@@ -8492,6 +8499,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             return;
           }
           safeFeed(r.value, false);
+          bytes += (r.value && r.value.byteLength) || 0;
+          if (bytes > STREAM_UNREAD_MAX && !res.bodyUsed) {
+            finish('unread');
+            reader.cancel().catch(function () {}); // the page's copy goes on without ours
+            return;
+          }
           pump();
         },
         guard('network_observer', function (e) {

@@ -29,10 +29,12 @@ import itertools
 import json
 import threading
 
+import tornado.iostream
 import tornado.web
 import tornado.websocket
 
 FEED_ROWS = 520
+BIG_FEED_BYTES = 12 << 20
 NOT_FOUND = "<!doctype html><title>Not found</title><p>not found</p>"
 
 _HEAD = """<!doctype html><html><head><meta charset="utf-8"><title>%(title)s</title>
@@ -79,6 +81,7 @@ JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
 <label>Name <input id="name"></label>
 <button id="save">Save profile</button>
 <button id="feed">Load feed</button>
+<button id="peek">Peek at the big feed</button>
 <div id="status" role="status"></div>
 <div id="rows"></div>
 <progress id="bar" max="3" value="0"></progress>
@@ -111,6 +114,10 @@ JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
       var lines = t.split("\\n").filter(Boolean);
       $("rows").textContent = lines.length + " rows, last " + JSON.parse(lines[lines.length - 1]).row;
     });
+  };
+  $("peek").onclick = function () {
+    // looks at the status only and never reads the body
+    fetch("/feed?big=1").then(function (r) { $("rows").textContent = "big feed " + r.status; });
   };
   $("save").onclick = function () {
     fetch("/jobs", {method: "POST", headers: {"Content-Type": "application/json"},
@@ -347,10 +354,22 @@ class _JobStream(tornado.web.RequestHandler):
 
 
 class _Feed(tornado.web.RequestHandler):
-    """FEED_ROWS lines of NDJSON in one burst: more than the SDK's per-stream caps."""
+    """FEED_ROWS lines of NDJSON in one burst: more than the SDK's per-stream caps.  With
+    ?big=1, BIG_FEED_BYTES of 1 KiB lines instead, more than the SDK reads for a page that
+    reads none of them (it stops early; the connection may stall, so the writes time out)."""
 
     async def get(self):
         self.set_header("Content-Type", "application/x-ndjson")
+        if self.get_argument("big", None):
+            pad = "x" * 1000
+            try:
+                for row in range(1, BIG_FEED_BYTES // 1024 + 1):
+                    self.write(json.dumps({"row": row, "pad": pad}) + "\n")
+                    if row % 256 == 0:
+                        await asyncio.wait_for(self.flush(), 5)
+            except (asyncio.TimeoutError, tornado.iostream.StreamClosedError):
+                pass
+            return
         for row in range(1, FEED_ROWS + 1):
             self.write(json.dumps({"row": row}) + "\n")
             if row % 100 == 0:

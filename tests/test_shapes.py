@@ -349,3 +349,13 @@ def test_verdict_a_settle_with_no_effect_is_unknown(live):
     live.mcp.ok("reticle_act", {"target": {"label": "Email"}, "action": "focus"})
     out = live.mcp.ok("reticle_act_and_wait", {"target": {"label": "Email"}, "action": "hover", "timeout_ms": 1500})
     assert out["verified"] == "unknown", out
+
+
+def test_a_stream_the_page_never_reads_is_read_only_so_far(live):
+    since = open_page(live, "/jobs/")
+    click(live, "Peek at the big feed")
+    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "big feed 200"}, "timeout_ms": 5000})
+    done = request_of(live, since, "/feed?big=1")
+    assert done["streamed"] is True and "streamStopped" in done, done
+    assert "final" not in stream_messages(live, since)[-1]
+    assert 8000 < done["messageCount"] < 9000  # 8 MiB of 1 KiB lines, then it let go
