@@ -82,6 +82,7 @@ JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
 <button id="save">Save profile</button>
 <button id="feed">Load feed</button>
 <button id="peek">Peek at the big feed</button>
+<button id="tick">Read one tick</button>
 <div id="status" role="status"></div>
 <div id="rows"></div>
 <progress id="bar" max="3" value="0"></progress>
@@ -118,6 +119,16 @@ JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
   $("peek").onclick = function () {
     // looks at the status only and never reads the body
     fetch("/feed?big=1").then(function (r) { $("rows").textContent = "big feed " + r.status; });
+  };
+  $("tick").onclick = function () {
+    // reads one message of an endless stream, then lets go of it
+    fetch("/ticker").then(function (r) {
+      var reader = r.body.getReader();
+      return reader.read().then(function (x) {
+        $("rows").textContent = "tick read: " + new TextDecoder().decode(x.value).trim();
+        return reader.cancel();
+      });
+    });
   };
   $("save").onclick = function () {
     fetch("/jobs", {method: "POST", headers: {"Content-Type": "application/json"},
@@ -220,6 +231,7 @@ class Shapes:
             self._joins = []
             self._jobs = {}
             self._socket = []
+            self.tickers_open = 0  # /ticker streams whose connection the browser still holds
 
     def _save(self, name, via):
         """Save a profile unless the fault is on; -> whether it was saved."""
@@ -260,6 +272,7 @@ class Shapes:
             (r"/jobs/(\d+)/stream", _JobStream, {"shapes": self}),
             (r"/ws", _Socket, {"shapes": self}),
             (r"/feed", _Feed),
+            (r"/ticker", _Ticker, {"shapes": self}),
         ]
 
 
@@ -302,6 +315,9 @@ class _Join(tornado.web.RequestHandler):
         with self.shapes._lock:
             self.shapes._joins.append(body)
         data = body.get("data") or [""]
+        for n in range(35):
+            self.set_header("X-Trace-%02d" % n, "t%d" % n)
+        self.set_header("X-Long", "v" * 400)
         self.write({"fn_index": body.get("fn_index"), "output": "%s/%s" % (data[0], body.get("fn_index"))})
 
 
@@ -374,6 +390,35 @@ class _Feed(tornado.web.RequestHandler):
             self.write(json.dumps({"row": row}) + "\n")
             if row % 100 == 0:
                 await self.flush()
+
+
+class _Ticker(tornado.web.RequestHandler):
+    """An endless event stream (a tick every 50 ms) until the browser closes the connection."""
+
+    def initialize(self, shapes):
+        self.shapes = shapes
+        self.closed = False
+
+    def on_connection_close(self):
+        self.closed = True
+
+    async def get(self):
+        self.set_header("Content-Type", "text/event-stream")
+        with self.shapes._lock:
+            self.shapes.tickers_open += 1
+        try:
+            tick = 0
+            while not self.closed:
+                tick += 1
+                self.write("data: tick %d\n\n" % tick)
+                try:
+                    await self.flush()
+                except tornado.iostream.StreamClosedError:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            with self.shapes._lock:
+                self.shapes.tickers_open -= 1
 
 
 class _Socket(tornado.websocket.WebSocketHandler):

@@ -47,6 +47,11 @@ def alerts(live, since):
     return [e["data"] for e in events(live, since, "ui.alert")]
 
 
+def wait_text(live, text, timeout_ms=10000):
+    out = live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": text}, "timeout_ms": timeout_ms})
+    assert out["pass"] is True, out
+
+
 def click(live, name):
     live.mcp.ok("reticle_act", {"target": {"role": "button", "name": name}, "action": "click"})
 
@@ -55,12 +60,12 @@ def fill(live, label, value):
     live.mcp.ok("reticle_act", {"target": {"label": label}, "action": "fill", "args": {"value": value}})
 
 
-def request_of(live, since, url_part, method=None):
+def request_of(live, since, url_part, method=None, timeout=10):
     """The completed net.request of the one call whose URL contains url_part."""
     def done():
         return [e["data"] for e in events(live, since, "net.request")
                 if url_part in e["data"]["url"] and (method is None or e["data"]["method"] == method)]
-    return wait_until(done, what="the completed call to " + url_part)[-1]
+    return wait_until(done, timeout, what="the completed call to " + url_part)[-1]
 
 
 # -- fragments (htmx style) ---------------------------------------------------------------------
@@ -90,7 +95,7 @@ def test_a_success_fragment_is_no_alert_and_the_headers_are_recorded(live):
     assert headers["content-type"] == "text/html; charset=utf-8"
     assert all(k == k.lower() for k in headers)
     wait_until(lambda: SHAPES.saved() == [{"name": "Bob", "via": "fragments"}], what="the save on the server")
-    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Profile saved"}, "timeout_ms": 3000})
+    wait_text(live, "Profile saved")
     assert alerts(live, since) == []
 
 
@@ -116,6 +121,9 @@ def test_a_chained_event_posts_twice_with_different_bodies(live):
                                 if "/queue/join" in e["data"]["url"]][1:], what="both joins in the page")
     calls = [e["data"] for e in events(live, since, "net.request") if "/queue/join" in e["data"]["url"]]
     assert [json.loads(c["requestBody"])["fn_index"] for c in calls] == [1, 2]
+    headers = calls[0]["responseHeaders"]
+    assert len(headers) == 30 and calls[0]["responseHeadersTruncated"] is True  # the server sent 40
+    assert headers["x-long"] == "v" * 256 + "\u2026"  # cut at 256, marked
     assert all(c["status"] == 200 and c["responseHeaders"]["content-type"].startswith("application/json")
                for c in calls)
 
@@ -163,7 +171,7 @@ def test_without_a_toast_only_the_stream_tells_of_the_failure(live):
     assert done["streamed"] is True
     last = json.loads(stream_messages(live, since)[-1]["data"])
     assert last["msg"] == "process_completed" and last["success"] is False
-    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Profile saved"}, "timeout_ms": 3000})
+    wait_text(live, "Profile saved")
     assert alerts(live, since) == []
     assert SHAPES.saved() == []
 
@@ -196,7 +204,7 @@ def frames(live, since, direction):
 
 def test_socket_frames_go_up_and_come_down(live):
     since = open_page(live, "/socket/")
-    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Connected"}, "timeout_ms": 3000})
+    wait_text(live, "Connected")
     fill(live, "Name", "Gus")
     click(live, "Save profile")
     down = wait_until(lambda: frames(live, since, "in"), what="the pushed update")
@@ -210,7 +218,7 @@ def test_socket_frames_go_up_and_come_down(live):
 
 def test_a_failure_pushed_down_the_socket_is_an_alert(live):
     since = open_page(live, "/socket/")
-    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Connected"}, "timeout_ms": 3000})
+    wait_text(live, "Connected")
     SHAPES.fault = True
     click(live, "Save profile")
     shown = wait_until(lambda: alerts(live, since), what="the alert")
@@ -235,8 +243,7 @@ def test_an_error_already_on_the_page_is_reported_on_arrival(live):
 def test_a_burst_stream_is_capped_says_so_and_keeps_its_last_message(live):
     since = open_page(live, "/jobs/")
     click(live, "Load feed")
-    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "%d rows, last %d" % (FEED_ROWS, FEED_ROWS)},
-                                     "timeout_ms": 5000})  # the page read its own copy whole
+    wait_text(live, "%d rows, last %d" % (FEED_ROWS, FEED_ROWS))  # the page read its own copy whole
     done = request_of(live, since, "/feed")
     assert done["streamed"] is True and done["messageCount"] == FEED_ROWS
     msgs = stream_messages(live, since)
@@ -294,7 +301,7 @@ def test_verdict_a_streamed_failure_fails_the_frame_check(live):
 
 def test_verdict_a_socket_success_is_yes(live):
     open_page(live, "/socket/")
-    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Connected"}, "timeout_ms": 3000})
+    wait_text(live, "Connected")
     fill(live, "Name", "Jo")
     out = act(live, "Save profile", {"kind": "frame", "direction": "in", "path": "1.text", "equals": "Saved profile"})
     assert out["verified"] == "yes", out
@@ -326,7 +333,7 @@ def test_verdict_an_optimistic_success_under_a_failed_stream_is_no(live):
 @NEEDS_RULE
 def test_verdict_a_settle_with_an_alert_on_screen_is_no(live):
     open_page(live, "/socket/")
-    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Connected"}, "timeout_ms": 3000})
+    wait_text(live, "Connected")
     SHAPES.fault = True
     out = act(live, "Save profile")
     assert SHAPES.saved() == []
@@ -354,8 +361,18 @@ def test_verdict_a_settle_with_no_effect_is_unknown(live):
 def test_a_stream_the_page_never_reads_is_read_only_so_far(live):
     since = open_page(live, "/jobs/")
     click(live, "Peek at the big feed")
-    live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "big feed 200"}, "timeout_ms": 5000})
-    done = request_of(live, since, "/feed?big=1")
+    wait_text(live, "big feed 200")
+    done = request_of(live, since, "/feed?big=1", timeout=30)
     assert done["streamed"] is True and "streamStopped" in done, done
     assert "final" not in stream_messages(live, since)[-1]
     assert 8000 < done["messageCount"] < 9000  # 8 MiB of 1 KiB lines, then it let go
+
+
+def test_when_the_page_lets_go_of_a_stream_the_connection_closes(live):
+    since = open_page(live, "/jobs/")
+    click(live, "Read one tick")
+    wait_text(live, "tick read: data: tick 1")
+    done = request_of(live, since, "/ticker")
+    assert done["streamed"] is True and done["cancelledByPage"] is True
+    assert stream_messages(live, since)[0]["data"] == "tick 1"
+    wait_until(lambda: SHAPES.tickers_open == 0, timeout=10, what="the server to see the stream closed")
