@@ -8067,7 +8067,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       more = false;
     for (var i = 0; i < pairs.length; i++) {
       var k = String(pairs[i][0] || '').toLowerCase();
-      if (!k || hasOwn(out, k)) continue;
+      if (!k || k === '__proto__' || hasOwn(out, k)) continue;
       if (n >= HEADERS_MAX) {
         more = true;
         continue;
@@ -8310,7 +8310,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       requestId: meta.id,
       status: res.status,
       ok: d.ok,
-      contentType: ct,
+      contentType: clip(ct, 200),
       format: format
     });
     if (res.body) {
@@ -8943,7 +8943,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
           c.key = 'invalid\n' + c.field + '\n' + c.text;
         } else {
-          c.text = clip(scrub(norm(textOf(el, 0))), ALERT_TEXT_CAP);
+          // a huge region is read natively (innerText of a rendered element skips script/style)
+          var big = (el.textContent || '').length > 20000;
+          c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
           c.key = c.text;
           if (!c.text) {
             SHOWN.set(el, '');

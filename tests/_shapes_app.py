@@ -14,14 +14,23 @@ the server, for browser tests that check the truth on the server.
 - `/socket/` is server-driven UI over a WebSocket at /ws with socket.io-style framing:
   a click sends `42["save",{...}]`, the server pushes `42["update",{...}]`, or on fault
   `42["error",{"text":"Save failed"}]`, which the page shows with role=alert.
+  The jobs page also has "Load feed" (GET /feed: FEED_ROWS NDJSON lines in one burst, read
+  by the page with text()), "Peek at the big feed" (GET /feed?big=1: BIG_FEED_BYTES the page
+  never reads) and "Read one tick" (GET /ticker: an endless event stream the page cancels
+  after one message).
 - `/arrival/` is a server-rendered page that already shows an error (role=alert) on load,
-  beside alerts that are not on screen (hidden, inside a template).
+  beside alerts that are not on screen (hidden, inside a template, text in a script); its
+  buttons make a field invalid ("Check email"), fill an assertive region ("Go offline"),
+  unhide an alert ("Show notice") and add one alert twice ("Warn twice").
 
 Use: `shapes = Shapes()`, then `Live(tmp, NOT_FOUND, path="/fragments/",
-routes=lambda daemon: shapes.routes(daemon))`.  The test flips `shapes.fault` (and
-`shapes.hold_streams`, which keeps a job's stream open after its first progress message) and
-reads the truth from `shapes.saved()`, `shapes.joins()`, `shapes.jobs()` and
-`shapes.socket_messages()`; `shapes.reset()` clears all of it.
+routes=shapes.routes)` (routes is called with the daemon's URL).  The test flips
+`shapes.fault` (the next saves fail) and `shapes.hold_streams` (a job's stream stays open
+after its first progress message), and reads the truth from `shapes.saved()` (profiles
+saved, with the shape that saved them), `shapes.joins()` (bodies posted to /queue/join),
+`shapes.jobs()` (id -> name, status queued|running|done|failed), `shapes.socket_messages()`
+(frames the server received) and `shapes.tickers_open` (/ticker streams still connected);
+`shapes.reset()` clears all of it and stops the jobs of an earlier test.
 """
 
 import asyncio
@@ -83,6 +92,7 @@ JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
 <button id="feed">Load feed</button>
 <button id="peek">Peek at the big feed</button>
 <button id="tick">Read one tick</button>
+<button id="awkward">Read the awkward stream</button>
 <div id="status" role="status"></div>
 <div id="rows"></div>
 <progress id="bar" max="3" value="0"></progress>
@@ -128,6 +138,11 @@ JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
         $("rows").textContent = "tick read: " + new TextDecoder().decode(x.value).trim();
         return reader.cancel();
       });
+    });
+  };
+  $("awkward").onclick = function () {
+    fetch("/awkward").then(function (r) { return r.text(); }).then(function (t) {
+      $("rows").textContent = "awkward stream read, " + t.length + " characters";
     });
   };
   $("save").onclick = function () {
@@ -273,6 +288,7 @@ class Shapes:
             (r"/ws", _Socket, {"shapes": self}),
             (r"/feed", _Feed),
             (r"/ticker", _Ticker, {"shapes": self}),
+            (r"/awkward", _Awkward),
         ]
 
 
@@ -390,6 +406,29 @@ class _Feed(tornado.web.RequestHandler):
             self.write(json.dumps({"row": row}) + "\n")
             if row % 100 == 0:
                 await self.flush()
+
+
+# An event stream cut in awkward places: CRLF and CR line ends (one CRLF split between two
+# writes), a message split mid-line, a comment, a multi-line data field, an id, an event
+# name, a field with no colon, and a last event with no blank line after it.
+AWKWARD_PIECES = [
+    ": a comment\r\n",
+    "event: progress\r\nid: 7\r\ndata: {\"step\": ",
+    "1,\r",
+    "\ndata: \"of\": 2}\r\n\r\n",
+    "data: first line\rdata: second line\r\r",
+    "data\ndata:no space\n\n",
+    "data: the end",
+]
+
+
+class _Awkward(tornado.web.RequestHandler):
+    async def get(self):
+        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
+        for piece in AWKWARD_PIECES:
+            self.write(piece)
+            await self.flush()
+            await asyncio.sleep(0.03)
 
 
 class _Ticker(tornado.web.RequestHandler):

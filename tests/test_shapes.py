@@ -376,3 +376,16 @@ def test_when_the_page_lets_go_of_a_stream_the_connection_closes(live):
     assert done["streamed"] is True and done["cancelledByPage"] is True
     assert stream_messages(live, since)[0]["data"] == "tick 1"
     wait_until(lambda: SHAPES.tickers_open == 0, timeout=10, what="the server to see the stream closed")
+
+
+def test_event_stream_messages_are_split_as_an_event_source_would(live):
+    since = open_page(live, "/jobs/")
+    click(live, "Read the awkward stream")
+    wait_text(live, "awkward stream read")
+    done = request_of(live, since, "/awkward")
+    got = [(m.get("event"), m.get("lastEventId"), m["data"]) for m in stream_messages(live, since)]
+    assert got == [("progress", "7", '{"step":1,"of":2}'),  # two data lines across a split CRLF
+                   (None, "7", "first line\nsecond line"),
+                   (None, "7", "\nno space"),
+                   (None, "7", "the end")]
+    assert done["messageCount"] == 4
