@@ -196,7 +196,8 @@ SOCKET_PAGE = _HEAD + """<body><h1>Profile (socket)</h1>
 </script></body></html>"""
 
 ARRIVAL_PAGE = _HEAD + """<body><h1>Account</h1>
-<p class="error" role="alert">Your session expired, please sign in again</p>
+<p class="error" role="alert">Your session expired,<script>var inAlert = "script text";</script>
+<style>.error b{font-weight:bold}</style> please sign in again</p>
 <div role="alert" id="notice" hidden>Your card expires this month</div>
 <template><p role="alert">An alert inside a template</p></template>
 <script>var notShown = "<p role=alert>alert text inside a script</p>";</script>
