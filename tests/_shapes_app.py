@@ -9,8 +9,8 @@ the server, for browser tests that check the truth on the server.
 - `/jobs/` is a queue + stream app: POST /jobs answers 200 {"job": id}, the page shows
   "Profile saved" at once (the planted bug), then reads GET /jobs/<id>/stream
   (text/event-stream) with fetch and a reader; when the stream says success false it shows
-  the declared error toast `.toast-error`.  `/jobs/?toast=0` never shows the toast, so only
-  the stream tells.
+  the declared error toast `.toast-error`, else the declared info toast `.toast-info`
+  "Profile stored".  `/jobs/?toast=0` shows no toast, so only the stream tells.
 - `/socket/` is server-driven UI over a WebSocket at /ws with socket.io-style framing:
   a click sends `42["save",{...}]`, the server pushes `42["update",{...}]`, or on fault
   `42["error",{"text":"Save failed"}]`, which the page shows with role=alert.
@@ -155,10 +155,10 @@ JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
           return readEvents(res, function (m) {
             if (m.msg === "progress") $("bar").value = m.step;
             if (m.msg !== "process_completed") return true;
-            if (!m.success && showToast) {
+            if (showToast) {
               var t = document.createElement("div");
-              t.className = "toast-error";
-              t.textContent = "Save failed: " + m.output.error;
+              t.className = m.success ? "toast-info" : "toast-error";
+              t.textContent = m.success ? "Profile stored" : "Save failed: " + m.output.error;
               $("toasts").appendChild(t);
             }
             return false;  // done: the page lets go of the stream

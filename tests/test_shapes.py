@@ -193,7 +193,8 @@ def test_an_open_stream_is_pending_until_it_ends(live):
     calls = live.mcp.ok("reticle_network", {"urlContains": "/stream", "since": since})["calls"]
     assert len(calls) == 1 and calls[0].get("pending") is None and calls[0]["status"] == 200, calls
     assert SHAPES.saved() == [{"name": "Fay", "via": "jobs"}]
-    assert alerts(live, since) == []
+    info = wait_until(lambda: alerts(live, since), what="the info toast")
+    assert [(a["text"], a["source"], a["level"]) for a in info] == [("Profile stored", "toast", None)]
 
 
 # -- server-driven UI over a WebSocket ------------------------------------------------------------
