@@ -43,7 +43,7 @@ import tornado.web
 import tornado.websocket
 
 FEED_ROWS = 520
-BIG_FEED_BYTES = 12 << 20
+BIG_FEED_BYTES = 16 << 20
 NOT_FOUND = "<!doctype html><title>Not found</title><p>not found</p>"
 
 _HEAD = """<!doctype html><html><head><meta charset="utf-8"><title>%(title)s</title>
