@@ -42,11 +42,13 @@ import tornado.iostream
 import tornado.web
 import tornado.websocket
 
+from _harness import TemplatePage
+
 FEED_ROWS = 520
 BIG_FEED_BYTES = 16 << 20
 NOT_FOUND = "<!doctype html><title>Not found</title><p>not found</p>"
 
-_HEAD = """<!doctype html><html><head><meta charset="utf-8"><title>%(title)s</title>
+_HEAD = """<!doctype html><html><head><meta charset="utf-8"><title>Profile</title>
 <script src="%(daemon)s/reticle.js"></script>
 <style>.toast-error{background:#fdd;padding:4px}.error{color:#b00}</style></head>"""
 
@@ -98,7 +100,8 @@ JOBS_PAGE = _HEAD + """<body><h1>Profile (jobs)</h1>
 <progress id="bar" max="3" value="0"></progress>
 <div id="toasts"></div>
 <script>
-  reticle.describe({toasts: {error: ".toast-error", info: ".toast-info"}});
+  // a selector that does not parse is ignored (with a warning) and the others still count
+  reticle.describe({toasts: {error: [".toast-error", "[[not a selector"], info: ".toast-info"}});
   var showToast = new URLSearchParams(location.search).get("toast") !== "0";
   function $(id) { return document.getElementById(id); }
   function readEvents(res, onMessage) {
@@ -275,13 +278,13 @@ class Shapes:
 
     def routes(self, daemon):
         """Tornado rules for every shape; pages carry the daemon's script tag."""
-        def page(path, template, title):
-            return (path, _Page, {"html": template % {"daemon": daemon, "title": title}})
+        def page(path, template):
+            return (path, TemplatePage, {"template": template, "daemon": daemon})
         return [
-            page(r"/fragments/", FRAGMENTS_PAGE, "Fragments"),
-            page(r"/jobs/", JOBS_PAGE, "Jobs"),
-            page(r"/socket/", SOCKET_PAGE, "Socket"),
-            page(r"/arrival/", ARRIVAL_PAGE, "Arrival"),
+            page(r"/fragments/", FRAGMENTS_PAGE),
+            page(r"/jobs/", JOBS_PAGE),
+            page(r"/socket/", SOCKET_PAGE),
+            page(r"/arrival/", ARRIVAL_PAGE),
             (r"/profile", _Profile, {"shapes": self}),
             (r"/queue/join", _Join, {"shapes": self}),
             (r"/jobs", _Jobs, {"shapes": self}),
@@ -291,15 +294,6 @@ class Shapes:
             (r"/ticker", _Ticker, {"shapes": self}),
             (r"/awkward", _Awkward),
         ]
-
-
-class _Page(tornado.web.RequestHandler):
-    def initialize(self, html):
-        self.html = html
-
-    def get(self):
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.write(self.html)
 
 
 class _Profile(tornado.web.RequestHandler):

@@ -142,6 +142,7 @@ def test_a_failed_job_streams_its_failure_and_the_declared_toast_is_an_error(liv
     shown = wait_until(lambda: alerts(live, since), what="the error toast")
     assert shown[0]["source"] == "toast" and shown[0]["level"] == "error"
     assert shown[0]["text"] == "Save failed: Could not save profile"
+    assert events(live, since, "error.uncaught", "console.error") == []
     done = request_of(live, since, "/stream")
     assert done["streamed"] is True and done["status"] == 200
     assert done["messageCount"] == 5
