@@ -8952,10 +8952,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             return;
           }
         }
-        // a candidate inside (or around) one that ranks higher is the same message
+        // a candidate inside (or around) one that ranks higher is the same message; a field is
+        // not a message, so a dialog around an invalid field still counts
         for (var i = 0; i < showing.length; i++) {
           var o = showing[i].el;
-          if (c.source !== 'invalid' && (o.contains(el) || el.contains(o))) {
+          if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
+          if (o.contains(el) || el.contains(o)) {
             SHOWN.set(el, c.key);
             return;
           }

@@ -21,7 +21,8 @@ the server, for browser tests that check the truth on the server.
 - `/arrival/` is a server-rendered page that already shows an error (role=alert) on load,
   beside alerts that are not on screen (hidden, inside a template, text in a script); its
   buttons make a field invalid ("Check email"), fill an assertive region ("Go offline"),
-  unhide an alert ("Show notice") and add one alert twice ("Warn twice").
+  unhide an alert ("Show notice"), add one alert twice ("Warn twice") and open an
+  alertdialog around an invalid field ("Ask to confirm").
 
 Use: `shapes = Shapes()`, then `Live(tmp, NOT_FOUND, path="/fragments/",
 routes=shapes.routes)` (routes is called with the daemon's URL).  The test flips
@@ -212,10 +213,18 @@ ARRIVAL_PAGE = _HEAD + """<body><h1>Account</h1>
 <button id="offline">Go offline</button>
 <button id="show">Show notice</button>
 <button id="twice">Warn twice</button>
+<button id="confirm">Ask to confirm</button>
 <script>
   function $(id) { return document.getElementById(id); }
   $("offline").onclick = function () { $("live").textContent = "Connection lost"; };
   $("show").onclick = function () { $("notice").hidden = false; };
+  $("confirm").onclick = function () {
+    var d = document.createElement("div");
+    d.setAttribute("role", "alertdialog");
+    d.innerHTML = 'Type DELETE to confirm <input aria-label="Confirmation" aria-invalid="true" ' +
+      'aria-describedby="confirm-error"> <span id="confirm-error">Type DELETE exactly</span>';
+    document.body.appendChild(d);
+  };
   $("twice").onclick = function () {
     for (var i = 0; i < 2; i++) {
       var w = document.createElement("p");

@@ -391,3 +391,13 @@ def test_event_stream_messages_are_split_as_an_event_source_would(live):
                    (None, "7", "\nno space"),
                    (None, "7", "the end")]
     assert done["messageCount"] == 4
+
+
+def test_a_dialog_around_an_invalid_field_is_reported_beside_it(live):
+    since = open_page(live, "/arrival/")
+    wait_until(lambda: alerts(live, since), what="the alert on arrival")
+    click(live, "Ask to confirm")
+    wait_until(lambda: len(alerts(live, since)) >= 3, what="the dialog and its field")
+    shown = [(a["source"], a.get("field"), a["text"]) for a in alerts(live, since)[1:]]
+    assert shown == [("invalid", "Confirmation", "Type DELETE exactly"),
+                     ("alertdialog", None, "Type DELETE to confirm Type DELETE exactly")]
