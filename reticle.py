@@ -10250,6 +10250,59 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       };
     });
   }
+  // Response headers as {lowercase-name: value}: at most 30, values capped at 256 characters;
+  // credentials (set-cookie, authorization, proxy-authorization, any secret-looking name) redacted.
+  var HEADERS_MAX = 30;
+  var HEADER_VALUE_CAP = 256;
+  function headerMap(pairs) {
+    var out = {},
+      n = 0,
+      more = false;
+    for (var i = 0; i < pairs.length; i++) {
+      var k = String(pairs[i][0] || '').toLowerCase();
+      if (!k || k === '__proto__' || hasOwn(out, k)) continue;
+      if (n >= HEADERS_MAX) {
+        more = true;
+        continue;
+      }
+      n++;
+      var v = String(pairs[i][1] == null ? '' : pairs[i][1]);
+      out[k] =
+        /^(set-cookie2?|authorization|proxy-authorization|proxy-authenticate)$/.test(k) || keySensitive(k)
+          ? REDACTED
+          : clip(scrubText(v), HEADER_VALUE_CAP);
+    }
+    return { headers: out, truncated: more };
+  }
+  function withHeaders(d, pairs) {
+    try {
+      var h = headerMap(pairs);
+      d.responseHeaders = h.headers;
+      if (h.truncated) d.responseHeadersTruncated = true;
+    } catch (e) {
+      /* headers unreadable: leave them out */
+    }
+    return d;
+  }
+  function fetchHeaderPairs(res) {
+    var pairs = [];
+    if (res.headers && typeof res.headers.forEach === 'function')
+      res.headers.forEach(function (v, k) {
+        if (pairs.length <= HEADERS_MAX * 2) pairs.push([k, v]);
+      });
+    return pairs;
+  }
+  function xhrHeaderPairs(xhr) {
+    var raw = xhr.getAllResponseHeaders() || '';
+    return raw
+      .split(/\r?\n/)
+      .slice(0, HEADERS_MAX * 2)
+      .map(function (line) {
+        var i = line.indexOf(':');
+        return i > 0 ? [line.slice(0, i).trim(), line.slice(i + 1).trim()] : null;
+      })
+      .filter(Boolean);
+  }
   // The net.request record of a completed fetch or XHR; `header` reads a response header.
   function callRecord(meta, url, initiator, status, statusText, header) {
     var ms = Math.round(N.now() - meta.t0);
@@ -10277,6 +10330,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var d = callRecord(meta, meta.url, 'fetch', res.status, res.statusText, function (name) {
       return res.headers.get(name);
     });
+    withHeaders(d, fetchHeaderPairs(res));
     var ct = d.contentType || '';
     if (res.type === 'opaque') {
       d.opaque = true;
@@ -10291,6 +10345,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     if (cl != null && !isNaN(+cl)) d.responseSize = +cl;
     var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
+    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
     if (!S.captureBodies) {
       reqDone.then(function (rq) {
         emit('net.request', withBodyFields(d, rq, null));
@@ -10360,6 +10415,298 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         });
       }
     );
+  }
+
+  // -- network: streamed fetch responses (event-stream, ndjson, other streams)
+  // A clone of the body is read beside the app's copy and split into messages, each a net.stream
+  // event shaped like a net.ws frame; the fetch stays pending until the stream ends, and its
+  // net.request then carries streamed:true and messageCount.
+  var STREAM_MAX_MESSAGES = 500; // messages emitted per stream; the rest are counted and reported
+  var STREAM_MAX_PER_SEC = 100; // messages emitted per stream and second
+  var STREAM_MESSAGE_SCAN = 65536; // characters of one message kept for redaction; the rest counted
+  // bytes read while the page has not read its own copy at all: past this the page's copy would
+  // only pile up in memory because of us, so reading stops (streamStopped on the net.request)
+  var STREAM_UNREAD_MAX = 8 << 20;
+  function streamFormat(ct) {
+    if (/event-stream/i.test(ct)) return 'sse';
+    if (/(x-ndjson|stream\+json|jsonl|json-seq)/i.test(ct)) return 'ndjson';
+    return 'chunks';
+  }
+  // Calls `fn` once when the page cancels the body it reads (stream.cancel or reader.cancel), so
+  // our copy lets go too and the connection closes as it would without us.
+  function onPageCancel(stream, fn) {
+    function wrapCancel(obj, orig) {
+      Object.defineProperty(obj, 'cancel', {
+        configurable: true,
+        writable: true,
+        value: function () {
+          try {
+            fn();
+          } catch (e) {
+            /* ignore */
+          }
+          return orig.apply(obj, arguments);
+        }
+      });
+    }
+    try {
+      var getReader = stream.getReader;
+      wrapCancel(stream, stream.cancel);
+      Object.defineProperty(stream, 'getReader', {
+        configurable: true,
+        writable: true,
+        value: function () {
+          var r = getReader.apply(stream, arguments);
+          try {
+            if (r && typeof r.cancel === 'function') wrapCancel(r, r.cancel);
+          } catch (e) {
+            /* ignore */
+          }
+          return r;
+        }
+      });
+    } catch (e) {
+      /* a frozen stream: our copy then reads to the end */
+    }
+  }
+  function watchStream(meta, res, d, ct, reqDone) {
+    var clone, reader, dec;
+    try {
+      if (typeof TextDecoder === 'undefined') return false;
+      clone = res.clone();
+      if (!clone.body || typeof clone.body.getReader !== 'function') return false;
+      reader = clone.body.getReader();
+      dec = new TextDecoder();
+    } catch (e) {
+      return false;
+    }
+    var format = streamFormat(ct);
+    var count = 0,
+      emitted = 0,
+      dropped = 0,
+      unreported = 0,
+      reportTimer = null,
+      held = null, // the newest message the caps dropped: the stream's last one is always sent
+      secStart = 0,
+      inSec = 0,
+      bytes = 0,
+      finished = false,
+      cancelled = false;
+    var buf = '',
+      lineCut = false,
+      lineOver = 0;
+    var sse = { parts: [], len: 0, kept: 0, event: '', id: '' };
+    emit('net.stream', {
+      direction: 'open',
+      transport: 'stream',
+      url: meta.url,
+      requestId: meta.id,
+      status: res.status,
+      ok: d.ok,
+      contentType: clip(ct, 200),
+      format: format
+    });
+    if (res.body) {
+      onPageCancel(res.body, function () {
+        cancelled = true;
+        // what the page already read is queued on our copy too: read it first, then let go
+        N.setTimeout(function () {
+          try {
+            if (!finished) reader.cancel().catch(function () {});
+          } catch (e) {
+            /* ignore */
+          }
+        }, 0);
+      });
+    }
+    function report() {
+      reportTimer = null;
+      if (!unreported) return;
+      emit('truncated', {
+        what: 'net.stream',
+        channel: 'net.stream',
+        count: unreported,
+        dropped: unreported,
+        reason:
+          'caps of ' +
+          STREAM_MAX_MESSAGES +
+          ' messages per stream and ' +
+          STREAM_MAX_PER_SEC +
+          ' per second',
+        url: meta.url,
+        requestId: meta.id
+      });
+      unreported = 0;
+    }
+    function message(text, fullLen, evName, evId) {
+      count++;
+      var t = N.now();
+      if (t - secStart > 1000) {
+        secStart = t;
+        inSec = 0;
+      }
+      var capped = emitted >= STREAM_MAX_MESSAGES || inSec >= STREAM_MAX_PER_SEC;
+      if (held) {
+        // the message held back is not the last one after all: it is dropped
+        dropped++;
+        unreported++;
+        held = null;
+        if (!reportTimer) reportTimer = N.setTimeout(report, 1000);
+      }
+      if (capped) {
+        held = [text, fullLen, evName, evId, count];
+        return;
+      }
+      inSec++;
+      send(text, fullLen, evName, evId, count, false);
+    }
+    function send(text, fullLen, evName, evId, index, final) {
+      emitted++;
+      var f = frameData(text);
+      if (fullLen > text.length) {
+        f.size = fullLen;
+        f.frameBytes = fullLen;
+        if (S.captureBodies) f.dataTruncated = true;
+      }
+      f.direction = 'in';
+      f.transport = 'stream';
+      f.url = meta.url;
+      f.requestId = meta.id;
+      f.index = index;
+      if (evName) f.event = clip(evName, 100);
+      if (evId) f.lastEventId = clip(evId, 100);
+      if (final) f.final = true;
+      emit('net.stream', f);
+    }
+    function sseDispatch() {
+      if (sse.parts.length) {
+        var text = sse.parts.join('\n');
+        message(text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
+      }
+      sse.parts = [];
+      sse.len = 0;
+      sse.kept = 0;
+      sse.event = '';
+    }
+    function line(text, over) {
+      if (format === 'ndjson') {
+        if (text.trim()) message(text, text.length + over);
+        return;
+      }
+      if (text === '') return sseDispatch();
+      if (text.charAt(0) === ':') return;
+      var i = text.indexOf(':');
+      var field = i < 0 ? text : text.slice(0, i);
+      var value = i < 0 ? '' : text.slice(i + 1);
+      if (value.charAt(0) === ' ') value = value.slice(1);
+      if (field === 'data') {
+        sse.len += value.length + over;
+        if (sse.kept < STREAM_MESSAGE_SCAN) {
+          sse.parts.push(value);
+          sse.kept += value.length + 1;
+        }
+      } else if (field === 'event') sse.event = value;
+      else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
+    }
+    function feed(chunk, last) {
+      if (format === 'chunks') {
+        if (chunk) message(chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
+        return;
+      }
+      if (lineCut) {
+        var nl = chunk.search(/[\r\n]/);
+        if (nl < 0) {
+          lineOver += chunk.length;
+          chunk = '';
+        } else {
+          lineOver += nl;
+          chunk = chunk.slice(nl);
+          lineCut = false;
+        }
+      }
+      buf += chunk;
+      var hold = '';
+      if (!last && buf.charAt(buf.length - 1) === '\r') {
+        hold = '\r';
+        buf = buf.slice(0, -1);
+      }
+      var lines = buf.split(/\r\n|\r|\n/);
+      buf = lines.pop();
+      for (var i = 0; i < lines.length; i++) {
+        line(lines[i], i === 0 ? lineOver : 0);
+        if (i === 0) lineOver = 0;
+      }
+      if (last) {
+        if (buf) line(buf, lineOver);
+        if (format === 'sse') sseDispatch();
+        buf = '';
+        return;
+      }
+      if (buf.length > STREAM_MESSAGE_SCAN) {
+        lineOver += buf.length - STREAM_MESSAGE_SCAN;
+        buf = buf.slice(0, STREAM_MESSAGE_SCAN);
+        lineCut = !hold;
+      }
+      buf += hold;
+    }
+    function finish(err) {
+      if (finished) return;
+      finished = true;
+      if (held && err === 'unread') {
+        dropped++;
+        unreported++;
+      } else if (held) {
+        // the last message past the caps is sent anyway: it is the one that tells how it ended
+        send(held[0], held[1], held[2], held[3], held[4], true);
+      }
+      held = null;
+      if (reportTimer) N.clearTimeout(reportTimer);
+      report();
+      var end = Math.round(N.now() - meta.t0);
+      d.streamed = true;
+      d.messageCount = count;
+      if (dropped) d.messagesDropped = dropped;
+      d.streamDurationMs = end;
+      if (cancelled) d.cancelledByPage = true;
+      else if (err === 'unread')
+        d.streamStopped = 'the page read none of its copy; reading stopped after ' + bytes + ' bytes';
+      else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
+      reqDone.then(function (rq) {
+        emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
+      });
+    }
+    // a message the SDK fails to parse is reported; the stream is still read to its end
+    function safeFeed(chunk, last) {
+      try {
+        feed(last ? dec.decode() : dec.decode(chunk, { stream: true }), last);
+      } catch (e) {
+        internal('network_observer', e);
+      }
+    }
+    function pump() {
+      reader.read().then(
+        function (r) {
+          if (r.done) {
+            safeFeed(null, true);
+            finish(null);
+            return;
+          }
+          safeFeed(r.value, false);
+          bytes += (r.value && r.value.byteLength) || 0;
+          if (bytes > STREAM_UNREAD_MAX && !res.bodyUsed) {
+            finish('unread');
+            reader.cancel().catch(function () {}); // the page's copy goes on without ours
+            return;
+          }
+          pump();
+        },
+        guard('network_observer', function (e) {
+          finish(e || new Error('stream read failed'));
+        })
+      );
+    }
+    pump();
+    return true;
   }
 
   // read at most ~cap characters of a (cloned) response without buffering a huge body
@@ -10450,6 +10797,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
                   var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
                     return xhr.getResponseHeader(name);
                   });
+                  if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
                   var ct = d.contentType || '';
                   if (xhr.status === 0) d.error = 'network error, abort or timeout';
                   var resp = null;
@@ -10685,6 +11033,200 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     window.EventSource = W;
     S.teardowns.push(function () {
       if (window.EventSource === W) window.EventSource = Native;
+    });
+  }
+
+  // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
+  // ui.alert {text, source, level, ref, initial?, field?} when such an element appears, becomes
+  // visible, or its text changes to a new non-empty text; one element is reported once per text,
+  // the same text from two places within ALERT_SAME_MS once, at most 20 a second.
+  var TOASTS = { error: [], info: [] }; // selectors declared through reticle.describe({toasts})
+  var ALERT_TEXT_CAP = 300;
+  var ALERT_SAME_MS = 1500;
+  var ALERT_MAX_CANDIDATES = 200;
+  var ALERT_RESCAN = null; // set by installAlerts: rescan now (after describe)
+  var ALERT_SOURCES = [
+    // [source, selector, level]; earlier rows win when one candidate sits inside another
+    ['alertdialog', '[role=alertdialog]', null],
+    ['alert', '[role=alert]', null],
+    ['assertive', '[aria-live=assertive]', null]
+  ];
+  function declareToasts(t) {
+    if (!t || typeof t !== 'object') return;
+    ['error', 'info'].forEach(function (level) {
+      var v = t[level];
+      (Array.isArray(v) ? v : v ? [v] : []).forEach(function (sel) {
+        if (typeof sel !== 'string' || !sel || TOASTS[level].indexOf(sel) >= 0) return;
+        try {
+          document.querySelector(sel);
+        } catch (e) {
+          warn('describe: toast selector ' + clip(sel, 200) + ' does not parse; ignored');
+          return;
+        }
+        if (TOASTS[level].length < 20) TOASTS[level].push(sel);
+      });
+    });
+    if (ALERT_RESCAN) ALERT_RESCAN();
+  }
+  // the error text of an invalid field: aria-errormessage, aria-describedby, else an error-looking
+  // element next to it (or next to its label or wrapper)
+  var ERROR_LOOK = /(^|[\s_-])(error|errors|invalid|danger|feedback|help-block|errorlist)([\s_-]|$)/i;
+  function fieldErrorText(el) {
+    var t = byIdText(el, 'aria-errormessage') || byIdText(el, 'aria-describedby');
+    if (t) return t;
+    var cur = el;
+    for (var up = 0; up < 3 && cur && cur !== document.body; up++) {
+      for (var sib = cur.nextElementSibling, k = 0; sib && k < 3; sib = sib.nextElementSibling, k++) {
+        var look = (sib.getAttribute('class') || '') + ' ' + (sib.id || '');
+        if (sib.getAttribute('role') === 'alert' || ERROR_LOOK.test(look)) {
+          var x = norm(textOf(sib, 0));
+          if (x) return x;
+        }
+      }
+      cur = cur.parentElement;
+    }
+    return '';
+  }
+  function installAlerts() {
+    if (!N.MutationObserver || !document.querySelectorAll) return;
+    var SHOWN = new WeakMap(); // element -> the text last reported ('' while hidden or empty)
+    var recent = {}; // text -> when it was last reported
+    var allow = rateCap('ui.alert', 20);
+    var scheduled = false,
+      loaded = false;
+    function candidates() {
+      var rows = [];
+      TOASTS.error.forEach(function (sel) {
+        rows.push(['toast', sel, 'error']);
+      });
+      TOASTS.info.forEach(function (sel) {
+        rows.push(['toast', sel, null]);
+      });
+      rows.push(['invalid', '[aria-invalid=true]', 'error']);
+      rows = rows.concat(ALERT_SOURCES);
+      var out = [],
+        seen = new Set();
+      for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
+        var els;
+        try {
+          els = document.querySelectorAll(rows[i][1]);
+        } catch (e) {
+          continue;
+        }
+        for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
+          if (seen.has(els[j])) continue;
+          seen.add(els[j]);
+          out.push({ el: els[j], source: rows[i][0], level: rows[i][2] });
+        }
+      }
+      return out;
+    }
+    function scan(initial) {
+      scheduled = false;
+      var cache = makeVisCache();
+      var showing = [];
+      candidates().forEach(function (c) {
+        var el = c.el;
+        if (isIgnored(el) || !isVisible(el, cache)) {
+          SHOWN.set(el, '');
+          return;
+        }
+        if (c.source === 'invalid') {
+          c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
+          c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
+          c.key = 'invalid\n' + c.field + '\n' + c.text;
+        } else {
+          // a huge region is read natively (innerText of a rendered element skips script/style)
+          var big = (el.textContent || '').length > 20000;
+          c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
+          c.key = c.text;
+          if (!c.text) {
+            SHOWN.set(el, '');
+            return;
+          }
+        }
+        // a candidate inside (or around) one that ranks higher is the same message; a field is
+        // not a message, so a dialog around an invalid field still counts
+        for (var i = 0; i < showing.length; i++) {
+          var o = showing[i].el;
+          if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
+          if (o.contains(el) || el.contains(o)) {
+            SHOWN.set(el, c.key);
+            return;
+          }
+        }
+        showing.push(c);
+      });
+      var t = N.now();
+      showing.forEach(function (c) {
+        if (SHOWN.get(c.el) === c.key) return;
+        SHOWN.set(c.el, c.key);
+        if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
+        if (!allow()) return;
+        if (c.text) recent[c.text] = t;
+        var d = { text: c.text, source: c.source, level: c.level };
+        if (c.field != null) d.field = c.field;
+        var r = refFor(c.el);
+        if (r) d.ref = r;
+        if (initial) d.initial = true;
+        emit('ui.alert', d, c.el);
+      });
+      for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
+    }
+    function schedule() {
+      if (scheduled || !loaded) return;
+      scheduled = true;
+      var fired = false;
+      var run = function () {
+        if (fired) return;
+        fired = true;
+        try {
+          scan(false);
+        } catch (e) {
+          internal('alert_observer', e);
+        }
+      };
+      N.raf(run);
+      N.setTimeout(run, 100); // rAF does not run in background tabs
+    }
+    var mo = new N.MutationObserver(function () {
+      schedule();
+    });
+    mo.observe(document, {
+      subtree: true,
+      childList: true,
+      characterData: true,
+      attributes: true,
+      attributeFilter: [
+        'role',
+        'aria-live',
+        'aria-invalid',
+        'aria-hidden',
+        'aria-describedby',
+        'aria-errormessage',
+        'hidden',
+        'style',
+        'class',
+        'open'
+      ]
+    });
+    function first() {
+      if (loaded) return;
+      loaded = true;
+      try {
+        scan(true);
+      } catch (e) {
+        internal('alert_observer', e);
+      }
+    }
+    if (document.readyState === 'loading') listen(document, 'DOMContentLoaded', first);
+    else N.setTimeout(first, 0);
+    listen(document, 'transitionend', schedule, true); // a toast that fades in
+    listen(document, 'animationend', schedule, true);
+    ALERT_RESCAN = schedule;
+    S.teardowns.push(function () {
+      mo.disconnect();
+      ALERT_RESCAN = null;
     });
   }
 
@@ -12305,6 +12847,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       uniqPush(S.caps.testids, c.testids);
       uniqPush(S.caps.signals, c.signals);
       uniqPush(S.caps.stores, c.stores);
+      declareToasts(c.toasts);
       (Array.isArray(c.flows) ? c.flows : []).forEach(function (f) {
         if (!f || typeof f.name !== 'string') return;
         var i;
@@ -12344,6 +12887,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       signals: signals,
       stores: stores,
       flows: S.caps.flows.slice(),
+      toasts: { error: TOASTS.error.slice(), info: TOASTS.info.slice() },
       source: 'live'
     };
   }
@@ -12629,6 +13173,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         ['network_observer', installBeacon],
         ['network_observer', installWebSocket],
         ['network_observer', installEventSource],
+        ['alert_observer', installAlerts],
         ['console_observer', installConsole],
         ['console_observer', installErrors],
         ['router_observer', installRouting],
