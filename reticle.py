@@ -2298,7 +2298,7 @@ class _DeviceManager:
                 if device is None or device.closed or not device.acting:
                     raise ToolError("real input is only dispatched in a device while an act runs")
                 await device.input(msg)
-            except (ToolError, _CdpError) as exc:
+            except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
                 reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
             handler = session.handler
             if handler is not None:

@@ -12,6 +12,9 @@ Measures, in one run:
   memory            the daemon's RSS with 4 devices open, and the browsers' memory reported apart
                     (PSS summed over each device's process group, so shared pages count once)
 
+The daemon's log gives each start's phases (launch until the DevTools line, attached to the tab,
+SDK injected, navigated, session connected); their medians are printed too.
+
 Target (issue 11): reticle_open median under 600 ms on the development machine, where the bare
 Chromium is about 220 ms.  Prints numbers; asserts nothing.  Starts and removes its own daemon,
 app server and browsers.
@@ -21,6 +24,8 @@ app server and browsers.
 
 import argparse
 import asyncio
+import collections
+import json
 import os
 import re
 import shutil
@@ -143,6 +148,14 @@ def main():
         print("bare Chromium, same flags, until its first CDP answer: median %.0f ms  (min %.0f, max %.0f)"
               % (med_bare, min(bare), max(bare)))
         print("the daemon's share (navigation, injection, the SDK's hello): %.0f ms" % (med_open - med_bare))
+        phases = collections.defaultdict(list)
+        for line in daemon.log().splitlines():
+            if '"event":"device_started"' in line:
+                for key, value in json.loads(line).items():
+                    if key.endswith("Ms"):
+                        phases[key].append(value)
+        print("phases of a start on the daemon's clock, medians from the launch (device_started log lines): %s"
+              % ", ".join("%s %d ms" % (k[:-2], statistics.median(v)) for k, v in phases.items()))
         print("memory with %d devices open: daemon RSS %.1f MiB; browsers %.1f MiB PSS in all (%s)"
               % (len(devices), daemon_rss / 1024.0, sum(browsers) / 1024.0,
                  ", ".join("%.0f" % (b / 1024.0) for b in browsers)))

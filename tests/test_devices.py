@@ -457,6 +457,25 @@ class CapabilityTest(AsyncHTTPTestCase):
         self.assertIsNone(self.hub.bridge.get(self.device.session_id))
 
     @gen_test
+    async def test_input_asked_for_outside_an_act_is_refused_and_the_bridge_stays_up(self):
+        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws.write_message(self.hello(self.device.session_id))
+        for frame in ({"kind": "input", "id": "i1", "action": "click", "x": 10, "y": 10},
+                      {"kind": "input", "id": "i2", "action": "click", "x": "not a number"}):
+            ws.write_message(json.dumps(frame))
+            reply = json.loads(await ws.read_message())
+            self.assertEqual(reply["id"], frame["id"])
+            self.assertIs(reply["ok"], False)
+            self.assertIn("while an act runs", reply["error"])
+        self.device.acting = 1  # as during an act: now the malformed one is refused on its numbers
+        ws.write_message(json.dumps({"kind": "input", "id": "i3", "action": "click", "x": "not a number"}))
+        reply = json.loads(await ws.read_message())
+        self.assertEqual((reply["id"], reply["ok"]), ("i3", False))
+        self.assertIn("not a number", reply["error"])
+        self.device.acting = 0
+        self.assertIsNotNone(self.hub.bridge.get(self.device.session_id).handler)
+
+    @gen_test
     async def test_wrong_capabilities_are_limited_as_wrong_tokens(self):
         from tornado.httpclient import HTTPClientError
 
