@@ -870,15 +870,28 @@ def _calls(window: List[dict]) -> List[dict]:
     return [e["data"] for e in window if e["type"] == "net.request"]
 
 
+def _request_key(e: dict) -> str:
+    """Which request an event belongs to.  Pages number their requests afresh in each document,
+    so an id is only unique with its document; a document request is the exception: its
+    arrival, in the next document, carries the id its leaving announced."""
+    d = e["data"]
+    rid = d.get("requestId")
+    if rid is None:
+        return "#%s" % e.get("seq", e["t"])
+    if d.get("initiator") == "document":
+        return "doc:%s" % rid
+    return "%s:%s" % (e.get("doc", ""), rid)
+
+
 def _still_open(window: List[dict]) -> Dict[str, dict]:
     """Requests started in the window (dev tooling aside) with no completion in it."""
     open_ids: Dict[str, dict] = {}
     for e in window:
         d = e["data"]
         if e["type"] == "net.pending" and not _is_dev(d):
-            open_ids[str(d.get("requestId", e["seq"]))] = d
+            open_ids[_request_key(e)] = d
         elif e["type"] == "net.request":
-            open_ids.pop(str(d.get("requestId", "")), None)
+            open_ids.pop(_request_key(e), None)
     return open_ids
 
 
@@ -924,7 +937,7 @@ def _call_label(d: dict) -> str:
     return "%s %s" % (str(method).upper(), d.get("url") or "?")
 
 
-_HIGH_VALUE = ("net.request", "net.pending", "console.error", "console.warn", "error.uncaught",
+_HIGH_VALUE = ("net.request", "net.pending", "ui.alert", "console.error", "console.warn", "error.uncaught",
                "route.change", "signal", "storage.change", "state.change", "truncated", "blind-spot")
 
 
@@ -1249,7 +1262,7 @@ class _BrowserSession:
             self._window_high = 0
             self._window_sampled = 0
         dropped = 0
-        for raw in events:
+        for index, raw in enumerate(events):
             if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
                 self.store.note_blind_spot("malformed-event")
                 continue
@@ -1268,7 +1281,8 @@ class _BrowserSession:
             data = raw.get("data")
             if not isinstance(data, dict):  # downstream code reads fields: give every event an object
                 data = {} if data is None else {"value": data}
-            event = {"t": now, "type": etype, "data": data}
+            # a microsecond apart: every event has its own cursor, so an answer can stop between two
+            event = {"t": now + index * 0.001, "type": etype, "data": data}
             if isinstance(raw.get("t"), (int, float)):
                 event["pt"] = raw["t"]
             if isinstance(raw.get("actionId"), str):
@@ -1289,9 +1303,10 @@ class _BrowserSession:
         data = event["data"] if isinstance(event["data"], dict) else {}
         if etype == "net.pending" and data.get("requestId"):
             if len(self._open) < 1000:
-                self._open[str(data["requestId"])] = dict(data, startedAt=event["t"])
+                key = _request_key(event)
+                self._open[key] = dict(data, startedAt=event["t"], _key=key)
         elif etype == "net.request" and data.get("requestId"):
-            self._open.pop(str(data["requestId"]), None)
+            self._open.pop(_request_key(event), None)
             if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False:
                 # Navigation Timing gives the status of the page the redirects led to, not of the
                 # request (a form POST answered 302): that one is hidden from the page.
@@ -3295,10 +3310,30 @@ def _expects_error(p: dict, d: dict) -> bool:
     return False
 
 
+def _message_failures(window: List[dict]) -> List[dict]:
+    """Socket, EventSource and stream messages received in the window that report a failure
+    (`"success": false`, an `error` field, a socket.io `["error", ...]` event)."""
+    out = []
+    for d in _frames(window):
+        text = d.get("data")
+        if d.get("direction") != "in" or not isinstance(text, str):
+            continue
+        body = re.sub(r"^\d+(?=[\[{])", "", text)
+        problem = _partial_failure(body)
+        if problem is None and body.startswith("["):
+            value = _frame_value(body, "0")
+            if isinstance(value, str) and _FAILURE_WORDS.search(value):
+                problem = "the message is a %r event" % value
+        if problem:
+            out.append(dict(d, problem=problem))
+    return out
+
+
 def _failures_shown(window: List[dict]) -> List[str]:
     """What went wrong in plain sight: an error shown to the user, a console error or uncaught
     exception, a write that failed.  Each in a short phrase, most telling first."""
     out = ["the page showed %s" % _ui_label(d) for d in _error_ui(window)]
+    out += ["%s said %s" % (_frame_label(d), d["problem"]) for d in _message_failures(window)]
     for e in window:
         if e["type"] in ("console.error", "error.uncaught"):
             d = e["data"]
@@ -3367,6 +3402,13 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
                     "claim": "%s held" % _describe_predicate(p),
                     "counter": "the page showed %s" % _ui_label(unexpected[0]),
                     "detail": "the user was told something failed"})
+    if not any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
+        reported = _message_failures(window)
+        if reported:
+            out.append({"kind": "message-reported-failure", "tier": "observed",
+                        "claim": "%s held" % _describe_predicate(p),
+                        "counter": "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"]),
+                        "detail": "the server reported a failure over a socket or stream"})
     acknowledged = bool(shown) or any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
         e["type"] == "state.change" and _FAILURE_WORDS.search(_dumps(e.get("data"))[:2000]) for e in window)
     if failed and not acknowledged:
@@ -4148,7 +4190,7 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
 _FILTER_BUCKETS = {
     "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse", "net.stream"), "route": ("route.",),
     "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
-    "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",),
+    "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",), "ui": ("ui.",),
 }
 
 
@@ -4204,7 +4246,7 @@ def _net_calls(session: "_BrowserSession", since: float, until: Optional[float])
     order = []
     for e in events:
         d = e["data"]
-        rid = str(d.get("requestId") or "t%s" % e["t"])
+        rid = _request_key(e)
         if e["type"] == "net.pending":
             if rid not in done:
                 done[rid] = dict(d, status="pending", pending=True, t=e["t"])
@@ -4215,7 +4257,7 @@ def _net_calls(session: "_BrowserSession", since: float, until: Optional[float])
             done[rid] = dict(d, t=e["t"])
     # pending ones whose start fell before the window but are still open count too
     for d in session.open_since(0.0):
-        rid = str(d.get("requestId"))
+        rid = d["_key"]
         if rid not in done:
             done[rid] = dict(d, status="pending", pending=True)
             order.append(rid)
@@ -4256,11 +4298,14 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     for c in calls:
         item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
                                   "pending", "error", "initiator", "responseSize", "bodyTruncated",
-                                  "bodyCaptured") if k in c}
+                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote")
+                if k in c}
+        if args.get("detail") == "full" and "responseHeaders" in c:
+            item["responseHeaders"] = c["responseHeaders"]
         if bodies:
             for k in ("requestBody", "responseBody"):
                 if k in c:
-                    item[k] = c[k]
+                    item[k] = c[k] if args.get("detail") == "full" or not isinstance(c[k], str) else _short(c[k], 200)
         shaped.append(item)
     out: Dict[str, Any] = {"since": since, "calls": shaped}
     sockets = _sockets(session, since, until)
@@ -7300,8 +7345,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         dropped: 1
       });
     }
-    if (S.open && !S.results.length && rawSend(s)) return;
+    // events the page made before this answer go first: a verdict that reads the answer must
+    // already hold them (a request the handler started, a message it logged)
+    if (S.open && !S.results.length && S.outbox.length) flush();
+    if (S.open && !S.results.length && !S.outbox.length && rawSend(s)) return;
     S.results.push(s);
+    scheduleFlush();
     if (S.results.length > RESULT_QUEUE_MAX) {
       S.results.shift();
       S.dropped++;

@@ -288,6 +288,21 @@ class Mcp:
         self._loop.close()
 
 
+def observe_all(mcp, since=0, filters=None):
+    """Every event since `since` (of the `filters` buckets or types), following reticle_observe's
+    `next` pages: one answer stops at 32 KiB."""
+    got = []
+    while True:
+        args = {"since": since, "max_events": 2000}
+        if filters:
+            args["filters"] = list(filters)
+        out = mcp.ok("reticle_observe", args)
+        got = [e for e in got if e["t"] < since] + out["events"]
+        if "next" not in out:
+            return got
+        since = out["next"]["since"]
+
+
 def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
     deadline = time.monotonic() + timeout
     last = None

@@ -9,7 +9,7 @@ import pytest
 import tornado.web
 import tornado.websocket
 
-from _harness import AppServer, Browser, Daemon, Live, Mcp, TemplatePage, chromium_path, wait_until
+from _harness import observe_all, AppServer, Browser, Daemon, Live, Mcp, TemplatePage, chromium_path, wait_until
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
 
@@ -363,8 +363,7 @@ def test_reconnects_after_a_daemon_restart_and_never_after_1008(tmp_path):
                                         ["events"] if e["data"].get("reason") == "offline-queue-overflow"],
                                10, what="the offline-queue blind spot")
             assert spots[0]["data"]["count"] > 0
-            ticks = [e for e in mcp.ok("reticle_observe", {"since": 0, "max_events": 2000})["events"]
-                     if e["type"] == "signal"]
+            ticks = observe_all(mcp, 0, ["signal"])
             assert len(ticks) >= 500
             # A second tab claims the same id: the first is closed with 1008 and must not come back.
             second = Browser(app.url + "/")

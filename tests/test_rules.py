@@ -246,3 +246,17 @@ def test_a_timers_writes_are_no_duplicates():
     assert reticle._contradictions(steady, p, 0.0) == []
     burst = [call(t, method="PUT", url="/api/save", body=None) for t in (250, 260, 900)]
     assert [c["kind"] for c in reticle._contradictions(burst, p, 0.0)] == ["duplicate-request"]
+
+
+def test_a_message_that_reports_failure_contradicts_a_passing_check():
+    p = parse({"kind": "text", "contains": "Profile saved"})
+    stream = ev(3, "net.stream", direction="in", transport="stream", url="/jobs/1/stream",
+                data='{"msg": "process_completed", "success": false, "output": {"error": "Could not save"}}')
+    got = reticle._contradictions([call(1), stream], p, None)
+    assert [c["kind"] for c in got] == ["message-reported-failure"] and "success: false" in got[0]["counter"]
+    socket = ev(4, "net.ws", direction="in", transport="ws", url="/ws", data='42["error",{"text":"Save failed"}]')
+    assert [c["kind"] for c in reticle._contradictions([socket], p, None)] == ["message-reported-failure"]
+    asked = parse({"kind": "frame", "direction": "in", "contains": "process_completed"})
+    assert reticle._contradictions([call(1), stream], asked, None) == []
+    fine = ev(5, "net.ws", direction="in", transport="ws", url="/ws", data='42["update",{"text":"Saved"}]')
+    assert reticle._contradictions([fine], p, None) == []

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from _harness import Live, chromium_path, wait_until
+from _harness import observe_all, Live, chromium_path, wait_until
 from _shapes_app import BIG_FEED_BYTES, FEED_ROWS, NOT_FOUND, Shapes
 
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)"),
@@ -39,8 +39,7 @@ def latest(live):
 
 
 def events(live, since, *types):
-    got = live.mcp.ok("reticle_observe", {"since": since, "max_events": 2000})["events"]
-    return [e for e in got if e["type"] in types]
+    return observe_all(live.mcp, since, types)
 
 
 def alerts(live, since):
@@ -273,7 +272,6 @@ def test_an_assertive_region_a_shown_alert_and_a_repeated_one(live):
 
 # -- verdicts over these shapes ---------------------------------------------------------------------
 
-NEEDS_RULE = pytest.mark.xfail(strict=False, reason="needs the daemon's error-UI rule")
 
 
 def act(live, name, until=None, timeout_ms=3000):
@@ -309,7 +307,7 @@ def test_verdict_a_socket_success_is_yes(live):
     assert SHAPES.saved() == [{"name": "Jo", "via": "socket"}]
 
 
-@NEEDS_RULE
+
 def test_verdict_an_error_fragment_after_a_200_is_no(live):
     open_page(live, "/fragments/")
     SHAPES.fault = True
@@ -320,7 +318,7 @@ def test_verdict_an_error_fragment_after_a_200_is_no(live):
     assert "Could not save your profile" in json.dumps(out)
 
 
-@NEEDS_RULE
+
 def test_verdict_an_optimistic_success_under_a_failed_stream_is_no(live):
     open_page(live, "/jobs/")
     SHAPES.fault = True
@@ -331,7 +329,7 @@ def test_verdict_an_optimistic_success_under_a_failed_stream_is_no(live):
     assert out["verified"] == "no", out
 
 
-@NEEDS_RULE
+
 def test_verdict_a_settle_with_an_alert_on_screen_is_no(live):
     open_page(live, "/socket/")
     wait_text(live, "Connected")
@@ -350,7 +348,7 @@ def test_verdict_two_chained_posts_with_different_bodies_are_yes(live):
     assert out["verified"] == "yes", out
 
 
-@NEEDS_RULE
+
 def test_verdict_a_settle_with_no_effect_is_unknown(live):
     open_page(live, "/arrival/")
     wait_until(lambda: alerts(live, 0), what="the page's first alert")
