@@ -904,7 +904,7 @@ def _call_failed(d: dict) -> bool:
 
 
 def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
-    """Does call `d` match the filters `f` (method, urlContains, status, ok)?
+    """Does call `d` match the filters `f` (method, urlContains, status, ok, header)?
 
     The network tool, the `net` kind and the contradictions all ask this one
     function.  A call still pending has no status yet: with `pending=True` it
@@ -922,6 +922,15 @@ def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
         return False
     if "ok" in f and (not _call_failed(d)) != f["ok"]:
         return False
+    if f.get("header"):
+        headers = d.get("responseHeaders") if isinstance(d.get("responseHeaders"), dict) else {}
+        value = headers.get(str(f["header"].get("name", "")).lower())
+        if value is None:
+            return False
+        if "equals" in f["header"] and value != f["header"]["equals"]:
+            return False
+        if "contains" in f["header"] and f["header"]["contains"] not in value:
+            return False
     return True
 
 
@@ -2458,6 +2467,13 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
     if pending:
         return {"pass": False, "inconclusive": "%s is still in flight; its outcome is not known yet"
                 % _call_label(pending[0]), "assertion": "net.present"}
+    if p.get("header"):
+        headless = [d for d in done if not isinstance(d.get("responseHeaders"), dict)
+                    and _call_matches(d, {k: v for k, v in p.items() if k != "header"})]
+        if headless:
+            return {"pass": False, "assertion": "net.header", "inconclusive": (
+                "%s answered, but its response headers were not captured (a document request, or capture is "
+                "off), so the header %r cannot be checked" % (_call_label(headless[0]), p["header"]["name"]))}
     hidden = [d for d in done if d.get("statusKnown") is False and _call_matches(d, p, pending=True)]
     if hidden and ("status" in p or "ok" in p):
         return {"pass": False, "assertion": "net.present", "inconclusive": (
@@ -2841,6 +2857,10 @@ async def _eval_storage(session: "_BrowserSession", p: dict, window: List[dict],
                   and e["data"].get("key") == p["key"] and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
         if not writes:
             return {"pass": False, "assertion": "storage.changed", "failureReason": "%r was not written in this window" % p["key"]}
+        if "contains" in p and p["contains"] not in str(writes[-1].get("to")):
+            return {"pass": False, "assertion": "storage.contains", "observed": _short(writes[-1].get("to")),
+                    "failureReason": "%r was written as %s, which does not contain %r" % (
+                        p["key"], _short(writes[-1].get("to")), p["contains"])}
         if "equals" in p and not _value_matches(p["equals"], writes[-1].get("to")):
             return {"pass": False, "assertion": "storage.equals", "observed": _short(writes[-1].get("to")),
                     "failureReason": "%r was written as %s, expected %s" % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
@@ -2859,6 +2879,9 @@ async def _eval_storage(session: "_BrowserSession", p: dict, window: List[dict],
         return {"pass": False, "assertion": "storage.present", "evidence": {"availableKeys": read.get("availableKeys")},
                 "failureReason": "%r is not in %s storage" % (p["key"], p.get("area") or "any")}
     value = read.get("value")
+    if "contains" in p and p["contains"] not in (value if isinstance(value, str) else _dumps(value)):
+        return {"pass": False, "assertion": "storage.contains", "observed": _short(value),
+                "failureReason": "%r is %s, which does not contain %r" % (p["key"], _short(value), p["contains"])}
     if "equals" in p and not _value_matches(p["equals"], value):
         return {"pass": False, "assertion": "storage.equals", "observed": _short(value),
                 "failureReason": "%r is %s, expected %s" % (p["key"], _short(value), _short(p["equals"]))}
@@ -2876,6 +2899,10 @@ def _describe_net(p: dict) -> str:
         text += " that %s" % ("succeeded" if p["ok"] else "failed")
     if p.get("bodyContains"):
         text += " whose body contains %r" % p["bodyContains"]
+    if p.get("header"):
+        h = p["header"]
+        text += " with header %s%s" % (h["name"], " = %r" % h["equals"] if "equals" in h else
+                                       " containing %r" % h["contains"] if "contains" in h else "")
     return text
 
 
@@ -2966,12 +2993,15 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           aliases={"text": "contains", "value": "contains"}, role="presence", live=True,
           check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
     _Kind("net",
-          "A completed fetch/XHR matching the filters; `count` demands exactly that many; "
-          "`bodyContains` reads the response body.",
+          "A completed request (fetch, XHR, document) matching the filters; `count` demands exactly that many; "
+          "`bodyContains` reads the response body, `header` {name, equals|contains} a response header.",
           {"method": {"type": "string"}, "urlContains": {"type": "string"},
            "status": {"type": "integer"}, "ok": {"type": "boolean"}, "since": _P_SINCE,
            "count": {"type": "integer", "minimum": 0},
-           "bodyContains": {"type": "string", "minLength": 1}},
+           "bodyContains": {"type": "string", "minLength": 1},
+           "header": {"type": "object", "required": ["name"], "additionalProperties": False,
+                      "properties": {"name": {"type": "string", "minLength": 1}, "equals": {"type": "string"},
+                                     "contains": {"type": "string"}}}},
           {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200, "count": 1},
           _eval_net, _describe_net, aliases={"url": "urlContains"},
           grade=lambda p: "net" if p.get("urlContains") else None, role="consequence", window=True),
@@ -3020,10 +3050,11 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           _eval_state, lambda p: "state at %r" % p["path"], required=("path",),
           grade=lambda p: "state", role="consequence", live=True),
     _Kind("storage",
-          "localStorage/sessionStorage/cookie `key` exists, `equals` a value, is `absent`, or (changed: "
-          "true) was written in the window.",
+          "localStorage/sessionStorage/cookie `key` exists, `equals` a value, `contains` a substring, is `absent`, "
+          "or (changed: true) was written in the window.",
           {"key": {"type": "string", "minLength": 1}, "area": {"enum": ["local", "session", "cookies"]},
-           "equals": {}, "absent": {"type": "boolean"}, "changed": {"type": "boolean"}, "since": _P_SINCE},
+           "equals": {}, "contains": {"type": "string", "minLength": 1}, "absent": {"type": "boolean"},
+           "changed": {"type": "boolean"}, "since": _P_SINCE},
           {"kind": "storage", "area": "local", "key": "theme", "equals": "dark"},
           _eval_storage, required=("key",), role="consequence", live=True, window=True),
     _Kind("settled",

@@ -260,3 +260,14 @@ def test_a_message_that_reports_failure_contradicts_a_passing_check():
     assert reticle._contradictions([call(1), stream], asked, None) == []
     fine = ev(5, "net.ws", direction="in", transport="ws", url="/ws", data='42["update",{"text":"Saved"}]')
     assert reticle._contradictions([fine], p, None) == []
+
+
+@pytest.mark.parametrize("header,expected", [
+    ({"name": "X-Request-Id", "equals": "r-1"}, True),
+    ({"name": "x-request-id", "contains": "r-"}, True),
+    ({"name": "X-Request-Id", "equals": "r-2"}, False),
+    ({"name": "X-Missing"}, False),
+])
+def test_the_matcher_reads_response_headers(header, expected):
+    d = {"method": "POST", "url": "/api/save", "status": 200, "responseHeaders": {"x-request-id": "r-1"}}
+    assert reticle._call_matches(d, {"header": header}) is expected

@@ -499,3 +499,12 @@ def test_the_cheat_sheet_names_this_daemon_and_a_diff_compares_with_the_last_sna
     mcp.ok("reticle_snapshot", {"mode": "interactive"})
     diff = mcp.ok("reticle_snapshot", {"mode": "interactive", "diff": True})
     assert diff["mode"] == "unchanged", diff
+
+
+def test_storage_contains(shop):
+    act_and_wait(shop, "Dark theme", {"kind": "storage", "area": "local", "key": "theme", "contains": "dar",
+                                      "changed": True})
+    r = shop.ok("reticle_assert", {"predicate": {"kind": "storage", "area": "local", "key": "theme", "contains": "ark"}})
+    assert r["verified"] == "yes", r
+    r = shop.ok("reticle_assert", {"predicate": {"kind": "storage", "area": "local", "key": "theme", "contains": "light"}})
+    assert (r["verified"], r["verifiedReason"]) == ("no", "assertion_failed") and "does not contain" in r["because"], r
