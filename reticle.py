@@ -8332,6 +8332,22 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           dlg.push(getName(cands[i]) || getRole(cands[i]));
       }
       if (dlg.length) st.visibleDialogs = dlg;
+      // what the user is being told: alerts, then statuses and polite live regions
+      var told = { alerts: [], statuses: [] };
+      var live = document.querySelectorAll(
+        '[role=alert],[role=alertdialog],[aria-live=assertive],[role=status],[aria-live=polite],output'
+      );
+      for (var j = 0; j < live.length && told.alerts.length + told.statuses.length < 20; j++) {
+        var el = live[j];
+        if (!isVisible(el, cache) || isIgnored(el)) continue;
+        var said = clip(norm(textOf(el, 0)), 200);
+        if (!said) continue;
+        var loud = /^(alert|alertdialog)$/.test(el.getAttribute('role') || '') ||
+          el.getAttribute('aria-live') === 'assertive';
+        (loud ? told.alerts : told.statuses).push({ ref: refFor(el), text: said });
+      }
+      if (told.alerts.length) st.alerts = told.alerts;
+      if (told.statuses.length) st.statuses = told.statuses;
       var modal = document.querySelector('dialog[open]:modal,[aria-modal=true]');
       if (modal && isVisible(modal, cache) && document.body) {
         var others = Array.prototype.filter.call(document.body.children, function (c) {

@@ -235,6 +235,9 @@ def test_an_error_already_on_the_page_is_reported_on_arrival(live):
     shown = wait_until(lambda: alerts(live, since), what="the alert on arrival")
     assert [(a["text"], a["source"], a.get("initial")) for a in shown] == [
         ("Your session expired, please sign in again", "alert", True)]
+    status = live.mcp.ok("reticle_snapshot", {"mode": "status"})["status"]
+    assert [a["text"] for a in status["alerts"]] == ["Your session expired, please sign in again"], status
+    assert status["route"] == "/arrival/" and status["title"], status
     click(live, "Check email")
     invalid = wait_until(lambda: alerts(live, since)[1:], what="the invalid field")
     assert invalid == [{"text": "Enter a valid email address", "source": "invalid", "level": "error",
