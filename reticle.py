@@ -3410,12 +3410,12 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     """Channels that disagree with a passing predicate, in two tiers.
 
     observed (they make a verdict `no`): an error shown to the user while the
-    predicate held (error-shown), a failed request under a UI that moved on
-    without showing an error (ui-advanced-request-failed) or under a success
-    signal (signal-contradicted), a 2xx whose body reports failure
+    predicate held (error-shown), a failed request (not retried with success
+    later in the window) under a UI that moved on without showing an error
+    (ui-advanced-request-failed) or under a success signal (signal-contradicted), a 2xx whose body reports failure
     (partial-failure-in-ok-response), a server error shown as the user's
     mistake (failure-misattributed).  absence (they make it `unknown`): one
-    write completed twice with the same body for one action, the page's own
+    write succeeded twice with the same body for one action (a retry after a failure is none), the page's own
     background writes aside (duplicate-request), a request the advanced UI
     never saw answered (request-never-settled).  A failure the
     predicate itself expects (a `net` leaf asking for it) is no contradiction."""
@@ -3424,7 +3424,10 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     ui_advanced = any(e["type"] in _UI_EVENTS for e in window)
     expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "net" and not neg
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
-    failed = [d for d in calls if _call_failed(d) and not any(_call_matches(d, leaf) for leaf in expected_failures)]
+    recovered = {i for i, d in enumerate(calls) if _call_failed(d) and any(
+        not _call_failed(later) and _call_label(later) == _call_label(d) for later in calls[i + 1:])}
+    failed = [d for i, d in enumerate(calls) if _call_failed(d) and i not in recovered
+              and not any(_call_matches(d, leaf) for leaf in expected_failures)]
     signals = [e["data"] for e in window if e["type"] == "signal"]
     shown = _error_ui(window)
     unexpected = [d for d in shown if not _expects_error(p, d)]
@@ -3477,7 +3480,8 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
         writes: Dict[Tuple[str, str], List[float]] = {}
         for e in window:
             if e["type"] == "net.request" and e["t"] >= action_since and _is_write(e["data"]) \
-                    and not _is_dev(e["data"]) and _caused_by_act(e, action_since, known):
+                    and not _call_failed(e["data"]) and not _is_dev(e["data"]) \
+                    and _caused_by_act(e, action_since, known):
                 key = (_call_label(e["data"]), _dumps(e["data"].get("requestBody")))
                 writes.setdefault(key, []).append(e["t"])
         pinned = any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net")
@@ -4484,6 +4488,9 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
             end = min(budget_end, time.monotonic() + 0.3)
             while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(since)):
                 await session.wait_change(end - time.monotonic())
+        if any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
+            # an absence that held at the first look is judged again once the act's work is done
+            res = await _evaluate(session, p, since, diagnose=True)
     window = session.window(since)
     known = session.known(since)
     contradictions = _contradictions(window, p, since, known)

@@ -271,3 +271,11 @@ def test_a_message_that_reports_failure_contradicts_a_passing_check():
 def test_the_matcher_reads_response_headers(header, expected):
     d = {"method": "POST", "url": "/api/save", "status": 200, "responseHeaders": {"x-request-id": "r-1"}}
     assert reticle._call_matches(d, {"header": header}) is expected
+
+
+def test_a_failure_retried_with_success_is_no_contradiction():
+    p = parse({"kind": "text", "contains": "Saved"})
+    retried = [call(1, status=500), call(2), ev(3, "dom.text")]
+    assert reticle._contradictions(retried, p, None) == []
+    not_retried = [call(1), call(2, status=500), ev(3, "dom.text")]
+    assert [c["kind"] for c in reticle._contradictions(not_retried, p, None)] == ["ui-advanced-request-failed"]

@@ -178,3 +178,30 @@ def test_a_tool_with_an_invalid_schema_cannot_be_made():
 
     with pytest.raises(jsonschema.exceptions.SchemaError, match="'no-such-type' is not valid"):
         reticle._Tool("bad", "bad", {"type": "no-such-type"}, handler)
+
+
+def test_the_tool_list_fits_its_budget():
+    """tools/list is read by the model on every turn: at most 10,000 bytes of compact JSON in all."""
+    tools = [t.describe() for t in reticle._build_registry().listed()]
+    size = len(json.dumps({"tools": tools}, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    assert size <= 10000, "tools/list is %d bytes" % size
+    for tool in tools:
+        assert "$schema" not in tool["inputSchema"]
+        assert len(tool["description"]) <= 160 or tool["name"] in ("reticle_act_and_wait", "reticle_assert"), tool
+
+
+@pytest.mark.parametrize("name", ["reticle_act_and_wait", "reticle_assert"])
+def test_the_verdict_tools_carry_the_predicate_digest(name):
+    description = reticle._build_registry().get(name).description
+    for kind in reticle._PREDICATE_KINDS:
+        assert kind + "{" in description, kind
+    assert "reticle://predicates" in description
+
+
+def test_the_strict_schema_still_checks_what_the_lean_one_does_not_show():
+    tool = reticle._build_registry().get("reticle_act")
+    assert "minProperties" not in json.dumps(tool.describe())
+    with pytest.raises(reticle.RpcError, match="target"):
+        tool.check({"action": "click", "target": {}})
+    with pytest.raises(reticle.RpcError, match="unknown field 'colour'"):
+        tool.check({"action": "click", "target": {"role": "button", "colour": "red"}})

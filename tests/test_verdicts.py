@@ -4,6 +4,7 @@ a real MCP client.  Each fault gets its verdict, and `yes` once it is off."""
 
 import asyncio
 import json
+import time
 
 import pytest
 import tornado.web
@@ -508,3 +509,105 @@ def test_storage_contains(shop):
     assert r["verified"] == "yes", r
     r = shop.ok("reticle_assert", {"predicate": {"kind": "storage", "area": "local", "key": "theme", "contains": "light"}})
     assert (r["verified"], r["verifiedReason"]) == ("no", "assertion_failed") and "does not contain" in r["because"], r
+
+
+# -- what an agent pays: decided failures, compact answers ------------------------------------------
+
+COST = """<!doctype html>
+<html><head><title>Cost</title><script src="%(daemon)s/reticle.js"></script></head>
+<body><p id="msg" role="status"></p>
+<button id="broken">Save broken</button>
+<button id="healthy">Save healthy</button>
+<button id="retry">Save with retry</button>
+<button id="late">Save then show late</button>
+<button id="noisy">Save and complain</button>
+<script>
+  function $(id) { return document.getElementById(id); }
+  function save(path) { return fetch(path, {method: "POST", body: JSON.stringify({name: "ann"})}); }
+  $("broken").onclick = function () { save("/cost/broken").then(function () { $("msg").textContent = "Saved"; }); };
+  $("healthy").onclick = function () { save("/cost/healthy").then(function () { $("msg").textContent = "Saved"; }); };
+  $("retry").onclick = function () {
+    save("/cost/flaky").then(function (r) {
+      if (r.ok) { $("msg").textContent = "Saved"; return; }
+      setTimeout(function () { save("/cost/flaky").then(function () { $("msg").textContent = "Saved"; }); }, 200);
+    });
+  };
+  $("late").onclick = function () {
+    save("/cost/healthy").then(function () { setTimeout(function () { $("msg").textContent = "Saved late"; }, 800); });
+  };
+  $("noisy").onclick = function () {
+    save("/cost/healthy").then(function () { console.error("cache desync"); fetch("/cost/track", {method: "POST"}); });
+  };
+</script></body></html>"""
+
+COST_TRUTH = {"flaky": 0, "healthy": 0, "broken": 0, "track": 0}
+
+
+class _Cost(tornado.web.RequestHandler):
+    def post(self, name):
+        COST_TRUTH[name] += 1
+        if name == "broken" or (name == "flaky" and COST_TRUTH["flaky"] % 2 == 1):
+            self.set_status(500)
+            self.write({"error": "database is locked"})
+        else:
+            self.write({"ok": True, "id": COST_TRUTH[name]})
+
+
+@pytest.fixture(scope="module")
+def cost(tmp_path_factory):
+    live = Live(tmp_path_factory.mktemp("cost"), COST, routes=[(r"/cost/(broken|healthy|flaky|track)", _Cost)])
+    yield live.mcp
+    live.close()
+
+
+def raw_call(mcp, name, args):
+    """The tool's text block as the model reads it, and its structured content."""
+    result = asyncio.run_coroutine_threadsafe(mcp.session.call_tool(name, args), mcp._loop).result(60)
+    text = result.content[0].text
+    return text, json.loads(text)
+
+
+def save_until(path, status=200):
+    return {"kind": "net", "method": "POST", "urlContains": path, "status": status}
+
+
+def test_a_write_answered_otherwise_is_decided_at_once_in_a_compact_answer(cost):
+    before = COST_TRUTH["broken"]
+    started = time.monotonic()
+    text, out = raw_call(cost, "reticle_act_and_wait", {"target": {"role": "button", "name": "Save broken"},
+                                                         "action": "click", "until": save_until("/cost/broken")})
+    took = time.monotonic() - started
+    assert COST_TRUTH["broken"] == before + 1
+    assert (out["verified"], out["verifiedReason"], out["decidedBy"]) == ("no", "assertion_failed", "answered-otherwise")
+    assert "500" in out["because"], out
+    assert took < 3.5, "decided before the 4 s timeout (took %.2f s)" % took
+    assert len(text.encode("utf-8")) < 600, "the answer a model reads is %d bytes: %s" % (len(text), text)
+    text, out = raw_call(cost, "reticle_act_and_wait", {"target": {"role": "button", "name": "Save healthy"},
+                                                         "action": "click", "until": save_until("/cost/healthy")})
+    assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
+    assert out["evidence"]["url"] == "/cost/healthy" and out["evidence"]["status"] == 200, out
+    assert len(text.encode("utf-8")) < 600, "the answer a model reads is %d bytes: %s" % (len(text), text)
+    full = cost.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Save healthy"}, "action": "click",
+                                            "until": save_until("/cost/healthy"), "detail": "full"})
+    assert {"verdict", "honesty", "trace", "effect"} <= set(full), sorted(full)
+
+
+def test_a_client_that_retries_after_200_ms_is_yes_not_a_decided_no(cost):
+    before = COST_TRUTH["flaky"]
+    out = act_and_wait(cost, "Save with retry", save_until("/cost/flaky"))
+    assert COST_TRUTH["flaky"] == before + 2, "a failure, then a retry that saved"
+    assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
+
+
+def test_a_ui_that_updates_800_ms_after_its_response_is_yes(cost):
+    out = act_and_wait(cost, "Save then show late", {"kind": "allOf", "predicates": [
+        save_until("/cost/healthy"), {"kind": "text", "contains": "Saved late"}]})
+    assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
+
+
+def test_violated_absences_are_decided(cost):
+    out = act_and_wait(cost, "Save and complain", {"kind": "console", "level": "error", "absent": True})
+    assert (out["verified"], out["verdict"]["decidedBy"]) == ("no", "absence-violated"), out
+    out = act_and_wait(cost, "Save and complain", {"kind": "not", "predicate": {
+        "kind": "net", "method": "POST", "urlContains": "/cost/track"}})
+    assert (out["verified"], out["verdict"]["decidedBy"]) == ("no", "absence-violated"), out
