@@ -7206,45 +7206,30 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (r) ev.ref = r;
       } else if (typeof el === 'string') ev.ref = el;
       var s;
+      var instead = function (why) {
+        // the same event, its data replaced by why it could not travel
+        var stub = { type: type, t: ev.t, seq: ev.seq, sessionId: S.sessionId, documentId: S.documentId };
+        if (ev.ref) stub.ref = ev.ref;
+        stub.data = why;
+        return N.stringify(stub);
+      };
       try {
         ev.data = sanitize(data || {}, { depth: 10, str: 65536, budget: 400000 });
         s = N.stringify(ev);
       } catch (e) {
-        s = N.stringify({
-          type: type,
-          t: ev.t,
-          seq: ev.seq,
-          sessionId: S.sessionId,
-          documentId: S.documentId,
-          data: { unserializable: true }
-        });
+        s = instead({ unserializable: true });
       }
       if (s.length > MAX_FRAME - 1024) {
         var size = s.length;
-        s = N.stringify({
-          type: type,
-          t: ev.t,
-          seq: ev.seq,
-          sessionId: S.sessionId,
-          documentId: S.documentId,
-          ref: ev.ref,
-          data: { truncatedEvent: true, originalBytes: size }
-        });
+        s = instead({ truncatedEvent: true, originalBytes: size });
         S.outbox.push({ s: s, churn: false });
-        var tr = {
-          type: 'truncated',
-          t: ev.t,
-          seq: S.seq++,
-          sessionId: S.sessionId,
-          documentId: S.documentId,
-          data: {
-            what: type,
-            count: 1,
-            reason: 'event of ' + size + ' bytes exceeds the frame cap; data dropped',
-            channel: 'transport',
-            dropped: 1
-          }
-        };
+        var tr = record('truncated', ev.t, {
+          what: type,
+          count: 1,
+          reason: 'event of ' + size + ' bytes exceeds the frame cap; data dropped',
+          channel: 'transport',
+          dropped: 1
+        });
         S.outbox.push({ s: N.stringify(tr), churn: false });
       } else {
         S.outbox.push({ s: s, churn: !!CHURN[type] });
@@ -7293,6 +7278,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return false;
   }
+  // An event made by the transport itself (its losses), stamped like any other.
+  function record(type, t, data) {
+    return { type: type, t: t, seq: S.seq++, sessionId: S.sessionId, documentId: S.documentId, data: data };
+  }
   function flush() {
     S.flushScheduled = false;
     if (!S.open) return;
@@ -7302,21 +7291,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         S.results.shift();
       }
       if (S.busyDropped > 0) {
-        var lost = {
-          type: 'blind-spot',
-          t: now(),
-          seq: S.seq++,
-          sessionId: S.sessionId,
-          documentId: S.documentId,
-          data: {
-            reason: 'outbox-overflow',
-            kind: 'transport-overflow',
-            count: S.busyDropped,
-            detail:
-              S.busyDropped +
-              ' event(s) were dropped because the page produced them faster than the socket carried them'
-          }
-        };
+        var lost = record('blind-spot', now(), {
+          reason: 'outbox-overflow',
+          kind: 'transport-overflow',
+          count: S.busyDropped,
+          detail:
+            S.busyDropped +
+            ' event(s) were dropped because the page produced them faster than the socket carried them'
+        });
         S.outbox.unshift({ s: N.stringify(lost), churn: false });
         S.busyDropped = 0;
       }
@@ -7440,33 +7422,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       S.backoff = 1000;
       rawSend(helloFrame());
       if (S.dropped > 0) {
-        var ev = {
-          type: 'blind-spot',
-          t: now(),
-          seq: S.seq++,
-          sessionId: S.sessionId,
-          documentId: S.documentId,
-          data: {
-            reason: 'offline-queue-overflow',
-            kind: 'transport-overflow',
-            count: S.dropped,
-            detail:
-              S.dropped +
-              ' event(s) were dropped while the daemon was unreachable (queue holds ' +
-              QUEUE_MAX +
-              '; ' +
-              S.droppedChurn +
-              ' were churn)'
-          }
-        };
-        var ov = {
-          type: 'transport.overflow',
-          t: ev.t,
-          seq: S.seq++,
-          sessionId: S.sessionId,
-          documentId: S.documentId,
-          data: { dropped: S.dropped }
-        };
+        var ev = record('blind-spot', now(), {
+          reason: 'offline-queue-overflow',
+          kind: 'transport-overflow',
+          count: S.dropped,
+          detail:
+            S.dropped +
+            ' event(s) were dropped while the daemon was unreachable (queue holds ' +
+            QUEUE_MAX +
+            '; ' +
+            S.droppedChurn +
+            ' were churn)'
+        });
+        var ov = record('transport.overflow', ev.t, { dropped: S.dropped });
         S.outbox.unshift({ s: N.stringify(ov), churn: false });
         S.outbox.unshift({ s: N.stringify(ev), churn: false });
         S.dropped = 0;
@@ -9164,13 +9132,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       fireInput(el, text, 'insertText');
     }
   }
-  function doFill(el, args) {
-    var v = args.value != null ? args.value : args.text;
-    if (typeof v === 'number') v = String(v);
-    if (typeof v !== 'string')
-      throw new Error('fill needs a string value: pass args:{value:"\u2026"}');
-    if (el.tagName === 'SELECT') return doSelect(el, { value: v });
-    var kind = assertEditable(el, 'fill');
+  // Focus an editable element for `action`; a rich editor takes `text` at once (then true).
+  function focusToWrite(el, action, text, replace) {
+    var kind = assertEditable(el, action);
     if (document.activeElement !== el) {
       try {
         el.focus({ preventScroll: true });
@@ -9178,10 +9142,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         /* ignore */
       }
     }
-    if (kind === 'rich') {
-      richWrite(el, v, true);
-      return {};
-    }
+    if (kind !== 'rich') return false;
+    richWrite(el, text, replace);
+    return true;
+  }
+  function doFill(el, args) {
+    var v = args.value != null ? args.value : args.text;
+    if (typeof v === 'number') v = String(v);
+    if (typeof v !== 'string')
+      throw new Error('fill needs a string value: pass args:{value:"\u2026"}');
+    if (el.tagName === 'SELECT') return doSelect(el, { value: v });
+    if (focusToWrite(el, 'fill', v, true)) return {};
     setValue(el, v);
     fireInput(el, v, 'insertReplacementText');
     plain(el, 'change', true, false);
@@ -9240,18 +9211,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var text = args.text != null ? args.text : args.value;
     if (typeof text === 'number') text = String(text);
     if (typeof text !== 'string') throw new Error('type needs a string: pass args:{text:"\u2026"}');
-    var kind = assertEditable(el, 'type');
-    if (document.activeElement !== el) {
-      try {
-        el.focus({ preventScroll: true });
-      } catch (e) {
-        /* ignore */
-      }
-    }
-    if (kind === 'rich') {
-      richWrite(el, text, false);
-      return {};
-    }
+    if (focusToWrite(el, 'type', text, false)) return {};
     if (text.length > 500) {
       setValue(el, el.value + text);
       fireInput(el, text, 'insertText');
@@ -9784,6 +9744,35 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (hasOwn(INPUT_WAITS, msg.id)) INPUT_WAITS[msg.id](msg);
   }
 
+  // The synthetic path of each action (a device's tab takes real input instead, see cdpInput).
+  var SYNTHETIC_ACTIONS = {
+    click: function (el, o) { return doClick(el, o); },
+    dblclick: function (el) {
+      return N.Promise.resolve(doClick(el, {}))
+        .then(function () { return doClick(el, {}); })
+        .then(function (r1) {
+          var ev = fireMouse(el, 'dblclick', centre(el), { detail: 2 });
+          return { defaultPrevented: ev.defaultPrevented || (r1 && r1.defaultPrevented) };
+        });
+    },
+    hover: function (el, o) { return doHover(el, o); },
+    focus: function (el) { return doFocus(el); },
+    blur: function (el) { return doBlur(el); },
+    fill: function (el, o) { return doFill(el, o); },
+    type: function (el, o) { return doType(el, o); },
+    clear: function (el) { return doClear(el); },
+    select: function (el, o) { return doSelect(el, o); },
+    check: function (el, o) { return doCheck(el, true, o); },
+    uncheck: function (el, o) { return doCheck(el, false, o); },
+    submit: function (el) { return doSubmit(el); },
+    press: function (el, o) { return doPress(el, o); },
+    scrollIntoView: function (el) {
+      el.scrollIntoView({ block: 'center', inline: 'nearest' });
+      return {};
+    },
+    upload: function (el, o) { return doUpload(el, o); },
+    drag: function (el, o) { return doDrag(el, o); }
+  };
   function act(args) {
     var action = args.action;
     if (ACTIONS.indexOf(action) < 0)
@@ -9899,64 +9888,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var wall0 = N.dateNow(); // a document request announced from here on is this act's doing
     var viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
     if (viaCdp) run = cdpInput(action, el, opts);
-    switch (viaCdp ? '' : action) {
-      case 'click':
-        run = doClick(el, opts);
-        break;
-      case 'dblclick':
-        run = N.Promise.resolve(doClick(el, {}))
-          .then(function () {
-            return doClick(el, {});
-          })
-          .then(function (r1) {
-            var ev = fireMouse(el, 'dblclick', centre(el), { detail: 2 });
-            return { defaultPrevented: ev.defaultPrevented || (r1 && r1.defaultPrevented) };
-          });
-        break;
-      case 'hover':
-        run = doHover(el, opts);
-        break;
-      case 'focus':
-        run = doFocus(el);
-        break;
-      case 'blur':
-        run = doBlur(el);
-        break;
-      case 'fill':
-        run = doFill(el, opts);
-        break;
-      case 'type':
-        run = doType(el, opts);
-        break;
-      case 'clear':
-        run = doClear(el);
-        break;
-      case 'select':
-        run = doSelect(el, opts);
-        break;
-      case 'check':
-        run = doCheck(el, true, opts);
-        break;
-      case 'uncheck':
-        run = doCheck(el, false, opts);
-        break;
-      case 'submit':
-        run = doSubmit(el);
-        break;
-      case 'press':
-        run = doPress(el, opts);
-        break;
-      case 'scrollIntoView':
-        el.scrollIntoView({ block: 'center', inline: 'nearest' });
-        effect.scrolledIntoView = true;
-        run = {};
-        break;
-      case 'upload':
-        run = doUpload(el, opts);
-        break;
-      case 'drag':
-        run = doDrag(el, opts);
-        break;
+    if (!viaCdp) {
+      var synthetic = SYNTHETIC_ACTIONS[action];
+      run = synthetic ? synthetic(el, opts) : undefined;
+      if (action === 'scrollIntoView') effect.scrolledIntoView = true;
     }
     return N.Promise.resolve(run).then(
       function (r) {
@@ -10995,6 +10930,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return d;
   }
+  function frameEvent(data, direction, transport, url) {
+    var d = frameData(data);
+    d.direction = direction;
+    d.transport = transport;
+    d.url = url;
+    return d;
+  }
   function installWebSocket() {
     var Native = N.WebSocket;
     if (!Native) return;
@@ -11007,10 +10949,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         ws.addEventListener('message', function (e) {
           try {
             if (allow()) {
-              var d = frameData(e.data);
-              d.direction = 'in';
-              d.transport = 'ws';
-              d.url = u;
+              var d = frameEvent(e.data, 'in', 'ws', u);
               emit('net.ws', d);
             }
           } catch (x) {
@@ -11042,10 +10981,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         ws.send = function (data) {
           try {
             if (allow()) {
-              var d = frameData(data);
-              d.direction = 'out';
-              d.transport = 'ws';
-              d.url = u;
+              var d = frameEvent(data, 'out', 'ws', u);
               emit('net.ws', d);
             }
           } catch (x) {
@@ -11088,10 +11024,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         es.addEventListener('message', function (e) {
           try {
             if (allow()) {
-              var d = frameData(e.data);
-              d.direction = 'in';
-              d.transport = 'sse';
-              d.url = u;
+              var d = frameEvent(e.data, 'in', 'sse', u);
               if (e.lastEventId) d.lastEventId = clip(e.lastEventId, 100);
               emit('net.sse', d);
             }

@@ -130,6 +130,17 @@ class Chromium(_harness.Browser):
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
+def proc_mem_mb(pid):
+    """(VmRSS, VmHWM) of a process, in MB."""
+    out = {}
+    with open("/proc/%d/status" % pid) as fh:
+        for line in fh:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                key, value = line.split(":", 1)
+                out[key] = int(value.split()[0]) / 1024.0
+    return out["VmRSS"], out["VmHWM"]
+
+
 def close_all(*things):
     """Close each of `things` that is not None, in the order given (the last opened first), every
     one even if an earlier close raised; the first error is raised after."""

@@ -38,7 +38,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Chromium, Daemon, RawMcp, close_all  # noqa: E402  (puts tests/ on sys.path)
+from _common import Chromium, Daemon, RawMcp, close_all, proc_mem_mb  # noqa: E402  (puts tests/ on sys.path)
 import _harness  # noqa: E402
 
 import tornado.httpclient  # noqa: E402
@@ -116,17 +116,6 @@ def proc_cpu_s(pid):
     with open("/proc/%d/stat" % pid) as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def proc_mem_mb(pid):
-    """(VmRSS, VmHWM) in MB."""
-    out = {}
-    with open("/proc/%d/status" % pid) as fh:
-        for line in fh:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                key, value = line.split(":", 1)
-                out[key] = int(value.split()[0]) / 1024.0
-    return out["VmRSS"], out["VmHWM"]
 
 
 def status(url):

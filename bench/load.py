@@ -25,14 +25,13 @@ import argparse
 import http.client
 import json
 import os
-import statistics
 import sys
 import threading
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Chromium, Daemon, RawMcp, close_all  # noqa: E402  (puts tests/ on sys.path)
+from _common import Chromium, Daemon, RawMcp, close_all, proc_mem_mb  # noqa: E402  (puts tests/ on sys.path)
 import _harness  # noqa: E402
 
 UNTHROTTLED = ("--disable-background-timer-throttling", "--disable-renderer-backgrounding",
@@ -50,17 +49,6 @@ PAGE = """<!doctype html>
   }, 10);
 </script></body></html>
 """
-
-
-def rss_mb(pid):
-    """(VmRSS, VmHWM) of a process, in MB."""
-    out = {}
-    with open("/proc/%d/status" % pid) as fh:
-        for line in fh:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                key, value = line.split(":", 1)
-                out[key] = int(value.split()[0]) / 1024.0
-    return out["VmRSS"], out["VmHWM"]
 
 
 def absorbed(st):
@@ -208,14 +196,14 @@ def one_round(daemon, tab_ids, args):
     errors = {}
     lock = threading.Lock()
     pid = daemon.proc.pid
-    rss_start, _ = rss_mb(pid)
+    rss_start, _ = proc_mem_mb(pid)
     events_before = absorbed(status(daemon.url))
     peak = [rss_start]
     sampling = threading.Event()
 
     def sample():
         while not sampling.wait(0.1):
-            peak[0] = max(peak[0], rss_mb(pid)[0])
+            peak[0] = max(peak[0], proc_mem_mb(pid)[0])
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -231,10 +219,10 @@ def one_round(daemon, tab_ids, args):
     elapsed = time.monotonic() - started
     sampling.set()
     sampler.join()
-    _, hwm = rss_mb(pid)
+    _, hwm = proc_mem_mb(pid)
     events = absorbed(status(daemon.url)) - events_before
     time.sleep(args.idle)
-    rss_idle, _ = rss_mb(pid)
+    rss_idle, _ = proc_mem_mb(pid)
     every = results["streamable"] + results["sse"]
     return {"clients": args.clients, "tabs": len(tab_ids), "seconds": round(elapsed, 2), "calls": len(every),
             "throughput": round(len(every) / elapsed, 1),

@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 
-from _common import Daemon  # noqa: E402  (puts tests/ on sys.path)
+from _common import Daemon, proc_mem_mb  # noqa: E402  (puts tests/ on sys.path)
 import _harness  # noqa: E402
 
 TARGET_MEDIAN_MS = 2.0
@@ -43,14 +43,6 @@ CALLS = (
     ("tools/list", {}),
     ("tools/call reticle_sessions", {"name": "reticle_sessions", "arguments": {}}),
 )
-
-
-def vm_rss_mb(pid):
-    with open("/proc/%d/status" % pid) as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
 
 
 def start_daemon():
@@ -241,7 +233,7 @@ def baseline_rss_mb(code):
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         proc.stdout.readline()
-        return vm_rss_mb(proc.pid)
+        return proc_mem_mb(proc.pid)[0]
     finally:
         proc.stdin.close()
         proc.wait(5)
@@ -259,7 +251,7 @@ def main(argv=None):
     daemon, startup_s = start_daemon()
     proc, port = daemon.proc, daemon.port
     try:
-        rss_idle = vm_rss_mb(proc.pid)
+        rss_idle = proc_mem_mb(proc.pid)[0]
         print("reticle daemon pid %d on port %d; CPython %s on %s, %d CPUs"
               % (proc.pid, port, platform.python_version(), platform.machine(), os.cpu_count() or 0))
         print("start to first /status: %.0f ms" % (startup_s * 1000.0))
@@ -279,7 +271,7 @@ def main(argv=None):
             else:
                 print_rows("through the mcp SDK (client overhead included), N=%d" % min(args.n, 200), sdk_rows)
         print()
-        print("RSS after the bench: %.1f MB" % vm_rss_mb(proc.pid))
+        print("RSS after the bench: %.1f MB" % proc_mem_mb(proc.pid)[0])
     finally:
         daemon.close()
     return 0

@@ -401,6 +401,17 @@ class CapabilityTest(AsyncHTTPTestCase):
         self.hub.devices.devices[self.device.id] = self.device
         return reticle.make_app(self.hub)
 
+    async def _device_page(self):
+        """A page of the device (a staging origin, the device's capability) says hello.
+        -> (its socket, the session the bridge made, or None after a second)."""
+        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws.write_message(self.hello(self.device.session_id))
+        for _ in range(100):
+            if self.hub.bridge.get(self.device.session_id):
+                break
+            await asyncio.sleep(0.01)
+        return ws, self.hub.bridge.get(self.device.session_id)
+
     async def _connect(self, query, origin):
         from tornado.httpclient import HTTPRequest
         from tornado.websocket import websocket_connect
@@ -417,13 +428,7 @@ class CapabilityTest(AsyncHTTPTestCase):
 
     @gen_test
     async def test_the_devices_capability_admits_its_page_from_any_origin(self):
-        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
-        ws.write_message(self.hello(self.device.session_id))
-        for _ in range(100):
-            if self.hub.bridge.get(self.device.session_id):
-                break
-            await asyncio.sleep(0.01)
-        session = self.hub.bridge.get(self.device.session_id)
+        ws, session = await self._device_page()
         self.assertIsNotNone(session)
         self.assertIs(session.device, self.device)
 
@@ -487,13 +492,8 @@ class CapabilityTest(AsyncHTTPTestCase):
         self.assertEqual(codes[0], 403)
         self.assertIn(429, codes)
         # the device's own pages are not locked out by someone else's guessing
-        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
-        ws.write_message(self.hello(self.device.session_id))
-        for _ in range(100):
-            if self.hub.bridge.get(self.device.session_id):
-                break
-            await asyncio.sleep(0.01)
-        self.assertIsNotNone(self.hub.bridge.get(self.device.session_id))
+        ws, session = await self._device_page()
+        self.assertIsNotNone(session)
 
 
 def test_a_device_closes_when_its_browser_dies_or_its_key_idles(tmp_path, app):

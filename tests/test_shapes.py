@@ -67,13 +67,19 @@ def request_of(live, since, url_part, method=None, timeout=10):
     return wait_until(done, timeout, what="the completed call to " + url_part)[-1]
 
 
+def save_with_fault(live, page, name):
+    """Open `page`, switch the server's fault on, and save the profile `name`.  -> the cursor."""
+    since = open_page(live, page)
+    SHAPES.fault = True
+    fill(live, "Name", name)
+    click(live, "Save profile")
+    return since
+
+
 # -- fragments (htmx style) ---------------------------------------------------------------------
 
 def test_an_error_fragment_answered_200_is_reported_as_an_alert(live):
-    since = open_page(live, "/fragments/")
-    SHAPES.fault = True
-    fill(live, "Name", "Ann")
-    click(live, "Save profile")
+    since = save_with_fault(live, "/fragments/", "Ann")
     shown = wait_until(lambda: alerts(live, since), what="a ui.alert")
     assert shown == [{"text": "Could not save your profile", "source": "alert", "level": None,
                       "ref": shown[0]["ref"]}]
@@ -134,10 +140,7 @@ def stream_messages(live, since):
 
 
 def test_a_failed_job_streams_its_failure_and_the_declared_toast_is_an_error(live):
-    since = open_page(live, "/jobs/")
-    SHAPES.fault = True
-    fill(live, "Name", "Dee")
-    click(live, "Save profile")
+    since = save_with_fault(live, "/jobs/", "Dee")
     shown = wait_until(lambda: alerts(live, since), what="the error toast")
     assert shown[0]["source"] == "toast" and shown[0]["level"] == "error"
     assert shown[0]["text"] == "Save failed: Could not save profile"
@@ -163,10 +166,7 @@ def test_a_failed_job_streams_its_failure_and_the_declared_toast_is_an_error(liv
 
 
 def test_without_a_toast_only_the_stream_tells_of_the_failure(live):
-    since = open_page(live, "/jobs/?toast=0")
-    SHAPES.fault = True
-    fill(live, "Name", "Eve")
-    click(live, "Save profile")
+    since = save_with_fault(live, "/jobs/?toast=0", "Eve")
     done = request_of(live, since, "/stream")
     assert done["streamed"] is True
     last = json.loads(stream_messages(live, since)[-1]["data"])
@@ -284,31 +284,26 @@ def act(live, name, until=None, timeout_ms=3000):
     return live.mcp.ok("reticle_act_and_wait", args)
 
 
-def test_verdict_a_streamed_success_is_yes_with_the_message_as_evidence(live):
-    open_page(live, "/jobs/")
-    fill(live, "Name", "Hal")
-    out = act(live, "Save profile", {"kind": "frame", "transport": "stream", "path": "success", "equals": True})
-    assert out["verified"] == "yes", out
-    assert SHAPES.saved() == [{"name": "Hal", "via": "jobs"}]
+STREAM_DONE = {"kind": "frame", "transport": "stream", "path": "success", "equals": True}
+SOCKET_SAVED = {"kind": "frame", "direction": "in", "path": "1.text", "equals": "Saved profile"}
 
 
-def test_verdict_a_streamed_failure_fails_the_frame_check(live):
-    open_page(live, "/jobs/?toast=0")
-    SHAPES.fault = True
-    fill(live, "Name", "Ida")
-    out = act(live, "Save profile", {"kind": "frame", "transport": "stream", "path": "success", "equals": True})
-    assert out["verified"] == "no", out
-    assert SHAPES.saved() == []
-
-
-def test_verdict_a_socket_success_is_yes(live):
-    open_page(live, "/socket/")
-    wait_text(live, "Connected")
-    fill(live, "Name", "Jo")
-    out = act(live, "Save profile", {"kind": "frame", "direction": "in", "path": "1.text", "equals": "Saved profile"})
-    assert out["verified"] == "yes", out
-    assert SHAPES.saved() == [{"name": "Jo", "via": "socket"}]
-
+@pytest.mark.parametrize("page,fault,name,until,verified,saved", [
+    ("/jobs/", False, "Hal", STREAM_DONE, "yes", [{"name": "Hal", "via": "jobs"}]),
+    ("/jobs/?toast=0", True, "Ida", STREAM_DONE, "no", []),
+    ("/socket/", False, "Jo", SOCKET_SAVED, "yes", [{"name": "Jo", "via": "socket"}]),
+], ids=["a-streamed-success-is-yes", "a-streamed-failure-is-no", "a-socket-success-is-yes"])
+def test_verdict_over_stream_and_socket_messages(live, page, fault, name, until, verified, saved):
+    open_page(live, page)
+    if page == "/socket/":
+        wait_text(live, "Connected")
+    SHAPES.fault = fault
+    fill(live, "Name", name)
+    out = act(live, "Save profile", until)
+    assert out["verified"] == verified, out
+    assert SHAPES.saved() == saved
+    if verified == "yes":
+        assert out["evidence"]["direction"] == "in", out  # the message itself is the evidence
 
 
 def test_verdict_an_error_fragment_after_a_200_is_no(live):
