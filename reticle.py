@@ -11216,11 +11216,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var run = function () {
         if (fired) return;
         fired = true;
-        try {
-          scan(false);
-        } catch (e) {
-          internal('alert_observer', e);
-        }
+        safeScan(false);
       };
       N.raf(run);
       N.setTimeout(run, 100); // rAF does not run in background tabs
@@ -11249,8 +11245,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function first() {
       if (loaded) return;
       loaded = true;
+      safeScan(true);
+    }
+    function safeScan(initial) {
       try {
-        scan(true);
+        scan(initial);
       } catch (e) {
         internal('alert_observer', e);
       }
