@@ -78,9 +78,12 @@ import logging
 import os
 import re
 import secrets
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -255,8 +258,10 @@ class ConfigError(ReticleError):
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _SURROGATE_HINT_RE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
-# A secret's value after `token=` (a URI), `"token": "` (JSON) or `Bearer ` (a header).
-_SECRET_RE = re.compile(r"""(?i)(token(?:=|%3D|\\?["']?\s*[:=]\s*\\?["']?)|\bbearer\s+)([^\s&"'\\,;)}\]]+)""")
+# A secret's value after `token=` (a URI), `"token": "` (JSON) or `Bearer ` (a header), and a
+# device's capability after `device=` (its bridge URL).
+_SECRET_RE = re.compile(r"""(?i)(token(?:=|%3D|\\?["']?\s*[:=]\s*\\?["']?)|\bdevice(?:=|%3D)|\bbearer\s+)"""
+                        r"""([^\s&"'\\,;)}\]]+)""")
 
 
 def _dumps(obj: Any, ascii: bool = False) -> str:
@@ -624,7 +629,8 @@ class _SessionSigner:
 INSTRUCTIONS = (
     "Reticle reads the running web app's program truth (network, console, errors, routes, DOM, "
     "storage, app state, signals) and returns verdicts. Loop: reticle_sessions (is a tab "
-    "connected?) -> reticle_snapshot or reticle_query (find refs) -> reticle_act_and_wait with an "
+    "connected? if not, reticle_open {url} opens the app in a browser of Reticle's own) -> "
+    "reticle_snapshot or reticle_query (find refs) -> reticle_act_and_wait with an "
     "`until` predicate, or reticle_assert after acting. Only reticle_act_and_wait and "
     "reticle_assert produce a verdict; every other tool proves nothing. Only verified: \"yes\" is "
     "a pass: \"unknown\" means Reticle could not tell, so report it as unknown and never weaken a "
@@ -634,7 +640,8 @@ INSTRUCTIONS = (
 
 CHEATSHEET = """# Reticle cheat sheet
 
-1. `reticle_sessions`: is a tab connected? If not, add
+1. `reticle_sessions`: is a tab connected? If not, `reticle_open {url}` opens the app in a
+   browser of Reticle's own (no script tag needed), or add
    `<script src="http://127.0.0.1:4400/reticle.js"></script>` to the app's dev HTML and load it.
 2. `reticle_snapshot {mode: "interactive"}` or `reticle_query {by, value}`: find refs (e7).
 3. `reticle_act_and_wait {ref, action, until: <predicate>}`: act and get a verdict.
@@ -819,10 +826,20 @@ def _bound_batch(replies: List[dict]) -> Optional[List[dict]]:
     return out or None
 
 
+class _WithContent(dict):
+    """A tool's result object plus further MCP content blocks (an image) kept out of it."""
+
+    def __init__(self, obj: dict, blocks: List[dict]) -> None:
+        super().__init__(obj)
+        self.blocks = blocks
+
+
 def _tool_result(obj: Any, is_error: bool = False) -> dict:
     if not isinstance(obj, dict):
         obj = {"result": obj}
-    out = {"content": [{"type": "text", "text": _dumps(obj)}], "structuredContent": obj}
+    blocks = getattr(obj, "blocks", [])
+    obj = dict(obj)
+    out = {"content": [{"type": "text", "text": _dumps(obj)}] + blocks, "structuredContent": obj}
     if is_error:
         out["isError"] = True
     return out
@@ -1071,6 +1088,7 @@ class _BrowserSession:
         self._window_high = 0
         self._window_sampled = 0
         self._changed: Optional[asyncio.Future] = None
+        self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
         self.update_identity(hello)
 
     def update_identity(self, hello: dict) -> None:
@@ -1098,6 +1116,8 @@ class _BrowserSession:
                "sdkVersion": self.sdk_version, "buffer": self.store.stats()}
         if self.title:
             out["title"] = self.title
+        if self.device is not None:
+            out["device"] = {"deviceId": self.device.id, "input": "cdp", "headed": self.device.headed}
         if self.sdk_version and self.sdk_version != __version__:
             out["versionSkew"] = {"sdk": self.sdk_version, "daemon": __version__}
         if self.throttled():
@@ -1308,6 +1328,10 @@ class _BrowserSession:
         cid = "c%d" % self._next_cmd
         fut = asyncio.get_running_loop().create_future()
         self.pending[cid] = fut
+        device = self.device if name in ("act", "act_sequence") else None
+        if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
+            args = dict(args, input="cdp")
+            device.acting += 1
         handler.send_json({"kind": "command", "id": cid, "sessionId": self.id, "name": name, "args": args})
         try:
             reply = await asyncio.wait_for(fut, timeout)
@@ -1319,6 +1343,8 @@ class _BrowserSession:
                             "reticle_sessions shows the tab's health; reload the page if it is stuck")
         finally:
             self.pending.pop(cid, None)
+            if device is not None:
+                device.acting -= 1
         if not reply.get("ok"):
             error = str(reply.get("error") or "the page refused the command")[:4096]
             raise ToolError(error, str(reply.get("recovery") or ""))
@@ -1410,7 +1436,8 @@ class _Bridge:
         text = ("no browser session is connected. Load the app in a browser with "
                 '<script src="%s/reticle.js"></script> in its dev HTML (the page must be on '
                 "localhost or 127.0.0.1, or allow-listed with RETICLE_ALLOWED_ORIGINS and given the "
-                "token), then call reticle_sessions again." % origin)
+                "token), then call reticle_sessions again; or let Reticle open the app itself: "
+                "reticle_open {url} starts a browser with the SDK injected." % origin)
         if self.ever_connected:
             text = "every tab that connected has gone (%d seen since start). " % self.ever_connected + text
         if self.refusals:
@@ -1567,7 +1594,736 @@ def _summarise(events: List[dict]) -> dict:
 ###############################################################################
 # Devices (CDP) ###############################################################
 ###############################################################################
-# Reserved: browsers the daemon starts and drives (DESIGN section 8).
+# A device is a browser the daemon starts and owns (DESIGN section 8).  The
+# daemon speaks the Chrome DevTools Protocol to it over tornado.websocket,
+# injects the SDK into every document before any page script, and turns the
+# SDK's act requests into real input (Input.*, event.isTrusted true).
+
+_device_log = logging.getLogger("reticle.devices")
+
+DEVICE_BUDGET_DEFAULT = (5, 600.0)         # starts per session key per window (RETICLE_DEVICE_BUDGET)
+MAX_DEVICES_DEFAULT = 4                    # alive at once (RETICLE_MAX_DEVICES)
+DEVICE_IDLE_S = 600.0                      # a device closes when its session key is idle this long
+DEVICE_START_TIMEOUT_S = 20.0              # browser launch until its DevTools endpoint answers
+DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's hello
+DEVICE_VIEWPORT = (1280, 800)
+CDP_MAX_MESSAGE_BYTES = 256 << 20          # full-page screenshots arrive as one base64 frame
+SCREENSHOT_INLINE_MAX_WIDTH = 1280
+
+_BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "microsoft-edge")
+_BROWSER_PATHS = {
+    "darwin": ("/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+               "/Applications/Chromium.app/Contents/MacOS/Chromium",
+               "/Applications/Microsoft Edge.app/Contents/MacOS/Microsoft Edge"),
+    "win32": (r"%PROGRAMFILES%\Google\Chrome\Application\chrome.exe",
+              r"%PROGRAMFILES(X86)%\Google\Chrome\Application\chrome.exe",
+              r"%LOCALAPPDATA%\Google\Chrome\Application\chrome.exe",
+              r"%PROGRAMFILES(X86)%\Microsoft\Edge\Application\msedge.exe",
+              r"%PROGRAMFILES%\Microsoft\Edge\Application\msedge.exe"),
+}
+# The flags of DESIGN section 8; --no-sandbox is added only as root, and
+# --disable-quic because a closed network makes QUIC probes stall.
+_BROWSER_FLAGS = ("--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+                  "--disable-default-apps", "--no-default-browser-check", "--mute-audio",
+                  "--password-store=basic", "--use-mock-keychain", "--remote-debugging-port=0")
+
+
+def _browser_install_hint() -> str:
+    if sys.platform == "darwin":
+        return "install Google Chrome (https://www.google.com/chrome/) or `brew install --cask chromium`"
+    if sys.platform == "win32":
+        return "install Google Chrome or Microsoft Edge"
+    return "install Chromium (for example `sudo apt-get install chromium` or `sudo dnf install chromium`)"
+
+
+def _find_browser() -> str:
+    """RETICLE_BROWSER, then the usual names on PATH, then the standard install paths."""
+    env = os.environ.get("RETICLE_BROWSER", "").strip()
+    if env:
+        found = shutil.which(env) or (env if os.path.isfile(env) and os.access(env, os.X_OK) else None)
+        if found:
+            return found
+        raise ToolError("RETICLE_BROWSER=%r is not an executable browser; point it at Chromium, Chrome or "
+                        "Edge, or unset it and %s." % (env, _browser_install_hint()),
+                        "fix RETICLE_BROWSER, then retry")
+    for name in _BROWSER_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    for raw in _BROWSER_PATHS.get(sys.platform, ()):
+        path = os.path.expandvars(raw)
+        if os.path.isfile(path):
+            return path
+    raise ToolError("No Chromium-family browser was found to start a device: %s, or set RETICLE_BROWSER to "
+                    "the path of one." % _browser_install_hint(), "install a browser, then retry")
+
+
+def _browser_args(profile: str, headed: bool, viewport: Tuple[int, int]) -> Tuple[List[str], Optional[str]]:
+    """The command-line flags and, when --no-sandbox is added, why."""
+    args = list(_BROWSER_FLAGS)
+    args.append("--user-data-dir=" + profile)
+    args.append("--window-size=%d,%d" % viewport)
+    if not headed:
+        args.insert(0, "--headless")
+    why = None
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args.append("--no-sandbox")
+        why = "running as root, where Chromium refuses to start its sandbox"
+    extra = os.environ.get("RETICLE_BROWSER_ARGS", "").strip()
+    if extra:
+        args.extend(shlex.split(extra))
+    args.append("about:blank")
+    return args, why
+
+
+def _png_size(data: bytes) -> Tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        raise ValueError("not a PNG")
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def _jpeg_size(data: bytes) -> Tuple[int, int]:
+    """(width, height) from a JPEG's first start-of-frame marker."""
+    i = 2
+    while i + 9 < len(data):
+        if data[i] != 0xFF:
+            i += 1
+            continue
+        marker = data[i + 1]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    raise ValueError("not a JPEG with a frame header")
+
+
+class _CdpError(ToolError):
+    """A CDP call answered an error, or the connection went away: a tool that meets it fails
+    with isError, not as a crash."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
+
+
+class _CdpClient:
+    """One DevTools WebSocket to a browser, with flat sessions.
+
+    call() matches answers by id; events go to the listeners.  The reader is
+    one task; nothing awaits a message on the socket except that task."""
+
+    def __init__(self) -> None:
+        self._ws: Any = None
+        self._next = 0
+        self._pending: Dict[int, asyncio.Future] = {}
+        self.reader: Optional[asyncio.Task] = None
+        self.listeners: List[Callable[[str, dict, Optional[str]], None]] = []
+        self.closed = False
+
+    async def connect(self, url: str, timeout: float = 10.0) -> None:
+        self._ws = await tornado.websocket.websocket_connect(
+            tornado.httpclient.HTTPRequest(url, connect_timeout=timeout, request_timeout=timeout),
+            max_message_size=CDP_MAX_MESSAGE_BYTES, ping_interval=None)
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            raw = await self._ws.read_message()
+            if raw is None:
+                break
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if "id" in msg:
+                fut = self._pending.pop(msg["id"], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+            elif isinstance(msg.get("method"), str):
+                for listener in list(self.listeners):
+                    try:
+                        listener(msg["method"], msg.get("params") or {}, msg.get("sessionId"))
+                    except Exception as exc:  # a listener bug must not stop the reader
+                        _emit(_device_log, logging.ERROR, "cdp_listener_failed", error=repr(exc))
+        self.closed = True
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(_CdpError("the browser's DevTools connection closed"))
+        self._pending.clear()
+
+    async def call(self, method: str, params: Optional[dict] = None, session: Optional[str] = None,
+                   timeout: float = 15.0) -> dict:
+        if self.closed or self._ws is None:
+            raise _CdpError("the browser's DevTools connection is closed")
+        self._next += 1
+        mid = self._next
+        msg: Dict[str, Any] = {"id": mid, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[mid] = fut
+        try:
+            await self._ws.write_message(_dumps(msg))
+            reply = await asyncio.wait_for(fut, timeout)
+        except tornado.websocket.WebSocketClosedError:
+            raise _CdpError("the browser's DevTools connection closed")
+        except asyncio.TimeoutError:
+            raise _CdpError("%s got no answer within %g s" % (method, timeout))
+        finally:
+            self._pending.pop(mid, None)
+        if "error" in reply:
+            err = reply["error"]
+            raise _CdpError("%s: %s" % (method, err.get("message") if isinstance(err, dict) else err))
+        return reply.get("result") or {}
+
+    def close(self) -> None:
+        self.closed = True
+        if self._ws is not None:
+            self._ws.close()
+        if self.reader is not None:
+            self.reader.cancel()
+
+
+# CDP key definitions: key -> (windowsVirtualKeyCode, code, text typed)
+_CDP_KEYS = {"Enter": (13, "Enter", "\r"), "Tab": (9, "Tab", ""), "Escape": (27, "Escape", ""),
+             "Backspace": (8, "Backspace", ""), "Delete": (46, "Delete", ""), " ": (32, "Space", " "),
+             "ArrowLeft": (37, "ArrowLeft", ""), "ArrowUp": (38, "ArrowUp", ""),
+             "ArrowRight": (39, "ArrowRight", ""), "ArrowDown": (40, "ArrowDown", ""),
+             "Home": (36, "Home", ""), "End": (35, "End", ""), "PageUp": (33, "PageUp", ""),
+             "PageDown": (34, "PageDown", "")}
+_CDP_MODIFIERS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
+_CDP_INPUT_ACTIONS = ("click", "dblclick", "hover", "type", "press", "drag")
+
+
+def _cdp_key(key: str) -> Tuple[int, str, str]:
+    if key in _CDP_KEYS:
+        return _CDP_KEYS[key]
+    if len(key) == 1:
+        up = key.upper()
+        if up.isalpha() and up.isascii():
+            return ord(up), "Key" + up, key
+        if key.isdigit():
+            return ord(key), "Digit" + key, key
+        return 0, "", key
+    return 0, key, ""
+
+
+class _Device:
+    """One browser the daemon started: its process, temporary profile, CDP
+    connection, the page it drives and the capability its SDK carries.
+
+    The capability is 32 random bytes minted per device.  Only this device's
+    injected SDK knows it; the bridge accepts it from this device's session
+    id alone, and it dies with the device.  It is never the pairing token."""
+
+    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        self.manager = manager
+        self.id = "d" + secrets.token_hex(4)
+        self.session_id = "device-" + self.id
+        self.capability = secrets.token_urlsafe(32)
+        self.owner = owner
+        self.headed = headed
+        self.viewport = viewport
+        self.profile = ""
+        self.proc: Any = None
+        self.cdp = _CdpClient()
+        self.page: Optional[str] = None          # the flat CDP session of the page target
+        self.target: Optional[str] = None
+        self.started_at = time.time()
+        self.url = ""
+        self.closed = False
+        self.ready = False                       # started and its page connected
+        self.acting = 0                          # act commands in flight: input is honoured only then
+        self.stderr_tail: collections.deque = collections.deque(maxlen=20)
+        self._drain: Optional[asyncio.Task] = None
+        self.browser = ""
+        self.phases: Dict[str, int] = {}
+
+    def describe(self) -> dict:
+        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
+                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
+                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
+                "startedAt": _wall_iso(self.started_at)}
+
+    def injected_source(self) -> str:
+        """The SDK with this device's config, run in top-level http(s) documents only."""
+        hub = self.manager.hub
+        bridge = "%s://127.0.0.1:%d/reticle?device=%s" % ("wss" if hub.scheme == "https" else "ws", hub.port,
+                                                           self.capability)
+        config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
+                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": bridge,
+                  "sessionId": self.session_id}
+        sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
+               .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
+        return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
+                + sdk + "\n})();")
+
+    async def start(self, exe: str, url: str) -> None:
+        """Launch, attach to the start-up tab, inject, then load `url`.
+
+        The set-up calls go out together and are all answered before the
+        navigation starts: Page.navigate is handled in the browser process and
+        may overtake them, and a renderer swap would then lose them."""
+        self.browser = exe
+        self.profile = tempfile.mkdtemp(prefix="reticle-device-")
+        args, why = _browser_args(self.profile, self.headed, self.viewport)
+        if why:
+            _emit(_device_log, logging.INFO, "device_no_sandbox", deviceId=self.id, why=why)
+        kwargs: Dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True   # its own process group: close() ends the helpers too
+        self.proc = await asyncio.create_subprocess_exec(
+            exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
+        self.manager.write_record(self)
+        t0 = time.monotonic()
+        ws_url = await self._devtools_url()
+        self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
+        self._drain = asyncio.ensure_future(self._drain_stderr())
+        await self.cdp.connect(ws_url)
+        # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
+        self.cdp.reader.add_done_callback(
+            lambda _: None if self.closed else self.manager.hub.spawn(self.manager.close(self, "the browser went away")))
+        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
+        else:
+            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
+        self.cdp.listeners.append(self._on_event)
+        width, height = self.viewport
+        await asyncio.gather(
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
+            self.cdp.call("Emulation.setDeviceMetricsOverride",
+                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
+            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
+            self.cdp.call("Page.enable", {}, self.page))
+        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+        await self.navigate(url)
+        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def _devtools_url(self) -> str:
+        """Read stderr until Chromium prints its DevTools endpoint."""
+        deadline = time.monotonic() + DEVICE_START_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
+                                % (self.browser, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
+                                "check that the browser starts by hand with --headless")
+            try:
+                line = await asyncio.wait_for(self.proc.stderr.readline(), left)
+            except asyncio.TimeoutError:
+                continue
+            if not line:
+                raise ToolError("the browser %s exited while starting; its last output: %s" % (
+                    self.browser, " | ".join(self.stderr_tail) or "(none)"),
+                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
+            text = line.decode("utf-8", "replace").strip()
+            m = re.search(r"DevTools listening on (ws://\S+)", text)
+            if m:
+                return m.group(1)
+            self.stderr_tail.append(text[:300])
+
+    async def _drain_stderr(self) -> None:
+        while True:
+            line = await self.proc.stderr.readline()
+            if not line:
+                return
+            self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
+
+    def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
+        if session == self.page and method == "Page.frameNavigated":
+            frame = params.get("frame") or {}
+            if not frame.get("parentId"):
+                self.url = str(frame.get("url", ""))[:4096]
+        elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
+            self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
+
+    async def navigate(self, url: str) -> None:
+        result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
+        if result.get("errorText"):
+            raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
+                            "check that the app is running and the URL is right")
+        self.url = url
+
+    async def input(self, req: dict) -> None:
+        """Dispatch one action as real input (Input.*), as the SDK asked."""
+        action = req.get("action")
+        x, y = float(req.get("x", 0)), float(req.get("y", 0))
+        call = self.cdp.call
+        page = self.page
+
+        def mouse(kind: str, px: float, py: float, **extra: Any) -> Awaitable[dict]:
+            params = {"type": kind, "x": px, "y": py, "modifiers": 0}
+            params.update(extra)
+            return call("Input.dispatchMouseEvent", params, page)
+
+        hold = min(30.0, max(0.0, float(req.get("holdMs") or 0) / 1000.0))
+        if action in ("click", "dblclick", "hover"):
+            await mouse("mouseMoved", x, y)
+            if action == "hover":
+                await asyncio.sleep(hold)
+                return
+            for count in ((1, 2) if action == "dblclick" else (1,)):
+                await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=count)
+                if action == "click":
+                    await asyncio.sleep(hold)
+                await mouse("mouseReleased", x, y, button="left", buttons=0, clickCount=count)
+        elif action == "drag":
+            tx, ty = float(req.get("toX", x)), float(req.get("toY", y))
+            await mouse("mouseMoved", x, y)
+            await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=1)
+            for step in range(1, 6):
+                await mouse("mouseMoved", x + (tx - x) * step / 5, y + (ty - y) * step / 5, button="left", buttons=1)
+            await mouse("mouseReleased", tx, ty, button="left", buttons=0, clickCount=1)
+        elif action == "type":
+            text = str(req.get("text", ""))
+            if len(text) > 200:
+                await call("Input.insertText", {"text": text}, page)
+                return
+            for ch in text:
+                await self._key("Enter" if ch == "\n" else ch, 0)
+        elif action == "press":
+            mods = 0
+            for m in req.get("modifiers") or ():
+                mods |= _CDP_MODIFIERS.get(str(m), 0)
+            await self._key(str(req.get("key") or "Enter"), mods)
+        else:
+            raise ToolError("the device cannot dispatch %r as real input" % action)
+
+    async def _key(self, key: str, mods: int) -> None:
+        vk, code, text = _cdp_key(key)
+        if mods & (2 | 4):
+            text = ""  # a shortcut types nothing
+        down = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": code,
+                "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk, "modifiers": mods}
+        if text:
+            down["text"] = text
+            down["unmodifiedText"] = text
+        await self.cdp.call("Input.dispatchKeyEvent", down, self.page)
+        await self.cdp.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code,
+                                                       "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk,
+                                                       "modifiers": mods}, self.page)
+
+    async def capture(self, fmt: str, clip: Optional[dict] = None, full_page: bool = False,
+                      quality: Optional[int] = None) -> bytes:
+        params: Dict[str, Any] = {"format": fmt, "captureBeyondViewport": bool(full_page or clip)}
+        if clip is not None:
+            params["clip"] = clip
+        if quality is not None:
+            params["quality"] = quality
+        result = await self.cdp.call("Page.captureScreenshot", params, self.page, timeout=30.0)
+        return base64.b64decode(result.get("data", ""))
+
+    async def layout(self) -> dict:
+        return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
+
+    def kill(self) -> None:
+        """End the browser's whole process group at once (no waiting)."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+
+class _DeviceManager:
+    """The devices of one daemon: start budget per session key, a cap on
+    how many live at once, idle close, reaping of a killed daemon's orphans.
+
+    Each device leaves a record (pid, profile, daemon pid) in the state
+    directory's devices/ while it lives, so that the next daemon can end the
+    browsers and remove the profiles of one that was killed with SIGKILL."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.devices: Dict[str, _Device] = {}
+        self.starts: Dict[str, collections.deque] = {}
+        self.last_used: Dict[str, float] = {}
+        self.budget = self._parse_budget(os.environ.get("RETICLE_DEVICE_BUDGET"))
+        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
+        self.idle_s = DEVICE_IDLE_S
+        self._idle_timer: Any = None
+
+    @staticmethod
+    def _parse_budget(raw: Optional[str]) -> Tuple[int, float]:
+        if not raw or not raw.strip():
+            return DEVICE_BUDGET_DEFAULT
+        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*", raw)
+        if not m or int(m.group(1)) < 1:
+            raise ConfigError("RETICLE_DEVICE_BUDGET=%r is not understood; use STARTS/SECONDS, for example 5/600."
+                              % raw)
+        return int(m.group(1)), float(m.group(2))
+
+    # -- lookups --------------------------------------------------------------
+    def for_capability(self, capability: Optional[str]) -> Optional[_Device]:
+        if not capability:
+            return None
+        for device in self.devices.values():
+            if hmac.compare_digest(device.capability.encode(), capability.encode("utf-8", "replace")):
+                return device
+        return None
+
+    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.session_id == session_id:
+                return device
+        return None
+
+    def owned_by(self, key: str) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.owner == key:
+                return device
+        return None
+
+    def describe(self) -> List[dict]:
+        return [d.describe() for d in self.devices.values()]
+
+    def touch(self, key: str) -> None:
+        self.last_used[key] = time.monotonic()
+
+    # -- records ----------------------------------------------------------------
+    def _records_dir(self) -> str:
+        path = os.path.join(self.hub.state.ensure(), "devices")
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
+
+    def write_record(self, device: _Device) -> None:
+        record = {"pid": device.proc.pid, "profile": device.profile, "daemonPid": os.getpid(),
+                  "port": self.hub.port, "startedAt": _wall_iso(device.started_at)}
+        path = os.path.join(self._records_dir(), device.id + ".json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(_dumps(record))
+
+    def _drop_record(self, device: _Device) -> None:
+        try:
+            os.unlink(os.path.join(self._records_dir(), device.id + ".json"))
+        except OSError:
+            pass
+
+    def reap_orphans(self) -> int:
+        """End the browsers and remove the profiles of devices whose daemon is gone.
+
+        Blocking (it waits up to 2 s for a killed group): run it off the loop."""
+        folder = os.path.join(self.hub.state.path, "devices")  # made by the first device, not here
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return 0
+        reaped = 0
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                with open(path) as fh:
+                    record = json.load(fh)
+                pid, profile, owner = int(record["pid"]), str(record["profile"]), int(record["daemonPid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if owner != os.getpid() and _pid_alive(owner):
+                continue  # another live daemon's device
+            if _pid_alive(pid) and _is_device_process(pid, profile):
+                try:
+                    if os.name == "posix":
+                        os.killpg(pid, signal.SIGKILL)
+                    else:
+                        os.kill(pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError, OSError):
+                    pass
+                deadline = time.monotonic() + 2.0
+                while _pid_alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            if os.path.basename(profile).startswith("reticle-device-"):
+                shutil.rmtree(profile, ignore_errors=True)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            reaped += 1
+            _emit(_device_log, logging.INFO, "device_orphan_reaped", pid=pid, profile=profile, daemonPid=owner)
+        return reaped
+
+    # -- open and close -----------------------------------------------------------
+    def _check_budget(self, key: str) -> None:
+        count, window = self.budget
+        now = time.time()
+        starts = self.starts.setdefault(key, collections.deque())
+        while starts and starts[0] <= now - window:
+            starts.popleft()
+        if len(starts) >= count:
+            next_at = starts[0] + window
+            raise ToolError("device-start budget spent: %d starts per %g s for this session key "
+                            "(RETICLE_DEVICE_BUDGET); the next start is allowed at %s, in %d s."
+                            % (count, window, _wall_iso(next_at), max(1, int(next_at - now + 0.999))),
+                            "reuse the open device (reticle_open reuses the caller's own) or wait",
+                            nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
+
+    async def open(self, key: str, url: str, headed: bool = False,
+                   viewport: Optional[Tuple[int, int]] = None) -> Tuple[_Device, bool]:
+        """The caller's device on `url` (reused when it has one) -> (device, started)."""
+        viewport = viewport or DEVICE_VIEWPORT
+        own = self.owned_by(key)
+        if own is not None and not own.ready:
+            raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it")
+        if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
+            session = self.hub.bridge.get(own.session_id)
+            generation = session.generation if session is not None else -1
+            try:
+                await own.navigate(url)
+            except _CdpError as exc:
+                raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again")
+            await self.wait_connected(own, generation)
+            self.touch(key)
+            return own, False
+        if own is not None:
+            await self.close(own, "replaced by a device with other settings")
+        if len(self.devices) >= self.max_devices:  # a device counts from the moment it starts
+            raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open."
+                            % (self.max_devices, len(self.devices)),
+                            "close one with reticle_close, or raise RETICLE_MAX_DEVICES")
+        self._check_budget(key)
+        exe = _find_browser()
+        self.starts[key].append(time.time())
+        device = _Device(self, key, headed, viewport)
+        self.devices[device.id] = device
+        self.touch(key)
+        try:
+            t0 = time.monotonic()
+            await device.start(exe, url)
+            await self.wait_connected(device, -1)
+            device.phases["connectedMs"] = round((time.monotonic() - t0) * 1000)
+        except BaseException as exc:
+            await self.close(device, "start failed: %s" % exc)
+            if isinstance(exc, _CdpError):
+                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log")
+            raise
+        device.ready = True
+        self._ensure_idle_timer()
+        self.touch(key)
+        _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
+              sessionId=device.session_id, headed=headed, browser=exe, **device.phases)
+        return device, True
+
+    async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
+        deadline = time.monotonic() + DEVICE_CONNECT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            session = self.hub.bridge.get(device.session_id)
+            if session is not None and session.handler is not None and session.generation > generation:
+                return session
+            if device.closed or device.cdp.closed:
+                break
+            await asyncio.sleep(0.005)
+        raise ToolError("the device loaded %s but its page did not connect to the bridge within %d s (a page "
+                        "that is not http(s), or one whose Content-Security-Policy blocks the socket?)"
+                        % (device.url, DEVICE_CONNECT_TIMEOUT_S), "check the URL; reticle_sessions shows the tabs")
+
+    async def close(self, device: _Device, why: str) -> None:
+        if device.closed:
+            return
+        device.closed = True
+        self.devices.pop(device.id, None)
+        try:
+            if not device.cdp.closed:
+                await asyncio.wait_for(device.cdp.call("Browser.close", timeout=2.0), 2.5)
+        except (_CdpError, asyncio.TimeoutError):
+            pass
+        device.cdp.close()
+        if device.proc is not None:
+            try:
+                await asyncio.wait_for(device.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            device.kill()  # the rest of the process group, and the browser if Browser.close did not work
+            try:
+                await asyncio.wait_for(device.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        if device._drain is not None:
+            try:  # stderr's end lets asyncio close the process transport (helpers hold the pipe too)
+                await asyncio.wait_for(device._drain, 2.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+        if device.profile:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, _remove_profile, device.profile)
+        self._drop_record(device)
+        session = self.hub.bridge.get(device.session_id)
+        if session is not None and session.handler is not None:
+            session.handler.close(1001, "the device closed")
+        _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
+
+    async def close_all(self, why: str) -> None:
+        await asyncio.gather(*(self.close(d, why) for d in list(self.devices.values())))
+        if self._idle_timer is not None:
+            self._idle_timer.stop()
+            self._idle_timer = None
+
+    def _ensure_idle_timer(self) -> None:
+        if self._idle_timer is None:
+            self._idle_timer = tornado.ioloop.PeriodicCallback(self._close_idle, 15000)
+            self._idle_timer.start()
+
+    def _close_idle(self) -> None:
+        now = time.monotonic()
+        owners = {d.owner for d in self.devices.values()}
+        for key in [k for k, t in self.last_used.items() if now - t > self.idle_s and k not in owners]:
+            del self.last_used[key]
+        horizon = time.time() - self.budget[1]
+        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
+            del self.starts[key]
+        for device in list(self.devices.values()):
+            if device.owner.startswith("cli:"):
+                continue  # `reticle drive` and `reticle demo` keep theirs until they end
+            if now - self.last_used.get(device.owner, now) > self.idle_s:
+                self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
+
+    # -- trusted input ------------------------------------------------------------
+    def on_input(self, session: _BrowserSession, msg: dict) -> None:
+        """The SDK of a device asks for real input during an act; answer on its socket."""
+        device = self.for_session(session.id)
+        rid = msg.get("id")
+
+        async def run() -> None:
+            reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
+            try:
+                if device is None or device.closed or not device.acting:
+                    raise ToolError("real input is only dispatched in a device while an act runs")
+                await device.input(msg)
+            except (ToolError, _CdpError) as exc:
+                reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
+            handler = session.handler
+            if handler is not None:
+                handler.send_json(reply)
+
+        self.hub.spawn(run())
+
+
+def _is_device_process(pid: int, profile: str) -> bool:
+    """Is `pid` still the browser that used `profile` (not a recycled pid)?"""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return profile.encode() in fh.read()
+    except FileNotFoundError:
+        return os.path.isdir("/proc/self") is False  # no /proc (macOS): trust the record
+    except OSError:
+        return False
+
+
+def _remove_profile(path: str) -> None:
+    """Remove a temporary profile; the browser's helpers may write for a moment after it exits."""
+    for _ in range(10):
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            return
+        time.sleep(0.1)
 
 
 ###############################################################################
@@ -3052,6 +3808,8 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
             "action": "open_app",
             "reason": "no tab has loaded %s/reticle.js yet" % hub.public_origin(),
             "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
+            "or": {"tool": "reticle_open", "args": {"url": "<the app's URL>"},
+                   "reason": "a browser of Reticle's own, with the SDK injected into the app"},
         }
     return out
 
@@ -3136,7 +3894,8 @@ async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_C
     dispatched = result.get("dispatched", True) if isinstance(result, dict) else True
     out = {"since": since, "dispatched": dispatched if dispatched is None else bool(dispatched),
            "settled": result.get("settled") if isinstance(result, dict) else None,
-           "inputMode": "synthetic", "result": result}
+           "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
+           "result": result}
     return session.splice_health(out)
 
 
@@ -3150,7 +3909,7 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
     per_step = args.get("timeout_ms", 8000) / 1000.0
     since = session.mark_act(None)
     result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
-    out = {"since": since}
+    out = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
     if isinstance(result, dict):
         out.update(result)
     return session.splice_health(out)
@@ -3649,7 +4408,107 @@ def _build_registry() -> _ToolRegistry:
         "What the app declared through reticle.describe (testids, signals, stores, flows) plus the "
         "test ids present on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
+
+    def device_add(name, description, props, handler, example=None, required=()):
+        # Device tools resolve the tab themselves: without a sessionId, the caller's own device.
+        reg.add(_Tool(name, description, _obj(dict(props), required), handler, example, session=False))
+
+    device_add("reticle_open",
+        "Start a browser (a device) on `url`, or reuse the caller's own, with the SDK injected into every "
+        "page; answers once the page is connected, with its sessionId. Acts there are real input.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
+                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
+                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}}},
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",))
+    device_add("reticle_close", "Close a device (by sessionId, else the caller's own) and remove its profile.",
+        {"sessionId": sid}, _tool_close, {})
+    device_add("reticle_screenshot",
+        "PNG of a device's viewport, `fullPage` or one element (`ref`), saved under the state directory; "
+        "`inline` adds a JPEG image block at most 1280 px wide. Devices only.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
+         "inline": {"type": "boolean"}, "sessionId": sid},
+        _tool_screenshot, {"inline": True})
     return reg
+
+
+async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                     ctx: "_CallContext") -> dict:
+    url = args["url"]
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
+                        'pass a full URL such as "http://localhost:5173/"')
+    vp = args.get("viewport")
+    started = time.monotonic()
+    device, fresh = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
+                                           (vp["width"], vp["height"]) if vp else None)
+    return {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
+            "started": fresh, "ms": round((time.monotonic() - started) * 1000),
+            "headed": device.headed, "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
+            "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
+
+
+async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                      ctx: "_CallContext") -> dict:
+    sid = args.get("sessionId")
+    device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
+    if device is None:
+        live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
+        raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
+                                                            live), "pass the sessionId that reticle_open answered")
+    await hub.devices.close(device, "reticle_close")
+    return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
+
+
+def _write_private(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                           ctx: "_CallContext") -> dict:
+    sid = args.get("sessionId")
+    own = hub.devices.owned_by(ctx.session_key)
+    session = await hub.bridge.resolve_soon(sid or (own.session_id if own is not None else None))
+    device = session.device
+    if device is None or device.closed:
+        raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
+                        "screenshot: the in-page SDK reads the program, not pixels." % session.id,
+                        "open the app in a device with reticle_open {url}, then take the screenshot there")
+    metrics = await device.layout()
+    view = metrics.get("cssVisualViewport") or {}
+    page_x, page_y = float(view.get("pageX", 0)), float(view.get("pageY", 0))
+    area = {"x": page_x, "y": page_y, "width": float(view.get("clientWidth", device.viewport[0])),
+            "height": float(view.get("clientHeight", device.viewport[1]))}
+    clip = None
+    if args.get("ref"):
+        box = (await session.command("inspect", {"ref": args["ref"]}) or {}).get("box") or {}
+        if not box.get("width") or not box.get("height"):
+            raise ToolError("the element %s has no box to capture (hidden or empty)." % args["ref"],
+                            "reticle_inspect shows its box; take a viewport screenshot instead")
+        clip = area = {"x": page_x + box["x"], "y": page_y + box["y"], "width": box["width"],
+                       "height": box["height"]}
+    elif args.get("fullPage"):
+        size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
+        clip = area = {"x": 0, "y": 0, "width": size.get("width", area["width"]),
+                       "height": size.get("height", area["height"])}
+    png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
+    width, height = _png_size(png)
+    name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
+    path = os.path.join(hub.state.ensure(), "screenshots", name)
+    await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
+    out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
+           "url": device.url}
+    if not args.get("inline"):
+        return out
+    scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
+    jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
+    jw, jh = _jpeg_size(jpeg)
+    out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
+    return _WithContent(out, [{"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
+                               "mimeType": "image/jpeg"}])
 
 
 ###############################################################################
@@ -4266,6 +5125,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         self.session: Optional[_BrowserSession] = None
         self.replaced = False
         self.needs_token = True
+        self.device: Optional[_Device] = None
         self._hello_timer: Any = None
         self._counted = False
         self._closing = False
@@ -4291,12 +5151,29 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
     def prepare(self) -> None:
         guard = self.hub.guard
         origin = self.request.headers.get("Origin")
-        if origin is not None and not guard.ws_origin_allowed(origin):
+        capability = self.get_query_argument("device", None)
+        if capability is not None:
+            # A device's injected SDK: its capability stands in for the loopback/origin check
+            # (the page may be a staging host), and binds the socket to that device's session.
+            device = self.hub.devices.for_capability(capability)
+            if device is None or not _is_loopback_host(self.request.remote_ip):
+                try:  # a wrong capability counts as a wrong guess of a secret
+                    guard.token_attempt(self.request.remote_ip or "", capability)
+                except _HttpRefusal as refusal:
+                    self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
+                    return
+                self._refuse(403, "the device capability is not one this daemon issued, or its device has closed"
+                             if device is None else "a device capability is accepted from this machine only, "
+                             "not from %s" % self.request.remote_ip)
+                return
+            self.device = device
+        elif origin is not None and not guard.ws_origin_allowed(origin):
             self._refuse(403, "the origin %r is not allowed at the bridge; pages must be on localhost or "
                               "listed in RETICLE_ALLOWED_ORIGINS" % origin)
             return
         try:
-            token_ok = guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request))
+            token_ok = self.device is not None or guard.token_attempt(self.request.remote_ip or "",
+                                                                      guard.presented_token(self.request))
         except _HttpRefusal as refusal:
             self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
             return
@@ -4325,6 +5202,8 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
                          % self.request.method, "method not allowed", {"Allow": "GET"})
 
     def check_origin(self, origin: str) -> bool:
+        if self.device is not None:
+            return True  # prepare() checked this device's capability; its pages may be on any origin
         return self.hub.guard.ws_origin_allowed(origin)
 
     def get_compression_options(self) -> Optional[dict]:
@@ -4394,6 +5273,8 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         elif kind == "command_result":
             session.last_seen = self.hub.clock()
             session.resolve_command(msg)
+        elif kind == "input" and session.device is not None:
+            self.hub.devices.on_input(session, msg)
         elif kind == "hello":
             if msg.get("sessionId") != session.id:
                 self.close(1008, "hello already received")
@@ -4418,6 +5299,13 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         if not isinstance(msg.get("url", ""), str):
             self.close(1008, "invalid message: hello.url must be a string")
             return
+        owner = self.hub.devices.for_session(sid)
+        if owner is not self.device:
+            self.hub.bridge.note_refusal("session %s claimed with %s" % (sid, "another device's capability" if
+                                         self.device is not None else "no device capability"))
+            self.close(1008, "this device capability belongs to another session" if self.device is not None
+                       else "session %s belongs to a device; only its own pages may use it" % sid)
+            return
         try:
             token_ok = self.hub.guard.token_attempt(
                 self.request.remote_ip or "", msg.get("token") if isinstance(msg.get("token"), str) else None)
@@ -4436,6 +5324,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         if refusal is not None:
             self.close(*refusal)
             return
+        session.device = self.device
         self.session = session
 
     def on_close(self) -> None:
@@ -4646,6 +5535,7 @@ class Hub:
         self.registry = _build_registry()
         self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
         self.bridge = _Bridge(self)
+        self.devices = _DeviceManager(self)
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
@@ -4700,6 +5590,7 @@ class Hub:
     # -- MCP ----------------------------------------------------------------------
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         tool = self.registry.get(name)
+        self.devices.touch(ctx.session_key)
         try:
             session = await self.bridge.resolve_soon(args.get("sessionId")) if tool.needs_session else None
             return _tool_result(await tool.handler(self, session, args, ctx))
@@ -4720,7 +5611,7 @@ class Hub:
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
                "sessions": [s.describe() for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
-               "devices": []}
+               "devices": self.devices.describe()}
         if not out["sessions"]:
             out["why"] = self.bridge.why()
         return out
@@ -4744,6 +5635,7 @@ class Hub:
         self.mcp_ready = False
         for stream in list(self.sse_streams.values()) + list(self.get_streams):
             stream.sse_stop(reason)
+        await self.devices.close_all("the daemon is stopping")
         self.bridge.close_all()
         for _ in range(20):
             if not self.sse_streams and not self.get_streams:
@@ -4905,6 +5797,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             sockets += tornado.netutil.bind_sockets(hub.port, "::1")
         except (OSError, ValueError):
             pass  # no IPv6 loopback here; 127.0.0.1 still serves
+    await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
     app = make_app(hub)
     server = tornado.httpserver.HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
                                            max_body_size=MAX_BODY_BYTES + (1 << 20),
@@ -5202,6 +6095,12 @@ def _build_parser() -> argparse.ArgumentParser:
     port_arg(p)
     p = sub.add_parser("token", help="print the pairing token")
     p.add_argument("--rotate", action="store_true", help="replace the token with a new one")
+    p = sub.add_parser("demo", help="verify the built-in demo app in a browser Reticle starts")
+    p.add_argument("--headed", action="store_true", help="show the browser window")
+    p = sub.add_parser("drive", help="open a device on URL and keep it until Ctrl-C")
+    p.add_argument("url", metavar="URL", help="the page to open")
+    p.add_argument("--headed", action="store_true", help="show the browser window")
+    port_arg(p)
     return parser
 
 
@@ -5220,7 +6119,8 @@ def _print_status(data: dict) -> None:
     sessions = data.get("sessions") or []
     lines.append("browser sessions: %d" % len(sessions))
     for s in sessions:
-        lines.append("  %s  %s%s" % (s.get("sessionId"), s.get("url"), "  (throttled)" if s.get("throttled") else ""))
+        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), "  (throttled)" if s.get("throttled") else "",
+                                       "  (a device Reticle started)" if s.get("device") else ""))
     if data.get("why"):
         lines.append("why none: %s" % data["why"])
     sys.stdout.write("\n".join(lines) + "\n")
@@ -5272,6 +6172,173 @@ async def _cli_stop(port: int, state: _StateDir) -> int:
     return 1
 
 
+class _DemoPageHandler(tornado.web.RequestHandler):
+    """GET / of the demo app: the embedded page (no script tag)."""
+
+    def get(self) -> None:
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.write(_DEMO_HTML)
+
+
+class _DemoApiHandler(tornado.web.RequestHandler):
+    """POST /api/<what> of the demo app; the profile write fails on purpose."""
+
+    def initialize(self, counter: List[int]) -> None:
+        self.counter = counter
+
+    def post(self, what: str) -> None:
+        self.counter[0] += 1
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            body = {}
+        if what == "profile":
+            self.set_status(500)
+            self.write({"error": "the profile store is read-only"})
+        elif what == "notes":
+            self.set_status(201)
+            self.write({"id": self.counter[0], "text": str(body.get("text", ""))[:200]})
+        elif what == "cart":
+            self.counter[1] += 1
+            self.set_status(201)
+            self.write({"items": self.counter[1]})
+        else:
+            self.set_status(404)
+            self.write({"error": "no such endpoint"})
+
+
+# step, the predicate in words, the tool call, what the demo expects (the bugs are planted: "no"
+# is the right answer for three of them)
+_DEMO_STEPS = (
+    ("add a note", "POST /api/notes 201, and 'Buy milk' shown", "reticle_act_and_wait",
+     {"target": {"role": "button", "name": "Add note"}, "action": "click",
+      "until": {"kind": "allOf", "predicates": [
+          {"kind": "net", "method": "POST", "urlContains": "/api/notes", "status": 201},
+          {"kind": "text", "contains": "Buy milk"}]}}, "yes"),
+    ("save the profile", "text 'Profile saved' shown", "reticle_act_and_wait",
+     {"target": {"role": "button", "name": "Save profile"}, "action": "click",
+      "until": {"kind": "text", "contains": "Profile saved"}}, "no"),
+    ("add one item to the cart", "exactly one POST /api/cart", "reticle_act_and_wait",
+     {"target": {"role": "button", "name": "Add to cart"}, "action": "click",
+      "until": {"kind": "net", "method": "POST", "urlContains": "/api/cart", "count": 1}}, "no"),
+    ("load the stats", "no console error", "reticle_act_and_wait",
+     {"target": {"role": "button", "name": "Load stats"}, "action": "click",
+      "until": {"kind": "console", "level": "error", "absent": True}, "timeout_ms": 1500}, "no"),
+)
+
+
+async def _demo_call(hub: Hub, ctx: _CallContext, name: str, args: dict) -> Tuple[dict, bool]:
+    """One tools/call through the same dispatcher an MCP client reaches."""
+    reply = await hub.dispatcher.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                         "params": {"name": name, "arguments": args}}, ctx)
+    if reply is None or "error" in reply:
+        raise ToolError("%s: %s" % (name, (reply or {}).get("error")))
+    result = reply["result"]
+    return result.get("structuredContent") or {}, bool(result.get("isError"))
+
+
+def _table(rows: List[List[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+async def _cli_demo(headed: bool) -> int:
+    """`reticle demo`: the demo app in a device, verified through the tools, as a table."""
+    out = sys.stdout
+    hub = Hub(host=DEFAULT_HOST, port=0)
+    sockets = tornado.netutil.bind_sockets(0, DEFAULT_HOST)
+    hub.port = sockets[0].getsockname()[1]
+    server = tornado.httpserver.HTTPServer(make_app(hub))
+    server.add_sockets(sockets)
+    app_sockets = tornado.netutil.bind_sockets(0, DEFAULT_HOST)
+    demo = tornado.web.Application([(r"/", _DemoPageHandler), (r"/api/(\w+)", _DemoApiHandler, {"counter": [0, 0]})],
+                                   log_function=lambda handler: None)
+    app_server = tornado.httpserver.HTTPServer(demo)
+    app_server.add_sockets(app_sockets)
+    url = "http://127.0.0.1:%d/" % app_sockets[0].getsockname()[1]
+    ctx = _CallContext("cli", "cli:demo")
+    code = 1
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
+        out.write("reticle demo: the demo app (planted bugs) is at %s\n" % url)
+        exe = _find_browser()
+        out.write("reticle demo: starting %s %s ...\n" % (exe, "headed" if headed else "headless"))
+        out.flush()
+        started = time.monotonic()
+        opened, failed = await _demo_call(hub, ctx, "reticle_open", {"url": url, "headed": headed})
+        if failed:
+            raise ToolError(opened.get("error", "the device did not open"))
+        out.write("reticle demo: browser up and the page connected in %.2f s (session %s, no script tag: "
+                  "the SDK was injected)\n" % (time.monotonic() - started, opened["sessionId"]))
+        out.write("reticle demo: running %d verified steps through the same tools an agent calls ...\n\n"
+                  % len(_DEMO_STEPS))
+        out.flush()
+        await _demo_call(hub, ctx, "reticle_act", {"target": {"placeholder": "Write a note"}, "action": "fill",
+                                                   "args": {"value": "Buy milk"}})
+        rows = [["step", "predicate", "verdict", "time", "evidence"]]
+        seen = set()
+        surprises = []
+        for step, described, tool, args, expected in _DEMO_STEPS:
+            t0 = time.monotonic()
+            res, failed = await _demo_call(hub, ctx, tool, args)
+            ms = (time.monotonic() - t0) * 1000
+            verdict = "error" if failed else str(res.get("verified"))
+            seen.add(verdict)
+            if verdict != expected:
+                surprises.append("%s: expected %s, got %s" % (step, expected, verdict))
+            because = res.get("error") if failed else res.get("because", "")
+            rows.append([step, described, verdict, "%d ms" % ms, _short(because, 90)])
+        shot, failed = await _demo_call(hub, ctx, "reticle_screenshot", {})
+        out.write(_table(rows) + "\n\n")
+        if failed:
+            out.write("screenshot: failed (%s)\n" % shot.get("error"))
+        else:
+            out.write("screenshot: %s (%dx%d)\n" % (shot["path"], shot["width"], shot["height"]))
+        out.write("The three 'no' verdicts are the planted bugs: a write that failed under a 'saved' message, a "
+                  "double submit and a console error. Only 'yes' is a pass.\n")
+        if surprises:
+            out.write("reticle demo: unexpected verdicts: %s\n" % "; ".join(surprises))
+        else:
+            code = 0
+    except ToolError as exc:
+        out.write("reticle demo: %s\n" % exc.error)
+    finally:
+        await hub.devices.close_all("the demo ended")
+        server.stop()
+        app_server.stop()
+    out.flush()
+    return code
+
+
+async def _cli_drive(url: str, headed: bool, host: str, port: int) -> int:
+    """`reticle drive URL`: a daemon in the foreground with one device on URL until Ctrl-C."""
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        sys.stderr.write("reticle: drive opens http: and https: URLs only, not %r\n" % url)
+        return 2
+    failed: List[str] = []
+
+    async def open_device(hub: Hub) -> None:
+        try:
+            device, _ = await hub.devices.open("cli:drive", url, headed)
+        except ToolError as exc:
+            failed.append(exc.error)
+            sys.stderr.write("reticle: %s\n" % exc.error)
+            hub.request_stop("the device did not open")
+            return
+        sys.stdout.write("session %s on %s\nMCP: %s/mcp  (Ctrl-C closes the browser and stops)\n"
+                         % (device.session_id, device.url, hub.public_origin()))
+        sys.stdout.flush()
+
+    code = await _serve(host, port, ready=lambda hub: hub.spawn(open_device(hub)) and None)
+    return 1 if failed else code
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """The CLI.  Returns the exit code; never calls sys.exit."""
     parser = _build_parser()
@@ -5281,7 +6348,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     if not args.command:
         parser.print_usage(sys.stderr)
-        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop or token\n")
+        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop, token, demo or drive\n")
         return 2
     try:
         state = _StateDir()
@@ -5295,7 +6362,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return 0
             sys.stdout.write((state.rotate_token() if args.rotate else state.token()) + "\n")
             return 0
-        port = _resolve_port(args.port)
+        port = _resolve_port(getattr(args, "port", None))
         if args.command == "serve":
             _setup_logging()
             host = args.host or os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
@@ -5307,6 +6374,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             return asyncio.run(_cli_status(port, args.json))
         if args.command == "stop":
             return asyncio.run(_cli_stop(port, state))
+        if args.command == "demo":
+            _setup_logging(logging.WARNING)
+            return asyncio.run(_cli_demo(args.headed))
+        if args.command == "drive":
+            _setup_logging(logging.WARNING)
+            host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
+            return asyncio.run(_cli_drive(args.url, args.headed, host, port))
     except ConfigError as exc:
         sys.stderr.write("reticle: %s\n" % exc)
         return 1
@@ -5318,6 +6392,93 @@ def main(argv: Optional[List[str]] = None) -> int:
 ###############################################################################
 # Embedded assets #############################################################
 ###############################################################################
+# _DEMO_HTML: the page `reticle demo` serves (with /api/* answered by
+# _DemoApiHandler).  It carries no script tag: the device injects the SDK.
+# Planted bugs: "Save profile" shows "Profile saved" although its write
+# answers 500; "Add to cart" submits twice; "Load stats" logs an error.
+
+_DEMO_HTML = r"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Reticle demo shop</title>
+<style>
+  body { font: 16px/1.4 system-ui, sans-serif; margin: 2rem auto; max-width: 40rem; color: #222; }
+  section { border: 1px solid #ccc; border-radius: 6px; padding: 1rem; margin: 1rem 0; }
+  button { font: inherit; padding: .3rem .8rem; }
+  .ok { color: #176d2c; }
+</style>
+</head>
+<body>
+<h1>Demo shop</h1>
+<section>
+  <h2>Notes</h2>
+  <label>Note <input id="note" placeholder="Write a note"></label>
+  <button id="add">Add note</button>
+  <ul id="notes"></ul>
+</section>
+<section>
+  <h2>Profile</h2>
+  <label>Name <input id="name" value="Ada"></label>
+  <button id="save">Save profile</button>
+  <p id="profile-status" role="status"></p>
+</section>
+<section>
+  <h2>Cart</h2>
+  <button id="cart">Add to cart</button>
+  <p id="cart-status"></p>
+</section>
+<section>
+  <h2>Stats</h2>
+  <button id="stats">Load stats</button>
+  <p id="stats-out"></p>
+</section>
+<script>
+  function $(id) { return document.getElementById(id); }
+  function post(url, body) {
+    return fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                        body: JSON.stringify(body) });
+  }
+  $('add').addEventListener('click', function () {
+    var text = $('note').value;
+    post('/api/notes', { text: text }).then(function (r) { return r.json(); }).then(function (note) {
+      var li = document.createElement('li');
+      li.textContent = note.text;
+      $('notes').appendChild(li);
+      $('note').value = '';
+    });
+  });
+  // Bug 1: the message says saved whatever the server answered.
+  $('save').addEventListener('click', function () {
+    post('/api/profile', { name: $('name').value }).then(function (r) { return r.text(); }).then(function () {
+      $('profile-status').textContent = 'Profile saved';
+      $('profile-status').className = 'ok';
+    });
+  });
+  // Bug 2: a second listener left over from a refactor adds the item again.
+  function addToCart() {
+    post('/api/cart', { sku: 'tea', qty: 1 }).then(function (r) { return r.json(); }).then(function (c) {
+      $('cart-status').textContent = c.items + ' item(s) in the cart';
+    });
+  }
+  $('cart').addEventListener('click', addToCart);
+  $('cart').addEventListener('click', function () { addToCart(); });
+  // Bug 3: the stats code reads a field of undefined and logs the error.
+  $('stats').addEventListener('click', function () {
+    try {
+      var stats = JSON.parse('{}');
+      $('stats-out').textContent = 'Visitors: ' + stats.visitors.total;
+    } catch (e) {
+      console.error('stats failed: ' + e.message);
+      $('stats-out').textContent = 'Visitors: -';
+    }
+  });
+</script>
+</body>
+</html>
+"""
+
+
 # _SDK_JS: the in-page SDK, served at GET /reticle.js by _SdkHandler.  The
 # daemon replaces __RETICLE_VERSION__ and the config token; it never holds
 # the pairing token.
@@ -6149,6 +7310,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     } catch (e) {
       return;
     }
+    if (isObj(msg) && msg.kind === 'input_result') return onInputResult(msg);
     if (!isObj(msg) || msg.kind !== 'command') return;
     var id = msg.id;
     if (typeof id !== 'string' && typeof id !== 'number') return;
@@ -8325,6 +9487,54 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // ---- real input in a device: the daemon dispatches it through CDP Input.* (isTrusted) ---------
+  var CDP_INPUT = { click: 'click', dblclick: 'dblclick', hover: 'mousemove', type: 'keydown', press: 'keydown',
+    drag: 'mouseup' };
+  var INPUT_WAITS = {};
+  var inputSeq = 0;
+  function cdpInput(action, el, a) {
+    if (action === 'type') assertEditable(el, 'type');
+    if ((action === 'type' || action === 'press') && document.activeElement !== el) {
+      try {
+        el.focus({ preventScroll: true });
+      } catch (e) {
+        /* ignore */
+      }
+    }
+    var c = centre(el),
+      to = centre(a.__toEl || el);
+    var req = { kind: 'input', id: 'i' + ++inputSeq, action: action, x: c.x, y: c.y, toX: to.x, toY: to.y };
+    req.text = String(a.text != null ? a.text : a.value != null ? a.value : '');
+    req.key = a.key || a.text || 'Enter';
+    req.modifiers = Array.isArray(a.modifiers) ? a.modifiers : [];
+    req.holdMs = Math.min(30000, Math.max(0, Number(a.holdMs) || 0));
+    var seen = null;
+    var spy = function (e) {
+      if (!seen) seen = e;
+    };
+    window.addEventListener(CDP_INPUT[action], spy, true);
+    return new N.Promise(function (resolve, reject) {
+      var timer = N.setTimeout(function () {
+        finish({ ok: false, error: 'the daemon did not dispatch it in time' });
+      }, 5000 + req.holdMs);
+      function finish(msg) {
+        N.clearTimeout(timer);
+        delete INPUT_WAITS[req.id];
+        window.removeEventListener(CDP_INPUT[action], spy, true);
+        var r = { defaultPrevented: !!(seen && seen.defaultPrevented) };
+        if (req.holdMs) r.heldMs = Math.round(N.now() - sent);
+        if (msg.ok) resolve(r);
+        else reject(new Error('real input failed: ' + clip(String(msg.error || ''), 300)));
+      }
+      INPUT_WAITS[req.id] = finish;
+      var sent = N.now();
+      if (!rawSend(N.stringify(req))) finish({ ok: false, error: 'the socket to the daemon is closed' });
+    });
+  }
+  function onInputResult(msg) {
+    if (hasOwn(INPUT_WAITS, msg.id)) INPUT_WAITS[msg.id](msg);
+  }
+
   function act(args) {
     var action = args.action;
     if (ACTIONS.indexOf(action) < 0)
@@ -8438,7 +9648,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var run;
     var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
     var wall0 = N.dateNow(); // a document request announced from here on is this act's doing
-    switch (action) {
+    var viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
+    if (viaCdp) run = cdpInput(action, el, opts);
+    switch (viaCdp ? '' : action) {
       case 'click':
         run = doClick(el, opts);
         break;
@@ -8547,6 +9759,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           if (r.files) res.files = r.files;
           if (r.to) res.to = r.to;
           if (warning) res.warning = warning;
+          res.input = viaCdp ? 'cdp' : 'synthetic';
           res.ms = Math.round(N.now() - t0);
           res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
           res.documentId = S.documentId;
@@ -8593,7 +9806,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var idx = i++;
       var p;
       try {
-        p = act(st);
+        p = act(args.input && isObj(st) ? { ref: st.ref, target: st.target, action: st.action, args: st.args,
+          input: args.input } : st);
       } catch (e) {
         p = N.Promise.reject(e);
       }
@@ -8610,6 +9824,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           };
           if (r.testid) s.testid = r.testid;
           if (r.warning) s.warning = r.warning;
+          s.input = r.input;
           out.push(s);
           effects.push(r.effect);
           return next();
@@ -11182,7 +12397,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var o = options || {};
       var url = o.url || defaultUrl();
       var token = o.token != null ? String(o.token) : null;
-      var allowRemote = boolOpt(o.allowNonLocalhost);
+      // a device's own bridge URL carries its capability, so the page may be off loopback
+      var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
       var bridge;
       try {
         bridge = new URL(url, location.href);
@@ -11201,7 +12417,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var localPage = isLocalPage(),
         localBridge = isLoopback(bridge.hostname);
       if (!localPage || !localBridge) {
-        if (!allowRemote || !token) {
+        if (!allowRemote || !(token || CFG.device)) {
           warn(
             'not running on ' +
               (localPage
@@ -11391,6 +12607,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         );
       if (ds.sessionId) o.sessionId = ds.sessionId;
       if (ds.allowInProduction != null) o.allowInProduction = boolOpt(ds.allowInProduction);
+      if (CFG.device) {
+        o.url = CFG.bridge;
+        o.sessionId = CFG.sessionId;
+      }
       connect(o);
     }
   } catch (e) {

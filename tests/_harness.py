@@ -26,7 +26,8 @@ RETICLE_PY = os.path.join(ROOT, "reticle.py")
 
 # Variables that would change how a daemon or the CLI behaves under test.
 RETICLE_ENV = ("RETICLE_STATE_DIR", "RETICLE_TOKEN", "RETICLE_HOST", "RETICLE_PORT",
-               "RETICLE_RATE_LIMIT", "RETICLE_ALLOWED_ORIGINS")
+               "RETICLE_RATE_LIMIT", "RETICLE_ALLOWED_ORIGINS", "RETICLE_BROWSER_ARGS",
+               "RETICLE_DEVICE_BUDGET", "RETICLE_MAX_DEVICES")
 
 
 def free_port():

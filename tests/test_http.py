@@ -263,7 +263,7 @@ class HttpSseTransportTest(ReticleTestCase):
             replies[msg["id"]] = msg
         self.assertEqual(sorted(replies, key=str), [42, "list-a"])
         for msg in replies.values():
-            self.assertEqual(len(msg["result"]["tools"]), 15)
+            self.assertEqual(len(msg["result"]["tools"]), 18)
         await self.close_streams()
 
     @gen_test
@@ -453,7 +453,7 @@ class StreamableHttpTest(ReticleTestCase):
         other = await self.post(rpc("tools/list", 2), headers={"Mcp-Session-Id": sid})
         self.assertEqual(other.code, 200)
         self.assertNotIn("Mcp-Session-Id", other.headers)
-        self.assertEqual(len(json.loads(other.body)["result"]["tools"]), 15)
+        self.assertEqual(len(json.loads(other.body)["result"]["tools"]), 18)
 
     @gen_test
     async def test_no_session_id_without_initialize(self):

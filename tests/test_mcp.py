@@ -74,8 +74,8 @@ def test_ping(hub):
 def test_tools_list(hub):
     tools = rpc(hub, request("tools/list"))["result"]["tools"]
     names = [t["name"] for t in tools]
-    assert len(names) == 15
-    assert len(set(names)) == 15
+    assert len(names) == 18
+    assert len(set(names)) == 18
     assert "reticle_sessions" in names
     for tool in tools:
         assert set(tool) >= {"name", "description", "inputSchema"}
@@ -179,7 +179,7 @@ def test_batch_mixing_requests_and_notifications(hub):
     by_id = {r["id"]: r for r in replies}
     assert sorted(by_id, key=str) == [1, 2, 4, "three"]
     assert by_id[1]["result"]["protocolVersion"] == "2025-06-18"
-    assert len(by_id[2]["result"]["tools"]) == 15
+    assert len(by_id[2]["result"]["tools"]) == 18
     assert by_id["three"]["result"] == {}
     assert by_id[4]["error"]["code"] == -32601
     assert "Method not found: nope." in by_id[4]["error"]["message"]

@@ -13,10 +13,13 @@ EXPECTED_TOOLS = (
     "reticle_sessions", "reticle_navigate", "reticle_snapshot", "reticle_query", "reticle_inspect",
     "reticle_act", "reticle_act_sequence", "reticle_act_and_wait", "reticle_observe", "reticle_network",
     "reticle_console", "reticle_wait_for", "reticle_assert", "reticle_state", "reticle_capabilities",
+    "reticle_open", "reticle_close", "reticle_screenshot",
 )
 REGISTRY = reticle._build_registry()
 TOOLS = REGISTRY.listed()
-BROWSER_TOOLS = [t for t in TOOLS if t.name != "reticle_sessions"]
+# Tools that need a connected tab (reticle_open starts a browser, reticle_close needs a device:
+# tests/test_devices.py covers both).
+BROWSER_TOOLS = [t for t in TOOLS if t.name not in ("reticle_sessions", "reticle_open", "reticle_close")]
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +130,7 @@ def test_oversized_string_is_refused_before_the_handler(hub):
     assert "Nothing ran" in error["message"]
 
 
-@pytest.mark.parametrize("name", ["reticle_nope", "", None, 7, "reticle_open", "reticle_screenshot"])
+@pytest.mark.parametrize("name", ["reticle_nope", "", None, 7, "reticle_flow_save", "reticle_flow_replay"])
 def test_unknown_tool(hub, name):
     error = call(hub, name, {})["error"]
     assert error["code"] == -32602

@@ -57,7 +57,7 @@ def check(seen):
     assert seen["version"] in VERSIONS
     assert seen["server"] == "reticle"
     assert "unknown" in seen["instructions"]
-    assert len(seen["tools"]) == 15
+    assert len(seen["tools"]) == 18
     assert "reticle_sessions" in seen["tools"]
     assert seen["cheatsheet"].startswith("# Reticle cheat sheet")
     assert seen["live"]["sessions"] == []
@@ -139,7 +139,7 @@ def test_curl_walk_through(module_daemon):
         assert line.startswith("data: ")
         reply = json.loads(line[len("data: "):])
         assert reply["id"] == 1
-        assert len(reply["result"]["tools"]) == 15
+        assert len(reply["result"]["tools"]) == 18
     finally:
         stream.terminate()
         stream.wait(5)
@@ -204,7 +204,7 @@ def test_stdio_lists_tools_with_no_daemon_and_the_first_call_starts_one(spawned_
             return tools, resources, usage, listening_before_call, result, status, again
 
     tools, resources, usage, listening_before_call, result, status, again = asyncio.run(run())
-    assert len(tools) == 15
+    assert len(tools) == 18
     assert len(resources) == 4
     assert "reticle_act_and_wait" in usage
     assert listening_before_call is False
@@ -305,7 +305,7 @@ def test_stdio_with_a_stranger_on_the_port_answers_one_clear_error(tmp_path):
                 return tools, result
 
         tools, result = asyncio.run(run())
-    assert len(tools) == 15, "the tools are listed even though no daemon can start"
+    assert len(tools) == 18, "the tools are listed even though no daemon can start"
     assert result.is_error is True
     error = result.structured_content["error"]
     assert "not a Reticle daemon" in error and str(port) in error

@@ -1,0 +1,529 @@
+"""Devices: browsers the daemon starts itself (DESIGN section 8), with real Chromium, a real
+daemon and a real MCP client (the `mcp` SDK's Streamable HTTP client).
+
+Every device a test opens is closed by the test or by its daemon's planned stop; the Chromium of
+a person's tab is the harness's own and is closed in teardown."""
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import tornado.web
+from tornado.testing import AsyncHTTPTestCase
+from tornado.testing import gen_test
+
+import reticle
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _harness  # noqa: E402
+
+pytestmark = pytest.mark.skipif(_harness.chromium_path() is None, reason="Chromium is not installed "
+                                "(sh tests/bootstrap.sh installs it)")
+
+STAGING = "staging.example.test"
+
+# A page with no script tag whose button ignores synthetic clicks, as some apps do.
+PLAIN = """<!doctype html><title>plain</title>
+<button id="send">Send</button><p id="out"></p>
+<script>
+document.getElementById('send').addEventListener('click', function (e) {
+  if (!e.isTrusted) return;
+  fetch('/api/send', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"n":1}'})
+    .then(function (r) { return r.json(); })
+    .then(function () { document.getElementById('out').textContent = 'sent'; });
+});
+</script>"""
+
+# The same page with the script tag a person adds: in a device it must connect once, not twice.
+TAGGED = PLAIN.replace("<title>plain</title>", '<title>tagged</title><script src="%(daemon)s/reticle.js"></script>')
+
+# Every event of interest is reported to the server with its isTrusted flag.
+EVENTS = """<!doctype html><title>events</title>
+<button id="b">Go</button> <input id="i" placeholder="Name">
+<div id="src" style="width:60px;height:60px;background:#c33">from</div>
+<div id="dst" style="width:90px;height:90px;background:#33c;margin-top:20px">to</div>
+<script>
+function rec(e) {
+  var name = e.type + (e.key ? ':' + e.key : '') + ':' + e.isTrusted;
+  navigator.sendBeacon('/api/log', name);
+}
+var b = document.getElementById('b'), i = document.getElementById('i');
+['click', 'dblclick', 'mouseover'].forEach(function (t) { b.addEventListener(t, rec); });
+['keydown', 'input'].forEach(function (t) { i.addEventListener(t, rec); });
+document.getElementById('src').addEventListener('mousedown', rec);
+document.getElementById('dst').addEventListener('mouseup', rec);
+</script>"""
+
+
+class Recorder(tornado.web.RequestHandler):
+    def initialize(self, log):
+        self.log = log
+
+    def post(self, what):
+        self.log.append((what, self.request.body.decode("utf-8", "replace"), self.request.host))
+        self.set_status(201)
+        self.write({"ok": True})
+
+
+@pytest.fixture(scope="module")
+def app():
+    log = []
+    server = _harness.AppServer([(r"/api/(\w+)", Recorder, {"log": log}),
+                                 (r"/plain", _harness.TemplatePage, {"template": PLAIN, "daemon": ""}),
+                                 (r"/events", _harness.TemplatePage, {"template": EVENTS, "daemon": ""})])
+    server.log = log
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    # Chromium resolves the staging host name to this machine's fixture server.
+    d = _harness.Daemon(tmp_path_factory.mktemp("devices") / "state", env={
+        "RETICLE_BROWSER_ARGS": '--host-resolver-rules="MAP %s 127.0.0.1"' % STAGING})
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def mcp(daemon):
+    client = _harness.Mcp(daemon.url + "/mcp")
+    yield client
+    try:
+        client.call("reticle_close", {})  # this client's device, if it still has one
+    finally:
+        client.close()
+
+
+def raw_call(client, name, args):
+    """-> the whole MCP CallToolResult (content blocks and all)."""
+    fut = asyncio.run_coroutine_threadsafe(client.session.call_tool(name, args), client._loop)
+    return fut.result(60)
+
+
+def device_processes(profile):
+    """Pids of processes whose command line names `profile`."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                if profile.encode() in fh.read():
+                    out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
+def prove_send(mcp, app, url):
+    opened = mcp.ok("reticle_open", {"url": url})
+    sid = opened["sessionId"]
+    found = mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Send", "sessionId": sid})
+    assert found["count"] == 1
+    before = len([x for x in app.log if x[0] == "send"])
+    res = mcp.ok("reticle_act_and_wait", {
+        "ref": found["elements"][0]["ref"], "action": "click", "sessionId": sid,
+        "until": {"kind": "net", "method": "POST", "urlContains": "/api/send", "status": 201}})
+    assert res["verified"] == "yes", res
+    assert res["effect"]["input"] == "cdp"
+    sends = [x for x in app.log if x[0] == "send"]
+    assert len(sends) == before + 1 and sends[-1][1] == '{"n":1}'
+    return opened, sends[-1]
+
+
+def test_an_uninstrumented_loopback_page_is_verified_with_real_input(mcp, app):
+    opened, _ = prove_send(mcp, app, app.url + "/plain")
+    assert opened["sessionId"].startswith("device-") and opened["started"] is True
+    sessions = mcp.ok("reticle_sessions")["sessions"]
+    assert [s["sessionId"] for s in sessions] == [opened["sessionId"]]
+    assert sessions[0]["device"] == {"deviceId": opened["deviceId"], "input": "cdp", "headed": False}
+
+
+def test_a_non_loopback_host_is_verified_through_the_device_capability(mcp, app):
+    url = "http://%s:%d/plain" % (STAGING, app.port)
+    opened, send = prove_send(mcp, app, url)
+    assert send[2] == "%s:%d" % (STAGING, app.port)  # the browser really asked for the staging host
+    session = [s for s in mcp.ok("reticle_sessions")["sessions"] if s["sessionId"] == opened["sessionId"]][0]
+    assert session["url"].startswith("http://%s:" % STAGING)
+
+
+def test_a_page_with_the_script_tag_connects_once_and_reuse_navigates(daemon, mcp, app):
+    first = mcp.ok("reticle_open", {"url": app.url + "/plain"})
+    tagged = _harness.AppServer([(r"/.*", _harness.TemplatePage, {"template": TAGGED, "daemon": daemon.url})])
+    try:
+        again = mcp.ok("reticle_open", {"url": tagged.url + "/"})
+        assert again["started"] is False and again["sessionId"] == first["sessionId"]
+        time.sleep(0.5)  # the tag's own copy of the SDK has run by now, and would have connected
+        sessions = mcp.ok("reticle_sessions")["sessions"]
+        assert len(sessions) == 1 and sessions[0]["url"].startswith(tagged.url), sessions
+        assert [x["sessionId"] for x in daemon.status()["devices"]] == [first["sessionId"]]
+    finally:
+        tagged.close()
+
+
+def test_every_act_in_a_device_is_trusted_input(mcp, app):
+    sid = mcp.ok("reticle_open", {"url": app.url + "/events"})["sessionId"]
+    del app.log[:]
+
+    def act(action, target, args=None):
+        res = mcp.ok("reticle_act", {"target": target, "action": action, "args": args or {}, "sessionId": sid})
+        assert res["input"] == "cdp", res
+        return res
+
+    button, field = {"role": "button", "name": "Go"}, {"placeholder": "Name"}
+    act("hover", button)
+    act("click", button)
+    act("dblclick", button)
+    typed = act("type", field, {"text": "ab"})
+    assert typed["result"]["effect"]["valueChanged"] is True
+    act("press", field, {"key": "Enter"})
+    seq = mcp.ok("reticle_act_sequence", {"sessionId": sid, "steps": [
+        {"target": {"text": "from"}, "action": "drag", "args": {"toRef": mcp.ok(
+            "reticle_query", {"by": "text", "value": "to", "sessionId": sid})["elements"][0]["ref"]}}]})
+    assert seq["input"] == "cdp" and seq["steps"][0]["input"] == "cdp", seq
+    want = {"mouseover:true", "click:true", "dblclick:true", "keydown:a:true", "keydown:b:true", "input:true",
+            "keydown:Enter:true", "mousedown:true", "mouseup:true"}
+    got = _harness.wait_until(lambda: want <= {x[1] for x in app.log if x[0] == "log"} and app.log, 5,
+                              what="every event to be reported")
+    events = {x[1] for x in got if x[0] == "log"}
+    assert not [e for e in events if e.endswith(":false")], events
+
+
+def test_screenshots_are_pngs_of_the_viewport_and_inline_adds_a_jpeg(mcp, app):
+    sid = mcp.ok("reticle_open", {"url": app.url + "/plain", "viewport": {"width": 800, "height": 600}})["sessionId"]
+    shot = mcp.ok("reticle_screenshot", {"sessionId": sid})
+    with open(shot["path"], "rb") as fh:
+        png = fh.read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (800, 600)
+    assert (shot["width"], shot["height"], shot["bytes"]) == (800, 600, len(png))
+    assert os.path.dirname(shot["path"]).endswith("screenshots")
+    result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "inline": True})
+    assert not result.is_error
+    images = [c for c in result.content if c.type == "image"]
+    assert len(images) == 1 and images[0].mime_type == "image/jpeg"
+    jpeg = base64.b64decode(images[0].data)
+    assert jpeg[:2] == b"\xff\xd8"
+    assert reticle._jpeg_size(jpeg) == (800, 600)
+    element = mcp.ok("reticle_query", {"by": "role", "value": "button", "sessionId": sid})["elements"][0]
+    small = mcp.ok("reticle_screenshot", {"sessionId": sid, "ref": element["ref"]})
+    assert 0 < small["width"] < 200 and 0 < small["height"] < 100
+
+
+def test_a_wide_page_is_inlined_at_most_1280_px_wide(mcp, app):
+    sid = mcp.ok("reticle_open", {"url": app.url + "/plain", "viewport": {"width": 1600, "height": 500}})["sessionId"]
+    result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "inline": True})
+    data = json.loads(result.content[0].text)
+    assert (data["width"], data["height"]) == (1600, 500)
+    jpeg = base64.b64decode([c for c in result.content if c.type == "image"][0].data)
+    assert reticle._jpeg_size(jpeg) == (1280, 400)
+
+
+def test_a_persons_tab_keeps_the_synthetic_path_and_has_no_screenshots(daemon, mcp, app):
+    page = _harness.AppServer([(r"/.*", _harness.TemplatePage, {"template": TAGGED, "daemon": daemon.url})])
+    browser = _harness.Browser(page.url + "/")
+    try:
+        sessions = _harness.wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")
+        sid = sessions[0]["sessionId"]
+        res = mcp.ok("reticle_act", {"target": {"role": "button", "name": "Send"}, "action": "click",
+                                     "sessionId": sid})
+        assert res["input"] == "synthetic"
+        data, is_error = mcp.call("reticle_screenshot", {"sessionId": sid})
+        assert is_error and "a tab a person opened" in data["error"] and "reticle_open" in data["recovery"]
+        # and the page that ignores synthetic clicks did ignore this one
+        time.sleep(0.3)
+        assert not mcp.ok("reticle_network", {"sessionId": sid, "method": "POST"})["calls"]
+    finally:
+        browser.close()
+        page.close()
+
+
+def test_a_wrong_url_scheme_is_refused_before_any_browser_starts(mcp):
+    data, is_error = mcp.call("reticle_open", {"url": "file:///etc/passwd"})
+    assert is_error and "http: and https:" in data["error"]
+
+
+def test_the_budget_refuses_with_the_next_allowed_time(tmp_path, app):
+    d = _harness.Daemon(tmp_path / "state", env={"RETICLE_DEVICE_BUDGET": "1/600"})
+    client = _harness.Mcp(d.url + "/mcp")
+    try:
+        client.ok("reticle_open", {"url": app.url + "/plain"})
+        client.ok("reticle_close", {})
+        t0 = time.time()
+        data, is_error = client.call("reticle_open", {"url": app.url + "/plain"})
+        assert is_error, data
+        assert "budget" in data["error"] and "next start is allowed at" in data["error"]
+        assert data["nextStartAt"] in data["error"]
+        next_at = time.mktime(time.strptime(data["nextStartAt"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        assert t0 + 590 <= next_at <= t0 + 601
+        assert d.status()["devices"] == []
+    finally:
+        client.close()
+        d.close()
+
+
+def test_the_fifth_device_is_refused_with_the_limit_named(tmp_path, app):
+    d = _harness.Daemon(tmp_path / "state")
+    clients = []
+    try:
+        for _ in range(4):
+            clients.append(_harness.Mcp(d.url + "/mcp"))
+            clients[-1].ok("reticle_open", {"url": app.url + "/plain"})
+        assert len(d.status()["devices"]) == 4
+        clients.append(_harness.Mcp(d.url + "/mcp"))
+        data, is_error = clients[-1].call("reticle_open", {"url": app.url + "/plain"})
+        assert is_error and "at most 4 devices" in data["error"] and "RETICLE_MAX_DEVICES" in data["error"]
+        assert len(d.status()["devices"]) == 4
+        clients[0].ok("reticle_close", {})
+        clients[-1].ok("reticle_open", {"url": app.url + "/plain"})  # room again
+    finally:
+        for c in clients:
+            c.close()
+        d.close()  # the planned stop closes all four
+    records = os.path.join(d.state_dir, "devices")
+    assert os.listdir(records) == []
+
+
+def test_a_sigkilled_daemons_browsers_are_reaped_by_the_next_start(tmp_path, app):
+    d = _harness.Daemon(tmp_path / "state")
+    client = _harness.Mcp(d.url + "/mcp")
+    try:
+        client.ok("reticle_open", {"url": app.url + "/plain"})
+        records = os.path.join(d.state_dir, "devices")
+        [name] = os.listdir(records)
+        with open(os.path.join(records, name)) as fh:
+            record = json.load(fh)
+        profile = record["profile"]
+        assert os.path.isdir(profile) and device_processes(profile)
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+    finally:
+        client.close()
+        d.stop()  # already gone: this only closes its log
+    time.sleep(0.3)
+    assert device_processes(profile), "a killed daemon's browser outlives it: the reaper has work to do"
+    again = _harness.Daemon(tmp_path / "state", port=d.port)
+    try:
+        assert device_processes(profile) == []
+        assert not os.path.exists(profile)
+        assert os.listdir(records) == []
+    finally:
+        again.close()
+
+
+def test_a_missing_browser_is_one_sentence(tmp_path):
+    d = _harness.Daemon(tmp_path / "state", env={"PATH": str(tmp_path), "RETICLE_BROWSER": None})
+    client = _harness.Mcp(d.url + "/mcp")
+    try:
+        data, is_error = client.call("reticle_open", {"url": "http://127.0.0.1:9/"})
+        assert is_error
+        error = data["error"]
+        assert "RETICLE_BROWSER" in error and "apt-get install chromium" in error
+        assert error.endswith(".") and error.count(". ") == 0, error
+    finally:
+        client.close()
+        d.close()
+
+
+def test_reticle_demo_prints_both_verdicts_and_a_screenshot(tmp_path):
+    env = dict(os.environ, RETICLE_STATE_DIR=str(tmp_path / "state"))
+    done = subprocess.run([sys.executable, _harness.RETICLE_PY, "demo"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = done.stdout
+    assert "starting" in table and "connected in" in table
+    rows = [line for line in table.splitlines() if line.startswith(("add a note", "save the profile"))]
+    assert len(rows) == 2 and "  yes  " in rows[0] and "  no  " in rows[1], table
+    path = table.split("screenshot: ", 1)[1].split(" (", 1)[0]
+    with open(path, "rb") as fh:
+        assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert os.listdir(str(tmp_path / "state" / "devices")) == []
+
+
+def test_reticle_drive_keeps_a_device_until_interrupted(tmp_path, app):
+    port = _harness.free_port()
+    env = dict(os.environ, RETICLE_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.Popen([sys.executable, _harness.RETICLE_PY, "drive", app.url + "/plain", "--port", str(port)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()
+        second = proc.stdout.readline()
+        assert first.startswith("session device-"), first + proc.stderr.read() if proc.poll() else first
+        assert "http://127.0.0.1:%d/mcp" % port in second
+        with urllib.request.urlopen("http://127.0.0.1:%d/status" % port, timeout=5) as resp:
+            status = json.load(resp)
+        assert [x["sessionId"] for x in status["devices"]] == [first.split()[1]]
+        pid = status["devices"][0]["pid"]
+        shown = subprocess.run([sys.executable, _harness.RETICLE_PY, "status", "--port", str(port)], env=env,
+                               capture_output=True, text=True, timeout=30)
+        assert "devices: 1" in shown.stdout and "(a device Reticle started)" in shown.stdout, shown.stdout
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) == 0
+        assert not reticle._pid_alive(pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+class CapabilityTest(AsyncHTTPTestCase):
+    """The bridge accepts a device capability from that device's session only (DESIGN 5 and 8).
+
+    The device here is the manager's own record with a minted capability but no browser: what is
+    tested is the bridge's check, over a real socket."""
+
+    def setUp(self):
+        import tempfile
+
+        self.state_dir = tempfile.TemporaryDirectory(prefix="reticle-cap-")
+        self.sockets = []
+        super().setUp()
+
+    def tearDown(self):
+        for ws in self.sockets:
+            ws.close()
+        super().tearDown()
+        self.state_dir.cleanup()
+
+    def get_app(self):
+        self.hub = reticle.Hub(state_dir=self.state_dir.name)
+        self.device = reticle._Device(self.hub.devices, "k", False, (800, 600))
+        self.hub.devices.devices[self.device.id] = self.device
+        return reticle.make_app(self.hub)
+
+    async def _connect(self, query, origin):
+        from tornado.httpclient import HTTPRequest
+        from tornado.websocket import websocket_connect
+
+        headers = {"Origin": origin} if origin else {}
+        req = HTTPRequest(self.get_url("/reticle" + query).replace("http:", "ws:"), headers=headers)
+        conn = await websocket_connect(req)
+        self.sockets.append(conn)
+        return conn
+
+    def hello(self, sid):
+        return json.dumps({"kind": "hello", "protocolVersion": reticle.BRIDGE_PROTOCOL, "sessionId": sid,
+                           "url": "http://%s/" % STAGING})
+
+    @gen_test
+    async def test_the_devices_capability_admits_its_page_from_any_origin(self):
+        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws.write_message(self.hello(self.device.session_id))
+        for _ in range(100):
+            if self.hub.bridge.get(self.device.session_id):
+                break
+            await asyncio.sleep(0.01)
+        session = self.hub.bridge.get(self.device.session_id)
+        self.assertIsNotNone(session)
+        self.assertIs(session.device, self.device)
+
+    @gen_test
+    async def test_a_wrong_capability_is_refused_at_the_upgrade(self):
+        from tornado.httpclient import HTTPClientError
+
+        for cap in ("wrong", self.device.capability[:-1] + ("A" if self.device.capability[-1] != "A" else "B"),
+                    self.hub.token()):
+            with self.assertRaises(HTTPClientError) as caught:
+                await self._connect("?device=" + cap, "http://%s" % STAGING)
+            self.assertEqual(caught.exception.code, 403)
+
+    @gen_test
+    async def test_a_capability_is_refused_for_another_session(self):
+        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws.write_message(self.hello("someone-else"))
+        msg = await ws.read_message()
+        self.assertIsNone(msg)
+        self.assertEqual(ws.close_code, 1008)
+        self.assertIn("another session", ws.close_reason)
+        self.assertIsNone(self.hub.bridge.get("someone-else"))
+
+    @gen_test
+    async def test_a_loopback_page_cannot_claim_a_devices_session(self):
+        ws = await self._connect("", "http://127.0.0.1:5173")
+        ws.write_message(self.hello(self.device.session_id))
+        msg = await ws.read_message()
+        self.assertIsNone(msg)
+        self.assertEqual(ws.close_code, 1008)
+        self.assertIsNone(self.hub.bridge.get(self.device.session_id))
+
+    @gen_test
+    async def test_wrong_capabilities_are_limited_as_wrong_tokens(self):
+        from tornado.httpclient import HTTPClientError
+
+        codes = []
+        for i in range(30):
+            with self.assertRaises(HTTPClientError) as caught:
+                await self._connect("?device=guess%d" % i, "http://%s" % STAGING)
+            codes.append(caught.exception.code)
+        self.assertEqual(codes[0], 403)
+        self.assertIn(429, codes)
+        # the device's own pages are not locked out by someone else's guessing
+        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws.write_message(self.hello(self.device.session_id))
+        for _ in range(100):
+            if self.hub.bridge.get(self.device.session_id):
+                break
+            await asyncio.sleep(0.01)
+        self.assertIsNotNone(self.hub.bridge.get(self.device.session_id))
+
+
+def test_a_device_closes_when_its_browser_dies_or_its_key_idles(tmp_path, app):
+    """In process: the daemon's own Hub serving on a real port, with real browsers."""
+    import tornado.httpserver
+    import tornado.netutil
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        hub.port = sockets[0].getsockname()[1]
+        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
+        server.add_sockets(sockets)
+        manager = hub.devices
+
+        async def gone(device):
+            for _ in range(200):
+                if device.id not in manager.devices and not os.path.exists(device.profile):
+                    return True
+                await asyncio.sleep(0.025)
+            return False
+
+        try:
+            device, started = await manager.open("key-1", app.url + "/plain")
+            assert started and device_processes(device.profile)
+            os.killpg(device.proc.pid, signal.SIGKILL)  # the browser dies under the daemon
+            assert await gone(device)
+            assert hub.bridge.get(device.session_id) is None or hub.bridge.get(device.session_id).handler is None
+
+            device, _ = await manager.open("key-2", app.url + "/plain")
+            manager.idle_s = 0.3
+            manager._close_idle()
+            await asyncio.sleep(0.1)
+            assert device.id in manager.devices, "a key used just now is not idle"
+            await asyncio.sleep(0.3)
+            manager._close_idle()
+            assert await gone(device)
+            assert device_processes(device.profile) == []
+            assert os.listdir(str(tmp_path / "state" / "devices")) == []
+        finally:
+            await manager.close_all("the test ended")
+            server.stop()
+
+    asyncio.run(run())
+
+
+def test_a_held_click_is_held_by_real_input(mcp, app):
+    sid = mcp.ok("reticle_open", {"url": app.url + "/plain"})["sessionId"]
+    res = mcp.ok("reticle_act", {"target": {"role": "button", "name": "Send"}, "action": "click",
+                                 "args": {"holdMs": 400}, "sessionId": sid})
+    assert res["input"] == "cdp"
+    assert 400 <= res["result"]["effect"]["heldMs"] < 2000, res
