@@ -3888,6 +3888,7 @@ async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
 async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
+    pre = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
     result = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, result)
@@ -3896,6 +3897,7 @@ async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_C
            "settled": result.get("settled") if isinstance(result, dict) else None,
            "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
            "result": result}
+    _journal(session, "act", args, out, pre)
     return session.splice_health(out)
 
 
@@ -4221,6 +4223,7 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     advice = _advice(p, res) if verified == "yes" else None
     if advice:
         out["advice"] = advice
+    _journal(session, "assert", args, out)
     return session.splice_health(session.splice_buffer(out, floor))
 
 
@@ -4233,6 +4236,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
     if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
         pre = await _evaluate(session, p, session.now(), diagnose=False)
         already_true = bool(pre["pass"])
+    anchor = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
     started = time.monotonic()
     effect = await _act_across_documents(session, cmd)
@@ -4284,7 +4288,89 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
     if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
+    _journal(session, "act_and_wait", args, out, anchor)
     return session.splice_health(out)
+
+
+# -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
+
+async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    name = _flow_name(args["name"])
+    root = _project_dir(hub)
+    start = args.get("startUrl")
+    if args.get("steps"):
+        steps = [dict(s) for s in args["steps"]]
+    else:
+        session = await hub.bridge.resolve_soon(args.get("sessionId"))
+        since = args.get("since")
+        if since is None:
+            since = hub.journeys.saved_at.get(session.id, 0.0)
+        journey = hub.journeys.since(session.id, float(since))
+        if not journey:
+            raise ToolError("tab %s has no recorded step since %s to save" % (session.id, since),
+                            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, "
+                            "or pass `steps`")
+        not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
+        if not_yes:
+            i = not_yes[-1]
+            raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
+                            % (i, _step_label(journey[i]), journey[i]["verified"]),
+                            "pass `since` from the result of the first act after it (its `since`), or `steps`",
+                            steps=[_step_label(s) for s in journey])
+        blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
+        if blind:
+            raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
+                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
+        steps, first_url = _steps_from_journey(journey)
+        start = start or first_url
+        hub.journeys.saved_at[session.id] = hub.clock()
+    flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
+                            "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if start:
+        flow["startUrl"] = start
+    flow["steps"] = steps
+    if not any("until" in s or "assert" in s for s in steps):
+        flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
+    problems = _flow_problems(flow)
+    if problems:
+        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again")
+    path = _flow_path(root, name)
+    replaced = os.path.exists(path)
+    data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp-%s" % secrets.token_hex(3)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
+           "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
+    names = sorted({s["secret"] for s in steps if s.get("secret")})
+    if names:
+        out["secrets"] = names
+        out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
+    return out
+
+
+async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    root = _project_dir(hub)
+    return {"dir": _flows_dir(root), "flows": _list_flows(root)}
+
+
+async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    if args.get("flow") is not None:
+        flow = args["flow"]
+        problems = _flow_problems(flow)
+        if problems:
+            raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
+                            setup=True)
+    elif args.get("name"):
+        flow = _read_flow(_project_dir(hub), args["name"])
+    else:
+        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
+    _fill_secrets([s.get("args") for s in flow["steps"]])  # a missing secret is a setup error, before any act
+    return await _replay(hub, session, flow, args.get("url"), ctx)
 
 
 def _build_registry() -> _ToolRegistry:
@@ -4408,6 +4494,22 @@ def _build_registry() -> _ToolRegistry:
         "What the app declared through reticle.describe (testids, signals, stores, flows) plus the "
         "test ids present on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
+    reg.add(_Tool("reticle_flow_save",
+        "Save the steps this tab just verified (since `since`, else since the last save), or the `steps` "
+        "given, as .reticle/flows/<name>.json: targets anchored on testid, role+name, label or text, "
+        "passwords as ${RETICLE_SECRET_...} variables.",
+        _obj({"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
+              "steps": {"type": "array", "items": _FLOW_STEP, "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+              "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": sid}, ("name",)),
+        _tool_flow_save, {"name": "add-record"}))
+    reg.add(_Tool("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
+                  _obj({}), _tool_flow_list, {}))
+    add("reticle_flow_replay",
+        "Replay a saved flow (`name`) or a `flow` object from `url` (an origin keeps the flow's path), "
+        "re-resolving every target: one verdict per step and a flow verdict, yes only when every step is yes.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
+         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "sessionId": sid},
+        _tool_flow_replay, {"name": "add-record"})
 
     def device_add(name, description, props, handler, example=None, required=()):
         # Device tools resolve the tab themselves: without a sessionId, the caller's own device.
@@ -4514,7 +4616,386 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
 ###############################################################################
 # Flows #######################################################################
 ###############################################################################
-# Reserved: saved journeys and their replay (DESIGN section 10).
+# A flow is a journey the agent verified, saved as `.reticle/flows/<name>.json`
+# in the app's repository and replayed with no model.  The tools that act or
+# judge append to a small per-tab journey log (_Journeys); reticle_flow_save
+# turns a slice of it into steps anchored on testid, role+name, label or
+# text (never refs), with the predicates that proved it.  Replay re-resolves
+# every target and judges every step with the same verdict tools.
+
+FLOW_FORMAT = 1                      # the "format" field of a flow file
+JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
+FLOW_MAX_STEPS = 100
+REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
+_FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SECRET_REF = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
+
+_FLOW_STEP = {
+    "type": "object",
+    "properties": {
+        "action": {"enum": _ACTIONS}, "target": _TARGET, "args": _ACT_ARGS,
+        "until": _PREDICATE, "assert": _PREDICATE,
+        "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+        "verified": {"enum": ["yes", "no", "unknown"]}, "secret": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+_FLOW_FILE = {
+    "$schema": _SCHEMA_DIALECT, "type": "object",
+    "required": ["format", "name", "steps"],
+    "properties": {
+        "format": {"const": FLOW_FORMAT}, "name": {"type": "string"}, "savedAt": {"type": "string"},
+        "startUrl": {"type": "string"}, "note": {"type": "string"},
+        "steps": {"type": "array", "items": _FLOW_STEP, "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+    },
+    "additionalProperties": False,
+}
+
+
+class _Journeys:
+    """Per tab, the last JOURNEY_MAX_STEPS steps the agent took: what it did, to which
+    anchored target, and for a verdict tool the predicate and the verdict.  Secrets never
+    enter it: a value typed into a password field is already replaced by its variable."""
+
+    def __init__(self) -> None:
+        self._logs: Dict[str, collections.deque] = {}
+        self.saved_at: Dict[str, float] = {}
+
+    def record(self, session_id: str, step: dict) -> None:
+        log = self._logs.get(session_id)
+        if log is None:
+            if len(self._logs) >= 64:  # forget the oldest tab's journey
+                self._logs.pop(next(iter(self._logs)))
+            log = self._logs[session_id] = collections.deque(maxlen=JOURNEY_MAX_STEPS)
+        log.append(step)
+
+    def since(self, session_id: str, t: float) -> List[dict]:
+        return [s for s in self._logs.get(session_id, ()) if s["t"] >= t]
+
+
+def _anchor(info: Any) -> Optional[dict]:
+    """A ref-free target for an element the page described: testid, else role and name,
+    else text, else label."""
+    if not isinstance(info, dict):
+        return None
+    if info.get("testid"):
+        return {"testid": info["testid"]}
+    if info.get("role") and info.get("name"):
+        return {"role": info["role"], "name": info["name"]}
+    if info.get("text"):
+        return {"text": info["text"]}
+    if info.get("label"):
+        return {"label": info["label"]}
+    return None
+
+
+def _secret_name(target: Optional[dict]) -> str:
+    words = ""
+    for key in ("testid", "name", "label", "placeholder", "text"):
+        value = (target or {}).get(key)
+        if isinstance(value, dict):
+            value = value.get("equals") or value.get("contains")
+        if isinstance(value, str) and value:
+            words = value
+            break
+    slug = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")[:40] or "PASSWORD"
+    return "RETICLE_SECRET_" + slug
+
+
+async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
+    """Before an act: the target to save (the caller's own target, or a ref described by
+    the page), whether the element is a password field, and the page's URL."""
+    pre: Dict[str, Any] = {"url": session.url, "target": None, "secret": False}
+    if args.get("target"):
+        pre["target"] = dict(args["target"])
+        return pre
+    if not args.get("ref"):
+        return pre
+    try:
+        info = await session.command("inspect", {"ref": args["ref"]}, timeout=2.0)
+    except ToolError:
+        return pre
+    pre["target"] = _anchor(info)
+    pre["secret"] = isinstance(info, dict) and str((info.get("attributes") or {}).get("type", "")).lower() == "password"
+    return pre
+
+
+def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None) -> None:
+    """Append one step to the tab's journey log (see _Journeys)."""
+    try:
+        pre = pre or {}
+        out = out if isinstance(out, dict) else {}
+        step: Dict[str, Any] = {"t": out.get("since", session.now()), "url": pre.get("url", session.url)}
+        if kind == "assert":
+            step["assert"] = args.get("until") or args.get("predicate")
+        else:
+            anchor = pre.get("target")
+            step["action"] = args["action"]
+            if anchor:
+                step["target"] = anchor
+            effect = out.get("effect") if kind == "act_and_wait" else out.get("result")
+            secret = bool(pre.get("secret")) or (isinstance(effect, dict) and bool(effect.get("password")))
+            act_args = dict(args.get("args") or {})
+            if secret:
+                name = _secret_name(anchor)
+                for key in ("value", "text"):
+                    if key in act_args:
+                        act_args[key] = "${%s}" % name
+                step["secret"] = name
+            if act_args:
+                step["args"] = act_args
+            if kind == "act_and_wait":
+                step["until"] = args.get("until") or args.get("predicate") or {"kind": "settled", "quietMs": 300}
+        if kind != "act" and "timeout_ms" in args:
+            step["timeout_ms"] = args["timeout_ms"]
+        if kind != "act":
+            step["verified"] = out.get("verified", "unknown")
+        session.bridge.hub.journeys.record(session.id, step)
+    except Exception as exc:  # the journey is a convenience: never fail the act for it
+        _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
+
+
+def _project_dir(hub: "Hub") -> str:
+    """The app's repository: RETICLE_PROJECT_DIR, else the daemon's working directory."""
+    return os.path.abspath(os.environ.get("RETICLE_PROJECT_DIR") or hub.project_dir or os.getcwd())
+
+
+def _flow_name(name: Any) -> str:
+    if not isinstance(name, str) or not _FLOW_NAME.match(name) or ".." in name:
+        raise ToolError("%r is not a flow name: use letters, digits, '-', '_' and '.' (at most 64, no path "
+                        "separators, no '..')." % (str(name)[:80],), 'for example "checkout-guest"')
+    return name
+
+
+def _flows_dir(root: str) -> str:
+    return os.path.join(root, ".reticle", "flows")
+
+
+def _flow_path(root: str, name: str) -> str:
+    base = os.path.realpath(_flows_dir(root))
+    path = os.path.realpath(os.path.join(base, _flow_name(name) + ".json"))
+    if os.path.dirname(path) != base:
+        raise ToolError("the flow %r would be written outside %s" % (name, base), "choose another name")
+    return path
+
+
+def _flow_problems(flow: Any) -> List[str]:
+    validator = jsonschema.Draft202012Validator(_FLOW_FILE)
+    problems = []
+    for err in validator.iter_errors(flow):
+        problems.append("/%s: %s" % ("/".join(str(p) for p in err.absolute_path), err.message[:200]))
+    if not problems:
+        for i, step in enumerate(flow["steps"]):
+            if ("assert" in step) == ("action" in step):
+                problems.append("/steps/%d: a step has either `action` (with a `target`) or `assert`" % i)
+            elif "action" in step and not step.get("target") and step["action"] != "press":
+                problems.append("/steps/%d: an act needs a `target`" % i)
+    return problems[:10]
+
+
+def _read_flow(root: str, name: str) -> dict:
+    path = _flow_path(root, name)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            flow = json.load(fh)
+    except FileNotFoundError:
+        have = [f["name"] for f in _list_flows(root)]
+        raise ToolError("no flow %r in %s" % (name, _flows_dir(root)),
+                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save"))
+    except ValueError as exc:
+        raise ToolError("the flow file %s is not JSON: %s" % (path, exc), "fix or delete the file")
+    problems = _flow_problems(flow)
+    if problems:
+        raise ToolError("the flow file %s is not a Reticle flow: %s" % (path, "; ".join(problems)),
+                        "fix the file, or save the flow again")
+    return flow
+
+
+def _list_flows(root: str) -> List[dict]:
+    folder = _flows_dir(root)
+    out = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return out
+    for fname in names:
+        if not fname.endswith(".json") or not _FLOW_NAME.match(fname[:-5]):
+            continue
+        item: Dict[str, Any] = {"name": fname[:-5]}
+        try:
+            with open(os.path.join(folder, fname), encoding="utf-8") as fh:
+                flow = json.load(fh)
+            item["steps"] = len(flow.get("steps", []))
+            item["startUrl"] = flow.get("startUrl")
+            item["savedAt"] = flow.get("savedAt")
+        except (OSError, ValueError, AttributeError):
+            item["problem"] = "not readable as JSON"
+        out.append(item)
+    return out
+
+
+def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]:
+    """Journey log entries -> flow steps (and the first URL)."""
+    steps = []
+    for entry in journey:
+        step = {k: v for k, v in entry.items() if k not in ("t", "url")}
+        steps.append(step)
+    return steps, (journey[0].get("url") if journey else None)
+
+
+def _fill_secrets(value: Any) -> Any:
+    """Replace every ${VAR} in a step's args with the environment's value; a missing
+    variable is a setup error naming it."""
+    if isinstance(value, dict):
+        return {k: _fill_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_secrets(v) for v in value]
+    if isinstance(value, str):
+        def sub(m: "re.Match[str]") -> str:
+            got = os.environ.get(m.group(1))
+            if got is None:
+                raise ToolError("the flow needs the environment variable %s (a secret it does not store)"
+                                % m.group(1), "set %s in the daemon's environment and replay" % m.group(1),
+                                setup=True, variable=m.group(1))
+            return got
+        return _SECRET_REF.sub(sub, value)
+    return value
+
+
+def _start_url(flow: dict, url: Optional[str]) -> Optional[str]:
+    """Where a replay starts: `url` as given; an origin alone (no path) keeps the flow's own
+    path and query; without `url`, the flow's startUrl."""
+    start = flow.get("startUrl")
+    if not url:
+        return start
+    parts = urllib.parse.urlsplit(url)
+    if parts.path in ("", "/") and not parts.query and start:
+        saved = urllib.parse.urlsplit(start)
+        return urllib.parse.urlunsplit((parts.scheme, parts.netloc, saved.path or "/", saved.query, ""))
+    return url
+
+
+def _nearest(error: str) -> List[str]:
+    """The candidates the page named in a target miss ("nearest: a, b; testids present: ...")."""
+    out = []
+    for part in error.split("; "):
+        for prefix in ("nearest: ", "testids present: "):
+            if part.startswith(prefix):
+                out.extend(x.strip() for x in part[len(prefix):].split(", ") if x.strip())
+        if re.match(r"^\w+s present: ", part):
+            out.extend(x.strip() for x in part.split(": ", 1)[1].split(", ") if x.strip())
+    return out[:8]
+
+
+def _step_label(step: dict) -> str:
+    if "assert" in step:
+        return "assert %s" % _describe_predicate_safe(step["assert"])
+    target = step.get("target") or {}
+    what = ", ".join("%s=%s" % (k, _dumps(v) if not isinstance(v, str) else v) for k, v in target.items())
+    return "%s %s" % (step["action"], what)
+
+
+def _describe_predicate_safe(p: Any) -> str:
+    try:
+        return _describe_predicate(parse_predicate(p, "assert"))
+    except Exception:
+        return _short(_dumps(p), 120)
+
+
+async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext") -> dict:
+    """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
+    `no` with the page's nearest candidates, and nothing is acted on."""
+    if "assert" in step:
+        args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
+        if session.id:
+            args["sessionId"] = session.id
+        res = await _tool_assert(hub, session, args, ctx)
+        return dict(res)
+    args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {})}
+    if step.get("target"):
+        args["target"] = step["target"]
+    try:
+        if "until" in step:
+            args["until"] = step["until"]
+            args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
+            return dict(await _tool_act_and_wait(hub, session, args, ctx))
+        res = await _tool_act(hub, session, args, ctx)
+    except _TabGone:
+        raise
+    except ToolError as exc:
+        if "no element matches target" in exc.error or "elements match target" in exc.error:
+            missing = "no element matches" in exc.error
+            return {"verified": "no", "verifiedReason": "target_missing" if missing else "target_ambiguous",
+                    "because": exc.error, "nearest": _nearest(exc.error), "acted": False}
+        raise
+    dispatched = res.get("dispatched")
+    ok = dispatched is not False
+    return {"verified": "yes" if ok else "no", "verifiedReason": "acted" if ok else "not_dispatched",
+            "because": "the %s was dispatched%s" % (step["action"], " (the page unloaded: a navigation)"
+                                                    if dispatched is None else "") if ok else
+            "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
+
+
+def _step_evidence(res: dict) -> Any:
+    """The few fields of a verdict a person needs to see why."""
+    out = {}
+    verdict = res.get("verdict") if isinstance(res.get("verdict"), dict) else res
+    for key in ("failureReason", "observed", "expected", "evidence"):
+        if verdict.get(key) not in (None, "", [], {}):
+            out[key] = verdict[key]
+    for key in ("nearest", "contradictions"):
+        if res.get(key):
+            out[key] = res[key]
+    text = _dumps(out)
+    return out if len(text) <= 2000 else {"summary": _short(text, 2000)}
+
+
+async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str],
+                  ctx: "_CallContext") -> dict:
+    """Replay a flow in `session`: navigate to its start, then every step in order.  The
+    first step that is not `yes` stops the flow; the ones after it are `skipped`."""
+    started = time.monotonic()
+    start = _start_url(flow, url)
+    steps_out: List[dict] = []
+    if start:
+        nav = await _tool_navigate(hub, session, {"url": start}, ctx)
+        if not nav.get("confirmed"):
+            raise ToolError("the page at %s did not connect within 5 s" % start,
+                            "check the URL, and that the page loads %s/reticle.js (or use a device)"
+                            % hub.public_origin(), setup=True)
+        session = hub.bridge.get(session.id) or session
+    verdict = "yes"
+    failed_at = None
+    for i, step in enumerate(flow["steps"]):
+        label = _step_label(step)
+        if failed_at is not None:
+            steps_out.append({"index": i, "step": label, "verified": "skipped"})
+            continue
+        t0 = time.monotonic()
+        res = await _replay_step(hub, session, step, ctx)
+        session = hub.bridge.get(session.id) or session
+        row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
+               "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
+               "ms": round((time.monotonic() - t0) * 1000)}
+        if "until" in step or "assert" in step:
+            row["predicate"] = step.get("until") or step.get("assert")
+        if row["verified"] != "yes":
+            row["evidence"] = _step_evidence(res)
+            failed_at = i
+            verdict = "no" if row["verified"] == "no" else "unknown"
+        steps_out.append(row)
+    out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
+           "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
+    if failed_at is not None:
+        out["failedStep"] = failed_at
+        out["because"] = "step %d (%s) is %s: %s" % (failed_at, steps_out[failed_at]["step"],
+                                                     steps_out[failed_at]["verified"],
+                                                     steps_out[failed_at].get("because"))
+    else:
+        out["because"] = "all %d steps are yes" % len(steps_out)
+    if not any("until" in s or "assert" in s for s in flow["steps"]):
+        out["note"] = "this flow has no predicate: it shows the steps ran, not that they worked"
+    return out
 
 
 ###############################################################################
@@ -5536,6 +6017,8 @@ class Hub:
         self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
         self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
+        self.journeys = _Journeys()
+        self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
@@ -9756,6 +10239,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             name: name
           };
           if (testid) res.testid = testid;
+          if (el.type === 'password') res.password = true;
           if (r.files) res.files = r.files;
           if (r.to) res.to = r.to;
           if (warning) res.warning = warning;
