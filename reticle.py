@@ -72,6 +72,7 @@ import collections
 import datetime
 import errno
 import hmac
+import html
 import ipaddress
 import json
 import logging
@@ -4998,6 +4999,131 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     return out
 
 
+# -- reports of `reticle verify`: pure functions of the results (one dict per flow) ---------------
+# A result: {name, verified: yes|no|unknown|error, ms, steps: [{index, step, verified, verifiedReason,
+# because, predicate?, evidence?, ms?}], because, failedStep?, error?, screenshot? (base64 PNG)}.
+
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def _xml(value: Any) -> str:
+    return html.escape(_XML_BAD.sub("?", str(value)), quote=True)
+
+
+def _verify_exit(results: List[dict]) -> int:
+    """0 when every flow is yes; 3 for any setup error, else 1 for any no, else 2 for any unknown."""
+    verdicts = {r["verified"] for r in results}
+    if not results or "error" in verdicts:
+        return 3
+    if "no" in verdicts:
+        return 1
+    if "unknown" in verdicts:
+        return 2
+    return 0
+
+
+def _failing_step(result: dict) -> Optional[dict]:
+    i = result.get("failedStep")
+    return result["steps"][i] if isinstance(i, int) and i < len(result.get("steps", [])) else None
+
+
+def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
+    """JUnit XML: one <testsuite> per flow, one <testcase> per step; `no` and `unknown` steps are
+    <failure> (type says which), steps after the failing one <skipped>, a setup error an <error>."""
+    def count(r: dict, v: str) -> int:
+        return sum(1 for s in r.get("steps", []) if s.get("verified") == v)
+    total = sum(max(1, len(r.get("steps", []))) for r in results)
+    fails = sum(count(r, "no") + count(r, "unknown") for r in results)
+    errors = sum(1 for r in results if r["verified"] == "error")
+    skipped = sum(count(r, "skipped") for r in results)
+    secs = sum(r.get("ms", 0) for r in results) / 1000.0
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           '<testsuites name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
+           % (_xml(suite_name), total, fails, errors, skipped, secs)]
+    for r in results:
+        steps = r.get("steps", [])
+        classname = "reticle.flows.%s" % r["name"]
+        out.append('  <testsuite name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
+                   % (_xml(r["name"]), max(1, len(steps)), count(r, "no") + count(r, "unknown"),
+                      1 if r["verified"] == "error" else 0, count(r, "skipped"), r.get("ms", 0) / 1000.0))
+        if r["verified"] == "error" and not steps:
+            out.append('    <testcase name="setup" classname="%s" time="%.3f">' % (_xml(classname), r.get("ms", 0) / 1000.0))
+            out.append('      <error message="%s" type="setup"/>' % _xml(r.get("error", "setup error")))
+            out.append('    </testcase>')
+        for s in steps:
+            out.append('    <testcase name="%s" classname="%s" time="%.3f">' % (
+                _xml("step %d: %s" % (s["index"], s["step"])), _xml(classname), s.get("ms", 0) / 1000.0))
+            if s["verified"] in ("no", "unknown"):
+                out.append('      <failure message="%s" type="%s">%s</failure>' % (
+                    _xml(s.get("because") or s["verified"]), s["verified"],
+                    _xml(_dumps({"verifiedReason": s.get("verifiedReason"), "predicate": s.get("predicate"),
+                                 "evidence": s.get("evidence")}))))
+            elif s["verified"] == "skipped":
+                out.append('      <skipped message="an earlier step of the flow failed"/>')
+            out.append('    </testcase>')
+        out.append('  </testsuite>')
+    out.append('</testsuites>')
+    return "\n".join(out) + "\n"
+
+
+_REPORT_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+table{border-collapse:collapse;width:100%;margin:.5em 0 1.5em}th,td{border:1px solid #ddd;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f4f4f4}code,pre{font:12px/1.4 ui-monospace,monospace;
+white-space:pre-wrap;word-break:break-word;margin:0}.yes{color:#0a7a2f;font-weight:600}.no,.error{color:#b00020;
+font-weight:600}.unknown{color:#a15c00;font-weight:600}.skipped{color:#888}img{max-width:100%;
+border:1px solid #ccc;margin:.5em 0}section{margin-bottom:2em}"""
+
+
+def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
+    """One self-contained page: a summary table, then each flow's steps with predicate, verdict,
+    evidence and timing, and the screenshot of a failing step inline (data: URL)."""
+    e = html.escape
+    code = _verify_exit(results)
+    parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
+             "<title>%s</title><style>%s</style></head><body>" % (e(title), _REPORT_CSS),
+             "<h1>%s</h1>" % e(title),
+             "<p>%d flow(s), exit code %d, generated %s by reticle %s.</p>" % (
+                 len(results), code, datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
+                 e(__version__)),
+             "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th></tr>"]
+    for r in results:
+        parts.append('<tr><td><a href="#flow-%s">%s</a></td><td>%d</td><td class="%s">%s</td><td>%.2f s</td>'
+                     "<td>%s</td></tr>" % (e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
+                                          e(r["verified"]), r.get("ms", 0) / 1000.0,
+                                          e(r.get("error") or r.get("because") or "")))
+    parts.append("</table>")
+    for r in results:
+        parts.append('<section id="flow-%s" class="flow"><h2>%s <span class="%s">%s</span></h2>' % (
+            e(r["name"]), e(r["name"]), e(r["verified"]), e(r["verified"])))
+        if r.get("startUrl"):
+            parts.append("<p>start: <code>%s</code></p>" % e(r["startUrl"]))
+        if r.get("error"):
+            parts.append('<p class="error">setup error: %s</p>' % e(r["error"]))
+        if r.get("steps"):
+            parts.append("<table><tr><th>#</th><th>step</th><th>predicate</th><th>verdict</th><th>time</th>"
+                         "<th>evidence</th></tr>")
+            for s in r["steps"]:
+                evidence = s.get("because") or ""
+                if s.get("evidence"):
+                    evidence += "\n" + json.dumps(s["evidence"], indent=1, ensure_ascii=False)[:4000]
+                parts.append('<tr class="step"><td>%d</td><td>%s</td><td><code>%s</code></td><td class="%s">%s%s</td>'
+                             "<td>%s</td><td><pre>%s</pre></td></tr>" % (
+                                 s["index"], e(s["step"]), e(_dumps(s["predicate"])) if s.get("predicate") else "",
+                                 e(s["verified"]), e(s["verified"]),
+                                 " (%s)" % e(s["verifiedReason"]) if s.get("verifiedReason") else "",
+                                 "%d ms" % s["ms"] if "ms" in s else "", e(evidence.strip())))
+            parts.append("</table>")
+        if r.get("screenshot"):
+            failing = _failing_step(r)
+            parts.append('<figure><img alt="screenshot at step %s" src="data:image/png;base64,%s">'
+                         "<figcaption>the page when step %s failed</figcaption></figure>" % (
+                             e(str(r.get("failedStep"))), r["screenshot"],
+                             e("%d (%s)" % (failing["index"], failing["step"]) if failing else "?")))
+        parts.append("</section>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
 ###############################################################################
 # HTTP handlers ###############################################################
 ###############################################################################
@@ -6584,6 +6710,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("url", metavar="URL", help="the page to open")
     p.add_argument("--headed", action="store_true", help="show the browser window")
     port_arg(p)
+    p = sub.add_parser("verify", help="replay saved flows on devices (CI): exit 0 only when every flow is yes")
+    p.add_argument("flows", nargs="*", metavar="FLOWS", help="saved flow names or .json paths (default: all saved)")
+    p.add_argument("--url", default=None, help="where flows start (an origin keeps each flow's path)")
+    p.add_argument("--jobs", type=int, default=1, help="flows replayed in parallel, one device each (at most 4)")
+    p.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML to FILE")
+    p.add_argument("--report", default=None, metavar="FILE", help="write a self-contained HTML report to FILE")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    port_arg(p)
     return parser
 
 
@@ -6822,6 +6956,167 @@ async def _cli_drive(url: str, headed: bool, host: str, port: int) -> int:
     return 1 if failed else code
 
 
+def _verify_load(names: List[str], root: str) -> Tuple[List[dict], List[dict]]:
+    """FLOWS arguments (saved names or paths to .json files; none = every saved flow) ->
+    (flows, setup errors as results)."""
+    flows: List[dict] = []
+    errors: List[dict] = []
+    if not names:
+        names = [f["name"] for f in _list_flows(root)]
+        if not names:
+            errors.append({"name": "(none)", "verified": "error", "steps": [], "ms": 0,
+                           "error": "no saved flows in %s; save one with reticle_flow_save" % _flows_dir(root)})
+    for item in names:
+        try:
+            if item.endswith(".json") or os.sep in item:
+                with open(item, encoding="utf-8") as fh:
+                    flow = json.load(fh)
+                problems = _flow_problems(flow)
+                if problems:
+                    raise ToolError("%s is not a Reticle flow: %s" % (item, "; ".join(problems)))
+            else:
+                flow = _read_flow(root, item)
+            flows.append(flow)
+        except (ToolError, OSError, ValueError) as exc:
+            errors.append({"name": os.path.basename(item)[:-5] if item.endswith(".json") else item,
+                           "verified": "error", "steps": [], "ms": 0,
+                           "error": exc.error if isinstance(exc, ToolError) else str(exc)})
+    return flows, errors
+
+
+async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: float = 300.0) -> dict:
+    """One tools/call through the daemon; a tool error raises ToolError with its message."""
+    result = await asyncio.wait_for(link.request("tools/call", {"name": name, "arguments": args}), timeout)
+    data = (result or {}).get("structuredContent") or {}
+    if (result or {}).get("isError"):
+        raise ToolError(str(data.get("error") or data), str(data.get("recovery") or ""))
+    return data
+
+
+async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Optional[str], jobs: int,
+                        progress: Callable[[str], None]) -> List[dict]:
+    """Replay `flows` on up to `jobs` devices (one MCP session and one device per job, reused
+    from flow to flow) and answer one result per flow, in the order given."""
+    results: List[Optional[dict]] = [None] * len(flows)
+    queue = list(enumerate(flows))
+    total = len(flows)
+    done = [0]
+
+    async def worker(n: int) -> None:
+        link = _DaemonLink(port, state)
+        session_id: Optional[str] = None
+        try:
+            while queue:
+                i, flow = queue.pop(0)
+                name = flow.get("name", "flow-%d" % i)
+                t0 = time.monotonic()
+                progress("[%d/%d] %s: replaying %d step(s)" % (i + 1, total, name, len(flow["steps"])))
+                res: Dict[str, Any]
+                try:
+                    flow = dict(flow, steps=[dict(s, args=_fill_secrets(s["args"])) if "args" in s else s
+                                             for s in flow["steps"]])
+                    start = _start_url(flow, url)
+                    if session_id is None:
+                        if not start:
+                            raise ToolError("the flow %s has no startUrl; pass --url" % name)
+                        opened = await _verify_call(link, "reticle_open", {"url": start})
+                        session_id = opened["sessionId"]
+                    args = {"flow": flow, "sessionId": session_id}
+                    if url:
+                        args["url"] = url
+                    res = dict(await _verify_call(link, "reticle_flow_replay", args))
+                    res["name"] = name
+                    if res.get("verified") != "yes":
+                        try:
+                            shot = await _verify_call(link, "reticle_screenshot", {"sessionId": session_id})
+                            with open(shot["path"], "rb") as fh:
+                                res["screenshot"] = base64.b64encode(fh.read()).decode("ascii")
+                        except (ToolError, RpcError, OSError, KeyError) as exc:
+                            res["screenshotError"] = str(exc)
+                except (ToolError, RpcError, ConfigError, asyncio.TimeoutError) as exc:
+                    reason = exc.error if isinstance(exc, ToolError) else (
+                        exc.message if isinstance(exc, RpcError) else str(exc) or "timed out")
+                    res = {"name": name, "verified": "error", "steps": [], "error": reason}
+                res["ms"] = round((time.monotonic() - t0) * 1000)
+                results[i] = res
+                done[0] += 1
+                progress("[%d/%d done] %s: %s in %.1f s%s" % (
+                    done[0], total, name, res["verified"], res["ms"] / 1000.0,
+                    "" if res["verified"] == "yes" else " (%s)" % _short(res.get("error") or res.get("because") or "", 160)))
+        finally:
+            if session_id is not None:
+                try:
+                    await _verify_call(link, "reticle_close", {"sessionId": session_id}, 15.0)
+                except (ToolError, RpcError, asyncio.TimeoutError):
+                    pass
+
+    await asyncio.gather(*(worker(n) for n in range(max(1, min(jobs, len(flows))))))
+    return [r for r in results if r is not None]
+
+
+def _verify_table(results: List[dict]) -> str:
+    rows = [["flow", "steps", "verdict", "time", "failing step / evidence"]]
+    for r in results:
+        failing = _failing_step(r)
+        if r["verified"] == "error":
+            why = "setup: %s" % r.get("error", "")
+        elif failing is not None:
+            why = "step %d %s: %s" % (failing["index"], failing["step"], failing.get("because") or "")
+        else:
+            why = ""
+        rows.append([r["name"], str(len(r.get("steps", []))), r["verified"], "%.1f s" % (r.get("ms", 0) / 1000.0),
+                     _short(why.replace("\n", " "), 160)])
+    return _table(rows)
+
+
+async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> int:
+    """`reticle verify`: replay saved flows on devices, print one table, write the reports."""
+    t0 = time.monotonic()
+    root = os.path.abspath(os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd())
+    jobs = max(1, min(args.jobs, _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)))
+
+    def progress(line: str) -> None:
+        sys.stderr.write("reticle verify: %s\n" % line)
+        sys.stderr.flush()
+
+    flows, results = _verify_load(list(args.flows), root)
+    started_here = False
+    if flows:
+        probe = await _probe_port(port)
+        if probe["state"] == "foreign":
+            results.append({"name": "(daemon)", "verified": "error", "steps": [], "ms": 0,
+                            "error": _port_owner_sentence(port, probe)})
+            flows = []
+        started_here = probe["state"] == "free"
+        if started_here:
+            progress("no daemon on port %d: starting one" % port)
+    if flows:
+        progress("%d flow(s), %d job(s), project %s" % (len(flows), min(jobs, len(flows)), root))
+        results = await _verify_flows(port, state, flows, args.url, jobs, progress) + results
+    if started_here:
+        await _cli_stop(port, state)
+    code = _verify_exit(results)
+    if args.junit:
+        with open(args.junit, "w", encoding="utf-8") as fh:
+            fh.write(_junit_xml(results))
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as fh:
+            fh.write(_html_report(results))
+    if args.json:
+        shown = [{k: v for k, v in r.items() if k != "screenshot"} for r in results]
+        sys.stdout.write(_dumps({"exitCode": code, "ms": round((time.monotonic() - t0) * 1000),
+                                 "flows": shown}) + "\n")
+    else:
+        sys.stdout.write(_verify_table(results) + "\n")
+        counts = collections.Counter(r["verified"] for r in results)
+        sys.stdout.write("%s in %.1f s; exit %d\n" % (", ".join("%d %s" % (n, v) for v, n in sorted(counts.items())),
+                                                      time.monotonic() - t0, code))
+    for path, what in ((args.junit, "JUnit XML"), (args.report, "HTML report")):
+        if path:
+            progress("%s written to %s" % (what, path))
+    return code
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """The CLI.  Returns the exit code; never calls sys.exit."""
     parser = _build_parser()
@@ -6831,7 +7126,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     if not args.command:
         parser.print_usage(sys.stderr)
-        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop, token, demo or drive\n")
+        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop, token, demo, drive, verify or init\n")
         return 2
     try:
         state = _StateDir()
@@ -6860,6 +7155,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "demo":
             _setup_logging(logging.WARNING)
             return asyncio.run(_cli_demo(args.headed))
+        if args.command == "verify":
+            _setup_logging(logging.WARNING)
+            return asyncio.run(_cli_verify(args, port, state))
         if args.command == "drive":
             _setup_logging(logging.WARNING)
             host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST

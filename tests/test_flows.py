@@ -3,6 +3,7 @@ with real Chromium, a real daemon and a real MCP client against the server-rende
 (a login and an add form, both full-page posts with post/redirect/get).  The truth is checked on the
 server: what was posted, what was stored."""
 
+import base64
 import contextlib
 import json
 import os
@@ -157,3 +158,121 @@ def test_flow_names_steps_and_secrets_are_checked(world):
     assert is_error and data.get("variable") == "RETICLE_SECRET_NOPE" and data.get("setup") is True, data
     data, is_error = mcp.call("reticle_flow_replay", {"name": "never-saved"})
     assert is_error and "no flow" in data["error"], data
+
+
+# -- `reticle verify` as CI runs it: a subprocess, exit codes, JUnit XML, the HTML report ----------
+
+def _write_flow(project, name, start, steps):
+    folder = project / ".reticle" / "flows"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / (name + ".json")).write_text(json.dumps({"format": 1, "name": name, "startUrl": start,
+                                                       "steps": steps}, indent=2))
+
+
+def _verify(project, state, port, *argv, env=None):
+    environ = daemon_env(state, RETICLE_PORT=str(port), **(env or {}))
+    return subprocess.run([sys.executable, RETICLE_PY, "verify"] + list(argv), cwd=str(project), env=environ,
+                          capture_output=True, text=True, timeout=180)
+
+
+def _dump_dom(path, tmp):
+    """The report as Chromium renders it (headless --dump-dom)."""
+    args = [chromium_path(), "--headless=new", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            "--user-data-dir=" + str(tmp / "dump-profile"), "--dump-dom", "file://" + str(path)]
+    if os.geteuid() == 0:
+        args.insert(1, "--no-sandbox")
+    return subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
+
+
+LOGIN_STEPS = [
+    {"action": "fill", "target": {"label": "Username"}, "args": {"value": "vic"}},
+    {"action": "fill", "target": {"role": "textbox", "name": "Password"}, "args": {"value": "${%s}" % SECRET_ENV},
+     "secret": SECRET_ENV},
+    {"action": "click", "target": {"role": "button", "name": "Log in"},
+     "until": {"kind": "text", "contains": "Welcome back"}, "timeout_ms": 8000},
+]
+ADD_STEPS = [
+    {"action": "fill", "target": {"label": "Name"}, "args": {"value": "Vic"}},
+    {"action": "click", "target": {"role": "button", "name": "Add record"}, "timeout_ms": 8000, "until": {
+        "kind": "allOf", "predicates": [{"kind": "net", "method": "POST", "urlContains": "/records", "ok": True},
+                                        {"kind": "text", "contains": "Record 'Vic' added"}]}},
+    {"assert": {"kind": "text", "contains": "Vic"}},
+]
+
+
+def test_reticle_verify_exit_codes_junit_and_report(tmp_path):
+    from _harness import free_port
+    port = free_port()
+    project = tmp_path / "app"
+    forms = FormsApp("http://127.0.0.1:%d" % port)
+    secret = {SECRET_ENV: PASSWORD}
+    with contextlib.ExitStack() as stack:
+        app = _keep(stack, AppServer(forms.routes()))
+        _write_flow(project, "login", app.url + "/login", LOGIN_STEPS)
+        _write_flow(project, "add", app.url + "/records", ADD_STEPS)
+
+        # green, with no daemon running: verify starts one, replays both flows on two devices, stops it
+        junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+        run = _verify(project, tmp_path / "state1", port, "--jobs", "2", "--junit", str(junit),
+                      "--report", str(report), env=secret)
+        assert run.returncode == 0, (run.stdout, run.stderr)
+        assert list(forms.records.values()) == ["Vic"]
+        assert "login" in run.stdout and "add" in run.stdout and "yes" in run.stdout, run.stdout
+        assert "[1/2]" in run.stderr or "[2/2]" in run.stderr, run.stderr  # progress on stderr
+        wait_until(lambda: get_port_free(port), 10, what="the daemon verify started to stop")
+        root = ET.parse(str(junit)).getroot()
+        assert root.tag == "testsuites" and root.get("failures") == "0" and root.get("tests") == "6"
+        assert sorted(s.get("name") for s in root.findall("testsuite")) == ["add", "login"]
+
+        # a server-side fault: exit 1, the failing step in the table, JUnit and the report with its screenshot
+        daemon = _keep(stack, Daemon(tmp_path / "state2", port=port))
+        forms.records.clear()
+        forms.fault = True
+        try:
+            run = _verify(project, tmp_path / "state2", port, "login", "add", "--jobs", "2", "--url", app.url,
+                          "--junit", str(junit), "--report", str(report), env=secret)
+        finally:
+            forms.fault = False
+        assert run.returncode == 1, (run.stdout, run.stderr)
+        line = [ln for ln in run.stdout.splitlines() if ln.startswith("add ")][0]
+        assert " no " in line and "step 1" in line and "Add record" in line, run.stdout
+        assert daemon.status()["running"] is True  # a daemon verify did not start keeps running
+        root = ET.parse(str(junit)).getroot()
+        assert root.tag == "testsuites" and int(root.get("tests")) == 6 and root.get("failures") == "1"
+        suites = {s.get("name"): s for s in root.findall("testsuite")}
+        add = suites["add"]
+        assert (add.get("tests"), add.get("failures"), add.get("skipped")) == ("3", "1", "1")
+        cases = add.findall("testcase")
+        assert all(c.get("name") and c.get("classname") == "reticle.flows.add" and float(c.get("time")) >= 0
+                   for c in cases)
+        failure = cases[1].find("failure")
+        assert failure is not None and failure.get("message") and failure.get("type") == "no"
+        assert "500" in (failure.text or "") + failure.get("message"), failure.text
+        assert cases[2].find("skipped") is not None and cases[0].find("failure") is None
+        assert suites["login"].get("failures") == "0"
+        dom = _dump_dom(report, tmp_path)
+        assert 'id="flow-login"' in dom and 'id="flow-add"' in dom, dom[:2000]
+        shots = re.findall(r'<img[^>]+src="data:image/png;base64,([A-Za-z0-9+/=]+)"', dom)
+        assert len(shots) == 1 and base64.b64decode(shots[0])[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "Add record" in dom and "assertion_failed" in dom
+
+        # unknown: a redirected post's own status cannot be seen -> exit 2
+        forms.records.clear()
+        _write_flow(project, "status", app.url + "/records", ADD_STEPS[:1] + [
+            {"action": "click", "target": {"role": "button", "name": "Add record"}},
+            {"assert": {"kind": "net", "method": "POST", "urlContains": "/records", "status": 302}}])
+        run = _verify(project, tmp_path / "state2", port, "status", "--json", env=secret)
+        assert run.returncode == 2, (run.stdout, run.stderr)
+        out = json.loads(run.stdout)
+        assert out["exitCode"] == 2 and out["flows"][0]["verified"] == "unknown"
+
+        # setup errors -> exit 3 with the reason: a secret the environment lacks, a flow that does not exist
+        run = _verify(project, tmp_path / "state2", port, "login")
+        assert run.returncode == 3 and SECRET_ENV in run.stdout, (run.stdout, run.stderr)
+        run = _verify(project, tmp_path / "state2", port, "nope", env=secret)
+        assert run.returncode == 3 and "no flow 'nope'" in run.stdout, (run.stdout, run.stderr)
+
+
+def get_port_free(port):
+    from _harness import port_listens
+    return not port_listens(port)
