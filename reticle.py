@@ -6671,7 +6671,279 @@ async def _mcp_stdio(port: int, state: _StateDir) -> int:
 ###############################################################################
 # Init ########################################################################
 ###############################################################################
-# Reserved: `reticle init` (DESIGN section 10).
+# `reticle init`: find the app in the current directory, add the dev-only script
+# tag where that is safe (else print the exact snippet), write the MCP client
+# configuration of Claude Code (.mcp.json), Cursor (.cursor/mcp.json), VS Code
+# (.vscode/mcp.json, "servers") and Codex ($CODEX_HOME/config.toml, default
+# ~/.codex: Codex reads MCP servers from the user's config), merging and never
+# clobbering another server.  Planning is pure (_init_plan); writing is small.
+
+_SERVER_NAME = "reticle"
+_TEMPLATE_DIRS = ("templates",)
+
+
+class _InitChange:
+    """One file init would write: its path, old text (None when new), new text, and why."""
+
+    __slots__ = ("path", "old", "new", "what")
+
+    def __init__(self, path: str, old: Optional[str], new: str, what: str) -> None:
+        self.path = path
+        self.old = old
+        self.new = new
+        self.what = what
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _package_deps(root: str) -> Dict[str, str]:
+    text = _read_text(os.path.join(root, "package.json"))
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    deps: Dict[str, str] = {}
+    for key in ("dependencies", "devDependencies"):
+        if isinstance(data.get(key), dict):
+            deps.update(data[key])
+    return deps
+
+
+def _find_template(root: str) -> Optional[str]:
+    """The base template of a Django or Flask app: base.html/layout.html first, else the only
+    template with a </head>."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("node_modules", "venv", ".venv",
+                                                                                 "site-packages", "static")]
+        if os.path.basename(dirpath) not in _TEMPLATE_DIRS and "/templates/" not in dirpath + "/":
+            continue
+        for f in sorted(filenames):
+            if f.endswith(".html"):
+                path = os.path.join(dirpath, f)
+                if "</head>" in (_read_text(path) or "").lower():
+                    found.append(path)
+    for preferred in ("base.html", "layout.html", "_base.html"):
+        for path in found:
+            if os.path.basename(path) == preferred:
+                return path
+    return found[0] if len(found) == 1 else None
+
+
+def _detect_app(root: str) -> dict:
+    """-> {kind, entry?, why}: the app in `root` and the HTML file the tag goes into."""
+    deps = _package_deps(root)
+    if "next" in deps:
+        return {"kind": "Next.js", "why": "next in package.json"}
+    if "react-scripts" in deps:
+        entry = os.path.join(root, "public", "index.html")
+        return {"kind": "Create React App", "entry": entry if os.path.isfile(entry) else None,
+                "why": "react-scripts in package.json"}
+    if "vite" in deps or any(os.path.isfile(os.path.join(root, "vite.config." + e)) for e in ("js", "ts", "mjs", "mts")):
+        entry = os.path.join(root, "index.html")
+        return {"kind": "Vite", "entry": entry if os.path.isfile(entry) else None, "why": "vite in package.json"}
+    if os.path.isfile(os.path.join(root, "manage.py")):
+        return {"kind": "Django", "entry": _find_template(root), "why": "manage.py"}
+    for name in ("app.py", "wsgi.py", "application.py", "main.py"):
+        text = _read_text(os.path.join(root, name)) or ""
+        if re.search(r"^\s*(from flask import|import flask)", text, re.M):
+            return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name}
+    if os.path.isfile(os.path.join(root, "index.html")):
+        return {"kind": "plain HTML", "entry": os.path.join(root, "index.html"), "why": "index.html"}
+    return {"kind": "unknown", "why": "no package.json, manage.py, Flask app or index.html here"}
+
+
+def _dev_snippet(kind: str, origin: str) -> str:
+    """The dev-only tag for each kind of app: it loads the SDK in development only."""
+    src = origin + "/reticle.js"
+    loader = ("var s=document.createElement('script');s.src=%s;document.head.appendChild(s);" % json.dumps(src))
+    if kind == "Vite":
+        return '<script type="module">if (import.meta.env.DEV) { %s }</script>' % loader
+    if kind == "Create React App":
+        return "<script>if ('%%NODE_ENV%%' === 'development') { %s }</script>" % loader
+    if kind == "Django":
+        return '{%% if debug %%}<script src="%s"></script>{%% endif %%}' % src
+    if kind == "Flask":
+        return '{%% if config.DEBUG %%}<script src="%s"></script>{%% endif %%}' % src
+    if kind == "Next.js":
+        return ("{process.env.NODE_ENV === 'development' && <Script src=\"%s\" strategy=\"beforeInteractive\" />}"
+                % src)
+    return ("<script>if (/^(localhost|127\\.0\\.0\\.1|\\[::1\\])$/.test(location.hostname)) { %s }</script>"
+            % loader)
+
+
+def _csp_warnings(texts: Dict[str, str], origin: str) -> List[str]:
+    """A Content-Security-Policy found in the app's files that would block the script or its
+    WebSocket."""
+    out = []
+    ws = "ws" + origin[4:]
+    for path, text in texts.items():
+        policies = re.findall(r'http-equiv=["\']Content-Security-Policy["\'][^>]*content=["\']([^"\']+)', text, re.I)
+        policies += re.findall(r'Content-Security-Policy["\']?\s*[:,]\s*["\']([^"\']+)', text, re.I)
+        for policy in policies:
+            directives = {}
+            for part in policy.split(";"):
+                bits = part.split()
+                if bits:
+                    directives[bits[0].lower()] = bits[1:]
+            script = directives.get("script-src", directives.get("default-src"))
+            connect = directives.get("connect-src", directives.get("default-src"))
+            if script is not None and origin not in script and "*" not in script:
+                out.append("%s: its Content-Security-Policy script-src does not allow %s; add it in development"
+                           % (path, origin))
+            if connect is not None and ws not in connect and "*" not in connect and origin not in connect:
+                out.append("%s: its Content-Security-Policy connect-src does not allow %s (the SDK's WebSocket); "
+                           "add it in development" % (path, ws))
+        if not policies and re.search(r"\bCSP_[A-Z_]+\s*=|Content-Security-Policy", text):
+            out.append("%s sets a Content-Security-Policy: make sure script-src allows %s and connect-src "
+                       "allows %s in development" % (path, origin, ws))
+    return out
+
+
+def _merge_json_server(path: str, key: str, entry: dict) -> Tuple[Optional[_InitChange], str]:
+    old = _read_text(path)
+    if old is None and os.path.exists(path):
+        return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
+    try:
+        data = json.loads(old) if old and old.strip() else {}
+    except ValueError:
+        return None, "%s is not valid JSON; left alone. Add under %r: %s" % (path, key, _dumps({_SERVER_NAME: entry}))
+    if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
+        return None, "%s has an unexpected shape; left alone" % path
+    servers = data.get(key, {})
+    if _SERVER_NAME in servers:
+        same = servers[_SERVER_NAME] == entry
+        return None, "%s: %s already has a %r server%s" % (path, key, _SERVER_NAME, "" if same else " (kept as it is)")
+    data[key] = dict(servers, **{_SERVER_NAME: entry})
+    new = json.dumps(data, indent=2) + "\n"
+    return _InitChange(path, old, new, "added the %r MCP server under %r" % (_SERVER_NAME, key)), ""
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)  # a JSON string of printable text is a TOML basic string
+
+
+def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], str]:
+    old = _read_text(path)
+    text = old or ""
+    if re.search(r"^\s*\[\s*mcp_servers\s*\.\s*[\"']?%s[\"']?\s*\]" % _SERVER_NAME, text, re.M):
+        return None, "%s already has [mcp_servers.%s]" % (path, _SERVER_NAME)
+    block = "[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n" % (
+        _SERVER_NAME, _toml_str(command[0]), ", ".join(_toml_str(a) for a in command[1:]))
+    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+    return _InitChange(path, old, text + sep + block, "added [mcp_servers.%s]" % _SERVER_NAME), ""
+
+
+def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
+    """Everything `reticle init` would do in `root`, as data: {app, changes, notes, warnings}."""
+    origin = "http://127.0.0.1:%d" % port
+    app = _detect_app(root)
+    changes: List[_InitChange] = []
+    notes: List[str] = []
+    entry = app.get("entry")
+    texts: Dict[str, str] = {}
+    if entry:
+        text = _read_text(entry) or ""
+        texts[os.path.relpath(entry, root)] = text
+        snippet = _dev_snippet(app["kind"], origin)
+        if "/reticle.js" in text:
+            notes.append("%s already loads reticle.js" % os.path.relpath(entry, root))
+        else:
+            m = re.search(r"</head\s*>", text, re.I)
+            if m:
+                new = text[:m.start()] + "  " + snippet + "\n" + text[m.start():]
+                changes.append(_InitChange(entry, text, new, "added the dev-only script tag before </head>"))
+            else:
+                notes.append("%s has no </head>; add this where the page's head is: %s"
+                             % (os.path.relpath(entry, root), snippet))
+    else:
+        where = {"Next.js": "app/layout.tsx (or pages/_document.tsx), with `import Script from 'next/script'`"}
+        notes.append("%s app (%s): add this to the dev HTML entry%s: %s" % (
+            app["kind"], app["why"], " " + where.get(app["kind"], "") if app["kind"] in where else "",
+            _dev_snippet(app["kind"], origin)))
+    for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
+                 "settings.py", "app.py"):
+        for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
+            text = _read_text(path)
+            if text:
+                texts[os.path.relpath(path, root)] = text
+    for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
+        path = os.path.join(dirpath, "settings.py")
+        text = _read_text(path)
+        if text:
+            texts[os.path.relpath(path, root)] = text
+    stdio = {"command": command[0], "args": command[1:]}
+    for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
+                                (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
+                                (os.path.join(".vscode", "mcp.json"), "servers", dict(stdio, type="stdio"))):
+        change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj)
+        if change:
+            changes.append(change)
+        if note:
+            notes.append(note)
+    codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
+    change, note = _merge_codex(os.path.join(codex_home, "config.toml"), command)
+    if change:
+        changes.append(change)
+    if note:
+        notes.append(note)
+    return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin)}
+
+
+def _init_command() -> List[str]:
+    """How MCP clients start Reticle: `reticle mcp` when it is on PATH, else this interpreter
+    and this file."""
+    if shutil.which("reticle"):
+        return ["reticle", "mcp"]
+    return _self_command() + ["mcp"]
+
+
+def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
+    """`reticle init`: print the plan, then write it (unless --dry-run; a terminal asks first
+    unless --yes)."""
+    root = os.path.abspath(os.getcwd())
+    plan = _init_plan(root, os.path.expanduser("~"), port, _init_command())
+    out = sys.stdout
+    app = plan["app"]
+    out.write("app: %s (%s)%s\n" % (app["kind"], app["why"], "; HTML entry %s" % os.path.relpath(app["entry"], root)
+                                    if app.get("entry") else ""))
+    for w in plan["warnings"]:
+        out.write("warning: %s\n" % w)
+    for n in plan["notes"]:
+        out.write("note: %s\n" % n)
+    changes = plan["changes"]
+    if not changes:
+        out.write("nothing to change\n")
+        return 0
+    verb = "would change" if dry_run else "changing"
+    for c in changes:
+        out.write("%s %s: %s\n" % (verb, c.path if not c.path.startswith(root + os.sep) else os.path.relpath(c.path, root),
+                                   c.what))
+        if dry_run:
+            for line in c.new.splitlines():
+                if c.old is None or line not in c.old.splitlines():
+                    out.write("  + %s\n" % line)
+    if dry_run:
+        out.write("dry run: nothing written\n")
+        return 0
+    if not yes and sys.stdin.isatty():
+        out.write("apply these changes? [y/N] ")
+        out.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            out.write("nothing written\n")
+            return 1
+    for c in changes:
+        os.makedirs(os.path.dirname(c.path), exist_ok=True)
+        with open(c.path, "w", encoding="utf-8") as fh:
+            fh.write(c.new)
+    out.write("done: %d file(s) written\n" % len(changes))
+    return 0
 
 
 ###############################################################################
@@ -6709,6 +6981,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("drive", help="open a device on URL and keep it until Ctrl-C")
     p.add_argument("url", metavar="URL", help="the page to open")
     p.add_argument("--headed", action="store_true", help="show the browser window")
+    port_arg(p)
+    p = sub.add_parser("init", help="add the dev-only script tag and the MCP client configuration here")
+    p.add_argument("--dry-run", action="store_true", help="print the changes without writing them")
+    p.add_argument("--yes", action="store_true", help="write without asking")
     port_arg(p)
     p = sub.add_parser("verify", help="replay saved flows on devices (CI): exit 0 only when every flow is yes")
     p.add_argument("flows", nargs="*", metavar="FLOWS", help="saved flow names or .json paths (default: all saved)")
@@ -7155,6 +7431,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "demo":
             _setup_logging(logging.WARNING)
             return asyncio.run(_cli_demo(args.headed))
+        if args.command == "init":
+            return _cli_init(args.dry_run, args.yes, port)
         if args.command == "verify":
             _setup_logging(logging.WARNING)
             return asyncio.run(_cli_verify(args, port, state))

@@ -175,6 +175,12 @@ def _verify(project, state, port, *argv, env=None):
                           capture_output=True, text=True, timeout=180)
 
 
+def _exits(run, code):
+    if run.returncode != code:
+        pytest.fail("reticle verify exited %d, not %d\n--- stdout\n%s\n--- stderr\n%s"
+                    % (run.returncode, code, run.stdout, run.stderr), pytrace=False)
+
+
 def _dump_dom(path, tmp):
     """The report as Chromium renders it (headless --dump-dom)."""
     args = [chromium_path(), "--headless=new", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
@@ -215,7 +221,7 @@ def test_reticle_verify_exit_codes_junit_and_report(tmp_path):
         junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
         run = _verify(project, tmp_path / "state1", port, "--jobs", "2", "--junit", str(junit),
                       "--report", str(report), env=secret)
-        assert run.returncode == 0, (run.stdout, run.stderr)
+        _exits(run, 0)
         assert list(forms.records.values()) == ["Vic"]
         assert "login" in run.stdout and "add" in run.stdout and "yes" in run.stdout, run.stdout
         assert "[1/2]" in run.stderr or "[2/2]" in run.stderr, run.stderr  # progress on stderr
@@ -233,7 +239,7 @@ def test_reticle_verify_exit_codes_junit_and_report(tmp_path):
                           "--junit", str(junit), "--report", str(report), env=secret)
         finally:
             forms.fault = False
-        assert run.returncode == 1, (run.stdout, run.stderr)
+        _exits(run, 1)
         line = [ln for ln in run.stdout.splitlines() if ln.startswith("add ")][0]
         assert " no " in line and "step 1" in line and "Add record" in line, run.stdout
         assert daemon.status()["running"] is True  # a daemon verify did not start keeps running
@@ -262,7 +268,7 @@ def test_reticle_verify_exit_codes_junit_and_report(tmp_path):
             {"action": "click", "target": {"role": "button", "name": "Add record"}},
             {"assert": {"kind": "net", "method": "POST", "urlContains": "/records", "status": 302}}])
         run = _verify(project, tmp_path / "state2", port, "status", "--json", env=secret)
-        assert run.returncode == 2, (run.stdout, run.stderr)
+        _exits(run, 2)
         out = json.loads(run.stdout)
         assert out["exitCode"] == 2 and out["flows"][0]["verified"] == "unknown"
 
