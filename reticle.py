@@ -4500,7 +4500,8 @@ def _build_registry() -> _ToolRegistry:
         "given, as .reticle/flows/<name>.json: targets anchored on testid, role+name, label or text, "
         "passwords as ${RETICLE_SECRET_...} variables.",
         _obj({"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
-              "steps": {"type": "array", "items": _FLOW_STEP, "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+              "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
+                        "minItems": 1, "maxItems": FLOW_MAX_STEPS},
               "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": sid}, ("name",)),
         _tool_flow_save, {"name": "add-record"}))
     reg.add(_Tool("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
@@ -4700,7 +4701,7 @@ def _secret_name(target: Optional[dict]) -> str:
             words = value
             break
     slug = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")[:40] or "PASSWORD"
-    return "RETICLE_SECRET_" + slug
+    return "RETICLE_SECRET_%s" % slug
 
 
 async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
@@ -4903,6 +4904,32 @@ def _describe_predicate_safe(p: Any) -> str:
         return _short(_dumps(p), 120)
 
 
+async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: float) -> None:
+    """Wait (up to timeout_ms) until `target` matches at least one element: the SDK connects
+    before the document is parsed, so a step right after a navigation may come too early.
+    Whatever the page shows at the end, the act itself decides (and never acts on a miss)."""
+    query: Dict[str, Any] = {"count_only": True}
+    for key in ("testid", "label", "placeholder", "text", "role"):
+        if key in target:
+            query["by"], query["value"] = key, target[key]
+            break
+    if "by" not in query:
+        return
+    if "name" in target:
+        query["name"] = target["name"]
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while True:
+        try:
+            found = await session.command("query", query, timeout=2.0)
+        except ToolError:
+            found = None
+        if isinstance(found, dict) and (found.get("count") or 0) > 0:
+            return
+        if time.monotonic() >= deadline:
+            return
+        await session.wait_change(0.05)
+
+
 async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext") -> dict:
     """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
     `no` with the page's nearest candidates, and nothing is acted on."""
@@ -4915,6 +4942,7 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
     args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {})}
     if step.get("target"):
         args["target"] = step["target"]
+        await _await_target(session, step["target"], REPLAY_WAIT_MS)
     try:
         if "until" in step:
             args["until"] = step["until"]
