@@ -4727,7 +4727,10 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
     try:
         pre = pre or {}
         out = out if isinstance(out, dict) else {}
-        step: Dict[str, Any] = {"t": out.get("since", session.now()), "url": pre.get("url", session.url)}
+        # an act is stamped with its own cursor (the `since` it answered); an assert with now,
+        # because its `since` is the act before it
+        t = session.now() if kind == "assert" else out.get("since", session.now())
+        step: Dict[str, Any] = {"t": t, "url": pre.get("url", session.url)}
         if kind == "assert":
             step["assert"] = args.get("until") or args.get("predicate")
         else:
