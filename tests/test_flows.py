@@ -153,6 +153,12 @@ def test_flow_names_steps_and_secrets_are_checked(world):
     assert "target" in _refused(mcp, "reticle_flow_save", {"name": "bad-steps", "steps": [{"action": "click"}]})
     assert "ref" in _refused(mcp, "reticle_flow_save", {"name": "refs", "steps": [{"action": "click", "ref": "e7"}]})
     assert not (project / ".reticle" / "flows" / "bad-steps.json").exists()
+    # a journey with a step that was not yes is not saved as verified
+    mcp.ok("reticle_navigate", {"url": world["app"].url + "/login"})
+    miss = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "never on this page"}})
+    assert miss["verified"] == "no", miss
+    assert "not verified" in _refused(mcp, "reticle_flow_save", {"name": "half"})
+    assert not (project / ".reticle" / "flows" / "half.json").exists()
     data, is_error = mcp.call("reticle_flow_replay", {"flow": {"format": 1, "name": "s", "steps": [
         {"action": "fill", "target": {"label": "Name"}, "args": {"value": "${RETICLE_SECRET_NOPE}"}}]}})
     assert is_error and data.get("variable") == "RETICLE_SECRET_NOPE" and data.get("setup") is True, data
