@@ -153,6 +153,12 @@ def test_flow_names_steps_and_secrets_are_checked(world):
     assert "target" in _refused(mcp, "reticle_flow_save", {"name": "bad-steps", "steps": [{"action": "click"}]})
     assert "ref" in _refused(mcp, "reticle_flow_save", {"name": "refs", "steps": [{"action": "click", "ref": "e7"}]})
     assert not (project / ".reticle" / "flows" / "bad-steps.json").exists()
+    # a password typed by target is saved as its variable too (the page says the field is a password)
+    mcp.ok("reticle_navigate", {"url": world["app"].url + "/login"})
+    typed = mcp.ok("reticle_act", {"target": {"label": "Password"}, "action": "fill", "args": {"value": PASSWORD}})
+    saved = mcp.ok("reticle_flow_save", {"name": "pw", "since": typed["since"]})
+    text = (project / ".reticle" / "flows" / "pw.json").read_text()
+    assert saved["secrets"] == [SECRET_ENV] and PASSWORD not in text and "${%s}" % SECRET_ENV in text, text
     # a journey with a step that was not yes is not saved as verified
     mcp.ok("reticle_navigate", {"url": world["app"].url + "/login"})
     miss = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "never on this page"}})
