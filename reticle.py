@@ -72,6 +72,7 @@ import collections
 import datetime
 import errno
 import hmac
+import html
 import ipaddress
 import json
 import logging
@@ -4120,6 +4121,7 @@ async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
 async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
+    pre = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
     result = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, result)
@@ -4128,6 +4130,7 @@ async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_C
            "settled": result.get("settled") if isinstance(result, dict) else None,
            "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
            "result": result}
+    _journal(session, "act", args, out, pre)
     return session.splice_health(out)
 
 
@@ -4456,6 +4459,7 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     advice = _advice(p, res) if verified == "yes" else None
     if advice:
         out["advice"] = advice
+    _journal(session, "assert", args, out)
     out = session.splice_health(session.splice_buffer(out, floor))
     return out if args.get("detail") == "full" else _compact(out)
 
@@ -4469,6 +4473,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
     if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
         pre = await _evaluate(session, p, session.now(), diagnose=False)
         already_true = bool(pre["pass"])
+    anchor = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
     started = time.monotonic()
     effect = await _act_across_documents(session, cmd)
@@ -4524,8 +4529,90 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
     if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
+    _journal(session, "act_and_wait", args, out, anchor)
     out = session.splice_health(out)
     return out if args.get("detail") == "full" else _compact(out)
+
+
+# -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
+
+async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    name = _flow_name(args["name"])
+    root = _project_dir(hub)
+    start = args.get("startUrl")
+    if args.get("steps"):
+        steps = [dict(s) for s in args["steps"]]
+    else:
+        session = await hub.bridge.resolve_soon(args.get("sessionId"))
+        since = args.get("since")
+        if since is None:
+            since = hub.journeys.saved_at.get(session.id, 0.0)
+        journey = hub.journeys.since(session.id, float(since))
+        if not journey:
+            raise ToolError("tab %s has no recorded step since %s to save" % (session.id, since),
+                            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, "
+                            "or pass `steps`")
+        not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
+        if not_yes:
+            i = not_yes[-1]
+            raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
+                            % (i, _step_label(journey[i]), journey[i]["verified"]),
+                            "pass `since` from the result of the first act after it (its `since`), or `steps`",
+                            steps=[_step_label(s) for s in journey])
+        blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
+        if blind:
+            raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
+                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
+        steps, first_url = _steps_from_journey(journey)
+        start = start or first_url
+        hub.journeys.saved_at[session.id] = hub.clock()
+    flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
+                            "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if start:
+        flow["startUrl"] = start
+    flow["steps"] = steps
+    if not any("until" in s or "assert" in s for s in steps):
+        flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
+    problems = _flow_problems(flow)
+    if problems:
+        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again")
+    path = _flow_path(root, name)
+    replaced = os.path.exists(path)
+    data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp-%s" % secrets.token_hex(3)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
+           "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
+    names = sorted({s["secret"] for s in steps if s.get("secret")})
+    if names:
+        out["secrets"] = names
+        out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
+    return out
+
+
+async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    root = _project_dir(hub)
+    return {"dir": _flows_dir(root), "flows": _list_flows(root)}
+
+
+async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    if args.get("flow") is not None:
+        flow = args["flow"]
+        problems = _flow_problems(flow)
+        if problems:
+            raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
+                            setup=True)
+    elif args.get("name"):
+        flow = _read_flow(_project_dir(hub), args["name"])
+    else:
+        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
+    _fill_secrets([s.get("args") for s in flow["steps"]])  # a missing secret is a setup error, before any act
+    return await _replay(hub, session, flow, args.get("url"), ctx)
 
 
 def _build_registry() -> _ToolRegistry:
@@ -4639,6 +4726,23 @@ def _build_registry() -> _ToolRegistry:
     add("reticle_capabilities",
         "What the app declared with reticle.describe, and the testids on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
+    reg.add(_Tool("reticle_flow_save",
+        "Save the steps this tab just verified (since `since`, else since the last save), or the `steps` "
+        "given, as .reticle/flows/<name>.json: targets anchored on testid, role+name, label or text, "
+        "passwords as ${RETICLE_SECRET_...} variables.",
+        _obj({"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
+              "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
+                        "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+              "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": sid}, ("name",)),
+        _tool_flow_save, {"name": "add-record"}))
+    reg.add(_Tool("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
+                  _obj({}), _tool_flow_list, {}))
+    add("reticle_flow_replay",
+        "Replay a saved flow (`name`) or a `flow` object from `url` (an origin keeps the flow's path), "
+        "re-resolving every target: one verdict per step and a flow verdict, yes only when every step is yes.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
+         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "sessionId": sid},
+        _tool_flow_replay, {"name": "add-record"})
 
     def device_add(name, description, props, handler, example=None, required=()):
         # Device tools resolve the tab themselves: without a sessionId, the caller's own device.
@@ -4743,7 +4847,541 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
 ###############################################################################
 # Flows #######################################################################
 ###############################################################################
-# Reserved: saved journeys and their replay (DESIGN section 10).
+# A flow is a journey the agent verified, saved as `.reticle/flows/<name>.json`
+# in the app's repository and replayed with no model.  The tools that act or
+# judge append to a small per-tab journey log (_Journeys); reticle_flow_save
+# turns a slice of it into steps anchored on testid, role+name, label or
+# text (never refs), with the predicates that proved it.  Replay re-resolves
+# every target and judges every step with the same verdict tools.
+
+FLOW_FORMAT = 1                      # the "format" field of a flow file
+JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
+FLOW_MAX_STEPS = 100
+REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
+_FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SECRET_REF = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
+
+_FLOW_STEP = {
+    "type": "object",
+    "properties": {
+        "action": {"enum": _ACTIONS}, "target": _TARGET, "args": _ACT_ARGS,
+        "until": _PREDICATE, "assert": _PREDICATE,
+        "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+        "verified": {"enum": ["yes", "no", "unknown"]}, "secret": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+_FLOW_FILE = {
+    "$schema": _SCHEMA_DIALECT, "type": "object",
+    "required": ["format", "name", "steps"],
+    "properties": {
+        "format": {"const": FLOW_FORMAT}, "name": {"type": "string"}, "savedAt": {"type": "string"},
+        "startUrl": {"type": "string"}, "note": {"type": "string"},
+        "steps": {"type": "array", "items": _FLOW_STEP, "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+    },
+    "additionalProperties": False,
+}
+
+
+class _Journeys:
+    """Per tab, the last JOURNEY_MAX_STEPS steps the agent took: what it did, to which
+    anchored target, and for a verdict tool the predicate and the verdict.  Secrets never
+    enter it: a value typed into a password field is already replaced by its variable."""
+
+    def __init__(self) -> None:
+        self._logs: Dict[str, collections.deque] = {}
+        self.saved_at: Dict[str, float] = {}
+
+    def record(self, session_id: str, step: dict) -> None:
+        log = self._logs.get(session_id)
+        if log is None:
+            if len(self._logs) >= 64:  # forget the oldest tab's journey
+                self._logs.pop(next(iter(self._logs)))
+            log = self._logs[session_id] = collections.deque(maxlen=JOURNEY_MAX_STEPS)
+        log.append(step)
+
+    def since(self, session_id: str, t: float) -> List[dict]:
+        return [s for s in self._logs.get(session_id, ()) if s["t"] >= t]
+
+
+def _anchor(info: Any) -> Optional[dict]:
+    """A ref-free target for an element the page described: testid, else role and name,
+    else text, else label."""
+    if not isinstance(info, dict):
+        return None
+    if info.get("testid"):
+        return {"testid": info["testid"]}
+    if info.get("role") and info.get("name"):
+        return {"role": info["role"], "name": info["name"]}
+    if info.get("text"):
+        return {"text": info["text"]}
+    if info.get("label"):
+        return {"label": info["label"]}
+    return None
+
+
+def _secret_name(target: Optional[dict]) -> str:
+    words = ""
+    for key in ("testid", "name", "label", "placeholder", "text"):
+        value = (target or {}).get(key)
+        if isinstance(value, dict):
+            value = value.get("equals") or value.get("contains")
+        if isinstance(value, str) and value:
+            words = value
+            break
+    slug = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")[:40] or "PASSWORD"
+    return "RETICLE_SECRET_%s" % slug
+
+
+async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
+    """Before an act: the target to save (the caller's own target, or a ref described by
+    the page), whether the element is a password field, and the page's URL."""
+    pre: Dict[str, Any] = {"url": session.url, "target": None, "secret": False}
+    if args.get("target"):
+        pre["target"] = dict(args["target"])
+        return pre
+    if not args.get("ref"):
+        return pre
+    try:
+        info = await session.command("inspect", {"ref": args["ref"]}, timeout=2.0)
+    except ToolError:
+        return pre
+    pre["target"] = _anchor(info)
+    pre["secret"] = isinstance(info, dict) and str((info.get("attributes") or {}).get("type", "")).lower() == "password"
+    return pre
+
+
+def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None) -> None:
+    """Append one step to the tab's journey log (see _Journeys)."""
+    try:
+        pre = pre or {}
+        out = out if isinstance(out, dict) else {}
+        # an act is stamped with its own cursor (the `since` it answered); an assert with now,
+        # because its `since` is the act before it
+        t = session.now() if kind == "assert" else out.get("since", session.now())
+        step: Dict[str, Any] = {"t": t, "url": pre.get("url", session.url)}
+        if kind == "assert":
+            step["assert"] = args.get("until") or args.get("predicate")
+        else:
+            anchor = pre.get("target")
+            step["action"] = args["action"]
+            if anchor:
+                step["target"] = anchor
+            effect = out.get("effect") if kind == "act_and_wait" else out.get("result")
+            secret = bool(pre.get("secret")) or (isinstance(effect, dict) and bool(effect.get("password")))
+            act_args = dict(args.get("args") or {})
+            if secret:
+                name = _secret_name(anchor)
+                for key in ("value", "text"):
+                    if key in act_args:
+                        act_args[key] = "${%s}" % name
+                step["secret"] = name
+            if act_args:
+                step["args"] = act_args
+            if kind == "act_and_wait":
+                step["until"] = args.get("until") or args.get("predicate") or {"kind": "settled", "quietMs": 300}
+        if kind != "act" and "timeout_ms" in args:
+            step["timeout_ms"] = args["timeout_ms"]
+        if kind != "act":
+            step["verified"] = out.get("verified", "unknown")
+        session.bridge.hub.journeys.record(session.id, step)
+    except Exception as exc:  # the journey is a convenience: never fail the act for it
+        _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
+
+
+def _project_dir(hub: "Hub") -> str:
+    """The app's repository: RETICLE_PROJECT_DIR, else the daemon's working directory."""
+    return os.path.abspath(os.environ.get("RETICLE_PROJECT_DIR") or hub.project_dir or os.getcwd())
+
+
+def _flow_name(name: Any) -> str:
+    if not isinstance(name, str) or not _FLOW_NAME.match(name) or ".." in name:
+        raise ToolError("%r is not a flow name: use letters, digits, '-', '_' and '.' (at most 64, no path "
+                        "separators, no '..')." % (str(name)[:80],), 'for example "checkout-guest"')
+    return name
+
+
+def _flows_dir(root: str) -> str:
+    return os.path.join(root, ".reticle", "flows")
+
+
+def _flow_path(root: str, name: str) -> str:
+    base = os.path.realpath(_flows_dir(root))
+    path = os.path.realpath(os.path.join(base, _flow_name(name) + ".json"))
+    if os.path.dirname(path) != base:
+        raise ToolError("the flow %r would be written outside %s" % (name, base), "choose another name")
+    return path
+
+
+def _flow_problems(flow: Any) -> List[str]:
+    validator = jsonschema.Draft202012Validator(_FLOW_FILE)
+    problems = []
+    for err in validator.iter_errors(flow):
+        problems.append("/%s: %s" % ("/".join(str(p) for p in err.absolute_path), err.message[:200]))
+    if not problems:
+        for i, step in enumerate(flow["steps"]):
+            if ("assert" in step) == ("action" in step):
+                problems.append("/steps/%d: a step has either `action` (with a `target`) or `assert`" % i)
+            elif "action" in step and not step.get("target") and step["action"] != "press":
+                problems.append("/steps/%d: an act needs a `target`" % i)
+    return problems[:10]
+
+
+def _read_flow(root: str, name: str) -> dict:
+    path = _flow_path(root, name)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            flow = json.load(fh)
+    except FileNotFoundError:
+        have = [f["name"] for f in _list_flows(root)]
+        raise ToolError("no flow %r in %s" % (name, _flows_dir(root)),
+                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save"))
+    except ValueError as exc:
+        raise ToolError("the flow file %s is not JSON: %s" % (path, exc), "fix or delete the file")
+    problems = _flow_problems(flow)
+    if problems:
+        raise ToolError("the flow file %s is not a Reticle flow: %s" % (path, "; ".join(problems)),
+                        "fix the file, or save the flow again")
+    return flow
+
+
+def _list_flows(root: str) -> List[dict]:
+    folder = _flows_dir(root)
+    out = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return out
+    for fname in names:
+        if not fname.endswith(".json") or not _FLOW_NAME.match(fname[:-5]):
+            continue
+        item: Dict[str, Any] = {"name": fname[:-5]}
+        try:
+            with open(os.path.join(folder, fname), encoding="utf-8") as fh:
+                flow = json.load(fh)
+            item["steps"] = len(flow.get("steps", []))
+            item["startUrl"] = flow.get("startUrl")
+            item["savedAt"] = flow.get("savedAt")
+        except (OSError, ValueError, AttributeError):
+            item["problem"] = "not readable as JSON"
+        out.append(item)
+    return out
+
+
+def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]:
+    """Journey log entries -> flow steps (and the first URL)."""
+    steps = []
+    for entry in journey:
+        step = {k: v for k, v in entry.items() if k not in ("t", "url")}
+        steps.append(step)
+    return steps, (journey[0].get("url") if journey else None)
+
+
+def _fill_secrets(value: Any) -> Any:
+    """Replace every ${VAR} in a step's args with the environment's value; a missing
+    variable is a setup error naming it."""
+    if isinstance(value, dict):
+        return {k: _fill_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_secrets(v) for v in value]
+    if isinstance(value, str):
+        def sub(m: "re.Match[str]") -> str:
+            got = os.environ.get(m.group(1))
+            if got is None:
+                raise ToolError("the flow needs the environment variable %s (a secret it does not store)"
+                                % m.group(1), "set %s in the daemon's environment and replay" % m.group(1),
+                                setup=True, variable=m.group(1))
+            return got
+        return _SECRET_REF.sub(sub, value)
+    return value
+
+
+def _start_url(flow: dict, url: Optional[str]) -> Optional[str]:
+    """Where a replay starts: `url` as given; an origin alone (no path) keeps the flow's own
+    path and query; without `url`, the flow's startUrl."""
+    start = flow.get("startUrl")
+    if not url:
+        return start
+    parts = urllib.parse.urlsplit(url)
+    if parts.path in ("", "/") and not parts.query and start:
+        saved = urllib.parse.urlsplit(start)
+        return urllib.parse.urlunsplit((parts.scheme, parts.netloc, saved.path or "/", saved.query, ""))
+    return url
+
+
+def _nearest(error: str) -> List[str]:
+    """The candidates the page named in a target miss ("nearest: a, b; testids present: ...")."""
+    out = []
+    for part in error.split("; "):
+        for prefix in ("nearest: ", "testids present: "):
+            if part.startswith(prefix):
+                out.extend(x.strip() for x in part[len(prefix):].split(", ") if x.strip())
+        if re.match(r"^\w+s present: ", part):
+            out.extend(x.strip() for x in part.split(": ", 1)[1].split(", ") if x.strip())
+    return out[:8]
+
+
+def _step_label(step: dict) -> str:
+    if "assert" in step:
+        return "assert %s" % _describe_predicate_safe(step["assert"])
+    target = step.get("target") or {}
+    what = ", ".join("%s=%s" % (k, _dumps(v) if not isinstance(v, str) else v) for k, v in target.items())
+    return "%s %s" % (step["action"], what)
+
+
+def _describe_predicate_safe(p: Any) -> str:
+    try:
+        return _describe_predicate(parse_predicate(p, "assert"))
+    except Exception:
+        return _short(_dumps(p), 120)
+
+
+async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: float) -> None:
+    """Wait (up to timeout_ms) until `target` matches at least one element: the SDK connects
+    before the document is parsed, so a step right after a navigation may come too early.
+    Whatever the page shows at the end, the act itself decides (and never acts on a miss)."""
+    query: Dict[str, Any] = {"count_only": True}
+    for key in ("testid", "label", "placeholder", "text", "role"):
+        if key in target:
+            query["by"], query["value"] = key, target[key]
+            break
+    if "by" not in query:
+        return
+    if "name" in target:
+        query["name"] = target["name"]
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while True:
+        try:
+            found = await session.command("query", query, timeout=2.0)
+        except ToolError:
+            found = None
+        if isinstance(found, dict) and (found.get("count") or 0) > 0:
+            return
+        if time.monotonic() >= deadline:
+            return
+        await session.wait_change(0.05)
+
+
+async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext") -> dict:
+    """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
+    `no` with the page's nearest candidates, and nothing is acted on."""
+    if "assert" in step:
+        args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
+        if session.id:
+            args["sessionId"] = session.id
+        res = await _tool_assert(hub, session, args, ctx)
+        return dict(res)
+    args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {})}
+    if step.get("target"):
+        args["target"] = step["target"]
+        await _await_target(session, step["target"], REPLAY_WAIT_MS)
+    try:
+        if "until" in step:
+            args["until"] = step["until"]
+            args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
+            return dict(await _tool_act_and_wait(hub, session, args, ctx))
+        res = await _tool_act(hub, session, args, ctx)
+    except _TabGone:
+        raise
+    except ToolError as exc:
+        if "no element matches target" in exc.error or "elements match target" in exc.error:
+            missing = "no element matches" in exc.error
+            return {"verified": "no", "verifiedReason": "target_missing" if missing else "target_ambiguous",
+                    "because": exc.error, "nearest": _nearest(exc.error), "acted": False}
+        raise
+    dispatched = res.get("dispatched")
+    ok = dispatched is not False
+    return {"verified": "yes" if ok else "no", "verifiedReason": "acted" if ok else "not_dispatched",
+            "because": "the %s was dispatched%s" % (step["action"], " (the page unloaded: a navigation)"
+                                                    if dispatched is None else "") if ok else
+            "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
+
+
+def _step_evidence(res: dict) -> Any:
+    """The few fields of a verdict a person needs to see why."""
+    out = {}
+    verdict = res.get("verdict") if isinstance(res.get("verdict"), dict) else res
+    for key in ("failureReason", "observed", "expected", "evidence"):
+        if verdict.get(key) not in (None, "", [], {}):
+            out[key] = verdict[key]
+    for key in ("nearest", "contradictions"):
+        if res.get(key):
+            out[key] = res[key]
+    text = _dumps(out)
+    return out if len(text) <= 2000 else {"summary": _short(text, 2000)}
+
+
+async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str],
+                  ctx: "_CallContext") -> dict:
+    """Replay a flow in `session`: navigate to its start, then every step in order.  The
+    first step that is not `yes` stops the flow; the ones after it are `skipped`."""
+    started = time.monotonic()
+    start = _start_url(flow, url)
+    steps_out: List[dict] = []
+    if start:
+        nav = await _tool_navigate(hub, session, {"url": start}, ctx)
+        if not nav.get("confirmed"):
+            raise ToolError("the page at %s did not connect within 5 s" % start,
+                            "check the URL, and that the page loads %s/reticle.js (or use a device)"
+                            % hub.public_origin(), setup=True)
+        session = hub.bridge.get(session.id) or session
+    verdict = "yes"
+    failed_at = None
+    for i, step in enumerate(flow["steps"]):
+        label = _step_label(step)
+        if failed_at is not None:
+            steps_out.append({"index": i, "step": label, "verified": "skipped"})
+            continue
+        t0 = time.monotonic()
+        res = await _replay_step(hub, session, step, ctx)
+        session = hub.bridge.get(session.id) or session
+        row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
+               "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
+               "ms": round((time.monotonic() - t0) * 1000)}
+        if "until" in step or "assert" in step:
+            row["predicate"] = step.get("until") or step.get("assert")
+        if row["verified"] != "yes":
+            row["evidence"] = _step_evidence(res)
+            failed_at = i
+            verdict = "no" if row["verified"] == "no" else "unknown"
+        steps_out.append(row)
+    out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
+           "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
+    if failed_at is not None:
+        out["failedStep"] = failed_at
+        out["because"] = "step %d (%s) is %s: %s" % (failed_at, steps_out[failed_at]["step"],
+                                                     steps_out[failed_at]["verified"],
+                                                     steps_out[failed_at].get("because"))
+    else:
+        out["because"] = "all %d steps are yes" % len(steps_out)
+    if not any("until" in s or "assert" in s for s in flow["steps"]):
+        out["note"] = "this flow has no predicate: it shows the steps ran, not that they worked"
+    return out
+
+
+# -- reports of `reticle verify`: pure functions of the results (one dict per flow) ---------------
+# A result: {name, verified: yes|no|unknown|error, ms, steps: [{index, step, verified, verifiedReason,
+# because, predicate?, evidence?, ms?}], because, failedStep?, error?, screenshot? (base64 PNG)}.
+
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def _xml(value: Any) -> str:
+    return html.escape(_XML_BAD.sub("?", str(value)), quote=True)
+
+
+def _verify_exit(results: List[dict]) -> int:
+    """0 when every flow is yes; 3 for any setup error, else 1 for any no, else 2 for any unknown."""
+    verdicts = {r["verified"] for r in results}
+    if not results or "error" in verdicts:
+        return 3
+    if "no" in verdicts:
+        return 1
+    if "unknown" in verdicts:
+        return 2
+    return 0
+
+
+def _failing_step(result: dict) -> Optional[dict]:
+    i = result.get("failedStep")
+    return result["steps"][i] if isinstance(i, int) and i < len(result.get("steps", [])) else None
+
+
+def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
+    """JUnit XML: one <testsuite> per flow, one <testcase> per step; `no` and `unknown` steps are
+    <failure> (type says which), steps after the failing one <skipped>, a setup error an <error>."""
+    def count(r: dict, v: str) -> int:
+        return sum(1 for s in r.get("steps", []) if s.get("verified") == v)
+    total = sum(max(1, len(r.get("steps", []))) for r in results)
+    fails = sum(count(r, "no") + count(r, "unknown") for r in results)
+    errors = sum(1 for r in results if r["verified"] == "error")
+    skipped = sum(count(r, "skipped") for r in results)
+    secs = sum(r.get("ms", 0) for r in results) / 1000.0
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           '<testsuites name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
+           % (_xml(suite_name), total, fails, errors, skipped, secs)]
+    for r in results:
+        steps = r.get("steps", [])
+        classname = "reticle.flows.%s" % r["name"]
+        out.append('  <testsuite name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
+                   % (_xml(r["name"]), max(1, len(steps)), count(r, "no") + count(r, "unknown"),
+                      1 if r["verified"] == "error" else 0, count(r, "skipped"), r.get("ms", 0) / 1000.0))
+        if r["verified"] == "error" and not steps:
+            out.append('    <testcase name="setup" classname="%s" time="%.3f">' % (_xml(classname), r.get("ms", 0) / 1000.0))
+            out.append('      <error message="%s" type="setup"/>' % _xml(r.get("error", "setup error")))
+            out.append('    </testcase>')
+        for s in steps:
+            out.append('    <testcase name="%s" classname="%s" time="%.3f">' % (
+                _xml("step %d: %s" % (s["index"], s["step"])), _xml(classname), s.get("ms", 0) / 1000.0))
+            if s["verified"] in ("no", "unknown"):
+                out.append('      <failure message="%s" type="%s">%s</failure>' % (
+                    _xml(s.get("because") or s["verified"]), s["verified"],
+                    _xml(_dumps({"verifiedReason": s.get("verifiedReason"), "predicate": s.get("predicate"),
+                                 "evidence": s.get("evidence")}))))
+            elif s["verified"] == "skipped":
+                out.append('      <skipped message="an earlier step of the flow failed"/>')
+            out.append('    </testcase>')
+        out.append('  </testsuite>')
+    out.append('</testsuites>')
+    return "\n".join(out) + "\n"
+
+
+_REPORT_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+table{border-collapse:collapse;width:100%;margin:.5em 0 1.5em}th,td{border:1px solid #ddd;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f4f4f4}code,pre{font:12px/1.4 ui-monospace,monospace;
+white-space:pre-wrap;word-break:break-word;margin:0}.yes{color:#0a7a2f;font-weight:600}.no,.error{color:#b00020;
+font-weight:600}.unknown{color:#a15c00;font-weight:600}.skipped{color:#888}img{max-width:100%;
+border:1px solid #ccc;margin:.5em 0}section{margin-bottom:2em}"""
+
+
+def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
+    """One self-contained page: a summary table, then each flow's steps with predicate, verdict,
+    evidence and timing, and the screenshot of a failing step inline (data: URL)."""
+    e = html.escape
+    code = _verify_exit(results)
+    parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
+             "<title>%s</title><style>%s</style></head><body>" % (e(title), _REPORT_CSS),
+             "<h1>%s</h1>" % e(title),
+             "<p>%d flow(s), exit code %d, generated %s by reticle %s.</p>" % (
+                 len(results), code, datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
+                 e(__version__)),
+             "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th></tr>"]
+    for r in results:
+        parts.append('<tr><td><a href="#flow-%s">%s</a></td><td>%d</td><td class="%s">%s</td><td>%.2f s</td>'
+                     "<td>%s</td></tr>" % (e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
+                                          e(r["verified"]), r.get("ms", 0) / 1000.0,
+                                          e(r.get("error") or r.get("because") or "")))
+    parts.append("</table>")
+    for r in results:
+        parts.append('<section id="flow-%s" class="flow"><h2>%s <span class="%s">%s</span></h2>' % (
+            e(r["name"]), e(r["name"]), e(r["verified"]), e(r["verified"])))
+        if r.get("startUrl"):
+            parts.append("<p>start: <code>%s</code></p>" % e(r["startUrl"]))
+        if r.get("error"):
+            parts.append('<p class="error">setup error: %s</p>' % e(r["error"]))
+        if r.get("steps"):
+            parts.append("<table><tr><th>#</th><th>step</th><th>predicate</th><th>verdict</th><th>time</th>"
+                         "<th>evidence</th></tr>")
+            for s in r["steps"]:
+                evidence = s.get("because") or ""
+                if s.get("evidence"):
+                    evidence += "\n" + json.dumps(s["evidence"], indent=1, ensure_ascii=False)[:4000]
+                parts.append('<tr class="step"><td>%d</td><td>%s</td><td><code>%s</code></td><td class="%s">%s%s</td>'
+                             "<td>%s</td><td><pre>%s</pre></td></tr>" % (
+                                 s["index"], e(s["step"]), e(_dumps(s["predicate"])) if s.get("predicate") else "",
+                                 e(s["verified"]), e(s["verified"]),
+                                 " (%s)" % e(s["verifiedReason"]) if s.get("verifiedReason") else "",
+                                 "%d ms" % s["ms"] if "ms" in s else "", e(evidence.strip())))
+            parts.append("</table>")
+        if r.get("screenshot"):
+            failing = _failing_step(r)
+            parts.append('<figure><img alt="screenshot at step %s" src="data:image/png;base64,%s">'
+                         "<figcaption>the page when step %s failed</figcaption></figure>" % (
+                             e(str(r.get("failedStep"))), r["screenshot"],
+                             e("%d (%s)" % (failing["index"], failing["step"]) if failing else "?")))
+        parts.append("</section>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
 
 
 ###############################################################################
@@ -5765,6 +6403,8 @@ class Hub:
         self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
         self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
+        self.journeys = _Journeys()
+        self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
@@ -6291,7 +6931,279 @@ async def _mcp_stdio(port: int, state: _StateDir) -> int:
 ###############################################################################
 # Init ########################################################################
 ###############################################################################
-# Reserved: `reticle init` (DESIGN section 10).
+# `reticle init`: find the app in the current directory, add the dev-only script
+# tag where that is safe (else print the exact snippet), write the MCP client
+# configuration of Claude Code (.mcp.json), Cursor (.cursor/mcp.json), VS Code
+# (.vscode/mcp.json, "servers") and Codex ($CODEX_HOME/config.toml, default
+# ~/.codex: Codex reads MCP servers from the user's config), merging and never
+# clobbering another server.  Planning is pure (_init_plan); writing is small.
+
+_SERVER_NAME = "reticle"
+_TEMPLATE_DIRS = ("templates",)
+
+
+class _InitChange:
+    """One file init would write: its path, old text (None when new), new text, and why."""
+
+    __slots__ = ("path", "old", "new", "what")
+
+    def __init__(self, path: str, old: Optional[str], new: str, what: str) -> None:
+        self.path = path
+        self.old = old
+        self.new = new
+        self.what = what
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _package_deps(root: str) -> Dict[str, str]:
+    text = _read_text(os.path.join(root, "package.json"))
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    deps: Dict[str, str] = {}
+    for key in ("dependencies", "devDependencies"):
+        if isinstance(data.get(key), dict):
+            deps.update(data[key])
+    return deps
+
+
+def _find_template(root: str) -> Optional[str]:
+    """The base template of a Django or Flask app: base.html/layout.html first, else the only
+    template with a </head>."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("node_modules", "venv", ".venv",
+                                                                                 "site-packages", "static")]
+        if os.path.basename(dirpath) not in _TEMPLATE_DIRS and "/templates/" not in dirpath + "/":
+            continue
+        for f in sorted(filenames):
+            if f.endswith(".html"):
+                path = os.path.join(dirpath, f)
+                if "</head>" in (_read_text(path) or "").lower():
+                    found.append(path)
+    for preferred in ("base.html", "layout.html", "_base.html"):
+        for path in found:
+            if os.path.basename(path) == preferred:
+                return path
+    return found[0] if len(found) == 1 else None
+
+
+def _detect_app(root: str) -> dict:
+    """-> {kind, entry?, why}: the app in `root` and the HTML file the tag goes into."""
+    deps = _package_deps(root)
+    if "next" in deps:
+        return {"kind": "Next.js", "why": "next in package.json"}
+    if "react-scripts" in deps:
+        entry = os.path.join(root, "public", "index.html")
+        return {"kind": "Create React App", "entry": entry if os.path.isfile(entry) else None,
+                "why": "react-scripts in package.json"}
+    if "vite" in deps or any(os.path.isfile(os.path.join(root, "vite.config." + e)) for e in ("js", "ts", "mjs", "mts")):
+        entry = os.path.join(root, "index.html")
+        return {"kind": "Vite", "entry": entry if os.path.isfile(entry) else None, "why": "vite in package.json"}
+    if os.path.isfile(os.path.join(root, "manage.py")):
+        return {"kind": "Django", "entry": _find_template(root), "why": "manage.py"}
+    for name in ("app.py", "wsgi.py", "application.py", "main.py"):
+        text = _read_text(os.path.join(root, name)) or ""
+        if re.search(r"^\s*(from flask import|import flask)", text, re.M):
+            return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name}
+    if os.path.isfile(os.path.join(root, "index.html")):
+        return {"kind": "plain HTML", "entry": os.path.join(root, "index.html"), "why": "index.html"}
+    return {"kind": "unknown", "why": "no package.json, manage.py, Flask app or index.html here"}
+
+
+def _dev_snippet(kind: str, origin: str) -> str:
+    """The dev-only tag for each kind of app: it loads the SDK in development only."""
+    src = origin + "/reticle.js"
+    loader = ("var s=document.createElement('script');s.src=%s;document.head.appendChild(s);" % json.dumps(src))
+    if kind == "Vite":
+        return '<script type="module">if (import.meta.env.DEV) { %s }</script>' % loader
+    if kind == "Create React App":
+        return "<script>if ('%%NODE_ENV%%' === 'development') { %s }</script>" % loader
+    if kind == "Django":
+        return '{%% if debug %%}<script src="%s"></script>{%% endif %%}' % src
+    if kind == "Flask":
+        return '{%% if config.DEBUG %%}<script src="%s"></script>{%% endif %%}' % src
+    if kind == "Next.js":
+        return ("{process.env.NODE_ENV === 'development' && <Script src=\"%s\" strategy=\"beforeInteractive\" />}"
+                % src)
+    return ("<script>if (/^(localhost|127\\.0\\.0\\.1|\\[::1\\])$/.test(location.hostname)) { %s }</script>"
+            % loader)
+
+
+def _csp_warnings(texts: Dict[str, str], origin: str) -> List[str]:
+    """A Content-Security-Policy found in the app's files that would block the script or its
+    WebSocket."""
+    out = []
+    ws = "ws" + origin[4:]
+    for path, text in texts.items():
+        policies = re.findall(r'http-equiv=["\']Content-Security-Policy["\'][^>]*content=["\']([^"\']+)', text, re.I)
+        policies += re.findall(r'Content-Security-Policy["\']?\s*[:,]\s*["\']([^"\']+)', text, re.I)
+        for policy in policies:
+            directives = {}
+            for part in policy.split(";"):
+                bits = part.split()
+                if bits:
+                    directives[bits[0].lower()] = bits[1:]
+            script = directives.get("script-src", directives.get("default-src"))
+            connect = directives.get("connect-src", directives.get("default-src"))
+            if script is not None and origin not in script and "*" not in script:
+                out.append("%s: its Content-Security-Policy script-src does not allow %s; add it in development"
+                           % (path, origin))
+            if connect is not None and ws not in connect and "*" not in connect and origin not in connect:
+                out.append("%s: its Content-Security-Policy connect-src does not allow %s (the SDK's WebSocket); "
+                           "add it in development" % (path, ws))
+        if not policies and re.search(r"\bCSP_[A-Z_]+\s*=|Content-Security-Policy", text):
+            out.append("%s sets a Content-Security-Policy: make sure script-src allows %s and connect-src "
+                       "allows %s in development" % (path, origin, ws))
+    return out
+
+
+def _merge_json_server(path: str, key: str, entry: dict) -> Tuple[Optional[_InitChange], str]:
+    old = _read_text(path)
+    if old is None and os.path.exists(path):
+        return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
+    try:
+        data = json.loads(old) if old and old.strip() else {}
+    except ValueError:
+        return None, "%s is not valid JSON; left alone. Add under %r: %s" % (path, key, _dumps({_SERVER_NAME: entry}))
+    if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
+        return None, "%s has an unexpected shape; left alone" % path
+    servers = data.get(key, {})
+    if _SERVER_NAME in servers:
+        same = servers[_SERVER_NAME] == entry
+        return None, "%s: %s already has a %r server%s" % (path, key, _SERVER_NAME, "" if same else " (kept as it is)")
+    data[key] = dict(servers, **{_SERVER_NAME: entry})
+    new = json.dumps(data, indent=2) + "\n"
+    return _InitChange(path, old, new, "added the %r MCP server under %r" % (_SERVER_NAME, key)), ""
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)  # a JSON string of printable text is a TOML basic string
+
+
+def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], str]:
+    old = _read_text(path)
+    text = old or ""
+    if re.search(r"^\s*\[\s*mcp_servers\s*\.\s*[\"']?%s[\"']?\s*\]" % _SERVER_NAME, text, re.M):
+        return None, "%s already has [mcp_servers.%s]" % (path, _SERVER_NAME)
+    block = "[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n" % (
+        _SERVER_NAME, _toml_str(command[0]), ", ".join(_toml_str(a) for a in command[1:]))
+    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+    return _InitChange(path, old, text + sep + block, "added [mcp_servers.%s]" % _SERVER_NAME), ""
+
+
+def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
+    """Everything `reticle init` would do in `root`, as data: {app, changes, notes, warnings}."""
+    origin = "http://127.0.0.1:%d" % port
+    app = _detect_app(root)
+    changes: List[_InitChange] = []
+    notes: List[str] = []
+    entry = app.get("entry")
+    texts: Dict[str, str] = {}
+    if entry:
+        text = _read_text(entry) or ""
+        texts[os.path.relpath(entry, root)] = text
+        snippet = _dev_snippet(app["kind"], origin)
+        if "/reticle.js" in text:
+            notes.append("%s already loads reticle.js" % os.path.relpath(entry, root))
+        else:
+            m = re.search(r"</head\s*>", text, re.I)
+            if m:
+                new = text[:m.start()] + "  " + snippet + "\n" + text[m.start():]
+                changes.append(_InitChange(entry, text, new, "added the dev-only script tag before </head>"))
+            else:
+                notes.append("%s has no </head>; add this where the page's head is: %s"
+                             % (os.path.relpath(entry, root), snippet))
+    else:
+        where = {"Next.js": "app/layout.tsx (or pages/_document.tsx), with `import Script from 'next/script'`"}
+        notes.append("%s app (%s): add this to the dev HTML entry%s: %s" % (
+            app["kind"], app["why"], " " + where.get(app["kind"], "") if app["kind"] in where else "",
+            _dev_snippet(app["kind"], origin)))
+    for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
+                 "settings.py", "app.py"):
+        for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
+            text = _read_text(path)
+            if text:
+                texts[os.path.relpath(path, root)] = text
+    for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
+        path = os.path.join(dirpath, "settings.py")
+        text = _read_text(path)
+        if text:
+            texts[os.path.relpath(path, root)] = text
+    stdio = {"command": command[0], "args": command[1:]}
+    for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
+                                (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
+                                (os.path.join(".vscode", "mcp.json"), "servers", dict(stdio, type="stdio"))):
+        change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj)
+        if change:
+            changes.append(change)
+        if note:
+            notes.append(note)
+    codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
+    change, note = _merge_codex(os.path.join(codex_home, "config.toml"), command)
+    if change:
+        changes.append(change)
+    if note:
+        notes.append(note)
+    return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin)}
+
+
+def _init_command() -> List[str]:
+    """How MCP clients start Reticle: `reticle mcp` when it is on PATH, else this interpreter
+    and this file."""
+    if shutil.which("reticle"):
+        return ["reticle", "mcp"]
+    return _self_command() + ["mcp"]
+
+
+def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
+    """`reticle init`: print the plan, then write it (unless --dry-run; a terminal asks first
+    unless --yes)."""
+    root = os.path.abspath(os.getcwd())
+    plan = _init_plan(root, os.path.expanduser("~"), port, _init_command())
+    out = sys.stdout
+    app = plan["app"]
+    out.write("app: %s (%s)%s\n" % (app["kind"], app["why"], "; HTML entry %s" % os.path.relpath(app["entry"], root)
+                                    if app.get("entry") else ""))
+    for w in plan["warnings"]:
+        out.write("warning: %s\n" % w)
+    for n in plan["notes"]:
+        out.write("note: %s\n" % n)
+    changes = plan["changes"]
+    if not changes:
+        out.write("nothing to change\n")
+        return 0
+    verb = "would change" if dry_run else "changing"
+    for c in changes:
+        out.write("%s %s: %s\n" % (verb, c.path if not c.path.startswith(root + os.sep) else os.path.relpath(c.path, root),
+                                   c.what))
+        if dry_run:
+            for line in c.new.splitlines():
+                if c.old is None or line not in c.old.splitlines():
+                    out.write("  + %s\n" % line)
+    if dry_run:
+        out.write("dry run: nothing written\n")
+        return 0
+    if not yes and sys.stdin.isatty():
+        out.write("apply these changes? [y/N] ")
+        out.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            out.write("nothing written\n")
+            return 1
+    for c in changes:
+        os.makedirs(os.path.dirname(c.path), exist_ok=True)
+        with open(c.path, "w", encoding="utf-8") as fh:
+            fh.write(c.new)
+    out.write("done: %d file(s) written\n" % len(changes))
+    return 0
 
 
 ###############################################################################
@@ -6329,6 +7241,18 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("drive", help="open a device on URL and keep it until Ctrl-C")
     p.add_argument("url", metavar="URL", help="the page to open")
     p.add_argument("--headed", action="store_true", help="show the browser window")
+    port_arg(p)
+    p = sub.add_parser("init", help="add the dev-only script tag and the MCP client configuration here")
+    p.add_argument("--dry-run", action="store_true", help="print the changes without writing them")
+    p.add_argument("--yes", action="store_true", help="write without asking")
+    port_arg(p)
+    p = sub.add_parser("verify", help="replay saved flows on devices (CI): exit 0 only when every flow is yes")
+    p.add_argument("flows", nargs="*", metavar="FLOWS", help="saved flow names or .json paths (default: all saved)")
+    p.add_argument("--url", default=None, help="where flows start (an origin keeps each flow's path)")
+    p.add_argument("--jobs", type=int, default=1, help="flows replayed in parallel, one device each (at most 4)")
+    p.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML to FILE")
+    p.add_argument("--report", default=None, metavar="FILE", help="write a self-contained HTML report to FILE")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     port_arg(p)
     return parser
 
@@ -6568,6 +7492,167 @@ async def _cli_drive(url: str, headed: bool, host: str, port: int) -> int:
     return 1 if failed else code
 
 
+def _verify_load(names: List[str], root: str) -> Tuple[List[dict], List[dict]]:
+    """FLOWS arguments (saved names or paths to .json files; none = every saved flow) ->
+    (flows, setup errors as results)."""
+    flows: List[dict] = []
+    errors: List[dict] = []
+    if not names:
+        names = [f["name"] for f in _list_flows(root)]
+        if not names:
+            errors.append({"name": "(none)", "verified": "error", "steps": [], "ms": 0,
+                           "error": "no saved flows in %s; save one with reticle_flow_save" % _flows_dir(root)})
+    for item in names:
+        try:
+            if item.endswith(".json") or os.sep in item:
+                with open(item, encoding="utf-8") as fh:
+                    flow = json.load(fh)
+                problems = _flow_problems(flow)
+                if problems:
+                    raise ToolError("%s is not a Reticle flow: %s" % (item, "; ".join(problems)))
+            else:
+                flow = _read_flow(root, item)
+            flows.append(flow)
+        except (ToolError, OSError, ValueError) as exc:
+            errors.append({"name": os.path.basename(item)[:-5] if item.endswith(".json") else item,
+                           "verified": "error", "steps": [], "ms": 0,
+                           "error": exc.error if isinstance(exc, ToolError) else str(exc)})
+    return flows, errors
+
+
+async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: float = 300.0) -> dict:
+    """One tools/call through the daemon; a tool error raises ToolError with its message."""
+    result = await asyncio.wait_for(link.request("tools/call", {"name": name, "arguments": args}), timeout)
+    data = (result or {}).get("structuredContent") or {}
+    if (result or {}).get("isError"):
+        raise ToolError(str(data.get("error") or data), str(data.get("recovery") or ""))
+    return data
+
+
+async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Optional[str], jobs: int,
+                        progress: Callable[[str], None]) -> List[dict]:
+    """Replay `flows` on up to `jobs` devices (one MCP session and one device per job, reused
+    from flow to flow) and answer one result per flow, in the order given."""
+    results: List[Optional[dict]] = [None] * len(flows)
+    queue = list(enumerate(flows))
+    total = len(flows)
+    done = [0]
+
+    async def worker(n: int) -> None:
+        link = _DaemonLink(port, state)
+        session_id: Optional[str] = None
+        try:
+            while queue:
+                i, flow = queue.pop(0)
+                name = flow.get("name", "flow-%d" % i)
+                t0 = time.monotonic()
+                progress("[%d/%d] %s: replaying %d step(s)" % (i + 1, total, name, len(flow["steps"])))
+                res: Dict[str, Any]
+                try:
+                    flow = dict(flow, steps=[dict(s, args=_fill_secrets(s["args"])) if "args" in s else s
+                                             for s in flow["steps"]])
+                    start = _start_url(flow, url)
+                    if session_id is None:
+                        if not start:
+                            raise ToolError("the flow %s has no startUrl; pass --url" % name)
+                        opened = await _verify_call(link, "reticle_open", {"url": start})
+                        session_id = opened["sessionId"]
+                    args = {"flow": flow, "sessionId": session_id}
+                    if url:
+                        args["url"] = url
+                    res = dict(await _verify_call(link, "reticle_flow_replay", args))
+                    res["name"] = name
+                    if res.get("verified") != "yes":
+                        try:
+                            shot = await _verify_call(link, "reticle_screenshot", {"sessionId": session_id})
+                            with open(shot["path"], "rb") as fh:
+                                res["screenshot"] = base64.b64encode(fh.read()).decode("ascii")
+                        except (ToolError, RpcError, OSError, KeyError) as exc:
+                            res["screenshotError"] = str(exc)
+                except (ToolError, RpcError, ConfigError, asyncio.TimeoutError) as exc:
+                    reason = exc.error if isinstance(exc, ToolError) else (
+                        exc.message if isinstance(exc, RpcError) else str(exc) or "timed out")
+                    res = {"name": name, "verified": "error", "steps": [], "error": reason}
+                res["ms"] = round((time.monotonic() - t0) * 1000)
+                results[i] = res
+                done[0] += 1
+                progress("[%d/%d done] %s: %s in %.1f s%s" % (
+                    done[0], total, name, res["verified"], res["ms"] / 1000.0,
+                    "" if res["verified"] == "yes" else " (%s)" % _short(res.get("error") or res.get("because") or "", 160)))
+        finally:
+            if session_id is not None:
+                try:
+                    await _verify_call(link, "reticle_close", {"sessionId": session_id}, 15.0)
+                except (ToolError, RpcError, asyncio.TimeoutError):
+                    pass
+
+    await asyncio.gather(*(worker(n) for n in range(max(1, min(jobs, len(flows))))))
+    return [r for r in results if r is not None]
+
+
+def _verify_table(results: List[dict]) -> str:
+    rows = [["flow", "steps", "verdict", "time", "failing step / evidence"]]
+    for r in results:
+        failing = _failing_step(r)
+        if r["verified"] == "error":
+            why = "setup: %s" % r.get("error", "")
+        elif failing is not None:
+            why = "step %d %s: %s" % (failing["index"], failing["step"], failing.get("because") or "")
+        else:
+            why = ""
+        rows.append([r["name"], str(len(r.get("steps", []))), r["verified"], "%.1f s" % (r.get("ms", 0) / 1000.0),
+                     _short(why.replace("\n", " "), 160)])
+    return _table(rows)
+
+
+async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> int:
+    """`reticle verify`: replay saved flows on devices, print one table, write the reports."""
+    t0 = time.monotonic()
+    root = os.path.abspath(os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd())
+    jobs = max(1, min(args.jobs, _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)))
+
+    def progress(line: str) -> None:
+        sys.stderr.write("reticle verify: %s\n" % line)
+        sys.stderr.flush()
+
+    flows, results = _verify_load(list(args.flows), root)
+    started_here = False
+    if flows:
+        probe = await _probe_port(port)
+        if probe["state"] == "foreign":
+            results.append({"name": "(daemon)", "verified": "error", "steps": [], "ms": 0,
+                            "error": _port_owner_sentence(port, probe)})
+            flows = []
+        started_here = probe["state"] == "free"
+        if started_here:
+            progress("no daemon on port %d: starting one" % port)
+    if flows:
+        progress("%d flow(s), %d job(s), project %s" % (len(flows), min(jobs, len(flows)), root))
+        results = await _verify_flows(port, state, flows, args.url, jobs, progress) + results
+    if started_here:
+        await _cli_stop(port, state)
+    code = _verify_exit(results)
+    if args.junit:
+        with open(args.junit, "w", encoding="utf-8") as fh:
+            fh.write(_junit_xml(results))
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as fh:
+            fh.write(_html_report(results))
+    if args.json:
+        shown = [{k: v for k, v in r.items() if k != "screenshot"} for r in results]
+        sys.stdout.write(_dumps({"exitCode": code, "ms": round((time.monotonic() - t0) * 1000),
+                                 "flows": shown}) + "\n")
+    else:
+        sys.stdout.write(_verify_table(results) + "\n")
+        counts = collections.Counter(r["verified"] for r in results)
+        sys.stdout.write("%s in %.1f s; exit %d\n" % (", ".join("%d %s" % (n, v) for v, n in sorted(counts.items())),
+                                                      time.monotonic() - t0, code))
+    for path, what in ((args.junit, "JUnit XML"), (args.report, "HTML report")):
+        if path:
+            progress("%s written to %s" % (what, path))
+    return code
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """The CLI.  Returns the exit code; never calls sys.exit."""
     parser = _build_parser()
@@ -6577,7 +7662,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     if not args.command:
         parser.print_usage(sys.stderr)
-        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop, token, demo or drive\n")
+        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop, token, demo, drive, verify or init\n")
         return 2
     try:
         state = _StateDir()
@@ -6606,6 +7691,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "demo":
             _setup_logging(logging.WARNING)
             return asyncio.run(_cli_demo(args.headed))
+        if args.command == "init":
+            return _cli_init(args.dry_run, args.yes, port)
+        if args.command == "verify":
+            _setup_logging(logging.WARNING)
+            return asyncio.run(_cli_verify(args, port, state))
         if args.command == "drive":
             _setup_logging(logging.WARNING)
             host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
@@ -9940,6 +11030,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             name: name
           };
           if (testid) res.testid = testid;
+          if (el.type === 'password') res.password = true;
           if (r.files) res.files = r.files;
           if (r.to) res.to = r.to;
           if (warning) res.warning = warning;

@@ -47,6 +47,7 @@ class FormsApp:
         self.records = {}  # id -> name
         self.next_id = 1
         self.fault = False
+        self.add_label = "Add record"  # the add button's text (a test renames it)
         self.posts = []  # (path, {field: value}) of every POST the server answered
 
     def add(self, name):
@@ -127,9 +128,10 @@ class _Records(_Base):
 <form method="post" action="/records" aria-label="Add record">
   <p><label for="name">Name</label> <input id="name" name="name" value="%(value)s"%(invalid)s>%(err)s</p>
   <p><label for="note">Note</label> <textarea id="note" name="note"></textarea></p>
-  <p><button type="submit" name="_save" value="1">Add record</button></p>
+  <p><button type="submit" name="_save" value="1">%(add)s</button></p>
 </form>""" % {"flash": self.take_flash(), "rows": rows or "<li>No records yet</li>",
-              "value": html.escape(value), "invalid": invalid, "err": err})
+              "value": html.escape(value), "invalid": invalid, "err": err,
+              "add": html.escape(self.app.add_label)})
 
     def post(self):
         name = self.get_body_argument("name", "").strip()

@@ -23,6 +23,8 @@ from tornado.testing import gen_test
 
 import reticle
 
+LISTED_TOOLS = len(reticle._build_registry().names())
+
 TOKEN = "t0ken-" + "a" * 40
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -263,7 +265,7 @@ class HttpSseTransportTest(ReticleTestCase):
             replies[msg["id"]] = msg
         self.assertEqual(sorted(replies, key=str), [42, "list-a"])
         for msg in replies.values():
-            self.assertEqual(len(msg["result"]["tools"]), 18)
+            self.assertEqual(len(msg["result"]["tools"]), LISTED_TOOLS)
         await self.close_streams()
 
     @gen_test
@@ -453,7 +455,7 @@ class StreamableHttpTest(ReticleTestCase):
         other = await self.post(rpc("tools/list", 2), headers={"Mcp-Session-Id": sid})
         self.assertEqual(other.code, 200)
         self.assertNotIn("Mcp-Session-Id", other.headers)
-        self.assertEqual(len(json.loads(other.body)["result"]["tools"]), 18)
+        self.assertEqual(len(json.loads(other.body)["result"]["tools"]), LISTED_TOOLS)
 
     @gen_test
     async def test_no_session_id_without_initialize(self):

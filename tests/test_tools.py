@@ -14,12 +14,14 @@ EXPECTED_TOOLS = (
     "reticle_act", "reticle_act_sequence", "reticle_act_and_wait", "reticle_observe", "reticle_network",
     "reticle_console", "reticle_wait_for", "reticle_assert", "reticle_state", "reticle_capabilities",
     "reticle_open", "reticle_close", "reticle_screenshot",
+    "reticle_flow_save", "reticle_flow_list", "reticle_flow_replay",
 )
 REGISTRY = reticle._build_registry()
 TOOLS = REGISTRY.listed()
 # Tools that need a connected tab (reticle_open starts a browser, reticle_close needs a device:
 # tests/test_devices.py covers both).
-BROWSER_TOOLS = [t for t in TOOLS if t.name not in ("reticle_sessions", "reticle_open", "reticle_close")]
+BROWSER_TOOLS = [t for t in TOOLS if t.name not in ("reticle_sessions", "reticle_open", "reticle_close",
+                                                    "reticle_flow_list")]
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +132,7 @@ def test_oversized_string_is_refused_before_the_handler(hub):
     assert "Nothing ran" in error["message"]
 
 
-@pytest.mark.parametrize("name", ["reticle_nope", "", None, 7, "reticle_flow_save", "reticle_flow_replay"])
+@pytest.mark.parametrize("name", ["reticle_nope", "", None, 7, "reticle_flow_heal", "reticle_verify"])
 def test_unknown_tool(hub, name):
     error = call(hub, name, {})["error"]
     assert error["code"] == -32602

@@ -24,6 +24,10 @@ from _harness import get_status
 from _harness import port_listens
 from _harness import wait_until
 
+import reticle  # noqa: E402
+
+LISTED_TOOLS = len(reticle._build_registry().names())
+
 CURL = "/usr/bin/curl"
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 
@@ -57,7 +61,7 @@ def check(seen):
     assert seen["version"] in VERSIONS
     assert seen["server"] == "reticle"
     assert "unknown" in seen["instructions"]
-    assert len(seen["tools"]) == 18
+    assert len(seen["tools"]) == LISTED_TOOLS
     assert "reticle_sessions" in seen["tools"]
     assert seen["cheatsheet"].startswith("# Reticle cheat sheet")
     assert seen["live"]["sessions"] == []
@@ -139,7 +143,7 @@ def test_curl_walk_through(module_daemon):
         assert line.startswith("data: ")
         reply = json.loads(line[len("data: "):])
         assert reply["id"] == 1
-        assert len(reply["result"]["tools"]) == 18
+        assert len(reply["result"]["tools"]) == LISTED_TOOLS
     finally:
         stream.terminate()
         stream.wait(5)
@@ -204,7 +208,7 @@ def test_stdio_lists_tools_with_no_daemon_and_the_first_call_starts_one(spawned_
             return tools, resources, usage, listening_before_call, result, status, again
 
     tools, resources, usage, listening_before_call, result, status, again = asyncio.run(run())
-    assert len(tools) == 18
+    assert len(tools) == LISTED_TOOLS
     assert len(resources) == 4
     assert "reticle_act_and_wait" in usage
     assert listening_before_call is False
@@ -305,7 +309,7 @@ def test_stdio_with_a_stranger_on_the_port_answers_one_clear_error(tmp_path):
                 return tools, result
 
         tools, result = asyncio.run(run())
-    assert len(tools) == 18, "the tools are listed even though no daemon can start"
+    assert len(tools) == LISTED_TOOLS, "the tools are listed even though no daemon can start"
     assert result.is_error is True
     error = result.structured_content["error"]
     assert "not a Reticle daemon" in error and str(port) in error

@@ -1,0 +1,296 @@
+"""Flows (DESIGN section 10): save a verified journey, replay it, and `reticle verify` it for CI,
+with real Chromium, a real daemon and a real MCP client against the server-rendered forms fixture
+(a login and an add form, both full-page posts with post/redirect/get).  The truth is checked on the
+server: what was posted, what was stored."""
+
+import base64
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _forms_app import PASSWORD, FormsApp  # noqa: E402
+from _harness import RETICLE_PY, AppServer, Browser, Daemon, Mcp, chromium_path, daemon_env, wait_until  # noqa: E402
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed")]
+
+SECRET_ENV = "RETICLE_SECRET_PASSWORD"
+
+
+def _keep(stack, thing):
+    stack.callback(thing.close)
+    return thing
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    project = tmp_path_factory.mktemp("project")
+    with contextlib.ExitStack() as stack:
+        daemon = _keep(stack, Daemon(tmp_path_factory.mktemp("flows") / "state", cwd=str(project),
+                                     env={SECRET_ENV: PASSWORD, "RETICLE_DEVICE_BUDGET": "40/600"}))
+        forms = FormsApp(daemon.url)
+        app = _keep(stack, AppServer(forms.routes()))
+        _keep(stack, Browser(app.url + "/login"))
+        mcp = _keep(stack, Mcp(daemon.url + "/mcp"))
+        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab to connect")
+        yield {"daemon": daemon, "app": app, "forms": forms, "mcp": mcp, "project": project}
+
+
+def _posts(forms, path):
+    return [fields for p, fields in forms.posts if p == path]
+
+
+ADD_UNTIL = {"kind": "allOf", "predicates": [{"kind": "net", "method": "POST", "urlContains": "/records", "ok": True},
+                                              {"kind": "text", "contains": "Record 'Ann' added"}]}
+
+
+def _journey(world):
+    """Log in and add a record, verified step by step, the way an agent would."""
+    mcp, app = world["mcp"], world["app"]
+    nav = mcp.ok("reticle_navigate", {"url": app.url + "/login"})
+    assert nav["confirmed"], nav
+    first = mcp.ok("reticle_act", {"target": {"label": "Username"}, "action": "fill", "args": {"value": "ann"}})
+    # the password field by ref, as an agent does after a snapshot: saved on its role and name
+    ref = mcp.ok("reticle_query", {"label": "Password"})["elements"][0]["ref"]
+    mcp.ok("reticle_act", {"ref": ref, "action": "fill", "args": {"value": PASSWORD}})
+    login = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Log in"}, "action": "click",
+                                            "until": {"kind": "text", "contains": "Welcome back"},
+                                            "timeout_ms": 8000})
+    assert login["verified"] == "yes", login
+    mcp.ok("reticle_act", {"target": {"label": "Name"}, "action": "fill", "args": {"value": "Ann"}})
+    add = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Add record"}, "action": "click",
+                                          "until": ADD_UNTIL, "timeout_ms": 8000})
+    assert add["verified"] == "yes", add
+    shown = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Ann"}})
+    assert shown["verified"] == "yes", shown
+    return first["since"]
+
+
+def test_a_verified_journey_saves_replays_and_fails_where_the_app_broke(world):
+    mcp, forms, project = world["mcp"], world["forms"], world["project"]
+    since = _journey(world)
+    assert list(forms.records.values()) == ["Ann"]
+    saved = mcp.ok("reticle_flow_save", {"name": "add-record", "since": since})
+    path = project / ".reticle" / "flows" / "add-record.json"
+    assert saved["saved"] == str(path) and saved["steps"] == 6 and saved["secrets"] == [SECRET_ENV], saved
+    text = path.read_text()
+    flow = json.loads(text)
+    assert flow["format"] == 1 and flow["name"] == "add-record" and flow["startUrl"].endswith("/login")
+    assert PASSWORD not in text and '"ref"' not in text and not re.search(r'"e\d+"', text), text
+    steps = flow["steps"]
+    assert [s.get("action") or "assert" for s in steps] == ["fill", "fill", "click", "fill", "click", "assert"]
+    assert steps[0]["target"] == {"label": "Username"} and steps[0]["args"] == {"value": "ann"}
+    assert steps[1]["target"] == {"role": "textbox", "name": "Password"}, steps[1]
+    assert steps[1]["args"] == {"value": "${%s}" % SECRET_ENV} and steps[1]["secret"] == SECRET_ENV
+    assert steps[2]["until"] == {"kind": "text", "contains": "Welcome back"} and steps[2]["verified"] == "yes"
+    assert steps[4]["until"] == ADD_UNTIL and steps[5]["assert"] == {"kind": "text", "contains": "Ann"}
+    listed = mcp.ok("reticle_flow_list")
+    assert [f["name"] for f in listed["flows"]] == ["add-record"] and listed["flows"][0]["steps"] == 6
+
+    # green: the replay logs in with the password from the environment and adds the record again
+    forms.records.clear()
+    logins = len(_posts(forms, "/login"))
+    out = mcp.ok("reticle_flow_replay", {"name": "add-record"}, timeout=60)
+    assert out["verified"] == "yes", out
+    assert [s["verified"] for s in out["steps"]] == ["yes"] * 6, out["steps"]
+    assert list(forms.records.values()) == ["Ann"]
+    assert _posts(forms, "/login")[logins:] == [{"csrfmiddlewaretoken": _posts(forms, "/login")[-1]["csrfmiddlewaretoken"],
+                                                  "username": "ann", "password": PASSWORD, "go": "login"}]
+
+    # a server-side fault: the add step is `no`, with the 500 as its evidence; later steps are skipped
+    forms.records.clear()
+    forms.fault = True
+    try:
+        out = mcp.ok("reticle_flow_replay", {"name": "add-record"}, timeout=60)
+    finally:
+        forms.fault = False
+    assert out["verified"] == "no" and out["failedStep"] == 4, out
+    failing = out["steps"][4]
+    assert failing["verified"] == "no" and "500" in json.dumps(failing), failing
+    assert failing["predicate"] == ADD_UNTIL and failing["evidence"]
+    assert [s["verified"] for s in out["steps"]] == ["yes"] * 4 + ["no", "skipped"]
+    assert forms.records == {}
+
+    # the button renamed: the target does not resolve, the nearest candidates are named, nothing is posted
+    forms.add_label = "Save record"
+    adds = len(_posts(forms, "/records"))
+    try:
+        out = mcp.ok("reticle_flow_replay", {"name": "add-record"}, timeout=60)
+    finally:
+        forms.add_label = "Add record"
+    assert out["verified"] == "no" and out["failedStep"] == 4, out
+    miss = out["steps"][4]
+    assert miss["verifiedReason"] == "target_missing", miss
+    assert any("Save record" in c for c in miss["evidence"]["nearest"]), miss
+    assert len(_posts(forms, "/records")) == adds and forms.records == {}
+
+
+def _refused(mcp, name, args):
+    """The error text of a call that must fail (a tool error, or a JSON-RPC error for bad arguments)."""
+    try:
+        data, is_error = mcp.call(name, args)
+    except Exception as exc:  # the mcp client raises on JSON-RPC errors
+        return str(exc)
+    assert is_error, (name, args, data)
+    return data["error"]
+
+
+def test_flow_names_steps_and_secrets_are_checked(world):
+    mcp, project = world["mcp"], world["project"]
+    for bad in ("../escape", "a/b", "..", ".hidden", "x" * 70):
+        error = _refused(mcp, "reticle_flow_save", {"name": bad, "steps": [{"action": "click", "target": {"text": "Go"}}]})
+        assert "name" in error, (bad, error)
+    assert "not a flow name" in _refused(mcp, "reticle_flow_save", {"name": "../escape", "steps": [
+        {"action": "click", "target": {"text": "Go"}}]})
+    assert not (project / "escape.json").exists() and not (project / ".reticle" / "escape.json").exists()
+    assert "target" in _refused(mcp, "reticle_flow_save", {"name": "bad-steps", "steps": [{"action": "click"}]})
+    assert "ref" in _refused(mcp, "reticle_flow_save", {"name": "refs", "steps": [{"action": "click", "ref": "e7"}]})
+    assert not (project / ".reticle" / "flows" / "bad-steps.json").exists()
+    # a password typed by target is saved as its variable too (the page says the field is a password)
+    mcp.ok("reticle_navigate", {"url": world["app"].url + "/login"})
+    typed = mcp.ok("reticle_act", {"target": {"label": "Password"}, "action": "fill", "args": {"value": PASSWORD}})
+    saved = mcp.ok("reticle_flow_save", {"name": "pw", "since": typed["since"]})
+    text = (project / ".reticle" / "flows" / "pw.json").read_text()
+    assert saved["secrets"] == [SECRET_ENV] and PASSWORD not in text and "${%s}" % SECRET_ENV in text, text
+    # a journey with a step that was not yes is not saved as verified
+    mcp.ok("reticle_navigate", {"url": world["app"].url + "/login"})
+    miss = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "never on this page"}})
+    assert miss["verified"] == "no", miss
+    assert "not verified" in _refused(mcp, "reticle_flow_save", {"name": "half"})
+    assert not (project / ".reticle" / "flows" / "half.json").exists()
+    data, is_error = mcp.call("reticle_flow_replay", {"flow": {"format": 1, "name": "s", "steps": [
+        {"action": "fill", "target": {"label": "Name"}, "args": {"value": "${RETICLE_SECRET_NOPE}"}}]}})
+    assert is_error and data.get("variable") == "RETICLE_SECRET_NOPE" and data.get("setup") is True, data
+    data, is_error = mcp.call("reticle_flow_replay", {"name": "never-saved"})
+    assert is_error and "no flow" in data["error"], data
+
+
+# -- `reticle verify` as CI runs it: a subprocess, exit codes, JUnit XML, the HTML report ----------
+
+def _write_flow(project, name, start, steps):
+    folder = project / ".reticle" / "flows"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / (name + ".json")).write_text(json.dumps({"format": 1, "name": name, "startUrl": start,
+                                                       "steps": steps}, indent=2))
+
+
+def _verify(project, state, port, *argv, env=None):
+    environ = daemon_env(state, RETICLE_PORT=str(port), **(env or {}))
+    return subprocess.run([sys.executable, RETICLE_PY, "verify"] + list(argv), cwd=str(project), env=environ,
+                          capture_output=True, text=True, timeout=180)
+
+
+def _exits(run, code):
+    if run.returncode != code:
+        pytest.fail("reticle verify exited %d, not %d\n--- stdout\n%s\n--- stderr\n%s"
+                    % (run.returncode, code, run.stdout, run.stderr), pytrace=False)
+
+
+def _dump_dom(path, tmp):
+    """The report as Chromium renders it (headless --dump-dom)."""
+    args = [chromium_path(), "--headless=new", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            "--user-data-dir=" + str(tmp / "dump-profile"), "--dump-dom", "file://" + str(path)]
+    if os.geteuid() == 0:
+        args.insert(1, "--no-sandbox")
+    return subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
+
+
+LOGIN_STEPS = [
+    {"action": "fill", "target": {"label": "Username"}, "args": {"value": "vic"}},
+    {"action": "fill", "target": {"role": "textbox", "name": "Password"}, "args": {"value": "${%s}" % SECRET_ENV},
+     "secret": SECRET_ENV},
+    {"action": "click", "target": {"role": "button", "name": "Log in"},
+     "until": {"kind": "text", "contains": "Welcome back"}, "timeout_ms": 8000},
+]
+ADD_STEPS = [
+    {"action": "fill", "target": {"label": "Name"}, "args": {"value": "Vic"}},
+    {"action": "click", "target": {"role": "button", "name": "Add record"}, "timeout_ms": 8000, "until": {
+        "kind": "allOf", "predicates": [{"kind": "net", "method": "POST", "urlContains": "/records", "ok": True},
+                                        {"kind": "text", "contains": "Record 'Vic' added"}]}},
+    {"assert": {"kind": "text", "contains": "Vic"}},
+]
+
+
+def test_reticle_verify_exit_codes_junit_and_report(tmp_path):
+    from _harness import free_port
+    port = free_port()
+    project = tmp_path / "app"
+    forms = FormsApp("http://127.0.0.1:%d" % port)
+    secret = {SECRET_ENV: PASSWORD}
+    with contextlib.ExitStack() as stack:
+        app = _keep(stack, AppServer(forms.routes()))
+        _write_flow(project, "login", app.url + "/login", LOGIN_STEPS)
+        _write_flow(project, "add", app.url + "/records", ADD_STEPS)
+
+        # green, with no daemon running: verify starts one, replays both flows on two devices, stops it
+        junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+        run = _verify(project, tmp_path / "state1", port, "--jobs", "2", "--junit", str(junit),
+                      "--report", str(report), env=secret)
+        _exits(run, 0)
+        assert list(forms.records.values()) == ["Vic"]
+        assert "login" in run.stdout and "add" in run.stdout and "yes" in run.stdout, run.stdout
+        assert "[1/2]" in run.stderr or "[2/2]" in run.stderr, run.stderr  # progress on stderr
+        wait_until(lambda: get_port_free(port), 10, what="the daemon verify started to stop")
+        root = ET.parse(str(junit)).getroot()
+        assert root.tag == "testsuites" and root.get("failures") == "0" and root.get("tests") == "6"
+        assert sorted(s.get("name") for s in root.findall("testsuite")) == ["add", "login"]
+
+        # a server-side fault: exit 1, the failing step in the table, JUnit and the report with its screenshot
+        daemon = _keep(stack, Daemon(tmp_path / "state2", port=port))
+        forms.records.clear()
+        forms.fault = True
+        try:
+            run = _verify(project, tmp_path / "state2", port, "login", "add", "--jobs", "2", "--url", app.url,
+                          "--junit", str(junit), "--report", str(report), env=secret)
+        finally:
+            forms.fault = False
+        _exits(run, 1)
+        line = [ln for ln in run.stdout.splitlines() if ln.startswith("add ")][0]
+        assert " no " in line and "step 1" in line and "Add record" in line, run.stdout
+        assert daemon.status()["running"] is True  # a daemon verify did not start keeps running
+        root = ET.parse(str(junit)).getroot()
+        assert root.tag == "testsuites" and int(root.get("tests")) == 6 and root.get("failures") == "1"
+        suites = {s.get("name"): s for s in root.findall("testsuite")}
+        add = suites["add"]
+        assert (add.get("tests"), add.get("failures"), add.get("skipped")) == ("3", "1", "1")
+        cases = add.findall("testcase")
+        assert all(c.get("name") and c.get("classname") == "reticle.flows.add" and float(c.get("time")) >= 0
+                   for c in cases)
+        failure = cases[1].find("failure")
+        assert failure is not None and failure.get("message") and failure.get("type") == "no"
+        assert "500" in (failure.text or "") + failure.get("message"), failure.text
+        assert cases[2].find("skipped") is not None and cases[0].find("failure") is None
+        assert suites["login"].get("failures") == "0"
+        dom = _dump_dom(report, tmp_path)
+        assert 'id="flow-login"' in dom and 'id="flow-add"' in dom, dom[:2000]
+        shots = re.findall(r'<img[^>]+src="data:image/png;base64,([A-Za-z0-9+/=]+)"', dom)
+        assert len(shots) == 1 and base64.b64decode(shots[0])[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "Add record" in dom and "assertion_failed" in dom
+
+        # unknown: a redirected post's own status cannot be seen -> exit 2
+        forms.records.clear()
+        _write_flow(project, "status", app.url + "/records", ADD_STEPS[:1] + [
+            {"action": "click", "target": {"role": "button", "name": "Add record"}},
+            {"assert": {"kind": "net", "method": "POST", "urlContains": "/records", "status": 302}}])
+        run = _verify(project, tmp_path / "state2", port, "status", "--json", env=secret)
+        _exits(run, 2)
+        out = json.loads(run.stdout)
+        assert out["exitCode"] == 2 and out["flows"][0]["verified"] == "unknown"
+
+        # setup errors -> exit 3 with the reason: a secret the environment lacks, a flow that does not exist
+        run = _verify(project, tmp_path / "state2", port, "login")
+        assert run.returncode == 3 and SECRET_ENV in run.stdout, (run.stdout, run.stderr)
+        run = _verify(project, tmp_path / "state2", port, "nope", env=secret)
+        assert run.returncode == 3 and "no flow 'nope'" in run.stdout, (run.stdout, run.stderr)
+
+
+def get_port_free(port):
+    from _harness import port_listens
+    return not port_listens(port)

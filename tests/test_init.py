@@ -1,0 +1,139 @@
+"""`reticle init` (DESIGN section 10) on sample projects in temporary directories, run as the CLI
+is run (a subprocess, HOME pointed at a temporary directory): the dev-only script tag, the four MCP
+client configurations merged with what was there, the CSP warning, --dry-run, and a second run
+that changes nothing."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import RETICLE_PY, daemon_env  # noqa: E402
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+
+def _init(project, home, *argv):
+    env = daemon_env(home / "state", HOME=str(home))
+    env.pop("CODEX_HOME", None)
+    run = subprocess.run([sys.executable, RETICLE_PY, "init"] + list(argv), cwd=str(project), env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    return run.stdout
+
+
+def _snapshot(*roots):
+    out = {}
+    for root in roots:
+        for dirpath, _, files in os.walk(str(root)):
+            for f in files:
+                path = os.path.join(dirpath, f)
+                with open(path, "rb") as fh:
+                    out[path] = fh.read()
+    return out
+
+
+def _server(path, key="mcpServers"):
+    entry = json.loads(path.read_text())[key]["reticle"]
+    assert entry["args"][-1] == "mcp" and entry["command"], entry
+    return entry
+
+
+@pytest.fixture
+def home(tmp_path):
+    h = tmp_path / "home"
+    (h / ".codex").mkdir(parents=True)
+    (h / ".codex" / "config.toml").write_text('model = "o3"\n\n[mcp_servers.other]\ncommand = "other-mcp"\n')
+    return h
+
+
+def test_vite_project_gets_the_tag_and_four_merged_configs_and_a_second_run_changes_nothing(tmp_path, home):
+    project = tmp_path / "vite-app"
+    project.mkdir()
+    (project / "package.json").write_text(json.dumps({"name": "x", "devDependencies": {"vite": "^5.0.0"}}))
+    (project / "index.html").write_text('<!doctype html>\n<html>\n<head>\n<title>App</title>\n</head>\n'
+                                        '<body><div id="app"></div><script type="module" src="/src/main.js">'
+                                        '</script></body>\n</html>\n')
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"db": {"command": "db-mcp", "args": []}},
+                                                   "extra": True}))
+    (project / ".vscode").mkdir()
+    (project / ".vscode" / "mcp.json").write_text(json.dumps({"servers": {"gh": {"type": "http", "url": "https://x"}},
+                                                              "inputs": []}))
+    out = _init(project, home, "--yes")
+    assert "Vite" in out and "index.html" in out, out
+    html = (project / "index.html").read_text()
+    head = html[:html.index("</head>")]
+    assert "import.meta.env.DEV" in head and "http://127.0.0.1:4400/reticle.js" in head, html
+    assert html.count("reticle.js") == 1 and '<script type="module" src="/src/main.js">' in html
+    claude = json.loads((project / ".mcp.json").read_text())
+    assert claude["extra"] is True and claude["mcpServers"]["db"] == {"command": "db-mcp", "args": []}
+    _server(project / ".mcp.json")
+    _server(project / ".cursor" / "mcp.json")
+    vscode = json.loads((project / ".vscode" / "mcp.json").read_text())
+    assert vscode["servers"]["gh"] == {"type": "http", "url": "https://x"} and vscode["inputs"] == []
+    assert _server(project / ".vscode" / "mcp.json", "servers")["type"] == "stdio"
+    codex_text = (home / ".codex" / "config.toml").read_text()
+    assert codex_text.startswith('model = "o3"\n\n[mcp_servers.other]\ncommand = "other-mcp"\n'), codex_text
+    if tomllib is not None:
+        codex = tomllib.loads(codex_text)
+        assert codex["model"] == "o3" and codex["mcp_servers"]["other"] == {"command": "other-mcp"}
+        assert codex["mcp_servers"]["reticle"]["args"][-1] == "mcp"
+    else:
+        assert "[mcp_servers.reticle]" in codex_text
+    before = _snapshot(project, home / ".codex")
+    out = _init(project, home, "--yes")
+    assert "nothing to change" in out, out
+    assert _snapshot(project, home / ".codex") == before
+
+
+def test_plain_html_gets_a_localhost_only_tag_and_a_csp_warning(tmp_path, home):
+    project = tmp_path / "site"
+    project.mkdir()
+    (project / "index.html").write_text(
+        '<!doctype html><html><head><meta http-equiv="Content-Security-Policy" '
+        'content="default-src \'self\'; script-src \'self\'"><title>t</title></head><body>hi</body></html>')
+    out = _init(project, home, "--yes")
+    assert "plain HTML" in out and "warning:" in out and "script-src" in out and "connect-src" in out, out
+    html = (project / "index.html").read_text()
+    assert "location.hostname" in html and html.index("reticle.js") < html.index("</head>"), html
+    assert "nothing to change" in _init(project, home, "--yes")
+
+
+def test_django_template_dry_run_writes_nothing_then_the_tag_goes_in_under_debug(tmp_path, home):
+    project = tmp_path / "shop"
+    (project / "shop").mkdir(parents=True)
+    (project / "manage.py").write_text("import django\n")
+    (project / "shop" / "settings.py").write_text("DEBUG = True\n")
+    templates = project / "orders" / "templates"
+    templates.mkdir(parents=True)
+    (templates / "base.html").write_text("<html><head>{% block head %}{% endblock %}</head><body></body></html>\n")
+    (templates / "list.html").write_text('{% extends "base.html" %}\n')
+    before = _snapshot(project, home)
+    out = _init(project, home, "--dry-run")
+    assert "Django" in out and "would change" in out and "dry run" in out, out
+    assert "{% if debug %}" in out
+    assert _snapshot(project, home) == before
+    _init(project, home, "--yes")
+    base = (templates / "base.html").read_text()
+    assert '{% if debug %}<script src="http://127.0.0.1:4400/reticle.js"></script>{% endif %}' in base, base
+    assert (templates / "list.html").read_text() == '{% extends "base.html" %}\n'
+    for path, key in ((".mcp.json", "mcpServers"), (".cursor/mcp.json", "mcpServers"), (".vscode/mcp.json", "servers")):
+        _server(project / path, key)
+    assert "nothing to change" in _init(project, home, "--yes")
+
+
+def test_next_js_gets_the_exact_snippet_printed_and_no_source_edited(tmp_path, home):
+    project = tmp_path / "next-app"
+    (project / "app").mkdir(parents=True)
+    (project / "package.json").write_text(json.dumps({"dependencies": {"next": "14.2.0", "react": "18"}}))
+    (project / "app" / "layout.tsx").write_text("export default function L({children}) { return children }\n")
+    out = _init(project, home, "--yes", "--port", "4411")
+    assert "Next.js" in out and "http://127.0.0.1:4411/reticle.js" in out and "NODE_ENV" in out, out
+    assert (project / "app" / "layout.tsx").read_text() == "export default function L({children}) { return children }\n"
+    _server(project / ".mcp.json")
