@@ -2621,7 +2621,8 @@ _BUSY_EVENTS = ("net.request", "dom.added", "dom.removed", "dom.attr") + _FRAME_
 async def _eval_settled(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
     quiet_ms = float(p.get("quietMs", 500))
     open_ids = _still_open(window)
-    last_busy = getattr(window, "start", None)  # quiet counts from the act, not from before it
+    # after an act, quiet counts from the act (a page that did nothing yet has not settled yet)
+    last_busy = getattr(window, "start", None) if p.get("_afterAct") else None
     for e in window:
         if e["type"] in _BUSY_EVENTS and not _is_dev(e["data"]):
             last_busy = e["t"]
@@ -3494,7 +3495,8 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
                         "detail": "the same write ran more than once for one action; pin it with a net "
                                   "predicate and count: 1"})
     if ui_advanced:
-        for d in list(_still_open(window).values())[:3]:
+        background = known.background if known is not None else ()
+        for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]:
             out.append({"kind": "request-never-settled", "tier": "absence",
                         "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
                         "detail": "the outcome of this request is unknown", "write": _is_write(d)})
@@ -3587,7 +3589,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
                                              "succeeded cannot be proven; turn body capture on" %
                                              ", ".join(_call_label(d) for d in unread[:3]))
-    in_flight = [d for d in known.open_requests if _is_write(d) and d.get("startedAt", 0) >= floor]
+    in_flight = [d for d in known.open_requests if _is_write(d) and d.get("startedAt", 0) >= floor
+                 and _call_label(d) not in known.background]
     if in_flight:
         return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
                                                 "known yet" % _call_label(in_flight[0]))
@@ -4421,6 +4424,17 @@ def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
     return parse_predicate(raw, "until" if "until" in args else "predicate")
 
 
+def _after_act(p: dict) -> dict:
+    """`p` with its settled leaves told that they follow an act (so quiet counts from it)."""
+    if p["kind"] == "settled":
+        return dict(p, _afterAct=True)
+    if p["kind"] in ("allOf", "anyOf"):
+        return dict(p, predicates=[_after_act(c) for c in p["predicates"]])
+    if p["kind"] == "not":
+        return dict(p, predicate=_after_act(p["predicate"]))
+    return p
+
+
 def _coverage(known: "_Known", out: dict) -> dict:
     if known.blind_spots:
         out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
@@ -4465,7 +4479,7 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+    p = _after_act(_predicate_arg(args, False) or {"kind": "settled", "quietMs": 300})
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     timeout = args.get("timeout_ms", 4000)

@@ -279,3 +279,14 @@ def test_a_failure_retried_with_success_is_no_contradiction():
     assert reticle._contradictions(retried, p, None) == []
     not_retried = [call(1), call(2, status=500), ev(3, "dom.text")]
     assert [c["kind"] for c in reticle._contradictions(not_retried, p, None)] == ["ui-advanced-request-failed"]
+
+
+def test_the_pages_own_writes_still_open_do_not_make_it_unknown():
+    p = parse({"kind": "text", "contains": "Saved"})
+    window = [ev(1, "net.pending", method="PUT", url="/api/autosave", requestId="a"), ev(2, "dom.added")]
+    k = known(background=("PUT /api/autosave",),
+              open_requests=[{"method": "PUT", "url": "/api/autosave", "startedAt": 1.0}])
+    cs = reticle._contradictions(window, p, None, k)
+    assert cs == []
+    assert reticle._decide(dict(PASS), cs, window, k, 0.0, p)[:2] == ("yes", "proved")
+    assert [c["kind"] for c in reticle._contradictions(window, p, None, known())] == ["request-never-settled"]
