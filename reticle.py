@@ -4741,9 +4741,8 @@ def _build_registry() -> _ToolRegistry:
         "What the app declared with reticle.describe, and the testids on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
     reg.add(_Tool("reticle_flow_save",
-        "Save the steps this tab just verified (since `since`, else since the last save), or the `steps` "
-        "given, as .reticle/flows/<name>.json: targets anchored on testid, role+name, label or text, "
-        "passwords as ${RETICLE_SECRET_...} variables.",
+        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
+        "by role, name, label or testid, secrets as variables.",
         _obj({"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
               "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
                         "minItems": 1, "maxItems": FLOW_MAX_STEPS},
@@ -4752,8 +4751,7 @@ def _build_registry() -> _ToolRegistry:
     reg.add(_Tool("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
                   _obj({}), _tool_flow_list, {}))
     add("reticle_flow_replay",
-        "Replay a saved flow (`name`) or a `flow` object from `url` (an origin keeps the flow's path), "
-        "re-resolving every target: one verdict per step and a flow verdict, yes only when every step is yes.",
+        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are.",
         {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
          "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "sessionId": sid},
         _tool_flow_replay, {"name": "add-record"})
