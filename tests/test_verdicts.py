@@ -184,7 +184,7 @@ def test_double_post_fails_an_exact_count(shop):
     until = {"kind": "net", "method": "POST", "urlContains": "/api/order", "count": 1}
     r = faulty_then_fixed(shop, "order", "Send order", until)
     assert r["verified"] == "no", r
-    assert r["verdict"]["assertion"] == "net.count"
+    assert r["verdict"]["assertion"] == "net.count" and r["verdict"]["decidedBy"] == "count-exceeded"
     assert "saw 2" in r["because"]
 
 
