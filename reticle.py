@@ -4150,6 +4150,13 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
     out = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
     if isinstance(result, dict):
         out.update(result)
+    done = out.get("completed") if isinstance(out.get("completed"), int) else len(steps)
+    results = out.get("steps") if isinstance(out.get("steps"), list) else []
+    for i, step in enumerate(args["steps"][:done]):  # the journey keeps each step; one by ref has no anchor
+        said = results[i] if i < len(results) and isinstance(results[i], dict) else {}
+        secret = bool(said.get("password")) or _no_plain_secret(dict(step)).get("secret") is not None
+        _journal(session, "act", step, {"since": since},
+                 {"target": step.get("target"), "url": session.url, "secret": secret})
     return session.splice_health(out)
 
 
@@ -4556,7 +4563,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     root = _project_dir(hub)
     start = args.get("startUrl")
     if args.get("steps"):
-        steps = [dict(s) for s in args["steps"]]
+        steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
     else:
         session = await hub.bridge.resolve_soon(args.get("sessionId"))
         since = args.get("since")
@@ -4930,6 +4937,26 @@ def _anchor(info: Any) -> Optional[dict]:
     if info.get("label"):
         return {"label": info["label"]}
     return None
+
+
+_SECRET_FIELD = re.compile(r"pass(word|wd|code|phrase)?|secret|token|api[ _-]?key|pin\b", re.I)
+
+
+def _no_plain_secret(step: dict) -> dict:
+    """A step given by the caller that types a literal into a field named like a secret keeps a
+    variable instead (the page cannot be asked which fields are password fields here)."""
+    target = step.get("target") if isinstance(step.get("target"), dict) else {}
+    words = " ".join(str(v if not isinstance(v, dict) else v.get("equals") or v.get("contains") or "")
+                     for k, v in target.items() if k in ("testid", "name", "label", "placeholder"))
+    act_args = step.get("args") if isinstance(step.get("args"), dict) else {}
+    if not _SECRET_FIELD.search(words):
+        return step
+    name = _secret_name(target)
+    for key in ("value", "text"):
+        value = act_args.get(key)
+        if isinstance(value, str) and not re.fullmatch(r"\$\{[A-Z0-9_]+\}", value):
+            step = dict(step, args=dict(act_args, **{key: "${%s}" % name}), secret=name)
+    return step
 
 
 def _secret_name(target: Optional[dict]) -> str:

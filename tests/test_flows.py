@@ -159,6 +159,13 @@ def test_flow_names_steps_and_secrets_are_checked(world):
     saved = mcp.ok("reticle_flow_save", {"name": "pw", "since": typed["since"]})
     text = (project / ".reticle" / "flows" / "pw.json").read_text()
     assert saved["secrets"] == [SECRET_ENV] and PASSWORD not in text and "${%s}" % SECRET_ENV in text, text
+    # steps given by the caller: a literal typed into a field named like a secret keeps a variable
+    given = mcp.ok("reticle_flow_save", {"name": "given", "steps": [
+        {"action": "fill", "target": {"label": "Username"}, "args": {"value": "ann"}},
+        {"action": "fill", "target": {"label": "Password"}, "args": {"value": PASSWORD}}]})
+    text = (project / ".reticle" / "flows" / "given.json").read_text()
+    assert PASSWORD not in text and "${%s}" % SECRET_ENV in text and '"ann"' in text, text
+    assert SECRET_ENV in json.dumps(given), given
     # a journey with a step that was not yes is not saved as verified
     mcp.ok("reticle_navigate", {"url": world["app"].url + "/login"})
     miss = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "never on this page"}})
@@ -294,3 +301,15 @@ def test_reticle_verify_exit_codes_junit_and_report(tmp_path):
 def get_port_free(port):
     from _harness import port_listens
     return not port_listens(port)
+
+
+def test_an_act_sequence_is_part_of_the_journey(world):
+    mcp, project = world["mcp"], world["project"]
+    mcp.ok("reticle_navigate", {"url": world["app"].url + "/login"})
+    seq = mcp.ok("reticle_act_sequence", {"steps": [
+        {"action": "fill", "target": {"label": "Username"}, "args": {"value": "ann"}},
+        {"action": "fill", "target": {"label": "Password"}, "args": {"value": PASSWORD}}]})
+    saved = mcp.ok("reticle_flow_save", {"name": "sequence", "since": seq["since"]})
+    flow = json.loads((project / ".reticle" / "flows" / "sequence.json").read_text())
+    assert [s.get("target") for s in flow["steps"]] == [{"label": "Username"}, {"label": "Password"}], flow
+    assert PASSWORD not in json.dumps(flow) and saved["secrets"] == [SECRET_ENV], flow
