@@ -162,7 +162,8 @@ def _usable_root(root):
     """Create root (mode 0700) if needed; return why it is unusable, or None."""
     try:
         if not os.path.isdir(root):
-            os.makedirs(root, 0o700)
+            # exist_ok: first runs race here too; whoever made it, _unsafe checks it below
+            os.makedirs(root, 0o700, exist_ok=True)
         problem = _unsafe(root)
         if problem is None and not os.access(root, os.W_OK | os.X_OK):
             problem = "not writable"
