@@ -2427,6 +2427,7 @@ def _deep_equal(a: Any, b: Any) -> bool:
 
 _UI_EVENTS = ("dom.added", "dom.removed", "dom.attr", "dom.text", "state.change", "route.change")
 _FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|couldn't", re.I)
+_NO_FAILURE = re.compile(r"\b(no|without|0|zero)\s+(errors?|failures?|problems?|issues?)\b", re.I)
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
 
@@ -3312,7 +3313,8 @@ def _error_ui(window: List[dict]) -> List[dict]:
             continue
         d = e["data"]
         text = str(d.get("text", ""))
-        if d.get("level") == "error" or d.get("source") == "invalid" or _FAILURE_WORDS.search(text):
+        worded = _FAILURE_WORDS.search(text) and not _NO_FAILURE.search(text)
+        if d.get("level") == "error" or d.get("source") == "invalid" or worded:
             out.append(d)
     return out
 
@@ -3345,11 +3347,20 @@ def _expects_error(p: dict, d: dict) -> bool:
 
 def _message_failures(window: List[dict]) -> List[dict]:
     """Socket, EventSource and stream messages received in the window that report a failure
-    (`"success": false`, an `error` field, a socket.io `["error", ...]` event)."""
+    (`"success": false`, an `error` field, a socket.io `["error", ...]` event), on a channel the
+    window's own work used: a socket the page sent on, a stream or EventSource after a write or
+    a stream request that started in the window.  A background socket's chatter is not the act's."""
+    frames = _frames(window)
+    spoke = {d.get("url") for d in frames if d.get("direction") == "out"}
+    started = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.pending"}
+    wrote = any(e["type"] in ("net.request", "net.pending") and _is_write(e["data"]) for e in window)
     out = []
-    for d in _frames(window):
+    for d in frames:
         text = d.get("data")
         if d.get("direction") != "in" or not isinstance(text, str):
+            continue
+        ours = d.get("url") in spoke or (d.get("transport") != "ws" and (wrote or str(d.get("requestId")) in started))
+        if not ours:
             continue
         body = re.sub(r"^\d+(?=[\[{])", "", text)
         problem = _partial_failure(body)

@@ -254,8 +254,11 @@ def test_a_message_that_reports_failure_contradicts_a_passing_check():
                 data='{"msg": "process_completed", "success": false, "output": {"error": "Could not save"}}')
     got = reticle._contradictions([call(1), stream], p, None)
     assert [c["kind"] for c in got] == ["message-reported-failure"] and "success: false" in got[0]["counter"]
+    sent = ev(3, "net.ws", direction="out", transport="ws", url="/ws", data='{"op":"save"}')
     socket = ev(4, "net.ws", direction="in", transport="ws", url="/ws", data='42["error",{"text":"Save failed"}]')
-    assert [c["kind"] for c in reticle._contradictions([socket], p, None)] == ["message-reported-failure"]
+    assert [c["kind"] for c in reticle._contradictions([sent, socket], p, None)] == ["message-reported-failure"]
+    # a socket the act never spoke on: its chatter is background, not the act's failure
+    assert reticle._contradictions([socket], p, None) == []
     asked = parse({"kind": "frame", "direction": "in", "contains": "process_completed"})
     assert reticle._contradictions([call(1), stream], asked, None) == []
     fine = ev(5, "net.ws", direction="in", transport="ws", url="/ws", data='42["update",{"text":"Saved"}]')
@@ -290,3 +293,11 @@ def test_the_pages_own_writes_still_open_do_not_make_it_unknown():
     assert cs == []
     assert reticle._decide(dict(PASS), cs, window, k, 0.0, p)[:2] == ("yes", "proved")
     assert [c["kind"] for c in reticle._contradictions(window, p, None, known())] == ["request-never-settled"]
+
+
+def test_an_alert_that_reports_no_errors_is_no_error():
+    p = parse(NET)
+    clean = [call(1), ev(2, "ui.alert", text="Imported 12 rows with no errors", source="alert")]
+    assert reticle._contradictions(clean, p, None) == []
+    bad = [call(1), ev(2, "ui.alert", text="Import failed: 3 errors", source="alert")]
+    assert [c["kind"] for c in reticle._contradictions(bad, p, None)] == ["error-shown"]
