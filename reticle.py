@@ -1432,6 +1432,17 @@ class _BrowserSession:
         return out
 
 
+async def _poll(check: Callable[[], bool], timeout: float, step: float) -> bool:
+    """Check every `step` s until `check()` holds (True) or `timeout` s pass (False)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(step, left))
+    return True
+
+
 class _Bridge:
     """All browser sessions of one daemon, keyed by the id the page chose."""
 
@@ -1546,13 +1557,8 @@ class _Bridge:
 
     async def wait_back(self, session: _BrowserSession, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
-        deadline = time.monotonic() + timeout
-        while not (session.handler is not None and self.sessions.get(session.id) is session):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            await asyncio.sleep(min(0.025, left))
-        return True
+        return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
+                           timeout, 0.025)
 
     def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
         """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
@@ -1574,13 +1580,11 @@ class _Bridge:
             return back
 
     async def wait_reconnect(self, session_id: str, generation: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Wait up to `timeout` s for a newer connection (a later generation) of the tab."""
+        def back() -> bool:
             s = self.sessions.get(session_id)
-            if s is not None and s.generation > generation and s.handler is not None:
-                return True
-            await asyncio.sleep(0.05)
-        return False
+            return s is not None and s.generation > generation and s.handler is not None
+        return await _poll(back, timeout, 0.05)
 
     def close_all(self) -> None:
         for s in list(self.sessions.values()):
@@ -2741,21 +2745,20 @@ async def _eval_text(session: "_BrowserSession", p: dict, window: List[dict], di
 # -- frames: WebSocket, EventSource and streamed-response messages ----------------------------------
 
 _MISSING = object()
+_PACKET_PREFIX = re.compile(r"^\d+(?=[\[{])")  # socket.io / engine.io packet type: 42["update", {...}]
+
+
+def _frame_body(text: str) -> str:
+    """A message's text with a socket.io-style numeric packet prefix read past."""
+    return _PACKET_PREFIX.sub("", text, count=1)
 
 
 def _frame_value(text: str, path: str) -> Any:
-    """The value at the dot `path` of a JSON message; a socket.io-style numeric packet
-    prefix (`42["update", {...}]`) is read past.  _MISSING when there is none."""
+    """The value at the dot `path` of a JSON message (see _frame_body); _MISSING when there is none."""
     try:
-        value = json.loads(text)
+        value = json.loads(_frame_body(text))
     except ValueError:
-        m = re.match(r"\d+(?=[\[{])", text)
-        if not m:
-            return _MISSING
-        try:
-            value = json.loads(text[m.end():])
-        except ValueError:
-            return _MISSING
+        return _MISSING
     for part in path.split(".") if path else []:
         if isinstance(value, list) and part.isdigit() and int(part) < len(value):
             value = value[int(part)]
@@ -3362,7 +3365,7 @@ def _message_failures(window: List[dict]) -> List[dict]:
         ours = d.get("url") in spoke or (d.get("transport") != "ws" and (wrote or str(d.get("requestId")) in started))
         if not ours:
             continue
-        body = re.sub(r"^\d+(?=[\[{])", "", text)
+        body = _frame_body(text)
         problem = _partial_failure(body)
         if problem is None and body.startswith("["):
             value = _frame_value(body, "0")
