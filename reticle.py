@@ -137,6 +137,7 @@ COMMAND_TIMEOUT_S = 8.0
 RETRY_GRACE_MS = 250                       # a write answered otherwise is final after this (a client may retry)
 OBSERVE_MAX_BYTES = 32 * 1024             # one reticle_observe answer; `next` pages on
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
+ARRIVAL_WAIT_MS = 2000.0                   # how long a new document's hello waits for its first events
 BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
@@ -1113,6 +1114,8 @@ class _BrowserSession:
         self._window_sampled = 0
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
+        self.document_id = str(hello.get("documentId") or "")[:64]
+        self.arriving: Optional[Tuple[str, float]] = None  # (documentId, until): a hello whose events are still on the way
         self.update_identity(hello)
 
     def update_identity(self, hello: dict) -> None:
@@ -1187,8 +1190,19 @@ class _BrowserSession:
         horizon = self.now() - NAV_WAIT_S * 1000.0
         return any(d.get("initiator") == "document" and d.get("startedAt", 0) >= horizon for d in self._open.values())
 
+    def arrived(self, hello: dict) -> None:
+        """A hello on a live session.  From a new document, its first events (the request that
+        brought it, with its status) travel in the frames after the hello: until one lands, or
+        ARRIVAL_WAIT_MS pass, the tab is still between documents."""
+        doc = str(hello.get("documentId") or "")[:64]
+        if doc and doc != self.document_id:
+            self.arriving = (doc, self.now() + ARRIVAL_WAIT_MS)
+        self.document_id = doc or self.document_id
+
     def between_documents(self) -> bool:
-        return self.handler is None or self.navigating()
+        if self.arriving is not None and self.now() >= self.arriving[1]:
+            self.arriving = None
+        return self.handler is None or self.arriving is not None or self.navigating()
 
     async def next_document(self, deadline: float) -> bool:
         """Wait (until the monotonic `deadline`) for the tab's next document to connect.
@@ -1299,6 +1313,8 @@ class _BrowserSession:
                 event["actionId"] = raw["actionId"][:32]
             if isinstance(raw.get("documentId"), str):
                 event["doc"] = raw["documentId"][:64]
+                if self.arriving is not None and event["doc"] == self.arriving[0]:
+                    self.arriving = None
             self._observe(event)
             self.store.add(event, size, trim=False)
         self.store.trim(now)
@@ -1521,6 +1537,7 @@ class _Bridge:
             session.reconnects += 1
             session.connected_at = self.clock()
             session.clear_open_requests()
+            session.arrived(hello)
             session.update_identity(hello)
             if old_handler is not None and old_handler is not handler:
                 old_handler.replaced = True

@@ -362,6 +362,49 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         conn.close()
         await task
 
+    @gen_test(timeout=30)
+    async def test_a_verdict_waits_for_the_new_documents_first_events_not_only_its_hello(self):
+        """A form post: the old document announces its request and goes; the next one says hello,
+        and the request's answer travels in the frames after it.  An assert that lands between
+        the hello and those frames must wait for them, never judge an empty window."""
+        post = {"requestId": "dx1", "id": "dx1", "initiator": "document", "method": "POST",
+                "url": "http://localhost:5173/records", "cause": "form"}
+        old = await self.ws()
+        await self.hello(old, sid="s-doc", documentId="doc-a")
+        task = self.fake_page(old, {"act": {"ok": True, "dispatched": True, "pt": 1000.0, "documentId": "doc-a"}},
+                              after={"act": [{"kind": "event", "event": {
+                                  "type": "net.pending", "t": 1001.0, "documentId": "doc-a", "data": post}}]})
+        await self.mcp("reticle_act", {"ref": "e1", "action": "click", "sessionId": "s-doc"})
+        await asyncio.sleep(0.05)
+        old.close()
+        await task
+        new = await self.ws()
+        await self.hello(new, sid="s-doc", documentId="doc-b")
+        arrival = dict(post, status=200, statusKnown=True, ok=True, linked=True, finalUrl=post["url"],
+                       documentId="doc-b")
+
+        async def late_arrival():
+            await asyncio.sleep(0.4)
+            await new.write_message(json.dumps({"kind": "event", "event": {
+                "type": "net.request", "t": 5.0, "documentId": "doc-b", "data": arrival}}))
+
+        sender = asyncio.ensure_future(late_arrival())
+        started = asyncio.get_running_loop().time()
+        out = (await self.mcp("reticle_assert", {"detail": "full", "sessionId": "s-doc", "predicate": {
+            "kind": "net", "method": "POST", "urlContains": "/records", "status": 200}}))["structuredContent"]
+        await sender
+        assert out["verified"] == "yes", out
+        assert asyncio.get_running_loop().time() - started >= 0.35
+        # a socket that drops and comes back on the same document brings no new arrival: no wait
+        new.close()
+        again = await self.ws()
+        await self.hello(again, sid="s-doc", documentId="doc-b")
+        started = asyncio.get_running_loop().time()
+        out = (await self.mcp("reticle_assert", {"detail": "full", "sessionId": "s-doc", "predicate": {
+            "kind": "net", "method": "POST", "urlContains": "/records"}}))["structuredContent"]
+        assert out["verified"] == "yes", out
+        assert asyncio.get_running_loop().time() - started < reticle.ARRIVAL_WAIT_MS / 2000.0
+
     @gen_test(timeout=60)
     async def test_random_frames_never_break_the_daemon_or_the_tools(self):
         """Seeded random frames after a hello: events of every known type with data of
