@@ -1876,6 +1876,7 @@ class _Device:
         self.cdp = _CdpClient()
         self.page: Optional[str] = None          # the flat CDP session of the page target
         self.target: Optional[str] = None
+        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
         self.started_at = time.time()
         self.url = ""
         self.closed = False
@@ -1940,6 +1941,12 @@ class _Device:
             "sessionId"]
         self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
         self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+        await self.navigate(url)
+        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def _prepare_page(self) -> None:
         width, height = self.viewport
         await asyncio.gather(
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
@@ -1947,9 +1954,24 @@ class _Device:
                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
             self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
             self.cdp.call("Page.enable", {}, self.page))
-        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
-        await self.navigate(url)
-        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def fresh_context(self) -> None:
+        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
+        service workers or session storage from before.  The old tab and its context go; the
+        session id stays, so the new tab's SDK reconnects as the same session."""
+        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
+            "targetId"]
+        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+        old_target, old_context = self.target, self.context
+        self.target, self.page, self.context = target, page, context
+        await self._prepare_page()
+        try:
+            await self.cdp.call("Target.closeTarget", {"targetId": old_target})
+            if old_context:
+                await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": old_context})
+        except _CdpError as exc:  # the old tab is already gone: nothing of it is left to leak
+            _emit(_device_log, logging.INFO, "device_old_context_kept", deviceId=self.id, why=str(exc))
 
     async def _devtools_url(self) -> str:
         """Read stderr until Chromium prints its DevTools endpoint."""
@@ -2214,8 +2236,9 @@ class _DeviceManager:
                             nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
 
     async def open(self, key: str, url: str, headed: bool = False,
-                   viewport: Optional[Tuple[int, int]] = None) -> Tuple[_Device, bool]:
-        """The caller's device on `url` (reused when it has one) -> (device, started)."""
+                   viewport: Optional[Tuple[int, int]] = None, fresh: bool = False) -> Tuple[_Device, bool]:
+        """The caller's device on `url` (reused when it has one; in a new, empty browser context
+        when `fresh`) -> (device, started)."""
         viewport = viewport or DEVICE_VIEWPORT
         own = self.owned_by(key)
         if own is not None and not own.ready:
@@ -2224,6 +2247,8 @@ class _DeviceManager:
             session = self.hub.bridge.get(own.session_id)
             generation = session.generation if session is not None else -1
             try:
+                if fresh:
+                    await own.fresh_context()
                 await own.navigate(url)
             except _CdpError as exc:
                 raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again")
@@ -4799,11 +4824,13 @@ def _build_registry() -> _ToolRegistry:
         reg.add(_Tool(name, description, _obj(dict(props), required), handler, example, session=False))
 
     device_add("reticle_open",
-        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId.",
+        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
+        "`fresh`: no cookies or storage from before.",
         {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
          "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
                       "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
-                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}}},
+                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
+         "fresh": {"type": "boolean"}},
         _tool_open, {"url": "http://localhost:5173/"}, required=("url",))
     device_add("reticle_close", "Close a device (by sessionId, else your own).",
         {"sessionId": sid}, _tool_close, {})
@@ -4823,10 +4850,10 @@ async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dic
                         'pass a full URL such as "http://localhost:5173/"')
     vp = args.get("viewport")
     started = time.monotonic()
-    device, fresh = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
-                                           (vp["width"], vp["height"]) if vp else None)
+    device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
+                                                 (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")))
     return {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
-            "started": fresh, "ms": round((time.monotonic() - started) * 1000),
+            "started": started_now, "fresh": started_now or bool(args.get("fresh")), "ms": round((time.monotonic() - started) * 1000),
             "headed": device.headed, "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
             "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
 
@@ -7602,7 +7629,8 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
 async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Optional[str], jobs: int,
                         progress: Callable[[str], None]) -> List[dict]:
     """Replay `flows` on up to `jobs` devices (one MCP session and one device per job, reused
-    from flow to flow) and answer one result per flow, in the order given."""
+    from flow to flow, each flow in a fresh browser context) and answer one result per flow,
+    in the order given."""
     results: List[Optional[dict]] = [None] * len(flows)
     queue = list(enumerate(flows))
     total = len(flows)
@@ -7622,11 +7650,12 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                     flow = dict(flow, steps=[dict(s, args=_fill_secrets(s["args"])) if "args" in s else s
                                              for s in flow["steps"]])
                     start = _start_url(flow, url)
-                    if session_id is None:
-                        if not start:
-                            raise ToolError("the flow %s has no startUrl; pass --url" % name)
-                        opened = await _verify_call(link, "reticle_open", {"url": start})
-                        session_id = opened["sessionId"]
+                    if not start:
+                        raise ToolError("the flow %s has no startUrl; pass --url" % name)
+                    # every flow starts clean: a job's next flow reuses its browser in a new, empty
+                    # context, so no flow sees the cookies or storage another one left
+                    opened = await _verify_call(link, "reticle_open", {"url": start, "fresh": session_id is not None})
+                    session_id = opened["sessionId"]
                     args = {"flow": flow, "sessionId": session_id}
                     if url:
                         args["url"] = url

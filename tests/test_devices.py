@@ -61,6 +61,19 @@ document.getElementById('src').addEventListener('mousedown', rec);
 document.getElementById('dst').addEventListener('mouseup', rec);
 </script>"""
 
+# What this browser kept from before: reported to the server, then set for the next visit.
+STATEFUL = """<!doctype html><title>state</title><button id="send">Send</button>
+<script>
+navigator.sendBeacon('/api/state', JSON.stringify({cookie: document.cookie,
+  local: localStorage.getItem('k'), session: sessionStorage.getItem('k')}));
+document.cookie = 'c=1; path=/';
+localStorage.setItem('k', 'v');
+sessionStorage.setItem('k', 'v');
+document.getElementById('send').addEventListener('click', function (e) {
+  fetch('/api/send', {method: 'POST', body: JSON.stringify({trusted: e.isTrusted})});
+});
+</script>"""
+
 
 class Recorder(tornado.web.RequestHandler):
     def initialize(self, log):
@@ -77,7 +90,8 @@ def app():
     log = []
     server = _harness.AppServer([(r"/api/(\w+)", Recorder, {"log": log}),
                                  (r"/plain", _harness.TemplatePage, {"template": PLAIN, "daemon": ""}),
-                                 (r"/events", _harness.TemplatePage, {"template": EVENTS, "daemon": ""})])
+                                 (r"/events", _harness.TemplatePage, {"template": EVENTS, "daemon": ""}),
+                                 (r"/state", _harness.TemplatePage, {"template": STATEFUL, "daemon": ""})])
     server.log = log
     yield server
     server.close()
@@ -167,6 +181,35 @@ def test_a_page_with_the_script_tag_connects_once_and_reuse_navigates(daemon, mc
         assert [x["sessionId"] for x in daemon.status()["devices"]] == [first["sessionId"]]
     finally:
         tagged.close()
+
+
+def test_a_fresh_open_keeps_the_device_and_drops_cookies_and_storage(mcp, app):
+    def visit(**extra):
+        before = len([x for x in app.log if x[0] == "state"])
+        opened = mcp.ok("reticle_open", dict({"url": app.url + "/state"}, **extra))
+        _harness.wait_until(lambda: len([x for x in app.log if x[0] == "state"]) > before, 10,
+                            what="the page to report what it kept")
+        return opened, json.loads([x for x in app.log if x[0] == "state"][-1][1])
+
+    first, seen = visit()
+    assert first["started"] is True and seen == {"cookie": "", "local": None, "session": None}, seen
+    again, seen = visit()
+    assert again["started"] is False and seen == {"cookie": "c=1", "local": "v", "session": "v"}, seen
+    fresh, seen = visit(fresh=True)
+    assert seen == {"cookie": "", "local": None, "session": None}, seen
+    assert (fresh["started"], fresh["fresh"]) == (False, True), fresh
+    assert (fresh["sessionId"], fresh["deviceId"]) == (first["sessionId"], first["deviceId"])
+    # the same session drives the new tab with real input, and the old tab is gone
+    sessions = mcp.ok("reticle_sessions")["sessions"]
+    assert [x["sessionId"] for x in sessions] == [first["sessionId"]], sessions
+    before = len([x for x in app.log if x[0] == "send"])
+    res = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Send"}, "action": "click",
+                                          "until": {"kind": "net", "method": "POST", "urlContains": "/api/send"}})
+    assert res["verified"] == "yes" and res["effect"]["input"] == "cdp", res
+    sends = [x for x in app.log if x[0] == "send"]
+    assert len(sends) == before + 1 and json.loads(sends[-1][1]) == {"trusted": True}
+    shot = mcp.ok("reticle_screenshot", {})
+    assert os.path.getsize(shot["path"]) > 0
 
 
 def test_every_act_in_a_device_is_trusted_input(mcp, app):

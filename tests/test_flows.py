@@ -291,6 +291,15 @@ def test_reticle_verify_exit_codes_junit_and_report(tmp_path):
         out = json.loads(run.stdout)
         assert out["exitCode"] == 2 and out["flows"][0]["verified"] == "unknown"
 
+        # every flow starts clean: the job's next flow reuses the browser but none of the cookies
+        _write_flow(project, "signed-in", app.url + "/login", LOGIN_STEPS + [
+            {"assert": {"kind": "storage", "area": "cookies", "key": "user", "equals": "vic"}}])
+        _write_flow(project, "anonymous", app.url + "/records", [
+            {"assert": {"kind": "storage", "area": "cookies", "key": "user", "absent": True}}])
+        run = _verify(project, tmp_path / "state2", port, "signed-in", "anonymous", "--jobs", "1", "--json", env=secret)
+        _exits(run, 0)
+        assert [f["verified"] for f in json.loads(run.stdout)["flows"]] == ["yes", "yes"], run.stdout
+
         # setup errors -> exit 3 with the reason: a secret the environment lacks, a flow that does not exist
         run = _verify(project, tmp_path / "state2", port, "login")
         assert run.returncode == 3 and SECRET_ENV in run.stdout, (run.stdout, run.stderr)
