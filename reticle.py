@@ -1965,13 +1965,22 @@ class _Device:
         page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
         old_target, old_context = self.target, self.context
         self.target, self.page, self.context = target, page, context
-        await self._prepare_page()
+
+        async def close_old() -> None:
+            try:
+                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
+            except _CdpError as exc:  # already gone: nothing of it is left to leak
+                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
+
+        await asyncio.gather(self._prepare_page(), close_old())
+        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
+            self.manager.hub.spawn(self._dispose(old_context))
+
+    async def _dispose(self, context: str) -> None:
         try:
-            await self.cdp.call("Target.closeTarget", {"targetId": old_target})
-            if old_context:
-                await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": old_context})
-        except _CdpError as exc:  # the old tab is already gone: nothing of it is left to leak
-            _emit(_device_log, logging.INFO, "device_old_context_kept", deviceId=self.id, why=str(exc))
+            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
+        except _CdpError as exc:
+            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
 
     async def _devtools_url(self) -> str:
         """Read stderr until Chromium prints its DevTools endpoint."""
