@@ -9434,6 +9434,29 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
+  var SHADOW_ROOTS = []; // every shadow root seen (open or captured), for observers that search
+  var ROOT_WATCHERS = []; // functions told of each new shadow root (the DOM and alert observers)
+  var SHADOW_ROOTS_MAX = 2000;
+  function noteShadowRoot(root) {
+    if (!root || SHADOW_ROOTS.indexOf(root) >= 0) return;
+    if (SHADOW_ROOTS.length >= SHADOW_ROOTS_MAX) liveShadowRoots();
+    if (SHADOW_ROOTS.length >= SHADOW_ROOTS_MAX) return;
+    SHADOW_ROOTS.push(root);
+    for (var i = 0; i < ROOT_WATCHERS.length; i++) {
+      try {
+        ROOT_WATCHERS[i](root);
+      } catch (e) {
+        /* one watcher's failure is not another's */
+      }
+    }
+  }
+  // The shadow roots whose hosts are still in a document (the others are dropped from the list).
+  function liveShadowRoots() {
+    SHADOW_ROOTS = SHADOW_ROOTS.filter(function (r) {
+      return !!(r.host && r.host.isConnected);
+    });
+    return SHADOW_ROOTS;
+  }
   function shadowOf(el) {
     return el.shadowRoot || SHADOWS.get(el) || null;
   }
@@ -12340,18 +12363,21 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       rows.push(['invalid', '[aria-invalid=true]', 'error']);
       rows = rows.concat(ALERT_SOURCES);
       var out = [],
-        seen = new Set();
+        seen = new Set(),
+        roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
       for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
-        var els;
-        try {
-          els = document.querySelectorAll(rows[i][1]);
-        } catch (e) {
-          continue;
-        }
-        for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
-          if (seen.has(els[j])) continue;
-          seen.add(els[j]);
-          out.push({ el: els[j], source: rows[i][0], level: rows[i][2] });
+        for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
+          var els;
+          try {
+            els = roots[r].querySelectorAll(rows[i][1]);
+          } catch (e) {
+            break;
+          }
+          for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
+            if (seen.has(els[j])) continue;
+            seen.add(els[j]);
+            out.push({ el: els[j], source: rows[i][0], level: rows[i][2] });
+          }
         }
       }
       return out;
@@ -12423,7 +12449,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var mo = new N.MutationObserver(function () {
       schedule();
     });
-    mo.observe(document, {
+    var cfg = {
       subtree: true,
       childList: true,
       characterData: true,
@@ -12440,7 +12466,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         'class',
         'open'
       ]
-    });
+    };
+    mo.observe(document, cfg);
+    var watch = function (root) {
+      mo.observe(root, cfg);
+      schedule();
+    };
+    ROOT_WATCHERS.push(watch);
     function first() {
       if (loaded) return;
       loaded = true;
@@ -12461,6 +12493,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     S.teardowns.push(function () {
       mo.disconnect();
       ALERT_RESCAN = null;
+      ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
+        return w !== watch;
+      });
     });
   }
 
@@ -13277,19 +13312,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       attributeFilter: ATTRS
     };
     mo.observe(document, cfg);
-    OBSERVE_ROOT = function (root) {
-      try {
-        mo.observe(root, cfg);
-      } catch (e) {
-        /* ignore */
-      }
+    var watch = function (root) {
+      mo.observe(root, cfg);
     };
+    ROOT_WATCHERS.push(watch);
     S.teardowns.push(function () {
       mo.disconnect();
-      OBSERVE_ROOT = null;
+      ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
+        return w !== watch;
+      });
     });
   }
-  var OBSERVE_ROOT = null;
   function installShadowCapture() {
     var proto = window.Element && window.Element.prototype;
     if (!proto || !proto.attachShadow) return;
@@ -13298,7 +13331,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var root = orig.apply(this, arguments);
         try {
           SHADOWS.set(this, root);
-          if (OBSERVE_ROOT) OBSERVE_ROOT(root);
+          noteShadowRoot(root);
         } catch (e) {
           /* ignore */
         }
@@ -13309,7 +13342,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       var all = document.querySelectorAll('*');
       for (var i = 0; i < all.length && i < 20000; i++)
-        if (all[i].shadowRoot && OBSERVE_ROOT) OBSERVE_ROOT(all[i].shadowRoot);
+        if (all[i].shadowRoot) noteShadowRoot(all[i].shadowRoot);
     } catch (e) {
       /* ignore */
     }

@@ -18,6 +18,8 @@ the server, for browser tests that check the truth on the server.
   by the page with text()), "Peek at the big feed" (GET /feed?big=1: BIG_FEED_BYTES the page
   never reads) and "Read one tick" (GET /ticker: an endless event stream the page cancels
   after one message).
+- `/components/` saves the same way from inside a web component's open shadow root and shows
+  the answer in another component's closed shadow root, as design systems do.
 - `/arrival/` is a server-rendered page that already shows an error (role=alert) on load,
   beside alerts that are not on screen (hidden, inside a template, text in a script); its
   buttons make a field invalid ("Check email"), fill an assertive region ("Go offline"),
@@ -199,6 +201,30 @@ SOCKET_PAGE = _HEAD + """<body><h1>Profile (socket)</h1>
   };
 </script></body></html>"""
 
+# A design system's components: the form and its message live in shadow trees, the message in
+# a closed one (only the SDK's attachShadow patch can see it).  The save answers as /fragments/.
+COMPONENTS_PAGE = _HEAD + """<body><h1>Profile (components)</h1>
+<ds-form></ds-form><ds-toaster></ds-toaster>
+<script>
+customElements.define('ds-toaster', class extends HTMLElement {
+  constructor() { super(); this.root = this.attachShadow({mode: 'closed'}); }
+  show(html) { this.root.innerHTML = '<div class="toast">' + html + '</div>'; }
+});
+customElements.define('ds-form', class extends HTMLElement {
+  constructor() {
+    super();
+    var root = this.attachShadow({mode: 'open'});
+    root.innerHTML = '<label>Name <input id="name"></label> <button>Save profile</button>';
+    root.querySelector('button').addEventListener('click', function () {
+      var body = 'name=' + encodeURIComponent(root.getElementById('name').value);
+      fetch('/profile', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: body})
+        .then(function (r) { return r.text(); })
+        .then(function (html) { document.querySelector('ds-toaster').show(html); });
+    });
+  }
+});
+</script></body></html>"""
+
 ARRIVAL_PAGE = _HEAD + """<body><h1>Account</h1>
 <p class="error" role="alert">Your session expired,<script>var inAlert = "script text";</script>
 <style>.error b{font-weight:bold}</style> please sign in again</p>
@@ -294,6 +320,7 @@ class Shapes:
             page(r"/jobs/", JOBS_PAGE),
             page(r"/socket/", SOCKET_PAGE),
             page(r"/arrival/", ARRIVAL_PAGE),
+            page(r"/components/", COMPONENTS_PAGE),
             (r"/profile", _Profile, {"shapes": self}),
             (r"/queue/join", _Join, {"shapes": self}),
             (r"/jobs", _Jobs, {"shapes": self}),

@@ -328,6 +328,23 @@ def test_verdict_an_optimistic_success_under_a_failed_stream_is_no(live):
 
 
 
+def test_an_alert_in_a_closed_shadow_root_is_seen_and_makes_the_verdict_no(live):
+    open_page(live, "/components/")
+    since = latest(live)  # this document's alerts only, not a late toast of the page before
+    SHAPES.fault = True
+    fill(live, "Name", "Noor")
+    out = act(live, "Save profile", {"kind": "net", "method": "POST", "urlContains": "/profile", "status": 200})
+    assert SHAPES.saved() == []
+    assert out["verified"] == "no", out
+    assert "Could not save your profile" in json.dumps(out)
+    shown = wait_until(lambda: alerts(live, since), what="the alert in the shadow root")
+    assert [(a["text"], a["source"]) for a in shown] == [("Could not save your profile", "alert")], shown
+    SHAPES.fault = False
+    out = act(live, "Save profile", {"kind": "net", "method": "POST", "urlContains": "/profile", "status": 200})
+    assert [x["name"] for x in SHAPES.saved()] == ["Noor"], SHAPES.saved()
+    assert out["verified"] == "yes", out
+
+
 def test_verdict_a_settle_with_an_alert_on_screen_is_no(live):
     open_page(live, "/socket/")
     wait_text(live, "Connected")
