@@ -4630,7 +4630,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     if args.get("steps"):
         steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
     else:
-        session = await hub.bridge.resolve_soon(args.get("sessionId"))
+        session = await hub.bridge.resolve_soon(hub.default_session(args, ctx))
         since = args.get("since")
         if since is None:
             since = hub.journeys.saved_at.get(session.id, 0.0)
@@ -6562,12 +6562,20 @@ class Hub:
             horizon = time.monotonic() - 600
             self.clients = {k: v for k, v in self.clients.items() if v > horizon}
 
+    def default_session(self, args: dict, ctx: _CallContext) -> Optional[str]:
+        """The tab a call means: its `sessionId`, else the device this caller opened, else none
+        (the bridge then takes the only tab, and never guesses between several)."""
+        if args.get("sessionId"):
+            return args["sessionId"]
+        own = self.devices.owned_by(ctx.session_key)
+        return own.session_id if own is not None and own.ready and not own.closed else None
+
     # -- MCP ----------------------------------------------------------------------
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         tool = self.registry.get(name)
         self.devices.touch(ctx.session_key)
         try:
-            session = await self.bridge.resolve_soon(args.get("sessionId")) if tool.needs_session else None
+            session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
             return _tool_result(await tool.handler(self, session, args, ctx))
         except ToolError as exc:
             return _tool_result(exc.payload(), is_error=True)

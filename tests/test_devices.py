@@ -212,6 +212,29 @@ def test_a_fresh_open_keeps_the_device_and_drops_cookies_and_storage(mcp, app):
     assert os.path.getsize(shot["path"]) > 0
 
 
+def test_a_caller_with_a_device_means_it_when_it_names_no_session(daemon, mcp, app):
+    other = _harness.Mcp(daemon.url + "/mcp")
+    bystander = _harness.Mcp(daemon.url + "/mcp")
+    try:
+        mine = mcp.ok("reticle_open", {"url": app.url + "/plain"})
+        theirs = other.ok("reticle_open", {"url": app.url + "/events"})
+        assert mine["sessionId"] != theirs["sessionId"]
+        # each caller's calls without a sessionId go to its own device, never to the other one
+        assert mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Send"})["count"] == 1
+        assert other.ok("reticle_query", {"by": "role", "value": "button", "name": "Go"})["count"] == 1
+        assert mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Go"})["count"] == 0
+        res = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Send"}, "action": "click",
+                                              "until": {"kind": "net", "method": "POST", "urlContains": "/api/send"}})
+        assert res["verified"] == "yes", res
+        # a caller with no device of its own still has to say which tab it means
+        refused, is_error = bystander.call("reticle_query", {"by": "role", "value": "button"})
+        assert is_error and "multiple sessions connected" in refused["error"], refused
+    finally:
+        other.call("reticle_close", {})
+        other.close()
+        bystander.close()
+
+
 def test_every_act_in_a_device_is_trusted_input(mcp, app):
     sid = mcp.ok("reticle_open", {"url": app.url + "/events"})["sessionId"]
     del app.log[:]
