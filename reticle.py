@@ -12167,6 +12167,27 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     d.url = url;
     return d;
   }
+  // Put W in the place of window[name] (its Native): the same prototype (instanceof holds) and
+  // ready-state constants; put back at teardown unless someone replaced it since.
+  function swapConstructor(name, Native, W, constants) {
+    W.prototype = Native.prototype;
+    constants.forEach(function (k) {
+      try {
+        Object.defineProperty(W, k, { value: Native[k] });
+      } catch (e) {
+        /* ignore */
+      }
+    });
+    try {
+      Object.defineProperty(W, '__reticleWrapped', { value: true });
+    } catch (e) {
+      /* ignore */
+    }
+    window[name] = W;
+    S.teardowns.push(function () {
+      if (window[name] === W) window[name] = Native;
+    });
+  }
   function installWebSocket() {
     var Native = N.WebSocket;
     if (!Native) return;
@@ -12224,23 +12245,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       return ws;
     };
-    W.prototype = Native.prototype;
-    ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED'].forEach(function (k) {
-      try {
-        Object.defineProperty(W, k, { value: Native[k] });
-      } catch (e) {
-        /* ignore */
-      }
-    });
-    try {
-      Object.defineProperty(W, '__reticleWrapped', { value: true });
-    } catch (e) {
-      /* ignore */
-    }
-    window.WebSocket = W;
-    S.teardowns.push(function () {
-      if (window.WebSocket === W) window.WebSocket = Native;
-    });
+    swapConstructor('WebSocket', Native, W, ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED']);
   }
   function installEventSource() {
     var Native = window.EventSource;
@@ -12288,18 +12293,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       return es;
     };
-    W.prototype = Native.prototype;
-    ['CONNECTING', 'OPEN', 'CLOSED'].forEach(function (k) {
-      try {
-        Object.defineProperty(W, k, { value: Native[k] });
-      } catch (e) {
-        /* ignore */
-      }
-    });
-    window.EventSource = W;
-    S.teardowns.push(function () {
-      if (window.EventSource === W) window.EventSource = Native;
-    });
+    swapConstructor('EventSource', Native, W, ['CONNECTING', 'OPEN', 'CLOSED']);
   }
 
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
@@ -13402,17 +13396,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       d['new'] = d.to;
       emit('storage.change', d);
     }
+    // what key k held before a write we report (null when muted: our own keys, our own writes)
+    function heldBefore(store, k, mute) {
+      if (mute) return null;
+      try {
+        return store.getItem(k);
+      } catch (e) {
+        return null;
+      }
+    }
     patch(SP, 'setItem', function (orig) {
       return function (k, v) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = null;
-        if (!mute) {
-          try {
-            before = this.getItem(k);
-          } catch (e) {
-            /* ignore */
-          }
-        }
+        var before = heldBefore(this, k, mute);
         var r = orig.apply(this, arguments);
         if (!mute) {
           try {
@@ -13428,14 +13424,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     patch(SP, 'removeItem', function (orig) {
       return function (k) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = null;
-        if (!mute) {
-          try {
-            before = this.getItem(k);
-          } catch (e) {
-            /* ignore */
-          }
-        }
+        var before = heldBefore(this, k, mute);
         var r = orig.apply(this, arguments);
         if (!mute && before !== null) rec(areaOf(this), String(k), before, null);
         return r;
