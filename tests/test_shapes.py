@@ -315,7 +315,7 @@ def test_verdict_an_error_fragment_after_a_200_is_no_and_the_next_save_is_yes(li
     fill(live, "Name", "Kim")
     out = act(live, "Save profile", {"kind": "net", "method": "POST", "urlContains": "/profile", "status": 200})
     assert SHAPES.saved() == []
-    assert out["verified"] == "no", out
+    assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), out
     assert "Could not save your profile" in json.dumps(out)
     shown = wait_until(lambda: alerts(live, since), what="the alert the user was shown")
     assert [(a["text"], a["source"]) for a in shown] == [("Could not save your profile", "alert")], shown
