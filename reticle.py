@@ -2253,15 +2253,7 @@ class _DeviceManager:
         if own is not None and not own.ready:
             raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it")
         if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
-            session = self.hub.bridge.get(own.session_id)
-            generation = session.generation if session is not None else -1
-            try:
-                if fresh:
-                    await own.fresh_context()
-                await own.navigate(url)
-            except _CdpError as exc:
-                raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again")
-            await self.wait_connected(own, generation)
+            await self.load(own, url, fresh)
             self.touch(key)
             return own, False
         if own is not None:
@@ -2292,6 +2284,19 @@ class _DeviceManager:
         _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
               sessionId=device.session_id, headed=headed, browser=exe, **device.phases)
         return device, True
+
+    async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
+        """Load `url` in a running device (first in a new, empty browser context when `fresh`)
+        and wait for its page to connect."""
+        session = self.hub.bridge.get(device.session_id)
+        generation = session.generation if session is not None else -1
+        try:
+            if fresh:
+                await device.fresh_context()
+            await device.navigate(url)
+        except _CdpError as exc:
+            raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again")
+        return await self.wait_connected(device, generation)
 
     async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
         deadline = time.monotonic() + DEVICE_CONNECT_TIMEOUT_S
@@ -4698,7 +4703,7 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
     else:
         raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
     _fill_secrets([s.get("args") for s in flow["steps"]])  # a missing secret is a setup error, before any act
-    return await _replay(hub, session, flow, args.get("url"), ctx)
+    return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
 
 
 def _build_registry() -> _ToolRegistry:
@@ -4823,9 +4828,11 @@ def _build_registry() -> _ToolRegistry:
     reg.add(_Tool("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
                   _obj({}), _tool_flow_list, {}))
     add("reticle_flow_replay",
-        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are.",
+        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
+        "`fresh`: a device with no cookies or storage.",
         {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
-         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "sessionId": sid},
+         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "sessionId": sid},
         _tool_flow_replay, {"name": "add-record"})
 
     def device_add(name, description, props, handler, example=None, required=()):
@@ -5318,13 +5325,24 @@ def _step_evidence(res: dict) -> Any:
 
 
 async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str],
-                  ctx: "_CallContext") -> dict:
-    """Replay a flow in `session`: navigate to its start, then every step in order.  The
-    first step that is not `yes` stops the flow; the ones after it are `skipped`."""
+                  ctx: "_CallContext", fresh: bool = False) -> dict:
+    """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
+    context when `fresh`), then every step in order.  The first step that is not `yes` stops
+    the flow; the ones after it are `skipped`."""
     started = time.monotonic()
     start = _start_url(flow, url)
     steps_out: List[dict] = []
-    if start:
+    if fresh:
+        device = hub.devices.for_session(session.id)
+        if device is None:
+            raise ToolError("`fresh` needs a device: tab %s is not one Reticle started, and a person's browser "
+                            "keeps its cookies" % session.id, "open the app with reticle_open, or drop fresh",
+                            setup=True)
+        if not start:
+            raise ToolError("`fresh` needs a start: the flow has no startUrl", "pass url", setup=True)
+        session.mark_navigation()
+        session = await hub.devices.load(device, start, fresh=True)
+    elif start:
         nav = await _tool_navigate(hub, session, {"url": start}, ctx)
         if not nav.get("confirmed"):
             raise ToolError("the page at %s did not connect within 5 s" % start,
@@ -7671,9 +7689,12 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                         raise ToolError("the flow %s has no startUrl; pass --url" % name)
                     # every flow starts clean: a job's next flow reuses its browser in a new, empty
                     # context, so no flow sees the cookies or storage another one left
-                    opened = await _verify_call(link, "reticle_open", {"url": start, "fresh": session_id is not None})
-                    session_id = opened["sessionId"]
-                    args = {"flow": flow, "sessionId": session_id}
+                    args = {"flow": flow}
+                    if session_id is None:
+                        session_id = (await _verify_call(link, "reticle_open", {"url": start}))["sessionId"]
+                    else:
+                        args["fresh"] = True
+                    args["sessionId"] = session_id
                     if url:
                         args["url"] = url
                     res = dict(await _verify_call(link, "reticle_flow_replay", args))

@@ -177,6 +177,10 @@ def test_flow_names_steps_and_secrets_are_checked(world):
     assert is_error and data.get("variable") == "RETICLE_SECRET_NOPE" and data.get("setup") is True, data
     data, is_error = mcp.call("reticle_flow_replay", {"name": "never-saved"})
     assert is_error and "no flow" in data["error"], data
+    # a person's own tab cannot be made fresh: its cookies are theirs
+    data, is_error = mcp.call("reticle_flow_replay", {"name": "given", "url": world["app"].url + "/login",
+                                                      "fresh": True})
+    assert is_error and "`fresh` needs a device" in data["error"] and data.get("setup") is True, data
 
 
 # -- `reticle verify` as CI runs it: a subprocess, exit codes, JUnit XML, the HTML report ----------
