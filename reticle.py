@@ -138,6 +138,7 @@ RETRY_GRACE_MS = 250                       # a write answered otherwise is final
 OBSERVE_MAX_BYTES = 32 * 1024             # one reticle_observe answer; `next` pages on
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
 ARRIVAL_WAIT_MS = 2000.0                   # how long a new document's hello waits for its first events
+_PAGE_BLIND_SPOTS = ("cross-origin-iframe", "closed-shadow-root")  # page parts no SDK can read (levels)
 BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
@@ -979,6 +980,7 @@ class _EventStore:
         self.sampled = 0
         self.sampled_upto = -1.0
         self._blind_spots: collections.Counter = collections.Counter()
+        self._page_spots: Dict[str, Tuple[int, str]] = {}   # reason -> (count now, detail) on this document
 
     def __len__(self) -> int:
         return len(self._churn) + len(self._kept)
@@ -993,12 +995,27 @@ class _EventStore:
         if trim:
             self.trim(event["t"])
 
-    def note_blind_spot(self, reason: str, count: int = 1) -> None:
-        """Count something the page could not observe (a closed shadow root, a malformed frame...)."""
-        self._blind_spots[reason[:64]] += count
+    def note_blind_spot(self, reason: str, count: int = 1, detail: str = "") -> None:
+        """Count something the page could not observe (a malformed frame, a dropped event...).
+        A part of the page that cannot be read (a cross-origin frame, a closed shadow root) is
+        a level, not a tally: the page reports how many it has now."""
+        reason = reason[:64]
+        if reason in _PAGE_BLIND_SPOTS:
+            self._page_spots[reason] = (max(0, count), detail[:300])
+        else:
+            self._blind_spots[reason] += count
+
+    def new_document(self) -> None:
+        """The page's unreadable parts were the old document's; the new one reports its own."""
+        self._page_spots.clear()
+
+    def page_blind_spots(self) -> Dict[str, Tuple[int, str]]:
+        return {k: v for k, v in self._page_spots.items() if v[0]}
 
     def blind_spot_counts(self) -> Dict[str, int]:
-        return {k: v for k, v in self._blind_spots.items() if v}
+        out = {k: v for k, v in self._blind_spots.items() if v}
+        out.update({k: v[0] for k, v in self._page_spots.items() if v[0]})
+        return out
 
     def note_sampled(self, count: int, t: float) -> None:
         self.sampled += count
@@ -1068,12 +1085,14 @@ class _Known:
     requests still open, the blind-spot counts and what the buffer lost
     since the window's start."""
 
-    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background")
+    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
-                 origin: str = "", background: Tuple[str, ...] = ()) -> None:
+                 origin: str = "", background: Tuple[str, ...] = (),
+                 unreadable: Optional[Dict[str, Tuple[int, str]]] = None) -> None:
         self.open_requests = open_requests
         self.blind_spots = blind_spots
+        self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
         self.loss = loss
         self.origin = origin                # the page's scheme://host:port
         self.background = background        # what the page sends on its own: writes before the window, and
@@ -1197,6 +1216,7 @@ class _BrowserSession:
         doc = str(hello.get("documentId") or "")[:64]
         if doc and doc != self.document_id:
             self.arriving = (doc, self.now() + ARRIVAL_WAIT_MS)
+            self.store.new_document()
         self.document_id = doc or self.document_id
 
     def between_documents(self) -> bool:
@@ -1230,7 +1250,7 @@ class _BrowserSession:
         writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
         background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
         return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
-                      origin, background)
+                      origin, background, self.store.page_blind_spots())
 
     # -- cursors --------------------------------------------------------------
     def mark_act(self, action: Optional[str]) -> float:
@@ -1347,7 +1367,11 @@ class _BrowserSession:
         elif etype == "route.change" and isinstance(data.get("to"), str):
             self.url = data["to"][:4096]
         elif etype == "blind-spot":
-            self.store.note_blind_spot(str(data.get("reason", "unknown")), int(data.get("count", 1) or 1))
+            try:
+                count = int(data["count"]) if data.get("count") is not None else 1
+            except (TypeError, ValueError):
+                count = 1
+            self.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
 
     async def wait_change(self, timeout: float) -> None:
         """Sleep until the next event arrives or `timeout` seconds pass."""
@@ -3573,6 +3597,25 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     return out
 
 
+_UNREADABLE_NAMES = {"cross-origin-iframe": "cross-origin frame(s)", "closed-shadow-root": "closed shadow root(s)"}
+
+
+def _may_be_unreadable(res: dict) -> bool:
+    """Could this failed result be a miss of something in a part of the page no SDK reads?
+    Only a presence check of text or elements can; in allOf every failed part must be one
+    (a failed request stands on its own), in anyOf one is enough."""
+    assertion = res.get("assertion")
+    if assertion in ("text.present", "element.present", "element.role+name"):
+        return True
+    children = res.get("evidence") if isinstance(res.get("evidence"), list) else []
+    failed = [c for c in children if isinstance(c, dict) and not c.get("pass")]
+    if assertion == "allOf":
+        return bool(failed) and all(_may_be_unreadable(c) for c in failed)
+    if assertion == "anyOf":
+        return any(_may_be_unreadable(c) for c in failed)
+    return False
+
+
 def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
             already_true: bool = False, act: bool = False, effect: Any = None) -> Tuple[str, str, str]:
     """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
@@ -3585,6 +3628,9 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     3. the predicate failed for want of evidence that events lost from the window could have held
        (evicted, sampled, or dropped by the page while the daemon was unreachable) -> unknown,
        evidence_lost; a violation that is there (decided), or a check of the live page, stands
+    3a. a presence check of the page's text or elements failed while part of the page cannot be
+       read (a cross-origin frame, a closed shadow root): what it looked for may be there ->
+       unknown, presence_blind_spot
     4. the predicate failed -> no, assertion_failed
     5. an observed contradiction -> no, contradicted
     6. an absence-tier contradiction -> unknown, evidence_incomplete (requests still open that are
@@ -3619,6 +3665,13 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if not res["pass"] and lost and reads_window and not res.get("decided"):
         return "unknown", "evidence_lost", ("the check failed, but %s, so the evidence it looked for may have been "
                                             "among them; narrow the window or reduce the page's event volume" % lost)
+    if not res["pass"] and known.unreadable and not res.get("decided") and _may_be_unreadable(res):
+        parts = "; ".join("%d %s%s" % (n, _UNREADABLE_NAMES.get(k, k), " (%s)" % detail if detail else "")
+                          for k, (n, detail) in sorted(known.unreadable.items()))
+        return "unknown", "presence_blind_spot", (
+            "%s, but part of the page cannot be read (%s), and it may be there; assert what the app does "
+            "(net, signal, state) or what it shows outside that part" % (
+                res.get("failureReason") or "the check did not find it", parts))
     if not res["pass"]:
         return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
             res.get("failureReason") or _describe_predicate(p))
@@ -12456,6 +12509,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         emit('ui.alert', d, c.el);
       });
       for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
+      checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
     }
     function schedule() {
       if (scheduled || !loaded) return;
@@ -13776,6 +13830,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           ok = !!frames[i].contentDocument;
         } catch (e) {
           ok = false;
+        }
+        // a frame just mounted shows a readable about:blank until its own page arrives
+        if (ok && frames[i].src) {
+          try {
+            var to = new URL(frames[i].src, location.href);
+            if (/^https?:$/.test(to.protocol) && to.origin !== location.origin) ok = false;
+          } catch (e) {
+            /* an odd src: keep what contentDocument said */
+          }
         }
         if (!ok && frames[i].src) {
           n++;

@@ -20,14 +20,17 @@ def call(t, method="POST", url="/api/save", status=200, body='{"ok": true}', **e
     return ev(t, "net.request", **d)
 
 
-def known(open_requests=(), blind_spots=None, loss=None, origin="", background=()):
-    return reticle._Known(list(open_requests), dict(blind_spots or {}), loss, origin, tuple(background))
+def known(open_requests=(), blind_spots=None, loss=None, origin="", background=(), unreadable=None):
+    return reticle._Known(list(open_requests), dict(blind_spots or {}), loss, origin, tuple(background),
+                          dict(unreadable or {}))
 
 
 NET = {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}
 SETTLE = {"kind": "settled", "quietMs": 300}
 PASS = {"pass": True, "evidence": {"status": 200}}
 FAIL = {"pass": False, "failureReason": "no completed request matched"}
+MISSED = {"pass": False, "assertion": "text.present", "failureReason": "no text containing 'Paid' on the page"}
+FRAMED = known(unreadable={"cross-origin-iframe": (1, "https://pay.example/card")})
 
 # (id, result, window, known, predicate, flags, expected verified, expected reason, a word of `because`)
 DECIDE = [
@@ -36,6 +39,18 @@ DECIDE = [
     ("observation-lost", {"pass": False, "observationLost": True}, [], known(), NET, {},
      "unknown", "observation_lost", "disconnected"),
     ("assertion-failed", FAIL, [], known(), NET, {}, "no", "assertion_failed", "did not hold"),
+    ("presence-beside-a-frame-it-cannot-read", MISSED, [], FRAMED, {"kind": "text", "contains": "Paid"}, {},
+     "unknown", "presence_blind_spot", "1 cross-origin frame(s) (https://pay.example/card)"),
+    ("a-failed-request-stands-beside-the-frame", FAIL, [], FRAMED, NET, {}, "no", "assertion_failed", "did not hold"),
+    ("all-of-a-miss-and-a-failed-request-is-no", {"pass": False, "assertion": "allOf", "failureReason": "x",
+     "evidence": [MISSED, dict(FAIL, assertion="net")]}, [], FRAMED,
+     {"kind": "allOf", "predicates": [{"kind": "text", "contains": "Paid"}, NET]}, {}, "no", "assertion_failed", "x"),
+    ("any-of-a-miss-may-be-in-the-frame", {"pass": False, "assertion": "anyOf", "failureReason": "none held",
+     "evidence": [MISSED, dict(FAIL, assertion="net")]}, [], FRAMED,
+     {"kind": "anyOf", "predicates": [{"kind": "text", "contains": "Paid"}, NET]}, {}, "unknown",
+     "presence_blind_spot", "may be there"),
+    ("a-miss-with-the-whole-page-readable", MISSED, [], known(), {"kind": "text", "contains": "Paid"}, {},
+     "no", "assertion_failed", "no text"),
     ("contradicted", PASS, [call(1, status=500), ev(2, "dom.added")], known(),
      {"kind": "text", "contains": "Saved"}, {}, "no", "contradicted", "ui-advanced-request-failed"),
     ("evidence-incomplete", PASS, [call(1), call(2)], known(), {"kind": "text", "contains": "Saved"},
@@ -124,7 +139,8 @@ def test_decide_rules_apply_in_their_documented_order():
     assert reticle._decide(dict(FAIL), cs, window, k, 0.0, p)[1] == "assertion_failed"
     assert reticle._decide(dict(PASS), cs, window, k, 0.0, p)[1] == "contradicted"
     doc = reticle._decide.__doc__
-    order = ["inconclusive", "observation_lost", "failure_observed", "unsettled", "evidence_lost", "assertion_failed", "contradicted", "evidence_incomplete",
+    order = ["inconclusive", "observation_lost", "failure_observed", "unsettled", "evidence_lost",
+             "presence_blind_spot", "assertion_failed", "contradicted", "evidence_incomplete",
              "absence_blind_spot", "already_true", "outcome_pending", "outcome_unread",
              "request_in_flight", "no_effect", "proved"]
     positions = [doc.index(name) for name in order]

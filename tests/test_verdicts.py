@@ -10,7 +10,7 @@ import pytest
 import tornado.web
 import tornado.websocket
 
-from _harness import Live, chromium_path, wait_until
+from _harness import Live, TemplatePage, chromium_path, wait_until
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
 
@@ -362,17 +362,59 @@ WITH_FRAME = """<!doctype html><html><head><title>Framed</title>
 """
 
 
-def test_absence_over_a_blind_spot_is_unknown(tmp_path):
-    live = Live(tmp_path, WITH_FRAME)
+NO_FRAME = """<!doctype html><html><head><title>Plain</title>
+<script src="%(daemon)s/reticle.js"></script></head><body>
+<p>Main page</p>
+<button id="mount">Show the card form</button>
+<script>
+document.getElementById('mount').addEventListener('click', function () {
+  var f = document.createElement('iframe');  // a payment provider's form, mounted on demand
+  f.src = '%(daemon)s/status';
+  f.title = 'card form';
+  document.body.appendChild(f);
+});
+</script></body></html>
+"""
+
+
+def _until_framed(live, predicate, framed=True):
+    """Assert `predicate` once the page has (or no longer has) its cross-origin frame in view."""
+    def ready():
+        r = live.mcp.ok("reticle_assert", {"detail": "full", "predicate": predicate})
+        return r if ("cross-origin-iframe" in r.get("coverage", "")) == framed else None
+    return wait_until(ready, what="the frame blind spot to be %s" % ("reported" if framed else "gone"))
+
+
+def test_a_part_of_the_page_that_cannot_be_read_is_named_never_an_absence_or_a_miss(tmp_path):
+    live = Live(tmp_path, WITH_FRAME, routes=lambda daemon: [
+        (r"/plain", TemplatePage, {"template": NO_FRAME, "daemon": daemon})])
     try:
         absent = {"kind": "text", "contains": "Payment failed", "absent": True}
-        r = wait_until(lambda: (lambda x: x if x.get("coverage") else None)(
-            live.mcp.ok("reticle_assert", {"detail": "full", "predicate": absent, "since": 0})), what="the iframe blind spot")
-        assert r["verified"] == "unknown", r
-        assert r["verifiedReason"] == "absence_blind_spot"
-        assert "cross-origin-iframe" in r["coverage"]
+        missing = {"kind": "text", "contains": "Payment complete"}
+        r = _until_framed(live, absent)
+        assert (r["verified"], r["verifiedReason"]) == ("unknown", "absence_blind_spot"), r
+        # a miss is no proof either: what was looked for may be inside the frame
+        r = live.mcp.ok("reticle_assert", {"detail": "full", "predicate": missing})
+        assert (r["verified"], r["verifiedReason"]) == ("unknown", "presence_blind_spot"), r
+        assert "cross-origin frame" in r["because"] and "/status" in r["because"], r["because"]
+        button = live.mcp.ok("reticle_assert", {"predicate": {"kind": "element", "query": {
+            "by": "role", "value": "button", "name": "Pay now"}}})
+        assert button["verifiedReason"] == "presence_blind_spot", button
         present = live.mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "text", "contains": "Main page"}})
         assert present["verified"] == "yes", "a presence check is not weakened by the blind spot"
+        both = live.mcp.ok("reticle_assert", {"predicate": {"kind": "allOf", "predicates": [
+            missing, {"kind": "signal", "name": "paid"}]}})
+        assert (both["verified"], both["verifiedReason"]) == ("no", "assertion_failed"), both
+        # the next document has no frame: the blind spot went with the old one
+        live.mcp.ok("reticle_navigate", {"url": live.app.url + "/plain"})
+        r = _until_framed(live, absent, framed=False)
+        assert r["verified"] == "yes", r
+        r = live.mcp.ok("reticle_assert", {"predicate": missing})
+        assert (r["verified"], r["verifiedReason"]) == ("no", "assertion_failed"), r
+        # a frame mounted later, after a click, is seen as soon as it is there
+        live.mcp.ok("reticle_act", {"target": {"role": "button", "name": "Show the card form"}, "action": "click"})
+        r = _until_framed(live, missing)
+        assert r["verifiedReason"] == "presence_blind_spot", r
     finally:
         live.close()
 
