@@ -1901,6 +1901,7 @@ class _Device:
         self.page: Optional[str] = None          # the flat CDP session of the page target
         self.target: Optional[str] = None
         self.context: Optional[str] = None       # a browser context of its own, after a fresh open
+        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
         self.started_at = time.time()
         self.url = ""
         self.closed = False
@@ -2312,15 +2313,18 @@ class _DeviceManager:
     async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
         """Load `url` in a running device (first in a new, empty browser context when `fresh`)
         and wait for its page to connect."""
-        session = self.hub.bridge.get(device.session_id)
-        generation = session.generation if session is not None else -1
-        try:
-            if fresh:
-                await device.fresh_context()
-            await device.navigate(url)
-        except _CdpError as exc:
-            raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again")
-        return await self.wait_connected(device, generation)
+        if device.loading is None:
+            device.loading = asyncio.Lock()
+        async with device.loading:  # two loads at once would each close the tab the other made
+            session = self.hub.bridge.get(device.session_id)
+            generation = session.generation if session is not None else -1
+            try:
+                if fresh:
+                    await device.fresh_context()
+                await device.navigate(url)
+            except _CdpError as exc:
+                raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again")
+            return await self.wait_connected(device, generation)
 
     async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
         deadline = time.monotonic() + DEVICE_CONNECT_TIMEOUT_S
