@@ -13823,12 +13823,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // -- cross-origin frames are a blind spot
+  function frameShown(f) {
+    try {
+      var r = f.getBoundingClientRect();
+      if (r.width < 2 || r.height < 2) return false;
+      var cs = styleOf(f);
+      return !cs || (cs.visibility !== 'hidden' && cs.opacity !== '0');
+    } catch (e) {
+      return true;
+    }
+  }
   function checkFrames() {
     try {
       var frames = document.querySelectorAll('iframe,frame'),
         n = 0,
         srcs = [];
       for (var i = 0; i < frames.length; i++) {
+        // a frame nobody can see (a payment library's hidden channel, a tracker) hides nothing
+        // from the user; it counts once it is shown (the alert observer rechecks on style changes)
+        if (!frameShown(frames[i])) continue;
         var ok = false;
         try {
           ok = !!frames[i].contentDocument;
