@@ -1221,6 +1221,11 @@ class _BrowserSession:
 
     def between_documents(self) -> bool:
         if self.arriving is not None and self.now() >= self.arriving[1]:
+            # the new page connected but never reported the request that brought it: say so in
+            # the window, so a verdict that needed that request is unknown, not a false no
+            self.store.add({"t": self.now(), "type": "blind-spot", "data": {
+                "kind": "arrival-unseen", "reason": "arrival-unseen", "count": 1, "documentId": self.arriving[0],
+                "detail": "the new page said hello but sent nothing within %d ms" % ARRIVAL_WAIT_MS}}, 128)
             self.arriving = None
         return self.handler is None or self.arriving is not None or self.navigating()
 
@@ -3819,6 +3824,9 @@ def _lost_evidence(window: List[dict], known: "_Known") -> str:
                 and (e["data"].get("kind") == "transport-overflow" or e["data"].get("reason") == "offline-queue-overflow")]
     if overflow:
         return "the page dropped %s event(s) while the daemon was unreachable" % overflow[0]["data"].get("count", "some")
+    if any(e["type"] == "blind-spot" and e["data"].get("kind") == "arrival-unseen" for e in window):
+        return ("the new page connected but did not report the request that brought it within %d ms"
+                % ARRIVAL_WAIT_MS)
     loss = known.loss or {}
     if loss.get("evicted") or loss.get("sampled"):
         parts = []

@@ -405,6 +405,28 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         assert out["verified"] == "yes", out
         assert asyncio.get_running_loop().time() - started < reticle.ARRIVAL_WAIT_MS / 2000.0
 
+    @gen_test(timeout=30)
+    async def test_a_new_document_that_never_reports_its_arrival_makes_a_miss_unknown(self):
+        post = {"requestId": "dy1", "id": "dy1", "initiator": "document", "method": "POST",
+                "url": "http://localhost:5173/records", "cause": "form"}
+        old = await self.ws()
+        await self.hello(old, sid="s-mute", documentId="doc-a")
+        task = self.fake_page(old, {"act": {"ok": True, "dispatched": True, "pt": 1000.0, "documentId": "doc-a"}},
+                              after={"act": [{"kind": "event", "event": {
+                                  "type": "net.pending", "t": 1001.0, "documentId": "doc-a", "data": post}}]})
+        await self.mcp("reticle_act", {"ref": "e1", "action": "click", "sessionId": "s-mute"})
+        await asyncio.sleep(0.05)
+        old.close()
+        await task
+        new = await self.ws()
+        await self.hello(new, sid="s-mute", documentId="doc-b")  # ... and then silence
+        started = asyncio.get_running_loop().time()
+        out = (await self.mcp("reticle_assert", {"detail": "full", "sessionId": "s-mute", "predicate": {
+            "kind": "net", "method": "POST", "urlContains": "/records"}}))["structuredContent"]
+        assert (out["verified"], out["verifiedReason"]) == ("unknown", "evidence_lost"), out
+        assert "did not report the request that brought it" in out["because"], out["because"]
+        assert asyncio.get_running_loop().time() - started >= reticle.ARRIVAL_WAIT_MS / 1000.0 - 0.1
+
     @gen_test(timeout=60)
     async def test_random_frames_never_break_the_daemon_or_the_tools(self):
         """Seeded random frames after a hello: events of every known type with data of
