@@ -10,7 +10,7 @@ median and p95 printed (milliseconds).
 Measures:
   act_and_wait by ref,    until {"kind": "text", "contains": "Saved <n+1>"}
   act_and_wait by target, until the same text
-  act_and_wait by ref,    no until (the daemon waits for the page to settle)
+  act_and_wait by ref,    no until (the daemon waits for 300 ms of quiet counted from the act)
   reticle_act by ref      (the act command's round trip through the page, and the HTTP call)
   reticle_assert text     (one in-page probe round trip, and the HTTP call)
   reticle_assert net      {"kind": "net", "urlContains": "/api/ping", "status": 200}
@@ -23,8 +23,9 @@ the HTTP call (reticle_sessions, which never reaches a page, is that floor); Chr
 minus it is the page's time.  `trace.window_ms` (the daemon's own clock from the act mark to the
 verdict) is printed beside each act_and_wait.
 
-Targets (issue 4): act_and_wait median under 60 ms including the settle window; assert with a net
-predicate median under 5 ms.  Prints numbers; asserts nothing.  Starts and removes its own
+Targets (issue 4): act_and_wait with `until` median under 60 ms; assert with a net predicate median
+under 5 ms.  With no `until` the verdict needs 300 ms of quiet counted from the act (issue 10), so
+that row prints what it costs over that floor.  Prints numbers; asserts nothing.  Starts and removes its own
 daemon (RETICLE_RATE_LIMIT raised so the bench is not throttled), app server and Chromium.
 
     python bench/act_latency.py [--n 60] [--warmup 8]
@@ -292,7 +293,11 @@ def main():
             total, daemon_ms = real[label].med(), floor[label].med()
             line = "  %-33s total %6.2f = daemon %5.2f (HTTP %.2f of it) + page %6.2f" % (
                 label, total, daemon_ms, http_ms, total - daemon_ms)
-            if label.startswith("act_and_wait"):
+            if label == "act_and_wait ref, no until":
+                # with no `until`, quiet counts from the act (a page that did nothing yet has not
+                # settled), so 300 ms of quiet is this call's floor by design, not a daemon cost
+                line += "   floor 300 ms of quiet; over it: %.2f" % (total - 300.0)
+            elif label.startswith("act_and_wait"):
                 line += "   target < %.0f: %s" % (TARGET_ACT_MS, "met" if total < TARGET_ACT_MS else "NOT met")
             print(line)
         print("  the page's share is the act command's round trip: the SDK dispatches the click, then settles for one"
