@@ -362,24 +362,35 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         conn.close()
         await task
 
+    async def post_a_form_and_arrive(self, sid):
+        """A page that posts a form: its act announces the document request, its socket goes, and
+        the next document says hello (and nothing else).  -> (the new socket, the request)."""
+        post = {"requestId": "dx-" + sid, "id": "dx-" + sid, "initiator": "document", "method": "POST",
+                "url": "http://localhost:5173/records", "cause": "form"}
+        old = await self.ws()
+        await self.hello(old, sid=sid, documentId="doc-a")
+        task = self.fake_page(old, {"act": {"ok": True, "dispatched": True, "pt": 1000.0, "documentId": "doc-a"}},
+                              after={"act": [{"kind": "event", "event": {
+                                  "type": "net.pending", "t": 1001.0, "documentId": "doc-a", "data": post}}]})
+        await self.mcp("reticle_act", {"ref": "e1", "action": "click", "sessionId": sid})
+        await asyncio.sleep(0.05)
+        old.close()
+        await task
+        new = await self.ws()
+        await self.hello(new, sid=sid, documentId="doc-b")
+        return new, post
+
+    async def assert_records_post(self, sid, **extra):
+        out = await self.mcp("reticle_assert", {"detail": "full", "sessionId": sid, "predicate": dict(
+            {"kind": "net", "method": "POST", "urlContains": "/records"}, **extra)})
+        return out["structuredContent"]
+
     @gen_test(timeout=30)
     async def test_a_verdict_waits_for_the_new_documents_first_events_not_only_its_hello(self):
         """A form post: the old document announces its request and goes; the next one says hello,
         and the request's answer travels in the frames after it.  An assert that lands between
         the hello and those frames must wait for them, never judge an empty window."""
-        post = {"requestId": "dx1", "id": "dx1", "initiator": "document", "method": "POST",
-                "url": "http://localhost:5173/records", "cause": "form"}
-        old = await self.ws()
-        await self.hello(old, sid="s-doc", documentId="doc-a")
-        task = self.fake_page(old, {"act": {"ok": True, "dispatched": True, "pt": 1000.0, "documentId": "doc-a"}},
-                              after={"act": [{"kind": "event", "event": {
-                                  "type": "net.pending", "t": 1001.0, "documentId": "doc-a", "data": post}}]})
-        await self.mcp("reticle_act", {"ref": "e1", "action": "click", "sessionId": "s-doc"})
-        await asyncio.sleep(0.05)
-        old.close()
-        await task
-        new = await self.ws()
-        await self.hello(new, sid="s-doc", documentId="doc-b")
+        new, post = await self.post_a_form_and_arrive("s-doc")
         arrival = dict(post, status=200, statusKnown=True, ok=True, linked=True, finalUrl=post["url"],
                        documentId="doc-b")
 
@@ -390,8 +401,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
 
         sender = asyncio.ensure_future(late_arrival())
         started = asyncio.get_running_loop().time()
-        out = (await self.mcp("reticle_assert", {"detail": "full", "sessionId": "s-doc", "predicate": {
-            "kind": "net", "method": "POST", "urlContains": "/records", "status": 200}}))["structuredContent"]
+        out = await self.assert_records_post("s-doc", status=200)
         await sender
         assert out["verified"] == "yes", out
         assert asyncio.get_running_loop().time() - started >= 0.35
@@ -400,29 +410,15 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         again = await self.ws()
         await self.hello(again, sid="s-doc", documentId="doc-b")
         started = asyncio.get_running_loop().time()
-        out = (await self.mcp("reticle_assert", {"detail": "full", "sessionId": "s-doc", "predicate": {
-            "kind": "net", "method": "POST", "urlContains": "/records"}}))["structuredContent"]
+        out = await self.assert_records_post("s-doc")
         assert out["verified"] == "yes", out
         assert asyncio.get_running_loop().time() - started < reticle.ARRIVAL_WAIT_MS / 2000.0
 
     @gen_test(timeout=30)
     async def test_a_new_document_that_never_reports_its_arrival_makes_a_miss_unknown(self):
-        post = {"requestId": "dy1", "id": "dy1", "initiator": "document", "method": "POST",
-                "url": "http://localhost:5173/records", "cause": "form"}
-        old = await self.ws()
-        await self.hello(old, sid="s-mute", documentId="doc-a")
-        task = self.fake_page(old, {"act": {"ok": True, "dispatched": True, "pt": 1000.0, "documentId": "doc-a"}},
-                              after={"act": [{"kind": "event", "event": {
-                                  "type": "net.pending", "t": 1001.0, "documentId": "doc-a", "data": post}}]})
-        await self.mcp("reticle_act", {"ref": "e1", "action": "click", "sessionId": "s-mute"})
-        await asyncio.sleep(0.05)
-        old.close()
-        await task
-        new = await self.ws()
-        await self.hello(new, sid="s-mute", documentId="doc-b")  # ... and then silence
+        await self.post_a_form_and_arrive("s-mute")  # ... and then silence
         started = asyncio.get_running_loop().time()
-        out = (await self.mcp("reticle_assert", {"detail": "full", "sessionId": "s-mute", "predicate": {
-            "kind": "net", "method": "POST", "urlContains": "/records"}}))["structuredContent"]
+        out = await self.assert_records_post("s-mute")
         assert (out["verified"], out["verifiedReason"]) == ("unknown", "evidence_lost"), out
         assert "did not report the request that brought it" in out["because"], out["because"]
         assert asyncio.get_running_loop().time() - started >= reticle.ARRIVAL_WAIT_MS / 1000.0 - 0.1
