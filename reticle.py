@@ -999,9 +999,9 @@ class _EventStore:
         """Count something the page could not observe (a malformed frame, a dropped event...).
         A part of the page that cannot be read (a cross-origin frame, a closed shadow root) is
         a level, not a tally: the page reports how many it has now."""
-        reason = reason[:64]
+        reason, count = reason[:64], max(0, count)  # a count never takes away what was seen
         if reason in _PAGE_BLIND_SPOTS:
-            self._page_spots[reason] = (max(0, count), detail[:300])
+            self._page_spots[reason] = (count, detail[:300])
         else:
             self._blind_spots[reason] += count
 
