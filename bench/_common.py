@@ -21,6 +21,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 import _harness  # noqa: E402
 
 
+class RpcFailed(RuntimeError):
+    """A JSON-RPC error reply, with its code."""
+
+    def __init__(self, method, error):
+        error = error if isinstance(error, dict) else {"message": str(error)}
+        super().__init__("%s failed: %s %s" % (method, error.get("code"), error.get("message")))
+        self.code = error.get("code")
+
+
 class RawMcp:
     """POST /mcp over one keep-alive http.client connection: initialize, then every call carries
     the Mcp-Session-Id the daemon handed out."""
@@ -52,7 +61,7 @@ class RawMcp:
         self.next_id += 1
         reply, raw = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         if "error" in reply:
-            raise RuntimeError("%s failed: %s" % (method, reply["error"]))
+            raise RpcFailed(method, reply["error"])
         return reply["result"], raw
 
     def rpc(self, method, params):
@@ -75,6 +84,68 @@ class RawMcp:
 
     def close(self):
         self.conn.close()
+
+
+class SseMcp:
+    """HTTP+SSE: GET /mcp/sse held open on one connection, POSTs to the endpoint it announces on
+    another; one request at a time, so the reply is the next message frame on the stream."""
+
+    def __init__(self, port, name="bench"):
+        self.stream = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.stream.request("GET", "/mcp/sse", headers={"Accept": "text/event-stream"})
+        self.events = self.stream.getresponse()
+        if self.events.status != 200:
+            raise RuntimeError("GET /mcp/sse answered %d" % self.events.status)
+        event, data = self._frame()
+        if event != "endpoint":
+            raise RuntimeError("the first frame is %r, not the endpoint" % event)
+        self.endpoint = data
+        self.post_conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.next_id = 0
+        self.rpc("initialize", {"protocolVersion": "2024-11-05", "capabilities": {},
+                                "clientInfo": {"name": name, "version": "1"}})
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _frame(self):
+        event, data = None, None
+        while True:
+            line = self.events.readline()
+            if not line:
+                raise EOFError("the SSE stream closed")
+            line = line.decode("utf-8").rstrip("\r\n")
+            if not line:
+                if data is not None or event is not None:
+                    return event or "message", data
+                continue
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data = line[5:].strip()
+
+    def post(self, body):
+        self.post_conn.request("POST", self.endpoint, json.dumps(body), {"Content-Type": "application/json"})
+        resp = self.post_conn.getresponse()
+        text = resp.read()
+        if resp.status != 202:
+            raise RuntimeError("POST /mcp/message answered %d: %s" % (resp.status, text[:200]))
+
+    def rpc(self, method, params):
+        """-> the result of one JSON-RPC request, read off the stream; raises RpcFailed on an error."""
+        self.next_id += 1
+        self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        while True:
+            event, data = self._frame()
+            if event == "message":
+                reply = json.loads(data)
+                if reply.get("id") == self.next_id:
+                    break
+        if "error" in reply:
+            raise RpcFailed(method, reply["error"])
+        return reply["result"]
+
+    def close(self):
+        self.post_conn.close()
+        self.stream.close()
 
 
 class Daemon(_harness.Daemon):

@@ -31,7 +31,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Chromium, Daemon, RawMcp, close_all, proc_mem_mb  # noqa: E402  (puts tests/ on sys.path)
+from _common import Chromium, Daemon, RawMcp, RpcFailed, SseMcp, close_all, proc_mem_mb  # noqa: E402  (puts tests/ on sys.path)
 import _harness  # noqa: E402
 
 UNTHROTTLED = ("--disable-background-timer-throttling", "--disable-renderer-backgrounding",
@@ -61,82 +61,6 @@ def status(url):
         return json.load(resp)
 
 
-class SseMcp:
-    """HTTP+SSE: GET /mcp/sse held open on one connection, POSTs to the endpoint it announces on
-    another; one request at a time, so the reply is the next message frame on the stream."""
-
-    def __init__(self, port):
-        self.stream = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.stream.request("GET", "/mcp/sse", headers={"Accept": "text/event-stream"})
-        self.events = self.stream.getresponse()
-        if self.events.status != 200:
-            raise RuntimeError("GET /mcp/sse answered %d" % self.events.status)
-        event, data = self._frame()
-        if event != "endpoint":
-            raise RuntimeError("the first frame is %r, not the endpoint" % event)
-        self.endpoint = data
-        self.post_conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.next_id = 0
-        self.rpc("initialize", {"protocolVersion": "2024-11-05", "capabilities": {},
-                                "clientInfo": {"name": "load", "version": "1"}})
-        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def _frame(self):
-        event, data = None, None
-        while True:
-            line = self.events.readline()
-            if not line:
-                raise EOFError("the SSE stream closed")
-            line = line.decode("utf-8").rstrip("\r\n")
-            if not line:
-                if data is not None or event is not None:
-                    return event or "message", data
-                continue
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                data = line[5:].strip()
-
-    def _post(self, body):
-        self.post_conn.request("POST", self.endpoint, json.dumps(body), {"Content-Type": "application/json"})
-        resp = self.post_conn.getresponse()
-        text = resp.read()
-        if resp.status != 202:
-            raise RuntimeError("POST /mcp/message answered %d: %s" % (resp.status, text[:200]))
-
-    def rpc(self, method, params):
-        self.next_id += 1
-        self._post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        while True:
-            event, data = self._frame()
-            if event == "message":
-                reply = json.loads(data)
-                if reply.get("id") == self.next_id:
-                    break
-        if "error" in reply:
-            raise RpcFailed(reply["error"].get("code"), reply["error"].get("message"))
-        return reply["result"]
-
-    def close(self):
-        self.post_conn.close()
-        self.stream.close()
-
-
-class RpcFailed(Exception):
-    def __init__(self, code, message):
-        super().__init__("%s %s" % (code, message))
-        self.code = code
-
-
-class StreamableMcp(RawMcp):
-    def rpc(self, method, params):
-        self.next_id += 1
-        reply, _ = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        if "error" in reply:
-            raise RpcFailed(reply["error"].get("code"), reply["error"].get("message"))
-        return reply["result"]
-
-
 def error_kind(exc):
     if isinstance(exc, RpcFailed):
         return "json-rpc %s" % exc.code
@@ -153,7 +77,7 @@ def client_loop(kind, port, tab_ids, deadline, results, errors, lock, index):
         calls.append(("tools/call", {"name": "reticle_network", "arguments": {"sessionId": sid}}))
     snapshot = [("tools/call", {"name": "reticle_snapshot", "arguments": {"sessionId": sid}}) for sid in tab_ids]
     try:
-        client = SseMcp(port) if kind == "sse" else StreamableMcp(port)
+        client = SseMcp(port, "load") if kind == "sse" else RawMcp(port)
     except Exception as exc:
         with lock:
             errors["connect " + error_kind(exc)] = errors.get("connect " + error_kind(exc), 0) + 1

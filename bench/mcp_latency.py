@@ -9,8 +9,10 @@ reads VmRSS from /proc/<pid>/status right after start, then times
 * Streamable HTTP: POST /mcp on one keep-alive ``http.client`` connection, the
   JSON reply read from the response.
 * HTTP+SSE: POST /mcp/message on one keep-alive connection (202), the reply read
-  off the held-open GET /mcp/sse stream by a reader thread; the time is from
-  sending the POST to the reply's arrival on the stream, matched by id.
+  off the held-open GET /mcp/sse stream; the time is from sending the POST to the
+  reply, matched by id, read and parsed off the stream.
+
+Both clients are bench/_common's (RawMcp, SseMcp), the ones bench/load.py drives.
 
 Raw HTTP measures the daemon; a second table goes through the ``mcp`` SDK's
 clients (when installed) to show what an agent sees.  Prints medians and p99s
@@ -21,20 +23,15 @@ beside the targets (median < 2 ms, idle RSS < 40 MB); asserts nothing.
 
 import argparse
 import asyncio
-import http.client
-import json
 import math
 import os
 import platform
-import queue
-import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
-from _common import Daemon, proc_mem_mb  # noqa: E402  (puts tests/ on sys.path)
+from _common import Daemon, RawMcp, SseMcp, proc_mem_mb  # noqa: E402  (puts tests/ on sys.path)
 import _harness  # noqa: E402
 
 TARGET_MEDIAN_MS = 2.0
@@ -64,103 +61,21 @@ def summary(samples_ms):
     return statistics.median(ordered), p99
 
 
-class StreamableHttp:
+class _Timed:
+    """call(label, params) -> seconds for one JSON-RPC request; the label's first word is the method."""
+
+    def call(self, method, params):
+        t0 = time.perf_counter()
+        self.rpc(method.split()[0], params)
+        return time.perf_counter() - t0
+
+
+class StreamableHttp(_Timed, RawMcp):
     name = "streamable-http"
 
-    def __init__(self, port):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        self.headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        self.ids = 0
-        reply, headers = self._post({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                                     "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                                                "clientInfo": {"name": "bench", "version": "1"}}})
-        self.headers["Mcp-Session-Id"] = headers["Mcp-Session-Id"]
-        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def _post(self, message):
-        self.conn.request("POST", "/mcp", json.dumps(message), self.headers)
-        resp = self.conn.getresponse()
-        body = resp.read()
-        if resp.status not in (200, 204):
-            raise RuntimeError("POST /mcp answered %d: %r" % (resp.status, body[:200]))
-        return (json.loads(body) if body else None), resp.headers
-
-    def call(self, method, params):
-        self.ids += 1
-        message = {"jsonrpc": "2.0", "id": self.ids, "method": method.split()[0], "params": params}
-        t0 = time.perf_counter()
-        reply, _ = self._post(message)
-        elapsed = time.perf_counter() - t0
-        if "result" not in reply:
-            raise RuntimeError(reply)
-        return elapsed
-
-    def close(self):
-        self.conn.close()
-
-
-class HttpSse:
+class HttpSse(_Timed, SseMcp):
     name = "http+sse"
-
-    def __init__(self, port):
-        self.stream = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.stream.sendall(b"GET /mcp/sse HTTP/1.0\r\nHost: 127.0.0.1:%d\r\nAccept: text/event-stream\r\n\r\n"
-                            % port)
-        self.replies = queue.Queue()
-        self.endpoint = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.path = self.endpoint.get(timeout=10)
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        self.ids = 0
-        self.call("initialize", {"protocolVersion": "2024-11-05", "capabilities": {},
-                                 "clientInfo": {"name": "bench", "version": "1"}})
-        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def _read(self):
-        buffer = b""
-        try:
-            while True:
-                chunk = self.stream.recv(65536)
-                if not chunk:
-                    return
-                now = time.perf_counter()
-                buffer += chunk
-                while b"\n\n" in buffer:
-                    frame, buffer = buffer.split(b"\n\n", 1)
-                    event, data = "message", None
-                    for line in frame.decode("utf-8").split("\n"):
-                        if line.startswith("event:"):
-                            event = line[6:].strip()
-                        elif line.startswith("data:"):
-                            data = line[5:].strip()
-                    if event == "endpoint":
-                        self.endpoint.put(data)
-                    elif event == "message" and data:
-                        self.replies.put((json.loads(data), now))
-        except OSError:
-            return
-
-    def _post(self, message):
-        self.conn.request("POST", self.path, json.dumps(message), {"Content-Type": "application/json"})
-        resp = self.conn.getresponse()
-        resp.read()
-        if resp.status != 202:
-            raise RuntimeError("POST %s answered %d" % (self.path, resp.status))
-
-    def call(self, method, params):
-        self.ids += 1
-        message = {"jsonrpc": "2.0", "id": self.ids, "method": method.split()[0], "params": params}
-        t0 = time.perf_counter()
-        self._post(message)
-        reply, arrived = self.replies.get(timeout=10)
-        if reply.get("id") != self.ids or "result" not in reply:
-            raise RuntimeError(reply)
-        return arrived - t0
-
-    def close(self):
-        self.conn.close()
-        self.stream.close()
 
 
 def bench_raw(port, n, warmup, runs):
