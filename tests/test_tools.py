@@ -102,6 +102,15 @@ def test_wrong_type_names_the_path(hub):
     assert error["data"]["accepted"] == ["ref", "sessionId", "detail"]
 
 
+@pytest.mark.parametrize("name, args", [("reticle_open", {"url": "http://localhost:5173/", "fresh": "yes"}),
+                                         ("reticle_flow_replay", {"name": "login", "fresh": 1})])
+def test_fresh_must_be_a_boolean(hub, name, args):
+    error = call(hub, name, args)["error"]
+    assert error["code"] == -32602 and error["data"]["path"] == "/fresh", error
+    assert "/fresh" in error["message"] and "boolean" in error["message"], error
+    assert call(hub, "reticle_sessions", {})["result"]  # and the daemon keeps serving
+
+
 def test_missing_required_field(hub):
     error = call(hub, "reticle_inspect", {})["error"]
     assert error["code"] == -32602
