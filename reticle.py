@@ -9534,7 +9534,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function noteShadowRoot(root) {
     if (!root || SHADOW_ROOTS.indexOf(root) >= 0) return;
     if (SHADOW_ROOTS.length >= SHADOW_ROOTS_MAX) liveShadowRoots();
-    if (SHADOW_ROOTS.length >= SHADOW_ROOTS_MAX) return;
+    if (SHADOW_ROOTS.length >= SHADOW_ROOTS_MAX) {
+      // searching more roots on every change costs frames (bench/shadow_alerts.py); say what is unseen
+      if (!noteShadowRoot.overCap) {
+        noteShadowRoot.overCap = true;
+        emit('blind-spot', {
+          reason: 'shadow-roots-over-cap',
+          kind: 'shadow-roots-over-cap',
+          count: 1,
+          detail:
+            'more than ' + SHADOW_ROOTS_MAX + ' shadow roots: alerts, toasts and invalid fields in the others are not seen'
+        });
+      }
+      return;
+    }
     SHADOW_ROOTS.push(root);
     for (var i = 0; i < ROOT_WATCHERS.length; i++) {
       try {

@@ -20,6 +20,8 @@ the server, for browser tests that check the truth on the server.
   after one message).
 - `/components/` saves the same way from inside a web component's open shadow root and shows
   the answer in another component's closed shadow root, as design systems do.
+- `/many-components/` mounts 2,100 components with a shadow root each, more than the SDK
+  searches for alerts.
 - `/arrival/` is a server-rendered page that already shows an error (role=alert) on load,
   beside alerts that are not on screen (hidden, inside a template, text in a script); its
   buttons make a field invalid ("Check email"), fill an assertive region ("Go offline"),
@@ -225,6 +227,16 @@ customElements.define('ds-form', class extends HTMLElement {
 });
 </script></body></html>"""
 
+# More components than the SDK searches for alerts (2,000 shadow roots): it must say so.
+MANY_COMPONENTS_PAGE = _HEAD + """<body><h1>Catalogue</h1><div id="host"></div>
+<script>
+customElements.define('ds-card', class extends HTMLElement {
+  constructor() { super(); this.attachShadow({mode: 'open'}).innerHTML = '<span>card</span>'; }
+});
+var host = document.getElementById('host');
+for (var i = 0; i < 2100; i++) host.appendChild(document.createElement('ds-card'));
+</script></body></html>"""
+
 ARRIVAL_PAGE = _HEAD + """<body><h1>Account</h1>
 <p class="error" role="alert">Your session expired,<script>var inAlert = "script text";</script>
 <style>.error b{font-weight:bold}</style> please sign in again</p>
@@ -321,6 +333,7 @@ class Shapes:
             page(r"/socket/", SOCKET_PAGE),
             page(r"/arrival/", ARRIVAL_PAGE),
             page(r"/components/", COMPONENTS_PAGE),
+            page(r"/many-components/", MANY_COMPONENTS_PAGE),
             (r"/profile", _Profile, {"shapes": self}),
             (r"/queue/join", _Join, {"shapes": self}),
             (r"/jobs", _Jobs, {"shapes": self}),

@@ -337,6 +337,17 @@ def test_verdict_an_optimistic_success_under_a_failed_stream_is_no(live):
 
 
 
+def test_more_shadow_roots_than_the_alert_search_covers_is_a_blind_spot_not_silence(live):
+    open_page(live, "/many-components/")
+    since = latest(live)
+    spots = wait_until(lambda: [e["data"] for e in events(live, 0, "blind-spot")
+                                if e["data"].get("kind") == "shadow-roots-over-cap"], what="the over-cap blind spot")
+    assert len(spots) == 1 and "2000 shadow roots" in spots[0]["detail"], spots
+    out = live.mcp.ok("reticle_assert", {"detail": "full", "since": since, "predicate": {"kind": "text",
+                                                                                       "contains": "Catalogue"}})
+    assert "shadow-roots-over-cap" in out.get("coverage", ""), out
+
+
 def test_verdict_a_settle_with_an_alert_on_screen_is_no(live):
     open_page(live, "/socket/")
     wait_text(live, "Connected")
