@@ -3818,100 +3818,166 @@ def _periodic(times: List[float]) -> bool:
     return min(gaps) >= 150 and max(gaps) <= 2 * min(gaps)
 
 
-def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
-                    known: Optional["_Known"] = None) -> List[dict]:
-    """Channels that disagree with a passing predicate, in two tiers.
-
-    observed (they make a verdict `no`): an error shown to the user while the
-    predicate held (error-shown), a failed request (not retried with success
-    later in the window) under a UI that moved on without showing an error
-    (ui-advanced-request-failed) or under a success signal (signal-contradicted), a 2xx whose body reports failure
-    (partial-failure-in-ok-response), a server error shown as the user's
-    mistake (failure-misattributed).  absence (they make it `unknown`): one
-    write succeeded twice with the same body for one action (a retry after a failure is none), the page's own
-    background writes aside (duplicate-request), a request the advanced UI
-    never saw answered (request-never-settled).  A failure the
-    predicate itself expects (a `net` leaf asking for it) is no contradiction."""
-    out = []
+def _failed_calls(window: List[dict], p: dict) -> List[dict]:
+    """The window's failed calls (dev tooling aside) that were not retried with success later in it
+    and that the predicate itself does not ask for (a `net` leaf with `ok: false` or a 4xx/5xx)."""
     calls = [d for d in _calls(window) if not _is_dev(d)]
-    ui_advanced = any(e["type"] in _UI_EVENTS for e in window)
     expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "net" and not neg
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
     recovered = {i for i, d in enumerate(calls) if _call_failed(d) and any(
         not _call_failed(later) and _call_label(later) == _call_label(d) for later in calls[i + 1:])}
-    failed = [d for i, d in enumerate(calls) if _call_failed(d) and i not in recovered
-              and not any(_call_matches(d, leaf) for leaf in expected_failures)]
-    signals = [e["data"] for e in window if e["type"] == "signal"]
-    shown = _error_ui(window)
-    unexpected = [d for d in shown if not _expects_error(p, d)]
-    if unexpected:
-        out.append({"kind": "error-shown", "tier": "observed",
-                    "claim": "%s held" % _describe_predicate(p),
-                    "counter": "the page showed %s" % _ui_label(unexpected[0]),
-                    "detail": "the user was told something failed"})
-    if not any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
-        reported = _message_failures(window)
-        if reported:
-            out.append({"kind": "message-reported-failure", "tier": "observed",
-                        "claim": "%s held" % _describe_predicate(p),
-                        "counter": "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"]),
-                        "detail": "the server reported a failure over a socket or stream"})
-    acknowledged = bool(shown) or any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
+    return [d for i, d in enumerate(calls) if _call_failed(d) and i not in recovered
+            and not any(_call_matches(d, leaf) for leaf in expected_failures)]
+
+
+def _failure_acknowledged(window: List[dict]) -> bool:
+    """The page owned up to a failure: an error shown, a signal or a state change in failure words."""
+    return bool(_error_ui(window)) or any(
+        e["type"] == "signal" and _FAILURE_WORDS.search(str(e["data"].get("name", ""))) for e in window) or any(
         e["type"] == "state.change" and _FAILURE_WORDS.search(_dumps(e.get("data"))[:2000]) for e in window)
-    if failed and not acknowledged:
-        happy = [s for s in signals if not _FAILURE_WORDS.search(str(s.get("name", "")))]
-        d = failed[0]
-        if happy:
-            out.append({"kind": "signal-contradicted", "tier": "observed",
-                        "claim": "the app signalled %r" % happy[0].get("name"),
-                        "counter": "%s answered %s" % (_call_label(d), d.get("status")),
-                        "detail": "a request failed while the app reported success"})
-        elif ui_advanced:
-            out.append({"kind": "ui-advanced-request-failed", "tier": "observed",
-                        "claim": "the UI moved on as if it worked",
-                        "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
-                        "detail": "a failed request under a UI that advanced and showed no error"})
-    for d in calls:
-        if _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
+
+
+def _happy_signals(window: List[dict]) -> List[dict]:
+    return [e["data"] for e in window if e["type"] == "signal"
+            and not _FAILURE_WORDS.search(str(e["data"].get("name", "")))]
+
+
+def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
+    unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
+    return [{"claim": "%s held" % _describe_predicate(p), "counter": "the page showed %s" % _ui_label(unexpected[0]),
+             "detail": "the user was told something failed"}] if unexpected else []
+
+
+def _c_message_failure(window: List[dict], p: dict, action_since: Optional[float],
+                       known: Optional["_Known"]) -> List[dict]:
+    if any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
+        return []  # the predicate reads the messages itself
+    reported = _message_failures(window)
+    return [{"claim": "%s held" % _describe_predicate(p),
+             "counter": "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"]),
+             "detail": "the server reported a failure over a socket or stream"}] if reported else []
+
+
+def _c_signal_contradicted(window: List[dict], p: dict, action_since: Optional[float],
+                           known: Optional["_Known"]) -> List[dict]:
+    failed = _failed_calls(window, p)
+    happy = _happy_signals(window)
+    if not failed or not happy or _failure_acknowledged(window):
+        return []
+    return [{"claim": "the app signalled %r" % happy[0].get("name"),
+             "counter": "%s answered %s" % (_call_label(failed[0]), failed[0].get("status")),
+             "detail": "a request failed while the app reported success"}]
+
+
+def _c_ui_advanced_failed(window: List[dict], p: dict, action_since: Optional[float],
+                          known: Optional["_Known"]) -> List[dict]:
+    failed = _failed_calls(window, p)
+    if not failed or _happy_signals(window) or _failure_acknowledged(window) \
+            or not any(e["type"] in _UI_EVENTS for e in window):
+        return []
+    d = failed[0]
+    return [{"claim": "the UI moved on as if it worked",
+             "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
+             "detail": "a failed request under a UI that advanced and showed no error"}]
+
+
+def _c_partial_failure(window: List[dict], p: dict, action_since: Optional[float],
+                       known: Optional["_Known"]) -> List[dict]:
+    out = []
+    for d in _calls(window):
+        if _is_dev(d) or _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
             continue
         problem = _partial_failure(d.get("responseBody"))
         if problem:
-            out.append({"kind": "partial-failure-in-ok-response", "tier": "observed",
-                        "claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
+            out.append({"claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
                         "detail": "a 2xx response whose body reports failure"})
-    blame = [s.get("name") for s in signals if _BLAMES_USER.search(str(s.get("name", "")))]
+    return out
+
+
+def _c_misattributed(window: List[dict], p: dict, action_since: Optional[float],
+                     known: Optional["_Known"]) -> List[dict]:
+    blame = [e["data"].get("name") for e in window if e["type"] == "signal"
+             and _BLAMES_USER.search(str(e["data"].get("name", "")))]
     blame += [e["data"].get("path") for e in window if e["type"] == "state.change"
               and _BLAMES_USER.search(_dumps(e["data"].get("to"))[:2000])]
-    server_errors = [d for d in calls if isinstance(d.get("status"), int) and d["status"] >= 500]
-    if server_errors and blame:
-        d = server_errors[0]
-        out.append({"kind": "failure-misattributed", "tier": "observed",
-                    "claim": "the app blamed the user (%s)" % _short(blame[0], 60),
-                    "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
-                    "detail": "a server failure shown to the user as their mistake"})
-    if action_since is not None:
-        writes: Dict[Tuple[str, str], List[float]] = {}
-        for e in window:
-            if e["type"] == "net.request" and e["t"] >= action_since and _is_write(e["data"]) \
-                    and not _call_failed(e["data"]) and not _is_dev(e["data"]) \
-                    and _caused_by_act(e, action_since, known):
-                key = (_call_label(e["data"]), _dumps(e["data"].get("requestBody")))
-                writes.setdefault(key, []).append(e["t"])
-        pinned = any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net")
-        for (label, _), times in writes.items():
-            if len(times) < 2 or pinned or _periodic(times):
-                continue
-            out.append({"kind": "duplicate-request", "tier": "absence",
-                        "claim": "one action", "counter": "%s completed %d times with the same body" % (label, len(times)),
-                        "detail": "the same write ran more than once for one action; pin it with a net "
-                                  "predicate and count: 1"})
-    if ui_advanced:
-        background = known.background if known is not None else ()
-        for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]:
-            out.append({"kind": "request-never-settled", "tier": "absence",
-                        "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
-                        "detail": "the outcome of this request is unknown", "write": _is_write(d)})
-    return out
+    server_errors = [d for d in _calls(window) if not _is_dev(d) and isinstance(d.get("status"), int)
+                     and d["status"] >= 500]
+    if not server_errors or not blame:
+        return []
+    d = server_errors[0]
+    return [{"claim": "the app blamed the user (%s)" % _short(blame[0], 60),
+             "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
+             "detail": "a server failure shown to the user as their mistake"}]
+
+
+def _c_duplicate(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
+    if action_since is None or any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
+        return []
+    writes: Dict[Tuple[str, str], List[float]] = {}
+    for e in window:
+        if e["type"] == "net.request" and e["t"] >= action_since and _is_write(e["data"]) \
+                and not _call_failed(e["data"]) and not _is_dev(e["data"]) \
+                and _caused_by_act(e, action_since, known):
+            key = (_call_label(e["data"]), _dumps(e["data"].get("requestBody")))
+            writes.setdefault(key, []).append(e["t"])
+    return [{"claim": "one action", "counter": "%s completed %d times with the same body" % (label, len(times)),
+             "detail": "the same write ran more than once for one action; pin it with a net predicate and count: 1"}
+            for (label, _), times in writes.items() if len(times) >= 2 and not _periodic(times)]
+
+
+def _c_never_settled(window: List[dict], p: dict, action_since: Optional[float],
+                     known: Optional["_Known"]) -> List[dict]:
+    if not any(e["type"] in _UI_EVENTS for e in window):
+        return []
+    background = known.background if known is not None else ()
+    return [{"claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
+             "detail": "the outcome of this request is unknown", "write": _is_write(d)}
+            for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]]
+
+
+class _Contradiction:
+    """One way the channels can disagree with a passing predicate: its name, its tier
+    ("observed": it makes a verdict `no`; "absence": `unknown`) and its pure detector
+    (window, predicate, the act's cursor or None, what the session knows) -> findings."""
+
+    __slots__ = ("kind", "tier", "detect")
+
+    def __init__(self, kind: str, tier: str, detect: Callable[..., List[dict]]) -> None:
+        self.kind = kind
+        self.tier = tier
+        self.detect = detect
+
+
+_CONTRADICTIONS: Tuple[_Contradiction, ...] = (
+    _Contradiction("error-shown", "observed", _c_error_shown),
+    _Contradiction("message-reported-failure", "observed", _c_message_failure),
+    _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
+    _Contradiction("ui-advanced-request-failed", "observed", _c_ui_advanced_failed),
+    _Contradiction("partial-failure-in-ok-response", "observed", _c_partial_failure),
+    _Contradiction("failure-misattributed", "observed", _c_misattributed),
+    _Contradiction("duplicate-request", "absence", _c_duplicate),
+    _Contradiction("request-never-settled", "absence", _c_never_settled),
+)
+
+
+def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
+                    known: Optional["_Known"] = None) -> List[dict]:
+    """Channels that disagree with a passing predicate, in two tiers, in the order of
+    _CONTRADICTIONS.
+
+    observed (they make a verdict `no`): an error shown to the user while the predicate held
+    (error-shown), a socket or stream message of the act's own channel reporting a failure
+    (message-reported-failure), a failed request (not retried with success later in the window)
+    under a success signal (signal-contradicted) or else under a UI that moved on without showing
+    an error (ui-advanced-request-failed), a 2xx whose body reports failure
+    (partial-failure-in-ok-response), a server error shown as the user's mistake
+    (failure-misattributed).  absence (they make it `unknown`): one write succeeded twice with the
+    same body for one action (a retry after a failure is none), the page's own background writes
+    aside (duplicate-request), a request the advanced UI never saw answered
+    (request-never-settled).  A failure the predicate itself expects (a `net` leaf asking for it)
+    is no contradiction."""
+    return [dict({"kind": c.kind, "tier": c.tier}, **finding) for c in _CONTRADICTIONS
+            for finding in c.detect(window, p, action_since, known)]
 
 
 _UNREADABLE_NAMES = {"cross-origin-iframe": "cross-origin frame(s)", "closed-shadow-root": "closed shadow root(s)"}
