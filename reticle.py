@@ -901,6 +901,7 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("storage.*", "storage"),
     _EventType("signal", "signal", high_value=True, effect=True),
     _EventType("ui.alert", "ui", high_value=True, effect=True),
+    _EventType("ui.scan", "ui", high_value=True),  # a new document looked for what it tells the user
     _EventType("ui.*", "ui"),
     _EventType("console.error", "console", high_value=True, console="error"),
     _EventType("console.warn", None, high_value=True, console="warn"),
@@ -2631,17 +2632,18 @@ class _Observation:
     `_leaf_key`).  `after_act`: the window starts at an act (quiet counts from it); `effect` is
     what the act reported; `lost`: the tab went away; `timed_out`: the wait ran out (its ms);
     `action` the act's action when the observation follows one (act_and_wait), and `act_at` the
-    cursor of the last act inside the window (the act itself, or one an assert follows)."""
+    cursor of the last act inside the window (the act itself, or one an assert follows); `shown`
+    the messages the page shows at the end (each with `related`: in what the act touched)."""
 
     __slots__ = ("window", "known", "now", "since", "upto", "open", "url", "after_act", "effect", "live", "near",
-                 "already_true", "lost", "timed_out", "action", "act_at")
+                 "already_true", "lost", "timed_out", "action", "act_at", "shown")
 
     def __init__(self, window: List[dict], known: Optional["_Known"] = None, now: float = 0.0, since: float = 0.0,
                  upto: Optional[int] = None, open_requests: Optional[List[dict]] = None, url: str = "",
                  after_act: bool = False, effect: Any = None, live: Optional[Dict[str, Any]] = None,
                  near: Optional[Dict[str, Any]] = None, already_true: bool = False, lost: Optional[str] = None,
                  timed_out: Optional[float] = None, action: Optional[str] = None,
-                 act_at: Optional[float] = None) -> None:
+                 act_at: Optional[float] = None, shown: Optional[List[dict]] = None) -> None:
         self.window = window
         self.known = known if known is not None else _Known([], {}, None)
         self.now = now
@@ -2658,6 +2660,7 @@ class _Observation:
         self.timed_out = timed_out
         self.action = action                # the act this observation follows (act_and_wait), else None
         self.act_at = act_at                # the cursor of the last act inside the window, if any
+        self.shown = shown                  # the messages the page shows now (alerts_read), None: not read
 
     def start(self, p: dict) -> float:
         """Where leaf `p`'s window starts: the observation's, or the leaf's own later `since`."""
@@ -3615,9 +3618,27 @@ async def _observe_now(session: "_BrowserSession", p: dict, floor: float, after_
             near[k] = await spec.near(session, leaves[k], live[k])
         except ToolError as exc:
             live[k] = _ReadFailed(exc.error)
+    shown = await _read_shown(session, effect) if explain else None
     known = session.known(floor)
     return _Observation(session.window(floor), known, now=session.now(), since=floor, upto=session.store.seq,
-                        url=session.url, after_act=after_act, effect=effect, live=live, near=near)
+                        url=session.url, after_act=after_act, effect=effect, live=live, near=near, shown=shown)
+
+
+async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[dict]]:
+    """The messages the page shows now, each marked `related` when it sits in what the act (its
+    target's ref, from `effect`) touched; None when the page cannot say."""
+    ref = effect.get("ref") if isinstance(effect, dict) and isinstance(effect.get("ref"), str) else None
+    try:
+        reply = await session.command("alerts_read", {"ref": ref} if ref else {})
+    except ToolError:
+        return None
+    alerts = reply.get("alerts") if isinstance(reply, dict) else None
+    if not isinstance(alerts, list) or reply.get("unavailable"):
+        return None
+    return [{"text": _short(str(d.get("text") or ""), 300), "source": str(d.get("source") or "")[:40],
+             "level": d.get("level") if d.get("level") == "error" else None, "related": d.get("related") is not False,
+             "field": str(d["field"])[:120] if d.get("field") is not None else None}
+            for d in alerts[:50] if isinstance(d, dict)]
 
 
 def _lost_why(session: "_BrowserSession") -> str:
@@ -3704,24 +3725,114 @@ _ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrume
                         "rate-limited", "virtualized-unmounted")
 
 
+class _FailureUi:
+    """One way real apps tell the user something failed: a CSS selector for the element that
+    carries the message, and whether the convention itself says failure (level "error") or the
+    element is a message surface whose text decides (None: a failure phrase with no negation).
+    The SDK looks for every row (in this order, error rows above the ARIA ones) and reports what
+    it finds as `ui.alert` events with `source` = the row's name; alerts_read lists what is shown
+    now.  tests/test_failure_ui.py has a row per record, both ways."""
+
+    __slots__ = ("name", "selector", "level", "example", "success")
+
+    def __init__(self, name: str, selector: str, level: Optional[str], example: str, success: str) -> None:
+        self.name = name
+        self.selector = selector
+        self.level = level
+        self.example = example      # HTML that must read as a failure
+        self.success = success      # HTML beside it that must not
+
+
+_FAILURE_UI: Tuple[_FailureUi, ...] = (
+    _FailureUi("django-messages", "ul.messages li.error,.messages .alert-error,.messages .error", "error",
+               '<ul class="messages" role="status"><li class="error">Please correct the errors below.</li></ul>',
+               '<ul class="messages" role="status"><li class="success">The record was added successfully.</li></ul>'),
+    _FailureUi("django-errorlist", "ul.errorlist,p.errornote", "error",
+               '<ul class="errorlist"><li>This field is required.</li></ul>',
+               '<p class="help">Required. 150 characters or fewer.</p>'),
+    _FailureUi("flask-flash", ".flash.error,.flash-error,.flashes .error,.flashes .danger", "error",
+               '<ul class="flashes"><li class="error">Could not save the note.</li></ul>',
+               '<ul class="flashes"><li class="message">Note saved.</li></ul>'),
+    _FailureUi("rails-flash", "#flash_alert,.flash.alert,.flash-alert,#error_explanation", "error",
+               '<div id="flash_alert">Title can\'t be blank</div>',
+               '<div id="flash_notice">Post was successfully created.</div>'),
+    _FailureUi("bootstrap", ".alert-danger,.invalid-feedback,.toast.text-bg-danger,.toast.bg-danger", "error",
+               '<div class="alert alert-danger">Payment declined.</div>',
+               '<div class="alert alert-success">Payment received.</div>'),
+    _FailureUi("bulma", ".notification.is-danger,.message.is-danger,.help.is-danger", "error",
+               '<div class="notification is-danger">Upload rejected.</div>',
+               '<div class="notification is-success">Upload complete.</div>'),
+    _FailureUi("foundation", ".callout.alert,.form-error.is-visible", "error",
+               '<div class="callout alert">There are errors in your form.</div>',
+               '<div class="callout success">Your form was sent.</div>'),
+    _FailureUi("mui", ".MuiAlert-standardError,.MuiAlert-filledError,.MuiAlert-outlinedError,"
+               ".MuiAlert-colorError,.MuiFormHelperText-root.Mui-error", "error",
+               '<div class="MuiPaper-root MuiAlert-root MuiAlert-standardError">Something went wrong.</div>',
+               '<div class="MuiPaper-root MuiAlert-root MuiAlert-standardSuccess">All changes saved.</div>'),
+    _FailureUi("ant-design", ".ant-message-error,.ant-alert-error,.ant-notification-notice-error,"
+               ".ant-form-item-explain-error", "error",
+               '<div class="ant-message-custom-content ant-message-error"><span>Save failed</span></div>',
+               '<div class="ant-message-custom-content ant-message-success"><span>Saved</span></div>'),
+    _FailureUi("chakra", ".chakra-alert[data-status=error],.chakra-form__error-message", "error",
+               '<div class="chakra-alert" data-status="error">Your session expired.</div>',
+               '<div class="chakra-alert" data-status="success">Profile updated.</div>'),
+    _FailureUi("mantine", ".mantine-Alert-root[data-color=red],.mantine-Notification-root[data-color=red],"
+               ".mantine-InputWrapper-error", "error",
+               '<div class="mantine-Notification-root" data-color="red">Not saved.</div>',
+               '<div class="mantine-Notification-root" data-color="teal">Saved.</div>'),
+    _FailureUi("sonner", "[data-sonner-toast][data-type=error]", "error",
+               '<li data-sonner-toast data-type="error">Event has not been created</li>',
+               '<li data-sonner-toast data-type="success">Event has been created</li>'),
+    _FailureUi("toastify", ".Toastify__toast--error", "error",
+               '<div class="Toastify__toast Toastify__toast--error">Request timed out</div>',
+               '<div class="Toastify__toast Toastify__toast--success">Request sent</div>'),
+    _FailureUi("quasar", ".q-notification.bg-negative,.q-banner.bg-negative,.q-field--error .q-field__messages",
+               "error",
+               '<div class="q-notification bg-negative">Server unreachable</div>',
+               '<div class="q-notification bg-positive">Server reached</div>'),
+    _FailureUi("streamlit", "[data-testid=stException],[data-testid=stAlertContentError],"
+               "[data-testid=stNotificationContentError]", "error",
+               '<div data-testid="stException">ValueError: amount must be positive</div>',
+               '<div data-testid="stAlertContentSuccess">Amount recorded</div>'),
+    _FailureUi("gradio", ".toast-body.error", "error",
+               '<div class="toast-body error">Error: the model is not loaded</div>',
+               '<div class="toast-body info">Model loaded</div>'),
+    _FailureUi("shiny", ".shiny-output-error,.shiny-notification-error", "error",
+               '<div class="shiny-notification shiny-notification-error">Could not read the file</div>',
+               '<div class="shiny-notification shiny-notification-message">File read</div>'),
+    _FailureUi("react-hot-toast", "div[role=status][aria-live=polite]", None,
+               '<div role="status" aria-live="polite">Could not save the todo</div>',
+               '<div role="status" aria-live="polite">Todo saved</div>'),
+    _FailureUi("aria-status", "[role=status],output[aria-live=polite]", None,
+               '<div role="status">Upload failed: the file is too large</div>',
+               '<div role="status">0 errors found</div>'),
+)
+
+
+def _failure_ui_config() -> str:
+    """The conventions as the SDK reads them: [[source, selector, level], ...]."""
+    return _dumps([[r.name, r.selector, r.level] for r in _FAILURE_UI])
+
+
+def _is_failure_ui(d: dict) -> bool:
+    """A message the user is shown tells a failure: its convention says so (a field marked invalid,
+    a declared error toast, an error row of _FAILURE_UI), or its text is a failure phrase with no
+    negation ("0 errors found" is a success)."""
+    text = str(d.get("text", ""))
+    worded = _FAILURE_WORDS.search(text) and not _NO_FAILURE.search(text)
+    return d.get("level") == "error" or d.get("source") == "invalid" or bool(worded)
+
+
 def _error_ui(window: List[dict]) -> List[dict]:
-    """Errors the user was shown in the window (ui.alert events): a field marked invalid, a toast
-    the app declared an error, or an alert or assertive message in the words of a failure."""
-    out = []
-    for e in window:
-        if e["type"] != "ui.alert":
-            continue
-        d = e["data"]
-        text = str(d.get("text", ""))
-        worded = _FAILURE_WORDS.search(text) and not _NO_FAILURE.search(text)
-        if d.get("level") == "error" or d.get("source") == "invalid" or worded:
-            out.append(d)
-    return out
+    """Errors the user was shown in the window (ui.alert events, see _is_failure_ui)."""
+    return [e["data"] for e in window if e["type"] == "ui.alert" and _is_failure_ui(e["data"])]
 
 
 def _ui_label(d: dict) -> str:
+    source = d.get("source")
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
-             "alertdialog": "in a dialog", "assertive": "in an assertive live region"}.get(d.get("source"), "as an alert")
+             "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
+        source, "in a %s message" % source if isinstance(source, str) and source else "as an alert")
     return "%r %s" % (_short(str(d.get("text", "")), 120), where)
 
 
@@ -4000,7 +4111,8 @@ def _may_be_unreadable(res: dict) -> bool:
 
 
 def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
-            already_true: bool = False, act: bool = False, effect: Any = None) -> Tuple[str, str, str]:
+            already_true: bool = False, act: bool = False, effect: Any = None,
+            shown: Optional[List[dict]] = None) -> Tuple[str, str, str]:
     """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
 
     1. the predicate could not be evaluated -> unknown, inconclusive
@@ -4016,6 +4128,10 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
        unknown, presence_blind_spot
     4. the predicate failed -> no, assertion_failed
     5. an observed contradiction -> no, contradicted
+    5a. after an act, the page still shows an error the user is told (see _is_failure_ui) in what the
+        act touched (its form or region, a toast, a message outside the page's header, nav, footer
+        and asides), one the predicate does not ask for: shown before the act or not, re-rendered
+        or not, it is not fixed -> no, failure_still_shown; one elsewhere is named in a `yes`
     6. an absence-tier contradiction -> unknown, evidence_incomplete (requests still open that are
        only reads do not undo a declared consequence that held)
     7. an absence asserted while part of the page is unobservable -> unknown, absence_blind_spot
@@ -4063,6 +4179,12 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         c = observed[0]
         return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
             c["kind"], c["claim"], c["counter"])
+    standing = [d for d in shown or () if _is_failure_ui(d) and not _expects_error(p, d)]
+    touched = [d for d in standing if d.get("related")]
+    if touched:
+        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
+                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
+                                                        if len(touched) > 1 else ""))
     absence = [c for c in contradictions if c["tier"] == "absence"]
     if declared and absence and all(c["kind"] == "request-never-settled" and not c.get("write") for c in absence):
         # A declared consequence held and only reads are still open (a poll, an image
@@ -4110,6 +4232,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if contradictions:
         noted = "; noted, and unable to undo it: %s" % ", ".join(
             "%s (%s)" % (c["kind"], c["counter"]) for c in contradictions[:3])
+    if standing:
+        noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
     if declared:
         return "yes", "proved", "%s held (%s)%s" % (
             _describe_predicate(p), summary, noted or " with no channel disagreeing")
@@ -4975,13 +5099,14 @@ def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, s
     Pure.  After an act, an act that had no effect explains everything else and stands alone."""
     res = _judge_final(p, obs)
     contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
+    shown = obs.shown if obs.act_at is not None else None
     if obs.action is None:
-        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p)
+        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p, shown=shown)
     no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
     if no_effect:
         contradictions = [no_effect]
     return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
-                                        already_true=obs.already_true, act=True, effect=obs.effect)
+                                        already_true=obs.already_true, act=True, effect=obs.effect, shown=shown)
 
 
 # -- Answer: the one place a verdict becomes what the caller reads ---------------------------------
@@ -9281,6 +9406,30 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (!el) EL_OF.delete(r);
     });
   }
+  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
+  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
+  // footer, aside, form or dialog that does not hold that element
+  function alertsRead(args) {
+    if (!ALERT_NOW) return { alerts: [], unavailable: true };
+    var target = resolveRef(args && args.ref);
+    var out = ALERT_NOW().slice(0, 50).map(function (c) {
+      var scope = null;
+      try {
+        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
+        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
+      } catch (e) {
+        scope = null;
+      }
+      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
+      // beside the act's target, only its own region; with no target, any region but the page's chrome
+      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      return d;
+    });
+    return { alerts: out };
+  }
   function resolveRef(ref) {
     if (typeof ref !== 'string') return null;
     var h = EL_OF.get(ref);
@@ -12771,6 +12920,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     ['alert', '[role=alert]', null],
     ['assertive', '[aria-live=assertive]', null]
   ];
+  // the daemon's table of the ways frameworks tell failure (_FAILURE_UI): [source, selector, level];
+  // level 'error' rows rank above the ARIA rows, the rest (status regions: text decides) below them
+  var FAILURE_UI = /*__RETICLE_FAILURE_UI__*/ [];
+  var ALERT_SCOPES =
+    'header,[role=banner],nav,[role=navigation],footer,[role=contentinfo],aside,[role=complementary],' +
+    'form,[role=form],dialog,[role=dialog],[role=alertdialog]';
+  var ALERT_CHROME = 'header,[role=banner],nav,[role=navigation],footer,[role=contentinfo],aside,[role=complementary]';
+  var ALERT_NOW = null; // set by installAlerts: what is shown now, for alerts_read
   function declareToasts(t) {
     if (!t || typeof t !== 'object') return;
     ['error', 'info'].forEach(function (level) {
@@ -12823,7 +12980,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         rows.push(['toast', sel, null]);
       });
       rows.push(['invalid', '[aria-invalid=true]', 'error']);
-      rows = rows.concat(ALERT_SOURCES);
+      rows = rows.concat(
+        FAILURE_UI.filter(function (r) {
+          return r[2] === 'error';
+        }),
+        ALERT_SOURCES,
+        FAILURE_UI.filter(function (r) {
+          return r[2] !== 'error';
+        })
+      );
       var out = [],
         seen = new Set(),
         roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
@@ -12844,8 +13009,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       return out;
     }
-    function scan(initial) {
-      scheduled = false;
+    function shown() {
       var cache = makeVisCache();
       var showing = [];
       candidates().forEach(function (c) {
@@ -12880,6 +13044,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         }
         showing.push(c);
       });
+      return showing;
+    }
+    function scan(initial) {
+      scheduled = false;
+      var showing = shown();
       var t = N.now();
       showing.forEach(function (c) {
         if (SHOWN.get(c.el) === c.key) return;
@@ -12894,6 +13063,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (initial) d.initial = true;
         emit('ui.alert', d, c.el);
       });
+      // a new document says it has looked: a verdict after a navigation waits for this
+      if (initial) emit('ui.scan', { shown: showing.length });
       for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
       checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
     }
@@ -12953,9 +13124,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitionend', schedule, true); // a toast that fades in
     listen(document, 'animationend', schedule, true);
     ALERT_RESCAN = schedule;
+    ALERT_NOW = shown;
     S.teardowns.push(function () {
       mo.disconnect();
       ALERT_RESCAN = null;
+      ALERT_NOW = null;
       ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
         return w !== watch;
       });
@@ -14758,6 +14931,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   COMMANDS.storage_read = storageRead;
   COMMANDS.capabilities = capabilities;
   COMMANDS.eval_probe = evalProbe;
+  COMMANDS.alerts_read = alertsRead;
   COMMANDS.navigate = function (a) {
     var u;
     try {
@@ -15056,6 +15230,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 })();
 """
+_SDK_JS = _SDK_JS.replace("/*__RETICLE_FAILURE_UI__*/ []", _failure_ui_config())  # the conventions, one table
 
 
 ###############################################################################
