@@ -2606,6 +2606,14 @@ def _deep_equal(a: Any, b: Any) -> bool:
 
 
 _FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|couldn't", re.I)
+# what a message the user is shown says when something failed: the words above, and the phrases
+# of form validation and refusals ("Enter a valid email address.", "Title can't be blank")
+_FAILURE_TEXT = re.compile(
+    r"error|fail|invalid|reject|denied|unable|could not|couldn't|can(no|')t be blank|(is|are) required|"
+    r"must (be|not|have|contain)|enter a valid|please (correct|enter|fix|try again|provide|select|choose)|"
+    r"\bnot (valid|allowed|permitted|saved|found)\b|try again|already (exists|taken|in use|registered)|"
+    r"too (short|long|large|many)|forbidden|unauthori[sz]ed|expired|went wrong|nothing was (saved|changed)|"
+    r"(was|were)n't saved|did not save|refused|declined", re.I)
 _NO_FAILURE = re.compile(r"\b(no|without|0|zero)\s+(errors?|failures?|problems?|issues?)\b", re.I)
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
@@ -3618,10 +3626,9 @@ async def _observe_now(session: "_BrowserSession", p: dict, floor: float, after_
             near[k] = await spec.near(session, leaves[k], live[k])
         except ToolError as exc:
             live[k] = _ReadFailed(exc.error)
-    shown = await _read_shown(session, effect) if explain else None
     known = session.known(floor)
     return _Observation(session.window(floor), known, now=session.now(), since=floor, upto=session.store.seq,
-                        url=session.url, after_act=after_act, effect=effect, live=live, near=near, shown=shown)
+                        url=session.url, after_act=after_act, effect=effect, live=live, near=near)
 
 
 async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[dict]]:
@@ -3676,6 +3683,8 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         else:  # judged as it was; the rules read the window as it is now
             obs.window, obs.known = session.window(floor), session.known(floor)
     obs.already_true = already_true
+    if not obs.lost:
+        obs.shown = await _read_shown(session, effect)
     return obs
 
 
@@ -3819,7 +3828,7 @@ def _is_failure_ui(d: dict) -> bool:
     a declared error toast, an error row of _FAILURE_UI), or its text is a failure phrase with no
     negation ("0 errors found" is a success)."""
     text = str(d.get("text", ""))
-    worded = _FAILURE_WORDS.search(text) and not _NO_FAILURE.search(text)
+    worded = _FAILURE_TEXT.search(text) and not _NO_FAILURE.search(text)
     return d.get("level") == "error" or d.get("source") == "invalid" or bool(worded)
 
 

@@ -1,0 +1,98 @@
+"""Issue 18 on real pages in headless Chromium through a real MCP client: a `yes` only once the
+act's consequences have landed, an error still shown is not fixed, and the ways real apps tell
+failure (one `_FAILURE_UI` record each, both ways).  The pages are tests/_horizon_app.py."""
+
+import pytest
+
+import reticle
+from _harness import Live, chromium_path
+from _horizon_app import HorizonApp
+
+pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)"),
+              pytest.mark.browser]
+
+APP = HorizonApp()
+NOT_FOUND = "<!doctype html><title>Not found</title><p>not found</p>"
+SAVE = {"target": {"role": "button", "name": "Save"}, "action": "click"}
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    lv = Live(tmp_path_factory.mktemp("horizon"), NOT_FOUND, path="/status/", routes=APP.routes)
+    yield lv
+    lv.close()
+
+
+def open_page(live, path):
+    APP.reset()
+    nav = live.mcp.ok("reticle_navigate", {"url": live.app.url + path})
+    assert nav["confirmed"] is True, nav
+
+
+def act_and_wait(live, **extra):
+    return live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=4000, **extra))
+
+
+def wait_text(live, text):
+    out = live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": text}, "timeout_ms": 5000})
+    assert out["pass"] is True, out
+
+
+# -- still shown is not fixed -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("query", ["", "?html=1"], ids=["same-text", "same-innerHTML"])
+def test_the_same_error_shown_again_is_no(live, query):
+    open_page(live, "/same/" + query)
+    live.mcp.ok("reticle_act", SAVE)
+    wait_text(live, "Enter a valid email")
+    out = act_and_wait(live)  # the "fix" did nothing: the server refused again, the DOM stays as it was
+    assert out["verified"] == "no" and out["verifiedReason"] == "failure_still_shown", out
+    assert "Enter a valid email" in out["because"], out
+    out = act_and_wait(live, until={"kind": "net", "method": "POST", "urlContains": "/same/save", "status": 200})
+    assert out["verified"] == "no" and out["verifiedReason"] == "failure_still_shown", out
+    live.mcp.ok("reticle_act", SAVE)
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "net", "urlContains": "/same/save", "status": 200},
+                                         "timeout_ms": 2000})
+    assert out["verified"] == "no" and out["verifiedReason"] == "failure_still_shown", out
+    assert APP.saves == 4
+
+
+def test_a_standing_banner_elsewhere_does_not_block_a_proven_yes(live):
+    open_page(live, "/same/?ok=1&banner=1")
+    out = act_and_wait(live, until={"kind": "text", "contains": "Saved"})
+    assert out["verified"] == "yes", out
+    assert "elsewhere" in out["because"] and "Scheduled maintenance" in out["because"], out
+
+
+def test_zero_errors_found_in_a_status_region_is_a_success(live):
+    open_page(live, "/status/")
+    out = live.mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Check"}, "action": "click",
+                                               "timeout_ms": 4000})
+    assert out["verified"] == "yes", out
+
+
+# -- the failure-UI conventions, one record each, both ways ------------------------------------------
+
+ROWS = [(r.name, way) for r in reticle._FAILURE_UI for way in ("fail", "ok")]
+
+
+@pytest.mark.parametrize("name,way", ROWS, ids=["%s-%s" % r for r in ROWS])
+def test_failure_ui_convention(live, name, way):
+    open_page(live, "/ui/%s/%s" % (name, way))
+    out = act_and_wait(live)
+    if way == "fail":
+        assert out["verified"] == "no" and out["verifiedReason"] == "failure_observed", out
+    else:
+        assert out["verified"] == "yes", out
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["error", "success"])
+def test_django_messages_after_a_redirect(live, fail):
+    open_page(live, "/dj/?fail=1" if fail else "/dj/")
+    out = act_and_wait(live)
+    if fail:
+        assert out["verified"] == "no" and out["verifiedReason"] == "failure_observed", out
+        assert "Nothing was changed" in out["because"], out
+    else:
+        assert out["verified"] == "yes", out
+    assert APP.saves == 1
