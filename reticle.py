@@ -141,6 +141,13 @@ NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab'
 ARRIVAL_WAIT_MS = 2000.0                   # how long a new document's hello waits for its first events
 _PAGE_BLIND_SPOTS = ("cross-origin-iframe", "closed-shadow-root")  # page parts no SDK can read (levels)
 BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
+# The horizon: a verdict after an act waits for the act's own consequences (README "The horizon")
+HORIZON_CAP_MS = 3000                      # at most this long beyond the first look; past it, what was pending is named
+HORIZON_QUIET_MS = 200                     # after the last answer, message or document the act caused, the render
+HORIZON_CHURN_MS = 100                     # ... and the DOM quiet this long (checked for 1 s after that answer)
+SOCKET_REPLY_WAIT_MS = 2000                # a socket message the act sent waits this long for the next message in
+STREAM_QUIET_MS = 300                      # a stream the act opened has ended, or sent nothing for this long
+ACT_GRACE_MS = 100                         # an assert right after an act waits this long for the act's first requests
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
 EVENT_CAP_BYTES = 8 * 1024 * 1024
@@ -901,6 +908,7 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("storage.*", "storage"),
     _EventType("signal", "signal", high_value=True, effect=True),
     _EventType("ui.alert", "ui", high_value=True, effect=True),
+    _EventType("ui.status", "ui", high_value=True, effect=True),  # a status message (its text decides)
     _EventType("ui.scan", "ui", high_value=True),  # a new document looked for what it tells the user
     _EventType("ui.*", "ui"),
     _EventType("console.error", "console", high_value=True, console="error"),
@@ -2644,7 +2652,7 @@ class _Observation:
     the messages the page shows at the end (each with `related`: in what the act touched)."""
 
     __slots__ = ("window", "known", "now", "since", "upto", "open", "url", "after_act", "effect", "live", "near",
-                 "already_true", "lost", "timed_out", "action", "act_at", "shown")
+                 "already_true", "lost", "timed_out", "action", "act_at", "shown", "pending", "failure_decided")
 
     def __init__(self, window: List[dict], known: Optional["_Known"] = None, now: float = 0.0, since: float = 0.0,
                  upto: Optional[int] = None, open_requests: Optional[List[dict]] = None, url: str = "",
@@ -2669,6 +2677,8 @@ class _Observation:
         self.action = action                # the act this observation follows (act_and_wait), else None
         self.act_at = act_at                # the cursor of the last act inside the window, if any
         self.shown = shown                  # the messages the page shows now (alerts_read), None: not read
+        self.pending: List[Tuple[str, bool]] = []  # the act's work still going at the horizon's cap: (what, decisive)
+        self.failure_decided: Optional[str] = None  # a failure shown with the act's work done: decided early
 
     def start(self, p: dict) -> float:
         """Where leaf `p`'s window starts: the observation's, or the leaf's own later `since`."""
@@ -3585,11 +3595,16 @@ def _holds_count(p: dict) -> bool:
 
 
 def _judge_final(p: dict, obs: _Observation) -> dict:
-    """The result a verdict is given on: the tab lost, or `p` judged over `obs`, and when the wait
-    ran out a result that did not hold (or a count never confirmed) says it timed out."""
+    """The result a verdict is given on: the tab lost, or `p` judged over `obs`; a failure that
+    decided early says so, and when the wait ran out a result that did not hold (or a count never
+    confirmed) says it timed out."""
     if obs.lost:
         return {"pass": False, "observationLost": True, "failureReason": obs.lost + " during the observation"}
     res = _judge(p, obs)
+    if obs.failure_decided and not res["pass"] and not res.get("inconclusive"):
+        res.update(decided=True, decidedBy="failure-shown", failureReason="%s; %s, and the act's work is done" % (
+            res.get("failureReason") or "the predicate did not hold", obs.failure_decided))
+        return res
     if obs.timed_out is None or (res["pass"] and not _holds_count(p)):
         return res
     res["pass"] = False
@@ -3599,7 +3614,91 @@ def _judge_final(p: dict, obs: _Observation) -> dict:
     return res
 
 
+# -- the horizon: what the act's causal work still has to do (pure) --------------------------------
+
+def _horizon(window: List[dict], known: "_Known", floor: float, now: float) -> List[Tuple[str, bool]]:
+    """What the act at `floor` has started and not finished, at `now`: (what, decisive), where a
+    decisive one could still change the answer.  Requests and documents it started (writes and
+    documents decisive, reads not) have not answered; a socket message it sent has had no message
+    back on that socket for SOCKET_REPLY_WAIT_MS; a stream it opened is still sending (a fetch
+    stream decisive: a job's result lives in it); a document that arrived has not reported its
+    load-time scan of what the user is told (decisive); the render after the last of these: less
+    than HORIZON_QUIET_MS since it landed, or the DOM still changing within HORIZON_CHURN_MS for a
+    second after it.  The page's own background traffic and dev tooling are not the act's."""
+    out: List[Tuple[str, bool]] = []
+    for d in known.open_requests:
+        if d.get("startedAt", 0) >= floor and not _is_dev(d) and _call_label(d) not in known.background:
+            out.append(("%s has not answered" % _call_label(d), _is_write(d) or d.get("initiator") == "document"))
+    frames = [e for e in window if e["type"] in _FRAME_TYPES and not _is_dev(e["data"])]
+    # the act's own channels (as _message_failures reads them): a socket it sent on, a stream it started
+    spoke = {e["data"].get("url") for e in frames if e["data"].get("direction") == "out"}
+    started = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.pending"}
+    frames = [e for e in frames if e["data"].get("url") in spoke or (
+        e["data"].get("transport") in ("stream", "sse") and str(e["data"].get("requestId")) in started)]
+    landed: List[Tuple[float, str]] = []
+    streams: Dict[str, dict] = {}
+    for i, e in enumerate(frames):
+        d = e["data"]
+        if d.get("direction") == "in":
+            landed.append((e["t"], "a message on %s" % d.get("url")))
+        if d.get("transport", "ws") == "ws" and d.get("direction") == "out" and now - e["t"] < SOCKET_REPLY_WAIT_MS:
+            if not any(f["data"].get("direction") == "in" and f["data"].get("url") == d.get("url")
+                       for f in frames[i + 1:]):
+                out.append(("the reply to the message sent on %s" % d.get("url"), False))
+        if d.get("transport") in ("stream", "sse"):
+            streams[str(d.get("requestId") or d.get("url"))] = dict(d, t=e["t"])
+    for d in streams.values():
+        if d.get("direction") != "close" and not d.get("final") and now - d["t"] < STREAM_QUIET_MS:
+            out.append(("the stream %s is still sending" % d.get("url"), d.get("transport") == "stream"))
+    for e in window:
+        if e["type"] == "net.request" and not _is_dev(e["data"]) and _caused_by_act(e, floor, known):
+            landed.append((e["t"], "the answer of %s" % _call_label(e["data"])))
+            doc = e.get("doc")
+            if e["data"].get("initiator") == "document" and doc and not any(
+                    x["type"] == "ui.scan" and x.get("doc") == doc for x in window):
+                out.append(("the new page's first look at what it tells the user", True))
+    if landed:
+        last, what = max(landed)
+        churn = [e["t"] for e in window if e["t"] > last and (e["type"].startswith("dom.") or e["type"] == "ui.alert")]
+        if now - last < HORIZON_QUIET_MS or (churn and now - max(churn) < HORIZON_CHURN_MS and now - last < 1000):
+            out.append(("the render after %s" % what, False))
+    seen: List[Tuple[str, bool]] = []
+    for item in out:
+        if item not in seen:
+            seen.append(item)
+    return seen
+
+
+def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known") -> Optional[str]:
+    """A failure the user was shown, or the act's own channel reported, after the act, that the
+    predicate does not ask for: the phrase that names it, or None."""
+    shown = [d for d in _error_ui(window) if not _expects_error(p, d)]
+    if shown:
+        return "the page showed %s" % _ui_label(shown[0])
+    reported = _message_failures(window)
+    if reported and not any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
+        return "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"])
+    failed = [e["data"] for e in window if e["type"] == "net.request" and _is_write(e["data"])
+              and _call_failed(e["data"]) and not _is_dev(e["data"]) and _caused_by_act(e, floor, known)]
+    failed = [d for d in failed if not any(_call_matches(d, leaf) for leaf, neg in _leaves(p)
+                                           if leaf["kind"] == "net" and not neg)]
+    if failed:
+        return "%s answered %s" % (_call_label(failed[0]), failed[0].get("status") or failed[0].get("error"))
+    return None
+
+
 # -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
+
+async def _await_horizon(session: "_BrowserSession", floor: float, deadline: float) -> List[Tuple[str, bool]]:
+    """Wait (until the monotonic `deadline`) for the act at `floor` to finish its causal work (see
+    _horizon); -> what was still pending when the deadline came ([] when it finished)."""
+    while True:
+        pending = _horizon(session.window(floor), session.known(floor), floor, session.now())
+        left = deadline - time.monotonic()
+        if not pending or left <= 0:
+            return pending
+        await session.wait_change(min(0.05, left))
+
 
 async def _read_leaf(session: "_BrowserSession", leaf: dict) -> Any:
     read = _PREDICATE_KINDS[leaf["kind"]].read
@@ -3654,21 +3753,34 @@ def _lost_why(session: "_BrowserSession") -> str:
 
 
 async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float, after_act: bool = False,
-                   effect: Any = None, already_true: bool = False, settle_until: Optional[float] = None) -> _Observation:
+                   effect: Any = None, already_true: bool = False, settle_until: Optional[float] = None,
+                   act_at: Optional[float] = None) -> _Observation:
     """Observe: wait until `p` holds over the events from `floor`, is decided, or `timeout_ms`
     runs out (re-judging on every event and every 150 ms; a tab between documents is awaited),
     and return the observation it was judged on.  With no timeout it looks once (after waiting
-    for a document on its way).  After an act (`settle_until`, the monotonic end of its budget),
-    a pass waits for the requests the act started, and for the UI after a write, before the
-    window closes; an absence is judged again then."""
+    for a document on its way).
+
+    The horizon: an assert that follows an act (`act_at`) first waits for the act's causal work
+    (see _horizon, at most HORIZON_CAP_MS), whichever way it would judge.  After an act
+    (`settle_until`, the monotonic end of its budget) a pass waits for that work too, and for the
+    UI after a write, then is judged again as the page is then (a `settled` leaf keeps its first
+    judgement); what is still going at the cap is kept in `pending`."""
+    pending: List[Tuple[str, bool]] = []
+    if act_at is not None and settle_until is None:
+        grace = ACT_GRACE_MS - (session.now() - act_at)
+        if grace > 0:
+            await asyncio.sleep(grace / 1000.0)
+        pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
     if timeout_ms > 0:
-        obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect)
+        obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
+                                        act_at if act_at is not None else floor if after_act else None)
     elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
         obs = _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                            url=session.url, lost=_lost_why(session))
     else:
         obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     if settle_until is not None and not obs.lost and _judge_final(p, obs)["pass"]:
+        pending = await _await_horizon(session, floor, time.monotonic() + HORIZON_CAP_MS / 1000.0)
         while time.monotonic() < settle_until and session.open_since(floor):
             await session.wait_change(0.05)
         window = session.window(floor)
@@ -3677,11 +3789,12 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             end = min(settle_until, time.monotonic() + 0.3)
             while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
                 await session.wait_change(end - time.monotonic())
-        if any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
-            # an absence that held at the first look is judged again once the act's work is done
+        if not any(leaf["kind"] == "settled" for leaf, _ in _leaves(p)):
+            # judged again once the act's work is done, whichever way it now judges
             obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
-        else:  # judged as it was; the rules read the window as it is now
+        else:  # quiet was judged when it came; the rules read the window as it is now
             obs.window, obs.known = session.window(floor), session.known(floor)
+    obs.pending = pending
     obs.already_true = already_true
     if not obs.lost:
         obs.shown = await _read_shown(session, effect)
@@ -3689,9 +3802,11 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
 
 
 async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float,
-                              after_act: bool, effect: Any) -> _Observation:
+                              after_act: bool, effect: Any, act_at: Optional[float] = None) -> _Observation:
     """The wait of `_observe`: look again on every event (and every 150 ms) until `p` holds, is
-    decided, or time runs out; a pinned count is confirmed 300 ms after it first holds."""
+    decided, or time runs out; a pinned count is confirmed 300 ms after it first holds.  After an
+    act (`act_at`), a failure in sight (see _failure_in_sight) with the act's work done decides
+    at once (early no): nothing the act started could still make `p` hold."""
     deadline = time.monotonic() + timeout_ms / 1000.0
     holds_count = _holds_count(p)
     while True:
@@ -3712,6 +3827,12 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             return obs
         if res.get("decided"):
             return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+        if act_at is not None and not res.get("inconclusive"):
+            failure = _failure_in_sight(p, obs.window, act_at, obs.known)
+            if failure and not _horizon(obs.window, obs.known, act_at, obs.now):
+                final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+                final.failure_decided = failure
+                return final
         if remaining <= 0:
             break
         step = min(0.15, remaining)
@@ -3834,7 +3955,7 @@ def _is_failure_ui(d: dict) -> bool:
 
 def _error_ui(window: List[dict]) -> List[dict]:
     """Errors the user was shown in the window (ui.alert events, see _is_failure_ui)."""
-    return [e["data"] for e in window if e["type"] == "ui.alert" and _is_failure_ui(e["data"])]
+    return [e["data"] for e in window if e["type"] in ("ui.alert", "ui.status") and _is_failure_ui(e["data"])]
 
 
 def _ui_label(d: dict) -> str:
@@ -4121,7 +4242,8 @@ def _may_be_unreadable(res: dict) -> bool:
 
 def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
             already_true: bool = False, act: bool = False, effect: Any = None,
-            shown: Optional[List[dict]] = None) -> Tuple[str, str, str]:
+            shown: Optional[List[dict]] = None,
+            pending: Optional[List[Tuple[str, bool]]] = None) -> Tuple[str, str, str]:
     """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
 
     1. the predicate could not be evaluated -> unknown, inconclusive
@@ -4137,10 +4259,6 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
        unknown, presence_blind_spot
     4. the predicate failed -> no, assertion_failed
     5. an observed contradiction -> no, contradicted
-    5a. after an act, the page still shows an error the user is told (see _is_failure_ui) in what the
-        act touched (its form or region, a toast, a message outside the page's header, nav, footer
-        and asides), one the predicate does not ask for: shown before the act or not, re-rendered
-        or not, it is not fixed -> no, failure_still_shown; one elsewhere is named in a `yes`
     6. an absence-tier contradiction -> unknown, evidence_incomplete (requests still open that are
        only reads do not undo a declared consequence that held)
     7. an absence asserted while part of the page is unobservable -> unknown, absence_blind_spot
@@ -4151,7 +4269,16 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         outcome_unread (204, 205 and 304 have no body; a write to another origin, one that started
         before the window, or one the page also made on its own before it is not the act's)
     12. a write started in the window is still in flight -> unknown, request_in_flight
+    12a. the act's causal work was still going at the horizon's cap in a way that could change the
+         answer (a write or document unanswered, a fetch stream still sending, a new page that has
+         not reported what it shows) -> unknown, horizon_pending; what could not (a read, the DOM
+         still changing) is named in a `yes`
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
+    13a. what would be a `yes` after an act, while the page still shows an error the user is told
+         (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
+         the page's header, nav, footer and asides), one the predicate does not ask for: shown before
+         the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
+         is named in the `yes`
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
     """
     declared = p["kind"] != "settled"
@@ -4188,12 +4315,6 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         c = observed[0]
         return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
             c["kind"], c["claim"], c["counter"])
-    standing = [d for d in shown or () if _is_failure_ui(d) and not _expects_error(p, d)]
-    touched = [d for d in standing if d.get("related")]
-    if touched:
-        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
-                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
-                                                        if len(touched) > 1 else ""))
     absence = [c for c in contradictions if c["tier"] == "absence"]
     if declared and absence and all(c["kind"] == "request-never-settled" and not c.get("write") for c in absence):
         # A declared consequence held and only reads are still open (a poll, an image
@@ -4231,10 +4352,21 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if in_flight:
         return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
                                                 "known yet" % _call_label(in_flight[0]))
+    decisive = [what for what, counts in pending or () if counts]
+    if decisive:
+        return "unknown", "horizon_pending", ("the act's work had not finished within %d ms (%s), so what it "
+                                              "leads to is not known yet; re-check once it lands" %
+                                              (HORIZON_CAP_MS, "; ".join(decisive[:3])))
     if implicit and not _had_effect(effect, window, floor, known):
         return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
                                         "state or storage event followed the act; declare the consequence you "
                                         "expect with `until`")
+    standing = [d for d in shown or () if _is_failure_ui(d) and not _expects_error(p, d)]
+    touched = [d for d in standing if d.get("related")]
+    if touched:
+        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
+                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
+                                                        if len(touched) > 1 else ""))
     evidence = res.get("evidence")
     summary = _brief(evidence) if evidence is not None else "the predicate"
     noted = ""
@@ -4243,6 +4375,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
             "%s (%s)" % (c["kind"], c["counter"]) for c in contradictions[:3])
     if standing:
         noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
+    if pending:
+        noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in pending[:3])
     if declared:
         return "yes", "proved", "%s held (%s)%s" % (
             _describe_predicate(p), summary, noted or " with no channel disagreeing")
@@ -5075,8 +5209,9 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     p = _predicate_arg(args, True)
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
-    obs = await _observe(session, p, floor, args.get("timeout_ms", 0))
-    obs.act_at = session.last_act if (session.last_act or -1) >= floor else None
+    act_at = session.last_act if (session.last_act or -1) >= floor else None
+    obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
+    obs.act_at = act_at
     return _answer(session, "assert", args, p, obs)
 
 
@@ -5110,12 +5245,14 @@ def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, s
     contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
     shown = obs.shown if obs.act_at is not None else None
     if obs.action is None:
-        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p, shown=shown)
+        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p, shown=shown,
+                                            pending=obs.pending)
     no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
     if no_effect:
         contradictions = [no_effect]
     return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
-                                        already_true=obs.already_true, act=True, effect=obs.effect, shown=shown)
+                                        already_true=obs.already_true, act=True, effect=obs.effect, shown=shown,
+                                        pending=obs.pending)
 
 
 # -- Answer: the one place a verdict becomes what the caller reads ---------------------------------
@@ -12915,7 +13052,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
-  // ui.alert {text, source, level, ref, initial?, field?} when such an element appears, becomes
+  // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
+  // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
   // visible, or its text changes to a new non-empty text; one element is reported once per text,
   // the same text from two places within ALERT_SAME_MS once, at most 20 a second.
   var TOASTS = { error: [], info: [] }; // selectors declared through reticle.describe({toasts})
@@ -12996,6 +13134,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         ALERT_SOURCES,
         FAILURE_UI.filter(function (r) {
           return r[2] !== 'error';
+        }).map(function (r) {
+          return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
         })
       );
       var out = [],
@@ -13012,7 +13152,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
             if (seen.has(els[j])) continue;
             seen.add(els[j]);
-            out.push({ el: els[j], source: rows[i][0], level: rows[i][2] });
+            out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
           }
         }
       }
@@ -13070,7 +13210,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var r = refFor(c.el);
         if (r) d.ref = r;
         if (initial) d.initial = true;
-        emit('ui.alert', d, c.el);
+        emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
       });
       // a new document says it has looked: a verdict after a navigation waits for this
       if (initial) emit('ui.scan', { shown: showing.length });
