@@ -3972,8 +3972,10 @@ def _expects_error(p: dict, d: dict) -> bool:
     for leaf, neg in _leaves(p):
         if neg or leaf.get("absent"):
             continue
-        if leaf["kind"] == "text" and any(str(leaf.get(k, "")).lower() in text for k in ("contains", "equals")
-                                          if leaf.get(k)):
+        if leaf["kind"] == "text" and leaf.get("contains") and str(leaf["contains"]).lower() in text:
+            return True
+        if leaf["kind"] == "text" and leaf.get("equals") and " ".join(str(leaf["equals"]).lower().split()) == \
+                " ".join(text.split()):
             return True
         if leaf["kind"] == "text" and leaf.get("matches") and re.search(leaf["matches"], str(d.get("text", ""))):
             return True

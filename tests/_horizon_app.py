@@ -10,7 +10,7 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   success twin (ok) of the `_FAILURE_UI` record `name`.
 - `/dj/`: a server-rendered form that posts (a document navigation) to /dj/add, which redirects
   back with a Django messages list (`?fail=1`: an error the words do not give away).
-- `/swap/`: Save posts to /swap/save (200) and the answer's fragment is swapped in 400 ms after
+- `/swap/`: Save posts to /swap/save (200) and the answer's fragment is swapped in 150 ms after
   the response (a fragment library's settle delay): an error on fault, else "Saved".
 - `/sock/`: Save sends one WebSocket message to /sock/ws; the server answers 1.2 s later with
   `{"ok": false, "error": "..."}` (shown in an error box) or `{"ok": true}` ("Saved").
@@ -76,7 +76,7 @@ SWAP = _page("Swap", """<main><form onsubmit="return false"><div id="target"></d
 <script>
 document.getElementById('save').onclick = function () {
   fetch('/swap/save', {method: 'POST', body: 'x=1'}).then(function (r) { return r.text(); }).then(function (t) {
-    setTimeout(function () { document.getElementById('target').innerHTML = t; }, 400);
+    setTimeout(function () { document.getElementById("target").innerHTML = t; }, 150);
   });
 };
 </script>""")

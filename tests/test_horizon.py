@@ -96,3 +96,57 @@ def test_django_messages_after_a_redirect(live, fail):
     else:
         assert out["verified"] == "yes", out
     assert APP.saves == 1
+
+
+# -- the horizon: the act's consequences land before a verdict is given --------------------------------
+
+SWAP_SAVED = {"kind": "net", "method": "POST", "urlContains": "/swap/save", "status": 200}
+
+
+@pytest.mark.parametrize("fault", [True, False], ids=["error-swapped-late", "success"])
+def test_a_swap_after_the_response_is_waited_for(live, fault):
+    open_page(live, "/swap/")
+    APP.fault = fault
+    out = act_and_wait(live, until=SWAP_SAVED)
+    if fault:
+        assert out["verified"] == "no" and out["verifiedReason"] == "contradicted", out
+        assert "Nothing was saved" in out["because"], out
+    else:
+        assert out["verified"] == "yes", out
+    live.mcp.ok("reticle_act", SAVE)  # then an assert right after a plain act
+    out = live.mcp.ok("reticle_assert", {"predicate": SWAP_SAVED})
+    if fault:
+        assert out["verified"] == "no", out
+    else:
+        assert out["verified"] == "yes", out
+    out = act_and_wait(live)
+    assert out["verified"] == ("no" if fault else "yes"), out
+
+
+@pytest.mark.parametrize("fault", [True, False], ids=["refused-after-1.2s", "late-success"])
+def test_a_socket_reply_after_1_2_s_is_waited_for(live, fault):
+    open_page(live, "/sock/")
+    APP.fault = fault
+    out = act_and_wait(live)  # no until: quiet comes long before the reply
+    if fault:
+        assert out["verified"] == "no" and out["verifiedReason"] == "failure_observed", out
+        assert "refused" in out["because"], out
+    else:
+        assert out["verified"] == "yes", out
+    live.mcp.ok("reticle_act", SAVE)  # an absence asserted right after the act judges once the reply is in
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "refused", "absent": True}})
+    assert out["verified"] == ("no" if fault else "yes"), out
+    if not fault:
+        open_page(live, "/sock/")
+        out = act_and_wait(live, until={"kind": "text", "contains": "Saved"})
+        assert out["verified"] == "yes", out
+
+
+def test_a_failure_in_sight_decides_early(live):
+    """The error is shown and nothing the act started is still going: `no` at once, not after the timeout."""
+    open_page(live, "/swap/")
+    APP.fault = True
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=8000, until={"kind": "text", "equals": "Saved"},
+                                                   detail="full"))
+    assert out["verified"] == "no" and out["verdict"].get("decidedBy") == "failure-shown", (out["because"], out["verdict"], out["trace"])
+    assert out["trace"]["window_ms"] < 3000, out
