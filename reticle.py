@@ -147,6 +147,7 @@ HORIZON_QUIET_MS = 200                     # after the last answer, message or d
 HORIZON_CHURN_MS = 100                     # ... and the DOM quiet this long (checked for 1 s after that answer)
 SOCKET_REPLY_WAIT_MS = 2000                # a socket message the act sent waits this long for the next message in
 STREAM_QUIET_MS = 300                      # a stream the act opened has ended, or sent nothing for this long
+SCAN_WAIT_MS = 1500                        # a new page's report of what it shows (ui.scan) is awaited this long
 ACT_GRACE_MS = 100                         # an assert right after an act waits this long for the act's first requests
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
@@ -3007,12 +3008,14 @@ def _judge_element(p: dict, obs: _Observation) -> dict:
         out["assertion"] = "element.state"
         out["evidence"] = {"nearMiss": relaxed.get("elements", [])[:5]}
         out["failureReason"] = "%s exists but not in state %s; its states: %s" % (
-            what, "/".join(p["state"]), ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
+            what, "/".join(p["state"]),
+            ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
         return out
     if near.get("peers") is not None:
         names = [e.get("name", "") for e in near["peers"].get("elements", [])]
         out["assertion"] = "element.role+name"
-        out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"], ", ".join(repr(n) for n in names[:12]) or "none")
+        out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"],
+                                                           ", ".join(repr(n) for n in names[:12]) or "none")
         out["observed"] = names[:12]
     elif q["by"] == "testid":
         hint = res.get("hint") or {}
@@ -3616,13 +3619,15 @@ def _judge_final(p: dict, obs: _Observation) -> dict:
 
 # -- the horizon: what the act's causal work still has to do (pure) --------------------------------
 
-def _horizon(window: List[dict], known: "_Known", floor: float, now: float) -> List[Tuple[str, bool]]:
+def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
+             scans: bool = True) -> List[Tuple[str, bool]]:
     """What the act at `floor` has started and not finished, at `now`: (what, decisive), where a
     decisive one could still change the answer.  Requests and documents it started (writes and
     documents decisive, reads not) have not answered; a socket message it sent has had no message
     back on that socket for SOCKET_REPLY_WAIT_MS; a stream it opened is still sending (a fetch
     stream decisive: a job's result lives in it); a document that arrived has not reported its
-    load-time scan of what the user is told (decisive); the render after the last of these: less
+    load-time scan of what the user is told (for SCAN_WAIT_MS, when the page `scans`: the SDK
+    does, a client that only speaks the bridge protocol does not); the render after the last of these: less
     than HORIZON_QUIET_MS since it landed, or the DOM still changing within HORIZON_CHURN_MS for a
     second after it.  The page's own background traffic and dev tooling are not the act's."""
     out: List[Tuple[str, bool]] = []
@@ -3654,9 +3659,9 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float) -> L
         if e["type"] == "net.request" and not _is_dev(e["data"]) and _caused_by_act(e, floor, known):
             landed.append((e["t"], "the answer of %s" % _call_label(e["data"])))
             doc = e.get("doc")
-            if e["data"].get("initiator") == "document" and doc and not any(
+            if scans and e["data"].get("initiator") == "document" and doc and now - e["t"] < SCAN_WAIT_MS and not any(
                     x["type"] == "ui.scan" and x.get("doc") == doc for x in window):
-                out.append(("the new page's first look at what it tells the user", True))
+                out.append(("the new page's first look at what it tells the user", False))
     if landed:
         last, what = max(landed)
         churn = [e["t"] for e in window if e["t"] > last and (e["type"].startswith("dom.") or e["type"] == "ui.alert")]
@@ -3693,7 +3698,7 @@ async def _await_horizon(session: "_BrowserSession", floor: float, deadline: flo
     """Wait (until the monotonic `deadline`) for the act at `floor` to finish its causal work (see
     _horizon); -> what was still pending when the deadline came ([] when it finished)."""
     while True:
-        pending = _horizon(session.window(floor), session.known(floor), floor, session.now())
+        pending = _horizon(session.window(floor), session.known(floor), floor, session.now(), bool(session.sdk_version))
         left = deadline - time.monotonic()
         if not pending or left <= 0:
             return pending
@@ -3733,9 +3738,11 @@ async def _observe_now(session: "_BrowserSession", p: dict, floor: float, after_
 async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[dict]]:
     """The messages the page shows now, each marked `related` when it sits in what the act (its
     target's ref, from `effect`) touched; None when the page cannot say."""
+    if not session.sdk_version:
+        return None  # not the SDK (a client that speaks the bridge protocol without it): it cannot say
     ref = effect.get("ref") if isinstance(effect, dict) and isinstance(effect.get("ref"), str) else None
     try:
-        reply = await session.command("alerts_read", {"ref": ref} if ref else {})
+        reply = await session.command("alerts_read", {"ref": ref} if ref else {}, timeout=2.0)
     except ToolError:
         return None
     alerts = reply.get("alerts") if isinstance(reply, dict) else None
@@ -3796,7 +3803,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             obs.window, obs.known = session.window(floor), session.known(floor)
     obs.pending = pending
     obs.already_true = already_true
-    if not obs.lost:
+    if not obs.lost and (settle_until is not None or act_at is not None):  # what is shown after an act
         obs.shown = await _read_shown(session, effect)
     return obs
 
@@ -3809,6 +3816,7 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     at once (early no): nothing the act started could still make `p` hold."""
     deadline = time.monotonic() + timeout_ms / 1000.0
     holds_count = _holds_count(p)
+    shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
     while True:
         if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
@@ -3827,9 +3835,15 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             return obs
         if res.get("decided"):
             return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
-        if act_at is not None and not res.get("inconclusive"):
+        if act_at is not None and p["kind"] != "settled" and not res.get("inconclusive") \
+                and not _horizon(obs.window, obs.known, act_at, obs.now, bool(session.sdk_version)):
             failure = _failure_in_sight(p, obs.window, act_at, obs.known)
-            if failure and not _horizon(obs.window, obs.known, act_at, obs.now):
+            if not failure and time.monotonic() - shown_at >= 0.5:
+                shown_at = time.monotonic()
+                still = [d for d in await _read_shown(session, effect) or ()
+                         if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)]
+                failure = "the page still shows %s" % _ui_label(still[0]) if still else None
+            if failure:
                 final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
                 final.failure_decided = failure
                 return final
@@ -4272,9 +4286,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         before the window, or one the page also made on its own before it is not the act's)
     12. a write started in the window is still in flight -> unknown, request_in_flight
     12a. the act's causal work was still going at the horizon's cap in a way that could change the
-         answer (a write or document unanswered, a fetch stream still sending, a new page that has
-         not reported what it shows) -> unknown, horizon_pending; what could not (a read, the DOM
-         still changing) is named in a `yes`
+         answer (a write or document unanswered, a fetch stream still sending) -> unknown,
+         horizon_pending; what could not (a read, the DOM still changing) is named in a `yes`
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     13a. what would be a `yes` after an act, while the page still shows an error the user is told
          (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
