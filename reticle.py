@@ -1174,11 +1174,11 @@ class _Known:
     requests still open, the blind-spot counts and what the buffer lost
     since the window's start."""
 
-    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable")
+    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "polled")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
-                 unreadable: Optional[Dict[str, Tuple[int, str]]] = None) -> None:
+                 unreadable: Optional[Dict[str, Tuple[int, str]]] = None, polled: Tuple[str, ...] = ()) -> None:
         self.open_requests = open_requests
         self.blind_spots = blind_spots
         self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
@@ -1186,6 +1186,7 @@ class _Known:
         self.origin = origin                # the page's scheme://host:port
         self.background = background        # what the page sends on its own: writes before the window, and
                                             # requests it repeated before it (autosave, polling)
+        self.polled = polled                # of those, the ones it made twice or more (a timer, not a person)
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
@@ -1350,7 +1351,8 @@ class _BrowserSession:
         writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
         background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
         return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
-                      origin, background, self.store.page_blind_spots())
+                      origin, background, self.store.page_blind_spots(),
+                      tuple(sorted(label for label, n in seen.items() if n >= 2)))
 
     # -- cursors --------------------------------------------------------------
     def mark_act(self, action: Optional[str]) -> float:
@@ -2772,7 +2774,8 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
             else:
                 out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
             return out
-    frames = _frames(window)
+    # unseen traffic hides the request only when it could be it: a message on a URL the filter names
+    frames = [d for d in _frames(window) if not p.get("urlContains") or p["urlContains"] in str(d.get("url", ""))]
     if frames:
         return {"pass": False, "assertion": "net.present", "inconclusive": (
             "no fetch/XHR matched %s, but this window holds %d WebSocket/EventSource message(s) (%s) that a net "
@@ -3044,6 +3047,18 @@ async def _read_text(session: "_BrowserSession", p: dict) -> Any:
     return await session.command("eval_probe", probe)
 
 
+async def _near_text(session: "_BrowserSession", p: dict, res: Any) -> Optional[dict]:
+    """For text that was not found: what the page tells the user now (its alerts and status
+    messages, errors first), the nearest texts a person would read instead."""
+    if p.get("absent") or not isinstance(res, dict) or res.get("found") or not session.sdk_version:
+        return None
+    reply = await session.command("alerts_read", {}, timeout=2.0)
+    alerts = reply.get("alerts") if isinstance(reply, dict) and isinstance(reply.get("alerts"), list) else []
+    told = [d for d in alerts if isinstance(d, dict) and str(d.get("text") or "").strip()]
+    told.sort(key=lambda d: not _is_failure_ui(d))
+    return {"told": [_short(str(d["text"]), 120) for d in told[:5]]}
+
+
 def _judge_text(p: dict, obs: _Observation) -> dict:
     res = obs.live.get(_leaf_key(p)) or {}
     found = bool(res.get("found"))
@@ -3058,8 +3073,13 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
         if res.get("places") is not None:
             evidence["places"] = res["places"]
         return {"pass": True, "evidence": evidence, "assertion": "text.present"}
-    return {"pass": False, "assertion": "text.present", "expected": wanted,
-            "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "", wanted)}
+    out = {"pass": False, "assertion": "text.present", "expected": wanted,
+           "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "", wanted)}
+    told = (obs.near.get(_leaf_key(p)) or {}).get("told")
+    if told:  # near misses: what the page tells the user instead
+        out["observed"] = told
+        out["failureReason"] += "; the page tells the user: %s" % ", ".join(repr(t) for t in told[:3])
+    return out
 
 
 # -- frames: WebSocket, EventSource and streamed-response messages ----------------------------------
@@ -3340,6 +3360,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           {"kind": "text", "contains": "Payment received", "visible": True},
           _judge_text, lambda p: "text %s" % _text_wanted(p),
           aliases={"text": "contains", "value": "contains"}, role="presence", live=True, read=_read_text,
+          near=_near_text,
           check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
     _Kind("net",
           "A completed request (fetch, XHR, document) matching the filters; `count` demands exactly that many; "
@@ -4048,7 +4069,8 @@ def _failures_shown(window: List[dict]) -> List[str]:
 def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Optional["_Known"] = None) -> bool:
     """Anything observable happened after the act: a mutation in its own frame, an event of
     consequence (DOM, request, route, signal, state, storage, socket message), or a new document.
-    The page's own background requests (polling, autosave) are not the act's doing."""
+    The page's own timed requests (polling, autosave) are not the act's doing; a repeat of a
+    request the page made once before (the same save, clicked again) is."""
     if isinstance(effect, dict):
         probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
         if probes.get("domMutatedWithin") or effect.get("pageUnloaded"):
@@ -4057,9 +4079,11 @@ def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Opti
         if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
             return True
     for e in window:
-        if e["type"] == "net.request" and not _caused_by_act(e, floor, known):
+        # a request the person made before too (the same POST, clicked again) is still the act's; only
+        # what the page sends on a timer (twice or more before the act) is not
+        if e["type"] == "net.request" and not _caused_by_act(e, floor, known, repeats=True):
             continue
-        if e["type"] == "net.pending" and known is not None and _call_label(e["data"]) in known.background:
+        if e["type"] == "net.pending" and known is not None and _call_label(e["data"]) in known.polled:
             continue
         if _event_type(e["type"]).effect:
             return True
@@ -4145,6 +4169,9 @@ def _c_partial_failure(window: List[dict], p: dict, action_since: Optional[float
         if _is_dev(d) or _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
             continue
         problem = _partial_failure(d.get("responseBody"))
+        wire = _wire_meaning(d) if problem is None else None
+        if wire and wire[0] == "failure":
+            problem = wire[1]
         if problem:
             out.append({"claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
                         "detail": "a 2xx response whose body reports failure"})
@@ -4280,7 +4307,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     7. an absence asserted while part of the page is unobservable -> unknown, absence_blind_spot
     8. the predicate was already true before the act -> unknown, already_true
     9. events of the window were lost (as in 3) -> unknown, evidence_lost
-    10. a 202 Accepted in the window -> unknown, outcome_pending
+    10. a 202 Accepted in the window that nothing says otherwise of (see _queued: a single-fetch
+        redirect, a failure, a route change or new document after it) -> unknown, outcome_pending
     11. a 2xx write the act could have caused whose response body was not captured -> unknown,
         outcome_unread (204, 205 and 304 have no body; a write to another origin, one that started
         before the window, or one the page also made on its own before it is not the act's)
@@ -4353,7 +4381,7 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
                                             "the window or reduce the page's event volume" % lost)
     calls = _calls(window)
-    accepted = [d for d in calls if d.get("status") == 202 and not _is_dev(d)]
+    accepted = [d for d in calls if d.get("status") == 202 and not _is_dev(d) and _queued(d, window)]
     if accepted:
         return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
                                               "once it reconciles" % _call_label(accepted[0]))
@@ -4510,10 +4538,10 @@ def _unread_write(e: dict, floor: float, known: "_Known") -> bool:
     return _caused_by_act(e, floor, known)
 
 
-def _caused_by_act(e: dict, floor: float, known: Optional["_Known"]) -> bool:
+def _caused_by_act(e: dict, floor: float, known: Optional["_Known"], repeats: bool = False) -> bool:
     """Could the act at `floor` have caused this completed call?  Not when it started before the
     act, went to another origin (analytics, a CDN), or is a write the page also made on its own
-    before the act (autosave, polling)."""
+    before the act (autosave, polling); with `repeats`, only what it made twice or more is its own."""
     d = e["data"]
     took = d.get("durationMs", d.get("ms"))
     if isinstance(took, (int, float)) and e["t"] - float(took) < floor - 50:
@@ -4523,7 +4551,7 @@ def _caused_by_act(e: dict, floor: float, known: Optional["_Known"]) -> bool:
     url = str(d.get("url", ""))
     if known.origin and "://" in url and not url.startswith(known.origin + "/") and url != known.origin:
         return False
-    return _call_label(d) not in known.background
+    return _call_label(d) not in (known.polled if repeats else known.background)
 
 
 def _no_effect(action: str, effect: Any, window: List[dict], floor: float = 0.0,
@@ -4600,6 +4628,101 @@ def _advice(p: dict, res: dict) -> Optional[str]:
                              leaf["contains"], "matched %d places" % places if isinstance(places, int) and places > 1
                              else "is very short"))
     return " ".join(notes) or None
+
+
+# -- wire formats as data: what popular frameworks' answers mean, beside the failure dialects ---------
+
+_SINGLE_FETCH_REDIRECT = re.compile(r'"redirect"\s*,\s*"([^"]*)"\s*,\s*"status"\s*,\s*(30[1-8])')
+_COMPONENT_LINE = re.compile(r"^[0-9a-f]{1,8}:(?=[\[{])", re.M)
+_RENDERED_ERROR = re.compile(r"^\s*(error\b|failed\b|failure\b|could not\b|couldn't\b|unable to\b)", re.I)
+
+
+def _header(d: dict, name: str) -> str:
+    headers = d.get("responseHeaders") if isinstance(d.get("responseHeaders"), dict) else {}
+    return str(headers.get(name, ""))
+
+
+def _read_single_fetch(d: dict) -> Optional[str]:
+    """React Router / Remix "single fetch": a form action's answer (often 202, a turbo-stream body)
+    that carries `"redirect", "/path", "status", 302` is a redirect, not queued work."""
+    body = d.get("responseBody")
+    m = _SINGLE_FETCH_REDIRECT.search(body) if isinstance(body, str) else None
+    return "it redirects to %s (%s)" % (m.group(1), m.group(2)) if m else None
+
+
+def _read_server_action(d: dict) -> Optional[str]:
+    """React server actions: a `text/x-component` stream of `id:JSON` rows; a row whose object says
+    `ok: false`, `success: false` or carries an error is a failure inside a 200."""
+    body = d.get("responseBody")
+    if not isinstance(body, str) or not ("x-component" in _header(d, "content-type") or _COMPONENT_LINE.search(body)):
+        return None
+    for line in body.splitlines():
+        m = _COMPONENT_LINE.match(line)
+        problem = _partial_failure(line[m.end():]) if m else None
+        if problem:
+            return "the server action's answer (row %s) says %s" % (line[:m.end() - 1], problem[len("the body says "):]
+                                                                    if problem.startswith("the body says ") else problem)
+    return None
+
+
+def _read_dash_callback(d: dict) -> Optional[str]:
+    """Plotly Dash: a callback (POST …/_dash-update-component) always answers 200 with the new props;
+    one whose rendered text begins as an error does ("Error: … Nothing was saved.")."""
+    if "_dash-update-component" not in str(d.get("url", "")) or not isinstance(d.get("responseBody"), str):
+        return None
+    try:
+        data = json.loads(d["responseBody"])
+    except ValueError:
+        return None
+    stack = [data.get("response")] if isinstance(data, dict) else []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, str) and _RENDERED_ERROR.search(v) and not _NO_FAILURE.search(v):
+            return "the callback rendered %r" % _short(v, 100)
+    return None
+
+
+class _WireFormat:
+    """One framework's answer read for what it means: `meaning` is "redirect" (not queued work, not a
+    failure) or "failure" (a failure inside a 2xx); `read(call)` says so in a phrase, or None."""
+
+    __slots__ = ("name", "meaning", "read")
+
+    def __init__(self, name: str, meaning: str, read: Callable[[dict], Optional[str]]) -> None:
+        self.name = name
+        self.meaning = meaning
+        self.read = read
+
+
+_WIRE_FORMATS: Tuple[_WireFormat, ...] = (
+    _WireFormat("single-fetch-redirect", "redirect", _read_single_fetch),
+    _WireFormat("server-action", "failure", _read_server_action),
+    _WireFormat("dash-callback", "failure", _read_dash_callback),
+)
+
+
+def _wire_meaning(d: dict) -> Optional[Tuple[str, str]]:
+    """(meaning, phrase) of the first wire format that reads call `d`, or None."""
+    for w in _WIRE_FORMATS:
+        said = w.read(d)
+        if said:
+            return w.meaning, said
+    return None
+
+
+def _queued(d: dict, window: List[dict]) -> bool:
+    """A 202 is queued work only when nothing says otherwise: its answer (a single-fetch redirect, a
+    failure) or the page's next steps (a route change or a new document after it)."""
+    if _wire_meaning(d) is not None:
+        return False
+    after = [e for e in window if e["type"] == "net.request" and e["data"] is d]
+    t = after[0]["t"] if after else 0.0
+    return not any(e["t"] > t and (e["type"] == "route.change" or (e["type"] == "net.request" and e["data"].get(
+        "initiator") == "document")) for e in window)
 
 
 def _partial_failure(body: Any) -> Optional[str]:
@@ -5156,7 +5279,7 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
 
 
 async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    since, until = _window(session, args, 0.0)
+    since, until = _window(session, args, session.floor())  # like the verdicts: from the last act or navigation
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
     logs = []
     for e in events:

@@ -74,7 +74,10 @@ def rows():
         {"pass": False, "assertion": "net.answered-otherwise", "retryAfterMs": 160}, "answered 500"
     yield "net.answered-otherwise-final", net, obs([call(10, status=500)], now=400), \
         {"pass": False, "decided": True, "decidedBy": "answered-otherwise"}, "answered 500"
-    yield "net.frames-only", net, obs([frame(10, "hi", direction="out")]), {"pass": False}, "WebSocket/EventSource"
+    yield "net.frames-could-be-it", net, obs([frame(10, "hi", direction="out", url="ws://x/api/save/live")]), \
+        {"pass": False}, "WebSocket/EventSource"
+    yield "net.frames-elsewhere", net, obs([frame(10, "hi", direction="out", url="ws://x/api/kernels/1")]), \
+        {"pass": False, "assertion": "net.present"}, "no completed request matched"
     count = dict(net, count=1)
     yield "net.count", count, obs([call(10)]), {"pass": True, "assertion": "net.count"}, None
     yield "net.count-exceeded", count, obs([call(10), call(20)]), \
@@ -287,3 +290,10 @@ def test_a_verdict_from_an_observation_alone():
     res, contradictions, (verified, reason, _) = reticle._verdict(net, o)
     assert res["pass"] and verified == "no" and reason == "contradicted", (res, contradictions)
     assert contradictions[0]["kind"] == "partial-failure-in-ok-response"
+
+
+def test_a_text_miss_names_what_the_page_tells_the_user():
+    p = parse({"kind": "text", "contains": "Saved"})
+    res = reticle._judge(p, obs(live=read(p, {"found": False}), near=read(p, {"told": ["Nothing was stored", "Ready"]})))
+    assert res["observed"] == ["Nothing was stored", "Ready"], res
+    assert "the page tells the user: 'Nothing was stored', 'Ready'" in res["failureReason"], res
