@@ -150,3 +150,51 @@ def test_a_failure_in_sight_decides_early(live):
                                                    detail="full"))
     assert out["verified"] == "no" and out["verdict"].get("decidedBy") == "failure-shown", (out["because"], out["verdict"], out["trace"])
     assert out["trace"]["window_ms"] < 3000, out
+
+
+# -- in a device (the daemon's own browser, real input; these pages also carry the script tag) ---------
+
+@pytest.fixture(scope="module")
+def device(live):
+    opened = live.mcp.ok("reticle_open", {"url": live.app.url + "/status/"})
+    yield opened["sessionId"]
+    live.mcp.call("reticle_close", {"sessionId": opened["sessionId"]})
+
+
+def in_device(live, sid, path):
+    APP.reset()
+    nav = live.mcp.ok("reticle_navigate", {"url": live.app.url + path, "sessionId": sid})
+    assert nav["confirmed"] is True, nav
+
+
+def test_in_a_device_the_same_error_again_is_no(live, device):
+    in_device(live, device, "/same/")
+    live.mcp.ok("reticle_act", dict(SAVE, sessionId=device))
+    out = live.mcp.ok("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Enter a valid"},
+                                           "timeout_ms": 5000, "sessionId": device})
+    assert out["pass"] is True, out
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, sessionId=device, timeout_ms=4000))
+    assert out["verified"] == "no" and out["verifiedReason"] == "failure_still_shown", out
+    assert out.get("effect", {}).get("input", "cdp") == "cdp", out
+
+
+@pytest.mark.parametrize("fault", [True, False], ids=["refused", "success"])
+def test_in_a_device_the_socket_reply_is_waited_for(live, device, fault):
+    in_device(live, device, "/sock/")
+    APP.fault = fault
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, sessionId=device, timeout_ms=4000))
+    assert out["verified"] == ("no" if fault else "yes"), out
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["error", "success"])
+def test_in_a_device_an_assert_right_after_a_form_post_judges_the_next_page(live, device, fail):
+    in_device(live, device, "/dj/?fail=1" if fail else "/dj/")
+    live.mcp.ok("reticle_act", dict(SAVE, sessionId=device))
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "was added successfully"},
+                                         "sessionId": device})
+    if fail:
+        assert out["verified"] == "no", out
+        assert "Nothing was changed" in out["because"], out
+    else:
+        assert out["verified"] == "yes", out
+    assert APP.saves == 1
