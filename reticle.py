@@ -2786,9 +2786,15 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
         label = "%s → %s" % (_call_label(d), d.get("status"))
         if label not in seen:
             seen.append(label)
-    return {"pass": False, "assertion": "net.present", "expected": expected,
-            "observed": seen[:8] or "no calls at all in this window",
-            "failureReason": "no completed request matched %s" % expected}
+    out = {"pass": False, "assertion": "net.present", "expected": expected,
+           "observed": seen[:8] or "no calls at all in this window",
+           "failureReason": "no completed request matched %s" % expected}
+    elsewhere = _frames(window)
+    if elsewhere:
+        out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs, so "
+                                 "none was it; match messages with {kind: \"frame\", ...}" % (
+                                     len(elsewhere), _frame_label(elsewhere[0])))
+    return out
 
 
 def _judge_console(p: dict, obs: _Observation) -> dict:
@@ -3975,8 +3981,15 @@ _FAILURE_UI: Tuple[_FailureUi, ...] = (
 
 
 def _failure_ui_config() -> str:
-    """The conventions as the SDK reads them: [[source, selector, level], ...]."""
-    return _dumps([[r.name, r.selector, r.level] for r in _FAILURE_UI])
+    """The conventions as the SDK reads them, a JavaScript array of [source, selector, level]
+    rows, one literal a line (as a formatter wraps it)."""
+    def lit(v: Optional[str]) -> str:
+        if v is None:
+            return "null"
+        assert "'" not in v and "\\" not in v and "\n" not in v, v
+        return "'%s'" % v
+    return "[\n" + ",\n".join("    [\n      %s,\n      %s,\n      %s\n    ]" % (lit(r.name), lit(r.selector), lit(r.level))
+                              for r in _FAILURE_UI) + "\n  ]"
 
 
 def _is_failure_ui(d: dict) -> bool:
