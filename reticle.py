@@ -1352,6 +1352,8 @@ class _BrowserSession:
     def _observe(self, event: dict) -> None:
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
+        if etype in ("net.request", "net.pending"):
+            self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
             if len(self._open) < 1000:
                 key = _request_key(event)
@@ -2003,6 +2005,7 @@ class _Device:
                 _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
 
         await asyncio.gather(self._prepare_page(), close_old())
+        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
         if old_context:  # its renderer winds down on its own time; the next page need not wait for it
             self.manager.hub.spawn(self._dispose(old_context))
 
@@ -2374,6 +2377,7 @@ class _DeviceManager:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, _remove_profile, device.profile)
         self._drop_record(device)
+        self.hub.faults.drop_tab(device.session_id)
         session = self.hub.bridge.get(device.session_id)
         if session is not None and session.handler is not None:
             session.handler.close(1001, "the device closed")
@@ -2443,6 +2447,279 @@ def _remove_profile(path: str) -> None:
         if not os.path.exists(path):
             return
         time.sleep(0.1)
+
+
+# -- faults on purpose (reticle_fault) --------------------------------------------------------------
+# A fault makes one tab's matching requests fail (or wait) so that an agent can prove the app tells
+# the user.  In a device it acts in the browser's network layer (CDP Fetch: the request never
+# reaches the server unless it is only delayed); in a tab with the script tag it acts in the SDK's
+# fetch and XHR wrappers.  Every request a fault touched is marked on the page's own record of it
+# (`faulted: true`, `faultId`), so no verdict mistakes a fault's answer for the server's.
+
+FAULT_TTL_MS_DEFAULT = 600000        # a fault expires this long after it was set, unless ttlMs says
+FAULT_MAX_PER_TAB = 32
+FAULT_HIT_KEEP_MS = 120000           # a request a device fault touched is matched to the page's record within this
+_FAULT_CDP_TYPES = {"document": "Document", "fetch": "Fetch", "xhr": "XHR", "websocket": "WebSocket",
+                    "eventsource": "EventSource", "script": "Script", "stylesheet": "Stylesheet", "image": "Image",
+                    "font": "Font", "media": "Media", "other": "Other"}
+_FAULT_SDK_TYPES = ("fetch", "xhr")
+_FAULT_DEVICE_COVERS = ["documents", "form posts", "fetch", "XHR", "WebSocket handshakes", "EventSource",
+                        "scripts, styles, images and fonts"]
+_FAULT_SDK_COVERS = ["fetch", "XHR"]
+_FAULT_SDK_MISSES = ["documents and form posts", "WebSocket handshakes", "EventSource",
+                     "scripts, styles and images", "requests made by workers"]
+
+
+class _Fault:
+    """One fault: what it matches, what it answers, how often and until when, and whose it is."""
+
+    def __init__(self, fid: str, owner: str, session_id: str, spec: dict, now_ms: float) -> None:
+        match = spec["match"]
+        self.id = fid
+        self.owner = owner
+        self.session_id = session_id
+        self.url_contains = str(match["urlContains"])
+        self.method = str(match["method"]).upper() if match.get("method") else None
+        self.resource_type = str(match["resourceType"]).lower() if match.get("resourceType") else None
+        self.respond = dict(spec["respond"]) if spec.get("respond") else None
+        self.delay_ms = int(spec.get("delayMs") or 0)
+        self.abort = bool(spec.get("abort"))
+        self.times = spec.get("times")
+        self.ttl_ms = int(spec.get("ttlMs") or FAULT_TTL_MS_DEFAULT)
+        self.created = now_ms
+        self.expires = now_ms + self.ttl_ms
+        self.expires_wall = time.time() + self.ttl_ms / 1000.0
+        self.hits = 0
+        self.cleared = False
+
+    def live(self, now_ms: float) -> bool:
+        return not self.cleared and now_ms < self.expires and (self.times is None or self.hits < self.times)
+
+    def fits(self, method: Any, url: Any, rtype: Optional[str] = None) -> bool:
+        if self.method and str(method or "GET").upper() != self.method:
+            return False
+        if self.url_contains not in str(url or ""):
+            return False
+        return not (self.resource_type and rtype and rtype != self.resource_type)
+
+    def what(self) -> str:
+        if self.abort:
+            return "aborted" + (" after %d ms" % self.delay_ms if self.delay_ms else "")
+        if self.respond:
+            return "answered %s" % self.respond.get("status") + (" after %d ms" % self.delay_ms if self.delay_ms else "")
+        return "delayed %d ms" % self.delay_ms
+
+    def public(self, now_ms: float) -> dict:
+        match: Dict[str, Any] = {"urlContains": self.url_contains}
+        if self.method:
+            match["method"] = self.method
+        if self.resource_type:
+            match["resourceType"] = self.resource_type
+        out: Dict[str, Any] = {"faultId": self.id, "sessionId": self.session_id, "match": match, "does": self.what(),
+                               "hits": self.hits, "live": self.live(now_ms), "expiresAt": _wall_iso(self.expires_wall)}
+        if self.times is not None:
+            out["times"] = self.times
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+    def for_sdk(self, now_ms: float) -> dict:
+        """What the SDK's wrappers need (no owner, no session)."""
+        out: Dict[str, Any] = {"id": self.id, "urlContains": self.url_contains, "method": self.method,
+                               "resourceType": self.resource_type, "delayMs": self.delay_ms, "abort": self.abort,
+                               "expiresInMs": max(0, round(self.expires - now_ms))}
+        if self.respond:
+            out["respond"] = self.respond
+        if self.times is not None:
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+
+async def _quietly(job: Awaitable) -> None:
+    """Run a background job whose failure (a tab gone, a browser gone) only needs a log line."""
+    try:
+        await job
+    except ToolError as exc:
+        _emit(_log, logging.INFO, "background_job_failed", why=exc.error[:300])
+
+
+def _cdp_pattern(text: str) -> str:
+    """A CDP Fetch urlPattern matching any URL that contains `text` (`*`, `?` and `\\` escaped)."""
+    return "*" + re.sub(r"([*?\\])", r"\\\1", text) + "*"
+
+
+class _Faults:
+    """Every fault of one daemon, per tab.  A fault acts on the tab it was set on and on no other;
+    only the client that set it lists or clears it; it ends with its ttl, its `times`, a clear, or
+    the tab (a closed device, a tab that went away and did not come back)."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.tabs: Dict[str, Dict[str, _Fault]] = {}
+        self.hits: Dict[str, collections.deque] = {}       # session id -> [fault id, method, url, t, used]
+        self.device_patterns: Dict[str, Tuple[str, ...]] = {}  # CDP page session -> patterns enabled
+        self.listening: set = set()
+        self.timers: Dict[str, Any] = {}
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+    def _tab_alive(self, sid: str) -> bool:
+        bridge = self.hub.bridge
+        return sid in bridge.sessions or sid in bridge.departed or self.hub.devices.for_session(sid) is not None
+
+    def live(self, sid: str) -> List[_Fault]:
+        if sid in self.tabs and not self._tab_alive(sid):
+            self.drop_tab(sid)
+        now = self.hub.clock()
+        return [f for f in self.tabs.get(sid, {}).values() if f.live(now)]
+
+    def known(self, sid: str, fid: Any) -> Optional[_Fault]:
+        return self.tabs.get(sid, {}).get(fid) if isinstance(fid, str) else None
+
+    def drop_tab(self, sid: str) -> None:
+        for fid in self.tabs.pop(sid, {}):
+            timer = self.timers.pop(fid, None)
+            if timer is not None:
+                timer.cancel()
+        self.hits.pop(sid, None)
+
+    def add(self, session: "_BrowserSession", owner: str, spec: dict) -> _Fault:
+        tab = self.tabs.setdefault(session.id, {})
+        for fid in [k for k, f in tab.items() if not f.live(self.hub.clock())]:
+            del tab[fid]
+        if len(tab) >= FAULT_MAX_PER_TAB:
+            raise ToolError("tab %s already has %d faults (at most %d)" % (session.id, len(tab), FAULT_MAX_PER_TAB),
+                            "clear some with reticle_fault {clear: true}")
+        fault = _Fault("f" + secrets.token_hex(4), owner, session.id, spec, self.hub.clock())
+        tab[fault.id] = fault
+        loop = asyncio.get_running_loop()
+        self.timers[fault.id] = loop.call_later(fault.ttl_ms / 1000.0, lambda: self.hub.spawn(self.sync(session.id)))
+        return fault
+
+    def clear(self, sid: str, owner: str, which: Any) -> List[str]:
+        tab = self.tabs.get(sid, {})
+        gone = [f for f in tab.values() if f.owner == owner and (which is True or f.id == which)]
+        for f in gone:
+            f.cleared = True
+            del tab[f.id]
+            timer = self.timers.pop(f.id, None)
+            if timer is not None:
+                timer.cancel()
+        return [f.id for f in gone]
+
+    def take(self, sid: str, method: Any, url: Any, rtype: Optional[str]) -> Optional[_Fault]:
+        """The first live fault of tab `sid` that fits this request, its hit counted and noted."""
+        for fault in self.live(sid):
+            if fault.fits(method, url, rtype):
+                fault.hits += 1
+                hits = self.hits.setdefault(sid, collections.deque(maxlen=500))
+                hits.append([fault.id, str(method or "GET").upper(), str(url or ""), self.hub.clock(), False])
+                return fault
+        return None
+
+    # -- the page's records: a request a fault touched says so ---------------------------------------
+    def mark(self, session: "_BrowserSession", event: dict) -> None:
+        """Set `faulted`/`faultId` on a completed request's record when a fault of this tab touched it,
+        and take them off when none did (a page cannot claim a fault it never met)."""
+        data = event["data"]
+        claimed = data.pop("faultId", None)
+        data.pop("faulted", None)
+        if session.device is None:  # the script tag: the SDK's wrappers applied the fault and name it
+            fault = self.known(session.id, claimed)
+            if fault is not None:
+                if event["type"] == "net.request":
+                    fault.hits += 1
+                data["faulted"] = True
+                data["faultId"] = fault.id
+            return
+        if event["type"] != "net.request":
+            return
+        horizon = self.hub.clock() - FAULT_HIT_KEEP_MS
+        method = str(data.get("method") or "GET").upper()
+        for hit in self.hits.get(session.id, ()):
+            fault = self.known(session.id, hit[0])
+            if hit[4] or hit[3] < horizon or hit[1] != method or fault is None:
+                continue
+            if fault.fits(method, data.get("url")) or data.get("url") == hit[2]:
+                hit[4] = True
+                data["faulted"] = True
+                data["faultId"] = fault.id
+                return
+
+    # -- putting faults in force -----------------------------------------------------------------------
+    async def sync(self, sid: str) -> None:
+        """Put tab `sid`'s live faults in force: Fetch patterns in a device, the SDK's list with the
+        script tag."""
+        device = self.hub.devices.for_session(sid)
+        if device is not None:
+            await self.sync_device(device)
+            return
+        session = self.hub.bridge.get(sid)
+        if session is None or session.handler is None:
+            return
+        now = self.hub.clock()
+        await session.command("fault_set", {"faults": [f.for_sdk(now) for f in self.live(sid)]})
+
+    async def sync_device(self, device: "_Device") -> None:
+        page = device.page
+        if page is None or device.closed or device.cdp.closed:
+            return
+        if device.id not in self.listening:
+            self.listening.add(device.id)
+            device.cdp.listeners.append(lambda method, params, s: self._on_cdp(device, method, params, s))
+        patterns = []
+        for fault in self.live(device.session_id):
+            pattern: Dict[str, Any] = {"urlPattern": _cdp_pattern(fault.url_contains), "requestStage": "Request"}
+            if fault.resource_type:
+                pattern["resourceType"] = _FAULT_CDP_TYPES[fault.resource_type]
+            patterns.append(pattern)
+        key = tuple(sorted(_dumps(p) for p in patterns))
+        if self.device_patterns.get(page, ()) == key:
+            return
+        if patterns:
+            await device.cdp.call("Fetch.enable", {"patterns": patterns, "handleAuthRequests": False}, page)
+            self.device_patterns[page] = key
+        else:
+            await device.cdp.call("Fetch.disable", {}, page)
+            self.device_patterns.pop(page, None)
+
+    def _on_cdp(self, device: "_Device", method: str, params: dict, session: Optional[str]) -> None:
+        if method == "Fetch.requestPaused" and session is not None:
+            self.hub.spawn(self._paused(device, params, session))
+
+    async def _paused(self, device: "_Device", params: dict, page: str) -> None:
+        """A request the browser holds for us: answer it as the fault says, or let it go."""
+        req = params.get("request") or {}
+        rid = params.get("requestId")
+        rtype = str(params.get("resourceType") or "other").lower()
+        fault = self.take(device.session_id, req.get("method"), req.get("url"), rtype) if page == device.page else None
+        call = device.cdp.call
+        try:
+            if fault is None:
+                await call("Fetch.continueRequest", {"requestId": rid}, page)
+                if not self.live(device.session_id):
+                    self.hub.spawn(self.sync_device(device))
+                return
+            _emit(_device_log, logging.INFO, "fault_hit", faultId=fault.id, sessionId=device.session_id,
+                  method=req.get("method"), resourceType=rtype, does=fault.what())
+            if fault.delay_ms:
+                await asyncio.sleep(fault.delay_ms / 1000.0)
+            if fault.abort:
+                await call("Fetch.failRequest", {"requestId": rid, "errorReason": "Failed"}, page)
+            elif fault.respond:
+                r = fault.respond
+                headers = [{"name": str(k), "value": str(v)} for k, v in (r.get("headers") or {}).items()]
+                if not any(h["name"].lower() == "content-type" for h in headers):
+                    headers.append({"name": "Content-Type", "value": "text/plain; charset=utf-8"})
+                body = str(r.get("body") if r.get("body") is not None else "Reticle fault %s" % fault.id)
+                await call("Fetch.fulfillRequest", {"requestId": rid, "responseCode": int(r["status"]),
+                                                    "responseHeaders": headers,
+                                                    "body": base64.b64encode(body.encode("utf-8")).decode("ascii")},
+                           page)
+            else:
+                await call("Fetch.continueRequest", {"requestId": rid}, page)
+            if fault.times is not None and fault.hits >= fault.times:
+                self.hub.spawn(self.sync_device(device))
+        except _CdpError as exc:  # the page navigated away or the browser went: nothing is left to answer
+            _emit(_device_log, logging.INFO, "fault_unanswered", sessionId=device.session_id, why=str(exc))
 
 
 ###############################################################################
@@ -3748,7 +4025,7 @@ def _trim_call(d: dict) -> dict:
     parts = urllib.parse.urlsplit(url)
     out = {"method": d.get("method"), "url": (parts.path or "/") + ("?" + parts.query if parts.query else "")
            if parts.scheme else url, "status": d.get("status")}
-    for k in ("ms", "initiator", "error", "statusNote"):
+    for k in ("ms", "initiator", "error", "statusNote", "faulted", "faultId"):
         if d.get(k) is not None and not (k == "initiator" and d[k] in ("fetch", "xhr")):
             out[k] = d[k]
     for k in ("requestBody", "responseBody"):
@@ -3816,6 +4093,17 @@ def _compact(out: dict) -> dict:
         c["effect"] = odd
     c["since"] = out.get("since")
     return c
+
+
+def _faulted_note(because: str, window: List[dict]) -> str:
+    """`because` with one sentence more when a request of the window was answered by a fault
+    (reticle_fault), so no one reads a fault's answer as the server's."""
+    hit = [e["data"] for e in window if e["type"] == "net.request" and e["data"].get("faulted")]
+    if not hit:
+        return because
+    more = " (and %d more)" % (len(hit) - 1) if len(hit) > 1 else ""
+    return "%s The evidence was faulted on purpose: %s%s was answered by fault %s, not by the server." % (
+        because, _call_label(hit[0]), more, hit[0].get("faultId"))
 
 
 def _lost_evidence(window: List[dict], known: "_Known") -> str:
@@ -4481,7 +4769,8 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     for c in calls:
         item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
                                   "pending", "error", "initiator", "responseSize", "bodyTruncated",
-                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote")
+                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote",
+                                  "faulted", "faultId")
                 if k in c}
         if args.get("detail") == "full" and "responseHeaders" in c:
             item["responseHeaders"] = c["responseHeaders"]
@@ -4509,6 +4798,101 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
         out["bodiesNotCaptured"] = True
     out["cost"] = _cost(shaped)
     return session.splice_buffer(out, since)
+
+
+# -- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
+
+_FAULT_SCHEMA = {
+    "match": {"type": "object", "additionalProperties": False, "required": ["urlContains"],
+              "description": "{urlContains, method?, resourceType?}",
+              "properties": {"urlContains": {"type": "string", "minLength": 1, "maxLength": 2048},
+                             "method": {"type": "string", "pattern": "^[A-Za-z]{1,16}$"},
+                             "resourceType": {"enum": sorted(_FAULT_CDP_TYPES)}}},
+    "respond": {"type": "object", "additionalProperties": False, "required": ["status"],
+                "description": "{status, body?, headers?}",
+                "properties": {"status": {"type": "integer", "minimum": 200, "maximum": 599},
+                               "body": {"type": "string", "maxLength": 65536},
+                               "headers": {"type": "object", "maxProperties": 20,
+                                           "additionalProperties": {"type": "string", "maxLength": 1024}}}},
+    "delayMs": {"type": "integer", "minimum": 1, "maximum": 60000},
+    "abort": {"const": True},
+    "times": {"type": "integer", "minimum": 1, "maximum": 1000},
+    "ttlMs": {"type": "integer", "minimum": 100, "maximum": 3600000},
+    "clear": {"anyOf": [{"const": True}, {"type": "string", "pattern": "^f[0-9a-f]{8}$"}],
+              "description": "true (all of yours on the tab) or a faultId"},
+    "list": {"const": True},
+}
+
+
+def _fault_spec_problem(args: dict) -> Optional[str]:
+    """What is wrong with a reticle_fault call the schema let through, or None."""
+    modes = [k for k in ("match", "clear", "list") if k in args]
+    if len(modes) != 1:
+        return "pass exactly one of `match` (set a fault), `clear` (remove) or `list`; got %s" % (
+            ", ".join(modes) or "none of them")
+    if modes[0] != "match":
+        extra = [k for k in ("respond", "delayMs", "abort", "times", "ttlMs") if k in args]
+        return "`%s` takes no %s" % (modes[0], ", ".join(extra)) if extra else None
+    if "respond" in args and args.get("abort"):
+        return "a fault either answers (`respond`) or aborts (`abort`), not both"
+    if not ("respond" in args or args.get("abort") or args.get("delayMs")):
+        return "a fault needs `respond: {status}`, `abort: true` or `delayMs` (or several: delayMs with either)"
+    rtype = args["match"].get("resourceType")
+    if rtype == "websocket" and "respond" in args:
+        return "a WebSocket handshake can only be aborted or delayed (`abort: true`), not answered"
+    return None
+
+
+async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """Set, list or clear this client's faults on one tab (see _Faults)."""
+    problem = _fault_spec_problem(args)
+    if problem:
+        raise ToolError("reticle_fault: %s." % problem,
+                        'for example {"match": {"urlContains": "/api/save", "method": "POST"}, '
+                        '"respond": {"status": 500}}')
+    faults = hub.faults
+    now = hub.clock()
+    if args.get("list"):
+        mine = [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]
+        return {"sessionId": session.id, "faults": mine}
+    if "clear" in args:
+        gone = faults.clear(session.id, ctx.session_key, args["clear"])
+        if args["clear"] is not True and not gone:
+            raise ToolError("no fault %s of yours on tab %s" % (args["clear"], session.id),
+                            "reticle_fault {list: true} shows yours")
+        await faults.sync(session.id)
+        return {"sessionId": session.id, "cleared": gone,
+                "faults": [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]}
+    device = hub.devices.for_session(session.id)
+    if device is not None and device.owner != ctx.session_key:
+        raise ToolError("tab %s is a device another client opened; its faults are its own" % session.id,
+                        "open your own device with reticle_open")
+    rtype = args["match"].get("resourceType")
+    if device is None and rtype and rtype not in _FAULT_SDK_TYPES:
+        raise ToolError("tab %s has the script tag, where faults act in the SDK's fetch and XHR wrappers only; "
+                        "a %s request cannot be faulted there" % (session.id, rtype),
+                        "open the app with reticle_open (a device faults documents, form posts and WebSocket "
+                        "handshakes in the browser's network layer)")
+    fault = faults.add(session, ctx.session_key, args)
+    try:
+        await faults.sync(session.id)
+    except ToolError:
+        faults.clear(session.id, ctx.session_key, fault.id)
+        raise
+    out = dict(fault.public(now), ttlMs=fault.ttl_ms)
+    if device is not None:
+        out["in"] = "device"
+        out["covers"] = ([_FAULT_DEVICE_COVERS[{"document": 0, "fetch": 2, "xhr": 3, "websocket": 4,
+                                                  "eventsource": 5}.get(rtype, 6)]] if rtype else _FAULT_DEVICE_COVERS)
+        out["note"] = "the browser answers for the server: a matching request never reaches it%s" % (
+            " until the delay is over" if fault.delay_ms and not (fault.abort or fault.respond) else "")
+    else:
+        out["in"] = "sdk"
+        out["covers"] = [rtype] if rtype else _FAULT_SDK_COVERS
+        out["notCovered"] = _FAULT_SDK_MISSES
+        out["note"] = ("the SDK's fetch and XHR wrappers answer for the server in this tab (documents, form posts "
+                       "and WebSockets need a device: reticle_open)")
+    return out
 
 
 _CONSOLE_TYPES = ("console.log", "console.info", "console.warn", "console.error", "console.debug",
@@ -4606,6 +4990,7 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     known = session.known(floor)
     contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None, known)
     verified, reason, because = _decide(res, contradictions, window, known, floor, p)
+    because = _faulted_note(because, window)
     out = {"verified": verified, "verifiedReason": reason, "because": because}
     out.update(res)
     out["since"] = floor
@@ -4660,6 +5045,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         contradictions = [no_effect]  # it explains everything else: it stands alone
     verified, reason, because = _decide(res, contradictions, window, known, since, p,
                                         already_true=already_true, act=True, effect=effect)
+    because = _faulted_note(because, window)
     verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
                                    "inconclusive", "decided", "decidedBy", "observationLost", "timedOut")
                if res.get(k) is not None}
@@ -4882,6 +5268,11 @@ def _build_registry() -> _ToolRegistry:
     add("reticle_capabilities",
         "What the app declared with reticle.describe, and the testids on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
+    add("reticle_fault",
+        "Make this tab's matching requests fail on purpose (`respond` {status}, `abort`, `delayMs`; `times`, "
+        "`ttlMs`), to prove the app tells the user; `clear`, `list`. Faulted requests are marked faulted.",
+        dict(_FAULT_SCHEMA, sessionId=sid), _tool_fault,
+        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}})
     reg.add(_Tool("reticle_flow_save",
         "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
         "by role, name, label or testid, secrets as variables.",
@@ -6382,6 +6773,8 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         session.device = self.device
         self.session = session
+        if self.device is None and self.hub.faults.live(session.id):  # a new document gets the tab's faults
+            self.hub.spawn(_quietly(self.hub.faults.sync(session.id)))
 
     def on_close(self) -> None:
         self._end_handshake()
@@ -6593,6 +6986,7 @@ class Hub:
         self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
         self.journeys = _Journeys()
+        self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
@@ -11524,6 +11918,108 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // ---- faults on purpose (reticle_fault with the script tag) ------------------------------------
+  // The daemon sends this tab's faults (fault_set); the fetch and XHR wrappers answer a matching
+  // request themselves (a status, a failure, a delay) and mark its record with the fault's id.
+  var FAULTS = [];
+  function setFaults(a) {
+    var list = Array.isArray(a.faults) ? a.faults : [];
+    var now = N.now();
+    FAULTS = list.slice(0, 32).filter(isObj).map(function (f) {
+      return {
+        id: String(f.id || ''),
+        urlContains: String(f.urlContains || ''),
+        method: f.method ? String(f.method).toUpperCase() : null,
+        resourceType: f.resourceType ? String(f.resourceType) : null,
+        delayMs: Math.max(0, Math.min(60000, +f.delayMs || 0)),
+        abort: !!f.abort,
+        respond: isObj(f.respond) ? f.respond : null,
+        remaining: typeof f.remaining === 'number' ? f.remaining : null,
+        until: now + Math.max(0, +f.expiresInMs || 0)
+      };
+    });
+    return { faults: FAULTS.length };
+  }
+  function faultFor(method, url, kind) {
+    var now = N.now();
+    for (var i = 0; i < FAULTS.length; i++) {
+      var f = FAULTS[i];
+      if (now >= f.until || f.remaining === 0 || !f.urlContains) continue;
+      if (f.method && f.method !== method) continue;
+      if (f.resourceType && f.resourceType !== kind) continue;
+      if (String(url).indexOf(f.urlContains) < 0) continue;
+      if (f.remaining !== null) f.remaining--;
+      return f;
+    }
+    return null;
+  }
+  function faultWait(f) {
+    return new N.Promise(function (resolve) {
+      if (f.delayMs) N.setTimeout(resolve, f.delayMs);
+      else resolve();
+    });
+  }
+  function faultHeaders(f) {
+    var h = isObj(f.respond && f.respond.headers) ? f.respond.headers : {};
+    var out = [];
+    var typed = false;
+    for (var k in h) {
+      if (hasOwn(h, k)) {
+        out.push([String(k), String(h[k])]);
+        if (String(k).toLowerCase() === 'content-type') typed = true;
+      }
+    }
+    if (!typed) out.push(['Content-Type', 'text/plain; charset=utf-8']);
+    return out;
+  }
+  function faultBody(f) {
+    var b = f.respond && f.respond.body;
+    return b == null ? 'Reticle fault ' + f.id : String(b);
+  }
+  // A fetch the fault answers: a Response of its own, a TypeError as a failed network, or the
+  // real request after the delay.
+  function faultedFetch(f, orig, self, args) {
+    return faultWait(f).then(function () {
+      if (f.abort) throw new TypeError('Failed to fetch');
+      if (!f.respond) return orig.apply(self, args);
+      return new Response(faultBody(f), { status: +f.respond.status || 500, headers: faultHeaders(f) });
+    });
+  }
+  // An XHR the fault answers: its state and answer are set on the instance, then its events fire.
+  function faultedXhr(f, xhr, orig, args) {
+    faultWait(f).then(
+      guard('network_observer', function () {
+        if (!f.abort && !f.respond) return orig.apply(xhr, args);
+        var status = f.abort ? 0 : +f.respond.status || 500;
+        var body = f.abort ? '' : faultBody(f);
+        var heads = f.abort ? [] : faultHeaders(f);
+        var value = body;
+        if (xhr.responseType === 'json') {
+          try {
+            value = N.parse(body);
+          } catch (e) {
+            value = null;
+          }
+        }
+        var fixed = { readyState: 4, status: status, statusText: '', responseText: body, response: value };
+        Object.keys(fixed).forEach(function (k) {
+          Object.defineProperty(xhr, k, { configurable: true, get: function () { return fixed[k]; } });
+        });
+        xhr.getResponseHeader = function (name) {
+          for (var i = 0; i < heads.length; i++)
+            if (heads[i][0].toLowerCase() === String(name).toLowerCase()) return heads[i][1];
+          return null;
+        };
+        xhr.getAllResponseHeaders = function () {
+          return heads.map(function (h) { return h[0].toLowerCase() + ': ' + h[1]; }).join('\r\n');
+        };
+        xhr.dispatchEvent(new Event('readystatechange'));
+        xhr.dispatchEvent(new ProgressEvent(f.abort ? 'error' : 'load'));
+        xhr.dispatchEvent(new ProgressEvent('loadend'));
+      })
+    );
+  }
+
   function installFetch() {
     if (typeof window.fetch !== 'function') return;
     if (!isNativeFn(window.fetch))
@@ -11554,18 +12050,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             var id = 'n' + ++netCounter;
             meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
             if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
+            meta.fault = faultFor(method, url, 'fetch');
             emit('net.pending', {
               id: id,
               requestId: id,
               method: method,
               url: meta.url,
-              initiator: 'fetch'
+              initiator: 'fetch',
+              faultId: meta.fault ? meta.fault.id : undefined
             });
           }
         } catch (e) {
           meta = null;
         }
-        var p = orig.apply(this, arguments);
+        var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, arguments) : orig.apply(this, arguments);
         if (!meta) return p;
         try {
           // a Request object body: read from a clone
@@ -11609,6 +12107,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               initiator: 'fetch',
               error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
             };
+            if (meta.fault) d.faultId = meta.fault.id;
             d.ms = d.durationMs;
             emit('net.request', withBodyFields(d, meta.req, null));
           })
@@ -11690,7 +12189,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       ms: ms,
       initiator: initiator,
       statusText: statusText || undefined,
-      contentType: ct || undefined
+      contentType: ct || undefined,
+      faultId: meta.fault ? meta.fault.id : undefined
     };
   }
   function onFetchResponse(meta, res) {
@@ -12147,12 +12647,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             m.t0 = N.now();
             m.rurl = redactUrl(m.url);
             m.req = S.captureBodies ? describeReqBody(body) : null;
+            m.fault = faultFor(m.method, m.url, 'xhr');
             emit('net.pending', {
               id: id,
               requestId: id,
               method: m.method,
               url: m.rurl,
-              initiator: 'xhr'
+              initiator: 'xhr',
+              faultId: m.fault ? m.fault.id : undefined
             });
             if (!m.listening) {
               m.listening = true;
@@ -12195,6 +12697,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         } catch (e) {
           internal('network_observer', e);
         }
+        var mf = META.get(xhr);
+        if (mf && mf.fault && mf.id) return faultedXhr(mf.fault, xhr, orig, arguments);
         return orig.apply(this, arguments);
       };
     });
@@ -14397,6 +14901,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   COMMANDS.storage_read = storageRead;
   COMMANDS.capabilities = capabilities;
   COMMANDS.eval_probe = evalProbe;
+  COMMANDS.fault_set = setFaults;
   COMMANDS.navigate = function (a) {
     var u;
     try {
