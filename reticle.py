@@ -1352,7 +1352,7 @@ class _BrowserSession:
     def _observe(self, event: dict) -> None:
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
-        if etype in ("net.request", "net.pending"):
+        if etype in ("net.request", "net.pending", "net.ws"):
             self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
             if len(self._open) < 1000:
@@ -1748,6 +1748,9 @@ def _browser_args(profile: str, headed: bool, viewport: Tuple[int, int]) -> Tupl
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         args.append("--no-sandbox")
         why = "running as root, where Chromium refuses to start its sandbox"
+    # A document a fault answers (a faulted form post) has no IP address space, and Chromium's
+    # local-network-access checks would then refuse its SDK the socket to the daemon on loopback.
+    args.append("--disable-features=LocalNetworkAccessChecks")
     extra = os.environ.get("RETICLE_BROWSER_ARGS", "").strip()
     if extra:
         args.extend(shlex.split(extra))
@@ -2462,12 +2465,12 @@ FAULT_HIT_KEEP_MS = 120000           # a request a device fault touched is match
 _FAULT_CDP_TYPES = {"document": "Document", "fetch": "Fetch", "xhr": "XHR", "websocket": "WebSocket",
                     "eventsource": "EventSource", "script": "Script", "stylesheet": "Stylesheet", "image": "Image",
                     "font": "Font", "media": "Media", "other": "Other"}
-_FAULT_SDK_TYPES = ("fetch", "xhr")
+_FAULT_SDK_TYPES = ("fetch", "xhr", "websocket")
 _FAULT_DEVICE_COVERS = ["documents", "form posts", "fetch", "XHR", "WebSocket handshakes", "EventSource",
                         "scripts, styles, images and fonts"]
-_FAULT_SDK_COVERS = ["fetch", "XHR"]
-_FAULT_SDK_MISSES = ["documents and form posts", "WebSocket handshakes", "EventSource",
-                     "scripts, styles and images", "requests made by workers"]
+_FAULT_SDK_COVERS = ["fetch", "XHR", "WebSocket handshakes"]
+_FAULT_SDK_MISSES = ["documents and form posts", "EventSource", "scripts, styles and images",
+                     "requests made by workers"]
 
 
 class _Fault:
@@ -2500,6 +2503,8 @@ class _Fault:
             return False
         if self.url_contains not in str(url or ""):
             return False
+        if self.resource_type in ("fetch", "xhr") and rtype in ("fetch", "xhr"):
+            return True  # the browser's network layer does not always tell fetch from XHR
         return not (self.resource_type and rtype and rtype != self.resource_type)
 
     def what(self) -> str:
@@ -2622,15 +2627,15 @@ class _Faults:
         data = event["data"]
         claimed = data.pop("faultId", None)
         data.pop("faulted", None)
-        if session.device is None:  # the script tag: the SDK's wrappers applied the fault and name it
-            fault = self.known(session.id, claimed)
-            if fault is not None:
-                if event["type"] == "net.request":
-                    fault.hits += 1
-                data["faulted"] = True
-                data["faultId"] = fault.id
+        fault = self.known(session.id, claimed)
+        if fault is not None and (session.device is None or fault.resource_type == "websocket"):
+            # the SDK's wrappers applied it (fetch and XHR with the script tag; WebSockets everywhere)
+            if event["type"] == "net.request" or data.get("direction") == "open":
+                fault.hits += 1
+            data["faulted"] = True
+            data["faultId"] = fault.id
             return
-        if event["type"] != "net.request":
+        if session.device is None or event["type"] != "net.request":
             return
         horizon = self.hub.clock() - FAULT_HIT_KEEP_MS
         method = str(data.get("method") or "GET").upper()
@@ -2651,12 +2656,14 @@ class _Faults:
         device = self.hub.devices.for_session(sid)
         if device is not None:
             await self.sync_device(device)
-            return
         session = self.hub.bridge.get(sid)
         if session is None or session.handler is None:
             return
         now = self.hub.clock()
-        await session.command("fault_set", {"faults": [f.for_sdk(now) for f in self.live(sid)]})
+        # the SDK applies the faults of a script-tag tab, and a device's WebSocket faults (the
+        # browser's network layer does not hold WebSocket handshakes)
+        faults = [f.for_sdk(now) for f in self.live(sid) if device is None or f.resource_type == "websocket"]
+        await session.command("fault_set", {"faults": faults})
 
     async def sync_device(self, device: "_Device") -> None:
         page = device.page
@@ -2667,8 +2674,13 @@ class _Faults:
             device.cdp.listeners.append(lambda method, params, s: self._on_cdp(device, method, params, s))
         patterns = []
         for fault in self.live(device.session_id):
+            if fault.resource_type == "websocket":
+                continue  # the SDK's WebSocket wrapper drops those (sync)
             pattern: Dict[str, Any] = {"urlPattern": _cdp_pattern(fault.url_contains), "requestStage": "Request"}
-            if fault.resource_type:
+            if fault.resource_type in ("fetch", "xhr"):
+                patterns.append(dict(pattern, resourceType="Fetch"))
+                pattern["resourceType"] = "XHR"
+            elif fault.resource_type:
                 pattern["resourceType"] = _FAULT_CDP_TYPES[fault.resource_type]
             patterns.append(pattern)
         key = tuple(sorted(_dumps(p) for p in patterns))
@@ -4098,12 +4110,14 @@ def _compact(out: dict) -> dict:
 def _faulted_note(because: str, window: List[dict]) -> str:
     """`because` with one sentence more when a request of the window was answered by a fault
     (reticle_fault), so no one reads a fault's answer as the server's."""
-    hit = [e["data"] for e in window if e["type"] == "net.request" and e["data"].get("faulted")]
+    hit = [e["data"] for e in window if e["type"] in ("net.request", "net.ws") and e["data"].get("faulted")]
     if not hit:
         return because
     more = " (and %d more)" % (len(hit) - 1) if len(hit) > 1 else ""
-    return "%s The evidence was faulted on purpose: %s%s was answered by fault %s, not by the server." % (
-        because, _call_label(hit[0]), more, hit[0].get("faultId"))
+    because = because.rstrip()
+    return "%s%s The evidence was faulted on purpose: %s%s was answered by fault %s, not by the server." % (
+        because, "" if because.endswith((".", "!", "?")) else ".",
+        _call_label(hit[0]) if "method" in hit[0] else "the WebSocket %s" % hit[0].get("url"), more, hit[0].get("faultId"))
 
 
 def _lost_evidence(window: List[dict], known: "_Known") -> str:
@@ -4838,8 +4852,8 @@ def _fault_spec_problem(args: dict) -> Optional[str]:
     if not ("respond" in args or args.get("abort") or args.get("delayMs")):
         return "a fault needs `respond: {status}`, `abort: true` or `delayMs` (or several: delayMs with either)"
     rtype = args["match"].get("resourceType")
-    if rtype == "websocket" and "respond" in args:
-        return "a WebSocket handshake can only be aborted or delayed (`abort: true`), not answered"
+    if rtype == "websocket" and ("respond" in args or args.get("delayMs")):
+        return "a WebSocket can only be dropped (`abort: true`), not answered or delayed"
     return None
 
 
@@ -4880,18 +4894,24 @@ async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "
         faults.clear(session.id, ctx.session_key, fault.id)
         raise
     out = dict(fault.public(now), ttlMs=fault.ttl_ms)
-    if device is not None:
+    covers = _FAULT_DEVICE_COVERS if device is not None else _FAULT_SDK_COVERS
+    if rtype:
+        covers = [{"document": "documents and form posts", "fetch": "fetch and XHR", "xhr": "fetch and XHR",
+                   "websocket": "WebSocket handshakes"}.get(rtype, rtype)]
+    out["covers"] = covers
+    if rtype == "websocket":
+        out["in"] = "sdk"
+        out["note"] = ("the SDK's WebSocket wrapper drops a matching socket before its handshake reaches the "
+                       "server; the page sees an error and a close (1006)")
+    elif device is not None:
         out["in"] = "device"
-        out["covers"] = ([_FAULT_DEVICE_COVERS[{"document": 0, "fetch": 2, "xhr": 3, "websocket": 4,
-                                                  "eventsource": 5}.get(rtype, 6)]] if rtype else _FAULT_DEVICE_COVERS)
         out["note"] = "the browser answers for the server: a matching request never reaches it%s" % (
             " until the delay is over" if fault.delay_ms and not (fault.abort or fault.respond) else "")
     else:
         out["in"] = "sdk"
-        out["covers"] = [rtype] if rtype else _FAULT_SDK_COVERS
         out["notCovered"] = _FAULT_SDK_MISSES
-        out["note"] = ("the SDK's fetch and XHR wrappers answer for the server in this tab (documents, form posts "
-                       "and WebSockets need a device: reticle_open)")
+        out["note"] = ("the SDK's fetch, XHR and WebSocket wrappers answer for the server in this tab; documents "
+                       "and form posts need a device (reticle_open)")
     return out
 
 
@@ -6773,7 +6793,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         session.device = self.device
         self.session = session
-        if self.device is None and self.hub.faults.live(session.id):  # a new document gets the tab's faults
+        if self.hub.faults.live(session.id):  # a new document gets the tab's faults
             self.hub.spawn(_quietly(self.hub.faults.sync(session.id)))
 
     def on_close(self) -> None:
@@ -12796,10 +12816,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!Native) return;
     var allow = rateCap('net.ws', 100);
     var W = function WebSocket(url, protocols) {
-      var ws = arguments.length > 1 ? new Native(url, protocols) : new Native(url);
+      var wf = null;
+      try {
+        wf = faultFor('GET', new URL(String(url), location.href).href, 'websocket');
+      } catch (e) {
+        wf = null;
+      }
+      var ws;
+      if (wf && wf.abort) {
+        // dropped on purpose (reticle_fault): the handshake goes to a daemon path that refuses it,
+        // never to the app's server, and the page sees the failure a real drop gives
+        var refuse = new URL(S.url);
+        refuse.pathname = '/reticle-fault';
+        refuse.search = '';
+        ws = new Native(refuse.href);
+        var shown = String(url);
+        Object.defineProperty(ws, 'url', { configurable: true, get: function () { return shown; } });
+      } else ws = arguments.length > 1 ? new Native(url, protocols) : new Native(url);
       try {
         var u = redactUrl(ws.url || String(url));
-        emit('net.ws', { direction: 'open', transport: 'ws', url: u });
+        emit('net.ws', { direction: 'open', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
         ws.addEventListener('message', function (e) {
           try {
             if (allow()) {
@@ -12818,7 +12854,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               url: u,
               code: e.code,
               reason: clip(e.reason, 200),
-              clean: e.wasClean
+              clean: e.wasClean,
+              faultId: wf ? wf.id : undefined
             });
           } catch (x) {
             /* ignore */
@@ -12826,7 +12863,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         });
         ws.addEventListener('error', function () {
           try {
-            emit('net.ws', { direction: 'error', transport: 'ws', url: u });
+            emit('net.ws', { direction: 'error', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
           } catch (x) {
             /* ignore */
           }
