@@ -5103,6 +5103,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     name = _flow_name(args["name"])
     root = _project_dir(hub)
     start = args.get("startUrl")
+    warnings: List[str] = []
     if args.get("steps"):
         steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
     else:
@@ -5127,6 +5128,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
             raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
                             % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
         steps, first_url = _steps_from_journey(journey)
+        warnings = _toothless_warnings(journey)
         start = start or first_url
         hub.journeys.saved_at[session.id] = hub.clock()
     flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
@@ -5149,6 +5151,8 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     os.replace(tmp, path)
     out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
            "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
+    if warnings:
+        out["warnings"] = warnings
     names = sorted({s["secret"] for s in steps if s.get("secret")})
     if names:
         out["secrets"] = names
@@ -5174,7 +5178,26 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
     else:
         raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
     _fill_secrets([s.get("args") for s in flow["steps"]])  # a missing secret is a setup error, before any act
-    return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+    if not args.get("faults"):
+        return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+    set_ids = []
+    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
+        for i, spec in enumerate(args["faults"]):
+            problem = _fault_spec_problem(spec)
+            if problem:
+                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
+                                "abort | delayMs, times?, ttlMs?}", setup=True)
+            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
+        await hub.faults.sync(session.id)
+        out = await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
+                         if f.id in set_ids]
+        return out
+    finally:
+        for fid in set_ids:
+            hub.faults.clear(session.id, ctx.session_key, fid)
+        if set_ids:
+            await _quietly(hub.faults.sync(session.id))
 
 
 def _build_registry() -> _ToolRegistry:
@@ -5308,6 +5331,9 @@ def _build_registry() -> _ToolRegistry:
         "`fresh`: a device with no cookies or storage.",
         {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
          "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
+                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
+                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
          "sessionId": sid},
         _tool_flow_replay, {"name": "add-record"})
 
@@ -5437,6 +5463,7 @@ _FLOW_STEP = {
         "until": _PREDICATE, "assert": _PREDICATE,
         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
         "verified": {"enum": ["yes", "no", "unknown"]}, "secret": {"type": "string"},
+        "expect": {"enum": ["yes", "no"]},
     },
     "additionalProperties": False,
 }
@@ -5573,6 +5600,8 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
             step["timeout_ms"] = args["timeout_ms"]
         if kind != "act":
             step["verified"] = out.get("verified", "unknown")
+            if isinstance(out.get("since"), (int, float)):
+                step["writes"] = _writes_in(session.window(float(out["since"])))  # for flow_save's warning
         session.bridge.hub.journeys.record(session.id, step)
     except Exception as exc:  # the journey is a convenience: never fail the act for it
         _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
@@ -5661,9 +5690,48 @@ def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]
     """Journey log entries -> flow steps (and the first URL)."""
     steps = []
     for entry in journey:
-        step = {k: v for k, v in entry.items() if k not in ("t", "url")}
+        step = {k: v for k, v in entry.items() if k not in ("t", "url", "writes")}
         steps.append(step)
     return steps, (journey[0].get("url") if journey else None)
+
+
+_TOOTHED_KINDS = ("frame", "state", "signal", "storage", "server")
+
+
+def _presence_only(raw: Any) -> bool:
+    """Does this check look only at what the page shows (text, elements, a route, quiet), so that it
+    holds whether or not a write behind it worked?  A `net` leaf counts as a check of the write
+    only when it asks for a status or `ok`."""
+    try:
+        p = parse_predicate(raw, "until")
+    except Exception:
+        return False
+    for leaf, neg in _leaves(p):
+        if neg:
+            continue
+        if leaf["kind"] in _TOOTHED_KINDS or (leaf["kind"] == "net" and ("status" in leaf or "ok" in leaf)):
+            return False
+    return True
+
+
+def _toothless_warnings(journey: List[dict]) -> List[str]:
+    """flow_save's warning: every step whose check is presence-only over a write its act made."""
+    out = []
+    for i, entry in enumerate(journey):
+        check = entry.get("until") if "action" in entry else entry.get("assert")
+        writes = entry.get("writes") or []
+        if check is None or not writes or not _presence_only(check):
+            continue
+        acts = [e for e in journey[:i] if "action" in e]
+        if "assert" in entry and acts and acts[-1].get("until") is not None and not _presence_only(acts[-1]["until"]):
+            continue  # the act before it already checked what its write answered
+        w = writes[0]
+        out.append("step %d (%s) checks only what the page shows (%s) over the write %s %s it caused: a replay "
+                   "stays yes if that write fails. Add {\"kind\": \"net\", \"method\": \"%s\", \"urlContains\": "
+                   "\"%s\", \"ok\": true} to the check, or run `reticle verify --teeth`."
+                   % (i, _step_label(entry), _describe_predicate_safe(check), w["method"], w["path"], w["method"],
+                      w["path"]))
+    return out
 
 
 def _fill_secrets(value: Any) -> Any:
@@ -5786,6 +5854,36 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
 
 
+def _writes_in(window: List[dict]) -> List[dict]:
+    """The writes a window holds (POST, PUT, PATCH, DELETE and form posts), once each by method and
+    path: what `reticle verify --teeth` fails on purpose, one at a time."""
+    out: List[dict] = []
+    for e in window:
+        d = e["data"]
+        if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
+            continue
+        parts = urllib.parse.urlsplit(str(d.get("url") or ""))
+        item = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
+        if d.get("initiator") == "document":
+            item["form"] = True
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _expectation(step: dict, row: dict) -> bool:
+    """Did the step turn out as the flow expects?  `yes` by default; with `expect: "no"` the app
+    must fail visibly (a `no` verdict), and a target that was not found is never that."""
+    if step.get("expect") != "no":
+        return row["verified"] == "yes"
+    row["expect"] = "no"
+    row["met"] = row["verified"] == "no" and row.get("verifiedReason") not in (
+        "target_missing", "target_ambiguous", "not_dispatched")
+    if not row["met"] and row["verified"] == "yes":
+        row["because"] = "the flow expects no (the app must show the failure) but it was yes: %s" % row.get("because")
+    return bool(row["met"])
+
+
 def _step_evidence(res: dict) -> Any:
     """The few fields of a verdict a person needs to see why."""
     out = {}
@@ -5833,6 +5931,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             steps_out.append({"index": i, "step": label, "verified": "skipped"})
             continue
         t0 = time.monotonic()
+        cursor = session.now()
         res = await _replay_step(hub, session, step, ctx)
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
@@ -5840,20 +5939,34 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
                "ms": round((time.monotonic() - t0) * 1000)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
-        if row["verified"] != "yes":
+        made = _writes_in(session.window(cursor))
+        if made:
+            row["writes"] = made
+        met = _expectation(step, row)
+        if not met or row["verified"] != "yes":
             row["evidence"] = _step_evidence(res)
+        if not met:
             failed_at = i
-            verdict = "no" if row["verified"] == "no" else "unknown"
+            verdict = "unknown" if row["verified"] == "unknown" else "no"
         steps_out.append(row)
     out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
            "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
+    writes = []
+    for row in steps_out:
+        writes.extend(w for w in row.get("writes", ()) if w not in writes)
+    if writes:
+        out["writes"] = writes
     if failed_at is not None:
+        failing = steps_out[failed_at]
         out["failedStep"] = failed_at
-        out["because"] = "step %d (%s) is %s: %s" % (failed_at, steps_out[failed_at]["step"],
-                                                     steps_out[failed_at]["verified"],
-                                                     steps_out[failed_at].get("because"))
+        out["because"] = "step %d (%s) is %s%s: %s" % (failed_at, failing["step"], failing["verified"],
+                                                       " where the flow expects no" if failing.get("expect") else "",
+                                                       failing.get("because"))
     else:
-        out["because"] = "all %d steps are yes" % len(steps_out)
+        expected_no = sum(1 for r in steps_out if r.get("expect") == "no")
+        out["because"] = "all %d steps are yes" % len(steps_out) if not expected_no else (
+            "every step met what the flow expects (%d yes, %d no as expected)" % (len(steps_out) - expected_no,
+                                                                               expected_no))
     if not any("until" in s or "assert" in s for s in flow["steps"]):
         out["note"] = "this flow has no predicate: it shows the steps ran, not that they worked"
     return out
@@ -5871,7 +5984,8 @@ def _xml(value: Any) -> str:
 
 
 def _verify_exit(results: List[dict]) -> int:
-    """0 when every flow is yes; 3 for any setup error, else 1 for any no, else 2 for any unknown."""
+    """0 when every flow is yes; 3 for any setup error, else 1 for any no, else 2 for any unknown,
+    else 4 when `--teeth` found a flow toothless for a write."""
     verdicts = {r["verified"] for r in results}
     if not results or "error" in verdicts:
         return 3
@@ -5879,7 +5993,26 @@ def _verify_exit(results: List[dict]) -> int:
         return 1
     if "unknown" in verdicts:
         return 2
+    if any(r.get("toothless") for r in results):
+        return 4
     return 0
+
+
+def _step_failed(s: dict) -> bool:
+    """A step that did not turn out as its flow expects (see _expectation)."""
+    if "met" in s:
+        return s["met"] is False
+    return s.get("verified") in ("no", "unknown")
+
+
+def _teeth_cell(r: dict) -> str:
+    if "teeth" not in r:
+        return "" if r["verified"] == "yes" else "-"
+    if not r["teeth"]:
+        return "no writes"
+    if r.get("toothless"):
+        return "TOOTHLESS for %s" % ", ".join(r["toothless"])
+    return "teeth for %s" % ", ".join(t["write"] for t in r["teeth"])
 
 
 def _failing_step(result: dict) -> Optional[dict]:
@@ -5891,9 +6024,11 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
     """JUnit XML: one <testsuite> per flow, one <testcase> per step; `no` and `unknown` steps are
     <failure> (type says which), steps after the failing one <skipped>, a setup error an <error>."""
     def count(r: dict, v: str) -> int:
+        if v == "failed":
+            return sum(1 for s in r.get("steps", []) if _step_failed(s)) + len(r.get("toothless") or ())
         return sum(1 for s in r.get("steps", []) if s.get("verified") == v)
-    total = sum(max(1, len(r.get("steps", []))) for r in results)
-    fails = sum(count(r, "no") + count(r, "unknown") for r in results)
+    total = sum(max(1, len(r.get("steps", []))) + len(r.get("teeth") or ()) for r in results)
+    fails = sum(count(r, "failed") for r in results)
     errors = sum(1 for r in results if r["verified"] == "error")
     skipped = sum(count(r, "skipped") for r in results)
     secs = sum(r.get("ms", 0) for r in results) / 1000.0
@@ -5904,7 +6039,7 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         steps = r.get("steps", [])
         classname = "reticle.flows.%s" % r["name"]
         out.append('  <testsuite name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
-                   % (_xml(r["name"]), max(1, len(steps)), count(r, "no") + count(r, "unknown"),
+                   % (_xml(r["name"]), max(1, len(steps)) + len(r.get("teeth") or ()), count(r, "failed"),
                       1 if r["verified"] == "error" else 0, count(r, "skipped"), r.get("ms", 0) / 1000.0))
         if r["verified"] == "error" and not steps:
             out.append('    <testcase name="setup" classname="%s" time="%.3f">' % (_xml(classname), r.get("ms", 0) / 1000.0))
@@ -5913,13 +6048,21 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         for s in steps:
             out.append('    <testcase name="%s" classname="%s" time="%.3f">' % (
                 _xml("step %d: %s" % (s["index"], s["step"])), _xml(classname), s.get("ms", 0) / 1000.0))
-            if s["verified"] in ("no", "unknown"):
+            if _step_failed(s):
                 out.append('      <failure message="%s" type="%s">%s</failure>' % (
                     _xml(s.get("because") or s["verified"]), s["verified"],
                     _xml(_dumps({"verifiedReason": s.get("verifiedReason"), "predicate": s.get("predicate"),
                                  "evidence": s.get("evidence")}))))
             elif s["verified"] == "skipped":
                 out.append('      <skipped message="an earlier step of the flow failed"/>')
+            out.append('    </testcase>')
+        for t in r.get("teeth") or ():
+            out.append('    <testcase name="%s" classname="%s" time="%.3f">' % (
+                _xml("teeth: %s answered 500" % t["write"]), _xml(classname), t.get("ms", 0) / 1000.0))
+            if t["toothless"]:
+                out.append('      <failure message="%s" type="toothless">%s</failure>' % (
+                    _xml("toothless for %s: the flow is still yes when that write fails" % t["write"]),
+                    _xml(_dumps({"write": t["write"], "verified": t["verified"], "because": t.get("because")}))))
             out.append('    </testcase>')
         out.append('  </testsuite>')
     out.append('</testsuites>')
@@ -5945,12 +6088,14 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
              "<p>%d flow(s), exit code %d, generated %s by reticle %s.</p>" % (
                  len(results), code, datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
                  e(__version__)),
-             "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th></tr>"]
+             "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th><th>teeth</th>"
+             "</tr>"]
     for r in results:
         parts.append('<tr><td><a href="#flow-%s">%s</a></td><td>%d</td><td class="%s">%s</td><td>%.2f s</td>'
-                     "<td>%s</td></tr>" % (e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
-                                          e(r["verified"]), r.get("ms", 0) / 1000.0,
-                                          e(r.get("error") or r.get("because") or "")))
+                     '<td>%s</td><td class="%s">%s</td></tr>' % (
+                         e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
+                         e(r["verified"]), r.get("ms", 0) / 1000.0, e(r.get("error") or r.get("because") or ""),
+                         "no toothless" if r.get("toothless") else "yes", e(_teeth_cell(r))))
     parts.append("</table>")
     for r in results:
         parts.append('<section id="flow-%s" class="flow"><h2>%s <span class="%s">%s</span></h2>' % (
@@ -5972,6 +6117,16 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
                                  e(s["verified"]), e(s["verified"]),
                                  " (%s)" % e(s["verifiedReason"]) if s.get("verifiedReason") else "",
                                  "%d ms" % s["ms"] if "ms" in s else "", e(evidence.strip())))
+            parts.append("</table>")
+        if r.get("teeth"):
+            parts.append("<table><tr><th>write answered 500</th><th>flow verdict</th><th>teeth</th><th>because</th>"
+                         "</tr>")
+            for t in r["teeth"]:
+                parts.append('<tr class="teeth"><td><code>%s</code></td><td class="%s">%s</td><td class="%s">%s</td>'
+                             "<td>%s</td></tr>" % (e(t["write"]), e(str(t["verified"])), e(str(t["verified"])),
+                                                   "no toothless" if t["toothless"] else "yes",
+                                                   "toothless" if t["toothless"] else "teeth",
+                                                   e(t.get("note") or t.get("because") or "")))
             parts.append("</table>")
         if r.get("screenshot"):
             failing = _failing_step(r)
@@ -7864,6 +8019,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.add_argument("--report", default=None, metavar="FILE", help="write a self-contained HTML report to FILE")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    p.add_argument("--teeth", action="store_true",
+                   help="replay each yes flow once more per write it made, that write answered 500: a flow still "
+                        "yes is toothless (exit 4)")
     port_arg(p)
     return parser
 
@@ -8140,8 +8298,36 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
     return data
 
 
-async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Optional[str], jobs: int,
+async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
                         progress: Callable[[str], None]) -> List[dict]:
+    """`--teeth`: replay a flow that was `yes` once more per write its steps made, with that write
+    answered 500 by a fault.  A flow still `yes` under a failed write is toothless for that write."""
+    out = []
+    for w in writes:
+        label = "%s %s%s" % (w["method"], w["path"], " (form post)" if w.get("form") else "")
+        fault = {"match": {"urlContains": w["path"], "method": w["method"]},
+                 "respond": {"status": 500, "body": "reticle verify --teeth: this write failed on purpose"}}
+        t0 = time.monotonic()
+        try:
+            res = await _verify_call(link, "reticle_flow_replay", dict(args, faults=[fault]))
+        except (ToolError, RpcError, asyncio.TimeoutError) as exc:
+            reason = exc.error if isinstance(exc, ToolError) else str(exc)
+            res = {"verified": "error", "because": reason}
+        hits = sum(f.get("hits", 0) for f in res.get("faults", []))
+        row = {"write": label, "verified": res.get("verified"), "toothless": res.get("verified") == "yes" and hits > 0,
+               "ms": round((time.monotonic() - t0) * 1000), "because": res.get("because")}
+        if not hits and res.get("verified") != "error":
+            row["note"] = "the write was not made again under the fault, so this replay says nothing about it"
+        if isinstance(res.get("failedStep"), int):
+            row["failedStep"] = res["failedStep"]
+        out.append(row)
+        progress("teeth for %s: %s" % (label, "TOOTHLESS (still yes with the write failed)" if row["toothless"]
+                                       else "%s under the failed write" % row["verified"]))
+    return out
+
+
+async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Optional[str], jobs: int,
+                        progress: Callable[[str], None], teeth: bool = False) -> List[dict]:
     """Replay `flows` on up to `jobs` devices (one MCP session and one device per job, reused
     from flow to flow, each flow in a fresh browser context) and answer one result per flow,
     in the order given."""
@@ -8178,6 +8364,10 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                         args["url"] = url
                     res = dict(await _verify_call(link, "reticle_flow_replay", args))
                     res["name"] = name
+                    if teeth and res.get("verified") == "yes":
+                        res["teeth"] = await _verify_teeth(link, dict(args, fresh=True), res.get("writes") or [],
+                                                           lambda line: progress("%s: %s" % (name, line)))
+                        res["toothless"] = [t["write"] for t in res["teeth"] if t["toothless"]]
                     if res.get("verified") != "yes":
                         try:
                             shot = await _verify_call(link, "reticle_screenshot", {"sessionId": session_id})
@@ -8207,7 +8397,8 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
 
 
 def _verify_table(results: List[dict]) -> str:
-    rows = [["flow", "steps", "verdict", "time", "failing step / evidence"]]
+    teeth = any("teeth" in r for r in results)
+    rows = [["flow", "steps", "verdict", "time", "failing step / evidence"] + (["teeth"] if teeth else [])]
     for r in results:
         failing = _failing_step(r)
         if r["verified"] == "error":
@@ -8217,7 +8408,7 @@ def _verify_table(results: List[dict]) -> str:
         else:
             why = ""
         rows.append([r["name"], str(len(r.get("steps", []))), r["verified"], "%.1f s" % (r.get("ms", 0) / 1000.0),
-                     _short(why.replace("\n", " "), 160)])
+                     _short(why.replace("\n", " "), 160)] + ([_short(_teeth_cell(r), 160)] if teeth else []))
     return _table(rows)
 
 
@@ -8244,7 +8435,7 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
             progress("no daemon on port %d: starting one" % port)
     if flows:
         progress("%d flow(s), %d job(s), project %s" % (len(flows), min(jobs, len(flows)), root))
-        results = await _verify_flows(port, state, flows, args.url, jobs, progress) + results
+        results = await _verify_flows(port, state, flows, args.url, jobs, progress, bool(args.teeth)) + results
     if started_here:
         await _cli_stop(port, state)
     code = _verify_exit(results)

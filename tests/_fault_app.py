@@ -9,7 +9,7 @@ PAGE = """<!doctype html><html><head><title>faults</title>%(tag)s</head><body>
 <h1>Notes</h1>
 <button id="save">Save</button> <button id="xsave">Save with XHR</button>
 <form method="post" action="/form"><input name="note" value="hi"><button>Post the form</button></form>
-<button id="ws">Connect</button>
+<button id="ws">Connect</button> <button id="quiet">Save quietly</button>
 <div id="msg"></div>
 <script>
 function show(text, failed) {
@@ -32,6 +32,10 @@ document.getElementById('xsave').addEventListener('click', function () {
   x.onload = function () { show(x.status === 200 ? 'Saved' : 'Save failed (' + x.status + ')', x.status !== 200); };
   x.onerror = function () { show('Save failed (network)', true); };
   x.send('{"note":"x"}');
+});
+document.getElementById('quiet').addEventListener('click', function () {
+  fetch('/api/quiet', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"note":"q"}'})
+    .then(function (r) { return r.text(); }, function () {});
 });
 document.getElementById('ws').addEventListener('click', function () {
   show('');
@@ -56,7 +60,7 @@ class FaultApp:
         return sum(1 for p, _ in self.writes if p == path)
 
     def routes(self):
-        return [(r"/api/(save|xsave)", _Save, {"app": self}), (r"/form", _Form, {"app": self}),
+        return [(r"/api/(save|xsave|quiet)", _Save, {"app": self}), (r"/form", _Form, {"app": self}),
                 (r"/ws", _Socket, {"app": self}), (r"/.*", _Page, {"app": self})]
 
 
