@@ -230,3 +230,104 @@ def test_a_form_post_faulted_in_a_device_never_reaches_the_server(device_world):
                {"kind": "net", "method": "POST", "urlContains": "/form"})
     assert out["verified"] == "yes", out
     assert app.count("/form") == before + 1
+
+
+# -- flows: replay under faults, `expect: "no"`, the save warning, `reticle verify --teeth` -----------
+
+QUIET = {"target": {"role": "button", "name": "Save quietly"}, "action": "click"}
+QUIET_200 = {"kind": "net", "method": "POST", "urlContains": "/api/quiet", "status": 200}
+# a flow whose only check is text the page always shows: still yes when the write behind it fails
+TOOTHLESS = [dict(QUIET), {"assert": {"kind": "text", "contains": "Notes"}}]
+# the same journey checking the write's own status
+TOOTHED = [dict(QUIET, until=QUIET_200)]
+
+
+def _flow(name, start, steps):
+    return {"format": 1, "name": name, "startUrl": start, "steps": steps}
+
+
+def test_a_flow_replays_under_faults_and_expect_no_makes_the_failure_its_check(device_world):
+    w, app = device_world, device_world["app"]
+    start = w["server"].url + "/"
+    flow = _flow("save", start, [dict(SAVE, until=SAVED_200)])
+    before = app.count("/api/save")
+    out = w["mcp"].ok("reticle_flow_replay", {"flow": flow, "faults": [FAULT_500], "sessionId": w["sid"]}, timeout=60)
+    assert out["verified"] == "no" and out["faults"][0]["hits"] == 1, out
+    assert "faulted on purpose" in out["steps"][0]["because"], out
+    assert app.count("/api/save") == before
+    assert w["mcp"].ok("reticle_fault", {"list": True, "sessionId": w["sid"]})["faults"] == []  # held for one replay
+    # "save fails" as a check of its own: the app must show the error
+    fails = _flow("save-fails", start, [dict(SAVE, until={"kind": "text", "contains": "Save failed"}),
+                                        dict(SAVE, until=SAVED_200, expect="no")])
+    out = w["mcp"].ok("reticle_flow_replay", {"flow": fails, "faults": [FAULT_500], "sessionId": w["sid"]}, timeout=60)
+    assert out["verified"] == "yes", out
+    assert out["steps"][1]["verified"] == "no" and out["steps"][1]["met"] is True, out["steps"]
+    # without the fault, the step that expects no is yes, and the flow fails
+    fails["steps"] = fails["steps"][1:]
+    out = w["mcp"].ok("reticle_flow_replay", {"flow": fails, "sessionId": w["sid"]}, timeout=60)
+    assert out["verified"] == "no" and "expects no" in out["because"], out
+    assert app.count("/api/save") == before + 1
+
+
+def test_flow_save_warns_at_once_about_a_presence_only_check_over_a_write(device_world):
+    w = device_world
+    w["mcp"].ok("reticle_navigate", {"url": w["server"].url + "/", "sessionId": w["sid"]})
+    # a check of the write's own status: no warning (first: a write the page made a moment before an act
+    # would count as the page's own background traffic)
+    out = w["mcp"].ok("reticle_act_and_wait", dict(QUIET, until=QUIET_200, sessionId=w["sid"]))
+    assert out["verified"] == "yes", out
+    saved = w["mcp"].ok("reticle_flow_save", {"name": "quiet-toothed", "since": out["since"], "sessionId": w["sid"]})
+    assert "warnings" not in saved, saved
+    # a plain act, then text the page always shows: warned at once, naming the write
+    first = w["mcp"].ok("reticle_act", dict(QUIET, sessionId=w["sid"]))
+    assert w["mcp"].ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Notes"}, "timeout_ms": 1000,
+                                          "sessionId": w["sid"]})["verified"] == "yes"
+    saved = w["mcp"].ok("reticle_flow_save", {"name": "quiet-toothless", "since": first["since"],
+                                              "sessionId": w["sid"]})
+    assert len(saved["warnings"]) == 1 and "POST /api/quiet" in saved["warnings"][0], saved
+    assert "--teeth" in saved["warnings"][0] and saved["warnings"][0].startswith("step 1 ")
+
+
+def test_verify_teeth_calls_a_text_only_flow_toothless_and_a_status_check_not(tmp_path):
+    import json as _json
+    import subprocess
+    import xml.etree.ElementTree as ET
+    from _harness import RETICLE_PY, daemon_env, free_port
+    project = tmp_path / "project"
+    flows = project / ".reticle" / "flows"
+    flows.mkdir(parents=True)
+    port = free_port()
+    app = FaultApp("http://127.0.0.1:%d" % port, tag=False)
+    server = AppServer(app.routes())
+    try:
+        start = server.url + "/"
+        for name, steps in (("text-only", TOOTHLESS), ("status", TOOTHED)):
+            (flows / (name + ".json")).write_text(_json.dumps(_flow(name, start, steps)))
+        junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+        env = daemon_env(tmp_path / "state", RETICLE_PORT=str(port))
+
+        def verify(*argv):
+            return subprocess.run([sys.executable, RETICLE_PY, "verify"] + list(argv), cwd=str(project), env=env,
+                                  capture_output=True, text=True, timeout=240)
+
+        plain = verify()
+        assert plain.returncode == 0, plain.stdout + plain.stderr
+        writes = app.count("/api/quiet")
+        run = verify("--teeth", "--junit", str(junit), "--report", str(report))
+        assert run.returncode == 4, run.stdout + run.stderr
+        table = run.stdout
+        assert "TOOTHLESS for POST /api/quiet" in table and "teeth for POST /api/quiet" in table, table
+        # both flows replayed twice (plain, then with the write faulted): the faulted write never arrived
+        assert app.count("/api/quiet") == writes + 2
+        cases = ET.parse(str(junit)).getroot().findall(".//testcase")
+        toothless = [c for c in cases if c.find("failure") is not None]
+        assert len(toothless) == 1 and toothless[0].find("failure").get("type") == "toothless", \
+            junit.read_text()
+        assert toothless[0].get("classname") == "reticle.flows.text-only"
+        assert "POST /api/quiet" in toothless[0].find("failure").get("message")
+        html = report.read_text()
+        assert "TOOTHLESS for POST /api/quiet" in html and html.count('class="teeth"') == 2, html[:2000]
+        data = _json.loads(verify("--teeth", "--json", "text-only").stdout)
+        assert data["exitCode"] == 4 and data["flows"][0]["toothless"] == ["POST /api/quiet"], data
+    finally:
+        server.close()
