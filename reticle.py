@@ -4829,12 +4829,12 @@ _FAULT_SCHEMA = {
                                "headers": {"type": "object", "maxProperties": 20,
                                            "additionalProperties": {"type": "string", "maxLength": 1024}}}},
     "delayMs": {"type": "integer", "minimum": 1, "maximum": 60000},
-    "abort": {"const": True},
+    "abort": {"type": "boolean", "const": True},
     "times": {"type": "integer", "minimum": 1, "maximum": 1000},
     "ttlMs": {"type": "integer", "minimum": 100, "maximum": 3600000},
-    "clear": {"anyOf": [{"const": True}, {"type": "string", "pattern": "^f[0-9a-f]{8}$"}],
+    "clear": {"anyOf": [{"type": "boolean", "const": True}, {"type": "string", "pattern": "^f[0-9a-f]{8}$"}],
               "description": "true (all of yours on the tab) or a faultId"},
-    "list": {"const": True},
+    "list": {"type": "boolean", "const": True},
 }
 
 
@@ -5312,8 +5312,8 @@ def _build_registry() -> _ToolRegistry:
         "What the app declared with reticle.describe, and the testids on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
     add("reticle_fault",
-        "Make this tab's matching requests fail on purpose (`respond` {status}, `abort`, `delayMs`; `times`, "
-        "`ttlMs`), to prove the app tells the user; `clear`, `list`. Faulted requests are marked faulted.",
+        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
+        "tells the user; clear, list. Marked faulted: true.",
         dict(_FAULT_SCHEMA, sessionId=sid), _tool_fault,
         {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}})
     reg.add(_Tool("reticle_flow_save",
