@@ -4107,17 +4107,22 @@ def _compact(out: dict) -> dict:
     return c
 
 
-def _faulted_note(because: str, window: List[dict]) -> str:
+def _faulted_note(because: str, window: List[dict], res: Optional[dict] = None) -> str:
     """`because` with one sentence more when a request of the window was answered by a fault
-    (reticle_fault), so no one reads a fault's answer as the server's."""
+    (reticle_fault), so no one reads a fault's answer as the server's: "The deciding evidence was
+    faulted" when the verdict's own evidence is such a request, else "A request of this window was"."""
     hit = [e["data"] for e in window if e["type"] in ("net.request", "net.ws") and e["data"].get("faulted")]
     if not hit:
         return because
+    text = _dumps([(res or {}).get("evidence"), (res or {}).get("observed")])
+    deciding = [d for d in hit if str(d.get("faultId")) in text or ("method" in d and _call_label(d) in text)]
+    first = (deciding or hit)[0]
     more = " (and %d more)" % (len(hit) - 1) if len(hit) > 1 else ""
     because = because.rstrip()
-    return "%s%s The evidence was faulted on purpose: %s%s was answered by fault %s, not by the server." % (
+    return "%s%s %s faulted on purpose: %s%s was answered by fault %s, not by the server." % (
         because, "" if because.endswith((".", "!", "?")) else ".",
-        _call_label(hit[0]) if "method" in hit[0] else "the WebSocket %s" % hit[0].get("url"), more, hit[0].get("faultId"))
+        "The deciding evidence was" if deciding else "A request of this window was",
+        _call_label(first) if "method" in first else "the WebSocket %s" % first.get("url"), more, first.get("faultId"))
 
 
 def _lost_evidence(window: List[dict], known: "_Known") -> str:
@@ -5010,7 +5015,7 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     known = session.known(floor)
     contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None, known)
     verified, reason, because = _decide(res, contradictions, window, known, floor, p)
-    because = _faulted_note(because, window)
+    because = _faulted_note(because, window, res)
     out = {"verified": verified, "verifiedReason": reason, "because": because}
     out.update(res)
     out["since"] = floor
@@ -5065,7 +5070,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         contradictions = [no_effect]  # it explains everything else: it stands alone
     verified, reason, because = _decide(res, contradictions, window, known, since, p,
                                         already_true=already_true, act=True, effect=effect)
-    because = _faulted_note(because, window)
+    because = _faulted_note(because, window, res)
     verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
                                    "inconclusive", "decided", "decidedBy", "observationLost", "timedOut")
                if res.get(k) is not None}
