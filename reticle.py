@@ -2511,7 +2511,8 @@ class _Fault:
         if self.abort:
             return "aborted" + (" after %d ms" % self.delay_ms if self.delay_ms else "")
         if self.respond:
-            return "answered %s" % self.respond.get("status") + (" after %d ms" % self.delay_ms if self.delay_ms else "")
+            late = " after %d ms" % self.delay_ms if self.delay_ms else ""
+            return "answered %s%s" % (self.respond.get("status"), late)
         return "delayed %d ms" % self.delay_ms
 
     def public(self, now_ms: float) -> dict:
@@ -5703,7 +5704,7 @@ def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]
 _TOOTHED_KINDS = ("frame", "state", "signal", "storage", "server")
 
 
-def _presence_only(raw: Any) -> bool:
+def _blind_to_writes(raw: Any) -> bool:
     """Does this check look only at what the page shows (text, elements, a route, quiet), so that it
     holds whether or not a write behind it worked?  A `net` leaf counts as a check of the write
     only when it asks for a status or `ok`."""
@@ -5725,10 +5726,10 @@ def _toothless_warnings(journey: List[dict]) -> List[str]:
     for i, entry in enumerate(journey):
         check = entry.get("until") if "action" in entry else entry.get("assert")
         writes = entry.get("writes") or []
-        if check is None or not writes or not _presence_only(check):
+        if check is None or not writes or not _blind_to_writes(check):
             continue
         acts = [e for e in journey[:i] if "action" in e]
-        if "assert" in entry and acts and acts[-1].get("until") is not None and not _presence_only(acts[-1]["until"]):
+        if "assert" in entry and acts and acts[-1].get("until") is not None and not _blind_to_writes(acts[-1]["until"]):
             continue  # the act before it already checked what its write answered
         w = writes[0]
         out.append("step %d (%s) checks only what the page shows (%s) over the write %s %s it caused: a replay "
@@ -5868,7 +5869,7 @@ def _writes_in(window: List[dict]) -> List[dict]:
         if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
             continue
         parts = urllib.parse.urlsplit(str(d.get("url") or ""))
-        item = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
+        item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
         if d.get("initiator") == "document":
             item["form"] = True
         if item not in out:
@@ -5956,7 +5957,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
         steps_out.append(row)
     out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
            "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
-    writes = []
+    writes: List[dict] = []
     for row in steps_out:
         writes.extend(w for w in row.get("writes", ()) if w not in writes)
     if writes:
@@ -6953,7 +6954,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         session.device = self.device
         self.session = session
-        if self.hub.faults.live(session.id):  # a new document gets the tab's faults
+        if session is not None and self.hub.faults.live(session.id):  # a new document gets the tab's faults
             self.hub.spawn(_quietly(self.hub.faults.sync(session.id)))
 
     def on_close(self) -> None:

@@ -164,7 +164,7 @@ def test_a_steps_expectation(expect, verified, reason, met):
     ({"kind": "signal", "name": "saved"}, False),
 ])
 def test_which_checks_are_presence_only(check, presence_only):
-    assert reticle._presence_only(check) is presence_only
+    assert reticle._blind_to_writes(check) is presence_only
 
 
 def test_flow_save_warns_for_each_presence_only_check_over_a_write():
