@@ -5607,7 +5607,8 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
         if kind != "act":
             step["verified"] = out.get("verified", "unknown")
             if isinstance(out.get("since"), (int, float)):
-                step["writes"] = _writes_in(session.window(float(out["since"])))  # for flow_save's warning
+                floor = float(out["since"])  # for flow_save's warning
+                step["writes"] = _writes_in(session.window(floor), floor)
         session.bridge.hub.journeys.record(session.id, step)
     except Exception as exc:  # the journey is a convenience: never fail the act for it
         _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
@@ -5860,13 +5861,17 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
 
 
-def _writes_in(window: List[dict]) -> List[dict]:
-    """The writes a window holds (POST, PUT, PATCH, DELETE and form posts), once each by method and
-    path: what `reticle verify --teeth` fails on purpose, one at a time."""
+def _writes_in(window: List[dict], floor: Optional[float] = None) -> List[dict]:
+    """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
+    act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
+    one at a time.  (A write the page repeats on its own is not told apart here: failing it too
+    only asks more of the flow.)"""
     out: List[dict] = []
     for e in window:
         d = e["data"]
         if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
+            continue
+        if floor is not None and not _caused_by_act(e, floor, None):
             continue
         parts = urllib.parse.urlsplit(str(d.get("url") or ""))
         item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
@@ -5945,7 +5950,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
                "ms": round((time.monotonic() - t0) * 1000)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
-        made = _writes_in(session.window(cursor))
+        made = _writes_in(session.window(cursor), cursor)
         if made:
             row["writes"] = made
         met = _expectation(step, row)

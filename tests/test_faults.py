@@ -331,3 +331,16 @@ def test_verify_teeth_calls_a_text_only_flow_toothless_and_a_status_check_not(tm
         assert data["exitCode"] == 4 and data["flows"][0]["toothless"] == ["POST /api/quiet"], data
     finally:
         server.close()
+
+
+def test_a_devices_faults_end_when_it_closes(device_world):
+    w, app = device_world, device_world["app"]
+    fault = _fault(w, FAULT_500, sid=w["other_sid"], client=w["other"])
+    assert fault["live"]
+    w["other"].ok("reticle_close", {"sessionId": w["other_sid"]})
+    sid = w["other"].ok("reticle_open", {"url": w["server"].url + "/"})["sessionId"]
+    w["other_sid"] = sid
+    assert w["other"].ok("reticle_fault", {"list": True, "sessionId": sid})["faults"] == []
+    before = app.count("/api/save")
+    assert _act(w, SAVE, SAVED_200, sid=sid, client=w["other"])["verified"] == "yes"
+    assert app.count("/api/save") == before + 1
