@@ -8309,7 +8309,7 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
 
 
 async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
-                        progress: Callable[[str], None]) -> List[dict]:
+                        progress: Callable[[str], None], name: str) -> List[dict]:
     """`--teeth`: replay a flow that was `yes` once more per write its steps made, with that write
     answered 500 by a fault.  A flow still `yes` under a failed write is toothless for that write."""
     out = []
@@ -8331,7 +8331,7 @@ async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
         if isinstance(res.get("failedStep"), int):
             row["failedStep"] = res["failedStep"]
         out.append(row)
-        progress("teeth for %s: %s" % (label, "TOOTHLESS (still yes with the write failed)" if row["toothless"]
+        progress("%s: teeth for %s: %s" % (name, label, "TOOTHLESS (still yes with the write failed)" if row["toothless"]
                                        else "%s under the failed write" % row["verified"]))
     return out
 
@@ -8376,7 +8376,7 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                     res["name"] = name
                     if teeth and res.get("verified") == "yes":
                         res["teeth"] = await _verify_teeth(link, dict(args, fresh=True), res.get("writes") or [],
-                                                           lambda line: progress("%s: %s" % (name, line)))
+                                                           progress, name)
                         res["toothless"] = [t["write"] for t in res["teeth"] if t["toothless"]]
                     if res.get("verified") != "yes":
                         try:
