@@ -8331,8 +8331,9 @@ async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
         if isinstance(res.get("failedStep"), int):
             row["failedStep"] = res["failedStep"]
         out.append(row)
-        progress("%s: teeth for %s: %s" % (name, label, "TOOTHLESS (still yes with the write failed)" if row["toothless"]
-                                       else "%s under the failed write" % row["verified"]))
+        verdict = ("TOOTHLESS (still yes with the write failed)" if row["toothless"]
+                   else "%s under the failed write" % row["verified"])
+        progress("%s: teeth for %s: %s" % (name, label, verdict))
     return out
 
 
