@@ -650,6 +650,8 @@ CHEATSHEET = """# Reticle cheat sheet
 2. `reticle_snapshot {mode: "interactive"}` or `reticle_query {by, value}`: find refs (e7).
 3. `reticle_act_and_wait {ref, action, until: <predicate>}`: act and get a verdict.
 4. `reticle_assert {predicate}`: check what happened since the last act.
+5. `reticle_fault {match: {urlContains, method}, respond: {status: 500}}`: make a write fail on
+   purpose, then prove the app tells the user; `{clear: true}` ends it.
 
 _Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
 `"unknown"` means Reticle could not tell (tab lost, request in flight, body not captured,

@@ -90,7 +90,9 @@ def test_a_write_faulted_to_500_never_reaches_the_server_and_its_proof_is_no(wor
         assert "documents and form posts" in fault["notCovered"], fault
     out = _act(w, SAVE, SAVED_200)
     assert out["verified"] == "no", out
-    assert fault["faultId"] in out["because"] and "faulted on purpose" in out["because"], out
+    assert fault["faultId"] in out["because"] and "The deciding evidence was faulted on purpose" in out["because"]
+    # decided failures work on a faulted request as on a real one: no waiting for the timeout
+    assert out["decidedBy"] == "answered-otherwise", out
     assert app.count("/api/save") == before, "a faulted write reached the server"
     calls = w["mcp"].ok("reticle_network", {"urlContains": "/api/save", "sessionId": w["sid"]})["calls"]
     assert calls[-1]["status"] == 500 and calls[-1]["faulted"] is True and calls[-1]["faultId"] == fault["faultId"]
