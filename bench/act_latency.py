@@ -80,7 +80,8 @@ PAGE = """<!doctype html>
       return r.json();
     }).then(function (d) {
       if (d.ok) document.getElementById("stored").textContent = "Stored " + (++stored);
-      else document.getElementById("problem").innerHTML = '<div role="alert">' + d.message + ' (try ' + (++tries) + ')</div>';
+      else document.getElementById("problem").innerHTML =
+        '<div role="alert">' + d.message + ' (try ' + (++tries) + ')</div>';
     });
   }
   document.getElementById("store").onclick = function () { store(false); };

@@ -148,7 +148,8 @@ def test_a_failure_in_sight_decides_early(live):
     APP.fault = True
     out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=8000, until={"kind": "text", "equals": "Saved"},
                                                    detail="full"))
-    assert out["verified"] == "no" and out["verdict"].get("decidedBy") == "failure-shown", (out["because"], out["verdict"], out["trace"])
+    assert out["verified"] == "no", out
+    assert out["verdict"].get("decidedBy") == "failure-shown", (out["because"], out["verdict"])
     assert out["trace"]["window_ms"] < 3000, out
 
 

@@ -91,8 +91,8 @@ def rows():
         {"pass": True, "assertion": "console.present"}, None
     yield "console.miss", {"kind": "console", "level": "error", "contains": "boom"}, \
         obs([ev(10, "console.error", text="other")]), {"pass": False, "assertion": "console.present"}, "containing"
-    yield "console.absent", {"kind": "console", "level": "error", "absent": True}, obs([ev(10, "console.log", text="x")]), \
-        {"pass": True, "assertion": "console.absent"}, None
+    yield "console.absent", {"kind": "console", "level": "error", "absent": True}, \
+        obs([ev(10, "console.log", text="x")]), {"pass": True, "assertion": "console.absent"}, None
     yield "console.absent-violated", {"kind": "console", "level": "error", "absent": True}, \
         obs([ev(10, "console.error", text="bad")]), {"pass": False, "decided": True, "decidedBy": "absence-violated"}, \
         "bad"
@@ -139,8 +139,8 @@ def rows():
 
     fr = {"kind": "frame", "direction": "in", "contains": "saved"}
     yield "frame.present", fr, obs([frame(10, "saved ok")]), {"pass": True, "assertion": "frame.present"}, None
-    yield "frame.path", {"kind": "frame", "path": "1.status", "equals": "ok"}, obs([frame(10, '42["r",{"status":"ok"}]')]), \
-        {"pass": True}, None
+    yield "frame.path", {"kind": "frame", "path": "1.status", "equals": "ok"}, \
+        obs([frame(10, '42["r",{"status":"ok"}]')]), {"pass": True}, None
     yield "frame.binary", fr, obs([frame(10, None)]), {"pass": False, "assertion": "frame"}, "could not be read"
     yield "frame.miss", fr, obs([frame(10, "other")]), {"pass": False, "assertion": "frame.present"}, "no message"
     yield "frame.count-exceeded", dict(fr, count=1), obs([frame(10, "saved"), frame(20, "saved")]), \
@@ -294,6 +294,7 @@ def test_a_verdict_from_an_observation_alone():
 
 def test_a_text_miss_names_what_the_page_tells_the_user():
     p = parse({"kind": "text", "contains": "Saved"})
-    res = reticle._judge(p, obs(live=read(p, {"found": False}), near=read(p, {"told": ["Nothing was stored", "Ready"]})))
+    told = read(p, {"told": ["Nothing was stored", "Ready"]})
+    res = reticle._judge(p, obs(live=read(p, {"found": False}), near=told))
     assert res["observed"] == ["Nothing was stored", "Ready"], res
     assert "the page tells the user: 'Nothing was stored', 'Ready'" in res["failureReason"], res

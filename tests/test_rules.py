@@ -339,12 +339,14 @@ SINGLE_FETCH = '[{"_1":2},"root",{"_3":4},"redirect","/notes","status",302,"reva
 WIRE = [
     ("single-fetch-redirect", call(5, url="/notes/new.data", status=202, body=SINGLE_FETCH), "redirect",
      call(5, url="/notes/new.data", status=202, body='[{"_1":2},"data",{"queued":true}]')),
-    ("server-action", call(5, url="/notes", body='0:{"a":"$@1","f":"","b":"dev"}\n1:{"ok":false,"message":"Title taken"}',
+    ("server-action", call(5, url="/notes", body='0:{"a":"$@1","f":"","b":"dev"}\n'
+                                               '1:{"ok":false,"message":"Title taken"}',
                            responseHeaders={"content-type": "text/x-component"}), "failure",
      call(5, url="/notes", body='0:{"a":"$@1","f":"","b":"dev"}\n1:{"ok":true,"id":7}',
           responseHeaders={"content-type": "text/x-component"})),
     ("dash-callback", call(5, url="/_dash-update-component",
-                           body='{"multi":true,"response":{"out":{"children":"Error: the row is locked. Nothing was saved."}}}'),
+                           body='{"multi":true,"response":{"out":{"children":'
+                                '"Error: the row is locked. Nothing was saved."}}}'),
      "failure", call(5, url="/_dash-update-component",
                      body='{"multi":true,"response":{"out":{"children":"Error rate: 0 errors today"}}}')),
 ]
