@@ -11238,6 +11238,23 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       status: status
     };
     if (dialogs.length) res.dialogsFirst = dialogs.length;
+    if (!count && !args.scope) {
+      // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
+      var body = document.body;
+      var content =
+        !!body &&
+        Array.prototype.some.call(body.children, function (c) {
+          return !SKIP_TAGS[c.tagName];
+        });
+      var rendered = document.readyState === 'complete' && content;
+      res.rendered = rendered;
+      res.note = rendered
+        ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
+        : 'the page has not rendered yet (document.readyState is ' +
+          document.readyState +
+          (content ? '' : ', its body holds no content') +
+          '); snapshot again in a moment';
+    }
     if (truncated || depthHit) {
       res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
       if (truncated) res.nodeCapHit = true;

@@ -15,6 +15,7 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
 - `/sock/`: Save sends one WebSocket message to /sock/ws; the server answers 1.2 s later with
   `{"ok": false, "error": "..."}` (shown in an error box) or `{"ok": true}` ("Saved").
 - `/status/`: Check posts to /api/ok and shows "0 errors found" in a status region.
+- `/late/`: a page whose body stays empty for 1.5 s after it loads.
 
 `app.fault` makes the next answers fail; `app.saves` counts what the server received.
 """
@@ -92,6 +93,10 @@ ws.onmessage = function (m) {
 };
 document.getElementById('save').onclick = function () { ws.send(JSON.stringify({save: 1})); };
 </script>""")
+
+LATE = _HEAD % "Late" + """<body><script>
+setTimeout(function () { document.body.insertAdjacentHTML('beforeend', '<h1>Hello</h1>'); }, 1500);
+</script></body></html>"""
 
 STATUS = _page("Status", """<main><div role="status" id="s"></div><button type="button" id="check">Check</button></main>
 <script>
@@ -193,4 +198,5 @@ class HorizonApp:
             (r"/ui/([a-z-]+)/(fail|ok)", Ui), (r"/dj/", DjForm), (r"/dj/add", DjAdd),
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
             (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/status/", Page, {"html": STATUS}),
+            (r"/late/", Page, {"html": LATE}),
         ]

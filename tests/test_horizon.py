@@ -199,3 +199,13 @@ def test_in_a_device_an_assert_right_after_a_form_post_judges_the_next_page(live
     else:
         assert out["verified"] == "yes", out
     assert APP.saves == 1
+
+
+def test_an_empty_snapshot_right_after_a_page_opened_says_it_has_not_rendered(live):
+    open_page(live, "/late/")
+    snap = live.mcp.ok("reticle_snapshot", {})
+    assert snap["nodes"] == 0 and snap["rendered"] is False, snap
+    assert "not rendered yet" in snap["note"], snap
+    wait_text(live, "Hello")
+    snap = live.mcp.ok("reticle_snapshot", {})
+    assert snap["nodes"] > 0 and "rendered" not in snap, snap
