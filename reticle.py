@@ -3949,10 +3949,11 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
     load-time scan of what the user is told (for SCAN_WAIT_MS, when the page `scans`: the SDK
     does, a client that only speaks the bridge protocol does not); the render after the last of these: less
     than HORIZON_QUIET_MS since it landed, or the DOM still changing within HORIZON_CHURN_MS for a
-    second after it.  The page's own background traffic and dev tooling are not the act's."""
+    second after it.  What the page sends on a timer (twice or more before the act) and dev tooling
+    are not the act's; a request it made once before (the same save, clicked again) is."""
     out: List[Tuple[str, bool]] = []
-    for d in known.open_requests:
-        if d.get("startedAt", 0) >= floor and not _is_dev(d) and _call_label(d) not in known.background:
+    for d in known.open_requests:  # a request the page made before too is the act's; a timer's is not
+        if d.get("startedAt", 0) >= floor and not _is_dev(d) and _call_label(d) not in known.polled:
             out.append(("%s has not answered" % _call_label(d), _is_write(d) or d.get("initiator") == "document"))
     frames = [e for e in window if e["type"] in _FRAME_TYPES and not _is_dev(e["data"])]
     # the act's own channels (as _message_failures reads them): a socket it sent on, a stream it started
@@ -3976,7 +3977,7 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
         if d.get("direction") != "close" and not d.get("final") and now - d["t"] < STREAM_QUIET_MS:
             out.append(("the stream %s is still sending" % d.get("url"), d.get("transport") == "stream"))
     for e in window:
-        if e["type"] == "net.request" and not _is_dev(e["data"]) and _caused_by_act(e, floor, known):
+        if e["type"] == "net.request" and not _is_dev(e["data"]) and _caused_by_act(e, floor, known, repeats=True):
             landed.append((e["t"], "the answer of %s" % _call_label(e["data"])))
             doc = e.get("doc")
             if scans and e["data"].get("initiator") == "document" and doc and now - e["t"] < SCAN_WAIT_MS and not any(
@@ -4004,7 +4005,7 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     if reported and not any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
         return "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"])
     failed = [e["data"] for e in window if e["type"] == "net.request" and _is_write(e["data"])
-              and _call_failed(e["data"]) and not _is_dev(e["data"]) and _caused_by_act(e, floor, known)]
+              and _call_failed(e["data"]) and not _is_dev(e["data"]) and _caused_by_act(e, floor, known, repeats=True)]
     failed = [d for d in failed if not any(_call_matches(d, leaf) for leaf, neg in _leaves(p)
                                            if leaf["kind"] == "net" and not neg)]
     if failed:

@@ -14,7 +14,8 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   the response (a fragment library's settle delay): an error on fault, else "Saved".
 - `/sock/`: Save sends one WebSocket message to /sock/ws; the server answers 1.2 s later with
   `{"ok": false, "error": "..."}` (shown in an error box) or `{"ok": true}` ("Saved").
-- `/status/`: Check posts to /api/ok and shows "0 errors found" in a status region.
+- `/status/`: Check posts to /api/ok and shows "0 errors found" in a status region (it logs one
+  console error at load).
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 
 `app.fault` makes the next answers fail; `app.saves` counts what the server received.
@@ -100,6 +101,7 @@ setTimeout(function () { document.body.insertAdjacentHTML('beforeend', '<h1>Hell
 
 STATUS = _page("Status", """<main><div role="status" id="s"></div><button type="button" id="check">Check</button></main>
 <script>
+console.error('status page: a warning at load');
 document.getElementById('check').onclick = function () {
   fetch('/api/ok', {method: 'POST', body: '{}'}).then(function () {
     document.getElementById('s').textContent = '0 errors found';

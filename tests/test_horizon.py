@@ -5,7 +5,7 @@ failure (one `_FAILURE_UI` record each, both ways).  The pages are tests/_horizo
 import pytest
 
 import reticle
-from _harness import Live, chromium_path
+from _harness import Live, chromium_path, wait_until
 from _horizon_app import HorizonApp
 
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)"),
@@ -209,3 +209,13 @@ def test_an_empty_snapshot_right_after_a_page_opened_says_it_has_not_rendered(li
     wait_text(live, "Hello")
     snap = live.mcp.ok("reticle_snapshot", {})
     assert snap["nodes"] > 0 and "rendered" not in snap, snap
+
+
+def test_reticle_console_honours_its_window(live):
+    open_page(live, "/status/")
+    loaded = lambda: [x["text"] for x in live.mcp.ok("reticle_console", {})["logs"]]  # noqa: E731
+    wait_until(lambda: any("a warning at load" in t for t in loaded()), what="the console error of the load")
+    live.mcp.ok("reticle_act", {"target": {"role": "button", "name": "Check"}, "action": "click"})
+    assert not any("a warning at load" in t for t in loaded()), loaded()  # from before the act
+    everything = [x["text"] for x in live.mcp.ok("reticle_console", {"since": 0})["logs"]]
+    assert any("a warning at load" in t for t in everything), everything
