@@ -5,7 +5,7 @@ failure (one `_FAILURE_UI` record each, both ways).  The pages are tests/_horizo
 import pytest
 
 import reticle
-from _harness import Live, chromium_path, wait_until
+from _harness import Live, chromium_path, observe_all, wait_until
 from _horizon_app import HorizonApp
 
 pytestmark = [pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)"),
@@ -43,8 +43,10 @@ def wait_text(live, text):
 @pytest.mark.parametrize("query", ["", "?html=1"], ids=["same-text", "same-innerHTML"])
 def test_the_same_error_shown_again_is_no(live, query):
     open_page(live, "/same/" + query)
-    live.mcp.ok("reticle_act", SAVE)
+    first = live.mcp.ok("reticle_act", SAVE)
     wait_text(live, "Enter a valid email")
+    wait_until(lambda: [e for e in observe_all(live.mcp, first["since"], ["ui"]) if e["type"] == "ui.alert"],
+               what="the first refusal reported as shown")  # so the second act's window starts after it
     out = act_and_wait(live)  # the "fix" did nothing: the server refused again, the DOM stays as it was
     assert out["verified"] == "no" and out["verifiedReason"] == "failure_still_shown", out
     assert "Enter a valid email" in out["because"], out
