@@ -4159,7 +4159,10 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
         if act_at is not None and p["kind"] != "settled" and not res.get("inconclusive") \
                 and not _horizon(obs.window, obs.known, act_at, obs.now, bool(session.sdk_version)):
             failure = _failure_in_sight(p, obs.window, act_at, obs.known)
-            if not failure and time.monotonic() - shown_at >= 0.5:
+            # an error shown from before decides only once the act's work is visibly done: something it
+            # started has answered, or a second has passed (a request it starts later may yet clear it)
+            answered = any(e["type"] == "net.request" and e["t"] >= act_at for e in obs.window)
+            if not failure and (answered or obs.now - act_at >= 1000) and time.monotonic() - shown_at >= 0.5:
                 shown_at = time.monotonic()
                 still = [d for d in await _read_shown(session, effect) or ()
                          if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)]
