@@ -1352,9 +1352,13 @@ class _BrowserSession:
         seen = collections.Counter(_call_label(e["data"]) for e in before)
         writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
         background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
+        # a timer's requests: made twice or more before, each on its own (not within 2 s after an act)
+        acts = sorted(self.act_marks)
+        unprompted = collections.Counter(_call_label(e["data"]) for e in before if not any(
+            0 <= e["t"] - a <= 2000 for a in acts))
         return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
                       origin, background, self.store.page_blind_spots(),
-                      tuple(sorted(label for label, n in seen.items() if n >= 2)))
+                      tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
 
     # -- cursors --------------------------------------------------------------
     def mark_act(self, action: Optional[str]) -> float:

@@ -298,8 +298,12 @@ def horizon_rows(mcp, sid, n):
 
 
 def reticle_quiet_ms():
-    import reticle  # noqa: E402  (the module the daemon runs, for its documented constant)
-    return reticle.HORIZON_QUIET_MS
+    """HORIZON_QUIET_MS of the reticle.py the daemon runs (not whichever `reticle` is importable)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("reticle_under_bench", _harness.RETICLE_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.HORIZON_QUIET_MS
 
 
 def main():
