@@ -1135,6 +1135,8 @@ class _BrowserSession:
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
         self.document_id = str(hello.get("documentId") or "")[:64]
         self.arriving: Optional[Tuple[str, float]] = None  # (documentId, until): a hello whose events are still on the way
+        self.server_mark = secrets.token_hex(16)  # what the SDK marks this tab's requests with (Server truth)
+        self.server_seen = 0                      # records the app's middleware reported for this tab
         self.update_identity(hello)
 
     def update_identity(self, hello: dict) -> None:
@@ -1316,6 +1318,9 @@ class _BrowserSession:
                 self.store.note_blind_spot("malformed-event")
                 continue
             etype = raw["type"][:64]
+            if etype.startswith("server."):  # only the app's authenticated middleware reports these
+                self.store.note_blind_spot("forged-server-event")
+                continue
             # Ordinary events share `cap` per second; high-value ones (requests,
             # errors, routes, signals...) have a reserve of their own.
             if etype in _HIGH_VALUE:
@@ -1377,6 +1382,13 @@ class _BrowserSession:
             except (TypeError, ValueError):
                 count = 1
             self.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
+
+    def add_server_record(self, rec: dict) -> None:
+        """What the app's server did for one of this tab's requests (Server truth section)."""
+        self.server_seen += 1
+        self.store.add({"t": self.bridge.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
+        if self._changed is not None and not self._changed.done():
+            self._changed.set_result(None)
 
     async def wait_change(self, timeout: float) -> None:
         """Sleep until the next event arrives or `timeout` seconds pass."""
@@ -5574,6 +5586,575 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
 
 
 ###############################################################################
+# Server truth ################################################################
+###############################################################################
+# What the Python server did for each request a Reticle tab made.  The SDK
+# marks its tab's requests (the X-Reticle-Mark header on same-origin
+# fetch/XHR, a short-lived cookie for documents); the middleware here reports
+# only marked requests, from a daemon thread, to the daemon, which stitches
+# each record into the tab whose mark it carries.  Nothing here imports a web
+# framework at module import; wsgi/asgi/DjangoMiddleware/watch_sqlalchemy are
+# the public entry points.
+
+SERVER_MARK_HEADER = "X-Reticle-Mark"
+SERVER_MARK_COOKIE = "__reticle_mark"
+SERVER_QUEUE_CAP = 1000          # records waiting for the reporter thread; past it they are dropped, counted
+SERVER_BATCH = 100               # records per POST to the daemon
+SERVER_AWAY_S = 1.0              # after a failed POST, wait this long before the next try
+SERVER_SQL_CAP = 200             # characters of SQL text kept per write
+SERVER_GRACE_MS = 400            # a marked request's record may arrive this long after the browser saw it answer
+SERVER_MAX_RECORDS = 500         # per POST accepted by the daemon
+_MARK_RE = re.compile(r"^([0-9a-f]{32})(?:\.([A-Za-z0-9_:-]{1,64})\.([A-Za-z0-9_-]{1,32}))?$")
+_SQL_WRITE_RE = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(INSERT|UPDATE|DELETE|REPLACE)\b(?:\s+OR\s+\w+)?(?:\s+INTO|\s+FROM)?\s+"
+    r"(?:ONLY\s+)?[`\"\[]?([A-Za-z_][\w$]*(?:[`\"\]]?\.[`\"\[]?[A-Za-z_][\w$]*)?)", re.I | re.S)
+_SERVER_INSTALL = (
+    "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
+    "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
+    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); `reticle init` adds it")
+_server_log = logging.getLogger("reticle.server")
+_CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
+
+
+def _current_request() -> Any:
+    """The ContextVar that holds the record of the marked request being served (one per process)."""
+    global _CURRENT_REQUEST
+    if _CURRENT_REQUEST is None:
+        import contextvars
+        _CURRENT_REQUEST = contextvars.ContextVar("reticle_server_request", default=None)
+    return _CURRENT_REQUEST
+
+
+def _cookie_mark(cookie: Optional[str]) -> Optional[str]:
+    if not cookie or SERVER_MARK_COOKIE not in cookie:
+        return None
+    for part in cookie.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == SERVER_MARK_COOKIE and value:
+            return value.strip()
+    return None
+
+
+def _sql_write(sql: Any) -> Optional[dict]:
+    """{op, table} of a statement that writes (INSERT, UPDATE, DELETE, REPLACE), else None."""
+    if not isinstance(sql, str):
+        try:
+            sql = str(sql)
+        except Exception:  # noqa: BLE001 - a statement object we cannot print is no write we can name
+            return None
+    m = _SQL_WRITE_RE.match(sql)
+    if m is None:
+        return None
+    op = m.group(1).lower()
+    table = re.sub(r"[`\"\[\]]", "", m.group(2))
+    return {"op": "insert" if op == "replace" else op, "table": table,
+            "sql": _redact(sql[:SERVER_SQL_CAP]) + ("…" if len(sql) > SERVER_SQL_CAP else "")}
+
+
+def _app_frames(tb: Any, limit: int = 3) -> List[str]:
+    """The innermost frames of the app's own code (not the standard library, installed packages
+    or reticle), innermost first, as `file:line function`; files under the working directory
+    are named relative to it."""
+    import sysconfig
+    import traceback
+    skip = [os.path.abspath(p) for p in {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib",
+                                                                                "purelib", "platlib")} if p]
+    own = os.path.abspath(__file__) if "__file__" in globals() else ""
+    cwd = os.getcwd()
+    out = []
+    for fs in reversed(traceback.extract_tb(tb)):
+        path = os.path.abspath(fs.filename)
+        if path == own or "site-packages" in path or "dist-packages" in path or fs.filename.startswith("<") \
+                or any(path.startswith(s + os.sep) for s in skip):
+            continue
+        name = os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else os.path.basename(path)
+        out.append("%s:%d %s" % (name, fs.lineno or 0, fs.name))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _exception_record(exc: BaseException, tb: Any = None) -> dict:
+    return {"type": type(exc).__name__, "message": _redact(str(exc)[:300]),
+            "frames": _app_frames(tb if tb is not None else exc.__traceback__)}
+
+
+class _RequestLogHandler(logging.Handler):
+    """Root-logger handler, ERROR and above: a record logged while a marked request is served
+    is noted in that request's record (the logger's name, level, message, and the exception
+    it carried).  Reticle's own loggers are not the app's."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            rec = _current_request().get()
+            if rec is None or record.name.startswith("reticle"):
+                return
+            entry = {"logger": record.name[:120], "level": record.levelname,
+                     "message": _redact(record.getMessage()[:300])}
+            if record.exc_info and record.exc_info[1] is not None:
+                entry["exception"] = _exception_record(record.exc_info[1], record.exc_info[2])
+            if len(rec["logged"]) < 20:
+                rec["logged"].append(entry)
+        except Exception:  # noqa: BLE001 - logging must never break the app
+            pass
+
+
+_LOG_CAPTURE: List[_RequestLogHandler] = []
+
+
+def _install_log_capture() -> None:
+    if not _LOG_CAPTURE:
+        handler = _RequestLogHandler(logging.ERROR)
+        _LOG_CAPTURE.append(handler)
+        logging.getLogger().addHandler(handler)
+
+
+def _daemon_address() -> Tuple[str, int]:
+    """Where the daemon is, found as the CLI finds it: RETICLE_HOST (a wildcard bind means
+    loopback) and RETICLE_PORT."""
+    host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
+    if host in ("0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    try:
+        port = int(os.environ.get("RETICLE_PORT", "").strip() or DEFAULT_PORT)
+    except ValueError:
+        port = DEFAULT_PORT
+    return host.strip("[]"), port
+
+
+def _daemon_token() -> Optional[str]:
+    """The pairing token: RETICLE_TOKEN, else the state directory's `token` file (read, never made)."""
+    env = os.environ.get("RETICLE_TOKEN", "").strip()
+    if env:
+        return env
+    try:
+        with open(_StateDir().file("token"), "rb") as fh:
+            return fh.read().decode("ascii", "replace").strip() or None
+    except OSError:
+        return None
+
+
+class _ServerReporter:
+    """Sends finished records to the daemon off the request's critical path: a bounded queue
+    and one daemon thread, started with the first marked request.  A full queue, a daemon that
+    does not answer or refuses the token drops the records, and counts them (`dropped`, sent
+    with the next batch that gets through); the app is never slowed or broken by it."""
+
+    def __init__(self, cap: int = SERVER_QUEUE_CAP) -> None:
+        import queue
+        self.queue: Any = queue.Queue(cap)
+        self.dropped = 0
+        self.sent = 0
+        self.refused = 0
+        self.last_error = ""
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def put(self, rec: dict) -> None:
+        try:
+            self.queue.put_nowait(rec)
+        except Exception:  # noqa: BLE001 - queue.Full
+            self.dropped += 1
+            return
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="reticle-server-truth", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self.queue.get()]
+            while len(batch) < SERVER_BATCH:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except Exception:  # noqa: BLE001 - queue.Empty
+                    break
+            if not self._post(batch):
+                self.dropped += len(batch)
+                time.sleep(SERVER_AWAY_S)
+
+    def _post(self, batch: List[dict]) -> bool:
+        import http.client
+        host, port = _daemon_address()
+        token = _daemon_token()
+        if not token:
+            self.last_error = "no pairing token (RETICLE_TOKEN, or the state directory's token file)"
+            return False
+        body = _dumps({"records": batch, "dropped": self.dropped, "pid": os.getpid()}).encode("utf-8")
+        conn = http.client.HTTPConnection(host, port, timeout=2.0)
+        try:
+            conn.request("POST", "/server-records", body, {
+                "Content-Type": "application/json", "Authorization": "Bearer %s" % token,
+                "Host": "%s:%d" % (host if ":" not in host else "[%s]" % host, port)})
+            resp = conn.getresponse()
+            resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self.last_error = "the daemon at %s:%d did not answer (%s)" % (host, port, exc)
+            return False
+        finally:
+            conn.close()
+        if resp.status != 200:
+            self.refused += 1
+            self.last_error = "the daemon answered %d" % resp.status
+            return False
+        self.dropped = 0
+        self.sent += len(batch)
+        return True
+
+
+def _begin_record(mark: str, method: str, path: str, host: str, via: str) -> dict:
+    return {"mark": mark[:200], "method": method[:16], "path": path[:2048], "host": host[:300], "via": via,
+            "status": None, "view": None,
+            "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0,
+            "_t0": time.perf_counter(), "_pending": {}}
+
+
+def _finish_record(rec: dict) -> dict:
+    """The record as sent: duration, writes still waiting for a commit counted as not committed,
+    and an exception a framework caught and logged under its 5xx promoted to `exception`."""
+    rec["ms"] = round((time.perf_counter() - rec.pop("_t0")) * 1000.0, 3)
+    for writes in rec.pop("_pending").values():
+        for w in writes:
+            if w.get("committed") is None:
+                w["committed"] = False
+                w["note"] = "never committed (rolled back when the connection was released)"
+    if rec["exception"] is None and (rec["status"] or 0) >= 500:
+        caught = [e for e in rec["logged"] if e.get("exception")]
+        if caught:
+            rec["exception"] = dict(caught[-1]["exception"], handledBy=caught[-1]["logger"])
+    return rec
+
+
+def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optional[bool]) -> Optional[dict]:
+    """A statement ran for the current marked request: count it, and note it when it writes.
+    committed None = waiting for its transaction (kept under conn_key until commit/rollback)."""
+    rec = _current_request().get()
+    if rec is None:
+        return None
+    rec["statements"] += 1
+    w = _sql_write(statement)
+    if w is None:
+        return None
+    if isinstance(rows, int) and rows >= 0:
+        w["rows"] = rows
+    w["committed"] = committed
+    if len(rec["writes"]) < 50:
+        rec["writes"].append(w)
+    if committed is None:
+        rec["_pending"].setdefault(conn_key, []).append(w)
+    return w
+
+
+def _end_transaction(conn_key: Any, committed: bool) -> None:
+    rec = _current_request().get()
+    if rec is None:
+        return
+    for w in rec["_pending"].pop(conn_key, []):
+        w["committed"] = committed
+        if not committed:
+            w["note"] = "rolled back"
+
+
+def _flask_view(app: Any, environ: dict) -> Optional[str]:
+    url_map = getattr(app, "url_map", None) or getattr(getattr(app, "__self__", None), "url_map", None)
+    if url_map is None:
+        return None
+    try:
+        endpoint, _ = url_map.bind_to_environ(environ).match()
+        return str(endpoint)
+    except Exception:  # noqa: BLE001 - a 404 or a method mismatch names no view
+        return None
+
+
+def wsgi(app: Callable) -> Callable:
+    """Wrap a WSGI app (Flask's `app.wsgi_app`, Django's WSGI handler, Bottle, Pyramid) so that
+    each request a Reticle tab marked is reported to the daemon: method, path, status, view,
+    duration, an uncaught exception with the app's frames, errors logged, database writes (with
+    Django's middleware or watch_sqlalchemy).  An unmarked request costs a header lookup."""
+    reporter = _ServerReporter()
+    current = _current_request()
+    _install_log_capture()
+
+    def reticle_wsgi(environ: dict, start_response: Callable) -> Any:
+        mark = environ.get("HTTP_X_RETICLE_MARK")
+        via = "header"
+        if not mark:
+            mark, via = _cookie_mark(environ.get("HTTP_COOKIE")), "cookie"
+        if not mark or current.get() is not None:
+            return app(environ, start_response)
+        rec = _begin_record(mark, environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "") or "/",
+                            environ.get("HTTP_HOST", ""), via)
+        token = current.set(rec)
+
+        def start(status: str, headers: list, exc_info: Any = None) -> Any:
+            try:
+                rec["status"] = int(str(status).split(" ", 1)[0])
+            except ValueError:
+                pass
+            return start_response(status, headers, exc_info) if exc_info is not None else \
+                start_response(status, headers)
+        try:
+            return app(environ, start)
+        except BaseException as exc:
+            rec["exception"] = _exception_record(exc)
+            rec["status"] = rec["status"] or 500
+            raise
+        finally:
+            current.reset(token)
+            rec["view"] = rec["view"] or _flask_view(app, environ)
+            reporter.put(_finish_record(rec))
+
+    reticle_wsgi.reticle_reporter = reporter  # type: ignore[attr-defined]
+    return reticle_wsgi
+
+
+def asgi(app: Callable) -> Callable:
+    """Wrap an ASGI app (FastAPI, Starlette, Django's ASGI handler): as wsgi(), for `http`
+    scopes; websockets and lifespan pass straight through."""
+    reporter = _ServerReporter()
+    current = _current_request()
+    _install_log_capture()
+
+    async def reticle_asgi(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        mark = cookie = None
+        host = ""
+        for name, value in scope.get("headers") or ():
+            if name == b"x-reticle-mark":
+                mark = value.decode("latin-1")
+            elif name == b"cookie" and b"__reticle_mark=" in value:
+                cookie = _cookie_mark(value.decode("latin-1"))
+            elif name == b"host":
+                host = value.decode("latin-1")
+        via = "header" if mark else "cookie"
+        mark = mark or cookie
+        if not mark or current.get() is not None:
+            await app(scope, receive, send)
+            return
+        rec = _begin_record(mark, str(scope.get("method", "GET")), str(scope.get("path", "/")), host, via)
+        token = current.set(rec)
+
+        async def sending(message: dict) -> None:
+            if message.get("type") == "http.response.start":
+                rec["status"] = message.get("status")
+            await send(message)
+        try:
+            await app(scope, receive, sending)
+        except BaseException as exc:
+            rec["exception"] = _exception_record(exc)
+            rec["status"] = rec["status"] or 500
+            raise
+        finally:
+            current.reset(token)
+            route = scope.get("route")
+            endpoint = scope.get("endpoint")
+            rec["view"] = getattr(route, "name", None) or getattr(endpoint, "__name__", None)
+            reporter.put(_finish_record(rec))
+
+    reticle_asgi.reticle_reporter = reporter  # type: ignore[attr-defined]
+    return reticle_asgi
+
+
+class DjangoMiddleware:
+    """A Django MIDDLEWARE entry ("reticle.DjangoMiddleware"): reports each marked request as
+    wsgi() does, names the resolved view, and records the request's database statements through
+    `connection.execute_wrapper` on every configured database.  A write inside an atomic block
+    counts once its transaction commits (`on_commit`); a rolled-back one is not a write."""
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+        self.reporter = _ServerReporter()
+        self.current = _current_request()
+        _install_log_capture()
+
+    def __call__(self, request: Any) -> Any:
+        meta = request.META
+        mark = meta.get("HTTP_X_RETICLE_MARK")
+        via = "header"
+        if not mark:
+            mark, via = _cookie_mark(meta.get("HTTP_COOKIE")), "cookie"
+        if not mark or self.current.get() is not None:
+            return self.get_response(request)
+        import contextlib
+        from django.db import connections
+        rec = _begin_record(mark, request.method or "GET", request.path, meta.get("HTTP_HOST", ""), via)
+        token = self.current.set(rec)
+        try:
+            with contextlib.ExitStack() as stack:
+                for conn in connections.all():
+                    stack.enter_context(conn.execute_wrapper(_django_statement))
+                response = self.get_response(request)
+            rec["status"] = response.status_code
+            return response
+        except BaseException as exc:
+            rec["exception"] = rec["exception"] or _exception_record(exc)
+            rec["status"] = 500
+            raise
+        finally:
+            self.current.reset(token)
+            match = getattr(request, "resolver_match", None)
+            rec["view"] = rec["view"] or (getattr(match, "view_name", None) if match is not None else None)
+            self.reporter.put(_finish_record(rec))
+
+    def process_view(self, request: Any, view_func: Any, view_args: Any, view_kwargs: Any) -> None:
+        rec = self.current.get()
+        if rec is not None:
+            cls = getattr(view_func, "view_class", None)
+            rec["view"] = getattr(cls or view_func, "__name__", None)
+        return None
+
+    def process_exception(self, request: Any, exception: BaseException) -> None:
+        rec = self.current.get()
+        if rec is not None:
+            rec["exception"] = _exception_record(exception)
+        return None
+
+
+def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, context: dict) -> Any:
+    """execute_wrapper: run the statement, then note it (a write waits for its atomic block's commit)."""
+    result = execute(sql, params, many, context)
+    try:
+        conn = context.get("connection")
+        cursor = context.get("cursor")
+        rows = getattr(cursor, "rowcount", None)
+        pending = bool(getattr(conn, "in_atomic_block", False))
+        w = _note_statement(sql, rows, id(conn), None if pending else True)
+        if w is not None and pending:
+            def committed(w: dict = w) -> None:
+                w["committed"] = True
+            try:
+                conn.on_commit(committed)
+            except Exception:  # noqa: BLE001 - manual transaction management: whether it commits is unknown
+                w["note"] = "in a manually managed transaction"
+    except Exception:  # noqa: BLE001 - recording must never break the app's query
+        pass
+    return result
+
+
+def watch_sqlalchemy(engine: Any) -> Any:
+    """Record the database writes of marked requests made through this SQLAlchemy engine (its
+    event API): statement kind, table, rows where the driver says, commit or rollback.  A write
+    counts once its transaction commits; one rolled back, or never committed, is not a write."""
+    from sqlalchemy import event
+
+    def after(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
+        try:
+            autocommit = False
+            try:
+                autocommit = conn.get_isolation_level() == "AUTOCOMMIT"
+            except Exception:  # noqa: BLE001
+                pass
+            _note_statement(statement, getattr(cursor, "rowcount", None), id(conn.connection.dbapi_connection),
+                            True if autocommit else None)
+        except Exception:  # noqa: BLE001 - recording must never break the app's query
+            pass
+
+    def ended(committed: bool) -> Callable:
+        def on_end(conn: Any) -> None:
+            try:
+                _end_transaction(id(conn.connection.dbapi_connection), committed)
+            except Exception:  # noqa: BLE001
+                pass
+        return on_end
+
+    event.listen(engine, "after_cursor_execute", after)
+    event.listen(engine, "commit", ended(True))
+    event.listen(engine, "rollback", ended(False))
+    return engine
+
+
+# -- the daemon's side: stitch records into the tab whose mark they carry ------------------------
+
+def _clean_server_record(raw: Any) -> Optional[dict]:
+    """A record from the middleware, kept to its known fields with their types and caps, or None."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("mark"), str):
+        return None
+    m = _MARK_RE.match(raw["mark"])
+    if m is None:
+        return None
+
+    def text(v: Any, cap: int) -> Optional[str]:
+        return v[:cap] if isinstance(v, str) else None
+
+    def exc(v: Any) -> Optional[dict]:
+        if not isinstance(v, dict):
+            return None
+        frames = [f[:300] for f in v.get("frames") or [] if isinstance(f, str)][:5]
+        out = {"type": text(v.get("type"), 120) or "Exception", "message": text(v.get("message"), 300) or "",
+               "frames": frames}
+        if isinstance(v.get("handledBy"), str):
+            out["handledBy"] = v["handledBy"][:120]
+        return out
+    status = raw.get("status")
+    rec = {"mark": m.group(1), "documentId": m.group(2), "requestId": m.group(3),
+           "method": (text(raw.get("method"), 16) or "").upper(), "path": text(raw.get("path"), 2048) or "/",
+           "host": text(raw.get("host"), 300) or "", "via": "cookie" if raw.get("via") == "cookie" else "header",
+           "status": status if isinstance(status, int) and not isinstance(status, bool) else None,
+           "view": text(raw.get("view"), 200),
+           "ms": raw.get("ms") if isinstance(raw.get("ms"), (int, float)) else None,
+           "exception": exc(raw.get("exception")),
+           "statements": raw.get("statements") if isinstance(raw.get("statements"), int) else 0}
+    logged = []
+    for e in (raw.get("logged") if isinstance(raw.get("logged"), list) else [])[:20]:
+        if isinstance(e, dict):
+            entry = {"logger": text(e.get("logger"), 120) or "", "level": text(e.get("level"), 16) or "ERROR",
+                     "message": text(e.get("message"), 300) or ""}
+            if exc(e.get("exception")):
+                entry["exception"] = exc(e.get("exception"))
+            logged.append(entry)
+    rec["logged"] = logged
+    writes = []
+    for w in (raw.get("writes") if isinstance(raw.get("writes"), list) else [])[:50]:
+        if isinstance(w, dict) and w.get("op") in ("insert", "update", "delete"):
+            writes.append({"op": w["op"], "table": text(w.get("table"), 200) or "",
+                           "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
+                           "committed": w.get("committed") if isinstance(w.get("committed"), bool) else None,
+                           "sql": text(w.get("sql"), SERVER_SQL_CAP + 1) or "", "note": text(w.get("note"), 120)})
+    rec["writes"] = writes
+    return rec
+
+
+def _stitch_server_records(hub: "Hub", body: Any) -> dict:
+    """Put each record into the window of the tab whose mark it carries.  A mark no tab holds
+    (a request made outside any Reticle tab, or a stale tab) is counted and dropped."""
+    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
+        raise _HttpRefusal(400, "bad request", "expected a JSON object {records: [...], dropped?: int}")
+    records = body["records"]
+    if len(records) > SERVER_MAX_RECORDS:
+        raise _HttpRefusal(413, "payload too large", "at most %d records per POST" % SERVER_MAX_RECORDS)
+    sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+    stats = hub.server_truth
+    dropped = body.get("dropped")
+    if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
+        stats["droppedByApps"] += dropped
+        stats["lastDropAt"] = hub.clock()
+    stitched = unmatched = invalid = 0
+    for raw in records:
+        rec = _clean_server_record(raw)
+        if rec is None:
+            invalid += 1
+            continue
+        mark = rec.pop("mark").encode()
+        owner = next((s for s in sessions if hmac.compare_digest(s.server_mark.encode(), mark)), None)
+        if owner is not None and rec["via"] == "cookie" and \
+                rec["host"].lower() != urllib.parse.urlsplit(owner.url).netloc.lower():
+            owner = None  # a cookie is shared by every app on the host: only the tab's own app may use it
+        if owner is None:
+            unmatched += 1
+            continue
+        owner.add_server_record(rec)
+        stitched += 1
+    stats["received"] += len(records)
+    stats["stitched"] += stitched
+    stats["unmatched"] += unmatched
+    stats["invalid"] += invalid
+    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid}
+
+
+###############################################################################
 # HTTP handlers ###############################################################
 ###############################################################################
 
@@ -5946,6 +6527,27 @@ class _StopHandler(_BaseHandler):
             return
         self.send_json({"stopping": True, "pid": os.getpid()}, 202)
         self.hub.request_stop("stop requested")
+
+
+class _ServerRecordsHandler(_BaseHandler):
+    """POST /server-records: what the app's middleware saw (Server truth).  Past the guard, the
+    pairing token is required even from loopback: records from a process that cannot
+    authenticate are refused, so no page or stranger can write server truth into a tab."""
+
+    def post(self) -> None:
+        guard = self.hub.guard
+        try:
+            ok = guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request))
+            if not ok:
+                raise _HttpRefusal(403, "forbidden", "server records need the pairing token (Authorization: Bearer "
+                                   "<token>); the middleware reads RETICLE_TOKEN or the state directory's token file")
+            try:
+                body = _loads(self.body().decode("utf-8", "replace"))
+            except ValueError as exc:
+                raise _HttpRefusal(400, "bad request", "the body is not JSON: %s" % exc)
+            self.send_json(_stitch_server_records(self.hub, body))
+        except _HttpRefusal as refusal:
+            self.refuse(refusal)
 
 
 class _SseMixin:
@@ -6382,6 +6984,9 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         session.device = self.device
         self.session = session
+        if msg.get("serverMark") is True:  # the SDK marks its requests for the app's middleware (Server truth)
+            self.send_json({"kind": "mark", "mark": session.server_mark, "header": SERVER_MARK_HEADER,
+                            "cookie": SERVER_MARK_COOKIE})
 
     def on_close(self) -> None:
         self._end_handshake()
@@ -6431,6 +7036,9 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
       "delete": ("mcpDelete", "End a session: not supported", {"405": "always, no body"})}),
     (r"/stop", _StopHandler, {}, "/stop",
      {"post": ("stop", "Planned stop (needs the pairing token)", {"202": "stopping"})}),
+    (r"/server-records", _ServerRecordsHandler, {}, "/server-records",
+     {"post": ("serverRecords", "What the app's server did for marked requests (middleware; needs the pairing token)",
+               {"200": "{stitched, unmatched, invalid}", "400": "not {records: [...]}"})}),
     (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
                {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
@@ -6593,6 +7201,8 @@ class Hub:
         self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
         self.journeys = _Journeys()
+        self.server_truth = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0, "droppedByApps": 0,
+                             "lastDropAt": None}  # what the apps' middleware sent (Server truth)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
@@ -8680,7 +9290,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       adapters: S.adapters.slice(0, 32),
       sdkVersion: VERSION,
       hasCapabilities: S.hasCaps,
-      documentId: S.documentId
+      documentId: S.documentId,
+      serverMark: true
     };
     if (S.token) h.token = S.token;
     if (EXTRA_KEYS.length)
@@ -8793,6 +9404,41 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     openSocket();
   }
 
+  // ---- server truth: the mark the app's middleware reports this tab's requests by -------------
+  // The daemon hands each tab a secret mark. Same-origin fetch/XHR carry it (with the request's
+  // id) in a header; a document request, which cannot carry a header, in a cookie that lives a
+  // few seconds and is set just before the page leaves. Cross-origin requests are never marked.
+  var MARK = { value: null, header: 'X-Reticle-Mark', cookie: '__reticle_mark' };
+  function onServerMark(msg) {
+    if (typeof msg.mark !== 'string' || !/^[0-9a-f]{32}$/.test(msg.mark)) return;
+    MARK.value = msg.mark;
+    if (typeof msg.header === 'string') MARK.header = msg.header;
+    if (typeof msg.cookie === 'string') MARK.cookie = msg.cookie;
+    try {
+      document.cookie = MARK.cookie + '=; path=/; max-age=0; samesite=strict'; // the navigation it marked is over
+    } catch (e) {
+      /* cookies refused */
+    }
+  }
+  function markFor(url, id) {
+    if (!MARK.value) return null;
+    try {
+      if (new URL(url, location.href).origin !== location.origin) return null;
+    } catch (e) {
+      return null;
+    }
+    return MARK.value + '.' + S.documentId + '.' + id;
+  }
+  function markDocument(id) {
+    if (!MARK.value) return;
+    try {
+      document.cookie =
+        MARK.cookie + '=' + MARK.value + '.' + S.documentId + '.' + id + '; path=/; max-age=10; samesite=strict';
+    } catch (e) {
+      /* cookies refused */
+    }
+  }
+
   // ---- commands ------------------------------------------------------------------------------
   var COMMANDS = {};
   function onMessage(raw) {
@@ -8804,6 +9450,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return;
     }
     if (isObj(msg) && msg.kind === 'input_result') return onInputResult(msg);
+    if (isObj(msg) && msg.kind === 'mark') return onServerMark(msg);
     if (!isObj(msg) || msg.kind !== 'command') return;
     var id = msg.id;
     if (typeof id !== 'string' && typeof id !== 'number') return;
@@ -11537,6 +12184,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     patch(window, 'fetch', function (orig) {
       return function fetch(input, init) {
         var meta = null;
+        var callArgs = arguments;
         try {
           var url =
             typeof input === 'string' ? input : input && input.url ? input.url : String(input);
@@ -11554,18 +12202,34 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             var id = 'n' + ++netCounter;
             meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
             if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
-            emit('net.pending', {
+            var pend = {
               id: id,
               requestId: id,
               method: method,
               url: meta.url,
               initiator: 'fetch'
-            });
+            };
+            var mark = markFor(url, id);
+            if (mark) {
+              try {
+                var hs = new Headers(
+                  (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
+                );
+                hs.set(MARK.header, mark);
+                init = Object.assign({}, init || {}, { headers: hs });
+                callArgs = [input, init];
+                pend.serverMarked = true;
+                meta.marked = true;
+              } catch (e) {
+                /* an exotic init: the request goes unmarked */
+              }
+            }
+            emit('net.pending', pend);
           }
         } catch (e) {
           meta = null;
         }
-        var p = orig.apply(this, arguments);
+        var p = orig.apply(this, callArgs);
         if (!meta) return p;
         try {
           // a Request object body: read from a clone
@@ -12147,13 +12811,23 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             m.t0 = N.now();
             m.rurl = redactUrl(m.url);
             m.req = S.captureBodies ? describeReqBody(body) : null;
-            emit('net.pending', {
+            var xpend = {
               id: id,
               requestId: id,
               method: m.method,
               url: m.rurl,
               initiator: 'xhr'
-            });
+            };
+            var xmark = markFor(m.url, id);
+            if (xmark) {
+              try {
+                xhr.setRequestHeader(MARK.header, xmark);
+                xpend.serverMarked = true;
+              } catch (e) {
+                /* not opened, or already sent: unmarked */
+              }
+            }
+            emit('net.pending', xpend);
             if (!m.listening) {
               m.listening = true;
               xhr.addEventListener(
@@ -12929,6 +13603,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (rec[k] != null) d[k] = rec[k];
     });
     if (rec.requestBody != null) d.requestBodyType = rec.enctype;
+    if (MARK.value && (!rec.url || markFor(rec.url, id))) {
+      markDocument(id);
+      d.serverMarked = true;
+    }
     docAnnounced = { id: id, at: N.dateNow(), method: d.method, url: d.url, cause: d.cause };
     // the record first: the emit below may not leave before the page goes
     var keep = {};
