@@ -2997,6 +2997,163 @@ async def _eval_storage(session: "_BrowserSession", p: dict, window: List[dict],
 
 # -- how each kind describes itself ----------------------------------------------------------------
 
+# -- the server kind: a pure judge over the window's server records (Server truth section) ---------
+
+def _server_records(window: List[dict]) -> List[dict]:
+    return [e["data"] for e in window if e["type"] == "server.request"]
+
+
+def _server_label(r: dict) -> str:
+    return "%s %s" % (r.get("method") or "?", r.get("path") or "/")
+
+
+def _server_line(r: dict) -> str:
+    """One request as the server saw it: "POST /profile → 200, view save_profile, 0 writes, no exception"."""
+    writes = [w for w in r.get("writes") or [] if w.get("committed")]
+    rolled = [w for w in r.get("writes") or [] if w.get("committed") is False]
+    parts = ["%s → %s" % (_server_label(r), r.get("status"))]
+    if r.get("view"):
+        parts.append("view %s" % r["view"])
+    parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
+        "%s %s%s" % (w["op"], w["table"], "" if w.get("rows") is None else " ×%d" % w["rows"]) for w in writes[:3])
+        if writes else ""))
+    if rolled:
+        parts.append("%d rolled back" % len(rolled))
+    exc = r.get("exception")
+    if exc:
+        parts.append("raised %s: %s%s" % (exc.get("type"), _short(exc.get("message") or "", 80),
+                                          " at %s" % exc["frames"][0] if exc.get("frames") else ""))
+    else:
+        parts.append("no exception")
+    logged = [e for e in r.get("logged") or [] if not (exc and e.get("exception"))]
+    if logged:
+        parts.append("logged %s %s: %s" % (logged[0].get("level"), logged[0].get("logger"),
+                                           _short(logged[0].get("message") or "", 80)))
+    return ", ".join(parts)
+
+
+def _server_rows(r: dict, spec: dict, committed: bool = True) -> int:
+    """Rows the request wrote that match spec {table?, op?}: committed writes only (or, with
+    committed False, only those rolled back); a statement that changed 0 rows wrote nothing, and
+    one whose driver gives no row count counts 1."""
+    n = 0
+    for w in r.get("writes") or []:
+        if (w.get("committed") is True) != committed:
+            continue
+        if spec.get("op") and w.get("op") != spec["op"]:
+            continue
+        if spec.get("table") and w.get("table", "").lower().split(".")[-1] != spec["table"].lower().split(".")[-1]:
+            continue
+        n += 1 if w.get("rows") is None else w["rows"]
+    return n
+
+
+def _server_matches(r: dict, p: dict) -> bool:
+    if p.get("method") and (r.get("method") or "").upper() != p["method"].upper():
+        return False
+    if p.get("urlContains") and p["urlContains"] not in (r.get("path") or ""):
+        return False
+    if "status" in p and r.get("status") != p["status"]:
+        return False
+    if "exception" in p and bool(r.get("exception")) != p["exception"]:
+        return False
+    if "logged" in p and bool(r.get("logged")) != p["logged"]:
+        return False
+    if "writes" in p:
+        spec = p["writes"]
+        n = _server_rows(r, spec, p.get("committed") is not False)
+        if "count" in spec and n != spec["count"]:
+            return False
+        if "count" not in spec and n < spec.get("min", 1):
+            return False
+    elif "committed" in p:
+        if p["committed"] and not _server_rows(r, {}, True):
+            return False
+        if not p["committed"] and not _server_rows(r, {}, False):
+            return False
+    return True
+
+
+def _server_unreported(session: "_BrowserSession", window: List[dict]) -> Tuple[List[dict], List[dict]]:
+    """The tab's marked requests in the window that no server record answers yet, as (awaiting,
+    unreported): awaiting = still open, or answered less than SERVER_GRACE_MS ago (the record may
+    be on its way); unreported = answered longer ago than that."""
+    reported = {(r.get("documentId"), r.get("requestId")) for r in _server_records(window)}
+    done = {}
+    for e in window:
+        if e["type"] == "net.request" and e["data"].get("requestId"):
+            done[str(e["data"]["requestId"])] = e["t"]
+    awaiting, unreported = [], []
+    now = session.now()
+    for e in window:
+        d = e["data"]
+        if e["type"] != "net.pending" or not d.get("serverMarked") or not d.get("requestId"):
+            continue
+        if (e.get("doc"), str(d["requestId"])) in reported:
+            continue
+        t = done.get(str(d["requestId"]))
+        (awaiting if t is None or now - t < SERVER_GRACE_MS else unreported).append(d)
+    return awaiting, unreported
+
+
+def _describe_server(p: dict) -> str:
+    bits = ["server %s%s" % (p.get("method", "").upper() + " " if p.get("method") else "",
+                             p.get("urlContains") or "request")]
+    if "status" in p:
+        bits.append("→ %d" % p["status"])
+    if "exception" in p:
+        bits.append("raising" if p["exception"] else "without an exception")
+    if "logged" in p:
+        bits.append("logging an error" if p["logged"] else "logging no error")
+    if "writes" in p:
+        w = p["writes"]
+        n = "%d" % w["count"] if "count" in w else "at least %d" % w.get("min", 1)
+        bits.append("writing %s row(s)%s%s" % (n, " by %s" % w["op"] if w.get("op") else "",
+                                               " to %s" % w["table"] if w.get("table") else ""))
+    if "committed" in p:
+        bits.append("committed" if p["committed"] else "rolled back")
+    return " ".join(bits)
+
+
+async def _eval_server(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+    """What the server did for the tab's requests (the app's middleware reports them).  Rules, in
+    order: a count that is exceeded fails at once; a match passes (a count once no marked request is
+    still awaited); a marked request whose record may still arrive keeps it open; no record ever for
+    this tab means the middleware is absent (unknown, saying how to install it); a marked request
+    never reported makes a miss unknown; else it fails, decided once every request is answered."""
+    records = _server_records(window)
+    matched = [r for r in records if _server_matches(r, p)]
+    awaiting, unreported = _server_unreported(session, window)
+    expected = _describe_server(p)
+    if "count" in p and len(matched) > p["count"]:
+        return {"pass": False, "assertion": "server.count", "expected": "%d × %s" % (p["count"], expected),
+                "observed": [_server_line(r) for r in matched[:8]], "decided": True, "decidedBy": "count-exceeded",
+                "failureReason": "expected exactly %d matching server request(s), saw %d" % (p["count"], len(matched))}
+    if matched and ("count" not in p or (len(matched) == p["count"] and not awaiting)):
+        return {"pass": True, "assertion": "server.present",
+                "evidence": {"server": [_server_line(r) for r in matched[:5]]}}
+    if awaiting:
+        return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": SERVER_GRACE_MS,
+                "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
+    if not session.server_seen:
+        return {"pass": False, "assertion": "server.absent", "inconclusive": (
+            "no server record ever arrived for this tab, so what the server did cannot be known; %s"
+            % _SERVER_INSTALL)}
+    if unreported:
+        return {"pass": False, "assertion": "server.unreported", "inconclusive": (
+            "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
+            "route, or dropped it while the daemon was away)" % _call_label(unreported[0]))}
+    observed = [_server_line(r) for r in records[-8:]]
+    near = [r for r in records if _server_matches(r, {k: p[k] for k in ("method", "urlContains") if k in p})]
+    out = {"pass": False, "assertion": "server.count" if "count" in p else "server.present", "expected": expected,
+           "observed": observed or "no server request in this window",
+           "failureReason": "no server request matched %s%s" % (
+               expected, "; the server did: %s" % "; ".join(observed[-3:]) if observed else "")}
+    if near and not session.open_since(window[0]["t"] if window else 0):
+        out.update(decided=True, decidedBy="answered-otherwise")
+    return out
+
+
 def _describe_net(p: dict) -> str:
     text = "a %srequest %s" % (p["method"].upper() + " " if p.get("method") else "",
                                "to a URL containing %r" % p["urlContains"] if p.get("urlContains") else "to any URL")
@@ -3123,6 +3280,25 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           _eval_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
           grade=lambda p: "net" if p.get("contains") or "path" in p else None, role="consequence", window=True,
           check=lambda p: ["`equals` needs a `path` (the JSON value to compare)"] if "equals" in p and "path" not in p else []),
+    _Kind("server",
+          "What the app's server did for the tab's requests (needs Reticle's middleware: reticle.wsgi, "
+          "reticle.asgi, reticle.DjangoMiddleware): `method`, `urlContains` (path), `status`, `exception` "
+          "(raised), `logged` (an error logged), `writes` {table, op, count | min} (committed rows; a rolled-back "
+          "write is none), `committed`; `count` exact matching requests.",
+          {"method": {"type": "string"}, "urlContains": {"type": "string"}, "status": {"type": "integer"},
+           "exception": {"type": "boolean"}, "logged": {"type": "boolean"},
+           "writes": {"type": "object", "additionalProperties": False,
+                      "properties": {"table": {"type": "string", "minLength": 1},
+                                     "op": {"enum": ["insert", "update", "delete"]},
+                                     "count": {"type": "integer", "minimum": 0},
+                                     "min": {"type": "integer", "minimum": 1}}},
+           "committed": {"type": "boolean"}, "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
+          {"kind": "server", "method": "POST", "urlContains": "/profile",
+           "writes": {"table": "profile", "op": "update", "min": 1}, "exception": False},
+          _eval_server, _describe_server, aliases={"url": "urlContains", "path": "urlContains"},
+          grade=lambda p: "server", role="consequence", window=True,
+          check=lambda p: ["writes: give count or min, not both"]
+          if "count" in p.get("writes", {}) and "min" in p.get("writes", {}) else []),
     _Kind("route",
           "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
           {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},
@@ -3489,6 +3665,7 @@ def _failures_shown(window: List[dict]) -> List[str]:
                                    _short(str(d.get("text") or d.get("message") or ""), 120)))
     out += ["%s answered %s" % (_call_label(d), d.get("status") or d.get("error"))
             for d in _calls(window) if _is_write(d) and _call_failed(d) and not _is_dev(d)]
+    out += [c["counter"] for c in _server_contradictions(window, {"kind": "settled"})]
     return out
 
 
@@ -3615,7 +3792,42 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
             out.append({"kind": "request-never-settled", "tier": "absence",
                         "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
                         "detail": "the outcome of this request is unknown", "write": _is_write(d)})
+    out.extend(_server_contradictions(window, p))
     return out
+
+
+def _server_failures(window: List[dict], p: Optional[dict] = None) -> List[dict]:
+    """Server records in the window that raised or logged an error, unless the predicate itself
+    asks for that (a positive `server` leaf with exception: true or logged: true)."""
+    wants = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "server" and not neg
+             and (leaf.get("exception") or leaf.get("logged"))] if p is not None else []
+    return [r for r in _server_records(window) if (r.get("exception") or r.get("logged"))
+            and not any(_server_matches(r, leaf) for leaf in wants)]
+
+
+def _server_contradictions(window: List[dict], p: dict) -> List[dict]:
+    """A request the act caused that raised on the server, or logged an error, disagrees with a
+    passing predicate (observed tier: `no`), whatever status the browser saw."""
+    out = []
+    for r in _server_failures(window, p)[:3]:
+        exc = r.get("exception")
+        if exc:
+            counter = "the server raised %s (%s)%s under %s → %s" % (
+                exc.get("type"), _short(exc.get("message") or "", 100),
+                " at %s" % exc["frames"][0] if exc.get("frames") else "", _server_label(r), r.get("status"))
+        else:
+            e = r["logged"][0]
+            counter = "the server logged %s from %s (%s) under %s → %s" % (
+                e.get("level"), e.get("logger"), _short(e.get("message") or "", 100), _server_label(r), r.get("status"))
+        out.append({"kind": "server-exception" if exc else "server-logged-error", "tier": "observed",
+                    "claim": "the assertion held", "counter": counter, "server": _server_line(r)})
+    return out
+
+
+def _server_summary(window: List[dict]) -> Optional[List[str]]:
+    """The act's requests as the server saw them, for every verdict's evidence (None without middleware)."""
+    records = _server_records(window)
+    return [_server_line(r) for r in records[-6:]] if records else None
 
 
 _UNREADABLE_NAMES = {"cross-origin-iframe": "cross-origin frame(s)", "closed-shadow-root": "closed shadow root(s)"}
@@ -3810,7 +4022,7 @@ def _compact(out: dict) -> dict:
                 c[k] = [_short(x, 120) for x in v[k][:5]] if isinstance(v[k], list) else _short(v[k], 200)
     if out.get("contradictions"):
         c["contradictions"] = [{"kind": x["kind"], "counter": _short(x["counter"], 160)} for x in out["contradictions"]]
-    for k in ("advice", "alreadyTrue", "coverage", "warning"):
+    for k in ("advice", "alreadyTrue", "coverage", "warning", "server"):
         if out.get(k):
             c[k] = out[k]
     issues = ((out.get("honesty") or {}).get("integrity") or {}).get("issues")
@@ -3916,11 +4128,11 @@ def _unsettled_report(known: "_Known", window: List[dict], since: float, p: dict
     return report
 
 
-_GRADE_ORDER = ("presence", "state", "net", "signal")
+_GRADE_ORDER = ("presence", "state", "net", "signal", "server")
 
 
 def _grade(p: dict) -> str:
-    """The strongest evidence grade among the positive leaves: signal > net > state > presence."""
+    """The strongest evidence grade among the positive leaves: server > signal > net > state > presence."""
     best = "presence"
     for leaf, neg in _leaves(p):
         grade = None if neg else _PREDICATE_KINDS[leaf["kind"]].grade(leaf)
@@ -4621,6 +4833,8 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     out = {"verified": verified, "verifiedReason": reason, "because": because}
     out.update(res)
     out["since"] = floor
+    if _server_summary(window):
+        out["server"] = _server_summary(window)
     if contradictions:
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
     _coverage(known, out)
@@ -4630,6 +4844,20 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     _journal(session, "assert", args, out)
     out = session.splice_health(session.splice_buffer(out, floor))
     return out if args.get("detail") == "full" else _compact(out)
+
+
+async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
+    """With the app's middleware in use (a record arrived for this tab), give the records of the
+    act's marked requests their grace to arrive before judging.  True when any arrived."""
+    if not session.server_seen:
+        return False
+    before = session.server_seen
+    while time.monotonic() < budget_end:
+        awaiting, _ = _server_unreported(session, session.window(since))
+        if not awaiting:
+            break
+        await session.wait_change(min(0.05, budget_end - time.monotonic()))
+    return session.server_seen != before
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -4661,7 +4889,8 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
             end = min(budget_end, time.monotonic() + 0.3)
             while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(since)):
                 await session.wait_change(end - time.monotonic())
-        if any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
+        if await _await_server_records(session, since, budget_end) or \
+                any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
             # an absence that held at the first look is judged again once the act's work is done
             res = await _evaluate(session, p, since, diagnose=True)
     window = session.window(since)
@@ -4690,6 +4919,8 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
            "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}}
     if already_true:
         out["alreadyTrue"] = True
+    if _server_summary(window):
+        out["server"] = _server_summary(window)
     advice = _advice(p, res) if verified in ("yes", "unknown") else None
     if advice:
         out["advice"] = advice
