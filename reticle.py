@@ -54,15 +54,19 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
+    "DjangoMiddleware",
     "Hub",
     "PredicateError",
     "ReticleError",
     "RpcError",
     "ToolError",
     "__version__",
+    "asgi",
     "main",
     "make_app",
     "parse_predicate",
+    "watch_sqlalchemy",
+    "wsgi",
 ]
 
 import argparse
@@ -3716,7 +3720,7 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     out = []
     calls = [d for d in _calls(window) if not _is_dev(d)]
     ui_advanced = any(e["type"] in _UI_EVENTS for e in window)
-    expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "net" and not neg
+    expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] in ("net", "server") and not neg
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
     recovered = {i for i, d in enumerate(calls) if _call_failed(d) and any(
         not _call_failed(later) and _call_label(later) == _call_label(d) for later in calls[i + 1:])}
@@ -3792,7 +3796,7 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
             out.append({"kind": "request-never-settled", "tier": "absence",
                         "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
                         "detail": "the outcome of this request is unknown", "write": _is_write(d)})
-    out.extend(_server_contradictions(window, p))
+    out[:0] = _server_contradictions(window, p)  # what the server says is the most specific
     return out
 
 
@@ -3800,7 +3804,8 @@ def _server_failures(window: List[dict], p: Optional[dict] = None) -> List[dict]
     """Server records in the window that raised or logged an error, unless the predicate itself
     asks for that (a positive `server` leaf with exception: true or logged: true)."""
     wants = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "server" and not neg
-             and (leaf.get("exception") or leaf.get("logged"))] if p is not None else []
+             and (leaf.get("exception") or leaf.get("logged") or (leaf.get("status") or 0) >= 500)] \
+        if p is not None else []
     return [r for r in _server_records(window) if (r.get("exception") or r.get("logged"))
             and not any(_server_matches(r, leaf) for leaf in wants)]
 
