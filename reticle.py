@@ -4603,6 +4603,7 @@ _FILTER_BUCKETS = {
     "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse", "net.stream"), "route": ("route.",),
     "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
     "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",), "ui": ("ui.",),
+    "server": ("server.",),
 }
 
 

@@ -11,6 +11,8 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/boom      raises (uncaught): the framework answers 500
   POST /form          a form post: inserts a row, then redirects (303) to /done
   GET  /done          the page the form post lands on
+
+SHOP_PLAIN=1 serves it without Reticle's middleware.
 """
 
 import logging
@@ -23,6 +25,7 @@ sys.path.insert(0, ROOT)
 import reticle  # noqa: E402
 
 log = logging.getLogger("shop.views")
+PLAIN = bool(os.environ.get("SHOP_PLAIN"))  # serve the app without Reticle's middleware
 
 PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><body>
 <h1>Profile</h1>
@@ -103,7 +106,8 @@ def flask_app(db, daemon):
             conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", (flask.request.form.get("name"),))
         return flask.redirect("/done", 303)
 
-    app.wsgi_app = reticle.wsgi(app.wsgi_app)
+    if not PLAIN:
+        app.wsgi_app = reticle.wsgi(app.wsgi_app)
     return app
 
 
@@ -112,7 +116,7 @@ def django_app(db, daemon):
     from django.conf import settings
     settings.configure(
         DEBUG=True, SECRET_KEY="test-only", ROOT_URLCONF=__name__, ALLOWED_HOSTS=["127.0.0.1", "localhost"],
-        MIDDLEWARE=["reticle.DjangoMiddleware"],
+        MIDDLEWARE=[] if PLAIN else ["reticle.DjangoMiddleware"],
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": db}},
         LOGGING_CONFIG=None)
     django.setup()
@@ -234,7 +238,7 @@ def fastapi_app(db, daemon):
             conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", (body.split("=")[-1],))
         return RedirectResponse("/done", 303)
 
-    return reticle.asgi(app)
+    return app if PLAIN else reticle.asgi(app)
 
 
 def serve(framework, port, db, daemon):

@@ -46,7 +46,8 @@ class App:
             raise
 
     def log(self):
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         with open(self.log_path, "rb") as fh:
             return fh.read().decode("utf-8", "replace")
 
@@ -102,3 +103,319 @@ def act(mcp, sid, button, until=None, timeout_ms=6000):
     if until is not None:
         args["until"] = until
     return mcp.ok("reticle_act_and_wait", args, timeout=60)
+
+
+WRITE = {"kind": "server", "method": "POST", "writes": {"table": "profile"}}
+SAVED = {"kind": "text", "contains": "Saved profile"}
+
+
+# -- real apps, real Chromium with the script tag ---------------------------------------------------
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_server_truth_in_a_real_app_with_the_script_tag(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        # a page that says "Saved" while nothing was written: no
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no", out
+        assert "0 writes" in out["because"], out["because"]
+        assert app.rows() == 0
+        # a real write: yes, with the server's summary in the evidence
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        assert app.rows() == 1
+        assert any("POST /api/save → 200" in s and "view save_profile" in s and "1 write" in s
+                   for s in out["server"]), out["server"]
+        # a rolled-back write is not a write
+        out = act(mcp, sid, "Save (rollback)", dict(WRITE, urlContains="/api/rollback"))
+        assert out["verified"] == "no", out
+        assert app.rows() == 1
+        # the UI says "Saved profile", the server caught and logged an exception under its 200: not yes
+        out = act(mcp, sid, "Save (logged)", SAVED)
+        assert out["verified"] == "no", out
+        assert out["verifiedReason"] == "contradicted" and "server-logged-error" in out["because"], out["because"]
+        assert "shop.views" in out["because"]
+        # an uncaught exception: no, naming the app's own frame with its file and line
+        out = act(mcp, sid, "Save (boom)", SAVED)
+        assert out["verified"] == "no", out
+        assert "server-exception" in out["because"] and "ValueError" in out["because"], out["because"]
+        assert "_server_apps.py:" in out["because"] and " fail_inside" in out["because"], out["because"]
+        # the no-until settle counts it as a failure in sight
+        out = act(mcp, sid, "Save (boom)", None)
+        assert out["verified"] == "no" and out["verifiedReason"] == "failure_observed", out
+        assert "the server raised ValueError" in out["because"], out["because"]
+        # not: an absence of exceptions holds over a clean save, and is violated by the crash
+        out = act(mcp, sid, "Save", {"kind": "not", "predicate": {"kind": "server", "exception": True}})
+        assert out["verified"] == "yes", out
+        out = act(mcp, sid, "Save (boom)", {"kind": "not", "predicate": {"kind": "server", "exception": True}})
+        assert out["verified"] == "no", out
+        # a form post's write is seen across its redirect
+        before = app.rows()
+        out = act(mcp, sid, "Post form", {"kind": "allOf", "predicates": [
+            {"kind": "server", "method": "POST", "urlContains": "/form", "status": 303,
+             "writes": {"table": "profile", "op": "insert", "count": 1}},
+            {"kind": "server", "method": "GET", "urlContains": "/done", "status": 200}]})
+        assert out["verified"] == "yes", out
+        assert app.rows() == before + 1
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
+def test_a_device_marks_its_requests_without_a_script_tag(tmp_path, daemon, mcp):
+    app = App("flask", tmp_path, daemon, script=False)
+    try:
+        sid, _ = open_tab(mcp, app, device=True)
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no", out
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        out = act(mcp, sid, "Save (boom)", SAVED)
+        assert out["verified"] == "no" and "_server_apps.py:" in out["because"], out
+        mcp.ok("reticle_close", {"sessionId": sid})
+    finally:
+        app.close()
+
+
+def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_install(tmp_path, daemon, mcp):
+    app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"})
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"), timeout_ms=2000)
+        assert out["verified"] == "unknown", out
+        assert "reticle.wsgi" in out["because"] and "reticle.DjangoMiddleware" in out["because"], out["because"]
+        assert app.rows() == 1
+        # and where nothing needs it, nothing changes
+        out = act(mcp, sid, "Save", SAVED)
+        assert out["verified"] == "yes", out
+        assert "server" not in out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_a_request_made_outside_the_browser_is_never_reported_into_a_tab(tmp_path, daemon, mcp):
+    app = App("fastapi", tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))  # the middleware is known to this tab
+        since = mcp.ok("reticle_observe", {"window_ms": 1, "sessionId": sid}).get("cursor")
+        forged = "%032x.docid.n1" % 12345
+        for headers in ({}, {"X-Reticle-Mark": forged}, {"Cookie": "__reticle_mark=" + forged}):
+            req = urllib.request.Request(app.url + "/api/boom", data=b"{}", method="POST", headers=headers)
+            with pytest.raises(urllib.error.HTTPError):
+                urllib.request.urlopen(req, timeout=10)
+        time.sleep(1.0)
+        events = mcp.ok("reticle_observe", {"since": 0, "filters": ["server"], "max_events": 2000,
+                                             "sessionId": sid})["events"]
+        assert events and not any(e["data"]["path"] == "/api/boom" for e in events), events
+        assert since is None or isinstance(since, (int, float))
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_two_tabs_on_two_apps_see_only_their_own_records(tmp_path, daemon, mcp):
+    flask_app = App("flask", tmp_path, daemon)
+    fastapi_app = App("fastapi", tmp_path, daemon)
+    browsers = []
+    try:
+        sid_a, b = open_tab(mcp, flask_app)
+        browsers.append(b)
+        sid_b, b = open_tab(mcp, fastapi_app)
+        browsers.append(b)
+        assert act(mcp, sid_a, "Save", dict(WRITE, urlContains="/api/save"))["verified"] == "yes"
+        assert act(mcp, sid_b, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))["verified"] == "no"
+        assert act(mcp, sid_a, "Post form", dict(WRITE, urlContains="/form"))["verified"] == "yes"
+        assert act(mcp, sid_b, "Post form", dict(WRITE, urlContains="/form"))["verified"] == "yes"
+        for sid, app in ((sid_a, flask_app), (sid_b, fastapi_app)):
+            events = mcp.ok("reticle_observe", {"since": 0, "filters": ["server"], "max_events": 2000,
+                                                 "sessionId": sid})["events"]
+            hosts = {e["data"]["host"] for e in events}
+            assert hosts == {app.url.split("//")[1]}, (sid, hosts)
+        paths_a = {e["data"]["path"] for e in mcp.ok("reticle_observe", {
+            "since": 0, "filters": ["server"], "sessionId": sid_a})["events"]}
+        assert "/api/noop" not in paths_a
+    finally:
+        for b in browsers:
+            b.close()
+        flask_app.close()
+        fastapi_app.close()
+
+
+# -- the middleware with no daemon, and the daemon's route ------------------------------------------
+
+def plain_wsgi_app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+
+
+def environ(**headers):
+    env = {"REQUEST_METHOD": "POST", "PATH_INFO": "/api/save", "HTTP_HOST": "127.0.0.1:1"}
+    env.update({"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()})
+    return env
+
+
+def test_the_app_runs_normally_with_no_daemon(tmp_path, monkeypatch):
+    monkeypatch.setenv("RETICLE_PORT", str(free_port()))  # nothing listens there
+    monkeypatch.setenv("RETICLE_TOKEN", "t" * 48)
+    app = reticle.wsgi(plain_wsgi_app)
+    statuses = []
+    # an unmarked request is never queued and starts nothing
+    assert b"".join(app(environ(), lambda s, h: statuses.append(s))) == b"ok"
+    assert app.reticle_reporter.queue.qsize() == 0 and app.reticle_reporter._thread is None
+    # marked ones are answered at once; their records are dropped and counted, never raised
+    for n in range(3):
+        assert b"".join(app(environ(**{"X-Reticle-Mark": "%032x.d.n%d" % (1, n)}),
+                            lambda s, h: statuses.append(s))) == b"ok"
+    assert statuses == ["200 OK"] * 4
+    wait_until(lambda: app.reticle_reporter.dropped >= 3, 10, what="the records to be dropped")
+    assert "did not answer" in app.reticle_reporter.last_error
+
+
+def test_a_real_app_with_no_daemon_serves_and_writes(tmp_path):
+    app = App("django", tmp_path, daemon=None)
+    try:
+        for mark in ("", "%032x.d.n1" % 7):
+            req = urllib.request.Request(app.url + "/api/save", data=b"{}", method="POST",
+                                         headers={"X-Reticle-Mark": mark} if mark else {})
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                assert resp.status == 200
+        assert app.rows() == 2
+    finally:
+        app.close()
+    assert "Traceback" not in app.log()
+
+
+def post_records(daemon, body, token=None):
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    req = urllib.request.Request(daemon.url + "/server-records", data=json.dumps(body).encode(), method="POST",
+                                 headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_records_from_a_process_that_cannot_authenticate_are_refused(daemon):
+    rec = {"mark": "%032x" % 1, "method": "POST", "path": "/x", "status": 200}
+    status, body = post_records(daemon, {"records": [rec]})
+    assert status == 403 and "pairing token" in body["detail"], body
+    status, body = post_records(daemon, {"records": [rec]}, token="not-the-token")
+    assert status == 403, body
+    status, body = post_records(daemon, {"records": "nope"}, token=daemon.token())
+    assert status == 400 and "records" in body["detail"], body
+    status, body = post_records(daemon, {"records": [rec, {"mark": "bad"}]}, token=daemon.token())
+    assert status == 200 and body == {"stitched": 0, "unmatched": 1, "invalid": 1}, body
+    assert daemon.status()["running"] is True
+
+
+# -- the grammar and the pure judge, from tables ----------------------------------------------------
+
+@pytest.mark.parametrize("raw, fragment", [
+    ({"kind": "server", "writes": {"tables": "x"}}, "unknown field writes.tables"),
+    ({"kind": "server", "writes": {"op": "upsert"}}, "writes/op"),
+    ({"kind": "server", "writes": {"count": 1, "min": 1}}, "count or min"),
+    ({"kind": "server", "exception": "yes"}, "exception"),
+    ({"kind": "server", "rows": 1}, "unknown field rows"),
+])
+def test_server_predicate_errors_name_its_fields(raw, fragment):
+    with pytest.raises(reticle.PredicateError) as err:
+        reticle.parse_predicate(raw)
+    assert fragment in err.value.error and "writes" in err.value.error and "committed" in err.value.error
+
+
+def test_the_predicates_resource_documents_the_server_kind():
+    doc = reticle._predicate_grammar_doc()["kinds"]["server"]
+    assert set(doc["schema"]["properties"]) >= {"method", "urlContains", "status", "exception", "logged", "writes",
+                                                "committed", "count"}
+    reticle.parse_predicate(doc["example"])
+    assert "server{" in reticle._PREDICATE_DIGEST
+
+
+def record(**kw):
+    base = {"method": "POST", "path": "/api/save", "status": 200, "view": "save", "exception": None,
+            "logged": [], "writes": []}
+    base.update(kw)
+    return base
+
+
+INSERT = {"op": "insert", "table": "profile", "rows": 1, "committed": True}
+ROLLED = dict(INSERT, committed=False)
+NOOP_UPDATE = {"op": "update", "table": "profile", "rows": 0, "committed": True}
+
+
+@pytest.mark.parametrize("rec, pred, matches", [
+    (record(writes=[INSERT]), {"writes": {"table": "profile"}}, True),
+    (record(writes=[INSERT]), {"writes": {"table": "PROFILE", "op": "insert", "count": 1}}, True),
+    (record(writes=[INSERT]), {"writes": {"op": "update"}}, False),
+    (record(writes=[ROLLED]), {"writes": {"table": "profile"}}, False),             # rolled back: no write
+    (record(writes=[ROLLED]), {"writes": {"table": "profile"}, "committed": False}, True),
+    (record(writes=[NOOP_UPDATE]), {"writes": {"table": "profile"}}, False),        # 0 rows: no write
+    (record(writes=[dict(INSERT, rows=None)]), {"writes": {"count": 1}}, True),    # no row count: counts 1
+    (record(writes=[INSERT, INSERT]), {"writes": {"min": 2}}, True),
+    (record(writes=[INSERT]), {"committed": True}, True),
+    (record(writes=[ROLLED]), {"committed": True}, False),
+    (record(), {"exception": False, "logged": False}, True),
+    (record(exception={"type": "ValueError"}), {"exception": False}, False),
+    (record(logged=[{"logger": "x"}]), {"logged": True}, True),
+    (record(), {"method": "get"}, False),
+    (record(), {"method": "post", "urlContains": "/api/", "status": 200}, True),
+])
+def test_the_server_judge_from_a_table(rec, pred, matches):
+    p = reticle.parse_predicate(dict(pred, kind="server"))
+    assert reticle._server_matches(rec, p) is matches
+
+
+def window(*records):
+    return [{"t": float(i), "type": "server.request", "data": r} for i, r in enumerate(records)]
+
+
+def test_server_contradictions_from_a_table():
+    boom = record(status=200, exception={"type": "ValueError", "message": "m", "frames": ["views.py:42 save"]})
+    logged = record(logged=[{"logger": "app", "level": "ERROR", "message": "oops"}])
+    text = {"kind": "text", "contains": "Saved"}
+    assert [c["kind"] for c in reticle._server_contradictions(window(boom, logged), text)] == [
+        "server-exception", "server-logged-error"]
+    assert "views.py:42 save" in reticle._server_contradictions(window(boom), text)[0]["counter"]
+    assert reticle._server_contradictions(window(record(writes=[INSERT])), text) == []
+    asks = reticle.parse_predicate({"kind": "server", "exception": True})
+    assert reticle._server_contradictions(window(boom), asks) == []
+    negated = reticle.parse_predicate({"kind": "not", "predicate": asks})
+    assert len(reticle._server_contradictions(window(boom), negated)) == 1
+    assert reticle._server_summary(window(record(writes=[INSERT]))) == [
+        "POST /api/save → 200, view save, 1 write (insert profile ×1), no exception"]
+    assert reticle._server_summary([]) is None
+
+
+@pytest.mark.parametrize("sql, op, table", [
+    ('INSERT INTO "profile" ("name") VALUES (%s)', "insert", "profile"),
+    ("insert or replace into profile values (1)", "insert", "profile"),
+    ("UPDATE `shop`.`profile` SET name = ?", "update", "shop.profile"),
+    ("/* hint */ DELETE FROM profile WHERE id = 1", "delete", "profile"),
+    ("SELECT * FROM profile", None, None),
+    ("SAVEPOINT s1", None, None),
+])
+def test_statements_are_named_by_kind_and_table(sql, op, table):
+    w = reticle._sql_write(sql)
+    assert (w and w["op"], w and w["table"]) == (op, table)
+
+
+def test_the_app_frames_skip_installed_packages_and_name_file_and_line():
+    try:
+        json.loads("{")  # raises inside the standard library
+    except ValueError as exc:
+        frames = reticle._exception_record(exc)["frames"]
+    assert frames and frames[0].startswith("test_server.py:") or frames[0].startswith("tests/test_server.py:")
+    assert all("json" not in f.split(":")[0] for f in frames), frames
