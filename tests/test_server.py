@@ -191,7 +191,7 @@ def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_inst
         assert "reticle.wsgi" in out["because"] and "reticle.DjangoMiddleware" in out["because"], out["because"]
         assert app.rows() == 1
         # and where nothing needs it, nothing changes
-        out = act(mcp, sid, "Save", SAVED)
+        out = act(mcp, sid, "Save", {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200})
         assert out["verified"] == "yes", out
         assert "server" not in out
     finally:
