@@ -8057,7 +8057,13 @@ def _detect_app(root: str) -> dict:
     for name in ("app.py", "wsgi.py", "application.py", "main.py"):
         text = _read_text(os.path.join(root, name)) or ""
         if re.search(r"^\s*(from flask import|import flask)", text, re.M):
-            return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name}
+            return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name,
+                    "module": name}
+    for name in ("main.py", "app.py", "asgi.py", os.path.join("app", "main.py")):
+        text = _read_text(os.path.join(root, name)) or ""
+        if re.search(r"^\s*(from fastapi import|import fastapi)", text, re.M):
+            return {"kind": "FastAPI", "entry": _find_template(root), "why": "fastapi imported in %s" % name,
+                    "module": name}
     if os.path.isfile(os.path.join(root, "index.html")):
         return {"kind": "plain HTML", "entry": os.path.join(root, "index.html"), "why": "index.html"}
     return {"kind": "unknown", "why": "no package.json, manage.py, Flask app or index.html here"}
@@ -8182,6 +8188,9 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         text = _read_text(path)
         if text:
             texts[os.path.relpath(path, root)] = text
+    server_changes, server_notes = _server_init(root, app)
+    changes += server_changes
+    notes += server_notes
     stdio = {"command": command[0], "args": command[1:]}
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
@@ -8198,6 +8207,47 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     if note:
         notes.append(note)
     return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin)}
+
+
+_SERVER_CHECK = ("to check it: run the app, click something in a tab with Reticle, then reticle_observe "
+                 "{filters: [\"server\"]} lists what the server did, or reticle_assert {kind: \"server\"}")
+_DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init`: what the server did, inside Reticle's verdicts (dev only)\n"
+                 "    MIDDLEWARE = [*MIDDLEWARE, \"reticle.DjangoMiddleware\"]\n")
+
+
+def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
+    """Reticle's server middleware for the app (Server truth): Django's settings get a
+    MIDDLEWARE entry under DEBUG when they define both; Flask and FastAPI get the dev-only line
+    to add, printed (a wrap placed wrongly would break the app, so it is never written)."""
+    changes: List[_InitChange] = []
+    notes: List[str] = []
+    kind = app.get("kind")
+    if kind == "Django":
+        candidates = [os.path.join(root, "settings.py")] + sorted(
+            os.path.join(root, d, "settings.py") for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+        settings = [p for p in candidates if os.path.isfile(p)]
+        if not settings:
+            notes.append("Django: no settings.py found; add under DEBUG: %s" % _DJANGO_BLOCK.strip())
+        for path in settings[:1]:
+            text = _read_text(path) or ""
+            rel = os.path.relpath(path, root)
+            if "reticle.DjangoMiddleware" in text:
+                notes.append("%s already has reticle.DjangoMiddleware" % rel)
+            elif re.search(r"^MIDDLEWARE\s*=", text, re.M) and re.search(r"^DEBUG\s*=", text, re.M):
+                changes.append(_InitChange(path, text, text.rstrip("\n") + _DJANGO_BLOCK,
+                                           "added reticle.DjangoMiddleware to MIDDLEWARE under DEBUG (server truth)"))
+                notes.append("Django server truth: " + _SERVER_CHECK)
+            else:
+                notes.append("%s: no top-level MIDDLEWARE and DEBUG to extend; add: %s" % (rel, _DJANGO_BLOCK.strip()))
+    elif kind == "Flask":
+        notes.append("Flask server truth: in %s, after `app = Flask(...)`, add `import reticle` and "
+                     "`if app.debug: app.wsgi_app = reticle.wsgi(app.wsgi_app)` (SQLAlchemy: "
+                     "`reticle.watch_sqlalchemy(engine)`); %s" % (app.get("module") or "your app module", _SERVER_CHECK))
+    elif kind == "FastAPI":
+        notes.append("FastAPI server truth: in %s, after the routes, add `import reticle` and, in development only, "
+                     "`app = reticle.asgi(app)` (SQLAlchemy: `reticle.watch_sqlalchemy(engine)`); %s"
+                     % (app.get("module") or "your app module", _SERVER_CHECK))
+    return changes, notes
 
 
 def _init_command() -> List[str]:
