@@ -5980,7 +5980,8 @@ class _ServerReporter:
     def __init__(self, cap: int = SERVER_QUEUE_CAP) -> None:
         import queue
         self.queue: Any = queue.Queue(cap)
-        self.dropped = 0
+        self.dropped = 0        # not yet told to the daemon
+        self.dropped_total = 0
         self.sent = 0
         self.refused = 0
         self.last_error = ""
@@ -5992,6 +5993,7 @@ class _ServerReporter:
             self.queue.put_nowait(rec)
         except Exception:  # noqa: BLE001 - queue.Full
             self.dropped += 1
+            self.dropped_total += 1
             return
         if self._thread is None:
             with self._lock:
@@ -6009,6 +6011,7 @@ class _ServerReporter:
                     break
             if not self._post(batch):
                 self.dropped += len(batch)
+                self.dropped_total += len(batch)
                 time.sleep(SERVER_AWAY_S)
 
     def _post(self, batch: List[dict]) -> bool:
@@ -6157,21 +6160,23 @@ def asgi(app: Callable) -> Callable:
         if scope.get("type") != "http":
             await app(scope, receive, send)
             return
-        mark = cookie = None
-        host = ""
-        for name, value in scope.get("headers") or ():
+        raw = cookie = None
+        for name, value in scope["headers"]:
             if name == b"x-reticle-mark":
-                mark = value.decode("latin-1")
-            elif name == b"cookie" and b"__reticle_mark=" in value:
-                cookie = _cookie_mark(value.decode("latin-1"))
-            elif name == b"host":
-                host = value.decode("latin-1")
-        via = "header" if mark else "cookie"
-        mark = mark or cookie
+                raw = value
+                break
+            if name == b"cookie" and b"__reticle_mark=" in value:
+                cookie = value
+        if raw is None and cookie is None:
+            await app(scope, receive, send)
+            return
+        mark = raw.decode("latin-1") if raw is not None else _cookie_mark(cookie.decode("latin-1"))  # type: ignore
         if not mark or current.get() is not None:
             await app(scope, receive, send)
             return
-        rec = _begin_record(mark, str(scope.get("method", "GET")), str(scope.get("path", "/")), host, via)
+        host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+        rec = _begin_record(mark, str(scope.get("method", "GET")), str(scope.get("path", "/")), host,
+                            "header" if raw is not None else "cookie")
         token = current.set(rec)
 
         async def sending(message: dict) -> None:

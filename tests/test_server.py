@@ -277,7 +277,7 @@ def test_the_app_runs_normally_with_no_daemon(tmp_path, monkeypatch):
         assert b"".join(app(environ(**{"X-Reticle-Mark": "%032x.d.n%d" % (1, n)}),
                             lambda s, h: statuses.append(s))) == b"ok"
     assert statuses == ["200 OK"] * 4
-    wait_until(lambda: app.reticle_reporter.dropped >= 3, 10, what="the records to be dropped")
+    wait_until(lambda: app.reticle_reporter.dropped_total >= 3, 10, what="the records to be dropped")
     assert "did not answer" in app.reticle_reporter.last_error
 
 
