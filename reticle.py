@@ -6043,17 +6043,56 @@ class _ServerReporter:
         return True
 
 
-def _begin_record(mark: str, method: str, path: str, host: str, via: str) -> dict:
+def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False) -> dict:
     return {"mark": mark[:200], "method": method[:16], "path": path[:2048], "host": host[:300], "via": via,
             "status": None, "view": None,
             "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0,
-            "_t0": time.perf_counter(), "_pending": {}}
+            "_t0": time.perf_counter(), "_pending": {}, "_params": params}
+
+
+_SECRET_PARAM_RE = re.compile(r"pass|secret|token|key|auth|credential|session|cookie|csrf", re.I)
+
+
+_INSERT_COLUMNS_RE = re.compile(r"^\s*INSERT\b[^(]*\(([^)]*)\)\s*VALUES", re.I | re.S)
+_SET_COLUMN_RE = re.compile(r"[`\"\[]?(\w+)[`\"\]]?\s*(?:=|<>|!=|<=|>=|<|>|\bLIKE\b)\s*(?:%s|\?|:\w+|\$\d+)", re.I)
+
+
+def _param_names(sql: str, n: int) -> Optional[List[str]]:
+    """The column each of a statement's n positional parameters goes to, when the SQL says so
+    plainly (an INSERT's column list, `col = ?` pairs), else None."""
+    m = _INSERT_COLUMNS_RE.match(sql)
+    names = [c.strip().strip("`\"[]") for c in m.group(1).split(",")] if m else _SET_COLUMN_RE.findall(sql)
+    return names if len(names) == n else None
+
+
+def _param_values(params: Any, sql: str = "") -> Optional[str]:
+    """A write's parameter values as short text, only when the user asked for them: values under a
+    secret-looking name (the parameter's, or the column it goes to) are redacted, every value is
+    cut at 80 characters, the whole at 300."""
+    if params is None:
+        return None
+    if isinstance(params, (list, tuple)) and params and not isinstance(params[0], (list, tuple, dict)):
+        names = _param_names(sql, len(params))
+        if names:
+            params = dict(zip(names, params))
+
+    def one(v: Any) -> str:
+        return _redact(repr(v)[:80])
+    if isinstance(params, dict):
+        text = ", ".join("%s=%s" % (k, "[redacted]" if _SECRET_PARAM_RE.search(str(k)) else one(v))
+                         for k, v in list(params.items())[:20])
+    elif isinstance(params, (list, tuple)):
+        text = ", ".join(one(v) for v in list(params)[:20])
+    else:
+        text = one(params)
+    return text[:300]
 
 
 def _finish_record(rec: dict) -> dict:
     """The record as sent: duration, writes still waiting for a commit counted as not committed,
     and an exception a framework caught and logged under its 5xx promoted to `exception`."""
     rec["ms"] = round((time.perf_counter() - rec.pop("_t0")) * 1000.0, 3)
+    rec.pop("_params", None)
     for writes in rec.pop("_pending").values():
         for w in writes:
             if w.get("committed") is None:
@@ -6066,9 +6105,11 @@ def _finish_record(rec: dict) -> dict:
     return rec
 
 
-def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optional[bool]) -> Optional[dict]:
+def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optional[bool],
+                    params: Any = None) -> Optional[dict]:
     """A statement ran for the current marked request: count it, and note it when it writes.
-    committed None = waiting for its transaction (kept under conn_key until commit/rollback)."""
+    committed None = waiting for its transaction (kept under conn_key until commit/rollback).
+    Its parameter values only when the wrapper was asked for them (params=True)."""
     rec = _current_request().get()
     if rec is None:
         return None
@@ -6078,6 +6119,8 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
         return None
     if isinstance(rows, int) and rows >= 0:
         w["rows"] = rows
+    if rec.get("_params") and params is not None:
+        w["params"] = _param_values(params, str(statement))
     w["committed"] = committed
     if len(rec["writes"]) < 50:
         rec["writes"].append(w)
@@ -6107,11 +6150,12 @@ def _flask_view(app: Any, environ: dict) -> Optional[str]:
         return None
 
 
-def wsgi(app: Callable) -> Callable:
+def wsgi(app: Callable, params: bool = False) -> Callable:
     """Wrap a WSGI app (Flask's `app.wsgi_app`, Django's WSGI handler, Bottle, Pyramid) so that
     each request a Reticle tab marked is reported to the daemon: method, path, status, view,
     duration, an uncaught exception with the app's frames, errors logged, database writes (with
-    Django's middleware or watch_sqlalchemy).  An unmarked request costs a header lookup."""
+    Django's middleware or watch_sqlalchemy).  An unmarked request costs a header lookup.
+    Parameter values of writes are recorded only with params=True (secret-looking names redacted)."""
     reporter = _ServerReporter()
     current = _current_request()
     _install_log_capture()
@@ -6124,7 +6168,7 @@ def wsgi(app: Callable) -> Callable:
         if not mark or current.get() is not None:
             return app(environ, start_response)
         rec = _begin_record(mark, environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "") or "/",
-                            environ.get("HTTP_HOST", ""), via)
+                            environ.get("HTTP_HOST", ""), via, params)
         token = current.set(rec)
 
         def start(status: str, headers: list, exc_info: Any = None) -> Any:
@@ -6149,7 +6193,7 @@ def wsgi(app: Callable) -> Callable:
     return reticle_wsgi
 
 
-def asgi(app: Callable) -> Callable:
+def asgi(app: Callable, params: bool = False) -> Callable:
     """Wrap an ASGI app (FastAPI, Starlette, Django's ASGI handler): as wsgi(), for `http`
     scopes; websockets and lifespan pass straight through."""
     reporter = _ServerReporter()
@@ -6176,7 +6220,7 @@ def asgi(app: Callable) -> Callable:
             return
         host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
         rec = _begin_record(mark, str(scope.get("method", "GET")), str(scope.get("path", "/")), host,
-                            "header" if raw is not None else "cookie")
+                            "header" if raw is not None else "cookie", params)
         token = current.set(rec)
 
         async def sending(message: dict) -> None:
@@ -6221,8 +6265,10 @@ class DjangoMiddleware:
         if not mark or self.current.get() is not None:
             return self.get_response(request)
         import contextlib
+        from django.conf import settings
         from django.db import connections
-        rec = _begin_record(mark, request.method or "GET", request.path, meta.get("HTTP_HOST", ""), via)
+        rec = _begin_record(mark, request.method or "GET", request.path, meta.get("HTTP_HOST", ""), via,
+                            bool(getattr(settings, "RETICLE_SERVER_PARAMS", False)))
         token = self.current.set(rec)
         try:
             with contextlib.ExitStack() as stack:
@@ -6263,7 +6309,7 @@ def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, cont
         cursor = context.get("cursor")
         rows = getattr(cursor, "rowcount", None)
         pending = bool(getattr(conn, "in_atomic_block", False))
-        w = _note_statement(sql, rows, id(conn), None if pending else True)
+        w = _note_statement(sql, rows, id(conn), None if pending else True, params)
         if w is not None and pending:
             def committed(w: dict = w) -> None:
                 w["committed"] = True
@@ -6289,8 +6335,11 @@ def watch_sqlalchemy(engine: Any) -> Any:
                 autocommit = conn.get_isolation_level() == "AUTOCOMMIT"
             except Exception:  # noqa: BLE001
                 pass
+            named = getattr(context, "compiled_parameters", None)  # the binds by name, where SQLAlchemy compiled them
+            if named and len(named) == 1 and isinstance(named[0], dict) and not executemany:
+                parameters = named[0]
             _note_statement(statement, getattr(cursor, "rowcount", None), id(conn.connection.dbapi_connection),
-                            True if autocommit else None)
+                            True if autocommit else None, parameters)
         except Exception:  # noqa: BLE001 - recording must never break the app's query
             pass
 
@@ -6354,7 +6403,8 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
             writes.append({"op": w["op"], "table": text(w.get("table"), 200) or "",
                            "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
                            "committed": w.get("committed") if isinstance(w.get("committed"), bool) else None,
-                           "sql": text(w.get("sql"), SERVER_SQL_CAP + 1) or "", "note": text(w.get("note"), 120)})
+                           "sql": text(w.get("sql"), SERVER_SQL_CAP + 1) or "", "note": text(w.get("note"), 120),
+                           "params": text(w.get("params"), 300)})
     rec["writes"] = writes
     return rec
 

@@ -419,3 +419,30 @@ def test_the_app_frames_skip_installed_packages_and_name_file_and_line():
         frames = reticle._exception_record(exc)["frames"]
     assert frames and frames[0].startswith("test_server.py:") or frames[0].startswith("tests/test_server.py:")
     assert all("json" not in f.split(":")[0] for f in frames), frames
+
+
+@pytest.mark.parametrize("params", [False, True])
+def test_parameter_values_are_recorded_only_when_asked_and_secret_names_are_redacted(tmp_path, params):
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///%s" % (tmp_path / "p.sqlite3")))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE account (name TEXT, password TEXT)")
+    rec = reticle._begin_record("%032x" % 3, "POST", "/signup", "127.0.0.1:1", "header", params)
+    token = reticle._current_request().set(rec)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.text("INSERT INTO account VALUES (:name, :password)"),
+                         {"name": "ada", "password": "hunter2"})
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("DELETE FROM account"))
+            conn.rollback()
+    finally:
+        reticle._current_request().reset(token)
+    out = reticle._finish_record(rec)
+    assert [(w["op"], w["table"], w["rows"], w["committed"]) for w in out["writes"]] == [
+        ("insert", "account", 1, True), ("delete", "account", 1, False)]
+    assert "hunter2" not in json.dumps(out) and "_params" not in out
+    if params:
+        assert "'ada'" in out["writes"][0]["params"], out["writes"][0]
+    else:
+        assert "params" not in out["writes"][0] and "'ada'" not in json.dumps(out)
