@@ -40,7 +40,7 @@ PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><bod
 function go(path) {
   fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"name":"ada"}'})
     .then(function (r) { return r.text(); })
-    .then(function () { document.getElementById('out').textContent = 'Saved profile'; });
+    .then(function () { document.getElementById('out').textContent = 'Saved profile ' + path; });
 }
 </script></body></html>"""
 DONE = "<!doctype html><html><head><title>Done</title>%(script)s</head><body><p>Form saved</p></body></html>"

@@ -106,7 +106,8 @@ def act(mcp, sid, button, until=None, timeout_ms=6000):
 
 
 WRITE = {"kind": "server", "method": "POST", "writes": {"table": "profile"}}
-SAVED = {"kind": "text", "contains": "Saved profile"}
+def saved(path):
+    return {"kind": "text", "contains": "Saved profile " + path}
 
 
 # -- real apps, real Chromium with the script tag ---------------------------------------------------
@@ -133,12 +134,12 @@ def test_server_truth_in_a_real_app_with_the_script_tag(framework, tmp_path, dae
         assert out["verified"] == "no", out
         assert app.rows() == 1
         # the UI says "Saved profile", the server caught and logged an exception under its 200: not yes
-        out = act(mcp, sid, "Save (logged)", SAVED)
+        out = act(mcp, sid, "Save (logged)", saved("/api/logged"))
         assert out["verified"] == "no", out
         assert out["verifiedReason"] == "contradicted" and "server-logged-error" in out["because"], out["because"]
         assert "shop.views" in out["because"]
         # an uncaught exception: no, naming the app's own frame with its file and line
-        out = act(mcp, sid, "Save (boom)", SAVED)
+        out = act(mcp, sid, "Save (boom)", saved("/api/boom"))
         assert out["verified"] == "no", out
         assert "server-exception" in out["because"] and "ValueError" in out["because"], out["because"]
         assert "_server_apps.py:" in out["because"] and " fail_inside" in out["because"], out["because"]
@@ -174,7 +175,7 @@ def test_a_device_marks_its_requests_without_a_script_tag(tmp_path, daemon, mcp)
         assert out["verified"] == "no", out
         out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
         assert out["verified"] == "yes", out
-        out = act(mcp, sid, "Save (boom)", SAVED)
+        out = act(mcp, sid, "Save (boom)", saved("/api/boom"))
         assert out["verified"] == "no" and "_server_apps.py:" in out["because"], out
         mcp.ok("reticle_close", {"sessionId": sid})
     finally:
