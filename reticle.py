@@ -1884,7 +1884,6 @@ _CDP_KEYS = {"Enter": (13, "Enter", "\r"), "Tab": (9, "Tab", ""), "Escape": (27,
              "Home": (36, "Home", ""), "End": (35, "End", ""), "PageUp": (33, "PageUp", ""),
              "PageDown": (34, "PageDown", "")}
 _CDP_MODIFIERS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
-_CDP_INPUT_ACTIONS = ("click", "dblclick", "hover", "type", "press", "drag")
 
 
 def _cdp_key(key: str) -> Tuple[int, str, str]:
@@ -9337,11 +9336,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
     }
   }
-  // collapse a value to a given depth for state reads ("[Array(n)]", "{...n keys}")
-  function collapseDepth(v, depth) {
-    return sanitize(v, { depth: depth, items: 200 });
-  }
-
   function safeStringify(v, cap) {
     try {
       if (typeof v === 'string') return clip(scrub(v), cap || 1000);
