@@ -3086,7 +3086,8 @@ def _server_unreported(session: "_BrowserSession", window: List[dict]) -> Tuple[
     for e in window:
         if e["type"] == "net.request" and e["data"].get("requestId"):
             done[str(e["data"]["requestId"])] = e["t"]
-    awaiting, unreported = [], []
+    awaiting: List[dict] = []
+    unreported: List[dict] = []
     now = session.now()
     for e in window:
         d = e["data"]
@@ -4835,7 +4836,7 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     known = session.known(floor)
     contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None, known)
     verified, reason, because = _decide(res, contradictions, window, known, floor, p)
-    out = {"verified": verified, "verifiedReason": reason, "because": because}
+    out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
     out.update(res)
     out["since"] = floor
     if _server_summary(window):
@@ -5925,7 +5926,7 @@ class _RequestLogHandler(logging.Handler):
             rec = _current_request().get()
             if rec is None or record.name.startswith("reticle"):
                 return
-            entry = {"logger": record.name[:120], "level": record.levelname,
+            entry: Dict[str, Any] = {"logger": record.name[:120], "level": record.levelname,
                      "message": _redact(record.getMessage()[:300])}
             if record.exc_info and record.exc_info[1] is not None:
                 entry["exception"] = _exception_record(record.exc_info[1], record.exc_info[2])
@@ -6304,8 +6305,8 @@ def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, cont
     """execute_wrapper: run the statement, then note it (a write waits for its atomic block's commit)."""
     result = execute(sql, params, many, context)
     try:
-        conn = context.get("connection")
-        cursor = context.get("cursor")
+        conn: Any = context.get("connection")
+        cursor: Any = context.get("cursor")
         rows = getattr(cursor, "rowcount", None)
         pending = bool(getattr(conn, "in_atomic_block", False))
         w = _note_statement(sql, rows, id(conn), None if pending else True, params)
@@ -6379,7 +6380,7 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
             out["handledBy"] = v["handledBy"][:120]
         return out
     status = raw.get("status")
-    rec = {"mark": m.group(1), "documentId": m.group(2), "requestId": m.group(3),
+    rec: Dict[str, Any] = {"mark": m.group(1), "documentId": m.group(2), "requestId": m.group(3),
            "method": (text(raw.get("method"), 16) or "").upper(), "path": text(raw.get("path"), 2048) or "/",
            "host": text(raw.get("host"), 300) or "", "via": "cookie" if raw.get("via") == "cookie" else "header",
            "status": status if isinstance(status, int) and not isinstance(status, bool) else None,
@@ -6388,16 +6389,19 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
            "exception": exc(raw.get("exception")),
            "statements": raw.get("statements") if isinstance(raw.get("statements"), int) else 0}
     logged = []
-    for e in (raw.get("logged") if isinstance(raw.get("logged"), list) else [])[:20]:
+    given = raw.get("logged")
+    for e in given[:20] if isinstance(given, list) else []:
         if isinstance(e, dict):
-            entry = {"logger": text(e.get("logger"), 120) or "", "level": text(e.get("level"), 16) or "ERROR",
-                     "message": text(e.get("message"), 300) or ""}
+            entry: Dict[str, Any] = {"logger": text(e.get("logger"), 120) or "",
+                                     "level": text(e.get("level"), 16) or "ERROR",
+                                     "message": text(e.get("message"), 300) or ""}
             if exc(e.get("exception")):
                 entry["exception"] = exc(e.get("exception"))
             logged.append(entry)
     rec["logged"] = logged
     writes = []
-    for w in (raw.get("writes") if isinstance(raw.get("writes"), list) else [])[:50]:
+    given = raw.get("writes")
+    for w in given[:50] if isinstance(given, list) else []:
         if isinstance(w, dict) and w.get("op") in ("insert", "update", "delete"):
             writes.append({"op": w["op"], "table": text(w.get("table"), 200) or "",
                            "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
@@ -6835,7 +6839,7 @@ class _ServerRecordsHandler(_BaseHandler):
             try:
                 body = _loads(self.body().decode("utf-8", "replace"))
             except ValueError as exc:
-                raise _HttpRefusal(400, "bad request", "the body is not JSON: %s" % exc)
+                raise _HttpRefusal(400, "bad request", "the body is not JSON: %s" % exc) from None
             self.send_json(_stitch_server_records(self.hub, body))
         except _HttpRefusal as refusal:
             self.refuse(refusal)
@@ -7275,7 +7279,8 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         session.device = self.device
         self.session = session
-        if msg.get("serverMark") is True:  # the SDK marks its requests for the app's middleware (Server truth)
+        # the SDK marks its requests for the app's middleware with this (Server truth)
+        if session is not None and msg.get("serverMark") is True:
             self.send_json({"kind": "mark", "mark": session.server_mark, "header": SERVER_MARK_HEADER,
                             "cookie": SERVER_MARK_COOKIE})
 
@@ -7492,8 +7497,9 @@ class Hub:
         self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
         self.journeys = _Journeys()
-        self.server_truth = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0, "droppedByApps": 0,
-                             "lastDropAt": None}  # what the apps' middleware sent (Server truth)
+        # what the apps' middleware sent (Server truth)
+        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
+                                             "droppedByApps": 0, "lastDropAt": None}
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
@@ -8296,7 +8302,8 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
     elif kind == "Flask":
         notes.append("Flask server truth: in %s, after `app = Flask(...)`, add `import reticle` and "
                      "`if app.debug: app.wsgi_app = reticle.wsgi(app.wsgi_app)` (SQLAlchemy: "
-                     "`reticle.watch_sqlalchemy(engine)`); %s" % (app.get("module") or "your app module", _SERVER_CHECK))
+                     "`reticle.watch_sqlalchemy(engine)`); %s" % (app.get("module") or "your app module",
+                                                                   _SERVER_CHECK))
     elif kind == "FastAPI":
         notes.append("FastAPI server truth: in %s, after the routes, add `import reticle` and, in development only, "
                      "`app = reticle.asgi(app)` (SQLAlchemy: `reticle.watch_sqlalchemy(engine)`); %s"

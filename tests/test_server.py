@@ -13,7 +13,8 @@ import urllib.request
 import pytest
 
 import reticle
-from _harness import Browser, Daemon, Mcp, chromium_path, daemon_env, free_port, port_listens, wait_until
+from _harness import Browser, Daemon, Mcp, daemon_env, free_port, port_listens, wait_until
+from _harness import chromium_path  # noqa: F401  (a browser test module: conftest marks it `browser`)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "_server_apps.py")
