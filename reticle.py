@@ -3796,25 +3796,32 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
             out.append({"kind": "request-never-settled", "tier": "absence",
                         "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
                         "detail": "the outcome of this request is unknown", "write": _is_write(d)})
-    out[:0] = _server_contradictions(window, p)  # what the server says is the most specific
+    out[:0] = _server_contradictions(window, p, known)  # what the server says is the most specific
     return out
 
 
-def _server_failures(window: List[dict], p: Optional[dict] = None) -> List[dict]:
+def _server_failures(window: List[dict], p: Optional[dict] = None, known: Optional["_Known"] = None) -> List[dict]:
     """Server records in the window that raised or logged an error, unless the predicate itself
-    asks for that (a positive `server` leaf with exception: true or logged: true)."""
-    wants = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "server" and not neg
-             and (leaf.get("exception") or leaf.get("logged") or (leaf.get("status") or 0) >= 500)] \
-        if p is not None else []
+    asks for that (a positive `server` leaf with exception: true, logged: true or a 5xx status),
+    or the request is one the page makes on its own (polling, autosave: known.background)."""
+    wants = [leaf if leaf["kind"] == "server" else {k: leaf[k] for k in ("method", "urlContains") if k in leaf}
+             for leaf, neg in (_leaves(p) if p is not None else []) if not neg and (
+                 (leaf["kind"] == "server" and (leaf.get("exception") or leaf.get("logged")))
+                 or (leaf["kind"] in ("server", "net") and (leaf.get("status") or 0) >= 500)
+                 or (leaf["kind"] == "net" and leaf.get("ok") is False))]
+    background = known.background if known is not None else ()
+    labels = {(e.get("doc"), str(e["data"].get("requestId"))): _call_label(e["data"])
+              for e in window if e["type"] == "net.pending"} if background else {}
     return [r for r in _server_records(window) if (r.get("exception") or r.get("logged"))
-            and not any(_server_matches(r, leaf) for leaf in wants)]
+            and not any(_server_matches(r, leaf) for leaf in wants)
+            and labels.get((r.get("documentId"), r.get("requestId"))) not in background]
 
 
-def _server_contradictions(window: List[dict], p: dict) -> List[dict]:
+def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"] = None) -> List[dict]:
     """A request the act caused that raised on the server, or logged an error, disagrees with a
     passing predicate (observed tier: `no`), whatever status the browser saw."""
     out = []
-    for r in _server_failures(window, p)[:3]:
+    for r in _server_failures(window, p, known)[:3]:
         exc = r.get("exception")
         if exc:
             counter = "the server raised %s (%s)%s under %s → %s" % (

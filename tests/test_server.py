@@ -448,3 +448,30 @@ def test_parameter_values_are_recorded_only_when_asked_and_secret_names_are_reda
         assert "'ada'" in out["writes"][0]["params"], out["writes"][0]
     else:
         assert "params" not in out["writes"][0] and "'ada'" not in json.dumps(out)
+
+
+@pytest.mark.parametrize("pred, contradicted", [
+    ({"kind": "text", "contains": "Saved"}, True),
+    ({"kind": "net", "urlContains": "/api/boom", "status": 500}, False),   # the failure it asks for
+    ({"kind": "net", "urlContains": "/api/boom", "ok": False}, False),
+    ({"kind": "net", "urlContains": "/api/other", "status": 500}, True),
+    ({"kind": "server", "status": 500}, False),
+    ({"kind": "server", "exception": True}, False),
+    ({"kind": "not", "predicate": {"kind": "net", "status": 500}}, True),
+])
+def test_a_server_failure_the_predicate_asks_for_is_no_contradiction(pred, contradicted):
+    boom = record(path="/api/boom", status=500, exception={"type": "ValueError", "message": "m", "frames": []})
+    found = reticle._server_contradictions(window(boom), reticle.parse_predicate(pred))
+    assert bool(found) is contradicted, found
+
+
+def test_a_background_request_that_logs_is_not_the_acts_failure():
+    logged = dict(record(path="/api/poll", logged=[{"logger": "app", "level": "ERROR", "message": "x"}]),
+                  documentId="d1", requestId="n7")
+    events = [{"t": 0.0, "type": "net.pending", "doc": "d1",
+               "data": {"requestId": "n7", "method": "POST", "url": "http://127.0.0.1:1/api/poll"}},
+              {"t": 1.0, "type": "server.request", "data": logged}]
+    text = {"kind": "text", "contains": "Saved"}
+    assert len(reticle._server_contradictions(events, text)) == 1
+    known = reticle._Known([], {}, None, "http://127.0.0.1:1", ("POST http://127.0.0.1:1/api/poll",))
+    assert reticle._server_contradictions(events, text, known) == []
