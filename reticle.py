@@ -12560,6 +12560,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               initiator: 'fetch'
             };
             var mark = markFor(url, id);
+            if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
+              mark = null; // no-cors admits no custom header: the request would fail
             if (mark) {
               try {
                 var hs = new Headers(
