@@ -3148,13 +3148,19 @@ async def _eval_server(session: "_BrowserSession", p: dict, window: List[dict], 
             "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
             "route, or dropped it while the daemon was away)" % _call_label(unreported[0]))}
     observed = [_server_line(r) for r in records[-8:]]
-    near = [r for r in records if _server_matches(r, {k: p[k] for k in ("method", "urlContains") if k in p})]
+    near = [e["t"] for e in window if e["type"] == "server.request"
+            and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
     out = {"pass": False, "assertion": "server.count" if "count" in p else "server.present", "expected": expected,
            "observed": observed or "no server request in this window",
            "failureReason": "no server request matched %s%s" % (
                expected, "; the server did: %s" % "; ".join(observed[-3:]) if observed else "")}
     if near and not session.open_since(window[0]["t"] if window else 0):
-        out.update(decided=True, decidedBy="answered-otherwise")
+        # the request happened and the server did otherwise: final once a follow-up request had its chance
+        age = session.now() - near[-1]
+        if age >= RETRY_GRACE_MS:
+            out.update(decided=True, decidedBy="answered-otherwise")
+        else:
+            out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
     return out
 
 

@@ -2,6 +2,7 @@
 headless Chromium (the script tag) and in devices, judged through the `server` predicate and
 the verdict rules; plus the pure judge from a table, and the daemon's records route."""
 
+import asyncio
 import json
 import os
 import subprocess
@@ -475,3 +476,92 @@ def test_a_background_request_that_logs_is_not_the_acts_failure():
     assert len(reticle._server_contradictions(events, text)) == 1
     known = reticle._Known([], {}, None, "http://127.0.0.1:1", ("POST http://127.0.0.1:1/api/poll",))
     assert reticle._server_contradictions(events, text, known) == []
+
+
+# -- the bridge's side in-process: the mark, forged events, the cookie's host ---------------------
+
+import tornado.httpclient  # noqa: E402
+import tornado.websocket  # noqa: E402
+from tornado.testing import AsyncHTTPTestCase, gen_test  # noqa: E402
+
+
+class MarkTest(AsyncHTTPTestCase):
+    TOKEN = "k" * 48
+
+    def setUp(self):
+        import tempfile
+        self.state = tempfile.TemporaryDirectory(prefix="reticle-server-")
+        self.sockets = []
+        super().setUp()
+
+    def tearDown(self):
+        for s in self.sockets:
+            s.close()
+        super().tearDown()
+        self.state.cleanup()
+
+    def get_app(self):
+        self.hub = reticle.Hub(state_dir=self.state.name, port=0, token=self.TOKEN)
+        return reticle.make_app(self.hub)
+
+    async def tab(self, sid, mark=True):
+        req = tornado.httpclient.HTTPRequest("ws://127.0.0.1:%d/reticle" % self.get_http_port(),
+                                             headers={"Origin": "http://localhost:5173"})
+        conn = await tornado.websocket.websocket_connect(req)
+        self.sockets.append(conn)
+        hello = {"kind": "hello", "protocolVersion": 1, "sessionId": sid, "url": "http://localhost:5173/",
+                 "title": "t", "adapters": []}
+        if mark:
+            hello["serverMark"] = True
+        await conn.write_message(json.dumps(hello))
+        return conn
+
+    async def post(self, records):
+        resp = await self.http_client.fetch(self.get_url("/server-records"), method="POST", raise_error=False,
+                                            body=json.dumps({"records": records}),
+                                            headers={"Authorization": "Bearer " + self.TOKEN})
+        return resp.code, json.loads(resp.body)
+
+    @gen_test
+    async def test_each_tab_gets_its_own_mark_and_only_its_records(self):
+        a, b = await self.tab("s-a"), await self.tab("s-b")
+        mark_a = json.loads(await a.read_message())
+        mark_b = json.loads(await b.read_message())
+        assert mark_a["kind"] == "mark" and mark_a["header"] == "X-Reticle-Mark"
+        assert mark_a["mark"] != mark_b["mark"] and len(mark_a["mark"]) == 32
+        rec = {"method": "POST", "path": "/api/save", "status": 200, "host": "localhost:5173", "via": "header"}
+        code, body = await self.post([dict(rec, mark=mark_a["mark"] + ".doc1.n3"),
+                                      dict(rec, mark=mark_b["mark"], path="/b"),
+                                      dict(rec, mark="%032x" % 9)])
+        assert (code, body) == (200, {"stitched": 2, "unmatched": 1, "invalid": 0})
+        sa, sb = self.hub.bridge.get("s-a"), self.hub.bridge.get("s-b")
+        got_a = reticle._server_records(sa.window(0))
+        assert [(r["path"], r["documentId"], r["requestId"]) for r in got_a] == [("/api/save", "doc1", "n3")]
+        assert [r["path"] for r in reticle._server_records(sb.window(0))] == ["/b"]
+
+    @gen_test
+    async def test_a_cookie_mark_counts_only_from_the_tabs_own_origin(self):
+        a = await self.tab("s-c")
+        mark = json.loads(await a.read_message())["mark"]
+        rec = {"method": "GET", "path": "/done", "status": 200, "via": "cookie", "mark": mark}
+        code, body = await self.post([dict(rec, host="127.0.0.1:9999"), dict(rec, host="LOCALHOST:5173")])
+        assert body == {"stitched": 1, "unmatched": 1, "invalid": 0}, body
+
+    @gen_test
+    async def test_a_page_cannot_write_server_records_through_its_socket(self):
+        a = await self.tab("s-d", mark=False)
+        await a.write_message(json.dumps({"kind": "event", "event": {
+            "type": "server.request", "data": {"method": "POST", "path": "/api/save", "status": 200,
+                                               "writes": [{"op": "insert", "table": "t", "committed": True}]}}}))
+        await a.write_message(json.dumps({"kind": "event", "event": {"type": "signal", "data": {"name": "x"}}}))
+        for _ in range(100):
+            s = self.hub.bridge.get("s-d")
+            if s is not None and s.window(0, prefix="signal"):
+                break
+            await asyncio.sleep(0.01)
+        assert reticle._server_records(s.window(0)) == [] and s.server_seen == 0
+        assert s.store.blind_spot_counts().get("forged-server-event") == 1
+        # and an SDK that does not ask for a mark is sent none
+        a2 = await self.tab("s-e", mark=False)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(a2.read_message(), 0.3)
