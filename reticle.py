@@ -1168,6 +1168,8 @@ class _BrowserSession:
                "sdkVersion": self.sdk_version, "buffer": self.store.stats()}
         if self.title:
             out["title"] = self.title
+        if self.server_seen:
+            out["serverRecords"] = self.server_seen  # the app's middleware reports this tab's requests
         if self.device is not None:
             out["device"] = {"deviceId": self.device.id, "input": "cdp", "headed": self.device.headed}
         if self.sdk_version and self.sdk_version != __version__:
