@@ -97,6 +97,7 @@ from typing import Any
 from typing import Awaitable
 from typing import Callable
 from typing import Dict
+from typing import FrozenSet
 from typing import List
 from typing import Optional
 from typing import Tuple
@@ -159,9 +160,6 @@ SESSION_MAX_AGE_S = 30 * 86400             # a Streamable HTTP session id older 
 MIN_TOKEN_CHARS = 32                       # the shortest RETICLE_TOKEN accepted off loopback
 AUTH_FAIL_RATE = (1.0, 10.0)               # wrong tokens per peer address: burst 10, then 1/s; 429 beyond
 
-# Event types that are churn: evicted first when a buffer is full, sampled
-# first when a page floods the bridge.
-CHURN_PREFIXES = ("dom.", "anim.", "page.health", "focus.", "perf.", "net.ws", "net.sse")
 
 _log = logging.getLogger("reticle")
 _bridge_log = logging.getLogger("reticle.bridge")
@@ -212,16 +210,21 @@ class ReticleError(Exception):
 
 
 class ToolError(ReticleError):
-    """A tool ran and failed: becomes ``isError: true`` with {error, recovery}."""
+    """A tool ran and failed: becomes ``isError: true`` with {error, recovery, code}.  `code` is
+    machine-readable (callers branch on it, never on the prose); each subclass has its own."""
 
-    def __init__(self, error: str, recovery: str = "", **extra: Any) -> None:
+    code = "tool_failed"
+
+    def __init__(self, error: str, recovery: str = "", code: Optional[str] = None, **extra: Any) -> None:
         super().__init__(error)
         self.error = error
         self.recovery = recovery
+        if code is not None:
+            self.code = code
         self.extra = extra
 
     def payload(self) -> dict:
-        out = {"error": self.error}
+        out = {"error": self.error, "code": self.code}
         if self.recovery:
             out["recovery"] = self.recovery
         out.update(self.extra)
@@ -854,8 +857,92 @@ def _tool_result(obj: Any, is_error: bool = False) -> dict:
 
 
 ###############################################################################
-# Browser bridge (connection hub, pending calls) ##############################
+# Events and requests #########################################################
 ###############################################################################
+# What each event type the SDK sends is, as one table of records, and what a
+# request is and whether it matches: the bridge, the predicates, the verdict
+# rules and the tools all ask here.
+
+
+class _EventType:
+    """One event type (or a family of them, `dom.*`), whole: every question the code asks of a
+    type is a flag of its record."""
+
+    __slots__ = ("name", "churn", "high_value", "ui", "effect", "busy", "frame", "bucket", "console")
+
+    def __init__(self, name: str, bucket: Optional[str], churn: bool = False, high_value: bool = False,
+                 ui: bool = False, effect: bool = False, busy: bool = False, frame: bool = False,
+                 console: Optional[str] = None) -> None:
+        self.name = name
+        self.bucket = bucket          # the reticle_observe filter that names it ("dom", "net", ...)
+        self.churn = churn            # evicted first when a buffer is full, sampled first under a flood
+        self.high_value = high_value  # has a rate reserve of its own (requests, errors, routes, signals)
+        self.ui = ui                  # the UI moved (for "the UI advanced under a failed request")
+        self.effect = effect          # a consequence of an act (for "the act had no effect")
+        self.busy = busy              # keeps the page from being settled
+        self.frame = frame            # a WebSocket, EventSource or streamed-response message (or open/close)
+        self.console = console        # the console level it stands for (uncaught errors are "error")
+
+
+_EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
+    _EventType("net.request", "net", high_value=True, effect=True, busy=True),
+    _EventType("net.pending", "net", high_value=True, effect=True),
+    _EventType("net.ws", "net", churn=True, effect=True, busy=True, frame=True),
+    _EventType("net.sse", "net", churn=True, effect=True, busy=True, frame=True),
+    _EventType("net.stream", "net", effect=True, busy=True, frame=True),
+    _EventType("dom.added", "dom", churn=True, ui=True, effect=True, busy=True),
+    _EventType("dom.removed", "dom", churn=True, ui=True, effect=True, busy=True),
+    _EventType("dom.attr", "dom", churn=True, ui=True, effect=True, busy=True),
+    _EventType("dom.text", "dom", churn=True, ui=True, effect=True),
+    _EventType("dom.*", "dom", churn=True),
+    _EventType("anim.start", "animation", churn=True, effect=True),
+    _EventType("anim.*", "animation", churn=True),
+    _EventType("route.change", "route", high_value=True, ui=True, effect=True),
+    _EventType("route.*", "route"),
+    _EventType("state.change", "state", high_value=True, ui=True, effect=True),
+    _EventType("state.*", "state"),
+    _EventType("storage.change", "storage", high_value=True, effect=True),
+    _EventType("storage.*", "storage"),
+    _EventType("signal", "signal", high_value=True, effect=True),
+    _EventType("ui.alert", "ui", high_value=True, effect=True),
+    _EventType("ui.*", "ui"),
+    _EventType("console.error", "console", high_value=True, console="error"),
+    _EventType("console.warn", None, high_value=True, console="warn"),
+    _EventType("console.log", None, console="log"),
+    _EventType("console.info", None, console="info"),
+    _EventType("console.debug", None, console="debug"),
+    _EventType("error.uncaught", "console", high_value=True, console="error"),
+    _EventType("error.*", "console"),
+    _EventType("page.health", "perf", churn=True),
+    _EventType("perf.*", "perf", churn=True),
+    _EventType("focus.*", None, churn=True),
+    _EventType("server.request", "server", high_value=True),  # from the app's middleware, never the page
+    _EventType("server.*", "server"),
+    _EventType("truncated", None, high_value=True),
+    _EventType("blind-spot", None, high_value=True),
+)}
+_OTHER_EVENT = _EventType("?", None)
+
+
+def _event_type(etype: str) -> _EventType:
+    """The record of an event type: its own, else its family's (`dom.*`), else a plain one.
+    A page may send any type; one the table does not know is kept, counted and never churn."""
+    rec = _EVENT_TYPES.get(etype)
+    if rec is None:
+        family, dot, _ = etype.partition(".")
+        rec = _EVENT_TYPES.get(family + ".*", _OTHER_EVENT) if dot else _OTHER_EVENT
+    return rec
+
+
+def _event_types(flag: str) -> FrozenSet[str]:
+    """The (exact) event types whose record has `flag` set."""
+    return frozenset(name for name, rec in _EVENT_TYPES.items() if "*" not in name and getattr(rec, flag))
+
+
+_FRAME_TYPES = _event_types("frame")
+_UI_EVENTS = _event_types("ui")
+_CONSOLE_TYPES = _event_types("console")
+
 
 # -- calls: the one place that says what a request is and whether it matches --------------------
 
@@ -941,7 +1028,6 @@ def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
     return True
 
 
-_FRAME_TYPES = ("net.ws", "net.sse", "net.stream")
 def _frames(window: List[dict]) -> List[dict]:
     """The messages of a window (not the opens and closes), dev tooling aside."""
     return [e["data"] for e in window if e["type"] in _FRAME_TYPES
@@ -953,12 +1039,13 @@ def _call_label(d: dict) -> str:
     return "%s %s" % (str(method).upper(), d.get("url") or "?")
 
 
-_HIGH_VALUE = ("net.request", "net.pending", "ui.alert", "console.error", "console.warn", "error.uncaught",
-               "route.change", "signal", "storage.change", "state.change", "truncated", "blind-spot")
-
-
 def _is_churn(etype: str) -> bool:
-    return etype.startswith(CHURN_PREFIXES)
+    return _event_type(etype).churn
+
+
+###############################################################################
+# Browser bridge (connection hub, pending calls) ##############################
+###############################################################################
 
 
 class _EventStore:
@@ -1078,23 +1165,18 @@ class _EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
-class _Window(list):
-    """A window's events, with the cursor it starts at (so quiet can be counted from it)."""
-
-    start = 0.0
-
-
 class _Known:
     """What a session knows beside its window, for the verdict rules: the
     requests still open, the blind-spot counts and what the buffer lost
     since the window's start."""
 
-    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable")
+    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
-                 unreadable: Optional[Dict[str, Tuple[int, str]]] = None) -> None:
+                 unreadable: Optional[Dict[str, Tuple[int, str]]] = None, server_seen: int = 0) -> None:
         self.open_requests = open_requests
+        self.server_seen = server_seen      # records the app's middleware reported for this tab (Server truth)
         self.blind_spots = blind_spots
         self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
         self.loss = loss
@@ -1103,9 +1185,15 @@ class _Known:
                                             # requests it repeated before it (autosave, polling)
 
 
+# the codes a page may give a refused command (anything else it says is "page_refused")
+_PAGE_ERROR_CODES = ("target_missing", "target_ambiguous")
+
+
 class _TabGone(ToolError):
     """The tab went away (unloaded, replaced or closed) after a command was sent to it,
     so whether the command ran is not known."""
+
+    code = "tab_gone"
 
 
 class _BrowserSession:
@@ -1263,7 +1351,7 @@ class _BrowserSession:
         writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
         background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
         return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
-                      origin, background, self.store.page_blind_spots())
+                      origin, background, self.store.page_blind_spots(), self.server_seen)
 
     # -- cursors --------------------------------------------------------------
     def mark_act(self, action: Optional[str]) -> float:
@@ -1329,7 +1417,7 @@ class _BrowserSession:
                 continue
             # Ordinary events share `cap` per second; high-value ones (requests,
             # errors, routes, signals...) have a reserve of their own.
-            if etype in _HIGH_VALUE:
+            if _event_type(etype).high_value:
                 self._window_high += 1
                 over = self._window_high > cap
             else:
@@ -1436,7 +1524,8 @@ class _BrowserSession:
                 device.acting -= 1
         if not reply.get("ok"):
             error = str(reply.get("error") or "the page refused the command")[:4096]
-            raise ToolError(error, str(reply.get("recovery") or ""))
+            code = reply.get("code") if reply.get("code") in _PAGE_ERROR_CODES else "page_refused"
+            raise ToolError(error, str(reply.get("recovery") or ""), code=code)
         return reply.get("result")
 
     def resolve_command(self, msg: dict) -> None:
@@ -2535,15 +2624,86 @@ def _deep_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-_UI_EVENTS = ("dom.added", "dom.removed", "dom.attr", "dom.text", "state.change", "route.change")
 _FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|couldn't", re.I)
 _NO_FAILURE = re.compile(r"\b(no|without|0|zero)\s+(errors?|failures?|problems?|issues?)\b", re.I)
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
 
-# -- one evaluator per kind: (session, p, window, diagnose) -> result ---------------------------
+# -- the observation: what Observe saw, and what every kind's `judge` reads ----------------------
 
-async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+class _ReadFailed:
+    """A live read the page could not answer (the tab went away, a command timed out)."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+class _Observation:
+    """Everything a verdict is judged on, gathered by Observe (the only async stage) and read by
+    the pure `judge` of each kind and by the verdict rules.
+
+    `window` holds the events from `since` on, up to the end of the observation, and `known` what
+    the session knew then; the predicate was judged at the instant `now`, over the events up to
+    the sequence number `upto` (None: all of them) with the requests `open` then still in flight.
+    `live` holds each live leaf's read of the page and `near` its near misses (keyed by
+    `_leaf_key`).  `after_act`: the window starts at an act (quiet counts from it); `effect` is
+    what the act reported; `lost`: the tab went away; `timed_out`: the wait ran out (its ms);
+    `action` the act's action when the observation follows one (act_and_wait), and `act_at` the
+    cursor of the last act inside the window (the act itself, or one an assert follows)."""
+
+    __slots__ = ("window", "known", "now", "since", "upto", "open", "url", "after_act", "effect", "live", "near",
+                 "already_true", "lost", "timed_out", "action", "act_at")
+
+    def __init__(self, window: List[dict], known: Optional["_Known"] = None, now: float = 0.0, since: float = 0.0,
+                 upto: Optional[int] = None, open_requests: Optional[List[dict]] = None, url: str = "",
+                 after_act: bool = False, effect: Any = None, live: Optional[Dict[str, Any]] = None,
+                 near: Optional[Dict[str, Any]] = None, already_true: bool = False, lost: Optional[str] = None,
+                 timed_out: Optional[float] = None, action: Optional[str] = None,
+                 act_at: Optional[float] = None) -> None:
+        self.window = window
+        self.known = known if known is not None else _Known([], {}, None)
+        self.now = now
+        self.since = since
+        self.upto = upto
+        self.open = open_requests if open_requests is not None else list(self.known.open_requests)
+        self.url = url
+        self.after_act = after_act
+        self.effect = effect
+        self.live = live or {}
+        self.near = near or {}
+        self.already_true = already_true
+        self.lost = lost
+        self.timed_out = timed_out
+        self.action = action                # the act this observation follows (act_and_wait), else None
+        self.act_at = act_at                # the cursor of the last act inside the window, if any
+
+    def start(self, p: dict) -> float:
+        """Where leaf `p`'s window starts: the observation's, or the leaf's own later `since`."""
+        return float(p["since"]) if p.get("since") is not None and float(p["since"]) > self.since else self.since
+
+    def events(self, p: dict) -> List[dict]:
+        """The events leaf `p` is judged on."""
+        start = self.start(p)
+        return [e for e in self.window if e["t"] >= start and (self.upto is None or e.get("seq", 0) <= self.upto)]
+
+    def open_since(self, t: float) -> List[dict]:
+        """Requests in flight at the judged instant that started at or after `t`."""
+        return [d for d in self.open if d.get("startedAt", 0) >= t]
+
+
+def _leaf_key(p: dict) -> str:
+    """The key of a leaf's live read in an observation."""
+    return _dumps(p)
+
+
+# -- one judge per kind: (p, observation) -> result; the live kinds read the page first -----------
+
+def _judge_net(p: dict, obs: _Observation) -> dict:
+    """A completed request matching the filters (see the `net` record); in flight, unreadable or
+    answered otherwise each say so."""
+    window = obs.events(p)
     done = _calls(window)
     matched = [d for d in done if _call_matches(d, p)]
     expected = _describe_predicate(p)
@@ -2559,7 +2719,7 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
                     "observed": _short(matched[-1].get("responseBody"), 200),
                     "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
         matched = with_body
-    pending = [d for d in session.open_since(window[0]["t"] if window else 0)
+    pending = [d for d in obs.open_since(window[0]["t"] if window else 0)
                if _call_matches(d, p, pending=True)]
     if "count" in p:
         if len(matched) == p["count"]:
@@ -2604,7 +2764,7 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
                    "evidence": last["data"],
                    "failureReason": "%s answered %s, not as asked" % (
                        _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
-            age = session.now() - last["t"]
+            age = obs.now - last["t"]
             if age >= RETRY_GRACE_MS:
                 out.update(decided=True, decidedBy="answered-otherwise")
             else:
@@ -2626,7 +2786,8 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
             "failureReason": "no completed request matched %s" % expected}
 
 
-async def _eval_console(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_console(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     level = p.get("level")
     if level is None:
         types = ("console.log", "console.warn", "console.error", "error.uncaught")
@@ -2658,7 +2819,8 @@ async def _eval_console(session: "_BrowserSession", p: dict, window: List[dict],
         level or "", " containing %r" % p["contains"] if p.get("contains") else "")}
 
 
-async def _eval_animation(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_animation(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     want = "anim.end" if p.get("completed") else "anim.start"
     seen = []
     for e in window:
@@ -2675,7 +2837,8 @@ async def _eval_animation(session: "_BrowserSession", p: dict, window: List[dict
             "failureReason": "no %s event for %s" % (want, p.get("name") or "any animation")}
 
 
-async def _eval_signal(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_signal(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     named, matched = [], []
     for e in window:
         if e["type"] != "signal":
@@ -2705,13 +2868,14 @@ async def _eval_signal(session: "_BrowserSession", p: dict, window: List[dict], 
             "failureReason": "signal %r did not fire" % p.get("name", "*")}
 
 
-async def _eval_route(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_route(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     changes = [e for e in window if e["type"] == "route.change" and isinstance(e.get("data"), dict)]
     if changes:
         to = str(changes[-1]["data"].get("to", ""))
         decided_by = "route-change"
     else:
-        to = session.url
+        to = obs.url
         decided_by = "current-route"
     parts = urllib.parse.urlsplit(to)
     path = parts.path or "/"
@@ -2726,16 +2890,14 @@ async def _eval_route(session: "_BrowserSession", p: dict, window: List[dict], d
     return {"pass": True, "evidence": evidence, "assertion": "route"}
 
 
-_BUSY_EVENTS = ("net.request", "dom.added", "dom.removed", "dom.attr") + _FRAME_TYPES
-
-
-async def _eval_settled(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_settled(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     quiet_ms = float(p.get("quietMs", 500))
     open_ids = _still_open(window)
     # after an act, quiet counts from the act (a page that did nothing yet has not settled yet)
-    last_busy = getattr(window, "start", None) if p.get("_afterAct") else None
+    last_busy = obs.start(p) if obs.after_act else None
     for e in window:
-        if e["type"] in _BUSY_EVENTS and not _is_dev(e["data"]):
+        if _event_type(e["type"]).busy and not _is_dev(e["data"]):
             last_busy = e["t"]
     if open_ids:
         labels = [_call_label(d) for d in open_ids.values()]
@@ -2743,14 +2905,15 @@ async def _eval_settled(session: "_BrowserSession", p: dict, window: List[dict],
                 "failureReason": "%d request(s) still in flight: %s" % (len(labels), ", ".join(labels[:3]))}
     if last_busy is None:
         return {"pass": True, "evidence": {"settled": True, "quietForMs": None}, "assertion": "settled.quiet"}
-    quiet_for = session.now() - last_busy
+    quiet_for = obs.now - last_busy
     if quiet_for >= quiet_ms:
         return {"pass": True, "evidence": {"settled": True, "quietForMs": round(quiet_for)}, "assertion": "settled.quiet"}
     return {"pass": False, "assertion": "settled.quiet", "retryAfterMs": round(quiet_ms - quiet_for),
             "failureReason": "the page was busy %d ms ago (needs %d ms quiet)" % (quiet_for, quiet_ms)}
 
 
-async def _eval_element(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _element_query(p: dict) -> Tuple[dict, Optional[str]]:
+    """The page query of an element leaf (its locator as by/value), or why there is none."""
     q = dict(p["query"])
     if "by" not in q:
         for f in ("role", "text", "label", "placeholder", "testid", "alt"):
@@ -2759,25 +2922,68 @@ async def _eval_element(session: "_BrowserSession", p: dict, window: List[dict],
                 q["value"] = q.pop(f)
                 break
     if "by" not in q:
-        return {"pass": False, "inconclusive": "the element query names no locator (by/value, role, text, "
-                "label, placeholder, testid or alt)"}
+        return q, ("the element query names no locator (by/value, role, text, label, placeholder, testid or alt)")
     if "value" not in q:
-        return {"pass": False, "inconclusive": "`by: %s` needs a `value`" % q["by"]}
+        return q, "`by: %s` needs a `value`" % q["by"]
+    return q, None
+
+
+async def _read_element(session: "_BrowserSession", p: dict) -> Any:
+    """The page's answer to an element leaf's probe (None when the query cannot be asked)."""
+    q, problem = _element_query(p)
+    if problem:
+        return None
     probe = dict(q, kind="element")
     states = p.get("state") or []
     if states:
-        probe["state"] = states[0]  # the page filters by one state; the rest are checked here
+        probe["state"] = states[0]  # the page filters by one state; the rest are checked by the judge
     if len(states) > 1:
         probe["limit"] = 200
-    res = await session.command("eval_probe", probe)
+    return await session.command("eval_probe", probe)
+
+
+def _element_found(p: dict, res: dict) -> Tuple[dict, int, Optional[str]]:
+    """The probe's answer with every asked state checked: (answer, count, why it cannot be told)."""
     count = int(res.get("count", 0))
+    states = p.get("state") or []
     if len(states) > 1:
         if count > len(res.get("elements", [])):
-            return {"pass": False, "inconclusive": "more than %d elements match; narrow the query to check "
-                    "several states" % len(res.get("elements", []))}
+            return res, count, ("more than %d elements match; narrow the query to check several states"
+                                % len(res.get("elements", [])))
         kept = [e for e in res.get("elements", []) if all(s in e.get("states", []) for s in states[1:])]
         res = dict(res, elements=kept, count=len(kept))
         count = len(kept)
+    return res, count, None
+
+
+async def _near_element(session: "_BrowserSession", p: dict, res: Any) -> Optional[dict]:
+    """For an element that was not found: the same query without its state, or the role's
+    elements with their names, so the answer can name what is there instead."""
+    q, problem = _element_query(p)
+    if problem or not isinstance(res, dict) or p.get("absent") or res.get("scopeMissing"):
+        return None
+    res, count, problem = _element_found(p, res)
+    if problem or count > 0:
+        return None
+    near: Dict[str, Any] = {}
+    if p.get("state"):
+        near["relaxed"] = await session.command("eval_probe", dict(q, kind="element"))
+        if near["relaxed"].get("count"):
+            return near
+    if q["by"] == "role" and q.get("name") is not None:
+        near["peers"] = await session.command("eval_probe", {"kind": "element", "by": "role", "value": q["value"],
+                                                             "limit": 20})
+    return near
+
+
+def _judge_element(p: dict, obs: _Observation) -> dict:
+    """An element leaf over its live read (and, on a miss, its near misses)."""
+    q, problem = _element_query(p)
+    if problem:
+        return {"pass": False, "inconclusive": problem}
+    res, count, problem = _element_found(p, obs.live.get(_leaf_key(p)) or {})
+    if problem:
+        return {"pass": False, "inconclusive": problem}
     what = "%s %r%s" % (q["by"], q["value"], " named %r" % q["name"] if q.get("name") else "")
     if p.get("absent"):
         if count == 0:
@@ -2792,28 +2998,27 @@ async def _eval_element(session: "_BrowserSession", p: dict, window: List[dict],
     if res.get("scopeMissing"):
         out["failureReason"] += " (the scope %r matched nothing)" % q.get("scope")
         return out
-    if diagnose:
-        if p.get("state"):
-            relaxed = await session.command("eval_probe", dict(q, kind="element"))
-            if relaxed.get("count"):
-                out["assertion"] = "element.state"
-                out["evidence"] = {"nearMiss": relaxed.get("elements", [])[:5]}
-                out["failureReason"] = "%s exists but not in state %s; its states: %s" % (
-                    what, "/".join(p["state"]), ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
-                return out
-        if q["by"] == "role" and q.get("name") is not None:
-            peers = await session.command("eval_probe", {"kind": "element", "by": "role", "value": q["value"],
-                                                         "limit": 20})
-            names = [e.get("name", "") for e in peers.get("elements", [])]
-            out["assertion"] = "element.role+name"
-            out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"], ", ".join(repr(n) for n in names[:12]) or "none")
-            out["observed"] = names[:12]
-        elif q["by"] == "testid":
-            hint = res.get("hint") or {}
-            present = hint.get("presentTestids") or []
-            if present:
-                out["failureReason"] += "; testids present here: %s" % ", ".join(present[:12])
-                out["observed"] = present[:12]
+    near = obs.near.get(_leaf_key(p))
+    if near is None:
+        return out
+    relaxed = near.get("relaxed") or {}
+    if relaxed.get("count"):
+        out["assertion"] = "element.state"
+        out["evidence"] = {"nearMiss": relaxed.get("elements", [])[:5]}
+        out["failureReason"] = "%s exists but not in state %s; its states: %s" % (
+            what, "/".join(p["state"]), ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
+        return out
+    if near.get("peers") is not None:
+        names = [e.get("name", "") for e in near["peers"].get("elements", [])]
+        out["assertion"] = "element.role+name"
+        out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"], ", ".join(repr(n) for n in names[:12]) or "none")
+        out["observed"] = names[:12]
+    elif q["by"] == "testid":
+        hint = res.get("hint") or {}
+        present = hint.get("presentTestids") or []
+        if present:
+            out["failureReason"] += "; testids present here: %s" % ", ".join(present[:12])
+            out["observed"] = present[:12]
     return out
 
 
@@ -2826,12 +3031,17 @@ def _text_wanted(p: dict) -> str:
     return "containing %r" % p["contains"]
 
 
-async def _eval_text(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+async def _read_text(session: "_BrowserSession", p: dict) -> Any:
+    """The page's answer to a text leaf's probe."""
     probe = {"kind": "text"}
     for k in ("contains", "equals", "matches", "flags", "visible", "scope"):
         if k in p:
             probe[k] = p[k]
-    res = await session.command("eval_probe", probe)
+    return await session.command("eval_probe", probe)
+
+
+def _judge_text(p: dict, obs: _Observation) -> dict:
+    res = obs.live.get(_leaf_key(p)) or {}
     found = bool(res.get("found"))
     wanted = _text_wanted(p)
     if p.get("absent"):
@@ -2879,7 +3089,8 @@ def _frame_label(d: dict) -> str:
     return "%s %s %s" % (d.get("transport", "ws"), d.get("direction", "?"), d.get("url", "?"))
 
 
-async def _eval_frame(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_frame(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     candidates = [d for d in _frames(window)
                   if (not p.get("urlContains") or p["urlContains"] in str(d.get("url", "")))
                   and (not p.get("direction") or d.get("direction") == p["direction"])
@@ -2925,16 +3136,26 @@ async def _eval_frame(session: "_BrowserSession", p: dict, window: List[dict], d
             "failureReason": "no message matched %s" % expected}
 
 
-async def _eval_state(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+async def _read_state(session: "_BrowserSession", p: dict) -> Any:
+    """A state leaf's reads: of the named store, or of every registered store at the path."""
+    if p.get("store") is not None:
+        return {"read": await session.command("state_read", {"store": p["store"], "path": p["path"]})}
+    whole = await session.command("state_read", {})
+    names = whole.get("storeNames") or list((whole.get("stores") or {}).keys())
+    return {"names": names, "reads": [[n, await session.command("state_read", {"store": n, "path": p["path"]})]
+                                      for n in names]}
+
+
+def _judge_state(p: dict, obs: _Observation) -> dict:
     path = p["path"]
     store = p.get("store")
+    facts = obs.live.get(_leaf_key(p)) or {}
     if store is None:
-        whole = await session.command("state_read", {})
-        names = whole.get("storeNames") or list((whole.get("stores") or {}).keys())
+        names = facts.get("names") or []
         if not names:
             return {"pass": False, "inconclusive": "no store is registered (reticle.registerStore / pushStore), "
                     "so state cannot be read"}
-        reads = [(n, await session.command("state_read", {"store": n, "path": path})) for n in names]
+        reads = [(n, r) for n, r in facts.get("reads") or []]
         hits = [(n, r) for n, r in reads if r.get("found")]
         if len(hits) > 1:
             return {"pass": False, "inconclusive": "several stores have %r (%s); name one with `store`"
@@ -2944,7 +3165,7 @@ async def _eval_state(session: "_BrowserSession", p: dict, window: List[dict], d
                     "failureReason": "no registered store has %r (stores: %s)" % (path, ", ".join(names))}
         store, read = hits[0]
     else:
-        read = await session.command("state_read", {"store": store, "path": path})
+        read = facts.get("read") or {}
         if read.get("storeMissing") or (read.get("found") is False and read.get("error")):
             return {"pass": False, "assertion": "state.store-missing", "evidence": {"searchedStores": read.get("storeNames")},
                     "failureReason": "no store named %r (stores: %s)" % (store, ", ".join(read.get("storeNames") or []))}
@@ -2963,7 +3184,18 @@ async def _eval_state(session: "_BrowserSession", p: dict, window: List[dict], d
             "failureReason": "%s.%s is %s, expected %s" % (store, path, _short(value), _short(expected))}
 
 
-async def _eval_storage(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+async def _read_storage(session: "_BrowserSession", p: dict) -> Any:
+    """The page's storage at a storage leaf's key (nothing to read for `changed`: the window says)."""
+    if p.get("changed"):
+        return None
+    args = {"key": p["key"]}
+    if p.get("area"):
+        args["area"] = p["area"]
+    return await session.command("storage_read", args)
+
+
+def _judge_storage(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     if p.get("changed"):
         writes = [e["data"] for e in window if e["type"] == "storage.change" and isinstance(e.get("data"), dict)
                   and e["data"].get("key") == p["key"] and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
@@ -2977,10 +3209,7 @@ async def _eval_storage(session: "_BrowserSession", p: dict, window: List[dict],
             return {"pass": False, "assertion": "storage.equals", "observed": _short(writes[-1].get("to")),
                     "failureReason": "%r was written as %s, expected %s" % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
         return {"pass": True, "evidence": writes[-1], "assertion": "storage.changed"}
-    args = {"key": p["key"]}
-    if p.get("area"):
-        args["area"] = p["area"]
-    read = await session.command("storage_read", args)
+    read = obs.live.get(_leaf_key(p)) or {}
     found = bool(read.get("found"))
     if p.get("absent"):
         if found:
@@ -3079,7 +3308,7 @@ def _server_matches(r: dict, p: dict) -> bool:
     return True
 
 
-def _server_unreported(session: "_BrowserSession", window: List[dict]) -> Tuple[List[dict], List[dict]]:
+def _server_unreported(now: float, window: List[dict]) -> Tuple[List[dict], List[dict]]:
     """The tab's marked requests in the window that no server record answers yet, as (awaiting,
     unreported): awaiting = still open, or answered less than SERVER_GRACE_MS ago (the record may
     be on its way); unreported = answered longer ago than that."""
@@ -3090,7 +3319,6 @@ def _server_unreported(session: "_BrowserSession", window: List[dict]) -> Tuple[
             done[str(e["data"]["requestId"])] = e["t"]
     awaiting: List[dict] = []
     unreported: List[dict] = []
-    now = session.now()
     for e in window:
         d = e["data"]
         if e["type"] != "net.pending" or not d.get("serverMarked") or not d.get("requestId"):
@@ -3121,15 +3349,16 @@ def _describe_server(p: dict) -> str:
     return " ".join(bits)
 
 
-async def _eval_server(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_server(p: dict, obs: _Observation) -> dict:
     """What the server did for the tab's requests (the app's middleware reports them).  Rules, in
     order: a count that is exceeded fails at once; a match passes (a count once no marked request is
     still awaited); a marked request whose record may still arrive keeps it open; no record ever for
     this tab means the middleware is absent (unknown, saying how to install it); a marked request
     never reported makes a miss unknown; else it fails, decided once every request is answered."""
+    window = obs.events(p)
     records = _server_records(window)
     matched = [r for r in records if _server_matches(r, p)]
-    awaiting, unreported = _server_unreported(session, window)
+    awaiting, unreported = _server_unreported(obs.now, window)
     expected = _describe_server(p)
     if "count" in p and len(matched) > p["count"]:
         return {"pass": False, "assertion": "server.count", "expected": "%d × %s" % (p["count"], expected),
@@ -3141,7 +3370,7 @@ async def _eval_server(session: "_BrowserSession", p: dict, window: List[dict], 
     if awaiting:
         return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": SERVER_GRACE_MS,
                 "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
-    if not session.server_seen:
+    if not obs.known.server_seen:
         return {"pass": False, "assertion": "server.absent", "inconclusive": (
             "no server record ever arrived for this tab, so what the server did cannot be known; %s"
             % _SERVER_INSTALL)}
@@ -3156,9 +3385,9 @@ async def _eval_server(session: "_BrowserSession", p: dict, window: List[dict], 
            "observed": observed or "no server request in this window",
            "failureReason": "no server request matched %s%s" % (
                expected, "; the server did: %s" % "; ".join(observed[-3:]) if observed else "")}
-    if near and not session.open_since(window[0]["t"] if window else 0):
+    if near and not obs.open_since(window[0]["t"] if window else 0):
         # the request happened and the server did otherwise: final once a follow-up request had its chance
-        age = session.now() - near[-1]
+        age = obs.now - near[-1]
         if age >= RETRY_GRACE_MS:
             out.update(decided=True, decidedBy="answered-otherwise")
         else:
@@ -3226,27 +3455,31 @@ class _Kind:
     reticle://predicates resource, the evaluation, the description and the
     grading all read this one record, so adding a kind means adding one."""
 
-    __slots__ = ("name", "doc", "properties", "required", "aliases", "example", "evaluate", "describe",
-                 "grade", "role", "live", "window", "check")
+    __slots__ = ("name", "doc", "properties", "required", "aliases", "example", "judge", "describe",
+                 "grade", "role", "live", "window", "check", "read", "near")
 
-    def __init__(self, name: str, doc: str, properties: dict, example: dict, evaluate: Optional[Callable] = None,
+    def __init__(self, name: str, doc: str, properties: dict, example: dict,
+                 judge: Optional[Callable[[dict, "_Observation"], dict]] = None,
                  describe: Optional[Callable[[dict], str]] = None, required: Tuple[str, ...] = (),
                  aliases: Optional[dict] = None, grade: Optional[Callable[[dict], Optional[str]]] = None,
                  role: Optional[str] = None, live: bool = False, window: bool = False,
-                 check: Optional[Callable[[dict], List[str]]] = None) -> None:
+                 check: Optional[Callable[[dict], List[str]]] = None, read: Optional[Callable] = None,
+                 near: Optional[Callable] = None) -> None:
         self.name = name
         self.doc = doc
         self.properties = properties
         self.required = list(required)
         self.aliases = aliases or {}
         self.example = example
-        self.evaluate = evaluate            # async (session, p, window, diagnose) -> result; None for combinators
+        self.judge = judge                  # pure (p, observation) -> result; None for combinators
         self.describe = describe or (lambda p: name)
         self.grade = grade or (lambda p: None)  # the evidence grade a positive leaf of this kind gives
         self.role = role                    # "presence" (element, text) | "consequence" | None
         self.live = live                    # reads the live page (so it can already be true before an act)
         self.window = window                # reads the event window (so lost events can hide its evidence)
         self.check = check or (lambda p: [])  # rules across fields that a schema says badly -> issues
+        self.read = read                    # async (session, p) -> what the live page says, for `judge`
+        self.near = near                    # async (session, p, read) -> near misses of a failed read, or None
 
 
 _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
@@ -3256,7 +3489,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "state": {"anyOf": [{"enum": _ELEMENT_STATES}, {"type": "array", "items": {"enum": _ELEMENT_STATES}}]},
            "absent": {"type": "boolean"}},
           {"kind": "element", "query": {"role": "button", "name": "Pay"}, "state": "enabled"},
-          _eval_element, required=("query",), role="presence", live=True),
+          _judge_element, required=("query",), role="presence", live=True, read=_read_element, near=_near_element),
     _Kind("text",
           "Text a user can read (never script or style source): some element's text `contains` a substring "
           "(case-insensitive), `equals` a whole text (whitespace-normalised) or `matches` a regular expression; "
@@ -3265,8 +3498,8 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "matches": {"type": "string", "minLength": 1}, "flags": _FLAGS, "visible": {"type": "boolean"},
            "absent": {"type": "boolean"}, "scope": {"type": "string"}},
           {"kind": "text", "contains": "Payment received", "visible": True},
-          _eval_text, lambda p: "text %s" % _text_wanted(p),
-          aliases={"text": "contains", "value": "contains"}, role="presence", live=True,
+          _judge_text, lambda p: "text %s" % _text_wanted(p),
+          aliases={"text": "contains", "value": "contains"}, role="presence", live=True, read=_read_text,
           check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
     _Kind("net",
           "A completed request (fetch, XHR, document) matching the filters; `count` demands exactly that many; "
@@ -3279,7 +3512,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
                       "properties": {"name": {"type": "string", "minLength": 1}, "equals": {"type": "string"},
                                      "contains": {"type": "string"}}}},
           {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200, "count": 1},
-          _eval_net, _describe_net, aliases={"url": "urlContains"},
+          _judge_net, _describe_net, aliases={"url": "urlContains"},
           grade=lambda p: "net" if p.get("urlContains") else None, role="consequence", window=True),
     _Kind("frame",
           "A WebSocket, EventSource or streamed-response message: `urlContains`, `direction` (in|out), "
@@ -3289,7 +3522,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "transport": {"enum": ["ws", "sse", "stream"]}, "contains": {"type": "string", "minLength": 1},
            "path": {"type": "string"}, "equals": {}, "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
           {"kind": "frame", "urlContains": "/socket", "direction": "in", "path": "1.status", "equals": "saved"},
-          _eval_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
+          _judge_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
           grade=lambda p: "net" if p.get("contains") or "path" in p else None, role="consequence", window=True,
           check=lambda p: ["`equals` needs a `path` (the JSON value to compare)"] if "equals" in p and "path" not in p else []),
     _Kind("server",
@@ -3307,7 +3540,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "committed": {"type": "boolean"}, "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
           {"kind": "server", "method": "POST", "urlContains": "/profile",
            "writes": {"table": "profile", "op": "update", "min": 1}, "exception": False},
-          _eval_server, _describe_server, aliases={"url": "urlContains", "path": "urlContains"},
+          _judge_server, _describe_server, aliases={"url": "urlContains", "path": "urlContains"},
           grade=lambda p: "server", role="consequence", window=True,
           check=lambda p: ["writes: give count or min, not both"]
           if "count" in p.get("writes", {}) and "min" in p.get("writes", {}) else []),
@@ -3315,7 +3548,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
           {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},
           {"kind": "route", "pathname": "/orders/42"},
-          _eval_route, lambda p: "a route %r" % (p.get("pathname") or p.get("contains")),
+          _judge_route, lambda p: "a route %r" % (p.get("pathname") or p.get("contains")),
           aliases={"path": "pathname", "urlContains": "contains", "url": "contains"}, live=True, window=True),
     _Kind("console",
           "Console output at `level` (error includes uncaught errors) containing `contains`; "
@@ -3323,27 +3556,27 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           {"level": {"enum": ["error", "warn", "log", "info"]},
            "contains": {"type": "string", "minLength": 1}, "absent": {"type": "boolean"}, "since": _P_SINCE},
           {"kind": "console", "level": "error", "absent": True},
-          _eval_console, aliases={"textContains": "contains"}, window=True),
+          _judge_console, aliases={"textContains": "contains"}, window=True),
     _Kind("animation",
           "An animation or transition started (or, with completed: true, ended), by `name` and target ref.",
           {"name": {"type": "string"}, "target": {"type": "string"}, "completed": {"type": "boolean"},
            "since": _P_SINCE},
           {"kind": "animation", "name": "fade-in", "completed": True},
-          _eval_animation, window=True),
+          _judge_animation, window=True),
     _Kind("signal",
           "The app called reticle.signal(name, data) with data matching `dataMatches` (shallow; \"*\" = "
           "any value; {$gte,$lte,$gt,$lt,$contains,$length} operators); `count` exact.",
           {"name": {"type": "string"}, "dataMatches": {"type": "object"},
            "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
           {"kind": "signal", "name": "order:placed", "dataMatches": {"total": {"$gt": 0}}},
-          _eval_signal, lambda p: "signal %r" % p.get("name", "*"), aliases={"data": "dataMatches"},
+          _judge_signal, lambda p: "signal %r" % p.get("name", "*"), aliases={"data": "dataMatches"},
           grade=lambda p: "signal" if p.get("name") else None, role="consequence", window=True),
     _Kind("state",
           "A registered store's value at the dot `path` exists, or `equals` (value matcher). Live read.",
           {"path": {"type": "string", "minLength": 1}, "store": {"type": "string"}, "equals": {}},
           {"kind": "state", "store": "cart", "path": "items.length", "equals": 0},
-          _eval_state, lambda p: "state at %r" % p["path"], required=("path",),
-          grade=lambda p: "state", role="consequence", live=True),
+          _judge_state, lambda p: "state at %r" % p["path"], required=("path",),
+          grade=lambda p: "state", role="consequence", live=True, read=_read_state),
     _Kind("storage",
           "localStorage/sessionStorage/cookie `key` exists, `equals` a value, `contains` a substring, is `absent`, "
           "or (changed: true) was written in the window.",
@@ -3351,12 +3584,12 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "equals": {}, "contains": {"type": "string", "minLength": 1}, "absent": {"type": "boolean"},
            "changed": {"type": "boolean"}, "since": _P_SINCE},
           {"kind": "storage", "area": "local", "key": "theme", "equals": "dark"},
-          _eval_storage, required=("key",), role="consequence", live=True, window=True),
+          _judge_storage, required=("key",), role="consequence", live=True, window=True, read=_read_storage),
     _Kind("settled",
           "No request in flight and no network or structural DOM activity for `quietMs` (default 500).",
           {"quietMs": {"type": "number", "exclusiveMinimum": 0, "maximum": 30000}},
           {"kind": "settled", "quietMs": 500},
-          _eval_settled, lambda p: "the page to go idle"),
+          _judge_settled, lambda p: "the page to go idle"),
     _Kind("allOf",
           "Every predicate in `predicates` holds.",
           {"predicates": {"type": "array", "items": {"type": "object"}, "minItems": 1}},
@@ -3419,6 +3652,8 @@ _KIND_VALIDATORS: Dict[str, Any] = {}
 
 class PredicateError(ToolError):
     """A predicate that does not parse: no verdict is produced."""
+
+    code = "predicate_invalid"
 
 
 def _predicate_fail(kind: Optional[str], issues: List[str], where: str) -> "PredicateError":
@@ -3488,26 +3723,15 @@ def parse_predicate(raw: Any, where: str = "predicate") -> dict:
     return p
 
 
-# -- evaluation: one predicate against a window and the live page, and the wait loop ---------------
+# -- Judge: a predicate over an observation, its combinators walked in one place -------------------
 
-async def _evaluate(session: "_BrowserSession", p: dict, floor: float, diagnose: bool = True) -> dict:
-    """Evaluate `p` over the events from `floor` (or the leaf's own later `since`) and the live page."""
+def _judge(p: dict, obs: _Observation) -> dict:
+    """Judge `p` over `obs`: a leaf by its kind's pure `judge` (inconclusive when its live read
+    failed); allOf, anyOf and not walk their children, and a child that could not be read keeps
+    the whole inconclusive."""
     kind = p["kind"]
-    if kind in ("allOf", "anyOf", "not"):
-        return await _evaluate_combinator(session, p, floor, diagnose)
-    start = float(p["since"]) if p.get("since") is not None and float(p["since"]) > floor else floor
-    window = _Window(session.window(start))
-    window.start = start
-    try:
-        return await _PREDICATE_KINDS[kind].evaluate(session, p, window, diagnose)
-    except ToolError as exc:
-        return {"pass": False, "inconclusive": "the page could not answer: %s" % exc.error}
-
-
-async def _evaluate_combinator(session: "_BrowserSession", p: dict, floor: float, diagnose: bool) -> dict:
-    """allOf, anyOf and not; a child that could not be read keeps the whole inconclusive."""
-    if p["kind"] == "not":
-        child = await _evaluate(session, p["predicate"], floor, diagnose)
+    if kind == "not":
+        child = _judge(p["predicate"], obs)
         if child.get("inconclusive"):
             return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child}}
         if child["pass"]:
@@ -3518,68 +3742,174 @@ async def _evaluate_combinator(session: "_BrowserSession", p: dict, floor: float
                     "decidedBy": "absence-violated" if settled_for_good else None,
                     "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
         return {"pass": True, "evidence": {"negated": p["predicate"], "held": False, "saw": child}}
-    children = await asyncio.gather(*(_evaluate(session, c, floor, diagnose) for c in p["predicates"]))
-    if p["kind"] == "allOf":
-        failed = [c for c in children if not c["pass"] and not c.get("inconclusive")]
-        if failed:
-            final = [c for c in failed if c.get("decided")]
-            return {"pass": False, "failureReason": (final or failed)[0].get("failureReason"), "assertion": "allOf",
-                    "decided": bool(final), "decidedBy": final[0].get("decidedBy") if final else None,
-                    "evidence": list(children)}
+    if kind in ("allOf", "anyOf"):
+        children = [_judge(c, obs) for c in p["predicates"]]
+        if kind == "allOf":
+            failed = [c for c in children if not c["pass"] and not c.get("inconclusive")]
+            if failed:
+                final = [c for c in failed if c.get("decided")]
+                return {"pass": False, "failureReason": (final or failed)[0].get("failureReason"), "assertion": "allOf",
+                        "decided": bool(final), "decidedBy": final[0].get("decidedBy") if final else None,
+                        "evidence": children}
+            unread = [c for c in children if c.get("inconclusive")]
+            if unread:
+                return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children}
+            return {"pass": True, "evidence": [c.get("evidence") for c in children]}
+        for c in children:
+            if c["pass"]:
+                return {"pass": True, "evidence": c.get("evidence")}
         unread = [c for c in children if c.get("inconclusive")]
         if unread:
-            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
-        return {"pass": True, "evidence": [c.get("evidence") for c in children]}
-    for c in children:
-        if c["pass"]:
-            return {"pass": True, "evidence": c.get("evidence")}
-    unread = [c for c in children if c.get("inconclusive")]
-    if unread:
-        return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
-    return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
-            "evidence": list(children)}
+            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children}
+        return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
+                "evidence": children}
+    read = obs.live.get(_leaf_key(p))
+    if isinstance(read, _ReadFailed):
+        return {"pass": False, "inconclusive": "the page could not answer: %s" % read.why}
+    judge = _PREDICATE_KINDS[kind].judge
+    assert judge is not None
+    return judge(p, obs)
 
 
-def _lost(session: "_BrowserSession") -> dict:
-    why = ("the tab closed or crashed" if session.handler is None else
-           "the tab left its page and its next document did not connect in time")
-    return {"pass": False, "observationLost": True, "failureReason": why + " during the observation"}
+def _holds_count(p: dict) -> bool:
+    """A `net` leaf pins a count: a pass is confirmed after a short wait (another may follow)."""
+    return any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
 
 
-async def _wait(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float) -> dict:
-    """Re-evaluate `p` on every event (and every 150 ms) until it holds, is decided, or time runs out."""
+def _judge_final(p: dict, obs: _Observation) -> dict:
+    """The result a verdict is given on: the tab lost, or `p` judged over `obs`, and when the wait
+    ran out a result that did not hold (or a count never confirmed) says it timed out."""
+    if obs.lost:
+        return {"pass": False, "observationLost": True, "failureReason": obs.lost + " during the observation"}
+    res = _judge(p, obs)
+    if obs.timed_out is None or (res["pass"] and not _holds_count(p)):
+        return res
+    res["pass"] = False
+    if not res.get("failureReason"):
+        res["failureReason"] = "timed out after %d ms waiting for %s" % (obs.timed_out, _describe_predicate(p))
+    res["timedOut"] = True
+    return res
+
+
+# -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
+
+async def _read_leaf(session: "_BrowserSession", leaf: dict) -> Any:
+    read = _PREDICATE_KINDS[leaf["kind"]].read
+    assert read is not None
+    try:
+        return await read(session, leaf)
+    except ToolError as exc:
+        return _ReadFailed(exc.error)
+
+
+async def _observe_now(session: "_BrowserSession", p: dict, floor: float, after_act: bool = False,
+                       explain: bool = False, effect: Any = None) -> _Observation:
+    """One look: every live leaf's read of the page (and, when `explain`, the near misses of a
+    failed one), then the window from `floor` and what the session knows, at this instant."""
+    leaves = {_leaf_key(leaf): leaf for leaf, _ in _leaves(p) if _PREDICATE_KINDS[leaf["kind"]].read}
+    keys = list(leaves)
+    live: Dict[str, Any] = dict(zip(keys, await asyncio.gather(*(_read_leaf(session, leaves[k]) for k in keys))))
+    near: Dict[str, Any] = {}
+    for k in keys if explain else ():
+        spec = _PREDICATE_KINDS[leaves[k]["kind"]]
+        if spec.near is None or isinstance(live[k], _ReadFailed):
+            continue
+        try:
+            near[k] = await spec.near(session, leaves[k], live[k])
+        except ToolError as exc:
+            live[k] = _ReadFailed(exc.error)
+    known = session.known(floor)
+    return _Observation(session.window(floor), known, now=session.now(), since=floor, upto=session.store.seq,
+                        url=session.url, after_act=after_act, effect=effect, live=live, near=near)
+
+
+def _lost_why(session: "_BrowserSession") -> str:
+    return ("the tab closed or crashed" if session.handler is None else
+            "the tab left its page and its next document did not connect in time")
+
+
+async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
+    """With the app's middleware in use (a record arrived for this tab), give the records of the
+    act's marked requests their grace to arrive before judging.  True when any arrived."""
+    if not session.server_seen:
+        return False
+    before = session.server_seen
+    while time.monotonic() < budget_end:
+        awaiting, _ = _server_unreported(session.now(), session.window(since))
+        if not awaiting:
+            break
+        await session.wait_change(min(0.05, budget_end - time.monotonic()))
+    return session.server_seen != before
+
+
+async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float, after_act: bool = False,
+                   effect: Any = None, already_true: bool = False, settle_until: Optional[float] = None) -> _Observation:
+    """Observe: wait until `p` holds over the events from `floor`, is decided, or `timeout_ms`
+    runs out (re-judging on every event and every 150 ms; a tab between documents is awaited),
+    and return the observation it was judged on.  With no timeout it looks once (after waiting
+    for a document on its way).  After an act (`settle_until`, the monotonic end of its budget),
+    a pass waits for the requests the act started, for the UI after a write, and for the server
+    records of the act's marked requests (Server truth), before the window closes; an absence is
+    judged again then."""
+    if timeout_ms > 0:
+        obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect)
+    elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
+        obs = _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
+                           url=session.url, lost=_lost_why(session))
+    else:
+        obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+    if settle_until is not None and not obs.lost and _judge_final(p, obs)["pass"]:
+        while time.monotonic() < settle_until and session.open_since(floor):
+            await session.wait_change(0.05)
+        window = session.window(floor)
+        wrote = any(e["type"] == "net.request" and _is_write(e["data"]) for e in window)
+        if wrote and not any(e["type"] in _UI_EVENTS for e in window):
+            end = min(settle_until, time.monotonic() + 0.3)
+            while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
+                await session.wait_change(end - time.monotonic())
+        arrived = await _await_server_records(session, floor, settle_until)
+        if arrived or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
+            # an absence that held at the first look, or a window that server records joined late,
+            # is judged again once the act's work is done
+            obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+        else:  # judged as it was; the rules read the window as it is now
+            obs.window, obs.known = session.window(floor), session.known(floor)
+    obs.already_true = already_true
+    return obs
+
+
+async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float,
+                              after_act: bool, effect: Any) -> _Observation:
+    """The wait of `_observe`: look again on every event (and every 150 ms) until `p` holds, is
+    decided, or time runs out; a pinned count is confirmed 300 ms after it first holds."""
     deadline = time.monotonic() + timeout_ms / 1000.0
-    holds_count = any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
+    holds_count = _holds_count(p)
     while True:
         if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
-            return _lost(session)
-        res = await _evaluate(session, p, floor, diagnose=False)
+            return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
+                                url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
+        obs = await _observe_now(session, p, floor, after_act, effect=effect)
+        res = _judge(p, obs)
         if res.get("inconclusive") and session.between_documents():
             continue  # the page went away while it was being asked: ask the next document
         remaining = deadline - time.monotonic()
         if res["pass"]:
             if holds_count and remaining > 0.3:
                 await asyncio.sleep(0.3)
-                return await _evaluate(session, p, floor, diagnose=True)
+                return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
             if holds_count:
                 break
-            return res
+            return obs
         if res.get("decided"):
-            return await _evaluate(session, p, floor, diagnose=True)
+            return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
         if remaining <= 0:
             break
         step = min(0.15, remaining)
         if res.get("retryAfterMs"):
             step = min(step, max(0.025, res["retryAfterMs"] / 1000.0))
         await session.wait_change(step)
-    final = await _evaluate(session, p, floor, diagnose=True)
-    if final["pass"] and not holds_count:
-        return final
-    final["pass"] = False
-    final.setdefault("failureReason", "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p)))
-    if not final.get("failureReason"):
-        final["failureReason"] = "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p))
-    final["timedOut"] = True
+    final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+    final.timed_out = timeout_ms
     return final
 
 
@@ -3592,8 +3922,6 @@ async def _wait(session: "_BrowserSession", p: dict, floor: float, timeout_ms: f
 
 _ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrumented-frame", "sampled",
                         "rate-limited", "virtualized-unmounted")
-_EFFECT_EVENTS = ("net.pending", "net.request", "route.change", "signal", "state.change", "storage.change",
-                  "dom.added", "dom.removed", "dom.attr", "dom.text", "anim.start")
 
 
 def _error_ui(window: List[dict]) -> List[dict]:
@@ -3697,7 +4025,7 @@ def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Opti
             continue
         if e["type"] == "net.pending" and known is not None and _call_label(e["data"]) in known.background:
             continue
-        if e["type"] in _EFFECT_EVENTS or e["type"] in _FRAME_TYPES or e["type"] == "ui.alert":
+        if _event_type(e["type"]).effect:
             return True
     return False
 
@@ -3711,101 +4039,121 @@ def _periodic(times: List[float]) -> bool:
     return min(gaps) >= 150 and max(gaps) <= 2 * min(gaps)
 
 
-def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
-                    known: Optional["_Known"] = None) -> List[dict]:
-    """Channels that disagree with a passing predicate, in two tiers.
-
-    observed (they make a verdict `no`): an error shown to the user while the
-    predicate held (error-shown), a failed request (not retried with success
-    later in the window) under a UI that moved on without showing an error
-    (ui-advanced-request-failed) or under a success signal (signal-contradicted), a 2xx whose body reports failure
-    (partial-failure-in-ok-response), a server error shown as the user's
-    mistake (failure-misattributed).  absence (they make it `unknown`): one
-    write succeeded twice with the same body for one action (a retry after a failure is none), the page's own
-    background writes aside (duplicate-request), a request the advanced UI
-    never saw answered (request-never-settled).  A failure the
-    predicate itself expects (a `net` leaf asking for it) is no contradiction."""
-    out = []
+def _failed_calls(window: List[dict], p: dict) -> List[dict]:
+    """The window's failed calls (dev tooling aside) that were not retried with success later in it
+    and that the predicate itself does not ask for (a `net` leaf with `ok: false` or a 4xx/5xx)."""
     calls = [d for d in _calls(window) if not _is_dev(d)]
-    ui_advanced = any(e["type"] in _UI_EVENTS for e in window)
     expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] in ("net", "server") and not neg
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
     recovered = {i for i, d in enumerate(calls) if _call_failed(d) and any(
         not _call_failed(later) and _call_label(later) == _call_label(d) for later in calls[i + 1:])}
-    failed = [d for i, d in enumerate(calls) if _call_failed(d) and i not in recovered
-              and not any(_call_matches(d, leaf) for leaf in expected_failures)]
-    signals = [e["data"] for e in window if e["type"] == "signal"]
-    shown = _error_ui(window)
-    unexpected = [d for d in shown if not _expects_error(p, d)]
-    if unexpected:
-        out.append({"kind": "error-shown", "tier": "observed",
-                    "claim": "%s held" % _describe_predicate(p),
-                    "counter": "the page showed %s" % _ui_label(unexpected[0]),
-                    "detail": "the user was told something failed"})
-    if not any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
-        reported = _message_failures(window)
-        if reported:
-            out.append({"kind": "message-reported-failure", "tier": "observed",
-                        "claim": "%s held" % _describe_predicate(p),
-                        "counter": "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"]),
-                        "detail": "the server reported a failure over a socket or stream"})
-    acknowledged = bool(shown) or any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
+    return [d for i, d in enumerate(calls) if _call_failed(d) and i not in recovered
+            and not any(_call_matches(d, leaf) for leaf in expected_failures)]
+
+
+def _failure_acknowledged(window: List[dict]) -> bool:
+    """The page owned up to a failure: an error shown, a signal or a state change in failure words."""
+    return bool(_error_ui(window)) or any(
+        e["type"] == "signal" and _FAILURE_WORDS.search(str(e["data"].get("name", ""))) for e in window) or any(
         e["type"] == "state.change" and _FAILURE_WORDS.search(_dumps(e.get("data"))[:2000]) for e in window)
-    if failed and not acknowledged:
-        happy = [s for s in signals if not _FAILURE_WORDS.search(str(s.get("name", "")))]
-        d = failed[0]
-        if happy:
-            out.append({"kind": "signal-contradicted", "tier": "observed",
-                        "claim": "the app signalled %r" % happy[0].get("name"),
-                        "counter": "%s answered %s" % (_call_label(d), d.get("status")),
-                        "detail": "a request failed while the app reported success"})
-        elif ui_advanced:
-            out.append({"kind": "ui-advanced-request-failed", "tier": "observed",
-                        "claim": "the UI moved on as if it worked",
-                        "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
-                        "detail": "a failed request under a UI that advanced and showed no error"})
-    for d in calls:
-        if _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
+
+
+def _happy_signals(window: List[dict]) -> List[dict]:
+    return [e["data"] for e in window if e["type"] == "signal"
+            and not _FAILURE_WORDS.search(str(e["data"].get("name", "")))]
+
+
+def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
+    unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
+    return [{"claim": "%s held" % _describe_predicate(p), "counter": "the page showed %s" % _ui_label(unexpected[0]),
+             "detail": "the user was told something failed"}] if unexpected else []
+
+
+def _c_message_failure(window: List[dict], p: dict, action_since: Optional[float],
+                       known: Optional["_Known"]) -> List[dict]:
+    if any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
+        return []  # the predicate reads the messages itself
+    reported = _message_failures(window)
+    return [{"claim": "%s held" % _describe_predicate(p),
+             "counter": "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"]),
+             "detail": "the server reported a failure over a socket or stream"}] if reported else []
+
+
+def _c_signal_contradicted(window: List[dict], p: dict, action_since: Optional[float],
+                           known: Optional["_Known"]) -> List[dict]:
+    failed = _failed_calls(window, p)
+    happy = _happy_signals(window)
+    if not failed or not happy or _failure_acknowledged(window):
+        return []
+    return [{"claim": "the app signalled %r" % happy[0].get("name"),
+             "counter": "%s answered %s" % (_call_label(failed[0]), failed[0].get("status")),
+             "detail": "a request failed while the app reported success"}]
+
+
+def _c_ui_advanced_failed(window: List[dict], p: dict, action_since: Optional[float],
+                          known: Optional["_Known"]) -> List[dict]:
+    failed = _failed_calls(window, p)
+    if not failed or _happy_signals(window) or _failure_acknowledged(window) \
+            or not any(e["type"] in _UI_EVENTS for e in window):
+        return []
+    d = failed[0]
+    return [{"claim": "the UI moved on as if it worked",
+             "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
+             "detail": "a failed request under a UI that advanced and showed no error"}]
+
+
+def _c_partial_failure(window: List[dict], p: dict, action_since: Optional[float],
+                       known: Optional["_Known"]) -> List[dict]:
+    out = []
+    for d in _calls(window):
+        if _is_dev(d) or _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
             continue
         problem = _partial_failure(d.get("responseBody"))
         if problem:
-            out.append({"kind": "partial-failure-in-ok-response", "tier": "observed",
-                        "claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
+            out.append({"claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
                         "detail": "a 2xx response whose body reports failure"})
-    blame = [s.get("name") for s in signals if _BLAMES_USER.search(str(s.get("name", "")))]
+    return out
+
+
+def _c_misattributed(window: List[dict], p: dict, action_since: Optional[float],
+                     known: Optional["_Known"]) -> List[dict]:
+    blame = [e["data"].get("name") for e in window if e["type"] == "signal"
+             and _BLAMES_USER.search(str(e["data"].get("name", "")))]
     blame += [e["data"].get("path") for e in window if e["type"] == "state.change"
               and _BLAMES_USER.search(_dumps(e["data"].get("to"))[:2000])]
-    server_errors = [d for d in calls if isinstance(d.get("status"), int) and d["status"] >= 500]
-    if server_errors and blame:
-        d = server_errors[0]
-        out.append({"kind": "failure-misattributed", "tier": "observed",
-                    "claim": "the app blamed the user (%s)" % _short(blame[0], 60),
-                    "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
-                    "detail": "a server failure shown to the user as their mistake"})
-    if action_since is not None:
-        writes: Dict[Tuple[str, str], List[float]] = {}
-        for e in window:
-            if e["type"] == "net.request" and e["t"] >= action_since and _is_write(e["data"]) \
-                    and not _call_failed(e["data"]) and not _is_dev(e["data"]) \
-                    and _caused_by_act(e, action_since, known):
-                key = (_call_label(e["data"]), _dumps(e["data"].get("requestBody")))
-                writes.setdefault(key, []).append(e["t"])
-        pinned = any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net")
-        for (label, _), times in writes.items():
-            if len(times) < 2 or pinned or _periodic(times):
-                continue
-            out.append({"kind": "duplicate-request", "tier": "absence",
-                        "claim": "one action", "counter": "%s completed %d times with the same body" % (label, len(times)),
-                        "detail": "the same write ran more than once for one action; pin it with a net "
-                                  "predicate and count: 1"})
-    if ui_advanced:
-        background = known.background if known is not None else ()
-        for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]:
-            out.append({"kind": "request-never-settled", "tier": "absence",
-                        "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
-                        "detail": "the outcome of this request is unknown", "write": _is_write(d)})
-    out[:0] = _server_contradictions(window, p, known)  # what the server says is the most specific
-    return out
+    server_errors = [d for d in _calls(window) if not _is_dev(d) and isinstance(d.get("status"), int)
+                     and d["status"] >= 500]
+    if not server_errors or not blame:
+        return []
+    d = server_errors[0]
+    return [{"claim": "the app blamed the user (%s)" % _short(blame[0], 60),
+             "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
+             "detail": "a server failure shown to the user as their mistake"}]
+
+
+def _c_duplicate(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
+    if action_since is None or any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
+        return []
+    writes: Dict[Tuple[str, str], List[float]] = {}
+    for e in window:
+        if e["type"] == "net.request" and e["t"] >= action_since and _is_write(e["data"]) \
+                and not _call_failed(e["data"]) and not _is_dev(e["data"]) \
+                and _caused_by_act(e, action_since, known):
+            key = (_call_label(e["data"]), _dumps(e["data"].get("requestBody")))
+            writes.setdefault(key, []).append(e["t"])
+    return [{"claim": "one action", "counter": "%s completed %d times with the same body" % (label, len(times)),
+             "detail": "the same write ran more than once for one action; pin it with a net predicate and count: 1"}
+            for (label, _), times in writes.items() if len(times) >= 2 and not _periodic(times)]
+
+
+def _c_never_settled(window: List[dict], p: dict, action_since: Optional[float],
+                     known: Optional["_Known"]) -> List[dict]:
+    if not any(e["type"] in _UI_EVENTS for e in window):
+        return []
+    background = known.background if known is not None else ()
+    return [{"claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
+             "detail": "the outcome of this request is unknown", "write": _is_write(d)}
+            for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]]
 
 
 def _server_failures(window: List[dict], p: Optional[dict] = None, known: Optional["_Known"] = None) -> List[dict]:
@@ -3827,7 +4175,8 @@ def _server_failures(window: List[dict], p: Optional[dict] = None, known: Option
 
 def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"] = None) -> List[dict]:
     """A request the act caused that raised on the server, or logged an error, disagrees with a
-    passing predicate (observed tier: `no`), whatever status the browser saw."""
+    passing predicate (observed tier: `no`), whatever status the browser saw: findings with their
+    kind (server-exception, server-logged-error) and tier."""
     out = []
     for r in _server_failures(window, p, known)[:3]:
         exc = r.get("exception")
@@ -3842,6 +4191,66 @@ def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"
         out.append({"kind": "server-exception" if exc else "server-logged-error", "tier": "observed",
                     "claim": "the assertion held", "counter": counter, "server": _server_line(r)})
     return out
+
+
+def _c_server_exception(window: List[dict], p: dict, action_since: Optional[float],
+                        known: Optional["_Known"]) -> List[dict]:
+    return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
+            for c in _server_contradictions(window, p, known) if c["kind"] == "server-exception"]
+
+
+def _c_server_logged(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
+    return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
+            for c in _server_contradictions(window, p, known) if c["kind"] == "server-logged-error"]
+
+
+class _Contradiction:
+    """One way the channels can disagree with a passing predicate: its name, its tier
+    ("observed": it makes a verdict `no`; "absence": `unknown`) and its pure detector
+    (window, predicate, the act's cursor or None, what the session knows) -> findings."""
+
+    __slots__ = ("kind", "tier", "detect")
+
+    def __init__(self, kind: str, tier: str, detect: Callable[..., List[dict]]) -> None:
+        self.kind = kind
+        self.tier = tier
+        self.detect = detect
+
+
+_CONTRADICTIONS: Tuple[_Contradiction, ...] = (
+    _Contradiction("server-exception", "observed", _c_server_exception),    # Server truth: the most specific
+    _Contradiction("server-logged-error", "observed", _c_server_logged),
+    _Contradiction("error-shown", "observed", _c_error_shown),
+    _Contradiction("message-reported-failure", "observed", _c_message_failure),
+    _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
+    _Contradiction("ui-advanced-request-failed", "observed", _c_ui_advanced_failed),
+    _Contradiction("partial-failure-in-ok-response", "observed", _c_partial_failure),
+    _Contradiction("failure-misattributed", "observed", _c_misattributed),
+    _Contradiction("duplicate-request", "absence", _c_duplicate),
+    _Contradiction("request-never-settled", "absence", _c_never_settled),
+)
+
+
+def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
+                    known: Optional["_Known"] = None) -> List[dict]:
+    """Channels that disagree with a passing predicate, in two tiers, in the order of
+    _CONTRADICTIONS.
+
+    observed (they make a verdict `no`): a request of the window that raised on the server
+    (server-exception) or logged an error there (server-logged-error), as the app's middleware
+    reported it; an error shown to the user while the predicate held
+    (error-shown), a socket or stream message of the act's own channel reporting a failure
+    (message-reported-failure), a failed request (not retried with success later in the window)
+    under a success signal (signal-contradicted) or else under a UI that moved on without showing
+    an error (ui-advanced-request-failed), a 2xx whose body reports failure
+    (partial-failure-in-ok-response), a server error shown as the user's mistake
+    (failure-misattributed).  absence (they make it `unknown`): one write succeeded twice with the
+    same body for one action (a retry after a failure is none), the page's own background writes
+    aside (duplicate-request), a request the advanced UI never saw answered
+    (request-never-settled).  A failure the predicate itself expects (a `net` leaf asking for it)
+    is no contradiction."""
+    return [dict({"kind": c.kind, "tier": c.tier}, **finding) for c in _CONTRADICTIONS
+            for finding in c.detect(window, p, action_since, known)]
 
 
 def _server_summary(window: List[dict]) -> Optional[List[str]]:
@@ -4026,11 +4435,11 @@ def _brief(ev: Any) -> str:
     return _short(ev, 120)
 
 
-def _compact(out: dict) -> dict:
+def _compact(out: dict, v: dict) -> dict:
     """A verdict as the model reads it by default: the verdict, why, what decided it (trimmed),
     what disagreed, the near misses of a `no`, and any field that differs from its usual value.
+    `v` is the predicate's result (the answer itself for an assert, its `verdict` for an act).
     `detail: "full"` answers everything."""
-    v = out["verdict"] if isinstance(out.get("verdict"), dict) else out
     c = {"verified": out["verified"], "verifiedReason": out["verifiedReason"], "because": out["because"]}
     if v.get("decidedBy"):
         c["decidedBy"] = v["decidedBy"]
@@ -4614,22 +5023,9 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     return session.splice_buffer(out, since)
 
 
-_FILTER_BUCKETS = {
-    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse", "net.stream"), "route": ("route.",),
-    "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
-    "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",), "ui": ("ui.",),
-    "server": ("server.",),
-}
-
-
 def _event_matches_filters(etype: str, filters: List[str]) -> bool:
-    for f in filters:
-        if etype == f:
-            return True
-        for prefix in _FILTER_BUCKETS.get(f, ()):
-            if etype.startswith(prefix):
-                return True
-    return False
+    """An event type passes reticle_observe's filters when one names it or its bucket (its record's)."""
+    return etype in filters or _event_type(etype).bucket in filters
 
 
 def _value_change(before: Any, after: Any) -> dict:
@@ -4756,10 +5152,6 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     return session.splice_buffer(out, since)
 
 
-_CONSOLE_TYPES = ("console.log", "console.info", "console.warn", "console.error", "console.debug",
-                  "error.uncaught")
-
-
 async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     since, until = _window(session, args, 0.0)
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
@@ -4811,17 +5203,6 @@ def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
     return parse_predicate(raw, "until" if "until" in args else "predicate")
 
 
-def _after_act(p: dict) -> dict:
-    """`p` with its settled leaves told that they follow an act (so quiet counts from it)."""
-    if p["kind"] == "settled":
-        return dict(p, _afterAct=True)
-    if p["kind"] in ("allOf", "anyOf"):
-        return dict(p, predicates=[_after_act(c) for c in p["predicates"]])
-    if p["kind"] == "not":
-        return dict(p, predicate=_after_act(p["predicate"]))
-    return p
-
-
 def _coverage(known: "_Known", out: dict) -> dict:
     if known.blind_spots:
         out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
@@ -4832,7 +5213,7 @@ def _coverage(known: "_Known", out: dict) -> dict:
 async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     p = _predicate_arg(args, True)
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
-    res = await _wait(session, p, floor, args.get("timeout_ms", 4000))
+    res = _judge_final(p, await _observe(session, p, floor, args.get("timeout_ms", 4000)))
     res["since"] = floor
     return session.splice_buffer(res, floor)
 
@@ -4840,91 +5221,81 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     p = _predicate_arg(args, True)
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
-    timeout = args.get("timeout_ms", 0)
-    if timeout > 0:
-        res = await _wait(session, p, floor, timeout)
-    elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
-        res = _lost(session)
-    else:
-        res = await _evaluate(session, p, floor, diagnose=True)
-    window = session.window(floor)
-    known = session.known(floor)
-    contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None, known)
-    verified, reason, because = _decide(res, contradictions, window, known, floor, p)
-    out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
-    out.update(res)
-    out["since"] = floor
-    if _server_summary(window):
-        out["server"] = _server_summary(window)
-    if contradictions:
-        out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-    _coverage(known, out)
-    advice = _advice(p, res) if verified == "yes" else None
-    if advice:
-        out["advice"] = advice
-    _journal(session, "assert", args, out)
-    out = session.splice_health(session.splice_buffer(out, floor))
-    return out if args.get("detail") == "full" else _compact(out)
-
-
-async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
-    """With the app's middleware in use (a record arrived for this tab), give the records of the
-    act's marked requests their grace to arrive before judging.  True when any arrived."""
-    if not session.server_seen:
-        return False
-    before = session.server_seen
-    while time.monotonic() < budget_end:
-        awaiting, _ = _server_unreported(session, session.window(since))
-        if not awaiting:
-            break
-        await session.wait_change(min(0.05, budget_end - time.monotonic()))
-    return session.server_seen != before
+    obs = await _observe(session, p, floor, args.get("timeout_ms", 0))
+    obs.act_at = session.last_act if (session.last_act or -1) >= floor else None
+    return _answer(session, "assert", args, p, obs)
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _after_act(_predicate_arg(args, False) or {"kind": "settled", "quietMs": 300})
+    p = _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     timeout = args.get("timeout_ms", 4000)
     already_true = False
     if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
-        pre = await _evaluate(session, p, session.now(), diagnose=False)
-        already_true = bool(pre["pass"])
+        already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
     started = time.monotonic()
     effect = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, effect)
-    if timeout > 0:
-        remaining = max(0.0, timeout - (time.monotonic() - started) * 1000.0)
-        res = await _wait(session, p, since, remaining)
-    else:
-        res = await _evaluate(session, p, since, diagnose=True)
-    budget_end = started + timeout / 1000.0
-    if res["pass"]:
-        while time.monotonic() < budget_end and session.open_since(since):
-            await session.wait_change(0.05)
-        window = session.window(since)
-        wrote = any(e["type"] == "net.request" and _is_write(e["data"]) for e in window)
-        if wrote and not any(e["type"] in _UI_EVENTS for e in window):
-            end = min(budget_end, time.monotonic() + 0.3)
-            while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(since)):
-                await session.wait_change(end - time.monotonic())
-        if await _await_server_records(session, since, budget_end) or \
-                any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
-            # an absence that held at the first look is judged again once the act's work is done
-            res = await _evaluate(session, p, since, diagnose=True)
-    window = session.window(since)
-    known = session.known(since)
-    contradictions = _contradictions(window, p, since, known)
-    no_effect = _no_effect(args["action"], effect, window, since, known)
+    # with a timeout, an act that used it all is still judged once and times out
+    remaining = max(0.001, timeout - (time.monotonic() - started) * 1000.0) if timeout > 0 else 0
+    obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
+                         settle_until=started + timeout / 1000.0)
+    obs.action, obs.act_at = args["action"], since
+    return _answer(session, "act_and_wait", args, p, obs, anchor)
+
+
+# -- Judge, whole: the result, the contradictions and the verdict of one observation ---------------
+
+def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, str, str]]:
+    """Judge `p` over `obs`: (its result, the contradictions, (verified, verifiedReason, because)).
+    Pure.  After an act, an act that had no effect explains everything else and stands alone."""
+    res = _judge_final(p, obs)
+    contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
+    if obs.action is None:
+        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p)
+    no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
     if no_effect:
-        contradictions = [no_effect]  # it explains everything else: it stands alone
-    verified, reason, because = _decide(res, contradictions, window, known, since, p,
-                                        already_true=already_true, act=True, effect=effect)
-    verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
-                                   "inconclusive", "decided", "decidedBy", "observationLost", "timedOut")
-               if res.get(k) is not None}
+        contradictions = [no_effect]
+    return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
+                                        already_true=obs.already_true, act=True, effect=obs.effect)
+
+
+# -- Answer: the one place a verdict becomes what the caller reads ---------------------------------
+
+_VERDICT_FIELDS = ("pass", "evidence", "failureReason", "observed", "expected", "assertion", "inconclusive",
+                   "decided", "decidedBy", "observationLost", "timedOut")
+
+
+def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
+            anchor: Optional[dict] = None) -> dict:
+    """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
+    replays them): judge the observation, then shape it.  `verified`, `verifiedReason` and
+    `because` are always at the top level; an assert carries its result's fields beside them,
+    an act_and_wait nests them under `verdict` beside the act's effect, honesty and trace.  The
+    step is journaled, health and buffer loss are spliced in, and the answer is compact unless
+    `detail: "full"`."""
+    res, contradictions, (verified, reason, because) = _verdict(p, obs)
+    window, known, since = obs.window, obs.known, obs.since
+    out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
+    if tool == "assert":
+        out.update(res)
+        out["since"] = since
+        if _server_summary(window):
+            out["server"] = _server_summary(window)
+        verdict = out
+        if contradictions:
+            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+        _coverage(known, out)
+        advice = _advice(p, res) if verified == "yes" else None
+        if advice:
+            out["advice"] = advice
+        _journal(session, "assert", args, out)
+        out = session.splice_health(session.splice_buffer(out, since))
+        return out if args.get("detail") == "full" else _compact(out, out)
+    verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
     loss = known.loss
     issues = []
     if loss and loss.get("evicted"):
@@ -4932,13 +5303,12 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
     if loss and loss.get("sampled"):
         issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
     spots = known.blind_spots
-    out = {"verified": verified, "verifiedReason": reason, "because": because, "since": since,
-           "effect": effect, "verdict": verdict,
-           "honesty": {"grade": _grade(p), "attribution": "window",
-                       "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
-                       "integrity": {"clean": not issues, "issues": issues}},
-           "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}}
-    if already_true:
+    out.update({"since": since, "effect": obs.effect, "verdict": verdict,
+                "honesty": {"grade": _grade(p), "attribution": "window",
+                            "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
+                            "integrity": {"clean": not issues, "issues": issues}},
+                "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
+    if obs.already_true:
         out["alreadyTrue"] = True
     if _server_summary(window):
         out["server"] = _server_summary(window)
@@ -4951,7 +5321,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         out["unsettled"] = _unsettled_report(known, window, since, p)
     _journal(session, "act_and_wait", args, out, anchor)
     out = session.splice_health(out)
-    return out if args.get("detail") == "full" else _compact(out)
+    return out if args.get("detail") == "full" else _compact(out, verdict)
 
 
 # -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
@@ -5626,10 +5996,9 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
     except _TabGone:
         raise
     except ToolError as exc:
-        if "no element matches target" in exc.error or "elements match target" in exc.error:
-            missing = "no element matches" in exc.error
-            return {"verified": "no", "verifiedReason": "target_missing" if missing else "target_ambiguous",
-                    "because": exc.error, "nearest": _nearest(exc.error), "acted": False}
+        if exc.code in ("target_missing", "target_ambiguous"):
+            return {"verified": "no", "verifiedReason": exc.code, "because": exc.error, "nearest": _nearest(exc.error),
+                    "acted": False}
         raise
     dispatched = res.get("dispatched")
     ok = dispatched is not False
@@ -5642,10 +6011,9 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
 def _step_evidence(res: dict) -> Any:
     """The few fields of a verdict a person needs to see why."""
     out = {}
-    verdict = res.get("verdict") if isinstance(res.get("verdict"), dict) else res
     for key in ("failureReason", "observed", "expected", "evidence"):
-        if verdict.get(key) not in (None, "", [], {}):
-            out[key] = verdict[key]
+        if res.get(key) not in (None, "", [], {}):
+            out[key] = res[key]
     for key in ("nearest", "contradictions"):
         if res.get(key):
             out[key] = res[key]
@@ -9124,6 +9492,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
   var STORAGE_MUTE = 0;
+  // an Error with the machine-readable code the daemon branches on (target_missing, ...)
+  function coded(code, message) {
+    var e = new Error(message);
+    e.code = code;
+    return e;
+  }
+  function errCode(e) {
+    try {
+      return e && typeof e === 'object' && typeof e.code === 'string' ? e.code : undefined;
+    } catch (x) {
+      return undefined;
+    }
+  }
   function errMsg(e) {
     if (e && typeof e === 'object' && 'message' in e) return String(e.message);
     try {
@@ -9812,13 +10193,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!isObj(msg) || msg.kind !== 'command') return;
     var id = msg.id;
     if (typeof id !== 'string' && typeof id !== 'number') return;
-    function fail(error) {
-      sendResult({
-        kind: 'command_result',
-        id: id,
-        ok: false,
-        error: clip(String(error), ERROR_CAP)
-      });
+    function fail(error, code) {
+      var r = { kind: 'command_result', id: id, ok: false, error: clip(String(error), ERROR_CAP) };
+      if (typeof code === 'string') r.code = code;
+      sendResult(r);
     }
     if (typeof msg.name !== 'string') {
       fail('malformed command (no name); version skew, nothing ran');
@@ -9862,7 +10240,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function bad(e) {
       if (done) return;
       done = true;
-      fail(errMsg(e));
+      fail(errMsg(e), errCode(e));
     }
     try {
       var r = h(args, msg);
@@ -11981,7 +12359,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               })
               .join(', ')
         );
-      throw new Error(
+      throw coded(
+        'target_missing',
         'no element matches target ' +
           desc +
           ' on ' +
@@ -11997,7 +12376,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (vis.length === 1) return vis[0];
     var pool = vis.length ? vis : els;
     var shown = pool.slice(0, 8).map(candidate);
-    throw new Error(
+    throw coded(
+      'target_ambiguous',
       pool.length +
         ' elements match target ' +
         desc +
