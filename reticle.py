@@ -4166,11 +4166,11 @@ def _server_failures(window: List[dict], p: Optional[dict] = None, known: Option
                  or (leaf["kind"] in ("server", "net") and (leaf.get("status") or 0) >= 500)
                  or (leaf["kind"] == "net" and leaf.get("ok") is False))]
     background = known.background if known is not None else ()
-    labels = {(e.get("doc"), str(e["data"].get("requestId"))): _call_label(e["data"])
+    labels: Dict[Tuple[Any, str], str] = {(e.get("doc"), str(e["data"].get("requestId"))): _call_label(e["data"])
               for e in window if e["type"] == "net.pending"} if background else {}
     return [r for r in _server_records(window) if (r.get("exception") or r.get("logged"))
             and not any(_server_matches(r, leaf) for leaf in wants)
-            and labels.get((r.get("documentId"), r.get("requestId"))) not in background]
+            and labels.get((r.get("documentId"), str(r.get("requestId"))), "") not in background]
 
 
 def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"] = None) -> List[dict]:
@@ -4199,7 +4199,8 @@ def _c_server_exception(window: List[dict], p: dict, action_since: Optional[floa
             for c in _server_contradictions(window, p, known) if c["kind"] == "server-exception"]
 
 
-def _c_server_logged(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
+def _c_server_logged(window: List[dict], p: dict, action_since: Optional[float],
+                     known: Optional["_Known"]) -> List[dict]:
     return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
             for c in _server_contradictions(window, p, known) if c["kind"] == "server-logged-error"]
 
