@@ -44,8 +44,12 @@ application you can serve yourself.
 Sections, in the order data flows (``grep -n '^# .*####' reticle.py``):
 Constants & logging | Errors | Utilities | Session signing | MCP protocol |
 Browser bridge | Devices | Predicates | Verdict rules | Tools | Flows |
-HTTP handlers | WebSocket handler | Application factory | Server control |
-Init | CLI | Embedded assets | __main__ guard.
+Server truth | HTTP handlers | WebSocket handler | Application factory |
+Server control | Init | CLI | Embedded assets | __main__ guard.
+
+In your Python app, in development (Server truth): ``app.wsgi_app =
+reticle.wsgi(app.wsgi_app)`` (Flask, any WSGI app), ``app = reticle.asgi(app)``
+(FastAPI, any ASGI app), or ``"reticle.DjangoMiddleware"`` in ``MIDDLEWARE``.
 """
 
 from __future__ import annotations
