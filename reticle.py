@@ -6593,7 +6593,8 @@ def asgi(app: Callable, params: bool = False) -> Callable:
             await app(scope, receive, send)
             return
         raw = cookie = None
-        for name, value in scope["headers"]:
+        headers = scope.get("headers") or ()
+        for name, value in headers:
             if name == b"x-reticle-mark":
                 raw = value
                 break
@@ -6606,7 +6607,7 @@ def asgi(app: Callable, params: bool = False) -> Callable:
         if not mark or current.get() is not None:
             await app(scope, receive, send)
             return
-        host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+        host = next((v.decode("latin-1") for k, v in headers if k == b"host"), "")
         rec = _begin_record(mark, str(scope.get("method", "GET")), str(scope.get("path", "/")), host,
                             "header" if raw is not None else "cookie", params)
         token = current.set(rec)
