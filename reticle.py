@@ -10159,8 +10159,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     MARK.value = msg.mark;
     if (typeof msg.header === 'string') MARK.header = msg.header;
     if (typeof msg.cookie === 'string') MARK.cookie = msg.cookie;
+    clearMarkCookie();
+  }
+  // Through the native accessor: the storage observer's cookie patch must not report our own cookie.
+  function rawCookie(value) {
+    var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
+    if (value === undefined) return desc && desc.get ? String(desc.get.call(document)) : String(document.cookie);
+    if (desc && desc.set) desc.set.call(document, value);
+    else document.cookie = value;
+    return '';
+  }
+  function clearMarkCookie() {
     try {
-      document.cookie = MARK.cookie + '=; path=/; max-age=0; samesite=strict'; // the navigation it marked is over
+      if (rawCookie().indexOf(MARK.cookie + '=') !== -1)
+        rawCookie(MARK.cookie + '=; path=/; max-age=0; samesite=strict');
     } catch (e) {
       /* cookies refused */
     }
@@ -10177,8 +10189,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function markDocument(id) {
     if (!MARK.value) return;
     try {
-      document.cookie =
-        MARK.cookie + '=' + MARK.value + '.' + S.documentId + '.' + id + '; path=/; max-age=10; samesite=strict';
+      rawCookie(MARK.cookie + '=' + MARK.value + '.' + S.documentId + '.' + id + '; path=/; max-age=10; samesite=strict');
     } catch (e) {
       /* cookies refused */
     }
@@ -15056,6 +15067,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           var i = p.indexOf('=');
           var k = i < 0 ? p : p.slice(0, i);
           var v = i < 0 ? '' : p.slice(i + 1);
+          if (k === MARK.cookie) return; // our own (Server truth), not the app's
           try {
             v = decodeURIComponent(v);
           } catch (e) {
@@ -15975,6 +15987,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       } catch (e) {
         /* ignore */
       }
+      clearMarkCookie(); // the request that brought this document carried it: the page never sees it
       S.started = true;
       S.stopped = false;
       var installers = [

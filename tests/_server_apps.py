@@ -43,7 +43,9 @@ function go(path) {
     .then(function () { document.getElementById('out').textContent = 'Saved profile ' + path; });
 }
 </script></body></html>"""
-DONE = "<!doctype html><html><head><title>Done</title>%(script)s</head><body><p>Form saved</p></body></html>"
+DONE = ("<!doctype html><html><head><title>Done</title>%(script)s</head><body><p>Form saved</p>"
+        "<p id='cookies'></p><script>document.getElementById('cookies').textContent = "
+        "'cookies: [' + document.cookie + ']';</script></body></html>")
 
 
 def page(daemon, body):

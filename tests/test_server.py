@@ -165,6 +165,15 @@ def test_server_truth_in_a_real_app_with_the_script_tag(framework, tmp_path, dae
             {"kind": "server", "method": "GET", "urlContains": "/done", "status": 200}]})
         assert out["verified"] == "yes", (out["because"], out.get("server"), out.get("contradictions"))
         assert app.rows() == before + 1
+        # the page it lands on never sees the mark's cookie, and no storage event reports it
+        seen = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "cookies: ["}, "sessionId": sid,
+                                         "timeout_ms": 3000})
+        assert seen["verified"] in ("yes", "unknown"), seen
+        clean = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "__reticle_mark", "absent": True},
+                                          "sessionId": sid, "detail": "full"})
+        assert clean["pass"] is True, clean
+        events = mcp.ok("reticle_observe", {"since": 0, "filters": ["storage"], "sessionId": sid})["events"]
+        assert not any("__reticle" in json.dumps(e) for e in events), events
     finally:
         if browser is not None:
             browser.close()
