@@ -6373,6 +6373,8 @@ class _ServerReporter:
         self.sent = 0
         self.refused = 0
         self.last_error = ""
+        self.last_status = 0
+        self._failing = False
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
 
@@ -6397,10 +6399,21 @@ class _ServerReporter:
                     batch.append(self.queue.get_nowait())
                 except Exception:  # noqa: BLE001 - queue.Empty
                     break
-            if not self._post(batch):
-                self.dropped += len(batch)
-                self.dropped_total += len(batch)
+            ok = self._post(batch)
+            if not ok and self.last_status == 429:  # the daemon's rate limit: one more try after a pause
                 time.sleep(SERVER_AWAY_S)
+                ok = self._post(batch)
+            if ok:
+                if self._failing:
+                    _server_log.info("server records reach the daemon again")
+                self._failing = False
+                continue
+            self.dropped += len(batch)
+            self.dropped_total += len(batch)
+            if not self._failing:
+                _server_log.info("server records are being dropped (counted): %s", self.last_error)
+            self._failing = True
+            time.sleep(SERVER_AWAY_S)
 
     def _post(self, batch: List[dict]) -> bool:
         import http.client
@@ -6419,9 +6432,11 @@ class _ServerReporter:
             resp.read()
         except (OSError, http.client.HTTPException) as exc:
             self.last_error = "the daemon at %s:%d did not answer (%s)" % (host, port, exc)
+            self.last_status = 0
             return False
         finally:
             conn.close()
+        self.last_status = resp.status
         if resp.status != 200:
             self.refused += 1
             self.last_error = "the daemon answered %d" % resp.status
