@@ -6236,7 +6236,8 @@ _SQL_WRITE_RE = re.compile(
 _SERVER_INSTALL = (
     "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
     "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
-    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); `reticle init` adds it")
+    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); "
+    "`reticle init` adds or prints it")
 _server_log = logging.getLogger("reticle.server")
 _CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
 
@@ -10204,7 +10205,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function markDocument(id) {
     if (!MARK.value) return;
     try {
-      rawCookie(MARK.cookie + '=' + MARK.value + '.' + S.documentId + '.' + id + '; path=/; max-age=10; samesite=strict');
+      var value = MARK.value + '.' + S.documentId + '.' + id;
+      rawCookie(MARK.cookie + '=' + value + '; path=/; max-age=10; samesite=strict');
     } catch (e) {
       /* cookies refused */
     }
