@@ -181,8 +181,9 @@ def test_server_truth_in_a_real_app_with_the_script_tag(framework, tmp_path, dae
     assert "Traceback" not in daemon.log()
 
 
-def test_a_device_marks_its_requests_without_a_script_tag(tmp_path, daemon, mcp):
-    app = App("flask", tmp_path, daemon, script=False)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_device_marks_its_requests_without_a_script_tag(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon, script=False)
     try:
         sid, _ = open_tab(mcp, app, device=True)
         out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
@@ -191,6 +192,8 @@ def test_a_device_marks_its_requests_without_a_script_tag(tmp_path, daemon, mcp)
         assert out["verified"] == "yes", out
         out = act(mcp, sid, "Save (boom)", saved("/api/boom"))
         assert out["verified"] == "no" and "_server_apps.py:" in out["because"], out
+        out = act(mcp, sid, "Post form", dict(WRITE, urlContains="/form"))
+        assert out["verified"] == "yes", out
         mcp.ok("reticle_close", {"sessionId": sid})
     finally:
         app.close()
