@@ -661,6 +661,8 @@ CHEATSHEET = """# Reticle cheat sheet
 2. `reticle_snapshot {mode: "interactive"}` or `reticle_query {by, value}`: find refs (e7).
 3. `reticle_act_and_wait {ref, action, until: <predicate>}`: act and get a verdict.
 4. `reticle_assert {predicate}`: check what happened since the last act.
+5. `reticle_fault {match: {urlContains, method}, respond: {status: 500}}`: make a write fail on
+   purpose, then prove the app tells the user; `{clear: true}` ends it.
 
 _Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
 `"unknown"` means Reticle could not tell (tab lost, request in flight, body not captured,
@@ -1455,6 +1457,8 @@ class _BrowserSession:
     def _observe(self, event: dict) -> None:
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
+        if etype in ("net.request", "net.pending", "net.ws"):
+            self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
             if len(self._open) < 1000:
                 key = _request_key(event)
@@ -1857,6 +1861,9 @@ def _browser_args(profile: str, headed: bool, viewport: Tuple[int, int]) -> Tupl
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         args.append("--no-sandbox")
         why = "running as root, where Chromium refuses to start its sandbox"
+    # A document a fault answers (a faulted form post) has no IP address space, and Chromium's
+    # local-network-access checks would then refuse its SDK the socket to the daemon on loopback.
+    args.append("--disable-features=LocalNetworkAccessChecks")
     extra = os.environ.get("RETICLE_BROWSER_ARGS", "").strip()
     if extra:
         args.extend(shlex.split(extra))
@@ -2113,6 +2120,7 @@ class _Device:
                 _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
 
         await asyncio.gather(self._prepare_page(), close_old())
+        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
         if old_context:  # its renderer winds down on its own time; the next page need not wait for it
             self.manager.hub.spawn(self._dispose(old_context))
 
@@ -2484,6 +2492,7 @@ class _DeviceManager:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, _remove_profile, device.profile)
         self._drop_record(device)
+        self.hub.faults.drop_tab(device.session_id)
         session = self.hub.bridge.get(device.session_id)
         if session is not None and session.handler is not None:
             session.handler.close(1001, "the device closed")
@@ -2553,6 +2562,289 @@ def _remove_profile(path: str) -> None:
         if not os.path.exists(path):
             return
         time.sleep(0.1)
+
+
+# -- faults on purpose (reticle_fault) --------------------------------------------------------------
+# A fault makes one tab's matching requests fail (or wait) so that an agent can prove the app tells
+# the user.  In a device it acts in the browser's network layer (CDP Fetch: the request never
+# reaches the server unless it is only delayed); in a tab with the script tag it acts in the SDK's
+# fetch and XHR wrappers.  Every request a fault touched is marked on the page's own record of it
+# (`faulted: true`, `faultId`), so no verdict mistakes a fault's answer for the server's.
+
+FAULT_TTL_MS_DEFAULT = 600000        # a fault expires this long after it was set, unless ttlMs says
+FAULT_MAX_PER_TAB = 32
+FAULT_HIT_KEEP_MS = 120000           # a request a device fault touched is matched to the page's record within this
+_FAULT_CDP_TYPES = {"document": "Document", "fetch": "Fetch", "xhr": "XHR", "websocket": "WebSocket",
+                    "eventsource": "EventSource", "script": "Script", "stylesheet": "Stylesheet", "image": "Image",
+                    "font": "Font", "media": "Media", "other": "Other"}
+_FAULT_SDK_TYPES = ("fetch", "xhr", "websocket")
+_FAULT_DEVICE_COVERS = ["documents", "form posts", "fetch", "XHR", "WebSocket handshakes", "EventSource",
+                        "scripts, styles, images and fonts"]
+_FAULT_SDK_COVERS = ["fetch", "XHR", "WebSocket handshakes"]
+_FAULT_SDK_MISSES = ["documents and form posts", "EventSource", "scripts, styles and images",
+                     "requests made by workers"]
+
+
+class _Fault:
+    """One fault: what it matches, what it answers, how often and until when, and whose it is."""
+
+    def __init__(self, fid: str, owner: str, session_id: str, spec: dict, now_ms: float) -> None:
+        match = spec["match"]
+        self.id = fid
+        self.owner = owner
+        self.session_id = session_id
+        self.url_contains = str(match["urlContains"])
+        self.method = str(match["method"]).upper() if match.get("method") else None
+        self.resource_type = str(match["resourceType"]).lower() if match.get("resourceType") else None
+        self.respond = dict(spec["respond"]) if spec.get("respond") else None
+        self.delay_ms = int(spec.get("delayMs") or 0)
+        self.abort = bool(spec.get("abort"))
+        self.times = spec.get("times")
+        self.ttl_ms = int(spec.get("ttlMs") or FAULT_TTL_MS_DEFAULT)
+        self.created = now_ms
+        self.expires = now_ms + self.ttl_ms
+        self.expires_wall = time.time() + self.ttl_ms / 1000.0
+        self.hits = 0
+        self.cleared = False
+
+    def live(self, now_ms: float) -> bool:
+        return not self.cleared and now_ms < self.expires and (self.times is None or self.hits < self.times)
+
+    def fits(self, method: Any, url: Any, rtype: Optional[str] = None) -> bool:
+        if self.method and str(method or "GET").upper() != self.method:
+            return False
+        if self.url_contains not in str(url or ""):
+            return False
+        if self.resource_type in ("fetch", "xhr") and rtype in ("fetch", "xhr"):
+            return True  # the browser's network layer does not always tell fetch from XHR
+        return not (self.resource_type and rtype and rtype != self.resource_type)
+
+    def what(self) -> str:
+        if self.abort:
+            return "aborted" + (" after %d ms" % self.delay_ms if self.delay_ms else "")
+        if self.respond:
+            late = " after %d ms" % self.delay_ms if self.delay_ms else ""
+            return "answered %s%s" % (self.respond.get("status"), late)
+        return "delayed %d ms" % self.delay_ms
+
+    def public(self, now_ms: float) -> dict:
+        match: Dict[str, Any] = {"urlContains": self.url_contains}
+        if self.method:
+            match["method"] = self.method
+        if self.resource_type:
+            match["resourceType"] = self.resource_type
+        out: Dict[str, Any] = {"faultId": self.id, "sessionId": self.session_id, "match": match, "does": self.what(),
+                               "hits": self.hits, "live": self.live(now_ms), "expiresAt": _wall_iso(self.expires_wall)}
+        if self.times is not None:
+            out["times"] = self.times
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+    def for_sdk(self, now_ms: float) -> dict:
+        """What the SDK's wrappers need (no owner, no session)."""
+        out: Dict[str, Any] = {"id": self.id, "urlContains": self.url_contains, "method": self.method,
+                               "resourceType": self.resource_type, "delayMs": self.delay_ms, "abort": self.abort,
+                               "expiresInMs": max(0, round(self.expires - now_ms))}
+        if self.respond:
+            out["respond"] = self.respond
+        if self.times is not None:
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+
+async def _quietly(job: Awaitable) -> None:
+    """Run a background job whose failure (a tab gone, a browser gone) only needs a log line."""
+    try:
+        await job
+    except ToolError as exc:
+        _emit(_log, logging.INFO, "background_job_failed", why=exc.error[:300])
+
+
+def _cdp_pattern(text: str) -> str:
+    """A CDP Fetch urlPattern matching any URL that contains `text` (`*`, `?` and `\\` escaped)."""
+    return "*" + re.sub(r"([*?\\])", r"\\\1", text) + "*"
+
+
+class _Faults:
+    """Every fault of one daemon, per tab.  A fault acts on the tab it was set on and on no other;
+    only the client that set it lists or clears it; it ends with its ttl, its `times`, a clear, or
+    the tab (a closed device, a tab that went away and did not come back)."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.tabs: Dict[str, Dict[str, _Fault]] = {}
+        self.hits: Dict[str, collections.deque] = {}       # session id -> [fault id, method, url, t, used]
+        self.device_patterns: Dict[str, Tuple[str, ...]] = {}  # CDP page session -> patterns enabled
+        self.listening: set = set()
+        self.timers: Dict[str, Any] = {}
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+    def _tab_alive(self, sid: str) -> bool:
+        bridge = self.hub.bridge
+        return sid in bridge.sessions or sid in bridge.departed or self.hub.devices.for_session(sid) is not None
+
+    def live(self, sid: str) -> List[_Fault]:
+        if sid in self.tabs and not self._tab_alive(sid):
+            self.drop_tab(sid)
+        now = self.hub.clock()
+        return [f for f in self.tabs.get(sid, {}).values() if f.live(now)]
+
+    def known(self, sid: str, fid: Any) -> Optional[_Fault]:
+        return self.tabs.get(sid, {}).get(fid) if isinstance(fid, str) else None
+
+    def drop_tab(self, sid: str) -> None:
+        for fid in self.tabs.pop(sid, {}):
+            timer = self.timers.pop(fid, None)
+            if timer is not None:
+                timer.cancel()
+        self.hits.pop(sid, None)
+
+    def add(self, session: "_BrowserSession", owner: str, spec: dict) -> _Fault:
+        tab = self.tabs.setdefault(session.id, {})
+        for fid in [k for k, f in tab.items() if not f.live(self.hub.clock())]:
+            del tab[fid]
+        if len(tab) >= FAULT_MAX_PER_TAB:
+            raise ToolError("tab %s already has %d faults (at most %d)" % (session.id, len(tab), FAULT_MAX_PER_TAB),
+                            "clear some with reticle_fault {clear: true}")
+        fault = _Fault("f" + secrets.token_hex(4), owner, session.id, spec, self.hub.clock())
+        tab[fault.id] = fault
+        loop = asyncio.get_running_loop()
+        self.timers[fault.id] = loop.call_later(fault.ttl_ms / 1000.0, lambda: self.hub.spawn(self.sync(session.id)))
+        return fault
+
+    def clear(self, sid: str, owner: str, which: Any) -> List[str]:
+        tab = self.tabs.get(sid, {})
+        gone = [f for f in tab.values() if f.owner == owner and (which is True or f.id == which)]
+        for f in gone:
+            f.cleared = True
+            del tab[f.id]
+            timer = self.timers.pop(f.id, None)
+            if timer is not None:
+                timer.cancel()
+        return [f.id for f in gone]
+
+    def take(self, sid: str, method: Any, url: Any, rtype: Optional[str]) -> Optional[_Fault]:
+        """The first live fault of tab `sid` that fits this request, its hit counted and noted."""
+        for fault in self.live(sid):
+            if fault.fits(method, url, rtype):
+                fault.hits += 1
+                hits = self.hits.setdefault(sid, collections.deque(maxlen=500))
+                hits.append([fault.id, str(method or "GET").upper(), str(url or ""), self.hub.clock(), False])
+                return fault
+        return None
+
+    # -- the page's records: a request a fault touched says so ---------------------------------------
+    def mark(self, session: "_BrowserSession", event: dict) -> None:
+        """Set `faulted`/`faultId` on a completed request's record when a fault of this tab touched it,
+        and take them off when none did (a page cannot claim a fault it never met)."""
+        data = event["data"]
+        claimed = data.pop("faultId", None)
+        data.pop("faulted", None)
+        fault = self.known(session.id, claimed)
+        if fault is not None and (session.device is None or fault.resource_type == "websocket"):
+            # the SDK's wrappers applied it (fetch and XHR with the script tag; WebSockets everywhere)
+            if event["type"] == "net.request" or data.get("direction") == "open":
+                fault.hits += 1
+            data["faulted"] = True
+            data["faultId"] = fault.id
+            return
+        if session.device is None or event["type"] != "net.request":
+            return
+        horizon = self.hub.clock() - FAULT_HIT_KEEP_MS
+        method = str(data.get("method") or "GET").upper()
+        for hit in self.hits.get(session.id, ()):
+            fault = self.known(session.id, hit[0])
+            if hit[4] or hit[3] < horizon or hit[1] != method or fault is None:
+                continue
+            if fault.fits(method, data.get("url")) or data.get("url") == hit[2]:
+                hit[4] = True
+                data["faulted"] = True
+                data["faultId"] = fault.id
+                return
+
+    # -- putting faults in force -----------------------------------------------------------------------
+    async def sync(self, sid: str) -> None:
+        """Put tab `sid`'s live faults in force: Fetch patterns in a device, the SDK's list with the
+        script tag."""
+        device = self.hub.devices.for_session(sid)
+        if device is not None:
+            await self.sync_device(device)
+        session = self.hub.bridge.get(sid)
+        if session is None or session.handler is None:
+            return
+        now = self.hub.clock()
+        # the SDK applies the faults of a script-tag tab, and a device's WebSocket faults (the
+        # browser's network layer does not hold WebSocket handshakes)
+        faults = [f.for_sdk(now) for f in self.live(sid) if device is None or f.resource_type == "websocket"]
+        await session.command("fault_set", {"faults": faults})
+
+    async def sync_device(self, device: "_Device") -> None:
+        page = device.page
+        if page is None or device.closed or device.cdp.closed:
+            return
+        if device.id not in self.listening:
+            self.listening.add(device.id)
+            device.cdp.listeners.append(lambda method, params, s: self._on_cdp(device, method, params, s))
+        patterns = []
+        for fault in self.live(device.session_id):
+            if fault.resource_type == "websocket":
+                continue  # the SDK's WebSocket wrapper drops those (sync)
+            pattern: Dict[str, Any] = {"urlPattern": _cdp_pattern(fault.url_contains), "requestStage": "Request"}
+            if fault.resource_type in ("fetch", "xhr"):
+                patterns.append(dict(pattern, resourceType="Fetch"))
+                pattern["resourceType"] = "XHR"
+            elif fault.resource_type:
+                pattern["resourceType"] = _FAULT_CDP_TYPES[fault.resource_type]
+            patterns.append(pattern)
+        key = tuple(sorted(_dumps(p) for p in patterns))
+        if self.device_patterns.get(page, ()) == key:
+            return
+        if patterns:
+            await device.cdp.call("Fetch.enable", {"patterns": patterns, "handleAuthRequests": False}, page)
+            self.device_patterns[page] = key
+        else:
+            await device.cdp.call("Fetch.disable", {}, page)
+            self.device_patterns.pop(page, None)
+
+    def _on_cdp(self, device: "_Device", method: str, params: dict, session: Optional[str]) -> None:
+        if method == "Fetch.requestPaused" and session is not None:
+            self.hub.spawn(self._paused(device, params, session))
+
+    async def _paused(self, device: "_Device", params: dict, page: str) -> None:
+        """A request the browser holds for us: answer it as the fault says, or let it go."""
+        req = params.get("request") or {}
+        rid = params.get("requestId")
+        rtype = str(params.get("resourceType") or "other").lower()
+        fault = self.take(device.session_id, req.get("method"), req.get("url"), rtype) if page == device.page else None
+        call = device.cdp.call
+        try:
+            if fault is None:
+                await call("Fetch.continueRequest", {"requestId": rid}, page)
+                if not self.live(device.session_id):
+                    self.hub.spawn(self.sync_device(device))
+                return
+            _emit(_device_log, logging.INFO, "fault_hit", faultId=fault.id, sessionId=device.session_id,
+                  method=req.get("method"), resourceType=rtype, does=fault.what())
+            if fault.delay_ms:
+                await asyncio.sleep(fault.delay_ms / 1000.0)
+            if fault.abort:
+                await call("Fetch.failRequest", {"requestId": rid, "errorReason": "Failed"}, page)
+            elif fault.respond:
+                r = fault.respond
+                headers = [{"name": str(k), "value": str(v)} for k, v in (r.get("headers") or {}).items()]
+                if not any(h["name"].lower() == "content-type" for h in headers):
+                    headers.append({"name": "Content-Type", "value": "text/plain; charset=utf-8"})
+                body = str(r.get("body") if r.get("body") is not None else "Reticle fault %s" % fault.id)
+                await call("Fetch.fulfillRequest", {"requestId": rid, "responseCode": int(r["status"]),
+                                                    "responseHeaders": headers,
+                                                    "body": base64.b64encode(body.encode("utf-8")).decode("ascii")},
+                           page)
+            else:
+                await call("Fetch.continueRequest", {"requestId": rid}, page)
+            if fault.times is not None and fault.hits >= fault.times:
+                self.hub.spawn(self.sync_device(device))
+        except _CdpError as exc:  # the page navigated away or the browser went: nothing is left to answer
+            _emit(_device_log, logging.INFO, "fault_unanswered", sessionId=device.session_id, why=str(exc))
 
 
 ###############################################################################
@@ -4406,7 +4698,7 @@ def _trim_call(d: dict) -> dict:
     parts = urllib.parse.urlsplit(url)
     out = {"method": d.get("method"), "url": (parts.path or "/") + ("?" + parts.query if parts.query else "")
            if parts.scheme else url, "status": d.get("status")}
-    for k in ("ms", "initiator", "error", "statusNote"):
+    for k in ("ms", "initiator", "error", "statusNote", "faulted", "faultId"):
         if d.get(k) is not None and not (k == "initiator" and d[k] in ("fetch", "xhr")):
             out[k] = d[k]
     for k in ("requestBody", "responseBody"):
@@ -4474,6 +4766,24 @@ def _compact(out: dict, v: dict) -> dict:
         c["effect"] = odd
     c["since"] = out.get("since")
     return c
+
+
+def _faulted_note(because: str, window: List[dict], res: Optional[dict] = None) -> str:
+    """`because` with one sentence more when a request of the window was answered by a fault
+    (reticle_fault), so no one reads a fault's answer as the server's: "The deciding evidence was
+    faulted" when the verdict's own evidence is such a request, else "A request of this window was"."""
+    hit = [e["data"] for e in window if e["type"] in ("net.request", "net.ws") and e["data"].get("faulted")]
+    if not hit:
+        return because
+    text = _dumps([(res or {}).get("evidence"), (res or {}).get("observed")])
+    deciding = [d for d in hit if str(d.get("faultId")) in text or ("method" in d and _call_label(d) in text)]
+    first = (deciding or hit)[0]
+    more = " (and %d more)" % (len(hit) - 1) if len(hit) > 1 else ""
+    because = because.rstrip()
+    return "%s%s %s faulted on purpose: %s%s was answered by fault %s, not by the server." % (
+        because, "" if because.endswith((".", "!", "?")) else ".",
+        "The deciding evidence was" if deciding else "A request of this window was",
+        _call_label(first) if "method" in first else "the WebSocket %s" % first.get("url"), more, first.get("faultId"))
 
 
 def _lost_evidence(window: List[dict], known: "_Known") -> str:
@@ -5127,7 +5437,8 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     for c in calls:
         item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
                                   "pending", "error", "initiator", "responseSize", "bodyTruncated",
-                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote")
+                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote",
+                                  "faulted", "faultId")
                 if k in c}
         if args.get("detail") == "full" and "responseHeaders" in c:
             item["responseHeaders"] = c["responseHeaders"]
@@ -5155,6 +5466,107 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
         out["bodiesNotCaptured"] = True
     out["cost"] = _cost(shaped)
     return session.splice_buffer(out, since)
+
+
+# -- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
+
+_FAULT_SCHEMA = {
+    "match": {"type": "object", "additionalProperties": False, "required": ["urlContains"],
+              "description": "{urlContains, method?, resourceType?}",
+              "properties": {"urlContains": {"type": "string", "minLength": 1, "maxLength": 2048},
+                             "method": {"type": "string", "pattern": "^[A-Za-z]{1,16}$"},
+                             "resourceType": {"enum": sorted(_FAULT_CDP_TYPES)}}},
+    "respond": {"type": "object", "additionalProperties": False, "required": ["status"],
+                "description": "{status, body?, headers?}",
+                "properties": {"status": {"type": "integer", "minimum": 200, "maximum": 599},
+                               "body": {"type": "string", "maxLength": 65536},
+                               "headers": {"type": "object", "maxProperties": 20,
+                                           "additionalProperties": {"type": "string", "maxLength": 1024}}}},
+    "delayMs": {"type": "integer", "minimum": 1, "maximum": 60000},
+    "abort": {"type": "boolean", "const": True},
+    "times": {"type": "integer", "minimum": 1, "maximum": 1000},
+    "ttlMs": {"type": "integer", "minimum": 100, "maximum": 3600000},
+    "clear": {"anyOf": [{"type": "boolean", "const": True}, {"type": "string", "pattern": "^f[0-9a-f]{8}$"}],
+              "description": "true (all of yours on the tab) or a faultId"},
+    "list": {"type": "boolean", "const": True},
+}
+
+
+def _fault_spec_problem(args: dict) -> Optional[str]:
+    """What is wrong with a reticle_fault call the schema let through, or None."""
+    modes = [k for k in ("match", "clear", "list") if k in args]
+    if len(modes) != 1:
+        return "pass exactly one of `match` (set a fault), `clear` (remove) or `list`; got %s" % (
+            ", ".join(modes) or "none of them")
+    if modes[0] != "match":
+        extra = [k for k in ("respond", "delayMs", "abort", "times", "ttlMs") if k in args]
+        return "`%s` takes no %s" % (modes[0], ", ".join(extra)) if extra else None
+    if "respond" in args and args.get("abort"):
+        return "a fault either answers (`respond`) or aborts (`abort`), not both"
+    if not ("respond" in args or args.get("abort") or args.get("delayMs")):
+        return "a fault needs `respond: {status}`, `abort: true` or `delayMs` (or several: delayMs with either)"
+    rtype = args["match"].get("resourceType")
+    if rtype == "websocket" and ("respond" in args or args.get("delayMs")):
+        return "a WebSocket can only be dropped (`abort: true`), not answered or delayed"
+    return None
+
+
+async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """Set, list or clear this client's faults on one tab (see _Faults)."""
+    problem = _fault_spec_problem(args)
+    if problem:
+        raise ToolError("reticle_fault: %s." % problem,
+                        'for example {"match": {"urlContains": "/api/save", "method": "POST"}, '
+                        '"respond": {"status": 500}}')
+    faults = hub.faults
+    now = hub.clock()
+    if args.get("list"):
+        mine = [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]
+        return {"sessionId": session.id, "faults": mine}
+    if "clear" in args:
+        gone = faults.clear(session.id, ctx.session_key, args["clear"])
+        if args["clear"] is not True and not gone:
+            raise ToolError("no fault %s of yours on tab %s" % (args["clear"], session.id),
+                            "reticle_fault {list: true} shows yours")
+        await faults.sync(session.id)
+        return {"sessionId": session.id, "cleared": gone,
+                "faults": [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]}
+    device = hub.devices.for_session(session.id)
+    if device is not None and device.owner != ctx.session_key:
+        raise ToolError("tab %s is a device another client opened; its faults are its own" % session.id,
+                        "open your own device with reticle_open")
+    rtype = args["match"].get("resourceType")
+    if device is None and rtype and rtype not in _FAULT_SDK_TYPES:
+        raise ToolError("tab %s has the script tag, where faults act in the SDK's fetch and XHR wrappers only; "
+                        "a %s request cannot be faulted there" % (session.id, rtype),
+                        "open the app with reticle_open (a device faults documents, form posts and WebSocket "
+                        "handshakes in the browser's network layer)")
+    fault = faults.add(session, ctx.session_key, args)
+    try:
+        await faults.sync(session.id)
+    except ToolError:
+        faults.clear(session.id, ctx.session_key, fault.id)
+        raise
+    out = dict(fault.public(now), ttlMs=fault.ttl_ms)
+    covers = _FAULT_DEVICE_COVERS if device is not None else _FAULT_SDK_COVERS
+    if rtype:
+        covers = [{"document": "documents and form posts", "fetch": "fetch and XHR", "xhr": "fetch and XHR",
+                   "websocket": "WebSocket handshakes"}.get(rtype, rtype)]
+    out["covers"] = covers
+    if rtype == "websocket":
+        out["in"] = "sdk"
+        out["note"] = ("the SDK's WebSocket wrapper drops a matching socket before its handshake reaches the "
+                       "server; the page sees an error and a close (1006)")
+    elif device is not None:
+        out["in"] = "device"
+        out["note"] = "the browser answers for the server: a matching request never reaches it%s" % (
+            " until the delay is over" if fault.delay_ms and not (fault.abort or fault.respond) else "")
+    else:
+        out["in"] = "sdk"
+        out["notCovered"] = _FAULT_SDK_MISSES
+        out["note"] = ("the SDK's fetch, XHR and WebSocket wrappers answer for the server in this tab; documents "
+                       "and form posts need a device (reticle_open)")
+    return out
 
 
 async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -5284,6 +5696,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
     `detail: "full"`."""
     res, contradictions, (verified, reason, because) = _verdict(p, obs)
     window, known, since = obs.window, obs.known, obs.since
+    because = _faulted_note(because, window, res)  # a fault's answer is never read as the server's
     out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
     if tool == "assert":
         out.update(res)
@@ -5336,6 +5749,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     name = _flow_name(args["name"])
     root = _project_dir(hub)
     start = args.get("startUrl")
+    warnings: List[str] = []
     if args.get("steps"):
         steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
     else:
@@ -5360,6 +5774,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
             raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
                             % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
         steps, first_url = _steps_from_journey(journey)
+        warnings = _toothless_warnings(journey)
         start = start or first_url
         hub.journeys.saved_at[session.id] = hub.clock()
     flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
@@ -5382,6 +5797,8 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     os.replace(tmp, path)
     out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
            "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
+    if warnings:
+        out["warnings"] = warnings
     names = sorted({s["secret"] for s in steps if s.get("secret")})
     if names:
         out["secrets"] = names
@@ -5407,7 +5824,26 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
     else:
         raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
     _fill_secrets([s.get("args") for s in flow["steps"]])  # a missing secret is a setup error, before any act
-    return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+    if not args.get("faults"):
+        return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+    set_ids = []
+    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
+        for i, spec in enumerate(args["faults"]):
+            problem = _fault_spec_problem(spec)
+            if problem:
+                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
+                                "abort | delayMs, times?, ttlMs?}", setup=True)
+            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
+        await hub.faults.sync(session.id)
+        out = await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
+                         if f.id in set_ids]
+        return out
+    finally:
+        for fid in set_ids:
+            hub.faults.clear(session.id, ctx.session_key, fid)
+        if set_ids:
+            await _quietly(hub.faults.sync(session.id))
 
 
 def _build_registry() -> _ToolRegistry:
@@ -5521,6 +5957,11 @@ def _build_registry() -> _ToolRegistry:
     add("reticle_capabilities",
         "What the app declared with reticle.describe, and the testids on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
+    add("reticle_fault",
+        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
+        "tells the user; clear, list. Marked faulted: true.",
+        dict(_FAULT_SCHEMA, sessionId=sid), _tool_fault,
+        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}})
     reg.add(_Tool("reticle_flow_save",
         "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
         "by role, name, label or testid, secrets as variables.",
@@ -5536,6 +5977,9 @@ def _build_registry() -> _ToolRegistry:
         "`fresh`: a device with no cookies or storage.",
         {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
          "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
+                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
+                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
          "sessionId": sid},
         _tool_flow_replay, {"name": "add-record"})
 
@@ -5665,6 +6109,7 @@ _FLOW_STEP = {
         "until": _PREDICATE, "assert": _PREDICATE,
         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
         "verified": {"enum": ["yes", "no", "unknown"]}, "secret": {"type": "string"},
+        "expect": {"enum": ["yes", "no"]},
     },
     "additionalProperties": False,
 }
@@ -5801,6 +6246,9 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
             step["timeout_ms"] = args["timeout_ms"]
         if kind != "act":
             step["verified"] = out.get("verified", "unknown")
+            if isinstance(out.get("since"), (int, float)):
+                floor = float(out["since"])  # for flow_save's warning
+                step["writes"] = _writes_in(session.window(floor), floor)
         session.bridge.hub.journeys.record(session.id, step)
     except Exception as exc:  # the journey is a convenience: never fail the act for it
         _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
@@ -5889,9 +6337,48 @@ def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]
     """Journey log entries -> flow steps (and the first URL)."""
     steps = []
     for entry in journey:
-        step = {k: v for k, v in entry.items() if k not in ("t", "url")}
+        step = {k: v for k, v in entry.items() if k not in ("t", "url", "writes")}
         steps.append(step)
     return steps, (journey[0].get("url") if journey else None)
+
+
+_TOOTHED_KINDS = ("frame", "state", "signal", "storage", "server")
+
+
+def _blind_to_writes(raw: Any) -> bool:
+    """Does this check look only at what the page shows (text, elements, a route, quiet), so that it
+    holds whether or not a write behind it worked?  A `net` leaf counts as a check of the write
+    only when it asks for a status or `ok`."""
+    try:
+        p = parse_predicate(raw, "until")
+    except Exception:
+        return False
+    for leaf, neg in _leaves(p):
+        if neg:
+            continue
+        if leaf["kind"] in _TOOTHED_KINDS or (leaf["kind"] == "net" and ("status" in leaf or "ok" in leaf)):
+            return False
+    return True
+
+
+def _toothless_warnings(journey: List[dict]) -> List[str]:
+    """flow_save's warning: every step whose check is presence-only over a write its act made."""
+    out = []
+    for i, entry in enumerate(journey):
+        check = entry.get("until") if "action" in entry else entry.get("assert")
+        writes = entry.get("writes") or []
+        if check is None or not writes or not _blind_to_writes(check):
+            continue
+        acts = [e for e in journey[:i] if "action" in e]
+        if "assert" in entry and acts and acts[-1].get("until") is not None and not _blind_to_writes(acts[-1]["until"]):
+            continue  # the act before it already checked what its write answered
+        w = writes[0]
+        out.append("step %d (%s) checks only what the page shows (%s) over the write %s %s it caused: a replay "
+                   "stays yes if that write fails. Add {\"kind\": \"net\", \"method\": \"%s\", \"urlContains\": "
+                   "\"%s\", \"ok\": true} to the check, or run `reticle verify --teeth`."
+                   % (i, _step_label(entry), _describe_predicate_safe(check), w["method"], w["path"], w["method"],
+                      w["path"]))
+    return out
 
 
 def _fill_secrets(value: Any) -> Any:
@@ -6013,6 +6500,40 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
 
 
+def _writes_in(window: List[dict], floor: Optional[float] = None) -> List[dict]:
+    """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
+    act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
+    one at a time.  (A write the page repeats on its own is not told apart here: failing it too
+    only asks more of the flow.)"""
+    out: List[dict] = []
+    for e in window:
+        d = e["data"]
+        if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
+            continue
+        if floor is not None and not _caused_by_act(e, floor, None):
+            continue
+        parts = urllib.parse.urlsplit(str(d.get("url") or ""))
+        item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
+        if d.get("initiator") == "document":
+            item["form"] = True
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _expectation(step: dict, row: dict) -> bool:
+    """Did the step turn out as the flow expects?  `yes` by default; with `expect: "no"` the app
+    must fail visibly (a `no` verdict), and a target that was not found is never that."""
+    if step.get("expect") != "no":
+        return row["verified"] == "yes"
+    row["expect"] = "no"
+    row["met"] = row["verified"] == "no" and row.get("verifiedReason") not in (
+        "target_missing", "target_ambiguous", "not_dispatched")
+    if not row["met"] and row["verified"] == "yes":
+        row["because"] = "the flow expects no (the app must show the failure) but it was yes: %s" % row.get("because")
+    return bool(row["met"])
+
+
 def _step_evidence(res: dict) -> Any:
     """The few fields of a verdict a person needs to see why."""
     out = {}
@@ -6059,6 +6580,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             steps_out.append({"index": i, "step": label, "verified": "skipped"})
             continue
         t0 = time.monotonic()
+        cursor = session.now()
         res = await _replay_step(hub, session, step, ctx)
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
@@ -6066,20 +6588,34 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
                "ms": round((time.monotonic() - t0) * 1000)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
-        if row["verified"] != "yes":
+        made = _writes_in(session.window(cursor), cursor)
+        if made:
+            row["writes"] = made
+        met = _expectation(step, row)
+        if not met or row["verified"] != "yes":
             row["evidence"] = _step_evidence(res)
+        if not met:
             failed_at = i
-            verdict = "no" if row["verified"] == "no" else "unknown"
+            verdict = "unknown" if row["verified"] == "unknown" else "no"
         steps_out.append(row)
     out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
            "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
+    writes: List[dict] = []
+    for row in steps_out:
+        writes.extend(w for w in row.get("writes", ()) if w not in writes)
+    if writes:
+        out["writes"] = writes
     if failed_at is not None:
+        failing = steps_out[failed_at]
         out["failedStep"] = failed_at
-        out["because"] = "step %d (%s) is %s: %s" % (failed_at, steps_out[failed_at]["step"],
-                                                     steps_out[failed_at]["verified"],
-                                                     steps_out[failed_at].get("because"))
+        out["because"] = "step %d (%s) is %s%s: %s" % (failed_at, failing["step"], failing["verified"],
+                                                       " where the flow expects no" if failing.get("expect") else "",
+                                                       failing.get("because"))
     else:
-        out["because"] = "all %d steps are yes" % len(steps_out)
+        expected_no = sum(1 for r in steps_out if r.get("expect") == "no")
+        out["because"] = "all %d steps are yes" % len(steps_out) if not expected_no else (
+            "every step met what the flow expects (%d yes, %d no as expected)" % (len(steps_out) - expected_no,
+                                                                               expected_no))
     if not any("until" in s or "assert" in s for s in flow["steps"]):
         out["note"] = "this flow has no predicate: it shows the steps ran, not that they worked"
     return out
@@ -6097,7 +6633,8 @@ def _xml(value: Any) -> str:
 
 
 def _verify_exit(results: List[dict]) -> int:
-    """0 when every flow is yes; 3 for any setup error, else 1 for any no, else 2 for any unknown."""
+    """0 when every flow is yes; 3 for any setup error, else 1 for any no, else 2 for any unknown,
+    else 4 when `--teeth` found a flow toothless for a write."""
     verdicts = {r["verified"] for r in results}
     if not results or "error" in verdicts:
         return 3
@@ -6105,7 +6642,26 @@ def _verify_exit(results: List[dict]) -> int:
         return 1
     if "unknown" in verdicts:
         return 2
+    if any(r.get("toothless") for r in results):
+        return 4
     return 0
+
+
+def _step_failed(s: dict) -> bool:
+    """A step that did not turn out as its flow expects (see _expectation)."""
+    if "met" in s:
+        return s["met"] is False
+    return s.get("verified") in ("no", "unknown")
+
+
+def _teeth_cell(r: dict) -> str:
+    if "teeth" not in r:
+        return "" if r["verified"] == "yes" else "-"
+    if not r["teeth"]:
+        return "no writes"
+    if r.get("toothless"):
+        return "TOOTHLESS for %s" % ", ".join(r["toothless"])
+    return "teeth for %s" % ", ".join(t["write"] for t in r["teeth"])
 
 
 def _failing_step(result: dict) -> Optional[dict]:
@@ -6117,9 +6673,11 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
     """JUnit XML: one <testsuite> per flow, one <testcase> per step; `no` and `unknown` steps are
     <failure> (type says which), steps after the failing one <skipped>, a setup error an <error>."""
     def count(r: dict, v: str) -> int:
+        if v == "failed":
+            return sum(1 for s in r.get("steps", []) if _step_failed(s)) + len(r.get("toothless") or ())
         return sum(1 for s in r.get("steps", []) if s.get("verified") == v)
-    total = sum(max(1, len(r.get("steps", []))) for r in results)
-    fails = sum(count(r, "no") + count(r, "unknown") for r in results)
+    total = sum(max(1, len(r.get("steps", []))) + len(r.get("teeth") or ()) for r in results)
+    fails = sum(count(r, "failed") for r in results)
     errors = sum(1 for r in results if r["verified"] == "error")
     skipped = sum(count(r, "skipped") for r in results)
     secs = sum(r.get("ms", 0) for r in results) / 1000.0
@@ -6130,7 +6688,7 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         steps = r.get("steps", [])
         classname = "reticle.flows.%s" % r["name"]
         out.append('  <testsuite name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
-                   % (_xml(r["name"]), max(1, len(steps)), count(r, "no") + count(r, "unknown"),
+                   % (_xml(r["name"]), max(1, len(steps)) + len(r.get("teeth") or ()), count(r, "failed"),
                       1 if r["verified"] == "error" else 0, count(r, "skipped"), r.get("ms", 0) / 1000.0))
         if r["verified"] == "error" and not steps:
             out.append('    <testcase name="setup" classname="%s" time="%.3f">' % (_xml(classname), r.get("ms", 0) / 1000.0))
@@ -6139,13 +6697,21 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         for s in steps:
             out.append('    <testcase name="%s" classname="%s" time="%.3f">' % (
                 _xml("step %d: %s" % (s["index"], s["step"])), _xml(classname), s.get("ms", 0) / 1000.0))
-            if s["verified"] in ("no", "unknown"):
+            if _step_failed(s):
                 out.append('      <failure message="%s" type="%s">%s</failure>' % (
                     _xml(s.get("because") or s["verified"]), s["verified"],
                     _xml(_dumps({"verifiedReason": s.get("verifiedReason"), "predicate": s.get("predicate"),
                                  "evidence": s.get("evidence")}))))
             elif s["verified"] == "skipped":
                 out.append('      <skipped message="an earlier step of the flow failed"/>')
+            out.append('    </testcase>')
+        for t in r.get("teeth") or ():
+            out.append('    <testcase name="%s" classname="%s" time="%.3f">' % (
+                _xml("teeth: %s answered 500" % t["write"]), _xml(classname), t.get("ms", 0) / 1000.0))
+            if t["toothless"]:
+                out.append('      <failure message="%s" type="toothless">%s</failure>' % (
+                    _xml("toothless for %s: the flow is still yes when that write fails" % t["write"]),
+                    _xml(_dumps({"write": t["write"], "verified": t["verified"], "because": t.get("because")}))))
             out.append('    </testcase>')
         out.append('  </testsuite>')
     out.append('</testsuites>')
@@ -6171,12 +6737,14 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
              "<p>%d flow(s), exit code %d, generated %s by reticle %s.</p>" % (
                  len(results), code, datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
                  e(__version__)),
-             "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th></tr>"]
+             "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th><th>teeth</th>"
+             "</tr>"]
     for r in results:
         parts.append('<tr><td><a href="#flow-%s">%s</a></td><td>%d</td><td class="%s">%s</td><td>%.2f s</td>'
-                     "<td>%s</td></tr>" % (e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
-                                          e(r["verified"]), r.get("ms", 0) / 1000.0,
-                                          e(r.get("error") or r.get("because") or "")))
+                     '<td>%s</td><td class="%s">%s</td></tr>' % (
+                         e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
+                         e(r["verified"]), r.get("ms", 0) / 1000.0, e(r.get("error") or r.get("because") or ""),
+                         "no toothless" if r.get("toothless") else "yes", e(_teeth_cell(r))))
     parts.append("</table>")
     for r in results:
         parts.append('<section id="flow-%s" class="flow"><h2>%s <span class="%s">%s</span></h2>' % (
@@ -6198,6 +6766,16 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
                                  e(s["verified"]), e(s["verified"]),
                                  " (%s)" % e(s["verifiedReason"]) if s.get("verifiedReason") else "",
                                  "%d ms" % s["ms"] if "ms" in s else "", e(evidence.strip())))
+            parts.append("</table>")
+        if r.get("teeth"):
+            parts.append("<table><tr><th>write answered 500</th><th>flow verdict</th><th>teeth</th><th>because</th>"
+                         "</tr>")
+            for t in r["teeth"]:
+                parts.append('<tr class="teeth"><td><code>%s</code></td><td class="%s">%s</td><td class="%s">%s</td>'
+                             "<td>%s</td></tr>" % (e(t["write"]), e(str(t["verified"])), e(str(t["verified"])),
+                                                   "no toothless" if t["toothless"] else "yes",
+                                                   "toothless" if t["toothless"] else "teeth",
+                                                   e(t.get("note") or t.get("because") or "")))
             parts.append("</table>")
         if r.get("screenshot"):
             failing = _failing_step(r)
@@ -7688,6 +8266,8 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         if session is not None and msg.get("serverMark") is True:
             self.send_json({"kind": "mark", "mark": session.server_mark, "header": SERVER_MARK_HEADER,
                             "cookie": SERVER_MARK_COOKIE})
+        if session is not None and self.hub.faults.live(session.id):  # a new document gets the tab's faults
+            self.hub.spawn(_quietly(self.hub.faults.sync(session.id)))
 
     def on_close(self) -> None:
         self._end_handshake()
@@ -7905,6 +8485,7 @@ class Hub:
         # what the apps' middleware sent (Server truth)
         self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
                                              "droppedByApps": 0, "lastDropAt": None}
+        self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
@@ -8813,6 +9394,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.add_argument("--report", default=None, metavar="FILE", help="write a self-contained HTML report to FILE")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    p.add_argument("--teeth", action="store_true",
+                   help="replay each yes flow once more per write it made, that write answered 500: a flow still "
+                        "yes is toothless (exit 4)")
     port_arg(p)
     return parser
 
@@ -9089,8 +9673,37 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
     return data
 
 
+async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
+                        progress: Callable[[str], None], name: str) -> List[dict]:
+    """`--teeth`: replay a flow that was `yes` once more per write its steps made, with that write
+    answered 500 by a fault.  A flow still `yes` under a failed write is toothless for that write."""
+    out = []
+    for w in writes:
+        label = "%s %s%s" % (w["method"], w["path"], " (form post)" if w.get("form") else "")
+        fault = {"match": {"urlContains": w["path"], "method": w["method"]},
+                 "respond": {"status": 500, "body": "reticle verify --teeth: this write failed on purpose"}}
+        t0 = time.monotonic()
+        try:
+            res = await _verify_call(link, "reticle_flow_replay", dict(args, faults=[fault]))
+        except (ToolError, RpcError, asyncio.TimeoutError) as exc:
+            reason = exc.error if isinstance(exc, ToolError) else str(exc)
+            res = {"verified": "error", "because": reason}
+        hits = sum(f.get("hits", 0) for f in res.get("faults", []))
+        row = {"write": label, "verified": res.get("verified"), "toothless": res.get("verified") == "yes" and hits > 0,
+               "ms": round((time.monotonic() - t0) * 1000), "because": res.get("because")}
+        if not hits and res.get("verified") != "error":
+            row["note"] = "the write was not made again under the fault, so this replay says nothing about it"
+        if isinstance(res.get("failedStep"), int):
+            row["failedStep"] = res["failedStep"]
+        out.append(row)
+        verdict = ("TOOTHLESS (still yes with the write failed)" if row["toothless"]
+                   else "%s under the failed write" % row["verified"])
+        progress("%s: teeth for %s: %s" % (name, label, verdict))
+    return out
+
+
 async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Optional[str], jobs: int,
-                        progress: Callable[[str], None]) -> List[dict]:
+                        progress: Callable[[str], None], teeth: bool = False) -> List[dict]:
     """Replay `flows` on up to `jobs` devices (one MCP session and one device per job, reused
     from flow to flow, each flow in a fresh browser context) and answer one result per flow,
     in the order given."""
@@ -9127,6 +9740,10 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                         args["url"] = url
                     res = dict(await _verify_call(link, "reticle_flow_replay", args))
                     res["name"] = name
+                    if teeth and res.get("verified") == "yes":
+                        res["teeth"] = await _verify_teeth(link, dict(args, fresh=True), res.get("writes") or [],
+                                                           progress, name)
+                        res["toothless"] = [t["write"] for t in res["teeth"] if t["toothless"]]
                     if res.get("verified") != "yes":
                         try:
                             shot = await _verify_call(link, "reticle_screenshot", {"sessionId": session_id})
@@ -9156,7 +9773,8 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
 
 
 def _verify_table(results: List[dict]) -> str:
-    rows = [["flow", "steps", "verdict", "time", "failing step / evidence"]]
+    teeth = any("teeth" in r for r in results)
+    rows = [["flow", "steps", "verdict", "time", "failing step / evidence"] + (["teeth"] if teeth else [])]
     for r in results:
         failing = _failing_step(r)
         if r["verified"] == "error":
@@ -9166,7 +9784,7 @@ def _verify_table(results: List[dict]) -> str:
         else:
             why = ""
         rows.append([r["name"], str(len(r.get("steps", []))), r["verified"], "%.1f s" % (r.get("ms", 0) / 1000.0),
-                     _short(why.replace("\n", " "), 160)])
+                     _short(why.replace("\n", " "), 160)] + ([_short(_teeth_cell(r), 160)] if teeth else []))
     return _table(rows)
 
 
@@ -9193,7 +9811,7 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
             progress("no daemon on port %d: starting one" % port)
     if flows:
         progress("%d flow(s), %d job(s), project %s" % (len(flows), min(jobs, len(flows)), root))
-        results = await _verify_flows(port, state, flows, args.url, jobs, progress) + results
+        results = await _verify_flows(port, state, flows, args.url, jobs, progress, bool(args.teeth)) + results
     if started_here:
         await _cli_stop(port, state)
     code = _verify_exit(results)
@@ -12943,6 +13561,108 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // ---- faults on purpose (reticle_fault with the script tag) ------------------------------------
+  // The daemon sends this tab's faults (fault_set); the fetch and XHR wrappers answer a matching
+  // request themselves (a status, a failure, a delay) and mark its record with the fault's id.
+  var FAULTS = [];
+  function setFaults(a) {
+    var list = Array.isArray(a.faults) ? a.faults : [];
+    var now = N.now();
+    FAULTS = list.slice(0, 32).filter(isObj).map(function (f) {
+      return {
+        id: String(f.id || ''),
+        urlContains: String(f.urlContains || ''),
+        method: f.method ? String(f.method).toUpperCase() : null,
+        resourceType: f.resourceType ? String(f.resourceType) : null,
+        delayMs: Math.max(0, Math.min(60000, +f.delayMs || 0)),
+        abort: !!f.abort,
+        respond: isObj(f.respond) ? f.respond : null,
+        remaining: typeof f.remaining === 'number' ? f.remaining : null,
+        until: now + Math.max(0, +f.expiresInMs || 0)
+      };
+    });
+    return { faults: FAULTS.length };
+  }
+  function faultFor(method, url, kind) {
+    var now = N.now();
+    for (var i = 0; i < FAULTS.length; i++) {
+      var f = FAULTS[i];
+      if (now >= f.until || f.remaining === 0 || !f.urlContains) continue;
+      if (f.method && f.method !== method) continue;
+      if (f.resourceType && f.resourceType !== kind) continue;
+      if (String(url).indexOf(f.urlContains) < 0) continue;
+      if (f.remaining !== null) f.remaining--;
+      return f;
+    }
+    return null;
+  }
+  function faultWait(f) {
+    return new N.Promise(function (resolve) {
+      if (f.delayMs) N.setTimeout(resolve, f.delayMs);
+      else resolve();
+    });
+  }
+  function faultHeaders(f) {
+    var h = isObj(f.respond && f.respond.headers) ? f.respond.headers : {};
+    var out = [];
+    var typed = false;
+    for (var k in h) {
+      if (hasOwn(h, k)) {
+        out.push([String(k), String(h[k])]);
+        if (String(k).toLowerCase() === 'content-type') typed = true;
+      }
+    }
+    if (!typed) out.push(['Content-Type', 'text/plain; charset=utf-8']);
+    return out;
+  }
+  function faultBody(f) {
+    var b = f.respond && f.respond.body;
+    return b == null ? 'Reticle fault ' + f.id : String(b);
+  }
+  // A fetch the fault answers: a Response of its own, a TypeError as a failed network, or the
+  // real request after the delay.
+  function faultedFetch(f, orig, self, args) {
+    return faultWait(f).then(function () {
+      if (f.abort) throw new TypeError('Failed to fetch');
+      if (!f.respond) return orig.apply(self, args);
+      return new Response(faultBody(f), { status: +f.respond.status || 500, headers: faultHeaders(f) });
+    });
+  }
+  // An XHR the fault answers: its state and answer are set on the instance, then its events fire.
+  function faultedXhr(f, xhr, orig, args) {
+    faultWait(f).then(
+      guard('network_observer', function () {
+        if (!f.abort && !f.respond) return orig.apply(xhr, args);
+        var status = f.abort ? 0 : +f.respond.status || 500;
+        var body = f.abort ? '' : faultBody(f);
+        var heads = f.abort ? [] : faultHeaders(f);
+        var value = body;
+        if (xhr.responseType === 'json') {
+          try {
+            value = N.parse(body);
+          } catch (e) {
+            value = null;
+          }
+        }
+        var fixed = { readyState: 4, status: status, statusText: '', responseText: body, response: value };
+        Object.keys(fixed).forEach(function (k) {
+          Object.defineProperty(xhr, k, { configurable: true, get: function () { return fixed[k]; } });
+        });
+        xhr.getResponseHeader = function (name) {
+          for (var i = 0; i < heads.length; i++)
+            if (heads[i][0].toLowerCase() === String(name).toLowerCase()) return heads[i][1];
+          return null;
+        };
+        xhr.getAllResponseHeaders = function () {
+          return heads.map(function (h) { return h[0].toLowerCase() + ': ' + h[1]; }).join('\r\n');
+        };
+        xhr.dispatchEvent(new Event('readystatechange'));
+        xhr.dispatchEvent(new ProgressEvent(f.abort ? 'error' : 'load'));
+        xhr.dispatchEvent(new ProgressEvent('loadend'));
+      })
+    );
+  }
+
   function installFetch() {
     if (typeof window.fetch !== 'function') return;
     if (!isNativeFn(window.fetch))
@@ -12974,14 +13694,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             var id = 'n' + ++netCounter;
             meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
             if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
+            meta.fault = faultFor(method, url, 'fetch');
             var pend = {
               id: id,
               requestId: id,
               method: method,
               url: meta.url,
-              initiator: 'fetch'
+              initiator: 'fetch',
+              faultId: meta.fault ? meta.fault.id : undefined
             };
-            var mark = markFor(url, id);
+            // marked for the server unless it never reaches it (a fault that answers or aborts it)
+            var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
             if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
               mark = null; // no-cors admits no custom header: the request would fail
             if (mark) {
@@ -13003,7 +13726,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         } catch (e) {
           meta = null;
         }
-        var p = orig.apply(this, callArgs);
+        var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, callArgs) : orig.apply(this, callArgs);
         if (!meta) return p;
         try {
           // a Request object body: read from a clone
@@ -13047,6 +13770,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               initiator: 'fetch',
               error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
             };
+            if (meta.fault) d.faultId = meta.fault.id;
             d.ms = d.durationMs;
             emit('net.request', withBodyFields(d, meta.req, null));
           })
@@ -13128,7 +13852,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       ms: ms,
       initiator: initiator,
       statusText: statusText || undefined,
-      contentType: ct || undefined
+      contentType: ct || undefined,
+      faultId: meta.fault ? meta.fault.id : undefined
     };
   }
   function onFetchResponse(meta, res) {
@@ -13585,14 +14310,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             m.t0 = N.now();
             m.rurl = redactUrl(m.url);
             m.req = S.captureBodies ? describeReqBody(body) : null;
+            m.fault = faultFor(m.method, m.url, 'xhr');
             var xpend = {
               id: id,
               requestId: id,
               method: m.method,
               url: m.rurl,
-              initiator: 'xhr'
+              initiator: 'xhr',
+              faultId: m.fault ? m.fault.id : undefined
             };
-            var xmark = markFor(m.url, id);
+            var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
             if (xmark) {
               try {
                 xhr.setRequestHeader(MARK.header, xmark);
@@ -13643,6 +14370,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         } catch (e) {
           internal('network_observer', e);
         }
+        var mf = META.get(xhr);
+        if (mf && mf.fault && mf.id) return faultedXhr(mf.fault, xhr, orig, arguments);
         return orig.apply(this, arguments);
       };
     });
@@ -13740,10 +14469,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!Native) return;
     var allow = rateCap('net.ws', 100);
     var W = function WebSocket(url, protocols) {
-      var ws = arguments.length > 1 ? new Native(url, protocols) : new Native(url);
+      var wf = null;
+      try {
+        wf = faultFor('GET', new URL(String(url), location.href).href, 'websocket');
+      } catch (e) {
+        wf = null;
+      }
+      var ws;
+      if (wf && wf.abort) {
+        // dropped on purpose (reticle_fault): the handshake goes to a daemon path that refuses it,
+        // never to the app's server, and the page sees the failure a real drop gives
+        var refuse = new URL(S.url);
+        refuse.pathname = '/reticle-fault';
+        refuse.search = '';
+        ws = new Native(refuse.href);
+        var shown = String(url);
+        Object.defineProperty(ws, 'url', { configurable: true, get: function () { return shown; } });
+      } else ws = arguments.length > 1 ? new Native(url, protocols) : new Native(url);
       try {
         var u = redactUrl(ws.url || String(url));
-        emit('net.ws', { direction: 'open', transport: 'ws', url: u });
+        emit('net.ws', { direction: 'open', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
         ws.addEventListener('message', function (e) {
           try {
             if (allow()) {
@@ -13762,7 +14507,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               url: u,
               code: e.code,
               reason: clip(e.reason, 200),
-              clean: e.wasClean
+              clean: e.wasClean,
+              faultId: wf ? wf.id : undefined
             });
           } catch (x) {
             /* ignore */
@@ -13770,7 +14516,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         });
         ws.addEventListener('error', function () {
           try {
-            emit('net.ws', { direction: 'error', transport: 'ws', url: u });
+            emit('net.ws', { direction: 'error', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
           } catch (x) {
             /* ignore */
           }
@@ -15850,6 +16596,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   COMMANDS.storage_read = storageRead;
   COMMANDS.capabilities = capabilities;
   COMMANDS.eval_probe = evalProbe;
+  COMMANDS.fault_set = setFaults;
   COMMANDS.navigate = function (a) {
     var u;
     try {
