@@ -9268,6 +9268,13 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
     changes: List[_InitChange] = []
     notes: List[str] = []
     kind = app.get("kind")
+
+    def read(path: str) -> str:  # not _read_text: the Predicates section has a live read of that name too
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read()
+        except (OSError, UnicodeDecodeError):
+            return ""
     if kind == "Django":
         candidates = [os.path.join(root, "settings.py")] + sorted(
             os.path.join(root, d, "settings.py") for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
@@ -9275,7 +9282,7 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
         if not settings:
             notes.append("Django: no settings.py found; add under DEBUG: %s" % _DJANGO_BLOCK.strip())
         for path in settings[:1]:
-            text = _read_text(path) or ""
+            text = read(path)
             rel = os.path.relpath(path, root)
             if "reticle.DjangoMiddleware" in text:
                 notes.append("%s already has reticle.DjangoMiddleware" % rel)
