@@ -6971,6 +6971,9 @@ class _ServerReporter:
                     self._thread.start()
 
     def _run(self) -> None:
+        """The reporter thread: take what is queued (up to SERVER_BATCH records), post it, and on a
+        failure count the batch as dropped and pause SERVER_AWAY_S; a rate-limited batch is tried
+        once more after the pause."""
         while True:
             batch = [self.queue.get()]
             while len(batch) < SERVER_BATCH:
@@ -6995,6 +6998,8 @@ class _ServerReporter:
             time.sleep(SERVER_AWAY_S)
 
     def _post(self, batch: List[dict]) -> bool:
+        """POST one batch (with the count dropped since the last success) to the daemon found as the
+        CLI finds it, with the pairing token; True when the daemon took it."""
         import http.client
         host, port = _daemon_address()
         token = _daemon_token()
@@ -7143,6 +7148,9 @@ def wsgi(app: Callable, params: bool = False) -> Callable:
     _install_log_capture()
 
     def reticle_wsgi(environ: dict, start_response: Callable) -> Any:
+        """One request: unmarked (or inside another wrapper) straight through; marked, with its
+        record current while the app runs, the status taken from start_response, the record queued
+        when the app returns or raises."""
         mark = environ.get("HTTP_X_RETICLE_MARK")
         via = "header"
         if not mark:
@@ -7183,6 +7191,8 @@ def asgi(app: Callable, params: bool = False) -> Callable:
     _install_log_capture()
 
     async def reticle_asgi(scope: dict, receive: Callable, send: Callable) -> None:
+        """One connection: only an `http` scope a tab marked (header, else cookie) is recorded; the
+        status comes from http.response.start, the view from the route the router put in the scope."""
         if scope.get("type") != "http":
             await app(scope, receive, send)
             return
@@ -7240,6 +7250,8 @@ class DjangoMiddleware:
         _install_log_capture()
 
     def __call__(self, request: Any) -> Any:
+        """One request: unmarked straight through; marked, with its record current and every
+        database's statements wrapped while the rest of the chain runs."""
         meta = request.META
         mark = meta.get("HTTP_X_RETICLE_MARK")
         via = "header"
