@@ -6820,6 +6820,27 @@ _server_log = logging.getLogger("reticle.server")
 _CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
 
 
+# Secrets in what the server says (SQL, log messages, exceptions), redacted as the SDK redacts bodies:
+# known key shapes, and the value of a `key=value` / `key: value` pair whose key names a secret.
+_SERVER_SECRET_SHAPES = tuple(re.compile(p) for p in (
+    r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}",
+    r"\b(?:sk|rk|pk)[-_](?:live_|test_|proj-|ant-)?[A-Za-z0-9_-]{16,}",
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}", r"\bgithub_pat_[A-Za-z0-9_]{20,}", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"\bxox[abprs]-[A-Za-z0-9-]{10,}", r"\bya29\.[A-Za-z0-9_-]{20,}", r"\bAIza[0-9A-Za-z_-]{30,}"))
+_SERVER_SECRET_PAIR = re.compile(
+    r"(?i)((?<![A-Za-z0-9])(?:[\"']?)(pass(?:word|wd|code|phrase)?|pwd|secret|[a-z_]*token|api[-_ ]?key|access[-_]?key|"
+    r"private[-_]?key|authorization|auth|cookie|session[-_]?id|sid|jwt|credential|card[-_]?number|cvv|cvc|ssn)"
+    r"(?:[\"']?)\s*[:=]\s*)(?!\[redacted\])(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s&,;}\]]+)")
+
+
+def _scrub_server(text: str) -> str:
+    """`text` from the app's server with secrets redacted (tokens, key shapes, secret-named values)."""
+    text = _redact(text)
+    for shape in _SERVER_SECRET_SHAPES:
+        text = shape.sub("[redacted]", text)
+    return _SERVER_SECRET_PAIR.sub(lambda m: m.group(1) + "[redacted]", text)
+
+
 def _current_request() -> Any:
     """The ContextVar that holds the record of the marked request being served (one per process)."""
     global _CURRENT_REQUEST
@@ -6852,7 +6873,7 @@ def _sql_write(sql: Any) -> Optional[dict]:
     op = m.group(1).lower()
     table = re.sub(r"[`\"\[\]]", "", m.group(2))
     return {"op": "insert" if op == "replace" else op, "table": table,
-            "sql": _redact(sql[:SERVER_SQL_CAP]) + ("…" if len(sql) > SERVER_SQL_CAP else "")}
+            "sql": _scrub_server(sql[:SERVER_SQL_CAP]) + ("…" if len(sql) > SERVER_SQL_CAP else "")}
 
 
 def _app_frames(tb: Any, limit: int = 3) -> List[str]:
@@ -6879,7 +6900,7 @@ def _app_frames(tb: Any, limit: int = 3) -> List[str]:
 
 
 def _exception_record(exc: BaseException, tb: Any = None) -> dict:
-    return {"type": type(exc).__name__, "message": _redact(str(exc)[:300]),
+    return {"type": type(exc).__name__, "message": _scrub_server(str(exc)[:300]),
             "frames": _app_frames(tb if tb is not None else exc.__traceback__)}
 
 
@@ -6894,7 +6915,7 @@ class _RequestLogHandler(logging.Handler):
             if rec is None or record.name.startswith("reticle"):
                 return
             entry: Dict[str, Any] = {"logger": record.name[:120], "level": record.levelname,
-                     "message": _redact(record.getMessage()[:300])}
+                     "message": _scrub_server(record.getMessage()[:300])}
             if record.exc_info and record.exc_info[1] is not None:
                 entry["exception"] = _exception_record(record.exc_info[1], record.exc_info[2])
             if len(rec["logged"]) < 20:
@@ -7064,7 +7085,7 @@ def _param_values(params: Any, sql: str = "") -> Optional[str]:
             params = dict(zip(names, params))
 
     def one(v: Any) -> str:
-        return _redact(repr(v)[:80])
+        return _scrub_server(repr(v)[:80])
     if isinstance(params, dict):
         text = ", ".join("%s=%s" % (k, "[redacted]" if _SECRET_PARAM_RE.search(str(k)) else one(v))
                          for k, v in list(params.items())[:20])

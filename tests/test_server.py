@@ -580,3 +580,25 @@ class MarkTest(AsyncHTTPTestCase):
         a2 = await self.tab("s-e", mark=False)
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(a2.read_message(), 0.3)
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("login failed: password=hunter2", "hunter2"),
+    ("UPDATE users SET password = 'hunter2' WHERE id = 1", "hunter2"),
+    ("charge failed for key sk_live_abcdefghijklmnopqrstu", "sk_live_abcdefghijklmnopqrstu"),
+    ('upstream said {"api_key": "k-123456"}', "k-123456"),
+    ("Authorization: Bearer abcdefghijklmnopq", "abcdefghijklmnopq"),
+])
+def test_what_the_server_says_is_redacted_as_bodies_are(text, secret):
+    assert secret not in reticle._scrub_server(text)
+    try:
+        raise ValueError(text)
+    except ValueError as exc:
+        assert secret not in json.dumps(reticle._exception_record(exc))
+    assert secret not in json.dumps(reticle._sql_write("INSERT INTO log (line) VALUES ('%s')" % text) or {})
+
+
+def test_plain_words_are_not_redacted():
+    assert reticle._scrub_server("bypass=1 token_count=5 profile store unavailable") == \
+        "bypass=1 token_count=5 profile store unavailable"
+    assert reticle._scrub_server("csrftoken=abc") == "csrftoken=[redacted]"
