@@ -22,7 +22,7 @@ def call(t, method="POST", url="/api/save", status=200, body='{"ok": true}', **e
 
 def known(open_requests=(), blind_spots=None, loss=None, origin="", background=(), unreadable=None, polled=()):
     return reticle._Known(list(open_requests), dict(blind_spots or {}), loss, origin, tuple(background),
-                          dict(unreadable or {}), tuple(polled))
+                          dict(unreadable or {}), polled=tuple(polled))
 
 
 NET = {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}
