@@ -17,6 +17,8 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
 - `/status/`: Check posts to /api/ok and shows "0 errors found" in a status region (it logs one
   console error at load).
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
+- `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
+  new document starts at once and shows the invalid field 0.6 s later.
 
 `app.fault` makes the next answers fail; `app.saves` counts what the server received.
 """
@@ -94,6 +96,9 @@ ws.onmessage = function (m) {
 };
 document.getElementById('save').onclick = function () { ws.send(JSON.stringify({save: 1})); };
 </script>""")
+
+SLOW_FORM = _page("Slow", """<main><form method="post" action="/slow/add"><label>Title <input name="title"></label>
+<button type="submit">Save</button></form></main>""")
 
 LATE = _HEAD % "Late" + """<body><script>
 setTimeout(function () { document.body.insertAdjacentHTML('beforeend', '<h1>Hello</h1>'); }, 1500);
@@ -182,6 +187,20 @@ class HorizonApp:
                 self.write('<p role="status">Saved</p>' if ok else
                            '<div class="alert alert-danger">Nothing was saved.</div>')
 
+        class SlowAdd(tornado.web.RequestHandler):
+            """The form re-rendered with its field marked invalid, streamed slowly: the head at once,
+            the form 0.6 s later (the new document arrives before it says what it shows)."""
+
+            async def post(self):
+                app.saved()
+                self.set_header("Content-Type", "text/html")
+                self.write((_HEAD % "Slow") .replace("__DAEMON__", daemon) + "<body><main>")
+                await self.flush()
+                await asyncio.sleep(0.6)
+                self.write('<form method="post" action="/slow/add"><label>Title <input name="title" '
+                           'aria-invalid="true" aria-describedby="e"></label><span id="e">Enter a title.</span>'
+                           '<button type="submit">Save</button></form></main></body></html>')
+
         class SockWs(tornado.websocket.WebSocketHandler):
             def check_origin(self, origin):
                 return True
@@ -200,5 +219,5 @@ class HorizonApp:
             (r"/ui/([a-z-]+)/(fail|ok)", Ui), (r"/dj/", DjForm), (r"/dj/add", DjAdd),
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
             (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/status/", Page, {"html": STATUS}),
-            (r"/late/", Page, {"html": LATE}),
+            (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
         ]

@@ -221,3 +221,23 @@ def test_reticle_console_honours_its_window(live):
     assert not any("a warning at load" in t for t in loaded()), loaded()  # from before the act
     everything = [x["text"] for x in live.mcp.ok("reticle_console", {"since": 0})["logs"]]
     assert any("a warning at load" in t for t in everything), everything
+
+
+ROUTE_ADDED = {"kind": "route", "pathname": "/slow/add"}
+
+
+@pytest.mark.parametrize("how", ["no-until", "until-route", "act-then-assert"])
+def test_a_slowly_streamed_re_rendered_form_is_judged_on_what_it_shows(live, how):
+    open_page(live, "/slow/")
+    if how == "no-until":
+        out = act_and_wait(live)
+        assert out["verified"] == "no" and out["verifiedReason"] == "failure_observed", out
+    elif how == "until-route":
+        out = act_and_wait(live, until=ROUTE_ADDED)
+        assert out["verified"] == "no", out
+    else:
+        live.mcp.ok("reticle_act", SAVE)
+        out = live.mcp.ok("reticle_assert", {"predicate": ROUTE_ADDED})
+        assert out["verified"] == "no", out
+    assert "Enter a title" in out["because"], out
+    assert APP.saves == 1
