@@ -1685,6 +1685,53 @@ DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's
 DEVICE_VIEWPORT = (1280, 800)
 CDP_MAX_MESSAGE_BYTES = 256 << 20          # full-page screenshots arrive as one base64 frame
 SCREENSHOT_INLINE_MAX_WIDTH = 1280
+RELAY_WORLD = "reticle-relay"              # the isolated world that alone holds a device's bridge tickets
+RELAY_BINDING = "__reticleRelayTicket"     # the CDP binding, installed in that world only, that asks for one
+TICKET_UNUSED_S = 30.0                     # a ticket no socket used within this long is void
+TICKETS_PER_DOCUMENT = 8                   # unused tickets one document may hold at once
+
+# The device's bridge relay.  It runs in an isolated world of each top-level document, where no
+# page script can reach it: it asks the daemon for a one-use ticket over a CDP binding that only
+# this world can call, opens the bridge socket with it, and hands the SDK (in the page's world) a
+# MessagePort that carries frames to and from that socket.  The ticket never enters the page's
+# world, so a page script cannot read it, replay it or open a socket of its own with it.
+_RELAY_JS = r"""(function () {
+  if (window.top !== window || !/^https?:$/.test(location.protocol)) return;
+  var BASE = %(base)s, NONCE = %(nonce)s, ask = globalThis[%(binding)s];
+  if (typeof ask !== 'function') return;
+  var channel = new MessageChannel(), port = channel.port1, socks = {}, waiting = [];
+  function post(m) { try { port.postMessage(m); } catch (e) { /* the page went away */ } }
+  function watch(id, ws) {
+    if (ws.bufferedAmount > 0) setTimeout(function () { watch(id, ws); }, 25);
+    post({op: 'buffered', id: id, n: ws.bufferedAmount});
+  }
+  globalThis.__reticleRelayOpen = function (ticket) {
+    var id = waiting.shift(), ws;
+    if (id == null) return;
+    try { ws = new WebSocket(BASE + encodeURIComponent(ticket)); } catch (e) {
+      post({op: 'close', id: id, code: 1006, reason: ''});
+      return;
+    }
+    socks[id] = ws;
+    ws.onopen = function () { post({op: 'open', id: id}); };
+    ws.onmessage = function (m) { post({op: 'message', id: id, data: m.data}); };
+    ws.onclose = function (e) { delete socks[id]; post({op: 'close', id: id, code: e.code, reason: e.reason}); };
+  };
+  port.onmessage = function (e) {
+    var m = e.data || {}, ws = socks[m.id];
+    if (m.op === 'open' && typeof m.id === 'number' && waiting.length < 8) {
+      waiting.push(m.id);
+      ask(String(m.id));
+    } else if (m.op === 'send' && ws && ws.readyState === 1) {
+      ws.send(String(m.data));
+      if (ws.bufferedAmount > 0) watch(m.id, ws);
+    } else if (m.op === 'close' && ws) {
+      try { ws.close(m.code === 1000 ? 1000 : undefined); } catch (x) { ws.close(); }
+    }
+  };
+  window.postMessage({reticleRelay: NONCE}, '*', [channel.port2]);
+})();
+"""
 
 _BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "microsoft-edge")
 _BROWSER_PATHS = {
@@ -1888,15 +1935,19 @@ class _Device:
     """One browser the daemon started: its process, temporary profile, CDP
     connection, the page it drives and the capability its SDK carries.
 
-    The capability is 32 random bytes minted per device.  Only this device's
-    injected SDK knows it; the bridge accepts it from this device's session
-    id alone, and it dies with the device.  It is never the pairing token."""
+    Its bridge socket opens with a ticket: 32 random bytes minted for one
+    document's relay (the isolated world of _RELAY_JS) when that relay asks
+    over its CDP binding, good for one socket, void once another document of
+    the device asks (a navigation rotates it), and gone with the device.  No
+    page script sees one; the bridge accepts it from this device's session id
+    alone, and it is never the pairing token."""
 
     def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
         self.manager = manager
         self.id = "d" + secrets.token_hex(4)
         self.session_id = "device-" + self.id
-        self.capability = secrets.token_urlsafe(32)
+        self.relay_nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
+        self.tickets: Dict[str, dict] = {}            # ticket -> {"context", "page", "minted", "used"}
         self.owner = owner
         self.headed = headed
         self.viewport = viewport
@@ -1923,14 +1974,62 @@ class _Device:
                 "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
                 "startedAt": _wall_iso(self.started_at)}
 
-    def injected_source(self) -> str:
-        """The SDK with this device's config, run in top-level http(s) documents only."""
+    def _bridge_base(self) -> str:
         hub = self.manager.hub
-        bridge = "%s://127.0.0.1:%d/reticle?device=%s" % ("wss" if hub.scheme == "https" else "ws", hub.port,
-                                                           self.capability)
+        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+
+    def relay_source(self) -> str:
+        """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
+        return _RELAY_JS % {"base": _dumps(self._bridge_base() + "?device="), "nonce": _dumps(self.relay_nonce),
+                            "binding": _dumps(RELAY_BINDING)}
+
+    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+        """A one-use bridge ticket for the document whose relay runs in `context`.
+
+        A ticket asked for by another document voids every unused one of the documents before
+        it: the device's bridge credential rotates with each navigation."""
+        now = time.monotonic()
+        for t, info in list(self.tickets.items()):
+            stale = info["context"] != context or info["page"] != page or now - info["minted"] > TICKET_UNUSED_S
+            if info["used"] or stale:
+                del self.tickets[t]
+        if len(self.tickets) >= TICKETS_PER_DOCUMENT:
+            del self.tickets[min(self.tickets, key=lambda t: self.tickets[t]["minted"])]
+        ticket = secrets.token_urlsafe(32)
+        self.tickets[ticket] = {"context": context, "page": page, "minted": now, "used": False}
+        return ticket
+
+    def redeem(self, ticket: str) -> str:
+        """'ok' (and the ticket is spent), 'used' (a socket already opened with it) or 'void'."""
+        for t, info in list(self.tickets.items()):
+            if hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")):
+                if info["used"]:
+                    return "used"
+                if time.monotonic() - info["minted"] > TICKET_UNUSED_S:
+                    del self.tickets[t]
+                    return "void"
+                info["used"] = True
+                return "ok"
+        return "void"
+
+    def holds_ticket(self, ticket: str) -> bool:
+        return any(hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")) for t in self.tickets)
+
+    async def _answer_relay(self, context: Any, page: Optional[str]) -> None:
+        ticket = self.mint_ticket(context, page)
+        try:
+            await self.cdp.call("Runtime.evaluate", {
+                "expression": "globalThis.__reticleRelayOpen(%s)" % _dumps(ticket), "contextId": context}, page)
+        except _CdpError as exc:  # the document went away before its ticket arrived
+            self.tickets.pop(ticket, None)
+            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.id, why=str(exc))
+
+    def injected_source(self) -> str:
+        """The SDK with this device's config, run in top-level http(s) documents only.  It carries
+        no credential: its bridge socket is the relay's (relay_source)."""
         config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": bridge,
-                  "sessionId": self.session_id}
+                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self._bridge_base(),
+                  "relay": self.relay_nonce, "sessionId": self.session_id}
         sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
                .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
         return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
@@ -1979,7 +2078,12 @@ class _Device:
     async def _prepare_page(self) -> None:
         width, height = self.viewport
         await asyncio.gather(
+            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
+                          self.page),
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument",
+                          {"source": self.relay_source(), "worldName": RELAY_WORLD}, self.page),
+            self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
             self.cdp.call("Emulation.setDeviceMetricsOverride",
                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
             self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
@@ -2043,7 +2147,10 @@ class _Device:
             self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
 
     def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
-        if session == self.page and method == "Page.frameNavigated":
+        if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
+            # only the relay's isolated world has this binding: the page's own scripts cannot call it
+            self.manager.hub.spawn(self._answer_relay(params.get("executionContextId"), session))
+        elif session == self.page and method == "Page.frameNavigated":
             frame = params.get("frame") or {}
             if not frame.get("parentId"):
                 self.url = str(frame.get("url", ""))[:4096]
@@ -2172,13 +2279,14 @@ class _DeviceManager:
         return int(m.group(1)), float(m.group(2))
 
     # -- lookups --------------------------------------------------------------
-    def for_capability(self, capability: Optional[str]) -> Optional[_Device]:
-        if not capability:
-            return None
+    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
+        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
+        if not ticket:
+            return None, "void"
         for device in self.devices.values():
-            if hmac.compare_digest(device.capability.encode(), capability.encode("utf-8", "replace")):
-                return device
-        return None
+            if device.holds_ticket(ticket):
+                return device, device.redeem(ticket)
+        return None, "void"
 
     def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
         for device in self.devices.values():
@@ -6209,18 +6317,28 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         origin = self.request.headers.get("Origin")
         capability = self.get_query_argument("device", None)
         if capability is not None:
-            # A device's injected SDK: its capability stands in for the loopback/origin check
+            # A device's relay: its one-use ticket stands in for the loopback/origin check
             # (the page may be a staging host), and binds the socket to that device's session.
-            device = self.hub.devices.for_capability(capability)
-            if device is None or not _is_loopback_host(self.request.remote_ip):
+            device, state = self.hub.devices.for_ticket(capability) if _is_loopback_host(
+                self.request.remote_ip) else (None, "void")
+            if state == "used" and device is not None:
+                _emit(_bridge_log, logging.WARNING, "device_second_socket", deviceId=device.id,
+                      sessionId=device.session_id, origin=str(origin)[:200], peer=self.request.remote_ip)
+                self._refuse(403, "this device ticket already opened the device's bridge socket; a second socket "
+                             "for a live device session is refused")
+                return
+            if device is None or state != "ok":
+                _emit(_bridge_log, logging.WARNING, "device_ticket_refused", origin=str(origin)[:200],
+                      peer=self.request.remote_ip)
                 try:  # a wrong capability counts as a wrong guess of a secret
                     guard.token_attempt(self.request.remote_ip or "", capability)
                 except _HttpRefusal as refusal:
                     self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
                     return
-                self._refuse(403, "the device capability is not one this daemon issued, or its device has closed"
-                             if device is None else "a device capability is accepted from this machine only, "
-                             "not from %s" % self.request.remote_ip)
+                self._refuse(403, "the device ticket is not one this daemon issued, has expired or was rotated by "
+                             "a navigation, or its device has closed" if _is_loopback_host(self.request.remote_ip)
+                             else "a device ticket is accepted from this machine only, not from %s"
+                             % self.request.remote_ip)
                 return
             self.device = device
         elif origin is not None and not guard.ws_origin_allowed(origin):
@@ -8061,6 +8179,64 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.Promise = w.Promise;
   })();
 
+  // ---- a device's bridge: the relay's MessagePort, never a socket of this world ---------------
+  // In a device, the bridge socket lives in the relay's isolated world; this world only holds the
+  // port the relay hands over (matched by the nonce), so no page script can read its ticket.
+  function relaySockets(nonce) {
+    var port = null,
+      queued = [],
+      socks = {},
+      nextId = 1;
+    function onPort(m) {
+      var d = m.data || {},
+        s = socks[d.id];
+      if (!s) return;
+      if (d.op === 'open' && s.readyState === 0) {
+        s.readyState = 1;
+        if (s.onopen) s.onopen({});
+      } else if (d.op === 'message' && s.readyState === 1) {
+        if (s.onmessage) s.onmessage({ data: d.data });
+      } else if (d.op === 'buffered') {
+        s.bufferedAmount = Number(d.n) || 0;
+      } else if (d.op === 'close') {
+        delete socks[d.id];
+        s.readyState = 3;
+        if (s.onclose) s.onclose({ code: d.code, reason: d.reason || '' });
+      }
+    }
+    window.addEventListener(
+      'message',
+      function (m) {
+        var d = m.data;
+        if (port || !d || typeof d !== 'object' || d.reticleRelay !== nonce || !m.ports || !m.ports.length) return;
+        m.stopImmediatePropagation();
+        port = m.ports[0];
+        port.onmessage = onPort;
+        for (var i = 0; i < queued.length; i++) port.postMessage({ op: 'open', id: queued[i] });
+        queued = [];
+      },
+      true
+    );
+    return function (url) {
+      var id = nextId++;
+      var s = { url: url, readyState: 0, bufferedAmount: 0, onopen: null, onmessage: null, onclose: null };
+      s.send = function (data) {
+        if (s.readyState !== 1 || !port) throw new Error('not open');
+        port.postMessage({ op: 'send', id: id, data: String(data) });
+      };
+      s.close = function (code) {
+        if (s.readyState >= 2) return;
+        s.readyState = 2;
+        if (port) port.postMessage({ op: 'close', id: id, code: code });
+      };
+      socks[id] = s;
+      if (port) port.postMessage({ op: 'open', id: id });
+      else queued.push(id);
+      return s;
+    };
+  }
+  if (CFG.device && typeof CFG.relay === 'string') N.BridgeSocket = relaySockets(CFG.relay);
+
   function warn(msg) {
     try {
       N.warn(PREFIX + ' ' + msg);
@@ -8699,7 +8875,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     S.retryTimer = null;
     var ws;
     try {
-      ws = new N.WebSocket(S.url);
+      ws = N.BridgeSocket ? N.BridgeSocket(S.url) : new N.WebSocket(S.url);
     } catch (e) {
       onFail(null);
       return;

