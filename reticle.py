@@ -4835,6 +4835,9 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
                             "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     if start:
         flow["startUrl"] = start
+    if _origin_of(start):
+        steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
+                 for s in steps]
     flow["steps"] = steps
     if not any("until" in s or "assert" in s for s in steps):
         flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
@@ -4875,8 +4878,9 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
         flow = _read_flow(_project_dir(hub), args["name"])
     else:
         raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
-    _fill_secrets([s.get("args") for s in flow["steps"]])  # a missing secret is a setup error, before any act
-    return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+    given = args.get("secrets") or {}
+    _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
+    return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given)
 
 
 def _build_registry() -> _ToolRegistry:
@@ -5005,6 +5009,8 @@ def _build_registry() -> _ToolRegistry:
         "`fresh`: a device with no cookies or storage.",
         {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
          "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "secrets": {"type": "object", "maxProperties": 64, "propertyNames": {"pattern": _SECRET_NAME.pattern},
+                     "additionalProperties": {"type": "string", "maxLength": 4096}},
          "sessionId": sid},
         _tool_flow_replay, {"name": "add-record"})
 
@@ -5125,7 +5131,8 @@ JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest d
 FLOW_MAX_STEPS = 100
 REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_SECRET_REF = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
+_SECRET_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")   # every ${NAME}; only RETICLE_SECRET_* is read
+_SECRET_NAME = re.compile(r"^RETICLE_SECRET_[A-Z0-9_]{1,64}$")
 
 _FLOW_STEP = {
     "type": "object",
@@ -5134,6 +5141,7 @@ _FLOW_STEP = {
         "until": _PREDICATE, "assert": _PREDICATE,
         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
         "verified": {"enum": ["yes", "no", "unknown"]}, "secret": {"type": "string"},
+        "secretOrigin": {"type": "string", "maxLength": 4096},
     },
     "additionalProperties": False,
 }
@@ -5262,6 +5270,8 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
                     if key in act_args:
                         act_args[key] = "${%s}" % name
                 step["secret"] = name
+                if _origin_of(step["url"]):
+                    step["secretOrigin"] = _origin_of(step["url"])
             if act_args:
                 step["args"] = act_args
             if kind == "act_and_wait":
@@ -5363,23 +5373,105 @@ def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]
     return steps, (journey[0].get("url") if journey else None)
 
 
-def _fill_secrets(value: Any) -> Any:
-    """Replace every ${VAR} in a step's args with the environment's value; a missing
-    variable is a setup error naming it."""
+def _secret_refs(value: Any) -> List[str]:
+    """The ${NAME} references in a step's args, in order (each once)."""
+    out: List[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            out.extend(m.group(1) for m in _SECRET_REF.finditer(item) if m.group(1) not in out)
+    return out
+
+
+def _fill_secrets(value: Any, given: Optional[Dict[str, str]] = None) -> Any:
+    """Replace every ${RETICLE_SECRET_*} in a step's args with its value: from `given` (the
+    values the replaying process read from its own environment), else this process's
+    environment.  Any other ${NAME} (${HOME}, ${GITHUB_TOKEN}) is a setup error: a flow from
+    someone else's repository must not be able to type this machine's environment into a page."""
     if isinstance(value, dict):
-        return {k: _fill_secrets(v) for k, v in value.items()}
+        return {k: _fill_secrets(v, given) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fill_secrets(v) for v in value]
+        return [_fill_secrets(v, given) for v in value]
     if isinstance(value, str):
         def sub(m: "re.Match[str]") -> str:
-            got = os.environ.get(m.group(1))
+            name = m.group(1)
+            if not _SECRET_NAME.fullmatch(name):
+                raise ToolError("the flow refers to ${%s}; a flow may read only RETICLE_SECRET_* variables "
+                                "(RETICLE_SECRET_ and A-Z 0-9 _), never %s" % (name, name),
+                                "rename the reference to ${RETICLE_SECRET_...} in the flow file, or type the "
+                                "literal text", setup=True, variable=name)
+            got = (given or {}).get(name)
+            if got is None:
+                got = os.environ.get(name)
             if got is None:
                 raise ToolError("the flow needs the environment variable %s (a secret it does not store)"
-                                % m.group(1), "set %s in the daemon's environment and replay" % m.group(1),
-                                setup=True, variable=m.group(1))
+                                % name, "set %s in the environment of the process that replays (the daemon "
+                                "for reticle_flow_replay, the shell for reticle verify) and replay" % name,
+                                setup=True, variable=name)
             return got
         return _SECRET_REF.sub(sub, value)
     return value
+
+
+def _origin_of(url: Any) -> str:
+    """scheme://host[:port] of a URL, lower-cased; '' for one that has none."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+    except ValueError:
+        return ""
+    if not parts.scheme or not parts.netloc:
+        return ""
+    return "%s://%s" % (parts.scheme.lower(), parts.netloc.lower())
+
+
+def _secret_origin(step: dict, flow: dict, start: Optional[str]) -> str:
+    """The one origin a step's secret may be typed into: the origin the flow recorded it on
+    (secretOrigin, else the flow's startUrl); a replay from another origin (`url`) moves the
+    flow's start origin to it, and only that one."""
+    recorded = _origin_of(step.get("secretOrigin") or flow.get("startUrl"))
+    saved_start, replay_start = _origin_of(flow.get("startUrl")), _origin_of(start)
+    if replay_start and (not recorded or recorded == saved_start):
+        return replay_start
+    return recorded
+
+
+def _check_secret_origin(session: "_BrowserSession", step: dict, names: List[str], allowed: str) -> None:
+    """Refuse (a setup error) to type a secret into a page of any origin but `allowed`.  In a
+    device the page's URL is the browser's own record (CDP), not what the page says."""
+    device = session.device
+    here = _origin_of(device.url if device is not None and device.url else session.url)
+    if not allowed or here != allowed:
+        raise ToolError("the flow would type %s into %s, but types a secret only into the origin it was "
+                        "recorded on (%s); nothing was typed" % (", ".join(names), here or "a page with no origin",
+                                                                  allowed or "none recorded"),
+                        "check the flow's steps and startUrl: a step before this one left the app's origin",
+                        setup=True, origin=here, allowed=allowed)
+
+
+def _remask_journey(hub: "Hub", session_id: str, step: dict, values: Dict[str, str]) -> None:
+    """After a replayed act typed secrets, the journey log holds them in plain text: put their
+    ${NAME} back, so the next reticle_flow_save stores the reference, never the value."""
+    if not values:
+        return
+    for entry in hub.journeys.since(session_id, -1e18)[-4:]:
+        act_args = entry.get("args")
+        if not isinstance(act_args, dict):
+            continue
+        masked = {}
+        for key, v in act_args.items():
+            for name, secret in values.items():
+                if isinstance(v, str) and secret and secret in v:
+                    v = v.replace(secret, "${%s}" % name)
+                    entry["secret"] = name
+            masked[key] = v
+        entry["args"] = masked
+        if entry.get("secret") and step.get("secretOrigin"):
+            entry["secretOrigin"] = step["secretOrigin"]
 
 
 def _start_url(flow: dict, url: Optional[str]) -> Optional[str]:
@@ -5448,25 +5540,37 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
         await session.wait_change(0.05)
 
 
-async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext") -> dict:
+async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
+                       secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
     """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
-    `no` with the page's nearest candidates, and nothing is acted on."""
+    `no` with the page's nearest candidates, and nothing is acted on.  A step that types a
+    secret does so only on the page origin `allowed` (else a setup error, nothing typed)."""
     if "assert" in step:
         args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
         if session.id:
             args["sessionId"] = session.id
         res = await _tool_assert(hub, session, args, ctx)
         return dict(res)
-    args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {})}
+    names = _secret_refs(step.get("args") or {})
+    args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}
+    typed = {n: _fill_secrets("${%s}" % n, secrets_in) for n in names}
     if step.get("target"):
         args["target"] = step["target"]
         await _await_target(session, step["target"], REPLAY_WAIT_MS)
+    if names:
+        _check_secret_origin(session, step, names, allowed)
     try:
         if "until" in step:
             args["until"] = step["until"]
             args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
-            return dict(await _tool_act_and_wait(hub, session, args, ctx))
-        res = await _tool_act(hub, session, args, ctx)
+            try:
+                return dict(await _tool_act_and_wait(hub, session, args, ctx))
+            finally:
+                _remask_journey(hub, session.id, step, typed)
+        try:
+            res = await _tool_act(hub, session, args, ctx)
+        finally:
+            _remask_journey(hub, session.id, step, typed)
     except _TabGone:
         raise
     except ToolError as exc:
@@ -5498,7 +5602,7 @@ def _step_evidence(res: dict) -> Any:
 
 
 async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str],
-                  ctx: "_CallContext", fresh: bool = False) -> dict:
+                  ctx: "_CallContext", fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None) -> dict:
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
     context when `fresh`), then every step in order.  The first step that is not `yes` stops
     the flow; the ones after it are `skipped`."""
@@ -5530,7 +5634,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             steps_out.append({"index": i, "step": label, "verified": "skipped"})
             continue
         t0 = time.monotonic()
-        res = await _replay_step(hub, session, step, ctx)
+        res = await _replay_step(hub, session, step, ctx, secrets_in, _secret_origin(step, flow, start))
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
                "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
@@ -7865,14 +7969,18 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                 progress("[%d/%d] %s: replaying %d step(s)" % (i + 1, total, name, len(flow["steps"])))
                 res: Dict[str, Any]
                 try:
-                    flow = dict(flow, steps=[dict(s, args=_fill_secrets(s["args"])) if "args" in s else s
-                                             for s in flow["steps"]])
+                    # the secrets come from this process's environment, RETICLE_SECRET_* only; the daemon
+                    # types each one only into the origin the flow recorded it on
+                    names = sorted({n for s in flow["steps"] for n in _secret_refs(s.get("args") or {})})
+                    given = {n: _fill_secrets("${%s}" % n, {}) for n in names}
                     start = _start_url(flow, url)
                     if not start:
                         raise ToolError("the flow %s has no startUrl; pass --url" % name)
                     # every flow starts clean: a job's next flow reuses its browser in a new, empty
                     # context, so no flow sees the cookies or storage another one left
                     args = {"flow": flow}
+                    if given:
+                        args["secrets"] = given
                     if session_id is None:
                         session_id = (await _verify_call(link, "reticle_open", {"url": start}))["sessionId"]
                     else:
