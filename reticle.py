@@ -5964,6 +5964,21 @@ class _BaseHandler(tornado.web.RequestHandler):
         return _HttpRefusal(405, "method not allowed", "%s %s is not served; this route allows %s"
                             % (self.request.method, self.request.path, allow), {"Allow": allow})
 
+    def media_type_refusal(self) -> Optional[_HttpRefusal]:
+        """A 415 for a POST/PUT/PATCH whose body is not declared application/json.  A page may send
+        text/plain, a form or a typeless Blob to any origin without a CORS preflight; it can send
+        application/json only after one, which this daemon never grants."""
+        if self.request.method not in ("POST", "PUT", "PATCH"):
+            return None
+        headers = self.request.headers
+        if headers.get("Content-Length", "0").strip() == "0" and "Transfer-Encoding" not in headers:
+            return None  # no body at all: nothing a page could smuggle
+        declared = self.request.headers.get("Content-Type", "")
+        if declared.split(";", 1)[0].strip().lower() == "application/json":
+            return None
+        return _HttpRefusal(415, "unsupported media type", "%s %s needs Content-Type: application/json (got %s)"
+                            % (self.request.method, self.request.path, _short(declared, 80) if declared else "none"))
+
     def set_default_headers(self) -> None:
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -5992,7 +6007,7 @@ class _BaseHandler(tornado.web.RequestHandler):
         try:
             self.hub.guard.check_http(self.request, self.hub.allowed_origins if self.allow_listed_origins else ())
             self.charge(1)
-            refusal = self.method_refusal()
+            refusal = self.method_refusal() or self.media_type_refusal()
             if refusal is not None:
                 raise refusal
             length = self.request.headers.get("Content-Length")
@@ -6750,6 +6765,8 @@ def _openapi(hub: "Hub") -> dict:
             responses = {code: {"description": text} for code, text in codes.items()}
             for code, text in _MIDDLEWARE_CODES.items():
                 responses.setdefault(code, {"description": text})
+            if method in ("post", "put", "patch"):
+                responses.setdefault("415", {"description": "a body not declared Content-Type: application/json"})
             for code, response in responses.items():
                 spec = extra.get("content", {}).get(code, (_JSON, "Refusal") if code >= "400" else "-")
                 content = _openapi_content(spec)

@@ -179,6 +179,8 @@ class ReticleTestCase(AsyncHTTPTestCase):
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
             headers = dict(headers or {}, **{"Content-Type": "application/json"})
+        if body is not None and "Content-Type" not in (headers or {}):
+            headers = dict(headers or {}, **{"Content-Type": "application/json"})
         return await self.http_client.fetch(self.get_url(path), method=method, body=body, headers=headers,
                                             raise_error=False, allow_nonstandard_methods=True, **kwargs)
 
@@ -905,6 +907,37 @@ class HardeningTest(ReticleTestCase):
 
     async def post_raw(self, path, body, headers=None):
         return await self.fetch(path, "POST", body, dict(headers or {}, **{"Content-Type": "application/json"}))
+
+    # -- issue 19 #3: bodies a page can send without a CORS preflight ------------------------
+    @gen_test(timeout=30)
+    async def test_every_post_route_accepts_only_application_json_bodies(self):
+        body = json.dumps(INITIALIZE)
+        for path in ("/mcp", "/", "/mcp/message?sessionId=x", "/stop"):
+            for declared in ("text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                             "multipart/form-data; boundary=x", "application/jsonx", None):
+                headers = {"Content-Type": declared} if declared else {}
+                resp = await self.http_client.fetch(
+                    self.get_url(path), method="POST", body=body, headers=headers,
+                    raise_error=False) if declared else await self._post_typeless(path, body)
+                self.assertEqual(resp.code, 415, (path, declared, resp.body))
+                self.assertIn(b"application/json", resp.body)
+        ok = await self.fetch("/mcp", "POST", body, {"Content-Type": "Application/JSON; charset=utf-8"})
+        self.assertEqual(ok.code, 200)
+
+    async def _post_typeless(self, path, body):
+        """A POST with a body and no Content-Type at all (what fetch() sends for a typeless Blob)."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.get_http_port())
+        data = body.encode()
+        writer.write(b"POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                     % (path.encode(), self.get_http_port(), len(data)) + data)
+        raw = await reader.read()
+        writer.close()
+        head, _, rest = raw.partition(b"\r\n\r\n")
+
+        class Resp:
+            code = int(head.split()[1])
+            body = rest
+        return Resp
 
     # -- 1. amplification --------------------------------------------------------------
     @gen_test(timeout=30)
