@@ -1133,6 +1133,8 @@ class _BrowserSession:
         self._window_sampled = 0
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
+        self.held: List[Tuple[float, dict, int]] = []  # (deadline, event, size): reports the browser must confirm
+        self._held_timer: Any = None
         self.document_id = str(hello.get("documentId") or "")[:64]
         self.arriving: Optional[Tuple[str, float]] = None  # (documentId, until): a hello whose events are still on the way
         self.update_identity(hello)
@@ -1340,6 +1342,9 @@ class _BrowserSession:
                 event["doc"] = raw["documentId"][:64]
                 if self.arriving is not None and event["doc"] == self.arriving[0]:
                     self.arriving = None
+            if self._must_confirm(event):
+                self._hold(event, size)
+                continue
             self._observe(event)
             self.store.add(event, size, trim=False)
         self.store.trim(now)
@@ -1348,6 +1353,70 @@ class _BrowserSession:
             self.store.note_sampled(dropped, now)
         if self._changed is not None and not self._changed.done():
             self._changed.set_result(None)
+
+    # -- a device's page reports, checked against the browser's own record -----------------
+    def _must_confirm(self, event: dict) -> bool:
+        """In a device, a request the page reports (fetch, XHR, beacon) counts only once the
+        browser's network record shows it: a page script can forge an event into its SDK's
+        socket, but not make the browser have made the request."""
+        if self.device is None or event["type"] != "net.request" or event["data"].get("initiator") == "document":
+            return False
+        if not _net_key_url(event["data"].get("url")).startswith("http"):
+            return False
+        return not self.device.made_request(event["data"]) or bool(self.held)  # keep the page's order
+
+    def _hold(self, event: dict, size: int) -> None:
+        if len(self.held) >= 2000:
+            self._refuse_held(self.held.pop(0))
+        self.held.append((time.monotonic() + NET_CONFIRM_S, event, size))
+        if self._held_timer is None:
+            self._held_timer = tornado.ioloop.IOLoop.current().call_later(NET_CONFIRM_S, self._held_due)
+
+    def _held_due(self) -> None:
+        self._held_timer = None
+        self.admit_held(confirmed_only=False)
+        if self.held:
+            self._held_timer = tornado.ioloop.IOLoop.current().call_later(
+                max(0.01, self.held[0][0] - time.monotonic()), self._held_due)
+
+    def admit_held(self, confirmed_only: bool) -> None:
+        """Let held reports through in the page's order: each the browser confirms now becomes
+        a net.request; one past its deadline that it never confirmed is refused (_refuse_held).
+        A report still waiting stops the ones after it."""
+        now = time.monotonic()
+        while self.held:
+            deadline, event, size = self.held[0]
+            if self.device is not None and self.device.made_request(event["data"]):
+                self.held.pop(0)
+                event["t"] = self.bridge.clock()
+                self._observe(event)
+                self.store.add(event, size)
+            elif not confirmed_only and now >= deadline:
+                self._refuse_held(self.held.pop(0))
+            else:
+                break
+        self._wake()
+
+    def _refuse_held(self, item: Tuple[float, dict, int]) -> None:
+        """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
+        counted as the blind spot `request-not-made`, which the verdict names under integrity."""
+        _, event, size = item
+        data = event["data"]
+        event["type"] = "net.unmade"
+        event["t"] = self.bridge.clock()
+        self.store.add(event, size)
+        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(data.get("url")), data.get("status"))
+        self.store.add({"t": self.bridge.clock(), "type": "blind-spot", "data": {
+            "reason": "request-not-made", "count": 1,
+            "detail": "the page reported %s, which the browser never made" % _short(label, 200)}}, 64)
+        self.store.note_blind_spot("request-not-made", 1, label)
+        _emit(_bridge_log, logging.WARNING, "request_not_made", sessionId=self.id, request=_short(label, 200))
+
+    def _wake(self) -> None:
+        """Wake whoever waits for this tab's next event (wait_change)."""
+        changed = self._changed
+        if changed is not None and not changed.done():
+            changed.set_result(None)
 
     def _observe(self, event: dict) -> None:
         etype = event["type"]
@@ -1689,6 +1758,8 @@ RELAY_WORLD = "reticle-relay"              # the isolated world that alone holds
 RELAY_BINDING = "__reticleRelayTicket"     # the CDP binding, installed in that world only, that asks for one
 TICKET_UNUSED_S = 30.0                     # a ticket no socket used within this long is void
 TICKETS_PER_DOCUMENT = 8                   # unused tickets one document may hold at once
+NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
+NET_RECORD_MAX = 4000                      # requests of the browser's own record (CDP Network) kept per device
 
 # The device's bridge relay.  It runs in an isolated world of each top-level document, where no
 # page script can reach it: it asks the daemon for a one-use ticket over a CDP binding that only
@@ -1750,6 +1821,16 @@ _BROWSER_FLAGS = ("--disable-gpu", "--disable-dev-shm-usage", "--disable-backgro
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                   "--disable-default-apps", "--no-default-browser-check", "--mute-audio",
                   "--password-store=basic", "--use-mock-keychain", "--remote-debugging-port=0")
+
+
+def _net_key_url(url: Any) -> str:
+    """A request's URL as both records can say it: scheme, host and path, no query or fragment
+    (the SDK redacts secrets in the query)."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+    except ValueError:
+        return ""
+    return "%s://%s%s" % (parts.scheme.lower(), parts.netloc.lower(), parts.path or "/") if parts.netloc else ""
 
 
 def _browser_install_hint() -> str:
@@ -1948,6 +2029,9 @@ class _Device:
         self.session_id = "device-" + self.id
         self.relay_nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
         self.tickets: Dict[str, dict] = {}            # ticket -> {"context", "page", "minted", "used"}
+        # the browser's own record of the requests its page made (CDP Network): (METHOD, url, status)
+        self.net_seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)
+        self._net_methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
         self.owner = owner
         self.headed = headed
         self.viewport = viewport
@@ -2084,6 +2168,8 @@ class _Device:
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument",
                           {"source": self.relay_source(), "worldName": RELAY_WORLD}, self.page),
             self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
+            # the browser's own record of the page's requests, against which the page's reports are checked
+            self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
             self.cdp.call("Emulation.setDeviceMetricsOverride",
                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
             self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
@@ -2150,12 +2236,57 @@ class _Device:
         if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
             # only the relay's isolated world has this binding: the page's own scripts cannot call it
             self.manager.hub.spawn(self._answer_relay(params.get("executionContextId"), session))
+        elif session == self.page and method.startswith("Network."):
+            self._on_network(method, params)
         elif session == self.page and method == "Page.frameNavigated":
             frame = params.get("frame") or {}
             if not frame.get("parentId"):
                 self.url = str(frame.get("url", ""))[:4096]
         elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
             self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
+
+    def _on_network(self, method: str, params: dict) -> None:
+        """Keep the browser's record of each request its page made, then let the tab's held
+        reports that it now confirms through."""
+        rid = str(params.get("requestId", ""))
+        if method == "Network.requestWillBeSent":
+            request = params.get("request") or {}
+            redirect = params.get("redirectResponse")
+            if isinstance(redirect, dict):
+                self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(redirect.get("url")),
+                                      redirect.get("status")))
+            self._net_methods[rid] = str(request.get("method") or "GET").upper()
+            while len(self._net_methods) > NET_RECORD_MAX:
+                self._net_methods.popitem(last=False)
+            return
+        if method == "Network.responseReceived":
+            response = params.get("response") or {}
+            self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(response.get("url")),
+                                  response.get("status")))
+        elif method == "Network.loadingFailed":
+            self.net_seen.append((self._net_methods.get(rid, "GET"), "", 0))
+        else:
+            return
+        session = self.manager.hub.bridge.sessions.get(self.session_id)
+        if session is not None and session.held:
+            session.admit_held(confirmed_only=True)
+
+    def made_request(self, data: dict) -> bool:
+        """Did this browser make the request its page reports (method, URL without query, status)?"""
+        method = str(data.get("method") or "GET").upper()
+        url = _net_key_url(data.get("url"))
+        status = data.get("status")
+        for seen_method, seen_url, seen_status in reversed(self.net_seen):
+            if seen_method != method:
+                continue
+            if seen_url == "" and not status:
+                return True  # a failed request reported as failed
+            if seen_url != url:
+                continue
+            if not isinstance(status, int) or status <= 0 or status == seen_status or (
+                    status == 200 and seen_status == 304):
+                return True
+        return False
 
     async def navigate(self, url: str) -> None:
         result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
@@ -4685,7 +4816,17 @@ def _after_act(p: dict) -> dict:
     return p
 
 
+def _unmade_issues(known: "_Known") -> List[str]:
+    """Integrity: requests the page reported that the device's browser never made (forged into
+    the SDK's socket by a page script); none of them can make a verdict."""
+    n = known.blind_spots.get("request-not-made")
+    return ["forged: the page reported %d request(s) the browser never made; they were not counted" % n] if n else []
+
+
 def _coverage(known: "_Known", out: dict) -> dict:
+    issues = _unmade_issues(known)
+    if issues:
+        out["honesty"] = dict(out.get("honesty") or {}, integrity={"clean": False, "issues": issues})
     if known.blind_spots:
         out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
         out["coverage_spots"] = [{"kind": k, "count": v} for k, v in known.blind_spots.items()]
@@ -4777,6 +4918,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
     if loss and loss.get("sampled"):
         issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
+    issues.extend(_unmade_issues(known))
     spots = known.blind_spots
     out = {"verified": verified, "verifiedReason": reason, "because": because, "since": since,
            "effect": effect, "verdict": verdict,

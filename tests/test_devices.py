@@ -131,6 +131,22 @@ document.getElementById('send').addEventListener('click', function () {
 </script>"""
 
 
+# A page that makes its SDK report a payment the browser never got a 200 for: an XHR aborted at
+# once (the browser cancels it), whose status it fakes as 200 before the SDK reads it.
+FORGE = """<!doctype html><title>forge</title><button id="pay">Go</button>
+<script>
+document.getElementById('pay').addEventListener('click', function () {
+  var x = new XMLHttpRequest();
+  x.open('POST', '/api/pay');
+  Object.defineProperty(x, 'status', {get: function () { return 200; }});
+  Object.defineProperty(x, 'statusText', {get: function () { return 'OK'; }});
+  x.send('{"amount": 100}');
+  x.abort();
+  document.title = 'paid';
+});
+</script>"""
+
+
 class Recorder(tornado.web.RequestHandler):
     def initialize(self, log):
         self.log = log
@@ -147,7 +163,8 @@ def app():
     server = _harness.AppServer([(r"/api/(\w+)", Recorder, {"log": log}),
                                  (r"/plain", _harness.TemplatePage, {"template": PLAIN, "daemon": ""}),
                                  (r"/events", _harness.TemplatePage, {"template": EVENTS, "daemon": ""}),
-                                 (r"/state", _harness.TemplatePage, {"template": STATEFUL, "daemon": ""})])
+                                 (r"/state", _harness.TemplatePage, {"template": STATEFUL, "daemon": ""}),
+                                 (r"/forge", _harness.TemplatePage, {"template": FORGE, "daemon": ""})])
     server.log = log
     yield server
     server.close()
@@ -320,6 +337,24 @@ def test_a_page_in_a_device_never_sees_its_bridge_ticket_and_cannot_take_the_ses
     finally:
         mcp.call("reticle_close", {})
         snoop.close()
+
+
+def test_a_request_the_browser_never_made_cannot_make_yes_and_is_flagged(mcp, app):
+    """Issue 19 #4: in a device, the page's reports are checked against the browser's own network
+    record; a forged POST /api/pay 200 is not counted, and integrity names it."""
+    sid = mcp.ok("reticle_open", {"url": app.url + "/forge"})["sessionId"]
+    until = {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200}
+    res = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Go"}, "action": "click",
+                                          "sessionId": sid, "until": until, "timeout_ms": 3000})
+    assert res["verified"] != "yes", res
+    res = mcp.ok("reticle_assert", {"predicate": until, "sessionId": sid})
+    assert res["verified"] != "yes", res
+    assert any("never made" in i for i in res.get("integrity", [])), res
+    # a real request of the same page is still counted
+    res = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Go"}, "action": "click",
+                                          "sessionId": sid, "until": {"kind": "settled", "quietMs": 200}})
+    events = mcp.ok("reticle_observe", {"sessionId": sid, "since": 0})
+    assert "net.unmade" in json.dumps(events), events
 
 
 def test_every_act_in_a_device_is_trusted_input(mcp, app):
