@@ -1134,6 +1134,7 @@ class _BrowserSession:
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
         self.held: List[Tuple[float, dict, int]] = []  # (deadline, event, size): reports the browser must confirm
+        self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
         self._held_timer: Any = None
         self.document_id = str(hello.get("documentId") or "")[:64]
         self.arriving: Optional[Tuple[str, float]] = None  # (documentId, until): a hello whose events are still on the way
@@ -1182,7 +1183,23 @@ class _BrowserSession:
         if self.throttled():
             out["session"] = {"lastSeenMs": self.last_seen_ms(), "throttled": True, "focused": self.focused}
             out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+        since = out.get("since")
+        seen = [d for t, d in self.dialogs if isinstance(since, (int, float)) and t >= since]
+        if seen:
+            out["dialogs"] = seen
+            said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
+                                                          d["handled"]) for d in seen[:3])
+            out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
+                ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
+                else "")
         return out
+
+    def note_dialog(self, record: dict) -> None:
+        """A dialog the device answered: kept for the answers (splice_health) and as an event."""
+        now = self.bridge.clock()
+        self.dialogs.append((now, record))
+        self.store.add({"t": now, "type": "dialog", "data": dict(record)}, 256)
+        self._wake()
 
     def splice_buffer(self, out: dict, since: float) -> dict:
         loss = self.store.loss_since(since)
@@ -1472,6 +1489,7 @@ class _BrowserSession:
         if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
             args = dict(args, input="cdp")
             device.acting += 1
+            device.dialog_policy = _dialog_policy(args)
         handler.send_json({"kind": "command", "id": cid, "sessionId": self.id, "name": name, "args": args})
         try:
             reply = await asyncio.wait_for(fut, timeout)
@@ -1485,6 +1503,8 @@ class _BrowserSession:
             self.pending.pop(cid, None)
             if device is not None:
                 device.acting -= 1
+                if not device.acting:
+                    device.dialog_policy = None
         if not reply.get("ok"):
             error = str(reply.get("error") or "the page refused the command")[:4096]
             raise ToolError(error, str(reply.get("recovery") or ""))
@@ -1705,6 +1725,17 @@ class _Bridge:
         for s in list(self.sessions.values()):
             if s.handler is not None:
                 s.handler.close(1001, "reticle daemon stopping")
+
+
+def _dialog_policy(cmd: dict) -> Optional[dict]:
+    """How an act's dialogs are answered: {"accept", "promptText"} from its args' `dialog`
+    ("accept" | "dismiss"), or None (dismiss)."""
+    steps = cmd.get("steps") if isinstance(cmd.get("steps"), list) else [cmd]
+    for step in steps:
+        act_args = step.get("args") if isinstance(step, dict) and isinstance(step.get("args"), dict) else {}
+        if act_args.get("dialog") in ("accept", "dismiss"):
+            return {"accept": act_args["dialog"] == "accept", "promptText": str(act_args.get("promptText", ""))}
+    return None
 
 
 def _act_command(args: dict) -> dict:
@@ -2030,6 +2061,7 @@ class _Device:
         self.relay_nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
         self.tickets: Dict[str, dict] = {}            # ticket -> {"context", "page", "minted", "used"}
         # the browser's own record of the requests its page made (CDP Network): (METHOD, url, status)
+        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
         self.net_seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)
         self._net_methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
         self.owner = owner
@@ -2238,12 +2270,39 @@ class _Device:
             self.manager.hub.spawn(self._answer_relay(params.get("executionContextId"), session))
         elif session == self.page and method.startswith("Network."):
             self._on_network(method, params)
+        elif session == self.page and method == "Page.javascriptDialogOpening":
+            self.manager.hub.spawn(self._answer_dialog(params))
         elif session == self.page and method == "Page.frameNavigated":
             frame = params.get("frame") or {}
             if not frame.get("parentId"):
                 self.url = str(frame.get("url", ""))[:4096]
         elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
             self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
+
+    async def _answer_dialog(self, params: dict) -> None:
+        """An alert, confirm, prompt or beforeunload blocks the page (and every command) until it
+        is answered: answer it at once.  Dismissed, unless the act that raised it asked for
+        `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
+        (the agent asked to leave).  The tab's answers name it (splice_health)."""
+        kind = str(params.get("type") or "alert")
+        policy = self.dialog_policy
+        if policy is not None:
+            accept = bool(policy.get("accept"))
+        else:
+            accept = kind == "beforeunload" and self.loading is not None and self.loading.locked()
+        answer: Dict[str, Any] = {"accept": accept}
+        if accept and kind == "prompt":
+            answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
+        record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
+                  "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
+        _emit(_device_log, logging.INFO, "device_dialog", deviceId=self.id, dialogType=kind, handled=record["handled"])
+        try:
+            await self.cdp.call("Page.handleJavaScriptDialog", answer, self.page, timeout=5.0)
+        except _CdpError as exc:
+            record["handled"] = "failed: %s" % _short(str(exc), 120)
+        session = self.manager.hub.bridge.sessions.get(self.session_id)
+        if session is not None:
+            session.note_dialog(record)
 
     def _on_network(self, method: str, params: dict) -> None:
         """Keep the browser's record of each request its page made, then let the tab's held
@@ -4252,7 +4311,7 @@ _TARGET = {
 }
 _ACT_ARGS = {
     "type": "object",
-    "description": "{value|text|key,modifiers|toRef|name,content,type|confirmDangerous}",
+    "description": "{value|text|key,modifiers|toRef|name,content,type|confirmDangerous|dialog,promptText}",
     "properties": {
         "value": {"type": ["string", "array"], "items": {"type": "string"}},
         "text": {"type": "string"},
@@ -4264,6 +4323,7 @@ _ACT_ARGS = {
         "type": {"type": "string"},
         "holdMs": {"type": "integer", "minimum": 0, "maximum": 30000},
         "confirmDangerous": {"type": "boolean"},
+        "dialog": {"enum": ["accept", "dismiss"]}, "promptText": {"type": "string", "maxLength": 4096},
     },
     "additionalProperties": False,
 }

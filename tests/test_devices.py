@@ -147,6 +147,18 @@ document.getElementById('pay').addEventListener('click', function () {
 </script>"""
 
 
+# Every kind of dialog: on load, from a click, a confirm whose answer the server hears.
+DIALOGS = """<!doctype html><title>dialogs</title><button id="del">Ask</button><p id="out"></p>
+<script>
+alert('welcome');
+document.getElementById('del').addEventListener('click', function () {
+  var yes = confirm('Remove it?');
+  document.getElementById('out').textContent = yes ? 'removed' : 'kept';
+  navigator.sendBeacon('/api/confirm', String(yes));
+});
+</script>"""
+
+
 class Recorder(tornado.web.RequestHandler):
     def initialize(self, log):
         self.log = log
@@ -164,7 +176,8 @@ def app():
                                  (r"/plain", _harness.TemplatePage, {"template": PLAIN, "daemon": ""}),
                                  (r"/events", _harness.TemplatePage, {"template": EVENTS, "daemon": ""}),
                                  (r"/state", _harness.TemplatePage, {"template": STATEFUL, "daemon": ""}),
-                                 (r"/forge", _harness.TemplatePage, {"template": FORGE, "daemon": ""})])
+                                 (r"/forge", _harness.TemplatePage, {"template": FORGE, "daemon": ""}),
+                                 (r"/dialogs", _harness.TemplatePage, {"template": DIALOGS, "daemon": ""})])
     server.log = log
     yield server
     server.close()
@@ -355,6 +368,28 @@ def test_a_request_the_browser_never_made_cannot_make_yes_and_is_flagged(mcp, ap
                                           "sessionId": sid, "until": {"kind": "settled", "quietMs": 200}})
     events = mcp.ok("reticle_observe", {"sessionId": sid, "since": 0})
     assert "net.unmade" in json.dumps(events), events
+
+
+def test_dialogs_never_hang_a_device_and_are_named_in_the_answer(mcp, app):
+    """Issue 19 #5: an alert on load, a confirm from a click: answered at once (dismissed unless
+    the act says accept), named in the answer, and the tab keeps answering."""
+    t0 = time.monotonic()
+    sid = mcp.ok("reticle_open", {"url": app.url + "/dialogs"})["sessionId"]  # alert() on load
+    assert time.monotonic() - t0 < 8
+    button = {"role": "button", "name": "Ask"}
+    res = mcp.ok("reticle_act_and_wait", {"target": button, "action": "click", "sessionId": sid,
+                                          "until": {"kind": "text", "contains": "kept"}, "timeout_ms": 3000})
+    assert res["verified"] == "yes", res
+    assert "confirm dialog (Remove it?) was dismissed" in res.get("warning", ""), res
+    res = mcp.ok("reticle_act", {"target": button, "action": "click", "args": {"dialog": "accept"},
+                                 "sessionId": sid})
+    assert [d["handled"] for d in res["dialogs"]] == ["accepted"], res
+    _harness.wait_until(lambda: [x[1] for x in app.log if x[0] == "confirm"][-1:] == ["true"], 5,
+                        what="the accepted confirm to reach the server")
+    shot = mcp.ok("reticle_screenshot", {"sessionId": sid})  # the page still answers everything
+    assert os.path.getsize(shot["path"]) > 0
+    nav = mcp.ok("reticle_navigate", {"reload": True, "sessionId": sid})
+    assert nav["confirmed"], nav
 
 
 def test_every_act_in_a_device_is_trusted_input(mcp, app):
