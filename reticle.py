@@ -148,6 +148,8 @@ THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
 # Hardening limits (SECURITY.md lists them all, with the tests that pin them).
 MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
+MAX_SSE_STREAMS = 64                       # held-open event streams (GET /mcp/sse and GET /mcp) at once
+MAX_HTTP_CONNECTIONS = 1024                # open client connections; more are closed at once (fewer if fds are few)
 MAX_BATCH_REPLY_BYTES = 8 * 1024 * 1024    # a batch's replies together; the rest are -32600 beyond it
 MAX_JSON_DEPTH = 64                        # nesting of an MCP message; deeper is a -32700 parse error
 HEADER_TIMEOUT_S = 10.0                    # request headers (and an idle keep-alive) must arrive in this
@@ -191,11 +193,42 @@ def _setup_logging(level: int = logging.INFO) -> None:
     """Send reticle's and tornado's logs to stderr as JSON lines (CLI only)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JsonFormatter())
-    for name, lvl in (("reticle", level), ("tornado", logging.WARNING)):
+    handler.addFilter(_RepeatFilter())
+    for name, lvl in (("reticle", level), ("tornado", logging.WARNING), ("asyncio", logging.WARNING)):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(lvl)
         logger.propagate = False
+
+
+class _RepeatFilter(logging.Filter):
+    """At most 5 lines a minute of one repeated warning or error from outside reticle (an accept
+    loop failing with `Too many open files` would otherwise write it thousands of times a second);
+    the next line after a pause says how many were left out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: Dict[str, List[float]] = {}  # message -> [window start, lines in it, left out]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "reticle" or record.name.startswith("reticle.") or record.levelno < logging.WARNING:
+            return True
+        key = "%s:%s" % (record.name, str(record.msg)[:200])
+        now = time.monotonic()
+        seen = self._seen.get(key)
+        if seen is None or now - seen[0] > 60.0:
+            if len(self._seen) > 1000:
+                self._seen.clear()
+            left_out = seen[2] if seen else 0
+            self._seen[key] = [now, 1, 0]
+            if left_out:
+                record.msg = "%s (and %d more like it in the last minute, left out)" % (record.msg, left_out)
+            return True
+        seen[1] += 1
+        if seen[1] > 5:
+            seen[2] += 1
+            return False
+        return True
 
 
 ###############################################################################
@@ -6380,6 +6413,15 @@ class _StopHandler(_BaseHandler):
 class _SseMixin:
     """Server-Sent Events on a held-open GET."""
 
+    def streams_full(self) -> bool:
+        """Refuse (503, Retry-After) a stream beyond MAX_SSE_STREAMS: each one holds a descriptor."""
+        held = len(self.hub.sse_streams) + len(self.hub.get_streams)  # type: ignore[attr-defined]
+        if held < MAX_SSE_STREAMS:
+            return False
+        self.refuse(_HttpRefusal(503, "too many streams", "%d event streams are open, the most this daemon "  # type: ignore[attr-defined]
+                                 "holds; close one or retry later" % held, {"Retry-After": "5"}))
+        return True
+
     def sse_open(self) -> None:
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache, no-transform")
@@ -6431,6 +6473,8 @@ class _SseHandler(_SseMixin, _BaseHandler):
         if not self.hub.mcp_ready:
             self.refuse(_HttpRefusal(503, "MCP server not ready",
                                      "the daemon is up but not serving MCP yet (or is stopping); retry"))
+            return
+        if self.streams_full():
             return
         self.sse_open()
         self.sse_id = str(uuid.uuid4())
@@ -6557,7 +6601,7 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
 
     async def get(self) -> None:
         ok, sid = self._session(required=True)
-        if not ok:
+        if not ok or self.streams_full():
             return
         self.sse_open()
         self.hub.get_streams.add(self)
@@ -7270,6 +7314,38 @@ def _daemon_record(state: _StateDir, port: int) -> Optional[dict]:
         return None
 
 
+def _connection_cap() -> int:
+    """MAX_HTTP_CONNECTIONS, after raising the soft descriptor limit toward the hard one; never
+    more than half the descriptors this process may open (browsers, CDP and logs need the rest)."""
+    try:
+        import resource  # POSIX only
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else 65536
+        if soft != resource.RLIM_INFINITY and soft < min(want, 65536):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, 65536), hard))
+            soft = min(want, 65536)
+    except (ImportError, ValueError, OSError):
+        return MAX_HTTP_CONNECTIONS
+    return MAX_HTTP_CONNECTIONS if soft == resource.RLIM_INFINITY else max(32, min(MAX_HTTP_CONNECTIONS, soft // 2))
+
+
+class _CappedHTTPServer(tornado.httpserver.HTTPServer):
+    """An HTTPServer that closes a new connection at once when _connection_cap() are open, so
+    that a flood of connections cannot take every descriptor (and the accept loop with them)."""
+
+    cap = MAX_HTTP_CONNECTIONS
+    _refused = 0
+
+    def handle_stream(self, stream: tornado.iostream.IOStream, address: Tuple) -> None:
+        if len(getattr(self, "_connections", ())) >= self.cap:
+            self._refused += 1
+            if self._refused in (1, 10, 100) or self._refused % 1000 == 0:
+                _emit(_log, logging.WARNING, "http_connection_refused", open=self.cap, refused=self._refused)
+            stream.close()
+            return
+        super().handle_stream(stream, address)
+
+
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
                  ready: Optional[Callable[[Hub], None]] = None) -> int:
@@ -7306,12 +7382,13 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             pass  # no IPv6 loopback here; 127.0.0.1 still serves
     await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
     app = make_app(hub)
-    server = tornado.httpserver.HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
+    server = _CappedHTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
                                            max_body_size=MAX_BODY_BYTES + (1 << 20),
                                            body_timeout=BODY_TIMEOUT_S + 5,
                                            # Tornado applies this to the wait for request headers too:
                                            # a client that never finishes them is closed.
                                            idle_connection_timeout=HEADER_TIMEOUT_S)
+    server.cap = _connection_cap()
     server.add_sockets(sockets)
     stop = asyncio.Event()
     hub.stop_event = stop

@@ -939,6 +939,23 @@ class HardeningTest(ReticleTestCase):
             body = rest
         return Resp
 
+    # -- issue 19 #6: held-open streams are capped ------------------------------------------------
+    @gen_test(timeout=60)
+    async def test_streams_beyond_the_cap_are_503_and_the_daemon_keeps_serving(self):
+        for _ in range(reticle.MAX_SSE_STREAMS):
+            s = await self.stream("/mcp/sse")
+            self.assertEqual(s.response.code, 200)
+        refused = await self.stream("/mcp/sse")
+        self.assertEqual(refused.response.code, 503)
+        self.assertEqual(refused.response.headers.get("retry-after"), "5")
+        status = await self.fetch("/status")
+        self.assertEqual(status.code, 200)
+        await self.close_streams()
+        self.assertTrue(await self.until(lambda: not self.hub.sse_streams, 5.0))
+        again = await self.stream("/mcp/sse")
+        self.assertEqual(again.response.code, 200)
+        await self.close_streams()
+
     # -- 1. amplification --------------------------------------------------------------
     @gen_test(timeout=30)
     async def test_a_batch_over_the_limit_is_one_32600_and_runs_nothing(self):
