@@ -6233,6 +6233,11 @@ class _BaseHandler(tornado.web.RequestHandler):
         sse = self.get_query_argument("sessionId", None)
         if sse and sse in self.hub.sse_streams:
             return "sse:" + sse
+        # Without a session, each connection is a client of its own: every local client has the
+        # same peer address, and one flooding it must not lock out `reticle status` or a new client.
+        address = getattr(getattr(self.request.connection, "context", None), "address", None)
+        if isinstance(address, tuple) and len(address) >= 2:
+            return "conn:%s:%s" % (address[0], address[1])
         return "addr:%s" % self.request.remote_ip
 
     async def prepare(self) -> None:
@@ -7284,6 +7289,13 @@ async def _probe_port(port: int, timeout: float = 1.0) -> dict:
         try:
             resp = await _http("GET", port, "/status", timeout=timeout, scheme=scheme)
             data = json.loads(resp.body)
+            if resp.code == 429 and isinstance(data, dict) and data.get("error") == "rate limited":
+                # a Reticle daemon under load: wait as it says, once, then call it a busy daemon
+                await asyncio.sleep(min(1.0, float(resp.headers.get("Retry-After", "1") or 1)))
+                resp = await _http("GET", port, "/status", timeout=timeout, scheme=scheme)
+                data = json.loads(resp.body)
+                if resp.code == 429:
+                    return {"state": "daemon", "scheme": scheme, "running": True, "busy": True}
             if isinstance(data, dict) and data.get("running") is True and "version" in data:
                 data["state"] = "daemon"
                 data["scheme"] = scheme

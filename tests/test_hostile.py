@@ -213,3 +213,31 @@ def test_connections_beyond_the_cap_are_closed_at_once_and_the_daemon_serves(tmp
             server.stop()
             await server.close_all_connections()
     asyncio.run(run())
+
+
+def test_a_rate_limited_daemon_is_a_busy_daemon_not_a_stranger(tmp_path):
+    """Issue 19 #7: `reticle status`, `mcp`, `verify` and `stop` probe /status; a 429 from a daemon
+    under load must not read as "held by another process that is not a Reticle daemon"."""
+    import asyncio
+
+    import tornado.httpserver
+    import tornado.netutil
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+        hub.limiter = reticle._RateLimiter(0.001, 1)
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        port = sockets[0].getsockname()[1]
+        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
+        server.add_sockets(sockets)
+        real_key = reticle._BaseHandler.session_key
+        reticle._BaseHandler.session_key = lambda self: "everyone"  # one bucket, already spent
+        try:
+            hub.limiter.check("everyone")
+            probe = await reticle._probe_port(port)
+            assert probe["state"] == "daemon" and probe.get("busy") is True, probe
+        finally:
+            reticle._BaseHandler.session_key = real_key
+            server.stop()
+            await server.close_all_connections()
+    asyncio.run(run())
