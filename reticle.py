@@ -148,6 +148,12 @@ THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
 # Hardening limits (SECURITY.md lists them all, with the tests that pin them).
 MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
+FRAME_BYTES_PER_TAB_S = 1 << 20            # frame bytes one tab may have parsed per second; beyond, dropped unread
+FRAME_BYTES_ALL_TABS_S = 4 << 20           # the same for all tabs together
+SESSIONLESS_SCALE = 5.0                    # all clients without a session share 5 x RETICLE_RATE_LIMIT
+SESSIONLESS_TARPIT_S = 0.25                # ... and a 429 of that shared bucket is answered this late
+BULK_BODY_AFTER = 64 << 10                 # body bytes a request may send before they count as bulk
+BULK_BODY_BYTES_S = 4 << 20                # bulk body bytes read per second, all clients together
 MAX_SSE_STREAMS = 64                       # held-open event streams (GET /mcp/sse and GET /mcp) at once
 MAX_HTTP_CONNECTIONS = 1024                # open client connections; more are closed at once (fewer if fds are few)
 MAX_BATCH_REPLY_BYTES = 8 * 1024 * 1024    # a batch's replies together; the rest are -32600 beyond it
@@ -353,6 +359,8 @@ def _loads(data: Any, strict: bool = True) -> Any:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_parse_float)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply (at most %d levels)" % MAX_JSON_DEPTH)
+    if strict and isinstance(value, list) and len(value) > MAX_BATCH:
+        return value  # refused whole (-32600) before any of it is read: checking it would only cost time
     if strict:
         raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
         deep = raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
@@ -361,6 +369,16 @@ def _loads(data: Any, strict: bool = True) -> Any:
             if problem:
                 raise ValueError(problem)
     return value
+
+
+def _batch_over_limit(raw: bytes) -> str:
+    """Without parsing: '' unless `raw` is a JSON array naming "jsonrpc" more than 4 x MAX_BATCH
+    times, which no batch of MAX_BATCH messages does unless its strings are full of the word;
+    then how many it names."""
+    if not raw[:64].lstrip().startswith(b"["):
+        return ""
+    n = raw.count(b'"jsonrpc"')
+    return "%d messages name jsonrpc" % n if n > 4 * MAX_BATCH else ""
 
 
 def _json_problem(value: Any) -> Optional[str]:
@@ -1164,6 +1182,8 @@ class _BrowserSession:
         self._window_count = 0
         self._window_high = 0
         self._window_sampled = 0
+        self._frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
+        self.paused_ms = 0.0           # how long the bridge stopped reading this tab (frame_pause)
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
         self.held: List[Tuple[float, dict, int]] = []  # (deadline, event, size): reports the browser must confirm
@@ -1404,6 +1424,23 @@ class _BrowserSession:
         if self._changed is not None and not self._changed.done():
             self._changed.set_result(None)
 
+    def frame_pause(self, size: int) -> float:
+        """After a frame of events: 0.0, or the seconds until this tab may send again, once it has
+        sent FRAME_BYTES_PER_TAB_S this second (or all tabs together FRAME_BYTES_ALL_TABS_S).  The
+        bridge then stops reading its socket that long: a tab that floods is slowed by its own
+        socket (its SDK's queue fills and says so), and other tabs and clients keep their share."""
+        now = self.bridge.clock()
+        mine, shared = self._frame_window, self.bridge.frame_window
+        for window in (mine, shared):
+            if now - window[0] >= 1000.0:
+                window[0], window[1] = now, 0
+            window[1] += size
+        over = [w for w, cap in ((mine, FRAME_BYTES_PER_TAB_S), (shared, FRAME_BYTES_ALL_TABS_S)) if w[1] > cap]
+        if not over:
+            return 0.0
+        self.paused_ms += 1000.0 - (now - max(w[0] for w in over))
+        return max(0.0, (1000.0 - (now - max(w[0] for w in over))) / 1000.0)
+
     # -- a device's page reports, checked against the browser's own record -----------------
     def _must_confirm(self, event: dict) -> bool:
         """In a device, a request the page reports (fetch, XHR, beacon) counts only once the
@@ -1618,9 +1655,11 @@ class _Bridge:
         self.clock = hub.clock
         self.sessions: Dict[str, _BrowserSession] = {}
         self.pending_handshakes = 0
+        self.pending: "collections.OrderedDict[Any, None]" = collections.OrderedDict()  # sockets before hello
         self.refusals: collections.deque = collections.deque(maxlen=5)
         self.ever_connected = 0
         self.events_per_second = EVENTS_PER_SECOND_DEFAULT
+        self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it], all tabs together
         # Tabs that went away recently, kept so that a reload (same id, new
         # socket) keeps its buffer and cursors instead of starting blind.
         self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
@@ -6115,23 +6154,25 @@ class _RateLimiter:
         self.burst = burst
         self._buckets: Dict[str, List[float]] = {}
 
-    def check(self, key: str, cost: float = 1.0) -> Optional[float]:
+    def check(self, key: str, cost: float = 1.0, scale: float = 1.0) -> Optional[float]:
         """None when `cost` requests are allowed now (and counted), else the
-        seconds until they would be (and nothing is counted)."""
+        seconds until they would be (and nothing is counted).  `scale` multiplies
+        the rate and the burst (a bucket shared by many clients)."""
         now = time.monotonic()
+        rate, burst = self.rate * scale, self.burst * scale
         bucket = self._buckets.get(key)
         if bucket is None:
             if len(self._buckets) > 10000:
                 self._buckets.clear()
-            bucket = self._buckets[key] = [self.burst, now]
-        tokens = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
+            bucket = self._buckets[key] = [burst, now]
+        tokens = min(burst, bucket[0] + (now - bucket[1]) * rate)
         bucket[1] = now
-        need = min(cost, self.burst)  # a cost above the burst runs into debt rather than never
+        need = min(cost, burst)  # a cost above the burst runs into debt rather than never
         if tokens >= need:
             bucket[0] = tokens - cost
             return None
         bucket[0] = tokens
-        return (need - tokens) / self.rate
+        return (need - tokens) / rate
 
     def peek(self, key: str) -> Optional[float]:
         """None when one request would be allowed now, else the wait; counts nothing."""
@@ -6258,6 +6299,8 @@ class _BaseHandler(tornado.web.RequestHandler):
                     raise _HttpRefusal(413, "payload too large", "the body is %s bytes; at most %d are accepted"
                                        % (length, MAX_BODY_BYTES))
         except _HttpRefusal as refusal:
+            if getattr(self, "_tarpit", False):
+                await asyncio.sleep(SESSIONLESS_TARPIT_S)  # a flood of new connections waits its turn
             self.refuse(refusal, close=True)
             return
         if self.request.method in ("POST", "PUT", "PATCH"):
@@ -6265,7 +6308,14 @@ class _BaseHandler(tornado.web.RequestHandler):
 
     def charge(self, cost: int) -> None:
         """Count `cost` requests against this session key; a 429 refusal when over."""
-        wait = self.hub.limiter.check(self.session_key(), cost)
+        key = self.session_key()
+        wait = self.hub.limiter.check(key, cost)
+        if wait is None and key.startswith("conn:"):
+            # every client without a session also shares SESSIONLESS_SCALE x the rate: new
+            # connections are not a way around the limit
+            wait = self.hub.limiter.check("sessionless", cost, SESSIONLESS_SCALE)
+            if wait is not None:
+                self._tarpit = True
         if wait is not None:
             raise _HttpRefusal(429, "rate limited",
                                "more than %g requests/s (burst %g) for this session; a batch counts each of "
@@ -6273,15 +6323,26 @@ class _BaseHandler(tornado.web.RequestHandler):
                                                                       wait),
                                {"Retry-After": str(max(1, int(wait + 0.999)))})
 
-    def data_received(self, chunk: bytes) -> None:
+    def data_received(self, chunk: bytes) -> Optional[Awaitable[None]]:
         if self._finished:
-            return
+            return None
         self._size += len(chunk)
         if self._size > MAX_BODY_BYTES:
             self.refuse(_HttpRefusal(413, "payload too large", "the body is over %d bytes" % MAX_BODY_BYTES),
                         close=True)
-            return
+            return None
         self._chunks.append(chunk)
+        if self._size > BULK_BODY_AFTER:
+            # Bulk bodies (a 4 MiB batch) share BULK_BODY_BYTES_S: past it, this connection is not
+            # read until the second ends, so that a flood of big bodies (a new session for each)
+            # cannot take the event loop from the small requests of every other client.
+            window, now = self.hub.bulk_window, time.monotonic()
+            if now - window[0] >= 1.0:
+                window[0], window[1] = now, 0
+            window[1] += min(len(chunk), self._size - BULK_BODY_AFTER)
+            if window[1] > BULK_BODY_BYTES_S:
+                return asyncio.sleep(max(0.0, 1.0 - (now - window[0])))
+        return None
 
     def _body_too_slow(self) -> None:
         self._body_timer = None
@@ -6576,8 +6637,21 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         ok, sid = self._session(required=False)
         if not ok:
             return
+        body = self.body()
+        many = _batch_over_limit(body)
+        if many:
+            # refused before it is parsed: parsing 4 MiB of messages that will not run would hold
+            # the event loop, and every other client, for a third of a second
+            try:
+                self.charge(MAX_BATCH)
+            except _HttpRefusal as refusal:
+                self.refuse(refusal)
+                return
+            self.send_json(_rpc_error(None, -32600, "Invalid Request: a batch holds at most %d messages; this one "
+                                                    "holds more (%s), so none ran" % (MAX_BATCH, many)))
+            return
         try:
-            payload = _loads(self.body())
+            payload = _loads(body)
         except ValueError as exc:
             self.send_json(_rpc_error(None, -32700, "Parse error: %s" % exc))
             return
@@ -6756,10 +6830,19 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
     def open(self) -> None:
         bridge = self.hub.bridge
         if bridge.pending_handshakes >= MAX_PENDING_HANDSHAKES:
-            bridge.note_refusal("too many pending handshakes (%d)" % MAX_PENDING_HANDSHAKES)
-            self.close(1013, "too many pending handshakes")
-            return
+            # the socket that has waited longest without a hello makes room: sockets that never
+            # speak cannot keep a real tab (whose hello comes at once) out; it may try again
+            oldest = next(iter(bridge.pending), None)
+            if oldest is None:
+                bridge.note_refusal("too many pending handshakes (%d)" % MAX_PENDING_HANDSHAKES)
+                self.close(1013, "too many pending handshakes")
+                return
+            bridge.note_refusal("too many pending handshakes (%d): the oldest, silent since it opened, was "
+                                "closed" % MAX_PENDING_HANDSHAKES)
+            oldest._end_handshake()
+            oldest.close(1013, "too many pending handshakes; this socket sent no hello")
         bridge.pending_handshakes += 1
+        bridge.pending[self] = None
         self._counted = True
         self.set_nodelay(True)  # commands are small and latency-bound: no Nagle delay
         self._hello_timer = tornado.ioloop.IOLoop.current().call_later(
@@ -6768,13 +6851,16 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
     def _hello_timeout(self) -> None:
         self._hello_timer = None
         if self.session is None:
+            # 1013, not 1008: a page busy at load (a long script) sends its hello late; its SDK
+            # tries again, where 1008 would stop it for good
             self.hub.bridge.note_refusal("a socket sent no hello within %g s" % self.hub.hello_timeout_s)
-            self.close(1008, "hello timeout")
+            self.close(1013, "hello timeout; try again")
 
     def _end_handshake(self) -> None:
         if self._hello_timer is not None:
             tornado.ioloop.IOLoop.current().remove_timeout(self._hello_timer)
             self._hello_timer = None
+        self.hub.bridge.pending.pop(self, None)
         if self._counted:
             self._counted = False
             self.hub.bridge.pending_handshakes -= 1
@@ -6783,7 +6869,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         self._closing = True  # frames already in flight are not read after this
         super().close(code, _ws_reason(reason) if reason else reason)
 
-    def on_message(self, message: Any) -> None:
+    def on_message(self, message: Any) -> Optional[Awaitable[None]]:
         if self._closing:
             return  # refused (1013, 1008, ...): a hello that was in flight must not register a session
         size = len(message)
@@ -6806,14 +6892,12 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
                 return
             self._hello(msg)
             return
-        if kind == "events":
-            events = msg.get("events")
-            if isinstance(events, list):
-                session.ingest(events, size)
-            else:
-                session.ingest([None], size)
-        elif kind == "event":
-            session.ingest([msg.get("event")], size)
+        if kind in ("events", "event"):
+            events = msg.get("events") if kind == "events" else [msg.get("event")]
+            session.ingest(events if isinstance(events, list) else [None], size)
+            pause = session.frame_pause(size)
+            if pause > 0:
+                return asyncio.sleep(pause)  # no next frame is read until then (Tornado awaits it)
         elif kind == "command_result":
             session.last_seen = self.hub.clock()
             session.resolve_command(msg)
@@ -7087,6 +7171,7 @@ class Hub:
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
+        self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
         self.clients: Dict[str, float] = {}
         self.mcp_ready = True
         self.tasks: set = set()
