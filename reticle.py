@@ -2688,6 +2688,11 @@ class _DeviceManager:
     async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
         """Load `url` in a running device (first in a new, empty browser context when `fresh`)
         and wait for its page to connect."""
+        if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
+            # every load of a device, not only reticle_open's: a flow's startUrl may say file:, data:,
+            # chrome: or view-source:, and a fresh replay must not open it
+            raise ToolError("a device opens http: and https: pages only, not %r" % url[:200],
+                            'use a full URL such as "http://localhost:5173/"', setup=True)
         if device.loading is None:
             device.loading = asyncio.Lock()
         async with device.loading:  # two loads at once would each close the tab the other made
@@ -4548,7 +4553,9 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
         out["why"] = hub.bridge.why()
         out["next_action"] = {
             "action": "open_app",
-            "reason": "no tab has loaded %s/reticle.js yet" % hub.public_origin(),
+            "reason": ("no tab is connected now (%d connected since the daemon started, all gone)"
+                       % hub.bridge.ever_connected if hub.bridge.ever_connected else
+                       "no tab has loaded %s/reticle.js yet" % hub.public_origin()),
             "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
             "or": {"tool": "reticle_open", "args": {"url": "<the app's URL>"},
                    "reason": "a browser of Reticle's own, with the SDK injected into the app"},
@@ -5565,7 +5572,7 @@ def _project_dir(hub: "Hub") -> str:
 
 
 def _flow_name(name: Any) -> str:
-    if not isinstance(name, str) or not _FLOW_NAME.match(name) or ".." in name:
+    if not isinstance(name, str) or not _FLOW_NAME.fullmatch(name) or ".." in name:
         raise ToolError("%r is not a flow name: use letters, digits, '-', '_' and '.' (at most 64, no path "
                         "separators, no '..')." % (str(name)[:80],), 'for example "checkout-guest"')
     return name
@@ -5576,10 +5583,19 @@ def _flows_dir(root: str) -> str:
 
 
 def _flow_path(root: str, name: str) -> str:
-    base = os.path.realpath(_flows_dir(root))
-    path = os.path.realpath(os.path.join(base, _flow_name(name) + ".json"))
-    if os.path.dirname(path) != base:
-        raise ToolError("the flow %r would be written outside %s" % (name, base), "choose another name")
+    """The file of flow `name`, refused when `.reticle`, `.reticle/flows` or the file itself is a
+    symbolic link, or the folder is not inside the project: a flow is read and written there only."""
+    name = _flow_name(name)
+    folder = _flows_dir(root)
+    for part in (os.path.dirname(folder), folder, os.path.join(folder, name + ".json")):
+        if os.path.islink(part):
+            raise ToolError("%s is a symbolic link; Reticle reads and writes flows only in the project's own "
+                            ".reticle/flows" % part, "replace the link with a folder (or file) of the project")
+    base = os.path.realpath(folder)
+    real_root = os.path.realpath(root)
+    path = os.path.join(base, name + ".json")
+    if os.path.commonpath([base, real_root]) != real_root or os.path.dirname(os.path.realpath(path)) != base:
+        raise ToolError("the flow %r would be written outside %s" % (name, real_root), "choose another name")
     return path
 
 
@@ -5597,11 +5613,27 @@ def _flow_problems(flow: Any) -> List[str]:
     return problems[:10]
 
 
+FLOW_MAX_BYTES = 1 << 20             # a flow file larger than this is refused unread
+
+
+def _load_flow_file(path: str) -> Any:
+    """A flow file's JSON: at most FLOW_MAX_BYTES, nested at most MAX_JSON_DEPTH levels, strict JSON;
+    ValueError otherwise (never a RecursionError, never minutes of parsing)."""
+    size = os.path.getsize(path)
+    if size > FLOW_MAX_BYTES:
+        raise ValueError("the file is %d bytes; a flow file is at most %d" % (size, FLOW_MAX_BYTES))
+    with open(path, "rb") as fh:
+        data = fh.read(FLOW_MAX_BYTES + 1)
+    try:
+        return _loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError("the file is not UTF-8 (%s)" % exc)
+
+
 def _read_flow(root: str, name: str) -> dict:
     path = _flow_path(root, name)
     try:
-        with open(path, encoding="utf-8") as fh:
-            flow = json.load(fh)
+        flow = _load_flow_file(path)
     except FileNotFoundError:
         have = [f["name"] for f in _list_flows(root)]
         raise ToolError("no flow %r in %s" % (name, _flows_dir(root)),
@@ -5623,17 +5655,18 @@ def _list_flows(root: str) -> List[dict]:
     except OSError:
         return out
     for fname in names:
-        if not fname.endswith(".json") or not _FLOW_NAME.match(fname[:-5]):
+        if not fname.endswith(".json") or not _FLOW_NAME.fullmatch(fname[:-5]):
             continue
         item: Dict[str, Any] = {"name": fname[:-5]}
         try:
-            with open(os.path.join(folder, fname), encoding="utf-8") as fh:
-                flow = json.load(fh)
+            if os.path.islink(os.path.join(folder, fname)):
+                raise ValueError("a symbolic link")
+            flow = _load_flow_file(os.path.join(folder, fname))
             item["steps"] = len(flow.get("steps", []))
             item["startUrl"] = flow.get("startUrl")
             item["savedAt"] = flow.get("savedAt")
-        except (OSError, ValueError, AttributeError):
-            item["problem"] = "not readable as JSON"
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            item["problem"] = "not readable as a flow: %s" % _short(str(exc), 160)
         out.append(item)
     return out
 
@@ -5938,7 +5971,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
 # A result: {name, verified: yes|no|unknown|error, ms, steps: [{index, step, verified, verifiedReason,
 # because, predicate?, evidence?, ms?}], because, failedStep?, error?, screenshot? (base64 PNG)}.
 
-_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")  # not XML 1.0 characters
 
 
 def _xml(value: Any) -> str:
@@ -8314,11 +8347,20 @@ def _verify_load(names: List[str], root: str) -> Tuple[List[dict], List[dict]]:
         if not names:
             errors.append({"name": "(none)", "verified": "error", "steps": [], "ms": 0,
                            "error": "no saved flows in %s; save one with reticle_flow_save" % _flows_dir(root)})
+    expanded: List[str] = []
     for item in names:
+        if os.path.isdir(item):  # a folder of flows: every .json file in it, in name order
+            found = sorted(os.path.join(item, f) for f in os.listdir(item) if f.endswith(".json"))
+            if not found:
+                errors.append({"name": item, "verified": "error", "steps": [], "ms": 0,
+                               "error": "the folder %s holds no .json flow files" % item})
+            expanded.extend(found)
+        else:
+            expanded.append(item)
+    for item in expanded:
         try:
             if item.endswith(".json") or os.sep in item:
-                with open(item, encoding="utf-8") as fh:
-                    flow = json.load(fh)
+                flow = _load_flow_file(item)
                 problems = _flow_problems(flow)
                 if problems:
                     raise ToolError("%s is not a Reticle flow: %s" % (item, "; ".join(problems)))

@@ -410,3 +410,75 @@ def test_a_replayed_secret_is_saved_again_as_its_variable(world):
         assert saved["secrets"] == [SECRET_ENV], saved
     finally:
         mcp.call("reticle_close", {})
+
+
+def test_a_flow_name_with_a_trailing_newline_is_refused(world):
+    error = _refused(world["mcp"], "reticle_flow_save", {"name": "ok\n", "steps": [
+        {"action": "click", "target": {"text": "Go"}}]})
+    assert "not a flow name" in error, error
+    assert not reticle_flow_files(world["project"], "ok\n")
+
+
+def reticle_flow_files(project, name):
+    folder = project / ".reticle" / "flows"
+    return [p for p in folder.iterdir() if p.name.startswith(name)] if folder.exists() else []
+
+
+def test_a_symlinked_flows_folder_is_never_written_through(world, tmp_path):
+    mcp, project = world["mcp"], world["project"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.json").write_text('{"keep": true}')
+    folder = project / ".reticle" / "flows"
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = project / ".reticle" / "flows-real"
+    folder.rename(saved)
+    try:
+        folder.symlink_to(outside)
+        error = _refused(mcp, "reticle_flow_save", {"name": "victim", "steps": [
+            {"action": "click", "target": {"text": "Go"}}]})
+        assert "symbolic link" in error, error
+        assert json.loads((outside / "victim.json").read_text()) == {"keep": True}
+        data, is_error = mcp.call("reticle_flow_replay", {"name": "victim"})
+        assert is_error and "symbolic link" in data["error"], data
+    finally:
+        folder.unlink()
+        saved.rename(folder)
+
+
+def test_a_fresh_replay_opens_http_pages_only(world):
+    mcp = world["mcp"]
+    sid = mcp.ok("reticle_open", {"url": world["app"].url + "/login"})["sessionId"]
+    try:
+        for start in ("file:///etc/passwd", "chrome://version", "data:text/html,<p>x", "view-source:http://a/"):
+            data, is_error = mcp.call("reticle_flow_replay", {"sessionId": sid, "fresh": True, "flow": {
+                "format": 1, "name": "bad-start", "startUrl": start,
+                "steps": [{"assert": {"kind": "text", "contains": "x"}}]}})
+            assert is_error and "http: and https: pages only" in data["error"], (start, data)
+    finally:
+        mcp.call("reticle_close", {})
+
+
+def test_hostile_flow_files_are_setup_errors_not_crashes(tmp_path):
+    import reticle
+
+    folder = tmp_path / ".reticle" / "flows"
+    folder.mkdir(parents=True)
+    (folder / "deep.json").write_text('{"format": 1, "name": "deep", "steps": ' + "[" * 200000 + "]" * 200000 + "}")
+    (folder / "huge.json").write_text('{"format": 1, "name": "huge", "note": "' + "x" * (2 << 20) + '", "steps": []}')
+    (folder / "surrogate.json").write_text('{"format": 1, "name": "bad\\ud800", "steps": [{"assert": '
+                                           '{"kind": "text", "contains": "x"}}]}')
+    (folder / "good.json").write_text(json.dumps({"format": 1, "name": "good", "startUrl": "http://x/",
+                                                  "steps": [{"assert": {"kind": "text", "contains": "x"}}]}))
+    listed = {f["name"]: f for f in reticle._list_flows(str(tmp_path))}
+    assert listed["good"]["steps"] == 1 and "problem" not in listed["good"]
+    assert all("problem" in listed[n] for n in ("deep", "huge", "surrogate")), listed
+    flows, errors = reticle._verify_load([str(folder)], str(tmp_path))  # a folder of flows works
+    assert [f["name"] for f in flows] == ["good"]
+    assert sorted(e["name"] for e in errors) == ["deep", "huge", "surrogate"], errors
+    # the reports of such results are well-formed XML and encodable
+    results = errors + [{"name": "good", "verified": "no", "ms": 1, "failedStep": 0, "because": "x",
+                         "steps": [{"index": 0, "step": "assert text \ufffe\uffff\x01", "verified": "no",
+                                    "because": "page text \ufffe", "ms": 1}]}]
+    ET.fromstring(reticle._junit_xml(results).encode("utf-8"))
+    reticle._html_report(results).encode("utf-8")
