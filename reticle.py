@@ -6156,6 +6156,12 @@ class _Guard:
                 continue
             if not _is_loopback_host(_origin_host(value)):
                 return "the %s header %r is not a loopback page" % (name, value)
+        site = (request.headers.get("Sec-Fetch-Site") or "").strip().lower()
+        if site in ("cross-site", "same-site") and request.headers.get("Origin") is None and \
+                request.headers.get("Referer") is None:
+            # a browser says where a request comes from even when the page withholds Origin and
+            # Referer (referrerpolicy="no-referrer"): a page of another site, unnamed, is not a loopback page
+            return "a %s browser request with no Origin and no Referer is not from a known loopback page" % site
         return None
 
     def check_http(self, request: Any, allowed_origins: Tuple[str, ...] = ()) -> None:

@@ -693,6 +693,21 @@ class AuthorizationTest(ReticleTestCase):
         await self.assert_still_serving()
 
     @gen_test
+    async def test_a_cross_site_request_without_origin_or_referer_is_403_on_every_route(self):
+        """Issue 19 #23: a page with referrerpolicy=no-referrer sends neither header, but the
+        browser still says Sec-Fetch-Site."""
+        for site in ("cross-site", "same-site"):
+            for path, method in self.ROUTES:
+                resp = await self.route(path, method, {"Sec-Fetch-Site": site})
+                body = self.assert_refusal(resp, 403, "forbidden")
+                self.assertIn("no Origin and no Referer", body["detail"])
+        # the same page that names itself (a loopback Referer), a same-origin or a typed-in request is served
+        for headers in ({"Sec-Fetch-Site": "cross-site", "Referer": "http://localhost:5173/"},
+                        {"Sec-Fetch-Site": "same-origin"}, {"Sec-Fetch-Site": "none"}):
+            self.assertEqual((await self.fetch("/reticle.js", "GET", None, headers)).code, 200, headers)
+        await self.assert_still_serving()
+
+    @gen_test
     async def test_missing_host_is_403(self):
         resp = await self.raw(b"GET /status HTTP/1.0\r\n\r\n")
         self.assertEqual(resp.code, 403)
