@@ -6114,7 +6114,8 @@ class _Guard:
         return None
 
     def token_attempt(self, peer: str, presented: Optional[str]) -> bool:
-        """token_ok, with wrong guesses limited per peer address (AUTH_FAIL_RATE).
+        """token_ok, with wrong guesses limited per `peer` (_guess_key: the address, and the page of a
+        browser) (AUTH_FAIL_RATE).
 
         Raises a 429 refusal while the peer is over its budget of wrong
         guesses, whatever it presents, so the token cannot be brute-forced."""
@@ -6169,7 +6170,7 @@ class _Guard:
         if problem is None:
             return
         presented = self.presented_token(request)
-        if self.token_attempt(request.remote_ip or "", presented):
+        if self.token_attempt(_guess_key(request), presented):
             return
         detail = "%s; requests that are not from a loopback client with loopback Host and Origin " \
                  "need the pairing token (Authorization: Bearer <token> or ?token=)" % problem
@@ -6183,6 +6184,21 @@ class _Guard:
         if _normalise_origin(origin) in self.hub.allowed_origins:
             return True
         return _is_loopback_host(_origin_host(origin))
+
+
+def _guess_key(request: Any) -> str:
+    """Whose wrong token guesses a request counts as: its peer address and, for a browser, the page
+    that sent it (its Origin, else what Sec-Fetch-Site says).  Every local browser is 127.0.0.1:
+    a hostile page's wrong guesses must lock out that page, not the right token of everyone else."""
+    peer = request.remote_ip or ""
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        return "%s|page %s" % (peer, _short(origin, 200))
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        referer = request.headers.get("Referer")
+        return "%s|browser %s %s" % (peer, _short(site, 20), _origin_of(referer) if referer else "")
+    return "%s|client" % peer
 
 
 class _RateLimiter:
@@ -6503,7 +6519,7 @@ class _StopHandler(_BaseHandler):
     def post(self) -> None:
         guard = self.hub.guard
         try:
-            ok = guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request))
+            ok = guard.token_attempt(_guess_key(self.request), guard.presented_token(self.request))
         except _HttpRefusal as refusal:
             self.refuse(refusal)
             return
@@ -6814,7 +6830,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
                 _emit(_bridge_log, logging.WARNING, "device_ticket_refused", origin=str(origin)[:200],
                       peer=self.request.remote_ip)
                 try:  # a wrong capability counts as a wrong guess of a secret
-                    guard.token_attempt(self.request.remote_ip or "", capability)
+                    guard.token_attempt(_guess_key(self.request), capability)
                 except _HttpRefusal as refusal:
                     self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
                     return
@@ -6829,7 +6845,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
                               "listed in RETICLE_ALLOWED_ORIGINS" % origin)
             return
         try:
-            token_ok = self.device is not None or guard.token_attempt(self.request.remote_ip or "",
+            token_ok = self.device is not None or guard.token_attempt(_guess_key(self.request),
                                                                       guard.presented_token(self.request))
         except _HttpRefusal as refusal:
             self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
@@ -6975,7 +6991,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         try:
             token_ok = self.hub.guard.token_attempt(
-                self.request.remote_ip or "", msg.get("token") if isinstance(msg.get("token"), str) else None)
+                _guess_key(self.request), msg.get("token") if isinstance(msg.get("token"), str) else None)
         except _HttpRefusal as refusal:
             self.hub.bridge.note_refusal(refusal.detail)
             self.close(1013, "too many wrong tokens; try again later")

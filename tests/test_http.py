@@ -1223,6 +1223,20 @@ class HardeningTest(ReticleTestCase):
         await self.assert_still_serving()
 
     @gen_test
+    async def test_a_pages_wrong_guesses_do_not_lock_out_the_right_token(self):
+        """Issue 19 #15: every local browser is 127.0.0.1; a hostile page's wrong guesses lock out
+        that page only."""
+        burst = int(reticle.AUTH_FAIL_RATE[1])
+        for origin in ("http://evil.test", None):
+            headers = {"Origin": origin} if origin else {"Sec-Fetch-Site": "cross-site"}
+            codes = [(await self.fetch("/status?token=guess%d" % i, headers=headers)).code for i in range(burst + 1)]
+            self.assertEqual(codes[-1], 429, (origin, codes))
+        resp = await self.fetch("/status", headers={"Host": "evil.com", "Authorization": "Bearer " + TOKEN})
+        self.assertEqual(resp.code, 200, resp.body)  # a client (no Origin, no Sec-Fetch-Site) with the token
+        resp = await self.fetch("/status?token=" + TOKEN, headers={"Origin": "http://evil.test"})
+        self.assertEqual(resp.code, 429)  # the page that guessed stays locked out
+
+    @gen_test
     async def test_a_30_day_old_session_id_is_unknown(self):
         import time
         signer = self.hub.signer
