@@ -1852,6 +1852,8 @@ _device_log = logging.getLogger("reticle.devices")
 DEVICE_BUDGET_DEFAULT = (5, 600.0)         # starts per session key per window (RETICLE_DEVICE_BUDGET)
 MAX_DEVICES_DEFAULT = 4                    # alive at once (RETICLE_MAX_DEVICES)
 DEVICE_IDLE_S = 600.0                      # a device closes when its session key is idle this long
+DEVICE_EVICT_IDLE_S = 120                  # ... or, when all are taken and another client needs one, this long
+DEVICE_BUDGET_ALL_SCALE = 4                # all session keys together: 4 x RETICLE_DEVICE_BUDGET
 DEVICE_START_TIMEOUT_S = 20.0              # browser launch until its DevTools endpoint answers
 DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's hello
 DEVICE_VIEWPORT = (1280, 800)
@@ -2631,18 +2633,40 @@ class _DeviceManager:
 
     # -- open and close -----------------------------------------------------------
     def _check_budget(self, key: str) -> None:
+        """The start budget of `key`, and of all keys together (DEVICE_BUDGET_ALL_SCALE x it): a
+        new session for every start is no way around it."""
         count, window = self.budget
         now = time.time()
-        starts = self.starts.setdefault(key, collections.deque())
-        while starts and starts[0] <= now - window:
-            starts.popleft()
-        if len(starts) >= count:
-            next_at = starts[0] + window
-            raise ToolError("device-start budget spent: %d starts per %g s for this session key "
-                            "(RETICLE_DEVICE_BUDGET); the next start is allowed at %s, in %d s."
-                            % (count, window, _wall_iso(next_at), max(1, int(next_at - now + 0.999))),
-                            "reuse the open device (reticle_open reuses the caller's own) or wait",
-                            nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
+        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
+            starts = self.starts.setdefault(who, collections.deque())
+            while starts and starts[0] <= now - window:
+                starts.popleft()
+            if len(starts) >= limit:
+                next_at = starts[0] + window
+                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
+                                "the next start is allowed at %s, in %d s."
+                                % (limit, window, "this session key" if who == key else "all clients together",
+                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
+                                   max(1, int(next_at - now + 0.999))),
+                                "reuse the open device (reticle_open reuses the caller's own) or wait",
+                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
+
+    async def _make_room(self) -> None:
+        """At the cap, close the device whose client has been silent longest, if that is more than
+        DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse."""
+        if len(self.devices) < self.max_devices:
+            return
+        now = time.monotonic()
+        idle = [(now - self.last_used.get(d.owner, now), d) for d in self.devices.values() if d.ready]
+        idle.sort(key=lambda x: -x[0])
+        if idle and idle[0][0] > DEVICE_EVICT_IDLE_S:
+            silent, device = idle[0]
+            _emit(_device_log, logging.WARNING, "device_evicted", deviceId=device.id, silentS=round(silent))
+            await self.close(device, "its client was silent for %d s and another client needed a device" % silent)
+            return
+        raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open, and every "
+                        "one was used in the last %d s." % (self.max_devices, len(self.devices), DEVICE_EVICT_IDLE_S),
+                        "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES")
 
     async def open(self, key: str, url: str, headed: bool = False,
                    viewport: Optional[Tuple[int, int]] = None, fresh: bool = False) -> Tuple[_Device, bool]:
@@ -2658,13 +2682,11 @@ class _DeviceManager:
             return own, False
         if own is not None:
             await self.close(own, "replaced by a device with other settings")
-        if len(self.devices) >= self.max_devices:  # a device counts from the moment it starts
-            raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open."
-                            % (self.max_devices, len(self.devices)),
-                            "close one with reticle_close, or raise RETICLE_MAX_DEVICES")
         self._check_budget(key)
+        await self._make_room()  # a device counts from the moment it starts
         exe = _find_browser()
         self.starts[key].append(time.time())
+        self.starts["*"].append(time.time())
         device = _Device(self, key, headed, viewport)
         self.devices[device.id] = device
         self.touch(key)
@@ -5342,6 +5364,10 @@ async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: di
         live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
         raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
                                                             live), "pass the sessionId that reticle_open answered")
+    if device.owner != ctx.session_key:
+        raise ToolError("the device of session %s belongs to another client; only the client that opened it "
+                        "may close it (it closes by itself after %d s of that client's silence)"
+                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId")
     await hub.devices.close(device, "reticle_close")
     return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
 
@@ -6608,6 +6634,9 @@ class _SseHandler(_SseMixin, _BaseHandler):
                 await self.sse_hold()
         finally:
             self.hub.sse_streams.pop(self.sse_id, None)
+            own = self.hub.devices.owned_by(self.ctx.session_key)
+            if own is not None:  # an SSE client that hung up is gone for good: so is its device
+                self.hub.spawn(self.hub.devices.close(own, "its MCP client's stream closed"))
             for task in list(self.calls):
                 task.cancel()
             if self.calls:

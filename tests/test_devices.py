@@ -503,7 +503,7 @@ def test_the_fifth_device_is_refused_with_the_limit_named(tmp_path, app):
         assert len(d.status()["devices"]) == 4
         clients.append(_harness.Mcp(d.url + "/mcp"))
         data, is_error = clients[-1].call("reticle_open", {"url": app.url + "/plain"})
-        assert is_error and "at most 4 devices" in data["error"] and "RETICLE_MAX_DEVICES" in data["error"]
+        assert is_error and "at most 4 devices" in data["error"] and "RETICLE_MAX_DEVICES" in data["error"], data
         assert len(d.status()["devices"]) == 4
         clients[0].ok("reticle_close", {})
         clients[-1].ok("reticle_open", {"url": app.url + "/plain"})  # room again
@@ -513,6 +513,61 @@ def test_the_fifth_device_is_refused_with_the_limit_named(tmp_path, app):
         d.close()  # the planned stop closes all four
     records = os.path.join(d.state_dir, "devices")
     assert os.listdir(records) == []
+
+
+def test_the_budget_holds_across_new_sessions_and_a_client_closes_only_its_own(tmp_path, app):
+    """Issue 19 #16: a new initialize before each start is no way around the budget, and one
+    client cannot close another's device."""
+    d = _harness.Daemon(tmp_path / "state", env={"RETICLE_DEVICE_BUDGET": "1/600"})
+    clients = []
+    try:
+        for n in range(5):
+            clients.append(_harness.Mcp(d.url + "/mcp"))
+            if n < 4:
+                clients[-1].ok("reticle_open", {"url": app.url + "/plain"})
+                if n < 3:
+                    clients[-1].ok("reticle_close", {})
+        data, is_error = clients[-1].call("reticle_open", {"url": app.url + "/plain"})
+        assert is_error and "all clients together" in data["error"], data
+        victim = d.status()["devices"][0]["sessionId"]
+        data, is_error = clients[-1].call("reticle_close", {"sessionId": victim})
+        assert is_error and "belongs to another client" in data["error"], data
+        assert [x["sessionId"] for x in d.status()["devices"]] == [victim]
+    finally:
+        for c in clients:
+            c.close()
+        d.close()
+
+
+def test_a_silent_clients_device_makes_room_for_another(tmp_path, app):
+    """Issue 19 #16: at the cap, the device of a client silent for DEVICE_EVICT_IDLE_S (one that
+    crashed) is closed for a client that needs one; a device in use is not."""
+    import tornado.httpserver
+    import tornado.netutil
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        hub.port = sockets[0].getsockname()[1]
+        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
+        server.add_sockets(sockets)
+        manager = hub.devices
+        manager.max_devices = 1
+        try:
+            first, _ = await manager.open("key-1", app.url + "/plain")
+            try:
+                await manager.open("key-2", app.url + "/plain")
+                raise AssertionError("a device in use was taken")
+            except reticle.ToolError as exc:
+                assert "every one was used in the last" in exc.error, exc.error
+            manager.last_used["key-1"] -= reticle.DEVICE_EVICT_IDLE_S + 1  # its client went silent
+            second, started = await manager.open("key-2", app.url + "/plain")
+            assert started and first.closed and list(manager.devices) == [second.id]
+        finally:
+            await manager.close_all("the test ended")
+            server.stop()
+
+    asyncio.run(run())
 
 
 def test_a_sigkilled_daemons_browsers_are_reaped_by_the_next_start(tmp_path, app):
