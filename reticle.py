@@ -7850,6 +7850,23 @@ class _InitChange:
         self.what = what
 
 
+def _outside_project(root: str, path: str) -> Optional[str]:
+    """Why init must not write `path` (a symbolic link on the way from `root`, dangling or not, or a
+    real path outside `root`), or None.  init writes into the project and nowhere else."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return "%s is outside the project" % path
+    current = os.path.abspath(root)
+    for part in rel.split(os.sep):
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            return "%s is a symbolic link (to %s)" % (current, os.readlink(current))
+    real_root = os.path.realpath(root)
+    if os.path.commonpath([os.path.realpath(path), real_root]) != real_root:
+        return "%s resolves outside the project" % path
+    return None
+
+
 def _read_text(path: str) -> Optional[str]:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -7934,26 +7951,62 @@ def _dev_snippet(kind: str, origin: str) -> str:
             % loader)
 
 
+def _csp_allows(sources: List[str], url: str) -> bool:
+    """Whether a CSP source list admits `url` (the daemon's http:// or ws:// origin) from a page
+    served over http: `*` (not for ws: in older browsers, but CSP3 allows it), a scheme source,
+    a host source with or without scheme and port (`:*` too)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme, host, port = parts.scheme, (parts.hostname or "").lower(), parts.port
+    for raw in sources:
+        src = raw.strip().lower()
+        if src == "*" or src == scheme + ":" or (scheme == "ws" and src in ("ws:", "wss:")):
+            return True
+        m = re.fullmatch(r"(?:([a-z][a-z0-9+.-]*)://)?(\*\.)?([a-z0-9.\-\[\]:]+?)(?::(\d+|\*))?(/.*)?", src)
+        if not m or src.startswith("'"):
+            continue
+        s_scheme, wild, s_host, s_port = m.group(1), m.group(2), m.group(3), m.group(4)
+        if s_scheme and s_scheme != scheme and not (scheme == "ws" and s_scheme in ("http", "wss")) and not (
+                scheme == "http" and s_scheme == "https"):
+            continue
+        if wild:
+            if not host.endswith("." + s_host):
+                continue
+        elif s_host != host:
+            continue
+        if s_port == "*" or (s_port and port is not None and int(s_port) == port):
+            return True
+        if s_port is None and port in (None, 80):
+            return True
+    return False
+
+
 def _csp_warnings(texts: Dict[str, str], origin: str) -> List[str]:
     """A Content-Security-Policy found in the app's files that would block the script or its
     WebSocket."""
     out = []
     ws = "ws" + origin[4:]
     for path, text in texts.items():
-        policies = re.findall(r'http-equiv=["\']Content-Security-Policy["\'][^>]*content=["\']([^"\']+)', text, re.I)
-        policies += re.findall(r'Content-Security-Policy["\']?\s*[:,]\s*["\']([^"\']+)', text, re.I)
+        # a policy quotes its keywords ('self'): the value runs to the quote that opened it
+        policies = [m.group(2) for m in re.finditer(
+            r'http-equiv=["\']Content-Security-Policy["\'][^>]*?content=(["\'])(.*?)\1', text, re.I | re.S)]
+        policies += [m.group(2) for m in re.finditer(
+            r'Content-Security-Policy["\']?\s*[:,]\s*(["\'])(.*?)\1', text, re.I | re.S)]
         for policy in policies:
             directives = {}
             for part in policy.split(";"):
                 bits = part.split()
                 if bits:
                     directives[bits[0].lower()] = bits[1:]
-            script = directives.get("script-src", directives.get("default-src"))
+            script = directives.get("script-src-elem", directives.get("script-src", directives.get("default-src")))
             connect = directives.get("connect-src", directives.get("default-src"))
-            if script is not None and origin not in script and "*" not in script:
+            if script is not None and not _csp_allows(script, origin):
                 out.append("%s: its Content-Security-Policy script-src does not allow %s; add it in development"
                            % (path, origin))
-            if connect is not None and ws not in connect and "*" not in connect and origin not in connect:
+            if script is not None and "'unsafe-inline'" not in [x.lower() for x in script]:
+                out.append("%s: its Content-Security-Policy script-src has no 'unsafe-inline', so an inline loader "
+                           "is blocked: use <script src=\"%s/reticle.js\"></script> in development instead"
+                           % (path, origin))
+            if connect is not None and not _csp_allows(connect, ws):
                 out.append("%s: its Content-Security-Policy connect-src does not allow %s (the SDK's WebSocket); "
                            "add it in development" % (path, ws))
         if not policies and re.search(r"\bCSP_[A-Z_]+\s*=|Content-Security-Policy", text):
@@ -7966,10 +8019,20 @@ def _merge_json_server(path: str, key: str, entry: dict) -> Tuple[Optional[_Init
     old = _read_text(path)
     if old is None and os.path.exists(path):
         return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
+    def no_duplicates(pairs: List[Tuple[str, Any]]) -> dict:
+        seen: Dict[str, Any] = {}
+        for k, v in pairs:
+            if k in seen:
+                raise ValueError("the key %r appears twice" % k)
+            seen[k] = v
+        return seen
     try:
-        data = json.loads(old) if old and old.strip() else {}
-    except ValueError:
-        return None, "%s is not valid JSON; left alone. Add under %r: %s" % (path, key, _dumps({_SERVER_NAME: entry}))
+        # strict: 1e999 would come back as Infinity (not JSON), a duplicate key would lose a block
+        data = json.loads(old, object_pairs_hook=no_duplicates, parse_constant=_reject_constant,
+                          parse_float=_parse_float) if old and old.strip() else {}
+    except (ValueError, RecursionError) as exc:
+        return None, "%s is not valid strict JSON (%s); left alone. Add under %r: %s" % (
+            path, _short(str(exc), 120), key, _dumps({_SERVER_NAME: entry}))
     if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
         return None, "%s has an unexpected shape; left alone" % path
     servers = data.get(key, {})
@@ -7985,10 +8048,38 @@ def _toml_str(value: str) -> str:
     return json.dumps(value)  # a JSON string of printable text is a TOML basic string
 
 
+def _toml_has_server(text: str) -> Optional[bool]:
+    """Whether Codex's TOML already names the server, in any form ([mcp_servers.reticle], a dotted
+    `mcp_servers.reticle.command = ...`, or `reticle = {...}` under [mcp_servers]); None when the
+    file is not valid TOML (checked where tomllib exists, Python 3.11+)."""
+    try:
+        import tomllib  # Python 3.11+: where it is missing, the forms below are matched by pattern
+    except ImportError:
+        tomllib = None  # type: ignore[assignment]
+    if tomllib is not None:
+        try:
+            data = tomllib.loads(text)
+        except (ValueError, RecursionError):
+            return None
+        servers = data.get("mcp_servers")
+        return isinstance(servers, dict) and _SERVER_NAME in servers
+    name = r"[\"']?%s[\"']?" % _SERVER_NAME
+    if re.search(r"^\s*\[\s*mcp_servers\s*\.\s*%s\s*[\].]" % name, text, re.M):
+        return True
+    if re.search(r"^\s*mcp_servers\s*\.\s*%s\s*[.=]" % name, text, re.M):
+        return True
+    table = re.search(r"^\s*\[\s*mcp_servers\s*\]\s*$(.*?)(?=^\s*\[|\Z)", text, re.M | re.S)
+    return bool(table and re.search(r"^\s*%s\s*[.=]" % name, table.group(1), re.M))
+
+
 def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], str]:
     old = _read_text(path)
     text = old or ""
-    if re.search(r"^\s*\[\s*mcp_servers\s*\.\s*[\"']?%s[\"']?\s*\]" % _SERVER_NAME, text, re.M):
+    has = _toml_has_server(text)
+    if has is None:
+        return None, "%s is not valid TOML; left alone. Add: [mcp_servers.%s] command = %s" % (
+            path, _SERVER_NAME, _toml_str(command[0]))
+    if has:
         return None, "%s already has [mcp_servers.%s]" % (path, _SERVER_NAME)
     block = "[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n" % (
         _SERVER_NAME, _toml_str(command[0]), ", ".join(_toml_str(a) for a in command[1:]))
@@ -8004,7 +8095,12 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     notes: List[str] = []
     entry = app.get("entry")
     texts: Dict[str, str] = {}
-    if entry:
+    if entry and _outside_project(root, entry):
+        notes.append("%s: left alone (init edits files of the project only); add the tag by hand: %s"
+                     % (_outside_project(root, entry), _dev_snippet(app["kind"], origin)))
+        entry = None
+        app = dict(app, entry=None)
+    elif entry:
         text = _read_text(entry) or ""
         texts[os.path.relpath(entry, root)] = text
         snippet = _dev_snippet(app["kind"], origin)
@@ -8038,6 +8134,10 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
                                 (os.path.join(".vscode", "mcp.json"), "servers", dict(stdio, type="stdio"))):
+        problem = _outside_project(root, os.path.join(root, rel))
+        if problem:
+            notes.append("%s: left alone (init writes inside the project only)" % problem)
+            continue
         change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj)
         if change:
             changes.append(change)
@@ -8094,11 +8194,19 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             out.write("nothing written\n")
             return 1
+    written = 0
     for c in changes:
+        inside = not os.path.relpath(c.path, root).startswith(os.pardir)
+        problem = _outside_project(root, c.path) if inside else None
+        if problem:  # it changed since the plan was made
+            out.write("skipped %s: %s\n" % (c.path, problem))
+            continue
         os.makedirs(os.path.dirname(c.path), exist_ok=True)
-        with open(c.path, "w", encoding="utf-8") as fh:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (getattr(os, "O_NOFOLLOW", 0) if inside else 0)
+        with os.fdopen(os.open(c.path, flags, 0o644), "w", encoding="utf-8") as fh:
             fh.write(c.new)
-    out.write("done: %d file(s) written\n" % len(changes))
+        written += 1
+    out.write("done: %d file(s) written\n" % written)
     return 0
 
 
