@@ -1859,6 +1859,8 @@ DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's
 DEVICE_VIEWPORT = (1280, 800)
 CDP_MAX_MESSAGE_BYTES = 256 << 20          # full-page screenshots arrive as one base64 frame
 SCREENSHOT_INLINE_MAX_WIDTH = 1280
+SCREENSHOT_MAX_HEIGHT = 16384              # a full-page capture stops here: a taller PNG overruns CDP's read buffer
+SCREENSHOT_INLINE_MAX_HEIGHT = 4096        # the inline JPEG shows at most this many pixels of height
 RELAY_WORLD = "reticle-relay"              # the isolated world that alone holds a device's bridge tickets
 RELAY_BINDING = "__reticleRelayTicket"     # the CDP binding, installed in that world only, that asks for one
 TICKET_UNUSED_S = 30.0                     # a ticket no socket used within this long is void
@@ -5404,8 +5406,9 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
                        "height": box["height"]}
     elif args.get("fullPage"):
         size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
-        clip = area = {"x": 0, "y": 0, "width": size.get("width", area["width"]),
-                       "height": size.get("height", area["height"])}
+        clip = area = {"x": 0, "y": 0, "width": min(float(size.get("width", area["width"])), 4096.0),
+                       "height": min(float(size.get("height", area["height"])), float(SCREENSHOT_MAX_HEIGHT))}
+        cut = float(size.get("height", 0) or 0) > SCREENSHOT_MAX_HEIGHT
     png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
     width, height = _png_size(png)
     name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
@@ -5413,9 +5416,13 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
     await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
     out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
            "url": device.url}
+    if args.get("fullPage") and not args.get("ref") and cut:
+        out["truncated"] = {"pageHeight": round(float(size.get("height", 0))), "capturedHeight": SCREENSHOT_MAX_HEIGHT,
+                            "note": "the page is taller than %d px; the capture stops there" % SCREENSHOT_MAX_HEIGHT}
     if not args.get("inline"):
         return out
     scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
+    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))  # a readable strip, not 32,000 px
     jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
     jw, jh = _jpeg_size(jpeg)
     out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}

@@ -450,6 +450,24 @@ def test_a_wide_page_is_inlined_at_most_1280_px_wide(mcp, app):
     assert reticle._jpeg_size(jpeg) == (1280, 400)
 
 
+def test_a_32000_px_page_is_captured_to_its_cap_and_the_device_survives(mcp):
+    """Issue 19 #20: a 1280x32000 full-page capture overran CDP's read buffer and took the device down."""
+    tall = _harness.AppServer([(r"/.*", _harness.TemplatePage, {"template": (
+        '<!doctype html><title>tall</title><div style="height:32000px;background:linear-gradient(red,blue)">'
+        '</div>'), "daemon": ""})])
+    try:
+        sid = mcp.ok("reticle_open", {"url": tall.url + "/"})["sessionId"]
+        result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "fullPage": True, "inline": True})
+        data = json.loads(result.content[0].text)
+        assert data["height"] == reticle.SCREENSHOT_MAX_HEIGHT and data["truncated"]["pageHeight"] >= 32000, data
+        jpeg = base64.b64decode([c for c in result.content if c.type == "image"][0].data)
+        assert reticle._jpeg_size(jpeg)[1] <= reticle.SCREENSHOT_INLINE_MAX_HEIGHT
+        assert mcp.ok("reticle_screenshot", {"sessionId": sid})["height"] == 800  # the device is still there
+    finally:
+        mcp.call("reticle_close", {})
+        tall.close()
+
+
 def test_a_persons_tab_keeps_the_synthetic_path_and_has_no_screenshots(daemon, mcp, app):
     page = _harness.AppServer([(r"/.*", _harness.TemplatePage, {"template": TAGGED, "daemon": daemon.url})])
     browser = _harness.Browser(page.url + "/")
