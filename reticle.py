@@ -1125,6 +1125,28 @@ class _EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
+def _event_bytes(data: Any) -> int:
+    """About what an event's data takes in memory once parsed (its strings, plus some 100 bytes a
+    value): a frame's bytes shared evenly would count a 900 KB body in a frame of 200 events as
+    4.5 KB, and the per-tab byte cap would not hold.  A walk of at most 400 values."""
+    total, stack, seen = 512, [data], 0
+    while stack and seen < 400:
+        v = stack.pop()
+        seen += 1
+        if isinstance(v, str):
+            total += len(v) + 64
+        elif isinstance(v, dict):
+            total += 100 + 40 * len(v)
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            total += 60 + 8 * len(v)
+            stack.extend(v)
+        else:
+            total += 32
+    return total
+
+
 class _Window(list):
     """A window's events, with the cursor it starts at (so quiet can be counted from it)."""
 
@@ -1416,7 +1438,7 @@ class _BrowserSession:
                 self._hold(event, size)
                 continue
             self._observe(event)
-            self.store.add(event, size, trim=False)
+            self.store.add(event, max(size, _event_bytes(data)), trim=False)
         self.store.trim(now)
         if dropped:
             self._window_sampled += dropped
@@ -1755,6 +1777,9 @@ class _Bridge:
             while len(self.departed) > MAX_DEPARTED:  # oldest first: dicts keep insertion order
                 del self.departed[next(iter(self.departed))]
         _emit(_bridge_log, logging.INFO, "session_disconnected", sessionId=session.id)
+        # the buffer of a tab that does not come back is freed when its keep ends, not at the next connect
+        keep = DEPARTED_KEEP_MS
+        tornado.ioloop.IOLoop.current().call_later(keep / 1000.0 + 0.05, lambda: self._reap_departed(keep))
 
     def _reap_departed(self, keep_ms: float = DEPARTED_KEEP_MS) -> None:
         now = self.clock()

@@ -180,6 +180,37 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         assert status.code == 200
 
     @gen_test
+    async def test_a_big_event_counts_its_own_bytes_and_a_gone_tabs_buffer_is_freed(self):
+        """Issue 19 #19: a frame's bytes were shared evenly among its events, so a 900 KB body in a
+        frame of 200 counted 4.5 KB and the 8 MiB cap did not hold; a closed tab's buffer was
+        freed only when another tab connected."""
+        conn = await self.ws()
+        await self.hello(conn)
+        events = [{"type": "net.request", "t": 1, "data": {"url": "http://localhost:5173/a", "method": "GET",
+                                                            "status": 200, "responseBody": "x" * 900000}}]
+        events += [{"type": "dom.attr", "t": 2, "data": {"sel": "#a"}} for _ in range(199)]
+        await conn.write_message(json.dumps({"kind": "events", "events": events}))
+        session = self.hub.bridge.sessions["s-test-1"]
+        for _ in range(100):
+            if session.store.total >= 200:
+                break
+            await asyncio.sleep(0.01)
+        assert session.store.bytes >= 900000, session.store.bytes
+        keep = reticle.DEPARTED_KEEP_MS
+        reticle.DEPARTED_KEEP_MS = 200
+        try:
+            conn.close()
+            for _ in range(100):
+                if "s-test-1" in self.hub.bridge.departed:
+                    break
+                await asyncio.sleep(0.01)
+            assert "s-test-1" in self.hub.bridge.departed
+            await asyncio.sleep(0.6)  # no other tab connects in the meantime
+            assert "s-test-1" not in self.hub.bridge.departed
+        finally:
+            reticle.DEPARTED_KEEP_MS = keep
+
+    @gen_test
     async def test_unknown_kind_is_kept_as_a_blind_spot_not_dropped(self):
         conn = await self.ws()
         await self.hello(conn)
