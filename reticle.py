@@ -4942,6 +4942,17 @@ _CONSOLE_TYPES = ("console.log", "console.info", "console.warn", "console.error"
                   "error.uncaught")
 
 
+# A secret a page prints as code: a framework's debugger page (Werkzeug's `SECRET = "..."`, a
+# Django settings dump), an inlined config.  Its value is redacted like a token's.
+_PAGE_SECRET_RE = re.compile(r"""(?i)\b((?:[A-Z0-9_]*_)?(?:secret(?:_key)?|password|passwd|api[_-]?key|access[_-]?key|"""
+                             r"""private[_-]?key|client[_-]?secret|auth[_-]?token)\b["']?\s*[:=]\s*)(["'])([^"'\n]{4,})\2""")
+
+
+def _redact_page_text(text: str) -> str:
+    """Page text (a console line, a stack) with secrets that look like code redacted, and tokens."""
+    return _redact(_PAGE_SECRET_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]" + m.group(2), text))
+
+
 async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     since, until = _window(session, args, 0.0)
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
@@ -4949,13 +4960,13 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     for e in events:
         d = e.get("data") or {}
         level = "error" if e["type"] == "error.uncaught" else e["type"].split(".", 1)[1]
-        item = {"level": level, "text": d.get("text") or d.get("message") or "", "t": e["t"]}
+        item = {"level": level, "text": _redact_page_text(str(d.get("text") or d.get("message") or "")), "t": e["t"]}
         if e["type"] == "error.uncaught":
             item["uncaught"] = True
             if d.get("kind"):
                 item["kind"] = d["kind"]
         if d.get("stack"):
-            item["stack"] = "\n".join(str(d["stack"]).splitlines()[:5])
+            item["stack"] = _redact_page_text("\n".join(str(d["stack"]).splitlines()[:5]))
         if d.get("source"):
             item["source"] = d["source"]
         logs.append(item)

@@ -211,6 +211,25 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
             reticle.DEPARTED_KEEP_MS = keep
 
     @gen_test
+    async def test_console_redacts_a_debugger_pages_secret(self):
+        """Issue 19 (real apps): reticle_console answered a framework debugger page with its SECRET."""
+        conn = await self.ws()
+        await self.hello(conn)
+        page = ('<!doctype html><title>Traceback</title><script>var CONSOLE_MODE = false, EVALEX = true, '
+                'EVALEX_TRUSTED = false, SECRET = "Zq8VbN3kP1xT7mWc";</script>' + "x" * 3000)
+        await conn.write_message(json.dumps({"kind": "event", "event": {"type": "console.error", "t": 1, "data": {
+            "text": "GET /api 500: " + page, "stack": "at f (SECRET_KEY = 'django-insecure-0123')"}}}))
+        session = self.hub.bridge.sessions["s-test-1"]
+        for _ in range(100):
+            if session.store.total:
+                break
+            await asyncio.sleep(0.01)
+        out = await reticle._tool_console(self.hub, session, {}, None)
+        text = json.dumps(out)
+        assert "Zq8VbN3kP1xT7mWc" not in text and "django-insecure" not in text, text[:500]
+        assert 'SECRET = \\"[redacted]\\"' in text or "SECRET = \"[redacted]\"" in out["logs"][0]["text"]
+
+    @gen_test
     async def test_unknown_kind_is_kept_as_a_blind_spot_not_dropped(self):
         conn = await self.ws()
         await self.hello(conn)
