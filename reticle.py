@@ -10585,6 +10585,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           el.getAttribute('aria-live') === 'assertive';
         (loud ? told.alerts : told.statuses).push({ ref: refFor(el), text: said });
       }
+      // toasts the app declared (reticle.describe({toasts})): error ones are alerts, the others statuses
+      var listed = new Set(Array.prototype.slice.call(live));
+      [['error', told.alerts], ['info', told.statuses]].forEach(function (kind) {
+        (TOASTS[kind[0]] || []).forEach(function (sel) {
+          var found;
+          try {
+            found = document.querySelectorAll(sel);
+          } catch (e) {
+            return;
+          }
+          for (var k = 0; k < found.length && told.alerts.length + told.statuses.length < 20; k++) {
+            var t = found[k];
+            if (listed.has(t) || !isVisible(t, cache) || isIgnored(t)) continue;
+            listed.add(t);
+            var text = clip(norm(textOf(t, 0)), 200);
+            if (text) kind[1].push({ ref: refFor(t), text: text, toast: true });
+          }
+        });
+      });
       if (told.alerts.length) st.alerts = told.alerts;
       if (told.statuses.length) st.statuses = told.statuses;
       var modal = document.querySelector('dialog[open]:modal,[aria-modal=true]');
