@@ -230,6 +230,20 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         assert 'SECRET = \\"[redacted]\\"' in text or "SECRET = \"[redacted]\"" in out["logs"][0]["text"]
 
     @gen_test
+    async def test_sessions_never_says_no_tab_loaded_the_sdk_when_one_did(self):
+        """Issue 19 (real apps): "no tab has loaded reticle.js yet" beside "19 seen since start"."""
+        conn = await self.ws()
+        await self.hello(conn)
+        conn.close()
+        for _ in range(100):
+            if not self.hub.bridge.sessions:
+                break
+            await asyncio.sleep(0.01)
+        out = await reticle._tool_sessions(self.hub, None, {}, None)
+        assert out["sessions"] == [] and "1 seen since start" in out["why"]
+        assert "yet" not in out["next_action"]["reason"] and "1 connected since" in out["next_action"]["reason"]
+
+    @gen_test
     async def test_unknown_kind_is_kept_as_a_blind_spot_not_dropped(self):
         conn = await self.ws()
         await self.hello(conn)
