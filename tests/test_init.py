@@ -204,3 +204,38 @@ def test_init_reads_a_csp_that_allows_the_daemon_and_suggests_what_works(tmp_pat
     out = _init(project, home, "--dry-run", "--port", "4400")
     assert "'unsafe-inline'" in out, out
     assert '<script src="http://127.0.0.1:4400/reticle.js"></script>' in out, out
+
+
+def test_django_settings_get_the_server_middleware_under_debug_once(tmp_path, home):
+    project = tmp_path / "shop"
+    (project / "shop").mkdir(parents=True)
+    (project / "manage.py").write_text("import django\n")
+    settings = project / "shop" / "settings.py"
+    settings.write_text('DEBUG = True\nMIDDLEWARE = (\n    "django.middleware.common.CommonMiddleware",\n)\n')
+    out = _init(project, home, "--dry-run")
+    assert "reticle.DjangoMiddleware" in out and "under DEBUG" in out, out
+    _init(project, home, "--yes")
+    text = settings.read_text()
+    assert 'if DEBUG:' in text and '    MIDDLEWARE = [*MIDDLEWARE, "reticle.DjangoMiddleware"]' in text, text
+    scope = {}
+    exec(compile(text, str(settings), "exec"), scope)  # the edited settings still run, with the entry added
+    assert scope["MIDDLEWARE"] == ["django.middleware.common.CommonMiddleware", "reticle.DjangoMiddleware"]
+    scope = {}
+    exec(compile(text.replace("DEBUG = True", "DEBUG = False"), str(settings), "exec"), scope)
+    assert "reticle.DjangoMiddleware" not in scope["MIDDLEWARE"]
+    again = _init(project, home, "--yes")
+    assert "already has reticle.DjangoMiddleware" in again and settings.read_text() == text
+
+
+@pytest.mark.parametrize("framework, source, line", [
+    ("Flask", "from flask import Flask\napp = Flask(__name__)\n", "app.wsgi_app = reticle.wsgi(app.wsgi_app)"),
+    ("FastAPI", "from fastapi import FastAPI\napp = FastAPI()\n", "app = reticle.asgi(app)"),
+])
+def test_flask_and_fastapi_get_the_dev_only_wrap_printed_and_their_source_left_alone(tmp_path, home, framework,
+                                                                                      source, line):
+    project = tmp_path / "api"
+    project.mkdir()
+    (project / "app.py").write_text(source)
+    out = _init(project, home, "--yes")
+    assert "app: %s" % framework in out and line in out and "reticle_observe" in out, out
+    assert (project / "app.py").read_text() == source

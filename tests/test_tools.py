@@ -13,7 +13,7 @@ EXPECTED_TOOLS = (
     "reticle_sessions", "reticle_navigate", "reticle_snapshot", "reticle_query", "reticle_inspect",
     "reticle_act", "reticle_act_sequence", "reticle_act_and_wait", "reticle_observe", "reticle_network",
     "reticle_console", "reticle_wait_for", "reticle_assert", "reticle_state", "reticle_capabilities",
-    "reticle_open", "reticle_close", "reticle_screenshot",
+    "reticle_fault", "reticle_open", "reticle_close", "reticle_screenshot",
     "reticle_flow_save", "reticle_flow_list", "reticle_flow_replay",
 )
 REGISTRY = reticle._build_registry()
