@@ -5405,7 +5405,7 @@ _TARGET = {
 }
 _ACT_ARGS = {
     "type": "object",
-    "description": "{value|text|key,modifiers|toRef|name,content,type|confirmDangerous|dialog,promptText}",
+    "description": "{value|text|key,modifiers|toRef|name,content,type|confirmDangerous|dialog}",
     "properties": {
         "value": {"type": ["string", "array"], "items": {"type": "string"}},
         "text": {"type": "string"},
@@ -5417,7 +5417,7 @@ _ACT_ARGS = {
         "type": {"type": "string"},
         "holdMs": {"type": "integer", "minimum": 0, "maximum": 30000},
         "confirmDangerous": {"type": "boolean"},
-        "dialog": {"enum": ["accept", "dismiss"]}, "promptText": {"type": "string", "maxLength": 4096},
+        "dialog": {"enum": ["accept", "dismiss"]}, "promptText": {"type": "string"},
     },
     "additionalProperties": False,
 }
@@ -6427,11 +6427,10 @@ def _build_registry() -> _ToolRegistry:
                   _obj({}), _tool_flow_list, {}))
     add("reticle_flow_replay",
         "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
-        "`fresh`: a device with no cookies or storage.",
+        "`fresh`: no cookies or storage.",
         {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
          "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
-         "secrets": {"type": "object", "maxProperties": 64, "propertyNames": {"pattern": _SECRET_NAME.pattern},
-                     "additionalProperties": {"type": "string", "maxLength": 4096}},
+         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
          "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
                     "items": {"type": "object", "additionalProperties": False, "required": ["match"],
                               "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
