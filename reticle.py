@@ -2075,9 +2075,15 @@ def _net_key_url(url: Any) -> str:
     (the SDK redacts secrets in the query)."""
     try:
         parts = urllib.parse.urlsplit(str(url or ""))
+        port = parts.port
     except ValueError:
         return ""
-    return "%s://%s%s" % (parts.scheme.lower(), parts.netloc.lower(), parts.path or "/") if parts.netloc else ""
+    if not parts.hostname:
+        return ""
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = parts.hostname.lower() if ":" not in parts.hostname else "[%s]" % parts.hostname.lower()
+    return "%s://%s%s%s" % (parts.scheme.lower(), host, "" if port in (None, default) else ":%d" % port,
+                            parts.path or "/")
 
 
 def _browser_install_hint() -> str:
