@@ -2042,8 +2042,16 @@ _RELAY_JS = r"""(function () {
   port.onmessage = function (e) {
     var m = e.data || {}, ws = socks[m.id];
     if (m.op === 'open' && typeof m.id === 'number' && waiting.length < 8) {
-      waiting.push(m.id);
-      ask(String(m.id));
+      var id = m.id;
+      waiting.push(id);
+      ask(String(id));
+      setTimeout(function () {  // no ticket came (the daemon went away): the SDK retries as after a failure
+        var at = waiting.indexOf(id);
+        if (at >= 0) {
+          waiting.splice(at, 1);
+          post({op: 'close', id: id, code: 1006, reason: ''});
+        }
+      }, 5000);
     } else if (m.op === 'send' && ws && ws.readyState === 1) {
       ws.send(String(m.data));
       if (ws.bufferedAmount > 0) watch(m.id, ws);
