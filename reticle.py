@@ -1573,7 +1573,8 @@ class _BrowserSession:
         """In a device, a request the page reports (fetch, XHR, beacon) counts only once the
         browser's network record shows it: a page script can forge an event into its SDK's
         socket, but not make the browser have made the request."""
-        if self.device is None or event["type"] != "net.request" or event["data"].get("initiator") == "document":
+        if not isinstance(self.device, _Device) or event["type"] != "net.request" or \
+                event["data"].get("initiator") == "document":
             return False
         if not _net_key_url(event["data"].get("url")).startswith("http"):
             return False
@@ -1600,7 +1601,7 @@ class _BrowserSession:
         now = time.monotonic()
         while self.held:
             deadline, event, size = self.held[0]
-            if self.device is not None and self.device.made_request(event["data"]):
+            if isinstance(self.device, _Device) and self.device.made_request(event["data"]):
                 self.held.pop(0)
                 event["t"] = self.bridge.clock()
                 self._observe(event)
