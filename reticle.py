@@ -4652,9 +4652,11 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
     return seen
 
 
-def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known") -> Optional[str]:
+def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known",
+                      now: Optional[float] = None) -> Optional[str]:
     """A failure the user was shown, or the act's own channel reported, after the act, that the
-    predicate does not ask for: the phrase that names it, or None."""
+    predicate does not ask for: the phrase that names it, or None.  A failed write counts once a
+    client retry had its chance (RETRY_GRACE_MS before `now`) and none answered otherwise."""
     shown = [d for d in _error_ui(window) if not _expects_error(p, d)]
     if shown:
         return "the page showed %s" % _ui_label(shown[0])
@@ -4662,7 +4664,10 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     if reported and not any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
         return "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"])
     failed = [e["data"] for e in window if e["type"] == "net.request" and _is_write(e["data"])
-              and _call_failed(e["data"]) and not _is_dev(e["data"]) and _caused_by_act(e, floor, known, repeats=True)]
+              and _call_failed(e["data"]) and not _is_dev(e["data"]) and _caused_by_act(e, floor, known, repeats=True)
+              and (now is None or now - e["t"] >= RETRY_GRACE_MS) and not any(
+                  x["type"] == "net.request" and x["t"] > e["t"] and not _call_failed(x["data"])
+                  and _call_label(x["data"]) == _call_label(e["data"]) for x in window)]
     failed = [d for d in failed if not any(_call_matches(d, leaf) for leaf, neg in _leaves(p)
                                            if leaf["kind"] == "net" and not neg)]
     if failed:
@@ -4831,9 +4836,11 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             return obs
         if res.get("decided"):
             return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+        # (not while the predicate's own retry grace runs: a client that retries may still get its yes)
         if act_at is not None and p["kind"] != "settled" and not res.get("inconclusive") \
+                and not res.get("retryAfterMs") \
                 and not _horizon(obs.window, obs.known, act_at, obs.now, bool(session.sdk_version)):
-            failure = _failure_in_sight(p, obs.window, act_at, obs.known)
+            failure = _failure_in_sight(p, obs.window, act_at, obs.known, obs.now)
             # an error shown from before decides only once the act's work is visibly done: something it
             # started has answered, or a second has passed (a request it starts later may yet clear it)
             answered = any(e["type"] == "net.request" and e["t"] >= act_at for e in obs.window)
