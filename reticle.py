@@ -69,6 +69,7 @@ import argparse
 import asyncio
 import base64
 import collections
+import contextvars
 import datetime
 import errno
 import hmac
@@ -662,14 +663,69 @@ Bug-catching predicates: `{kind: "net", urlContains, status, count}`,
 
 
 class _CallContext:
-    """Who is calling: the transport and the session key (for limits)."""
+    """Who is calling: the transport and the session key (for limits), and `notify`, how a message
+    the server starts (a progress notification) reaches this caller, where the transport can."""
 
-    __slots__ = ("transport", "session_key", "client")
+    __slots__ = ("transport", "session_key", "client", "notify")
 
-    def __init__(self, transport: str, session_key: str, client: Optional[dict] = None) -> None:
+    def __init__(self, transport: str, session_key: str, client: Optional[dict] = None,
+                 notify: Optional[Callable[[dict], Awaitable[None]]] = None) -> None:
         self.transport = transport
         self.session_key = session_key
         self.client = client
+        self.notify = notify
+
+
+PROGRESS_EVERY_S = 0.5  # a call that carries _meta.progressToken hears from the daemon this often
+
+
+class _Progress:
+    """The progress of one tools/call that asked for it (params._meta.progressToken): what it waits
+    for now (`note`, set by the waiting code through _progress_note) and the notifications/progress
+    the dispatcher's ticker sends while the call runs."""
+
+    def __init__(self, token: Any, notify: Callable[[dict], Awaitable[None]], tool: str) -> None:
+        self.token = token
+        self.notify = notify
+        self.note = "running %s" % tool
+        self.count = 0
+
+    async def send(self, message: Optional[str] = None, progress: Optional[float] = None) -> None:
+        """One notifications/progress; progress only ever grows, as MCP requires."""
+        self.count = max(self.count + 1, int(progress or 0))
+        params = {"progressToken": self.token, "progress": self.count, "message": message or self.note}
+        try:
+            await self.notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        except Exception as exc:  # a client gone mid-call loses its progress, not its answer
+            _emit(_log, logging.DEBUG, "mcp_progress_dropped", error=repr(exc))
+
+    async def tick(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            await self.send()
+
+
+_PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVar("reticle_progress", default=None)
+
+
+def _progress_note(text: str) -> None:
+    """Say what the running tool call waits for (the next progress notification carries it); a no-op
+    for a call that asked for no progress.  The waiting code calls it once where it starts waiting."""
+    progress = _PROGRESS.get()
+    if progress is not None:
+        progress.note = text[:200]
+
+
+def _progress_token(params: dict) -> Any:
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+
+
+def _wants_progress(payload: Any) -> bool:
+    """A single tools/call that asked for progress (the Streamable HTTP answer then becomes an SSE stream)."""
+    return (isinstance(payload, dict) and payload.get("method") == "tools/call" and "id" in payload
+            and isinstance(payload.get("params"), dict) and _progress_token(payload["params"]) is not None)
 
 
 def _negotiate(requested: Any) -> str:
@@ -709,10 +765,14 @@ class _McpDispatcher:
     def __init__(self, registry: _ToolRegistry,
                  call_tool: Callable[[str, dict, _CallContext], Awaitable[dict]],
                  read_live: Callable[[str], Awaitable[Any]],
-                 origin: Callable[[], str] = lambda: "http://127.0.0.1:%d" % DEFAULT_PORT) -> None:
+                 origin: Callable[[], str] = lambda: "http://127.0.0.1:%d" % DEFAULT_PORT,
+                 tick: bool = True) -> None:
         self.registry = registry
         self._call_tool = call_tool
         self._read_live = read_live
+        self.ticks = tick  # False in the stdio proxy: it relays the daemon's progress instead of its own
+        self.check_output = os.environ.get("RETICLE_CHECK_OUTPUT") == "1"
+        self.running: Dict[Tuple[str, str], "asyncio.Task[Any]"] = {}  # (session key, request id) -> call
         self.static_resources = {
             "reticle://docs/usage": ("Reticle tool surface", "text/markdown", lambda: _usage_markdown(registry)),
             "reticle://docs/cheatsheet": ("Reticle cheat sheet", "text/markdown",
@@ -754,20 +814,66 @@ class _McpDispatcher:
                 return None  # a response from the client; we never ask, so nothing to match
             return _rpc_error(mid, -32600, 'Invalid Request: needs "jsonrpc": "2.0" and a string "method"')
         if not has_id:
-            return None  # notifications: initialized, cancelled, anything else is ignored
+            if method == "notifications/cancelled":
+                self.cancel(msg.get("params"), ctx)
+            return None  # notifications: initialized, anything else is ignored
         params = msg.get("params")
         if params is None:
             params = {}
         if not isinstance(params, dict):
             return _rpc_error(mid, -32602, "params must be an object")
         try:
-            result = await self._method(method, params, ctx)
+            if method == "tools/call":
+                result = await self._tracked(mid, params, ctx)
+                if result is None:
+                    return None  # cancelled by the client: MCP sends no answer
+            else:
+                result = await self._method(method, params, ctx)
         except RpcError as exc:
             return {"jsonrpc": "2.0", "id": mid, "error": exc.payload()}
         except Exception as exc:  # a bug must not take the transport down
             _emit(_log, logging.ERROR, "mcp_internal_error", method=method, error=repr(exc))
             return _rpc_error(mid, -32603, "Internal error: %s" % exc)
         return {"jsonrpc": "2.0", "id": mid, "result": result}
+
+    def cancel(self, params: Any, ctx: _CallContext) -> None:
+        """notifications/cancelled: stop the caller's own call of that requestId (another caller's
+        ids are not reachable: the key holds the session); an unknown or finished id is ignored."""
+        rid = params.get("requestId") if isinstance(params, dict) else None
+        task = self.running.get((ctx.session_key, _dumps(rid)))
+        if task is not None and not task.done():
+            _emit(_log, logging.INFO, "mcp_call_cancelled", transport=ctx.transport, reason="notifications/cancelled",
+                  requestId=rid)
+            task.cancel()
+
+    async def _tracked(self, mid: Any, params: dict, ctx: _CallContext) -> Optional[dict]:
+        """A tools/call as a task that notifications/cancelled can stop, with a progress ticker beside it
+        when the call carries _meta.progressToken and the transport can carry notifications.
+        -> the result, or None when the client cancelled it."""
+        key = (ctx.session_key, _dumps(mid))
+        token = _progress_token(params)
+        progress = _Progress(token, ctx.notify, str(params.get("name"))) if (
+            token is not None and ctx.notify is not None) else None
+        run = contextvars.copy_context()
+        run.run(_PROGRESS.set, progress)
+        work = run.run(asyncio.ensure_future, self._method("tools/call", params, ctx))  # the task copies `run`
+        ticker = asyncio.ensure_future(progress.tick()) if progress is not None and self.ticks else None
+        if key not in self.running:
+            self.running[key] = work
+        try:
+            try:
+                await asyncio.wait({work})
+            except asyncio.CancelledError:
+                work.cancel()  # the transport dropped the caller: stop the call too
+                raise
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+            if self.running.get(key) is work:
+                del self.running[key]
+        if work.cancelled():
+            return None
+        return work.result()
 
     async def _method(self, method: str, params: dict, ctx: _CallContext) -> Any:
         if method == "initialize":
@@ -791,7 +897,11 @@ class _McpDispatcher:
             args = params.get("arguments")
             args = {} if args is None else args
             tool.check(args)
-            return await self._call_tool(tool.name, args, ctx)
+            result = await self._call_tool(tool.name, args, ctx)
+            problem = tool.output_problem(result) if self.check_output else None
+            if problem:  # check mode (the test suite): an answer that breaks its declared shape is a bug
+                _emit(_log, logging.ERROR, "mcp_internal_error", method=method, error=problem)
+            return result
         if method == "resources/list":
             return {"resources": self.resources()}
         if method == "resources/read":
@@ -1232,6 +1342,7 @@ class _BrowserSession:
     async def next_document(self, deadline: float) -> bool:
         """Wait (until the monotonic `deadline`) for the tab's next document to connect.
         False when the tab closed, crashed, or its next document never came."""
+        _progress_note("waiting for the next document of tab %s to connect" % self.id)
         while self.between_documents():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -3193,6 +3304,10 @@ def _predicate_digest() -> str:
 
 
 _PREDICATE_DIGEST = _predicate_digest()
+# reticle_assert's share of the same list: the kinds, their fields once (in reticle_act_and_wait's
+# description, read in the same tools/list), so the list stays inside its budget.
+_PREDICATE_KINDS_LINE = "Predicates {kind,...}, fields as in reticle_act_and_wait: %s. Grammar: reticle://predicates." % (
+    " ".join("%s{}" % k for k in _PREDICATE_KINDS))
 
 
 def _kind_schema(kind: str) -> dict:
@@ -3351,6 +3466,7 @@ async def _wait(session: "_BrowserSession", p: dict, floor: float, timeout_ms: f
     deadline = time.monotonic() + timeout_ms / 1000.0
     holds_count = any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
     while True:
+        _progress_note("waiting for %s" % _describe_predicate(p))
         if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
             return _lost(session)
         res = await _evaluate(session, p, floor, diagnose=False)
@@ -4082,12 +4198,44 @@ class _Tool:
         self.needs_session = session  # the handler gets the resolved tab: (hub, session, args, ctx)
         self.quiet = quiet            # accepted spellings tools/list does not show (until|predicate)
         self.validator = jsonschema.Draft202012Validator(schema)
+        self.title: Optional[str] = None          # set from _TOOL_CONVENTIONS by _build_registry
+        self.annotations: Optional[dict] = None
+        self.output_schema: Optional[dict] = None
+        self.output_validator: Optional[Any] = None
+
+    def convene(self, title: str, annotations: dict, output: Optional[dict]) -> None:
+        """The MCP conventions clients act on: a display title, behaviour hints, and the shape of the
+        answer's structuredContent (checked once here, validated per answer in check mode)."""
+        self.title = title
+        self.annotations = annotations
+        if output is not None:
+            jsonschema.Draft202012Validator.check_schema(output)
+            self.output_schema = output
+            self.output_validator = jsonschema.Draft202012Validator(output)
 
     def describe(self) -> dict:
         """The tool as tools/list shows it: the schema a model needs to write a call (_lean);
         the strict schema behind it still checks every call and names what it accepts."""
         shown = dict(self.schema, properties={k: v for k, v in self.schema["properties"].items() if k not in self.quiet})
-        return {"name": self.name, "description": self.description, "inputSchema": _lean(shown)}
+        out = {"name": self.name, "description": self.description, "inputSchema": _lean(shown)}
+        if self.title is not None:
+            out["title"] = self.title
+        if self.annotations is not None:
+            out["annotations"] = self.annotations
+        if self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
+        return out
+
+    def output_problem(self, result: Any) -> Optional[str]:
+        """Where a successful answer's structuredContent breaks outputSchema, or None when it holds
+        (an isError answer carries the error object, which no output schema describes)."""
+        if self.output_validator is None or not isinstance(result, dict) or result.get("isError"):
+            return None
+        err = jsonschema.exceptions.best_match(self.output_validator.iter_errors(result.get("structuredContent")))
+        if err is None:
+            return None
+        return "%s answered structuredContent that breaks its outputSchema at /%s: %s" % (
+            self.name, "/".join(str(p) for p in err.absolute_path), err.message)
 
     def check(self, args: Any) -> None:
         """Raise RpcError(-32602) naming the failing path and accepted fields."""
@@ -4311,6 +4459,7 @@ async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
         "navigate", {"url": args["url"]})
     await session.command(name, cmd)
+    _progress_note("waiting for tab %s to connect again after the %s" % (session.id, name))
     confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
     live = hub.bridge.get(session.id)
     out = {"ok": True, "confirmed": confirmed, "since": since, "sessionId": session.id}
@@ -4641,6 +4790,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         res = await _evaluate(session, p, since, diagnose=True)
     budget_end = started + timeout / 1000.0
     if res["pass"]:
+        _progress_note("waiting for the requests the act started to finish")
         while time.monotonic() < budget_end and session.open_since(since):
             await session.wait_change(0.05)
         window = session.window(since)
@@ -4771,6 +4921,55 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
     return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
 
 
+# -- the MCP conventions of each tool: title, annotations (hints clients auto-approve and group by), and
+# the outputSchema of an answer whose shape is stable.  Read-only tools say only readOnlyHint and
+# openWorldHint (the other two hints mean nothing for them); a tool that acts says all four, since MCP's
+# defaults (destructive, open world) would claim more than is true.  openWorldHint is true where the
+# tool loads a URL the caller names; every other tool works inside the app under test.
+_READS = {"readOnlyHint": True, "openWorldHint": False}
+
+
+def _acts(destructive: bool, idempotent: bool, open_world: bool = False) -> dict:
+    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent,
+            "openWorldHint": open_world}
+
+
+def _answer(required: Tuple[str, ...], **props: dict) -> dict:
+    """An outputSchema: the fields every answer has (and the types of a few); others may appear."""
+    out: Dict[str, Any] = {"type": "object", "required": list(required)}
+    if props:
+        out["properties"] = props
+    return out
+
+
+_VERIFIED = {"enum": ["yes", "no", "unknown"]}
+_TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
+    "reticle_sessions": ("Sessions", _READS, _answer(("sessions",), sessions={"type": "array"})),
+    "reticle_navigate": ("Navigate", _acts(False, True, True), _answer(("confirmed", "since", "sessionId"))),
+    "reticle_snapshot": ("Snapshot", _READS, None),
+    "reticle_query": ("Query", _READS, None),
+    "reticle_inspect": ("Inspect", _READS, None),
+    "reticle_act": ("Act", _acts(True, False), None),
+    "reticle_act_sequence": ("Act sequence", _acts(True, False), _answer(("since",))),
+    "reticle_act_and_wait": ("Act and wait", _acts(True, False),
+                             _answer(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_observe": ("Observe", _READS, _answer(("events",), events={"type": "array"})),
+    "reticle_network": ("Network", _READS, None),
+    "reticle_console": ("Console", _READS, None),
+    "reticle_wait_for": ("Wait for", _READS, _answer(("pass",), **{"pass": {"type": "boolean"}})),
+    "reticle_assert": ("Assert", _READS, _answer(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_state": ("State", _READS, None),
+    "reticle_capabilities": ("Capabilities", _READS, None),
+    "reticle_flow_save": ("Save flow", _acts(True, True), _answer(("saved", "name", "steps"))),
+    "reticle_flow_list": ("Flows", _READS, _answer(("dir", "flows"), flows={"type": "array"})),
+    "reticle_flow_replay": ("Replay flow", _acts(True, False, True),
+                            _answer(("verified", "steps", "because"), verified=_VERIFIED)),
+    "reticle_open": ("Open device", _acts(False, True, True), _answer(("sessionId", "deviceId", "url"))),
+    "reticle_close": ("Close device", _acts(True, True), _answer(("closed", "sessionId"))),
+    "reticle_screenshot": ("Screenshot", _acts(False, False), _answer(("path", "bytes", "width", "height"))),
+}
+
+
 def _build_registry() -> _ToolRegistry:
     """Every tool of DESIGN section 7 that works, with its final schema."""
     reg = _ToolRegistry()
@@ -4869,7 +5068,7 @@ def _build_registry() -> _ToolRegistry:
         _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}})
     add("reticle_assert",
         "Check `predicate` over the events since the last act and the live page: a verdict, verified "
-        "yes|no|unknown. " + _PREDICATE_DIGEST,
+        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
         {"predicate": _PREDICATE, "until": _PREDICATE,
          "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
          "sessionId": sid},
@@ -4920,6 +5119,9 @@ def _build_registry() -> _ToolRegistry:
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
          "inline": {"type": "boolean"}, "sessionId": sid},
         _tool_screenshot, {"inline": True})
+    for tool in reg.listed():
+        if tool.name in _TOOL_CONVENTIONS:
+            tool.convene(*_TOOL_CONVENTIONS[tool.name])
     return reg
 
 
@@ -4931,6 +5133,7 @@ async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dic
                         'pass a full URL such as "http://localhost:5173/"')
     vp = args.get("viewport")
     started = time.monotonic()
+    _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
     device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
                                                  (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")))
     return {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
@@ -5422,6 +5625,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             steps_out.append({"index": i, "step": label, "verified": "skipped"})
             continue
         t0 = time.monotonic()
+        _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
         res = await _replay_step(hub, session, step, ctx)
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
@@ -6005,7 +6209,7 @@ class _SseHandler(_SseMixin, _BaseHandler):
             return
         self.sse_open()
         self.sse_id = str(uuid.uuid4())
-        self.ctx = _CallContext("sse", "sse:" + self.sse_id)
+        self.ctx = _CallContext("sse", "sse:" + self.sse_id, notify=self.deliver)
         self.calls: set = set()  # this session's calls in flight, cancelled when the stream drops
         self.hub.sse_streams[self.sse_id] = self
         _emit(_log, logging.INFO, "mcp_client_connected", transport="sse", session=self.sse_id)
@@ -6112,10 +6316,20 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         ctx = _CallContext("streamable-http", sid or "addr:%s" % self.request.remote_ip)
         if sid:
             self.hub.touch_client(sid)
+        streamed = _wants_progress(payload) and "text/event-stream" in self.request.headers.get("Accept", "")
+        if streamed:  # the answer becomes an SSE stream: the call's progress, then its reply
+            self.sse_open()
+            ctx.notify = self.sse_message
         answered, out = await self.run_cancellable(self.hub.dispatcher.handle_payload(payload, ctx))
         if not answered:
             return  # the client hung up and its call was cancelled: nobody to answer
         reply = out[0]
+        if streamed:
+            if reply is not None:
+                await self.sse_message(reply)
+            if not self._finished and not self.request.connection.stream.closed():
+                self.finish()
+            return
         if reply is None:
             self.set_status(204)
             self.finish()
@@ -6125,6 +6339,9 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
             self.hub.touch_client(new_sid)
             self.set_header("Mcp-Session-Id", new_sid)
         self.send_json(reply)
+
+    async def sse_message(self, message: dict) -> None:
+        await self.sse_write("event: message\ndata: %s\n\n" % _dumps(message))
 
     async def get(self) -> None:
         ok, sid = self._session(required=True)
@@ -6810,13 +7027,14 @@ async def _probe_port(port: int, timeout: float = 1.0) -> dict:
 
 async def _http(method: str, port: int, path: str, body: Optional[bytes] = None,
                 headers: Optional[dict] = None, timeout: float = 10.0,
-                scheme: str = "http") -> tornado.httpclient.HTTPResponse:
+                scheme: str = "http", streaming: Optional[Callable[[bytes], None]] = None
+                ) -> tornado.httpclient.HTTPResponse:
     client = tornado.httpclient.AsyncHTTPClient(force_instance=True)
     try:
         return await client.fetch(
             "%s://127.0.0.1:%d%s" % (scheme, port, path), method=method, body=body, headers=headers,
             request_timeout=timeout, connect_timeout=min(timeout, 2.0), raise_error=False,
-            validate_cert=False, allow_nonstandard_methods=True)
+            validate_cert=False, allow_nonstandard_methods=True, streaming_callback=streaming)
     finally:
         client.close()
 
@@ -6997,21 +7215,40 @@ class _DaemonLink:
                 except OSError:
                     pass
 
-    async def _post(self, message: dict) -> Tuple[Optional[dict], Optional[str]]:
+    async def _post(self, message: dict, relay: Optional[_Progress] = None) -> Tuple[Optional[dict], Optional[str]]:
+        """POST one message; with `relay`, ask for the SSE answer and pass each progress notification
+        the daemon sends on to this proxy's client (under the client's own token)."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
+        reader = None
+        if relay is not None:
+            headers["Accept"] = "application/json, text/event-stream"
+            reader = _SseReader(relay)
         resp = await _http("POST", self.port, "/mcp", _dumps(message).encode(), headers, timeout=120,
-                           scheme=self.scheme)
+                           scheme=self.scheme, streaming=reader.feed if reader is not None else None)
+        body = resp.body if reader is None else b"".join(reader.raw)
         if resp.code == 599 and resp.error is not None:
             raise resp.error
-        if resp.code == 404 and b"MCP_SESSION_UNKNOWN" in (resp.body or b""):
+        if resp.code == 404 and b"MCP_SESSION_UNKNOWN" in (body or b""):
             self.session_id = None
             return None, "session"
         if resp.code != 200:
-            raise ToolError("the daemon answered HTTP %d: %s" % (resp.code, (resp.body or b"")[:300].decode(
+            raise ToolError("the daemon answered HTTP %d: %s" % (resp.code, (body or b"")[:300].decode(
                 "utf-8", "replace")), "retry the call")
-        return json.loads(resp.body), resp.headers.get("Mcp-Session-Id")
+        if reader is not None and "text/event-stream" in resp.headers.get("Content-Type", ""):
+            if reader.reply is None:
+                raise ToolError("the daemon's answer stream ended without a reply", "retry the call")
+            return reader.reply, resp.headers.get("Mcp-Session-Id")
+        return json.loads(body), resp.headers.get("Mcp-Session-Id")
+
+    async def _cancel(self, mid: str) -> None:
+        """Tell the daemon this proxy's client cancelled request `mid` (its wait stops there too)."""
+        note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": mid}}
+        try:
+            await self._post(note)
+        except Exception as exc:  # the daemon is gone: nothing runs there to stop
+            _emit(_log, logging.DEBUG, "mcp_cancel_not_sent", error=repr(exc))
 
     async def _initialize(self) -> None:
         self._ids += 1
@@ -7020,7 +7257,9 @@ class _DaemonLink:
                                                   "clientInfo": {"name": "reticle-mcp-proxy", "version": __version__}}})
         self.session_id = sid
 
-    async def request(self, method: str, params: dict) -> Any:
+    async def request(self, method: str, params: dict, relay: Optional[_Progress] = None) -> Any:
+        """One request to the daemon (started and initialized first when needed) -> its result.
+        `relay` forwards the call's progress; a cancelled call is cancelled at the daemon too."""
         async with self._lock:
             if self.session_id is None:
                 # Know who holds the port before posting: a stranger that accepts
@@ -7029,9 +7268,14 @@ class _DaemonLink:
                 await self._initialize()
         self._ids += 1
         message = {"jsonrpc": "2.0", "id": "proxy-%d" % self._ids, "method": method, "params": params}
+        if relay is not None:
+            message["params"] = dict(params, _meta={"progressToken": message["id"]})
         try:
             try:
-                reply, status = await self._post(message)
+                reply, status = await self._post(message, relay)
+            except asyncio.CancelledError:
+                asyncio.ensure_future(self._cancel(message["id"]))
+                raise
             except ConnectionRefusedError:
                 # Refused: nothing was sent, so the daemon died since the last call.
                 # Start one (DESIGN section 2) and send this call once more.
@@ -7039,10 +7283,10 @@ class _DaemonLink:
                 async with self._lock:
                     await self.ensure()
                     await self._initialize()
-                reply, status = await self._post(message)
+                reply, status = await self._post(message, relay)
             if reply is None:  # the daemon forgot our session (a new machine key?): start over once
                 await self._initialize()
-                reply, _ = await self._post(message)
+                reply, _ = await self._post(message, relay)
         except (tornado.iostream.StreamClosedError, tornado.httpclient.HTTPClientError, OSError) as exc:
             self.session_id = None
             raise ToolError("the daemon connection failed (%s: %s) before this call was answered; it may not "
@@ -7058,7 +7302,7 @@ class _DaemonLink:
 
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         try:
-            return await self.request("tools/call", {"name": name, "arguments": args})
+            return await self.request("tools/call", {"name": name, "arguments": args}, _PROGRESS.get())
         except ToolError as exc:
             return _tool_result(exc.payload(), True)
         except ConfigError as exc:
@@ -7078,11 +7322,45 @@ class _DaemonLink:
                 self.port, exc.error if isinstance(exc, ToolError) else exc)}
 
 
+class _SseReader:
+    """The stdio proxy's reader of a streamed daemon answer: progress notifications are relayed as they
+    arrive, the reply (the message with an id) is kept; `raw` keeps every byte for a non-SSE answer."""
+
+    def __init__(self, relay: _Progress) -> None:
+        self.relay = relay
+        self.raw: List[bytes] = []
+        self.reply: Optional[dict] = None
+        self._buffer = b""
+        self._sends: set = set()
+
+    def feed(self, chunk: bytes) -> None:
+        self.raw.append(chunk)
+        self._buffer += chunk
+        while b"\n\n" in self._buffer:
+            frame, self._buffer = self._buffer.split(b"\n\n", 1)
+            data = b"\n".join(line[5:].lstrip() for line in frame.split(b"\n") if line.startswith(b"data:"))
+            if not data:
+                continue
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if message.get("method") == "notifications/progress":
+                params = message.get("params") if isinstance(message.get("params"), dict) else {}
+                send = asyncio.ensure_future(self.relay.send(str(params.get("message") or "")))
+                self._sends.add(send)
+                send.add_done_callback(self._sends.discard)
+            elif "id" in message:
+                self.reply = message
+
+
 async def _mcp_stdio(port: int, state: _StateDir) -> int:
     """`reticle mcp`: newline-delimited JSON-RPC on stdin/stdout."""
     link = _DaemonLink(port, state)
     dispatcher = _McpDispatcher(_build_registry(), link.call_tool, link.read_live,
-                                lambda: "http://127.0.0.1:%d" % port)
+                                lambda: "http://127.0.0.1:%d" % port, tick=False)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -7099,17 +7377,20 @@ async def _mcp_stdio(port: int, state: _StateDir) -> int:
     write_lock = asyncio.Lock()
     inflight: set = set()
 
+    async def write(message: dict) -> None:
+        async with write_lock:
+            out.write(_dumps(message).encode("utf-8") + b"\n")
+            out.flush()
+
     async def answer(line: bytes) -> None:
         try:
             payload = _loads(line)
         except ValueError as exc:
             reply: Any = _rpc_error(None, -32700, "Parse error: %s" % exc)
         else:
-            reply, _ = await dispatcher.handle_payload(payload, _CallContext("stdio", "stdio"))
+            reply, _ = await dispatcher.handle_payload(payload, _CallContext("stdio", "stdio", notify=write))
         if reply is not None:
-            async with write_lock:
-                out.write(_dumps(reply).encode("utf-8") + b"\n")
-                out.flush()
+            await write(reply)
 
     while True:
         line = await queue.get()

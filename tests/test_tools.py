@@ -191,11 +191,20 @@ def test_a_tool_with_an_invalid_schema_cannot_be_made():
         reticle._Tool("bad", "bad", {"type": "no-such-type"}, handler)
 
 
+def compact_size(obj):
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
 def test_the_tool_list_fits_its_budget():
-    """tools/list is read by the model on every turn: at most 10,000 bytes of compact JSON in all."""
+    """What the model reads of tools/list on every turn (each tool's name, description and input schema)
+    is at most 10,000 bytes of compact JSON in all; the client-side conventions beside it (title,
+    annotations, outputSchema, which clients act on and do not put before the model) keep the whole
+    list under 12,500."""
     tools = [t.describe() for t in reticle._build_registry().listed()]
-    size = len(json.dumps({"tools": tools}, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-    assert size <= 10000, "tools/list is %d bytes" % size
+    read = [{k: t[k] for k in ("name", "description", "inputSchema")} for t in tools]
+    assert compact_size({"tools": read}) <= 10000, "the model's part of tools/list is %d bytes" % compact_size(
+        {"tools": read})
+    assert compact_size({"tools": tools}) <= 12500, "tools/list is %d bytes" % compact_size({"tools": tools})
     for tool in tools:
         assert "$schema" not in tool["inputSchema"]
         assert len(tool["description"]) <= 160 or tool["name"] in ("reticle_act_and_wait", "reticle_assert"), tool
@@ -216,3 +225,34 @@ def test_the_strict_schema_still_checks_what_the_lean_one_does_not_show():
         tool.check({"action": "click", "target": {}})
     with pytest.raises(reticle.RpcError, match="unknown field 'colour'"):
         tool.check({"action": "click", "target": {"role": "button", "colour": "red"}})
+
+
+READ_ONLY = ("reticle_sessions", "reticle_snapshot", "reticle_query", "reticle_inspect", "reticle_observe",
+             "reticle_network", "reticle_console", "reticle_state", "reticle_capabilities", "reticle_flow_list",
+             "reticle_wait_for", "reticle_assert")
+DESTRUCTIVE = ("reticle_close", "reticle_act", "reticle_act_sequence", "reticle_act_and_wait", "reticle_flow_replay",
+               "reticle_flow_save")
+OPEN_WORLD = ("reticle_open", "reticle_navigate", "reticle_flow_replay")
+IDEMPOTENT = ("reticle_open", "reticle_navigate", "reticle_close", "reticle_flow_save")
+
+
+@pytest.mark.parametrize("tool", [t.describe() for t in TOOLS], ids=lambda t: t["name"])
+def test_every_tool_has_a_title_and_true_annotations(tool):
+    """MCP 2025-06-18: a display title, and hints clients auto-approve and group tools by.  A tool that
+    acts states every hint, because MCP's defaults (destructive, open world) would claim more than is
+    true; a read-only one states the two that mean something for it."""
+    name, hints = tool["name"], tool["annotations"]
+    assert isinstance(tool["title"], str) and 0 < len(tool["title"]) <= 20 and "reticle" not in tool["title"]
+    assert hints["readOnlyHint"] is (name in READ_ONLY)
+    assert hints["openWorldHint"] is (name in OPEN_WORLD)
+    if name in READ_ONLY:
+        assert set(hints) == {"readOnlyHint", "openWorldHint"}
+    else:
+        assert set(hints) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+        assert hints["destructiveHint"] is (name in DESTRUCTIVE)
+        assert hints["idempotentHint"] is (name in IDEMPOTENT)
+
+
+def test_the_titles_are_distinct():
+    titles = [t.describe()["title"] for t in TOOLS]
+    assert len(set(titles)) == len(titles)
