@@ -5195,14 +5195,22 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
     await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
     out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
            "url": device.url}
+    link = {"type": "resource_link", "uri": _file_uri(path), "name": name, "mimeType": "image/png",
+            "size": len(png), "description": "%dx%d screenshot of %s" % (width, height, device.url[:200])}
     if not args.get("inline"):
-        return out
+        return _WithContent(out, [link])
     scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
     jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
     jw, jh = _jpeg_size(jpeg)
     out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
-    return _WithContent(out, [{"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
-                               "mimeType": "image/jpeg"}])
+    return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
+                                     "mimeType": "image/jpeg"}])
+
+
+def _file_uri(path: str) -> str:
+    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
+    path = os.path.abspath(path).replace(os.sep, "/")
+    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
 
 
 ###############################################################################

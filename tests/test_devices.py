@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -282,6 +283,25 @@ def test_screenshots_are_pngs_of_the_viewport_and_inline_adds_a_jpeg(mcp, app):
     element = mcp.ok("reticle_query", {"by": "role", "value": "button", "sessionId": sid})["elements"][0]
     small = mcp.ok("reticle_screenshot", {"sessionId": sid, "ref": element["ref"]})
     assert 0 < small["width"] < 200 and 0 < small["height"] < 100
+
+
+def test_a_screenshot_answers_a_resource_link_to_its_png(mcp, app):
+    """MCP 2025-06-18 resource_link: the PNG's file:// URI, MIME type and size beside the JSON text;
+    `inline` keeps its image block after the link."""
+    sid = mcp.ok("reticle_open", {"url": app.url + "/plain", "viewport": {"width": 640, "height": 400}})["sessionId"]
+    for inline in (False, True):
+        result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "inline": inline})
+        assert not result.is_error
+        data = json.loads(result.content[0].text)
+        links = [c for c in result.content if c.type == "resource_link"]
+        assert len(links) == 1, result.content
+        link = links[0]
+        assert str(link.uri) == "file://" + urllib.parse.quote(data["path"])
+        assert link.mime_type == "image/png" and link.size == data["bytes"] == os.path.getsize(data["path"])
+        assert link.name == os.path.basename(data["path"])
+        with urllib.request.urlopen(str(link.uri)) as fh:  # the link opens the very file
+            assert fh.read()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert [c.type for c in result.content] == ["text", "resource_link"] + (["image"] if inline else [])
 
 
 def test_a_wide_page_is_inlined_at_most_1280_px_wide(mcp, app):
