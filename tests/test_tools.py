@@ -256,3 +256,58 @@ def test_every_tool_has_a_title_and_true_annotations(tool):
 def test_the_titles_are_distinct():
     titles = [t.describe()["title"] for t in TOOLS]
     assert len(set(titles)) == len(titles)
+
+
+VERDICT_TOOLS = ("reticle_act_and_wait", "reticle_assert", "reticle_flow_replay")
+
+
+@pytest.mark.parametrize("tool", [t for t in TOOLS if t.output_schema is not None], ids=lambda t: t.name)
+def test_an_output_schema_is_an_object_schema_the_client_can_check(tool):
+    schema = tool.describe()["outputSchema"]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["type"] == "object" and schema["required"]
+    assert "additionalProperties" not in schema  # answers may carry more than the stable fields
+
+
+@pytest.mark.parametrize("name", VERDICT_TOOLS)
+def test_the_verdict_tools_declare_their_verdict(name):
+    schema = REGISTRY.get(name).describe()["outputSchema"]
+    assert schema["properties"]["verified"] == {"enum": ["yes", "no", "unknown"]}
+    assert {"verified", "because"} <= set(schema["required"])
+
+
+def test_the_empty_answers_hold_their_schemas(hub):
+    """reticle_sessions and reticle_flow_list answer without a browser; their answers hold what they declare."""
+    for name in ("reticle_sessions", "reticle_flow_list"):
+        result = call(hub, name, {})["result"]
+        assert not result.get("isError")
+        assert REGISTRY.get(name).output_problem(result) is None
+        jsonschema.validate(result["structuredContent"], REGISTRY.get(name).describe()["outputSchema"])
+
+
+@pytest.mark.expect_reticle_errors
+def test_in_check_mode_an_answer_that_breaks_its_schema_is_logged_as_a_bug(monkeypatch, caplog):
+    """The suite runs every dispatcher with RETICLE_CHECK_OUTPUT=1: an answer off its declared shape
+    logs mcp_internal_error (which fails the test that saw it), and the answer still goes out."""
+    monkeypatch.setenv("RETICLE_CHECK_OUTPUT", "1")
+
+    async def call_tool(name, args, ctx):
+        return reticle._tool_result({"verified": "maybe", "verifiedReason": "x", "because": "y"})
+
+    async def read_live(uri):
+        return {}
+
+    dispatcher = reticle._McpDispatcher(reticle._build_registry(), call_tool, read_live)
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "reticle_assert", "arguments": {"predicate": {"kind": "settled"}}}}
+    with caplog.at_level("ERROR", logger="reticle"):
+        reply = asyncio.run(dispatcher.handle(message, reticle._CallContext("test", "test")))
+    assert reply["result"]["structuredContent"]["verified"] == "maybe"
+    bugs = [r for r in caplog.records if r.getMessage() == "mcp_internal_error"]
+    assert bugs and "reticle_assert" in str(bugs[0].fields) and "/verified" in str(bugs[0].fields)
+    monkeypatch.setenv("RETICLE_CHECK_OUTPUT", "0")
+    quiet = reticle._McpDispatcher(reticle._build_registry(), call_tool, read_live)
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="reticle"):
+        asyncio.run(quiet.handle(message, reticle._CallContext("test", "test")))
+    assert not [r for r in caplog.records if r.getMessage() == "mcp_internal_error"]
