@@ -1794,6 +1794,7 @@ DEVICE_IDLE_S = 600.0                      # a device closes when its session ke
 DEVICE_START_TIMEOUT_S = 20.0              # browser launch until its DevTools endpoint answers
 DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's hello
 DEVICE_VIEWPORT = (1280, 800)
+SPARE_DEVICES_DEFAULT = 1                  # spare browsers kept started once a device was asked for
 CDP_MAX_MESSAGE_BYTES = 256 << 20          # full-page screenshots arrive as one base64 frame
 SCREENSHOT_INLINE_MAX_WIDTH = 1280
 
@@ -2053,6 +2054,49 @@ class _Device:
         The set-up calls go out together and are all answered before the
         navigation starts: Page.navigate is handled in the browser process and
         may overtake them, and a renderer swap would then lose them."""
+        t0 = await self.launch(exe)
+        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
+        else:
+            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+        await self.navigate(url)
+        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def warm(self, exe: str) -> None:
+        """A spare: everything of a start but the load.  The browser is launched, and its page is a
+        new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
+        start-up tab's), attached, with this device's SDK registered for every document."""
+        t0 = await self.launch(exe)
+        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
+                                                                   "browserContextId": self.context}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def adopt(self, url: str, viewport: Tuple[int, int]) -> None:
+        """A warmed spare becomes this caller's device: its viewport, then the load of `url`."""
+        t0 = time.monotonic()
+        if viewport != self.viewport:
+            self.viewport = viewport
+            await self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
+                                                                       "deviceScaleFactor": 1, "mobile": False},
+                                self.page)
+        await self.navigate(url)
+        self.phases["spareNavigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def launch(self, exe: str) -> float:
+        """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
         self.browser = exe
         self.profile = tempfile.mkdtemp(prefix="reticle-device-")
         args, why = _browser_args(self.profile, self.headed, self.viewport)
@@ -2072,20 +2116,7 @@ class _Device:
         # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
         self.cdp.reader.add_done_callback(
             lambda _: None if self.closed else self.manager.hub.spawn(self.manager.close(self, "the browser went away")))
-        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
-        pages = [t for t in targets if t.get("type") == "page"]
-        if pages:
-            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
-        else:
-            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
-        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
-        self.cdp.listeners.append(self._on_event)
-        await self._prepare_page()
-        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
-        await self.navigate(url)
-        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+        return t0
 
     async def _prepare_page(self) -> None:
         width, height = self.viewport
@@ -2271,6 +2302,12 @@ class _DeviceManager:
         self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
         self.idle_s = DEVICE_IDLE_S
         self._idle_timer: Any = None
+        # Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
+        # next reticle_open adopts instead of launching one; they count in max_devices.
+        self.want_spares = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
+        self.spares: List[_Device] = []
+        self.spare_tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
+        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
 
     @staticmethod
     def _parse_budget(raw: Optional[str]) -> Tuple[int, float]:
@@ -2399,19 +2436,30 @@ class _DeviceManager:
             return own, False
         if own is not None:
             await self.close(own, "replaced by a device with other settings")
-        if len(self.devices) >= self.max_devices:  # a device counts from the moment it starts
-            raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open."
-                            % (self.max_devices, len(self.devices)),
+        self.asked_at = time.monotonic()
+        spare_fits = bool(self.spares) and not headed
+        if len(self.devices) + len(self.spares) >= self.max_devices and not spare_fits:
+            # a device counts from the moment it starts, a spare from its launch
+            raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open%s."
+                            % (self.max_devices, len(self.devices),
+                               " and %d spare started" % len(self.spares) if self.spares else ""),
                             "close one with reticle_close, or raise RETICLE_MAX_DEVICES")
         self._check_budget(key)
         exe = _find_browser()
         self.starts[key].append(time.time())
-        device = _Device(self, key, headed, viewport)
+        device = (await self._take_spare()) if spare_fits else None
+        spare = device is not None
+        if device is None:
+            device = _Device(self, key, headed, viewport)
+        device.owner = key
         self.devices[device.id] = device
         self.touch(key)
         try:
             t0 = time.monotonic()
-            await device.start(exe, url)
+            if spare:
+                await device.adopt(url, viewport)
+            else:
+                await device.start(exe, url)
             await self.wait_connected(device, -1)
             device.phases["connectedMs"] = round((time.monotonic() - t0) * 1000)
         except BaseException as exc:
@@ -2423,8 +2471,57 @@ class _DeviceManager:
         self._ensure_idle_timer()
         self.touch(key)
         _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
-              sessionId=device.session_id, headed=headed, browser=exe, **device.phases)
+              sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
+        if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
+            self.top_up()
         return device, True
+
+    # -- spare browsers -------------------------------------------------------------
+    def top_up(self) -> None:
+        """Start spares in the background until `want_spares` are kept, within max_devices."""
+        while (len(self.spares) < self.want_spares and not self.hub.stop_reason
+               and len(self.devices) + len(self.spares) < self.max_devices):
+            try:
+                exe = _find_browser()
+            except ToolError:
+                return
+            spare = _Device(self, "", False, DEVICE_VIEWPORT)
+            self.spares.append(spare)
+            self.spare_tasks[spare.id] = self.hub.spawn(self._warm(spare, exe))
+
+    async def _warm(self, spare: _Device, exe: str) -> None:
+        try:
+            await spare.warm(exe)
+        except BaseException as exc:
+            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
+            await self.close(spare, "the spare did not start: %s" % exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        spare.ready = True
+        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
+
+    async def _take_spare(self) -> Optional[_Device]:
+        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
+        launch), or None when it failed; the caller starts a browser of its own then."""
+        while self.spares:
+            spare = self.spares.pop(0)
+            task = self.spare_tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                await asyncio.wait({task})
+            if spare.ready and not spare.closed and not spare.cdp.closed:
+                spare.ready = False  # ready again once its page connected for its new owner
+                return spare
+            await self.close(spare, "the spare was not usable")
+        return None
+
+    async def close_spares(self, why: str) -> None:
+        spares, self.spares = list(self.spares), []
+        for spare in spares:
+            task = self.spare_tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*(self.close(s, why) for s in spares))
 
     async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
         """Load `url` in a running device (first in a new, empty browser context when `fresh`)
@@ -2460,6 +2557,8 @@ class _DeviceManager:
             return
         device.closed = True
         self.devices.pop(device.id, None)
+        if device in self.spares:
+            self.spares.remove(device)
         try:
             if not device.cdp.closed:
                 await asyncio.wait_for(device.cdp.call("Browser.close", timeout=2.0), 2.5)
@@ -2491,7 +2590,7 @@ class _DeviceManager:
         _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
 
     async def close_all(self, why: str) -> None:
-        await asyncio.gather(*(self.close(d, why) for d in list(self.devices.values())))
+        await asyncio.gather(self.close_spares(why), *(self.close(d, why) for d in list(self.devices.values())))
         if self._idle_timer is not None:
             self._idle_timer.stop()
             self._idle_timer = None
@@ -2514,6 +2613,8 @@ class _DeviceManager:
                 continue  # `reticle drive` and `reticle demo` keep theirs until they end
             if now - self.last_used.get(device.owner, now) > self.idle_s:
                 self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
+        if self.spares and (self.asked_at is None or now - self.asked_at > self.idle_s):
+            self.hub.spawn(self.close_spares("no device was asked for in %d s" % self.idle_s))
 
     # -- trusted input ------------------------------------------------------------
     def on_input(self, session: _BrowserSession, msg: dict) -> None:

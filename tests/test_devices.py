@@ -384,22 +384,28 @@ def test_a_sigkilled_daemons_browsers_are_reaped_by_the_next_start(tmp_path, app
     try:
         client.ok("reticle_open", {"url": app.url + "/plain"})
         records = os.path.join(d.state_dir, "devices")
-        [name] = os.listdir(records)
-        with open(os.path.join(records, name)) as fh:
-            record = json.load(fh)
-        profile = record["profile"]
-        assert os.path.isdir(profile) and device_processes(profile)
+        # the device and the spare started beside it once a device was asked for: both leave a record
+        names = _harness.wait_until(lambda: len(os.listdir(records)) == 2 and os.listdir(records), 10,
+                                    what="the device's and the spare's records")
+        profiles = []
+        for name in names:
+            with open(os.path.join(records, name)) as fh:
+                profiles.append(json.load(fh)["profile"])
+        _harness.wait_until(lambda: all(os.path.isdir(p) and device_processes(p) for p in profiles), 10,
+                            what="both browsers")
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait()
     finally:
         client.close()
         d.stop()  # already gone: this only closes its log
     time.sleep(0.3)
-    assert device_processes(profile), "a killed daemon's browser outlives it: the reaper has work to do"
+    for profile in profiles:
+        assert device_processes(profile), "a killed daemon's browser outlives it: the reaper has work to do"
     again = _harness.Daemon(tmp_path / "state", port=d.port)
     try:
-        assert device_processes(profile) == []
-        assert not os.path.exists(profile)
+        for profile in profiles:
+            assert device_processes(profile) == []
+            assert not os.path.exists(profile)
         assert os.listdir(records) == []
     finally:
         again.close()
