@@ -638,3 +638,100 @@ def test_a_held_click_is_held_by_real_input(mcp, app):
                                  "args": {"holdMs": 400}, "sessionId": sid})
     assert res["input"] == "cdp"
     assert 400 <= res["result"]["effect"]["heldMs"] < 2000, res
+
+
+def log_events(d, event):
+    return [json.loads(ln) for ln in d.log().splitlines() if '"event":"%s"' % event in ln]
+
+
+def test_a_new_clients_open_adopts_the_spare_and_shares_nothing_with_the_last(tmp_path, app):
+    """The first reticle_open starts its browser and, once it answered, a spare in the background;
+    the next client's open adopts the spare (no launch) in a browser of its own: none of the first
+    client's cookies, local or session storage.  A new spare replaces the one used."""
+    d = _harness.Daemon(tmp_path / "state")
+    first, second = _harness.Mcp(d.url + "/mcp"), _harness.Mcp(d.url + "/mcp")
+    try:
+        a = first.ok("reticle_open", {"url": app.url + "/state"})
+        assert a["started"] is True
+        _harness.wait_until(lambda: log_events(d, "device_spare_ready"), 20, what="the spare to be warm")
+        b = second.ok("reticle_open", {"url": app.url + "/state", "viewport": {"width": 700, "height": 500}})
+        assert b["started"] is True and b["sessionId"] != a["sessionId"]
+        assert b["viewport"] == {"width": 700, "height": 500}
+        started = log_events(d, "device_started")
+        assert [s["spare"] for s in started] == [False, True]
+        assert started[1]["deviceId"] == log_events(d, "device_spare_ready")[0]["deviceId"] == b["deviceId"]
+        pids = {dev["deviceId"]: dev["pid"] for dev in d.status()["devices"]}
+        assert pids[a["deviceId"]] != pids[b["deviceId"]]
+        states = _harness.wait_until(lambda: [json.loads(x[1]) for x in app.log if x[0] == "state"][-2:]
+                                     if len([x for x in app.log if x[0] == "state"]) >= 2 else None, 10,
+                                     what="both pages to report what they kept")
+        assert states[1] == {"cookie": "", "local": None, "session": None}, states
+        width = second.ok("reticle_query", {"by": "role", "value": "button", "sessionId": b["sessionId"]})
+        assert width["elements"]
+        shot = second.ok("reticle_screenshot", {"sessionId": b["sessionId"]})
+        assert (shot["width"], shot["height"]) == (700, 500)
+        _harness.wait_until(lambda: len(log_events(d, "device_spare_ready")) == 2, 20, what="a new spare")
+    finally:
+        first.close()
+        second.close()
+        d.close()
+    assert os.listdir(os.path.join(d.state_dir, "devices")) == []  # the stop closed the spare too
+
+
+def test_the_spare_counts_in_the_device_limit(tmp_path, app):
+    d = _harness.Daemon(tmp_path / "state", env={"RETICLE_MAX_DEVICES": "2"})
+    clients = [_harness.Mcp(d.url + "/mcp") for _ in range(3)]
+    records = os.path.join(d.state_dir, "devices")
+    try:
+        clients[0].ok("reticle_open", {"url": app.url + "/plain"})
+        _harness.wait_until(lambda: log_events(d, "device_spare_ready"), 20, what="the spare")
+        assert len(os.listdir(records)) == 2  # one device and one spare: the limit is reached
+        clients[1].ok("reticle_open", {"url": app.url + "/plain"})  # adopts the spare
+        time.sleep(1.0)
+        assert len(os.listdir(records)) == 2, "no new spare past the limit"
+        data, is_error = clients[2].call("reticle_open", {"url": app.url + "/plain"})
+        assert is_error and "at most 2 devices" in data["error"]
+        assert len(log_events(d, "device_spare_ready")) == 1
+    finally:
+        for c in clients:
+            c.close()
+        d.close()
+
+
+def test_no_spare_with_reticle_spare_devices_0(tmp_path, app):
+    d = _harness.Daemon(tmp_path / "state", env={"RETICLE_SPARE_DEVICES": "0"})
+    client = _harness.Mcp(d.url + "/mcp")
+    try:
+        client.ok("reticle_open", {"url": app.url + "/plain"})
+        time.sleep(1.5)
+        assert len(os.listdir(os.path.join(d.state_dir, "devices"))) == 1
+        assert not log_events(d, "device_spare_ready")
+    finally:
+        client.close()
+        d.close()
+
+
+def test_spares_close_with_the_idle_devices(tmp_path, monkeypatch):
+    """In the daemon's own objects on a real loop: a warmed spare is a real browser, and the idle sweep
+    that closes idle devices closes it once no device was asked for in the idle time."""
+    monkeypatch.setenv("RETICLE_STATE_DIR", str(tmp_path / "state"))
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"))
+        manager = hub.devices
+        manager.asked_at = time.monotonic()
+        manager.top_up()
+        assert len(manager.spares) == 1
+        spare = manager.spares[0]
+        await asyncio.wait_for(manager.spare_tasks[spare.id], 30)
+        assert spare.ready and spare.context and device_processes(spare.profile)
+        manager._close_idle()  # asked for just now: the spare stays
+        await asyncio.sleep(0.2)
+        assert manager.spares == [spare]
+        manager.asked_at = time.monotonic() - manager.idle_s - 1
+        manager._close_idle()
+        await asyncio.wait_for(asyncio.gather(*list(hub.tasks)), 15)
+        assert manager.spares == [] and spare.closed
+        assert device_processes(spare.profile) == [] and not os.path.exists(spare.profile)
+
+    asyncio.run(run())
