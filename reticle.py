@@ -1103,6 +1103,20 @@ def _is_churn(etype: str) -> bool:
     return etype.startswith(CHURN_PREFIXES)
 
 
+_CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
+_HIGH_VALUE_SET = frozenset(_HIGH_VALUE)
+_OBSERVED_TYPES = frozenset(("net.pending", "net.request", "page.health", "route.change", "blind-spot"))
+
+
+def _churn_memo(etype: str) -> bool:
+    churn = _CHURN_TYPES.get(etype)
+    if churn is None:
+        churn = etype.startswith(CHURN_PREFIXES)
+        if len(_CHURN_TYPES) < 512:
+            _CHURN_TYPES[etype] = churn
+    return churn
+
+
 class _EventStore:
     """One browser session's ring buffer: at most EVENT_CAP_COUNT events,
     EVENT_CAP_AGE_MS old and EVENT_CAP_BYTES big.  Churn (DOM, animation,
@@ -1130,6 +1144,22 @@ class _EventStore:
 
     def __len__(self) -> int:
         return len(self._churn) + len(self._kept)
+
+    def add_batch(self, events: List[dict], size: int) -> None:
+        """Store a frame's events (each `size` bytes), then apply the caps once: the frame path's add."""
+        seq = self.seq
+        churn_append, kept_append = self._churn.append, self._kept.append
+        memo = _CHURN_TYPES
+        for event in events:
+            seq += 1
+            event["seq"] = seq
+            churn = memo.get(event["type"])
+            if churn is None:
+                churn = _churn_memo(event["type"])
+            (churn_append if churn else kept_append)((event, size))
+        self.total += seq - self.seq
+        self.bytes += size * (seq - self.seq)
+        self.seq = seq
 
     def add(self, event: dict, size: int, trim: bool = True) -> None:
         """Store one event; `trim=False` leaves the caps to one `trim(now)` per frame."""
@@ -1173,6 +1203,21 @@ class _EventStore:
         self.evicted[which] += 1
         self.evicted_upto[which] = max(self.evicted_upto[which], event["t"])
 
+    def _evict_many(self, dq: collections.deque, which: str, count: int) -> None:
+        """_evict `count` times over (count <= len(dq)), in one loop: a full buffer evicts a frame's worth."""
+        popleft = dq.popleft
+        freed = 0
+        newest = self.evicted_upto[which]
+        for _ in range(count):
+            event, size = popleft()
+            freed += size
+            t = event["t"]
+            if t > newest:
+                newest = t
+        self.bytes -= freed
+        self.evicted[which] += count
+        self.evicted_upto[which] = newest
+
     def trim(self, now: float) -> None:
         """Apply the age, count and byte caps: churn goes first, oldest first."""
         horizon = now - self.cap_age_ms
@@ -1181,6 +1226,14 @@ class _EventStore:
             while dq and dq[0][0]["t"] < horizon:
                 self._evict(dq, which)
         over = len(churn) + len(kept) - self.cap_count
+        if over > 0 and churn:  # the count cap in bulk, churn first: what the loop below does one by one
+            first = min(over, len(churn))
+            self._evict_many(churn, "churn", first)
+            over -= first
+        if over > 0 and kept:
+            first = min(over, len(kept))
+            self._evict_many(kept, "other", first)
+            over -= first
         while over > 0 or self.bytes > self.cap_bytes:
             if churn:
                 self._evict(churn, "churn")
@@ -1458,37 +1511,49 @@ class _BrowserSession:
             self._window_high = 0
             self._window_sampled = 0
         dropped = 0
+        kept: List[dict] = []
+        keep = kept.append
+        high_set, observed = _HIGH_VALUE_SET, _OBSERVED_TYPES
+        n_high, n_other = self._window_high, self._window_count
         for index, raw in enumerate(events):
-            if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            etype = raw.get("type") if isinstance(raw, dict) else None
+            if not isinstance(etype, str):
                 self.store.note_blind_spot("malformed-event")
                 continue
-            etype = raw["type"][:64]
+            if len(etype) > 64:
+                etype = etype[:64]
             # Ordinary events share `cap` per second; high-value ones (requests,
             # errors, routes, signals...) have a reserve of their own.
-            if etype in _HIGH_VALUE:
-                self._window_high += 1
-                over = self._window_high > cap
+            if etype in high_set:
+                n_high += 1
+                over = n_high > cap
             else:
-                self._window_count += 1
-                over = self._window_count > cap
+                n_other += 1
+                over = n_other > cap
             if over:
                 dropped += 1
                 continue
             data = raw.get("data")
-            if not isinstance(data, dict):  # downstream code reads fields: give every event an object
-                data = {} if data is None else {"value": data}
+            if data.__class__ is not dict and not isinstance(data, dict):
+                data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
             # a microsecond apart: every event has its own cursor, so an answer can stop between two
             event = {"t": now + index * 0.001, "type": etype, "data": data}
-            if isinstance(raw.get("t"), (int, float)):
-                event["pt"] = raw["t"]
-            if isinstance(raw.get("actionId"), str):
-                event["actionId"] = raw["actionId"][:32]
-            if isinstance(raw.get("documentId"), str):
-                event["doc"] = raw["documentId"][:64]
+            value = raw.get("t")
+            if isinstance(value, (int, float)):
+                event["pt"] = value
+            value = raw.get("actionId")
+            if value is not None and isinstance(value, str):
+                event["actionId"] = value[:32]
+            value = raw.get("documentId")
+            if value is not None and isinstance(value, str):
+                event["doc"] = value[:64]
                 if self.arriving is not None and event["doc"] == self.arriving[0]:
                     self.arriving = None
-            self._observe(event)
-            self.store.add(event, size, trim=False)
+            if etype in observed:
+                self._observe(event)
+            keep(event)
+        self._window_high, self._window_count = n_high, n_other
+        self.store.add_batch(kept, size)
         self.store.trim(now)
         if dropped:
             self._window_sampled += dropped
