@@ -1515,6 +1515,8 @@ class _BrowserSession:
         keep = kept.append
         high_set, observed = _HIGH_VALUE_SET, _OBSERVED_TYPES
         n_high, n_other = self._window_high, self._window_count
+        last_doc: Any = None  # a frame's events mostly share their document: its checks run once
+        doc = ""
         for index, raw in enumerate(events):
             etype = raw.get("type") if isinstance(raw, dict) else None
             if not isinstance(etype, str):
@@ -1539,16 +1541,20 @@ class _BrowserSession:
             # a microsecond apart: every event has its own cursor, so an answer can stop between two
             event = {"t": now + index * 0.001, "type": etype, "data": data}
             value = raw.get("t")
-            if isinstance(value, (int, float)):
+            if value.__class__ is float or isinstance(value, (int, float)):
                 event["pt"] = value
             value = raw.get("actionId")
             if value is not None and isinstance(value, str):
                 event["actionId"] = value[:32]
             value = raw.get("documentId")
-            if value is not None and isinstance(value, str):
-                event["doc"] = value[:64]
-                if self.arriving is not None and event["doc"] == self.arriving[0]:
-                    self.arriving = None
+            if value is not None:
+                if value == last_doc:  # only ever a string, so only a string equals it
+                    event["doc"] = doc
+                elif isinstance(value, str):
+                    last_doc = value
+                    doc = event["doc"] = value[:64]
+                    if self.arriving is not None and doc == self.arriving[0]:
+                        self.arriving = None
             if etype in observed:
                 self._observe(event)
             keep(event)
