@@ -95,6 +95,7 @@ from typing import Any
 from typing import Awaitable
 from typing import Callable
 from typing import Dict
+from typing import FrozenSet
 from typing import List
 from typing import Optional
 from typing import Tuple
@@ -192,9 +193,6 @@ SESSION_MAX_AGE_S = 30 * 86400             # a Streamable HTTP session id older 
 MIN_TOKEN_CHARS = 32                       # the shortest RETICLE_TOKEN accepted off loopback
 AUTH_FAIL_RATE = (1.0, 10.0)               # wrong tokens per peer address: burst 10, then 1/s; 429 beyond
 
-# Event types that are churn: evicted first when a buffer is full, sampled
-# first when a page floods the bridge.
-CHURN_PREFIXES = ("dom.", "anim.", "page.health", "focus.", "perf.", "net.ws", "net.sse")
 
 _log = logging.getLogger("reticle")
 _bridge_log = logging.getLogger("reticle.bridge")
@@ -245,16 +243,21 @@ class ReticleError(Exception):
 
 
 class ToolError(ReticleError):
-    """A tool ran and failed: becomes ``isError: true`` with {error, recovery}."""
+    """A tool ran and failed: becomes ``isError: true`` with {error, recovery, code}.  `code` is
+    machine-readable (callers branch on it, never on the prose); each subclass has its own."""
 
-    def __init__(self, error: str, recovery: str = "", **extra: Any) -> None:
+    code = "tool_failed"
+
+    def __init__(self, error: str, recovery: str = "", code: Optional[str] = None, **extra: Any) -> None:
         super().__init__(error)
         self.error = error
         self.recovery = recovery
+        if code is not None:
+            self.code = code
         self.extra = extra
 
     def payload(self) -> dict:
-        out = {"error": self.error}
+        out = {"error": self.error, "code": self.code}
         if self.recovery:
             out["recovery"] = self.recovery
         out.update(self.extra)
@@ -687,6 +690,8 @@ CHEATSHEET = """# Reticle cheat sheet
 2. `reticle_snapshot {mode: "interactive"}` or `reticle_query {by, value}`: find refs (e7).
 3. `reticle_act_and_wait {ref, action, until: <predicate>}`: act and get a verdict.
 4. `reticle_assert {predicate}`: check what happened since the last act.
+5. `reticle_fault {match: {urlContains, method}, respond: {status: 500}}`: make a write fail on
+   purpose, then prove the app tells the user; `{clear: true}` ends it.
 
 _Verdicts: `verified: "yes"` is the only pass. `"no"` names the failing evidence;
 `"unknown"` means Reticle could not tell (tab lost, request in flight, body not captured,
@@ -996,8 +1001,90 @@ def _tool_result(obj: Any, is_error: bool = False) -> dict:
 
 
 ###############################################################################
-# Browser bridge (connection hub, pending calls) ##############################
+# Events and requests #########################################################
 ###############################################################################
+# What each event type the SDK sends is, as one table of records, and what a
+# request is and whether it matches: the bridge, the predicates, the verdict
+# rules and the tools all ask here.
+
+
+class _EventType:
+    """One event type (or a family of them, `dom.*`), whole: every question the code asks of a
+    type is a flag of its record."""
+
+    __slots__ = ("name", "churn", "high_value", "ui", "effect", "busy", "frame", "bucket", "console")
+
+    def __init__(self, name: str, bucket: Optional[str], churn: bool = False, high_value: bool = False,
+                 ui: bool = False, effect: bool = False, busy: bool = False, frame: bool = False,
+                 console: Optional[str] = None) -> None:
+        self.name = name
+        self.bucket = bucket          # the reticle_observe filter that names it ("dom", "net", ...)
+        self.churn = churn            # evicted first when a buffer is full, sampled first under a flood
+        self.high_value = high_value  # has a rate reserve of its own (requests, errors, routes, signals)
+        self.ui = ui                  # the UI moved (for "the UI advanced under a failed request")
+        self.effect = effect          # a consequence of an act (for "the act had no effect")
+        self.busy = busy              # keeps the page from being settled
+        self.frame = frame            # a WebSocket, EventSource or streamed-response message (or open/close)
+        self.console = console        # the console level it stands for (uncaught errors are "error")
+
+
+_EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
+    _EventType("net.request", "net", high_value=True, effect=True, busy=True),
+    _EventType("net.pending", "net", high_value=True, effect=True),
+    _EventType("net.ws", "net", churn=True, effect=True, busy=True, frame=True),
+    _EventType("net.sse", "net", churn=True, effect=True, busy=True, frame=True),
+    _EventType("net.stream", "net", effect=True, busy=True, frame=True),
+    _EventType("dom.added", "dom", churn=True, ui=True, effect=True, busy=True),
+    _EventType("dom.removed", "dom", churn=True, ui=True, effect=True, busy=True),
+    _EventType("dom.attr", "dom", churn=True, ui=True, effect=True, busy=True),
+    _EventType("dom.text", "dom", churn=True, ui=True, effect=True),
+    _EventType("dom.*", "dom", churn=True),
+    _EventType("anim.start", "animation", churn=True, effect=True),
+    _EventType("anim.*", "animation", churn=True),
+    _EventType("route.change", "route", high_value=True, ui=True, effect=True),
+    _EventType("route.*", "route"),
+    _EventType("state.change", "state", high_value=True, ui=True, effect=True),
+    _EventType("state.*", "state"),
+    _EventType("storage.change", "storage", high_value=True, effect=True),
+    _EventType("storage.*", "storage"),
+    _EventType("signal", "signal", high_value=True, effect=True),
+    _EventType("ui.alert", "ui", high_value=True, effect=True),
+    _EventType("ui.*", "ui"),
+    _EventType("console.error", "console", high_value=True, console="error"),
+    _EventType("console.warn", None, high_value=True, console="warn"),
+    _EventType("console.log", None, console="log"),
+    _EventType("console.info", None, console="info"),
+    _EventType("console.debug", None, console="debug"),
+    _EventType("error.uncaught", "console", high_value=True, console="error"),
+    _EventType("error.*", "console"),
+    _EventType("page.health", "perf", churn=True),
+    _EventType("perf.*", "perf", churn=True),
+    _EventType("focus.*", None, churn=True),
+    _EventType("truncated", None, high_value=True),
+    _EventType("blind-spot", None, high_value=True),
+)}
+_OTHER_EVENT = _EventType("?", None)
+
+
+def _event_type(etype: str) -> _EventType:
+    """The record of an event type: its own, else its family's (`dom.*`), else a plain one.
+    A page may send any type; one the table does not know is kept, counted and never churn."""
+    rec = _EVENT_TYPES.get(etype)
+    if rec is None:
+        family, dot, _ = etype.partition(".")
+        rec = _EVENT_TYPES.get(family + ".*", _OTHER_EVENT) if dot else _OTHER_EVENT
+    return rec
+
+
+def _event_types(flag: str) -> FrozenSet[str]:
+    """The (exact) event types whose record has `flag` set."""
+    return frozenset(name for name, rec in _EVENT_TYPES.items() if "*" not in name and getattr(rec, flag))
+
+
+_FRAME_TYPES = _event_types("frame")
+_UI_EVENTS = _event_types("ui")
+_CONSOLE_TYPES = _event_types("console")
+
 
 # -- calls: the one place that says what a request is and whether it matches --------------------
 
@@ -1083,7 +1170,6 @@ def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
     return True
 
 
-_FRAME_TYPES = ("net.ws", "net.sse", "net.stream")
 def _frames(window: List[dict]) -> List[dict]:
     """The messages of a window (not the opens and closes), dev tooling aside."""
     return [e["data"] for e in window if e["type"] in _FRAME_TYPES
@@ -1095,23 +1181,24 @@ def _call_label(d: dict) -> str:
     return "%s %s" % (str(method).upper(), d.get("url") or "?")
 
 
-_HIGH_VALUE = ("net.request", "net.pending", "ui.alert", "console.error", "console.warn", "error.uncaught",
-               "route.change", "signal", "storage.change", "state.change", "truncated", "blind-spot")
-
-
 def _is_churn(etype: str) -> bool:
-    return etype.startswith(CHURN_PREFIXES)
+    return _event_type(etype).churn
+
+
+###############################################################################
+# Browser bridge (connection hub, pending calls) ##############################
+###############################################################################
 
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
-_HIGH_VALUE_SET = frozenset(_HIGH_VALUE)
+_HIGH_VALUE_SET = _event_types("high_value")
 _OBSERVED_TYPES = frozenset(("net.pending", "net.request", "page.health", "route.change", "blind-spot"))
 
 
 def _churn_memo(etype: str) -> bool:
     churn = _CHURN_TYPES.get(etype)
     if churn is None:
-        churn = etype.startswith(CHURN_PREFIXES)
+        churn = _event_type(etype).churn
         if len(_CHURN_TYPES) < 512:
             _CHURN_TYPES[etype] = churn
     return churn
@@ -1273,12 +1360,6 @@ class _EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
-class _Window(list):
-    """A window's events, with the cursor it starts at (so quiet can be counted from it)."""
-
-    start = 0.0
-
-
 class _Known:
     """What a session knows beside its window, for the verdict rules: the
     requests still open, the blind-spot counts and what the buffer lost
@@ -1298,9 +1379,15 @@ class _Known:
                                             # requests it repeated before it (autosave, polling)
 
 
+# the codes a page may give a refused command (anything else it says is "page_refused")
+_PAGE_ERROR_CODES = ("target_missing", "target_ambiguous")
+
+
 class _TabGone(ToolError):
     """The tab went away (unloaded, replaced or closed) after a command was sent to it,
     so whether the command ran is not known."""
+
+    code = "tab_gone"
 
 
 class _BrowserSession:
@@ -1570,6 +1657,8 @@ class _BrowserSession:
     def _observe(self, event: dict) -> None:
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
+        if etype in ("net.request", "net.pending", "net.ws"):
+            self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
             if len(self._open) < 1000:
                 key = _request_key(event)
@@ -1636,7 +1725,8 @@ class _BrowserSession:
                 device.acting -= 1
         if not reply.get("ok"):
             error = str(reply.get("error") or "the page refused the command")[:4096]
-            raise ToolError(error, str(reply.get("recovery") or ""))
+            code = reply.get("code") if reply.get("code") in _PAGE_ERROR_CODES else "page_refused"
+            raise ToolError(error, str(reply.get("recovery") or ""), code=code)
         return reply.get("result")
 
     def resolve_command(self, msg: dict) -> None:
@@ -1965,6 +2055,9 @@ def _browser_args(profile: str, headed: bool, viewport: Tuple[int, int]) -> Tupl
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         args.append("--no-sandbox")
         why = "running as root, where Chromium refuses to start its sandbox"
+    # A document a fault answers (a faulted form post) has no IP address space, and Chromium's
+    # local-network-access checks would then refuse its SDK the socket to the daemon on loopback.
+    args.append("--disable-features=LocalNetworkAccessChecks")
     extra = os.environ.get("RETICLE_BROWSER_ARGS", "").strip()
     if extra:
         args.extend(shlex.split(extra))
@@ -2087,7 +2180,6 @@ _CDP_KEYS = {"Enter": (13, "Enter", "\r"), "Tab": (9, "Tab", ""), "Escape": (27,
              "Home": (36, "Home", ""), "End": (35, "End", ""), "PageUp": (33, "PageUp", ""),
              "PageDown": (34, "PageDown", "")}
 _CDP_MODIFIERS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
-_CDP_INPUT_ACTIONS = ("click", "dblclick", "hover", "type", "press", "drag")
 
 
 def _cdp_key(key: str) -> Tuple[int, str, str]:
@@ -2252,6 +2344,7 @@ class _Device:
                 _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
 
         await asyncio.gather(self._prepare_page(), close_old())
+        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
         if old_context:  # its renderer winds down on its own time; the next page need not wait for it
             self.manager.hub.spawn(self._dispose(old_context))
 
@@ -2691,6 +2784,7 @@ class _DeviceManager:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, _remove_profile, device.profile)
         self._drop_record(device)
+        self.hub.faults.drop_tab(device.session_id)
         session = self.hub.bridge.get(device.session_id)
         if session is not None and session.handler is not None:
             session.handler.close(1001, "the device closed")
@@ -2762,6 +2856,289 @@ def _remove_profile(path: str) -> None:
         if not os.path.exists(path):
             return
         time.sleep(0.1)
+
+
+# -- faults on purpose (reticle_fault) --------------------------------------------------------------
+# A fault makes one tab's matching requests fail (or wait) so that an agent can prove the app tells
+# the user.  In a device it acts in the browser's network layer (CDP Fetch: the request never
+# reaches the server unless it is only delayed); in a tab with the script tag it acts in the SDK's
+# fetch and XHR wrappers.  Every request a fault touched is marked on the page's own record of it
+# (`faulted: true`, `faultId`), so no verdict mistakes a fault's answer for the server's.
+
+FAULT_TTL_MS_DEFAULT = 600000        # a fault expires this long after it was set, unless ttlMs says
+FAULT_MAX_PER_TAB = 32
+FAULT_HIT_KEEP_MS = 120000           # a request a device fault touched is matched to the page's record within this
+_FAULT_CDP_TYPES = {"document": "Document", "fetch": "Fetch", "xhr": "XHR", "websocket": "WebSocket",
+                    "eventsource": "EventSource", "script": "Script", "stylesheet": "Stylesheet", "image": "Image",
+                    "font": "Font", "media": "Media", "other": "Other"}
+_FAULT_SDK_TYPES = ("fetch", "xhr", "websocket")
+_FAULT_DEVICE_COVERS = ["documents", "form posts", "fetch", "XHR", "WebSocket handshakes", "EventSource",
+                        "scripts, styles, images and fonts"]
+_FAULT_SDK_COVERS = ["fetch", "XHR", "WebSocket handshakes"]
+_FAULT_SDK_MISSES = ["documents and form posts", "EventSource", "scripts, styles and images",
+                     "requests made by workers"]
+
+
+class _Fault:
+    """One fault: what it matches, what it answers, how often and until when, and whose it is."""
+
+    def __init__(self, fid: str, owner: str, session_id: str, spec: dict, now_ms: float) -> None:
+        match = spec["match"]
+        self.id = fid
+        self.owner = owner
+        self.session_id = session_id
+        self.url_contains = str(match["urlContains"])
+        self.method = str(match["method"]).upper() if match.get("method") else None
+        self.resource_type = str(match["resourceType"]).lower() if match.get("resourceType") else None
+        self.respond = dict(spec["respond"]) if spec.get("respond") else None
+        self.delay_ms = int(spec.get("delayMs") or 0)
+        self.abort = bool(spec.get("abort"))
+        self.times = spec.get("times")
+        self.ttl_ms = int(spec.get("ttlMs") or FAULT_TTL_MS_DEFAULT)
+        self.created = now_ms
+        self.expires = now_ms + self.ttl_ms
+        self.expires_wall = time.time() + self.ttl_ms / 1000.0
+        self.hits = 0
+        self.cleared = False
+
+    def live(self, now_ms: float) -> bool:
+        return not self.cleared and now_ms < self.expires and (self.times is None or self.hits < self.times)
+
+    def fits(self, method: Any, url: Any, rtype: Optional[str] = None) -> bool:
+        if self.method and str(method or "GET").upper() != self.method:
+            return False
+        if self.url_contains not in str(url or ""):
+            return False
+        if self.resource_type in ("fetch", "xhr") and rtype in ("fetch", "xhr"):
+            return True  # the browser's network layer does not always tell fetch from XHR
+        return not (self.resource_type and rtype and rtype != self.resource_type)
+
+    def what(self) -> str:
+        if self.abort:
+            return "aborted" + (" after %d ms" % self.delay_ms if self.delay_ms else "")
+        if self.respond:
+            late = " after %d ms" % self.delay_ms if self.delay_ms else ""
+            return "answered %s%s" % (self.respond.get("status"), late)
+        return "delayed %d ms" % self.delay_ms
+
+    def public(self, now_ms: float) -> dict:
+        match: Dict[str, Any] = {"urlContains": self.url_contains}
+        if self.method:
+            match["method"] = self.method
+        if self.resource_type:
+            match["resourceType"] = self.resource_type
+        out: Dict[str, Any] = {"faultId": self.id, "sessionId": self.session_id, "match": match, "does": self.what(),
+                               "hits": self.hits, "live": self.live(now_ms), "expiresAt": _wall_iso(self.expires_wall)}
+        if self.times is not None:
+            out["times"] = self.times
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+    def for_sdk(self, now_ms: float) -> dict:
+        """What the SDK's wrappers need (no owner, no session)."""
+        out: Dict[str, Any] = {"id": self.id, "urlContains": self.url_contains, "method": self.method,
+                               "resourceType": self.resource_type, "delayMs": self.delay_ms, "abort": self.abort,
+                               "expiresInMs": max(0, round(self.expires - now_ms))}
+        if self.respond:
+            out["respond"] = self.respond
+        if self.times is not None:
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+
+async def _quietly(job: Awaitable) -> None:
+    """Run a background job whose failure (a tab gone, a browser gone) only needs a log line."""
+    try:
+        await job
+    except ToolError as exc:
+        _emit(_log, logging.INFO, "background_job_failed", why=exc.error[:300])
+
+
+def _cdp_pattern(text: str) -> str:
+    """A CDP Fetch urlPattern matching any URL that contains `text` (`*`, `?` and `\\` escaped)."""
+    return "*" + re.sub(r"([*?\\])", r"\\\1", text) + "*"
+
+
+class _Faults:
+    """Every fault of one daemon, per tab.  A fault acts on the tab it was set on and on no other;
+    only the client that set it lists or clears it; it ends with its ttl, its `times`, a clear, or
+    the tab (a closed device, a tab that went away and did not come back)."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.tabs: Dict[str, Dict[str, _Fault]] = {}
+        self.hits: Dict[str, collections.deque] = {}       # session id -> [fault id, method, url, t, used]
+        self.device_patterns: Dict[str, Tuple[str, ...]] = {}  # CDP page session -> patterns enabled
+        self.listening: set = set()
+        self.timers: Dict[str, Any] = {}
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+    def _tab_alive(self, sid: str) -> bool:
+        bridge = self.hub.bridge
+        return sid in bridge.sessions or sid in bridge.departed or self.hub.devices.for_session(sid) is not None
+
+    def live(self, sid: str) -> List[_Fault]:
+        if sid in self.tabs and not self._tab_alive(sid):
+            self.drop_tab(sid)
+        now = self.hub.clock()
+        return [f for f in self.tabs.get(sid, {}).values() if f.live(now)]
+
+    def known(self, sid: str, fid: Any) -> Optional[_Fault]:
+        return self.tabs.get(sid, {}).get(fid) if isinstance(fid, str) else None
+
+    def drop_tab(self, sid: str) -> None:
+        for fid in self.tabs.pop(sid, {}):
+            timer = self.timers.pop(fid, None)
+            if timer is not None:
+                timer.cancel()
+        self.hits.pop(sid, None)
+
+    def add(self, session: "_BrowserSession", owner: str, spec: dict) -> _Fault:
+        tab = self.tabs.setdefault(session.id, {})
+        for fid in [k for k, f in tab.items() if not f.live(self.hub.clock())]:
+            del tab[fid]
+        if len(tab) >= FAULT_MAX_PER_TAB:
+            raise ToolError("tab %s already has %d faults (at most %d)" % (session.id, len(tab), FAULT_MAX_PER_TAB),
+                            "clear some with reticle_fault {clear: true}")
+        fault = _Fault("f" + secrets.token_hex(4), owner, session.id, spec, self.hub.clock())
+        tab[fault.id] = fault
+        loop = asyncio.get_running_loop()
+        self.timers[fault.id] = loop.call_later(fault.ttl_ms / 1000.0, lambda: self.hub.spawn(self.sync(session.id)))
+        return fault
+
+    def clear(self, sid: str, owner: str, which: Any) -> List[str]:
+        tab = self.tabs.get(sid, {})
+        gone = [f for f in tab.values() if f.owner == owner and (which is True or f.id == which)]
+        for f in gone:
+            f.cleared = True
+            del tab[f.id]
+            timer = self.timers.pop(f.id, None)
+            if timer is not None:
+                timer.cancel()
+        return [f.id for f in gone]
+
+    def take(self, sid: str, method: Any, url: Any, rtype: Optional[str]) -> Optional[_Fault]:
+        """The first live fault of tab `sid` that fits this request, its hit counted and noted."""
+        for fault in self.live(sid):
+            if fault.fits(method, url, rtype):
+                fault.hits += 1
+                hits = self.hits.setdefault(sid, collections.deque(maxlen=500))
+                hits.append([fault.id, str(method or "GET").upper(), str(url or ""), self.hub.clock(), False])
+                return fault
+        return None
+
+    # -- the page's records: a request a fault touched says so ---------------------------------------
+    def mark(self, session: "_BrowserSession", event: dict) -> None:
+        """Set `faulted`/`faultId` on a completed request's record when a fault of this tab touched it,
+        and take them off when none did (a page cannot claim a fault it never met)."""
+        data = event["data"]
+        claimed = data.pop("faultId", None)
+        data.pop("faulted", None)
+        fault = self.known(session.id, claimed)
+        if fault is not None and (session.device is None or fault.resource_type == "websocket"):
+            # the SDK's wrappers applied it (fetch and XHR with the script tag; WebSockets everywhere)
+            if event["type"] == "net.request" or data.get("direction") == "open":
+                fault.hits += 1
+            data["faulted"] = True
+            data["faultId"] = fault.id
+            return
+        if session.device is None or event["type"] != "net.request":
+            return
+        horizon = self.hub.clock() - FAULT_HIT_KEEP_MS
+        method = str(data.get("method") or "GET").upper()
+        for hit in self.hits.get(session.id, ()):
+            fault = self.known(session.id, hit[0])
+            if hit[4] or hit[3] < horizon or hit[1] != method or fault is None:
+                continue
+            if fault.fits(method, data.get("url")) or data.get("url") == hit[2]:
+                hit[4] = True
+                data["faulted"] = True
+                data["faultId"] = fault.id
+                return
+
+    # -- putting faults in force -----------------------------------------------------------------------
+    async def sync(self, sid: str) -> None:
+        """Put tab `sid`'s live faults in force: Fetch patterns in a device, the SDK's list with the
+        script tag."""
+        device = self.hub.devices.for_session(sid)
+        if device is not None:
+            await self.sync_device(device)
+        session = self.hub.bridge.get(sid)
+        if session is None or session.handler is None:
+            return
+        now = self.hub.clock()
+        # the SDK applies the faults of a script-tag tab, and a device's WebSocket faults (the
+        # browser's network layer does not hold WebSocket handshakes)
+        faults = [f.for_sdk(now) for f in self.live(sid) if device is None or f.resource_type == "websocket"]
+        await session.command("fault_set", {"faults": faults})
+
+    async def sync_device(self, device: "_Device") -> None:
+        page = device.page
+        if page is None or device.closed or device.cdp.closed:
+            return
+        if device.id not in self.listening:
+            self.listening.add(device.id)
+            device.cdp.listeners.append(lambda method, params, s: self._on_cdp(device, method, params, s))
+        patterns = []
+        for fault in self.live(device.session_id):
+            if fault.resource_type == "websocket":
+                continue  # the SDK's WebSocket wrapper drops those (sync)
+            pattern: Dict[str, Any] = {"urlPattern": _cdp_pattern(fault.url_contains), "requestStage": "Request"}
+            if fault.resource_type in ("fetch", "xhr"):
+                patterns.append(dict(pattern, resourceType="Fetch"))
+                pattern["resourceType"] = "XHR"
+            elif fault.resource_type:
+                pattern["resourceType"] = _FAULT_CDP_TYPES[fault.resource_type]
+            patterns.append(pattern)
+        key = tuple(sorted(_dumps(p) for p in patterns))
+        if self.device_patterns.get(page, ()) == key:
+            return
+        if patterns:
+            await device.cdp.call("Fetch.enable", {"patterns": patterns, "handleAuthRequests": False}, page)
+            self.device_patterns[page] = key
+        else:
+            await device.cdp.call("Fetch.disable", {}, page)
+            self.device_patterns.pop(page, None)
+
+    def _on_cdp(self, device: "_Device", method: str, params: dict, session: Optional[str]) -> None:
+        if method == "Fetch.requestPaused" and session is not None:
+            self.hub.spawn(self._paused(device, params, session))
+
+    async def _paused(self, device: "_Device", params: dict, page: str) -> None:
+        """A request the browser holds for us: answer it as the fault says, or let it go."""
+        req = params.get("request") or {}
+        rid = params.get("requestId")
+        rtype = str(params.get("resourceType") or "other").lower()
+        fault = self.take(device.session_id, req.get("method"), req.get("url"), rtype) if page == device.page else None
+        call = device.cdp.call
+        try:
+            if fault is None:
+                await call("Fetch.continueRequest", {"requestId": rid}, page)
+                if not self.live(device.session_id):
+                    self.hub.spawn(self.sync_device(device))
+                return
+            _emit(_device_log, logging.INFO, "fault_hit", faultId=fault.id, sessionId=device.session_id,
+                  method=req.get("method"), resourceType=rtype, does=fault.what())
+            if fault.delay_ms:
+                await asyncio.sleep(fault.delay_ms / 1000.0)
+            if fault.abort:
+                await call("Fetch.failRequest", {"requestId": rid, "errorReason": "Failed"}, page)
+            elif fault.respond:
+                r = fault.respond
+                headers = [{"name": str(k), "value": str(v)} for k, v in (r.get("headers") or {}).items()]
+                if not any(h["name"].lower() == "content-type" for h in headers):
+                    headers.append({"name": "Content-Type", "value": "text/plain; charset=utf-8"})
+                body = str(r.get("body") if r.get("body") is not None else "Reticle fault %s" % fault.id)
+                await call("Fetch.fulfillRequest", {"requestId": rid, "responseCode": int(r["status"]),
+                                                    "responseHeaders": headers,
+                                                    "body": base64.b64encode(body.encode("utf-8")).decode("ascii")},
+                           page)
+            else:
+                await call("Fetch.continueRequest", {"requestId": rid}, page)
+            if fault.times is not None and fault.hits >= fault.times:
+                self.hub.spawn(self.sync_device(device))
+        except _CdpError as exc:  # the page navigated away or the browser went: nothing is left to answer
+            _emit(_device_log, logging.INFO, "fault_unanswered", sessionId=device.session_id, why=str(exc))
 
 
 ###############################################################################
@@ -2837,15 +3214,86 @@ def _deep_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-_UI_EVENTS = ("dom.added", "dom.removed", "dom.attr", "dom.text", "state.change", "route.change")
 _FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|couldn't", re.I)
 _NO_FAILURE = re.compile(r"\b(no|without|0|zero)\s+(errors?|failures?|problems?|issues?)\b", re.I)
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
 
-# -- one evaluator per kind: (session, p, window, diagnose) -> result ---------------------------
+# -- the observation: what Observe saw, and what every kind's `judge` reads ----------------------
 
-async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+class _ReadFailed:
+    """A live read the page could not answer (the tab went away, a command timed out)."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+class _Observation:
+    """Everything a verdict is judged on, gathered by Observe (the only async stage) and read by
+    the pure `judge` of each kind and by the verdict rules.
+
+    `window` holds the events from `since` on, up to the end of the observation, and `known` what
+    the session knew then; the predicate was judged at the instant `now`, over the events up to
+    the sequence number `upto` (None: all of them) with the requests `open` then still in flight.
+    `live` holds each live leaf's read of the page and `near` its near misses (keyed by
+    `_leaf_key`).  `after_act`: the window starts at an act (quiet counts from it); `effect` is
+    what the act reported; `lost`: the tab went away; `timed_out`: the wait ran out (its ms);
+    `action` the act's action when the observation follows one (act_and_wait), and `act_at` the
+    cursor of the last act inside the window (the act itself, or one an assert follows)."""
+
+    __slots__ = ("window", "known", "now", "since", "upto", "open", "url", "after_act", "effect", "live", "near",
+                 "already_true", "lost", "timed_out", "action", "act_at")
+
+    def __init__(self, window: List[dict], known: Optional["_Known"] = None, now: float = 0.0, since: float = 0.0,
+                 upto: Optional[int] = None, open_requests: Optional[List[dict]] = None, url: str = "",
+                 after_act: bool = False, effect: Any = None, live: Optional[Dict[str, Any]] = None,
+                 near: Optional[Dict[str, Any]] = None, already_true: bool = False, lost: Optional[str] = None,
+                 timed_out: Optional[float] = None, action: Optional[str] = None,
+                 act_at: Optional[float] = None) -> None:
+        self.window = window
+        self.known = known if known is not None else _Known([], {}, None)
+        self.now = now
+        self.since = since
+        self.upto = upto
+        self.open = open_requests if open_requests is not None else list(self.known.open_requests)
+        self.url = url
+        self.after_act = after_act
+        self.effect = effect
+        self.live = live or {}
+        self.near = near or {}
+        self.already_true = already_true
+        self.lost = lost
+        self.timed_out = timed_out
+        self.action = action                # the act this observation follows (act_and_wait), else None
+        self.act_at = act_at                # the cursor of the last act inside the window, if any
+
+    def start(self, p: dict) -> float:
+        """Where leaf `p`'s window starts: the observation's, or the leaf's own later `since`."""
+        return float(p["since"]) if p.get("since") is not None and float(p["since"]) > self.since else self.since
+
+    def events(self, p: dict) -> List[dict]:
+        """The events leaf `p` is judged on."""
+        start = self.start(p)
+        return [e for e in self.window if e["t"] >= start and (self.upto is None or e.get("seq", 0) <= self.upto)]
+
+    def open_since(self, t: float) -> List[dict]:
+        """Requests in flight at the judged instant that started at or after `t`."""
+        return [d for d in self.open if d.get("startedAt", 0) >= t]
+
+
+def _leaf_key(p: dict) -> str:
+    """The key of a leaf's live read in an observation."""
+    return _dumps(p)
+
+
+# -- one judge per kind: (p, observation) -> result; the live kinds read the page first -----------
+
+def _judge_net(p: dict, obs: _Observation) -> dict:
+    """A completed request matching the filters (see the `net` record); in flight, unreadable or
+    answered otherwise each say so."""
+    window = obs.events(p)
     done = _calls(window)
     matched = [d for d in done if _call_matches(d, p)]
     expected = _describe_predicate(p)
@@ -2861,7 +3309,7 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
                     "observed": _short(matched[-1].get("responseBody"), 200),
                     "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
         matched = with_body
-    pending = [d for d in session.open_since(window[0]["t"] if window else 0)
+    pending = [d for d in obs.open_since(window[0]["t"] if window else 0)
                if _call_matches(d, p, pending=True)]
     if "count" in p:
         if len(matched) == p["count"]:
@@ -2906,7 +3354,7 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
                    "evidence": last["data"],
                    "failureReason": "%s answered %s, not as asked" % (
                        _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
-            age = session.now() - last["t"]
+            age = obs.now - last["t"]
             if age >= RETRY_GRACE_MS:
                 out.update(decided=True, decidedBy="answered-otherwise")
             else:
@@ -2928,7 +3376,8 @@ async def _eval_net(session: "_BrowserSession", p: dict, window: List[dict], dia
             "failureReason": "no completed request matched %s" % expected}
 
 
-async def _eval_console(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_console(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     level = p.get("level")
     if level is None:
         types = ("console.log", "console.warn", "console.error", "error.uncaught")
@@ -2960,7 +3409,8 @@ async def _eval_console(session: "_BrowserSession", p: dict, window: List[dict],
         level or "", " containing %r" % p["contains"] if p.get("contains") else "")}
 
 
-async def _eval_animation(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_animation(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     want = "anim.end" if p.get("completed") else "anim.start"
     seen = []
     for e in window:
@@ -2977,7 +3427,8 @@ async def _eval_animation(session: "_BrowserSession", p: dict, window: List[dict
             "failureReason": "no %s event for %s" % (want, p.get("name") or "any animation")}
 
 
-async def _eval_signal(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_signal(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     named, matched = [], []
     for e in window:
         if e["type"] != "signal":
@@ -3007,13 +3458,14 @@ async def _eval_signal(session: "_BrowserSession", p: dict, window: List[dict], 
             "failureReason": "signal %r did not fire" % p.get("name", "*")}
 
 
-async def _eval_route(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_route(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     changes = [e for e in window if e["type"] == "route.change" and isinstance(e.get("data"), dict)]
     if changes:
         to = str(changes[-1]["data"].get("to", ""))
         decided_by = "route-change"
     else:
-        to = session.url
+        to = obs.url
         decided_by = "current-route"
     parts = urllib.parse.urlsplit(to)
     path = parts.path or "/"
@@ -3028,16 +3480,14 @@ async def _eval_route(session: "_BrowserSession", p: dict, window: List[dict], d
     return {"pass": True, "evidence": evidence, "assertion": "route"}
 
 
-_BUSY_EVENTS = ("net.request", "dom.added", "dom.removed", "dom.attr") + _FRAME_TYPES
-
-
-async def _eval_settled(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_settled(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     quiet_ms = float(p.get("quietMs", 500))
     open_ids = _still_open(window)
     # after an act, quiet counts from the act (a page that did nothing yet has not settled yet)
-    last_busy = getattr(window, "start", None) if p.get("_afterAct") else None
+    last_busy = obs.start(p) if obs.after_act else None
     for e in window:
-        if e["type"] in _BUSY_EVENTS and not _is_dev(e["data"]):
+        if _event_type(e["type"]).busy and not _is_dev(e["data"]):
             last_busy = e["t"]
     if open_ids:
         labels = [_call_label(d) for d in open_ids.values()]
@@ -3045,14 +3495,15 @@ async def _eval_settled(session: "_BrowserSession", p: dict, window: List[dict],
                 "failureReason": "%d request(s) still in flight: %s" % (len(labels), ", ".join(labels[:3]))}
     if last_busy is None:
         return {"pass": True, "evidence": {"settled": True, "quietForMs": None}, "assertion": "settled.quiet"}
-    quiet_for = session.now() - last_busy
+    quiet_for = obs.now - last_busy
     if quiet_for >= quiet_ms:
         return {"pass": True, "evidence": {"settled": True, "quietForMs": round(quiet_for)}, "assertion": "settled.quiet"}
     return {"pass": False, "assertion": "settled.quiet", "retryAfterMs": round(quiet_ms - quiet_for),
             "failureReason": "the page was busy %d ms ago (needs %d ms quiet)" % (quiet_for, quiet_ms)}
 
 
-async def _eval_element(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _element_query(p: dict) -> Tuple[dict, Optional[str]]:
+    """The page query of an element leaf (its locator as by/value), or why there is none."""
     q = dict(p["query"])
     if "by" not in q:
         for f in ("role", "text", "label", "placeholder", "testid", "alt"):
@@ -3061,25 +3512,68 @@ async def _eval_element(session: "_BrowserSession", p: dict, window: List[dict],
                 q["value"] = q.pop(f)
                 break
     if "by" not in q:
-        return {"pass": False, "inconclusive": "the element query names no locator (by/value, role, text, "
-                "label, placeholder, testid or alt)"}
+        return q, ("the element query names no locator (by/value, role, text, label, placeholder, testid or alt)")
     if "value" not in q:
-        return {"pass": False, "inconclusive": "`by: %s` needs a `value`" % q["by"]}
+        return q, "`by: %s` needs a `value`" % q["by"]
+    return q, None
+
+
+async def _read_element(session: "_BrowserSession", p: dict) -> Any:
+    """The page's answer to an element leaf's probe (None when the query cannot be asked)."""
+    q, problem = _element_query(p)
+    if problem:
+        return None
     probe = dict(q, kind="element")
     states = p.get("state") or []
     if states:
-        probe["state"] = states[0]  # the page filters by one state; the rest are checked here
+        probe["state"] = states[0]  # the page filters by one state; the rest are checked by the judge
     if len(states) > 1:
         probe["limit"] = 200
-    res = await session.command("eval_probe", probe)
+    return await session.command("eval_probe", probe)
+
+
+def _element_found(p: dict, res: dict) -> Tuple[dict, int, Optional[str]]:
+    """The probe's answer with every asked state checked: (answer, count, why it cannot be told)."""
     count = int(res.get("count", 0))
+    states = p.get("state") or []
     if len(states) > 1:
         if count > len(res.get("elements", [])):
-            return {"pass": False, "inconclusive": "more than %d elements match; narrow the query to check "
-                    "several states" % len(res.get("elements", []))}
+            return res, count, ("more than %d elements match; narrow the query to check several states"
+                                % len(res.get("elements", [])))
         kept = [e for e in res.get("elements", []) if all(s in e.get("states", []) for s in states[1:])]
         res = dict(res, elements=kept, count=len(kept))
         count = len(kept)
+    return res, count, None
+
+
+async def _near_element(session: "_BrowserSession", p: dict, res: Any) -> Optional[dict]:
+    """For an element that was not found: the same query without its state, or the role's
+    elements with their names, so the answer can name what is there instead."""
+    q, problem = _element_query(p)
+    if problem or not isinstance(res, dict) or p.get("absent") or res.get("scopeMissing"):
+        return None
+    res, count, problem = _element_found(p, res)
+    if problem or count > 0:
+        return None
+    near: Dict[str, Any] = {}
+    if p.get("state"):
+        near["relaxed"] = await session.command("eval_probe", dict(q, kind="element"))
+        if near["relaxed"].get("count"):
+            return near
+    if q["by"] == "role" and q.get("name") is not None:
+        near["peers"] = await session.command("eval_probe", {"kind": "element", "by": "role", "value": q["value"],
+                                                             "limit": 20})
+    return near
+
+
+def _judge_element(p: dict, obs: _Observation) -> dict:
+    """An element leaf over its live read (and, on a miss, its near misses)."""
+    q, problem = _element_query(p)
+    if problem:
+        return {"pass": False, "inconclusive": problem}
+    res, count, problem = _element_found(p, obs.live.get(_leaf_key(p)) or {})
+    if problem:
+        return {"pass": False, "inconclusive": problem}
     what = "%s %r%s" % (q["by"], q["value"], " named %r" % q["name"] if q.get("name") else "")
     if p.get("absent"):
         if count == 0:
@@ -3094,28 +3588,27 @@ async def _eval_element(session: "_BrowserSession", p: dict, window: List[dict],
     if res.get("scopeMissing"):
         out["failureReason"] += " (the scope %r matched nothing)" % q.get("scope")
         return out
-    if diagnose:
-        if p.get("state"):
-            relaxed = await session.command("eval_probe", dict(q, kind="element"))
-            if relaxed.get("count"):
-                out["assertion"] = "element.state"
-                out["evidence"] = {"nearMiss": relaxed.get("elements", [])[:5]}
-                out["failureReason"] = "%s exists but not in state %s; its states: %s" % (
-                    what, "/".join(p["state"]), ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
-                return out
-        if q["by"] == "role" and q.get("name") is not None:
-            peers = await session.command("eval_probe", {"kind": "element", "by": "role", "value": q["value"],
-                                                         "limit": 20})
-            names = [e.get("name", "") for e in peers.get("elements", [])]
-            out["assertion"] = "element.role+name"
-            out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"], ", ".join(repr(n) for n in names[:12]) or "none")
-            out["observed"] = names[:12]
-        elif q["by"] == "testid":
-            hint = res.get("hint") or {}
-            present = hint.get("presentTestids") or []
-            if present:
-                out["failureReason"] += "; testids present here: %s" % ", ".join(present[:12])
-                out["observed"] = present[:12]
+    near = obs.near.get(_leaf_key(p))
+    if near is None:
+        return out
+    relaxed = near.get("relaxed") or {}
+    if relaxed.get("count"):
+        out["assertion"] = "element.state"
+        out["evidence"] = {"nearMiss": relaxed.get("elements", [])[:5]}
+        out["failureReason"] = "%s exists but not in state %s; its states: %s" % (
+            what, "/".join(p["state"]), ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
+        return out
+    if near.get("peers") is not None:
+        names = [e.get("name", "") for e in near["peers"].get("elements", [])]
+        out["assertion"] = "element.role+name"
+        out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"], ", ".join(repr(n) for n in names[:12]) or "none")
+        out["observed"] = names[:12]
+    elif q["by"] == "testid":
+        hint = res.get("hint") or {}
+        present = hint.get("presentTestids") or []
+        if present:
+            out["failureReason"] += "; testids present here: %s" % ", ".join(present[:12])
+            out["observed"] = present[:12]
     return out
 
 
@@ -3128,12 +3621,17 @@ def _text_wanted(p: dict) -> str:
     return "containing %r" % p["contains"]
 
 
-async def _eval_text(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+async def _read_text(session: "_BrowserSession", p: dict) -> Any:
+    """The page's answer to a text leaf's probe."""
     probe = {"kind": "text"}
     for k in ("contains", "equals", "matches", "flags", "visible", "scope"):
         if k in p:
             probe[k] = p[k]
-    res = await session.command("eval_probe", probe)
+    return await session.command("eval_probe", probe)
+
+
+def _judge_text(p: dict, obs: _Observation) -> dict:
+    res = obs.live.get(_leaf_key(p)) or {}
     found = bool(res.get("found"))
     wanted = _text_wanted(p)
     if p.get("absent"):
@@ -3181,7 +3679,8 @@ def _frame_label(d: dict) -> str:
     return "%s %s %s" % (d.get("transport", "ws"), d.get("direction", "?"), d.get("url", "?"))
 
 
-async def _eval_frame(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+def _judge_frame(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     candidates = [d for d in _frames(window)
                   if (not p.get("urlContains") or p["urlContains"] in str(d.get("url", "")))
                   and (not p.get("direction") or d.get("direction") == p["direction"])
@@ -3227,16 +3726,26 @@ async def _eval_frame(session: "_BrowserSession", p: dict, window: List[dict], d
             "failureReason": "no message matched %s" % expected}
 
 
-async def _eval_state(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+async def _read_state(session: "_BrowserSession", p: dict) -> Any:
+    """A state leaf's reads: of the named store, or of every registered store at the path."""
+    if p.get("store") is not None:
+        return {"read": await session.command("state_read", {"store": p["store"], "path": p["path"]})}
+    whole = await session.command("state_read", {})
+    names = whole.get("storeNames") or list((whole.get("stores") or {}).keys())
+    return {"names": names, "reads": [[n, await session.command("state_read", {"store": n, "path": p["path"]})]
+                                      for n in names]}
+
+
+def _judge_state(p: dict, obs: _Observation) -> dict:
     path = p["path"]
     store = p.get("store")
+    facts = obs.live.get(_leaf_key(p)) or {}
     if store is None:
-        whole = await session.command("state_read", {})
-        names = whole.get("storeNames") or list((whole.get("stores") or {}).keys())
+        names = facts.get("names") or []
         if not names:
             return {"pass": False, "inconclusive": "no store is registered (reticle.registerStore / pushStore), "
                     "so state cannot be read"}
-        reads = [(n, await session.command("state_read", {"store": n, "path": path})) for n in names]
+        reads = [(n, r) for n, r in facts.get("reads") or []]
         hits = [(n, r) for n, r in reads if r.get("found")]
         if len(hits) > 1:
             return {"pass": False, "inconclusive": "several stores have %r (%s); name one with `store`"
@@ -3246,7 +3755,7 @@ async def _eval_state(session: "_BrowserSession", p: dict, window: List[dict], d
                     "failureReason": "no registered store has %r (stores: %s)" % (path, ", ".join(names))}
         store, read = hits[0]
     else:
-        read = await session.command("state_read", {"store": store, "path": path})
+        read = facts.get("read") or {}
         if read.get("storeMissing") or (read.get("found") is False and read.get("error")):
             return {"pass": False, "assertion": "state.store-missing", "evidence": {"searchedStores": read.get("storeNames")},
                     "failureReason": "no store named %r (stores: %s)" % (store, ", ".join(read.get("storeNames") or []))}
@@ -3265,7 +3774,18 @@ async def _eval_state(session: "_BrowserSession", p: dict, window: List[dict], d
             "failureReason": "%s.%s is %s, expected %s" % (store, path, _short(value), _short(expected))}
 
 
-async def _eval_storage(session: "_BrowserSession", p: dict, window: List[dict], diagnose: bool) -> dict:
+async def _read_storage(session: "_BrowserSession", p: dict) -> Any:
+    """The page's storage at a storage leaf's key (nothing to read for `changed`: the window says)."""
+    if p.get("changed"):
+        return None
+    args = {"key": p["key"]}
+    if p.get("area"):
+        args["area"] = p["area"]
+    return await session.command("storage_read", args)
+
+
+def _judge_storage(p: dict, obs: _Observation) -> dict:
+    window = obs.events(p)
     if p.get("changed"):
         writes = [e["data"] for e in window if e["type"] == "storage.change" and isinstance(e.get("data"), dict)
                   and e["data"].get("key") == p["key"] and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
@@ -3279,10 +3799,7 @@ async def _eval_storage(session: "_BrowserSession", p: dict, window: List[dict],
             return {"pass": False, "assertion": "storage.equals", "observed": _short(writes[-1].get("to")),
                     "failureReason": "%r was written as %s, expected %s" % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
         return {"pass": True, "evidence": writes[-1], "assertion": "storage.changed"}
-    args = {"key": p["key"]}
-    if p.get("area"):
-        args["area"] = p["area"]
-    read = await session.command("storage_read", args)
+    read = obs.live.get(_leaf_key(p)) or {}
     found = bool(read.get("found"))
     if p.get("absent"):
         if found:
@@ -3364,27 +3881,31 @@ class _Kind:
     reticle://predicates resource, the evaluation, the description and the
     grading all read this one record, so adding a kind means adding one."""
 
-    __slots__ = ("name", "doc", "properties", "required", "aliases", "example", "evaluate", "describe",
-                 "grade", "role", "live", "window", "check")
+    __slots__ = ("name", "doc", "properties", "required", "aliases", "example", "judge", "describe",
+                 "grade", "role", "live", "window", "check", "read", "near")
 
-    def __init__(self, name: str, doc: str, properties: dict, example: dict, evaluate: Optional[Callable] = None,
+    def __init__(self, name: str, doc: str, properties: dict, example: dict,
+                 judge: Optional[Callable[[dict, "_Observation"], dict]] = None,
                  describe: Optional[Callable[[dict], str]] = None, required: Tuple[str, ...] = (),
                  aliases: Optional[dict] = None, grade: Optional[Callable[[dict], Optional[str]]] = None,
                  role: Optional[str] = None, live: bool = False, window: bool = False,
-                 check: Optional[Callable[[dict], List[str]]] = None) -> None:
+                 check: Optional[Callable[[dict], List[str]]] = None, read: Optional[Callable] = None,
+                 near: Optional[Callable] = None) -> None:
         self.name = name
         self.doc = doc
         self.properties = properties
         self.required = list(required)
         self.aliases = aliases or {}
         self.example = example
-        self.evaluate = evaluate            # async (session, p, window, diagnose) -> result; None for combinators
+        self.judge = judge                  # pure (p, observation) -> result; None for combinators
         self.describe = describe or (lambda p: name)
         self.grade = grade or (lambda p: None)  # the evidence grade a positive leaf of this kind gives
         self.role = role                    # "presence" (element, text) | "consequence" | None
         self.live = live                    # reads the live page (so it can already be true before an act)
         self.window = window                # reads the event window (so lost events can hide its evidence)
         self.check = check or (lambda p: [])  # rules across fields that a schema says badly -> issues
+        self.read = read                    # async (session, p) -> what the live page says, for `judge`
+        self.near = near                    # async (session, p, read) -> near misses of a failed read, or None
 
 
 _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
@@ -3394,7 +3915,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "state": {"anyOf": [{"enum": _ELEMENT_STATES}, {"type": "array", "items": {"enum": _ELEMENT_STATES}}]},
            "absent": {"type": "boolean"}},
           {"kind": "element", "query": {"role": "button", "name": "Pay"}, "state": "enabled"},
-          _eval_element, required=("query",), role="presence", live=True),
+          _judge_element, required=("query",), role="presence", live=True, read=_read_element, near=_near_element),
     _Kind("text",
           "Text a user can read (never script or style source): some element's text `contains` a substring "
           "(case-insensitive), `equals` a whole text (whitespace-normalised) or `matches` a regular expression; "
@@ -3403,8 +3924,8 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "matches": {"type": "string", "minLength": 1}, "flags": _FLAGS, "visible": {"type": "boolean"},
            "absent": {"type": "boolean"}, "scope": {"type": "string"}},
           {"kind": "text", "contains": "Payment received", "visible": True},
-          _eval_text, lambda p: "text %s" % _text_wanted(p),
-          aliases={"text": "contains", "value": "contains"}, role="presence", live=True,
+          _judge_text, lambda p: "text %s" % _text_wanted(p),
+          aliases={"text": "contains", "value": "contains"}, role="presence", live=True, read=_read_text,
           check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
     _Kind("net",
           "A completed request (fetch, XHR, document) matching the filters; `count` demands exactly that many; "
@@ -3417,7 +3938,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
                       "properties": {"name": {"type": "string", "minLength": 1}, "equals": {"type": "string"},
                                      "contains": {"type": "string"}}}},
           {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200, "count": 1},
-          _eval_net, _describe_net, aliases={"url": "urlContains"},
+          _judge_net, _describe_net, aliases={"url": "urlContains"},
           grade=lambda p: "net" if p.get("urlContains") else None, role="consequence", window=True),
     _Kind("frame",
           "A WebSocket, EventSource or streamed-response message: `urlContains`, `direction` (in|out), "
@@ -3427,14 +3948,14 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "transport": {"enum": ["ws", "sse", "stream"]}, "contains": {"type": "string", "minLength": 1},
            "path": {"type": "string"}, "equals": {}, "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
           {"kind": "frame", "urlContains": "/socket", "direction": "in", "path": "1.status", "equals": "saved"},
-          _eval_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
+          _judge_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
           grade=lambda p: "net" if p.get("contains") or "path" in p else None, role="consequence", window=True,
           check=lambda p: ["`equals` needs a `path` (the JSON value to compare)"] if "equals" in p and "path" not in p else []),
     _Kind("route",
           "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
           {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},
           {"kind": "route", "pathname": "/orders/42"},
-          _eval_route, lambda p: "a route %r" % (p.get("pathname") or p.get("contains")),
+          _judge_route, lambda p: "a route %r" % (p.get("pathname") or p.get("contains")),
           aliases={"path": "pathname", "urlContains": "contains", "url": "contains"}, live=True, window=True),
     _Kind("console",
           "Console output at `level` (error includes uncaught errors) containing `contains`; "
@@ -3442,27 +3963,27 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           {"level": {"enum": ["error", "warn", "log", "info"]},
            "contains": {"type": "string", "minLength": 1}, "absent": {"type": "boolean"}, "since": _P_SINCE},
           {"kind": "console", "level": "error", "absent": True},
-          _eval_console, aliases={"textContains": "contains"}, window=True),
+          _judge_console, aliases={"textContains": "contains"}, window=True),
     _Kind("animation",
           "An animation or transition started (or, with completed: true, ended), by `name` and target ref.",
           {"name": {"type": "string"}, "target": {"type": "string"}, "completed": {"type": "boolean"},
            "since": _P_SINCE},
           {"kind": "animation", "name": "fade-in", "completed": True},
-          _eval_animation, window=True),
+          _judge_animation, window=True),
     _Kind("signal",
           "The app called reticle.signal(name, data) with data matching `dataMatches` (shallow; \"*\" = "
           "any value; {$gte,$lte,$gt,$lt,$contains,$length} operators); `count` exact.",
           {"name": {"type": "string"}, "dataMatches": {"type": "object"},
            "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
           {"kind": "signal", "name": "order:placed", "dataMatches": {"total": {"$gt": 0}}},
-          _eval_signal, lambda p: "signal %r" % p.get("name", "*"), aliases={"data": "dataMatches"},
+          _judge_signal, lambda p: "signal %r" % p.get("name", "*"), aliases={"data": "dataMatches"},
           grade=lambda p: "signal" if p.get("name") else None, role="consequence", window=True),
     _Kind("state",
           "A registered store's value at the dot `path` exists, or `equals` (value matcher). Live read.",
           {"path": {"type": "string", "minLength": 1}, "store": {"type": "string"}, "equals": {}},
           {"kind": "state", "store": "cart", "path": "items.length", "equals": 0},
-          _eval_state, lambda p: "state at %r" % p["path"], required=("path",),
-          grade=lambda p: "state", role="consequence", live=True),
+          _judge_state, lambda p: "state at %r" % p["path"], required=("path",),
+          grade=lambda p: "state", role="consequence", live=True, read=_read_state),
     _Kind("storage",
           "localStorage/sessionStorage/cookie `key` exists, `equals` a value, `contains` a substring, is `absent`, "
           "or (changed: true) was written in the window.",
@@ -3470,12 +3991,12 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "equals": {}, "contains": {"type": "string", "minLength": 1}, "absent": {"type": "boolean"},
            "changed": {"type": "boolean"}, "since": _P_SINCE},
           {"kind": "storage", "area": "local", "key": "theme", "equals": "dark"},
-          _eval_storage, required=("key",), role="consequence", live=True, window=True),
+          _judge_storage, required=("key",), role="consequence", live=True, window=True, read=_read_storage),
     _Kind("settled",
           "No request in flight and no network or structural DOM activity for `quietMs` (default 500).",
           {"quietMs": {"type": "number", "exclusiveMinimum": 0, "maximum": 30000}},
           {"kind": "settled", "quietMs": 500},
-          _eval_settled, lambda p: "the page to go idle"),
+          _judge_settled, lambda p: "the page to go idle"),
     _Kind("allOf",
           "Every predicate in `predicates` holds.",
           {"predicates": {"type": "array", "items": {"type": "object"}, "minItems": 1}},
@@ -3542,6 +4063,8 @@ _KIND_VALIDATORS: Dict[str, Any] = {}
 
 class PredicateError(ToolError):
     """A predicate that does not parse: no verdict is produced."""
+
+    code = "predicate_invalid"
 
 
 def _predicate_fail(kind: Optional[str], issues: List[str], where: str) -> "PredicateError":
@@ -3611,26 +4134,15 @@ def parse_predicate(raw: Any, where: str = "predicate") -> dict:
     return p
 
 
-# -- evaluation: one predicate against a window and the live page, and the wait loop ---------------
+# -- Judge: a predicate over an observation, its combinators walked in one place -------------------
 
-async def _evaluate(session: "_BrowserSession", p: dict, floor: float, diagnose: bool = True) -> dict:
-    """Evaluate `p` over the events from `floor` (or the leaf's own later `since`) and the live page."""
+def _judge(p: dict, obs: _Observation) -> dict:
+    """Judge `p` over `obs`: a leaf by its kind's pure `judge` (inconclusive when its live read
+    failed); allOf, anyOf and not walk their children, and a child that could not be read keeps
+    the whole inconclusive."""
     kind = p["kind"]
-    if kind in ("allOf", "anyOf", "not"):
-        return await _evaluate_combinator(session, p, floor, diagnose)
-    start = float(p["since"]) if p.get("since") is not None and float(p["since"]) > floor else floor
-    window = _Window(session.window(start))
-    window.start = start
-    try:
-        return await _PREDICATE_KINDS[kind].evaluate(session, p, window, diagnose)
-    except ToolError as exc:
-        return {"pass": False, "inconclusive": "the page could not answer: %s" % exc.error}
-
-
-async def _evaluate_combinator(session: "_BrowserSession", p: dict, floor: float, diagnose: bool) -> dict:
-    """allOf, anyOf and not; a child that could not be read keeps the whole inconclusive."""
-    if p["kind"] == "not":
-        child = await _evaluate(session, p["predicate"], floor, diagnose)
+    if kind == "not":
+        child = _judge(p["predicate"], obs)
         if child.get("inconclusive"):
             return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child}}
         if child["pass"]:
@@ -3641,69 +4153,159 @@ async def _evaluate_combinator(session: "_BrowserSession", p: dict, floor: float
                     "decidedBy": "absence-violated" if settled_for_good else None,
                     "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
         return {"pass": True, "evidence": {"negated": p["predicate"], "held": False, "saw": child}}
-    children = await asyncio.gather(*(_evaluate(session, c, floor, diagnose) for c in p["predicates"]))
-    if p["kind"] == "allOf":
-        failed = [c for c in children if not c["pass"] and not c.get("inconclusive")]
-        if failed:
-            final = [c for c in failed if c.get("decided")]
-            return {"pass": False, "failureReason": (final or failed)[0].get("failureReason"), "assertion": "allOf",
-                    "decided": bool(final), "decidedBy": final[0].get("decidedBy") if final else None,
-                    "evidence": list(children)}
+    if kind in ("allOf", "anyOf"):
+        children = [_judge(c, obs) for c in p["predicates"]]
+        if kind == "allOf":
+            failed = [c for c in children if not c["pass"] and not c.get("inconclusive")]
+            if failed:
+                final = [c for c in failed if c.get("decided")]
+                return {"pass": False, "failureReason": (final or failed)[0].get("failureReason"), "assertion": "allOf",
+                        "decided": bool(final), "decidedBy": final[0].get("decidedBy") if final else None,
+                        "evidence": children}
+            unread = [c for c in children if c.get("inconclusive")]
+            if unread:
+                return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children}
+            return {"pass": True, "evidence": [c.get("evidence") for c in children]}
+        for c in children:
+            if c["pass"]:
+                return {"pass": True, "evidence": c.get("evidence")}
         unread = [c for c in children if c.get("inconclusive")]
         if unread:
-            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
-        return {"pass": True, "evidence": [c.get("evidence") for c in children]}
-    for c in children:
-        if c["pass"]:
-            return {"pass": True, "evidence": c.get("evidence")}
-    unread = [c for c in children if c.get("inconclusive")]
-    if unread:
-        return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": list(children)}
-    return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
-            "evidence": list(children)}
+            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children}
+        return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
+                "evidence": children}
+    read = obs.live.get(_leaf_key(p))
+    if isinstance(read, _ReadFailed):
+        return {"pass": False, "inconclusive": "the page could not answer: %s" % read.why}
+    judge = _PREDICATE_KINDS[kind].judge
+    assert judge is not None
+    return judge(p, obs)
 
 
-def _lost(session: "_BrowserSession") -> dict:
-    why = ("the tab closed or crashed" if session.handler is None else
-           "the tab left its page and its next document did not connect in time")
-    return {"pass": False, "observationLost": True, "failureReason": why + " during the observation"}
+def _holds_count(p: dict) -> bool:
+    """A `net` leaf pins a count: a pass is confirmed after a short wait (another may follow)."""
+    return any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
 
 
-async def _wait(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float) -> dict:
-    """Re-evaluate `p` on every event (and every 150 ms) until it holds, is decided, or time runs out."""
+def _judge_final(p: dict, obs: _Observation) -> dict:
+    """The result a verdict is given on: the tab lost, or `p` judged over `obs`, and when the wait
+    ran out a result that did not hold (or a count never confirmed) says it timed out."""
+    if obs.lost:
+        return {"pass": False, "observationLost": True, "failureReason": obs.lost + " during the observation"}
+    res = _judge(p, obs)
+    if obs.timed_out is None or (res["pass"] and not _holds_count(p)):
+        return res
+    res["pass"] = False
+    if not res.get("failureReason"):
+        res["failureReason"] = "timed out after %d ms waiting for %s" % (obs.timed_out, _describe_predicate(p))
+    res["timedOut"] = True
+    return res
+
+
+# -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
+
+async def _read_leaf(session: "_BrowserSession", leaf: dict) -> Any:
+    read = _PREDICATE_KINDS[leaf["kind"]].read
+    assert read is not None
+    try:
+        return await read(session, leaf)
+    except ToolError as exc:
+        return _ReadFailed(exc.error)
+
+
+async def _observe_now(session: "_BrowserSession", p: dict, floor: float, after_act: bool = False,
+                       explain: bool = False, effect: Any = None) -> _Observation:
+    """One look: every live leaf's read of the page (and, when `explain`, the near misses of a
+    failed one), then the window from `floor` and what the session knows, at this instant."""
+    leaves = {_leaf_key(leaf): leaf for leaf, _ in _leaves(p) if _PREDICATE_KINDS[leaf["kind"]].read}
+    keys = list(leaves)
+    live: Dict[str, Any] = dict(zip(keys, await asyncio.gather(*(_read_leaf(session, leaves[k]) for k in keys))))
+    near: Dict[str, Any] = {}
+    for k in keys if explain else ():
+        spec = _PREDICATE_KINDS[leaves[k]["kind"]]
+        if spec.near is None or isinstance(live[k], _ReadFailed):
+            continue
+        try:
+            near[k] = await spec.near(session, leaves[k], live[k])
+        except ToolError as exc:
+            live[k] = _ReadFailed(exc.error)
+    known = session.known(floor)
+    return _Observation(session.window(floor), known, now=session.now(), since=floor, upto=session.store.seq,
+                        url=session.url, after_act=after_act, effect=effect, live=live, near=near)
+
+
+def _lost_why(session: "_BrowserSession") -> str:
+    return ("the tab closed or crashed" if session.handler is None else
+            "the tab left its page and its next document did not connect in time")
+
+
+async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float, after_act: bool = False,
+                   effect: Any = None, already_true: bool = False, settle_until: Optional[float] = None) -> _Observation:
+    """Observe: wait until `p` holds over the events from `floor`, is decided, or `timeout_ms`
+    runs out (re-judging on every event and every 150 ms; a tab between documents is awaited),
+    and return the observation it was judged on.  With no timeout it looks once (after waiting
+    for a document on its way).  After an act (`settle_until`, the monotonic end of its budget),
+    a pass waits for the requests the act started, and for the UI after a write, before the
+    window closes; an absence is judged again then."""
+    if timeout_ms > 0:
+        obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect)
+    elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
+        obs = _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
+                           url=session.url, lost=_lost_why(session))
+    else:
+        obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+    if settle_until is not None and not obs.lost and _judge_final(p, obs)["pass"]:
+        _progress_note("waiting for the requests the act started to finish")
+        while time.monotonic() < settle_until and session.open_since(floor):
+            await session.wait_change(0.05)
+        window = session.window(floor)
+        wrote = any(e["type"] == "net.request" and _is_write(e["data"]) for e in window)
+        if wrote and not any(e["type"] in _UI_EVENTS for e in window):
+            end = min(settle_until, time.monotonic() + 0.3)
+            while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
+                await session.wait_change(end - time.monotonic())
+        if any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
+            # an absence that held at the first look is judged again once the act's work is done
+            obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+        else:  # judged as it was; the rules read the window as it is now
+            obs.window, obs.known = session.window(floor), session.known(floor)
+    obs.already_true = already_true
+    return obs
+
+
+async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float,
+                              after_act: bool, effect: Any) -> _Observation:
+    """The wait of `_observe`: look again on every event (and every 150 ms) until `p` holds, is
+    decided, or time runs out; a pinned count is confirmed 300 ms after it first holds."""
     deadline = time.monotonic() + timeout_ms / 1000.0
-    holds_count = any(leaf["kind"] == "net" and "count" in leaf for leaf, _ in _leaves(p))
+    holds_count = _holds_count(p)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
         if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
-            return _lost(session)
-        res = await _evaluate(session, p, floor, diagnose=False)
+            return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
+                                url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
+        obs = await _observe_now(session, p, floor, after_act, effect=effect)
+        res = _judge(p, obs)
         if res.get("inconclusive") and session.between_documents():
             continue  # the page went away while it was being asked: ask the next document
         remaining = deadline - time.monotonic()
         if res["pass"]:
             if holds_count and remaining > 0.3:
                 await asyncio.sleep(0.3)
-                return await _evaluate(session, p, floor, diagnose=True)
+                return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
             if holds_count:
                 break
-            return res
+            return obs
         if res.get("decided"):
-            return await _evaluate(session, p, floor, diagnose=True)
+            return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
         if remaining <= 0:
             break
         step = min(0.15, remaining)
         if res.get("retryAfterMs"):
             step = min(step, max(0.025, res["retryAfterMs"] / 1000.0))
         await session.wait_change(step)
-    final = await _evaluate(session, p, floor, diagnose=True)
-    if final["pass"] and not holds_count:
-        return final
-    final["pass"] = False
-    final.setdefault("failureReason", "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p)))
-    if not final.get("failureReason"):
-        final["failureReason"] = "timed out after %d ms waiting for %s" % (timeout_ms, _describe_predicate(p))
-    final["timedOut"] = True
+    final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+    final.timed_out = timeout_ms
     return final
 
 
@@ -3716,8 +4318,6 @@ async def _wait(session: "_BrowserSession", p: dict, floor: float, timeout_ms: f
 
 _ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrumented-frame", "sampled",
                         "rate-limited", "virtualized-unmounted")
-_EFFECT_EVENTS = ("net.pending", "net.request", "route.change", "signal", "state.change", "storage.change",
-                  "dom.added", "dom.removed", "dom.attr", "dom.text", "anim.start")
 
 
 def _error_ui(window: List[dict]) -> List[dict]:
@@ -3820,7 +4420,7 @@ def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Opti
             continue
         if e["type"] == "net.pending" and known is not None and _call_label(e["data"]) in known.background:
             continue
-        if e["type"] in _EFFECT_EVENTS or e["type"] in _FRAME_TYPES or e["type"] == "ui.alert":
+        if _event_type(e["type"]).effect:
             return True
     return False
 
@@ -3834,100 +4434,166 @@ def _periodic(times: List[float]) -> bool:
     return min(gaps) >= 150 and max(gaps) <= 2 * min(gaps)
 
 
-def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
-                    known: Optional["_Known"] = None) -> List[dict]:
-    """Channels that disagree with a passing predicate, in two tiers.
-
-    observed (they make a verdict `no`): an error shown to the user while the
-    predicate held (error-shown), a failed request (not retried with success
-    later in the window) under a UI that moved on without showing an error
-    (ui-advanced-request-failed) or under a success signal (signal-contradicted), a 2xx whose body reports failure
-    (partial-failure-in-ok-response), a server error shown as the user's
-    mistake (failure-misattributed).  absence (they make it `unknown`): one
-    write succeeded twice with the same body for one action (a retry after a failure is none), the page's own
-    background writes aside (duplicate-request), a request the advanced UI
-    never saw answered (request-never-settled).  A failure the
-    predicate itself expects (a `net` leaf asking for it) is no contradiction."""
-    out = []
+def _failed_calls(window: List[dict], p: dict) -> List[dict]:
+    """The window's failed calls (dev tooling aside) that were not retried with success later in it
+    and that the predicate itself does not ask for (a `net` leaf with `ok: false` or a 4xx/5xx)."""
     calls = [d for d in _calls(window) if not _is_dev(d)]
-    ui_advanced = any(e["type"] in _UI_EVENTS for e in window)
     expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "net" and not neg
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
     recovered = {i for i, d in enumerate(calls) if _call_failed(d) and any(
         not _call_failed(later) and _call_label(later) == _call_label(d) for later in calls[i + 1:])}
-    failed = [d for i, d in enumerate(calls) if _call_failed(d) and i not in recovered
-              and not any(_call_matches(d, leaf) for leaf in expected_failures)]
-    signals = [e["data"] for e in window if e["type"] == "signal"]
-    shown = _error_ui(window)
-    unexpected = [d for d in shown if not _expects_error(p, d)]
-    if unexpected:
-        out.append({"kind": "error-shown", "tier": "observed",
-                    "claim": "%s held" % _describe_predicate(p),
-                    "counter": "the page showed %s" % _ui_label(unexpected[0]),
-                    "detail": "the user was told something failed"})
-    if not any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
-        reported = _message_failures(window)
-        if reported:
-            out.append({"kind": "message-reported-failure", "tier": "observed",
-                        "claim": "%s held" % _describe_predicate(p),
-                        "counter": "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"]),
-                        "detail": "the server reported a failure over a socket or stream"})
-    acknowledged = bool(shown) or any(_FAILURE_WORDS.search(str(s.get("name", ""))) for s in signals) or any(
+    return [d for i, d in enumerate(calls) if _call_failed(d) and i not in recovered
+            and not any(_call_matches(d, leaf) for leaf in expected_failures)]
+
+
+def _failure_acknowledged(window: List[dict]) -> bool:
+    """The page owned up to a failure: an error shown, a signal or a state change in failure words."""
+    return bool(_error_ui(window)) or any(
+        e["type"] == "signal" and _FAILURE_WORDS.search(str(e["data"].get("name", ""))) for e in window) or any(
         e["type"] == "state.change" and _FAILURE_WORDS.search(_dumps(e.get("data"))[:2000]) for e in window)
-    if failed and not acknowledged:
-        happy = [s for s in signals if not _FAILURE_WORDS.search(str(s.get("name", "")))]
-        d = failed[0]
-        if happy:
-            out.append({"kind": "signal-contradicted", "tier": "observed",
-                        "claim": "the app signalled %r" % happy[0].get("name"),
-                        "counter": "%s answered %s" % (_call_label(d), d.get("status")),
-                        "detail": "a request failed while the app reported success"})
-        elif ui_advanced:
-            out.append({"kind": "ui-advanced-request-failed", "tier": "observed",
-                        "claim": "the UI moved on as if it worked",
-                        "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
-                        "detail": "a failed request under a UI that advanced and showed no error"})
-    for d in calls:
-        if _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
+
+
+def _happy_signals(window: List[dict]) -> List[dict]:
+    return [e["data"] for e in window if e["type"] == "signal"
+            and not _FAILURE_WORDS.search(str(e["data"].get("name", "")))]
+
+
+def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
+    unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
+    return [{"claim": "%s held" % _describe_predicate(p), "counter": "the page showed %s" % _ui_label(unexpected[0]),
+             "detail": "the user was told something failed"}] if unexpected else []
+
+
+def _c_message_failure(window: List[dict], p: dict, action_since: Optional[float],
+                       known: Optional["_Known"]) -> List[dict]:
+    if any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
+        return []  # the predicate reads the messages itself
+    reported = _message_failures(window)
+    return [{"claim": "%s held" % _describe_predicate(p),
+             "counter": "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"]),
+             "detail": "the server reported a failure over a socket or stream"}] if reported else []
+
+
+def _c_signal_contradicted(window: List[dict], p: dict, action_since: Optional[float],
+                           known: Optional["_Known"]) -> List[dict]:
+    failed = _failed_calls(window, p)
+    happy = _happy_signals(window)
+    if not failed or not happy or _failure_acknowledged(window):
+        return []
+    return [{"claim": "the app signalled %r" % happy[0].get("name"),
+             "counter": "%s answered %s" % (_call_label(failed[0]), failed[0].get("status")),
+             "detail": "a request failed while the app reported success"}]
+
+
+def _c_ui_advanced_failed(window: List[dict], p: dict, action_since: Optional[float],
+                          known: Optional["_Known"]) -> List[dict]:
+    failed = _failed_calls(window, p)
+    if not failed or _happy_signals(window) or _failure_acknowledged(window) \
+            or not any(e["type"] in _UI_EVENTS for e in window):
+        return []
+    d = failed[0]
+    return [{"claim": "the UI moved on as if it worked",
+             "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
+             "detail": "a failed request under a UI that advanced and showed no error"}]
+
+
+def _c_partial_failure(window: List[dict], p: dict, action_since: Optional[float],
+                       known: Optional["_Known"]) -> List[dict]:
+    out = []
+    for d in _calls(window):
+        if _is_dev(d) or _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
             continue
         problem = _partial_failure(d.get("responseBody"))
         if problem:
-            out.append({"kind": "partial-failure-in-ok-response", "tier": "observed",
-                        "claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
+            out.append({"claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
                         "detail": "a 2xx response whose body reports failure"})
-    blame = [s.get("name") for s in signals if _BLAMES_USER.search(str(s.get("name", "")))]
+    return out
+
+
+def _c_misattributed(window: List[dict], p: dict, action_since: Optional[float],
+                     known: Optional["_Known"]) -> List[dict]:
+    blame = [e["data"].get("name") for e in window if e["type"] == "signal"
+             and _BLAMES_USER.search(str(e["data"].get("name", "")))]
     blame += [e["data"].get("path") for e in window if e["type"] == "state.change"
               and _BLAMES_USER.search(_dumps(e["data"].get("to"))[:2000])]
-    server_errors = [d for d in calls if isinstance(d.get("status"), int) and d["status"] >= 500]
-    if server_errors and blame:
-        d = server_errors[0]
-        out.append({"kind": "failure-misattributed", "tier": "observed",
-                    "claim": "the app blamed the user (%s)" % _short(blame[0], 60),
-                    "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
-                    "detail": "a server failure shown to the user as their mistake"})
-    if action_since is not None:
-        writes: Dict[Tuple[str, str], List[float]] = {}
-        for e in window:
-            if e["type"] == "net.request" and e["t"] >= action_since and _is_write(e["data"]) \
-                    and not _call_failed(e["data"]) and not _is_dev(e["data"]) \
-                    and _caused_by_act(e, action_since, known):
-                key = (_call_label(e["data"]), _dumps(e["data"].get("requestBody")))
-                writes.setdefault(key, []).append(e["t"])
-        pinned = any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net")
-        for (label, _), times in writes.items():
-            if len(times) < 2 or pinned or _periodic(times):
-                continue
-            out.append({"kind": "duplicate-request", "tier": "absence",
-                        "claim": "one action", "counter": "%s completed %d times with the same body" % (label, len(times)),
-                        "detail": "the same write ran more than once for one action; pin it with a net "
-                                  "predicate and count: 1"})
-    if ui_advanced:
-        background = known.background if known is not None else ()
-        for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]:
-            out.append({"kind": "request-never-settled", "tier": "absence",
-                        "claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
-                        "detail": "the outcome of this request is unknown", "write": _is_write(d)})
-    return out
+    server_errors = [d for d in _calls(window) if not _is_dev(d) and isinstance(d.get("status"), int)
+                     and d["status"] >= 500]
+    if not server_errors or not blame:
+        return []
+    d = server_errors[0]
+    return [{"claim": "the app blamed the user (%s)" % _short(blame[0], 60),
+             "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
+             "detail": "a server failure shown to the user as their mistake"}]
+
+
+def _c_duplicate(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
+    if action_since is None or any(leaf.get("count") is not None for leaf, _ in _leaves(p) if leaf["kind"] == "net"):
+        return []
+    writes: Dict[Tuple[str, str], List[float]] = {}
+    for e in window:
+        if e["type"] == "net.request" and e["t"] >= action_since and _is_write(e["data"]) \
+                and not _call_failed(e["data"]) and not _is_dev(e["data"]) \
+                and _caused_by_act(e, action_since, known):
+            key = (_call_label(e["data"]), _dumps(e["data"].get("requestBody")))
+            writes.setdefault(key, []).append(e["t"])
+    return [{"claim": "one action", "counter": "%s completed %d times with the same body" % (label, len(times)),
+             "detail": "the same write ran more than once for one action; pin it with a net predicate and count: 1"}
+            for (label, _), times in writes.items() if len(times) >= 2 and not _periodic(times)]
+
+
+def _c_never_settled(window: List[dict], p: dict, action_since: Optional[float],
+                     known: Optional["_Known"]) -> List[dict]:
+    if not any(e["type"] in _UI_EVENTS for e in window):
+        return []
+    background = known.background if known is not None else ()
+    return [{"claim": "the UI advanced", "counter": "%s never answered" % _call_label(d),
+             "detail": "the outcome of this request is unknown", "write": _is_write(d)}
+            for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]]
+
+
+class _Contradiction:
+    """One way the channels can disagree with a passing predicate: its name, its tier
+    ("observed": it makes a verdict `no`; "absence": `unknown`) and its pure detector
+    (window, predicate, the act's cursor or None, what the session knows) -> findings."""
+
+    __slots__ = ("kind", "tier", "detect")
+
+    def __init__(self, kind: str, tier: str, detect: Callable[..., List[dict]]) -> None:
+        self.kind = kind
+        self.tier = tier
+        self.detect = detect
+
+
+_CONTRADICTIONS: Tuple[_Contradiction, ...] = (
+    _Contradiction("error-shown", "observed", _c_error_shown),
+    _Contradiction("message-reported-failure", "observed", _c_message_failure),
+    _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
+    _Contradiction("ui-advanced-request-failed", "observed", _c_ui_advanced_failed),
+    _Contradiction("partial-failure-in-ok-response", "observed", _c_partial_failure),
+    _Contradiction("failure-misattributed", "observed", _c_misattributed),
+    _Contradiction("duplicate-request", "absence", _c_duplicate),
+    _Contradiction("request-never-settled", "absence", _c_never_settled),
+)
+
+
+def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
+                    known: Optional["_Known"] = None) -> List[dict]:
+    """Channels that disagree with a passing predicate, in two tiers, in the order of
+    _CONTRADICTIONS.
+
+    observed (they make a verdict `no`): an error shown to the user while the predicate held
+    (error-shown), a socket or stream message of the act's own channel reporting a failure
+    (message-reported-failure), a failed request (not retried with success later in the window)
+    under a success signal (signal-contradicted) or else under a UI that moved on without showing
+    an error (ui-advanced-request-failed), a 2xx whose body reports failure
+    (partial-failure-in-ok-response), a server error shown as the user's mistake
+    (failure-misattributed).  absence (they make it `unknown`): one write succeeded twice with the
+    same body for one action (a retry after a failure is none), the page's own background writes
+    aside (duplicate-request), a request the advanced UI never saw answered
+    (request-never-settled).  A failure the predicate itself expects (a `net` leaf asking for it)
+    is no contradiction."""
+    return [dict({"kind": c.kind, "tier": c.tier}, **finding) for c in _CONTRADICTIONS
+            for finding in c.detect(window, p, action_since, known)]
 
 
 _UNREADABLE_NAMES = {"cross-origin-iframe": "cross-origin frame(s)", "closed-shadow-root": "closed shadow root(s)"}
@@ -4072,7 +4738,7 @@ def _trim_call(d: dict) -> dict:
     parts = urllib.parse.urlsplit(url)
     out = {"method": d.get("method"), "url": (parts.path or "/") + ("?" + parts.query if parts.query else "")
            if parts.scheme else url, "status": d.get("status")}
-    for k in ("ms", "initiator", "error", "statusNote"):
+    for k in ("ms", "initiator", "error", "statusNote", "faulted", "faultId"):
         if d.get(k) is not None and not (k == "initiator" and d[k] in ("fetch", "xhr")):
             out[k] = d[k]
     for k in ("requestBody", "responseBody"):
@@ -4106,11 +4772,11 @@ def _brief(ev: Any) -> str:
     return _short(ev, 120)
 
 
-def _compact(out: dict) -> dict:
+def _compact(out: dict, v: dict) -> dict:
     """A verdict as the model reads it by default: the verdict, why, what decided it (trimmed),
     what disagreed, the near misses of a `no`, and any field that differs from its usual value.
+    `v` is the predicate's result (the answer itself for an assert, its `verdict` for an act).
     `detail: "full"` answers everything."""
-    v = out["verdict"] if isinstance(out.get("verdict"), dict) else out
     c = {"verified": out["verified"], "verifiedReason": out["verifiedReason"], "because": out["because"]}
     if v.get("decidedBy"):
         c["decidedBy"] = v["decidedBy"]
@@ -4140,6 +4806,24 @@ def _compact(out: dict) -> dict:
         c["effect"] = odd
     c["since"] = out.get("since")
     return c
+
+
+def _faulted_note(because: str, window: List[dict], res: Optional[dict] = None) -> str:
+    """`because` with one sentence more when a request of the window was answered by a fault
+    (reticle_fault), so no one reads a fault's answer as the server's: "The deciding evidence was
+    faulted" when the verdict's own evidence is such a request, else "A request of this window was"."""
+    hit = [e["data"] for e in window if e["type"] in ("net.request", "net.ws") and e["data"].get("faulted")]
+    if not hit:
+        return because
+    text = _dumps([(res or {}).get("evidence"), (res or {}).get("observed")])
+    deciding = [d for d in hit if str(d.get("faultId")) in text or ("method" in d and _call_label(d) in text)]
+    first = (deciding or hit)[0]
+    more = " (and %d more)" % (len(hit) - 1) if len(hit) > 1 else ""
+    because = because.rstrip()
+    return "%s%s %s faulted on purpose: %s%s was answered by fault %s, not by the server." % (
+        because, "" if because.endswith((".", "!", "?")) else ".",
+        "The deciding evidence was" if deciding else "A request of this window was",
+        _call_label(first) if "method" in first else "the WebSocket %s" % first.get("url"), more, first.get("faultId"))
 
 
 def _lost_evidence(window: List[dict], known: "_Known") -> str:
@@ -4727,21 +5411,9 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     return session.splice_buffer(out, since)
 
 
-_FILTER_BUCKETS = {
-    "dom": ("dom.",), "net": ("net.request", "net.pending", "net.ws", "net.sse", "net.stream"), "route": ("route.",),
-    "console": ("console.error", "error."), "animation": ("anim.",), "signal": ("signal",),
-    "perf": ("perf.", "page.health"), "state": ("state.",), "storage": ("storage.",), "ui": ("ui.",),
-}
-
-
 def _event_matches_filters(etype: str, filters: List[str]) -> bool:
-    for f in filters:
-        if etype == f:
-            return True
-        for prefix in _FILTER_BUCKETS.get(f, ()):
-            if etype.startswith(prefix):
-                return True
-    return False
+    """An event type passes reticle_observe's filters when one names it or its bucket (its record's)."""
+    return etype in filters or _event_type(etype).bucket in filters
 
 
 def _value_change(before: Any, after: Any) -> dict:
@@ -4838,7 +5510,8 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     for c in calls:
         item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
                                   "pending", "error", "initiator", "responseSize", "bodyTruncated",
-                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote")
+                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote",
+                                  "faulted", "faultId")
                 if k in c}
         if args.get("detail") == "full" and "responseHeaders" in c:
             item["responseHeaders"] = c["responseHeaders"]
@@ -4868,8 +5541,105 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     return session.splice_buffer(out, since)
 
 
-_CONSOLE_TYPES = ("console.log", "console.info", "console.warn", "console.error", "console.debug",
-                  "error.uncaught")
+# -- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
+
+_FAULT_SCHEMA = {
+    "match": {"type": "object", "additionalProperties": False, "required": ["urlContains"],
+              "description": "{urlContains, method?, resourceType?}",
+              "properties": {"urlContains": {"type": "string", "minLength": 1, "maxLength": 2048},
+                             "method": {"type": "string", "pattern": "^[A-Za-z]{1,16}$"},
+                             "resourceType": {"enum": sorted(_FAULT_CDP_TYPES)}}},
+    "respond": {"type": "object", "additionalProperties": False, "required": ["status"],
+                "description": "{status, body?, headers?}",
+                "properties": {"status": {"type": "integer", "minimum": 200, "maximum": 599},
+                               "body": {"type": "string", "maxLength": 65536},
+                               "headers": {"type": "object", "maxProperties": 20,
+                                           "additionalProperties": {"type": "string", "maxLength": 1024}}}},
+    "delayMs": {"type": "integer", "minimum": 1, "maximum": 60000},
+    "abort": {"type": "boolean", "const": True},
+    "times": {"type": "integer", "minimum": 1, "maximum": 1000},
+    "ttlMs": {"type": "integer", "minimum": 100, "maximum": 3600000},
+    "clear": {"anyOf": [{"type": "boolean", "const": True}, {"type": "string", "pattern": "^f[0-9a-f]{8}$"}],
+              "description": "true (all of yours on the tab) or a faultId"},
+    "list": {"type": "boolean", "const": True},
+}
+
+
+def _fault_spec_problem(args: dict) -> Optional[str]:
+    """What is wrong with a reticle_fault call the schema let through, or None."""
+    modes = [k for k in ("match", "clear", "list") if k in args]
+    if len(modes) != 1:
+        return "pass exactly one of `match` (set a fault), `clear` (remove) or `list`; got %s" % (
+            ", ".join(modes) or "none of them")
+    if modes[0] != "match":
+        extra = [k for k in ("respond", "delayMs", "abort", "times", "ttlMs") if k in args]
+        return "`%s` takes no %s" % (modes[0], ", ".join(extra)) if extra else None
+    if "respond" in args and args.get("abort"):
+        return "a fault either answers (`respond`) or aborts (`abort`), not both"
+    if not ("respond" in args or args.get("abort") or args.get("delayMs")):
+        return "a fault needs `respond: {status}`, `abort: true` or `delayMs` (or several: delayMs with either)"
+    rtype = args["match"].get("resourceType")
+    if rtype == "websocket" and ("respond" in args or args.get("delayMs")):
+        return "a WebSocket can only be dropped (`abort: true`), not answered or delayed"
+    return None
+
+
+async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """Set, list or clear this client's faults on one tab (see _Faults)."""
+    problem = _fault_spec_problem(args)
+    if problem:
+        raise ToolError("reticle_fault: %s." % problem,
+                        'for example {"match": {"urlContains": "/api/save", "method": "POST"}, '
+                        '"respond": {"status": 500}}')
+    faults = hub.faults
+    now = hub.clock()
+    if args.get("list"):
+        mine = [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]
+        return {"sessionId": session.id, "faults": mine}
+    if "clear" in args:
+        gone = faults.clear(session.id, ctx.session_key, args["clear"])
+        if args["clear"] is not True and not gone:
+            raise ToolError("no fault %s of yours on tab %s" % (args["clear"], session.id),
+                            "reticle_fault {list: true} shows yours")
+        await faults.sync(session.id)
+        return {"sessionId": session.id, "cleared": gone,
+                "faults": [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]}
+    device = hub.devices.for_session(session.id)
+    if device is not None and device.owner != ctx.session_key:
+        raise ToolError("tab %s is a device another client opened; its faults are its own" % session.id,
+                        "open your own device with reticle_open")
+    rtype = args["match"].get("resourceType")
+    if device is None and rtype and rtype not in _FAULT_SDK_TYPES:
+        raise ToolError("tab %s has the script tag, where faults act in the SDK's fetch and XHR wrappers only; "
+                        "a %s request cannot be faulted there" % (session.id, rtype),
+                        "open the app with reticle_open (a device faults documents, form posts and WebSocket "
+                        "handshakes in the browser's network layer)")
+    fault = faults.add(session, ctx.session_key, args)
+    try:
+        await faults.sync(session.id)
+    except ToolError:
+        faults.clear(session.id, ctx.session_key, fault.id)
+        raise
+    out = dict(fault.public(now), ttlMs=fault.ttl_ms)
+    covers = _FAULT_DEVICE_COVERS if device is not None else _FAULT_SDK_COVERS
+    if rtype:
+        covers = [{"document": "documents and form posts", "fetch": "fetch and XHR", "xhr": "fetch and XHR",
+                   "websocket": "WebSocket handshakes"}.get(rtype, rtype)]
+    out["covers"] = covers
+    if rtype == "websocket":
+        out["in"] = "sdk"
+        out["note"] = ("the SDK's WebSocket wrapper drops a matching socket before its handshake reaches the "
+                       "server; the page sees an error and a close (1006)")
+    elif device is not None:
+        out["in"] = "device"
+        out["note"] = "the browser answers for the server: a matching request never reaches it%s" % (
+            " until the delay is over" if fault.delay_ms and not (fault.abort or fault.respond) else "")
+    else:
+        out["in"] = "sdk"
+        out["notCovered"] = _FAULT_SDK_MISSES
+        out["note"] = ("the SDK's fetch, XHR and WebSocket wrappers answer for the server in this tab; documents "
+                       "and form posts need a device (reticle_open)")
+    return out
 
 
 async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -4923,17 +5693,6 @@ def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
     return parse_predicate(raw, "until" if "until" in args else "predicate")
 
 
-def _after_act(p: dict) -> dict:
-    """`p` with its settled leaves told that they follow an act (so quiet counts from it)."""
-    if p["kind"] == "settled":
-        return dict(p, _afterAct=True)
-    if p["kind"] in ("allOf", "anyOf"):
-        return dict(p, predicates=[_after_act(c) for c in p["predicates"]])
-    if p["kind"] == "not":
-        return dict(p, predicate=_after_act(p["predicate"]))
-    return p
-
-
 def _coverage(known: "_Known", out: dict) -> dict:
     if known.blind_spots:
         out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
@@ -4944,7 +5703,7 @@ def _coverage(known: "_Known", out: dict) -> dict:
 async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     p = _predicate_arg(args, True)
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
-    res = await _wait(session, p, floor, args.get("timeout_ms", 4000))
+    res = _judge_final(p, await _observe(session, p, floor, args.get("timeout_ms", 4000)))
     res["since"] = floor
     return session.splice_buffer(res, floor)
 
@@ -4952,75 +5711,80 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     p = _predicate_arg(args, True)
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
-    timeout = args.get("timeout_ms", 0)
-    if timeout > 0:
-        res = await _wait(session, p, floor, timeout)
-    elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
-        res = _lost(session)
-    else:
-        res = await _evaluate(session, p, floor, diagnose=True)
-    window = session.window(floor)
-    known = session.known(floor)
-    contradictions = _contradictions(window, p, session.last_act if (session.last_act or -1) >= floor else None, known)
-    verified, reason, because = _decide(res, contradictions, window, known, floor, p)
-    out = {"verified": verified, "verifiedReason": reason, "because": because}
-    out.update(res)
-    out["since"] = floor
-    if contradictions:
-        out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-    _coverage(known, out)
-    advice = _advice(p, res) if verified == "yes" else None
-    if advice:
-        out["advice"] = advice
-    _journal(session, "assert", args, out)
-    out = session.splice_health(session.splice_buffer(out, floor))
-    return out if args.get("detail") == "full" else _compact(out)
+    obs = await _observe(session, p, floor, args.get("timeout_ms", 0))
+    obs.act_at = session.last_act if (session.last_act or -1) >= floor else None
+    return _answer(session, "assert", args, p, obs)
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _after_act(_predicate_arg(args, False) or {"kind": "settled", "quietMs": 300})
+    p = _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     timeout = args.get("timeout_ms", 4000)
     already_true = False
     if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
-        pre = await _evaluate(session, p, session.now(), diagnose=False)
-        already_true = bool(pre["pass"])
+        already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
     started = time.monotonic()
     effect = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, effect)
-    if timeout > 0:
-        remaining = max(0.0, timeout - (time.monotonic() - started) * 1000.0)
-        res = await _wait(session, p, since, remaining)
-    else:
-        res = await _evaluate(session, p, since, diagnose=True)
-    budget_end = started + timeout / 1000.0
-    if res["pass"]:
-        _progress_note("waiting for the requests the act started to finish")
-        while time.monotonic() < budget_end and session.open_since(since):
-            await session.wait_change(0.05)
-        window = session.window(since)
-        wrote = any(e["type"] == "net.request" and _is_write(e["data"]) for e in window)
-        if wrote and not any(e["type"] in _UI_EVENTS for e in window):
-            end = min(budget_end, time.monotonic() + 0.3)
-            while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(since)):
-                await session.wait_change(end - time.monotonic())
-        if any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
-            # an absence that held at the first look is judged again once the act's work is done
-            res = await _evaluate(session, p, since, diagnose=True)
-    window = session.window(since)
-    known = session.known(since)
-    contradictions = _contradictions(window, p, since, known)
-    no_effect = _no_effect(args["action"], effect, window, since, known)
+    # with a timeout, an act that used it all is still judged once and times out
+    remaining = max(0.001, timeout - (time.monotonic() - started) * 1000.0) if timeout > 0 else 0
+    obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
+                         settle_until=started + timeout / 1000.0)
+    obs.action, obs.act_at = args["action"], since
+    return _answer(session, "act_and_wait", args, p, obs, anchor)
+
+
+# -- Judge, whole: the result, the contradictions and the verdict of one observation ---------------
+
+def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, str, str]]:
+    """Judge `p` over `obs`: (its result, the contradictions, (verified, verifiedReason, because)).
+    Pure.  After an act, an act that had no effect explains everything else and stands alone."""
+    res = _judge_final(p, obs)
+    contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
+    if obs.action is None:
+        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p)
+    no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
     if no_effect:
-        contradictions = [no_effect]  # it explains everything else: it stands alone
-    verified, reason, because = _decide(res, contradictions, window, known, since, p,
-                                        already_true=already_true, act=True, effect=effect)
-    verdict = {k: res[k] for k in ("pass", "evidence", "failureReason", "observed", "expected", "assertion",
-                                   "inconclusive", "decided", "decidedBy", "observationLost", "timedOut")
-               if res.get(k) is not None}
+        contradictions = [no_effect]
+    return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
+                                        already_true=obs.already_true, act=True, effect=obs.effect)
+
+
+# -- Answer: the one place a verdict becomes what the caller reads ---------------------------------
+
+_VERDICT_FIELDS = ("pass", "evidence", "failureReason", "observed", "expected", "assertion", "inconclusive",
+                   "decided", "decidedBy", "observationLost", "timedOut")
+
+
+def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
+            anchor: Optional[dict] = None) -> dict:
+    """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
+    replays them): judge the observation, then shape it.  `verified`, `verifiedReason` and
+    `because` are always at the top level; an assert carries its result's fields beside them,
+    an act_and_wait nests them under `verdict` beside the act's effect, honesty and trace.  The
+    step is journaled, health and buffer loss are spliced in, and the answer is compact unless
+    `detail: "full"`."""
+    res, contradictions, (verified, reason, because) = _verdict(p, obs)
+    window, known, since = obs.window, obs.known, obs.since
+    because = _faulted_note(because, window, res)  # a fault's answer is never read as the server's
+    out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
+    if tool == "assert":
+        out.update(res)
+        out["since"] = since
+        verdict = out
+        if contradictions:
+            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+        _coverage(known, out)
+        advice = _advice(p, res) if verified == "yes" else None
+        if advice:
+            out["advice"] = advice
+        _journal(session, "assert", args, out)
+        out = session.splice_health(session.splice_buffer(out, since))
+        return out if args.get("detail") == "full" else _compact(out, out)
+    verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
     loss = known.loss
     issues = []
     if loss and loss.get("evicted"):
@@ -5028,13 +5792,12 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
     if loss and loss.get("sampled"):
         issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
     spots = known.blind_spots
-    out = {"verified": verified, "verifiedReason": reason, "because": because, "since": since,
-           "effect": effect, "verdict": verdict,
-           "honesty": {"grade": _grade(p), "attribution": "window",
-                       "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
-                       "integrity": {"clean": not issues, "issues": issues}},
-           "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}}
-    if already_true:
+    out.update({"since": since, "effect": obs.effect, "verdict": verdict,
+                "honesty": {"grade": _grade(p), "attribution": "window",
+                            "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
+                            "integrity": {"clean": not issues, "issues": issues}},
+                "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
+    if obs.already_true:
         out["alreadyTrue"] = True
     advice = _advice(p, res) if verified in ("yes", "unknown") else None
     if advice:
@@ -5045,7 +5808,7 @@ async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict,
         out["unsettled"] = _unsettled_report(known, window, since, p)
     _journal(session, "act_and_wait", args, out, anchor)
     out = session.splice_health(out)
-    return out if args.get("detail") == "full" else _compact(out)
+    return out if args.get("detail") == "full" else _compact(out, verdict)
 
 
 # -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
@@ -5055,6 +5818,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     name = _flow_name(args["name"])
     root = _project_dir(hub)
     start = args.get("startUrl")
+    warnings: List[str] = []
     if args.get("steps"):
         steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
     else:
@@ -5079,6 +5843,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
             raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
                             % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
         steps, first_url = _steps_from_journey(journey)
+        warnings = _toothless_warnings(journey)
         start = start or first_url
         hub.journeys.saved_at[session.id] = hub.clock()
     flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
@@ -5101,6 +5866,8 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     os.replace(tmp, path)
     out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
            "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
+    if warnings:
+        out["warnings"] = warnings
     names = sorted({s["secret"] for s in steps if s.get("secret")})
     if names:
         out["secrets"] = names
@@ -5126,7 +5893,26 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
     else:
         raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
     _fill_secrets([s.get("args") for s in flow["steps"]])  # a missing secret is a setup error, before any act
-    return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+    if not args.get("faults"):
+        return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+    set_ids = []
+    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
+        for i, spec in enumerate(args["faults"]):
+            problem = _fault_spec_problem(spec)
+            if problem:
+                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
+                                "abort | delayMs, times?, ttlMs?}", setup=True)
+            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
+        await hub.faults.sync(session.id)
+        out = await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
+                         if f.id in set_ids]
+        return out
+    finally:
+        for fid in set_ids:
+            hub.faults.clear(session.id, ctx.session_key, fid)
+        if set_ids:
+            await _quietly(hub.faults.sync(session.id))
 
 
 # -- the MCP conventions of each tool: title, annotations (hints clients auto-approve and group by), and
@@ -5167,6 +5953,7 @@ _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
     "reticle_wait_for": ("Wait for", _READS, _answer(("pass",), **{"pass": {"type": "boolean"}})),
     "reticle_assert": ("Assert", _READS, _answer(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
     "reticle_state": ("State", _READS, None),
+    "reticle_fault": ("Fault requests", _acts(False, False), _answer(("sessionId",))),
     "reticle_capabilities": ("Capabilities", _READS, None),
     "reticle_flow_save": ("Save flow", _acts(True, True), _answer(("saved", "name", "steps"))),
     "reticle_flow_list": ("Flows", _READS, _answer(("dir", "flows"), flows={"type": "array"})),
@@ -5289,6 +6076,11 @@ def _build_registry() -> _ToolRegistry:
     add("reticle_capabilities",
         "What the app declared with reticle.describe, and the testids on the page.",
         {"sessionId": sid}, _tool_capabilities, {})
+    add("reticle_fault",
+        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
+        "tells the user; clear, list. Marked faulted: true.",
+        dict(_FAULT_SCHEMA, sessionId=sid), _tool_fault,
+        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}})
     reg.add(_Tool("reticle_flow_save",
         "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
         "by role, name, label or testid, secrets as variables.",
@@ -5304,6 +6096,9 @@ def _build_registry() -> _ToolRegistry:
         "`fresh`: a device with no cookies or storage.",
         {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
          "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
+                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
+                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
          "sessionId": sid},
         _tool_flow_replay, {"name": "add-record"})
 
@@ -5445,6 +6240,7 @@ _FLOW_STEP = {
         "until": _PREDICATE, "assert": _PREDICATE,
         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
         "verified": {"enum": ["yes", "no", "unknown"]}, "secret": {"type": "string"},
+        "expect": {"enum": ["yes", "no"]},
     },
     "additionalProperties": False,
 }
@@ -5581,6 +6377,9 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
             step["timeout_ms"] = args["timeout_ms"]
         if kind != "act":
             step["verified"] = out.get("verified", "unknown")
+            if isinstance(out.get("since"), (int, float)):
+                floor = float(out["since"])  # for flow_save's warning
+                step["writes"] = _writes_in(session.window(floor), floor)
         session.bridge.hub.journeys.record(session.id, step)
     except Exception as exc:  # the journey is a convenience: never fail the act for it
         _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
@@ -5669,9 +6468,48 @@ def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]
     """Journey log entries -> flow steps (and the first URL)."""
     steps = []
     for entry in journey:
-        step = {k: v for k, v in entry.items() if k not in ("t", "url")}
+        step = {k: v for k, v in entry.items() if k not in ("t", "url", "writes")}
         steps.append(step)
     return steps, (journey[0].get("url") if journey else None)
+
+
+_TOOTHED_KINDS = ("frame", "state", "signal", "storage", "server")
+
+
+def _blind_to_writes(raw: Any) -> bool:
+    """Does this check look only at what the page shows (text, elements, a route, quiet), so that it
+    holds whether or not a write behind it worked?  A `net` leaf counts as a check of the write
+    only when it asks for a status or `ok`."""
+    try:
+        p = parse_predicate(raw, "until")
+    except Exception:
+        return False
+    for leaf, neg in _leaves(p):
+        if neg:
+            continue
+        if leaf["kind"] in _TOOTHED_KINDS or (leaf["kind"] == "net" and ("status" in leaf or "ok" in leaf)):
+            return False
+    return True
+
+
+def _toothless_warnings(journey: List[dict]) -> List[str]:
+    """flow_save's warning: every step whose check is presence-only over a write its act made."""
+    out = []
+    for i, entry in enumerate(journey):
+        check = entry.get("until") if "action" in entry else entry.get("assert")
+        writes = entry.get("writes") or []
+        if check is None or not writes or not _blind_to_writes(check):
+            continue
+        acts = [e for e in journey[:i] if "action" in e]
+        if "assert" in entry and acts and acts[-1].get("until") is not None and not _blind_to_writes(acts[-1]["until"]):
+            continue  # the act before it already checked what its write answered
+        w = writes[0]
+        out.append("step %d (%s) checks only what the page shows (%s) over the write %s %s it caused: a replay "
+                   "stays yes if that write fails. Add {\"kind\": \"net\", \"method\": \"%s\", \"urlContains\": "
+                   "\"%s\", \"ok\": true} to the check, or run `reticle verify --teeth`."
+                   % (i, _step_label(entry), _describe_predicate_safe(check), w["method"], w["path"], w["method"],
+                      w["path"]))
+    return out
 
 
 def _fill_secrets(value: Any) -> Any:
@@ -5781,10 +6619,9 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
     except _TabGone:
         raise
     except ToolError as exc:
-        if "no element matches target" in exc.error or "elements match target" in exc.error:
-            missing = "no element matches" in exc.error
-            return {"verified": "no", "verifiedReason": "target_missing" if missing else "target_ambiguous",
-                    "because": exc.error, "nearest": _nearest(exc.error), "acted": False}
+        if exc.code in ("target_missing", "target_ambiguous"):
+            return {"verified": "no", "verifiedReason": exc.code, "because": exc.error, "nearest": _nearest(exc.error),
+                    "acted": False}
         raise
     dispatched = res.get("dispatched")
     ok = dispatched is not False
@@ -5794,13 +6631,46 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
 
 
+def _writes_in(window: List[dict], floor: Optional[float] = None) -> List[dict]:
+    """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
+    act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
+    one at a time.  (A write the page repeats on its own is not told apart here: failing it too
+    only asks more of the flow.)"""
+    out: List[dict] = []
+    for e in window:
+        d = e["data"]
+        if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
+            continue
+        if floor is not None and not _caused_by_act(e, floor, None):
+            continue
+        parts = urllib.parse.urlsplit(str(d.get("url") or ""))
+        item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
+        if d.get("initiator") == "document":
+            item["form"] = True
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _expectation(step: dict, row: dict) -> bool:
+    """Did the step turn out as the flow expects?  `yes` by default; with `expect: "no"` the app
+    must fail visibly (a `no` verdict), and a target that was not found is never that."""
+    if step.get("expect") != "no":
+        return row["verified"] == "yes"
+    row["expect"] = "no"
+    row["met"] = row["verified"] == "no" and row.get("verifiedReason") not in (
+        "target_missing", "target_ambiguous", "not_dispatched")
+    if not row["met"] and row["verified"] == "yes":
+        row["because"] = "the flow expects no (the app must show the failure) but it was yes: %s" % row.get("because")
+    return bool(row["met"])
+
+
 def _step_evidence(res: dict) -> Any:
     """The few fields of a verdict a person needs to see why."""
     out = {}
-    verdict = res.get("verdict") if isinstance(res.get("verdict"), dict) else res
     for key in ("failureReason", "observed", "expected", "evidence"):
-        if verdict.get(key) not in (None, "", [], {}):
-            out[key] = verdict[key]
+        if res.get(key) not in (None, "", [], {}):
+            out[key] = res[key]
     for key in ("nearest", "contradictions"):
         if res.get(key):
             out[key] = res[key]
@@ -5842,6 +6712,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             continue
         t0 = time.monotonic()
         _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
+        cursor = session.now()
         res = await _replay_step(hub, session, step, ctx)
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
@@ -5849,20 +6720,34 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
                "ms": round((time.monotonic() - t0) * 1000)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
-        if row["verified"] != "yes":
+        made = _writes_in(session.window(cursor), cursor)
+        if made:
+            row["writes"] = made
+        met = _expectation(step, row)
+        if not met or row["verified"] != "yes":
             row["evidence"] = _step_evidence(res)
+        if not met:
             failed_at = i
-            verdict = "no" if row["verified"] == "no" else "unknown"
+            verdict = "unknown" if row["verified"] == "unknown" else "no"
         steps_out.append(row)
     out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
            "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
+    writes: List[dict] = []
+    for row in steps_out:
+        writes.extend(w for w in row.get("writes", ()) if w not in writes)
+    if writes:
+        out["writes"] = writes
     if failed_at is not None:
+        failing = steps_out[failed_at]
         out["failedStep"] = failed_at
-        out["because"] = "step %d (%s) is %s: %s" % (failed_at, steps_out[failed_at]["step"],
-                                                     steps_out[failed_at]["verified"],
-                                                     steps_out[failed_at].get("because"))
+        out["because"] = "step %d (%s) is %s%s: %s" % (failed_at, failing["step"], failing["verified"],
+                                                       " where the flow expects no" if failing.get("expect") else "",
+                                                       failing.get("because"))
     else:
-        out["because"] = "all %d steps are yes" % len(steps_out)
+        expected_no = sum(1 for r in steps_out if r.get("expect") == "no")
+        out["because"] = "all %d steps are yes" % len(steps_out) if not expected_no else (
+            "every step met what the flow expects (%d yes, %d no as expected)" % (len(steps_out) - expected_no,
+                                                                               expected_no))
     if not any("until" in s or "assert" in s for s in flow["steps"]):
         out["note"] = "this flow has no predicate: it shows the steps ran, not that they worked"
     return out
@@ -5880,7 +6765,8 @@ def _xml(value: Any) -> str:
 
 
 def _verify_exit(results: List[dict]) -> int:
-    """0 when every flow is yes; 3 for any setup error, else 1 for any no, else 2 for any unknown."""
+    """0 when every flow is yes; 3 for any setup error, else 1 for any no, else 2 for any unknown,
+    else 4 when `--teeth` found a flow toothless for a write."""
     verdicts = {r["verified"] for r in results}
     if not results or "error" in verdicts:
         return 3
@@ -5888,7 +6774,26 @@ def _verify_exit(results: List[dict]) -> int:
         return 1
     if "unknown" in verdicts:
         return 2
+    if any(r.get("toothless") for r in results):
+        return 4
     return 0
+
+
+def _step_failed(s: dict) -> bool:
+    """A step that did not turn out as its flow expects (see _expectation)."""
+    if "met" in s:
+        return s["met"] is False
+    return s.get("verified") in ("no", "unknown")
+
+
+def _teeth_cell(r: dict) -> str:
+    if "teeth" not in r:
+        return "" if r["verified"] == "yes" else "-"
+    if not r["teeth"]:
+        return "no writes"
+    if r.get("toothless"):
+        return "TOOTHLESS for %s" % ", ".join(r["toothless"])
+    return "teeth for %s" % ", ".join(t["write"] for t in r["teeth"])
 
 
 def _failing_step(result: dict) -> Optional[dict]:
@@ -5900,9 +6805,11 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
     """JUnit XML: one <testsuite> per flow, one <testcase> per step; `no` and `unknown` steps are
     <failure> (type says which), steps after the failing one <skipped>, a setup error an <error>."""
     def count(r: dict, v: str) -> int:
+        if v == "failed":
+            return sum(1 for s in r.get("steps", []) if _step_failed(s)) + len(r.get("toothless") or ())
         return sum(1 for s in r.get("steps", []) if s.get("verified") == v)
-    total = sum(max(1, len(r.get("steps", []))) for r in results)
-    fails = sum(count(r, "no") + count(r, "unknown") for r in results)
+    total = sum(max(1, len(r.get("steps", []))) + len(r.get("teeth") or ()) for r in results)
+    fails = sum(count(r, "failed") for r in results)
     errors = sum(1 for r in results if r["verified"] == "error")
     skipped = sum(count(r, "skipped") for r in results)
     secs = sum(r.get("ms", 0) for r in results) / 1000.0
@@ -5913,7 +6820,7 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         steps = r.get("steps", [])
         classname = "reticle.flows.%s" % r["name"]
         out.append('  <testsuite name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
-                   % (_xml(r["name"]), max(1, len(steps)), count(r, "no") + count(r, "unknown"),
+                   % (_xml(r["name"]), max(1, len(steps)) + len(r.get("teeth") or ()), count(r, "failed"),
                       1 if r["verified"] == "error" else 0, count(r, "skipped"), r.get("ms", 0) / 1000.0))
         if r["verified"] == "error" and not steps:
             out.append('    <testcase name="setup" classname="%s" time="%.3f">' % (_xml(classname), r.get("ms", 0) / 1000.0))
@@ -5922,13 +6829,21 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         for s in steps:
             out.append('    <testcase name="%s" classname="%s" time="%.3f">' % (
                 _xml("step %d: %s" % (s["index"], s["step"])), _xml(classname), s.get("ms", 0) / 1000.0))
-            if s["verified"] in ("no", "unknown"):
+            if _step_failed(s):
                 out.append('      <failure message="%s" type="%s">%s</failure>' % (
                     _xml(s.get("because") or s["verified"]), s["verified"],
                     _xml(_dumps({"verifiedReason": s.get("verifiedReason"), "predicate": s.get("predicate"),
                                  "evidence": s.get("evidence")}))))
             elif s["verified"] == "skipped":
                 out.append('      <skipped message="an earlier step of the flow failed"/>')
+            out.append('    </testcase>')
+        for t in r.get("teeth") or ():
+            out.append('    <testcase name="%s" classname="%s" time="%.3f">' % (
+                _xml("teeth: %s answered 500" % t["write"]), _xml(classname), t.get("ms", 0) / 1000.0))
+            if t["toothless"]:
+                out.append('      <failure message="%s" type="toothless">%s</failure>' % (
+                    _xml("toothless for %s: the flow is still yes when that write fails" % t["write"]),
+                    _xml(_dumps({"write": t["write"], "verified": t["verified"], "because": t.get("because")}))))
             out.append('    </testcase>')
         out.append('  </testsuite>')
     out.append('</testsuites>')
@@ -5954,12 +6869,14 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
              "<p>%d flow(s), exit code %d, generated %s by reticle %s.</p>" % (
                  len(results), code, datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
                  e(__version__)),
-             "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th></tr>"]
+             "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th><th>teeth</th>"
+             "</tr>"]
     for r in results:
         parts.append('<tr><td><a href="#flow-%s">%s</a></td><td>%d</td><td class="%s">%s</td><td>%.2f s</td>'
-                     "<td>%s</td></tr>" % (e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
-                                          e(r["verified"]), r.get("ms", 0) / 1000.0,
-                                          e(r.get("error") or r.get("because") or "")))
+                     '<td>%s</td><td class="%s">%s</td></tr>' % (
+                         e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
+                         e(r["verified"]), r.get("ms", 0) / 1000.0, e(r.get("error") or r.get("because") or ""),
+                         "no toothless" if r.get("toothless") else "yes", e(_teeth_cell(r))))
     parts.append("</table>")
     for r in results:
         parts.append('<section id="flow-%s" class="flow"><h2>%s <span class="%s">%s</span></h2>' % (
@@ -5981,6 +6898,16 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
                                  e(s["verified"]), e(s["verified"]),
                                  " (%s)" % e(s["verifiedReason"]) if s.get("verifiedReason") else "",
                                  "%d ms" % s["ms"] if "ms" in s else "", e(evidence.strip())))
+            parts.append("</table>")
+        if r.get("teeth"):
+            parts.append("<table><tr><th>write answered 500</th><th>flow verdict</th><th>teeth</th><th>because</th>"
+                         "</tr>")
+            for t in r["teeth"]:
+                parts.append('<tr class="teeth"><td><code>%s</code></td><td class="%s">%s</td><td class="%s">%s</td>'
+                             "<td>%s</td></tr>" % (e(t["write"]), e(str(t["verified"])), e(str(t["verified"])),
+                                                   "no toothless" if t["toothless"] else "yes",
+                                                   "toothless" if t["toothless"] else "teeth",
+                                                   e(t.get("note") or t.get("because") or "")))
             parts.append("</table>")
         if r.get("screenshot"):
             failing = _failing_step(r)
@@ -6815,6 +7742,8 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         session.device = self.device
         self.session = session
+        if session is not None and self.hub.faults.live(session.id):  # a new document gets the tab's faults
+            self.hub.spawn(_quietly(self.hub.faults.sync(session.id)))
 
     def on_close(self) -> None:
         self._end_handshake()
@@ -7026,6 +7955,7 @@ class Hub:
         self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
         self.journeys = _Journeys()
+        self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
@@ -7966,6 +8896,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.add_argument("--report", default=None, metavar="FILE", help="write a self-contained HTML report to FILE")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    p.add_argument("--teeth", action="store_true",
+                   help="replay each yes flow once more per write it made, that write answered 500: a flow still "
+                        "yes is toothless (exit 4)")
     port_arg(p)
     return parser
 
@@ -8242,8 +9175,37 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
     return data
 
 
+async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
+                        progress: Callable[[str], None], name: str) -> List[dict]:
+    """`--teeth`: replay a flow that was `yes` once more per write its steps made, with that write
+    answered 500 by a fault.  A flow still `yes` under a failed write is toothless for that write."""
+    out = []
+    for w in writes:
+        label = "%s %s%s" % (w["method"], w["path"], " (form post)" if w.get("form") else "")
+        fault = {"match": {"urlContains": w["path"], "method": w["method"]},
+                 "respond": {"status": 500, "body": "reticle verify --teeth: this write failed on purpose"}}
+        t0 = time.monotonic()
+        try:
+            res = await _verify_call(link, "reticle_flow_replay", dict(args, faults=[fault]))
+        except (ToolError, RpcError, asyncio.TimeoutError) as exc:
+            reason = exc.error if isinstance(exc, ToolError) else str(exc)
+            res = {"verified": "error", "because": reason}
+        hits = sum(f.get("hits", 0) for f in res.get("faults", []))
+        row = {"write": label, "verified": res.get("verified"), "toothless": res.get("verified") == "yes" and hits > 0,
+               "ms": round((time.monotonic() - t0) * 1000), "because": res.get("because")}
+        if not hits and res.get("verified") != "error":
+            row["note"] = "the write was not made again under the fault, so this replay says nothing about it"
+        if isinstance(res.get("failedStep"), int):
+            row["failedStep"] = res["failedStep"]
+        out.append(row)
+        verdict = ("TOOTHLESS (still yes with the write failed)" if row["toothless"]
+                   else "%s under the failed write" % row["verified"])
+        progress("%s: teeth for %s: %s" % (name, label, verdict))
+    return out
+
+
 async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Optional[str], jobs: int,
-                        progress: Callable[[str], None]) -> List[dict]:
+                        progress: Callable[[str], None], teeth: bool = False) -> List[dict]:
     """Replay `flows` on up to `jobs` devices (one MCP session and one device per job, reused
     from flow to flow, each flow in a fresh browser context) and answer one result per flow,
     in the order given."""
@@ -8280,6 +9242,10 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                         args["url"] = url
                     res = dict(await _verify_call(link, "reticle_flow_replay", args))
                     res["name"] = name
+                    if teeth and res.get("verified") == "yes":
+                        res["teeth"] = await _verify_teeth(link, dict(args, fresh=True), res.get("writes") or [],
+                                                           progress, name)
+                        res["toothless"] = [t["write"] for t in res["teeth"] if t["toothless"]]
                     if res.get("verified") != "yes":
                         try:
                             shot = await _verify_call(link, "reticle_screenshot", {"sessionId": session_id})
@@ -8309,7 +9275,8 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
 
 
 def _verify_table(results: List[dict]) -> str:
-    rows = [["flow", "steps", "verdict", "time", "failing step / evidence"]]
+    teeth = any("teeth" in r for r in results)
+    rows = [["flow", "steps", "verdict", "time", "failing step / evidence"] + (["teeth"] if teeth else [])]
     for r in results:
         failing = _failing_step(r)
         if r["verified"] == "error":
@@ -8319,7 +9286,7 @@ def _verify_table(results: List[dict]) -> str:
         else:
             why = ""
         rows.append([r["name"], str(len(r.get("steps", []))), r["verified"], "%.1f s" % (r.get("ms", 0) / 1000.0),
-                     _short(why.replace("\n", " "), 160)])
+                     _short(why.replace("\n", " "), 160)] + ([_short(_teeth_cell(r), 160)] if teeth else []))
     return _table(rows)
 
 
@@ -8346,7 +9313,7 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
             progress("no daemon on port %d: starting one" % port)
     if flows:
         progress("%d flow(s), %d job(s), project %s" % (len(flows), min(jobs, len(flows)), root))
-        results = await _verify_flows(port, state, flows, args.url, jobs, progress) + results
+        results = await _verify_flows(port, state, flows, args.url, jobs, progress, bool(args.teeth)) + results
     if started_here:
         await _cli_stop(port, state)
     code = _verify_exit(results)
@@ -8667,6 +9634,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
   var STORAGE_MUTE = 0;
+  // an Error with the machine-readable code the daemon branches on (target_missing, ...)
+  function coded(code, message) {
+    var e = new Error(message);
+    e.code = code;
+    return e;
+  }
+  function errCode(e) {
+    try {
+      return e && typeof e === 'object' && typeof e.code === 'string' ? e.code : undefined;
+    } catch (x) {
+      return undefined;
+    }
+  }
   function errMsg(e) {
     if (e && typeof e === 'object' && 'message' in e) return String(e.message);
     try {
@@ -8901,11 +9881,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
     }
   }
-  // collapse a value to a given depth for state reads ("[Array(n)]", "{...n keys}")
-  function collapseDepth(v, depth) {
-    return sanitize(v, { depth: depth, items: 200 });
-  }
-
   function safeStringify(v, cap) {
     try {
       if (typeof v === 'string') return clip(scrub(v), cap || 1000);
@@ -9323,13 +10298,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!isObj(msg) || msg.kind !== 'command') return;
     var id = msg.id;
     if (typeof id !== 'string' && typeof id !== 'number') return;
-    function fail(error) {
-      sendResult({
-        kind: 'command_result',
-        id: id,
-        ok: false,
-        error: clip(String(error), ERROR_CAP)
-      });
+    function fail(error, code) {
+      var r = { kind: 'command_result', id: id, ok: false, error: clip(String(error), ERROR_CAP) };
+      if (typeof code === 'string') r.code = code;
+      sendResult(r);
     }
     if (typeof msg.name !== 'string') {
       fail('malformed command (no name); version skew, nothing ran');
@@ -9373,7 +10345,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function bad(e) {
       if (done) return;
       done = true;
-      fail(errMsg(e));
+      fail(errMsg(e), errCode(e));
     }
     try {
       var r = h(args, msg);
@@ -11492,7 +12464,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               })
               .join(', ')
         );
-      throw new Error(
+      throw coded(
+        'target_missing',
         'no element matches target ' +
           desc +
           ' on ' +
@@ -11508,7 +12481,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (vis.length === 1) return vis[0];
     var pool = vis.length ? vis : els;
     var shown = pool.slice(0, 8).map(candidate);
-    throw new Error(
+    throw coded(
+      'target_ambiguous',
       pool.length +
         ' elements match target ' +
         desc +
@@ -12040,6 +13014,108 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // ---- faults on purpose (reticle_fault with the script tag) ------------------------------------
+  // The daemon sends this tab's faults (fault_set); the fetch and XHR wrappers answer a matching
+  // request themselves (a status, a failure, a delay) and mark its record with the fault's id.
+  var FAULTS = [];
+  function setFaults(a) {
+    var list = Array.isArray(a.faults) ? a.faults : [];
+    var now = N.now();
+    FAULTS = list.slice(0, 32).filter(isObj).map(function (f) {
+      return {
+        id: String(f.id || ''),
+        urlContains: String(f.urlContains || ''),
+        method: f.method ? String(f.method).toUpperCase() : null,
+        resourceType: f.resourceType ? String(f.resourceType) : null,
+        delayMs: Math.max(0, Math.min(60000, +f.delayMs || 0)),
+        abort: !!f.abort,
+        respond: isObj(f.respond) ? f.respond : null,
+        remaining: typeof f.remaining === 'number' ? f.remaining : null,
+        until: now + Math.max(0, +f.expiresInMs || 0)
+      };
+    });
+    return { faults: FAULTS.length };
+  }
+  function faultFor(method, url, kind) {
+    var now = N.now();
+    for (var i = 0; i < FAULTS.length; i++) {
+      var f = FAULTS[i];
+      if (now >= f.until || f.remaining === 0 || !f.urlContains) continue;
+      if (f.method && f.method !== method) continue;
+      if (f.resourceType && f.resourceType !== kind) continue;
+      if (String(url).indexOf(f.urlContains) < 0) continue;
+      if (f.remaining !== null) f.remaining--;
+      return f;
+    }
+    return null;
+  }
+  function faultWait(f) {
+    return new N.Promise(function (resolve) {
+      if (f.delayMs) N.setTimeout(resolve, f.delayMs);
+      else resolve();
+    });
+  }
+  function faultHeaders(f) {
+    var h = isObj(f.respond && f.respond.headers) ? f.respond.headers : {};
+    var out = [];
+    var typed = false;
+    for (var k in h) {
+      if (hasOwn(h, k)) {
+        out.push([String(k), String(h[k])]);
+        if (String(k).toLowerCase() === 'content-type') typed = true;
+      }
+    }
+    if (!typed) out.push(['Content-Type', 'text/plain; charset=utf-8']);
+    return out;
+  }
+  function faultBody(f) {
+    var b = f.respond && f.respond.body;
+    return b == null ? 'Reticle fault ' + f.id : String(b);
+  }
+  // A fetch the fault answers: a Response of its own, a TypeError as a failed network, or the
+  // real request after the delay.
+  function faultedFetch(f, orig, self, args) {
+    return faultWait(f).then(function () {
+      if (f.abort) throw new TypeError('Failed to fetch');
+      if (!f.respond) return orig.apply(self, args);
+      return new Response(faultBody(f), { status: +f.respond.status || 500, headers: faultHeaders(f) });
+    });
+  }
+  // An XHR the fault answers: its state and answer are set on the instance, then its events fire.
+  function faultedXhr(f, xhr, orig, args) {
+    faultWait(f).then(
+      guard('network_observer', function () {
+        if (!f.abort && !f.respond) return orig.apply(xhr, args);
+        var status = f.abort ? 0 : +f.respond.status || 500;
+        var body = f.abort ? '' : faultBody(f);
+        var heads = f.abort ? [] : faultHeaders(f);
+        var value = body;
+        if (xhr.responseType === 'json') {
+          try {
+            value = N.parse(body);
+          } catch (e) {
+            value = null;
+          }
+        }
+        var fixed = { readyState: 4, status: status, statusText: '', responseText: body, response: value };
+        Object.keys(fixed).forEach(function (k) {
+          Object.defineProperty(xhr, k, { configurable: true, get: function () { return fixed[k]; } });
+        });
+        xhr.getResponseHeader = function (name) {
+          for (var i = 0; i < heads.length; i++)
+            if (heads[i][0].toLowerCase() === String(name).toLowerCase()) return heads[i][1];
+          return null;
+        };
+        xhr.getAllResponseHeaders = function () {
+          return heads.map(function (h) { return h[0].toLowerCase() + ': ' + h[1]; }).join('\r\n');
+        };
+        xhr.dispatchEvent(new Event('readystatechange'));
+        xhr.dispatchEvent(new ProgressEvent(f.abort ? 'error' : 'load'));
+        xhr.dispatchEvent(new ProgressEvent('loadend'));
+      })
+    );
+  }
+
   function installFetch() {
     if (typeof window.fetch !== 'function') return;
     if (!isNativeFn(window.fetch))
@@ -12070,18 +13146,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             var id = 'n' + ++netCounter;
             meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
             if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
+            meta.fault = faultFor(method, url, 'fetch');
             emit('net.pending', {
               id: id,
               requestId: id,
               method: method,
               url: meta.url,
-              initiator: 'fetch'
+              initiator: 'fetch',
+              faultId: meta.fault ? meta.fault.id : undefined
             });
           }
         } catch (e) {
           meta = null;
         }
-        var p = orig.apply(this, arguments);
+        var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, arguments) : orig.apply(this, arguments);
         if (!meta) return p;
         try {
           // a Request object body: read from a clone
@@ -12125,6 +13203,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               initiator: 'fetch',
               error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
             };
+            if (meta.fault) d.faultId = meta.fault.id;
             d.ms = d.durationMs;
             emit('net.request', withBodyFields(d, meta.req, null));
           })
@@ -12206,7 +13285,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       ms: ms,
       initiator: initiator,
       statusText: statusText || undefined,
-      contentType: ct || undefined
+      contentType: ct || undefined,
+      faultId: meta.fault ? meta.fault.id : undefined
     };
   }
   function onFetchResponse(meta, res) {
@@ -12663,12 +13743,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             m.t0 = N.now();
             m.rurl = redactUrl(m.url);
             m.req = S.captureBodies ? describeReqBody(body) : null;
+            m.fault = faultFor(m.method, m.url, 'xhr');
             emit('net.pending', {
               id: id,
               requestId: id,
               method: m.method,
               url: m.rurl,
-              initiator: 'xhr'
+              initiator: 'xhr',
+              faultId: m.fault ? m.fault.id : undefined
             });
             if (!m.listening) {
               m.listening = true;
@@ -12711,6 +13793,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         } catch (e) {
           internal('network_observer', e);
         }
+        var mf = META.get(xhr);
+        if (mf && mf.fault && mf.id) return faultedXhr(mf.fault, xhr, orig, arguments);
         return orig.apply(this, arguments);
       };
     });
@@ -12808,10 +13892,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!Native) return;
     var allow = rateCap('net.ws', 100);
     var W = function WebSocket(url, protocols) {
-      var ws = arguments.length > 1 ? new Native(url, protocols) : new Native(url);
+      var wf = null;
+      try {
+        wf = faultFor('GET', new URL(String(url), location.href).href, 'websocket');
+      } catch (e) {
+        wf = null;
+      }
+      var ws;
+      if (wf && wf.abort) {
+        // dropped on purpose (reticle_fault): the handshake goes to a daemon path that refuses it,
+        // never to the app's server, and the page sees the failure a real drop gives
+        var refuse = new URL(S.url);
+        refuse.pathname = '/reticle-fault';
+        refuse.search = '';
+        ws = new Native(refuse.href);
+        var shown = String(url);
+        Object.defineProperty(ws, 'url', { configurable: true, get: function () { return shown; } });
+      } else ws = arguments.length > 1 ? new Native(url, protocols) : new Native(url);
       try {
         var u = redactUrl(ws.url || String(url));
-        emit('net.ws', { direction: 'open', transport: 'ws', url: u });
+        emit('net.ws', { direction: 'open', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
         ws.addEventListener('message', function (e) {
           try {
             if (allow()) {
@@ -12830,7 +13930,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               url: u,
               code: e.code,
               reason: clip(e.reason, 200),
-              clean: e.wasClean
+              clean: e.wasClean,
+              faultId: wf ? wf.id : undefined
             });
           } catch (x) {
             /* ignore */
@@ -12838,7 +13939,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         });
         ws.addEventListener('error', function () {
           try {
-            emit('net.ws', { direction: 'error', transport: 'ws', url: u });
+            emit('net.ws', { direction: 'error', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
           } catch (x) {
             /* ignore */
           }
@@ -14913,6 +16014,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   COMMANDS.storage_read = storageRead;
   COMMANDS.capabilities = capabilities;
   COMMANDS.eval_probe = evalProbe;
+  COMMANDS.fault_set = setFaults;
   COMMANDS.navigate = function (a) {
     var u;
     try {

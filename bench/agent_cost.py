@@ -120,12 +120,14 @@ def reticle_side(n):
         close_all(mcp, chrome, app, daemon)
 
 
-async def _playwright_journey(cli, chromium, url):
+async def _playwright_journey(cli, chromium, url, workdir):
     from mcp import ClientSession
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
     params = StdioServerParameters(command=cli, args=["--headless", "--isolated", "--executable-path", chromium,
-                                                     "--browser", "chromium"])
+                                                     "--browser", "chromium", "--output-dir",
+                                                     os.path.join(workdir, "output")],
+                                  cwd=workdir)
     async with stdio_client(params) as streams:
         async with ClientSession(*streams) as session:
             await session.initialize()
@@ -180,7 +182,7 @@ def playwright_side():
         app = _harness.AppServer([(r"/", _Page, {"daemon": ""}), (r"/api/save", _Save)])
         STATE["fault"] = True
         try:
-            return asyncio.run(asyncio.wait_for(_playwright_journey(cli, chromium, app.url + "/?bare=1"), 120)), None
+            return asyncio.run(asyncio.wait_for(_playwright_journey(cli, chromium, app.url + "/?bare=1", tmp), 120)), None
         except Exception as exc:  # a peer that does not start here is reported, not fatal
             return None, "Playwright MCP did not run: %r" % (exc,)
     finally:

@@ -8,6 +8,8 @@ Measures, in one run:
   verify      wall time of `reticle verify` (a subprocess, against the running daemon) on 8 such
               flows with --jobs 1 and with --jobs 4: loading the flows, opening the devices (one per
               job), the replays, closing the devices
+  --teeth     the same `reticle verify --jobs 1` with --teeth beside it (issue 21): each flow replayed
+              once more with its write answered 500, and how many flows have teeth
 
 Target (issue 14): replay under 1 s.  Prints numbers; asserts nothing.  Starts and removes its own
 daemon, app server, browsers and project directory.
@@ -63,16 +65,17 @@ def _add(value):
 STEPS = _add("milk") + _add("eggs") + [{"assert": {"kind": "text", "contains": "Added eggs"}}]
 
 
-def verify_ms(port, state, project, jobs):
+def verify_ms(port, state, project, jobs, *extra):
     env = _harness.daemon_env(state, RETICLE_PORT=str(port))
     start = time.perf_counter()
     run = subprocess.run([sys.executable, os.path.join(os.path.dirname(HERE), "reticle.py"), "verify",
-                          "--jobs", str(jobs), "--json"], cwd=project, env=env, capture_output=True, text=True,
-                         timeout=300)
+                          "--jobs", str(jobs), "--json"] + list(extra), cwd=project, env=env, capture_output=True,
+                         text=True, timeout=600)
     wall = (time.perf_counter() - start) * 1000.0
     out = json.loads(run.stdout)
     verdicts = [f["verified"] for f in out["flows"]]
-    return wall, run.returncode, verdicts
+    toothed = sum(1 for f in out["flows"] if f.get("teeth") and not f.get("toothless"))
+    return wall, run.returncode, verdicts, toothed
 
 
 def main():
@@ -109,9 +112,15 @@ def main():
                 json.dump(dict(flow, name="flow-%d" % i), fh)
         print("reticle verify on 8 flows (a running daemon; a subprocess; devices opened and closed):")
         for jobs in (1, 4):
-            wall, code, verdicts = verify_ms(daemon.port, daemon.state_dir, project.name, jobs)
+            wall, code, verdicts, _ = verify_ms(daemon.port, daemon.state_dir, project.name, jobs)
             print("  --jobs %d  %8.1f ms   exit %d, %d yes of %d" % (jobs, wall, code, verdicts.count("yes"),
                                                                    len(verdicts)))
+            if jobs == 1:
+                plain = wall
+        wall, code, verdicts, toothed = verify_ms(daemon.port, daemon.state_dir, project.name, 1, "--teeth")
+        print("  --jobs 1 --teeth  %8.1f ms   exit %d, %d yes of %d, %d with teeth; %.2fx plain verify "
+              "(one more replay per write: 1 per flow here)" % (wall, code, verdicts.count("yes"), len(verdicts),
+                                                                toothed, wall / plain))
     finally:
         close_all(client, app, daemon)
         project.cleanup()

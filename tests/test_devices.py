@@ -25,8 +25,9 @@ import reticle
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _harness  # noqa: E402
 
-pytestmark = pytest.mark.skipif(_harness.chromium_path() is None, reason="Chromium is not installed "
-                                "(sh tests/bootstrap.sh installs it)")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(_harness.chromium_path() is None, reason="Chromium is not installed "
+                                 "(sh tests/bootstrap.sh installs it)")]
 
 STAGING = "staging.example.test"
 

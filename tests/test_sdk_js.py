@@ -155,3 +155,37 @@ def test_sdk_tool_round_trips(tmp_path):
     done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), "embed", js], capture_output=True, text=True)
     assert done.returncode == 1 and "triple quote" in done.stderr
     assert (work / "reticle.py").read_bytes() == before
+
+
+_ESLINT = os.path.join(ROOT, "tests", ".js", "node_modules", ".bin", "eslint")
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not os.path.exists(_ESLINT),
+                    reason="node or ESLint is not installed (sh tests/bootstrap.sh installs ESLint)")
+def test_sdk_lint_is_clean_and_catches_dead_code(tmp_path):
+    """tools/sdk.py lint passes on the embedded SDK, and fails on an SDK with an unused function, an
+    undefined name and unreachable code in it."""
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "sdk.py"), "lint"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    work = tmp_path / "tree"
+    (work / "tools").mkdir(parents=True)
+    (work / "tests").mkdir()
+    os.symlink(os.path.join(ROOT, "tests", ".js"), str(work / "tests" / ".js"))
+    shutil.copy(os.path.join(ROOT, "tools", "sdk.py"), str(work / "tools" / "sdk.py"))
+    with open(os.path.join(ROOT, "reticle.py"), encoding="utf-8") as f:
+        source = f.read()
+    planted = ("  function plantedNeverCalled() { return 1; }\n"
+               "  function plantedUndefined() { return notDefinedAnywhere + 1; }\n"
+               "  function plantedUnreachable() { return 2; plantedUndefined(); }\n"
+               "  plantedUnreachable();\n")
+    marker = "(function () {\n"
+    assert marker in reticle._SDK_JS
+    (work / "reticle.py").write_text(source.replace('_SDK_JS = r"""' + reticle._SDK_JS.split(marker)[0] + marker,
+                                                    '_SDK_JS = r"""' + reticle._SDK_JS.split(marker)[0] + marker
+                                                    + planted, 1), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), "lint"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for rule in ("no-unused-vars", "no-undef", "no-unreachable"):
+        assert rule in done.stdout, (rule, done.stdout)

@@ -1,0 +1,102 @@
+"""The fixture app of tests/test_faults.py: one page that saves with fetch, with XHR and with a form
+post, and opens a WebSocket.  The server counts every write and socket it received, so a test can
+tell a fault's answer from the server's."""
+
+import tornado.web
+import tornado.websocket
+
+PAGE = """<!doctype html><html><head><title>faults</title>%(tag)s</head><body>
+<h1>Notes</h1>
+<button id="save">Save</button> <button id="xsave">Save with XHR</button>
+<form method="post" action="/form"><input name="note" value="hi"><button>Post the form</button></form>
+<button id="ws">Connect</button> <button id="quiet">Save quietly</button>
+<div id="msg"></div>
+<script>
+function show(text, failed) {
+  var m = document.getElementById('msg');
+  m.textContent = text;
+  if (failed) m.setAttribute('role', 'alert'); else m.removeAttribute('role');
+}
+document.getElementById('save').addEventListener('click', function () {
+  show('');
+  fetch('/api/save', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"note":"hi"}'})
+    .then(function (r) { return r.text().then(function (t) { return [r.status, t]; }); })
+    .then(function (a) { show(a[0] === 200 ? 'Saved' : 'Save failed (' + a[0] + ')', a[0] !== 200); },
+          function () { show('Save failed (network)', true); });
+});
+document.getElementById('xsave').addEventListener('click', function () {
+  show('');
+  var x = new XMLHttpRequest();
+  x.open('POST', '/api/xsave');
+  x.setRequestHeader('Content-Type', 'application/json');
+  x.onload = function () { show(x.status === 200 ? 'Saved' : 'Save failed (' + x.status + ')', x.status !== 200); };
+  x.onerror = function () { show('Save failed (network)', true); };
+  x.send('{"note":"x"}');
+});
+document.getElementById('quiet').addEventListener('click', function () {
+  fetch('/api/quiet', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"note":"q"}'})
+    .then(function (r) { return r.text(); }, function () {});
+});
+document.getElementById('ws').addEventListener('click', function () {
+  show('');
+  var s = new WebSocket('ws://' + location.host + '/ws');
+  s.onopen = function () { s.send('ping'); };
+  s.onmessage = function (e) { show('Live: ' + e.data); };
+  s.onerror = function () { show('Connection failed', true); };
+});
+</script></body></html>"""
+
+
+class FaultApp:
+    """The server side: `writes` lists (path, body) of every write received, `sockets` counts
+    the WebSocket handshakes that arrived."""
+
+    def __init__(self, daemon_url, tag=True):
+        self.tag = '<script src="%s/reticle.js"></script>' % daemon_url if tag else ""
+        self.writes = []
+        self.sockets = 0
+
+    def count(self, path):
+        return sum(1 for p, _ in self.writes if p == path)
+
+    def routes(self):
+        return [(r"/api/(save|xsave|quiet)", _Save, {"app": self}), (r"/form", _Form, {"app": self}),
+                (r"/ws", _Socket, {"app": self}), (r"/.*", _Page, {"app": self})]
+
+
+class _Base(tornado.web.RequestHandler):
+    def initialize(self, app):
+        self.app = app
+
+
+class _Page(_Base):
+    def get(self):
+        self.set_header("Content-Type", "text/html")
+        self.write(PAGE % {"tag": self.app.tag})
+
+
+class _Save(_Base):
+    def post(self, which):
+        self.app.writes.append(("/api/" + which, self.request.body.decode()))
+        self.set_header("Content-Type", "application/json")
+        self.write('{"saved": true}')
+
+
+class _Form(_Base):
+    def post(self):
+        self.app.writes.append(("/form", self.request.body.decode()))
+        self.redirect("/?posted=1", status=303)
+
+
+class _Socket(tornado.websocket.WebSocketHandler):
+    def initialize(self, app):
+        self.app = app
+
+    def check_origin(self, origin):
+        return True
+
+    def open(self):
+        self.app.sockets += 1
+
+    def on_message(self, message):
+        self.write_message("pong")
