@@ -5928,7 +5928,7 @@ def _acts(destructive: bool, idempotent: bool, open_world: bool = False) -> dict
             "openWorldHint": open_world}
 
 
-def _answer(required: Tuple[str, ...], **props: dict) -> dict:
+def _shape(required: Tuple[str, ...], **props: dict) -> dict:
     """An outputSchema: the fields every answer has (and the types of a few); others may appear."""
     out: Dict[str, Any] = {"type": "object", "required": list(required)}
     if props:
@@ -5938,30 +5938,30 @@ def _answer(required: Tuple[str, ...], **props: dict) -> dict:
 
 _VERIFIED = {"enum": ["yes", "no", "unknown"]}
 _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
-    "reticle_sessions": ("Sessions", _READS, _answer(("sessions",), sessions={"type": "array"})),
-    "reticle_navigate": ("Navigate", _acts(False, True, True), _answer(("confirmed", "since", "sessionId"))),
+    "reticle_sessions": ("Sessions", _READS, _shape(("sessions",), sessions={"type": "array"})),
+    "reticle_navigate": ("Navigate", _acts(False, True, True), _shape(("confirmed", "since", "sessionId"))),
     "reticle_snapshot": ("Snapshot", _READS, None),
     "reticle_query": ("Query", _READS, None),
     "reticle_inspect": ("Inspect", _READS, None),
     "reticle_act": ("Act", _acts(True, False), None),
-    "reticle_act_sequence": ("Act sequence", _acts(True, False), _answer(("since",))),
+    "reticle_act_sequence": ("Act sequence", _acts(True, False), _shape(("since",))),
     "reticle_act_and_wait": ("Act and wait", _acts(True, False),
-                             _answer(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
-    "reticle_observe": ("Observe", _READS, _answer(("events",), events={"type": "array"})),
+                             _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_observe": ("Observe", _READS, _shape(("events",), events={"type": "array"})),
     "reticle_network": ("Network", _READS, None),
     "reticle_console": ("Console", _READS, None),
-    "reticle_wait_for": ("Wait for", _READS, _answer(("pass",), **{"pass": {"type": "boolean"}})),
-    "reticle_assert": ("Assert", _READS, _answer(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_wait_for": ("Wait for", _READS, _shape(("pass",), **{"pass": {"type": "boolean"}})),
+    "reticle_assert": ("Assert", _READS, _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
     "reticle_state": ("State", _READS, None),
-    "reticle_fault": ("Fault requests", _acts(False, False), _answer(("sessionId",))),
+    "reticle_fault": ("Fault requests", _acts(False, False), _shape(("sessionId",))),
     "reticle_capabilities": ("Capabilities", _READS, None),
-    "reticle_flow_save": ("Save flow", _acts(True, True), _answer(("saved", "name", "steps"))),
-    "reticle_flow_list": ("Flows", _READS, _answer(("dir", "flows"), flows={"type": "array"})),
+    "reticle_flow_save": ("Save flow", _acts(True, True), _shape(("saved", "name", "steps"))),
+    "reticle_flow_list": ("Flows", _READS, _shape(("dir", "flows"), flows={"type": "array"})),
     "reticle_flow_replay": ("Replay flow", _acts(True, False, True),
-                            _answer(("verified", "steps", "because"), verified=_VERIFIED)),
-    "reticle_open": ("Open device", _acts(False, True, True), _answer(("sessionId", "deviceId", "url"))),
-    "reticle_close": ("Close device", _acts(True, True), _answer(("closed", "sessionId"))),
-    "reticle_screenshot": ("Screenshot", _acts(False, False), _answer(("path", "bytes", "width", "height"))),
+                            _shape(("verified", "steps", "because"), verified=_VERIFIED)),
+    "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
+    "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
+    "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
 }
 
 
