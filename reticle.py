@@ -1192,7 +1192,6 @@ def _is_churn(etype: str) -> bool:
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
 _HIGH_VALUE_SET = _event_types("high_value")
-_OBSERVED_TYPES = frozenset(("net.pending", "net.request", "page.health", "route.change", "blind-spot"))
 
 
 def _churn_memo(etype: str) -> bool:
@@ -1600,7 +1599,7 @@ class _BrowserSession:
         dropped = 0
         kept: List[dict] = []
         keep = kept.append
-        high_set, observed = _HIGH_VALUE_SET, _OBSERVED_TYPES
+        high_set = _HIGH_VALUE_SET
         n_high, n_other = self._window_high, self._window_count
         last_doc: Any = None  # a frame's events mostly share their document: its checks run once
         doc = ""
@@ -1642,8 +1641,7 @@ class _BrowserSession:
                     doc = event["doc"] = value[:64]
                     if self.arriving is not None and doc == self.arriving[0]:
                         self.arriving = None
-            if etype in observed:
-                self._observe(event)
+            self._observe(event)
             keep(event)
         self._window_high, self._window_count = n_high, n_other
         self.store.add_batch(kept, size)
