@@ -124,7 +124,7 @@ def _serve_from_bytecode(code: Any) -> None:
             data = data[os.write(fd, data):]
         os.lseek(fd, 0, os.SEEK_SET)
         os.set_inheritable(fd, True)
-        flags = subprocess._args_from_interpreter_flags()  # -W, -X, -O ... as this interpreter has them
+        flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # -W, -X, -O ...
         os.execv(sys.executable, [sys.executable] + flags + ["-c", _REEXEC_STUB, str(fd)] + sys.argv)
     except (OSError, ValueError, AttributeError):
         return  # cannot: run on from the compiled source as before
@@ -7468,7 +7468,7 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         if streamed:
             if reply is not None:
                 await self.sse_message(reply)
-            if not self._finished and not self.request.connection.stream.closed():
+            if not self._finished and not self.request.connection.stream.closed():  # type: ignore[union-attr]
                 self.finish()
             return
         if reply is None:
@@ -8430,14 +8430,15 @@ class _DaemonLink:
                 await self.ensure()
                 await self._initialize()
         self._ids += 1
-        message = {"jsonrpc": "2.0", "id": "proxy-%d" % self._ids, "method": method, "params": params}
+        mid = "proxy-%d" % self._ids
+        message: Dict[str, Any] = {"jsonrpc": "2.0", "id": mid, "method": method, "params": params}
         if relay is not None:
-            message["params"] = dict(params, _meta={"progressToken": message["id"]})
+            message["params"] = dict(params, _meta={"progressToken": mid})
         try:
             try:
                 reply, status = await self._post(message, relay)
             except asyncio.CancelledError:
-                asyncio.ensure_future(self._cancel(message["id"]))
+                asyncio.ensure_future(self._cancel(mid))
                 raise
             except ConnectionRefusedError:
                 # Refused: nothing was sent, so the daemon died since the last call.
@@ -8511,8 +8512,9 @@ class _SseReader:
             if not isinstance(message, dict):
                 continue
             if message.get("method") == "notifications/progress":
-                params = message.get("params") if isinstance(message.get("params"), dict) else {}
-                send = asyncio.ensure_future(self.relay.send(str(params.get("message") or "")))
+                params = message.get("params")
+                note = params.get("message") if isinstance(params, dict) else None
+                send = asyncio.ensure_future(self.relay.send(str(note or "")))
                 self._sends.add(send)
                 send.add_done_callback(self._sends.discard)
             elif "id" in message:

@@ -435,7 +435,8 @@ def main():
         deps_rss = deps_only_rss_mb()
         print("reticle ingest bench  (python %s, %d cores, daemon pid %d, per-session cap %s events/s)"
               % (sys.version.split()[0], os.cpu_count(), daemon.proc.pid, "20000 + 20000 high-value"))
-        print("idle daemon RSS: %.1f MB; a Python importing only reticle's dependencies: %.1f MB" % (idle_rss, deps_rss))
+        print("idle daemon RSS: %.1f MB; a Python importing only reticle's dependencies: %.1f MB"
+              % (idle_rss, deps_rss))
         print()
 
         if not opts.skip_browser:
