@@ -8391,6 +8391,8 @@ class _DaemonLink:
         resp = await _http("POST", self.port, "/mcp", _dumps(message).encode(), headers, timeout=120,
                            scheme=self.scheme, streaming=reader.feed if reader is not None else None)
         body = resp.body if reader is None else b"".join(reader.raw)
+        if reader is not None and reader.sends:  # every relayed progress goes out before the answer does
+            await asyncio.gather(*list(reader.sends), return_exceptions=True)
         if resp.code == 599 and resp.error is not None:
             raise resp.error
         if resp.code == 404 and b"MCP_SESSION_UNKNOWN" in (body or b""):
@@ -8495,7 +8497,7 @@ class _SseReader:
         self.raw: List[bytes] = []
         self.reply: Optional[dict] = None
         self._buffer = b""
-        self._sends: set = set()
+        self.sends: set = set()
 
     def feed(self, chunk: bytes) -> None:
         self.raw.append(chunk)
@@ -8515,8 +8517,8 @@ class _SseReader:
                 params = message.get("params")
                 note = params.get("message") if isinstance(params, dict) else None
                 send = asyncio.ensure_future(self.relay.send(str(note or "")))
-                self._sends.add(send)
-                send.add_done_callback(self._sends.discard)
+                self.sends.add(send)
+                send.add_done_callback(self.sends.discard)
             elif "id" in message:
                 self.reply = message
 
