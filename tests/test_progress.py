@@ -177,3 +177,22 @@ def test_notifications_cancelled_over_raw_http_sse_stops_the_wait_and_nothing_an
     assert [m for m in messages if m.get("id") == 2 and m["result"]["structuredContent"]["sessions"]]
     with urllib.request.urlopen(daemon.url + "/status", timeout=5) as resp:
         assert json.loads(resp.read())["running"] is True
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("reticle_act_and_wait", {"target": {"text": "here"}, "action": "hover", "until": NEVER, "timeout_ms": 1500}),
+    ("reticle_assert", {"predicate": NEVER, "timeout_ms": 1500}),
+])
+def test_the_verdict_tools_say_what_they_wait_for(live, tool, args):
+    heard = []
+
+    async def on_progress(progress, total, message):
+        heard.append(message)
+
+    async def run():
+        async with client("streamable-http", live) as session:
+            return await session.call_tool(tool, args, progress_callback=on_progress)
+
+    result = asyncio.run(run())
+    assert not result.is_error and result.structured_content["verified"] in ("no", "unknown")
+    assert len(heard) >= 2 and all("never-on-this-page" in m for m in heard[-2:]), heard
