@@ -44,8 +44,12 @@ application you can serve yourself.
 Sections, in the order data flows (``grep -n '^# .*####' reticle.py``):
 Constants & logging | Errors | Utilities | Session signing | MCP protocol |
 Browser bridge | Devices | Predicates | Verdict rules | Tools | Flows |
-HTTP handlers | WebSocket handler | Application factory | Server control |
-Init | CLI | Embedded assets | __main__ guard.
+Server truth | HTTP handlers | WebSocket handler | Application factory |
+Server control | Init | CLI | Embedded assets | __main__ guard.
+
+In your Python app, in development (Server truth): ``app.wsgi_app =
+reticle.wsgi(app.wsgi_app)`` (Flask, any WSGI app), ``app = reticle.asgi(app)``
+(FastAPI, any ASGI app), or ``"reticle.DjangoMiddleware"`` in ``MIDDLEWARE``.
 """
 
 from __future__ import annotations
@@ -54,15 +58,19 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
+    "DjangoMiddleware",
     "Hub",
     "PredicateError",
     "ReticleError",
     "RpcError",
     "ToolError",
     "__version__",
+    "asgi",
     "main",
     "make_app",
     "parse_predicate",
+    "watch_sqlalchemy",
+    "wsgi",
 ]
 
 import argparse
@@ -1060,6 +1068,8 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("page.health", "perf", churn=True),
     _EventType("perf.*", "perf", churn=True),
     _EventType("focus.*", None, churn=True),
+    _EventType("server.request", "server", high_value=True),  # from the app's middleware, never the page
+    _EventType("server.*", "server"),
     _EventType("truncated", None, high_value=True),
     _EventType("blind-spot", None, high_value=True),
 )}
@@ -1364,12 +1374,13 @@ class _Known:
     requests still open, the blind-spot counts and what the buffer lost
     since the window's start."""
 
-    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable")
+    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
-                 unreadable: Optional[Dict[str, Tuple[int, str]]] = None) -> None:
+                 unreadable: Optional[Dict[str, Tuple[int, str]]] = None, server_seen: int = 0) -> None:
         self.open_requests = open_requests
+        self.server_seen = server_seen      # records the app's middleware reported for this tab (Server truth)
         self.blind_spots = blind_spots
         self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
         self.loss = loss
@@ -1420,6 +1431,8 @@ class _BrowserSession:
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
         self.document_id = str(hello.get("documentId") or "")[:64]
         self.arriving: Optional[Tuple[str, float]] = None  # (documentId, until): a hello whose events are still on the way
+        self.server_mark = secrets.token_hex(16)  # what the SDK marks this tab's requests with (Server truth)
+        self.server_seen = 0                      # records the app's middleware reported for this tab
         self.update_identity(hello)
 
     def update_identity(self, hello: dict) -> None:
@@ -1447,6 +1460,8 @@ class _BrowserSession:
                "sdkVersion": self.sdk_version, "buffer": self.store.stats()}
         if self.title:
             out["title"] = self.title
+        if self.server_seen:
+            out["serverRecords"] = self.server_seen  # the app's middleware reports this tab's requests
         if self.device is not None:
             out["device"] = {"deviceId": self.device.id, "input": "cdp", "headed": self.device.headed}
         if self.sdk_version and self.sdk_version != __version__:
@@ -1541,7 +1556,7 @@ class _BrowserSession:
         writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
         background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
         return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
-                      origin, background, self.store.page_blind_spots())
+                      origin, background, self.store.page_blind_spots(), self.server_seen)
 
     # -- cursors --------------------------------------------------------------
     def mark_act(self, action: Optional[str]) -> float:
@@ -1610,6 +1625,9 @@ class _BrowserSession:
                 continue
             if len(etype) > 64:
                 etype = etype[:64]
+            if etype.startswith("server."):  # only the app's authenticated middleware reports these
+                self.store.note_blind_spot("forged-server-event")
+                continue
             # Ordinary events share `cap` per second; high-value ones (requests,
             # errors, routes, signals...) have a reserve of their own.
             if etype in high_set:
@@ -1682,6 +1700,13 @@ class _BrowserSession:
             except (TypeError, ValueError):
                 count = 1
             self.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
+
+    def add_server_record(self, rec: dict) -> None:
+        """What the app's server did for one of this tab's requests (Server truth section)."""
+        self.server_seen += 1
+        self.store.add({"t": self.bridge.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
+        if self._changed is not None and not self._changed.done():
+            self._changed.set_result(None)
 
     async def wait_change(self, timeout: float) -> None:
         """Sleep until the next event arrives or `timeout` seconds pass."""
@@ -3819,6 +3844,170 @@ def _judge_storage(p: dict, obs: _Observation) -> dict:
 
 # -- how each kind describes itself ----------------------------------------------------------------
 
+# -- the server kind: a pure judge over the window's server records (Server truth section) ---------
+
+def _server_records(window: List[dict]) -> List[dict]:
+    return [e["data"] for e in window if e["type"] == "server.request"]
+
+
+def _server_label(r: dict) -> str:
+    return "%s %s" % (r.get("method") or "?", r.get("path") or "/")
+
+
+def _server_line(r: dict) -> str:
+    """One request as the server saw it: "POST /profile → 200, view save_profile, 0 writes, no exception"."""
+    writes = [w for w in r.get("writes") or [] if w.get("committed")]
+    rolled = [w for w in r.get("writes") or [] if w.get("committed") is False]
+    parts = ["%s → %s" % (_server_label(r), r.get("status"))]
+    if r.get("view"):
+        parts.append("view %s" % r["view"])
+    parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
+        "%s %s%s" % (w["op"], w["table"], "" if w.get("rows") is None else " ×%d" % w["rows"]) for w in writes[:3])
+        if writes else ""))
+    if rolled:
+        parts.append("%d rolled back" % len(rolled))
+    exc = r.get("exception")
+    if exc:
+        parts.append("raised %s: %s%s" % (exc.get("type"), _short(exc.get("message") or "", 80),
+                                          " at %s" % exc["frames"][0] if exc.get("frames") else ""))
+    else:
+        parts.append("no exception")
+    logged = [e for e in r.get("logged") or [] if not (exc and e.get("exception"))]
+    if logged:
+        parts.append("logged %s %s: %s" % (logged[0].get("level"), logged[0].get("logger"),
+                                           _short(logged[0].get("message") or "", 80)))
+    return ", ".join(parts)
+
+
+def _server_rows(r: dict, spec: dict, committed: bool = True) -> int:
+    """Rows the request wrote that match spec {table?, op?}: committed writes only (or, with
+    committed False, only those rolled back); a statement that changed 0 rows wrote nothing, and
+    one whose driver gives no row count counts 1."""
+    n = 0
+    for w in r.get("writes") or []:
+        if (w.get("committed") is True) != committed:
+            continue
+        if spec.get("op") and w.get("op") != spec["op"]:
+            continue
+        if spec.get("table") and w.get("table", "").lower().split(".")[-1] != spec["table"].lower().split(".")[-1]:
+            continue
+        n += 1 if w.get("rows") is None else w["rows"]
+    return n
+
+
+def _server_matches(r: dict, p: dict) -> bool:
+    if p.get("method") and (r.get("method") or "").upper() != p["method"].upper():
+        return False
+    if p.get("urlContains") and p["urlContains"] not in (r.get("path") or ""):
+        return False
+    if "status" in p and r.get("status") != p["status"]:
+        return False
+    if "exception" in p and bool(r.get("exception")) != p["exception"]:
+        return False
+    if "logged" in p and bool(r.get("logged")) != p["logged"]:
+        return False
+    if "writes" in p:
+        spec = p["writes"]
+        n = _server_rows(r, spec, p.get("committed") is not False)
+        if "count" in spec and n != spec["count"]:
+            return False
+        if "count" not in spec and n < spec.get("min", 1):
+            return False
+    elif "committed" in p:
+        if p["committed"] and not _server_rows(r, {}, True):
+            return False
+        if not p["committed"] and not _server_rows(r, {}, False):
+            return False
+    return True
+
+
+def _server_unreported(now: float, window: List[dict]) -> Tuple[List[dict], List[dict]]:
+    """The tab's marked requests in the window that no server record answers yet, as (awaiting,
+    unreported): awaiting = still open, or answered less than SERVER_GRACE_MS ago (the record may
+    be on its way); unreported = answered longer ago than that."""
+    reported = {(r.get("documentId"), r.get("requestId")) for r in _server_records(window)}
+    done = {}
+    for e in window:
+        if e["type"] == "net.request" and e["data"].get("requestId"):
+            done[str(e["data"]["requestId"])] = e["t"]
+    awaiting: List[dict] = []
+    unreported: List[dict] = []
+    for e in window:
+        d = e["data"]
+        if e["type"] != "net.pending" or not d.get("serverMarked") or not d.get("requestId"):
+            continue
+        if (e.get("doc"), str(d["requestId"])) in reported:
+            continue
+        t = done.get(str(d["requestId"]))
+        (awaiting if t is None or now - t < SERVER_GRACE_MS else unreported).append(d)
+    return awaiting, unreported
+
+
+def _describe_server(p: dict) -> str:
+    bits = ["server %s%s" % (p.get("method", "").upper() + " " if p.get("method") else "",
+                             p.get("urlContains") or "request")]
+    if "status" in p:
+        bits.append("→ %d" % p["status"])
+    if "exception" in p:
+        bits.append("raising" if p["exception"] else "without an exception")
+    if "logged" in p:
+        bits.append("logging an error" if p["logged"] else "logging no error")
+    if "writes" in p:
+        w = p["writes"]
+        n = "%d" % w["count"] if "count" in w else "at least %d" % w.get("min", 1)
+        bits.append("writing %s row(s)%s%s" % (n, " by %s" % w["op"] if w.get("op") else "",
+                                               " to %s" % w["table"] if w.get("table") else ""))
+    if "committed" in p:
+        bits.append("committed" if p["committed"] else "rolled back")
+    return " ".join(bits)
+
+
+def _judge_server(p: dict, obs: _Observation) -> dict:
+    """What the server did for the tab's requests (the app's middleware reports them).  Rules, in
+    order: a count that is exceeded fails at once; a match passes (a count once no marked request is
+    still awaited); a marked request whose record may still arrive keeps it open; no record ever for
+    this tab means the middleware is absent (unknown, saying how to install it); a marked request
+    never reported makes a miss unknown; else it fails, decided once every request is answered."""
+    window = obs.events(p)
+    records = _server_records(window)
+    matched = [r for r in records if _server_matches(r, p)]
+    awaiting, unreported = _server_unreported(obs.now, window)
+    expected = _describe_server(p)
+    if "count" in p and len(matched) > p["count"]:
+        return {"pass": False, "assertion": "server.count", "expected": "%d × %s" % (p["count"], expected),
+                "observed": [_server_line(r) for r in matched[:8]], "decided": True, "decidedBy": "count-exceeded",
+                "failureReason": "expected exactly %d matching server request(s), saw %d" % (p["count"], len(matched))}
+    if matched and ("count" not in p or (len(matched) == p["count"] and not awaiting)):
+        return {"pass": True, "assertion": "server.present",
+                "evidence": {"server": [_server_line(r) for r in matched[:5]]}}
+    if awaiting:
+        return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": SERVER_GRACE_MS,
+                "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
+    if not obs.known.server_seen:
+        return {"pass": False, "assertion": "server.absent", "inconclusive": (
+            "no server record ever arrived for this tab, so what the server did cannot be known; %s"
+            % _SERVER_INSTALL)}
+    if unreported:
+        return {"pass": False, "assertion": "server.unreported", "inconclusive": (
+            "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
+            "route, or dropped it while the daemon was away)" % _call_label(unreported[0]))}
+    observed = [_server_line(r) for r in records[-8:]]
+    near = [e["t"] for e in window if e["type"] == "server.request"
+            and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
+    out = {"pass": False, "assertion": "server.count" if "count" in p else "server.present", "expected": expected,
+           "observed": observed or "no server request in this window",
+           "failureReason": "no server request matched %s%s" % (
+               expected, "; the server did: %s" % "; ".join(observed[-3:]) if observed else "")}
+    if near and not obs.open_since(window[0]["t"] if window else 0):
+        # the request happened and the server did otherwise: final once a follow-up request had its chance
+        age = obs.now - near[-1]
+        if age >= RETRY_GRACE_MS:
+            out.update(decided=True, decidedBy="answered-otherwise")
+        else:
+            out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
+    return out
+
+
 def _describe_net(p: dict) -> str:
     text = "a %srequest %s" % (p["method"].upper() + " " if p.get("method") else "",
                                "to a URL containing %r" % p["urlContains"] if p.get("urlContains") else "to any URL")
@@ -3949,6 +4138,25 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           _judge_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
           grade=lambda p: "net" if p.get("contains") or "path" in p else None, role="consequence", window=True,
           check=lambda p: ["`equals` needs a `path` (the JSON value to compare)"] if "equals" in p and "path" not in p else []),
+    _Kind("server",
+          "What the app's server did for the tab's requests (needs Reticle's middleware: reticle.wsgi, "
+          "reticle.asgi, reticle.DjangoMiddleware): `method`, `urlContains` (path), `status`, `exception` "
+          "(raised), `logged` (an error logged), `writes` {table, op, count | min} (committed rows; a rolled-back "
+          "write is none), `committed`; `count` exact matching requests.",
+          {"method": {"type": "string"}, "urlContains": {"type": "string"}, "status": {"type": "integer"},
+           "exception": {"type": "boolean"}, "logged": {"type": "boolean"},
+           "writes": {"type": "object", "additionalProperties": False,
+                      "properties": {"table": {"type": "string", "minLength": 1},
+                                     "op": {"enum": ["insert", "update", "delete"]},
+                                     "count": {"type": "integer", "minimum": 0},
+                                     "min": {"type": "integer", "minimum": 1}}},
+           "committed": {"type": "boolean"}, "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
+          {"kind": "server", "method": "POST", "urlContains": "/profile",
+           "writes": {"table": "profile", "op": "update", "min": 1}, "exception": False},
+          _judge_server, _describe_server, aliases={"url": "urlContains", "path": "urlContains"},
+          grade=lambda p: "server", role="consequence", window=True,
+          check=lambda p: ["writes: give count or min, not both"]
+          if "count" in p.get("writes", {}) and "min" in p.get("writes", {}) else []),
     _Kind("route",
           "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
           {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},
@@ -4237,14 +4445,29 @@ def _lost_why(session: "_BrowserSession") -> str:
             "the tab left its page and its next document did not connect in time")
 
 
+async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
+    """With the app's middleware in use (a record arrived for this tab), give the records of the
+    act's marked requests their grace to arrive before judging.  True when any arrived."""
+    if not session.server_seen:
+        return False
+    before = session.server_seen
+    while time.monotonic() < budget_end:
+        awaiting, _ = _server_unreported(session.now(), session.window(since))
+        if not awaiting:
+            break
+        await session.wait_change(min(0.05, budget_end - time.monotonic()))
+    return session.server_seen != before
+
+
 async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float, after_act: bool = False,
                    effect: Any = None, already_true: bool = False, settle_until: Optional[float] = None) -> _Observation:
     """Observe: wait until `p` holds over the events from `floor`, is decided, or `timeout_ms`
     runs out (re-judging on every event and every 150 ms; a tab between documents is awaited),
     and return the observation it was judged on.  With no timeout it looks once (after waiting
     for a document on its way).  After an act (`settle_until`, the monotonic end of its budget),
-    a pass waits for the requests the act started, and for the UI after a write, before the
-    window closes; an absence is judged again then."""
+    a pass waits for the requests the act started, for the UI after a write, and for the server
+    records of the act's marked requests (Server truth), before the window closes; an absence is
+    judged again then."""
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect)
     elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
@@ -4262,8 +4485,10 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             end = min(settle_until, time.monotonic() + 0.3)
             while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
                 await session.wait_change(end - time.monotonic())
-        if any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
-            # an absence that held at the first look is judged again once the act's work is done
+        arrived = await _await_server_records(session, floor, settle_until)
+        if arrived or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
+            # an absence that held at the first look, or a window that server records joined late,
+            # is judged again once the act's work is done
             obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
         else:  # judged as it was; the rules read the window as it is now
             obs.window, obs.known = session.window(floor), session.known(floor)
@@ -4399,6 +4624,7 @@ def _failures_shown(window: List[dict]) -> List[str]:
                                    _short(str(d.get("text") or d.get("message") or ""), 120)))
     out += ["%s answered %s" % (_call_label(d), d.get("status") or d.get("error"))
             for d in _calls(window) if _is_write(d) and _call_failed(d) and not _is_dev(d)]
+    out += [c["counter"] for c in _server_contradictions(window, {"kind": "settled"})]
     return out
 
 
@@ -4436,7 +4662,7 @@ def _failed_calls(window: List[dict], p: dict) -> List[dict]:
     """The window's failed calls (dev tooling aside) that were not retried with success later in it
     and that the predicate itself does not ask for (a `net` leaf with `ok: false` or a 4xx/5xx)."""
     calls = [d for d in _calls(window) if not _is_dev(d)]
-    expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] == "net" and not neg
+    expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] in ("net", "server") and not neg
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
     recovered = {i for i, d in enumerate(calls) if _call_failed(d) and any(
         not _call_failed(later) and _call_label(later) == _call_label(d) for later in calls[i + 1:])}
@@ -4549,6 +4775,55 @@ def _c_never_settled(window: List[dict], p: dict, action_since: Optional[float],
             for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]]
 
 
+def _server_failures(window: List[dict], p: Optional[dict] = None, known: Optional["_Known"] = None) -> List[dict]:
+    """Server records in the window that raised or logged an error, unless the predicate itself
+    asks for that (a positive `server` leaf with exception: true, logged: true or a 5xx status),
+    or the request is one the page makes on its own (polling, autosave: known.background)."""
+    wants = [leaf if leaf["kind"] == "server" else {k: leaf[k] for k in ("method", "urlContains") if k in leaf}
+             for leaf, neg in (_leaves(p) if p is not None else []) if not neg and (
+                 (leaf["kind"] == "server" and (leaf.get("exception") or leaf.get("logged")))
+                 or (leaf["kind"] in ("server", "net") and (leaf.get("status") or 0) >= 500)
+                 or (leaf["kind"] == "net" and leaf.get("ok") is False))]
+    background = known.background if known is not None else ()
+    labels: Dict[Tuple[Any, str], str] = {(e.get("doc"), str(e["data"].get("requestId"))): _call_label(e["data"])
+              for e in window if e["type"] == "net.pending"} if background else {}
+    return [r for r in _server_records(window) if (r.get("exception") or r.get("logged"))
+            and not any(_server_matches(r, leaf) for leaf in wants)
+            and labels.get((r.get("documentId"), str(r.get("requestId"))), "") not in background]
+
+
+def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"] = None) -> List[dict]:
+    """A request the act caused that raised on the server, or logged an error, disagrees with a
+    passing predicate (observed tier: `no`), whatever status the browser saw: findings with their
+    kind (server-exception, server-logged-error) and tier."""
+    out = []
+    for r in _server_failures(window, p, known)[:3]:
+        exc = r.get("exception")
+        if exc:
+            counter = "the server raised %s (%s)%s under %s → %s" % (
+                exc.get("type"), _short(exc.get("message") or "", 100),
+                " at %s" % exc["frames"][0] if exc.get("frames") else "", _server_label(r), r.get("status"))
+        else:
+            e = r["logged"][0]
+            counter = "the server logged %s from %s (%s) under %s → %s" % (
+                e.get("level"), e.get("logger"), _short(e.get("message") or "", 100), _server_label(r), r.get("status"))
+        out.append({"kind": "server-exception" if exc else "server-logged-error", "tier": "observed",
+                    "claim": "the assertion held", "counter": counter, "server": _server_line(r)})
+    return out
+
+
+def _c_server_exception(window: List[dict], p: dict, action_since: Optional[float],
+                        known: Optional["_Known"]) -> List[dict]:
+    return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
+            for c in _server_contradictions(window, p, known) if c["kind"] == "server-exception"]
+
+
+def _c_server_logged(window: List[dict], p: dict, action_since: Optional[float],
+                     known: Optional["_Known"]) -> List[dict]:
+    return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
+            for c in _server_contradictions(window, p, known) if c["kind"] == "server-logged-error"]
+
+
 class _Contradiction:
     """One way the channels can disagree with a passing predicate: its name, its tier
     ("observed": it makes a verdict `no`; "absence": `unknown`) and its pure detector
@@ -4563,6 +4838,8 @@ class _Contradiction:
 
 
 _CONTRADICTIONS: Tuple[_Contradiction, ...] = (
+    _Contradiction("server-exception", "observed", _c_server_exception),    # Server truth: the most specific
+    _Contradiction("server-logged-error", "observed", _c_server_logged),
     _Contradiction("error-shown", "observed", _c_error_shown),
     _Contradiction("message-reported-failure", "observed", _c_message_failure),
     _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
@@ -4579,7 +4856,9 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     """Channels that disagree with a passing predicate, in two tiers, in the order of
     _CONTRADICTIONS.
 
-    observed (they make a verdict `no`): an error shown to the user while the predicate held
+    observed (they make a verdict `no`): a request of the window that raised on the server
+    (server-exception) or logged an error there (server-logged-error), as the app's middleware
+    reported it; an error shown to the user while the predicate held
     (error-shown), a socket or stream message of the act's own channel reporting a failure
     (message-reported-failure), a failed request (not retried with success later in the window)
     under a success signal (signal-contradicted) or else under a UI that moved on without showing
@@ -4592,6 +4871,12 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     is no contradiction."""
     return [dict({"kind": c.kind, "tier": c.tier}, **finding) for c in _CONTRADICTIONS
             for finding in c.detect(window, p, action_since, known)]
+
+
+def _server_summary(window: List[dict]) -> Optional[List[str]]:
+    """The act's requests as the server saw them, for every verdict's evidence (None without middleware)."""
+    records = _server_records(window)
+    return [_server_line(r) for r in records[-6:]] if records else None
 
 
 _UNREADABLE_NAMES = {"cross-origin-iframe": "cross-origin frame(s)", "closed-shadow-root": "closed shadow root(s)"}
@@ -4786,7 +5071,7 @@ def _compact(out: dict, v: dict) -> dict:
                 c[k] = [_short(x, 120) for x in v[k][:5]] if isinstance(v[k], list) else _short(v[k], 200)
     if out.get("contradictions"):
         c["contradictions"] = [{"kind": x["kind"], "counter": _short(x["counter"], 160)} for x in out["contradictions"]]
-    for k in ("advice", "alreadyTrue", "coverage", "warning"):
+    for k in ("advice", "alreadyTrue", "coverage", "warning", "server"):
         if out.get(k):
             c[k] = out[k]
     issues = ((out.get("honesty") or {}).get("integrity") or {}).get("issues")
@@ -4910,11 +5195,11 @@ def _unsettled_report(known: "_Known", window: List[dict], since: float, p: dict
     return report
 
 
-_GRADE_ORDER = ("presence", "state", "net", "signal")
+_GRADE_ORDER = ("presence", "state", "net", "signal", "server")
 
 
 def _grade(p: dict) -> str:
-    """The strongest evidence grade among the positive leaves: signal > net > state > presence."""
+    """The strongest evidence grade among the positive leaves: server > signal > net > state > presence."""
     best = "presence"
     for leaf, neg in _leaves(p):
         grade = None if neg else _PREDICATE_KINDS[leaf["kind"]].grade(leaf)
@@ -5772,6 +6057,8 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
     if tool == "assert":
         out.update(res)
         out["since"] = since
+        if _server_summary(window):
+            out["server"] = _server_summary(window)
         verdict = out
         if contradictions:
             out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
@@ -5797,6 +6084,8 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
                 "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
     if obs.already_true:
         out["alreadyTrue"] = True
+    if _server_summary(window):
+        out["server"] = _server_summary(window)
     advice = _advice(p, res) if verified in ("yes", "unknown") else None
     if advice:
         out["advice"] = advice
@@ -6919,6 +7208,683 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
 
 
 ###############################################################################
+# Server truth ################################################################
+###############################################################################
+# What the Python server did for each request a Reticle tab made.  The SDK
+# marks its tab's requests (the X-Reticle-Mark header on same-origin
+# fetch/XHR, a short-lived cookie for documents); the middleware here reports
+# only marked requests, from a daemon thread, to the daemon, which stitches
+# each record into the tab whose mark it carries.  Nothing here imports a web
+# framework at module import; wsgi/asgi/DjangoMiddleware/watch_sqlalchemy are
+# the public entry points.
+
+SERVER_MARK_HEADER = "X-Reticle-Mark"
+SERVER_MARK_COOKIE = "__reticle_mark"
+SERVER_QUEUE_CAP = 1000          # records waiting for the reporter thread; past it they are dropped, counted
+SERVER_BATCH = 100               # records per POST to the daemon
+SERVER_AWAY_S = 1.0              # after a failed POST, wait this long before the next try
+SERVER_SQL_CAP = 200             # characters of SQL text kept per write
+SERVER_GRACE_MS = 400            # a marked request's record may arrive this long after the browser saw it answer
+SERVER_MAX_RECORDS = 500         # per POST accepted by the daemon
+_MARK_RE = re.compile(r"^([0-9a-f]{32})(?:\.([A-Za-z0-9_:-]{1,64})\.([A-Za-z0-9_-]{1,32}))?$")
+_SQL_WRITE_RE = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(INSERT|UPDATE|DELETE|REPLACE)\b(?:\s+OR\s+\w+)?(?:\s+INTO|\s+FROM)?\s+"
+    r"(?:ONLY\s+)?[`\"\[]?([A-Za-z_][\w$]*(?:[`\"\]]?\.[`\"\[]?[A-Za-z_][\w$]*)?)", re.I | re.S)
+_SERVER_INSTALL = (
+    "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
+    "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
+    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); "
+    "`reticle init` adds or prints it")
+_server_log = logging.getLogger("reticle.server")
+_CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
+
+
+# Secrets in what the server says (SQL, log messages, exceptions), redacted as the SDK redacts bodies:
+# known key shapes, and the value of a `key=value` / `key: value` pair whose key names a secret.
+_SERVER_SECRET_SHAPES = tuple(re.compile(p) for p in (
+    r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}",
+    r"\b(?:sk|rk|pk)[-_](?:live_|test_|proj-|ant-)?[A-Za-z0-9_-]{16,}",
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}", r"\bgithub_pat_[A-Za-z0-9_]{20,}", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"\bxox[abprs]-[A-Za-z0-9-]{10,}", r"\bya29\.[A-Za-z0-9_-]{20,}", r"\bAIza[0-9A-Za-z_-]{30,}"))
+_SERVER_SECRET_PAIR = re.compile(
+    r"(?i)((?<![A-Za-z0-9])(?:[\"']?)(pass(?:word|wd|code|phrase)?|pwd|secret|[a-z_]*token|api[-_ ]?key|access[-_]?key|"
+    r"private[-_]?key|authorization|auth|cookie|session[-_]?id|sid|jwt|credential|card[-_]?number|cvv|cvc|ssn)"
+    r"(?:[\"']?)\s*[:=]\s*)(?!\[redacted\])(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s&,;}\]]+)")
+
+
+def _scrub_server(text: str) -> str:
+    """`text` from the app's server with secrets redacted (tokens, key shapes, secret-named values)."""
+    text = _redact(text)
+    for shape in _SERVER_SECRET_SHAPES:
+        text = shape.sub("[redacted]", text)
+    return _SERVER_SECRET_PAIR.sub(lambda m: m.group(1) + "[redacted]", text)
+
+
+def _current_request() -> Any:
+    """The ContextVar that holds the record of the marked request being served (one per process)."""
+    global _CURRENT_REQUEST
+    if _CURRENT_REQUEST is None:
+        import contextvars
+        _CURRENT_REQUEST = contextvars.ContextVar("reticle_server_request", default=None)
+    return _CURRENT_REQUEST
+
+
+def _cookie_mark(cookie: Optional[str]) -> Optional[str]:
+    if not cookie or SERVER_MARK_COOKIE not in cookie:
+        return None
+    for part in cookie.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == SERVER_MARK_COOKIE and value:
+            return value.strip()
+    return None
+
+
+def _sql_write(sql: Any) -> Optional[dict]:
+    """{op, table} of a statement that writes (INSERT, UPDATE, DELETE, REPLACE), else None."""
+    if not isinstance(sql, str):
+        try:
+            sql = str(sql)
+        except Exception:  # noqa: BLE001 - a statement object we cannot print is no write we can name
+            return None
+    m = _SQL_WRITE_RE.match(sql)
+    if m is None:
+        return None
+    op = m.group(1).lower()
+    table = re.sub(r"[`\"\[\]]", "", m.group(2))
+    return {"op": "insert" if op == "replace" else op, "table": table,
+            "sql": _scrub_server(sql[:SERVER_SQL_CAP]) + ("…" if len(sql) > SERVER_SQL_CAP else "")}
+
+
+def _app_frames(tb: Any, limit: int = 3) -> List[str]:
+    """The innermost frames of the app's own code (not the standard library, installed packages
+    or reticle), innermost first, as `file:line function`; files under the working directory
+    are named relative to it."""
+    import sysconfig
+    import traceback
+    skip = [os.path.abspath(p) for p in {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib",
+                                                                                "purelib", "platlib")} if p]
+    own = os.path.abspath(__file__) if "__file__" in globals() else ""
+    cwd = os.getcwd()
+    out = []
+    for fs in reversed(traceback.extract_tb(tb)):
+        path = os.path.abspath(fs.filename)
+        if path == own or "site-packages" in path or "dist-packages" in path or fs.filename.startswith("<") \
+                or any(path.startswith(s + os.sep) for s in skip):
+            continue
+        name = os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else os.path.basename(path)
+        out.append("%s:%d %s" % (name, fs.lineno or 0, fs.name))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _exception_record(exc: BaseException, tb: Any = None) -> dict:
+    return {"type": type(exc).__name__, "message": _scrub_server(str(exc)[:300]),
+            "frames": _app_frames(tb if tb is not None else exc.__traceback__)}
+
+
+class _RequestLogHandler(logging.Handler):
+    """Root-logger handler, ERROR and above: a record logged while a marked request is served
+    is noted in that request's record (the logger's name, level, message, and the exception
+    it carried).  Reticle's own loggers are not the app's."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            rec = _current_request().get()
+            if rec is None or record.name.startswith("reticle"):
+                return
+            entry: Dict[str, Any] = {"logger": record.name[:120], "level": record.levelname,
+                     "message": _scrub_server(record.getMessage()[:300])}
+            if record.exc_info and record.exc_info[1] is not None:
+                entry["exception"] = _exception_record(record.exc_info[1], record.exc_info[2])
+            if len(rec["logged"]) < 20:
+                rec["logged"].append(entry)
+        except Exception:  # noqa: BLE001 - logging must never break the app
+            pass
+
+
+_LOG_CAPTURE: List[_RequestLogHandler] = []
+
+
+def _install_log_capture() -> None:
+    if not _LOG_CAPTURE:
+        handler = _RequestLogHandler(logging.ERROR)
+        _LOG_CAPTURE.append(handler)
+        logging.getLogger().addHandler(handler)
+
+
+def _daemon_address() -> Tuple[str, int]:
+    """Where the daemon is, found as the CLI finds it: RETICLE_HOST (a wildcard bind means
+    loopback) and RETICLE_PORT."""
+    host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
+    if host in ("0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    try:
+        port = int(os.environ.get("RETICLE_PORT", "").strip() or DEFAULT_PORT)
+    except ValueError:
+        port = DEFAULT_PORT
+    return host.strip("[]"), port
+
+
+def _daemon_token() -> Optional[str]:
+    """The pairing token: RETICLE_TOKEN, else the state directory's `token` file (read, never made)."""
+    env = os.environ.get("RETICLE_TOKEN", "").strip()
+    if env:
+        return env
+    try:
+        with open(_StateDir().file("token"), "rb") as fh:
+            return fh.read().decode("ascii", "replace").strip() or None
+    except OSError:
+        return None
+
+
+class _ServerReporter:
+    """Sends finished records to the daemon off the request's critical path: a bounded queue
+    and one daemon thread, started with the first marked request.  A full queue, a daemon that
+    does not answer or refuses the token drops the records, and counts them (`dropped`, sent
+    with the next batch that gets through); the app is never slowed or broken by it."""
+
+    def __init__(self, cap: int = SERVER_QUEUE_CAP) -> None:
+        import queue
+        self.queue: Any = queue.Queue(cap)
+        self.dropped = 0        # not yet told to the daemon
+        self.dropped_total = 0
+        self.sent = 0
+        self.refused = 0
+        self.last_error = ""
+        self.last_status = 0
+        self._failing = False
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def put(self, rec: dict) -> None:
+        try:
+            self.queue.put_nowait(rec)
+        except Exception:  # noqa: BLE001 - queue.Full
+            self.dropped += 1
+            self.dropped_total += 1
+            return
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="reticle-server-truth", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        """The reporter thread: take what is queued (up to SERVER_BATCH records), post it, and on a
+        failure count the batch as dropped and pause SERVER_AWAY_S; a rate-limited batch is tried
+        once more after the pause."""
+        while True:
+            batch = [self.queue.get()]
+            while len(batch) < SERVER_BATCH:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except Exception:  # noqa: BLE001 - queue.Empty
+                    break
+            ok = self._post(batch)
+            if not ok and self.last_status == 429:  # the daemon's rate limit: one more try after a pause
+                time.sleep(SERVER_AWAY_S)
+                ok = self._post(batch)
+            if ok:
+                if self._failing:
+                    _server_log.info("server records reach the daemon again")
+                self._failing = False
+                continue
+            self.dropped += len(batch)
+            self.dropped_total += len(batch)
+            if not self._failing:
+                _server_log.info("server records are being dropped (counted): %s", self.last_error)
+            self._failing = True
+            time.sleep(SERVER_AWAY_S)
+
+    def _post(self, batch: List[dict]) -> bool:
+        """POST one batch (with the count dropped since the last success) to the daemon found as the
+        CLI finds it, with the pairing token; True when the daemon took it."""
+        import http.client
+        host, port = _daemon_address()
+        token = _daemon_token()
+        if not token:
+            self.last_error = "no pairing token (RETICLE_TOKEN, or the state directory's token file)"
+            return False
+        body = _dumps({"records": batch, "dropped": self.dropped, "pid": os.getpid()}).encode("utf-8")
+        conn = http.client.HTTPConnection(host, port, timeout=2.0)
+        try:
+            conn.request("POST", "/server-records", body, {
+                "Content-Type": "application/json", "Authorization": "Bearer %s" % token,
+                "Host": "%s:%d" % (host if ":" not in host else "[%s]" % host, port)})
+            resp = conn.getresponse()
+            resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self.last_error = "the daemon at %s:%d did not answer (%s)" % (host, port, exc)
+            self.last_status = 0
+            return False
+        finally:
+            conn.close()
+        self.last_status = resp.status
+        if resp.status != 200:
+            self.refused += 1
+            self.last_error = "the daemon answered %d" % resp.status
+            return False
+        self.dropped = 0
+        self.sent += len(batch)
+        return True
+
+
+def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False) -> dict:
+    return {"mark": mark[:200], "method": method[:16], "path": path[:2048], "host": host[:300], "via": via,
+            "status": None, "view": None,
+            "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0,
+            "_t0": time.perf_counter(), "_pending": {}, "_params": params}
+
+
+_SECRET_PARAM_RE = re.compile(r"pass|secret|token|key|auth|credential|session|cookie|csrf", re.I)
+
+
+_INSERT_COLUMNS_RE = re.compile(r"^\s*INSERT\b[^(]*\(([^)]*)\)\s*VALUES", re.I | re.S)
+_SET_COLUMN_RE = re.compile(r"[`\"\[]?(\w+)[`\"\]]?\s*(?:=|<>|!=|<=|>=|<|>|\bLIKE\b)\s*(?:%s|\?|:\w+|\$\d+)", re.I)
+
+
+def _param_names(sql: str, n: int) -> Optional[List[str]]:
+    """The column each of a statement's n positional parameters goes to, when the SQL says so
+    plainly (an INSERT's column list, `col = ?` pairs), else None."""
+    m = _INSERT_COLUMNS_RE.match(sql)
+    names = [c.strip().strip("`\"[]") for c in m.group(1).split(",")] if m else _SET_COLUMN_RE.findall(sql)
+    return names if len(names) == n else None
+
+
+def _param_values(params: Any, sql: str = "") -> Optional[str]:
+    """A write's parameter values as short text, only when the user asked for them: values under a
+    secret-looking name (the parameter's, or the column it goes to) are redacted, every value is
+    cut at 80 characters, the whole at 300."""
+    if params is None:
+        return None
+    if isinstance(params, (list, tuple)) and params and not isinstance(params[0], (list, tuple, dict)):
+        names = _param_names(sql, len(params))
+        if names:
+            params = dict(zip(names, params))
+
+    def one(v: Any) -> str:
+        return _scrub_server(repr(v)[:80])
+    if isinstance(params, dict):
+        text = ", ".join("%s=%s" % (k, "[redacted]" if _SECRET_PARAM_RE.search(str(k)) else one(v))
+                         for k, v in list(params.items())[:20])
+    elif isinstance(params, (list, tuple)):
+        text = ", ".join(one(v) for v in list(params)[:20])
+    else:
+        text = one(params)
+    return text[:300]
+
+
+def _finish_record(rec: dict) -> dict:
+    """The record as sent: duration, writes still waiting for a commit counted as not committed,
+    and an exception a framework caught and logged under its 5xx promoted to `exception`."""
+    rec["ms"] = round((time.perf_counter() - rec.pop("_t0")) * 1000.0, 3)
+    rec.pop("_params", None)
+    for writes in rec.pop("_pending").values():
+        for w in writes:
+            if w.get("committed") is None:
+                w["committed"] = False
+                w["note"] = "never committed (rolled back when the connection was released)"
+    if rec["exception"] is None and (rec["status"] or 0) >= 500:
+        caught = [e for e in rec["logged"] if e.get("exception")]
+        if caught:
+            rec["exception"] = dict(caught[-1]["exception"], handledBy=caught[-1]["logger"])
+    return rec
+
+
+def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optional[bool],
+                    params: Any = None) -> Optional[dict]:
+    """A statement ran for the current marked request: count it, and note it when it writes.
+    committed None = waiting for its transaction (kept under conn_key until commit/rollback).
+    Its parameter values only when the wrapper was asked for them (params=True)."""
+    rec = _current_request().get()
+    if rec is None:
+        return None
+    rec["statements"] += 1
+    w = _sql_write(statement)
+    if w is None:
+        return None
+    if isinstance(rows, int) and rows >= 0:
+        w["rows"] = rows
+    if rec.get("_params") and params is not None:
+        w["params"] = _param_values(params, str(statement))
+    w["committed"] = committed
+    if len(rec["writes"]) < 50:
+        rec["writes"].append(w)
+    if committed is None:
+        rec["_pending"].setdefault(conn_key, []).append(w)
+    return w
+
+
+def _end_transaction(conn_key: Any, committed: bool) -> None:
+    rec = _current_request().get()
+    if rec is None:
+        return
+    for w in rec["_pending"].pop(conn_key, []):
+        w["committed"] = committed
+        if not committed:
+            w["note"] = "rolled back"
+
+
+def _flask_view(app: Any, environ: dict) -> Optional[str]:
+    url_map = getattr(app, "url_map", None) or getattr(getattr(app, "__self__", None), "url_map", None)
+    if url_map is None:
+        return None
+    try:
+        endpoint, _ = url_map.bind_to_environ(environ).match()
+        return str(endpoint)
+    except Exception:  # noqa: BLE001 - a 404 or a method mismatch names no view
+        return None
+
+
+def wsgi(app: Callable, params: bool = False) -> Callable:
+    """Wrap a WSGI app (Flask's `app.wsgi_app`, Django's WSGI handler, Bottle, Pyramid) so that
+    each request a Reticle tab marked is reported to the daemon: method, path, status, view,
+    duration, an uncaught exception with the app's frames, errors logged, database writes (with
+    Django's middleware or watch_sqlalchemy).  An unmarked request costs a header lookup.
+    Parameter values of writes are recorded only with params=True (secret-looking names redacted)."""
+    reporter = _ServerReporter()
+    current = _current_request()
+    _install_log_capture()
+
+    def reticle_wsgi(environ: dict, start_response: Callable) -> Any:
+        """One request: unmarked (or inside another wrapper) straight through; marked, with its
+        record current while the app runs, the status taken from start_response, the record queued
+        when the app returns or raises."""
+        mark = environ.get("HTTP_X_RETICLE_MARK")
+        via = "header"
+        if not mark:
+            mark, via = _cookie_mark(environ.get("HTTP_COOKIE")), "cookie"
+        if not mark or current.get() is not None:
+            return app(environ, start_response)
+        rec = _begin_record(mark, environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "") or "/",
+                            environ.get("HTTP_HOST", ""), via, params)
+        token = current.set(rec)
+
+        def start(status: str, headers: list, exc_info: Any = None) -> Any:
+            try:
+                rec["status"] = int(str(status).split(" ", 1)[0])
+            except ValueError:
+                pass
+            return start_response(status, headers, exc_info) if exc_info is not None else \
+                start_response(status, headers)
+        try:
+            return app(environ, start)
+        except BaseException as exc:
+            rec["exception"] = _exception_record(exc)
+            rec["status"] = rec["status"] or 500
+            raise
+        finally:
+            current.reset(token)
+            rec["view"] = rec["view"] or _flask_view(app, environ)
+            reporter.put(_finish_record(rec))
+
+    reticle_wsgi.reticle_reporter = reporter  # type: ignore[attr-defined]
+    return reticle_wsgi
+
+
+def asgi(app: Callable, params: bool = False) -> Callable:
+    """Wrap an ASGI app (FastAPI, Starlette, Django's ASGI handler): as wsgi(), for `http`
+    scopes; websockets and lifespan pass straight through."""
+    reporter = _ServerReporter()
+    current = _current_request()
+    _install_log_capture()
+
+    async def reticle_asgi(scope: dict, receive: Callable, send: Callable) -> None:
+        """One connection: only an `http` scope a tab marked (header, else cookie) is recorded; the
+        status comes from http.response.start, the view from the route the router put in the scope."""
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        raw = cookie = None
+        headers = scope.get("headers") or ()
+        for name, value in headers:
+            if name == b"x-reticle-mark":
+                raw = value
+                break
+            if name == b"cookie" and b"__reticle_mark=" in value:
+                cookie = value
+        if raw is None and cookie is None:
+            await app(scope, receive, send)
+            return
+        mark = raw.decode("latin-1") if raw is not None else _cookie_mark(cookie.decode("latin-1"))  # type: ignore
+        if not mark or current.get() is not None:
+            await app(scope, receive, send)
+            return
+        host = next((v.decode("latin-1") for k, v in headers if k == b"host"), "")
+        rec = _begin_record(mark, str(scope.get("method", "GET")), str(scope.get("path", "/")), host,
+                            "header" if raw is not None else "cookie", params)
+        token = current.set(rec)
+
+        async def sending(message: dict) -> None:
+            if message.get("type") == "http.response.start":
+                rec["status"] = message.get("status")
+            await send(message)
+        try:
+            await app(scope, receive, sending)
+        except BaseException as exc:
+            rec["exception"] = _exception_record(exc)
+            rec["status"] = rec["status"] or 500
+            raise
+        finally:
+            current.reset(token)
+            route = scope.get("route")
+            endpoint = scope.get("endpoint")
+            rec["view"] = getattr(route, "name", None) or getattr(endpoint, "__name__", None)
+            reporter.put(_finish_record(rec))
+
+    reticle_asgi.reticle_reporter = reporter  # type: ignore[attr-defined]
+    return reticle_asgi
+
+
+class DjangoMiddleware:
+    """A Django MIDDLEWARE entry ("reticle.DjangoMiddleware"): reports each marked request as
+    wsgi() does, names the resolved view, and records the request's database statements through
+    `connection.execute_wrapper` on every configured database.  A write inside an atomic block
+    counts once its transaction commits (`on_commit`); a rolled-back one is not a write."""
+
+    def __init__(self, get_response: Callable) -> None:
+        self.get_response = get_response
+        self.reporter = _ServerReporter()
+        self.current = _current_request()
+        _install_log_capture()
+
+    def __call__(self, request: Any) -> Any:
+        """One request: unmarked straight through; marked, with its record current and every
+        database's statements wrapped while the rest of the chain runs."""
+        meta = request.META
+        mark = meta.get("HTTP_X_RETICLE_MARK")
+        via = "header"
+        if not mark:
+            mark, via = _cookie_mark(meta.get("HTTP_COOKIE")), "cookie"
+        if not mark or self.current.get() is not None:
+            return self.get_response(request)
+        import contextlib
+        from django.conf import settings
+        from django.db import connections
+        rec = _begin_record(mark, request.method or "GET", request.path, meta.get("HTTP_HOST", ""), via,
+                            bool(getattr(settings, "RETICLE_SERVER_PARAMS", False)))
+        token = self.current.set(rec)
+        try:
+            with contextlib.ExitStack() as stack:
+                for conn in connections.all():
+                    stack.enter_context(conn.execute_wrapper(_django_statement))
+                response = self.get_response(request)
+            rec["status"] = response.status_code
+            return response
+        except BaseException as exc:
+            rec["exception"] = rec["exception"] or _exception_record(exc)
+            rec["status"] = 500
+            raise
+        finally:
+            self.current.reset(token)
+            match = getattr(request, "resolver_match", None)
+            rec["view"] = rec["view"] or (getattr(match, "view_name", None) if match is not None else None)
+            self.reporter.put(_finish_record(rec))
+
+    def process_view(self, request: Any, view_func: Any, view_args: Any, view_kwargs: Any) -> None:
+        rec = self.current.get()
+        if rec is not None:
+            cls = getattr(view_func, "view_class", None)
+            rec["view"] = getattr(cls or view_func, "__name__", None)
+        return None
+
+    def process_exception(self, request: Any, exception: BaseException) -> None:
+        rec = self.current.get()
+        if rec is not None:
+            rec["exception"] = _exception_record(exception)
+        return None
+
+
+def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, context: dict) -> Any:
+    """execute_wrapper: run the statement, then note it (a write waits for its atomic block's commit)."""
+    result = execute(sql, params, many, context)
+    try:
+        conn: Any = context.get("connection")
+        cursor: Any = context.get("cursor")
+        rows = getattr(cursor, "rowcount", None)
+        pending = bool(getattr(conn, "in_atomic_block", False))
+        w = _note_statement(sql, rows, id(conn), None if pending else True, params)
+        if w is not None and pending:
+            def committed(w: dict = w) -> None:
+                w["committed"] = True
+            try:
+                conn.on_commit(committed)
+            except Exception:  # noqa: BLE001 - manual transaction management: whether it commits is unknown
+                w["note"] = "in a manually managed transaction"
+    except Exception:  # noqa: BLE001 - recording must never break the app's query
+        pass
+    return result
+
+
+def watch_sqlalchemy(engine: Any) -> Any:
+    """Record the database writes of marked requests made through this SQLAlchemy engine (its
+    event API): statement kind, table, rows where the driver says, commit or rollback.  A write
+    counts once its transaction commits; one rolled back, or never committed, is not a write."""
+    from sqlalchemy import event
+
+    def after(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
+        try:
+            autocommit = False
+            try:
+                autocommit = conn.get_isolation_level() == "AUTOCOMMIT"
+            except Exception:  # noqa: BLE001
+                pass
+            named = getattr(context, "compiled_parameters", None)  # the binds by name, where SQLAlchemy compiled them
+            if named and len(named) == 1 and isinstance(named[0], dict) and not executemany:
+                parameters = named[0]
+            _note_statement(statement, getattr(cursor, "rowcount", None), id(conn.connection.dbapi_connection),
+                            True if autocommit else None, parameters)
+        except Exception:  # noqa: BLE001 - recording must never break the app's query
+            pass
+
+    def ended(committed: bool) -> Callable:
+        def on_end(conn: Any) -> None:
+            try:
+                _end_transaction(id(conn.connection.dbapi_connection), committed)
+            except Exception:  # noqa: BLE001
+                pass
+        return on_end
+
+    event.listen(engine, "after_cursor_execute", after)
+    event.listen(engine, "commit", ended(True))
+    event.listen(engine, "rollback", ended(False))
+    return engine
+
+
+# -- the daemon's side: stitch records into the tab whose mark they carry ------------------------
+
+def _clean_server_record(raw: Any) -> Optional[dict]:
+    """A record from the middleware, kept to its known fields with their types and caps, or None."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("mark"), str):
+        return None
+    m = _MARK_RE.match(raw["mark"])
+    if m is None:
+        return None
+
+    def text(v: Any, cap: int) -> Optional[str]:
+        return v[:cap] if isinstance(v, str) else None
+
+    def exc(v: Any) -> Optional[dict]:
+        if not isinstance(v, dict):
+            return None
+        frames = [f[:300] for f in v.get("frames") or [] if isinstance(f, str)][:5]
+        out = {"type": text(v.get("type"), 120) or "Exception", "message": text(v.get("message"), 300) or "",
+               "frames": frames}
+        if isinstance(v.get("handledBy"), str):
+            out["handledBy"] = v["handledBy"][:120]
+        return out
+    status = raw.get("status")
+    rec: Dict[str, Any] = {"mark": m.group(1), "documentId": m.group(2), "requestId": m.group(3),
+           "method": (text(raw.get("method"), 16) or "").upper(), "path": text(raw.get("path"), 2048) or "/",
+           "host": text(raw.get("host"), 300) or "", "via": "cookie" if raw.get("via") == "cookie" else "header",
+           "status": status if isinstance(status, int) and not isinstance(status, bool) else None,
+           "view": text(raw.get("view"), 200),
+           "ms": raw.get("ms") if isinstance(raw.get("ms"), (int, float)) else None,
+           "exception": exc(raw.get("exception")),
+           "statements": raw.get("statements") if isinstance(raw.get("statements"), int) else 0}
+    logged = []
+    given = raw.get("logged")
+    for e in given[:20] if isinstance(given, list) else []:
+        if isinstance(e, dict):
+            entry: Dict[str, Any] = {"logger": text(e.get("logger"), 120) or "",
+                                     "level": text(e.get("level"), 16) or "ERROR",
+                                     "message": text(e.get("message"), 300) or ""}
+            if exc(e.get("exception")):
+                entry["exception"] = exc(e.get("exception"))
+            logged.append(entry)
+    rec["logged"] = logged
+    writes = []
+    given = raw.get("writes")
+    for w in given[:50] if isinstance(given, list) else []:
+        if isinstance(w, dict) and w.get("op") in ("insert", "update", "delete"):
+            writes.append({"op": w["op"], "table": text(w.get("table"), 200) or "",
+                           "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
+                           "committed": w.get("committed") if isinstance(w.get("committed"), bool) else None,
+                           "sql": text(w.get("sql"), SERVER_SQL_CAP + 1) or "", "note": text(w.get("note"), 120),
+                           "params": text(w.get("params"), 300)})
+    rec["writes"] = writes
+    return rec
+
+
+def _stitch_server_records(hub: "Hub", body: Any) -> dict:
+    """Put each record into the window of the tab whose mark it carries.  A mark no tab holds
+    (a request made outside any Reticle tab, or a stale tab) is counted and dropped."""
+    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
+        raise _HttpRefusal(400, "bad request", "expected a JSON object {records: [...], dropped?: int}")
+    records = body["records"]
+    if len(records) > SERVER_MAX_RECORDS:
+        raise _HttpRefusal(413, "payload too large", "at most %d records per POST" % SERVER_MAX_RECORDS)
+    sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+    stats = hub.server_truth
+    dropped = body.get("dropped")
+    if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
+        stats["droppedByApps"] += dropped
+        stats["lastDropAt"] = hub.clock()
+    stitched = unmatched = invalid = 0
+    for raw in records:
+        rec = _clean_server_record(raw)
+        if rec is None:
+            invalid += 1
+            continue
+        mark = rec.pop("mark").encode()
+        owner = next((s for s in sessions if hmac.compare_digest(s.server_mark.encode(), mark)), None)
+        if owner is not None and rec["via"] == "cookie" and \
+                rec["host"].lower() != urllib.parse.urlsplit(owner.url).netloc.lower():
+            owner = None  # a cookie is shared by every app on the host: only the tab's own app may use it
+        if owner is None:
+            unmatched += 1
+            continue
+        owner.add_server_record(rec)
+        stitched += 1
+    stats["received"] += len(records)
+    stats["stitched"] += stitched
+    stats["unmatched"] += unmatched
+    stats["invalid"] += invalid
+    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid}
+
+
+###############################################################################
 # HTTP handlers ###############################################################
 ###############################################################################
 
@@ -7291,6 +8257,27 @@ class _StopHandler(_BaseHandler):
             return
         self.send_json({"stopping": True, "pid": os.getpid()}, 202)
         self.hub.request_stop("stop requested")
+
+
+class _ServerRecordsHandler(_BaseHandler):
+    """POST /server-records: what the app's middleware saw (Server truth).  Past the guard, the
+    pairing token is required even from loopback: records from a process that cannot
+    authenticate are refused, so no page or stranger can write server truth into a tab."""
+
+    def post(self) -> None:
+        guard = self.hub.guard
+        try:
+            ok = guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request))
+            if not ok:
+                raise _HttpRefusal(403, "forbidden", "server records need the pairing token (Authorization: Bearer "
+                                   "<token>); the middleware reads RETICLE_TOKEN or the state directory's token file")
+            try:
+                body = _loads(self.body().decode("utf-8", "replace"))
+            except ValueError as exc:
+                raise _HttpRefusal(400, "bad request", "the body is not JSON: %s" % exc) from None
+            self.send_json(_stitch_server_records(self.hub, body))
+        except _HttpRefusal as refusal:
+            self.refuse(refusal)
 
 
 class _SseMixin:
@@ -7740,6 +8727,10 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         session.device = self.device
         self.session = session
+        # the SDK marks its requests for the app's middleware with this (Server truth)
+        if session is not None and msg.get("serverMark") is True:
+            self.send_json({"kind": "mark", "mark": session.server_mark, "header": SERVER_MARK_HEADER,
+                            "cookie": SERVER_MARK_COOKIE})
         if session is not None and self.hub.faults.live(session.id):  # a new document gets the tab's faults
             self.hub.spawn(_quietly(self.hub.faults.sync(session.id)))
 
@@ -7791,6 +8782,9 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
       "delete": ("mcpDelete", "End a session: not supported", {"405": "always, no body"})}),
     (r"/stop", _StopHandler, {}, "/stop",
      {"post": ("stop", "Planned stop (needs the pairing token)", {"202": "stopping"})}),
+    (r"/server-records", _ServerRecordsHandler, {}, "/server-records",
+     {"post": ("serverRecords", "What the app's server did for marked requests (middleware; needs the pairing token)",
+               {"200": "{stitched, unmatched, invalid}", "400": "not {records: [...]}"})}),
     (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
                {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
@@ -7953,6 +8947,9 @@ class Hub:
         self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
         self.journeys = _Journeys()
+        # what the apps' middleware sent (Server truth)
+        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
+                                             "droppedByApps": 0, "lastDropAt": None}
         self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
@@ -8658,7 +9655,13 @@ def _detect_app(root: str) -> dict:
     for name in ("app.py", "wsgi.py", "application.py", "main.py"):
         text = _read_text(os.path.join(root, name)) or ""
         if re.search(r"^\s*(from flask import|import flask)", text, re.M):
-            return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name}
+            return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name,
+                    "module": name}
+    for name in ("main.py", "app.py", "asgi.py", os.path.join("app", "main.py")):
+        text = _read_text(os.path.join(root, name)) or ""
+        if re.search(r"^\s*(from fastapi import|import fastapi)", text, re.M):
+            return {"kind": "FastAPI", "entry": _find_template(root), "why": "fastapi imported in %s" % name,
+                    "module": name}
     if os.path.isfile(os.path.join(root, "index.html")):
         return {"kind": "plain HTML", "entry": os.path.join(root, "index.html"), "why": "index.html"}
     return {"kind": "unknown", "why": "no package.json, manage.py, Flask app or index.html here"}
@@ -8783,6 +9786,9 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         text = _read_text(path)
         if text:
             texts[os.path.relpath(path, root)] = text
+    server_changes, server_notes = _server_init(root, app)
+    changes += server_changes
+    notes += server_notes
     stdio = {"command": command[0], "args": command[1:]}
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
@@ -8799,6 +9805,55 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     if note:
         notes.append(note)
     return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin)}
+
+
+_SERVER_CHECK = ("to check it: run the app, click something in a tab with Reticle, then reticle_observe "
+                 "{filters: [\"server\"]} lists what the server did, or reticle_assert {kind: \"server\"}")
+_DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init`: what the server did, inside Reticle's verdicts (dev only)\n"
+                 "    MIDDLEWARE = [*MIDDLEWARE, \"reticle.DjangoMiddleware\"]\n")
+
+
+def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
+    """Reticle's server middleware for the app (Server truth): Django's settings get a
+    MIDDLEWARE entry under DEBUG when they define both; Flask and FastAPI get the dev-only line
+    to add, printed (a wrap placed wrongly would break the app, so it is never written)."""
+    changes: List[_InitChange] = []
+    notes: List[str] = []
+    kind = app.get("kind")
+
+    def read(path: str) -> str:  # not _read_text: the Predicates section has a live read of that name too
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read()
+        except (OSError, UnicodeDecodeError):
+            return ""
+    if kind == "Django":
+        candidates = [os.path.join(root, "settings.py")] + sorted(
+            os.path.join(root, d, "settings.py") for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+        settings = [p for p in candidates if os.path.isfile(p)]
+        if not settings:
+            notes.append("Django: no settings.py found; add under DEBUG: %s" % _DJANGO_BLOCK.strip())
+        for path in settings[:1]:
+            text = read(path)
+            rel = os.path.relpath(path, root)
+            if "reticle.DjangoMiddleware" in text:
+                notes.append("%s already has reticle.DjangoMiddleware" % rel)
+            elif re.search(r"^MIDDLEWARE\s*=", text, re.M) and re.search(r"^DEBUG\s*=", text, re.M):
+                changes.append(_InitChange(path, text, text.rstrip("\n") + _DJANGO_BLOCK,
+                                           "added reticle.DjangoMiddleware to MIDDLEWARE under DEBUG (server truth)"))
+                notes.append("Django server truth: " + _SERVER_CHECK)
+            else:
+                notes.append("%s: no top-level MIDDLEWARE and DEBUG to extend; add: %s" % (rel, _DJANGO_BLOCK.strip()))
+    elif kind == "Flask":
+        notes.append("Flask server truth: in %s, after `app = Flask(...)`, add `import reticle` and "
+                     "`if app.debug: app.wsgi_app = reticle.wsgi(app.wsgi_app)` (SQLAlchemy: "
+                     "`reticle.watch_sqlalchemy(engine)`); %s" % (app.get("module") or "your app module",
+                                                                   _SERVER_CHECK))
+    elif kind == "FastAPI":
+        notes.append("FastAPI server truth: in %s, after the routes, add `import reticle` and, in development only, "
+                     "`app = reticle.asgi(app)` (SQLAlchemy: `reticle.watch_sqlalchemy(engine)`); %s"
+                     % (app.get("module") or "your app module", _SERVER_CHECK))
+    return changes, notes
 
 
 def _init_command() -> List[str]:
@@ -10173,7 +11228,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       adapters: S.adapters.slice(0, 32),
       sdkVersion: VERSION,
       hasCapabilities: S.hasCaps,
-      documentId: S.documentId
+      documentId: S.documentId,
+      serverMark: true
     };
     if (S.token) h.token = S.token;
     if (EXTRA_KEYS.length)
@@ -10286,6 +11342,53 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     openSocket();
   }
 
+  // ---- server truth: the mark the app's middleware reports this tab's requests by -------------
+  // The daemon hands each tab a secret mark. Same-origin fetch/XHR carry it (with the request's
+  // id) in a header; a document request, which cannot carry a header, in a cookie that lives a
+  // few seconds and is set just before the page leaves. Cross-origin requests are never marked.
+  var MARK = { value: null, header: 'X-Reticle-Mark', cookie: '__reticle_mark' };
+  function onServerMark(msg) {
+    if (typeof msg.mark !== 'string' || !/^[0-9a-f]{32}$/.test(msg.mark)) return;
+    MARK.value = msg.mark;
+    if (typeof msg.header === 'string') MARK.header = msg.header;
+    if (typeof msg.cookie === 'string') MARK.cookie = msg.cookie;
+    clearMarkCookie();
+  }
+  // Through the native accessor: the storage observer's cookie patch must not report our own cookie.
+  function rawCookie(value) {
+    var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
+    if (value === undefined) return desc && desc.get ? String(desc.get.call(document)) : String(document.cookie);
+    if (desc && desc.set) desc.set.call(document, value);
+    else document.cookie = value;
+    return '';
+  }
+  function clearMarkCookie() {
+    try {
+      if (rawCookie().indexOf(MARK.cookie + '=') !== -1)
+        rawCookie(MARK.cookie + '=; path=/; max-age=0; samesite=strict');
+    } catch (e) {
+      /* cookies refused */
+    }
+  }
+  function markFor(url, id) {
+    if (!MARK.value) return null;
+    try {
+      if (new URL(url, location.href).origin !== location.origin) return null;
+    } catch (e) {
+      return null;
+    }
+    return MARK.value + '.' + S.documentId + '.' + id;
+  }
+  function markDocument(id) {
+    if (!MARK.value) return;
+    try {
+      var value = MARK.value + '.' + S.documentId + '.' + id;
+      rawCookie(MARK.cookie + '=' + value + '; path=/; max-age=10; samesite=strict');
+    } catch (e) {
+      /* cookies refused */
+    }
+  }
+
   // ---- commands ------------------------------------------------------------------------------
   var COMMANDS = {};
   function onMessage(raw) {
@@ -10297,6 +11400,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return;
     }
     if (isObj(msg) && msg.kind === 'input_result') return onInputResult(msg);
+    if (isObj(msg) && msg.kind === 'mark') return onServerMark(msg);
     if (!isObj(msg) || msg.kind !== 'command') return;
     var id = msg.id;
     if (typeof id !== 'string' && typeof id !== 'number') return;
@@ -13131,6 +14235,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     patch(window, 'fetch', function (orig) {
       return function fetch(input, init) {
         var meta = null;
+        var callArgs = arguments;
         try {
           var url =
             typeof input === 'string' ? input : input && input.url ? input.url : String(input);
@@ -13149,19 +14254,38 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
             if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
             meta.fault = faultFor(method, url, 'fetch');
-            emit('net.pending', {
+            var pend = {
               id: id,
               requestId: id,
               method: method,
               url: meta.url,
               initiator: 'fetch',
               faultId: meta.fault ? meta.fault.id : undefined
-            });
+            };
+            // marked for the server unless it never reaches it (a fault that answers or aborts it)
+            var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
+            if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
+              mark = null; // no-cors admits no custom header: the request would fail
+            if (mark) {
+              try {
+                var hs = new Headers(
+                  (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
+                );
+                hs.set(MARK.header, mark);
+                init = Object.assign({}, init || {}, { headers: hs });
+                callArgs = [input, init];
+                pend.serverMarked = true;
+                meta.marked = true;
+              } catch (e) {
+                /* an exotic init: the request goes unmarked */
+              }
+            }
+            emit('net.pending', pend);
           }
         } catch (e) {
           meta = null;
         }
-        var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, arguments) : orig.apply(this, arguments);
+        var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, callArgs) : orig.apply(this, callArgs);
         if (!meta) return p;
         try {
           // a Request object body: read from a clone
@@ -13746,14 +14870,24 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             m.rurl = redactUrl(m.url);
             m.req = S.captureBodies ? describeReqBody(body) : null;
             m.fault = faultFor(m.method, m.url, 'xhr');
-            emit('net.pending', {
+            var xpend = {
               id: id,
               requestId: id,
               method: m.method,
               url: m.rurl,
               initiator: 'xhr',
               faultId: m.fault ? m.fault.id : undefined
-            });
+            };
+            var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
+            if (xmark) {
+              try {
+                xhr.setRequestHeader(MARK.header, xmark);
+                xpend.serverMarked = true;
+              } catch (e) {
+                /* not opened, or already sent: unmarked */
+              }
+            }
+            emit('net.pending', xpend);
             if (!m.listening) {
               m.listening = true;
               xhr.addEventListener(
@@ -14548,6 +15682,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (rec[k] != null) d[k] = rec[k];
     });
     if (rec.requestBody != null) d.requestBodyType = rec.enctype;
+    if (MARK.value && (!rec.url || markFor(rec.url, id))) {
+      markDocument(id);
+      d.serverMarked = true;
+    }
     docAnnounced = { id: id, at: N.dateNow(), method: d.method, url: d.url, cause: d.cause };
     // the record first: the emit below may not leave before the page goes
     var keep = {};
@@ -15251,6 +16389,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           var i = p.indexOf('=');
           var k = i < 0 ? p : p.slice(0, i);
           var v = i < 0 ? '' : p.slice(i + 1);
+          if (k === MARK.cookie) return; // our own (Server truth), not the app's
           try {
             v = decodeURIComponent(v);
           } catch (e) {
@@ -16171,6 +17310,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       } catch (e) {
         /* ignore */
       }
+      clearMarkCookie(); // the request that brought this document carried it: the page never sees it
       S.started = true;
       S.stopped = false;
       var installers = [

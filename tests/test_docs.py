@@ -111,7 +111,8 @@ def test_all_is_the_chosen_api():
     """The API a vendoring user may rely on, chosen on purpose and short (STYLE 29)."""
     assert sorted(reticle.__all__) == sorted([
         "make_app", "Hub", "main", "parse_predicate", "__version__",
-        "ReticleError", "ToolError", "RpcError", "ConfigError", "PredicateError"])
+        "ReticleError", "ToolError", "RpcError", "ConfigError", "PredicateError",
+        "wsgi", "asgi", "DjangoMiddleware", "watch_sqlalchemy"])
 
 
 def test_every_api_name_is_in_the_readme(readme):

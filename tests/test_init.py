@@ -137,3 +137,38 @@ def test_next_js_gets_the_exact_snippet_printed_and_no_source_edited(tmp_path, h
     assert "Next.js" in out and "http://127.0.0.1:4411/reticle.js" in out and "NODE_ENV" in out, out
     assert (project / "app" / "layout.tsx").read_text() == "export default function L({children}) { return children }\n"
     _server(project / ".mcp.json")
+
+
+def test_django_settings_get_the_server_middleware_under_debug_once(tmp_path, home):
+    project = tmp_path / "shop"
+    (project / "shop").mkdir(parents=True)
+    (project / "manage.py").write_text("import django\n")
+    settings = project / "shop" / "settings.py"
+    settings.write_text('DEBUG = True\nMIDDLEWARE = (\n    "django.middleware.common.CommonMiddleware",\n)\n')
+    out = _init(project, home, "--dry-run")
+    assert "reticle.DjangoMiddleware" in out and "under DEBUG" in out, out
+    _init(project, home, "--yes")
+    text = settings.read_text()
+    assert 'if DEBUG:' in text and '    MIDDLEWARE = [*MIDDLEWARE, "reticle.DjangoMiddleware"]' in text, text
+    scope = {}
+    exec(compile(text, str(settings), "exec"), scope)  # the edited settings still run, with the entry added
+    assert scope["MIDDLEWARE"] == ["django.middleware.common.CommonMiddleware", "reticle.DjangoMiddleware"]
+    scope = {}
+    exec(compile(text.replace("DEBUG = True", "DEBUG = False"), str(settings), "exec"), scope)
+    assert "reticle.DjangoMiddleware" not in scope["MIDDLEWARE"]
+    again = _init(project, home, "--yes")
+    assert "already has reticle.DjangoMiddleware" in again and settings.read_text() == text
+
+
+@pytest.mark.parametrize("framework, source, line", [
+    ("Flask", "from flask import Flask\napp = Flask(__name__)\n", "app.wsgi_app = reticle.wsgi(app.wsgi_app)"),
+    ("FastAPI", "from fastapi import FastAPI\napp = FastAPI()\n", "app = reticle.asgi(app)"),
+])
+def test_flask_and_fastapi_get_the_dev_only_wrap_printed_and_their_source_left_alone(tmp_path, home, framework,
+                                                                                      source, line):
+    project = tmp_path / "api"
+    project.mkdir()
+    (project / "app.py").write_text(source)
+    out = _init(project, home, "--yes")
+    assert "app: %s" % framework in out and line in out and "reticle_observe" in out, out
+    assert (project / "app.py").read_text() == source

@@ -242,7 +242,56 @@ def combinator_rows():
         {"pass": False, "observed": "no calls at all in this window"}, None
 
 
-ALL = list(rows()) + list(live_rows()) + list(combinator_rows())
+def server(t, path="/api/save", status=200, writes=(), doc="d1", rid=None, **extra):
+    """A server.request event as the daemon stitches it from the app's middleware (Server truth)."""
+    return ev(t, "server.request", method=extra.pop("method", "POST"), path=path, status=status, view="v",
+              exception=extra.pop("exception", None), logged=extra.pop("logged", []), writes=list(writes),
+              documentId=doc, requestId=rid or "r%d" % t, **extra)
+
+
+def marked(t, method="POST", url="/api/save"):
+    e = pending(t, method, url)
+    e["doc"] = "d1"
+    e["data"]["serverMarked"] = True
+    return e
+
+
+def server_obs(window=(), now=None, seen=1, open_requests=()):
+    o = obs(window, now=now, open_requests=open_requests)
+    o.known = reticle._Known(list(open_requests), {}, None, server_seen=seen)
+    return o
+
+
+def server_rows():
+    wrote = {"op": "insert", "table": "profile", "rows": 1, "committed": True}
+    p = {"kind": "server", "method": "POST", "urlContains": "/api/save", "writes": {"table": "profile"}}
+    yield "server.present", p, server_obs([server(10, writes=[wrote])]), \
+        {"pass": True, "assertion": "server.present"}, None
+    yield "server.rolled-back", p, server_obs([server(10, writes=[dict(wrote, committed=False)])], now=100), \
+        {"pass": False, "assertion": "server.present", "retryAfterMs": 160}, "1 rolled back"
+    yield "server.answered-otherwise", p, server_obs([server(10)], now=400), \
+        {"pass": False, "decided": True, "decidedBy": "answered-otherwise"}, "0 writes"
+    yield "server.awaiting", p, server_obs([marked(10)], now=11), \
+        {"pass": False, "assertion": "server.awaiting"}, "has not arrived yet"
+    yield "server.awaiting-grace", p, server_obs([marked(10), call(10)], now=200), \
+        {"pass": False, "assertion": "server.awaiting"}, "has not arrived yet"
+    yield "server.unreported", p, server_obs([marked(10), call(10)], now=1000), \
+        {"pass": False, "assertion": "server.unreported"}, "no record of it arrived"
+    yield "server.no-middleware", p, server_obs([call(10)], seen=0), \
+        {"pass": False, "assertion": "server.absent"}, "reticle.DjangoMiddleware"
+    reported = [marked(10), call(10), server(12, rid="r10", writes=[wrote])]
+    yield "server.reported-links-its-request", p, server_obs(reported, now=1000), {"pass": True}, None
+    count = dict(p, count=1)
+    yield "server.count-exceeded", count, server_obs([server(10, writes=[wrote]), server(20, writes=[wrote])]), \
+        {"pass": False, "decided": True, "decidedBy": "count-exceeded"}, "saw 2"
+    yield "server.exception", {"kind": "server", "exception": True}, \
+        server_obs([server(10, status=500, exception={"type": "ValueError", "message": "m", "frames": []})]), \
+        {"pass": True}, None
+    yield "server.not-exception", {"kind": "not", "predicate": {"kind": "server", "exception": True}}, \
+        server_obs([server(10)], now=400), {"pass": True}, None
+
+
+ALL = list(rows()) + list(live_rows()) + list(combinator_rows()) + list(server_rows())
 
 
 @pytest.mark.parametrize("rid,p,o,expected,word", ALL, ids=[r[0] for r in ALL])

@@ -18,6 +18,7 @@ MALFORMED = {
     "text": ({"kind": "text"}, "give exactly one of contains, equals, matches"),
     "frame": ({"kind": "frame", "equals": 1}, "`equals` needs a `path`"),
     "net": ({"kind": "net", "status": "200"}, "status"),
+    "server": ({"kind": "server", "writes": {"op": "upsert"}}, "writes/op"),
     "route": ({"kind": "route", "pathname": 5}, "pathname"),
     "console": ({"kind": "console", "level": "fatal"}, "level"),
     "animation": ({"kind": "animation", "completed": "yes"}, "completed"),

@@ -199,12 +199,12 @@ def test_the_tool_list_fits_its_budget():
     """What the model reads of tools/list on every turn (each tool's name, description and input schema)
     is at most 10,000 bytes of compact JSON in all; the client-side conventions beside it (title,
     annotations, outputSchema, which clients act on and do not put before the model) keep the whole
-    list under 13,000."""
+    list under 14,000."""
     tools = [t.describe() for t in reticle._build_registry().listed()]
     read = [{k: t[k] for k in ("name", "description", "inputSchema")} for t in tools]
     assert compact_size({"tools": read}) <= 10000, "the model's part of tools/list is %d bytes" % compact_size(
         {"tools": read})
-    assert compact_size({"tools": tools}) <= 13000, "tools/list is %d bytes" % compact_size({"tools": tools})
+    assert compact_size({"tools": tools}) <= 14000, "tools/list is %d bytes" % compact_size({"tools": tools})
     for tool in tools:
         assert "$schema" not in tool["inputSchema"]
         assert len(tool["description"]) <= 160 or tool["name"] in ("reticle_act_and_wait", "reticle_assert"), tool

@@ -1,0 +1,258 @@
+"""Real Django, Flask and FastAPI apps with Reticle's server middleware, for tests/test_server.py
+and bench/server_truth.py.  Run as `python tests/_server_apps.py FRAMEWORK PORT DB [DAEMON_URL]`:
+it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
+
+  GET  /              a page (with the SDK's script tag when DAEMON_URL is given) whose buttons
+                      fetch the routes below and show what the server answered
+  POST /api/noop      answers {"ok": true} and writes nothing (the silent no-op)
+  POST /api/save      inserts one row into `profile` and commits
+  POST /api/rollback  inserts a row, then rolls the transaction back; answers 200
+  POST /api/logged    catches its own exception, logs it at ERROR, answers 200 "ok"
+  POST /api/boom      raises (uncaught): the framework answers 500
+  POST /form          a form post: inserts a row, then redirects (303) to /done
+  GET  /done          the page the form post lands on
+
+SHOP_PLAIN=1 serves it without Reticle's middleware.
+"""
+
+import logging
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import reticle  # noqa: E402
+
+log = logging.getLogger("shop.views")
+PLAIN = bool(os.environ.get("SHOP_PLAIN"))  # serve the app without Reticle's middleware
+
+PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><body>
+<h1>Profile</h1>
+<button id="noop" onclick="go('/api/noop')">Save (no-op)</button>
+<button id="save" onclick="go('/api/save')">Save</button>
+<button id="rollback" onclick="go('/api/rollback')">Save (rollback)</button>
+<button id="logged" onclick="go('/api/logged')">Save (logged)</button>
+<button id="boom" onclick="go('/api/boom')">Save (boom)</button>
+<form method="post" action="/form"><input name="name" value="ada"><button id="post">Post form</button></form>
+<p id="out"></p>
+<script>
+function go(path) {
+  fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"name":"ada"}'})
+    .then(function (r) { return r.text(); })
+    .then(function () { document.getElementById('out').textContent = 'Saved profile ' + path; });
+}
+</script></body></html>"""
+DONE = ("<!doctype html><html><head><title>Done</title>%(script)s</head><body><p>Form saved</p>"
+        "<p id='cookies'></p><script>document.getElementById('cookies').textContent = "
+        "'cookies: [' + document.cookie + ']';</script></body></html>")
+
+
+def page(daemon, body):
+    script = '<script src="%s/reticle.js"></script>' % daemon if daemon else ""
+    return body % {"script": script}
+
+
+def fail_inside():
+    raise ValueError("profile store unavailable")
+
+
+def flask_app(db, daemon):
+    import flask
+    import sqlalchemy
+    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///" + db))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)")
+    app = flask.Flask("shop")
+
+    @app.get("/")
+    def index():
+        return page(daemon, PAGE)
+
+    @app.get("/done")
+    def done():
+        return page(daemon, DONE)
+
+    @app.post("/api/noop")
+    def noop():
+        return {"ok": True}
+
+    @app.post("/api/save")
+    def save_profile():
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", ("ada",))
+        return {"ok": True}
+
+    @app.post("/api/rollback")
+    def rollback_profile():
+        with engine.connect() as conn:
+            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", ("ada",))
+            conn.rollback()
+        return {"ok": True}
+
+    @app.post("/api/logged")
+    def logged_profile():
+        try:
+            fail_inside()
+        except ValueError:
+            log.exception("could not save the profile")
+        return "ok"
+
+    @app.post("/api/boom")
+    def boom_profile():
+        fail_inside()
+
+    @app.post("/form")
+    def form_profile():
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", (flask.request.form.get("name"),))
+        return flask.redirect("/done", 303)
+
+    if not PLAIN:
+        app.wsgi_app = reticle.wsgi(app.wsgi_app)
+    return app
+
+
+def django_app(db, daemon):
+    import django
+    from django.conf import settings
+    settings.configure(
+        DEBUG=True, SECRET_KEY="test-only", ROOT_URLCONF=__name__, ALLOWED_HOSTS=["127.0.0.1", "localhost"],
+        MIDDLEWARE=[] if PLAIN else ["reticle.DjangoMiddleware"],
+        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": db}},
+        LOGGING_CONFIG=None)
+    django.setup()
+    from django.db import connection, transaction
+    from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
+    from django.urls import path
+    from django.views.decorators.csrf import csrf_exempt
+    with connection.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)")
+
+    def index(request):
+        return HttpResponse(page(daemon, PAGE))
+
+    def done(request):
+        return HttpResponse(page(daemon, DONE))
+
+    @csrf_exempt
+    def noop(request):
+        return JsonResponse({"ok": True})
+
+    @csrf_exempt
+    def save_profile(request):
+        with connection.cursor() as cur:
+            cur.execute("INSERT INTO profile (name) VALUES (%s)", ["ada"])
+        return JsonResponse({"ok": True})
+
+    @csrf_exempt
+    def rollback_profile(request):
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cur:
+                    cur.execute("INSERT INTO profile (name) VALUES (%s)", ["ada"])
+                raise RuntimeError("undo")
+        except RuntimeError:
+            pass
+        return JsonResponse({"ok": True})
+
+    @csrf_exempt
+    def logged_profile(request):
+        try:
+            fail_inside()
+        except ValueError:
+            log.exception("could not save the profile")
+        return HttpResponse("ok")
+
+    @csrf_exempt
+    def boom_profile(request):
+        fail_inside()
+
+    @csrf_exempt
+    def form_profile(request):
+        with connection.cursor() as cur:
+            cur.execute("INSERT INTO profile (name) VALUES (%s)", [request.POST.get("name")])
+        return _see_other("/done")
+
+    def _see_other(to):
+        resp = HttpResponseRedirect(to)
+        resp.status_code = 303
+        return resp
+
+    global urlpatterns
+    urlpatterns = [path("", index), path("done", done), path("api/noop", noop), path("api/save", save_profile),
+                   path("api/rollback", rollback_profile), path("api/logged", logged_profile),
+                   path("api/boom", boom_profile), path("form", form_profile)]
+    from django.core.wsgi import get_wsgi_application
+    return get_wsgi_application()
+
+
+def fastapi_app(db, daemon):
+    import fastapi
+    import sqlalchemy
+    from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
+    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///" + db))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)")
+    app = fastapi.FastAPI()
+
+    @app.get("/", response_class=HTMLResponse)
+    def index():
+        return page(daemon, PAGE)
+
+    @app.get("/done", response_class=HTMLResponse)
+    def done():
+        return page(daemon, DONE)
+
+    @app.post("/api/noop")
+    def noop():
+        return {"ok": True}
+
+    @app.post("/api/save")
+    def save_profile():
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", ("ada",))
+        return {"ok": True}
+
+    @app.post("/api/rollback")
+    def rollback_profile():
+        with engine.connect() as conn:
+            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", ("ada",))
+            conn.rollback()
+        return {"ok": True}
+
+    @app.post("/api/logged", response_class=PlainTextResponse)
+    def logged_profile():
+        try:
+            fail_inside()
+        except ValueError:
+            log.exception("could not save the profile")
+        return "ok"
+
+    @app.post("/api/boom")
+    def boom_profile():
+        fail_inside()
+
+    @app.post("/form")
+    async def form_profile(request: fastapi.Request):
+        body = (await request.body()).decode()
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", (body.split("=")[-1],))
+        return RedirectResponse("/done", 303)
+
+    return app if PLAIN else reticle.asgi(app)
+
+
+def serve(framework, port, db, daemon):
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if framework == "fastapi":
+        import uvicorn
+        uvicorn.run(fastapi_app(db, daemon), host="127.0.0.1", port=port, log_level="warning")
+        return
+    from werkzeug.serving import run_simple
+    app = flask_app(db, daemon) if framework == "flask" else django_app(db, daemon)
+    run_simple("127.0.0.1", port, app, threaded=True)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "")

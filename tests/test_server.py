@@ -1,0 +1,604 @@
+"""Server truth: real Django, Flask and FastAPI apps with Reticle's middleware, driven in
+headless Chromium (the script tag) and in devices, judged through the `server` predicate and
+the verdict rules; plus the pure judge from a table, and the daemon's records route."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import reticle
+from _harness import Browser, Daemon, Mcp, daemon_env, free_port, port_listens, wait_until
+from _harness import chromium_path  # noqa: F401  (a browser test module: conftest marks it `browser`)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APPS = os.path.join(HERE, "_server_apps.py")
+FRAMEWORKS = ("flask", "django", "fastapi")
+
+
+class App:
+    """One of tests/_server_apps.py's apps as a child process, finding the daemon through the
+    environment as a user's app would (RETICLE_PORT, RETICLE_STATE_DIR for the token)."""
+
+    def __init__(self, framework, tmp, daemon=None, script=True, env=None):
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.db = os.path.join(str(tmp), "%s-%d.sqlite3" % (framework, self.port))
+        extra = {"RETICLE_PORT": daemon.port if daemon else free_port()}
+        if daemon:
+            extra["RETICLE_STATE_DIR"] = daemon.state_dir
+        extra.update(env or {})
+        self.log_path = os.path.join(str(tmp), "app-%d.log" % self.port)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, APPS, framework, str(self.port), self.db,
+                                      daemon.url if daemon and script else ""],
+                                     env=daemon_env(extra.pop("RETICLE_STATE_DIR", str(tmp / "nostate")), **extra),
+                                     stdout=self._log, stderr=subprocess.STDOUT, cwd=HERE)
+        try:
+            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 20, what="the app to listen")
+            assert self.proc.poll() is None, self.log()
+        except BaseException:
+            self.close()
+            raise
+
+    def log(self):
+        if not self._log.closed:
+            self._log.flush()
+        with open(self.log_path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+
+    def rows(self):
+        import sqlite3
+        with sqlite3.connect(self.db) as conn:
+            return conn.execute("SELECT COUNT(*) FROM profile").fetchone()[0]
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = Daemon(tmp_path / "state")
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def mcp(daemon):
+    m = Mcp(daemon.url + "/mcp")
+    yield m
+    m.close()
+
+
+def open_tab(mcp, app, device=False):
+    """A tab on the app: a device (the SDK injected), or Chromium with the app's script tag."""
+    before = {s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]}
+    if device:
+        return mcp.ok("reticle_open", {"url": app.url + "/"}, timeout=60)["sessionId"], None
+    browser = Browser(app.url + "/")
+    try:
+        sessions = wait_until(lambda: [s for s in mcp.ok("reticle_sessions")["sessions"]
+                                       if s["sessionId"] not in before and s["url"].startswith(app.url)],
+                              20, what="the tab to connect")
+    except BaseException:
+        browser.close()
+        raise
+    return sessions[0]["sessionId"], browser
+
+
+def act(mcp, sid, button, until=None, timeout_ms=6000):
+    args = {"action": "click", "target": {"role": "button", "name": button},
+            "sessionId": sid, "timeout_ms": timeout_ms, "detail": "full"}
+    if until is not None:
+        args["until"] = until
+    return mcp.ok("reticle_act_and_wait", args, timeout=60)
+
+
+WRITE = {"kind": "server", "method": "POST", "writes": {"table": "profile"}}
+def saved(path):
+    return {"kind": "text", "contains": "Saved profile " + path}
+
+
+# -- real apps, real Chromium with the script tag ---------------------------------------------------
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_server_truth_in_a_real_app_with_the_script_tag(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        # a page that says "Saved" while nothing was written: no
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no", out
+        assert "0 writes" in out["because"], out["because"]
+        assert app.rows() == 0
+        # a real write: yes, with the server's summary in the evidence
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        assert app.rows() == 1
+        assert any("POST /api/save → 200" in s and "view save_profile" in s and "1 write" in s
+                   for s in out["server"]), out["server"]
+        # a rolled-back write is not a write
+        out = act(mcp, sid, "Save (rollback)", dict(WRITE, urlContains="/api/rollback"))
+        assert out["verified"] == "no", out
+        assert app.rows() == 1
+        # the UI says "Saved profile", the server caught and logged an exception under its 200: not yes
+        out = act(mcp, sid, "Save (logged)", saved("/api/logged"))
+        assert out["verified"] == "no", out
+        assert out["verifiedReason"] == "contradicted" and "server-logged-error" in out["because"], out["because"]
+        assert "shop.views" in out["because"]
+        # an uncaught exception: no, naming the app's own frame with its file and line
+        out = act(mcp, sid, "Save (boom)", saved("/api/boom"))
+        assert out["verified"] == "no", out
+        assert "server-exception" in out["because"] and "ValueError" in out["because"], out["because"]
+        assert "_server_apps.py:" in out["because"] and " fail_inside" in out["because"], out["because"]
+        # the no-until settle counts it as a failure in sight
+        out = act(mcp, sid, "Save (boom)", None)
+        assert out["verified"] == "no" and out["verifiedReason"] == "failure_observed", out
+        assert "the server raised ValueError" in out["because"], out["because"]
+        # not: an absence of exceptions holds over a clean save, and is violated by the crash
+        out = act(mcp, sid, "Save", {"kind": "not", "predicate": {"kind": "server", "exception": True}})
+        assert out["verified"] == "yes", out
+        out = act(mcp, sid, "Save (boom)", {"kind": "not", "predicate": {"kind": "server", "exception": True}})
+        assert out["verified"] == "no", out
+        # that no was decided by the server's record, maybe before the browser saw its 500: let it land
+        mcp.ok("reticle_assert", {"predicate": {"kind": "net", "urlContains": "/api/boom", "status": 500},
+                                  "since": out["since"], "timeout_ms": 3000, "sessionId": sid})
+        # a form post's write is seen across its redirect
+        before = app.rows()
+        out = act(mcp, sid, "Post form", {"kind": "allOf", "predicates": [
+            {"kind": "server", "method": "POST", "urlContains": "/form", "status": 303,
+             "writes": {"table": "profile", "op": "insert", "count": 1}},
+            {"kind": "server", "method": "GET", "urlContains": "/done", "status": 200}]})
+        assert out["verified"] == "yes", (out["because"], out.get("server"), out.get("contradictions"))
+        assert app.rows() == before + 1
+        # the page it lands on never sees the mark's cookie, and no storage event reports it
+        seen = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "cookies: ["}, "sessionId": sid,
+                                         "timeout_ms": 3000})
+        assert seen["verified"] in ("yes", "unknown"), seen
+        clean = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "__reticle_mark", "absent": True},
+                                          "sessionId": sid, "detail": "full"})
+        assert clean["pass"] is True, clean
+        events = mcp.ok("reticle_observe", {"since": 0, "filters": ["storage"], "sessionId": sid})["events"]
+        assert not any("__reticle" in json.dumps(e) for e in events), events
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_device_marks_its_requests_without_a_script_tag(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon, script=False)
+    try:
+        sid, _ = open_tab(mcp, app, device=True)
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no", out
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        out = act(mcp, sid, "Save (boom)", saved("/api/boom"))
+        assert out["verified"] == "no" and "_server_apps.py:" in out["because"], out
+        out = act(mcp, sid, "Post form", dict(WRITE, urlContains="/form"))
+        assert out["verified"] == "yes", out
+        mcp.ok("reticle_close", {"sessionId": sid})
+    finally:
+        app.close()
+
+
+def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_install(tmp_path, daemon, mcp):
+    app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"})
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"), timeout_ms=2000)
+        assert out["verified"] == "unknown", out
+        assert "reticle.wsgi" in out["because"] and "reticle.DjangoMiddleware" in out["because"], out["because"]
+        assert app.rows() == 1
+        # and where nothing needs it, nothing changes
+        out = act(mcp, sid, "Save", {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200})
+        assert out["verified"] == "yes", out
+        assert "server" not in out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_a_request_made_outside_the_browser_is_never_reported_into_a_tab(tmp_path, daemon, mcp):
+    app = App("fastapi", tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))  # the middleware is known to this tab
+        since = mcp.ok("reticle_observe", {"window_ms": 1, "sessionId": sid}).get("cursor")
+        forged = "%032x.docid.n1" % 12345
+        for headers in ({}, {"X-Reticle-Mark": forged}, {"Cookie": "__reticle_mark=" + forged}):
+            req = urllib.request.Request(app.url + "/api/boom", data=b"{}", method="POST", headers=headers)
+            with pytest.raises(urllib.error.HTTPError):
+                urllib.request.urlopen(req, timeout=10)
+        time.sleep(1.0)
+        events = mcp.ok("reticle_observe", {"since": 0, "filters": ["server"], "max_events": 2000,
+                                             "sessionId": sid})["events"]
+        assert events and not any(e["data"]["path"] == "/api/boom" for e in events), events
+        assert since is None or isinstance(since, (int, float))
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_two_tabs_on_two_apps_see_only_their_own_records(tmp_path, daemon, mcp):
+    flask_app = App("flask", tmp_path, daemon)
+    fastapi_app = App("fastapi", tmp_path, daemon)
+    browsers = []
+    try:
+        sid_a, b = open_tab(mcp, flask_app)
+        browsers.append(b)
+        sid_b, b = open_tab(mcp, fastapi_app)
+        browsers.append(b)
+        assert act(mcp, sid_a, "Save", dict(WRITE, urlContains="/api/save"))["verified"] == "yes"
+        assert act(mcp, sid_b, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))["verified"] == "no"
+        assert act(mcp, sid_a, "Post form", dict(WRITE, urlContains="/form"))["verified"] == "yes"
+        assert act(mcp, sid_b, "Post form", dict(WRITE, urlContains="/form"))["verified"] == "yes"
+        for sid, app in ((sid_a, flask_app), (sid_b, fastapi_app)):
+            events = mcp.ok("reticle_observe", {"since": 0, "filters": ["server"], "max_events": 2000,
+                                                 "sessionId": sid})["events"]
+            hosts = {e["data"]["host"] for e in events}
+            assert hosts == {app.url.split("//")[1]}, (sid, hosts)
+        paths_a = {e["data"]["path"] for e in mcp.ok("reticle_observe", {
+            "since": 0, "filters": ["server"], "sessionId": sid_a})["events"]}
+        assert "/api/noop" not in paths_a
+    finally:
+        for b in browsers:
+            b.close()
+        flask_app.close()
+        fastapi_app.close()
+
+
+# -- the middleware with no daemon, and the daemon's route ------------------------------------------
+
+def plain_wsgi_app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+
+
+def environ(**headers):
+    env = {"REQUEST_METHOD": "POST", "PATH_INFO": "/api/save", "HTTP_HOST": "127.0.0.1:1"}
+    env.update({"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()})
+    return env
+
+
+def test_the_app_runs_normally_with_no_daemon(tmp_path, monkeypatch):
+    monkeypatch.setenv("RETICLE_PORT", str(free_port()))  # nothing listens there
+    monkeypatch.setenv("RETICLE_TOKEN", "t" * 48)
+    app = reticle.wsgi(plain_wsgi_app)
+    statuses = []
+    # an unmarked request is never queued and starts nothing
+    assert b"".join(app(environ(), lambda s, h: statuses.append(s))) == b"ok"
+    assert app.reticle_reporter.queue.qsize() == 0 and app.reticle_reporter._thread is None
+    # marked ones are answered at once; their records are dropped and counted, never raised
+    for n in range(3):
+        assert b"".join(app(environ(**{"X-Reticle-Mark": "%032x.d.n%d" % (1, n)}),
+                            lambda s, h: statuses.append(s))) == b"ok"
+    assert statuses == ["200 OK"] * 4
+    wait_until(lambda: app.reticle_reporter.dropped_total >= 3, 10, what="the records to be dropped")
+    assert "did not answer" in app.reticle_reporter.last_error
+
+
+def test_a_real_app_with_no_daemon_serves_and_writes(tmp_path):
+    app = App("django", tmp_path, daemon=None)
+    try:
+        for mark in ("", "%032x.d.n1" % 7):
+            req = urllib.request.Request(app.url + "/api/save", data=b"{}", method="POST",
+                                         headers={"X-Reticle-Mark": mark} if mark else {})
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                assert resp.status == 200
+        assert app.rows() == 2
+    finally:
+        app.close()
+    assert "Traceback" not in app.log()
+
+
+def post_records(daemon, body, token=None):
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    req = urllib.request.Request(daemon.url + "/server-records", data=json.dumps(body).encode(), method="POST",
+                                 headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_records_from_a_process_that_cannot_authenticate_are_refused(daemon):
+    rec = {"mark": "%032x" % 1, "method": "POST", "path": "/x", "status": 200}
+    status, body = post_records(daemon, {"records": [rec]})
+    assert status == 403 and "pairing token" in body["detail"], body
+    status, body = post_records(daemon, {"records": [rec]}, token="not-the-token")
+    assert status == 403, body
+    status, body = post_records(daemon, {"records": "nope"}, token=daemon.token())
+    assert status == 400 and "records" in body["detail"], body
+    status, body = post_records(daemon, {"records": [rec, {"mark": "bad"}]}, token=daemon.token())
+    assert status == 200 and body == {"stitched": 0, "unmatched": 1, "invalid": 1}, body
+    assert daemon.status()["running"] is True
+
+
+# -- the grammar and the pure judge, from tables ----------------------------------------------------
+
+@pytest.mark.parametrize("raw, fragment", [
+    ({"kind": "server", "writes": {"tables": "x"}}, "unknown field writes.tables"),
+    ({"kind": "server", "writes": {"op": "upsert"}}, "writes/op"),
+    ({"kind": "server", "writes": {"count": 1, "min": 1}}, "count or min"),
+    ({"kind": "server", "exception": "yes"}, "exception"),
+    ({"kind": "server", "rows": 1}, "unknown field rows"),
+])
+def test_server_predicate_errors_name_its_fields(raw, fragment):
+    with pytest.raises(reticle.PredicateError) as err:
+        reticle.parse_predicate(raw)
+    assert fragment in err.value.error and "writes" in err.value.error and "committed" in err.value.error
+
+
+def test_the_predicates_resource_documents_the_server_kind():
+    doc = reticle._predicate_grammar_doc()["kinds"]["server"]
+    assert set(doc["schema"]["properties"]) >= {"method", "urlContains", "status", "exception", "logged", "writes",
+                                                "committed", "count"}
+    reticle.parse_predicate(doc["example"])
+    assert "server{" in reticle._PREDICATE_DIGEST
+
+
+def record(**kw):
+    base = {"method": "POST", "path": "/api/save", "status": 200, "view": "save", "exception": None,
+            "logged": [], "writes": []}
+    base.update(kw)
+    return base
+
+
+INSERT = {"op": "insert", "table": "profile", "rows": 1, "committed": True}
+ROLLED = dict(INSERT, committed=False)
+NOOP_UPDATE = {"op": "update", "table": "profile", "rows": 0, "committed": True}
+
+
+@pytest.mark.parametrize("rec, pred, matches", [
+    (record(writes=[INSERT]), {"writes": {"table": "profile"}}, True),
+    (record(writes=[INSERT]), {"writes": {"table": "PROFILE", "op": "insert", "count": 1}}, True),
+    (record(writes=[INSERT]), {"writes": {"op": "update"}}, False),
+    (record(writes=[ROLLED]), {"writes": {"table": "profile"}}, False),             # rolled back: no write
+    (record(writes=[ROLLED]), {"writes": {"table": "profile"}, "committed": False}, True),
+    (record(writes=[NOOP_UPDATE]), {"writes": {"table": "profile"}}, False),        # 0 rows: no write
+    (record(writes=[dict(INSERT, rows=None)]), {"writes": {"count": 1}}, True),    # no row count: counts 1
+    (record(writes=[INSERT, INSERT]), {"writes": {"min": 2}}, True),
+    (record(writes=[INSERT]), {"committed": True}, True),
+    (record(writes=[ROLLED]), {"committed": True}, False),
+    (record(), {"exception": False, "logged": False}, True),
+    (record(exception={"type": "ValueError"}), {"exception": False}, False),
+    (record(logged=[{"logger": "x"}]), {"logged": True}, True),
+    (record(), {"method": "get"}, False),
+    (record(), {"method": "post", "urlContains": "/api/", "status": 200}, True),
+])
+def test_the_server_judge_from_a_table(rec, pred, matches):
+    p = reticle.parse_predicate(dict(pred, kind="server"))
+    assert reticle._server_matches(rec, p) is matches
+
+
+def window(*records):
+    return [{"t": float(i), "type": "server.request", "data": r} for i, r in enumerate(records)]
+
+
+def test_server_contradictions_from_a_table():
+    boom = record(status=200, exception={"type": "ValueError", "message": "m", "frames": ["views.py:42 save"]})
+    logged = record(logged=[{"logger": "app", "level": "ERROR", "message": "oops"}])
+    text = {"kind": "text", "contains": "Saved"}
+    assert [c["kind"] for c in reticle._server_contradictions(window(boom, logged), text)] == [
+        "server-exception", "server-logged-error"]
+    assert "views.py:42 save" in reticle._server_contradictions(window(boom), text)[0]["counter"]
+    assert reticle._server_contradictions(window(record(writes=[INSERT])), text) == []
+    asks = reticle.parse_predicate({"kind": "server", "exception": True})
+    assert reticle._server_contradictions(window(boom), asks) == []
+    negated = reticle.parse_predicate({"kind": "not", "predicate": asks})
+    assert len(reticle._server_contradictions(window(boom), negated)) == 1
+    assert reticle._server_summary(window(record(writes=[INSERT]))) == [
+        "POST /api/save → 200, view save, 1 write (insert profile ×1), no exception"]
+    assert reticle._server_summary([]) is None
+
+
+@pytest.mark.parametrize("sql, op, table", [
+    ('INSERT INTO "profile" ("name") VALUES (%s)', "insert", "profile"),
+    ("insert or replace into profile values (1)", "insert", "profile"),
+    ("UPDATE `shop`.`profile` SET name = ?", "update", "shop.profile"),
+    ("/* hint */ DELETE FROM profile WHERE id = 1", "delete", "profile"),
+    ("SELECT * FROM profile", None, None),
+    ("SAVEPOINT s1", None, None),
+])
+def test_statements_are_named_by_kind_and_table(sql, op, table):
+    w = reticle._sql_write(sql)
+    assert (w and w["op"], w and w["table"]) == (op, table)
+
+
+def test_the_app_frames_skip_installed_packages_and_name_file_and_line():
+    try:
+        json.loads("{")  # raises inside the standard library
+    except ValueError as exc:
+        frames = reticle._exception_record(exc)["frames"]
+    assert frames and frames[0].startswith("test_server.py:") or frames[0].startswith("tests/test_server.py:")
+    assert all("json" not in f.split(":")[0] for f in frames), frames
+
+
+@pytest.mark.parametrize("params", [False, True])
+def test_parameter_values_are_recorded_only_when_asked_and_secret_names_are_redacted(tmp_path, params):
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///%s" % (tmp_path / "p.sqlite3")))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE account (name TEXT, password TEXT)")
+    rec = reticle._begin_record("%032x" % 3, "POST", "/signup", "127.0.0.1:1", "header", params)
+    token = reticle._current_request().set(rec)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.text("INSERT INTO account VALUES (:name, :password)"),
+                         {"name": "ada", "password": "hunter2"})
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("DELETE FROM account"))
+            conn.rollback()
+    finally:
+        reticle._current_request().reset(token)
+    out = reticle._finish_record(rec)
+    assert [(w["op"], w["table"], w["rows"], w["committed"]) for w in out["writes"]] == [
+        ("insert", "account", 1, True), ("delete", "account", 1, False)]
+    assert "hunter2" not in json.dumps(out) and "_params" not in out
+    if params:
+        assert "'ada'" in out["writes"][0]["params"], out["writes"][0]
+    else:
+        assert "params" not in out["writes"][0] and "'ada'" not in json.dumps(out)
+
+
+@pytest.mark.parametrize("pred, contradicted", [
+    ({"kind": "text", "contains": "Saved"}, True),
+    ({"kind": "net", "urlContains": "/api/boom", "status": 500}, False),   # the failure it asks for
+    ({"kind": "net", "urlContains": "/api/boom", "ok": False}, False),
+    ({"kind": "net", "urlContains": "/api/other", "status": 500}, True),
+    ({"kind": "server", "status": 500}, False),
+    ({"kind": "server", "exception": True}, False),
+    ({"kind": "not", "predicate": {"kind": "net", "status": 500}}, True),
+])
+def test_a_server_failure_the_predicate_asks_for_is_no_contradiction(pred, contradicted):
+    boom = record(path="/api/boom", status=500, exception={"type": "ValueError", "message": "m", "frames": []})
+    found = reticle._server_contradictions(window(boom), reticle.parse_predicate(pred))
+    assert bool(found) is contradicted, found
+
+
+def test_a_background_request_that_logs_is_not_the_acts_failure():
+    logged = dict(record(path="/api/poll", logged=[{"logger": "app", "level": "ERROR", "message": "x"}]),
+                  documentId="d1", requestId="n7")
+    events = [{"t": 0.0, "type": "net.pending", "doc": "d1",
+               "data": {"requestId": "n7", "method": "POST", "url": "http://127.0.0.1:1/api/poll"}},
+              {"t": 1.0, "type": "server.request", "data": logged}]
+    text = {"kind": "text", "contains": "Saved"}
+    assert len(reticle._server_contradictions(events, text)) == 1
+    known = reticle._Known([], {}, None, "http://127.0.0.1:1", ("POST http://127.0.0.1:1/api/poll",))
+    assert reticle._server_contradictions(events, text, known) == []
+
+
+# -- the bridge's side in-process: the mark, forged events, the cookie's host ---------------------
+
+import tornado.httpclient  # noqa: E402
+import tornado.websocket  # noqa: E402
+from tornado.testing import AsyncHTTPTestCase, gen_test  # noqa: E402
+
+
+class MarkTest(AsyncHTTPTestCase):
+    TOKEN = "k" * 48
+
+    def setUp(self):
+        import tempfile
+        self.state = tempfile.TemporaryDirectory(prefix="reticle-server-")
+        self.sockets = []
+        super().setUp()
+
+    def tearDown(self):
+        for s in self.sockets:
+            s.close()
+        super().tearDown()
+        self.state.cleanup()
+
+    def get_app(self):
+        self.hub = reticle.Hub(state_dir=self.state.name, port=0, token=self.TOKEN)
+        return reticle.make_app(self.hub)
+
+    async def tab(self, sid, mark=True):
+        req = tornado.httpclient.HTTPRequest("ws://127.0.0.1:%d/reticle" % self.get_http_port(),
+                                             headers={"Origin": "http://localhost:5173"})
+        conn = await tornado.websocket.websocket_connect(req)
+        self.sockets.append(conn)
+        hello = {"kind": "hello", "protocolVersion": 1, "sessionId": sid, "url": "http://localhost:5173/",
+                 "title": "t", "adapters": []}
+        if mark:
+            hello["serverMark"] = True
+        await conn.write_message(json.dumps(hello))
+        return conn
+
+    async def post(self, records):
+        resp = await self.http_client.fetch(self.get_url("/server-records"), method="POST", raise_error=False,
+                                            body=json.dumps({"records": records}),
+                                            headers={"Authorization": "Bearer " + self.TOKEN})
+        return resp.code, json.loads(resp.body)
+
+    @gen_test
+    async def test_each_tab_gets_its_own_mark_and_only_its_records(self):
+        a, b = await self.tab("s-a"), await self.tab("s-b")
+        mark_a = json.loads(await a.read_message())
+        mark_b = json.loads(await b.read_message())
+        assert mark_a["kind"] == "mark" and mark_a["header"] == "X-Reticle-Mark"
+        assert mark_a["mark"] != mark_b["mark"] and len(mark_a["mark"]) == 32
+        rec = {"method": "POST", "path": "/api/save", "status": 200, "host": "localhost:5173", "via": "header"}
+        code, body = await self.post([dict(rec, mark=mark_a["mark"] + ".doc1.n3"),
+                                      dict(rec, mark=mark_b["mark"], path="/b"),
+                                      dict(rec, mark="%032x" % 9)])
+        assert (code, body) == (200, {"stitched": 2, "unmatched": 1, "invalid": 0})
+        sa, sb = self.hub.bridge.get("s-a"), self.hub.bridge.get("s-b")
+        got_a = reticle._server_records(sa.window(0))
+        assert [(r["path"], r["documentId"], r["requestId"]) for r in got_a] == [("/api/save", "doc1", "n3")]
+        assert [r["path"] for r in reticle._server_records(sb.window(0))] == ["/b"]
+
+    @gen_test
+    async def test_a_cookie_mark_counts_only_from_the_tabs_own_origin(self):
+        a = await self.tab("s-c")
+        mark = json.loads(await a.read_message())["mark"]
+        rec = {"method": "GET", "path": "/done", "status": 200, "via": "cookie", "mark": mark}
+        code, body = await self.post([dict(rec, host="127.0.0.1:9999"), dict(rec, host="LOCALHOST:5173")])
+        assert body == {"stitched": 1, "unmatched": 1, "invalid": 0}, body
+
+    @gen_test
+    async def test_a_page_cannot_write_server_records_through_its_socket(self):
+        a = await self.tab("s-d", mark=False)
+        await a.write_message(json.dumps({"kind": "event", "event": {
+            "type": "server.request", "data": {"method": "POST", "path": "/api/save", "status": 200,
+                                               "writes": [{"op": "insert", "table": "t", "committed": True}]}}}))
+        await a.write_message(json.dumps({"kind": "event", "event": {"type": "signal", "data": {"name": "x"}}}))
+        for _ in range(100):
+            s = self.hub.bridge.get("s-d")
+            if s is not None and s.window(0, prefix="signal"):
+                break
+            await asyncio.sleep(0.01)
+        assert reticle._server_records(s.window(0)) == [] and s.server_seen == 0
+        assert s.store.blind_spot_counts().get("forged-server-event") == 1
+        # and an SDK that does not ask for a mark is sent none
+        a2 = await self.tab("s-e", mark=False)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(a2.read_message(), 0.3)
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("login failed: password=hunter2", "hunter2"),
+    ("UPDATE users SET password = 'hunter2' WHERE id = 1", "hunter2"),
+    ("charge failed for key sk_live_abcdefghijklmnopqrstu", "sk_live_abcdefghijklmnopqrstu"),
+    ('upstream said {"api_key": "k-123456"}', "k-123456"),
+    ("Authorization: Bearer abcdefghijklmnopq", "abcdefghijklmnopq"),
+])
+def test_what_the_server_says_is_redacted_as_bodies_are(text, secret):
+    assert secret not in reticle._scrub_server(text)
+    try:
+        raise ValueError(text)
+    except ValueError as exc:
+        assert secret not in json.dumps(reticle._exception_record(exc))
+    assert secret not in json.dumps(reticle._sql_write("INSERT INTO log (line) VALUES ('%s')" % text) or {})
+
+
+def test_plain_words_are_not_redacted():
+    assert reticle._scrub_server("bypass=1 token_count=5 profile store unavailable") == \
+        "bypass=1 token_count=5 profile store unavailable"
+    assert reticle._scrub_server("csrftoken=abc") == "csrftoken=[redacted]"
