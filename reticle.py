@@ -9341,6 +9341,11 @@ class _DaemonLink:
             if stale:
                 return await self._spawn_and_wait()
         try:
+            if owned:  # a daemon another proxy started may have come up since this one's first probe
+                probe = await _probe_port(self.port, timeout=0.5)
+                if probe["state"] == "daemon":
+                    self.scheme = probe.get("scheme", "http")
+                    return
             if owned:
                 log_path = self.state.file("daemon-%d.log" % self.port)
                 fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -400,8 +400,8 @@ def test_a_sigkilled_daemons_browsers_are_reaped_by_the_next_start(tmp_path, app
         client.close()
         d.stop()  # already gone: this only closes its log
     time.sleep(0.3)
-    for profile in profiles:
-        assert device_processes(profile), "a killed daemon's browser outlives it: the reaper has work to do"
+    # a browser that writes to the dead daemon's stderr pipe may end on its own; one left is the reaper's work
+    assert any(device_processes(p) for p in profiles), "a killed daemon's browsers outlive it: work for the reaper"
     again = _harness.Daemon(tmp_path / "state", port=d.port)
     try:
         for profile in profiles:
