@@ -80,7 +80,6 @@ import collections
 import contextvars
 import datetime
 import errno
-import gc
 import hmac
 import html
 import ipaddress
@@ -9245,7 +9244,6 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     hub.state.write(record_name, _dumps(record).encode())
     _emit(_log, logging.INFO, "reticle_daemon_ready", port=hub.port, pid=os.getpid(), host=host,
           url=hub.public_origin(), version=__version__)
-    _release_startup_memory()
     if ready is not None:
         ready(hub)
     try:
@@ -9266,24 +9264,6 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             pass
         _emit(_log, logging.INFO, "reticle_daemon_stopped", port=hub.port)
     return 0
-
-
-def _release_startup_memory() -> None:
-    """Give back to the system what starting cost and no longer holds.  Compiling this file (run as
-    `python reticle.py`, which keeps no bytecode cache) peaks some 30 MB above what the module then
-    keeps, and glibc's malloc holds on to the freed heap; malloc_trim returns it.  Elsewhere (no
-    glibc) this only collects garbage."""
-    gc.collect()
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes  # stdlib, imported here only: the daemon's start is its one user
-        libc = ctypes.CDLL(None)
-        trim = getattr(libc, "malloc_trim", None)
-        if trim is not None:
-            trim(0)
-    except (OSError, AttributeError):  # musl and other libcs without it: nothing to trim
-        pass
 
 
 def _self_command() -> List[str]:
