@@ -8774,7 +8774,9 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
                 "404": "session not found", "503": "MCP server not ready"})}),
     (r"/mcp", _StreamableHandler, {}, "/mcp",
      {"post": ("mcpPost", "Send MCP JSON-RPC messages (one or a batch)",
-               {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
+               {"200": "response(s); Mcp-Session-Id on initialize; for a tools/call with _meta.progressToken "
+                       "from a client that accepts text/event-stream, an SSE stream: its progress "
+                       "notifications, then its response", "204": "notifications only",
                 "404": "MCP_SESSION_UNKNOWN"}),
       "get": ("mcpGet", "Server-to-client stream of SSE comments",
               {"200": "text/event-stream", "400": "missing Mcp-Session-Id", "404": "MCP_SESSION_UNKNOWN"}),
@@ -8786,7 +8788,8 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
                {"200": "{stitched, unmatched, invalid}", "400": "not {records: [...]}"})}),
     (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
-               {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
+               {"200": "response(s); Mcp-Session-Id on initialize; an SSE stream for a tools/call with "
+                       "_meta.progressToken, as POST /mcp", "204": "notifications only",
                 "404": "MCP_SESSION_UNKNOWN"}),
       "get": ("mcpRootGet", "Alias of GET /mcp",
               {"200": "text/event-stream", "400": "missing Mcp-Session-Id", "404": "MCP_SESSION_UNKNOWN"})}),
