@@ -193,6 +193,14 @@ THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
 # Hardening limits (SECURITY.md lists them all, with the tests that pin them).
 MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
+FRAME_BYTES_PER_TAB_S = 1 << 20            # frame bytes one tab may have parsed per second; beyond, dropped unread
+FRAME_BYTES_ALL_TABS_S = 4 << 20           # the same for all tabs together
+SESSIONLESS_SCALE = 5.0                    # all clients without a session share 5 x RETICLE_RATE_LIMIT
+SESSIONLESS_TARPIT_S = 0.25                # ... and a 429 of that shared bucket is answered this late
+BULK_BODY_AFTER = 64 << 10                 # body bytes a request may send before they count as bulk
+BULK_BODY_BYTES_S = 4 << 20                # bulk body bytes read per second, all clients together
+MAX_SSE_STREAMS = 64                       # held-open event streams (GET /mcp/sse and GET /mcp) at once
+MAX_HTTP_CONNECTIONS = 1024                # open client connections; more are closed at once (fewer if fds are few)
 MAX_BATCH_REPLY_BYTES = 8 * 1024 * 1024    # a batch's replies together; the rest are -32600 beyond it
 MAX_JSON_DEPTH = 64                        # nesting of an MCP message; deeper is a -32700 parse error
 HEADER_TIMEOUT_S = 10.0                    # request headers (and an idle keep-alive) must arrive in this
@@ -233,11 +241,42 @@ def _setup_logging(level: int = logging.INFO) -> None:
     """Send reticle's and tornado's logs to stderr as JSON lines (CLI only)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JsonFormatter())
-    for name, lvl in (("reticle", level), ("tornado", logging.WARNING)):
+    handler.addFilter(_RepeatFilter())
+    for name, lvl in (("reticle", level), ("tornado", logging.WARNING), ("asyncio", logging.WARNING)):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(lvl)
         logger.propagate = False
+
+
+class _RepeatFilter(logging.Filter):
+    """At most 5 lines a minute of one repeated warning or error from outside reticle (an accept
+    loop failing with `Too many open files` would otherwise write it thousands of times a second);
+    the next line after a pause says how many were left out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: Dict[str, List[float]] = {}  # message -> [window start, lines in it, left out]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "reticle" or record.name.startswith("reticle.") or record.levelno < logging.WARNING:
+            return True
+        key = "%s:%s" % (record.name, str(record.msg)[:200])
+        now = time.monotonic()
+        seen = self._seen.get(key)
+        if seen is None or now - seen[0] > 60.0:
+            if len(self._seen) > 1000:
+                self._seen.clear()
+            left_out = seen[2] if seen else 0
+            self._seen[key] = [now, 1, 0]
+            if left_out:
+                record.msg = "%s (and %d more like it in the last minute, left out)" % (record.msg, left_out)
+            return True
+        seen[1] += 1
+        if seen[1] > 5:
+            seen[2] += 1
+            return False
+        return True
 
 
 ###############################################################################
@@ -367,6 +406,8 @@ def _loads(data: Any, strict: bool = True) -> Any:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_parse_float)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply (at most %d levels)" % MAX_JSON_DEPTH)
+    if strict and isinstance(value, list) and len(value) > MAX_BATCH:
+        return value  # refused whole (-32600) before any of it is read: checking it would only cost time
     if strict:
         raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
         deep = raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
@@ -375,6 +416,16 @@ def _loads(data: Any, strict: bool = True) -> Any:
             if problem:
                 raise ValueError(problem)
     return value
+
+
+def _batch_over_limit(raw: bytes) -> str:
+    """Without parsing: '' unless `raw` is a JSON array naming "jsonrpc" more than 4 x MAX_BATCH
+    times, which no batch of MAX_BATCH messages does unless its strings are full of the word;
+    then how many it names."""
+    if not raw[:64].lstrip().startswith(b"["):
+        return ""
+    n = raw.count(b'"jsonrpc"')
+    return "%d messages name jsonrpc" % n if n > 4 * MAX_BATCH else ""
 
 
 def _json_problem(value: Any) -> Optional[str]:
@@ -1240,20 +1291,23 @@ class _EventStore:
     def __len__(self) -> int:
         return len(self._churn) + len(self._kept)
 
-    def add_batch(self, events: List[dict], size: int) -> None:
-        """Store a frame's events (each `size` bytes), then apply the caps once: the frame path's add."""
+    def add_batch(self, items: List[Tuple[dict, int]]) -> None:
+        """Store a frame's (event, size) pairs; the caller applies the caps once after: the frame path's add."""
         seq = self.seq
         churn_append, kept_append = self._churn.append, self._kept.append
         memo = _CHURN_TYPES
-        for event in events:
+        total = 0
+        for item in items:
+            event = item[0]
             seq += 1
             event["seq"] = seq
+            total += item[1]
             churn = memo.get(event["type"])
             if churn is None:
                 churn = _churn_memo(event["type"])
-            (churn_append if churn else kept_append)((event, size))
+            (churn_append if churn else kept_append)(item)
         self.total += seq - self.seq
-        self.bytes += size * (seq - self.seq)
+        self.bytes += total
         self.seq = seq
 
     def add(self, event: dict, size: int, trim: bool = True) -> None:
@@ -1368,6 +1422,28 @@ class _EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
+def _event_bytes(data: Any) -> int:
+    """About what an event's data takes in memory once parsed (its strings, plus some 100 bytes a
+    value): a frame's bytes shared evenly would count a 900 KB body in a frame of 200 events as
+    4.5 KB, and the per-tab byte cap would not hold.  A walk of at most 400 values."""
+    total, stack, seen = 512, [data], 0
+    while stack and seen < 400:
+        v = stack.pop()
+        seen += 1
+        if isinstance(v, str):
+            total += len(v) + 64
+        elif isinstance(v, dict):
+            total += 100 + 40 * len(v)
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            total += 60 + 8 * len(v)
+            stack.extend(v)
+        else:
+            total += 32
+    return total
+
+
 class _Known:
     """What a session knows beside its window, for the verdict rules: the
     requests still open, the blind-spot counts and what the buffer lost
@@ -1426,8 +1502,13 @@ class _BrowserSession:
         self._window_count = 0
         self._window_high = 0
         self._window_sampled = 0
+        self._frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
+        self.paused_ms = 0.0           # how long the bridge stopped reading this tab (frame_pause)
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
+        self.held: List[Tuple[float, dict, int]] = []  # (deadline, event, size): reports the browser must confirm
+        self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
+        self._held_timer: Any = None
         self.document_id = str(hello.get("documentId") or "")[:64]
         self.arriving: Optional[Tuple[str, float]] = None  # (documentId, until): a hello whose events are still on the way
         self.server_mark = secrets.token_hex(16)  # what the SDK marks this tab's requests with (Server truth)
@@ -1479,7 +1560,23 @@ class _BrowserSession:
         if self.throttled():
             out["session"] = {"lastSeenMs": self.last_seen_ms(), "throttled": True, "focused": self.focused}
             out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+        since = out.get("since")
+        seen = [d for t, d in self.dialogs if isinstance(since, (int, float)) and t >= since]
+        if seen:
+            out["dialogs"] = seen
+            said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
+                                                          d["handled"]) for d in seen[:3])
+            out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
+                ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
+                else "")
         return out
+
+    def note_dialog(self, record: dict) -> None:
+        """A dialog the device answered: kept for the answers (splice_health) and as an event."""
+        now = self.bridge.clock()
+        self.dialogs.append((now, record))
+        self.store.add({"t": now, "type": "dialog", "data": dict(record)}, 256)
+        self._wake()
 
     def splice_buffer(self, out: dict, since: float) -> dict:
         loss = self.store.loss_since(since)
@@ -1611,7 +1708,7 @@ class _BrowserSession:
             self._window_high = 0
             self._window_sampled = 0
         dropped = 0
-        kept: List[dict] = []
+        kept: List[Tuple[dict, int]] = []
         keep = kept.append
         high_set = _HIGH_VALUE_SET
         n_high, n_other = self._window_high, self._window_count
@@ -1658,16 +1755,101 @@ class _BrowserSession:
                     doc = event["doc"] = value[:64]
                     if self.arriving is not None and doc == self.arriving[0]:
                         self.arriving = None
+            if self._must_confirm(event):
+                self._hold(event, size)
+                continue
             self._observe(event)
-            keep(event)
+            keep((event, max(size, _event_bytes(data))))
         self._window_high, self._window_count = n_high, n_other
-        self.store.add_batch(kept, size)
+        self.store.add_batch(kept)
         self.store.trim(now)
         if dropped:
             self._window_sampled += dropped
             self.store.note_sampled(dropped, now)
         if self._changed is not None and not self._changed.done():
             self._changed.set_result(None)
+
+    def frame_pause(self, size: int) -> float:
+        """After a frame of events: 0.0, or the seconds until this tab may send again, once it has
+        sent FRAME_BYTES_PER_TAB_S this second (or all tabs together FRAME_BYTES_ALL_TABS_S).  The
+        bridge then stops reading its socket that long: a tab that floods is slowed by its own
+        socket (its SDK's queue fills and says so), and other tabs and clients keep their share."""
+        now = self.bridge.clock()
+        mine, shared = self._frame_window, self.bridge.frame_window
+        for window in (mine, shared):
+            if now - window[0] >= 1000.0:
+                window[0], window[1] = now, 0
+            window[1] += size
+        over = [w for w, cap in ((mine, FRAME_BYTES_PER_TAB_S), (shared, FRAME_BYTES_ALL_TABS_S)) if w[1] > cap]
+        if not over:
+            return 0.0
+        self.paused_ms += 1000.0 - (now - max(w[0] for w in over))
+        return max(0.0, (1000.0 - (now - max(w[0] for w in over))) / 1000.0)
+
+    # -- a device's page reports, checked against the browser's own record -----------------
+    def _must_confirm(self, event: dict) -> bool:
+        """In a device, a request the page reports (fetch, XHR, beacon) counts only once the
+        browser's network record shows it: a page script can forge an event into its SDK's
+        socket, but not make the browser have made the request."""
+        if not isinstance(self.device, _Device) or event["type"] != "net.request" or \
+                event["data"].get("initiator") == "document":
+            return False
+        if not _net_key_url(event["data"].get("url")).startswith("http"):
+            return False
+        return not self.device.made_request(event["data"]) or bool(self.held)  # keep the page's order
+
+    def _hold(self, event: dict, size: int) -> None:
+        if len(self.held) >= 2000:
+            self._refuse_held(self.held.pop(0))
+        self.held.append((time.monotonic() + NET_CONFIRM_S, event, size))
+        if self._held_timer is None:
+            self._held_timer = tornado.ioloop.IOLoop.current().call_later(NET_CONFIRM_S, self._held_due)
+
+    def _held_due(self) -> None:
+        self._held_timer = None
+        self.admit_held(confirmed_only=False)
+        if self.held:
+            self._held_timer = tornado.ioloop.IOLoop.current().call_later(
+                max(0.01, self.held[0][0] - time.monotonic()), self._held_due)
+
+    def admit_held(self, confirmed_only: bool) -> None:
+        """Let held reports through in the page's order: each the browser confirms now becomes
+        a net.request; one past its deadline that it never confirmed is refused (_refuse_held).
+        A report still waiting stops the ones after it."""
+        now = time.monotonic()
+        while self.held:
+            deadline, event, size = self.held[0]
+            if isinstance(self.device, _Device) and self.device.made_request(event["data"]):
+                self.held.pop(0)
+                event["t"] = self.bridge.clock()
+                self._observe(event)
+                self.store.add(event, size)
+            elif not confirmed_only and now >= deadline:
+                self._refuse_held(self.held.pop(0))
+            else:
+                break
+        self._wake()
+
+    def _refuse_held(self, item: Tuple[float, dict, int]) -> None:
+        """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
+        counted as the blind spot `request-not-made`, which the verdict names under integrity."""
+        _, event, size = item
+        data = event["data"]
+        event["type"] = "net.unmade"
+        event["t"] = self.bridge.clock()
+        self.store.add(event, size)
+        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(data.get("url")), data.get("status"))
+        self.store.add({"t": self.bridge.clock(), "type": "blind-spot", "data": {
+            "reason": "request-not-made", "count": 1,
+            "detail": "the page reported %s, which the browser never made" % _short(label, 200)}}, 64)
+        self.store.note_blind_spot("request-not-made", 1, label)
+        _emit(_bridge_log, logging.WARNING, "request_not_made", sessionId=self.id, request=_short(label, 200))
+
+    def _wake(self) -> None:
+        """Wake whoever waits for this tab's next event (wait_change)."""
+        changed = self._changed
+        if changed is not None and not changed.done():
+            changed.set_result(None)
 
     def _observe(self, event: dict) -> None:
         etype = event["type"]
@@ -1732,6 +1914,7 @@ class _BrowserSession:
         if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
             args = dict(args, input="cdp")
             device.acting += 1
+            device.dialog_policy = _dialog_policy(args)
         handler.send_json({"kind": "command", "id": cid, "sessionId": self.id, "name": name, "args": args})
         try:
             reply = await asyncio.wait_for(fut, timeout)
@@ -1745,6 +1928,8 @@ class _BrowserSession:
             self.pending.pop(cid, None)
             if device is not None:
                 device.acting -= 1
+                if not device.acting:
+                    device.dialog_policy = None
         if not reply.get("ok"):
             error = str(reply.get("error") or "the page refused the command")[:4096]
             code = reply.get("code") if reply.get("code") in _PAGE_ERROR_CODES else "page_refused"
@@ -1826,9 +2011,11 @@ class _Bridge:
         self.clock = hub.clock
         self.sessions: Dict[str, _BrowserSession] = {}
         self.pending_handshakes = 0
+        self.pending: "collections.OrderedDict[Any, None]" = collections.OrderedDict()  # sockets before hello
         self.refusals: collections.deque = collections.deque(maxlen=5)
         self.ever_connected = 0
         self.events_per_second = EVENTS_PER_SECOND_DEFAULT
+        self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it], all tabs together
         # Tabs that went away recently, kept so that a reload (same id, new
         # socket) keeps its buffer and cursors instead of starting blind.
         self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
@@ -1924,6 +2111,9 @@ class _Bridge:
             while len(self.departed) > MAX_DEPARTED:  # oldest first: dicts keep insertion order
                 del self.departed[next(iter(self.departed))]
         _emit(_bridge_log, logging.INFO, "session_disconnected", sessionId=session.id)
+        # the buffer of a tab that does not come back is freed when its keep ends, not at the next connect
+        keep = DEPARTED_KEEP_MS
+        tornado.ioloop.IOLoop.current().call_later(keep / 1000.0 + 0.05, lambda: self._reap_departed(keep))
 
     def _reap_departed(self, keep_ms: float = DEPARTED_KEEP_MS) -> None:
         now = self.clock()
@@ -1968,6 +2158,21 @@ class _Bridge:
                 s.handler.close(1001, "reticle daemon stopping")
 
 
+def _dialog_policy(cmd: dict) -> Optional[dict]:
+    """How an act's dialogs are answered: {"accept", "promptText"} from its args' `dialog`
+    ("accept" | "dismiss"), or None (dismiss)."""
+    raw = cmd.get("steps")
+    steps: List[Any] = raw if isinstance(raw, list) else [cmd]
+    for step in steps:
+        act_args: Dict[str, Any] = {}
+        if isinstance(step, dict) and isinstance(step.get("args"), dict):
+            act_args = step["args"]
+        choice = act_args.get("dialog")
+        if choice in ("accept", "dismiss"):
+            return {"accept": choice == "accept", "promptText": str(act_args.get("promptText", ""))}
+    return None
+
+
 def _act_command(args: dict) -> dict:
     if not args.get("ref") and not args.get("target"):
         raise ToolError("%s needs a `ref` (from snapshot/query) or a `target` such as "
@@ -2010,12 +2215,73 @@ _device_log = logging.getLogger("reticle.devices")
 DEVICE_BUDGET_DEFAULT = (5, 600.0)         # starts per session key per window (RETICLE_DEVICE_BUDGET)
 MAX_DEVICES_DEFAULT = 4                    # alive at once (RETICLE_MAX_DEVICES)
 DEVICE_IDLE_S = 600.0                      # a device closes when its session key is idle this long
+DEVICE_EVICT_IDLE_S = 120                  # ... or, when all are taken and another client needs one, this long
+DEVICE_BUDGET_ALL_SCALE = 4                # all session keys together: 4 x RETICLE_DEVICE_BUDGET
 DEVICE_START_TIMEOUT_S = 20.0              # browser launch until its DevTools endpoint answers
 DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's hello
 DEVICE_VIEWPORT = (1280, 800)
 SPARE_DEVICES_DEFAULT = 1                  # spare browsers kept started once a device was asked for
 CDP_MAX_MESSAGE_BYTES = 256 << 20          # full-page screenshots arrive as one base64 frame
 SCREENSHOT_INLINE_MAX_WIDTH = 1280
+SCREENSHOT_MAX_HEIGHT = 16384              # a full-page capture stops here: a taller PNG overruns CDP's read buffer
+SCREENSHOT_INLINE_MAX_HEIGHT = 4096        # the inline JPEG shows at most this many pixels of height
+RELAY_WORLD = "reticle-relay"              # the isolated world that alone holds a device's bridge tickets
+RELAY_BINDING = "__reticleRelayTicket"     # the CDP binding, installed in that world only, that asks for one
+TICKET_UNUSED_S = 30.0                     # a ticket no socket used within this long is void
+TICKETS_PER_DOCUMENT = 8                   # unused tickets one document may hold at once
+NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
+NET_RECORD_MAX = 4000                      # requests of the browser's own record (CDP Network) kept per device
+
+# The device's bridge relay.  It runs in an isolated world of each top-level document, where no
+# page script can reach it: it asks the daemon for a one-use ticket over a CDP binding that only
+# this world can call, opens the bridge socket with it, and hands the SDK (in the page's world) a
+# MessagePort that carries frames to and from that socket.  The ticket never enters the page's
+# world, so a page script cannot read it, replay it or open a socket of its own with it.
+_RELAY_JS = r"""(function () {
+  if (window.top !== window || !/^https?:$/.test(location.protocol)) return;
+  var BASE = %(base)s, NONCE = %(nonce)s, ask = globalThis[%(binding)s];
+  if (typeof ask !== 'function') return;
+  var channel = new MessageChannel(), port = channel.port1, socks = {}, waiting = [];
+  function post(m) { try { port.postMessage(m); } catch (e) { /* the page went away */ } }
+  function watch(id, ws) {
+    if (ws.bufferedAmount > 0) setTimeout(function () { watch(id, ws); }, 25);
+    post({op: 'buffered', id: id, n: ws.bufferedAmount});
+  }
+  globalThis.__reticleRelayOpen = function (ticket) {
+    var id = waiting.shift(), ws;
+    if (id == null) return;
+    try { ws = new WebSocket(BASE + encodeURIComponent(ticket)); } catch (e) {
+      post({op: 'close', id: id, code: 1006, reason: ''});
+      return;
+    }
+    socks[id] = ws;
+    ws.onopen = function () { post({op: 'open', id: id}); };
+    ws.onmessage = function (m) { post({op: 'message', id: id, data: m.data}); };
+    ws.onclose = function (e) { delete socks[id]; post({op: 'close', id: id, code: e.code, reason: e.reason}); };
+  };
+  port.onmessage = function (e) {
+    var m = e.data || {}, ws = socks[m.id];
+    if (m.op === 'open' && typeof m.id === 'number' && waiting.length < 8) {
+      var id = m.id;
+      waiting.push(id);
+      ask(String(id));
+      setTimeout(function () {  // no ticket came (the daemon went away): the SDK retries as after a failure
+        var at = waiting.indexOf(id);
+        if (at >= 0) {
+          waiting.splice(at, 1);
+          post({op: 'close', id: id, code: 1006, reason: ''});
+        }
+      }, 5000);
+    } else if (m.op === 'send' && ws && ws.readyState === 1) {
+      ws.send(String(m.data));
+      if (ws.bufferedAmount > 0) watch(m.id, ws);
+    } else if (m.op === 'close' && ws) {
+      try { ws.close(m.code === 1000 ? 1000 : undefined); } catch (x) { ws.close(); }
+    }
+  };
+  window.postMessage({reticleRelay: NONCE}, '*', [channel.port2]);
+})();
+"""
 
 _BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "microsoft-edge")
 _BROWSER_PATHS = {
@@ -2034,6 +2300,22 @@ _BROWSER_FLAGS = ("--disable-gpu", "--disable-dev-shm-usage", "--disable-backgro
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                   "--disable-default-apps", "--no-default-browser-check", "--mute-audio",
                   "--password-store=basic", "--use-mock-keychain", "--remote-debugging-port=0")
+
+
+def _net_key_url(url: Any) -> str:
+    """A request's URL as both records can say it: scheme, host and path, no query or fragment
+    (the SDK redacts secrets in the query)."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+        port = parts.port
+    except ValueError:
+        return ""
+    if not parts.hostname:
+        return ""
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = parts.hostname.lower() if ":" not in parts.hostname else "[%s]" % parts.hostname.lower()
+    return "%s://%s%s%s" % (parts.scheme.lower(), host, "" if port in (None, default) else ":%d" % port,
+                            parts.path or "/")
 
 
 def _browser_install_hint() -> str:
@@ -2221,15 +2503,23 @@ class _Device:
     """One browser the daemon started: its process, temporary profile, CDP
     connection, the page it drives and the capability its SDK carries.
 
-    The capability is 32 random bytes minted per device.  Only this device's
-    injected SDK knows it; the bridge accepts it from this device's session
-    id alone, and it dies with the device.  It is never the pairing token."""
+    Its bridge socket opens with a ticket: 32 random bytes minted for one
+    document's relay (the isolated world of _RELAY_JS) when that relay asks
+    over its CDP binding, good for one socket, void once another document of
+    the device asks (a navigation rotates it), and gone with the device.  No
+    page script sees one; the bridge accepts it from this device's session id
+    alone, and it is never the pairing token."""
 
     def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
         self.manager = manager
         self.id = "d" + secrets.token_hex(4)
         self.session_id = "device-" + self.id
-        self.capability = secrets.token_urlsafe(32)
+        self.relay_nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
+        self.tickets: Dict[str, dict] = {}            # ticket -> {"context", "page", "minted", "used"}
+        # the browser's own record of the requests its page made (CDP Network): (METHOD, url, status)
+        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
+        self.net_seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)
+        self._net_methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
         self.owner = owner
         self.headed = headed
         self.viewport = viewport
@@ -2256,14 +2546,62 @@ class _Device:
                 "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
                 "startedAt": _wall_iso(self.started_at)}
 
-    def injected_source(self) -> str:
-        """The SDK with this device's config, run in top-level http(s) documents only."""
+    def _bridge_base(self) -> str:
         hub = self.manager.hub
-        bridge = "%s://127.0.0.1:%d/reticle?device=%s" % ("wss" if hub.scheme == "https" else "ws", hub.port,
-                                                           self.capability)
+        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+
+    def relay_source(self) -> str:
+        """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
+        return _RELAY_JS % {"base": _dumps(self._bridge_base() + "?device="), "nonce": _dumps(self.relay_nonce),
+                            "binding": _dumps(RELAY_BINDING)}
+
+    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+        """A one-use bridge ticket for the document whose relay runs in `context`.
+
+        A ticket asked for by another document voids every unused one of the documents before
+        it: the device's bridge credential rotates with each navigation."""
+        now = time.monotonic()
+        for t, info in list(self.tickets.items()):
+            stale = info["context"] != context or info["page"] != page or now - info["minted"] > TICKET_UNUSED_S
+            if info["used"] or stale:
+                del self.tickets[t]
+        if len(self.tickets) >= TICKETS_PER_DOCUMENT:
+            del self.tickets[min(self.tickets, key=lambda t: self.tickets[t]["minted"])]
+        ticket = secrets.token_urlsafe(32)
+        self.tickets[ticket] = {"context": context, "page": page, "minted": now, "used": False}
+        return ticket
+
+    def redeem(self, ticket: str) -> str:
+        """'ok' (and the ticket is spent), 'used' (a socket already opened with it) or 'void'."""
+        for t, info in list(self.tickets.items()):
+            if hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")):
+                if info["used"]:
+                    return "used"
+                if time.monotonic() - info["minted"] > TICKET_UNUSED_S:
+                    del self.tickets[t]
+                    return "void"
+                info["used"] = True
+                return "ok"
+        return "void"
+
+    def holds_ticket(self, ticket: str) -> bool:
+        return any(hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")) for t in self.tickets)
+
+    async def _answer_relay(self, context: Any, page: Optional[str]) -> None:
+        ticket = self.mint_ticket(context, page)
+        try:
+            await self.cdp.call("Runtime.evaluate", {
+                "expression": "globalThis.__reticleRelayOpen(%s)" % _dumps(ticket), "contextId": context}, page)
+        except _CdpError as exc:  # the document went away before its ticket arrived
+            self.tickets.pop(ticket, None)
+            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.id, why=str(exc))
+
+    def injected_source(self) -> str:
+        """The SDK with this device's config, run in top-level http(s) documents only.  It carries
+        no credential: its bridge socket is the relay's (relay_source)."""
         config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": bridge,
-                  "sessionId": self.session_id}
+                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self._bridge_base(),
+                  "relay": self.relay_nonce, "sessionId": self.session_id}
         sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
                .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
         return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
@@ -2342,7 +2680,14 @@ class _Device:
     async def _prepare_page(self) -> None:
         width, height = self.viewport
         await asyncio.gather(
+            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
+                          self.page),
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument",
+                          {"source": self.relay_source(), "worldName": RELAY_WORLD}, self.page),
+            self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
+            # the browser's own record of the page's requests, against which the page's reports are checked
+            self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
             self.cdp.call("Emulation.setDeviceMetricsOverride",
                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
             self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
@@ -2407,12 +2752,87 @@ class _Device:
             self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
 
     def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
-        if session == self.page and method == "Page.frameNavigated":
+        if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
+            # only the relay's isolated world has this binding: the page's own scripts cannot call it
+            self.manager.hub.spawn(self._answer_relay(params.get("executionContextId"), session))
+        elif session == self.page and method.startswith("Network."):
+            self._on_network(method, params)
+        elif session == self.page and method == "Page.javascriptDialogOpening":
+            self.manager.hub.spawn(self._answer_dialog(params))
+        elif session == self.page and method == "Page.frameNavigated":
             frame = params.get("frame") or {}
             if not frame.get("parentId"):
                 self.url = str(frame.get("url", ""))[:4096]
         elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
             self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
+
+    async def _answer_dialog(self, params: dict) -> None:
+        """An alert, confirm, prompt or beforeunload blocks the page (and every command) until it
+        is answered: answer it at once.  Dismissed, unless the act that raised it asked for
+        `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
+        (the agent asked to leave).  The tab's answers name it (splice_health)."""
+        kind = str(params.get("type") or "alert")
+        policy = self.dialog_policy
+        if policy is not None:
+            accept = bool(policy.get("accept"))
+        else:
+            accept = kind == "beforeunload" and self.loading is not None and self.loading.locked()
+        answer: Dict[str, Any] = {"accept": accept}
+        if accept and kind == "prompt":
+            answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
+        record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
+                  "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
+        _emit(_device_log, logging.INFO, "device_dialog", deviceId=self.id, dialogType=kind, handled=record["handled"])
+        try:
+            await self.cdp.call("Page.handleJavaScriptDialog", answer, self.page, timeout=5.0)
+        except _CdpError as exc:
+            record["handled"] = "failed: %s" % _short(str(exc), 120)
+        session = self.manager.hub.bridge.sessions.get(self.session_id)
+        if session is not None:
+            session.note_dialog(record)
+
+    def _on_network(self, method: str, params: dict) -> None:
+        """Keep the browser's record of each request its page made, then let the tab's held
+        reports that it now confirms through."""
+        rid = str(params.get("requestId", ""))
+        if method == "Network.requestWillBeSent":
+            request = params.get("request") or {}
+            redirect = params.get("redirectResponse")
+            if isinstance(redirect, dict):
+                self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(redirect.get("url")),
+                                      redirect.get("status")))
+            self._net_methods[rid] = str(request.get("method") or "GET").upper()
+            while len(self._net_methods) > NET_RECORD_MAX:
+                self._net_methods.popitem(last=False)
+            return
+        if method == "Network.responseReceived":
+            response = params.get("response") or {}
+            self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(response.get("url")),
+                                  response.get("status")))
+        elif method == "Network.loadingFailed":
+            self.net_seen.append((self._net_methods.get(rid, "GET"), "", 0))
+        else:
+            return
+        session = self.manager.hub.bridge.sessions.get(self.session_id)
+        if session is not None and session.held:
+            session.admit_held(confirmed_only=True)
+
+    def made_request(self, data: dict) -> bool:
+        """Did this browser make the request its page reports (method, URL without query, status)?"""
+        method = str(data.get("method") or "GET").upper()
+        url = _net_key_url(data.get("url"))
+        status = data.get("status")
+        for seen_method, seen_url, seen_status in reversed(self.net_seen):
+            if seen_method != method:
+                continue
+            if seen_url == "" and not status:
+                return True  # a failed request reported as failed
+            if seen_url != url:
+                continue
+            if not isinstance(status, int) or status <= 0 or status == seen_status or (
+                    status == 200 and seen_status == 304):
+                return True
+        return False
 
     async def navigate(self, url: str) -> None:
         result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
@@ -2542,13 +2962,14 @@ class _DeviceManager:
         return int(m.group(1)), float(m.group(2))
 
     # -- lookups --------------------------------------------------------------
-    def for_capability(self, capability: Optional[str]) -> Optional[_Device]:
-        if not capability:
-            return None
+    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
+        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
+        if not ticket:
+            return None, "void"
         for device in self.devices.values():
-            if hmac.compare_digest(device.capability.encode(), capability.encode("utf-8", "replace")):
-                return device
-        return None
+            if device.holds_ticket(ticket):
+                return device, device.redeem(ticket)
+        return None, "void"
 
     def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
         for device in self.devices.values():
@@ -2631,18 +3052,48 @@ class _DeviceManager:
 
     # -- open and close -----------------------------------------------------------
     def _check_budget(self, key: str) -> None:
+        """The start budget of `key`, and of all keys together (DEVICE_BUDGET_ALL_SCALE x it): a
+        new session for every start is no way around it."""
         count, window = self.budget
         now = time.time()
-        starts = self.starts.setdefault(key, collections.deque())
-        while starts and starts[0] <= now - window:
-            starts.popleft()
-        if len(starts) >= count:
-            next_at = starts[0] + window
-            raise ToolError("device-start budget spent: %d starts per %g s for this session key "
-                            "(RETICLE_DEVICE_BUDGET); the next start is allowed at %s, in %d s."
-                            % (count, window, _wall_iso(next_at), max(1, int(next_at - now + 0.999))),
-                            "reuse the open device (reticle_open reuses the caller's own) or wait",
-                            nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
+        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
+            starts = self.starts.setdefault(who, collections.deque())
+            while starts and starts[0] <= now - window:
+                starts.popleft()
+            if len(starts) >= limit:
+                next_at = starts[0] + window
+                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
+                                "the next start is allowed at %s, in %d s."
+                                % (limit, window, "this session key" if who == key else "all clients together",
+                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
+                                   max(1, int(next_at - now + 0.999))),
+                                "reuse the open device (reticle_open reuses the caller's own) or wait",
+                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
+
+    async def _make_room(self) -> None:
+        """At the cap, close the device whose client has been silent longest, if that is more than
+        DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse.
+        A spare browser counts too, and gives its place up first."""
+        if len(self.devices) + len(self.spares) < self.max_devices:
+            return
+        if self.spares:
+            spare = self.spares[-1]
+            task = self.spare_tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                task.cancel()
+            await self.close(spare, "a device needed its place")
+            return
+        now = time.monotonic()
+        idle = [(now - self.last_used.get(d.owner, now), d) for d in self.devices.values() if d.ready]
+        idle.sort(key=lambda x: -x[0])
+        if idle and idle[0][0] > DEVICE_EVICT_IDLE_S:
+            silent, device = idle[0]
+            _emit(_device_log, logging.WARNING, "device_evicted", deviceId=device.id, silentS=round(silent))
+            await self.close(device, "its client was silent for %d s and another client needed a device" % silent)
+            return
+        raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open, and every "
+                        "one was used in the last %d s." % (self.max_devices, len(self.devices), DEVICE_EVICT_IDLE_S),
+                        "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES")
 
     async def open(self, key: str, url: str, headed: bool = False,
                    viewport: Optional[Tuple[int, int]] = None, fresh: bool = False) -> Tuple[_Device, bool]:
@@ -2659,16 +3110,13 @@ class _DeviceManager:
         if own is not None:
             await self.close(own, "replaced by a device with other settings")
         self.asked_at = time.monotonic()
-        spare_fits = bool(self.spares) and not headed
-        if len(self.devices) + len(self.spares) >= self.max_devices and not spare_fits:
-            # a device counts from the moment it starts, a spare from its launch
-            raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open%s."
-                            % (self.max_devices, len(self.devices),
-                               " and %d spare started" % len(self.spares) if self.spares else ""),
-                            "close one with reticle_close, or raise RETICLE_MAX_DEVICES")
+        spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
         self._check_budget(key)
+        if not spare_fits:
+            await self._make_room()  # a device counts from the moment it starts, a spare from its launch
         exe = _find_browser()
         self.starts[key].append(time.time())
+        self.starts["*"].append(time.time())
         device = (await self._take_spare()) if spare_fits else None
         spare = device is not None
         if device is None:
@@ -2748,6 +3196,11 @@ class _DeviceManager:
     async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
         """Load `url` in a running device (first in a new, empty browser context when `fresh`)
         and wait for its page to connect."""
+        if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
+            # every load of a device, not only reticle_open's: a flow's startUrl may say file:, data:,
+            # chrome: or view-source:, and a fresh replay must not open it
+            raise ToolError("a device opens http: and https: pages only, not %r" % url[:200],
+                            'use a full URL such as "http://localhost:5173/"', setup=True)
         if device.loading is None:
             device.loading = asyncio.Lock()
         async with device.loading:  # two loads at once would each close the tab the other made
@@ -5303,7 +5756,7 @@ _TARGET = {
 }
 _ACT_ARGS = {
     "type": "object",
-    "description": "{value|text|key,modifiers|toRef|name,content,type|confirmDangerous}",
+    "description": "{value|text|key,modifiers|toRef|name,content,type|confirmDangerous|dialog}",
     "properties": {
         "value": {"type": ["string", "array"], "items": {"type": "string"}},
         "text": {"type": "string"},
@@ -5315,6 +5768,7 @@ _ACT_ARGS = {
         "type": {"type": "string"},
         "holdMs": {"type": "integer", "minimum": 0, "maximum": 30000},
         "confirmDangerous": {"type": "boolean"},
+        "dialog": {"enum": ["accept", "dismiss"]}, "promptText": {"type": "string"},
     },
     "additionalProperties": False,
 }
@@ -5499,7 +5953,9 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
         out["why"] = hub.bridge.why()
         out["next_action"] = {
             "action": "open_app",
-            "reason": "no tab has loaded %s/reticle.js yet" % hub.public_origin(),
+            "reason": ("no tab is connected now (%d connected since the daemon started, all gone)"
+                       % hub.bridge.ever_connected if hub.bridge.ever_connected else
+                       "no tab has loaded %s/reticle.js yet" % hub.public_origin()),
             "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
             "or": {"tool": "reticle_open", "args": {"url": "<the app's URL>"},
                    "reason": "a browser of Reticle's own, with the SDK injected into the app"},
@@ -5924,6 +6380,18 @@ async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "
     return out
 
 
+# A secret a page prints as code: a framework's debugger page (Werkzeug's `SECRET = "..."`, a
+# Django settings dump), an inlined config.  Its value is redacted like a token's.
+_PAGE_SECRET_RE = re.compile(r"""(?i)\b((?:[A-Z0-9_]*_)?(?:secret(?:_key)?|password|passwd|api[_-]?key|"""
+                             r"""access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?token)\b"""
+                             r"""["']?\s*[:=]\s*)(["'])([^"'\n]{4,})\2""")
+
+
+def _redact_page_text(text: str) -> str:
+    """Page text (a console line, a stack) with secrets that look like code redacted, and tokens."""
+    return _redact(_PAGE_SECRET_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]" + m.group(2), text))
+
+
 async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     since, until = _window(session, args, 0.0)
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
@@ -5931,13 +6399,13 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     for e in events:
         d = e.get("data") or {}
         level = "error" if e["type"] == "error.uncaught" else e["type"].split(".", 1)[1]
-        item = {"level": level, "text": d.get("text") or d.get("message") or "", "t": e["t"]}
+        item = {"level": level, "text": _redact_page_text(str(d.get("text") or d.get("message") or "")), "t": e["t"]}
         if e["type"] == "error.uncaught":
             item["uncaught"] = True
             if d.get("kind"):
                 item["kind"] = d["kind"]
         if d.get("stack"):
-            item["stack"] = "\n".join(str(d["stack"]).splitlines()[:5])
+            item["stack"] = _redact_page_text("\n".join(str(d["stack"]).splitlines()[:5]))
         if d.get("source"):
             item["source"] = d["source"]
         logs.append(item)
@@ -5975,7 +6443,17 @@ def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
     return parse_predicate(raw, "until" if "until" in args else "predicate")
 
 
+def _unmade_issues(known: "_Known") -> List[str]:
+    """Integrity: requests the page reported that the device's browser never made (forged into
+    the SDK's socket by a page script); none of them can make a verdict."""
+    n = known.blind_spots.get("request-not-made")
+    return ["forged: the page reported %d request(s) the browser never made; they were not counted" % n] if n else []
+
+
 def _coverage(known: "_Known", out: dict) -> dict:
+    issues = _unmade_issues(known)
+    if issues:
+        out["honesty"] = dict(out.get("honesty") or {}, integrity={"clean": False, "issues": issues})
     if known.blind_spots:
         out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
         out["coverage_spots"] = [{"kind": k, "count": v} for k, v in known.blind_spots.items()]
@@ -6075,6 +6553,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
         issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
     if loss and loss.get("sampled"):
         issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
+    issues.extend(_unmade_issues(known))
     spots = known.blind_spots
     out.update({"since": since, "effect": obs.effect, "verdict": verdict,
                 "honesty": {"grade": _grade(p), "attribution": "window",
@@ -6136,6 +6615,9 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
                             "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     if start:
         flow["startUrl"] = start
+    if _origin_of(start):
+        steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
+                 for s in steps]
     flow["steps"] = steps
     if not any("until" in s or "assert" in s for s in steps):
         flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
@@ -6178,9 +6660,10 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
         flow = _read_flow(_project_dir(hub), args["name"])
     else:
         raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
-    _fill_secrets([s.get("args") for s in flow["steps"]])  # a missing secret is a setup error, before any act
+    given = args.get("secrets") or {}
+    _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
     if not args.get("faults"):
-        return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+        return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given)
     set_ids = []
     try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
         for i, spec in enumerate(args["faults"]):
@@ -6190,7 +6673,7 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
                                 "abort | delayMs, times?, ttlMs?}", setup=True)
             set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
         await hub.faults.sync(session.id)
-        out = await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")))
+        out = await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given)
         out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
                          if f.id in set_ids]
         return out
@@ -6379,9 +6862,10 @@ def _build_registry() -> _ToolRegistry:
                   _obj({}), _tool_flow_list, {}))
     add("reticle_flow_replay",
         "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
-        "`fresh`: a device with no cookies or storage.",
+        "`fresh`: no cookies or storage.",
         {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
          "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
          "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
                     "items": {"type": "object", "additionalProperties": False, "required": ["match"],
                               "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
@@ -6439,6 +6923,10 @@ async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: di
         live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
         raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
                                                             live), "pass the sessionId that reticle_open answered")
+    if device.owner != ctx.session_key:
+        raise ToolError("the device of session %s belongs to another client; only the client that opened it "
+                        "may close it (it closes by itself after %d s of that client's silence)"
+                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId")
     await hub.devices.close(device, "reticle_close")
     return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
 
@@ -6475,8 +6963,9 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
                        "height": box["height"]}
     elif args.get("fullPage"):
         size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
-        clip = area = {"x": 0, "y": 0, "width": size.get("width", area["width"]),
-                       "height": size.get("height", area["height"])}
+        clip = area = {"x": 0, "y": 0, "width": min(float(size.get("width", area["width"])), 4096.0),
+                       "height": min(float(size.get("height", area["height"])), float(SCREENSHOT_MAX_HEIGHT))}
+        cut = float(size.get("height", 0) or 0) > SCREENSHOT_MAX_HEIGHT
     png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
     width, height = _png_size(png)
     name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
@@ -6484,11 +6973,16 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
     await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
     out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
            "url": device.url}
+    if args.get("fullPage") and not args.get("ref") and cut:
+        out["truncated"] = {"pageHeight": round(float(size.get("height", 0))), "capturedHeight": SCREENSHOT_MAX_HEIGHT,
+                            "note": "the page is taller than %d px; the capture stops there" % SCREENSHOT_MAX_HEIGHT}
     link = {"type": "resource_link", "uri": _file_uri(path), "name": name, "mimeType": "image/png",
             "size": len(png), "description": "%dx%d screenshot of %s" % (width, height, device.url[:200])}
     if not args.get("inline"):
         return _WithContent(out, [link])
     scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
+    # a readable strip, not 32,000 px
+    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))
     jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
     jw, jh = _jpeg_size(jpeg)
     out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
@@ -6517,7 +7011,8 @@ JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest d
 FLOW_MAX_STEPS = 100
 REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_SECRET_REF = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
+_SECRET_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")   # every ${NAME}; only RETICLE_SECRET_* is read
+_SECRET_NAME = re.compile(r"^RETICLE_SECRET_[A-Z0-9_]{1,64}$")
 
 _FLOW_STEP = {
     "type": "object",
@@ -6526,6 +7021,7 @@ _FLOW_STEP = {
         "until": _PREDICATE, "assert": _PREDICATE,
         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
         "verified": {"enum": ["yes", "no", "unknown"]}, "secret": {"type": "string"},
+        "secretOrigin": {"type": "string", "maxLength": 4096},
         "expect": {"enum": ["yes", "no"]},
     },
     "additionalProperties": False,
@@ -6655,6 +7151,8 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
                     if key in act_args:
                         act_args[key] = "${%s}" % name
                 step["secret"] = name
+                if _origin_of(step["url"]):
+                    step["secretOrigin"] = _origin_of(step["url"])
             if act_args:
                 step["args"] = act_args
             if kind == "act_and_wait":
@@ -6677,7 +7175,7 @@ def _project_dir(hub: "Hub") -> str:
 
 
 def _flow_name(name: Any) -> str:
-    if not isinstance(name, str) or not _FLOW_NAME.match(name) or ".." in name:
+    if not isinstance(name, str) or not _FLOW_NAME.fullmatch(name) or ".." in name:
         raise ToolError("%r is not a flow name: use letters, digits, '-', '_' and '.' (at most 64, no path "
                         "separators, no '..')." % (str(name)[:80],), 'for example "checkout-guest"')
     return name
@@ -6688,10 +7186,19 @@ def _flows_dir(root: str) -> str:
 
 
 def _flow_path(root: str, name: str) -> str:
-    base = os.path.realpath(_flows_dir(root))
-    path = os.path.realpath(os.path.join(base, _flow_name(name) + ".json"))
-    if os.path.dirname(path) != base:
-        raise ToolError("the flow %r would be written outside %s" % (name, base), "choose another name")
+    """The file of flow `name`, refused when `.reticle`, `.reticle/flows` or the file itself is a
+    symbolic link, or the folder is not inside the project: a flow is read and written there only."""
+    name = _flow_name(name)
+    folder = _flows_dir(root)
+    for part in (os.path.dirname(folder), folder, os.path.join(folder, name + ".json")):
+        if os.path.islink(part):
+            raise ToolError("%s is a symbolic link; Reticle reads and writes flows only in the project's own "
+                            ".reticle/flows" % part, "replace the link with a folder (or file) of the project")
+    base = os.path.realpath(folder)
+    real_root = os.path.realpath(root)
+    path = os.path.join(base, name + ".json")
+    if os.path.commonpath([base, real_root]) != real_root or os.path.dirname(os.path.realpath(path)) != base:
+        raise ToolError("the flow %r would be written outside %s" % (name, real_root), "choose another name")
     return path
 
 
@@ -6709,11 +7216,27 @@ def _flow_problems(flow: Any) -> List[str]:
     return problems[:10]
 
 
+FLOW_MAX_BYTES = 1 << 20             # a flow file larger than this is refused unread
+
+
+def _load_flow_file(path: str) -> Any:
+    """A flow file's JSON: at most FLOW_MAX_BYTES, nested at most MAX_JSON_DEPTH levels, strict JSON;
+    ValueError otherwise (never a RecursionError, never minutes of parsing)."""
+    size = os.path.getsize(path)
+    if size > FLOW_MAX_BYTES:
+        raise ValueError("the file is %d bytes; a flow file is at most %d" % (size, FLOW_MAX_BYTES))
+    with open(path, "rb") as fh:
+        data = fh.read(FLOW_MAX_BYTES + 1)
+    try:
+        return _loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError("the file is not UTF-8 (%s)" % exc)
+
+
 def _read_flow(root: str, name: str) -> dict:
     path = _flow_path(root, name)
     try:
-        with open(path, encoding="utf-8") as fh:
-            flow = json.load(fh)
+        flow = _load_flow_file(path)
     except FileNotFoundError:
         have = [f["name"] for f in _list_flows(root)]
         raise ToolError("no flow %r in %s" % (name, _flows_dir(root)),
@@ -6735,17 +7258,18 @@ def _list_flows(root: str) -> List[dict]:
     except OSError:
         return out
     for fname in names:
-        if not fname.endswith(".json") or not _FLOW_NAME.match(fname[:-5]):
+        if not fname.endswith(".json") or not _FLOW_NAME.fullmatch(fname[:-5]):
             continue
         item: Dict[str, Any] = {"name": fname[:-5]}
         try:
-            with open(os.path.join(folder, fname), encoding="utf-8") as fh:
-                flow = json.load(fh)
+            if os.path.islink(os.path.join(folder, fname)):
+                raise ValueError("a symbolic link")
+            flow = _load_flow_file(os.path.join(folder, fname))
             item["steps"] = len(flow.get("steps", []))
             item["startUrl"] = flow.get("startUrl")
             item["savedAt"] = flow.get("savedAt")
-        except (OSError, ValueError, AttributeError):
-            item["problem"] = "not readable as JSON"
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            item["problem"] = "not readable as a flow: %s" % _short(str(exc), 160)
         out.append(item)
     return out
 
@@ -6798,23 +7322,105 @@ def _toothless_warnings(journey: List[dict]) -> List[str]:
     return out
 
 
-def _fill_secrets(value: Any) -> Any:
-    """Replace every ${VAR} in a step's args with the environment's value; a missing
-    variable is a setup error naming it."""
+def _secret_refs(value: Any) -> List[str]:
+    """The ${NAME} references in a step's args, in order (each once)."""
+    out: List[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            out.extend(m.group(1) for m in _SECRET_REF.finditer(item) if m.group(1) not in out)
+    return out
+
+
+def _fill_secrets(value: Any, given: Optional[Dict[str, str]] = None) -> Any:
+    """Replace every ${RETICLE_SECRET_*} in a step's args with its value: from `given` (the
+    values the replaying process read from its own environment), else this process's
+    environment.  Any other ${NAME} (${HOME}, ${GITHUB_TOKEN}) is a setup error: a flow from
+    someone else's repository must not be able to type this machine's environment into a page."""
     if isinstance(value, dict):
-        return {k: _fill_secrets(v) for k, v in value.items()}
+        return {k: _fill_secrets(v, given) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fill_secrets(v) for v in value]
+        return [_fill_secrets(v, given) for v in value]
     if isinstance(value, str):
         def sub(m: "re.Match[str]") -> str:
-            got = os.environ.get(m.group(1))
+            name = m.group(1)
+            if not _SECRET_NAME.fullmatch(name):
+                raise ToolError("the flow refers to ${%s}; a flow may read only RETICLE_SECRET_* variables "
+                                "(RETICLE_SECRET_ and A-Z 0-9 _), never %s" % (name, name),
+                                "rename the reference to ${RETICLE_SECRET_...} in the flow file, or type the "
+                                "literal text", setup=True, variable=name)
+            got = (given or {}).get(name)
+            if got is None:
+                got = os.environ.get(name)
             if got is None:
                 raise ToolError("the flow needs the environment variable %s (a secret it does not store)"
-                                % m.group(1), "set %s in the daemon's environment and replay" % m.group(1),
-                                setup=True, variable=m.group(1))
+                                % name, "set %s in the environment of the process that replays (the daemon "
+                                "for reticle_flow_replay, the shell for reticle verify) and replay" % name,
+                                setup=True, variable=name)
             return got
         return _SECRET_REF.sub(sub, value)
     return value
+
+
+def _origin_of(url: Any) -> str:
+    """scheme://host[:port] of a URL, lower-cased; '' for one that has none."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+    except ValueError:
+        return ""
+    if not parts.scheme or not parts.netloc:
+        return ""
+    return "%s://%s" % (parts.scheme.lower(), parts.netloc.lower())
+
+
+def _secret_origin(step: dict, flow: dict, start: Optional[str]) -> str:
+    """The one origin a step's secret may be typed into: the origin the flow recorded it on
+    (secretOrigin, else the flow's startUrl); a replay from another origin (`url`) moves the
+    flow's start origin to it, and only that one."""
+    recorded = _origin_of(step.get("secretOrigin") or flow.get("startUrl"))
+    saved_start, replay_start = _origin_of(flow.get("startUrl")), _origin_of(start)
+    if replay_start and (not recorded or recorded == saved_start):
+        return replay_start
+    return recorded
+
+
+def _check_secret_origin(session: "_BrowserSession", step: dict, names: List[str], allowed: str) -> None:
+    """Refuse (a setup error) to type a secret into a page of any origin but `allowed`.  In a
+    device the page's URL is the browser's own record (CDP), not what the page says."""
+    device = session.device
+    here = _origin_of(device.url if device is not None and device.url else session.url)
+    if not allowed or here != allowed:
+        raise ToolError("the flow would type %s into %s, but types a secret only into the origin it was "
+                        "recorded on (%s); nothing was typed" % (", ".join(names), here or "a page with no origin",
+                                                                  allowed or "none recorded"),
+                        "check the flow's steps and startUrl: a step before this one left the app's origin",
+                        setup=True, origin=here, allowed=allowed)
+
+
+def _remask_journey(hub: "Hub", session_id: str, step: dict, values: Dict[str, str]) -> None:
+    """After a replayed act typed secrets, the journey log holds them in plain text: put their
+    ${NAME} back, so the next reticle_flow_save stores the reference, never the value."""
+    if not values:
+        return
+    for entry in hub.journeys.since(session_id, -1e18)[-4:]:
+        act_args = entry.get("args")
+        if not isinstance(act_args, dict):
+            continue
+        masked = {}
+        for key, v in act_args.items():
+            for name, secret in values.items():
+                if isinstance(v, str) and secret and secret in v:
+                    v = v.replace(secret, "${%s}" % name)
+                    entry["secret"] = name
+            masked[key] = v
+        entry["args"] = masked
+        if entry.get("secret") and step.get("secretOrigin"):
+            entry["secretOrigin"] = step["secretOrigin"]
 
 
 def _start_url(flow: dict, url: Optional[str]) -> Optional[str]:
@@ -6883,25 +7489,37 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
         await session.wait_change(0.05)
 
 
-async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext") -> dict:
+async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
+                       secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
     """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
-    `no` with the page's nearest candidates, and nothing is acted on."""
+    `no` with the page's nearest candidates, and nothing is acted on.  A step that types a
+    secret does so only on the page origin `allowed` (else a setup error, nothing typed)."""
     if "assert" in step:
         args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
         if session.id:
             args["sessionId"] = session.id
         res = await _tool_assert(hub, session, args, ctx)
         return dict(res)
-    args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {})}
+    names = _secret_refs(step.get("args") or {})
+    args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}
+    typed = {n: _fill_secrets("${%s}" % n, secrets_in) for n in names}
     if step.get("target"):
         args["target"] = step["target"]
         await _await_target(session, step["target"], REPLAY_WAIT_MS)
+    if names:
+        _check_secret_origin(session, step, names, allowed)
     try:
         if "until" in step:
             args["until"] = step["until"]
             args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
-            return dict(await _tool_act_and_wait(hub, session, args, ctx))
-        res = await _tool_act(hub, session, args, ctx)
+            try:
+                return dict(await _tool_act_and_wait(hub, session, args, ctx))
+            finally:
+                _remask_journey(hub, session.id, step, typed)
+        try:
+            res = await _tool_act(hub, session, args, ctx)
+        finally:
+            _remask_journey(hub, session.id, step, typed)
     except _TabGone:
         raise
     except ToolError as exc:
@@ -6965,7 +7583,7 @@ def _step_evidence(res: dict) -> Any:
 
 
 async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str],
-                  ctx: "_CallContext", fresh: bool = False) -> dict:
+                  ctx: "_CallContext", fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None) -> dict:
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
     context when `fresh`), then every step in order.  The first step that is not `yes` stops
     the flow; the ones after it are `skipped`."""
@@ -6999,7 +7617,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
         t0 = time.monotonic()
         _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
         cursor = session.now()
-        res = await _replay_step(hub, session, step, ctx)
+        res = await _replay_step(hub, session, step, ctx, secrets_in, _secret_origin(step, flow, start))
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
                "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
@@ -7043,7 +7661,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
 # A result: {name, verified: yes|no|unknown|error, ms, steps: [{index, step, verified, verifiedReason,
 # because, predicate?, evidence?, ms?}], because, failedStep?, error?, screenshot? (base64 PNG)}.
 
-_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")  # not XML 1.0 characters
 
 
 def _xml(value: Any) -> str:
@@ -7905,7 +8523,8 @@ class _Guard:
         return None
 
     def token_attempt(self, peer: str, presented: Optional[str]) -> bool:
-        """token_ok, with wrong guesses limited per peer address (AUTH_FAIL_RATE).
+        """token_ok, with wrong guesses limited per `peer` (_guess_key: the address, and the page of a
+        browser) (AUTH_FAIL_RATE).
 
         Raises a 429 refusal while the peer is over its budget of wrong
         guesses, whatever it presents, so the token cannot be brute-forced."""
@@ -7947,6 +8566,12 @@ class _Guard:
                 continue
             if not _is_loopback_host(_origin_host(value)):
                 return "the %s header %r is not a loopback page" % (name, value)
+        site = (request.headers.get("Sec-Fetch-Site") or "").strip().lower()
+        if site in ("cross-site", "same-site") and request.headers.get("Origin") is None and \
+                request.headers.get("Referer") is None:
+            # a browser says where a request comes from even when the page withholds Origin and
+            # Referer (referrerpolicy="no-referrer"): a page of another site, unnamed, is not a loopback page
+            return "a %s browser request with no Origin and no Referer is not from a known loopback page" % site
         return None
 
     def check_http(self, request: Any, allowed_origins: Tuple[str, ...] = ()) -> None:
@@ -7954,7 +8579,7 @@ class _Guard:
         if problem is None:
             return
         presented = self.presented_token(request)
-        if self.token_attempt(request.remote_ip or "", presented):
+        if self.token_attempt(_guess_key(request), presented):
             return
         detail = "%s; requests that are not from a loopback client with loopback Host and Origin " \
                  "need the pairing token (Authorization: Bearer <token> or ?token=)" % problem
@@ -7970,6 +8595,21 @@ class _Guard:
         return _is_loopback_host(_origin_host(origin))
 
 
+def _guess_key(request: Any) -> str:
+    """Whose wrong token guesses a request counts as: its peer address and, for a browser, the page
+    that sent it (its Origin, else what Sec-Fetch-Site says).  Every local browser is 127.0.0.1:
+    a hostile page's wrong guesses must lock out that page, not the right token of everyone else."""
+    peer = request.remote_ip or ""
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        return "%s|page %s" % (peer, _short(origin, 200))
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        referer = request.headers.get("Referer")
+        return "%s|browser %s %s" % (peer, _short(site, 20), _origin_of(referer) if referer else "")
+    return "%s|client" % peer
+
+
 class _RateLimiter:
     """Token bucket per session key."""
 
@@ -7978,23 +8618,25 @@ class _RateLimiter:
         self.burst = burst
         self._buckets: Dict[str, List[float]] = {}
 
-    def check(self, key: str, cost: float = 1.0) -> Optional[float]:
+    def check(self, key: str, cost: float = 1.0, scale: float = 1.0) -> Optional[float]:
         """None when `cost` requests are allowed now (and counted), else the
-        seconds until they would be (and nothing is counted)."""
+        seconds until they would be (and nothing is counted).  `scale` multiplies
+        the rate and the burst (a bucket shared by many clients)."""
         now = time.monotonic()
+        rate, burst = self.rate * scale, self.burst * scale
         bucket = self._buckets.get(key)
         if bucket is None:
             if len(self._buckets) > 10000:
                 self._buckets.clear()
-            bucket = self._buckets[key] = [self.burst, now]
-        tokens = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
+            bucket = self._buckets[key] = [burst, now]
+        tokens = min(burst, bucket[0] + (now - bucket[1]) * rate)
         bucket[1] = now
-        need = min(cost, self.burst)  # a cost above the burst runs into debt rather than never
+        need = min(cost, burst)  # a cost above the burst runs into debt rather than never
         if tokens >= need:
             bucket[0] = tokens - cost
             return None
         bucket[0] = tokens
-        return (need - tokens) / self.rate
+        return (need - tokens) / rate
 
     def peek(self, key: str) -> Optional[float]:
         """None when one request would be allowed now, else the wait; counts nothing."""
@@ -8062,6 +8704,21 @@ class _BaseHandler(tornado.web.RequestHandler):
         return _HttpRefusal(405, "method not allowed", "%s %s is not served; this route allows %s"
                             % (self.request.method, self.request.path, allow), {"Allow": allow})
 
+    def media_type_refusal(self) -> Optional[_HttpRefusal]:
+        """A 415 for a POST/PUT/PATCH whose body is not declared application/json.  A page may send
+        text/plain, a form or a typeless Blob to any origin without a CORS preflight; it can send
+        application/json only after one, which this daemon never grants."""
+        if self.request.method not in ("POST", "PUT", "PATCH"):
+            return None
+        headers = self.request.headers
+        if headers.get("Content-Length", "0").strip() == "0" and "Transfer-Encoding" not in headers:
+            return None  # no body at all: nothing a page could smuggle
+        declared = self.request.headers.get("Content-Type", "")
+        if declared.split(";", 1)[0].strip().lower() == "application/json":
+            return None
+        return _HttpRefusal(415, "unsupported media type", "%s %s needs Content-Type: application/json (got %s)"
+                            % (self.request.method, self.request.path, _short(declared, 80) if declared else "none"))
+
     def set_default_headers(self) -> None:
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -8081,6 +8738,11 @@ class _BaseHandler(tornado.web.RequestHandler):
         sse = self.get_query_argument("sessionId", None)
         if sse and sse in self.hub.sse_streams:
             return "sse:" + sse
+        # Without a session, each connection is a client of its own: every local client has the
+        # same peer address, and one flooding it must not lock out `reticle status` or a new client.
+        address = getattr(getattr(self.request.connection, "context", None), "address", None)
+        if isinstance(address, tuple) and len(address) >= 2:
+            return "conn:%s:%s" % (address[0], address[1])
         return "addr:%s" % self.request.remote_ip
 
     async def prepare(self) -> None:
@@ -8090,7 +8752,7 @@ class _BaseHandler(tornado.web.RequestHandler):
         try:
             self.hub.guard.check_http(self.request, self.hub.allowed_origins if self.allow_listed_origins else ())
             self.charge(1)
-            refusal = self.method_refusal()
+            refusal = self.method_refusal() or self.media_type_refusal()
             if refusal is not None:
                 raise refusal
             length = self.request.headers.get("Content-Length")
@@ -8101,6 +8763,8 @@ class _BaseHandler(tornado.web.RequestHandler):
                     raise _HttpRefusal(413, "payload too large", "the body is %s bytes; at most %d are accepted"
                                        % (length, MAX_BODY_BYTES))
         except _HttpRefusal as refusal:
+            if getattr(self, "_tarpit", False):
+                await asyncio.sleep(SESSIONLESS_TARPIT_S)  # a flood of new connections waits its turn
             self.refuse(refusal, close=True)
             return
         if self.request.method in ("POST", "PUT", "PATCH"):
@@ -8108,7 +8772,14 @@ class _BaseHandler(tornado.web.RequestHandler):
 
     def charge(self, cost: int) -> None:
         """Count `cost` requests against this session key; a 429 refusal when over."""
-        wait = self.hub.limiter.check(self.session_key(), cost)
+        key = self.session_key()
+        wait = self.hub.limiter.check(key, cost)
+        if wait is None and key.startswith("conn:"):
+            # every client without a session also shares SESSIONLESS_SCALE x the rate: new
+            # connections are not a way around the limit
+            wait = self.hub.limiter.check("sessionless", cost, SESSIONLESS_SCALE)
+            if wait is not None:
+                self._tarpit = True
         if wait is not None:
             raise _HttpRefusal(429, "rate limited",
                                "more than %g requests/s (burst %g) for this session; a batch counts each of "
@@ -8116,15 +8787,26 @@ class _BaseHandler(tornado.web.RequestHandler):
                                                                       wait),
                                {"Retry-After": str(max(1, int(wait + 0.999)))})
 
-    def data_received(self, chunk: bytes) -> None:
+    def data_received(self, chunk: bytes) -> Optional[Awaitable[None]]:
         if self._finished:
-            return
+            return None
         self._size += len(chunk)
         if self._size > MAX_BODY_BYTES:
             self.refuse(_HttpRefusal(413, "payload too large", "the body is over %d bytes" % MAX_BODY_BYTES),
                         close=True)
-            return
+            return None
         self._chunks.append(chunk)
+        if self._size > BULK_BODY_AFTER:
+            # Bulk bodies (a 4 MiB batch) share BULK_BODY_BYTES_S: past it, this connection is not
+            # read until the second ends, so that a flood of big bodies (a new session for each)
+            # cannot take the event loop from the small requests of every other client.
+            window, now = self.hub.bulk_window, time.monotonic()
+            if now - window[0] >= 1.0:
+                window[0], window[1] = now, 0
+            window[1] += min(len(chunk), self._size - BULK_BODY_AFTER)
+            if window[1] > BULK_BODY_BYTES_S:
+                return asyncio.sleep(max(0.0, 1.0 - (now - window[0])))
+        return None
 
     def _body_too_slow(self) -> None:
         self._body_timer = None
@@ -8246,7 +8928,7 @@ class _StopHandler(_BaseHandler):
     def post(self) -> None:
         guard = self.hub.guard
         try:
-            ok = guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request))
+            ok = guard.token_attempt(_guess_key(self.request), guard.presented_token(self.request))
         except _HttpRefusal as refusal:
             self.refuse(refusal)
             return
@@ -8281,6 +8963,16 @@ class _ServerRecordsHandler(_BaseHandler):
 
 class _SseMixin:
     """Server-Sent Events on a held-open GET."""
+
+    def streams_full(self) -> bool:
+        """Refuse (503, Retry-After) a stream beyond MAX_SSE_STREAMS: each one holds a descriptor."""
+        held = len(self.hub.sse_streams) + len(self.hub.get_streams)  # type: ignore[attr-defined]
+        if held < MAX_SSE_STREAMS:
+            return False
+        refusal = _HttpRefusal(503, "too many streams", "%d event streams are open, the most this daemon "
+                               "holds; close one or retry later" % held, {"Retry-After": "5"})
+        self.refuse(refusal)  # type: ignore[attr-defined]
+        return True
 
     def sse_open(self) -> None:
         self.set_header("Content-Type", "text/event-stream")
@@ -8334,6 +9026,8 @@ class _SseHandler(_SseMixin, _BaseHandler):
             self.refuse(_HttpRefusal(503, "MCP server not ready",
                                      "the daemon is up but not serving MCP yet (or is stopping); retry"))
             return
+        if self.streams_full():
+            return
         self.sse_open()
         self.sse_id = str(uuid.uuid4())
         self.ctx = _CallContext("sse", "sse:" + self.sse_id, notify=self.deliver)
@@ -8345,6 +9039,9 @@ class _SseHandler(_SseMixin, _BaseHandler):
                 await self.sse_hold()
         finally:
             self.hub.sse_streams.pop(self.sse_id, None)
+            own = self.hub.devices.owned_by(self.ctx.session_key)
+            if own is not None:  # an SSE client that hung up is gone for good: so is its device
+                self.hub.spawn(self.hub.devices.close(own, "its MCP client's stream closed"))
             for task in list(self.calls):
                 task.cancel()
             if self.calls:
@@ -8429,8 +9126,21 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         ok, sid = self._session(required=False)
         if not ok:
             return
+        body = self.body()
+        many = _batch_over_limit(body)
+        if many:
+            # refused before it is parsed: parsing 4 MiB of messages that will not run would hold
+            # the event loop, and every other client, for a third of a second
+            try:
+                self.charge(MAX_BATCH)
+            except _HttpRefusal as refusal:
+                self.refuse(refusal)
+                return
+            self.send_json(_rpc_error(None, -32600, "Invalid Request: a batch holds at most %d messages; this one "
+                                                    "holds more (%s), so none ran" % (MAX_BATCH, many)))
+            return
         try:
-            payload = _loads(self.body())
+            payload = _loads(body)
         except ValueError as exc:
             self.send_json(_rpc_error(None, -32700, "Parse error: %s" % exc))
             return
@@ -8472,7 +9182,7 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
 
     async def get(self) -> None:
         ok, sid = self._session(required=True)
-        if not ok:
+        if not ok or self.streams_full():
             return
         self.sse_open()
         self.hub.get_streams.add(self)
@@ -8553,18 +9263,28 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         origin = self.request.headers.get("Origin")
         capability = self.get_query_argument("device", None)
         if capability is not None:
-            # A device's injected SDK: its capability stands in for the loopback/origin check
+            # A device's relay: its one-use ticket stands in for the loopback/origin check
             # (the page may be a staging host), and binds the socket to that device's session.
-            device = self.hub.devices.for_capability(capability)
-            if device is None or not _is_loopback_host(self.request.remote_ip):
+            device, state = self.hub.devices.for_ticket(capability) if _is_loopback_host(
+                self.request.remote_ip) else (None, "void")
+            if state == "used" and device is not None:
+                _emit(_bridge_log, logging.WARNING, "device_second_socket", deviceId=device.id,
+                      sessionId=device.session_id, origin=str(origin)[:200], peer=self.request.remote_ip)
+                self._refuse(403, "this device ticket already opened the device's bridge socket; a second socket "
+                             "for a live device session is refused")
+                return
+            if device is None or state != "ok":
+                _emit(_bridge_log, logging.WARNING, "device_ticket_refused", origin=str(origin)[:200],
+                      peer=self.request.remote_ip)
                 try:  # a wrong capability counts as a wrong guess of a secret
-                    guard.token_attempt(self.request.remote_ip or "", capability)
+                    guard.token_attempt(_guess_key(self.request), capability)
                 except _HttpRefusal as refusal:
                     self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
                     return
-                self._refuse(403, "the device capability is not one this daemon issued, or its device has closed"
-                             if device is None else "a device capability is accepted from this machine only, "
-                             "not from %s" % self.request.remote_ip)
+                self._refuse(403, "the device ticket is not one this daemon issued, has expired or was rotated by "
+                             "a navigation, or its device has closed" if _is_loopback_host(self.request.remote_ip)
+                             else "a device ticket is accepted from this machine only, not from %s"
+                             % self.request.remote_ip)
                 return
             self.device = device
         elif origin is not None and not guard.ws_origin_allowed(origin):
@@ -8572,7 +9292,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
                               "listed in RETICLE_ALLOWED_ORIGINS" % origin)
             return
         try:
-            token_ok = self.device is not None or guard.token_attempt(self.request.remote_ip or "",
+            token_ok = self.device is not None or guard.token_attempt(_guess_key(self.request),
                                                                       guard.presented_token(self.request))
         except _HttpRefusal as refusal:
             self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
@@ -8612,10 +9332,19 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
     def open(self) -> None:
         bridge = self.hub.bridge
         if bridge.pending_handshakes >= MAX_PENDING_HANDSHAKES:
-            bridge.note_refusal("too many pending handshakes (%d)" % MAX_PENDING_HANDSHAKES)
-            self.close(1013, "too many pending handshakes")
-            return
+            # the socket that has waited longest without a hello makes room: sockets that never
+            # speak cannot keep a real tab (whose hello comes at once) out; it may try again
+            oldest = next(iter(bridge.pending), None)
+            if oldest is None:
+                bridge.note_refusal("too many pending handshakes (%d)" % MAX_PENDING_HANDSHAKES)
+                self.close(1013, "too many pending handshakes")
+                return
+            bridge.note_refusal("too many pending handshakes (%d): the oldest, silent since it opened, was "
+                                "closed" % MAX_PENDING_HANDSHAKES)
+            oldest._end_handshake()
+            oldest.close(1013, "too many pending handshakes; this socket sent no hello")
         bridge.pending_handshakes += 1
+        bridge.pending[self] = None
         self._counted = True
         self.set_nodelay(True)  # commands are small and latency-bound: no Nagle delay
         self._hello_timer = tornado.ioloop.IOLoop.current().call_later(
@@ -8624,13 +9353,16 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
     def _hello_timeout(self) -> None:
         self._hello_timer = None
         if self.session is None:
+            # 1013, not 1008: a page busy at load (a long script) sends its hello late; its SDK
+            # tries again, where 1008 would stop it for good
             self.hub.bridge.note_refusal("a socket sent no hello within %g s" % self.hub.hello_timeout_s)
-            self.close(1008, "hello timeout")
+            self.close(1013, "hello timeout; try again")
 
     def _end_handshake(self) -> None:
         if self._hello_timer is not None:
             tornado.ioloop.IOLoop.current().remove_timeout(self._hello_timer)
             self._hello_timer = None
+        self.hub.bridge.pending.pop(self, None)
         if self._counted:
             self._counted = False
             self.hub.bridge.pending_handshakes -= 1
@@ -8639,37 +9371,35 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         self._closing = True  # frames already in flight are not read after this
         super().close(code, _ws_reason(reason) if reason else reason)
 
-    def on_message(self, message: Any) -> None:
+    def on_message(self, message: Any) -> Optional[Awaitable[None]]:
         if self._closing:
-            return  # refused (1013, 1008, ...): a hello that was in flight must not register a session
+            return None  # refused (1013, 1008, ...): a hello that was in flight must not register a session
         size = len(message)
         if isinstance(message, bytes):
             self.close(1008, "invalid message: binary frames are not accepted")
-            return
+            return None
         try:
             msg = _loads(message, strict=False)
         except ValueError:
             self.close(1008, "invalid message: not JSON")
-            return
+            return None
         if not isinstance(msg, dict):
             self.close(1008, "invalid message: expected a JSON object")
-            return
+            return None
         kind = msg.get("kind")
         session = self.session
         if session is None:
             if kind != "hello":
                 self.close(1008, "invalid message: the first message must be a hello")
-                return
+                return None
             self._hello(msg)
-            return
-        if kind == "events":
-            events = msg.get("events")
-            if isinstance(events, list):
-                session.ingest(events, size)
-            else:
-                session.ingest([None], size)
-        elif kind == "event":
-            session.ingest([msg.get("event")], size)
+            return None
+        if kind in ("events", "event"):
+            events = msg.get("events") if kind == "events" else [msg.get("event")]
+            session.ingest(events if isinstance(events, list) else [None], size)
+            pause = session.frame_pause(size)
+            if pause > 0:
+                return asyncio.sleep(pause)  # no next frame is read until then (Tornado awaits it)
         elif kind == "command_result":
             session.last_seen = self.hub.clock()
             session.resolve_command(msg)
@@ -8678,12 +9408,13 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         elif kind == "hello":
             if msg.get("sessionId") != session.id:
                 self.close(1008, "hello already received")
-                return
+                return None
             session.update_identity(msg)
         else:
             session.ingest([{"type": "blind-spot", "data": {
                 "reason": "unknown-message-kind", "count": 1,
                 "detail": "the page sent a message of kind %r, which this daemon ignores" % str(kind)[:40]}}], 0)
+        return None
 
     def _hello(self, msg: dict) -> None:
         version = msg.get("protocolVersion")
@@ -8708,7 +9439,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             return
         try:
             token_ok = self.hub.guard.token_attempt(
-                self.request.remote_ip or "", msg.get("token") if isinstance(msg.get("token"), str) else None)
+                _guess_key(self.request), msg.get("token") if isinstance(msg.get("token"), str) else None)
         except _HttpRefusal as refusal:
             self.hub.bridge.note_refusal(refusal.detail)
             self.close(1013, "too many wrong tokens; try again later")
@@ -8884,6 +9615,8 @@ def _openapi(hub: "Hub") -> dict:
             responses = {code: {"description": text} for code, text in codes.items()}
             for code, text in _MIDDLEWARE_CODES.items():
                 responses.setdefault(code, {"description": text})
+            if method in ("post", "put", "patch"):
+                responses.setdefault("415", {"description": "a body not declared Content-Type: application/json"})
             for code, response in responses.items():
                 spec = extra.get("content", {}).get(code, (_JSON, "Refusal") if code >= "400" else "-")
                 content = _openapi_content(spec)
@@ -8957,6 +9690,7 @@ class Hub:
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
+        self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
         self.clients: Dict[str, float] = {}
         self.mcp_ready = True
         self.tasks: set = set()
@@ -9159,6 +9893,13 @@ async def _probe_port(port: int, timeout: float = 1.0) -> dict:
         try:
             resp = await _http("GET", port, "/status", timeout=timeout, scheme=scheme)
             data = json.loads(resp.body)
+            if resp.code == 429 and isinstance(data, dict) and data.get("error") == "rate limited":
+                # a Reticle daemon under load: wait as it says, once, then call it a busy daemon
+                await asyncio.sleep(min(1.0, float(resp.headers.get("Retry-After", "1") or 1)))
+                resp = await _http("GET", port, "/status", timeout=timeout, scheme=scheme)
+                data = json.loads(resp.body)
+                if resp.code == 429:
+                    return {"state": "daemon", "scheme": scheme, "running": True, "busy": True}
             if isinstance(data, dict) and data.get("running") is True and "version" in data:
                 data["state"] = "daemon"
                 data["scheme"] = scheme
@@ -9188,6 +9929,38 @@ def _daemon_record(state: _StateDir, port: int) -> Optional[dict]:
             return json.load(fh)
     except (OSError, ValueError):
         return None
+
+
+def _connection_cap() -> int:
+    """MAX_HTTP_CONNECTIONS, after raising the soft descriptor limit toward the hard one; never
+    more than half the descriptors this process may open (browsers, CDP and logs need the rest)."""
+    try:
+        import resource  # POSIX only
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else 65536
+        if soft != resource.RLIM_INFINITY and soft < min(want, 65536):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, 65536), hard))
+            soft = min(want, 65536)
+    except (ImportError, ValueError, OSError):
+        return MAX_HTTP_CONNECTIONS
+    return MAX_HTTP_CONNECTIONS if soft == resource.RLIM_INFINITY else max(32, min(MAX_HTTP_CONNECTIONS, soft // 2))
+
+
+class _CappedHTTPServer(tornado.httpserver.HTTPServer):
+    """An HTTPServer that closes a new connection at once when _connection_cap() are open, so
+    that a flood of connections cannot take every descriptor (and the accept loop with them)."""
+
+    cap = MAX_HTTP_CONNECTIONS
+    _refused = 0
+
+    def handle_stream(self, stream: tornado.iostream.IOStream, address: Tuple) -> None:
+        if len(getattr(self, "_connections", ())) >= self.cap:
+            self._refused += 1
+            if self._refused in (1, 10, 100) or self._refused % 1000 == 0:
+                _emit(_log, logging.WARNING, "http_connection_refused", open=self.cap, refused=self._refused)
+            stream.close()
+            return
+        super().handle_stream(stream, address)
 
 
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
@@ -9226,12 +9999,13 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             pass  # no IPv6 loopback here; 127.0.0.1 still serves
     await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
     app = make_app(hub)
-    server = tornado.httpserver.HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
+    server = _CappedHTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
                                            max_body_size=MAX_BODY_BYTES + (1 << 20),
                                            body_timeout=BODY_TIMEOUT_S + 5,
                                            # Tornado applies this to the wait for request headers too:
                                            # a client that never finishes them is closed.
                                            idle_connection_timeout=HEADER_TIMEOUT_S)
+    server.cap = _connection_cap()
     server.add_sockets(sockets)
     stop = asyncio.Event()
     hub.stop_event = stop
@@ -9584,6 +10358,23 @@ class _InitChange:
         self.what = what
 
 
+def _outside_project(root: str, path: str) -> Optional[str]:
+    """Why init must not write `path` (a symbolic link on the way from `root`, dangling or not, or a
+    real path outside `root`), or None.  init writes into the project and nowhere else."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return "%s is outside the project" % path
+    current = os.path.abspath(root)
+    for part in rel.split(os.sep):
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            return "%s is a symbolic link (to %s)" % (current, os.readlink(current))
+    real_root = os.path.realpath(root)
+    if os.path.commonpath([os.path.realpath(path), real_root]) != real_root:
+        return "%s resolves outside the project" % path
+    return None
+
+
 def _read_text(path: str) -> Optional[str]:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -9674,26 +10465,62 @@ def _dev_snippet(kind: str, origin: str) -> str:
             % loader)
 
 
+def _csp_allows(sources: List[str], url: str) -> bool:
+    """Whether a CSP source list admits `url` (the daemon's http:// or ws:// origin) from a page
+    served over http: `*` (not for ws: in older browsers, but CSP3 allows it), a scheme source,
+    a host source with or without scheme and port (`:*` too)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme, host, port = parts.scheme, (parts.hostname or "").lower(), parts.port
+    for raw in sources:
+        src = raw.strip().lower()
+        if src == "*" or src == scheme + ":" or (scheme == "ws" and src in ("ws:", "wss:")):
+            return True
+        m = re.fullmatch(r"(?:([a-z][a-z0-9+.-]*)://)?(\*\.)?([a-z0-9.\-\[\]:]+?)(?::(\d+|\*))?(/.*)?", src)
+        if not m or src.startswith("'"):
+            continue
+        s_scheme, wild, s_host, s_port = m.group(1), m.group(2), m.group(3), m.group(4)
+        if s_scheme and s_scheme != scheme and not (scheme == "ws" and s_scheme in ("http", "wss")) and not (
+                scheme == "http" and s_scheme == "https"):
+            continue
+        if wild:
+            if not host.endswith("." + s_host):
+                continue
+        elif s_host != host:
+            continue
+        if s_port == "*" or (s_port and port is not None and int(s_port) == port):
+            return True
+        if s_port is None and port in (None, 80):
+            return True
+    return False
+
+
 def _csp_warnings(texts: Dict[str, str], origin: str) -> List[str]:
     """A Content-Security-Policy found in the app's files that would block the script or its
     WebSocket."""
     out = []
     ws = "ws" + origin[4:]
     for path, text in texts.items():
-        policies = re.findall(r'http-equiv=["\']Content-Security-Policy["\'][^>]*content=["\']([^"\']+)', text, re.I)
-        policies += re.findall(r'Content-Security-Policy["\']?\s*[:,]\s*["\']([^"\']+)', text, re.I)
+        # a policy quotes its keywords ('self'): the value runs to the quote that opened it
+        policies = [m.group(2) for m in re.finditer(
+            r'http-equiv=["\']Content-Security-Policy["\'][^>]*?content=(["\'])(.*?)\1', text, re.I | re.S)]
+        policies += [m.group(2) for m in re.finditer(
+            r'Content-Security-Policy["\']?\s*[:,]\s*(["\'])(.*?)\1', text, re.I | re.S)]
         for policy in policies:
             directives = {}
             for part in policy.split(";"):
                 bits = part.split()
                 if bits:
                     directives[bits[0].lower()] = bits[1:]
-            script = directives.get("script-src", directives.get("default-src"))
+            script = directives.get("script-src-elem", directives.get("script-src", directives.get("default-src")))
             connect = directives.get("connect-src", directives.get("default-src"))
-            if script is not None and origin not in script and "*" not in script:
+            if script is not None and not _csp_allows(script, origin):
                 out.append("%s: its Content-Security-Policy script-src does not allow %s; add it in development"
                            % (path, origin))
-            if connect is not None and ws not in connect and "*" not in connect and origin not in connect:
+            if script is not None and "'unsafe-inline'" not in [x.lower() for x in script]:
+                out.append("%s: its Content-Security-Policy script-src has no 'unsafe-inline', so an inline loader "
+                           "is blocked: use <script src=\"%s/reticle.js\"></script> in development instead"
+                           % (path, origin))
+            if connect is not None and not _csp_allows(connect, ws):
                 out.append("%s: its Content-Security-Policy connect-src does not allow %s (the SDK's WebSocket); "
                            "add it in development" % (path, ws))
         if not policies and re.search(r"\bCSP_[A-Z_]+\s*=|Content-Security-Policy", text):
@@ -9706,10 +10533,20 @@ def _merge_json_server(path: str, key: str, entry: dict) -> Tuple[Optional[_Init
     old = _read_text(path)
     if old is None and os.path.exists(path):
         return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
+    def no_duplicates(pairs: List[Tuple[str, Any]]) -> dict:
+        seen: Dict[str, Any] = {}
+        for k, v in pairs:
+            if k in seen:
+                raise ValueError("the key %r appears twice" % k)
+            seen[k] = v
+        return seen
     try:
-        data = json.loads(old) if old and old.strip() else {}
-    except ValueError:
-        return None, "%s is not valid JSON; left alone. Add under %r: %s" % (path, key, _dumps({_SERVER_NAME: entry}))
+        # strict: 1e999 would come back as Infinity (not JSON), a duplicate key would lose a block
+        data = json.loads(old, object_pairs_hook=no_duplicates, parse_constant=_reject_constant,
+                          parse_float=_parse_float) if old and old.strip() else {}
+    except (ValueError, RecursionError) as exc:
+        return None, "%s is not valid strict JSON (%s); left alone. Add under %r: %s" % (
+            path, _short(str(exc), 120), key, _dumps({_SERVER_NAME: entry}))
     if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
         return None, "%s has an unexpected shape; left alone" % path
     servers = data.get(key, {})
@@ -9725,10 +10562,38 @@ def _toml_str(value: str) -> str:
     return json.dumps(value)  # a JSON string of printable text is a TOML basic string
 
 
+def _toml_has_server(text: str) -> Optional[bool]:
+    """Whether Codex's TOML already names the server, in any form ([mcp_servers.reticle], a dotted
+    `mcp_servers.reticle.command = ...`, or `reticle = {...}` under [mcp_servers]); None when the
+    file is not valid TOML (checked where tomllib exists, Python 3.11+)."""
+    try:
+        import tomllib  # Python 3.11+: where it is missing, the forms below are matched by pattern
+    except ImportError:
+        tomllib = None
+    if tomllib is not None:
+        try:
+            data = tomllib.loads(text)
+        except (ValueError, RecursionError):
+            return None
+        servers = data.get("mcp_servers")
+        return isinstance(servers, dict) and _SERVER_NAME in servers
+    name = r"[\"']?%s[\"']?" % _SERVER_NAME
+    if re.search(r"^\s*\[\s*mcp_servers\s*\.\s*%s\s*[\].]" % name, text, re.M):
+        return True
+    if re.search(r"^\s*mcp_servers\s*\.\s*%s\s*[.=]" % name, text, re.M):
+        return True
+    table = re.search(r"^\s*\[\s*mcp_servers\s*\]\s*$(.*?)(?=^\s*\[|\Z)", text, re.M | re.S)
+    return bool(table and re.search(r"^\s*%s\s*[.=]" % name, table.group(1), re.M))
+
+
 def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], str]:
     old = _read_text(path)
     text = old or ""
-    if re.search(r"^\s*\[\s*mcp_servers\s*\.\s*[\"']?%s[\"']?\s*\]" % _SERVER_NAME, text, re.M):
+    has = _toml_has_server(text)
+    if has is None:
+        return None, "%s is not valid TOML; left alone. Add: [mcp_servers.%s] command = %s" % (
+            path, _SERVER_NAME, _toml_str(command[0]))
+    if has:
         return None, "%s already has [mcp_servers.%s]" % (path, _SERVER_NAME)
     block = "[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n" % (
         _SERVER_NAME, _toml_str(command[0]), ", ".join(_toml_str(a) for a in command[1:]))
@@ -9744,7 +10609,12 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     notes: List[str] = []
     entry = app.get("entry")
     texts: Dict[str, str] = {}
-    if entry:
+    if entry and _outside_project(root, entry):
+        notes.append("%s: left alone (init edits files of the project only); add the tag by hand: %s"
+                     % (_outside_project(root, entry), _dev_snippet(app["kind"], origin)))
+        entry = None
+        app = dict(app, entry=None)
+    elif entry:
         text = _read_text(entry) or ""
         texts[os.path.relpath(entry, root)] = text
         snippet = _dev_snippet(app["kind"], origin)
@@ -9781,6 +10651,10 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
                                 (os.path.join(".vscode", "mcp.json"), "servers", dict(stdio, type="stdio"))):
+        problem = _outside_project(root, os.path.join(root, rel))
+        if problem:
+            notes.append("%s: left alone (init writes inside the project only)" % problem)
+            continue
         change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj)
         if change:
             changes.append(change)
@@ -9886,11 +10760,19 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             out.write("nothing written\n")
             return 1
+    written = 0
     for c in changes:
+        inside = not os.path.relpath(c.path, root).startswith(os.pardir)
+        problem = _outside_project(root, c.path) if inside else None
+        if problem:  # it changed since the plan was made
+            out.write("skipped %s: %s\n" % (c.path, problem))
+            continue
         os.makedirs(os.path.dirname(c.path), exist_ok=True)
-        with open(c.path, "w", encoding="utf-8") as fh:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (getattr(os, "O_NOFOLLOW", 0) if inside else 0)
+        with os.fdopen(os.open(c.path, flags, 0o644), "w", encoding="utf-8") as fh:
             fh.write(c.new)
-    out.write("done: %d file(s) written\n" % len(changes))
+        written += 1
+    out.write("done: %d file(s) written\n" % written)
     return 0
 
 
@@ -10193,11 +11075,20 @@ def _verify_load(names: List[str], root: str) -> Tuple[List[dict], List[dict]]:
         if not names:
             errors.append({"name": "(none)", "verified": "error", "steps": [], "ms": 0,
                            "error": "no saved flows in %s; save one with reticle_flow_save" % _flows_dir(root)})
+    expanded: List[str] = []
     for item in names:
+        if os.path.isdir(item):  # a folder of flows: every .json file in it, in name order
+            found = sorted(os.path.join(item, f) for f in os.listdir(item) if f.endswith(".json"))
+            if not found:
+                errors.append({"name": item, "verified": "error", "steps": [], "ms": 0,
+                               "error": "the folder %s holds no .json flow files" % item})
+            expanded.extend(found)
+        else:
+            expanded.append(item)
+    for item in expanded:
         try:
             if item.endswith(".json") or os.sep in item:
-                with open(item, encoding="utf-8") as fh:
-                    flow = json.load(fh)
+                flow = _load_flow_file(item)
                 problems = _flow_problems(flow)
                 if problems:
                     raise ToolError("%s is not a Reticle flow: %s" % (item, "; ".join(problems)))
@@ -10270,14 +11161,18 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                 progress("[%d/%d] %s: replaying %d step(s)" % (i + 1, total, name, len(flow["steps"])))
                 res: Dict[str, Any]
                 try:
-                    flow = dict(flow, steps=[dict(s, args=_fill_secrets(s["args"])) if "args" in s else s
-                                             for s in flow["steps"]])
+                    # the secrets come from this process's environment, RETICLE_SECRET_* only; the daemon
+                    # types each one only into the origin the flow recorded it on
+                    names = sorted({n for s in flow["steps"] for n in _secret_refs(s.get("args") or {})})
+                    given = {n: _fill_secrets("${%s}" % n, {}) for n in names}
                     start = _start_url(flow, url)
                     if not start:
                         raise ToolError("the flow %s has no startUrl; pass --url" % name)
                     # every flow starts clean: a job's next flow reuses its browser in a new, empty
                     # context, so no flow sees the cookies or storage another one left
                     args = {"flow": flow}
+                    if given:
+                        args["secrets"] = given
                     if session_id is None:
                         session_id = (await _verify_call(link, "reticle_open", {"url": start}))["sessionId"]
                     else:
@@ -10588,6 +11483,79 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.MutationObserver = w.MutationObserver;
     N.Promise = w.Promise;
   })();
+
+  // ---- a device's bridge: the relay's MessagePort, never a socket of this world ---------------
+  // In a device, the bridge socket lives in the relay's isolated world; this world only holds the
+  // port the relay hands over (matched by the nonce), so no page script can read its ticket.
+  // Everything it does with the port and its messages goes through natives captured here, before
+  // any page script runs: a page that patches MessagePort or MessageEvent never holds the port.
+  function relaySockets(nonce) {
+    var P = window.MessagePort && MessagePort.prototype,
+      E = window.MessageEvent && MessageEvent.prototype,
+      apply = Reflect.apply,
+      getData = Object.getOwnPropertyDescriptor(E, 'data').get,
+      getPorts = Object.getOwnPropertyDescriptor(E, 'ports').get,
+      stopNow = Event.prototype.stopImmediatePropagation,
+      postPort = P.postMessage,
+      setOnMessage = Object.getOwnPropertyDescriptor(P, 'onmessage').set;
+    function post(m) {
+      apply(postPort, port, [m]);
+    }
+    var port = null,
+      queued = [],
+      socks = {},
+      nextId = 1;
+    function onPort(m) {
+      var d = apply(getData, m, []) || {},
+        s = socks[d.id];
+      if (!s) return;
+      if (d.op === 'open' && s.readyState === 0) {
+        s.readyState = 1;
+        if (s.onopen) s.onopen({});
+      } else if (d.op === 'message' && s.readyState === 1) {
+        if (s.onmessage) s.onmessage({ data: d.data });
+      } else if (d.op === 'buffered') {
+        s.bufferedAmount = Number(d.n) || 0;
+      } else if (d.op === 'close') {
+        delete socks[d.id];
+        s.readyState = 3;
+        if (s.onclose) s.onclose({ code: d.code, reason: d.reason || '' });
+      }
+    }
+    window.addEventListener(
+      'message',
+      function (m) {
+        var d = apply(getData, m, []);
+        if (port || !d || typeof d !== 'object' || d.reticleRelay !== nonce) return;
+        var ports = apply(getPorts, m, []);
+        if (!ports || !ports.length) return;
+        apply(stopNow, m, []);
+        port = ports[0];
+        apply(setOnMessage, port, [onPort]);
+        for (var i = 0; i < queued.length; i++) post({ op: 'open', id: queued[i] });
+        queued = [];
+      },
+      true
+    );
+    return function (url) {
+      var id = nextId++;
+      var s = { url: url, readyState: 0, bufferedAmount: 0, onopen: null, onmessage: null, onclose: null };
+      s.send = function (data) {
+        if (s.readyState !== 1 || !port) throw new Error('not open');
+        post({ op: 'send', id: id, data: String(data) });
+      };
+      s.close = function (code) {
+        if (s.readyState >= 2) return;
+        s.readyState = 2;
+        if (port) post({ op: 'close', id: id, code: code });
+      };
+      socks[id] = s;
+      if (port) post({ op: 'open', id: id });
+      else queued.push(id);
+      return s;
+    };
+  }
+  if (CFG.device && typeof CFG.relay === 'string') N.BridgeSocket = relaySockets(CFG.relay);
 
   function warn(msg) {
     try {
@@ -11236,7 +12204,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     S.retryTimer = null;
     var ws;
     try {
-      ws = new N.WebSocket(S.url);
+      ws = N.BridgeSocket ? N.BridgeSocket(S.url) : new N.WebSocket(S.url);
     } catch (e) {
       onFail(null);
       return;
@@ -12231,6 +13199,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           el.getAttribute('aria-live') === 'assertive';
         (loud ? told.alerts : told.statuses).push({ ref: refFor(el), text: said });
       }
+      // toasts the app declared (reticle.describe({toasts})): error ones are alerts, the others statuses
+      var listed = new Set(Array.prototype.slice.call(live));
+      [['error', told.alerts], ['info', told.statuses]].forEach(function (kind) {
+        (TOASTS[kind[0]] || []).forEach(function (sel) {
+          var found;
+          try {
+            found = document.querySelectorAll(sel);
+          } catch (e) {
+            return;
+          }
+          for (var k = 0; k < found.length && told.alerts.length + told.statuses.length < 20; k++) {
+            var t = found[k];
+            if (listed.has(t) || !isVisible(t, cache) || isIgnored(t)) continue;
+            listed.add(t);
+            var text = clip(norm(textOf(t, 0)), 200);
+            if (text) kind[1].push({ ref: refFor(t), text: text, toast: true });
+          }
+        });
+      });
       if (told.alerts.length) st.alerts = told.alerts;
       if (told.statuses.length) st.statuses = told.statuses;
       var modal = document.querySelector('dialog[open]:modal,[aria-modal=true]');

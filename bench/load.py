@@ -18,7 +18,16 @@ seconds with no clients.  Exits 1 when any call failed.
 its plateau: every round's idle RSS within 10 % (and at least 8 MB) of the lowest of the first two
 rounds'.  Exits 1 when it does not.
 
+``--floods`` instead measures fairness (issue 19): one probe client calls tools/list and
+reticle_sessions one at a time, first alone (its baseline), then while each flood runs: two clients
+sending refused 80,000-message batches (a new session each time), 1,014 held-open SSE streams, four
+sessionless clients hammering /status, four tabs sending 200-event frames as fast as they can, and
+16 sockets that never say hello.  It prints the probe's p50/p99 under each beside the baseline and
+the ratio, and exits 1 when a flood takes the probe's p50 beyond 3x its baseline (or a real tab
+cannot connect while the handshakes are held).  The daemon runs with its default limits.
+
     python bench/load.py [--clients 50] [--tabs 4] [--seconds 20] [--idle 5] [--soak MINUTES] [--json]
+    python bench/load.py --floods [--seconds 5] [--json]
 """
 
 import argparse
@@ -170,6 +179,192 @@ def report(r, label=""):
     sys.stdout.flush()
 
 
+# -- floods: another client's latency under each (issue 19) -----------------------------------
+
+def probe(port, seconds):
+    """One client's latencies (ms) over `seconds`: tools/list and reticle_sessions, one at a time,
+    at most 50 a second (its own rate limit is 100/s)."""
+    client = RawMcp(port)
+    out = []
+    deadline = time.monotonic() + seconds
+    try:
+        i = 0
+        while time.monotonic() < deadline:
+            i += 1
+            started = time.perf_counter()
+            if i % 2:
+                client.rpc("tools/list", {})
+            else:
+                client.rpc("tools/call", {"name": "reticle_sessions", "arguments": {}})
+            took = time.perf_counter() - started
+            out.append(took * 1000.0)
+            time.sleep(max(0.0, 0.02 - took))  # 50 calls/s: within its own rate limit
+    finally:
+        client.close()
+    return out
+
+
+def _post(port, body, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("POST", "/mcp", body, dict({"Content-Type": "application/json"}, **(headers or {})))
+        resp = conn.getresponse()
+        return resp.status, resp.read(), resp.getheader("Mcp-Session-Id")
+    finally:
+        conn.close()
+
+
+def flood_batches(port, stop):
+    """A new session, then a refused 80,000-message batch on it, again and again."""
+    batch = ("[" + ",".join('{"jsonrpc":"2.0","id":%d,"method":"tools/list"}' % i for i in range(80000)) + "]").encode()
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "flood", "version": "1"}}})
+    while not stop.is_set():
+        try:
+            _, _, sid = _post(port, init)
+            _post(port, batch, {"Mcp-Session-Id": sid} if sid else {})
+        except OSError:
+            time.sleep(0.01)
+
+
+def flood_status(port, stop):
+    """A sessionless client on one keep-alive connection, as fast as it is answered."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    while not stop.is_set():
+        try:
+            conn.request("GET", "/status")
+            resp = conn.getresponse()
+            resp.read()
+            if resp.getheader("Connection", "").lower() == "close":
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.close()
+
+
+def hold_streams(port, n, held):
+    """Open `n` GET /mcp/sse streams and keep them; -> how many the daemon answered 200."""
+    ok = 0
+    for _ in range(n):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/mcp/sse", headers={"Accept": "text/event-stream"})
+            resp = conn.getresponse()
+            if resp.status == 200:
+                ok += 1
+            else:
+                resp.read()
+            held.append(conn)
+        except (OSError, http.client.HTTPException):
+            break
+    return ok
+
+
+def tab_frames(port, stop, index, silent=False, connected=None):
+    """A fake tab over the bridge: hello, then 200-event frames as fast as the socket takes them
+    (or, `silent`, a socket that never says hello)."""
+    import asyncio
+
+    import tornado.httpclient
+    import tornado.websocket
+
+    async def run():
+        req = tornado.httpclient.HTTPRequest("ws://127.0.0.1:%d/reticle" % port,
+                                             headers={"Origin": "http://127.0.0.1:5173"})
+        ws = await tornado.websocket.websocket_connect(req)
+        if silent:
+            while not stop.is_set():
+                await asyncio.sleep(0.05)
+            ws.close()
+            return
+        ws.write_message(json.dumps({"kind": "hello", "protocolVersion": 1, "sessionId": "flood-%d" % index,
+                                     "url": "http://127.0.0.1:5173/", "title": "flood", "adapters": []}))
+        if connected is not None:
+            connected.append(index)
+        events = [{"type": "dom.attr", "t": i, "data": {"sel": "#x%d" % i, "attr": "class", "value": "v" * 40}}
+                  for i in range(200)]
+        frame = json.dumps({"kind": "events", "events": events})
+        while not stop.is_set():
+            await ws.write_message(frame)
+        ws.close()
+
+    try:
+        asyncio.run(run())
+    except Exception as exc:  # the daemon refused it: that is its right
+        sys.stderr.write("load: flood tab %d: %s\n" % (index, exc))
+
+
+def floods(args):
+    """The fairness run: the probe alone, then under each flood.  -> (rows, ok)."""
+    daemon = Daemon("reticle-floods-", env={})
+    rows = []
+    ok = True
+    try:
+        base = probe(daemon.port, args.seconds)
+        b50, b99 = pct(base, 0.5), pct(base, 0.99)
+        rows.append({"flood": "none (baseline)", "p50_ms": round(b50, 2), "p99_ms": round(b99, 2), "calls": len(base)})
+
+        def under(name, starters, note=""):
+            stop = threading.Event()
+            threads = [threading.Thread(target=f, args=(stop,) + a, daemon=True) for f, a in starters]
+            for t in threads:
+                t.start()
+            time.sleep(0.5)  # the flood under way
+            try:
+                lat = probe(daemon.port, args.seconds)
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(30)
+            row = {"flood": name, "p50_ms": round(pct(lat, 0.5), 2), "p99_ms": round(pct(lat, 0.99), 2),
+                   "calls": len(lat), "ratio_p50": round(pct(lat, 0.5) / b50, 2) if b50 else None}
+            if note:
+                row["note"] = note
+            rows.append(row)
+            return row
+
+        port = daemon.port
+        under("2 clients x refused 80,000-message batches", [
+            (lambda stop: flood_batches(port, stop), ()), (lambda stop: flood_batches(port, stop), ())])
+        held = []
+        opened = hold_streams(port, 1014, held)
+        under("1,014 SSE streams held open", [], "%d answered 200, the rest 503" % opened)
+        for conn in held:
+            conn.close()
+        under("4 sessionless clients on /status", [
+            (lambda stop: flood_status(port, stop), ()) for _ in range(4)])
+        under("4 tabs x 200-event frames", [
+            (lambda stop, i=i: tab_frames(port, stop, i), ()) for i in range(4)])
+        connected = []
+        row = under("16 sockets that never say hello", [
+            (lambda stop, i=i: tab_frames(port, stop, 100 + i, silent=True), ()) for i in range(16)] + [
+            (lambda stop: (time.sleep(0.2), tab_frames(port, stop, 999, connected=connected)), ())])
+        if not connected:
+            ok = False
+            row["note"] = "a real tab could not connect"
+        for r in rows[1:]:
+            if r["ratio_p50"] is not None and r["ratio_p50"] > 3.0:
+                ok = False
+    finally:
+        daemon.close()
+    return rows, ok
+
+
+def report_floods(rows):
+    base = rows[0]
+    print("another client's latency under each flood (baseline p50 %.2f ms, p99 %.2f ms):"
+          % (base["p50_ms"], base["p99_ms"]))
+    print("  %-46s %9s %9s %9s %9s  %s" % ("flood", "p50 ms", "base p50", "p99 ms", "base p99", "p50 ratio"))
+    for r in rows:
+        print("  %-46s %9.2f %9.2f %9.2f %9.2f  %s%s" % (
+            r["flood"], r["p50_ms"], base["p50_ms"], r["p99_ms"], base["p99_ms"],
+            "%.2fx" % r["ratio_p50"] if r.get("ratio_p50") is not None else "-",
+            "  (%s)" % r["note"] if r.get("note") else ""))
+    sys.stdout.flush()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=50)
@@ -178,7 +373,16 @@ def main(argv=None):
     parser.add_argument("--idle", type=float, default=5.0, help="seconds without clients before the last RSS")
     parser.add_argument("--soak", type=float, default=0.0, metavar="MINUTES")
     parser.add_argument("--json", action="store_true", help="also print each round as one JSON line")
+    parser.add_argument("--floods", action="store_true", help="measure another client's latency under floods")
     args = parser.parse_args(argv)
+    if args.floods:
+        if args.seconds == 20.0:
+            args.seconds = 5.0
+        rows, ok = floods(args)
+        report_floods(rows)
+        if args.json:
+            print(json.dumps({"floods": rows, "ok": ok}, sort_keys=True))
+        return 0 if ok else 1
 
     daemon = app = browser = None
     try:

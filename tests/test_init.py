@@ -139,6 +139,73 @@ def test_next_js_gets_the_exact_snippet_printed_and_no_source_edited(tmp_path, h
     _server(project / ".mcp.json")
 
 
+# -- issue 19 #10, #11, #24 -------------------------------------------------------------------------
+
+def _init_run(project, home, *argv):
+    env = daemon_env(home / "state", HOME=str(home))
+    env.pop("CODEX_HOME", None)
+    return subprocess.run([sys.executable, RETICLE_PY, "init"] + list(argv), cwd=str(project), env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_init_never_writes_through_a_symbolic_link(tmp_path, home):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "servers.json").write_text('{"mcpServers": {}}')
+    (outside / "index.html").write_text("<html><head></head><body></body></html>")
+    (outside / "vscode").mkdir()
+    project = tmp_path / "site"
+    project.mkdir()
+    (project / "index.html").symlink_to(outside / "index.html")          # an outside HTML file
+    (project / ".mcp.json").symlink_to(outside / "servers.json")         # an outside JSON file
+    (project / ".cursor").mkdir()
+    (project / ".cursor" / "mcp.json").symlink_to(outside / "nowhere.json")  # a dangling link
+    (project / ".vscode").symlink_to(outside / "vscode")                  # a symlinked folder
+    before = _snapshot(outside)
+    run = _init_run(project, home, "--yes")
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert _snapshot(outside) == before, run.stdout
+    assert not (outside / "nowhere.json").exists() and not (outside / "vscode" / "mcp.json").exists()
+    assert run.stdout.count("symbolic link") >= 4, run.stdout
+
+
+def test_init_keeps_codex_and_json_configs_valid(tmp_path, home):
+    project = tmp_path / "site"
+    project.mkdir()
+    (project / "index.html").write_text("<html><head></head><body></body></html>")
+    config = home / ".codex" / "config.toml"
+    for text in ('[mcp_servers]\nreticle = { command = "reticle", args = ["mcp"] }\n',
+                 'mcp_servers.reticle.command = "reticle"\n'):
+        config.write_text(text)
+        run = _init_run(project, home, "--yes")
+        assert config.read_text() == text and "already has" in run.stdout, (text, run.stdout)
+    config.write_text('model = "o3\n[broken\n')
+    run = _init_run(project, home, "--yes")
+    assert config.read_text() == 'model = "o3\n[broken\n' and "not valid TOML" in run.stdout, run.stdout
+    for bad in ('{"mcpServers": {"x": {"timeout": 1e999}}}',
+                '{"mcpServers": {"a": {"command": "a"}}, "mcpServers": {"b": {"command": "b"}}}'):
+        (project / ".mcp.json").write_text(bad)
+        run = _init_run(project, home, "--yes")
+        assert (project / ".mcp.json").read_text() == bad and "not valid strict JSON" in run.stdout, run.stdout
+
+
+def test_init_reads_a_csp_that_allows_the_daemon_and_suggests_what_works(tmp_path, home):
+    project = tmp_path / "site"
+    project.mkdir()
+    (project / "index.html").write_text(
+        '<!doctype html><html><head><meta http-equiv="Content-Security-Policy" content="default-src \'self\'; '
+        'script-src \'self\' \'unsafe-inline\' 127.0.0.1:4400; connect-src \'self\' ws://127.0.0.1:*">'
+        '<title>t</title></head><body>hi</body></html>')
+    out = _init(project, home, "--dry-run", "--port", "4400")
+    assert "warning:" not in out, out
+    (project / "index.html").write_text(
+        '<!doctype html><html><head><meta http-equiv="Content-Security-Policy" content="script-src \'self\' '
+        'http://127.0.0.1:4400"><title>t</title></head><body>hi</body></html>')
+    out = _init(project, home, "--dry-run", "--port", "4400")
+    assert "'unsafe-inline'" in out, out
+    assert '<script src="http://127.0.0.1:4400/reticle.js"></script>' in out, out
+
+
 def test_django_settings_get_the_server_middleware_under_debug_once(tmp_path, home):
     project = tmp_path / "shop"
     (project / "shop").mkdir(parents=True)

@@ -534,7 +534,8 @@ class MarkTest(AsyncHTTPTestCase):
     async def post(self, records):
         resp = await self.http_client.fetch(self.get_url("/server-records"), method="POST", raise_error=False,
                                             body=json.dumps({"records": records}),
-                                            headers={"Authorization": "Bearer " + self.TOKEN})
+                                            headers={"Authorization": "Bearer " + self.TOKEN,
+                                                     "Content-Type": "application/json"})
         return resp.code, json.loads(resp.body)
 
     @gen_test

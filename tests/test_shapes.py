@@ -144,6 +144,9 @@ def test_a_failed_job_streams_its_failure_and_the_declared_toast_is_an_error(liv
     shown = wait_until(lambda: alerts(live, since), what="the error toast")
     assert shown[0]["source"] == "toast" and shown[0]["level"] == "error"
     assert shown[0]["text"] == "Save failed: Could not save profile"
+    # issue 19: the status view names the declared toast too
+    status = live.mcp.ok("reticle_snapshot", {"mode": "status"})["status"]
+    assert [a["text"] for a in status.get("alerts", []) if a.get("toast")] == ["Save failed: Could not save profile"]
     assert events(live, since, "error.uncaught", "console.error") == []
     done = request_of(live, since, "/stream")
     assert done["streamed"] is True and done["status"] == 200

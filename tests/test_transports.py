@@ -279,13 +279,17 @@ def test_the_real_daemon_keeps_serving_after_refusals(module_daemon):
         ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: evil.com", url + "/status"], b"403"),
         ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Origin: null", url + "/status"], b"403"),
         ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Mcp-Session-Id: v1.x.y",
-          "-d", "{}", url + "/mcp"], b"404"),
-        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-d", "{nope", url + "/mcp"], b"200"),
+          "-H", "Content-Type: application/json", "-d", "{}", url + "/mcp"], b"404"),
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Content-Type: application/json",
+          "-d", "{nope",
+          url + "/mcp"], b"200"),
+        # a body a page could send without a CORS preflight (a form, text/plain) is refused
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-d", "{}", url + "/mcp"], b"415"),
         ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Content-Type: application/json",
           "--data-binary", "@-", url + "/mcp"], b"413"),
         ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "DELETE", url + "/mcp"], b"405"),
-        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-d", "{}",
-          url + "/mcp/message"], b"400"),
+        ([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Content-Type: application/json",
+          "-d", "{}", url + "/mcp/message"], b"400"),
     ]
     big = b"x" * (4 * 1024 * 1024 + 1)
     for cmd, expected in attempts:
