@@ -12,8 +12,10 @@ import _harness
 
 LOAD = os.path.join(_harness.ROOT, "bench", "load.py")
 
+# Load runs are slow by nature: they run with the browser tests, out of the fast loop.
+pytestmark = pytest.mark.browser
 
-@pytest.mark.browser
+
 @pytest.mark.skipif(_harness.chromium_path() is None, reason="Chromium is not installed")
 def test_a_short_load_run_has_zero_errors():
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETICLE_")}
