@@ -77,6 +77,7 @@ import argparse
 import asyncio
 import base64
 import collections
+import contextvars
 import datetime
 import errno
 import hmac
@@ -105,6 +106,41 @@ from typing import FrozenSet
 from typing import List
 from typing import Optional
 from typing import Tuple
+
+
+# `python reticle.py serve` compiles this whole file from source (a script keeps no bytecode cache),
+# and the compiler's garbage, freed before the imports below fill the holes it leaves, keeps the daemon
+# some 25 MB above its dependencies for as long as it runs.  So before importing anything more, the
+# daemon hands the code object it runs to a fresh interpreter (an anonymous in-memory file, then exec
+# in the same process: same pid, same descriptors), which starts from that bytecode with a clean heap.
+# Linux only (memfd); RETICLE_SERVE_REEXEC=0 turns it off.  Only this block runs before the imports.
+_REEXEC_STUB = ("import marshal, os, sys\n"
+                "with os.fdopen(int(sys.argv[1]), 'rb') as fh: code = marshal.loads(fh.read())\n"
+                "del sys.argv[:2]; sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))\n"
+                "import __main__; vars(__main__).update(__file__=sys.argv[0], __reticle_bytecode__=True)\n"
+                "del fh; exec(code, vars(__main__))\n")
+
+
+def _serve_from_bytecode(code: Any) -> None:
+    """Exec a fresh interpreter that runs `code` (this module's) as __main__ with the same arguments."""
+    import marshal  # stdlib; the daemon start is its one user
+    try:
+        fd = os.memfd_create("reticle-bytecode")
+        data = memoryview(marshal.dumps(code))
+        while data:
+            data = data[os.write(fd, data):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.set_inheritable(fd, True)
+        flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # -W, -X, -O ...
+        os.execv(sys.executable, [sys.executable] + flags + ["-c", _REEXEC_STUB, str(fd)] + sys.argv)
+    except (OSError, ValueError, AttributeError):
+        return  # cannot: run on from the compiled source as before
+
+
+if (__name__ == "__main__" and sys.argv[1:2] == ["serve"] and hasattr(os, "memfd_create")
+        and not globals().get("__reticle_bytecode__") and os.environ.get("RETICLE_SERVE_REEXEC", "1") != "0"
+        and sys.executable and os.path.isfile(sys.argv[0])):
+    _serve_from_bytecode(sys._getframe(0).f_code)
 
 import tornado.httpclient
 import tornado.httpserver
@@ -734,14 +770,69 @@ Bug-catching predicates: `{kind: "net", urlContains, status, count}`,
 
 
 class _CallContext:
-    """Who is calling: the transport and the session key (for limits)."""
+    """Who is calling: the transport and the session key (for limits), and `notify`, how a message
+    the server starts (a progress notification) reaches this caller, where the transport can."""
 
-    __slots__ = ("transport", "session_key", "client")
+    __slots__ = ("transport", "session_key", "client", "notify")
 
-    def __init__(self, transport: str, session_key: str, client: Optional[dict] = None) -> None:
+    def __init__(self, transport: str, session_key: str, client: Optional[dict] = None,
+                 notify: Optional[Callable[[dict], Awaitable[None]]] = None) -> None:
         self.transport = transport
         self.session_key = session_key
         self.client = client
+        self.notify = notify
+
+
+PROGRESS_EVERY_S = 0.5  # a call that carries _meta.progressToken hears from the daemon this often
+
+
+class _Progress:
+    """The progress of one tools/call that asked for it (params._meta.progressToken): what it waits
+    for now (`note`, set by the waiting code through _progress_note) and the notifications/progress
+    the dispatcher's ticker sends while the call runs."""
+
+    def __init__(self, token: Any, notify: Callable[[dict], Awaitable[None]], tool: str) -> None:
+        self.token = token
+        self.notify = notify
+        self.note = "running %s" % tool
+        self.count = 0
+
+    async def send(self, message: Optional[str] = None, progress: Optional[float] = None) -> None:
+        """One notifications/progress; progress only ever grows, as MCP requires."""
+        self.count = max(self.count + 1, int(progress or 0))
+        params = {"progressToken": self.token, "progress": self.count, "message": message or self.note}
+        try:
+            await self.notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        except Exception as exc:  # a client gone mid-call loses its progress, not its answer
+            _emit(_log, logging.DEBUG, "mcp_progress_dropped", error=repr(exc))
+
+    async def tick(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            await self.send()
+
+
+_PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVar("reticle_progress", default=None)
+
+
+def _progress_note(text: str) -> None:
+    """Say what the running tool call waits for (the next progress notification carries it); a no-op
+    for a call that asked for no progress.  The waiting code calls it once where it starts waiting."""
+    progress = _PROGRESS.get()
+    if progress is not None:
+        progress.note = text[:200]
+
+
+def _progress_token(params: dict) -> Any:
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+
+
+def _wants_progress(payload: Any) -> bool:
+    """A single tools/call that asked for progress (the Streamable HTTP answer then becomes an SSE stream)."""
+    return (isinstance(payload, dict) and payload.get("method") == "tools/call" and "id" in payload
+            and isinstance(payload.get("params"), dict) and _progress_token(payload["params"]) is not None)
 
 
 def _negotiate(requested: Any) -> str:
@@ -781,10 +872,14 @@ class _McpDispatcher:
     def __init__(self, registry: _ToolRegistry,
                  call_tool: Callable[[str, dict, _CallContext], Awaitable[dict]],
                  read_live: Callable[[str], Awaitable[Any]],
-                 origin: Callable[[], str] = lambda: "http://127.0.0.1:%d" % DEFAULT_PORT) -> None:
+                 origin: Callable[[], str] = lambda: "http://127.0.0.1:%d" % DEFAULT_PORT,
+                 tick: bool = True) -> None:
         self.registry = registry
         self._call_tool = call_tool
         self._read_live = read_live
+        self.ticks = tick  # False in the stdio proxy: it relays the daemon's progress instead of its own
+        self.check_output = os.environ.get("RETICLE_CHECK_OUTPUT") == "1"
+        self.running: Dict[Tuple[str, str], "asyncio.Task[Any]"] = {}  # (session key, request id) -> call
         self.static_resources = {
             "reticle://docs/usage": ("Reticle tool surface", "text/markdown", lambda: _usage_markdown(registry)),
             "reticle://docs/cheatsheet": ("Reticle cheat sheet", "text/markdown",
@@ -826,20 +921,66 @@ class _McpDispatcher:
                 return None  # a response from the client; we never ask, so nothing to match
             return _rpc_error(mid, -32600, 'Invalid Request: needs "jsonrpc": "2.0" and a string "method"')
         if not has_id:
-            return None  # notifications: initialized, cancelled, anything else is ignored
+            if method == "notifications/cancelled":
+                self.cancel(msg.get("params"), ctx)
+            return None  # notifications: initialized, anything else is ignored
         params = msg.get("params")
         if params is None:
             params = {}
         if not isinstance(params, dict):
             return _rpc_error(mid, -32602, "params must be an object")
         try:
-            result = await self._method(method, params, ctx)
+            if method == "tools/call":
+                result = await self._tracked(mid, params, ctx)
+                if result is None:
+                    return None  # cancelled by the client: MCP sends no answer
+            else:
+                result = await self._method(method, params, ctx)
         except RpcError as exc:
             return {"jsonrpc": "2.0", "id": mid, "error": exc.payload()}
         except Exception as exc:  # a bug must not take the transport down
             _emit(_log, logging.ERROR, "mcp_internal_error", method=method, error=repr(exc))
             return _rpc_error(mid, -32603, "Internal error: %s" % exc)
         return {"jsonrpc": "2.0", "id": mid, "result": result}
+
+    def cancel(self, params: Any, ctx: _CallContext) -> None:
+        """notifications/cancelled: stop the caller's own call of that requestId (another caller's
+        ids are not reachable: the key holds the session); an unknown or finished id is ignored."""
+        rid = params.get("requestId") if isinstance(params, dict) else None
+        task = self.running.get((ctx.session_key, _dumps(rid)))
+        if task is not None and not task.done():
+            _emit(_log, logging.INFO, "mcp_call_cancelled", transport=ctx.transport, reason="notifications/cancelled",
+                  requestId=rid)
+            task.cancel()
+
+    async def _tracked(self, mid: Any, params: dict, ctx: _CallContext) -> Optional[dict]:
+        """A tools/call as a task that notifications/cancelled can stop, with a progress ticker beside it
+        when the call carries _meta.progressToken and the transport can carry notifications.
+        -> the result, or None when the client cancelled it."""
+        key = (ctx.session_key, _dumps(mid))
+        token = _progress_token(params)
+        progress = _Progress(token, ctx.notify, str(params.get("name"))) if (
+            token is not None and ctx.notify is not None) else None
+        run = contextvars.copy_context()
+        run.run(_PROGRESS.set, progress)
+        work = run.run(asyncio.ensure_future, self._method("tools/call", params, ctx))  # the task copies `run`
+        ticker = asyncio.ensure_future(progress.tick()) if progress is not None and self.ticks else None
+        if key not in self.running:
+            self.running[key] = work
+        try:
+            try:
+                await asyncio.wait({work})
+            except asyncio.CancelledError:
+                work.cancel()  # the transport dropped the caller: stop the call too
+                raise
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+            if self.running.get(key) is work:
+                del self.running[key]
+        if work.cancelled():
+            return None
+        return work.result()
 
     async def _method(self, method: str, params: dict, ctx: _CallContext) -> Any:
         if method == "initialize":
@@ -863,7 +1004,11 @@ class _McpDispatcher:
             args = params.get("arguments")
             args = {} if args is None else args
             tool.check(args)
-            return await self._call_tool(tool.name, args, ctx)
+            result = await self._call_tool(tool.name, args, ctx)
+            problem = tool.output_problem(result) if self.check_output else None
+            if problem:  # check mode (the test suite): an answer that breaks its declared shape is a bug
+                _emit(_log, logging.ERROR, "mcp_internal_error", method=method, error=problem)
+            return result
         if method == "resources/list":
             return {"resources": self.resources()}
         if method == "resources/read":
@@ -1115,6 +1260,19 @@ def _is_churn(etype: str) -> bool:
 ###############################################################################
 
 
+_CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
+_HIGH_VALUE_SET = _event_types("high_value")
+
+
+def _churn_memo(etype: str) -> bool:
+    churn = _CHURN_TYPES.get(etype)
+    if churn is None:
+        churn = _event_type(etype).churn
+        if len(_CHURN_TYPES) < 512:
+            _CHURN_TYPES[etype] = churn
+    return churn
+
+
 class _EventStore:
     """One browser session's ring buffer: at most EVENT_CAP_COUNT events,
     EVENT_CAP_AGE_MS old and EVENT_CAP_BYTES big.  Churn (DOM, animation,
@@ -1142,6 +1300,25 @@ class _EventStore:
 
     def __len__(self) -> int:
         return len(self._churn) + len(self._kept)
+
+    def add_batch(self, items: List[Tuple[dict, int]]) -> None:
+        """Store a frame's (event, size) pairs; the caller applies the caps once after: the frame path's add."""
+        seq = self.seq
+        churn_append, kept_append = self._churn.append, self._kept.append
+        memo = _CHURN_TYPES
+        total = 0
+        for item in items:
+            event = item[0]
+            seq += 1
+            event["seq"] = seq
+            total += item[1]
+            churn = memo.get(event["type"])
+            if churn is None:
+                churn = _churn_memo(event["type"])
+            (churn_append if churn else kept_append)(item)
+        self.total += seq - self.seq
+        self.bytes += total
+        self.seq = seq
 
     def add(self, event: dict, size: int, trim: bool = True) -> None:
         """Store one event; `trim=False` leaves the caps to one `trim(now)` per frame."""
@@ -1185,6 +1362,21 @@ class _EventStore:
         self.evicted[which] += 1
         self.evicted_upto[which] = max(self.evicted_upto[which], event["t"])
 
+    def _evict_many(self, dq: collections.deque, which: str, count: int) -> None:
+        """_evict `count` times over (count <= len(dq)), in one loop: a full buffer evicts a frame's worth."""
+        popleft = dq.popleft
+        freed = 0
+        newest = self.evicted_upto[which]
+        for _ in range(count):
+            event, size = popleft()
+            freed += size
+            t = event["t"]
+            if t > newest:
+                newest = t
+        self.bytes -= freed
+        self.evicted[which] += count
+        self.evicted_upto[which] = newest
+
     def trim(self, now: float) -> None:
         """Apply the age, count and byte caps: churn goes first, oldest first."""
         horizon = now - self.cap_age_ms
@@ -1193,6 +1385,14 @@ class _EventStore:
             while dq and dq[0][0]["t"] < horizon:
                 self._evict(dq, which)
         over = len(churn) + len(kept) - self.cap_count
+        if over > 0 and churn:  # the count cap in bulk, churn first: what the loop below does one by one
+            first = min(over, len(churn))
+            self._evict_many(churn, "churn", first)
+            over -= first
+        if over > 0 and kept:
+            first = min(over, len(kept))
+            self._evict_many(kept, "other", first)
+            over -= first
         while over > 0 or self.bytes > self.cap_bytes:
             if churn:
                 self._evict(churn, "churn")
@@ -1441,6 +1641,7 @@ class _BrowserSession:
     async def next_document(self, deadline: float) -> bool:
         """Wait (until the monotonic `deadline`) for the tab's next document to connect.
         False when the tab closed, crashed, or its next document never came."""
+        _progress_note("waiting for the next document of tab %s to connect" % self.id)
         while self.between_documents():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -1525,43 +1726,60 @@ class _BrowserSession:
             self._window_high = 0
             self._window_sampled = 0
         dropped = 0
+        kept: List[Tuple[dict, int]] = []
+        keep = kept.append
+        high_set = _HIGH_VALUE_SET
+        n_high, n_other = self._window_high, self._window_count
+        last_doc: Any = None  # a frame's events mostly share their document: its checks run once
+        doc = ""
         for index, raw in enumerate(events):
-            if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            etype = raw.get("type") if isinstance(raw, dict) else None
+            if not isinstance(etype, str):
                 self.store.note_blind_spot("malformed-event")
                 continue
-            etype = raw["type"][:64]
+            if len(etype) > 64:
+                etype = etype[:64]
             if etype.startswith("server."):  # only the app's authenticated middleware reports these
                 self.store.note_blind_spot("forged-server-event")
                 continue
             # Ordinary events share `cap` per second; high-value ones (requests,
             # errors, routes, signals...) have a reserve of their own.
-            if _event_type(etype).high_value:
-                self._window_high += 1
-                over = self._window_high > cap
+            if etype in high_set:
+                n_high += 1
+                over = n_high > cap
             else:
-                self._window_count += 1
-                over = self._window_count > cap
+                n_other += 1
+                over = n_other > cap
             if over:
                 dropped += 1
                 continue
             data = raw.get("data")
-            if not isinstance(data, dict):  # downstream code reads fields: give every event an object
-                data = {} if data is None else {"value": data}
+            if data.__class__ is not dict and not isinstance(data, dict):
+                data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
             # a microsecond apart: every event has its own cursor, so an answer can stop between two
             event = {"t": now + index * 0.001, "type": etype, "data": data}
-            if isinstance(raw.get("t"), (int, float)):
-                event["pt"] = raw["t"]
-            if isinstance(raw.get("actionId"), str):
-                event["actionId"] = raw["actionId"][:32]
-            if isinstance(raw.get("documentId"), str):
-                event["doc"] = raw["documentId"][:64]
-                if self.arriving is not None and event["doc"] == self.arriving[0]:
-                    self.arriving = None
+            value = raw.get("t")
+            if value.__class__ is float or isinstance(value, (int, float)):
+                event["pt"] = value
+            value = raw.get("actionId")
+            if value is not None and isinstance(value, str):
+                event["actionId"] = value[:32]
+            value = raw.get("documentId")
+            if value is not None:
+                if value == last_doc:  # only ever a string, so only a string equals it
+                    event["doc"] = doc
+                elif isinstance(value, str):
+                    last_doc = value
+                    doc = event["doc"] = value[:64]
+                    if self.arriving is not None and doc == self.arriving[0]:
+                        self.arriving = None
             if self._must_confirm(event):
                 self._hold(event, size)
                 continue
             self._observe(event)
-            self.store.add(event, max(size, _event_bytes(data)), trim=False)
+            keep((event, max(size, _event_bytes(data))))
+        self._window_high, self._window_count = n_high, n_other
+        self.store.add_batch(kept)
         self.store.trim(now)
         if dropped:
             self._window_sampled += dropped
@@ -2020,6 +2238,7 @@ DEVICE_BUDGET_ALL_SCALE = 4                # all session keys together: 4 x RETI
 DEVICE_START_TIMEOUT_S = 20.0              # browser launch until its DevTools endpoint answers
 DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's hello
 DEVICE_VIEWPORT = (1280, 800)
+SPARE_DEVICES_DEFAULT = 1                  # spare browsers kept started once a device was asked for
 CDP_MAX_MESSAGE_BYTES = 256 << 20          # full-page screenshots arrive as one base64 frame
 SCREENSHOT_INLINE_MAX_WIDTH = 1280
 SCREENSHOT_MAX_HEIGHT = 16384              # a full-page capture stops here: a taller PNG overruns CDP's read buffer
@@ -2412,6 +2631,49 @@ class _Device:
         The set-up calls go out together and are all answered before the
         navigation starts: Page.navigate is handled in the browser process and
         may overtake them, and a renderer swap would then lose them."""
+        t0 = await self.launch(exe)
+        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
+        else:
+            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+        await self.navigate(url)
+        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def warm(self, exe: str) -> None:
+        """A spare: everything of a start but the load.  The browser is launched, and its page is a
+        new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
+        start-up tab's), attached, with this device's SDK registered for every document."""
+        t0 = await self.launch(exe)
+        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
+                                                                   "browserContextId": self.context}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def adopt(self, url: str, viewport: Tuple[int, int]) -> None:
+        """A warmed spare becomes this caller's device: its viewport, then the load of `url`."""
+        t0 = time.monotonic()
+        if viewport != self.viewport:
+            self.viewport = viewport
+            await self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
+                                                                       "deviceScaleFactor": 1, "mobile": False},
+                                self.page)
+        await self.navigate(url)
+        self.phases["spareNavigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def launch(self, exe: str) -> float:
+        """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
         self.browser = exe
         self.profile = tempfile.mkdtemp(prefix="reticle-device-")
         args, why = _browser_args(self.profile, self.headed, self.viewport)
@@ -2431,20 +2693,7 @@ class _Device:
         # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
         self.cdp.reader.add_done_callback(
             lambda _: None if self.closed else self.manager.hub.spawn(self.manager.close(self, "the browser went away")))
-        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
-        pages = [t for t in targets if t.get("type") == "page"]
-        if pages:
-            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
-        else:
-            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
-        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
-        self.cdp.listeners.append(self._on_event)
-        await self._prepare_page()
-        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
-        await self.navigate(url)
-        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+        return t0
 
     async def _prepare_page(self) -> None:
         width, height = self.viewport
@@ -2713,6 +2962,12 @@ class _DeviceManager:
         self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
         self.idle_s = DEVICE_IDLE_S
         self._idle_timer: Any = None
+        # Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
+        # next reticle_open adopts instead of launching one; they count in max_devices.
+        self.want_spares = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
+        self.spares: List[_Device] = []
+        self.spare_tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
+        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
 
     @staticmethod
     def _parse_budget(raw: Optional[str]) -> Tuple[int, float]:
@@ -2835,8 +3090,16 @@ class _DeviceManager:
 
     async def _make_room(self) -> None:
         """At the cap, close the device whose client has been silent longest, if that is more than
-        DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse."""
-        if len(self.devices) < self.max_devices:
+        DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse.
+        A spare browser counts too, and gives its place up first."""
+        if len(self.devices) + len(self.spares) < self.max_devices:
+            return
+        if self.spares:
+            spare = self.spares[-1]
+            task = self.spare_tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                task.cancel()
+            await self.close(spare, "a device needed its place")
             return
         now = time.monotonic()
         idle = [(now - self.last_used.get(d.owner, now), d) for d in self.devices.values() if d.ready]
@@ -2864,17 +3127,27 @@ class _DeviceManager:
             return own, False
         if own is not None:
             await self.close(own, "replaced by a device with other settings")
+        self.asked_at = time.monotonic()
+        spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
         self._check_budget(key)
-        await self._make_room()  # a device counts from the moment it starts
+        if not spare_fits:
+            await self._make_room()  # a device counts from the moment it starts, a spare from its launch
         exe = _find_browser()
         self.starts[key].append(time.time())
         self.starts["*"].append(time.time())
-        device = _Device(self, key, headed, viewport)
+        device = (await self._take_spare()) if spare_fits else None
+        spare = device is not None
+        if device is None:
+            device = _Device(self, key, headed, viewport)
+        device.owner = key
         self.devices[device.id] = device
         self.touch(key)
         try:
             t0 = time.monotonic()
-            await device.start(exe, url)
+            if spare:
+                await device.adopt(url, viewport)
+            else:
+                await device.start(exe, url)
             await self.wait_connected(device, -1)
             device.phases["connectedMs"] = round((time.monotonic() - t0) * 1000)
         except BaseException as exc:
@@ -2886,8 +3159,57 @@ class _DeviceManager:
         self._ensure_idle_timer()
         self.touch(key)
         _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
-              sessionId=device.session_id, headed=headed, browser=exe, **device.phases)
+              sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
+        if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
+            self.top_up()
         return device, True
+
+    # -- spare browsers -------------------------------------------------------------
+    def top_up(self) -> None:
+        """Start spares in the background until `want_spares` are kept, within max_devices."""
+        while (len(self.spares) < self.want_spares and not self.hub.stop_reason
+               and len(self.devices) + len(self.spares) < self.max_devices):
+            try:
+                exe = _find_browser()
+            except ToolError:
+                return
+            spare = _Device(self, "", False, DEVICE_VIEWPORT)
+            self.spares.append(spare)
+            self.spare_tasks[spare.id] = self.hub.spawn(self._warm(spare, exe))
+
+    async def _warm(self, spare: _Device, exe: str) -> None:
+        try:
+            await spare.warm(exe)
+        except BaseException as exc:
+            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
+            await self.close(spare, "the spare did not start: %s" % exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        spare.ready = True
+        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
+
+    async def _take_spare(self) -> Optional[_Device]:
+        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
+        launch), or None when it failed; the caller starts a browser of its own then."""
+        while self.spares:
+            spare = self.spares.pop(0)
+            task = self.spare_tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                await asyncio.wait({task})
+            if spare.ready and not spare.closed and not spare.cdp.closed:
+                spare.ready = False  # ready again once its page connected for its new owner
+                return spare
+            await self.close(spare, "the spare was not usable")
+        return None
+
+    async def close_spares(self, why: str) -> None:
+        spares, self.spares = list(self.spares), []
+        for spare in spares:
+            task = self.spare_tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*(self.close(s, why) for s in spares))
 
     async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
         """Load `url` in a running device (first in a new, empty browser context when `fresh`)
@@ -2928,6 +3250,8 @@ class _DeviceManager:
             return
         device.closed = True
         self.devices.pop(device.id, None)
+        if device in self.spares:
+            self.spares.remove(device)
         try:
             if not device.cdp.closed:
                 await asyncio.wait_for(device.cdp.call("Browser.close", timeout=2.0), 2.5)
@@ -2960,7 +3284,7 @@ class _DeviceManager:
         _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
 
     async def close_all(self, why: str) -> None:
-        await asyncio.gather(*(self.close(d, why) for d in list(self.devices.values())))
+        await asyncio.gather(self.close_spares(why), *(self.close(d, why) for d in list(self.devices.values())))
         if self._idle_timer is not None:
             self._idle_timer.stop()
             self._idle_timer = None
@@ -2983,6 +3307,8 @@ class _DeviceManager:
                 continue  # `reticle drive` and `reticle demo` keep theirs until they end
             if now - self.last_used.get(device.owner, now) > self.idle_s:
                 self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
+        if self.spares and (self.asked_at is None or now - self.asked_at > self.idle_s):
+            self.hub.spawn(self.close_spares("no device was asked for in %d s" % self.idle_s))
 
     # -- trusted input ------------------------------------------------------------
     def on_input(self, session: _BrowserSession, msg: dict) -> None:
@@ -4424,6 +4750,10 @@ def _predicate_digest() -> str:
 
 
 _PREDICATE_DIGEST = _predicate_digest()
+# reticle_assert's share of the same list: the kinds, their fields once (in reticle_act_and_wait's
+# description, read in the same tools/list), so the list stays inside its budget.
+_PREDICATE_KINDS_LINE = ("Predicates {kind,...}, fields as in reticle_act_and_wait: %s. Grammar: reticle://predicates."
+                         % " ".join("%s{}" % k for k in _PREDICATE_KINDS))
 
 
 def _kind_schema(kind: str) -> dict:
@@ -4775,6 +5105,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         grace = ACT_GRACE_MS - (session.now() - act_at)
         if grace > 0:
             await asyncio.sleep(grace / 1000.0)
+        _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
@@ -4785,6 +5116,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
     else:
         obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     if settle_until is not None and not obs.lost and _judge_final(p, obs)["pass"]:
+        _progress_note("waiting for the requests the act started to finish")
         pending = await _await_horizon(session, floor, time.monotonic() + HORIZON_CAP_MS / 1000.0)
         while time.monotonic() < settle_until and session.open_since(floor):
             await session.wait_change(0.05)
@@ -4819,6 +5151,7 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     holds_count = _holds_count(p)
     shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
     while True:
+        _progress_note("waiting for %s" % _describe_predicate(p))
         if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
@@ -5935,12 +6268,44 @@ class _Tool:
         self.needs_session = session  # the handler gets the resolved tab: (hub, session, args, ctx)
         self.quiet = quiet            # accepted spellings tools/list does not show (until|predicate)
         self.validator = jsonschema.Draft202012Validator(schema)
+        self.title: Optional[str] = None          # set from _TOOL_CONVENTIONS by _build_registry
+        self.annotations: Optional[dict] = None
+        self.output_schema: Optional[dict] = None
+        self.output_validator: Optional[Any] = None
+
+    def convene(self, title: str, annotations: dict, output: Optional[dict]) -> None:
+        """The MCP conventions clients act on: a display title, behaviour hints, and the shape of the
+        answer's structuredContent (checked once here, validated per answer in check mode)."""
+        self.title = title
+        self.annotations = annotations
+        if output is not None:
+            jsonschema.Draft202012Validator.check_schema(output)
+            self.output_schema = output
+            self.output_validator = jsonschema.Draft202012Validator(output)
 
     def describe(self) -> dict:
         """The tool as tools/list shows it: the schema a model needs to write a call (_lean);
         the strict schema behind it still checks every call and names what it accepts."""
         shown = dict(self.schema, properties={k: v for k, v in self.schema["properties"].items() if k not in self.quiet})
-        return {"name": self.name, "description": self.description, "inputSchema": _lean(shown)}
+        out = {"name": self.name, "description": self.description, "inputSchema": _lean(shown)}
+        if self.title is not None:
+            out["title"] = self.title
+        if self.annotations is not None:
+            out["annotations"] = self.annotations
+        if self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
+        return out
+
+    def output_problem(self, result: Any) -> Optional[str]:
+        """Where a successful answer's structuredContent breaks outputSchema, or None when it holds
+        (an isError answer carries the error object, which no output schema describes)."""
+        if self.output_validator is None or not isinstance(result, dict) or result.get("isError"):
+            return None
+        err = jsonschema.exceptions.best_match(self.output_validator.iter_errors(result.get("structuredContent")))
+        if err is None:
+            return None
+        return "%s answered structuredContent that breaks its outputSchema at /%s: %s" % (
+            self.name, "/".join(str(p) for p in err.absolute_path), err.message)
 
     def check(self, args: Any) -> None:
         """Raise RpcError(-32602) naming the failing path and accepted fields."""
@@ -6166,6 +6531,7 @@ async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
         "navigate", {"url": args["url"]})
     await session.command(name, cmd)
+    _progress_note("waiting for tab %s to connect again after the %s" % (session.id, name))
     confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
     live = hub.bridge.get(session.id)
     out = {"ok": True, "confirmed": confirmed, "since": since, "sessionId": session.id}
@@ -6764,6 +7130,56 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
             await _quietly(hub.faults.sync(session.id))
 
 
+# -- the MCP conventions of each tool: title, annotations (hints clients auto-approve and group by), and
+# the outputSchema of an answer whose shape is stable.  Read-only tools say only readOnlyHint and
+# openWorldHint (the other two hints mean nothing for them); a tool that acts says all four, since MCP's
+# defaults (destructive, open world) would claim more than is true.  openWorldHint is true where the
+# tool loads a URL the caller names; every other tool works inside the app under test.
+_READS = {"readOnlyHint": True, "openWorldHint": False}
+
+
+def _acts(destructive: bool, idempotent: bool, open_world: bool = False) -> dict:
+    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent,
+            "openWorldHint": open_world}
+
+
+def _shape(required: Tuple[str, ...], **props: dict) -> dict:
+    """An outputSchema: the fields every answer has (and the types of a few); others may appear."""
+    out: Dict[str, Any] = {"type": "object", "required": list(required)}
+    if props:
+        out["properties"] = props
+    return out
+
+
+_VERIFIED = {"enum": ["yes", "no", "unknown"]}
+_TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
+    "reticle_sessions": ("Sessions", _READS, _shape(("sessions",), sessions={"type": "array"})),
+    "reticle_navigate": ("Navigate", _acts(False, True, True), _shape(("confirmed", "since", "sessionId"))),
+    "reticle_snapshot": ("Snapshot", _READS, None),
+    "reticle_query": ("Query", _READS, None),
+    "reticle_inspect": ("Inspect", _READS, None),
+    "reticle_act": ("Act", _acts(True, False), None),
+    "reticle_act_sequence": ("Act sequence", _acts(True, False), _shape(("since",))),
+    "reticle_act_and_wait": ("Act and wait", _acts(True, False),
+                             _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_observe": ("Observe", _READS, _shape(("events",), events={"type": "array"})),
+    "reticle_network": ("Network", _READS, None),
+    "reticle_console": ("Console", _READS, None),
+    "reticle_wait_for": ("Wait for", _READS, _shape(("pass",), **{"pass": {"type": "boolean"}})),
+    "reticle_assert": ("Assert", _READS, _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_state": ("State", _READS, None),
+    "reticle_fault": ("Fault requests", _acts(False, False), _shape(("sessionId",))),
+    "reticle_capabilities": ("Capabilities", _READS, None),
+    "reticle_flow_save": ("Save flow", _acts(True, True), _shape(("saved", "name", "steps"))),
+    "reticle_flow_list": ("Flows", _READS, _shape(("dir", "flows"), flows={"type": "array"})),
+    "reticle_flow_replay": ("Replay flow", _acts(True, False, True),
+                            _shape(("verified", "steps", "because"), verified=_VERIFIED)),
+    "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
+    "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
+    "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
+}
+
+
 def _build_registry() -> _ToolRegistry:
     """Every tool of DESIGN section 7 that works, with its final schema."""
     reg = _ToolRegistry()
@@ -6862,7 +7278,7 @@ def _build_registry() -> _ToolRegistry:
         _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}})
     add("reticle_assert",
         "Check `predicate` over the events since the last act and the live page: a verdict, verified "
-        "yes|no|unknown. " + _PREDICATE_DIGEST,
+        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
         {"predicate": _PREDICATE, "until": _PREDICATE,
          "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
          "sessionId": sid},
@@ -6922,6 +7338,9 @@ def _build_registry() -> _ToolRegistry:
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
          "inline": {"type": "boolean"}, "sessionId": sid},
         _tool_screenshot, {"inline": True})
+    for tool in reg.listed():
+        if tool.name in _TOOL_CONVENTIONS:
+            tool.convene(*_TOOL_CONVENTIONS[tool.name])
     return reg
 
 
@@ -6933,6 +7352,7 @@ async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dic
                         'pass a full URL such as "http://localhost:5173/"')
     vp = args.get("viewport")
     started = time.monotonic()
+    _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
     device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
                                                  (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")))
     return {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
@@ -7002,16 +7422,24 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
     if args.get("fullPage") and not args.get("ref") and cut:
         out["truncated"] = {"pageHeight": round(float(size.get("height", 0))), "capturedHeight": SCREENSHOT_MAX_HEIGHT,
                             "note": "the page is taller than %d px; the capture stops there" % SCREENSHOT_MAX_HEIGHT}
+    link = {"type": "resource_link", "uri": _file_uri(path), "name": name, "mimeType": "image/png",
+            "size": len(png), "description": "%dx%d screenshot of %s" % (width, height, device.url[:200])}
     if not args.get("inline"):
-        return out
+        return _WithContent(out, [link])
     scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
     # a readable strip, not 32,000 px
     area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))
     jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
     jw, jh = _jpeg_size(jpeg)
     out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
-    return _WithContent(out, [{"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
-                               "mimeType": "image/jpeg"}])
+    return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
+                                     "mimeType": "image/jpeg"}])
+
+
+def _file_uri(path: str) -> str:
+    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
+    path = os.path.abspath(path).replace(os.sep, "/")
+    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
 
 
 ###############################################################################
@@ -7633,6 +8061,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             steps_out.append({"index": i, "step": label, "verified": "skipped"})
             continue
         t0 = time.monotonic()
+        _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
         cursor = session.now()
         res = await _replay_step(hub, session, step, ctx, secrets_in, _secret_origin(step, flow, start))
         session = hub.bridge.get(session.id) or session
@@ -9047,7 +9476,7 @@ class _SseHandler(_SseMixin, _BaseHandler):
             return
         self.sse_open()
         self.sse_id = str(uuid.uuid4())
-        self.ctx = _CallContext("sse", "sse:" + self.sse_id)
+        self.ctx = _CallContext("sse", "sse:" + self.sse_id, notify=self.deliver)
         self.calls: set = set()  # this session's calls in flight, cancelled when the stream drops
         self.hub.sse_streams[self.sse_id] = self
         _emit(_log, logging.INFO, "mcp_client_connected", transport="sse", session=self.sse_id)
@@ -9170,10 +9599,20 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         ctx = _CallContext("streamable-http", sid or "addr:%s" % self.request.remote_ip)
         if sid:
             self.hub.touch_client(sid)
+        streamed = _wants_progress(payload) and "text/event-stream" in self.request.headers.get("Accept", "")
+        if streamed:  # the answer becomes an SSE stream: the call's progress, then its reply
+            self.sse_open()
+            ctx.notify = self.sse_message
         answered, out = await self.run_cancellable(self.hub.dispatcher.handle_payload(payload, ctx))
         if not answered:
             return  # the client hung up and its call was cancelled: nobody to answer
         reply = out[0]
+        if streamed:
+            if reply is not None:
+                await self.sse_message(reply)
+            if not self._finished and not self.request.connection.stream.closed():  # type: ignore[union-attr]
+                self.finish()
+            return
         if reply is None:
             self.set_status(204)
             self.finish()
@@ -9183,6 +9622,9 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
             self.hub.touch_client(new_sid)
             self.set_header("Mcp-Session-Id", new_sid)
         self.send_json(reply)
+
+    async def sse_message(self, message: dict) -> None:
+        await self.sse_write("event: message\ndata: %s\n\n" % _dumps(message))
 
     async def get(self) -> None:
         ok, sid = self._session(required=True)
@@ -9509,7 +9951,9 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
                 "404": "session not found", "503": "MCP server not ready"})}),
     (r"/mcp", _StreamableHandler, {}, "/mcp",
      {"post": ("mcpPost", "Send MCP JSON-RPC messages (one or a batch)",
-               {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
+               {"200": "response(s); Mcp-Session-Id on initialize; for a tools/call with _meta.progressToken "
+                       "from a client that accepts text/event-stream, an SSE stream: its progress "
+                       "notifications, then its response", "204": "notifications only",
                 "404": "MCP_SESSION_UNKNOWN"}),
       "get": ("mcpGet", "Server-to-client stream of SSE comments",
               {"200": "text/event-stream", "400": "missing Mcp-Session-Id", "404": "MCP_SESSION_UNKNOWN"}),
@@ -9521,7 +9965,8 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
                {"200": "{stitched, unmatched, invalid}", "400": "not {records: [...]}"})}),
     (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
-               {"200": "response(s); Mcp-Session-Id on initialize", "204": "notifications only",
+               {"200": "response(s); Mcp-Session-Id on initialize; an SSE stream for a tools/call with "
+                       "_meta.progressToken, as POST /mcp", "204": "notifications only",
                 "404": "MCP_SESSION_UNKNOWN"}),
       "get": ("mcpRootGet", "Alias of GET /mcp",
               {"200": "text/event-stream", "400": "missing Mcp-Session-Id", "404": "MCP_SESSION_UNKNOWN"})}),
@@ -9912,13 +10357,14 @@ async def _probe_port(port: int, timeout: float = 1.0) -> dict:
 
 async def _http(method: str, port: int, path: str, body: Optional[bytes] = None,
                 headers: Optional[dict] = None, timeout: float = 10.0,
-                scheme: str = "http") -> tornado.httpclient.HTTPResponse:
+                scheme: str = "http", streaming: Optional[Callable[[bytes], None]] = None
+                ) -> tornado.httpclient.HTTPResponse:
     client = tornado.httpclient.AsyncHTTPClient(force_instance=True)
     try:
         return await client.fetch(
             "%s://127.0.0.1:%d%s" % (scheme, port, path), method=method, body=body, headers=headers,
             request_timeout=timeout, connect_timeout=min(timeout, 2.0), raise_error=False,
-            validate_cert=False, allow_nonstandard_methods=True)
+            validate_cert=False, allow_nonstandard_methods=True, streaming_callback=streaming)
     finally:
         client.close()
 
@@ -10098,6 +10544,11 @@ class _DaemonLink:
             if stale:
                 return await self._spawn_and_wait()
         try:
+            if owned:  # a daemon another proxy started may have come up since this one's first probe
+                probe = await _probe_port(self.port, timeout=0.5)
+                if probe["state"] == "daemon":
+                    self.scheme = probe.get("scheme", "http")
+                    return
             if owned:
                 log_path = self.state.file("daemon-%d.log" % self.port)
                 fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -10132,21 +10583,42 @@ class _DaemonLink:
                 except OSError:
                     pass
 
-    async def _post(self, message: dict) -> Tuple[Optional[dict], Optional[str]]:
+    async def _post(self, message: dict, relay: Optional[_Progress] = None) -> Tuple[Optional[dict], Optional[str]]:
+        """POST one message; with `relay`, ask for the SSE answer and pass each progress notification
+        the daemon sends on to this proxy's client (under the client's own token)."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
+        reader = None
+        if relay is not None:
+            headers["Accept"] = "application/json, text/event-stream"
+            reader = _SseReader(relay)
         resp = await _http("POST", self.port, "/mcp", _dumps(message).encode(), headers, timeout=120,
-                           scheme=self.scheme)
+                           scheme=self.scheme, streaming=reader.feed if reader is not None else None)
+        body = resp.body if reader is None else b"".join(reader.raw)
+        if reader is not None and reader.sends:  # every relayed progress goes out before the answer does
+            await asyncio.gather(*list(reader.sends), return_exceptions=True)
         if resp.code == 599 and resp.error is not None:
             raise resp.error
-        if resp.code == 404 and b"MCP_SESSION_UNKNOWN" in (resp.body or b""):
+        if resp.code == 404 and b"MCP_SESSION_UNKNOWN" in (body or b""):
             self.session_id = None
             return None, "session"
         if resp.code != 200:
-            raise ToolError("the daemon answered HTTP %d: %s" % (resp.code, (resp.body or b"")[:300].decode(
+            raise ToolError("the daemon answered HTTP %d: %s" % (resp.code, (body or b"")[:300].decode(
                 "utf-8", "replace")), "retry the call")
-        return json.loads(resp.body), resp.headers.get("Mcp-Session-Id")
+        if reader is not None and "text/event-stream" in resp.headers.get("Content-Type", ""):
+            if reader.reply is None:
+                raise ToolError("the daemon's answer stream ended without a reply", "retry the call")
+            return reader.reply, resp.headers.get("Mcp-Session-Id")
+        return json.loads(body), resp.headers.get("Mcp-Session-Id")
+
+    async def _cancel(self, mid: str) -> None:
+        """Tell the daemon this proxy's client cancelled request `mid` (its wait stops there too)."""
+        note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": mid}}
+        try:
+            await self._post(note)
+        except Exception as exc:  # the daemon is gone: nothing runs there to stop
+            _emit(_log, logging.DEBUG, "mcp_cancel_not_sent", error=repr(exc))
 
     async def _initialize(self) -> None:
         self._ids += 1
@@ -10155,7 +10627,9 @@ class _DaemonLink:
                                                   "clientInfo": {"name": "reticle-mcp-proxy", "version": __version__}}})
         self.session_id = sid
 
-    async def request(self, method: str, params: dict) -> Any:
+    async def request(self, method: str, params: dict, relay: Optional[_Progress] = None) -> Any:
+        """One request to the daemon (started and initialized first when needed) -> its result.
+        `relay` forwards the call's progress; a cancelled call is cancelled at the daemon too."""
         async with self._lock:
             if self.session_id is None:
                 # Know who holds the port before posting: a stranger that accepts
@@ -10163,10 +10637,16 @@ class _DaemonLink:
                 await self.ensure()
                 await self._initialize()
         self._ids += 1
-        message = {"jsonrpc": "2.0", "id": "proxy-%d" % self._ids, "method": method, "params": params}
+        mid = "proxy-%d" % self._ids
+        message: Dict[str, Any] = {"jsonrpc": "2.0", "id": mid, "method": method, "params": params}
+        if relay is not None:
+            message["params"] = dict(params, _meta={"progressToken": mid})
         try:
             try:
-                reply, status = await self._post(message)
+                reply, status = await self._post(message, relay)
+            except asyncio.CancelledError:
+                asyncio.ensure_future(self._cancel(mid))
+                raise
             except ConnectionRefusedError:
                 # Refused: nothing was sent, so the daemon died since the last call.
                 # Start one (DESIGN section 2) and send this call once more.
@@ -10174,10 +10654,10 @@ class _DaemonLink:
                 async with self._lock:
                     await self.ensure()
                     await self._initialize()
-                reply, status = await self._post(message)
+                reply, status = await self._post(message, relay)
             if reply is None:  # the daemon forgot our session (a new machine key?): start over once
                 await self._initialize()
-                reply, _ = await self._post(message)
+                reply, _ = await self._post(message, relay)
         except (tornado.iostream.StreamClosedError, tornado.httpclient.HTTPClientError, OSError) as exc:
             self.session_id = None
             raise ToolError("the daemon connection failed (%s: %s) before this call was answered; it may not "
@@ -10193,7 +10673,7 @@ class _DaemonLink:
 
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         try:
-            return await self.request("tools/call", {"name": name, "arguments": args})
+            return await self.request("tools/call", {"name": name, "arguments": args}, _PROGRESS.get())
         except ToolError as exc:
             return _tool_result(exc.payload(), True)
         except ConfigError as exc:
@@ -10213,11 +10693,46 @@ class _DaemonLink:
                 self.port, exc.error if isinstance(exc, ToolError) else exc)}
 
 
+class _SseReader:
+    """The stdio proxy's reader of a streamed daemon answer: progress notifications are relayed as they
+    arrive, the reply (the message with an id) is kept; `raw` keeps every byte for a non-SSE answer."""
+
+    def __init__(self, relay: _Progress) -> None:
+        self.relay = relay
+        self.raw: List[bytes] = []
+        self.reply: Optional[dict] = None
+        self._buffer = b""
+        self.sends: set = set()
+
+    def feed(self, chunk: bytes) -> None:
+        self.raw.append(chunk)
+        self._buffer += chunk
+        while b"\n\n" in self._buffer:
+            frame, self._buffer = self._buffer.split(b"\n\n", 1)
+            data = b"\n".join(line[5:].lstrip() for line in frame.split(b"\n") if line.startswith(b"data:"))
+            if not data:
+                continue
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if message.get("method") == "notifications/progress":
+                params = message.get("params")
+                note = params.get("message") if isinstance(params, dict) else None
+                send = asyncio.ensure_future(self.relay.send(str(note or "")))
+                self.sends.add(send)
+                send.add_done_callback(self.sends.discard)
+            elif "id" in message:
+                self.reply = message
+
+
 async def _mcp_stdio(port: int, state: _StateDir) -> int:
     """`reticle mcp`: newline-delimited JSON-RPC on stdin/stdout."""
     link = _DaemonLink(port, state)
     dispatcher = _McpDispatcher(_build_registry(), link.call_tool, link.read_live,
-                                lambda: "http://127.0.0.1:%d" % port)
+                                lambda: "http://127.0.0.1:%d" % port, tick=False)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -10234,17 +10749,20 @@ async def _mcp_stdio(port: int, state: _StateDir) -> int:
     write_lock = asyncio.Lock()
     inflight: set = set()
 
+    async def write(message: dict) -> None:
+        async with write_lock:
+            out.write(_dumps(message).encode("utf-8") + b"\n")
+            out.flush()
+
     async def answer(line: bytes) -> None:
         try:
             payload = _loads(line)
         except ValueError as exc:
             reply: Any = _rpc_error(None, -32700, "Parse error: %s" % exc)
         else:
-            reply, _ = await dispatcher.handle_payload(payload, _CallContext("stdio", "stdio"))
+            reply, _ = await dispatcher.handle_payload(payload, _CallContext("stdio", "stdio", notify=write))
         if reply is not None:
-            async with write_lock:
-                out.write(_dumps(reply).encode("utf-8") + b"\n")
-                out.flush()
+            await write(reply)
 
     while True:
         line = await queue.get()

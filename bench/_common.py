@@ -153,7 +153,9 @@ class Daemon(_harness.Daemon):
     removed at close."""
 
     def __init__(self, prefix, **options):
-        """`options` are tests/_harness.Daemon's: env, args, command, cwd, timeout ..."""
+        """`options` are tests/_harness.Daemon's: env, args, command, cwd, timeout ...  A bench daemon
+        does not check its answers against their output schemas, as the tests' daemons do."""
+        options["env"] = dict({"RETICLE_CHECK_OUTPUT": None}, **(options.get("env") or {}))
         self.tmp = tempfile.TemporaryDirectory(prefix=prefix)
         try:
             super().__init__(os.path.join(self.tmp.name, "state"), **options)

@@ -21,6 +21,9 @@ per-session rate cap), over the daemon's own clock (``uptimeMs``):
    ratio is the daemon's ingest against the floor of tornado + json on this machine.
 
 Targets (issue 3): at least 50,000 events/s absorbed; RSS under 100 MB with 10 full sessions.
+Targets (issue 22), both printed at the end of one run: the idle daemon's RSS at most 1.1x that of a
+Python that imports reticle's three dependencies alone (the very modules reticle.py imports of
+tornado, jsonschema and cryptography, nothing else), and 10-session ingest at least 0.5x the bare sink.
 Prints numbers; asserts nothing.  Starts and removes its own daemon, app server and Chromium.
 
     python bench/ingest.py [--runs 3] [--flood 1.0] [--seconds 1.5] [--tabs 10] [--skip-browser]
@@ -37,7 +40,8 @@ import textwrap
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE_ = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE_)
 from _common import Chromium, Daemon, RawMcp, close_all, proc_mem_mb  # noqa: E402  (puts tests/ on sys.path)
 import _harness  # noqa: E402
 
@@ -47,6 +51,8 @@ import tornado.web  # noqa: E402
 import tornado.websocket  # noqa: E402
 
 TARGET_EPS = 50_000
+TARGET_IDLE_RATIO = 1.1
+TARGET_SINK_RATIO = 0.5
 TARGET_RSS_MB = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Every tab floods at once, most of them in the background: no throttling of their timers.
@@ -152,6 +158,23 @@ def drained(url, pid, prefix, quiet_s=0.6, limit_s=60.0):
             break
         last = now
     return moved
+
+
+def deps_only_rss_mb():
+    """RSS of a Python that imports only the third-party modules reticle.py imports at its top."""
+    with open(os.path.join(os.path.dirname(HERE_), "reticle.py")) as fh:
+        lines = [ln.strip() for ln in fh if ln.startswith(("import tornado", "import jsonschema",
+                                                            "from cryptography"))]
+    code = "\n".join(lines + ["import sys", "sys.stdout.write('ready\\n')", "sys.stdout.flush()",
+                               "sys.stdin.read()"])
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        proc.stdout.readline()
+        time.sleep(0.3)
+        return proc_mem_mb(proc.pid)[0]
+    finally:
+        proc.stdin.close()
+        proc.wait(5)
 
 
 def med(values):
@@ -409,9 +432,11 @@ def main():
     try:
         time.sleep(0.3)
         idle_rss, _ = proc_mem_mb(daemon.proc.pid)
+        deps_rss = deps_only_rss_mb()
         print("reticle ingest bench  (python %s, %d cores, daemon pid %d, per-session cap %s events/s)"
               % (sys.version.split()[0], os.cpu_count(), daemon.proc.pid, "20000 + 20000 high-value"))
-        print("idle daemon RSS: %.1f MB" % idle_rss)
+        print("idle daemon RSS: %.1f MB; a Python importing only reticle's dependencies: %.1f MB"
+              % (idle_rss, deps_rss))
         print()
 
         if not opts.skip_browser:
@@ -464,6 +489,9 @@ def main():
               " sessions the daemon keeps at most 8 (2,000 events each) for 60 s so that a reload can resume" % (
                   rss, hwm, len(final["sessions"]), opts.runs * 11))
         print()
+        print("idle RSS / the dependencies' own: %.2f  (target <= %.1f)" % (idle_rss / deps_rss, TARGET_IDLE_RATIO))
+        print("10-session ingest / bare tornado sink: %.2f  (target >= %.1f)"
+              % (med([r["eps"] for r in ws10]) / base, TARGET_SINK_RATIO))
         print("total bench time: %.0f s" % (time.monotonic() - started))
     finally:
         daemon.close()

@@ -59,6 +59,7 @@ def daemon_env(state_dir, **extra):
     env = {k: v for k, v in os.environ.items() if k not in RETICLE_ENV}
     env["RETICLE_STATE_DIR"] = str(state_dir)
     env["PYTHONUNBUFFERED"] = "1"
+    env["RETICLE_CHECK_OUTPUT"] = "1"  # every tool answer of the suite is checked against its outputSchema
     for key, value in extra.items():
         if value is None:
             env.pop(key, None)

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -444,6 +445,25 @@ def test_screenshots_are_pngs_of_the_viewport_and_inline_adds_a_jpeg(mcp, app):
     assert 0 < small["width"] < 200 and 0 < small["height"] < 100
 
 
+def test_a_screenshot_answers_a_resource_link_to_its_png(mcp, app):
+    """MCP 2025-06-18 resource_link: the PNG's file:// URI, MIME type and size beside the JSON text;
+    `inline` keeps its image block after the link."""
+    sid = mcp.ok("reticle_open", {"url": app.url + "/plain", "viewport": {"width": 640, "height": 400}})["sessionId"]
+    for inline in (False, True):
+        result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "inline": inline})
+        assert not result.is_error
+        data = json.loads(result.content[0].text)
+        links = [c for c in result.content if c.type == "resource_link"]
+        assert len(links) == 1, result.content
+        link = links[0]
+        assert str(link.uri) == "file://" + urllib.parse.quote(data["path"])
+        assert link.mime_type == "image/png" and link.size == data["bytes"] == os.path.getsize(data["path"])
+        assert link.name == os.path.basename(data["path"])
+        with urllib.request.urlopen(str(link.uri)) as fh:  # the link opens the very file
+            assert fh.read()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert [c.type for c in result.content] == ["text", "resource_link"] + (["image"] if inline else [])
+
+
 def test_a_wide_page_is_inlined_at_most_1280_px_wide(mcp, app):
     sid = mcp.ok("reticle_open", {"url": app.url + "/plain", "viewport": {"width": 1600, "height": 500}})["sessionId"]
     result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "inline": True})
@@ -597,22 +617,28 @@ def test_a_sigkilled_daemons_browsers_are_reaped_by_the_next_start(tmp_path, app
     try:
         client.ok("reticle_open", {"url": app.url + "/plain"})
         records = os.path.join(d.state_dir, "devices")
-        [name] = os.listdir(records)
-        with open(os.path.join(records, name)) as fh:
-            record = json.load(fh)
-        profile = record["profile"]
-        assert os.path.isdir(profile) and device_processes(profile)
+        # the device and the spare started beside it once a device was asked for: both leave a record
+        names = _harness.wait_until(lambda: len(os.listdir(records)) == 2 and os.listdir(records), 10,
+                                    what="the device's and the spare's records")
+        profiles = []
+        for name in names:
+            with open(os.path.join(records, name)) as fh:
+                profiles.append(json.load(fh)["profile"])
+        _harness.wait_until(lambda: all(os.path.isdir(p) and device_processes(p) for p in profiles), 10,
+                            what="both browsers")
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait()
     finally:
         client.close()
         d.stop()  # already gone: this only closes its log
     time.sleep(0.3)
-    assert device_processes(profile), "a killed daemon's browser outlives it: the reaper has work to do"
+    # a browser that writes to the dead daemon's stderr pipe may end on its own; one left is the reaper's work
+    assert any(device_processes(p) for p in profiles), "a killed daemon's browsers outlive it: work for the reaper"
     again = _harness.Daemon(tmp_path / "state", port=d.port)
     try:
-        assert device_processes(profile) == []
-        assert not os.path.exists(profile)
+        for profile in profiles:
+            assert device_processes(profile) == []
+            assert not os.path.exists(profile)
         assert os.listdir(records) == []
     finally:
         again.close()
@@ -882,3 +908,100 @@ def test_a_held_click_is_held_by_real_input(mcp, app):
                                  "args": {"holdMs": 400}, "sessionId": sid})
     assert res["input"] == "cdp"
     assert 400 <= res["result"]["effect"]["heldMs"] < 2000, res
+
+
+def log_events(d, event):
+    return [json.loads(ln) for ln in d.log().splitlines() if '"event":"%s"' % event in ln]
+
+
+def test_a_new_clients_open_adopts_the_spare_and_shares_nothing_with_the_last(tmp_path, app):
+    """The first reticle_open starts its browser and, once it answered, a spare in the background;
+    the next client's open adopts the spare (no launch) in a browser of its own: none of the first
+    client's cookies, local or session storage.  A new spare replaces the one used."""
+    d = _harness.Daemon(tmp_path / "state")
+    first, second = _harness.Mcp(d.url + "/mcp"), _harness.Mcp(d.url + "/mcp")
+    try:
+        a = first.ok("reticle_open", {"url": app.url + "/state"})
+        assert a["started"] is True
+        _harness.wait_until(lambda: log_events(d, "device_spare_ready"), 20, what="the spare to be warm")
+        b = second.ok("reticle_open", {"url": app.url + "/state", "viewport": {"width": 700, "height": 500}})
+        assert b["started"] is True and b["sessionId"] != a["sessionId"]
+        assert b["viewport"] == {"width": 700, "height": 500}
+        started = log_events(d, "device_started")
+        assert [s["spare"] for s in started] == [False, True]
+        assert started[1]["deviceId"] == log_events(d, "device_spare_ready")[0]["deviceId"] == b["deviceId"]
+        pids = {dev["deviceId"]: dev["pid"] for dev in d.status()["devices"]}
+        assert pids[a["deviceId"]] != pids[b["deviceId"]]
+        states = _harness.wait_until(lambda: [json.loads(x[1]) for x in app.log if x[0] == "state"][-2:]
+                                     if len([x for x in app.log if x[0] == "state"]) >= 2 else None, 10,
+                                     what="both pages to report what they kept")
+        assert states[1] == {"cookie": "", "local": None, "session": None}, states
+        width = second.ok("reticle_query", {"by": "role", "value": "button", "sessionId": b["sessionId"]})
+        assert width["elements"]
+        shot = second.ok("reticle_screenshot", {"sessionId": b["sessionId"]})
+        assert (shot["width"], shot["height"]) == (700, 500)
+        _harness.wait_until(lambda: len(log_events(d, "device_spare_ready")) == 2, 20, what="a new spare")
+    finally:
+        first.close()
+        second.close()
+        d.close()
+    assert os.listdir(os.path.join(d.state_dir, "devices")) == []  # the stop closed the spare too
+
+
+def test_the_spare_counts_in_the_device_limit(tmp_path, app):
+    d = _harness.Daemon(tmp_path / "state", env={"RETICLE_MAX_DEVICES": "2"})
+    clients = [_harness.Mcp(d.url + "/mcp") for _ in range(3)]
+    records = os.path.join(d.state_dir, "devices")
+    try:
+        clients[0].ok("reticle_open", {"url": app.url + "/plain"})
+        _harness.wait_until(lambda: log_events(d, "device_spare_ready"), 20, what="the spare")
+        assert len(os.listdir(records)) == 2  # one device and one spare: the limit is reached
+        clients[1].ok("reticle_open", {"url": app.url + "/plain"})  # adopts the spare
+        time.sleep(1.0)
+        assert len(os.listdir(records)) == 2, "no new spare past the limit"
+        data, is_error = clients[2].call("reticle_open", {"url": app.url + "/plain"})
+        assert is_error and "at most 2 devices" in data["error"]
+        assert len(log_events(d, "device_spare_ready")) == 1
+    finally:
+        for c in clients:
+            c.close()
+        d.close()
+
+
+def test_no_spare_with_reticle_spare_devices_0(tmp_path, app):
+    d = _harness.Daemon(tmp_path / "state", env={"RETICLE_SPARE_DEVICES": "0"})
+    client = _harness.Mcp(d.url + "/mcp")
+    try:
+        client.ok("reticle_open", {"url": app.url + "/plain"})
+        time.sleep(1.5)
+        assert len(os.listdir(os.path.join(d.state_dir, "devices"))) == 1
+        assert not log_events(d, "device_spare_ready")
+    finally:
+        client.close()
+        d.close()
+
+
+def test_spares_close_with_the_idle_devices(tmp_path, monkeypatch):
+    """In the daemon's own objects on a real loop: a warmed spare is a real browser, and the idle sweep
+    that closes idle devices closes it once no device was asked for in the idle time."""
+    monkeypatch.setenv("RETICLE_STATE_DIR", str(tmp_path / "state"))
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"))
+        manager = hub.devices
+        manager.asked_at = time.monotonic()
+        manager.top_up()
+        assert len(manager.spares) == 1
+        spare = manager.spares[0]
+        await asyncio.wait_for(manager.spare_tasks[spare.id], 30)
+        assert spare.ready and spare.context and device_processes(spare.profile)
+        manager._close_idle()  # asked for just now: the spare stays
+        await asyncio.sleep(0.2)
+        assert manager.spares == [spare]
+        manager.asked_at = time.monotonic() - manager.idle_s - 1
+        manager._close_idle()
+        await asyncio.wait_for(asyncio.gather(*list(hub.tasks)), 15)
+        assert manager.spares == [] and spare.closed
+        assert device_processes(spare.profile) == [] and not os.path.exists(spare.profile)
+
+    asyncio.run(run())

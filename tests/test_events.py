@@ -95,3 +95,47 @@ def test_a_frame_may_overshoot_until_it_is_trimmed_once():
     store.trim(clock.now)
     assert [e["data"]["n"] for e in store.query()] == [3, 4, 5, 6, 7]
     assert store.evicted["other"] == 3
+
+
+def test_a_frame_stored_at_once_keeps_and_evicts_what_one_by_one_would():
+    """add_batch + one trim per frame (the frame path) against add one event at a time: the same events
+    kept in the same order with the same seqs, the same evictions counted up to the same cursors."""
+    import random
+    class OneByOne(reticle._EventStore):
+        def trim(self, now):  # the caps applied one eviction at a time, as the frame path used to
+            horizon = now - self.cap_age_ms
+            for dq, which in ((self._churn, "churn"), (self._kept, "other")):
+                while dq and dq[0][0]["t"] < horizon:
+                    self._evict(dq, which)
+            over = len(self) - self.cap_count
+            while over > 0 or self.bytes > self.cap_bytes:
+                if self._churn:
+                    self._evict(self._churn, "churn")
+                elif self._kept:
+                    self._evict(self._kept, "other")
+                else:
+                    break
+                over -= 1
+
+    rng = random.Random(22)
+    one, batch = Clock(), Clock()
+    a = OneByOne(one, cap_count=300, cap_age_ms=5000, cap_bytes=40000)
+    b = reticle._EventStore(batch, cap_count=300, cap_age_ms=5000, cap_bytes=40000)
+    types = ["dom.added", "net.request", "signal", "anim.start", "console.log", "page.health"]
+    for frame in range(120):
+        now = frame * 70.0
+        one.now = batch.now = now
+        size = rng.choice((10, 60, 150))
+        # within a frame the cursors rise; a frame may start before the last one's cursors ended
+        events = [{"t": now + rng.random() * 0.2 + i * 0.001, "type": rng.choice(types), "data": {"i": i}}
+                  for i in range(rng.randint(1, 80))]
+        sizes = [size + rng.choice((0, 0, 900)) for _ in events]  # each event counted by its own size
+        for e, s in zip(events, sizes):
+            a.add(dict(e), s, trim=False)
+        a.trim(now)
+        b.add_batch([(dict(e), s) for e, s in zip(events, sizes)])
+        b.trim(now)
+        assert (len(a), a.bytes, a.seq, a.total) == (len(b), b.bytes, b.seq, b.total)
+        assert a.evicted == b.evicted and a.evicted_upto == b.evicted_upto
+    assert a.evicted["churn"] and a.evicted["other"]
+    assert [e["seq"] for e in a.query(0.0)] == [e["seq"] for e in b.query(0.0)]

@@ -191,11 +191,20 @@ def test_a_tool_with_an_invalid_schema_cannot_be_made():
         reticle._Tool("bad", "bad", {"type": "no-such-type"}, handler)
 
 
+def compact_size(obj):
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
 def test_the_tool_list_fits_its_budget():
-    """tools/list is read by the model on every turn: at most 10,000 bytes of compact JSON in all."""
+    """What the model reads of tools/list on every turn (each tool's name, description and input schema)
+    is at most 10,000 bytes of compact JSON in all; the client-side conventions beside it (title,
+    annotations, outputSchema, which clients act on and do not put before the model) keep the whole
+    list under 14,000."""
     tools = [t.describe() for t in reticle._build_registry().listed()]
-    size = len(json.dumps({"tools": tools}, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-    assert size <= 10000, "tools/list is %d bytes" % size
+    read = [{k: t[k] for k in ("name", "description", "inputSchema")} for t in tools]
+    assert compact_size({"tools": read}) <= 10000, "the model's part of tools/list is %d bytes" % compact_size(
+        {"tools": read})
+    assert compact_size({"tools": tools}) <= 14000, "tools/list is %d bytes" % compact_size({"tools": tools})
     for tool in tools:
         assert "$schema" not in tool["inputSchema"]
         assert len(tool["description"]) <= 160 or tool["name"] in ("reticle_act_and_wait", "reticle_assert"), tool
@@ -216,3 +225,89 @@ def test_the_strict_schema_still_checks_what_the_lean_one_does_not_show():
         tool.check({"action": "click", "target": {}})
     with pytest.raises(reticle.RpcError, match="unknown field 'colour'"):
         tool.check({"action": "click", "target": {"role": "button", "colour": "red"}})
+
+
+READ_ONLY = ("reticle_sessions", "reticle_snapshot", "reticle_query", "reticle_inspect", "reticle_observe",
+             "reticle_network", "reticle_console", "reticle_state", "reticle_capabilities", "reticle_flow_list",
+             "reticle_wait_for", "reticle_assert")
+DESTRUCTIVE = ("reticle_close", "reticle_act", "reticle_act_sequence", "reticle_act_and_wait", "reticle_flow_replay",
+               "reticle_flow_save")
+OPEN_WORLD = ("reticle_open", "reticle_navigate", "reticle_flow_replay")
+IDEMPOTENT = ("reticle_open", "reticle_navigate", "reticle_close", "reticle_flow_save")
+
+
+@pytest.mark.parametrize("tool", [t.describe() for t in TOOLS], ids=lambda t: t["name"])
+def test_every_tool_has_a_title_and_true_annotations(tool):
+    """MCP 2025-06-18: a display title, and hints clients auto-approve and group tools by.  A tool that
+    acts states every hint, because MCP's defaults (destructive, open world) would claim more than is
+    true; a read-only one states the two that mean something for it."""
+    name, hints = tool["name"], tool["annotations"]
+    assert isinstance(tool["title"], str) and 0 < len(tool["title"]) <= 20 and "reticle" not in tool["title"]
+    assert hints["readOnlyHint"] is (name in READ_ONLY)
+    assert hints["openWorldHint"] is (name in OPEN_WORLD)
+    if name in READ_ONLY:
+        assert set(hints) == {"readOnlyHint", "openWorldHint"}
+    else:
+        assert set(hints) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+        assert hints["destructiveHint"] is (name in DESTRUCTIVE)
+        assert hints["idempotentHint"] is (name in IDEMPOTENT)
+
+
+def test_the_titles_are_distinct():
+    titles = [t.describe()["title"] for t in TOOLS]
+    assert len(set(titles)) == len(titles)
+
+
+VERDICT_TOOLS = ("reticle_act_and_wait", "reticle_assert", "reticle_flow_replay")
+
+
+@pytest.mark.parametrize("tool", [t for t in TOOLS if t.output_schema is not None], ids=lambda t: t.name)
+def test_an_output_schema_is_an_object_schema_the_client_can_check(tool):
+    schema = tool.describe()["outputSchema"]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["type"] == "object" and schema["required"]
+    assert "additionalProperties" not in schema  # answers may carry more than the stable fields
+
+
+@pytest.mark.parametrize("name", VERDICT_TOOLS)
+def test_the_verdict_tools_declare_their_verdict(name):
+    schema = REGISTRY.get(name).describe()["outputSchema"]
+    assert schema["properties"]["verified"] == {"enum": ["yes", "no", "unknown"]}
+    assert {"verified", "because"} <= set(schema["required"])
+
+
+def test_the_empty_answers_hold_their_schemas(hub):
+    """reticle_sessions and reticle_flow_list answer without a browser; their answers hold what they declare."""
+    for name in ("reticle_sessions", "reticle_flow_list"):
+        result = call(hub, name, {})["result"]
+        assert not result.get("isError")
+        assert REGISTRY.get(name).output_problem(result) is None
+        jsonschema.validate(result["structuredContent"], REGISTRY.get(name).describe()["outputSchema"])
+
+
+@pytest.mark.expect_reticle_errors
+def test_in_check_mode_an_answer_that_breaks_its_schema_is_logged_as_a_bug(monkeypatch, caplog):
+    """The suite runs every dispatcher with RETICLE_CHECK_OUTPUT=1: an answer off its declared shape
+    logs mcp_internal_error (which fails the test that saw it), and the answer still goes out."""
+    monkeypatch.setenv("RETICLE_CHECK_OUTPUT", "1")
+
+    async def call_tool(name, args, ctx):
+        return reticle._tool_result({"verified": "maybe", "verifiedReason": "x", "because": "y"})
+
+    async def read_live(uri):
+        return {}
+
+    dispatcher = reticle._McpDispatcher(reticle._build_registry(), call_tool, read_live)
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "reticle_assert", "arguments": {"predicate": {"kind": "settled"}}}}
+    with caplog.at_level("ERROR", logger="reticle"):
+        reply = asyncio.run(dispatcher.handle(message, reticle._CallContext("test", "test")))
+    assert reply["result"]["structuredContent"]["verified"] == "maybe"
+    bugs = [r for r in caplog.records if r.getMessage() == "mcp_internal_error"]
+    assert bugs and "reticle_assert" in str(bugs[0].fields) and "/verified" in str(bugs[0].fields)
+    monkeypatch.setenv("RETICLE_CHECK_OUTPUT", "0")
+    quiet = reticle._McpDispatcher(reticle._build_registry(), call_tool, read_live)
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="reticle"):
+        asyncio.run(quiet.handle(message, reticle._CallContext("test", "test")))
+    assert not [r for r in caplog.records if r.getMessage() == "mcp_internal_error"]
