@@ -16,6 +16,8 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   `{"ok": false, "error": "..."}` (shown in an error box) or `{"ok": true}` ("Saved").
 - `/status/`: Check posts to /api/ok and shows "0 errors found" in a status region (it logs one
   console error at load).
+- `/timer/`: Save submits the form by `form.submit()` from a timer (no submit event, so the page's
+  script cannot announce the post); /timer/add answers after 0.8 s with a redirect to the messages page.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
   new document starts at once and shows the invalid field 0.6 s later.
@@ -95,6 +97,14 @@ ws.onmessage = function (m) {
   else out.innerHTML = '<div class="alert alert-danger">' + d.error + '</div>';
 };
 document.getElementById('save').onclick = function () { ws.send(JSON.stringify({save: 1})); };
+</script>""")
+
+TIMER_FORM = _page("Timer", """<main><h1>Add record</h1><form id="f" method="post" action="/timer/add">
+<label>Title <input name="title" value="A"></label><button type="button" id="save">Save</button></form></main>
+<script>
+document.getElementById('save').onclick = function () {
+  setTimeout(function () { document.getElementById('f').submit(); }, 20);  // no submit event fires
+};
 </script>""")
 
 SLOW_FORM = _page("Slow", """<main><form method="post" action="/slow/add"><label>Title <input name="title"></label>
@@ -201,6 +211,14 @@ class HorizonApp:
                            'aria-invalid="true" aria-describedby="e"></label><span id="e">Enter a title.</span>'
                            '<button type="submit">Save</button></form></main></body></html>')
 
+        class TimerAdd(tornado.web.RequestHandler):
+            """A slow server (0.8 s) that then redirects to the messages page."""
+
+            async def post(self):
+                ok = app.saved()
+                await asyncio.sleep(0.8)
+                self.redirect("/dj/?msg=%s" % ("success" if ok else "error"))
+
         class SockWs(tornado.websocket.WebSocketHandler):
             def check_origin(self, origin):
                 return True
@@ -220,4 +238,5 @@ class HorizonApp:
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
             (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/status/", Page, {"html": STATUS}),
             (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
+            (r"/timer/", Page, {"html": TIMER_FORM}), (r"/timer/add", TimerAdd),
         ]

@@ -203,6 +203,21 @@ def test_in_a_device_an_assert_right_after_a_form_post_judges_the_next_page(live
     assert APP.saves == 1
 
 
+@pytest.mark.parametrize("fail", [False, True], ids=["success", "error"])
+def test_in_a_device_an_assert_after_an_unannounced_slow_form_post_waits_for_the_next_page(live, device, fail):
+    in_device(live, device, "/timer/")
+    APP.fault = fail
+    live.mcp.ok("reticle_act", dict(SAVE, sessionId=device))
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "was added successfully"},
+                                         "timeout_ms": 300, "sessionId": device})
+    if fail:
+        assert out["verified"] == "no", out
+        assert "Nothing was changed" in out["because"], out
+    else:
+        assert out["verified"] == "yes", out
+    assert APP.saves == 1
+
+
 def test_an_empty_snapshot_right_after_a_page_opened_says_it_has_not_rendered(live):
     open_page(live, "/late/")
     snap = live.mcp.ok("reticle_snapshot", {})
