@@ -3865,8 +3865,9 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
             else:
                 out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
             return out
-    # unseen traffic hides the request only when it could be it: a message on a URL the filter names
-    frames = [d for d in _frames(window) if not p.get("urlContains") or p["urlContains"] in str(d.get("url", ""))]
+    # unseen traffic hides the request only when it could be it: a message on a URL the filter names,
+    # on a channel whose request could have had the filter's method (_frame_could_be)
+    frames = [d for d in _frames(window) if _frame_could_be(d, p, window)]
     if frames:
         return {"pass": False, "assertion": "net.present", "inconclusive": (
             "no fetch/XHR matched %s, but this window holds %d WebSocket/EventSource message(s) (%s) that a net "
@@ -3882,10 +3883,39 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
            "failureReason": "no completed request matched %s" % expected}
     elsewhere = _frames(window)
     if elsewhere:
-        out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs, so "
-                                 "none was it; match messages with {kind: \"frame\", ...}" % (
+        out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs "
+                                 "or channels that cannot carry that method, so none was it; match messages with "
+                                 "{kind: \"frame\", ...}" % (
                                      len(elsewhere), _frame_label(elsewhere[0])))
     return out
+
+
+def _frame_method(d: dict, window: List[dict]) -> Optional[str]:
+    """The HTTP method of the request that carries message `d`, or None when it is not known: a
+    WebSocket opens with a GET upgrade and an EventSource is a GET; a streamed response belongs to
+    the fetch of its requestId, whatever method that had."""
+    transport = d.get("transport")
+    if transport in ("ws", "sse"):
+        return "GET"
+    rid = d.get("requestId")
+    for e in window:
+        if e["type"] in ("net.request", "net.pending") and rid and e["data"].get("requestId") == rid:
+            method = e["data"].get("method")
+            return str(method).upper() if method else None
+    return None
+
+
+def _frame_could_be(d: dict, p: dict, window: List[dict]) -> bool:
+    """Could message `d` be the request a missed `net` predicate `p` looks for?  Only on a URL the
+    filter names and a channel whose request could have had the filter's method: a socket's messages
+    are never a POST or a DELETE, a stream's are only its fetch's method."""
+    if p.get("urlContains") and p["urlContains"] not in str(d.get("url", "")):
+        return False
+    want = str(p.get("method") or "").upper()
+    if not want:
+        return True
+    method = _frame_method(d, window)
+    return method is None or method == want
 
 
 def _judge_console(p: dict, obs: _Observation) -> dict:

@@ -74,7 +74,26 @@ def rows():
         {"pass": False, "assertion": "net.answered-otherwise", "retryAfterMs": 160}, "answered 500"
     yield "net.answered-otherwise-final", net, obs([call(10, status=500)], now=400), \
         {"pass": False, "decided": True, "decidedBy": "answered-otherwise"}, "answered 500"
-    yield "net.frames-could-be-it", net, obs([frame(10, "hi", direction="out", url="ws://x/api/save/live")]), \
+    yield "net.frames-could-be-it", dict(net, method="GET"), \
+        obs([frame(10, "hi", direction="out", url="ws://x/api/save/live")]), {"pass": False}, "WebSocket/EventSource"
+    yield "net.frames-no-method-could-be-it", {"kind": "net", "urlContains": "/api/save"}, \
+        obs([frame(10, "hi", url="http://x/api/save/events", transport="sse")]), {"pass": False}, "WebSocket/EventSource"
+    # a socket opens with a GET and an EventSource is one: neither carries a POST or a DELETE
+    yield "net.frames-socket-cannot-be-a-post", net, obs([frame(10, "hi", direction="out", url="ws://x/api/save/live")]), \
+        {"pass": False, "assertion": "net.present"}, "cannot carry that method"
+    yield "net.frames-sse-cannot-be-a-delete", dict(net, method="DELETE"), \
+        obs([frame(10, "hi", url="http://x/api/save/events", transport="sse")]), \
+        {"pass": False, "assertion": "net.present"}, "cannot carry that method"
+    # a streamed answer is its fetch's: a POST stream could be the POST, a GET stream could not
+    post_stream = [ev(9, "net.pending", method="POST", url="/api/save/stream", requestId="s1"),
+                   frame(10, "part", url="http://x/api/save/stream", transport="stream", requestId="s1")]
+    yield "net.frames-post-stream-could-be-it", net, obs(post_stream), {"pass": False}, "WebSocket/EventSource"
+    get_stream = [ev(9, "net.pending", method="GET", url="/api/save/stream", requestId="s1"),
+                  frame(10, "part", url="http://x/api/save/stream", transport="stream", requestId="s1")]
+    yield "net.frames-get-stream-cannot-be-a-post", net, obs(get_stream), {"pass": False, "assertion": "net.present"}, \
+        "cannot carry that method"
+    yield "net.frames-unknown-stream-could-be-it", net, \
+        obs([frame(10, "part", url="http://x/api/save/stream", transport="stream", requestId="s9")]), \
         {"pass": False}, "WebSocket/EventSource"
     yield "net.frames-elsewhere", net, obs([frame(10, "hi", direction="out", url="ws://x/api/kernels/1")]), \
         {"pass": False, "assertion": "net.present"}, "no completed request matched"
