@@ -6097,8 +6097,19 @@ def _read_server_action(d: dict) -> Optional[str]:
         problem = _partial_failure(line[m.end():])
         if problem:
             said = problem[len("the body says "):] if problem.startswith("the body says ") else problem
-            return "the server action's answer (row %s) says %s" % (line[:m.end() - 1], said)
+            return "the server action's answer (row %s) says %s%s" % (line[:m.end() - 1], said,
+                                                                       _row_message(line[m.end():]))
     return None
+
+
+def _row_message(row: str) -> str:
+    """The words a failed row gives the user (its `message`), as a suffix, or ''."""
+    try:
+        data = json.loads(row)
+    except ValueError:
+        return ""
+    text = data.get("message") if isinstance(data, dict) else None
+    return ", message %r" % _short(text, 120) if isinstance(text, str) and text.strip() else ""
 
 
 def _read_dash_callback(d: dict) -> Optional[str]:

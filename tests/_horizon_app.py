@@ -18,6 +18,11 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   console error at load).
 - `/timer/`: Save submits the form by `form.submit()` from a timer (no submit event, so the page's
   script cannot announce the post); /timer/add answers after 0.8 s with a redirect to the messages page.
+- `/wire/<sf|sa|dash>/` wire formats: Save makes a React Router single-fetch form action (202, the
+  streamed body carries the redirect, then a client-side navigation to /wire/sf/done), a React server
+  action (`text/x-component`, `{"ok":false,"message":...}`, rendered into a plain div), or a Dash
+  callback (200 JSON whose `children` "Error: ... Nothing was saved." is rendered into a plain div);
+  `?ok=1` makes the action and the callback succeed.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
   new document starts at once and shows the invalid field 0.6 s later.
@@ -104,6 +109,32 @@ TIMER_FORM = _page("Timer", """<main><h1>Add record</h1><form id="f" method="pos
 <script>
 document.getElementById('save').onclick = function () {
   setTimeout(function () { document.getElementById('f').submit(); }, 20);  // no submit event fires
+};
+</script>""")
+
+WIRE = _page("Wire", """<main><h1>Notes</h1><div id="out"></div><button type="button" id="save">Save</button></main>
+<script>
+var kind = '__KIND__', out = document.getElementById('out');
+document.getElementById('save').onclick = function () {
+  if (kind === 'sf') {
+    fetch('/wire/sf/new.data' + location.search, {method: 'POST', body: 'title=A'}).then(function (r) {
+      return r.text();
+    }).then(function (t) {
+      var m = /"redirect","([^"]*)"/.exec(t);
+      if (m) { history.pushState({}, '', m[1]); out.textContent = 'Created'; }
+    });
+  } else if (kind === 'sa') {
+    fetch('/wire/sa/notes' + location.search, {method: 'POST', headers: {'Next-Action': '7f3a'}, body: '["A"]'})
+      .then(function (r) { return r.text(); }).then(function (t) {
+        var d = JSON.parse(t.split('\\n')[1].slice(2));
+        out.textContent = d.ok ? 'Saved' : d.message;
+      });
+  } else {
+    fetch('/_dash-update-component' + location.search, {method: 'POST', headers: {'Content-Type': 'application/json'},
+      body: '{"output":"out.children"}'}).then(function (r) { return r.json(); }).then(function (d) {
+        out.textContent = d.response.out.children;
+      });
+  }
 };
 </script>""")
 
@@ -219,6 +250,39 @@ class HorizonApp:
                 await asyncio.sleep(0.8)
                 self.redirect("/dj/?msg=%s" % ("success" if ok else "error"))
 
+        class WirePage(tornado.web.RequestHandler):
+            def get(self, kind):
+                self.set_header("Content-Type", "text/html")
+                self.write(WIRE.replace("__DAEMON__", daemon).replace("__KIND__", kind))
+
+        class SingleFetch(tornado.web.RequestHandler):
+            """React Router single fetch: a form action that redirects answers 202, its streamed body
+            carrying the redirect."""
+
+            async def post(self):
+                app.saved()
+                self.set_status(202)
+                self.set_header("Content-Type", "text/x-script")
+                self.write('[{"_1":2},"root",{"_3":4},')
+                await self.flush()
+                await asyncio.sleep(0.1)
+                self.write('"redirect","/wire/sf/done","status",302,"revalidate",true]')
+
+        class ServerAction(tornado.web.RequestHandler):
+            def post(self):
+                app.saved()
+                ok = self.get_query_argument("ok", None) == "1"
+                self.set_header("Content-Type", "text/x-component")
+                self.write('0:{"a":"$@1","f":"","b":"dev"}\n' +
+                           ('1:{"ok":true,"id":7}' if ok else '1:{"ok":false,"message":"A note with that title exists."}'))
+
+        class DashCallback(tornado.web.RequestHandler):
+            def post(self):
+                app.saved()
+                ok = self.get_query_argument("ok", None) == "1"
+                text = "Saved 3 rows." if ok else "Error: the row is locked. Nothing was saved."
+                self.write({"multi": True, "response": {"out": {"children": text}}})
+
         class SockWs(tornado.websocket.WebSocketHandler):
             def check_origin(self, origin):
                 return True
@@ -238,5 +302,7 @@ class HorizonApp:
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
             (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/status/", Page, {"html": STATUS}),
             (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
+            (r"/wire/(sf|sa|dash)/", WirePage), (r"/wire/sf/new.data", SingleFetch),
+            (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/timer/", Page, {"html": TIMER_FORM}), (r"/timer/add", TimerAdd),
         ]

@@ -256,3 +256,48 @@ def test_a_slowly_streamed_re_rendered_form_is_judged_on_what_it_shows(live, how
         assert out["verified"] == "no", out
     assert "Enter a title" in out["because"], out
     assert APP.saves == 1
+
+
+# -- wire formats in the browser (_WIRE_FORMATS): each way of asking, with the script tag and in a device --
+
+WIRE_NET = {"sf": {"kind": "net", "method": "POST", "urlContains": "/wire/sf/new.data", "status": 202},
+            "sa": {"kind": "net", "method": "POST", "urlContains": "/wire/sa/notes", "status": 200},
+            "dash": {"kind": "net", "method": "POST", "urlContains": "/_dash-update-component", "status": 200}}
+WIRE_SHOWN = {"sf": "Created", "sa": "A note with that title exists.", "dash": "Nothing was saved."}
+WIRE_CASES = [("sf", "", "yes"), ("sa", "", "no"), ("dash", "", "no"), ("sa", "?ok=1", "yes"),
+              ("dash", "?ok=1", "yes")]
+
+
+def wire_verdict(live, kind, query, how, sid=None):
+    """Open the wire page `kind` and judge the Save click `how`: no-until, until (the action's own
+    request), or act-then-assert (the same request)."""
+    extra = {"sessionId": sid} if sid else {}
+    path = "/wire/%s/%s" % (kind, query)
+    if sid:
+        in_device(live, sid, path)
+    else:
+        open_page(live, path)
+    if how == "no-until":
+        out = act_and_wait(live, **extra)
+    elif how == "until":
+        out = act_and_wait(live, until=WIRE_NET[kind], **extra)
+    else:
+        live.mcp.ok("reticle_act", dict(SAVE, **extra))
+        out = live.mcp.ok("reticle_assert", dict({"predicate": WIRE_NET[kind]}, **extra))
+    assert APP.saves == 1
+    return out
+
+
+@pytest.mark.parametrize("how", ["no-until", "until", "act-then-assert"])
+@pytest.mark.parametrize("kind,query,verdict", WIRE_CASES, ids=["%s%s" % (k, "-ok" if q else "") for k, q, _ in WIRE_CASES])
+def test_a_wire_format_is_read_for_what_it_means(live, kind, query, verdict, how):
+    out = wire_verdict(live, kind, query, how)
+    assert out["verified"] == verdict, out
+    if verdict == "no" and not query:
+        assert WIRE_SHOWN[kind] in out["because"] or WIRE_SHOWN[kind] in str(out), out
+
+
+@pytest.mark.parametrize("kind", ["sf", "sa", "dash"])
+def test_in_a_device_a_wire_format_is_read_for_what_it_means(live, device, kind):
+    out = wire_verdict(live, kind, "", "until", sid=device)
+    assert out["verified"] == ("yes" if kind == "sf" else "no"), out
