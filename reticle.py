@@ -6133,6 +6133,32 @@ def _read_dash_callback(d: dict) -> Optional[str]:
     return None
 
 
+_RENDERED_KEYS = frozenset(("children", "text", "message", "content", "html", "innerHTML", "label", "notice"))
+
+
+def _read_json_callback(d: dict) -> Optional[str]:
+    """A dashboard's JSON callback under the app's own endpoint name: a write answered 2xx with the
+    new props, one of whose rendered texts (`children`, `text`, `message`, ...) begins as an error
+    with no negation ("Error: the row is locked. Nothing was saved."; "Error rate: 0 errors" is not)."""
+    body = d.get("responseBody")
+    if not _is_write(d) or not isinstance(body, str) or not body.lstrip().startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    stack: List[Tuple[str, Any]] = [("", data)]
+    while stack:
+        key, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((str(k), x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((key, x) for x in v)
+        elif key in _RENDERED_KEYS and isinstance(v, str) and _RENDERED_ERROR.search(v) and not _NO_FAILURE.search(v):
+            return "the callback's answer renders %r" % _short(v, 100)
+    return None
+
+
 class _WireFormat:
     """One framework's answer read for what it means: `meaning` is "redirect" (not queued work, not a
     failure) or "failure" (a failure inside a 2xx); `read(call)` says so in a phrase, or None."""
@@ -6149,6 +6175,7 @@ _WIRE_FORMATS: Tuple[_WireFormat, ...] = (
     _WireFormat("single-fetch-redirect", "redirect", _read_single_fetch),
     _WireFormat("server-action", "failure", _read_server_action),
     _WireFormat("dash-callback", "failure", _read_dash_callback),
+    _WireFormat("json-callback", "failure", _read_json_callback),
 )
 
 

@@ -22,7 +22,8 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   streamed body carries the redirect, then a client-side navigation to /wire/sf/done), a React server
   action (`text/x-component`, `{"ok":false,"message":...}`, rendered into a plain div), or a Dash
   callback (200 JSON whose `children` "Error: ... Nothing was saved." is rendered into a plain div);
-  `?ok=1` makes the action and the callback succeed.
+  `/wire/cb/` is the same callback on an endpoint of the app's own naming (/wire/cb/callback, props
+  under `props`); `?ok=1` makes the action and the callbacks succeed.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
   new document starts at once and shows the invalid field 0.6 s later.
@@ -129,6 +130,10 @@ document.getElementById('save').onclick = function () {
         var d = JSON.parse(t.split('\\n')[1].slice(2));
         out.textContent = d.ok ? 'Saved' : d.message;
       });
+  } else if (kind === 'cb') {
+    fetch('/wire/cb/callback' + location.search, {method: 'POST', headers: {'Content-Type': 'application/json'},
+      body: '{"inputs":[{"id":"save","property":"n_clicks","value":1}]}'}).then(function (r) { return r.json(); })
+      .then(function (d) { out.textContent = d.props.children; });
   } else {
     fetch('/_dash-update-component' + location.search, {method: 'POST', headers: {'Content-Type': 'application/json'},
       body: '{"output":"out.children"}'}).then(function (r) { return r.json(); }).then(function (d) {
@@ -283,6 +288,15 @@ class HorizonApp:
                 text = "Saved 3 rows." if ok else "Error: the row is locked. Nothing was saved."
                 self.write({"multi": True, "response": {"out": {"children": text}}})
 
+        class JsonCallback(tornado.web.RequestHandler):
+            """A dashboard's one callback endpoint (not Dash's name): 200 with the new props."""
+
+            def post(self):
+                app.saved()
+                ok = self.get_query_argument("ok", None) == "1"
+                text = "Saved 3 rows." if ok else "Error: the row is locked. Nothing was saved."
+                self.write({"props": {"children": text}})
+
         class SockWs(tornado.websocket.WebSocketHandler):
             def check_origin(self, origin):
                 return True
@@ -302,7 +316,7 @@ class HorizonApp:
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
             (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/status/", Page, {"html": STATUS}),
             (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
-            (r"/wire/(sf|sa|dash)/", WirePage), (r"/wire/sf/new.data", SingleFetch),
+            (r"/wire/(sf|sa|dash|cb)/", WirePage), (r"/wire/cb/callback", JsonCallback), (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/timer/", Page, {"html": TIMER_FORM}), (r"/timer/add", TimerAdd),
         ]

@@ -262,10 +262,12 @@ def test_a_slowly_streamed_re_rendered_form_is_judged_on_what_it_shows(live, how
 
 WIRE_NET = {"sf": {"kind": "net", "method": "POST", "urlContains": "/wire/sf/new.data", "status": 202},
             "sa": {"kind": "net", "method": "POST", "urlContains": "/wire/sa/notes", "status": 200},
-            "dash": {"kind": "net", "method": "POST", "urlContains": "/_dash-update-component", "status": 200}}
-WIRE_SHOWN = {"sf": "Created", "sa": "A note with that title exists.", "dash": "Nothing was saved."}
-WIRE_CASES = [("sf", "", "yes"), ("sa", "", "no"), ("dash", "", "no"), ("sa", "?ok=1", "yes"),
-              ("dash", "?ok=1", "yes")]
+            "dash": {"kind": "net", "method": "POST", "urlContains": "/_dash-update-component", "status": 200},
+            "cb": {"kind": "net", "method": "POST", "urlContains": "/wire/cb/callback", "status": 200}}
+WIRE_SHOWN = {"sf": "Created", "sa": "A note with that title exists.", "dash": "Nothing was saved.",
+              "cb": "Nothing was saved."}
+WIRE_CASES = [("sf", "", "yes"), ("sa", "", "no"), ("dash", "", "no"), ("cb", "", "no"), ("sa", "?ok=1", "yes"),
+              ("dash", "?ok=1", "yes"), ("cb", "?ok=1", "yes")]
 
 
 def wire_verdict(live, kind, query, how, sid=None):
@@ -297,7 +299,7 @@ def test_a_wire_format_is_read_for_what_it_means(live, kind, query, verdict, how
         assert WIRE_SHOWN[kind] in out["because"] or WIRE_SHOWN[kind] in str(out), out
 
 
-@pytest.mark.parametrize("kind", ["sf", "sa", "dash"])
+@pytest.mark.parametrize("kind", ["sf", "sa", "dash", "cb"])
 def test_in_a_device_a_wire_format_is_read_for_what_it_means(live, device, kind):
     out = wire_verdict(live, kind, "", "until", sid=device)
     assert out["verified"] == ("yes" if kind == "sf" else "no"), out

@@ -349,7 +349,17 @@ WIRE = [
                                 '"Error: the row is locked. Nothing was saved."}}}'),
      "failure", call(5, url="/_dash-update-component",
                      body='{"multi":true,"response":{"out":{"children":"Error rate: 0 errors today"}}}')),
+    ("json-callback", call(5, url="/api/callback", body='{"props":{"children":"Error: the row is locked. Nothing was '
+                                                         'saved."}}'),
+     "failure", call(5, url="/api/callback", body='{"props":{"children":"Error rate: 0 errors today"}}')),
 ]
+
+
+def test_a_json_callback_is_read_only_for_a_write_and_a_rendered_text():
+    locked = '{"props":{"children":"Error: the row is locked."}}'
+    assert reticle._wire_meaning(call(5, method="GET", url="/api/callback", body=locked)["data"]) is None
+    assert reticle._wire_meaning(call(5, url="/api/callback", body='{"log":"Error: retried once"}')["data"]) is None
+    assert reticle._wire_meaning(call(5, url="/api/callback", body=locked)["data"])[0] == "failure"
 
 
 @pytest.mark.parametrize("name,fires,meaning,quiet", WIRE, ids=[w[0] for w in WIRE])
