@@ -1653,6 +1653,24 @@ class _BrowserSession:
                 await self.wait_change(min(0.05, left))
         return True
 
+    def document_on_its_way(self, rid: str, method: str, url: str) -> None:
+        """A device's browser started loading a new document in this tab (_Device._on_document):
+        recorded as the SDK records a form submission it announces, an open document request, so
+        the tab is between documents (navigating) until the next document connects."""
+        if len(self._open) >= 1000:
+            return
+        key = "browser:" + rid
+        self._open[key] = {"requestId": key, "method": method, "methodKnown": True, "url": url, "urlKnown": True,
+                           "initiator": "document", "cause": "browser", "startedAt": self.now(), "_key": key}
+        self._wake()
+
+    def document_not_coming(self, rid: Optional[str]) -> None:
+        """The browser's navigation `rid` (every one, with None) brought no document after all."""
+        for key in [k for k, d in self._open.items() if d.get("cause") == "browser" and (
+                rid is None or k == "browser:" + rid)]:
+            self._open.pop(key, None)
+        self._wake()
+
     def clear_open_requests(self) -> None:
         """A new document: the old one's requests can no longer answer."""
         self._open.clear()
@@ -2775,6 +2793,10 @@ class _Device:
             self.manager.hub.spawn(self._answer_relay(params.get("executionContextId"), session))
         elif session == self.page and method.startswith("Network."):
             self._on_network(method, params)
+        elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
+            tab = self.manager.hub.bridge.sessions.get(self.session_id)
+            if tab is not None:
+                tab.document_not_coming(None)
         elif session == self.page and method == "Page.javascriptDialogOpening":
             self.manager.hub.spawn(self._answer_dialog(params))
         elif session == self.page and method == "Page.frameNavigated":
@@ -2813,6 +2835,8 @@ class _Device:
         """Keep the browser's record of each request its page made, then let the tab's held
         reports that it now confirms through."""
         rid = str(params.get("requestId", ""))
+        if params.get("type") == "Document" and params.get("frameId") == self.target:
+            self._on_document(method, rid, params)
         if method == "Network.requestWillBeSent":
             request = params.get("request") or {}
             redirect = params.get("redirectResponse")
@@ -2851,6 +2875,23 @@ class _Device:
                     status == 200 and seen_status == 304):
                 return True
         return False
+
+    def _on_document(self, method: str, rid: str, params: dict) -> None:
+        """The browser's own word that the tab's main frame is loading a new document (a form post
+        whose page script announced nothing included): the tab's session is between documents at
+        once, as the SDK's announcement of a form submission makes it, until the next document
+        connects.  A navigation that brings no document (failed, cancelled, a download, a 204)
+        ends it."""
+        session = self.manager.hub.bridge.sessions.get(self.session_id)
+        if session is None:
+            return
+        if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
+            request = params.get("request") or {}
+            session.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
+                                        _short(str(request.get("url") or ""), 2048))
+        elif method == "Network.loadingFailed" or (method == "Network.responseReceived" and (
+                (params.get("response") or {}).get("status") in (204, 205))):
+            session.document_not_coming(rid)
 
     async def navigate(self, url: str) -> None:
         result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
