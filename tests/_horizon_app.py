@@ -279,7 +279,8 @@ class HorizonApp:
                 ok = self.get_query_argument("ok", None) == "1"
                 self.set_header("Content-Type", "text/x-component")
                 self.write('0:{"a":"$@1","f":"","b":"dev"}\n' +
-                           ('1:{"ok":true,"id":7}' if ok else '1:{"ok":false,"message":"A note with that title exists."}'))
+                           ('1:{"ok":true,"id":7}' if ok else
+                            '1:{"ok":false,"message":"A note with that title exists."}'))
 
         class DashCallback(tornado.web.RequestHandler):
             def post(self):
@@ -316,7 +317,8 @@ class HorizonApp:
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
             (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/status/", Page, {"html": STATUS}),
             (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
-            (r"/wire/(sf|sa|dash|cb)/", WirePage), (r"/wire/cb/callback", JsonCallback), (r"/wire/sf/new.data", SingleFetch),
+            (r"/wire/(sf|sa|dash|cb)/", WirePage), (r"/wire/cb/callback", JsonCallback),
+            (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/timer/", Page, {"html": TIMER_FORM}), (r"/timer/add", TimerAdd),
         ]

@@ -291,7 +291,8 @@ def wire_verdict(live, kind, query, how, sid=None):
 
 
 @pytest.mark.parametrize("how", ["no-until", "until", "act-then-assert"])
-@pytest.mark.parametrize("kind,query,verdict", WIRE_CASES, ids=["%s%s" % (k, "-ok" if q else "") for k, q, _ in WIRE_CASES])
+@pytest.mark.parametrize("kind,query,verdict", WIRE_CASES,
+                         ids=["%s%s" % (k, "-ok" if q else "") for k, q, _ in WIRE_CASES])
 def test_a_wire_format_is_read_for_what_it_means(live, kind, query, verdict, how):
     out = wire_verdict(live, kind, query, how)
     assert out["verified"] == verdict, out
