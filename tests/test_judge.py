@@ -81,7 +81,8 @@ def rows():
         "WebSocket/EventSource"
     # a socket opens with a GET and an EventSource is one: neither carries a POST or a DELETE
     yield "net.frames-socket-cannot-be-a-post", net, \
-        obs([frame(10, "hi", direction="out", url="ws://x/api/save/live")]), {"pass": False, "assertion": "net.present"}, "cannot carry that method"
+        obs([frame(10, "hi", direction="out", url="ws://x/api/save/live")]), {"pass": False, "assertion": "net.present"}, \
+        "cannot carry that method"
     yield "net.frames-sse-cannot-be-a-delete", dict(net, method="DELETE"), \
         obs([frame(10, "hi", url="http://x/api/save/events", transport="sse")]), \
         {"pass": False, "assertion": "net.present"}, "cannot carry that method"
