@@ -17671,6 +17671,83 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     longTaskMs = 0;
     emit('page.health', d);
   }
+  // alert/confirm/prompt and a beforeunload prompt block the page until the person answers them: each is
+  // reported (sent now, before it blocks) so the daemon fails its commands fast and the answer names it.
+  function dialogSeen(kind, message, phase) {
+    emit('page.dialog', { dialogType: kind, message: clip(String(message == null ? '' : message), 300), phase: phase });
+    if (phase === 'open') flush(); // the page stops here: the report cannot wait for the microtask
+  }
+  function installDialogs() {
+    ['alert', 'confirm', 'prompt'].forEach(function (kind) {
+      var orig = window[kind];
+      if (typeof orig !== 'function') return;
+      var wrapped = function (message) {
+        try {
+          dialogSeen(kind, message, 'open');
+        } catch (e) {
+          /* never stand in the page's way */
+        }
+        try {
+          return orig.apply(window, arguments);
+        } finally {
+          try {
+            dialogSeen(kind, '', 'closed');
+          } catch (e) {
+            /* ignore */
+          }
+        }
+      };
+      window[kind] = wrapped;
+      S.teardowns.push(function () {
+        if (window[kind] === wrapped) window[kind] = orig;
+      });
+    });
+    // a beforeunload handler that prevents the unload makes the browser ask the person
+    var prevented = function (e) {
+      return e.defaultPrevented || (typeof e.returnValue === 'string' && e.returnValue !== '') || e.returnValue === false;
+    };
+    var reported = function (e) {
+      if (e && e.type === 'beforeunload' && prevented(e)) dialogSeen('beforeunload', '', 'open');
+    };
+    var wrappers = typeof WeakMap === 'function' ? new WeakMap() : null;
+    var add = window.addEventListener,
+      remove = window.removeEventListener;
+    if (wrappers && typeof add === 'function') {
+      var addWrapped = function (type, fn, opts) {
+        if (type === 'beforeunload' && typeof fn === 'function') {
+          var w = wrappers.get(fn);
+          if (!w) {
+            w = function (e) {
+              try {
+                return fn.apply(this, arguments);
+              } finally {
+                reported(e);
+              }
+            };
+            wrappers.set(fn, w);
+          }
+          return add.call(this, type, w, opts);
+        }
+        return add.apply(this, arguments);
+      };
+      var removeWrapped = function (type, fn, opts) {
+        if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
+          return remove.call(this, type, wrappers.get(fn), opts);
+        return remove.apply(this, arguments);
+      };
+      window.addEventListener = addWrapped;
+      window.removeEventListener = removeWrapped;
+      S.teardowns.push(function () {
+        if (window.addEventListener === addWrapped) window.addEventListener = add;
+        if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
+      });
+    }
+    // window.onbeforeunload = fn: its returned string is the prompt
+    listen(window, 'beforeunload', function (e) {
+      var h = window.onbeforeunload;
+      if (typeof h === 'function' && prevented(e)) dialogSeen('beforeunload', '', 'open');
+    });
+  }
   function installHealth() {
     var iv = N.setInterval(
       guard('health_observer', function () {
@@ -18448,6 +18525,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         ['animation_observer', installAnimations],
         ['storage_observer', installStorage],
         ['focus_observer', installFocus],
+        ['dialog_observer', installDialogs],
         ['health_observer', installHealth]
       ];
       installers.forEach(function (it) {
