@@ -17674,7 +17674,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // alert/confirm/prompt and a beforeunload prompt block the page until the person answers them: each is
   // reported (sent now, before it blocks) so the daemon fails its commands fast and the answer names it.
   function dialogSeen(kind, message, phase) {
-    emit('page.dialog', { dialogType: kind, message: clip(String(message == null ? '' : message), 300), phase: phase });
+    var text = clip(String(message == null ? '' : message), 300);
+    emit('page.dialog', { dialogType: kind, message: text, phase: phase });
     if (phase === 'open') flush(); // the page stops here: the report cannot wait for the microtask
   }
   function installDialogs() {
@@ -17704,7 +17705,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     // a beforeunload handler that prevents the unload makes the browser ask the person
     var prevented = function (e) {
-      return e.defaultPrevented || (typeof e.returnValue === 'string' && e.returnValue !== '') || e.returnValue === false;
+      var v = e.returnValue;
+      return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
     };
     var reported = function (e) {
       if (e && e.type === 'beforeunload' && prevented(e)) dialogSeen('beforeunload', '', 'open');
