@@ -17744,10 +17744,38 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
       });
     }
-    // window.onbeforeunload = fn: its returned string is the prompt
-    listen(window, 'beforeunload', function (e) {
-      var h = window.onbeforeunload;
-      if (typeof h === 'function' && prevented(e)) dialogSeen('beforeunload', '', 'open');
+    // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+    var own = Object.getOwnPropertyDescriptor(window, 'onbeforeunload');
+    var d = own || Object.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
+    if (!d || !d.set || !d.get || d.configurable === false) return;
+    var user = window.onbeforeunload;
+    var wrapFor = function (fn) {
+      return function (e) {
+        var r = fn.apply(this, arguments);
+        if ((typeof r === 'string' && r !== '') || prevented(e)) dialogSeen('beforeunload', '', 'open');
+        return r;
+      };
+    };
+    Object.defineProperty(window, 'onbeforeunload', {
+      configurable: true,
+      enumerable: d.enumerable,
+      get: function () {
+        return user;
+      },
+      set: function (fn) {
+        user = typeof fn === 'function' ? fn : null;
+        d.set.call(window, user ? wrapFor(user) : null);
+      }
+    });
+    if (typeof user === 'function') d.set.call(window, wrapFor(user));
+    S.teardowns.push(function () {
+      if (own) Object.defineProperty(window, 'onbeforeunload', own);
+      else delete window.onbeforeunload;
+      try {
+        window.onbeforeunload = user;
+      } catch (e) {
+        /* ignore */
+      }
     });
   }
   function installHealth() {

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import tornado.websocket
 
-from _harness import Live, chromium_path, wait_until
+from _harness import Live, TemplatePage, chromium_path, wait_until
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)")
 
@@ -26,6 +26,17 @@ document.getElementById("ask").addEventListener('click', function () {
   document.getElementById('out').textContent = yes ? 'deleted' : 'kept';
 });
 </script></body></html>"""
+
+# Pages that ask before they are left, in the two ways a page can.
+LEAVE = {
+    "/leave-listener": """<!doctype html><html><head><title>Draft</title>
+<script src="%(daemon)s/reticle.js"></script></head><body><p>draft</p><script>
+window.addEventListener('beforeunload', function (e) { e.preventDefault(); e.returnValue = 'unsaved'; });
+</script></body></html>""",
+    "/leave-property": """<!doctype html><html><head><title>Draft</title>
+<script src="%(daemon)s/reticle.js"></script></head><body><p>draft</p><script>
+window.onbeforeunload = function () { return 'unsaved'; };
+</script></body></html>"""}
 
 
 @pytest.fixture
@@ -73,6 +84,12 @@ class Person:
             if msg.get("id") == mid:
                 return msg
 
+    def click(self, x, y):
+        """A real click, so the page has the user activation a beforeunload prompt needs."""
+        for kind in ("mousePressed", "mouseReleased"):
+            self._run(self._call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left",
+                                                              "clickCount": 1}))
+
     def answer(self, accept):
         return self._run(self._call("Page.handleJavaScriptDialog", {"accept": accept}))
 
@@ -113,3 +130,28 @@ def check_dialog(mcp, sid, person):
     wait_until(lambda: mcp.ok("reticle_sessions")["sessions"][0]["answering"], 5, what="the tab to answer again")
     res = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "kept"}, "sessionId": sid})
     assert res["verified"] == "yes", res
+
+
+@pytest.mark.parametrize("path", sorted(LEAVE))
+def test_a_beforeunload_prompt_in_a_persons_tab_is_reported(tmp_path, path):
+    live = Live(tmp_path, PAGE, routes=lambda url: [(path, TemplatePage, {"template": LEAVE[path], "daemon": url})],
+                path=path)
+    try:
+        mcp = live.mcp
+        sid = mcp.ok("reticle_sessions")["sessions"][0]["sessionId"]
+        person = Person(live.browser)
+        try:
+            person.click(20, 20)
+            mcp.call("reticle_navigate", {"reload": True, "sessionId": sid})  # the page asks before it goes
+            tab = mcp.ok("reticle_sessions")["sessions"][0]
+            assert tab["answering"] is False and "beforeunload dialog" in tab["notAnswering"], tab
+            t0 = time.monotonic()
+            res, is_error = mcp.call("reticle_snapshot", {"sessionId": sid})
+            assert is_error and res["code"] == "dialog_open" and time.monotonic() - t0 < 1, res
+            assert person.answer(False).get("error") is None  # stay on the page
+            wait_until(lambda: mcp.ok("reticle_sessions")["sessions"][0]["answering"], 8,
+                       what="the tab to answer again")
+        finally:
+            person.close()
+    finally:
+        live.close()
