@@ -4,7 +4,6 @@ reported while MCP calls keep being answered."""
 
 import asyncio
 import json
-import logging
 import os
 
 import pytest
@@ -334,7 +333,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
             {"type": "dom.added", "data": {"n": i}} for i in range(200)]})
         important = json.dumps({"kind": "event", "event": {"type": "net.request", "data": {
             "requestId": "r1", "method": "POST", "url": "/api/pay", "status": 500}}})
-        for i in range(30):
+        for _ in range(30):
             await conn.write_message(batch)
         await conn.write_message(important)
         session = self.hub.bridge.sessions["s-test-1"]

@@ -12,8 +12,6 @@ import sys
 import time
 
 import pytest
-import tornado.httpclient
-import tornado.web
 from tornado.testing import AsyncHTTPTestCase
 from tornado.testing import gen_test
 

@@ -16,7 +16,6 @@ import tempfile
 import uuid
 
 import pytest
-import tornado.httpclient
 from tornado.testing import AsyncHTTPTestCase
 from tornado.testing import ExpectLog
 from tornado.testing import gen_test
