@@ -810,6 +810,7 @@ _PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVa
 _CALL_DEADLINE: "contextvars.ContextVar[Optional[float]]" = contextvars.ContextVar("reticle_deadline", default=None)
 COMMAND_FLOOR_S = 0.25      # a command sent once the call's budget is spent still gets this long
 DIALOG_SILENT_MS = 5_500    # a tab that did not answer and was not heard from for this long is busy
+STUCK_COMMAND_S = 2.0       # what a command waits, at most, for a tab that did not answer the last one
 
 
 def _command_budget(timeout: float) -> float:
@@ -1986,7 +1987,7 @@ class _BrowserSession:
         if self.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(timeout)
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.unanswered is not None else timeout)
         self._next_cmd += 1
         cid = "c%d" % self._next_cmd
         fut = asyncio.get_running_loop().create_future()
@@ -7079,6 +7080,7 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
         raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
                         "screenshot: the in-page SDK reads the program, not pixels." % session.id,
                         "open the app in a device with reticle_open {url}, then take the screenshot there")
+    await _confirm_answering(session)  # the browser would wait for a busy page's main thread
     if session.not_answering() is not None:  # the browser would wait for the page's main thread (issue 19 #5)
         raise ToolError("no screenshot: the tab does not answer (%s)." % session.not_answering(),
                         "reticle_navigate {reload: true} reloads it (its running script is ended first)",
