@@ -416,7 +416,7 @@ def test_a_stuck_device_tab_waits_timeout_ms_is_not_answering_never_yes_and_relo
     res, is_error = mcp.call("reticle_act_and_wait", {"target": {"role": "button", "name": "Hang"}, "action": "click",
                                                       "sessionId": sid, "timeout_ms": 1500})
     took = time.monotonic() - t0
-    assert took < 3.5, (took, res)
+    assert took < 5, (took, res)  # timeout_ms 1500 (+0.5 s), not the fixed 8 s
     assert is_error and res["code"] == "not_answering", res
     time.sleep(5)  # nothing heard from the page since: its main thread is busy
     tab = [s for s in mcp.ok("reticle_sessions", {})["sessions"] if s["sessionId"] == sid][0]

@@ -114,12 +114,12 @@ def check_dialog(mcp, sid, person):
     t0 = time.monotonic()
     res, is_error = mcp.call("reticle_act", {"target": {"role": "button", "name": "Ask"}, "action": "click",
                                              "sessionId": sid})
-    assert time.monotonic() - t0 < 3, res
+    assert time.monotonic() - t0 < 5, res  # not the 8 s a command waited before
     assert is_error and res["code"] == "dialog_open", res
     assert "confirm dialog (Keep the order?) is open" in res["error"], res
     t0 = time.monotonic()
     res, is_error = mcp.call("reticle_query", {"by": "text", "value": "kept", "sessionId": sid})
-    assert is_error and res["code"] == "dialog_open" and time.monotonic() - t0 < 1, res
+    assert is_error and res["code"] == "dialog_open" and time.monotonic() - t0 < 2, res
     assert "close the dialog" in res["recovery"], res
     tab = mcp.ok("reticle_sessions")["sessions"][0]
     assert tab["answering"] is False and "confirm dialog" in tab["notAnswering"], tab
@@ -147,7 +147,7 @@ def test_a_beforeunload_prompt_in_a_persons_tab_is_reported(tmp_path, path):
             assert tab["answering"] is False and "beforeunload dialog" in tab["notAnswering"], tab
             t0 = time.monotonic()
             res, is_error = mcp.call("reticle_snapshot", {"sessionId": sid})
-            assert is_error and res["code"] == "dialog_open" and time.monotonic() - t0 < 1, res
+            assert is_error and res["code"] == "dialog_open" and time.monotonic() - t0 < 2, res
             assert person.answer(False).get("error") is None  # stay on the page
             wait_until(lambda: mcp.ok("reticle_sessions")["sessions"][0]["answering"], 8,
                        what="the tab to answer again")
