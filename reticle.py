@@ -10988,7 +10988,9 @@ def _print_status(data: dict) -> None:
     sessions = data.get("sessions") or []
     lines.append("browser sessions: %d" % len(sessions))
     for s in sessions:
-        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), "  (throttled)" if s.get("throttled") else "",
+        health = ("  (not answering: %s)" % s["notAnswering"] if s.get("notAnswering") else
+                  "  (throttled)" if s.get("throttled") else "")
+        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), health,
                                        "  (a device Reticle started)" if s.get("device") else ""))
     if data.get("why"):
         lines.append("why none: %s" % data["why"])
