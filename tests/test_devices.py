@@ -424,6 +424,10 @@ def test_a_stuck_device_tab_waits_timeout_ms_is_not_answering_never_yes_and_relo
     assert "main thread is busy" in tab["notAnswering"], tab
     res = mcp.ok("reticle_assert", {"predicate": {"kind": "route", "pathname": "/hang"}, "sessionId": sid})
     assert res["verified"] == "unknown" and res["verifiedReason"] == "not_answering", res
+    t0 = time.monotonic()  # a live read of the page waits what timeout_ms allows
+    res = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Hang"}, "sessionId": sid,
+                                    "timeout_ms": 1000})
+    assert res["verified"] == "unknown" and time.monotonic() - t0 < 4, res
     t0 = time.monotonic()
     res, is_error = mcp.call("reticle_screenshot", {"sessionId": sid})
     assert is_error and res["code"] == "not_answering" and time.monotonic() - t0 < 2, res
