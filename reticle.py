@@ -6641,7 +6641,8 @@ async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
             await device.cdp.call("Page.reload", {"ignoreCache": bool(args.get("hard"))}, page, timeout=5.0)
     except _CdpError as exc:
         raise ToolError("the stuck tab could not be reloaded: %s" % exc, "reticle_close it and reticle_open again")
-    _emit(_device_log, logging.INFO, "device_unstuck", deviceId=device.id, reason=_short(session.not_answering() or "", 120))
+    _emit(_device_log, logging.INFO, "device_unstuck", deviceId=device.id,
+          reason=_short(session.not_answering() or "", 120))
     return True
 
 
