@@ -1734,10 +1734,15 @@ class _BrowserSession:
         self._wake()
 
     def document_not_coming(self, rid: Optional[str]) -> None:
-        """The browser's navigation `rid` (every one, with None) brought no document after all."""
+        """The browser's navigation `rid` (every one, with None) brought no document after all (a
+        download, a 204, a failure).  Once the browser loads no document in the tab, the page's own
+        announcements of one (a form post answered by a download) are over too: none will arrive."""
         for key in [k for k, d in self._open.items() if d.get("cause") == "browser" and (
                 rid is None or k == "browser:" + rid)]:
             self._open.pop(key, None)
+        if not any(d.get("cause") == "browser" for d in self._open.values()):
+            for key in [k for k, d in self._open.items() if d.get("initiator") == "document"]:
+                self._open.pop(key, None)
         self._wake()
 
     def clear_open_requests(self) -> None:

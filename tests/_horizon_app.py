@@ -24,6 +24,7 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   callback (200 JSON whose `children` "Error: ... Nothing was saved." is rendered into a plain div);
   `/wire/cb/` is the same callback on an endpoint of the app's own naming (/wire/cb/callback, props
   under `props`); `?ok=1` makes the action and the callbacks succeed.
+- `/dl/`: a form post answered by a CSV download (`?empty=1`: a 204): no new document comes.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
   new document starts at once and shows the invalid field 0.6 s later.
@@ -142,6 +143,9 @@ document.getElementById('save').onclick = function () {
   }
 };
 </script>""")
+
+EXPORT = _page("Export", """<main><h1>Export rows</h1><form method="post" action="/dl/export__QUERY__">
+<button type="submit">Save</button></form></main>""")
 
 SLOW_FORM = _page("Slow", """<main><form method="post" action="/slow/add"><label>Title <input name="title"></label>
 <button type="submit">Save</button></form></main>""")
@@ -298,6 +302,24 @@ class HorizonApp:
                 text = "Saved 3 rows." if ok else "Error: the row is locked. Nothing was saved."
                 self.write({"props": {"children": text}})
 
+        class ExportPage(tornado.web.RequestHandler):
+            def get(self):
+                query = "?empty=1" if self.get_query_argument("empty", None) else ""
+                self.set_header("Content-Type", "text/html")
+                self.write(EXPORT.replace("__DAEMON__", daemon).replace("__QUERY__", query))
+
+        class Export(tornado.web.RequestHandler):
+            """A form post that brings no new document: a CSV download, or (`?empty=1`) a 204."""
+
+            def post(self):
+                app.saved()
+                if self.get_query_argument("empty", None):
+                    self.set_status(204)
+                    return
+                self.set_header("Content-Type", "text/csv")
+                self.set_header("Content-Disposition", 'attachment; filename="rows.csv"')
+                self.write("id,title\n1,A\n")
+
         class SockWs(tornado.websocket.WebSocketHandler):
             def check_origin(self, origin):
                 return True
@@ -320,5 +342,6 @@ class HorizonApp:
             (r"/wire/(sf|sa|dash|cb)/", WirePage), (r"/wire/cb/callback", JsonCallback),
             (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
+            (r"/dl/", ExportPage), (r"/dl/export", Export),
             (r"/timer/", Page, {"html": TIMER_FORM}), (r"/timer/add", TimerAdd),
         ]

@@ -2,6 +2,8 @@
 act's consequences have landed, an error still shown is not fixed, and the ways real apps tell
 failure (one `_FAILURE_UI` record each, both ways).  The pages are tests/_horizon_app.py."""
 
+import time
+
 import pytest
 
 import reticle
@@ -216,6 +218,18 @@ def test_in_a_device_an_assert_after_an_unannounced_slow_form_post_waits_for_the
     else:
         assert out["verified"] == "yes", out
     assert APP.saves == 1
+
+
+@pytest.mark.parametrize("query", ["", "?empty=1"], ids=["download", "204"])
+def test_in_a_device_a_form_post_that_brings_no_document_is_not_waited_for(live, device, query):
+    in_device(live, device, "/dl/" + query)
+    live.mcp.ok("reticle_act", dict(SAVE, sessionId=device))
+    wait_until(lambda: APP.saves == 1, what="the export posted")
+    started = time.monotonic()
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Export rows"},
+                                         "sessionId": device})
+    assert out["verified"] == "yes", out  # was `unknown` after 10 s: "POST /dl/export is still in flight"
+    assert time.monotonic() - started < 5.0, out
 
 
 def test_an_empty_snapshot_right_after_a_page_opened_says_it_has_not_rendered(live):
