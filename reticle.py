@@ -106,6 +106,7 @@ from typing import FrozenSet
 from typing import List
 from typing import Optional
 from typing import Tuple
+from typing import TYPE_CHECKING
 
 
 # `python reticle.py serve` compiles this whole file from source (a script keeps no bytecode cache),
@@ -142,17 +143,20 @@ if (__name__ == "__main__" and sys.argv[1:2] == ["serve"] and hasattr(os, "memfd
         and sys.executable and os.path.isfile(sys.argv[0])):
     _serve_from_bytecode(sys._getframe(0).f_code)
 
-import tornado.httpclient
-import tornado.httpserver
-import tornado.ioloop
-import tornado.iostream
-import tornado.netutil
-import tornado.routing
-import tornado.web
-import tornado.websocket
-import jsonschema
-from cryptography.hazmat.primitives import hashes as _c_hashes
-from cryptography.hazmat.primitives import hmac as _c_hmac
+# The third-party imports come after the re-exec block on purpose: `reticle serve` re-execs itself from
+# bytecode before paying for tornado, jsonschema and cryptography, so they are not at the top (E402).
+import tornado.http1connection  # noqa: E402
+import tornado.httpclient  # noqa: E402
+import tornado.httpserver  # noqa: E402
+import tornado.ioloop  # noqa: E402
+import tornado.iostream  # noqa: E402
+import tornado.netutil  # noqa: E402
+import tornado.routing  # noqa: E402
+import tornado.web  # noqa: E402
+import tornado.websocket  # noqa: E402
+import jsonschema  # noqa: E402
+from cryptography.hazmat.primitives import hashes as _c_hashes  # noqa: E402
+from cryptography.hazmat.primitives import hmac as _c_hmac  # noqa: E402
 
 
 ###############################################################################
@@ -405,7 +409,7 @@ def _loads(data: Any, strict: bool = True) -> Any:
     try:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_parse_float)
     except RecursionError:
-        raise ValueError("the JSON is nested too deeply (at most %d levels)" % MAX_JSON_DEPTH)
+        raise ValueError("the JSON is nested too deeply (at most %d levels)" % MAX_JSON_DEPTH) from None
     if strict and isinstance(value, list) and len(value) > MAX_BATCH:
         return value  # refused whole (-32600) before any of it is read: checking it would only cost time
     if strict:
@@ -525,7 +529,7 @@ def _origin_host(value: Optional[str]) -> Optional[str]:
     try:
         parts = urllib.parse.urlsplit(value.strip())
         host = parts.hostname
-        parts.port  # raises on a bad port
+        _ = parts.port  # raises on a bad port
     except ValueError:
         return None
     if parts.scheme not in ("http", "https", "ws", "wss") or not host:
@@ -572,7 +576,7 @@ def _env_int(name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise ConfigError("%s=%r is not a whole number; unset it or give one like %d." % (name, raw, default))
+        raise ConfigError("%s=%r is not a whole number; unset it or give one like %d." % (name, raw, default)) from None
 
 
 def _parse_rate(raw: Optional[str]) -> Tuple[float, float]:
@@ -606,7 +610,7 @@ class _StateDir:
             raise ConfigError(
                 "the state directory %s cannot be created (%s); set RETICLE_STATE_DIR to a "
                 "writable directory." % (self.path, exc.strerror or exc)
-            )
+            ) from exc
         return self.path
 
     def file(self, name: str) -> str:
@@ -7081,10 +7085,10 @@ _SECRET_FIELD = re.compile(r"pass(word|wd|code|phrase)?|secret|token|api[ _-]?ke
 def _no_plain_secret(step: dict) -> dict:
     """A step given by the caller that types a literal into a field named like a secret keeps a
     variable instead (the page cannot be asked which fields are password fields here)."""
-    target = step.get("target") if isinstance(step.get("target"), dict) else {}
+    target: dict = step["target"] if isinstance(step.get("target"), dict) else {}
     words = " ".join(str(v if not isinstance(v, dict) else v.get("equals") or v.get("contains") or "")
                      for k, v in target.items() if k in ("testid", "name", "label", "placeholder"))
-    act_args = step.get("args") if isinstance(step.get("args"), dict) else {}
+    act_args: dict = step["args"] if isinstance(step.get("args"), dict) else {}
     if not _SECRET_FIELD.search(words):
         return step
     name = _secret_name(target)
@@ -7230,7 +7234,7 @@ def _load_flow_file(path: str) -> Any:
     try:
         return _loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ValueError("the file is not UTF-8 (%s)" % exc)
+        raise ValueError("the file is not UTF-8 (%s)" % exc) from exc
 
 
 def _read_flow(root: str, name: str) -> dict:
@@ -7240,9 +7244,9 @@ def _read_flow(root: str, name: str) -> dict:
     except FileNotFoundError:
         have = [f["name"] for f in _list_flows(root)]
         raise ToolError("no flow %r in %s" % (name, _flows_dir(root)),
-                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save"))
+                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save")) from None
     except ValueError as exc:
-        raise ToolError("the flow file %s is not JSON: %s" % (path, exc), "fix or delete the file")
+        raise ToolError("the flow file %s is not JSON: %s" % (path, exc), "fix or delete the file") from exc
     problems = _flow_problems(flow)
     if problems:
         raise ToolError("the flow file %s is not a Reticle flow: %s" % (path, "; ".join(problems)),
@@ -7252,7 +7256,7 @@ def _read_flow(root: str, name: str) -> dict:
 
 def _list_flows(root: str) -> List[dict]:
     folder = _flows_dir(root)
-    out = []
+    out: List[dict] = []
     try:
         names = sorted(os.listdir(folder))
     except OSError:
@@ -7438,7 +7442,7 @@ def _start_url(flow: dict, url: Optional[str]) -> Optional[str]:
 
 def _nearest(error: str) -> List[str]:
     """The candidates the page named in a target miss ("nearest: a, b; testids present: ...")."""
-    out = []
+    out: List[str] = []
     for part in error.split("; "):
         for prefix in ("nearest: ", "testids present: "):
             if part.startswith(prefix):
@@ -7727,7 +7731,8 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
                    % (_xml(r["name"]), max(1, len(steps)) + len(r.get("teeth") or ()), count(r, "failed"),
                       1 if r["verified"] == "error" else 0, count(r, "skipped"), r.get("ms", 0) / 1000.0))
         if r["verified"] == "error" and not steps:
-            out.append('    <testcase name="setup" classname="%s" time="%.3f">' % (_xml(classname), r.get("ms", 0) / 1000.0))
+            out.append('    <testcase name="setup" classname="%s" time="%.3f">'
+                       % (_xml(classname), r.get("ms", 0) / 1000.0))
             out.append('      <error message="%s" type="setup"/>' % _xml(r.get("error", "setup error")))
             out.append('    </testcase>')
         for s in steps:
@@ -8557,7 +8562,8 @@ class _Guard:
         raw_host = request.headers.get("Host")
         host = _split_host_header(raw_host)
         if not _is_loopback_host(host):
-            return "the Host header %s does not name a loopback host" % (repr(raw_host) if raw_host else "is missing and")
+            return ("the Host header %s does not name a loopback host"
+                    % (repr(raw_host) if raw_host else "is missing and"))
         for name in ("Origin", "Referer"):
             value = request.headers.get(name)
             if value is None:
@@ -8833,7 +8839,8 @@ class _BaseHandler(tornado.web.RequestHandler):
         self.set_header("Content-Type", "application/json; charset=utf-8")
         if close:
             self.set_header("Connection", "close")
-            self.request.connection.no_keep_alive = True
+            if isinstance(self.request.connection, tornado.http1connection.HTTP1Connection):
+                self.request.connection.no_keep_alive = True
         _emit(_log, logging.INFO, "http_refused", status=refusal.status, method=self.request.method,
               path=self.request.path, peer=self.request.remote_ip, detail=refusal.detail)
         self.finish(_dumps({"error": refusal.error, "detail": refusal.detail}))
@@ -8961,17 +8968,26 @@ class _ServerRecordsHandler(_BaseHandler):
             self.refuse(refusal)
 
 
-class _SseMixin:
+if TYPE_CHECKING:
+    _SseHost = _BaseHandler  # the mixin is only ever mixed into a _BaseHandler: the handler API it uses
+else:
+    _SseHost = object
+
+
+class _SseMixin(_SseHost):
     """Server-Sent Events on a held-open GET."""
+
+    _sse_closed: asyncio.Event
+    _sse_shutdown: Optional[str]
 
     def streams_full(self) -> bool:
         """Refuse (503, Retry-After) a stream beyond MAX_SSE_STREAMS: each one holds a descriptor."""
-        held = len(self.hub.sse_streams) + len(self.hub.get_streams)  # type: ignore[attr-defined]
+        held = len(self.hub.sse_streams) + len(self.hub.get_streams)
         if held < MAX_SSE_STREAMS:
             return False
         refusal = _HttpRefusal(503, "too many streams", "%d event streams are open, the most this daemon "
                                "holds; close one or retry later" % held, {"Retry-After": "5"})
-        self.refuse(refusal)  # type: ignore[attr-defined]
+        self.refuse(refusal)
         return True
 
     def sse_open(self) -> None:
@@ -8980,11 +8996,16 @@ class _SseMixin:
         self.set_header("Connection", "keep-alive")
         self.set_header("X-Accel-Buffering", "no")
         self._sse_closed = asyncio.Event()
-        self._sse_shutdown: Optional[str] = None
+        self._sse_shutdown = None
+
+    def _sse_gone(self) -> bool:
+        """The client's side of the stream is closed (tornado serves a held GET on an HTTP/1 connection)."""
+        conn = self.request.connection
+        return not isinstance(conn, tornado.http1connection.HTTP1Connection) or conn.stream.closed()
 
     async def sse_write(self, text: str) -> bool:
         """Write one frame; False (and nothing written) once the stream is gone."""
-        if self._finished or self.request.connection.stream.closed():
+        if self._finished or self._sse_gone():
             self._sse_closed.set()
             return False
         try:
@@ -9002,9 +9023,9 @@ class _SseMixin:
                 await asyncio.wait_for(self._sse_closed.wait(), self.hub.keepalive_s)
             except asyncio.TimeoutError:
                 await self.sse_write(": keepalive\n\n")
-        if self._sse_shutdown is not None and not self.request.connection.stream.closed():
+        if self._sse_shutdown is not None and not self._sse_gone():
             await self.sse_write("event: shutdown\ndata: %s\n\n" % _dumps({"reason": self._sse_shutdown}))
-        if not self._finished and not self.request.connection.stream.closed():
+        if not self._finished and not self._sse_gone():
             self.finish()
 
     def sse_stop(self, reason: str) -> None:
@@ -9015,7 +9036,7 @@ class _SseMixin:
         closed = getattr(self, "_sse_closed", None)
         if closed is not None:
             closed.set()
-        super().on_connection_close()  # type: ignore[misc]
+        super().on_connection_close()
 
 
 class _SseHandler(_SseMixin, _BaseHandler):
@@ -9164,7 +9185,7 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         if streamed:
             if reply is not None:
                 await self.sse_message(reply)
-            if not self._finished and not self.request.connection.stream.closed():  # type: ignore[union-attr]
+            if not self._finished and not self._sse_gone():
                 self.finish()
             return
         if reply is None:
@@ -9255,7 +9276,8 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.set_header(k, v)
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.set_header("Connection", "close")
-        self.request.connection.no_keep_alive = True
+        if isinstance(self.request.connection, tornado.http1connection.HTTP1Connection):
+            self.request.connection.no_keep_alive = True
         self.finish(_dumps({"error": error, "detail": detail}))
 
     def prepare(self) -> None:
@@ -9451,10 +9473,11 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.close(1008, "authentication failed")
             return
         self._end_handshake()
-        session, refusal = self.hub.bridge.attach(self, msg)
-        if refusal is not None:
-            self.close(*refusal)
+        session, closing = self.hub.bridge.attach(self, msg)
+        if closing is not None:
+            self.close(*closing)
             return
+        assert session is not None  # attach() gives a session or a close code, never neither
         session.device = self.device
         self.session = session
         # the SDK marks its requests for the app's middleware with this (Server truth)
@@ -9750,6 +9773,9 @@ class Hub:
     # -- MCP ----------------------------------------------------------------------
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         tool = self.registry.get(name)
+        if tool is None:  # the MCP layer checks the name first; a direct caller may not have
+            return _tool_result({"error": "unknown tool %r" % name,
+                                 "recovery": "call one of: %s" % ", ".join(self.registry.names())}, True)
         self.devices.touch(ctx.session_key)
         try:
             session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
@@ -9803,6 +9829,12 @@ class Hub:
             await asyncio.sleep(0.01)
 
 
+class _ReticleApp(tornado.web.Application):
+    """The daemon's Tornado application: the one thing it adds is the Hub it serves, as `app.hub`."""
+
+    hub: Hub
+
+
 def make_app(hub: Optional[Hub] = None, **settings: Any) -> tornado.web.Application:
     """The one factory: tests, the CLI and host applications all use it."""
     hub = hub if hub is not None else Hub()
@@ -9813,7 +9845,7 @@ def make_app(hub: Optional[Hub] = None, **settings: Any) -> tornado.web.Applicat
     settings.setdefault("default_handler_args", {"hub": hub})
     settings.setdefault("compress_response", False)
     settings.setdefault("log_function", _log_request)
-    app = tornado.web.Application(routes, **settings)
+    app = _ReticleApp(routes, **settings)
     app.hub = hub
     return app
 
@@ -9990,7 +10022,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             sys.stderr.write("reticle: %s\n" % sentence)
             _emit(_log, logging.ERROR, "reticle_daemon_start_failed", port=port, reason=sentence)
             return 1
-        raise ConfigError("cannot listen on %s:%d (%s)" % (host, port, exc.strerror or exc))
+        raise ConfigError("cannot listen on %s:%d (%s)" % (host, port, exc.strerror or exc)) from exc
     hub.port = sockets[0].getsockname()[1]
     if host == DEFAULT_HOST and not os.environ.get("RETICLE_HOST"):
         try:
@@ -10216,7 +10248,7 @@ class _DaemonLink:
             self.session_id = None
             raise ToolError("the daemon connection failed (%s: %s) before this call was answered; it may not "
                             "have completed" % (exc.__class__.__name__, exc),
-                            "retry the call; a new daemon starts if needed")
+                            "retry the call; a new daemon starts if needed") from exc
         if reply is None:
             raise ToolError("the daemon does not recognise this proxy's session even after a new initialize",
                             "restart `reticle mcp`")
@@ -10375,7 +10407,7 @@ def _outside_project(root: str, path: str) -> Optional[str]:
     return None
 
 
-def _read_text(path: str) -> Optional[str]:
+def _read_file_text(path: str) -> Optional[str]:
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
@@ -10384,7 +10416,7 @@ def _read_text(path: str) -> Optional[str]:
 
 
 def _package_deps(root: str) -> Dict[str, str]:
-    text = _read_text(os.path.join(root, "package.json"))
+    text = _read_file_text(os.path.join(root, "package.json"))
     try:
         data = json.loads(text) if text else {}
     except ValueError:
@@ -10408,7 +10440,7 @@ def _find_template(root: str) -> Optional[str]:
         for f in sorted(filenames):
             if f.endswith(".html"):
                 path = os.path.join(dirpath, f)
-                if "</head>" in (_read_text(path) or "").lower():
+                if "</head>" in (_read_file_text(path) or "").lower():
                     found.append(path)
     for preferred in ("base.html", "layout.html", "_base.html"):
         for path in found:
@@ -10426,18 +10458,19 @@ def _detect_app(root: str) -> dict:
         entry = os.path.join(root, "public", "index.html")
         return {"kind": "Create React App", "entry": entry if os.path.isfile(entry) else None,
                 "why": "react-scripts in package.json"}
-    if "vite" in deps or any(os.path.isfile(os.path.join(root, "vite.config." + e)) for e in ("js", "ts", "mjs", "mts")):
+    if "vite" in deps or any(os.path.isfile(os.path.join(root, "vite.config." + e))
+                             for e in ("js", "ts", "mjs", "mts")):
         entry = os.path.join(root, "index.html")
         return {"kind": "Vite", "entry": entry if os.path.isfile(entry) else None, "why": "vite in package.json"}
     if os.path.isfile(os.path.join(root, "manage.py")):
         return {"kind": "Django", "entry": _find_template(root), "why": "manage.py"}
     for name in ("app.py", "wsgi.py", "application.py", "main.py"):
-        text = _read_text(os.path.join(root, name)) or ""
+        text = _read_file_text(os.path.join(root, name)) or ""
         if re.search(r"^\s*(from flask import|import flask)", text, re.M):
             return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name,
                     "module": name}
     for name in ("main.py", "app.py", "asgi.py", os.path.join("app", "main.py")):
-        text = _read_text(os.path.join(root, name)) or ""
+        text = _read_file_text(os.path.join(root, name)) or ""
         if re.search(r"^\s*(from fastapi import|import fastapi)", text, re.M):
             return {"kind": "FastAPI", "entry": _find_template(root), "why": "fastapi imported in %s" % name,
                     "module": name}
@@ -10530,7 +10563,7 @@ def _csp_warnings(texts: Dict[str, str], origin: str) -> List[str]:
 
 
 def _merge_json_server(path: str, key: str, entry: dict) -> Tuple[Optional[_InitChange], str]:
-    old = _read_text(path)
+    old = _read_file_text(path)
     if old is None and os.path.exists(path):
         return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
     def no_duplicates(pairs: List[Tuple[str, Any]]) -> dict:
@@ -10587,7 +10620,7 @@ def _toml_has_server(text: str) -> Optional[bool]:
 
 
 def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], str]:
-    old = _read_text(path)
+    old = _read_file_text(path)
     text = old or ""
     has = _toml_has_server(text)
     if has is None:
@@ -10615,7 +10648,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         entry = None
         app = dict(app, entry=None)
     elif entry:
-        text = _read_text(entry) or ""
+        text = _read_file_text(entry) or ""
         texts[os.path.relpath(entry, root)] = text
         snippet = _dev_snippet(app["kind"], origin)
         if "/reticle.js" in text:
@@ -10636,12 +10669,12 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
                  "settings.py", "app.py"):
         for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
-            text = _read_text(path)
+            text = _read_file_text(path) or ""
             if text:
                 texts[os.path.relpath(path, root)] = text
     for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
         path = os.path.join(dirpath, "settings.py")
-        text = _read_text(path)
+        text = _read_file_text(path) or ""
         if text:
             texts[os.path.relpath(path, root)] = text
     server_changes, server_notes = _server_init(root, app)
@@ -10683,12 +10716,8 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
     notes: List[str] = []
     kind = app.get("kind")
 
-    def read(path: str) -> str:  # not _read_text: the Predicates section has a live read of that name too
-        try:
-            with open(path, encoding="utf-8") as fh:
-                return fh.read()
-        except (OSError, UnicodeDecodeError):
-            return ""
+    def read(path: str) -> str:
+        return _read_file_text(path) or ""
     if kind == "Django":
         candidates = [os.path.join(root, "settings.py")] + sorted(
             os.path.join(root, d, "settings.py") for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
@@ -10745,8 +10774,8 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
         return 0
     verb = "would change" if dry_run else "changing"
     for c in changes:
-        out.write("%s %s: %s\n" % (verb, c.path if not c.path.startswith(root + os.sep) else os.path.relpath(c.path, root),
-                                   c.what))
+        shown = c.path if not c.path.startswith(root + os.sep) else os.path.relpath(c.path, root)
+        out.write("%s %s: %s\n" % (verb, shown, c.what))
         if dry_run:
             for line in c.new.splitlines():
                 if c.old is None or line not in c.old.splitlines():
@@ -11061,7 +11090,10 @@ async def _cli_drive(url: str, headed: bool, host: str, port: int) -> int:
                          % (device.session_id, device.url, hub.public_origin()))
         sys.stdout.flush()
 
-    code = await _serve(host, port, ready=lambda hub: hub.spawn(open_device(hub)) and None)
+    def ready(hub: Hub) -> None:
+        hub.spawn(open_device(hub))
+
+    code = await _serve(host, port, ready=ready)
     return 1 if failed else code
 
 
@@ -11170,7 +11202,7 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                         raise ToolError("the flow %s has no startUrl; pass --url" % name)
                     # every flow starts clean: a job's next flow reuses its browser in a new, empty
                     # context, so no flow sees the cookies or storage another one left
-                    args = {"flow": flow}
+                    args: Dict[str, Any] = {"flow": flow}
                     if given:
                         args["secrets"] = given
                     if session_id is None:
@@ -11202,7 +11234,8 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                 done[0] += 1
                 progress("[%d/%d done] %s: %s in %.1f s%s" % (
                     done[0], total, name, res["verified"], res["ms"] / 1000.0,
-                    "" if res["verified"] == "yes" else " (%s)" % _short(res.get("error") or res.get("because") or "", 160)))
+                    "" if res["verified"] == "yes"
+                    else " (%s)" % _short(res.get("error") or res.get("because") or "", 160)))
         finally:
             if session_id is not None:
                 try:
