@@ -903,6 +903,10 @@ class _McpDispatcher:
         return await self.handle(payload, ctx), False
 
     async def handle(self, msg: Any, ctx: _CallContext) -> Optional[dict]:
+        """Answer one JSON-RPC message: a result or error reply for a request, None for a notification, a
+        client's response or a cancelled tools/call.  Malformed messages get the JSON-RPC error code that
+        names what is wrong (-32600 shape, -32602 params); an unexpected crash is -32603 and the dispatcher
+        keeps serving."""
         if not isinstance(msg, dict):
             return _rpc_error(None, -32600, "Invalid Request: a JSON-RPC message must be an object")
         mid = msg.get("id")
@@ -979,6 +983,9 @@ class _McpDispatcher:
         return work.result()
 
     async def _method(self, method: str, params: dict, ctx: _CallContext) -> Any:
+        """The result of one MCP method (initialize, ping, tools/list|call, resources/list|read, ...), or an
+        RpcError naming the method or argument that was wrong.  tools/call validates the arguments
+        against the tool's schema before the tool runs."""
         if method == "initialize":
             ctx.client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else None
             return {
@@ -9043,6 +9050,9 @@ class _SseHandler(_SseMixin, _BaseHandler):
     """GET /mcp/sse: one MCP session per stream (seeds/http-transport.md)."""
 
     async def get(self) -> None:
+        """GET /mcp/sse: the legacy SSE transport.  Refused (503) while MCP is not ready and past
+        MAX_SSE_STREAMS; else the endpoint frame, then replies and keepalives until the client hangs up,
+        which cancels the session's calls in flight and closes the device it owned."""
         if not self.hub.mcp_ready:
             self.refuse(_HttpRefusal(503, "MCP server not ready",
                                      "the daemon is up but not serving MCP yet (or is stopping); retry"))
@@ -9078,6 +9088,9 @@ class _SseMessageHandler(_BaseHandler):
     """POST /mcp/message?sessionId=: 202 now, the reply on the stream."""
 
     async def post(self) -> None:
+        """POST /mcp/message?sessionId=...: one JSON-RPC message for an open SSE session, accepted with
+        202 and answered on that session's stream.  A missing or unknown session, a stopping daemon or a
+        body that is not one JSON object is refused with the status that says which."""
         sid = self.get_query_argument("sessionId", None)
         if not sid:
             self.refuse(_HttpRefusal(400, "missing sessionId",
@@ -9144,6 +9157,10 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         return True, sid
 
     async def post(self) -> None:
+        """POST /mcp: the Streamable HTTP transport.  A message or batch (at most MAX_BATCH; a larger one
+        is refused unparsed, and each extra message is charged to the rate limit) is answered as JSON, or
+        as an SSE stream of progress then the reply when the client asked for progress and accepts it.
+        A successful initialize without a session id gets a new signed one in Mcp-Session-Id."""
         ok, sid = self._session(required=False)
         if not ok:
             return
@@ -9281,6 +9298,10 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         self.finish(_dumps({"error": error, "detail": detail}))
 
     def prepare(self) -> None:
+        """Admit a bridge upgrade or refuse it before the handshake, in order: a device's one-use ticket
+        (from this machine only) stands in for the origin check; else the origin must be allowed; then
+        the token, Host (DNS rebinding) and peer checks; a non-upgrade GET is 400, another method 429 or
+        405.  `needs_token` records whether the hello must still bring the pairing token."""
         guard = self.hub.guard
         origin = self.request.headers.get("Origin")
         capability = self.get_query_argument("device", None)
@@ -9394,6 +9415,10 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         super().close(code, _ws_reason(reason) if reason else reason)
 
     def on_message(self, message: Any) -> Optional[Awaitable[None]]:
+        """Handle one frame from the page (untrusted): the first must be a hello; then events (ingested,
+        with a pause before the next frame when the page floods), command results, device input and an
+        identity update.  Binary, non-JSON or non-object frames close the socket with 1008; an unknown
+        kind becomes a blind-spot event.  Returns the pause to await, if any."""
         if self._closing:
             return None  # refused (1013, 1008, ...): a hello that was in flight must not register a session
         size = len(message)
@@ -9439,6 +9464,9 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         return None
 
     def _hello(self, msg: dict) -> None:
+        """Register the page's session from its hello, or close (1008/1013) saying why: protocol version,
+        session id shape, a session claimed by the wrong device capability, a missing or wrong pairing
+        token.  A registered session gets its server mark and the tab's live faults."""
         version = msg.get("protocolVersion")
         if version != BRIDGE_PROTOCOL:
             self.hub.bridge.note_refusal("protocol version mismatch (%r)" % version)
@@ -9684,6 +9712,9 @@ class Hub:
     def __init__(self, state_dir: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  token: Optional[str] = None, allowed_origins: Optional[List[str]] = None,
                  rate: Optional[Tuple[float, float]] = None, scheme: str = "http") -> None:
+        """A daemon's whole state, before it serves: the state directory (token, machine key), the guard
+        and rate limiter, the tool registry and MCP dispatcher, the bridge, devices, faults and journeys.
+        Nothing listens until `_serve` (or a caller's own server over `make_app`) runs it."""
         self.state = _StateDir(state_dir)
         self.host = host
         self.port = port
@@ -9727,6 +9758,8 @@ class Hub:
         return round((time.monotonic() - self._t0) * 1000.0, 3)
 
     def token(self) -> str:
+        """The pairing token: the one given to the constructor, else RETICLE_TOKEN, else the state
+        directory's token file (re-read when the file changes, so a rotated token takes effect)."""
         if self._token:
             return self._token
         env = os.environ.get("RETICLE_TOKEN", "").strip()
@@ -9742,6 +9775,7 @@ class Hub:
         return self._token_cache[1]
 
     def public_origin(self) -> str:
+        """The origin a client on this machine reaches the daemon at (a wildcard bind is named 127.0.0.1)."""
         host = self.host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
@@ -9751,12 +9785,15 @@ class Hub:
 
     # -- tasks ------------------------------------------------------------------
     def spawn(self, coro: Awaitable) -> "asyncio.Task":
+        """Run `coro` as a task the Hub holds until it is done (so it is not garbage-collected mid-way)."""
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
 
     def touch_client(self, session_id: str) -> None:
+        """Note that an MCP client with this session id was just heard from; status counts clients heard
+        in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
         self.clients[session_id] = time.monotonic()
         if len(self.clients) > 1000:
             horizon = time.monotonic() - 600
@@ -9772,6 +9809,8 @@ class Hub:
 
     # -- MCP ----------------------------------------------------------------------
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
+        """Run one tool and return its MCP tool result; a ToolError, an unknown name or a crash is an
+        `isError` result naming what went wrong, never an exception, so the daemon keeps serving."""
         tool = self.registry.get(name)
         if tool is None:  # the MCP layer checks the name first; a direct caller may not have
             return _tool_result({"error": "unknown tool %r" % name,
@@ -9788,10 +9827,13 @@ class Hub:
                                  "recovery": "this is a Reticle bug; the daemon keeps serving"}, True)
 
     async def read_live(self, uri: str) -> Any:
+        """The live MCP resources' content (today: the sessions list, whatever the uri)."""
         return await _tool_sessions(self, None, {}, _CallContext("resource", "resource"))
 
     # -- status ---------------------------------------------------------------------
     def status(self) -> dict:
+        """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
+        clients, devices and the server-truth counters."""
         horizon = time.monotonic() - 600
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
@@ -9803,6 +9845,8 @@ class Hub:
         return out
 
     def sdk_source(self) -> str:
+        """The in-page SDK as served at /reticle.js: the embedded source with this daemon's version and
+        limits filled in (built once)."""
         if self._sdk is None:
             config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
                       "maxMessageBytes": WS_MAX_MESSAGE_BYTES}
@@ -9812,6 +9856,7 @@ class Hub:
 
     # -- stopping -------------------------------------------------------------------
     def request_stop(self, reason: str) -> None:
+        """Ask the running daemon to stop (for `reason`, logged); `_serve` shuts down in order."""
         self.stop_reason = reason
         if self.stop_event is not None:
             self.stop_event.set()
@@ -9998,6 +10043,12 @@ class _CappedHTTPServer(tornado.httpserver.HTTPServer):
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
                  ready: Optional[Callable[[Hub], None]] = None) -> int:
+    """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
+    is taken, with a sentence naming its owner).
+
+    Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
+    its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
+    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
     env_token = os.environ.get("RETICLE_TOKEN", "").strip()
     if not _is_loopback_host(host) and len(env_token) < MIN_TOKEN_CHARS:
         raise ConfigError("binding to %s reaches beyond this machine, so Reticle needs a pairing token of at "
@@ -10107,6 +10158,9 @@ class _DaemonLink:
         await self._spawn_and_wait()
 
     async def _spawn_and_wait(self) -> None:
+        """Start a detached `reticle serve` on this port and wait until a daemon answers there (ToolError
+        naming its log when none does in time).  A lock file makes concurrent proxies start one daemon:
+        the loser waits for the winner's, and a stale lock (dead holder, over 30 s old) is taken over."""
         self.state.ensure()
         lock = self.state.file("daemon-%d.lock" % self.port)
         owned = False
@@ -10563,6 +10617,9 @@ def _csp_warnings(texts: Dict[str, str], origin: str) -> List[str]:
 
 
 def _merge_json_server(path: str, key: str, entry: dict) -> Tuple[Optional[_InitChange], str]:
+    """The change that adds Reticle's MCP server entry under `key` of one JSON client config, or
+    (None, a note saying why not): an unreadable file, one that is not strict JSON (duplicate keys,
+    1e999) or not an object is left alone, and an entry already there is kept as it is."""
     old = _read_file_text(path)
     if old is None and os.path.exists(path):
         return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
@@ -10811,6 +10868,8 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    """The `reticle` command line: one subparser per command with its options and help text.
+    Parsing only; main() runs the command."""
     parser = argparse.ArgumentParser(
         prog="reticle", description="Reticle: verify an AI agent's change in the real, running web app.")
     parser.add_argument("--version", action="version", version=__version__)
@@ -11183,6 +11242,10 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
     done = [0]
 
     async def worker(n: int) -> None:
+        """One job: replay flows taken off the shared queue on its own MCP link and device (opened on the
+        first flow, a fresh context for each next one), with secrets from RETICLE_SECRET_*, the teeth check
+        and a screenshot of a failure; every flow gets a result (an error one on failure), and the device
+        is closed when the queue is empty, whatever happened."""
         link = _DaemonLink(port, state)
         session_id: Optional[str] = None
         try:
