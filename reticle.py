@@ -104,8 +104,10 @@ from typing import Callable
 from typing import Dict
 from typing import FrozenSet
 from typing import List
+from typing import Literal
 from typing import Optional
 from typing import Tuple
+from typing import overload
 from typing import TYPE_CHECKING
 
 
@@ -1230,7 +1232,7 @@ def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
     if "ok" in f and (not _call_failed(d)) != f["ok"]:
         return False
     if f.get("header"):
-        headers = d.get("responseHeaders") if isinstance(d.get("responseHeaders"), dict) else {}
+        headers = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
         value = headers.get(str(f["header"].get("name", "")).lower())
         if value is None:
             return False
@@ -1529,7 +1531,7 @@ class _BrowserSession:
     def update_identity(self, hello: dict) -> None:
         self.url = str(hello.get("url", ""))[:4096]
         self.title = str(hello.get("title", ""))[:512]
-        adapters = hello.get("adapters") if isinstance(hello.get("adapters"), list) else []
+        adapters = hello["adapters"] if isinstance(hello.get("adapters"), list) else []
         self.adapters = [str(a)[:128] for a in adapters[:32]]
         self.sdk_version = str(hello.get("sdkVersion", ""))[:64]
         self.has_capabilities = bool(hello.get("hasCapabilities"))
@@ -1702,7 +1704,7 @@ class _BrowserSession:
         return max(marks) if marks else 0.0
 
     # -- events ---------------------------------------------------------------
-    def ingest(self, events: List[dict], frame_bytes: int) -> None:
+    def ingest(self, events: List[Any], frame_bytes: int) -> None:
         now = self.bridge.clock()
         self.last_seen = now
         if not events:
@@ -2152,7 +2154,8 @@ class _Bridge:
             return self.resolve(session_id)
         except ToolError:
             back = self._returning(session_id)
-            if back is None or not await self.wait_back(back, NAV_WAIT_S - (time.monotonic() - back.left_at)):
+            if back is None or back.left_at is None or not await self.wait_back(
+                    back, NAV_WAIT_S - (time.monotonic() - back.left_at)):
                 raise
             return back
 
@@ -2684,8 +2687,10 @@ class _Device:
         self._drain = asyncio.ensure_future(self._drain_stderr())
         await self.cdp.connect(ws_url)
         # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
-        self.cdp.reader.add_done_callback(
-            lambda _: None if self.closed else self.manager.hub.spawn(self.manager.close(self, "the browser went away")))
+        reader = self.cdp.reader
+        assert reader is not None  # connect() started it
+        reader.add_done_callback(lambda _: None if self.closed else self.manager.hub.spawn(
+            self.manager.close(self, "the browser went away")))
         return t0
 
     async def _prepare_page(self) -> None:
@@ -3642,7 +3647,7 @@ _TEXT_MATCH = {"anyOf": [{"type": "string"}, {
     "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 2,
     "properties": {"contains": {"type": "string"}, "equals": {"type": "string"},
                    "matches": {"type": "string", "minLength": 1}, "flags": _FLAGS}}]}
-_ELEMENT_QUERY = {
+_ELEMENT_QUERY: Dict[str, Any] = {
     "type": "object",
     "properties": {
         "by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
@@ -3678,7 +3683,7 @@ def _value_matches(expected: Any, actual: Any) -> bool:
                     return False
                 if op == "$lt" and not actual < arg:
                     return False
-                if op == "$contains" and not (arg in actual):
+                if op == "$contains" and arg not in actual:
                     return False
                 if op == "$length" and not len(actual) == arg:
                     return False
@@ -3865,6 +3870,7 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
 def _judge_console(p: dict, obs: _Observation) -> dict:
     window = obs.events(p)
     level = p.get("level")
+    types: Tuple[str, ...]
     if level is None:
         types = ("console.log", "console.warn", "console.error", "error.uncaught")
     elif level == "error":
@@ -3875,7 +3881,7 @@ def _judge_console(p: dict, obs: _Observation) -> dict:
     for e in window:
         if e["type"] not in types:
             continue
-        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        d = e["data"] if isinstance(e.get("data"), dict) else {}
         text = d.get("text") or d.get("message") or ""
         text = text if isinstance(text, str) else _dumps(text)
         if p.get("contains") and p["contains"] not in text:
@@ -3902,7 +3908,7 @@ def _judge_animation(p: dict, obs: _Observation) -> dict:
     for e in window:
         if e["type"] != want:
             continue
-        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        d = e["data"] if isinstance(e.get("data"), dict) else {}
         seen.append(d.get("name"))
         if p.get("name") and d.get("name") != p["name"]:
             continue
@@ -3919,7 +3925,7 @@ def _judge_signal(p: dict, obs: _Observation) -> dict:
     for e in window:
         if e["type"] != "signal":
             continue
-        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        d = e["data"] if isinstance(e.get("data"), dict) else {}
         if p.get("name") and d.get("name") != p["name"]:
             continue
         named.append(d)
@@ -4069,8 +4075,8 @@ def _judge_element(p: dict, obs: _Observation) -> dict:
                 "failureReason": "%d element(s) match %s, expected none" % (count, what)}
     if count > 0:
         return {"pass": True, "evidence": res.get("elements", [])[:5], "assertion": "element.present"}
-    out = {"pass": False, "assertion": "element.present", "expected": what,
-           "failureReason": "no element matches %s%s" % (what, " in state %s" % "/".join(p["state"]) if p.get("state") else "")}
+    out: Dict[str, Any] = {"pass": False, "assertion": "element.present", "expected": what,
+                           "failureReason": "no element matches %s%s" % (what, " in state %s" % "/".join(p["state"]) if p.get("state") else "")}
     if res.get("scopeMissing"):
         out["failureReason"] += " (the scope %r matched nothing)" % q.get("scope")
         return out
@@ -4780,7 +4786,7 @@ def parse_predicate(raw: Any, where: str = "predicate") -> dict:
     validator = _KIND_VALIDATORS.get(kind)
     if validator is None:
         validator = _KIND_VALIDATORS[kind] = jsonschema.Draft202012Validator(_kind_schema(kind))
-    issues = []
+    issues: List[str] = []
     for err in sorted(validator.iter_errors(p), key=lambda e: list(e.absolute_path)):
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
@@ -5022,8 +5028,9 @@ def _error_ui(window: List[dict]) -> List[dict]:
 
 
 def _ui_label(d: dict) -> str:
-    where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
-             "alertdialog": "in a dialog", "assertive": "in an assertive live region"}.get(d.get("source"), "as an alert")
+    places = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
+              "alertdialog": "in a dialog", "assertive": "in an assertive live region"}
+    where = places.get(str(d.get("source")), "as an alert")  # str(): the page may send any JSON there
     return "%r %s" % (_short(str(d.get("text", "")), 120), where)
 
 
@@ -5096,7 +5103,7 @@ def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Opti
     consequence (DOM, request, route, signal, state, storage, socket message), or a new document.
     The page's own background requests (polling, autosave) are not the act's doing."""
     if isinstance(effect, dict):
-        probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
+        probes = effect["effect"] if isinstance(effect.get("effect"), dict) else {}
         if probes.get("domMutatedWithin") or effect.get("pageUnloaded"):
             return True
         act_doc = effect.get("documentId")
@@ -5352,7 +5359,7 @@ def _may_be_unreadable(res: dict) -> bool:
     assertion = res.get("assertion")
     if assertion in ("text.present", "element.present", "element.role+name"):
         return True
-    children = res.get("evidence") if isinstance(res.get("evidence"), list) else []
+    children = res["evidence"] if isinstance(res.get("evidence"), list) else []
     failed = [c for c in children if isinstance(c, dict) and not c.get("pass")]
     if assertion == "allOf":
         return bool(failed) and all(_may_be_unreadable(c) for c in failed)
@@ -5542,10 +5549,10 @@ def _compact(out: dict, v: dict) -> dict:
         c["integrity"] = issues
     if isinstance(out.get("unsettled"), dict) and out["unsettled"].get("note"):
         c["unsettled"] = out["unsettled"]["note"]
-    effect = out.get("effect") if isinstance(out.get("effect"), dict) else {}
+    effect = out["effect"] if isinstance(out.get("effect"), dict) else {}
     odd = {k: effect[k] for k in ("dispatched", "pageUnloaded", "input") if k in effect
            and effect[k] not in (True, "synthetic")}
-    inner = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
+    inner = effect["effect"] if isinstance(effect.get("effect"), dict) else {}
     if inner.get("occluded"):
         odd["occludedBy"] = inner.get("occludedBy")
     if odd:
@@ -5687,7 +5694,7 @@ def _advice(p: dict, res: dict) -> Optional[str]:
         notes.append("this predicate only checks element/text presence, not an observable consequence; a stale "
                      "render can satisfy it while the feature is broken. Prefer a net, signal, frame or state "
                      "predicate, or allOf it with one.")
-    evidence = res.get("evidence") if isinstance(res.get("evidence"), dict) else {}
+    evidence = res["evidence"] if isinstance(res.get("evidence"), dict) else {}
     for leaf, neg in _leaves(p):
         if neg or leaf["kind"] != "text" or "contains" not in leaf:
             continue
@@ -6071,11 +6078,11 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
     per_step = args.get("timeout_ms", 8000) / 1000.0
     since = session.mark_act(None)
     result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
-    out = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
+    out: Dict[str, Any] = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
     if isinstance(result, dict):
         out.update(result)
     done = out.get("completed") if isinstance(out.get("completed"), int) else len(steps)
-    results = out.get("steps") if isinstance(out.get("steps"), list) else []
+    results: List[Any] = out["steps"] if isinstance(out.get("steps"), list) else []
     for i, step in enumerate(args["steps"][:done]):  # the journey keeps each step; one by ref has no anchor
         said = results[i] if i < len(results) and isinstance(results[i], dict) else {}
         secret = bool(said.get("password")) or _no_plain_secret(dict(step)).get("secret") is not None
@@ -6442,6 +6449,14 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
 
 
 # -- the verdict tools: they ask the page and wait; the rules above decide ------------------------
+
+@overload
+def _predicate_arg(args: dict, required: Literal[True]) -> dict: ...
+
+
+@overload
+def _predicate_arg(args: dict, required: bool) -> Optional[dict]: ...
+
 
 def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
     raw = args.get("until") if "until" in args else args.get("predicate")
@@ -10659,7 +10674,7 @@ def _toml_has_server(text: str) -> Optional[bool]:
     try:
         import tomllib  # Python 3.11+: where it is missing, the forms below are matched by pattern
     except ImportError:
-        tomllib = None
+        tomllib = None  # type: ignore[assignment]  # Python 3.9 and 3.10 have no tomllib
     if tomllib is not None:
         try:
             data = tomllib.loads(text)
