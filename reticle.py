@@ -1936,7 +1936,7 @@ class _BrowserSession:
             if self.last_seen_ms() <= 2000:
                 note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
             raise ToolError("command '%s' timed out after %d ms.%s" % (name, timeout * 1000, note),
-                            "reticle_sessions shows the tab's health; reload the page if it is stuck")
+                            "reticle_sessions shows the tab's health; reload the page if it is stuck") from None
         finally:
             self.pending.pop(cid, None)
             if device is not None:
@@ -2472,9 +2472,9 @@ class _CdpClient:
             await self._ws.write_message(_dumps(msg))
             reply = await asyncio.wait_for(fut, timeout)
         except tornado.websocket.WebSocketClosedError:
-            raise _CdpError("the browser's DevTools connection closed")
+            raise _CdpError("the browser's DevTools connection closed") from None
         except asyncio.TimeoutError:
-            raise _CdpError("%s got no answer within %g s" % (method, timeout))
+            raise _CdpError("%s got no answer within %g s" % (method, timeout)) from None
         finally:
             self._pending.pop(mid, None)
         if "error" in reply:
@@ -3151,7 +3151,7 @@ class _DeviceManager:
         except BaseException as exc:
             await self.close(device, "start failed: %s" % exc)
             if isinstance(exc, _CdpError):
-                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log")
+                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log") from exc
             raise
         device.ready = True
         self._ensure_idle_timer()
@@ -3227,7 +3227,7 @@ class _DeviceManager:
                     await device.fresh_context()
                 await device.navigate(url)
             except _CdpError as exc:
-                raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again")
+                raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again") from exc
             return await self.wait_connected(device, generation)
 
     async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
@@ -6074,7 +6074,7 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
         try:
             steps.append(_act_command(step))
         except ToolError as exc:
-            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery)
+            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery) from exc
     per_step = args.get("timeout_ms", 8000) / 1000.0
     since = session.mark_act(None)
     result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
