@@ -1523,7 +1523,8 @@ class _BrowserSession:
         self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
         self._held_timer: Any = None
         self.document_id = str(hello.get("documentId") or "")[:64]
-        self.arriving: Optional[Tuple[str, float]] = None  # (documentId, until): a hello whose events are still on the way
+        # (documentId, until): a hello whose events are still on the way
+        self.arriving: Optional[Tuple[str, float]] = None
         self.server_mark = secrets.token_hex(16)  # what the SDK marks this tab's requests with (Server truth)
         self.server_seen = 0                      # records the app's middleware reported for this tab
         self.update_identity(hello)
@@ -1882,7 +1883,8 @@ class _BrowserSession:
                 data["status"] = None
                 data["statusKnown"] = False
                 data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
-                                      "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
+                                      "which answered %s"
+                                      % (data.get("finalUrl") or "another page", data["finalStatus"]))
         elif etype == "page.health":
             self.hidden = bool(data.get("hidden"))
             self.focused = bool(data.get("focused", True))
@@ -2077,7 +2079,8 @@ class _Bridge:
         raise ToolError("multiple sessions connected — pass sessionId: %s" % ", ".join(
             "%s (%s)" % (s.id, s.url) for s in self.sessions.values()), "pass sessionId")
 
-    def attach(self, handler: "_BridgeHandler", hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
+    def attach(self, handler: "_BridgeHandler",
+               hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
         sid = hello["sessionId"]
         self._reap_departed()
         old = self.sessions.get(sid)
@@ -3227,7 +3230,8 @@ class _DeviceManager:
                     await device.fresh_context()
                 await device.navigate(url)
             except _CdpError as exc:
-                raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again") from exc
+                raise ToolError("the device's browser did not answer (%s)." % exc,
+                                "reticle_close it, then open again") from exc
             return await self.wait_connected(device, generation)
 
     async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
@@ -3789,14 +3793,16 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
     matched = [d for d in done if _call_matches(d, p)]
     expected = _describe_predicate(p)
     if p.get("bodyContains"):
-        with_body = [d for d in matched if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
+        with_body = [d for d in matched
+                     if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
         if not with_body and matched:
             unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
             if unread:
                 return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
                         "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
                         "assertion": "net.body"}
-            return {"pass": False, "assertion": "net.body", "expected": "a response body containing %r" % p["bodyContains"],
+            return {"pass": False, "assertion": "net.body",
+                    "expected": "a response body containing %r" % p["bodyContains"],
                     "observed": _short(matched[-1].get("responseBody"), 200),
                     "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
         matched = with_body
@@ -3807,7 +3813,8 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
             return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
         over = len(matched) > p["count"]
         out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], expected),
-               "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status")) for d in matched[:8])),
+               "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status"))
+                                                                  for d in matched[:8])),
                "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
                "decided": over}
         if over:
@@ -3893,7 +3900,8 @@ def _judge_console(p: dict, obs: _Observation) -> dict:
             return {"pass": False, "assertion": "console.absent", "evidence": hits[:5], "decided": True,
                     "decidedBy": "absence-violated",
                     "observed": [h["text"] for h in hits[:5]],
-                    "failureReason": "%d console %s message(s) appeared: %s" % (len(hits), level or "", hits[0]["text"])}
+                    "failureReason": "%d console %s message(s) appeared: %s"
+                                     % (len(hits), level or "", hits[0]["text"])}
         return {"pass": True, "evidence": {"absent": True, "level": level}, "assertion": "console.absent"}
     if hits:
         return {"pass": True, "evidence": hits[:5], "assertion": "console.present"}
@@ -3936,15 +3944,19 @@ def _judge_signal(p: dict, obs: _Observation) -> dict:
         matched.append(d)
     if "count" in p:
         if len(matched) == p["count"]:
-            return {"pass": True, "evidence": {"count": len(matched), "signals": matched[:5]}, "assertion": "signal.count"}
+            return {"pass": True, "evidence": {"count": len(matched), "signals": matched[:5]},
+                    "assertion": "signal.count"}
         return {"pass": False, "assertion": "signal.count", "decided": len(matched) > p["count"],
                 "decidedBy": "count-exceeded" if len(matched) > p["count"] else None,
-                "failureReason": "expected signal %r exactly %d time(s), saw %d" % (p.get("name"), p["count"], len(matched))}
+                "failureReason": "expected signal %r exactly %d time(s), saw %d"
+                                 % (p.get("name"), p["count"], len(matched))}
     if matched:
         return {"pass": True, "evidence": matched[0], "assertion": "signal"}
     if named:
-        return {"pass": False, "assertion": "signal.payload", "evidence": {"nearMiss": [d.get("data") for d in named[:5]]},
-                "failureReason": "signal %r fired, but its data did not match %s" % (p.get("name"), _dumps(p.get("dataMatches")))}
+        return {"pass": False, "assertion": "signal.payload",
+                "evidence": {"nearMiss": [d.get("data") for d in named[:5]]},
+                "failureReason": "signal %r fired, but its data did not match %s"
+                                 % (p.get("name"), _dumps(p.get("dataMatches")))}
     fired = sorted({str((e.get("data") or {}).get("name")) for e in window if e["type"] == "signal"})
     return {"pass": False, "assertion": "signal.absent", "observed": fired or "no signals in this window",
             "failureReason": "signal %r did not fire" % p.get("name", "*")}
@@ -3989,7 +4001,8 @@ def _judge_settled(p: dict, obs: _Observation) -> dict:
         return {"pass": True, "evidence": {"settled": True, "quietForMs": None}, "assertion": "settled.quiet"}
     quiet_for = obs.now - last_busy
     if quiet_for >= quiet_ms:
-        return {"pass": True, "evidence": {"settled": True, "quietForMs": round(quiet_for)}, "assertion": "settled.quiet"}
+        return {"pass": True, "evidence": {"settled": True, "quietForMs": round(quiet_for)},
+                "assertion": "settled.quiet"}
     return {"pass": False, "assertion": "settled.quiet", "retryAfterMs": round(quiet_ms - quiet_for),
             "failureReason": "the page was busy %d ms ago (needs %d ms quiet)" % (quiet_for, quiet_ms)}
 
@@ -4076,7 +4089,8 @@ def _judge_element(p: dict, obs: _Observation) -> dict:
     if count > 0:
         return {"pass": True, "evidence": res.get("elements", [])[:5], "assertion": "element.present"}
     out: Dict[str, Any] = {"pass": False, "assertion": "element.present", "expected": what,
-                           "failureReason": "no element matches %s%s" % (what, " in state %s" % "/".join(p["state"]) if p.get("state") else "")}
+                           "failureReason": "no element matches %s%s"
+                                            % (what, " in state %s" % "/".join(p["state"]) if p.get("state") else "")}
     if res.get("scopeMissing"):
         out["failureReason"] += " (the scope %r matched nothing)" % q.get("scope")
         return out
@@ -4197,7 +4211,8 @@ def _judge_frame(p: dict, obs: _Observation) -> dict:
     expected = _describe_frame(p)
     if "count" in p:
         if len(matched) == p["count"] and not unreadable:
-            return {"pass": True, "evidence": {"count": len(matched), "frames": matched[:5]}, "assertion": "frame.count"}
+            return {"pass": True, "evidence": {"count": len(matched), "frames": matched[:5]},
+                    "assertion": "frame.count"}
         if len(matched) > p["count"]:
             return {"pass": False, "assertion": "frame.count", "decided": True, "decidedBy": "count-exceeded",
                     "expected": "%d × %s" % (p["count"], expected),
@@ -4249,12 +4264,15 @@ def _judge_state(p: dict, obs: _Observation) -> dict:
     else:
         read = facts.get("read") or {}
         if read.get("storeMissing") or (read.get("found") is False and read.get("error")):
-            return {"pass": False, "assertion": "state.store-missing", "evidence": {"searchedStores": read.get("storeNames")},
-                    "failureReason": "no store named %r (stores: %s)" % (store, ", ".join(read.get("storeNames") or []))}
+            return {"pass": False, "assertion": "state.store-missing",
+                    "evidence": {"searchedStores": read.get("storeNames")},
+                    "failureReason": "no store named %r (stores: %s)"
+                                     % (store, ", ".join(read.get("storeNames") or []))}
         if not read.get("found"):
             return {"pass": False, "assertion": "state.path-missing",
                     "evidence": {"availableKeys": read.get("availableKeys")},
-                    "failureReason": "%s has no %r; keys there: %s" % (store, path, ", ".join(map(str, (read.get("availableKeys") or [])[:20])))}
+                    "failureReason": "%s has no %r; keys there: %s"
+                                     % (store, path, ", ".join(map(str, (read.get("availableKeys") or [])[:20])))}
     value = read.get("value")
     if read.get("truncated"):
         return {"pass": False, "inconclusive": "the value at %s.%s was cut by transport caps" % (store, path)}
@@ -4280,16 +4298,19 @@ def _judge_storage(p: dict, obs: _Observation) -> dict:
     window = obs.events(p)
     if p.get("changed"):
         writes = [e["data"] for e in window if e["type"] == "storage.change" and isinstance(e.get("data"), dict)
-                  and e["data"].get("key") == p["key"] and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
+                  and e["data"].get("key") == p["key"]
+                  and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
         if not writes:
-            return {"pass": False, "assertion": "storage.changed", "failureReason": "%r was not written in this window" % p["key"]}
+            return {"pass": False, "assertion": "storage.changed",
+                    "failureReason": "%r was not written in this window" % p["key"]}
         if "contains" in p and p["contains"] not in str(writes[-1].get("to")):
             return {"pass": False, "assertion": "storage.contains", "observed": _short(writes[-1].get("to")),
                     "failureReason": "%r was written as %s, which does not contain %r" % (
                         p["key"], _short(writes[-1].get("to")), p["contains"])}
         if "equals" in p and not _value_matches(p["equals"], writes[-1].get("to")):
             return {"pass": False, "assertion": "storage.equals", "observed": _short(writes[-1].get("to")),
-                    "failureReason": "%r was written as %s, expected %s" % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
+                    "failureReason": "%r was written as %s, expected %s"
+                                     % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
         return {"pass": True, "evidence": writes[-1], "assertion": "storage.changed"}
     read = obs.live.get(_leaf_key(p)) or {}
     found = bool(read.get("found"))
@@ -4308,7 +4329,8 @@ def _judge_storage(p: dict, obs: _Observation) -> dict:
     if "equals" in p and not _value_matches(p["equals"], value):
         return {"pass": False, "assertion": "storage.equals", "observed": _short(value),
                 "failureReason": "%r is %s, expected %s" % (p["key"], _short(value), _short(p["equals"]))}
-    return {"pass": True, "evidence": {"area": read.get("area"), "key": p["key"], "value": value}, "assertion": "storage"}
+    return {"pass": True, "evidence": {"area": read.get("area"), "key": p["key"], "value": value},
+            "assertion": "storage"}
 
 
 # -- how each kind describes itself ----------------------------------------------------------------
@@ -4502,7 +4524,8 @@ def _describe_frame(p: dict) -> str:
     if p.get("contains"):
         text += " containing %r" % p["contains"]
     if "path" in p:
-        text += " with %s %s" % (p["path"] or "its value", "= %s" % _short(p["equals"], 60) if "equals" in p else "present")
+        text += " with %s %s" % (p["path"] or "its value",
+                                 "= %s" % _short(p["equals"], 60) if "equals" in p else "present")
     return text
 
 
@@ -4606,7 +4629,8 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           {"kind": "frame", "urlContains": "/socket", "direction": "in", "path": "1.status", "equals": "saved"},
           _judge_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
           grade=lambda p: "net" if p.get("contains") or "path" in p else None, role="consequence", window=True,
-          check=lambda p: ["`equals` needs a `path` (the JSON value to compare)"] if "equals" in p and "path" not in p else []),
+          check=lambda p: (["`equals` needs a `path` (the JSON value to compare)"]
+                           if "equals" in p and "path" not in p else [])),
     _Kind("server",
           "What the app's server did for the tab's requests (needs Reticle's middleware: reticle.wsgi, "
           "reticle.asgi, reticle.DjangoMiddleware): `method`, `urlContains` (path), `status`, `exception` "
@@ -4823,7 +4847,8 @@ def _judge(p: dict, obs: _Observation) -> dict:
         if child["pass"]:
             settled_for_good = all(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
                                    for leaf, neg in _leaves(p["predicate"]))
-            return {"pass": False, "failureReason": "the negated predicate held: %s" % _describe_predicate(p["predicate"]),
+            return {"pass": False,
+                    "failureReason": "the negated predicate held: %s" % _describe_predicate(p["predicate"]),
                     "assertion": "not", "decided": settled_for_good,
                     "decidedBy": "absence-violated" if settled_for_good else None,
                     "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
@@ -5582,9 +5607,11 @@ def _faulted_note(because: str, window: List[dict], res: Optional[dict] = None) 
 def _lost_evidence(window: List[dict], known: "_Known") -> str:
     """Why the window is incomplete, in words, or '' when nothing was lost."""
     overflow = [e for e in window if e["type"] == "blind-spot"
-                and (e["data"].get("kind") == "transport-overflow" or e["data"].get("reason") == "offline-queue-overflow")]
+                and (e["data"].get("kind") == "transport-overflow"
+                     or e["data"].get("reason") == "offline-queue-overflow")]
     if overflow:
-        return "the page dropped %s event(s) while the daemon was unreachable" % overflow[0]["data"].get("count", "some")
+        return ("the page dropped %s event(s) while the daemon was unreachable"
+                % overflow[0]["data"].get("count", "some"))
     if any(e["type"] == "blind-spot" and e["data"].get("kind") == "arrival-unseen" for e in window):
         return ("the new page connected but did not report the request that brought it within %d ms"
                 % ARRIVAL_WAIT_MS)
@@ -5862,7 +5889,8 @@ class _Tool:
     def describe(self) -> dict:
         """The tool as tools/list shows it: the schema a model needs to write a call (_lean);
         the strict schema behind it still checks every call and names what it accepts."""
-        shown = dict(self.schema, properties={k: v for k, v in self.schema["properties"].items() if k not in self.quiet})
+        shown = dict(self.schema, properties={k: v for k, v in self.schema["properties"].items()
+                                              if k not in self.quiet})
         out = {"name": self.name, "description": self.description, "inputSchema": _lean(shown)}
         if self.title is not None:
             out["title"] = self.title
@@ -6936,7 +6964,8 @@ async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dic
     device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
                                                  (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")))
     return {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
-            "started": started_now, "fresh": started_now or bool(args.get("fresh")), "ms": round((time.monotonic() - started) * 1000),
+            "started": started_now, "fresh": started_now or bool(args.get("fresh")),
+            "ms": round((time.monotonic() - started) * 1000),
             "headed": device.headed, "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
             "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
 
