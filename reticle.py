@@ -11810,8 +11810,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // ---- redaction -----------------------------------------------------------------------------
-  var SENSITIVE_KEY =
-    /(pass(word|wd|code|phrase)|^pass$|^pwd$|secret|token|api[-_ ]?key|apikey|access[-_]?key|private[-_]?key|authorization|^auth$|^cookie$|set-cookie|^cookies$|session[-_]?id|^sid$|^jwt$|credential|credit[-_]?card|card[-_]?number|^cvv$|^cvc$|^ssn$|signature$|x-amz-security|x-goog-signature)/i;
+  var SENSITIVE_KEY = new RegExp(
+    '(pass(word|wd|code|phrase)|^pass$|^pwd$|secret|token|api[-_ ]?key|apikey|access[-_]?key|private[-_]?key|' +
+      'authorization|^auth$|^cookie$|set-cookie|^cookies$|session[-_]?id|^sid$|^jwt$|credential|credit[-_]?card|' +
+      'card[-_]?number|^cvv$|^cvc$|^ssn$|signature$|x-amz-security|x-goog-signature)',
+    'i'
+  );
   var OWN_KEYS = { sessionId: 1, documentId: 1, requestId: 1 }; // our own identifiers, not secrets
   function isSensitiveKey(k) {
     return typeof k === 'string' && k.length > 0 && !OWN_KEYS[k] && SENSITIVE_KEY.test(k);
@@ -12420,7 +12424,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       warn(
         'cannot reach the daemon at ' +
           S.url +
-          ' (3 attempts). Is it running (reticle status) and on this port? An https page cannot open a ws:// socket. Retrying quietly.'
+          ' (3 attempts). Is it running (reticle status) and on this port? ' +
+          'An https page cannot open a ws:// socket. Retrying quietly.'
       );
     }
     var delay = S.backoff;
@@ -13233,7 +13238,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           kind: 'shadow-roots-over-cap',
           count: 1,
           detail:
-            'more than ' + SHADOW_ROOTS_MAX + ' shadow roots: alerts, toasts and invalid fields in the others are not seen'
+            'more than ' +
+            SHADOW_ROOTS_MAX +
+            ' shadow roots: alerts, toasts and invalid fields in the others are not seen'
         });
       }
       return;
@@ -13930,8 +13937,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     'upload',
     'drag'
   ];
-  var DANGER =
-    /\b(delete|remove|destroy|erase|drop|terminate|revoke|reset|logout|log out|sign ?out|close account|cancel subscription|purchase|buy|pay|payment|place order|confirm order|send money|send funds|transfer|withdraw|refund|deploy|publish|wipe|unsubscribe)\b/i;
+  var DANGER = new RegExp(
+    '\\b(delete|remove|destroy|erase|drop|terminate|revoke|reset|logout|log out|sign ?out|close account|' +
+      'cancel subscription|purchase|buy|pay|payment|place order|confirm order|send money|send funds|transfer|' +
+      'withdraw|refund|deploy|publish|wipe|unsubscribe)\\b',
+    'i'
+  );
   var DANGER_ACTIONS = { click: 1, dblclick: 1, check: 1, uncheck: 1, drag: 1, submit: 1 };
   function dangerContext(el) {
     var parts = [
@@ -13971,7 +13982,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           label(el) +
           " matches '" +
           m[1].toLowerCase() +
-          "' (a destructive word in its name, text, value, href or form action); pass args:{confirmDangerous:true} only if the user asked for this."
+          "' (a destructive word in its name, text, value, href or form action); " +
+          'pass args:{confirmDangerous:true} only if the user asked for this.'
       );
     }
   }
@@ -14881,7 +14893,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           '; a real user could not click it. The synthetic event was dispatched to the element anyway.';
       else if (!visible)
         warning =
-          'the element is not visible; a real user could not interact with it. The synthetic event was dispatched anyway.';
+          'the element is not visible; a real user could not interact with it. ' +
+          'The synthetic event was dispatched anyway.';
       else if (!enabled && action !== 'hover')
         warning = 'the element is disabled; browsers ignore clicks on disabled controls.';
     }
@@ -15345,7 +15358,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         kind: 'wrapped-network',
         count: 1,
         detail:
-          'window.fetch was already wrapped by another library before reticle loaded; requests are still observed through the wrapper'
+          'window.fetch was already wrapped by another library before reticle loaded; ' +
+          'requests are still observed through the wrapper'
       });
     patch(window, 'fetch', function (orig) {
       return function fetch(input, init) {
@@ -17890,7 +17904,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           warn(
             "store '" +
               name +
-              "' is a bare getter: reads work, but changes are not watched (pass a subscribe function or a {getState, subscribe} store)"
+              "' is a bare getter: reads work, but changes are not watched " +
+              '(pass a subscribe function or a {getState, subscribe} store)'
           );
       } else if (isObj(store)) {
         entry.kind = 'static';
@@ -18373,7 +18388,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               (localPage
                 ? 'this bridge (' + bridge.host + ')'
                 : 'a non-loopback page (' + location.hostname + ')') +
-              ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the pairing token (data-allow-non-localhost and data-token on the script tag).'
+              ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
+              'pairing token (data-allow-non-localhost and data-token on the script tag).'
           );
           return window.reticle;
         }
