@@ -1492,6 +1492,8 @@ class _BrowserSession:
     """One connected tab: its socket, ring buffer, pending commands, health."""
 
     def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+        """A tab as the daemon knows it, from its hello: the socket, the event store, pending commands,
+        act marks, sampling windows, held reports and the document it is on."""
         self.bridge = bridge
         self.handler: Optional[_BridgeHandler] = handler
         self.id = hello["sessionId"]
@@ -1706,6 +1708,11 @@ class _BrowserSession:
 
     # -- events ---------------------------------------------------------------
     def ingest(self, events: List[Any], frame_bytes: int) -> None:
+        """Take one frame's events from the page (untrusted) into the store.  Malformed events and forged
+        server.* ones become blind spots; past `events_per_second` events are dropped (high-value ones
+        have a cap of their own, so churn cannot crowd them out) and a blind spot counts the drops.
+        Each kept event gets the daemon's clock (one cursor each) and its document; a report the
+        browser must confirm is held until it does."""
         now = self.bridge.clock()
         self.last_seen = now
         if not events:
@@ -2081,6 +2088,9 @@ class _Bridge:
 
     def attach(self, handler: "_BridgeHandler",
                hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
+        """Bind a hello to its session: a known or just-departed id is taken over (its pending commands
+        fail, an older socket is closed as replaced), a new one is created; (None, close code) when the
+        daemon already holds MAX_SESSIONS tabs."""
         sid = hello["sessionId"]
         self._reap_departed()
         old = self.sessions.get(sid)
@@ -2528,6 +2538,9 @@ class _Device:
     alone, and it is never the pairing token."""
 
     def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
+        profile, CDP client and page target, its relay tickets, and the browser's own record of the
+        requests its page made (to check the page's reports against)."""
         self.manager = manager
         self.id = "d" + secrets.token_hex(4)
         self.session_id = "device-" + self.id
@@ -3248,6 +3261,9 @@ class _DeviceManager:
                         % (device.url, DEVICE_CONNECT_TIMEOUT_S), "check the URL; reticle_sessions shows the tabs")
 
     async def close(self, device: _Device, why: str) -> None:
+        """Close a device for good (idempotent): Browser.close, then the process group is killed if need
+        be, its profile removed, its record and faults dropped and its tab's socket closed.  Every wait
+        is bounded, so a hung browser cannot hold the caller."""
         if device.closed:
             return
         device.closed = True
@@ -3568,6 +3584,8 @@ class _Faults:
         await session.command("fault_set", {"faults": faults})
 
     async def sync_device(self, device: "_Device") -> None:
+        """Make a device's CDP Fetch interception match the tab's live faults (WebSocket faults are the
+        SDK's); Fetch.enable/disable is sent only when the patterns changed."""
         page = device.page
         if page is None or device.closed or device.cdp.closed:
             return
@@ -3875,6 +3893,9 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
 
 
 def _judge_console(p: dict, obs: _Observation) -> dict:
+    """Judge a console predicate over the window: log, warn and error messages and uncaught errors
+    (`level` narrows them; `contains` matches the text).  `absent` fails, decided, on the first hit;
+    otherwise a hit passes and none fails, naming the level and text looked for."""
     window = obs.events(p)
     level = p.get("level")
     types: Tuple[str, ...]
@@ -3928,6 +3949,10 @@ def _judge_animation(p: dict, obs: _Observation) -> dict:
 
 
 def _judge_signal(p: dict, obs: _Observation) -> dict:
+    """Judge a signal predicate: the app's reticle.signal(name, data) calls in the window, matched by
+    name and `dataMatches`.  With `count` it passes on exactly that many (more is decided: a signal
+    cannot un-fire); else one match passes, a named one with other data is a payload near miss, and
+    none fails listing the signals that did fire."""
     window = obs.events(p)
     named, matched = [], []
     for e in window:
@@ -4186,6 +4211,9 @@ def _frame_label(d: dict) -> str:
 
 
 def _judge_frame(p: dict, obs: _Observation) -> dict:
+    """Judge a socket/stream message predicate (url, direction, transport, contains, path/equals,
+    count).  A message that cannot be read (binary, capture off, cut at 4 KB) makes a miss
+    inconclusive rather than a no; too many matches for `count` is decided."""
     window = obs.events(p)
     candidates = [d for d in _frames(window)
                   if (not p.get("urlContains") or p["urlContains"] in str(d.get("url", "")))
@@ -4244,6 +4272,10 @@ async def _read_state(session: "_BrowserSession", p: dict) -> Any:
 
 
 def _judge_state(p: dict, obs: _Observation) -> dict:
+    """Judge an app-state predicate from the stores the page registered, read live: with no `store`
+    exactly one store may hold the path (none registered or several holding it is inconclusive, not
+    a no); a missing store or path fails naming what exists, a value cut by transport caps is
+    inconclusive, else the value is compared with `equals`."""
     path = p["path"]
     store = p.get("store")
     facts = obs.live.get(_leaf_key(p)) or {}
@@ -4295,6 +4327,9 @@ async def _read_storage(session: "_BrowserSession", p: dict) -> Any:
 
 
 def _judge_storage(p: dict, obs: _Observation) -> dict:
+    """Judge a web-storage predicate: `changed` looks at the writes in the window (the last one is
+    compared with contains/equals); otherwise the live read of the key (present, absent, contains,
+    equals), naming the keys there when it is missing."""
     window = obs.events(p)
     if p.get("changed"):
         writes = [e["data"] for e in window if e["type"] == "storage.change" and isinstance(e.get("data"), dict)
@@ -6157,6 +6192,9 @@ def _window(session: "_BrowserSession", args: dict, default_since: float) -> Tup
 
 
 async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_observe: the tab's events in a window (default the last 2 s), filtered by action and
+    event filters, newest kept when `max_events` cuts, each shown in its public form, with a summary
+    and cost.  An answer stops at OBSERVE_MAX_BYTES and says where to continue (`next.since`)."""
     now = hub.clock()
     default = now - args.get("window_ms", 2000)
     since, until = _window(session, args, default)
@@ -6282,6 +6320,10 @@ def _sockets(session: "_BrowserSession", since: float, until: Optional[float]) -
 
 
 async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_network: the requests (and socket messages) in a window, filtered like a net predicate,
+    the newest `limit` shaped compactly (bodies cut to 200 characters unless detail is full).  An
+    empty answer says whether nothing happened or the filter missed (with the calls present), and a
+    write whose body was not captured is flagged."""
     since, until = _window(session, args, session.floor())
     calls = _net_calls(session, since, until)
     all_calls = calls
@@ -6634,6 +6676,10 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
 
 async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                           ctx: "_CallContext") -> dict:
+    """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
+    the project's flows folder, atomically.  A journey is saved only when every step in it was
+    verified and every target survives a reload; a typed secret is kept as a ${NAME} variable (its
+    value is never stored) bound to the start origin."""
     name = _flow_name(args["name"])
     root = _project_dir(hub)
     start = args.get("startUrl")
@@ -6704,6 +6750,9 @@ async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args
 
 
 async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
+    from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
+    acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
     if args.get("flow") is not None:
         flow = args["flow"]
         problems = _flow_problems(flow)
@@ -6995,6 +7044,9 @@ def _write_private(path: str, data: bytes) -> None:
 
 async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                            ctx: "_CallContext") -> dict:
+    """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
+    at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
+    `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
     sid = args.get("sessionId")
     own = hub.devices.owned_by(ctx.session_key)
     session = await hub.bridge.resolve_soon(sid or (own.session_id if own is not None else None))
