@@ -1873,6 +1873,9 @@ class _BrowserSession:
             changed.set_result(None)
 
     def _observe(self, event: dict) -> None:
+        """What the session learns from one kept event beyond storing it: open requests (pending until
+        answered), a document request's status hidden behind redirects, the tab's visibility and focus,
+        its URL after a route change, and the page's own blind spots."""
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
         if etype in ("net.request", "net.pending", "net.ws"):
@@ -5770,6 +5773,9 @@ def _advice(p: dict, res: dict) -> Optional[str]:
 
 
 def _partial_failure(body: Any) -> Optional[str]:
+    """The failure a 2xx JSON body owns up to, as a phrase, else None: a top-level ok/success false or a
+    non-empty error field, or items of a results-like list flagged so ("3 of 10 results FAILED").
+    A body that is not a JSON object or array says nothing."""
     if not isinstance(body, str) or not body.strip().startswith(("{", "[")):
         return None
     try:
@@ -6155,6 +6161,9 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
 
 
 async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_navigate: load `url` in the tab, or reload it (`hard` bypasses the cache), and wait up
+    to 5 s for it to connect again; `since` is the navigation's mark, so events before it no longer
+    count.  Only http(s) URLs or paths are accepted."""
     if not args.get("url") and not args.get("reload"):
         raise ToolError("reticle_navigate needs `url` or `reload: true`.",
                         'for example {"url": "http://localhost:5173/"} or {"reload": true}')
