@@ -1948,7 +1948,7 @@ class _BrowserSession:
             if self.last_seen_ms() <= 2000:
                 note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
             raise ToolError("command '%s' timed out after %d ms.%s" % (name, timeout * 1000, note),
-                            "reticle_sessions shows the tab's health; reload the page if it is stuck") from None
+                            "reticle_sessions shows the tab's health; reload the page if it is stuck")
         finally:
             self.pending.pop(cid, None)
             if device is not None:
@@ -5091,9 +5091,8 @@ def _error_ui(window: List[dict]) -> List[dict]:
 
 
 def _ui_label(d: dict) -> str:
-    places = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
-              "alertdialog": "in a dialog", "assertive": "in an assertive live region"}
-    where = places.get(str(d.get("source")), "as an alert")  # str(): the page may send any JSON there
+    where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
+             "alertdialog": "in a dialog", "assertive": "in an assertive live region"}.get(d.get("source"), "as an alert")
     return "%r %s" % (_short(str(d.get("text", "")), 120), where)
 
 
