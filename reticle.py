@@ -5091,8 +5091,9 @@ def _error_ui(window: List[dict]) -> List[dict]:
 
 
 def _ui_label(d: dict) -> str:
+    source = d["source"] if isinstance(d.get("source"), str) else ""  # the page's: it may send any JSON there
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
-             "alertdialog": "in a dialog", "assertive": "in an assertive live region"}.get(d.get("source"), "as an alert")
+             "alertdialog": "in a dialog", "assertive": "in an assertive live region"}.get(source, "as an alert")
     return "%r %s" % (_short(str(d.get("text", "")), 120), where)
 
 

@@ -317,3 +317,14 @@ def test_an_alert_that_reports_no_errors_is_no_error():
     assert reticle._contradictions(clean, p, None) == []
     bad = [call(1), ev(2, "ui.alert", text="Import failed: 3 errors", source="alert")]
     assert [c["kind"] for c in reticle._contradictions(bad, p, None)] == ["error-shown"]
+
+
+def test_an_alert_whose_source_is_not_a_string_is_still_an_error_shown():
+    """A page is untrusted: a ui.alert whose `source` is a list or an object is labelled like any
+    other alert, not a TypeError in the verdict (the label looked the source up in a dict)."""
+    p = parse(NET)
+    for source in (["toast"], {"kind": "toast"}, 3, None):
+        bad = [call(1), ev(2, "ui.alert", text="Import failed: 3 errors", source=source)]
+        cs = reticle._contradictions(bad, p, None)
+        assert [c["kind"] for c in cs] == ["error-shown"], source
+        assert "'Import failed: 3 errors' as an alert" in reticle._dumps(cs), (source, cs)
