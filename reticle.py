@@ -191,6 +191,14 @@ NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab'
 ARRIVAL_WAIT_MS = 2000.0                   # how long a new document's hello waits for its first events
 _PAGE_BLIND_SPOTS = ("cross-origin-iframe", "closed-shadow-root")  # page parts no SDK can read (levels)
 BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
+# The horizon: a verdict after an act waits for the act's own consequences (README "The horizon")
+HORIZON_CAP_MS = 3000                      # at most this long beyond the first look; past it, what was pending is named
+HORIZON_QUIET_MS = 200                     # after the last answer, message or document the act caused, the render
+HORIZON_CHURN_MS = 100                     # ... and the DOM quiet this long (checked for 1 s after that answer)
+SOCKET_REPLY_WAIT_MS = 2000                # a socket message the act sent waits this long for the next message in
+STREAM_QUIET_MS = 300                      # a stream the act opened has ended, or sent nothing for this long
+SCAN_WAIT_MS = 1500                        # a new page's report of what it shows (ui.scan) is awaited this long
+ACT_GRACE_MS = 100                         # an assert right after an act waits this long for the act's first requests
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
 EVENT_CAP_BYTES = 8 * 1024 * 1024
@@ -1120,6 +1128,8 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("storage.*", "storage"),
     _EventType("signal", "signal", high_value=True, effect=True),
     _EventType("ui.alert", "ui", high_value=True, effect=True),
+    _EventType("ui.status", "ui", high_value=True, effect=True),  # a status message (its text decides)
+    _EventType("ui.scan", "ui", high_value=True),  # a new document looked for what it tells the user
     _EventType("ui.*", "ui"),
     _EventType("console.error", "console", high_value=True, console="error"),
     _EventType("console.warn", None, high_value=True, console="warn"),
@@ -1462,11 +1472,13 @@ class _Known:
     requests still open, the blind-spot counts and what the buffer lost
     since the window's start."""
 
-    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen")
+    __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
+                 "polled")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
-                 unreadable: Optional[Dict[str, Tuple[int, str]]] = None, server_seen: int = 0) -> None:
+                 unreadable: Optional[Dict[str, Tuple[int, str]]] = None, server_seen: int = 0,
+                 polled: Tuple[str, ...] = ()) -> None:
         self.open_requests = open_requests
         self.server_seen = server_seen      # records the app's middleware reported for this tab (Server truth)
         self.blind_spots = blind_spots
@@ -1475,6 +1487,7 @@ class _Known:
         self.origin = origin                # the page's scheme://host:port
         self.background = background        # what the page sends on its own: writes before the window, and
                                             # requests it repeated before it (autosave, polling)
+        self.polled = polled                # of those, the ones it made twice or more (a timer, not a person)
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
@@ -1667,8 +1680,13 @@ class _BrowserSession:
         seen = collections.Counter(_call_label(e["data"]) for e in before)
         writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
         background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
+        # a timer's requests: made twice or more before, each on its own (not within 2 s after an act)
+        acts = sorted(self.act_marks)
+        unprompted = collections.Counter(_call_label(e["data"]) for e in before if not any(
+            0 <= e["t"] - a <= 2000 for a in acts))
         return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
-                      origin, background, self.store.page_blind_spots(), self.server_seen)
+                      origin, background, self.store.page_blind_spots(), self.server_seen,
+                      polled=tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
 
     # -- cursors --------------------------------------------------------------
     def mark_act(self, action: Optional[str]) -> float:
@@ -3731,6 +3749,14 @@ def _deep_equal(a: Any, b: Any) -> bool:
 
 
 _FAILURE_WORDS = re.compile(r"error|fail|invalid|reject|denied|unable|could not|couldn't", re.I)
+# what a message the user is shown says when something failed: the words above, and the phrases
+# of form validation and refusals ("Enter a valid email address.", "Title can't be blank")
+_FAILURE_TEXT = re.compile(
+    r"error|fail|invalid|reject|denied|unable|could not|couldn't|can(no|')t be blank|(is|are) required|"
+    r"must (be|not|have|contain)|enter a valid|please (correct|enter|fix|try again|provide|select|choose)|"
+    r"\bnot (valid|allowed|permitted|saved|found)\b|try again|already (exists|taken|in use|registered)|"
+    r"too (short|long|large|many)|forbidden|unauthori[sz]ed|expired|went wrong|nothing was (saved|changed)|"
+    r"(was|were)n't saved|did not save|refused|declined", re.I)
 _NO_FAILURE = re.compile(r"\b(no|without|0|zero)\s+(errors?|failures?|problems?|issues?)\b", re.I)
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
@@ -3757,17 +3783,18 @@ class _Observation:
     `_leaf_key`).  `after_act`: the window starts at an act (quiet counts from it); `effect` is
     what the act reported; `lost`: the tab went away; `timed_out`: the wait ran out (its ms);
     `action` the act's action when the observation follows one (act_and_wait), and `act_at` the
-    cursor of the last act inside the window (the act itself, or one an assert follows)."""
+    cursor of the last act inside the window (the act itself, or one an assert follows); `shown`
+    the messages the page shows at the end (each with `related`: in what the act touched)."""
 
     __slots__ = ("window", "known", "now", "since", "upto", "open", "url", "after_act", "effect", "live", "near",
-                 "already_true", "lost", "timed_out", "action", "act_at")
+                 "already_true", "lost", "timed_out", "action", "act_at", "shown", "pending", "failure_decided")
 
     def __init__(self, window: List[dict], known: Optional["_Known"] = None, now: float = 0.0, since: float = 0.0,
                  upto: Optional[int] = None, open_requests: Optional[List[dict]] = None, url: str = "",
                  after_act: bool = False, effect: Any = None, live: Optional[Dict[str, Any]] = None,
                  near: Optional[Dict[str, Any]] = None, already_true: bool = False, lost: Optional[str] = None,
                  timed_out: Optional[float] = None, action: Optional[str] = None,
-                 act_at: Optional[float] = None) -> None:
+                 act_at: Optional[float] = None, shown: Optional[List[dict]] = None) -> None:
         self.window = window
         self.known = known if known is not None else _Known([], {}, None)
         self.now = now
@@ -3784,6 +3811,9 @@ class _Observation:
         self.timed_out = timed_out
         self.action = action                # the act this observation follows (act_and_wait), else None
         self.act_at = act_at                # the cursor of the last act inside the window, if any
+        self.shown = shown                  # the messages the page shows now (alerts_read), None: not read
+        self.pending: List[Tuple[str, bool]] = []  # the act's work still going at the horizon's cap: (what, decisive)
+        self.failure_decided: Optional[str] = None  # a failure shown with the act's work done: decided early
 
     def start(self, p: dict) -> float:
         """Where leaf `p`'s window starts: the observation's, or the leaf's own later `since`."""
@@ -3879,7 +3909,8 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
             else:
                 out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
             return out
-    frames = _frames(window)
+    # unseen traffic hides the request only when it could be it: a message on a URL the filter names
+    frames = [d for d in _frames(window) if not p.get("urlContains") or p["urlContains"] in str(d.get("url", ""))]
     if frames:
         return {"pass": False, "assertion": "net.present", "inconclusive": (
             "no fetch/XHR matched %s, but this window holds %d WebSocket/EventSource message(s) (%s) that a net "
@@ -3890,9 +3921,15 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
         label = "%s → %s" % (_call_label(d), d.get("status"))
         if label not in seen:
             seen.append(label)
-    return {"pass": False, "assertion": "net.present", "expected": expected,
-            "observed": seen[:8] or "no calls at all in this window",
-            "failureReason": "no completed request matched %s" % expected}
+    out = {"pass": False, "assertion": "net.present", "expected": expected,
+           "observed": seen[:8] or "no calls at all in this window",
+           "failureReason": "no completed request matched %s" % expected}
+    elsewhere = _frames(window)
+    if elsewhere:
+        out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs, so "
+                                 "none was it; match messages with {kind: \"frame\", ...}" % (
+                                     len(elsewhere), _frame_label(elsewhere[0])))
+    return out
 
 
 def _judge_console(p: dict, obs: _Observation) -> dict:
@@ -4130,12 +4167,14 @@ def _judge_element(p: dict, obs: _Observation) -> dict:
         out["assertion"] = "element.state"
         out["evidence"] = {"nearMiss": relaxed.get("elements", [])[:5]}
         out["failureReason"] = "%s exists but not in state %s; its states: %s" % (
-            what, "/".join(p["state"]), ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
+            what, "/".join(p["state"]),
+            ", ".join(",".join(e.get("states", [])) for e in relaxed.get("elements", [])[:3]))
         return out
     if near.get("peers") is not None:
         names = [e.get("name", "") for e in near["peers"].get("elements", [])]
         out["assertion"] = "element.role+name"
-        out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"], ", ".join(repr(n) for n in names[:12]) or "none")
+        out["failureReason"] = "no %s named %r; saw: %s" % (q["value"], q["name"],
+                                                           ", ".join(repr(n) for n in names[:12]) or "none")
         out["observed"] = names[:12]
     elif q["by"] == "testid":
         hint = res.get("hint") or {}
@@ -4155,13 +4194,27 @@ def _text_wanted(p: dict) -> str:
     return "containing %r" % p["contains"]
 
 
-async def _read_text(session: "_BrowserSession", p: dict) -> Any:
+async def _read_text_probe(session: "_BrowserSession", p: dict) -> Any:
     """The page's answer to a text leaf's probe."""
     probe = {"kind": "text"}
     for k in ("contains", "equals", "matches", "flags", "visible", "scope"):
         if k in p:
             probe[k] = p[k]
     return await session.command("eval_probe", probe)
+
+
+async def _near_text(session: "_BrowserSession", p: dict, res: Any) -> Optional[dict]:
+    """For text that was not found: what the page tells the user now (its alerts and status
+    messages, errors first), the nearest texts a person would read instead."""
+    if p.get("absent") or not isinstance(res, dict) or res.get("found") or not session.sdk_version:
+        return None
+    reply = await session.command("alerts_read", {}, timeout=2.0)
+    alerts: List[Any] = []
+    if isinstance(reply, dict) and isinstance(reply.get("alerts"), list):
+        alerts = reply["alerts"]
+    told = [d for d in alerts if isinstance(d, dict) and str(d.get("text") or "").strip()]
+    told.sort(key=lambda d: not _is_failure_ui(d))
+    return {"told": [_short(str(d["text"]), 120) for d in told[:5]]}
 
 
 def _judge_text(p: dict, obs: _Observation) -> dict:
@@ -4178,8 +4231,13 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
         if res.get("places") is not None:
             evidence["places"] = res["places"]
         return {"pass": True, "evidence": evidence, "assertion": "text.present"}
-    return {"pass": False, "assertion": "text.present", "expected": wanted,
-            "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "", wanted)}
+    out = {"pass": False, "assertion": "text.present", "expected": wanted,
+           "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "", wanted)}
+    told = (obs.near.get(_leaf_key(p)) or {}).get("told")
+    if told:  # near misses: what the page tells the user instead
+        out["observed"] = told
+        out["failureReason"] += "; the page tells the user: %s" % ", ".join(repr(t) for t in told[:3])
+    return out
 
 
 # -- frames: WebSocket, EventSource and streamed-response messages ----------------------------------
@@ -4642,7 +4700,8 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
            "absent": {"type": "boolean"}, "scope": {"type": "string"}},
           {"kind": "text", "contains": "Payment received", "visible": True},
           _judge_text, lambda p: "text %s" % _text_wanted(p),
-          aliases={"text": "contains", "value": "contains"}, role="presence", live=True, read=_read_text,
+          aliases={"text": "contains", "value": "contains"}, role="presence", live=True, read=_read_text_probe,
+          near=_near_text,
           check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
     _Kind("net",
           "A completed request (fetch, XHR, document) matching the filters; `count` demands exactly that many; "
@@ -4926,11 +4985,16 @@ def _holds_count(p: dict) -> bool:
 
 
 def _judge_final(p: dict, obs: _Observation) -> dict:
-    """The result a verdict is given on: the tab lost, or `p` judged over `obs`, and when the wait
-    ran out a result that did not hold (or a count never confirmed) says it timed out."""
+    """The result a verdict is given on: the tab lost, or `p` judged over `obs`; a failure that
+    decided early says so, and when the wait ran out a result that did not hold (or a count never
+    confirmed) says it timed out."""
     if obs.lost:
         return {"pass": False, "observationLost": True, "failureReason": obs.lost + " during the observation"}
     res = _judge(p, obs)
+    if obs.failure_decided and not res["pass"] and not res.get("inconclusive"):
+        res.update(decided=True, decidedBy="failure-shown", failureReason="%s; %s, and the act's work is done" % (
+            res.get("failureReason") or "the predicate did not hold", obs.failure_decided))
+        return res
     if obs.timed_out is None or (res["pass"] and not _holds_count(p)):
         return res
     res["pass"] = False
@@ -4940,7 +5004,99 @@ def _judge_final(p: dict, obs: _Observation) -> dict:
     return res
 
 
+# -- the horizon: what the act's causal work still has to do (pure) --------------------------------
+
+def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
+             scans: bool = True) -> List[Tuple[str, bool]]:
+    """What the act at `floor` has started and not finished, at `now`: (what, decisive), where a
+    decisive one could still change the answer.  Requests and documents it started (writes and
+    documents decisive, reads not) have not answered; a socket message it sent has had no message
+    back on that socket for SOCKET_REPLY_WAIT_MS; a stream it opened is still sending (a fetch
+    stream decisive: a job's result lives in it); a document that arrived has not reported its
+    load-time scan of what the user is told (for SCAN_WAIT_MS, when the page `scans`: the SDK
+    does, a client that only speaks the bridge protocol does not); the render after the last of these: less
+    than HORIZON_QUIET_MS since it landed, or the DOM still changing within HORIZON_CHURN_MS for a
+    second after it.  What the page sends on a timer (twice or more before the act) and dev tooling
+    are not the act's; a request it made once before (the same save, clicked again) is."""
+    out: List[Tuple[str, bool]] = []
+    for d in known.open_requests:  # a request the page made before too is the act's; a timer's is not
+        if d.get("startedAt", 0) >= floor and not _is_dev(d) and _call_label(d) not in known.polled:
+            out.append(("%s has not answered" % _call_label(d), _is_write(d) or d.get("initiator") == "document"))
+    frames = [e for e in window if e["type"] in _FRAME_TYPES and not _is_dev(e["data"])]
+    # the act's own channels (as _message_failures reads them): a socket it sent on, a stream it started
+    spoke = {e["data"].get("url") for e in frames if e["data"].get("direction") == "out"}
+    started = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.pending"}
+    frames = [e for e in frames if e["data"].get("url") in spoke or (
+        e["data"].get("transport") in ("stream", "sse") and str(e["data"].get("requestId")) in started)]
+    landed: List[Tuple[float, str]] = []
+    streams: Dict[str, dict] = {}
+    for i, e in enumerate(frames):
+        d = e["data"]
+        if d.get("direction") == "in":
+            landed.append((e["t"], "a message on %s" % d.get("url")))
+        if d.get("transport", "ws") == "ws" and d.get("direction") == "out" and now - e["t"] < SOCKET_REPLY_WAIT_MS:
+            if not any(f["data"].get("direction") == "in" and f["data"].get("url") == d.get("url")
+                       for f in frames[i + 1:]):
+                out.append(("the reply to the message sent on %s" % d.get("url"), False))
+        if d.get("transport") in ("stream", "sse"):
+            streams[str(d.get("requestId") or d.get("url"))] = dict(d, t=e["t"])
+    for d in streams.values():
+        if d.get("direction") != "close" and not d.get("final") and now - d["t"] < STREAM_QUIET_MS:
+            out.append(("the stream %s is still sending" % d.get("url"), d.get("transport") == "stream"))
+    for e in window:
+        if e["type"] == "net.request" and not _is_dev(e["data"]) and _caused_by_act(e, floor, known, repeats=True):
+            landed.append((e["t"], "the answer of %s" % _call_label(e["data"])))
+            doc = e.get("doc")
+            if scans and e["data"].get("initiator") == "document" and doc and now - e["t"] < SCAN_WAIT_MS and not any(
+                    x["type"] == "ui.scan" and x.get("doc") == doc for x in window):
+                out.append(("the new page's first look at what it tells the user", False))
+    if landed:
+        last, what = max(landed)
+        churn = [e["t"] for e in window if e["t"] > last and (e["type"].startswith("dom.") or e["type"] == "ui.alert")]
+        if now - last < HORIZON_QUIET_MS or (churn and now - max(churn) < HORIZON_CHURN_MS and now - last < 1000):
+            out.append(("the render after %s" % what, False))
+    seen: List[Tuple[str, bool]] = []
+    for item in out:
+        if item not in seen:
+            seen.append(item)
+    return seen
+
+
+def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known",
+                      now: Optional[float] = None) -> Optional[str]:
+    """A failure the user was shown, or the act's own channel reported, after the act, that the
+    predicate does not ask for: the phrase that names it, or None.  A failed write counts once a
+    client retry had its chance (RETRY_GRACE_MS before `now`) and none answered otherwise."""
+    shown = [d for d in _error_ui(window) if not _expects_error(p, d)]
+    if shown:
+        return "the page showed %s" % _ui_label(shown[0])
+    reported = _message_failures(window)
+    if reported and not any(leaf["kind"] == "frame" and not neg for leaf, neg in _leaves(p)):
+        return "%s said %s" % (_frame_label(reported[0]), reported[0]["problem"])
+    failed = [e["data"] for e in window if e["type"] == "net.request" and _is_write(e["data"])
+              and _call_failed(e["data"]) and not _is_dev(e["data"]) and _caused_by_act(e, floor, known, repeats=True)
+              and (now is None or now - e["t"] >= RETRY_GRACE_MS) and not any(
+                  x["type"] == "net.request" and x["t"] > e["t"] and not _call_failed(x["data"])
+                  and _call_label(x["data"]) == _call_label(e["data"]) for x in window)]
+    failed = [d for d in failed if not any(_call_matches(d, leaf) for leaf, neg in _leaves(p)
+                                           if leaf["kind"] == "net" and not neg)]
+    if failed:
+        return "%s answered %s" % (_call_label(failed[0]), failed[0].get("status") or failed[0].get("error"))
+    return None
+
+
 # -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
+
+async def _await_horizon(session: "_BrowserSession", floor: float, deadline: float) -> List[Tuple[str, bool]]:
+    """Wait (until the monotonic `deadline`) for the act at `floor` to finish its causal work (see
+    _horizon); -> what was still pending when the deadline came ([] when it finished)."""
+    while True:
+        pending = _horizon(session.window(floor), session.known(floor), floor, session.now(), bool(session.sdk_version))
+        left = deadline - time.monotonic()
+        if not pending or left <= 0:
+            return pending
+        await session.wait_change(min(0.05, left))
+
 
 async def _read_leaf(session: "_BrowserSession", leaf: dict) -> Any:
     read = _PREDICATE_KINDS[leaf["kind"]].read
@@ -4972,6 +5128,25 @@ async def _observe_now(session: "_BrowserSession", p: dict, floor: float, after_
                         url=session.url, after_act=after_act, effect=effect, live=live, near=near)
 
 
+async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[dict]]:
+    """The messages the page shows now, each marked `related` when it sits in what the act (its
+    target's ref, from `effect`) touched; None when the page cannot say."""
+    if not session.sdk_version:
+        return None  # not the SDK (a client that speaks the bridge protocol without it): it cannot say
+    ref = effect.get("ref") if isinstance(effect, dict) and isinstance(effect.get("ref"), str) else None
+    try:
+        reply = await session.command("alerts_read", {"ref": ref} if ref else {}, timeout=2.0)
+    except ToolError:
+        return None
+    alerts = reply.get("alerts") if isinstance(reply, dict) else None
+    if not isinstance(alerts, list) or reply.get("unavailable"):
+        return None
+    return [{"text": _short(str(d.get("text") or ""), 300), "source": str(d.get("source") or "")[:40],
+             "level": d.get("level") if d.get("level") == "error" else None, "related": d.get("related") is not False,
+             "field": str(d["field"])[:120] if d.get("field") is not None else None}
+            for d in alerts[:50] if isinstance(d, dict)]
+
+
 def _lost_why(session: "_BrowserSession") -> str:
     return ("the tab closed or crashed" if session.handler is None else
             "the tab left its page and its next document did not connect in time")
@@ -4992,16 +5167,29 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
 
 
 async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float, after_act: bool = False,
-                   effect: Any = None, already_true: bool = False, settle_until: Optional[float] = None) -> _Observation:
+                   effect: Any = None, already_true: bool = False, settle_until: Optional[float] = None,
+                   act_at: Optional[float] = None) -> _Observation:
     """Observe: wait until `p` holds over the events from `floor`, is decided, or `timeout_ms`
     runs out (re-judging on every event and every 150 ms; a tab between documents is awaited),
     and return the observation it was judged on.  With no timeout it looks once (after waiting
-    for a document on its way).  After an act (`settle_until`, the monotonic end of its budget),
-    a pass waits for the requests the act started, for the UI after a write, and for the server
-    records of the act's marked requests (Server truth), before the window closes; an absence is
-    judged again then."""
+    for a document on its way).
+
+    The horizon: an assert that follows an act (`act_at`) first waits for the act's causal work
+    (see _horizon, at most HORIZON_CAP_MS), whichever way it would judge.  After an act
+    (`settle_until`, the monotonic end of its budget) a pass waits for that work too, for the UI
+    after a write, and for the server records of the act's marked requests (Server truth), then is
+    judged again as the page is then (a `settled` leaf keeps its first judgement unless server
+    records joined late or an absence is asked); what is still going at the cap is kept in `pending`."""
+    pending: List[Tuple[str, bool]] = []
+    if act_at is not None and settle_until is None:
+        grace = ACT_GRACE_MS - (session.now() - act_at)
+        if grace > 0:
+            await asyncio.sleep(grace / 1000.0)
+        _progress_note("waiting for the act's work to land before judging")
+        pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
     if timeout_ms > 0:
-        obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect)
+        obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
+                                        act_at if act_at is not None else floor if after_act else None)
     elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
         obs = _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                            url=session.url, lost=_lost_why(session))
@@ -5009,6 +5197,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     if settle_until is not None and not obs.lost and _judge_final(p, obs)["pass"]:
         _progress_note("waiting for the requests the act started to finish")
+        pending = await _await_horizon(session, floor, time.monotonic() + HORIZON_CAP_MS / 1000.0)
         while time.monotonic() < settle_until and session.open_since(floor):
             await session.wait_change(0.05)
         window = session.window(floor)
@@ -5018,22 +5207,29 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
                 await session.wait_change(end - time.monotonic())
         arrived = await _await_server_records(session, floor, settle_until)
-        if arrived or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
-            # an absence that held at the first look, or a window that server records joined late,
-            # is judged again once the act's work is done
+        quiet_leaf = any(leaf["kind"] == "settled" for leaf, _ in _leaves(p))
+        if arrived or not quiet_leaf or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
+            # judged again once the act's work (server records that joined late included) is done,
+            # whichever way it now judges
             obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
-        else:  # judged as it was; the rules read the window as it is now
+        else:  # quiet was judged when it came; the rules read the window as it is now
             obs.window, obs.known = session.window(floor), session.known(floor)
+    obs.pending = pending
     obs.already_true = already_true
+    if not obs.lost and (settle_until is not None or act_at is not None):  # what is shown after an act
+        obs.shown = await _read_shown(session, effect)
     return obs
 
 
 async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float,
-                              after_act: bool, effect: Any) -> _Observation:
+                              after_act: bool, effect: Any, act_at: Optional[float] = None) -> _Observation:
     """The wait of `_observe`: look again on every event (and every 150 ms) until `p` holds, is
-    decided, or time runs out; a pinned count is confirmed 300 ms after it first holds."""
+    decided, or time runs out; a pinned count is confirmed 300 ms after it first holds.  After an
+    act (`act_at`), a failure in sight (see _failure_in_sight) with the act's work done decides
+    at once (early no): nothing the act started could still make `p` hold."""
     deadline = time.monotonic() + timeout_ms / 1000.0
     holds_count = _holds_count(p)
+    shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
         if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
@@ -5053,6 +5249,23 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             return obs
         if res.get("decided"):
             return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+        # (not while the predicate's own retry grace runs: a client that retries may still get its yes)
+        if act_at is not None and p["kind"] != "settled" and not res.get("inconclusive") \
+                and not res.get("retryAfterMs") \
+                and not _horizon(obs.window, obs.known, act_at, obs.now, bool(session.sdk_version)):
+            failure = _failure_in_sight(p, obs.window, act_at, obs.known, obs.now)
+            # an error shown from before decides only once the act's work is visibly done: something it
+            # started has answered, or a second has passed (a request it starts later may yet clear it)
+            answered = any(e["type"] == "net.request" and e["t"] >= act_at for e in obs.window)
+            if not failure and (answered or obs.now - act_at >= 1000) and time.monotonic() - shown_at >= 0.5:
+                shown_at = time.monotonic()
+                still = [d for d in await _read_shown(session, effect) or ()
+                         if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)]
+                failure = "the page still shows %s" % _ui_label(still[0]) if still else None
+            if failure:
+                final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
+                final.failure_decided = failure
+                return final
         if remaining <= 0:
             break
         step = min(0.15, remaining)
@@ -5075,25 +5288,122 @@ _ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrume
                         "rate-limited", "virtualized-unmounted")
 
 
+class _FailureUi:
+    """One way real apps tell the user something failed: a CSS selector for the element that
+    carries the message, and whether the convention itself says failure (level "error") or the
+    element is a message surface whose text decides (None: a failure phrase with no negation).
+    The SDK looks for every row (in this order, error rows above the ARIA ones) and reports what
+    it finds as `ui.alert` events with `source` = the row's name; alerts_read lists what is shown
+    now.  tests/test_failure_ui.py has a row per record, both ways."""
+
+    __slots__ = ("name", "selector", "level", "example", "success")
+
+    def __init__(self, name: str, selector: str, level: Optional[str], example: str, success: str) -> None:
+        self.name = name
+        self.selector = selector
+        self.level = level
+        self.example = example      # HTML that must read as a failure
+        self.success = success      # HTML beside it that must not
+
+
+_FAILURE_UI: Tuple[_FailureUi, ...] = (
+    _FailureUi("django-messages", "ul.messages li.error,.messages .alert-error,.messages .error", "error",
+               '<ul class="messages" role="status"><li class="error">Please correct the errors below.</li></ul>',
+               '<ul class="messages" role="status"><li class="success">The record was added successfully.</li></ul>'),
+    _FailureUi("django-errorlist", "ul.errorlist,p.errornote", "error",
+               '<ul class="errorlist"><li>This field is required.</li></ul>',
+               '<p class="help">Required. 150 characters or fewer.</p>'),
+    _FailureUi("flask-flash", ".flash.error,.flash-error,.flashes .error,.flashes .danger", "error",
+               '<ul class="flashes"><li class="error">Could not save the note.</li></ul>',
+               '<ul class="flashes"><li class="message">Note saved.</li></ul>'),
+    _FailureUi("rails-flash", "#flash_alert,.flash.alert,.flash-alert,#error_explanation", "error",
+               '<div id="flash_alert">Title can\'t be blank</div>',
+               '<div id="flash_notice">Post was successfully created.</div>'),
+    _FailureUi("bootstrap", ".alert-danger,.invalid-feedback,.toast.text-bg-danger,.toast.bg-danger", "error",
+               '<div class="alert alert-danger">Payment declined.</div>',
+               '<div class="alert alert-success">Payment received.</div>'),
+    _FailureUi("bulma", ".notification.is-danger,.message.is-danger,.help.is-danger", "error",
+               '<div class="notification is-danger">Upload rejected.</div>',
+               '<div class="notification is-success">Upload complete.</div>'),
+    _FailureUi("foundation", ".callout.alert,.form-error.is-visible", "error",
+               '<div class="callout alert">There are errors in your form.</div>',
+               '<div class="callout success">Your form was sent.</div>'),
+    _FailureUi("mui", ".MuiAlert-standardError,.MuiAlert-filledError,.MuiAlert-outlinedError,"
+               ".MuiAlert-colorError,.MuiFormHelperText-root.Mui-error", "error",
+               '<div class="MuiPaper-root MuiAlert-root MuiAlert-standardError">Something went wrong.</div>',
+               '<div class="MuiPaper-root MuiAlert-root MuiAlert-standardSuccess">All changes saved.</div>'),
+    _FailureUi("ant-design", ".ant-message-error,.ant-alert-error,.ant-notification-notice-error,"
+               ".ant-form-item-explain-error", "error",
+               '<div class="ant-message-custom-content ant-message-error"><span>Save failed</span></div>',
+               '<div class="ant-message-custom-content ant-message-success"><span>Saved</span></div>'),
+    _FailureUi("chakra", ".chakra-alert[data-status=error],.chakra-form__error-message", "error",
+               '<div class="chakra-alert" data-status="error">Your session expired.</div>',
+               '<div class="chakra-alert" data-status="success">Profile updated.</div>'),
+    _FailureUi("mantine", ".mantine-Alert-root[data-color=red],.mantine-Notification-root[data-color=red],"
+               ".mantine-InputWrapper-error", "error",
+               '<div class="mantine-Notification-root" data-color="red">Not saved.</div>',
+               '<div class="mantine-Notification-root" data-color="teal">Saved.</div>'),
+    _FailureUi("sonner", "[data-sonner-toast][data-type=error]", "error",
+               '<li data-sonner-toast data-type="error">Event has not been created</li>',
+               '<li data-sonner-toast data-type="success">Event has been created</li>'),
+    _FailureUi("toastify", ".Toastify__toast--error", "error",
+               '<div class="Toastify__toast Toastify__toast--error">Request timed out</div>',
+               '<div class="Toastify__toast Toastify__toast--success">Request sent</div>'),
+    _FailureUi("quasar", ".q-notification.bg-negative,.q-banner.bg-negative,.q-field--error .q-field__messages",
+               "error",
+               '<div class="q-notification bg-negative">Server unreachable</div>',
+               '<div class="q-notification bg-positive">Server reached</div>'),
+    _FailureUi("streamlit", "[data-testid=stException],[data-testid=stAlertContentError],"
+               "[data-testid=stNotificationContentError]", "error",
+               '<div data-testid="stException">ValueError: amount must be positive</div>',
+               '<div data-testid="stAlertContentSuccess">Amount recorded</div>'),
+    _FailureUi("gradio", ".toast-body.error", "error",
+               '<div class="toast-body error">Error: the model is not loaded</div>',
+               '<div class="toast-body info">Model loaded</div>'),
+    _FailureUi("shiny", ".shiny-output-error,.shiny-notification-error", "error",
+               '<div class="shiny-notification shiny-notification-error">Could not read the file</div>',
+               '<div class="shiny-notification shiny-notification-message">File read</div>'),
+    _FailureUi("react-hot-toast", "div[role=status][aria-live=polite]", None,
+               '<div role="status" aria-live="polite">Could not save the todo</div>',
+               '<div role="status" aria-live="polite">Todo saved</div>'),
+    _FailureUi("aria-status", "[role=status],output[aria-live=polite]", None,
+               '<div role="status">Upload failed: the file is too large</div>',
+               '<div role="status">0 errors found</div>'),
+)
+
+
+def _failure_ui_config() -> str:
+    """The conventions as the SDK reads them, a JavaScript array of [source, selector, level]
+    rows, one literal a line (as a formatter wraps it)."""
+    def lit(v: Optional[str]) -> str:
+        if v is None:
+            return "null"
+        assert "'" not in v and "\\" not in v and "\n" not in v, v
+        return "'%s'" % v
+    rows = ["    [\n      %s,\n      %s,\n      %s\n    ]" % (lit(r.name), lit(r.selector), lit(r.level))
+            for r in _FAILURE_UI]
+    return "[\n" + ",\n".join(rows) + "\n  ]"
+
+
+def _is_failure_ui(d: dict) -> bool:
+    """A message the user is shown tells a failure: its convention says so (a field marked invalid,
+    a declared error toast, an error row of _FAILURE_UI), or its text is a failure phrase with no
+    negation ("0 errors found" is a success)."""
+    text = str(d.get("text", ""))
+    worded = _FAILURE_TEXT.search(text) and not _NO_FAILURE.search(text)
+    return d.get("level") == "error" or d.get("source") == "invalid" or bool(worded)
+
+
 def _error_ui(window: List[dict]) -> List[dict]:
-    """Errors the user was shown in the window (ui.alert events): a field marked invalid, a toast
-    the app declared an error, or an alert or assertive message in the words of a failure."""
-    out = []
-    for e in window:
-        if e["type"] != "ui.alert":
-            continue
-        d = e["data"]
-        text = str(d.get("text", ""))
-        worded = _FAILURE_WORDS.search(text) and not _NO_FAILURE.search(text)
-        if d.get("level") == "error" or d.get("source") == "invalid" or worded:
-            out.append(d)
-    return out
+    """Errors the user was shown in the window (ui.alert events, see _is_failure_ui)."""
+    return [e["data"] for e in window if e["type"] in ("ui.alert", "ui.status") and _is_failure_ui(e["data"])]
 
 
 def _ui_label(d: dict) -> str:
     source = d["source"] if isinstance(d.get("source"), str) else ""  # the page's: it may send any JSON there
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
-             "alertdialog": "in a dialog", "assertive": "in an assertive live region"}.get(source, "as an alert")
+             "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
+        source, "in a %s message" % source if source else "as an alert")
     return "%r %s" % (_short(str(d.get("text", "")), 120), where)
 
 
@@ -5103,8 +5413,10 @@ def _expects_error(p: dict, d: dict) -> bool:
     for leaf, neg in _leaves(p):
         if neg or leaf.get("absent"):
             continue
-        if leaf["kind"] == "text" and any(str(leaf.get(k, "")).lower() in text for k in ("contains", "equals")
-                                          if leaf.get(k)):
+        if leaf["kind"] == "text" and leaf.get("contains") and str(leaf["contains"]).lower() in text:
+            return True
+        if leaf["kind"] == "text" and leaf.get("equals") and " ".join(str(leaf["equals"]).lower().split()) == \
+                " ".join(text.split()):
             return True
         if leaf["kind"] == "text" and leaf.get("matches") and re.search(leaf["matches"], str(d.get("text", ""))):
             return True
@@ -5164,7 +5476,8 @@ def _failures_shown(window: List[dict]) -> List[str]:
 def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Optional["_Known"] = None) -> bool:
     """Anything observable happened after the act: a mutation in its own frame, an event of
     consequence (DOM, request, route, signal, state, storage, socket message), or a new document.
-    The page's own background requests (polling, autosave) are not the act's doing."""
+    The page's own timed requests (polling, autosave) are not the act's doing; a repeat of a
+    request the page made once before (the same save, clicked again) is."""
     if isinstance(effect, dict):
         probes = effect["effect"] if isinstance(effect.get("effect"), dict) else {}
         if probes.get("domMutatedWithin") or effect.get("pageUnloaded"):
@@ -5173,9 +5486,11 @@ def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Opti
         if act_doc and any(e.get("doc") and e["doc"] != act_doc for e in window):
             return True
     for e in window:
-        if e["type"] == "net.request" and not _caused_by_act(e, floor, known):
+        # a request the person made before too (the same POST, clicked again) is still the act's; only
+        # what the page sends on a timer (twice or more before the act) is not
+        if e["type"] == "net.request" and not _caused_by_act(e, floor, known, repeats=True):
             continue
-        if e["type"] == "net.pending" and known is not None and _call_label(e["data"]) in known.background:
+        if e["type"] == "net.pending" and known is not None and _call_label(e["data"]) in known.polled:
             continue
         if _event_type(e["type"]).effect:
             return True
@@ -5261,6 +5576,9 @@ def _c_partial_failure(window: List[dict], p: dict, action_since: Optional[float
         if _is_dev(d) or _call_failed(d) or not isinstance(d.get("status"), int) or not 200 <= d["status"] < 300:
             continue
         problem = _partial_failure(d.get("responseBody"))
+        wire = _wire_meaning(d) if problem is None else None
+        if wire and wire[0] == "failure":
+            problem = wire[1]
         if problem:
             out.append({"claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
                         "detail": "a 2xx response whose body reports failure"})
@@ -5432,7 +5750,9 @@ def _may_be_unreadable(res: dict) -> bool:
 
 
 def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
-            already_true: bool = False, act: bool = False, effect: Any = None) -> Tuple[str, str, str]:
+            already_true: bool = False, act: bool = False, effect: Any = None,
+            shown: Optional[List[dict]] = None,
+            pending: Optional[List[Tuple[str, bool]]] = None) -> Tuple[str, str, str]:
     """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
 
     1. the predicate could not be evaluated -> unknown, inconclusive
@@ -5453,12 +5773,21 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     7. an absence asserted while part of the page is unobservable -> unknown, absence_blind_spot
     8. the predicate was already true before the act -> unknown, already_true
     9. events of the window were lost (as in 3) -> unknown, evidence_lost
-    10. a 202 Accepted in the window -> unknown, outcome_pending
+    10. a 202 Accepted in the window that nothing says otherwise of (see _queued: a single-fetch
+        redirect, a failure, a route change or new document after it) -> unknown, outcome_pending
     11. a 2xx write the act could have caused whose response body was not captured -> unknown,
         outcome_unread (204, 205 and 304 have no body; a write to another origin, one that started
         before the window, or one the page also made on its own before it is not the act's)
     12. a write started in the window is still in flight -> unknown, request_in_flight
+    12a. the act's causal work was still going at the horizon's cap in a way that could change the
+         answer (a write or document unanswered, a fetch stream still sending) -> unknown,
+         horizon_pending; what could not (a read, the DOM still changing) is named in a `yes`
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
+    13a. what would be a `yes` after an act, while the page still shows an error the user is told
+         (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
+         the page's header, nav, footer and asides), one the predicate does not ask for: shown before
+         the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
+         is named in the `yes`
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
     """
     declared = p["kind"] != "settled"
@@ -5518,7 +5847,7 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
         return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
                                             "the window or reduce the page's event volume" % lost)
     calls = _calls(window)
-    accepted = [d for d in calls if d.get("status") == 202 and not _is_dev(d)]
+    accepted = [d for d in calls if d.get("status") == 202 and not _is_dev(d) and _queued(d, window)]
     if accepted:
         return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
                                               "once it reconciles" % _call_label(accepted[0]))
@@ -5532,16 +5861,31 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if in_flight:
         return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
                                                 "known yet" % _call_label(in_flight[0]))
+    decisive = [what for what, counts in pending or () if counts]
+    if decisive:
+        return "unknown", "horizon_pending", ("the act's work had not finished within %d ms (%s), so what it "
+                                              "leads to is not known yet; re-check once it lands" %
+                                              (HORIZON_CAP_MS, "; ".join(decisive[:3])))
     if implicit and not _had_effect(effect, window, floor, known):
         return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
                                         "state or storage event followed the act; declare the consequence you "
                                         "expect with `until`")
+    standing = [d for d in shown or () if _is_failure_ui(d) and not _expects_error(p, d)]
+    touched = [d for d in standing if d.get("related")]
+    if touched:
+        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
+                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
+                                                        if len(touched) > 1 else ""))
     evidence = res.get("evidence")
     summary = _brief(evidence) if evidence is not None else "the predicate"
     noted = ""
     if contradictions:
         noted = "; noted, and unable to undo it: %s" % ", ".join(
             "%s (%s)" % (c["kind"], c["counter"]) for c in contradictions[:3])
+    if standing:
+        noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
+    if pending:
+        noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in pending[:3])
     if declared:
         return "yes", "proved", "%s held (%s)%s" % (
             _describe_predicate(p), summary, noted or " with no channel disagreeing")
@@ -5680,10 +6024,10 @@ def _unread_write(e: dict, floor: float, known: "_Known") -> bool:
     return _caused_by_act(e, floor, known)
 
 
-def _caused_by_act(e: dict, floor: float, known: Optional["_Known"]) -> bool:
+def _caused_by_act(e: dict, floor: float, known: Optional["_Known"], repeats: bool = False) -> bool:
     """Could the act at `floor` have caused this completed call?  Not when it started before the
     act, went to another origin (analytics, a CDN), or is a write the page also made on its own
-    before the act (autosave, polling)."""
+    before the act (autosave, polling); with `repeats`, only what it made twice or more is its own."""
     d = e["data"]
     took = d.get("durationMs", d.get("ms"))
     if isinstance(took, (int, float)) and e["t"] - float(took) < floor - 50:
@@ -5693,7 +6037,7 @@ def _caused_by_act(e: dict, floor: float, known: Optional["_Known"]) -> bool:
     url = str(d.get("url", ""))
     if known.origin and "://" in url and not url.startswith(known.origin + "/") and url != known.origin:
         return False
-    return _call_label(d) not in known.background
+    return _call_label(d) not in (known.polled if repeats else known.background)
 
 
 def _no_effect(action: str, effect: Any, window: List[dict], floor: float = 0.0,
@@ -5770,6 +6114,103 @@ def _advice(p: dict, res: dict) -> Optional[str]:
                              leaf["contains"], "matched %d places" % places if isinstance(places, int) and places > 1
                              else "is very short"))
     return " ".join(notes) or None
+
+
+# -- wire formats as data: what popular frameworks' answers mean, beside the failure dialects ---------
+
+_SINGLE_FETCH_REDIRECT = re.compile(r'"redirect"\s*,\s*"([^"]*)"\s*,\s*"status"\s*,\s*(30[1-8])')
+_COMPONENT_LINE = re.compile(r"^[0-9a-f]{1,8}:(?=[\[{])", re.M)
+_RENDERED_ERROR = re.compile(r"^\s*(error\b|failed\b|failure\b|could not\b|couldn't\b|unable to\b)", re.I)
+
+
+def _header(d: dict, name: str) -> str:
+    headers = d.get("responseHeaders") if isinstance(d.get("responseHeaders"), dict) else {}
+    return str(headers.get(name, ""))
+
+
+def _read_single_fetch(d: dict) -> Optional[str]:
+    """React Router / Remix "single fetch": a form action's answer (often 202, a turbo-stream body)
+    that carries `"redirect", "/path", "status", 302` is a redirect, not queued work."""
+    body = d.get("responseBody")
+    m = _SINGLE_FETCH_REDIRECT.search(body) if isinstance(body, str) else None
+    return "it redirects to %s (%s)" % (m.group(1), m.group(2)) if m else None
+
+
+def _read_server_action(d: dict) -> Optional[str]:
+    """React server actions: a `text/x-component` stream of `id:JSON` rows; a row whose object says
+    `ok: false`, `success: false` or carries an error is a failure inside a 200."""
+    body = d.get("responseBody")
+    if not isinstance(body, str) or not ("x-component" in _header(d, "content-type") or _COMPONENT_LINE.search(body)):
+        return None
+    for line in body.splitlines():
+        m = _COMPONENT_LINE.match(line)
+        if m is None:
+            continue
+        problem = _partial_failure(line[m.end():])
+        if problem:
+            said = problem[len("the body says "):] if problem.startswith("the body says ") else problem
+            return "the server action's answer (row %s) says %s" % (line[:m.end() - 1], said)
+    return None
+
+
+def _read_dash_callback(d: dict) -> Optional[str]:
+    """Plotly Dash: a callback (POST …/_dash-update-component) always answers 200 with the new props;
+    one whose rendered text begins as an error does ("Error: … Nothing was saved.")."""
+    if "_dash-update-component" not in str(d.get("url", "")) or not isinstance(d.get("responseBody"), str):
+        return None
+    try:
+        data = json.loads(d["responseBody"])
+    except ValueError:
+        return None
+    stack = [data.get("response")] if isinstance(data, dict) else []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, str) and _RENDERED_ERROR.search(v) and not _NO_FAILURE.search(v):
+            return "the callback rendered %r" % _short(v, 100)
+    return None
+
+
+class _WireFormat:
+    """One framework's answer read for what it means: `meaning` is "redirect" (not queued work, not a
+    failure) or "failure" (a failure inside a 2xx); `read(call)` says so in a phrase, or None."""
+
+    __slots__ = ("name", "meaning", "read")
+
+    def __init__(self, name: str, meaning: str, read: Callable[[dict], Optional[str]]) -> None:
+        self.name = name
+        self.meaning = meaning
+        self.read = read
+
+
+_WIRE_FORMATS: Tuple[_WireFormat, ...] = (
+    _WireFormat("single-fetch-redirect", "redirect", _read_single_fetch),
+    _WireFormat("server-action", "failure", _read_server_action),
+    _WireFormat("dash-callback", "failure", _read_dash_callback),
+)
+
+
+def _wire_meaning(d: dict) -> Optional[Tuple[str, str]]:
+    """(meaning, phrase) of the first wire format that reads call `d`, or None."""
+    for w in _WIRE_FORMATS:
+        said = w.read(d)
+        if said:
+            return w.meaning, said
+    return None
+
+
+def _queued(d: dict, window: List[dict]) -> bool:
+    """A 202 is queued work only when nothing says otherwise: its answer (a single-fetch redirect, a
+    failure) or the page's next steps (a route change or a new document after it)."""
+    if _wire_meaning(d) is not None:
+        return False
+    after = [e for e in window if e["type"] == "net.request" and e["data"] is d]
+    t = after[0]["t"] if after else 0.0
+    return not any(e["t"] > t and (e["type"] == "route.change" or (e["type"] == "net.request" and e["data"].get(
+        "initiator") == "document")) for e in window)
 
 
 def _partial_failure(body: Any) -> Optional[str]:
@@ -6490,7 +6931,7 @@ def _redact_page_text(text: str) -> str:
 
 
 async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    since, until = _window(session, args, 0.0)
+    since, until = _window(session, args, session.floor())  # like the verdicts: from the last act or navigation
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
     logs = []
     for e in events:
@@ -6576,8 +7017,9 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     p = _predicate_arg(args, True)
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
-    obs = await _observe(session, p, floor, args.get("timeout_ms", 0))
-    obs.act_at = session.last_act if (session.last_act or -1) >= floor else None
+    act_at = session.last_act if (session.last_act or -1) >= floor else None
+    obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
+    obs.act_at = act_at
     return _answer(session, "assert", args, p, obs)
 
 
@@ -6609,13 +7051,16 @@ def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, s
     Pure.  After an act, an act that had no effect explains everything else and stands alone."""
     res = _judge_final(p, obs)
     contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
+    shown = obs.shown if obs.act_at is not None else None
     if obs.action is None:
-        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p)
+        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p, shown=shown,
+                                            pending=obs.pending)
     no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
     if no_effect:
         contradictions = [no_effect]
     return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
-                                        already_true=obs.already_true, act=True, effect=obs.effect)
+                                        already_true=obs.already_true, act=True, effect=obs.effect, shown=shown,
+                                        pending=obs.pending)
 
 
 # -- Answer: the one place a verdict becomes what the caller reads ---------------------------------
@@ -12678,6 +13123,30 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (!el) EL_OF.delete(r);
     });
   }
+  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
+  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
+  // footer, aside, form or dialog that does not hold that element
+  function alertsRead(args) {
+    if (!ALERT_NOW) return { alerts: [], unavailable: true };
+    var target = resolveRef(args && args.ref);
+    var out = ALERT_NOW().slice(0, 50).map(function (c) {
+      var scope = null;
+      try {
+        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
+        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
+      } catch (e) {
+        scope = null;
+      }
+      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
+      // beside the act's target, only its own region; with no target, any region but the page's chrome
+      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      return d;
+    });
+    return { alerts: out };
+  }
   function resolveRef(ref) {
     if (typeof ref !== 'string') return null;
     var h = EL_OF.get(ref);
@@ -13593,6 +14062,23 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       status: status
     };
     if (dialogs.length) res.dialogsFirst = dialogs.length;
+    if (!count && !args.scope) {
+      // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
+      var body = document.body;
+      var content =
+        !!body &&
+        Array.prototype.some.call(body.children, function (c) {
+          return !SKIP_TAGS[c.tagName];
+        });
+      var rendered = document.readyState === 'complete' && content;
+      res.rendered = rendered;
+      res.note = rendered
+        ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
+        : 'the page has not rendered yet (document.readyState is ' +
+          document.readyState +
+          (content ? '' : ', its body holds no content') +
+          '); snapshot again in a moment';
+    }
     if (truncated || depthHit) {
       res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
       if (truncated) res.nodeCapHit = true;
@@ -16339,7 +16825,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
-  // ui.alert {text, source, level, ref, initial?, field?} when such an element appears, becomes
+  // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
+  // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
   // visible, or its text changes to a new non-empty text; one element is reported once per text,
   // the same text from two places within ALERT_SAME_MS once, at most 20 a second.
   var TOASTS = { error: [], info: [] }; // selectors declared through reticle.describe({toasts})
@@ -16353,6 +16840,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     ['alert', '[role=alert]', null],
     ['assertive', '[aria-live=assertive]', null]
   ];
+  // the daemon's table of the ways frameworks tell failure (_FAILURE_UI): [source, selector, level];
+  // level 'error' rows rank above the ARIA rows, the rest (status regions: text decides) below them
+  var FAILURE_UI = /*__RETICLE_FAILURE_UI__*/ [];
+  var ALERT_SCOPES =
+    'header,[role=banner],nav,[role=navigation],footer,[role=contentinfo],aside,[role=complementary],' +
+    'form,[role=form],dialog,[role=dialog],[role=alertdialog]';
+  var ALERT_CHROME = 'header,[role=banner],nav,[role=navigation],footer,[role=contentinfo],aside,[role=complementary]';
+  var ALERT_NOW = null; // set by installAlerts: what is shown now, for alerts_read
   function declareToasts(t) {
     if (!t || typeof t !== 'object') return;
     ['error', 'info'].forEach(function (level) {
@@ -16405,7 +16900,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         rows.push(['toast', sel, null]);
       });
       rows.push(['invalid', '[aria-invalid=true]', 'error']);
-      rows = rows.concat(ALERT_SOURCES);
+      rows = rows.concat(
+        FAILURE_UI.filter(function (r) {
+          return r[2] === 'error';
+        }),
+        ALERT_SOURCES,
+        FAILURE_UI.filter(function (r) {
+          return r[2] !== 'error';
+        }).map(function (r) {
+          return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
+        })
+      );
       var out = [],
         seen = new Set(),
         roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
@@ -16420,14 +16925,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
             if (seen.has(els[j])) continue;
             seen.add(els[j]);
-            out.push({ el: els[j], source: rows[i][0], level: rows[i][2] });
+            out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
           }
         }
       }
       return out;
     }
-    function scan(initial) {
-      scheduled = false;
+    function shown() {
       var cache = makeVisCache();
       var showing = [];
       candidates().forEach(function (c) {
@@ -16462,6 +16966,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         }
         showing.push(c);
       });
+      return showing;
+    }
+    function scan(initial) {
+      scheduled = false;
+      var showing = shown();
       var t = N.now();
       showing.forEach(function (c) {
         if (SHOWN.get(c.el) === c.key) return;
@@ -16474,8 +16983,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var r = refFor(c.el);
         if (r) d.ref = r;
         if (initial) d.initial = true;
-        emit('ui.alert', d, c.el);
+        emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
       });
+      // a new document says it has looked: a verdict after a navigation waits for this
+      if (initial) emit('ui.scan', { shown: showing.length });
       for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
       checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
     }
@@ -16535,9 +17046,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitionend', schedule, true); // a toast that fades in
     listen(document, 'animationend', schedule, true);
     ALERT_RESCAN = schedule;
+    ALERT_NOW = shown;
     S.teardowns.push(function () {
       mo.disconnect();
       ALERT_RESCAN = null;
+      ALERT_NOW = null;
       ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
         return w !== watch;
       });
@@ -18346,6 +18859,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   COMMANDS.storage_read = storageRead;
   COMMANDS.capabilities = capabilities;
   COMMANDS.eval_probe = evalProbe;
+  COMMANDS.alerts_read = alertsRead;
   COMMANDS.fault_set = setFaults;
   COMMANDS.navigate = function (a) {
     var u;
@@ -18647,6 +19161,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 })();
 """
+_SDK_JS = _SDK_JS.replace("/*__RETICLE_FAILURE_UI__*/ []", _failure_ui_config())  # the conventions, one table
 
 
 ###############################################################################

@@ -60,6 +60,10 @@ PAGE = """<!doctype html>
 <p id="status" role="status">Saved 0</p>
 <button id="save">Save</button>
 <button id="ping">Ping</button>
+<button id="store">Store</button>
+<button id="store-fail">Store failing</button>
+<p id="stored" role="status"></p>
+<div id="problem"></div>
 </main>
 <script>
   var saved = 0;
@@ -70,6 +74,18 @@ PAGE = """<!doctype html>
   document.getElementById("ping").onclick = function () {
     fetch("/api/ping").then(function (r) { return r.json(); });
   };
+  var stored = 0, tries = 0;
+  function store(fail) {
+    fetch("/api/store" + (fail ? "?fail=1" : ""), {method: "POST", body: "{}"}).then(function (r) {
+      return r.json();
+    }).then(function (d) {
+      if (d.ok) document.getElementById("stored").textContent = "Stored " + (++stored);
+      else document.getElementById("problem").innerHTML =
+        '<div role="alert">' + d.message + ' (try ' + (++tries) + ')</div>';
+    });
+  }
+  document.getElementById("store").onclick = function () { store(false); };
+  document.getElementById("store-fail").onclick = function () { store(true); };
 </script>
 </body></html>
 """
@@ -87,6 +103,14 @@ class _Page(tornado.web.RequestHandler):
 class _Ping(tornado.web.RequestHandler):
     def get(self):
         self.write({"ok": True})
+
+
+class _Store(tornado.web.RequestHandler):
+    """POST /api/store: 200 {"ok": true}, or with ?fail=1 a 200 whose body only carries a message
+    (the page shows it as an alert): a failure only the page tells."""
+
+    def post(self):
+        self.write({"message": "The change was refused"} if self.get_query_argument("fail", None) else {"ok": True})
 
 
 class FakePage:
@@ -247,6 +271,41 @@ def run_plan(mcp, sid, save_ref, ping, n, warmup):
     return measures
 
 
+def horizon_rows(mcp, sid, n):
+    """The horizon's price, in one run: a write whose answer the page renders, judged `yes` only
+    once the act's work is done (its request answered, then HORIZON_QUIET_MS of render), beside the
+    same write refused (the page shows the refusal as an alert), decided `no` early instead of
+    waiting out its 4 s timeout."""
+    rows = []
+    for label, button, until in (
+            ("healthy yes (POST, horizon)", "Store", lambda i: {"kind": "text", "contains": "Stored %d" % i}),
+            ("failing no (early decision)", "Store failing", lambda i: {"kind": "text", "equals": "Stored never"})):
+        m = Measure(label)
+        for i in range(n + 2):
+            args = {"sessionId": sid, "target": {"role": "button", "name": button}, "action": "click",
+                    "timeout_ms": 4000, "until": until(i + 1 if button == "Store" else 0), "detail": "full"}
+            result, wall = mcp.ok("reticle_act_and_wait", args)
+            m.add(wall, result, i >= 2)
+        rows.append(m)
+    print("%-34s %8s %8s %8s %9s  %s" % ("the horizon (Chromium tab)", "median", "p95", "max", "window_ms", "verdicts"))
+    for m in rows:
+        window = ("%.0f" % statistics.median(m.windows)) if m.windows else "-"
+        verdicts = ", ".join("%s %d" % kv for kv in sorted(m.verdicts.items())) or "-"
+        print("%-34s %8.2f %8.2f %8.2f %9s  %s" % (m.label, m.med(), p95(m.walls), max(m.walls), window, verdicts))
+    print("(the healthy yes waits for the POST's answer and %d ms of quiet render after it; the failing no is decided "
+          "as soon as the refusal is shown and the act's work is done, not after its 4,000 ms timeout)"
+          % reticle_quiet_ms())
+
+
+def reticle_quiet_ms():
+    """HORIZON_QUIET_MS of the reticle.py the daemon runs (not whichever `reticle` is importable)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("reticle_under_bench", _harness.RETICLE_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.HORIZON_QUIET_MS
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=60, help="calls per measure after the warmup")
@@ -254,7 +313,7 @@ def main():
     opts = parser.parse_args()
 
     daemon = Daemon("reticle-bench-act-", env={"RETICLE_RATE_LIMIT": "5000,10000"})
-    app = _harness.AppServer([(r"/api/ping", _Ping), (r"/.*", _Page, {"daemon": daemon.url})])
+    app = _harness.AppServer([(r"/api/ping", _Ping), (r"/api/store", _Store), (r"/.*", _Page, {"daemon": daemon.url})])
     browser = Chromium(app.url + "/?__reticle_session=bench-tab")
     mcp = fake = None
     try:
@@ -306,6 +365,8 @@ def main():
         a = real["reticle_assert net"].med()
         print("  %-33s total %6.2f (never reaches the page; HTTP %.2f of it)   target < %.0f: %s" % (
             "reticle_assert net", a, http_ms, TARGET_ASSERT_MS, "met" if a < TARGET_ASSERT_MS else "NOT met"))
+        print()
+        horizon_rows(mcp, "bench-tab", max(5, opts.n // 4))
     finally:
         close_all(fake, mcp, browser, app, daemon)
 

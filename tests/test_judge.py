@@ -74,7 +74,10 @@ def rows():
         {"pass": False, "assertion": "net.answered-otherwise", "retryAfterMs": 160}, "answered 500"
     yield "net.answered-otherwise-final", net, obs([call(10, status=500)], now=400), \
         {"pass": False, "decided": True, "decidedBy": "answered-otherwise"}, "answered 500"
-    yield "net.frames-only", net, obs([frame(10, "hi", direction="out")]), {"pass": False}, "WebSocket/EventSource"
+    yield "net.frames-could-be-it", net, obs([frame(10, "hi", direction="out", url="ws://x/api/save/live")]), \
+        {"pass": False}, "WebSocket/EventSource"
+    yield "net.frames-elsewhere", net, obs([frame(10, "hi", direction="out", url="ws://x/api/kernels/1")]), \
+        {"pass": False, "assertion": "net.present"}, "no completed request matched"
     count = dict(net, count=1)
     yield "net.count", count, obs([call(10)]), {"pass": True, "assertion": "net.count"}, None
     yield "net.count-exceeded", count, obs([call(10), call(20)]), \
@@ -88,8 +91,8 @@ def rows():
         {"pass": True, "assertion": "console.present"}, None
     yield "console.miss", {"kind": "console", "level": "error", "contains": "boom"}, \
         obs([ev(10, "console.error", text="other")]), {"pass": False, "assertion": "console.present"}, "containing"
-    yield "console.absent", {"kind": "console", "level": "error", "absent": True}, obs([ev(10, "console.log", text="x")]), \
-        {"pass": True, "assertion": "console.absent"}, None
+    yield "console.absent", {"kind": "console", "level": "error", "absent": True}, \
+        obs([ev(10, "console.log", text="x")]), {"pass": True, "assertion": "console.absent"}, None
     yield "console.absent-violated", {"kind": "console", "level": "error", "absent": True}, \
         obs([ev(10, "console.error", text="bad")]), {"pass": False, "decided": True, "decidedBy": "absence-violated"}, \
         "bad"
@@ -136,8 +139,8 @@ def rows():
 
     fr = {"kind": "frame", "direction": "in", "contains": "saved"}
     yield "frame.present", fr, obs([frame(10, "saved ok")]), {"pass": True, "assertion": "frame.present"}, None
-    yield "frame.path", {"kind": "frame", "path": "1.status", "equals": "ok"}, obs([frame(10, '42["r",{"status":"ok"}]')]), \
-        {"pass": True}, None
+    yield "frame.path", {"kind": "frame", "path": "1.status", "equals": "ok"}, \
+        obs([frame(10, '42["r",{"status":"ok"}]')]), {"pass": True}, None
     yield "frame.binary", fr, obs([frame(10, None)]), {"pass": False, "assertion": "frame"}, "could not be read"
     yield "frame.miss", fr, obs([frame(10, "other")]), {"pass": False, "assertion": "frame.present"}, "no message"
     yield "frame.count-exceeded", dict(fr, count=1), obs([frame(10, "saved"), frame(20, "saved")]), \
@@ -336,3 +339,11 @@ def test_a_verdict_from_an_observation_alone():
     res, contradictions, (verified, reason, _) = reticle._verdict(net, o)
     assert res["pass"] and verified == "no" and reason == "contradicted", (res, contradictions)
     assert contradictions[0]["kind"] == "partial-failure-in-ok-response"
+
+
+def test_a_text_miss_names_what_the_page_tells_the_user():
+    p = parse({"kind": "text", "contains": "Saved"})
+    told = read(p, {"told": ["Nothing was stored", "Ready"]})
+    res = reticle._judge(p, obs(live=read(p, {"found": False}), near=told))
+    assert res["observed"] == ["Nothing was stored", "Ready"], res
+    assert "the page tells the user: 'Nothing was stored', 'Ready'" in res["failureReason"], res

@@ -20,9 +20,9 @@ def call(t, method="POST", url="/api/save", status=200, body='{"ok": true}', **e
     return ev(t, "net.request", **d)
 
 
-def known(open_requests=(), blind_spots=None, loss=None, origin="", background=(), unreadable=None):
+def known(open_requests=(), blind_spots=None, loss=None, origin="", background=(), unreadable=None, polled=()):
     return reticle._Known(list(open_requests), dict(blind_spots or {}), loss, origin, tuple(background),
-                          dict(unreadable or {}))
+                          dict(unreadable or {}), polled=tuple(polled))
 
 
 NET = {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}
@@ -249,11 +249,25 @@ def test_background_writes_are_no_duplicates():
 def test_background_requests_are_not_an_acts_effect():
     p = parse({"kind": "settled", "quietMs": 300})
     poll = [call(5, method="GET", url="/api/poll", body="[]")]
-    k = known(background=("GET /api/poll",))
+    k = known(background=("GET /api/poll",), polled=("GET /api/poll",))
     got = reticle._decide({"pass": True, "evidence": {}}, [], poll, k, 0.0, p, act=True, effect={"effect": {}})
     assert got[:2] == ("unknown", "no_effect"), got
     assert reticle._no_effect("click", {"effect": {}}, poll, 0.0, k)["kind"] == "action-had-no-effect"
     assert reticle._no_effect("click", {"effect": {}}, poll, 0.0, known()) is None
+
+
+def test_a_request_repeated_by_a_second_click_is_the_acts_effect():
+    """The same POST as the first click's (so a write seen before the act) is still a request the act
+    caused: never "nothing changed" when the server received it again.  A timer's is not."""
+    again = [call(5, method="POST", url="/api/save")]
+    once_before = known(background=("POST /api/save",))
+    assert reticle._no_effect("click", {"effect": {}}, again, 0.0, once_before) is None
+    p = parse({"kind": "settled", "quietMs": 300})
+    got = reticle._decide({"pass": True, "evidence": {}}, [], again, once_before, 0.0, p, act=True,
+                          effect={"effect": {}})
+    assert got[:2] == ("yes", "proved"), got
+    timer = known(background=("POST /api/save",), polled=("POST /api/save",))
+    assert reticle._no_effect("click", {"effect": {}}, again, 0.0, timer)["kind"] == "action-had-no-effect"
 
 
 def test_a_timers_writes_are_no_duplicates():
@@ -328,3 +342,51 @@ def test_an_alert_whose_source_is_not_a_string_is_still_an_error_shown():
         cs = reticle._contradictions(bad, p, None)
         assert [c["kind"] for c in cs] == ["error-shown"], source
         assert "'Import failed: 3 errors' as an alert" in reticle._dumps(cs), (source, cs)
+
+
+# -- wire formats as data: one record each, both ways -------------------------------------------------
+
+SINGLE_FETCH = '[{"_1":2},"root",{"_3":4},"redirect","/notes","status",302,"revalidate",true]'
+WIRE = [
+    ("single-fetch-redirect", call(5, url="/notes/new.data", status=202, body=SINGLE_FETCH), "redirect",
+     call(5, url="/notes/new.data", status=202, body='[{"_1":2},"data",{"queued":true}]')),
+    ("server-action", call(5, url="/notes", body='0:{"a":"$@1","f":"","b":"dev"}\n'
+                                               '1:{"ok":false,"message":"Title taken"}',
+                           responseHeaders={"content-type": "text/x-component"}), "failure",
+     call(5, url="/notes", body='0:{"a":"$@1","f":"","b":"dev"}\n1:{"ok":true,"id":7}',
+          responseHeaders={"content-type": "text/x-component"})),
+    ("dash-callback", call(5, url="/_dash-update-component",
+                           body='{"multi":true,"response":{"out":{"children":'
+                                '"Error: the row is locked. Nothing was saved."}}}'),
+     "failure", call(5, url="/_dash-update-component",
+                     body='{"multi":true,"response":{"out":{"children":"Error rate: 0 errors today"}}}')),
+]
+
+
+@pytest.mark.parametrize("name,fires,meaning,quiet", WIRE, ids=[w[0] for w in WIRE])
+def test_a_wire_format_both_ways(name, fires, meaning, quiet):
+    assert [w.name for w in reticle._WIRE_FORMATS if w.name == name] == [name]
+    got = reticle._wire_meaning(fires["data"])
+    assert got is not None and got[0] == meaning, got
+    assert reticle._wire_meaning(quiet["data"]) is None
+
+
+def test_a_single_fetch_redirect_is_not_queued_work():
+    p = parse({"kind": "net", "urlContains": "/notes/new.data", "status": 202})
+    redirect = call(5, url="/notes/new.data", status=202, body=SINGLE_FETCH)
+    got = reticle._decide({"pass": True, "evidence": redirect["data"]}, [], [redirect], known(), 0.0, p)
+    assert got[:2] == ("yes", "proved"), got
+    queued = call(5, url="/jobs", status=202, body='{"job": 1}')
+    got = reticle._decide({"pass": True, "evidence": queued["data"]}, [], [queued], known(), 0.0, p)
+    assert got[:2] == ("unknown", "outcome_pending"), got
+    moved_on = [queued, ev(9, "route.change", to="http://x/jobs/1")]
+    got = reticle._decide({"pass": True, "evidence": queued["data"]}, [], moved_on, known(), 0.0, p)
+    assert got[:2] == ("yes", "proved"), got
+
+
+def test_a_server_action_failure_in_a_200_contradicts():
+    p = parse({"kind": "net", "urlContains": "/notes", "status": 200})
+    action = WIRE[1][1]
+    got = reticle._contradictions([action], p, None)
+    assert [c["kind"] for c in got] == ["partial-failure-in-ok-response"], got
+    assert "Title taken" in got[0]["counter"] or "ok: false" in got[0]["counter"], got

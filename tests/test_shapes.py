@@ -329,6 +329,16 @@ def test_verdict_an_error_fragment_after_a_200_is_no_and_the_next_save_is_yes(li
 
 
 
+def test_verdict_a_job_accepted_with_200_whose_stream_then_fails_is_no(live):
+    """The horizon: the POST's 200 is only the job's acceptance; its result streams after it."""
+    open_page(live, "/jobs/?toast=0")
+    SHAPES.fault = True
+    fill(live, "Name", "Mo")
+    out = act(live, "Save profile", {"kind": "net", "method": "POST", "urlContains": "/jobs", "status": 200})
+    assert SHAPES.saved() == []
+    assert out["verified"] == "no", out
+
+
 def test_verdict_an_optimistic_success_under_a_failed_stream_is_no(live):
     open_page(live, "/jobs/")
     SHAPES.fault = True

@@ -528,7 +528,11 @@ def test_socket_messages_are_matched_by_the_frame_kind_and_hide_nothing_from_net
     assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
     sent = mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "frame", "direction": "out", "contains": '"op":"save"'}})
     assert sent["verified"] == "yes", sent
-    blind = mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "net", "method": "POST", "urlContains": "/profile"}})
+    # a socket on another URL could not have been that request (issue 18): a miss, with the messages named
+    miss = mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "net", "method": "POST", "urlContains": "/profile"}})
+    assert (miss["verified"], miss["verifiedReason"]) == ("no", "assertion_failed"), miss
+    assert "WebSocket" in miss["because"] and "frame" in miss["because"], miss["because"]
+    blind = mcp.ok("reticle_assert", {"detail": "full", "predicate": {"kind": "net", "urlContains": "/real/ws"}})
     assert (blind["verified"], blind["verifiedReason"]) == ("unknown", "inconclusive"), blind
     assert "WebSocket" in blind["because"] and "frame" in blind["because"], blind["because"]
     sockets = mcp.ok("reticle_network", {})["sockets"]
