@@ -4231,8 +4231,9 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
         if res.get("places") is not None:
             evidence["places"] = res["places"]
         return {"pass": True, "evidence": evidence, "assertion": "text.present"}
-    out = {"pass": False, "assertion": "text.present", "expected": wanted,
-           "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "", wanted)}
+    out: Dict[str, Any] = {"pass": False, "assertion": "text.present", "expected": wanted,
+                           "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "",
+                                                                          wanted)}
     told = (obs.near.get(_leaf_key(p)) or {}).get("told")
     if told:  # near misses: what the page tells the user instead
         out["observed"] = told
@@ -6124,7 +6125,7 @@ _RENDERED_ERROR = re.compile(r"^\s*(error\b|failed\b|failure\b|could not\b|could
 
 
 def _header(d: dict, name: str) -> str:
-    headers = d.get("responseHeaders") if isinstance(d.get("responseHeaders"), dict) else {}
+    headers = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
     return str(headers.get(name, ""))
 
 
@@ -6931,6 +6932,10 @@ def _redact_page_text(text: str) -> str:
 
 
 async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_console: the console output and uncaught errors in the window (from the last act or
+    navigation, like the verdicts), their text and stacks redacted, filtered by `level` (info takes
+    debug too), the newest `limit`.  An empty answer says whether the filter missed (counts by level)
+    or nothing was logged."""
     since, until = _window(session, args, session.floor())  # like the verdicts: from the last act or navigation
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
     logs = []
