@@ -1945,6 +1945,10 @@ class _BrowserSession:
 
     # -- commands -------------------------------------------------------------
     async def command(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
+        """Send one command to the page and return its result; ToolError when the tab is gone, does not
+        answer within `timeout` (saying whether the page is still heard from) or refuses (with the
+        page's code when it is a known one).  In a device, an act asks for real CDP input and carries
+        the call's dialog policy while it runs."""
         handler = self.handler
         if handler is None:
             raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
@@ -1966,7 +1970,7 @@ class _BrowserSession:
             if self.last_seen_ms() <= 2000:
                 note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
             raise ToolError("command '%s' timed out after %d ms.%s" % (name, timeout * 1000, note),
-                            "reticle_sessions shows the tab's health; reload the page if it is stuck")
+                            "reticle_sessions shows the tab's health; reload the page if it is stuck") from None
         finally:
             self.pending.pop(cid, None)
             if device is not None:
