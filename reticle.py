@@ -819,6 +819,21 @@ class _Progress:
 
 
 _PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVar("reticle_progress", default=None)
+# when the tool call being served must answer by (time.monotonic()), from its `timeout_ms`: no command to
+# the page waits past it (issue 19 #5)
+_CALL_DEADLINE: "contextvars.ContextVar[Optional[float]]" = contextvars.ContextVar("reticle_deadline", default=None)
+COMMAND_FLOOR_S = 0.25      # a command sent once the call's budget is spent still gets this long
+DIALOG_SILENT_MS = 5_500    # a tab that did not answer and was not heard from for this long is busy
+STUCK_COMMAND_S = 2.0       # what a command waits, at most, for a tab that did not answer the last one
+
+
+def _command_budget(timeout: float) -> float:
+    """How long a command to the page may wait: its own timeout, cut to what is left of the tool call's
+    `timeout_ms` (never below COMMAND_FLOOR_S)."""
+    deadline = _CALL_DEADLINE.get()
+    if deadline is None:
+        return timeout
+    return min(timeout, max(COMMAND_FLOOR_S, deadline - time.monotonic()))
 
 
 def _progress_note(text: str) -> None:
@@ -1473,7 +1488,7 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled")
+                 "polled", "stuck")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -1481,6 +1496,7 @@ class _Known:
                  polled: Tuple[str, ...] = ()) -> None:
         self.open_requests = open_requests
         self.server_seen = server_seen      # records the app's middleware reported for this tab (Server truth)
+        self.stuck = ""                     # why the page does not answer commands (a dialog, a busy thread)
         self.blind_spots = blind_spots
         self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
         self.loss = loss
@@ -1536,6 +1552,8 @@ class _BrowserSession:
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
         self.held: List[Tuple[float, dict, int]] = []  # (deadline, event, size): reports the browser must confirm
         self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
+        self.dialog_open: Optional[dict] = None  # a dialog the SDK saw open in a person's tab (no device answers it)
+        self.unanswered: Optional[Tuple[float, str]] = None  # (when, command) the page last failed to answer
         self._held_timer: Any = None
         self.document_id = str(hello.get("documentId") or "")[:64]
         # (documentId, until): a hello whose events are still on the way
@@ -1558,9 +1576,27 @@ class _BrowserSession:
         return int(self.bridge.clock() - self.last_seen)
 
     def throttled(self) -> bool:
-        return self.hidden or self.last_seen_ms() > THROTTLED_AFTER_MS
+        return (self.hidden or self.last_seen_ms() > THROTTLED_AFTER_MS) and self.not_answering() is None
+
+    def not_answering(self) -> Optional[str]:
+        """Why the page does not answer commands (a dialog open, the main thread busy), or None while
+        it answers (as far as anyone knows: the last command was answered)."""
+        if self.dialog_open is not None:
+            d = self.dialog_open
+            return ("a %s dialog (%s) is open in the tab; the page is blocked until the person closes it"
+                    % (d["dialogType"], _short(d.get("message") or "", 80) or "no text"))
+        if self.unanswered is None:
+            return None
+        when, name = self.unanswered
+        if not self.hidden and self.last_seen_ms() > DIALOG_SILENT_MS:
+            return ("the page's main thread is busy or blocked: '%s' got no answer %d ms ago and nothing was heard "
+                    "from the page for %d ms" % (name, self.bridge.clock() - when, self.last_seen_ms()))
+        return "the page did not answer '%s' (%d ms ago)" % (name, self.bridge.clock() - when)
 
     def describe(self) -> dict:
+        """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
+        any version skew, and whether it answers commands, with what to do when it does not or when
+        it is throttled."""
         out = {"sessionId": self.id, "url": self.url, "adapters": self.adapters,
                "hasCapabilities": self.has_capabilities, "lastSeenMs": self.last_seen_ms(),
                "hidden": self.hidden, "focused": self.focused, "throttled": self.throttled(),
@@ -1575,7 +1611,15 @@ class _BrowserSession:
             out["device"] = {"deviceId": self.device.id, "input": "cdp", "headed": self.device.headed}
         if self.sdk_version and self.sdk_version != __version__:
             out["versionSkew"] = {"sdk": self.sdk_version, "daemon": __version__}
-        if self.throttled():
+        stuck = self.not_answering()
+        out["answering"] = stuck is None
+        if stuck is not None:
+            out["notAnswering"] = stuck
+            out["recommendation"] = ("close the dialog in the browser (only the person can)" if self.dialog_open
+                                     else "reticle_navigate {reload: true} (in a device it stops the page's "
+                                          "script first)" if self.device is not None else
+                                     "reload the page in the browser, or end what blocks it")
+        elif self.throttled():
             out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
                                      "bring it to the front or pass refuseWhenThrottled")
         return out
@@ -1586,7 +1630,11 @@ class _BrowserSession:
                             % self.last_seen_ms(), "bring the tab to the front and retry")
 
     def splice_health(self, out: dict) -> dict:
-        if self.throttled():
+        stuck = self.not_answering()
+        if stuck is not None:
+            out["session"] = {"lastSeenMs": self.last_seen_ms(), "answering": False, "notAnswering": stuck}
+            out["warning"] = "the tab does not answer: %s" % stuck
+        elif self.throttled():
             out["session"] = {"lastSeenMs": self.last_seen_ms(), "throttled": True, "focused": self.focused}
             out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
         since = out.get("since")
@@ -1599,6 +1647,30 @@ class _BrowserSession:
                 ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
                 else "")
         return out
+
+    def _page_dialog(self, data: dict, t: float) -> None:
+        """The SDK saw the page open (or close) alert/confirm/prompt, or a beforeunload prompt, in a
+        person's tab: while open, commands fail fast and waiting ones are failed (the page cannot answer).
+        In a device the device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
+        if self.device is not None:
+            return
+        kind = str(data.get("dialogType") or "")
+        if kind not in ("alert", "confirm", "prompt", "beforeunload"):
+            return
+        if data.get("phase") == "closed":
+            self.dialog_open = None
+            return
+        record = {"dialogType": kind, "message": _short(str(data.get("message") or ""), 300),
+                  "handled": "left open for the person (Reticle cannot close a dialog in your tab)"}
+        self.dialog_open = record
+        self.dialogs.append((t, record))
+        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
+        why = self.not_answering() or "a dialog is open"
+        for fut in list(self.pending.values()):
+            if not fut.done():
+                fut.set_exception(ToolError(why + "; whether the command finished is not known",
+                                            "ask the person to close the dialog in the browser, then check",
+                                            code="dialog_open"))
 
     def note_dialog(self, record: dict) -> None:
         """A dialog the device answered: kept for the answers (splice_health) and as an event."""
@@ -1684,9 +1756,11 @@ class _BrowserSession:
         acts = sorted(self.act_marks)
         unprompted = collections.Counter(_call_label(e["data"]) for e in before if not any(
             0 <= e["t"] - a <= 2000 for a in acts))
-        return _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
-                      origin, background, self.store.page_blind_spots(), self.server_seen,
-                      polled=tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
+        known = _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
+                       origin, background, self.store.page_blind_spots(), self.server_seen,
+                       polled=tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
+        known.stuck = self.not_answering() or ""
+        return known
 
     # -- cursors --------------------------------------------------------------
     def mark_act(self, action: Optional[str]) -> float:
@@ -1896,6 +1970,10 @@ class _BrowserSession:
         its URL after a route change, and the page's own blind spots."""
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
+        if etype == "page.dialog":
+            self._page_dialog(data, event["t"])
+        elif self.dialog_open is not None:
+            self.dialog_open = None  # the page runs again, so its dialog closed
         if etype in ("net.request", "net.pending", "net.ws"):
             self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
@@ -1945,14 +2023,18 @@ class _BrowserSession:
 
     # -- commands -------------------------------------------------------------
     async def command(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
-        """Send one command to the page and return its result; ToolError when the tab is gone, does not
-        answer within `timeout` (saying whether the page is still heard from) or refuses (with the
-        page's code when it is a known one).  In a device, an act asks for real CDP input and carries
-        the call's dialog policy while it runs."""
+        """Send one command to the page and return its result, waiting at most `timeout` and never past
+        the tool call's `timeout_ms`; a person's tab blocked by an open dialog fails at once.  ToolError
+        when the tab is gone, does not answer (saying whether it is still heard from) or refuses (with
+        the page's code when it is a known one)."""
         handler = self.handler
         if handler is None:
             raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
                             "call reticle_sessions and retry on the live tab")
+        if self.dialog_open is not None and self.device is None:
+            raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
+                            "ask the person to close the dialog in the browser, then retry", code="dialog_open")
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.unanswered is not None else timeout)
         self._next_cmd += 1
         cid = "c%d" % self._next_cmd
         fut = asyncio.get_running_loop().create_future()
@@ -1966,11 +2048,13 @@ class _BrowserSession:
         try:
             reply = await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
+            self.unanswered = (self.bridge.clock(), name)
             note = ""
             if self.last_seen_ms() <= 2000:
                 note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
             raise ToolError("command '%s' timed out after %d ms.%s" % (name, timeout * 1000, note),
-                            "reticle_sessions shows the tab's health; reload the page if it is stuck") from None
+                            "reticle_sessions shows the tab's health; reload the page if it is stuck (in a device: "
+                            "reticle_navigate {reload: true})", code="not_answering") from None
         finally:
             self.pending.pop(cid, None)
             if device is not None:
@@ -1984,6 +2068,7 @@ class _BrowserSession:
         return reply.get("result")
 
     def resolve_command(self, msg: dict) -> None:
+        self.unanswered = None  # the page answers again
         fut = self.pending.get(str(msg.get("id")))
         if fut is not None and not fut.done():
             fut.set_result(msg)
@@ -2134,6 +2219,7 @@ class _Bridge:
             session.reconnects += 1
             session.connected_at = self.clock()
             session.clear_open_requests()
+            session.unanswered = session.dialog_open = None  # a new document answers for itself
             session.arrived(hello)
             session.update_identity(hello)
             if old_handler is not None and old_handler is not handler:
@@ -5220,10 +5306,24 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         else:  # quiet was judged when it came; the rules read the window as it is now
             obs.window, obs.known = session.window(floor), session.known(floor)
     obs.pending = pending
+    if not obs.lost and not obs.known.stuck and _judge_final(p, obs)["pass"]:
+        await _confirm_answering(session)
+        obs.known.stuck = session.not_answering() or ""
     obs.already_true = already_true
     if not obs.lost and (settle_until is not None or act_at is not None):  # what is shown after an act
         obs.shown = await _read_shown(session, effect)
     return obs
+
+
+async def _confirm_answering(session: "_BrowserSession") -> None:
+    """Before a pass is judged: a page not heard from for a second is asked to answer (a cheap `ping`),
+    so that one stuck since (a dialog, a busy main thread) cannot pass on what it said before."""
+    if session.handler is None or session.not_answering() is not None or session.last_seen_ms() <= 1000:
+        return
+    try:
+        await session.command("ping", {}, timeout=1.5)
+    except ToolError:
+        pass  # session.not_answering() says why
 
 
 async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float,
@@ -5762,6 +5862,7 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
 
     1. the predicate could not be evaluated -> unknown, inconclusive
     2. the tab went away during the observation -> unknown, observation_lost
+    2b. the tab does not answer commands (a dialog open, its main thread busy) -> unknown, not_answering
     2a. act_and_wait with no predicate (did the act work?): a failure in sight (an error shown to the
         user, a console error, a failed write) -> no, failure_observed; a page that never settled ->
         unknown, unsettled
@@ -5802,6 +5903,9 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     if res.get("observationLost"):
         return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
                                                "reticle_sessions and repeat if it is safe")
+    if known.stuck:
+        return "unknown", "not_answering", ("the tab does not answer: %s; what it holds now is not known, and "
+                                            "nothing it said before can prove it" % known.stuck)
     if implicit:
         failures = _failures_shown(window)
         if failures:
@@ -6606,6 +6710,35 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
     return session.splice_health(out)
 
 
+async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
+    """A device's tab that does not answer is reloaded (or navigated) by the browser itself: the page's
+    running script is ended first when its main thread does not answer CDP either (Runtime.terminateExecution,
+    only then: with nothing running it would end the next document's first script).  True when done."""
+    device = session.device
+    if device is None or device.page is None or session.not_answering() is None:
+        return False
+    page = device.page
+    try:
+        await device.cdp.call("Runtime.evaluate", {"expression": "1", "returnByValue": True}, page, timeout=0.5)
+    except _CdpError:
+        try:
+            await device.cdp.call("Runtime.terminateExecution", {}, page, timeout=2.0)
+        except _CdpError:
+            pass
+    try:
+        if args.get("url"):
+            await device.cdp.call("Page.navigate", {"url": urllib.parse.urljoin(session.url, args["url"])}, page,
+                                  timeout=5.0)
+        else:
+            await device.cdp.call("Page.reload", {"ignoreCache": bool(args.get("hard"))}, page, timeout=5.0)
+    except _CdpError as exc:
+        raise ToolError("the stuck tab could not be reloaded: %s" % exc,
+                        "reticle_close it and reticle_open again") from exc
+    _emit(_device_log, logging.INFO, "device_unstuck", deviceId=device.id,
+          reason=_short(session.not_answering() or "", 120))
+    return True
+
+
 async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     """reticle_navigate: load `url` in the tab, or reload it (`hard` bypasses the cache), and wait up
     to 5 s for it to connect again; `since` is the navigation's mark, so events before it no longer
@@ -6624,7 +6757,8 @@ async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     generation = session.generation
     name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
         "navigate", {"url": args["url"]})
-    await session.command(name, cmd)
+    if not await _unstick_device(session, args):
+        await session.command(name, cmd)
     _progress_note("waiting for tab %s to connect again after the %s" % (session.id, name))
     confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
     live = hub.bridge.get(session.id)
@@ -7518,6 +7652,11 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
         raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
                         "screenshot: the in-page SDK reads the program, not pixels." % session.id,
                         "open the app in a device with reticle_open {url}, then take the screenshot there")
+    await _confirm_answering(session)  # the browser would wait for a busy page's main thread
+    if session.not_answering() is not None:  # the browser would wait for the page's main thread (issue 19 #5)
+        raise ToolError("no screenshot: the tab does not answer (%s)." % session.not_answering(),
+                        "reticle_navigate {reload: true} reloads it (its running script is ended first)",
+                        code="not_answering")
     metrics = await device.layout()
     view = metrics.get("cssVisualViewport") or {}
     page_x, page_y = float(view.get("pageX", 0)), float(view.get("pageY", 0))
@@ -10377,7 +10516,13 @@ class Hub:
         self.devices.touch(ctx.session_key)
         try:
             session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
-            return _tool_result(await tool.handler(self, session, args, ctx))
+            budget = args.get("timeout_ms") if isinstance(args, dict) else None
+            token = _CALL_DEADLINE.set(time.monotonic() + budget / 1000.0 + 0.5 if isinstance(budget, int) and
+                                       not isinstance(budget, bool) and budget > 0 else None)
+            try:
+                return _tool_result(await tool.handler(self, session, args, ctx))
+            finally:
+                _CALL_DEADLINE.reset(token)
         except ToolError as exc:
             return _tool_result(exc.payload(), is_error=True)
         except Exception as exc:
@@ -11492,7 +11637,9 @@ def _print_status(data: dict) -> None:
     sessions = data.get("sessions") or []
     lines.append("browser sessions: %d" % len(sessions))
     for s in sessions:
-        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), "  (throttled)" if s.get("throttled") else "",
+        health = ("  (not answering: %s)" % s["notAnswering"] if s.get("notAnswering") else
+                  "  (throttled)" if s.get("throttled") else "")
+        lines.append("  %s  %s%s%s" % (s.get("sessionId"), s.get("url"), health,
                                        "  (a device Reticle started)" if s.get("device") else ""))
     if data.get("why"):
         lines.append("why none: %s" % data["why"])
@@ -18267,6 +18414,113 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     longTaskMs = 0;
     emit('page.health', d);
   }
+  // alert/confirm/prompt and a beforeunload prompt block the page until the person answers them: each is
+  // reported (sent now, before it blocks) so the daemon fails its commands fast and the answer names it.
+  function dialogSeen(kind, message, phase) {
+    var text = clip(String(message == null ? '' : message), 300);
+    emit('page.dialog', { dialogType: kind, message: text, phase: phase });
+    if (phase === 'open') flush(); // the page stops here: the report cannot wait for the microtask
+  }
+  function installDialogs() {
+    ['alert', 'confirm', 'prompt'].forEach(function (kind) {
+      var orig = window[kind];
+      if (typeof orig !== 'function') return;
+      var wrapped = function (message) {
+        try {
+          dialogSeen(kind, message, 'open');
+        } catch (e) {
+          /* never stand in the page's way */
+        }
+        try {
+          return orig.apply(window, arguments);
+        } finally {
+          try {
+            dialogSeen(kind, '', 'closed');
+          } catch (e) {
+            /* ignore */
+          }
+        }
+      };
+      window[kind] = wrapped;
+      S.teardowns.push(function () {
+        if (window[kind] === wrapped) window[kind] = orig;
+      });
+    });
+    // a beforeunload handler that prevents the unload makes the browser ask the person
+    var prevented = function (e) {
+      var v = e.returnValue;
+      return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
+    };
+    var reported = function (e) {
+      if (e && e.type === 'beforeunload' && prevented(e)) dialogSeen('beforeunload', '', 'open');
+    };
+    var wrappers = typeof WeakMap === 'function' ? new WeakMap() : null;
+    var add = window.addEventListener,
+      remove = window.removeEventListener;
+    if (wrappers && typeof add === 'function') {
+      var addWrapped = function (type, fn, opts) {
+        if (type === 'beforeunload' && typeof fn === 'function') {
+          var w = wrappers.get(fn);
+          if (!w) {
+            w = function (e) {
+              try {
+                return fn.apply(this, arguments);
+              } finally {
+                reported(e);
+              }
+            };
+            wrappers.set(fn, w);
+          }
+          return add.call(this, type, w, opts);
+        }
+        return add.apply(this, arguments);
+      };
+      var removeWrapped = function (type, fn, opts) {
+        if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
+          return remove.call(this, type, wrappers.get(fn), opts);
+        return remove.apply(this, arguments);
+      };
+      window.addEventListener = addWrapped;
+      window.removeEventListener = removeWrapped;
+      S.teardowns.push(function () {
+        if (window.addEventListener === addWrapped) window.addEventListener = add;
+        if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
+      });
+    }
+    // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+    var own = Object.getOwnPropertyDescriptor(window, 'onbeforeunload');
+    var d = own || Object.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
+    if (!d || !d.set || !d.get || d.configurable === false) return;
+    var user = window.onbeforeunload;
+    var wrapFor = function (fn) {
+      return function (e) {
+        var r = fn.apply(this, arguments);
+        if ((typeof r === 'string' && r !== '') || prevented(e)) dialogSeen('beforeunload', '', 'open');
+        return r;
+      };
+    };
+    Object.defineProperty(window, 'onbeforeunload', {
+      configurable: true,
+      enumerable: d.enumerable,
+      get: function () {
+        return user;
+      },
+      set: function (fn) {
+        user = typeof fn === 'function' ? fn : null;
+        d.set.call(window, user ? wrapFor(user) : null);
+      }
+    });
+    if (typeof user === 'function') d.set.call(window, wrapFor(user));
+    S.teardowns.push(function () {
+      if (own) Object.defineProperty(window, 'onbeforeunload', own);
+      else delete window.onbeforeunload;
+      try {
+        window.onbeforeunload = user;
+      } catch (e) {
+        /* ignore */
+      }
+    });
+  }
   function installHealth() {
     var iv = N.setInterval(
       guard('health_observer', function () {
@@ -18870,6 +19124,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   COMMANDS.eval_probe = evalProbe;
   COMMANDS.alerts_read = alertsRead;
   COMMANDS.fault_set = setFaults;
+  COMMANDS.ping = function () {
+    return { pong: true };
+  };
   COMMANDS.navigate = function (a) {
     var u;
     try {
@@ -19044,6 +19301,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         ['animation_observer', installAnimations],
         ['storage_observer', installStorage],
         ['focus_observer', installFocus],
+        ['dialog_observer', installDialogs],
         ['health_observer', installHealth]
       ];
       installers.forEach(function (it) {

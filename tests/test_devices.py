@@ -163,6 +163,16 @@ document.getElementById('del').addEventListener('click', function () {
 </script>"""
 
 
+# A button whose handler keeps the page's main thread busy for 40 s.
+HANG = """<!doctype html><title>hang</title><button id="h">Hang</button>
+<script>
+document.getElementById('h').addEventListener('click', function () {
+  var t = Date.now();
+  while (Date.now() - t < 40000) {}
+});
+</script>"""
+
+
 class Recorder(tornado.web.RequestHandler):
     def initialize(self, log):
         self.log = log
@@ -181,7 +191,8 @@ def app():
                                  (r"/events", _harness.TemplatePage, {"template": EVENTS, "daemon": ""}),
                                  (r"/state", _harness.TemplatePage, {"template": STATEFUL, "daemon": ""}),
                                  (r"/forge", _harness.TemplatePage, {"template": FORGE, "daemon": ""}),
-                                 (r"/dialogs", _harness.TemplatePage, {"template": DIALOGS, "daemon": ""})])
+                                 (r"/dialogs", _harness.TemplatePage, {"template": DIALOGS, "daemon": ""}),
+                                 (r"/hang", _harness.TemplatePage, {"template": HANG, "daemon": ""})])
     server.log = log
     yield server
     server.close()
@@ -394,6 +405,39 @@ def test_dialogs_never_hang_a_device_and_are_named_in_the_answer(mcp, app):
     assert os.path.getsize(shot["path"]) > 0
     nav = mcp.ok("reticle_navigate", {"reload": True, "sessionId": sid})
     assert nav["confirmed"], nav
+
+
+def test_a_stuck_device_tab_waits_timeout_ms_is_not_answering_never_yes_and_reloads(mcp, app):
+    """Issue 19 #5: a page whose main thread is busy: a command waits what timeout_ms allows (not 8 s),
+    reticle_sessions shows it not answering (not throttled), a route assert over it is unknown (not yes
+    from the cached URL), a screenshot fails fast, and reticle_navigate {reload: true} brings it back."""
+    sid = mcp.ok("reticle_open", {"url": app.url + "/hang"})["sessionId"]
+    t0 = time.monotonic()
+    res, is_error = mcp.call("reticle_act_and_wait", {"target": {"role": "button", "name": "Hang"}, "action": "click",
+                                                      "sessionId": sid, "timeout_ms": 1500})
+    took = time.monotonic() - t0
+    assert took < 5, (took, res)  # timeout_ms 1500 (+0.5 s), not the fixed 8 s
+    assert is_error and res["code"] == "not_answering", res
+    time.sleep(5)  # nothing heard from the page since: its main thread is busy
+    tab = [s for s in mcp.ok("reticle_sessions", {})["sessions"] if s["sessionId"] == sid][0]
+    assert tab["answering"] is False and tab["throttled"] is False, tab
+    assert "main thread is busy" in tab["notAnswering"], tab
+    res = mcp.ok("reticle_assert", {"predicate": {"kind": "route", "pathname": "/hang"}, "sessionId": sid})
+    assert res["verified"] == "unknown" and res["verifiedReason"] == "not_answering", res
+    t0 = time.monotonic()  # a live read of the page waits what timeout_ms allows
+    res = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Hang"}, "sessionId": sid,
+                                    "timeout_ms": 1000})
+    assert res["verified"] == "unknown" and time.monotonic() - t0 < 4, res
+    t0 = time.monotonic()
+    res, is_error = mcp.call("reticle_screenshot", {"sessionId": sid})
+    assert is_error and res["code"] == "not_answering" and time.monotonic() - t0 < 2, res
+    t0 = time.monotonic()
+    nav = mcp.ok("reticle_navigate", {"reload": True, "sessionId": sid})
+    assert nav["confirmed"] and time.monotonic() - t0 < 8, nav
+    res = mcp.ok("reticle_assert", {"predicate": {"kind": "route", "pathname": "/hang"}, "sessionId": sid})
+    assert res["verified"] == "yes", res
+    tab = [s for s in mcp.ok("reticle_sessions", {})["sessions"] if s["sessionId"] == sid][0]
+    assert tab["answering"] is True, tab
 
 
 def test_every_act_in_a_device_is_trusted_input(mcp, app):

@@ -390,3 +390,15 @@ def test_a_server_action_failure_in_a_200_contradicts():
     got = reticle._contradictions([action], p, None)
     assert [c["kind"] for c in got] == ["partial-failure-in-ok-response"], got
     assert "Title taken" in got[0]["counter"] or "ok: false" in got[0]["counter"], got
+
+
+def test_a_tab_that_does_not_answer_never_yields_yes():
+    """Issue 19 #5: a pass (a cached route, an event from before) over a tab that stopped answering
+    is unknown, naming why; so is a failure, which a blocked page cannot be asked to confirm."""
+    k = known()
+    k.stuck = "a confirm dialog (Keep?) is open in the tab"
+    p = parse({"kind": "route", "pathname": "/"})
+    for res in (PASS, FAIL):
+        verified, reason, because = reticle._decide(dict(res), [], [], k, 0.0, p)
+        assert (verified, reason) == ("unknown", "not_answering") and "confirm dialog" in because
+    assert reticle._decide(dict(PASS), [], [], known(), 0.0, p)[:2] == ("yes", "proved")
