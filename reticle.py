@@ -104,8 +104,11 @@ from typing import Callable
 from typing import Dict
 from typing import FrozenSet
 from typing import List
+from typing import Literal
 from typing import Optional
 from typing import Tuple
+from typing import overload
+from typing import TYPE_CHECKING
 
 
 # `python reticle.py serve` compiles this whole file from source (a script keeps no bytecode cache),
@@ -142,17 +145,20 @@ if (__name__ == "__main__" and sys.argv[1:2] == ["serve"] and hasattr(os, "memfd
         and sys.executable and os.path.isfile(sys.argv[0])):
     _serve_from_bytecode(sys._getframe(0).f_code)
 
-import tornado.httpclient
-import tornado.httpserver
-import tornado.ioloop
-import tornado.iostream
-import tornado.netutil
-import tornado.routing
-import tornado.web
-import tornado.websocket
-import jsonschema
-from cryptography.hazmat.primitives import hashes as _c_hashes
-from cryptography.hazmat.primitives import hmac as _c_hmac
+# The third-party imports come after the re-exec block on purpose: `reticle serve` re-execs itself from
+# bytecode before paying for tornado, jsonschema and cryptography, so they are not at the top (E402).
+import tornado.http1connection  # noqa: E402
+import tornado.httpclient  # noqa: E402
+import tornado.httpserver  # noqa: E402
+import tornado.ioloop  # noqa: E402
+import tornado.iostream  # noqa: E402
+import tornado.netutil  # noqa: E402
+import tornado.routing  # noqa: E402
+import tornado.web  # noqa: E402
+import tornado.websocket  # noqa: E402
+import jsonschema  # noqa: E402
+from cryptography.hazmat.primitives import hashes as _c_hashes  # noqa: E402
+from cryptography.hazmat.primitives import hmac as _c_hmac  # noqa: E402
 
 
 ###############################################################################
@@ -413,7 +419,7 @@ def _loads(data: Any, strict: bool = True) -> Any:
     try:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_parse_float)
     except RecursionError:
-        raise ValueError("the JSON is nested too deeply (at most %d levels)" % MAX_JSON_DEPTH)
+        raise ValueError("the JSON is nested too deeply (at most %d levels)" % MAX_JSON_DEPTH) from None
     if strict and isinstance(value, list) and len(value) > MAX_BATCH:
         return value  # refused whole (-32600) before any of it is read: checking it would only cost time
     if strict:
@@ -533,7 +539,7 @@ def _origin_host(value: Optional[str]) -> Optional[str]:
     try:
         parts = urllib.parse.urlsplit(value.strip())
         host = parts.hostname
-        parts.port  # raises on a bad port
+        _ = parts.port  # raises on a bad port
     except ValueError:
         return None
     if parts.scheme not in ("http", "https", "ws", "wss") or not host:
@@ -580,7 +586,7 @@ def _env_int(name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise ConfigError("%s=%r is not a whole number; unset it or give one like %d." % (name, raw, default))
+        raise ConfigError("%s=%r is not a whole number; unset it or give one like %d." % (name, raw, default)) from None
 
 
 def _parse_rate(raw: Optional[str]) -> Tuple[float, float]:
@@ -614,7 +620,7 @@ class _StateDir:
             raise ConfigError(
                 "the state directory %s cannot be created (%s); set RETICLE_STATE_DIR to a "
                 "writable directory." % (self.path, exc.strerror or exc)
-            )
+            ) from exc
         return self.path
 
     def file(self, name: str) -> str:
@@ -922,6 +928,10 @@ class _McpDispatcher:
         return await self.handle(payload, ctx), False
 
     async def handle(self, msg: Any, ctx: _CallContext) -> Optional[dict]:
+        """Answer one JSON-RPC message: a result or error reply for a request, None for a notification, a
+        client's response or a cancelled tools/call.  Malformed messages get the JSON-RPC error code that
+        names what is wrong (-32600 shape, -32602 params); an unexpected crash is -32603 and the dispatcher
+        keeps serving."""
         if not isinstance(msg, dict):
             return _rpc_error(None, -32600, "Invalid Request: a JSON-RPC message must be an object")
         mid = msg.get("id")
@@ -998,6 +1008,9 @@ class _McpDispatcher:
         return work.result()
 
     async def _method(self, method: str, params: dict, ctx: _CallContext) -> Any:
+        """The result of one MCP method (initialize, ping, tools/list|call, resources/list|read, ...), or an
+        RpcError naming the method or argument that was wrong.  tools/call validates the arguments
+        against the tool's schema before the tool runs."""
         if method == "initialize":
             ctx.client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else None
             return {
@@ -1244,7 +1257,7 @@ def _call_matches(d: dict, f: dict, pending: bool = False) -> bool:
     if "ok" in f and (not _call_failed(d)) != f["ok"]:
         return False
     if f.get("header"):
-        headers = d.get("responseHeaders") if isinstance(d.get("responseHeaders"), dict) else {}
+        headers = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
         value = headers.get(str(f["header"].get("name", "")).lower())
         if value is None:
             return False
@@ -1508,6 +1521,8 @@ class _BrowserSession:
     """One connected tab: its socket, ring buffer, pending commands, health."""
 
     def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+        """A tab as the daemon knows it, from its hello: the socket, the event store, pending commands,
+        act marks, sampling windows, held reports and the document it is on."""
         self.bridge = bridge
         self.handler: Optional[_BridgeHandler] = handler
         self.id = hello["sessionId"]
@@ -1541,7 +1556,8 @@ class _BrowserSession:
         self.unanswered: Optional[Tuple[float, str]] = None  # (when, command) the page last failed to answer
         self._held_timer: Any = None
         self.document_id = str(hello.get("documentId") or "")[:64]
-        self.arriving: Optional[Tuple[str, float]] = None  # (documentId, until): a hello whose events are still on the way
+        # (documentId, until): a hello whose events are still on the way
+        self.arriving: Optional[Tuple[str, float]] = None
         self.server_mark = secrets.token_hex(16)  # what the SDK marks this tab's requests with (Server truth)
         self.server_seen = 0                      # records the app's middleware reported for this tab
         self.update_identity(hello)
@@ -1549,7 +1565,7 @@ class _BrowserSession:
     def update_identity(self, hello: dict) -> None:
         self.url = str(hello.get("url", ""))[:4096]
         self.title = str(hello.get("title", ""))[:512]
-        adapters = hello.get("adapters") if isinstance(hello.get("adapters"), list) else []
+        adapters = hello["adapters"] if isinstance(hello.get("adapters"), list) else []
         self.adapters = [str(a)[:128] for a in adapters[:32]]
         self.sdk_version = str(hello.get("sdkVersion", ""))[:64]
         self.has_capabilities = bool(hello.get("hasCapabilities"))
@@ -1578,6 +1594,9 @@ class _BrowserSession:
         return "the page did not answer '%s' (%d ms ago)" % (name, self.bridge.clock() - when)
 
     def describe(self) -> dict:
+        """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
+        any version skew, and whether it answers commands, with what to do when it does not or when
+        it is throttled."""
         out = {"sessionId": self.id, "url": self.url, "adapters": self.adapters,
                "hasCapabilities": self.has_capabilities, "lastSeenMs": self.last_seen_ms(),
                "hidden": self.hidden, "focused": self.focused, "throttled": self.throttled(),
@@ -1803,7 +1822,12 @@ class _BrowserSession:
         return max(marks) if marks else 0.0
 
     # -- events ---------------------------------------------------------------
-    def ingest(self, events: List[dict], frame_bytes: int) -> None:
+    def ingest(self, events: List[Any], frame_bytes: int) -> None:
+        """Take one frame's events from the page (untrusted) into the store.  Malformed events and forged
+        server.* ones become blind spots; past `events_per_second` events are dropped (high-value ones
+        have a cap of their own, so churn cannot crowd them out) and a blind spot counts the drops.
+        Each kept event gets the daemon's clock (one cursor each) and its document; a report the
+        browser must confirm is held until it does."""
         now = self.bridge.clock()
         self.last_seen = now
         if not events:
@@ -1964,6 +1988,9 @@ class _BrowserSession:
             changed.set_result(None)
 
     def _observe(self, event: dict) -> None:
+        """What the session learns from one kept event beyond storing it: open requests (pending until
+        answered), a document request's status hidden behind redirects, the tab's visibility and focus,
+        its URL after a route change, and the page's own blind spots."""
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
         if etype == "page.dialog":
@@ -1985,7 +2012,8 @@ class _BrowserSession:
                 data["status"] = None
                 data["statusKnown"] = False
                 data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
-                                      "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
+                                      "which answered %s"
+                                      % (data.get("finalUrl") or "another page", data["finalStatus"]))
         elif etype == "page.health":
             self.hidden = bool(data.get("hidden"))
             self.focused = bool(data.get("focused", True))
@@ -2018,8 +2046,10 @@ class _BrowserSession:
 
     # -- commands -------------------------------------------------------------
     async def command(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
-        """Send one command to the page and wait for its answer, at most `timeout` and never past the
-        tool call's `timeout_ms`; a person's tab blocked by an open dialog fails at once."""
+        """Send one command to the page and return its result, waiting at most `timeout` and never past
+        the tool call's `timeout_ms`; a person's tab blocked by an open dialog fails at once.  ToolError
+        when the tab is gone, does not answer (saying whether it is still heard from) or refuses (with
+        the page's code when it is a known one)."""
         handler = self.handler
         if handler is None:
             raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
@@ -2047,7 +2077,7 @@ class _BrowserSession:
                 note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
             raise ToolError("command '%s' timed out after %d ms.%s" % (name, timeout * 1000, note),
                             "reticle_sessions shows the tab's health; reload the page if it is stuck (in a device: "
-                            "reticle_navigate {reload: true})", code="not_answering")
+                            "reticle_navigate {reload: true})", code="not_answering") from None
         finally:
             self.pending.pop(cid, None)
             if device is not None:
@@ -2189,7 +2219,11 @@ class _Bridge:
         raise ToolError("multiple sessions connected — pass sessionId: %s" % ", ".join(
             "%s (%s)" % (s.id, s.url) for s in self.sessions.values()), "pass sessionId")
 
-    def attach(self, handler: "_BridgeHandler", hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
+    def attach(self, handler: "_BridgeHandler",
+               hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
+        """Bind a hello to its session: a known or just-departed id is taken over (its pending commands
+        fail, an older socket is closed as replaced), a new one is created; (None, close code) when the
+        daemon already holds MAX_SESSIONS tabs."""
         sid = hello["sessionId"]
         self._reap_departed()
         old = self.sessions.get(sid)
@@ -2267,7 +2301,8 @@ class _Bridge:
             return self.resolve(session_id)
         except ToolError:
             back = self._returning(session_id)
-            if back is None or not await self.wait_back(back, NAV_WAIT_S - (time.monotonic() - back.left_at)):
+            if back is None or back.left_at is None or not await self.wait_back(
+                    back, NAV_WAIT_S - (time.monotonic() - back.left_at)):
                 raise
             return back
 
@@ -2584,9 +2619,9 @@ class _CdpClient:
             await self._ws.write_message(_dumps(msg))
             reply = await asyncio.wait_for(fut, timeout)
         except tornado.websocket.WebSocketClosedError:
-            raise _CdpError("the browser's DevTools connection closed")
+            raise _CdpError("the browser's DevTools connection closed") from None
         except asyncio.TimeoutError:
-            raise _CdpError("%s got no answer within %g s" % (method, timeout))
+            raise _CdpError("%s got no answer within %g s" % (method, timeout)) from None
         finally:
             self._pending.pop(mid, None)
         if "error" in reply:
@@ -2637,6 +2672,9 @@ class _Device:
     alone, and it is never the pairing token."""
 
     def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
+        profile, CDP client and page target, its relay tickets, and the browser's own record of the
+        requests its page made (to check the page's reports against)."""
         self.manager = manager
         self.id = "d" + secrets.token_hex(4)
         self.session_id = "device-" + self.id
@@ -2799,8 +2837,10 @@ class _Device:
         self._drain = asyncio.ensure_future(self._drain_stderr())
         await self.cdp.connect(ws_url)
         # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
-        self.cdp.reader.add_done_callback(
-            lambda _: None if self.closed else self.manager.hub.spawn(self.manager.close(self, "the browser went away")))
+        reader = self.cdp.reader
+        assert reader is not None  # connect() started it
+        reader.add_done_callback(lambda _: None if self.closed else self.manager.hub.spawn(
+            self.manager.close(self, "the browser went away")))
         return t0
 
     async def _prepare_page(self) -> None:
@@ -3284,7 +3324,7 @@ class _DeviceManager:
         except BaseException as exc:
             await self.close(device, "start failed: %s" % exc)
             if isinstance(exc, _CdpError):
-                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log")
+                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log") from exc
             raise
         device.ready = True
         self._ensure_idle_timer()
@@ -3360,7 +3400,8 @@ class _DeviceManager:
                     await device.fresh_context()
                 await device.navigate(url)
             except _CdpError as exc:
-                raise ToolError("the device's browser did not answer (%s)." % exc, "reticle_close it, then open again")
+                raise ToolError("the device's browser did not answer (%s)." % exc,
+                                "reticle_close it, then open again") from exc
             return await self.wait_connected(device, generation)
 
     async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
@@ -3377,6 +3418,9 @@ class _DeviceManager:
                         % (device.url, DEVICE_CONNECT_TIMEOUT_S), "check the URL; reticle_sessions shows the tabs")
 
     async def close(self, device: _Device, why: str) -> None:
+        """Close a device for good (idempotent): Browser.close, then the process group is killed if need
+        be, its profile removed, its record and faults dropped and its tab's socket closed.  Every wait
+        is bounded, so a hung browser cannot hold the caller."""
         if device.closed:
             return
         device.closed = True
@@ -3697,6 +3741,8 @@ class _Faults:
         await session.command("fault_set", {"faults": faults})
 
     async def sync_device(self, device: "_Device") -> None:
+        """Make a device's CDP Fetch interception match the tab's live faults (WebSocket faults are the
+        SDK's); Fetch.enable/disable is sent only when the patterns changed."""
         page = device.page
         if page is None or device.closed or device.cdp.closed:
             return
@@ -3780,7 +3826,7 @@ _TEXT_MATCH = {"anyOf": [{"type": "string"}, {
     "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 2,
     "properties": {"contains": {"type": "string"}, "equals": {"type": "string"},
                    "matches": {"type": "string", "minLength": 1}, "flags": _FLAGS}}]}
-_ELEMENT_QUERY = {
+_ELEMENT_QUERY: Dict[str, Any] = {
     "type": "object",
     "properties": {
         "by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
@@ -3816,7 +3862,7 @@ def _value_matches(expected: Any, actual: Any) -> bool:
                     return False
                 if op == "$lt" and not actual < arg:
                     return False
-                if op == "$contains" and not (arg in actual):
+                if op == "$contains" and arg not in actual:
                     return False
                 if op == "$length" and not len(actual) == arg:
                     return False
@@ -3934,14 +3980,16 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
     matched = [d for d in done if _call_matches(d, p)]
     expected = _describe_predicate(p)
     if p.get("bodyContains"):
-        with_body = [d for d in matched if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
+        with_body = [d for d in matched
+                     if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
         if not with_body and matched:
             unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
             if unread:
                 return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
                         "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
                         "assertion": "net.body"}
-            return {"pass": False, "assertion": "net.body", "expected": "a response body containing %r" % p["bodyContains"],
+            return {"pass": False, "assertion": "net.body",
+                    "expected": "a response body containing %r" % p["bodyContains"],
                     "observed": _short(matched[-1].get("responseBody"), 200),
                     "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
         matched = with_body
@@ -3952,7 +4000,8 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
             return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
         over = len(matched) > p["count"]
         out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], expected),
-               "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status")) for d in matched[:8])),
+               "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status"))
+                                                                  for d in matched[:8])),
                "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
                "decided": over}
         if over:
@@ -4050,8 +4099,12 @@ def _frame_could_be(d: dict, p: dict, window: List[dict]) -> bool:
 
 
 def _judge_console(p: dict, obs: _Observation) -> dict:
+    """Judge a console predicate over the window: log, warn and error messages and uncaught errors
+    (`level` narrows them; `contains` matches the text).  `absent` fails, decided, on the first hit;
+    otherwise a hit passes and none fails, naming the level and text looked for."""
     window = obs.events(p)
     level = p.get("level")
+    types: Tuple[str, ...]
     if level is None:
         types = ("console.log", "console.warn", "console.error", "error.uncaught")
     elif level == "error":
@@ -4062,7 +4115,7 @@ def _judge_console(p: dict, obs: _Observation) -> dict:
     for e in window:
         if e["type"] not in types:
             continue
-        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        d = e["data"] if isinstance(e.get("data"), dict) else {}
         text = d.get("text") or d.get("message") or ""
         text = text if isinstance(text, str) else _dumps(text)
         if p.get("contains") and p["contains"] not in text:
@@ -4074,7 +4127,8 @@ def _judge_console(p: dict, obs: _Observation) -> dict:
             return {"pass": False, "assertion": "console.absent", "evidence": hits[:5], "decided": True,
                     "decidedBy": "absence-violated",
                     "observed": [h["text"] for h in hits[:5]],
-                    "failureReason": "%d console %s message(s) appeared: %s" % (len(hits), level or "", hits[0]["text"])}
+                    "failureReason": "%d console %s message(s) appeared: %s"
+                                     % (len(hits), level or "", hits[0]["text"])}
         return {"pass": True, "evidence": {"absent": True, "level": level}, "assertion": "console.absent"}
     if hits:
         return {"pass": True, "evidence": hits[:5], "assertion": "console.present"}
@@ -4089,7 +4143,7 @@ def _judge_animation(p: dict, obs: _Observation) -> dict:
     for e in window:
         if e["type"] != want:
             continue
-        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        d = e["data"] if isinstance(e.get("data"), dict) else {}
         seen.append(d.get("name"))
         if p.get("name") and d.get("name") != p["name"]:
             continue
@@ -4101,12 +4155,16 @@ def _judge_animation(p: dict, obs: _Observation) -> dict:
 
 
 def _judge_signal(p: dict, obs: _Observation) -> dict:
+    """Judge a signal predicate: the app's reticle.signal(name, data) calls in the window, matched by
+    name and `dataMatches`.  With `count` it passes on exactly that many (more is decided: a signal
+    cannot un-fire); else one match passes, a named one with other data is a payload near miss, and
+    none fails listing the signals that did fire."""
     window = obs.events(p)
     named, matched = [], []
     for e in window:
         if e["type"] != "signal":
             continue
-        d = e.get("data") if isinstance(e.get("data"), dict) else {}
+        d = e["data"] if isinstance(e.get("data"), dict) else {}
         if p.get("name") and d.get("name") != p["name"]:
             continue
         named.append(d)
@@ -4117,15 +4175,19 @@ def _judge_signal(p: dict, obs: _Observation) -> dict:
         matched.append(d)
     if "count" in p:
         if len(matched) == p["count"]:
-            return {"pass": True, "evidence": {"count": len(matched), "signals": matched[:5]}, "assertion": "signal.count"}
+            return {"pass": True, "evidence": {"count": len(matched), "signals": matched[:5]},
+                    "assertion": "signal.count"}
         return {"pass": False, "assertion": "signal.count", "decided": len(matched) > p["count"],
                 "decidedBy": "count-exceeded" if len(matched) > p["count"] else None,
-                "failureReason": "expected signal %r exactly %d time(s), saw %d" % (p.get("name"), p["count"], len(matched))}
+                "failureReason": "expected signal %r exactly %d time(s), saw %d"
+                                 % (p.get("name"), p["count"], len(matched))}
     if matched:
         return {"pass": True, "evidence": matched[0], "assertion": "signal"}
     if named:
-        return {"pass": False, "assertion": "signal.payload", "evidence": {"nearMiss": [d.get("data") for d in named[:5]]},
-                "failureReason": "signal %r fired, but its data did not match %s" % (p.get("name"), _dumps(p.get("dataMatches")))}
+        return {"pass": False, "assertion": "signal.payload",
+                "evidence": {"nearMiss": [d.get("data") for d in named[:5]]},
+                "failureReason": "signal %r fired, but its data did not match %s"
+                                 % (p.get("name"), _dumps(p.get("dataMatches")))}
     fired = sorted({str((e.get("data") or {}).get("name")) for e in window if e["type"] == "signal"})
     return {"pass": False, "assertion": "signal.absent", "observed": fired or "no signals in this window",
             "failureReason": "signal %r did not fire" % p.get("name", "*")}
@@ -4170,7 +4232,8 @@ def _judge_settled(p: dict, obs: _Observation) -> dict:
         return {"pass": True, "evidence": {"settled": True, "quietForMs": None}, "assertion": "settled.quiet"}
     quiet_for = obs.now - last_busy
     if quiet_for >= quiet_ms:
-        return {"pass": True, "evidence": {"settled": True, "quietForMs": round(quiet_for)}, "assertion": "settled.quiet"}
+        return {"pass": True, "evidence": {"settled": True, "quietForMs": round(quiet_for)},
+                "assertion": "settled.quiet"}
     return {"pass": False, "assertion": "settled.quiet", "retryAfterMs": round(quiet_ms - quiet_for),
             "failureReason": "the page was busy %d ms ago (needs %d ms quiet)" % (quiet_for, quiet_ms)}
 
@@ -4256,8 +4319,9 @@ def _judge_element(p: dict, obs: _Observation) -> dict:
                 "failureReason": "%d element(s) match %s, expected none" % (count, what)}
     if count > 0:
         return {"pass": True, "evidence": res.get("elements", [])[:5], "assertion": "element.present"}
-    out = {"pass": False, "assertion": "element.present", "expected": what,
-           "failureReason": "no element matches %s%s" % (what, " in state %s" % "/".join(p["state"]) if p.get("state") else "")}
+    out: Dict[str, Any] = {"pass": False, "assertion": "element.present", "expected": what,
+                           "failureReason": "no element matches %s%s"
+                                            % (what, " in state %s" % "/".join(p["state"]) if p.get("state") else "")}
     if res.get("scopeMissing"):
         out["failureReason"] += " (the scope %r matched nothing)" % q.get("scope")
         return out
@@ -4333,8 +4397,9 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
         if res.get("places") is not None:
             evidence["places"] = res["places"]
         return {"pass": True, "evidence": evidence, "assertion": "text.present"}
-    out = {"pass": False, "assertion": "text.present", "expected": wanted,
-           "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "", wanted)}
+    out: Dict[str, Any] = {"pass": False, "assertion": "text.present", "expected": wanted,
+                           "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "",
+                                                                          wanted)}
     told = (obs.near.get(_leaf_key(p)) or {}).get("told")
     if told:  # near misses: what the page tells the user instead
         out["observed"] = told
@@ -4374,6 +4439,9 @@ def _frame_label(d: dict) -> str:
 
 
 def _judge_frame(p: dict, obs: _Observation) -> dict:
+    """Judge a socket/stream message predicate (url, direction, transport, contains, path/equals,
+    count).  A message that cannot be read (binary, capture off, cut at 4 KB) makes a miss
+    inconclusive rather than a no; too many matches for `count` is decided."""
     window = obs.events(p)
     candidates = [d for d in _frames(window)
                   if (not p.get("urlContains") or p["urlContains"] in str(d.get("url", "")))
@@ -4399,7 +4467,8 @@ def _judge_frame(p: dict, obs: _Observation) -> dict:
     expected = _describe_frame(p)
     if "count" in p:
         if len(matched) == p["count"] and not unreadable:
-            return {"pass": True, "evidence": {"count": len(matched), "frames": matched[:5]}, "assertion": "frame.count"}
+            return {"pass": True, "evidence": {"count": len(matched), "frames": matched[:5]},
+                    "assertion": "frame.count"}
         if len(matched) > p["count"]:
             return {"pass": False, "assertion": "frame.count", "decided": True, "decidedBy": "count-exceeded",
                     "expected": "%d × %s" % (p["count"], expected),
@@ -4431,6 +4500,10 @@ async def _read_state(session: "_BrowserSession", p: dict) -> Any:
 
 
 def _judge_state(p: dict, obs: _Observation) -> dict:
+    """Judge an app-state predicate from the stores the page registered, read live: with no `store`
+    exactly one store may hold the path (none registered or several holding it is inconclusive, not
+    a no); a missing store or path fails naming what exists, a value cut by transport caps is
+    inconclusive, else the value is compared with `equals`."""
     path = p["path"]
     store = p.get("store")
     facts = obs.live.get(_leaf_key(p)) or {}
@@ -4451,12 +4524,15 @@ def _judge_state(p: dict, obs: _Observation) -> dict:
     else:
         read = facts.get("read") or {}
         if read.get("storeMissing") or (read.get("found") is False and read.get("error")):
-            return {"pass": False, "assertion": "state.store-missing", "evidence": {"searchedStores": read.get("storeNames")},
-                    "failureReason": "no store named %r (stores: %s)" % (store, ", ".join(read.get("storeNames") or []))}
+            return {"pass": False, "assertion": "state.store-missing",
+                    "evidence": {"searchedStores": read.get("storeNames")},
+                    "failureReason": "no store named %r (stores: %s)"
+                                     % (store, ", ".join(read.get("storeNames") or []))}
         if not read.get("found"):
             return {"pass": False, "assertion": "state.path-missing",
                     "evidence": {"availableKeys": read.get("availableKeys")},
-                    "failureReason": "%s has no %r; keys there: %s" % (store, path, ", ".join(map(str, (read.get("availableKeys") or [])[:20])))}
+                    "failureReason": "%s has no %r; keys there: %s"
+                                     % (store, path, ", ".join(map(str, (read.get("availableKeys") or [])[:20])))}
     value = read.get("value")
     if read.get("truncated"):
         return {"pass": False, "inconclusive": "the value at %s.%s was cut by transport caps" % (store, path)}
@@ -4479,19 +4555,25 @@ async def _read_storage(session: "_BrowserSession", p: dict) -> Any:
 
 
 def _judge_storage(p: dict, obs: _Observation) -> dict:
+    """Judge a web-storage predicate: `changed` looks at the writes in the window (the last one is
+    compared with contains/equals); otherwise the live read of the key (present, absent, contains,
+    equals), naming the keys there when it is missing."""
     window = obs.events(p)
     if p.get("changed"):
         writes = [e["data"] for e in window if e["type"] == "storage.change" and isinstance(e.get("data"), dict)
-                  and e["data"].get("key") == p["key"] and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
+                  and e["data"].get("key") == p["key"]
+                  and (not p.get("area") or e["data"].get("area") in (p["area"], p["area"].rstrip("s")))]
         if not writes:
-            return {"pass": False, "assertion": "storage.changed", "failureReason": "%r was not written in this window" % p["key"]}
+            return {"pass": False, "assertion": "storage.changed",
+                    "failureReason": "%r was not written in this window" % p["key"]}
         if "contains" in p and p["contains"] not in str(writes[-1].get("to")):
             return {"pass": False, "assertion": "storage.contains", "observed": _short(writes[-1].get("to")),
                     "failureReason": "%r was written as %s, which does not contain %r" % (
                         p["key"], _short(writes[-1].get("to")), p["contains"])}
         if "equals" in p and not _value_matches(p["equals"], writes[-1].get("to")):
             return {"pass": False, "assertion": "storage.equals", "observed": _short(writes[-1].get("to")),
-                    "failureReason": "%r was written as %s, expected %s" % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
+                    "failureReason": "%r was written as %s, expected %s"
+                                     % (p["key"], _short(writes[-1].get("to")), _short(p["equals"]))}
         return {"pass": True, "evidence": writes[-1], "assertion": "storage.changed"}
     read = obs.live.get(_leaf_key(p)) or {}
     found = bool(read.get("found"))
@@ -4510,7 +4592,8 @@ def _judge_storage(p: dict, obs: _Observation) -> dict:
     if "equals" in p and not _value_matches(p["equals"], value):
         return {"pass": False, "assertion": "storage.equals", "observed": _short(value),
                 "failureReason": "%r is %s, expected %s" % (p["key"], _short(value), _short(p["equals"]))}
-    return {"pass": True, "evidence": {"area": read.get("area"), "key": p["key"], "value": value}, "assertion": "storage"}
+    return {"pass": True, "evidence": {"area": read.get("area"), "key": p["key"], "value": value},
+            "assertion": "storage"}
 
 
 # -- how each kind describes itself ----------------------------------------------------------------
@@ -4704,7 +4787,8 @@ def _describe_frame(p: dict) -> str:
     if p.get("contains"):
         text += " containing %r" % p["contains"]
     if "path" in p:
-        text += " with %s %s" % (p["path"] or "its value", "= %s" % _short(p["equals"], 60) if "equals" in p else "present")
+        text += " with %s %s" % (p["path"] or "its value",
+                                 "= %s" % _short(p["equals"], 60) if "equals" in p else "present")
     return text
 
 
@@ -4809,7 +4893,8 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           {"kind": "frame", "urlContains": "/socket", "direction": "in", "path": "1.status", "equals": "saved"},
           _judge_frame, lambda p: _describe_frame(p), aliases={"url": "urlContains", "data": "contains"},
           grade=lambda p: "net" if p.get("contains") or "path" in p else None, role="consequence", window=True,
-          check=lambda p: ["`equals` needs a `path` (the JSON value to compare)"] if "equals" in p and "path" not in p else []),
+          check=lambda p: (["`equals` needs a `path` (the JSON value to compare)"]
+                           if "equals" in p and "path" not in p else [])),
     _Kind("server",
           "What the app's server did for the tab's requests (needs Reticle's middleware: reticle.wsgi, "
           "reticle.asgi, reticle.DjangoMiddleware): `method`, `urlContains` (path), `status`, `exception` "
@@ -4989,7 +5074,7 @@ def parse_predicate(raw: Any, where: str = "predicate") -> dict:
     validator = _KIND_VALIDATORS.get(kind)
     if validator is None:
         validator = _KIND_VALIDATORS[kind] = jsonschema.Draft202012Validator(_kind_schema(kind))
-    issues = []
+    issues: List[str] = []
     for err in sorted(validator.iter_errors(p), key=lambda e: list(e.absolute_path)):
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
@@ -5026,7 +5111,8 @@ def _judge(p: dict, obs: _Observation) -> dict:
         if child["pass"]:
             settled_for_good = all(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
                                    for leaf, neg in _leaves(p["predicate"]))
-            return {"pass": False, "failureReason": "the negated predicate held: %s" % _describe_predicate(p["predicate"]),
+            return {"pass": False,
+                    "failureReason": "the negated predicate held: %s" % _describe_predicate(p["predicate"]),
                     "assertion": "not", "decided": settled_for_good,
                     "decidedBy": "absence-violated" if settled_for_good else None,
                     "evidence": {"negated": p["predicate"], "held": True, "saw": child}}
@@ -5495,10 +5581,10 @@ def _error_ui(window: List[dict]) -> List[dict]:
 
 
 def _ui_label(d: dict) -> str:
-    source = d.get("source")
+    source = d["source"] if isinstance(d.get("source"), str) else ""  # the page's: it may send any JSON there
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
-        source, "in a %s message" % source if isinstance(source, str) and source else "as an alert")
+        source, "in a %s message" % source if source else "as an alert")
     return "%r %s" % (_short(str(d.get("text", "")), 120), where)
 
 
@@ -5574,7 +5660,7 @@ def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Opti
     The page's own timed requests (polling, autosave) are not the act's doing; a repeat of a
     request the page made once before (the same save, clicked again) is."""
     if isinstance(effect, dict):
-        probes = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
+        probes = effect["effect"] if isinstance(effect.get("effect"), dict) else {}
         if probes.get("domMutatedWithin") or effect.get("pageUnloaded"):
             return True
         act_doc = effect.get("documentId")
@@ -5835,7 +5921,7 @@ def _may_be_unreadable(res: dict) -> bool:
     assertion = res.get("assertion")
     if assertion in ("text.present", "element.present", "element.role+name"):
         return True
-    children = res.get("evidence") if isinstance(res.get("evidence"), list) else []
+    children = res["evidence"] if isinstance(res.get("evidence"), list) else []
     failed = [c for c in children if isinstance(c, dict) and not c.get("pass")]
     if assertion == "allOf":
         return bool(failed) and all(_may_be_unreadable(c) for c in failed)
@@ -6055,10 +6141,10 @@ def _compact(out: dict, v: dict) -> dict:
         c["integrity"] = issues
     if isinstance(out.get("unsettled"), dict) and out["unsettled"].get("note"):
         c["unsettled"] = out["unsettled"]["note"]
-    effect = out.get("effect") if isinstance(out.get("effect"), dict) else {}
+    effect = out["effect"] if isinstance(out.get("effect"), dict) else {}
     odd = {k: effect[k] for k in ("dispatched", "pageUnloaded", "input") if k in effect
            and effect[k] not in (True, "synthetic")}
-    inner = effect.get("effect") if isinstance(effect.get("effect"), dict) else {}
+    inner = effect["effect"] if isinstance(effect.get("effect"), dict) else {}
     if inner.get("occluded"):
         odd["occludedBy"] = inner.get("occludedBy")
     if odd:
@@ -6088,9 +6174,11 @@ def _faulted_note(because: str, window: List[dict], res: Optional[dict] = None) 
 def _lost_evidence(window: List[dict], known: "_Known") -> str:
     """Why the window is incomplete, in words, or '' when nothing was lost."""
     overflow = [e for e in window if e["type"] == "blind-spot"
-                and (e["data"].get("kind") == "transport-overflow" or e["data"].get("reason") == "offline-queue-overflow")]
+                and (e["data"].get("kind") == "transport-overflow"
+                     or e["data"].get("reason") == "offline-queue-overflow")]
     if overflow:
-        return "the page dropped %s event(s) while the daemon was unreachable" % overflow[0]["data"].get("count", "some")
+        return ("the page dropped %s event(s) while the daemon was unreachable"
+                % overflow[0]["data"].get("count", "some"))
     if any(e["type"] == "blind-spot" and e["data"].get("kind") == "arrival-unseen" for e in window):
         return ("the new page connected but did not report the request that brought it within %d ms"
                 % ARRIVAL_WAIT_MS)
@@ -6200,7 +6288,7 @@ def _advice(p: dict, res: dict) -> Optional[str]:
         notes.append("this predicate only checks element/text presence, not an observable consequence; a stale "
                      "render can satisfy it while the feature is broken. Prefer a net, signal, frame or state "
                      "predicate, or allOf it with one.")
-    evidence = res.get("evidence") if isinstance(res.get("evidence"), dict) else {}
+    evidence = res["evidence"] if isinstance(res.get("evidence"), dict) else {}
     for leaf, neg in _leaves(p):
         if neg or leaf["kind"] != "text" or "contains" not in leaf:
             continue
@@ -6221,7 +6309,7 @@ _RENDERED_ERROR = re.compile(r"^\s*(error\b|failed\b|failure\b|could not\b|could
 
 
 def _header(d: dict, name: str) -> str:
-    headers = d.get("responseHeaders") if isinstance(d.get("responseHeaders"), dict) else {}
+    headers = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
     return str(headers.get(name, ""))
 
 
@@ -6349,6 +6437,9 @@ def _queued(d: dict, window: List[dict]) -> bool:
 
 
 def _partial_failure(body: Any) -> Optional[str]:
+    """The failure a 2xx JSON body owns up to, as a phrase, else None: a top-level ok/success false or a
+    non-empty error field, or items of a results-like list flagged so ("3 of 10 results FAILED").
+    A body that is not a JSON object or array says nothing."""
     if not isinstance(body, str) or not body.strip().startswith(("{", "[")):
         return None
     try:
@@ -6503,7 +6594,8 @@ class _Tool:
     def describe(self) -> dict:
         """The tool as tools/list shows it: the schema a model needs to write a call (_lean);
         the strict schema behind it still checks every call and names what it accepts."""
-        shown = dict(self.schema, properties={k: v for k, v in self.schema["properties"].items() if k not in self.quiet})
+        shown = dict(self.schema, properties={k: v for k, v in self.schema["properties"].items()
+                                              if k not in self.quiet})
         out = {"name": self.name, "description": self.description, "inputSchema": _lean(shown)}
         if self.title is not None:
             out["title"] = self.title
@@ -6715,15 +6807,15 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
         try:
             steps.append(_act_command(step))
         except ToolError as exc:
-            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery)
+            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery) from exc
     per_step = args.get("timeout_ms", 8000) / 1000.0
     since = session.mark_act(None)
     result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
-    out = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
+    out: Dict[str, Any] = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
     if isinstance(result, dict):
         out.update(result)
     done = out.get("completed") if isinstance(out.get("completed"), int) else len(steps)
-    results = out.get("steps") if isinstance(out.get("steps"), list) else []
+    results: List[Any] = out["steps"] if isinstance(out.get("steps"), list) else []
     for i, step in enumerate(args["steps"][:done]):  # the journey keeps each step; one by ref has no anchor
         said = results[i] if i < len(results) and isinstance(results[i], dict) else {}
         secret = bool(said.get("password")) or _no_plain_secret(dict(step)).get("secret") is not None
@@ -6754,13 +6846,17 @@ async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
         else:
             await device.cdp.call("Page.reload", {"ignoreCache": bool(args.get("hard"))}, page, timeout=5.0)
     except _CdpError as exc:
-        raise ToolError("the stuck tab could not be reloaded: %s" % exc, "reticle_close it and reticle_open again")
+        raise ToolError("the stuck tab could not be reloaded: %s" % exc,
+                        "reticle_close it and reticle_open again") from exc
     _emit(_device_log, logging.INFO, "device_unstuck", deviceId=device.id,
           reason=_short(session.not_answering() or "", 120))
     return True
 
 
 async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_navigate: load `url` in the tab, or reload it (`hard` bypasses the cache), and wait up
+    to 5 s for it to connect again; `since` is the navigation's mark, so events before it no longer
+    count.  Only http(s) URLs or paths are accepted."""
     if not args.get("url") and not args.get("reload"):
         raise ToolError("reticle_navigate needs `url` or `reload: true`.",
                         'for example {"url": "http://localhost:5173/"} or {"reload": true}')
@@ -6799,6 +6895,9 @@ def _window(session: "_BrowserSession", args: dict, default_since: float) -> Tup
 
 
 async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_observe: the tab's events in a window (default the last 2 s), filtered by action and
+    event filters, newest kept when `max_events` cuts, each shown in its public form, with a summary
+    and cost.  An answer stops at OBSERVE_MAX_BYTES and says where to continue (`next.since`)."""
     now = hub.clock()
     default = now - args.get("window_ms", 2000)
     since, until = _window(session, args, default)
@@ -6924,6 +7023,10 @@ def _sockets(session: "_BrowserSession", since: float, until: Optional[float]) -
 
 
 async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_network: the requests (and socket messages) in a window, filtered like a net predicate,
+    the newest `limit` shaped compactly (bodies cut to 200 characters unless detail is full).  An
+    empty answer says whether nothing happened or the filter missed (with the calls present), and a
+    write whose body was not captured is flagged."""
     since, until = _window(session, args, session.floor())
     calls = _net_calls(session, since, until)
     all_calls = calls
@@ -7081,6 +7184,10 @@ def _redact_page_text(text: str) -> str:
 
 
 async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_console: the console output and uncaught errors in the window (from the last act or
+    navigation, like the verdicts), their text and stacks redacted, filtered by `level` (info takes
+    debug too), the newest `limit`.  An empty answer says whether the filter missed (counts by level)
+    or nothing was logged."""
     since, until = _window(session, args, session.floor())  # like the verdicts: from the last act or navigation
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
     logs = []
@@ -7119,6 +7226,14 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
 
 
 # -- the verdict tools: they ask the page and wait; the rules above decide ------------------------
+
+@overload
+def _predicate_arg(args: dict, required: Literal[True]) -> dict: ...
+
+
+@overload
+def _predicate_arg(args: dict, required: bool) -> Optional[dict]: ...
+
 
 def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
     raw = args.get("until") if "until" in args else args.get("predicate")
@@ -7272,6 +7387,10 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
 
 async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                           ctx: "_CallContext") -> dict:
+    """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
+    the project's flows folder, atomically.  A journey is saved only when every step in it was
+    verified and every target survives a reload; a typed secret is kept as a ${NAME} variable (its
+    value is never stored) bound to the start origin."""
     name = _flow_name(args["name"])
     root = _project_dir(hub)
     start = args.get("startUrl")
@@ -7342,6 +7461,9 @@ async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args
 
 
 async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
+    from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
+    acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
     if args.get("flow") is not None:
         flow = args["flow"]
         problems = _flow_problems(flow)
@@ -7602,7 +7724,8 @@ async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dic
     device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
                                                  (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")))
     return {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
-            "started": started_now, "fresh": started_now or bool(args.get("fresh")), "ms": round((time.monotonic() - started) * 1000),
+            "started": started_now, "fresh": started_now or bool(args.get("fresh")),
+            "ms": round((time.monotonic() - started) * 1000),
             "headed": device.headed, "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
             "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
 
@@ -7632,6 +7755,9 @@ def _write_private(path: str, data: bytes) -> None:
 
 async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                            ctx: "_CallContext") -> dict:
+    """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
+    at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
+    `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
     sid = args.get("sessionId")
     own = hub.devices.owned_by(ctx.session_key)
     session = await hub.bridge.resolve_soon(sid or (own.session_id if own is not None else None))
@@ -7778,10 +7904,10 @@ _SECRET_FIELD = re.compile(r"pass(word|wd|code|phrase)?|secret|token|api[ _-]?ke
 def _no_plain_secret(step: dict) -> dict:
     """A step given by the caller that types a literal into a field named like a secret keeps a
     variable instead (the page cannot be asked which fields are password fields here)."""
-    target = step.get("target") if isinstance(step.get("target"), dict) else {}
+    target: dict = step["target"] if isinstance(step.get("target"), dict) else {}
     words = " ".join(str(v if not isinstance(v, dict) else v.get("equals") or v.get("contains") or "")
                      for k, v in target.items() if k in ("testid", "name", "label", "placeholder"))
-    act_args = step.get("args") if isinstance(step.get("args"), dict) else {}
+    act_args: dict = step["args"] if isinstance(step.get("args"), dict) else {}
     if not _SECRET_FIELD.search(words):
         return step
     name = _secret_name(target)
@@ -7927,7 +8053,7 @@ def _load_flow_file(path: str) -> Any:
     try:
         return _loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ValueError("the file is not UTF-8 (%s)" % exc)
+        raise ValueError("the file is not UTF-8 (%s)" % exc) from exc
 
 
 def _read_flow(root: str, name: str) -> dict:
@@ -7937,9 +8063,9 @@ def _read_flow(root: str, name: str) -> dict:
     except FileNotFoundError:
         have = [f["name"] for f in _list_flows(root)]
         raise ToolError("no flow %r in %s" % (name, _flows_dir(root)),
-                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save"))
+                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save")) from None
     except ValueError as exc:
-        raise ToolError("the flow file %s is not JSON: %s" % (path, exc), "fix or delete the file")
+        raise ToolError("the flow file %s is not JSON: %s" % (path, exc), "fix or delete the file") from exc
     problems = _flow_problems(flow)
     if problems:
         raise ToolError("the flow file %s is not a Reticle flow: %s" % (path, "; ".join(problems)),
@@ -7949,7 +8075,7 @@ def _read_flow(root: str, name: str) -> dict:
 
 def _list_flows(root: str) -> List[dict]:
     folder = _flows_dir(root)
-    out = []
+    out: List[dict] = []
     try:
         names = sorted(os.listdir(folder))
     except OSError:
@@ -8135,7 +8261,7 @@ def _start_url(flow: dict, url: Optional[str]) -> Optional[str]:
 
 def _nearest(error: str) -> List[str]:
     """The candidates the page named in a target miss ("nearest: a, b; testids present: ...")."""
-    out = []
+    out: List[str] = []
     for part in error.split("; "):
         for prefix in ("nearest: ", "testids present: "):
             if part.startswith(prefix):
@@ -8424,7 +8550,8 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
                    % (_xml(r["name"]), max(1, len(steps)) + len(r.get("teeth") or ()), count(r, "failed"),
                       1 if r["verified"] == "error" else 0, count(r, "skipped"), r.get("ms", 0) / 1000.0))
         if r["verified"] == "error" and not steps:
-            out.append('    <testcase name="setup" classname="%s" time="%.3f">' % (_xml(classname), r.get("ms", 0) / 1000.0))
+            out.append('    <testcase name="setup" classname="%s" time="%.3f">'
+                       % (_xml(classname), r.get("ms", 0) / 1000.0))
             out.append('      <error message="%s" type="setup"/>' % _xml(r.get("error", "setup error")))
             out.append('    </testcase>')
         for s in steps:
@@ -9254,7 +9381,8 @@ class _Guard:
         raw_host = request.headers.get("Host")
         host = _split_host_header(raw_host)
         if not _is_loopback_host(host):
-            return "the Host header %s does not name a loopback host" % (repr(raw_host) if raw_host else "is missing and")
+            return ("the Host header %s does not name a loopback host"
+                    % (repr(raw_host) if raw_host else "is missing and"))
         for name in ("Origin", "Referer"):
             value = request.headers.get(name)
             if value is None:
@@ -9530,7 +9658,8 @@ class _BaseHandler(tornado.web.RequestHandler):
         self.set_header("Content-Type", "application/json; charset=utf-8")
         if close:
             self.set_header("Connection", "close")
-            self.request.connection.no_keep_alive = True
+            if isinstance(self.request.connection, tornado.http1connection.HTTP1Connection):
+                self.request.connection.no_keep_alive = True
         _emit(_log, logging.INFO, "http_refused", status=refusal.status, method=self.request.method,
               path=self.request.path, peer=self.request.remote_ip, detail=refusal.detail)
         self.finish(_dumps({"error": refusal.error, "detail": refusal.detail}))
@@ -9658,17 +9787,26 @@ class _ServerRecordsHandler(_BaseHandler):
             self.refuse(refusal)
 
 
-class _SseMixin:
+if TYPE_CHECKING:
+    _SseHost = _BaseHandler  # the mixin is only ever mixed into a _BaseHandler: the handler API it uses
+else:
+    _SseHost = object
+
+
+class _SseMixin(_SseHost):
     """Server-Sent Events on a held-open GET."""
+
+    _sse_closed: asyncio.Event
+    _sse_shutdown: Optional[str]
 
     def streams_full(self) -> bool:
         """Refuse (503, Retry-After) a stream beyond MAX_SSE_STREAMS: each one holds a descriptor."""
-        held = len(self.hub.sse_streams) + len(self.hub.get_streams)  # type: ignore[attr-defined]
+        held = len(self.hub.sse_streams) + len(self.hub.get_streams)
         if held < MAX_SSE_STREAMS:
             return False
         refusal = _HttpRefusal(503, "too many streams", "%d event streams are open, the most this daemon "
                                "holds; close one or retry later" % held, {"Retry-After": "5"})
-        self.refuse(refusal)  # type: ignore[attr-defined]
+        self.refuse(refusal)
         return True
 
     def sse_open(self) -> None:
@@ -9677,11 +9815,16 @@ class _SseMixin:
         self.set_header("Connection", "keep-alive")
         self.set_header("X-Accel-Buffering", "no")
         self._sse_closed = asyncio.Event()
-        self._sse_shutdown: Optional[str] = None
+        self._sse_shutdown = None
+
+    def _sse_gone(self) -> bool:
+        """The client's side of the stream is closed (tornado serves a held GET on an HTTP/1 connection)."""
+        conn = self.request.connection
+        return not isinstance(conn, tornado.http1connection.HTTP1Connection) or conn.stream.closed()
 
     async def sse_write(self, text: str) -> bool:
         """Write one frame; False (and nothing written) once the stream is gone."""
-        if self._finished or self.request.connection.stream.closed():
+        if self._finished or self._sse_gone():
             self._sse_closed.set()
             return False
         try:
@@ -9699,9 +9842,9 @@ class _SseMixin:
                 await asyncio.wait_for(self._sse_closed.wait(), self.hub.keepalive_s)
             except asyncio.TimeoutError:
                 await self.sse_write(": keepalive\n\n")
-        if self._sse_shutdown is not None and not self.request.connection.stream.closed():
+        if self._sse_shutdown is not None and not self._sse_gone():
             await self.sse_write("event: shutdown\ndata: %s\n\n" % _dumps({"reason": self._sse_shutdown}))
-        if not self._finished and not self.request.connection.stream.closed():
+        if not self._finished and not self._sse_gone():
             self.finish()
 
     def sse_stop(self, reason: str) -> None:
@@ -9712,13 +9855,16 @@ class _SseMixin:
         closed = getattr(self, "_sse_closed", None)
         if closed is not None:
             closed.set()
-        super().on_connection_close()  # type: ignore[misc]
+        super().on_connection_close()
 
 
 class _SseHandler(_SseMixin, _BaseHandler):
     """GET /mcp/sse: one MCP session per stream (seeds/http-transport.md)."""
 
     async def get(self) -> None:
+        """GET /mcp/sse: the legacy SSE transport.  Refused (503) while MCP is not ready and past
+        MAX_SSE_STREAMS; else the endpoint frame, then replies and keepalives until the client hangs up,
+        which cancels the session's calls in flight and closes the device it owned."""
         if not self.hub.mcp_ready:
             self.refuse(_HttpRefusal(503, "MCP server not ready",
                                      "the daemon is up but not serving MCP yet (or is stopping); retry"))
@@ -9754,6 +9900,9 @@ class _SseMessageHandler(_BaseHandler):
     """POST /mcp/message?sessionId=: 202 now, the reply on the stream."""
 
     async def post(self) -> None:
+        """POST /mcp/message?sessionId=...: one JSON-RPC message for an open SSE session, accepted with
+        202 and answered on that session's stream.  A missing or unknown session, a stopping daemon or a
+        body that is not one JSON object is refused with the status that says which."""
         sid = self.get_query_argument("sessionId", None)
         if not sid:
             self.refuse(_HttpRefusal(400, "missing sessionId",
@@ -9820,6 +9969,10 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         return True, sid
 
     async def post(self) -> None:
+        """POST /mcp: the Streamable HTTP transport.  A message or batch (at most MAX_BATCH; a larger one
+        is refused unparsed, and each extra message is charged to the rate limit) is answered as JSON, or
+        as an SSE stream of progress then the reply when the client asked for progress and accepts it.
+        A successful initialize without a session id gets a new signed one in Mcp-Session-Id."""
         ok, sid = self._session(required=False)
         if not ok:
             return
@@ -9861,7 +10014,7 @@ class _StreamableHandler(_SseMixin, _BaseHandler):
         if streamed:
             if reply is not None:
                 await self.sse_message(reply)
-            if not self._finished and not self.request.connection.stream.closed():  # type: ignore[union-attr]
+            if not self._finished and not self._sse_gone():
                 self.finish()
             return
         if reply is None:
@@ -9952,10 +10105,15 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.set_header(k, v)
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.set_header("Connection", "close")
-        self.request.connection.no_keep_alive = True
+        if isinstance(self.request.connection, tornado.http1connection.HTTP1Connection):
+            self.request.connection.no_keep_alive = True
         self.finish(_dumps({"error": error, "detail": detail}))
 
     def prepare(self) -> None:
+        """Admit a bridge upgrade or refuse it before the handshake, in order: a device's one-use ticket
+        (from this machine only) stands in for the origin check; else the origin must be allowed; then
+        the token, Host (DNS rebinding) and peer checks; a non-upgrade GET is 400, another method 429 or
+        405.  `needs_token` records whether the hello must still bring the pairing token."""
         guard = self.hub.guard
         origin = self.request.headers.get("Origin")
         capability = self.get_query_argument("device", None)
@@ -10069,6 +10227,10 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         super().close(code, _ws_reason(reason) if reason else reason)
 
     def on_message(self, message: Any) -> Optional[Awaitable[None]]:
+        """Handle one frame from the page (untrusted): the first must be a hello; then events (ingested,
+        with a pause before the next frame when the page floods), command results, device input and an
+        identity update.  Binary, non-JSON or non-object frames close the socket with 1008; an unknown
+        kind becomes a blind-spot event.  Returns the pause to await, if any."""
         if self._closing:
             return None  # refused (1013, 1008, ...): a hello that was in flight must not register a session
         size = len(message)
@@ -10114,6 +10276,9 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         return None
 
     def _hello(self, msg: dict) -> None:
+        """Register the page's session from its hello, or close (1008/1013) saying why: protocol version,
+        session id shape, a session claimed by the wrong device capability, a missing or wrong pairing
+        token.  A registered session gets its server mark and the tab's live faults."""
         version = msg.get("protocolVersion")
         if version != BRIDGE_PROTOCOL:
             self.hub.bridge.note_refusal("protocol version mismatch (%r)" % version)
@@ -10148,10 +10313,11 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.close(1008, "authentication failed")
             return
         self._end_handshake()
-        session, refusal = self.hub.bridge.attach(self, msg)
-        if refusal is not None:
-            self.close(*refusal)
+        session, closing = self.hub.bridge.attach(self, msg)
+        if closing is not None:
+            self.close(*closing)
             return
+        assert session is not None  # attach() gives a session or a close code, never neither
         session.device = self.device
         self.session = session
         # the SDK marks its requests for the app's middleware with this (Server truth)
@@ -10358,6 +10524,9 @@ class Hub:
     def __init__(self, state_dir: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  token: Optional[str] = None, allowed_origins: Optional[List[str]] = None,
                  rate: Optional[Tuple[float, float]] = None, scheme: str = "http") -> None:
+        """A daemon's whole state, before it serves: the state directory (token, machine key), the guard
+        and rate limiter, the tool registry and MCP dispatcher, the bridge, devices, faults and journeys.
+        Nothing listens until `_serve` (or a caller's own server over `make_app`) runs it."""
         self.state = _StateDir(state_dir)
         self.host = host
         self.port = port
@@ -10401,6 +10570,8 @@ class Hub:
         return round((time.monotonic() - self._t0) * 1000.0, 3)
 
     def token(self) -> str:
+        """The pairing token: the one given to the constructor, else RETICLE_TOKEN, else the state
+        directory's token file (re-read when the file changes, so a rotated token takes effect)."""
         if self._token:
             return self._token
         env = os.environ.get("RETICLE_TOKEN", "").strip()
@@ -10416,6 +10587,7 @@ class Hub:
         return self._token_cache[1]
 
     def public_origin(self) -> str:
+        """The origin a client on this machine reaches the daemon at (a wildcard bind is named 127.0.0.1)."""
         host = self.host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
@@ -10425,12 +10597,15 @@ class Hub:
 
     # -- tasks ------------------------------------------------------------------
     def spawn(self, coro: Awaitable) -> "asyncio.Task":
+        """Run `coro` as a task the Hub holds until it is done (so it is not garbage-collected mid-way)."""
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
 
     def touch_client(self, session_id: str) -> None:
+        """Note that an MCP client with this session id was just heard from; status counts clients heard
+        in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
         self.clients[session_id] = time.monotonic()
         if len(self.clients) > 1000:
             horizon = time.monotonic() - 600
@@ -10446,7 +10621,12 @@ class Hub:
 
     # -- MCP ----------------------------------------------------------------------
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
+        """Run one tool and return its MCP tool result; a ToolError, an unknown name or a crash is an
+        `isError` result naming what went wrong, never an exception, so the daemon keeps serving."""
         tool = self.registry.get(name)
+        if tool is None:  # the MCP layer checks the name first; a direct caller may not have
+            return _tool_result({"error": "unknown tool %r" % name,
+                                 "recovery": "call one of: %s" % ", ".join(self.registry.names())}, True)
         self.devices.touch(ctx.session_key)
         try:
             session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
@@ -10465,10 +10645,13 @@ class Hub:
                                  "recovery": "this is a Reticle bug; the daemon keeps serving"}, True)
 
     async def read_live(self, uri: str) -> Any:
+        """The live MCP resources' content (today: the sessions list, whatever the uri)."""
         return await _tool_sessions(self, None, {}, _CallContext("resource", "resource"))
 
     # -- status ---------------------------------------------------------------------
     def status(self) -> dict:
+        """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
+        clients, devices and the server-truth counters."""
         horizon = time.monotonic() - 600
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
@@ -10480,6 +10663,8 @@ class Hub:
         return out
 
     def sdk_source(self) -> str:
+        """The in-page SDK as served at /reticle.js: the embedded source with this daemon's version and
+        limits filled in (built once)."""
         if self._sdk is None:
             config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
                       "maxMessageBytes": WS_MAX_MESSAGE_BYTES}
@@ -10489,6 +10674,7 @@ class Hub:
 
     # -- stopping -------------------------------------------------------------------
     def request_stop(self, reason: str) -> None:
+        """Ask the running daemon to stop (for `reason`, logged); `_serve` shuts down in order."""
         self.stop_reason = reason
         if self.stop_event is not None:
             self.stop_event.set()
@@ -10506,6 +10692,12 @@ class Hub:
             await asyncio.sleep(0.01)
 
 
+class _ReticleApp(tornado.web.Application):
+    """The daemon's Tornado application: the one thing it adds is the Hub it serves, as `app.hub`."""
+
+    hub: Hub
+
+
 def make_app(hub: Optional[Hub] = None, **settings: Any) -> tornado.web.Application:
     """The one factory: tests, the CLI and host applications all use it."""
     hub = hub if hub is not None else Hub()
@@ -10516,7 +10708,7 @@ def make_app(hub: Optional[Hub] = None, **settings: Any) -> tornado.web.Applicat
     settings.setdefault("default_handler_args", {"hub": hub})
     settings.setdefault("compress_response", False)
     settings.setdefault("log_function", _log_request)
-    app = tornado.web.Application(routes, **settings)
+    app = _ReticleApp(routes, **settings)
     app.hub = hub
     return app
 
@@ -10669,6 +10861,12 @@ class _CappedHTTPServer(tornado.httpserver.HTTPServer):
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
                  ready: Optional[Callable[[Hub], None]] = None) -> int:
+    """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
+    is taken, with a sentence naming its owner).
+
+    Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
+    its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
+    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
     env_token = os.environ.get("RETICLE_TOKEN", "").strip()
     if not _is_loopback_host(host) and len(env_token) < MIN_TOKEN_CHARS:
         raise ConfigError("binding to %s reaches beyond this machine, so Reticle needs a pairing token of at "
@@ -10693,7 +10891,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             sys.stderr.write("reticle: %s\n" % sentence)
             _emit(_log, logging.ERROR, "reticle_daemon_start_failed", port=port, reason=sentence)
             return 1
-        raise ConfigError("cannot listen on %s:%d (%s)" % (host, port, exc.strerror or exc))
+        raise ConfigError("cannot listen on %s:%d (%s)" % (host, port, exc.strerror or exc)) from exc
     hub.port = sockets[0].getsockname()[1]
     if host == DEFAULT_HOST and not os.environ.get("RETICLE_HOST"):
         try:
@@ -10778,6 +10976,9 @@ class _DaemonLink:
         await self._spawn_and_wait()
 
     async def _spawn_and_wait(self) -> None:
+        """Start a detached `reticle serve` on this port and wait until a daemon answers there (ToolError
+        naming its log when none does in time).  A lock file makes concurrent proxies start one daemon:
+        the loser waits for the winner's, and a stale lock (dead holder, over 30 s old) is taken over."""
         self.state.ensure()
         lock = self.state.file("daemon-%d.lock" % self.port)
         owned = False
@@ -10919,7 +11120,7 @@ class _DaemonLink:
             self.session_id = None
             raise ToolError("the daemon connection failed (%s: %s) before this call was answered; it may not "
                             "have completed" % (exc.__class__.__name__, exc),
-                            "retry the call; a new daemon starts if needed")
+                            "retry the call; a new daemon starts if needed") from exc
         if reply is None:
             raise ToolError("the daemon does not recognise this proxy's session even after a new initialize",
                             "restart `reticle mcp`")
@@ -11078,7 +11279,7 @@ def _outside_project(root: str, path: str) -> Optional[str]:
     return None
 
 
-def _read_text(path: str) -> Optional[str]:
+def _read_file_text(path: str) -> Optional[str]:
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
@@ -11087,7 +11288,7 @@ def _read_text(path: str) -> Optional[str]:
 
 
 def _package_deps(root: str) -> Dict[str, str]:
-    text = _read_text(os.path.join(root, "package.json"))
+    text = _read_file_text(os.path.join(root, "package.json"))
     try:
         data = json.loads(text) if text else {}
     except ValueError:
@@ -11111,7 +11312,7 @@ def _find_template(root: str) -> Optional[str]:
         for f in sorted(filenames):
             if f.endswith(".html"):
                 path = os.path.join(dirpath, f)
-                if "</head>" in (_read_text(path) or "").lower():
+                if "</head>" in (_read_file_text(path) or "").lower():
                     found.append(path)
     for preferred in ("base.html", "layout.html", "_base.html"):
         for path in found:
@@ -11129,18 +11330,19 @@ def _detect_app(root: str) -> dict:
         entry = os.path.join(root, "public", "index.html")
         return {"kind": "Create React App", "entry": entry if os.path.isfile(entry) else None,
                 "why": "react-scripts in package.json"}
-    if "vite" in deps or any(os.path.isfile(os.path.join(root, "vite.config." + e)) for e in ("js", "ts", "mjs", "mts")):
+    if "vite" in deps or any(os.path.isfile(os.path.join(root, "vite.config." + e))
+                             for e in ("js", "ts", "mjs", "mts")):
         entry = os.path.join(root, "index.html")
         return {"kind": "Vite", "entry": entry if os.path.isfile(entry) else None, "why": "vite in package.json"}
     if os.path.isfile(os.path.join(root, "manage.py")):
         return {"kind": "Django", "entry": _find_template(root), "why": "manage.py"}
     for name in ("app.py", "wsgi.py", "application.py", "main.py"):
-        text = _read_text(os.path.join(root, name)) or ""
+        text = _read_file_text(os.path.join(root, name)) or ""
         if re.search(r"^\s*(from flask import|import flask)", text, re.M):
             return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name,
                     "module": name}
     for name in ("main.py", "app.py", "asgi.py", os.path.join("app", "main.py")):
-        text = _read_text(os.path.join(root, name)) or ""
+        text = _read_file_text(os.path.join(root, name)) or ""
         if re.search(r"^\s*(from fastapi import|import fastapi)", text, re.M):
             return {"kind": "FastAPI", "entry": _find_template(root), "why": "fastapi imported in %s" % name,
                     "module": name}
@@ -11233,7 +11435,10 @@ def _csp_warnings(texts: Dict[str, str], origin: str) -> List[str]:
 
 
 def _merge_json_server(path: str, key: str, entry: dict) -> Tuple[Optional[_InitChange], str]:
-    old = _read_text(path)
+    """The change that adds Reticle's MCP server entry under `key` of one JSON client config, or
+    (None, a note saying why not): an unreadable file, one that is not strict JSON (duplicate keys,
+    1e999) or not an object is left alone, and an entry already there is kept as it is."""
+    old = _read_file_text(path)
     if old is None and os.path.exists(path):
         return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
     def no_duplicates(pairs: List[Tuple[str, Any]]) -> dict:
@@ -11272,7 +11477,7 @@ def _toml_has_server(text: str) -> Optional[bool]:
     try:
         import tomllib  # Python 3.11+: where it is missing, the forms below are matched by pattern
     except ImportError:
-        tomllib = None
+        tomllib = None  # type: ignore[assignment]  # Python 3.9 and 3.10 have no tomllib
     if tomllib is not None:
         try:
             data = tomllib.loads(text)
@@ -11290,7 +11495,7 @@ def _toml_has_server(text: str) -> Optional[bool]:
 
 
 def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], str]:
-    old = _read_text(path)
+    old = _read_file_text(path)
     text = old or ""
     has = _toml_has_server(text)
     if has is None:
@@ -11318,7 +11523,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         entry = None
         app = dict(app, entry=None)
     elif entry:
-        text = _read_text(entry) or ""
+        text = _read_file_text(entry) or ""
         texts[os.path.relpath(entry, root)] = text
         snippet = _dev_snippet(app["kind"], origin)
         if "/reticle.js" in text:
@@ -11339,12 +11544,12 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
                  "settings.py", "app.py"):
         for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
-            text = _read_text(path)
+            text = _read_file_text(path) or ""
             if text:
                 texts[os.path.relpath(path, root)] = text
     for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
         path = os.path.join(dirpath, "settings.py")
-        text = _read_text(path)
+        text = _read_file_text(path) or ""
         if text:
             texts[os.path.relpath(path, root)] = text
     server_changes, server_notes = _server_init(root, app)
@@ -11386,12 +11591,8 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
     notes: List[str] = []
     kind = app.get("kind")
 
-    def read(path: str) -> str:  # not _read_text: the Predicates section has a live read of that name too
-        try:
-            with open(path, encoding="utf-8") as fh:
-                return fh.read()
-        except (OSError, UnicodeDecodeError):
-            return ""
+    def read(path: str) -> str:
+        return _read_file_text(path) or ""
     if kind == "Django":
         candidates = [os.path.join(root, "settings.py")] + sorted(
             os.path.join(root, d, "settings.py") for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
@@ -11448,8 +11649,8 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
         return 0
     verb = "would change" if dry_run else "changing"
     for c in changes:
-        out.write("%s %s: %s\n" % (verb, c.path if not c.path.startswith(root + os.sep) else os.path.relpath(c.path, root),
-                                   c.what))
+        shown = c.path if not c.path.startswith(root + os.sep) else os.path.relpath(c.path, root)
+        out.write("%s %s: %s\n" % (verb, shown, c.what))
         if dry_run:
             for line in c.new.splitlines():
                 if c.old is None or line not in c.old.splitlines():
@@ -11485,6 +11686,8 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    """The `reticle` command line: one subparser per command with its options and help text.
+    Parsing only; main() runs the command."""
     parser = argparse.ArgumentParser(
         prog="reticle", description="Reticle: verify an AI agent's change in the real, running web app.")
     parser.add_argument("--version", action="version", version=__version__)
@@ -11766,7 +11969,10 @@ async def _cli_drive(url: str, headed: bool, host: str, port: int) -> int:
                          % (device.session_id, device.url, hub.public_origin()))
         sys.stdout.flush()
 
-    code = await _serve(host, port, ready=lambda hub: hub.spawn(open_device(hub)) and None)
+    def ready(hub: Hub) -> None:
+        hub.spawn(open_device(hub))
+
+    code = await _serve(host, port, ready=ready)
     return 1 if failed else code
 
 
@@ -11856,6 +12062,10 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
     done = [0]
 
     async def worker(n: int) -> None:
+        """One job: replay flows taken off the shared queue on its own MCP link and device (opened on the
+        first flow, a fresh context for each next one), with secrets from RETICLE_SECRET_*, the teeth check
+        and a screenshot of a failure; every flow gets a result (an error one on failure), and the device
+        is closed when the queue is empty, whatever happened."""
         link = _DaemonLink(port, state)
         session_id: Optional[str] = None
         try:
@@ -11875,7 +12085,7 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                         raise ToolError("the flow %s has no startUrl; pass --url" % name)
                     # every flow starts clean: a job's next flow reuses its browser in a new, empty
                     # context, so no flow sees the cookies or storage another one left
-                    args = {"flow": flow}
+                    args: Dict[str, Any] = {"flow": flow}
                     if given:
                         args["secrets"] = given
                     if session_id is None:
@@ -11907,7 +12117,8 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                 done[0] += 1
                 progress("[%d/%d done] %s: %s in %.1f s%s" % (
                     done[0], total, name, res["verified"], res["ms"] / 1000.0,
-                    "" if res["verified"] == "yes" else " (%s)" % _short(res.get("error") or res.get("because") or "", 160)))
+                    "" if res["verified"] == "yes"
+                    else " (%s)" % _short(res.get("error") or res.get("because") or "", 160)))
         finally:
             if session_id is not None:
                 try:
@@ -12375,8 +12586,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // ---- redaction -----------------------------------------------------------------------------
-  var SENSITIVE_KEY =
-    /(pass(word|wd|code|phrase)|^pass$|^pwd$|secret|token|api[-_ ]?key|apikey|access[-_]?key|private[-_]?key|authorization|^auth$|^cookie$|set-cookie|^cookies$|session[-_]?id|^sid$|^jwt$|credential|credit[-_]?card|card[-_]?number|^cvv$|^cvc$|^ssn$|signature$|x-amz-security|x-goog-signature)/i;
+  var SENSITIVE_KEY = new RegExp(
+    '(pass(word|wd|code|phrase)|^pass$|^pwd$|secret|token|api[-_ ]?key|apikey|access[-_]?key|private[-_]?key|' +
+      'authorization|^auth$|^cookie$|set-cookie|^cookies$|session[-_]?id|^sid$|^jwt$|credential|credit[-_]?card|' +
+      'card[-_]?number|^cvv$|^cvc$|^ssn$|signature$|x-amz-security|x-goog-signature)',
+    'i'
+  );
   var OWN_KEYS = { sessionId: 1, documentId: 1, requestId: 1 }; // our own identifiers, not secrets
   function isSensitiveKey(k) {
     return typeof k === 'string' && k.length > 0 && !OWN_KEYS[k] && SENSITIVE_KEY.test(k);
@@ -12985,7 +13200,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       warn(
         'cannot reach the daemon at ' +
           S.url +
-          ' (3 attempts). Is it running (reticle status) and on this port? An https page cannot open a ws:// socket. Retrying quietly.'
+          ' (3 attempts). Is it running (reticle status) and on this port? ' +
+          'An https page cannot open a ws:// socket. Retrying quietly.'
       );
     }
     var delay = S.backoff;
@@ -13822,7 +14038,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           kind: 'shadow-roots-over-cap',
           count: 1,
           detail:
-            'more than ' + SHADOW_ROOTS_MAX + ' shadow roots: alerts, toasts and invalid fields in the others are not seen'
+            'more than ' +
+            SHADOW_ROOTS_MAX +
+            ' shadow roots: alerts, toasts and invalid fields in the others are not seen'
         });
       }
       return;
@@ -14536,8 +14754,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     'upload',
     'drag'
   ];
-  var DANGER =
-    /\b(delete|remove|destroy|erase|drop|terminate|revoke|reset|logout|log out|sign ?out|close account|cancel subscription|purchase|buy|pay|payment|place order|confirm order|send money|send funds|transfer|withdraw|refund|deploy|publish|wipe|unsubscribe)\b/i;
+  var DANGER = new RegExp(
+    '\\b(delete|remove|destroy|erase|drop|terminate|revoke|reset|logout|log out|sign ?out|close account|' +
+      'cancel subscription|purchase|buy|pay|payment|place order|confirm order|send money|send funds|transfer|' +
+      'withdraw|refund|deploy|publish|wipe|unsubscribe)\\b',
+    'i'
+  );
   var DANGER_ACTIONS = { click: 1, dblclick: 1, check: 1, uncheck: 1, drag: 1, submit: 1 };
   function dangerContext(el) {
     var parts = [
@@ -14577,7 +14799,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           label(el) +
           " matches '" +
           m[1].toLowerCase() +
-          "' (a destructive word in its name, text, value, href or form action); pass args:{confirmDangerous:true} only if the user asked for this."
+          "' (a destructive word in its name, text, value, href or form action); " +
+          'pass args:{confirmDangerous:true} only if the user asked for this.'
       );
     }
   }
@@ -15487,7 +15710,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           '; a real user could not click it. The synthetic event was dispatched to the element anyway.';
       else if (!visible)
         warning =
-          'the element is not visible; a real user could not interact with it. The synthetic event was dispatched anyway.';
+          'the element is not visible; a real user could not interact with it. ' +
+          'The synthetic event was dispatched anyway.';
       else if (!enabled && action !== 'hover')
         warning = 'the element is disabled; browsers ignore clicks on disabled controls.';
     }
@@ -15951,7 +16175,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         kind: 'wrapped-network',
         count: 1,
         detail:
-          'window.fetch was already wrapped by another library before reticle loaded; requests are still observed through the wrapper'
+          'window.fetch was already wrapped by another library before reticle loaded; ' +
+          'requests are still observed through the wrapper'
       });
     patch(window, 'fetch', function (orig) {
       return function fetch(input, init) {
@@ -18630,7 +18855,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           warn(
             "store '" +
               name +
-              "' is a bare getter: reads work, but changes are not watched (pass a subscribe function or a {getState, subscribe} store)"
+              "' is a bare getter: reads work, but changes are not watched " +
+              '(pass a subscribe function or a {getState, subscribe} store)'
           );
       } else if (isObj(store)) {
         entry.kind = 'static';
@@ -19117,7 +19343,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
               (localPage
                 ? 'this bridge (' + bridge.host + ')'
                 : 'a non-loopback page (' + location.hostname + ')') +
-              ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the pairing token (data-allow-non-localhost and data-token on the script tag).'
+              ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
+              'pairing token (data-allow-non-localhost and data-token on the script tag).'
           );
           return window.reticle;
         }

@@ -5,19 +5,10 @@ Judge is pure, and Observe (the only part that waits and reads the page) is test
 import pytest
 
 import reticle
+from _events import call
+from _events import ev
 
 parse = reticle.parse_predicate
-
-
-def ev(t, etype, **data):
-    return {"t": float(t), "seq": int(t), "type": etype, "data": data}
-
-
-def call(t, method="POST", url="/api/save", status=200, body='{"ok": true}', **extra):
-    d = dict(method=method, url=url, status=status, ok=status < 400, requestId="r%d" % t, **extra)
-    if body is not None:
-        d["responseBody"] = body
-    return ev(t, "net.request", **d)
 
 
 def pending(t, method="POST", url="/api/save"):

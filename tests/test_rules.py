@@ -5,19 +5,10 @@ browser: a window is a list of events, a session's knowledge a `_Known`."""
 import pytest
 
 import reticle
+from _events import call
+from _events import ev
 
 parse = reticle.parse_predicate
-
-
-def ev(t, etype, **data):
-    return {"t": float(t), "seq": int(t), "type": etype, "data": data}
-
-
-def call(t, method="POST", url="/api/save", status=200, body='{"ok": true}', **extra):
-    d = dict(method=method, url=url, status=status, ok=status < 400, requestId="r%d" % t, **extra)
-    if body is not None:
-        d["responseBody"] = body
-    return ev(t, "net.request", **d)
 
 
 def known(open_requests=(), blind_spots=None, loss=None, origin="", background=(), unreadable=None, polled=()):
@@ -331,6 +322,17 @@ def test_an_alert_that_reports_no_errors_is_no_error():
     assert reticle._contradictions(clean, p, None) == []
     bad = [call(1), ev(2, "ui.alert", text="Import failed: 3 errors", source="alert")]
     assert [c["kind"] for c in reticle._contradictions(bad, p, None)] == ["error-shown"]
+
+
+def test_an_alert_whose_source_is_not_a_string_is_still_an_error_shown():
+    """A page is untrusted: a ui.alert whose `source` is a list or an object is labelled like any
+    other alert, not a TypeError in the verdict (the label looked the source up in a dict)."""
+    p = parse(NET)
+    for source in (["toast"], {"kind": "toast"}, 3, None):
+        bad = [call(1), ev(2, "ui.alert", text="Import failed: 3 errors", source=source)]
+        cs = reticle._contradictions(bad, p, None)
+        assert [c["kind"] for c in cs] == ["error-shown"], source
+        assert "'Import failed: 3 errors' as an alert" in reticle._dumps(cs), (source, cs)
 
 
 # -- wire formats as data: one record each, both ways -------------------------------------------------

@@ -83,16 +83,21 @@ def embed(path=DEFAULT):
     return 0
 
 
+def _write(folder, name, text):
+    """Write `text` to folder/name and answer the path."""
+    path = os.path.join(folder, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
 def check():
     node = shutil.which("node")
     if not node:
         print("node is not on PATH; nothing checked", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "reticle-sdk.js")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(read_sdk())
-        done = subprocess.run([node, "--check", path])
+        done = subprocess.run([node, "--check", _write(tmp, "reticle-sdk.js", read_sdk())])
     if done.returncode == 0:
         print("the embedded SDK parses")
     return done.returncode
@@ -120,12 +125,8 @@ def lint():
         print("ESLint is not installed (sh tests/bootstrap.sh installs it into tests/.js)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "reticle-sdk.js")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(read_sdk())
-        config = os.path.join(tmp, "eslint.config.mjs")
-        with open(config, "w", encoding="utf-8") as f:
-            f.write(_eslint_config())
+        path = _write(tmp, "reticle-sdk.js", read_sdk())
+        config = _write(tmp, "eslint.config.mjs", _eslint_config())
         done = subprocess.run([node, ESLINT, "--config", config, "--no-warn-ignored", "--max-warnings", "0",
                                path], cwd=tmp)
     if done.returncode == 0:

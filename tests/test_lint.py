@@ -1,0 +1,74 @@
+"""The house habits, checked (STYLE 28 and 32): ruff and mypy are clean on the tree, and every function
+of reticle.py over 25 lines, and every public method of Hub, says in a docstring why it exists.
+
+ruff and mypy run as the project configures them (pyproject.toml), from the repository root, with the
+interpreter running the tests; a finding fails the test with the tool's own output."""
+import ast
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from typing import List
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULE = os.path.join(ROOT, "reticle.py")
+MAX_UNDOCUMENTED_LINES = 25
+
+
+def undocumented(source: str, limit: int = MAX_UNDOCUMENTED_LINES) -> List[str]:
+    """The functions (methods and nested ones included) longer than `limit` lines without a docstring,
+    and the public methods of class Hub without one, as "line name (n lines)" strings."""
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(node) is None:
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > limit:
+                found.append("%d %s (%d lines)" % (node.lineno, node.name, length))
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name == "Hub":
+            for node in cls.body:
+                if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_")
+                        and ast.get_docstring(node) is None):
+                    found.append("%d Hub.%s (public method)" % (node.lineno, node.name))
+    return sorted(found, key=lambda s: int(s.split()[0]))
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m"] + list(args), cwd=ROOT, capture_output=True, text=True,
+                          timeout=240)
+
+
+class DocstringCheckTest(unittest.TestCase):
+    def test_long_functions_and_hub_methods_have_docstrings(self) -> None:
+        with open(MODULE, encoding="utf-8") as fh:
+            missing = undocumented(fh.read())
+        self.assertEqual(missing, [], "functions over %d lines (or public Hub methods) without a docstring:\n%s"
+                         % (MAX_UNDOCUMENTED_LINES, "\n".join(missing)))
+
+    def test_the_check_finds_what_it_should(self) -> None:
+        body = "".join("    x%d = %d\n" % (i, i) for i in range(30))
+        source = ("def long_one():\n" + body + "\n\ndef short_one():\n    return 1\n\n\n"
+                  "def long_documented():\n    \"\"\"Why.\"\"\"\n" + body + "\n\n"
+                  "class Hub:\n    def token(self):\n        return 1\n\n    def _private(self):\n        return 2\n\n"
+                  "    def outer(self):\n        \"\"\"Doc.\"\"\"\n        def inner():\n" + body.replace("    ", "            ")
+                  + "        return inner\n")
+        self.assertEqual(undocumented(source), ["1 long_one (31 lines)", "73 Hub.token (public method)",
+                                                "81 inner (31 lines)"])
+
+
+class ToolsTest(unittest.TestCase):
+    def test_ruff_is_clean(self) -> None:
+        result = _run("ruff", "check", "--no-cache", ".")
+        self.assertEqual(result.returncode, 0, "ruff check . found:\n%s%s" % (result.stdout, result.stderr))
+
+    def test_mypy_is_clean(self) -> None:
+        # pyproject.toml names the files; a cache outside the tree keeps the run from writing into it
+        with tempfile.TemporaryDirectory() as cache:
+            result = _run("mypy", "--cache-dir", cache)
+        self.assertEqual(result.returncode, 0, "mypy found:\n%s%s" % (result.stdout, result.stderr))
+
+
+if __name__ == "__main__":
+    unittest.main()
