@@ -6370,13 +6370,17 @@ def _read_dash_callback(d: dict) -> Optional[str]:
     return None
 
 
+# stricter than _RENDERED_ERROR for an endpoint of any name: an error stated ("Error: …", "Failed to …")
+_CALLBACK_ERROR = re.compile(r"^\s*((errors?|fail(ed|ures?))\s*[:!\u2013\u2014-](?!\s*(none|nil|0|zero)\b)|failed to\b|"
+                             r"could not\b|couldn't\b|unable to\b)", re.I)
 _RENDERED_KEYS = frozenset(("children", "text", "message", "content", "html", "innerHTML", "label", "notice"))
 
 
 def _read_json_callback(d: dict) -> Optional[str]:
     """A dashboard's JSON callback under the app's own endpoint name: a write answered 2xx with the
-    new props, one of whose rendered texts (`children`, `text`, `message`, ...) begins as an error
-    with no negation ("Error: the row is locked. Nothing was saved."; "Error rate: 0 errors" is not)."""
+    new props, one of whose rendered texts (`children`, `text`, `message`, ...) states an error with
+    no negation ("Error: the row is locked. Nothing was saved.", "Failed to save"; "Error rate: 0
+    errors" and "Error reporting enabled" are not)."""
     body = d.get("responseBody")
     if not _is_write(d) or not isinstance(body, str) or not body.lstrip().startswith("{"):
         return None
@@ -6391,7 +6395,7 @@ def _read_json_callback(d: dict) -> Optional[str]:
             stack.extend((str(k), x) for k, x in v.items())
         elif isinstance(v, list):
             stack.extend((key, x) for x in v)
-        elif key in _RENDERED_KEYS and isinstance(v, str) and _RENDERED_ERROR.search(v) and not _NO_FAILURE.search(v):
+        elif key in _RENDERED_KEYS and isinstance(v, str) and _CALLBACK_ERROR.search(v) and not _NO_FAILURE.search(v):
             return "the callback's answer renders %r" % _short(v, 100)
     return None
 

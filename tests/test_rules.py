@@ -362,6 +362,11 @@ def test_a_json_callback_is_read_only_for_a_write_and_a_rendered_text():
     assert reticle._wire_meaning(call(5, method="GET", url="/api/callback", body=locked)["data"]) is None
     assert reticle._wire_meaning(call(5, url="/api/callback", body='{"log":"Error: retried once"}')["data"]) is None
     assert reticle._wire_meaning(call(5, url="/api/callback", body=locked)["data"])[0] == "failure"
+    for fine in ("Error reporting enabled", "Failed login attempts reset", "Errors: none"):
+        body = '{"props":{"children":"%s"}}' % fine
+        assert reticle._wire_meaning(call(5, url="/api/callback", body=body)["data"]) is None, fine
+    failed = '{"props":{"text":"Failed to save the row."}}'
+    assert reticle._wire_meaning(call(5, url="/api/callback", body=failed)["data"])[0] == "failure"
 
 
 @pytest.mark.parametrize("name,fires,meaning,quiet", WIRE, ids=[w[0] for w in WIRE])
