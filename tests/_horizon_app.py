@@ -14,6 +14,9 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   the response (a fragment library's settle delay): an error on fault, else "Saved".
 - `/sock/`: Save sends one WebSocket message to /sock/ws; the server answers 1.2 s later with
   `{"ok": false, "error": "..."}` (shown in an error box) or `{"ok": true}` ("Saved").
+- `/job/`: Save posts to /job/start (200, the job accepted) and then reads the job's result streamed
+  from /job/stream (a progress line at once, the outcome 0.5 s later): `{"success": false, ...}` on
+  fault (shown in an error box), else "Imported" in a status region.
 - `/status/`: Check posts to /api/ok and shows "0 errors found" in a status region (it logs one
   console error at load).
 - `/timer/`: Save submits the form by `form.submit()` from a timer (no submit event, so the page's
@@ -104,6 +107,19 @@ ws.onmessage = function (m) {
   else out.innerHTML = '<div class="alert alert-danger">' + d.error + '</div>';
 };
 document.getElementById('save').onclick = function () { ws.send(JSON.stringify({save: 1})); };
+</script>""")
+
+JOB = _page("Job", """<main><div id="out"></div><button type="button" id="save">Save</button></main>
+<script>
+document.getElementById('save').onclick = function () {
+  fetch('/job/start', {method: 'POST', body: '{}'}).then(function (r) { return r.json(); }).then(function () {
+    return fetch('/job/stream');
+  }).then(function (r) { return r.text(); }).then(function (t) {
+    var lines = t.trim().split('\\n'), d = JSON.parse(lines[lines.length - 1]);
+    document.getElementById('out').innerHTML = d.success ? '<p role="status">Imported</p>' :
+      '<div class="alert alert-danger">' + d.error + '</div>';
+  });
+};
 </script>""")
 
 TIMER_FORM = _page("Timer", """<main><h1>Add record</h1><form id="f" method="post" action="/timer/add">
@@ -320,6 +336,22 @@ class HorizonApp:
                 self.set_header("Content-Disposition", 'attachment; filename="rows.csv"')
                 self.write("id,title\n1,A\n")
 
+        class JobStart(tornado.web.RequestHandler):
+            def post(self):
+                self.write({"accepted": True, "job": 1})
+
+        class JobStream(tornado.web.RequestHandler):
+            """The job's result, streamed: a progress line at once, the outcome 0.5 s later."""
+
+            async def get(self):
+                ok = app.saved()
+                self.set_header("Content-Type", "application/x-ndjson")
+                self.write('{"progress": 0.1}\n')
+                await self.flush()
+                await asyncio.sleep(0.5)
+                self.write(json.dumps({"success": True} if ok else
+                                      {"success": False, "error": "The import failed: row 3 is invalid."}) + "\n")
+
         class SockWs(tornado.websocket.WebSocketHandler):
             def check_origin(self, origin):
                 return True
@@ -343,5 +375,6 @@ class HorizonApp:
             (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/dl/", ExportPage), (r"/dl/export", Export),
+            (r"/job/", Page, {"html": JOB}), (r"/job/start", JobStart), (r"/job/stream", JobStream),
             (r"/timer/", Page, {"html": TIMER_FORM}), (r"/timer/add", TimerAdd),
         ]

@@ -318,3 +318,60 @@ def test_a_wire_format_is_read_for_what_it_means(live, kind, query, verdict, how
 def test_in_a_device_a_wire_format_is_read_for_what_it_means(live, device, kind):
     out = wire_verdict(live, kind, "", "until", sid=device)
     assert out["verified"] == ("yes" if kind == "sf" else "no"), out
+
+
+# -- every shape of the "Done when" list, with the script tag and in a device, each way of asking ---------
+
+JOB_STARTED = {"kind": "net", "method": "POST", "urlContains": "/job/start", "status": 200}
+DJ_ADDED = {"kind": "text", "contains": "was added successfully"}
+CHECK = {"target": {"role": "button", "name": "Check"}, "action": "click"}
+# shape: (path, app.fault, the act, the predicate of `until` and of the assert, the verdict every way)
+SHAPES = {
+    "same-error-twice": ("/same/", False, SAVE, {"kind": "net", "urlContains": "/same/save", "status": 200}, "no"),
+    "delayed-swap": ("/swap/", True, SAVE, SWAP_SAVED, "no"),
+    "streamed-job-failure": ("/job/", True, SAVE, JOB_STARTED, "no"),
+    "socket-reply-after-1.2s": ("/sock/", True, SAVE, {"kind": "text", "contains": "refused", "absent": True}, "no"),
+    "slow-re-rendered-form": ("/slow/", False, SAVE, ROUTE_ADDED, "no"),
+    "messages-after-redirect": ("/dj/?fail=1", False, SAVE, DJ_ADDED, "no"),
+    "bootstrap-alert": ("/ui/bootstrap/fail", False, SAVE, {"kind": "net", "urlContains": "/api/ok", "status": 200},
+                        "no"),
+    "error-in-200-json": ("/wire/dash/", False, SAVE, WIRE_NET["dash"], "no"),
+    "ok-0-errors-found": ("/status/", False, CHECK, {"kind": "text", "contains": "0 errors found"}, "yes"),
+    "ok-banner-before-act": ("/same/?ok=1&banner=1", False, SAVE, {"kind": "text", "contains": "Saved"}, "yes"),
+    "ok-late-socket-success": ("/sock/", False, SAVE, {"kind": "text", "contains": "Saved"}, "yes"),
+    "ok-assert-after-form-post": ("/dj/", False, SAVE, DJ_ADDED, "yes"),
+}
+
+
+@pytest.fixture(params=["tag", "device"])
+def where(request, live):
+    """The session extra of one mode: the script-tag page (no sessionId) or the module's device."""
+    return {"sessionId": request.getfixturevalue("device")} if request.param == "device" else {}
+
+
+@pytest.mark.parametrize("how", ["no-until", "until", "act-then-assert"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_every_shape_is_judged_right_with_the_tag_and_in_a_device(live, where, shape, how):
+    path, fault, act, pred, verdict = SHAPES[shape]
+    if where:
+        in_device(live, where["sessionId"], path)
+    else:
+        open_page(live, path)
+    APP.fault = fault
+    if shape == "same-error-twice":  # the first refusal is on screen before the act that repeats it
+        first = live.mcp.ok("reticle_act", dict(SAVE, **where))
+        out = live.mcp.ok("reticle_wait_for", dict({"predicate": {"kind": "text", "contains": "Enter a valid"},
+                                                    "timeout_ms": 5000}, **where))
+        assert out["pass"] is True, out
+        if not where:
+            wait_until(lambda: [e for e in observe_all(live.mcp, first["since"], ["ui"]) if e["type"] == "ui.alert"],
+                       what="the first refusal reported as shown")
+    if how == "act-then-assert":
+        live.mcp.ok("reticle_act", dict(act, **where))
+        out = live.mcp.ok("reticle_assert", dict({"predicate": pred}, **where))
+    else:
+        args = dict(act, timeout_ms=4000, **where)
+        if how == "until":
+            args["until"] = pred
+        out = live.mcp.ok("reticle_act_and_wait", args)
+    assert out["verified"] == verdict, (shape, how, out)
