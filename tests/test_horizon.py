@@ -325,21 +325,24 @@ def test_in_a_device_a_wire_format_is_read_for_what_it_means(live, device, kind)
 JOB_STARTED = {"kind": "net", "method": "POST", "urlContains": "/job/start", "status": 200}
 DJ_ADDED = {"kind": "text", "contains": "was added successfully"}
 CHECK = {"target": {"role": "button", "name": "Check"}, "action": "click"}
-# shape: (path, app.fault, the act, the predicate of `until` and of the assert, the verdict every way)
+# shape: (path, app.fault, the act, the predicate of `until` and of the assert, the verdict every way and,
+# for a `no`, the shown failure its answer must name)
 SHAPES = {
-    "same-error-twice": ("/same/", False, SAVE, {"kind": "net", "urlContains": "/same/save", "status": 200}, "no"),
-    "delayed-swap": ("/swap/", True, SAVE, SWAP_SAVED, "no"),
-    "streamed-job-failure": ("/job/", True, SAVE, JOB_STARTED, "no"),
-    "socket-reply-after-1.2s": ("/sock/", True, SAVE, {"kind": "text", "contains": "refused", "absent": True}, "no"),
-    "slow-re-rendered-form": ("/slow/", False, SAVE, ROUTE_ADDED, "no"),
-    "messages-after-redirect": ("/dj/?fail=1", False, SAVE, DJ_ADDED, "no"),
+    "same-error-twice": ("/same/", False, SAVE, {"kind": "net", "urlContains": "/same/save", "status": 200},
+                         "no", "Enter a valid email"),
+    "delayed-swap": ("/swap/", True, SAVE, SWAP_SAVED, "no", "Nothing was saved"),
+    "streamed-job-failure": ("/job/", True, SAVE, JOB_STARTED, "no", "row 3 is invalid"),
+    "socket-reply-after-1.2s": ("/sock/", True, SAVE, {"kind": "text", "contains": "refused", "absent": True},
+                                "no", "refused"),
+    "slow-re-rendered-form": ("/slow/", False, SAVE, ROUTE_ADDED, "no", "Enter a title"),
+    "messages-after-redirect": ("/dj/?fail=1", False, SAVE, DJ_ADDED, "no", "Nothing was changed"),
     "bootstrap-alert": ("/ui/bootstrap/fail", False, SAVE, {"kind": "net", "urlContains": "/api/ok", "status": 200},
-                        "no"),
-    "error-in-200-json": ("/wire/dash/", False, SAVE, WIRE_NET["dash"], "no"),
-    "ok-0-errors-found": ("/status/", False, CHECK, {"kind": "text", "contains": "0 errors found"}, "yes"),
-    "ok-banner-before-act": ("/same/?ok=1&banner=1", False, SAVE, {"kind": "text", "contains": "Saved"}, "yes"),
-    "ok-late-socket-success": ("/sock/", False, SAVE, {"kind": "text", "contains": "Saved"}, "yes"),
-    "ok-assert-after-form-post": ("/dj/", False, SAVE, DJ_ADDED, "yes"),
+                        "no", "Payment declined"),
+    "error-in-200-json": ("/wire/dash/", False, SAVE, WIRE_NET["dash"], "no", "Nothing was saved"),
+    "ok-0-errors-found": ("/status/", False, CHECK, {"kind": "text", "contains": "0 errors found"}, "yes", ""),
+    "ok-banner-before-act": ("/same/?ok=1&banner=1", False, SAVE, {"kind": "text", "contains": "Saved"}, "yes", ""),
+    "ok-late-socket-success": ("/sock/", False, SAVE, {"kind": "text", "contains": "Saved"}, "yes", ""),
+    "ok-assert-after-form-post": ("/dj/", False, SAVE, DJ_ADDED, "yes", ""),
 }
 
 
@@ -352,7 +355,9 @@ def where(request, live):
 @pytest.mark.parametrize("how", ["no-until", "until", "act-then-assert"])
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_every_shape_is_judged_right_with_the_tag_and_in_a_device(live, where, shape, how):
-    path, fault, act, pred, verdict = SHAPES[shape]
+    """Each shape's verdict is right whichever way it is asked for, in the page with the script tag and in
+    the module's device (real input): a failure is `no` naming what is shown, a success guard `yes`."""
+    path, fault, act, pred, verdict, shown = SHAPES[shape]
     if where:
         in_device(live, where["sessionId"], path)
     else:
@@ -375,3 +380,5 @@ def test_every_shape_is_judged_right_with_the_tag_and_in_a_device(live, where, s
             args["until"] = pred
         out = live.mcp.ok("reticle_act_and_wait", args)
     assert out["verified"] == verdict, (shape, how, out)
+    assert shown in out["because"], (shape, how, out)
+    assert APP.saves == (2 if shape == "same-error-twice" else 1), (shape, how, APP.saves)
