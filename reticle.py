@@ -1799,7 +1799,10 @@ class _BrowserSession:
         that start at an act drop such events by their page time."""
         if isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) and result.get("documentId"):
             self.act_marks[since] = (str(result["documentId"]), float(result["pt"]))
-            while len(self.act_marks) > 32:
+            # kept as long as known() looks back (BACKGROUND_MS): an act's request whose mark was
+            # dropped would read as unprompted, a repeated save as a timer's poll (outside the horizon)
+            while len(self.act_marks) > 32 and (len(self.act_marks) > 4096 or
+                                                next(iter(self.act_marks)) < since - BACKGROUND_MS - 2000):
                 del self.act_marks[next(iter(self.act_marks))]
 
     def window(self, since: float, until: Optional[float] = None, prefix: Optional[str] = None) -> List[dict]:
