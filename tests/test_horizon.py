@@ -382,3 +382,17 @@ def test_every_shape_is_judged_right_with_the_tag_and_in_a_device(live, where, s
     assert out["verified"] == verdict, (shape, how, out)
     assert shown in out["because"], (shape, how, out)
     assert APP.saves == (2 if shape == "same-error-twice" else 1), (shape, how, APP.saves)
+
+
+def test_a_save_repeated_across_many_acts_is_still_the_acts_own(live):
+    """Past 32 acts in a minute the earlier saves' act marks were dropped: the saves read as a timer's
+    poll, left out of the horizon, and a delayed error swap after the next save was a false `yes`."""
+    open_page(live, "/swap/")
+    for _ in range(3):
+        live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=4000))
+    for _ in range(34):
+        live.mcp.ok("reticle_act", {"target": {"role": "button", "name": "Save"}, "action": "hover"})
+    APP.fault = True
+    live.mcp.ok("reticle_act", SAVE)
+    out = live.mcp.ok("reticle_assert", {"predicate": SWAP_SAVED})
+    assert out["verified"] == "no" and "Nothing was saved" in out["because"], out
