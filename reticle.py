@@ -207,8 +207,8 @@ THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
 # Hardening limits (SECURITY.md lists them all, with the tests that pin them).
 MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
-FRAME_BYTES_PER_TAB_S = 1 << 20            # frame bytes one tab may have parsed per second; beyond, dropped unread
-FRAME_BYTES_ALL_TABS_S = 4 << 20           # the same for all tabs together
+FRAME_BYTES_PER_TAB_S = 1 << 20            # frame bytes one tab may have parsed per second (RETICLE_TAB_BYTES_PER_S)
+FRAME_BYTES_ALL_TABS_S = 4 << 20           # the same for all tabs together (RETICLE_ALL_TABS_BYTES_PER_S)
 SESSIONLESS_SCALE = 5.0                    # all clients without a session share 5 x RETICLE_RATE_LIMIT
 SESSIONLESS_TARPIT_S = 0.25                # ... and a 429 of that shared bucket is answered this late
 BULK_BODY_AFTER = 64 << 10                 # body bytes a request may send before they count as bulk
@@ -587,6 +587,15 @@ def _env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ConfigError("%s=%r is not a whole number; unset it or give one like %d." % (name, raw, default)) from None
+
+
+def _env_byte_rate(name: str, default: int) -> int:
+    """A bytes-per-second cap from the environment (RETICLE_TAB_BYTES_PER_S ...): a whole number above 0."""
+    value = _env_int(name, default)
+    if value <= 0:
+        raise ConfigError("%s=%d is not a cap; give a whole number of bytes per second above 0 (the default is "
+                          "%d), or unset it." % (name, value, default))
+    return value
 
 
 def _parse_rate(raw: Optional[str]) -> Tuple[float, float]:
@@ -1910,7 +1919,7 @@ class _BrowserSession:
 
     def frame_pause(self, size: int) -> float:
         """After a frame of events: 0.0, or the seconds until this tab may send again, once it has
-        sent FRAME_BYTES_PER_TAB_S this second (or all tabs together FRAME_BYTES_ALL_TABS_S).  The
+        sent the bridge's `tab_byte_rate` this second (or all tabs together its `total_byte_rate`).  The
         bridge then stops reading its socket that long: a tab that floods is slowed by its own
         socket (its SDK's queue fills and says so), and other tabs and clients keep their share."""
         now = self.bridge.clock()
@@ -1919,7 +1928,8 @@ class _BrowserSession:
             if now - window[0] >= 1000.0:
                 window[0], window[1] = now, 0
             window[1] += size
-        over = [w for w, cap in ((mine, FRAME_BYTES_PER_TAB_S), (shared, FRAME_BYTES_ALL_TABS_S)) if w[1] > cap]
+        bridge = self.bridge
+        over = [w for w, cap in ((mine, bridge.tab_byte_rate), (shared, bridge.total_byte_rate)) if w[1] > cap]
         if not over:
             return 0.0
         self.paused_ms += 1000.0 - (now - max(w[0] for w in over))
@@ -2174,6 +2184,9 @@ class _Bridge:
         self.ever_connected = 0
         self.events_per_second = EVENTS_PER_SECOND_DEFAULT
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it], all tabs together
+        # the fairness caps on event frames (frame_pause); make_app(tab_byte_rate=, total_byte_rate=) sets them too
+        self.tab_byte_rate = _env_byte_rate("RETICLE_TAB_BYTES_PER_S", FRAME_BYTES_PER_TAB_S)
+        self.total_byte_rate = _env_byte_rate("RETICLE_ALL_TABS_BYTES_PER_S", FRAME_BYTES_ALL_TABS_S)
         # Tabs that went away recently, kept so that a reload (same id, new
         # socket) keeps its buffer and cursors instead of starting blind.
         self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
@@ -10705,9 +10718,18 @@ class _ReticleApp(tornado.web.Application):
     hub: Hub
 
 
-def make_app(hub: Optional[Hub] = None, **settings: Any) -> tornado.web.Application:
-    """The one factory: tests, the CLI and host applications all use it."""
+def make_app(hub: Optional[Hub] = None, tab_byte_rate: Optional[int] = None, total_byte_rate: Optional[int] = None,
+             **settings: Any) -> tornado.web.Application:
+    """The one factory: tests, the CLI and host applications all use it.  `tab_byte_rate` and
+    `total_byte_rate` replace the bridge's fairness caps (event-frame bytes read per second, per tab and
+    for all tabs; by default RETICLE_TAB_BYTES_PER_S, RETICLE_ALL_TABS_BYTES_PER_S, else 1 MiB and 4 MiB);
+    the other settings are Tornado's."""
     hub = hub if hub is not None else Hub()
+    for name, cap in (("tab_byte_rate", tab_byte_rate), ("total_byte_rate", total_byte_rate)):
+        if cap is not None:
+            if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0:
+                raise ConfigError("make_app(%s=%r): give a whole number of bytes per second above 0" % (name, cap))
+            setattr(hub.bridge, name, cap)
     routes = [tornado.web.url(path, handler, dict(hub=hub, **extra)) for path, handler, extra, _, _ in _ROUTES]
     settings.setdefault("websocket_ping_interval", WS_PING_INTERVAL_S)
     settings.setdefault("websocket_max_message_size", WS_MAX_MESSAGE_BYTES)

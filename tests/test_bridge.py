@@ -638,3 +638,81 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         resp = await self.http_client.fetch(url, method="TRACE", raise_error=False, allow_nonstandard_methods=True)
         assert resp.code == 405 and resp.headers["Allow"] == "GET", resp.body
         assert json.loads(resp.body)["error"] == "method not allowed"
+
+
+class FrameCapCase(tornado.testing.AsyncHTTPTestCase):
+    """The bridge's fairness caps as a host sets them: make_app(tab_byte_rate=, total_byte_rate=)."""
+
+    def setUp(self):
+        import tempfile
+        self._tmp = tempfile.mkdtemp(prefix="reticle-bridge-caps-")
+        self.sockets = []
+        super().setUp()
+
+    def tearDown(self):
+        import shutil
+        for ws in self.sockets:
+            ws.close()
+        super().tearDown()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def get_app(self):
+        self.hub = reticle.Hub(state_dir=os.path.join(self._tmp, "state"), port=0, token=BridgeCase.token)
+        return reticle.make_app(self.hub, tab_byte_rate=20_000, total_byte_rate=30_000)
+
+    ws = BridgeCase.ws
+    hello = BridgeCase.hello
+
+    FRAME = json.dumps({"kind": "events", "events": [
+        {"type": "signal", "t": i, "data": {"name": "tick", "pad": "x" * 120}} for i in range(50)]})
+
+    async def stored(self, sid, count):
+        session = self.hub.bridge.sessions[sid]
+        for _ in range(300):
+            if session.store.total >= count:
+                break
+            await asyncio.sleep(0.01)
+        return session
+
+    @gen_test(timeout=20)
+    async def test_configured_caps_are_honoured(self):
+        assert len(self.FRAME) > 8000 and 2 * len(self.FRAME) < 20_000 < 3 * len(self.FRAME)
+        assert (self.hub.bridge.tab_byte_rate, self.hub.bridge.total_byte_rate) == (20_000, 30_000)
+        one = await self.ws()
+        await self.hello(one, sid="s-cap-1")
+        for _ in range(4):
+            await one.write_message(self.FRAME)
+        # the third frame takes the tab past 20,000 bytes this second: the fourth is not read until it ends
+        session = await self.stored("s-cap-1", 150)
+        assert session.store.total == 150 and session.paused_ms > 0, (session.store.total, session.paused_ms)
+        session = await self.stored("s-cap-1", 200)
+        assert session.store.total == 200
+        await asyncio.sleep(1.05)  # a new second for both windows
+        for _ in range(2):
+            await one.write_message(self.FRAME)
+        await self.stored("s-cap-1", 300)
+        # a second tab, under its own cap, takes all tabs past 30,000 bytes with its second frame
+        two = await self.ws()
+        await self.hello(two, sid="s-cap-2")
+        for _ in range(3):
+            await two.write_message(self.FRAME)
+        other = await self.stored("s-cap-2", 100)
+        assert other.store.total == 100 and other.paused_ms > 0, (other.store.total, other.paused_ms)
+        assert (await self.stored("s-cap-2", 150)).store.total == 150
+
+
+def test_the_caps_come_from_the_environment_and_a_bad_one_is_refused(monkeypatch, tmp_path):
+    hub = reticle.Hub(state_dir=str(tmp_path / "a"), port=0)
+    assert (hub.bridge.tab_byte_rate, hub.bridge.total_byte_rate) == (
+        reticle.FRAME_BYTES_PER_TAB_S, reticle.FRAME_BYTES_ALL_TABS_S) == (1 << 20, 4 << 20)
+    monkeypatch.setenv("RETICLE_TAB_BYTES_PER_S", "5000000")
+    monkeypatch.setenv("RETICLE_ALL_TABS_BYTES_PER_S", "9000000")
+    hub = reticle.Hub(state_dir=str(tmp_path / "b"), port=0)
+    assert (hub.bridge.tab_byte_rate, hub.bridge.total_byte_rate) == (5_000_000, 9_000_000)
+    for bad in ("0", "-1", "lots"):
+        monkeypatch.setenv("RETICLE_TAB_BYTES_PER_S", bad)
+        with pytest.raises(reticle.ConfigError, match="RETICLE_TAB_BYTES_PER_S"):
+            reticle.Hub(state_dir=str(tmp_path / "c"), port=0)
+    monkeypatch.delenv("RETICLE_TAB_BYTES_PER_S")
+    with pytest.raises(reticle.ConfigError, match="total_byte_rate"):
+        reticle.make_app(reticle.Hub(state_dir=str(tmp_path / "d"), port=0), total_byte_rate=0)
