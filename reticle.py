@@ -403,9 +403,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError("%s is not a JSON number" % name)
 
 
+_INF, _NEG_INF = float("inf"), float("-inf")
+
+
 def _parse_float(text: str) -> float:
     value = float(text)
-    if value in (float("inf"), float("-inf")):
+    if value == _INF or value == _NEG_INF:  # a number too large overflows to an infinity
         raise ValueError("the number %s is too large for a double" % text[:40])
     return value
 
@@ -1299,6 +1302,10 @@ def _is_churn(etype: str) -> bool:
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
 _HIGH_VALUE_SET = _event_types("high_value")
+# The event types _BrowserSession._observe learns from (requests, dialogs, health, routes, blind spots); it
+# runs for any other only while a dialog is open.  A type _observe comes to read must be added here.
+_OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.ws", "page.health", "route.change",
+                             "blind-spot"))
 
 
 def _churn_memo(etype: str) -> bool:
@@ -1469,10 +1476,48 @@ class _EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
+_SCALAR_CLASSES = frozenset((int, float, bool, type(None)))
+
+
 def _event_bytes(data: Any) -> int:
     """About what an event's data takes in memory once parsed (its strings, plus some 100 bytes a
     value): a frame's bytes shared evenly would count a 900 KB body in a frame of 200 events as
-    4.5 KB, and the per-tab byte cap would not hold.  A walk of at most 400 values."""
+    4.5 KB, and the per-tab byte cap would not hold.  The frame path's sum: what _event_bytes_walk
+    gives, in one pass over an object of scalars and objects of scalars (most events) of at most 400
+    values in all, where the walk's order cannot change the sum; anything else is walked."""
+    if data.__class__ is not dict:
+        return _event_bytes_walk(data)
+    seen = 1 + 2 * len(data)
+    total = 612 + 40 * len(data)  # 512, and the object's 100 + 40 a key
+    scalars = _SCALAR_CLASSES
+    for key, value in data.items():
+        total += len(key) + 64  # a parsed object's keys are strings
+        cls = value.__class__
+        if cls is str:
+            total += len(value) + 64
+        elif cls in scalars:
+            total += 32
+        elif cls is dict:
+            seen += 2 * len(value)
+            if seen > 400:
+                return _event_bytes_walk(data)
+            total += 100 + 40 * len(value)
+            for inner_key, inner in value.items():
+                total += len(inner_key) + 64
+                cls = inner.__class__
+                if cls is str:
+                    total += len(inner) + 64
+                elif cls in scalars:
+                    total += 32
+                else:
+                    return _event_bytes_walk(data)
+        else:
+            return _event_bytes_walk(data)
+    return total if seen <= 400 else _event_bytes_walk(data)
+
+
+def _event_bytes_walk(data: Any) -> int:
+    """_event_bytes of any value: a walk of at most 400 values."""
     total, stack, seen = 512, [data], 0
     while stack and seen < 400:
         v = stack.pop()
@@ -1839,7 +1884,8 @@ class _BrowserSession:
         server.* ones become blind spots; past `events_per_second` events are dropped (high-value ones
         have a cap of their own, so churn cannot crowd them out) and a blind spot counts the drops.
         Each kept event gets the daemon's clock (one cursor each) and its document; a report the
-        browser must confirm is held until it does."""
+        browser must confirm is held until it does.  The loop is the bridge's hot path: what holds for
+        the whole frame (the device, the caps, the document) is looked up once, not per event."""
         now = self.bridge.clock()
         self.last_seen = now
         if not events:
@@ -1847,24 +1893,17 @@ class _BrowserSession:
         size = max(1, frame_bytes // len(events))
         cap = self.bridge.events_per_second
         if now - self._window_start >= 1000.0:
-            if self._window_sampled:
-                self.store.add({"t": now, "type": "blind-spot", "data": {
-                    "reason": "sampled", "count": self._window_sampled,
-                    "detail": "the page sent more than %d events/s; churn events were dropped" % cap}}, 64)
-            self._window_start = now
-            self._window_count = 0
-            self._window_high = 0
-            self._window_sampled = 0
+            self._next_sampling_window(now, cap)
         dropped = 0
         kept: List[Tuple[dict, int]] = []
-        keep = kept.append
-        high_set = _HIGH_VALUE_SET
+        keep, observed, high_set = kept.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
+        confirm = isinstance(self.device, _Device)  # only a device's page reports wait for the browser's record
         n_high, n_other = self._window_high, self._window_count
         last_doc: Any = None  # a frame's events mostly share their document: its checks run once
         doc = ""
         for index, raw in enumerate(events):
-            etype = raw.get("type") if isinstance(raw, dict) else None
-            if not isinstance(etype, str):
+            etype = raw.get("type") if raw.__class__ is dict or isinstance(raw, dict) else None
+            if etype.__class__ is not str and not isinstance(etype, str):
                 self.store.note_blind_spot("malformed-event")
                 continue
             if len(etype) > 64:
@@ -1903,10 +1942,11 @@ class _BrowserSession:
                     doc = event["doc"] = value[:64]
                     if self.arriving is not None and doc == self.arriving[0]:
                         self.arriving = None
-            if self._must_confirm(event):
+            if confirm and self._must_confirm(event):
                 self._hold(event, size)
                 continue
-            self._observe(event)
+            if etype in observed or self.dialog_open is not None:  # what else _observe would learn nothing from
+                self._observe(event)
             keep((event, max(size, _event_bytes(data))))
         self._window_high, self._window_count = n_high, n_other
         self.store.add_batch(kept)
@@ -1914,8 +1954,18 @@ class _BrowserSession:
         if dropped:
             self._window_sampled += dropped
             self.store.note_sampled(dropped, now)
-        if self._changed is not None and not self._changed.done():
-            self._changed.set_result(None)
+        self._wake()
+
+    def _next_sampling_window(self, now: float, cap: int) -> None:
+        """A new second of the events-per-second cap: the last one's drops become one blind spot."""
+        if self._window_sampled:
+            self.store.add({"t": now, "type": "blind-spot", "data": {
+                "reason": "sampled", "count": self._window_sampled,
+                "detail": "the page sent more than %d events/s; churn events were dropped" % cap}}, 64)
+        self._window_start = now
+        self._window_count = 0
+        self._window_high = 0
+        self._window_sampled = 0
 
     def frame_pause(self, size: int) -> float:
         """After a frame of events: 0.0, or the seconds until this tab may send again, once it has

@@ -716,3 +716,29 @@ def test_the_caps_come_from_the_environment_and_a_bad_one_is_refused(monkeypatch
     monkeypatch.delenv("RETICLE_TAB_BYTES_PER_S")
     with pytest.raises(reticle.ConfigError, match="total_byte_rate"):
         reticle.make_app(reticle.Hub(state_dir=str(tmp_path / "d"), port=0), total_byte_rate=0)
+
+
+def test_the_frame_path_skips_observe_only_for_types_it_learns_nothing_from(tmp_path):
+    """ingest calls _observe only for _OBSERVED_TYPES (and for every event while a dialog is open): for
+    every other type the Events table knows, and one it does not, _observe must change nothing."""
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+    data = {"requestId": "r1", "url": "http://127.0.0.1:5173/a", "method": "POST", "status": 500, "to": "/next",
+            "initiator": "document", "redirected": True, "hidden": True, "focused": False, "reason": "x", "count": 3,
+            "dialogType": "alert", "message": "m", "open": True}
+    types = [t.replace("*", "added") for t in reticle._EVENT_TYPES] + ["app.custom", "nofamily"]
+
+    def state(session):
+        skip = ("bridge", "handler", "store", "_changed")
+        return repr(sorted((k, v) for k, v in vars(session).items() if k not in skip)), \
+            session.store.blind_spot_counts(), session.store.page_blind_spots()
+
+    checked = 0
+    for etype in types:
+        if etype in reticle._OBSERVED_TYPES:
+            continue
+        session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-obs", "url": "http://127.0.0.1:9/"})
+        before, event = state(session), {"t": 1.0, "type": etype, "data": dict(data), "doc": "d1"}
+        session._observe(event)
+        assert state(session) == before and event["data"] == data, etype
+        checked += 1
+    assert checked > 20
