@@ -1488,10 +1488,14 @@ def _event_bytes(data: Any) -> int:
     if data.__class__ is not dict:
         return _event_bytes_walk(data)
     seen = 1 + 2 * len(data)
-    total = 612 + 40 * len(data)  # 512, and the object's 100 + 40 a key
+    if seen > 400:
+        return _event_bytes_walk(data)
+    try:  # 512, the object's 100 + 40 a key, and each key's length + 64 (a parsed object's keys are strings)
+        total = 612 + 104 * len(data) + sum(map(len, data))
+    except TypeError:  # a key that is no string: not parsed JSON
+        return _event_bytes_walk(data)
     scalars = _SCALAR_CLASSES
-    for key, value in data.items():
-        total += len(key) + 64  # a parsed object's keys are strings
+    for value in data.values():
         cls = value.__class__
         if cls is str:
             total += len(value) + 64
@@ -1501,9 +1505,11 @@ def _event_bytes(data: Any) -> int:
             seen += 2 * len(value)
             if seen > 400:
                 return _event_bytes_walk(data)
-            total += 100 + 40 * len(value)
-            for inner_key, inner in value.items():
-                total += len(inner_key) + 64
+            try:
+                total += 100 + 104 * len(value) + sum(map(len, value))
+            except TypeError:
+                return _event_bytes_walk(data)
+            for inner in value.values():
                 cls = inner.__class__
                 if cls is str:
                     total += len(inner) + 64
@@ -10147,6 +10153,35 @@ def _ws_reason(reason: str) -> str:
     return data.decode("utf-8", "ignore")
 
 
+def _bridge_device(handler: "_BridgeHandler", capability: str, origin: Optional[str]) -> Optional[_Device]:
+    """A device's relay at the bridge (prepare): its one-use ticket stands in for the loopback/origin check
+    (the page may be a staging host), and binds the socket to that device's session.  -> the device, or
+    None once the upgrade is refused: a second socket for a live device, a ticket not issued (or expired,
+    rotated, closed; counted as a wrong guess of a secret), or one presented from another machine."""
+    request = handler.request
+    device, state = handler.hub.devices.for_ticket(capability) if _is_loopback_host(
+        request.remote_ip) else (None, "void")
+    if state == "used" and device is not None:
+        _emit(_bridge_log, logging.WARNING, "device_second_socket", deviceId=device.id,
+              sessionId=device.session_id, origin=str(origin)[:200], peer=request.remote_ip)
+        handler._refuse(403, "this device ticket already opened the device's bridge socket; a second socket "
+                        "for a live device session is refused")
+        return None
+    if device is None or state != "ok":
+        _emit(_bridge_log, logging.WARNING, "device_ticket_refused", origin=str(origin)[:200],
+              peer=request.remote_ip)
+        try:  # a wrong capability counts as a wrong guess of a secret
+            handler.hub.guard.token_attempt(_guess_key(request), capability)
+        except _HttpRefusal as refusal:
+            handler._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
+            return None
+        handler._refuse(403, "the device ticket is not one this daemon issued, has expired or was rotated by "
+                        "a navigation, or its device has closed" if _is_loopback_host(request.remote_ip)
+                        else "a device ticket is accepted from this machine only, not from %s" % request.remote_ip)
+        return None
+    return device
+
+
 class _BridgeHandler(tornado.websocket.WebSocketHandler):
     """GET /reticle: the browser bridge (hello, event(s), command, command_result)."""
 
@@ -10188,30 +10223,9 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         origin = self.request.headers.get("Origin")
         capability = self.get_query_argument("device", None)
         if capability is not None:
-            # A device's relay: its one-use ticket stands in for the loopback/origin check
-            # (the page may be a staging host), and binds the socket to that device's session.
-            device, state = self.hub.devices.for_ticket(capability) if _is_loopback_host(
-                self.request.remote_ip) else (None, "void")
-            if state == "used" and device is not None:
-                _emit(_bridge_log, logging.WARNING, "device_second_socket", deviceId=device.id,
-                      sessionId=device.session_id, origin=str(origin)[:200], peer=self.request.remote_ip)
-                self._refuse(403, "this device ticket already opened the device's bridge socket; a second socket "
-                             "for a live device session is refused")
+            self.device = _bridge_device(self, capability, origin)
+            if self.device is None:
                 return
-            if device is None or state != "ok":
-                _emit(_bridge_log, logging.WARNING, "device_ticket_refused", origin=str(origin)[:200],
-                      peer=self.request.remote_ip)
-                try:  # a wrong capability counts as a wrong guess of a secret
-                    guard.token_attempt(_guess_key(self.request), capability)
-                except _HttpRefusal as refusal:
-                    self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
-                    return
-                self._refuse(403, "the device ticket is not one this daemon issued, has expired or was rotated by "
-                             "a navigation, or its device has closed" if _is_loopback_host(self.request.remote_ip)
-                             else "a device ticket is accepted from this machine only, not from %s"
-                             % self.request.remote_ip)
-                return
-            self.device = device
         elif origin is not None and not guard.ws_origin_allowed(origin):
             self._refuse(403, "the origin %r is not allowed at the bridge; pages must be on localhost or "
                               "listed in RETICLE_ALLOWED_ORIGINS" % origin)

@@ -161,7 +161,7 @@ def test_an_events_byte_count_in_one_pass_is_the_walks_own():
 
     shapes = [{}, {"a": "x" * 900000}, {"name": "t", "data": {"n": 1, "tab": 2}}, {"a": [1, 2]}, None, 3, "s",
               [], {"a": {"b": {"c": 1}}}, {"k%d" % i: i for i in range(199)}, {"k%d" % i: i for i in range(200)},
-              {"a": {"k%d" % i: "v" for i in range(198)}}, {"a": {"k%d" % i: "v" for i in range(199)}}]
+              {"a": {"k%d" % i: "v" for i in range(198)}}, {"a": {"k%d" % i: "v" for i in range(199)}}, {1: "a"}, {"a": {2: "b"}}]
     shapes += [json.loads(json.dumps(value(0, [600]))) for _ in range(1500)]
     for data in shapes:
         assert reticle._event_bytes(data) == reticle._event_bytes_walk(data), json.dumps(data)[:200]
