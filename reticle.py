@@ -1931,29 +1931,32 @@ class _BrowserSession:
             data = raw.get("data")
             if data.__class__ is not dict and not isinstance(data, dict):
                 data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
-            # a microsecond apart: every event has its own cursor, so an answer can stop between two
-            event = {"t": now + index * 0.001, "type": etype, "data": data}
-            value = raw.get("t")
-            if value.__class__ is float or isinstance(value, (int, float)):
-                event["pt"] = value
-            value = raw.get("actionId")
-            if value is not None and isinstance(value, str):
-                event["actionId"] = value[:32]
             value = raw.get("documentId")
-            if value is not None:
-                if value == last_doc:  # only ever a string, so only a string equals it
+            has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
+            if not has_doc and value is not None and isinstance(value, str):
+                last_doc, doc, has_doc = value, value[:64], True
+                if self.arriving is not None and doc == self.arriving[0]:
+                    self.arriving = None
+            pt, action = raw.get("t"), raw.get("actionId")
+            has_pt = pt.__class__ is float or isinstance(pt, (int, float))
+            # a microsecond apart: every event has its own cursor, so an answer can stop between two
+            if has_pt and has_doc and action is None:  # most events: built whole, `seq` (the store's) last
+                event = {"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": 0}
+            else:
+                event = {"t": now + index * 0.001, "type": etype, "data": data}
+                if has_pt:
+                    event["pt"] = pt
+                if action is not None and isinstance(action, str):
+                    event["actionId"] = action[:32]
+                if has_doc:
                     event["doc"] = doc
-                elif isinstance(value, str):
-                    last_doc = value
-                    doc = event["doc"] = value[:64]
-                    if self.arriving is not None and doc == self.arriving[0]:
-                        self.arriving = None
             if confirm and self._must_confirm(event):
                 self._hold(event, size)
                 continue
             if etype in observed or self.dialog_open is not None:  # what else _observe would learn nothing from
                 self._observe(event)
-            keep((event, max(size, _event_bytes(data))))
+            value = _event_bytes(data)
+            keep((event, value if value >= size else size))
         self._window_high, self._window_count = n_high, n_other
         self.store.add_batch(kept)
         self.store.trim(now)
