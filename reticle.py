@@ -17905,6 +17905,185 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return false;
     }
   }
+  var DOM_MEANINGFUL =
+    'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table';
+  // One animation frame's worth of DOM events: counts against DOM_CAP, drops, what was seen.
+  function domFrame() {
+    return {
+      added: 0,
+      removed: 0,
+      changed: 0,
+      dropA: 0,
+      dropR: 0,
+      dropC: 0,
+      seenAttr: new Map(),
+      seenText: new Set(),
+      cache: makeVisCache()
+    };
+  }
+  // Counts one more changed event in the frame; false (and a drop counted) past the cap.
+  function domChangedRoom(f) {
+    if (f.changed >= DOM_CAP) {
+      f.dropC++;
+      return false;
+    }
+    f.changed++;
+    return true;
+  }
+  function domRecord(f, r) {
+    var tgt = r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
+    if (tgt && isIgnored(tgt)) return;
+    if (r.type === 'attributes') domAttr(f, r);
+    else if (r.type === 'characterData') domCharacterData(f, r);
+    else if (r.type === 'childList') domChildList(f, r);
+  }
+  function domAttr(f, r) {
+    var key = r.attributeName;
+    var prev = f.seenAttr.get(r.target);
+    if (prev && prev[key]) return; // coalesce: first old value wins, current value read now
+    if (!prev) {
+      prev = {};
+      f.seenAttr.set(r.target, prev);
+    }
+    prev[key] = 1;
+    var cur = r.target.getAttribute(key);
+    if (cur === r.oldValue) return;
+    if (!domChangedRoom(f)) return;
+    var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
+    var ad = { attr: key, target: label(r.target) };
+    if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
+    if (r.oldValue != null) ad.old = secret ? REDACTED : clip(scrub(r.oldValue), 120);
+    emit('dom.attr', ad, r.target);
+  }
+  function domCharacterData(f, r) {
+    var pe = r.target.parentElement;
+    if (!pe || f.seenText.has(pe) || inSource(pe)) return;
+    f.seenText.add(pe);
+    if (!domChangedRoom(f)) return;
+    var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
+    if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
+    emit('dom.text', td, pe);
+  }
+  function domChildList(f, r) {
+    var textTouched = false;
+    for (var a = 0; a < r.addedNodes.length; a++) if (domAddedNode(f, r.addedNodes[a])) textTouched = true;
+    for (var b = 0; b < r.removedNodes.length; b++) if (domRemovedNode(f, r, r.removedNodes[b])) textTouched = true;
+    if (textTouched && r.target.nodeType === 1 && !f.seenText.has(r.target) && !inSource(r.target)) {
+      f.seenText.add(r.target);
+      if (!domChangedRoom(f)) return;
+      emit('dom.text', { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) }, r.target);
+    }
+  }
+  // One added node: a dom.added (and visible.shown for a dialog or alert); true when it touched text.
+  function domAddedNode(f, n) {
+    if (n.nodeType === 3) return !!n.data.trim();
+    if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n)) return false;
+    var role = getRole(n),
+      nm = getName(n, role);
+    var textTouched = false;
+    if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
+      // unnamed wrapper: summarise its meaningful descendants count
+      var inner = n.querySelectorAll ? n.querySelectorAll(DOM_MEANINGFUL) : [];
+      if (!inner.length) {
+        if (norm(n.textContent)) textTouched = true;
+        else return false;
+      }
+      if (!domAddedRoom(f)) return textTouched;
+      emit(
+        'dom.added',
+        {
+          role: role,
+          tag: n.tagName.toLowerCase(),
+          target: describeNode(n),
+          descendants: inner.length,
+          text: clip(norm(n.textContent), 80) || undefined,
+          region: regionOf(n)
+        },
+        n
+      );
+      return textTouched;
+    }
+    if (!domAddedRoom(f)) return false;
+    emit('dom.added', { role: role, name: nm, tag: n.tagName.toLowerCase(), target: label(n), region: regionOf(n) }, n);
+    var shows = role === 'dialog' || role === 'alertdialog' || role === 'alert' || role === 'status';
+    if ((shows || n.getAttribute('aria-modal') === 'true') && isVisible(n, f.cache)) {
+      emit('visible.shown', { role: role, name: nm }, n);
+    }
+    return false;
+  }
+  function domAddedRoom(f) {
+    if (f.added >= DOM_CAP) {
+      f.dropA++;
+      return false;
+    }
+    f.added++;
+    return true;
+  }
+  function domRemovedRoom(f) {
+    if (f.removed >= DOM_CAP) {
+      f.dropR++;
+      return false;
+    }
+    f.removed++;
+    return true;
+  }
+  // One removed node of record r: a dom.removed; true when it touched text.
+  function domRemovedNode(f, r, m) {
+    if (m.nodeType === 3) return !!m.data.trim();
+    if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) return false;
+    var rr = getRole(m),
+      rn = getName(m, rr);
+    if ((rr === 'generic' || rr === 'none') && !rn) {
+      var cnt = m.querySelectorAll ? m.querySelectorAll(DOM_MEANINGFUL).length : 0;
+      if (!cnt || !domRemovedRoom(f)) return false;
+      emit('dom.removed', {
+        role: rr,
+        tag: m.tagName.toLowerCase(),
+        target: describeNode(m),
+        descendants: cnt,
+        region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
+      });
+      return false;
+    }
+    if (!domRemovedRoom(f)) return false;
+    var rd = { role: rr, name: rn, tag: m.tagName.toLowerCase(), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
+    var oldRef = REF_OF.get(m);
+    if (oldRef) rd.formerRef = oldRef;
+    emit('dom.removed', rd);
+    return false;
+  }
+  // The truncated event of a frame that dropped events (or records past the pending cap); true if sent.
+  function domTruncated(f, overflowRecords) {
+    var drop = f.dropA + f.dropR + f.dropC + overflowRecords;
+    if (!drop) return false;
+    emit('truncated', {
+      what: 'dom',
+      channel: 'dom',
+      count: drop,
+      dropped: drop,
+      reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
+      detail: { added: f.dropA, removed: f.dropR, changed: f.dropC, overflowRecords: overflowRecords }
+    });
+    return true;
+  }
+  function regionOf(n) {
+    try {
+      var tid = n.parentElement && n.parentElement.closest('[data-testid]');
+      if (tid) return tid.getAttribute('data-testid');
+      return n.parentElement ? refFor(n.parentElement) : undefined;
+    } catch (e) {
+      return undefined;
+    }
+  }
+  var DOM_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    characterDataOldValue: true,
+    attributes: true,
+    attributeOldValue: true,
+    attributeFilter: ATTRS
+  };
   function installDom() {
     if (!N.MutationObserver) return;
     var pending = [];
@@ -17934,225 +18113,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function processDom() {
       var rs = pending;
       pending = [];
-      var added = 0,
-        removed = 0,
-        changed = 0,
-        dropA = 0,
-        dropR = 0,
-        dropC = 0;
-      var seenAttr = new Map(),
-        seenText = new Set();
-      var cache = makeVisCache();
+      var f = domFrame();
       try {
-        for (var i = 0; i < rs.length; i++) {
-          var r = rs[i];
-          var tgt =
-            r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
-          if (tgt && isIgnored(tgt)) continue;
-          if (r.type === 'attributes') {
-            var key = r.attributeName;
-            var prev = seenAttr.get(r.target);
-            if (prev && prev[key]) continue; // coalesce: first old value wins, current value read now
-            if (!prev) {
-              prev = {};
-              seenAttr.set(r.target, prev);
-            }
-            prev[key] = 1;
-            var cur = r.target.getAttribute(key);
-            if (cur === r.oldValue) continue;
-            if (changed >= DOM_CAP) {
-              dropC++;
-              continue;
-            }
-            changed++;
-            var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
-            var ad = { attr: key, target: label(r.target) };
-            if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
-            if (r.oldValue != null) ad.old = secret ? REDACTED : clip(scrub(r.oldValue), 120);
-            emit('dom.attr', ad, r.target);
-          } else if (r.type === 'characterData') {
-            var pe = r.target.parentElement;
-            if (!pe || seenText.has(pe) || inSource(pe)) continue;
-            seenText.add(pe);
-            if (changed >= DOM_CAP) {
-              dropC++;
-              continue;
-            }
-            changed++;
-            var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
-            if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
-            emit('dom.text', td, pe);
-          } else if (r.type === 'childList') {
-            var textTouched = false;
-            for (var a = 0; a < r.addedNodes.length; a++) {
-              var n = r.addedNodes[a];
-              if (n.nodeType === 3) {
-                if (n.data.trim()) textTouched = true;
-                continue;
-              }
-              if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n))
-                continue;
-              var role = getRole(n),
-                nm = getName(n, role);
-              if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
-                // unnamed wrapper: summarise its meaningful descendants count
-                var inner = n.querySelectorAll
-                  ? n.querySelectorAll(
-                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
-                    )
-                  : [];
-                if (!inner.length) {
-                  if (norm(n.textContent)) textTouched = true;
-                  else continue;
-                }
-                if (added >= DOM_CAP) {
-                  dropA++;
-                  continue;
-                }
-                added++;
-                emit(
-                  'dom.added',
-                  {
-                    role: role,
-                    tag: n.tagName.toLowerCase(),
-                    target: describeNode(n),
-                    descendants: inner.length,
-                    text: clip(norm(n.textContent), 80) || undefined,
-                    region: regionOf(n)
-                  },
-                  n
-                );
-                continue;
-              }
-              if (added >= DOM_CAP) {
-                dropA++;
-                continue;
-              }
-              added++;
-              emit(
-                'dom.added',
-                {
-                  role: role,
-                  name: nm,
-                  tag: n.tagName.toLowerCase(),
-                  target: label(n),
-                  region: regionOf(n)
-                },
-                n
-              );
-              if (
-                (role === 'dialog' ||
-                  role === 'alertdialog' ||
-                  role === 'alert' ||
-                  role === 'status' ||
-                  n.getAttribute('aria-modal') === 'true') &&
-                isVisible(n, cache)
-              ) {
-                emit('visible.shown', { role: role, name: nm }, n);
-              }
-            }
-            for (var b = 0; b < r.removedNodes.length; b++) {
-              var m = r.removedNodes[b];
-              if (m.nodeType === 3) {
-                if (m.data.trim()) textTouched = true;
-                continue;
-              }
-              if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) continue;
-              var rr = getRole(m),
-                rn = getName(m, rr);
-              if ((rr === 'generic' || rr === 'none') && !rn) {
-                var cnt = m.querySelectorAll
-                  ? m.querySelectorAll(
-                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
-                    ).length
-                  : 0;
-                if (!cnt) continue;
-                if (removed >= DOM_CAP) {
-                  dropR++;
-                  continue;
-                }
-                removed++;
-                emit('dom.removed', {
-                  role: rr,
-                  tag: m.tagName.toLowerCase(),
-                  target: describeNode(m),
-                  descendants: cnt,
-                  region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
-                });
-                continue;
-              }
-              if (removed >= DOM_CAP) {
-                dropR++;
-                continue;
-              }
-              removed++;
-              var rd = {
-                role: rr,
-                name: rn,
-                tag: m.tagName.toLowerCase(),
-                target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '')
-              };
-              var oldRef = REF_OF.get(m);
-              if (oldRef) rd.formerRef = oldRef;
-              emit('dom.removed', rd);
-            }
-            if (
-              textTouched &&
-              r.target.nodeType === 1 &&
-              !seenText.has(r.target) &&
-              !inSource(r.target)
-            ) {
-              seenText.add(r.target);
-              if (changed >= DOM_CAP) {
-                dropC++;
-                continue;
-              }
-              changed++;
-              emit(
-                'dom.text',
-                { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) },
-                r.target
-              );
-            }
-          }
-        }
+        for (var i = 0; i < rs.length; i++) domRecord(f, rs[i]);
       } catch (e) {
         internal('dom_observer', e);
       }
-      var drop = dropA + dropR + dropC + overflowRecords;
-      if (drop) {
-        emit('truncated', {
-          what: 'dom',
-          channel: 'dom',
-          count: drop,
-          dropped: drop,
-          reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
-          detail: { added: dropA, removed: dropR, changed: dropC, overflowRecords: overflowRecords }
-        });
-        overflowRecords = 0;
-      }
+      if (domTruncated(f, overflowRecords)) overflowRecords = 0;
     }
-    function regionOf(n) {
-      try {
-        var tid = n.parentElement && n.parentElement.closest('[data-testid]');
-        if (tid) return tid.getAttribute('data-testid');
-        return n.parentElement ? refFor(n.parentElement) : undefined;
-      } catch (e) {
-        return undefined;
-      }
-    }
-    var cfg = {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      characterDataOldValue: true,
-      attributes: true,
-      attributeOldValue: true,
-      attributeFilter: ATTRS
-    };
-    mo.observe(document, cfg);
+    mo.observe(document, DOM_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, cfg);
+      mo.observe(root, DOM_OBSERVE);
     };
     ROOT_WATCHERS.push(watch);
     S.teardowns.push(function () {
