@@ -16511,33 +16511,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       /* a frozen stream: our copy then reads to the end */
     }
   }
+  // Reads a clone of a streamed fetch response beside the page's copy; false when it cannot.
+  // What one stream has seen so far lives in one record, `st`, that the stream* functions share.
   function watchStream(meta, res, d, ct, reqDone) {
-    var clone, reader, dec;
-    try {
-      if (typeof TextDecoder === 'undefined') return false;
-      clone = res.clone();
-      if (!clone.body || typeof clone.body.getReader !== 'function') return false;
-      reader = clone.body.getReader();
-      dec = new TextDecoder();
-    } catch (e) {
-      return false;
-    }
-    var format = streamFormat(ct);
-    var count = 0,
-      emitted = 0,
-      dropped = 0,
-      unreported = 0,
-      reportTimer = null,
-      held = null, // the newest message the caps dropped: the stream's last one is always sent
-      secStart = 0,
-      inSec = 0,
-      bytes = 0,
-      finished = false,
-      cancelled = false;
-    var buf = '',
-      lineCut = false,
-      lineOver = 0;
-    var sse = { parts: [], len: 0, kept: 0, event: '', id: '' };
+    var st = streamOpen(meta, res, d, ct, reqDone);
+    if (!st) return false;
     emit('net.stream', {
       direction: 'open',
       transport: 'stream',
@@ -16546,209 +16524,251 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       status: res.status,
       ok: d.ok,
       contentType: clip(ct, 200),
-      format: format
+      format: st.format
     });
     if (res.body) {
       onPageCancel(res.body, function () {
-        cancelled = true;
+        st.cancelled = true;
         // what the page already read is queued on our copy too: read it first, then let go
         N.setTimeout(function () {
           try {
-            if (!finished) reader.cancel().catch(function () {});
+            if (!st.finished) st.reader.cancel().catch(function () {});
           } catch (e) {
             /* ignore */
           }
         }, 0);
       });
     }
-    function report() {
-      reportTimer = null;
-      if (!unreported) return;
-      emit('truncated', {
-        what: 'net.stream',
-        channel: 'net.stream',
-        count: unreported,
-        dropped: unreported,
-        reason:
-          'caps of ' +
-          STREAM_MAX_MESSAGES +
-          ' messages per stream and ' +
-          STREAM_MAX_PER_SEC +
-          ' per second',
-        url: meta.url,
-        requestId: meta.id
-      });
-      unreported = 0;
-    }
-    function message(text, fullLen, evName, evId) {
-      count++;
-      var t = N.now();
-      if (t - secStart > 1000) {
-        secStart = t;
-        inSec = 0;
-      }
-      var capped = emitted >= STREAM_MAX_MESSAGES || inSec >= STREAM_MAX_PER_SEC;
-      if (held) {
-        // the message held back is not the last one after all: it is dropped
-        dropped++;
-        unreported++;
-        held = null;
-        if (!reportTimer) reportTimer = N.setTimeout(report, 1000);
-      }
-      if (capped) {
-        held = [text, fullLen, evName, evId, count];
-        return;
-      }
-      inSec++;
-      send(text, fullLen, evName, evId, count, false);
-    }
-    function send(text, fullLen, evName, evId, index, final) {
-      emitted++;
-      var f = frameData(text);
-      if (fullLen > text.length) {
-        f.size = fullLen;
-        f.frameBytes = fullLen;
-        if (S.captureBodies) f.dataTruncated = true;
-      }
-      f.direction = 'in';
-      f.transport = 'stream';
-      f.url = meta.url;
-      f.requestId = meta.id;
-      f.index = index;
-      if (evName) f.event = clip(evName, 100);
-      if (evId) f.lastEventId = clip(evId, 100);
-      if (final) f.final = true;
-      emit('net.stream', f);
-    }
-    function sseDispatch() {
-      if (sse.parts.length) {
-        var text = sse.parts.join('\n');
-        message(text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
-      }
-      sse.parts = [];
-      sse.len = 0;
-      sse.kept = 0;
-      sse.event = '';
-    }
-    function line(text, over) {
-      if (format === 'ndjson') {
-        if (text.trim()) message(text, text.length + over);
-        return;
-      }
-      if (text === '') return sseDispatch();
-      if (text.charAt(0) === ':') return;
-      var i = text.indexOf(':');
-      var field = i < 0 ? text : text.slice(0, i);
-      var value = i < 0 ? '' : text.slice(i + 1);
-      if (value.charAt(0) === ' ') value = value.slice(1);
-      if (field === 'data') {
-        sse.len += value.length + over;
-        if (sse.kept < STREAM_MESSAGE_SCAN) {
-          sse.parts.push(value);
-          sse.kept += value.length + 1;
-        }
-      } else if (field === 'event') sse.event = value;
-      else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
-    }
-    function feed(chunk, last) {
-      if (format === 'chunks') {
-        if (chunk) message(chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
-        return;
-      }
-      if (lineCut) {
-        var nl = chunk.search(/[\r\n]/);
-        if (nl < 0) {
-          lineOver += chunk.length;
-          chunk = '';
-        } else {
-          lineOver += nl;
-          chunk = chunk.slice(nl);
-          lineCut = false;
-        }
-      }
-      buf += chunk;
-      var hold = '';
-      if (!last && buf.charAt(buf.length - 1) === '\r') {
-        hold = '\r';
-        buf = buf.slice(0, -1);
-      }
-      var lines = buf.split(/\r\n|\r|\n/);
-      buf = lines.pop();
-      for (var i = 0; i < lines.length; i++) {
-        line(lines[i], i === 0 ? lineOver : 0);
-        if (i === 0) lineOver = 0;
-      }
-      if (last) {
-        if (buf) line(buf, lineOver);
-        if (format === 'sse') sseDispatch();
-        buf = '';
-        return;
-      }
-      if (buf.length > STREAM_MESSAGE_SCAN) {
-        lineOver += buf.length - STREAM_MESSAGE_SCAN;
-        buf = buf.slice(0, STREAM_MESSAGE_SCAN);
-        lineCut = !hold;
-      }
-      buf += hold;
-    }
-    function finish(err) {
-      if (finished) return;
-      finished = true;
-      if (held && err === 'unread') {
-        dropped++;
-        unreported++;
-      } else if (held) {
-        // the last message past the caps is sent anyway: it is the one that tells how it ended
-        send(held[0], held[1], held[2], held[3], held[4], true);
-      }
-      held = null;
-      if (reportTimer) N.clearTimeout(reportTimer);
-      report();
-      var end = Math.round(N.now() - meta.t0);
-      d.streamed = true;
-      d.messageCount = count;
-      if (dropped) d.messagesDropped = dropped;
-      d.streamDurationMs = end;
-      if (cancelled) d.cancelledByPage = true;
-      else if (err === 'unread')
-        d.streamStopped = 'the page read none of its copy; reading stopped after ' + bytes + ' bytes';
-      else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
-      });
-    }
-    // a message the SDK fails to parse is reported; the stream is still read to its end
-    function safeFeed(chunk, last) {
-      try {
-        feed(last ? dec.decode() : dec.decode(chunk, { stream: true }), last);
-      } catch (e) {
-        internal('network_observer', e);
-      }
-    }
-    function pump() {
-      reader.read().then(
-        function (r) {
-          if (r.done) {
-            safeFeed(null, true);
-            finish(null);
-            return;
-          }
-          safeFeed(r.value, false);
-          bytes += (r.value && r.value.byteLength) || 0;
-          if (bytes > STREAM_UNREAD_MAX && !res.bodyUsed) {
-            finish('unread');
-            reader.cancel().catch(function () {}); // the page's copy goes on without ours
-            return;
-          }
-          pump();
-        },
-        guard('network_observer', function (e) {
-          finish(e || new Error('stream read failed'));
-        })
-      );
-    }
-    pump();
+    streamPump(st);
     return true;
+  }
+  // The record of one stream with its reader on a clone of the body, or null when there is none.
+  function streamOpen(meta, res, d, ct, reqDone) {
+    var clone, reader, dec;
+    try {
+      if (typeof TextDecoder === 'undefined') return null;
+      clone = res.clone();
+      if (!clone.body || typeof clone.body.getReader !== 'function') return null;
+      reader = clone.body.getReader();
+      dec = new TextDecoder();
+    } catch (e) {
+      return null;
+    }
+    return {
+      meta: meta,
+      res: res,
+      d: d,
+      reqDone: reqDone,
+      reader: reader,
+      dec: dec,
+      format: streamFormat(ct),
+      count: 0,
+      emitted: 0,
+      dropped: 0,
+      unreported: 0,
+      reportTimer: null,
+      held: null, // the newest message the caps dropped: the stream's last one is always sent
+      secStart: 0,
+      inSec: 0,
+      bytes: 0,
+      finished: false,
+      cancelled: false,
+      buf: '',
+      lineCut: false,
+      lineOver: 0,
+      sse: { parts: [], len: 0, kept: 0, event: '', id: '' }
+    };
+  }
+  function streamReport(st) {
+    st.reportTimer = null;
+    if (!st.unreported) return;
+    emit('truncated', {
+      what: 'net.stream',
+      channel: 'net.stream',
+      count: st.unreported,
+      dropped: st.unreported,
+      reason:
+        'caps of ' + STREAM_MAX_MESSAGES + ' messages per stream and ' + STREAM_MAX_PER_SEC + ' per second',
+      url: st.meta.url,
+      requestId: st.meta.id
+    });
+    st.unreported = 0;
+  }
+  function streamMessage(st, text, fullLen, evName, evId) {
+    st.count++;
+    var t = N.now();
+    if (t - st.secStart > 1000) {
+      st.secStart = t;
+      st.inSec = 0;
+    }
+    var capped = st.emitted >= STREAM_MAX_MESSAGES || st.inSec >= STREAM_MAX_PER_SEC;
+    if (st.held) {
+      // the message held back is not the last one after all: it is dropped
+      st.dropped++;
+      st.unreported++;
+      st.held = null;
+      if (!st.reportTimer) {
+        st.reportTimer = N.setTimeout(function () {
+          streamReport(st);
+        }, 1000);
+      }
+    }
+    if (capped) {
+      st.held = [text, fullLen, evName, evId, st.count];
+      return;
+    }
+    st.inSec++;
+    streamSend(st, text, fullLen, evName, evId, st.count, false);
+  }
+  function streamSend(st, text, fullLen, evName, evId, index, final) {
+    st.emitted++;
+    var f = frameData(text);
+    if (fullLen > text.length) {
+      f.size = fullLen;
+      f.frameBytes = fullLen;
+      if (S.captureBodies) f.dataTruncated = true;
+    }
+    f.direction = 'in';
+    f.transport = 'stream';
+    f.url = st.meta.url;
+    f.requestId = st.meta.id;
+    f.index = index;
+    if (evName) f.event = clip(evName, 100);
+    if (evId) f.lastEventId = clip(evId, 100);
+    if (final) f.final = true;
+    emit('net.stream', f);
+  }
+  function streamSseDispatch(st) {
+    var sse = st.sse;
+    if (sse.parts.length) {
+      var text = sse.parts.join('\n');
+      streamMessage(st, text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
+    }
+    sse.parts = [];
+    sse.len = 0;
+    sse.kept = 0;
+    sse.event = '';
+  }
+  // One line of an ndjson or event-stream body; `over` counts its characters past the scan cap.
+  function streamLine(st, text, over) {
+    if (st.format === 'ndjson') {
+      if (text.trim()) streamMessage(st, text, text.length + over);
+      return;
+    }
+    if (text === '') return streamSseDispatch(st);
+    if (text.charAt(0) === ':') return;
+    var sse = st.sse;
+    var i = text.indexOf(':');
+    var field = i < 0 ? text : text.slice(0, i);
+    var value = i < 0 ? '' : text.slice(i + 1);
+    if (value.charAt(0) === ' ') value = value.slice(1);
+    if (field === 'data') {
+      sse.len += value.length + over;
+      if (sse.kept < STREAM_MESSAGE_SCAN) {
+        sse.parts.push(value);
+        sse.kept += value.length + 1;
+      }
+    } else if (field === 'event') sse.event = value;
+    else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
+  }
+  function streamFeed(st, chunk, last) {
+    if (st.format === 'chunks') {
+      if (chunk) streamMessage(st, chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
+      return;
+    }
+    if (st.lineCut) {
+      var nl = chunk.search(/[\r\n]/);
+      if (nl < 0) {
+        st.lineOver += chunk.length;
+        chunk = '';
+      } else {
+        st.lineOver += nl;
+        chunk = chunk.slice(nl);
+        st.lineCut = false;
+      }
+    }
+    st.buf += chunk;
+    var hold = '';
+    if (!last && st.buf.charAt(st.buf.length - 1) === '\r') {
+      hold = '\r';
+      st.buf = st.buf.slice(0, -1);
+    }
+    var lines = st.buf.split(/\r\n|\r|\n/);
+    st.buf = lines.pop();
+    for (var i = 0; i < lines.length; i++) {
+      streamLine(st, lines[i], i === 0 ? st.lineOver : 0);
+      if (i === 0) st.lineOver = 0;
+    }
+    if (last) {
+      if (st.buf) streamLine(st, st.buf, st.lineOver);
+      if (st.format === 'sse') streamSseDispatch(st);
+      st.buf = '';
+      return;
+    }
+    if (st.buf.length > STREAM_MESSAGE_SCAN) {
+      st.lineOver += st.buf.length - STREAM_MESSAGE_SCAN;
+      st.buf = st.buf.slice(0, STREAM_MESSAGE_SCAN);
+      st.lineCut = !hold;
+    }
+    st.buf += hold;
+  }
+  function streamFinish(st, err) {
+    if (st.finished) return;
+    st.finished = true;
+    var held = st.held;
+    if (held && err === 'unread') {
+      st.dropped++;
+      st.unreported++;
+    } else if (held) {
+      // the last message past the caps is sent anyway: it is the one that tells how it ended
+      streamSend(st, held[0], held[1], held[2], held[3], held[4], true);
+    }
+    st.held = null;
+    if (st.reportTimer) N.clearTimeout(st.reportTimer);
+    streamReport(st);
+    var d = st.d;
+    var end = Math.round(N.now() - st.meta.t0);
+    d.streamed = true;
+    d.messageCount = st.count;
+    if (st.dropped) d.messagesDropped = st.dropped;
+    d.streamDurationMs = end;
+    if (st.cancelled) d.cancelledByPage = true;
+    else if (err === 'unread')
+      d.streamStopped = 'the page read none of its copy; reading stopped after ' + st.bytes + ' bytes';
+    else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
+    st.reqDone.then(function (rq) {
+      emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
+    });
+  }
+  // a message the SDK fails to parse is reported; the stream is still read to its end
+  function streamSafeFeed(st, chunk, last) {
+    try {
+      streamFeed(st, last ? st.dec.decode() : st.dec.decode(chunk, { stream: true }), last);
+    } catch (e) {
+      internal('network_observer', e);
+    }
+  }
+  function streamPump(st) {
+    st.reader.read().then(
+      function (r) {
+        if (r.done) {
+          streamSafeFeed(st, null, true);
+          streamFinish(st, null);
+          return;
+        }
+        streamSafeFeed(st, r.value, false);
+        st.bytes += (r.value && r.value.byteLength) || 0;
+        if (st.bytes > STREAM_UNREAD_MAX && !st.res.bodyUsed) {
+          streamFinish(st, 'unread');
+          st.reader.cancel().catch(function () {}); // the page's copy goes on without ours
+          return;
+        }
+        streamPump(st);
+      },
+      guard('network_observer', function (e) {
+        streamFinish(st, e || new Error('stream read failed'));
+      })
+    );
   }
 
   // read at most ~cap characters of a (cloned) response without buffering a huge body
