@@ -15648,6 +15648,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     upload: function (el, o) { return doUpload(el, o); },
     drag: function (el, o) { return doDrag(el, o); }
   };
+  // One act: resolve its element, note what holds before, dispatch it (through CDP or synthetic
+  // events), let the page settle, then tell what it did. `c` carries the act from step to step.
   function act(args) {
     var action = args.action;
     if (ACTIONS.indexOf(action) < 0)
@@ -15655,6 +15657,43 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         "unknown action '" + clip(action, 40) + "'; use one of " + ACTIONS.join(', ')
       );
     var a = isObj(args.args) ? args.args : {};
+    var el = actElement(args, action);
+    var opts = actOptions(a, action);
+    dangerCheck(el, action, opts);
+    var c = actBefore(el, action, opts);
+    c.warning = actPointer(c);
+    c.probe = actProbe(opts);
+    var run;
+    c.t0 = N.now(); // before dispatch: events the handlers emit are at or after it
+    c.wall0 = N.dateNow(); // a document request announced from here on is this act's doing
+    c.viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
+    if (c.viaCdp) run = cdpInput(action, el, opts);
+    if (!c.viaCdp) {
+      var synthetic = SYNTHETIC_ACTIONS[action];
+      run = synthetic ? synthetic(el, opts) : undefined;
+      if (action === 'scrollIntoView') c.effect.scrolledIntoView = true;
+    }
+    return N.Promise.resolve(run).then(
+      function (r) {
+        r = r || {};
+        return settle().then(function (settled) {
+          actProbeEnd(c.probe);
+          actEffectAfter(c, r);
+          return actAnswer(c, r, settled);
+        });
+      },
+      function (e) {
+        try {
+          if (c.probe.mo) c.probe.mo.disconnect();
+        } catch (x) {
+          /* ignore */
+        }
+        throw e;
+      }
+    );
+  }
+  // The element an act is for: its ref, its target, or (for press) the focused element.
+  function actElement(args, action) {
     var el;
     if (args.ref) el = mustResolve(args.ref);
     else if (args.target) el = resolveTarget(args.target);
@@ -15662,6 +15701,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     else throw new Error(action + ' needs a ref or a target');
     if (!(el instanceof viewOf(el).HTMLElement) && !(el instanceof viewOf(el).SVGElement))
       throw new Error('ref ' + args.ref + ' is not an HTML element');
+    return el;
+  }
+  // A copy of the act's arguments; a drag's destination resolved into __toEl.
+  function actOptions(a, action) {
     var opts = {};
     for (var k in a) if (hasOwn(a, k)) opts[k] = a[k];
     if (action === 'drag') {
@@ -15669,24 +15712,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (toRef) opts.__toEl = mustResolve(toRef);
       else if (isObj(a.target)) opts.__toEl = resolveTarget(a.target);
     }
-    dangerCheck(el, action, opts);
+    return opts;
+  }
+  // What holds before the act: the element's ref, role, name, visibility, the focus and value.
+  function actBefore(el, action, opts) {
     var cache = makeVisCache();
-    var ref = refFor(el),
-      role = getRole(el),
-      name = getName(el, role);
-    var testid = el.getAttribute('data-testid');
-    var visible = isVisible(el, cache),
-      enabled = !isDisabled(el);
-    var focusBefore =
-      document.activeElement && document.activeElement !== document.body
-        ? document.activeElement
-        : null;
-    var valueBefore = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
-    var effect = {
+    var c = { action: action, el: el, opts: opts };
+    c.ref = refFor(el);
+    c.role = getRole(el);
+    c.name = getName(el, c.role);
+    c.testid = el.getAttribute('data-testid');
+    c.visible = isVisible(el, cache);
+    c.enabled = !isDisabled(el);
+    c.focusBefore = actFocused();
+    c.valueBefore = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+    c.effect = {
       dispatched: true,
       targetMatched: true,
-      visible: visible,
-      enabled: enabled,
+      visible: c.visible,
+      enabled: c.enabled,
       defaultPrevented: false,
       focusMoved: null,
       valueChanged: false,
@@ -15695,154 +15739,141 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       occludedBy: null,
       scrolledIntoView: false
     };
-    var warning = null;
+    return c;
+  }
+  function actFocused() {
+    return document.activeElement && document.activeElement !== document.body ? document.activeElement : null;
+  }
+  // A pointer act scrolls its element into view and looks for what covers it; the warning, if any.
+  function actPointer(c) {
+    var el = c.el,
+      action = c.action,
+      effect = c.effect;
     var pointer = { click: 1, dblclick: 1, check: 1, uncheck: 1, hover: 1, drag: 1 }[action];
-    if (pointer) {
-      var c = centre(el);
-      if (c.w > 0 && c.h > 0 && (c.x < 0 || c.y < 0 || c.x > innerWidth || c.y > innerHeight)) {
-        try {
-          el.scrollIntoView({ block: 'center', inline: 'center' });
-          effect.scrolledIntoView = true;
-        } catch (e) {
-          /* ignore */
-        }
+    if (!pointer) return null;
+    var ctr = centre(el);
+    if (ctr.w > 0 && ctr.h > 0 && (ctr.x < 0 || ctr.y < 0 || ctr.x > innerWidth || ctr.y > innerHeight)) {
+      try {
+        el.scrollIntoView({ block: 'center', inline: 'center' });
+        effect.scrolledIntoView = true;
+      } catch (e) {
+        /* ignore */
       }
-      var oc = occlusion(el);
-      effect.occluded = oc.occluded;
-      effect.occludedBy = oc.occludedBy;
-      if (oc.occluded)
-        warning =
-          'the element is covered at its centre by ' +
-          oc.occludedByLabel +
-          '; a real user could not click it. The synthetic event was dispatched to the element anyway.';
-      else if (!visible)
-        warning =
-          'the element is not visible; a real user could not interact with it. ' +
-          'The synthetic event was dispatched anyway.';
-      else if (!enabled && action !== 'hover')
-        warning = 'the element is disabled; browsers ignore clicks on disabled controls.';
     }
-    // mutation probe
-    var records = 0,
-      appeared = [];
-    var mo = null;
+    var oc = occlusion(el);
+    effect.occluded = oc.occluded;
+    effect.occludedBy = oc.occludedBy;
+    if (oc.occluded)
+      return (
+        'the element is covered at its centre by ' +
+        oc.occludedByLabel +
+        '; a real user could not click it. The synthetic event was dispatched to the element anyway.'
+      );
+    if (!c.visible)
+      return (
+        'the element is not visible; a real user could not interact with it. ' +
+        'The synthetic event was dispatched anyway.'
+      );
+    if (!c.enabled && action !== 'hover')
+      return 'the element is disabled; browsers ignore clicks on disabled controls.';
+    return null;
+  }
+  // The mutation probe of one act: how many records, and the new texts that appeared.
+  function actProbe(opts) {
+    var p = { records: 0, appeared: [], mo: null, opts: opts };
     try {
-      mo = new N.MutationObserver(function (rs) {
-        tally(rs);
+      p.mo = new N.MutationObserver(function (rs) {
+        actTally(p, rs);
       });
-      mo.observe(document, {
+      p.mo.observe(document, {
         subtree: true,
         childList: true,
         attributes: true,
         characterData: true
       });
     } catch (e) {
-      mo = null;
+      p.mo = null;
     }
-    function tally(rs) {
-      records += rs.length;
-      for (var i = 0; i < rs.length && appeared.length < 20; i++) {
-        var r = rs[i];
-        var nodes = r.type === 'characterData' ? [r.target] : r.addedNodes;
-        for (var j = 0; j < (nodes ? nodes.length : 0); j++) {
-          var n = nodes[j];
-          if (n.nodeType === 1 && isIgnored(n)) continue;
-          var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
-          if (
-            tx &&
-            /\p{L}/u.test(tx) &&
-            tx !== opts.value &&
-            tx !== opts.text &&
-            appeared.indexOf(tx) < 0
-          )
-            appeared.push(clip(tx, 80));
-        }
+    return p;
+  }
+  function actTally(p, rs) {
+    var opts = p.opts,
+      appeared = p.appeared;
+    p.records += rs.length;
+    for (var i = 0; i < rs.length && appeared.length < 20; i++) {
+      var r = rs[i];
+      var nodes = r.type === 'characterData' ? [r.target] : r.addedNodes;
+      for (var j = 0; j < (nodes ? nodes.length : 0); j++) {
+        var n = nodes[j];
+        if (n.nodeType === 1 && isIgnored(n)) continue;
+        var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
+        if (tx && /\p{L}/u.test(tx) && tx !== opts.value && tx !== opts.text && appeared.indexOf(tx) < 0)
+          appeared.push(clip(tx, 80));
       }
     }
-    var run;
-    var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
-    var wall0 = N.dateNow(); // a document request announced from here on is this act's doing
-    var viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
-    if (viaCdp) run = cdpInput(action, el, opts);
-    if (!viaCdp) {
-      var synthetic = SYNTHETIC_ACTIONS[action];
-      run = synthetic ? synthetic(el, opts) : undefined;
-      if (action === 'scrollIntoView') effect.scrolledIntoView = true;
-    }
-    return N.Promise.resolve(run).then(
-      function (r) {
-        r = r || {};
-        return settle().then(function (settled) {
-          try {
-            if (mo) {
-              tally(mo.takeRecords());
-              mo.disconnect();
-            }
-          } catch (e) {
-            /* ignore */
-          }
-          if (r.defaultPrevented) effect.defaultPrevented = true;
-          if (r.heldMs != null) effect.heldMs = r.heldMs;
-          if (r.alreadyAtValue) {
-            effect.alreadyAtValue = true;
-            effect.dispatched = false;
-          }
-          if (r.implicitSubmit) effect.implicitSubmit = true;
-          if (r.activated) effect.activated = true;
-          effect.targetMatched = el.isConnected;
-          var fa =
-            document.activeElement && document.activeElement !== document.body
-              ? document.activeElement
-              : null;
-          if (fa !== focusBefore)
-            effect.focusMoved =
-              (focusBefore ? refFor(focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
-          if (/^(fill|type|clear|select|upload)$/.test(action)) {
-            var after =
-              'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
-            effect.valueChanged = after !== valueBefore;
-          }
-          effect.domMutatedWithin = records;
-          if (appeared.length) effect.appeared = clip(appeared.join(' | '), 200);
-          var res = {
-            ok: true,
-            ref: ref,
-            action: action,
-            dispatched: effect.dispatched,
-            settled: settled,
-            settleReason: settled ? null : 'timeout',
-            effect: effect,
-            role: role,
-            name: name
-          };
-          if (testid) res.testid = testid;
-          if (el.type === 'password') res.password = true;
-          if (r.files) res.files = r.files;
-          if (r.to) res.to = r.to;
-          if (warning) res.warning = warning;
-          res.input = viaCdp ? 'cdp' : 'synthetic';
-          res.ms = Math.round(N.now() - t0);
-          res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
-          res.documentId = S.documentId;
-          if (docAnnounced && docAnnounced.at >= wall0)
-            res.navigation = {
-              requestId: docAnnounced.id,
-              method: docAnnounced.method,
-              url: docAnnounced.url,
-              cause: docAnnounced.cause
-            };
-          return res;
-        });
-      },
-      function (e) {
-        try {
-          if (mo) mo.disconnect();
-        } catch (x) {
-          /* ignore */
-        }
-        throw e;
+  }
+  function actProbeEnd(p) {
+    try {
+      if (p.mo) {
+        actTally(p, p.mo.takeRecords());
+        p.mo.disconnect();
       }
-    );
+    } catch (e) {
+      /* ignore */
+    }
+  }
+  // The effect after the act settled: what the dispatch answered, the focus, the value, the DOM.
+  function actEffectAfter(c, r) {
+    var effect = c.effect,
+      el = c.el;
+    if (r.defaultPrevented) effect.defaultPrevented = true;
+    if (r.heldMs != null) effect.heldMs = r.heldMs;
+    if (r.alreadyAtValue) {
+      effect.alreadyAtValue = true;
+      effect.dispatched = false;
+    }
+    if (r.implicitSubmit) effect.implicitSubmit = true;
+    if (r.activated) effect.activated = true;
+    effect.targetMatched = el.isConnected;
+    var fa = actFocused();
+    if (fa !== c.focusBefore)
+      effect.focusMoved = (c.focusBefore ? refFor(c.focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
+    if (/^(fill|type|clear|select|upload)$/.test(c.action)) {
+      var after = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+      effect.valueChanged = after !== c.valueBefore;
+    }
+    effect.domMutatedWithin = c.probe.records;
+    if (c.probe.appeared.length) effect.appeared = clip(c.probe.appeared.join(' | '), 200);
+  }
+  function actAnswer(c, r, settled) {
+    var res = {
+      ok: true,
+      ref: c.ref,
+      action: c.action,
+      dispatched: c.effect.dispatched,
+      settled: settled,
+      settleReason: settled ? null : 'timeout',
+      effect: c.effect,
+      role: c.role,
+      name: c.name
+    };
+    if (c.testid) res.testid = c.testid;
+    if (c.el.type === 'password') res.password = true;
+    if (r.files) res.files = r.files;
+    if (r.to) res.to = r.to;
+    if (c.warning) res.warning = c.warning;
+    res.input = c.viaCdp ? 'cdp' : 'synthetic';
+    res.ms = Math.round(N.now() - c.t0);
+    res.pt = Math.floor(c.t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
+    res.documentId = S.documentId;
+    if (docAnnounced && docAnnounced.at >= c.wall0)
+      res.navigation = {
+        requestId: docAnnounced.id,
+        method: docAnnounced.method,
+        url: docAnnounced.url,
+        cause: docAnnounced.cause
+      };
+    return res;
   }
   function actSequence(args) {
     var steps = Array.isArray(args.steps) ? args.steps : null;
