@@ -14207,169 +14207,177 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (mode === 'status') return { tree: '', nodes: 0, truncated: false, status: status };
     var root = resolveScope(args.scope);
     if (!root) return { tree: '', nodes: 0, truncated: false, scopeMissing: true, status: status };
-    var lines = [],
-      count = 0,
-      truncated = false,
-      depthHit = false,
-      unread = [],
-      unreadOverflow = false;
+    // one walk: its lines, counts, caps hit, and the refs left unread
+    var w = {
+      mode: mode,
+      lines: [],
+      count: 0,
+      truncated: false,
+      depthHit: false,
+      unread: [],
+      unreadOverflow: false,
+      // Open dialogs go first, so that the node cap can never hide the thing the user
+      // is looking at behind a long page; the second pass skips them.
+      dialogs: args.scope ? [] : snapDialogs(cache),
+      secondPass: false,
+      visited: new Set() // an element reachable twice (slots, frames) is printed once
+    };
     var includeRoot = !!args.scope && args.includeRoot !== false;
-    function addUnread(el) {
-      if (unread.length < 50) unread.push(refFor(el));
-      else unreadOverflow = true;
-    }
-    // Open dialogs go first, so that the node cap can never hide the thing the user
-    // is looking at behind a long page; the second pass skips them.
-    var dialogs = [],
-      secondPass = false;
-    if (!args.scope) {
-      try {
-        var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
-        for (var di = 0; di < found.length && dialogs.length < 5; di++) {
-          if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
-        }
-        dialogs = dialogs.filter(function (d) {
-          return !dialogs.some(function (o) {
-            return o !== d && o.contains(d);
-          });
-        });
-      } catch (e) {
-        dialogs = [];
-      }
-    }
-    var visited = new Set(); // an element reachable twice (slots, frames) is printed once
-    function visit(el, level, inLive, pname) {
-      if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
-      if (secondPass && dialogs.indexOf(el) >= 0) return;
-      if (visited.has(el)) return;
-      visited.add(el);
-      if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
-      var st = styleOf(el);
-      if (st && st.display === 'none') return;
-      if (el.tagName === 'INPUT' && el.type === 'hidden') return;
-      if (count >= SNAP_NODES) {
-        truncated = true;
-        addUnread(el);
-        return;
-      }
-      var role = getRole(el);
-      var live =
-        inLive ||
-        role === 'alert' ||
-        role === 'status' ||
-        role === 'log' ||
-        (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
-      var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
-      var line = null;
-      if (!hiddenStyle) {
-        var name = getName(el, role);
-        var emitLine = false,
-          asText = null;
-        if (mode === 'interactive')
-          emitLine =
-            !!INTERACTIVE[role] || (live && (role !== 'generic' || !!name || !!ownText(el)));
-        else
-          emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
-        if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
-          var ot = ownText(el);
-          if (ot && ot !== pname) {
-            emitLine = true;
-            asText = ot;
-          } // a text that only repeats its parent's name adds nothing
-        }
-        if (emitLine) {
-          if (asText != null) line = '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"';
-          else {
-            line = '- ' + role;
-            var own = name ? null : ownText(el);
-            if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
-            if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
-            if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
-            var v = getValue(el);
-            if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
-            if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
-              var gc = st.gridTemplateColumns;
-              line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
-            }
-            var flags = [];
-            if (isDisabled(el)) flags.push('disabled');
-            if (isChecked(el)) flags.push('checked');
-            if (
-              el.getAttribute('aria-expanded') === 'true' ||
-              (el.tagName === 'DETAILS' && el.open)
-            )
-              flags.push('expanded');
-            if (isFocused(el)) flags.push('focused');
-            if (flags.length) line += ' [' + flags.join(',') + ']';
-          }
-        }
-      }
-      var childLevel = level,
-        childName = pname;
-      if (line !== null) {
-        childName = asText == null && name ? clip(name, 100) : null;
-        if (level > SNAP_DEPTH) {
-          depthHit = true;
-          addUnread(el);
-          return;
-        }
-        lines.push(new Array(level + 1).join('  ') + line);
-        count++;
-        childLevel = level + 1;
-      }
-      if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return;
-      var kids = childrenOf(el);
-      for (var i = 0; i < kids.length; i++) visit(kids[i], childLevel, live, childName);
-    }
     try {
-      for (var dj = 0; dj < dialogs.length; dj++) visit(dialogs[dj], 0, false);
-      secondPass = true;
-      if (includeRoot) visit(root, 0, false);
+      for (var dj = 0; dj < w.dialogs.length; dj++) snapVisit(w, w.dialogs[dj], 0, false);
+      w.secondPass = true;
+      if (includeRoot) snapVisit(w, root, 0, false);
       else {
         var ks = childrenOf(root);
-        for (var i = 0; i < ks.length; i++) visit(ks[i], 0, false);
+        for (var i = 0; i < ks.length; i++) snapVisit(w, ks[i], 0, false);
       }
     } catch (e) {
       internal('snapshot', e);
     }
     var res = {
-      tree: lines.join('\n'),
-      nodes: count,
-      truncated: truncated || depthHit,
+      tree: w.lines.join('\n'),
+      nodes: w.count,
+      truncated: w.truncated || w.depthHit,
       status: status
     };
-    if (dialogs.length) res.dialogsFirst = dialogs.length;
-    if (!count && !args.scope) {
-      // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
-      var body = document.body;
-      var content =
-        !!body &&
-        Array.prototype.some.call(body.children, function (c) {
-          return !SKIP_TAGS[c.tagName];
-        });
-      var rendered = document.readyState === 'complete' && content;
-      res.rendered = rendered;
-      res.note = rendered
-        ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
-        : 'the page has not rendered yet (document.readyState is ' +
-          document.readyState +
-          (content ? '' : ', its body holds no content') +
-          '); snapshot again in a moment';
-    }
-    if (truncated || depthHit) {
-      res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
-      if (truncated) res.nodeCapHit = true;
-      if (depthHit) res.depthCapHit = true;
-      if (unread.length) res.unread = unread;
-      if (unreadOverflow) res.unreadOverflow = true;
-      res.note =
-        'snapshot capped at ' +
-        SNAP_NODES +
-        ' nodes / depth ' +
-        SNAP_DEPTH +
-        '; take a snapshot with scope set to a ref in unread[] to read the rest';
-    }
+    if (w.dialogs.length) res.dialogsFirst = w.dialogs.length;
+    if (!w.count && !args.scope) snapEmptyNote(res);
+    if (w.truncated || w.depthHit) snapCappedNote(w, res);
     return res;
+  }
+  // The open dialogs a snapshot prints first (at most 5, none inside another).
+  function snapDialogs(cache) {
+    var dialogs = [];
+    try {
+      var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
+      for (var di = 0; di < found.length && dialogs.length < 5; di++) {
+        if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
+      }
+      return dialogs.filter(function (d) {
+        return !dialogs.some(function (o) {
+          return o !== d && o.contains(d);
+        });
+      });
+    } catch (e) {
+      return [];
+    }
+  }
+  function snapAddUnread(w, el) {
+    if (w.unread.length < 50) w.unread.push(refFor(el));
+    else w.unreadOverflow = true;
+  }
+  function snapVisit(w, el, level, inLive, pname) {
+    if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
+    if (w.secondPass && w.dialogs.indexOf(el) >= 0) return;
+    if (w.visited.has(el)) return;
+    w.visited.add(el);
+    if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
+    var st = styleOf(el);
+    if (st && st.display === 'none') return;
+    if (el.tagName === 'INPUT' && el.type === 'hidden') return;
+    if (w.count >= SNAP_NODES) {
+      w.truncated = true;
+      snapAddUnread(w, el);
+      return;
+    }
+    var role = getRole(el);
+    var live =
+      inLive ||
+      role === 'alert' ||
+      role === 'status' ||
+      role === 'log' ||
+      (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
+    var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
+    var shown = hiddenStyle ? null : snapLine(w.mode, el, role, live, st, pname);
+    var childLevel = level,
+      childName = pname;
+    if (shown) {
+      childName = shown.asText == null && shown.name ? clip(shown.name, 100) : null;
+      if (level > SNAP_DEPTH) {
+        w.depthHit = true;
+        snapAddUnread(w, el);
+        return;
+      }
+      w.lines.push(new Array(level + 1).join('  ') + shown.line);
+      w.count++;
+      childLevel = level + 1;
+    }
+    if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return;
+    var kids = childrenOf(el);
+    for (var i = 0; i < kids.length; i++) snapVisit(w, kids[i], childLevel, live, childName);
+  }
+  // The line an element prints in this mode ({line, asText, name}), or null when it prints none.
+  function snapLine(mode, el, role, live, st, pname) {
+    var name = getName(el, role);
+    var emitLine = false,
+      asText = null;
+    if (mode === 'interactive')
+      emitLine = !!INTERACTIVE[role] || (live && (role !== 'generic' || !!name || !!ownText(el)));
+    else emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
+    if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
+      var ot = ownText(el);
+      if (ot && ot !== pname) {
+        emitLine = true;
+        asText = ot;
+      } // a text that only repeats its parent's name adds nothing
+    }
+    if (!emitLine) return null;
+    if (asText != null) {
+      return { line: '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"', asText: asText, name: name };
+    }
+    return { line: snapRoleLine(el, role, name, st), asText: null, name: name };
+  }
+  // "- role "name" (ref=eN): "own text" [value=...] [grid] [flags]" for one element.
+  function snapRoleLine(el, role, name, st) {
+    var line = '- ' + role;
+    var own = name ? null : ownText(el);
+    if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
+    if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
+    if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
+    var v = getValue(el);
+    if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
+    if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
+      var gc = st.gridTemplateColumns;
+      line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
+    }
+    var flags = [];
+    if (isDisabled(el)) flags.push('disabled');
+    if (isChecked(el)) flags.push('checked');
+    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      flags.push('expanded');
+    if (isFocused(el)) flags.push('focused');
+    if (flags.length) line += ' [' + flags.join(',') + ']';
+    return line;
+  }
+  // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
+  function snapEmptyNote(res) {
+    var body = document.body;
+    var content =
+      !!body &&
+      Array.prototype.some.call(body.children, function (c) {
+        return !SKIP_TAGS[c.tagName];
+      });
+    var rendered = document.readyState === 'complete' && content;
+    res.rendered = rendered;
+    res.note = rendered
+      ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
+      : 'the page has not rendered yet (document.readyState is ' +
+        document.readyState +
+        (content ? '' : ', its body holds no content') +
+        '); snapshot again in a moment';
+  }
+  function snapCappedNote(w, res) {
+    res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
+    if (w.truncated) res.nodeCapHit = true;
+    if (w.depthHit) res.depthCapHit = true;
+    if (w.unread.length) res.unread = w.unread;
+    if (w.unreadOverflow) res.unreadOverflow = true;
+    res.note =
+      'snapshot capped at ' +
+      SNAP_NODES +
+      ' nodes / depth ' +
+      SNAP_DEPTH +
+      '; take a snapshot with scope set to a ref in unread[] to read the rest';
   }
 
   // ---- text matching: contains, equals, matches -------------------------------------------------
