@@ -17220,115 +17220,148 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return '';
   }
-  function installAlerts() {
-    if (!N.MutationObserver || !document.querySelectorAll) return;
-    var SHOWN = new WeakMap(); // element -> the text last reported ('' while hidden or empty)
-    var recent = {}; // text -> when it was last reported
-    var allow = rateCap('ui.alert', 20);
-    var scheduled = false,
-      loaded = false;
-    function candidates() {
-      var rows = [];
-      TOASTS.error.forEach(function (sel) {
-        rows.push(['toast', sel, 'error']);
-      });
-      TOASTS.info.forEach(function (sel) {
-        rows.push(['toast', sel, null]);
-      });
-      rows.push(['invalid', '[aria-invalid=true]', 'error']);
-      rows = rows.concat(
-        FAILURE_UI.filter(function (r) {
-          return r[2] === 'error';
-        }),
-        ALERT_SOURCES,
-        FAILURE_UI.filter(function (r) {
-          return r[2] !== 'error';
-        }).map(function (r) {
-          return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
-        })
-      );
-      var out = [],
-        seen = new Set(),
-        roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
-      for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
-        for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
-          var els;
-          try {
-            els = roots[r].querySelectorAll(rows[i][1]);
-          } catch (e) {
-            break;
-          }
-          for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
-            if (seen.has(els[j])) continue;
-            seen.add(els[j]);
-            out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
-          }
+  // The selectors an alert scan looks at, best first: [source, selector, level, status?].
+  function alertRows() {
+    var rows = [];
+    TOASTS.error.forEach(function (sel) {
+      rows.push(['toast', sel, 'error']);
+    });
+    TOASTS.info.forEach(function (sel) {
+      rows.push(['toast', sel, null]);
+    });
+    rows.push(['invalid', '[aria-invalid=true]', 'error']);
+    return rows.concat(
+      FAILURE_UI.filter(function (r) {
+        return r[2] === 'error';
+      }),
+      ALERT_SOURCES,
+      FAILURE_UI.filter(function (r) {
+        return r[2] !== 'error';
+      }).map(function (r) {
+        return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
+      })
+    );
+  }
+  // The elements that may tell the user something, each once, at most ALERT_MAX_CANDIDATES.
+  function alertCandidates() {
+    var rows = alertRows();
+    var out = [],
+      seen = new Set(),
+      roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
+    for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
+      for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
+        var els;
+        try {
+          els = roots[r].querySelectorAll(rows[i][1]);
+        } catch (e) {
+          break;
+        }
+        for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
+          if (seen.has(els[j])) continue;
+          seen.add(els[j]);
+          out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
         }
       }
-      return out;
     }
-    function shown() {
-      var cache = makeVisCache();
-      var showing = [];
-      candidates().forEach(function (c) {
-        var el = c.el;
-        if (isIgnored(el) || !isVisible(el, cache)) {
-          SHOWN.set(el, '');
+    return out;
+  }
+  // The candidates shown now, one per message; SHOWN learns the hidden and the nested ones.
+  function alertsShown(SHOWN) {
+    var cache = makeVisCache();
+    var showing = [];
+    alertCandidates().forEach(function (c) {
+      var el = c.el;
+      if (isIgnored(el) || !isVisible(el, cache)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      if (!alertText(c)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      // a candidate inside (or around) one that ranks higher is the same message; a field is
+      // not a message, so a dialog around an invalid field still counts
+      for (var i = 0; i < showing.length; i++) {
+        var o = showing[i].el;
+        if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
+        if (o.contains(el) || el.contains(o)) {
+          SHOWN.set(el, c.key);
           return;
         }
-        if (c.source === 'invalid') {
-          c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
-          c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
-          c.key = 'invalid\n' + c.field + '\n' + c.text;
-        } else {
-          // a huge region is read natively (innerText of a rendered element skips script/style)
-          var big = (el.textContent || '').length > 20000;
-          c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
-          c.key = c.text;
-          if (!c.text) {
-            SHOWN.set(el, '');
-            return;
-          }
-        }
-        // a candidate inside (or around) one that ranks higher is the same message; a field is
-        // not a message, so a dialog around an invalid field still counts
-        for (var i = 0; i < showing.length; i++) {
-          var o = showing[i].el;
-          if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
-          if (o.contains(el) || el.contains(o)) {
-            SHOWN.set(el, c.key);
-            return;
-          }
-        }
-        showing.push(c);
-      });
-      return showing;
+      }
+      showing.push(c);
+    });
+    return showing;
+  }
+  // Sets the candidate's text and key (an invalid field: its name and error text); false when empty.
+  function alertText(c) {
+    var el = c.el;
+    if (c.source === 'invalid') {
+      c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
+      c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
+      c.key = 'invalid\n' + c.field + '\n' + c.text;
+      return true;
     }
-    function scan(initial) {
-      scheduled = false;
-      var showing = shown();
-      var t = N.now();
-      showing.forEach(function (c) {
-        if (SHOWN.get(c.el) === c.key) return;
-        SHOWN.set(c.el, c.key);
-        if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
-        if (!allow()) return;
-        if (c.text) recent[c.text] = t;
-        var d = { text: c.text, source: c.source, level: c.level };
-        if (c.field != null) d.field = c.field;
-        var r = refFor(c.el);
-        if (r) d.ref = r;
-        if (initial) d.initial = true;
-        emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
-      });
-      // a new document says it has looked: a verdict after a navigation waits for this
-      if (initial) emit('ui.scan', { shown: showing.length });
-      for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
-      checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
-    }
+    // a huge region is read natively (innerText of a rendered element skips script/style)
+    var big = (el.textContent || '').length > 20000;
+    c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
+    c.key = c.text;
+    return !!c.text;
+  }
+  // One scan: a ui.alert (or ui.status) for each message shown with a new text.
+  function alertScan(al, initial) {
+    al.scheduled = false;
+    var showing = alertsShown(al.SHOWN);
+    var t = N.now(),
+      recent = al.recent;
+    showing.forEach(function (c) {
+      if (al.SHOWN.get(c.el) === c.key) return;
+      al.SHOWN.set(c.el, c.key);
+      if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
+      if (!al.allow()) return;
+      if (c.text) recent[c.text] = t;
+      var d = { text: c.text, source: c.source, level: c.level };
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      if (initial) d.initial = true;
+      emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
+    });
+    // a new document says it has looked: a verdict after a navigation waits for this
+    if (initial) emit('ui.scan', { shown: showing.length });
+    for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
+    checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
+  }
+  var ALERT_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    attributes: true,
+    attributeFilter: [
+      'role',
+      'aria-live',
+      'aria-invalid',
+      'aria-hidden',
+      'aria-describedby',
+      'aria-errormessage',
+      'hidden',
+      'style',
+      'class',
+      'open'
+    ]
+  };
+  function installAlerts() {
+    if (!N.MutationObserver || !document.querySelectorAll) return;
+    var al = {
+      SHOWN: new WeakMap(), // element -> the text last reported ('' while hidden or empty)
+      recent: {}, // text -> when it was last reported
+      allow: rateCap('ui.alert', 20),
+      scheduled: false,
+      loaded: false
+    };
     function schedule() {
-      if (scheduled || !loaded) return;
-      scheduled = true;
+      if (al.scheduled || !al.loaded) return;
+      al.scheduled = true;
       var fired = false;
       var run = function () {
         if (fired) return;
@@ -17341,38 +17374,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var mo = new N.MutationObserver(function () {
       schedule();
     });
-    var cfg = {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      attributes: true,
-      attributeFilter: [
-        'role',
-        'aria-live',
-        'aria-invalid',
-        'aria-hidden',
-        'aria-describedby',
-        'aria-errormessage',
-        'hidden',
-        'style',
-        'class',
-        'open'
-      ]
-    };
-    mo.observe(document, cfg);
+    mo.observe(document, ALERT_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, cfg);
+      mo.observe(root, ALERT_OBSERVE);
       schedule();
     };
     ROOT_WATCHERS.push(watch);
     function first() {
-      if (loaded) return;
-      loaded = true;
+      if (al.loaded) return;
+      al.loaded = true;
       safeScan(true);
     }
     function safeScan(initial) {
       try {
-        scan(initial);
+        alertScan(al, initial);
       } catch (e) {
         internal('alert_observer', e);
       }
@@ -17382,7 +17397,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitionend', schedule, true); // a toast that fades in
     listen(document, 'animationend', schedule, true);
     ALERT_RESCAN = schedule;
-    ALERT_NOW = shown;
+    ALERT_NOW = function () {
+      return alertsShown(al.SHOWN);
+    };
     S.teardowns.push(function () {
       mo.disconnect();
       ALERT_RESCAN = null;
