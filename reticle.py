@@ -12683,143 +12683,158 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return '[Node]';
     }
   }
+  // A JSON-safe, capped, redacted clone of `value`; opt: depth, items, str, budget, nodes, redact,
+  // report (its .cut learns how many things were cut). The san* functions share one ctx record.
   function sanitize(value, opt) {
     opt = opt || {};
-    var maxDepth = opt.depth == null ? 8 : opt.depth;
-    var maxItems = opt.items || 200;
-    var maxStr = opt.str || 65536;
     var ctx = {
+      opt: opt,
+      maxDepth: opt.depth == null ? 8 : opt.depth,
+      maxItems: opt.items || 200,
+      maxStr: opt.str || 65536,
       budget: opt.budget || 262144,
       nodes: 0,
       maxNodes: opt.nodes || 1000,
       cut: 0,
       stack: []
     };
-    var out = walk(value, 0, null);
+    var out = sanWalk(ctx, value, 0, null);
     if (opt.report) opt.report.cut = ctx.cut;
     return out;
-    function str(s, key) {
-      var cap = key === 'error' ? ERROR_CAP : maxStr;
-      if (s.length > cap) {
-        s = s.slice(0, cap) + '\u2026[TRUNCATED]';
-        ctx.cut++;
-      }
-      if (opt.redact !== false) s = scrub(s);
-      ctx.budget -= s.length;
-      return s;
+  }
+  var SAN_PLAIN = {}; // sanSpecial's answer for a value that is none of its kinds
+  function sanStr(ctx, s, key) {
+    var cap = key === 'error' ? ERROR_CAP : ctx.maxStr;
+    if (s.length > cap) {
+      s = s.slice(0, cap) + '\u2026[TRUNCATED]';
+      ctx.cut++;
     }
-    function walk(v, depth, key) {
-      ctx.nodes++;
-      if (v === null) return null;
-      var t = typeof v;
-      if (t === 'string') return str(v, key);
-      if (t === 'number') return isFinite(v) ? v : null;
-      if (t === 'boolean') return v;
-      if (t === 'bigint') return String(v);
-      if (t === 'undefined' || t === 'function' || t === 'symbol') return undefined;
-      if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) {
-        ctx.cut++;
-        return '[TRUNCATED]';
-      }
-      try {
-        if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
-        if (v instanceof Error)
-          return { name: str(String(v.name || 'Error')), message: str(String(v.message || '')) };
-        if (v instanceof RegExp) return String(v);
-        if (typeof Node !== 'undefined' && (v instanceof Node || v === window))
-          return describeNode(v);
-      } catch (e) {
-        return '[UNSERIALIZABLE]';
-      }
-      if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
-      if (depth >= maxDepth) {
-        ctx.cut++;
-        if (Array.isArray(v)) return '[Array(' + v.length + ')]';
-        try {
-          return '{\u2026' + Object.keys(v).length + ' keys}';
-        } catch (e) {
-          return '{\u2026}';
-        }
-      }
-      ctx.stack.push(v);
-      try {
-        var i, res;
-        if (
-          Array.isArray(v) ||
-          (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView))
-        ) {
-          res = [];
-          for (i = 0; i < v.length; i++) {
-            if (i >= maxItems || ctx.budget <= 0) {
-              res.push('[TRUNCATED ' + (v.length - i) + ' more]');
-              ctx.cut++;
-              break;
-            }
-            var x = walk(v[i], depth + 1, null);
-            res.push(x === undefined ? null : x);
-          }
-          return res;
-        }
-        if (typeof Map !== 'undefined' && v instanceof Map) {
-          var mo = {};
+    if (ctx.opt.redact !== false) s = scrub(s);
+    ctx.budget -= s.length;
+    return s;
+  }
+  function sanWalk(ctx, v, depth, key) {
+    ctx.nodes++;
+    if (v === null) return null;
+    var t = typeof v;
+    if (t === 'string') return sanStr(ctx, v, key);
+    if (t === 'number') return isFinite(v) ? v : null;
+    if (t === 'boolean') return v;
+    if (t === 'bigint') return String(v);
+    if (t === 'undefined' || t === 'function' || t === 'symbol') return undefined;
+    if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) {
+      ctx.cut++;
+      return '[TRUNCATED]';
+    }
+    var special = sanSpecial(ctx, v);
+    if (special !== SAN_PLAIN) return special;
+    if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
+    if (depth >= ctx.maxDepth) return sanDeep(ctx, v);
+    ctx.stack.push(v);
+    try {
+      if (Array.isArray(v) || (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView)))
+        return sanArray(ctx, v, depth);
+      if (typeof Map !== 'undefined' && v instanceof Map) {
+        var mo = {},
           i = 0;
-          v.forEach(function (mv, mk) {
-            if (i++ < maxItems) mo[String(mk)] = mv;
-          });
-          return walk(mo, depth, key);
-        }
-        if (typeof Set !== 'undefined' && v instanceof Set) {
-          var sa = [];
-          v.forEach(function (sv) {
-            if (sa.length < maxItems) sa.push(sv);
-          });
-          return walk(sa, depth, key);
-        }
-        res = {};
-        var keys;
-        try {
-          keys = Object.keys(v);
-        } catch (e) {
-          return '[UNSERIALIZABLE]';
-        }
-        for (i = 0; i < keys.length; i++) {
-          var k = keys[i];
-          if (i >= maxItems || ctx.budget <= 0) {
-            res['[TRUNCATED]'] = keys.length - i + ' more keys';
-            ctx.cut++;
-            break;
-          }
-          var kk = k.length > 256 ? k.slice(0, 256) : k;
-          ctx.budget -= kk.length;
-          if (opt.redact !== false && keySensitive(k)) {
-            // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
-            var raw;
-            try {
-              raw = v[k];
-            } catch (e) {
-              raw = null;
-            }
-            if (!isObj(raw)) {
-              if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED;
-              else if (raw !== undefined) res[kk] = raw;
-              continue;
-            }
-          }
-          var val;
-          try {
-            val = v[k];
-          } catch (e) {
-            res[kk] = '[UNSERIALIZABLE]';
-            continue;
-          }
-          var w = walk(val, depth + 1, k);
-          if (w !== undefined) res[kk] = w;
-        }
-        return res;
-      } finally {
-        ctx.stack.pop();
+        v.forEach(function (mv, mk) {
+          if (i++ < ctx.maxItems) mo[String(mk)] = mv;
+        });
+        return sanWalk(ctx, mo, depth, key);
+      }
+      if (typeof Set !== 'undefined' && v instanceof Set) {
+        var sa = [];
+        v.forEach(function (sv) {
+          if (sa.length < ctx.maxItems) sa.push(sv);
+        });
+        return sanWalk(ctx, sa, depth, key);
+      }
+      return sanObject(ctx, v, depth);
+    } finally {
+      ctx.stack.pop();
+    }
+  }
+  // A date, an error, a regex or a DOM node as its short form; SAN_PLAIN for anything else.
+  function sanSpecial(ctx, v) {
+    try {
+      if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
+      if (v instanceof Error)
+        return { name: sanStr(ctx, String(v.name || 'Error')), message: sanStr(ctx, String(v.message || '')) };
+      if (v instanceof RegExp) return String(v);
+      if (typeof Node !== 'undefined' && (v instanceof Node || v === window)) return describeNode(v);
+    } catch (e) {
+      return '[UNSERIALIZABLE]';
+    }
+    return SAN_PLAIN;
+  }
+  // A container past the depth cap: its size only.
+  function sanDeep(ctx, v) {
+    ctx.cut++;
+    if (Array.isArray(v)) return '[Array(' + v.length + ')]';
+    try {
+      return '{\u2026' + Object.keys(v).length + ' keys}';
+    } catch (e) {
+      return '{\u2026}';
+    }
+  }
+  function sanArray(ctx, v, depth) {
+    var res = [];
+    for (var i = 0; i < v.length; i++) {
+      if (i >= ctx.maxItems || ctx.budget <= 0) {
+        res.push('[TRUNCATED ' + (v.length - i) + ' more]');
+        ctx.cut++;
+        break;
+      }
+      var x = sanWalk(ctx, v[i], depth + 1, null);
+      res.push(x === undefined ? null : x);
+    }
+    return res;
+  }
+  function sanObject(ctx, v, depth) {
+    var res = {};
+    var keys;
+    try {
+      keys = Object.keys(v);
+    } catch (e) {
+      return '[UNSERIALIZABLE]';
+    }
+    for (var i = 0; i < keys.length; i++) {
+      if (i >= ctx.maxItems || ctx.budget <= 0) {
+        res['[TRUNCATED]'] = keys.length - i + ' more keys';
+        ctx.cut++;
+        break;
+      }
+      sanKey(ctx, res, v, keys[i], depth);
+    }
+    return res;
+  }
+  // One key of an object into res: a sensitive key's scalar redacted, anything else walked.
+  function sanKey(ctx, res, v, k, depth) {
+    var kk = k.length > 256 ? k.slice(0, 256) : k;
+    ctx.budget -= kk.length;
+    if (ctx.opt.redact !== false && keySensitive(k)) {
+      // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
+      var raw;
+      try {
+        raw = v[k];
+      } catch (e) {
+        raw = null;
+      }
+      if (!isObj(raw)) {
+        if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED;
+        else if (raw !== undefined) res[kk] = raw;
+        return;
       }
     }
+    var val;
+    try {
+      val = v[k];
+    } catch (e) {
+      res[kk] = '[UNSERIALIZABLE]';
+      return;
+    }
+    var w = sanWalk(ctx, val, depth + 1, k);
+    if (w !== undefined) res[kk] = w;
   }
   function safeStringify(v, cap) {
     try {
