@@ -18276,43 +18276,43 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // -- storage
+  function storageAreaOf(st) {
+    try {
+      return st === window.sessionStorage ? 'session' : 'local';
+    } catch (e) {
+      return 'local';
+    }
+  }
+  function storageValue(k, v) {
+    return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500);
+  }
+  function storageChanged(area, k, from, to) {
+    var d = { area: area, key: clip(k, 200), from: storageValue(k, from), to: storageValue(k, to) };
+    d.old = d.from;
+    d['new'] = d.to;
+    emit('storage.change', d);
+  }
+  // what key k held before a write we report (null when muted: our own keys, our own writes)
+  function storageHeld(store, k, mute) {
+    if (mute) return null;
+    try {
+      return store.getItem(k);
+    } catch (e) {
+      return null;
+    }
+  }
   function installStorage() {
     var SP = window.Storage && window.Storage.prototype;
     if (!SP) return;
-    function areaOf(st) {
-      try {
-        return st === window.sessionStorage ? 'session' : 'local';
-      } catch (e) {
-        return 'local';
-      }
-    }
-    function val(k, v) {
-      return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500);
-    }
-    function rec(area, k, from, to) {
-      var d = { area: area, key: clip(k, 200), from: val(k, from), to: val(k, to) };
-      d.old = d.from;
-      d['new'] = d.to;
-      emit('storage.change', d);
-    }
-    // what key k held before a write we report (null when muted: our own keys, our own writes)
-    function heldBefore(store, k, mute) {
-      if (mute) return null;
-      try {
-        return store.getItem(k);
-      } catch (e) {
-        return null;
-      }
-    }
     patch(SP, 'setItem', function (orig) {
       return function (k, v) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = heldBefore(this, k, mute);
+        var before = storageHeld(this, k, mute);
         var r = orig.apply(this, arguments);
         if (!mute) {
           try {
             var now2 = this.getItem(k);
-            if (now2 !== before) rec(areaOf(this), String(k), before, now2);
+            if (now2 !== before) storageChanged(storageAreaOf(this), String(k), before, now2);
           } catch (e) {
             /* ignore */
           }
@@ -18323,100 +18323,104 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     patch(SP, 'removeItem', function (orig) {
       return function (k) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = heldBefore(this, k, mute);
+        var before = storageHeld(this, k, mute);
         var r = orig.apply(this, arguments);
-        if (!mute && before !== null) rec(areaOf(this), String(k), before, null);
+        if (!mute && before !== null) storageChanged(storageAreaOf(this), String(k), before, null);
         return r;
       };
     });
-    patch(SP, 'clear', function (orig) {
-      return function () {
-        var snap = [];
-        try {
-          for (var i = 0; i < this.length; i++) {
-            var k = this.key(i);
-            if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
-          }
-        } catch (e) {
-          /* ignore */
-        }
-        var r = orig.apply(this, arguments);
-        var area = areaOf(this);
-        snap.slice(0, 50).forEach(function (kv) {
-          rec(area, kv[0], kv[1], null);
-        });
-        if (snap.length > 50)
-          emit('truncated', {
-            what: 'storage.change',
-            count: snap.length - 50,
-            reason: 'clear() removed more than 50 keys',
-            channel: 'storage',
-            dropped: snap.length - 50
-          });
-        return r;
-      };
-    });
+    patch(SP, 'clear', storageClearWrapper);
     listen(window, 'storage', function (e) {
       if (!e.key || /^__reticle/.test(e.key)) return;
       var d = {
         area: e.storageArea === window.sessionStorage ? 'session' : 'local',
         key: e.key,
-        from: val(e.key, e.oldValue),
-        to: val(e.key, e.newValue),
+        from: storageValue(e.key, e.oldValue),
+        to: storageValue(e.key, e.newValue),
         otherTab: true
       };
       d.old = d.from;
       d['new'] = d.to;
       emit('storage.change', d);
     });
-    // cookies written through document.cookie
+    installCookieWatch();
+  }
+  // Storage.prototype.clear, wrapped: one storage.change per key it removed (50 at most).
+  function storageClearWrapper(orig) {
+    return function () {
+      var snap = [];
+      try {
+        for (var i = 0; i < this.length; i++) {
+          var k = this.key(i);
+          if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
+        }
+      } catch (e) {
+        /* ignore */
+      }
+      var r = orig.apply(this, arguments);
+      var area = storageAreaOf(this);
+      snap.slice(0, 50).forEach(function (kv) {
+        storageChanged(area, kv[0], kv[1], null);
+      });
+      if (snap.length > 50)
+        emit('truncated', {
+          what: 'storage.change',
+          count: snap.length - 50,
+          reason: 'clear() removed more than 50 keys',
+          channel: 'storage',
+          dropped: snap.length - 50
+        });
+      return r;
+    };
+  }
+  // cookies written through document.cookie
+  function installCookieWatch() {
     try {
       var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
-      if (desc && desc.set && desc.get && desc.configurable) {
-        var cookieMap = function () {
-          var o = {};
-          String(desc.get.call(document) || '')
-            .split(/;\s*/)
-            .forEach(function (p) {
-              if (!p) return;
-              var i = p.indexOf('=');
-              o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
-            });
-          return o;
-        };
-        Object.defineProperty(document, 'cookie', {
-          configurable: true,
-          enumerable: true,
-          get: function () {
-            return desc.get.call(this);
-          },
-          set: function (v) {
-            var before = null;
-            try {
-              before = cookieMap();
-            } catch (e) {
-              /* ignore */
-            }
-            desc.set.call(this, v);
-            try {
-              var k = String(v).split(';')[0];
-              var i = k.indexOf('=');
-              var key = (i < 0 ? k : k.slice(0, i)).trim();
-              var after = cookieMap();
-              if (before && before[key] !== after[key]) rec('cookie', key, before[key], after[key]);
-            } catch (e) {
-              /* ignore */
-            }
-          }
-        });
-        S.teardowns.push(function () {
+      if (!desc || !desc.set || !desc.get || !desc.configurable) return;
+      var cookieMap = function () {
+        var o = {};
+        String(desc.get.call(document) || '')
+          .split(/;\s*/)
+          .forEach(function (p) {
+            if (!p) return;
+            var i = p.indexOf('=');
+            o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
+          });
+        return o;
+      };
+      Object.defineProperty(document, 'cookie', {
+        configurable: true,
+        enumerable: true,
+        get: function () {
+          return desc.get.call(this);
+        },
+        set: function (v) {
+          var before = null;
           try {
-            delete document.cookie;
+            before = cookieMap();
           } catch (e) {
             /* ignore */
           }
-        });
-      }
+          desc.set.call(this, v);
+          try {
+            var k = String(v).split(';')[0];
+            var i = k.indexOf('=');
+            var key = (i < 0 ? k : k.slice(0, i)).trim();
+            var after = cookieMap();
+            if (before && before[key] !== after[key]) storageChanged('cookie', key, before[key], after[key]);
+          } catch (e) {
+            /* ignore */
+          }
+        }
+      });
+      S.teardowns.push(function () {
+        try {
+          delete document.cookie;
+        } catch (e) {
+          /* ignore */
+        }
+      });
     } catch (e) {
       /* cookie patch is optional */
     }
