@@ -19388,53 +19388,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       if (S.started) return window.reticle;
       var o = options || {};
-      var url = o.url || defaultUrl();
       var token = o.token != null ? String(o.token) : null;
-      // a device's own bridge URL carries its capability, so the page may be off loopback
-      var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
-      var bridge;
-      try {
-        bridge = new URL(url, location.href);
-      } catch (e) {
-        warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse');
-        return window.reticle;
-      }
-      if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') {
-        warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')');
-        return window.reticle;
-      }
-      if (token && token.length > 512) {
-        warn('not connecting: token longer than 512 characters');
-        return window.reticle;
-      }
-      var localPage = isLocalPage(),
-        localBridge = isLoopback(bridge.hostname);
-      if (!localPage || !localBridge) {
-        if (!allowRemote || !(token || CFG.device)) {
-          warn(
-            'not running on ' +
-              (localPage
-                ? 'this bridge (' + bridge.host + ')'
-                : 'a non-loopback page (' + location.hostname + ')') +
-              ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
-              'pairing token (data-allow-non-localhost and data-token on the script tag).'
-          );
-          return window.reticle;
-        }
-        if (!localBridge && bridge.protocol !== 'wss:') {
-          warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
-          return window.reticle;
-        }
-      }
-      try {
-        var ne = window.process && window.process.env && window.process.env.NODE_ENV;
-        if (ne === 'production' && !boolOpt(o.allowInProduction)) {
-          warn('not running: NODE_ENV is production (pass allowInProduction:true to override)');
-          return window.reticle;
-        }
-      } catch (e) {
-        /* no process */
-      }
+      var bridge = connectBridge(o, token);
+      if (!bridge) return window.reticle;
       S.opts = o;
       S.url = bridge.href;
       S.token = token;
@@ -19445,59 +19401,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       );
       if (Array.isArray(o.redactKeys)) EXTRA_KEYS = o.redactKeys.slice(0, 64);
       else if (o.redact && Array.isArray(o.redact.keys)) EXTRA_KEYS = o.redact.keys.slice(0, 64);
-      // session id: explicit option > URL parameter > sessionStorage > new
-      var sid = o.sessionId || o.session;
-      if (sid === 'auto') sid = null;
-      if (!sid) {
-        try {
-          sid = new URL(location.href).searchParams.get('__reticle_session');
-        } catch (e) {
-          sid = null;
-        }
-      }
-      if (!sid) sid = ssGet('__reticle_session');
-      if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
-      S.sessionId = sid;
-      ssSet('__reticle_session', sid);
-      // strip our hard-reload marker before the route observer installs
-      try {
-        if (/[?&]_reticle_reload=/.test(location.search)) {
-          var cu = new URL(location.href);
-          cu.searchParams.delete('_reticle_reload');
-          history.replaceState(history.state, '', cu.href);
-        }
-      } catch (e) {
-        /* ignore */
-      }
+      S.sessionId = connectSessionId(o);
+      ssSet('__reticle_session', S.sessionId);
+      stripReloadMarker(); // before the route observer installs
       clearMarkCookie(); // the request that brought this document carried it: the page never sees it
       S.started = true;
       S.stopped = false;
-      var installers = [
-        ['network_observer', installFetch],
-        ['network_observer', installXHR],
-        ['network_observer', installBeacon],
-        ['network_observer', installWebSocket],
-        ['network_observer', installEventSource],
-        ['alert_observer', installAlerts],
-        ['console_observer', installConsole],
-        ['console_observer', installErrors],
-        ['router_observer', installRouting],
-        ['document_observer', installDocuments],
-        ['dom_observer', installDom],
-        ['dom_observer', installShadowCapture],
-        ['animation_observer', installAnimations],
-        ['storage_observer', installStorage],
-        ['focus_observer', installFocus],
-        ['dialog_observer', installDialogs],
-        ['health_observer', installHealth]
-      ];
-      installers.forEach(function (it) {
-        try {
-          it[1]();
-        } catch (e) {
-          internal(it[0], e);
-        }
-      });
+      installObservers();
       var fc = function () {
         checkFrames();
       };
@@ -19510,6 +19420,112 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       internal('connect', e);
     }
     return window.reticle;
+  }
+  // The bridge URL this page may connect to, or null (with a console warning that says why not).
+  function connectBridge(o, token) {
+    var url = o.url || defaultUrl();
+    // a device's own bridge URL carries its capability, so the page may be off loopback
+    var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
+    var bridge;
+    try {
+      bridge = new URL(url, location.href);
+    } catch (e) {
+      warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse');
+      return null;
+    }
+    if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') {
+      warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')');
+      return null;
+    }
+    if (token && token.length > 512) {
+      warn('not connecting: token longer than 512 characters');
+      return null;
+    }
+    var localPage = isLocalPage(),
+      localBridge = isLoopback(bridge.hostname);
+    if (!localPage || !localBridge) {
+      if (!allowRemote || !(token || CFG.device)) {
+        warn(
+          'not running on ' +
+            (localPage
+              ? 'this bridge (' + bridge.host + ')'
+              : 'a non-loopback page (' + location.hostname + ')') +
+            ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
+            'pairing token (data-allow-non-localhost and data-token on the script tag).'
+        );
+        return null;
+      }
+      if (!localBridge && bridge.protocol !== 'wss:') {
+        warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
+        return null;
+      }
+    }
+    try {
+      var ne = window.process && window.process.env && window.process.env.NODE_ENV;
+      if (ne === 'production' && !boolOpt(o.allowInProduction)) {
+        warn('not running: NODE_ENV is production (pass allowInProduction:true to override)');
+        return null;
+      }
+    } catch (e) {
+      /* no process */
+    }
+    return bridge;
+  }
+  // session id: explicit option > URL parameter > sessionStorage > new
+  function connectSessionId(o) {
+    var sid = o.sessionId || o.session;
+    if (sid === 'auto') sid = null;
+    if (!sid) {
+      try {
+        sid = new URL(location.href).searchParams.get('__reticle_session');
+      } catch (e) {
+        sid = null;
+      }
+    }
+    if (!sid) sid = ssGet('__reticle_session');
+    if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
+    return sid;
+  }
+  // strip our hard-reload marker from the address bar
+  function stripReloadMarker() {
+    try {
+      if (/[?&]_reticle_reload=/.test(location.search)) {
+        var cu = new URL(location.href);
+        cu.searchParams.delete('_reticle_reload');
+        history.replaceState(history.state, '', cu.href);
+      }
+    } catch (e) {
+      /* ignore */
+    }
+  }
+  // Every observer, in this order; one that fails is reported and the others still install.
+  function installObservers() {
+    var installers = [
+      ['network_observer', installFetch],
+      ['network_observer', installXHR],
+      ['network_observer', installBeacon],
+      ['network_observer', installWebSocket],
+      ['network_observer', installEventSource],
+      ['alert_observer', installAlerts],
+      ['console_observer', installConsole],
+      ['console_observer', installErrors],
+      ['router_observer', installRouting],
+      ['document_observer', installDocuments],
+      ['dom_observer', installDom],
+      ['dom_observer', installShadowCapture],
+      ['animation_observer', installAnimations],
+      ['storage_observer', installStorage],
+      ['focus_observer', installFocus],
+      ['dialog_observer', installDialogs],
+      ['health_observer', installHealth]
+    ];
+    installers.forEach(function (it) {
+      try {
+        it[1]();
+      } catch (e) {
+        internal(it[0], e);
+      }
+    });
   }
   function disconnect() {
     try {
