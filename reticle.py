@@ -16239,111 +16239,124 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           'window.fetch was already wrapped by another library before reticle loaded; ' +
           'requests are still observed through the wrapper'
       });
-    patch(window, 'fetch', function (orig) {
-      return function fetch(input, init) {
-        var meta = null;
-        var callArgs = arguments;
-        try {
-          var url =
-            typeof input === 'string' ? input : input && input.url ? input.url : String(input);
-          var method = (
-            (init && init.method) ||
-            (input && typeof input === 'object' && input.method) ||
-            'GET'
-          ).toUpperCase();
-          try {
-            url = new URL(url, location.href).href;
-          } catch (e) {
-            /* keep raw */
-          }
-          if (!isBridgeUrl(url)) {
-            var id = 'n' + ++netCounter;
-            meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
-            if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
-            meta.fault = faultFor(method, url, 'fetch');
-            var pend = {
-              id: id,
-              requestId: id,
-              method: method,
-              url: meta.url,
-              initiator: 'fetch',
-              faultId: meta.fault ? meta.fault.id : undefined
-            };
-            // marked for the server unless it never reaches it (a fault that answers or aborts it)
-            var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
-            if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
-              mark = null; // no-cors admits no custom header: the request would fail
-            if (mark) {
-              try {
-                var hs = new Headers(
-                  (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
-                );
-                hs.set(MARK.header, mark);
-                init = Object.assign({}, init || {}, { headers: hs });
-                callArgs = [input, init];
-                pend.serverMarked = true;
-                meta.marked = true;
-              } catch (e) {
-                /* an exotic init: the request goes unmarked */
-              }
-            }
-            emit('net.pending', pend);
-          }
-        } catch (e) {
-          meta = null;
-        }
-        var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, callArgs) : orig.apply(this, callArgs);
-        if (!meta) return p;
-        try {
-          // a Request object body: read from a clone
-          if (
-            S.captureBodies &&
-            !meta.req &&
-            input &&
-            typeof input === 'object' &&
-            typeof input.clone === 'function' &&
-            method !== 'GET' &&
-            method !== 'HEAD'
-          ) {
-            meta.reqP = input
-              .clone()
-              .text()
-              .then(
-                function (t) {
-                  return t ? describeReqBody(t) : null;
-                },
-                function () {
-                  return null;
-                }
-              );
-          }
-        } catch (e) {
-          /* ignore */
-        }
-        p.then(
-          guard('network_observer', function (res) {
-            onFetchResponse(meta, res);
-          }),
-          guard('network_observer', function (err) {
-            var d = {
-              id: meta.id,
-              requestId: meta.id,
-              method: meta.method,
-              url: meta.url,
-              status: 0,
-              ok: false,
-              durationMs: Math.round(N.now() - meta.t0),
-              initiator: 'fetch',
-              error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
-            };
-            if (meta.fault) d.faultId = meta.fault.id;
-            d.ms = d.durationMs;
-            emit('net.request', withBodyFields(d, meta.req, null));
-          })
+    patch(window, 'fetch', fetchWrapper);
+  }
+  // window.fetch, wrapped: a net.pending before the call, a net.request (or a stream) after it.
+  function fetchWrapper(orig) {
+    return function fetch(input, init) {
+      var call = { meta: null, args: arguments };
+      try {
+        fetchStart(call, input, init);
+      } catch (e) {
+        call.meta = null;
+      }
+      var meta = call.meta;
+      var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, call.args) : orig.apply(this, call.args);
+      if (!meta) return p;
+      try {
+        fetchRequestBody(meta, input);
+      } catch (e) {
+        /* ignore */
+      }
+      p.then(
+        guard('network_observer', function (res) {
+          onFetchResponse(meta, res);
+        }),
+        guard('network_observer', function (err) {
+          fetchFailed(meta, err);
+        })
+      );
+      return p;
+    };
+  }
+  // The record of a fetch about to start (call.meta; none for the bridge) and its net.pending; a
+  // request the server can see is marked with this tab's header (call.args then carry it).
+  function fetchStart(call, input, init) {
+    var url = typeof input === 'string' ? input : input && input.url ? input.url : String(input);
+    var method = (
+      (init && init.method) ||
+      (input && typeof input === 'object' && input.method) ||
+      'GET'
+    ).toUpperCase();
+    try {
+      url = new URL(url, location.href).href;
+    } catch (e) {
+      /* keep raw */
+    }
+    if (isBridgeUrl(url)) return;
+    var id = 'n' + ++netCounter;
+    var meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
+    call.meta = meta;
+    if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
+    meta.fault = faultFor(method, url, 'fetch');
+    var pend = {
+      id: id,
+      requestId: id,
+      method: method,
+      url: meta.url,
+      initiator: 'fetch',
+      faultId: meta.fault ? meta.fault.id : undefined
+    };
+    // marked for the server unless it never reaches it (a fault that answers or aborts it)
+    var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
+    if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
+      mark = null; // no-cors admits no custom header: the request would fail
+    if (mark) {
+      try {
+        var hs = new Headers(
+          (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
         );
-        return p;
-      };
-    });
+        hs.set(MARK.header, mark);
+        init = Object.assign({}, init || {}, { headers: hs });
+        call.args = [input, init];
+        pend.serverMarked = true;
+        meta.marked = true;
+      } catch (e) {
+        /* an exotic init: the request goes unmarked */
+      }
+    }
+    emit('net.pending', pend);
+  }
+  // a Request object body: read from a clone
+  function fetchRequestBody(meta, input) {
+    var method = meta.method;
+    if (
+      S.captureBodies &&
+      !meta.req &&
+      input &&
+      typeof input === 'object' &&
+      typeof input.clone === 'function' &&
+      method !== 'GET' &&
+      method !== 'HEAD'
+    ) {
+      meta.reqP = input
+        .clone()
+        .text()
+        .then(
+          function (t) {
+            return t ? describeReqBody(t) : null;
+          },
+          function () {
+            return null;
+          }
+        );
+    }
+  }
+  function fetchFailed(meta, err) {
+    var d = {
+      id: meta.id,
+      requestId: meta.id,
+      method: meta.method,
+      url: meta.url,
+      status: 0,
+      ok: false,
+      durationMs: Math.round(N.now() - meta.t0),
+      initiator: 'fetch',
+      error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
+    };
+    if (meta.fault) d.faultId = meta.fault.id;
+    d.ms = d.durationMs;
+    emit('net.request', withBodyFields(d, meta.req, null));
   }
   // Response headers as {lowercase-name: value}: at most 30, values capped at 256 characters;
   // credentials (set-cookie, authorization, proxy-authorization, any secret-looking name) redacted.
