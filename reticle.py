@@ -17786,114 +17786,111 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     flush();
   }
   function installDocuments() {
-    listen(
-      window,
-      'submit',
-      function (e) {
-        if (e.target && e.target.tagName === 'FORM')
-          lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
-      },
-      true
-    );
+    listen(window, 'submit', docOnSubmit, true);
     // `formdata` fires while the browser builds the entry list of a submission that goes ahead:
     // after an uncancelled submit event has finished dispatching, or inside form.submit(). A
     // `new FormData(form)` in the app's own submit handler fires it too, mid-dispatch: not ours.
-    listen(
-      window,
-      'formdata',
-      function (e) {
-        var form = e.target;
-        if (!form || form.tagName !== 'FORM' || !e.formData) return;
-        var ls = lastSubmit,
-          submitter = null;
-        if (programmaticSubmit === form) submitter = null;
-        else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
-          submitter = ls.submitter;
-        else return;
-        lastSubmit = null;
-        var rec = formRecord(form, submitter, e.formData);
-        if (rec.method === 'DIALOG') return;
-        if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
-        rec.cause = 'form';
-        announceDocument(rec);
-      },
-      true
-    );
+    listen(window, 'formdata', docOnFormData, true);
     if (window.HTMLFormElement && HTMLFormElement.prototype.submit)
-      patch(HTMLFormElement.prototype, 'submit', function (orig) {
-        return function submit() {
-          programmaticSubmit = this;
-          try {
-            return orig.apply(this, arguments);
-          } finally {
-            programmaticSubmit = null;
-          }
-        };
-      });
-    listen(window, 'click', function (e) {
-      if (e.defaultPrevented || e.button) return;
-      var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
-      if (!a || a.hasAttribute('download')) return;
-      var tg = a.getAttribute('target');
-      if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
-      if (e.ctrlKey || e.metaKey || e.shiftKey) return;
-      docIntent = {
-        url: a.href,
-        method: 'GET',
-        cause: 'link',
-        at: N.dateNow(),
-        text: clip(getName(a), 80)
-      };
-    });
+      patch(HTMLFormElement.prototype, 'submit', docSubmitWrapper);
+    listen(window, 'click', docOnClick);
     // The Navigation API (Chromium) names the destination of every navigation this document
     // starts, a location change or a reload included.
     try {
       if (window.navigation && typeof window.navigation.addEventListener === 'function')
-        listen(window.navigation, 'navigate', function (e) {
-          if (e.hashChange || e.downloadRequest != null) return;
-          var dest = e.destination && e.destination.url;
-          var prev =
-            docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
-              ? docIntent
-              : null;
-          docIntent = {
-            url: dest,
-            method: e.formData ? 'POST' : 'GET',
-            cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
-            navigationType: e.navigationType,
-            at: N.dateNow(),
-            text: prev ? prev.text : undefined
-          };
-        });
+        listen(window.navigation, 'navigate', docOnNavigate);
     } catch (e) {
       /* no Navigation API */
     }
-    var leaving = function () {
-      if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
-      var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
-      var rec = it
-        ? {
-            url: redactUrl(it.url),
-            method: it.method,
-            cause: it.cause,
-            navigationType: it.navigationType
-          }
-        : { url: '', method: null, cause: 'unknown' };
-      if (it && it.text) rec.link = { text: it.text };
-      docIntent = null;
-      announceDocument(rec);
-    };
-    listen(window, 'beforeunload', leaving, true);
+    listen(window, 'beforeunload', docLeaving, true);
     listen(
       window,
       'pagehide',
       function (e) {
-        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) leaving();
+        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) docLeaving();
       },
       true
     );
     docArrival();
   }
+  function docOnSubmit(e) {
+    if (e.target && e.target.tagName === 'FORM')
+      lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
+  }
+  function docOnFormData(e) {
+    var form = e.target;
+    if (!form || form.tagName !== 'FORM' || !e.formData) return;
+    var ls = lastSubmit,
+      submitter = null;
+    if (programmaticSubmit === form) submitter = null;
+    else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
+      submitter = ls.submitter;
+    else return;
+    lastSubmit = null;
+    var rec = formRecord(form, submitter, e.formData);
+    if (rec.method === 'DIALOG') return;
+    if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
+    rec.cause = 'form';
+    announceDocument(rec);
+  }
+  function docSubmitWrapper(orig) {
+    return function submit() {
+      programmaticSubmit = this;
+      try {
+        return orig.apply(this, arguments);
+      } finally {
+        programmaticSubmit = null;
+      }
+    };
+  }
+  function docOnClick(e) {
+    if (e.defaultPrevented || e.button) return;
+    var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
+    if (!a || a.hasAttribute('download')) return;
+    var tg = a.getAttribute('target');
+    if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
+    if (e.ctrlKey || e.metaKey || e.shiftKey) return;
+    docIntent = {
+      url: a.href,
+      method: 'GET',
+      cause: 'link',
+      at: N.dateNow(),
+      text: clip(getName(a), 80)
+    };
+  }
+  function docOnNavigate(e) {
+    if (e.hashChange || e.downloadRequest != null) return;
+    var dest = e.destination && e.destination.url;
+    var prev =
+      docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
+        ? docIntent
+        : null;
+    docIntent = {
+      url: dest,
+      method: e.formData ? 'POST' : 'GET',
+      cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
+      navigationType: e.navigationType,
+      at: N.dateNow(),
+      text: prev ? prev.text : undefined
+    };
+  }
+  // This document is going away: announce where to, as far as the latest intent tells.
+  function docLeaving() {
+    if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
+    var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
+    var rec = it
+      ? {
+          url: redactUrl(it.url),
+          method: it.method,
+          cause: it.cause,
+          navigationType: it.navigationType
+        }
+      : { url: '', method: null, cause: 'unknown' };
+    if (it && it.text) rec.link = { text: it.text };
+    docIntent = null;
+    announceDocument(rec);
+  }
+  // This document's own request, from Navigation Timing, linked to the announced one.
   // This document's own request, from Navigation Timing, linked to the announced one.
   function docArrival() {
     var nav = null;
@@ -17906,23 +17903,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var here = redactUrl(location.href);
     var redirects = nav && nav.redirectCount > 0 ? nav.redirectCount : 0;
     var status = nav && nav.responseStatus > 0 ? nav.responseStatus : null;
-    var prev = null;
-    try {
-      prev = N.parse(ssGet(DOC_KEY) || 'null');
-    } catch (e) {
-      prev = null;
-    }
-    if (prev) ssSet(DOC_KEY, '');
-    var linked =
-      !!prev &&
-      isObj(prev) &&
-      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
-      (sameDocUrl(prev.url, here) ||
-        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
-        redirects > 0 ||
-        !prev.urlKnown ||
-        (type === 'reload' && prev.navigationType === 'reload') ||
-        (type === 'back_forward' && prev.navigationType === 'traverse'));
+    var prev = docAnnouncedBefore();
+    var linked = docLinked(prev, here, type, redirects);
     var id = linked && prev.requestId ? prev.requestId : 'd' + S.documentId;
     var d = {
       id: id,
@@ -17950,15 +17932,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (prev[k] != null) d[k] = prev[k];
       });
     }
-    if (nav) {
-      var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
-      d.durationMs = Math.round(Math.max(0, end - nav.startTime));
-      d.ms = d.durationMs;
-      d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
-      if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
-      if (nav.transferSize != null) d.transferSize = nav.transferSize;
-      if (nav.contentType) d.contentType = nav.contentType;
-    }
+    if (nav) docTiming(d, nav, redirects);
     emit('net.request', d);
     var from =
       linked && prev.from ? prev.from : document.referrer ? redactUrl(document.referrer) : '';
@@ -17975,6 +17949,41 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       title: document.title
     });
     lastHref = location.href;
+  }
+  // The request the previous document announced (taken out of sessionStorage), or null.
+  function docAnnouncedBefore() {
+    var prev = null;
+    try {
+      prev = N.parse(ssGet(DOC_KEY) || 'null');
+    } catch (e) {
+      prev = null;
+    }
+    if (prev) ssSet(DOC_KEY, '');
+    return prev;
+  }
+  // Whether the announced request is the one that brought this document.
+  function docLinked(prev, here, type, redirects) {
+    return (
+      !!prev &&
+      isObj(prev) &&
+      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
+      (sameDocUrl(prev.url, here) ||
+        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
+        redirects > 0 ||
+        !prev.urlKnown ||
+        (type === 'reload' && prev.navigationType === 'reload') ||
+        (type === 'back_forward' && prev.navigationType === 'traverse'))
+    );
+  }
+  // Navigation Timing's durations, sizes and content type on the document's net.request.
+  function docTiming(d, nav, redirects) {
+    var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
+    d.durationMs = Math.round(Math.max(0, end - nav.startTime));
+    d.ms = d.durationMs;
+    d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
+    if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
+    if (nav.transferSize != null) d.transferSize = nav.transferSize;
+    if (nav.contentType) d.contentType = nav.contentType;
   }
 
   // -- DOM mutations, coalesced per animation frame
