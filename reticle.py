@@ -18631,72 +18631,80 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (phase === 'open') flush(); // the page stops here: the report cannot wait for the microtask
   }
   function installDialogs() {
-    ['alert', 'confirm', 'prompt'].forEach(function (kind) {
-      var orig = window[kind];
-      if (typeof orig !== 'function') return;
-      var wrapped = function (message) {
+    ['alert', 'confirm', 'prompt'].forEach(wrapDialogFunction);
+    installBeforeunloadListeners();
+    installOnBeforeunload();
+  }
+  // window.alert, confirm or prompt, wrapped: reported open before it blocks, closed after.
+  function wrapDialogFunction(kind) {
+    var orig = window[kind];
+    if (typeof orig !== 'function') return;
+    var wrapped = function (message) {
+      try {
+        dialogSeen(kind, message, 'open');
+      } catch (e) {
+        /* never stand in the page's way */
+      }
+      try {
+        return orig.apply(window, arguments);
+      } finally {
         try {
-          dialogSeen(kind, message, 'open');
+          dialogSeen(kind, '', 'closed');
         } catch (e) {
-          /* never stand in the page's way */
+          /* ignore */
         }
-        try {
-          return orig.apply(window, arguments);
-        } finally {
-          try {
-            dialogSeen(kind, '', 'closed');
-          } catch (e) {
-            /* ignore */
-          }
-        }
-      };
-      window[kind] = wrapped;
-      S.teardowns.push(function () {
-        if (window[kind] === wrapped) window[kind] = orig;
-      });
+      }
+    };
+    window[kind] = wrapped;
+    S.teardowns.push(function () {
+      if (window[kind] === wrapped) window[kind] = orig;
     });
-    // a beforeunload handler that prevents the unload makes the browser ask the person
-    var prevented = function (e) {
-      var v = e.returnValue;
-      return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
-    };
-    var reported = function (e) {
-      if (e && e.type === 'beforeunload' && prevented(e)) dialogSeen('beforeunload', '', 'open');
-    };
+  }
+  // a beforeunload handler that prevents the unload makes the browser ask the person
+  function unloadPrevented(e) {
+    var v = e.returnValue;
+    return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
+  }
+  function unloadReported(e) {
+    if (e && e.type === 'beforeunload' && unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
+  }
+  // window.addEventListener('beforeunload', fn): fn runs inside a wrapper that tells a prompt.
+  function installBeforeunloadListeners() {
     var wrappers = typeof WeakMap === 'function' ? new WeakMap() : null;
     var add = window.addEventListener,
       remove = window.removeEventListener;
-    if (wrappers && typeof add === 'function') {
-      var addWrapped = function (type, fn, opts) {
-        if (type === 'beforeunload' && typeof fn === 'function') {
-          var w = wrappers.get(fn);
-          if (!w) {
-            w = function (e) {
-              try {
-                return fn.apply(this, arguments);
-              } finally {
-                reported(e);
-              }
-            };
-            wrappers.set(fn, w);
-          }
-          return add.call(this, type, w, opts);
+    if (!wrappers || typeof add !== 'function') return;
+    var addWrapped = function (type, fn, opts) {
+      if (type === 'beforeunload' && typeof fn === 'function') {
+        var w = wrappers.get(fn);
+        if (!w) {
+          w = function (e) {
+            try {
+              return fn.apply(this, arguments);
+            } finally {
+              unloadReported(e);
+            }
+          };
+          wrappers.set(fn, w);
         }
-        return add.apply(this, arguments);
-      };
-      var removeWrapped = function (type, fn, opts) {
-        if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
-          return remove.call(this, type, wrappers.get(fn), opts);
-        return remove.apply(this, arguments);
-      };
-      window.addEventListener = addWrapped;
-      window.removeEventListener = removeWrapped;
-      S.teardowns.push(function () {
-        if (window.addEventListener === addWrapped) window.addEventListener = add;
-        if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
-      });
-    }
-    // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+        return add.call(this, type, w, opts);
+      }
+      return add.apply(this, arguments);
+    };
+    var removeWrapped = function (type, fn, opts) {
+      if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
+        return remove.call(this, type, wrappers.get(fn), opts);
+      return remove.apply(this, arguments);
+    };
+    window.addEventListener = addWrapped;
+    window.removeEventListener = removeWrapped;
+    S.teardowns.push(function () {
+      if (window.addEventListener === addWrapped) window.addEventListener = add;
+      if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
+    });
+  }
+  // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+  function installOnBeforeunload() {
     var own = Object.getOwnPropertyDescriptor(window, 'onbeforeunload');
     var d = own || Object.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
     if (!d || !d.set || !d.get || d.configurable === false) return;
@@ -18704,7 +18712,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var wrapFor = function (fn) {
       return function (e) {
         var r = fn.apply(this, arguments);
-        if ((typeof r === 'string' && r !== '') || prevented(e)) dialogSeen('beforeunload', '', 'open');
+        if ((typeof r === 'string' && r !== '') || unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
         return r;
       };
     };
