@@ -16878,6 +16878,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return out;
   }
 
+  // XMLHttpRequest open and send, wrapped; META holds each instance's method, URL and record.
   function installXHR() {
     var X = window.XMLHttpRequest;
     if (!X || !X.prototype) return;
@@ -16902,70 +16903,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return function (body) {
         var xhr = this;
         try {
-          var m = META.get(xhr);
-          if (m && !isBridgeUrl(m.url)) {
-            var id = 'n' + ++netCounter;
-            m.id = id;
-            m.t0 = N.now();
-            m.rurl = redactUrl(m.url);
-            m.req = S.captureBodies ? describeReqBody(body) : null;
-            m.fault = faultFor(m.method, m.url, 'xhr');
-            var xpend = {
-              id: id,
-              requestId: id,
-              method: m.method,
-              url: m.rurl,
-              initiator: 'xhr',
-              faultId: m.fault ? m.fault.id : undefined
-            };
-            var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
-            if (xmark) {
-              try {
-                xhr.setRequestHeader(MARK.header, xmark);
-                xpend.serverMarked = true;
-              } catch (e) {
-                /* not opened, or already sent: unmarked */
-              }
-            }
-            emit('net.pending', xpend);
-            if (!m.listening) {
-              m.listening = true;
-              xhr.addEventListener(
-                'loadend',
-                guard('network_observer', function () {
-                  var mm = META.get(xhr);
-                  if (!mm || !mm.id) return;
-                  var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
-                    return xhr.getResponseHeader(name);
-                  });
-                  if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
-                  var ct = d.contentType || '';
-                  if (xhr.status === 0) d.error = 'network error, abort or timeout';
-                  var resp = null;
-                  if (S.captureBodies) {
-                    try {
-                      if (xhr.responseType === '' || xhr.responseType === 'text') {
-                        if (STREAMY.test(ct)) resp = { reason: 'streaming response' };
-                        else if (ct && !TEXTUAL.test(ct))
-                          resp = { reason: 'non-text content-type' };
-                        else {
-                          var r = redactBody(xhr.responseText || '', ct);
-                          resp = { body: r.body, truncated: r.truncated, size: r.size };
-                        }
-                      } else if (xhr.responseType === 'json') {
-                        var r2 = redactBody(N.stringify(xhr.response), 'application/json');
-                        resp = { body: r2.body, truncated: r2.truncated, size: r2.size };
-                      } else resp = { reason: 'responseType ' + xhr.responseType };
-                    } catch (e) {
-                      resp = { reason: 'body read failed' };
-                    }
-                  }
-                  emit('net.request', withBodyFields(d, mm.req, resp));
-                  mm.id = null;
-                })
-              );
-            }
-          }
+          xhrSendStart(META, xhr, body);
         } catch (e) {
           internal('network_observer', e);
         }
@@ -16974,6 +16912,75 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return orig.apply(this, arguments);
       };
     });
+  }
+  // An XHR about to be sent: its record, its mark for the server, its net.pending, its loadend.
+  function xhrSendStart(META, xhr, body) {
+    var m = META.get(xhr);
+    if (!m || isBridgeUrl(m.url)) return;
+    var id = 'n' + ++netCounter;
+    m.id = id;
+    m.t0 = N.now();
+    m.rurl = redactUrl(m.url);
+    m.req = S.captureBodies ? describeReqBody(body) : null;
+    m.fault = faultFor(m.method, m.url, 'xhr');
+    var xpend = {
+      id: id,
+      requestId: id,
+      method: m.method,
+      url: m.rurl,
+      initiator: 'xhr',
+      faultId: m.fault ? m.fault.id : undefined
+    };
+    var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
+    if (xmark) {
+      try {
+        xhr.setRequestHeader(MARK.header, xmark);
+        xpend.serverMarked = true;
+      } catch (e) {
+        /* not opened, or already sent: unmarked */
+      }
+    }
+    emit('net.pending', xpend);
+    if (!m.listening) {
+      m.listening = true;
+      xhr.addEventListener(
+        'loadend',
+        guard('network_observer', function () {
+          xhrLoadend(META, xhr);
+        })
+      );
+    }
+  }
+  // The net.request of a finished XHR (once per send).
+  function xhrLoadend(META, xhr) {
+    var mm = META.get(xhr);
+    if (!mm || !mm.id) return;
+    var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
+      return xhr.getResponseHeader(name);
+    });
+    if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
+    var ct = d.contentType || '';
+    if (xhr.status === 0) d.error = 'network error, abort or timeout';
+    var resp = S.captureBodies ? xhrResponseBody(xhr, ct) : null;
+    emit('net.request', withBodyFields(d, mm.req, resp));
+    mm.id = null;
+  }
+  function xhrResponseBody(xhr, ct) {
+    try {
+      if (xhr.responseType === '' || xhr.responseType === 'text') {
+        if (STREAMY.test(ct)) return { reason: 'streaming response' };
+        if (ct && !TEXTUAL.test(ct)) return { reason: 'non-text content-type' };
+        var r = redactBody(xhr.responseText || '', ct);
+        return { body: r.body, truncated: r.truncated, size: r.size };
+      }
+      if (xhr.responseType === 'json') {
+        var r2 = redactBody(N.stringify(xhr.response), 'application/json');
+        return { body: r2.body, truncated: r2.truncated, size: r2.size };
+      }
+      return { reason: 'responseType ' + xhr.responseType };
+    } catch (e) {
+      return { reason: 'body read failed' };
+    }
   }
 
   function installBeacon() {
