@@ -16435,12 +16435,42 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       faultId: meta.fault ? meta.fault.id : undefined
     };
   }
+  // A fetch answered: its net.request once its body (and the request's own) has been read.
   function onFetchResponse(meta, res) {
+    var d = fetchResponseRecord(meta, res);
+    var ct = d.contentType || '';
+    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
+    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
+    if (!S.captureBodies) {
+      emitRequestWhenRead(d, reqDone, null);
+      return;
+    }
+    var reason = fetchNoBodyReason(meta, res, ct);
+    var clone = null;
+    if (!reason) {
+      try {
+        clone = res.clone();
+      } catch (e) {
+        reason = 'clone failed';
+      }
+    }
+    if (!clone) {
+      emitRequestWhenRead(d, reqDone, { reason: reason });
+      return;
+    }
+    fetchReadBody(d, clone, ct, reqDone);
+  }
+  function emitRequestWhenRead(d, reqDone, resp) {
+    reqDone.then(function (rq) {
+      emit('net.request', withBodyFields(d, rq, resp));
+    });
+  }
+  // The net.request record of a response: status, headers, opaque, redirected, size.
+  function fetchResponseRecord(meta, res) {
     var d = callRecord(meta, meta.url, 'fetch', res.status, res.statusText, function (name) {
       return res.headers.get(name);
     });
     withHeaders(d, fetchHeaderPairs(res));
-    var ct = d.contentType || '';
     if (res.type === 'opaque') {
       d.opaque = true;
       d.ok = null;
@@ -16453,48 +16483,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       /* ignore */
     }
     if (cl != null && !isNaN(+cl)) d.responseSize = +cl;
-    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
-    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
-    if (!S.captureBodies) {
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, null));
-      });
-      return;
-    }
-    var reason = null;
-    if (STREAMY.test(ct)) reason = 'streaming response';
-    else if (ct && !TEXTUAL.test(ct)) reason = 'non-text content-type';
-    else if (
-      res.type === 'opaque' ||
-      res.status === 204 ||
-      res.status === 304 ||
-      meta.method === 'HEAD'
-    )
-      reason = 'no body';
-    else if (res.bodyUsed) reason = 'body already used';
-    var clone = null;
-    if (!reason) {
-      try {
-        clone = res.clone();
-      } catch (e) {
-        reason = 'clone failed';
-      }
-    }
-    if (!clone) {
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: reason }));
-      });
-      return;
-    }
+    return d;
+  }
+  // Why the response's body is not read, or null when it is.
+  function fetchNoBodyReason(meta, res, ct) {
+    if (STREAMY.test(ct)) return 'streaming response';
+    if (ct && !TEXTUAL.test(ct)) return 'non-text content-type';
+    if (res.type === 'opaque' || res.status === 204 || res.status === 304 || meta.method === 'HEAD')
+      return 'no body';
+    if (res.bodyUsed) return 'body already used';
+    return null;
+  }
+  // Reads at most 256 KiB of the clone within 2 s; the net.request carries what it read.
+  function fetchReadBody(d, clone, ct, reqDone) {
     var finished = false;
     var rd = readCapped(clone, 262144);
     var timer = N.setTimeout(function () {
       if (finished) return;
       finished = true;
       rd.cancel();
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: 'body read timed out (2 s)' }));
-      });
+      emitRequestWhenRead(d, reqDone, { reason: 'body read timed out (2 s)' });
     }, 2000);
     N.Promise.all([rd.promise, reqDone]).then(
       function (vals) {
@@ -16516,12 +16524,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (finished) return;
         finished = true;
         N.clearTimeout(timer);
-        reqDone.then(function (rq) {
-          emit(
-            'net.request',
-            withBodyFields(d, rq, { reason: 'body read failed: ' + clip(errMsg(e), 200) })
-          );
-        });
+        emitRequestWhenRead(d, reqDone, { reason: 'body read failed: ' + clip(errMsg(e), 200) });
       }
     );
   }
