@@ -18920,57 +18920,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         (typeof store === 'object' || typeof store === 'function') &&
         typeof store.getState === 'function'
       ) {
-        entry.kind = typeof store.subscribe === 'function' ? 'subscribable' : 'getter';
-        entry.read = function () {
-          return store.getState();
-        };
-        var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
-        if (sub) {
-          entry.last = store.getState();
-          var u = sub.call(store, function () {
-            try {
-              var nx = store.getState();
-              var pv = entry.last;
-              entry.last = nx;
-              shallowDiff(name, pv, nx);
-            } catch (e) {
-              internal('store_adapter', e);
-            }
-          });
-          entry.unsub =
-            typeof u === 'function'
-              ? u
-              : u && typeof u.unsubscribe === 'function'
-                ? function () {
-                    u.unsubscribe();
-                  }
-                : null;
-        }
+        storeWithGetState(name, entry, store, subscribe);
       } else if (typeof store === 'function') {
-        entry.kind = 'getter';
-        entry.read = function () {
-          return store();
-        };
-        if (typeof subscribe === 'function') {
-          entry.last = store();
-          var u2 = subscribe(function () {
-            try {
-              var nx = store();
-              var pv = entry.last;
-              entry.last = nx;
-              shallowDiff(name, pv, nx);
-            } catch (e) {
-              internal('store_adapter', e);
-            }
-          });
-          entry.unsub = typeof u2 === 'function' ? u2 : null;
-        } else
-          warn(
-            "store '" +
-              name +
-              "' is a bare getter: reads work, but changes are not watched " +
-              '(pass a subscribe function or a {getState, subscribe} store)'
-          );
+        storeFromGetter(name, entry, store, subscribe);
       } else if (isObj(store)) {
         entry.kind = 'static';
         entry.read = function () {
@@ -18990,6 +18942,56 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       internal('store_adapter', e);
       return false;
     }
+  }
+  // The listener a store calls on change: it reads the new value and reports what changed.
+  function storeListener(name, entry) {
+    return function () {
+      try {
+        var nx = entry.read();
+        var pv = entry.last;
+        entry.last = nx;
+        shallowDiff(name, pv, nx);
+      } catch (e) {
+        internal('store_adapter', e);
+      }
+    };
+  }
+  // A zustand/redux-like store: {getState, subscribe?}.
+  function storeWithGetState(name, entry, store, subscribe) {
+    entry.kind = typeof store.subscribe === 'function' ? 'subscribable' : 'getter';
+    entry.read = function () {
+      return store.getState();
+    };
+    var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
+    if (!sub) return;
+    entry.last = store.getState();
+    var u = sub.call(store, storeListener(name, entry));
+    entry.unsub =
+      typeof u === 'function'
+        ? u
+        : u && typeof u.unsubscribe === 'function'
+          ? function () {
+              u.unsubscribe();
+            }
+          : null;
+  }
+  // A bare getter, watched only when a subscribe function comes with it.
+  function storeFromGetter(name, entry, store, subscribe) {
+    entry.kind = 'getter';
+    entry.read = function () {
+      return store();
+    };
+    if (typeof subscribe === 'function') {
+      entry.last = store();
+      var u2 = subscribe(storeListener(name, entry));
+      entry.unsub = typeof u2 === 'function' ? u2 : null;
+    } else
+      warn(
+        "store '" +
+          name +
+          "' is a bare getter: reads work, but changes are not watched " +
+          '(pass a subscribe function or a {getState, subscribe} store)'
+      );
   }
   function pushStore(name, value) {
     try {
