@@ -19074,32 +19074,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return { found: true, value: cur };
   }
+  // What the registered stores hold: all of them collapsed, or one value by store and path.
   function stateRead(args) {
     var names = Object.keys(STORES);
-    if (args.store == null && args.path == null) {
-      var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
-      var out = {},
-        trunc = {};
-      names.forEach(function (n) {
-        try {
-          var rep = {};
-          out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
-          if (rep.cut) trunc[n] = { truncatedValues: rep.cut };
-        } catch (e) {
-          out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']';
-        }
-      });
-      var res = { stores: out, storeNames: names };
-      if (Object.keys(trunc).length) {
-        res.truncation = trunc;
-        res.truncation.note =
-          'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
-      }
-      if (!names.length)
-        res.note =
-          'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
-      return res;
-    }
+    if (args.store == null && args.path == null) return stateAll(args, names);
     var storeName = args.store;
     if (storeName == null) {
       // path without store: pick the single store exposing it
@@ -19135,6 +19113,35 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         storeNames: names,
         availableKeys: names
       };
+    return statePath(args, storeName, names);
+  }
+  // Every store, collapsed to args.depth (1 unless told).
+  function stateAll(args, names) {
+    var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
+    var out = {},
+      trunc = {};
+    names.forEach(function (n) {
+      try {
+        var rep = {};
+        out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
+        if (rep.cut) trunc[n] = { truncatedValues: rep.cut };
+      } catch (e) {
+        out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']';
+      }
+    });
+    var res = { stores: out, storeNames: names };
+    if (Object.keys(trunc).length) {
+      res.truncation = trunc;
+      res.truncation.note =
+        'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
+    }
+    if (!names.length)
+      res.note =
+        'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
+    return res;
+  }
+  // One store's value at args.path, or where the path stopped and the keys found there.
+  function statePath(args, storeName, names) {
     var raw;
     try {
       raw = readStore(storeName);
