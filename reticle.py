@@ -12352,10 +12352,12 @@ _DEMO_HTML = r"""<!doctype html>
 
 _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 /* Reticle in-page SDK. Served by the Reticle daemon at /reticle.js; dev-only, loopback-only by default.
-   One IIFE; the only global it creates is window.reticle. It never throws into the host page. */
+   One IIFE; the only global it creates is window.reticle. It never throws into the host page.
+   Named sections, in a fixed order: grep -n '// == Section' lists them (tests/test_sdk_js.py holds the order). */
 /* eslint-disable-next-line max-lines-per-function -- this IIFE is the whole SDK; its functions are held to 80 */
 (function () {
   'use strict';
+  // == Section: config == configuration, caps, and the natives captured before any page script runs
   var CONFIG = /*__RETICLE_CONFIG__*/null;
   if (typeof window === 'undefined' || typeof document === 'undefined') return;
   if (window.reticle && window.reticle.__reticleSdk) return; // loaded twice: keep the first copy
@@ -12408,6 +12410,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.Promise = w.Promise;
   })();
 
+  // == Section: relay == a device's bridge: the relay's MessagePort
   // ---- a device's bridge: the relay's MessagePort, never a socket of this world ---------------
   // In a device, the bridge socket lives in the relay's isolated world; this world only holds the
   // port the relay hands over (matched by the nonce), so no page script can read its ticket.
@@ -12492,6 +12495,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.Promise.resolve().then(fn);
   }
 
+  // == Section: helpers == small helpers, redaction, the sanitizer
   // ---- small helpers -------------------------------------------------------------------------
   function hasOwn(o, k) {
     return Object.prototype.hasOwnProperty.call(o, k);
@@ -12853,6 +12857,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: events == the tab's state and the event queue
   // ---- state ---------------------------------------------------------------------------------
   var S = {
     started: false, // connect() ran and passed the guards
@@ -13116,6 +13121,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: transport == the socket, the hello, the server's mark, the command dispatcher
   // ---- hello / socket ------------------------------------------------------------------------
   function helloFrame() {
     var h = {
@@ -13362,6 +13368,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: refs == refs tied to DOM nodes, ignored subtrees
   // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
   var HAS_WEAKREF = typeof WeakRef === 'function';
   var REF_OF = new WeakMap();
@@ -13416,30 +13423,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (!el) EL_OF.delete(r);
     });
   }
-  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
-  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
-  // footer, aside, form or dialog that does not hold that element
-  function alertsRead(args) {
-    if (!ALERT_NOW) return { alerts: [], unavailable: true };
-    var target = resolveRef(args && args.ref);
-    var out = ALERT_NOW().slice(0, 50).map(function (c) {
-      var scope = null;
-      try {
-        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
-        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
-      } catch (e) {
-        scope = null;
-      }
-      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
-      // beside the act's target, only its own region; with no target, any region but the page's chrome
-      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
-      if (c.field != null) d.field = c.field;
-      var r = refFor(c.el);
-      if (r) d.ref = r;
-      return d;
-    });
-    return { alerts: out };
-  }
   function resolveRef(ref) {
     if (typeof ref !== 'string') return null;
     var h = EL_OF.get(ref);
@@ -13491,6 +13474,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     BASE: 1
   };
 
+  // == Section: semantics == role, name, visibility, states
   // ---- semantics: role, name, visibility, states ----------------------------------------------
   var INPUT_ROLES = {
     checkbox: 'checkbox',
@@ -14044,6 +14028,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // == Section: snapshot == tree walking and the snapshot
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   var SHADOW_ROOTS = []; // every shadow root seen (open or captured), for observers that search
@@ -14396,6 +14381,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       '; take a snapshot with scope set to a ref in unread[] to read the rest';
   }
 
+  // == Section: query == text matching, queries, inspect
   // ---- text matching: contains, equals, matches -------------------------------------------------
   // A text spec is a string (read as `dflt`: 'contains' or 'equals') or an object with exactly one
   // of {contains}, {equals}, {matches, flags?}. All compare normalised text (whitespace collapsed,
@@ -14766,6 +14752,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return d;
   }
 
+  // == Section: actions == synthetic and CDP input, act, act_sequence
   // ---- actions -------------------------------------------------------------------------------
   var ACTIONS = [
     'click',
@@ -15672,6 +15659,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     upload: function (el, o) { return doUpload(el, o); },
     drag: function (el, o) { return doDrag(el, o); }
   };
+  // ---- act: one action, from its element to what it did --------------------------------------------
   // One act: resolve its element, note what holds before, dispatch it (through CDP or synthetic
   // events), let the page settle, then tell what it did. `c` carries the act from step to step.
   function act(args) {
@@ -15969,6 +15957,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return next();
   }
 
+  // == Section: observers == what every observer uses: patch, listen, rate caps
   // ---- observers -----------------------------------------------------------------------------
   // patch(obj, key, makeWrapper): installs a wrapper and registers a teardown that restores the
   // original only if the slot still holds our wrapper.
@@ -16025,6 +16014,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
   }
 
+  // == Section: network == fetch, XHR, beacon, WebSocket, EventSource: bodies, faults, streams
   // -- network: bodies
   var TEXTUAL =
     /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;
@@ -17199,6 +17189,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     swapConstructor('EventSource', Native, W, ['CONNECTING', 'OPEN', 'CLOSED']);
   }
 
+  // == Section: alerts == alerts, live regions, invalid fields, toasts
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
   // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
   // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
@@ -17448,7 +17439,32 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       });
     });
   }
+  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
+  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
+  // footer, aside, form or dialog that does not hold that element
+  function alertsRead(args) {
+    if (!ALERT_NOW) return { alerts: [], unavailable: true };
+    var target = resolveRef(args && args.ref);
+    var out = ALERT_NOW().slice(0, 50).map(function (c) {
+      var scope = null;
+      try {
+        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
+        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
+      } catch (e) {
+        scope = null;
+      }
+      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
+      // beside the act's target, only its own region; with no target, any region but the page's chrome
+      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      return d;
+    });
+    return { alerts: out };
+  }
 
+  // == Section: console == console calls and uncaught errors
   // -- console and errors
   function formatArgs(args) {
     var parts = [],
@@ -17591,6 +17607,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // == Section: documents == routes, the document request that leaves and the one that arrives
   // -- routing
   var lastHref = location.href;
   function routeChanged(kind) {
@@ -17997,6 +18014,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (nav.contentType) d.contentType = nav.contentType;
   }
 
+  // == Section: dom == DOM mutations, shadow roots, animations
   // -- DOM mutations, coalesced per animation frame
   var ATTRS = [
     'class',
@@ -18308,6 +18326,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitioncancel', h('anim.end'), true);
   }
 
+  // == Section: storage == localStorage, sessionStorage, cookies
   // -- storage
   function storageAreaOf(st) {
     try {
@@ -18566,6 +18585,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { local: get.local(), session: get.session(), cookies: get.cookies() };
   }
 
+  // == Section: health == focus, page health, dialogs, cross-origin frames
   // -- focus
   function installFocus() {
     listen(
@@ -18852,6 +18872,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: stores == app stores, signals, describe, capabilities
   // ---- stores and signals --------------------------------------------------------------------
   var STORES = {}; // name -> {read(), unsub?, last, kind}
   function shallowDiff(name, prev, next) {
@@ -19240,6 +19261,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
   }
 
+  // == Section: probes == the probes the daemon's predicates read
   // ---- probes for the daemon's predicate engine ------------------------------------------------
   function evalProbe(args) {
     var kind = args.kind;
@@ -19353,6 +19375,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: commands == the bridge commands by name
   // ---- command table -------------------------------------------------------------------------
   COMMANDS.snapshot = snapshot;
   COMMANDS.query = queryCmd;
@@ -19409,6 +19432,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { ok: true, hard: !!a.hard };
   };
 
+  // == Section: connect == connect, disconnect, auto-connect
   // ---- connect / disconnect ------------------------------------------------------------------
   function isLoopback(h) {
     h = String(h || '').toLowerCase();
