@@ -12484,6 +12484,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   if (CFG.device && typeof CFG.relay === 'string') N.BridgeSocket = relaySockets(CFG.relay);
 
+  // == Section: helpers == small helpers, redaction, the sanitizer
+  // ---- small helpers -------------------------------------------------------------------------
   function warn(msg) {
     try {
       N.warn(PREFIX + ' ' + msg);
@@ -12494,9 +12496,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function microtask(fn) {
     N.Promise.resolve().then(fn);
   }
-
-  // == Section: helpers == small helpers, redaction, the sanitizer
-  // ---- small helpers -------------------------------------------------------------------------
   function hasOwn(o, k) {
     return Object.prototype.hasOwnProperty.call(o, k);
   }
