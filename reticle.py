@@ -18054,21 +18054,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       added: 0,
       removed: 0,
       changed: 0,
-      dropA: 0,
-      dropR: 0,
-      dropC: 0,
+      drop: { added: 0, removed: 0, changed: 0 },
       seenAttr: new Map(),
       seenText: new Set(),
       cache: makeVisCache()
     };
   }
-  // Counts one more changed event in the frame; false (and a drop counted) past the cap.
-  function domChangedRoom(f) {
-    if (f.changed >= DOM_CAP) {
-      f.dropC++;
+  // Counts one more event of a kind (added, removed, changed) in the frame; false (and a drop
+  // counted) past the cap.
+  function domRoom(f, kind) {
+    if (f[kind] >= DOM_CAP) {
+      f.drop[kind]++;
       return false;
     }
-    f.changed++;
+    f[kind]++;
     return true;
   }
   function domRecord(f, r) {
@@ -18089,7 +18088,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     prev[key] = 1;
     var cur = r.target.getAttribute(key);
     if (cur === r.oldValue) return;
-    if (!domChangedRoom(f)) return;
+    if (!domRoom(f, 'changed')) return;
     var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
     var ad = { attr: key, target: label(r.target) };
     if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
@@ -18100,7 +18099,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var pe = r.target.parentElement;
     if (!pe || f.seenText.has(pe) || inSource(pe)) return;
     f.seenText.add(pe);
-    if (!domChangedRoom(f)) return;
+    if (!domRoom(f, 'changed')) return;
     var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
     if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
     emit('dom.text', td, pe);
@@ -18111,7 +18110,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     for (var b = 0; b < r.removedNodes.length; b++) if (domRemovedNode(f, r, r.removedNodes[b])) textTouched = true;
     if (textTouched && r.target.nodeType === 1 && !f.seenText.has(r.target) && !inSource(r.target)) {
       f.seenText.add(r.target);
-      if (!domChangedRoom(f)) return;
+      if (!domRoom(f, 'changed')) return;
       emit('dom.text', { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) }, r.target);
     }
   }
@@ -18129,7 +18128,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (norm(n.textContent)) textTouched = true;
         else return false;
       }
-      if (!domAddedRoom(f)) return textTouched;
+      if (!domRoom(f, 'added')) return textTouched;
       emit(
         'dom.added',
         {
@@ -18144,29 +18143,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       );
       return textTouched;
     }
-    if (!domAddedRoom(f)) return false;
+    if (!domRoom(f, 'added')) return false;
     emit('dom.added', { role: role, name: nm, tag: n.tagName.toLowerCase(), target: label(n), region: regionOf(n) }, n);
     var shows = role === 'dialog' || role === 'alertdialog' || role === 'alert' || role === 'status';
     if ((shows || n.getAttribute('aria-modal') === 'true') && isVisible(n, f.cache)) {
       emit('visible.shown', { role: role, name: nm }, n);
     }
     return false;
-  }
-  function domAddedRoom(f) {
-    if (f.added >= DOM_CAP) {
-      f.dropA++;
-      return false;
-    }
-    f.added++;
-    return true;
-  }
-  function domRemovedRoom(f) {
-    if (f.removed >= DOM_CAP) {
-      f.dropR++;
-      return false;
-    }
-    f.removed++;
-    return true;
   }
   // One removed node of record r: a dom.removed; true when it touched text.
   function domRemovedNode(f, r, m) {
@@ -18176,7 +18159,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       rn = getName(m, rr);
     if ((rr === 'generic' || rr === 'none') && !rn) {
       var cnt = m.querySelectorAll ? m.querySelectorAll(DOM_MEANINGFUL).length : 0;
-      if (!cnt || !domRemovedRoom(f)) return false;
+      if (!cnt || !domRoom(f, 'removed')) return false;
       emit('dom.removed', {
         role: rr,
         tag: m.tagName.toLowerCase(),
@@ -18186,7 +18169,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       });
       return false;
     }
-    if (!domRemovedRoom(f)) return false;
+    if (!domRoom(f, 'removed')) return false;
     var rd = { role: rr, name: rn, tag: m.tagName.toLowerCase(), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
     var oldRef = REF_OF.get(m);
     if (oldRef) rd.formerRef = oldRef;
@@ -18195,7 +18178,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   // The truncated event of a frame that dropped events (or records past the pending cap); true if sent.
   function domTruncated(f, overflowRecords) {
-    var drop = f.dropA + f.dropR + f.dropC + overflowRecords;
+    var drop = f.drop.added + f.drop.removed + f.drop.changed + overflowRecords;
     if (!drop) return false;
     emit('truncated', {
       what: 'dom',
@@ -18203,7 +18186,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       count: drop,
       dropped: drop,
       reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
-      detail: { added: f.dropA, removed: f.dropR, changed: f.dropC, overflowRecords: overflowRecords }
+      detail: {
+        added: f.drop.added,
+        removed: f.drop.removed,
+        changed: f.drop.changed,
+        overflowRecords: overflowRecords
+      }
     });
     return true;
   }
