@@ -3981,42 +3981,58 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
     window = obs.events(p)
     done = _calls(window)
     matched = [d for d in done if _call_matches(d, p)]
-    expected = _describe_predicate(p)
     if p.get("bodyContains"):
         with_body = [d for d in matched
                      if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
         if not with_body and matched:
-            unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
-            if unread:
-                return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
-                        "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
-                        "assertion": "net.body"}
-            return {"pass": False, "assertion": "net.body",
-                    "expected": "a response body containing %r" % p["bodyContains"],
-                    "observed": _short(matched[-1].get("responseBody"), 200),
-                    "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+            return _net_body_missed(p, matched)
         matched = with_body
     pending = [d for d in obs.open_since(window[0]["t"] if window else 0)
                if _call_matches(d, p, pending=True)]
     if "count" in p:
-        if len(matched) == p["count"]:
-            return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
-        over = len(matched) > p["count"]
-        out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], expected),
-               "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status"))
-                                                                  for d in matched[:8])),
-               "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
-               "decided": over}
-        if over:
-            out["decidedBy"] = "count-exceeded"
-        if not over and pending:
-            out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
-        return out
+        return _net_count(p, matched, pending)
     if matched:
         return {"pass": True, "evidence": matched[0], "assertion": "net.present"}
     if pending:
         return {"pass": False, "inconclusive": "%s is still in flight; its outcome is not known yet"
                 % _call_label(pending[0]), "assertion": "net.present"}
+    return _net_unmatched(p, obs, window, done)
+
+
+def _net_body_missed(p: dict, matched: List[dict]) -> dict:
+    """`bodyContains` over requests that matched otherwise: a body not captured cannot be checked;
+    a captured one without the text is a miss."""
+    unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
+    if unread:
+        return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
+                "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
+                "assertion": "net.body"}
+    return {"pass": False, "assertion": "net.body",
+            "expected": "a response body containing %r" % p["bodyContains"],
+            "observed": _short(matched[-1].get("responseBody"), 200),
+            "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+
+
+def _net_count(p: dict, matched: List[dict], pending: List[dict]) -> dict:
+    """`count`: exactly that many matching requests; more is decided, fewer may still be in flight."""
+    if len(matched) == p["count"]:
+        return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
+    over = len(matched) > p["count"]
+    out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], _describe_predicate(p)),
+           "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status"))
+                                                              for d in matched[:8])),
+           "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
+           "decided": over}
+    if over:
+        out["decidedBy"] = "count-exceeded"
+    if not over and pending:
+        out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
+    return out
+
+
+def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[dict]) -> dict:
+    """No request matched and none is in flight: headers or a status that cannot be read say so; a
+    write answered otherwise, or traffic a net predicate cannot see, is named; else a plain miss."""
     if p.get("header"):
         headless = [d for d in done if not isinstance(d.get("responseHeaders"), dict)
                     and _call_matches(d, {k: v for k, v in p.items() if k != "header"})]
@@ -4031,23 +4047,10 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
             "cannot be decided; drop status, or assert what the next page shows" % (
                 _call_label(hidden[0]), hidden[0].get("statusNote") or "a document request")), "evidence": hidden[0]}
     if "status" in p or "ok" in p:
-        # the awaited write happened and was answered otherwise: final once a client retry had its chance
-        answered = [e for e in window if e["type"] == "net.request" and _is_write(e["data"])
-                    and _call_matches(e["data"], p, pending=True)]
-        if answered:
-            last = answered[-1]
-            out = {"pass": False, "assertion": "net.answered-otherwise", "expected": expected,
-                   "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
-                                for e in answered[-5:]],
-                   "evidence": last["data"],
-                   "failureReason": "%s answered %s, not as asked" % (
-                       _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
-            age = obs.now - last["t"]
-            if age >= RETRY_GRACE_MS:
-                out.update(decided=True, decidedBy="answered-otherwise")
-            else:
-                out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
-            return out
+        answered = _net_answered_otherwise(p, obs, window)
+        if answered is not None:
+            return answered
+    expected = _describe_predicate(p)
     # unseen traffic hides the request only when it could be it: a message on a URL the filter names,
     # on a channel whose request could have had the filter's method (_frame_could_be)
     frames = [d for d in _frames(window) if _frame_could_be(d, p, window)]
@@ -4070,6 +4073,28 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
                                  "or channels that cannot carry that method, so none was it; match messages with "
                                  "{kind: \"frame\", ...}" % (
                                      len(elsewhere), _frame_label(elsewhere[0])))
+    return out
+
+
+def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> Optional[dict]:
+    """The awaited write happened and was answered otherwise (not the status or `ok` asked for):
+    final once a client retry had its chance (RETRY_GRACE_MS), else None."""
+    answered = [e for e in window if e["type"] == "net.request" and _is_write(e["data"])
+                and _call_matches(e["data"], p, pending=True)]
+    if not answered:
+        return None
+    last = answered[-1]
+    out = {"pass": False, "assertion": "net.answered-otherwise", "expected": _describe_predicate(p),
+           "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
+                        for e in answered[-5:]],
+           "evidence": last["data"],
+           "failureReason": "%s answered %s, not as asked" % (
+               _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
+    age = obs.now - last["t"]
+    if age >= RETRY_GRACE_MS:
+        out.update(decided=True, decidedBy="answered-otherwise")
+    else:
+        out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
     return out
 
 
@@ -5933,6 +5958,231 @@ def _may_be_unreadable(res: dict) -> bool:
     return False
 
 
+class _Case:
+    """What the verdict rules read (see _decide): the judged result, the contradictions, the window and
+    what the session knows, plus the facts several rules share, worked out once."""
+
+    def __init__(self, res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float,
+                 p: dict, already_true: bool, act: bool, effect: Any, shown: Optional[List[dict]],
+                 pending: Optional[List[Tuple[str, bool]]]) -> None:
+        self.res = res
+        self.contradictions = contradictions
+        self.window = window
+        self.known = known
+        self.floor = floor
+        self.p = p
+        self.already_true = already_true
+        self.effect = effect
+        self.shown = shown
+        self.pending = pending
+        self.declared = p["kind"] != "settled"
+        self.implicit = not self.declared and act  # act_and_wait with no `until`: did the act work?
+        self._lost: Optional[str] = None
+
+    @property
+    def lost(self) -> str:
+        """Why the window is incomplete (_lost_evidence), or '' when nothing was lost."""
+        if self._lost is None:
+            self._lost = _lost_evidence(self.window, self.known)
+        return self._lost
+
+    def standing(self) -> List[dict]:
+        """The errors the page still shows to the user that the predicate does not ask for."""
+        return [d for d in self.shown or () if _is_failure_ui(d) and not _expects_error(self.p, d)]
+
+
+_Ruling = Optional[Tuple[str, str, str]]
+
+
+def _r_inconclusive(c: _Case) -> _Ruling:
+    if c.res.get("inconclusive"):
+        return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % c.res["inconclusive"]
+    return None
+
+
+def _r_observation_lost(c: _Case) -> _Ruling:
+    if c.res.get("observationLost"):
+        return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
+                                               "reticle_sessions and repeat if it is safe")
+    return None
+
+
+def _r_not_answering(c: _Case) -> _Ruling:
+    if c.known.stuck:
+        return "unknown", "not_answering", ("the tab does not answer: %s; what it holds now is not known, and "
+                                            "nothing it said before can prove it" % c.known.stuck)
+    return None
+
+
+def _r_act_failed(c: _Case) -> _Ruling:
+    if not c.implicit:
+        return None
+    failures = _failures_shown(c.window)
+    if failures:
+        return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
+    if not c.res["pass"]:
+        return "unknown", "unsettled", "the page never settled within the timeout, and nothing failed in sight"
+    return None
+
+
+def _r_failed_for_lost_evidence(c: _Case) -> _Ruling:
+    if c.res["pass"] or c.res.get("decided") or not c.lost:
+        return None
+    reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
+                       for leaf, neg in _leaves(c.p))
+    if reads_window:
+        return "unknown", "evidence_lost", ("the check failed, but %s, so the evidence it looked for may have been "
+                                            "among them; narrow the window or reduce the page's event volume"
+                                            % c.lost)
+    return None
+
+
+def _r_presence_blind_spot(c: _Case) -> _Ruling:
+    res, known = c.res, c.known
+    if not res["pass"] and known.unreadable and not res.get("decided") and _may_be_unreadable(res):
+        parts = "; ".join("%d %s%s" % (n, _UNREADABLE_NAMES.get(k, k), " (%s)" % detail if detail else "")
+                          for k, (n, detail) in sorted(known.unreadable.items()))
+        return "unknown", "presence_blind_spot", (
+            "%s, but part of the page cannot be read (%s), and it may be there; assert what the app does "
+            "(net, signal, state) or what it shows outside that part" % (
+                res.get("failureReason") or "the check did not find it", parts))
+    return None
+
+
+def _r_assertion_failed(c: _Case) -> _Ruling:
+    if not c.res["pass"]:
+        return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
+            c.res.get("failureReason") or _describe_predicate(c.p))
+    return None
+
+
+def _r_contradicted(c: _Case) -> _Ruling:
+    observed = [x for x in c.contradictions if x["tier"] == "observed"]
+    if observed:
+        x = observed[0]
+        return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
+            x["kind"], x["claim"], x["counter"])
+    return None
+
+
+def _r_evidence_incomplete(c: _Case) -> _Ruling:
+    absence = [x for x in c.contradictions if x["tier"] == "absence"]
+    if c.declared and all(x["kind"] == "request-never-settled" and not x.get("write") for x in absence):
+        # A declared consequence held and only reads are still open (a poll, an image
+        # feed): they cannot undo it.  Open writes stay unknown below.
+        return None
+    if absence:
+        x = absence[0]
+        return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "
+                                                  "finished (%s: %s); re-check once it lands, raise timeout_ms, or "
+                                                  "assert the request itself" % (x["kind"], x["counter"]))
+    return None
+
+
+def _r_absence_blind_spot(c: _Case) -> _Ruling:
+    absences = [leaf for leaf, neg in _leaves(c.p) if leaf.get("absent") or neg]
+    spots = {k: v for k, v in c.known.blind_spots.items() if k in _ABSENCE_BLIND_SPOTS}
+    if absences and spots:
+        return "unknown", "absence_blind_spot", ("the predicate asserts an absence, but part of the page is "
+                                                 "unobservable (%s), so a passing check cannot prove it" %
+                                                 ", ".join("%s ×%d" % kv for kv in spots.items()))
+    return None
+
+
+def _r_already_true(c: _Case) -> _Ruling:
+    if c.already_true:
+        return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
+                                           "nothing about the action; assert something the action CHANGES")
+    return None
+
+
+def _r_evidence_lost(c: _Case) -> _Ruling:
+    if c.lost:
+        return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
+                                            "the window or reduce the page's event volume" % c.lost)
+    return None
+
+
+def _r_outcome_pending(c: _Case) -> _Ruling:
+    accepted = [d for d in _calls(c.window) if d.get("status") == 202 and not _is_dev(d) and _queued(d, c.window)]
+    if accepted:
+        return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
+                                              "once it reconciles" % _call_label(accepted[0]))
+    return None
+
+
+def _r_outcome_unread(c: _Case) -> _Ruling:
+    unread = [e["data"] for e in c.window if e["type"] == "net.request" and _unread_write(e, c.floor, c.known)]
+    if unread:
+        return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
+                                             "succeeded cannot be proven; turn body capture on" %
+                                             ", ".join(_call_label(d) for d in unread[:3]))
+    return None
+
+
+def _r_request_in_flight(c: _Case) -> _Ruling:
+    in_flight = [d for d in c.known.open_requests if _is_write(d) and d.get("startedAt", 0) >= c.floor
+                 and _call_label(d) not in c.known.background]
+    if in_flight:
+        return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
+                                                "known yet" % _call_label(in_flight[0]))
+    return None
+
+
+def _r_horizon_pending(c: _Case) -> _Ruling:
+    decisive = [what for what, counts in c.pending or () if counts]
+    if decisive:
+        return "unknown", "horizon_pending", ("the act's work had not finished within %d ms (%s), so what it "
+                                              "leads to is not known yet; re-check once it lands" %
+                                              (HORIZON_CAP_MS, "; ".join(decisive[:3])))
+    return None
+
+
+def _r_no_effect(c: _Case) -> _Ruling:
+    if c.implicit and not _had_effect(c.effect, c.window, c.floor, c.known):
+        return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
+                                        "state or storage event followed the act; declare the consequence you "
+                                        "expect with `until`")
+    return None
+
+
+def _r_failure_still_shown(c: _Case) -> _Ruling:
+    touched = [d for d in c.standing() if d.get("related")]
+    if touched:
+        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
+                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
+                                                        if len(touched) > 1 else ""))
+    return None
+
+
+def _r_proved(c: _Case) -> _Ruling:
+    evidence = c.res.get("evidence")
+    summary = _brief(evidence) if evidence is not None else "the predicate"
+    noted = ""
+    if c.contradictions:
+        noted = "; noted, and unable to undo it: %s" % ", ".join(
+            "%s (%s)" % (x["kind"], x["counter"]) for x in c.contradictions[:3])
+    standing = c.standing()
+    if standing:
+        noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
+    if c.pending:
+        noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in c.pending[:3])
+    if c.declared:
+        return "yes", "proved", "%s held (%s)%s" % (
+            _describe_predicate(c.p), summary, noted or " with no channel disagreeing")
+    return "yes", "proved", "the page settled with nothing failing%s (%s)" % (noted or " or disagreeing", summary)
+
+
+# The rules of _decide as data, numbered as its docstring lists them, in the order they apply.
+_VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
+    ("1", _r_inconclusive), ("2", _r_observation_lost), ("2b", _r_not_answering), ("2a", _r_act_failed),
+    ("3", _r_failed_for_lost_evidence), ("3a", _r_presence_blind_spot), ("4", _r_assertion_failed),
+    ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
+    ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
+    ("12a", _r_horizon_pending), ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("14", _r_proved),
+)
+
+
 def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
             already_true: bool = False, act: bool = False, effect: Any = None,
             shown: Optional[List[dict]] = None,
@@ -5975,109 +6225,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          is named in the `yes`
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
     """
-    declared = p["kind"] != "settled"
-    implicit = not declared and act  # act_and_wait with no `until`: did the act work?
-    if res.get("inconclusive"):
-        return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % res["inconclusive"]
-    if res.get("observationLost"):
-        return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
-                                               "reticle_sessions and repeat if it is safe")
-    if known.stuck:
-        return "unknown", "not_answering", ("the tab does not answer: %s; what it holds now is not known, and "
-                                            "nothing it said before can prove it" % known.stuck)
-    if implicit:
-        failures = _failures_shown(window)
-        if failures:
-            return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
-        if not res["pass"]:
-            return "unknown", "unsettled", "the page never settled within the timeout, and nothing failed in sight"
-    lost = _lost_evidence(window, known)
-    reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
-                       for leaf, neg in _leaves(p))
-    if not res["pass"] and lost and reads_window and not res.get("decided"):
-        return "unknown", "evidence_lost", ("the check failed, but %s, so the evidence it looked for may have been "
-                                            "among them; narrow the window or reduce the page's event volume" % lost)
-    if not res["pass"] and known.unreadable and not res.get("decided") and _may_be_unreadable(res):
-        parts = "; ".join("%d %s%s" % (n, _UNREADABLE_NAMES.get(k, k), " (%s)" % detail if detail else "")
-                          for k, (n, detail) in sorted(known.unreadable.items()))
-        return "unknown", "presence_blind_spot", (
-            "%s, but part of the page cannot be read (%s), and it may be there; assert what the app does "
-            "(net, signal, state) or what it shows outside that part" % (
-                res.get("failureReason") or "the check did not find it", parts))
-    if not res["pass"]:
-        return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
-            res.get("failureReason") or _describe_predicate(p))
-    observed = [c for c in contradictions if c["tier"] == "observed"]
-    if observed:
-        c = observed[0]
-        return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
-            c["kind"], c["claim"], c["counter"])
-    absence = [c for c in contradictions if c["tier"] == "absence"]
-    if declared and absence and all(c["kind"] == "request-never-settled" and not c.get("write") for c in absence):
-        # A declared consequence held and only reads are still open (a poll, an image
-        # feed): they cannot undo it.  Open writes stay unknown below.
-        absence = []
-    if absence:
-        c = absence[0]
-        return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "
-                                                  "finished (%s: %s); re-check once it lands, raise timeout_ms, or "
-                                                  "assert the request itself" % (c["kind"], c["counter"]))
-    absences = [leaf for leaf, neg in _leaves(p) if leaf.get("absent") or neg]
-    spots = {k: v for k, v in known.blind_spots.items() if k in _ABSENCE_BLIND_SPOTS}
-    if absences and spots:
-        return "unknown", "absence_blind_spot", ("the predicate asserts an absence, but part of the page is "
-                                                 "unobservable (%s), so a passing check cannot prove it" %
-                                                 ", ".join("%s ×%d" % kv for kv in spots.items()))
-    if already_true:
-        return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
-                                           "nothing about the action; assert something the action CHANGES")
-    if lost:
-        return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
-                                            "the window or reduce the page's event volume" % lost)
-    calls = _calls(window)
-    accepted = [d for d in calls if d.get("status") == 202 and not _is_dev(d) and _queued(d, window)]
-    if accepted:
-        return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
-                                              "once it reconciles" % _call_label(accepted[0]))
-    unread = [e["data"] for e in window if e["type"] == "net.request" and _unread_write(e, floor, known)]
-    if unread:
-        return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
-                                             "succeeded cannot be proven; turn body capture on" %
-                                             ", ".join(_call_label(d) for d in unread[:3]))
-    in_flight = [d for d in known.open_requests if _is_write(d) and d.get("startedAt", 0) >= floor
-                 and _call_label(d) not in known.background]
-    if in_flight:
-        return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
-                                                "known yet" % _call_label(in_flight[0]))
-    decisive = [what for what, counts in pending or () if counts]
-    if decisive:
-        return "unknown", "horizon_pending", ("the act's work had not finished within %d ms (%s), so what it "
-                                              "leads to is not known yet; re-check once it lands" %
-                                              (HORIZON_CAP_MS, "; ".join(decisive[:3])))
-    if implicit and not _had_effect(effect, window, floor, known):
-        return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
-                                        "state or storage event followed the act; declare the consequence you "
-                                        "expect with `until`")
-    standing = [d for d in shown or () if _is_failure_ui(d) and not _expects_error(p, d)]
-    touched = [d for d in standing if d.get("related")]
-    if touched:
-        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
-                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
-                                                        if len(touched) > 1 else ""))
-    evidence = res.get("evidence")
-    summary = _brief(evidence) if evidence is not None else "the predicate"
-    noted = ""
-    if contradictions:
-        noted = "; noted, and unable to undo it: %s" % ", ".join(
-            "%s (%s)" % (c["kind"], c["counter"]) for c in contradictions[:3])
-    if standing:
-        noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
-    if pending:
-        noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in pending[:3])
-    if declared:
-        return "yes", "proved", "%s held (%s)%s" % (
-            _describe_predicate(p), summary, noted or " with no channel disagreeing")
-    return "yes", "proved", "the page settled with nothing failing%s (%s)" % (noted or " or disagreeing", summary)
+    case = _Case(res, contradictions, window, known, floor, p, already_true, act, effect, shown, pending)
+    return next(ruling for ruling in (rule(case) for _, rule in _VERDICT_RULES) if ruling is not None)
 
 
 def _trim_call(d: dict) -> dict:
