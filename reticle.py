@@ -4064,9 +4064,9 @@ def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[di
         label = "%s → %s" % (_call_label(d), d.get("status"))
         if label not in seen:
             seen.append(label)
-    out = {"pass": False, "assertion": "net.present", "expected": expected,
-           "observed": seen[:8] or "no calls at all in this window",
-           "failureReason": "no completed request matched %s" % expected}
+    out: Dict[str, Any] = {"pass": False, "assertion": "net.present", "expected": expected,
+                           "observed": seen[:8] or "no calls at all in this window",
+                           "failureReason": "no completed request matched %s" % expected}
     elsewhere = _frames(window)
     if elsewhere:
         out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs "
