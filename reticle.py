@@ -205,6 +205,7 @@ EVENT_CAP_BYTES = 8 * 1024 * 1024
 EVENTS_PER_SECOND_DEFAULT = 20_000         # per browser session, then sampling
 THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
+FLOW_MAX_STEPS = 100                       # steps in a flow file, and in reticle_flow_save's `steps`
 # Hardening limits (SECURITY.md lists them all, with the tests that pin them).
 MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
 FRAME_BYTES_PER_TAB_S = 1 << 20            # frame bytes one tab may have parsed per second; beyond, dropped unread
@@ -7704,170 +7705,6 @@ _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
 }
 
 
-def _build_registry() -> _ToolRegistry:
-    """Every tool of DESIGN section 7 that works, with its final schema."""
-    reg = _ToolRegistry()
-    sid = _SESSION_ID
-
-    def add(name, description, props, handler, example=None, required=()):
-        props = dict(props)
-        if "sessionId" in props:
-            props["detail"] = _DETAIL
-        quiet = ("predicate",) if "until" in props and name == "reticle_act_and_wait" else (
-            ("until",) if "until" in props else ())
-        reg.add(_Tool(name, description, _obj(props, required), handler, example, session="sessionId" in props,
-                      quiet=quiet))
-
-    add("reticle_sessions",
-        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
-        {}, _tool_sessions, {})
-    add("reticle_navigate",
-        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
-         "hard": {"type": "boolean"}, "sessionId": sid},
-        _tool_navigate, {"url": "http://localhost:5173/checkout"})
-    add("reticle_snapshot",
-        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
-        "what changed since the last snapshot.",
-        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
-         "diff": {"type": "boolean"}, "sessionId": sid},
-        _tool_snapshot, {"mode": "interactive"})
-    add("reticle_query",
-        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
-        "misses when nothing matches.",
-        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
-         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
-         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
-         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
-         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_query, {"by": "role", "value": "button", "name": "Pay"})
-    add("reticle_inspect",
-        "One element by ref: role, name, states, box, styles, occlusion.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": sid},
-        _tool_inspect, {"ref": "e7"}, required=("ref",))
-    add("reticle_act",
-        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
-        "controls need args.confirmDangerous.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_act, {"ref": "e7", "action": "click"}, required=("action",))
-    add("reticle_act_sequence",
-        "Several acts in order, stopping at the first failure.",
-        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
-         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": sid},
-        _tool_act_sequence,
-        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
-        required=("steps",))
-    add("reticle_act_and_wait",
-        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
-        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
-         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": sid},
-        _tool_act_and_wait,
-        {"target": {"role": "button", "name": "Pay"}, "action": "click",
-         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
-        required=("action",))
-    add("reticle_observe",
-        "Raw events of a window (default the last 2 s) with a summary.",
-        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
-         "until": _CURSOR, "actionId": {"type": "string"},
-         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": sid},
-        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]})
-    add("reticle_network",
-        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
-        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
-         "method": {"type": "string"}, "urlContains": {"type": "string"},
-         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_network, {"urlContains": "/api/", "status": 500})
-    add("reticle_console",
-        "Console messages and uncaught errors since the last act.",
-        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
-         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
-         "sessionId": sid},
-        _tool_console, {"level": "error"})
-    add("reticle_wait_for",
-        "Wait until `predicate` holds; pass and evidence, no verdict.",
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": sid},
-        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}})
-    add("reticle_assert",
-        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
-        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": sid},
-        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}})
-    add("reticle_state",
-        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
-        {"store": {"type": "string"}, "path": {"type": "string"},
-         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": sid},
-        _tool_state, {"store": "cart", "path": "items.length"})
-    add("reticle_capabilities",
-        "What the app declared with reticle.describe, and the testids on the page.",
-        {"sessionId": sid}, _tool_capabilities, {})
-    add("reticle_fault",
-        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
-        "tells the user; clear, list. Marked faulted: true.",
-        dict(_FAULT_SCHEMA, sessionId=sid), _tool_fault,
-        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}})
-    reg.add(_Tool("reticle_flow_save",
-        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
-        "by role, name, label or testid, secrets as variables.",
-        _obj({"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
-              "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
-                        "minItems": 1, "maxItems": FLOW_MAX_STEPS},
-              "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": sid}, ("name",)),
-        _tool_flow_save, {"name": "add-record"}))
-    reg.add(_Tool("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
-                  _obj({}), _tool_flow_list, {}))
-    add("reticle_flow_replay",
-        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
-        "`fresh`: no cookies or storage.",
-        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
-         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
-         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
-         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
-                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
-                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
-         "sessionId": sid},
-        _tool_flow_replay, {"name": "add-record"})
-
-    def device_add(name, description, props, handler, example=None, required=()):
-        # Device tools resolve the tab themselves: without a sessionId, the caller's own device.
-        reg.add(_Tool(name, description, _obj(dict(props), required), handler, example, session=False))
-
-    device_add("reticle_open",
-        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
-        "`fresh`: no cookies or storage from before.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
-         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
-                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
-                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
-         "fresh": {"type": "boolean"}},
-        _tool_open, {"url": "http://localhost:5173/"}, required=("url",))
-    device_add("reticle_close", "Close a device (by sessionId, else your own).",
-        {"sessionId": sid}, _tool_close, {})
-    device_add("reticle_screenshot",
-        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
-         "inline": {"type": "boolean"}, "sessionId": sid},
-        _tool_screenshot, {"inline": True})
-    for tool in reg.listed():
-        if tool.name in _TOOL_CONVENTIONS:
-            tool.convene(*_TOOL_CONVENTIONS[tool.name])
-    return reg
-
-
 async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                      ctx: "_CallContext") -> dict:
     url = args["url"]
@@ -7975,6 +7812,185 @@ def _file_uri(path: str) -> str:
     return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
 
 
+# -- the registry: every tool is one _ToolSpec record, registered the same way ----------------------
+
+class _ToolSpec:
+    """One tool as data: its name, description, argument properties, handler, example and required
+    fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
+    than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
+
+    __slots__ = ("name", "description", "props", "handler", "example", "required", "own_tab", "quiet")
+
+    def __init__(self, name: str, description: str, props: dict, handler: Callable, example: Optional[dict] = None,
+                 required: Tuple[str, ...] = (), own_tab: bool = False, quiet: Tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.description = description
+        self.props = props
+        self.handler = handler
+        self.example = example
+        self.required = required
+        self.own_tab = own_tab
+        self.quiet = quiet
+
+
+# DESIGN section 7, in the order tools/list shows them
+_TOOL_SPECS: Tuple[_ToolSpec, ...] = (
+    _ToolSpec("reticle_sessions",
+        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
+        {}, _tool_sessions, {}),
+    _ToolSpec("reticle_navigate",
+        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
+         "hard": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_navigate, {"url": "http://localhost:5173/checkout"}),
+    _ToolSpec("reticle_snapshot",
+        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
+        "what changed since the last snapshot.",
+        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
+         "diff": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_snapshot, {"mode": "interactive"}),
+    _ToolSpec("reticle_query",
+        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
+        "misses when nothing matches.",
+        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
+         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
+         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
+         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
+         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
+         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_query, {"by": "role", "value": "button", "name": "Pay"}),
+    _ToolSpec("reticle_inspect",
+        "One element by ref: role, name, states, box, styles, occlusion.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": _SESSION_ID},
+        _tool_inspect, {"ref": "e7"}, required=("ref",)),
+    _ToolSpec("reticle_act",
+        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
+        "controls need args.confirmDangerous.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_act, {"ref": "e7", "action": "click"}, required=("action",)),
+    _ToolSpec("reticle_act_sequence",
+        "Several acts in order, stopping at the first failure.",
+        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
+         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": _SESSION_ID},
+        _tool_act_sequence,
+        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
+        required=("steps",)),
+    _ToolSpec("reticle_act_and_wait",
+        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
+        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_act_and_wait,
+        {"target": {"role": "button", "name": "Pay"}, "action": "click",
+         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
+        required=("action",), quiet=("predicate",)),
+    _ToolSpec("reticle_observe",
+        "Raw events of a window (default the last 2 s) with a summary.",
+        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
+         "until": _CURSOR, "actionId": {"type": "string"},
+         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": _SESSION_ID},
+        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]}, quiet=("until",)),
+    _ToolSpec("reticle_network",
+        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
+        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
+         "method": {"type": "string"}, "urlContains": {"type": "string"},
+         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
+         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_network, {"urlContains": "/api/", "status": 500}, quiet=("until",)),
+    _ToolSpec("reticle_console",
+        "Console messages and uncaught errors since the last act.",
+        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
+         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
+         "sessionId": _SESSION_ID},
+        _tool_console, {"level": "error"}, quiet=("until",)),
+    _ToolSpec("reticle_wait_for",
+        "Wait until `predicate` holds; pass and evidence, no verdict.",
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}}, quiet=("until",)),
+    _ToolSpec("reticle_assert",
+        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
+        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}}, quiet=("until",)),
+    _ToolSpec("reticle_state",
+        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
+        {"store": {"type": "string"}, "path": {"type": "string"},
+         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": _SESSION_ID},
+        _tool_state, {"store": "cart", "path": "items.length"}),
+    _ToolSpec("reticle_capabilities",
+        "What the app declared with reticle.describe, and the testids on the page.",
+        {"sessionId": _SESSION_ID}, _tool_capabilities, {}),
+    _ToolSpec("reticle_fault",
+        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
+        "tells the user; clear, list. Marked faulted: true.",
+        dict(_FAULT_SCHEMA, sessionId=_SESSION_ID), _tool_fault,
+        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}}),
+    _ToolSpec("reticle_flow_save",
+        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
+        "by role, name, label or testid, secrets as variables.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
+         "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
+                   "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID},
+        _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
+    _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
+        {}, _tool_flow_list, {}),
+    _ToolSpec("reticle_flow_replay",
+        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
+        "`fresh`: no cookies or storage.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
+         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
+         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
+                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
+                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
+         "sessionId": _SESSION_ID},
+        _tool_flow_replay, {"name": "add-record"}),
+    _ToolSpec("reticle_open",
+        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
+        "`fresh`: no cookies or storage from before.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
+                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
+                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
+         "fresh": {"type": "boolean"}},
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
+    _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
+        {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
+    _ToolSpec("reticle_screenshot",
+        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
+         "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_screenshot, {"inline": True}, own_tab=True),
+)
+
+
+def _build_registry() -> _ToolRegistry:
+    """Every tool of DESIGN section 7 that works (_TOOL_SPECS), with its final schema: a tool given
+    the tab of `sessionId` also takes `detail`; each gets its MCP conventions (_TOOL_CONVENTIONS)."""
+    reg = _ToolRegistry()
+    for spec in _TOOL_SPECS:
+        given_tab = "sessionId" in spec.props and not spec.own_tab
+        props = dict(spec.props, detail=_DETAIL) if given_tab else dict(spec.props)
+        tool = reg.add(_Tool(spec.name, spec.description, _obj(props, spec.required), spec.handler, spec.example,
+                             session=given_tab, quiet=spec.quiet))
+        if tool.name in _TOOL_CONVENTIONS:
+            tool.convene(*_TOOL_CONVENTIONS[tool.name])
+    return reg
+
+
 ###############################################################################
 # Flows #######################################################################
 ###############################################################################
@@ -7987,7 +8003,6 @@ def _file_uri(path: str) -> str:
 
 FLOW_FORMAT = 1                      # the "format" field of a flow file
 JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
-FLOW_MAX_STEPS = 100
 REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SECRET_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")   # every ${NAME}; only RETICLE_SECRET_* is read
