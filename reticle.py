@@ -11029,15 +11029,8 @@ class _CappedHTTPServer(tornado.httpserver.HTTPServer):
         super().handle_stream(stream, address)
 
 
-async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
-                 certfile: Optional[str] = None, keyfile: Optional[str] = None,
-                 ready: Optional[Callable[[Hub], None]] = None) -> int:
-    """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
-    is taken, with a sentence naming its owner).
-
-    Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
-    its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
-    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
+def _refuse_open_bind(host: str) -> None:
+    """ConfigError when `host` reaches beyond this machine and RETICLE_TOKEN is not long enough."""
     env_token = os.environ.get("RETICLE_TOKEN", "").strip()
     if not _is_loopback_host(host) and len(env_token) < MIN_TOKEN_CHARS:
         raise ConfigError("binding to %s reaches beyond this machine, so Reticle needs a pairing token of at "
@@ -11045,13 +11038,12 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                           "`export RETICLE_TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(24))')`) "
                           "and start again." % (host, MIN_TOKEN_CHARS, " (RETICLE_TOKEN has %d)" % len(env_token)
                                                 if env_token else ""))
-    hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
-    hub.token()  # create the token file before anyone asks
-    ssl_ctx = None
-    if tls or certfile:
-        ssl_ctx, fingerprint = _tls_context(hub.state, certfile, keyfile)
-        _emit(_log, logging.INFO, "tls_enabled", sha256=fingerprint)
-        sys.stderr.write("reticle: serving HTTPS/WSS; certificate SHA-256 fingerprint %s\n" % fingerprint)
+
+
+async def _bind(hub: Hub, host: str, port: int) -> Optional[list]:
+    """The listening sockets (127.0.0.1 by default with ::1 beside it when there is one), hub.port set
+    to the bound port; None when the port is taken or refused, with a sentence naming its owner on
+    stderr; ConfigError for any other reason it cannot listen."""
     try:
         sockets = tornado.netutil.bind_sockets(port, host)
     except OSError as exc:
@@ -11061,7 +11053,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                 "port %d on %s cannot be bound (%s)." % (port, host, exc.strerror))
             sys.stderr.write("reticle: %s\n" % sentence)
             _emit(_log, logging.ERROR, "reticle_daemon_start_failed", port=port, reason=sentence)
-            return 1
+            return None
         raise ConfigError("cannot listen on %s:%d (%s)" % (host, port, exc.strerror or exc)) from exc
     hub.port = sockets[0].getsockname()[1]
     if host == DEFAULT_HOST and not os.environ.get("RETICLE_HOST"):
@@ -11069,6 +11061,58 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             sockets += tornado.netutil.bind_sockets(hub.port, "::1")
         except (OSError, ValueError):
             pass  # no IPv6 loopback here; 127.0.0.1 still serves
+    return sockets
+
+
+def _stop_on_signals(hub: Hub) -> None:
+    """SIGINT and SIGTERM ask the hub to stop (from the loop; a plain handler where the loop cannot)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, hub.request_stop, "signal %s" % sig.name)
+        except (NotImplementedError, RuntimeError, ValueError):
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(hub.request_stop, "signal"))
+
+
+async def _shut_down(hub: Hub, server: "_CappedHTTPServer", record_name: str) -> None:
+    """The planned stop, in order: streams told and devices closed (hub.shutdown), the listener
+    stopped, connections closed (2 s at most), and the daemon record removed if it is still ours."""
+    _emit(_log, logging.INFO, "reticle_daemon_stopping", reason=hub.stop_reason or "stop")
+    await hub.shutdown(hub.stop_reason or "planned stop")
+    server.stop()
+    try:
+        await asyncio.wait_for(server.close_all_connections(), 2.0)
+    except asyncio.TimeoutError:
+        pass
+    try:
+        current = _daemon_record(hub.state, hub.port)
+        if current and current.get("pid") == os.getpid():
+            os.unlink(hub.state.file(record_name))
+    except OSError:
+        pass
+    _emit(_log, logging.INFO, "reticle_daemon_stopped", port=hub.port)
+
+
+async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
+                 certfile: Optional[str] = None, keyfile: Optional[str] = None,
+                 ready: Optional[Callable[[Hub], None]] = None) -> int:
+    """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
+    is taken, with a sentence naming its owner).
+
+    Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
+    its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
+    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
+    _refuse_open_bind(host)
+    hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
+    hub.token()  # create the token file before anyone asks
+    ssl_ctx = None
+    if tls or certfile:
+        ssl_ctx, fingerprint = _tls_context(hub.state, certfile, keyfile)
+        _emit(_log, logging.INFO, "tls_enabled", sha256=fingerprint)
+        sys.stderr.write("reticle: serving HTTPS/WSS; certificate SHA-256 fingerprint %s\n" % fingerprint)
+    sockets = await _bind(hub, host, port)
+    if sockets is None:
+        return 1
     await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
     app = make_app(hub)
     server = _CappedHTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
@@ -11081,12 +11125,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     server.add_sockets(sockets)
     stop = asyncio.Event()
     hub.stop_event = stop
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, hub.request_stop, "signal %s" % sig.name)
-        except (NotImplementedError, RuntimeError, ValueError):
-            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(hub.request_stop, "signal"))
+    _stop_on_signals(hub)
     record = {"pid": os.getpid(), "port": hub.port, "version": __version__, "host": host,
               "scheme": hub.scheme, "startedAt": _wall_iso(hub.started_at)}
     record_name = "daemon-%d.json" % hub.port
@@ -11098,20 +11137,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     try:
         await stop.wait()
     finally:
-        _emit(_log, logging.INFO, "reticle_daemon_stopping", reason=hub.stop_reason or "stop")
-        await hub.shutdown(hub.stop_reason or "planned stop")
-        server.stop()
-        try:
-            await asyncio.wait_for(server.close_all_connections(), 2.0)
-        except asyncio.TimeoutError:
-            pass
-        try:
-            current = _daemon_record(hub.state, hub.port)
-            if current and current.get("pid") == os.getpid():
-                os.unlink(hub.state.file(record_name))
-        except OSError:
-            pass
-        _emit(_log, logging.INFO, "reticle_daemon_stopped", port=hub.port)
+        await _shut_down(hub, server, record_name)
     return 0
 
 
