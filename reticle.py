@@ -6943,6 +6943,11 @@ async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
 
 
 async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await _act_once(session, args)
+
+
+async def _act_once(session: "_BrowserSession", args: dict) -> dict:
+    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     pre = await _journey_anchor(session, args)
@@ -7429,7 +7434,12 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
 
 
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _predicate_arg(args, True)
+    return await _assert_verdict(session, args, _predicate_arg(args, True))
+
+
+async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
+    """The verdict core of an assert (reticle_assert, a flow's assert step): Observe the window from
+    `since` (else the last act or navigation), after the horizon of an act inside it; then Answer."""
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
     act_at = session.last_act if (session.last_act or -1) >= floor else None
     obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
@@ -7438,7 +7448,17 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+    return await _act_and_wait_verdict(session, args, _until_arg(args))
+
+
+def _until_arg(args: dict) -> dict:
+    """The predicate an act is judged on: `until` (or `predicate`), else the page settling."""
+    return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+
+
+async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
+    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
+    already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     timeout = args.get("timeout_ms", 4000)
@@ -7999,7 +8019,7 @@ def _build_registry() -> _ToolRegistry:
 # judge append to a small per-tab journey log (_Journeys); reticle_flow_save
 # turns a slice of it into steps anchored on testid, role+name, label or
 # text (never refs), with the predicates that proved it.  Replay re-resolves
-# every target and judges every step with the same verdict tools.
+# every target and judges every step with the verdict core the tools use.
 
 FLOW_FORMAT = 1                      # the "format" field of a flow file
 JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
@@ -8492,8 +8512,7 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
         args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
         if session.id:
             args["sessionId"] = session.id
-        res = await _tool_assert(hub, session, args, ctx)
-        return dict(res)
+        return await _assert_verdict(session, args, _predicate_arg(args, True))
     names = _secret_refs(step.get("args") or {})
     args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}
     typed = {n: _fill_secrets("${%s}" % n, secrets_in) for n in names}
@@ -8507,11 +8526,11 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             args["until"] = step["until"]
             args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
             try:
-                return dict(await _tool_act_and_wait(hub, session, args, ctx))
+                return await _act_and_wait_verdict(session, args, _until_arg(args))
             finally:
                 _remask_journey(hub, session.id, step, typed)
         try:
-            res = await _tool_act(hub, session, args, ctx)
+            res = await _act_once(session, args)
         finally:
             _remask_journey(hub, session.id, step, typed)
     except _TabGone:
