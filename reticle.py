@@ -6188,7 +6188,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
             already_true: bool = False, act: bool = False, effect: Any = None,
             shown: Optional[List[dict]] = None,
             pending: Optional[List[Tuple[str, bool]]] = None) -> Tuple[str, str, str]:
-    """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
+    """The verdict: (verified, verifiedReason, because).  The first rule that applies wins (one
+    function each in _VERDICT_RULES, in this order):
 
     1. the predicate could not be evaluated -> unknown, inconclusive
     2. the tab went away during the observation -> unknown, observation_lost
