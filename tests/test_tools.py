@@ -335,3 +335,13 @@ def test_the_registry_registers_every_tool_one_way():
     assert [s.name for s in reticle._TOOL_SPECS] == [t.name for t in REGISTRY.listed()]
     assert REGISTRY.get("reticle_act_and_wait").quiet == ("predicate",)
     assert not REGISTRY.get("reticle_flow_save").needs_session and not REGISTRY.get("reticle_open").needs_session
+
+
+@pytest.mark.parametrize("name", ["reticle_observe", "reticle_network", "reticle_console"])
+def test_a_window_s_end_is_listed_where_it_is_not_another_name(name):
+    """`until` is the end of the window (a cursor) on the reading tools, so the model is shown it; on
+    wait_for and assert it is another spelling of `predicate` and stays out of the list."""
+    listed = REGISTRY.get(name).describe()["inputSchema"]["properties"]
+    assert "since" in listed and "until" in listed, sorted(listed)
+    for alias in ("reticle_wait_for", "reticle_assert"):
+        assert "until" not in REGISTRY.get(alias).describe()["inputSchema"]["properties"]
