@@ -467,12 +467,14 @@ def _short(value: Any, limit: int = 140) -> str:
 
 
 # One clock inside the daemon: milliseconds since it started, read from time.monotonic() (never the wall
-# clock, which jumps).  Every event's `t`, every cursor an answer gives (`since`, `until`) and every time the
-# bridge keeps of a tab (when it was last heard, its act marks, when it left, a held report's deadline) is on
-# it, so a session and its parts compare times without converting.  Conversions happen only at the edges:
-# asyncio's sleeps and timeouts take seconds (a duration: `ms / 1000`), a tool call's `timeout_ms` is a
-# duration too, and the page's own clock (an event's `pt`, ms since its document began) is kept beside `t`,
-# never compared with it (_ActMarks).
+# clock, which jumps); Hub.clock reads it.  Every event's `t`, every cursor an answer gives (`since`, `until`)
+# and every time the bridge keeps of a tab (when it was last heard, its act marks, when it left, a held report's
+# deadline, when a new document's first events are due) is on it, so a session and its parts compare times
+# without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts, and the
+# budgets the waits of Observe and the tools measure from a tool call's `timeout_ms` (_CALL_DEADLINE and those
+# budgets are time.monotonic() seconds; what they hand a session is a timeout, never a reading of their clock).
+# The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
+# with itself (_ActMarks).
 def _clock_ms(t0: float) -> float:
     """Now on the daemon's clock whose zero is the monotonic `t0` (Hub.clock), in ms to the microsecond."""
     return round((time.monotonic() - t0) * 1000.0, 3)
@@ -1896,6 +1898,21 @@ class _TabState:
         self.store.add({"t": now, "type": "dialog", "data": dict(record)}, 256)
         self._wake()
 
+    def _page_dialog(self, data: dict, t: float) -> None:
+        """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
+        commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
+        device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
+        if self.device is not None:
+            return
+        kind = self.health.page_dialog(data, t)
+        if kind is None:
+            return
+        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
+        why = self.not_answering() or "a dialog is open"
+        self.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
+                                            "ask the person to close the dialog in the browser, then check",
+                                            code="dialog_open"))
+
     # -- documents ------------------------------------------------------------
     def now(self) -> float:
         return self.clock()
@@ -2179,21 +2196,6 @@ class _BrowserSession(_TabState):
         event["t"] = self.clock()
         self._observe(event)
         self.store.add(event, size)
-
-    def _page_dialog(self, data: dict, t: float) -> None:
-        """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
-        commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
-        device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
-        if self.device is not None:
-            return
-        kind = self.health.page_dialog(data, t)
-        if kind is None:
-            return
-        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
-        why = self.not_answering() or "a dialog is open"
-        self.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
-                                            "ask the person to close the dialog in the browser, then check",
-                                            code="dialog_open"))
 
     def _observe(self, event: dict) -> None:
         """What the session learns from one kept event beyond storing it: open requests (pending until
