@@ -638,3 +638,22 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         resp = await self.http_client.fetch(url, method="TRACE", raise_error=False, allow_nonstandard_methods=True)
         assert resp.code == 405 and resp.headers["Allow"] == "GET", resp.body
         assert json.loads(resp.body)["error"] == "method not allowed"
+
+
+def test_between_documents_only_asks_and_expire_arrival_writes_the_blind_spot(tmp_path):
+    """Asking whether a tab is between documents writes nothing, however overdue the new document's first
+    events are; expire_arrival() says so in the window (one arrival-unseen blind spot, once), and only
+    when they are due."""
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=4999)
+    session = reticle._BrowserSession(hub.bridge, object(), {"sessionId": "s-arrive", "documentId": "doc-a"})
+    session.arrived({"documentId": "doc-b"})
+    session.expire_arrival()  # not due yet
+    assert session.between_documents() and not session.store.query(prefix="blind-spot")
+    session.arriving = ("doc-b", session.now() - 1)  # its first events are overdue
+    assert session.between_documents() and session.between_documents()
+    assert not session.store.query(prefix="blind-spot")
+    session.expire_arrival()
+    session.expire_arrival()
+    spots = session.store.query(prefix="blind-spot")
+    assert [(e["data"]["reason"], e["data"]["documentId"]) for e in spots] == [("arrival-unseen", "doc-b")]
+    assert not session.between_documents()
