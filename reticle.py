@@ -1851,6 +1851,7 @@ class _TabState:
         self.health = _TabHealth(self.clock)
         self.snapshots = _SnapshotCache()
         self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
+        # the frame path's sampling and pacing (_BrowserSession.ingest, frame_pause), on the daemon's clock
         self._window_start = 0.0
         self._window_count = 0
         self._window_high = 0
@@ -2001,6 +2002,11 @@ class _TabState:
         return known
 
     # -- cursors --------------------------------------------------------------
+    @property
+    def last_act(self) -> Optional[float]:
+        """The cursor of the tab's last act, or None (_ActMarks)."""
+        return self.marks.last_act
+
     def mark_act(self, action: Optional[str]) -> float:
         return self.marks.act(self.clock(), action)
 
@@ -2059,8 +2065,8 @@ class _TabState:
 
 class _BrowserSession(_TabState):
     """One connected tab: the state _TabState keeps, and its traffic: the frames of events its page
-    sends (ingest; in a device, the reports the browser must confirm) and the commands the daemon
-    sends it (command, answered by resolve_command)."""
+    sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
+    the tab) and the commands the daemon sends it (command; the page's replies resolve them)."""
 
     def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
         super().__init__(bridge, handler, hello)
@@ -7412,7 +7418,7 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     p = _predicate_arg(args, True)
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
-    act_at = session.marks.last_act if (session.marks.last_act or -1) >= floor else None
+    act_at = session.last_act if (session.last_act or -1) >= floor else None
     obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
     obs.act_at = act_at
     return _answer(session, "assert", args, p, obs)
