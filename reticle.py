@@ -467,6 +467,20 @@ def _short(value: Any, limit: int = 140) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+# One clock inside the daemon: milliseconds since it started, read from time.monotonic() (never the wall
+# clock, which jumps); Hub.clock reads it.  Every event's `t`, every cursor an answer gives (`since`, `until`)
+# and every time the bridge keeps of a tab (when it was last heard, its act marks, when it left, a held report's
+# deadline, when a new document's first events are due) is on it, so a session and its parts compare times
+# without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts, and the
+# budgets the waits of Observe and the tools measure from a tool call's `timeout_ms` (_CALL_DEADLINE and those
+# budgets are time.monotonic() seconds; what they hand a session is a timeout, never a reading of their clock).
+# The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
+# with itself (_ActMarks).
+def _clock_ms(t0: float) -> float:
+    """Now on the daemon's clock whose zero is the monotonic `t0` (Hub.clock), in ms to the microsecond."""
+    return round((time.monotonic() - t0) * 1000.0, 3)
+
+
 def _wall_iso(ts: Optional[float] = None) -> str:
     ts = time.time() if ts is None else ts
     return (
@@ -1518,31 +1532,327 @@ class _TabGone(ToolError):
     code = "tab_gone"
 
 
-class _BrowserSession:
-    """One connected tab: its socket, ring buffer, pending commands, health."""
+def _command_result(reply: dict) -> Any:
+    """A page's reply to a command -> its result; a refusal is a ToolError with the page's code when it is
+    a known one (_PAGE_ERROR_CODES), else "page_refused"."""
+    if not reply.get("ok"):
+        error = str(reply.get("error") or "the page refused the command")[:4096]
+        code = reply.get("code") if reply.get("code") in _PAGE_ERROR_CODES else "page_refused"
+        raise ToolError(error, str(reply.get("recovery") or ""), code=code)
+    return reply.get("result")
 
-    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
-        """A tab as the daemon knows it, from its hello: the socket, the event store, pending commands,
-        act marks, sampling windows, held reports and the document it is on."""
-        self.bridge = bridge
-        self.handler: Optional[_BridgeHandler] = handler
-        self.id = hello["sessionId"]
-        self.generation = 0
-        self.connected_at = bridge.clock()
-        self.first_connected_at = self.connected_at
-        self.reconnects = 0
-        self.store = _EventStore(bridge.clock)
-        self.pending: Dict[str, asyncio.Future] = {}
-        self._next_cmd = 0
+
+# -- the parts of a tab: each keeps one kind of state, on the daemon's clock (_clock_ms) ------------
+
+class _TabHealth:
+    """How a tab is doing as far as the daemon can tell: hidden or focused (its page.health events),
+    a dialog open in a person's tab, the dialogs a device answered, and the last command the page
+    did not answer.  Whether it answers is a question of these and of how long it has been silent,
+    which the tab passes in (`silent_ms`)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.hidden = False
+        self.focused = True
+        self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
+        self.dialog_open: Optional[dict] = None  # a dialog the SDK saw open in a person's tab (no device answers it)
+        self.unanswered: Optional[Tuple[float, str]] = None  # (when, command) the page last failed to answer
+
+    def throttled(self, silent_ms: int) -> bool:
+        return (self.hidden or silent_ms > THROTTLED_AFTER_MS) and self.not_answering(silent_ms) is None
+
+    def not_answering(self, silent_ms: int) -> Optional[str]:
+        """Why the page does not answer commands (a dialog open, the main thread busy), or None while
+        it answers (as far as anyone knows: the last command was answered)."""
+        if self.dialog_open is not None:
+            d = self.dialog_open
+            return ("a %s dialog (%s) is open in the tab; the page is blocked until the person closes it"
+                    % (d["dialogType"], _short(d.get("message") or "", 80) or "no text"))
+        if self.unanswered is None:
+            return None
+        when, name = self.unanswered
+        if not self.hidden and silent_ms > DIALOG_SILENT_MS:
+            return ("the page's main thread is busy or blocked: '%s' got no answer %d ms ago and nothing was heard "
+                    "from the page for %d ms" % (name, self._clock() - when, silent_ms))
+        return "the page did not answer '%s' (%d ms ago)" % (name, self._clock() - when)
+
+    def new_document(self) -> None:
+        """A new document answers for itself: no command it failed, no dialog open in it."""
+        self.unanswered = self.dialog_open = None
+
+    def page_dialog(self, data: dict, t: float) -> Optional[str]:
+        """The SDK saw the page open (or close) alert/confirm/prompt or a beforeunload prompt in a
+        person's tab -> the type of a dialog that just opened (commands waiting on the page then
+        fail: it cannot answer), else None."""
+        kind = str(data.get("dialogType") or "")
+        if kind not in ("alert", "confirm", "prompt", "beforeunload"):
+            return None
+        if data.get("phase") == "closed":
+            self.dialog_open = None
+            return None
+        record = {"dialogType": kind, "message": _short(str(data.get("message") or ""), 300),
+                  "handled": "left open for the person (Reticle cannot close a dialog in your tab)"}
+        self.dialog_open = record
+        self.dialogs.append((t, record))
+        return kind
+
+    def dialogs_since(self, since: Any) -> List[dict]:
+        """The dialogs seen from the cursor `since` on (none when `since` is not a cursor)."""
+        return [d for t, d in self.dialogs if isinstance(since, (int, float)) and t >= since]
+
+
+class _OpenRequests:
+    """The requests a tab's page has open (a net.pending its net.request has not answered yet), among
+    them the documents on their way to the tab (a form post or link the page announced, a load its
+    device's browser started): at most 1000, each with `startedAt` on the daemon's clock."""
+
+    def __init__(self) -> None:
+        self._open: Dict[str, dict] = {}
+
+    def all(self) -> List[dict]:
+        return list(self._open.values())
+
+    def since(self, t: float) -> List[dict]:
+        """Requests still open that started at or after `t` (each with `startedAt`)."""
+        return [d for d in self._open.values() if d.get("startedAt", 0) >= t]
+
+    def document_since(self, t: float) -> bool:
+        """Is a document request that started at or after `t` still open (a page on its way)?"""
+        return any(d.get("initiator") == "document" and d.get("startedAt", 0) >= t for d in self._open.values())
+
+    def started(self, event: dict, data: dict) -> None:
+        """A net.pending: the request is open until its net.request answers it."""
+        if len(self._open) < 1000:
+            key = _request_key(event)
+            self._open[key] = dict(data, startedAt=event["t"], _key=key)
+
+    def answered(self, event: dict) -> None:
+        self._open.pop(_request_key(event), None)
+
+    def document_on_its_way(self, rid: str, method: str, url: str, now: float) -> bool:
+        """A device's browser started loading a document (its navigation `rid`): open as the SDK records a
+        form submission it announces.  False when 1000 are open already (it is not recorded)."""
+        if len(self._open) >= 1000:
+            return False
+        key = "browser:" + rid
+        self._open[key] = {"requestId": key, "method": method, "methodKnown": True, "url": url, "urlKnown": True,
+                           "initiator": "document", "cause": "browser", "startedAt": now, "_key": key}
+        return True
+
+    def document_not_coming(self, rid: Optional[str]) -> None:
+        """The browser's navigation `rid` (every one, with None) brought no document after all (a
+        download, a 204, a failure).  Once the browser loads no document in the tab, the page's own
+        announcements of one (a form post answered by a download) are over too: none will arrive."""
+        for key in [k for k, d in self._open.items() if d.get("cause") == "browser" and (
+                rid is None or k == "browser:" + rid)]:
+            self._open.pop(key, None)
+        if not any(d.get("cause") == "browser" for d in self._open.values()):
+            for key in [k for k, d in self._open.items() if d.get("initiator") == "document"]:
+                self._open.pop(key, None)
+
+    def clear(self) -> None:
+        """A new document: the old one's requests can no longer answer."""
+        self._open.clear()
+
+
+class _ActMarks:
+    """The cursors a tab's windows start from: its last act and its last navigation (the floor), and,
+    per act, when it ran on the page's own clock.  Events are stamped when they reach the daemon;
+    under a backlog an event the page produced before the act can arrive after the act's cursor, and
+    a window that starts at an act drops such events by their page time (`pt`, compared only with
+    the page's own clock, on the same document)."""
+
+    def __init__(self) -> None:
         self.last_act: Optional[float] = None
         self.last_act_action: Optional[str] = None
         self.last_nav: Optional[float] = None
-        self.left_at: Optional[float] = None       # when the last socket went away (monotonic)
-        self._open: Dict[str, dict] = {}
-        self.act_marks: Dict[float, Tuple[str, float]] = {}
-        self.hidden = False
-        self.focused = True
-        self.snapshots: Dict[Tuple[Optional[str], str], Tuple[str, List[str]]] = {}
+        self._page: Dict[float, Tuple[str, float]] = {}  # act cursor -> (documentId, page time it ran at)
+
+    def act(self, now: float, action: Optional[str]) -> float:
+        self.last_act = now
+        self.last_act_action = action
+        return now
+
+    def navigation(self, now: float) -> float:
+        self.last_nav = now
+        return now
+
+    def floor(self) -> float:
+        """Events count from the last act or navigation on."""
+        marks = [m for m in (self.last_act, self.last_nav) if m is not None]
+        return max(marks) if marks else 0.0
+
+    def note_page_time(self, since: float, result: Any) -> None:
+        """Remember when, on the page's own clock, the act at `since` ran (the `pt` and `documentId`
+        of its command's result)."""
+        if isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) and result.get("documentId"):
+            self._page[since] = (str(result["documentId"]), float(result["pt"]))
+            # kept as long as known() looks back (BACKGROUND_MS): an act's request whose mark was
+            # dropped would read as unprompted, a repeated save as a timer's poll (outside the horizon)
+            while len(self._page) > 32 and (len(self._page) > 4096 or
+                                            next(iter(self._page)) < since - BACKGROUND_MS - 2000):
+                del self._page[next(iter(self._page))]
+
+    def page_time(self, since: float) -> Optional[Tuple[str, float]]:
+        """(documentId, page time) of the act at cursor `since`, or None when `since` is no act's."""
+        return self._page.get(since)
+
+    def acts(self) -> List[float]:
+        """The cursors of the acts remembered, oldest first."""
+        return sorted(self._page)
+
+
+class _PendingCommands:
+    """The commands sent to a tab that still wait for its answer: a future each, under the id the
+    page's reply echoes (c1, c2, ...)."""
+
+    def __init__(self) -> None:
+        self._futures: Dict[str, asyncio.Future] = {}
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self._futures)
+
+    def open(self) -> Tuple[str, asyncio.Future]:
+        """A new command id and the future its reply resolves."""
+        self._next += 1
+        cid = "c%d" % self._next
+        fut = asyncio.get_running_loop().create_future()
+        self._futures[cid] = fut
+        return cid, fut
+
+    def close(self, cid: str) -> None:
+        self._futures.pop(cid, None)
+
+    def resolve(self, msg: dict) -> None:
+        """The page's reply to a command: its future gets the message (a late or unknown id is ignored)."""
+        fut = self._futures.get(str(msg.get("id")))
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+
+    def fail(self, error: Callable[[], Exception]) -> None:
+        """Every command still waiting fails with an `error()` of its own, and none waits any more."""
+        for fut in list(self._futures.values()):
+            if not fut.done():
+                fut.set_exception(error())
+        self._futures.clear()
+
+
+class _HeldReports:
+    """In a device, the requests the page reported that the browser has not confirmed yet (see
+    _BrowserSession._must_confirm), in the page's order, each with its deadline on the daemon's clock
+    (NET_CONFIRM_S after it came).  One the browser confirms is admitted (`admit`, which stores it);
+    one it never confirms is refused: kept as `net.unmade` and counted as the blind spot
+    `request-not-made`, which the verdict names under integrity."""
+
+    def __init__(self, clock: Callable[[], float], store: _EventStore, tab_id: str,
+                 made: Callable[[dict], bool], admit: Callable[[dict, int], None], wake: Callable[[], None]) -> None:
+        self._clock = clock
+        self._store = store
+        self._tab_id = tab_id
+        self._made = made          # did the browser make the request this report's data names?
+        self._admit = admit
+        self._wake = wake
+        self.items: List[Tuple[float, dict, int]] = []  # (deadline, event, size)
+        self._timer: Any = None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def hold(self, event: dict, size: int) -> None:
+        if len(self.items) >= 2000:
+            self._refuse(self.items.pop(0))
+        self.items.append((self._clock() + NET_CONFIRM_S * 1000.0, event, size))
+        if self._timer is None:
+            self._timer = tornado.ioloop.IOLoop.current().call_later(NET_CONFIRM_S, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self.release(confirmed_only=False)
+        if self.items:
+            self._timer = tornado.ioloop.IOLoop.current().call_later(
+                max(0.01, (self.items[0][0] - self._clock()) / 1000.0), self._due)
+
+    def release(self, confirmed_only: bool) -> None:
+        """Let held reports through in the page's order: each the browser confirms now is admitted; one
+        past its deadline that it never confirmed is refused (unless `confirmed_only`).  A report
+        still waiting stops the ones after it.  Whoever waits for the tab's events is woken."""
+        now = self._clock()
+        while self.items:
+            deadline, event, size = self.items[0]
+            if self._made(event["data"]):
+                self.items.pop(0)
+                self._admit(event, size)
+            elif not confirmed_only and now >= deadline:
+                self._refuse(self.items.pop(0))
+            else:
+                break
+        self._wake()
+
+    def _refuse(self, item: Tuple[float, dict, int]) -> None:
+        """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
+        counted as the blind spot `request-not-made`."""
+        _, event, size = item
+        data = event["data"]
+        event["type"] = "net.unmade"
+        event["t"] = self._clock()
+        self._store.add(event, size)
+        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(data.get("url")), data.get("status"))
+        self._store.add({"t": self._clock(), "type": "blind-spot", "data": {
+            "reason": "request-not-made", "count": 1,
+            "detail": "the page reported %s, which the browser never made" % _short(label, 200)}}, 64)
+        self._store.note_blind_spot("request-not-made", 1, label)
+        _emit(_bridge_log, logging.WARNING, "request_not_made", sessionId=self._tab_id, request=_short(label, 200))
+
+
+class _SnapshotCache:
+    """The last snapshot of each (scope, mode) of a tab, as lines without focus and with the route it
+    was taken on, for the next one's diff (_snapshot_answer); a navigation forgets them all."""
+
+    def __init__(self) -> None:
+        self._last: Dict[Tuple[Optional[str], str], Tuple[str, List[str]]] = {}
+
+    def remember(self, scope: Optional[str], mode: str,
+                 result: dict) -> Tuple[Optional[Tuple[str, List[str]]], Tuple[str, List[str]]]:
+        """Keep the page's snapshot `result` as the last of its (scope, mode) -> (the one it replaces, or
+        None, and this one), each as (route, lines)."""
+        tree = str(result.get("tree", ""))
+        route = str((result.get("status") or {}).get("route", ""))
+        lines = [re.sub(r" \[focused\]|,focused|focused,", "", ln) for ln in tree.splitlines()]
+        key = (scope, mode)
+        prev = self._last.get(key)
+        self._last[key] = (route, lines)
+        return prev, (route, lines)
+
+    def clear(self) -> None:
+        self._last.clear()
+
+
+class _TabState:
+    """What the daemon knows of one tab, whichever socket carries it: its identity, the document it is
+    on and one on its way, its health, act marks, open requests and snapshots (each a part of its
+    own, above), and what the verdict rules read of it (now, window, known, floor).  _BrowserSession
+    is the tab itself: this state plus its traffic (the frames it sends, the commands it is sent)."""
+
+    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+        """A tab as the daemon knows it, from its hello: the socket, the event store and the parts,
+        the sampling windows of its frames, and the document it is on."""
+        self.bridge = bridge
+        self.clock: Callable[[], float] = bridge.clock  # the daemon's one clock (_clock_ms)
+        self.handler: Optional[_BridgeHandler] = handler
+        self.id = hello["sessionId"]
+        self.generation = 0
+        self.connected_at = self.clock()
+        self.first_connected_at = self.connected_at
+        self.reconnects = 0
+        self.store = _EventStore(self.clock)
+        self.pending = _PendingCommands()
+        self.marks = _ActMarks()
+        self.requests = _OpenRequests()
+        self.health = _TabHealth(self.clock)
+        self.snapshots = _SnapshotCache()
+        self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
+        # the frame path's sampling and pacing (_BrowserSession.ingest, frame_pause), on the daemon's clock
         self._window_start = 0.0
         self._window_count = 0
         self._window_high = 0
@@ -1551,11 +1861,6 @@ class _BrowserSession:
         self.paused_ms = 0.0           # how long the bridge stopped reading this tab (frame_pause)
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
-        self.held: List[Tuple[float, dict, int]] = []  # (deadline, event, size): reports the browser must confirm
-        self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
-        self.dialog_open: Optional[dict] = None  # a dialog the SDK saw open in a person's tab (no device answers it)
-        self.unanswered: Optional[Tuple[float, str]] = None  # (when, command) the page last failed to answer
-        self._held_timer: Any = None
         self.document_id = str(hello.get("documentId") or "")[:64]
         # (documentId, until): a hello whose events are still on the way
         self.arriving: Optional[Tuple[str, float]] = None
@@ -1570,142 +1875,58 @@ class _BrowserSession:
         self.adapters = [str(a)[:128] for a in adapters[:32]]
         self.sdk_version = str(hello.get("sdkVersion", ""))[:64]
         self.has_capabilities = bool(hello.get("hasCapabilities"))
-        self.last_seen = self.bridge.clock()
+        self.last_seen = self.clock()
 
     # -- health -------------------------------------------------------------
     def last_seen_ms(self) -> int:
-        return int(self.bridge.clock() - self.last_seen)
+        return int(self.clock() - self.last_seen)
 
     def throttled(self) -> bool:
-        return (self.hidden or self.last_seen_ms() > THROTTLED_AFTER_MS) and self.not_answering() is None
+        return self.health.throttled(self.last_seen_ms())
 
     def not_answering(self) -> Optional[str]:
-        """Why the page does not answer commands (a dialog open, the main thread busy), or None while
-        it answers (as far as anyone knows: the last command was answered)."""
-        if self.dialog_open is not None:
-            d = self.dialog_open
-            return ("a %s dialog (%s) is open in the tab; the page is blocked until the person closes it"
-                    % (d["dialogType"], _short(d.get("message") or "", 80) or "no text"))
-        if self.unanswered is None:
-            return None
-        when, name = self.unanswered
-        if not self.hidden and self.last_seen_ms() > DIALOG_SILENT_MS:
-            return ("the page's main thread is busy or blocked: '%s' got no answer %d ms ago and nothing was heard "
-                    "from the page for %d ms" % (name, self.bridge.clock() - when, self.last_seen_ms()))
-        return "the page did not answer '%s' (%d ms ago)" % (name, self.bridge.clock() - when)
-
-    def describe(self) -> dict:
-        """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
-        any version skew, and whether it answers commands, with what to do when it does not or when
-        it is throttled."""
-        out = {"sessionId": self.id, "url": self.url, "adapters": self.adapters,
-               "hasCapabilities": self.has_capabilities, "lastSeenMs": self.last_seen_ms(),
-               "hidden": self.hidden, "focused": self.focused, "throttled": self.throttled(),
-               "attachment": {"connectedSinceMs": int(self.bridge.clock() - self.connected_at),
-                              "reconnects": self.reconnects},
-               "sdkVersion": self.sdk_version, "buffer": self.store.stats()}
-        if self.title:
-            out["title"] = self.title
-        if self.server_seen:
-            out["serverRecords"] = self.server_seen  # the app's middleware reports this tab's requests
-        if self.device is not None:
-            out["device"] = {"deviceId": self.device.id, "input": "cdp", "headed": self.device.headed}
-        if self.sdk_version and self.sdk_version != __version__:
-            out["versionSkew"] = {"sdk": self.sdk_version, "daemon": __version__}
-        stuck = self.not_answering()
-        out["answering"] = stuck is None
-        if stuck is not None:
-            out["notAnswering"] = stuck
-            out["recommendation"] = ("close the dialog in the browser (only the person can)" if self.dialog_open
-                                     else "reticle_navigate {reload: true} (in a device it stops the page's "
-                                          "script first)" if self.device is not None else
-                                     "reload the page in the browser, or end what blocks it")
-        elif self.throttled():
-            out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
-                                     "bring it to the front or pass refuseWhenThrottled")
-        return out
+        """Why the page does not answer commands, or None (_TabHealth.not_answering)."""
+        return self.health.not_answering(self.last_seen_ms())
 
     def refuse_if_throttled(self, refuse: Optional[bool]) -> None:
         if refuse and self.throttled():
             raise ToolError("the tab is throttled (hidden, or silent for %d ms); nothing was driven."
                             % self.last_seen_ms(), "bring the tab to the front and retry")
 
-    def splice_health(self, out: dict) -> dict:
-        stuck = self.not_answering()
-        if stuck is not None:
-            out["session"] = {"lastSeenMs": self.last_seen_ms(), "answering": False, "notAnswering": stuck}
-            out["warning"] = "the tab does not answer: %s" % stuck
-        elif self.throttled():
-            out["session"] = {"lastSeenMs": self.last_seen_ms(), "throttled": True, "focused": self.focused}
-            out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
-        since = out.get("since")
-        seen = [d for t, d in self.dialogs if isinstance(since, (int, float)) and t >= since]
-        if seen:
-            out["dialogs"] = seen
-            said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
-                                                          d["handled"]) for d in seen[:3])
-            out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
-                ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
-                else "")
-        return out
-
-    def _page_dialog(self, data: dict, t: float) -> None:
-        """The SDK saw the page open (or close) alert/confirm/prompt, or a beforeunload prompt, in a
-        person's tab: while open, commands fail fast and waiting ones are failed (the page cannot answer).
-        In a device the device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
-        if self.device is not None:
-            return
-        kind = str(data.get("dialogType") or "")
-        if kind not in ("alert", "confirm", "prompt", "beforeunload"):
-            return
-        if data.get("phase") == "closed":
-            self.dialog_open = None
-            return
-        record = {"dialogType": kind, "message": _short(str(data.get("message") or ""), 300),
-                  "handled": "left open for the person (Reticle cannot close a dialog in your tab)"}
-        self.dialog_open = record
-        self.dialogs.append((t, record))
-        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
-        why = self.not_answering() or "a dialog is open"
-        for fut in list(self.pending.values()):
-            if not fut.done():
-                fut.set_exception(ToolError(why + "; whether the command finished is not known",
-                                            "ask the person to close the dialog in the browser, then check",
-                                            code="dialog_open"))
-
     def note_dialog(self, record: dict) -> None:
-        """A dialog the device answered: kept for the answers (splice_health) and as an event."""
-        now = self.bridge.clock()
-        self.dialogs.append((now, record))
+        """A dialog the device answered: kept for the answers (_with_health) and as an event."""
+        now = self.clock()
+        self.health.dialogs.append((now, record))
         self.store.add({"t": now, "type": "dialog", "data": dict(record)}, 256)
         self._wake()
 
-    def splice_buffer(self, out: dict, since: float) -> dict:
-        loss = self.store.loss_since(since)
-        if loss:
-            why = []
-            if loss.get("evicted") or loss.get("evictedChurn"):
-                why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
-                            % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
-            if loss.get("sampled"):
-                why.append("the page's flood was sampled")
-            loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
-            out["buffer"] = loss
-        return out
+    def _page_dialog(self, data: dict, t: float) -> None:
+        """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
+        commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
+        device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
+        if self.device is not None:
+            return
+        kind = self.health.page_dialog(data, t)
+        if kind is None:
+            return
+        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
+        why = self.not_answering() or "a dialog is open"
+        self.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
+                                            "ask the person to close the dialog in the browser, then check",
+                                            code="dialog_open"))
 
-    # -- what the verdict rules read -----------------------------------------
+    # -- documents ------------------------------------------------------------
     def now(self) -> float:
-        return self.bridge.clock()
+        return self.clock()
 
     def open_since(self, t: float) -> List[dict]:
         """Requests still open that started at or after `t` (each with `startedAt`)."""
-        return [d for d in self._open.values() if d.get("startedAt", 0) >= t]
+        return self.requests.since(t)
 
     def navigating(self) -> bool:
         """The page is leaving its document: it reported a navigation (a form post, a link) whose
         next document has not connected yet.  Judging the page now would judge the one going away."""
-        horizon = self.now() - NAV_WAIT_S * 1000.0
-        return any(d.get("initiator") == "document" and d.get("startedAt", 0) >= horizon for d in self._open.values())
+        return self.requests.document_since(self.now() - NAV_WAIT_S * 1000.0)
 
     def arrived(self, hello: dict) -> None:
         """A hello on a live session.  From a new document, its first events (the request that
@@ -1718,21 +1939,30 @@ class _BrowserSession:
         self.document_id = doc or self.document_id
 
     def between_documents(self) -> bool:
+        """Is the tab between two documents: gone from its socket, a new document's first events still
+        on their way, or a navigation on its way?  A question only: call expire_arrival() first."""
+        return self.handler is None or self.arriving is not None or self.navigating()
+
+    def expire_arrival(self) -> None:
+        """A new document whose first events did not come within ARRIVAL_WAIT_MS is no longer waited
+        for, and the window says so (a blind spot), so a verdict that needed the request that brought
+        it is unknown, not a false no."""
         if self.arriving is not None and self.now() >= self.arriving[1]:
-            # the new page connected but never reported the request that brought it: say so in
-            # the window, so a verdict that needed that request is unknown, not a false no
             self.store.add({"t": self.now(), "type": "blind-spot", "data": {
                 "kind": "arrival-unseen", "reason": "arrival-unseen", "count": 1, "documentId": self.arriving[0],
                 "detail": "the new page said hello but sent nothing within %d ms" % ARRIVAL_WAIT_MS}}, 128)
             self.arriving = None
-        return self.handler is None or self.arriving is not None or self.navigating()
 
-    async def next_document(self, deadline: float) -> bool:
-        """Wait (until the monotonic `deadline`) for the tab's next document to connect.
+    async def next_document(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the tab's next document to connect.
         False when the tab closed, crashed, or its next document never came."""
         _progress_note("waiting for the next document of tab %s to connect" % self.id)
-        while self.between_documents():
-            left = deadline - time.monotonic()
+        until = self.now() + timeout * 1000.0
+        while True:
+            self.expire_arrival()
+            if not self.between_documents():
+                return True
+            left = (until - self.now()) / 1000.0
             if left <= 0:
                 return False
             if self.handler is None:
@@ -1740,35 +1970,21 @@ class _BrowserSession:
                     return False
             else:
                 await self.wait_change(min(0.05, left))
-        return True
 
     def document_on_its_way(self, rid: str, method: str, url: str) -> None:
         """A device's browser started loading a new document in this tab (_Device._on_document):
         recorded as the SDK records a form submission it announces, an open document request, so
         the tab is between documents (navigating) until the next document connects."""
-        if len(self._open) >= 1000:
-            return
-        key = "browser:" + rid
-        self._open[key] = {"requestId": key, "method": method, "methodKnown": True, "url": url, "urlKnown": True,
-                           "initiator": "document", "cause": "browser", "startedAt": self.now(), "_key": key}
-        self._wake()
+        if self.requests.document_on_its_way(rid, method, url, self.now()):
+            self._wake()
 
     def document_not_coming(self, rid: Optional[str]) -> None:
-        """The browser's navigation `rid` (every one, with None) brought no document after all (a
-        download, a 204, a failure).  Once the browser loads no document in the tab, the page's own
-        announcements of one (a form post answered by a download) are over too: none will arrive."""
-        for key in [k for k, d in self._open.items() if d.get("cause") == "browser" and (
-                rid is None or k == "browser:" + rid)]:
-            self._open.pop(key, None)
-        if not any(d.get("cause") == "browser" for d in self._open.values()):
-            for key in [k for k, d in self._open.items() if d.get("initiator") == "document"]:
-                self._open.pop(key, None)
+        """The browser's navigation `rid` (every one, with None) brought no document after all
+        (_OpenRequests.document_not_coming)."""
+        self.requests.document_not_coming(rid)
         self._wake()
 
-    def clear_open_requests(self) -> None:
-        """A new document: the old one's requests can no longer answer."""
-        self._open.clear()
-
+    # -- what the verdict rules read -----------------------------------------
     def known(self, floor: float) -> "_Known":
         parts = urllib.parse.urlsplit(self.url)
         origin = "%s://%s" % (parts.scheme, parts.netloc) if parts.scheme and parts.netloc else ""
@@ -1777,53 +1993,85 @@ class _BrowserSession:
         writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
         background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
         # a timer's requests: made twice or more before, each on its own (not within 2 s after an act)
-        acts = sorted(self.act_marks)
+        acts = self.marks.acts()
         unprompted = collections.Counter(_call_label(e["data"]) for e in before if not any(
             0 <= e["t"] - a <= 2000 for a in acts))
-        known = _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
+        known = _Known(self.requests.all(), self.store.blind_spot_counts(), self.store.loss_since(floor),
                        origin, background, self.store.page_blind_spots(), self.server_seen,
                        polled=tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
         known.stuck = self.not_answering() or ""
         return known
 
     # -- cursors --------------------------------------------------------------
+    @property
+    def last_act(self) -> Optional[float]:
+        """The cursor of the tab's last act, or None (_ActMarks)."""
+        return self.marks.last_act
+
     def mark_act(self, action: Optional[str]) -> float:
-        self.last_act = self.bridge.clock()
-        self.last_act_action = action
-        return self.last_act
+        return self.marks.act(self.clock(), action)
 
     def note_act_page_time(self, since: float, result: Any) -> None:
-        """Remember when, on the page's own clock, the act at `since` ran.
-
-        Events are stamped when they reach the daemon; under a backlog an event
-        the page produced before the act can arrive after `since`.  Windows
-        that start at an act drop such events by their page time."""
-        if isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) and result.get("documentId"):
-            self.act_marks[since] = (str(result["documentId"]), float(result["pt"]))
-            # kept as long as known() looks back (BACKGROUND_MS): an act's request whose mark was
-            # dropped would read as unprompted, a repeated save as a timer's poll (outside the horizon)
-            while len(self.act_marks) > 32 and (len(self.act_marks) > 4096 or
-                                                next(iter(self.act_marks)) < since - BACKGROUND_MS - 2000):
-                del self.act_marks[next(iter(self.act_marks))]
+        self.marks.note_page_time(since, result)
 
     def window(self, since: float, until: Optional[float] = None, prefix: Optional[str] = None) -> List[dict]:
         """Events from `since` on; when `since` is an act, none the page made before it."""
         events = self.store.query(since, until, prefix)
-        mark = self.act_marks.get(since)
+        mark = self.marks.page_time(since)
         if mark is None:
             return events
         doc, pt = mark
         return [e for e in events if e.get("doc") != doc or "pt" not in e or e["pt"] >= pt]
 
     def mark_navigation(self) -> float:
-        self.last_nav = self.bridge.clock()
         self.snapshots.clear()
-        return self.last_nav
+        return self.marks.navigation(self.clock())
 
     def floor(self) -> float:
         """Events count from the last act or navigation on."""
-        marks = [m for m in (self.last_act, self.last_nav) if m is not None]
-        return max(marks) if marks else 0.0
+        return self.marks.floor()
+
+    # -- what the page answers ------------------------------------------------
+    def resolve_command(self, msg: dict) -> None:
+        self.health.unanswered = None  # the page answers again
+        self.pending.resolve(msg)
+
+    def fail_pending(self, why: str) -> None:
+        self.pending.fail(lambda: _TabGone(why, "call reticle_sessions and retry on the live tab"))
+
+    def add_server_record(self, rec: dict) -> None:
+        """What the app's server did for one of this tab's requests (Server truth section)."""
+        self.server_seen += 1
+        self.store.add({"t": self.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
+        self._wake()
+
+    # -- waking ---------------------------------------------------------------
+    def _wake(self) -> None:
+        """Wake whoever waits for this tab's next event (wait_change)."""
+        changed = self._changed
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    async def wait_change(self, timeout: float) -> None:
+        """Sleep until the next event arrives or `timeout` seconds pass."""
+        if timeout <= 0:
+            return
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+
+class _BrowserSession(_TabState):
+    """One connected tab: the state _TabState keeps, and its traffic: the frames of events its page
+    sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
+    the tab) and the commands the daemon sends it (command; the page's replies resolve them)."""
+
+    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+        super().__init__(bridge, handler, hello)
+        self.held = _HeldReports(self.clock, self.store, self.id, self._browser_made, self._admit, self._wake)
 
     # -- events ---------------------------------------------------------------
     def ingest(self, events: List[Any], frame_bytes: int) -> None:
@@ -1939,57 +2187,22 @@ class _BrowserSession:
         return not self.device.made_request(event["data"]) or bool(self.held)  # keep the page's order
 
     def _hold(self, event: dict, size: int) -> None:
-        if len(self.held) >= 2000:
-            self._refuse_held(self.held.pop(0))
-        self.held.append((time.monotonic() + NET_CONFIRM_S, event, size))
-        if self._held_timer is None:
-            self._held_timer = tornado.ioloop.IOLoop.current().call_later(NET_CONFIRM_S, self._held_due)
-
-    def _held_due(self) -> None:
-        self._held_timer = None
-        self.admit_held(confirmed_only=False)
-        if self.held:
-            self._held_timer = tornado.ioloop.IOLoop.current().call_later(
-                max(0.01, self.held[0][0] - time.monotonic()), self._held_due)
+        self.held.hold(event, size)
 
     def admit_held(self, confirmed_only: bool) -> None:
-        """Let held reports through in the page's order: each the browser confirms now becomes
-        a net.request; one past its deadline that it never confirmed is refused (_refuse_held).
-        A report still waiting stops the ones after it."""
-        now = time.monotonic()
-        while self.held:
-            deadline, event, size = self.held[0]
-            if isinstance(self.device, _Device) and self.device.made_request(event["data"]):
-                self.held.pop(0)
-                event["t"] = self.bridge.clock()
-                self._observe(event)
-                self.store.add(event, size)
-            elif not confirmed_only and now >= deadline:
-                self._refuse_held(self.held.pop(0))
-            else:
-                break
-        self._wake()
+        """Let held reports through in the page's order (_HeldReports.release)."""
+        self.held.release(confirmed_only)
 
-    def _refuse_held(self, item: Tuple[float, dict, int]) -> None:
-        """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
-        counted as the blind spot `request-not-made`, which the verdict names under integrity."""
-        _, event, size = item
-        data = event["data"]
-        event["type"] = "net.unmade"
-        event["t"] = self.bridge.clock()
+    # -- what a kept event teaches the tab ------------------------------------
+    def _browser_made(self, data: dict) -> bool:
+        """Did the tab's device's browser make the request a page report names?"""
+        return isinstance(self.device, _Device) and self.device.made_request(data)
+
+    def _admit(self, event: dict, size: int) -> None:
+        """A held report the browser confirmed joins the store as of now (_HeldReports.release)."""
+        event["t"] = self.clock()
+        self._observe(event)
         self.store.add(event, size)
-        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(data.get("url")), data.get("status"))
-        self.store.add({"t": self.bridge.clock(), "type": "blind-spot", "data": {
-            "reason": "request-not-made", "count": 1,
-            "detail": "the page reported %s, which the browser never made" % _short(label, 200)}}, 64)
-        self.store.note_blind_spot("request-not-made", 1, label)
-        _emit(_bridge_log, logging.WARNING, "request_not_made", sessionId=self.id, request=_short(label, 200))
-
-    def _wake(self) -> None:
-        """Wake whoever waits for this tab's next event (wait_change)."""
-        changed = self._changed
-        if changed is not None and not changed.done():
-            changed.set_result(None)
 
     def _observe(self, event: dict) -> None:
         """What the session learns from one kept event beyond storing it: open requests (pending until
@@ -1997,18 +2210,17 @@ class _BrowserSession:
         its URL after a route change, and the page's own blind spots."""
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
+        health = self.health
         if etype == "page.dialog":
             self._page_dialog(data, event["t"])
-        elif self.dialog_open is not None:
-            self.dialog_open = None  # the page runs again, so its dialog closed
+        elif health.dialog_open is not None:
+            health.dialog_open = None  # the page runs again, so its dialog closed
         if etype in ("net.request", "net.pending", "net.ws"):
             self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
-            if len(self._open) < 1000:
-                key = _request_key(event)
-                self._open[key] = dict(data, startedAt=event["t"], _key=key)
+            self.requests.started(event, data)
         elif etype == "net.request" and data.get("requestId"):
-            self._open.pop(_request_key(event), None)
+            self.requests.answered(event)
             if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False:
                 # Navigation Timing gives the status of the page the redirects led to, not of the
                 # request (a form POST answered 302): that one is hidden from the page.
@@ -2019,8 +2231,8 @@ class _BrowserSession:
                                       "which answered %s"
                                       % (data.get("finalUrl") or "another page", data["finalStatus"]))
         elif etype == "page.health":
-            self.hidden = bool(data.get("hidden"))
-            self.focused = bool(data.get("focused", True))
+            health.hidden = bool(data.get("hidden"))
+            health.focused = bool(data.get("focused", True))
         elif etype == "route.change" and isinstance(data.get("to"), str):
             self.url = data["to"][:4096]
         elif etype == "blind-spot":
@@ -2029,24 +2241,6 @@ class _BrowserSession:
             except (TypeError, ValueError):
                 count = 1
             self.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
-
-    def add_server_record(self, rec: dict) -> None:
-        """What the app's server did for one of this tab's requests (Server truth section)."""
-        self.server_seen += 1
-        self.store.add({"t": self.bridge.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
-        if self._changed is not None and not self._changed.done():
-            self._changed.set_result(None)
-
-    async def wait_change(self, timeout: float) -> None:
-        """Sleep until the next event arrives or `timeout` seconds pass."""
-        if timeout <= 0:
-            return
-        if self._changed is None or self._changed.done():
-            self._changed = asyncio.get_running_loop().create_future()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
-        except asyncio.TimeoutError:
-            pass
 
     # -- commands -------------------------------------------------------------
     async def command(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
@@ -2058,14 +2252,11 @@ class _BrowserSession:
         if handler is None:
             raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
                             "call reticle_sessions and retry on the live tab")
-        if self.dialog_open is not None and self.device is None:
+        if self.health.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.unanswered is not None else timeout)
-        self._next_cmd += 1
-        cid = "c%d" % self._next_cmd
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[cid] = fut
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout)
+        cid, fut = self.pending.open()
         device = self.device if name in ("act", "act_sequence") else None
         if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
             args = dict(args, input="cdp")
@@ -2075,7 +2266,7 @@ class _BrowserSession:
         try:
             reply = await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
-            self.unanswered = (self.bridge.clock(), name)
+            self.health.unanswered = (self.clock(), name)
             note = ""
             if self.last_seen_ms() <= 2000:
                 note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
@@ -2083,72 +2274,12 @@ class _BrowserSession:
                             "reticle_sessions shows the tab's health; reload the page if it is stuck (in a device: "
                             "reticle_navigate {reload: true})", code="not_answering") from None
         finally:
-            self.pending.pop(cid, None)
+            self.pending.close(cid)
             if device is not None:
                 device.acting -= 1
                 if not device.acting:
                     device.dialog_policy = None
-        if not reply.get("ok"):
-            error = str(reply.get("error") or "the page refused the command")[:4096]
-            code = reply.get("code") if reply.get("code") in _PAGE_ERROR_CODES else "page_refused"
-            raise ToolError(error, str(reply.get("recovery") or ""), code=code)
-        return reply.get("result")
-
-    def resolve_command(self, msg: dict) -> None:
-        self.unanswered = None  # the page answers again
-        fut = self.pending.get(str(msg.get("id")))
-        if fut is not None and not fut.done():
-            fut.set_result(msg)
-
-    def fail_pending(self, why: str) -> None:
-        for fut in list(self.pending.values()):
-            if not fut.done():
-                fut.set_exception(_TabGone(why, "call reticle_sessions and retry on the live tab"))
-        self.pending.clear()
-
-    # -- snapshot diff ----------------------------------------------------------
-    def snapshot_diff(self, scope: Optional[str], mode: str, result: dict) -> dict:
-        """full | unchanged | delta against the last snapshot of this (scope, mode, route).
-
-        Lines are compared without focus; a line whose ref survives with other
-        content is `changed`, not a removal plus an addition."""
-        tree = str(result.get("tree", ""))
-        route = str((result.get("status") or {}).get("route", ""))
-        lines = [re.sub(r" \[focused\]|,focused|focused,", "", ln) for ln in tree.splitlines()]
-        key = (scope, mode)
-        prev = self.snapshots.get(key)
-        self.snapshots[key] = (route, lines)
-        if prev is None or prev[0] != route:
-            result["mode"] = "full"
-            result["reason"] = "first snapshot for this route" if prev is None else "route changed"
-            return result
-
-        def by_ref(seq: List[str]) -> Dict[str, str]:
-            out = {}
-            for ln in seq:
-                m = re.search(r"\(ref=(e\d+)\)", ln)
-                if m:
-                    out[m.group(1)] = ln
-            return out
-
-        old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
-        changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
-                   for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
-        skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
-        strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
-        old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
-        new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
-        added = list((new - old).elements())
-        removed = list((old - new).elements())
-        if not added and not removed and not changed:
-            return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
-        out = {"mode": "delta", "status": result.get("status"),
-               "delta": {"added": added[:200], "removed": removed[:200],
-                         "addedCount": len(added), "removedCount": len(removed)}}
-        if changed:
-            out["changed"] = changed[:200]
-            out["changedCount"] = len(changed)
-        return out
+        return _command_result(reply)
 
 
 async def _poll(check: Callable[[], bool], timeout: float, step: float) -> bool:
@@ -2245,8 +2376,8 @@ class _Bridge:
             session.generation += 1
             session.reconnects += 1
             session.connected_at = self.clock()
-            session.clear_open_requests()
-            session.unanswered = session.dialog_open = None  # a new document answers for itself
+            session.requests.clear()      # a new document: the old one's requests can no longer answer
+            session.health.new_document()  # a new document answers for itself
             session.arrived(hello)
             session.update_identity(hello)
             if old_handler is not None and old_handler is not handler:
@@ -2266,7 +2397,7 @@ class _Bridge:
         if session is None or session.handler is not handler:
             return
         session.handler = None
-        session.left_at = time.monotonic()
+        session.left_at = self.clock()
         session.fail_pending("the tab %s disconnected before the command answered" % session.id)
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
@@ -2285,15 +2416,16 @@ class _Bridge:
             if now - gone_at > keep_ms:
                 del self.departed[sid]
 
-    async def wait_back(self, session: _BrowserSession, timeout: float) -> bool:
+    async def wait_back(self, session: _TabState, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
                            timeout, 0.025)
 
     def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
         """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
-        now = time.monotonic()
-        recent = [s for s, _ in self.departed.values() if s.left_at is not None and now - s.left_at < NAV_WAIT_S]
+        now = self.clock()
+        recent = [s for s, _ in self.departed.values()
+                  if s.left_at is not None and now - s.left_at < NAV_WAIT_S * 1000.0]
         if session_id:
             return next((s for s in recent if s.id == session_id), None)
         return recent[-1] if len(recent) == 1 and not self.sessions else None
@@ -2306,7 +2438,7 @@ class _Bridge:
         except ToolError:
             back = self._returning(session_id)
             if back is None or back.left_at is None or not await self.wait_back(
-                    back, NAV_WAIT_S - (time.monotonic() - back.left_at)):
+                    back, NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0):
                 raise
             return back
 
@@ -5383,10 +5515,11 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             await asyncio.sleep(grace / 1000.0)
         _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
+    session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
                                         act_at if act_at is not None else floor if after_act else None)
-    elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
+    elif session.between_documents() and not await session.next_document(NAV_WAIT_S):
         obs = _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                            url=session.url, lost=_lost_why(session))
     else:
@@ -5442,13 +5575,16 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
-        if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
+        session.expire_arrival()
+        if session.between_documents() and not await session.next_document(max(deadline - time.monotonic(), 0.5)):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
         res = _judge(p, obs)
-        if res.get("inconclusive") and session.between_documents():
-            continue  # the page went away while it was being asked: ask the next document
+        if res.get("inconclusive"):
+            session.expire_arrival()
+            if session.between_documents():
+                continue  # the page went away while it was being asked: ask the next document
         remaining = deadline - time.monotonic()
         if res["pass"]:
             if holds_count and remaining > 0.3:
@@ -6856,7 +6992,7 @@ def _cost(obj: Any) -> dict:
 
 async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                          ctx: "_CallContext") -> dict:
-    sessions = [s.describe() for s in hub.bridge.live()]
+    sessions = [_describe_session(s) for s in hub.bridge.live()]
     out: Dict[str, Any] = {"sessions": sessions}
     if not sessions:
         out["why"] = hub.bridge.why()
@@ -6880,7 +7016,8 @@ async def _tool_snapshot(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     result = await session.command("snapshot", cmd)
     if not isinstance(result, dict):
         raise ToolError("the page answered snapshot with %r" % type(result).__name__)
-    diffed = session.snapshot_diff(args.get("scope"), mode, dict(result))  # also remembers this one
+    prev, now = session.snapshots.remember(args.get("scope"), mode, result)
+    diffed = _snapshot_answer(dict(result), prev, now)
     if args.get("diff"):
         result = diffed
     result["cost"] = _cost(result)
@@ -6961,7 +7098,7 @@ async def _act_once(session: "_BrowserSession", args: dict) -> dict:
            "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
            "result": result}
     _journal(session, "act", args, out, pre)
-    return session.splice_health(out)
+    return _with_health(session, out)
 
 
 async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -6984,7 +7121,7 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
         secret = bool(said.get("password")) or _no_plain_secret(dict(step)).get("secret") is not None
         _journal(session, "act", step, {"since": since},
                  {"target": step.get("target"), "url": session.url, "secret": secret})
-    return session.splice_health(out)
+    return _with_health(session, out)
 
 
 async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
@@ -7096,7 +7233,7 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     if dropped:
         cost["droppedOldest"] = dropped
     out["cost"] = cost
-    return session.splice_buffer(out, since)
+    return _with_buffer(session, out, since)
 
 
 def _event_matches_filters(etype: str, filters: List[str]) -> bool:
@@ -7230,7 +7367,7 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
            for c in shaped):
         out["bodiesNotCaptured"] = True
     out["cost"] = _cost(shaped)
-    return session.splice_buffer(out, since)
+    return _with_buffer(session, out, since)
 
 
 # -- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
@@ -7385,7 +7522,7 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
         out["observed"] = True
         out["note"] = "the observation ran and found no console output in this window"
     out["cost"] = _cost(logs)
-    return session.splice_buffer(out, since)
+    return _with_buffer(session, out, since)
 
 
 # -- the verdict tools: they ask the page and wait; the rules above decide ------------------------
@@ -7431,7 +7568,7 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
     res = _judge_final(p, await _observe(session, p, floor, args.get("timeout_ms", 4000)))
     res["since"] = floor
-    return session.splice_buffer(res, floor)
+    return _with_buffer(session, res, floor)
 
 
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -7529,7 +7666,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
         if advice:
             out["advice"] = advice
         _journal(session, "assert", args, out)
-        out = session.splice_health(session.splice_buffer(out, since))
+        out = _with_health(session, _with_buffer(session, out, since))
         return out if args.get("detail") == "full" else _compact(out, out)
     verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
     loss = known.loss
@@ -7557,8 +7694,117 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
     if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
     _journal(session, "act_and_wait", args, out, anchor)
-    out = session.splice_health(out)
+    out = _with_health(session, out)
     return out if args.get("detail") == "full" else _compact(out, verdict)
+
+
+def _describe_session(session: "_BrowserSession") -> dict:
+    """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
+    any version skew, and whether it answers commands, with what to do when it does not or when
+    it is throttled."""
+    now = session.now()
+    out = {"sessionId": session.id, "url": session.url, "adapters": session.adapters,
+           "hasCapabilities": session.has_capabilities, "lastSeenMs": session.last_seen_ms(),
+           "hidden": session.health.hidden, "focused": session.health.focused, "throttled": session.throttled(),
+           "attachment": {"connectedSinceMs": int(now - session.connected_at), "reconnects": session.reconnects},
+           "sdkVersion": session.sdk_version, "buffer": session.store.stats()}
+    if session.title:
+        out["title"] = session.title
+    if session.server_seen:
+        out["serverRecords"] = session.server_seen  # the app's middleware reports this tab's requests
+    if session.device is not None:
+        out["device"] = {"deviceId": session.device.id, "input": "cdp", "headed": session.device.headed}
+    if session.sdk_version and session.sdk_version != __version__:
+        out["versionSkew"] = {"sdk": session.sdk_version, "daemon": __version__}
+    stuck = session.not_answering()
+    out["answering"] = stuck is None
+    if stuck is not None:
+        out["notAnswering"] = stuck
+        out["recommendation"] = ("close the dialog in the browser (only the person can)" if session.health.dialog_open
+                                 else "reticle_navigate {reload: true} (in a device it stops the page's "
+                                      "script first)" if session.device is not None else
+                                 "reload the page in the browser, or end what blocks it")
+    elif session.throttled():
+        out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
+                                 "bring it to the front or pass refuseWhenThrottled")
+    return out
+
+
+def _with_health(session: "_BrowserSession", out: dict) -> dict:
+    """An answer about the tab, with its health spliced in: a tab that does not answer or is throttled
+    says so (`session`, `warning`), and the dialogs seen from the answer's `since` are named."""
+    stuck = session.not_answering()
+    if stuck is not None:
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "answering": False, "notAnswering": stuck}
+        out["warning"] = "the tab does not answer: %s" % stuck
+    elif session.throttled():
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
+        out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+    seen = session.health.dialogs_since(out.get("since"))
+    if seen:
+        out["dialogs"] = seen
+        said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
+                                                      d["handled"]) for d in seen[:3])
+        out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
+            ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
+            else "")
+    return out
+
+
+def _with_buffer(session: "_BrowserSession", out: dict, since: float) -> dict:
+    """An answer over the window from `since`, with what the tab's buffer lost of it (`buffer`: evicted,
+    sampled, and a note that the counts are lower bounds)."""
+    loss = session.store.loss_since(since)
+    if loss:
+        why = []
+        if loss.get("evicted") or loss.get("evictedChurn"):
+            why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
+                       % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
+        if loss.get("sampled"):
+            why.append("the page's flood was sampled")
+        loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
+        out["buffer"] = loss
+    return out
+
+
+def _snapshot_answer(result: dict, prev: Optional[Tuple[str, List[str]]], now: Tuple[str, List[str]]) -> dict:
+    """A snapshot as the caller reads it with `diff`: full | unchanged | delta against the last snapshot
+    of its (scope, mode) on the same route (`prev` and `now` are (route, lines), _SnapshotCache).
+
+    Lines are compared without focus; a line whose ref survives with other content is `changed`,
+    not a removal plus an addition."""
+    route, lines = now
+    if prev is None or prev[0] != route:
+        result["mode"] = "full"
+        result["reason"] = "first snapshot for this route" if prev is None else "route changed"
+        return result
+
+    def by_ref(seq: List[str]) -> Dict[str, str]:
+        out = {}
+        for ln in seq:
+            m = re.search(r"\(ref=(e\d+)\)", ln)
+            if m:
+                out[m.group(1)] = ln
+        return out
+
+    old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
+    changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
+               for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
+    skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
+    strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
+    old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
+    new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
+    added = list((new - old).elements())
+    removed = list((old - new).elements())
+    if not added and not removed and not changed:
+        return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
+    out = {"mode": "delta", "status": result.get("status"),
+           "delta": {"added": added[:200], "removed": removed[:200],
+                     "addedCount": len(added), "removedCount": len(removed)}}
+    if changed:
+        out["changed"] = changed[:200]
+        out["changedCount"] = len(changed)
+    return out
 
 
 # -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
@@ -10757,8 +11003,8 @@ class Hub:
 
     # -- clock and ids --------------------------------------------------------
     def clock(self) -> float:
-        """Milliseconds since the daemon started: the cursor clock."""
-        return round((time.monotonic() - self._t0) * 1000.0, 3)
+        """Milliseconds since the daemon started: the cursor clock, the daemon's one clock (_clock_ms)."""
+        return _clock_ms(self._t0)
 
     def token(self) -> str:
         """The pairing token: the one given to the constructor, else RETICLE_TOKEN, else the state
@@ -10846,7 +11092,7 @@ class Hub:
         horizon = time.monotonic() - 600
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
-               "sessions": [s.describe() for s in self.bridge.live()],
+               "sessions": [_describe_session(s) for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
                "devices": self.devices.describe()}
         if not out["sessions"]:
