@@ -727,10 +727,14 @@ def test_the_frame_path_skips_observe_only_for_types_it_learns_nothing_from(tmp_
             "dialogType": "alert", "message": "m", "open": True}
     types = [t.replace("*", "added") for t in reticle._EVENT_TYPES] + ["app.custom", "nofamily"]
 
+    def dump(value, depth=0):  # the session's own parts (health, open requests...) field by field
+        if type(value).__module__ == "reticle" and hasattr(value, "__dict__") and depth < 3 and \
+                not isinstance(value, (reticle._EventStore, reticle._Bridge, reticle.Hub)):
+            return sorted((k, dump(v, depth + 1)) for k, v in vars(value).items() if k not in ("handler", "_changed"))
+        return repr(value)
+
     def state(session):
-        skip = ("bridge", "handler", "store", "_changed")
-        return repr(sorted((k, v) for k, v in vars(session).items() if k not in skip)), \
-            session.store.blind_spot_counts(), session.store.page_blind_spots()
+        return dump(session), session.store.blind_spot_counts(), session.store.page_blind_spots(), len(session.store)
 
     checked = 0
     for etype in types:
@@ -742,3 +746,50 @@ def test_the_frame_path_skips_observe_only_for_types_it_learns_nothing_from(tmp_
         assert state(session) == before and event["data"] == data, etype
         checked += 1
     assert checked > 20
+
+
+def test_between_documents_only_asks_and_expire_arrival_writes_the_blind_spot(tmp_path):
+    """Asking whether a tab is between documents writes nothing, however overdue the new document's first
+    events are; expire_arrival() says so in the window (one arrival-unseen blind spot, once), and only
+    when they are due."""
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=4999)
+    session = reticle._BrowserSession(hub.bridge, object(), {"sessionId": "s-arrive", "documentId": "doc-a"})
+    session.arrived({"documentId": "doc-b"})
+    session.expire_arrival()  # not due yet
+    assert session.between_documents() and not session.store.query(prefix="blind-spot")
+    session.arriving = ("doc-b", session.now() - 1)  # its first events are overdue
+    assert session.between_documents() and session.between_documents()
+    assert not session.store.query(prefix="blind-spot")
+    session.expire_arrival()
+    session.expire_arrival()
+    spots = session.store.query(prefix="blind-spot")
+    assert [(e["data"]["reason"], e["data"]["documentId"]) for e in spots] == [("arrival-unseen", "doc-b")]
+    assert not session.between_documents()
+
+
+def test_a_held_report_waits_for_the_browser_on_the_daemons_clock():
+    """A device's page report is held NET_CONFIRM_S of the daemon's clock (ms): admitted as soon as the
+    browser confirms it, refused (net.unmade and the blind spot request-not-made) only once its time
+    is up, and one still waiting holds back those after it (the page's order)."""
+    async def run():
+        now = [0.0]
+        store = reticle._EventStore(lambda: now[0])
+        admitted, made = [], set()
+        held = reticle._HeldReports(lambda: now[0], store, "s-held", lambda data: data["url"] in made,
+                                    lambda event, size: admitted.append(event["data"]["url"]), lambda: None)
+        for url in ("http://127.0.0.1:9/a", "http://127.0.0.1:9/b"):
+            held.hold({"t": now[0], "type": "net.request", "data": {"method": "POST", "url": url, "status": 200}}, 10)
+        now[0] = reticle.NET_CONFIRM_S * 1000.0 - 1
+        held.release(confirmed_only=False)
+        assert (len(held), admitted, store.query()) == (2, [], [])
+        made.add("http://127.0.0.1:9/a")
+        held.release(confirmed_only=True)
+        assert (len(held), admitted) == (1, ["http://127.0.0.1:9/a"])
+        held.release(confirmed_only=False)
+        assert len(held) == 1 and not store.query()  # /b's time is not up yet
+        now[0] += 1
+        held.release(confirmed_only=False)
+        assert len(held) == 0 and [e["type"] for e in store.query()] == ["net.unmade", "blind-spot"]
+        assert store.blind_spot_counts() == {"request-not-made": 1}
+
+    asyncio.run(run())
