@@ -2152,8 +2152,8 @@ class _BrowserSession(_TabState):
         dropped = 0
         kept: List[Tuple[dict, int]] = []
         keep, observed, high_set = kept.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
-        confirm = isinstance(self.device, _Device)  # only a device's page reports wait for the browser's record
-        health = self.health
+        # only a device's page reports wait for the browser's record; _observe runs for any event under a dialog
+        confirm, health = isinstance(self.device, _Device), self.health
         n_high, n_other = self._window_high, self._window_count
         last_doc: Any = None  # a frame's events mostly share their document: its checks run once
         doc = ""
@@ -2203,7 +2203,7 @@ class _BrowserSession(_TabState):
             if confirm and self._must_confirm(event):
                 self._hold(event, size)
                 continue
-            if etype in observed or health.dialog_open is not None:  # what else _observe would learn nothing from
+            if etype in observed or health.dialog_open is not None:  # from any other, _observe learns nothing
                 self._observe(event)
             value = _event_bytes(data)
             keep((event, value if value >= size else size))
