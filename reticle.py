@@ -2152,8 +2152,7 @@ class _BrowserSession(_TabState):
         dropped = 0
         kept: List[Tuple[dict, int]] = []
         keep, observed, high_set = kept.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
-        # only a device's page reports wait for the browser's record; _observe runs for any event under a dialog
-        confirm, health = isinstance(self.device, _Device), self.health
+        confirm, health = isinstance(self.device, _Device), self.health  # a device's reports wait for the browser
         n_high, n_other = self._window_high, self._window_count
         last_doc: Any = None  # a frame's events mostly share their document: its checks run once
         doc = ""
