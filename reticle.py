@@ -2663,66 +2663,117 @@ def _cdp_key(key: str) -> Tuple[int, str, str]:
     return 0, key, ""
 
 
-class _Device:
-    """One browser the daemon started: its process, temporary profile, CDP
-    connection, the page it drives and the capability its SDK carries.
+class _BrowserProcess:
+    """A device's browser process: its temporary profile, its stderr (read for the DevTools
+    endpoint, then drained into a short tail for error messages) and its end, the whole process
+    group with it."""
 
-    Its bridge socket opens with a ticket: 32 random bytes minted for one
-    document's relay (the isolated world of _RELAY_JS) when that relay asks
-    over its CDP binding, good for one socket, void once another document of
-    the device asks (a navigation rotates it), and gone with the device.  No
-    page script sees one; the bridge accepts it from this device's session id
-    alone, and it is never the pairing token."""
-
-    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
-        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
-        profile, CDP client and page target, its relay tickets, and the browser's own record of the
-        requests its page made (to check the page's reports against)."""
-        self.manager = manager
-        self.id = "d" + secrets.token_hex(4)
-        self.session_id = "device-" + self.id
-        self.relay_nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
-        self.tickets: Dict[str, dict] = {}            # ticket -> {"context", "page", "minted", "used"}
-        # the browser's own record of the requests its page made (CDP Network): (METHOD, url, status)
-        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
-        self.net_seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)
-        self._net_methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
-        self.owner = owner
-        self.headed = headed
-        self.viewport = viewport
+    def __init__(self, device_id: str) -> None:
+        self.device_id = device_id
+        self.exe = ""
         self.profile = ""
         self.proc: Any = None
-        self.cdp = _CdpClient()
-        self.page: Optional[str] = None          # the flat CDP session of the page target
-        self.target: Optional[str] = None
-        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
-        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
-        self.started_at = time.time()
-        self.url = ""
-        self.closed = False
-        self.ready = False                       # started and its page connected
-        self.acting = 0                          # act commands in flight: input is honoured only then
         self.stderr_tail: collections.deque = collections.deque(maxlen=20)
-        self._drain: Optional[asyncio.Task] = None
-        self.browser = ""
-        self.phases: Dict[str, int] = {}
+        self.drain: Optional[asyncio.Task] = None
 
-    def describe(self) -> dict:
-        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
-                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
-                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
-                "startedAt": _wall_iso(self.started_at)}
+    async def spawn(self, exe: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """Start `exe` in a new temporary profile (its own process group on POSIX)."""
+        self.exe = exe
+        self.profile = tempfile.mkdtemp(prefix="reticle-device-")
+        args, why = _browser_args(self.profile, headed, viewport)
+        if why:
+            _emit(_device_log, logging.INFO, "device_no_sandbox", deviceId=self.device_id, why=why)
+        kwargs: Dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True   # its own process group: close() ends the helpers too
+        self.proc = await asyncio.create_subprocess_exec(
+            exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
 
-    def _bridge_base(self) -> str:
-        hub = self.manager.hub
-        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+    async def devtools_url(self) -> str:
+        """Read stderr until Chromium prints its DevTools endpoint; the rest of stderr is drained."""
+        deadline = time.monotonic() + DEVICE_START_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
+                                % (self.exe, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
+                                "check that the browser starts by hand with --headless")
+            try:
+                line = await asyncio.wait_for(self.proc.stderr.readline(), left)
+            except asyncio.TimeoutError:
+                continue
+            if not line:
+                raise ToolError("the browser %s exited while starting; its last output: %s" % (
+                    self.exe, " | ".join(self.stderr_tail) or "(none)"),
+                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
+            text = line.decode("utf-8", "replace").strip()
+            m = re.search(r"DevTools listening on (ws://\S+)", text)
+            if m:
+                self.drain = asyncio.ensure_future(self._drain_stderr())
+                return m.group(1)
+            self.stderr_tail.append(text[:300])
 
-    def relay_source(self) -> str:
+    async def _drain_stderr(self) -> None:
+        while True:
+            line = await self.proc.stderr.readline()
+            if not line:
+                return
+            self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
+
+    def kill(self) -> None:
+        """End the browser's whole process group at once (no waiting)."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    async def end(self) -> None:
+        """After Browser.close: wait for the exit, kill what is left of the group, let stderr's reader
+        finish and remove the profile.  Every wait is bounded."""
+        if self.proc is not None:
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            self.kill()  # the rest of the process group, and the browser if Browser.close did not work
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        if self.drain is not None:
+            try:  # stderr's end lets asyncio close the process transport (helpers hold the pipe too)
+                await asyncio.wait_for(self.drain, 2.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+        if self.profile:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, _remove_profile, self.profile)
+
+
+class _RelayTickets:
+    """A device's bridge relay (_RELAY_JS, in the isolated world RELAY_WORLD) and its tickets.
+
+    A ticket is 32 random bytes minted for one document's relay when that relay asks over its CDP
+    binding, good for one socket, void once another document of the device asks (a navigation
+    rotates it) or after TICKET_UNUSED_S unused, and gone with the device."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
+        self.tickets: Dict[str, dict] = {}      # ticket -> {"context", "page", "minted", "used"}
+
+    def source(self) -> str:
         """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
-        return _RELAY_JS % {"base": _dumps(self._bridge_base() + "?device="), "nonce": _dumps(self.relay_nonce),
+        return _RELAY_JS % {"base": _dumps(self.device.bridge_base() + "?device="), "nonce": _dumps(self.nonce),
                             "binding": _dumps(RELAY_BINDING)}
 
-    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+    def mint(self, context: Any = None, page: Optional[str] = None) -> str:
         """A one-use bridge ticket for the document whose relay runs in `context`.
 
         A ticket asked for by another document voids every unused one of the documents before
@@ -2751,24 +2802,261 @@ class _Device:
                 return "ok"
         return "void"
 
-    def holds_ticket(self, ticket: str) -> bool:
+    def holds(self, ticket: str) -> bool:
         return any(hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")) for t in self.tickets)
 
-    async def _answer_relay(self, context: Any, page: Optional[str]) -> None:
-        ticket = self.mint_ticket(context, page)
+    async def answer(self, context: Any, page: Optional[str]) -> None:
+        """Hand the relay that asked (in `context`) a new ticket, into its isolated world only."""
+        ticket = self.mint(context, page)
         try:
-            await self.cdp.call("Runtime.evaluate", {
+            await self.device.cdp.call("Runtime.evaluate", {
                 "expression": "globalThis.__reticleRelayOpen(%s)" % _dumps(ticket), "contextId": context}, page)
         except _CdpError as exc:  # the document went away before its ticket arrived
             self.tickets.pop(ticket, None)
-            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.id, why=str(exc))
+            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.device.id, why=str(exc))
+
+
+class _NetRecord:
+    """The browser's own record (CDP Network) of the requests a device's page made, against which
+    the page's reports are checked, and the main frame's document loads it tells the tab of."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)  # (METHOD, url, status)
+        self._methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
+
+    def _session(self) -> Optional["_BrowserSession"]:
+        return self.device.manager.hub.bridge.sessions.get(self.device.session_id)
+
+    def on_event(self, method: str, params: dict) -> None:
+        """Keep the browser's record of each request its page made, then let the tab's held
+        reports that it now confirms through."""
+        rid = str(params.get("requestId", ""))
+        if params.get("type") == "Document" and params.get("frameId") == self.device.target:
+            self._on_document(method, rid, params)
+        if method == "Network.requestWillBeSent":
+            request = params.get("request") or {}
+            redirect = params.get("redirectResponse")
+            if isinstance(redirect, dict):
+                self.seen.append((self._methods.get(rid, "GET"), _net_key_url(redirect.get("url")),
+                                  redirect.get("status")))
+            self._methods[rid] = str(request.get("method") or "GET").upper()
+            while len(self._methods) > NET_RECORD_MAX:
+                self._methods.popitem(last=False)
+            return
+        if method == "Network.responseReceived":
+            response = params.get("response") or {}
+            self.seen.append((self._methods.get(rid, "GET"), _net_key_url(response.get("url")),
+                              response.get("status")))
+        elif method == "Network.loadingFailed":
+            self.seen.append((self._methods.get(rid, "GET"), "", 0))
+        else:
+            return
+        session = self._session()
+        if session is not None and session.held:
+            session.admit_held(confirmed_only=True)
+
+    def made_request(self, data: dict) -> bool:
+        """Did this browser make the request its page reports (method, URL without query, status)?"""
+        method = str(data.get("method") or "GET").upper()
+        url = _net_key_url(data.get("url"))
+        status = data.get("status")
+        for seen_method, seen_url, seen_status in reversed(self.seen):
+            if seen_method != method:
+                continue
+            if seen_url == "" and not status:
+                return True  # a failed request reported as failed
+            if seen_url != url:
+                continue
+            if not isinstance(status, int) or status <= 0 or status == seen_status or (
+                    status == 200 and seen_status == 304):
+                return True
+        return False
+
+    def _on_document(self, method: str, rid: str, params: dict) -> None:
+        """The browser's own word that the tab's main frame is loading a new document (a form post
+        whose page script announced nothing included): the tab's session is between documents at
+        once, as the SDK's announcement of a form submission makes it, until the next document
+        connects.  A navigation that brings no document (failed, cancelled, a download, a 204)
+        ends it."""
+        session = self._session()
+        if session is None:
+            return
+        if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
+            request = params.get("request") or {}
+            session.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
+                                        _short(str(request.get("url") or ""), 2048))
+        elif method == "Network.loadingFailed" or (method == "Network.responseReceived" and (
+                (params.get("response") or {}).get("status") in (204, 205))):
+            session.document_not_coming(rid)
+
+
+class _DeviceInput:
+    """Real input for a device's page (Input.*, event.isTrusted true), as its SDK asks during an act."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+
+    async def dispatch(self, req: dict) -> None:
+        """Dispatch one action as real input (Input.*), as the SDK asked."""
+        action = req.get("action")
+        x, y = float(req.get("x", 0)), float(req.get("y", 0))
+        call = self.device.cdp.call
+        page = self.device.page
+
+        def mouse(kind: str, px: float, py: float, **extra: Any) -> Awaitable[dict]:
+            params = {"type": kind, "x": px, "y": py, "modifiers": 0}
+            params.update(extra)
+            return call("Input.dispatchMouseEvent", params, page)
+
+        hold = min(30.0, max(0.0, float(req.get("holdMs") or 0) / 1000.0))
+        if action in ("click", "dblclick", "hover"):
+            await mouse("mouseMoved", x, y)
+            if action == "hover":
+                await asyncio.sleep(hold)
+                return
+            for count in ((1, 2) if action == "dblclick" else (1,)):
+                await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=count)
+                if action == "click":
+                    await asyncio.sleep(hold)
+                await mouse("mouseReleased", x, y, button="left", buttons=0, clickCount=count)
+        elif action == "drag":
+            tx, ty = float(req.get("toX", x)), float(req.get("toY", y))
+            await mouse("mouseMoved", x, y)
+            await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=1)
+            for step in range(1, 6):
+                await mouse("mouseMoved", x + (tx - x) * step / 5, y + (ty - y) * step / 5, button="left", buttons=1)
+            await mouse("mouseReleased", tx, ty, button="left", buttons=0, clickCount=1)
+        elif action == "type":
+            text = str(req.get("text", ""))
+            if len(text) > 200:
+                await call("Input.insertText", {"text": text}, page)
+                return
+            for ch in text:
+                await self._key("Enter" if ch == "\n" else ch, 0)
+        elif action == "press":
+            mods = 0
+            for m in req.get("modifiers") or ():
+                mods |= _CDP_MODIFIERS.get(str(m), 0)
+            await self._key(str(req.get("key") or "Enter"), mods)
+        else:
+            raise ToolError("the device cannot dispatch %r as real input" % action)
+
+    async def _key(self, key: str, mods: int) -> None:
+        vk, code, text = _cdp_key(key)
+        if mods & (2 | 4):
+            text = ""  # a shortcut types nothing
+        down = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": code,
+                "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk, "modifiers": mods}
+        if text:
+            down["text"] = text
+            down["unmodifiedText"] = text
+        call, page = self.device.cdp.call, self.device.page
+        await call("Input.dispatchKeyEvent", down, page)
+        await call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk,
+                                              "nativeVirtualKeyCode": vk, "modifiers": mods}, page)
+
+
+async def _answer_device_dialog(device: "_Device", params: dict) -> None:
+    """An alert, confirm, prompt or beforeunload blocks a device's page (and every command) until
+    it is answered: answer it at once.  Dismissed, unless the act that raised it asked for
+    `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
+    (the agent asked to leave).  The tab's answers name it (splice_health)."""
+    kind = str(params.get("type") or "alert")
+    policy = device.dialog_policy
+    if policy is not None:
+        accept = bool(policy.get("accept"))
+    else:
+        accept = kind == "beforeunload" and device.loading is not None and device.loading.locked()
+    answer: Dict[str, Any] = {"accept": accept}
+    if accept and kind == "prompt":
+        answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
+    record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
+              "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
+    _emit(_device_log, logging.INFO, "device_dialog", deviceId=device.id, dialogType=kind, handled=record["handled"])
+    try:
+        await device.cdp.call("Page.handleJavaScriptDialog", answer, device.page, timeout=5.0)
+    except _CdpError as exc:
+        record["handled"] = "failed: %s" % _short(str(exc), 120)
+    session = device.manager.hub.bridge.sessions.get(device.session_id)
+    if session is not None:
+        session.note_dialog(record)
+
+
+class _Device:
+    """One browser the daemon started: its process (_BrowserProcess), CDP connection, the page it
+    drives, and the parts that answer that page: its relay and tickets (_RelayTickets), the
+    browser's record of its requests (_NetRecord), real input (_DeviceInput) and dialogs.
+
+    Its bridge socket opens with a ticket: 32 random bytes minted for one
+    document's relay (the isolated world of _RELAY_JS) when that relay asks
+    over its CDP binding, good for one socket, void once another document of
+    the device asks (a navigation rotates it), and gone with the device.  No
+    page script sees one; the bridge accepts it from this device's session id
+    alone, and it is never the pairing token."""
+
+    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
+        profile, CDP client and page target, its relay tickets, and the browser's own record of the
+        requests its page made (to check the page's reports against)."""
+        self.manager = manager
+        self.id = "d" + secrets.token_hex(4)
+        self.session_id = "device-" + self.id
+        self.relay = _RelayTickets(self)
+        self.net = _NetRecord(self)
+        self.inputs = _DeviceInput(self)
+        self.process = _BrowserProcess(self.id)
+        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
+        self.owner = owner
+        self.headed = headed
+        self.viewport = viewport
+        self.cdp = _CdpClient()
+        self.page: Optional[str] = None          # the flat CDP session of the page target
+        self.target: Optional[str] = None
+        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
+        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
+        self.started_at = time.time()
+        self.url = ""
+        self.closed = False
+        self.ready = False                       # started and its page connected
+        self.acting = 0                          # act commands in flight: input is honoured only then
+        self.phases: Dict[str, int] = {}
+
+    @property
+    def proc(self) -> Any:
+        return self.process.proc
+
+    @property
+    def profile(self) -> str:
+        return self.process.profile
+
+    @property
+    def tickets(self) -> Dict[str, dict]:
+        return self.relay.tickets
+
+    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+        return self.relay.mint(context, page)
+
+    def made_request(self, data: dict) -> bool:
+        """Did this browser make the request its page reports (method, URL without query, status)?"""
+        return self.net.made_request(data)
+
+    def describe(self) -> dict:
+        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
+                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
+                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
+                "startedAt": _wall_iso(self.started_at)}
+
+    def bridge_base(self) -> str:
+        hub = self.manager.hub
+        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
 
     def injected_source(self) -> str:
         """The SDK with this device's config, run in top-level http(s) documents only.  It carries
-        no credential: its bridge socket is the relay's (relay_source)."""
+        no credential: its bridge socket is the relay's (_RelayTickets.source)."""
         config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self._bridge_base(),
-                  "relay": self.relay_nonce, "sessionId": self.session_id}
+                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self.bridge_base(),
+                  "relay": self.relay.nonce, "sessionId": self.session_id}
         sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
                .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
         return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
@@ -2823,21 +3111,11 @@ class _Device:
 
     async def launch(self, exe: str) -> float:
         """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
-        self.browser = exe
-        self.profile = tempfile.mkdtemp(prefix="reticle-device-")
-        args, why = _browser_args(self.profile, self.headed, self.viewport)
-        if why:
-            _emit(_device_log, logging.INFO, "device_no_sandbox", deviceId=self.id, why=why)
-        kwargs: Dict[str, Any] = {}
-        if os.name == "posix":
-            kwargs["start_new_session"] = True   # its own process group: close() ends the helpers too
-        self.proc = await asyncio.create_subprocess_exec(
-            exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
-        self.manager.write_record(self)
+        await self.process.spawn(exe, self.headed, self.viewport)
+        self.manager.records.write(self)
         t0 = time.monotonic()
-        ws_url = await self._devtools_url()
+        ws_url = await self.process.devtools_url()
         self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
-        self._drain = asyncio.ensure_future(self._drain_stderr())
         await self.cdp.connect(ws_url)
         # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
         reader = self.cdp.reader
@@ -2853,7 +3131,7 @@ class _Device:
                           self.page),
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
             self.cdp.call("Page.addScriptToEvaluateOnNewDocument",
-                          {"source": self.relay_source(), "worldName": RELAY_WORLD}, self.page),
+                          {"source": self.relay.source(), "worldName": RELAY_WORLD}, self.page),
             self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
             # the browser's own record of the page's requests, against which the page's reports are checked
             self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
@@ -2890,48 +3168,18 @@ class _Device:
         except _CdpError as exc:
             _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
 
-    async def _devtools_url(self) -> str:
-        """Read stderr until Chromium prints its DevTools endpoint."""
-        deadline = time.monotonic() + DEVICE_START_TIMEOUT_S
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
-                                % (self.browser, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
-                                "check that the browser starts by hand with --headless")
-            try:
-                line = await asyncio.wait_for(self.proc.stderr.readline(), left)
-            except asyncio.TimeoutError:
-                continue
-            if not line:
-                raise ToolError("the browser %s exited while starting; its last output: %s" % (
-                    self.browser, " | ".join(self.stderr_tail) or "(none)"),
-                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
-            text = line.decode("utf-8", "replace").strip()
-            m = re.search(r"DevTools listening on (ws://\S+)", text)
-            if m:
-                return m.group(1)
-            self.stderr_tail.append(text[:300])
-
-    async def _drain_stderr(self) -> None:
-        while True:
-            line = await self.proc.stderr.readline()
-            if not line:
-                return
-            self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
-
     def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
         if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
             # only the relay's isolated world has this binding: the page's own scripts cannot call it
-            self.manager.hub.spawn(self._answer_relay(params.get("executionContextId"), session))
+            self.manager.hub.spawn(self.relay.answer(params.get("executionContextId"), session))
         elif session == self.page and method.startswith("Network."):
-            self._on_network(method, params)
+            self.net.on_event(method, params)
         elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
             tab = self.manager.hub.bridge.sessions.get(self.session_id)
             if tab is not None:
                 tab.document_not_coming(None)
         elif session == self.page and method == "Page.javascriptDialogOpening":
-            self.manager.hub.spawn(self._answer_dialog(params))
+            self.manager.hub.spawn(_answer_device_dialog(self, params))
         elif session == self.page and method == "Page.frameNavigated":
             frame = params.get("frame") or {}
             if not frame.get("parentId"):
@@ -2939,158 +3187,12 @@ class _Device:
         elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
             self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
 
-    async def _answer_dialog(self, params: dict) -> None:
-        """An alert, confirm, prompt or beforeunload blocks the page (and every command) until it
-        is answered: answer it at once.  Dismissed, unless the act that raised it asked for
-        `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
-        (the agent asked to leave).  The tab's answers name it (splice_health)."""
-        kind = str(params.get("type") or "alert")
-        policy = self.dialog_policy
-        if policy is not None:
-            accept = bool(policy.get("accept"))
-        else:
-            accept = kind == "beforeunload" and self.loading is not None and self.loading.locked()
-        answer: Dict[str, Any] = {"accept": accept}
-        if accept and kind == "prompt":
-            answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
-        record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
-                  "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
-        _emit(_device_log, logging.INFO, "device_dialog", deviceId=self.id, dialogType=kind, handled=record["handled"])
-        try:
-            await self.cdp.call("Page.handleJavaScriptDialog", answer, self.page, timeout=5.0)
-        except _CdpError as exc:
-            record["handled"] = "failed: %s" % _short(str(exc), 120)
-        session = self.manager.hub.bridge.sessions.get(self.session_id)
-        if session is not None:
-            session.note_dialog(record)
-
-    def _on_network(self, method: str, params: dict) -> None:
-        """Keep the browser's record of each request its page made, then let the tab's held
-        reports that it now confirms through."""
-        rid = str(params.get("requestId", ""))
-        if params.get("type") == "Document" and params.get("frameId") == self.target:
-            self._on_document(method, rid, params)
-        if method == "Network.requestWillBeSent":
-            request = params.get("request") or {}
-            redirect = params.get("redirectResponse")
-            if isinstance(redirect, dict):
-                self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(redirect.get("url")),
-                                      redirect.get("status")))
-            self._net_methods[rid] = str(request.get("method") or "GET").upper()
-            while len(self._net_methods) > NET_RECORD_MAX:
-                self._net_methods.popitem(last=False)
-            return
-        if method == "Network.responseReceived":
-            response = params.get("response") or {}
-            self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(response.get("url")),
-                                  response.get("status")))
-        elif method == "Network.loadingFailed":
-            self.net_seen.append((self._net_methods.get(rid, "GET"), "", 0))
-        else:
-            return
-        session = self.manager.hub.bridge.sessions.get(self.session_id)
-        if session is not None and session.held:
-            session.admit_held(confirmed_only=True)
-
-    def made_request(self, data: dict) -> bool:
-        """Did this browser make the request its page reports (method, URL without query, status)?"""
-        method = str(data.get("method") or "GET").upper()
-        url = _net_key_url(data.get("url"))
-        status = data.get("status")
-        for seen_method, seen_url, seen_status in reversed(self.net_seen):
-            if seen_method != method:
-                continue
-            if seen_url == "" and not status:
-                return True  # a failed request reported as failed
-            if seen_url != url:
-                continue
-            if not isinstance(status, int) or status <= 0 or status == seen_status or (
-                    status == 200 and seen_status == 304):
-                return True
-        return False
-
-    def _on_document(self, method: str, rid: str, params: dict) -> None:
-        """The browser's own word that the tab's main frame is loading a new document (a form post
-        whose page script announced nothing included): the tab's session is between documents at
-        once, as the SDK's announcement of a form submission makes it, until the next document
-        connects.  A navigation that brings no document (failed, cancelled, a download, a 204)
-        ends it."""
-        session = self.manager.hub.bridge.sessions.get(self.session_id)
-        if session is None:
-            return
-        if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
-            request = params.get("request") or {}
-            session.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
-                                        _short(str(request.get("url") or ""), 2048))
-        elif method == "Network.loadingFailed" or (method == "Network.responseReceived" and (
-                (params.get("response") or {}).get("status") in (204, 205))):
-            session.document_not_coming(rid)
-
     async def navigate(self, url: str) -> None:
         result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
         if result.get("errorText"):
             raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
                             "check that the app is running and the URL is right")
         self.url = url
-
-    async def input(self, req: dict) -> None:
-        """Dispatch one action as real input (Input.*), as the SDK asked."""
-        action = req.get("action")
-        x, y = float(req.get("x", 0)), float(req.get("y", 0))
-        call = self.cdp.call
-        page = self.page
-
-        def mouse(kind: str, px: float, py: float, **extra: Any) -> Awaitable[dict]:
-            params = {"type": kind, "x": px, "y": py, "modifiers": 0}
-            params.update(extra)
-            return call("Input.dispatchMouseEvent", params, page)
-
-        hold = min(30.0, max(0.0, float(req.get("holdMs") or 0) / 1000.0))
-        if action in ("click", "dblclick", "hover"):
-            await mouse("mouseMoved", x, y)
-            if action == "hover":
-                await asyncio.sleep(hold)
-                return
-            for count in ((1, 2) if action == "dblclick" else (1,)):
-                await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=count)
-                if action == "click":
-                    await asyncio.sleep(hold)
-                await mouse("mouseReleased", x, y, button="left", buttons=0, clickCount=count)
-        elif action == "drag":
-            tx, ty = float(req.get("toX", x)), float(req.get("toY", y))
-            await mouse("mouseMoved", x, y)
-            await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=1)
-            for step in range(1, 6):
-                await mouse("mouseMoved", x + (tx - x) * step / 5, y + (ty - y) * step / 5, button="left", buttons=1)
-            await mouse("mouseReleased", tx, ty, button="left", buttons=0, clickCount=1)
-        elif action == "type":
-            text = str(req.get("text", ""))
-            if len(text) > 200:
-                await call("Input.insertText", {"text": text}, page)
-                return
-            for ch in text:
-                await self._key("Enter" if ch == "\n" else ch, 0)
-        elif action == "press":
-            mods = 0
-            for m in req.get("modifiers") or ():
-                mods |= _CDP_MODIFIERS.get(str(m), 0)
-            await self._key(str(req.get("key") or "Enter"), mods)
-        else:
-            raise ToolError("the device cannot dispatch %r as real input" % action)
-
-    async def _key(self, key: str, mods: int) -> None:
-        vk, code, text = _cdp_key(key)
-        if mods & (2 | 4):
-            text = ""  # a shortcut types nothing
-        down = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": code,
-                "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk, "modifiers": mods}
-        if text:
-            down["text"] = text
-            down["unmodifiedText"] = text
-        await self.cdp.call("Input.dispatchKeyEvent", down, self.page)
-        await self.cdp.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code,
-                                                       "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk,
-                                                       "modifiers": mods}, self.page)
 
     async def capture(self, fmt: str, clip: Optional[dict] = None, full_page: bool = False,
                       quality: Optional[int] = None) -> bytes:
@@ -3105,46 +3207,17 @@ class _Device:
     async def layout(self) -> dict:
         return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
 
-    def kill(self) -> None:
-        """End the browser's whole process group at once (no waiting)."""
-        proc = self.proc
-        if proc is None or proc.returncode is not None:
-            return
-        try:
-            if os.name == "posix":
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:
-                proc.kill()
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
 
+class _StartBudget:
+    """How many devices one session key may start per window (RETICLE_DEVICE_BUDGET), and all keys
+    together (DEVICE_BUDGET_ALL_SCALE x it): a new session for every start is no way around it."""
 
-class _DeviceManager:
-    """The devices of one daemon: start budget per session key, a cap on
-    how many live at once, idle close, reaping of a killed daemon's orphans.
-
-    Each device leaves a record (pid, profile, daemon pid) in the state
-    directory's devices/ while it lives, so that the next daemon can end the
-    browsers and remove the profiles of one that was killed with SIGKILL."""
-
-    def __init__(self, hub: "Hub") -> None:
-        self.hub = hub
-        self.devices: Dict[str, _Device] = {}
+    def __init__(self, raw: Optional[str]) -> None:
+        self.budget = self.parse(raw)
         self.starts: Dict[str, collections.deque] = {}
-        self.last_used: Dict[str, float] = {}
-        self.budget = self._parse_budget(os.environ.get("RETICLE_DEVICE_BUDGET"))
-        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
-        self.idle_s = DEVICE_IDLE_S
-        self._idle_timer: Any = None
-        # Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
-        # next reticle_open adopts instead of launching one; they count in max_devices.
-        self.want_spares = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
-        self.spares: List[_Device] = []
-        self.spare_tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
-        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
 
     @staticmethod
-    def _parse_budget(raw: Optional[str]) -> Tuple[int, float]:
+    def parse(raw: Optional[str]) -> Tuple[int, float]:
         if not raw or not raw.strip():
             return DEVICE_BUDGET_DEFAULT
         m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*", raw)
@@ -3153,51 +3226,58 @@ class _DeviceManager:
                               % raw)
         return int(m.group(1)), float(m.group(2))
 
-    # -- lookups --------------------------------------------------------------
-    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
-        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
-        if not ticket:
-            return None, "void"
-        for device in self.devices.values():
-            if device.holds_ticket(ticket):
-                return device, device.redeem(ticket)
-        return None, "void"
+    def check(self, key: str) -> None:
+        """Refuse a start the budget of `key`, or of all keys together, has no room for."""
+        count, window = self.budget
+        now = time.time()
+        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
+            starts = self.starts.setdefault(who, collections.deque())
+            while starts and starts[0] <= now - window:
+                starts.popleft()
+            if len(starts) >= limit:
+                next_at = starts[0] + window
+                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
+                                "the next start is allowed at %s, in %d s."
+                                % (limit, window, "this session key" if who == key else "all clients together",
+                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
+                                   max(1, int(next_at - now + 0.999))),
+                                "reuse the open device (reticle_open reuses the caller's own) or wait",
+                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
 
-    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
-        for device in self.devices.values():
-            if device.session_id == session_id:
-                return device
-        return None
+    def spend(self, key: str) -> None:
+        """Count a start of `key` (after check(), which made its record)."""
+        self.starts[key].append(time.time())
+        self.starts["*"].append(time.time())
 
-    def owned_by(self, key: str) -> Optional[_Device]:
-        for device in self.devices.values():
-            if device.owner == key:
-                return device
-        return None
+    def forget_old(self) -> None:
+        horizon = time.time() - self.budget[1]
+        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
+            del self.starts[key]
 
-    def describe(self) -> List[dict]:
-        return [d.describe() for d in self.devices.values()]
 
-    def touch(self, key: str) -> None:
-        self.last_used[key] = time.monotonic()
+class _DeviceRecords:
+    """The state directory's devices/: one record (pid, profile, daemon pid) per live device, so
+    that the next daemon can end the browsers and remove the profiles of one killed with SIGKILL."""
 
-    # -- records ----------------------------------------------------------------
-    def _records_dir(self) -> str:
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+
+    def _dir(self) -> str:
         path = os.path.join(self.hub.state.ensure(), "devices")
         os.makedirs(path, mode=0o700, exist_ok=True)
         return path
 
-    def write_record(self, device: _Device) -> None:
+    def write(self, device: "_Device") -> None:
         record = {"pid": device.proc.pid, "profile": device.profile, "daemonPid": os.getpid(),
                   "port": self.hub.port, "startedAt": _wall_iso(device.started_at)}
-        path = os.path.join(self._records_dir(), device.id + ".json")
+        path = os.path.join(self._dir(), device.id + ".json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(_dumps(record))
 
-    def _drop_record(self, device: _Device) -> None:
+    def drop(self, device: "_Device") -> None:
         try:
-            os.unlink(os.path.join(self._records_dir(), device.id + ".json"))
+            os.unlink(os.path.join(self._dir(), device.id + ".json"))
         except OSError:
             pass
 
@@ -3222,16 +3302,7 @@ class _DeviceManager:
             if owner != os.getpid() and _pid_alive(owner):
                 continue  # another live daemon's device
             if _pid_alive(pid) and _is_device_process(pid, profile):
-                try:
-                    if os.name == "posix":
-                        os.killpg(pid, signal.SIGKILL)
-                    else:
-                        os.kill(pid, signal.SIGTERM)
-                except (ProcessLookupError, PermissionError, OSError):
-                    pass
-                deadline = time.monotonic() + 2.0
-                while _pid_alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.02)
+                _end_orphan(pid)
             if os.path.basename(profile).startswith("reticle-device-"):
                 shutil.rmtree(profile, ignore_errors=True)
             try:
@@ -3242,38 +3313,161 @@ class _DeviceManager:
             _emit(_device_log, logging.INFO, "device_orphan_reaped", pid=pid, profile=profile, daemonPid=owner)
         return reaped
 
-    # -- open and close -----------------------------------------------------------
-    def _check_budget(self, key: str) -> None:
-        """The start budget of `key`, and of all keys together (DEVICE_BUDGET_ALL_SCALE x it): a
-        new session for every start is no way around it."""
-        count, window = self.budget
-        now = time.time()
-        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
-            starts = self.starts.setdefault(who, collections.deque())
-            while starts and starts[0] <= now - window:
-                starts.popleft()
-            if len(starts) >= limit:
-                next_at = starts[0] + window
-                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
-                                "the next start is allowed at %s, in %d s."
-                                % (limit, window, "this session key" if who == key else "all clients together",
-                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
-                                   max(1, int(next_at - now + 0.999))),
-                                "reuse the open device (reticle_open reuses the caller's own) or wait",
-                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
 
+def _end_orphan(pid: int) -> None:
+    """Kill an orphaned browser's process group and wait (up to 2 s) for it to go."""
+    try:
+        if os.name == "posix":
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    deadline = time.monotonic() + 2.0
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+class _SparePool:
+    """Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
+    next reticle_open adopts instead of launching one; they count in the manager's max_devices."""
+
+    def __init__(self, manager: "_DeviceManager") -> None:
+        self.manager = manager
+        self.want = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
+        self.spares: List[_Device] = []
+        self.tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
+
+    def top_up(self) -> None:
+        """Start spares in the background until `want` are kept, within max_devices."""
+        manager = self.manager
+        while (len(self.spares) < self.want and not manager.hub.stop_reason
+               and len(manager.devices) + len(self.spares) < manager.max_devices):
+            try:
+                exe = _find_browser()
+            except ToolError:
+                return
+            spare = _Device(manager, "", False, DEVICE_VIEWPORT)
+            self.spares.append(spare)
+            self.tasks[spare.id] = manager.hub.spawn(self._warm(spare, exe))
+
+    async def _warm(self, spare: _Device, exe: str) -> None:
+        try:
+            await spare.warm(exe)
+        except BaseException as exc:
+            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
+            await self.manager.close(spare, "the spare did not start: %s" % exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        spare.ready = True
+        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
+
+    async def take(self) -> Optional[_Device]:
+        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
+        launch), or None when it failed; the caller starts a browser of its own then."""
+        while self.spares:
+            spare = self.spares.pop(0)
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                await asyncio.wait({task})
+            if spare.ready and not spare.closed and not spare.cdp.closed:
+                spare.ready = False  # ready again once its page connected for its new owner
+                return spare
+            await self.manager.close(spare, "the spare was not usable")
+        return None
+
+    async def give_up_one(self) -> bool:
+        """Close the newest spare to make room for a device -> whether there was one."""
+        if not self.spares:
+            return False
+        spare = self.spares[-1]
+        task = self.tasks.pop(spare.id, None)
+        if task is not None and not task.done():
+            task.cancel()
+        await self.manager.close(spare, "a device needed its place")
+        return True
+
+    async def close_all(self, why: str) -> None:
+        spares, self.spares = list(self.spares), []
+        for spare in spares:
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*(self.manager.close(s, why) for s in spares))
+
+
+class _DeviceManager:
+    """The devices of one daemon: start budget per session key (_StartBudget), a cap on how many
+    live at once, idle close, spare browsers (_SparePool), reaping of a killed daemon's orphans.
+
+    Each device leaves a record (pid, profile, daemon pid) in the state
+    directory's devices/ while it lives (_DeviceRecords), so that the next daemon can end the
+    browsers and remove the profiles of one that was killed with SIGKILL."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.devices: Dict[str, _Device] = {}
+        self.last_used: Dict[str, float] = {}
+        self.budget = _StartBudget(os.environ.get("RETICLE_DEVICE_BUDGET"))
+        self.records = _DeviceRecords(hub)
+        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
+        self.idle_s = DEVICE_IDLE_S
+        self._idle_timer: Any = None
+        self.pool = _SparePool(self)
+        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
+
+    @property
+    def spares(self) -> List[_Device]:
+        return self.pool.spares
+
+    @property
+    def spare_tasks(self) -> Dict[str, "asyncio.Task[Any]"]:
+        return self.pool.tasks
+
+    def top_up(self) -> None:
+        self.pool.top_up()
+
+    def reap_orphans(self) -> int:
+        """End the browsers and remove the profiles of devices whose daemon is gone (blocking)."""
+        return self.records.reap_orphans()
+
+    # -- lookups --------------------------------------------------------------
+    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
+        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
+        if not ticket:
+            return None, "void"
+        for device in self.devices.values():
+            if device.relay.holds(ticket):
+                return device, device.relay.redeem(ticket)
+        return None, "void"
+
+    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.session_id == session_id:
+                return device
+        return None
+
+    def owned_by(self, key: str) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.owner == key:
+                return device
+        return None
+
+    def describe(self) -> List[dict]:
+        return [d.describe() for d in self.devices.values()]
+
+    def touch(self, key: str) -> None:
+        self.last_used[key] = time.monotonic()
+
+    # -- open and close -----------------------------------------------------------
     async def _make_room(self) -> None:
         """At the cap, close the device whose client has been silent longest, if that is more than
         DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse.
         A spare browser counts too, and gives its place up first."""
         if len(self.devices) + len(self.spares) < self.max_devices:
             return
-        if self.spares:
-            spare = self.spares[-1]
-            task = self.spare_tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                task.cancel()
-            await self.close(spare, "a device needed its place")
+        if await self.pool.give_up_one():
             return
         now = time.monotonic()
         idle = [(now - self.last_used.get(d.owner, now), d) for d in self.devices.values() if d.ready]
@@ -3303,13 +3497,12 @@ class _DeviceManager:
             await self.close(own, "replaced by a device with other settings")
         self.asked_at = time.monotonic()
         spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
-        self._check_budget(key)
+        self.budget.check(key)
         if not spare_fits:
             await self._make_room()  # a device counts from the moment it starts, a spare from its launch
         exe = _find_browser()
-        self.starts[key].append(time.time())
-        self.starts["*"].append(time.time())
-        device = (await self._take_spare()) if spare_fits else None
+        self.budget.spend(key)
+        device = (await self.pool.take()) if spare_fits else None
         spare = device is not None
         if device is None:
             device = _Device(self, key, headed, viewport)
@@ -3335,55 +3528,8 @@ class _DeviceManager:
         _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
               sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
         if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
-            self.top_up()
+            self.pool.top_up()
         return device, True
-
-    # -- spare browsers -------------------------------------------------------------
-    def top_up(self) -> None:
-        """Start spares in the background until `want_spares` are kept, within max_devices."""
-        while (len(self.spares) < self.want_spares and not self.hub.stop_reason
-               and len(self.devices) + len(self.spares) < self.max_devices):
-            try:
-                exe = _find_browser()
-            except ToolError:
-                return
-            spare = _Device(self, "", False, DEVICE_VIEWPORT)
-            self.spares.append(spare)
-            self.spare_tasks[spare.id] = self.hub.spawn(self._warm(spare, exe))
-
-    async def _warm(self, spare: _Device, exe: str) -> None:
-        try:
-            await spare.warm(exe)
-        except BaseException as exc:
-            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
-            await self.close(spare, "the spare did not start: %s" % exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            return
-        spare.ready = True
-        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
-
-    async def _take_spare(self) -> Optional[_Device]:
-        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
-        launch), or None when it failed; the caller starts a browser of its own then."""
-        while self.spares:
-            spare = self.spares.pop(0)
-            task = self.spare_tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                await asyncio.wait({task})
-            if spare.ready and not spare.closed and not spare.cdp.closed:
-                spare.ready = False  # ready again once its page connected for its new owner
-                return spare
-            await self.close(spare, "the spare was not usable")
-        return None
-
-    async def close_spares(self, why: str) -> None:
-        spares, self.spares = list(self.spares), []
-        for spare in spares:
-            task = self.spare_tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                task.cancel()
-        await asyncio.gather(*(self.close(s, why) for s in spares))
 
     async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
         """Load `url` in a running device (first in a new, empty browser context when `fresh`)
@@ -3436,25 +3582,8 @@ class _DeviceManager:
         except (_CdpError, asyncio.TimeoutError):
             pass
         device.cdp.close()
-        if device.proc is not None:
-            try:
-                await asyncio.wait_for(device.proc.wait(), 2.0)
-            except asyncio.TimeoutError:
-                pass
-            device.kill()  # the rest of the process group, and the browser if Browser.close did not work
-            try:
-                await asyncio.wait_for(device.proc.wait(), 2.0)
-            except asyncio.TimeoutError:
-                pass
-        if device._drain is not None:
-            try:  # stderr's end lets asyncio close the process transport (helpers hold the pipe too)
-                await asyncio.wait_for(device._drain, 2.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                pass
-        if device.profile:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, _remove_profile, device.profile)
-        self._drop_record(device)
+        await device.process.end()
+        self.records.drop(device)
         self.hub.faults.drop_tab(device.session_id)
         session = self.hub.bridge.get(device.session_id)
         if session is not None and session.handler is not None:
@@ -3462,7 +3591,7 @@ class _DeviceManager:
         _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
 
     async def close_all(self, why: str) -> None:
-        await asyncio.gather(self.close_spares(why), *(self.close(d, why) for d in list(self.devices.values())))
+        await asyncio.gather(self.pool.close_all(why), *(self.close(d, why) for d in list(self.devices.values())))
         if self._idle_timer is not None:
             self._idle_timer.stop()
             self._idle_timer = None
@@ -3477,16 +3606,14 @@ class _DeviceManager:
         owners = {d.owner for d in self.devices.values()}
         for key in [k for k, t in self.last_used.items() if now - t > self.idle_s and k not in owners]:
             del self.last_used[key]
-        horizon = time.time() - self.budget[1]
-        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
-            del self.starts[key]
+        self.budget.forget_old()
         for device in list(self.devices.values()):
             if device.owner.startswith("cli:"):
                 continue  # `reticle drive` and `reticle demo` keep theirs until they end
             if now - self.last_used.get(device.owner, now) > self.idle_s:
                 self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
         if self.spares and (self.asked_at is None or now - self.asked_at > self.idle_s):
-            self.hub.spawn(self.close_spares("no device was asked for in %d s" % self.idle_s))
+            self.hub.spawn(self.pool.close_all("no device was asked for in %d s" % self.idle_s))
 
     # -- trusted input ------------------------------------------------------------
     def on_input(self, session: _BrowserSession, msg: dict) -> None:
@@ -3499,7 +3626,7 @@ class _DeviceManager:
             try:
                 if device is None or device.closed or not device.acting:
                     raise ToolError("real input is only dispatched in a device while an act runs")
-                await device.input(msg)
+                await device.inputs.dispatch(msg)
             except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
                 reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
             handler = session.handler
