@@ -3021,6 +3021,8 @@ class _Device:
         self.ready = False                       # started and its page connected
         self.acting = 0                          # act commands in flight: input is honoured only then
         self.phases: Dict[str, int] = {}
+        self.scripts: Optional[Tuple[str, str]] = None  # (the SDK, the relay) until the page has them
+        self._start_t0: Optional[float] = None   # a start of its own (no spare): its phases count from the launch
 
     @property
     def proc(self) -> Any:
@@ -3051,6 +3053,12 @@ class _Device:
         hub = self.manager.hub
         return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
 
+    def _scripts(self) -> Tuple[str, str]:
+        """The two scripts of every document (injected_source, _RelayTickets.source), built once per set-up."""
+        if self.scripts is None:
+            self.scripts = (self.injected_source(), self.relay.source())
+        return self.scripts
+
     def injected_source(self) -> str:
         """The SDK with this device's config, run in top-level http(s) documents only.  It carries
         no credential: its bridge socket is the relay's (_RelayTickets.source)."""
@@ -3069,6 +3077,7 @@ class _Device:
         navigation starts: Page.navigate is handled in the browser process and
         may overtake them, and a renderer swap would then lose them."""
         t0 = await self.launch(exe)
+        self._start_t0 = t0
         targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
         pages = [t for t in targets if t.get("type") == "page"]
         if pages:
@@ -3112,8 +3121,9 @@ class _Device:
     async def launch(self, exe: str) -> float:
         """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
         await self.process.spawn(exe, self.headed, self.viewport)
-        self.manager.records.write(self)
         t0 = time.monotonic()
+        self.manager.records.write(self)
+        self._scripts()  # while the browser boots: nothing of the start waits for these two strings then
         ws_url = await self.process.devtools_url()
         self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
         await self.cdp.connect(ws_url)
@@ -3126,12 +3136,13 @@ class _Device:
 
     async def _prepare_page(self) -> None:
         width, height = self.viewport
+        sdk, relay = self._scripts()
         await asyncio.gather(
             self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
                           self.page),
-            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
-            self.cdp.call("Page.addScriptToEvaluateOnNewDocument",
-                          {"source": self.relay.source(), "worldName": RELAY_WORLD}, self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": sdk}, self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": relay, "worldName": RELAY_WORLD},
+                          self.page),
             self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
             # the browser's own record of the page's requests, against which the page's reports are checked
             self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
@@ -3139,6 +3150,7 @@ class _Device:
                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
             self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
             self.cdp.call("Page.enable", {}, self.page))
+        self.scripts = None  # 240 KB a device need not keep: a fresh context builds them again
 
     async def fresh_context(self) -> None:
         """Move the device's page into a new, empty browser context: no cookies, storage, cache,
@@ -3171,6 +3183,8 @@ class _Device:
     def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
         if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
             # only the relay's isolated world has this binding: the page's own scripts cannot call it
+            if self._start_t0 is not None and "askedMs" not in self.phases:  # the first page's SDK is running
+                self.phases["askedMs"] = round((time.monotonic() - self._start_t0) * 1000)
             self.manager.hub.spawn(self.relay.answer(params.get("executionContextId"), session))
         elif session == self.page and method.startswith("Network."):
             self.net.on_event(method, params)
