@@ -205,6 +205,7 @@ EVENT_CAP_BYTES = 8 * 1024 * 1024
 EVENTS_PER_SECOND_DEFAULT = 20_000         # per browser session, then sampling
 THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
+FLOW_MAX_STEPS = 100                       # steps in a flow file, and in reticle_flow_save's `steps`
 # Hardening limits (SECURITY.md lists them all, with the tests that pin them).
 MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
 FRAME_BYTES_PER_TAB_S = 1 << 20            # frame bytes one tab may have parsed per second; beyond, dropped unread
@@ -4140,42 +4141,58 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
     window = obs.events(p)
     done = _calls(window)
     matched = [d for d in done if _call_matches(d, p)]
-    expected = _describe_predicate(p)
     if p.get("bodyContains"):
         with_body = [d for d in matched
                      if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
         if not with_body and matched:
-            unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
-            if unread:
-                return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
-                        "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
-                        "assertion": "net.body"}
-            return {"pass": False, "assertion": "net.body",
-                    "expected": "a response body containing %r" % p["bodyContains"],
-                    "observed": _short(matched[-1].get("responseBody"), 200),
-                    "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+            return _net_body_missed(p, matched)
         matched = with_body
     pending = [d for d in obs.open_since(window[0]["t"] if window else 0)
                if _call_matches(d, p, pending=True)]
     if "count" in p:
-        if len(matched) == p["count"]:
-            return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
-        over = len(matched) > p["count"]
-        out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], expected),
-               "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status"))
-                                                                  for d in matched[:8])),
-               "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
-               "decided": over}
-        if over:
-            out["decidedBy"] = "count-exceeded"
-        if not over and pending:
-            out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
-        return out
+        return _net_count(p, matched, pending)
     if matched:
         return {"pass": True, "evidence": matched[0], "assertion": "net.present"}
     if pending:
         return {"pass": False, "inconclusive": "%s is still in flight; its outcome is not known yet"
                 % _call_label(pending[0]), "assertion": "net.present"}
+    return _net_unmatched(p, obs, window, done)
+
+
+def _net_body_missed(p: dict, matched: List[dict]) -> dict:
+    """`bodyContains` over requests that matched otherwise: a body not captured cannot be checked;
+    a captured one without the text is a miss."""
+    unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
+    if unread:
+        return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
+                "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
+                "assertion": "net.body"}
+    return {"pass": False, "assertion": "net.body",
+            "expected": "a response body containing %r" % p["bodyContains"],
+            "observed": _short(matched[-1].get("responseBody"), 200),
+            "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+
+
+def _net_count(p: dict, matched: List[dict], pending: List[dict]) -> dict:
+    """`count`: exactly that many matching requests; more is decided, fewer may still be in flight."""
+    if len(matched) == p["count"]:
+        return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
+    over = len(matched) > p["count"]
+    out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], _describe_predicate(p)),
+           "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status"))
+                                                              for d in matched[:8])),
+           "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
+           "decided": over}
+    if over:
+        out["decidedBy"] = "count-exceeded"
+    if not over and pending:
+        out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
+    return out
+
+
+def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[dict]) -> dict:
+    """No request matched and none is in flight: headers or a status that cannot be read say so; a
+    write answered otherwise, or traffic a net predicate cannot see, is named; else a plain miss."""
     if p.get("header"):
         headless = [d for d in done if not isinstance(d.get("responseHeaders"), dict)
                     and _call_matches(d, {k: v for k, v in p.items() if k != "header"})]
@@ -4190,23 +4207,10 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
             "cannot be decided; drop status, or assert what the next page shows" % (
                 _call_label(hidden[0]), hidden[0].get("statusNote") or "a document request")), "evidence": hidden[0]}
     if "status" in p or "ok" in p:
-        # the awaited write happened and was answered otherwise: final once a client retry had its chance
-        answered = [e for e in window if e["type"] == "net.request" and _is_write(e["data"])
-                    and _call_matches(e["data"], p, pending=True)]
-        if answered:
-            last = answered[-1]
-            out = {"pass": False, "assertion": "net.answered-otherwise", "expected": expected,
-                   "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
-                                for e in answered[-5:]],
-                   "evidence": last["data"],
-                   "failureReason": "%s answered %s, not as asked" % (
-                       _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
-            age = obs.now - last["t"]
-            if age >= RETRY_GRACE_MS:
-                out.update(decided=True, decidedBy="answered-otherwise")
-            else:
-                out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
-            return out
+        answered = _net_answered_otherwise(p, obs, window)
+        if answered is not None:
+            return answered
+    expected = _describe_predicate(p)
     # unseen traffic hides the request only when it could be it: a message on a URL the filter names,
     # on a channel whose request could have had the filter's method (_frame_could_be)
     frames = [d for d in _frames(window) if _frame_could_be(d, p, window)]
@@ -4220,15 +4224,37 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
         label = "%s → %s" % (_call_label(d), d.get("status"))
         if label not in seen:
             seen.append(label)
-    out = {"pass": False, "assertion": "net.present", "expected": expected,
-           "observed": seen[:8] or "no calls at all in this window",
-           "failureReason": "no completed request matched %s" % expected}
+    out: Dict[str, Any] = {"pass": False, "assertion": "net.present", "expected": expected,
+                           "observed": seen[:8] or "no calls at all in this window",
+                           "failureReason": "no completed request matched %s" % expected}
     elsewhere = _frames(window)
     if elsewhere:
         out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs "
                                  "or channels that cannot carry that method, so none was it; match messages with "
                                  "{kind: \"frame\", ...}" % (
                                      len(elsewhere), _frame_label(elsewhere[0])))
+    return out
+
+
+def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> Optional[dict]:
+    """The awaited write happened and was answered otherwise (not the status or `ok` asked for):
+    final once a client retry had its chance (RETRY_GRACE_MS), else None."""
+    answered = [e for e in window if e["type"] == "net.request" and _is_write(e["data"])
+                and _call_matches(e["data"], p, pending=True)]
+    if not answered:
+        return None
+    last = answered[-1]
+    out = {"pass": False, "assertion": "net.answered-otherwise", "expected": _describe_predicate(p),
+           "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
+                        for e in answered[-5:]],
+           "evidence": last["data"],
+           "failureReason": "%s answered %s, not as asked" % (
+               _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
+    age = obs.now - last["t"]
+    if age >= RETRY_GRACE_MS:
+        out.update(decided=True, decidedBy="answered-otherwise")
+    else:
+        out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
     return out
 
 
@@ -6092,11 +6118,237 @@ def _may_be_unreadable(res: dict) -> bool:
     return False
 
 
+class _Case:
+    """What the verdict rules read (see _decide): the judged result, the contradictions, the window and
+    what the session knows, plus the facts several rules share, worked out once."""
+
+    def __init__(self, res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float,
+                 p: dict, already_true: bool, act: bool, effect: Any, shown: Optional[List[dict]],
+                 pending: Optional[List[Tuple[str, bool]]]) -> None:
+        self.res = res
+        self.contradictions = contradictions
+        self.window = window
+        self.known = known
+        self.floor = floor
+        self.p = p
+        self.already_true = already_true
+        self.effect = effect
+        self.shown = shown
+        self.pending = pending
+        self.declared = p["kind"] != "settled"
+        self.implicit = not self.declared and act  # act_and_wait with no `until`: did the act work?
+        self._lost: Optional[str] = None
+
+    @property
+    def lost(self) -> str:
+        """Why the window is incomplete (_lost_evidence), or '' when nothing was lost."""
+        if self._lost is None:
+            self._lost = _lost_evidence(self.window, self.known)
+        return self._lost
+
+    def standing(self) -> List[dict]:
+        """The errors the page still shows to the user that the predicate does not ask for."""
+        return [d for d in self.shown or () if _is_failure_ui(d) and not _expects_error(self.p, d)]
+
+
+_Ruling = Optional[Tuple[str, str, str]]
+
+
+def _r_inconclusive(c: _Case) -> _Ruling:
+    if c.res.get("inconclusive"):
+        return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % c.res["inconclusive"]
+    return None
+
+
+def _r_observation_lost(c: _Case) -> _Ruling:
+    if c.res.get("observationLost"):
+        return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
+                                               "reticle_sessions and repeat if it is safe")
+    return None
+
+
+def _r_not_answering(c: _Case) -> _Ruling:
+    if c.known.stuck:
+        return "unknown", "not_answering", ("the tab does not answer: %s; what it holds now is not known, and "
+                                            "nothing it said before can prove it" % c.known.stuck)
+    return None
+
+
+def _r_act_failed(c: _Case) -> _Ruling:
+    if not c.implicit:
+        return None
+    failures = _failures_shown(c.window)
+    if failures:
+        return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
+    if not c.res["pass"]:
+        return "unknown", "unsettled", "the page never settled within the timeout, and nothing failed in sight"
+    return None
+
+
+def _r_failed_for_lost_evidence(c: _Case) -> _Ruling:
+    if c.res["pass"] or c.res.get("decided") or not c.lost:
+        return None
+    reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
+                       for leaf, neg in _leaves(c.p))
+    if reads_window:
+        return "unknown", "evidence_lost", ("the check failed, but %s, so the evidence it looked for may have been "
+                                            "among them; narrow the window or reduce the page's event volume"
+                                            % c.lost)
+    return None
+
+
+def _r_presence_blind_spot(c: _Case) -> _Ruling:
+    res, known = c.res, c.known
+    if not res["pass"] and known.unreadable and not res.get("decided") and _may_be_unreadable(res):
+        parts = "; ".join("%d %s%s" % (n, _UNREADABLE_NAMES.get(k, k), " (%s)" % detail if detail else "")
+                          for k, (n, detail) in sorted(known.unreadable.items()))
+        return "unknown", "presence_blind_spot", (
+            "%s, but part of the page cannot be read (%s), and it may be there; assert what the app does "
+            "(net, signal, state) or what it shows outside that part" % (
+                res.get("failureReason") or "the check did not find it", parts))
+    return None
+
+
+def _r_assertion_failed(c: _Case) -> _Ruling:
+    if not c.res["pass"]:
+        return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
+            c.res.get("failureReason") or _describe_predicate(c.p))
+    return None
+
+
+def _r_contradicted(c: _Case) -> _Ruling:
+    observed = [x for x in c.contradictions if x["tier"] == "observed"]
+    if observed:
+        x = observed[0]
+        return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
+            x["kind"], x["claim"], x["counter"])
+    return None
+
+
+def _r_evidence_incomplete(c: _Case) -> _Ruling:
+    absence = [x for x in c.contradictions if x["tier"] == "absence"]
+    if c.declared and all(x["kind"] == "request-never-settled" and not x.get("write") for x in absence):
+        # A declared consequence held and only reads are still open (a poll, an image
+        # feed): they cannot undo it.  Open writes stay unknown below.
+        return None
+    if absence:
+        x = absence[0]
+        return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "
+                                                  "finished (%s: %s); re-check once it lands, raise timeout_ms, or "
+                                                  "assert the request itself" % (x["kind"], x["counter"]))
+    return None
+
+
+def _r_absence_blind_spot(c: _Case) -> _Ruling:
+    absences = [leaf for leaf, neg in _leaves(c.p) if leaf.get("absent") or neg]
+    spots = {k: v for k, v in c.known.blind_spots.items() if k in _ABSENCE_BLIND_SPOTS}
+    if absences and spots:
+        return "unknown", "absence_blind_spot", ("the predicate asserts an absence, but part of the page is "
+                                                 "unobservable (%s), so a passing check cannot prove it" %
+                                                 ", ".join("%s ×%d" % kv for kv in spots.items()))
+    return None
+
+
+def _r_already_true(c: _Case) -> _Ruling:
+    if c.already_true:
+        return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
+                                           "nothing about the action; assert something the action CHANGES")
+    return None
+
+
+def _r_evidence_lost(c: _Case) -> _Ruling:
+    if c.lost:
+        return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
+                                            "the window or reduce the page's event volume" % c.lost)
+    return None
+
+
+def _r_outcome_pending(c: _Case) -> _Ruling:
+    accepted = [d for d in _calls(c.window) if d.get("status") == 202 and not _is_dev(d) and _queued(d, c.window)]
+    if accepted:
+        return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
+                                              "once it reconciles" % _call_label(accepted[0]))
+    return None
+
+
+def _r_outcome_unread(c: _Case) -> _Ruling:
+    unread = [e["data"] for e in c.window if e["type"] == "net.request" and _unread_write(e, c.floor, c.known)]
+    if unread:
+        return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
+                                             "succeeded cannot be proven; turn body capture on" %
+                                             ", ".join(_call_label(d) for d in unread[:3]))
+    return None
+
+
+def _r_request_in_flight(c: _Case) -> _Ruling:
+    in_flight = [d for d in c.known.open_requests if _is_write(d) and d.get("startedAt", 0) >= c.floor
+                 and _call_label(d) not in c.known.background]
+    if in_flight:
+        return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
+                                                "known yet" % _call_label(in_flight[0]))
+    return None
+
+
+def _r_horizon_pending(c: _Case) -> _Ruling:
+    decisive = [what for what, counts in c.pending or () if counts]
+    if decisive:
+        return "unknown", "horizon_pending", ("the act's work had not finished within %d ms (%s), so what it "
+                                              "leads to is not known yet; re-check once it lands" %
+                                              (HORIZON_CAP_MS, "; ".join(decisive[:3])))
+    return None
+
+
+def _r_no_effect(c: _Case) -> _Ruling:
+    if c.implicit and not _had_effect(c.effect, c.window, c.floor, c.known):
+        return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
+                                        "state or storage event followed the act; declare the consequence you "
+                                        "expect with `until`")
+    return None
+
+
+def _r_failure_still_shown(c: _Case) -> _Ruling:
+    touched = [d for d in c.standing() if d.get("related")]
+    if touched:
+        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
+                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
+                                                        if len(touched) > 1 else ""))
+    return None
+
+
+def _r_proved(c: _Case) -> _Ruling:
+    evidence = c.res.get("evidence")
+    summary = _brief(evidence) if evidence is not None else "the predicate"
+    noted = ""
+    if c.contradictions:
+        noted = "; noted, and unable to undo it: %s" % ", ".join(
+            "%s (%s)" % (x["kind"], x["counter"]) for x in c.contradictions[:3])
+    standing = c.standing()
+    if standing:
+        noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
+    if c.pending:
+        noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in c.pending[:3])
+    if c.declared:
+        return "yes", "proved", "%s held (%s)%s" % (
+            _describe_predicate(c.p), summary, noted or " with no channel disagreeing")
+    return "yes", "proved", "the page settled with nothing failing%s (%s)" % (noted or " or disagreeing", summary)
+
+
+# The rules of _decide as data, numbered as its docstring lists them, in the order they apply.
+_VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
+    ("1", _r_inconclusive), ("2", _r_observation_lost), ("2b", _r_not_answering), ("2a", _r_act_failed),
+    ("3", _r_failed_for_lost_evidence), ("3a", _r_presence_blind_spot), ("4", _r_assertion_failed),
+    ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
+    ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
+    ("12a", _r_horizon_pending), ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("14", _r_proved),
+)
+
+
 def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
             already_true: bool = False, act: bool = False, effect: Any = None,
             shown: Optional[List[dict]] = None,
             pending: Optional[List[Tuple[str, bool]]] = None) -> Tuple[str, str, str]:
-    """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
+    """The verdict: (verified, verifiedReason, because).  The first rule that applies wins (one
+    function each in _VERDICT_RULES, in this order):
 
     1. the predicate could not be evaluated -> unknown, inconclusive
     2. the tab went away during the observation -> unknown, observation_lost
@@ -6134,109 +6386,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          is named in the `yes`
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
     """
-    declared = p["kind"] != "settled"
-    implicit = not declared and act  # act_and_wait with no `until`: did the act work?
-    if res.get("inconclusive"):
-        return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % res["inconclusive"]
-    if res.get("observationLost"):
-        return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
-                                               "reticle_sessions and repeat if it is safe")
-    if known.stuck:
-        return "unknown", "not_answering", ("the tab does not answer: %s; what it holds now is not known, and "
-                                            "nothing it said before can prove it" % known.stuck)
-    if implicit:
-        failures = _failures_shown(window)
-        if failures:
-            return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
-        if not res["pass"]:
-            return "unknown", "unsettled", "the page never settled within the timeout, and nothing failed in sight"
-    lost = _lost_evidence(window, known)
-    reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
-                       for leaf, neg in _leaves(p))
-    if not res["pass"] and lost and reads_window and not res.get("decided"):
-        return "unknown", "evidence_lost", ("the check failed, but %s, so the evidence it looked for may have been "
-                                            "among them; narrow the window or reduce the page's event volume" % lost)
-    if not res["pass"] and known.unreadable and not res.get("decided") and _may_be_unreadable(res):
-        parts = "; ".join("%d %s%s" % (n, _UNREADABLE_NAMES.get(k, k), " (%s)" % detail if detail else "")
-                          for k, (n, detail) in sorted(known.unreadable.items()))
-        return "unknown", "presence_blind_spot", (
-            "%s, but part of the page cannot be read (%s), and it may be there; assert what the app does "
-            "(net, signal, state) or what it shows outside that part" % (
-                res.get("failureReason") or "the check did not find it", parts))
-    if not res["pass"]:
-        return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
-            res.get("failureReason") or _describe_predicate(p))
-    observed = [c for c in contradictions if c["tier"] == "observed"]
-    if observed:
-        c = observed[0]
-        return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
-            c["kind"], c["claim"], c["counter"])
-    absence = [c for c in contradictions if c["tier"] == "absence"]
-    if declared and absence and all(c["kind"] == "request-never-settled" and not c.get("write") for c in absence):
-        # A declared consequence held and only reads are still open (a poll, an image
-        # feed): they cannot undo it.  Open writes stay unknown below.
-        absence = []
-    if absence:
-        c = absence[0]
-        return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "
-                                                  "finished (%s: %s); re-check once it lands, raise timeout_ms, or "
-                                                  "assert the request itself" % (c["kind"], c["counter"]))
-    absences = [leaf for leaf, neg in _leaves(p) if leaf.get("absent") or neg]
-    spots = {k: v for k, v in known.blind_spots.items() if k in _ABSENCE_BLIND_SPOTS}
-    if absences and spots:
-        return "unknown", "absence_blind_spot", ("the predicate asserts an absence, but part of the page is "
-                                                 "unobservable (%s), so a passing check cannot prove it" %
-                                                 ", ".join("%s ×%d" % kv for kv in spots.items()))
-    if already_true:
-        return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
-                                           "nothing about the action; assert something the action CHANGES")
-    if lost:
-        return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
-                                            "the window or reduce the page's event volume" % lost)
-    calls = _calls(window)
-    accepted = [d for d in calls if d.get("status") == 202 and not _is_dev(d) and _queued(d, window)]
-    if accepted:
-        return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
-                                              "once it reconciles" % _call_label(accepted[0]))
-    unread = [e["data"] for e in window if e["type"] == "net.request" and _unread_write(e, floor, known)]
-    if unread:
-        return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
-                                             "succeeded cannot be proven; turn body capture on" %
-                                             ", ".join(_call_label(d) for d in unread[:3]))
-    in_flight = [d for d in known.open_requests if _is_write(d) and d.get("startedAt", 0) >= floor
-                 and _call_label(d) not in known.background]
-    if in_flight:
-        return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
-                                                "known yet" % _call_label(in_flight[0]))
-    decisive = [what for what, counts in pending or () if counts]
-    if decisive:
-        return "unknown", "horizon_pending", ("the act's work had not finished within %d ms (%s), so what it "
-                                              "leads to is not known yet; re-check once it lands" %
-                                              (HORIZON_CAP_MS, "; ".join(decisive[:3])))
-    if implicit and not _had_effect(effect, window, floor, known):
-        return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
-                                        "state or storage event followed the act; declare the consequence you "
-                                        "expect with `until`")
-    standing = [d for d in shown or () if _is_failure_ui(d) and not _expects_error(p, d)]
-    touched = [d for d in standing if d.get("related")]
-    if touched:
-        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
-                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
-                                                        if len(touched) > 1 else ""))
-    evidence = res.get("evidence")
-    summary = _brief(evidence) if evidence is not None else "the predicate"
-    noted = ""
-    if contradictions:
-        noted = "; noted, and unable to undo it: %s" % ", ".join(
-            "%s (%s)" % (c["kind"], c["counter"]) for c in contradictions[:3])
-    if standing:
-        noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
-    if pending:
-        noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in pending[:3])
-    if declared:
-        return "yes", "proved", "%s held (%s)%s" % (
-            _describe_predicate(p), summary, noted or " with no channel disagreeing")
-    return "yes", "proved", "the page settled with nothing failing%s (%s)" % (noted or " or disagreeing", summary)
+    case = _Case(res, contradictions, window, known, floor, p, already_true, act, effect, shown, pending)
+    return next(ruling for ruling in (rule(case) for _, rule in _VERDICT_RULES) if ruling is not None)
 
 
 def _trim_call(d: dict) -> dict:
@@ -6952,6 +7103,11 @@ async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
 
 
 async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await _act_once(session, args)
+
+
+async def _act_once(session: "_BrowserSession", args: dict) -> dict:
+    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     pre = await _journey_anchor(session, args)
@@ -7438,7 +7594,12 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
 
 
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _predicate_arg(args, True)
+    return await _assert_verdict(session, args, _predicate_arg(args, True))
+
+
+async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
+    """The verdict core of an assert (reticle_assert, a flow's assert step): Observe the window from
+    `since` (else the last act or navigation), after the horizon of an act inside it; then Answer."""
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
     act_at = session.last_act if (session.last_act or -1) >= floor else None
     obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
@@ -7447,7 +7608,17 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+    return await _act_and_wait_verdict(session, args, _until_arg(args))
+
+
+def _until_arg(args: dict) -> dict:
+    """The predicate an act is judged on: `until` (or `predicate`), else the page settling."""
+    return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+
+
+async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
+    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
+    already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     timeout = args.get("timeout_ms", 4000)
@@ -7714,170 +7885,6 @@ _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
 }
 
 
-def _build_registry() -> _ToolRegistry:
-    """Every tool of DESIGN section 7 that works, with its final schema."""
-    reg = _ToolRegistry()
-    sid = _SESSION_ID
-
-    def add(name, description, props, handler, example=None, required=()):
-        props = dict(props)
-        if "sessionId" in props:
-            props["detail"] = _DETAIL
-        quiet = ("predicate",) if "until" in props and name == "reticle_act_and_wait" else (
-            ("until",) if "until" in props else ())
-        reg.add(_Tool(name, description, _obj(props, required), handler, example, session="sessionId" in props,
-                      quiet=quiet))
-
-    add("reticle_sessions",
-        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
-        {}, _tool_sessions, {})
-    add("reticle_navigate",
-        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
-         "hard": {"type": "boolean"}, "sessionId": sid},
-        _tool_navigate, {"url": "http://localhost:5173/checkout"})
-    add("reticle_snapshot",
-        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
-        "what changed since the last snapshot.",
-        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
-         "diff": {"type": "boolean"}, "sessionId": sid},
-        _tool_snapshot, {"mode": "interactive"})
-    add("reticle_query",
-        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
-        "misses when nothing matches.",
-        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
-         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
-         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
-         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
-         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_query, {"by": "role", "value": "button", "name": "Pay"})
-    add("reticle_inspect",
-        "One element by ref: role, name, states, box, styles, occlusion.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": sid},
-        _tool_inspect, {"ref": "e7"}, required=("ref",))
-    add("reticle_act",
-        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
-        "controls need args.confirmDangerous.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_act, {"ref": "e7", "action": "click"}, required=("action",))
-    add("reticle_act_sequence",
-        "Several acts in order, stopping at the first failure.",
-        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
-         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": sid},
-        _tool_act_sequence,
-        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
-        required=("steps",))
-    add("reticle_act_and_wait",
-        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
-        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
-         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": sid},
-        _tool_act_and_wait,
-        {"target": {"role": "button", "name": "Pay"}, "action": "click",
-         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
-        required=("action",))
-    add("reticle_observe",
-        "Raw events of a window (default the last 2 s) with a summary.",
-        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
-         "until": _CURSOR, "actionId": {"type": "string"},
-         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": sid},
-        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]})
-    add("reticle_network",
-        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
-        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
-         "method": {"type": "string"}, "urlContains": {"type": "string"},
-         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_network, {"urlContains": "/api/", "status": 500})
-    add("reticle_console",
-        "Console messages and uncaught errors since the last act.",
-        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
-         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
-         "sessionId": sid},
-        _tool_console, {"level": "error"})
-    add("reticle_wait_for",
-        "Wait until `predicate` holds; pass and evidence, no verdict.",
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": sid},
-        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}})
-    add("reticle_assert",
-        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
-        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": sid},
-        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}})
-    add("reticle_state",
-        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
-        {"store": {"type": "string"}, "path": {"type": "string"},
-         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": sid},
-        _tool_state, {"store": "cart", "path": "items.length"})
-    add("reticle_capabilities",
-        "What the app declared with reticle.describe, and the testids on the page.",
-        {"sessionId": sid}, _tool_capabilities, {})
-    add("reticle_fault",
-        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
-        "tells the user; clear, list. Marked faulted: true.",
-        dict(_FAULT_SCHEMA, sessionId=sid), _tool_fault,
-        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}})
-    reg.add(_Tool("reticle_flow_save",
-        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
-        "by role, name, label or testid, secrets as variables.",
-        _obj({"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
-              "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
-                        "minItems": 1, "maxItems": FLOW_MAX_STEPS},
-              "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": sid}, ("name",)),
-        _tool_flow_save, {"name": "add-record"}))
-    reg.add(_Tool("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
-                  _obj({}), _tool_flow_list, {}))
-    add("reticle_flow_replay",
-        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
-        "`fresh`: no cookies or storage.",
-        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
-         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
-         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
-         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
-                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
-                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
-         "sessionId": sid},
-        _tool_flow_replay, {"name": "add-record"})
-
-    def device_add(name, description, props, handler, example=None, required=()):
-        # Device tools resolve the tab themselves: without a sessionId, the caller's own device.
-        reg.add(_Tool(name, description, _obj(dict(props), required), handler, example, session=False))
-
-    device_add("reticle_open",
-        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
-        "`fresh`: no cookies or storage from before.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
-         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
-                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
-                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
-         "fresh": {"type": "boolean"}},
-        _tool_open, {"url": "http://localhost:5173/"}, required=("url",))
-    device_add("reticle_close", "Close a device (by sessionId, else your own).",
-        {"sessionId": sid}, _tool_close, {})
-    device_add("reticle_screenshot",
-        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
-         "inline": {"type": "boolean"}, "sessionId": sid},
-        _tool_screenshot, {"inline": True})
-    for tool in reg.listed():
-        if tool.name in _TOOL_CONVENTIONS:
-            tool.convene(*_TOOL_CONVENTIONS[tool.name])
-    return reg
-
-
 async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                      ctx: "_CallContext") -> dict:
     url = args["url"]
@@ -7985,6 +7992,185 @@ def _file_uri(path: str) -> str:
     return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
 
 
+# -- the registry: every tool is one _ToolSpec record, registered the same way ----------------------
+
+class _ToolSpec:
+    """One tool as data: its name, description, argument properties, handler, example and required
+    fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
+    than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
+
+    __slots__ = ("name", "description", "props", "handler", "example", "required", "own_tab", "quiet")
+
+    def __init__(self, name: str, description: str, props: dict, handler: Callable, example: Optional[dict] = None,
+                 required: Tuple[str, ...] = (), own_tab: bool = False, quiet: Tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.description = description
+        self.props = props
+        self.handler = handler
+        self.example = example
+        self.required = required
+        self.own_tab = own_tab
+        self.quiet = quiet
+
+
+# DESIGN section 7, in the order tools/list shows them
+_TOOL_SPECS: Tuple[_ToolSpec, ...] = (
+    _ToolSpec("reticle_sessions",
+        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
+        {}, _tool_sessions, {}),
+    _ToolSpec("reticle_navigate",
+        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
+         "hard": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_navigate, {"url": "http://localhost:5173/checkout"}),
+    _ToolSpec("reticle_snapshot",
+        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
+        "what changed since the last snapshot.",
+        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
+         "diff": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_snapshot, {"mode": "interactive"}),
+    _ToolSpec("reticle_query",
+        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
+        "misses when nothing matches.",
+        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
+         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
+         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
+         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
+         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
+         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_query, {"by": "role", "value": "button", "name": "Pay"}),
+    _ToolSpec("reticle_inspect",
+        "One element by ref: role, name, states, box, styles, occlusion.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": _SESSION_ID},
+        _tool_inspect, {"ref": "e7"}, required=("ref",)),
+    _ToolSpec("reticle_act",
+        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
+        "controls need args.confirmDangerous.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_act, {"ref": "e7", "action": "click"}, required=("action",)),
+    _ToolSpec("reticle_act_sequence",
+        "Several acts in order, stopping at the first failure.",
+        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
+         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": _SESSION_ID},
+        _tool_act_sequence,
+        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
+        required=("steps",)),
+    _ToolSpec("reticle_act_and_wait",
+        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
+        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_act_and_wait,
+        {"target": {"role": "button", "name": "Pay"}, "action": "click",
+         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
+        required=("action",), quiet=("predicate",)),
+    _ToolSpec("reticle_observe",
+        "Raw events of a window (default the last 2 s) with a summary.",
+        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
+         "until": _CURSOR, "actionId": {"type": "string"},
+         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": _SESSION_ID},
+        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]}),
+    _ToolSpec("reticle_network",
+        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
+        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
+         "method": {"type": "string"}, "urlContains": {"type": "string"},
+         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
+         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_network, {"urlContains": "/api/", "status": 500}),
+    _ToolSpec("reticle_console",
+        "Console messages and uncaught errors since the last act.",
+        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
+         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
+         "sessionId": _SESSION_ID},
+        _tool_console, {"level": "error"}),
+    _ToolSpec("reticle_wait_for",
+        "Wait until `predicate` holds; pass and evidence, no verdict.",
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}}, quiet=("until",)),
+    _ToolSpec("reticle_assert",
+        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
+        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}}, quiet=("until",)),
+    _ToolSpec("reticle_state",
+        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
+        {"store": {"type": "string"}, "path": {"type": "string"},
+         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": _SESSION_ID},
+        _tool_state, {"store": "cart", "path": "items.length"}),
+    _ToolSpec("reticle_capabilities",
+        "What the app declared with reticle.describe, and the testids on the page.",
+        {"sessionId": _SESSION_ID}, _tool_capabilities, {}),
+    _ToolSpec("reticle_fault",
+        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
+        "tells the user; clear, list. Marked faulted: true.",
+        dict(_FAULT_SCHEMA, sessionId=_SESSION_ID), _tool_fault,
+        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}}),
+    _ToolSpec("reticle_flow_save",
+        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
+        "by role, name, label or testid, secrets as variables.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
+         "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
+                   "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID},
+        _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
+    _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
+        {}, _tool_flow_list, {}),
+    _ToolSpec("reticle_flow_replay",
+        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
+        "`fresh`: no cookies or storage.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
+         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
+         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
+                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
+                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
+         "sessionId": _SESSION_ID},
+        _tool_flow_replay, {"name": "add-record"}),
+    _ToolSpec("reticle_open",
+        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
+        "`fresh`: no cookies or storage from before.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
+                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
+                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
+         "fresh": {"type": "boolean"}},
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
+    _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
+        {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
+    _ToolSpec("reticle_screenshot",
+        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
+         "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_screenshot, {"inline": True}, own_tab=True),
+)
+
+
+def _build_registry() -> _ToolRegistry:
+    """Every tool of DESIGN section 7 that works (_TOOL_SPECS), with its final schema: a tool given
+    the tab of `sessionId` also takes `detail`; each gets its MCP conventions (_TOOL_CONVENTIONS)."""
+    reg = _ToolRegistry()
+    for spec in _TOOL_SPECS:
+        given_tab = "sessionId" in spec.props and not spec.own_tab
+        props = dict(spec.props, detail=_DETAIL) if given_tab else dict(spec.props)
+        tool = reg.add(_Tool(spec.name, spec.description, _obj(props, spec.required), spec.handler, spec.example,
+                             session=given_tab, quiet=spec.quiet))
+        if tool.name in _TOOL_CONVENTIONS:
+            tool.convene(*_TOOL_CONVENTIONS[tool.name])
+    return reg
+
+
 ###############################################################################
 # Flows #######################################################################
 ###############################################################################
@@ -7993,11 +8179,10 @@ def _file_uri(path: str) -> str:
 # judge append to a small per-tab journey log (_Journeys); reticle_flow_save
 # turns a slice of it into steps anchored on testid, role+name, label or
 # text (never refs), with the predicates that proved it.  Replay re-resolves
-# every target and judges every step with the same verdict tools.
+# every target and judges every step with the verdict core the tools use.
 
 FLOW_FORMAT = 1                      # the "format" field of a flow file
 JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
-FLOW_MAX_STEPS = 100
 REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SECRET_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")   # every ${NAME}; only RETICLE_SECRET_* is read
@@ -8487,8 +8672,7 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
         args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
         if session.id:
             args["sessionId"] = session.id
-        res = await _tool_assert(hub, session, args, ctx)
-        return dict(res)
+        return await _assert_verdict(session, args, _predicate_arg(args, True))
     names = _secret_refs(step.get("args") or {})
     args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}
     typed = {n: _fill_secrets("${%s}" % n, secrets_in) for n in names}
@@ -8502,11 +8686,11 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             args["until"] = step["until"]
             args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
             try:
-                return dict(await _tool_act_and_wait(hub, session, args, ctx))
+                return await _act_and_wait_verdict(session, args, _until_arg(args))
             finally:
                 _remask_journey(hub, session.id, step, typed)
         try:
-            res = await _tool_act(hub, session, args, ctx)
+            res = await _act_once(session, args)
         finally:
             _remask_journey(hub, session.id, step, typed)
     except _TabGone:
@@ -11024,15 +11208,8 @@ class _CappedHTTPServer(tornado.httpserver.HTTPServer):
         super().handle_stream(stream, address)
 
 
-async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
-                 certfile: Optional[str] = None, keyfile: Optional[str] = None,
-                 ready: Optional[Callable[[Hub], None]] = None) -> int:
-    """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
-    is taken, with a sentence naming its owner).
-
-    Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
-    its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
-    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
+def _refuse_open_bind(host: str) -> None:
+    """ConfigError when `host` reaches beyond this machine and RETICLE_TOKEN is not long enough."""
     env_token = os.environ.get("RETICLE_TOKEN", "").strip()
     if not _is_loopback_host(host) and len(env_token) < MIN_TOKEN_CHARS:
         raise ConfigError("binding to %s reaches beyond this machine, so Reticle needs a pairing token of at "
@@ -11040,13 +11217,12 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                           "`export RETICLE_TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(24))')`) "
                           "and start again." % (host, MIN_TOKEN_CHARS, " (RETICLE_TOKEN has %d)" % len(env_token)
                                                 if env_token else ""))
-    hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
-    hub.token()  # create the token file before anyone asks
-    ssl_ctx = None
-    if tls or certfile:
-        ssl_ctx, fingerprint = _tls_context(hub.state, certfile, keyfile)
-        _emit(_log, logging.INFO, "tls_enabled", sha256=fingerprint)
-        sys.stderr.write("reticle: serving HTTPS/WSS; certificate SHA-256 fingerprint %s\n" % fingerprint)
+
+
+async def _bind(hub: Hub, host: str, port: int) -> Optional[list]:
+    """The listening sockets (127.0.0.1 by default with ::1 beside it when there is one), hub.port set
+    to the bound port; None when the port is taken or refused, with a sentence naming its owner on
+    stderr; ConfigError for any other reason it cannot listen."""
     try:
         sockets = tornado.netutil.bind_sockets(port, host)
     except OSError as exc:
@@ -11056,7 +11232,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                 "port %d on %s cannot be bound (%s)." % (port, host, exc.strerror))
             sys.stderr.write("reticle: %s\n" % sentence)
             _emit(_log, logging.ERROR, "reticle_daemon_start_failed", port=port, reason=sentence)
-            return 1
+            return None
         raise ConfigError("cannot listen on %s:%d (%s)" % (host, port, exc.strerror or exc)) from exc
     hub.port = sockets[0].getsockname()[1]
     if host == DEFAULT_HOST and not os.environ.get("RETICLE_HOST"):
@@ -11064,6 +11240,58 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             sockets += tornado.netutil.bind_sockets(hub.port, "::1")
         except (OSError, ValueError):
             pass  # no IPv6 loopback here; 127.0.0.1 still serves
+    return sockets
+
+
+def _stop_on_signals(hub: Hub) -> None:
+    """SIGINT and SIGTERM ask the hub to stop (from the loop; a plain handler where the loop cannot)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, hub.request_stop, "signal %s" % sig.name)
+        except (NotImplementedError, RuntimeError, ValueError):
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(hub.request_stop, "signal"))
+
+
+async def _shut_down(hub: Hub, server: "_CappedHTTPServer", record_name: str) -> None:
+    """The planned stop, in order: streams told and devices closed (hub.shutdown), the listener
+    stopped, connections closed (2 s at most), and the daemon record removed if it is still ours."""
+    _emit(_log, logging.INFO, "reticle_daemon_stopping", reason=hub.stop_reason or "stop")
+    await hub.shutdown(hub.stop_reason or "planned stop")
+    server.stop()
+    try:
+        await asyncio.wait_for(server.close_all_connections(), 2.0)
+    except asyncio.TimeoutError:
+        pass
+    try:
+        current = _daemon_record(hub.state, hub.port)
+        if current and current.get("pid") == os.getpid():
+            os.unlink(hub.state.file(record_name))
+    except OSError:
+        pass
+    _emit(_log, logging.INFO, "reticle_daemon_stopped", port=hub.port)
+
+
+async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
+                 certfile: Optional[str] = None, keyfile: Optional[str] = None,
+                 ready: Optional[Callable[[Hub], None]] = None) -> int:
+    """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
+    is taken, with a sentence naming its owner).
+
+    Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
+    its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
+    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
+    _refuse_open_bind(host)
+    hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
+    hub.token()  # create the token file before anyone asks
+    ssl_ctx = None
+    if tls or certfile:
+        ssl_ctx, fingerprint = _tls_context(hub.state, certfile, keyfile)
+        _emit(_log, logging.INFO, "tls_enabled", sha256=fingerprint)
+        sys.stderr.write("reticle: serving HTTPS/WSS; certificate SHA-256 fingerprint %s\n" % fingerprint)
+    sockets = await _bind(hub, host, port)
+    if sockets is None:
+        return 1
     await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
     app = make_app(hub)
     server = _CappedHTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
@@ -11076,12 +11304,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     server.add_sockets(sockets)
     stop = asyncio.Event()
     hub.stop_event = stop
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, hub.request_stop, "signal %s" % sig.name)
-        except (NotImplementedError, RuntimeError, ValueError):
-            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(hub.request_stop, "signal"))
+    _stop_on_signals(hub)
     record = {"pid": os.getpid(), "port": hub.port, "version": __version__, "host": host,
               "scheme": hub.scheme, "startedAt": _wall_iso(hub.started_at)}
     record_name = "daemon-%d.json" % hub.port
@@ -11093,20 +11316,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     try:
         await stop.wait()
     finally:
-        _emit(_log, logging.INFO, "reticle_daemon_stopping", reason=hub.stop_reason or "stop")
-        await hub.shutdown(hub.stop_reason or "planned stop")
-        server.stop()
-        try:
-            await asyncio.wait_for(server.close_all_connections(), 2.0)
-        except asyncio.TimeoutError:
-            pass
-        try:
-            current = _daemon_record(hub.state, hub.port)
-            if current and current.get("pid") == os.getpid():
-                os.unlink(hub.state.file(record_name))
-        except OSError:
-            pass
-        _emit(_log, logging.INFO, "reticle_daemon_stopped", port=hub.port)
+        await _shut_down(hub, server, record_name)
     return 0
 
 
