@@ -2393,7 +2393,6 @@ SCREENSHOT_INLINE_MAX_HEIGHT = 4096        # the inline JPEG shows at most this 
 RELAY_WORLD = "reticle-relay"              # the isolated world that alone holds a device's bridge tickets
 RELAY_BINDING = "__reticleRelayTicket"     # the CDP binding, installed in that world only, that asks for one
 TICKET_UNUSED_S = 30.0                     # a ticket no socket used within this long is void
-RELAY_TICKET_FRESH_MS = 15000              # the relay uses a ticket it holds (asked early) only this long
 TICKETS_PER_DOCUMENT = 8                   # unused tickets one document may hold at once
 NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
 NET_RECORD_MAX = 4000                      # requests of the browser's own record (CDP Network) kept per device
@@ -2402,22 +2401,20 @@ NET_RECORD_MAX = 4000                      # requests of the browser's own recor
 # page script can reach it: it asks the daemon for a one-use ticket over a CDP binding that only
 # this world can call, opens the bridge socket with it, and hands the SDK (in the page's world) a
 # MessagePort that carries frames to and from that socket.  The ticket never enters the page's
-# world, so a page script cannot read it, replay it or open a socket of its own with it.  It asks for
-# its first ticket at once, while the page and its SDK start, so that the SDK's first socket opens
-# without waiting for that round trip; a ticket held unused for RELAY_TICKET_FRESH_MS is not used
-# (the daemon voids it after TICKET_UNUSED_S) and the relay asks again.
+# world, so a page script cannot read it, replay it or open a socket of its own with it.
 _RELAY_JS = r"""(function () {
   if (window.top !== window || !/^https?:$/.test(location.protocol)) return;
   var BASE = %(base)s, NONCE = %(nonce)s, ask = globalThis[%(binding)s];
   if (typeof ask !== 'function') return;
-  var channel = new MessageChannel(), port = channel.port1, socks = {}, waiting = [], held = null, heldAt = 0;
+  var channel = new MessageChannel(), port = channel.port1, socks = {}, waiting = [];
   function post(m) { try { port.postMessage(m); } catch (e) { /* the page went away */ } }
   function watch(id, ws) {
     if (ws.bufferedAmount > 0) setTimeout(function () { watch(id, ws); }, 25);
     post({op: 'buffered', id: id, n: ws.bufferedAmount});
   }
-  function connect(id, ticket) {
-    var ws;
+  globalThis.__reticleRelayOpen = function (ticket) {
+    var id = waiting.shift(), ws;
+    if (id == null) return;
     try { ws = new WebSocket(BASE + encodeURIComponent(ticket)); } catch (e) {
       post({op: 'close', id: id, code: 1006, reason: ''});
       return;
@@ -2426,25 +2423,11 @@ _RELAY_JS = r"""(function () {
     ws.onopen = function () { post({op: 'open', id: id}); };
     ws.onmessage = function (m) { post({op: 'message', id: id, data: m.data}); };
     ws.onclose = function (e) { delete socks[id]; post({op: 'close', id: id, code: e.code, reason: e.reason}); };
-  }
-  globalThis.__reticleRelayOpen = function (ticket) {
-    var id = waiting.shift();
-    if (id != null) {
-      connect(id, ticket);
-    } else if (held === null) {  // the early ticket (or one whose socket was served by an earlier one)
-      held = ticket;
-      heldAt = Date.now();
-    }
   };
   port.onmessage = function (e) {
-    var m = e.data || {}, ws = socks[m.id], fresh = held !== null && Date.now() - heldAt < %(fresh)d;
-    if (m.op === 'open' && typeof m.id === 'number' && fresh && !waiting.length) {
-      var ticket = held;
-      held = null;
-      connect(m.id, ticket);
-    } else if (m.op === 'open' && typeof m.id === 'number' && waiting.length < 8) {
+    var m = e.data || {}, ws = socks[m.id];
+    if (m.op === 'open' && typeof m.id === 'number' && waiting.length < 8) {
       var id = m.id;
-      held = null;
       waiting.push(id);
       ask(String(id));
       setTimeout(function () {  // no ticket came (the daemon went away): the SDK retries as after a failure
@@ -2461,7 +2444,6 @@ _RELAY_JS = r"""(function () {
       try { ws.close(m.code === 1000 ? 1000 : undefined); } catch (x) { ws.close(); }
     }
   };
-  ask('early');
   window.postMessage({reticleRelay: NONCE}, '*', [channel.port2]);
 })();
 """
@@ -2790,7 +2772,7 @@ class _RelayTickets:
     def source(self) -> str:
         """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
         return _RELAY_JS % {"base": _dumps(self.device.bridge_base() + "?device="), "nonce": _dumps(self.nonce),
-                            "binding": _dumps(RELAY_BINDING), "fresh": RELAY_TICKET_FRESH_MS}
+                            "binding": _dumps(RELAY_BINDING)}
 
     def mint(self, context: Any = None, page: Optional[str] = None) -> str:
         """A one-use bridge ticket for the document whose relay runs in `context`.
