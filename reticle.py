@@ -3184,7 +3184,7 @@ class _Device:
     def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
         if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
             # only the relay's isolated world has this binding: the page's own scripts cannot call it
-            if self._start_t0 is not None and "askedMs" not in self.phases:  # the first page's relay runs
+            if self._start_t0 is not None and "askedMs" not in self.phases:  # the first page's SDK runs
                 self.phases["askedMs"] = round((time.monotonic() - self._start_t0) * 1000)
             self.manager.hub.spawn(self.relay.answer(params.get("executionContextId"), session))
         elif session == self.page and method.startswith("Network."):
