@@ -467,6 +467,20 @@ def _short(value: Any, limit: int = 140) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+# One clock inside the daemon: milliseconds since it started, read from time.monotonic() (never the wall
+# clock, which jumps); Hub.clock reads it.  Every event's `t`, every cursor an answer gives (`since`, `until`)
+# and every time the bridge keeps of a tab (when it was last heard, its act marks, when it left, a held report's
+# deadline, when a new document's first events are due) is on it, so a session and its parts compare times
+# without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts, and the
+# budgets the waits of Observe and the tools measure from a tool call's `timeout_ms` (_CALL_DEADLINE and those
+# budgets are time.monotonic() seconds; what they hand a session is a timeout, never a reading of their clock).
+# The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
+# with itself (_ActMarks).
+def _clock_ms(t0: float) -> float:
+    """Now on the daemon's clock whose zero is the monotonic `t0` (Hub.clock), in ms to the microsecond."""
+    return round((time.monotonic() - t0) * 1000.0, 3)
+
+
 def _wall_iso(ts: Optional[float] = None) -> str:
     ts = time.time() if ts is None else ts
     return (
@@ -1518,31 +1532,327 @@ class _TabGone(ToolError):
     code = "tab_gone"
 
 
-class _BrowserSession:
-    """One connected tab: its socket, ring buffer, pending commands, health."""
+def _command_result(reply: dict) -> Any:
+    """A page's reply to a command -> its result; a refusal is a ToolError with the page's code when it is
+    a known one (_PAGE_ERROR_CODES), else "page_refused"."""
+    if not reply.get("ok"):
+        error = str(reply.get("error") or "the page refused the command")[:4096]
+        code = reply.get("code") if reply.get("code") in _PAGE_ERROR_CODES else "page_refused"
+        raise ToolError(error, str(reply.get("recovery") or ""), code=code)
+    return reply.get("result")
 
-    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
-        """A tab as the daemon knows it, from its hello: the socket, the event store, pending commands,
-        act marks, sampling windows, held reports and the document it is on."""
-        self.bridge = bridge
-        self.handler: Optional[_BridgeHandler] = handler
-        self.id = hello["sessionId"]
-        self.generation = 0
-        self.connected_at = bridge.clock()
-        self.first_connected_at = self.connected_at
-        self.reconnects = 0
-        self.store = _EventStore(bridge.clock)
-        self.pending: Dict[str, asyncio.Future] = {}
-        self._next_cmd = 0
+
+# -- the parts of a tab: each keeps one kind of state, on the daemon's clock (_clock_ms) ------------
+
+class _TabHealth:
+    """How a tab is doing as far as the daemon can tell: hidden or focused (its page.health events),
+    a dialog open in a person's tab, the dialogs a device answered, and the last command the page
+    did not answer.  Whether it answers is a question of these and of how long it has been silent,
+    which the tab passes in (`silent_ms`)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.hidden = False
+        self.focused = True
+        self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
+        self.dialog_open: Optional[dict] = None  # a dialog the SDK saw open in a person's tab (no device answers it)
+        self.unanswered: Optional[Tuple[float, str]] = None  # (when, command) the page last failed to answer
+
+    def throttled(self, silent_ms: int) -> bool:
+        return (self.hidden or silent_ms > THROTTLED_AFTER_MS) and self.not_answering(silent_ms) is None
+
+    def not_answering(self, silent_ms: int) -> Optional[str]:
+        """Why the page does not answer commands (a dialog open, the main thread busy), or None while
+        it answers (as far as anyone knows: the last command was answered)."""
+        if self.dialog_open is not None:
+            d = self.dialog_open
+            return ("a %s dialog (%s) is open in the tab; the page is blocked until the person closes it"
+                    % (d["dialogType"], _short(d.get("message") or "", 80) or "no text"))
+        if self.unanswered is None:
+            return None
+        when, name = self.unanswered
+        if not self.hidden and silent_ms > DIALOG_SILENT_MS:
+            return ("the page's main thread is busy or blocked: '%s' got no answer %d ms ago and nothing was heard "
+                    "from the page for %d ms" % (name, self._clock() - when, silent_ms))
+        return "the page did not answer '%s' (%d ms ago)" % (name, self._clock() - when)
+
+    def new_document(self) -> None:
+        """A new document answers for itself: no command it failed, no dialog open in it."""
+        self.unanswered = self.dialog_open = None
+
+    def page_dialog(self, data: dict, t: float) -> Optional[str]:
+        """The SDK saw the page open (or close) alert/confirm/prompt or a beforeunload prompt in a
+        person's tab -> the type of a dialog that just opened (commands waiting on the page then
+        fail: it cannot answer), else None."""
+        kind = str(data.get("dialogType") or "")
+        if kind not in ("alert", "confirm", "prompt", "beforeunload"):
+            return None
+        if data.get("phase") == "closed":
+            self.dialog_open = None
+            return None
+        record = {"dialogType": kind, "message": _short(str(data.get("message") or ""), 300),
+                  "handled": "left open for the person (Reticle cannot close a dialog in your tab)"}
+        self.dialog_open = record
+        self.dialogs.append((t, record))
+        return kind
+
+    def dialogs_since(self, since: Any) -> List[dict]:
+        """The dialogs seen from the cursor `since` on (none when `since` is not a cursor)."""
+        return [d for t, d in self.dialogs if isinstance(since, (int, float)) and t >= since]
+
+
+class _OpenRequests:
+    """The requests a tab's page has open (a net.pending its net.request has not answered yet), among
+    them the documents on their way to the tab (a form post or link the page announced, a load its
+    device's browser started): at most 1000, each with `startedAt` on the daemon's clock."""
+
+    def __init__(self) -> None:
+        self._open: Dict[str, dict] = {}
+
+    def all(self) -> List[dict]:
+        return list(self._open.values())
+
+    def since(self, t: float) -> List[dict]:
+        """Requests still open that started at or after `t` (each with `startedAt`)."""
+        return [d for d in self._open.values() if d.get("startedAt", 0) >= t]
+
+    def document_since(self, t: float) -> bool:
+        """Is a document request that started at or after `t` still open (a page on its way)?"""
+        return any(d.get("initiator") == "document" and d.get("startedAt", 0) >= t for d in self._open.values())
+
+    def started(self, event: dict, data: dict) -> None:
+        """A net.pending: the request is open until its net.request answers it."""
+        if len(self._open) < 1000:
+            key = _request_key(event)
+            self._open[key] = dict(data, startedAt=event["t"], _key=key)
+
+    def answered(self, event: dict) -> None:
+        self._open.pop(_request_key(event), None)
+
+    def document_on_its_way(self, rid: str, method: str, url: str, now: float) -> bool:
+        """A device's browser started loading a document (its navigation `rid`): open as the SDK records a
+        form submission it announces.  False when 1000 are open already (it is not recorded)."""
+        if len(self._open) >= 1000:
+            return False
+        key = "browser:" + rid
+        self._open[key] = {"requestId": key, "method": method, "methodKnown": True, "url": url, "urlKnown": True,
+                           "initiator": "document", "cause": "browser", "startedAt": now, "_key": key}
+        return True
+
+    def document_not_coming(self, rid: Optional[str]) -> None:
+        """The browser's navigation `rid` (every one, with None) brought no document after all (a
+        download, a 204, a failure).  Once the browser loads no document in the tab, the page's own
+        announcements of one (a form post answered by a download) are over too: none will arrive."""
+        for key in [k for k, d in self._open.items() if d.get("cause") == "browser" and (
+                rid is None or k == "browser:" + rid)]:
+            self._open.pop(key, None)
+        if not any(d.get("cause") == "browser" for d in self._open.values()):
+            for key in [k for k, d in self._open.items() if d.get("initiator") == "document"]:
+                self._open.pop(key, None)
+
+    def clear(self) -> None:
+        """A new document: the old one's requests can no longer answer."""
+        self._open.clear()
+
+
+class _ActMarks:
+    """The cursors a tab's windows start from: its last act and its last navigation (the floor), and,
+    per act, when it ran on the page's own clock.  Events are stamped when they reach the daemon;
+    under a backlog an event the page produced before the act can arrive after the act's cursor, and
+    a window that starts at an act drops such events by their page time (`pt`, compared only with
+    the page's own clock, on the same document)."""
+
+    def __init__(self) -> None:
         self.last_act: Optional[float] = None
         self.last_act_action: Optional[str] = None
         self.last_nav: Optional[float] = None
-        self.left_at: Optional[float] = None       # when the last socket went away (monotonic)
-        self._open: Dict[str, dict] = {}
-        self.act_marks: Dict[float, Tuple[str, float]] = {}
-        self.hidden = False
-        self.focused = True
-        self.snapshots: Dict[Tuple[Optional[str], str], Tuple[str, List[str]]] = {}
+        self._page: Dict[float, Tuple[str, float]] = {}  # act cursor -> (documentId, page time it ran at)
+
+    def act(self, now: float, action: Optional[str]) -> float:
+        self.last_act = now
+        self.last_act_action = action
+        return now
+
+    def navigation(self, now: float) -> float:
+        self.last_nav = now
+        return now
+
+    def floor(self) -> float:
+        """Events count from the last act or navigation on."""
+        marks = [m for m in (self.last_act, self.last_nav) if m is not None]
+        return max(marks) if marks else 0.0
+
+    def note_page_time(self, since: float, result: Any) -> None:
+        """Remember when, on the page's own clock, the act at `since` ran (the `pt` and `documentId`
+        of its command's result)."""
+        if isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) and result.get("documentId"):
+            self._page[since] = (str(result["documentId"]), float(result["pt"]))
+            # kept as long as known() looks back (BACKGROUND_MS): an act's request whose mark was
+            # dropped would read as unprompted, a repeated save as a timer's poll (outside the horizon)
+            while len(self._page) > 32 and (len(self._page) > 4096 or
+                                            next(iter(self._page)) < since - BACKGROUND_MS - 2000):
+                del self._page[next(iter(self._page))]
+
+    def page_time(self, since: float) -> Optional[Tuple[str, float]]:
+        """(documentId, page time) of the act at cursor `since`, or None when `since` is no act's."""
+        return self._page.get(since)
+
+    def acts(self) -> List[float]:
+        """The cursors of the acts remembered, oldest first."""
+        return sorted(self._page)
+
+
+class _PendingCommands:
+    """The commands sent to a tab that still wait for its answer: a future each, under the id the
+    page's reply echoes (c1, c2, ...)."""
+
+    def __init__(self) -> None:
+        self._futures: Dict[str, asyncio.Future] = {}
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self._futures)
+
+    def open(self) -> Tuple[str, asyncio.Future]:
+        """A new command id and the future its reply resolves."""
+        self._next += 1
+        cid = "c%d" % self._next
+        fut = asyncio.get_running_loop().create_future()
+        self._futures[cid] = fut
+        return cid, fut
+
+    def close(self, cid: str) -> None:
+        self._futures.pop(cid, None)
+
+    def resolve(self, msg: dict) -> None:
+        """The page's reply to a command: its future gets the message (a late or unknown id is ignored)."""
+        fut = self._futures.get(str(msg.get("id")))
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+
+    def fail(self, error: Callable[[], Exception]) -> None:
+        """Every command still waiting fails with an `error()` of its own, and none waits any more."""
+        for fut in list(self._futures.values()):
+            if not fut.done():
+                fut.set_exception(error())
+        self._futures.clear()
+
+
+class _HeldReports:
+    """In a device, the requests the page reported that the browser has not confirmed yet (see
+    _BrowserSession._must_confirm), in the page's order, each with its deadline on the daemon's clock
+    (NET_CONFIRM_S after it came).  One the browser confirms is admitted (`admit`, which stores it);
+    one it never confirms is refused: kept as `net.unmade` and counted as the blind spot
+    `request-not-made`, which the verdict names under integrity."""
+
+    def __init__(self, clock: Callable[[], float], store: _EventStore, tab_id: str,
+                 made: Callable[[dict], bool], admit: Callable[[dict, int], None], wake: Callable[[], None]) -> None:
+        self._clock = clock
+        self._store = store
+        self._tab_id = tab_id
+        self._made = made          # did the browser make the request this report's data names?
+        self._admit = admit
+        self._wake = wake
+        self.items: List[Tuple[float, dict, int]] = []  # (deadline, event, size)
+        self._timer: Any = None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def hold(self, event: dict, size: int) -> None:
+        if len(self.items) >= 2000:
+            self._refuse(self.items.pop(0))
+        self.items.append((self._clock() + NET_CONFIRM_S * 1000.0, event, size))
+        if self._timer is None:
+            self._timer = tornado.ioloop.IOLoop.current().call_later(NET_CONFIRM_S, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self.release(confirmed_only=False)
+        if self.items:
+            self._timer = tornado.ioloop.IOLoop.current().call_later(
+                max(0.01, (self.items[0][0] - self._clock()) / 1000.0), self._due)
+
+    def release(self, confirmed_only: bool) -> None:
+        """Let held reports through in the page's order: each the browser confirms now is admitted; one
+        past its deadline that it never confirmed is refused (unless `confirmed_only`).  A report
+        still waiting stops the ones after it.  Whoever waits for the tab's events is woken."""
+        now = self._clock()
+        while self.items:
+            deadline, event, size = self.items[0]
+            if self._made(event["data"]):
+                self.items.pop(0)
+                self._admit(event, size)
+            elif not confirmed_only and now >= deadline:
+                self._refuse(self.items.pop(0))
+            else:
+                break
+        self._wake()
+
+    def _refuse(self, item: Tuple[float, dict, int]) -> None:
+        """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
+        counted as the blind spot `request-not-made`."""
+        _, event, size = item
+        data = event["data"]
+        event["type"] = "net.unmade"
+        event["t"] = self._clock()
+        self._store.add(event, size)
+        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(data.get("url")), data.get("status"))
+        self._store.add({"t": self._clock(), "type": "blind-spot", "data": {
+            "reason": "request-not-made", "count": 1,
+            "detail": "the page reported %s, which the browser never made" % _short(label, 200)}}, 64)
+        self._store.note_blind_spot("request-not-made", 1, label)
+        _emit(_bridge_log, logging.WARNING, "request_not_made", sessionId=self._tab_id, request=_short(label, 200))
+
+
+class _SnapshotCache:
+    """The last snapshot of each (scope, mode) of a tab, as lines without focus and with the route it
+    was taken on, for the next one's diff (_snapshot_answer); a navigation forgets them all."""
+
+    def __init__(self) -> None:
+        self._last: Dict[Tuple[Optional[str], str], Tuple[str, List[str]]] = {}
+
+    def remember(self, scope: Optional[str], mode: str,
+                 result: dict) -> Tuple[Optional[Tuple[str, List[str]]], Tuple[str, List[str]]]:
+        """Keep the page's snapshot `result` as the last of its (scope, mode) -> (the one it replaces, or
+        None, and this one), each as (route, lines)."""
+        tree = str(result.get("tree", ""))
+        route = str((result.get("status") or {}).get("route", ""))
+        lines = [re.sub(r" \[focused\]|,focused|focused,", "", ln) for ln in tree.splitlines()]
+        key = (scope, mode)
+        prev = self._last.get(key)
+        self._last[key] = (route, lines)
+        return prev, (route, lines)
+
+    def clear(self) -> None:
+        self._last.clear()
+
+
+class _TabState:
+    """What the daemon knows of one tab, whichever socket carries it: its identity, the document it is
+    on and one on its way, its health, act marks, open requests and snapshots (each a part of its
+    own, above), and what the verdict rules read of it (now, window, known, floor).  _BrowserSession
+    is the tab itself: this state plus its traffic (the frames it sends, the commands it is sent)."""
+
+    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+        """A tab as the daemon knows it, from its hello: the socket, the event store and the parts,
+        the sampling windows of its frames, and the document it is on."""
+        self.bridge = bridge
+        self.clock: Callable[[], float] = bridge.clock  # the daemon's one clock (_clock_ms)
+        self.handler: Optional[_BridgeHandler] = handler
+        self.id = hello["sessionId"]
+        self.generation = 0
+        self.connected_at = self.clock()
+        self.first_connected_at = self.connected_at
+        self.reconnects = 0
+        self.store = _EventStore(self.clock)
+        self.pending = _PendingCommands()
+        self.marks = _ActMarks()
+        self.requests = _OpenRequests()
+        self.health = _TabHealth(self.clock)
+        self.snapshots = _SnapshotCache()
+        self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
+        # the frame path's sampling and pacing (_BrowserSession.ingest, frame_pause), on the daemon's clock
         self._window_start = 0.0
         self._window_count = 0
         self._window_high = 0
@@ -1551,11 +1861,6 @@ class _BrowserSession:
         self.paused_ms = 0.0           # how long the bridge stopped reading this tab (frame_pause)
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
-        self.held: List[Tuple[float, dict, int]] = []  # (deadline, event, size): reports the browser must confirm
-        self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
-        self.dialog_open: Optional[dict] = None  # a dialog the SDK saw open in a person's tab (no device answers it)
-        self.unanswered: Optional[Tuple[float, str]] = None  # (when, command) the page last failed to answer
-        self._held_timer: Any = None
         self.document_id = str(hello.get("documentId") or "")[:64]
         # (documentId, until): a hello whose events are still on the way
         self.arriving: Optional[Tuple[str, float]] = None
@@ -1570,142 +1875,58 @@ class _BrowserSession:
         self.adapters = [str(a)[:128] for a in adapters[:32]]
         self.sdk_version = str(hello.get("sdkVersion", ""))[:64]
         self.has_capabilities = bool(hello.get("hasCapabilities"))
-        self.last_seen = self.bridge.clock()
+        self.last_seen = self.clock()
 
     # -- health -------------------------------------------------------------
     def last_seen_ms(self) -> int:
-        return int(self.bridge.clock() - self.last_seen)
+        return int(self.clock() - self.last_seen)
 
     def throttled(self) -> bool:
-        return (self.hidden or self.last_seen_ms() > THROTTLED_AFTER_MS) and self.not_answering() is None
+        return self.health.throttled(self.last_seen_ms())
 
     def not_answering(self) -> Optional[str]:
-        """Why the page does not answer commands (a dialog open, the main thread busy), or None while
-        it answers (as far as anyone knows: the last command was answered)."""
-        if self.dialog_open is not None:
-            d = self.dialog_open
-            return ("a %s dialog (%s) is open in the tab; the page is blocked until the person closes it"
-                    % (d["dialogType"], _short(d.get("message") or "", 80) or "no text"))
-        if self.unanswered is None:
-            return None
-        when, name = self.unanswered
-        if not self.hidden and self.last_seen_ms() > DIALOG_SILENT_MS:
-            return ("the page's main thread is busy or blocked: '%s' got no answer %d ms ago and nothing was heard "
-                    "from the page for %d ms" % (name, self.bridge.clock() - when, self.last_seen_ms()))
-        return "the page did not answer '%s' (%d ms ago)" % (name, self.bridge.clock() - when)
-
-    def describe(self) -> dict:
-        """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
-        any version skew, and whether it answers commands, with what to do when it does not or when
-        it is throttled."""
-        out = {"sessionId": self.id, "url": self.url, "adapters": self.adapters,
-               "hasCapabilities": self.has_capabilities, "lastSeenMs": self.last_seen_ms(),
-               "hidden": self.hidden, "focused": self.focused, "throttled": self.throttled(),
-               "attachment": {"connectedSinceMs": int(self.bridge.clock() - self.connected_at),
-                              "reconnects": self.reconnects},
-               "sdkVersion": self.sdk_version, "buffer": self.store.stats()}
-        if self.title:
-            out["title"] = self.title
-        if self.server_seen:
-            out["serverRecords"] = self.server_seen  # the app's middleware reports this tab's requests
-        if self.device is not None:
-            out["device"] = {"deviceId": self.device.id, "input": "cdp", "headed": self.device.headed}
-        if self.sdk_version and self.sdk_version != __version__:
-            out["versionSkew"] = {"sdk": self.sdk_version, "daemon": __version__}
-        stuck = self.not_answering()
-        out["answering"] = stuck is None
-        if stuck is not None:
-            out["notAnswering"] = stuck
-            out["recommendation"] = ("close the dialog in the browser (only the person can)" if self.dialog_open
-                                     else "reticle_navigate {reload: true} (in a device it stops the page's "
-                                          "script first)" if self.device is not None else
-                                     "reload the page in the browser, or end what blocks it")
-        elif self.throttled():
-            out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
-                                     "bring it to the front or pass refuseWhenThrottled")
-        return out
+        """Why the page does not answer commands, or None (_TabHealth.not_answering)."""
+        return self.health.not_answering(self.last_seen_ms())
 
     def refuse_if_throttled(self, refuse: Optional[bool]) -> None:
         if refuse and self.throttled():
             raise ToolError("the tab is throttled (hidden, or silent for %d ms); nothing was driven."
                             % self.last_seen_ms(), "bring the tab to the front and retry")
 
-    def splice_health(self, out: dict) -> dict:
-        stuck = self.not_answering()
-        if stuck is not None:
-            out["session"] = {"lastSeenMs": self.last_seen_ms(), "answering": False, "notAnswering": stuck}
-            out["warning"] = "the tab does not answer: %s" % stuck
-        elif self.throttled():
-            out["session"] = {"lastSeenMs": self.last_seen_ms(), "throttled": True, "focused": self.focused}
-            out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
-        since = out.get("since")
-        seen = [d for t, d in self.dialogs if isinstance(since, (int, float)) and t >= since]
-        if seen:
-            out["dialogs"] = seen
-            said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
-                                                          d["handled"]) for d in seen[:3])
-            out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
-                ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
-                else "")
-        return out
-
-    def _page_dialog(self, data: dict, t: float) -> None:
-        """The SDK saw the page open (or close) alert/confirm/prompt, or a beforeunload prompt, in a
-        person's tab: while open, commands fail fast and waiting ones are failed (the page cannot answer).
-        In a device the device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
-        if self.device is not None:
-            return
-        kind = str(data.get("dialogType") or "")
-        if kind not in ("alert", "confirm", "prompt", "beforeunload"):
-            return
-        if data.get("phase") == "closed":
-            self.dialog_open = None
-            return
-        record = {"dialogType": kind, "message": _short(str(data.get("message") or ""), 300),
-                  "handled": "left open for the person (Reticle cannot close a dialog in your tab)"}
-        self.dialog_open = record
-        self.dialogs.append((t, record))
-        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
-        why = self.not_answering() or "a dialog is open"
-        for fut in list(self.pending.values()):
-            if not fut.done():
-                fut.set_exception(ToolError(why + "; whether the command finished is not known",
-                                            "ask the person to close the dialog in the browser, then check",
-                                            code="dialog_open"))
-
     def note_dialog(self, record: dict) -> None:
-        """A dialog the device answered: kept for the answers (splice_health) and as an event."""
-        now = self.bridge.clock()
-        self.dialogs.append((now, record))
+        """A dialog the device answered: kept for the answers (_with_health) and as an event."""
+        now = self.clock()
+        self.health.dialogs.append((now, record))
         self.store.add({"t": now, "type": "dialog", "data": dict(record)}, 256)
         self._wake()
 
-    def splice_buffer(self, out: dict, since: float) -> dict:
-        loss = self.store.loss_since(since)
-        if loss:
-            why = []
-            if loss.get("evicted") or loss.get("evictedChurn"):
-                why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
-                            % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
-            if loss.get("sampled"):
-                why.append("the page's flood was sampled")
-            loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
-            out["buffer"] = loss
-        return out
+    def _page_dialog(self, data: dict, t: float) -> None:
+        """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
+        commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
+        device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
+        if self.device is not None:
+            return
+        kind = self.health.page_dialog(data, t)
+        if kind is None:
+            return
+        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
+        why = self.not_answering() or "a dialog is open"
+        self.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
+                                            "ask the person to close the dialog in the browser, then check",
+                                            code="dialog_open"))
 
-    # -- what the verdict rules read -----------------------------------------
+    # -- documents ------------------------------------------------------------
     def now(self) -> float:
-        return self.bridge.clock()
+        return self.clock()
 
     def open_since(self, t: float) -> List[dict]:
         """Requests still open that started at or after `t` (each with `startedAt`)."""
-        return [d for d in self._open.values() if d.get("startedAt", 0) >= t]
+        return self.requests.since(t)
 
     def navigating(self) -> bool:
         """The page is leaving its document: it reported a navigation (a form post, a link) whose
         next document has not connected yet.  Judging the page now would judge the one going away."""
-        horizon = self.now() - NAV_WAIT_S * 1000.0
-        return any(d.get("initiator") == "document" and d.get("startedAt", 0) >= horizon for d in self._open.values())
+        return self.requests.document_since(self.now() - NAV_WAIT_S * 1000.0)
 
     def arrived(self, hello: dict) -> None:
         """A hello on a live session.  From a new document, its first events (the request that
@@ -1718,21 +1939,30 @@ class _BrowserSession:
         self.document_id = doc or self.document_id
 
     def between_documents(self) -> bool:
+        """Is the tab between two documents: gone from its socket, a new document's first events still
+        on their way, or a navigation on its way?  A question only: call expire_arrival() first."""
+        return self.handler is None or self.arriving is not None or self.navigating()
+
+    def expire_arrival(self) -> None:
+        """A new document whose first events did not come within ARRIVAL_WAIT_MS is no longer waited
+        for, and the window says so (a blind spot), so a verdict that needed the request that brought
+        it is unknown, not a false no."""
         if self.arriving is not None and self.now() >= self.arriving[1]:
-            # the new page connected but never reported the request that brought it: say so in
-            # the window, so a verdict that needed that request is unknown, not a false no
             self.store.add({"t": self.now(), "type": "blind-spot", "data": {
                 "kind": "arrival-unseen", "reason": "arrival-unseen", "count": 1, "documentId": self.arriving[0],
                 "detail": "the new page said hello but sent nothing within %d ms" % ARRIVAL_WAIT_MS}}, 128)
             self.arriving = None
-        return self.handler is None or self.arriving is not None or self.navigating()
 
-    async def next_document(self, deadline: float) -> bool:
-        """Wait (until the monotonic `deadline`) for the tab's next document to connect.
+    async def next_document(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the tab's next document to connect.
         False when the tab closed, crashed, or its next document never came."""
         _progress_note("waiting for the next document of tab %s to connect" % self.id)
-        while self.between_documents():
-            left = deadline - time.monotonic()
+        until = self.now() + timeout * 1000.0
+        while True:
+            self.expire_arrival()
+            if not self.between_documents():
+                return True
+            left = (until - self.now()) / 1000.0
             if left <= 0:
                 return False
             if self.handler is None:
@@ -1740,35 +1970,21 @@ class _BrowserSession:
                     return False
             else:
                 await self.wait_change(min(0.05, left))
-        return True
 
     def document_on_its_way(self, rid: str, method: str, url: str) -> None:
         """A device's browser started loading a new document in this tab (_Device._on_document):
         recorded as the SDK records a form submission it announces, an open document request, so
         the tab is between documents (navigating) until the next document connects."""
-        if len(self._open) >= 1000:
-            return
-        key = "browser:" + rid
-        self._open[key] = {"requestId": key, "method": method, "methodKnown": True, "url": url, "urlKnown": True,
-                           "initiator": "document", "cause": "browser", "startedAt": self.now(), "_key": key}
-        self._wake()
+        if self.requests.document_on_its_way(rid, method, url, self.now()):
+            self._wake()
 
     def document_not_coming(self, rid: Optional[str]) -> None:
-        """The browser's navigation `rid` (every one, with None) brought no document after all (a
-        download, a 204, a failure).  Once the browser loads no document in the tab, the page's own
-        announcements of one (a form post answered by a download) are over too: none will arrive."""
-        for key in [k for k, d in self._open.items() if d.get("cause") == "browser" and (
-                rid is None or k == "browser:" + rid)]:
-            self._open.pop(key, None)
-        if not any(d.get("cause") == "browser" for d in self._open.values()):
-            for key in [k for k, d in self._open.items() if d.get("initiator") == "document"]:
-                self._open.pop(key, None)
+        """The browser's navigation `rid` (every one, with None) brought no document after all
+        (_OpenRequests.document_not_coming)."""
+        self.requests.document_not_coming(rid)
         self._wake()
 
-    def clear_open_requests(self) -> None:
-        """A new document: the old one's requests can no longer answer."""
-        self._open.clear()
-
+    # -- what the verdict rules read -----------------------------------------
     def known(self, floor: float) -> "_Known":
         parts = urllib.parse.urlsplit(self.url)
         origin = "%s://%s" % (parts.scheme, parts.netloc) if parts.scheme and parts.netloc else ""
@@ -1777,53 +1993,85 @@ class _BrowserSession:
         writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
         background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
         # a timer's requests: made twice or more before, each on its own (not within 2 s after an act)
-        acts = sorted(self.act_marks)
+        acts = self.marks.acts()
         unprompted = collections.Counter(_call_label(e["data"]) for e in before if not any(
             0 <= e["t"] - a <= 2000 for a in acts))
-        known = _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
+        known = _Known(self.requests.all(), self.store.blind_spot_counts(), self.store.loss_since(floor),
                        origin, background, self.store.page_blind_spots(), self.server_seen,
                        polled=tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
         known.stuck = self.not_answering() or ""
         return known
 
     # -- cursors --------------------------------------------------------------
+    @property
+    def last_act(self) -> Optional[float]:
+        """The cursor of the tab's last act, or None (_ActMarks)."""
+        return self.marks.last_act
+
     def mark_act(self, action: Optional[str]) -> float:
-        self.last_act = self.bridge.clock()
-        self.last_act_action = action
-        return self.last_act
+        return self.marks.act(self.clock(), action)
 
     def note_act_page_time(self, since: float, result: Any) -> None:
-        """Remember when, on the page's own clock, the act at `since` ran.
-
-        Events are stamped when they reach the daemon; under a backlog an event
-        the page produced before the act can arrive after `since`.  Windows
-        that start at an act drop such events by their page time."""
-        if isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) and result.get("documentId"):
-            self.act_marks[since] = (str(result["documentId"]), float(result["pt"]))
-            # kept as long as known() looks back (BACKGROUND_MS): an act's request whose mark was
-            # dropped would read as unprompted, a repeated save as a timer's poll (outside the horizon)
-            while len(self.act_marks) > 32 and (len(self.act_marks) > 4096 or
-                                                next(iter(self.act_marks)) < since - BACKGROUND_MS - 2000):
-                del self.act_marks[next(iter(self.act_marks))]
+        self.marks.note_page_time(since, result)
 
     def window(self, since: float, until: Optional[float] = None, prefix: Optional[str] = None) -> List[dict]:
         """Events from `since` on; when `since` is an act, none the page made before it."""
         events = self.store.query(since, until, prefix)
-        mark = self.act_marks.get(since)
+        mark = self.marks.page_time(since)
         if mark is None:
             return events
         doc, pt = mark
         return [e for e in events if e.get("doc") != doc or "pt" not in e or e["pt"] >= pt]
 
     def mark_navigation(self) -> float:
-        self.last_nav = self.bridge.clock()
         self.snapshots.clear()
-        return self.last_nav
+        return self.marks.navigation(self.clock())
 
     def floor(self) -> float:
         """Events count from the last act or navigation on."""
-        marks = [m for m in (self.last_act, self.last_nav) if m is not None]
-        return max(marks) if marks else 0.0
+        return self.marks.floor()
+
+    # -- what the page answers ------------------------------------------------
+    def resolve_command(self, msg: dict) -> None:
+        self.health.unanswered = None  # the page answers again
+        self.pending.resolve(msg)
+
+    def fail_pending(self, why: str) -> None:
+        self.pending.fail(lambda: _TabGone(why, "call reticle_sessions and retry on the live tab"))
+
+    def add_server_record(self, rec: dict) -> None:
+        """What the app's server did for one of this tab's requests (Server truth section)."""
+        self.server_seen += 1
+        self.store.add({"t": self.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
+        self._wake()
+
+    # -- waking ---------------------------------------------------------------
+    def _wake(self) -> None:
+        """Wake whoever waits for this tab's next event (wait_change)."""
+        changed = self._changed
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    async def wait_change(self, timeout: float) -> None:
+        """Sleep until the next event arrives or `timeout` seconds pass."""
+        if timeout <= 0:
+            return
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+
+class _BrowserSession(_TabState):
+    """One connected tab: the state _TabState keeps, and its traffic: the frames of events its page
+    sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
+    the tab) and the commands the daemon sends it (command; the page's replies resolve them)."""
+
+    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+        super().__init__(bridge, handler, hello)
+        self.held = _HeldReports(self.clock, self.store, self.id, self._browser_made, self._admit, self._wake)
 
     # -- events ---------------------------------------------------------------
     def ingest(self, events: List[Any], frame_bytes: int) -> None:
@@ -1939,57 +2187,22 @@ class _BrowserSession:
         return not self.device.made_request(event["data"]) or bool(self.held)  # keep the page's order
 
     def _hold(self, event: dict, size: int) -> None:
-        if len(self.held) >= 2000:
-            self._refuse_held(self.held.pop(0))
-        self.held.append((time.monotonic() + NET_CONFIRM_S, event, size))
-        if self._held_timer is None:
-            self._held_timer = tornado.ioloop.IOLoop.current().call_later(NET_CONFIRM_S, self._held_due)
-
-    def _held_due(self) -> None:
-        self._held_timer = None
-        self.admit_held(confirmed_only=False)
-        if self.held:
-            self._held_timer = tornado.ioloop.IOLoop.current().call_later(
-                max(0.01, self.held[0][0] - time.monotonic()), self._held_due)
+        self.held.hold(event, size)
 
     def admit_held(self, confirmed_only: bool) -> None:
-        """Let held reports through in the page's order: each the browser confirms now becomes
-        a net.request; one past its deadline that it never confirmed is refused (_refuse_held).
-        A report still waiting stops the ones after it."""
-        now = time.monotonic()
-        while self.held:
-            deadline, event, size = self.held[0]
-            if isinstance(self.device, _Device) and self.device.made_request(event["data"]):
-                self.held.pop(0)
-                event["t"] = self.bridge.clock()
-                self._observe(event)
-                self.store.add(event, size)
-            elif not confirmed_only and now >= deadline:
-                self._refuse_held(self.held.pop(0))
-            else:
-                break
-        self._wake()
+        """Let held reports through in the page's order (_HeldReports.release)."""
+        self.held.release(confirmed_only)
 
-    def _refuse_held(self, item: Tuple[float, dict, int]) -> None:
-        """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
-        counted as the blind spot `request-not-made`, which the verdict names under integrity."""
-        _, event, size = item
-        data = event["data"]
-        event["type"] = "net.unmade"
-        event["t"] = self.bridge.clock()
+    # -- what a kept event teaches the tab ------------------------------------
+    def _browser_made(self, data: dict) -> bool:
+        """Did the tab's device's browser make the request a page report names?"""
+        return isinstance(self.device, _Device) and self.device.made_request(data)
+
+    def _admit(self, event: dict, size: int) -> None:
+        """A held report the browser confirmed joins the store as of now (_HeldReports.release)."""
+        event["t"] = self.clock()
+        self._observe(event)
         self.store.add(event, size)
-        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(data.get("url")), data.get("status"))
-        self.store.add({"t": self.bridge.clock(), "type": "blind-spot", "data": {
-            "reason": "request-not-made", "count": 1,
-            "detail": "the page reported %s, which the browser never made" % _short(label, 200)}}, 64)
-        self.store.note_blind_spot("request-not-made", 1, label)
-        _emit(_bridge_log, logging.WARNING, "request_not_made", sessionId=self.id, request=_short(label, 200))
-
-    def _wake(self) -> None:
-        """Wake whoever waits for this tab's next event (wait_change)."""
-        changed = self._changed
-        if changed is not None and not changed.done():
-            changed.set_result(None)
 
     def _observe(self, event: dict) -> None:
         """What the session learns from one kept event beyond storing it: open requests (pending until
@@ -1997,18 +2210,17 @@ class _BrowserSession:
         its URL after a route change, and the page's own blind spots."""
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
+        health = self.health
         if etype == "page.dialog":
             self._page_dialog(data, event["t"])
-        elif self.dialog_open is not None:
-            self.dialog_open = None  # the page runs again, so its dialog closed
+        elif health.dialog_open is not None:
+            health.dialog_open = None  # the page runs again, so its dialog closed
         if etype in ("net.request", "net.pending", "net.ws"):
             self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
-            if len(self._open) < 1000:
-                key = _request_key(event)
-                self._open[key] = dict(data, startedAt=event["t"], _key=key)
+            self.requests.started(event, data)
         elif etype == "net.request" and data.get("requestId"):
-            self._open.pop(_request_key(event), None)
+            self.requests.answered(event)
             if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False:
                 # Navigation Timing gives the status of the page the redirects led to, not of the
                 # request (a form POST answered 302): that one is hidden from the page.
@@ -2019,8 +2231,8 @@ class _BrowserSession:
                                       "which answered %s"
                                       % (data.get("finalUrl") or "another page", data["finalStatus"]))
         elif etype == "page.health":
-            self.hidden = bool(data.get("hidden"))
-            self.focused = bool(data.get("focused", True))
+            health.hidden = bool(data.get("hidden"))
+            health.focused = bool(data.get("focused", True))
         elif etype == "route.change" and isinstance(data.get("to"), str):
             self.url = data["to"][:4096]
         elif etype == "blind-spot":
@@ -2029,24 +2241,6 @@ class _BrowserSession:
             except (TypeError, ValueError):
                 count = 1
             self.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
-
-    def add_server_record(self, rec: dict) -> None:
-        """What the app's server did for one of this tab's requests (Server truth section)."""
-        self.server_seen += 1
-        self.store.add({"t": self.bridge.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
-        if self._changed is not None and not self._changed.done():
-            self._changed.set_result(None)
-
-    async def wait_change(self, timeout: float) -> None:
-        """Sleep until the next event arrives or `timeout` seconds pass."""
-        if timeout <= 0:
-            return
-        if self._changed is None or self._changed.done():
-            self._changed = asyncio.get_running_loop().create_future()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
-        except asyncio.TimeoutError:
-            pass
 
     # -- commands -------------------------------------------------------------
     async def command(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
@@ -2058,14 +2252,11 @@ class _BrowserSession:
         if handler is None:
             raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
                             "call reticle_sessions and retry on the live tab")
-        if self.dialog_open is not None and self.device is None:
+        if self.health.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.unanswered is not None else timeout)
-        self._next_cmd += 1
-        cid = "c%d" % self._next_cmd
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[cid] = fut
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout)
+        cid, fut = self.pending.open()
         device = self.device if name in ("act", "act_sequence") else None
         if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
             args = dict(args, input="cdp")
@@ -2075,7 +2266,7 @@ class _BrowserSession:
         try:
             reply = await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
-            self.unanswered = (self.bridge.clock(), name)
+            self.health.unanswered = (self.clock(), name)
             note = ""
             if self.last_seen_ms() <= 2000:
                 note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
@@ -2083,72 +2274,12 @@ class _BrowserSession:
                             "reticle_sessions shows the tab's health; reload the page if it is stuck (in a device: "
                             "reticle_navigate {reload: true})", code="not_answering") from None
         finally:
-            self.pending.pop(cid, None)
+            self.pending.close(cid)
             if device is not None:
                 device.acting -= 1
                 if not device.acting:
                     device.dialog_policy = None
-        if not reply.get("ok"):
-            error = str(reply.get("error") or "the page refused the command")[:4096]
-            code = reply.get("code") if reply.get("code") in _PAGE_ERROR_CODES else "page_refused"
-            raise ToolError(error, str(reply.get("recovery") or ""), code=code)
-        return reply.get("result")
-
-    def resolve_command(self, msg: dict) -> None:
-        self.unanswered = None  # the page answers again
-        fut = self.pending.get(str(msg.get("id")))
-        if fut is not None and not fut.done():
-            fut.set_result(msg)
-
-    def fail_pending(self, why: str) -> None:
-        for fut in list(self.pending.values()):
-            if not fut.done():
-                fut.set_exception(_TabGone(why, "call reticle_sessions and retry on the live tab"))
-        self.pending.clear()
-
-    # -- snapshot diff ----------------------------------------------------------
-    def snapshot_diff(self, scope: Optional[str], mode: str, result: dict) -> dict:
-        """full | unchanged | delta against the last snapshot of this (scope, mode, route).
-
-        Lines are compared without focus; a line whose ref survives with other
-        content is `changed`, not a removal plus an addition."""
-        tree = str(result.get("tree", ""))
-        route = str((result.get("status") or {}).get("route", ""))
-        lines = [re.sub(r" \[focused\]|,focused|focused,", "", ln) for ln in tree.splitlines()]
-        key = (scope, mode)
-        prev = self.snapshots.get(key)
-        self.snapshots[key] = (route, lines)
-        if prev is None or prev[0] != route:
-            result["mode"] = "full"
-            result["reason"] = "first snapshot for this route" if prev is None else "route changed"
-            return result
-
-        def by_ref(seq: List[str]) -> Dict[str, str]:
-            out = {}
-            for ln in seq:
-                m = re.search(r"\(ref=(e\d+)\)", ln)
-                if m:
-                    out[m.group(1)] = ln
-            return out
-
-        old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
-        changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
-                   for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
-        skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
-        strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
-        old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
-        new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
-        added = list((new - old).elements())
-        removed = list((old - new).elements())
-        if not added and not removed and not changed:
-            return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
-        out = {"mode": "delta", "status": result.get("status"),
-               "delta": {"added": added[:200], "removed": removed[:200],
-                         "addedCount": len(added), "removedCount": len(removed)}}
-        if changed:
-            out["changed"] = changed[:200]
-            out["changedCount"] = len(changed)
-        return out
+        return _command_result(reply)
 
 
 async def _poll(check: Callable[[], bool], timeout: float, step: float) -> bool:
@@ -2245,8 +2376,8 @@ class _Bridge:
             session.generation += 1
             session.reconnects += 1
             session.connected_at = self.clock()
-            session.clear_open_requests()
-            session.unanswered = session.dialog_open = None  # a new document answers for itself
+            session.requests.clear()      # a new document: the old one's requests can no longer answer
+            session.health.new_document()  # a new document answers for itself
             session.arrived(hello)
             session.update_identity(hello)
             if old_handler is not None and old_handler is not handler:
@@ -2266,7 +2397,7 @@ class _Bridge:
         if session is None or session.handler is not handler:
             return
         session.handler = None
-        session.left_at = time.monotonic()
+        session.left_at = self.clock()
         session.fail_pending("the tab %s disconnected before the command answered" % session.id)
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
@@ -2285,15 +2416,16 @@ class _Bridge:
             if now - gone_at > keep_ms:
                 del self.departed[sid]
 
-    async def wait_back(self, session: _BrowserSession, timeout: float) -> bool:
+    async def wait_back(self, session: _TabState, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
                            timeout, 0.025)
 
     def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
         """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
-        now = time.monotonic()
-        recent = [s for s, _ in self.departed.values() if s.left_at is not None and now - s.left_at < NAV_WAIT_S]
+        now = self.clock()
+        recent = [s for s, _ in self.departed.values()
+                  if s.left_at is not None and now - s.left_at < NAV_WAIT_S * 1000.0]
         if session_id:
             return next((s for s in recent if s.id == session_id), None)
         return recent[-1] if len(recent) == 1 and not self.sessions else None
@@ -2306,7 +2438,7 @@ class _Bridge:
         except ToolError:
             back = self._returning(session_id)
             if back is None or back.left_at is None or not await self.wait_back(
-                    back, NAV_WAIT_S - (time.monotonic() - back.left_at)):
+                    back, NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0):
                 raise
             return back
 
@@ -5524,10 +5656,11 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             await asyncio.sleep(grace / 1000.0)
         _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
+    session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
                                         act_at if act_at is not None else floor if after_act else None)
-    elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
+    elif session.between_documents() and not await session.next_document(NAV_WAIT_S):
         obs = _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                            url=session.url, lost=_lost_why(session))
     else:
@@ -5583,13 +5716,16 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
-        if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
+        session.expire_arrival()
+        if session.between_documents() and not await session.next_document(max(deadline - time.monotonic(), 0.5)):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
         res = _judge(p, obs)
-        if res.get("inconclusive") and session.between_documents():
-            continue  # the page went away while it was being asked: ask the next document
+        if res.get("inconclusive"):
+            session.expire_arrival()
+            if session.between_documents():
+                continue  # the page went away while it was being asked: ask the next document
         remaining = deadline - time.monotonic()
         if res["pass"]:
             if holds_count and remaining > 0.3:
@@ -6997,7 +7133,7 @@ def _cost(obj: Any) -> dict:
 
 async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                          ctx: "_CallContext") -> dict:
-    sessions = [s.describe() for s in hub.bridge.live()]
+    sessions = [_describe_session(s) for s in hub.bridge.live()]
     out: Dict[str, Any] = {"sessions": sessions}
     if not sessions:
         out["why"] = hub.bridge.why()
@@ -7021,7 +7157,8 @@ async def _tool_snapshot(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     result = await session.command("snapshot", cmd)
     if not isinstance(result, dict):
         raise ToolError("the page answered snapshot with %r" % type(result).__name__)
-    diffed = session.snapshot_diff(args.get("scope"), mode, dict(result))  # also remembers this one
+    prev, now = session.snapshots.remember(args.get("scope"), mode, result)
+    diffed = _snapshot_answer(dict(result), prev, now)
     if args.get("diff"):
         result = diffed
     result["cost"] = _cost(result)
@@ -7102,7 +7239,7 @@ async def _act_once(session: "_BrowserSession", args: dict) -> dict:
            "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
            "result": result}
     _journal(session, "act", args, out, pre)
-    return session.splice_health(out)
+    return _with_health(session, out)
 
 
 async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -7125,7 +7262,7 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
         secret = bool(said.get("password")) or _no_plain_secret(dict(step)).get("secret") is not None
         _journal(session, "act", step, {"since": since},
                  {"target": step.get("target"), "url": session.url, "secret": secret})
-    return session.splice_health(out)
+    return _with_health(session, out)
 
 
 async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
@@ -7237,7 +7374,7 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     if dropped:
         cost["droppedOldest"] = dropped
     out["cost"] = cost
-    return session.splice_buffer(out, since)
+    return _with_buffer(session, out, since)
 
 
 def _event_matches_filters(etype: str, filters: List[str]) -> bool:
@@ -7371,7 +7508,7 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
            for c in shaped):
         out["bodiesNotCaptured"] = True
     out["cost"] = _cost(shaped)
-    return session.splice_buffer(out, since)
+    return _with_buffer(session, out, since)
 
 
 # -- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
@@ -7526,7 +7663,7 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
         out["observed"] = True
         out["note"] = "the observation ran and found no console output in this window"
     out["cost"] = _cost(logs)
-    return session.splice_buffer(out, since)
+    return _with_buffer(session, out, since)
 
 
 # -- the verdict tools: they ask the page and wait; the rules above decide ------------------------
@@ -7572,7 +7709,7 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
     res = _judge_final(p, await _observe(session, p, floor, args.get("timeout_ms", 4000)))
     res["since"] = floor
-    return session.splice_buffer(res, floor)
+    return _with_buffer(session, res, floor)
 
 
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -7670,7 +7807,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
         if advice:
             out["advice"] = advice
         _journal(session, "assert", args, out)
-        out = session.splice_health(session.splice_buffer(out, since))
+        out = _with_health(session, _with_buffer(session, out, since))
         return out if args.get("detail") == "full" else _compact(out, out)
     verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
     loss = known.loss
@@ -7698,8 +7835,117 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
     if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
     _journal(session, "act_and_wait", args, out, anchor)
-    out = session.splice_health(out)
+    out = _with_health(session, out)
     return out if args.get("detail") == "full" else _compact(out, verdict)
+
+
+def _describe_session(session: "_BrowserSession") -> dict:
+    """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
+    any version skew, and whether it answers commands, with what to do when it does not or when
+    it is throttled."""
+    now = session.now()
+    out = {"sessionId": session.id, "url": session.url, "adapters": session.adapters,
+           "hasCapabilities": session.has_capabilities, "lastSeenMs": session.last_seen_ms(),
+           "hidden": session.health.hidden, "focused": session.health.focused, "throttled": session.throttled(),
+           "attachment": {"connectedSinceMs": int(now - session.connected_at), "reconnects": session.reconnects},
+           "sdkVersion": session.sdk_version, "buffer": session.store.stats()}
+    if session.title:
+        out["title"] = session.title
+    if session.server_seen:
+        out["serverRecords"] = session.server_seen  # the app's middleware reports this tab's requests
+    if session.device is not None:
+        out["device"] = {"deviceId": session.device.id, "input": "cdp", "headed": session.device.headed}
+    if session.sdk_version and session.sdk_version != __version__:
+        out["versionSkew"] = {"sdk": session.sdk_version, "daemon": __version__}
+    stuck = session.not_answering()
+    out["answering"] = stuck is None
+    if stuck is not None:
+        out["notAnswering"] = stuck
+        out["recommendation"] = ("close the dialog in the browser (only the person can)" if session.health.dialog_open
+                                 else "reticle_navigate {reload: true} (in a device it stops the page's "
+                                      "script first)" if session.device is not None else
+                                 "reload the page in the browser, or end what blocks it")
+    elif session.throttled():
+        out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
+                                 "bring it to the front or pass refuseWhenThrottled")
+    return out
+
+
+def _with_health(session: "_BrowserSession", out: dict) -> dict:
+    """An answer about the tab, with its health spliced in: a tab that does not answer or is throttled
+    says so (`session`, `warning`), and the dialogs seen from the answer's `since` are named."""
+    stuck = session.not_answering()
+    if stuck is not None:
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "answering": False, "notAnswering": stuck}
+        out["warning"] = "the tab does not answer: %s" % stuck
+    elif session.throttled():
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
+        out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+    seen = session.health.dialogs_since(out.get("since"))
+    if seen:
+        out["dialogs"] = seen
+        said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
+                                                      d["handled"]) for d in seen[:3])
+        out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
+            ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
+            else "")
+    return out
+
+
+def _with_buffer(session: "_BrowserSession", out: dict, since: float) -> dict:
+    """An answer over the window from `since`, with what the tab's buffer lost of it (`buffer`: evicted,
+    sampled, and a note that the counts are lower bounds)."""
+    loss = session.store.loss_since(since)
+    if loss:
+        why = []
+        if loss.get("evicted") or loss.get("evictedChurn"):
+            why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
+                       % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
+        if loss.get("sampled"):
+            why.append("the page's flood was sampled")
+        loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
+        out["buffer"] = loss
+    return out
+
+
+def _snapshot_answer(result: dict, prev: Optional[Tuple[str, List[str]]], now: Tuple[str, List[str]]) -> dict:
+    """A snapshot as the caller reads it with `diff`: full | unchanged | delta against the last snapshot
+    of its (scope, mode) on the same route (`prev` and `now` are (route, lines), _SnapshotCache).
+
+    Lines are compared without focus; a line whose ref survives with other content is `changed`,
+    not a removal plus an addition."""
+    route, lines = now
+    if prev is None or prev[0] != route:
+        result["mode"] = "full"
+        result["reason"] = "first snapshot for this route" if prev is None else "route changed"
+        return result
+
+    def by_ref(seq: List[str]) -> Dict[str, str]:
+        out = {}
+        for ln in seq:
+            m = re.search(r"\(ref=(e\d+)\)", ln)
+            if m:
+                out[m.group(1)] = ln
+        return out
+
+    old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
+    changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
+               for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
+    skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
+    strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
+    old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
+    new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
+    added = list((new - old).elements())
+    removed = list((old - new).elements())
+    if not added and not removed and not changed:
+        return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
+    out = {"mode": "delta", "status": result.get("status"),
+           "delta": {"added": added[:200], "removed": removed[:200],
+                     "addedCount": len(added), "removedCount": len(removed)}}
+    if changed:
+        out["changed"] = changed[:200]
+        out["changedCount"] = len(changed)
+    return out
 
 
 # -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
@@ -10898,8 +11144,8 @@ class Hub:
 
     # -- clock and ids --------------------------------------------------------
     def clock(self) -> float:
-        """Milliseconds since the daemon started: the cursor clock."""
-        return round((time.monotonic() - self._t0) * 1000.0, 3)
+        """Milliseconds since the daemon started: the cursor clock, the daemon's one clock (_clock_ms)."""
+        return _clock_ms(self._t0)
 
     def token(self) -> str:
         """The pairing token: the one given to the constructor, else RETICLE_TOKEN, else the state
@@ -10987,7 +11233,7 @@ class Hub:
         horizon = time.monotonic() - 600
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
-               "sessions": [s.describe() for s in self.bridge.live()],
+               "sessions": [_describe_session(s) for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
                "devices": self.devices.describe()}
         if not out["sessions"]:
@@ -12703,9 +12949,12 @@ _DEMO_HTML = r"""<!doctype html>
 
 _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 /* Reticle in-page SDK. Served by the Reticle daemon at /reticle.js; dev-only, loopback-only by default.
-   One IIFE; the only global it creates is window.reticle. It never throws into the host page. */
+   One IIFE; the only global it creates is window.reticle. It never throws into the host page.
+   Named sections, in a fixed order: grep -n '// == Section' lists them (tests/test_sdk_js.py holds the order). */
+/* eslint-disable-next-line max-lines-per-function -- this IIFE is the whole SDK; its functions are held to 80 */
 (function () {
   'use strict';
+  // == Section: config == configuration, caps, and the natives captured before any page script runs
   var CONFIG = /*__RETICLE_CONFIG__*/null;
   if (typeof window === 'undefined' || typeof document === 'undefined') return;
   if (window.reticle && window.reticle.__reticleSdk) return; // loaded twice: keep the first copy
@@ -12758,6 +13007,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.Promise = w.Promise;
   })();
 
+  // == Section: relay == a device's bridge: the relay's MessagePort
   // ---- a device's bridge: the relay's MessagePort, never a socket of this world ---------------
   // In a device, the bridge socket lives in the relay's isolated world; this world only holds the
   // port the relay hands over (matched by the nonce), so no page script can read its ticket.
@@ -12831,6 +13081,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   if (CFG.device && typeof CFG.relay === 'string') N.BridgeSocket = relaySockets(CFG.relay);
 
+  // == Section: helpers == small helpers, redaction, the sanitizer
+  // ---- small helpers -------------------------------------------------------------------------
   function warn(msg) {
     try {
       N.warn(PREFIX + ' ' + msg);
@@ -12841,8 +13093,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function microtask(fn) {
     N.Promise.resolve().then(fn);
   }
-
-  // ---- small helpers -------------------------------------------------------------------------
   function hasOwn(o, k) {
     return Object.prototype.hasOwnProperty.call(o, k);
   }
@@ -13034,143 +13284,158 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return '[Node]';
     }
   }
+  // A JSON-safe, capped, redacted clone of `value`; opt: depth, items, str, budget, nodes, redact,
+  // report (its .cut learns how many things were cut). The san* functions share one ctx record.
   function sanitize(value, opt) {
     opt = opt || {};
-    var maxDepth = opt.depth == null ? 8 : opt.depth;
-    var maxItems = opt.items || 200;
-    var maxStr = opt.str || 65536;
     var ctx = {
+      opt: opt,
+      maxDepth: opt.depth == null ? 8 : opt.depth,
+      maxItems: opt.items || 200,
+      maxStr: opt.str || 65536,
       budget: opt.budget || 262144,
       nodes: 0,
       maxNodes: opt.nodes || 1000,
       cut: 0,
       stack: []
     };
-    var out = walk(value, 0, null);
+    var out = sanWalk(ctx, value, 0, null);
     if (opt.report) opt.report.cut = ctx.cut;
     return out;
-    function str(s, key) {
-      var cap = key === 'error' ? ERROR_CAP : maxStr;
-      if (s.length > cap) {
-        s = s.slice(0, cap) + '\u2026[TRUNCATED]';
-        ctx.cut++;
-      }
-      if (opt.redact !== false) s = scrub(s);
-      ctx.budget -= s.length;
-      return s;
+  }
+  var SAN_PLAIN = {}; // sanSpecial's answer for a value that is none of its kinds
+  function sanStr(ctx, s, key) {
+    var cap = key === 'error' ? ERROR_CAP : ctx.maxStr;
+    if (s.length > cap) {
+      s = s.slice(0, cap) + '\u2026[TRUNCATED]';
+      ctx.cut++;
     }
-    function walk(v, depth, key) {
-      ctx.nodes++;
-      if (v === null) return null;
-      var t = typeof v;
-      if (t === 'string') return str(v, key);
-      if (t === 'number') return isFinite(v) ? v : null;
-      if (t === 'boolean') return v;
-      if (t === 'bigint') return String(v);
-      if (t === 'undefined' || t === 'function' || t === 'symbol') return undefined;
-      if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) {
-        ctx.cut++;
-        return '[TRUNCATED]';
-      }
-      try {
-        if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
-        if (v instanceof Error)
-          return { name: str(String(v.name || 'Error')), message: str(String(v.message || '')) };
-        if (v instanceof RegExp) return String(v);
-        if (typeof Node !== 'undefined' && (v instanceof Node || v === window))
-          return describeNode(v);
-      } catch (e) {
-        return '[UNSERIALIZABLE]';
-      }
-      if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
-      if (depth >= maxDepth) {
-        ctx.cut++;
-        if (Array.isArray(v)) return '[Array(' + v.length + ')]';
-        try {
-          return '{\u2026' + Object.keys(v).length + ' keys}';
-        } catch (e) {
-          return '{\u2026}';
-        }
-      }
-      ctx.stack.push(v);
-      try {
-        var i, res;
-        if (
-          Array.isArray(v) ||
-          (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView))
-        ) {
-          res = [];
-          for (i = 0; i < v.length; i++) {
-            if (i >= maxItems || ctx.budget <= 0) {
-              res.push('[TRUNCATED ' + (v.length - i) + ' more]');
-              ctx.cut++;
-              break;
-            }
-            var x = walk(v[i], depth + 1, null);
-            res.push(x === undefined ? null : x);
-          }
-          return res;
-        }
-        if (typeof Map !== 'undefined' && v instanceof Map) {
-          var mo = {};
+    if (ctx.opt.redact !== false) s = scrub(s);
+    ctx.budget -= s.length;
+    return s;
+  }
+  function sanWalk(ctx, v, depth, key) {
+    ctx.nodes++;
+    if (v === null) return null;
+    var t = typeof v;
+    if (t === 'string') return sanStr(ctx, v, key);
+    if (t === 'number') return isFinite(v) ? v : null;
+    if (t === 'boolean') return v;
+    if (t === 'bigint') return String(v);
+    if (t === 'undefined' || t === 'function' || t === 'symbol') return undefined;
+    if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) {
+      ctx.cut++;
+      return '[TRUNCATED]';
+    }
+    var special = sanSpecial(ctx, v);
+    if (special !== SAN_PLAIN) return special;
+    if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
+    if (depth >= ctx.maxDepth) return sanDeep(ctx, v);
+    ctx.stack.push(v);
+    try {
+      if (Array.isArray(v) || (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView)))
+        return sanArray(ctx, v, depth);
+      if (typeof Map !== 'undefined' && v instanceof Map) {
+        var mo = {},
           i = 0;
-          v.forEach(function (mv, mk) {
-            if (i++ < maxItems) mo[String(mk)] = mv;
-          });
-          return walk(mo, depth, key);
-        }
-        if (typeof Set !== 'undefined' && v instanceof Set) {
-          var sa = [];
-          v.forEach(function (sv) {
-            if (sa.length < maxItems) sa.push(sv);
-          });
-          return walk(sa, depth, key);
-        }
-        res = {};
-        var keys;
-        try {
-          keys = Object.keys(v);
-        } catch (e) {
-          return '[UNSERIALIZABLE]';
-        }
-        for (i = 0; i < keys.length; i++) {
-          var k = keys[i];
-          if (i >= maxItems || ctx.budget <= 0) {
-            res['[TRUNCATED]'] = keys.length - i + ' more keys';
-            ctx.cut++;
-            break;
-          }
-          var kk = k.length > 256 ? k.slice(0, 256) : k;
-          ctx.budget -= kk.length;
-          if (opt.redact !== false && keySensitive(k)) {
-            // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
-            var raw;
-            try {
-              raw = v[k];
-            } catch (e) {
-              raw = null;
-            }
-            if (!isObj(raw)) {
-              if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED;
-              else if (raw !== undefined) res[kk] = raw;
-              continue;
-            }
-          }
-          var val;
-          try {
-            val = v[k];
-          } catch (e) {
-            res[kk] = '[UNSERIALIZABLE]';
-            continue;
-          }
-          var w = walk(val, depth + 1, k);
-          if (w !== undefined) res[kk] = w;
-        }
-        return res;
-      } finally {
-        ctx.stack.pop();
+        v.forEach(function (mv, mk) {
+          if (i++ < ctx.maxItems) mo[String(mk)] = mv;
+        });
+        return sanWalk(ctx, mo, depth, key);
+      }
+      if (typeof Set !== 'undefined' && v instanceof Set) {
+        var sa = [];
+        v.forEach(function (sv) {
+          if (sa.length < ctx.maxItems) sa.push(sv);
+        });
+        return sanWalk(ctx, sa, depth, key);
+      }
+      return sanObject(ctx, v, depth);
+    } finally {
+      ctx.stack.pop();
+    }
+  }
+  // A date, an error, a regex or a DOM node as its short form; SAN_PLAIN for anything else.
+  function sanSpecial(ctx, v) {
+    try {
+      if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
+      if (v instanceof Error)
+        return { name: sanStr(ctx, String(v.name || 'Error')), message: sanStr(ctx, String(v.message || '')) };
+      if (v instanceof RegExp) return String(v);
+      if (typeof Node !== 'undefined' && (v instanceof Node || v === window)) return describeNode(v);
+    } catch (e) {
+      return '[UNSERIALIZABLE]';
+    }
+    return SAN_PLAIN;
+  }
+  // A container past the depth cap: its size only.
+  function sanDeep(ctx, v) {
+    ctx.cut++;
+    if (Array.isArray(v)) return '[Array(' + v.length + ')]';
+    try {
+      return '{\u2026' + Object.keys(v).length + ' keys}';
+    } catch (e) {
+      return '{\u2026}';
+    }
+  }
+  function sanArray(ctx, v, depth) {
+    var res = [];
+    for (var i = 0; i < v.length; i++) {
+      if (i >= ctx.maxItems || ctx.budget <= 0) {
+        res.push('[TRUNCATED ' + (v.length - i) + ' more]');
+        ctx.cut++;
+        break;
+      }
+      var x = sanWalk(ctx, v[i], depth + 1, null);
+      res.push(x === undefined ? null : x);
+    }
+    return res;
+  }
+  function sanObject(ctx, v, depth) {
+    var res = {};
+    var keys;
+    try {
+      keys = Object.keys(v);
+    } catch (e) {
+      return '[UNSERIALIZABLE]';
+    }
+    for (var i = 0; i < keys.length; i++) {
+      if (i >= ctx.maxItems || ctx.budget <= 0) {
+        res['[TRUNCATED]'] = keys.length - i + ' more keys';
+        ctx.cut++;
+        break;
+      }
+      sanKey(ctx, res, v, keys[i], depth);
+    }
+    return res;
+  }
+  // One key of an object into res: a sensitive key's scalar redacted, anything else walked.
+  function sanKey(ctx, res, v, k, depth) {
+    var kk = k.length > 256 ? k.slice(0, 256) : k;
+    ctx.budget -= kk.length;
+    if (ctx.opt.redact !== false && keySensitive(k)) {
+      // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
+      var raw;
+      try {
+        raw = v[k];
+      } catch (e) {
+        raw = null;
+      }
+      if (!isObj(raw)) {
+        if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED;
+        else if (raw !== undefined) res[kk] = raw;
+        return;
       }
     }
+    var val;
+    try {
+      val = v[k];
+    } catch (e) {
+      res[kk] = '[UNSERIALIZABLE]';
+      return;
+    }
+    var w = sanWalk(ctx, val, depth + 1, k);
+    if (w !== undefined) res[kk] = w;
   }
   function safeStringify(v, cap) {
     try {
@@ -13188,6 +13453,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: events == the tab's state and the event queue
   // ---- state ---------------------------------------------------------------------------------
   var S = {
     started: false, // connect() ran and passed the guards
@@ -13451,6 +13717,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: transport == the socket, the hello, the server's mark, the command dispatcher
   // ---- hello / socket ------------------------------------------------------------------------
   function helloFrame() {
     var h = {
@@ -13697,6 +13964,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: refs == refs tied to DOM nodes, ignored subtrees
   // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
   var HAS_WEAKREF = typeof WeakRef === 'function';
   var REF_OF = new WeakMap();
@@ -13751,30 +14019,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (!el) EL_OF.delete(r);
     });
   }
-  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
-  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
-  // footer, aside, form or dialog that does not hold that element
-  function alertsRead(args) {
-    if (!ALERT_NOW) return { alerts: [], unavailable: true };
-    var target = resolveRef(args && args.ref);
-    var out = ALERT_NOW().slice(0, 50).map(function (c) {
-      var scope = null;
-      try {
-        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
-        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
-      } catch (e) {
-        scope = null;
-      }
-      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
-      // beside the act's target, only its own region; with no target, any region but the page's chrome
-      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
-      if (c.field != null) d.field = c.field;
-      var r = refFor(c.el);
-      if (r) d.ref = r;
-      return d;
-    });
-    return { alerts: out };
-  }
   function resolveRef(ref) {
     if (typeof ref !== 'string') return null;
     var h = EL_OF.get(ref);
@@ -13826,6 +14070,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     BASE: 1
   };
 
+  // == Section: semantics == role, name, visibility, states
   // ---- semantics: role, name, visibility, states ----------------------------------------------
   var INPUT_ROLES = {
     checkbox: 'checkbox',
@@ -14379,6 +14624,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // == Section: snapshot == tree walking and the snapshot
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   var SHADOW_ROOTS = []; // every shadow root seen (open or captured), for observers that search
@@ -14558,171 +14804,180 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (mode === 'status') return { tree: '', nodes: 0, truncated: false, status: status };
     var root = resolveScope(args.scope);
     if (!root) return { tree: '', nodes: 0, truncated: false, scopeMissing: true, status: status };
-    var lines = [],
-      count = 0,
-      truncated = false,
-      depthHit = false,
-      unread = [],
-      unreadOverflow = false;
+    // one walk: its lines, counts, caps hit, and the refs left unread
+    var w = {
+      mode: mode,
+      lines: [],
+      count: 0,
+      truncated: false,
+      depthHit: false,
+      unread: [],
+      unreadOverflow: false,
+      // Open dialogs go first, so that the node cap can never hide the thing the user
+      // is looking at behind a long page; the second pass skips them.
+      dialogs: args.scope ? [] : snapDialogs(cache),
+      secondPass: false,
+      visited: new Set() // an element reachable twice (slots, frames) is printed once
+    };
     var includeRoot = !!args.scope && args.includeRoot !== false;
-    function addUnread(el) {
-      if (unread.length < 50) unread.push(refFor(el));
-      else unreadOverflow = true;
-    }
-    // Open dialogs go first, so that the node cap can never hide the thing the user
-    // is looking at behind a long page; the second pass skips them.
-    var dialogs = [],
-      secondPass = false;
-    if (!args.scope) {
-      try {
-        var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
-        for (var di = 0; di < found.length && dialogs.length < 5; di++) {
-          if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
-        }
-        dialogs = dialogs.filter(function (d) {
-          return !dialogs.some(function (o) {
-            return o !== d && o.contains(d);
-          });
-        });
-      } catch (e) {
-        dialogs = [];
-      }
-    }
-    var visited = new Set(); // an element reachable twice (slots, frames) is printed once
-    function visit(el, level, inLive, pname) {
-      if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
-      if (secondPass && dialogs.indexOf(el) >= 0) return;
-      if (visited.has(el)) return;
-      visited.add(el);
-      if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
-      var st = styleOf(el);
-      if (st && st.display === 'none') return;
-      if (el.tagName === 'INPUT' && el.type === 'hidden') return;
-      if (count >= SNAP_NODES) {
-        truncated = true;
-        addUnread(el);
-        return;
-      }
-      var role = getRole(el);
-      var live =
-        inLive ||
-        role === 'alert' ||
-        role === 'status' ||
-        role === 'log' ||
-        (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
-      var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
-      var line = null;
-      if (!hiddenStyle) {
-        var name = getName(el, role);
-        var emitLine = false,
-          asText = null;
-        if (mode === 'interactive')
-          emitLine =
-            !!INTERACTIVE[role] || (live && (role !== 'generic' || !!name || !!ownText(el)));
-        else
-          emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
-        if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
-          var ot = ownText(el);
-          if (ot && ot !== pname) {
-            emitLine = true;
-            asText = ot;
-          } // a text that only repeats its parent's name adds nothing
-        }
-        if (emitLine) {
-          if (asText != null) line = '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"';
-          else {
-            line = '- ' + role;
-            var own = name ? null : ownText(el);
-            if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
-            if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
-            if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
-            var v = getValue(el);
-            if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
-            if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
-              var gc = st.gridTemplateColumns;
-              line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
-            }
-            var flags = [];
-            if (isDisabled(el)) flags.push('disabled');
-            if (isChecked(el)) flags.push('checked');
-            if (
-              el.getAttribute('aria-expanded') === 'true' ||
-              (el.tagName === 'DETAILS' && el.open)
-            )
-              flags.push('expanded');
-            if (isFocused(el)) flags.push('focused');
-            if (flags.length) line += ' [' + flags.join(',') + ']';
-          }
-        }
-      }
-      var childLevel = level,
-        childName = pname;
-      if (line !== null) {
-        childName = asText == null && name ? clip(name, 100) : null;
-        if (level > SNAP_DEPTH) {
-          depthHit = true;
-          addUnread(el);
-          return;
-        }
-        lines.push(new Array(level + 1).join('  ') + line);
-        count++;
-        childLevel = level + 1;
-      }
-      if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return;
-      var kids = childrenOf(el);
-      for (var i = 0; i < kids.length; i++) visit(kids[i], childLevel, live, childName);
-    }
     try {
-      for (var dj = 0; dj < dialogs.length; dj++) visit(dialogs[dj], 0, false);
-      secondPass = true;
-      if (includeRoot) visit(root, 0, false);
+      for (var dj = 0; dj < w.dialogs.length; dj++) snapVisit(w, w.dialogs[dj], 0, false);
+      w.secondPass = true;
+      if (includeRoot) snapVisit(w, root, 0, false);
       else {
         var ks = childrenOf(root);
-        for (var i = 0; i < ks.length; i++) visit(ks[i], 0, false);
+        for (var i = 0; i < ks.length; i++) snapVisit(w, ks[i], 0, false);
       }
     } catch (e) {
       internal('snapshot', e);
     }
     var res = {
-      tree: lines.join('\n'),
-      nodes: count,
-      truncated: truncated || depthHit,
+      tree: w.lines.join('\n'),
+      nodes: w.count,
+      truncated: w.truncated || w.depthHit,
       status: status
     };
-    if (dialogs.length) res.dialogsFirst = dialogs.length;
-    if (!count && !args.scope) {
-      // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
-      var body = document.body;
-      var content =
-        !!body &&
-        Array.prototype.some.call(body.children, function (c) {
-          return !SKIP_TAGS[c.tagName];
-        });
-      var rendered = document.readyState === 'complete' && content;
-      res.rendered = rendered;
-      res.note = rendered
-        ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
-        : 'the page has not rendered yet (document.readyState is ' +
-          document.readyState +
-          (content ? '' : ', its body holds no content') +
-          '); snapshot again in a moment';
-    }
-    if (truncated || depthHit) {
-      res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
-      if (truncated) res.nodeCapHit = true;
-      if (depthHit) res.depthCapHit = true;
-      if (unread.length) res.unread = unread;
-      if (unreadOverflow) res.unreadOverflow = true;
-      res.note =
-        'snapshot capped at ' +
-        SNAP_NODES +
-        ' nodes / depth ' +
-        SNAP_DEPTH +
-        '; take a snapshot with scope set to a ref in unread[] to read the rest';
-    }
+    if (w.dialogs.length) res.dialogsFirst = w.dialogs.length;
+    if (!w.count && !args.scope) snapEmptyNote(res);
+    if (w.truncated || w.depthHit) snapCappedNote(w, res);
     return res;
   }
+  // The open dialogs a snapshot prints first (at most 5, none inside another).
+  function snapDialogs(cache) {
+    var dialogs = [];
+    try {
+      var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
+      for (var di = 0; di < found.length && dialogs.length < 5; di++) {
+        if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
+      }
+      return dialogs.filter(function (d) {
+        return !dialogs.some(function (o) {
+          return o !== d && o.contains(d);
+        });
+      });
+    } catch (e) {
+      return [];
+    }
+  }
+  function snapAddUnread(w, el) {
+    if (w.unread.length < 50) w.unread.push(refFor(el));
+    else w.unreadOverflow = true;
+  }
+  function snapVisit(w, el, level, inLive, pname) {
+    if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
+    if (w.secondPass && w.dialogs.indexOf(el) >= 0) return;
+    if (w.visited.has(el)) return;
+    w.visited.add(el);
+    if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
+    var st = styleOf(el);
+    if (st && st.display === 'none') return;
+    if (el.tagName === 'INPUT' && el.type === 'hidden') return;
+    if (w.count >= SNAP_NODES) {
+      w.truncated = true;
+      snapAddUnread(w, el);
+      return;
+    }
+    var role = getRole(el);
+    var live =
+      inLive ||
+      role === 'alert' ||
+      role === 'status' ||
+      role === 'log' ||
+      (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
+    var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
+    var shown = hiddenStyle ? null : snapLine(w.mode, el, role, live, st, pname);
+    var childLevel = level,
+      childName = pname;
+    if (shown) {
+      childName = shown.asText == null && shown.name ? clip(shown.name, 100) : null;
+      if (level > SNAP_DEPTH) {
+        w.depthHit = true;
+        snapAddUnread(w, el);
+        return;
+      }
+      w.lines.push(new Array(level + 1).join('  ') + shown.line);
+      w.count++;
+      childLevel = level + 1;
+    }
+    if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return;
+    var kids = childrenOf(el);
+    for (var i = 0; i < kids.length; i++) snapVisit(w, kids[i], childLevel, live, childName);
+  }
+  // The line an element prints in this mode ({line, asText, name}), or null when it prints none.
+  function snapLine(mode, el, role, live, st, pname) {
+    var name = getName(el, role);
+    var emitLine = false,
+      asText = null;
+    if (mode === 'interactive')
+      emitLine = !!INTERACTIVE[role] || (live && (role !== 'generic' || !!name || !!ownText(el)));
+    else emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
+    if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
+      var ot = ownText(el);
+      if (ot && ot !== pname) {
+        emitLine = true;
+        asText = ot;
+      } // a text that only repeats its parent's name adds nothing
+    }
+    if (!emitLine) return null;
+    if (asText != null) {
+      return { line: '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"', asText: asText, name: name };
+    }
+    return { line: snapRoleLine(el, role, name, st), asText: null, name: name };
+  }
+  // "- role "name" (ref=eN): "own text" [value=...] [grid] [flags]" for one element.
+  function snapRoleLine(el, role, name, st) {
+    var line = '- ' + role;
+    var own = name ? null : ownText(el);
+    if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
+    if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
+    if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
+    var v = getValue(el);
+    if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
+    if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
+      var gc = st.gridTemplateColumns;
+      line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
+    }
+    var flags = [];
+    if (isDisabled(el)) flags.push('disabled');
+    if (isChecked(el)) flags.push('checked');
+    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      flags.push('expanded');
+    if (isFocused(el)) flags.push('focused');
+    if (flags.length) line += ' [' + flags.join(',') + ']';
+    return line;
+  }
+  // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
+  function snapEmptyNote(res) {
+    var body = document.body;
+    var content =
+      !!body &&
+      Array.prototype.some.call(body.children, function (c) {
+        return !SKIP_TAGS[c.tagName];
+      });
+    var rendered = document.readyState === 'complete' && content;
+    res.rendered = rendered;
+    res.note = rendered
+      ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
+      : 'the page has not rendered yet (document.readyState is ' +
+        document.readyState +
+        (content ? '' : ', its body holds no content') +
+        '); snapshot again in a moment';
+  }
+  function snapCappedNote(w, res) {
+    res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
+    if (w.truncated) res.nodeCapHit = true;
+    if (w.depthHit) res.depthCapHit = true;
+    if (w.unread.length) res.unread = w.unread;
+    if (w.unreadOverflow) res.unreadOverflow = true;
+    res.note =
+      'snapshot capped at ' +
+      SNAP_NODES +
+      ' nodes / depth ' +
+      SNAP_DEPTH +
+      '; take a snapshot with scope set to a ref in unread[] to read the rest';
+  }
 
+  // == Section: query == text matching, queries, inspect
   // ---- text matching: contains, equals, matches -------------------------------------------------
   // A text spec is a string (read as `dflt`: 'contains' or 'equals') or an object with exactly one
   // of {contains}, {equals}, {matches, flags?}. All compare normalised text (whitespace collapsed,
@@ -15093,6 +15348,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return d;
   }
 
+  // == Section: actions == synthetic and CDP input, act, act_sequence
   // ---- actions -------------------------------------------------------------------------------
   var ACTIONS = [
     'click',
@@ -15999,6 +16255,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     upload: function (el, o) { return doUpload(el, o); },
     drag: function (el, o) { return doDrag(el, o); }
   };
+  // ---- act: one action, from its element to what it did --------------------------------------------
+  // One act: resolve its element, note what holds before, dispatch it (through CDP or synthetic
+  // events), let the page settle, then tell what it did. `c` carries the act from step to step.
   function act(args) {
     var action = args.action;
     if (ACTIONS.indexOf(action) < 0)
@@ -16006,6 +16265,43 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         "unknown action '" + clip(action, 40) + "'; use one of " + ACTIONS.join(', ')
       );
     var a = isObj(args.args) ? args.args : {};
+    var el = actElement(args, action);
+    var opts = actOptions(a, action);
+    dangerCheck(el, action, opts);
+    var c = actBefore(el, action, opts);
+    c.warning = actPointer(c);
+    c.probe = actProbe(opts);
+    var run;
+    c.t0 = N.now(); // before dispatch: events the handlers emit are at or after it
+    c.wall0 = N.dateNow(); // a document request announced from here on is this act's doing
+    c.viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
+    if (c.viaCdp) run = cdpInput(action, el, opts);
+    if (!c.viaCdp) {
+      var synthetic = SYNTHETIC_ACTIONS[action];
+      run = synthetic ? synthetic(el, opts) : undefined;
+      if (action === 'scrollIntoView') c.effect.scrolledIntoView = true;
+    }
+    return N.Promise.resolve(run).then(
+      function (r) {
+        r = r || {};
+        return settle().then(function (settled) {
+          actProbeEnd(c.probe);
+          actEffectAfter(c, r);
+          return actAnswer(c, r, settled);
+        });
+      },
+      function (e) {
+        try {
+          if (c.probe.mo) c.probe.mo.disconnect();
+        } catch (x) {
+          /* ignore */
+        }
+        throw e;
+      }
+    );
+  }
+  // The element an act is for: its ref, its target, or (for press) the focused element.
+  function actElement(args, action) {
     var el;
     if (args.ref) el = mustResolve(args.ref);
     else if (args.target) el = resolveTarget(args.target);
@@ -16013,6 +16309,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     else throw new Error(action + ' needs a ref or a target');
     if (!(el instanceof viewOf(el).HTMLElement) && !(el instanceof viewOf(el).SVGElement))
       throw new Error('ref ' + args.ref + ' is not an HTML element');
+    return el;
+  }
+  // A copy of the act's arguments; a drag's destination resolved into __toEl.
+  function actOptions(a, action) {
     var opts = {};
     for (var k in a) if (hasOwn(a, k)) opts[k] = a[k];
     if (action === 'drag') {
@@ -16020,24 +16320,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (toRef) opts.__toEl = mustResolve(toRef);
       else if (isObj(a.target)) opts.__toEl = resolveTarget(a.target);
     }
-    dangerCheck(el, action, opts);
+    return opts;
+  }
+  // What holds before the act: the element's ref, role, name, visibility, the focus and value.
+  function actBefore(el, action, opts) {
     var cache = makeVisCache();
-    var ref = refFor(el),
-      role = getRole(el),
-      name = getName(el, role);
-    var testid = el.getAttribute('data-testid');
-    var visible = isVisible(el, cache),
-      enabled = !isDisabled(el);
-    var focusBefore =
-      document.activeElement && document.activeElement !== document.body
-        ? document.activeElement
-        : null;
-    var valueBefore = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
-    var effect = {
+    var c = { action: action, el: el, opts: opts };
+    c.ref = refFor(el);
+    c.role = getRole(el);
+    c.name = getName(el, c.role);
+    c.testid = el.getAttribute('data-testid');
+    c.visible = isVisible(el, cache);
+    c.enabled = !isDisabled(el);
+    c.focusBefore = actFocused();
+    c.valueBefore = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+    c.effect = {
       dispatched: true,
       targetMatched: true,
-      visible: visible,
-      enabled: enabled,
+      visible: c.visible,
+      enabled: c.enabled,
       defaultPrevented: false,
       focusMoved: null,
       valueChanged: false,
@@ -16046,154 +16347,141 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       occludedBy: null,
       scrolledIntoView: false
     };
-    var warning = null;
+    return c;
+  }
+  function actFocused() {
+    return document.activeElement && document.activeElement !== document.body ? document.activeElement : null;
+  }
+  // A pointer act scrolls its element into view and looks for what covers it; the warning, if any.
+  function actPointer(c) {
+    var el = c.el,
+      action = c.action,
+      effect = c.effect;
     var pointer = { click: 1, dblclick: 1, check: 1, uncheck: 1, hover: 1, drag: 1 }[action];
-    if (pointer) {
-      var c = centre(el);
-      if (c.w > 0 && c.h > 0 && (c.x < 0 || c.y < 0 || c.x > innerWidth || c.y > innerHeight)) {
-        try {
-          el.scrollIntoView({ block: 'center', inline: 'center' });
-          effect.scrolledIntoView = true;
-        } catch (e) {
-          /* ignore */
-        }
+    if (!pointer) return null;
+    var ctr = centre(el);
+    if (ctr.w > 0 && ctr.h > 0 && (ctr.x < 0 || ctr.y < 0 || ctr.x > innerWidth || ctr.y > innerHeight)) {
+      try {
+        el.scrollIntoView({ block: 'center', inline: 'center' });
+        effect.scrolledIntoView = true;
+      } catch (e) {
+        /* ignore */
       }
-      var oc = occlusion(el);
-      effect.occluded = oc.occluded;
-      effect.occludedBy = oc.occludedBy;
-      if (oc.occluded)
-        warning =
-          'the element is covered at its centre by ' +
-          oc.occludedByLabel +
-          '; a real user could not click it. The synthetic event was dispatched to the element anyway.';
-      else if (!visible)
-        warning =
-          'the element is not visible; a real user could not interact with it. ' +
-          'The synthetic event was dispatched anyway.';
-      else if (!enabled && action !== 'hover')
-        warning = 'the element is disabled; browsers ignore clicks on disabled controls.';
     }
-    // mutation probe
-    var records = 0,
-      appeared = [];
-    var mo = null;
+    var oc = occlusion(el);
+    effect.occluded = oc.occluded;
+    effect.occludedBy = oc.occludedBy;
+    if (oc.occluded)
+      return (
+        'the element is covered at its centre by ' +
+        oc.occludedByLabel +
+        '; a real user could not click it. The synthetic event was dispatched to the element anyway.'
+      );
+    if (!c.visible)
+      return (
+        'the element is not visible; a real user could not interact with it. ' +
+        'The synthetic event was dispatched anyway.'
+      );
+    if (!c.enabled && action !== 'hover')
+      return 'the element is disabled; browsers ignore clicks on disabled controls.';
+    return null;
+  }
+  // The mutation probe of one act: how many records, and the new texts that appeared.
+  function actProbe(opts) {
+    var p = { records: 0, appeared: [], mo: null, opts: opts };
     try {
-      mo = new N.MutationObserver(function (rs) {
-        tally(rs);
+      p.mo = new N.MutationObserver(function (rs) {
+        actTally(p, rs);
       });
-      mo.observe(document, {
+      p.mo.observe(document, {
         subtree: true,
         childList: true,
         attributes: true,
         characterData: true
       });
     } catch (e) {
-      mo = null;
+      p.mo = null;
     }
-    function tally(rs) {
-      records += rs.length;
-      for (var i = 0; i < rs.length && appeared.length < 20; i++) {
-        var r = rs[i];
-        var nodes = r.type === 'characterData' ? [r.target] : r.addedNodes;
-        for (var j = 0; j < (nodes ? nodes.length : 0); j++) {
-          var n = nodes[j];
-          if (n.nodeType === 1 && isIgnored(n)) continue;
-          var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
-          if (
-            tx &&
-            /\p{L}/u.test(tx) &&
-            tx !== opts.value &&
-            tx !== opts.text &&
-            appeared.indexOf(tx) < 0
-          )
-            appeared.push(clip(tx, 80));
-        }
+    return p;
+  }
+  function actTally(p, rs) {
+    var opts = p.opts,
+      appeared = p.appeared;
+    p.records += rs.length;
+    for (var i = 0; i < rs.length && appeared.length < 20; i++) {
+      var r = rs[i];
+      var nodes = r.type === 'characterData' ? [r.target] : r.addedNodes;
+      for (var j = 0; j < (nodes ? nodes.length : 0); j++) {
+        var n = nodes[j];
+        if (n.nodeType === 1 && isIgnored(n)) continue;
+        var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
+        if (tx && /\p{L}/u.test(tx) && tx !== opts.value && tx !== opts.text && appeared.indexOf(tx) < 0)
+          appeared.push(clip(tx, 80));
       }
     }
-    var run;
-    var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
-    var wall0 = N.dateNow(); // a document request announced from here on is this act's doing
-    var viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
-    if (viaCdp) run = cdpInput(action, el, opts);
-    if (!viaCdp) {
-      var synthetic = SYNTHETIC_ACTIONS[action];
-      run = synthetic ? synthetic(el, opts) : undefined;
-      if (action === 'scrollIntoView') effect.scrolledIntoView = true;
-    }
-    return N.Promise.resolve(run).then(
-      function (r) {
-        r = r || {};
-        return settle().then(function (settled) {
-          try {
-            if (mo) {
-              tally(mo.takeRecords());
-              mo.disconnect();
-            }
-          } catch (e) {
-            /* ignore */
-          }
-          if (r.defaultPrevented) effect.defaultPrevented = true;
-          if (r.heldMs != null) effect.heldMs = r.heldMs;
-          if (r.alreadyAtValue) {
-            effect.alreadyAtValue = true;
-            effect.dispatched = false;
-          }
-          if (r.implicitSubmit) effect.implicitSubmit = true;
-          if (r.activated) effect.activated = true;
-          effect.targetMatched = el.isConnected;
-          var fa =
-            document.activeElement && document.activeElement !== document.body
-              ? document.activeElement
-              : null;
-          if (fa !== focusBefore)
-            effect.focusMoved =
-              (focusBefore ? refFor(focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
-          if (/^(fill|type|clear|select|upload)$/.test(action)) {
-            var after =
-              'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
-            effect.valueChanged = after !== valueBefore;
-          }
-          effect.domMutatedWithin = records;
-          if (appeared.length) effect.appeared = clip(appeared.join(' | '), 200);
-          var res = {
-            ok: true,
-            ref: ref,
-            action: action,
-            dispatched: effect.dispatched,
-            settled: settled,
-            settleReason: settled ? null : 'timeout',
-            effect: effect,
-            role: role,
-            name: name
-          };
-          if (testid) res.testid = testid;
-          if (el.type === 'password') res.password = true;
-          if (r.files) res.files = r.files;
-          if (r.to) res.to = r.to;
-          if (warning) res.warning = warning;
-          res.input = viaCdp ? 'cdp' : 'synthetic';
-          res.ms = Math.round(N.now() - t0);
-          res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
-          res.documentId = S.documentId;
-          if (docAnnounced && docAnnounced.at >= wall0)
-            res.navigation = {
-              requestId: docAnnounced.id,
-              method: docAnnounced.method,
-              url: docAnnounced.url,
-              cause: docAnnounced.cause
-            };
-          return res;
-        });
-      },
-      function (e) {
-        try {
-          if (mo) mo.disconnect();
-        } catch (x) {
-          /* ignore */
-        }
-        throw e;
+  }
+  function actProbeEnd(p) {
+    try {
+      if (p.mo) {
+        actTally(p, p.mo.takeRecords());
+        p.mo.disconnect();
       }
-    );
+    } catch (e) {
+      /* ignore */
+    }
+  }
+  // The effect after the act settled: what the dispatch answered, the focus, the value, the DOM.
+  function actEffectAfter(c, r) {
+    var effect = c.effect,
+      el = c.el;
+    if (r.defaultPrevented) effect.defaultPrevented = true;
+    if (r.heldMs != null) effect.heldMs = r.heldMs;
+    if (r.alreadyAtValue) {
+      effect.alreadyAtValue = true;
+      effect.dispatched = false;
+    }
+    if (r.implicitSubmit) effect.implicitSubmit = true;
+    if (r.activated) effect.activated = true;
+    effect.targetMatched = el.isConnected;
+    var fa = actFocused();
+    if (fa !== c.focusBefore)
+      effect.focusMoved = (c.focusBefore ? refFor(c.focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
+    if (/^(fill|type|clear|select|upload)$/.test(c.action)) {
+      var after = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+      effect.valueChanged = after !== c.valueBefore;
+    }
+    effect.domMutatedWithin = c.probe.records;
+    if (c.probe.appeared.length) effect.appeared = clip(c.probe.appeared.join(' | '), 200);
+  }
+  function actAnswer(c, r, settled) {
+    var res = {
+      ok: true,
+      ref: c.ref,
+      action: c.action,
+      dispatched: c.effect.dispatched,
+      settled: settled,
+      settleReason: settled ? null : 'timeout',
+      effect: c.effect,
+      role: c.role,
+      name: c.name
+    };
+    if (c.testid) res.testid = c.testid;
+    if (c.el.type === 'password') res.password = true;
+    if (r.files) res.files = r.files;
+    if (r.to) res.to = r.to;
+    if (c.warning) res.warning = c.warning;
+    res.input = c.viaCdp ? 'cdp' : 'synthetic';
+    res.ms = Math.round(N.now() - c.t0);
+    res.pt = Math.floor(c.t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
+    res.documentId = S.documentId;
+    if (docAnnounced && docAnnounced.at >= c.wall0)
+      res.navigation = {
+        requestId: docAnnounced.id,
+        method: docAnnounced.method,
+        url: docAnnounced.url,
+        cause: docAnnounced.cause
+      };
+    return res;
   }
   function actSequence(args) {
     var steps = Array.isArray(args.steps) ? args.steps : null;
@@ -16265,6 +16553,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return next();
   }
 
+  // == Section: observers == what every observer uses: patch, listen, rate caps
   // ---- observers -----------------------------------------------------------------------------
   // patch(obj, key, makeWrapper): installs a wrapper and registers a teardown that restores the
   // original only if the slot still holds our wrapper.
@@ -16321,6 +16610,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
   }
 
+  // == Section: network == fetch, XHR, beacon, WebSocket, EventSource: bodies, faults, streams
   // -- network: bodies
   var TEXTUAL =
     /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;
@@ -16536,111 +16826,124 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           'window.fetch was already wrapped by another library before reticle loaded; ' +
           'requests are still observed through the wrapper'
       });
-    patch(window, 'fetch', function (orig) {
-      return function fetch(input, init) {
-        var meta = null;
-        var callArgs = arguments;
-        try {
-          var url =
-            typeof input === 'string' ? input : input && input.url ? input.url : String(input);
-          var method = (
-            (init && init.method) ||
-            (input && typeof input === 'object' && input.method) ||
-            'GET'
-          ).toUpperCase();
-          try {
-            url = new URL(url, location.href).href;
-          } catch (e) {
-            /* keep raw */
-          }
-          if (!isBridgeUrl(url)) {
-            var id = 'n' + ++netCounter;
-            meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
-            if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
-            meta.fault = faultFor(method, url, 'fetch');
-            var pend = {
-              id: id,
-              requestId: id,
-              method: method,
-              url: meta.url,
-              initiator: 'fetch',
-              faultId: meta.fault ? meta.fault.id : undefined
-            };
-            // marked for the server unless it never reaches it (a fault that answers or aborts it)
-            var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
-            if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
-              mark = null; // no-cors admits no custom header: the request would fail
-            if (mark) {
-              try {
-                var hs = new Headers(
-                  (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
-                );
-                hs.set(MARK.header, mark);
-                init = Object.assign({}, init || {}, { headers: hs });
-                callArgs = [input, init];
-                pend.serverMarked = true;
-                meta.marked = true;
-              } catch (e) {
-                /* an exotic init: the request goes unmarked */
-              }
-            }
-            emit('net.pending', pend);
-          }
-        } catch (e) {
-          meta = null;
-        }
-        var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, callArgs) : orig.apply(this, callArgs);
-        if (!meta) return p;
-        try {
-          // a Request object body: read from a clone
-          if (
-            S.captureBodies &&
-            !meta.req &&
-            input &&
-            typeof input === 'object' &&
-            typeof input.clone === 'function' &&
-            method !== 'GET' &&
-            method !== 'HEAD'
-          ) {
-            meta.reqP = input
-              .clone()
-              .text()
-              .then(
-                function (t) {
-                  return t ? describeReqBody(t) : null;
-                },
-                function () {
-                  return null;
-                }
-              );
-          }
-        } catch (e) {
-          /* ignore */
-        }
-        p.then(
-          guard('network_observer', function (res) {
-            onFetchResponse(meta, res);
-          }),
-          guard('network_observer', function (err) {
-            var d = {
-              id: meta.id,
-              requestId: meta.id,
-              method: meta.method,
-              url: meta.url,
-              status: 0,
-              ok: false,
-              durationMs: Math.round(N.now() - meta.t0),
-              initiator: 'fetch',
-              error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
-            };
-            if (meta.fault) d.faultId = meta.fault.id;
-            d.ms = d.durationMs;
-            emit('net.request', withBodyFields(d, meta.req, null));
-          })
+    patch(window, 'fetch', fetchWrapper);
+  }
+  // window.fetch, wrapped: a net.pending before the call, a net.request (or a stream) after it.
+  function fetchWrapper(orig) {
+    return function fetch(input, init) {
+      var call = { meta: null, args: arguments };
+      try {
+        fetchStart(call, input, init);
+      } catch (e) {
+        call.meta = null;
+      }
+      var meta = call.meta;
+      var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, call.args) : orig.apply(this, call.args);
+      if (!meta) return p;
+      try {
+        fetchRequestBody(meta, input);
+      } catch (e) {
+        /* ignore */
+      }
+      p.then(
+        guard('network_observer', function (res) {
+          onFetchResponse(meta, res);
+        }),
+        guard('network_observer', function (err) {
+          fetchFailed(meta, err);
+        })
+      );
+      return p;
+    };
+  }
+  // The record of a fetch about to start (call.meta; none for the bridge) and its net.pending; a
+  // request the server can see is marked with this tab's header (call.args then carry it).
+  function fetchStart(call, input, init) {
+    var url = typeof input === 'string' ? input : input && input.url ? input.url : String(input);
+    var method = (
+      (init && init.method) ||
+      (input && typeof input === 'object' && input.method) ||
+      'GET'
+    ).toUpperCase();
+    try {
+      url = new URL(url, location.href).href;
+    } catch (e) {
+      /* keep raw */
+    }
+    if (isBridgeUrl(url)) return;
+    var id = 'n' + ++netCounter;
+    var meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
+    call.meta = meta;
+    if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
+    meta.fault = faultFor(method, url, 'fetch');
+    var pend = {
+      id: id,
+      requestId: id,
+      method: method,
+      url: meta.url,
+      initiator: 'fetch',
+      faultId: meta.fault ? meta.fault.id : undefined
+    };
+    // marked for the server unless it never reaches it (a fault that answers or aborts it)
+    var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
+    if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
+      mark = null; // no-cors admits no custom header: the request would fail
+    if (mark) {
+      try {
+        var hs = new Headers(
+          (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
         );
-        return p;
-      };
-    });
+        hs.set(MARK.header, mark);
+        init = Object.assign({}, init || {}, { headers: hs });
+        call.args = [input, init];
+        pend.serverMarked = true;
+        meta.marked = true;
+      } catch (e) {
+        /* an exotic init: the request goes unmarked */
+      }
+    }
+    emit('net.pending', pend);
+  }
+  // a Request object body: read from a clone
+  function fetchRequestBody(meta, input) {
+    var method = meta.method;
+    if (
+      S.captureBodies &&
+      !meta.req &&
+      input &&
+      typeof input === 'object' &&
+      typeof input.clone === 'function' &&
+      method !== 'GET' &&
+      method !== 'HEAD'
+    ) {
+      meta.reqP = input
+        .clone()
+        .text()
+        .then(
+          function (t) {
+            return t ? describeReqBody(t) : null;
+          },
+          function () {
+            return null;
+          }
+        );
+    }
+  }
+  function fetchFailed(meta, err) {
+    var d = {
+      id: meta.id,
+      requestId: meta.id,
+      method: meta.method,
+      url: meta.url,
+      status: 0,
+      ok: false,
+      durationMs: Math.round(N.now() - meta.t0),
+      initiator: 'fetch',
+      error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
+    };
+    if (meta.fault) d.faultId = meta.fault.id;
+    d.ms = d.durationMs;
+    emit('net.request', withBodyFields(d, meta.req, null));
   }
   // Response headers as {lowercase-name: value}: at most 30, values capped at 256 characters;
   // credentials (set-cookie, authorization, proxy-authorization, any secret-looking name) redacted.
@@ -16719,12 +17022,42 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       faultId: meta.fault ? meta.fault.id : undefined
     };
   }
+  // A fetch answered: its net.request once its body (and the request's own) has been read.
   function onFetchResponse(meta, res) {
+    var d = fetchResponseRecord(meta, res);
+    var ct = d.contentType || '';
+    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
+    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
+    if (!S.captureBodies) {
+      emitRequestWhenRead(d, reqDone, null);
+      return;
+    }
+    var reason = fetchNoBodyReason(meta, res, ct);
+    var clone = null;
+    if (!reason) {
+      try {
+        clone = res.clone();
+      } catch (e) {
+        reason = 'clone failed';
+      }
+    }
+    if (!clone) {
+      emitRequestWhenRead(d, reqDone, { reason: reason });
+      return;
+    }
+    fetchReadBody(d, clone, ct, reqDone);
+  }
+  function emitRequestWhenRead(d, reqDone, resp) {
+    reqDone.then(function (rq) {
+      emit('net.request', withBodyFields(d, rq, resp));
+    });
+  }
+  // The net.request record of a response: status, headers, opaque, redirected, size.
+  function fetchResponseRecord(meta, res) {
     var d = callRecord(meta, meta.url, 'fetch', res.status, res.statusText, function (name) {
       return res.headers.get(name);
     });
     withHeaders(d, fetchHeaderPairs(res));
-    var ct = d.contentType || '';
     if (res.type === 'opaque') {
       d.opaque = true;
       d.ok = null;
@@ -16737,48 +17070,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       /* ignore */
     }
     if (cl != null && !isNaN(+cl)) d.responseSize = +cl;
-    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
-    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
-    if (!S.captureBodies) {
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, null));
-      });
-      return;
-    }
-    var reason = null;
-    if (STREAMY.test(ct)) reason = 'streaming response';
-    else if (ct && !TEXTUAL.test(ct)) reason = 'non-text content-type';
-    else if (
-      res.type === 'opaque' ||
-      res.status === 204 ||
-      res.status === 304 ||
-      meta.method === 'HEAD'
-    )
-      reason = 'no body';
-    else if (res.bodyUsed) reason = 'body already used';
-    var clone = null;
-    if (!reason) {
-      try {
-        clone = res.clone();
-      } catch (e) {
-        reason = 'clone failed';
-      }
-    }
-    if (!clone) {
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: reason }));
-      });
-      return;
-    }
+    return d;
+  }
+  // Why the response's body is not read, or null when it is.
+  function fetchNoBodyReason(meta, res, ct) {
+    if (STREAMY.test(ct)) return 'streaming response';
+    if (ct && !TEXTUAL.test(ct)) return 'non-text content-type';
+    if (res.type === 'opaque' || res.status === 204 || res.status === 304 || meta.method === 'HEAD')
+      return 'no body';
+    if (res.bodyUsed) return 'body already used';
+    return null;
+  }
+  // Reads at most 256 KiB of the clone within 2 s; the net.request carries what it read.
+  function fetchReadBody(d, clone, ct, reqDone) {
     var finished = false;
     var rd = readCapped(clone, 262144);
     var timer = N.setTimeout(function () {
       if (finished) return;
       finished = true;
       rd.cancel();
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: 'body read timed out (2 s)' }));
-      });
+      emitRequestWhenRead(d, reqDone, { reason: 'body read timed out (2 s)' });
     }, 2000);
     N.Promise.all([rd.promise, reqDone]).then(
       function (vals) {
@@ -16800,12 +17111,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (finished) return;
         finished = true;
         N.clearTimeout(timer);
-        reqDone.then(function (rq) {
-          emit(
-            'net.request',
-            withBodyFields(d, rq, { reason: 'body read failed: ' + clip(errMsg(e), 200) })
-          );
-        });
+        emitRequestWhenRead(d, reqDone, { reason: 'body read failed: ' + clip(errMsg(e), 200) });
       }
     );
   }
@@ -16862,33 +17168,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       /* a frozen stream: our copy then reads to the end */
     }
   }
+  // Reads a clone of a streamed fetch response beside the page's copy; false when it cannot.
+  // What one stream has seen so far lives in one record, `st`, that the stream* functions share.
   function watchStream(meta, res, d, ct, reqDone) {
-    var clone, reader, dec;
-    try {
-      if (typeof TextDecoder === 'undefined') return false;
-      clone = res.clone();
-      if (!clone.body || typeof clone.body.getReader !== 'function') return false;
-      reader = clone.body.getReader();
-      dec = new TextDecoder();
-    } catch (e) {
-      return false;
-    }
-    var format = streamFormat(ct);
-    var count = 0,
-      emitted = 0,
-      dropped = 0,
-      unreported = 0,
-      reportTimer = null,
-      held = null, // the newest message the caps dropped: the stream's last one is always sent
-      secStart = 0,
-      inSec = 0,
-      bytes = 0,
-      finished = false,
-      cancelled = false;
-    var buf = '',
-      lineCut = false,
-      lineOver = 0;
-    var sse = { parts: [], len: 0, kept: 0, event: '', id: '' };
+    var st = streamOpen(meta, res, d, ct, reqDone);
+    if (!st) return false;
     emit('net.stream', {
       direction: 'open',
       transport: 'stream',
@@ -16897,209 +17181,251 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       status: res.status,
       ok: d.ok,
       contentType: clip(ct, 200),
-      format: format
+      format: st.format
     });
     if (res.body) {
       onPageCancel(res.body, function () {
-        cancelled = true;
+        st.cancelled = true;
         // what the page already read is queued on our copy too: read it first, then let go
         N.setTimeout(function () {
           try {
-            if (!finished) reader.cancel().catch(function () {});
+            if (!st.finished) st.reader.cancel().catch(function () {});
           } catch (e) {
             /* ignore */
           }
         }, 0);
       });
     }
-    function report() {
-      reportTimer = null;
-      if (!unreported) return;
-      emit('truncated', {
-        what: 'net.stream',
-        channel: 'net.stream',
-        count: unreported,
-        dropped: unreported,
-        reason:
-          'caps of ' +
-          STREAM_MAX_MESSAGES +
-          ' messages per stream and ' +
-          STREAM_MAX_PER_SEC +
-          ' per second',
-        url: meta.url,
-        requestId: meta.id
-      });
-      unreported = 0;
-    }
-    function message(text, fullLen, evName, evId) {
-      count++;
-      var t = N.now();
-      if (t - secStart > 1000) {
-        secStart = t;
-        inSec = 0;
-      }
-      var capped = emitted >= STREAM_MAX_MESSAGES || inSec >= STREAM_MAX_PER_SEC;
-      if (held) {
-        // the message held back is not the last one after all: it is dropped
-        dropped++;
-        unreported++;
-        held = null;
-        if (!reportTimer) reportTimer = N.setTimeout(report, 1000);
-      }
-      if (capped) {
-        held = [text, fullLen, evName, evId, count];
-        return;
-      }
-      inSec++;
-      send(text, fullLen, evName, evId, count, false);
-    }
-    function send(text, fullLen, evName, evId, index, final) {
-      emitted++;
-      var f = frameData(text);
-      if (fullLen > text.length) {
-        f.size = fullLen;
-        f.frameBytes = fullLen;
-        if (S.captureBodies) f.dataTruncated = true;
-      }
-      f.direction = 'in';
-      f.transport = 'stream';
-      f.url = meta.url;
-      f.requestId = meta.id;
-      f.index = index;
-      if (evName) f.event = clip(evName, 100);
-      if (evId) f.lastEventId = clip(evId, 100);
-      if (final) f.final = true;
-      emit('net.stream', f);
-    }
-    function sseDispatch() {
-      if (sse.parts.length) {
-        var text = sse.parts.join('\n');
-        message(text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
-      }
-      sse.parts = [];
-      sse.len = 0;
-      sse.kept = 0;
-      sse.event = '';
-    }
-    function line(text, over) {
-      if (format === 'ndjson') {
-        if (text.trim()) message(text, text.length + over);
-        return;
-      }
-      if (text === '') return sseDispatch();
-      if (text.charAt(0) === ':') return;
-      var i = text.indexOf(':');
-      var field = i < 0 ? text : text.slice(0, i);
-      var value = i < 0 ? '' : text.slice(i + 1);
-      if (value.charAt(0) === ' ') value = value.slice(1);
-      if (field === 'data') {
-        sse.len += value.length + over;
-        if (sse.kept < STREAM_MESSAGE_SCAN) {
-          sse.parts.push(value);
-          sse.kept += value.length + 1;
-        }
-      } else if (field === 'event') sse.event = value;
-      else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
-    }
-    function feed(chunk, last) {
-      if (format === 'chunks') {
-        if (chunk) message(chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
-        return;
-      }
-      if (lineCut) {
-        var nl = chunk.search(/[\r\n]/);
-        if (nl < 0) {
-          lineOver += chunk.length;
-          chunk = '';
-        } else {
-          lineOver += nl;
-          chunk = chunk.slice(nl);
-          lineCut = false;
-        }
-      }
-      buf += chunk;
-      var hold = '';
-      if (!last && buf.charAt(buf.length - 1) === '\r') {
-        hold = '\r';
-        buf = buf.slice(0, -1);
-      }
-      var lines = buf.split(/\r\n|\r|\n/);
-      buf = lines.pop();
-      for (var i = 0; i < lines.length; i++) {
-        line(lines[i], i === 0 ? lineOver : 0);
-        if (i === 0) lineOver = 0;
-      }
-      if (last) {
-        if (buf) line(buf, lineOver);
-        if (format === 'sse') sseDispatch();
-        buf = '';
-        return;
-      }
-      if (buf.length > STREAM_MESSAGE_SCAN) {
-        lineOver += buf.length - STREAM_MESSAGE_SCAN;
-        buf = buf.slice(0, STREAM_MESSAGE_SCAN);
-        lineCut = !hold;
-      }
-      buf += hold;
-    }
-    function finish(err) {
-      if (finished) return;
-      finished = true;
-      if (held && err === 'unread') {
-        dropped++;
-        unreported++;
-      } else if (held) {
-        // the last message past the caps is sent anyway: it is the one that tells how it ended
-        send(held[0], held[1], held[2], held[3], held[4], true);
-      }
-      held = null;
-      if (reportTimer) N.clearTimeout(reportTimer);
-      report();
-      var end = Math.round(N.now() - meta.t0);
-      d.streamed = true;
-      d.messageCount = count;
-      if (dropped) d.messagesDropped = dropped;
-      d.streamDurationMs = end;
-      if (cancelled) d.cancelledByPage = true;
-      else if (err === 'unread')
-        d.streamStopped = 'the page read none of its copy; reading stopped after ' + bytes + ' bytes';
-      else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
-      });
-    }
-    // a message the SDK fails to parse is reported; the stream is still read to its end
-    function safeFeed(chunk, last) {
-      try {
-        feed(last ? dec.decode() : dec.decode(chunk, { stream: true }), last);
-      } catch (e) {
-        internal('network_observer', e);
-      }
-    }
-    function pump() {
-      reader.read().then(
-        function (r) {
-          if (r.done) {
-            safeFeed(null, true);
-            finish(null);
-            return;
-          }
-          safeFeed(r.value, false);
-          bytes += (r.value && r.value.byteLength) || 0;
-          if (bytes > STREAM_UNREAD_MAX && !res.bodyUsed) {
-            finish('unread');
-            reader.cancel().catch(function () {}); // the page's copy goes on without ours
-            return;
-          }
-          pump();
-        },
-        guard('network_observer', function (e) {
-          finish(e || new Error('stream read failed'));
-        })
-      );
-    }
-    pump();
+    streamPump(st);
     return true;
+  }
+  // The record of one stream with its reader on a clone of the body, or null when there is none.
+  function streamOpen(meta, res, d, ct, reqDone) {
+    var clone, reader, dec;
+    try {
+      if (typeof TextDecoder === 'undefined') return null;
+      clone = res.clone();
+      if (!clone.body || typeof clone.body.getReader !== 'function') return null;
+      reader = clone.body.getReader();
+      dec = new TextDecoder();
+    } catch (e) {
+      return null;
+    }
+    return {
+      meta: meta,
+      res: res,
+      d: d,
+      reqDone: reqDone,
+      reader: reader,
+      dec: dec,
+      format: streamFormat(ct),
+      count: 0,
+      emitted: 0,
+      dropped: 0,
+      unreported: 0,
+      reportTimer: null,
+      held: null, // the newest message the caps dropped: the stream's last one is always sent
+      secStart: 0,
+      inSec: 0,
+      bytes: 0,
+      finished: false,
+      cancelled: false,
+      buf: '',
+      lineCut: false,
+      lineOver: 0,
+      sse: { parts: [], len: 0, kept: 0, event: '', id: '' }
+    };
+  }
+  function streamReport(st) {
+    st.reportTimer = null;
+    if (!st.unreported) return;
+    emit('truncated', {
+      what: 'net.stream',
+      channel: 'net.stream',
+      count: st.unreported,
+      dropped: st.unreported,
+      reason:
+        'caps of ' + STREAM_MAX_MESSAGES + ' messages per stream and ' + STREAM_MAX_PER_SEC + ' per second',
+      url: st.meta.url,
+      requestId: st.meta.id
+    });
+    st.unreported = 0;
+  }
+  function streamMessage(st, text, fullLen, evName, evId) {
+    st.count++;
+    var t = N.now();
+    if (t - st.secStart > 1000) {
+      st.secStart = t;
+      st.inSec = 0;
+    }
+    var capped = st.emitted >= STREAM_MAX_MESSAGES || st.inSec >= STREAM_MAX_PER_SEC;
+    if (st.held) {
+      // the message held back is not the last one after all: it is dropped
+      st.dropped++;
+      st.unreported++;
+      st.held = null;
+      if (!st.reportTimer) {
+        st.reportTimer = N.setTimeout(function () {
+          streamReport(st);
+        }, 1000);
+      }
+    }
+    if (capped) {
+      st.held = [text, fullLen, evName, evId, st.count];
+      return;
+    }
+    st.inSec++;
+    streamSend(st, text, fullLen, evName, evId, st.count, false);
+  }
+  function streamSend(st, text, fullLen, evName, evId, index, final) {
+    st.emitted++;
+    var f = frameData(text);
+    if (fullLen > text.length) {
+      f.size = fullLen;
+      f.frameBytes = fullLen;
+      if (S.captureBodies) f.dataTruncated = true;
+    }
+    f.direction = 'in';
+    f.transport = 'stream';
+    f.url = st.meta.url;
+    f.requestId = st.meta.id;
+    f.index = index;
+    if (evName) f.event = clip(evName, 100);
+    if (evId) f.lastEventId = clip(evId, 100);
+    if (final) f.final = true;
+    emit('net.stream', f);
+  }
+  function streamSseDispatch(st) {
+    var sse = st.sse;
+    if (sse.parts.length) {
+      var text = sse.parts.join('\n');
+      streamMessage(st, text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
+    }
+    sse.parts = [];
+    sse.len = 0;
+    sse.kept = 0;
+    sse.event = '';
+  }
+  // One line of an ndjson or event-stream body; `over` counts its characters past the scan cap.
+  function streamLine(st, text, over) {
+    if (st.format === 'ndjson') {
+      if (text.trim()) streamMessage(st, text, text.length + over);
+      return;
+    }
+    if (text === '') return streamSseDispatch(st);
+    if (text.charAt(0) === ':') return;
+    var sse = st.sse;
+    var i = text.indexOf(':');
+    var field = i < 0 ? text : text.slice(0, i);
+    var value = i < 0 ? '' : text.slice(i + 1);
+    if (value.charAt(0) === ' ') value = value.slice(1);
+    if (field === 'data') {
+      sse.len += value.length + over;
+      if (sse.kept < STREAM_MESSAGE_SCAN) {
+        sse.parts.push(value);
+        sse.kept += value.length + 1;
+      }
+    } else if (field === 'event') sse.event = value;
+    else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
+  }
+  function streamFeed(st, chunk, last) {
+    if (st.format === 'chunks') {
+      if (chunk) streamMessage(st, chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
+      return;
+    }
+    if (st.lineCut) {
+      var nl = chunk.search(/[\r\n]/);
+      if (nl < 0) {
+        st.lineOver += chunk.length;
+        chunk = '';
+      } else {
+        st.lineOver += nl;
+        chunk = chunk.slice(nl);
+        st.lineCut = false;
+      }
+    }
+    st.buf += chunk;
+    var hold = '';
+    if (!last && st.buf.charAt(st.buf.length - 1) === '\r') {
+      hold = '\r';
+      st.buf = st.buf.slice(0, -1);
+    }
+    var lines = st.buf.split(/\r\n|\r|\n/);
+    st.buf = lines.pop();
+    for (var i = 0; i < lines.length; i++) {
+      streamLine(st, lines[i], i === 0 ? st.lineOver : 0);
+      if (i === 0) st.lineOver = 0;
+    }
+    if (last) {
+      if (st.buf) streamLine(st, st.buf, st.lineOver);
+      if (st.format === 'sse') streamSseDispatch(st);
+      st.buf = '';
+      return;
+    }
+    if (st.buf.length > STREAM_MESSAGE_SCAN) {
+      st.lineOver += st.buf.length - STREAM_MESSAGE_SCAN;
+      st.buf = st.buf.slice(0, STREAM_MESSAGE_SCAN);
+      st.lineCut = !hold;
+    }
+    st.buf += hold;
+  }
+  function streamFinish(st, err) {
+    if (st.finished) return;
+    st.finished = true;
+    var held = st.held;
+    if (held && err === 'unread') {
+      st.dropped++;
+      st.unreported++;
+    } else if (held) {
+      // the last message past the caps is sent anyway: it is the one that tells how it ended
+      streamSend(st, held[0], held[1], held[2], held[3], held[4], true);
+    }
+    st.held = null;
+    if (st.reportTimer) N.clearTimeout(st.reportTimer);
+    streamReport(st);
+    var d = st.d;
+    var end = Math.round(N.now() - st.meta.t0);
+    d.streamed = true;
+    d.messageCount = st.count;
+    if (st.dropped) d.messagesDropped = st.dropped;
+    d.streamDurationMs = end;
+    if (st.cancelled) d.cancelledByPage = true;
+    else if (err === 'unread')
+      d.streamStopped = 'the page read none of its copy; reading stopped after ' + st.bytes + ' bytes';
+    else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
+    st.reqDone.then(function (rq) {
+      emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
+    });
+  }
+  // a message the SDK fails to parse is reported; the stream is still read to its end
+  function streamSafeFeed(st, chunk, last) {
+    try {
+      streamFeed(st, last ? st.dec.decode() : st.dec.decode(chunk, { stream: true }), last);
+    } catch (e) {
+      internal('network_observer', e);
+    }
+  }
+  function streamPump(st) {
+    st.reader.read().then(
+      function (r) {
+        if (r.done) {
+          streamSafeFeed(st, null, true);
+          streamFinish(st, null);
+          return;
+        }
+        streamSafeFeed(st, r.value, false);
+        st.bytes += (r.value && r.value.byteLength) || 0;
+        if (st.bytes > STREAM_UNREAD_MAX && !st.res.bodyUsed) {
+          streamFinish(st, 'unread');
+          st.reader.cancel().catch(function () {}); // the page's copy goes on without ours
+          return;
+        }
+        streamPump(st);
+      },
+      guard('network_observer', function (e) {
+        streamFinish(st, e || new Error('stream read failed'));
+      })
+    );
   }
 
   // read at most ~cap characters of a (cloned) response without buffering a huge body
@@ -17142,6 +17468,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return out;
   }
 
+  // XMLHttpRequest open and send, wrapped; META holds each instance's method, URL and record.
   function installXHR() {
     var X = window.XMLHttpRequest;
     if (!X || !X.prototype) return;
@@ -17166,70 +17493,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return function (body) {
         var xhr = this;
         try {
-          var m = META.get(xhr);
-          if (m && !isBridgeUrl(m.url)) {
-            var id = 'n' + ++netCounter;
-            m.id = id;
-            m.t0 = N.now();
-            m.rurl = redactUrl(m.url);
-            m.req = S.captureBodies ? describeReqBody(body) : null;
-            m.fault = faultFor(m.method, m.url, 'xhr');
-            var xpend = {
-              id: id,
-              requestId: id,
-              method: m.method,
-              url: m.rurl,
-              initiator: 'xhr',
-              faultId: m.fault ? m.fault.id : undefined
-            };
-            var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
-            if (xmark) {
-              try {
-                xhr.setRequestHeader(MARK.header, xmark);
-                xpend.serverMarked = true;
-              } catch (e) {
-                /* not opened, or already sent: unmarked */
-              }
-            }
-            emit('net.pending', xpend);
-            if (!m.listening) {
-              m.listening = true;
-              xhr.addEventListener(
-                'loadend',
-                guard('network_observer', function () {
-                  var mm = META.get(xhr);
-                  if (!mm || !mm.id) return;
-                  var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
-                    return xhr.getResponseHeader(name);
-                  });
-                  if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
-                  var ct = d.contentType || '';
-                  if (xhr.status === 0) d.error = 'network error, abort or timeout';
-                  var resp = null;
-                  if (S.captureBodies) {
-                    try {
-                      if (xhr.responseType === '' || xhr.responseType === 'text') {
-                        if (STREAMY.test(ct)) resp = { reason: 'streaming response' };
-                        else if (ct && !TEXTUAL.test(ct))
-                          resp = { reason: 'non-text content-type' };
-                        else {
-                          var r = redactBody(xhr.responseText || '', ct);
-                          resp = { body: r.body, truncated: r.truncated, size: r.size };
-                        }
-                      } else if (xhr.responseType === 'json') {
-                        var r2 = redactBody(N.stringify(xhr.response), 'application/json');
-                        resp = { body: r2.body, truncated: r2.truncated, size: r2.size };
-                      } else resp = { reason: 'responseType ' + xhr.responseType };
-                    } catch (e) {
-                      resp = { reason: 'body read failed' };
-                    }
-                  }
-                  emit('net.request', withBodyFields(d, mm.req, resp));
-                  mm.id = null;
-                })
-              );
-            }
-          }
+          xhrSendStart(META, xhr, body);
         } catch (e) {
           internal('network_observer', e);
         }
@@ -17238,6 +17502,75 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return orig.apply(this, arguments);
       };
     });
+  }
+  // An XHR about to be sent: its record, its mark for the server, its net.pending, its loadend.
+  function xhrSendStart(META, xhr, body) {
+    var m = META.get(xhr);
+    if (!m || isBridgeUrl(m.url)) return;
+    var id = 'n' + ++netCounter;
+    m.id = id;
+    m.t0 = N.now();
+    m.rurl = redactUrl(m.url);
+    m.req = S.captureBodies ? describeReqBody(body) : null;
+    m.fault = faultFor(m.method, m.url, 'xhr');
+    var xpend = {
+      id: id,
+      requestId: id,
+      method: m.method,
+      url: m.rurl,
+      initiator: 'xhr',
+      faultId: m.fault ? m.fault.id : undefined
+    };
+    var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
+    if (xmark) {
+      try {
+        xhr.setRequestHeader(MARK.header, xmark);
+        xpend.serverMarked = true;
+      } catch (e) {
+        /* not opened, or already sent: unmarked */
+      }
+    }
+    emit('net.pending', xpend);
+    if (!m.listening) {
+      m.listening = true;
+      xhr.addEventListener(
+        'loadend',
+        guard('network_observer', function () {
+          xhrLoadend(META, xhr);
+        })
+      );
+    }
+  }
+  // The net.request of a finished XHR (once per send).
+  function xhrLoadend(META, xhr) {
+    var mm = META.get(xhr);
+    if (!mm || !mm.id) return;
+    var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
+      return xhr.getResponseHeader(name);
+    });
+    if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
+    var ct = d.contentType || '';
+    if (xhr.status === 0) d.error = 'network error, abort or timeout';
+    var resp = S.captureBodies ? xhrResponseBody(xhr, ct) : null;
+    emit('net.request', withBodyFields(d, mm.req, resp));
+    mm.id = null;
+  }
+  function xhrResponseBody(xhr, ct) {
+    try {
+      if (xhr.responseType === '' || xhr.responseType === 'text') {
+        if (STREAMY.test(ct)) return { reason: 'streaming response' };
+        if (ct && !TEXTUAL.test(ct)) return { reason: 'non-text content-type' };
+        var r = redactBody(xhr.responseText || '', ct);
+        return { body: r.body, truncated: r.truncated, size: r.size };
+      }
+      if (xhr.responseType === 'json') {
+        var r2 = redactBody(N.stringify(xhr.response), 'application/json');
+        return { body: r2.body, truncated: r2.truncated, size: r2.size };
+      }
+      return { reason: 'responseType ' + xhr.responseType };
+    } catch (e) {
+      return { reason: 'body read failed' };
+    }
   }
 
   function installBeacon() {
@@ -17452,6 +17785,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     swapConstructor('EventSource', Native, W, ['CONNECTING', 'OPEN', 'CLOSED']);
   }
 
+  // == Section: alerts == alerts, live regions, invalid fields, toasts
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
   // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
   // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
@@ -17512,115 +17846,148 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return '';
   }
-  function installAlerts() {
-    if (!N.MutationObserver || !document.querySelectorAll) return;
-    var SHOWN = new WeakMap(); // element -> the text last reported ('' while hidden or empty)
-    var recent = {}; // text -> when it was last reported
-    var allow = rateCap('ui.alert', 20);
-    var scheduled = false,
-      loaded = false;
-    function candidates() {
-      var rows = [];
-      TOASTS.error.forEach(function (sel) {
-        rows.push(['toast', sel, 'error']);
-      });
-      TOASTS.info.forEach(function (sel) {
-        rows.push(['toast', sel, null]);
-      });
-      rows.push(['invalid', '[aria-invalid=true]', 'error']);
-      rows = rows.concat(
-        FAILURE_UI.filter(function (r) {
-          return r[2] === 'error';
-        }),
-        ALERT_SOURCES,
-        FAILURE_UI.filter(function (r) {
-          return r[2] !== 'error';
-        }).map(function (r) {
-          return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
-        })
-      );
-      var out = [],
-        seen = new Set(),
-        roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
-      for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
-        for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
-          var els;
-          try {
-            els = roots[r].querySelectorAll(rows[i][1]);
-          } catch (e) {
-            break;
-          }
-          for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
-            if (seen.has(els[j])) continue;
-            seen.add(els[j]);
-            out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
-          }
+  // The selectors an alert scan looks at, best first: [source, selector, level, status?].
+  function alertRows() {
+    var rows = [];
+    TOASTS.error.forEach(function (sel) {
+      rows.push(['toast', sel, 'error']);
+    });
+    TOASTS.info.forEach(function (sel) {
+      rows.push(['toast', sel, null]);
+    });
+    rows.push(['invalid', '[aria-invalid=true]', 'error']);
+    return rows.concat(
+      FAILURE_UI.filter(function (r) {
+        return r[2] === 'error';
+      }),
+      ALERT_SOURCES,
+      FAILURE_UI.filter(function (r) {
+        return r[2] !== 'error';
+      }).map(function (r) {
+        return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
+      })
+    );
+  }
+  // The elements that may tell the user something, each once, at most ALERT_MAX_CANDIDATES.
+  function alertCandidates() {
+    var rows = alertRows();
+    var out = [],
+      seen = new Set(),
+      roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
+    for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
+      for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
+        var els;
+        try {
+          els = roots[r].querySelectorAll(rows[i][1]);
+        } catch (e) {
+          break;
+        }
+        for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
+          if (seen.has(els[j])) continue;
+          seen.add(els[j]);
+          out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
         }
       }
-      return out;
     }
-    function shown() {
-      var cache = makeVisCache();
-      var showing = [];
-      candidates().forEach(function (c) {
-        var el = c.el;
-        if (isIgnored(el) || !isVisible(el, cache)) {
-          SHOWN.set(el, '');
+    return out;
+  }
+  // The candidates shown now, one per message; SHOWN learns the hidden and the nested ones.
+  function alertsShown(SHOWN) {
+    var cache = makeVisCache();
+    var showing = [];
+    alertCandidates().forEach(function (c) {
+      var el = c.el;
+      if (isIgnored(el) || !isVisible(el, cache)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      if (!alertText(c)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      // a candidate inside (or around) one that ranks higher is the same message; a field is
+      // not a message, so a dialog around an invalid field still counts
+      for (var i = 0; i < showing.length; i++) {
+        var o = showing[i].el;
+        if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
+        if (o.contains(el) || el.contains(o)) {
+          SHOWN.set(el, c.key);
           return;
         }
-        if (c.source === 'invalid') {
-          c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
-          c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
-          c.key = 'invalid\n' + c.field + '\n' + c.text;
-        } else {
-          // a huge region is read natively (innerText of a rendered element skips script/style)
-          var big = (el.textContent || '').length > 20000;
-          c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
-          c.key = c.text;
-          if (!c.text) {
-            SHOWN.set(el, '');
-            return;
-          }
-        }
-        // a candidate inside (or around) one that ranks higher is the same message; a field is
-        // not a message, so a dialog around an invalid field still counts
-        for (var i = 0; i < showing.length; i++) {
-          var o = showing[i].el;
-          if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
-          if (o.contains(el) || el.contains(o)) {
-            SHOWN.set(el, c.key);
-            return;
-          }
-        }
-        showing.push(c);
-      });
-      return showing;
+      }
+      showing.push(c);
+    });
+    return showing;
+  }
+  // Sets the candidate's text and key (an invalid field: its name and error text); false when empty.
+  function alertText(c) {
+    var el = c.el;
+    if (c.source === 'invalid') {
+      c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
+      c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
+      c.key = 'invalid\n' + c.field + '\n' + c.text;
+      return true;
     }
-    function scan(initial) {
-      scheduled = false;
-      var showing = shown();
-      var t = N.now();
-      showing.forEach(function (c) {
-        if (SHOWN.get(c.el) === c.key) return;
-        SHOWN.set(c.el, c.key);
-        if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
-        if (!allow()) return;
-        if (c.text) recent[c.text] = t;
-        var d = { text: c.text, source: c.source, level: c.level };
-        if (c.field != null) d.field = c.field;
-        var r = refFor(c.el);
-        if (r) d.ref = r;
-        if (initial) d.initial = true;
-        emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
-      });
-      // a new document says it has looked: a verdict after a navigation waits for this
-      if (initial) emit('ui.scan', { shown: showing.length });
-      for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
-      checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
-    }
+    // a huge region is read natively (innerText of a rendered element skips script/style)
+    var big = (el.textContent || '').length > 20000;
+    c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
+    c.key = c.text;
+    return !!c.text;
+  }
+  // One scan: a ui.alert (or ui.status) for each message shown with a new text.
+  function alertScan(al, initial) {
+    al.scheduled = false;
+    var showing = alertsShown(al.SHOWN);
+    var t = N.now(),
+      recent = al.recent;
+    showing.forEach(function (c) {
+      if (al.SHOWN.get(c.el) === c.key) return;
+      al.SHOWN.set(c.el, c.key);
+      if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
+      if (!al.allow()) return;
+      if (c.text) recent[c.text] = t;
+      var d = { text: c.text, source: c.source, level: c.level };
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      if (initial) d.initial = true;
+      emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
+    });
+    // a new document says it has looked: a verdict after a navigation waits for this
+    if (initial) emit('ui.scan', { shown: showing.length });
+    for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
+    checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
+  }
+  var ALERT_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    attributes: true,
+    attributeFilter: [
+      'role',
+      'aria-live',
+      'aria-invalid',
+      'aria-hidden',
+      'aria-describedby',
+      'aria-errormessage',
+      'hidden',
+      'style',
+      'class',
+      'open'
+    ]
+  };
+  function installAlerts() {
+    if (!N.MutationObserver || !document.querySelectorAll) return;
+    var al = {
+      SHOWN: new WeakMap(), // element -> the text last reported ('' while hidden or empty)
+      recent: {}, // text -> when it was last reported
+      allow: rateCap('ui.alert', 20),
+      scheduled: false,
+      loaded: false
+    };
     function schedule() {
-      if (scheduled || !loaded) return;
-      scheduled = true;
+      if (al.scheduled || !al.loaded) return;
+      al.scheduled = true;
       var fired = false;
       var run = function () {
         if (fired) return;
@@ -17633,38 +18000,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var mo = new N.MutationObserver(function () {
       schedule();
     });
-    var cfg = {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      attributes: true,
-      attributeFilter: [
-        'role',
-        'aria-live',
-        'aria-invalid',
-        'aria-hidden',
-        'aria-describedby',
-        'aria-errormessage',
-        'hidden',
-        'style',
-        'class',
-        'open'
-      ]
-    };
-    mo.observe(document, cfg);
+    mo.observe(document, ALERT_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, cfg);
+      mo.observe(root, ALERT_OBSERVE);
       schedule();
     };
     ROOT_WATCHERS.push(watch);
     function first() {
-      if (loaded) return;
-      loaded = true;
+      if (al.loaded) return;
+      al.loaded = true;
       safeScan(true);
     }
     function safeScan(initial) {
       try {
-        scan(initial);
+        alertScan(al, initial);
       } catch (e) {
         internal('alert_observer', e);
       }
@@ -17674,7 +18023,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitionend', schedule, true); // a toast that fades in
     listen(document, 'animationend', schedule, true);
     ALERT_RESCAN = schedule;
-    ALERT_NOW = shown;
+    ALERT_NOW = function () {
+      return alertsShown(al.SHOWN);
+    };
     S.teardowns.push(function () {
       mo.disconnect();
       ALERT_RESCAN = null;
@@ -17684,7 +18035,32 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       });
     });
   }
+  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
+  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
+  // footer, aside, form or dialog that does not hold that element
+  function alertsRead(args) {
+    if (!ALERT_NOW) return { alerts: [], unavailable: true };
+    var target = resolveRef(args && args.ref);
+    var out = ALERT_NOW().slice(0, 50).map(function (c) {
+      var scope = null;
+      try {
+        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
+        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
+      } catch (e) {
+        scope = null;
+      }
+      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
+      // beside the act's target, only its own region; with no target, any region but the page's chrome
+      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      return d;
+    });
+    return { alerts: out };
+  }
 
+  // == Section: console == console calls and uncaught errors
   // -- console and errors
   function formatArgs(args) {
     var parts = [],
@@ -17827,6 +18203,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // == Section: documents == routes, the document request that leaves and the one that arrives
   // -- routing
   var lastHref = location.href;
   function routeChanged(kind) {
@@ -18033,114 +18410,111 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     flush();
   }
   function installDocuments() {
-    listen(
-      window,
-      'submit',
-      function (e) {
-        if (e.target && e.target.tagName === 'FORM')
-          lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
-      },
-      true
-    );
+    listen(window, 'submit', docOnSubmit, true);
     // `formdata` fires while the browser builds the entry list of a submission that goes ahead:
     // after an uncancelled submit event has finished dispatching, or inside form.submit(). A
     // `new FormData(form)` in the app's own submit handler fires it too, mid-dispatch: not ours.
-    listen(
-      window,
-      'formdata',
-      function (e) {
-        var form = e.target;
-        if (!form || form.tagName !== 'FORM' || !e.formData) return;
-        var ls = lastSubmit,
-          submitter = null;
-        if (programmaticSubmit === form) submitter = null;
-        else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
-          submitter = ls.submitter;
-        else return;
-        lastSubmit = null;
-        var rec = formRecord(form, submitter, e.formData);
-        if (rec.method === 'DIALOG') return;
-        if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
-        rec.cause = 'form';
-        announceDocument(rec);
-      },
-      true
-    );
+    listen(window, 'formdata', docOnFormData, true);
     if (window.HTMLFormElement && HTMLFormElement.prototype.submit)
-      patch(HTMLFormElement.prototype, 'submit', function (orig) {
-        return function submit() {
-          programmaticSubmit = this;
-          try {
-            return orig.apply(this, arguments);
-          } finally {
-            programmaticSubmit = null;
-          }
-        };
-      });
-    listen(window, 'click', function (e) {
-      if (e.defaultPrevented || e.button) return;
-      var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
-      if (!a || a.hasAttribute('download')) return;
-      var tg = a.getAttribute('target');
-      if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
-      if (e.ctrlKey || e.metaKey || e.shiftKey) return;
-      docIntent = {
-        url: a.href,
-        method: 'GET',
-        cause: 'link',
-        at: N.dateNow(),
-        text: clip(getName(a), 80)
-      };
-    });
+      patch(HTMLFormElement.prototype, 'submit', docSubmitWrapper);
+    listen(window, 'click', docOnClick);
     // The Navigation API (Chromium) names the destination of every navigation this document
     // starts, a location change or a reload included.
     try {
       if (window.navigation && typeof window.navigation.addEventListener === 'function')
-        listen(window.navigation, 'navigate', function (e) {
-          if (e.hashChange || e.downloadRequest != null) return;
-          var dest = e.destination && e.destination.url;
-          var prev =
-            docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
-              ? docIntent
-              : null;
-          docIntent = {
-            url: dest,
-            method: e.formData ? 'POST' : 'GET',
-            cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
-            navigationType: e.navigationType,
-            at: N.dateNow(),
-            text: prev ? prev.text : undefined
-          };
-        });
+        listen(window.navigation, 'navigate', docOnNavigate);
     } catch (e) {
       /* no Navigation API */
     }
-    var leaving = function () {
-      if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
-      var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
-      var rec = it
-        ? {
-            url: redactUrl(it.url),
-            method: it.method,
-            cause: it.cause,
-            navigationType: it.navigationType
-          }
-        : { url: '', method: null, cause: 'unknown' };
-      if (it && it.text) rec.link = { text: it.text };
-      docIntent = null;
-      announceDocument(rec);
-    };
-    listen(window, 'beforeunload', leaving, true);
+    listen(window, 'beforeunload', docLeaving, true);
     listen(
       window,
       'pagehide',
       function (e) {
-        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) leaving();
+        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) docLeaving();
       },
       true
     );
     docArrival();
   }
+  function docOnSubmit(e) {
+    if (e.target && e.target.tagName === 'FORM')
+      lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
+  }
+  function docOnFormData(e) {
+    var form = e.target;
+    if (!form || form.tagName !== 'FORM' || !e.formData) return;
+    var ls = lastSubmit,
+      submitter = null;
+    if (programmaticSubmit === form) submitter = null;
+    else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
+      submitter = ls.submitter;
+    else return;
+    lastSubmit = null;
+    var rec = formRecord(form, submitter, e.formData);
+    if (rec.method === 'DIALOG') return;
+    if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
+    rec.cause = 'form';
+    announceDocument(rec);
+  }
+  function docSubmitWrapper(orig) {
+    return function submit() {
+      programmaticSubmit = this;
+      try {
+        return orig.apply(this, arguments);
+      } finally {
+        programmaticSubmit = null;
+      }
+    };
+  }
+  function docOnClick(e) {
+    if (e.defaultPrevented || e.button) return;
+    var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
+    if (!a || a.hasAttribute('download')) return;
+    var tg = a.getAttribute('target');
+    if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
+    if (e.ctrlKey || e.metaKey || e.shiftKey) return;
+    docIntent = {
+      url: a.href,
+      method: 'GET',
+      cause: 'link',
+      at: N.dateNow(),
+      text: clip(getName(a), 80)
+    };
+  }
+  function docOnNavigate(e) {
+    if (e.hashChange || e.downloadRequest != null) return;
+    var dest = e.destination && e.destination.url;
+    var prev =
+      docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
+        ? docIntent
+        : null;
+    docIntent = {
+      url: dest,
+      method: e.formData ? 'POST' : 'GET',
+      cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
+      navigationType: e.navigationType,
+      at: N.dateNow(),
+      text: prev ? prev.text : undefined
+    };
+  }
+  // This document is going away: announce where to, as far as the latest intent tells.
+  function docLeaving() {
+    if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
+    var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
+    var rec = it
+      ? {
+          url: redactUrl(it.url),
+          method: it.method,
+          cause: it.cause,
+          navigationType: it.navigationType
+        }
+      : { url: '', method: null, cause: 'unknown' };
+    if (it && it.text) rec.link = { text: it.text };
+    docIntent = null;
+    announceDocument(rec);
+  }
+  // This document's own request, from Navigation Timing, linked to the announced one.
   // This document's own request, from Navigation Timing, linked to the announced one.
   function docArrival() {
     var nav = null;
@@ -18153,23 +18527,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var here = redactUrl(location.href);
     var redirects = nav && nav.redirectCount > 0 ? nav.redirectCount : 0;
     var status = nav && nav.responseStatus > 0 ? nav.responseStatus : null;
-    var prev = null;
-    try {
-      prev = N.parse(ssGet(DOC_KEY) || 'null');
-    } catch (e) {
-      prev = null;
-    }
-    if (prev) ssSet(DOC_KEY, '');
-    var linked =
-      !!prev &&
-      isObj(prev) &&
-      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
-      (sameDocUrl(prev.url, here) ||
-        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
-        redirects > 0 ||
-        !prev.urlKnown ||
-        (type === 'reload' && prev.navigationType === 'reload') ||
-        (type === 'back_forward' && prev.navigationType === 'traverse'));
+    var prev = docAnnouncedBefore();
+    var linked = docLinked(prev, here, type, redirects);
     var id = linked && prev.requestId ? prev.requestId : 'd' + S.documentId;
     var d = {
       id: id,
@@ -18197,15 +18556,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (prev[k] != null) d[k] = prev[k];
       });
     }
-    if (nav) {
-      var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
-      d.durationMs = Math.round(Math.max(0, end - nav.startTime));
-      d.ms = d.durationMs;
-      d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
-      if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
-      if (nav.transferSize != null) d.transferSize = nav.transferSize;
-      if (nav.contentType) d.contentType = nav.contentType;
-    }
+    if (nav) docTiming(d, nav, redirects);
     emit('net.request', d);
     var from =
       linked && prev.from ? prev.from : document.referrer ? redactUrl(document.referrer) : '';
@@ -18223,7 +18574,43 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     lastHref = location.href;
   }
+  // The request the previous document announced (taken out of sessionStorage), or null.
+  function docAnnouncedBefore() {
+    var prev = null;
+    try {
+      prev = N.parse(ssGet(DOC_KEY) || 'null');
+    } catch (e) {
+      prev = null;
+    }
+    if (prev) ssSet(DOC_KEY, '');
+    return prev;
+  }
+  // Whether the announced request is the one that brought this document.
+  function docLinked(prev, here, type, redirects) {
+    return (
+      !!prev &&
+      isObj(prev) &&
+      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
+      (sameDocUrl(prev.url, here) ||
+        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
+        redirects > 0 ||
+        !prev.urlKnown ||
+        (type === 'reload' && prev.navigationType === 'reload') ||
+        (type === 'back_forward' && prev.navigationType === 'traverse'))
+    );
+  }
+  // Navigation Timing's durations, sizes and content type on the document's net.request.
+  function docTiming(d, nav, redirects) {
+    var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
+    d.durationMs = Math.round(Math.max(0, end - nav.startTime));
+    d.ms = d.durationMs;
+    d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
+    if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
+    if (nav.transferSize != null) d.transferSize = nav.transferSize;
+    if (nav.contentType) d.contentType = nav.contentType;
+  }
 
+  // == Section: dom == DOM mutations, shadow roots, animations
   // -- DOM mutations, coalesced per animation frame
   var ATTRS = [
     'class',
@@ -18256,6 +18643,173 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return false;
     }
   }
+  var DOM_MEANINGFUL =
+    'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table';
+  // One animation frame's worth of DOM events: counts against DOM_CAP, drops, what was seen.
+  function domFrame() {
+    return {
+      added: 0,
+      removed: 0,
+      changed: 0,
+      drop: { added: 0, removed: 0, changed: 0 },
+      seenAttr: new Map(),
+      seenText: new Set(),
+      cache: makeVisCache()
+    };
+  }
+  // Counts one more event of a kind (added, removed, changed) in the frame; false (and a drop
+  // counted) past the cap.
+  function domRoom(f, kind) {
+    if (f[kind] >= DOM_CAP) {
+      f.drop[kind]++;
+      return false;
+    }
+    f[kind]++;
+    return true;
+  }
+  function domRecord(f, r) {
+    var tgt = r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
+    if (tgt && isIgnored(tgt)) return;
+    if (r.type === 'attributes') domAttr(f, r);
+    else if (r.type === 'characterData') domCharacterData(f, r);
+    else if (r.type === 'childList') domChildList(f, r);
+  }
+  function domAttr(f, r) {
+    var key = r.attributeName;
+    var prev = f.seenAttr.get(r.target);
+    if (prev && prev[key]) return; // coalesce: first old value wins, current value read now
+    if (!prev) {
+      prev = {};
+      f.seenAttr.set(r.target, prev);
+    }
+    prev[key] = 1;
+    var cur = r.target.getAttribute(key);
+    if (cur === r.oldValue) return;
+    if (!domRoom(f, 'changed')) return;
+    var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
+    var ad = { attr: key, target: label(r.target) };
+    if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
+    if (r.oldValue != null) ad.old = secret ? REDACTED : clip(scrub(r.oldValue), 120);
+    emit('dom.attr', ad, r.target);
+  }
+  function domCharacterData(f, r) {
+    var pe = r.target.parentElement;
+    if (!pe || f.seenText.has(pe) || inSource(pe)) return;
+    f.seenText.add(pe);
+    if (!domRoom(f, 'changed')) return;
+    var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
+    if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
+    emit('dom.text', td, pe);
+  }
+  function domChildList(f, r) {
+    var textTouched = false;
+    for (var a = 0; a < r.addedNodes.length; a++) if (domAddedNode(f, r.addedNodes[a])) textTouched = true;
+    for (var b = 0; b < r.removedNodes.length; b++) if (domRemovedNode(f, r, r.removedNodes[b])) textTouched = true;
+    if (textTouched && r.target.nodeType === 1 && !f.seenText.has(r.target) && !inSource(r.target)) {
+      f.seenText.add(r.target);
+      if (!domRoom(f, 'changed')) return;
+      emit('dom.text', { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) }, r.target);
+    }
+  }
+  // One added node: a dom.added (and visible.shown for a dialog or alert); true when it touched text.
+  function domAddedNode(f, n) {
+    if (n.nodeType === 3) return !!n.data.trim();
+    if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n)) return false;
+    var role = getRole(n),
+      nm = getName(n, role);
+    var textTouched = false;
+    if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
+      // unnamed wrapper: summarise its meaningful descendants count
+      var inner = n.querySelectorAll ? n.querySelectorAll(DOM_MEANINGFUL) : [];
+      if (!inner.length) {
+        if (norm(n.textContent)) textTouched = true;
+        else return false;
+      }
+      if (!domRoom(f, 'added')) return textTouched;
+      emit(
+        'dom.added',
+        {
+          role: role,
+          tag: n.tagName.toLowerCase(),
+          target: describeNode(n),
+          descendants: inner.length,
+          text: clip(norm(n.textContent), 80) || undefined,
+          region: regionOf(n)
+        },
+        n
+      );
+      return textTouched;
+    }
+    if (!domRoom(f, 'added')) return false;
+    emit('dom.added', { role: role, name: nm, tag: n.tagName.toLowerCase(), target: label(n), region: regionOf(n) }, n);
+    var shows = role === 'dialog' || role === 'alertdialog' || role === 'alert' || role === 'status';
+    if ((shows || n.getAttribute('aria-modal') === 'true') && isVisible(n, f.cache)) {
+      emit('visible.shown', { role: role, name: nm }, n);
+    }
+    return false;
+  }
+  // One removed node of record r: a dom.removed; true when it touched text.
+  function domRemovedNode(f, r, m) {
+    if (m.nodeType === 3) return !!m.data.trim();
+    if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) return false;
+    var rr = getRole(m),
+      rn = getName(m, rr);
+    if ((rr === 'generic' || rr === 'none') && !rn) {
+      var cnt = m.querySelectorAll ? m.querySelectorAll(DOM_MEANINGFUL).length : 0;
+      if (!cnt || !domRoom(f, 'removed')) return false;
+      emit('dom.removed', {
+        role: rr,
+        tag: m.tagName.toLowerCase(),
+        target: describeNode(m),
+        descendants: cnt,
+        region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
+      });
+      return false;
+    }
+    if (!domRoom(f, 'removed')) return false;
+    var rd = { role: rr, name: rn, tag: m.tagName.toLowerCase(), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
+    var oldRef = REF_OF.get(m);
+    if (oldRef) rd.formerRef = oldRef;
+    emit('dom.removed', rd);
+    return false;
+  }
+  // The truncated event of a frame that dropped events (or records past the pending cap); true if sent.
+  function domTruncated(f, overflowRecords) {
+    var drop = f.drop.added + f.drop.removed + f.drop.changed + overflowRecords;
+    if (!drop) return false;
+    emit('truncated', {
+      what: 'dom',
+      channel: 'dom',
+      count: drop,
+      dropped: drop,
+      reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
+      detail: {
+        added: f.drop.added,
+        removed: f.drop.removed,
+        changed: f.drop.changed,
+        overflowRecords: overflowRecords
+      }
+    });
+    return true;
+  }
+  function regionOf(n) {
+    try {
+      var tid = n.parentElement && n.parentElement.closest('[data-testid]');
+      if (tid) return tid.getAttribute('data-testid');
+      return n.parentElement ? refFor(n.parentElement) : undefined;
+    } catch (e) {
+      return undefined;
+    }
+  }
+  var DOM_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    characterDataOldValue: true,
+    attributes: true,
+    attributeOldValue: true,
+    attributeFilter: ATTRS
+  };
   function installDom() {
     if (!N.MutationObserver) return;
     var pending = [];
@@ -18285,225 +18839,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function processDom() {
       var rs = pending;
       pending = [];
-      var added = 0,
-        removed = 0,
-        changed = 0,
-        dropA = 0,
-        dropR = 0,
-        dropC = 0;
-      var seenAttr = new Map(),
-        seenText = new Set();
-      var cache = makeVisCache();
+      var f = domFrame();
       try {
-        for (var i = 0; i < rs.length; i++) {
-          var r = rs[i];
-          var tgt =
-            r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
-          if (tgt && isIgnored(tgt)) continue;
-          if (r.type === 'attributes') {
-            var key = r.attributeName;
-            var prev = seenAttr.get(r.target);
-            if (prev && prev[key]) continue; // coalesce: first old value wins, current value read now
-            if (!prev) {
-              prev = {};
-              seenAttr.set(r.target, prev);
-            }
-            prev[key] = 1;
-            var cur = r.target.getAttribute(key);
-            if (cur === r.oldValue) continue;
-            if (changed >= DOM_CAP) {
-              dropC++;
-              continue;
-            }
-            changed++;
-            var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
-            var ad = { attr: key, target: label(r.target) };
-            if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
-            if (r.oldValue != null) ad.old = secret ? REDACTED : clip(scrub(r.oldValue), 120);
-            emit('dom.attr', ad, r.target);
-          } else if (r.type === 'characterData') {
-            var pe = r.target.parentElement;
-            if (!pe || seenText.has(pe) || inSource(pe)) continue;
-            seenText.add(pe);
-            if (changed >= DOM_CAP) {
-              dropC++;
-              continue;
-            }
-            changed++;
-            var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
-            if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
-            emit('dom.text', td, pe);
-          } else if (r.type === 'childList') {
-            var textTouched = false;
-            for (var a = 0; a < r.addedNodes.length; a++) {
-              var n = r.addedNodes[a];
-              if (n.nodeType === 3) {
-                if (n.data.trim()) textTouched = true;
-                continue;
-              }
-              if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n))
-                continue;
-              var role = getRole(n),
-                nm = getName(n, role);
-              if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
-                // unnamed wrapper: summarise its meaningful descendants count
-                var inner = n.querySelectorAll
-                  ? n.querySelectorAll(
-                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
-                    )
-                  : [];
-                if (!inner.length) {
-                  if (norm(n.textContent)) textTouched = true;
-                  else continue;
-                }
-                if (added >= DOM_CAP) {
-                  dropA++;
-                  continue;
-                }
-                added++;
-                emit(
-                  'dom.added',
-                  {
-                    role: role,
-                    tag: n.tagName.toLowerCase(),
-                    target: describeNode(n),
-                    descendants: inner.length,
-                    text: clip(norm(n.textContent), 80) || undefined,
-                    region: regionOf(n)
-                  },
-                  n
-                );
-                continue;
-              }
-              if (added >= DOM_CAP) {
-                dropA++;
-                continue;
-              }
-              added++;
-              emit(
-                'dom.added',
-                {
-                  role: role,
-                  name: nm,
-                  tag: n.tagName.toLowerCase(),
-                  target: label(n),
-                  region: regionOf(n)
-                },
-                n
-              );
-              if (
-                (role === 'dialog' ||
-                  role === 'alertdialog' ||
-                  role === 'alert' ||
-                  role === 'status' ||
-                  n.getAttribute('aria-modal') === 'true') &&
-                isVisible(n, cache)
-              ) {
-                emit('visible.shown', { role: role, name: nm }, n);
-              }
-            }
-            for (var b = 0; b < r.removedNodes.length; b++) {
-              var m = r.removedNodes[b];
-              if (m.nodeType === 3) {
-                if (m.data.trim()) textTouched = true;
-                continue;
-              }
-              if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) continue;
-              var rr = getRole(m),
-                rn = getName(m, rr);
-              if ((rr === 'generic' || rr === 'none') && !rn) {
-                var cnt = m.querySelectorAll
-                  ? m.querySelectorAll(
-                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
-                    ).length
-                  : 0;
-                if (!cnt) continue;
-                if (removed >= DOM_CAP) {
-                  dropR++;
-                  continue;
-                }
-                removed++;
-                emit('dom.removed', {
-                  role: rr,
-                  tag: m.tagName.toLowerCase(),
-                  target: describeNode(m),
-                  descendants: cnt,
-                  region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
-                });
-                continue;
-              }
-              if (removed >= DOM_CAP) {
-                dropR++;
-                continue;
-              }
-              removed++;
-              var rd = {
-                role: rr,
-                name: rn,
-                tag: m.tagName.toLowerCase(),
-                target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '')
-              };
-              var oldRef = REF_OF.get(m);
-              if (oldRef) rd.formerRef = oldRef;
-              emit('dom.removed', rd);
-            }
-            if (
-              textTouched &&
-              r.target.nodeType === 1 &&
-              !seenText.has(r.target) &&
-              !inSource(r.target)
-            ) {
-              seenText.add(r.target);
-              if (changed >= DOM_CAP) {
-                dropC++;
-                continue;
-              }
-              changed++;
-              emit(
-                'dom.text',
-                { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) },
-                r.target
-              );
-            }
-          }
-        }
+        for (var i = 0; i < rs.length; i++) domRecord(f, rs[i]);
       } catch (e) {
         internal('dom_observer', e);
       }
-      var drop = dropA + dropR + dropC + overflowRecords;
-      if (drop) {
-        emit('truncated', {
-          what: 'dom',
-          channel: 'dom',
-          count: drop,
-          dropped: drop,
-          reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
-          detail: { added: dropA, removed: dropR, changed: dropC, overflowRecords: overflowRecords }
-        });
-        overflowRecords = 0;
-      }
+      if (domTruncated(f, overflowRecords)) overflowRecords = 0;
     }
-    function regionOf(n) {
-      try {
-        var tid = n.parentElement && n.parentElement.closest('[data-testid]');
-        if (tid) return tid.getAttribute('data-testid');
-        return n.parentElement ? refFor(n.parentElement) : undefined;
-      } catch (e) {
-        return undefined;
-      }
-    }
-    var cfg = {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      characterDataOldValue: true,
-      attributes: true,
-      attributeOldValue: true,
-      attributeFilter: ATTRS
-    };
-    mo.observe(document, cfg);
+    mo.observe(document, DOM_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, cfg);
+      mo.observe(root, DOM_OBSERVE);
     };
     ROOT_WATCHERS.push(watch);
     S.teardowns.push(function () {
@@ -18564,44 +18910,45 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitioncancel', h('anim.end'), true);
   }
 
+  // == Section: storage == localStorage, sessionStorage, cookies
   // -- storage
+  function storageAreaOf(st) {
+    try {
+      return st === window.sessionStorage ? 'session' : 'local';
+    } catch (e) {
+      return 'local';
+    }
+  }
+  function storageValue(k, v) {
+    return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500);
+  }
+  function storageChanged(area, k, from, to) {
+    var d = { area: area, key: clip(k, 200), from: storageValue(k, from), to: storageValue(k, to) };
+    d.old = d.from;
+    d['new'] = d.to;
+    emit('storage.change', d);
+  }
+  // what key k held before a write we report (null when muted: our own keys, our own writes)
+  function storageHeld(store, k, mute) {
+    if (mute) return null;
+    try {
+      return store.getItem(k);
+    } catch (e) {
+      return null;
+    }
+  }
   function installStorage() {
     var SP = window.Storage && window.Storage.prototype;
     if (!SP) return;
-    function areaOf(st) {
-      try {
-        return st === window.sessionStorage ? 'session' : 'local';
-      } catch (e) {
-        return 'local';
-      }
-    }
-    function val(k, v) {
-      return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500);
-    }
-    function rec(area, k, from, to) {
-      var d = { area: area, key: clip(k, 200), from: val(k, from), to: val(k, to) };
-      d.old = d.from;
-      d['new'] = d.to;
-      emit('storage.change', d);
-    }
-    // what key k held before a write we report (null when muted: our own keys, our own writes)
-    function heldBefore(store, k, mute) {
-      if (mute) return null;
-      try {
-        return store.getItem(k);
-      } catch (e) {
-        return null;
-      }
-    }
     patch(SP, 'setItem', function (orig) {
       return function (k, v) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = heldBefore(this, k, mute);
+        var before = storageHeld(this, k, mute);
         var r = orig.apply(this, arguments);
         if (!mute) {
           try {
             var now2 = this.getItem(k);
-            if (now2 !== before) rec(areaOf(this), String(k), before, now2);
+            if (now2 !== before) storageChanged(storageAreaOf(this), String(k), before, now2);
           } catch (e) {
             /* ignore */
           }
@@ -18612,100 +18959,104 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     patch(SP, 'removeItem', function (orig) {
       return function (k) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = heldBefore(this, k, mute);
+        var before = storageHeld(this, k, mute);
         var r = orig.apply(this, arguments);
-        if (!mute && before !== null) rec(areaOf(this), String(k), before, null);
+        if (!mute && before !== null) storageChanged(storageAreaOf(this), String(k), before, null);
         return r;
       };
     });
-    patch(SP, 'clear', function (orig) {
-      return function () {
-        var snap = [];
-        try {
-          for (var i = 0; i < this.length; i++) {
-            var k = this.key(i);
-            if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
-          }
-        } catch (e) {
-          /* ignore */
-        }
-        var r = orig.apply(this, arguments);
-        var area = areaOf(this);
-        snap.slice(0, 50).forEach(function (kv) {
-          rec(area, kv[0], kv[1], null);
-        });
-        if (snap.length > 50)
-          emit('truncated', {
-            what: 'storage.change',
-            count: snap.length - 50,
-            reason: 'clear() removed more than 50 keys',
-            channel: 'storage',
-            dropped: snap.length - 50
-          });
-        return r;
-      };
-    });
+    patch(SP, 'clear', storageClearWrapper);
     listen(window, 'storage', function (e) {
       if (!e.key || /^__reticle/.test(e.key)) return;
       var d = {
         area: e.storageArea === window.sessionStorage ? 'session' : 'local',
         key: e.key,
-        from: val(e.key, e.oldValue),
-        to: val(e.key, e.newValue),
+        from: storageValue(e.key, e.oldValue),
+        to: storageValue(e.key, e.newValue),
         otherTab: true
       };
       d.old = d.from;
       d['new'] = d.to;
       emit('storage.change', d);
     });
-    // cookies written through document.cookie
+    installCookieWatch();
+  }
+  // Storage.prototype.clear, wrapped: one storage.change per key it removed (50 at most).
+  function storageClearWrapper(orig) {
+    return function () {
+      var snap = [];
+      try {
+        for (var i = 0; i < this.length; i++) {
+          var k = this.key(i);
+          if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
+        }
+      } catch (e) {
+        /* ignore */
+      }
+      var r = orig.apply(this, arguments);
+      var area = storageAreaOf(this);
+      snap.slice(0, 50).forEach(function (kv) {
+        storageChanged(area, kv[0], kv[1], null);
+      });
+      if (snap.length > 50)
+        emit('truncated', {
+          what: 'storage.change',
+          count: snap.length - 50,
+          reason: 'clear() removed more than 50 keys',
+          channel: 'storage',
+          dropped: snap.length - 50
+        });
+      return r;
+    };
+  }
+  // cookies written through document.cookie
+  function installCookieWatch() {
     try {
       var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
-      if (desc && desc.set && desc.get && desc.configurable) {
-        var cookieMap = function () {
-          var o = {};
-          String(desc.get.call(document) || '')
-            .split(/;\s*/)
-            .forEach(function (p) {
-              if (!p) return;
-              var i = p.indexOf('=');
-              o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
-            });
-          return o;
-        };
-        Object.defineProperty(document, 'cookie', {
-          configurable: true,
-          enumerable: true,
-          get: function () {
-            return desc.get.call(this);
-          },
-          set: function (v) {
-            var before = null;
-            try {
-              before = cookieMap();
-            } catch (e) {
-              /* ignore */
-            }
-            desc.set.call(this, v);
-            try {
-              var k = String(v).split(';')[0];
-              var i = k.indexOf('=');
-              var key = (i < 0 ? k : k.slice(0, i)).trim();
-              var after = cookieMap();
-              if (before && before[key] !== after[key]) rec('cookie', key, before[key], after[key]);
-            } catch (e) {
-              /* ignore */
-            }
-          }
-        });
-        S.teardowns.push(function () {
+      if (!desc || !desc.set || !desc.get || !desc.configurable) return;
+      var cookieMap = function () {
+        var o = {};
+        String(desc.get.call(document) || '')
+          .split(/;\s*/)
+          .forEach(function (p) {
+            if (!p) return;
+            var i = p.indexOf('=');
+            o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
+          });
+        return o;
+      };
+      Object.defineProperty(document, 'cookie', {
+        configurable: true,
+        enumerable: true,
+        get: function () {
+          return desc.get.call(this);
+        },
+        set: function (v) {
+          var before = null;
           try {
-            delete document.cookie;
+            before = cookieMap();
           } catch (e) {
             /* ignore */
           }
-        });
-      }
+          desc.set.call(this, v);
+          try {
+            var k = String(v).split(';')[0];
+            var i = k.indexOf('=');
+            var key = (i < 0 ? k : k.slice(0, i)).trim();
+            var after = cookieMap();
+            if (before && before[key] !== after[key]) storageChanged('cookie', key, before[key], after[key]);
+          } catch (e) {
+            /* ignore */
+          }
+        }
+      });
+      S.teardowns.push(function () {
+        try {
+          delete document.cookie;
+        } catch (e) {
+          /* ignore */
+        }
+      });
     } catch (e) {
       /* cookie patch is optional */
     }
@@ -18818,6 +19169,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { local: get.local(), session: get.session(), cookies: get.cookies() };
   }
 
+  // == Section: health == focus, page health, dialogs, cross-origin frames
   // -- focus
   function installFocus() {
     listen(
@@ -18894,72 +19246,80 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (phase === 'open') flush(); // the page stops here: the report cannot wait for the microtask
   }
   function installDialogs() {
-    ['alert', 'confirm', 'prompt'].forEach(function (kind) {
-      var orig = window[kind];
-      if (typeof orig !== 'function') return;
-      var wrapped = function (message) {
+    ['alert', 'confirm', 'prompt'].forEach(wrapDialogFunction);
+    installBeforeunloadListeners();
+    installOnBeforeunload();
+  }
+  // window.alert, confirm or prompt, wrapped: reported open before it blocks, closed after.
+  function wrapDialogFunction(kind) {
+    var orig = window[kind];
+    if (typeof orig !== 'function') return;
+    var wrapped = function (message) {
+      try {
+        dialogSeen(kind, message, 'open');
+      } catch (e) {
+        /* never stand in the page's way */
+      }
+      try {
+        return orig.apply(window, arguments);
+      } finally {
         try {
-          dialogSeen(kind, message, 'open');
+          dialogSeen(kind, '', 'closed');
         } catch (e) {
-          /* never stand in the page's way */
+          /* ignore */
         }
-        try {
-          return orig.apply(window, arguments);
-        } finally {
-          try {
-            dialogSeen(kind, '', 'closed');
-          } catch (e) {
-            /* ignore */
-          }
-        }
-      };
-      window[kind] = wrapped;
-      S.teardowns.push(function () {
-        if (window[kind] === wrapped) window[kind] = orig;
-      });
+      }
+    };
+    window[kind] = wrapped;
+    S.teardowns.push(function () {
+      if (window[kind] === wrapped) window[kind] = orig;
     });
-    // a beforeunload handler that prevents the unload makes the browser ask the person
-    var prevented = function (e) {
-      var v = e.returnValue;
-      return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
-    };
-    var reported = function (e) {
-      if (e && e.type === 'beforeunload' && prevented(e)) dialogSeen('beforeunload', '', 'open');
-    };
+  }
+  // a beforeunload handler that prevents the unload makes the browser ask the person
+  function unloadPrevented(e) {
+    var v = e.returnValue;
+    return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
+  }
+  function unloadReported(e) {
+    if (e && e.type === 'beforeunload' && unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
+  }
+  // window.addEventListener('beforeunload', fn): fn runs inside a wrapper that tells a prompt.
+  function installBeforeunloadListeners() {
     var wrappers = typeof WeakMap === 'function' ? new WeakMap() : null;
     var add = window.addEventListener,
       remove = window.removeEventListener;
-    if (wrappers && typeof add === 'function') {
-      var addWrapped = function (type, fn, opts) {
-        if (type === 'beforeunload' && typeof fn === 'function') {
-          var w = wrappers.get(fn);
-          if (!w) {
-            w = function (e) {
-              try {
-                return fn.apply(this, arguments);
-              } finally {
-                reported(e);
-              }
-            };
-            wrappers.set(fn, w);
-          }
-          return add.call(this, type, w, opts);
+    if (!wrappers || typeof add !== 'function') return;
+    var addWrapped = function (type, fn, opts) {
+      if (type === 'beforeunload' && typeof fn === 'function') {
+        var w = wrappers.get(fn);
+        if (!w) {
+          w = function (e) {
+            try {
+              return fn.apply(this, arguments);
+            } finally {
+              unloadReported(e);
+            }
+          };
+          wrappers.set(fn, w);
         }
-        return add.apply(this, arguments);
-      };
-      var removeWrapped = function (type, fn, opts) {
-        if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
-          return remove.call(this, type, wrappers.get(fn), opts);
-        return remove.apply(this, arguments);
-      };
-      window.addEventListener = addWrapped;
-      window.removeEventListener = removeWrapped;
-      S.teardowns.push(function () {
-        if (window.addEventListener === addWrapped) window.addEventListener = add;
-        if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
-      });
-    }
-    // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+        return add.call(this, type, w, opts);
+      }
+      return add.apply(this, arguments);
+    };
+    var removeWrapped = function (type, fn, opts) {
+      if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
+        return remove.call(this, type, wrappers.get(fn), opts);
+      return remove.apply(this, arguments);
+    };
+    window.addEventListener = addWrapped;
+    window.removeEventListener = removeWrapped;
+    S.teardowns.push(function () {
+      if (window.addEventListener === addWrapped) window.addEventListener = add;
+      if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
+    });
+  }
+  // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+  function installOnBeforeunload() {
     var own = Object.getOwnPropertyDescriptor(window, 'onbeforeunload');
     var d = own || Object.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
     if (!d || !d.set || !d.get || d.configurable === false) return;
@@ -18967,7 +19327,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var wrapFor = function (fn) {
       return function (e) {
         var r = fn.apply(this, arguments);
-        if ((typeof r === 'string' && r !== '') || prevented(e)) dialogSeen('beforeunload', '', 'open');
+        if ((typeof r === 'string' && r !== '') || unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
         return r;
       };
     };
@@ -19096,6 +19456,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: stores == app stores, signals, describe, capabilities
   // ---- stores and signals --------------------------------------------------------------------
   var STORES = {}; // name -> {read(), unsub?, last, kind}
   function shallowDiff(name, prev, next) {
@@ -19165,57 +19526,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         (typeof store === 'object' || typeof store === 'function') &&
         typeof store.getState === 'function'
       ) {
-        entry.kind = typeof store.subscribe === 'function' ? 'subscribable' : 'getter';
-        entry.read = function () {
-          return store.getState();
-        };
-        var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
-        if (sub) {
-          entry.last = store.getState();
-          var u = sub.call(store, function () {
-            try {
-              var nx = store.getState();
-              var pv = entry.last;
-              entry.last = nx;
-              shallowDiff(name, pv, nx);
-            } catch (e) {
-              internal('store_adapter', e);
-            }
-          });
-          entry.unsub =
-            typeof u === 'function'
-              ? u
-              : u && typeof u.unsubscribe === 'function'
-                ? function () {
-                    u.unsubscribe();
-                  }
-                : null;
-        }
+        storeWithGetState(name, entry, store, subscribe);
       } else if (typeof store === 'function') {
-        entry.kind = 'getter';
-        entry.read = function () {
-          return store();
-        };
-        if (typeof subscribe === 'function') {
-          entry.last = store();
-          var u2 = subscribe(function () {
-            try {
-              var nx = store();
-              var pv = entry.last;
-              entry.last = nx;
-              shallowDiff(name, pv, nx);
-            } catch (e) {
-              internal('store_adapter', e);
-            }
-          });
-          entry.unsub = typeof u2 === 'function' ? u2 : null;
-        } else
-          warn(
-            "store '" +
-              name +
-              "' is a bare getter: reads work, but changes are not watched " +
-              '(pass a subscribe function or a {getState, subscribe} store)'
-          );
+        storeFromGetter(name, entry, store, subscribe);
       } else if (isObj(store)) {
         entry.kind = 'static';
         entry.read = function () {
@@ -19235,6 +19548,56 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       internal('store_adapter', e);
       return false;
     }
+  }
+  // The listener a store calls on change: it reads the new value and reports what changed.
+  function storeListener(name, entry) {
+    return function () {
+      try {
+        var nx = entry.read();
+        var pv = entry.last;
+        entry.last = nx;
+        shallowDiff(name, pv, nx);
+      } catch (e) {
+        internal('store_adapter', e);
+      }
+    };
+  }
+  // A zustand/redux-like store: {getState, subscribe?}.
+  function storeWithGetState(name, entry, store, subscribe) {
+    entry.kind = typeof store.subscribe === 'function' ? 'subscribable' : 'getter';
+    entry.read = function () {
+      return store.getState();
+    };
+    var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
+    if (!sub) return;
+    entry.last = store.getState();
+    var u = sub.call(store, storeListener(name, entry));
+    entry.unsub =
+      typeof u === 'function'
+        ? u
+        : u && typeof u.unsubscribe === 'function'
+          ? function () {
+              u.unsubscribe();
+            }
+          : null;
+  }
+  // A bare getter, watched only when a subscribe function comes with it.
+  function storeFromGetter(name, entry, store, subscribe) {
+    entry.kind = 'getter';
+    entry.read = function () {
+      return store();
+    };
+    if (typeof subscribe === 'function') {
+      entry.last = store();
+      var u2 = subscribe(storeListener(name, entry));
+      entry.unsub = typeof u2 === 'function' ? u2 : null;
+    } else
+      warn(
+        "store '" +
+          name +
+          "' is a bare getter: reads work, but changes are not watched " +
+          '(pass a subscribe function or a {getState, subscribe} store)'
+      );
   }
   function pushStore(name, value) {
     try {
@@ -19317,32 +19680,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return { found: true, value: cur };
   }
+  // What the registered stores hold: all of them collapsed, or one value by store and path.
   function stateRead(args) {
     var names = Object.keys(STORES);
-    if (args.store == null && args.path == null) {
-      var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
-      var out = {},
-        trunc = {};
-      names.forEach(function (n) {
-        try {
-          var rep = {};
-          out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
-          if (rep.cut) trunc[n] = { truncatedValues: rep.cut };
-        } catch (e) {
-          out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']';
-        }
-      });
-      var res = { stores: out, storeNames: names };
-      if (Object.keys(trunc).length) {
-        res.truncation = trunc;
-        res.truncation.note =
-          'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
-      }
-      if (!names.length)
-        res.note =
-          'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
-      return res;
-    }
+    if (args.store == null && args.path == null) return stateAll(args, names);
     var storeName = args.store;
     if (storeName == null) {
       // path without store: pick the single store exposing it
@@ -19378,6 +19719,35 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         storeNames: names,
         availableKeys: names
       };
+    return statePath(args, storeName, names);
+  }
+  // Every store, collapsed to args.depth (1 unless told).
+  function stateAll(args, names) {
+    var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
+    var out = {},
+      trunc = {};
+    names.forEach(function (n) {
+      try {
+        var rep = {};
+        out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
+        if (rep.cut) trunc[n] = { truncatedValues: rep.cut };
+      } catch (e) {
+        out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']';
+      }
+    });
+    var res = { stores: out, storeNames: names };
+    if (Object.keys(trunc).length) {
+      res.truncation = trunc;
+      res.truncation.note =
+        'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
+    }
+    if (!names.length)
+      res.note =
+        'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
+    return res;
+  }
+  // One store's value at args.path, or where the path stopped and the keys found there.
+  function statePath(args, storeName, names) {
     var raw;
     try {
       raw = readStore(storeName);
@@ -19475,97 +19845,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
   }
 
+  // == Section: probes == the probes the daemon's predicates read
   // ---- probes for the daemon's predicate engine ------------------------------------------------
   function evalProbe(args) {
     var kind = args.kind;
     var cache = makeVisCache();
-    if (kind === 'element') {
-      var q = {};
-      for (var k in args) if (hasOwn(args, k) && k !== 'kind') q[k] = args[k];
-      var r = runQuery(q);
-      if (r.scopeMissing)
-        return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
-      var els = filterState(r.els, args.state, cache);
-      var vis = els.filter(function (e) {
-        return isVisible(e, cache);
-      });
-      var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
-      var res = {
-        count: els.length,
-        visible: vis.length > 0,
-        visibleCount: vis.length,
-        elements: els.slice(0, lim).map(function (e) {
-          return describe(e, cache);
-        })
-      };
-      if (els.length > lim) res.described = lim;
-      if (!els.length) {
-        res.hint = zeroHint();
-        var near = nearMisses(r.q, resolveScope(args.scope));
-        if (near.length) res.hint.nearMisses = near;
-      }
-      return res;
-    }
-    if (kind === 'text') {
-      // contains (case-insensitive substring of an element's own text), equals (an element's whole
-      // text, whitespace-normalised, case-sensitive) or matches (a RegExp over an element's whole
-      // text). Only readable text counts: never script, style, template or noscript source.
-      var given = TEXT_MODES.filter(function (m) {
-        return args[m] != null && args[m] !== '';
-      });
-      if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
-      var spec;
-      if (given.length) {
-        var so = {};
-        so[given[0]] = args[given[0]];
-        if (args.flags != null) so.flags = args.flags;
-        spec = textSpec(so, 'contains');
-      } else {
-        var needle = args.text != null ? args.text : args.value;
-        if (needle == null || needle === '')
-          throw new Error('text probe needs contains, equals or matches');
-        spec = textSpec(needle, 'contains');
-      }
-      var matches;
-      if (spec.mode === 'contains') {
-        var rr = runQuery({ by: 'text', value: spec.value, scope: args.scope });
-        if (rr.scopeMissing) return { found: false, count: 0, places: 0, scopeMissing: true };
-        matches = rr.els;
-      } else {
-        var troot = resolveScope(args.scope);
-        if (!troot) return { found: false, count: 0, places: 0, scopeMissing: true };
-        matches = textPlaces(troot, spec.test);
-      }
-      var visM = matches.filter(function (e) {
-        return isVisible(e, cache);
-      });
-      var pool = args.visible ? visM : matches;
-      var out = {
-        found: pool.length > 0,
-        mode: spec.mode,
-        count: pool.length,
-        places: pool.length,
-        visibleCount: visM.length,
-        elements: pool.slice(0, 5).map(function (e) {
-          return describe(e, cache);
-        })
-      };
-      if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
-      else if (spec.mode === 'contains') {
-        // text split across elements: fall back to the readable page text
-        var root = resolveScope(args.scope);
-        var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
-        var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
-        if (idx >= 0) {
-          out.found = true;
-          out.via = 'page-text';
-          out.places = 1;
-          out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
-        }
-      }
-      if (spec.mode === 'contains' && norm(spec.value).length <= 3) out.short = true;
-      return out;
-    }
+    if (kind === 'element') return probeElement(args, cache);
+    if (kind === 'text') return probeText(args, cache);
     if (kind === 'route')
       return {
         path: location.pathname,
@@ -19583,7 +19869,97 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         "')"
     );
   }
+  function probeElement(args, cache) {
+    var q = {};
+    for (var k in args) if (hasOwn(args, k) && k !== 'kind') q[k] = args[k];
+    var r = runQuery(q);
+    if (r.scopeMissing)
+      return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
+    var els = filterState(r.els, args.state, cache);
+    var vis = els.filter(function (e) {
+      return isVisible(e, cache);
+    });
+    var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
+    var res = {
+      count: els.length,
+      visible: vis.length > 0,
+      visibleCount: vis.length,
+      elements: els.slice(0, lim).map(function (e) {
+        return describe(e, cache);
+      })
+    };
+    if (els.length > lim) res.described = lim;
+    if (!els.length) {
+      res.hint = zeroHint();
+      var near = nearMisses(r.q, resolveScope(args.scope));
+      if (near.length) res.hint.nearMisses = near;
+    }
+    return res;
+  }
+  // contains (case-insensitive substring of an element's own text), equals (an element's whole
+  // text, whitespace-normalised, case-sensitive) or matches (a RegExp over an element's whole
+  // text). Only readable text counts: never script, style, template or noscript source.
+  function probeText(args, cache) {
+    var spec = probeTextSpec(args);
+    var matches = probeTextMatches(spec, args);
+    if (!matches) return { found: false, count: 0, places: 0, scopeMissing: true };
+    var visM = matches.filter(function (e) {
+      return isVisible(e, cache);
+    });
+    var pool = args.visible ? visM : matches;
+    var out = {
+      found: pool.length > 0,
+      mode: spec.mode,
+      count: pool.length,
+      places: pool.length,
+      visibleCount: visM.length,
+      elements: pool.slice(0, 5).map(function (e) {
+        return describe(e, cache);
+      })
+    };
+    if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
+    else if (spec.mode === 'contains') probePageText(out, spec, args);
+    if (spec.mode === 'contains' && norm(spec.value).length <= 3) out.short = true;
+    return out;
+  }
+  function probeTextSpec(args) {
+    var given = TEXT_MODES.filter(function (m) {
+      return args[m] != null && args[m] !== '';
+    });
+    if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
+    if (given.length) {
+      var so = {};
+      so[given[0]] = args[given[0]];
+      if (args.flags != null) so.flags = args.flags;
+      return textSpec(so, 'contains');
+    }
+    var needle = args.text != null ? args.text : args.value;
+    if (needle == null || needle === '') throw new Error('text probe needs contains, equals or matches');
+    return textSpec(needle, 'contains');
+  }
+  // The elements whose text matches the spec, or null when the scope is missing.
+  function probeTextMatches(spec, args) {
+    if (spec.mode === 'contains') {
+      var rr = runQuery({ by: 'text', value: spec.value, scope: args.scope });
+      return rr.scopeMissing ? null : rr.els;
+    }
+    var troot = resolveScope(args.scope);
+    return troot ? textPlaces(troot, spec.test) : null;
+  }
+  // text split across elements: fall back to the readable page text
+  function probePageText(out, spec, args) {
+    var root = resolveScope(args.scope);
+    var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
+    var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
+    if (idx >= 0) {
+      out.found = true;
+      out.via = 'page-text';
+      out.places = 1;
+      out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
+    }
+  }
 
+  // == Section: commands == the bridge commands by name
   // ---- command table -------------------------------------------------------------------------
   COMMANDS.snapshot = snapshot;
   COMMANDS.query = queryCmd;
@@ -19640,6 +20016,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { ok: true, hard: !!a.hard };
   };
 
+  // == Section: connect == connect, disconnect, auto-connect
   // ---- connect / disconnect ------------------------------------------------------------------
   function isLoopback(h) {
     h = String(h || '').toLowerCase();
@@ -19673,53 +20050,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       if (S.started) return window.reticle;
       var o = options || {};
-      var url = o.url || defaultUrl();
       var token = o.token != null ? String(o.token) : null;
-      // a device's own bridge URL carries its capability, so the page may be off loopback
-      var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
-      var bridge;
-      try {
-        bridge = new URL(url, location.href);
-      } catch (e) {
-        warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse');
-        return window.reticle;
-      }
-      if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') {
-        warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')');
-        return window.reticle;
-      }
-      if (token && token.length > 512) {
-        warn('not connecting: token longer than 512 characters');
-        return window.reticle;
-      }
-      var localPage = isLocalPage(),
-        localBridge = isLoopback(bridge.hostname);
-      if (!localPage || !localBridge) {
-        if (!allowRemote || !(token || CFG.device)) {
-          warn(
-            'not running on ' +
-              (localPage
-                ? 'this bridge (' + bridge.host + ')'
-                : 'a non-loopback page (' + location.hostname + ')') +
-              ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
-              'pairing token (data-allow-non-localhost and data-token on the script tag).'
-          );
-          return window.reticle;
-        }
-        if (!localBridge && bridge.protocol !== 'wss:') {
-          warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
-          return window.reticle;
-        }
-      }
-      try {
-        var ne = window.process && window.process.env && window.process.env.NODE_ENV;
-        if (ne === 'production' && !boolOpt(o.allowInProduction)) {
-          warn('not running: NODE_ENV is production (pass allowInProduction:true to override)');
-          return window.reticle;
-        }
-      } catch (e) {
-        /* no process */
-      }
+      var bridge = connectBridge(o, token);
+      if (!bridge) return window.reticle;
       S.opts = o;
       S.url = bridge.href;
       S.token = token;
@@ -19730,59 +20063,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       );
       if (Array.isArray(o.redactKeys)) EXTRA_KEYS = o.redactKeys.slice(0, 64);
       else if (o.redact && Array.isArray(o.redact.keys)) EXTRA_KEYS = o.redact.keys.slice(0, 64);
-      // session id: explicit option > URL parameter > sessionStorage > new
-      var sid = o.sessionId || o.session;
-      if (sid === 'auto') sid = null;
-      if (!sid) {
-        try {
-          sid = new URL(location.href).searchParams.get('__reticle_session');
-        } catch (e) {
-          sid = null;
-        }
-      }
-      if (!sid) sid = ssGet('__reticle_session');
-      if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
-      S.sessionId = sid;
-      ssSet('__reticle_session', sid);
-      // strip our hard-reload marker before the route observer installs
-      try {
-        if (/[?&]_reticle_reload=/.test(location.search)) {
-          var cu = new URL(location.href);
-          cu.searchParams.delete('_reticle_reload');
-          history.replaceState(history.state, '', cu.href);
-        }
-      } catch (e) {
-        /* ignore */
-      }
+      S.sessionId = connectSessionId(o);
+      ssSet('__reticle_session', S.sessionId);
+      stripReloadMarker(); // before the route observer installs
       clearMarkCookie(); // the request that brought this document carried it: the page never sees it
       S.started = true;
       S.stopped = false;
-      var installers = [
-        ['network_observer', installFetch],
-        ['network_observer', installXHR],
-        ['network_observer', installBeacon],
-        ['network_observer', installWebSocket],
-        ['network_observer', installEventSource],
-        ['alert_observer', installAlerts],
-        ['console_observer', installConsole],
-        ['console_observer', installErrors],
-        ['router_observer', installRouting],
-        ['document_observer', installDocuments],
-        ['dom_observer', installDom],
-        ['dom_observer', installShadowCapture],
-        ['animation_observer', installAnimations],
-        ['storage_observer', installStorage],
-        ['focus_observer', installFocus],
-        ['dialog_observer', installDialogs],
-        ['health_observer', installHealth]
-      ];
-      installers.forEach(function (it) {
-        try {
-          it[1]();
-        } catch (e) {
-          internal(it[0], e);
-        }
-      });
+      installObservers();
       var fc = function () {
         checkFrames();
       };
@@ -19795,6 +20082,112 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       internal('connect', e);
     }
     return window.reticle;
+  }
+  // The bridge URL this page may connect to, or null (with a console warning that says why not).
+  function connectBridge(o, token) {
+    var url = o.url || defaultUrl();
+    // a device's own bridge URL carries its capability, so the page may be off loopback
+    var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
+    var bridge;
+    try {
+      bridge = new URL(url, location.href);
+    } catch (e) {
+      warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse');
+      return null;
+    }
+    if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') {
+      warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')');
+      return null;
+    }
+    if (token && token.length > 512) {
+      warn('not connecting: token longer than 512 characters');
+      return null;
+    }
+    var localPage = isLocalPage(),
+      localBridge = isLoopback(bridge.hostname);
+    if (!localPage || !localBridge) {
+      if (!allowRemote || !(token || CFG.device)) {
+        warn(
+          'not running on ' +
+            (localPage
+              ? 'this bridge (' + bridge.host + ')'
+              : 'a non-loopback page (' + location.hostname + ')') +
+            ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
+            'pairing token (data-allow-non-localhost and data-token on the script tag).'
+        );
+        return null;
+      }
+      if (!localBridge && bridge.protocol !== 'wss:') {
+        warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
+        return null;
+      }
+    }
+    try {
+      var ne = window.process && window.process.env && window.process.env.NODE_ENV;
+      if (ne === 'production' && !boolOpt(o.allowInProduction)) {
+        warn('not running: NODE_ENV is production (pass allowInProduction:true to override)');
+        return null;
+      }
+    } catch (e) {
+      /* no process */
+    }
+    return bridge;
+  }
+  // session id: explicit option > URL parameter > sessionStorage > new
+  function connectSessionId(o) {
+    var sid = o.sessionId || o.session;
+    if (sid === 'auto') sid = null;
+    if (!sid) {
+      try {
+        sid = new URL(location.href).searchParams.get('__reticle_session');
+      } catch (e) {
+        sid = null;
+      }
+    }
+    if (!sid) sid = ssGet('__reticle_session');
+    if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
+    return sid;
+  }
+  // strip our hard-reload marker from the address bar
+  function stripReloadMarker() {
+    try {
+      if (/[?&]_reticle_reload=/.test(location.search)) {
+        var cu = new URL(location.href);
+        cu.searchParams.delete('_reticle_reload');
+        history.replaceState(history.state, '', cu.href);
+      }
+    } catch (e) {
+      /* ignore */
+    }
+  }
+  // Every observer, in this order; one that fails is reported and the others still install.
+  function installObservers() {
+    var installers = [
+      ['network_observer', installFetch],
+      ['network_observer', installXHR],
+      ['network_observer', installBeacon],
+      ['network_observer', installWebSocket],
+      ['network_observer', installEventSource],
+      ['alert_observer', installAlerts],
+      ['console_observer', installConsole],
+      ['console_observer', installErrors],
+      ['router_observer', installRouting],
+      ['document_observer', installDocuments],
+      ['dom_observer', installDom],
+      ['dom_observer', installShadowCapture],
+      ['animation_observer', installAnimations],
+      ['storage_observer', installStorage],
+      ['focus_observer', installFocus],
+      ['dialog_observer', installDialogs],
+      ['health_observer', installHealth]
+    ];
+    installers.forEach(function (it) {
+      try {
+        it[1]();
+      } catch (e) {
+        internal(it[0], e);
+      }
+    });
   }
   function disconnect() {
     try {
