@@ -1903,7 +1903,7 @@ class _TabState:
     def _page_dialog(self, data: dict, t: float) -> None:
         """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
         commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
-        device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
+        device answers dialogs itself (_answer_device_dialog), so these are only kept."""
         if self.device is not None:
             return
         kind = self.health.page_dialog(data, t)
@@ -1972,7 +1972,7 @@ class _TabState:
                 await self.wait_change(min(0.05, left))
 
     def document_on_its_way(self, rid: str, method: str, url: str) -> None:
-        """A device's browser started loading a new document in this tab (_Device._on_document):
+        """A device's browser started loading a new document in this tab (_NetRecord._on_document):
         recorded as the SDK records a form submission it announces, an open document request, so
         the tab is between documents (navigating) until the next document connects."""
         if self.requests.document_on_its_way(rid, method, url, self.now()):
@@ -3094,7 +3094,7 @@ async def _answer_device_dialog(device: "_Device", params: dict) -> None:
     """An alert, confirm, prompt or beforeunload blocks a device's page (and every command) until
     it is answered: answer it at once.  Dismissed, unless the act that raised it asked for
     `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
-    (the agent asked to leave).  The tab's answers name it (splice_health)."""
+    (the agent asked to leave).  The tab's answers name it (_with_health)."""
     kind = str(params.get("type") or "alert")
     policy = device.dialog_policy
     if policy is not None:
