@@ -470,10 +470,12 @@ def _short(value: Any, limit: int = 140) -> str:
 # One clock inside the daemon: milliseconds since it started, read from time.monotonic() (never the wall
 # clock, which jumps); Hub.clock reads it.  Every event's `t`, every cursor an answer gives (`since`, `until`)
 # and every time the bridge keeps of a tab (when it was last heard, its act marks, when it left, a held report's
-# deadline, when a new document's first events are due) is on it, so a session and its parts compare times
-# without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts, and the
-# budgets the waits of Observe and the tools measure from a tool call's `timeout_ms` (_CALL_DEADLINE and those
-# budgets are time.monotonic() seconds; what they hand a session is a timeout, never a reading of their clock).
+# deadline, when a new document's first events are due) is on it, and so is every deadline of a verdict (Observe's
+# waits, the horizon's cap, the end of an act's budget: _act_budget), so a session, its parts and Observe compare
+# times without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts (the
+# seconds are worked out at the call).  Outside the verdict, a tool call's own deadline (_CALL_DEADLINE) and the
+# devices' and the HTTP layer's timers are time.monotonic() seconds; what they hand a session is a timeout in
+# seconds, never a reading of their clock.
 # The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
 # with itself (_ActMarks).
 def _clock_ms(t0: float) -> float:
@@ -5416,14 +5418,15 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
 # -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
 
 async def _await_horizon(session: "_BrowserSession", floor: float, deadline: float) -> List[Tuple[str, bool]]:
-    """Wait (until the monotonic `deadline`) for the act at `floor` to finish its causal work (see
-    _horizon); -> what was still pending when the deadline came ([] when it finished)."""
+    """Wait (until `deadline`, on the daemon's clock) for the act at `floor` to finish its causal work
+    (see _horizon); -> what was still pending when the deadline came ([] when it finished)."""
     while True:
-        pending = _horizon(session.window(floor), session.known(floor), floor, session.now(), bool(session.sdk_version))
-        left = deadline - time.monotonic()
+        now = session.now()
+        pending = _horizon(session.window(floor), session.known(floor), floor, now, bool(session.sdk_version))
+        left = deadline - now
         if not pending or left <= 0:
             return pending
-        await session.wait_change(min(0.05, left))
+        await session.wait_change(min(50.0, left) / 1000.0)
 
 
 async def _read_leaf(session: "_BrowserSession", leaf: dict) -> Any:
@@ -5482,15 +5485,16 @@ def _lost_why(session: "_BrowserSession") -> str:
 
 async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
     """With the app's middleware in use (a record arrived for this tab), give the records of the
-    act's marked requests their grace to arrive before judging.  True when any arrived."""
+    act's marked requests their grace to arrive before judging (until `budget_end`, on the daemon's
+    clock).  True when any arrived."""
     if not session.server_seen:
         return False
     before = session.server_seen
-    while time.monotonic() < budget_end:
+    while session.now() < budget_end:
         awaiting, _ = _server_unreported(session.now(), session.window(since))
         if not awaiting:
             break
-        await session.wait_change(min(0.05, budget_end - time.monotonic()))
+        await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
     return session.server_seen != before
 
 
@@ -5504,7 +5508,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
 
     The horizon: an assert that follows an act (`act_at`) first waits for the act's causal work
     (see _horizon, at most HORIZON_CAP_MS), whichever way it would judge.  After an act
-    (`settle_until`, the monotonic end of its budget) a pass waits for that work too, for the UI
+    (`settle_until`, the end of its budget on the daemon's clock) a pass waits for that work too, for the UI
     after a write, and for the server records of the act's marked requests (Server truth), then is
     judged again as the page is then (a `settled` leaf keeps its first judgement unless server
     records joined late or an absence is asked); what is still going at the cap is kept in `pending`."""
@@ -5514,7 +5518,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         if grace > 0:
             await asyncio.sleep(grace / 1000.0)
         _progress_note("waiting for the act's work to land before judging")
-        pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
+        pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
     session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
@@ -5526,15 +5530,15 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     if settle_until is not None and not obs.lost and _judge_final(p, obs)["pass"]:
         _progress_note("waiting for the requests the act started to finish")
-        pending = await _await_horizon(session, floor, time.monotonic() + HORIZON_CAP_MS / 1000.0)
-        while time.monotonic() < settle_until and session.open_since(floor):
+        pending = await _await_horizon(session, floor, session.now() + HORIZON_CAP_MS)
+        while session.now() < settle_until and session.open_since(floor):
             await session.wait_change(0.05)
         window = session.window(floor)
         wrote = any(e["type"] == "net.request" and _is_write(e["data"]) for e in window)
         if wrote and not any(e["type"] in _UI_EVENTS for e in window):
-            end = min(settle_until, time.monotonic() + 0.3)
-            while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
-                await session.wait_change(end - time.monotonic())
+            end = min(settle_until, session.now() + 300)
+            while session.now() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
+                await session.wait_change((end - session.now()) / 1000.0)
         arrived = await _await_server_records(session, floor, settle_until)
         quiet_leaf = any(leaf["kind"] == "settled" for leaf, _ in _leaves(p))
         if arrived or not quiet_leaf or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
@@ -5570,13 +5574,13 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     decided, or time runs out; a pinned count is confirmed 300 ms after it first holds.  After an
     act (`act_at`), a failure in sight (see _failure_in_sight) with the act's work done decides
     at once (early no): nothing the act started could still make `p` hold."""
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    deadline = session.now() + timeout_ms  # on the daemon's clock, like every time below
     holds_count = _holds_count(p)
-    shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
+    shown_at: Optional[float] = None  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
         session.expire_arrival()
-        if session.between_documents() and not await session.next_document(max(deadline - time.monotonic(), 0.5)):
+        if session.between_documents() and not await session.next_document(max(deadline - session.now(), 500) / 1000):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
@@ -5585,9 +5589,9 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             session.expire_arrival()
             if session.between_documents():
                 continue  # the page went away while it was being asked: ask the next document
-        remaining = deadline - time.monotonic()
+        remaining = deadline - session.now()
         if res["pass"]:
-            if holds_count and remaining > 0.3:
+            if holds_count and remaining > 300:
                 await asyncio.sleep(0.3)
                 return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
             if holds_count:
@@ -5603,8 +5607,9 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             # an error shown from before decides only once the act's work is visibly done: something it
             # started has answered, or a second has passed (a request it starts later may yet clear it)
             answered = any(e["type"] == "net.request" and e["t"] >= act_at for e in obs.window)
-            if not failure and (answered or obs.now - act_at >= 1000) and time.monotonic() - shown_at >= 0.5:
-                shown_at = time.monotonic()
+            if not failure and (answered or obs.now - act_at >= 1000) and (
+                    shown_at is None or session.now() - shown_at >= 500):
+                shown_at = session.now()
                 still = [d for d in await _read_shown(session, effect) or ()
                          if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)]
                 failure = "the page still shows %s" % _ui_label(still[0]) if still else None
@@ -5614,10 +5619,10 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
                 return final
         if remaining <= 0:
             break
-        step = min(0.15, remaining)
+        step = min(150.0, remaining)
         if res.get("retryAfterMs"):
-            step = min(step, max(0.025, res["retryAfterMs"] / 1000.0))
-        await session.wait_change(step)
+            step = min(step, max(25.0, res["retryAfterMs"]))
+        await session.wait_change(step / 1000.0)
     final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     final.timed_out = timeout_ms
     return final
@@ -7594,6 +7599,15 @@ def _until_arg(args: dict) -> dict:
     return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
 
 
+def _act_budget(timeout_ms: float, started: float, now: float) -> Tuple[float, float]:
+    """What an act's Observe gets of its `timeout_ms`, all on the daemon's clock (ms): (the wait left
+    at `now` of the act that started at `started`, the end of its budget: Observe's `settle_until`).
+    With a timeout, an act that used it all still gets 0.001 ms, so it is judged once and times out;
+    without one (0) the wait is 0: one look."""
+    remaining = max(0.001, timeout_ms - (now - started)) if timeout_ms > 0 else 0
+    return remaining, started + timeout_ms
+
+
 async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
     """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
     already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
@@ -7605,13 +7619,12 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict)
         already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
-    started = time.monotonic()
+    started = session.now()
     effect = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, effect)
-    # with a timeout, an act that used it all is still judged once and times out
-    remaining = max(0.001, timeout - (time.monotonic() - started) * 1000.0) if timeout > 0 else 0
+    remaining, settle_until = _act_budget(timeout, started, session.now())
     obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
-                         settle_until=started + timeout / 1000.0)
+                         settle_until=settle_until)
     obs.action, obs.act_at = args["action"], since
     return _answer(session, "act_and_wait", args, p, obs, anchor)
 
