@@ -473,9 +473,9 @@ def _short(value: Any, limit: int = 140) -> str:
 # deadline, when a new document's first events are due) is on it, and so is every deadline of a verdict (Observe's
 # waits, the horizon's cap, the end of an act's budget: _act_budget), so a session, its parts and Observe compare
 # times without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts (the
-# seconds are worked out at the call).  Outside the verdict, a tool call's own deadline (_CALL_DEADLINE) and the
-# devices' and the HTTP layer's timers are time.monotonic() seconds; what they hand a session is a timeout in
-# seconds, never a reading of their clock.
+# seconds are worked out at the call), and a command's timeout, cut to the tool call's own deadline (_CALL_DEADLINE,
+# on this clock too: _command_budget).  Outside the bridge and the verdict, the devices' and the HTTP layer's
+# timers are time.monotonic() seconds; what they hand a session is a timeout in seconds, never a reading.
 # The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
 # with itself (_ActMarks).
 def _clock_ms(t0: float) -> float:
@@ -836,21 +836,21 @@ class _Progress:
 
 
 _PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVar("reticle_progress", default=None)
-# when the tool call being served must answer by (time.monotonic()), from its `timeout_ms`: no command to
-# the page waits past it (issue 19 #5)
+# when the tool call being served must answer by (on the daemon's clock, ms: Hub.clock), from its `timeout_ms`:
+# no command to the page waits past it (issue 19 #5)
 _CALL_DEADLINE: "contextvars.ContextVar[Optional[float]]" = contextvars.ContextVar("reticle_deadline", default=None)
 COMMAND_FLOOR_S = 0.25      # a command sent once the call's budget is spent still gets this long
 DIALOG_SILENT_MS = 5_500    # a tab that did not answer and was not heard from for this long is busy
 STUCK_COMMAND_S = 2.0       # what a command waits, at most, for a tab that did not answer the last one
 
 
-def _command_budget(timeout: float) -> float:
-    """How long a command to the page may wait: its own timeout, cut to what is left of the tool call's
-    `timeout_ms` (never below COMMAND_FLOOR_S)."""
+def _command_budget(timeout: float, now: float) -> float:
+    """How long (s) a command to the page may wait: its own `timeout` (s), cut to what is left at `now`
+    (the daemon's clock, ms) of the tool call's `timeout_ms` (never below COMMAND_FLOOR_S)."""
     deadline = _CALL_DEADLINE.get()
     if deadline is None:
         return timeout
-    return min(timeout, max(COMMAND_FLOOR_S, deadline - time.monotonic()))
+    return min(timeout, max(COMMAND_FLOOR_S, (deadline - now) / 1000.0))
 
 
 def _progress_note(text: str) -> None:
@@ -2257,7 +2257,8 @@ class _BrowserSession(_TabState):
         if self.health.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout)
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout,
+                                  self.clock())
         cid, fut = self.pending.open()
         device = self.device if name in ("act", "act_sequence") else None
         if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
@@ -11081,7 +11082,7 @@ class Hub:
         try:
             session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
             budget = args.get("timeout_ms") if isinstance(args, dict) else None
-            token = _CALL_DEADLINE.set(time.monotonic() + budget / 1000.0 + 0.5 if isinstance(budget, int) and
+            token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
                                        not isinstance(budget, bool) and budget > 0 else None)
             try:
                 return _tool_result(await tool.handler(self, session, args, ctx))
