@@ -474,8 +474,9 @@ def _short(value: Any, limit: int = 140) -> str:
 # waits, the horizon's cap, the end of an act's budget: _act_budget), so a session, its parts and Observe compare
 # times without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts (the
 # seconds are worked out at the call), and a command's timeout, cut to the tool call's own deadline (_CALL_DEADLINE,
-# on this clock too: _command_budget).  Outside the bridge and the verdict, the devices' and the HTTP layer's
-# timers are time.monotonic() seconds; what they hand a session is a timeout in seconds, never a reading.
+# on this clock too: _command_budget).  A flow's replay, its steps' `ms` and the MCP clients Hub heard are on it
+# too.  The devices' timers, the HTTP layer's rate limits, the log filter and the CLI (another process) still read
+# time.monotonic() seconds; what they hand a session is a timeout in seconds, never a reading of their clock.
 # The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
 # with itself (_ActMarks).
 def _clock_ms(t0: float) -> float:
@@ -2285,11 +2286,12 @@ class _BrowserSession(_TabState):
         return _command_result(reply)
 
 
-async def _poll(check: Callable[[], bool], timeout: float, step: float) -> bool:
-    """Check every `step` s until `check()` holds (True) or `timeout` s pass (False)."""
-    deadline = time.monotonic() + timeout
+async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: Callable[[], float]) -> bool:
+    """Check every `step` s until `check()` holds (True) or `timeout` s pass on `clock` (the daemon's, ms)
+    (False)."""
+    deadline = clock() + timeout * 1000.0
     while not check():
-        left = deadline - time.monotonic()
+        left = (deadline - clock()) / 1000.0
         if left <= 0:
             return False
         await asyncio.sleep(min(step, left))
@@ -2422,7 +2424,7 @@ class _Bridge:
     async def wait_back(self, session: _TabState, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
-                           timeout, 0.025)
+                           timeout, 0.025, self.clock)
 
     def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
         """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
@@ -2450,7 +2452,7 @@ class _Bridge:
         def back() -> bool:
             s = self.sessions.get(session_id)
             return s is not None and s.generation > generation and s.handler is not None
-        return await _poll(back, timeout, 0.05)
+        return await _poll(back, timeout, 0.05, self.clock)
 
     def close_all(self) -> None:
         for s in list(self.sessions.values()):
@@ -8751,7 +8753,7 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
         return
     if "name" in target:
         query["name"] = target["name"]
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    deadline = session.now() + timeout_ms
     while True:
         try:
             found = await session.command("query", query, timeout=2.0)
@@ -8759,7 +8761,7 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
             found = None
         if isinstance(found, dict) and (found.get("count") or 0) > 0:
             return
-        if time.monotonic() >= deadline:
+        if session.now() >= deadline:
             return
         await session.wait_change(0.05)
 
@@ -8861,7 +8863,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
     context when `fresh`), then every step in order.  The first step that is not `yes` stops
     the flow; the ones after it are `skipped`."""
-    started = time.monotonic()
+    started = hub.clock()
     start = _start_url(flow, url)
     steps_out: List[dict] = []
     if fresh:
@@ -8888,14 +8890,14 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
         if failed_at is not None:
             steps_out.append({"index": i, "step": label, "verified": "skipped"})
             continue
-        t0 = time.monotonic()
+        t0 = hub.clock()
         _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
         cursor = session.now()
         res = await _replay_step(hub, session, step, ctx, secrets_in, _secret_origin(step, flow, start))
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
                "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
-               "ms": round((time.monotonic() - t0) * 1000)}
+               "ms": round(hub.clock() - t0)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
         made = _writes_in(session.window(cursor), cursor)
@@ -8909,7 +8911,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             verdict = "unknown" if row["verified"] == "unknown" else "no"
         steps_out.append(row)
     out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
-           "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
+           "sessionId": session.id, "ms": round(hub.clock() - started)}
     writes: List[dict] = []
     for row in steps_out:
         writes.extend(w for w in row.get("writes", ()) if w not in writes)
@@ -11008,7 +11010,7 @@ class Hub:
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
         self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
-        self.clients: Dict[str, float] = {}
+        self.clients: Dict[str, float] = {}  # MCP session id -> when last heard (Hub.clock, ms)
         self.mcp_ready = True
         self.tasks: set = set()
         self.stop_event: Optional[asyncio.Event] = None
@@ -11057,9 +11059,9 @@ class Hub:
     def touch_client(self, session_id: str) -> None:
         """Note that an MCP client with this session id was just heard from; status counts clients heard
         in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
-        self.clients[session_id] = time.monotonic()
+        self.clients[session_id] = self.clock()
         if len(self.clients) > 1000:
-            horizon = time.monotonic() - 600
+            horizon = self.clock() - 600_000
             self.clients = {k: v for k, v in self.clients.items() if v > horizon}
 
     def default_session(self, args: dict, ctx: _CallContext) -> Optional[str]:
@@ -11103,7 +11105,7 @@ class Hub:
     def status(self) -> dict:
         """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
         clients, devices and the server-truth counters."""
-        horizon = time.monotonic() - 600
+        horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
                "sessions": [_describe_session(s) for s in self.bridge.live()],
