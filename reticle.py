@@ -12824,9 +12824,12 @@ _DEMO_HTML = r"""<!doctype html>
 
 _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 /* Reticle in-page SDK. Served by the Reticle daemon at /reticle.js; dev-only, loopback-only by default.
-   One IIFE; the only global it creates is window.reticle. It never throws into the host page. */
+   One IIFE; the only global it creates is window.reticle. It never throws into the host page.
+   Named sections, in a fixed order: grep -n '// == Section' lists them (tests/test_sdk_js.py holds the order). */
+/* eslint-disable-next-line max-lines-per-function -- this IIFE is the whole SDK; its functions are held to 80 */
 (function () {
   'use strict';
+  // == Section: config == configuration, caps, and the natives captured before any page script runs
   var CONFIG = /*__RETICLE_CONFIG__*/null;
   if (typeof window === 'undefined' || typeof document === 'undefined') return;
   if (window.reticle && window.reticle.__reticleSdk) return; // loaded twice: keep the first copy
@@ -12879,6 +12882,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.Promise = w.Promise;
   })();
 
+  // == Section: relay == a device's bridge: the relay's MessagePort
   // ---- a device's bridge: the relay's MessagePort, never a socket of this world ---------------
   // In a device, the bridge socket lives in the relay's isolated world; this world only holds the
   // port the relay hands over (matched by the nonce), so no page script can read its ticket.
@@ -12952,6 +12956,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   if (CFG.device && typeof CFG.relay === 'string') N.BridgeSocket = relaySockets(CFG.relay);
 
+  // == Section: helpers == small helpers, redaction, the sanitizer
+  // ---- small helpers -------------------------------------------------------------------------
   function warn(msg) {
     try {
       N.warn(PREFIX + ' ' + msg);
@@ -12962,8 +12968,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function microtask(fn) {
     N.Promise.resolve().then(fn);
   }
-
-  // ---- small helpers -------------------------------------------------------------------------
   function hasOwn(o, k) {
     return Object.prototype.hasOwnProperty.call(o, k);
   }
@@ -13155,143 +13159,158 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return '[Node]';
     }
   }
+  // A JSON-safe, capped, redacted clone of `value`; opt: depth, items, str, budget, nodes, redact,
+  // report (its .cut learns how many things were cut). The san* functions share one ctx record.
   function sanitize(value, opt) {
     opt = opt || {};
-    var maxDepth = opt.depth == null ? 8 : opt.depth;
-    var maxItems = opt.items || 200;
-    var maxStr = opt.str || 65536;
     var ctx = {
+      opt: opt,
+      maxDepth: opt.depth == null ? 8 : opt.depth,
+      maxItems: opt.items || 200,
+      maxStr: opt.str || 65536,
       budget: opt.budget || 262144,
       nodes: 0,
       maxNodes: opt.nodes || 1000,
       cut: 0,
       stack: []
     };
-    var out = walk(value, 0, null);
+    var out = sanWalk(ctx, value, 0, null);
     if (opt.report) opt.report.cut = ctx.cut;
     return out;
-    function str(s, key) {
-      var cap = key === 'error' ? ERROR_CAP : maxStr;
-      if (s.length > cap) {
-        s = s.slice(0, cap) + '\u2026[TRUNCATED]';
-        ctx.cut++;
-      }
-      if (opt.redact !== false) s = scrub(s);
-      ctx.budget -= s.length;
-      return s;
+  }
+  var SAN_PLAIN = {}; // sanSpecial's answer for a value that is none of its kinds
+  function sanStr(ctx, s, key) {
+    var cap = key === 'error' ? ERROR_CAP : ctx.maxStr;
+    if (s.length > cap) {
+      s = s.slice(0, cap) + '\u2026[TRUNCATED]';
+      ctx.cut++;
     }
-    function walk(v, depth, key) {
-      ctx.nodes++;
-      if (v === null) return null;
-      var t = typeof v;
-      if (t === 'string') return str(v, key);
-      if (t === 'number') return isFinite(v) ? v : null;
-      if (t === 'boolean') return v;
-      if (t === 'bigint') return String(v);
-      if (t === 'undefined' || t === 'function' || t === 'symbol') return undefined;
-      if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) {
-        ctx.cut++;
-        return '[TRUNCATED]';
-      }
-      try {
-        if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
-        if (v instanceof Error)
-          return { name: str(String(v.name || 'Error')), message: str(String(v.message || '')) };
-        if (v instanceof RegExp) return String(v);
-        if (typeof Node !== 'undefined' && (v instanceof Node || v === window))
-          return describeNode(v);
-      } catch (e) {
-        return '[UNSERIALIZABLE]';
-      }
-      if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
-      if (depth >= maxDepth) {
-        ctx.cut++;
-        if (Array.isArray(v)) return '[Array(' + v.length + ')]';
-        try {
-          return '{\u2026' + Object.keys(v).length + ' keys}';
-        } catch (e) {
-          return '{\u2026}';
-        }
-      }
-      ctx.stack.push(v);
-      try {
-        var i, res;
-        if (
-          Array.isArray(v) ||
-          (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView))
-        ) {
-          res = [];
-          for (i = 0; i < v.length; i++) {
-            if (i >= maxItems || ctx.budget <= 0) {
-              res.push('[TRUNCATED ' + (v.length - i) + ' more]');
-              ctx.cut++;
-              break;
-            }
-            var x = walk(v[i], depth + 1, null);
-            res.push(x === undefined ? null : x);
-          }
-          return res;
-        }
-        if (typeof Map !== 'undefined' && v instanceof Map) {
-          var mo = {};
+    if (ctx.opt.redact !== false) s = scrub(s);
+    ctx.budget -= s.length;
+    return s;
+  }
+  function sanWalk(ctx, v, depth, key) {
+    ctx.nodes++;
+    if (v === null) return null;
+    var t = typeof v;
+    if (t === 'string') return sanStr(ctx, v, key);
+    if (t === 'number') return isFinite(v) ? v : null;
+    if (t === 'boolean') return v;
+    if (t === 'bigint') return String(v);
+    if (t === 'undefined' || t === 'function' || t === 'symbol') return undefined;
+    if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) {
+      ctx.cut++;
+      return '[TRUNCATED]';
+    }
+    var special = sanSpecial(ctx, v);
+    if (special !== SAN_PLAIN) return special;
+    if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
+    if (depth >= ctx.maxDepth) return sanDeep(ctx, v);
+    ctx.stack.push(v);
+    try {
+      if (Array.isArray(v) || (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView)))
+        return sanArray(ctx, v, depth);
+      if (typeof Map !== 'undefined' && v instanceof Map) {
+        var mo = {},
           i = 0;
-          v.forEach(function (mv, mk) {
-            if (i++ < maxItems) mo[String(mk)] = mv;
-          });
-          return walk(mo, depth, key);
-        }
-        if (typeof Set !== 'undefined' && v instanceof Set) {
-          var sa = [];
-          v.forEach(function (sv) {
-            if (sa.length < maxItems) sa.push(sv);
-          });
-          return walk(sa, depth, key);
-        }
-        res = {};
-        var keys;
-        try {
-          keys = Object.keys(v);
-        } catch (e) {
-          return '[UNSERIALIZABLE]';
-        }
-        for (i = 0; i < keys.length; i++) {
-          var k = keys[i];
-          if (i >= maxItems || ctx.budget <= 0) {
-            res['[TRUNCATED]'] = keys.length - i + ' more keys';
-            ctx.cut++;
-            break;
-          }
-          var kk = k.length > 256 ? k.slice(0, 256) : k;
-          ctx.budget -= kk.length;
-          if (opt.redact !== false && keySensitive(k)) {
-            // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
-            var raw;
-            try {
-              raw = v[k];
-            } catch (e) {
-              raw = null;
-            }
-            if (!isObj(raw)) {
-              if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED;
-              else if (raw !== undefined) res[kk] = raw;
-              continue;
-            }
-          }
-          var val;
-          try {
-            val = v[k];
-          } catch (e) {
-            res[kk] = '[UNSERIALIZABLE]';
-            continue;
-          }
-          var w = walk(val, depth + 1, k);
-          if (w !== undefined) res[kk] = w;
-        }
-        return res;
-      } finally {
-        ctx.stack.pop();
+        v.forEach(function (mv, mk) {
+          if (i++ < ctx.maxItems) mo[String(mk)] = mv;
+        });
+        return sanWalk(ctx, mo, depth, key);
+      }
+      if (typeof Set !== 'undefined' && v instanceof Set) {
+        var sa = [];
+        v.forEach(function (sv) {
+          if (sa.length < ctx.maxItems) sa.push(sv);
+        });
+        return sanWalk(ctx, sa, depth, key);
+      }
+      return sanObject(ctx, v, depth);
+    } finally {
+      ctx.stack.pop();
+    }
+  }
+  // A date, an error, a regex or a DOM node as its short form; SAN_PLAIN for anything else.
+  function sanSpecial(ctx, v) {
+    try {
+      if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
+      if (v instanceof Error)
+        return { name: sanStr(ctx, String(v.name || 'Error')), message: sanStr(ctx, String(v.message || '')) };
+      if (v instanceof RegExp) return String(v);
+      if (typeof Node !== 'undefined' && (v instanceof Node || v === window)) return describeNode(v);
+    } catch (e) {
+      return '[UNSERIALIZABLE]';
+    }
+    return SAN_PLAIN;
+  }
+  // A container past the depth cap: its size only.
+  function sanDeep(ctx, v) {
+    ctx.cut++;
+    if (Array.isArray(v)) return '[Array(' + v.length + ')]';
+    try {
+      return '{\u2026' + Object.keys(v).length + ' keys}';
+    } catch (e) {
+      return '{\u2026}';
+    }
+  }
+  function sanArray(ctx, v, depth) {
+    var res = [];
+    for (var i = 0; i < v.length; i++) {
+      if (i >= ctx.maxItems || ctx.budget <= 0) {
+        res.push('[TRUNCATED ' + (v.length - i) + ' more]');
+        ctx.cut++;
+        break;
+      }
+      var x = sanWalk(ctx, v[i], depth + 1, null);
+      res.push(x === undefined ? null : x);
+    }
+    return res;
+  }
+  function sanObject(ctx, v, depth) {
+    var res = {};
+    var keys;
+    try {
+      keys = Object.keys(v);
+    } catch (e) {
+      return '[UNSERIALIZABLE]';
+    }
+    for (var i = 0; i < keys.length; i++) {
+      if (i >= ctx.maxItems || ctx.budget <= 0) {
+        res['[TRUNCATED]'] = keys.length - i + ' more keys';
+        ctx.cut++;
+        break;
+      }
+      sanKey(ctx, res, v, keys[i], depth);
+    }
+    return res;
+  }
+  // One key of an object into res: a sensitive key's scalar redacted, anything else walked.
+  function sanKey(ctx, res, v, k, depth) {
+    var kk = k.length > 256 ? k.slice(0, 256) : k;
+    ctx.budget -= kk.length;
+    if (ctx.opt.redact !== false && keySensitive(k)) {
+      // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
+      var raw;
+      try {
+        raw = v[k];
+      } catch (e) {
+        raw = null;
+      }
+      if (!isObj(raw)) {
+        if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED;
+        else if (raw !== undefined) res[kk] = raw;
+        return;
       }
     }
+    var val;
+    try {
+      val = v[k];
+    } catch (e) {
+      res[kk] = '[UNSERIALIZABLE]';
+      return;
+    }
+    var w = sanWalk(ctx, val, depth + 1, k);
+    if (w !== undefined) res[kk] = w;
   }
   function safeStringify(v, cap) {
     try {
@@ -13309,6 +13328,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: events == the tab's state and the event queue
   // ---- state ---------------------------------------------------------------------------------
   var S = {
     started: false, // connect() ran and passed the guards
@@ -13572,6 +13592,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: transport == the socket, the hello, the server's mark, the command dispatcher
   // ---- hello / socket ------------------------------------------------------------------------
   function helloFrame() {
     var h = {
@@ -13818,6 +13839,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: refs == refs tied to DOM nodes, ignored subtrees
   // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
   var HAS_WEAKREF = typeof WeakRef === 'function';
   var REF_OF = new WeakMap();
@@ -13872,30 +13894,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (!el) EL_OF.delete(r);
     });
   }
-  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
-  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
-  // footer, aside, form or dialog that does not hold that element
-  function alertsRead(args) {
-    if (!ALERT_NOW) return { alerts: [], unavailable: true };
-    var target = resolveRef(args && args.ref);
-    var out = ALERT_NOW().slice(0, 50).map(function (c) {
-      var scope = null;
-      try {
-        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
-        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
-      } catch (e) {
-        scope = null;
-      }
-      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
-      // beside the act's target, only its own region; with no target, any region but the page's chrome
-      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
-      if (c.field != null) d.field = c.field;
-      var r = refFor(c.el);
-      if (r) d.ref = r;
-      return d;
-    });
-    return { alerts: out };
-  }
   function resolveRef(ref) {
     if (typeof ref !== 'string') return null;
     var h = EL_OF.get(ref);
@@ -13947,6 +13945,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     BASE: 1
   };
 
+  // == Section: semantics == role, name, visibility, states
   // ---- semantics: role, name, visibility, states ----------------------------------------------
   var INPUT_ROLES = {
     checkbox: 'checkbox',
@@ -14500,6 +14499,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // == Section: snapshot == tree walking and the snapshot
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   var SHADOW_ROOTS = []; // every shadow root seen (open or captured), for observers that search
@@ -14679,171 +14679,180 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (mode === 'status') return { tree: '', nodes: 0, truncated: false, status: status };
     var root = resolveScope(args.scope);
     if (!root) return { tree: '', nodes: 0, truncated: false, scopeMissing: true, status: status };
-    var lines = [],
-      count = 0,
-      truncated = false,
-      depthHit = false,
-      unread = [],
-      unreadOverflow = false;
+    // one walk: its lines, counts, caps hit, and the refs left unread
+    var w = {
+      mode: mode,
+      lines: [],
+      count: 0,
+      truncated: false,
+      depthHit: false,
+      unread: [],
+      unreadOverflow: false,
+      // Open dialogs go first, so that the node cap can never hide the thing the user
+      // is looking at behind a long page; the second pass skips them.
+      dialogs: args.scope ? [] : snapDialogs(cache),
+      secondPass: false,
+      visited: new Set() // an element reachable twice (slots, frames) is printed once
+    };
     var includeRoot = !!args.scope && args.includeRoot !== false;
-    function addUnread(el) {
-      if (unread.length < 50) unread.push(refFor(el));
-      else unreadOverflow = true;
-    }
-    // Open dialogs go first, so that the node cap can never hide the thing the user
-    // is looking at behind a long page; the second pass skips them.
-    var dialogs = [],
-      secondPass = false;
-    if (!args.scope) {
-      try {
-        var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
-        for (var di = 0; di < found.length && dialogs.length < 5; di++) {
-          if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
-        }
-        dialogs = dialogs.filter(function (d) {
-          return !dialogs.some(function (o) {
-            return o !== d && o.contains(d);
-          });
-        });
-      } catch (e) {
-        dialogs = [];
-      }
-    }
-    var visited = new Set(); // an element reachable twice (slots, frames) is printed once
-    function visit(el, level, inLive, pname) {
-      if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
-      if (secondPass && dialogs.indexOf(el) >= 0) return;
-      if (visited.has(el)) return;
-      visited.add(el);
-      if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
-      var st = styleOf(el);
-      if (st && st.display === 'none') return;
-      if (el.tagName === 'INPUT' && el.type === 'hidden') return;
-      if (count >= SNAP_NODES) {
-        truncated = true;
-        addUnread(el);
-        return;
-      }
-      var role = getRole(el);
-      var live =
-        inLive ||
-        role === 'alert' ||
-        role === 'status' ||
-        role === 'log' ||
-        (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
-      var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
-      var line = null;
-      if (!hiddenStyle) {
-        var name = getName(el, role);
-        var emitLine = false,
-          asText = null;
-        if (mode === 'interactive')
-          emitLine =
-            !!INTERACTIVE[role] || (live && (role !== 'generic' || !!name || !!ownText(el)));
-        else
-          emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
-        if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
-          var ot = ownText(el);
-          if (ot && ot !== pname) {
-            emitLine = true;
-            asText = ot;
-          } // a text that only repeats its parent's name adds nothing
-        }
-        if (emitLine) {
-          if (asText != null) line = '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"';
-          else {
-            line = '- ' + role;
-            var own = name ? null : ownText(el);
-            if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
-            if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
-            if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
-            var v = getValue(el);
-            if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
-            if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
-              var gc = st.gridTemplateColumns;
-              line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
-            }
-            var flags = [];
-            if (isDisabled(el)) flags.push('disabled');
-            if (isChecked(el)) flags.push('checked');
-            if (
-              el.getAttribute('aria-expanded') === 'true' ||
-              (el.tagName === 'DETAILS' && el.open)
-            )
-              flags.push('expanded');
-            if (isFocused(el)) flags.push('focused');
-            if (flags.length) line += ' [' + flags.join(',') + ']';
-          }
-        }
-      }
-      var childLevel = level,
-        childName = pname;
-      if (line !== null) {
-        childName = asText == null && name ? clip(name, 100) : null;
-        if (level > SNAP_DEPTH) {
-          depthHit = true;
-          addUnread(el);
-          return;
-        }
-        lines.push(new Array(level + 1).join('  ') + line);
-        count++;
-        childLevel = level + 1;
-      }
-      if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return;
-      var kids = childrenOf(el);
-      for (var i = 0; i < kids.length; i++) visit(kids[i], childLevel, live, childName);
-    }
     try {
-      for (var dj = 0; dj < dialogs.length; dj++) visit(dialogs[dj], 0, false);
-      secondPass = true;
-      if (includeRoot) visit(root, 0, false);
+      for (var dj = 0; dj < w.dialogs.length; dj++) snapVisit(w, w.dialogs[dj], 0, false);
+      w.secondPass = true;
+      if (includeRoot) snapVisit(w, root, 0, false);
       else {
         var ks = childrenOf(root);
-        for (var i = 0; i < ks.length; i++) visit(ks[i], 0, false);
+        for (var i = 0; i < ks.length; i++) snapVisit(w, ks[i], 0, false);
       }
     } catch (e) {
       internal('snapshot', e);
     }
     var res = {
-      tree: lines.join('\n'),
-      nodes: count,
-      truncated: truncated || depthHit,
+      tree: w.lines.join('\n'),
+      nodes: w.count,
+      truncated: w.truncated || w.depthHit,
       status: status
     };
-    if (dialogs.length) res.dialogsFirst = dialogs.length;
-    if (!count && !args.scope) {
-      // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
-      var body = document.body;
-      var content =
-        !!body &&
-        Array.prototype.some.call(body.children, function (c) {
-          return !SKIP_TAGS[c.tagName];
-        });
-      var rendered = document.readyState === 'complete' && content;
-      res.rendered = rendered;
-      res.note = rendered
-        ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
-        : 'the page has not rendered yet (document.readyState is ' +
-          document.readyState +
-          (content ? '' : ', its body holds no content') +
-          '); snapshot again in a moment';
-    }
-    if (truncated || depthHit) {
-      res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
-      if (truncated) res.nodeCapHit = true;
-      if (depthHit) res.depthCapHit = true;
-      if (unread.length) res.unread = unread;
-      if (unreadOverflow) res.unreadOverflow = true;
-      res.note =
-        'snapshot capped at ' +
-        SNAP_NODES +
-        ' nodes / depth ' +
-        SNAP_DEPTH +
-        '; take a snapshot with scope set to a ref in unread[] to read the rest';
-    }
+    if (w.dialogs.length) res.dialogsFirst = w.dialogs.length;
+    if (!w.count && !args.scope) snapEmptyNote(res);
+    if (w.truncated || w.depthHit) snapCappedNote(w, res);
     return res;
   }
+  // The open dialogs a snapshot prints first (at most 5, none inside another).
+  function snapDialogs(cache) {
+    var dialogs = [];
+    try {
+      var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
+      for (var di = 0; di < found.length && dialogs.length < 5; di++) {
+        if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
+      }
+      return dialogs.filter(function (d) {
+        return !dialogs.some(function (o) {
+          return o !== d && o.contains(d);
+        });
+      });
+    } catch (e) {
+      return [];
+    }
+  }
+  function snapAddUnread(w, el) {
+    if (w.unread.length < 50) w.unread.push(refFor(el));
+    else w.unreadOverflow = true;
+  }
+  function snapVisit(w, el, level, inLive, pname) {
+    if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
+    if (w.secondPass && w.dialogs.indexOf(el) >= 0) return;
+    if (w.visited.has(el)) return;
+    w.visited.add(el);
+    if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
+    var st = styleOf(el);
+    if (st && st.display === 'none') return;
+    if (el.tagName === 'INPUT' && el.type === 'hidden') return;
+    if (w.count >= SNAP_NODES) {
+      w.truncated = true;
+      snapAddUnread(w, el);
+      return;
+    }
+    var role = getRole(el);
+    var live =
+      inLive ||
+      role === 'alert' ||
+      role === 'status' ||
+      role === 'log' ||
+      (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
+    var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
+    var shown = hiddenStyle ? null : snapLine(w.mode, el, role, live, st, pname);
+    var childLevel = level,
+      childName = pname;
+    if (shown) {
+      childName = shown.asText == null && shown.name ? clip(shown.name, 100) : null;
+      if (level > SNAP_DEPTH) {
+        w.depthHit = true;
+        snapAddUnread(w, el);
+        return;
+      }
+      w.lines.push(new Array(level + 1).join('  ') + shown.line);
+      w.count++;
+      childLevel = level + 1;
+    }
+    if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return;
+    var kids = childrenOf(el);
+    for (var i = 0; i < kids.length; i++) snapVisit(w, kids[i], childLevel, live, childName);
+  }
+  // The line an element prints in this mode ({line, asText, name}), or null when it prints none.
+  function snapLine(mode, el, role, live, st, pname) {
+    var name = getName(el, role);
+    var emitLine = false,
+      asText = null;
+    if (mode === 'interactive')
+      emitLine = !!INTERACTIVE[role] || (live && (role !== 'generic' || !!name || !!ownText(el)));
+    else emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
+    if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
+      var ot = ownText(el);
+      if (ot && ot !== pname) {
+        emitLine = true;
+        asText = ot;
+      } // a text that only repeats its parent's name adds nothing
+    }
+    if (!emitLine) return null;
+    if (asText != null) {
+      return { line: '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"', asText: asText, name: name };
+    }
+    return { line: snapRoleLine(el, role, name, st), asText: null, name: name };
+  }
+  // "- role "name" (ref=eN): "own text" [value=...] [grid] [flags]" for one element.
+  function snapRoleLine(el, role, name, st) {
+    var line = '- ' + role;
+    var own = name ? null : ownText(el);
+    if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
+    if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
+    if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
+    var v = getValue(el);
+    if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
+    if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
+      var gc = st.gridTemplateColumns;
+      line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
+    }
+    var flags = [];
+    if (isDisabled(el)) flags.push('disabled');
+    if (isChecked(el)) flags.push('checked');
+    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      flags.push('expanded');
+    if (isFocused(el)) flags.push('focused');
+    if (flags.length) line += ' [' + flags.join(',') + ']';
+    return line;
+  }
+  // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
+  function snapEmptyNote(res) {
+    var body = document.body;
+    var content =
+      !!body &&
+      Array.prototype.some.call(body.children, function (c) {
+        return !SKIP_TAGS[c.tagName];
+      });
+    var rendered = document.readyState === 'complete' && content;
+    res.rendered = rendered;
+    res.note = rendered
+      ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
+      : 'the page has not rendered yet (document.readyState is ' +
+        document.readyState +
+        (content ? '' : ', its body holds no content') +
+        '); snapshot again in a moment';
+  }
+  function snapCappedNote(w, res) {
+    res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
+    if (w.truncated) res.nodeCapHit = true;
+    if (w.depthHit) res.depthCapHit = true;
+    if (w.unread.length) res.unread = w.unread;
+    if (w.unreadOverflow) res.unreadOverflow = true;
+    res.note =
+      'snapshot capped at ' +
+      SNAP_NODES +
+      ' nodes / depth ' +
+      SNAP_DEPTH +
+      '; take a snapshot with scope set to a ref in unread[] to read the rest';
+  }
 
+  // == Section: query == text matching, queries, inspect
   // ---- text matching: contains, equals, matches -------------------------------------------------
   // A text spec is a string (read as `dflt`: 'contains' or 'equals') or an object with exactly one
   // of {contains}, {equals}, {matches, flags?}. All compare normalised text (whitespace collapsed,
@@ -15214,6 +15223,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return d;
   }
 
+  // == Section: actions == synthetic and CDP input, act, act_sequence
   // ---- actions -------------------------------------------------------------------------------
   var ACTIONS = [
     'click',
@@ -16120,6 +16130,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     upload: function (el, o) { return doUpload(el, o); },
     drag: function (el, o) { return doDrag(el, o); }
   };
+  // ---- act: one action, from its element to what it did --------------------------------------------
+  // One act: resolve its element, note what holds before, dispatch it (through CDP or synthetic
+  // events), let the page settle, then tell what it did. `c` carries the act from step to step.
   function act(args) {
     var action = args.action;
     if (ACTIONS.indexOf(action) < 0)
@@ -16127,6 +16140,43 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         "unknown action '" + clip(action, 40) + "'; use one of " + ACTIONS.join(', ')
       );
     var a = isObj(args.args) ? args.args : {};
+    var el = actElement(args, action);
+    var opts = actOptions(a, action);
+    dangerCheck(el, action, opts);
+    var c = actBefore(el, action, opts);
+    c.warning = actPointer(c);
+    c.probe = actProbe(opts);
+    var run;
+    c.t0 = N.now(); // before dispatch: events the handlers emit are at or after it
+    c.wall0 = N.dateNow(); // a document request announced from here on is this act's doing
+    c.viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
+    if (c.viaCdp) run = cdpInput(action, el, opts);
+    if (!c.viaCdp) {
+      var synthetic = SYNTHETIC_ACTIONS[action];
+      run = synthetic ? synthetic(el, opts) : undefined;
+      if (action === 'scrollIntoView') c.effect.scrolledIntoView = true;
+    }
+    return N.Promise.resolve(run).then(
+      function (r) {
+        r = r || {};
+        return settle().then(function (settled) {
+          actProbeEnd(c.probe);
+          actEffectAfter(c, r);
+          return actAnswer(c, r, settled);
+        });
+      },
+      function (e) {
+        try {
+          if (c.probe.mo) c.probe.mo.disconnect();
+        } catch (x) {
+          /* ignore */
+        }
+        throw e;
+      }
+    );
+  }
+  // The element an act is for: its ref, its target, or (for press) the focused element.
+  function actElement(args, action) {
     var el;
     if (args.ref) el = mustResolve(args.ref);
     else if (args.target) el = resolveTarget(args.target);
@@ -16134,6 +16184,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     else throw new Error(action + ' needs a ref or a target');
     if (!(el instanceof viewOf(el).HTMLElement) && !(el instanceof viewOf(el).SVGElement))
       throw new Error('ref ' + args.ref + ' is not an HTML element');
+    return el;
+  }
+  // A copy of the act's arguments; a drag's destination resolved into __toEl.
+  function actOptions(a, action) {
     var opts = {};
     for (var k in a) if (hasOwn(a, k)) opts[k] = a[k];
     if (action === 'drag') {
@@ -16141,24 +16195,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (toRef) opts.__toEl = mustResolve(toRef);
       else if (isObj(a.target)) opts.__toEl = resolveTarget(a.target);
     }
-    dangerCheck(el, action, opts);
+    return opts;
+  }
+  // What holds before the act: the element's ref, role, name, visibility, the focus and value.
+  function actBefore(el, action, opts) {
     var cache = makeVisCache();
-    var ref = refFor(el),
-      role = getRole(el),
-      name = getName(el, role);
-    var testid = el.getAttribute('data-testid');
-    var visible = isVisible(el, cache),
-      enabled = !isDisabled(el);
-    var focusBefore =
-      document.activeElement && document.activeElement !== document.body
-        ? document.activeElement
-        : null;
-    var valueBefore = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
-    var effect = {
+    var c = { action: action, el: el, opts: opts };
+    c.ref = refFor(el);
+    c.role = getRole(el);
+    c.name = getName(el, c.role);
+    c.testid = el.getAttribute('data-testid');
+    c.visible = isVisible(el, cache);
+    c.enabled = !isDisabled(el);
+    c.focusBefore = actFocused();
+    c.valueBefore = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+    c.effect = {
       dispatched: true,
       targetMatched: true,
-      visible: visible,
-      enabled: enabled,
+      visible: c.visible,
+      enabled: c.enabled,
       defaultPrevented: false,
       focusMoved: null,
       valueChanged: false,
@@ -16167,154 +16222,141 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       occludedBy: null,
       scrolledIntoView: false
     };
-    var warning = null;
+    return c;
+  }
+  function actFocused() {
+    return document.activeElement && document.activeElement !== document.body ? document.activeElement : null;
+  }
+  // A pointer act scrolls its element into view and looks for what covers it; the warning, if any.
+  function actPointer(c) {
+    var el = c.el,
+      action = c.action,
+      effect = c.effect;
     var pointer = { click: 1, dblclick: 1, check: 1, uncheck: 1, hover: 1, drag: 1 }[action];
-    if (pointer) {
-      var c = centre(el);
-      if (c.w > 0 && c.h > 0 && (c.x < 0 || c.y < 0 || c.x > innerWidth || c.y > innerHeight)) {
-        try {
-          el.scrollIntoView({ block: 'center', inline: 'center' });
-          effect.scrolledIntoView = true;
-        } catch (e) {
-          /* ignore */
-        }
+    if (!pointer) return null;
+    var ctr = centre(el);
+    if (ctr.w > 0 && ctr.h > 0 && (ctr.x < 0 || ctr.y < 0 || ctr.x > innerWidth || ctr.y > innerHeight)) {
+      try {
+        el.scrollIntoView({ block: 'center', inline: 'center' });
+        effect.scrolledIntoView = true;
+      } catch (e) {
+        /* ignore */
       }
-      var oc = occlusion(el);
-      effect.occluded = oc.occluded;
-      effect.occludedBy = oc.occludedBy;
-      if (oc.occluded)
-        warning =
-          'the element is covered at its centre by ' +
-          oc.occludedByLabel +
-          '; a real user could not click it. The synthetic event was dispatched to the element anyway.';
-      else if (!visible)
-        warning =
-          'the element is not visible; a real user could not interact with it. ' +
-          'The synthetic event was dispatched anyway.';
-      else if (!enabled && action !== 'hover')
-        warning = 'the element is disabled; browsers ignore clicks on disabled controls.';
     }
-    // mutation probe
-    var records = 0,
-      appeared = [];
-    var mo = null;
+    var oc = occlusion(el);
+    effect.occluded = oc.occluded;
+    effect.occludedBy = oc.occludedBy;
+    if (oc.occluded)
+      return (
+        'the element is covered at its centre by ' +
+        oc.occludedByLabel +
+        '; a real user could not click it. The synthetic event was dispatched to the element anyway.'
+      );
+    if (!c.visible)
+      return (
+        'the element is not visible; a real user could not interact with it. ' +
+        'The synthetic event was dispatched anyway.'
+      );
+    if (!c.enabled && action !== 'hover')
+      return 'the element is disabled; browsers ignore clicks on disabled controls.';
+    return null;
+  }
+  // The mutation probe of one act: how many records, and the new texts that appeared.
+  function actProbe(opts) {
+    var p = { records: 0, appeared: [], mo: null, opts: opts };
     try {
-      mo = new N.MutationObserver(function (rs) {
-        tally(rs);
+      p.mo = new N.MutationObserver(function (rs) {
+        actTally(p, rs);
       });
-      mo.observe(document, {
+      p.mo.observe(document, {
         subtree: true,
         childList: true,
         attributes: true,
         characterData: true
       });
     } catch (e) {
-      mo = null;
+      p.mo = null;
     }
-    function tally(rs) {
-      records += rs.length;
-      for (var i = 0; i < rs.length && appeared.length < 20; i++) {
-        var r = rs[i];
-        var nodes = r.type === 'characterData' ? [r.target] : r.addedNodes;
-        for (var j = 0; j < (nodes ? nodes.length : 0); j++) {
-          var n = nodes[j];
-          if (n.nodeType === 1 && isIgnored(n)) continue;
-          var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
-          if (
-            tx &&
-            /\p{L}/u.test(tx) &&
-            tx !== opts.value &&
-            tx !== opts.text &&
-            appeared.indexOf(tx) < 0
-          )
-            appeared.push(clip(tx, 80));
-        }
+    return p;
+  }
+  function actTally(p, rs) {
+    var opts = p.opts,
+      appeared = p.appeared;
+    p.records += rs.length;
+    for (var i = 0; i < rs.length && appeared.length < 20; i++) {
+      var r = rs[i];
+      var nodes = r.type === 'characterData' ? [r.target] : r.addedNodes;
+      for (var j = 0; j < (nodes ? nodes.length : 0); j++) {
+        var n = nodes[j];
+        if (n.nodeType === 1 && isIgnored(n)) continue;
+        var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
+        if (tx && /\p{L}/u.test(tx) && tx !== opts.value && tx !== opts.text && appeared.indexOf(tx) < 0)
+          appeared.push(clip(tx, 80));
       }
     }
-    var run;
-    var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
-    var wall0 = N.dateNow(); // a document request announced from here on is this act's doing
-    var viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
-    if (viaCdp) run = cdpInput(action, el, opts);
-    if (!viaCdp) {
-      var synthetic = SYNTHETIC_ACTIONS[action];
-      run = synthetic ? synthetic(el, opts) : undefined;
-      if (action === 'scrollIntoView') effect.scrolledIntoView = true;
-    }
-    return N.Promise.resolve(run).then(
-      function (r) {
-        r = r || {};
-        return settle().then(function (settled) {
-          try {
-            if (mo) {
-              tally(mo.takeRecords());
-              mo.disconnect();
-            }
-          } catch (e) {
-            /* ignore */
-          }
-          if (r.defaultPrevented) effect.defaultPrevented = true;
-          if (r.heldMs != null) effect.heldMs = r.heldMs;
-          if (r.alreadyAtValue) {
-            effect.alreadyAtValue = true;
-            effect.dispatched = false;
-          }
-          if (r.implicitSubmit) effect.implicitSubmit = true;
-          if (r.activated) effect.activated = true;
-          effect.targetMatched = el.isConnected;
-          var fa =
-            document.activeElement && document.activeElement !== document.body
-              ? document.activeElement
-              : null;
-          if (fa !== focusBefore)
-            effect.focusMoved =
-              (focusBefore ? refFor(focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
-          if (/^(fill|type|clear|select|upload)$/.test(action)) {
-            var after =
-              'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
-            effect.valueChanged = after !== valueBefore;
-          }
-          effect.domMutatedWithin = records;
-          if (appeared.length) effect.appeared = clip(appeared.join(' | '), 200);
-          var res = {
-            ok: true,
-            ref: ref,
-            action: action,
-            dispatched: effect.dispatched,
-            settled: settled,
-            settleReason: settled ? null : 'timeout',
-            effect: effect,
-            role: role,
-            name: name
-          };
-          if (testid) res.testid = testid;
-          if (el.type === 'password') res.password = true;
-          if (r.files) res.files = r.files;
-          if (r.to) res.to = r.to;
-          if (warning) res.warning = warning;
-          res.input = viaCdp ? 'cdp' : 'synthetic';
-          res.ms = Math.round(N.now() - t0);
-          res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
-          res.documentId = S.documentId;
-          if (docAnnounced && docAnnounced.at >= wall0)
-            res.navigation = {
-              requestId: docAnnounced.id,
-              method: docAnnounced.method,
-              url: docAnnounced.url,
-              cause: docAnnounced.cause
-            };
-          return res;
-        });
-      },
-      function (e) {
-        try {
-          if (mo) mo.disconnect();
-        } catch (x) {
-          /* ignore */
-        }
-        throw e;
+  }
+  function actProbeEnd(p) {
+    try {
+      if (p.mo) {
+        actTally(p, p.mo.takeRecords());
+        p.mo.disconnect();
       }
-    );
+    } catch (e) {
+      /* ignore */
+    }
+  }
+  // The effect after the act settled: what the dispatch answered, the focus, the value, the DOM.
+  function actEffectAfter(c, r) {
+    var effect = c.effect,
+      el = c.el;
+    if (r.defaultPrevented) effect.defaultPrevented = true;
+    if (r.heldMs != null) effect.heldMs = r.heldMs;
+    if (r.alreadyAtValue) {
+      effect.alreadyAtValue = true;
+      effect.dispatched = false;
+    }
+    if (r.implicitSubmit) effect.implicitSubmit = true;
+    if (r.activated) effect.activated = true;
+    effect.targetMatched = el.isConnected;
+    var fa = actFocused();
+    if (fa !== c.focusBefore)
+      effect.focusMoved = (c.focusBefore ? refFor(c.focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
+    if (/^(fill|type|clear|select|upload)$/.test(c.action)) {
+      var after = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+      effect.valueChanged = after !== c.valueBefore;
+    }
+    effect.domMutatedWithin = c.probe.records;
+    if (c.probe.appeared.length) effect.appeared = clip(c.probe.appeared.join(' | '), 200);
+  }
+  function actAnswer(c, r, settled) {
+    var res = {
+      ok: true,
+      ref: c.ref,
+      action: c.action,
+      dispatched: c.effect.dispatched,
+      settled: settled,
+      settleReason: settled ? null : 'timeout',
+      effect: c.effect,
+      role: c.role,
+      name: c.name
+    };
+    if (c.testid) res.testid = c.testid;
+    if (c.el.type === 'password') res.password = true;
+    if (r.files) res.files = r.files;
+    if (r.to) res.to = r.to;
+    if (c.warning) res.warning = c.warning;
+    res.input = c.viaCdp ? 'cdp' : 'synthetic';
+    res.ms = Math.round(N.now() - c.t0);
+    res.pt = Math.floor(c.t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
+    res.documentId = S.documentId;
+    if (docAnnounced && docAnnounced.at >= c.wall0)
+      res.navigation = {
+        requestId: docAnnounced.id,
+        method: docAnnounced.method,
+        url: docAnnounced.url,
+        cause: docAnnounced.cause
+      };
+    return res;
   }
   function actSequence(args) {
     var steps = Array.isArray(args.steps) ? args.steps : null;
@@ -16386,6 +16428,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return next();
   }
 
+  // == Section: observers == what every observer uses: patch, listen, rate caps
   // ---- observers -----------------------------------------------------------------------------
   // patch(obj, key, makeWrapper): installs a wrapper and registers a teardown that restores the
   // original only if the slot still holds our wrapper.
@@ -16442,6 +16485,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
   }
 
+  // == Section: network == fetch, XHR, beacon, WebSocket, EventSource: bodies, faults, streams
   // -- network: bodies
   var TEXTUAL =
     /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;
@@ -16657,111 +16701,124 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           'window.fetch was already wrapped by another library before reticle loaded; ' +
           'requests are still observed through the wrapper'
       });
-    patch(window, 'fetch', function (orig) {
-      return function fetch(input, init) {
-        var meta = null;
-        var callArgs = arguments;
-        try {
-          var url =
-            typeof input === 'string' ? input : input && input.url ? input.url : String(input);
-          var method = (
-            (init && init.method) ||
-            (input && typeof input === 'object' && input.method) ||
-            'GET'
-          ).toUpperCase();
-          try {
-            url = new URL(url, location.href).href;
-          } catch (e) {
-            /* keep raw */
-          }
-          if (!isBridgeUrl(url)) {
-            var id = 'n' + ++netCounter;
-            meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
-            if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
-            meta.fault = faultFor(method, url, 'fetch');
-            var pend = {
-              id: id,
-              requestId: id,
-              method: method,
-              url: meta.url,
-              initiator: 'fetch',
-              faultId: meta.fault ? meta.fault.id : undefined
-            };
-            // marked for the server unless it never reaches it (a fault that answers or aborts it)
-            var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
-            if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
-              mark = null; // no-cors admits no custom header: the request would fail
-            if (mark) {
-              try {
-                var hs = new Headers(
-                  (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
-                );
-                hs.set(MARK.header, mark);
-                init = Object.assign({}, init || {}, { headers: hs });
-                callArgs = [input, init];
-                pend.serverMarked = true;
-                meta.marked = true;
-              } catch (e) {
-                /* an exotic init: the request goes unmarked */
-              }
-            }
-            emit('net.pending', pend);
-          }
-        } catch (e) {
-          meta = null;
-        }
-        var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, callArgs) : orig.apply(this, callArgs);
-        if (!meta) return p;
-        try {
-          // a Request object body: read from a clone
-          if (
-            S.captureBodies &&
-            !meta.req &&
-            input &&
-            typeof input === 'object' &&
-            typeof input.clone === 'function' &&
-            method !== 'GET' &&
-            method !== 'HEAD'
-          ) {
-            meta.reqP = input
-              .clone()
-              .text()
-              .then(
-                function (t) {
-                  return t ? describeReqBody(t) : null;
-                },
-                function () {
-                  return null;
-                }
-              );
-          }
-        } catch (e) {
-          /* ignore */
-        }
-        p.then(
-          guard('network_observer', function (res) {
-            onFetchResponse(meta, res);
-          }),
-          guard('network_observer', function (err) {
-            var d = {
-              id: meta.id,
-              requestId: meta.id,
-              method: meta.method,
-              url: meta.url,
-              status: 0,
-              ok: false,
-              durationMs: Math.round(N.now() - meta.t0),
-              initiator: 'fetch',
-              error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
-            };
-            if (meta.fault) d.faultId = meta.fault.id;
-            d.ms = d.durationMs;
-            emit('net.request', withBodyFields(d, meta.req, null));
-          })
+    patch(window, 'fetch', fetchWrapper);
+  }
+  // window.fetch, wrapped: a net.pending before the call, a net.request (or a stream) after it.
+  function fetchWrapper(orig) {
+    return function fetch(input, init) {
+      var call = { meta: null, args: arguments };
+      try {
+        fetchStart(call, input, init);
+      } catch (e) {
+        call.meta = null;
+      }
+      var meta = call.meta;
+      var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, call.args) : orig.apply(this, call.args);
+      if (!meta) return p;
+      try {
+        fetchRequestBody(meta, input);
+      } catch (e) {
+        /* ignore */
+      }
+      p.then(
+        guard('network_observer', function (res) {
+          onFetchResponse(meta, res);
+        }),
+        guard('network_observer', function (err) {
+          fetchFailed(meta, err);
+        })
+      );
+      return p;
+    };
+  }
+  // The record of a fetch about to start (call.meta; none for the bridge) and its net.pending; a
+  // request the server can see is marked with this tab's header (call.args then carry it).
+  function fetchStart(call, input, init) {
+    var url = typeof input === 'string' ? input : input && input.url ? input.url : String(input);
+    var method = (
+      (init && init.method) ||
+      (input && typeof input === 'object' && input.method) ||
+      'GET'
+    ).toUpperCase();
+    try {
+      url = new URL(url, location.href).href;
+    } catch (e) {
+      /* keep raw */
+    }
+    if (isBridgeUrl(url)) return;
+    var id = 'n' + ++netCounter;
+    var meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
+    call.meta = meta;
+    if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
+    meta.fault = faultFor(method, url, 'fetch');
+    var pend = {
+      id: id,
+      requestId: id,
+      method: method,
+      url: meta.url,
+      initiator: 'fetch',
+      faultId: meta.fault ? meta.fault.id : undefined
+    };
+    // marked for the server unless it never reaches it (a fault that answers or aborts it)
+    var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
+    if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
+      mark = null; // no-cors admits no custom header: the request would fail
+    if (mark) {
+      try {
+        var hs = new Headers(
+          (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
         );
-        return p;
-      };
-    });
+        hs.set(MARK.header, mark);
+        init = Object.assign({}, init || {}, { headers: hs });
+        call.args = [input, init];
+        pend.serverMarked = true;
+        meta.marked = true;
+      } catch (e) {
+        /* an exotic init: the request goes unmarked */
+      }
+    }
+    emit('net.pending', pend);
+  }
+  // a Request object body: read from a clone
+  function fetchRequestBody(meta, input) {
+    var method = meta.method;
+    if (
+      S.captureBodies &&
+      !meta.req &&
+      input &&
+      typeof input === 'object' &&
+      typeof input.clone === 'function' &&
+      method !== 'GET' &&
+      method !== 'HEAD'
+    ) {
+      meta.reqP = input
+        .clone()
+        .text()
+        .then(
+          function (t) {
+            return t ? describeReqBody(t) : null;
+          },
+          function () {
+            return null;
+          }
+        );
+    }
+  }
+  function fetchFailed(meta, err) {
+    var d = {
+      id: meta.id,
+      requestId: meta.id,
+      method: meta.method,
+      url: meta.url,
+      status: 0,
+      ok: false,
+      durationMs: Math.round(N.now() - meta.t0),
+      initiator: 'fetch',
+      error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
+    };
+    if (meta.fault) d.faultId = meta.fault.id;
+    d.ms = d.durationMs;
+    emit('net.request', withBodyFields(d, meta.req, null));
   }
   // Response headers as {lowercase-name: value}: at most 30, values capped at 256 characters;
   // credentials (set-cookie, authorization, proxy-authorization, any secret-looking name) redacted.
@@ -16840,12 +16897,42 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       faultId: meta.fault ? meta.fault.id : undefined
     };
   }
+  // A fetch answered: its net.request once its body (and the request's own) has been read.
   function onFetchResponse(meta, res) {
+    var d = fetchResponseRecord(meta, res);
+    var ct = d.contentType || '';
+    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
+    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
+    if (!S.captureBodies) {
+      emitRequestWhenRead(d, reqDone, null);
+      return;
+    }
+    var reason = fetchNoBodyReason(meta, res, ct);
+    var clone = null;
+    if (!reason) {
+      try {
+        clone = res.clone();
+      } catch (e) {
+        reason = 'clone failed';
+      }
+    }
+    if (!clone) {
+      emitRequestWhenRead(d, reqDone, { reason: reason });
+      return;
+    }
+    fetchReadBody(d, clone, ct, reqDone);
+  }
+  function emitRequestWhenRead(d, reqDone, resp) {
+    reqDone.then(function (rq) {
+      emit('net.request', withBodyFields(d, rq, resp));
+    });
+  }
+  // The net.request record of a response: status, headers, opaque, redirected, size.
+  function fetchResponseRecord(meta, res) {
     var d = callRecord(meta, meta.url, 'fetch', res.status, res.statusText, function (name) {
       return res.headers.get(name);
     });
     withHeaders(d, fetchHeaderPairs(res));
-    var ct = d.contentType || '';
     if (res.type === 'opaque') {
       d.opaque = true;
       d.ok = null;
@@ -16858,48 +16945,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       /* ignore */
     }
     if (cl != null && !isNaN(+cl)) d.responseSize = +cl;
-    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
-    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
-    if (!S.captureBodies) {
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, null));
-      });
-      return;
-    }
-    var reason = null;
-    if (STREAMY.test(ct)) reason = 'streaming response';
-    else if (ct && !TEXTUAL.test(ct)) reason = 'non-text content-type';
-    else if (
-      res.type === 'opaque' ||
-      res.status === 204 ||
-      res.status === 304 ||
-      meta.method === 'HEAD'
-    )
-      reason = 'no body';
-    else if (res.bodyUsed) reason = 'body already used';
-    var clone = null;
-    if (!reason) {
-      try {
-        clone = res.clone();
-      } catch (e) {
-        reason = 'clone failed';
-      }
-    }
-    if (!clone) {
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: reason }));
-      });
-      return;
-    }
+    return d;
+  }
+  // Why the response's body is not read, or null when it is.
+  function fetchNoBodyReason(meta, res, ct) {
+    if (STREAMY.test(ct)) return 'streaming response';
+    if (ct && !TEXTUAL.test(ct)) return 'non-text content-type';
+    if (res.type === 'opaque' || res.status === 204 || res.status === 304 || meta.method === 'HEAD')
+      return 'no body';
+    if (res.bodyUsed) return 'body already used';
+    return null;
+  }
+  // Reads at most 256 KiB of the clone within 2 s; the net.request carries what it read.
+  function fetchReadBody(d, clone, ct, reqDone) {
     var finished = false;
     var rd = readCapped(clone, 262144);
     var timer = N.setTimeout(function () {
       if (finished) return;
       finished = true;
       rd.cancel();
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: 'body read timed out (2 s)' }));
-      });
+      emitRequestWhenRead(d, reqDone, { reason: 'body read timed out (2 s)' });
     }, 2000);
     N.Promise.all([rd.promise, reqDone]).then(
       function (vals) {
@@ -16921,12 +16986,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (finished) return;
         finished = true;
         N.clearTimeout(timer);
-        reqDone.then(function (rq) {
-          emit(
-            'net.request',
-            withBodyFields(d, rq, { reason: 'body read failed: ' + clip(errMsg(e), 200) })
-          );
-        });
+        emitRequestWhenRead(d, reqDone, { reason: 'body read failed: ' + clip(errMsg(e), 200) });
       }
     );
   }
@@ -16983,33 +17043,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       /* a frozen stream: our copy then reads to the end */
     }
   }
+  // Reads a clone of a streamed fetch response beside the page's copy; false when it cannot.
+  // What one stream has seen so far lives in one record, `st`, that the stream* functions share.
   function watchStream(meta, res, d, ct, reqDone) {
-    var clone, reader, dec;
-    try {
-      if (typeof TextDecoder === 'undefined') return false;
-      clone = res.clone();
-      if (!clone.body || typeof clone.body.getReader !== 'function') return false;
-      reader = clone.body.getReader();
-      dec = new TextDecoder();
-    } catch (e) {
-      return false;
-    }
-    var format = streamFormat(ct);
-    var count = 0,
-      emitted = 0,
-      dropped = 0,
-      unreported = 0,
-      reportTimer = null,
-      held = null, // the newest message the caps dropped: the stream's last one is always sent
-      secStart = 0,
-      inSec = 0,
-      bytes = 0,
-      finished = false,
-      cancelled = false;
-    var buf = '',
-      lineCut = false,
-      lineOver = 0;
-    var sse = { parts: [], len: 0, kept: 0, event: '', id: '' };
+    var st = streamOpen(meta, res, d, ct, reqDone);
+    if (!st) return false;
     emit('net.stream', {
       direction: 'open',
       transport: 'stream',
@@ -17018,209 +17056,251 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       status: res.status,
       ok: d.ok,
       contentType: clip(ct, 200),
-      format: format
+      format: st.format
     });
     if (res.body) {
       onPageCancel(res.body, function () {
-        cancelled = true;
+        st.cancelled = true;
         // what the page already read is queued on our copy too: read it first, then let go
         N.setTimeout(function () {
           try {
-            if (!finished) reader.cancel().catch(function () {});
+            if (!st.finished) st.reader.cancel().catch(function () {});
           } catch (e) {
             /* ignore */
           }
         }, 0);
       });
     }
-    function report() {
-      reportTimer = null;
-      if (!unreported) return;
-      emit('truncated', {
-        what: 'net.stream',
-        channel: 'net.stream',
-        count: unreported,
-        dropped: unreported,
-        reason:
-          'caps of ' +
-          STREAM_MAX_MESSAGES +
-          ' messages per stream and ' +
-          STREAM_MAX_PER_SEC +
-          ' per second',
-        url: meta.url,
-        requestId: meta.id
-      });
-      unreported = 0;
-    }
-    function message(text, fullLen, evName, evId) {
-      count++;
-      var t = N.now();
-      if (t - secStart > 1000) {
-        secStart = t;
-        inSec = 0;
-      }
-      var capped = emitted >= STREAM_MAX_MESSAGES || inSec >= STREAM_MAX_PER_SEC;
-      if (held) {
-        // the message held back is not the last one after all: it is dropped
-        dropped++;
-        unreported++;
-        held = null;
-        if (!reportTimer) reportTimer = N.setTimeout(report, 1000);
-      }
-      if (capped) {
-        held = [text, fullLen, evName, evId, count];
-        return;
-      }
-      inSec++;
-      send(text, fullLen, evName, evId, count, false);
-    }
-    function send(text, fullLen, evName, evId, index, final) {
-      emitted++;
-      var f = frameData(text);
-      if (fullLen > text.length) {
-        f.size = fullLen;
-        f.frameBytes = fullLen;
-        if (S.captureBodies) f.dataTruncated = true;
-      }
-      f.direction = 'in';
-      f.transport = 'stream';
-      f.url = meta.url;
-      f.requestId = meta.id;
-      f.index = index;
-      if (evName) f.event = clip(evName, 100);
-      if (evId) f.lastEventId = clip(evId, 100);
-      if (final) f.final = true;
-      emit('net.stream', f);
-    }
-    function sseDispatch() {
-      if (sse.parts.length) {
-        var text = sse.parts.join('\n');
-        message(text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
-      }
-      sse.parts = [];
-      sse.len = 0;
-      sse.kept = 0;
-      sse.event = '';
-    }
-    function line(text, over) {
-      if (format === 'ndjson') {
-        if (text.trim()) message(text, text.length + over);
-        return;
-      }
-      if (text === '') return sseDispatch();
-      if (text.charAt(0) === ':') return;
-      var i = text.indexOf(':');
-      var field = i < 0 ? text : text.slice(0, i);
-      var value = i < 0 ? '' : text.slice(i + 1);
-      if (value.charAt(0) === ' ') value = value.slice(1);
-      if (field === 'data') {
-        sse.len += value.length + over;
-        if (sse.kept < STREAM_MESSAGE_SCAN) {
-          sse.parts.push(value);
-          sse.kept += value.length + 1;
-        }
-      } else if (field === 'event') sse.event = value;
-      else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
-    }
-    function feed(chunk, last) {
-      if (format === 'chunks') {
-        if (chunk) message(chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
-        return;
-      }
-      if (lineCut) {
-        var nl = chunk.search(/[\r\n]/);
-        if (nl < 0) {
-          lineOver += chunk.length;
-          chunk = '';
-        } else {
-          lineOver += nl;
-          chunk = chunk.slice(nl);
-          lineCut = false;
-        }
-      }
-      buf += chunk;
-      var hold = '';
-      if (!last && buf.charAt(buf.length - 1) === '\r') {
-        hold = '\r';
-        buf = buf.slice(0, -1);
-      }
-      var lines = buf.split(/\r\n|\r|\n/);
-      buf = lines.pop();
-      for (var i = 0; i < lines.length; i++) {
-        line(lines[i], i === 0 ? lineOver : 0);
-        if (i === 0) lineOver = 0;
-      }
-      if (last) {
-        if (buf) line(buf, lineOver);
-        if (format === 'sse') sseDispatch();
-        buf = '';
-        return;
-      }
-      if (buf.length > STREAM_MESSAGE_SCAN) {
-        lineOver += buf.length - STREAM_MESSAGE_SCAN;
-        buf = buf.slice(0, STREAM_MESSAGE_SCAN);
-        lineCut = !hold;
-      }
-      buf += hold;
-    }
-    function finish(err) {
-      if (finished) return;
-      finished = true;
-      if (held && err === 'unread') {
-        dropped++;
-        unreported++;
-      } else if (held) {
-        // the last message past the caps is sent anyway: it is the one that tells how it ended
-        send(held[0], held[1], held[2], held[3], held[4], true);
-      }
-      held = null;
-      if (reportTimer) N.clearTimeout(reportTimer);
-      report();
-      var end = Math.round(N.now() - meta.t0);
-      d.streamed = true;
-      d.messageCount = count;
-      if (dropped) d.messagesDropped = dropped;
-      d.streamDurationMs = end;
-      if (cancelled) d.cancelledByPage = true;
-      else if (err === 'unread')
-        d.streamStopped = 'the page read none of its copy; reading stopped after ' + bytes + ' bytes';
-      else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
-      });
-    }
-    // a message the SDK fails to parse is reported; the stream is still read to its end
-    function safeFeed(chunk, last) {
-      try {
-        feed(last ? dec.decode() : dec.decode(chunk, { stream: true }), last);
-      } catch (e) {
-        internal('network_observer', e);
-      }
-    }
-    function pump() {
-      reader.read().then(
-        function (r) {
-          if (r.done) {
-            safeFeed(null, true);
-            finish(null);
-            return;
-          }
-          safeFeed(r.value, false);
-          bytes += (r.value && r.value.byteLength) || 0;
-          if (bytes > STREAM_UNREAD_MAX && !res.bodyUsed) {
-            finish('unread');
-            reader.cancel().catch(function () {}); // the page's copy goes on without ours
-            return;
-          }
-          pump();
-        },
-        guard('network_observer', function (e) {
-          finish(e || new Error('stream read failed'));
-        })
-      );
-    }
-    pump();
+    streamPump(st);
     return true;
+  }
+  // The record of one stream with its reader on a clone of the body, or null when there is none.
+  function streamOpen(meta, res, d, ct, reqDone) {
+    var clone, reader, dec;
+    try {
+      if (typeof TextDecoder === 'undefined') return null;
+      clone = res.clone();
+      if (!clone.body || typeof clone.body.getReader !== 'function') return null;
+      reader = clone.body.getReader();
+      dec = new TextDecoder();
+    } catch (e) {
+      return null;
+    }
+    return {
+      meta: meta,
+      res: res,
+      d: d,
+      reqDone: reqDone,
+      reader: reader,
+      dec: dec,
+      format: streamFormat(ct),
+      count: 0,
+      emitted: 0,
+      dropped: 0,
+      unreported: 0,
+      reportTimer: null,
+      held: null, // the newest message the caps dropped: the stream's last one is always sent
+      secStart: 0,
+      inSec: 0,
+      bytes: 0,
+      finished: false,
+      cancelled: false,
+      buf: '',
+      lineCut: false,
+      lineOver: 0,
+      sse: { parts: [], len: 0, kept: 0, event: '', id: '' }
+    };
+  }
+  function streamReport(st) {
+    st.reportTimer = null;
+    if (!st.unreported) return;
+    emit('truncated', {
+      what: 'net.stream',
+      channel: 'net.stream',
+      count: st.unreported,
+      dropped: st.unreported,
+      reason:
+        'caps of ' + STREAM_MAX_MESSAGES + ' messages per stream and ' + STREAM_MAX_PER_SEC + ' per second',
+      url: st.meta.url,
+      requestId: st.meta.id
+    });
+    st.unreported = 0;
+  }
+  function streamMessage(st, text, fullLen, evName, evId) {
+    st.count++;
+    var t = N.now();
+    if (t - st.secStart > 1000) {
+      st.secStart = t;
+      st.inSec = 0;
+    }
+    var capped = st.emitted >= STREAM_MAX_MESSAGES || st.inSec >= STREAM_MAX_PER_SEC;
+    if (st.held) {
+      // the message held back is not the last one after all: it is dropped
+      st.dropped++;
+      st.unreported++;
+      st.held = null;
+      if (!st.reportTimer) {
+        st.reportTimer = N.setTimeout(function () {
+          streamReport(st);
+        }, 1000);
+      }
+    }
+    if (capped) {
+      st.held = [text, fullLen, evName, evId, st.count];
+      return;
+    }
+    st.inSec++;
+    streamSend(st, text, fullLen, evName, evId, st.count, false);
+  }
+  function streamSend(st, text, fullLen, evName, evId, index, final) {
+    st.emitted++;
+    var f = frameData(text);
+    if (fullLen > text.length) {
+      f.size = fullLen;
+      f.frameBytes = fullLen;
+      if (S.captureBodies) f.dataTruncated = true;
+    }
+    f.direction = 'in';
+    f.transport = 'stream';
+    f.url = st.meta.url;
+    f.requestId = st.meta.id;
+    f.index = index;
+    if (evName) f.event = clip(evName, 100);
+    if (evId) f.lastEventId = clip(evId, 100);
+    if (final) f.final = true;
+    emit('net.stream', f);
+  }
+  function streamSseDispatch(st) {
+    var sse = st.sse;
+    if (sse.parts.length) {
+      var text = sse.parts.join('\n');
+      streamMessage(st, text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
+    }
+    sse.parts = [];
+    sse.len = 0;
+    sse.kept = 0;
+    sse.event = '';
+  }
+  // One line of an ndjson or event-stream body; `over` counts its characters past the scan cap.
+  function streamLine(st, text, over) {
+    if (st.format === 'ndjson') {
+      if (text.trim()) streamMessage(st, text, text.length + over);
+      return;
+    }
+    if (text === '') return streamSseDispatch(st);
+    if (text.charAt(0) === ':') return;
+    var sse = st.sse;
+    var i = text.indexOf(':');
+    var field = i < 0 ? text : text.slice(0, i);
+    var value = i < 0 ? '' : text.slice(i + 1);
+    if (value.charAt(0) === ' ') value = value.slice(1);
+    if (field === 'data') {
+      sse.len += value.length + over;
+      if (sse.kept < STREAM_MESSAGE_SCAN) {
+        sse.parts.push(value);
+        sse.kept += value.length + 1;
+      }
+    } else if (field === 'event') sse.event = value;
+    else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
+  }
+  function streamFeed(st, chunk, last) {
+    if (st.format === 'chunks') {
+      if (chunk) streamMessage(st, chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
+      return;
+    }
+    if (st.lineCut) {
+      var nl = chunk.search(/[\r\n]/);
+      if (nl < 0) {
+        st.lineOver += chunk.length;
+        chunk = '';
+      } else {
+        st.lineOver += nl;
+        chunk = chunk.slice(nl);
+        st.lineCut = false;
+      }
+    }
+    st.buf += chunk;
+    var hold = '';
+    if (!last && st.buf.charAt(st.buf.length - 1) === '\r') {
+      hold = '\r';
+      st.buf = st.buf.slice(0, -1);
+    }
+    var lines = st.buf.split(/\r\n|\r|\n/);
+    st.buf = lines.pop();
+    for (var i = 0; i < lines.length; i++) {
+      streamLine(st, lines[i], i === 0 ? st.lineOver : 0);
+      if (i === 0) st.lineOver = 0;
+    }
+    if (last) {
+      if (st.buf) streamLine(st, st.buf, st.lineOver);
+      if (st.format === 'sse') streamSseDispatch(st);
+      st.buf = '';
+      return;
+    }
+    if (st.buf.length > STREAM_MESSAGE_SCAN) {
+      st.lineOver += st.buf.length - STREAM_MESSAGE_SCAN;
+      st.buf = st.buf.slice(0, STREAM_MESSAGE_SCAN);
+      st.lineCut = !hold;
+    }
+    st.buf += hold;
+  }
+  function streamFinish(st, err) {
+    if (st.finished) return;
+    st.finished = true;
+    var held = st.held;
+    if (held && err === 'unread') {
+      st.dropped++;
+      st.unreported++;
+    } else if (held) {
+      // the last message past the caps is sent anyway: it is the one that tells how it ended
+      streamSend(st, held[0], held[1], held[2], held[3], held[4], true);
+    }
+    st.held = null;
+    if (st.reportTimer) N.clearTimeout(st.reportTimer);
+    streamReport(st);
+    var d = st.d;
+    var end = Math.round(N.now() - st.meta.t0);
+    d.streamed = true;
+    d.messageCount = st.count;
+    if (st.dropped) d.messagesDropped = st.dropped;
+    d.streamDurationMs = end;
+    if (st.cancelled) d.cancelledByPage = true;
+    else if (err === 'unread')
+      d.streamStopped = 'the page read none of its copy; reading stopped after ' + st.bytes + ' bytes';
+    else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
+    st.reqDone.then(function (rq) {
+      emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
+    });
+  }
+  // a message the SDK fails to parse is reported; the stream is still read to its end
+  function streamSafeFeed(st, chunk, last) {
+    try {
+      streamFeed(st, last ? st.dec.decode() : st.dec.decode(chunk, { stream: true }), last);
+    } catch (e) {
+      internal('network_observer', e);
+    }
+  }
+  function streamPump(st) {
+    st.reader.read().then(
+      function (r) {
+        if (r.done) {
+          streamSafeFeed(st, null, true);
+          streamFinish(st, null);
+          return;
+        }
+        streamSafeFeed(st, r.value, false);
+        st.bytes += (r.value && r.value.byteLength) || 0;
+        if (st.bytes > STREAM_UNREAD_MAX && !st.res.bodyUsed) {
+          streamFinish(st, 'unread');
+          st.reader.cancel().catch(function () {}); // the page's copy goes on without ours
+          return;
+        }
+        streamPump(st);
+      },
+      guard('network_observer', function (e) {
+        streamFinish(st, e || new Error('stream read failed'));
+      })
+    );
   }
 
   // read at most ~cap characters of a (cloned) response without buffering a huge body
@@ -17263,6 +17343,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return out;
   }
 
+  // XMLHttpRequest open and send, wrapped; META holds each instance's method, URL and record.
   function installXHR() {
     var X = window.XMLHttpRequest;
     if (!X || !X.prototype) return;
@@ -17287,70 +17368,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return function (body) {
         var xhr = this;
         try {
-          var m = META.get(xhr);
-          if (m && !isBridgeUrl(m.url)) {
-            var id = 'n' + ++netCounter;
-            m.id = id;
-            m.t0 = N.now();
-            m.rurl = redactUrl(m.url);
-            m.req = S.captureBodies ? describeReqBody(body) : null;
-            m.fault = faultFor(m.method, m.url, 'xhr');
-            var xpend = {
-              id: id,
-              requestId: id,
-              method: m.method,
-              url: m.rurl,
-              initiator: 'xhr',
-              faultId: m.fault ? m.fault.id : undefined
-            };
-            var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
-            if (xmark) {
-              try {
-                xhr.setRequestHeader(MARK.header, xmark);
-                xpend.serverMarked = true;
-              } catch (e) {
-                /* not opened, or already sent: unmarked */
-              }
-            }
-            emit('net.pending', xpend);
-            if (!m.listening) {
-              m.listening = true;
-              xhr.addEventListener(
-                'loadend',
-                guard('network_observer', function () {
-                  var mm = META.get(xhr);
-                  if (!mm || !mm.id) return;
-                  var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
-                    return xhr.getResponseHeader(name);
-                  });
-                  if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
-                  var ct = d.contentType || '';
-                  if (xhr.status === 0) d.error = 'network error, abort or timeout';
-                  var resp = null;
-                  if (S.captureBodies) {
-                    try {
-                      if (xhr.responseType === '' || xhr.responseType === 'text') {
-                        if (STREAMY.test(ct)) resp = { reason: 'streaming response' };
-                        else if (ct && !TEXTUAL.test(ct))
-                          resp = { reason: 'non-text content-type' };
-                        else {
-                          var r = redactBody(xhr.responseText || '', ct);
-                          resp = { body: r.body, truncated: r.truncated, size: r.size };
-                        }
-                      } else if (xhr.responseType === 'json') {
-                        var r2 = redactBody(N.stringify(xhr.response), 'application/json');
-                        resp = { body: r2.body, truncated: r2.truncated, size: r2.size };
-                      } else resp = { reason: 'responseType ' + xhr.responseType };
-                    } catch (e) {
-                      resp = { reason: 'body read failed' };
-                    }
-                  }
-                  emit('net.request', withBodyFields(d, mm.req, resp));
-                  mm.id = null;
-                })
-              );
-            }
-          }
+          xhrSendStart(META, xhr, body);
         } catch (e) {
           internal('network_observer', e);
         }
@@ -17359,6 +17377,75 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return orig.apply(this, arguments);
       };
     });
+  }
+  // An XHR about to be sent: its record, its mark for the server, its net.pending, its loadend.
+  function xhrSendStart(META, xhr, body) {
+    var m = META.get(xhr);
+    if (!m || isBridgeUrl(m.url)) return;
+    var id = 'n' + ++netCounter;
+    m.id = id;
+    m.t0 = N.now();
+    m.rurl = redactUrl(m.url);
+    m.req = S.captureBodies ? describeReqBody(body) : null;
+    m.fault = faultFor(m.method, m.url, 'xhr');
+    var xpend = {
+      id: id,
+      requestId: id,
+      method: m.method,
+      url: m.rurl,
+      initiator: 'xhr',
+      faultId: m.fault ? m.fault.id : undefined
+    };
+    var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
+    if (xmark) {
+      try {
+        xhr.setRequestHeader(MARK.header, xmark);
+        xpend.serverMarked = true;
+      } catch (e) {
+        /* not opened, or already sent: unmarked */
+      }
+    }
+    emit('net.pending', xpend);
+    if (!m.listening) {
+      m.listening = true;
+      xhr.addEventListener(
+        'loadend',
+        guard('network_observer', function () {
+          xhrLoadend(META, xhr);
+        })
+      );
+    }
+  }
+  // The net.request of a finished XHR (once per send).
+  function xhrLoadend(META, xhr) {
+    var mm = META.get(xhr);
+    if (!mm || !mm.id) return;
+    var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
+      return xhr.getResponseHeader(name);
+    });
+    if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
+    var ct = d.contentType || '';
+    if (xhr.status === 0) d.error = 'network error, abort or timeout';
+    var resp = S.captureBodies ? xhrResponseBody(xhr, ct) : null;
+    emit('net.request', withBodyFields(d, mm.req, resp));
+    mm.id = null;
+  }
+  function xhrResponseBody(xhr, ct) {
+    try {
+      if (xhr.responseType === '' || xhr.responseType === 'text') {
+        if (STREAMY.test(ct)) return { reason: 'streaming response' };
+        if (ct && !TEXTUAL.test(ct)) return { reason: 'non-text content-type' };
+        var r = redactBody(xhr.responseText || '', ct);
+        return { body: r.body, truncated: r.truncated, size: r.size };
+      }
+      if (xhr.responseType === 'json') {
+        var r2 = redactBody(N.stringify(xhr.response), 'application/json');
+        return { body: r2.body, truncated: r2.truncated, size: r2.size };
+      }
+      return { reason: 'responseType ' + xhr.responseType };
+    } catch (e) {
+      return { reason: 'body read failed' };
+    }
   }
 
   function installBeacon() {
@@ -17573,6 +17660,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     swapConstructor('EventSource', Native, W, ['CONNECTING', 'OPEN', 'CLOSED']);
   }
 
+  // == Section: alerts == alerts, live regions, invalid fields, toasts
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
   // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
   // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
@@ -17633,115 +17721,148 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return '';
   }
-  function installAlerts() {
-    if (!N.MutationObserver || !document.querySelectorAll) return;
-    var SHOWN = new WeakMap(); // element -> the text last reported ('' while hidden or empty)
-    var recent = {}; // text -> when it was last reported
-    var allow = rateCap('ui.alert', 20);
-    var scheduled = false,
-      loaded = false;
-    function candidates() {
-      var rows = [];
-      TOASTS.error.forEach(function (sel) {
-        rows.push(['toast', sel, 'error']);
-      });
-      TOASTS.info.forEach(function (sel) {
-        rows.push(['toast', sel, null]);
-      });
-      rows.push(['invalid', '[aria-invalid=true]', 'error']);
-      rows = rows.concat(
-        FAILURE_UI.filter(function (r) {
-          return r[2] === 'error';
-        }),
-        ALERT_SOURCES,
-        FAILURE_UI.filter(function (r) {
-          return r[2] !== 'error';
-        }).map(function (r) {
-          return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
-        })
-      );
-      var out = [],
-        seen = new Set(),
-        roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
-      for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
-        for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
-          var els;
-          try {
-            els = roots[r].querySelectorAll(rows[i][1]);
-          } catch (e) {
-            break;
-          }
-          for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
-            if (seen.has(els[j])) continue;
-            seen.add(els[j]);
-            out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
-          }
+  // The selectors an alert scan looks at, best first: [source, selector, level, status?].
+  function alertRows() {
+    var rows = [];
+    TOASTS.error.forEach(function (sel) {
+      rows.push(['toast', sel, 'error']);
+    });
+    TOASTS.info.forEach(function (sel) {
+      rows.push(['toast', sel, null]);
+    });
+    rows.push(['invalid', '[aria-invalid=true]', 'error']);
+    return rows.concat(
+      FAILURE_UI.filter(function (r) {
+        return r[2] === 'error';
+      }),
+      ALERT_SOURCES,
+      FAILURE_UI.filter(function (r) {
+        return r[2] !== 'error';
+      }).map(function (r) {
+        return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
+      })
+    );
+  }
+  // The elements that may tell the user something, each once, at most ALERT_MAX_CANDIDATES.
+  function alertCandidates() {
+    var rows = alertRows();
+    var out = [],
+      seen = new Set(),
+      roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
+    for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
+      for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
+        var els;
+        try {
+          els = roots[r].querySelectorAll(rows[i][1]);
+        } catch (e) {
+          break;
+        }
+        for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
+          if (seen.has(els[j])) continue;
+          seen.add(els[j]);
+          out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
         }
       }
-      return out;
     }
-    function shown() {
-      var cache = makeVisCache();
-      var showing = [];
-      candidates().forEach(function (c) {
-        var el = c.el;
-        if (isIgnored(el) || !isVisible(el, cache)) {
-          SHOWN.set(el, '');
+    return out;
+  }
+  // The candidates shown now, one per message; SHOWN learns the hidden and the nested ones.
+  function alertsShown(SHOWN) {
+    var cache = makeVisCache();
+    var showing = [];
+    alertCandidates().forEach(function (c) {
+      var el = c.el;
+      if (isIgnored(el) || !isVisible(el, cache)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      if (!alertText(c)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      // a candidate inside (or around) one that ranks higher is the same message; a field is
+      // not a message, so a dialog around an invalid field still counts
+      for (var i = 0; i < showing.length; i++) {
+        var o = showing[i].el;
+        if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
+        if (o.contains(el) || el.contains(o)) {
+          SHOWN.set(el, c.key);
           return;
         }
-        if (c.source === 'invalid') {
-          c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
-          c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
-          c.key = 'invalid\n' + c.field + '\n' + c.text;
-        } else {
-          // a huge region is read natively (innerText of a rendered element skips script/style)
-          var big = (el.textContent || '').length > 20000;
-          c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
-          c.key = c.text;
-          if (!c.text) {
-            SHOWN.set(el, '');
-            return;
-          }
-        }
-        // a candidate inside (or around) one that ranks higher is the same message; a field is
-        // not a message, so a dialog around an invalid field still counts
-        for (var i = 0; i < showing.length; i++) {
-          var o = showing[i].el;
-          if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
-          if (o.contains(el) || el.contains(o)) {
-            SHOWN.set(el, c.key);
-            return;
-          }
-        }
-        showing.push(c);
-      });
-      return showing;
+      }
+      showing.push(c);
+    });
+    return showing;
+  }
+  // Sets the candidate's text and key (an invalid field: its name and error text); false when empty.
+  function alertText(c) {
+    var el = c.el;
+    if (c.source === 'invalid') {
+      c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
+      c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
+      c.key = 'invalid\n' + c.field + '\n' + c.text;
+      return true;
     }
-    function scan(initial) {
-      scheduled = false;
-      var showing = shown();
-      var t = N.now();
-      showing.forEach(function (c) {
-        if (SHOWN.get(c.el) === c.key) return;
-        SHOWN.set(c.el, c.key);
-        if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
-        if (!allow()) return;
-        if (c.text) recent[c.text] = t;
-        var d = { text: c.text, source: c.source, level: c.level };
-        if (c.field != null) d.field = c.field;
-        var r = refFor(c.el);
-        if (r) d.ref = r;
-        if (initial) d.initial = true;
-        emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
-      });
-      // a new document says it has looked: a verdict after a navigation waits for this
-      if (initial) emit('ui.scan', { shown: showing.length });
-      for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
-      checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
-    }
+    // a huge region is read natively (innerText of a rendered element skips script/style)
+    var big = (el.textContent || '').length > 20000;
+    c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
+    c.key = c.text;
+    return !!c.text;
+  }
+  // One scan: a ui.alert (or ui.status) for each message shown with a new text.
+  function alertScan(al, initial) {
+    al.scheduled = false;
+    var showing = alertsShown(al.SHOWN);
+    var t = N.now(),
+      recent = al.recent;
+    showing.forEach(function (c) {
+      if (al.SHOWN.get(c.el) === c.key) return;
+      al.SHOWN.set(c.el, c.key);
+      if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
+      if (!al.allow()) return;
+      if (c.text) recent[c.text] = t;
+      var d = { text: c.text, source: c.source, level: c.level };
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      if (initial) d.initial = true;
+      emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
+    });
+    // a new document says it has looked: a verdict after a navigation waits for this
+    if (initial) emit('ui.scan', { shown: showing.length });
+    for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
+    checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
+  }
+  var ALERT_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    attributes: true,
+    attributeFilter: [
+      'role',
+      'aria-live',
+      'aria-invalid',
+      'aria-hidden',
+      'aria-describedby',
+      'aria-errormessage',
+      'hidden',
+      'style',
+      'class',
+      'open'
+    ]
+  };
+  function installAlerts() {
+    if (!N.MutationObserver || !document.querySelectorAll) return;
+    var al = {
+      SHOWN: new WeakMap(), // element -> the text last reported ('' while hidden or empty)
+      recent: {}, // text -> when it was last reported
+      allow: rateCap('ui.alert', 20),
+      scheduled: false,
+      loaded: false
+    };
     function schedule() {
-      if (scheduled || !loaded) return;
-      scheduled = true;
+      if (al.scheduled || !al.loaded) return;
+      al.scheduled = true;
       var fired = false;
       var run = function () {
         if (fired) return;
@@ -17754,38 +17875,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var mo = new N.MutationObserver(function () {
       schedule();
     });
-    var cfg = {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      attributes: true,
-      attributeFilter: [
-        'role',
-        'aria-live',
-        'aria-invalid',
-        'aria-hidden',
-        'aria-describedby',
-        'aria-errormessage',
-        'hidden',
-        'style',
-        'class',
-        'open'
-      ]
-    };
-    mo.observe(document, cfg);
+    mo.observe(document, ALERT_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, cfg);
+      mo.observe(root, ALERT_OBSERVE);
       schedule();
     };
     ROOT_WATCHERS.push(watch);
     function first() {
-      if (loaded) return;
-      loaded = true;
+      if (al.loaded) return;
+      al.loaded = true;
       safeScan(true);
     }
     function safeScan(initial) {
       try {
-        scan(initial);
+        alertScan(al, initial);
       } catch (e) {
         internal('alert_observer', e);
       }
@@ -17795,7 +17898,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitionend', schedule, true); // a toast that fades in
     listen(document, 'animationend', schedule, true);
     ALERT_RESCAN = schedule;
-    ALERT_NOW = shown;
+    ALERT_NOW = function () {
+      return alertsShown(al.SHOWN);
+    };
     S.teardowns.push(function () {
       mo.disconnect();
       ALERT_RESCAN = null;
@@ -17805,7 +17910,32 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       });
     });
   }
+  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
+  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
+  // footer, aside, form or dialog that does not hold that element
+  function alertsRead(args) {
+    if (!ALERT_NOW) return { alerts: [], unavailable: true };
+    var target = resolveRef(args && args.ref);
+    var out = ALERT_NOW().slice(0, 50).map(function (c) {
+      var scope = null;
+      try {
+        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
+        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
+      } catch (e) {
+        scope = null;
+      }
+      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
+      // beside the act's target, only its own region; with no target, any region but the page's chrome
+      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      return d;
+    });
+    return { alerts: out };
+  }
 
+  // == Section: console == console calls and uncaught errors
   // -- console and errors
   function formatArgs(args) {
     var parts = [],
@@ -17948,6 +18078,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // == Section: documents == routes, the document request that leaves and the one that arrives
   // -- routing
   var lastHref = location.href;
   function routeChanged(kind) {
@@ -18154,114 +18285,111 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     flush();
   }
   function installDocuments() {
-    listen(
-      window,
-      'submit',
-      function (e) {
-        if (e.target && e.target.tagName === 'FORM')
-          lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
-      },
-      true
-    );
+    listen(window, 'submit', docOnSubmit, true);
     // `formdata` fires while the browser builds the entry list of a submission that goes ahead:
     // after an uncancelled submit event has finished dispatching, or inside form.submit(). A
     // `new FormData(form)` in the app's own submit handler fires it too, mid-dispatch: not ours.
-    listen(
-      window,
-      'formdata',
-      function (e) {
-        var form = e.target;
-        if (!form || form.tagName !== 'FORM' || !e.formData) return;
-        var ls = lastSubmit,
-          submitter = null;
-        if (programmaticSubmit === form) submitter = null;
-        else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
-          submitter = ls.submitter;
-        else return;
-        lastSubmit = null;
-        var rec = formRecord(form, submitter, e.formData);
-        if (rec.method === 'DIALOG') return;
-        if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
-        rec.cause = 'form';
-        announceDocument(rec);
-      },
-      true
-    );
+    listen(window, 'formdata', docOnFormData, true);
     if (window.HTMLFormElement && HTMLFormElement.prototype.submit)
-      patch(HTMLFormElement.prototype, 'submit', function (orig) {
-        return function submit() {
-          programmaticSubmit = this;
-          try {
-            return orig.apply(this, arguments);
-          } finally {
-            programmaticSubmit = null;
-          }
-        };
-      });
-    listen(window, 'click', function (e) {
-      if (e.defaultPrevented || e.button) return;
-      var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
-      if (!a || a.hasAttribute('download')) return;
-      var tg = a.getAttribute('target');
-      if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
-      if (e.ctrlKey || e.metaKey || e.shiftKey) return;
-      docIntent = {
-        url: a.href,
-        method: 'GET',
-        cause: 'link',
-        at: N.dateNow(),
-        text: clip(getName(a), 80)
-      };
-    });
+      patch(HTMLFormElement.prototype, 'submit', docSubmitWrapper);
+    listen(window, 'click', docOnClick);
     // The Navigation API (Chromium) names the destination of every navigation this document
     // starts, a location change or a reload included.
     try {
       if (window.navigation && typeof window.navigation.addEventListener === 'function')
-        listen(window.navigation, 'navigate', function (e) {
-          if (e.hashChange || e.downloadRequest != null) return;
-          var dest = e.destination && e.destination.url;
-          var prev =
-            docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
-              ? docIntent
-              : null;
-          docIntent = {
-            url: dest,
-            method: e.formData ? 'POST' : 'GET',
-            cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
-            navigationType: e.navigationType,
-            at: N.dateNow(),
-            text: prev ? prev.text : undefined
-          };
-        });
+        listen(window.navigation, 'navigate', docOnNavigate);
     } catch (e) {
       /* no Navigation API */
     }
-    var leaving = function () {
-      if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
-      var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
-      var rec = it
-        ? {
-            url: redactUrl(it.url),
-            method: it.method,
-            cause: it.cause,
-            navigationType: it.navigationType
-          }
-        : { url: '', method: null, cause: 'unknown' };
-      if (it && it.text) rec.link = { text: it.text };
-      docIntent = null;
-      announceDocument(rec);
-    };
-    listen(window, 'beforeunload', leaving, true);
+    listen(window, 'beforeunload', docLeaving, true);
     listen(
       window,
       'pagehide',
       function (e) {
-        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) leaving();
+        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) docLeaving();
       },
       true
     );
     docArrival();
   }
+  function docOnSubmit(e) {
+    if (e.target && e.target.tagName === 'FORM')
+      lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
+  }
+  function docOnFormData(e) {
+    var form = e.target;
+    if (!form || form.tagName !== 'FORM' || !e.formData) return;
+    var ls = lastSubmit,
+      submitter = null;
+    if (programmaticSubmit === form) submitter = null;
+    else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
+      submitter = ls.submitter;
+    else return;
+    lastSubmit = null;
+    var rec = formRecord(form, submitter, e.formData);
+    if (rec.method === 'DIALOG') return;
+    if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
+    rec.cause = 'form';
+    announceDocument(rec);
+  }
+  function docSubmitWrapper(orig) {
+    return function submit() {
+      programmaticSubmit = this;
+      try {
+        return orig.apply(this, arguments);
+      } finally {
+        programmaticSubmit = null;
+      }
+    };
+  }
+  function docOnClick(e) {
+    if (e.defaultPrevented || e.button) return;
+    var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
+    if (!a || a.hasAttribute('download')) return;
+    var tg = a.getAttribute('target');
+    if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
+    if (e.ctrlKey || e.metaKey || e.shiftKey) return;
+    docIntent = {
+      url: a.href,
+      method: 'GET',
+      cause: 'link',
+      at: N.dateNow(),
+      text: clip(getName(a), 80)
+    };
+  }
+  function docOnNavigate(e) {
+    if (e.hashChange || e.downloadRequest != null) return;
+    var dest = e.destination && e.destination.url;
+    var prev =
+      docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
+        ? docIntent
+        : null;
+    docIntent = {
+      url: dest,
+      method: e.formData ? 'POST' : 'GET',
+      cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
+      navigationType: e.navigationType,
+      at: N.dateNow(),
+      text: prev ? prev.text : undefined
+    };
+  }
+  // This document is going away: announce where to, as far as the latest intent tells.
+  function docLeaving() {
+    if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
+    var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
+    var rec = it
+      ? {
+          url: redactUrl(it.url),
+          method: it.method,
+          cause: it.cause,
+          navigationType: it.navigationType
+        }
+      : { url: '', method: null, cause: 'unknown' };
+    if (it && it.text) rec.link = { text: it.text };
+    docIntent = null;
+    announceDocument(rec);
+  }
+  // This document's own request, from Navigation Timing, linked to the announced one.
   // This document's own request, from Navigation Timing, linked to the announced one.
   function docArrival() {
     var nav = null;
@@ -18274,23 +18402,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var here = redactUrl(location.href);
     var redirects = nav && nav.redirectCount > 0 ? nav.redirectCount : 0;
     var status = nav && nav.responseStatus > 0 ? nav.responseStatus : null;
-    var prev = null;
-    try {
-      prev = N.parse(ssGet(DOC_KEY) || 'null');
-    } catch (e) {
-      prev = null;
-    }
-    if (prev) ssSet(DOC_KEY, '');
-    var linked =
-      !!prev &&
-      isObj(prev) &&
-      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
-      (sameDocUrl(prev.url, here) ||
-        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
-        redirects > 0 ||
-        !prev.urlKnown ||
-        (type === 'reload' && prev.navigationType === 'reload') ||
-        (type === 'back_forward' && prev.navigationType === 'traverse'));
+    var prev = docAnnouncedBefore();
+    var linked = docLinked(prev, here, type, redirects);
     var id = linked && prev.requestId ? prev.requestId : 'd' + S.documentId;
     var d = {
       id: id,
@@ -18318,15 +18431,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (prev[k] != null) d[k] = prev[k];
       });
     }
-    if (nav) {
-      var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
-      d.durationMs = Math.round(Math.max(0, end - nav.startTime));
-      d.ms = d.durationMs;
-      d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
-      if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
-      if (nav.transferSize != null) d.transferSize = nav.transferSize;
-      if (nav.contentType) d.contentType = nav.contentType;
-    }
+    if (nav) docTiming(d, nav, redirects);
     emit('net.request', d);
     var from =
       linked && prev.from ? prev.from : document.referrer ? redactUrl(document.referrer) : '';
@@ -18344,7 +18449,43 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     lastHref = location.href;
   }
+  // The request the previous document announced (taken out of sessionStorage), or null.
+  function docAnnouncedBefore() {
+    var prev = null;
+    try {
+      prev = N.parse(ssGet(DOC_KEY) || 'null');
+    } catch (e) {
+      prev = null;
+    }
+    if (prev) ssSet(DOC_KEY, '');
+    return prev;
+  }
+  // Whether the announced request is the one that brought this document.
+  function docLinked(prev, here, type, redirects) {
+    return (
+      !!prev &&
+      isObj(prev) &&
+      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
+      (sameDocUrl(prev.url, here) ||
+        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
+        redirects > 0 ||
+        !prev.urlKnown ||
+        (type === 'reload' && prev.navigationType === 'reload') ||
+        (type === 'back_forward' && prev.navigationType === 'traverse'))
+    );
+  }
+  // Navigation Timing's durations, sizes and content type on the document's net.request.
+  function docTiming(d, nav, redirects) {
+    var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
+    d.durationMs = Math.round(Math.max(0, end - nav.startTime));
+    d.ms = d.durationMs;
+    d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
+    if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
+    if (nav.transferSize != null) d.transferSize = nav.transferSize;
+    if (nav.contentType) d.contentType = nav.contentType;
+  }
 
+  // == Section: dom == DOM mutations, shadow roots, animations
   // -- DOM mutations, coalesced per animation frame
   var ATTRS = [
     'class',
@@ -18377,6 +18518,173 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return false;
     }
   }
+  var DOM_MEANINGFUL =
+    'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table';
+  // One animation frame's worth of DOM events: counts against DOM_CAP, drops, what was seen.
+  function domFrame() {
+    return {
+      added: 0,
+      removed: 0,
+      changed: 0,
+      drop: { added: 0, removed: 0, changed: 0 },
+      seenAttr: new Map(),
+      seenText: new Set(),
+      cache: makeVisCache()
+    };
+  }
+  // Counts one more event of a kind (added, removed, changed) in the frame; false (and a drop
+  // counted) past the cap.
+  function domRoom(f, kind) {
+    if (f[kind] >= DOM_CAP) {
+      f.drop[kind]++;
+      return false;
+    }
+    f[kind]++;
+    return true;
+  }
+  function domRecord(f, r) {
+    var tgt = r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
+    if (tgt && isIgnored(tgt)) return;
+    if (r.type === 'attributes') domAttr(f, r);
+    else if (r.type === 'characterData') domCharacterData(f, r);
+    else if (r.type === 'childList') domChildList(f, r);
+  }
+  function domAttr(f, r) {
+    var key = r.attributeName;
+    var prev = f.seenAttr.get(r.target);
+    if (prev && prev[key]) return; // coalesce: first old value wins, current value read now
+    if (!prev) {
+      prev = {};
+      f.seenAttr.set(r.target, prev);
+    }
+    prev[key] = 1;
+    var cur = r.target.getAttribute(key);
+    if (cur === r.oldValue) return;
+    if (!domRoom(f, 'changed')) return;
+    var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
+    var ad = { attr: key, target: label(r.target) };
+    if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
+    if (r.oldValue != null) ad.old = secret ? REDACTED : clip(scrub(r.oldValue), 120);
+    emit('dom.attr', ad, r.target);
+  }
+  function domCharacterData(f, r) {
+    var pe = r.target.parentElement;
+    if (!pe || f.seenText.has(pe) || inSource(pe)) return;
+    f.seenText.add(pe);
+    if (!domRoom(f, 'changed')) return;
+    var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
+    if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
+    emit('dom.text', td, pe);
+  }
+  function domChildList(f, r) {
+    var textTouched = false;
+    for (var a = 0; a < r.addedNodes.length; a++) if (domAddedNode(f, r.addedNodes[a])) textTouched = true;
+    for (var b = 0; b < r.removedNodes.length; b++) if (domRemovedNode(f, r, r.removedNodes[b])) textTouched = true;
+    if (textTouched && r.target.nodeType === 1 && !f.seenText.has(r.target) && !inSource(r.target)) {
+      f.seenText.add(r.target);
+      if (!domRoom(f, 'changed')) return;
+      emit('dom.text', { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) }, r.target);
+    }
+  }
+  // One added node: a dom.added (and visible.shown for a dialog or alert); true when it touched text.
+  function domAddedNode(f, n) {
+    if (n.nodeType === 3) return !!n.data.trim();
+    if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n)) return false;
+    var role = getRole(n),
+      nm = getName(n, role);
+    var textTouched = false;
+    if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
+      // unnamed wrapper: summarise its meaningful descendants count
+      var inner = n.querySelectorAll ? n.querySelectorAll(DOM_MEANINGFUL) : [];
+      if (!inner.length) {
+        if (norm(n.textContent)) textTouched = true;
+        else return false;
+      }
+      if (!domRoom(f, 'added')) return textTouched;
+      emit(
+        'dom.added',
+        {
+          role: role,
+          tag: n.tagName.toLowerCase(),
+          target: describeNode(n),
+          descendants: inner.length,
+          text: clip(norm(n.textContent), 80) || undefined,
+          region: regionOf(n)
+        },
+        n
+      );
+      return textTouched;
+    }
+    if (!domRoom(f, 'added')) return false;
+    emit('dom.added', { role: role, name: nm, tag: n.tagName.toLowerCase(), target: label(n), region: regionOf(n) }, n);
+    var shows = role === 'dialog' || role === 'alertdialog' || role === 'alert' || role === 'status';
+    if ((shows || n.getAttribute('aria-modal') === 'true') && isVisible(n, f.cache)) {
+      emit('visible.shown', { role: role, name: nm }, n);
+    }
+    return false;
+  }
+  // One removed node of record r: a dom.removed; true when it touched text.
+  function domRemovedNode(f, r, m) {
+    if (m.nodeType === 3) return !!m.data.trim();
+    if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) return false;
+    var rr = getRole(m),
+      rn = getName(m, rr);
+    if ((rr === 'generic' || rr === 'none') && !rn) {
+      var cnt = m.querySelectorAll ? m.querySelectorAll(DOM_MEANINGFUL).length : 0;
+      if (!cnt || !domRoom(f, 'removed')) return false;
+      emit('dom.removed', {
+        role: rr,
+        tag: m.tagName.toLowerCase(),
+        target: describeNode(m),
+        descendants: cnt,
+        region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
+      });
+      return false;
+    }
+    if (!domRoom(f, 'removed')) return false;
+    var rd = { role: rr, name: rn, tag: m.tagName.toLowerCase(), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
+    var oldRef = REF_OF.get(m);
+    if (oldRef) rd.formerRef = oldRef;
+    emit('dom.removed', rd);
+    return false;
+  }
+  // The truncated event of a frame that dropped events (or records past the pending cap); true if sent.
+  function domTruncated(f, overflowRecords) {
+    var drop = f.drop.added + f.drop.removed + f.drop.changed + overflowRecords;
+    if (!drop) return false;
+    emit('truncated', {
+      what: 'dom',
+      channel: 'dom',
+      count: drop,
+      dropped: drop,
+      reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
+      detail: {
+        added: f.drop.added,
+        removed: f.drop.removed,
+        changed: f.drop.changed,
+        overflowRecords: overflowRecords
+      }
+    });
+    return true;
+  }
+  function regionOf(n) {
+    try {
+      var tid = n.parentElement && n.parentElement.closest('[data-testid]');
+      if (tid) return tid.getAttribute('data-testid');
+      return n.parentElement ? refFor(n.parentElement) : undefined;
+    } catch (e) {
+      return undefined;
+    }
+  }
+  var DOM_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    characterDataOldValue: true,
+    attributes: true,
+    attributeOldValue: true,
+    attributeFilter: ATTRS
+  };
   function installDom() {
     if (!N.MutationObserver) return;
     var pending = [];
@@ -18406,225 +18714,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function processDom() {
       var rs = pending;
       pending = [];
-      var added = 0,
-        removed = 0,
-        changed = 0,
-        dropA = 0,
-        dropR = 0,
-        dropC = 0;
-      var seenAttr = new Map(),
-        seenText = new Set();
-      var cache = makeVisCache();
+      var f = domFrame();
       try {
-        for (var i = 0; i < rs.length; i++) {
-          var r = rs[i];
-          var tgt =
-            r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
-          if (tgt && isIgnored(tgt)) continue;
-          if (r.type === 'attributes') {
-            var key = r.attributeName;
-            var prev = seenAttr.get(r.target);
-            if (prev && prev[key]) continue; // coalesce: first old value wins, current value read now
-            if (!prev) {
-              prev = {};
-              seenAttr.set(r.target, prev);
-            }
-            prev[key] = 1;
-            var cur = r.target.getAttribute(key);
-            if (cur === r.oldValue) continue;
-            if (changed >= DOM_CAP) {
-              dropC++;
-              continue;
-            }
-            changed++;
-            var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
-            var ad = { attr: key, target: label(r.target) };
-            if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
-            if (r.oldValue != null) ad.old = secret ? REDACTED : clip(scrub(r.oldValue), 120);
-            emit('dom.attr', ad, r.target);
-          } else if (r.type === 'characterData') {
-            var pe = r.target.parentElement;
-            if (!pe || seenText.has(pe) || inSource(pe)) continue;
-            seenText.add(pe);
-            if (changed >= DOM_CAP) {
-              dropC++;
-              continue;
-            }
-            changed++;
-            var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
-            if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
-            emit('dom.text', td, pe);
-          } else if (r.type === 'childList') {
-            var textTouched = false;
-            for (var a = 0; a < r.addedNodes.length; a++) {
-              var n = r.addedNodes[a];
-              if (n.nodeType === 3) {
-                if (n.data.trim()) textTouched = true;
-                continue;
-              }
-              if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n))
-                continue;
-              var role = getRole(n),
-                nm = getName(n, role);
-              if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
-                // unnamed wrapper: summarise its meaningful descendants count
-                var inner = n.querySelectorAll
-                  ? n.querySelectorAll(
-                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
-                    )
-                  : [];
-                if (!inner.length) {
-                  if (norm(n.textContent)) textTouched = true;
-                  else continue;
-                }
-                if (added >= DOM_CAP) {
-                  dropA++;
-                  continue;
-                }
-                added++;
-                emit(
-                  'dom.added',
-                  {
-                    role: role,
-                    tag: n.tagName.toLowerCase(),
-                    target: describeNode(n),
-                    descendants: inner.length,
-                    text: clip(norm(n.textContent), 80) || undefined,
-                    region: regionOf(n)
-                  },
-                  n
-                );
-                continue;
-              }
-              if (added >= DOM_CAP) {
-                dropA++;
-                continue;
-              }
-              added++;
-              emit(
-                'dom.added',
-                {
-                  role: role,
-                  name: nm,
-                  tag: n.tagName.toLowerCase(),
-                  target: label(n),
-                  region: regionOf(n)
-                },
-                n
-              );
-              if (
-                (role === 'dialog' ||
-                  role === 'alertdialog' ||
-                  role === 'alert' ||
-                  role === 'status' ||
-                  n.getAttribute('aria-modal') === 'true') &&
-                isVisible(n, cache)
-              ) {
-                emit('visible.shown', { role: role, name: nm }, n);
-              }
-            }
-            for (var b = 0; b < r.removedNodes.length; b++) {
-              var m = r.removedNodes[b];
-              if (m.nodeType === 3) {
-                if (m.data.trim()) textTouched = true;
-                continue;
-              }
-              if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) continue;
-              var rr = getRole(m),
-                rn = getName(m, rr);
-              if ((rr === 'generic' || rr === 'none') && !rn) {
-                var cnt = m.querySelectorAll
-                  ? m.querySelectorAll(
-                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
-                    ).length
-                  : 0;
-                if (!cnt) continue;
-                if (removed >= DOM_CAP) {
-                  dropR++;
-                  continue;
-                }
-                removed++;
-                emit('dom.removed', {
-                  role: rr,
-                  tag: m.tagName.toLowerCase(),
-                  target: describeNode(m),
-                  descendants: cnt,
-                  region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
-                });
-                continue;
-              }
-              if (removed >= DOM_CAP) {
-                dropR++;
-                continue;
-              }
-              removed++;
-              var rd = {
-                role: rr,
-                name: rn,
-                tag: m.tagName.toLowerCase(),
-                target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '')
-              };
-              var oldRef = REF_OF.get(m);
-              if (oldRef) rd.formerRef = oldRef;
-              emit('dom.removed', rd);
-            }
-            if (
-              textTouched &&
-              r.target.nodeType === 1 &&
-              !seenText.has(r.target) &&
-              !inSource(r.target)
-            ) {
-              seenText.add(r.target);
-              if (changed >= DOM_CAP) {
-                dropC++;
-                continue;
-              }
-              changed++;
-              emit(
-                'dom.text',
-                { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) },
-                r.target
-              );
-            }
-          }
-        }
+        for (var i = 0; i < rs.length; i++) domRecord(f, rs[i]);
       } catch (e) {
         internal('dom_observer', e);
       }
-      var drop = dropA + dropR + dropC + overflowRecords;
-      if (drop) {
-        emit('truncated', {
-          what: 'dom',
-          channel: 'dom',
-          count: drop,
-          dropped: drop,
-          reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
-          detail: { added: dropA, removed: dropR, changed: dropC, overflowRecords: overflowRecords }
-        });
-        overflowRecords = 0;
-      }
+      if (domTruncated(f, overflowRecords)) overflowRecords = 0;
     }
-    function regionOf(n) {
-      try {
-        var tid = n.parentElement && n.parentElement.closest('[data-testid]');
-        if (tid) return tid.getAttribute('data-testid');
-        return n.parentElement ? refFor(n.parentElement) : undefined;
-      } catch (e) {
-        return undefined;
-      }
-    }
-    var cfg = {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      characterDataOldValue: true,
-      attributes: true,
-      attributeOldValue: true,
-      attributeFilter: ATTRS
-    };
-    mo.observe(document, cfg);
+    mo.observe(document, DOM_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, cfg);
+      mo.observe(root, DOM_OBSERVE);
     };
     ROOT_WATCHERS.push(watch);
     S.teardowns.push(function () {
@@ -18685,44 +18785,45 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitioncancel', h('anim.end'), true);
   }
 
+  // == Section: storage == localStorage, sessionStorage, cookies
   // -- storage
+  function storageAreaOf(st) {
+    try {
+      return st === window.sessionStorage ? 'session' : 'local';
+    } catch (e) {
+      return 'local';
+    }
+  }
+  function storageValue(k, v) {
+    return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500);
+  }
+  function storageChanged(area, k, from, to) {
+    var d = { area: area, key: clip(k, 200), from: storageValue(k, from), to: storageValue(k, to) };
+    d.old = d.from;
+    d['new'] = d.to;
+    emit('storage.change', d);
+  }
+  // what key k held before a write we report (null when muted: our own keys, our own writes)
+  function storageHeld(store, k, mute) {
+    if (mute) return null;
+    try {
+      return store.getItem(k);
+    } catch (e) {
+      return null;
+    }
+  }
   function installStorage() {
     var SP = window.Storage && window.Storage.prototype;
     if (!SP) return;
-    function areaOf(st) {
-      try {
-        return st === window.sessionStorage ? 'session' : 'local';
-      } catch (e) {
-        return 'local';
-      }
-    }
-    function val(k, v) {
-      return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500);
-    }
-    function rec(area, k, from, to) {
-      var d = { area: area, key: clip(k, 200), from: val(k, from), to: val(k, to) };
-      d.old = d.from;
-      d['new'] = d.to;
-      emit('storage.change', d);
-    }
-    // what key k held before a write we report (null when muted: our own keys, our own writes)
-    function heldBefore(store, k, mute) {
-      if (mute) return null;
-      try {
-        return store.getItem(k);
-      } catch (e) {
-        return null;
-      }
-    }
     patch(SP, 'setItem', function (orig) {
       return function (k, v) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = heldBefore(this, k, mute);
+        var before = storageHeld(this, k, mute);
         var r = orig.apply(this, arguments);
         if (!mute) {
           try {
             var now2 = this.getItem(k);
-            if (now2 !== before) rec(areaOf(this), String(k), before, now2);
+            if (now2 !== before) storageChanged(storageAreaOf(this), String(k), before, now2);
           } catch (e) {
             /* ignore */
           }
@@ -18733,100 +18834,104 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     patch(SP, 'removeItem', function (orig) {
       return function (k) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = heldBefore(this, k, mute);
+        var before = storageHeld(this, k, mute);
         var r = orig.apply(this, arguments);
-        if (!mute && before !== null) rec(areaOf(this), String(k), before, null);
+        if (!mute && before !== null) storageChanged(storageAreaOf(this), String(k), before, null);
         return r;
       };
     });
-    patch(SP, 'clear', function (orig) {
-      return function () {
-        var snap = [];
-        try {
-          for (var i = 0; i < this.length; i++) {
-            var k = this.key(i);
-            if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
-          }
-        } catch (e) {
-          /* ignore */
-        }
-        var r = orig.apply(this, arguments);
-        var area = areaOf(this);
-        snap.slice(0, 50).forEach(function (kv) {
-          rec(area, kv[0], kv[1], null);
-        });
-        if (snap.length > 50)
-          emit('truncated', {
-            what: 'storage.change',
-            count: snap.length - 50,
-            reason: 'clear() removed more than 50 keys',
-            channel: 'storage',
-            dropped: snap.length - 50
-          });
-        return r;
-      };
-    });
+    patch(SP, 'clear', storageClearWrapper);
     listen(window, 'storage', function (e) {
       if (!e.key || /^__reticle/.test(e.key)) return;
       var d = {
         area: e.storageArea === window.sessionStorage ? 'session' : 'local',
         key: e.key,
-        from: val(e.key, e.oldValue),
-        to: val(e.key, e.newValue),
+        from: storageValue(e.key, e.oldValue),
+        to: storageValue(e.key, e.newValue),
         otherTab: true
       };
       d.old = d.from;
       d['new'] = d.to;
       emit('storage.change', d);
     });
-    // cookies written through document.cookie
+    installCookieWatch();
+  }
+  // Storage.prototype.clear, wrapped: one storage.change per key it removed (50 at most).
+  function storageClearWrapper(orig) {
+    return function () {
+      var snap = [];
+      try {
+        for (var i = 0; i < this.length; i++) {
+          var k = this.key(i);
+          if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
+        }
+      } catch (e) {
+        /* ignore */
+      }
+      var r = orig.apply(this, arguments);
+      var area = storageAreaOf(this);
+      snap.slice(0, 50).forEach(function (kv) {
+        storageChanged(area, kv[0], kv[1], null);
+      });
+      if (snap.length > 50)
+        emit('truncated', {
+          what: 'storage.change',
+          count: snap.length - 50,
+          reason: 'clear() removed more than 50 keys',
+          channel: 'storage',
+          dropped: snap.length - 50
+        });
+      return r;
+    };
+  }
+  // cookies written through document.cookie
+  function installCookieWatch() {
     try {
       var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
-      if (desc && desc.set && desc.get && desc.configurable) {
-        var cookieMap = function () {
-          var o = {};
-          String(desc.get.call(document) || '')
-            .split(/;\s*/)
-            .forEach(function (p) {
-              if (!p) return;
-              var i = p.indexOf('=');
-              o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
-            });
-          return o;
-        };
-        Object.defineProperty(document, 'cookie', {
-          configurable: true,
-          enumerable: true,
-          get: function () {
-            return desc.get.call(this);
-          },
-          set: function (v) {
-            var before = null;
-            try {
-              before = cookieMap();
-            } catch (e) {
-              /* ignore */
-            }
-            desc.set.call(this, v);
-            try {
-              var k = String(v).split(';')[0];
-              var i = k.indexOf('=');
-              var key = (i < 0 ? k : k.slice(0, i)).trim();
-              var after = cookieMap();
-              if (before && before[key] !== after[key]) rec('cookie', key, before[key], after[key]);
-            } catch (e) {
-              /* ignore */
-            }
-          }
-        });
-        S.teardowns.push(function () {
+      if (!desc || !desc.set || !desc.get || !desc.configurable) return;
+      var cookieMap = function () {
+        var o = {};
+        String(desc.get.call(document) || '')
+          .split(/;\s*/)
+          .forEach(function (p) {
+            if (!p) return;
+            var i = p.indexOf('=');
+            o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
+          });
+        return o;
+      };
+      Object.defineProperty(document, 'cookie', {
+        configurable: true,
+        enumerable: true,
+        get: function () {
+          return desc.get.call(this);
+        },
+        set: function (v) {
+          var before = null;
           try {
-            delete document.cookie;
+            before = cookieMap();
           } catch (e) {
             /* ignore */
           }
-        });
-      }
+          desc.set.call(this, v);
+          try {
+            var k = String(v).split(';')[0];
+            var i = k.indexOf('=');
+            var key = (i < 0 ? k : k.slice(0, i)).trim();
+            var after = cookieMap();
+            if (before && before[key] !== after[key]) storageChanged('cookie', key, before[key], after[key]);
+          } catch (e) {
+            /* ignore */
+          }
+        }
+      });
+      S.teardowns.push(function () {
+        try {
+          delete document.cookie;
+        } catch (e) {
+          /* ignore */
+        }
+      });
     } catch (e) {
       /* cookie patch is optional */
     }
@@ -18939,6 +19044,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { local: get.local(), session: get.session(), cookies: get.cookies() };
   }
 
+  // == Section: health == focus, page health, dialogs, cross-origin frames
   // -- focus
   function installFocus() {
     listen(
@@ -19015,72 +19121,80 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (phase === 'open') flush(); // the page stops here: the report cannot wait for the microtask
   }
   function installDialogs() {
-    ['alert', 'confirm', 'prompt'].forEach(function (kind) {
-      var orig = window[kind];
-      if (typeof orig !== 'function') return;
-      var wrapped = function (message) {
+    ['alert', 'confirm', 'prompt'].forEach(wrapDialogFunction);
+    installBeforeunloadListeners();
+    installOnBeforeunload();
+  }
+  // window.alert, confirm or prompt, wrapped: reported open before it blocks, closed after.
+  function wrapDialogFunction(kind) {
+    var orig = window[kind];
+    if (typeof orig !== 'function') return;
+    var wrapped = function (message) {
+      try {
+        dialogSeen(kind, message, 'open');
+      } catch (e) {
+        /* never stand in the page's way */
+      }
+      try {
+        return orig.apply(window, arguments);
+      } finally {
         try {
-          dialogSeen(kind, message, 'open');
+          dialogSeen(kind, '', 'closed');
         } catch (e) {
-          /* never stand in the page's way */
+          /* ignore */
         }
-        try {
-          return orig.apply(window, arguments);
-        } finally {
-          try {
-            dialogSeen(kind, '', 'closed');
-          } catch (e) {
-            /* ignore */
-          }
-        }
-      };
-      window[kind] = wrapped;
-      S.teardowns.push(function () {
-        if (window[kind] === wrapped) window[kind] = orig;
-      });
+      }
+    };
+    window[kind] = wrapped;
+    S.teardowns.push(function () {
+      if (window[kind] === wrapped) window[kind] = orig;
     });
-    // a beforeunload handler that prevents the unload makes the browser ask the person
-    var prevented = function (e) {
-      var v = e.returnValue;
-      return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
-    };
-    var reported = function (e) {
-      if (e && e.type === 'beforeunload' && prevented(e)) dialogSeen('beforeunload', '', 'open');
-    };
+  }
+  // a beforeunload handler that prevents the unload makes the browser ask the person
+  function unloadPrevented(e) {
+    var v = e.returnValue;
+    return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
+  }
+  function unloadReported(e) {
+    if (e && e.type === 'beforeunload' && unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
+  }
+  // window.addEventListener('beforeunload', fn): fn runs inside a wrapper that tells a prompt.
+  function installBeforeunloadListeners() {
     var wrappers = typeof WeakMap === 'function' ? new WeakMap() : null;
     var add = window.addEventListener,
       remove = window.removeEventListener;
-    if (wrappers && typeof add === 'function') {
-      var addWrapped = function (type, fn, opts) {
-        if (type === 'beforeunload' && typeof fn === 'function') {
-          var w = wrappers.get(fn);
-          if (!w) {
-            w = function (e) {
-              try {
-                return fn.apply(this, arguments);
-              } finally {
-                reported(e);
-              }
-            };
-            wrappers.set(fn, w);
-          }
-          return add.call(this, type, w, opts);
+    if (!wrappers || typeof add !== 'function') return;
+    var addWrapped = function (type, fn, opts) {
+      if (type === 'beforeunload' && typeof fn === 'function') {
+        var w = wrappers.get(fn);
+        if (!w) {
+          w = function (e) {
+            try {
+              return fn.apply(this, arguments);
+            } finally {
+              unloadReported(e);
+            }
+          };
+          wrappers.set(fn, w);
         }
-        return add.apply(this, arguments);
-      };
-      var removeWrapped = function (type, fn, opts) {
-        if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
-          return remove.call(this, type, wrappers.get(fn), opts);
-        return remove.apply(this, arguments);
-      };
-      window.addEventListener = addWrapped;
-      window.removeEventListener = removeWrapped;
-      S.teardowns.push(function () {
-        if (window.addEventListener === addWrapped) window.addEventListener = add;
-        if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
-      });
-    }
-    // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+        return add.call(this, type, w, opts);
+      }
+      return add.apply(this, arguments);
+    };
+    var removeWrapped = function (type, fn, opts) {
+      if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
+        return remove.call(this, type, wrappers.get(fn), opts);
+      return remove.apply(this, arguments);
+    };
+    window.addEventListener = addWrapped;
+    window.removeEventListener = removeWrapped;
+    S.teardowns.push(function () {
+      if (window.addEventListener === addWrapped) window.addEventListener = add;
+      if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
+    });
+  }
+  // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+  function installOnBeforeunload() {
     var own = Object.getOwnPropertyDescriptor(window, 'onbeforeunload');
     var d = own || Object.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
     if (!d || !d.set || !d.get || d.configurable === false) return;
@@ -19088,7 +19202,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var wrapFor = function (fn) {
       return function (e) {
         var r = fn.apply(this, arguments);
-        if ((typeof r === 'string' && r !== '') || prevented(e)) dialogSeen('beforeunload', '', 'open');
+        if ((typeof r === 'string' && r !== '') || unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
         return r;
       };
     };
@@ -19217,6 +19331,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: stores == app stores, signals, describe, capabilities
   // ---- stores and signals --------------------------------------------------------------------
   var STORES = {}; // name -> {read(), unsub?, last, kind}
   function shallowDiff(name, prev, next) {
@@ -19286,57 +19401,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         (typeof store === 'object' || typeof store === 'function') &&
         typeof store.getState === 'function'
       ) {
-        entry.kind = typeof store.subscribe === 'function' ? 'subscribable' : 'getter';
-        entry.read = function () {
-          return store.getState();
-        };
-        var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
-        if (sub) {
-          entry.last = store.getState();
-          var u = sub.call(store, function () {
-            try {
-              var nx = store.getState();
-              var pv = entry.last;
-              entry.last = nx;
-              shallowDiff(name, pv, nx);
-            } catch (e) {
-              internal('store_adapter', e);
-            }
-          });
-          entry.unsub =
-            typeof u === 'function'
-              ? u
-              : u && typeof u.unsubscribe === 'function'
-                ? function () {
-                    u.unsubscribe();
-                  }
-                : null;
-        }
+        storeWithGetState(name, entry, store, subscribe);
       } else if (typeof store === 'function') {
-        entry.kind = 'getter';
-        entry.read = function () {
-          return store();
-        };
-        if (typeof subscribe === 'function') {
-          entry.last = store();
-          var u2 = subscribe(function () {
-            try {
-              var nx = store();
-              var pv = entry.last;
-              entry.last = nx;
-              shallowDiff(name, pv, nx);
-            } catch (e) {
-              internal('store_adapter', e);
-            }
-          });
-          entry.unsub = typeof u2 === 'function' ? u2 : null;
-        } else
-          warn(
-            "store '" +
-              name +
-              "' is a bare getter: reads work, but changes are not watched " +
-              '(pass a subscribe function or a {getState, subscribe} store)'
-          );
+        storeFromGetter(name, entry, store, subscribe);
       } else if (isObj(store)) {
         entry.kind = 'static';
         entry.read = function () {
@@ -19356,6 +19423,56 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       internal('store_adapter', e);
       return false;
     }
+  }
+  // The listener a store calls on change: it reads the new value and reports what changed.
+  function storeListener(name, entry) {
+    return function () {
+      try {
+        var nx = entry.read();
+        var pv = entry.last;
+        entry.last = nx;
+        shallowDiff(name, pv, nx);
+      } catch (e) {
+        internal('store_adapter', e);
+      }
+    };
+  }
+  // A zustand/redux-like store: {getState, subscribe?}.
+  function storeWithGetState(name, entry, store, subscribe) {
+    entry.kind = typeof store.subscribe === 'function' ? 'subscribable' : 'getter';
+    entry.read = function () {
+      return store.getState();
+    };
+    var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
+    if (!sub) return;
+    entry.last = store.getState();
+    var u = sub.call(store, storeListener(name, entry));
+    entry.unsub =
+      typeof u === 'function'
+        ? u
+        : u && typeof u.unsubscribe === 'function'
+          ? function () {
+              u.unsubscribe();
+            }
+          : null;
+  }
+  // A bare getter, watched only when a subscribe function comes with it.
+  function storeFromGetter(name, entry, store, subscribe) {
+    entry.kind = 'getter';
+    entry.read = function () {
+      return store();
+    };
+    if (typeof subscribe === 'function') {
+      entry.last = store();
+      var u2 = subscribe(storeListener(name, entry));
+      entry.unsub = typeof u2 === 'function' ? u2 : null;
+    } else
+      warn(
+        "store '" +
+          name +
+          "' is a bare getter: reads work, but changes are not watched " +
+          '(pass a subscribe function or a {getState, subscribe} store)'
+      );
   }
   function pushStore(name, value) {
     try {
@@ -19438,32 +19555,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return { found: true, value: cur };
   }
+  // What the registered stores hold: all of them collapsed, or one value by store and path.
   function stateRead(args) {
     var names = Object.keys(STORES);
-    if (args.store == null && args.path == null) {
-      var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
-      var out = {},
-        trunc = {};
-      names.forEach(function (n) {
-        try {
-          var rep = {};
-          out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
-          if (rep.cut) trunc[n] = { truncatedValues: rep.cut };
-        } catch (e) {
-          out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']';
-        }
-      });
-      var res = { stores: out, storeNames: names };
-      if (Object.keys(trunc).length) {
-        res.truncation = trunc;
-        res.truncation.note =
-          'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
-      }
-      if (!names.length)
-        res.note =
-          'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
-      return res;
-    }
+    if (args.store == null && args.path == null) return stateAll(args, names);
     var storeName = args.store;
     if (storeName == null) {
       // path without store: pick the single store exposing it
@@ -19499,6 +19594,35 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         storeNames: names,
         availableKeys: names
       };
+    return statePath(args, storeName, names);
+  }
+  // Every store, collapsed to args.depth (1 unless told).
+  function stateAll(args, names) {
+    var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
+    var out = {},
+      trunc = {};
+    names.forEach(function (n) {
+      try {
+        var rep = {};
+        out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
+        if (rep.cut) trunc[n] = { truncatedValues: rep.cut };
+      } catch (e) {
+        out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']';
+      }
+    });
+    var res = { stores: out, storeNames: names };
+    if (Object.keys(trunc).length) {
+      res.truncation = trunc;
+      res.truncation.note =
+        'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
+    }
+    if (!names.length)
+      res.note =
+        'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
+    return res;
+  }
+  // One store's value at args.path, or where the path stopped and the keys found there.
+  function statePath(args, storeName, names) {
     var raw;
     try {
       raw = readStore(storeName);
@@ -19596,97 +19720,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
   }
 
+  // == Section: probes == the probes the daemon's predicates read
   // ---- probes for the daemon's predicate engine ------------------------------------------------
   function evalProbe(args) {
     var kind = args.kind;
     var cache = makeVisCache();
-    if (kind === 'element') {
-      var q = {};
-      for (var k in args) if (hasOwn(args, k) && k !== 'kind') q[k] = args[k];
-      var r = runQuery(q);
-      if (r.scopeMissing)
-        return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
-      var els = filterState(r.els, args.state, cache);
-      var vis = els.filter(function (e) {
-        return isVisible(e, cache);
-      });
-      var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
-      var res = {
-        count: els.length,
-        visible: vis.length > 0,
-        visibleCount: vis.length,
-        elements: els.slice(0, lim).map(function (e) {
-          return describe(e, cache);
-        })
-      };
-      if (els.length > lim) res.described = lim;
-      if (!els.length) {
-        res.hint = zeroHint();
-        var near = nearMisses(r.q, resolveScope(args.scope));
-        if (near.length) res.hint.nearMisses = near;
-      }
-      return res;
-    }
-    if (kind === 'text') {
-      // contains (case-insensitive substring of an element's own text), equals (an element's whole
-      // text, whitespace-normalised, case-sensitive) or matches (a RegExp over an element's whole
-      // text). Only readable text counts: never script, style, template or noscript source.
-      var given = TEXT_MODES.filter(function (m) {
-        return args[m] != null && args[m] !== '';
-      });
-      if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
-      var spec;
-      if (given.length) {
-        var so = {};
-        so[given[0]] = args[given[0]];
-        if (args.flags != null) so.flags = args.flags;
-        spec = textSpec(so, 'contains');
-      } else {
-        var needle = args.text != null ? args.text : args.value;
-        if (needle == null || needle === '')
-          throw new Error('text probe needs contains, equals or matches');
-        spec = textSpec(needle, 'contains');
-      }
-      var matches;
-      if (spec.mode === 'contains') {
-        var rr = runQuery({ by: 'text', value: spec.value, scope: args.scope });
-        if (rr.scopeMissing) return { found: false, count: 0, places: 0, scopeMissing: true };
-        matches = rr.els;
-      } else {
-        var troot = resolveScope(args.scope);
-        if (!troot) return { found: false, count: 0, places: 0, scopeMissing: true };
-        matches = textPlaces(troot, spec.test);
-      }
-      var visM = matches.filter(function (e) {
-        return isVisible(e, cache);
-      });
-      var pool = args.visible ? visM : matches;
-      var out = {
-        found: pool.length > 0,
-        mode: spec.mode,
-        count: pool.length,
-        places: pool.length,
-        visibleCount: visM.length,
-        elements: pool.slice(0, 5).map(function (e) {
-          return describe(e, cache);
-        })
-      };
-      if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
-      else if (spec.mode === 'contains') {
-        // text split across elements: fall back to the readable page text
-        var root = resolveScope(args.scope);
-        var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
-        var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
-        if (idx >= 0) {
-          out.found = true;
-          out.via = 'page-text';
-          out.places = 1;
-          out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
-        }
-      }
-      if (spec.mode === 'contains' && norm(spec.value).length <= 3) out.short = true;
-      return out;
-    }
+    if (kind === 'element') return probeElement(args, cache);
+    if (kind === 'text') return probeText(args, cache);
     if (kind === 'route')
       return {
         path: location.pathname,
@@ -19704,7 +19744,97 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         "')"
     );
   }
+  function probeElement(args, cache) {
+    var q = {};
+    for (var k in args) if (hasOwn(args, k) && k !== 'kind') q[k] = args[k];
+    var r = runQuery(q);
+    if (r.scopeMissing)
+      return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
+    var els = filterState(r.els, args.state, cache);
+    var vis = els.filter(function (e) {
+      return isVisible(e, cache);
+    });
+    var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
+    var res = {
+      count: els.length,
+      visible: vis.length > 0,
+      visibleCount: vis.length,
+      elements: els.slice(0, lim).map(function (e) {
+        return describe(e, cache);
+      })
+    };
+    if (els.length > lim) res.described = lim;
+    if (!els.length) {
+      res.hint = zeroHint();
+      var near = nearMisses(r.q, resolveScope(args.scope));
+      if (near.length) res.hint.nearMisses = near;
+    }
+    return res;
+  }
+  // contains (case-insensitive substring of an element's own text), equals (an element's whole
+  // text, whitespace-normalised, case-sensitive) or matches (a RegExp over an element's whole
+  // text). Only readable text counts: never script, style, template or noscript source.
+  function probeText(args, cache) {
+    var spec = probeTextSpec(args);
+    var matches = probeTextMatches(spec, args);
+    if (!matches) return { found: false, count: 0, places: 0, scopeMissing: true };
+    var visM = matches.filter(function (e) {
+      return isVisible(e, cache);
+    });
+    var pool = args.visible ? visM : matches;
+    var out = {
+      found: pool.length > 0,
+      mode: spec.mode,
+      count: pool.length,
+      places: pool.length,
+      visibleCount: visM.length,
+      elements: pool.slice(0, 5).map(function (e) {
+        return describe(e, cache);
+      })
+    };
+    if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
+    else if (spec.mode === 'contains') probePageText(out, spec, args);
+    if (spec.mode === 'contains' && norm(spec.value).length <= 3) out.short = true;
+    return out;
+  }
+  function probeTextSpec(args) {
+    var given = TEXT_MODES.filter(function (m) {
+      return args[m] != null && args[m] !== '';
+    });
+    if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
+    if (given.length) {
+      var so = {};
+      so[given[0]] = args[given[0]];
+      if (args.flags != null) so.flags = args.flags;
+      return textSpec(so, 'contains');
+    }
+    var needle = args.text != null ? args.text : args.value;
+    if (needle == null || needle === '') throw new Error('text probe needs contains, equals or matches');
+    return textSpec(needle, 'contains');
+  }
+  // The elements whose text matches the spec, or null when the scope is missing.
+  function probeTextMatches(spec, args) {
+    if (spec.mode === 'contains') {
+      var rr = runQuery({ by: 'text', value: spec.value, scope: args.scope });
+      return rr.scopeMissing ? null : rr.els;
+    }
+    var troot = resolveScope(args.scope);
+    return troot ? textPlaces(troot, spec.test) : null;
+  }
+  // text split across elements: fall back to the readable page text
+  function probePageText(out, spec, args) {
+    var root = resolveScope(args.scope);
+    var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
+    var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
+    if (idx >= 0) {
+      out.found = true;
+      out.via = 'page-text';
+      out.places = 1;
+      out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
+    }
+  }
 
+  // == Section: commands == the bridge commands by name
   // ---- command table -------------------------------------------------------------------------
   COMMANDS.snapshot = snapshot;
   COMMANDS.query = queryCmd;
@@ -19761,6 +19891,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { ok: true, hard: !!a.hard };
   };
 
+  // == Section: connect == connect, disconnect, auto-connect
   // ---- connect / disconnect ------------------------------------------------------------------
   function isLoopback(h) {
     h = String(h || '').toLowerCase();
@@ -19794,53 +19925,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       if (S.started) return window.reticle;
       var o = options || {};
-      var url = o.url || defaultUrl();
       var token = o.token != null ? String(o.token) : null;
-      // a device's own bridge URL carries its capability, so the page may be off loopback
-      var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
-      var bridge;
-      try {
-        bridge = new URL(url, location.href);
-      } catch (e) {
-        warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse');
-        return window.reticle;
-      }
-      if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') {
-        warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')');
-        return window.reticle;
-      }
-      if (token && token.length > 512) {
-        warn('not connecting: token longer than 512 characters');
-        return window.reticle;
-      }
-      var localPage = isLocalPage(),
-        localBridge = isLoopback(bridge.hostname);
-      if (!localPage || !localBridge) {
-        if (!allowRemote || !(token || CFG.device)) {
-          warn(
-            'not running on ' +
-              (localPage
-                ? 'this bridge (' + bridge.host + ')'
-                : 'a non-loopback page (' + location.hostname + ')') +
-              ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
-              'pairing token (data-allow-non-localhost and data-token on the script tag).'
-          );
-          return window.reticle;
-        }
-        if (!localBridge && bridge.protocol !== 'wss:') {
-          warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
-          return window.reticle;
-        }
-      }
-      try {
-        var ne = window.process && window.process.env && window.process.env.NODE_ENV;
-        if (ne === 'production' && !boolOpt(o.allowInProduction)) {
-          warn('not running: NODE_ENV is production (pass allowInProduction:true to override)');
-          return window.reticle;
-        }
-      } catch (e) {
-        /* no process */
-      }
+      var bridge = connectBridge(o, token);
+      if (!bridge) return window.reticle;
       S.opts = o;
       S.url = bridge.href;
       S.token = token;
@@ -19851,59 +19938,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       );
       if (Array.isArray(o.redactKeys)) EXTRA_KEYS = o.redactKeys.slice(0, 64);
       else if (o.redact && Array.isArray(o.redact.keys)) EXTRA_KEYS = o.redact.keys.slice(0, 64);
-      // session id: explicit option > URL parameter > sessionStorage > new
-      var sid = o.sessionId || o.session;
-      if (sid === 'auto') sid = null;
-      if (!sid) {
-        try {
-          sid = new URL(location.href).searchParams.get('__reticle_session');
-        } catch (e) {
-          sid = null;
-        }
-      }
-      if (!sid) sid = ssGet('__reticle_session');
-      if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
-      S.sessionId = sid;
-      ssSet('__reticle_session', sid);
-      // strip our hard-reload marker before the route observer installs
-      try {
-        if (/[?&]_reticle_reload=/.test(location.search)) {
-          var cu = new URL(location.href);
-          cu.searchParams.delete('_reticle_reload');
-          history.replaceState(history.state, '', cu.href);
-        }
-      } catch (e) {
-        /* ignore */
-      }
+      S.sessionId = connectSessionId(o);
+      ssSet('__reticle_session', S.sessionId);
+      stripReloadMarker(); // before the route observer installs
       clearMarkCookie(); // the request that brought this document carried it: the page never sees it
       S.started = true;
       S.stopped = false;
-      var installers = [
-        ['network_observer', installFetch],
-        ['network_observer', installXHR],
-        ['network_observer', installBeacon],
-        ['network_observer', installWebSocket],
-        ['network_observer', installEventSource],
-        ['alert_observer', installAlerts],
-        ['console_observer', installConsole],
-        ['console_observer', installErrors],
-        ['router_observer', installRouting],
-        ['document_observer', installDocuments],
-        ['dom_observer', installDom],
-        ['dom_observer', installShadowCapture],
-        ['animation_observer', installAnimations],
-        ['storage_observer', installStorage],
-        ['focus_observer', installFocus],
-        ['dialog_observer', installDialogs],
-        ['health_observer', installHealth]
-      ];
-      installers.forEach(function (it) {
-        try {
-          it[1]();
-        } catch (e) {
-          internal(it[0], e);
-        }
-      });
+      installObservers();
       var fc = function () {
         checkFrames();
       };
@@ -19916,6 +19957,112 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       internal('connect', e);
     }
     return window.reticle;
+  }
+  // The bridge URL this page may connect to, or null (with a console warning that says why not).
+  function connectBridge(o, token) {
+    var url = o.url || defaultUrl();
+    // a device's own bridge URL carries its capability, so the page may be off loopback
+    var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
+    var bridge;
+    try {
+      bridge = new URL(url, location.href);
+    } catch (e) {
+      warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse');
+      return null;
+    }
+    if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') {
+      warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')');
+      return null;
+    }
+    if (token && token.length > 512) {
+      warn('not connecting: token longer than 512 characters');
+      return null;
+    }
+    var localPage = isLocalPage(),
+      localBridge = isLoopback(bridge.hostname);
+    if (!localPage || !localBridge) {
+      if (!allowRemote || !(token || CFG.device)) {
+        warn(
+          'not running on ' +
+            (localPage
+              ? 'this bridge (' + bridge.host + ')'
+              : 'a non-loopback page (' + location.hostname + ')') +
+            ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
+            'pairing token (data-allow-non-localhost and data-token on the script tag).'
+        );
+        return null;
+      }
+      if (!localBridge && bridge.protocol !== 'wss:') {
+        warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
+        return null;
+      }
+    }
+    try {
+      var ne = window.process && window.process.env && window.process.env.NODE_ENV;
+      if (ne === 'production' && !boolOpt(o.allowInProduction)) {
+        warn('not running: NODE_ENV is production (pass allowInProduction:true to override)');
+        return null;
+      }
+    } catch (e) {
+      /* no process */
+    }
+    return bridge;
+  }
+  // session id: explicit option > URL parameter > sessionStorage > new
+  function connectSessionId(o) {
+    var sid = o.sessionId || o.session;
+    if (sid === 'auto') sid = null;
+    if (!sid) {
+      try {
+        sid = new URL(location.href).searchParams.get('__reticle_session');
+      } catch (e) {
+        sid = null;
+      }
+    }
+    if (!sid) sid = ssGet('__reticle_session');
+    if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
+    return sid;
+  }
+  // strip our hard-reload marker from the address bar
+  function stripReloadMarker() {
+    try {
+      if (/[?&]_reticle_reload=/.test(location.search)) {
+        var cu = new URL(location.href);
+        cu.searchParams.delete('_reticle_reload');
+        history.replaceState(history.state, '', cu.href);
+      }
+    } catch (e) {
+      /* ignore */
+    }
+  }
+  // Every observer, in this order; one that fails is reported and the others still install.
+  function installObservers() {
+    var installers = [
+      ['network_observer', installFetch],
+      ['network_observer', installXHR],
+      ['network_observer', installBeacon],
+      ['network_observer', installWebSocket],
+      ['network_observer', installEventSource],
+      ['alert_observer', installAlerts],
+      ['console_observer', installConsole],
+      ['console_observer', installErrors],
+      ['router_observer', installRouting],
+      ['document_observer', installDocuments],
+      ['dom_observer', installDom],
+      ['dom_observer', installShadowCapture],
+      ['animation_observer', installAnimations],
+      ['storage_observer', installStorage],
+      ['focus_observer', installFocus],
+      ['dialog_observer', installDialogs],
+      ['health_observer', installHealth]
+    ];
+    installers.forEach(function (it) {
+      try {
+        it[1]();
+      } catch (e) {
+        internal(it[0], e);
+      }
+    });
   }
   function disconnect() {
     try {
