@@ -470,10 +470,13 @@ def _short(value: Any, limit: int = 140) -> str:
 # One clock inside the daemon: milliseconds since it started, read from time.monotonic() (never the wall
 # clock, which jumps); Hub.clock reads it.  Every event's `t`, every cursor an answer gives (`since`, `until`)
 # and every time the bridge keeps of a tab (when it was last heard, its act marks, when it left, a held report's
-# deadline, when a new document's first events are due) is on it, so a session and its parts compare times
-# without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts, and the
-# budgets the waits of Observe and the tools measure from a tool call's `timeout_ms` (_CALL_DEADLINE and those
-# budgets are time.monotonic() seconds; what they hand a session is a timeout, never a reading of their clock).
+# deadline, when a new document's first events are due) is on it, and so is every deadline of a verdict (Observe's
+# waits, the horizon's cap, the end of an act's budget: _act_budget), so a session, its parts and Observe compare
+# times without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts (the
+# seconds are worked out at the call), and a command's timeout, cut to the tool call's own deadline (_CALL_DEADLINE,
+# on this clock too: _command_budget).  A flow's replay, its steps' `ms` and the MCP clients Hub heard are on it
+# too.  The devices' timers, the HTTP layer's rate limits, the log filter and the CLI (another process) still read
+# time.monotonic() seconds; what they hand a session is a timeout in seconds, never a reading of their clock.
 # The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
 # with itself (_ActMarks).
 def _clock_ms(t0: float) -> float:
@@ -834,21 +837,21 @@ class _Progress:
 
 
 _PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVar("reticle_progress", default=None)
-# when the tool call being served must answer by (time.monotonic()), from its `timeout_ms`: no command to
-# the page waits past it (issue 19 #5)
+# when the tool call being served must answer by (on the daemon's clock, ms: Hub.clock), from its `timeout_ms`:
+# no command to the page waits past it (issue 19 #5)
 _CALL_DEADLINE: "contextvars.ContextVar[Optional[float]]" = contextvars.ContextVar("reticle_deadline", default=None)
 COMMAND_FLOOR_S = 0.25      # a command sent once the call's budget is spent still gets this long
 DIALOG_SILENT_MS = 5_500    # a tab that did not answer and was not heard from for this long is busy
 STUCK_COMMAND_S = 2.0       # what a command waits, at most, for a tab that did not answer the last one
 
 
-def _command_budget(timeout: float) -> float:
-    """How long a command to the page may wait: its own timeout, cut to what is left of the tool call's
-    `timeout_ms` (never below COMMAND_FLOOR_S)."""
+def _command_budget(timeout: float, now: float) -> float:
+    """How long (s) a command to the page may wait: its own `timeout` (s), cut to what is left at `now`
+    (the daemon's clock, ms) of the tool call's `timeout_ms` (never below COMMAND_FLOOR_S)."""
     deadline = _CALL_DEADLINE.get()
     if deadline is None:
         return timeout
-    return min(timeout, max(COMMAND_FLOOR_S, deadline - time.monotonic()))
+    return min(timeout, max(COMMAND_FLOOR_S, (deadline - now) / 1000.0))
 
 
 def _progress_note(text: str) -> None:
@@ -2255,7 +2258,8 @@ class _BrowserSession(_TabState):
         if self.health.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout)
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout,
+                                  self.clock())
         cid, fut = self.pending.open()
         device = self.device if name in ("act", "act_sequence") else None
         if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
@@ -2282,11 +2286,12 @@ class _BrowserSession(_TabState):
         return _command_result(reply)
 
 
-async def _poll(check: Callable[[], bool], timeout: float, step: float) -> bool:
-    """Check every `step` s until `check()` holds (True) or `timeout` s pass (False)."""
-    deadline = time.monotonic() + timeout
+async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: Callable[[], float]) -> bool:
+    """Check every `step` s until `check()` holds (True) or `timeout` s pass on `clock` (the daemon's, ms)
+    (False)."""
+    deadline = clock() + timeout * 1000.0
     while not check():
-        left = deadline - time.monotonic()
+        left = (deadline - clock()) / 1000.0
         if left <= 0:
             return False
         await asyncio.sleep(min(step, left))
@@ -2419,7 +2424,7 @@ class _Bridge:
     async def wait_back(self, session: _TabState, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
-                           timeout, 0.025)
+                           timeout, 0.025, self.clock)
 
     def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
         """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
@@ -2447,7 +2452,7 @@ class _Bridge:
         def back() -> bool:
             s = self.sessions.get(session_id)
             return s is not None and s.generation > generation and s.handler is not None
-        return await _poll(back, timeout, 0.05)
+        return await _poll(back, timeout, 0.05, self.clock)
 
     def close_all(self) -> None:
         for s in list(self.sessions.values()):
@@ -5557,14 +5562,15 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
 # -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
 
 async def _await_horizon(session: "_BrowserSession", floor: float, deadline: float) -> List[Tuple[str, bool]]:
-    """Wait (until the monotonic `deadline`) for the act at `floor` to finish its causal work (see
-    _horizon); -> what was still pending when the deadline came ([] when it finished)."""
+    """Wait (until `deadline`, on the daemon's clock) for the act at `floor` to finish its causal work
+    (see _horizon); -> what was still pending when the deadline came ([] when it finished)."""
     while True:
-        pending = _horizon(session.window(floor), session.known(floor), floor, session.now(), bool(session.sdk_version))
-        left = deadline - time.monotonic()
+        now = session.now()
+        pending = _horizon(session.window(floor), session.known(floor), floor, now, bool(session.sdk_version))
+        left = deadline - now
         if not pending or left <= 0:
             return pending
-        await session.wait_change(min(0.05, left))
+        await session.wait_change(min(50.0, left) / 1000.0)
 
 
 async def _read_leaf(session: "_BrowserSession", leaf: dict) -> Any:
@@ -5623,15 +5629,16 @@ def _lost_why(session: "_BrowserSession") -> str:
 
 async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
     """With the app's middleware in use (a record arrived for this tab), give the records of the
-    act's marked requests their grace to arrive before judging.  True when any arrived."""
+    act's marked requests their grace to arrive before judging (until `budget_end`, on the daemon's
+    clock).  True when any arrived."""
     if not session.server_seen:
         return False
     before = session.server_seen
-    while time.monotonic() < budget_end:
+    while session.now() < budget_end:
         awaiting, _ = _server_unreported(session.now(), session.window(since))
         if not awaiting:
             break
-        await session.wait_change(min(0.05, budget_end - time.monotonic()))
+        await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
     return session.server_seen != before
 
 
@@ -5645,7 +5652,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
 
     The horizon: an assert that follows an act (`act_at`) first waits for the act's causal work
     (see _horizon, at most HORIZON_CAP_MS), whichever way it would judge.  After an act
-    (`settle_until`, the monotonic end of its budget) a pass waits for that work too, for the UI
+    (`settle_until`, the end of its budget on the daemon's clock) a pass waits for that work too, for the UI
     after a write, and for the server records of the act's marked requests (Server truth), then is
     judged again as the page is then (a `settled` leaf keeps its first judgement unless server
     records joined late or an absence is asked); what is still going at the cap is kept in `pending`."""
@@ -5655,7 +5662,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         if grace > 0:
             await asyncio.sleep(grace / 1000.0)
         _progress_note("waiting for the act's work to land before judging")
-        pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
+        pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
     session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
@@ -5667,15 +5674,15 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     if settle_until is not None and not obs.lost and _judge_final(p, obs)["pass"]:
         _progress_note("waiting for the requests the act started to finish")
-        pending = await _await_horizon(session, floor, time.monotonic() + HORIZON_CAP_MS / 1000.0)
-        while time.monotonic() < settle_until and session.open_since(floor):
+        pending = await _await_horizon(session, floor, session.now() + HORIZON_CAP_MS)
+        while session.now() < settle_until and session.open_since(floor):
             await session.wait_change(0.05)
         window = session.window(floor)
         wrote = any(e["type"] == "net.request" and _is_write(e["data"]) for e in window)
         if wrote and not any(e["type"] in _UI_EVENTS for e in window):
-            end = min(settle_until, time.monotonic() + 0.3)
-            while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
-                await session.wait_change(end - time.monotonic())
+            end = min(settle_until, session.now() + 300)
+            while session.now() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
+                await session.wait_change((end - session.now()) / 1000.0)
         arrived = await _await_server_records(session, floor, settle_until)
         quiet_leaf = any(leaf["kind"] == "settled" for leaf, _ in _leaves(p))
         if arrived or not quiet_leaf or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
@@ -5711,13 +5718,13 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     decided, or time runs out; a pinned count is confirmed 300 ms after it first holds.  After an
     act (`act_at`), a failure in sight (see _failure_in_sight) with the act's work done decides
     at once (early no): nothing the act started could still make `p` hold."""
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    deadline = session.now() + timeout_ms  # on the daemon's clock, like every time below
     holds_count = _holds_count(p)
-    shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
+    shown_at: Optional[float] = None  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
         session.expire_arrival()
-        if session.between_documents() and not await session.next_document(max(deadline - time.monotonic(), 0.5)):
+        if session.between_documents() and not await session.next_document(max(deadline - session.now(), 500) / 1000):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
@@ -5726,9 +5733,9 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             session.expire_arrival()
             if session.between_documents():
                 continue  # the page went away while it was being asked: ask the next document
-        remaining = deadline - time.monotonic()
+        remaining = deadline - session.now()
         if res["pass"]:
-            if holds_count and remaining > 0.3:
+            if holds_count and remaining > 300:
                 await asyncio.sleep(0.3)
                 return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
             if holds_count:
@@ -5744,8 +5751,9 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             # an error shown from before decides only once the act's work is visibly done: something it
             # started has answered, or a second has passed (a request it starts later may yet clear it)
             answered = any(e["type"] == "net.request" and e["t"] >= act_at for e in obs.window)
-            if not failure and (answered or obs.now - act_at >= 1000) and time.monotonic() - shown_at >= 0.5:
-                shown_at = time.monotonic()
+            if not failure and (answered or obs.now - act_at >= 1000) and (
+                    shown_at is None or session.now() - shown_at >= 500):
+                shown_at = session.now()
                 still = [d for d in await _read_shown(session, effect) or ()
                          if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)]
                 failure = "the page still shows %s" % _ui_label(still[0]) if still else None
@@ -5755,10 +5763,10 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
                 return final
         if remaining <= 0:
             break
-        step = min(0.15, remaining)
+        step = min(150.0, remaining)
         if res.get("retryAfterMs"):
-            step = min(step, max(0.025, res["retryAfterMs"] / 1000.0))
-        await session.wait_change(step)
+            step = min(step, max(25.0, res["retryAfterMs"]))
+        await session.wait_change(step / 1000.0)
     final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     final.timed_out = timeout_ms
     return final
@@ -7735,6 +7743,15 @@ def _until_arg(args: dict) -> dict:
     return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
 
 
+def _act_budget(timeout_ms: float, started: float, now: float) -> Tuple[float, float]:
+    """What an act's Observe gets of its `timeout_ms`, all on the daemon's clock (ms): (the wait left
+    at `now` of the act that started at `started`, the end of its budget: Observe's `settle_until`).
+    With a timeout, an act that used it all still gets 0.001 ms, so it is judged once and times out;
+    without one (0) the wait is 0: one look."""
+    remaining = max(0.001, timeout_ms - (now - started)) if timeout_ms > 0 else 0
+    return remaining, started + timeout_ms
+
+
 async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
     """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
     already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
@@ -7746,13 +7763,12 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict)
         already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
-    started = time.monotonic()
+    started = session.now()
     effect = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, effect)
-    # with a timeout, an act that used it all is still judged once and times out
-    remaining = max(0.001, timeout - (time.monotonic() - started) * 1000.0) if timeout > 0 else 0
+    remaining, settle_until = _act_budget(timeout, started, session.now())
     obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
-                         settle_until=started + timeout / 1000.0)
+                         settle_until=settle_until)
     obs.action, obs.act_at = args["action"], since
     return _answer(session, "act_and_wait", args, p, obs, anchor)
 
@@ -8878,7 +8894,7 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
         return
     if "name" in target:
         query["name"] = target["name"]
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    deadline = session.now() + timeout_ms
     while True:
         try:
             found = await session.command("query", query, timeout=2.0)
@@ -8886,7 +8902,7 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
             found = None
         if isinstance(found, dict) and (found.get("count") or 0) > 0:
             return
-        if time.monotonic() >= deadline:
+        if session.now() >= deadline:
             return
         await session.wait_change(0.05)
 
@@ -8988,7 +9004,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
     context when `fresh`), then every step in order.  The first step that is not `yes` stops
     the flow; the ones after it are `skipped`."""
-    started = time.monotonic()
+    started = hub.clock()
     start = _start_url(flow, url)
     steps_out: List[dict] = []
     if fresh:
@@ -9015,14 +9031,14 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
         if failed_at is not None:
             steps_out.append({"index": i, "step": label, "verified": "skipped"})
             continue
-        t0 = time.monotonic()
+        t0 = hub.clock()
         _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
         cursor = session.now()
         res = await _replay_step(hub, session, step, ctx, secrets_in, _secret_origin(step, flow, start))
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
                "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
-               "ms": round((time.monotonic() - t0) * 1000)}
+               "ms": round(hub.clock() - t0)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
         made = _writes_in(session.window(cursor), cursor)
@@ -9036,7 +9052,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             verdict = "unknown" if row["verified"] == "unknown" else "no"
         steps_out.append(row)
     out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
-           "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
+           "sessionId": session.id, "ms": round(hub.clock() - started)}
     writes: List[dict] = []
     for row in steps_out:
         writes.extend(w for w in row.get("writes", ()) if w not in writes)
@@ -11135,7 +11151,7 @@ class Hub:
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
         self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
-        self.clients: Dict[str, float] = {}
+        self.clients: Dict[str, float] = {}  # MCP session id -> when last heard (Hub.clock, ms)
         self.mcp_ready = True
         self.tasks: set = set()
         self.stop_event: Optional[asyncio.Event] = None
@@ -11184,9 +11200,9 @@ class Hub:
     def touch_client(self, session_id: str) -> None:
         """Note that an MCP client with this session id was just heard from; status counts clients heard
         in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
-        self.clients[session_id] = time.monotonic()
+        self.clients[session_id] = self.clock()
         if len(self.clients) > 1000:
-            horizon = time.monotonic() - 600
+            horizon = self.clock() - 600_000
             self.clients = {k: v for k, v in self.clients.items() if v > horizon}
 
     def default_session(self, args: dict, ctx: _CallContext) -> Optional[str]:
@@ -11209,7 +11225,7 @@ class Hub:
         try:
             session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
             budget = args.get("timeout_ms") if isinstance(args, dict) else None
-            token = _CALL_DEADLINE.set(time.monotonic() + budget / 1000.0 + 0.5 if isinstance(budget, int) and
+            token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
                                        not isinstance(budget, bool) and budget > 0 else None)
             try:
                 return _tool_result(await tool.handler(self, session, args, ctx))
@@ -11230,7 +11246,7 @@ class Hub:
     def status(self) -> dict:
         """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
         clients, devices and the server-truth counters."""
-        horizon = time.monotonic() - 600
+        horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
                "sessions": [_describe_session(s) for s in self.bridge.live()],
