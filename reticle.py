@@ -473,10 +473,13 @@ def _short(value: Any, limit: int = 140) -> str:
 # One clock inside the daemon: milliseconds since it started, read from time.monotonic() (never the wall
 # clock, which jumps); Hub.clock reads it.  Every event's `t`, every cursor an answer gives (`since`, `until`)
 # and every time the bridge keeps of a tab (when it was last heard, its act marks, when it left, a held report's
-# deadline, when a new document's first events are due) is on it, so a session and its parts compare times
-# without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts, and the
-# budgets the waits of Observe and the tools measure from a tool call's `timeout_ms` (_CALL_DEADLINE and those
-# budgets are time.monotonic() seconds; what they hand a session is a timeout, never a reading of their clock).
+# deadline, when a new document's first events are due) is on it, and so is every deadline of a verdict (Observe's
+# waits, the horizon's cap, the end of an act's budget: _act_budget), so a session, its parts and Observe compare
+# times without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts (the
+# seconds are worked out at the call), and a command's timeout, cut to the tool call's own deadline (_CALL_DEADLINE,
+# on this clock too: _command_budget).  A flow's replay, its steps' `ms` and the MCP clients Hub heard are on it
+# too.  The devices' timers, the HTTP layer's rate limits, the log filter and the CLI (another process) still read
+# time.monotonic() seconds; what they hand a session is a timeout in seconds, never a reading of their clock.
 # The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
 # with itself (_ActMarks).
 def _clock_ms(t0: float) -> float:
@@ -846,21 +849,21 @@ class _Progress:
 
 
 _PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVar("reticle_progress", default=None)
-# when the tool call being served must answer by (time.monotonic()), from its `timeout_ms`: no command to
-# the page waits past it (issue 19 #5)
+# when the tool call being served must answer by (on the daemon's clock, ms: Hub.clock), from its `timeout_ms`:
+# no command to the page waits past it (issue 19 #5)
 _CALL_DEADLINE: "contextvars.ContextVar[Optional[float]]" = contextvars.ContextVar("reticle_deadline", default=None)
 COMMAND_FLOOR_S = 0.25      # a command sent once the call's budget is spent still gets this long
 DIALOG_SILENT_MS = 5_500    # a tab that did not answer and was not heard from for this long is busy
 STUCK_COMMAND_S = 2.0       # what a command waits, at most, for a tab that did not answer the last one
 
 
-def _command_budget(timeout: float) -> float:
-    """How long a command to the page may wait: its own timeout, cut to what is left of the tool call's
-    `timeout_ms` (never below COMMAND_FLOOR_S)."""
+def _command_budget(timeout: float, now: float) -> float:
+    """How long (s) a command to the page may wait: its own `timeout` (s), cut to what is left at `now`
+    (the daemon's clock, ms) of the tool call's `timeout_ms` (never below COMMAND_FLOOR_S)."""
     deadline = _CALL_DEADLINE.get()
     if deadline is None:
         return timeout
-    return min(timeout, max(COMMAND_FLOOR_S, deadline - time.monotonic()))
+    return min(timeout, max(COMMAND_FLOOR_S, (deadline - now) / 1000.0))
 
 
 def _progress_note(text: str) -> None:
@@ -1963,7 +1966,7 @@ class _TabState:
     def _page_dialog(self, data: dict, t: float) -> None:
         """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
         commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
-        device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
+        device answers dialogs itself (_answer_device_dialog), so these are only kept."""
         if self.device is not None:
             return
         kind = self.health.page_dialog(data, t)
@@ -2032,7 +2035,7 @@ class _TabState:
                 await self.wait_change(min(0.05, left))
 
     def document_on_its_way(self, rid: str, method: str, url: str) -> None:
-        """A device's browser started loading a new document in this tab (_Device._on_document):
+        """A device's browser started loading a new document in this tab (_NetRecord._on_document):
         recorded as the SDK records a form submission it announces, an open document request, so
         the tab is between documents (navigating) until the next document connects."""
         if self.requests.document_on_its_way(rid, method, url, self.now()):
@@ -2324,7 +2327,8 @@ class _BrowserSession(_TabState):
         if self.health.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout)
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout,
+                                  self.clock())
         cid, fut = self.pending.open()
         device = self.device if name in ("act", "act_sequence") else None
         if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
@@ -2351,11 +2355,12 @@ class _BrowserSession(_TabState):
         return _command_result(reply)
 
 
-async def _poll(check: Callable[[], bool], timeout: float, step: float) -> bool:
-    """Check every `step` s until `check()` holds (True) or `timeout` s pass (False)."""
-    deadline = time.monotonic() + timeout
+async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: Callable[[], float]) -> bool:
+    """Check every `step` s until `check()` holds (True) or `timeout` s pass on `clock` (the daemon's, ms)
+    (False)."""
+    deadline = clock() + timeout * 1000.0
     while not check():
-        left = deadline - time.monotonic()
+        left = (deadline - clock()) / 1000.0
         if left <= 0:
             return False
         await asyncio.sleep(min(step, left))
@@ -2491,7 +2496,7 @@ class _Bridge:
     async def wait_back(self, session: _TabState, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
-                           timeout, 0.025)
+                           timeout, 0.025, self.clock)
 
     def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
         """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
@@ -2519,7 +2524,7 @@ class _Bridge:
         def back() -> bool:
             s = self.sessions.get(session_id)
             return s is not None and s.generation > generation and s.handler is not None
-        return await _poll(back, timeout, 0.05)
+        return await _poll(back, timeout, 0.05, self.clock)
 
     def close_all(self) -> None:
         for s in list(self.sessions.values()):
@@ -2868,66 +2873,117 @@ def _cdp_key(key: str) -> Tuple[int, str, str]:
     return 0, key, ""
 
 
-class _Device:
-    """One browser the daemon started: its process, temporary profile, CDP
-    connection, the page it drives and the capability its SDK carries.
+class _BrowserProcess:
+    """A device's browser process: its temporary profile, its stderr (read for the DevTools
+    endpoint, then drained into a short tail for error messages) and its end, the whole process
+    group with it."""
 
-    Its bridge socket opens with a ticket: 32 random bytes minted for one
-    document's relay (the isolated world of _RELAY_JS) when that relay asks
-    over its CDP binding, good for one socket, void once another document of
-    the device asks (a navigation rotates it), and gone with the device.  No
-    page script sees one; the bridge accepts it from this device's session id
-    alone, and it is never the pairing token."""
-
-    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
-        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
-        profile, CDP client and page target, its relay tickets, and the browser's own record of the
-        requests its page made (to check the page's reports against)."""
-        self.manager = manager
-        self.id = "d" + secrets.token_hex(4)
-        self.session_id = "device-" + self.id
-        self.relay_nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
-        self.tickets: Dict[str, dict] = {}            # ticket -> {"context", "page", "minted", "used"}
-        # the browser's own record of the requests its page made (CDP Network): (METHOD, url, status)
-        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
-        self.net_seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)
-        self._net_methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
-        self.owner = owner
-        self.headed = headed
-        self.viewport = viewport
+    def __init__(self, device_id: str) -> None:
+        self.device_id = device_id
+        self.exe = ""
         self.profile = ""
         self.proc: Any = None
-        self.cdp = _CdpClient()
-        self.page: Optional[str] = None          # the flat CDP session of the page target
-        self.target: Optional[str] = None
-        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
-        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
-        self.started_at = time.time()
-        self.url = ""
-        self.closed = False
-        self.ready = False                       # started and its page connected
-        self.acting = 0                          # act commands in flight: input is honoured only then
         self.stderr_tail: collections.deque = collections.deque(maxlen=20)
-        self._drain: Optional[asyncio.Task] = None
-        self.browser = ""
-        self.phases: Dict[str, int] = {}
+        self.drain: Optional[asyncio.Task] = None
 
-    def describe(self) -> dict:
-        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
-                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
-                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
-                "startedAt": _wall_iso(self.started_at)}
+    async def spawn(self, exe: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """Start `exe` in a new temporary profile (its own process group on POSIX)."""
+        self.exe = exe
+        self.profile = tempfile.mkdtemp(prefix="reticle-device-")
+        args, why = _browser_args(self.profile, headed, viewport)
+        if why:
+            _emit(_device_log, logging.INFO, "device_no_sandbox", deviceId=self.device_id, why=why)
+        kwargs: Dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True   # its own process group: close() ends the helpers too
+        self.proc = await asyncio.create_subprocess_exec(
+            exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
 
-    def _bridge_base(self) -> str:
-        hub = self.manager.hub
-        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+    async def devtools_url(self) -> str:
+        """Read stderr until Chromium prints its DevTools endpoint; the rest of stderr is drained."""
+        deadline = time.monotonic() + DEVICE_START_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
+                                % (self.exe, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
+                                "check that the browser starts by hand with --headless")
+            try:
+                line = await asyncio.wait_for(self.proc.stderr.readline(), left)
+            except asyncio.TimeoutError:
+                continue
+            if not line:
+                raise ToolError("the browser %s exited while starting; its last output: %s" % (
+                    self.exe, " | ".join(self.stderr_tail) or "(none)"),
+                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
+            text = line.decode("utf-8", "replace").strip()
+            m = re.search(r"DevTools listening on (ws://\S+)", text)
+            if m:
+                self.drain = asyncio.ensure_future(self._drain_stderr())
+                return m.group(1)
+            self.stderr_tail.append(text[:300])
 
-    def relay_source(self) -> str:
+    async def _drain_stderr(self) -> None:
+        while True:
+            line = await self.proc.stderr.readline()
+            if not line:
+                return
+            self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
+
+    def kill(self) -> None:
+        """End the browser's whole process group at once (no waiting)."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    async def end(self) -> None:
+        """After Browser.close: wait for the exit, kill what is left of the group, let stderr's reader
+        finish and remove the profile.  Every wait is bounded."""
+        if self.proc is not None:
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            self.kill()  # the rest of the process group, and the browser if Browser.close did not work
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        if self.drain is not None:
+            try:  # stderr's end lets asyncio close the process transport (helpers hold the pipe too)
+                await asyncio.wait_for(self.drain, 2.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+        if self.profile:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, _remove_profile, self.profile)
+
+
+class _RelayTickets:
+    """A device's bridge relay (_RELAY_JS, in the isolated world RELAY_WORLD) and its tickets.
+
+    A ticket is 32 random bytes minted for one document's relay when that relay asks over its CDP
+    binding, good for one socket, void once another document of the device asks (a navigation
+    rotates it) or after TICKET_UNUSED_S unused, and gone with the device."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
+        self.tickets: Dict[str, dict] = {}      # ticket -> {"context", "page", "minted", "used"}
+
+    def source(self) -> str:
         """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
-        return _RELAY_JS % {"base": _dumps(self._bridge_base() + "?device="), "nonce": _dumps(self.relay_nonce),
+        return _RELAY_JS % {"base": _dumps(self.device.bridge_base() + "?device="), "nonce": _dumps(self.nonce),
                             "binding": _dumps(RELAY_BINDING)}
 
-    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+    def mint(self, context: Any = None, page: Optional[str] = None) -> str:
         """A one-use bridge ticket for the document whose relay runs in `context`.
 
         A ticket asked for by another document voids every unused one of the documents before
@@ -2956,244 +3012,57 @@ class _Device:
                 return "ok"
         return "void"
 
-    def holds_ticket(self, ticket: str) -> bool:
+    def holds(self, ticket: str) -> bool:
         return any(hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")) for t in self.tickets)
 
-    async def _answer_relay(self, context: Any, page: Optional[str]) -> None:
-        ticket = self.mint_ticket(context, page)
+    async def answer(self, context: Any, page: Optional[str]) -> None:
+        """Hand the relay that asked (in `context`) a new ticket, into its isolated world only."""
+        ticket = self.mint(context, page)
         try:
-            await self.cdp.call("Runtime.evaluate", {
+            await self.device.cdp.call("Runtime.evaluate", {
                 "expression": "globalThis.__reticleRelayOpen(%s)" % _dumps(ticket), "contextId": context}, page)
         except _CdpError as exc:  # the document went away before its ticket arrived
             self.tickets.pop(ticket, None)
-            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.id, why=str(exc))
+            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.device.id, why=str(exc))
 
-    def injected_source(self) -> str:
-        """The SDK with this device's config, run in top-level http(s) documents only.  It carries
-        no credential: its bridge socket is the relay's (relay_source)."""
-        config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self._bridge_base(),
-                  "relay": self.relay_nonce, "sessionId": self.session_id}
-        sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
-               .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
-        return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
-                + sdk + "\n})();")
 
-    async def start(self, exe: str, url: str) -> None:
-        """Launch, attach to the start-up tab, inject, then load `url`.
+class _NetRecord:
+    """The browser's own record (CDP Network) of the requests a device's page made, against which
+    the page's reports are checked, and the main frame's document loads it tells the tab of."""
 
-        The set-up calls go out together and are all answered before the
-        navigation starts: Page.navigate is handled in the browser process and
-        may overtake them, and a renderer swap would then lose them."""
-        t0 = await self.launch(exe)
-        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
-        pages = [t for t in targets if t.get("type") == "page"]
-        if pages:
-            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
-        else:
-            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
-        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
-        self.cdp.listeners.append(self._on_event)
-        await self._prepare_page()
-        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
-        await self.navigate(url)
-        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)  # (METHOD, url, status)
+        self._methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
 
-    async def warm(self, exe: str) -> None:
-        """A spare: everything of a start but the load.  The browser is launched, and its page is a
-        new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
-        start-up tab's), attached, with this device's SDK registered for every document."""
-        t0 = await self.launch(exe)
-        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
-                                                                   "browserContextId": self.context}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
-        self.cdp.listeners.append(self._on_event)
-        await self._prepare_page()
-        self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
+    def _session(self) -> Optional["_BrowserSession"]:
+        return self.device.manager.hub.bridge.sessions.get(self.device.session_id)
 
-    async def adopt(self, url: str, viewport: Tuple[int, int]) -> None:
-        """A warmed spare becomes this caller's device: its viewport, then the load of `url`."""
-        t0 = time.monotonic()
-        if viewport != self.viewport:
-            self.viewport = viewport
-            await self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
-                                                                       "deviceScaleFactor": 1, "mobile": False},
-                                self.page)
-        await self.navigate(url)
-        self.phases["spareNavigatedMs"] = round((time.monotonic() - t0) * 1000)
-
-    async def launch(self, exe: str) -> float:
-        """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
-        self.browser = exe
-        self.profile = tempfile.mkdtemp(prefix="reticle-device-")
-        args, why = _browser_args(self.profile, self.headed, self.viewport)
-        if why:
-            _emit(_device_log, logging.INFO, "device_no_sandbox", deviceId=self.id, why=why)
-        kwargs: Dict[str, Any] = {}
-        if os.name == "posix":
-            kwargs["start_new_session"] = True   # its own process group: close() ends the helpers too
-        self.proc = await asyncio.create_subprocess_exec(
-            exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
-        self.manager.write_record(self)
-        t0 = time.monotonic()
-        ws_url = await self._devtools_url()
-        self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
-        self._drain = asyncio.ensure_future(self._drain_stderr())
-        await self.cdp.connect(ws_url)
-        # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
-        reader = self.cdp.reader
-        assert reader is not None  # connect() started it
-        reader.add_done_callback(lambda _: None if self.closed else self.manager.hub.spawn(
-            self.manager.close(self, "the browser went away")))
-        return t0
-
-    async def _prepare_page(self) -> None:
-        width, height = self.viewport
-        await asyncio.gather(
-            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
-                          self.page),
-            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
-            self.cdp.call("Page.addScriptToEvaluateOnNewDocument",
-                          {"source": self.relay_source(), "worldName": RELAY_WORLD}, self.page),
-            self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
-            # the browser's own record of the page's requests, against which the page's reports are checked
-            self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
-            self.cdp.call("Emulation.setDeviceMetricsOverride",
-                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
-            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
-            self.cdp.call("Page.enable", {}, self.page))
-
-    async def fresh_context(self) -> None:
-        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
-        service workers or session storage from before.  The old tab and its context go; the
-        session id stays, so the new tab's SDK reconnects as the same session."""
-        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
-            "targetId"]
-        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
-        old_target, old_context = self.target, self.context
-        self.target, self.page, self.context = target, page, context
-
-        async def close_old() -> None:
-            try:
-                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
-            except _CdpError as exc:  # already gone: nothing of it is left to leak
-                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
-
-        await asyncio.gather(self._prepare_page(), close_old())
-        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
-        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
-            self.manager.hub.spawn(self._dispose(old_context))
-
-    async def _dispose(self, context: str) -> None:
-        try:
-            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
-        except _CdpError as exc:
-            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
-
-    async def _devtools_url(self) -> str:
-        """Read stderr until Chromium prints its DevTools endpoint."""
-        deadline = time.monotonic() + DEVICE_START_TIMEOUT_S
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
-                                % (self.browser, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
-                                "check that the browser starts by hand with --headless")
-            try:
-                line = await asyncio.wait_for(self.proc.stderr.readline(), left)
-            except asyncio.TimeoutError:
-                continue
-            if not line:
-                raise ToolError("the browser %s exited while starting; its last output: %s" % (
-                    self.browser, " | ".join(self.stderr_tail) or "(none)"),
-                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
-            text = line.decode("utf-8", "replace").strip()
-            m = re.search(r"DevTools listening on (ws://\S+)", text)
-            if m:
-                return m.group(1)
-            self.stderr_tail.append(text[:300])
-
-    async def _drain_stderr(self) -> None:
-        while True:
-            line = await self.proc.stderr.readline()
-            if not line:
-                return
-            self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
-
-    def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
-        if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
-            # only the relay's isolated world has this binding: the page's own scripts cannot call it
-            self.manager.hub.spawn(self._answer_relay(params.get("executionContextId"), session))
-        elif session == self.page and method.startswith("Network."):
-            self._on_network(method, params)
-        elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
-            tab = self.manager.hub.bridge.sessions.get(self.session_id)
-            if tab is not None:
-                tab.document_not_coming(None)
-        elif session == self.page and method == "Page.javascriptDialogOpening":
-            self.manager.hub.spawn(self._answer_dialog(params))
-        elif session == self.page and method == "Page.frameNavigated":
-            frame = params.get("frame") or {}
-            if not frame.get("parentId"):
-                self.url = str(frame.get("url", ""))[:4096]
-        elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
-            self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
-
-    async def _answer_dialog(self, params: dict) -> None:
-        """An alert, confirm, prompt or beforeunload blocks the page (and every command) until it
-        is answered: answer it at once.  Dismissed, unless the act that raised it asked for
-        `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
-        (the agent asked to leave).  The tab's answers name it (splice_health)."""
-        kind = str(params.get("type") or "alert")
-        policy = self.dialog_policy
-        if policy is not None:
-            accept = bool(policy.get("accept"))
-        else:
-            accept = kind == "beforeunload" and self.loading is not None and self.loading.locked()
-        answer: Dict[str, Any] = {"accept": accept}
-        if accept and kind == "prompt":
-            answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
-        record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
-                  "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
-        _emit(_device_log, logging.INFO, "device_dialog", deviceId=self.id, dialogType=kind, handled=record["handled"])
-        try:
-            await self.cdp.call("Page.handleJavaScriptDialog", answer, self.page, timeout=5.0)
-        except _CdpError as exc:
-            record["handled"] = "failed: %s" % _short(str(exc), 120)
-        session = self.manager.hub.bridge.sessions.get(self.session_id)
-        if session is not None:
-            session.note_dialog(record)
-
-    def _on_network(self, method: str, params: dict) -> None:
+    def on_event(self, method: str, params: dict) -> None:
         """Keep the browser's record of each request its page made, then let the tab's held
         reports that it now confirms through."""
         rid = str(params.get("requestId", ""))
-        if params.get("type") == "Document" and params.get("frameId") == self.target:
+        if params.get("type") == "Document" and params.get("frameId") == self.device.target:
             self._on_document(method, rid, params)
         if method == "Network.requestWillBeSent":
             request = params.get("request") or {}
             redirect = params.get("redirectResponse")
             if isinstance(redirect, dict):
-                self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(redirect.get("url")),
-                                      redirect.get("status")))
-            self._net_methods[rid] = str(request.get("method") or "GET").upper()
-            while len(self._net_methods) > NET_RECORD_MAX:
-                self._net_methods.popitem(last=False)
+                self.seen.append((self._methods.get(rid, "GET"), _net_key_url(redirect.get("url")),
+                                  redirect.get("status")))
+            self._methods[rid] = str(request.get("method") or "GET").upper()
+            while len(self._methods) > NET_RECORD_MAX:
+                self._methods.popitem(last=False)
             return
         if method == "Network.responseReceived":
             response = params.get("response") or {}
-            self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(response.get("url")),
-                                  response.get("status")))
+            self.seen.append((self._methods.get(rid, "GET"), _net_key_url(response.get("url")),
+                              response.get("status")))
         elif method == "Network.loadingFailed":
-            self.net_seen.append((self._net_methods.get(rid, "GET"), "", 0))
+            self.seen.append((self._methods.get(rid, "GET"), "", 0))
         else:
             return
-        session = self.manager.hub.bridge.sessions.get(self.session_id)
+        session = self._session()
         if session is not None and session.held:
             session.admit_held(confirmed_only=True)
 
@@ -3202,7 +3071,7 @@ class _Device:
         method = str(data.get("method") or "GET").upper()
         url = _net_key_url(data.get("url"))
         status = data.get("status")
-        for seen_method, seen_url, seen_status in reversed(self.net_seen):
+        for seen_method, seen_url, seen_status in reversed(self.seen):
             if seen_method != method:
                 continue
             if seen_url == "" and not status:
@@ -3220,7 +3089,7 @@ class _Device:
         once, as the SDK's announcement of a form submission makes it, until the next document
         connects.  A navigation that brings no document (failed, cancelled, a download, a 204)
         ends it."""
-        session = self.manager.hub.bridge.sessions.get(self.session_id)
+        session = self._session()
         if session is None:
             return
         if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
@@ -3231,19 +3100,19 @@ class _Device:
                 (params.get("response") or {}).get("status") in (204, 205))):
             session.document_not_coming(rid)
 
-    async def navigate(self, url: str) -> None:
-        result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
-        if result.get("errorText"):
-            raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
-                            "check that the app is running and the URL is right")
-        self.url = url
 
-    async def input(self, req: dict) -> None:
+class _DeviceInput:
+    """Real input for a device's page (Input.*, event.isTrusted true), as its SDK asks during an act."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+
+    async def dispatch(self, req: dict) -> None:
         """Dispatch one action as real input (Input.*), as the SDK asked."""
         action = req.get("action")
         x, y = float(req.get("x", 0)), float(req.get("y", 0))
-        call = self.cdp.call
-        page = self.page
+        call = self.device.cdp.call
+        page = self.device.page
 
         def mouse(kind: str, px: float, py: float, **extra: Any) -> Awaitable[dict]:
             params = {"type": kind, "x": px, "y": py, "modifiers": 0}
@@ -3292,10 +3161,262 @@ class _Device:
         if text:
             down["text"] = text
             down["unmodifiedText"] = text
-        await self.cdp.call("Input.dispatchKeyEvent", down, self.page)
-        await self.cdp.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code,
-                                                       "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk,
-                                                       "modifiers": mods}, self.page)
+        call, page = self.device.cdp.call, self.device.page
+        await call("Input.dispatchKeyEvent", down, page)
+        await call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk,
+                                              "nativeVirtualKeyCode": vk, "modifiers": mods}, page)
+
+
+async def _answer_device_dialog(device: "_Device", params: dict) -> None:
+    """An alert, confirm, prompt or beforeunload blocks a device's page (and every command) until
+    it is answered: answer it at once.  Dismissed, unless the act that raised it asked for
+    `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
+    (the agent asked to leave).  The tab's answers name it (_with_health)."""
+    kind = str(params.get("type") or "alert")
+    policy = device.dialog_policy
+    if policy is not None:
+        accept = bool(policy.get("accept"))
+    else:
+        accept = kind == "beforeunload" and device.loading is not None and device.loading.locked()
+    answer: Dict[str, Any] = {"accept": accept}
+    if accept and kind == "prompt":
+        answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
+    record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
+              "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
+    _emit(_device_log, logging.INFO, "device_dialog", deviceId=device.id, dialogType=kind, handled=record["handled"])
+    try:
+        await device.cdp.call("Page.handleJavaScriptDialog", answer, device.page, timeout=5.0)
+    except _CdpError as exc:
+        record["handled"] = "failed: %s" % _short(str(exc), 120)
+    session = device.manager.hub.bridge.sessions.get(device.session_id)
+    if session is not None:
+        session.note_dialog(record)
+
+
+class _Device:
+    """One browser the daemon started: its process (_BrowserProcess), CDP connection, the page it
+    drives, and the parts that answer that page: its relay and tickets (_RelayTickets), the
+    browser's record of its requests (_NetRecord), real input (_DeviceInput) and dialogs.
+
+    Its bridge socket opens with a ticket: 32 random bytes minted for one
+    document's relay (the isolated world of _RELAY_JS) when that relay asks
+    over its CDP binding, good for one socket, void once another document of
+    the device asks (a navigation rotates it), and gone with the device.  No
+    page script sees one; the bridge accepts it from this device's session id
+    alone, and it is never the pairing token."""
+
+    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
+        profile, CDP client and page target, its relay tickets, and the browser's own record of the
+        requests its page made (to check the page's reports against)."""
+        self.manager = manager
+        self.id = "d" + secrets.token_hex(4)
+        self.session_id = "device-" + self.id
+        self.relay = _RelayTickets(self)
+        self.net = _NetRecord(self)
+        self.inputs = _DeviceInput(self)
+        self.process = _BrowserProcess(self.id)
+        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
+        self.owner = owner
+        self.headed = headed
+        self.viewport = viewport
+        self.cdp = _CdpClient()
+        self.page: Optional[str] = None          # the flat CDP session of the page target
+        self.target: Optional[str] = None
+        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
+        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
+        self.started_at = time.time()
+        self.url = ""
+        self.closed = False
+        self.ready = False                       # started and its page connected
+        self.acting = 0                          # act commands in flight: input is honoured only then
+        self.phases: Dict[str, int] = {}
+        self.scripts: Optional[Tuple[str, str]] = None  # (the SDK, the relay) until the page has them
+        self._start_t0: Optional[float] = None   # a start of its own (no spare): its phases count from the launch
+
+    @property
+    def proc(self) -> Any:
+        return self.process.proc
+
+    @property
+    def profile(self) -> str:
+        return self.process.profile
+
+    @property
+    def tickets(self) -> Dict[str, dict]:
+        return self.relay.tickets
+
+    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+        return self.relay.mint(context, page)
+
+    def made_request(self, data: dict) -> bool:
+        """Did this browser make the request its page reports (method, URL without query, status)?"""
+        return self.net.made_request(data)
+
+    def describe(self) -> dict:
+        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
+                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
+                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
+                "startedAt": _wall_iso(self.started_at)}
+
+    def bridge_base(self) -> str:
+        hub = self.manager.hub
+        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+
+    def _scripts(self) -> Tuple[str, str]:
+        """The two scripts of every document (injected_source, _RelayTickets.source), built once per set-up."""
+        if self.scripts is None:
+            self.scripts = (self.injected_source(), self.relay.source())
+        return self.scripts
+
+    def injected_source(self) -> str:
+        """The SDK with this device's config, run in top-level http(s) documents only.  It carries
+        no credential: its bridge socket is the relay's (_RelayTickets.source)."""
+        config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
+                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self.bridge_base(),
+                  "relay": self.relay.nonce, "sessionId": self.session_id}
+        sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
+               .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
+        return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
+                + sdk + "\n})();")
+
+    async def start(self, exe: str, url: str) -> None:
+        """Launch, attach to the start-up tab, inject, then load `url`.
+
+        The set-up calls go out together and are all answered before the
+        navigation starts: Page.navigate is handled in the browser process and
+        may overtake them, and a renderer swap would then lose them."""
+        t0 = await self.launch(exe)
+        self._start_t0 = t0
+        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
+        else:
+            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+        await self.navigate(url)
+        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def warm(self, exe: str) -> None:
+        """A spare: everything of a start but the load.  The browser is launched, and its page is a
+        new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
+        start-up tab's), attached, with this device's SDK registered for every document."""
+        t0 = await self.launch(exe)
+        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
+                                                                   "browserContextId": self.context}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def adopt(self, url: str, viewport: Tuple[int, int]) -> None:
+        """A warmed spare becomes this caller's device: its viewport, then the load of `url`."""
+        t0 = time.monotonic()
+        if viewport != self.viewport:
+            self.viewport = viewport
+            await self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
+                                                                       "deviceScaleFactor": 1, "mobile": False},
+                                self.page)
+        await self.navigate(url)
+        self.phases["spareNavigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def launch(self, exe: str) -> float:
+        """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
+        await self.process.spawn(exe, self.headed, self.viewport)
+        t0 = time.monotonic()
+        self.manager.records.write(self)
+        self._scripts()  # while the browser boots: nothing of the start waits for these two strings then
+        ws_url = await self.process.devtools_url()
+        self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
+        await self.cdp.connect(ws_url)
+        # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
+        reader = self.cdp.reader
+        assert reader is not None  # connect() started it
+        reader.add_done_callback(lambda _: None if self.closed else self.manager.hub.spawn(
+            self.manager.close(self, "the browser went away")))
+        return t0
+
+    async def _prepare_page(self) -> None:
+        width, height = self.viewport
+        sdk, relay = self._scripts()
+        await asyncio.gather(
+            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": sdk}, self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": relay, "worldName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
+            # the browser's own record of the page's requests, against which the page's reports are checked
+            self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
+            self.cdp.call("Emulation.setDeviceMetricsOverride",
+                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
+            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
+            self.cdp.call("Page.enable", {}, self.page))
+        self.scripts = None  # 240 KB a device need not keep: a fresh context builds them again
+
+    async def fresh_context(self) -> None:
+        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
+        service workers or session storage from before.  The old tab and its context go; the
+        session id stays, so the new tab's SDK reconnects as the same session."""
+        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
+            "targetId"]
+        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+        old_target, old_context = self.target, self.context
+        self.target, self.page, self.context = target, page, context
+
+        async def close_old() -> None:
+            try:
+                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
+            except _CdpError as exc:  # already gone: nothing of it is left to leak
+                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
+
+        await asyncio.gather(self._prepare_page(), close_old())
+        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
+        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
+            self.manager.hub.spawn(self._dispose(old_context))
+
+    async def _dispose(self, context: str) -> None:
+        try:
+            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
+        except _CdpError as exc:
+            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
+
+    def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
+        if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
+            # only the relay's isolated world has this binding: the page's own scripts cannot call it
+            if self._start_t0 is not None and "askedMs" not in self.phases:  # the first page's SDK runs
+                self.phases["askedMs"] = round((time.monotonic() - self._start_t0) * 1000)
+            self.manager.hub.spawn(self.relay.answer(params.get("executionContextId"), session))
+        elif session == self.page and method.startswith("Network."):
+            self.net.on_event(method, params)
+        elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
+            tab = self.manager.hub.bridge.sessions.get(self.session_id)
+            if tab is not None:
+                tab.document_not_coming(None)
+        elif session == self.page and method == "Page.javascriptDialogOpening":
+            self.manager.hub.spawn(_answer_device_dialog(self, params))
+        elif session == self.page and method == "Page.frameNavigated":
+            frame = params.get("frame") or {}
+            if not frame.get("parentId"):
+                self.url = str(frame.get("url", ""))[:4096]
+        elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
+            self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
+
+    async def navigate(self, url: str) -> None:
+        result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
+        if result.get("errorText"):
+            raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
+                            "check that the app is running and the URL is right")
+        self.url = url
 
     async def capture(self, fmt: str, clip: Optional[dict] = None, full_page: bool = False,
                       quality: Optional[int] = None) -> bytes:
@@ -3310,46 +3431,17 @@ class _Device:
     async def layout(self) -> dict:
         return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
 
-    def kill(self) -> None:
-        """End the browser's whole process group at once (no waiting)."""
-        proc = self.proc
-        if proc is None or proc.returncode is not None:
-            return
-        try:
-            if os.name == "posix":
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:
-                proc.kill()
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
 
+class _StartBudget:
+    """How many devices one session key may start per window (RETICLE_DEVICE_BUDGET), and all keys
+    together (DEVICE_BUDGET_ALL_SCALE x it): a new session for every start is no way around it."""
 
-class _DeviceManager:
-    """The devices of one daemon: start budget per session key, a cap on
-    how many live at once, idle close, reaping of a killed daemon's orphans.
-
-    Each device leaves a record (pid, profile, daemon pid) in the state
-    directory's devices/ while it lives, so that the next daemon can end the
-    browsers and remove the profiles of one that was killed with SIGKILL."""
-
-    def __init__(self, hub: "Hub") -> None:
-        self.hub = hub
-        self.devices: Dict[str, _Device] = {}
+    def __init__(self, raw: Optional[str]) -> None:
+        self.budget = self.parse(raw)
         self.starts: Dict[str, collections.deque] = {}
-        self.last_used: Dict[str, float] = {}
-        self.budget = self._parse_budget(os.environ.get("RETICLE_DEVICE_BUDGET"))
-        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
-        self.idle_s = DEVICE_IDLE_S
-        self._idle_timer: Any = None
-        # Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
-        # next reticle_open adopts instead of launching one; they count in max_devices.
-        self.want_spares = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
-        self.spares: List[_Device] = []
-        self.spare_tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
-        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
 
     @staticmethod
-    def _parse_budget(raw: Optional[str]) -> Tuple[int, float]:
+    def parse(raw: Optional[str]) -> Tuple[int, float]:
         if not raw or not raw.strip():
             return DEVICE_BUDGET_DEFAULT
         m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*", raw)
@@ -3358,51 +3450,58 @@ class _DeviceManager:
                               % raw)
         return int(m.group(1)), float(m.group(2))
 
-    # -- lookups --------------------------------------------------------------
-    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
-        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
-        if not ticket:
-            return None, "void"
-        for device in self.devices.values():
-            if device.holds_ticket(ticket):
-                return device, device.redeem(ticket)
-        return None, "void"
+    def check(self, key: str) -> None:
+        """Refuse a start the budget of `key`, or of all keys together, has no room for."""
+        count, window = self.budget
+        now = time.time()
+        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
+            starts = self.starts.setdefault(who, collections.deque())
+            while starts and starts[0] <= now - window:
+                starts.popleft()
+            if len(starts) >= limit:
+                next_at = starts[0] + window
+                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
+                                "the next start is allowed at %s, in %d s."
+                                % (limit, window, "this session key" if who == key else "all clients together",
+                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
+                                   max(1, int(next_at - now + 0.999))),
+                                "reuse the open device (reticle_open reuses the caller's own) or wait",
+                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
 
-    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
-        for device in self.devices.values():
-            if device.session_id == session_id:
-                return device
-        return None
+    def spend(self, key: str) -> None:
+        """Count a start of `key` (after check(), which made its record)."""
+        self.starts[key].append(time.time())
+        self.starts["*"].append(time.time())
 
-    def owned_by(self, key: str) -> Optional[_Device]:
-        for device in self.devices.values():
-            if device.owner == key:
-                return device
-        return None
+    def forget_old(self) -> None:
+        horizon = time.time() - self.budget[1]
+        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
+            del self.starts[key]
 
-    def describe(self) -> List[dict]:
-        return [d.describe() for d in self.devices.values()]
 
-    def touch(self, key: str) -> None:
-        self.last_used[key] = time.monotonic()
+class _DeviceRecords:
+    """The state directory's devices/: one record (pid, profile, daemon pid) per live device, so
+    that the next daemon can end the browsers and remove the profiles of one killed with SIGKILL."""
 
-    # -- records ----------------------------------------------------------------
-    def _records_dir(self) -> str:
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+
+    def _dir(self) -> str:
         path = os.path.join(self.hub.state.ensure(), "devices")
         os.makedirs(path, mode=0o700, exist_ok=True)
         return path
 
-    def write_record(self, device: _Device) -> None:
+    def write(self, device: "_Device") -> None:
         record = {"pid": device.proc.pid, "profile": device.profile, "daemonPid": os.getpid(),
                   "port": self.hub.port, "startedAt": _wall_iso(device.started_at)}
-        path = os.path.join(self._records_dir(), device.id + ".json")
+        path = os.path.join(self._dir(), device.id + ".json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(_dumps(record))
 
-    def _drop_record(self, device: _Device) -> None:
+    def drop(self, device: "_Device") -> None:
         try:
-            os.unlink(os.path.join(self._records_dir(), device.id + ".json"))
+            os.unlink(os.path.join(self._dir(), device.id + ".json"))
         except OSError:
             pass
 
@@ -3427,16 +3526,7 @@ class _DeviceManager:
             if owner != os.getpid() and _pid_alive(owner):
                 continue  # another live daemon's device
             if _pid_alive(pid) and _is_device_process(pid, profile):
-                try:
-                    if os.name == "posix":
-                        os.killpg(pid, signal.SIGKILL)
-                    else:
-                        os.kill(pid, signal.SIGTERM)
-                except (ProcessLookupError, PermissionError, OSError):
-                    pass
-                deadline = time.monotonic() + 2.0
-                while _pid_alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.02)
+                _end_orphan(pid)
             if os.path.basename(profile).startswith("reticle-device-"):
                 shutil.rmtree(profile, ignore_errors=True)
             try:
@@ -3447,38 +3537,161 @@ class _DeviceManager:
             _emit(_device_log, logging.INFO, "device_orphan_reaped", pid=pid, profile=profile, daemonPid=owner)
         return reaped
 
-    # -- open and close -----------------------------------------------------------
-    def _check_budget(self, key: str) -> None:
-        """The start budget of `key`, and of all keys together (DEVICE_BUDGET_ALL_SCALE x it): a
-        new session for every start is no way around it."""
-        count, window = self.budget
-        now = time.time()
-        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
-            starts = self.starts.setdefault(who, collections.deque())
-            while starts and starts[0] <= now - window:
-                starts.popleft()
-            if len(starts) >= limit:
-                next_at = starts[0] + window
-                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
-                                "the next start is allowed at %s, in %d s."
-                                % (limit, window, "this session key" if who == key else "all clients together",
-                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
-                                   max(1, int(next_at - now + 0.999))),
-                                "reuse the open device (reticle_open reuses the caller's own) or wait",
-                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
 
+def _end_orphan(pid: int) -> None:
+    """Kill an orphaned browser's process group and wait (up to 2 s) for it to go."""
+    try:
+        if os.name == "posix":
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    deadline = time.monotonic() + 2.0
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+class _SparePool:
+    """Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
+    next reticle_open adopts instead of launching one; they count in the manager's max_devices."""
+
+    def __init__(self, manager: "_DeviceManager") -> None:
+        self.manager = manager
+        self.want = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
+        self.spares: List[_Device] = []
+        self.tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
+
+    def top_up(self) -> None:
+        """Start spares in the background until `want` are kept, within max_devices."""
+        manager = self.manager
+        while (len(self.spares) < self.want and not manager.hub.stop_reason
+               and len(manager.devices) + len(self.spares) < manager.max_devices):
+            try:
+                exe = _find_browser()
+            except ToolError:
+                return
+            spare = _Device(manager, "", False, DEVICE_VIEWPORT)
+            self.spares.append(spare)
+            self.tasks[spare.id] = manager.hub.spawn(self._warm(spare, exe))
+
+    async def _warm(self, spare: _Device, exe: str) -> None:
+        try:
+            await spare.warm(exe)
+        except BaseException as exc:
+            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
+            await self.manager.close(spare, "the spare did not start: %s" % exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        spare.ready = True
+        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
+
+    async def take(self) -> Optional[_Device]:
+        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
+        launch), or None when it failed; the caller starts a browser of its own then."""
+        while self.spares:
+            spare = self.spares.pop(0)
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                await asyncio.wait({task})
+            if spare.ready and not spare.closed and not spare.cdp.closed:
+                spare.ready = False  # ready again once its page connected for its new owner
+                return spare
+            await self.manager.close(spare, "the spare was not usable")
+        return None
+
+    async def give_up_one(self) -> bool:
+        """Close the newest spare to make room for a device -> whether there was one."""
+        if not self.spares:
+            return False
+        spare = self.spares[-1]
+        task = self.tasks.pop(spare.id, None)
+        if task is not None and not task.done():
+            task.cancel()
+        await self.manager.close(spare, "a device needed its place")
+        return True
+
+    async def close_all(self, why: str) -> None:
+        spares, self.spares = list(self.spares), []
+        for spare in spares:
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*(self.manager.close(s, why) for s in spares))
+
+
+class _DeviceManager:
+    """The devices of one daemon: start budget per session key (_StartBudget), a cap on how many
+    live at once, idle close, spare browsers (_SparePool), reaping of a killed daemon's orphans.
+
+    Each device leaves a record (pid, profile, daemon pid) in the state
+    directory's devices/ while it lives (_DeviceRecords), so that the next daemon can end the
+    browsers and remove the profiles of one that was killed with SIGKILL."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.devices: Dict[str, _Device] = {}
+        self.last_used: Dict[str, float] = {}
+        self.budget = _StartBudget(os.environ.get("RETICLE_DEVICE_BUDGET"))
+        self.records = _DeviceRecords(hub)
+        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
+        self.idle_s = DEVICE_IDLE_S
+        self._idle_timer: Any = None
+        self.pool = _SparePool(self)
+        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
+
+    @property
+    def spares(self) -> List[_Device]:
+        return self.pool.spares
+
+    @property
+    def spare_tasks(self) -> Dict[str, "asyncio.Task[Any]"]:
+        return self.pool.tasks
+
+    def top_up(self) -> None:
+        self.pool.top_up()
+
+    def reap_orphans(self) -> int:
+        """End the browsers and remove the profiles of devices whose daemon is gone (blocking)."""
+        return self.records.reap_orphans()
+
+    # -- lookups --------------------------------------------------------------
+    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
+        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
+        if not ticket:
+            return None, "void"
+        for device in self.devices.values():
+            if device.relay.holds(ticket):
+                return device, device.relay.redeem(ticket)
+        return None, "void"
+
+    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.session_id == session_id:
+                return device
+        return None
+
+    def owned_by(self, key: str) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.owner == key:
+                return device
+        return None
+
+    def describe(self) -> List[dict]:
+        return [d.describe() for d in self.devices.values()]
+
+    def touch(self, key: str) -> None:
+        self.last_used[key] = time.monotonic()
+
+    # -- open and close -----------------------------------------------------------
     async def _make_room(self) -> None:
         """At the cap, close the device whose client has been silent longest, if that is more than
         DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse.
         A spare browser counts too, and gives its place up first."""
         if len(self.devices) + len(self.spares) < self.max_devices:
             return
-        if self.spares:
-            spare = self.spares[-1]
-            task = self.spare_tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                task.cancel()
-            await self.close(spare, "a device needed its place")
+        if await self.pool.give_up_one():
             return
         now = time.monotonic()
         idle = [(now - self.last_used.get(d.owner, now), d) for d in self.devices.values() if d.ready]
@@ -3508,13 +3721,12 @@ class _DeviceManager:
             await self.close(own, "replaced by a device with other settings")
         self.asked_at = time.monotonic()
         spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
-        self._check_budget(key)
+        self.budget.check(key)
         if not spare_fits:
             await self._make_room()  # a device counts from the moment it starts, a spare from its launch
         exe = _find_browser()
-        self.starts[key].append(time.time())
-        self.starts["*"].append(time.time())
-        device = (await self._take_spare()) if spare_fits else None
+        self.budget.spend(key)
+        device = (await self.pool.take()) if spare_fits else None
         spare = device is not None
         if device is None:
             device = _Device(self, key, headed, viewport)
@@ -3540,55 +3752,8 @@ class _DeviceManager:
         _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
               sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
         if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
-            self.top_up()
+            self.pool.top_up()
         return device, True
-
-    # -- spare browsers -------------------------------------------------------------
-    def top_up(self) -> None:
-        """Start spares in the background until `want_spares` are kept, within max_devices."""
-        while (len(self.spares) < self.want_spares and not self.hub.stop_reason
-               and len(self.devices) + len(self.spares) < self.max_devices):
-            try:
-                exe = _find_browser()
-            except ToolError:
-                return
-            spare = _Device(self, "", False, DEVICE_VIEWPORT)
-            self.spares.append(spare)
-            self.spare_tasks[spare.id] = self.hub.spawn(self._warm(spare, exe))
-
-    async def _warm(self, spare: _Device, exe: str) -> None:
-        try:
-            await spare.warm(exe)
-        except BaseException as exc:
-            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
-            await self.close(spare, "the spare did not start: %s" % exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            return
-        spare.ready = True
-        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
-
-    async def _take_spare(self) -> Optional[_Device]:
-        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
-        launch), or None when it failed; the caller starts a browser of its own then."""
-        while self.spares:
-            spare = self.spares.pop(0)
-            task = self.spare_tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                await asyncio.wait({task})
-            if spare.ready and not spare.closed and not spare.cdp.closed:
-                spare.ready = False  # ready again once its page connected for its new owner
-                return spare
-            await self.close(spare, "the spare was not usable")
-        return None
-
-    async def close_spares(self, why: str) -> None:
-        spares, self.spares = list(self.spares), []
-        for spare in spares:
-            task = self.spare_tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                task.cancel()
-        await asyncio.gather(*(self.close(s, why) for s in spares))
 
     async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
         """Load `url` in a running device (first in a new, empty browser context when `fresh`)
@@ -3641,25 +3806,8 @@ class _DeviceManager:
         except (_CdpError, asyncio.TimeoutError):
             pass
         device.cdp.close()
-        if device.proc is not None:
-            try:
-                await asyncio.wait_for(device.proc.wait(), 2.0)
-            except asyncio.TimeoutError:
-                pass
-            device.kill()  # the rest of the process group, and the browser if Browser.close did not work
-            try:
-                await asyncio.wait_for(device.proc.wait(), 2.0)
-            except asyncio.TimeoutError:
-                pass
-        if device._drain is not None:
-            try:  # stderr's end lets asyncio close the process transport (helpers hold the pipe too)
-                await asyncio.wait_for(device._drain, 2.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                pass
-        if device.profile:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, _remove_profile, device.profile)
-        self._drop_record(device)
+        await device.process.end()
+        self.records.drop(device)
         self.hub.faults.drop_tab(device.session_id)
         session = self.hub.bridge.get(device.session_id)
         if session is not None and session.handler is not None:
@@ -3667,7 +3815,7 @@ class _DeviceManager:
         _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
 
     async def close_all(self, why: str) -> None:
-        await asyncio.gather(self.close_spares(why), *(self.close(d, why) for d in list(self.devices.values())))
+        await asyncio.gather(self.pool.close_all(why), *(self.close(d, why) for d in list(self.devices.values())))
         if self._idle_timer is not None:
             self._idle_timer.stop()
             self._idle_timer = None
@@ -3682,16 +3830,14 @@ class _DeviceManager:
         owners = {d.owner for d in self.devices.values()}
         for key in [k for k, t in self.last_used.items() if now - t > self.idle_s and k not in owners]:
             del self.last_used[key]
-        horizon = time.time() - self.budget[1]
-        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
-            del self.starts[key]
+        self.budget.forget_old()
         for device in list(self.devices.values()):
             if device.owner.startswith("cli:"):
                 continue  # `reticle drive` and `reticle demo` keep theirs until they end
             if now - self.last_used.get(device.owner, now) > self.idle_s:
                 self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
         if self.spares and (self.asked_at is None or now - self.asked_at > self.idle_s):
-            self.hub.spawn(self.close_spares("no device was asked for in %d s" % self.idle_s))
+            self.hub.spawn(self.pool.close_all("no device was asked for in %d s" % self.idle_s))
 
     # -- trusted input ------------------------------------------------------------
     def on_input(self, session: _BrowserSession, msg: dict) -> None:
@@ -3704,7 +3850,7 @@ class _DeviceManager:
             try:
                 if device is None or device.closed or not device.acting:
                     raise ToolError("real input is only dispatched in a device while an act runs")
-                await device.input(msg)
+                await device.inputs.dispatch(msg)
             except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
                 reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
             handler = session.handler
@@ -5488,14 +5634,15 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
 # -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
 
 async def _await_horizon(session: "_BrowserSession", floor: float, deadline: float) -> List[Tuple[str, bool]]:
-    """Wait (until the monotonic `deadline`) for the act at `floor` to finish its causal work (see
-    _horizon); -> what was still pending when the deadline came ([] when it finished)."""
+    """Wait (until `deadline`, on the daemon's clock) for the act at `floor` to finish its causal work
+    (see _horizon); -> what was still pending when the deadline came ([] when it finished)."""
     while True:
-        pending = _horizon(session.window(floor), session.known(floor), floor, session.now(), bool(session.sdk_version))
-        left = deadline - time.monotonic()
+        now = session.now()
+        pending = _horizon(session.window(floor), session.known(floor), floor, now, bool(session.sdk_version))
+        left = deadline - now
         if not pending or left <= 0:
             return pending
-        await session.wait_change(min(0.05, left))
+        await session.wait_change(min(50.0, left) / 1000.0)
 
 
 async def _read_leaf(session: "_BrowserSession", leaf: dict) -> Any:
@@ -5554,15 +5701,16 @@ def _lost_why(session: "_BrowserSession") -> str:
 
 async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
     """With the app's middleware in use (a record arrived for this tab), give the records of the
-    act's marked requests their grace to arrive before judging.  True when any arrived."""
+    act's marked requests their grace to arrive before judging (until `budget_end`, on the daemon's
+    clock).  True when any arrived."""
     if not session.server_seen:
         return False
     before = session.server_seen
-    while time.monotonic() < budget_end:
+    while session.now() < budget_end:
         awaiting, _ = _server_unreported(session.now(), session.window(since))
         if not awaiting:
             break
-        await session.wait_change(min(0.05, budget_end - time.monotonic()))
+        await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
     return session.server_seen != before
 
 
@@ -5576,7 +5724,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
 
     The horizon: an assert that follows an act (`act_at`) first waits for the act's causal work
     (see _horizon, at most HORIZON_CAP_MS), whichever way it would judge.  After an act
-    (`settle_until`, the monotonic end of its budget) a pass waits for that work too, for the UI
+    (`settle_until`, the end of its budget on the daemon's clock) a pass waits for that work too, for the UI
     after a write, and for the server records of the act's marked requests (Server truth), then is
     judged again as the page is then (a `settled` leaf keeps its first judgement unless server
     records joined late or an absence is asked); what is still going at the cap is kept in `pending`."""
@@ -5586,7 +5734,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         if grace > 0:
             await asyncio.sleep(grace / 1000.0)
         _progress_note("waiting for the act's work to land before judging")
-        pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
+        pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
     session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
@@ -5598,15 +5746,15 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     if settle_until is not None and not obs.lost and _judge_final(p, obs)["pass"]:
         _progress_note("waiting for the requests the act started to finish")
-        pending = await _await_horizon(session, floor, time.monotonic() + HORIZON_CAP_MS / 1000.0)
-        while time.monotonic() < settle_until and session.open_since(floor):
+        pending = await _await_horizon(session, floor, session.now() + HORIZON_CAP_MS)
+        while session.now() < settle_until and session.open_since(floor):
             await session.wait_change(0.05)
         window = session.window(floor)
         wrote = any(e["type"] == "net.request" and _is_write(e["data"]) for e in window)
         if wrote and not any(e["type"] in _UI_EVENTS for e in window):
-            end = min(settle_until, time.monotonic() + 0.3)
-            while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
-                await session.wait_change(end - time.monotonic())
+            end = min(settle_until, session.now() + 300)
+            while session.now() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
+                await session.wait_change((end - session.now()) / 1000.0)
         arrived = await _await_server_records(session, floor, settle_until)
         quiet_leaf = any(leaf["kind"] == "settled" for leaf, _ in _leaves(p))
         if arrived or not quiet_leaf or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
@@ -5642,13 +5790,13 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     decided, or time runs out; a pinned count is confirmed 300 ms after it first holds.  After an
     act (`act_at`), a failure in sight (see _failure_in_sight) with the act's work done decides
     at once (early no): nothing the act started could still make `p` hold."""
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    deadline = session.now() + timeout_ms  # on the daemon's clock, like every time below
     holds_count = _holds_count(p)
-    shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
+    shown_at: Optional[float] = None  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
         session.expire_arrival()
-        if session.between_documents() and not await session.next_document(max(deadline - time.monotonic(), 0.5)):
+        if session.between_documents() and not await session.next_document(max(deadline - session.now(), 500) / 1000):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
@@ -5657,9 +5805,9 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             session.expire_arrival()
             if session.between_documents():
                 continue  # the page went away while it was being asked: ask the next document
-        remaining = deadline - time.monotonic()
+        remaining = deadline - session.now()
         if res["pass"]:
-            if holds_count and remaining > 0.3:
+            if holds_count and remaining > 300:
                 await asyncio.sleep(0.3)
                 return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
             if holds_count:
@@ -5675,8 +5823,9 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             # an error shown from before decides only once the act's work is visibly done: something it
             # started has answered, or a second has passed (a request it starts later may yet clear it)
             answered = any(e["type"] == "net.request" and e["t"] >= act_at for e in obs.window)
-            if not failure and (answered or obs.now - act_at >= 1000) and time.monotonic() - shown_at >= 0.5:
-                shown_at = time.monotonic()
+            if not failure and (answered or obs.now - act_at >= 1000) and (
+                    shown_at is None or session.now() - shown_at >= 500):
+                shown_at = session.now()
                 still = [d for d in await _read_shown(session, effect) or ()
                          if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)]
                 failure = "the page still shows %s" % _ui_label(still[0]) if still else None
@@ -5686,10 +5835,10 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
                 return final
         if remaining <= 0:
             break
-        step = min(0.15, remaining)
+        step = min(150.0, remaining)
         if res.get("retryAfterMs"):
-            step = min(step, max(0.025, res["retryAfterMs"] / 1000.0))
-        await session.wait_change(step)
+            step = min(step, max(25.0, res["retryAfterMs"]))
+        await session.wait_change(step / 1000.0)
     final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     final.timed_out = timeout_ms
     return final
@@ -7666,6 +7815,15 @@ def _until_arg(args: dict) -> dict:
     return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
 
 
+def _act_budget(timeout_ms: float, started: float, now: float) -> Tuple[float, float]:
+    """What an act's Observe gets of its `timeout_ms`, all on the daemon's clock (ms): (the wait left
+    at `now` of the act that started at `started`, the end of its budget: Observe's `settle_until`).
+    With a timeout, an act that used it all still gets 0.001 ms, so it is judged once and times out;
+    without one (0) the wait is 0: one look."""
+    remaining = max(0.001, timeout_ms - (now - started)) if timeout_ms > 0 else 0
+    return remaining, started + timeout_ms
+
+
 async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
     """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
     already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
@@ -7677,13 +7835,12 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict)
         already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
-    started = time.monotonic()
+    started = session.now()
     effect = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, effect)
-    # with a timeout, an act that used it all is still judged once and times out
-    remaining = max(0.001, timeout - (time.monotonic() - started) * 1000.0) if timeout > 0 else 0
+    remaining, settle_until = _act_budget(timeout, started, session.now())
     obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
-                         settle_until=started + timeout / 1000.0)
+                         settle_until=settle_until)
     obs.action, obs.act_at = args["action"], since
     return _answer(session, "act_and_wait", args, p, obs, anchor)
 
@@ -8809,7 +8966,7 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
         return
     if "name" in target:
         query["name"] = target["name"]
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    deadline = session.now() + timeout_ms
     while True:
         try:
             found = await session.command("query", query, timeout=2.0)
@@ -8817,7 +8974,7 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
             found = None
         if isinstance(found, dict) and (found.get("count") or 0) > 0:
             return
-        if time.monotonic() >= deadline:
+        if session.now() >= deadline:
             return
         await session.wait_change(0.05)
 
@@ -8919,7 +9076,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
     context when `fresh`), then every step in order.  The first step that is not `yes` stops
     the flow; the ones after it are `skipped`."""
-    started = time.monotonic()
+    started = hub.clock()
     start = _start_url(flow, url)
     steps_out: List[dict] = []
     if fresh:
@@ -8946,14 +9103,14 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
         if failed_at is not None:
             steps_out.append({"index": i, "step": label, "verified": "skipped"})
             continue
-        t0 = time.monotonic()
+        t0 = hub.clock()
         _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
         cursor = session.now()
         res = await _replay_step(hub, session, step, ctx, secrets_in, _secret_origin(step, flow, start))
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
                "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
-               "ms": round((time.monotonic() - t0) * 1000)}
+               "ms": round(hub.clock() - t0)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
         made = _writes_in(session.window(cursor), cursor)
@@ -8967,7 +9124,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             verdict = "unknown" if row["verified"] == "unknown" else "no"
         steps_out.append(row)
     out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
-           "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
+           "sessionId": session.id, "ms": round(hub.clock() - started)}
     writes: List[dict] = []
     for row in steps_out:
         writes.extend(w for w in row.get("writes", ()) if w not in writes)
@@ -11074,7 +11231,7 @@ class Hub:
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
         self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
-        self.clients: Dict[str, float] = {}
+        self.clients: Dict[str, float] = {}  # MCP session id -> when last heard (Hub.clock, ms)
         self.mcp_ready = True
         self.tasks: set = set()
         self.stop_event: Optional[asyncio.Event] = None
@@ -11123,9 +11280,9 @@ class Hub:
     def touch_client(self, session_id: str) -> None:
         """Note that an MCP client with this session id was just heard from; status counts clients heard
         in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
-        self.clients[session_id] = time.monotonic()
+        self.clients[session_id] = self.clock()
         if len(self.clients) > 1000:
-            horizon = time.monotonic() - 600
+            horizon = self.clock() - 600_000
             self.clients = {k: v for k, v in self.clients.items() if v > horizon}
 
     def default_session(self, args: dict, ctx: _CallContext) -> Optional[str]:
@@ -11148,7 +11305,7 @@ class Hub:
         try:
             session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
             budget = args.get("timeout_ms") if isinstance(args, dict) else None
-            token = _CALL_DEADLINE.set(time.monotonic() + budget / 1000.0 + 0.5 if isinstance(budget, int) and
+            token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
                                        not isinstance(budget, bool) and budget > 0 else None)
             try:
                 return _tool_result(await tool.handler(self, session, args, ctx))
@@ -11169,7 +11326,7 @@ class Hub:
     def status(self) -> dict:
         """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
         clients, devices and the server-truth counters."""
-        horizon = time.monotonic() - 600
+        horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
                "sessions": [_describe_session(s) for s in self.bridge.live()],
