@@ -1348,8 +1348,11 @@ class _EventStore:
         self.cap_count = cap_count
         self.cap_age_ms = cap_age_ms
         self.cap_bytes = cap_bytes
+        # the events, and beside them their sizes (a deque each, not one of pairs: a pair would be one more
+        # object per event to allocate, free and have the garbage collector walk)
         self._churn: collections.deque = collections.deque()
         self._kept: collections.deque = collections.deque()
+        self._sizes = {"churn": collections.deque(), "other": collections.deque()}
         self.bytes = 0
         self.seq = 0
         self.total = 0
@@ -1364,22 +1367,30 @@ class _EventStore:
         return len(self._churn) + len(self._kept)
 
     def add_batch(self, items: List[Tuple[dict, int]]) -> None:
-        """Store a frame's (event, size) pairs; the caller applies the caps once after: the frame path's add."""
+        """Store (event, size) pairs; the caller applies the caps once after (add_frame)."""
+        self.add_frame([item[0] for item in items], [item[1] for item in items])
+
+    def add_frame(self, events: List[dict], sizes: List[int]) -> None:
+        """Store a frame's events, each with its size; the caller applies the caps once after: the frame
+        path's add."""
         seq = self.seq
         churn_append, kept_append = self._churn.append, self._kept.append
+        churn_size, kept_size = self._sizes["churn"].append, self._sizes["other"].append
         memo = _CHURN_TYPES
-        total = 0
-        for item in items:
-            event = item[0]
+        for event, size in zip(events, sizes):
             seq += 1
             event["seq"] = seq
-            total += item[1]
             churn = memo.get(event["type"])
             if churn is None:
                 churn = _churn_memo(event["type"])
-            (churn_append if churn else kept_append)(item)
+            if churn:
+                churn_append(event)
+                churn_size(size)
+            else:
+                kept_append(event)
+                kept_size(size)
         self.total += seq - self.seq
-        self.bytes += total
+        self.bytes += sum(sizes)
         self.seq = seq
 
     def add(self, event: dict, size: int, trim: bool = True) -> None:
@@ -1387,7 +1398,9 @@ class _EventStore:
         self.seq += 1
         self.total += 1
         event["seq"] = self.seq
-        (self._churn if _is_churn(event["type"]) else self._kept).append((event, size))
+        which = "churn" if _is_churn(event["type"]) else "other"
+        (self._churn if which == "churn" else self._kept).append(event)
+        self._sizes[which].append(size)
         self.bytes += size
         if trim:
             self.trim(event["t"])
@@ -1419,20 +1432,19 @@ class _EventStore:
         self.sampled_upto = max(self.sampled_upto, t)
 
     def _evict(self, dq: collections.deque, which: str) -> None:
-        event, size = dq.popleft()
-        self.bytes -= size
+        event = dq.popleft()
+        self.bytes -= self._sizes[which].popleft()
         self.evicted[which] += 1
         self.evicted_upto[which] = max(self.evicted_upto[which], event["t"])
 
     def _evict_many(self, dq: collections.deque, which: str, count: int) -> None:
         """_evict `count` times over (count <= len(dq)), in one loop: a full buffer evicts a frame's worth."""
-        popleft = dq.popleft
+        popleft, size = dq.popleft, self._sizes[which].popleft
         freed = 0
         newest = self.evicted_upto[which]
         for _ in range(count):
-            event, size = popleft()
-            freed += size
-            t = event["t"]
+            t = popleft()["t"]
+            freed += size()
             if t > newest:
                 newest = t
         self.bytes -= freed
@@ -1444,7 +1456,7 @@ class _EventStore:
         horizon = now - self.cap_age_ms
         churn, kept = self._churn, self._kept
         for dq, which in ((churn, "churn"), (kept, "other")):
-            while dq and dq[0][0]["t"] < horizon:
+            while dq and dq[0]["t"] < horizon:
                 self._evict(dq, which)
         over = len(churn) + len(kept) - self.cap_count
         if over > 0 and churn:  # the count cap in bulk, churn first: what the loop below does one by one
@@ -1468,7 +1480,7 @@ class _EventStore:
               prefix: Optional[str] = None) -> List[dict]:
         out = []
         for dq in (self._kept, self._churn):
-            for event, _ in dq:
+            for event in dq:
                 t = event["t"]
                 if t < since or (until is not None and t > until):
                     continue
@@ -2153,8 +2165,9 @@ class _BrowserSession(_TabState):
         if now - self._window_start >= 1000.0:
             self._next_sampling_window(now, cap)
         dropped = 0
-        kept: List[Tuple[dict, int]] = []
-        keep, observed, high_set = kept.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
+        kept: List[dict] = []
+        sizes: List[int] = []
+        keep, keep_size, observed, high_set = kept.append, sizes.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
         confirm, health = isinstance(self.device, _Device), self.health  # a device's reports wait for the browser
         n_high, n_other = self._window_high, self._window_count
         last_doc: Any = None  # a frame's events mostly share their document: its checks run once
@@ -2169,8 +2182,7 @@ class _BrowserSession(_TabState):
             if etype.startswith("server."):  # only the app's authenticated middleware reports these
                 self.store.note_blind_spot("forged-server-event")
                 continue
-            # Ordinary events share `cap` per second; high-value ones (requests,
-            # errors, routes, signals...) have a reserve of their own.
+            # Ordinary events share `cap` per second; high-value ones (requests, errors, signals...) have their own.
             if etype in high_set:
                 n_high += 1
                 over = n_high > cap
@@ -2208,9 +2220,10 @@ class _BrowserSession(_TabState):
             if etype in observed or health.dialog_open is not None:  # from any other, _observe learns nothing
                 self._observe(event)
             value = _event_bytes(data)
-            keep((event, value if value >= size else size))
+            keep(event)
+            keep_size(value if value >= size else size)
         self._window_high, self._window_count = n_high, n_other
-        self.store.add_batch(kept)
+        self.store.add_frame(kept, sizes)
         self.store.trim(now)
         if dropped:
             self._window_sampled += dropped

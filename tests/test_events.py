@@ -105,7 +105,7 @@ def test_a_frame_stored_at_once_keeps_and_evicts_what_one_by_one_would():
         def trim(self, now):  # the caps applied one eviction at a time, as the frame path used to
             horizon = now - self.cap_age_ms
             for dq, which in ((self._churn, "churn"), (self._kept, "other")):
-                while dq and dq[0][0]["t"] < horizon:
+                while dq and dq[0]["t"] < horizon:
                     self._evict(dq, which)
             over = len(self) - self.cap_count
             while over > 0 or self.bytes > self.cap_bytes:
