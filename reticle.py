@@ -1352,7 +1352,7 @@ class _EventStore:
         # object per event to allocate, free and have the garbage collector walk)
         self._churn: collections.deque = collections.deque()
         self._kept: collections.deque = collections.deque()
-        self._sizes = {"churn": collections.deque(), "other": collections.deque()}
+        self._sizes: Dict[str, collections.deque] = {"churn": collections.deque(), "other": collections.deque()}
         self.bytes = 0
         self.seq = 0
         self.total = 0
