@@ -205,6 +205,7 @@ EVENT_CAP_BYTES = 8 * 1024 * 1024
 EVENTS_PER_SECOND_DEFAULT = 20_000         # per browser session, then sampling
 THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
+FLOW_MAX_STEPS = 100                       # steps in a flow file, and in reticle_flow_save's `steps`
 # Hardening limits (SECURITY.md lists them all, with the tests that pin them).
 MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
 FRAME_BYTES_PER_TAB_S = 1 << 20            # frame bytes one tab may have parsed per second; beyond, dropped unread
@@ -464,6 +465,20 @@ def _json_problem(value: Any) -> Optional[str]:
 def _short(value: Any, limit: int = 140) -> str:
     text = value if isinstance(value, str) else _dumps(value)
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+# One clock inside the daemon: milliseconds since it started, read from time.monotonic() (never the wall
+# clock, which jumps); Hub.clock reads it.  Every event's `t`, every cursor an answer gives (`since`, `until`)
+# and every time the bridge keeps of a tab (when it was last heard, its act marks, when it left, a held report's
+# deadline, when a new document's first events are due) is on it, so a session and its parts compare times
+# without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts, and the
+# budgets the waits of Observe and the tools measure from a tool call's `timeout_ms` (_CALL_DEADLINE and those
+# budgets are time.monotonic() seconds; what they hand a session is a timeout, never a reading of their clock).
+# The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
+# with itself (_ActMarks).
+def _clock_ms(t0: float) -> float:
+    """Now on the daemon's clock whose zero is the monotonic `t0` (Hub.clock), in ms to the microsecond."""
+    return round((time.monotonic() - t0) * 1000.0, 3)
 
 
 def _wall_iso(ts: Optional[float] = None) -> str:
@@ -1517,31 +1532,327 @@ class _TabGone(ToolError):
     code = "tab_gone"
 
 
-class _BrowserSession:
-    """One connected tab: its socket, ring buffer, pending commands, health."""
+def _command_result(reply: dict) -> Any:
+    """A page's reply to a command -> its result; a refusal is a ToolError with the page's code when it is
+    a known one (_PAGE_ERROR_CODES), else "page_refused"."""
+    if not reply.get("ok"):
+        error = str(reply.get("error") or "the page refused the command")[:4096]
+        code = reply.get("code") if reply.get("code") in _PAGE_ERROR_CODES else "page_refused"
+        raise ToolError(error, str(reply.get("recovery") or ""), code=code)
+    return reply.get("result")
 
-    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
-        """A tab as the daemon knows it, from its hello: the socket, the event store, pending commands,
-        act marks, sampling windows, held reports and the document it is on."""
-        self.bridge = bridge
-        self.handler: Optional[_BridgeHandler] = handler
-        self.id = hello["sessionId"]
-        self.generation = 0
-        self.connected_at = bridge.clock()
-        self.first_connected_at = self.connected_at
-        self.reconnects = 0
-        self.store = _EventStore(bridge.clock)
-        self.pending: Dict[str, asyncio.Future] = {}
-        self._next_cmd = 0
+
+# -- the parts of a tab: each keeps one kind of state, on the daemon's clock (_clock_ms) ------------
+
+class _TabHealth:
+    """How a tab is doing as far as the daemon can tell: hidden or focused (its page.health events),
+    a dialog open in a person's tab, the dialogs a device answered, and the last command the page
+    did not answer.  Whether it answers is a question of these and of how long it has been silent,
+    which the tab passes in (`silent_ms`)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.hidden = False
+        self.focused = True
+        self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
+        self.dialog_open: Optional[dict] = None  # a dialog the SDK saw open in a person's tab (no device answers it)
+        self.unanswered: Optional[Tuple[float, str]] = None  # (when, command) the page last failed to answer
+
+    def throttled(self, silent_ms: int) -> bool:
+        return (self.hidden or silent_ms > THROTTLED_AFTER_MS) and self.not_answering(silent_ms) is None
+
+    def not_answering(self, silent_ms: int) -> Optional[str]:
+        """Why the page does not answer commands (a dialog open, the main thread busy), or None while
+        it answers (as far as anyone knows: the last command was answered)."""
+        if self.dialog_open is not None:
+            d = self.dialog_open
+            return ("a %s dialog (%s) is open in the tab; the page is blocked until the person closes it"
+                    % (d["dialogType"], _short(d.get("message") or "", 80) or "no text"))
+        if self.unanswered is None:
+            return None
+        when, name = self.unanswered
+        if not self.hidden and silent_ms > DIALOG_SILENT_MS:
+            return ("the page's main thread is busy or blocked: '%s' got no answer %d ms ago and nothing was heard "
+                    "from the page for %d ms" % (name, self._clock() - when, silent_ms))
+        return "the page did not answer '%s' (%d ms ago)" % (name, self._clock() - when)
+
+    def new_document(self) -> None:
+        """A new document answers for itself: no command it failed, no dialog open in it."""
+        self.unanswered = self.dialog_open = None
+
+    def page_dialog(self, data: dict, t: float) -> Optional[str]:
+        """The SDK saw the page open (or close) alert/confirm/prompt or a beforeunload prompt in a
+        person's tab -> the type of a dialog that just opened (commands waiting on the page then
+        fail: it cannot answer), else None."""
+        kind = str(data.get("dialogType") or "")
+        if kind not in ("alert", "confirm", "prompt", "beforeunload"):
+            return None
+        if data.get("phase") == "closed":
+            self.dialog_open = None
+            return None
+        record = {"dialogType": kind, "message": _short(str(data.get("message") or ""), 300),
+                  "handled": "left open for the person (Reticle cannot close a dialog in your tab)"}
+        self.dialog_open = record
+        self.dialogs.append((t, record))
+        return kind
+
+    def dialogs_since(self, since: Any) -> List[dict]:
+        """The dialogs seen from the cursor `since` on (none when `since` is not a cursor)."""
+        return [d for t, d in self.dialogs if isinstance(since, (int, float)) and t >= since]
+
+
+class _OpenRequests:
+    """The requests a tab's page has open (a net.pending its net.request has not answered yet), among
+    them the documents on their way to the tab (a form post or link the page announced, a load its
+    device's browser started): at most 1000, each with `startedAt` on the daemon's clock."""
+
+    def __init__(self) -> None:
+        self._open: Dict[str, dict] = {}
+
+    def all(self) -> List[dict]:
+        return list(self._open.values())
+
+    def since(self, t: float) -> List[dict]:
+        """Requests still open that started at or after `t` (each with `startedAt`)."""
+        return [d for d in self._open.values() if d.get("startedAt", 0) >= t]
+
+    def document_since(self, t: float) -> bool:
+        """Is a document request that started at or after `t` still open (a page on its way)?"""
+        return any(d.get("initiator") == "document" and d.get("startedAt", 0) >= t for d in self._open.values())
+
+    def started(self, event: dict, data: dict) -> None:
+        """A net.pending: the request is open until its net.request answers it."""
+        if len(self._open) < 1000:
+            key = _request_key(event)
+            self._open[key] = dict(data, startedAt=event["t"], _key=key)
+
+    def answered(self, event: dict) -> None:
+        self._open.pop(_request_key(event), None)
+
+    def document_on_its_way(self, rid: str, method: str, url: str, now: float) -> bool:
+        """A device's browser started loading a document (its navigation `rid`): open as the SDK records a
+        form submission it announces.  False when 1000 are open already (it is not recorded)."""
+        if len(self._open) >= 1000:
+            return False
+        key = "browser:" + rid
+        self._open[key] = {"requestId": key, "method": method, "methodKnown": True, "url": url, "urlKnown": True,
+                           "initiator": "document", "cause": "browser", "startedAt": now, "_key": key}
+        return True
+
+    def document_not_coming(self, rid: Optional[str]) -> None:
+        """The browser's navigation `rid` (every one, with None) brought no document after all (a
+        download, a 204, a failure).  Once the browser loads no document in the tab, the page's own
+        announcements of one (a form post answered by a download) are over too: none will arrive."""
+        for key in [k for k, d in self._open.items() if d.get("cause") == "browser" and (
+                rid is None or k == "browser:" + rid)]:
+            self._open.pop(key, None)
+        if not any(d.get("cause") == "browser" for d in self._open.values()):
+            for key in [k for k, d in self._open.items() if d.get("initiator") == "document"]:
+                self._open.pop(key, None)
+
+    def clear(self) -> None:
+        """A new document: the old one's requests can no longer answer."""
+        self._open.clear()
+
+
+class _ActMarks:
+    """The cursors a tab's windows start from: its last act and its last navigation (the floor), and,
+    per act, when it ran on the page's own clock.  Events are stamped when they reach the daemon;
+    under a backlog an event the page produced before the act can arrive after the act's cursor, and
+    a window that starts at an act drops such events by their page time (`pt`, compared only with
+    the page's own clock, on the same document)."""
+
+    def __init__(self) -> None:
         self.last_act: Optional[float] = None
         self.last_act_action: Optional[str] = None
         self.last_nav: Optional[float] = None
-        self.left_at: Optional[float] = None       # when the last socket went away (monotonic)
-        self._open: Dict[str, dict] = {}
-        self.act_marks: Dict[float, Tuple[str, float]] = {}
-        self.hidden = False
-        self.focused = True
-        self.snapshots: Dict[Tuple[Optional[str], str], Tuple[str, List[str]]] = {}
+        self._page: Dict[float, Tuple[str, float]] = {}  # act cursor -> (documentId, page time it ran at)
+
+    def act(self, now: float, action: Optional[str]) -> float:
+        self.last_act = now
+        self.last_act_action = action
+        return now
+
+    def navigation(self, now: float) -> float:
+        self.last_nav = now
+        return now
+
+    def floor(self) -> float:
+        """Events count from the last act or navigation on."""
+        marks = [m for m in (self.last_act, self.last_nav) if m is not None]
+        return max(marks) if marks else 0.0
+
+    def note_page_time(self, since: float, result: Any) -> None:
+        """Remember when, on the page's own clock, the act at `since` ran (the `pt` and `documentId`
+        of its command's result)."""
+        if isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) and result.get("documentId"):
+            self._page[since] = (str(result["documentId"]), float(result["pt"]))
+            # kept as long as known() looks back (BACKGROUND_MS): an act's request whose mark was
+            # dropped would read as unprompted, a repeated save as a timer's poll (outside the horizon)
+            while len(self._page) > 32 and (len(self._page) > 4096 or
+                                            next(iter(self._page)) < since - BACKGROUND_MS - 2000):
+                del self._page[next(iter(self._page))]
+
+    def page_time(self, since: float) -> Optional[Tuple[str, float]]:
+        """(documentId, page time) of the act at cursor `since`, or None when `since` is no act's."""
+        return self._page.get(since)
+
+    def acts(self) -> List[float]:
+        """The cursors of the acts remembered, oldest first."""
+        return sorted(self._page)
+
+
+class _PendingCommands:
+    """The commands sent to a tab that still wait for its answer: a future each, under the id the
+    page's reply echoes (c1, c2, ...)."""
+
+    def __init__(self) -> None:
+        self._futures: Dict[str, asyncio.Future] = {}
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self._futures)
+
+    def open(self) -> Tuple[str, asyncio.Future]:
+        """A new command id and the future its reply resolves."""
+        self._next += 1
+        cid = "c%d" % self._next
+        fut = asyncio.get_running_loop().create_future()
+        self._futures[cid] = fut
+        return cid, fut
+
+    def close(self, cid: str) -> None:
+        self._futures.pop(cid, None)
+
+    def resolve(self, msg: dict) -> None:
+        """The page's reply to a command: its future gets the message (a late or unknown id is ignored)."""
+        fut = self._futures.get(str(msg.get("id")))
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+
+    def fail(self, error: Callable[[], Exception]) -> None:
+        """Every command still waiting fails with an `error()` of its own, and none waits any more."""
+        for fut in list(self._futures.values()):
+            if not fut.done():
+                fut.set_exception(error())
+        self._futures.clear()
+
+
+class _HeldReports:
+    """In a device, the requests the page reported that the browser has not confirmed yet (see
+    _BrowserSession._must_confirm), in the page's order, each with its deadline on the daemon's clock
+    (NET_CONFIRM_S after it came).  One the browser confirms is admitted (`admit`, which stores it);
+    one it never confirms is refused: kept as `net.unmade` and counted as the blind spot
+    `request-not-made`, which the verdict names under integrity."""
+
+    def __init__(self, clock: Callable[[], float], store: _EventStore, tab_id: str,
+                 made: Callable[[dict], bool], admit: Callable[[dict, int], None], wake: Callable[[], None]) -> None:
+        self._clock = clock
+        self._store = store
+        self._tab_id = tab_id
+        self._made = made          # did the browser make the request this report's data names?
+        self._admit = admit
+        self._wake = wake
+        self.items: List[Tuple[float, dict, int]] = []  # (deadline, event, size)
+        self._timer: Any = None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def hold(self, event: dict, size: int) -> None:
+        if len(self.items) >= 2000:
+            self._refuse(self.items.pop(0))
+        self.items.append((self._clock() + NET_CONFIRM_S * 1000.0, event, size))
+        if self._timer is None:
+            self._timer = tornado.ioloop.IOLoop.current().call_later(NET_CONFIRM_S, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self.release(confirmed_only=False)
+        if self.items:
+            self._timer = tornado.ioloop.IOLoop.current().call_later(
+                max(0.01, (self.items[0][0] - self._clock()) / 1000.0), self._due)
+
+    def release(self, confirmed_only: bool) -> None:
+        """Let held reports through in the page's order: each the browser confirms now is admitted; one
+        past its deadline that it never confirmed is refused (unless `confirmed_only`).  A report
+        still waiting stops the ones after it.  Whoever waits for the tab's events is woken."""
+        now = self._clock()
+        while self.items:
+            deadline, event, size = self.items[0]
+            if self._made(event["data"]):
+                self.items.pop(0)
+                self._admit(event, size)
+            elif not confirmed_only and now >= deadline:
+                self._refuse(self.items.pop(0))
+            else:
+                break
+        self._wake()
+
+    def _refuse(self, item: Tuple[float, dict, int]) -> None:
+        """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
+        counted as the blind spot `request-not-made`."""
+        _, event, size = item
+        data = event["data"]
+        event["type"] = "net.unmade"
+        event["t"] = self._clock()
+        self._store.add(event, size)
+        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(data.get("url")), data.get("status"))
+        self._store.add({"t": self._clock(), "type": "blind-spot", "data": {
+            "reason": "request-not-made", "count": 1,
+            "detail": "the page reported %s, which the browser never made" % _short(label, 200)}}, 64)
+        self._store.note_blind_spot("request-not-made", 1, label)
+        _emit(_bridge_log, logging.WARNING, "request_not_made", sessionId=self._tab_id, request=_short(label, 200))
+
+
+class _SnapshotCache:
+    """The last snapshot of each (scope, mode) of a tab, as lines without focus and with the route it
+    was taken on, for the next one's diff (_snapshot_answer); a navigation forgets them all."""
+
+    def __init__(self) -> None:
+        self._last: Dict[Tuple[Optional[str], str], Tuple[str, List[str]]] = {}
+
+    def remember(self, scope: Optional[str], mode: str,
+                 result: dict) -> Tuple[Optional[Tuple[str, List[str]]], Tuple[str, List[str]]]:
+        """Keep the page's snapshot `result` as the last of its (scope, mode) -> (the one it replaces, or
+        None, and this one), each as (route, lines)."""
+        tree = str(result.get("tree", ""))
+        route = str((result.get("status") or {}).get("route", ""))
+        lines = [re.sub(r" \[focused\]|,focused|focused,", "", ln) for ln in tree.splitlines()]
+        key = (scope, mode)
+        prev = self._last.get(key)
+        self._last[key] = (route, lines)
+        return prev, (route, lines)
+
+    def clear(self) -> None:
+        self._last.clear()
+
+
+class _TabState:
+    """What the daemon knows of one tab, whichever socket carries it: its identity, the document it is
+    on and one on its way, its health, act marks, open requests and snapshots (each a part of its
+    own, above), and what the verdict rules read of it (now, window, known, floor).  _BrowserSession
+    is the tab itself: this state plus its traffic (the frames it sends, the commands it is sent)."""
+
+    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+        """A tab as the daemon knows it, from its hello: the socket, the event store and the parts,
+        the sampling windows of its frames, and the document it is on."""
+        self.bridge = bridge
+        self.clock: Callable[[], float] = bridge.clock  # the daemon's one clock (_clock_ms)
+        self.handler: Optional[_BridgeHandler] = handler
+        self.id = hello["sessionId"]
+        self.generation = 0
+        self.connected_at = self.clock()
+        self.first_connected_at = self.connected_at
+        self.reconnects = 0
+        self.store = _EventStore(self.clock)
+        self.pending = _PendingCommands()
+        self.marks = _ActMarks()
+        self.requests = _OpenRequests()
+        self.health = _TabHealth(self.clock)
+        self.snapshots = _SnapshotCache()
+        self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
+        # the frame path's sampling and pacing (_BrowserSession.ingest, frame_pause), on the daemon's clock
         self._window_start = 0.0
         self._window_count = 0
         self._window_high = 0
@@ -1550,11 +1861,6 @@ class _BrowserSession:
         self.paused_ms = 0.0           # how long the bridge stopped reading this tab (frame_pause)
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
-        self.held: List[Tuple[float, dict, int]] = []  # (deadline, event, size): reports the browser must confirm
-        self.dialogs: collections.deque = collections.deque(maxlen=16)  # (t, record) of dialogs a device answered
-        self.dialog_open: Optional[dict] = None  # a dialog the SDK saw open in a person's tab (no device answers it)
-        self.unanswered: Optional[Tuple[float, str]] = None  # (when, command) the page last failed to answer
-        self._held_timer: Any = None
         self.document_id = str(hello.get("documentId") or "")[:64]
         # (documentId, until): a hello whose events are still on the way
         self.arriving: Optional[Tuple[str, float]] = None
@@ -1569,142 +1875,58 @@ class _BrowserSession:
         self.adapters = [str(a)[:128] for a in adapters[:32]]
         self.sdk_version = str(hello.get("sdkVersion", ""))[:64]
         self.has_capabilities = bool(hello.get("hasCapabilities"))
-        self.last_seen = self.bridge.clock()
+        self.last_seen = self.clock()
 
     # -- health -------------------------------------------------------------
     def last_seen_ms(self) -> int:
-        return int(self.bridge.clock() - self.last_seen)
+        return int(self.clock() - self.last_seen)
 
     def throttled(self) -> bool:
-        return (self.hidden or self.last_seen_ms() > THROTTLED_AFTER_MS) and self.not_answering() is None
+        return self.health.throttled(self.last_seen_ms())
 
     def not_answering(self) -> Optional[str]:
-        """Why the page does not answer commands (a dialog open, the main thread busy), or None while
-        it answers (as far as anyone knows: the last command was answered)."""
-        if self.dialog_open is not None:
-            d = self.dialog_open
-            return ("a %s dialog (%s) is open in the tab; the page is blocked until the person closes it"
-                    % (d["dialogType"], _short(d.get("message") or "", 80) or "no text"))
-        if self.unanswered is None:
-            return None
-        when, name = self.unanswered
-        if not self.hidden and self.last_seen_ms() > DIALOG_SILENT_MS:
-            return ("the page's main thread is busy or blocked: '%s' got no answer %d ms ago and nothing was heard "
-                    "from the page for %d ms" % (name, self.bridge.clock() - when, self.last_seen_ms()))
-        return "the page did not answer '%s' (%d ms ago)" % (name, self.bridge.clock() - when)
-
-    def describe(self) -> dict:
-        """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
-        any version skew, and whether it answers commands, with what to do when it does not or when
-        it is throttled."""
-        out = {"sessionId": self.id, "url": self.url, "adapters": self.adapters,
-               "hasCapabilities": self.has_capabilities, "lastSeenMs": self.last_seen_ms(),
-               "hidden": self.hidden, "focused": self.focused, "throttled": self.throttled(),
-               "attachment": {"connectedSinceMs": int(self.bridge.clock() - self.connected_at),
-                              "reconnects": self.reconnects},
-               "sdkVersion": self.sdk_version, "buffer": self.store.stats()}
-        if self.title:
-            out["title"] = self.title
-        if self.server_seen:
-            out["serverRecords"] = self.server_seen  # the app's middleware reports this tab's requests
-        if self.device is not None:
-            out["device"] = {"deviceId": self.device.id, "input": "cdp", "headed": self.device.headed}
-        if self.sdk_version and self.sdk_version != __version__:
-            out["versionSkew"] = {"sdk": self.sdk_version, "daemon": __version__}
-        stuck = self.not_answering()
-        out["answering"] = stuck is None
-        if stuck is not None:
-            out["notAnswering"] = stuck
-            out["recommendation"] = ("close the dialog in the browser (only the person can)" if self.dialog_open
-                                     else "reticle_navigate {reload: true} (in a device it stops the page's "
-                                          "script first)" if self.device is not None else
-                                     "reload the page in the browser, or end what blocks it")
-        elif self.throttled():
-            out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
-                                     "bring it to the front or pass refuseWhenThrottled")
-        return out
+        """Why the page does not answer commands, or None (_TabHealth.not_answering)."""
+        return self.health.not_answering(self.last_seen_ms())
 
     def refuse_if_throttled(self, refuse: Optional[bool]) -> None:
         if refuse and self.throttled():
             raise ToolError("the tab is throttled (hidden, or silent for %d ms); nothing was driven."
                             % self.last_seen_ms(), "bring the tab to the front and retry")
 
-    def splice_health(self, out: dict) -> dict:
-        stuck = self.not_answering()
-        if stuck is not None:
-            out["session"] = {"lastSeenMs": self.last_seen_ms(), "answering": False, "notAnswering": stuck}
-            out["warning"] = "the tab does not answer: %s" % stuck
-        elif self.throttled():
-            out["session"] = {"lastSeenMs": self.last_seen_ms(), "throttled": True, "focused": self.focused}
-            out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
-        since = out.get("since")
-        seen = [d for t, d in self.dialogs if isinstance(since, (int, float)) and t >= since]
-        if seen:
-            out["dialogs"] = seen
-            said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
-                                                          d["handled"]) for d in seen[:3])
-            out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
-                ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
-                else "")
-        return out
-
-    def _page_dialog(self, data: dict, t: float) -> None:
-        """The SDK saw the page open (or close) alert/confirm/prompt, or a beforeunload prompt, in a
-        person's tab: while open, commands fail fast and waiting ones are failed (the page cannot answer).
-        In a device the device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
-        if self.device is not None:
-            return
-        kind = str(data.get("dialogType") or "")
-        if kind not in ("alert", "confirm", "prompt", "beforeunload"):
-            return
-        if data.get("phase") == "closed":
-            self.dialog_open = None
-            return
-        record = {"dialogType": kind, "message": _short(str(data.get("message") or ""), 300),
-                  "handled": "left open for the person (Reticle cannot close a dialog in your tab)"}
-        self.dialog_open = record
-        self.dialogs.append((t, record))
-        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
-        why = self.not_answering() or "a dialog is open"
-        for fut in list(self.pending.values()):
-            if not fut.done():
-                fut.set_exception(ToolError(why + "; whether the command finished is not known",
-                                            "ask the person to close the dialog in the browser, then check",
-                                            code="dialog_open"))
-
     def note_dialog(self, record: dict) -> None:
-        """A dialog the device answered: kept for the answers (splice_health) and as an event."""
-        now = self.bridge.clock()
-        self.dialogs.append((now, record))
+        """A dialog the device answered: kept for the answers (_with_health) and as an event."""
+        now = self.clock()
+        self.health.dialogs.append((now, record))
         self.store.add({"t": now, "type": "dialog", "data": dict(record)}, 256)
         self._wake()
 
-    def splice_buffer(self, out: dict, since: float) -> dict:
-        loss = self.store.loss_since(since)
-        if loss:
-            why = []
-            if loss.get("evicted") or loss.get("evictedChurn"):
-                why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
-                            % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
-            if loss.get("sampled"):
-                why.append("the page's flood was sampled")
-            loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
-            out["buffer"] = loss
-        return out
+    def _page_dialog(self, data: dict, t: float) -> None:
+        """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
+        commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
+        device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
+        if self.device is not None:
+            return
+        kind = self.health.page_dialog(data, t)
+        if kind is None:
+            return
+        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
+        why = self.not_answering() or "a dialog is open"
+        self.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
+                                            "ask the person to close the dialog in the browser, then check",
+                                            code="dialog_open"))
 
-    # -- what the verdict rules read -----------------------------------------
+    # -- documents ------------------------------------------------------------
     def now(self) -> float:
-        return self.bridge.clock()
+        return self.clock()
 
     def open_since(self, t: float) -> List[dict]:
         """Requests still open that started at or after `t` (each with `startedAt`)."""
-        return [d for d in self._open.values() if d.get("startedAt", 0) >= t]
+        return self.requests.since(t)
 
     def navigating(self) -> bool:
         """The page is leaving its document: it reported a navigation (a form post, a link) whose
         next document has not connected yet.  Judging the page now would judge the one going away."""
-        horizon = self.now() - NAV_WAIT_S * 1000.0
-        return any(d.get("initiator") == "document" and d.get("startedAt", 0) >= horizon for d in self._open.values())
+        return self.requests.document_since(self.now() - NAV_WAIT_S * 1000.0)
 
     def arrived(self, hello: dict) -> None:
         """A hello on a live session.  From a new document, its first events (the request that
@@ -1717,21 +1939,30 @@ class _BrowserSession:
         self.document_id = doc or self.document_id
 
     def between_documents(self) -> bool:
+        """Is the tab between two documents: gone from its socket, a new document's first events still
+        on their way, or a navigation on its way?  A question only: call expire_arrival() first."""
+        return self.handler is None or self.arriving is not None or self.navigating()
+
+    def expire_arrival(self) -> None:
+        """A new document whose first events did not come within ARRIVAL_WAIT_MS is no longer waited
+        for, and the window says so (a blind spot), so a verdict that needed the request that brought
+        it is unknown, not a false no."""
         if self.arriving is not None and self.now() >= self.arriving[1]:
-            # the new page connected but never reported the request that brought it: say so in
-            # the window, so a verdict that needed that request is unknown, not a false no
             self.store.add({"t": self.now(), "type": "blind-spot", "data": {
                 "kind": "arrival-unseen", "reason": "arrival-unseen", "count": 1, "documentId": self.arriving[0],
                 "detail": "the new page said hello but sent nothing within %d ms" % ARRIVAL_WAIT_MS}}, 128)
             self.arriving = None
-        return self.handler is None or self.arriving is not None or self.navigating()
 
-    async def next_document(self, deadline: float) -> bool:
-        """Wait (until the monotonic `deadline`) for the tab's next document to connect.
+    async def next_document(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the tab's next document to connect.
         False when the tab closed, crashed, or its next document never came."""
         _progress_note("waiting for the next document of tab %s to connect" % self.id)
-        while self.between_documents():
-            left = deadline - time.monotonic()
+        until = self.now() + timeout * 1000.0
+        while True:
+            self.expire_arrival()
+            if not self.between_documents():
+                return True
+            left = (until - self.now()) / 1000.0
             if left <= 0:
                 return False
             if self.handler is None:
@@ -1739,35 +1970,21 @@ class _BrowserSession:
                     return False
             else:
                 await self.wait_change(min(0.05, left))
-        return True
 
     def document_on_its_way(self, rid: str, method: str, url: str) -> None:
         """A device's browser started loading a new document in this tab (_Device._on_document):
         recorded as the SDK records a form submission it announces, an open document request, so
         the tab is between documents (navigating) until the next document connects."""
-        if len(self._open) >= 1000:
-            return
-        key = "browser:" + rid
-        self._open[key] = {"requestId": key, "method": method, "methodKnown": True, "url": url, "urlKnown": True,
-                           "initiator": "document", "cause": "browser", "startedAt": self.now(), "_key": key}
-        self._wake()
+        if self.requests.document_on_its_way(rid, method, url, self.now()):
+            self._wake()
 
     def document_not_coming(self, rid: Optional[str]) -> None:
-        """The browser's navigation `rid` (every one, with None) brought no document after all (a
-        download, a 204, a failure).  Once the browser loads no document in the tab, the page's own
-        announcements of one (a form post answered by a download) are over too: none will arrive."""
-        for key in [k for k, d in self._open.items() if d.get("cause") == "browser" and (
-                rid is None or k == "browser:" + rid)]:
-            self._open.pop(key, None)
-        if not any(d.get("cause") == "browser" for d in self._open.values()):
-            for key in [k for k, d in self._open.items() if d.get("initiator") == "document"]:
-                self._open.pop(key, None)
+        """The browser's navigation `rid` (every one, with None) brought no document after all
+        (_OpenRequests.document_not_coming)."""
+        self.requests.document_not_coming(rid)
         self._wake()
 
-    def clear_open_requests(self) -> None:
-        """A new document: the old one's requests can no longer answer."""
-        self._open.clear()
-
+    # -- what the verdict rules read -----------------------------------------
     def known(self, floor: float) -> "_Known":
         parts = urllib.parse.urlsplit(self.url)
         origin = "%s://%s" % (parts.scheme, parts.netloc) if parts.scheme and parts.netloc else ""
@@ -1776,53 +1993,85 @@ class _BrowserSession:
         writes = {_call_label(e["data"]) for e in before if _is_write(e["data"])}
         background = tuple(sorted(label for label, n in seen.items() if n >= 2 or label in writes))
         # a timer's requests: made twice or more before, each on its own (not within 2 s after an act)
-        acts = sorted(self.act_marks)
+        acts = self.marks.acts()
         unprompted = collections.Counter(_call_label(e["data"]) for e in before if not any(
             0 <= e["t"] - a <= 2000 for a in acts))
-        known = _Known(list(self._open.values()), self.store.blind_spot_counts(), self.store.loss_since(floor),
+        known = _Known(self.requests.all(), self.store.blind_spot_counts(), self.store.loss_since(floor),
                        origin, background, self.store.page_blind_spots(), self.server_seen,
                        polled=tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
         known.stuck = self.not_answering() or ""
         return known
 
     # -- cursors --------------------------------------------------------------
+    @property
+    def last_act(self) -> Optional[float]:
+        """The cursor of the tab's last act, or None (_ActMarks)."""
+        return self.marks.last_act
+
     def mark_act(self, action: Optional[str]) -> float:
-        self.last_act = self.bridge.clock()
-        self.last_act_action = action
-        return self.last_act
+        return self.marks.act(self.clock(), action)
 
     def note_act_page_time(self, since: float, result: Any) -> None:
-        """Remember when, on the page's own clock, the act at `since` ran.
-
-        Events are stamped when they reach the daemon; under a backlog an event
-        the page produced before the act can arrive after `since`.  Windows
-        that start at an act drop such events by their page time."""
-        if isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) and result.get("documentId"):
-            self.act_marks[since] = (str(result["documentId"]), float(result["pt"]))
-            # kept as long as known() looks back (BACKGROUND_MS): an act's request whose mark was
-            # dropped would read as unprompted, a repeated save as a timer's poll (outside the horizon)
-            while len(self.act_marks) > 32 and (len(self.act_marks) > 4096 or
-                                                next(iter(self.act_marks)) < since - BACKGROUND_MS - 2000):
-                del self.act_marks[next(iter(self.act_marks))]
+        self.marks.note_page_time(since, result)
 
     def window(self, since: float, until: Optional[float] = None, prefix: Optional[str] = None) -> List[dict]:
         """Events from `since` on; when `since` is an act, none the page made before it."""
         events = self.store.query(since, until, prefix)
-        mark = self.act_marks.get(since)
+        mark = self.marks.page_time(since)
         if mark is None:
             return events
         doc, pt = mark
         return [e for e in events if e.get("doc") != doc or "pt" not in e or e["pt"] >= pt]
 
     def mark_navigation(self) -> float:
-        self.last_nav = self.bridge.clock()
         self.snapshots.clear()
-        return self.last_nav
+        return self.marks.navigation(self.clock())
 
     def floor(self) -> float:
         """Events count from the last act or navigation on."""
-        marks = [m for m in (self.last_act, self.last_nav) if m is not None]
-        return max(marks) if marks else 0.0
+        return self.marks.floor()
+
+    # -- what the page answers ------------------------------------------------
+    def resolve_command(self, msg: dict) -> None:
+        self.health.unanswered = None  # the page answers again
+        self.pending.resolve(msg)
+
+    def fail_pending(self, why: str) -> None:
+        self.pending.fail(lambda: _TabGone(why, "call reticle_sessions and retry on the live tab"))
+
+    def add_server_record(self, rec: dict) -> None:
+        """What the app's server did for one of this tab's requests (Server truth section)."""
+        self.server_seen += 1
+        self.store.add({"t": self.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
+        self._wake()
+
+    # -- waking ---------------------------------------------------------------
+    def _wake(self) -> None:
+        """Wake whoever waits for this tab's next event (wait_change)."""
+        changed = self._changed
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    async def wait_change(self, timeout: float) -> None:
+        """Sleep until the next event arrives or `timeout` seconds pass."""
+        if timeout <= 0:
+            return
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+
+class _BrowserSession(_TabState):
+    """One connected tab: the state _TabState keeps, and its traffic: the frames of events its page
+    sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
+    the tab) and the commands the daemon sends it (command; the page's replies resolve them)."""
+
+    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+        super().__init__(bridge, handler, hello)
+        self.held = _HeldReports(self.clock, self.store, self.id, self._browser_made, self._admit, self._wake)
 
     # -- events ---------------------------------------------------------------
     def ingest(self, events: List[Any], frame_bytes: int) -> None:
@@ -1938,57 +2187,22 @@ class _BrowserSession:
         return not self.device.made_request(event["data"]) or bool(self.held)  # keep the page's order
 
     def _hold(self, event: dict, size: int) -> None:
-        if len(self.held) >= 2000:
-            self._refuse_held(self.held.pop(0))
-        self.held.append((time.monotonic() + NET_CONFIRM_S, event, size))
-        if self._held_timer is None:
-            self._held_timer = tornado.ioloop.IOLoop.current().call_later(NET_CONFIRM_S, self._held_due)
-
-    def _held_due(self) -> None:
-        self._held_timer = None
-        self.admit_held(confirmed_only=False)
-        if self.held:
-            self._held_timer = tornado.ioloop.IOLoop.current().call_later(
-                max(0.01, self.held[0][0] - time.monotonic()), self._held_due)
+        self.held.hold(event, size)
 
     def admit_held(self, confirmed_only: bool) -> None:
-        """Let held reports through in the page's order: each the browser confirms now becomes
-        a net.request; one past its deadline that it never confirmed is refused (_refuse_held).
-        A report still waiting stops the ones after it."""
-        now = time.monotonic()
-        while self.held:
-            deadline, event, size = self.held[0]
-            if isinstance(self.device, _Device) and self.device.made_request(event["data"]):
-                self.held.pop(0)
-                event["t"] = self.bridge.clock()
-                self._observe(event)
-                self.store.add(event, size)
-            elif not confirmed_only and now >= deadline:
-                self._refuse_held(self.held.pop(0))
-            else:
-                break
-        self._wake()
+        """Let held reports through in the page's order (_HeldReports.release)."""
+        self.held.release(confirmed_only)
 
-    def _refuse_held(self, item: Tuple[float, dict, int]) -> None:
-        """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
-        counted as the blind spot `request-not-made`, which the verdict names under integrity."""
-        _, event, size = item
-        data = event["data"]
-        event["type"] = "net.unmade"
-        event["t"] = self.bridge.clock()
+    # -- what a kept event teaches the tab ------------------------------------
+    def _browser_made(self, data: dict) -> bool:
+        """Did the tab's device's browser make the request a page report names?"""
+        return isinstance(self.device, _Device) and self.device.made_request(data)
+
+    def _admit(self, event: dict, size: int) -> None:
+        """A held report the browser confirmed joins the store as of now (_HeldReports.release)."""
+        event["t"] = self.clock()
+        self._observe(event)
         self.store.add(event, size)
-        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(data.get("url")), data.get("status"))
-        self.store.add({"t": self.bridge.clock(), "type": "blind-spot", "data": {
-            "reason": "request-not-made", "count": 1,
-            "detail": "the page reported %s, which the browser never made" % _short(label, 200)}}, 64)
-        self.store.note_blind_spot("request-not-made", 1, label)
-        _emit(_bridge_log, logging.WARNING, "request_not_made", sessionId=self.id, request=_short(label, 200))
-
-    def _wake(self) -> None:
-        """Wake whoever waits for this tab's next event (wait_change)."""
-        changed = self._changed
-        if changed is not None and not changed.done():
-            changed.set_result(None)
 
     def _observe(self, event: dict) -> None:
         """What the session learns from one kept event beyond storing it: open requests (pending until
@@ -1996,18 +2210,17 @@ class _BrowserSession:
         its URL after a route change, and the page's own blind spots."""
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
+        health = self.health
         if etype == "page.dialog":
             self._page_dialog(data, event["t"])
-        elif self.dialog_open is not None:
-            self.dialog_open = None  # the page runs again, so its dialog closed
+        elif health.dialog_open is not None:
+            health.dialog_open = None  # the page runs again, so its dialog closed
         if etype in ("net.request", "net.pending", "net.ws"):
             self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
-            if len(self._open) < 1000:
-                key = _request_key(event)
-                self._open[key] = dict(data, startedAt=event["t"], _key=key)
+            self.requests.started(event, data)
         elif etype == "net.request" and data.get("requestId"):
-            self._open.pop(_request_key(event), None)
+            self.requests.answered(event)
             if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False:
                 # Navigation Timing gives the status of the page the redirects led to, not of the
                 # request (a form POST answered 302): that one is hidden from the page.
@@ -2018,8 +2231,8 @@ class _BrowserSession:
                                       "which answered %s"
                                       % (data.get("finalUrl") or "another page", data["finalStatus"]))
         elif etype == "page.health":
-            self.hidden = bool(data.get("hidden"))
-            self.focused = bool(data.get("focused", True))
+            health.hidden = bool(data.get("hidden"))
+            health.focused = bool(data.get("focused", True))
         elif etype == "route.change" and isinstance(data.get("to"), str):
             self.url = data["to"][:4096]
         elif etype == "blind-spot":
@@ -2028,24 +2241,6 @@ class _BrowserSession:
             except (TypeError, ValueError):
                 count = 1
             self.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
-
-    def add_server_record(self, rec: dict) -> None:
-        """What the app's server did for one of this tab's requests (Server truth section)."""
-        self.server_seen += 1
-        self.store.add({"t": self.bridge.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
-        if self._changed is not None and not self._changed.done():
-            self._changed.set_result(None)
-
-    async def wait_change(self, timeout: float) -> None:
-        """Sleep until the next event arrives or `timeout` seconds pass."""
-        if timeout <= 0:
-            return
-        if self._changed is None or self._changed.done():
-            self._changed = asyncio.get_running_loop().create_future()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
-        except asyncio.TimeoutError:
-            pass
 
     # -- commands -------------------------------------------------------------
     async def command(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
@@ -2057,14 +2252,11 @@ class _BrowserSession:
         if handler is None:
             raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
                             "call reticle_sessions and retry on the live tab")
-        if self.dialog_open is not None and self.device is None:
+        if self.health.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.unanswered is not None else timeout)
-        self._next_cmd += 1
-        cid = "c%d" % self._next_cmd
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[cid] = fut
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout)
+        cid, fut = self.pending.open()
         device = self.device if name in ("act", "act_sequence") else None
         if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
             args = dict(args, input="cdp")
@@ -2074,7 +2266,7 @@ class _BrowserSession:
         try:
             reply = await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
-            self.unanswered = (self.bridge.clock(), name)
+            self.health.unanswered = (self.clock(), name)
             note = ""
             if self.last_seen_ms() <= 2000:
                 note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
@@ -2082,72 +2274,12 @@ class _BrowserSession:
                             "reticle_sessions shows the tab's health; reload the page if it is stuck (in a device: "
                             "reticle_navigate {reload: true})", code="not_answering") from None
         finally:
-            self.pending.pop(cid, None)
+            self.pending.close(cid)
             if device is not None:
                 device.acting -= 1
                 if not device.acting:
                     device.dialog_policy = None
-        if not reply.get("ok"):
-            error = str(reply.get("error") or "the page refused the command")[:4096]
-            code = reply.get("code") if reply.get("code") in _PAGE_ERROR_CODES else "page_refused"
-            raise ToolError(error, str(reply.get("recovery") or ""), code=code)
-        return reply.get("result")
-
-    def resolve_command(self, msg: dict) -> None:
-        self.unanswered = None  # the page answers again
-        fut = self.pending.get(str(msg.get("id")))
-        if fut is not None and not fut.done():
-            fut.set_result(msg)
-
-    def fail_pending(self, why: str) -> None:
-        for fut in list(self.pending.values()):
-            if not fut.done():
-                fut.set_exception(_TabGone(why, "call reticle_sessions and retry on the live tab"))
-        self.pending.clear()
-
-    # -- snapshot diff ----------------------------------------------------------
-    def snapshot_diff(self, scope: Optional[str], mode: str, result: dict) -> dict:
-        """full | unchanged | delta against the last snapshot of this (scope, mode, route).
-
-        Lines are compared without focus; a line whose ref survives with other
-        content is `changed`, not a removal plus an addition."""
-        tree = str(result.get("tree", ""))
-        route = str((result.get("status") or {}).get("route", ""))
-        lines = [re.sub(r" \[focused\]|,focused|focused,", "", ln) for ln in tree.splitlines()]
-        key = (scope, mode)
-        prev = self.snapshots.get(key)
-        self.snapshots[key] = (route, lines)
-        if prev is None or prev[0] != route:
-            result["mode"] = "full"
-            result["reason"] = "first snapshot for this route" if prev is None else "route changed"
-            return result
-
-        def by_ref(seq: List[str]) -> Dict[str, str]:
-            out = {}
-            for ln in seq:
-                m = re.search(r"\(ref=(e\d+)\)", ln)
-                if m:
-                    out[m.group(1)] = ln
-            return out
-
-        old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
-        changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
-                   for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
-        skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
-        strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
-        old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
-        new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
-        added = list((new - old).elements())
-        removed = list((old - new).elements())
-        if not added and not removed and not changed:
-            return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
-        out = {"mode": "delta", "status": result.get("status"),
-               "delta": {"added": added[:200], "removed": removed[:200],
-                         "addedCount": len(added), "removedCount": len(removed)}}
-        if changed:
-            out["changed"] = changed[:200]
-            out["changedCount"] = len(changed)
-        return out
+        return _command_result(reply)
 
 
 async def _poll(check: Callable[[], bool], timeout: float, step: float) -> bool:
@@ -2244,8 +2376,8 @@ class _Bridge:
             session.generation += 1
             session.reconnects += 1
             session.connected_at = self.clock()
-            session.clear_open_requests()
-            session.unanswered = session.dialog_open = None  # a new document answers for itself
+            session.requests.clear()      # a new document: the old one's requests can no longer answer
+            session.health.new_document()  # a new document answers for itself
             session.arrived(hello)
             session.update_identity(hello)
             if old_handler is not None and old_handler is not handler:
@@ -2265,7 +2397,7 @@ class _Bridge:
         if session is None or session.handler is not handler:
             return
         session.handler = None
-        session.left_at = time.monotonic()
+        session.left_at = self.clock()
         session.fail_pending("the tab %s disconnected before the command answered" % session.id)
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
@@ -2284,15 +2416,16 @@ class _Bridge:
             if now - gone_at > keep_ms:
                 del self.departed[sid]
 
-    async def wait_back(self, session: _BrowserSession, timeout: float) -> bool:
+    async def wait_back(self, session: _TabState, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
                            timeout, 0.025)
 
     def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
         """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
-        now = time.monotonic()
-        recent = [s for s, _ in self.departed.values() if s.left_at is not None and now - s.left_at < NAV_WAIT_S]
+        now = self.clock()
+        recent = [s for s, _ in self.departed.values()
+                  if s.left_at is not None and now - s.left_at < NAV_WAIT_S * 1000.0]
         if session_id:
             return next((s for s in recent if s.id == session_id), None)
         return recent[-1] if len(recent) == 1 and not self.sessions else None
@@ -2305,7 +2438,7 @@ class _Bridge:
         except ToolError:
             back = self._returning(session_id)
             if back is None or back.left_at is None or not await self.wait_back(
-                    back, NAV_WAIT_S - (time.monotonic() - back.left_at)):
+                    back, NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0):
                 raise
             return back
 
@@ -3981,42 +4114,58 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
     window = obs.events(p)
     done = _calls(window)
     matched = [d for d in done if _call_matches(d, p)]
-    expected = _describe_predicate(p)
     if p.get("bodyContains"):
         with_body = [d for d in matched
                      if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
         if not with_body and matched:
-            unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
-            if unread:
-                return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
-                        "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
-                        "assertion": "net.body"}
-            return {"pass": False, "assertion": "net.body",
-                    "expected": "a response body containing %r" % p["bodyContains"],
-                    "observed": _short(matched[-1].get("responseBody"), 200),
-                    "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+            return _net_body_missed(p, matched)
         matched = with_body
     pending = [d for d in obs.open_since(window[0]["t"] if window else 0)
                if _call_matches(d, p, pending=True)]
     if "count" in p:
-        if len(matched) == p["count"]:
-            return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
-        over = len(matched) > p["count"]
-        out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], expected),
-               "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status"))
-                                                                  for d in matched[:8])),
-               "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
-               "decided": over}
-        if over:
-            out["decidedBy"] = "count-exceeded"
-        if not over and pending:
-            out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
-        return out
+        return _net_count(p, matched, pending)
     if matched:
         return {"pass": True, "evidence": matched[0], "assertion": "net.present"}
     if pending:
         return {"pass": False, "inconclusive": "%s is still in flight; its outcome is not known yet"
                 % _call_label(pending[0]), "assertion": "net.present"}
+    return _net_unmatched(p, obs, window, done)
+
+
+def _net_body_missed(p: dict, matched: List[dict]) -> dict:
+    """`bodyContains` over requests that matched otherwise: a body not captured cannot be checked;
+    a captured one without the text is a miss."""
+    unread = [d for d in matched if not isinstance(d.get("responseBody"), str)]
+    if unread:
+        return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
+                "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
+                "assertion": "net.body"}
+    return {"pass": False, "assertion": "net.body",
+            "expected": "a response body containing %r" % p["bodyContains"],
+            "observed": _short(matched[-1].get("responseBody"), 200),
+            "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+
+
+def _net_count(p: dict, matched: List[dict], pending: List[dict]) -> dict:
+    """`count`: exactly that many matching requests; more is decided, fewer may still be in flight."""
+    if len(matched) == p["count"]:
+        return {"pass": True, "evidence": {"count": len(matched), "calls": matched[:5]}, "assertion": "net.count"}
+    over = len(matched) > p["count"]
+    out = {"pass": False, "assertion": "net.count", "expected": "%d × %s" % (p["count"], _describe_predicate(p)),
+           "observed": "%d × (%s)" % (len(matched), ", ".join("%s → %s" % (_call_label(d), d.get("status"))
+                                                              for d in matched[:8])),
+           "failureReason": "expected exactly %d matching request(s), saw %d" % (p["count"], len(matched)),
+           "decided": over}
+    if over:
+        out["decidedBy"] = "count-exceeded"
+    if not over and pending:
+        out["pendingRequests"] = [_call_label(d) for d in pending[:3]]
+    return out
+
+
+def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[dict]) -> dict:
+    """No request matched and none is in flight: headers or a status that cannot be read say so; a
+    write answered otherwise, or traffic a net predicate cannot see, is named; else a plain miss."""
     if p.get("header"):
         headless = [d for d in done if not isinstance(d.get("responseHeaders"), dict)
                     and _call_matches(d, {k: v for k, v in p.items() if k != "header"})]
@@ -4031,23 +4180,10 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
             "cannot be decided; drop status, or assert what the next page shows" % (
                 _call_label(hidden[0]), hidden[0].get("statusNote") or "a document request")), "evidence": hidden[0]}
     if "status" in p or "ok" in p:
-        # the awaited write happened and was answered otherwise: final once a client retry had its chance
-        answered = [e for e in window if e["type"] == "net.request" and _is_write(e["data"])
-                    and _call_matches(e["data"], p, pending=True)]
-        if answered:
-            last = answered[-1]
-            out = {"pass": False, "assertion": "net.answered-otherwise", "expected": expected,
-                   "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
-                                for e in answered[-5:]],
-                   "evidence": last["data"],
-                   "failureReason": "%s answered %s, not as asked" % (
-                       _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
-            age = obs.now - last["t"]
-            if age >= RETRY_GRACE_MS:
-                out.update(decided=True, decidedBy="answered-otherwise")
-            else:
-                out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
-            return out
+        answered = _net_answered_otherwise(p, obs, window)
+        if answered is not None:
+            return answered
+    expected = _describe_predicate(p)
     # unseen traffic hides the request only when it could be it: a message on a URL the filter names,
     # on a channel whose request could have had the filter's method (_frame_could_be)
     frames = [d for d in _frames(window) if _frame_could_be(d, p, window)]
@@ -4061,15 +4197,37 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
         label = "%s → %s" % (_call_label(d), d.get("status"))
         if label not in seen:
             seen.append(label)
-    out = {"pass": False, "assertion": "net.present", "expected": expected,
-           "observed": seen[:8] or "no calls at all in this window",
-           "failureReason": "no completed request matched %s" % expected}
+    out: Dict[str, Any] = {"pass": False, "assertion": "net.present", "expected": expected,
+                           "observed": seen[:8] or "no calls at all in this window",
+                           "failureReason": "no completed request matched %s" % expected}
     elsewhere = _frames(window)
     if elsewhere:
         out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs "
                                  "or channels that cannot carry that method, so none was it; match messages with "
                                  "{kind: \"frame\", ...}" % (
                                      len(elsewhere), _frame_label(elsewhere[0])))
+    return out
+
+
+def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> Optional[dict]:
+    """The awaited write happened and was answered otherwise (not the status or `ok` asked for):
+    final once a client retry had its chance (RETRY_GRACE_MS), else None."""
+    answered = [e for e in window if e["type"] == "net.request" and _is_write(e["data"])
+                and _call_matches(e["data"], p, pending=True)]
+    if not answered:
+        return None
+    last = answered[-1]
+    out = {"pass": False, "assertion": "net.answered-otherwise", "expected": _describe_predicate(p),
+           "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
+                        for e in answered[-5:]],
+           "evidence": last["data"],
+           "failureReason": "%s answered %s, not as asked" % (
+               _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
+    age = obs.now - last["t"]
+    if age >= RETRY_GRACE_MS:
+        out.update(decided=True, decidedBy="answered-otherwise")
+    else:
+        out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
     return out
 
 
@@ -5357,10 +5515,11 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             await asyncio.sleep(grace / 1000.0)
         _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
+    session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
                                         act_at if act_at is not None else floor if after_act else None)
-    elif session.between_documents() and not await session.next_document(time.monotonic() + NAV_WAIT_S):
+    elif session.between_documents() and not await session.next_document(NAV_WAIT_S):
         obs = _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                            url=session.url, lost=_lost_why(session))
     else:
@@ -5416,13 +5575,16 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
-        if session.between_documents() and not await session.next_document(max(deadline, time.monotonic() + 0.5)):
+        session.expire_arrival()
+        if session.between_documents() and not await session.next_document(max(deadline - time.monotonic(), 0.5)):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
         res = _judge(p, obs)
-        if res.get("inconclusive") and session.between_documents():
-            continue  # the page went away while it was being asked: ask the next document
+        if res.get("inconclusive"):
+            session.expire_arrival()
+            if session.between_documents():
+                continue  # the page went away while it was being asked: ask the next document
         remaining = deadline - time.monotonic()
         if res["pass"]:
             if holds_count and remaining > 0.3:
@@ -5933,11 +6095,237 @@ def _may_be_unreadable(res: dict) -> bool:
     return False
 
 
+class _Case:
+    """What the verdict rules read (see _decide): the judged result, the contradictions, the window and
+    what the session knows, plus the facts several rules share, worked out once."""
+
+    def __init__(self, res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float,
+                 p: dict, already_true: bool, act: bool, effect: Any, shown: Optional[List[dict]],
+                 pending: Optional[List[Tuple[str, bool]]]) -> None:
+        self.res = res
+        self.contradictions = contradictions
+        self.window = window
+        self.known = known
+        self.floor = floor
+        self.p = p
+        self.already_true = already_true
+        self.effect = effect
+        self.shown = shown
+        self.pending = pending
+        self.declared = p["kind"] != "settled"
+        self.implicit = not self.declared and act  # act_and_wait with no `until`: did the act work?
+        self._lost: Optional[str] = None
+
+    @property
+    def lost(self) -> str:
+        """Why the window is incomplete (_lost_evidence), or '' when nothing was lost."""
+        if self._lost is None:
+            self._lost = _lost_evidence(self.window, self.known)
+        return self._lost
+
+    def standing(self) -> List[dict]:
+        """The errors the page still shows to the user that the predicate does not ask for."""
+        return [d for d in self.shown or () if _is_failure_ui(d) and not _expects_error(self.p, d)]
+
+
+_Ruling = Optional[Tuple[str, str, str]]
+
+
+def _r_inconclusive(c: _Case) -> _Ruling:
+    if c.res.get("inconclusive"):
+        return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % c.res["inconclusive"]
+    return None
+
+
+def _r_observation_lost(c: _Case) -> _Ruling:
+    if c.res.get("observationLost"):
+        return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
+                                               "reticle_sessions and repeat if it is safe")
+    return None
+
+
+def _r_not_answering(c: _Case) -> _Ruling:
+    if c.known.stuck:
+        return "unknown", "not_answering", ("the tab does not answer: %s; what it holds now is not known, and "
+                                            "nothing it said before can prove it" % c.known.stuck)
+    return None
+
+
+def _r_act_failed(c: _Case) -> _Ruling:
+    if not c.implicit:
+        return None
+    failures = _failures_shown(c.window)
+    if failures:
+        return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
+    if not c.res["pass"]:
+        return "unknown", "unsettled", "the page never settled within the timeout, and nothing failed in sight"
+    return None
+
+
+def _r_failed_for_lost_evidence(c: _Case) -> _Ruling:
+    if c.res["pass"] or c.res.get("decided") or not c.lost:
+        return None
+    reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
+                       for leaf, neg in _leaves(c.p))
+    if reads_window:
+        return "unknown", "evidence_lost", ("the check failed, but %s, so the evidence it looked for may have been "
+                                            "among them; narrow the window or reduce the page's event volume"
+                                            % c.lost)
+    return None
+
+
+def _r_presence_blind_spot(c: _Case) -> _Ruling:
+    res, known = c.res, c.known
+    if not res["pass"] and known.unreadable and not res.get("decided") and _may_be_unreadable(res):
+        parts = "; ".join("%d %s%s" % (n, _UNREADABLE_NAMES.get(k, k), " (%s)" % detail if detail else "")
+                          for k, (n, detail) in sorted(known.unreadable.items()))
+        return "unknown", "presence_blind_spot", (
+            "%s, but part of the page cannot be read (%s), and it may be there; assert what the app does "
+            "(net, signal, state) or what it shows outside that part" % (
+                res.get("failureReason") or "the check did not find it", parts))
+    return None
+
+
+def _r_assertion_failed(c: _Case) -> _Ruling:
+    if not c.res["pass"]:
+        return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
+            c.res.get("failureReason") or _describe_predicate(c.p))
+    return None
+
+
+def _r_contradicted(c: _Case) -> _Ruling:
+    observed = [x for x in c.contradictions if x["tier"] == "observed"]
+    if observed:
+        x = observed[0]
+        return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
+            x["kind"], x["claim"], x["counter"])
+    return None
+
+
+def _r_evidence_incomplete(c: _Case) -> _Ruling:
+    absence = [x for x in c.contradictions if x["tier"] == "absence"]
+    if c.declared and all(x["kind"] == "request-never-settled" and not x.get("write") for x in absence):
+        # A declared consequence held and only reads are still open (a poll, an image
+        # feed): they cannot undo it.  Open writes stay unknown below.
+        return None
+    if absence:
+        x = absence[0]
+        return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "
+                                                  "finished (%s: %s); re-check once it lands, raise timeout_ms, or "
+                                                  "assert the request itself" % (x["kind"], x["counter"]))
+    return None
+
+
+def _r_absence_blind_spot(c: _Case) -> _Ruling:
+    absences = [leaf for leaf, neg in _leaves(c.p) if leaf.get("absent") or neg]
+    spots = {k: v for k, v in c.known.blind_spots.items() if k in _ABSENCE_BLIND_SPOTS}
+    if absences and spots:
+        return "unknown", "absence_blind_spot", ("the predicate asserts an absence, but part of the page is "
+                                                 "unobservable (%s), so a passing check cannot prove it" %
+                                                 ", ".join("%s ×%d" % kv for kv in spots.items()))
+    return None
+
+
+def _r_already_true(c: _Case) -> _Ruling:
+    if c.already_true:
+        return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
+                                           "nothing about the action; assert something the action CHANGES")
+    return None
+
+
+def _r_evidence_lost(c: _Case) -> _Ruling:
+    if c.lost:
+        return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
+                                            "the window or reduce the page's event volume" % c.lost)
+    return None
+
+
+def _r_outcome_pending(c: _Case) -> _Ruling:
+    accepted = [d for d in _calls(c.window) if d.get("status") == 202 and not _is_dev(d) and _queued(d, c.window)]
+    if accepted:
+        return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
+                                              "once it reconciles" % _call_label(accepted[0]))
+    return None
+
+
+def _r_outcome_unread(c: _Case) -> _Ruling:
+    unread = [e["data"] for e in c.window if e["type"] == "net.request" and _unread_write(e, c.floor, c.known)]
+    if unread:
+        return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
+                                             "succeeded cannot be proven; turn body capture on" %
+                                             ", ".join(_call_label(d) for d in unread[:3]))
+    return None
+
+
+def _r_request_in_flight(c: _Case) -> _Ruling:
+    in_flight = [d for d in c.known.open_requests if _is_write(d) and d.get("startedAt", 0) >= c.floor
+                 and _call_label(d) not in c.known.background]
+    if in_flight:
+        return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
+                                                "known yet" % _call_label(in_flight[0]))
+    return None
+
+
+def _r_horizon_pending(c: _Case) -> _Ruling:
+    decisive = [what for what, counts in c.pending or () if counts]
+    if decisive:
+        return "unknown", "horizon_pending", ("the act's work had not finished within %d ms (%s), so what it "
+                                              "leads to is not known yet; re-check once it lands" %
+                                              (HORIZON_CAP_MS, "; ".join(decisive[:3])))
+    return None
+
+
+def _r_no_effect(c: _Case) -> _Ruling:
+    if c.implicit and not _had_effect(c.effect, c.window, c.floor, c.known):
+        return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
+                                        "state or storage event followed the act; declare the consequence you "
+                                        "expect with `until`")
+    return None
+
+
+def _r_failure_still_shown(c: _Case) -> _Ruling:
+    touched = [d for d in c.standing() if d.get("related")]
+    if touched:
+        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
+                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
+                                                        if len(touched) > 1 else ""))
+    return None
+
+
+def _r_proved(c: _Case) -> _Ruling:
+    evidence = c.res.get("evidence")
+    summary = _brief(evidence) if evidence is not None else "the predicate"
+    noted = ""
+    if c.contradictions:
+        noted = "; noted, and unable to undo it: %s" % ", ".join(
+            "%s (%s)" % (x["kind"], x["counter"]) for x in c.contradictions[:3])
+    standing = c.standing()
+    if standing:
+        noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
+    if c.pending:
+        noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in c.pending[:3])
+    if c.declared:
+        return "yes", "proved", "%s held (%s)%s" % (
+            _describe_predicate(c.p), summary, noted or " with no channel disagreeing")
+    return "yes", "proved", "the page settled with nothing failing%s (%s)" % (noted or " or disagreeing", summary)
+
+
+# The rules of _decide as data, numbered as its docstring lists them, in the order they apply.
+_VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
+    ("1", _r_inconclusive), ("2", _r_observation_lost), ("2b", _r_not_answering), ("2a", _r_act_failed),
+    ("3", _r_failed_for_lost_evidence), ("3a", _r_presence_blind_spot), ("4", _r_assertion_failed),
+    ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
+    ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
+    ("12a", _r_horizon_pending), ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("14", _r_proved),
+)
+
+
 def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_Known", floor: float, p: dict,
             already_true: bool = False, act: bool = False, effect: Any = None,
             shown: Optional[List[dict]] = None,
             pending: Optional[List[Tuple[str, bool]]] = None) -> Tuple[str, str, str]:
-    """The verdict: (verified, verifiedReason, because).  The first rule that applies wins:
+    """The verdict: (verified, verifiedReason, because).  The first rule that applies wins (one
+    function each in _VERDICT_RULES, in this order):
 
     1. the predicate could not be evaluated -> unknown, inconclusive
     2. the tab went away during the observation -> unknown, observation_lost
@@ -5975,109 +6363,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          is named in the `yes`
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
     """
-    declared = p["kind"] != "settled"
-    implicit = not declared and act  # act_and_wait with no `until`: did the act work?
-    if res.get("inconclusive"):
-        return "unknown", "inconclusive", "the assertion could not be evaluated: %s" % res["inconclusive"]
-    if res.get("observationLost"):
-        return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
-                                               "reticle_sessions and repeat if it is safe")
-    if known.stuck:
-        return "unknown", "not_answering", ("the tab does not answer: %s; what it holds now is not known, and "
-                                            "nothing it said before can prove it" % known.stuck)
-    if implicit:
-        failures = _failures_shown(window)
-        if failures:
-            return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
-        if not res["pass"]:
-            return "unknown", "unsettled", "the page never settled within the timeout, and nothing failed in sight"
-    lost = _lost_evidence(window, known)
-    reads_window = any(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
-                       for leaf, neg in _leaves(p))
-    if not res["pass"] and lost and reads_window and not res.get("decided"):
-        return "unknown", "evidence_lost", ("the check failed, but %s, so the evidence it looked for may have been "
-                                            "among them; narrow the window or reduce the page's event volume" % lost)
-    if not res["pass"] and known.unreadable and not res.get("decided") and _may_be_unreadable(res):
-        parts = "; ".join("%d %s%s" % (n, _UNREADABLE_NAMES.get(k, k), " (%s)" % detail if detail else "")
-                          for k, (n, detail) in sorted(known.unreadable.items()))
-        return "unknown", "presence_blind_spot", (
-            "%s, but part of the page cannot be read (%s), and it may be there; assert what the app does "
-            "(net, signal, state) or what it shows outside that part" % (
-                res.get("failureReason") or "the check did not find it", parts))
-    if not res["pass"]:
-        return "no", "assertion_failed", "the declared consequence did not hold: %s" % (
-            res.get("failureReason") or _describe_predicate(p))
-    observed = [c for c in contradictions if c["tier"] == "observed"]
-    if observed:
-        c = observed[0]
-        return "no", "contradicted", "the assertion held, but channels disagree (%s): %s, yet %s" % (
-            c["kind"], c["claim"], c["counter"])
-    absence = [c for c in contradictions if c["tier"] == "absence"]
-    if declared and absence and all(c["kind"] == "request-never-settled" and not c.get("write") for c in absence):
-        # A declared consequence held and only reads are still open (a poll, an image
-        # feed): they cannot undo it.  Open writes stay unknown below.
-        absence = []
-    if absence:
-        c = absence[0]
-        return "unknown", "evidence_incomplete", ("the assertion held, but the window closed before the app "
-                                                  "finished (%s: %s); re-check once it lands, raise timeout_ms, or "
-                                                  "assert the request itself" % (c["kind"], c["counter"]))
-    absences = [leaf for leaf, neg in _leaves(p) if leaf.get("absent") or neg]
-    spots = {k: v for k, v in known.blind_spots.items() if k in _ABSENCE_BLIND_SPOTS}
-    if absences and spots:
-        return "unknown", "absence_blind_spot", ("the predicate asserts an absence, but part of the page is "
-                                                 "unobservable (%s), so a passing check cannot prove it" %
-                                                 ", ".join("%s ×%d" % kv for kv in spots.items()))
-    if already_true:
-        return "unknown", "already_true", ("the predicate was already true before this action, so it proves "
-                                           "nothing about the action; assert something the action CHANGES")
-    if lost:
-        return "unknown", "evidence_lost", ("%s, so this window is incomplete and a pass cannot be trusted; narrow "
-                                            "the window or reduce the page's event volume" % lost)
-    calls = _calls(window)
-    accepted = [d for d in calls if d.get("status") == 202 and not _is_dev(d) and _queued(d, window)]
-    if accepted:
-        return "unknown", "outcome_pending", ("%s returned 202 Accepted: the work was queued, not done; re-check "
-                                              "once it reconciles" % _call_label(accepted[0]))
-    unread = [e["data"] for e in window if e["type"] == "net.request" and _unread_write(e, floor, known)]
-    if unread:
-        return "unknown", "outcome_unread", ("the response body of %s was not captured, so whether the write "
-                                             "succeeded cannot be proven; turn body capture on" %
-                                             ", ".join(_call_label(d) for d in unread[:3]))
-    in_flight = [d for d in known.open_requests if _is_write(d) and d.get("startedAt", 0) >= floor
-                 and _call_label(d) not in known.background]
-    if in_flight:
-        return "unknown", "request_in_flight", ("%s is still in flight, so the outcome of this action is not "
-                                                "known yet" % _call_label(in_flight[0]))
-    decisive = [what for what, counts in pending or () if counts]
-    if decisive:
-        return "unknown", "horizon_pending", ("the act's work had not finished within %d ms (%s), so what it "
-                                              "leads to is not known yet; re-check once it lands" %
-                                              (HORIZON_CAP_MS, "; ".join(decisive[:3])))
-    if implicit and not _had_effect(effect, window, floor, known):
-        return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
-                                        "state or storage event followed the act; declare the consequence you "
-                                        "expect with `until`")
-    standing = [d for d in shown or () if _is_failure_ui(d) and not _expects_error(p, d)]
-    touched = [d for d in standing if d.get("related")]
-    if touched:
-        return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
-                                             "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
-                                                        if len(touched) > 1 else ""))
-    evidence = res.get("evidence")
-    summary = _brief(evidence) if evidence is not None else "the predicate"
-    noted = ""
-    if contradictions:
-        noted = "; noted, and unable to undo it: %s" % ", ".join(
-            "%s (%s)" % (c["kind"], c["counter"]) for c in contradictions[:3])
-    if standing:
-        noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
-    if pending:
-        noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in pending[:3])
-    if declared:
-        return "yes", "proved", "%s held (%s)%s" % (
-            _describe_predicate(p), summary, noted or " with no channel disagreeing")
-    return "yes", "proved", "the page settled with nothing failing%s (%s)" % (noted or " or disagreeing", summary)
+    case = _Case(res, contradictions, window, known, floor, p, already_true, act, effect, shown, pending)
+    return next(ruling for ruling in (rule(case) for _, rule in _VERDICT_RULES) if ruling is not None)
 
 
 def _trim_call(d: dict) -> dict:
@@ -6705,7 +6992,7 @@ def _cost(obj: Any) -> dict:
 
 async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                          ctx: "_CallContext") -> dict:
-    sessions = [s.describe() for s in hub.bridge.live()]
+    sessions = [_describe_session(s) for s in hub.bridge.live()]
     out: Dict[str, Any] = {"sessions": sessions}
     if not sessions:
         out["why"] = hub.bridge.why()
@@ -6729,7 +7016,8 @@ async def _tool_snapshot(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     result = await session.command("snapshot", cmd)
     if not isinstance(result, dict):
         raise ToolError("the page answered snapshot with %r" % type(result).__name__)
-    diffed = session.snapshot_diff(args.get("scope"), mode, dict(result))  # also remembers this one
+    prev, now = session.snapshots.remember(args.get("scope"), mode, result)
+    diffed = _snapshot_answer(dict(result), prev, now)
     if args.get("diff"):
         result = diffed
     result["cost"] = _cost(result)
@@ -6793,6 +7081,11 @@ async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
 
 
 async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await _act_once(session, args)
+
+
+async def _act_once(session: "_BrowserSession", args: dict) -> dict:
+    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     pre = await _journey_anchor(session, args)
@@ -6805,7 +7098,7 @@ async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_C
            "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
            "result": result}
     _journal(session, "act", args, out, pre)
-    return session.splice_health(out)
+    return _with_health(session, out)
 
 
 async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -6828,7 +7121,7 @@ async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict,
         secret = bool(said.get("password")) or _no_plain_secret(dict(step)).get("secret") is not None
         _journal(session, "act", step, {"since": since},
                  {"target": step.get("target"), "url": session.url, "secret": secret})
-    return session.splice_health(out)
+    return _with_health(session, out)
 
 
 async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
@@ -6940,7 +7233,7 @@ async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     if dropped:
         cost["droppedOldest"] = dropped
     out["cost"] = cost
-    return session.splice_buffer(out, since)
+    return _with_buffer(session, out, since)
 
 
 def _event_matches_filters(etype: str, filters: List[str]) -> bool:
@@ -7074,7 +7367,7 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
            for c in shaped):
         out["bodiesNotCaptured"] = True
     out["cost"] = _cost(shaped)
-    return session.splice_buffer(out, since)
+    return _with_buffer(session, out, since)
 
 
 # -- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
@@ -7229,7 +7522,7 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
         out["observed"] = True
         out["note"] = "the observation ran and found no console output in this window"
     out["cost"] = _cost(logs)
-    return session.splice_buffer(out, since)
+    return _with_buffer(session, out, since)
 
 
 # -- the verdict tools: they ask the page and wait; the rules above decide ------------------------
@@ -7275,11 +7568,16 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
     res = _judge_final(p, await _observe(session, p, floor, args.get("timeout_ms", 4000)))
     res["since"] = floor
-    return session.splice_buffer(res, floor)
+    return _with_buffer(session, res, floor)
 
 
 async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _predicate_arg(args, True)
+    return await _assert_verdict(session, args, _predicate_arg(args, True))
+
+
+async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
+    """The verdict core of an assert (reticle_assert, a flow's assert step): Observe the window from
+    `since` (else the last act or navigation), after the horizon of an act inside it; then Answer."""
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
     act_at = session.last_act if (session.last_act or -1) >= floor else None
     obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
@@ -7288,7 +7586,17 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+    return await _act_and_wait_verdict(session, args, _until_arg(args))
+
+
+def _until_arg(args: dict) -> dict:
+    """The predicate an act is judged on: `until` (or `predicate`), else the page settling."""
+    return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+
+
+async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
+    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
+    already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     timeout = args.get("timeout_ms", 4000)
@@ -7358,7 +7666,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
         if advice:
             out["advice"] = advice
         _journal(session, "assert", args, out)
-        out = session.splice_health(session.splice_buffer(out, since))
+        out = _with_health(session, _with_buffer(session, out, since))
         return out if args.get("detail") == "full" else _compact(out, out)
     verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
     loss = known.loss
@@ -7386,8 +7694,117 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
     if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
     _journal(session, "act_and_wait", args, out, anchor)
-    out = session.splice_health(out)
+    out = _with_health(session, out)
     return out if args.get("detail") == "full" else _compact(out, verdict)
+
+
+def _describe_session(session: "_BrowserSession") -> dict:
+    """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
+    any version skew, and whether it answers commands, with what to do when it does not or when
+    it is throttled."""
+    now = session.now()
+    out = {"sessionId": session.id, "url": session.url, "adapters": session.adapters,
+           "hasCapabilities": session.has_capabilities, "lastSeenMs": session.last_seen_ms(),
+           "hidden": session.health.hidden, "focused": session.health.focused, "throttled": session.throttled(),
+           "attachment": {"connectedSinceMs": int(now - session.connected_at), "reconnects": session.reconnects},
+           "sdkVersion": session.sdk_version, "buffer": session.store.stats()}
+    if session.title:
+        out["title"] = session.title
+    if session.server_seen:
+        out["serverRecords"] = session.server_seen  # the app's middleware reports this tab's requests
+    if session.device is not None:
+        out["device"] = {"deviceId": session.device.id, "input": "cdp", "headed": session.device.headed}
+    if session.sdk_version and session.sdk_version != __version__:
+        out["versionSkew"] = {"sdk": session.sdk_version, "daemon": __version__}
+    stuck = session.not_answering()
+    out["answering"] = stuck is None
+    if stuck is not None:
+        out["notAnswering"] = stuck
+        out["recommendation"] = ("close the dialog in the browser (only the person can)" if session.health.dialog_open
+                                 else "reticle_navigate {reload: true} (in a device it stops the page's "
+                                      "script first)" if session.device is not None else
+                                 "reload the page in the browser, or end what blocks it")
+    elif session.throttled():
+        out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
+                                 "bring it to the front or pass refuseWhenThrottled")
+    return out
+
+
+def _with_health(session: "_BrowserSession", out: dict) -> dict:
+    """An answer about the tab, with its health spliced in: a tab that does not answer or is throttled
+    says so (`session`, `warning`), and the dialogs seen from the answer's `since` are named."""
+    stuck = session.not_answering()
+    if stuck is not None:
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "answering": False, "notAnswering": stuck}
+        out["warning"] = "the tab does not answer: %s" % stuck
+    elif session.throttled():
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
+        out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+    seen = session.health.dialogs_since(out.get("since"))
+    if seen:
+        out["dialogs"] = seen
+        said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
+                                                      d["handled"]) for d in seen[:3])
+        out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
+            ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
+            else "")
+    return out
+
+
+def _with_buffer(session: "_BrowserSession", out: dict, since: float) -> dict:
+    """An answer over the window from `since`, with what the tab's buffer lost of it (`buffer`: evicted,
+    sampled, and a note that the counts are lower bounds)."""
+    loss = session.store.loss_since(since)
+    if loss:
+        why = []
+        if loss.get("evicted") or loss.get("evictedChurn"):
+            why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
+                       % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
+        if loss.get("sampled"):
+            why.append("the page's flood was sampled")
+        loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
+        out["buffer"] = loss
+    return out
+
+
+def _snapshot_answer(result: dict, prev: Optional[Tuple[str, List[str]]], now: Tuple[str, List[str]]) -> dict:
+    """A snapshot as the caller reads it with `diff`: full | unchanged | delta against the last snapshot
+    of its (scope, mode) on the same route (`prev` and `now` are (route, lines), _SnapshotCache).
+
+    Lines are compared without focus; a line whose ref survives with other content is `changed`,
+    not a removal plus an addition."""
+    route, lines = now
+    if prev is None or prev[0] != route:
+        result["mode"] = "full"
+        result["reason"] = "first snapshot for this route" if prev is None else "route changed"
+        return result
+
+    def by_ref(seq: List[str]) -> Dict[str, str]:
+        out = {}
+        for ln in seq:
+            m = re.search(r"\(ref=(e\d+)\)", ln)
+            if m:
+                out[m.group(1)] = ln
+        return out
+
+    old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
+    changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
+               for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
+    skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
+    strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
+    old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
+    new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
+    added = list((new - old).elements())
+    removed = list((old - new).elements())
+    if not added and not removed and not changed:
+        return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
+    out = {"mode": "delta", "status": result.get("status"),
+           "delta": {"added": added[:200], "removed": removed[:200],
+                     "addedCount": len(added), "removedCount": len(removed)}}
+    if changed:
+        out["changed"] = changed[:200]
+        out["changedCount"] = len(changed)
+    return out
 
 
 # -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
@@ -7555,170 +7972,6 @@ _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
 }
 
 
-def _build_registry() -> _ToolRegistry:
-    """Every tool of DESIGN section 7 that works, with its final schema."""
-    reg = _ToolRegistry()
-    sid = _SESSION_ID
-
-    def add(name, description, props, handler, example=None, required=()):
-        props = dict(props)
-        if "sessionId" in props:
-            props["detail"] = _DETAIL
-        quiet = ("predicate",) if "until" in props and name == "reticle_act_and_wait" else (
-            ("until",) if "until" in props else ())
-        reg.add(_Tool(name, description, _obj(props, required), handler, example, session="sessionId" in props,
-                      quiet=quiet))
-
-    add("reticle_sessions",
-        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
-        {}, _tool_sessions, {})
-    add("reticle_navigate",
-        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
-         "hard": {"type": "boolean"}, "sessionId": sid},
-        _tool_navigate, {"url": "http://localhost:5173/checkout"})
-    add("reticle_snapshot",
-        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
-        "what changed since the last snapshot.",
-        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
-         "diff": {"type": "boolean"}, "sessionId": sid},
-        _tool_snapshot, {"mode": "interactive"})
-    add("reticle_query",
-        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
-        "misses when nothing matches.",
-        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
-         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
-         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
-         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
-         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_query, {"by": "role", "value": "button", "name": "Pay"})
-    add("reticle_inspect",
-        "One element by ref: role, name, states, box, styles, occlusion.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": sid},
-        _tool_inspect, {"ref": "e7"}, required=("ref",))
-    add("reticle_act",
-        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
-        "controls need args.confirmDangerous.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_act, {"ref": "e7", "action": "click"}, required=("action",))
-    add("reticle_act_sequence",
-        "Several acts in order, stopping at the first failure.",
-        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
-         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": sid},
-        _tool_act_sequence,
-        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
-        required=("steps",))
-    add("reticle_act_and_wait",
-        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
-        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
-         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": sid},
-        _tool_act_and_wait,
-        {"target": {"role": "button", "name": "Pay"}, "action": "click",
-         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
-        required=("action",))
-    add("reticle_observe",
-        "Raw events of a window (default the last 2 s) with a summary.",
-        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
-         "until": _CURSOR, "actionId": {"type": "string"},
-         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": sid},
-        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]})
-    add("reticle_network",
-        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
-        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
-         "method": {"type": "string"}, "urlContains": {"type": "string"},
-         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
-         "sessionId": sid},
-        _tool_network, {"urlContains": "/api/", "status": 500})
-    add("reticle_console",
-        "Console messages and uncaught errors since the last act.",
-        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
-         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
-         "sessionId": sid},
-        _tool_console, {"level": "error"})
-    add("reticle_wait_for",
-        "Wait until `predicate` holds; pass and evidence, no verdict.",
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": sid},
-        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}})
-    add("reticle_assert",
-        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
-        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": sid},
-        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}})
-    add("reticle_state",
-        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
-        {"store": {"type": "string"}, "path": {"type": "string"},
-         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": sid},
-        _tool_state, {"store": "cart", "path": "items.length"})
-    add("reticle_capabilities",
-        "What the app declared with reticle.describe, and the testids on the page.",
-        {"sessionId": sid}, _tool_capabilities, {})
-    add("reticle_fault",
-        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
-        "tells the user; clear, list. Marked faulted: true.",
-        dict(_FAULT_SCHEMA, sessionId=sid), _tool_fault,
-        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}})
-    reg.add(_Tool("reticle_flow_save",
-        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
-        "by role, name, label or testid, secrets as variables.",
-        _obj({"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
-              "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
-                        "minItems": 1, "maxItems": FLOW_MAX_STEPS},
-              "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": sid}, ("name",)),
-        _tool_flow_save, {"name": "add-record"}))
-    reg.add(_Tool("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
-                  _obj({}), _tool_flow_list, {}))
-    add("reticle_flow_replay",
-        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
-        "`fresh`: no cookies or storage.",
-        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
-         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
-         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
-         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
-                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
-                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
-         "sessionId": sid},
-        _tool_flow_replay, {"name": "add-record"})
-
-    def device_add(name, description, props, handler, example=None, required=()):
-        # Device tools resolve the tab themselves: without a sessionId, the caller's own device.
-        reg.add(_Tool(name, description, _obj(dict(props), required), handler, example, session=False))
-
-    device_add("reticle_open",
-        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
-        "`fresh`: no cookies or storage from before.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
-         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
-                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
-                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
-         "fresh": {"type": "boolean"}},
-        _tool_open, {"url": "http://localhost:5173/"}, required=("url",))
-    device_add("reticle_close", "Close a device (by sessionId, else your own).",
-        {"sessionId": sid}, _tool_close, {})
-    device_add("reticle_screenshot",
-        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
-         "inline": {"type": "boolean"}, "sessionId": sid},
-        _tool_screenshot, {"inline": True})
-    for tool in reg.listed():
-        if tool.name in _TOOL_CONVENTIONS:
-            tool.convene(*_TOOL_CONVENTIONS[tool.name])
-    return reg
-
-
 async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                      ctx: "_CallContext") -> dict:
     url = args["url"]
@@ -7826,6 +8079,185 @@ def _file_uri(path: str) -> str:
     return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
 
 
+# -- the registry: every tool is one _ToolSpec record, registered the same way ----------------------
+
+class _ToolSpec:
+    """One tool as data: its name, description, argument properties, handler, example and required
+    fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
+    than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
+
+    __slots__ = ("name", "description", "props", "handler", "example", "required", "own_tab", "quiet")
+
+    def __init__(self, name: str, description: str, props: dict, handler: Callable, example: Optional[dict] = None,
+                 required: Tuple[str, ...] = (), own_tab: bool = False, quiet: Tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.description = description
+        self.props = props
+        self.handler = handler
+        self.example = example
+        self.required = required
+        self.own_tab = own_tab
+        self.quiet = quiet
+
+
+# DESIGN section 7, in the order tools/list shows them
+_TOOL_SPECS: Tuple[_ToolSpec, ...] = (
+    _ToolSpec("reticle_sessions",
+        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
+        {}, _tool_sessions, {}),
+    _ToolSpec("reticle_navigate",
+        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
+         "hard": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_navigate, {"url": "http://localhost:5173/checkout"}),
+    _ToolSpec("reticle_snapshot",
+        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
+        "what changed since the last snapshot.",
+        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
+         "diff": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_snapshot, {"mode": "interactive"}),
+    _ToolSpec("reticle_query",
+        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
+        "misses when nothing matches.",
+        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
+         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
+         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
+         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
+         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
+         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_query, {"by": "role", "value": "button", "name": "Pay"}),
+    _ToolSpec("reticle_inspect",
+        "One element by ref: role, name, states, box, styles, occlusion.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": _SESSION_ID},
+        _tool_inspect, {"ref": "e7"}, required=("ref",)),
+    _ToolSpec("reticle_act",
+        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
+        "controls need args.confirmDangerous.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_act, {"ref": "e7", "action": "click"}, required=("action",)),
+    _ToolSpec("reticle_act_sequence",
+        "Several acts in order, stopping at the first failure.",
+        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
+         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": _SESSION_ID},
+        _tool_act_sequence,
+        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
+        required=("steps",)),
+    _ToolSpec("reticle_act_and_wait",
+        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
+        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_act_and_wait,
+        {"target": {"role": "button", "name": "Pay"}, "action": "click",
+         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
+        required=("action",), quiet=("predicate",)),
+    _ToolSpec("reticle_observe",
+        "Raw events of a window (default the last 2 s) with a summary.",
+        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
+         "until": _CURSOR, "actionId": {"type": "string"},
+         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": _SESSION_ID},
+        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]}),
+    _ToolSpec("reticle_network",
+        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
+        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
+         "method": {"type": "string"}, "urlContains": {"type": "string"},
+         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
+         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_network, {"urlContains": "/api/", "status": 500}),
+    _ToolSpec("reticle_console",
+        "Console messages and uncaught errors since the last act.",
+        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
+         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
+         "sessionId": _SESSION_ID},
+        _tool_console, {"level": "error"}),
+    _ToolSpec("reticle_wait_for",
+        "Wait until `predicate` holds; pass and evidence, no verdict.",
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}}, quiet=("until",)),
+    _ToolSpec("reticle_assert",
+        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
+        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}}, quiet=("until",)),
+    _ToolSpec("reticle_state",
+        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
+        {"store": {"type": "string"}, "path": {"type": "string"},
+         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": _SESSION_ID},
+        _tool_state, {"store": "cart", "path": "items.length"}),
+    _ToolSpec("reticle_capabilities",
+        "What the app declared with reticle.describe, and the testids on the page.",
+        {"sessionId": _SESSION_ID}, _tool_capabilities, {}),
+    _ToolSpec("reticle_fault",
+        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
+        "tells the user; clear, list. Marked faulted: true.",
+        dict(_FAULT_SCHEMA, sessionId=_SESSION_ID), _tool_fault,
+        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}}),
+    _ToolSpec("reticle_flow_save",
+        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
+        "by role, name, label or testid, secrets as variables.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
+         "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
+                   "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID},
+        _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
+    _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
+        {}, _tool_flow_list, {}),
+    _ToolSpec("reticle_flow_replay",
+        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
+        "`fresh`: no cookies or storage.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
+         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
+         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
+                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
+                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
+         "sessionId": _SESSION_ID},
+        _tool_flow_replay, {"name": "add-record"}),
+    _ToolSpec("reticle_open",
+        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
+        "`fresh`: no cookies or storage from before.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
+                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
+                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
+         "fresh": {"type": "boolean"}},
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
+    _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
+        {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
+    _ToolSpec("reticle_screenshot",
+        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
+         "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_screenshot, {"inline": True}, own_tab=True),
+)
+
+
+def _build_registry() -> _ToolRegistry:
+    """Every tool of DESIGN section 7 that works (_TOOL_SPECS), with its final schema: a tool given
+    the tab of `sessionId` also takes `detail`; each gets its MCP conventions (_TOOL_CONVENTIONS)."""
+    reg = _ToolRegistry()
+    for spec in _TOOL_SPECS:
+        given_tab = "sessionId" in spec.props and not spec.own_tab
+        props = dict(spec.props, detail=_DETAIL) if given_tab else dict(spec.props)
+        tool = reg.add(_Tool(spec.name, spec.description, _obj(props, spec.required), spec.handler, spec.example,
+                             session=given_tab, quiet=spec.quiet))
+        if tool.name in _TOOL_CONVENTIONS:
+            tool.convene(*_TOOL_CONVENTIONS[tool.name])
+    return reg
+
+
 ###############################################################################
 # Flows #######################################################################
 ###############################################################################
@@ -7834,11 +8266,10 @@ def _file_uri(path: str) -> str:
 # judge append to a small per-tab journey log (_Journeys); reticle_flow_save
 # turns a slice of it into steps anchored on testid, role+name, label or
 # text (never refs), with the predicates that proved it.  Replay re-resolves
-# every target and judges every step with the same verdict tools.
+# every target and judges every step with the verdict core the tools use.
 
 FLOW_FORMAT = 1                      # the "format" field of a flow file
 JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
-FLOW_MAX_STEPS = 100
 REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SECRET_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")   # every ${NAME}; only RETICLE_SECRET_* is read
@@ -8328,8 +8759,7 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
         args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
         if session.id:
             args["sessionId"] = session.id
-        res = await _tool_assert(hub, session, args, ctx)
-        return dict(res)
+        return await _assert_verdict(session, args, _predicate_arg(args, True))
     names = _secret_refs(step.get("args") or {})
     args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}
     typed = {n: _fill_secrets("${%s}" % n, secrets_in) for n in names}
@@ -8343,11 +8773,11 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             args["until"] = step["until"]
             args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
             try:
-                return dict(await _tool_act_and_wait(hub, session, args, ctx))
+                return await _act_and_wait_verdict(session, args, _until_arg(args))
             finally:
                 _remask_journey(hub, session.id, step, typed)
         try:
-            res = await _tool_act(hub, session, args, ctx)
+            res = await _act_once(session, args)
         finally:
             _remask_journey(hub, session.id, step, typed)
     except _TabGone:
@@ -10573,8 +11003,8 @@ class Hub:
 
     # -- clock and ids --------------------------------------------------------
     def clock(self) -> float:
-        """Milliseconds since the daemon started: the cursor clock."""
-        return round((time.monotonic() - self._t0) * 1000.0, 3)
+        """Milliseconds since the daemon started: the cursor clock, the daemon's one clock (_clock_ms)."""
+        return _clock_ms(self._t0)
 
     def token(self) -> str:
         """The pairing token: the one given to the constructor, else RETICLE_TOKEN, else the state
@@ -10662,7 +11092,7 @@ class Hub:
         horizon = time.monotonic() - 600
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
-               "sessions": [s.describe() for s in self.bridge.live()],
+               "sessions": [_describe_session(s) for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
                "devices": self.devices.describe()}
         if not out["sessions"]:
@@ -10865,15 +11295,8 @@ class _CappedHTTPServer(tornado.httpserver.HTTPServer):
         super().handle_stream(stream, address)
 
 
-async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
-                 certfile: Optional[str] = None, keyfile: Optional[str] = None,
-                 ready: Optional[Callable[[Hub], None]] = None) -> int:
-    """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
-    is taken, with a sentence naming its owner).
-
-    Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
-    its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
-    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
+def _refuse_open_bind(host: str) -> None:
+    """ConfigError when `host` reaches beyond this machine and RETICLE_TOKEN is not long enough."""
     env_token = os.environ.get("RETICLE_TOKEN", "").strip()
     if not _is_loopback_host(host) and len(env_token) < MIN_TOKEN_CHARS:
         raise ConfigError("binding to %s reaches beyond this machine, so Reticle needs a pairing token of at "
@@ -10881,13 +11304,12 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                           "`export RETICLE_TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(24))')`) "
                           "and start again." % (host, MIN_TOKEN_CHARS, " (RETICLE_TOKEN has %d)" % len(env_token)
                                                 if env_token else ""))
-    hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
-    hub.token()  # create the token file before anyone asks
-    ssl_ctx = None
-    if tls or certfile:
-        ssl_ctx, fingerprint = _tls_context(hub.state, certfile, keyfile)
-        _emit(_log, logging.INFO, "tls_enabled", sha256=fingerprint)
-        sys.stderr.write("reticle: serving HTTPS/WSS; certificate SHA-256 fingerprint %s\n" % fingerprint)
+
+
+async def _bind(hub: Hub, host: str, port: int) -> Optional[list]:
+    """The listening sockets (127.0.0.1 by default with ::1 beside it when there is one), hub.port set
+    to the bound port; None when the port is taken or refused, with a sentence naming its owner on
+    stderr; ConfigError for any other reason it cannot listen."""
     try:
         sockets = tornado.netutil.bind_sockets(port, host)
     except OSError as exc:
@@ -10897,7 +11319,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                 "port %d on %s cannot be bound (%s)." % (port, host, exc.strerror))
             sys.stderr.write("reticle: %s\n" % sentence)
             _emit(_log, logging.ERROR, "reticle_daemon_start_failed", port=port, reason=sentence)
-            return 1
+            return None
         raise ConfigError("cannot listen on %s:%d (%s)" % (host, port, exc.strerror or exc)) from exc
     hub.port = sockets[0].getsockname()[1]
     if host == DEFAULT_HOST and not os.environ.get("RETICLE_HOST"):
@@ -10905,6 +11327,58 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
             sockets += tornado.netutil.bind_sockets(hub.port, "::1")
         except (OSError, ValueError):
             pass  # no IPv6 loopback here; 127.0.0.1 still serves
+    return sockets
+
+
+def _stop_on_signals(hub: Hub) -> None:
+    """SIGINT and SIGTERM ask the hub to stop (from the loop; a plain handler where the loop cannot)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, hub.request_stop, "signal %s" % sig.name)
+        except (NotImplementedError, RuntimeError, ValueError):
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(hub.request_stop, "signal"))
+
+
+async def _shut_down(hub: Hub, server: "_CappedHTTPServer", record_name: str) -> None:
+    """The planned stop, in order: streams told and devices closed (hub.shutdown), the listener
+    stopped, connections closed (2 s at most), and the daemon record removed if it is still ours."""
+    _emit(_log, logging.INFO, "reticle_daemon_stopping", reason=hub.stop_reason or "stop")
+    await hub.shutdown(hub.stop_reason or "planned stop")
+    server.stop()
+    try:
+        await asyncio.wait_for(server.close_all_connections(), 2.0)
+    except asyncio.TimeoutError:
+        pass
+    try:
+        current = _daemon_record(hub.state, hub.port)
+        if current and current.get("pid") == os.getpid():
+            os.unlink(hub.state.file(record_name))
+    except OSError:
+        pass
+    _emit(_log, logging.INFO, "reticle_daemon_stopped", port=hub.port)
+
+
+async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
+                 certfile: Optional[str] = None, keyfile: Optional[str] = None,
+                 ready: Optional[Callable[[Hub], None]] = None) -> int:
+    """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
+    is taken, with a sentence naming its owner).
+
+    Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
+    its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
+    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
+    _refuse_open_bind(host)
+    hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
+    hub.token()  # create the token file before anyone asks
+    ssl_ctx = None
+    if tls or certfile:
+        ssl_ctx, fingerprint = _tls_context(hub.state, certfile, keyfile)
+        _emit(_log, logging.INFO, "tls_enabled", sha256=fingerprint)
+        sys.stderr.write("reticle: serving HTTPS/WSS; certificate SHA-256 fingerprint %s\n" % fingerprint)
+    sockets = await _bind(hub, host, port)
+    if sockets is None:
+        return 1
     await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
     app = make_app(hub)
     server = _CappedHTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
@@ -10917,12 +11391,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     server.add_sockets(sockets)
     stop = asyncio.Event()
     hub.stop_event = stop
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, hub.request_stop, "signal %s" % sig.name)
-        except (NotImplementedError, RuntimeError, ValueError):
-            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(hub.request_stop, "signal"))
+    _stop_on_signals(hub)
     record = {"pid": os.getpid(), "port": hub.port, "version": __version__, "host": host,
               "scheme": hub.scheme, "startedAt": _wall_iso(hub.started_at)}
     record_name = "daemon-%d.json" % hub.port
@@ -10934,20 +11403,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     try:
         await stop.wait()
     finally:
-        _emit(_log, logging.INFO, "reticle_daemon_stopping", reason=hub.stop_reason or "stop")
-        await hub.shutdown(hub.stop_reason or "planned stop")
-        server.stop()
-        try:
-            await asyncio.wait_for(server.close_all_connections(), 2.0)
-        except asyncio.TimeoutError:
-            pass
-        try:
-            current = _daemon_record(hub.state, hub.port)
-            if current and current.get("pid") == os.getpid():
-                os.unlink(hub.state.file(record_name))
-        except OSError:
-            pass
-        _emit(_log, logging.INFO, "reticle_daemon_stopped", port=hub.port)
+        await _shut_down(hub, server, record_name)
     return 0
 
 

@@ -57,55 +57,51 @@ def fail_inside():
     raise ValueError("profile store unavailable")
 
 
-def flask_app(db, daemon):
-    import flask
-    import sqlalchemy
-    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///" + db))
-    with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)")
-    app = flask.Flask("shop")
+class SqlProfile:
+    """The routes' work on a SQLAlchemy engine, shared by the Flask and the FastAPI app (each only wires
+    it to its own request and response types)."""
 
-    @app.get("/")
-    def index():
-        return page(daemon, PAGE)
+    def __init__(self, db):
+        import sqlalchemy
+        self.engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///" + db))
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)")
 
-    @app.get("/done")
-    def done():
-        return page(daemon, DONE)
-
-    @app.post("/api/noop")
-    def noop():
+    def insert(self, name):
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", (name,))
         return {"ok": True}
 
-    @app.post("/api/save")
-    def save_profile():
-        with engine.begin() as conn:
-            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", ("ada",))
-        return {"ok": True}
-
-    @app.post("/api/rollback")
-    def rollback_profile():
-        with engine.connect() as conn:
+    def rollback(self):
+        with self.engine.connect() as conn:
             conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", ("ada",))
             conn.rollback()
         return {"ok": True}
 
-    @app.post("/api/logged")
-    def logged_profile():
-        try:
-            fail_inside()
-        except ValueError:
-            log.exception("could not save the profile")
-        return "ok"
 
-    @app.post("/api/boom")
-    def boom_profile():
+def logged_failure():
+    try:
         fail_inside()
+    except ValueError:
+        log.exception("could not save the profile")
+    return "ok"
+
+
+def flask_app(db, daemon):
+    import flask
+    store = SqlProfile(db)
+    app = flask.Flask("shop")
+    app.get("/", endpoint="index")(lambda: page(daemon, PAGE))
+    app.get("/done", endpoint="done")(lambda: page(daemon, DONE))
+    app.post("/api/noop", endpoint="noop")(lambda: {"ok": True})
+    app.post("/api/save", endpoint="save_profile")(lambda: store.insert("ada"))
+    app.post("/api/rollback", endpoint="rollback_profile")(store.rollback)
+    app.post("/api/logged", endpoint="logged_profile")(logged_failure)
+    app.post("/api/boom", endpoint="boom_profile")(fail_inside)
 
     @app.post("/form")
     def form_profile():
-        with engine.begin() as conn:
-            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", (flask.request.form.get("name"),))
+        store.insert(flask.request.form.get("name"))
         return flask.redirect("/done", 303)
 
     if not PLAIN:
@@ -158,11 +154,7 @@ def django_app(db, daemon):
 
     @csrf_exempt
     def logged_profile(request):
-        try:
-            fail_inside()
-        except ValueError:
-            log.exception("could not save the profile")
-        return HttpResponse("ok")
+        return HttpResponse(logged_failure())
 
     @csrf_exempt
     def boom_profile(request):
@@ -189,55 +181,20 @@ def django_app(db, daemon):
 
 def fastapi_app(db, daemon):
     import fastapi
-    import sqlalchemy
     from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
-    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///" + db))
-    with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)")
+    store = SqlProfile(db)
     app = fastapi.FastAPI()
-
-    @app.get("/", response_class=HTMLResponse)
-    def index():
-        return page(daemon, PAGE)
-
-    @app.get("/done", response_class=HTMLResponse)
-    def done():
-        return page(daemon, DONE)
-
-    @app.post("/api/noop")
-    def noop():
-        return {"ok": True}
-
-    @app.post("/api/save")
-    def save_profile():
-        with engine.begin() as conn:
-            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", ("ada",))
-        return {"ok": True}
-
-    @app.post("/api/rollback")
-    def rollback_profile():
-        with engine.connect() as conn:
-            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", ("ada",))
-            conn.rollback()
-        return {"ok": True}
-
-    @app.post("/api/logged", response_class=PlainTextResponse)
-    def logged_profile():
-        try:
-            fail_inside()
-        except ValueError:
-            log.exception("could not save the profile")
-        return "ok"
-
-    @app.post("/api/boom")
-    def boom_profile():
-        fail_inside()
+    app.get("/", response_class=HTMLResponse, name="index")(lambda: page(daemon, PAGE))
+    app.get("/done", response_class=HTMLResponse, name="done")(lambda: page(daemon, DONE))
+    app.post("/api/noop", name="noop")(lambda: {"ok": True})
+    app.post("/api/save", name="save_profile")(lambda: store.insert("ada"))
+    app.post("/api/rollback", name="rollback_profile")(store.rollback)
+    app.post("/api/logged", response_class=PlainTextResponse, name="logged_profile")(logged_failure)
+    app.post("/api/boom", name="boom_profile")(fail_inside)
 
     @app.post("/form")
     async def form_profile(request: fastapi.Request):
-        body = (await request.body()).decode()
-        with engine.begin() as conn:
-            conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", (body.split("=")[-1],))
+        store.insert((await request.body()).decode().split("=")[-1])
         return RedirectResponse("/done", 303)
 
     return app if PLAIN else reticle.asgi(app)

@@ -655,3 +655,50 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         resp = await self.http_client.fetch(url, method="TRACE", raise_error=False, allow_nonstandard_methods=True)
         assert resp.code == 405 and resp.headers["Allow"] == "GET", resp.body
         assert json.loads(resp.body)["error"] == "method not allowed"
+
+
+def test_between_documents_only_asks_and_expire_arrival_writes_the_blind_spot(tmp_path):
+    """Asking whether a tab is between documents writes nothing, however overdue the new document's first
+    events are; expire_arrival() says so in the window (one arrival-unseen blind spot, once), and only
+    when they are due."""
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=4999)
+    session = reticle._BrowserSession(hub.bridge, object(), {"sessionId": "s-arrive", "documentId": "doc-a"})
+    session.arrived({"documentId": "doc-b"})
+    session.expire_arrival()  # not due yet
+    assert session.between_documents() and not session.store.query(prefix="blind-spot")
+    session.arriving = ("doc-b", session.now() - 1)  # its first events are overdue
+    assert session.between_documents() and session.between_documents()
+    assert not session.store.query(prefix="blind-spot")
+    session.expire_arrival()
+    session.expire_arrival()
+    spots = session.store.query(prefix="blind-spot")
+    assert [(e["data"]["reason"], e["data"]["documentId"]) for e in spots] == [("arrival-unseen", "doc-b")]
+    assert not session.between_documents()
+
+
+def test_a_held_report_waits_for_the_browser_on_the_daemons_clock():
+    """A device's page report is held NET_CONFIRM_S of the daemon's clock (ms): admitted as soon as the
+    browser confirms it, refused (net.unmade and the blind spot request-not-made) only once its time
+    is up, and one still waiting holds back those after it (the page's order)."""
+    async def run():
+        now = [0.0]
+        store = reticle._EventStore(lambda: now[0])
+        admitted, made = [], set()
+        held = reticle._HeldReports(lambda: now[0], store, "s-held", lambda data: data["url"] in made,
+                                    lambda event, size: admitted.append(event["data"]["url"]), lambda: None)
+        for url in ("http://127.0.0.1:9/a", "http://127.0.0.1:9/b"):
+            held.hold({"t": now[0], "type": "net.request", "data": {"method": "POST", "url": url, "status": 200}}, 10)
+        now[0] = reticle.NET_CONFIRM_S * 1000.0 - 1
+        held.release(confirmed_only=False)
+        assert (len(held), admitted, store.query()) == (2, [], [])
+        made.add("http://127.0.0.1:9/a")
+        held.release(confirmed_only=True)
+        assert (len(held), admitted) == (1, ["http://127.0.0.1:9/a"])
+        held.release(confirmed_only=False)
+        assert len(held) == 1 and not store.query()  # /b's time is not up yet
+        now[0] += 1
+        held.release(confirmed_only=False)
+        assert len(held) == 0 and [e["type"] for e in store.query()] == ["net.unmade", "blind-spot"]
+        assert store.blind_spot_counts() == {"request-not-made": 1}
+
+    asyncio.run(run())

@@ -101,6 +101,7 @@ def test_a_verified_journey_saves_replays_and_fails_where_the_app_broke(world):
     out = mcp.ok("reticle_flow_replay", {"name": "add-record"}, timeout=60)
     assert out["verified"] == "yes", out
     assert [s["verified"] for s in out["steps"]] == ["yes"] * 6, out["steps"]
+    assert all(s["verifiedReason"] and s["because"] for s in out["steps"]), out["steps"]
     assert list(forms.records.values()) == ["Ann"]
     assert _posts(forms, "/login")[logins:] == [{"csrfmiddlewaretoken": _posts(forms, "/login")[-1]["csrfmiddlewaretoken"],
                                                   "username": "ann", "password": PASSWORD, "go": "login"}]

@@ -2,6 +2,8 @@
 `_decide` (in its documented order) and one per contradiction kind.  No
 browser: a window is a list of events, a session's knowledge a `_Known`."""
 
+import re
+
 import pytest
 
 import reticle
@@ -136,6 +138,14 @@ def test_decide_rules_apply_in_their_documented_order():
              "request_in_flight", "no_effect", "proved"]
     positions = [doc.index(name) for name in order]
     assert positions == sorted(positions), "the docstring lists the rules out of order"
+
+
+def test_the_rule_table_applies_the_rules_as_the_docstring_numbers_them():
+    """_decide applies _VERDICT_RULES in turn: the table holds every numbered rule of the docstring, in
+    the docstring's order, and the last one always answers."""
+    numbered = re.findall(r"^\s*(\d+[a-z]?)\. ", reticle._decide.__doc__, re.M)
+    assert [n for n, _ in reticle._VERDICT_RULES] == numbered
+    assert len(numbered) == len(set(numbered)) >= 19
 
 
 def test_open_reads_do_not_undo_a_declared_consequence_but_open_writes_do():

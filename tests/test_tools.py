@@ -311,3 +311,37 @@ def test_in_check_mode_an_answer_that_breaks_its_schema_is_logged_as_a_bug(monke
     with caplog.at_level("ERROR", logger="reticle"):
         asyncio.run(quiet.handle(message, reticle._CallContext("test", "test")))
     assert not [r for r in caplog.records if r.getMessage() == "mcp_internal_error"]
+
+
+def test_a_flow_replays_through_the_verdict_core_not_the_tool_entry_points():
+    """A replayed step and the tool it stands for run the same core (Observe, then Answer): the
+    replay never calls an MCP tool handler of an act or a verdict, and each handler is the core."""
+    replay = set(reticle._replay_step.__code__.co_names)
+    assert not replay & {"_tool_act", "_tool_assert", "_tool_act_and_wait"}, replay
+    assert {"_act_once", "_assert_verdict", "_act_and_wait_verdict"} <= replay
+    for tool, core in (("_tool_act", "_act_once"), ("_tool_assert", "_assert_verdict"),
+                       ("_tool_act_and_wait", "_act_and_wait_verdict")):
+        assert core in getattr(reticle, tool).__code__.co_names, tool
+
+
+def test_the_registry_registers_every_tool_one_way():
+    """One record per tool: a tool given the tab of `sessionId` takes `detail`, one that resolves its
+    tab itself (a device, a journey to save) does not; the quiet spellings come from the record."""
+    for spec in reticle._TOOL_SPECS:
+        tool = REGISTRY.get(spec.name)
+        given = "sessionId" in spec.props and not spec.own_tab
+        assert tool.needs_session is given and ("detail" in tool.schema["properties"]) is given, spec.name
+        assert tool.quiet == spec.quiet, spec.name
+    assert [s.name for s in reticle._TOOL_SPECS] == [t.name for t in REGISTRY.listed()]
+    assert REGISTRY.get("reticle_act_and_wait").quiet == ("predicate",)
+    assert not REGISTRY.get("reticle_flow_save").needs_session and not REGISTRY.get("reticle_open").needs_session
+
+
+@pytest.mark.parametrize("name", ["reticle_observe", "reticle_network", "reticle_console"])
+def test_a_window_s_end_is_listed_where_it_is_not_another_name(name):
+    """`until` is the end of the window (a cursor) on the reading tools, so the model is shown it; on
+    wait_for and assert it is another spelling of `predicate` and stays out of the list."""
+    listed = REGISTRY.get(name).describe()["inputSchema"]["properties"]
+    assert "since" in listed and "until" in listed, sorted(listed)
+    for alias in ("reticle_wait_for", "reticle_assert"):
+        assert "until" not in REGISTRY.get(alias).describe()["inputSchema"]["properties"]
