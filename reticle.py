@@ -470,10 +470,13 @@ def _short(value: Any, limit: int = 140) -> str:
 # One clock inside the daemon: milliseconds since it started, read from time.monotonic() (never the wall
 # clock, which jumps); Hub.clock reads it.  Every event's `t`, every cursor an answer gives (`since`, `until`)
 # and every time the bridge keeps of a tab (when it was last heard, its act marks, when it left, a held report's
-# deadline, when a new document's first events are due) is on it, so a session and its parts compare times
-# without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts, and the
-# budgets the waits of Observe and the tools measure from a tool call's `timeout_ms` (_CALL_DEADLINE and those
-# budgets are time.monotonic() seconds; what they hand a session is a timeout, never a reading of their clock).
+# deadline, when a new document's first events are due) is on it, and so is every deadline of a verdict (Observe's
+# waits, the horizon's cap, the end of an act's budget: _act_budget), so a session, its parts and Observe compare
+# times without converting.  Seconds appear only at the edges, as durations: asyncio's sleeps and timeouts (the
+# seconds are worked out at the call), and a command's timeout, cut to the tool call's own deadline (_CALL_DEADLINE,
+# on this clock too: _command_budget).  A flow's replay, its steps' `ms` and the MCP clients Hub heard are on it
+# too.  The devices' timers, the HTTP layer's rate limits, the log filter and the CLI (another process) still read
+# time.monotonic() seconds; what they hand a session is a timeout in seconds, never a reading of their clock.
 # The page's own clock (an event's `pt`, ms since its document began) is kept beside `t` and compared only
 # with itself (_ActMarks).
 def _clock_ms(t0: float) -> float:
@@ -834,21 +837,21 @@ class _Progress:
 
 
 _PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVar("reticle_progress", default=None)
-# when the tool call being served must answer by (time.monotonic()), from its `timeout_ms`: no command to
-# the page waits past it (issue 19 #5)
+# when the tool call being served must answer by (on the daemon's clock, ms: Hub.clock), from its `timeout_ms`:
+# no command to the page waits past it (issue 19 #5)
 _CALL_DEADLINE: "contextvars.ContextVar[Optional[float]]" = contextvars.ContextVar("reticle_deadline", default=None)
 COMMAND_FLOOR_S = 0.25      # a command sent once the call's budget is spent still gets this long
 DIALOG_SILENT_MS = 5_500    # a tab that did not answer and was not heard from for this long is busy
 STUCK_COMMAND_S = 2.0       # what a command waits, at most, for a tab that did not answer the last one
 
 
-def _command_budget(timeout: float) -> float:
-    """How long a command to the page may wait: its own timeout, cut to what is left of the tool call's
-    `timeout_ms` (never below COMMAND_FLOOR_S)."""
+def _command_budget(timeout: float, now: float) -> float:
+    """How long (s) a command to the page may wait: its own `timeout` (s), cut to what is left at `now`
+    (the daemon's clock, ms) of the tool call's `timeout_ms` (never below COMMAND_FLOOR_S)."""
     deadline = _CALL_DEADLINE.get()
     if deadline is None:
         return timeout
-    return min(timeout, max(COMMAND_FLOOR_S, deadline - time.monotonic()))
+    return min(timeout, max(COMMAND_FLOOR_S, (deadline - now) / 1000.0))
 
 
 def _progress_note(text: str) -> None:
@@ -1903,7 +1906,7 @@ class _TabState:
     def _page_dialog(self, data: dict, t: float) -> None:
         """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
         commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
-        device answers dialogs itself (_Device._answer_dialog), so these are only kept."""
+        device answers dialogs itself (_answer_device_dialog), so these are only kept."""
         if self.device is not None:
             return
         kind = self.health.page_dialog(data, t)
@@ -1972,7 +1975,7 @@ class _TabState:
                 await self.wait_change(min(0.05, left))
 
     def document_on_its_way(self, rid: str, method: str, url: str) -> None:
-        """A device's browser started loading a new document in this tab (_Device._on_document):
+        """A device's browser started loading a new document in this tab (_NetRecord._on_document):
         recorded as the SDK records a form submission it announces, an open document request, so
         the tab is between documents (navigating) until the next document connects."""
         if self.requests.document_on_its_way(rid, method, url, self.now()):
@@ -2255,7 +2258,8 @@ class _BrowserSession(_TabState):
         if self.health.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout)
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout,
+                                  self.clock())
         cid, fut = self.pending.open()
         device = self.device if name in ("act", "act_sequence") else None
         if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
@@ -2282,11 +2286,12 @@ class _BrowserSession(_TabState):
         return _command_result(reply)
 
 
-async def _poll(check: Callable[[], bool], timeout: float, step: float) -> bool:
-    """Check every `step` s until `check()` holds (True) or `timeout` s pass (False)."""
-    deadline = time.monotonic() + timeout
+async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: Callable[[], float]) -> bool:
+    """Check every `step` s until `check()` holds (True) or `timeout` s pass on `clock` (the daemon's, ms)
+    (False)."""
+    deadline = clock() + timeout * 1000.0
     while not check():
-        left = deadline - time.monotonic()
+        left = (deadline - clock()) / 1000.0
         if left <= 0:
             return False
         await asyncio.sleep(min(step, left))
@@ -2419,7 +2424,7 @@ class _Bridge:
     async def wait_back(self, session: _TabState, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
-                           timeout, 0.025)
+                           timeout, 0.025, self.clock)
 
     def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
         """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
@@ -2447,7 +2452,7 @@ class _Bridge:
         def back() -> bool:
             s = self.sessions.get(session_id)
             return s is not None and s.generation > generation and s.handler is not None
-        return await _poll(back, timeout, 0.05)
+        return await _poll(back, timeout, 0.05, self.clock)
 
     def close_all(self) -> None:
         for s in list(self.sessions.values()):
@@ -2796,66 +2801,117 @@ def _cdp_key(key: str) -> Tuple[int, str, str]:
     return 0, key, ""
 
 
-class _Device:
-    """One browser the daemon started: its process, temporary profile, CDP
-    connection, the page it drives and the capability its SDK carries.
+class _BrowserProcess:
+    """A device's browser process: its temporary profile, its stderr (read for the DevTools
+    endpoint, then drained into a short tail for error messages) and its end, the whole process
+    group with it."""
 
-    Its bridge socket opens with a ticket: 32 random bytes minted for one
-    document's relay (the isolated world of _RELAY_JS) when that relay asks
-    over its CDP binding, good for one socket, void once another document of
-    the device asks (a navigation rotates it), and gone with the device.  No
-    page script sees one; the bridge accepts it from this device's session id
-    alone, and it is never the pairing token."""
-
-    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
-        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
-        profile, CDP client and page target, its relay tickets, and the browser's own record of the
-        requests its page made (to check the page's reports against)."""
-        self.manager = manager
-        self.id = "d" + secrets.token_hex(4)
-        self.session_id = "device-" + self.id
-        self.relay_nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
-        self.tickets: Dict[str, dict] = {}            # ticket -> {"context", "page", "minted", "used"}
-        # the browser's own record of the requests its page made (CDP Network): (METHOD, url, status)
-        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
-        self.net_seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)
-        self._net_methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
-        self.owner = owner
-        self.headed = headed
-        self.viewport = viewport
+    def __init__(self, device_id: str) -> None:
+        self.device_id = device_id
+        self.exe = ""
         self.profile = ""
         self.proc: Any = None
-        self.cdp = _CdpClient()
-        self.page: Optional[str] = None          # the flat CDP session of the page target
-        self.target: Optional[str] = None
-        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
-        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
-        self.started_at = time.time()
-        self.url = ""
-        self.closed = False
-        self.ready = False                       # started and its page connected
-        self.acting = 0                          # act commands in flight: input is honoured only then
         self.stderr_tail: collections.deque = collections.deque(maxlen=20)
-        self._drain: Optional[asyncio.Task] = None
-        self.browser = ""
-        self.phases: Dict[str, int] = {}
+        self.drain: Optional[asyncio.Task] = None
 
-    def describe(self) -> dict:
-        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
-                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
-                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
-                "startedAt": _wall_iso(self.started_at)}
+    async def spawn(self, exe: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """Start `exe` in a new temporary profile (its own process group on POSIX)."""
+        self.exe = exe
+        self.profile = tempfile.mkdtemp(prefix="reticle-device-")
+        args, why = _browser_args(self.profile, headed, viewport)
+        if why:
+            _emit(_device_log, logging.INFO, "device_no_sandbox", deviceId=self.device_id, why=why)
+        kwargs: Dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True   # its own process group: close() ends the helpers too
+        self.proc = await asyncio.create_subprocess_exec(
+            exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
 
-    def _bridge_base(self) -> str:
-        hub = self.manager.hub
-        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+    async def devtools_url(self) -> str:
+        """Read stderr until Chromium prints its DevTools endpoint; the rest of stderr is drained."""
+        deadline = time.monotonic() + DEVICE_START_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
+                                % (self.exe, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
+                                "check that the browser starts by hand with --headless")
+            try:
+                line = await asyncio.wait_for(self.proc.stderr.readline(), left)
+            except asyncio.TimeoutError:
+                continue
+            if not line:
+                raise ToolError("the browser %s exited while starting; its last output: %s" % (
+                    self.exe, " | ".join(self.stderr_tail) or "(none)"),
+                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
+            text = line.decode("utf-8", "replace").strip()
+            m = re.search(r"DevTools listening on (ws://\S+)", text)
+            if m:
+                self.drain = asyncio.ensure_future(self._drain_stderr())
+                return m.group(1)
+            self.stderr_tail.append(text[:300])
 
-    def relay_source(self) -> str:
+    async def _drain_stderr(self) -> None:
+        while True:
+            line = await self.proc.stderr.readline()
+            if not line:
+                return
+            self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
+
+    def kill(self) -> None:
+        """End the browser's whole process group at once (no waiting)."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    async def end(self) -> None:
+        """After Browser.close: wait for the exit, kill what is left of the group, let stderr's reader
+        finish and remove the profile.  Every wait is bounded."""
+        if self.proc is not None:
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            self.kill()  # the rest of the process group, and the browser if Browser.close did not work
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        if self.drain is not None:
+            try:  # stderr's end lets asyncio close the process transport (helpers hold the pipe too)
+                await asyncio.wait_for(self.drain, 2.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+        if self.profile:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, _remove_profile, self.profile)
+
+
+class _RelayTickets:
+    """A device's bridge relay (_RELAY_JS, in the isolated world RELAY_WORLD) and its tickets.
+
+    A ticket is 32 random bytes minted for one document's relay when that relay asks over its CDP
+    binding, good for one socket, void once another document of the device asks (a navigation
+    rotates it) or after TICKET_UNUSED_S unused, and gone with the device."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
+        self.tickets: Dict[str, dict] = {}      # ticket -> {"context", "page", "minted", "used"}
+
+    def source(self) -> str:
         """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
-        return _RELAY_JS % {"base": _dumps(self._bridge_base() + "?device="), "nonce": _dumps(self.relay_nonce),
+        return _RELAY_JS % {"base": _dumps(self.device.bridge_base() + "?device="), "nonce": _dumps(self.nonce),
                             "binding": _dumps(RELAY_BINDING)}
 
-    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+    def mint(self, context: Any = None, page: Optional[str] = None) -> str:
         """A one-use bridge ticket for the document whose relay runs in `context`.
 
         A ticket asked for by another document voids every unused one of the documents before
@@ -2884,244 +2940,57 @@ class _Device:
                 return "ok"
         return "void"
 
-    def holds_ticket(self, ticket: str) -> bool:
+    def holds(self, ticket: str) -> bool:
         return any(hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")) for t in self.tickets)
 
-    async def _answer_relay(self, context: Any, page: Optional[str]) -> None:
-        ticket = self.mint_ticket(context, page)
+    async def answer(self, context: Any, page: Optional[str]) -> None:
+        """Hand the relay that asked (in `context`) a new ticket, into its isolated world only."""
+        ticket = self.mint(context, page)
         try:
-            await self.cdp.call("Runtime.evaluate", {
+            await self.device.cdp.call("Runtime.evaluate", {
                 "expression": "globalThis.__reticleRelayOpen(%s)" % _dumps(ticket), "contextId": context}, page)
         except _CdpError as exc:  # the document went away before its ticket arrived
             self.tickets.pop(ticket, None)
-            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.id, why=str(exc))
+            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.device.id, why=str(exc))
 
-    def injected_source(self) -> str:
-        """The SDK with this device's config, run in top-level http(s) documents only.  It carries
-        no credential: its bridge socket is the relay's (relay_source)."""
-        config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self._bridge_base(),
-                  "relay": self.relay_nonce, "sessionId": self.session_id}
-        sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
-               .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
-        return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
-                + sdk + "\n})();")
 
-    async def start(self, exe: str, url: str) -> None:
-        """Launch, attach to the start-up tab, inject, then load `url`.
+class _NetRecord:
+    """The browser's own record (CDP Network) of the requests a device's page made, against which
+    the page's reports are checked, and the main frame's document loads it tells the tab of."""
 
-        The set-up calls go out together and are all answered before the
-        navigation starts: Page.navigate is handled in the browser process and
-        may overtake them, and a renderer swap would then lose them."""
-        t0 = await self.launch(exe)
-        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
-        pages = [t for t in targets if t.get("type") == "page"]
-        if pages:
-            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
-        else:
-            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
-        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
-        self.cdp.listeners.append(self._on_event)
-        await self._prepare_page()
-        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
-        await self.navigate(url)
-        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)  # (METHOD, url, status)
+        self._methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
 
-    async def warm(self, exe: str) -> None:
-        """A spare: everything of a start but the load.  The browser is launched, and its page is a
-        new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
-        start-up tab's), attached, with this device's SDK registered for every document."""
-        t0 = await self.launch(exe)
-        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
-                                                                   "browserContextId": self.context}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
-        self.cdp.listeners.append(self._on_event)
-        await self._prepare_page()
-        self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
+    def _session(self) -> Optional["_BrowserSession"]:
+        return self.device.manager.hub.bridge.sessions.get(self.device.session_id)
 
-    async def adopt(self, url: str, viewport: Tuple[int, int]) -> None:
-        """A warmed spare becomes this caller's device: its viewport, then the load of `url`."""
-        t0 = time.monotonic()
-        if viewport != self.viewport:
-            self.viewport = viewport
-            await self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
-                                                                       "deviceScaleFactor": 1, "mobile": False},
-                                self.page)
-        await self.navigate(url)
-        self.phases["spareNavigatedMs"] = round((time.monotonic() - t0) * 1000)
-
-    async def launch(self, exe: str) -> float:
-        """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
-        self.browser = exe
-        self.profile = tempfile.mkdtemp(prefix="reticle-device-")
-        args, why = _browser_args(self.profile, self.headed, self.viewport)
-        if why:
-            _emit(_device_log, logging.INFO, "device_no_sandbox", deviceId=self.id, why=why)
-        kwargs: Dict[str, Any] = {}
-        if os.name == "posix":
-            kwargs["start_new_session"] = True   # its own process group: close() ends the helpers too
-        self.proc = await asyncio.create_subprocess_exec(
-            exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
-        self.manager.write_record(self)
-        t0 = time.monotonic()
-        ws_url = await self._devtools_url()
-        self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
-        self._drain = asyncio.ensure_future(self._drain_stderr())
-        await self.cdp.connect(ws_url)
-        # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
-        reader = self.cdp.reader
-        assert reader is not None  # connect() started it
-        reader.add_done_callback(lambda _: None if self.closed else self.manager.hub.spawn(
-            self.manager.close(self, "the browser went away")))
-        return t0
-
-    async def _prepare_page(self) -> None:
-        width, height = self.viewport
-        await asyncio.gather(
-            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
-                          self.page),
-            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": self.injected_source()}, self.page),
-            self.cdp.call("Page.addScriptToEvaluateOnNewDocument",
-                          {"source": self.relay_source(), "worldName": RELAY_WORLD}, self.page),
-            self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
-            # the browser's own record of the page's requests, against which the page's reports are checked
-            self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
-            self.cdp.call("Emulation.setDeviceMetricsOverride",
-                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
-            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
-            self.cdp.call("Page.enable", {}, self.page))
-
-    async def fresh_context(self) -> None:
-        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
-        service workers or session storage from before.  The old tab and its context go; the
-        session id stays, so the new tab's SDK reconnects as the same session."""
-        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
-            "targetId"]
-        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
-        old_target, old_context = self.target, self.context
-        self.target, self.page, self.context = target, page, context
-
-        async def close_old() -> None:
-            try:
-                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
-            except _CdpError as exc:  # already gone: nothing of it is left to leak
-                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
-
-        await asyncio.gather(self._prepare_page(), close_old())
-        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
-        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
-            self.manager.hub.spawn(self._dispose(old_context))
-
-    async def _dispose(self, context: str) -> None:
-        try:
-            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
-        except _CdpError as exc:
-            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
-
-    async def _devtools_url(self) -> str:
-        """Read stderr until Chromium prints its DevTools endpoint."""
-        deadline = time.monotonic() + DEVICE_START_TIMEOUT_S
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
-                                % (self.browser, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
-                                "check that the browser starts by hand with --headless")
-            try:
-                line = await asyncio.wait_for(self.proc.stderr.readline(), left)
-            except asyncio.TimeoutError:
-                continue
-            if not line:
-                raise ToolError("the browser %s exited while starting; its last output: %s" % (
-                    self.browser, " | ".join(self.stderr_tail) or "(none)"),
-                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
-            text = line.decode("utf-8", "replace").strip()
-            m = re.search(r"DevTools listening on (ws://\S+)", text)
-            if m:
-                return m.group(1)
-            self.stderr_tail.append(text[:300])
-
-    async def _drain_stderr(self) -> None:
-        while True:
-            line = await self.proc.stderr.readline()
-            if not line:
-                return
-            self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
-
-    def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
-        if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
-            # only the relay's isolated world has this binding: the page's own scripts cannot call it
-            self.manager.hub.spawn(self._answer_relay(params.get("executionContextId"), session))
-        elif session == self.page and method.startswith("Network."):
-            self._on_network(method, params)
-        elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
-            tab = self.manager.hub.bridge.sessions.get(self.session_id)
-            if tab is not None:
-                tab.document_not_coming(None)
-        elif session == self.page and method == "Page.javascriptDialogOpening":
-            self.manager.hub.spawn(self._answer_dialog(params))
-        elif session == self.page and method == "Page.frameNavigated":
-            frame = params.get("frame") or {}
-            if not frame.get("parentId"):
-                self.url = str(frame.get("url", ""))[:4096]
-        elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
-            self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
-
-    async def _answer_dialog(self, params: dict) -> None:
-        """An alert, confirm, prompt or beforeunload blocks the page (and every command) until it
-        is answered: answer it at once.  Dismissed, unless the act that raised it asked for
-        `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
-        (the agent asked to leave).  The tab's answers name it (splice_health)."""
-        kind = str(params.get("type") or "alert")
-        policy = self.dialog_policy
-        if policy is not None:
-            accept = bool(policy.get("accept"))
-        else:
-            accept = kind == "beforeunload" and self.loading is not None and self.loading.locked()
-        answer: Dict[str, Any] = {"accept": accept}
-        if accept and kind == "prompt":
-            answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
-        record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
-                  "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
-        _emit(_device_log, logging.INFO, "device_dialog", deviceId=self.id, dialogType=kind, handled=record["handled"])
-        try:
-            await self.cdp.call("Page.handleJavaScriptDialog", answer, self.page, timeout=5.0)
-        except _CdpError as exc:
-            record["handled"] = "failed: %s" % _short(str(exc), 120)
-        session = self.manager.hub.bridge.sessions.get(self.session_id)
-        if session is not None:
-            session.note_dialog(record)
-
-    def _on_network(self, method: str, params: dict) -> None:
+    def on_event(self, method: str, params: dict) -> None:
         """Keep the browser's record of each request its page made, then let the tab's held
         reports that it now confirms through."""
         rid = str(params.get("requestId", ""))
-        if params.get("type") == "Document" and params.get("frameId") == self.target:
+        if params.get("type") == "Document" and params.get("frameId") == self.device.target:
             self._on_document(method, rid, params)
         if method == "Network.requestWillBeSent":
             request = params.get("request") or {}
             redirect = params.get("redirectResponse")
             if isinstance(redirect, dict):
-                self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(redirect.get("url")),
-                                      redirect.get("status")))
-            self._net_methods[rid] = str(request.get("method") or "GET").upper()
-            while len(self._net_methods) > NET_RECORD_MAX:
-                self._net_methods.popitem(last=False)
+                self.seen.append((self._methods.get(rid, "GET"), _net_key_url(redirect.get("url")),
+                                  redirect.get("status")))
+            self._methods[rid] = str(request.get("method") or "GET").upper()
+            while len(self._methods) > NET_RECORD_MAX:
+                self._methods.popitem(last=False)
             return
         if method == "Network.responseReceived":
             response = params.get("response") or {}
-            self.net_seen.append((self._net_methods.get(rid, "GET"), _net_key_url(response.get("url")),
-                                  response.get("status")))
+            self.seen.append((self._methods.get(rid, "GET"), _net_key_url(response.get("url")),
+                              response.get("status")))
         elif method == "Network.loadingFailed":
-            self.net_seen.append((self._net_methods.get(rid, "GET"), "", 0))
+            self.seen.append((self._methods.get(rid, "GET"), "", 0))
         else:
             return
-        session = self.manager.hub.bridge.sessions.get(self.session_id)
+        session = self._session()
         if session is not None and session.held:
             session.admit_held(confirmed_only=True)
 
@@ -3130,7 +2999,7 @@ class _Device:
         method = str(data.get("method") or "GET").upper()
         url = _net_key_url(data.get("url"))
         status = data.get("status")
-        for seen_method, seen_url, seen_status in reversed(self.net_seen):
+        for seen_method, seen_url, seen_status in reversed(self.seen):
             if seen_method != method:
                 continue
             if seen_url == "" and not status:
@@ -3148,7 +3017,7 @@ class _Device:
         once, as the SDK's announcement of a form submission makes it, until the next document
         connects.  A navigation that brings no document (failed, cancelled, a download, a 204)
         ends it."""
-        session = self.manager.hub.bridge.sessions.get(self.session_id)
+        session = self._session()
         if session is None:
             return
         if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
@@ -3159,19 +3028,19 @@ class _Device:
                 (params.get("response") or {}).get("status") in (204, 205))):
             session.document_not_coming(rid)
 
-    async def navigate(self, url: str) -> None:
-        result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
-        if result.get("errorText"):
-            raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
-                            "check that the app is running and the URL is right")
-        self.url = url
 
-    async def input(self, req: dict) -> None:
+class _DeviceInput:
+    """Real input for a device's page (Input.*, event.isTrusted true), as its SDK asks during an act."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+
+    async def dispatch(self, req: dict) -> None:
         """Dispatch one action as real input (Input.*), as the SDK asked."""
         action = req.get("action")
         x, y = float(req.get("x", 0)), float(req.get("y", 0))
-        call = self.cdp.call
-        page = self.page
+        call = self.device.cdp.call
+        page = self.device.page
 
         def mouse(kind: str, px: float, py: float, **extra: Any) -> Awaitable[dict]:
             params = {"type": kind, "x": px, "y": py, "modifiers": 0}
@@ -3220,10 +3089,262 @@ class _Device:
         if text:
             down["text"] = text
             down["unmodifiedText"] = text
-        await self.cdp.call("Input.dispatchKeyEvent", down, self.page)
-        await self.cdp.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code,
-                                                       "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk,
-                                                       "modifiers": mods}, self.page)
+        call, page = self.device.cdp.call, self.device.page
+        await call("Input.dispatchKeyEvent", down, page)
+        await call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk,
+                                              "nativeVirtualKeyCode": vk, "modifiers": mods}, page)
+
+
+async def _answer_device_dialog(device: "_Device", params: dict) -> None:
+    """An alert, confirm, prompt or beforeunload blocks a device's page (and every command) until
+    it is answered: answer it at once.  Dismissed, unless the act that raised it asked for
+    `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
+    (the agent asked to leave).  The tab's answers name it (_with_health)."""
+    kind = str(params.get("type") or "alert")
+    policy = device.dialog_policy
+    if policy is not None:
+        accept = bool(policy.get("accept"))
+    else:
+        accept = kind == "beforeunload" and device.loading is not None and device.loading.locked()
+    answer: Dict[str, Any] = {"accept": accept}
+    if accept and kind == "prompt":
+        answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
+    record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
+              "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
+    _emit(_device_log, logging.INFO, "device_dialog", deviceId=device.id, dialogType=kind, handled=record["handled"])
+    try:
+        await device.cdp.call("Page.handleJavaScriptDialog", answer, device.page, timeout=5.0)
+    except _CdpError as exc:
+        record["handled"] = "failed: %s" % _short(str(exc), 120)
+    session = device.manager.hub.bridge.sessions.get(device.session_id)
+    if session is not None:
+        session.note_dialog(record)
+
+
+class _Device:
+    """One browser the daemon started: its process (_BrowserProcess), CDP connection, the page it
+    drives, and the parts that answer that page: its relay and tickets (_RelayTickets), the
+    browser's record of its requests (_NetRecord), real input (_DeviceInput) and dialogs.
+
+    Its bridge socket opens with a ticket: 32 random bytes minted for one
+    document's relay (the isolated world of _RELAY_JS) when that relay asks
+    over its CDP binding, good for one socket, void once another document of
+    the device asks (a navigation rotates it), and gone with the device.  No
+    page script sees one; the bridge accepts it from this device's session id
+    alone, and it is never the pairing token."""
+
+    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
+        profile, CDP client and page target, its relay tickets, and the browser's own record of the
+        requests its page made (to check the page's reports against)."""
+        self.manager = manager
+        self.id = "d" + secrets.token_hex(4)
+        self.session_id = "device-" + self.id
+        self.relay = _RelayTickets(self)
+        self.net = _NetRecord(self)
+        self.inputs = _DeviceInput(self)
+        self.process = _BrowserProcess(self.id)
+        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
+        self.owner = owner
+        self.headed = headed
+        self.viewport = viewport
+        self.cdp = _CdpClient()
+        self.page: Optional[str] = None          # the flat CDP session of the page target
+        self.target: Optional[str] = None
+        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
+        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
+        self.started_at = time.time()
+        self.url = ""
+        self.closed = False
+        self.ready = False                       # started and its page connected
+        self.acting = 0                          # act commands in flight: input is honoured only then
+        self.phases: Dict[str, int] = {}
+        self.scripts: Optional[Tuple[str, str]] = None  # (the SDK, the relay) until the page has them
+        self._start_t0: Optional[float] = None   # a start of its own (no spare): its phases count from the launch
+
+    @property
+    def proc(self) -> Any:
+        return self.process.proc
+
+    @property
+    def profile(self) -> str:
+        return self.process.profile
+
+    @property
+    def tickets(self) -> Dict[str, dict]:
+        return self.relay.tickets
+
+    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+        return self.relay.mint(context, page)
+
+    def made_request(self, data: dict) -> bool:
+        """Did this browser make the request its page reports (method, URL without query, status)?"""
+        return self.net.made_request(data)
+
+    def describe(self) -> dict:
+        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
+                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
+                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
+                "startedAt": _wall_iso(self.started_at)}
+
+    def bridge_base(self) -> str:
+        hub = self.manager.hub
+        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+
+    def _scripts(self) -> Tuple[str, str]:
+        """The two scripts of every document (injected_source, _RelayTickets.source), built once per set-up."""
+        if self.scripts is None:
+            self.scripts = (self.injected_source(), self.relay.source())
+        return self.scripts
+
+    def injected_source(self) -> str:
+        """The SDK with this device's config, run in top-level http(s) documents only.  It carries
+        no credential: its bridge socket is the relay's (_RelayTickets.source)."""
+        config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
+                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self.bridge_base(),
+                  "relay": self.relay.nonce, "sessionId": self.session_id}
+        sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
+               .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
+        return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
+                + sdk + "\n})();")
+
+    async def start(self, exe: str, url: str) -> None:
+        """Launch, attach to the start-up tab, inject, then load `url`.
+
+        The set-up calls go out together and are all answered before the
+        navigation starts: Page.navigate is handled in the browser process and
+        may overtake them, and a renderer swap would then lose them."""
+        t0 = await self.launch(exe)
+        self._start_t0 = t0
+        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
+        else:
+            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+        await self.navigate(url)
+        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def warm(self, exe: str) -> None:
+        """A spare: everything of a start but the load.  The browser is launched, and its page is a
+        new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
+        start-up tab's), attached, with this device's SDK registered for every document."""
+        t0 = await self.launch(exe)
+        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
+                                                                   "browserContextId": self.context}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def adopt(self, url: str, viewport: Tuple[int, int]) -> None:
+        """A warmed spare becomes this caller's device: its viewport, then the load of `url`."""
+        t0 = time.monotonic()
+        if viewport != self.viewport:
+            self.viewport = viewport
+            await self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
+                                                                       "deviceScaleFactor": 1, "mobile": False},
+                                self.page)
+        await self.navigate(url)
+        self.phases["spareNavigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def launch(self, exe: str) -> float:
+        """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
+        await self.process.spawn(exe, self.headed, self.viewport)
+        t0 = time.monotonic()
+        self.manager.records.write(self)
+        self._scripts()  # while the browser boots: nothing of the start waits for these two strings then
+        ws_url = await self.process.devtools_url()
+        self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
+        await self.cdp.connect(ws_url)
+        # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
+        reader = self.cdp.reader
+        assert reader is not None  # connect() started it
+        reader.add_done_callback(lambda _: None if self.closed else self.manager.hub.spawn(
+            self.manager.close(self, "the browser went away")))
+        return t0
+
+    async def _prepare_page(self) -> None:
+        width, height = self.viewport
+        sdk, relay = self._scripts()
+        await asyncio.gather(
+            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": sdk}, self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": relay, "worldName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
+            # the browser's own record of the page's requests, against which the page's reports are checked
+            self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
+            self.cdp.call("Emulation.setDeviceMetricsOverride",
+                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
+            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
+            self.cdp.call("Page.enable", {}, self.page))
+        self.scripts = None  # 240 KB a device need not keep: a fresh context builds them again
+
+    async def fresh_context(self) -> None:
+        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
+        service workers or session storage from before.  The old tab and its context go; the
+        session id stays, so the new tab's SDK reconnects as the same session."""
+        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
+            "targetId"]
+        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+        old_target, old_context = self.target, self.context
+        self.target, self.page, self.context = target, page, context
+
+        async def close_old() -> None:
+            try:
+                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
+            except _CdpError as exc:  # already gone: nothing of it is left to leak
+                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
+
+        await asyncio.gather(self._prepare_page(), close_old())
+        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
+        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
+            self.manager.hub.spawn(self._dispose(old_context))
+
+    async def _dispose(self, context: str) -> None:
+        try:
+            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
+        except _CdpError as exc:
+            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
+
+    def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
+        if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
+            # only the relay's isolated world has this binding: the page's own scripts cannot call it
+            if self._start_t0 is not None and "askedMs" not in self.phases:  # the first page's SDK runs
+                self.phases["askedMs"] = round((time.monotonic() - self._start_t0) * 1000)
+            self.manager.hub.spawn(self.relay.answer(params.get("executionContextId"), session))
+        elif session == self.page and method.startswith("Network."):
+            self.net.on_event(method, params)
+        elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
+            tab = self.manager.hub.bridge.sessions.get(self.session_id)
+            if tab is not None:
+                tab.document_not_coming(None)
+        elif session == self.page and method == "Page.javascriptDialogOpening":
+            self.manager.hub.spawn(_answer_device_dialog(self, params))
+        elif session == self.page and method == "Page.frameNavigated":
+            frame = params.get("frame") or {}
+            if not frame.get("parentId"):
+                self.url = str(frame.get("url", ""))[:4096]
+        elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
+            self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
+
+    async def navigate(self, url: str) -> None:
+        result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
+        if result.get("errorText"):
+            raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
+                            "check that the app is running and the URL is right")
+        self.url = url
 
     async def capture(self, fmt: str, clip: Optional[dict] = None, full_page: bool = False,
                       quality: Optional[int] = None) -> bytes:
@@ -3238,46 +3359,17 @@ class _Device:
     async def layout(self) -> dict:
         return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
 
-    def kill(self) -> None:
-        """End the browser's whole process group at once (no waiting)."""
-        proc = self.proc
-        if proc is None or proc.returncode is not None:
-            return
-        try:
-            if os.name == "posix":
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:
-                proc.kill()
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
 
+class _StartBudget:
+    """How many devices one session key may start per window (RETICLE_DEVICE_BUDGET), and all keys
+    together (DEVICE_BUDGET_ALL_SCALE x it): a new session for every start is no way around it."""
 
-class _DeviceManager:
-    """The devices of one daemon: start budget per session key, a cap on
-    how many live at once, idle close, reaping of a killed daemon's orphans.
-
-    Each device leaves a record (pid, profile, daemon pid) in the state
-    directory's devices/ while it lives, so that the next daemon can end the
-    browsers and remove the profiles of one that was killed with SIGKILL."""
-
-    def __init__(self, hub: "Hub") -> None:
-        self.hub = hub
-        self.devices: Dict[str, _Device] = {}
+    def __init__(self, raw: Optional[str]) -> None:
+        self.budget = self.parse(raw)
         self.starts: Dict[str, collections.deque] = {}
-        self.last_used: Dict[str, float] = {}
-        self.budget = self._parse_budget(os.environ.get("RETICLE_DEVICE_BUDGET"))
-        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
-        self.idle_s = DEVICE_IDLE_S
-        self._idle_timer: Any = None
-        # Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
-        # next reticle_open adopts instead of launching one; they count in max_devices.
-        self.want_spares = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
-        self.spares: List[_Device] = []
-        self.spare_tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
-        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
 
     @staticmethod
-    def _parse_budget(raw: Optional[str]) -> Tuple[int, float]:
+    def parse(raw: Optional[str]) -> Tuple[int, float]:
         if not raw or not raw.strip():
             return DEVICE_BUDGET_DEFAULT
         m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*", raw)
@@ -3286,51 +3378,58 @@ class _DeviceManager:
                               % raw)
         return int(m.group(1)), float(m.group(2))
 
-    # -- lookups --------------------------------------------------------------
-    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
-        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
-        if not ticket:
-            return None, "void"
-        for device in self.devices.values():
-            if device.holds_ticket(ticket):
-                return device, device.redeem(ticket)
-        return None, "void"
+    def check(self, key: str) -> None:
+        """Refuse a start the budget of `key`, or of all keys together, has no room for."""
+        count, window = self.budget
+        now = time.time()
+        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
+            starts = self.starts.setdefault(who, collections.deque())
+            while starts and starts[0] <= now - window:
+                starts.popleft()
+            if len(starts) >= limit:
+                next_at = starts[0] + window
+                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
+                                "the next start is allowed at %s, in %d s."
+                                % (limit, window, "this session key" if who == key else "all clients together",
+                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
+                                   max(1, int(next_at - now + 0.999))),
+                                "reuse the open device (reticle_open reuses the caller's own) or wait",
+                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
 
-    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
-        for device in self.devices.values():
-            if device.session_id == session_id:
-                return device
-        return None
+    def spend(self, key: str) -> None:
+        """Count a start of `key` (after check(), which made its record)."""
+        self.starts[key].append(time.time())
+        self.starts["*"].append(time.time())
 
-    def owned_by(self, key: str) -> Optional[_Device]:
-        for device in self.devices.values():
-            if device.owner == key:
-                return device
-        return None
+    def forget_old(self) -> None:
+        horizon = time.time() - self.budget[1]
+        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
+            del self.starts[key]
 
-    def describe(self) -> List[dict]:
-        return [d.describe() for d in self.devices.values()]
 
-    def touch(self, key: str) -> None:
-        self.last_used[key] = time.monotonic()
+class _DeviceRecords:
+    """The state directory's devices/: one record (pid, profile, daemon pid) per live device, so
+    that the next daemon can end the browsers and remove the profiles of one killed with SIGKILL."""
 
-    # -- records ----------------------------------------------------------------
-    def _records_dir(self) -> str:
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+
+    def _dir(self) -> str:
         path = os.path.join(self.hub.state.ensure(), "devices")
         os.makedirs(path, mode=0o700, exist_ok=True)
         return path
 
-    def write_record(self, device: _Device) -> None:
+    def write(self, device: "_Device") -> None:
         record = {"pid": device.proc.pid, "profile": device.profile, "daemonPid": os.getpid(),
                   "port": self.hub.port, "startedAt": _wall_iso(device.started_at)}
-        path = os.path.join(self._records_dir(), device.id + ".json")
+        path = os.path.join(self._dir(), device.id + ".json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(_dumps(record))
 
-    def _drop_record(self, device: _Device) -> None:
+    def drop(self, device: "_Device") -> None:
         try:
-            os.unlink(os.path.join(self._records_dir(), device.id + ".json"))
+            os.unlink(os.path.join(self._dir(), device.id + ".json"))
         except OSError:
             pass
 
@@ -3355,16 +3454,7 @@ class _DeviceManager:
             if owner != os.getpid() and _pid_alive(owner):
                 continue  # another live daemon's device
             if _pid_alive(pid) and _is_device_process(pid, profile):
-                try:
-                    if os.name == "posix":
-                        os.killpg(pid, signal.SIGKILL)
-                    else:
-                        os.kill(pid, signal.SIGTERM)
-                except (ProcessLookupError, PermissionError, OSError):
-                    pass
-                deadline = time.monotonic() + 2.0
-                while _pid_alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.02)
+                _end_orphan(pid)
             if os.path.basename(profile).startswith("reticle-device-"):
                 shutil.rmtree(profile, ignore_errors=True)
             try:
@@ -3375,38 +3465,161 @@ class _DeviceManager:
             _emit(_device_log, logging.INFO, "device_orphan_reaped", pid=pid, profile=profile, daemonPid=owner)
         return reaped
 
-    # -- open and close -----------------------------------------------------------
-    def _check_budget(self, key: str) -> None:
-        """The start budget of `key`, and of all keys together (DEVICE_BUDGET_ALL_SCALE x it): a
-        new session for every start is no way around it."""
-        count, window = self.budget
-        now = time.time()
-        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
-            starts = self.starts.setdefault(who, collections.deque())
-            while starts and starts[0] <= now - window:
-                starts.popleft()
-            if len(starts) >= limit:
-                next_at = starts[0] + window
-                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
-                                "the next start is allowed at %s, in %d s."
-                                % (limit, window, "this session key" if who == key else "all clients together",
-                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
-                                   max(1, int(next_at - now + 0.999))),
-                                "reuse the open device (reticle_open reuses the caller's own) or wait",
-                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
 
+def _end_orphan(pid: int) -> None:
+    """Kill an orphaned browser's process group and wait (up to 2 s) for it to go."""
+    try:
+        if os.name == "posix":
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    deadline = time.monotonic() + 2.0
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+class _SparePool:
+    """Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
+    next reticle_open adopts instead of launching one; they count in the manager's max_devices."""
+
+    def __init__(self, manager: "_DeviceManager") -> None:
+        self.manager = manager
+        self.want = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
+        self.spares: List[_Device] = []
+        self.tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
+
+    def top_up(self) -> None:
+        """Start spares in the background until `want` are kept, within max_devices."""
+        manager = self.manager
+        while (len(self.spares) < self.want and not manager.hub.stop_reason
+               and len(manager.devices) + len(self.spares) < manager.max_devices):
+            try:
+                exe = _find_browser()
+            except ToolError:
+                return
+            spare = _Device(manager, "", False, DEVICE_VIEWPORT)
+            self.spares.append(spare)
+            self.tasks[spare.id] = manager.hub.spawn(self._warm(spare, exe))
+
+    async def _warm(self, spare: _Device, exe: str) -> None:
+        try:
+            await spare.warm(exe)
+        except BaseException as exc:
+            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
+            await self.manager.close(spare, "the spare did not start: %s" % exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        spare.ready = True
+        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
+
+    async def take(self) -> Optional[_Device]:
+        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
+        launch), or None when it failed; the caller starts a browser of its own then."""
+        while self.spares:
+            spare = self.spares.pop(0)
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                await asyncio.wait({task})
+            if spare.ready and not spare.closed and not spare.cdp.closed:
+                spare.ready = False  # ready again once its page connected for its new owner
+                return spare
+            await self.manager.close(spare, "the spare was not usable")
+        return None
+
+    async def give_up_one(self) -> bool:
+        """Close the newest spare to make room for a device -> whether there was one."""
+        if not self.spares:
+            return False
+        spare = self.spares[-1]
+        task = self.tasks.pop(spare.id, None)
+        if task is not None and not task.done():
+            task.cancel()
+        await self.manager.close(spare, "a device needed its place")
+        return True
+
+    async def close_all(self, why: str) -> None:
+        spares, self.spares = list(self.spares), []
+        for spare in spares:
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*(self.manager.close(s, why) for s in spares))
+
+
+class _DeviceManager:
+    """The devices of one daemon: start budget per session key (_StartBudget), a cap on how many
+    live at once, idle close, spare browsers (_SparePool), reaping of a killed daemon's orphans.
+
+    Each device leaves a record (pid, profile, daemon pid) in the state
+    directory's devices/ while it lives (_DeviceRecords), so that the next daemon can end the
+    browsers and remove the profiles of one that was killed with SIGKILL."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.devices: Dict[str, _Device] = {}
+        self.last_used: Dict[str, float] = {}
+        self.budget = _StartBudget(os.environ.get("RETICLE_DEVICE_BUDGET"))
+        self.records = _DeviceRecords(hub)
+        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
+        self.idle_s = DEVICE_IDLE_S
+        self._idle_timer: Any = None
+        self.pool = _SparePool(self)
+        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
+
+    @property
+    def spares(self) -> List[_Device]:
+        return self.pool.spares
+
+    @property
+    def spare_tasks(self) -> Dict[str, "asyncio.Task[Any]"]:
+        return self.pool.tasks
+
+    def top_up(self) -> None:
+        self.pool.top_up()
+
+    def reap_orphans(self) -> int:
+        """End the browsers and remove the profiles of devices whose daemon is gone (blocking)."""
+        return self.records.reap_orphans()
+
+    # -- lookups --------------------------------------------------------------
+    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
+        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
+        if not ticket:
+            return None, "void"
+        for device in self.devices.values():
+            if device.relay.holds(ticket):
+                return device, device.relay.redeem(ticket)
+        return None, "void"
+
+    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.session_id == session_id:
+                return device
+        return None
+
+    def owned_by(self, key: str) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.owner == key:
+                return device
+        return None
+
+    def describe(self) -> List[dict]:
+        return [d.describe() for d in self.devices.values()]
+
+    def touch(self, key: str) -> None:
+        self.last_used[key] = time.monotonic()
+
+    # -- open and close -----------------------------------------------------------
     async def _make_room(self) -> None:
         """At the cap, close the device whose client has been silent longest, if that is more than
         DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse.
         A spare browser counts too, and gives its place up first."""
         if len(self.devices) + len(self.spares) < self.max_devices:
             return
-        if self.spares:
-            spare = self.spares[-1]
-            task = self.spare_tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                task.cancel()
-            await self.close(spare, "a device needed its place")
+        if await self.pool.give_up_one():
             return
         now = time.monotonic()
         idle = [(now - self.last_used.get(d.owner, now), d) for d in self.devices.values() if d.ready]
@@ -3436,13 +3649,12 @@ class _DeviceManager:
             await self.close(own, "replaced by a device with other settings")
         self.asked_at = time.monotonic()
         spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
-        self._check_budget(key)
+        self.budget.check(key)
         if not spare_fits:
             await self._make_room()  # a device counts from the moment it starts, a spare from its launch
         exe = _find_browser()
-        self.starts[key].append(time.time())
-        self.starts["*"].append(time.time())
-        device = (await self._take_spare()) if spare_fits else None
+        self.budget.spend(key)
+        device = (await self.pool.take()) if spare_fits else None
         spare = device is not None
         if device is None:
             device = _Device(self, key, headed, viewport)
@@ -3468,55 +3680,8 @@ class _DeviceManager:
         _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
               sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
         if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
-            self.top_up()
+            self.pool.top_up()
         return device, True
-
-    # -- spare browsers -------------------------------------------------------------
-    def top_up(self) -> None:
-        """Start spares in the background until `want_spares` are kept, within max_devices."""
-        while (len(self.spares) < self.want_spares and not self.hub.stop_reason
-               and len(self.devices) + len(self.spares) < self.max_devices):
-            try:
-                exe = _find_browser()
-            except ToolError:
-                return
-            spare = _Device(self, "", False, DEVICE_VIEWPORT)
-            self.spares.append(spare)
-            self.spare_tasks[spare.id] = self.hub.spawn(self._warm(spare, exe))
-
-    async def _warm(self, spare: _Device, exe: str) -> None:
-        try:
-            await spare.warm(exe)
-        except BaseException as exc:
-            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
-            await self.close(spare, "the spare did not start: %s" % exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            return
-        spare.ready = True
-        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
-
-    async def _take_spare(self) -> Optional[_Device]:
-        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
-        launch), or None when it failed; the caller starts a browser of its own then."""
-        while self.spares:
-            spare = self.spares.pop(0)
-            task = self.spare_tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                await asyncio.wait({task})
-            if spare.ready and not spare.closed and not spare.cdp.closed:
-                spare.ready = False  # ready again once its page connected for its new owner
-                return spare
-            await self.close(spare, "the spare was not usable")
-        return None
-
-    async def close_spares(self, why: str) -> None:
-        spares, self.spares = list(self.spares), []
-        for spare in spares:
-            task = self.spare_tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                task.cancel()
-        await asyncio.gather(*(self.close(s, why) for s in spares))
 
     async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
         """Load `url` in a running device (first in a new, empty browser context when `fresh`)
@@ -3569,25 +3734,8 @@ class _DeviceManager:
         except (_CdpError, asyncio.TimeoutError):
             pass
         device.cdp.close()
-        if device.proc is not None:
-            try:
-                await asyncio.wait_for(device.proc.wait(), 2.0)
-            except asyncio.TimeoutError:
-                pass
-            device.kill()  # the rest of the process group, and the browser if Browser.close did not work
-            try:
-                await asyncio.wait_for(device.proc.wait(), 2.0)
-            except asyncio.TimeoutError:
-                pass
-        if device._drain is not None:
-            try:  # stderr's end lets asyncio close the process transport (helpers hold the pipe too)
-                await asyncio.wait_for(device._drain, 2.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                pass
-        if device.profile:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, _remove_profile, device.profile)
-        self._drop_record(device)
+        await device.process.end()
+        self.records.drop(device)
         self.hub.faults.drop_tab(device.session_id)
         session = self.hub.bridge.get(device.session_id)
         if session is not None and session.handler is not None:
@@ -3595,7 +3743,7 @@ class _DeviceManager:
         _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
 
     async def close_all(self, why: str) -> None:
-        await asyncio.gather(self.close_spares(why), *(self.close(d, why) for d in list(self.devices.values())))
+        await asyncio.gather(self.pool.close_all(why), *(self.close(d, why) for d in list(self.devices.values())))
         if self._idle_timer is not None:
             self._idle_timer.stop()
             self._idle_timer = None
@@ -3610,16 +3758,14 @@ class _DeviceManager:
         owners = {d.owner for d in self.devices.values()}
         for key in [k for k, t in self.last_used.items() if now - t > self.idle_s and k not in owners]:
             del self.last_used[key]
-        horizon = time.time() - self.budget[1]
-        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
-            del self.starts[key]
+        self.budget.forget_old()
         for device in list(self.devices.values()):
             if device.owner.startswith("cli:"):
                 continue  # `reticle drive` and `reticle demo` keep theirs until they end
             if now - self.last_used.get(device.owner, now) > self.idle_s:
                 self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
         if self.spares and (self.asked_at is None or now - self.asked_at > self.idle_s):
-            self.hub.spawn(self.close_spares("no device was asked for in %d s" % self.idle_s))
+            self.hub.spawn(self.pool.close_all("no device was asked for in %d s" % self.idle_s))
 
     # -- trusted input ------------------------------------------------------------
     def on_input(self, session: _BrowserSession, msg: dict) -> None:
@@ -3632,7 +3778,7 @@ class _DeviceManager:
             try:
                 if device is None or device.closed or not device.acting:
                     raise ToolError("real input is only dispatched in a device while an act runs")
-                await device.input(msg)
+                await device.inputs.dispatch(msg)
             except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
                 reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
             handler = session.handler
@@ -5416,14 +5562,15 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
 # -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
 
 async def _await_horizon(session: "_BrowserSession", floor: float, deadline: float) -> List[Tuple[str, bool]]:
-    """Wait (until the monotonic `deadline`) for the act at `floor` to finish its causal work (see
-    _horizon); -> what was still pending when the deadline came ([] when it finished)."""
+    """Wait (until `deadline`, on the daemon's clock) for the act at `floor` to finish its causal work
+    (see _horizon); -> what was still pending when the deadline came ([] when it finished)."""
     while True:
-        pending = _horizon(session.window(floor), session.known(floor), floor, session.now(), bool(session.sdk_version))
-        left = deadline - time.monotonic()
+        now = session.now()
+        pending = _horizon(session.window(floor), session.known(floor), floor, now, bool(session.sdk_version))
+        left = deadline - now
         if not pending or left <= 0:
             return pending
-        await session.wait_change(min(0.05, left))
+        await session.wait_change(min(50.0, left) / 1000.0)
 
 
 async def _read_leaf(session: "_BrowserSession", leaf: dict) -> Any:
@@ -5482,15 +5629,16 @@ def _lost_why(session: "_BrowserSession") -> str:
 
 async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
     """With the app's middleware in use (a record arrived for this tab), give the records of the
-    act's marked requests their grace to arrive before judging.  True when any arrived."""
+    act's marked requests their grace to arrive before judging (until `budget_end`, on the daemon's
+    clock).  True when any arrived."""
     if not session.server_seen:
         return False
     before = session.server_seen
-    while time.monotonic() < budget_end:
+    while session.now() < budget_end:
         awaiting, _ = _server_unreported(session.now(), session.window(since))
         if not awaiting:
             break
-        await session.wait_change(min(0.05, budget_end - time.monotonic()))
+        await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
     return session.server_seen != before
 
 
@@ -5504,7 +5652,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
 
     The horizon: an assert that follows an act (`act_at`) first waits for the act's causal work
     (see _horizon, at most HORIZON_CAP_MS), whichever way it would judge.  After an act
-    (`settle_until`, the monotonic end of its budget) a pass waits for that work too, for the UI
+    (`settle_until`, the end of its budget on the daemon's clock) a pass waits for that work too, for the UI
     after a write, and for the server records of the act's marked requests (Server truth), then is
     judged again as the page is then (a `settled` leaf keeps its first judgement unless server
     records joined late or an absence is asked); what is still going at the cap is kept in `pending`."""
@@ -5514,7 +5662,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         if grace > 0:
             await asyncio.sleep(grace / 1000.0)
         _progress_note("waiting for the act's work to land before judging")
-        pending = await _await_horizon(session, act_at, time.monotonic() + HORIZON_CAP_MS / 1000.0)
+        pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
     session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
@@ -5526,15 +5674,15 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         obs = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     if settle_until is not None and not obs.lost and _judge_final(p, obs)["pass"]:
         _progress_note("waiting for the requests the act started to finish")
-        pending = await _await_horizon(session, floor, time.monotonic() + HORIZON_CAP_MS / 1000.0)
-        while time.monotonic() < settle_until and session.open_since(floor):
+        pending = await _await_horizon(session, floor, session.now() + HORIZON_CAP_MS)
+        while session.now() < settle_until and session.open_since(floor):
             await session.wait_change(0.05)
         window = session.window(floor)
         wrote = any(e["type"] == "net.request" and _is_write(e["data"]) for e in window)
         if wrote and not any(e["type"] in _UI_EVENTS for e in window):
-            end = min(settle_until, time.monotonic() + 0.3)
-            while time.monotonic() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
-                await session.wait_change(end - time.monotonic())
+            end = min(settle_until, session.now() + 300)
+            while session.now() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
+                await session.wait_change((end - session.now()) / 1000.0)
         arrived = await _await_server_records(session, floor, settle_until)
         quiet_leaf = any(leaf["kind"] == "settled" for leaf, _ in _leaves(p))
         if arrived or not quiet_leaf or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
@@ -5570,13 +5718,13 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     decided, or time runs out; a pinned count is confirmed 300 ms after it first holds.  After an
     act (`act_at`), a failure in sight (see _failure_in_sight) with the act's work done decides
     at once (early no): nothing the act started could still make `p` hold."""
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    deadline = session.now() + timeout_ms  # on the daemon's clock, like every time below
     holds_count = _holds_count(p)
-    shown_at = 0.0  # when the messages shown were last read (for an early no on one still shown)
+    shown_at: Optional[float] = None  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
         session.expire_arrival()
-        if session.between_documents() and not await session.next_document(max(deadline - time.monotonic(), 0.5)):
+        if session.between_documents() and not await session.next_document(max(deadline - session.now(), 500) / 1000):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
@@ -5585,9 +5733,9 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             session.expire_arrival()
             if session.between_documents():
                 continue  # the page went away while it was being asked: ask the next document
-        remaining = deadline - time.monotonic()
+        remaining = deadline - session.now()
         if res["pass"]:
-            if holds_count and remaining > 0.3:
+            if holds_count and remaining > 300:
                 await asyncio.sleep(0.3)
                 return await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
             if holds_count:
@@ -5603,8 +5751,9 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
             # an error shown from before decides only once the act's work is visibly done: something it
             # started has answered, or a second has passed (a request it starts later may yet clear it)
             answered = any(e["type"] == "net.request" and e["t"] >= act_at for e in obs.window)
-            if not failure and (answered or obs.now - act_at >= 1000) and time.monotonic() - shown_at >= 0.5:
-                shown_at = time.monotonic()
+            if not failure and (answered or obs.now - act_at >= 1000) and (
+                    shown_at is None or session.now() - shown_at >= 500):
+                shown_at = session.now()
                 still = [d for d in await _read_shown(session, effect) or ()
                          if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)]
                 failure = "the page still shows %s" % _ui_label(still[0]) if still else None
@@ -5614,10 +5763,10 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
                 return final
         if remaining <= 0:
             break
-        step = min(0.15, remaining)
+        step = min(150.0, remaining)
         if res.get("retryAfterMs"):
-            step = min(step, max(0.025, res["retryAfterMs"] / 1000.0))
-        await session.wait_change(step)
+            step = min(step, max(25.0, res["retryAfterMs"]))
+        await session.wait_change(step / 1000.0)
     final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     final.timed_out = timeout_ms
     return final
@@ -7594,6 +7743,15 @@ def _until_arg(args: dict) -> dict:
     return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
 
 
+def _act_budget(timeout_ms: float, started: float, now: float) -> Tuple[float, float]:
+    """What an act's Observe gets of its `timeout_ms`, all on the daemon's clock (ms): (the wait left
+    at `now` of the act that started at `started`, the end of its budget: Observe's `settle_until`).
+    With a timeout, an act that used it all still gets 0.001 ms, so it is judged once and times out;
+    without one (0) the wait is 0: one look."""
+    remaining = max(0.001, timeout_ms - (now - started)) if timeout_ms > 0 else 0
+    return remaining, started + timeout_ms
+
+
 async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
     """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
     already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
@@ -7605,13 +7763,12 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict)
         already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
     since = session.mark_act(args["action"])
-    started = time.monotonic()
+    started = session.now()
     effect = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, effect)
-    # with a timeout, an act that used it all is still judged once and times out
-    remaining = max(0.001, timeout - (time.monotonic() - started) * 1000.0) if timeout > 0 else 0
+    remaining, settle_until = _act_budget(timeout, started, session.now())
     obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
-                         settle_until=started + timeout / 1000.0)
+                         settle_until=settle_until)
     obs.action, obs.act_at = args["action"], since
     return _answer(session, "act_and_wait", args, p, obs, anchor)
 
@@ -8737,7 +8894,7 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
         return
     if "name" in target:
         query["name"] = target["name"]
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    deadline = session.now() + timeout_ms
     while True:
         try:
             found = await session.command("query", query, timeout=2.0)
@@ -8745,7 +8902,7 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
             found = None
         if isinstance(found, dict) and (found.get("count") or 0) > 0:
             return
-        if time.monotonic() >= deadline:
+        if session.now() >= deadline:
             return
         await session.wait_change(0.05)
 
@@ -8847,7 +9004,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
     context when `fresh`), then every step in order.  The first step that is not `yes` stops
     the flow; the ones after it are `skipped`."""
-    started = time.monotonic()
+    started = hub.clock()
     start = _start_url(flow, url)
     steps_out: List[dict] = []
     if fresh:
@@ -8874,14 +9031,14 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
         if failed_at is not None:
             steps_out.append({"index": i, "step": label, "verified": "skipped"})
             continue
-        t0 = time.monotonic()
+        t0 = hub.clock()
         _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
         cursor = session.now()
         res = await _replay_step(hub, session, step, ctx, secrets_in, _secret_origin(step, flow, start))
         session = hub.bridge.get(session.id) or session
         row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
                "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
-               "ms": round((time.monotonic() - t0) * 1000)}
+               "ms": round(hub.clock() - t0)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
         made = _writes_in(session.window(cursor), cursor)
@@ -8895,7 +9052,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             verdict = "unknown" if row["verified"] == "unknown" else "no"
         steps_out.append(row)
     out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
-           "sessionId": session.id, "ms": round((time.monotonic() - started) * 1000)}
+           "sessionId": session.id, "ms": round(hub.clock() - started)}
     writes: List[dict] = []
     for row in steps_out:
         writes.extend(w for w in row.get("writes", ()) if w not in writes)
@@ -10994,7 +11151,7 @@ class Hub:
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
         self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
-        self.clients: Dict[str, float] = {}
+        self.clients: Dict[str, float] = {}  # MCP session id -> when last heard (Hub.clock, ms)
         self.mcp_ready = True
         self.tasks: set = set()
         self.stop_event: Optional[asyncio.Event] = None
@@ -11043,9 +11200,9 @@ class Hub:
     def touch_client(self, session_id: str) -> None:
         """Note that an MCP client with this session id was just heard from; status counts clients heard
         in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
-        self.clients[session_id] = time.monotonic()
+        self.clients[session_id] = self.clock()
         if len(self.clients) > 1000:
-            horizon = time.monotonic() - 600
+            horizon = self.clock() - 600_000
             self.clients = {k: v for k, v in self.clients.items() if v > horizon}
 
     def default_session(self, args: dict, ctx: _CallContext) -> Optional[str]:
@@ -11068,7 +11225,7 @@ class Hub:
         try:
             session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
             budget = args.get("timeout_ms") if isinstance(args, dict) else None
-            token = _CALL_DEADLINE.set(time.monotonic() + budget / 1000.0 + 0.5 if isinstance(budget, int) and
+            token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
                                        not isinstance(budget, bool) and budget > 0 else None)
             try:
                 return _tool_result(await tool.handler(self, session, args, ctx))
@@ -11089,7 +11246,7 @@ class Hub:
     def status(self) -> dict:
         """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
         clients, devices and the server-truth counters."""
-        horizon = time.monotonic() - 600
+        horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
                "sessions": [_describe_session(s) for s in self.bridge.live()],
@@ -12808,9 +12965,12 @@ _DEMO_HTML = r"""<!doctype html>
 
 _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 /* Reticle in-page SDK. Served by the Reticle daemon at /reticle.js; dev-only, loopback-only by default.
-   One IIFE; the only global it creates is window.reticle. It never throws into the host page. */
+   One IIFE; the only global it creates is window.reticle. It never throws into the host page.
+   Named sections, in a fixed order: grep -n '// == Section' lists them (tests/test_sdk_js.py holds the order). */
+/* eslint-disable-next-line max-lines-per-function -- this IIFE is the whole SDK; its functions are held to 80 */
 (function () {
   'use strict';
+  // == Section: config == configuration, caps, and the natives captured before any page script runs
   var CONFIG = /*__RETICLE_CONFIG__*/null;
   if (typeof window === 'undefined' || typeof document === 'undefined') return;
   if (window.reticle && window.reticle.__reticleSdk) return; // loaded twice: keep the first copy
@@ -12863,6 +13023,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.Promise = w.Promise;
   })();
 
+  // == Section: relay == a device's bridge: the relay's MessagePort
   // ---- a device's bridge: the relay's MessagePort, never a socket of this world ---------------
   // In a device, the bridge socket lives in the relay's isolated world; this world only holds the
   // port the relay hands over (matched by the nonce), so no page script can read its ticket.
@@ -12936,6 +13097,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   if (CFG.device && typeof CFG.relay === 'string') N.BridgeSocket = relaySockets(CFG.relay);
 
+  // == Section: helpers == small helpers, redaction, the sanitizer
+  // ---- small helpers -------------------------------------------------------------------------
   function warn(msg) {
     try {
       N.warn(PREFIX + ' ' + msg);
@@ -12946,8 +13109,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function microtask(fn) {
     N.Promise.resolve().then(fn);
   }
-
-  // ---- small helpers -------------------------------------------------------------------------
   function hasOwn(o, k) {
     return Object.prototype.hasOwnProperty.call(o, k);
   }
@@ -13139,143 +13300,158 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return '[Node]';
     }
   }
+  // A JSON-safe, capped, redacted clone of `value`; opt: depth, items, str, budget, nodes, redact,
+  // report (its .cut learns how many things were cut). The san* functions share one ctx record.
   function sanitize(value, opt) {
     opt = opt || {};
-    var maxDepth = opt.depth == null ? 8 : opt.depth;
-    var maxItems = opt.items || 200;
-    var maxStr = opt.str || 65536;
     var ctx = {
+      opt: opt,
+      maxDepth: opt.depth == null ? 8 : opt.depth,
+      maxItems: opt.items || 200,
+      maxStr: opt.str || 65536,
       budget: opt.budget || 262144,
       nodes: 0,
       maxNodes: opt.nodes || 1000,
       cut: 0,
       stack: []
     };
-    var out = walk(value, 0, null);
+    var out = sanWalk(ctx, value, 0, null);
     if (opt.report) opt.report.cut = ctx.cut;
     return out;
-    function str(s, key) {
-      var cap = key === 'error' ? ERROR_CAP : maxStr;
-      if (s.length > cap) {
-        s = s.slice(0, cap) + '\u2026[TRUNCATED]';
-        ctx.cut++;
-      }
-      if (opt.redact !== false) s = scrub(s);
-      ctx.budget -= s.length;
-      return s;
+  }
+  var SAN_PLAIN = {}; // sanSpecial's answer for a value that is none of its kinds
+  function sanStr(ctx, s, key) {
+    var cap = key === 'error' ? ERROR_CAP : ctx.maxStr;
+    if (s.length > cap) {
+      s = s.slice(0, cap) + '\u2026[TRUNCATED]';
+      ctx.cut++;
     }
-    function walk(v, depth, key) {
-      ctx.nodes++;
-      if (v === null) return null;
-      var t = typeof v;
-      if (t === 'string') return str(v, key);
-      if (t === 'number') return isFinite(v) ? v : null;
-      if (t === 'boolean') return v;
-      if (t === 'bigint') return String(v);
-      if (t === 'undefined' || t === 'function' || t === 'symbol') return undefined;
-      if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) {
-        ctx.cut++;
-        return '[TRUNCATED]';
-      }
-      try {
-        if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
-        if (v instanceof Error)
-          return { name: str(String(v.name || 'Error')), message: str(String(v.message || '')) };
-        if (v instanceof RegExp) return String(v);
-        if (typeof Node !== 'undefined' && (v instanceof Node || v === window))
-          return describeNode(v);
-      } catch (e) {
-        return '[UNSERIALIZABLE]';
-      }
-      if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
-      if (depth >= maxDepth) {
-        ctx.cut++;
-        if (Array.isArray(v)) return '[Array(' + v.length + ')]';
-        try {
-          return '{\u2026' + Object.keys(v).length + ' keys}';
-        } catch (e) {
-          return '{\u2026}';
-        }
-      }
-      ctx.stack.push(v);
-      try {
-        var i, res;
-        if (
-          Array.isArray(v) ||
-          (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView))
-        ) {
-          res = [];
-          for (i = 0; i < v.length; i++) {
-            if (i >= maxItems || ctx.budget <= 0) {
-              res.push('[TRUNCATED ' + (v.length - i) + ' more]');
-              ctx.cut++;
-              break;
-            }
-            var x = walk(v[i], depth + 1, null);
-            res.push(x === undefined ? null : x);
-          }
-          return res;
-        }
-        if (typeof Map !== 'undefined' && v instanceof Map) {
-          var mo = {};
+    if (ctx.opt.redact !== false) s = scrub(s);
+    ctx.budget -= s.length;
+    return s;
+  }
+  function sanWalk(ctx, v, depth, key) {
+    ctx.nodes++;
+    if (v === null) return null;
+    var t = typeof v;
+    if (t === 'string') return sanStr(ctx, v, key);
+    if (t === 'number') return isFinite(v) ? v : null;
+    if (t === 'boolean') return v;
+    if (t === 'bigint') return String(v);
+    if (t === 'undefined' || t === 'function' || t === 'symbol') return undefined;
+    if (ctx.budget <= 0 || ctx.nodes > ctx.maxNodes) {
+      ctx.cut++;
+      return '[TRUNCATED]';
+    }
+    var special = sanSpecial(ctx, v);
+    if (special !== SAN_PLAIN) return special;
+    if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
+    if (depth >= ctx.maxDepth) return sanDeep(ctx, v);
+    ctx.stack.push(v);
+    try {
+      if (Array.isArray(v) || (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView)))
+        return sanArray(ctx, v, depth);
+      if (typeof Map !== 'undefined' && v instanceof Map) {
+        var mo = {},
           i = 0;
-          v.forEach(function (mv, mk) {
-            if (i++ < maxItems) mo[String(mk)] = mv;
-          });
-          return walk(mo, depth, key);
-        }
-        if (typeof Set !== 'undefined' && v instanceof Set) {
-          var sa = [];
-          v.forEach(function (sv) {
-            if (sa.length < maxItems) sa.push(sv);
-          });
-          return walk(sa, depth, key);
-        }
-        res = {};
-        var keys;
-        try {
-          keys = Object.keys(v);
-        } catch (e) {
-          return '[UNSERIALIZABLE]';
-        }
-        for (i = 0; i < keys.length; i++) {
-          var k = keys[i];
-          if (i >= maxItems || ctx.budget <= 0) {
-            res['[TRUNCATED]'] = keys.length - i + ' more keys';
-            ctx.cut++;
-            break;
-          }
-          var kk = k.length > 256 ? k.slice(0, 256) : k;
-          ctx.budget -= kk.length;
-          if (opt.redact !== false && keySensitive(k)) {
-            // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
-            var raw;
-            try {
-              raw = v[k];
-            } catch (e) {
-              raw = null;
-            }
-            if (!isObj(raw)) {
-              if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED;
-              else if (raw !== undefined) res[kk] = raw;
-              continue;
-            }
-          }
-          var val;
-          try {
-            val = v[k];
-          } catch (e) {
-            res[kk] = '[UNSERIALIZABLE]';
-            continue;
-          }
-          var w = walk(val, depth + 1, k);
-          if (w !== undefined) res[kk] = w;
-        }
-        return res;
-      } finally {
-        ctx.stack.pop();
+        v.forEach(function (mv, mk) {
+          if (i++ < ctx.maxItems) mo[String(mk)] = mv;
+        });
+        return sanWalk(ctx, mo, depth, key);
+      }
+      if (typeof Set !== 'undefined' && v instanceof Set) {
+        var sa = [];
+        v.forEach(function (sv) {
+          if (sa.length < ctx.maxItems) sa.push(sv);
+        });
+        return sanWalk(ctx, sa, depth, key);
+      }
+      return sanObject(ctx, v, depth);
+    } finally {
+      ctx.stack.pop();
+    }
+  }
+  // A date, an error, a regex or a DOM node as its short form; SAN_PLAIN for anything else.
+  function sanSpecial(ctx, v) {
+    try {
+      if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
+      if (v instanceof Error)
+        return { name: sanStr(ctx, String(v.name || 'Error')), message: sanStr(ctx, String(v.message || '')) };
+      if (v instanceof RegExp) return String(v);
+      if (typeof Node !== 'undefined' && (v instanceof Node || v === window)) return describeNode(v);
+    } catch (e) {
+      return '[UNSERIALIZABLE]';
+    }
+    return SAN_PLAIN;
+  }
+  // A container past the depth cap: its size only.
+  function sanDeep(ctx, v) {
+    ctx.cut++;
+    if (Array.isArray(v)) return '[Array(' + v.length + ')]';
+    try {
+      return '{\u2026' + Object.keys(v).length + ' keys}';
+    } catch (e) {
+      return '{\u2026}';
+    }
+  }
+  function sanArray(ctx, v, depth) {
+    var res = [];
+    for (var i = 0; i < v.length; i++) {
+      if (i >= ctx.maxItems || ctx.budget <= 0) {
+        res.push('[TRUNCATED ' + (v.length - i) + ' more]');
+        ctx.cut++;
+        break;
+      }
+      var x = sanWalk(ctx, v[i], depth + 1, null);
+      res.push(x === undefined ? null : x);
+    }
+    return res;
+  }
+  function sanObject(ctx, v, depth) {
+    var res = {};
+    var keys;
+    try {
+      keys = Object.keys(v);
+    } catch (e) {
+      return '[UNSERIALIZABLE]';
+    }
+    for (var i = 0; i < keys.length; i++) {
+      if (i >= ctx.maxItems || ctx.budget <= 0) {
+        res['[TRUNCATED]'] = keys.length - i + ' more keys';
+        ctx.cut++;
+        break;
+      }
+      sanKey(ctx, res, v, keys[i], depth);
+    }
+    return res;
+  }
+  // One key of an object into res: a sensitive key's scalar redacted, anything else walked.
+  function sanKey(ctx, res, v, k, depth) {
+    var kk = k.length > 256 ? k.slice(0, 256) : k;
+    ctx.budget -= kk.length;
+    if (ctx.opt.redact !== false && keySensitive(k)) {
+      // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
+      var raw;
+      try {
+        raw = v[k];
+      } catch (e) {
+        raw = null;
+      }
+      if (!isObj(raw)) {
+        if (raw !== undefined && raw !== null && raw !== '') res[kk] = REDACTED;
+        else if (raw !== undefined) res[kk] = raw;
+        return;
       }
     }
+    var val;
+    try {
+      val = v[k];
+    } catch (e) {
+      res[kk] = '[UNSERIALIZABLE]';
+      return;
+    }
+    var w = sanWalk(ctx, val, depth + 1, k);
+    if (w !== undefined) res[kk] = w;
   }
   function safeStringify(v, cap) {
     try {
@@ -13293,6 +13469,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: events == the tab's state and the event queue
   // ---- state ---------------------------------------------------------------------------------
   var S = {
     started: false, // connect() ran and passed the guards
@@ -13556,6 +13733,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: transport == the socket, the hello, the server's mark, the command dispatcher
   // ---- hello / socket ------------------------------------------------------------------------
   function helloFrame() {
     var h = {
@@ -13802,6 +13980,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: refs == refs tied to DOM nodes, ignored subtrees
   // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
   var HAS_WEAKREF = typeof WeakRef === 'function';
   var REF_OF = new WeakMap();
@@ -13856,30 +14035,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (!el) EL_OF.delete(r);
     });
   }
-  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
-  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
-  // footer, aside, form or dialog that does not hold that element
-  function alertsRead(args) {
-    if (!ALERT_NOW) return { alerts: [], unavailable: true };
-    var target = resolveRef(args && args.ref);
-    var out = ALERT_NOW().slice(0, 50).map(function (c) {
-      var scope = null;
-      try {
-        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
-        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
-      } catch (e) {
-        scope = null;
-      }
-      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
-      // beside the act's target, only its own region; with no target, any region but the page's chrome
-      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
-      if (c.field != null) d.field = c.field;
-      var r = refFor(c.el);
-      if (r) d.ref = r;
-      return d;
-    });
-    return { alerts: out };
-  }
   function resolveRef(ref) {
     if (typeof ref !== 'string') return null;
     var h = EL_OF.get(ref);
@@ -13931,6 +14086,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     BASE: 1
   };
 
+  // == Section: semantics == role, name, visibility, states
   // ---- semantics: role, name, visibility, states ----------------------------------------------
   var INPUT_ROLES = {
     checkbox: 'checkbox',
@@ -14484,6 +14640,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // == Section: snapshot == tree walking and the snapshot
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   var SHADOW_ROOTS = []; // every shadow root seen (open or captured), for observers that search
@@ -14663,171 +14820,180 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (mode === 'status') return { tree: '', nodes: 0, truncated: false, status: status };
     var root = resolveScope(args.scope);
     if (!root) return { tree: '', nodes: 0, truncated: false, scopeMissing: true, status: status };
-    var lines = [],
-      count = 0,
-      truncated = false,
-      depthHit = false,
-      unread = [],
-      unreadOverflow = false;
+    // one walk: its lines, counts, caps hit, and the refs left unread
+    var w = {
+      mode: mode,
+      lines: [],
+      count: 0,
+      truncated: false,
+      depthHit: false,
+      unread: [],
+      unreadOverflow: false,
+      // Open dialogs go first, so that the node cap can never hide the thing the user
+      // is looking at behind a long page; the second pass skips them.
+      dialogs: args.scope ? [] : snapDialogs(cache),
+      secondPass: false,
+      visited: new Set() // an element reachable twice (slots, frames) is printed once
+    };
     var includeRoot = !!args.scope && args.includeRoot !== false;
-    function addUnread(el) {
-      if (unread.length < 50) unread.push(refFor(el));
-      else unreadOverflow = true;
-    }
-    // Open dialogs go first, so that the node cap can never hide the thing the user
-    // is looking at behind a long page; the second pass skips them.
-    var dialogs = [],
-      secondPass = false;
-    if (!args.scope) {
-      try {
-        var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
-        for (var di = 0; di < found.length && dialogs.length < 5; di++) {
-          if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
-        }
-        dialogs = dialogs.filter(function (d) {
-          return !dialogs.some(function (o) {
-            return o !== d && o.contains(d);
-          });
-        });
-      } catch (e) {
-        dialogs = [];
-      }
-    }
-    var visited = new Set(); // an element reachable twice (slots, frames) is printed once
-    function visit(el, level, inLive, pname) {
-      if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
-      if (secondPass && dialogs.indexOf(el) >= 0) return;
-      if (visited.has(el)) return;
-      visited.add(el);
-      if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
-      var st = styleOf(el);
-      if (st && st.display === 'none') return;
-      if (el.tagName === 'INPUT' && el.type === 'hidden') return;
-      if (count >= SNAP_NODES) {
-        truncated = true;
-        addUnread(el);
-        return;
-      }
-      var role = getRole(el);
-      var live =
-        inLive ||
-        role === 'alert' ||
-        role === 'status' ||
-        role === 'log' ||
-        (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
-      var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
-      var line = null;
-      if (!hiddenStyle) {
-        var name = getName(el, role);
-        var emitLine = false,
-          asText = null;
-        if (mode === 'interactive')
-          emitLine =
-            !!INTERACTIVE[role] || (live && (role !== 'generic' || !!name || !!ownText(el)));
-        else
-          emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
-        if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
-          var ot = ownText(el);
-          if (ot && ot !== pname) {
-            emitLine = true;
-            asText = ot;
-          } // a text that only repeats its parent's name adds nothing
-        }
-        if (emitLine) {
-          if (asText != null) line = '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"';
-          else {
-            line = '- ' + role;
-            var own = name ? null : ownText(el);
-            if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
-            if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
-            if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
-            var v = getValue(el);
-            if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
-            if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
-              var gc = st.gridTemplateColumns;
-              line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
-            }
-            var flags = [];
-            if (isDisabled(el)) flags.push('disabled');
-            if (isChecked(el)) flags.push('checked');
-            if (
-              el.getAttribute('aria-expanded') === 'true' ||
-              (el.tagName === 'DETAILS' && el.open)
-            )
-              flags.push('expanded');
-            if (isFocused(el)) flags.push('focused');
-            if (flags.length) line += ' [' + flags.join(',') + ']';
-          }
-        }
-      }
-      var childLevel = level,
-        childName = pname;
-      if (line !== null) {
-        childName = asText == null && name ? clip(name, 100) : null;
-        if (level > SNAP_DEPTH) {
-          depthHit = true;
-          addUnread(el);
-          return;
-        }
-        lines.push(new Array(level + 1).join('  ') + line);
-        count++;
-        childLevel = level + 1;
-      }
-      if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return;
-      var kids = childrenOf(el);
-      for (var i = 0; i < kids.length; i++) visit(kids[i], childLevel, live, childName);
-    }
     try {
-      for (var dj = 0; dj < dialogs.length; dj++) visit(dialogs[dj], 0, false);
-      secondPass = true;
-      if (includeRoot) visit(root, 0, false);
+      for (var dj = 0; dj < w.dialogs.length; dj++) snapVisit(w, w.dialogs[dj], 0, false);
+      w.secondPass = true;
+      if (includeRoot) snapVisit(w, root, 0, false);
       else {
         var ks = childrenOf(root);
-        for (var i = 0; i < ks.length; i++) visit(ks[i], 0, false);
+        for (var i = 0; i < ks.length; i++) snapVisit(w, ks[i], 0, false);
       }
     } catch (e) {
       internal('snapshot', e);
     }
     var res = {
-      tree: lines.join('\n'),
-      nodes: count,
-      truncated: truncated || depthHit,
+      tree: w.lines.join('\n'),
+      nodes: w.count,
+      truncated: w.truncated || w.depthHit,
       status: status
     };
-    if (dialogs.length) res.dialogsFirst = dialogs.length;
-    if (!count && !args.scope) {
-      // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
-      var body = document.body;
-      var content =
-        !!body &&
-        Array.prototype.some.call(body.children, function (c) {
-          return !SKIP_TAGS[c.tagName];
-        });
-      var rendered = document.readyState === 'complete' && content;
-      res.rendered = rendered;
-      res.note = rendered
-        ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
-        : 'the page has not rendered yet (document.readyState is ' +
-          document.readyState +
-          (content ? '' : ', its body holds no content') +
-          '); snapshot again in a moment';
-    }
-    if (truncated || depthHit) {
-      res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
-      if (truncated) res.nodeCapHit = true;
-      if (depthHit) res.depthCapHit = true;
-      if (unread.length) res.unread = unread;
-      if (unreadOverflow) res.unreadOverflow = true;
-      res.note =
-        'snapshot capped at ' +
-        SNAP_NODES +
-        ' nodes / depth ' +
-        SNAP_DEPTH +
-        '; take a snapshot with scope set to a ref in unread[] to read the rest';
-    }
+    if (w.dialogs.length) res.dialogsFirst = w.dialogs.length;
+    if (!w.count && !args.scope) snapEmptyNote(res);
+    if (w.truncated || w.depthHit) snapCappedNote(w, res);
     return res;
   }
+  // The open dialogs a snapshot prints first (at most 5, none inside another).
+  function snapDialogs(cache) {
+    var dialogs = [];
+    try {
+      var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
+      for (var di = 0; di < found.length && dialogs.length < 5; di++) {
+        if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
+      }
+      return dialogs.filter(function (d) {
+        return !dialogs.some(function (o) {
+          return o !== d && o.contains(d);
+        });
+      });
+    } catch (e) {
+      return [];
+    }
+  }
+  function snapAddUnread(w, el) {
+    if (w.unread.length < 50) w.unread.push(refFor(el));
+    else w.unreadOverflow = true;
+  }
+  function snapVisit(w, el, level, inLive, pname) {
+    if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
+    if (w.secondPass && w.dialogs.indexOf(el) >= 0) return;
+    if (w.visited.has(el)) return;
+    w.visited.add(el);
+    if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
+    var st = styleOf(el);
+    if (st && st.display === 'none') return;
+    if (el.tagName === 'INPUT' && el.type === 'hidden') return;
+    if (w.count >= SNAP_NODES) {
+      w.truncated = true;
+      snapAddUnread(w, el);
+      return;
+    }
+    var role = getRole(el);
+    var live =
+      inLive ||
+      role === 'alert' ||
+      role === 'status' ||
+      role === 'log' ||
+      (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
+    var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
+    var shown = hiddenStyle ? null : snapLine(w.mode, el, role, live, st, pname);
+    var childLevel = level,
+      childName = pname;
+    if (shown) {
+      childName = shown.asText == null && shown.name ? clip(shown.name, 100) : null;
+      if (level > SNAP_DEPTH) {
+        w.depthHit = true;
+        snapAddUnread(w, el);
+        return;
+      }
+      w.lines.push(new Array(level + 1).join('  ') + shown.line);
+      w.count++;
+      childLevel = level + 1;
+    }
+    if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return;
+    var kids = childrenOf(el);
+    for (var i = 0; i < kids.length; i++) snapVisit(w, kids[i], childLevel, live, childName);
+  }
+  // The line an element prints in this mode ({line, asText, name}), or null when it prints none.
+  function snapLine(mode, el, role, live, st, pname) {
+    var name = getName(el, role);
+    var emitLine = false,
+      asText = null;
+    if (mode === 'interactive')
+      emitLine = !!INTERACTIVE[role] || (live && (role !== 'generic' || !!name || !!ownText(el)));
+    else emitLine = (role !== 'generic' && role !== 'none' && role !== 'presentation') || !!name;
+    if (!emitLine && (mode === 'full' || live) && !(el.tagName === 'LABEL' && el.control)) {
+      var ot = ownText(el);
+      if (ot && ot !== pname) {
+        emitLine = true;
+        asText = ot;
+      } // a text that only repeats its parent's name adds nothing
+    }
+    if (!emitLine) return null;
+    if (asText != null) {
+      return { line: '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"', asText: asText, name: name };
+    }
+    return { line: snapRoleLine(el, role, name, st), asText: null, name: name };
+  }
+  // "- role "name" (ref=eN): "own text" [value=...] [grid] [flags]" for one element.
+  function snapRoleLine(el, role, name, st) {
+    var line = '- ' + role;
+    var own = name ? null : ownText(el);
+    if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
+    if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
+    if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
+    var v = getValue(el);
+    if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
+    if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
+      var gc = st.gridTemplateColumns;
+      line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
+    }
+    var flags = [];
+    if (isDisabled(el)) flags.push('disabled');
+    if (isChecked(el)) flags.push('checked');
+    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      flags.push('expanded');
+    if (isFocused(el)) flags.push('focused');
+    if (flags.length) line += ' [' + flags.join(',') + ']';
+    return line;
+  }
+  // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
+  function snapEmptyNote(res) {
+    var body = document.body;
+    var content =
+      !!body &&
+      Array.prototype.some.call(body.children, function (c) {
+        return !SKIP_TAGS[c.tagName];
+      });
+    var rendered = document.readyState === 'complete' && content;
+    res.rendered = rendered;
+    res.note = rendered
+      ? 'nothing on the page is visible yet (an app may still be rendering); snapshot again in a moment'
+      : 'the page has not rendered yet (document.readyState is ' +
+        document.readyState +
+        (content ? '' : ', its body holds no content') +
+        '); snapshot again in a moment';
+  }
+  function snapCappedNote(w, res) {
+    res.capped = { nodes: SNAP_NODES, depth: SNAP_DEPTH };
+    if (w.truncated) res.nodeCapHit = true;
+    if (w.depthHit) res.depthCapHit = true;
+    if (w.unread.length) res.unread = w.unread;
+    if (w.unreadOverflow) res.unreadOverflow = true;
+    res.note =
+      'snapshot capped at ' +
+      SNAP_NODES +
+      ' nodes / depth ' +
+      SNAP_DEPTH +
+      '; take a snapshot with scope set to a ref in unread[] to read the rest';
+  }
 
+  // == Section: query == text matching, queries, inspect
   // ---- text matching: contains, equals, matches -------------------------------------------------
   // A text spec is a string (read as `dflt`: 'contains' or 'equals') or an object with exactly one
   // of {contains}, {equals}, {matches, flags?}. All compare normalised text (whitespace collapsed,
@@ -15198,6 +15364,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return d;
   }
 
+  // == Section: actions == synthetic and CDP input, act, act_sequence
   // ---- actions -------------------------------------------------------------------------------
   var ACTIONS = [
     'click',
@@ -16104,6 +16271,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     upload: function (el, o) { return doUpload(el, o); },
     drag: function (el, o) { return doDrag(el, o); }
   };
+  // ---- act: one action, from its element to what it did --------------------------------------------
+  // One act: resolve its element, note what holds before, dispatch it (through CDP or synthetic
+  // events), let the page settle, then tell what it did. `c` carries the act from step to step.
   function act(args) {
     var action = args.action;
     if (ACTIONS.indexOf(action) < 0)
@@ -16111,6 +16281,43 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         "unknown action '" + clip(action, 40) + "'; use one of " + ACTIONS.join(', ')
       );
     var a = isObj(args.args) ? args.args : {};
+    var el = actElement(args, action);
+    var opts = actOptions(a, action);
+    dangerCheck(el, action, opts);
+    var c = actBefore(el, action, opts);
+    c.warning = actPointer(c);
+    c.probe = actProbe(opts);
+    var run;
+    c.t0 = N.now(); // before dispatch: events the handlers emit are at or after it
+    c.wall0 = N.dateNow(); // a document request announced from here on is this act's doing
+    c.viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
+    if (c.viaCdp) run = cdpInput(action, el, opts);
+    if (!c.viaCdp) {
+      var synthetic = SYNTHETIC_ACTIONS[action];
+      run = synthetic ? synthetic(el, opts) : undefined;
+      if (action === 'scrollIntoView') c.effect.scrolledIntoView = true;
+    }
+    return N.Promise.resolve(run).then(
+      function (r) {
+        r = r || {};
+        return settle().then(function (settled) {
+          actProbeEnd(c.probe);
+          actEffectAfter(c, r);
+          return actAnswer(c, r, settled);
+        });
+      },
+      function (e) {
+        try {
+          if (c.probe.mo) c.probe.mo.disconnect();
+        } catch (x) {
+          /* ignore */
+        }
+        throw e;
+      }
+    );
+  }
+  // The element an act is for: its ref, its target, or (for press) the focused element.
+  function actElement(args, action) {
     var el;
     if (args.ref) el = mustResolve(args.ref);
     else if (args.target) el = resolveTarget(args.target);
@@ -16118,6 +16325,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     else throw new Error(action + ' needs a ref or a target');
     if (!(el instanceof viewOf(el).HTMLElement) && !(el instanceof viewOf(el).SVGElement))
       throw new Error('ref ' + args.ref + ' is not an HTML element');
+    return el;
+  }
+  // A copy of the act's arguments; a drag's destination resolved into __toEl.
+  function actOptions(a, action) {
     var opts = {};
     for (var k in a) if (hasOwn(a, k)) opts[k] = a[k];
     if (action === 'drag') {
@@ -16125,24 +16336,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (toRef) opts.__toEl = mustResolve(toRef);
       else if (isObj(a.target)) opts.__toEl = resolveTarget(a.target);
     }
-    dangerCheck(el, action, opts);
+    return opts;
+  }
+  // What holds before the act: the element's ref, role, name, visibility, the focus and value.
+  function actBefore(el, action, opts) {
     var cache = makeVisCache();
-    var ref = refFor(el),
-      role = getRole(el),
-      name = getName(el, role);
-    var testid = el.getAttribute('data-testid');
-    var visible = isVisible(el, cache),
-      enabled = !isDisabled(el);
-    var focusBefore =
-      document.activeElement && document.activeElement !== document.body
-        ? document.activeElement
-        : null;
-    var valueBefore = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
-    var effect = {
+    var c = { action: action, el: el, opts: opts };
+    c.ref = refFor(el);
+    c.role = getRole(el);
+    c.name = getName(el, c.role);
+    c.testid = el.getAttribute('data-testid');
+    c.visible = isVisible(el, cache);
+    c.enabled = !isDisabled(el);
+    c.focusBefore = actFocused();
+    c.valueBefore = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+    c.effect = {
       dispatched: true,
       targetMatched: true,
-      visible: visible,
-      enabled: enabled,
+      visible: c.visible,
+      enabled: c.enabled,
       defaultPrevented: false,
       focusMoved: null,
       valueChanged: false,
@@ -16151,154 +16363,141 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       occludedBy: null,
       scrolledIntoView: false
     };
-    var warning = null;
+    return c;
+  }
+  function actFocused() {
+    return document.activeElement && document.activeElement !== document.body ? document.activeElement : null;
+  }
+  // A pointer act scrolls its element into view and looks for what covers it; the warning, if any.
+  function actPointer(c) {
+    var el = c.el,
+      action = c.action,
+      effect = c.effect;
     var pointer = { click: 1, dblclick: 1, check: 1, uncheck: 1, hover: 1, drag: 1 }[action];
-    if (pointer) {
-      var c = centre(el);
-      if (c.w > 0 && c.h > 0 && (c.x < 0 || c.y < 0 || c.x > innerWidth || c.y > innerHeight)) {
-        try {
-          el.scrollIntoView({ block: 'center', inline: 'center' });
-          effect.scrolledIntoView = true;
-        } catch (e) {
-          /* ignore */
-        }
+    if (!pointer) return null;
+    var ctr = centre(el);
+    if (ctr.w > 0 && ctr.h > 0 && (ctr.x < 0 || ctr.y < 0 || ctr.x > innerWidth || ctr.y > innerHeight)) {
+      try {
+        el.scrollIntoView({ block: 'center', inline: 'center' });
+        effect.scrolledIntoView = true;
+      } catch (e) {
+        /* ignore */
       }
-      var oc = occlusion(el);
-      effect.occluded = oc.occluded;
-      effect.occludedBy = oc.occludedBy;
-      if (oc.occluded)
-        warning =
-          'the element is covered at its centre by ' +
-          oc.occludedByLabel +
-          '; a real user could not click it. The synthetic event was dispatched to the element anyway.';
-      else if (!visible)
-        warning =
-          'the element is not visible; a real user could not interact with it. ' +
-          'The synthetic event was dispatched anyway.';
-      else if (!enabled && action !== 'hover')
-        warning = 'the element is disabled; browsers ignore clicks on disabled controls.';
     }
-    // mutation probe
-    var records = 0,
-      appeared = [];
-    var mo = null;
+    var oc = occlusion(el);
+    effect.occluded = oc.occluded;
+    effect.occludedBy = oc.occludedBy;
+    if (oc.occluded)
+      return (
+        'the element is covered at its centre by ' +
+        oc.occludedByLabel +
+        '; a real user could not click it. The synthetic event was dispatched to the element anyway.'
+      );
+    if (!c.visible)
+      return (
+        'the element is not visible; a real user could not interact with it. ' +
+        'The synthetic event was dispatched anyway.'
+      );
+    if (!c.enabled && action !== 'hover')
+      return 'the element is disabled; browsers ignore clicks on disabled controls.';
+    return null;
+  }
+  // The mutation probe of one act: how many records, and the new texts that appeared.
+  function actProbe(opts) {
+    var p = { records: 0, appeared: [], mo: null, opts: opts };
     try {
-      mo = new N.MutationObserver(function (rs) {
-        tally(rs);
+      p.mo = new N.MutationObserver(function (rs) {
+        actTally(p, rs);
       });
-      mo.observe(document, {
+      p.mo.observe(document, {
         subtree: true,
         childList: true,
         attributes: true,
         characterData: true
       });
     } catch (e) {
-      mo = null;
+      p.mo = null;
     }
-    function tally(rs) {
-      records += rs.length;
-      for (var i = 0; i < rs.length && appeared.length < 20; i++) {
-        var r = rs[i];
-        var nodes = r.type === 'characterData' ? [r.target] : r.addedNodes;
-        for (var j = 0; j < (nodes ? nodes.length : 0); j++) {
-          var n = nodes[j];
-          if (n.nodeType === 1 && isIgnored(n)) continue;
-          var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
-          if (
-            tx &&
-            /\p{L}/u.test(tx) &&
-            tx !== opts.value &&
-            tx !== opts.text &&
-            appeared.indexOf(tx) < 0
-          )
-            appeared.push(clip(tx, 80));
-        }
+    return p;
+  }
+  function actTally(p, rs) {
+    var opts = p.opts,
+      appeared = p.appeared;
+    p.records += rs.length;
+    for (var i = 0; i < rs.length && appeared.length < 20; i++) {
+      var r = rs[i];
+      var nodes = r.type === 'characterData' ? [r.target] : r.addedNodes;
+      for (var j = 0; j < (nodes ? nodes.length : 0); j++) {
+        var n = nodes[j];
+        if (n.nodeType === 1 && isIgnored(n)) continue;
+        var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
+        if (tx && /\p{L}/u.test(tx) && tx !== opts.value && tx !== opts.text && appeared.indexOf(tx) < 0)
+          appeared.push(clip(tx, 80));
       }
     }
-    var run;
-    var t0 = N.now(); // before dispatch: events the handlers emit are at or after it
-    var wall0 = N.dateNow(); // a document request announced from here on is this act's doing
-    var viaCdp = args.input === 'cdp' && hasOwn(CDP_INPUT, action) && viewOf(el) === window;
-    if (viaCdp) run = cdpInput(action, el, opts);
-    if (!viaCdp) {
-      var synthetic = SYNTHETIC_ACTIONS[action];
-      run = synthetic ? synthetic(el, opts) : undefined;
-      if (action === 'scrollIntoView') effect.scrolledIntoView = true;
-    }
-    return N.Promise.resolve(run).then(
-      function (r) {
-        r = r || {};
-        return settle().then(function (settled) {
-          try {
-            if (mo) {
-              tally(mo.takeRecords());
-              mo.disconnect();
-            }
-          } catch (e) {
-            /* ignore */
-          }
-          if (r.defaultPrevented) effect.defaultPrevented = true;
-          if (r.heldMs != null) effect.heldMs = r.heldMs;
-          if (r.alreadyAtValue) {
-            effect.alreadyAtValue = true;
-            effect.dispatched = false;
-          }
-          if (r.implicitSubmit) effect.implicitSubmit = true;
-          if (r.activated) effect.activated = true;
-          effect.targetMatched = el.isConnected;
-          var fa =
-            document.activeElement && document.activeElement !== document.body
-              ? document.activeElement
-              : null;
-          if (fa !== focusBefore)
-            effect.focusMoved =
-              (focusBefore ? refFor(focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
-          if (/^(fill|type|clear|select|upload)$/.test(action)) {
-            var after =
-              'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
-            effect.valueChanged = after !== valueBefore;
-          }
-          effect.domMutatedWithin = records;
-          if (appeared.length) effect.appeared = clip(appeared.join(' | '), 200);
-          var res = {
-            ok: true,
-            ref: ref,
-            action: action,
-            dispatched: effect.dispatched,
-            settled: settled,
-            settleReason: settled ? null : 'timeout',
-            effect: effect,
-            role: role,
-            name: name
-          };
-          if (testid) res.testid = testid;
-          if (el.type === 'password') res.password = true;
-          if (r.files) res.files = r.files;
-          if (r.to) res.to = r.to;
-          if (warning) res.warning = warning;
-          res.input = viaCdp ? 'cdp' : 'synthetic';
-          res.ms = Math.round(N.now() - t0);
-          res.pt = Math.floor(t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
-          res.documentId = S.documentId;
-          if (docAnnounced && docAnnounced.at >= wall0)
-            res.navigation = {
-              requestId: docAnnounced.id,
-              method: docAnnounced.method,
-              url: docAnnounced.url,
-              cause: docAnnounced.cause
-            };
-          return res;
-        });
-      },
-      function (e) {
-        try {
-          if (mo) mo.disconnect();
-        } catch (x) {
-          /* ignore */
-        }
-        throw e;
+  }
+  function actProbeEnd(p) {
+    try {
+      if (p.mo) {
+        actTally(p, p.mo.takeRecords());
+        p.mo.disconnect();
       }
-    );
+    } catch (e) {
+      /* ignore */
+    }
+  }
+  // The effect after the act settled: what the dispatch answered, the focus, the value, the DOM.
+  function actEffectAfter(c, r) {
+    var effect = c.effect,
+      el = c.el;
+    if (r.defaultPrevented) effect.defaultPrevented = true;
+    if (r.heldMs != null) effect.heldMs = r.heldMs;
+    if (r.alreadyAtValue) {
+      effect.alreadyAtValue = true;
+      effect.dispatched = false;
+    }
+    if (r.implicitSubmit) effect.implicitSubmit = true;
+    if (r.activated) effect.activated = true;
+    effect.targetMatched = el.isConnected;
+    var fa = actFocused();
+    if (fa !== c.focusBefore)
+      effect.focusMoved = (c.focusBefore ? refFor(c.focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
+    if (/^(fill|type|clear|select|upload)$/.test(c.action)) {
+      var after = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
+      effect.valueChanged = after !== c.valueBefore;
+    }
+    effect.domMutatedWithin = c.probe.records;
+    if (c.probe.appeared.length) effect.appeared = clip(c.probe.appeared.join(' | '), 200);
+  }
+  function actAnswer(c, r, settled) {
+    var res = {
+      ok: true,
+      ref: c.ref,
+      action: c.action,
+      dispatched: c.effect.dispatched,
+      settled: settled,
+      settleReason: settled ? null : 'timeout',
+      effect: c.effect,
+      role: c.role,
+      name: c.name
+    };
+    if (c.testid) res.testid = c.testid;
+    if (c.el.type === 'password') res.password = true;
+    if (r.files) res.files = r.files;
+    if (r.to) res.to = r.to;
+    if (c.warning) res.warning = c.warning;
+    res.input = c.viaCdp ? 'cdp' : 'synthetic';
+    res.ms = Math.round(N.now() - c.t0);
+    res.pt = Math.floor(c.t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
+    res.documentId = S.documentId;
+    if (docAnnounced && docAnnounced.at >= c.wall0)
+      res.navigation = {
+        requestId: docAnnounced.id,
+        method: docAnnounced.method,
+        url: docAnnounced.url,
+        cause: docAnnounced.cause
+      };
+    return res;
   }
   function actSequence(args) {
     var steps = Array.isArray(args.steps) ? args.steps : null;
@@ -16370,6 +16569,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return next();
   }
 
+  // == Section: observers == what every observer uses: patch, listen, rate caps
   // ---- observers -----------------------------------------------------------------------------
   // patch(obj, key, makeWrapper): installs a wrapper and registers a teardown that restores the
   // original only if the slot still holds our wrapper.
@@ -16426,6 +16626,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
   }
 
+  // == Section: network == fetch, XHR, beacon, WebSocket, EventSource: bodies, faults, streams
   // -- network: bodies
   var TEXTUAL =
     /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;
@@ -16641,111 +16842,124 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           'window.fetch was already wrapped by another library before reticle loaded; ' +
           'requests are still observed through the wrapper'
       });
-    patch(window, 'fetch', function (orig) {
-      return function fetch(input, init) {
-        var meta = null;
-        var callArgs = arguments;
-        try {
-          var url =
-            typeof input === 'string' ? input : input && input.url ? input.url : String(input);
-          var method = (
-            (init && init.method) ||
-            (input && typeof input === 'object' && input.method) ||
-            'GET'
-          ).toUpperCase();
-          try {
-            url = new URL(url, location.href).href;
-          } catch (e) {
-            /* keep raw */
-          }
-          if (!isBridgeUrl(url)) {
-            var id = 'n' + ++netCounter;
-            meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
-            if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
-            meta.fault = faultFor(method, url, 'fetch');
-            var pend = {
-              id: id,
-              requestId: id,
-              method: method,
-              url: meta.url,
-              initiator: 'fetch',
-              faultId: meta.fault ? meta.fault.id : undefined
-            };
-            // marked for the server unless it never reaches it (a fault that answers or aborts it)
-            var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
-            if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
-              mark = null; // no-cors admits no custom header: the request would fail
-            if (mark) {
-              try {
-                var hs = new Headers(
-                  (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
-                );
-                hs.set(MARK.header, mark);
-                init = Object.assign({}, init || {}, { headers: hs });
-                callArgs = [input, init];
-                pend.serverMarked = true;
-                meta.marked = true;
-              } catch (e) {
-                /* an exotic init: the request goes unmarked */
-              }
-            }
-            emit('net.pending', pend);
-          }
-        } catch (e) {
-          meta = null;
-        }
-        var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, callArgs) : orig.apply(this, callArgs);
-        if (!meta) return p;
-        try {
-          // a Request object body: read from a clone
-          if (
-            S.captureBodies &&
-            !meta.req &&
-            input &&
-            typeof input === 'object' &&
-            typeof input.clone === 'function' &&
-            method !== 'GET' &&
-            method !== 'HEAD'
-          ) {
-            meta.reqP = input
-              .clone()
-              .text()
-              .then(
-                function (t) {
-                  return t ? describeReqBody(t) : null;
-                },
-                function () {
-                  return null;
-                }
-              );
-          }
-        } catch (e) {
-          /* ignore */
-        }
-        p.then(
-          guard('network_observer', function (res) {
-            onFetchResponse(meta, res);
-          }),
-          guard('network_observer', function (err) {
-            var d = {
-              id: meta.id,
-              requestId: meta.id,
-              method: meta.method,
-              url: meta.url,
-              status: 0,
-              ok: false,
-              durationMs: Math.round(N.now() - meta.t0),
-              initiator: 'fetch',
-              error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
-            };
-            if (meta.fault) d.faultId = meta.fault.id;
-            d.ms = d.durationMs;
-            emit('net.request', withBodyFields(d, meta.req, null));
-          })
+    patch(window, 'fetch', fetchWrapper);
+  }
+  // window.fetch, wrapped: a net.pending before the call, a net.request (or a stream) after it.
+  function fetchWrapper(orig) {
+    return function fetch(input, init) {
+      var call = { meta: null, args: arguments };
+      try {
+        fetchStart(call, input, init);
+      } catch (e) {
+        call.meta = null;
+      }
+      var meta = call.meta;
+      var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, call.args) : orig.apply(this, call.args);
+      if (!meta) return p;
+      try {
+        fetchRequestBody(meta, input);
+      } catch (e) {
+        /* ignore */
+      }
+      p.then(
+        guard('network_observer', function (res) {
+          onFetchResponse(meta, res);
+        }),
+        guard('network_observer', function (err) {
+          fetchFailed(meta, err);
+        })
+      );
+      return p;
+    };
+  }
+  // The record of a fetch about to start (call.meta; none for the bridge) and its net.pending; a
+  // request the server can see is marked with this tab's header (call.args then carry it).
+  function fetchStart(call, input, init) {
+    var url = typeof input === 'string' ? input : input && input.url ? input.url : String(input);
+    var method = (
+      (init && init.method) ||
+      (input && typeof input === 'object' && input.method) ||
+      'GET'
+    ).toUpperCase();
+    try {
+      url = new URL(url, location.href).href;
+    } catch (e) {
+      /* keep raw */
+    }
+    if (isBridgeUrl(url)) return;
+    var id = 'n' + ++netCounter;
+    var meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
+    call.meta = meta;
+    if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
+    meta.fault = faultFor(method, url, 'fetch');
+    var pend = {
+      id: id,
+      requestId: id,
+      method: method,
+      url: meta.url,
+      initiator: 'fetch',
+      faultId: meta.fault ? meta.fault.id : undefined
+    };
+    // marked for the server unless it never reaches it (a fault that answers or aborts it)
+    var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
+    if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
+      mark = null; // no-cors admits no custom header: the request would fail
+    if (mark) {
+      try {
+        var hs = new Headers(
+          (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
         );
-        return p;
-      };
-    });
+        hs.set(MARK.header, mark);
+        init = Object.assign({}, init || {}, { headers: hs });
+        call.args = [input, init];
+        pend.serverMarked = true;
+        meta.marked = true;
+      } catch (e) {
+        /* an exotic init: the request goes unmarked */
+      }
+    }
+    emit('net.pending', pend);
+  }
+  // a Request object body: read from a clone
+  function fetchRequestBody(meta, input) {
+    var method = meta.method;
+    if (
+      S.captureBodies &&
+      !meta.req &&
+      input &&
+      typeof input === 'object' &&
+      typeof input.clone === 'function' &&
+      method !== 'GET' &&
+      method !== 'HEAD'
+    ) {
+      meta.reqP = input
+        .clone()
+        .text()
+        .then(
+          function (t) {
+            return t ? describeReqBody(t) : null;
+          },
+          function () {
+            return null;
+          }
+        );
+    }
+  }
+  function fetchFailed(meta, err) {
+    var d = {
+      id: meta.id,
+      requestId: meta.id,
+      method: meta.method,
+      url: meta.url,
+      status: 0,
+      ok: false,
+      durationMs: Math.round(N.now() - meta.t0),
+      initiator: 'fetch',
+      error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
+    };
+    if (meta.fault) d.faultId = meta.fault.id;
+    d.ms = d.durationMs;
+    emit('net.request', withBodyFields(d, meta.req, null));
   }
   // Response headers as {lowercase-name: value}: at most 30, values capped at 256 characters;
   // credentials (set-cookie, authorization, proxy-authorization, any secret-looking name) redacted.
@@ -16824,12 +17038,42 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       faultId: meta.fault ? meta.fault.id : undefined
     };
   }
+  // A fetch answered: its net.request once its body (and the request's own) has been read.
   function onFetchResponse(meta, res) {
+    var d = fetchResponseRecord(meta, res);
+    var ct = d.contentType || '';
+    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
+    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
+    if (!S.captureBodies) {
+      emitRequestWhenRead(d, reqDone, null);
+      return;
+    }
+    var reason = fetchNoBodyReason(meta, res, ct);
+    var clone = null;
+    if (!reason) {
+      try {
+        clone = res.clone();
+      } catch (e) {
+        reason = 'clone failed';
+      }
+    }
+    if (!clone) {
+      emitRequestWhenRead(d, reqDone, { reason: reason });
+      return;
+    }
+    fetchReadBody(d, clone, ct, reqDone);
+  }
+  function emitRequestWhenRead(d, reqDone, resp) {
+    reqDone.then(function (rq) {
+      emit('net.request', withBodyFields(d, rq, resp));
+    });
+  }
+  // The net.request record of a response: status, headers, opaque, redirected, size.
+  function fetchResponseRecord(meta, res) {
     var d = callRecord(meta, meta.url, 'fetch', res.status, res.statusText, function (name) {
       return res.headers.get(name);
     });
     withHeaders(d, fetchHeaderPairs(res));
-    var ct = d.contentType || '';
     if (res.type === 'opaque') {
       d.opaque = true;
       d.ok = null;
@@ -16842,48 +17086,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       /* ignore */
     }
     if (cl != null && !isNaN(+cl)) d.responseSize = +cl;
-    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
-    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
-    if (!S.captureBodies) {
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, null));
-      });
-      return;
-    }
-    var reason = null;
-    if (STREAMY.test(ct)) reason = 'streaming response';
-    else if (ct && !TEXTUAL.test(ct)) reason = 'non-text content-type';
-    else if (
-      res.type === 'opaque' ||
-      res.status === 204 ||
-      res.status === 304 ||
-      meta.method === 'HEAD'
-    )
-      reason = 'no body';
-    else if (res.bodyUsed) reason = 'body already used';
-    var clone = null;
-    if (!reason) {
-      try {
-        clone = res.clone();
-      } catch (e) {
-        reason = 'clone failed';
-      }
-    }
-    if (!clone) {
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: reason }));
-      });
-      return;
-    }
+    return d;
+  }
+  // Why the response's body is not read, or null when it is.
+  function fetchNoBodyReason(meta, res, ct) {
+    if (STREAMY.test(ct)) return 'streaming response';
+    if (ct && !TEXTUAL.test(ct)) return 'non-text content-type';
+    if (res.type === 'opaque' || res.status === 204 || res.status === 304 || meta.method === 'HEAD')
+      return 'no body';
+    if (res.bodyUsed) return 'body already used';
+    return null;
+  }
+  // Reads at most 256 KiB of the clone within 2 s; the net.request carries what it read.
+  function fetchReadBody(d, clone, ct, reqDone) {
     var finished = false;
     var rd = readCapped(clone, 262144);
     var timer = N.setTimeout(function () {
       if (finished) return;
       finished = true;
       rd.cancel();
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: 'body read timed out (2 s)' }));
-      });
+      emitRequestWhenRead(d, reqDone, { reason: 'body read timed out (2 s)' });
     }, 2000);
     N.Promise.all([rd.promise, reqDone]).then(
       function (vals) {
@@ -16905,12 +17127,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (finished) return;
         finished = true;
         N.clearTimeout(timer);
-        reqDone.then(function (rq) {
-          emit(
-            'net.request',
-            withBodyFields(d, rq, { reason: 'body read failed: ' + clip(errMsg(e), 200) })
-          );
-        });
+        emitRequestWhenRead(d, reqDone, { reason: 'body read failed: ' + clip(errMsg(e), 200) });
       }
     );
   }
@@ -16967,33 +17184,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       /* a frozen stream: our copy then reads to the end */
     }
   }
+  // Reads a clone of a streamed fetch response beside the page's copy; false when it cannot.
+  // What one stream has seen so far lives in one record, `st`, that the stream* functions share.
   function watchStream(meta, res, d, ct, reqDone) {
-    var clone, reader, dec;
-    try {
-      if (typeof TextDecoder === 'undefined') return false;
-      clone = res.clone();
-      if (!clone.body || typeof clone.body.getReader !== 'function') return false;
-      reader = clone.body.getReader();
-      dec = new TextDecoder();
-    } catch (e) {
-      return false;
-    }
-    var format = streamFormat(ct);
-    var count = 0,
-      emitted = 0,
-      dropped = 0,
-      unreported = 0,
-      reportTimer = null,
-      held = null, // the newest message the caps dropped: the stream's last one is always sent
-      secStart = 0,
-      inSec = 0,
-      bytes = 0,
-      finished = false,
-      cancelled = false;
-    var buf = '',
-      lineCut = false,
-      lineOver = 0;
-    var sse = { parts: [], len: 0, kept: 0, event: '', id: '' };
+    var st = streamOpen(meta, res, d, ct, reqDone);
+    if (!st) return false;
     emit('net.stream', {
       direction: 'open',
       transport: 'stream',
@@ -17002,209 +17197,251 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       status: res.status,
       ok: d.ok,
       contentType: clip(ct, 200),
-      format: format
+      format: st.format
     });
     if (res.body) {
       onPageCancel(res.body, function () {
-        cancelled = true;
+        st.cancelled = true;
         // what the page already read is queued on our copy too: read it first, then let go
         N.setTimeout(function () {
           try {
-            if (!finished) reader.cancel().catch(function () {});
+            if (!st.finished) st.reader.cancel().catch(function () {});
           } catch (e) {
             /* ignore */
           }
         }, 0);
       });
     }
-    function report() {
-      reportTimer = null;
-      if (!unreported) return;
-      emit('truncated', {
-        what: 'net.stream',
-        channel: 'net.stream',
-        count: unreported,
-        dropped: unreported,
-        reason:
-          'caps of ' +
-          STREAM_MAX_MESSAGES +
-          ' messages per stream and ' +
-          STREAM_MAX_PER_SEC +
-          ' per second',
-        url: meta.url,
-        requestId: meta.id
-      });
-      unreported = 0;
-    }
-    function message(text, fullLen, evName, evId) {
-      count++;
-      var t = N.now();
-      if (t - secStart > 1000) {
-        secStart = t;
-        inSec = 0;
-      }
-      var capped = emitted >= STREAM_MAX_MESSAGES || inSec >= STREAM_MAX_PER_SEC;
-      if (held) {
-        // the message held back is not the last one after all: it is dropped
-        dropped++;
-        unreported++;
-        held = null;
-        if (!reportTimer) reportTimer = N.setTimeout(report, 1000);
-      }
-      if (capped) {
-        held = [text, fullLen, evName, evId, count];
-        return;
-      }
-      inSec++;
-      send(text, fullLen, evName, evId, count, false);
-    }
-    function send(text, fullLen, evName, evId, index, final) {
-      emitted++;
-      var f = frameData(text);
-      if (fullLen > text.length) {
-        f.size = fullLen;
-        f.frameBytes = fullLen;
-        if (S.captureBodies) f.dataTruncated = true;
-      }
-      f.direction = 'in';
-      f.transport = 'stream';
-      f.url = meta.url;
-      f.requestId = meta.id;
-      f.index = index;
-      if (evName) f.event = clip(evName, 100);
-      if (evId) f.lastEventId = clip(evId, 100);
-      if (final) f.final = true;
-      emit('net.stream', f);
-    }
-    function sseDispatch() {
-      if (sse.parts.length) {
-        var text = sse.parts.join('\n');
-        message(text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
-      }
-      sse.parts = [];
-      sse.len = 0;
-      sse.kept = 0;
-      sse.event = '';
-    }
-    function line(text, over) {
-      if (format === 'ndjson') {
-        if (text.trim()) message(text, text.length + over);
-        return;
-      }
-      if (text === '') return sseDispatch();
-      if (text.charAt(0) === ':') return;
-      var i = text.indexOf(':');
-      var field = i < 0 ? text : text.slice(0, i);
-      var value = i < 0 ? '' : text.slice(i + 1);
-      if (value.charAt(0) === ' ') value = value.slice(1);
-      if (field === 'data') {
-        sse.len += value.length + over;
-        if (sse.kept < STREAM_MESSAGE_SCAN) {
-          sse.parts.push(value);
-          sse.kept += value.length + 1;
-        }
-      } else if (field === 'event') sse.event = value;
-      else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
-    }
-    function feed(chunk, last) {
-      if (format === 'chunks') {
-        if (chunk) message(chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
-        return;
-      }
-      if (lineCut) {
-        var nl = chunk.search(/[\r\n]/);
-        if (nl < 0) {
-          lineOver += chunk.length;
-          chunk = '';
-        } else {
-          lineOver += nl;
-          chunk = chunk.slice(nl);
-          lineCut = false;
-        }
-      }
-      buf += chunk;
-      var hold = '';
-      if (!last && buf.charAt(buf.length - 1) === '\r') {
-        hold = '\r';
-        buf = buf.slice(0, -1);
-      }
-      var lines = buf.split(/\r\n|\r|\n/);
-      buf = lines.pop();
-      for (var i = 0; i < lines.length; i++) {
-        line(lines[i], i === 0 ? lineOver : 0);
-        if (i === 0) lineOver = 0;
-      }
-      if (last) {
-        if (buf) line(buf, lineOver);
-        if (format === 'sse') sseDispatch();
-        buf = '';
-        return;
-      }
-      if (buf.length > STREAM_MESSAGE_SCAN) {
-        lineOver += buf.length - STREAM_MESSAGE_SCAN;
-        buf = buf.slice(0, STREAM_MESSAGE_SCAN);
-        lineCut = !hold;
-      }
-      buf += hold;
-    }
-    function finish(err) {
-      if (finished) return;
-      finished = true;
-      if (held && err === 'unread') {
-        dropped++;
-        unreported++;
-      } else if (held) {
-        // the last message past the caps is sent anyway: it is the one that tells how it ended
-        send(held[0], held[1], held[2], held[3], held[4], true);
-      }
-      held = null;
-      if (reportTimer) N.clearTimeout(reportTimer);
-      report();
-      var end = Math.round(N.now() - meta.t0);
-      d.streamed = true;
-      d.messageCount = count;
-      if (dropped) d.messagesDropped = dropped;
-      d.streamDurationMs = end;
-      if (cancelled) d.cancelledByPage = true;
-      else if (err === 'unread')
-        d.streamStopped = 'the page read none of its copy; reading stopped after ' + bytes + ' bytes';
-      else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
-      reqDone.then(function (rq) {
-        emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
-      });
-    }
-    // a message the SDK fails to parse is reported; the stream is still read to its end
-    function safeFeed(chunk, last) {
-      try {
-        feed(last ? dec.decode() : dec.decode(chunk, { stream: true }), last);
-      } catch (e) {
-        internal('network_observer', e);
-      }
-    }
-    function pump() {
-      reader.read().then(
-        function (r) {
-          if (r.done) {
-            safeFeed(null, true);
-            finish(null);
-            return;
-          }
-          safeFeed(r.value, false);
-          bytes += (r.value && r.value.byteLength) || 0;
-          if (bytes > STREAM_UNREAD_MAX && !res.bodyUsed) {
-            finish('unread');
-            reader.cancel().catch(function () {}); // the page's copy goes on without ours
-            return;
-          }
-          pump();
-        },
-        guard('network_observer', function (e) {
-          finish(e || new Error('stream read failed'));
-        })
-      );
-    }
-    pump();
+    streamPump(st);
     return true;
+  }
+  // The record of one stream with its reader on a clone of the body, or null when there is none.
+  function streamOpen(meta, res, d, ct, reqDone) {
+    var clone, reader, dec;
+    try {
+      if (typeof TextDecoder === 'undefined') return null;
+      clone = res.clone();
+      if (!clone.body || typeof clone.body.getReader !== 'function') return null;
+      reader = clone.body.getReader();
+      dec = new TextDecoder();
+    } catch (e) {
+      return null;
+    }
+    return {
+      meta: meta,
+      res: res,
+      d: d,
+      reqDone: reqDone,
+      reader: reader,
+      dec: dec,
+      format: streamFormat(ct),
+      count: 0,
+      emitted: 0,
+      dropped: 0,
+      unreported: 0,
+      reportTimer: null,
+      held: null, // the newest message the caps dropped: the stream's last one is always sent
+      secStart: 0,
+      inSec: 0,
+      bytes: 0,
+      finished: false,
+      cancelled: false,
+      buf: '',
+      lineCut: false,
+      lineOver: 0,
+      sse: { parts: [], len: 0, kept: 0, event: '', id: '' }
+    };
+  }
+  function streamReport(st) {
+    st.reportTimer = null;
+    if (!st.unreported) return;
+    emit('truncated', {
+      what: 'net.stream',
+      channel: 'net.stream',
+      count: st.unreported,
+      dropped: st.unreported,
+      reason:
+        'caps of ' + STREAM_MAX_MESSAGES + ' messages per stream and ' + STREAM_MAX_PER_SEC + ' per second',
+      url: st.meta.url,
+      requestId: st.meta.id
+    });
+    st.unreported = 0;
+  }
+  function streamMessage(st, text, fullLen, evName, evId) {
+    st.count++;
+    var t = N.now();
+    if (t - st.secStart > 1000) {
+      st.secStart = t;
+      st.inSec = 0;
+    }
+    var capped = st.emitted >= STREAM_MAX_MESSAGES || st.inSec >= STREAM_MAX_PER_SEC;
+    if (st.held) {
+      // the message held back is not the last one after all: it is dropped
+      st.dropped++;
+      st.unreported++;
+      st.held = null;
+      if (!st.reportTimer) {
+        st.reportTimer = N.setTimeout(function () {
+          streamReport(st);
+        }, 1000);
+      }
+    }
+    if (capped) {
+      st.held = [text, fullLen, evName, evId, st.count];
+      return;
+    }
+    st.inSec++;
+    streamSend(st, text, fullLen, evName, evId, st.count, false);
+  }
+  function streamSend(st, text, fullLen, evName, evId, index, final) {
+    st.emitted++;
+    var f = frameData(text);
+    if (fullLen > text.length) {
+      f.size = fullLen;
+      f.frameBytes = fullLen;
+      if (S.captureBodies) f.dataTruncated = true;
+    }
+    f.direction = 'in';
+    f.transport = 'stream';
+    f.url = st.meta.url;
+    f.requestId = st.meta.id;
+    f.index = index;
+    if (evName) f.event = clip(evName, 100);
+    if (evId) f.lastEventId = clip(evId, 100);
+    if (final) f.final = true;
+    emit('net.stream', f);
+  }
+  function streamSseDispatch(st) {
+    var sse = st.sse;
+    if (sse.parts.length) {
+      var text = sse.parts.join('\n');
+      streamMessage(st, text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
+    }
+    sse.parts = [];
+    sse.len = 0;
+    sse.kept = 0;
+    sse.event = '';
+  }
+  // One line of an ndjson or event-stream body; `over` counts its characters past the scan cap.
+  function streamLine(st, text, over) {
+    if (st.format === 'ndjson') {
+      if (text.trim()) streamMessage(st, text, text.length + over);
+      return;
+    }
+    if (text === '') return streamSseDispatch(st);
+    if (text.charAt(0) === ':') return;
+    var sse = st.sse;
+    var i = text.indexOf(':');
+    var field = i < 0 ? text : text.slice(0, i);
+    var value = i < 0 ? '' : text.slice(i + 1);
+    if (value.charAt(0) === ' ') value = value.slice(1);
+    if (field === 'data') {
+      sse.len += value.length + over;
+      if (sse.kept < STREAM_MESSAGE_SCAN) {
+        sse.parts.push(value);
+        sse.kept += value.length + 1;
+      }
+    } else if (field === 'event') sse.event = value;
+    else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
+  }
+  function streamFeed(st, chunk, last) {
+    if (st.format === 'chunks') {
+      if (chunk) streamMessage(st, chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
+      return;
+    }
+    if (st.lineCut) {
+      var nl = chunk.search(/[\r\n]/);
+      if (nl < 0) {
+        st.lineOver += chunk.length;
+        chunk = '';
+      } else {
+        st.lineOver += nl;
+        chunk = chunk.slice(nl);
+        st.lineCut = false;
+      }
+    }
+    st.buf += chunk;
+    var hold = '';
+    if (!last && st.buf.charAt(st.buf.length - 1) === '\r') {
+      hold = '\r';
+      st.buf = st.buf.slice(0, -1);
+    }
+    var lines = st.buf.split(/\r\n|\r|\n/);
+    st.buf = lines.pop();
+    for (var i = 0; i < lines.length; i++) {
+      streamLine(st, lines[i], i === 0 ? st.lineOver : 0);
+      if (i === 0) st.lineOver = 0;
+    }
+    if (last) {
+      if (st.buf) streamLine(st, st.buf, st.lineOver);
+      if (st.format === 'sse') streamSseDispatch(st);
+      st.buf = '';
+      return;
+    }
+    if (st.buf.length > STREAM_MESSAGE_SCAN) {
+      st.lineOver += st.buf.length - STREAM_MESSAGE_SCAN;
+      st.buf = st.buf.slice(0, STREAM_MESSAGE_SCAN);
+      st.lineCut = !hold;
+    }
+    st.buf += hold;
+  }
+  function streamFinish(st, err) {
+    if (st.finished) return;
+    st.finished = true;
+    var held = st.held;
+    if (held && err === 'unread') {
+      st.dropped++;
+      st.unreported++;
+    } else if (held) {
+      // the last message past the caps is sent anyway: it is the one that tells how it ended
+      streamSend(st, held[0], held[1], held[2], held[3], held[4], true);
+    }
+    st.held = null;
+    if (st.reportTimer) N.clearTimeout(st.reportTimer);
+    streamReport(st);
+    var d = st.d;
+    var end = Math.round(N.now() - st.meta.t0);
+    d.streamed = true;
+    d.messageCount = st.count;
+    if (st.dropped) d.messagesDropped = st.dropped;
+    d.streamDurationMs = end;
+    if (st.cancelled) d.cancelledByPage = true;
+    else if (err === 'unread')
+      d.streamStopped = 'the page read none of its copy; reading stopped after ' + st.bytes + ' bytes';
+    else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
+    st.reqDone.then(function (rq) {
+      emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
+    });
+  }
+  // a message the SDK fails to parse is reported; the stream is still read to its end
+  function streamSafeFeed(st, chunk, last) {
+    try {
+      streamFeed(st, last ? st.dec.decode() : st.dec.decode(chunk, { stream: true }), last);
+    } catch (e) {
+      internal('network_observer', e);
+    }
+  }
+  function streamPump(st) {
+    st.reader.read().then(
+      function (r) {
+        if (r.done) {
+          streamSafeFeed(st, null, true);
+          streamFinish(st, null);
+          return;
+        }
+        streamSafeFeed(st, r.value, false);
+        st.bytes += (r.value && r.value.byteLength) || 0;
+        if (st.bytes > STREAM_UNREAD_MAX && !st.res.bodyUsed) {
+          streamFinish(st, 'unread');
+          st.reader.cancel().catch(function () {}); // the page's copy goes on without ours
+          return;
+        }
+        streamPump(st);
+      },
+      guard('network_observer', function (e) {
+        streamFinish(st, e || new Error('stream read failed'));
+      })
+    );
   }
 
   // read at most ~cap characters of a (cloned) response without buffering a huge body
@@ -17247,6 +17484,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return out;
   }
 
+  // XMLHttpRequest open and send, wrapped; META holds each instance's method, URL and record.
   function installXHR() {
     var X = window.XMLHttpRequest;
     if (!X || !X.prototype) return;
@@ -17271,70 +17509,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return function (body) {
         var xhr = this;
         try {
-          var m = META.get(xhr);
-          if (m && !isBridgeUrl(m.url)) {
-            var id = 'n' + ++netCounter;
-            m.id = id;
-            m.t0 = N.now();
-            m.rurl = redactUrl(m.url);
-            m.req = S.captureBodies ? describeReqBody(body) : null;
-            m.fault = faultFor(m.method, m.url, 'xhr');
-            var xpend = {
-              id: id,
-              requestId: id,
-              method: m.method,
-              url: m.rurl,
-              initiator: 'xhr',
-              faultId: m.fault ? m.fault.id : undefined
-            };
-            var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
-            if (xmark) {
-              try {
-                xhr.setRequestHeader(MARK.header, xmark);
-                xpend.serverMarked = true;
-              } catch (e) {
-                /* not opened, or already sent: unmarked */
-              }
-            }
-            emit('net.pending', xpend);
-            if (!m.listening) {
-              m.listening = true;
-              xhr.addEventListener(
-                'loadend',
-                guard('network_observer', function () {
-                  var mm = META.get(xhr);
-                  if (!mm || !mm.id) return;
-                  var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
-                    return xhr.getResponseHeader(name);
-                  });
-                  if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
-                  var ct = d.contentType || '';
-                  if (xhr.status === 0) d.error = 'network error, abort or timeout';
-                  var resp = null;
-                  if (S.captureBodies) {
-                    try {
-                      if (xhr.responseType === '' || xhr.responseType === 'text') {
-                        if (STREAMY.test(ct)) resp = { reason: 'streaming response' };
-                        else if (ct && !TEXTUAL.test(ct))
-                          resp = { reason: 'non-text content-type' };
-                        else {
-                          var r = redactBody(xhr.responseText || '', ct);
-                          resp = { body: r.body, truncated: r.truncated, size: r.size };
-                        }
-                      } else if (xhr.responseType === 'json') {
-                        var r2 = redactBody(N.stringify(xhr.response), 'application/json');
-                        resp = { body: r2.body, truncated: r2.truncated, size: r2.size };
-                      } else resp = { reason: 'responseType ' + xhr.responseType };
-                    } catch (e) {
-                      resp = { reason: 'body read failed' };
-                    }
-                  }
-                  emit('net.request', withBodyFields(d, mm.req, resp));
-                  mm.id = null;
-                })
-              );
-            }
-          }
+          xhrSendStart(META, xhr, body);
         } catch (e) {
           internal('network_observer', e);
         }
@@ -17343,6 +17518,75 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return orig.apply(this, arguments);
       };
     });
+  }
+  // An XHR about to be sent: its record, its mark for the server, its net.pending, its loadend.
+  function xhrSendStart(META, xhr, body) {
+    var m = META.get(xhr);
+    if (!m || isBridgeUrl(m.url)) return;
+    var id = 'n' + ++netCounter;
+    m.id = id;
+    m.t0 = N.now();
+    m.rurl = redactUrl(m.url);
+    m.req = S.captureBodies ? describeReqBody(body) : null;
+    m.fault = faultFor(m.method, m.url, 'xhr');
+    var xpend = {
+      id: id,
+      requestId: id,
+      method: m.method,
+      url: m.rurl,
+      initiator: 'xhr',
+      faultId: m.fault ? m.fault.id : undefined
+    };
+    var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
+    if (xmark) {
+      try {
+        xhr.setRequestHeader(MARK.header, xmark);
+        xpend.serverMarked = true;
+      } catch (e) {
+        /* not opened, or already sent: unmarked */
+      }
+    }
+    emit('net.pending', xpend);
+    if (!m.listening) {
+      m.listening = true;
+      xhr.addEventListener(
+        'loadend',
+        guard('network_observer', function () {
+          xhrLoadend(META, xhr);
+        })
+      );
+    }
+  }
+  // The net.request of a finished XHR (once per send).
+  function xhrLoadend(META, xhr) {
+    var mm = META.get(xhr);
+    if (!mm || !mm.id) return;
+    var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
+      return xhr.getResponseHeader(name);
+    });
+    if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
+    var ct = d.contentType || '';
+    if (xhr.status === 0) d.error = 'network error, abort or timeout';
+    var resp = S.captureBodies ? xhrResponseBody(xhr, ct) : null;
+    emit('net.request', withBodyFields(d, mm.req, resp));
+    mm.id = null;
+  }
+  function xhrResponseBody(xhr, ct) {
+    try {
+      if (xhr.responseType === '' || xhr.responseType === 'text') {
+        if (STREAMY.test(ct)) return { reason: 'streaming response' };
+        if (ct && !TEXTUAL.test(ct)) return { reason: 'non-text content-type' };
+        var r = redactBody(xhr.responseText || '', ct);
+        return { body: r.body, truncated: r.truncated, size: r.size };
+      }
+      if (xhr.responseType === 'json') {
+        var r2 = redactBody(N.stringify(xhr.response), 'application/json');
+        return { body: r2.body, truncated: r2.truncated, size: r2.size };
+      }
+      return { reason: 'responseType ' + xhr.responseType };
+    } catch (e) {
+      return { reason: 'body read failed' };
+    }
   }
 
   function installBeacon() {
@@ -17557,6 +17801,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     swapConstructor('EventSource', Native, W, ['CONNECTING', 'OPEN', 'CLOSED']);
   }
 
+  // == Section: alerts == alerts, live regions, invalid fields, toasts
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
   // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
   // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
@@ -17617,115 +17862,148 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return '';
   }
-  function installAlerts() {
-    if (!N.MutationObserver || !document.querySelectorAll) return;
-    var SHOWN = new WeakMap(); // element -> the text last reported ('' while hidden or empty)
-    var recent = {}; // text -> when it was last reported
-    var allow = rateCap('ui.alert', 20);
-    var scheduled = false,
-      loaded = false;
-    function candidates() {
-      var rows = [];
-      TOASTS.error.forEach(function (sel) {
-        rows.push(['toast', sel, 'error']);
-      });
-      TOASTS.info.forEach(function (sel) {
-        rows.push(['toast', sel, null]);
-      });
-      rows.push(['invalid', '[aria-invalid=true]', 'error']);
-      rows = rows.concat(
-        FAILURE_UI.filter(function (r) {
-          return r[2] === 'error';
-        }),
-        ALERT_SOURCES,
-        FAILURE_UI.filter(function (r) {
-          return r[2] !== 'error';
-        }).map(function (r) {
-          return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
-        })
-      );
-      var out = [],
-        seen = new Set(),
-        roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
-      for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
-        for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
-          var els;
-          try {
-            els = roots[r].querySelectorAll(rows[i][1]);
-          } catch (e) {
-            break;
-          }
-          for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
-            if (seen.has(els[j])) continue;
-            seen.add(els[j]);
-            out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
-          }
+  // The selectors an alert scan looks at, best first: [source, selector, level, status?].
+  function alertRows() {
+    var rows = [];
+    TOASTS.error.forEach(function (sel) {
+      rows.push(['toast', sel, 'error']);
+    });
+    TOASTS.info.forEach(function (sel) {
+      rows.push(['toast', sel, null]);
+    });
+    rows.push(['invalid', '[aria-invalid=true]', 'error']);
+    return rows.concat(
+      FAILURE_UI.filter(function (r) {
+        return r[2] === 'error';
+      }),
+      ALERT_SOURCES,
+      FAILURE_UI.filter(function (r) {
+        return r[2] !== 'error';
+      }).map(function (r) {
+        return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
+      })
+    );
+  }
+  // The elements that may tell the user something, each once, at most ALERT_MAX_CANDIDATES.
+  function alertCandidates() {
+    var rows = alertRows();
+    var out = [],
+      seen = new Set(),
+      roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
+    for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
+      for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
+        var els;
+        try {
+          els = roots[r].querySelectorAll(rows[i][1]);
+        } catch (e) {
+          break;
+        }
+        for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
+          if (seen.has(els[j])) continue;
+          seen.add(els[j]);
+          out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
         }
       }
-      return out;
     }
-    function shown() {
-      var cache = makeVisCache();
-      var showing = [];
-      candidates().forEach(function (c) {
-        var el = c.el;
-        if (isIgnored(el) || !isVisible(el, cache)) {
-          SHOWN.set(el, '');
+    return out;
+  }
+  // The candidates shown now, one per message; SHOWN learns the hidden and the nested ones.
+  function alertsShown(SHOWN) {
+    var cache = makeVisCache();
+    var showing = [];
+    alertCandidates().forEach(function (c) {
+      var el = c.el;
+      if (isIgnored(el) || !isVisible(el, cache)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      if (!alertText(c)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      // a candidate inside (or around) one that ranks higher is the same message; a field is
+      // not a message, so a dialog around an invalid field still counts
+      for (var i = 0; i < showing.length; i++) {
+        var o = showing[i].el;
+        if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
+        if (o.contains(el) || el.contains(o)) {
+          SHOWN.set(el, c.key);
           return;
         }
-        if (c.source === 'invalid') {
-          c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
-          c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
-          c.key = 'invalid\n' + c.field + '\n' + c.text;
-        } else {
-          // a huge region is read natively (innerText of a rendered element skips script/style)
-          var big = (el.textContent || '').length > 20000;
-          c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
-          c.key = c.text;
-          if (!c.text) {
-            SHOWN.set(el, '');
-            return;
-          }
-        }
-        // a candidate inside (or around) one that ranks higher is the same message; a field is
-        // not a message, so a dialog around an invalid field still counts
-        for (var i = 0; i < showing.length; i++) {
-          var o = showing[i].el;
-          if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
-          if (o.contains(el) || el.contains(o)) {
-            SHOWN.set(el, c.key);
-            return;
-          }
-        }
-        showing.push(c);
-      });
-      return showing;
+      }
+      showing.push(c);
+    });
+    return showing;
+  }
+  // Sets the candidate's text and key (an invalid field: its name and error text); false when empty.
+  function alertText(c) {
+    var el = c.el;
+    if (c.source === 'invalid') {
+      c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
+      c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
+      c.key = 'invalid\n' + c.field + '\n' + c.text;
+      return true;
     }
-    function scan(initial) {
-      scheduled = false;
-      var showing = shown();
-      var t = N.now();
-      showing.forEach(function (c) {
-        if (SHOWN.get(c.el) === c.key) return;
-        SHOWN.set(c.el, c.key);
-        if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
-        if (!allow()) return;
-        if (c.text) recent[c.text] = t;
-        var d = { text: c.text, source: c.source, level: c.level };
-        if (c.field != null) d.field = c.field;
-        var r = refFor(c.el);
-        if (r) d.ref = r;
-        if (initial) d.initial = true;
-        emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
-      });
-      // a new document says it has looked: a verdict after a navigation waits for this
-      if (initial) emit('ui.scan', { shown: showing.length });
-      for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
-      checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
-    }
+    // a huge region is read natively (innerText of a rendered element skips script/style)
+    var big = (el.textContent || '').length > 20000;
+    c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
+    c.key = c.text;
+    return !!c.text;
+  }
+  // One scan: a ui.alert (or ui.status) for each message shown with a new text.
+  function alertScan(al, initial) {
+    al.scheduled = false;
+    var showing = alertsShown(al.SHOWN);
+    var t = N.now(),
+      recent = al.recent;
+    showing.forEach(function (c) {
+      if (al.SHOWN.get(c.el) === c.key) return;
+      al.SHOWN.set(c.el, c.key);
+      if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
+      if (!al.allow()) return;
+      if (c.text) recent[c.text] = t;
+      var d = { text: c.text, source: c.source, level: c.level };
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      if (initial) d.initial = true;
+      emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
+    });
+    // a new document says it has looked: a verdict after a navigation waits for this
+    if (initial) emit('ui.scan', { shown: showing.length });
+    for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
+    checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
+  }
+  var ALERT_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    attributes: true,
+    attributeFilter: [
+      'role',
+      'aria-live',
+      'aria-invalid',
+      'aria-hidden',
+      'aria-describedby',
+      'aria-errormessage',
+      'hidden',
+      'style',
+      'class',
+      'open'
+    ]
+  };
+  function installAlerts() {
+    if (!N.MutationObserver || !document.querySelectorAll) return;
+    var al = {
+      SHOWN: new WeakMap(), // element -> the text last reported ('' while hidden or empty)
+      recent: {}, // text -> when it was last reported
+      allow: rateCap('ui.alert', 20),
+      scheduled: false,
+      loaded: false
+    };
     function schedule() {
-      if (scheduled || !loaded) return;
-      scheduled = true;
+      if (al.scheduled || !al.loaded) return;
+      al.scheduled = true;
       var fired = false;
       var run = function () {
         if (fired) return;
@@ -17738,38 +18016,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var mo = new N.MutationObserver(function () {
       schedule();
     });
-    var cfg = {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      attributes: true,
-      attributeFilter: [
-        'role',
-        'aria-live',
-        'aria-invalid',
-        'aria-hidden',
-        'aria-describedby',
-        'aria-errormessage',
-        'hidden',
-        'style',
-        'class',
-        'open'
-      ]
-    };
-    mo.observe(document, cfg);
+    mo.observe(document, ALERT_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, cfg);
+      mo.observe(root, ALERT_OBSERVE);
       schedule();
     };
     ROOT_WATCHERS.push(watch);
     function first() {
-      if (loaded) return;
-      loaded = true;
+      if (al.loaded) return;
+      al.loaded = true;
       safeScan(true);
     }
     function safeScan(initial) {
       try {
-        scan(initial);
+        alertScan(al, initial);
       } catch (e) {
         internal('alert_observer', e);
       }
@@ -17779,7 +18039,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitionend', schedule, true); // a toast that fades in
     listen(document, 'animationend', schedule, true);
     ALERT_RESCAN = schedule;
-    ALERT_NOW = shown;
+    ALERT_NOW = function () {
+      return alertsShown(al.SHOWN);
+    };
     S.teardowns.push(function () {
       mo.disconnect();
       ALERT_RESCAN = null;
@@ -17789,7 +18051,32 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       });
     });
   }
+  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
+  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
+  // footer, aside, form or dialog that does not hold that element
+  function alertsRead(args) {
+    if (!ALERT_NOW) return { alerts: [], unavailable: true };
+    var target = resolveRef(args && args.ref);
+    var out = ALERT_NOW().slice(0, 50).map(function (c) {
+      var scope = null;
+      try {
+        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
+        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
+      } catch (e) {
+        scope = null;
+      }
+      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
+      // beside the act's target, only its own region; with no target, any region but the page's chrome
+      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      return d;
+    });
+    return { alerts: out };
+  }
 
+  // == Section: console == console calls and uncaught errors
   // -- console and errors
   function formatArgs(args) {
     var parts = [],
@@ -17932,6 +18219,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
 
+  // == Section: documents == routes, the document request that leaves and the one that arrives
   // -- routing
   var lastHref = location.href;
   function routeChanged(kind) {
@@ -18138,114 +18426,111 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     flush();
   }
   function installDocuments() {
-    listen(
-      window,
-      'submit',
-      function (e) {
-        if (e.target && e.target.tagName === 'FORM')
-          lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
-      },
-      true
-    );
+    listen(window, 'submit', docOnSubmit, true);
     // `formdata` fires while the browser builds the entry list of a submission that goes ahead:
     // after an uncancelled submit event has finished dispatching, or inside form.submit(). A
     // `new FormData(form)` in the app's own submit handler fires it too, mid-dispatch: not ours.
-    listen(
-      window,
-      'formdata',
-      function (e) {
-        var form = e.target;
-        if (!form || form.tagName !== 'FORM' || !e.formData) return;
-        var ls = lastSubmit,
-          submitter = null;
-        if (programmaticSubmit === form) submitter = null;
-        else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
-          submitter = ls.submitter;
-        else return;
-        lastSubmit = null;
-        var rec = formRecord(form, submitter, e.formData);
-        if (rec.method === 'DIALOG') return;
-        if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
-        rec.cause = 'form';
-        announceDocument(rec);
-      },
-      true
-    );
+    listen(window, 'formdata', docOnFormData, true);
     if (window.HTMLFormElement && HTMLFormElement.prototype.submit)
-      patch(HTMLFormElement.prototype, 'submit', function (orig) {
-        return function submit() {
-          programmaticSubmit = this;
-          try {
-            return orig.apply(this, arguments);
-          } finally {
-            programmaticSubmit = null;
-          }
-        };
-      });
-    listen(window, 'click', function (e) {
-      if (e.defaultPrevented || e.button) return;
-      var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
-      if (!a || a.hasAttribute('download')) return;
-      var tg = a.getAttribute('target');
-      if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
-      if (e.ctrlKey || e.metaKey || e.shiftKey) return;
-      docIntent = {
-        url: a.href,
-        method: 'GET',
-        cause: 'link',
-        at: N.dateNow(),
-        text: clip(getName(a), 80)
-      };
-    });
+      patch(HTMLFormElement.prototype, 'submit', docSubmitWrapper);
+    listen(window, 'click', docOnClick);
     // The Navigation API (Chromium) names the destination of every navigation this document
     // starts, a location change or a reload included.
     try {
       if (window.navigation && typeof window.navigation.addEventListener === 'function')
-        listen(window.navigation, 'navigate', function (e) {
-          if (e.hashChange || e.downloadRequest != null) return;
-          var dest = e.destination && e.destination.url;
-          var prev =
-            docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
-              ? docIntent
-              : null;
-          docIntent = {
-            url: dest,
-            method: e.formData ? 'POST' : 'GET',
-            cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
-            navigationType: e.navigationType,
-            at: N.dateNow(),
-            text: prev ? prev.text : undefined
-          };
-        });
+        listen(window.navigation, 'navigate', docOnNavigate);
     } catch (e) {
       /* no Navigation API */
     }
-    var leaving = function () {
-      if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
-      var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
-      var rec = it
-        ? {
-            url: redactUrl(it.url),
-            method: it.method,
-            cause: it.cause,
-            navigationType: it.navigationType
-          }
-        : { url: '', method: null, cause: 'unknown' };
-      if (it && it.text) rec.link = { text: it.text };
-      docIntent = null;
-      announceDocument(rec);
-    };
-    listen(window, 'beforeunload', leaving, true);
+    listen(window, 'beforeunload', docLeaving, true);
     listen(
       window,
       'pagehide',
       function (e) {
-        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) leaving();
+        if (!e.persisted && !(docAnnounced && N.dateNow() - docAnnounced.at < 10000)) docLeaving();
       },
       true
     );
     docArrival();
   }
+  function docOnSubmit(e) {
+    if (e.target && e.target.tagName === 'FORM')
+      lastSubmit = { ev: e, form: e.target, submitter: e.submitter || null };
+  }
+  function docOnFormData(e) {
+    var form = e.target;
+    if (!form || form.tagName !== 'FORM' || !e.formData) return;
+    var ls = lastSubmit,
+      submitter = null;
+    if (programmaticSubmit === form) submitter = null;
+    else if (ls && ls.form === form && ls.ev.eventPhase === 0 && !ls.ev.defaultPrevented)
+      submitter = ls.submitter;
+    else return;
+    lastSubmit = null;
+    var rec = formRecord(form, submitter, e.formData);
+    if (rec.method === 'DIALOG') return;
+    if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
+    rec.cause = 'form';
+    announceDocument(rec);
+  }
+  function docSubmitWrapper(orig) {
+    return function submit() {
+      programmaticSubmit = this;
+      try {
+        return orig.apply(this, arguments);
+      } finally {
+        programmaticSubmit = null;
+      }
+    };
+  }
+  function docOnClick(e) {
+    if (e.defaultPrevented || e.button) return;
+    var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
+    if (!a || a.hasAttribute('download')) return;
+    var tg = a.getAttribute('target');
+    if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
+    if (e.ctrlKey || e.metaKey || e.shiftKey) return;
+    docIntent = {
+      url: a.href,
+      method: 'GET',
+      cause: 'link',
+      at: N.dateNow(),
+      text: clip(getName(a), 80)
+    };
+  }
+  function docOnNavigate(e) {
+    if (e.hashChange || e.downloadRequest != null) return;
+    var dest = e.destination && e.destination.url;
+    var prev =
+      docIntent && N.dateNow() - docIntent.at < 1000 && sameDocUrl(docIntent.url, dest)
+        ? docIntent
+        : null;
+    docIntent = {
+      url: dest,
+      method: e.formData ? 'POST' : 'GET',
+      cause: prev ? prev.cause : e.navigationType === 'reload' ? 'reload' : 'navigate',
+      navigationType: e.navigationType,
+      at: N.dateNow(),
+      text: prev ? prev.text : undefined
+    };
+  }
+  // This document is going away: announce where to, as far as the latest intent tells.
+  function docLeaving() {
+    if (docAnnounced && N.dateNow() - docAnnounced.at < 2000) return; // the form post, just now
+    var it = docIntent && N.dateNow() - docIntent.at < 5000 ? docIntent : null;
+    var rec = it
+      ? {
+          url: redactUrl(it.url),
+          method: it.method,
+          cause: it.cause,
+          navigationType: it.navigationType
+        }
+      : { url: '', method: null, cause: 'unknown' };
+    if (it && it.text) rec.link = { text: it.text };
+    docIntent = null;
+    announceDocument(rec);
+  }
+  // This document's own request, from Navigation Timing, linked to the announced one.
   // This document's own request, from Navigation Timing, linked to the announced one.
   function docArrival() {
     var nav = null;
@@ -18258,23 +18543,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var here = redactUrl(location.href);
     var redirects = nav && nav.redirectCount > 0 ? nav.redirectCount : 0;
     var status = nav && nav.responseStatus > 0 ? nav.responseStatus : null;
-    var prev = null;
-    try {
-      prev = N.parse(ssGet(DOC_KEY) || 'null');
-    } catch (e) {
-      prev = null;
-    }
-    if (prev) ssSet(DOC_KEY, '');
-    var linked =
-      !!prev &&
-      isObj(prev) &&
-      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
-      (sameDocUrl(prev.url, here) ||
-        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
-        redirects > 0 ||
-        !prev.urlKnown ||
-        (type === 'reload' && prev.navigationType === 'reload') ||
-        (type === 'back_forward' && prev.navigationType === 'traverse'));
+    var prev = docAnnouncedBefore();
+    var linked = docLinked(prev, here, type, redirects);
     var id = linked && prev.requestId ? prev.requestId : 'd' + S.documentId;
     var d = {
       id: id,
@@ -18302,15 +18572,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (prev[k] != null) d[k] = prev[k];
       });
     }
-    if (nav) {
-      var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
-      d.durationMs = Math.round(Math.max(0, end - nav.startTime));
-      d.ms = d.durationMs;
-      d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
-      if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
-      if (nav.transferSize != null) d.transferSize = nav.transferSize;
-      if (nav.contentType) d.contentType = nav.contentType;
-    }
+    if (nav) docTiming(d, nav, redirects);
     emit('net.request', d);
     var from =
       linked && prev.from ? prev.from : document.referrer ? redactUrl(document.referrer) : '';
@@ -18328,7 +18590,43 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     lastHref = location.href;
   }
+  // The request the previous document announced (taken out of sessionStorage), or null.
+  function docAnnouncedBefore() {
+    var prev = null;
+    try {
+      prev = N.parse(ssGet(DOC_KEY) || 'null');
+    } catch (e) {
+      prev = null;
+    }
+    if (prev) ssSet(DOC_KEY, '');
+    return prev;
+  }
+  // Whether the announced request is the one that brought this document.
+  function docLinked(prev, here, type, redirects) {
+    return (
+      !!prev &&
+      isObj(prev) &&
+      N.dateNow() - (prev.at || 0) < DOC_LINK_MS &&
+      (sameDocUrl(prev.url, here) ||
+        (prev.cause === 'form' && prev.method === 'GET' && samePath(prev.url, here)) ||
+        redirects > 0 ||
+        !prev.urlKnown ||
+        (type === 'reload' && prev.navigationType === 'reload') ||
+        (type === 'back_forward' && prev.navigationType === 'traverse'))
+    );
+  }
+  // Navigation Timing's durations, sizes and content type on the document's net.request.
+  function docTiming(d, nav, redirects) {
+    var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
+    d.durationMs = Math.round(Math.max(0, end - nav.startTime));
+    d.ms = d.durationMs;
+    d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
+    if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
+    if (nav.transferSize != null) d.transferSize = nav.transferSize;
+    if (nav.contentType) d.contentType = nav.contentType;
+  }
 
+  // == Section: dom == DOM mutations, shadow roots, animations
   // -- DOM mutations, coalesced per animation frame
   var ATTRS = [
     'class',
@@ -18361,6 +18659,173 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return false;
     }
   }
+  var DOM_MEANINGFUL =
+    'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table';
+  // One animation frame's worth of DOM events: counts against DOM_CAP, drops, what was seen.
+  function domFrame() {
+    return {
+      added: 0,
+      removed: 0,
+      changed: 0,
+      drop: { added: 0, removed: 0, changed: 0 },
+      seenAttr: new Map(),
+      seenText: new Set(),
+      cache: makeVisCache()
+    };
+  }
+  // Counts one more event of a kind (added, removed, changed) in the frame; false (and a drop
+  // counted) past the cap.
+  function domRoom(f, kind) {
+    if (f[kind] >= DOM_CAP) {
+      f.drop[kind]++;
+      return false;
+    }
+    f[kind]++;
+    return true;
+  }
+  function domRecord(f, r) {
+    var tgt = r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
+    if (tgt && isIgnored(tgt)) return;
+    if (r.type === 'attributes') domAttr(f, r);
+    else if (r.type === 'characterData') domCharacterData(f, r);
+    else if (r.type === 'childList') domChildList(f, r);
+  }
+  function domAttr(f, r) {
+    var key = r.attributeName;
+    var prev = f.seenAttr.get(r.target);
+    if (prev && prev[key]) return; // coalesce: first old value wins, current value read now
+    if (!prev) {
+      prev = {};
+      f.seenAttr.set(r.target, prev);
+    }
+    prev[key] = 1;
+    var cur = r.target.getAttribute(key);
+    if (cur === r.oldValue) return;
+    if (!domRoom(f, 'changed')) return;
+    var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
+    var ad = { attr: key, target: label(r.target) };
+    if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
+    if (r.oldValue != null) ad.old = secret ? REDACTED : clip(scrub(r.oldValue), 120);
+    emit('dom.attr', ad, r.target);
+  }
+  function domCharacterData(f, r) {
+    var pe = r.target.parentElement;
+    if (!pe || f.seenText.has(pe) || inSource(pe)) return;
+    f.seenText.add(pe);
+    if (!domRoom(f, 'changed')) return;
+    var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
+    if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
+    emit('dom.text', td, pe);
+  }
+  function domChildList(f, r) {
+    var textTouched = false;
+    for (var a = 0; a < r.addedNodes.length; a++) if (domAddedNode(f, r.addedNodes[a])) textTouched = true;
+    for (var b = 0; b < r.removedNodes.length; b++) if (domRemovedNode(f, r, r.removedNodes[b])) textTouched = true;
+    if (textTouched && r.target.nodeType === 1 && !f.seenText.has(r.target) && !inSource(r.target)) {
+      f.seenText.add(r.target);
+      if (!domRoom(f, 'changed')) return;
+      emit('dom.text', { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) }, r.target);
+    }
+  }
+  // One added node: a dom.added (and visible.shown for a dialog or alert); true when it touched text.
+  function domAddedNode(f, n) {
+    if (n.nodeType === 3) return !!n.data.trim();
+    if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n)) return false;
+    var role = getRole(n),
+      nm = getName(n, role);
+    var textTouched = false;
+    if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
+      // unnamed wrapper: summarise its meaningful descendants count
+      var inner = n.querySelectorAll ? n.querySelectorAll(DOM_MEANINGFUL) : [];
+      if (!inner.length) {
+        if (norm(n.textContent)) textTouched = true;
+        else return false;
+      }
+      if (!domRoom(f, 'added')) return textTouched;
+      emit(
+        'dom.added',
+        {
+          role: role,
+          tag: n.tagName.toLowerCase(),
+          target: describeNode(n),
+          descendants: inner.length,
+          text: clip(norm(n.textContent), 80) || undefined,
+          region: regionOf(n)
+        },
+        n
+      );
+      return textTouched;
+    }
+    if (!domRoom(f, 'added')) return false;
+    emit('dom.added', { role: role, name: nm, tag: n.tagName.toLowerCase(), target: label(n), region: regionOf(n) }, n);
+    var shows = role === 'dialog' || role === 'alertdialog' || role === 'alert' || role === 'status';
+    if ((shows || n.getAttribute('aria-modal') === 'true') && isVisible(n, f.cache)) {
+      emit('visible.shown', { role: role, name: nm }, n);
+    }
+    return false;
+  }
+  // One removed node of record r: a dom.removed; true when it touched text.
+  function domRemovedNode(f, r, m) {
+    if (m.nodeType === 3) return !!m.data.trim();
+    if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) return false;
+    var rr = getRole(m),
+      rn = getName(m, rr);
+    if ((rr === 'generic' || rr === 'none') && !rn) {
+      var cnt = m.querySelectorAll ? m.querySelectorAll(DOM_MEANINGFUL).length : 0;
+      if (!cnt || !domRoom(f, 'removed')) return false;
+      emit('dom.removed', {
+        role: rr,
+        tag: m.tagName.toLowerCase(),
+        target: describeNode(m),
+        descendants: cnt,
+        region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
+      });
+      return false;
+    }
+    if (!domRoom(f, 'removed')) return false;
+    var rd = { role: rr, name: rn, tag: m.tagName.toLowerCase(), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
+    var oldRef = REF_OF.get(m);
+    if (oldRef) rd.formerRef = oldRef;
+    emit('dom.removed', rd);
+    return false;
+  }
+  // The truncated event of a frame that dropped events (or records past the pending cap); true if sent.
+  function domTruncated(f, overflowRecords) {
+    var drop = f.drop.added + f.drop.removed + f.drop.changed + overflowRecords;
+    if (!drop) return false;
+    emit('truncated', {
+      what: 'dom',
+      channel: 'dom',
+      count: drop,
+      dropped: drop,
+      reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
+      detail: {
+        added: f.drop.added,
+        removed: f.drop.removed,
+        changed: f.drop.changed,
+        overflowRecords: overflowRecords
+      }
+    });
+    return true;
+  }
+  function regionOf(n) {
+    try {
+      var tid = n.parentElement && n.parentElement.closest('[data-testid]');
+      if (tid) return tid.getAttribute('data-testid');
+      return n.parentElement ? refFor(n.parentElement) : undefined;
+    } catch (e) {
+      return undefined;
+    }
+  }
+  var DOM_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    characterDataOldValue: true,
+    attributes: true,
+    attributeOldValue: true,
+    attributeFilter: ATTRS
+  };
   function installDom() {
     if (!N.MutationObserver) return;
     var pending = [];
@@ -18390,225 +18855,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     function processDom() {
       var rs = pending;
       pending = [];
-      var added = 0,
-        removed = 0,
-        changed = 0,
-        dropA = 0,
-        dropR = 0,
-        dropC = 0;
-      var seenAttr = new Map(),
-        seenText = new Set();
-      var cache = makeVisCache();
+      var f = domFrame();
       try {
-        for (var i = 0; i < rs.length; i++) {
-          var r = rs[i];
-          var tgt =
-            r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
-          if (tgt && isIgnored(tgt)) continue;
-          if (r.type === 'attributes') {
-            var key = r.attributeName;
-            var prev = seenAttr.get(r.target);
-            if (prev && prev[key]) continue; // coalesce: first old value wins, current value read now
-            if (!prev) {
-              prev = {};
-              seenAttr.set(r.target, prev);
-            }
-            prev[key] = 1;
-            var cur = r.target.getAttribute(key);
-            if (cur === r.oldValue) continue;
-            if (changed >= DOM_CAP) {
-              dropC++;
-              continue;
-            }
-            changed++;
-            var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
-            var ad = { attr: key, target: label(r.target) };
-            if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
-            if (r.oldValue != null) ad.old = secret ? REDACTED : clip(scrub(r.oldValue), 120);
-            emit('dom.attr', ad, r.target);
-          } else if (r.type === 'characterData') {
-            var pe = r.target.parentElement;
-            if (!pe || seenText.has(pe) || inSource(pe)) continue;
-            seenText.add(pe);
-            if (changed >= DOM_CAP) {
-              dropC++;
-              continue;
-            }
-            changed++;
-            var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
-            if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
-            emit('dom.text', td, pe);
-          } else if (r.type === 'childList') {
-            var textTouched = false;
-            for (var a = 0; a < r.addedNodes.length; a++) {
-              var n = r.addedNodes[a];
-              if (n.nodeType === 3) {
-                if (n.data.trim()) textTouched = true;
-                continue;
-              }
-              if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n))
-                continue;
-              var role = getRole(n),
-                nm = getName(n, role);
-              if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
-                // unnamed wrapper: summarise its meaningful descendants count
-                var inner = n.querySelectorAll
-                  ? n.querySelectorAll(
-                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
-                    )
-                  : [];
-                if (!inner.length) {
-                  if (norm(n.textContent)) textTouched = true;
-                  else continue;
-                }
-                if (added >= DOM_CAP) {
-                  dropA++;
-                  continue;
-                }
-                added++;
-                emit(
-                  'dom.added',
-                  {
-                    role: role,
-                    tag: n.tagName.toLowerCase(),
-                    target: describeNode(n),
-                    descendants: inner.length,
-                    text: clip(norm(n.textContent), 80) || undefined,
-                    region: regionOf(n)
-                  },
-                  n
-                );
-                continue;
-              }
-              if (added >= DOM_CAP) {
-                dropA++;
-                continue;
-              }
-              added++;
-              emit(
-                'dom.added',
-                {
-                  role: role,
-                  name: nm,
-                  tag: n.tagName.toLowerCase(),
-                  target: label(n),
-                  region: regionOf(n)
-                },
-                n
-              );
-              if (
-                (role === 'dialog' ||
-                  role === 'alertdialog' ||
-                  role === 'alert' ||
-                  role === 'status' ||
-                  n.getAttribute('aria-modal') === 'true') &&
-                isVisible(n, cache)
-              ) {
-                emit('visible.shown', { role: role, name: nm }, n);
-              }
-            }
-            for (var b = 0; b < r.removedNodes.length; b++) {
-              var m = r.removedNodes[b];
-              if (m.nodeType === 3) {
-                if (m.data.trim()) textTouched = true;
-                continue;
-              }
-              if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) continue;
-              var rr = getRole(m),
-                rn = getName(m, rr);
-              if ((rr === 'generic' || rr === 'none') && !rn) {
-                var cnt = m.querySelectorAll
-                  ? m.querySelectorAll(
-                      'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table'
-                    ).length
-                  : 0;
-                if (!cnt) continue;
-                if (removed >= DOM_CAP) {
-                  dropR++;
-                  continue;
-                }
-                removed++;
-                emit('dom.removed', {
-                  role: rr,
-                  tag: m.tagName.toLowerCase(),
-                  target: describeNode(m),
-                  descendants: cnt,
-                  region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
-                });
-                continue;
-              }
-              if (removed >= DOM_CAP) {
-                dropR++;
-                continue;
-              }
-              removed++;
-              var rd = {
-                role: rr,
-                name: rn,
-                tag: m.tagName.toLowerCase(),
-                target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '')
-              };
-              var oldRef = REF_OF.get(m);
-              if (oldRef) rd.formerRef = oldRef;
-              emit('dom.removed', rd);
-            }
-            if (
-              textTouched &&
-              r.target.nodeType === 1 &&
-              !seenText.has(r.target) &&
-              !inSource(r.target)
-            ) {
-              seenText.add(r.target);
-              if (changed >= DOM_CAP) {
-                dropC++;
-                continue;
-              }
-              changed++;
-              emit(
-                'dom.text',
-                { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) },
-                r.target
-              );
-            }
-          }
-        }
+        for (var i = 0; i < rs.length; i++) domRecord(f, rs[i]);
       } catch (e) {
         internal('dom_observer', e);
       }
-      var drop = dropA + dropR + dropC + overflowRecords;
-      if (drop) {
-        emit('truncated', {
-          what: 'dom',
-          channel: 'dom',
-          count: drop,
-          dropped: drop,
-          reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
-          detail: { added: dropA, removed: dropR, changed: dropC, overflowRecords: overflowRecords }
-        });
-        overflowRecords = 0;
-      }
+      if (domTruncated(f, overflowRecords)) overflowRecords = 0;
     }
-    function regionOf(n) {
-      try {
-        var tid = n.parentElement && n.parentElement.closest('[data-testid]');
-        if (tid) return tid.getAttribute('data-testid');
-        return n.parentElement ? refFor(n.parentElement) : undefined;
-      } catch (e) {
-        return undefined;
-      }
-    }
-    var cfg = {
-      subtree: true,
-      childList: true,
-      characterData: true,
-      characterDataOldValue: true,
-      attributes: true,
-      attributeOldValue: true,
-      attributeFilter: ATTRS
-    };
-    mo.observe(document, cfg);
+    mo.observe(document, DOM_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, cfg);
+      mo.observe(root, DOM_OBSERVE);
     };
     ROOT_WATCHERS.push(watch);
     S.teardowns.push(function () {
@@ -18669,44 +18926,45 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     listen(document, 'transitioncancel', h('anim.end'), true);
   }
 
+  // == Section: storage == localStorage, sessionStorage, cookies
   // -- storage
+  function storageAreaOf(st) {
+    try {
+      return st === window.sessionStorage ? 'session' : 'local';
+    } catch (e) {
+      return 'local';
+    }
+  }
+  function storageValue(k, v) {
+    return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500);
+  }
+  function storageChanged(area, k, from, to) {
+    var d = { area: area, key: clip(k, 200), from: storageValue(k, from), to: storageValue(k, to) };
+    d.old = d.from;
+    d['new'] = d.to;
+    emit('storage.change', d);
+  }
+  // what key k held before a write we report (null when muted: our own keys, our own writes)
+  function storageHeld(store, k, mute) {
+    if (mute) return null;
+    try {
+      return store.getItem(k);
+    } catch (e) {
+      return null;
+    }
+  }
   function installStorage() {
     var SP = window.Storage && window.Storage.prototype;
     if (!SP) return;
-    function areaOf(st) {
-      try {
-        return st === window.sessionStorage ? 'session' : 'local';
-      } catch (e) {
-        return 'local';
-      }
-    }
-    function val(k, v) {
-      return v == null ? undefined : keySensitive(k) ? REDACTED : clip(scrubText(String(v)), 500);
-    }
-    function rec(area, k, from, to) {
-      var d = { area: area, key: clip(k, 200), from: val(k, from), to: val(k, to) };
-      d.old = d.from;
-      d['new'] = d.to;
-      emit('storage.change', d);
-    }
-    // what key k held before a write we report (null when muted: our own keys, our own writes)
-    function heldBefore(store, k, mute) {
-      if (mute) return null;
-      try {
-        return store.getItem(k);
-      } catch (e) {
-        return null;
-      }
-    }
     patch(SP, 'setItem', function (orig) {
       return function (k, v) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = heldBefore(this, k, mute);
+        var before = storageHeld(this, k, mute);
         var r = orig.apply(this, arguments);
         if (!mute) {
           try {
             var now2 = this.getItem(k);
-            if (now2 !== before) rec(areaOf(this), String(k), before, now2);
+            if (now2 !== before) storageChanged(storageAreaOf(this), String(k), before, now2);
           } catch (e) {
             /* ignore */
           }
@@ -18717,100 +18975,104 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     patch(SP, 'removeItem', function (orig) {
       return function (k) {
         var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
-        var before = heldBefore(this, k, mute);
+        var before = storageHeld(this, k, mute);
         var r = orig.apply(this, arguments);
-        if (!mute && before !== null) rec(areaOf(this), String(k), before, null);
+        if (!mute && before !== null) storageChanged(storageAreaOf(this), String(k), before, null);
         return r;
       };
     });
-    patch(SP, 'clear', function (orig) {
-      return function () {
-        var snap = [];
-        try {
-          for (var i = 0; i < this.length; i++) {
-            var k = this.key(i);
-            if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
-          }
-        } catch (e) {
-          /* ignore */
-        }
-        var r = orig.apply(this, arguments);
-        var area = areaOf(this);
-        snap.slice(0, 50).forEach(function (kv) {
-          rec(area, kv[0], kv[1], null);
-        });
-        if (snap.length > 50)
-          emit('truncated', {
-            what: 'storage.change',
-            count: snap.length - 50,
-            reason: 'clear() removed more than 50 keys',
-            channel: 'storage',
-            dropped: snap.length - 50
-          });
-        return r;
-      };
-    });
+    patch(SP, 'clear', storageClearWrapper);
     listen(window, 'storage', function (e) {
       if (!e.key || /^__reticle/.test(e.key)) return;
       var d = {
         area: e.storageArea === window.sessionStorage ? 'session' : 'local',
         key: e.key,
-        from: val(e.key, e.oldValue),
-        to: val(e.key, e.newValue),
+        from: storageValue(e.key, e.oldValue),
+        to: storageValue(e.key, e.newValue),
         otherTab: true
       };
       d.old = d.from;
       d['new'] = d.to;
       emit('storage.change', d);
     });
-    // cookies written through document.cookie
+    installCookieWatch();
+  }
+  // Storage.prototype.clear, wrapped: one storage.change per key it removed (50 at most).
+  function storageClearWrapper(orig) {
+    return function () {
+      var snap = [];
+      try {
+        for (var i = 0; i < this.length; i++) {
+          var k = this.key(i);
+          if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
+        }
+      } catch (e) {
+        /* ignore */
+      }
+      var r = orig.apply(this, arguments);
+      var area = storageAreaOf(this);
+      snap.slice(0, 50).forEach(function (kv) {
+        storageChanged(area, kv[0], kv[1], null);
+      });
+      if (snap.length > 50)
+        emit('truncated', {
+          what: 'storage.change',
+          count: snap.length - 50,
+          reason: 'clear() removed more than 50 keys',
+          channel: 'storage',
+          dropped: snap.length - 50
+        });
+      return r;
+    };
+  }
+  // cookies written through document.cookie
+  function installCookieWatch() {
     try {
       var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
-      if (desc && desc.set && desc.get && desc.configurable) {
-        var cookieMap = function () {
-          var o = {};
-          String(desc.get.call(document) || '')
-            .split(/;\s*/)
-            .forEach(function (p) {
-              if (!p) return;
-              var i = p.indexOf('=');
-              o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
-            });
-          return o;
-        };
-        Object.defineProperty(document, 'cookie', {
-          configurable: true,
-          enumerable: true,
-          get: function () {
-            return desc.get.call(this);
-          },
-          set: function (v) {
-            var before = null;
-            try {
-              before = cookieMap();
-            } catch (e) {
-              /* ignore */
-            }
-            desc.set.call(this, v);
-            try {
-              var k = String(v).split(';')[0];
-              var i = k.indexOf('=');
-              var key = (i < 0 ? k : k.slice(0, i)).trim();
-              var after = cookieMap();
-              if (before && before[key] !== after[key]) rec('cookie', key, before[key], after[key]);
-            } catch (e) {
-              /* ignore */
-            }
-          }
-        });
-        S.teardowns.push(function () {
+      if (!desc || !desc.set || !desc.get || !desc.configurable) return;
+      var cookieMap = function () {
+        var o = {};
+        String(desc.get.call(document) || '')
+          .split(/;\s*/)
+          .forEach(function (p) {
+            if (!p) return;
+            var i = p.indexOf('=');
+            o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
+          });
+        return o;
+      };
+      Object.defineProperty(document, 'cookie', {
+        configurable: true,
+        enumerable: true,
+        get: function () {
+          return desc.get.call(this);
+        },
+        set: function (v) {
+          var before = null;
           try {
-            delete document.cookie;
+            before = cookieMap();
           } catch (e) {
             /* ignore */
           }
-        });
-      }
+          desc.set.call(this, v);
+          try {
+            var k = String(v).split(';')[0];
+            var i = k.indexOf('=');
+            var key = (i < 0 ? k : k.slice(0, i)).trim();
+            var after = cookieMap();
+            if (before && before[key] !== after[key]) storageChanged('cookie', key, before[key], after[key]);
+          } catch (e) {
+            /* ignore */
+          }
+        }
+      });
+      S.teardowns.push(function () {
+        try {
+          delete document.cookie;
+        } catch (e) {
+          /* ignore */
+        }
+      });
     } catch (e) {
       /* cookie patch is optional */
     }
@@ -18923,6 +19185,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { local: get.local(), session: get.session(), cookies: get.cookies() };
   }
 
+  // == Section: health == focus, page health, dialogs, cross-origin frames
   // -- focus
   function installFocus() {
     listen(
@@ -18999,72 +19262,80 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (phase === 'open') flush(); // the page stops here: the report cannot wait for the microtask
   }
   function installDialogs() {
-    ['alert', 'confirm', 'prompt'].forEach(function (kind) {
-      var orig = window[kind];
-      if (typeof orig !== 'function') return;
-      var wrapped = function (message) {
+    ['alert', 'confirm', 'prompt'].forEach(wrapDialogFunction);
+    installBeforeunloadListeners();
+    installOnBeforeunload();
+  }
+  // window.alert, confirm or prompt, wrapped: reported open before it blocks, closed after.
+  function wrapDialogFunction(kind) {
+    var orig = window[kind];
+    if (typeof orig !== 'function') return;
+    var wrapped = function (message) {
+      try {
+        dialogSeen(kind, message, 'open');
+      } catch (e) {
+        /* never stand in the page's way */
+      }
+      try {
+        return orig.apply(window, arguments);
+      } finally {
         try {
-          dialogSeen(kind, message, 'open');
+          dialogSeen(kind, '', 'closed');
         } catch (e) {
-          /* never stand in the page's way */
+          /* ignore */
         }
-        try {
-          return orig.apply(window, arguments);
-        } finally {
-          try {
-            dialogSeen(kind, '', 'closed');
-          } catch (e) {
-            /* ignore */
-          }
-        }
-      };
-      window[kind] = wrapped;
-      S.teardowns.push(function () {
-        if (window[kind] === wrapped) window[kind] = orig;
-      });
+      }
+    };
+    window[kind] = wrapped;
+    S.teardowns.push(function () {
+      if (window[kind] === wrapped) window[kind] = orig;
     });
-    // a beforeunload handler that prevents the unload makes the browser ask the person
-    var prevented = function (e) {
-      var v = e.returnValue;
-      return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
-    };
-    var reported = function (e) {
-      if (e && e.type === 'beforeunload' && prevented(e)) dialogSeen('beforeunload', '', 'open');
-    };
+  }
+  // a beforeunload handler that prevents the unload makes the browser ask the person
+  function unloadPrevented(e) {
+    var v = e.returnValue;
+    return e.defaultPrevented || (typeof v === 'string' && v !== '') || v === false;
+  }
+  function unloadReported(e) {
+    if (e && e.type === 'beforeunload' && unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
+  }
+  // window.addEventListener('beforeunload', fn): fn runs inside a wrapper that tells a prompt.
+  function installBeforeunloadListeners() {
     var wrappers = typeof WeakMap === 'function' ? new WeakMap() : null;
     var add = window.addEventListener,
       remove = window.removeEventListener;
-    if (wrappers && typeof add === 'function') {
-      var addWrapped = function (type, fn, opts) {
-        if (type === 'beforeunload' && typeof fn === 'function') {
-          var w = wrappers.get(fn);
-          if (!w) {
-            w = function (e) {
-              try {
-                return fn.apply(this, arguments);
-              } finally {
-                reported(e);
-              }
-            };
-            wrappers.set(fn, w);
-          }
-          return add.call(this, type, w, opts);
+    if (!wrappers || typeof add !== 'function') return;
+    var addWrapped = function (type, fn, opts) {
+      if (type === 'beforeunload' && typeof fn === 'function') {
+        var w = wrappers.get(fn);
+        if (!w) {
+          w = function (e) {
+            try {
+              return fn.apply(this, arguments);
+            } finally {
+              unloadReported(e);
+            }
+          };
+          wrappers.set(fn, w);
         }
-        return add.apply(this, arguments);
-      };
-      var removeWrapped = function (type, fn, opts) {
-        if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
-          return remove.call(this, type, wrappers.get(fn), opts);
-        return remove.apply(this, arguments);
-      };
-      window.addEventListener = addWrapped;
-      window.removeEventListener = removeWrapped;
-      S.teardowns.push(function () {
-        if (window.addEventListener === addWrapped) window.addEventListener = add;
-        if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
-      });
-    }
-    // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+        return add.call(this, type, w, opts);
+      }
+      return add.apply(this, arguments);
+    };
+    var removeWrapped = function (type, fn, opts) {
+      if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
+        return remove.call(this, type, wrappers.get(fn), opts);
+      return remove.apply(this, arguments);
+    };
+    window.addEventListener = addWrapped;
+    window.removeEventListener = removeWrapped;
+    S.teardowns.push(function () {
+      if (window.addEventListener === addWrapped) window.addEventListener = add;
+      if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
+    });
+  }
+  // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
+  function installOnBeforeunload() {
     var own = Object.getOwnPropertyDescriptor(window, 'onbeforeunload');
     var d = own || Object.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
     if (!d || !d.set || !d.get || d.configurable === false) return;
@@ -19072,7 +19343,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var wrapFor = function (fn) {
       return function (e) {
         var r = fn.apply(this, arguments);
-        if ((typeof r === 'string' && r !== '') || prevented(e)) dialogSeen('beforeunload', '', 'open');
+        if ((typeof r === 'string' && r !== '') || unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
         return r;
       };
     };
@@ -19201,6 +19472,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
 
+  // == Section: stores == app stores, signals, describe, capabilities
   // ---- stores and signals --------------------------------------------------------------------
   var STORES = {}; // name -> {read(), unsub?, last, kind}
   function shallowDiff(name, prev, next) {
@@ -19270,57 +19542,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         (typeof store === 'object' || typeof store === 'function') &&
         typeof store.getState === 'function'
       ) {
-        entry.kind = typeof store.subscribe === 'function' ? 'subscribable' : 'getter';
-        entry.read = function () {
-          return store.getState();
-        };
-        var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
-        if (sub) {
-          entry.last = store.getState();
-          var u = sub.call(store, function () {
-            try {
-              var nx = store.getState();
-              var pv = entry.last;
-              entry.last = nx;
-              shallowDiff(name, pv, nx);
-            } catch (e) {
-              internal('store_adapter', e);
-            }
-          });
-          entry.unsub =
-            typeof u === 'function'
-              ? u
-              : u && typeof u.unsubscribe === 'function'
-                ? function () {
-                    u.unsubscribe();
-                  }
-                : null;
-        }
+        storeWithGetState(name, entry, store, subscribe);
       } else if (typeof store === 'function') {
-        entry.kind = 'getter';
-        entry.read = function () {
-          return store();
-        };
-        if (typeof subscribe === 'function') {
-          entry.last = store();
-          var u2 = subscribe(function () {
-            try {
-              var nx = store();
-              var pv = entry.last;
-              entry.last = nx;
-              shallowDiff(name, pv, nx);
-            } catch (e) {
-              internal('store_adapter', e);
-            }
-          });
-          entry.unsub = typeof u2 === 'function' ? u2 : null;
-        } else
-          warn(
-            "store '" +
-              name +
-              "' is a bare getter: reads work, but changes are not watched " +
-              '(pass a subscribe function or a {getState, subscribe} store)'
-          );
+        storeFromGetter(name, entry, store, subscribe);
       } else if (isObj(store)) {
         entry.kind = 'static';
         entry.read = function () {
@@ -19340,6 +19564,56 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       internal('store_adapter', e);
       return false;
     }
+  }
+  // The listener a store calls on change: it reads the new value and reports what changed.
+  function storeListener(name, entry) {
+    return function () {
+      try {
+        var nx = entry.read();
+        var pv = entry.last;
+        entry.last = nx;
+        shallowDiff(name, pv, nx);
+      } catch (e) {
+        internal('store_adapter', e);
+      }
+    };
+  }
+  // A zustand/redux-like store: {getState, subscribe?}.
+  function storeWithGetState(name, entry, store, subscribe) {
+    entry.kind = typeof store.subscribe === 'function' ? 'subscribable' : 'getter';
+    entry.read = function () {
+      return store.getState();
+    };
+    var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
+    if (!sub) return;
+    entry.last = store.getState();
+    var u = sub.call(store, storeListener(name, entry));
+    entry.unsub =
+      typeof u === 'function'
+        ? u
+        : u && typeof u.unsubscribe === 'function'
+          ? function () {
+              u.unsubscribe();
+            }
+          : null;
+  }
+  // A bare getter, watched only when a subscribe function comes with it.
+  function storeFromGetter(name, entry, store, subscribe) {
+    entry.kind = 'getter';
+    entry.read = function () {
+      return store();
+    };
+    if (typeof subscribe === 'function') {
+      entry.last = store();
+      var u2 = subscribe(storeListener(name, entry));
+      entry.unsub = typeof u2 === 'function' ? u2 : null;
+    } else
+      warn(
+        "store '" +
+          name +
+          "' is a bare getter: reads work, but changes are not watched " +
+          '(pass a subscribe function or a {getState, subscribe} store)'
+      );
   }
   function pushStore(name, value) {
     try {
@@ -19422,32 +19696,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return { found: true, value: cur };
   }
+  // What the registered stores hold: all of them collapsed, or one value by store and path.
   function stateRead(args) {
     var names = Object.keys(STORES);
-    if (args.store == null && args.path == null) {
-      var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
-      var out = {},
-        trunc = {};
-      names.forEach(function (n) {
-        try {
-          var rep = {};
-          out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
-          if (rep.cut) trunc[n] = { truncatedValues: rep.cut };
-        } catch (e) {
-          out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']';
-        }
-      });
-      var res = { stores: out, storeNames: names };
-      if (Object.keys(trunc).length) {
-        res.truncation = trunc;
-        res.truncation.note =
-          'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
-      }
-      if (!names.length)
-        res.note =
-          'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
-      return res;
-    }
+    if (args.store == null && args.path == null) return stateAll(args, names);
     var storeName = args.store;
     if (storeName == null) {
       // path without store: pick the single store exposing it
@@ -19483,6 +19735,35 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         storeNames: names,
         availableKeys: names
       };
+    return statePath(args, storeName, names);
+  }
+  // Every store, collapsed to args.depth (1 unless told).
+  function stateAll(args, names) {
+    var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
+    var out = {},
+      trunc = {};
+    names.forEach(function (n) {
+      try {
+        var rep = {};
+        out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
+        if (rep.cut) trunc[n] = { truncatedValues: rep.cut };
+      } catch (e) {
+        out[n] = '[read failed: ' + clip(errMsg(e), 200) + ']';
+      }
+    });
+    var res = { stores: out, storeNames: names };
+    if (Object.keys(trunc).length) {
+      res.truncation = trunc;
+      res.truncation.note =
+        'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
+    }
+    if (!names.length)
+      res.note =
+        'no stores registered; call reticle.registerStore(name, store) or reticle.pushStore(name, value) in the app';
+    return res;
+  }
+  // One store's value at args.path, or where the path stopped and the keys found there.
+  function statePath(args, storeName, names) {
     var raw;
     try {
       raw = readStore(storeName);
@@ -19580,97 +19861,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
   }
 
+  // == Section: probes == the probes the daemon's predicates read
   // ---- probes for the daemon's predicate engine ------------------------------------------------
   function evalProbe(args) {
     var kind = args.kind;
     var cache = makeVisCache();
-    if (kind === 'element') {
-      var q = {};
-      for (var k in args) if (hasOwn(args, k) && k !== 'kind') q[k] = args[k];
-      var r = runQuery(q);
-      if (r.scopeMissing)
-        return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
-      var els = filterState(r.els, args.state, cache);
-      var vis = els.filter(function (e) {
-        return isVisible(e, cache);
-      });
-      var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
-      var res = {
-        count: els.length,
-        visible: vis.length > 0,
-        visibleCount: vis.length,
-        elements: els.slice(0, lim).map(function (e) {
-          return describe(e, cache);
-        })
-      };
-      if (els.length > lim) res.described = lim;
-      if (!els.length) {
-        res.hint = zeroHint();
-        var near = nearMisses(r.q, resolveScope(args.scope));
-        if (near.length) res.hint.nearMisses = near;
-      }
-      return res;
-    }
-    if (kind === 'text') {
-      // contains (case-insensitive substring of an element's own text), equals (an element's whole
-      // text, whitespace-normalised, case-sensitive) or matches (a RegExp over an element's whole
-      // text). Only readable text counts: never script, style, template or noscript source.
-      var given = TEXT_MODES.filter(function (m) {
-        return args[m] != null && args[m] !== '';
-      });
-      if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
-      var spec;
-      if (given.length) {
-        var so = {};
-        so[given[0]] = args[given[0]];
-        if (args.flags != null) so.flags = args.flags;
-        spec = textSpec(so, 'contains');
-      } else {
-        var needle = args.text != null ? args.text : args.value;
-        if (needle == null || needle === '')
-          throw new Error('text probe needs contains, equals or matches');
-        spec = textSpec(needle, 'contains');
-      }
-      var matches;
-      if (spec.mode === 'contains') {
-        var rr = runQuery({ by: 'text', value: spec.value, scope: args.scope });
-        if (rr.scopeMissing) return { found: false, count: 0, places: 0, scopeMissing: true };
-        matches = rr.els;
-      } else {
-        var troot = resolveScope(args.scope);
-        if (!troot) return { found: false, count: 0, places: 0, scopeMissing: true };
-        matches = textPlaces(troot, spec.test);
-      }
-      var visM = matches.filter(function (e) {
-        return isVisible(e, cache);
-      });
-      var pool = args.visible ? visM : matches;
-      var out = {
-        found: pool.length > 0,
-        mode: spec.mode,
-        count: pool.length,
-        places: pool.length,
-        visibleCount: visM.length,
-        elements: pool.slice(0, 5).map(function (e) {
-          return describe(e, cache);
-        })
-      };
-      if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
-      else if (spec.mode === 'contains') {
-        // text split across elements: fall back to the readable page text
-        var root = resolveScope(args.scope);
-        var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
-        var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
-        if (idx >= 0) {
-          out.found = true;
-          out.via = 'page-text';
-          out.places = 1;
-          out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
-        }
-      }
-      if (spec.mode === 'contains' && norm(spec.value).length <= 3) out.short = true;
-      return out;
-    }
+    if (kind === 'element') return probeElement(args, cache);
+    if (kind === 'text') return probeText(args, cache);
     if (kind === 'route')
       return {
         path: location.pathname,
@@ -19688,7 +19885,97 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         "')"
     );
   }
+  function probeElement(args, cache) {
+    var q = {};
+    for (var k in args) if (hasOwn(args, k) && k !== 'kind') q[k] = args[k];
+    var r = runQuery(q);
+    if (r.scopeMissing)
+      return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
+    var els = filterState(r.els, args.state, cache);
+    var vis = els.filter(function (e) {
+      return isVisible(e, cache);
+    });
+    var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
+    var res = {
+      count: els.length,
+      visible: vis.length > 0,
+      visibleCount: vis.length,
+      elements: els.slice(0, lim).map(function (e) {
+        return describe(e, cache);
+      })
+    };
+    if (els.length > lim) res.described = lim;
+    if (!els.length) {
+      res.hint = zeroHint();
+      var near = nearMisses(r.q, resolveScope(args.scope));
+      if (near.length) res.hint.nearMisses = near;
+    }
+    return res;
+  }
+  // contains (case-insensitive substring of an element's own text), equals (an element's whole
+  // text, whitespace-normalised, case-sensitive) or matches (a RegExp over an element's whole
+  // text). Only readable text counts: never script, style, template or noscript source.
+  function probeText(args, cache) {
+    var spec = probeTextSpec(args);
+    var matches = probeTextMatches(spec, args);
+    if (!matches) return { found: false, count: 0, places: 0, scopeMissing: true };
+    var visM = matches.filter(function (e) {
+      return isVisible(e, cache);
+    });
+    var pool = args.visible ? visM : matches;
+    var out = {
+      found: pool.length > 0,
+      mode: spec.mode,
+      count: pool.length,
+      places: pool.length,
+      visibleCount: visM.length,
+      elements: pool.slice(0, 5).map(function (e) {
+        return describe(e, cache);
+      })
+    };
+    if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
+    else if (spec.mode === 'contains') probePageText(out, spec, args);
+    if (spec.mode === 'contains' && norm(spec.value).length <= 3) out.short = true;
+    return out;
+  }
+  function probeTextSpec(args) {
+    var given = TEXT_MODES.filter(function (m) {
+      return args[m] != null && args[m] !== '';
+    });
+    if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
+    if (given.length) {
+      var so = {};
+      so[given[0]] = args[given[0]];
+      if (args.flags != null) so.flags = args.flags;
+      return textSpec(so, 'contains');
+    }
+    var needle = args.text != null ? args.text : args.value;
+    if (needle == null || needle === '') throw new Error('text probe needs contains, equals or matches');
+    return textSpec(needle, 'contains');
+  }
+  // The elements whose text matches the spec, or null when the scope is missing.
+  function probeTextMatches(spec, args) {
+    if (spec.mode === 'contains') {
+      var rr = runQuery({ by: 'text', value: spec.value, scope: args.scope });
+      return rr.scopeMissing ? null : rr.els;
+    }
+    var troot = resolveScope(args.scope);
+    return troot ? textPlaces(troot, spec.test) : null;
+  }
+  // text split across elements: fall back to the readable page text
+  function probePageText(out, spec, args) {
+    var root = resolveScope(args.scope);
+    var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
+    var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
+    if (idx >= 0) {
+      out.found = true;
+      out.via = 'page-text';
+      out.places = 1;
+      out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
+    }
+  }
 
+  // == Section: commands == the bridge commands by name
   // ---- command table -------------------------------------------------------------------------
   COMMANDS.snapshot = snapshot;
   COMMANDS.query = queryCmd;
@@ -19745,6 +20032,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return { ok: true, hard: !!a.hard };
   };
 
+  // == Section: connect == connect, disconnect, auto-connect
   // ---- connect / disconnect ------------------------------------------------------------------
   function isLoopback(h) {
     h = String(h || '').toLowerCase();
@@ -19778,53 +20066,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       if (S.started) return window.reticle;
       var o = options || {};
-      var url = o.url || defaultUrl();
       var token = o.token != null ? String(o.token) : null;
-      // a device's own bridge URL carries its capability, so the page may be off loopback
-      var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
-      var bridge;
-      try {
-        bridge = new URL(url, location.href);
-      } catch (e) {
-        warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse');
-        return window.reticle;
-      }
-      if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') {
-        warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')');
-        return window.reticle;
-      }
-      if (token && token.length > 512) {
-        warn('not connecting: token longer than 512 characters');
-        return window.reticle;
-      }
-      var localPage = isLocalPage(),
-        localBridge = isLoopback(bridge.hostname);
-      if (!localPage || !localBridge) {
-        if (!allowRemote || !(token || CFG.device)) {
-          warn(
-            'not running on ' +
-              (localPage
-                ? 'this bridge (' + bridge.host + ')'
-                : 'a non-loopback page (' + location.hostname + ')') +
-              ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
-              'pairing token (data-allow-non-localhost and data-token on the script tag).'
-          );
-          return window.reticle;
-        }
-        if (!localBridge && bridge.protocol !== 'wss:') {
-          warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
-          return window.reticle;
-        }
-      }
-      try {
-        var ne = window.process && window.process.env && window.process.env.NODE_ENV;
-        if (ne === 'production' && !boolOpt(o.allowInProduction)) {
-          warn('not running: NODE_ENV is production (pass allowInProduction:true to override)');
-          return window.reticle;
-        }
-      } catch (e) {
-        /* no process */
-      }
+      var bridge = connectBridge(o, token);
+      if (!bridge) return window.reticle;
       S.opts = o;
       S.url = bridge.href;
       S.token = token;
@@ -19835,59 +20079,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       );
       if (Array.isArray(o.redactKeys)) EXTRA_KEYS = o.redactKeys.slice(0, 64);
       else if (o.redact && Array.isArray(o.redact.keys)) EXTRA_KEYS = o.redact.keys.slice(0, 64);
-      // session id: explicit option > URL parameter > sessionStorage > new
-      var sid = o.sessionId || o.session;
-      if (sid === 'auto') sid = null;
-      if (!sid) {
-        try {
-          sid = new URL(location.href).searchParams.get('__reticle_session');
-        } catch (e) {
-          sid = null;
-        }
-      }
-      if (!sid) sid = ssGet('__reticle_session');
-      if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
-      S.sessionId = sid;
-      ssSet('__reticle_session', sid);
-      // strip our hard-reload marker before the route observer installs
-      try {
-        if (/[?&]_reticle_reload=/.test(location.search)) {
-          var cu = new URL(location.href);
-          cu.searchParams.delete('_reticle_reload');
-          history.replaceState(history.state, '', cu.href);
-        }
-      } catch (e) {
-        /* ignore */
-      }
+      S.sessionId = connectSessionId(o);
+      ssSet('__reticle_session', S.sessionId);
+      stripReloadMarker(); // before the route observer installs
       clearMarkCookie(); // the request that brought this document carried it: the page never sees it
       S.started = true;
       S.stopped = false;
-      var installers = [
-        ['network_observer', installFetch],
-        ['network_observer', installXHR],
-        ['network_observer', installBeacon],
-        ['network_observer', installWebSocket],
-        ['network_observer', installEventSource],
-        ['alert_observer', installAlerts],
-        ['console_observer', installConsole],
-        ['console_observer', installErrors],
-        ['router_observer', installRouting],
-        ['document_observer', installDocuments],
-        ['dom_observer', installDom],
-        ['dom_observer', installShadowCapture],
-        ['animation_observer', installAnimations],
-        ['storage_observer', installStorage],
-        ['focus_observer', installFocus],
-        ['dialog_observer', installDialogs],
-        ['health_observer', installHealth]
-      ];
-      installers.forEach(function (it) {
-        try {
-          it[1]();
-        } catch (e) {
-          internal(it[0], e);
-        }
-      });
+      installObservers();
       var fc = function () {
         checkFrames();
       };
@@ -19900,6 +20098,112 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       internal('connect', e);
     }
     return window.reticle;
+  }
+  // The bridge URL this page may connect to, or null (with a console warning that says why not).
+  function connectBridge(o, token) {
+    var url = o.url || defaultUrl();
+    // a device's own bridge URL carries its capability, so the page may be off loopback
+    var allowRemote = boolOpt(o.allowNonLocalhost) || !!CFG.device;
+    var bridge;
+    try {
+      bridge = new URL(url, location.href);
+    } catch (e) {
+      warn('not connecting: bridge URL ' + clip(url, 200) + ' does not parse');
+      return null;
+    }
+    if (bridge.protocol !== 'ws:' && bridge.protocol !== 'wss:') {
+      warn('not connecting: bridge URL must be ws: or wss: (got ' + bridge.protocol + ')');
+      return null;
+    }
+    if (token && token.length > 512) {
+      warn('not connecting: token longer than 512 characters');
+      return null;
+    }
+    var localPage = isLocalPage(),
+      localBridge = isLoopback(bridge.hostname);
+    if (!localPage || !localBridge) {
+      if (!allowRemote || !(token || CFG.device)) {
+        warn(
+          'not running on ' +
+            (localPage
+              ? 'this bridge (' + bridge.host + ')'
+              : 'a non-loopback page (' + location.hostname + ')') +
+            ': reticle is a local development tool. To opt in, connect with allowNonLocalhost:true and the ' +
+            'pairing token (data-allow-non-localhost and data-token on the script tag).'
+        );
+        return null;
+      }
+      if (!localBridge && bridge.protocol !== 'wss:') {
+        warn('not connecting: a non-loopback bridge must use wss: (start the daemon with --tls)');
+        return null;
+      }
+    }
+    try {
+      var ne = window.process && window.process.env && window.process.env.NODE_ENV;
+      if (ne === 'production' && !boolOpt(o.allowInProduction)) {
+        warn('not running: NODE_ENV is production (pass allowInProduction:true to override)');
+        return null;
+      }
+    } catch (e) {
+      /* no process */
+    }
+    return bridge;
+  }
+  // session id: explicit option > URL parameter > sessionStorage > new
+  function connectSessionId(o) {
+    var sid = o.sessionId || o.session;
+    if (sid === 'auto') sid = null;
+    if (!sid) {
+      try {
+        sid = new URL(location.href).searchParams.get('__reticle_session');
+      } catch (e) {
+        sid = null;
+      }
+    }
+    if (!sid) sid = ssGet('__reticle_session');
+    if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
+    return sid;
+  }
+  // strip our hard-reload marker from the address bar
+  function stripReloadMarker() {
+    try {
+      if (/[?&]_reticle_reload=/.test(location.search)) {
+        var cu = new URL(location.href);
+        cu.searchParams.delete('_reticle_reload');
+        history.replaceState(history.state, '', cu.href);
+      }
+    } catch (e) {
+      /* ignore */
+    }
+  }
+  // Every observer, in this order; one that fails is reported and the others still install.
+  function installObservers() {
+    var installers = [
+      ['network_observer', installFetch],
+      ['network_observer', installXHR],
+      ['network_observer', installBeacon],
+      ['network_observer', installWebSocket],
+      ['network_observer', installEventSource],
+      ['alert_observer', installAlerts],
+      ['console_observer', installConsole],
+      ['console_observer', installErrors],
+      ['router_observer', installRouting],
+      ['document_observer', installDocuments],
+      ['dom_observer', installDom],
+      ['dom_observer', installShadowCapture],
+      ['animation_observer', installAnimations],
+      ['storage_observer', installStorage],
+      ['focus_observer', installFocus],
+      ['dialog_observer', installDialogs],
+      ['health_observer', installHealth]
+    ];
+    installers.forEach(function (it) {
+      try {
+        it[1]();
+      } catch (e) {
+        internal(it[0], e);
+      }
+    });
   }
   function disconnect() {
     try {

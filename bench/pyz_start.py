@@ -2,7 +2,8 @@
 """Start-up cost of reticle.pyz beside a plain virtual environment.
 
 Prints the pyz size, the cold first-run time (an empty cache every run), the warm start time
-(cache already filled) and, as the baseline, ``reticle --version`` in a virtual environment
+(cache already filled), how long `serve` takes to answer its first /status (the pyz and
+reticle.py; issue 2 wants well under a second) and, as the baseline, ``reticle --version`` in a virtual environment
 where reticle.py and the same pinned wheels are installed.  Each number is the median of several
 runs of the whole process (wall clock), with the fastest run beside it.  Prints numbers; it
 asserts nothing.
@@ -21,7 +22,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import socket
 import time
+import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "zipapp"))
@@ -50,6 +53,35 @@ def measure(runs, *commands):
         for index, (argv, env, before) in enumerate(commands):
             samples[index].append(timed(argv, env, before))
     return [(statistics.median(s), min(s)) for s in samples]
+
+
+def serve_ready(argv, env, runs):
+    """Median and fastest wall-clock ms from starting `argv + serve --port N` to its first /status
+    answer, over `runs` starts, each on a new state folder; the daemon is stopped after each."""
+    samples = []
+    for _ in range(runs):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        state = tempfile.mkdtemp(prefix="reticle-bench-state-")
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv + ["serve", "--port", str(port)], env=dict(env, RETICLE_STATE_DIR=state),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while proc.poll() is None:
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d/status" % port, timeout=2):
+                        break
+                except OSError:
+                    time.sleep(0.005)
+            else:
+                raise SystemExit("%s serve exited with %s" % (" ".join(argv), proc.returncode))
+            samples.append((time.perf_counter() - start) * 1000)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            shutil.rmtree(state, ignore_errors=True)
+    return statistics.median(samples), min(samples)
 
 
 def plain_venv(python, folder, wheel_cache):
@@ -110,6 +142,9 @@ def main(argv=None):
         timed(pyz_argv, env)
         warm, venv = measure(args.runs, (pyz_argv, env, None), (venv_argv, env, None))
 
+        ready_pyz = serve_ready(pyz_argv[:-1], env, args.runs)
+        ready_py = serve_ready([args.python, "-I", os.path.join(REPO, "reticle.py")], env, args.runs)
+
         version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
                                  stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
         size = os.path.getsize(args.pyz)
@@ -124,6 +159,8 @@ def main(argv=None):
             ("plain venv", "%6.0f  (%.0f)" % venv),
             ("warm / plain venv", "%6.2f" % (warm[0] / venv[0])),
             ("cold / plain venv", "%6.2f" % (cold[0] / venv[0])),
+            ("serve ready (pyz)", "%6.0f  (%.0f)" % ready_pyz),
+            ("serve ready (reticle.py)", "%6.0f  (%.0f)" % ready_py),
             ("cache on disk", "%.1f MiB" % (extracted / 2 ** 20)),
         ]
         width = max(len(label) for label, _ in rows)

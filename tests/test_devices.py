@@ -1049,3 +1049,35 @@ def test_spares_close_with_the_idle_devices(tmp_path, monkeypatch):
         assert device_processes(spare.profile) == [] and not os.path.exists(spare.profile)
 
     asyncio.run(run())
+
+
+def test_a_devices_page_whose_socket_drops_connects_again_with_a_new_ticket(tmp_path, app):
+    """In process: the page's first socket spent the one ticket its relay asked for; when the bridge
+    drops that socket (1013, try again), the SDK opens another one and the relay asks for a new ticket,
+    so the same session is connected again."""
+    import tornado.httpserver
+    import tornado.netutil
+
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        hub.port = sockets[0].getsockname()[1]
+        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
+        server.add_sockets(sockets)
+        manager = hub.devices
+        try:
+            device, started = await manager.open("key-1", app.url + "/plain")
+            session = hub.bridge.get(device.session_id)
+            assert started and session is not None and session.handler is not None
+            first = set(device.tickets)
+            assert len(first) == 1 and all(t["used"] for t in device.tickets.values()), device.tickets
+            generation = session.generation
+            session.handler.close(1013, "the test drops the socket")
+            back = await manager.wait_connected(device, generation)
+            assert back.handler is not None and back.generation > generation
+            assert set(device.tickets) - first, "the second socket opened without a ticket of its own"
+        finally:
+            await manager.close_all("the test ended")
+            server.stop()
+
+    asyncio.run(run())

@@ -418,3 +418,37 @@ def test_a_tab_that_does_not_answer_never_yields_yes():
         verified, reason, because = reticle._decide(dict(res), [], [], k, 0.0, p)
         assert (verified, reason) == ("unknown", "not_answering") and "confirm dialog" in because
     assert reticle._decide(dict(PASS), [], [], known(), 0.0, p)[:2] == ("yes", "proved")
+
+
+# (id, timeout_ms, act started at, now (all on the daemon's clock, ms), expected (wait left, end of the budget))
+ACT_BUDGET = [
+    ("the-act-took-half-a-second", 4000, 1000.0, 1500.0, (3500.0, 5000.0)),
+    ("the-act-used-it-all-is-still-judged-once", 4000, 1000.0, 6000.0, (0.001, 5000.0)),
+    ("no-timeout-is-one-look", 0, 1000.0, 1200.0, (0, 1000.0)),
+    ("a-short-budget-in-ms-not-seconds", 250, 10_000.0, 10_100.0, (150.0, 10_250.0)),
+]
+
+
+@pytest.mark.parametrize("timeout,started,now,expected", [r[1:] for r in ACT_BUDGET], ids=[r[0] for r in ACT_BUDGET])
+def test_an_acts_budget_is_on_the_daemons_clock(timeout, started, now, expected):
+    assert reticle._act_budget(timeout, started, now) == pytest.approx(expected)
+
+
+# (id, the tool call's deadline (the daemon's clock, ms, or None), now (ms), the command's own timeout (s), expected (s))
+COMMAND_BUDGET = [
+    ("no-call-deadline-keeps-its-own", None, 4000.0, 10.0, 10.0),
+    ("cut-to-what-is-left-of-the-call", 5000.0, 4000.0, 10.0, 1.0),
+    ("never-below-the-floor", 5000.0, 4900.0, 10.0, reticle.COMMAND_FLOOR_S),
+    ("past-the-deadline-still-the-floor", 5000.0, 9000.0, 10.0, reticle.COMMAND_FLOOR_S),
+    ("its-own-shorter-timeout-stands", 5000.0, 1000.0, 0.5, 0.5),
+]
+
+
+@pytest.mark.parametrize("deadline,now,timeout,expected", [r[1:] for r in COMMAND_BUDGET],
+                         ids=[r[0] for r in COMMAND_BUDGET])
+def test_a_commands_budget_is_cut_to_the_calls_deadline_on_the_daemons_clock(deadline, now, timeout, expected):
+    token = reticle._CALL_DEADLINE.set(deadline)
+    try:
+        assert reticle._command_budget(timeout, now) == pytest.approx(expected)
+    finally:
+        reticle._CALL_DEADLINE.reset(token)

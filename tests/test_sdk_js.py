@@ -124,6 +124,26 @@ def test_bridge_commands_match_both_ways():
     assert table - sent == set(), "in the SDK's COMMANDS but never sent by Python: %s" % sorted(table - sent)
 
 
+# The SDK's named sections, in the order they stand in the IIFE (README "Working on Reticle").
+SDK_SECTIONS = ["config", "relay", "helpers", "events", "transport", "refs", "semantics", "snapshot", "query",
+                "actions", "observers", "network", "alerts", "console", "documents", "dom", "storage", "health",
+                "stores", "probes", "commands", "connect"]
+
+
+def test_sdk_sections_stand_in_order():
+    """Each section has its `// == Section: name ==` banner, once, in the fixed order, with code under it;
+    the natives are captured in the first section, before any function that patches the page."""
+    src = reticle._SDK_JS
+    banners = re.findall(r"^  // == Section: ([a-z ]+?) ==", src, re.M)
+    assert banners == SDK_SECTIONS, banners
+    assert len(re.findall(r"^\s*// == ", src, re.M)) == len(SDK_SECTIONS), "a // == line that is no section banner"
+    parts = re.split(r"^  // == Section: [a-z ]+ ==.*$", src, flags=re.M)[1:]
+    for name, body in zip(SDK_SECTIONS, parts):
+        assert re.search(r"^  (function |var |COMMANDS\.|try \{)", body, re.M), "section %s is empty" % name
+    assert "var N = {};" in parts[0] and "N.MutationObserver = w.MutationObserver;" in parts[0]
+    assert src.index("N.fetch = w.fetch;") < src.index("function patch(")
+
+
 def test_sdk_has_no_stub_commands():
     assert "not supported by this SDK" not in reticle._SDK_JS
 
@@ -164,7 +184,7 @@ _ESLINT = os.path.join(ROOT, "tests", ".js", "node_modules", ".bin", "eslint")
                     reason="node or ESLint is not installed (sh tests/bootstrap.sh installs ESLint)")
 def test_sdk_lint_is_clean_and_catches_dead_code(tmp_path):
     """tools/sdk.py lint passes on the embedded SDK, and fails on an SDK with an unused function, an
-    undefined name and unreachable code in it."""
+    undefined name, unreachable code and a function over 80 lines in it."""
     done = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "sdk.py"), "lint"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -178,7 +198,9 @@ def test_sdk_lint_is_clean_and_catches_dead_code(tmp_path):
     planted = ("  function plantedNeverCalled() { return 1; }\n"
                "  function plantedUndefined() { return notDefinedAnywhere + 1; }\n"
                "  function plantedUnreachable() { return 2; plantedUndefined(); }\n"
-               "  plantedUnreachable();\n")
+               "  plantedUnreachable();\n"
+               "  function plantedLong() {\n" + "    plantedUnreachable();\n" * 81 + "  }\n"
+               "  plantedLong();\n")
     marker = "(function () {\n"
     assert marker in reticle._SDK_JS
     (work / "reticle.py").write_text(source.replace('_SDK_JS = r"""' + reticle._SDK_JS.split(marker)[0] + marker,
@@ -187,5 +209,5 @@ def test_sdk_lint_is_clean_and_catches_dead_code(tmp_path):
     done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), "lint"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
-    for rule in ("no-unused-vars", "no-undef", "no-unreachable"):
+    for rule in ("no-unused-vars", "no-undef", "no-unreachable", "max-lines-per-function"):
         assert rule in done.stdout, (rule, done.stdout)
