@@ -79,7 +79,7 @@ def test_incomplete_request_headers_are_closed_after_the_header_timeout(tmp_path
     finally:
         d.close()
     assert data == b""  # closed, never answered
-    assert HEADER_TIMEOUT_S - 0.5 < waited < HEADER_TIMEOUT_S + 5, waited
+    assert HEADER_TIMEOUT_S - 1 < waited < HEADER_TIMEOUT_S + 5, waited
 
 
 def test_no_token_reaches_the_log_and_every_line_is_json(token_daemon):
