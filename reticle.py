@@ -208,8 +208,8 @@ MAX_STRING_ARG = 64 * 1024
 FLOW_MAX_STEPS = 100                       # steps in a flow file, and in reticle_flow_save's `steps`
 # Hardening limits (SECURITY.md lists them all, with the tests that pin them).
 MAX_BATCH = 64                             # messages in one JSON-RPC batch; a longer one is -32600
-FRAME_BYTES_PER_TAB_S = 1 << 20            # frame bytes one tab may have parsed per second; beyond, dropped unread
-FRAME_BYTES_ALL_TABS_S = 4 << 20           # the same for all tabs together
+FRAME_BYTES_PER_TAB_S = 1 << 20            # frame bytes one tab may have parsed per second (RETICLE_TAB_BYTES_PER_S)
+FRAME_BYTES_ALL_TABS_S = 4 << 20           # the same for all tabs together (RETICLE_ALL_TABS_BYTES_PER_S)
 SESSIONLESS_SCALE = 5.0                    # all clients without a session share 5 x RETICLE_RATE_LIMIT
 SESSIONLESS_TARPIT_S = 0.25                # ... and a 429 of that shared bucket is answered this late
 BULK_BODY_AFTER = 64 << 10                 # body bytes a request may send before they count as bulk
@@ -404,9 +404,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError("%s is not a JSON number" % name)
 
 
+_INF, _NEG_INF = float("inf"), float("-inf")
+
+
 def _parse_float(text: str) -> float:
     value = float(text)
-    if value in (float("inf"), float("-inf")):
+    if value == _INF or value == _NEG_INF:  # a number too large overflows to an infinity
         raise ValueError("the number %s is too large for a double" % text[:40])
     return value
 
@@ -605,6 +608,15 @@ def _env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ConfigError("%s=%r is not a whole number; unset it or give one like %d." % (name, raw, default)) from None
+
+
+def _env_byte_rate(name: str, default: int) -> int:
+    """A bytes-per-second cap from the environment (RETICLE_TAB_BYTES_PER_S ...): a whole number above 0."""
+    value = _env_int(name, default)
+    if value <= 0:
+        raise ConfigError("%s=%d is not a cap; give a whole number of bytes per second above 0 (the default is "
+                          "%d), or unset it." % (name, value, default))
+    return value
 
 
 def _parse_rate(raw: Optional[str]) -> Tuple[float, float]:
@@ -1308,6 +1320,10 @@ def _is_churn(etype: str) -> bool:
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
 _HIGH_VALUE_SET = _event_types("high_value")
+# The event types _BrowserSession._observe learns from (requests, dialogs, health, routes, blind spots); it
+# runs for any other only while a dialog is open.  A type _observe comes to read must be added here.
+_OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.ws", "page.health", "route.change",
+                             "blind-spot"))
 
 
 def _churn_memo(etype: str) -> bool:
@@ -1478,10 +1494,54 @@ class _EventStore:
                 "evicted": dict(self.evicted), "sampled": self.sampled}
 
 
+_SCALAR_CLASSES = frozenset((int, float, bool, type(None)))
+
+
 def _event_bytes(data: Any) -> int:
     """About what an event's data takes in memory once parsed (its strings, plus some 100 bytes a
     value): a frame's bytes shared evenly would count a 900 KB body in a frame of 200 events as
-    4.5 KB, and the per-tab byte cap would not hold.  A walk of at most 400 values."""
+    4.5 KB, and the per-tab byte cap would not hold.  The frame path's sum: what _event_bytes_walk
+    gives, in one pass over an object of scalars and objects of scalars (most events) of at most 400
+    values in all, where the walk's order cannot change the sum; anything else is walked."""
+    if data.__class__ is not dict:
+        return _event_bytes_walk(data)
+    seen = 1 + 2 * len(data)
+    if seen > 400:
+        return _event_bytes_walk(data)
+    try:  # 512, the object's 100 + 40 a key, and each key's length + 64 (a parsed object's keys are strings)
+        total = 612 + 104 * len(data) + sum(map(len, data))
+    except TypeError:  # a key that is no string: not parsed JSON
+        return _event_bytes_walk(data)
+    scalars = _SCALAR_CLASSES
+    for value in data.values():
+        cls = value.__class__
+        if cls is str:
+            total += len(value) + 64
+        elif cls in scalars:
+            total += 32
+        elif cls is dict:
+            seen += 2 * len(value)
+            if seen > 400:
+                return _event_bytes_walk(data)
+            try:
+                total += 100 + 104 * len(value) + sum(map(len, value))
+            except TypeError:
+                return _event_bytes_walk(data)
+            for inner in value.values():
+                cls = inner.__class__
+                if cls is str:
+                    total += len(inner) + 64
+                elif cls in scalars:
+                    total += 32
+                else:
+                    return _event_bytes_walk(data)
+        else:
+            return _event_bytes_walk(data)
+    return total if seen <= 400 else _event_bytes_walk(data)
+
+
+def _event_bytes_walk(data: Any) -> int:
+    """_event_bytes of any value: a walk of at most 400 values."""
     total, stack, seen = 512, [data], 0
     while stack and seen < 400:
         v = stack.pop()
@@ -2082,7 +2142,8 @@ class _BrowserSession(_TabState):
         server.* ones become blind spots; past `events_per_second` events are dropped (high-value ones
         have a cap of their own, so churn cannot crowd them out) and a blind spot counts the drops.
         Each kept event gets the daemon's clock (one cursor each) and its document; a report the
-        browser must confirm is held until it does."""
+        browser must confirm is held until it does.  The loop is the bridge's hot path: what holds for
+        the whole frame (the device, the caps, the document) is looked up once, not per event."""
         now = self.bridge.clock()
         self.last_seen = now
         if not events:
@@ -2090,24 +2151,17 @@ class _BrowserSession(_TabState):
         size = max(1, frame_bytes // len(events))
         cap = self.bridge.events_per_second
         if now - self._window_start >= 1000.0:
-            if self._window_sampled:
-                self.store.add({"t": now, "type": "blind-spot", "data": {
-                    "reason": "sampled", "count": self._window_sampled,
-                    "detail": "the page sent more than %d events/s; churn events were dropped" % cap}}, 64)
-            self._window_start = now
-            self._window_count = 0
-            self._window_high = 0
-            self._window_sampled = 0
+            self._next_sampling_window(now, cap)
         dropped = 0
         kept: List[Tuple[dict, int]] = []
-        keep = kept.append
-        high_set = _HIGH_VALUE_SET
+        keep, observed, high_set = kept.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
+        confirm, health = isinstance(self.device, _Device), self.health  # a device's reports wait for the browser
         n_high, n_other = self._window_high, self._window_count
         last_doc: Any = None  # a frame's events mostly share their document: its checks run once
         doc = ""
         for index, raw in enumerate(events):
-            etype = raw.get("type") if isinstance(raw, dict) else None
-            if not isinstance(etype, str):
+            etype = raw.get("type") if raw.__class__ is dict or isinstance(raw, dict) else None
+            if etype.__class__ is not str and not isinstance(etype, str):
                 self.store.note_blind_spot("malformed-event")
                 continue
             if len(etype) > 64:
@@ -2129,40 +2183,54 @@ class _BrowserSession(_TabState):
             data = raw.get("data")
             if data.__class__ is not dict and not isinstance(data, dict):
                 data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
-            # a microsecond apart: every event has its own cursor, so an answer can stop between two
-            event = {"t": now + index * 0.001, "type": etype, "data": data}
-            value = raw.get("t")
-            if value.__class__ is float or isinstance(value, (int, float)):
-                event["pt"] = value
-            value = raw.get("actionId")
-            if value is not None and isinstance(value, str):
-                event["actionId"] = value[:32]
             value = raw.get("documentId")
-            if value is not None:
-                if value == last_doc:  # only ever a string, so only a string equals it
+            has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
+            if not has_doc and value is not None and isinstance(value, str):
+                last_doc, doc, has_doc = value, value[:64], True
+                if self.arriving is not None and doc == self.arriving[0]:
+                    self.arriving = None
+            pt, action = raw.get("t"), raw.get("actionId")
+            has_pt = pt.__class__ is float or isinstance(pt, (int, float))
+            # a microsecond apart: every event has its own cursor, so an answer can stop between two
+            if has_pt and has_doc and action is None:  # most events: built whole, `seq` (the store's) last
+                event = {"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": 0}
+            else:
+                event = {"t": now + index * 0.001, "type": etype, "data": data}
+                if has_pt:
+                    event["pt"] = pt
+                if action is not None and isinstance(action, str):
+                    event["actionId"] = action[:32]
+                if has_doc:
                     event["doc"] = doc
-                elif isinstance(value, str):
-                    last_doc = value
-                    doc = event["doc"] = value[:64]
-                    if self.arriving is not None and doc == self.arriving[0]:
-                        self.arriving = None
-            if self._must_confirm(event):
+            if confirm and self._must_confirm(event):
                 self._hold(event, size)
                 continue
-            self._observe(event)
-            keep((event, max(size, _event_bytes(data))))
+            if etype in observed or health.dialog_open is not None:  # from any other, _observe learns nothing
+                self._observe(event)
+            value = _event_bytes(data)
+            keep((event, value if value >= size else size))
         self._window_high, self._window_count = n_high, n_other
         self.store.add_batch(kept)
         self.store.trim(now)
         if dropped:
             self._window_sampled += dropped
             self.store.note_sampled(dropped, now)
-        if self._changed is not None and not self._changed.done():
-            self._changed.set_result(None)
+        self._wake()
+
+    def _next_sampling_window(self, now: float, cap: int) -> None:
+        """A new second of the events-per-second cap: the last one's drops become one blind spot."""
+        if self._window_sampled:
+            self.store.add({"t": now, "type": "blind-spot", "data": {
+                "reason": "sampled", "count": self._window_sampled,
+                "detail": "the page sent more than %d events/s; churn events were dropped" % cap}}, 64)
+        self._window_start = now
+        self._window_count = 0
+        self._window_high = 0
+        self._window_sampled = 0
 
     def frame_pause(self, size: int) -> float:
         """After a frame of events: 0.0, or the seconds until this tab may send again, once it has
-        sent FRAME_BYTES_PER_TAB_S this second (or all tabs together FRAME_BYTES_ALL_TABS_S).  The
+        sent the bridge's `tab_byte_rate` this second (or all tabs together its `total_byte_rate`).  The
         bridge then stops reading its socket that long: a tab that floods is slowed by its own
         socket (its SDK's queue fills and says so), and other tabs and clients keep their share."""
         now = self.bridge.clock()
@@ -2171,7 +2239,8 @@ class _BrowserSession(_TabState):
             if now - window[0] >= 1000.0:
                 window[0], window[1] = now, 0
             window[1] += size
-        over = [w for w, cap in ((mine, FRAME_BYTES_PER_TAB_S), (shared, FRAME_BYTES_ALL_TABS_S)) if w[1] > cap]
+        bridge = self.bridge
+        over = [w for w, cap in ((mine, bridge.tab_byte_rate), (shared, bridge.total_byte_rate)) if w[1] > cap]
         if not over:
             return 0.0
         self.paused_ms += 1000.0 - (now - max(w[0] for w in over))
@@ -2311,6 +2380,9 @@ class _Bridge:
         self.ever_connected = 0
         self.events_per_second = EVENTS_PER_SECOND_DEFAULT
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it], all tabs together
+        # the fairness caps on event frames (frame_pause); make_app(tab_byte_rate=, total_byte_rate=) sets them too
+        self.tab_byte_rate = _env_byte_rate("RETICLE_TAB_BYTES_PER_S", FRAME_BYTES_PER_TAB_S)
+        self.total_byte_rate = _env_byte_rate("RETICLE_ALL_TABS_BYTES_PER_S", FRAME_BYTES_ALL_TABS_S)
         # Tabs that went away recently, kept so that a reload (same id, new
         # socket) keeps its buffer and cursors instead of starting blind.
         self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
@@ -10671,6 +10743,35 @@ def _ws_reason(reason: str) -> str:
     return data.decode("utf-8", "ignore")
 
 
+def _bridge_device(handler: "_BridgeHandler", capability: str, origin: Optional[str]) -> Optional[_Device]:
+    """A device's relay at the bridge (prepare): its one-use ticket stands in for the loopback/origin check
+    (the page may be a staging host), and binds the socket to that device's session.  -> the device, or
+    None once the upgrade is refused: a second socket for a live device, a ticket not issued (or expired,
+    rotated, closed; counted as a wrong guess of a secret), or one presented from another machine."""
+    request = handler.request
+    device, state = handler.hub.devices.for_ticket(capability) if _is_loopback_host(
+        request.remote_ip) else (None, "void")
+    if state == "used" and device is not None:
+        _emit(_bridge_log, logging.WARNING, "device_second_socket", deviceId=device.id,
+              sessionId=device.session_id, origin=str(origin)[:200], peer=request.remote_ip)
+        handler._refuse(403, "this device ticket already opened the device's bridge socket; a second socket "
+                        "for a live device session is refused")
+        return None
+    if device is None or state != "ok":
+        _emit(_bridge_log, logging.WARNING, "device_ticket_refused", origin=str(origin)[:200],
+              peer=request.remote_ip)
+        try:  # a wrong capability counts as a wrong guess of a secret
+            handler.hub.guard.token_attempt(_guess_key(request), capability)
+        except _HttpRefusal as refusal:
+            handler._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
+            return None
+        handler._refuse(403, "the device ticket is not one this daemon issued, has expired or was rotated by "
+                        "a navigation, or its device has closed" if _is_loopback_host(request.remote_ip)
+                        else "a device ticket is accepted from this machine only, not from %s" % request.remote_ip)
+        return None
+    return device
+
+
 class _BridgeHandler(tornado.websocket.WebSocketHandler):
     """GET /reticle: the browser bridge (hello, event(s), command, command_result)."""
 
@@ -10712,30 +10813,9 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         origin = self.request.headers.get("Origin")
         capability = self.get_query_argument("device", None)
         if capability is not None:
-            # A device's relay: its one-use ticket stands in for the loopback/origin check
-            # (the page may be a staging host), and binds the socket to that device's session.
-            device, state = self.hub.devices.for_ticket(capability) if _is_loopback_host(
-                self.request.remote_ip) else (None, "void")
-            if state == "used" and device is not None:
-                _emit(_bridge_log, logging.WARNING, "device_second_socket", deviceId=device.id,
-                      sessionId=device.session_id, origin=str(origin)[:200], peer=self.request.remote_ip)
-                self._refuse(403, "this device ticket already opened the device's bridge socket; a second socket "
-                             "for a live device session is refused")
+            self.device = _bridge_device(self, capability, origin)
+            if self.device is None:
                 return
-            if device is None or state != "ok":
-                _emit(_bridge_log, logging.WARNING, "device_ticket_refused", origin=str(origin)[:200],
-                      peer=self.request.remote_ip)
-                try:  # a wrong capability counts as a wrong guess of a secret
-                    guard.token_attempt(_guess_key(self.request), capability)
-                except _HttpRefusal as refusal:
-                    self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
-                    return
-                self._refuse(403, "the device ticket is not one this daemon issued, has expired or was rotated by "
-                             "a navigation, or its device has closed" if _is_loopback_host(self.request.remote_ip)
-                             else "a device ticket is accepted from this machine only, not from %s"
-                             % self.request.remote_ip)
-                return
-            self.device = device
         elif origin is not None and not guard.ws_origin_allowed(origin):
             self._refuse(403, "the origin %r is not allowed at the bridge; pages must be on localhost or "
                               "listed in RETICLE_ALLOWED_ORIGINS" % origin)
@@ -11292,9 +11372,18 @@ class _ReticleApp(tornado.web.Application):
     hub: Hub
 
 
-def make_app(hub: Optional[Hub] = None, **settings: Any) -> tornado.web.Application:
-    """The one factory: tests, the CLI and host applications all use it."""
+def make_app(hub: Optional[Hub] = None, tab_byte_rate: Optional[int] = None, total_byte_rate: Optional[int] = None,
+             **settings: Any) -> tornado.web.Application:
+    """The one factory: tests, the CLI and host applications all use it.  `tab_byte_rate` and
+    `total_byte_rate` replace the bridge's fairness caps (event-frame bytes read per second, per tab and
+    for all tabs; by default RETICLE_TAB_BYTES_PER_S, RETICLE_ALL_TABS_BYTES_PER_S, else 1 MiB and 4 MiB);
+    the other settings are Tornado's."""
     hub = hub if hub is not None else Hub()
+    for name, cap in (("tab_byte_rate", tab_byte_rate), ("total_byte_rate", total_byte_rate)):
+        if cap is not None:
+            if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0:
+                raise ConfigError("make_app(%s=%r): give a whole number of bytes per second above 0" % (name, cap))
+            setattr(hub.bridge, name, cap)
     routes = [tornado.web.url(path, handler, dict(hub=hub, **extra)) for path, handler, extra, _, _ in _ROUTES]
     settings.setdefault("websocket_ping_interval", WS_PING_INTERVAL_S)
     settings.setdefault("websocket_max_message_size", WS_MAX_MESSAGE_BYTES)

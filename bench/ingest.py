@@ -20,6 +20,12 @@ per-session rate cap), over the daemon's own clock (``uptimeMs``):
    sink started the same way (json.loads of each frame, count the events, nothing else), so the
    ratio is the daemon's ingest against the floor of tornado + json on this machine.
 
+The bridge's fairness caps (1 MiB/s of event frames per tab, 4 MiB/s for all tabs: SECURITY.md) bound
+what a daemon with its defaults can absorb (4 MiB/s of these 200-event frames is some 20,000 events/s), so
+the daemon measured here runs with both raised to 1 GiB/s (RETICLE_TAB_BYTES_PER_S,
+RETICLE_ALL_TABS_BYTES_PER_S): the measure is the frame path's own cost.  A second daemon with the default
+caps gives the 10-session figure as shipped, printed beside it.
+
 Targets (issue 3): at least 50,000 events/s absorbed; RSS under 100 MB with 10 full sessions.
 Targets (issue 22), both printed at the end of one run: the idle daemon's RSS at most 1.1x that of a
 Python that imports reticle's three dependencies alone (the very modules reticle.py imports of
@@ -54,6 +60,8 @@ TARGET_EPS = 50_000
 TARGET_IDLE_RATIO = 1.1
 TARGET_SINK_RATIO = 0.5
 TARGET_RSS_MB = 100
+RAISED_CAP = 1 << 30  # bytes/s per tab and for all tabs, for the throughput measure (the defaults: 1 MiB, 4 MiB)
+RAISED_CAPS_ENV = {"RETICLE_TAB_BYTES_PER_S": str(RAISED_CAP), "RETICLE_ALL_TABS_BYTES_PER_S": str(RAISED_CAP)}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Every tab floods at once, most of them in the background: no throttling of their timers.
 UNTHROTTLED = ("--disable-background-timer-throttling", "--disable-renderer-backgrounding",
@@ -428,13 +436,16 @@ def main():
     opts = parser.parse_args()
 
     started = time.monotonic()
-    daemon = Daemon("reticle-bench-ingest-")
+    daemon = Daemon("reticle-bench-ingest-", env=RAISED_CAPS_ENV)
     try:
         time.sleep(0.3)
         idle_rss, _ = proc_mem_mb(daemon.proc.pid)
         deps_rss = deps_only_rss_mb()
         print("reticle ingest bench  (python %s, %d cores, daemon pid %d, per-session cap %s events/s)"
               % (sys.version.split()[0], os.cpu_count(), daemon.proc.pid, "20000 + 20000 high-value"))
+        print("the fairness caps raised to %d MiB/s per tab and for all tabs (RETICLE_TAB_BYTES_PER_S, "
+              "RETICLE_ALL_TABS_BYTES_PER_S; defaults 1 and 4 MiB/s), except where 'default caps' says otherwise"
+              % (RAISED_CAP >> 20))
         print("idle daemon RSS: %.1f MB; a Python importing only reticle's dependencies: %.1f MB"
               % (idle_rss, deps_rss))
         print()
@@ -468,6 +479,11 @@ def main():
         ws1 = bench_ws(daemon, opts.runs, opts.seconds, 1)
         ws10 = bench_ws(daemon, opts.runs, opts.seconds, 10)
         sink = bench_sink(opts.runs, opts.seconds, 10)
+        capped_daemon = Daemon("reticle-bench-ingest-capped-")
+        try:
+            capped = bench_ws(capped_daemon, opts.runs, opts.seconds, 10, "capped")
+        finally:
+            capped_daemon.close()
         base = med([r["eps"] for r in sink])
         print("2. No browser: tornado.websocket clients sending 200-event batches (half signal, half dom.added), "
               "%.1f s window, %d runs" % (opts.seconds, opts.runs))
@@ -480,6 +496,9 @@ def main():
             print("                 CPU      : daemon %s %% of one core, %s us/event; client %.0f %%" % (
                 fmt_rows(rows, "cpu_pct"), "%.1f" % med([r["us_per_event"] for r in rows]),
                 med([r["client_pct"] for r in rows])))
+        print("   10 sessions, default caps (1 MiB/s a tab, 4 MiB/s all tabs; another daemon): %s events/s "
+              "(%.2fx bare sink), %.1f us/event" % (fmt_rows(capped, "eps"), med([r["eps"] for r in capped]) / base,
+                                                   med([r["us_per_event"] for r in capped])))
         print("   baseline: bare tornado sink (json.loads + count), 10 clients: %s events/s, %.1f us/event, "
               "sink CPU %.0f %%, client %.0f %%" % (fmt_rows(sink, "eps"), med([r["us_per_event"] for r in sink]),
                                                    med([r["cpu_pct"] for r in sink]), med([r["client_pct"] for r in sink])))
@@ -490,8 +509,10 @@ def main():
                   rss, hwm, len(final["sessions"]), opts.runs * 11))
         print()
         print("idle RSS / the dependencies' own: %.2f  (target <= %.1f)" % (idle_rss / deps_rss, TARGET_IDLE_RATIO))
-        print("10-session ingest / bare tornado sink: %.2f  (target >= %.1f)"
-              % (med([r["eps"] for r in ws10]) / base, TARGET_SINK_RATIO))
+        print("10-session ingest / bare tornado sink: %.2f  (target >= %.1f; caps raised; daemon %.1f us/event, "
+              "sink %.1f us/event; with the default caps %.2f)"
+              % (med([r["eps"] for r in ws10]) / base, TARGET_SINK_RATIO, med([r["us_per_event"] for r in ws10]),
+                 med([r["us_per_event"] for r in sink]), med([r["eps"] for r in capped]) / base))
         print("total bench time: %.0f s" % (time.monotonic() - started))
     finally:
         daemon.close()

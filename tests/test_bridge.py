@@ -657,6 +657,114 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         assert json.loads(resp.body)["error"] == "method not allowed"
 
 
+class FrameCapCase(tornado.testing.AsyncHTTPTestCase):
+    """The bridge's fairness caps as a host sets them: make_app(tab_byte_rate=, total_byte_rate=)."""
+
+    def setUp(self):
+        import tempfile
+        self._tmp = tempfile.mkdtemp(prefix="reticle-bridge-caps-")
+        self.sockets = []
+        super().setUp()
+
+    def tearDown(self):
+        import shutil
+        for ws in self.sockets:
+            ws.close()
+        super().tearDown()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def get_app(self):
+        self.hub = reticle.Hub(state_dir=os.path.join(self._tmp, "state"), port=0, token=BridgeCase.token)
+        return reticle.make_app(self.hub, tab_byte_rate=20_000, total_byte_rate=30_000)
+
+    ws = BridgeCase.ws
+    hello = BridgeCase.hello
+
+    FRAME = json.dumps({"kind": "events", "events": [
+        {"type": "signal", "t": i, "data": {"name": "tick", "pad": "x" * 120}} for i in range(50)]})
+
+    async def stored(self, sid, count):
+        session = self.hub.bridge.sessions[sid]
+        for _ in range(300):
+            if session.store.total >= count:
+                break
+            await asyncio.sleep(0.01)
+        return session
+
+    @gen_test(timeout=20)
+    async def test_configured_caps_are_honoured(self):
+        assert len(self.FRAME) > 8000 and 2 * len(self.FRAME) < 20_000 < 3 * len(self.FRAME)
+        assert (self.hub.bridge.tab_byte_rate, self.hub.bridge.total_byte_rate) == (20_000, 30_000)
+        one = await self.ws()
+        await self.hello(one, sid="s-cap-1")
+        for _ in range(4):
+            await one.write_message(self.FRAME)
+        # the third frame takes the tab past 20,000 bytes this second: the fourth is not read until it ends
+        session = await self.stored("s-cap-1", 150)
+        assert session.store.total == 150 and session.paused_ms > 0, (session.store.total, session.paused_ms)
+        session = await self.stored("s-cap-1", 200)
+        assert session.store.total == 200
+        await asyncio.sleep(1.05)  # a new second for both windows
+        for _ in range(2):
+            await one.write_message(self.FRAME)
+        await self.stored("s-cap-1", 300)
+        # a second tab, under its own cap, takes all tabs past 30,000 bytes with its second frame
+        two = await self.ws()
+        await self.hello(two, sid="s-cap-2")
+        for _ in range(3):
+            await two.write_message(self.FRAME)
+        other = await self.stored("s-cap-2", 100)
+        assert other.store.total == 100 and other.paused_ms > 0, (other.store.total, other.paused_ms)
+        assert (await self.stored("s-cap-2", 150)).store.total == 150
+
+
+def test_the_caps_come_from_the_environment_and_a_bad_one_is_refused(monkeypatch, tmp_path):
+    hub = reticle.Hub(state_dir=str(tmp_path / "a"), port=0)
+    assert (hub.bridge.tab_byte_rate, hub.bridge.total_byte_rate) == (
+        reticle.FRAME_BYTES_PER_TAB_S, reticle.FRAME_BYTES_ALL_TABS_S) == (1 << 20, 4 << 20)
+    monkeypatch.setenv("RETICLE_TAB_BYTES_PER_S", "5000000")
+    monkeypatch.setenv("RETICLE_ALL_TABS_BYTES_PER_S", "9000000")
+    hub = reticle.Hub(state_dir=str(tmp_path / "b"), port=0)
+    assert (hub.bridge.tab_byte_rate, hub.bridge.total_byte_rate) == (5_000_000, 9_000_000)
+    for bad in ("0", "-1", "lots"):
+        monkeypatch.setenv("RETICLE_TAB_BYTES_PER_S", bad)
+        with pytest.raises(reticle.ConfigError, match="RETICLE_TAB_BYTES_PER_S"):
+            reticle.Hub(state_dir=str(tmp_path / "c"), port=0)
+    monkeypatch.delenv("RETICLE_TAB_BYTES_PER_S")
+    with pytest.raises(reticle.ConfigError, match="total_byte_rate"):
+        reticle.make_app(reticle.Hub(state_dir=str(tmp_path / "d"), port=0), total_byte_rate=0)
+
+
+def test_the_frame_path_skips_observe_only_for_types_it_learns_nothing_from(tmp_path):
+    """ingest calls _observe only for _OBSERVED_TYPES (and for every event while a dialog is open): for
+    every other type the Events table knows, and one it does not, _observe must change nothing."""
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+    data = {"requestId": "r1", "url": "http://127.0.0.1:5173/a", "method": "POST", "status": 500, "to": "/next",
+            "initiator": "document", "redirected": True, "hidden": True, "focused": False, "reason": "x", "count": 3,
+            "dialogType": "alert", "message": "m", "open": True}
+    types = [t.replace("*", "added") for t in reticle._EVENT_TYPES] + ["app.custom", "nofamily"]
+
+    def dump(value, depth=0):  # the session's own parts (health, open requests...) field by field
+        if type(value).__module__ == "reticle" and hasattr(value, "__dict__") and depth < 3 and \
+                not isinstance(value, (reticle._EventStore, reticle._Bridge, reticle.Hub)):
+            return sorted((k, dump(v, depth + 1)) for k, v in vars(value).items() if k not in ("handler", "_changed"))
+        return repr(value)
+
+    def state(session):
+        return dump(session), session.store.blind_spot_counts(), session.store.page_blind_spots(), len(session.store)
+
+    checked = 0
+    for etype in types:
+        if etype in reticle._OBSERVED_TYPES:
+            continue
+        session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-obs", "url": "http://127.0.0.1:9/"})
+        before, event = state(session), {"t": 1.0, "type": etype, "data": dict(data), "doc": "d1"}
+        session._observe(event)
+        assert state(session) == before and event["data"] == data, etype
+        checked += 1
+    assert checked > 20
+
+
 def test_between_documents_only_asks_and_expire_arrival_writes_the_blind_spot(tmp_path):
     """Asking whether a tab is between documents writes nothing, however overdue the new document's first
     events are; expire_arrival() says so in the window (one arrival-unseen blind spot, once), and only

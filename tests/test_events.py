@@ -139,3 +139,30 @@ def test_a_frame_stored_at_once_keeps_and_evicts_what_one_by_one_would():
         assert a.evicted == b.evicted and a.evicted_upto == b.evicted_upto
     assert a.evicted["churn"] and a.evicted["other"]
     assert [e["seq"] for e in a.query(0.0)] == [e["seq"] for e in b.query(0.0)]
+
+
+def test_an_events_byte_count_in_one_pass_is_the_walks_own():
+    """The frame path counts an event's bytes in one pass over the shapes most events have (an object of
+    scalars, or of objects of scalars); anything else is walked.  Both give the same count for every shape,
+    at the 400-value limit of the walk and past it."""
+    import json
+    import random
+    rng = random.Random(22)
+
+    def value(depth, budget):
+        if depth > 2 or rng.random() < 0.4 + 0.2 * depth or budget[0] <= 0:
+            budget[0] -= 1
+            return rng.choice([rng.randint(-5, 5), rng.random(), True, False, None, "x" * rng.randint(0, 30)])
+        n = rng.choice([0, 1, 3, 10, 150, 199, 200, 201])
+        budget[0] -= n
+        if rng.random() < 0.7:
+            return {"k%d" % i * rng.randint(1, 3): value(depth + 1, budget) for i in range(n)}
+        return [value(depth + 1, budget) for _ in range(n)]
+
+    shapes = [{}, {"a": "x" * 900000}, {"name": "t", "data": {"n": 1, "tab": 2}}, {"a": [1, 2]}, None, 3, "s",
+              [], {"a": {"b": {"c": 1}}}, {"k%d" % i: i for i in range(199)}, {"k%d" % i: i for i in range(200)},
+              {"a": {"k%d" % i: "v" for i in range(198)}}, {"a": {"k%d" % i: "v" for i in range(199)}}, {1: "a"}, {"a": {2: "b"}}]
+    shapes += [json.loads(json.dumps(value(0, [600]))) for _ in range(1500)]
+    for data in shapes:
+        assert reticle._event_bytes(data) == reticle._event_bytes_walk(data), json.dumps(data)[:200]
+    assert reticle._event_bytes({"a": "x" * 900000}) > 900000
