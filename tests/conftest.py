@@ -4,12 +4,10 @@ Every fixture points RETICLE_STATE_DIR at a temporary directory, so no test
 ever reads or writes ``~/.reticle``.
 """
 
-import json
 import logging
 import os
 import sys
 
-import jsonschema
 import pytest
 
 from _harness import RETICLE_ENV
@@ -21,28 +19,6 @@ if ROOT not in sys.path:
 # Every dispatcher of the suite (in this process and in the daemons it starts) checks each tool answer
 # against the tool's outputSchema and logs a violation as an internal error, which fails the test.
 os.environ["RETICLE_CHECK_OUTPUT"] = "1"
-
-
-def _check_each_schema_once():
-    """Every Hub builds the tool registry, and every tool checks its input and output schemas against
-    the JSON Schema meta-schema: 0.1-0.3 s a Hub on a 2-core machine, some 20 s over the fast tests,
-    which make a Hub per test.  The schemas are the same each time, so in this process (not in the
-    daemons it starts) a schema that passed the check once passes at once; one that fails is checked,
-    and fails, every time."""
-    validator = jsonschema.Draft202012Validator
-    check = validator.check_schema.__func__
-    passed = set()
-
-    def check_schema(cls, schema, *args, **kwargs):
-        key = (cls, json.dumps(schema, sort_keys=True, default=repr), repr(args), repr(sorted(kwargs.items())))
-        if key not in passed:
-            check(cls, schema, *args, **kwargs)
-            passed.add(key)
-
-    validator.check_schema = classmethod(check_schema)
-
-
-_check_each_schema_once()
 
 
 @pytest.fixture
