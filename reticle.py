@@ -106,6 +106,7 @@ from typing import FrozenSet
 from typing import List
 from typing import Literal
 from typing import Optional
+from typing import Set
 from typing import Tuple
 from typing import overload
 from typing import TYPE_CHECKING
@@ -7088,13 +7089,28 @@ def _obj(props: dict, required: Tuple[str, ...] = ()) -> dict:
     return schema
 
 
+# The schemas a process has seen pass the JSON Schema meta-schema check, as canonical JSON.  Every Hub
+# builds its registry, and checking two dozen schemas costs 0.1-0.3 s on a small machine; a schema is
+# data, so one that passed once passes again.  One that fails is checked, and fails, every time.
+_SCHEMAS_CHECKED: Set[str] = set()
+
+
+def _check_schema(schema: dict) -> None:
+    """Raise jsonschema's SchemaError unless `schema` is a valid draft 2020-12 schema (once per process
+    for each schema that passes)."""
+    key = json.dumps(schema, sort_keys=True, default=repr)
+    if key not in _SCHEMAS_CHECKED:
+        jsonschema.Draft202012Validator.check_schema(schema)
+        _SCHEMAS_CHECKED.add(key)
+
+
 class _Tool:
     """One tool: name, one-paragraph description, schema, async handler."""
 
     def __init__(self, name: str, description: str, schema: dict, handler: Callable,
                  example: Optional[dict] = None, listed: bool = True, session: bool = False,
                  quiet: Tuple[str, ...] = ()) -> None:
-        jsonschema.Draft202012Validator.check_schema(schema)
+        _check_schema(schema)
         self.name = name
         self.description = description
         self.schema = schema
@@ -7115,7 +7131,7 @@ class _Tool:
         self.title = title
         self.annotations = annotations
         if output is not None:
-            jsonschema.Draft202012Validator.check_schema(output)
+            _check_schema(output)
             self.output_schema = output
             self.output_validator = jsonschema.Draft202012Validator(output)
 

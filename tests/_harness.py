@@ -52,6 +52,19 @@ def get_status(port, timeout=1.0):
         return None
 
 
+def serve_hub(tmp_path, server_class=tornado.httpserver.HTTPServer):
+    """In process: a new reticle.Hub (state in tmp_path/state) serving make_app() on a free loopback
+    port, for the tests that need the daemon's own objects beside a real socket.  Call from inside a
+    running event loop; -> (hub, server); stop the server when done."""
+    import reticle
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+    sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+    hub.port = sockets[0].getsockname()[1]
+    server = server_class(reticle.make_app(hub))
+    server.add_sockets(sockets)
+    return hub, server
+
+
 def daemon_env(state_dir, **extra):
     """The environment of a daemon under test: this process's, without any RETICLE_* setting
     that would change its behaviour, RETICLE_STATE_DIR=state_dir, then `extra` (a value of None

@@ -14,6 +14,11 @@ from tornado.testing import gen_test
 
 import reticle
 
+# What a page answers that a fake page need not be told: `ping` (asked before a pass over a page silent
+# for a second) and `inspect` (the target of an act by ref, described for the journey before the act;
+# unanswered, every act would wait 2 s for it).
+PAGE_ANSWERS = {"ping": {"pong": True}, "inspect": {"tag": "button", "role": "button", "name": "Save"}}
+
 
 class BridgeCase(tornado.testing.AsyncHTTPTestCase):
     token = "t0ken-for-tests-0123456789abcdef"
@@ -73,10 +78,9 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
                 if raw is None:
                     return
                 msg = json.loads(raw)
-                if msg["kind"] == "command" and (msg["name"] in answers or msg["name"] == "ping"):
-                    # a page answers `ping` (asked before a pass over a page silent for a second)
+                if msg["kind"] == "command" and (msg["name"] in answers or msg["name"] in PAGE_ANSWERS):
                     await conn.write_message(json.dumps({"kind": "command_result", "id": msg["id"], "ok": True,
-                                                         "result": answers.get(msg["name"], {"pong": True})}))
+                                                         "result": answers.get(msg["name"], PAGE_ANSWERS.get(msg["name"]))}))
                     for frame in (after or {}).get(msg["name"], []):
                         await conn.write_message(json.dumps(frame))
         return asyncio.ensure_future(run())
@@ -376,7 +380,7 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         await self.hello(conn)
         asyncio.get_running_loop().call_later(0.3, conn.close)
         result = await self.mcp("reticle_assert", {"detail": "full", "predicate": {"kind": "signal", "name": "never"},
-                                                    "timeout_ms": 3000})
+                                                    "timeout_ms": 1200})
         data = result["structuredContent"]
         assert data["verified"] == "unknown" and data["verifiedReason"] == "observation_lost"
 
@@ -481,12 +485,17 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
 
     @gen_test(timeout=30)
     async def test_a_new_document_that_never_reports_its_arrival_makes_a_miss_unknown(self):
-        await self.post_a_form_and_arrive("s-mute")  # ... and then silence
-        started = asyncio.get_running_loop().time()
-        out = await self.assert_records_post("s-mute")
+        wait = reticle.ARRIVAL_WAIT_MS
+        reticle.ARRIVAL_WAIT_MS = 600.0  # the new document's wait for its first events, shortened
+        try:
+            await self.post_a_form_and_arrive("s-mute")  # ... and then silence
+            started = asyncio.get_running_loop().time()
+            out = await self.assert_records_post("s-mute")
+        finally:
+            reticle.ARRIVAL_WAIT_MS = wait
         assert (out["verified"], out["verifiedReason"]) == ("unknown", "evidence_lost"), out
         assert "did not report the request that brought it" in out["because"], out["because"]
-        assert asyncio.get_running_loop().time() - started >= reticle.ARRIVAL_WAIT_MS / 1000.0 - 0.1
+        assert asyncio.get_running_loop().time() - started >= 0.6 - 0.1
 
     @gen_test(timeout=60)
     async def test_random_frames_never_break_the_daemon_or_the_tools(self):
@@ -571,10 +580,15 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         ui = {"type": "dom.added", "data": {"target": "p"}}
         saved = {"type": "signal", "data": {"name": "saved"}}
         poll = {"type": "net.pending", "data": {"requestId": "r-poll", "method": "GET", "url": "/api/poll"}}
-        data = await self.act_and_wait_with([ui, poll, saved], {"kind": "signal", "name": "saved"})
-        assert data["verified"] == "yes", data
-        write = {"type": "net.pending", "data": {"requestId": "r-save", "method": "POST", "url": "/api/save"}}
-        data = await self.act_and_wait_with([ui, write, saved], {"kind": "signal", "name": "saved"})
+        cap = reticle.HORIZON_CAP_MS
+        reticle.HORIZON_CAP_MS = 500  # both requests stay open: each verdict waits the whole cap for them
+        try:
+            data = await self.act_and_wait_with([ui, poll, saved], {"kind": "signal", "name": "saved"})
+            assert data["verified"] == "yes", data
+            write = {"type": "net.pending", "data": {"requestId": "r-save", "method": "POST", "url": "/api/save"}}
+            data = await self.act_and_wait_with([ui, write, saved], {"kind": "signal", "name": "saved"})
+        finally:
+            reticle.HORIZON_CAP_MS = cap
         assert data["verified"] == "unknown", data
         assert "POST /api/save" in data["because"]
 
@@ -603,6 +617,9 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         async def page_that_navigates_away():
             while True:
                 msg = json.loads(await conn.read_message())
+                if msg["kind"] == "command" and msg["name"] == "inspect":
+                    await conn.write_message(json.dumps({"kind": "command_result", "id": msg["id"], "ok": True,
+                                                         "result": PAGE_ANSWERS["inspect"]}))
                 if msg["kind"] == "command" and msg["name"] == "act":
                     conn.close()  # the click unloaded the page before it could answer
                     return

@@ -99,23 +99,23 @@ def test_status_names_a_stranger(clean_env, capsys, listening_stranger):
     assert "not a Reticle daemon" in capsys.readouterr().err
 
 
-def test_status_against_a_daemon(daemon, clean_env, capsys):
-    assert reticle.main(["status", "--json", "--port", str(daemon.port)]) == 0
+def test_status_against_a_daemon(module_daemon, clean_env, capsys):
+    assert reticle.main(["status", "--json", "--port", str(module_daemon.port)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["running"] is True
-    assert data["port"] == daemon.port
-    assert data["pid"] == daemon.pid
+    assert data["port"] == module_daemon.port
+    assert data["pid"] == module_daemon.pid
     assert data["version"] == reticle.__version__
-    assert reticle.main(["status", "--port", str(daemon.port)]) == 0
+    assert reticle.main(["status", "--port", str(module_daemon.port)]) == 0
     out = capsys.readouterr().out
-    assert "pid %d" % daemon.pid in out
-    assert "port %d" % daemon.port in out
+    assert "pid %d" % module_daemon.pid in out
+    assert "port %d" % module_daemon.port in out
 
 
-def test_status_reads_reticle_port(daemon, clean_env, monkeypatch, capsys):
-    monkeypatch.setenv("RETICLE_PORT", str(daemon.port))
+def test_status_reads_reticle_port(module_daemon, clean_env, monkeypatch, capsys):
+    monkeypatch.setenv("RETICLE_PORT", str(module_daemon.port))
     assert reticle.main(["status", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["pid"] == daemon.pid
+    assert json.loads(capsys.readouterr().out)["pid"] == module_daemon.pid
 
 
 @pytest.mark.parametrize("value", ["70000", "-1"])
@@ -141,11 +141,11 @@ def test_stop_with_nothing_running(clean_env, capsys):
     assert "nothing to stop" in capsys.readouterr().err
 
 
-def test_stop_with_the_wrong_token_is_refused(daemon, clean_env, capsys):
+def test_stop_with_the_wrong_token_is_refused(module_daemon, clean_env, capsys):
     # clean_env's state dir holds a different token from the daemon's
-    assert reticle.main(["stop", "--port", str(daemon.port)]) == 1
+    assert reticle.main(["stop", "--port", str(module_daemon.port)]) == 1
     assert "refused" in capsys.readouterr().err
-    assert port_listens(daemon.port)
+    assert port_listens(module_daemon.port)
 
 
 def test_stop_refuses_a_stranger(clean_env, capsys, listening_stranger):
@@ -204,15 +204,15 @@ def test_serve_on_a_port_held_by_a_stranger(tmp_path, listening_stranger):
     assert len(sentences(line[0])) == 1
 
 
-def test_serve_on_a_port_held_by_a_daemon(daemon, tmp_path):
-    proc = serve_process(daemon.port, tmp_path / "state")
+def test_serve_on_a_port_held_by_a_daemon(module_daemon, tmp_path):
+    proc = serve_process(module_daemon.port, tmp_path / "state")
     assert proc.returncode == 1
     line = [x for x in proc.stderr.decode().splitlines() if x.startswith("reticle: ")]
     assert len(line) == 1
     assert "held by a Reticle daemon" in line[0]
-    assert "pid %d" % daemon.pid in line[0]
-    assert daemon.proc.poll() is None  # the running daemon is untouched
-    assert not os.path.exists(tmp_path / "state" / ("daemon-%d.json" % daemon.port))
+    assert "pid %d" % module_daemon.pid in line[0]
+    assert module_daemon.proc.poll() is None  # the running daemon is untouched
+    assert not os.path.exists(tmp_path / "state" / ("daemon-%d.json" % module_daemon.port))
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
@@ -288,14 +288,14 @@ def test_sigterm_is_a_planned_stop(daemon):
     assert not port_listens(daemon.port)
 
 
-def test_state_dir_modes_of_a_running_daemon(daemon):
-    assert stat.S_IMODE(os.stat(daemon.state_dir).st_mode) == 0o700
-    names = sorted(os.listdir(daemon.state_dir))
+def test_state_dir_modes_of_a_running_daemon(module_daemon):
+    assert stat.S_IMODE(os.stat(module_daemon.state_dir).st_mode) == 0o700
+    names = sorted(os.listdir(module_daemon.state_dir))
     assert "machine.key" in names
     assert "token" in names
-    assert "daemon-%d.json" % daemon.port in names
+    assert "daemon-%d.json" % module_daemon.port in names
     for name in names:
-        assert stat.S_IMODE(os.stat(os.path.join(daemon.state_dir, name)).st_mode) == 0o600, name
+        assert stat.S_IMODE(os.stat(os.path.join(module_daemon.state_dir, name)).st_mode) == 0o600, name
 
 
 def test_serve_starts_again_and_again_on_new_state(tmp_path):

@@ -627,15 +627,8 @@ def test_the_budget_holds_across_new_sessions_and_a_client_closes_only_its_own(t
 def test_a_silent_clients_device_makes_room_for_another(tmp_path, app):
     """Issue 19 #16: at the cap, the device of a client silent for DEVICE_EVICT_IDLE_S (one that
     crashed) is closed for a client that needs one; a device in use is not."""
-    import tornado.httpserver
-    import tornado.netutil
-
     async def run():
-        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
-        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
-        hub.port = sockets[0].getsockname()[1]
-        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
-        server.add_sockets(sockets)
+        hub, server = _harness.serve_hub(tmp_path)
         manager = hub.devices
         manager.max_devices = 1
         try:
@@ -904,15 +897,8 @@ class CapabilityTest(AsyncHTTPTestCase):
 
 def test_a_device_closes_when_its_browser_dies_or_its_key_idles(tmp_path, app):
     """In process: the daemon's own Hub serving on a real port, with real browsers."""
-    import tornado.httpserver
-    import tornado.netutil
-
     async def run():
-        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
-        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
-        hub.port = sockets[0].getsockname()[1]
-        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
-        server.add_sockets(sockets)
+        hub, server = _harness.serve_hub(tmp_path)
         manager = hub.devices
 
         async def gone(device):
@@ -1055,15 +1041,8 @@ def test_a_devices_page_whose_socket_drops_connects_again_with_a_new_ticket(tmp_
     """In process: the page's first socket spent the one ticket its relay asked for; when the bridge
     drops that socket (1013, try again), the SDK opens another one and the relay asks for a new ticket,
     so the same session is connected again."""
-    import tornado.httpserver
-    import tornado.netutil
-
     async def run():
-        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
-        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
-        hub.port = sockets[0].getsockname()[1]
-        server = tornado.httpserver.HTTPServer(reticle.make_app(hub))
-        server.add_sockets(sockets)
+        hub, server = _harness.serve_hub(tmp_path)
         manager = hub.devices
         try:
             device, started = await manager.open("key-1", app.url + "/plain")
