@@ -20,7 +20,9 @@ import reticle
 PAGE_ANSWERS = {"ping": {"pong": True}, "inspect": {"tag": "button", "role": "button", "name": "Save"}}
 
 
-class BridgeCase(tornado.testing.AsyncHTTPTestCase):
+class _BridgeBase(tornado.testing.AsyncHTTPTestCase):
+    """A Hub serving make_app() in process, with sockets a test opens as a page would (ws, hello) and
+    closes at the end; get_app says how the hub is made."""
     token = "t0ken-for-tests-0123456789abcdef"
 
     def setUp(self):
@@ -99,6 +101,8 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         assert resp.code == 200, resp.body
         return json.loads(resp.body)["result"]
 
+
+class BridgeCase(_BridgeBase):
     # -- origin matrix and tokens -------------------------------------------------------
     @gen_test
     async def test_loopback_origin_needs_no_token(self):
@@ -657,28 +661,12 @@ class BridgeCase(tornado.testing.AsyncHTTPTestCase):
         assert json.loads(resp.body)["error"] == "method not allowed"
 
 
-class FrameCapCase(tornado.testing.AsyncHTTPTestCase):
+class FrameCapCase(_BridgeBase):
     """The bridge's fairness caps as a host sets them: make_app(tab_byte_rate=, total_byte_rate=)."""
 
-    def setUp(self):
-        import tempfile
-        self._tmp = tempfile.mkdtemp(prefix="reticle-bridge-caps-")
-        self.sockets = []
-        super().setUp()
-
-    def tearDown(self):
-        import shutil
-        for ws in self.sockets:
-            ws.close()
-        super().tearDown()
-        shutil.rmtree(self._tmp, ignore_errors=True)
-
     def get_app(self):
-        self.hub = reticle.Hub(state_dir=os.path.join(self._tmp, "state"), port=0, token=BridgeCase.token)
+        self.hub = reticle.Hub(state_dir=self.state, port=0, token=self.token)
         return reticle.make_app(self.hub, tab_byte_rate=20_000, total_byte_rate=30_000)
-
-    ws = BridgeCase.ws
-    hello = BridgeCase.hello
 
     FRAME = json.dumps({"kind": "events", "events": [
         {"type": "signal", "t": i, "data": {"name": "tick", "pad": "x" * 120}} for i in range(50)]})
