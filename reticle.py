@@ -104,6 +104,7 @@ from typing import Callable
 from typing import Dict
 from typing import FrozenSet
 from typing import List
+from typing import NamedTuple
 from typing import Literal
 from typing import Optional
 from typing import Set
@@ -8339,23 +8340,19 @@ def _file_uri(path: str) -> str:
 
 # -- the registry: every tool is one _ToolSpec record, registered the same way ----------------------
 
-class _ToolSpec:
+class _ToolSpec(NamedTuple):
     """One tool as data: its name, description, argument properties, handler, example and required
     fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
     than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
 
-    __slots__ = ("name", "description", "props", "handler", "example", "required", "own_tab", "quiet")
-
-    def __init__(self, name: str, description: str, props: dict, handler: Callable, example: Optional[dict] = None,
-                 required: Tuple[str, ...] = (), own_tab: bool = False, quiet: Tuple[str, ...] = ()) -> None:
-        self.name = name
-        self.description = description
-        self.props = props
-        self.handler = handler
-        self.example = example
-        self.required = required
-        self.own_tab = own_tab
-        self.quiet = quiet
+    name: str
+    description: str
+    props: dict
+    handler: Callable
+    example: Optional[dict] = None
+    required: Tuple[str, ...] = ()
+    own_tab: bool = False
+    quiet: Tuple[str, ...] = ()
 
 
 # DESIGN section 7, in the order tools/list shows them
