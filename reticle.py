@@ -3243,6 +3243,7 @@ class _Device:
         self.started_at = time.time()
         self.url = ""
         self.closed = False
+        self.closing: Optional["asyncio.Future[None]"] = None  # the one close in progress, every caller awaits it
         self.ready = False                       # started and its page connected
         self.acting = 0                          # act commands in flight: input is honoured only then
         self.phases: Dict[str, int] = {}
@@ -3808,9 +3809,15 @@ class _DeviceManager:
     async def close(self, device: _Device, why: str) -> None:
         """Close a device for good (idempotent): Browser.close, then the process group is killed if need
         be, its profile removed, its record and faults dropped and its tab's socket closed.  Every wait
-        is bounded, so a hung browser cannot hold the caller."""
-        if device.closed:
-            return
+        is bounded, so a hung browser cannot hold the caller.  A second caller awaits the first one's
+        close rather than returning before the browser is gone (a spare's cancelled warm-up and the
+        daemon's stop both close it: the stop must not finish first), and cancelling a caller does not
+        stop the close."""
+        if device.closing is None:
+            device.closing = asyncio.ensure_future(self._close(device, why))
+        await asyncio.shield(device.closing)
+
+    async def _close(self, device: _Device, why: str) -> None:
         device.closed = True
         self.devices.pop(device.id, None)
         if device in self.spares:

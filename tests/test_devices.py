@@ -624,6 +624,32 @@ def test_the_budget_holds_across_new_sessions_and_a_client_closes_only_its_own(t
         d.close()
 
 
+def test_a_close_cancelled_half_way_is_finished_by_the_next_one(tmp_path, app):
+    """A daemon's stop cancels a spare still warming up, whose clean-up closes it; the stop closes it
+    too.  The second close may not return before the browser is gone, and cancelling the first may not
+    stop the close (it did: the second returned at once, the daemon exited, and the browser lived on
+    with its profile, one orphan per test run)."""
+    async def run():
+        hub, server = _harness.serve_hub(tmp_path)
+        manager = hub.devices
+        manager.pool.want = 0  # no spare warming beside it at the test's end
+        try:
+            device, _ = await manager.open("key-1", app.url + "/plain")
+            profile = device.process.profile
+            assert device_processes(profile)
+            first = asyncio.ensure_future(manager.close(device, "the warm-up was cancelled"))
+            await asyncio.sleep(0)  # the first close has begun: it waits for Browser.close
+            first.cancel()
+            await manager.close(device, "the daemon is stopping")
+            assert device_processes(profile) == [], "the second close returned with the browser alive"
+            assert not os.path.exists(profile)
+        finally:
+            await manager.close_all("the test ended")
+            server.stop()
+
+    asyncio.run(run())
+
+
 def test_a_silent_clients_device_makes_room_for_another(tmp_path, app):
     """Issue 19 #16: at the cap, the device of a client silent for DEVICE_EVICT_IDLE_S (one that
     crashed) is closed for a client that needs one; a device in use is not."""
