@@ -1311,10 +1311,6 @@ def _call_label(d: dict) -> str:
     return "%s %s" % (str(method).upper(), d.get("url") or "?")
 
 
-def _is_churn(etype: str) -> bool:
-    return _event_type(etype).churn
-
-
 ###############################################################################
 # Browser bridge (connection hub, pending calls) ##############################
 ###############################################################################
@@ -1397,13 +1393,7 @@ class _EventStore:
 
     def add(self, event: dict, size: int, trim: bool = True) -> None:
         """Store one event; `trim=False` leaves the caps to one `trim(now)` per frame."""
-        self.seq += 1
-        self.total += 1
-        event["seq"] = self.seq
-        which = "churn" if _is_churn(event["type"]) else "other"
-        (self._churn if which == "churn" else self._kept).append(event)
-        self._sizes[which].append(size)
-        self.bytes += size
+        self.add_frame([event], [size])
         if trim:
             self.trim(event["t"])
 
