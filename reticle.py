@@ -82,9 +82,11 @@ import datetime
 import errno
 import hmac
 import html
+import itertools
 import ipaddress
 import json
 import logging
+import operator
 import os
 import re
 import secrets
@@ -204,6 +206,7 @@ ACT_GRACE_MS = 100                         # an assert right after an act waits 
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
 EVENT_CAP_BYTES = 8 * 1024 * 1024
+PLAIN_EVENT_BYTES = 1024  # a frame of events averaging more is sized event by event (_BrowserSession._ingest_plain)
 EVENTS_PER_SECOND_DEFAULT = 20_000         # per browser session, then sampling
 THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
@@ -416,25 +419,36 @@ def _parse_float(text: str) -> float:
     return value
 
 
-def _loads(data: Any, strict: bool = True) -> Any:
+def _loads_frame(data: str) -> Any:
+    """json.loads for the frames a page sends, the bridge's hot path: NaN and Infinity refused, nesting
+    that would exhaust the stack too, but no walk for depth or lone surrogates, and a number too large
+    for a double kept as an infinity instead of refused, so that no number costs a call (a parse_float
+    hook is a tenth of the parse).  It is the page's own value, as 1e308 would be, and
+    every answer writes a non-finite number as null (_dumps)."""
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+
+
+def _loads(data: Any) -> Any:
     """json.loads for what clients send: ValueError for anything that is not
     plain JSON (NaN, Infinity, numbers that overflow, nesting that would
-    exhaust the stack).  strict also refuses nesting deeper than
-    MAX_JSON_DEPTH and strings holding a lone surrogate, which is not
-    Unicode text and could not be written back out."""
+    exhaust the stack, nesting deeper than MAX_JSON_DEPTH, strings holding
+    a lone surrogate, which is not Unicode text and could not be written
+    back out).  A page's frames have their own (_loads_frame)."""
     try:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_parse_float)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply (at most %d levels)" % MAX_JSON_DEPTH) from None
-    if strict and isinstance(value, list) and len(value) > MAX_BATCH:
+    if isinstance(value, list) and len(value) > MAX_BATCH:
         return value  # refused whole (-32600) before any of it is read: checking it would only cost time
-    if strict:
-        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
-        deep = raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
-        if deep or _SURROGATE_HINT_RE.search(raw):
-            problem = _json_problem(value)
-            if problem:
-                raise ValueError(problem)
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    deep = raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
+    if deep or _SURROGATE_HINT_RE.search(raw):
+        problem = _json_problem(value)
+        if problem:
+            raise ValueError(problem)
     return value
 
 
@@ -1320,8 +1334,51 @@ _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few ty
 _HIGH_VALUE_SET = _event_types("high_value")
 # The event types _BrowserSession._observe learns from (requests, dialogs, health, routes, blind spots); it
 # runs for any other only while a dialog is open.  A type _observe comes to read must be added here.
+# the frame path's common case (_BrowserSession._ingest_plain): the fields it reads of every event at once
+_GET_TYPE, _GET_DATA, _GET_T, _GET_DOC = map(operator.itemgetter, ("type", "data", "t", "documentId"))
+_DICT_ONLY = {dict}
+_NUMBER_CLASSES = frozenset((int, float))
 _OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.ws", "page.health", "route.change",
                              "blind-spot"))
+
+
+class _PlainFrame(NamedTuple):
+    """What _plain_frame reads of a plain frame, field by field over all its events."""
+    types: List[str]
+    datas: List[dict]
+    pts: List[float]
+    doc: str                  # the frame's one documentId, cut to 64 characters
+    counts: Dict[str, int]    # events of each type
+    high: int                 # high-value events (the events-per-second cap has a share of its own for them)
+    observed: bool            # some event is of a type _BrowserSession._observe learns from
+
+
+def _plain_frame(events: List[Any], frame_bytes: int) -> Optional[_PlainFrame]:
+    """A frame of events the frame path can take whole, read, or None: every event an object with a type
+    (a string of at most 64 characters, not server.*, not page.dialog), object data, a number `t` and
+    the frame's one documentId (a string), none with an actionId, and on average at most
+    PLAIN_EVENT_BYTES of the frame an event.  Each check is a pass over the frame in C (map, set,
+    Counter), not Python code run for every event."""
+    try:
+        types = list(map(_GET_TYPE, events))
+        datas = list(map(_GET_DATA, events))
+        pts = list(map(_GET_T, events))
+        docs = set(map(_GET_DOC, events))
+        counts = collections.Counter(types)
+    except (KeyError, TypeError):  # an event that is no object, lacks a field, or has an unhashable one
+        return None
+    if len(docs) != 1 or frame_bytes > len(events) * PLAIN_EVENT_BYTES:
+        return None
+    doc = docs.pop()
+    if doc.__class__ is not str or set(map(type, datas)) != _DICT_ONLY or not _NUMBER_CLASSES.issuperset(
+            map(type, pts)) or any(map(dict.__contains__, events, itertools.repeat("actionId"))):
+        return None
+    high = 0
+    for etype, count in counts.items():
+        if etype.__class__ is not str or len(etype) > 64 or etype.startswith("server.") or etype == "page.dialog":
+            return None
+        high += count if etype in _HIGH_VALUE_SET else 0
+    return _PlainFrame(types, datas, pts, doc[:64], counts, high, not _OBSERVED_TYPES.isdisjoint(counts))
 
 
 def _churn_memo(etype: str) -> bool:
@@ -1390,6 +1447,30 @@ class _EventStore:
         self.total += seq - self.seq
         self.bytes += sum(sizes)
         self.seq = seq
+
+    def add_run(self, events: List[dict], counts: Dict[str, int], estimate: int) -> None:
+        """Store a frame's events, numbered, with `counts` of their types and `estimate`, about what they
+        take in memory together, in place of a size each: the events of each class (churn, other) share
+        all of it.  A class is evicted oldest first and a frame's events of one class sit side by side,
+        so at most one frame of each is ever part gone, and evicting one class first never frees what the
+        other still holds: the byte cap holds as with a size each, and nothing walks every event."""
+        seq = self.seq
+        for event, number in zip(events, range(seq + 1, seq + len(events) + 1)):
+            event["seq"] = number
+        self.seq = seq + len(events)
+        self.total += len(events)
+        flags = {etype: _churn_memo(etype) for etype in counts}
+        n_churn = sum(count for etype, count in counts.items() if flags[etype])
+        if n_churn == len(events) or not n_churn:
+            parts = [(self._churn if n_churn else self._kept, "churn" if n_churn else "other", events)]
+        else:
+            parts = [(self._churn, "churn", [e for e in events if flags[e["type"]]]),
+                     (self._kept, "other", [e for e in events if not flags[e["type"]]])]
+        for dq, which, part in parts:
+            share = max(1, estimate // len(part))
+            dq.extend(part)
+            self._sizes[which].extend(itertools.repeat(share, len(part)))
+            self.bytes += share * len(part)
 
     def add(self, event: dict, size: int, trim: bool = True) -> None:
         """Store one event; `trim=False` leaves the caps to one `trim(now)` per frame."""
@@ -1924,8 +2005,8 @@ class _TabState:
         self._window_count = 0
         self._window_high = 0
         self._window_sampled = 0
-        self._frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
-        self.paused_ms = 0.0           # how long the bridge stopped reading this tab (frame_pause)
+        self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
+        self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
         self.document_id = str(hello.get("documentId") or "")[:64]
@@ -2146,8 +2227,9 @@ class _BrowserSession(_TabState):
         server.* ones become blind spots; past `events_per_second` events are dropped (high-value ones
         have a cap of their own, so churn cannot crowd them out) and a blind spot counts the drops.
         Each kept event gets the daemon's clock (one cursor each) and its document; a report the
-        browser must confirm is held until it does.  The loop is the bridge's hot path: what holds for
-        the whole frame (the device, the caps, the document) is looked up once, not per event."""
+        browser must confirm is held until it does.  This is the bridge's hot path: most frames are
+        taken whole (_ingest_plain), the rest event by event (_ingest_each), where what holds for the
+        whole frame (the device, the caps, the document) is looked up once, not per event."""
         now = self.bridge.clock()
         self.last_seen = now
         if not events:
@@ -2156,6 +2238,13 @@ class _BrowserSession(_TabState):
         cap = self.bridge.events_per_second
         if now - self._window_start >= 1000.0:
             self._next_sampling_window(now, cap)
+        if not self._ingest_plain(events, now, frame_bytes, cap):
+            self._ingest_each(events, now, size, cap)
+        self.store.trim(now)
+        self._wake()
+
+    def _ingest_each(self, events: List[Any], now: float, size: int, cap: int) -> None:
+        """ingest's loop, event by event: for any frame _ingest_plain does not take."""
         dropped = 0
         kept: List[dict] = []
         sizes: List[int] = []
@@ -2216,11 +2305,34 @@ class _BrowserSession(_TabState):
             keep_size(value if value >= size else size)
         self._window_high, self._window_count = n_high, n_other
         self.store.add_frame(kept, sizes)
-        self.store.trim(now)
         if dropped:
             self._window_sampled += dropped
             self.store.note_sampled(dropped, now)
-        self._wake()
+
+    def _ingest_plain(self, events: List[Any], now: float, frame_bytes: int, cap: int) -> bool:
+        """The frame path's common case, the frame taken whole in a few passes instead of a loop of checks
+        per event: a plain frame (_plain_frame) with none of its events over the caps, none a device
+        must confirm, and no dialog open.  It stores what _ingest_each would, sized as one run
+        (_EventStore.add_run) rather than event by event; False, having changed nothing, otherwise."""
+        plain = _plain_frame(events, frame_bytes)
+        n = len(events)
+        if plain is None or self.health.dialog_open is not None or self._window_high + plain.high > cap or \
+                self._window_count + n - plain.high > cap:
+            return False
+        if "net.request" in plain.counts and self.device is not None:  # a device confirms what its page reports
+            return False
+        self._window_high += plain.high
+        self._window_count += n - plain.high
+        if self.arriving is not None and plain.doc == self.arriving[0]:
+            self.arriving = None
+        doc = plain.doc
+        built = [{"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": 0}
+                 for index, etype, data, pt in zip(range(n), plain.types, plain.datas, plain.pts)]
+        for event in built if plain.observed else ():
+            if event["type"] in _OBSERVED_TYPES:
+                self._observe(event)
+        self.store.add_run(built, plain.counts, 3 * frame_bytes + 512 * n)
+        return True
 
     def _next_sampling_window(self, now: float, cap: int) -> None:
         """A new second of the events-per-second cap: the last one's drops become one blind spot."""
@@ -2232,24 +2344,6 @@ class _BrowserSession(_TabState):
         self._window_count = 0
         self._window_high = 0
         self._window_sampled = 0
-
-    def frame_pause(self, size: int) -> float:
-        """After a frame of events: 0.0, or the seconds until this tab may send again, once it has
-        sent the bridge's `tab_byte_rate` this second (or all tabs together its `total_byte_rate`).  The
-        bridge then stops reading its socket that long: a tab that floods is slowed by its own
-        socket (its SDK's queue fills and says so), and other tabs and clients keep their share."""
-        now = self.bridge.clock()
-        mine, shared = self._frame_window, self.bridge.frame_window
-        for window in (mine, shared):
-            if now - window[0] >= 1000.0:
-                window[0], window[1] = now, 0
-            window[1] += size
-        bridge = self.bridge
-        over = [w for w, cap in ((mine, bridge.tab_byte_rate), (shared, bridge.total_byte_rate)) if w[1] > cap]
-        if not over:
-            return 0.0
-        self.paused_ms += 1000.0 - (now - max(w[0] for w in over))
-        return max(0.0, (1000.0 - (now - max(w[0] for w in over))) / 1000.0)
 
     # -- a device's page reports, checked against the browser's own record -----------------
     def _must_confirm(self, event: dict) -> bool:
@@ -2394,6 +2488,25 @@ class _Bridge:
 
     def live(self) -> List[_BrowserSession]:
         return list(self.sessions.values())
+
+    def frame_pause(self, session: "_BrowserSession", size: int) -> float:
+        """After a frame of events from `session`: 0.0, or the seconds until that tab may send again,
+        once it has sent `tab_byte_rate` this second (or all tabs together `total_byte_rate`).  The
+        bridge then stops reading its socket that long: a tab that floods is slowed by its own
+        socket (its SDK's queue fills and says so), and other tabs and clients keep their share."""
+        now = self.clock()
+        mine, shared = session.frame_window, self.frame_window
+        for window in (mine, shared):
+            if now - window[0] >= 1000.0:
+                window[0], window[1] = now, 0
+            window[1] += size
+        over = [w for w, cap in ((mine, self.tab_byte_rate), (shared, self.total_byte_rate)) if w[1] > cap]
+        if not over:
+            return 0.0
+        wait_ms = 1000.0 - (now - max(w[0] for w in over))
+        session.paused_ms += wait_ms
+        return max(0.0, wait_ms / 1000.0)
+
 
     def get(self, session_id: str) -> Optional[_BrowserSession]:
         return self.sessions.get(session_id)
@@ -10935,7 +11048,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.close(1008, "invalid message: binary frames are not accepted")
             return None
         try:
-            msg = _loads(message, strict=False)
+            msg = _loads_frame(message)
         except ValueError:
             self.close(1008, "invalid message: not JSON")
             return None
@@ -10953,7 +11066,7 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         if kind in ("events", "event"):
             events = msg.get("events") if kind == "events" else [msg.get("event")]
             session.ingest(events if isinstance(events, list) else [None], size)
-            pause = session.frame_pause(size)
+            pause = self.hub.bridge.frame_pause(session, size)
             if pause > 0:
                 return asyncio.sleep(pause)  # no next frame is read until then (Tornado awaits it)
         elif kind == "command_result":

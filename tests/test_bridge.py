@@ -723,6 +723,19 @@ def test_the_caps_come_from_the_environment_and_a_bad_one_is_refused(monkeypatch
         reticle.make_app(reticle.Hub(state_dir=str(tmp_path / "d"), port=0), total_byte_rate=0)
 
 
+def _dump(value, depth=0):
+    """A session's own parts (health, open requests...) field by field, for comparing two sessions."""
+    if type(value).__module__ == "reticle" and hasattr(value, "__dict__") and depth < 3 and \
+            not isinstance(value, (reticle._EventStore, reticle._Bridge, reticle.Hub)):
+        return sorted((k, _dump(v, depth + 1)) for k, v in vars(value).items()
+                      if k not in ("handler", "_changed", "held", "clock", "server_mark"))
+    return repr(value)
+
+
+def _tab_state(session):
+    return _dump(session), session.store.blind_spot_counts(), session.store.page_blind_spots(), len(session.store)
+
+
 def test_the_frame_path_skips_observe_only_for_types_it_learns_nothing_from(tmp_path):
     """ingest calls _observe only for _OBSERVED_TYPES (and for every event while a dialog is open): for
     every other type the Events table knows, and one it does not, _observe must change nothing."""
@@ -731,26 +744,141 @@ def test_the_frame_path_skips_observe_only_for_types_it_learns_nothing_from(tmp_
             "initiator": "document", "redirected": True, "hidden": True, "focused": False, "reason": "x", "count": 3,
             "dialogType": "alert", "message": "m", "open": True}
     types = [t.replace("*", "added") for t in reticle._EVENT_TYPES] + ["app.custom", "nofamily"]
-
-    def dump(value, depth=0):  # the session's own parts (health, open requests...) field by field
-        if type(value).__module__ == "reticle" and hasattr(value, "__dict__") and depth < 3 and \
-                not isinstance(value, (reticle._EventStore, reticle._Bridge, reticle.Hub)):
-            return sorted((k, dump(v, depth + 1)) for k, v in vars(value).items() if k not in ("handler", "_changed"))
-        return repr(value)
-
-    def state(session):
-        return dump(session), session.store.blind_spot_counts(), session.store.page_blind_spots(), len(session.store)
-
     checked = 0
     for etype in types:
         if etype in reticle._OBSERVED_TYPES:
             continue
         session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-obs", "url": "http://127.0.0.1:9/"})
-        before, event = state(session), {"t": 1.0, "type": etype, "data": dict(data), "doc": "d1"}
+        before, event = _tab_state(session), {"t": 1.0, "type": etype, "data": dict(data), "doc": "d1"}
         session._observe(event)
-        assert state(session) == before and event["data"] == data, etype
+        assert _tab_state(session) == before and event["data"] == data, etype
         checked += 1
     assert checked > 20
+
+
+def _random_frame(rng, n_frame, doc):
+    """A frame as an SDK sends it, often plain (_plain_frame), else with one thing that makes it not:
+    an event that is no object or lacks a field, an actionId, data or t of another kind, a second
+    documentId, a forged server.* or over-long type, a dialog, or an average event over PLAIN_EVENT_BYTES."""
+    types = ["dom.added", "dom.attr", "signal", "net.pending", "net.request", "route.change", "page.health",
+             "console.log", "anim.start", "blind-spot", "state.change"]
+    events = []
+    for i in range(rng.randint(1, 60)):
+        etype = rng.choice(types)
+        data = {"name": "row %d" % i, "n": i}
+        if etype in ("net.pending", "net.request"):
+            data = {"requestId": "r%d" % rng.randint(1, 8), "url": "http://127.0.0.1:9/api/%d" % i,
+                    "method": rng.choice(["GET", "POST"]), "status": rng.choice([200, 500])}
+        elif etype == "route.change":
+            data = {"to": "/page/%d" % i}
+        elif etype == "page.health":
+            data = {"hidden": rng.random() < 0.5, "focused": rng.random() < 0.5}
+        elif etype == "blind-spot":
+            data = {"reason": "cross-origin-frame", "count": rng.randint(0, 3)}
+        events.append({"type": etype, "t": 1000.0 + n_frame + i * 0.01, "seq": i, "sessionId": "s-x",
+                       "documentId": doc, "data": data})
+    odd = rng.randrange(14)
+    victim = rng.randrange(len(events))
+    if odd == 0:
+        events[victim] = rng.choice([None, 3, "x", [1]])
+    elif odd == 1:
+        del events[victim][rng.choice(["type", "data", "t", "documentId"])]
+    elif odd == 2:
+        events[victim]["actionId"] = "a-%d" % n_frame
+    elif odd == 3:
+        events[victim]["data"] = rng.choice([None, "text", 5, [1, 2]])
+    elif odd == 4:
+        events[victim]["t"] = rng.choice([True, "5", None])
+    elif odd == 5:
+        events[victim]["documentId"] = rng.choice(["other-doc", None, 7])
+    elif odd == 6:
+        events[victim]["type"] = rng.choice(["server.request", "x" * 80, "page.dialog", 5])
+        if events[victim]["type"] == "page.dialog":
+            events[victim]["data"] = {"dialogType": "alert", "message": "hi", "open": True}
+    elif odd == 7:
+        events[victim]["data"] = {"body": "b" * (reticle.PLAIN_EVENT_BYTES * len(events) + 10)}
+    return events
+
+
+def test_a_frame_taken_whole_stores_what_the_event_by_event_loop_would(tmp_path):
+    """The frame path takes most frames whole (_ingest_plain) and the rest event by event (_ingest_each).
+    Two tabs fed the same frames at the same clock, one of them only ever event by event, keep the same
+    events (same fields, cursors, documents), learn the same (open requests, health, URL, blind spots,
+    the document on its way) and count the same for the events-per-second cap, frame after frame, with
+    the cap reached and a dialog opened on the way.  Only what each event is counted in bytes differs."""
+    import random
+    rng = random.Random(2217)
+    now = [5000.0]
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+    hub.bridge.clock = lambda: now[0]
+    hub.bridge.events_per_second = 400
+    whole = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-whole", "url": "http://127.0.0.1:9/"})
+    each = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-each", "url": "http://127.0.0.1:9/"})
+    each._ingest_plain = lambda *args: False
+    taken = []
+    plain = whole._ingest_plain
+    whole._ingest_plain = lambda *args: taken.append(plain(*args)) or taken[-1]
+    for session in (whole, each):
+        session.arriving = ("doc-2", 1e12)
+
+    def fields(session):
+        return [{k: v for k, v in e.items()} for e in session.store.query(0.0)]
+
+    for n_frame in range(400):
+        now[0] += rng.choice([0.1, 3.0, 40.0, 700.0])
+        events = _random_frame(rng, n_frame, "doc-%d" % (n_frame // 100 + 1))
+        text = json.dumps({"kind": "events", "events": events})
+        for session in (whole, each):
+            session.ingest(json.loads(text)["events"], len(text))
+        assert fields(whole) == fields(each), n_frame
+        assert _tab_state(whole)[1:] == _tab_state(each)[1:], n_frame
+        assert [_dump(getattr(whole, part)) for part in ("health", "requests", "marks")] == \
+            [_dump(getattr(each, part)) for part in ("health", "requests", "marks")], n_frame
+        assert (whole.url, whole.arriving, whole._window_count, whole._window_high, whole._window_sampled) == \
+            (each.url, each.arriving, each._window_count, each._window_high, each._window_sampled), n_frame
+        assert (whole.store.total, whole.store.sampled, whole.store.evicted) == \
+            (each.store.total, each.store.sampled, each.store.evicted), n_frame
+    # both ways were taken, often: a test that only ever saw one of them would prove nothing
+    assert 120 < sum(taken) < len(taken) - 60, (sum(taken), len(taken))
+    assert whole.store.sampled and whole.store.evicted["churn"] and whole.store.total > 2000
+
+
+def test_a_run_of_events_sized_together_keeps_the_byte_cap(tmp_path):
+    """A frame taken whole is sized as one run (_EventStore.add_run), not event by event.  A page that puts
+    one big event among small churn ones, frame after frame, must not hide it: churn goes first, and had
+    each event been counted an even share of its frame, evicting the churn would free what the big ones
+    still hold and they would pile up far past the byte cap.  What the store keeps, by the walk of each
+    event (_event_bytes), stays within the cap and at most one frame of each class over it."""
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+    session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-skew", "url": "http://127.0.0.1:9/"})
+    cap = 2 * 1024 * 1024
+    session.store = reticle._EventStore(session.clock, cap_bytes=cap)
+    taken = 0
+    for n_frame in range(120):
+        events = [{"type": "signal", "t": 1.0, "documentId": "d", "data": {"name": "big", "data": "x" * 60_000}}]
+        events += [{"type": "dom.added", "t": 1.0, "documentId": "d", "data": {"name": "row"}} for _ in range(199)]
+        text = json.dumps({"kind": "events", "events": events})
+        taken += bool(reticle._plain_frame(json.loads(text)["events"], len(text)))
+        session.ingest(json.loads(text)["events"], len(text))
+        kept = session.store.query(0.0)
+        held = sum(reticle._event_bytes(e["data"]) for e in kept)
+        frame = 3 * len(text) + 512 * len(events)
+        assert held <= cap + 2 * frame and session.store.bytes <= cap + frame, (n_frame, held, session.store.bytes)
+    assert taken == 120
+    assert sum(e["type"] == "signal" for e in session.store.query(0.0)) > 5  # the big ones were kept, up to the cap
+    assert session.store.evicted["churn"] and session.store.evicted["other"]
+
+
+def test_a_frames_json_is_parsed_as_a_page_may_write_it():
+    """_loads_frame, the bridge's parser: NaN and Infinity are no JSON and nesting past the stack is
+    refused (the socket then closes 1008); a number too large for a double is the page's own value,
+    kept, and written out as null like any non-finite number."""
+    assert reticle._loads_frame('{"kind":"events","events":[{"t":1.5}]}') == {"kind": "events", "events": [{"t": 1.5}]}
+    for bad in ('{"v":NaN}', '{"v":Infinity}', '{"v":-Infinity}', "[" * 100000, "not json"):
+        with pytest.raises(ValueError):
+            reticle._loads_frame(bad)
+    big = reticle._loads_frame('{"v":1e999}')
+    assert big["v"] == float("inf") and reticle._dumps(big) == '{"v":null}'
 
 
 def test_between_documents_only_asks_and_expire_arrival_writes_the_blind_spot(tmp_path):
