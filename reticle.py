@@ -1448,24 +1448,27 @@ class _EventStore:
         self.bytes += sum(sizes)
         self.seq = seq
 
-    def add_run(self, events: List[dict], counts: Dict[str, int], estimate: int) -> None:
-        """Store a frame's events, numbered, with `counts` of their types and `estimate`, about what they
-        take in memory together, in place of a size each: the events of each class (churn, other) share
-        all of it.  A class is evicted oldest first and a frame's events of one class sit side by side,
-        so at most one frame of each is ever part gone, and evicting one class first never frees what the
-        other still holds: the byte cap holds as with a size each, and nothing walks every event."""
-        seq = self.seq
-        for event, number in zip(events, range(seq + 1, seq + len(events) + 1)):
-            event["seq"] = number
-        self.seq = seq + len(events)
+    def cursors(self, n: int) -> range:
+        """The next `n` cursors (seq), taken: for events the caller numbers as it builds them (add_run)."""
+        self.seq += n
+        return range(self.seq - n + 1, self.seq + 1)
+
+    def add_run(self, events: List[dict], types: List[str], counts: Dict[str, int], estimate: int) -> None:
+        """Store a frame's events, numbered (cursors), of `types` (counted in `counts`), with `estimate`,
+        about what they take in memory together, in place of a size each: the events of each class
+        (churn, other) share all of it.  A class is evicted oldest first and a frame's events of one
+        class sit side by side, so at most one frame of each is ever part gone, and evicting one class
+        first never frees what the other still holds: the byte cap holds as with a size each, and nothing
+        walks every event."""
         self.total += len(events)
         flags = {etype: _churn_memo(etype) for etype in counts}
         n_churn = sum(count for etype, count in counts.items() if flags[etype])
         if n_churn == len(events) or not n_churn:
             parts = [(self._churn if n_churn else self._kept, "churn" if n_churn else "other", events)]
         else:
-            parts = [(self._churn, "churn", [e for e in events if flags[e["type"]]]),
-                     (self._kept, "other", [e for e in events if not flags[e["type"]]])]
+            others = {etype: not churn for etype, churn in flags.items()}
+            parts = [(self._churn, "churn", list(itertools.compress(events, map(flags.__getitem__, types)))),
+                     (self._kept, "other", list(itertools.compress(events, map(others.__getitem__, types))))]
         for dq, which, part in parts:
             share = max(1, estimate // len(part))
             dq.extend(part)
@@ -2326,12 +2329,13 @@ class _BrowserSession(_TabState):
         if self.arriving is not None and plain.doc == self.arriving[0]:
             self.arriving = None
         doc = plain.doc
-        built = [{"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": 0}
-                 for index, etype, data, pt in zip(range(n), plain.types, plain.datas, plain.pts)]
+        built = [{"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": seq}
+                 for index, seq, etype, data, pt in zip(range(n), self.store.cursors(n), plain.types, plain.datas,
+                                                        plain.pts)]
         for event in built if plain.observed else ():
             if event["type"] in _OBSERVED_TYPES:
                 self._observe(event)
-        self.store.add_run(built, plain.counts, 3 * frame_bytes + 512 * n)
+        self.store.add_run(built, plain.types, plain.counts, 3 * frame_bytes + 512 * n)
         return True
 
     def _next_sampling_window(self, now: float, cap: int) -> None:
