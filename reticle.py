@@ -2413,7 +2413,7 @@ class _BrowserSession(_TabState):
         elif etype == "blind-spot":
             try:
                 count = int(data["count"]) if data.get("count") is not None else 1
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity (_loads_frame)
                 count = 1
             self.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
 

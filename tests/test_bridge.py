@@ -869,7 +869,7 @@ def test_a_run_of_events_sized_together_keeps_the_byte_cap(tmp_path):
     assert session.store.evicted["churn"] and session.store.evicted["other"]
 
 
-def test_a_frames_json_is_parsed_as_a_page_may_write_it():
+def test_a_frames_json_is_parsed_as_a_page_may_write_it(tmp_path):
     """_loads_frame, the bridge's parser: NaN and Infinity are no JSON and nesting past the stack is
     refused (the socket then closes 1008); a number too large for a double is the page's own value,
     kept, and written out as null like any non-finite number."""
@@ -879,6 +879,15 @@ def test_a_frames_json_is_parsed_as_a_page_may_write_it():
             reticle._loads_frame(bad)
     big = reticle._loads_frame('{"v":1e999}')
     assert big["v"] == float("inf") and reticle._dumps(big) == '{"v":null}'
+    # such a number in a frame is stored as sent and breaks nothing the frame path learns from it
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+    session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-inf", "url": "http://127.0.0.1:9/"})
+    text = ('{"kind":"events","events":[{"type":"blind-spot","t":1e999,"documentId":"d","data":{"reason":"r",'
+            '"count":1e999}},{"type":"signal","t":2.5,"documentId":"d","data":{"name":"n","data":{"v":-1e999}}}]}')
+    session.ingest(reticle._loads_frame(text)["events"], len(text))
+    assert session.store.blind_spot_counts() == {"r": 1}
+    assert [reticle._dumps(e["data"]) for e in session.store.query(0.0)] == [
+        '{"reason":"r","count":null}', '{"name":"n","data":{"v":null}}']
 
 
 def test_between_documents_only_asks_and_expire_arrival_writes_the_blind_spot(tmp_path):
