@@ -423,8 +423,8 @@ def _loads_frame(data: str) -> Any:
     """json.loads for the frames a page sends, the bridge's hot path: NaN and Infinity refused, nesting
     that would exhaust the stack too, but no walk for depth or lone surrogates, and a number too large
     for a double kept as an infinity instead of refused, so that no number costs a call (a parse_float
-    hook is a tenth of the parse).  It is the page's own value, as 1e308 would be, and
-    every answer writes a non-finite number as null (_dumps)."""
+    hook is a tenth of the parse).  It is the page's own value, as 1e308 would be, and every answer
+    writes a non-finite number as null (_dumps)."""
     try:
         return json.loads(data, parse_constant=_reject_constant)
     except RecursionError:
@@ -1332,12 +1332,12 @@ def _call_label(d: dict) -> str:
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
 _HIGH_VALUE_SET = _event_types("high_value")
-# The event types _BrowserSession._observe learns from (requests, dialogs, health, routes, blind spots); it
-# runs for any other only while a dialog is open.  A type _observe comes to read must be added here.
 # the frame path's common case (_BrowserSession._ingest_plain): the fields it reads of every event at once
 _GET_TYPE, _GET_DATA, _GET_T, _GET_DOC = map(operator.itemgetter, ("type", "data", "t", "documentId"))
-_DICT_ONLY = {dict}
+_DICT_ONLY = frozenset((dict,))
 _NUMBER_CLASSES = frozenset((int, float))
+# The event types _BrowserSession._observe learns from (requests, dialogs, health, routes, blind spots); it
+# runs for any other only while a dialog is open.  A type _observe comes to read must be added here.
 _OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.ws", "page.health", "route.change",
                              "blind-spot"))
 
@@ -1359,6 +1359,8 @@ def _plain_frame(events: List[Any], frame_bytes: int) -> Optional[_PlainFrame]:
     the frame's one documentId (a string), none with an actionId, and on average at most
     PLAIN_EVENT_BYTES of the frame an event.  Each check is a pass over the frame in C (map, set,
     Counter), not Python code run for every event."""
+    if frame_bytes > len(events) * PLAIN_EVENT_BYTES:
+        return None
     try:
         types = list(map(_GET_TYPE, events))
         datas = list(map(_GET_DATA, events))
@@ -1367,7 +1369,7 @@ def _plain_frame(events: List[Any], frame_bytes: int) -> Optional[_PlainFrame]:
         counts = collections.Counter(types)
     except (KeyError, TypeError):  # an event that is no object, lacks a field, or has an unhashable one
         return None
-    if len(docs) != 1 or frame_bytes > len(events) * PLAIN_EVENT_BYTES:
+    if len(docs) != 1:
         return None
     doc = docs.pop()
     if doc.__class__ is not str or set(map(type, datas)) != _DICT_ONLY or not _NUMBER_CLASSES.issuperset(
@@ -2510,7 +2512,6 @@ class _Bridge:
         wait_ms = 1000.0 - (now - max(w[0] for w in over))
         session.paused_ms += wait_ms
         return max(0.0, wait_ms / 1000.0)
-
 
     def get(self, session_id: str) -> Optional[_BrowserSession]:
         return self.sessions.get(session_id)

@@ -822,7 +822,7 @@ def test_a_frame_taken_whole_stores_what_the_event_by_event_loop_would(tmp_path)
         session.arriving = ("doc-2", 1e12)
 
     def fields(session):
-        return [{k: v for k, v in e.items()} for e in session.store.query(0.0)]
+        return [dict(e) for e in session.store.query(0.0)]
 
     for n_frame in range(400):
         now[0] += rng.choice([0.1, 3.0, 40.0, 700.0])
