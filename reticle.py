@@ -426,9 +426,14 @@ def _loads_frame(data: str) -> Any:
     hook is a tenth of the parse).  It is the page's own value, as 1e308 would be, and every answer
     writes a non-finite number as null (_dumps)."""
     try:
-        return json.loads(data, parse_constant=_reject_constant)
+        return _FRAME_DECODER.decode(data)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply") from None
+
+
+# _loads_frame's decoder, made once: json.loads(..., parse_constant=) would make a decoder and its scanner
+# for every frame
+_FRAME_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _loads(data: Any) -> Any:
