@@ -9325,9 +9325,49 @@ def _step_failed(s: dict) -> bool:
     return s.get("verified") in ("no", "unknown")
 
 
+TEETH_MAX_DEFAULT = 8                # `verify --teeth` replays a flow at most this many times more (--teeth-max)
+
+
+def _write_label(w: dict) -> str:
+    """How a write is named in every teeth report: `POST /api/save`, `(form post)` for a document's."""
+    return "%s %s%s" % (w["method"], w["path"], " (form post)" if w.get("form") else "")
+
+
+def _checked_writes(flow: dict, writes: List[dict]) -> List[dict]:
+    """The writes some check of `flow` looks at: a `net` or `server` leaf (not under a `not`) whose
+    method (when it names one) and `urlContains` (when it has one) match the write's."""
+    leaves: List[dict] = []
+    for step in flow.get("steps", ()):
+        for raw in (step.get("until"), step.get("assert")):
+            if raw is None:
+                continue
+            try:
+                leaves.extend(leaf for leaf, neg in _leaves(parse_predicate(raw, "until"))
+                              if not neg and leaf["kind"] in ("net", "server"))
+            except Exception:  # a flow's own check that does not parse fails its replay; here it checks nothing
+                continue
+    return [w for w in writes if any(
+        (not leaf.get("method") or str(leaf["method"]).upper() == w["method"])
+        and (not leaf.get("urlContains") or str(leaf["urlContains"]) in w["path"]) for leaf in leaves)]
+
+
+def _teeth_plan(flow: dict, writes: List[dict], limit: int) -> Tuple[List[dict], List[dict]]:
+    """Which writes `--teeth` fails on purpose (at most `limit`, so the page under test does not choose
+    how long CI runs) and which it leaves untested.  Deterministic: first the writes the flow's checks
+    look at (_checked_writes), then the others, each group in the order the replay first made them."""
+    checked = _checked_writes(flow, writes)
+    ordered = checked + [w for w in writes if w not in checked]
+    return ordered[:max(0, limit)], ordered[max(0, limit):]
+
+
 def _teeth_cell(r: dict) -> str:
     if "teeth" not in r:
         return "" if r["verified"] == "yes" else "-"
+    untested = r.get("teethUntested") or []
+    if untested:  # short: the names follow the table (_verify_table), and are in every report
+        tested = "TOOTHLESS for %s" % ", ".join(r["toothless"]) if r.get("toothless") else (
+            "teeth for %d write(s)" % len(r["teeth"]) if r["teeth"] else "none tested")
+        return "%s; %d UNTESTED (over --teeth-max %s)" % (tested, len(untested), r.get("teethMax", "?"))
     if not r["teeth"]:
         return "no writes"
     if r.get("toothless"):
@@ -9347,10 +9387,12 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         if v == "failed":
             return sum(1 for s in r.get("steps", []) if _step_failed(s)) + len(r.get("toothless") or ())
         return sum(1 for s in r.get("steps", []) if s.get("verified") == v)
-    total = sum(max(1, len(r.get("steps", []))) + len(r.get("teeth") or ()) for r in results)
+    def cases(r: dict) -> int:
+        return max(1, len(r.get("steps", []))) + len(r.get("teeth") or ()) + len(r.get("teethUntested") or ())
+    total = sum(cases(r) for r in results)
     fails = sum(count(r, "failed") for r in results)
     errors = sum(1 for r in results if r["verified"] == "error")
-    skipped = sum(count(r, "skipped") for r in results)
+    skipped = sum(count(r, "skipped") + len(r.get("teethUntested") or ()) for r in results)
     secs = sum(r.get("ms", 0) for r in results) / 1000.0
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            '<testsuites name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
@@ -9359,8 +9401,8 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         steps = r.get("steps", [])
         classname = "reticle.flows.%s" % r["name"]
         out.append('  <testsuite name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
-                   % (_xml(r["name"]), max(1, len(steps)) + len(r.get("teeth") or ()), count(r, "failed"),
-                      1 if r["verified"] == "error" else 0, count(r, "skipped"), r.get("ms", 0) / 1000.0))
+                   % (_xml(r["name"]), cases(r), count(r, "failed"), 1 if r["verified"] == "error" else 0,
+                      count(r, "skipped") + len(r.get("teethUntested") or ()), r.get("ms", 0) / 1000.0))
         if r["verified"] == "error" and not steps:
             out.append('    <testcase name="setup" classname="%s" time="%.3f">'
                        % (_xml(classname), r.get("ms", 0) / 1000.0))
@@ -9384,6 +9426,12 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
                 out.append('      <failure message="%s" type="toothless">%s</failure>' % (
                     _xml("toothless for %s: the flow is still yes when that write fails" % t["write"]),
                     _xml(_dumps({"write": t["write"], "verified": t["verified"], "because": t.get("because")}))))
+            out.append('    </testcase>')
+        for w in r.get("teethUntested") or ():
+            out.append('    <testcase name="%s" classname="%s" time="0.000">' % (
+                _xml("teeth: %s answered 500" % w), _xml(classname)))
+            out.append('      <skipped message="%s"/>' % _xml(
+                "untested: the flow made more writes than --teeth-max %s" % r.get("teethMax", "")))
             out.append('    </testcase>')
         out.append('  </testsuite>')
     out.append('</testsuites>')
@@ -9439,15 +9487,19 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
                                  " (%s)" % e(s["verifiedReason"]) if s.get("verifiedReason") else "",
                                  "%d ms" % s["ms"] if "ms" in s else "", e(evidence.strip())))
             parts.append("</table>")
-        if r.get("teeth"):
+        if r.get("teeth") or r.get("teethUntested"):
             parts.append("<table><tr><th>write answered 500</th><th>flow verdict</th><th>teeth</th><th>because</th>"
                          "</tr>")
-            for t in r["teeth"]:
+            for t in r.get("teeth") or ():
                 parts.append('<tr class="teeth"><td><code>%s</code></td><td class="%s">%s</td><td class="%s">%s</td>'
                              "<td>%s</td></tr>" % (e(t["write"]), e(str(t["verified"])), e(str(t["verified"])),
                                                    "no toothless" if t["toothless"] else "yes",
                                                    "toothless" if t["toothless"] else "teeth",
                                                    e(t.get("note") or t.get("because") or "")))
+            for w in r.get("teethUntested") or ():
+                parts.append('<tr class="untested"><td><code>%s</code></td><td class="skipped">-</td>'
+                             '<td class="skipped">untested</td><td>over --teeth-max %s: not replayed with this '
+                             "write failed</td></tr>" % (e(w), e(str(r.get("teethMax", "")))))
             parts.append("</table>")
         if r.get("screenshot"):
             failing = _failing_step(r)
@@ -12540,6 +12592,17 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
 ###############################################################################
 
 
+def _count_arg(text: str) -> int:
+    """An argparse type: a whole number, 0 or more (a usage error naming what was given otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a whole number; give 0 or more" % text) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("%d is negative; give 0 or more" % value)
+    return value
+
+
 def _build_parser() -> argparse.ArgumentParser:
     """The `reticle` command line: one subparser per command with its options and help text.
     Parsing only; main() runs the command."""
@@ -12587,6 +12650,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--teeth", action="store_true",
                    help="replay each yes flow once more per write it made, that write answered 500: a flow still "
                         "yes is toothless (exit 4)")
+    p.add_argument("--teeth-max", type=_count_arg, default=TEETH_MAX_DEFAULT, metavar="N",
+                   help="--teeth replays a flow at most N more times (default %d): the writes its checks look at "
+                        "first, then in the order made; the rest are named as untested" % TEETH_MAX_DEFAULT)
     port_arg(p)
     return parser
 
@@ -12883,7 +12949,7 @@ async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
     answered 500 by a fault.  A flow still `yes` under a failed write is toothless for that write."""
     out = []
     for w in writes:
-        label = "%s %s%s" % (w["method"], w["path"], " (form post)" if w.get("form") else "")
+        label = _write_label(w)
         fault = {"match": {"urlContains": w["path"], "method": w["method"]},
                  "respond": {"status": 500, "body": "reticle verify --teeth: this write failed on purpose"}}
         t0 = time.monotonic()
@@ -12907,10 +12973,10 @@ async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
 
 
 async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Optional[str], jobs: int,
-                        progress: Callable[[str], None], teeth: bool = False) -> List[dict]:
+                        progress: Callable[[str], None], teeth: Optional[int] = None) -> List[dict]:
     """Replay `flows` on up to `jobs` devices (one MCP session and one device per job, reused
     from flow to flow, each flow in a fresh browser context) and answer one result per flow,
-    in the order given."""
+    in the order given; `teeth` is --teeth's bound (None: no teeth check)."""
     results: List[Optional[dict]] = [None] * len(flows)
     queue = list(enumerate(flows))
     total = len(flows)
@@ -12952,10 +13018,15 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                         args["url"] = url
                     res = dict(await _verify_call(link, "reticle_flow_replay", args))
                     res["name"] = name
-                    if teeth and res.get("verified") == "yes":
-                        res["teeth"] = await _verify_teeth(link, dict(args, fresh=True), res.get("writes") or [],
-                                                           progress, name)
+                    if teeth is not None and res.get("verified") == "yes":
+                        chosen, untested = _teeth_plan(flow, res.get("writes") or [], teeth)
+                        res["teeth"] = await _verify_teeth(link, dict(args, fresh=True), chosen, progress, name)
                         res["toothless"] = [t["write"] for t in res["teeth"] if t["toothless"]]
+                        res["teethMax"] = teeth
+                        if untested:
+                            res["teethUntested"] = [_write_label(w) for w in untested]
+                            progress("%s: %d write(s) left untested (over --teeth-max %d): %s" % (
+                                name, len(untested), teeth, ", ".join(res["teethUntested"])))
                     if res.get("verified") != "yes":
                         try:
                             shot = await _verify_call(link, "reticle_screenshot", {"sessionId": session_id})
@@ -12998,7 +13069,10 @@ def _verify_table(results: List[dict]) -> str:
             why = ""
         rows.append([r["name"], str(len(r.get("steps", []))), r["verified"], "%.1f s" % (r.get("ms", 0) / 1000.0),
                      _short(why.replace("\n", " "), 160)] + ([_short(_teeth_cell(r), 160)] if teeth else []))
-    return _table(rows)
+    untested = ["%s: %d write(s) left untested by --teeth (over --teeth-max %s): %s" % (
+        r["name"], len(r["teethUntested"]), r.get("teethMax", "?"), ", ".join(r["teethUntested"]))
+        for r in results if r.get("teethUntested")]
+    return "\n".join([_table(rows)] + untested)
 
 
 async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> int:
@@ -13024,7 +13098,8 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
             progress("no daemon on port %d: starting one" % port)
     if flows:
         progress("%d flow(s), %d job(s), project %s" % (len(flows), min(jobs, len(flows)), root))
-        results = await _verify_flows(port, state, flows, args.url, jobs, progress, bool(args.teeth)) + results
+        results = await _verify_flows(port, state, flows, args.url, jobs, progress,
+                                      args.teeth_max if args.teeth else None) + results
     if started_here:
         await _cli_stop(port, state)
     code = _verify_exit(results)

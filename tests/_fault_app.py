@@ -9,7 +9,7 @@ PAGE = """<!doctype html><html><head><title>faults</title>%(tag)s</head><body>
 <h1>Notes</h1>
 <button id="save">Save</button> <button id="xsave">Save with XHR</button>
 <form method="post" action="/form"><input name="note" value="hi"><button>Post the form</button></form>
-<button id="ws">Connect</button> <button id="quiet">Save quietly</button>
+<button id="ws">Connect</button> <button id="quiet">Save quietly</button> <button id="many">Store all 30</button>
 <div id="msg"></div>
 <script>
 function show(text, failed) {
@@ -37,6 +37,17 @@ document.getElementById('quiet').addEventListener('click', function () {
   fetch('/api/quiet', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"note":"q"}'})
     .then(function (r) { return r.text(); }, function () {});
 });
+document.getElementById('many').addEventListener('click', function () {
+  // thirty writes to thirty paths, one after the other whatever each answered (issue 27: --teeth's bound)
+  show('');
+  var i = 0;
+  function next() {
+    if (i === 30) { show('Stored all'); return; }
+    var n = i++;
+    fetch('/api/many/' + n, {method: 'POST', body: String(n)}).then(next, next);
+  }
+  next();
+});
 document.getElementById('ws').addEventListener('click', function () {
   show('');
   var s = new WebSocket('ws://' + location.host + '/ws');
@@ -60,7 +71,7 @@ class FaultApp:
         return sum(1 for p, _ in self.writes if p == path)
 
     def routes(self):
-        return [(r"/api/(save|xsave|quiet)", _Save, {"app": self}), (r"/form", _Form, {"app": self}),
+        return [(r"/api/(save|xsave|quiet|many/[0-9]+)", _Save, {"app": self}), (r"/form", _Form, {"app": self}),
                 (r"/ws", _Socket, {"app": self}), (r"/.*", _Page, {"app": self})]
 
 

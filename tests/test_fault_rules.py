@@ -218,3 +218,25 @@ def test_junit_and_the_report_name_the_write_a_flow_is_toothless_for():
     assert html.count('class="teeth"') == 2 and "exit code 4" in html
     table = reticle._verify_table(results)
     assert "TOOTHLESS for POST /api/save" in table.splitlines()[2] and "teeth" in table.splitlines()[0]
+
+
+def test_teeth_plan_tests_the_checked_writes_first_and_bounds_the_rest():
+    writes = [{"method": "POST", "path": "/api/w/%d" % n} for n in range(12)] + [
+        {"method": "PUT", "path": "/api/w/5"}, {"method": "POST", "path": "/form", "form": True}]
+    flow = {"steps": [{"action": "click", "target": {"text": "Go"}, "until": {"kind": "allOf", "predicates": [
+        {"kind": "text", "contains": "ok"}, {"kind": "net", "method": "PUT", "urlContains": "/api/w/5", "ok": True},
+        {"kind": "not", "predicate": {"kind": "net", "urlContains": "/api/w/3"}}]}},
+        {"assert": {"kind": "server", "urlContains": "/form", "status": 303}}]}
+    chosen, untested = reticle._teeth_plan(flow, writes, 4)
+    assert [reticle._write_label(w) for w in chosen] == [
+        "PUT /api/w/5", "POST /form (form post)", "POST /api/w/0", "POST /api/w/1"]
+    assert [w["path"] for w in untested] == ["/api/w/%d" % n for n in range(2, 12)]
+    assert reticle._teeth_plan(flow, writes, 0) == ([], reticle._teeth_plan(flow, writes, 99)[0])
+    assert reticle._teeth_plan(flow, writes, 99)[1] == []
+
+
+def test_teeth_max_takes_a_whole_number(capsys):
+    assert reticle.main(["verify", "--teeth", "--teeth-max", "-1"]) == 2
+    assert "-1 is negative; give 0 or more" in capsys.readouterr().err
+    assert reticle.main(["verify", "--teeth-max", "lots"]) == 2
+    assert "'lots' is not a whole number" in capsys.readouterr().err

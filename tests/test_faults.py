@@ -335,6 +335,57 @@ def test_verify_teeth_calls_a_text_only_flow_toothless_and_a_status_check_not(tm
         server.close()
 
 
+MANY = {"target": {"role": "button", "name": "Store all 30"}, "action": "click", "timeout_ms": 15000,
+        "until": {"kind": "allOf", "predicates": [{"kind": "text", "contains": "Stored all"},
+                                                  {"kind": "net", "method": "POST", "urlContains": "/api/many/17",
+                                                   "status": 200}]}}
+
+
+def test_verify_teeth_is_bounded_on_a_30_write_page_and_names_what_it_left_untested(tmp_path):
+    """Issue 27 item 6: a page that makes 30 writes gets at most 8 teeth replays (the write its check
+    looks at first, then the first ones made), and every report names the 22 it left untested."""
+    import json as _json
+    import subprocess
+    import xml.etree.ElementTree as ET
+    import reticle
+    from _harness import RETICLE_PY, daemon_env, free_port
+    project = tmp_path / "project"
+    flows = project / ".reticle" / "flows"
+    flows.mkdir(parents=True)
+    port = free_port()
+    app = FaultApp("http://127.0.0.1:%d" % port, tag=False)
+    server = AppServer(app.routes())
+    try:
+        (flows / "many.json").write_text(_json.dumps(_flow("many", server.url + "/", [dict(MANY)])))
+        junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+        env = daemon_env(tmp_path / "state", RETICLE_PORT=str(port))
+        run = subprocess.run([sys.executable, RETICLE_PY, "verify", "--teeth", "--json", "--junit", str(junit),
+                              "--report", str(report)], cwd=str(project), env=env, capture_output=True, text=True,
+                             timeout=400)
+        assert run.returncode == 0, run.stdout + run.stderr  # every write tested had teeth: untested ones do not fail
+        flow = _json.loads(run.stdout)["flows"][0]
+        tested = [t["write"] for t in flow["teeth"]]
+        assert tested == ["POST /api/many/17"] + ["POST /api/many/%d" % n for n in range(7)], tested
+        assert not any(t["toothless"] for t in flow["teeth"]) and flow["teethMax"] == 8
+        untested = ["POST /api/many/%d" % n for n in range(7, 30) if n != 17]
+        assert flow["teethUntested"] == untested, flow.get("teethUntested")
+        # bounded: the page's first write reached the server once per replay (the plain one and the 7 teeth
+        # replays that did not fail it on purpose), not 30 times
+        assert app.count("/api/many/0") == 1 + 7, app.count("/api/many/0")
+        assert len([p for p, _ in app.writes if p.startswith("/api/many/")]) <= 30 + 8 * 29
+        assert "22 write(s) left untested" in run.stderr, run.stderr
+        skipped = [c for c in ET.parse(str(junit)).getroot().iter("testcase") if c.find("skipped") is not None]
+        assert [c.get("name") for c in skipped] == ["teeth: %s answered 500" % w for w in untested]
+        assert "--teeth-max 8" in skipped[0].find("skipped").get("message")
+        html = report.read_text()
+        assert html.count('class="untested"') == 22 and "POST /api/many/29" in html
+        table = reticle._verify_table([flow]).splitlines()
+        assert "teeth for 8 write(s); 22 UNTESTED (over --teeth-max 8)" in table[2], table
+        assert table[3].startswith("many: 22 write(s) left untested") and table[3].endswith("POST /api/many/29")
+    finally:
+        server.close()
+
+
 def test_a_devices_faults_end_when_it_closes(device_world):
     w, app = device_world, device_world["app"]
     fault = _fault(w, FAULT_500, sid=w["other_sid"], client=w["other"])
