@@ -93,6 +93,7 @@ import secrets
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -8260,7 +8261,10 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
 async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                           ctx: "_CallContext") -> dict:
     root = _project_dir(hub)
-    return {"dir": _flows_dir(root), "flows": _list_flows(root)}
+    # off the loop: the files are the project's, on whatever disk it is (each read is bounded and never
+    # waits on a FIFO, see _read_regular)
+    flows = await asyncio.get_running_loop().run_in_executor(None, _list_flows, root)
+    return {"dir": _flows_dir(root), "flows": flows}
 
 
 async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -8274,7 +8278,7 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
             raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
                             setup=True)
     elif args.get("name"):
-        flow = _read_flow(_project_dir(hub), args["name"])
+        flow = await asyncio.get_running_loop().run_in_executor(None, _read_flow, _project_dir(hub), args["name"])
     else:
         raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
     given = args.get("secrets") or {}
@@ -8853,16 +8857,52 @@ def _flow_problems(flow: Any) -> List[str]:
 
 
 FLOW_MAX_BYTES = 1 << 20             # a flow file larger than this is refused unread
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def _read_regular(path: str, cap: int) -> bytes:
+    """The bytes of a project file Reticle reads, opened without blocking: O_NONBLOCK (opening a FIFO
+    never waits for a writer), O_NOFOLLOW (a symbolic link is refused), then fstat on the open file, so
+    anything but a regular file (a FIFO, a device node, a socket) is refused unread, as is one over
+    `cap` bytes.  ValueError naming what the file is; FileNotFoundError when there is none."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError("it is a symbolic link; Reticle reads only regular files") from None
+        raise ValueError("it cannot be opened: %s" % (exc.strerror or exc)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "not a regular file")
+            raise ValueError("it is %s, not a regular file: skipped unread" % kind)
+        if info.st_size > cap:
+            raise ValueError("the file is %d bytes; at most %d are read" % (info.st_size, cap))
+        chunks: List[bytes] = []
+        left = cap + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > cap:
+        raise ValueError("the file grew past %d bytes while read" % cap)
+    return data
 
 
 def _load_flow_file(path: str) -> Any:
-    """A flow file's JSON: at most FLOW_MAX_BYTES, nested at most MAX_JSON_DEPTH levels, strict JSON;
-    ValueError otherwise (never a RecursionError, never minutes of parsing)."""
-    size = os.path.getsize(path)
-    if size > FLOW_MAX_BYTES:
-        raise ValueError("the file is %d bytes; a flow file is at most %d" % (size, FLOW_MAX_BYTES))
-    with open(path, "rb") as fh:
-        data = fh.read(FLOW_MAX_BYTES + 1)
+    """A flow file's JSON: a regular file (see _read_regular) of at most FLOW_MAX_BYTES, nested at most
+    MAX_JSON_DEPTH levels, strict JSON; ValueError otherwise (never a RecursionError, never minutes of
+    parsing, never a wait on a FIFO)."""
+    data = _read_regular(path, FLOW_MAX_BYTES)
     try:
         return _loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -8878,7 +8918,8 @@ def _read_flow(root: str, name: str) -> dict:
         raise ToolError("no flow %r in %s" % (name, _flows_dir(root)),
                         "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save")) from None
     except ValueError as exc:
-        raise ToolError("the flow file %s is not JSON: %s" % (path, exc), "fix or delete the file") from exc
+        raise ToolError("the flow file %s is not readable as JSON: %s" % (path, exc),
+                        "fix or delete the file (a flow is a regular .json file)") from exc
     problems = _flow_problems(flow)
     if problems:
         raise ToolError("the flow file %s is not a Reticle flow: %s" % (path, "; ".join(problems)),

@@ -413,6 +413,37 @@ def test_a_replayed_secret_is_saved_again_as_its_variable(world):
         mcp.call("reticle_close", {})
 
 
+def test_a_fifo_among_the_flows_stalls_no_client(world):
+    """Issue 27 item 9: a FIFO named x.json in .reticle/flows is named, never opened to wait for a
+    writer; the daemon serves another client meanwhile, and verify names it as a setup error."""
+    import concurrent.futures
+    import reticle
+    mcp, project = world["mcp"], world["project"]
+    folder = project / ".reticle" / "flows"
+    folder.mkdir(parents=True, exist_ok=True)
+    fifo = folder / "x.json"
+    os.mkfifo(str(fifo))
+    other = Mcp(world["daemon"].url + "/mcp")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            t0 = time.monotonic()
+            listing = pool.submit(mcp.ok, "reticle_flow_list", {}, 10)
+            served = pool.submit(other.ok, "reticle_sessions", {}, 10)
+            flows = {f["name"]: f for f in listing.result(12)["flows"]}
+            assert "sessions" in served.result(12)
+        assert time.monotonic() - t0 < 5
+        assert "FIFO" in flows["x"]["problem"] and "skipped unread" in flows["x"]["problem"], flows["x"]
+        data, is_error = other.call("reticle_flow_replay", {"name": "x"}, timeout=10)
+        assert is_error and "FIFO" in data["error"], data
+        got, errors = reticle._verify_load([str(folder / "x.json")], str(project))
+        assert got == [] and errors[0]["name"] == "x" and "FIFO" in errors[0]["error"], errors
+    finally:
+        other.close()
+        with contextlib.suppress(OSError):  # release a daemon that did open it (the code before the fix)
+            os.close(os.open(str(fifo), os.O_WRONLY | os.O_NONBLOCK))
+        fifo.unlink()
+
+
 def test_a_flow_name_with_a_trailing_newline_is_refused(world):
     error = _refused(world["mcp"], "reticle_flow_save", {"name": "ok\n", "steps": [
         {"action": "click", "target": {"text": "Go"}}]})
