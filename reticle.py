@@ -80,6 +80,7 @@ import collections
 import contextvars
 import datetime
 import errno
+import hashlib
 import hmac
 import html
 import itertools
@@ -9444,6 +9445,8 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         out.append('  <testsuite name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
                    % (_xml(r["name"]), cases(r), count(r, "failed"), 1 if r["verified"] == "error" else 0,
                       count(r, "skipped") + len(r.get("teethUntested") or ()), r.get("ms", 0) / 1000.0))
+        if r.get("shard"):
+            out.append('    <properties><property name="shard" value="%s"/></properties>' % _xml(r["shard"]))
         if r["verified"] == "error" and not steps:
             out.append('    <testcase name="setup" classname="%s" time="%.3f">'
                        % (_xml(classname), r.get("ms", 0) / 1000.0))
@@ -9492,6 +9495,7 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
     evidence and timing, and the screenshot of a failing step inline (data: URL)."""
     e = html.escape
     code = _verify_exit(results)
+    sharded = any("shard" in r for r in results)  # merged shards: each flow's shard (reticle report merge)
     parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>%s</title><style>%s</style></head><body>" % (e(title), _REPORT_CSS),
              "<h1>%s</h1>" % e(title),
@@ -9499,19 +9503,22 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
                  len(results), code, datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
                  e(__version__)),
              "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th><th>teeth</th>"
-             "</tr>"]
+             "%s</tr>" % ("<th>shard</th>" if sharded else "")]
     for r in results:
         parts.append('<tr><td><a href="#flow-%s">%s</a></td><td>%d</td><td class="%s">%s</td><td>%.2f s</td>'
-                     '<td>%s</td><td class="%s">%s</td></tr>' % (
+                     '<td>%s</td><td class="%s">%s</td>%s</tr>' % (
                          e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
                          e(r["verified"]), r.get("ms", 0) / 1000.0, e(r.get("error") or r.get("because") or ""),
-                         "no toothless" if r.get("toothless") else "yes", e(_teeth_cell(r))))
+                         "no toothless" if r.get("toothless") else "yes", e(_teeth_cell(r)),
+                         '<td class="shard">%s</td>' % e(str(r.get("shard", ""))) if sharded else ""))
     parts.append("</table>")
     for r in results:
         parts.append('<section id="flow-%s" class="flow"><h2>%s <span class="%s">%s</span></h2>' % (
             e(r["name"]), e(r["name"]), e(r["verified"]), e(r["verified"])))
         if r.get("startUrl"):
             parts.append("<p>start: <code>%s</code></p>" % e(r["startUrl"]))
+        if r.get("shard"):
+            parts.append("<p>shard: %s</p>" % e(str(r["shard"])))
         if r.get("error"):
             parts.append('<p class="error">setup error: %s</p>' % e(r["error"]))
         if r.get("steps"):
@@ -9551,6 +9558,152 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+# -- shards of `reticle verify` and their merge: pure functions -----------------------------------
+# `verify --shard I/N` runs one of N disjoint parts of the selected flows (one CI job each);
+# `reticle report merge` joins the parts' `--json` results into one run's reports and exit code.
+
+SHARD_MAX = 256                      # the largest N of --shard I/N
+RESULTS_MAX_BYTES = 256 << 20        # a results file (`--json` output, screenshots inline) read by merge/--durations
+
+
+def _hash64(*parts: str) -> int:
+    """A hash that is the same in every process and on every machine (unlike hash())."""
+    return int.from_bytes(hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).digest()[:8], "big")
+
+
+def _shard_plan(names: List[str], n: int, durations: Optional[Dict[str, float]] = None) -> List[int]:
+    """The shard (0 .. n-1) of each flow in `names`: a pure function of the multiset of names, `n` and
+    `durations`, so every CI job computes the same split whatever the order of the list.
+    Without durations (bounded-load rendezvous hashing): each flow ranks the shards by a hash of
+    (its name, the shard) and takes the first one not yet full (floor(len/n) flows, or one more
+    while fewer than len % n shards hold more), the flows taken in the order of a hash of their
+    names.  Shards differ by at most one flow, and adding or removing a flow moves few others (a
+    plain hash moves none but leaves shards uneven; a round-robin over a sorted list moves most).
+    With durations (milliseconds per name, from a previous run): longest first, each flow to the
+    shard with the least time so far, ties to the flow's preferred shard; a flow the file does not
+    know counts as the median of the known ones."""
+    m = len(names)
+    out = [0] * m
+    if n <= 1 or not m:
+        return out
+
+    def ranks(i: int) -> List[int]:
+        return sorted(range(n), key=lambda s: (-_hash64(names[i], str(s)), s))
+    order = sorted(range(m), key=lambda i: (_hash64(names[i]), names[i], i))
+    known = [float(durations[x]) for x in names if durations and x in durations]
+    if not known:
+        low, extra = divmod(m, n)  # `extra` shards hold low + 1 flows, the others low
+        count = [0] * n
+        for i in order:
+            big = sum(1 for c in count if c > low)
+            out[i] = next(s for s in ranks(i) if count[s] < low or (count[s] == low and big < extra))
+            count[out[i]] += 1
+        return out
+    middle = sorted(known)[len(known) // 2]
+    weight = [float(durations[x]) if durations and x in durations else middle for x in names]
+    load = [0.0] * n
+    for i in sorted(order, key=lambda i: -weight[i]):  # stable: equal weights keep the hash order
+        pref = ranks(i)
+        out[i] = min(range(n), key=lambda s: (load[s], pref.index(s)))
+        load[out[i]] += weight[i]
+    return out
+
+
+def _durations_of(doc: Any) -> Dict[str, float]:
+    """Milliseconds per flow name from a previous run's `--json` results (of verify or of a merge);
+    ValueError naming what is wrong otherwise."""
+    flows = doc.get("flows") if isinstance(doc, dict) else None
+    if not isinstance(flows, list):
+        raise ValueError("it is not the --json output of `reticle verify` or `reticle report merge` "
+                         "(an object with a `flows` list)")
+    out: Dict[str, float] = {}
+    for r in flows:
+        if isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("ms"), (int, float)) \
+                and not isinstance(r.get("ms"), bool) and 0 <= r["ms"] < float("inf"):
+            out[r["name"]] = float(r["ms"]) + out.get(r["name"], 0.0)
+    return out
+
+
+def _merge_error(name: str, error: str) -> dict:
+    return {"name": name, "verified": "error", "steps": [], "ms": 0, "error": error}
+
+
+def _merge_shards(docs: List[Tuple[str, Any]]) -> List[dict]:
+    """The results of one run from its shards' `--json` results ((file, parsed JSON) each), in the
+    unsharded order, each flow marked with its `shard` ("i/n").  Anything that would make the merged
+    verdict differ from one run's is an error result (exit 3), never dropped: a file that is not
+    shard results, shards of different sizes or flow selections, a shard missing or given twice, a
+    flow that ran in no shard or in two."""
+    problems: List[str] = []
+    seen: Dict[int, str] = {}
+    totals = set()
+    selections: Dict[str, List[str]] = {}
+    parts: List[Tuple[str, List[dict]]] = []
+    for path, doc in docs:
+        info = doc.get("shard") if isinstance(doc, dict) else None
+        flows = doc.get("flows") if isinstance(doc, dict) else None
+        if not isinstance(flows, list) or not all(isinstance(r, dict) and isinstance(r.get("name"), str)
+                                                  and isinstance(r.get("verified"), str) for r in flows):
+            problems.append("%s is not `reticle verify --json` output (an object with a `flows` list)" % path)
+            continue
+        if not isinstance(info, dict) or not isinstance(info.get("index"), int) or not isinstance(
+                info.get("total"), int) or not isinstance(info.get("selected"), list):
+            if len(docs) > 1:
+                problems.append("%s holds no `shard` (was it run with --shard I/N?)" % path)
+                continue
+            info = {"index": 1, "total": 1, "selected": [r["name"] for r in flows]}
+        totals.add(info["total"])
+        if info["index"] in seen:
+            problems.append("shard %d/%d is given twice: %s and %s" % (info["index"], info["total"],
+                                                                      seen[info["index"]], path))
+            continue
+        seen[info["index"]] = path
+        selections[path] = [str(x) for x in info["selected"]]
+        parts.append(("%d/%d" % (info["index"], info["total"]), flows))
+    if len(totals) > 1:
+        problems.append("the files come from different shard counts (%s)" % ", ".join(
+            "/%d" % t for t in sorted(totals)))
+    elif totals:
+        total = totals.pop()
+        missing = [str(i) for i in range(1, total + 1) if i not in seen]
+        if missing:
+            problems.append("shard(s) %s of %d missing: no results file for them" % (", ".join(missing), total))
+    if len({tuple(v) for v in selections.values()}) > 1:
+        problems.append("the shards were split from different flow selections (%s): run every shard with the "
+                        "same FLOWS" % "; ".join("%s: %d flows" % (p, len(v)) for p, v in selections.items()))
+    selected = next(iter(selections.values()), [])
+    return _merge_flows(parts, selected) + [_merge_error("(merge)", p) for p in problems]
+
+
+def _merge_flows(parts: List[Tuple[str, List[dict]]], selected: List[str]) -> List[dict]:
+    """Each selected flow's one result (marked with its shard), in the selection's order; a flow that
+    ran in no shard or in more than one is an error result naming the shards; a result no shard
+    selected (a setup error about the run, such as a stranger on the port) is kept, once."""
+    by_name: Dict[str, List[dict]] = {}
+    extra: List[dict] = []
+    want = collections.Counter(selected)
+    for label, flows in parts:
+        for r in flows:
+            r = dict(r, shard=label)
+            if r["name"] in want:
+                by_name.setdefault(r["name"], []).append(r)
+            elif not any(x["name"] == r["name"] and x.get("error") == r.get("error") for x in extra):
+                extra.append(r)
+    out: List[dict] = []
+    for name in sorted(want, key=selected.index):
+        got = by_name.get(name, [])
+        if len(got) == want[name]:
+            out.extend(got)
+        elif not got:
+            out.append(_merge_error(name, "the flow ran in no shard (is a shard's results file missing?)"))
+        else:
+            out.append(_merge_error(name, "the flow ran %d times, in shards %s, where it was selected %d time(s): "
+                                          "the shards were not split alike (the same FLOWS and --durations file "
+                                          "in every job)" % (len(got), ", ".join(r["shard"] for r in got),
+                                                             want[name])))
+    return out + extra
 
 
 ###############################################################################
@@ -12644,6 +12797,15 @@ def _count_arg(text: str) -> int:
     return value
 
 
+def _shard_arg(text: str) -> Tuple[int, int]:
+    """An argparse type: I/N, 1 <= I <= N <= SHARD_MAX (a usage error naming what was given otherwise)."""
+    m = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)) <= SHARD_MAX:
+        raise argparse.ArgumentTypeError("%r is not a shard: give I/N with 1 <= I <= N <= %d, for example 2/4"
+                                         % (text, SHARD_MAX))
+    return int(m.group(1)), int(m.group(2))
+
+
 def _build_parser() -> argparse.ArgumentParser:
     """The `reticle` command line: one subparser per command with its options and help text.
     Parsing only; main() runs the command."""
@@ -12691,10 +12853,23 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--teeth", action="store_true",
                    help="replay each yes flow once more per write it made, that write answered 500: a flow still "
                         "yes is toothless (exit 4)")
+    p.add_argument("--shard", type=_shard_arg, default=None, metavar="I/N",
+                   help="run only part I of N of the selected flows (one CI job each; `reticle report merge` joins "
+                        "the parts' --json results)")
+    p.add_argument("--durations", default=None, metavar="FILE",
+                   help="with --shard: balance the parts by the flows' times in FILE, a previous run's --json output")
     p.add_argument("--teeth-max", type=_count_arg, default=TEETH_MAX_DEFAULT, metavar="N",
                    help="--teeth replays a flow at most N more times (default %d): the writes its checks look at "
                         "first, then in the order made; the rest are named as untested" % TEETH_MAX_DEFAULT)
     port_arg(p)
+    p = sub.add_parser("report", help="reports of `reticle verify` runs: `report merge` joins shards' results")
+    report = p.add_subparsers(dest="report_command", metavar="ACTION")
+    p = report.add_parser("merge", help="merge the --json results of `verify --shard` jobs into one run's reports "
+                                        "and exit code")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="shard results files, or folders of them (*.json)")
+    p.add_argument("--junit", default=None, metavar="FILE", help="write the merged JUnit XML to FILE")
+    p.add_argument("--report", default=None, metavar="FILE", help="write the merged HTML report to FILE")
+    p.add_argument("--json", action="store_true", help="print the merged results as JSON instead of a table")
     return parser
 
 
@@ -13013,6 +13188,20 @@ async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
     return out
 
 
+async def _verify_teeth_of(link: "_DaemonLink", args: dict, flow: dict, res: dict, limit: int,
+                           progress: Callable[[str], None]) -> None:
+    """`--teeth` for one flow that replayed yes: at most `limit` teeth replays (_teeth_plan), the
+    results in res["teeth"] and res["toothless"], the writes over the bound in res["teethUntested"]."""
+    chosen, untested = _teeth_plan(flow, res.get("writes") or [], limit)
+    res["teeth"] = await _verify_teeth(link, args, chosen, progress, res["name"])
+    res["toothless"] = [t["write"] for t in res["teeth"] if t["toothless"]]
+    res["teethMax"] = limit
+    if untested:
+        res["teethUntested"] = [_write_label(w) for w in untested]
+        progress("%s: %d write(s) left untested (over --teeth-max %d): %s" % (
+            res["name"], len(untested), limit, ", ".join(res["teethUntested"])))
+
+
 async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Optional[str], jobs: int,
                         progress: Callable[[str], None], teeth: Optional[int] = None) -> List[dict]:
     """Replay `flows` on up to `jobs` devices (one MCP session and one device per job, reused
@@ -13060,14 +13249,7 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                     res = dict(await _verify_call(link, "reticle_flow_replay", args))
                     res["name"] = name
                     if teeth is not None and res.get("verified") == "yes":
-                        chosen, untested = _teeth_plan(flow, res.get("writes") or [], teeth)
-                        res["teeth"] = await _verify_teeth(link, dict(args, fresh=True), chosen, progress, name)
-                        res["toothless"] = [t["write"] for t in res["teeth"] if t["toothless"]]
-                        res["teethMax"] = teeth
-                        if untested:
-                            res["teethUntested"] = [_write_label(w) for w in untested]
-                            progress("%s: %d write(s) left untested (over --teeth-max %d): %s" % (
-                                name, len(untested), teeth, ", ".join(res["teethUntested"])))
+                        await _verify_teeth_of(link, dict(args, fresh=True), flow, res, teeth, progress)
                     if res.get("verified") != "yes":
                         try:
                             shot = await _verify_call(link, "reticle_screenshot", {"sessionId": session_id})
@@ -13127,6 +13309,16 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
         sys.stderr.flush()
 
     flows, results = _verify_load(list(args.flows), root)
+    shard: Optional[dict] = None
+    if args.shard:
+        try:
+            flows, results, shard = _verify_shard(args.shard, args.durations, flows, results, progress)
+        except ValueError as exc:
+            sys.stderr.write("reticle verify: --durations %s: %s\n" % (args.durations, exc))
+            return 3
+    elif args.durations:
+        sys.stderr.write("reticle verify: --durations balances shards; give it with --shard I/N\n")
+        return 2
     started_here = False
     if flows:
         probe = await _probe_port(port)
@@ -13143,7 +13335,38 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
                                       args.teeth_max if args.teeth else None) + results
     if started_here:
         await _cli_stop(port, state)
-    code = _verify_exit(results)
+    # a shard that drew no flow (fewer flows than shards) has nothing to fail: the merge judges the run
+    code = 0 if shard is not None and not results else _verify_exit(results)
+    return _verify_output(args, results, code, t0, progress, shard)
+
+
+def _verify_shard(shard: Tuple[int, int], durations_file: Optional[str], flows: List[dict], errors: List[dict],
+                  progress: Callable[[str], None]) -> Tuple[List[dict], List[dict], dict]:
+    """`--shard I/N`: the flows (and the setup errors of flows that did not load) of part I, split by
+    _shard_plan over every selected name; ValueError for a --durations file that is not results."""
+    index, total = shard
+    durations: Optional[Dict[str, float]] = None
+    if durations_file:
+        try:
+            durations = _durations_of(_loads(_read_regular(durations_file, RESULTS_MAX_BYTES).decode("utf-8")))
+        except FileNotFoundError:  # the first run of a pipeline has no previous results: split by name
+            progress("--durations %s: no such file; the shards are split by name alone" % durations_file)
+        except UnicodeDecodeError as exc:
+            raise ValueError("the file is not UTF-8 (%s)" % exc) from None
+    items = [("flow", f) for f in flows] + [("error", e) for e in errors if e["name"] != "(none)"]
+    names = [str(x.get("name", "")) for _, x in items]
+    plan = _shard_plan(names, total, durations)
+    mine = [item for item, s in zip(items, plan) if s == index - 1]
+    progress("shard %d/%d: %d of %d flow(s)%s" % (index, total, len(mine), len(items),
+                                                  " balanced by the times in %s" % durations_file if durations else ""))
+    info = {"index": index, "total": total, "selected": names, "byDurations": bool(durations)}
+    return ([x for k, x in mine if k == "flow"], [x for k, x in mine if k == "error"]
+            + [e for e in errors if e["name"] == "(none)"], info)
+
+
+def _verify_output(args: argparse.Namespace, results: List[dict], code: int, t0: float,
+                   progress: Callable[[str], None], shard: Optional[dict] = None) -> int:
+    """The reports of a run (or of merged shards): --junit, --report, then --json or the table."""
     if args.junit:
         with open(args.junit, "w", encoding="utf-8") as fh:
             fh.write(_junit_xml(results))
@@ -13151,18 +13374,51 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
         with open(args.report, "w", encoding="utf-8") as fh:
             fh.write(_html_report(results))
     if args.json:
-        shown = [{k: v for k, v in r.items() if k != "screenshot"} for r in results]
-        sys.stdout.write(_dumps({"exitCode": code, "ms": round((time.monotonic() - t0) * 1000),
-                                 "flows": shown}) + "\n")
+        # a shard's results keep the screenshots, so the merged report shows them
+        shown = results if shard else [{k: v for k, v in r.items() if k != "screenshot"} for r in results]
+        doc: Dict[str, Any] = {"exitCode": code, "ms": round((time.monotonic() - t0) * 1000), "flows": shown}
+        if shard:
+            doc["shard"] = shard
+        sys.stdout.write(_dumps(doc) + "\n")
     else:
         sys.stdout.write(_verify_table(results) + "\n")
         counts = collections.Counter(r["verified"] for r in results)
-        sys.stdout.write("%s in %.1f s; exit %d\n" % (", ".join("%d %s" % (n, v) for v, n in sorted(counts.items())),
-                                                      time.monotonic() - t0, code))
+        sys.stdout.write("%s in %.1f s; exit %d\n" % (", ".join("%d %s" % (n, v) for v, n in sorted(counts.items()))
+                                                      or "no flows", time.monotonic() - t0, code))
     for path, what in ((args.junit, "JUnit XML"), (args.report, "HTML report")):
         if path:
             progress("%s written to %s" % (what, path))
     return code
+
+
+def _cli_report_merge(args: argparse.Namespace) -> int:
+    """`reticle report merge PATH...`: the shards' --json results as one run: its JUnit, HTML report,
+    table or JSON, and its exit code (_verify_exit; a gap or overlap among the shards is exit 3)."""
+    t0 = time.monotonic()
+
+    def progress(line: str) -> None:
+        sys.stderr.write("reticle report merge: %s\n" % line)
+        sys.stderr.flush()
+
+    files: List[str] = []
+    docs: List[Tuple[str, Any]] = []
+    for path in args.paths:
+        if os.path.isdir(path):
+            found = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".json"))
+            if not found:
+                docs.append((path, {"error": "no .json files"}))
+            files.extend(found)
+        else:
+            files.append(path)
+    for path in files:
+        try:
+            docs.append((path, _loads(_read_regular(path, RESULTS_MAX_BYTES).decode("utf-8"))))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            docs.append((path, {"error": str(exc)}))
+            progress("%s cannot be read: %s" % (path, exc))
+    results = _merge_shards(docs)
+    progress("%d file(s), %d flow(s)" % (len(files), len(results)))
+    return _verify_output(args, results, _verify_exit(results), t0, progress)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -13174,7 +13430,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     if not args.command:
         parser.print_usage(sys.stderr)
-        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop, token, demo, drive, verify or init\n")
+        sys.stderr.write("reticle: choose a command: serve, mcp, status, stop, token, demo, drive, verify, report or "
+                         "init\n")
         return 2
     try:
         state = _StateDir()
@@ -13208,6 +13465,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "verify":
             _setup_logging(logging.WARNING)
             return asyncio.run(_cli_verify(args, port, state))
+        if args.command == "report":
+            if args.report_command != "merge":
+                sys.stderr.write("reticle: choose an action: reticle report merge PATH...\n")
+                return 2
+            return _cli_report_merge(args)
         if args.command == "drive":
             _setup_logging(logging.WARNING)
             host = os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST

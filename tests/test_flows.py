@@ -514,3 +514,170 @@ def test_hostile_flow_files_are_setup_errors_not_crashes(tmp_path):
                                     "because": "page text \ufffe", "ms": 1}]}]
     ET.fromstring(reticle._junit_xml(results).encode("utf-8"))
     reticle._html_report(results).encode("utf-8")
+
+
+# -- `reticle verify --shard I/N` and `reticle report merge` (issue 31) ----------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_NAMES = st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True), min_size=0, max_size=40)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(names=_NAMES, n=st.integers(1, 9), timed=st.booleans(), data=st.data())
+def test_shards_are_disjoint_cover_every_flow_and_ignore_the_lists_order(names, n, timed, data):
+    import reticle
+    durations = None
+    if timed and names:
+        durations = {x: data.draw(st.integers(1, 60000)) for x in data.draw(st.lists(st.sampled_from(names)))}
+    plan = reticle._shard_plan(names, n, durations)
+    assert len(plan) == len(names) and all(0 <= s < n for s in plan)  # each flow in exactly one shard
+    parts = [[i for i, s in enumerate(plan) if s == k] for k in range(n)]
+    assert sorted(i for part in parts for i in part) == list(range(len(names)))
+    if not durations:
+        sizes = [len(p) for p in parts]
+        assert max(sizes) - min(sizes) <= 1, sizes
+    # the split is a function of the set of names, not of where a flow is in the list
+    shuffled = data.draw(st.permutations(list(range(len(names)))))
+    again = reticle._shard_plan([names[i] for i in shuffled], n, durations)
+    mine = collections_counter((names[i], plan[i]) for i in range(len(names)))
+    assert collections_counter((names[i], again[k]) for k, i in enumerate(shuffled)) == mine
+
+
+def collections_counter(pairs):
+    import collections
+    return collections.Counter(pairs)
+
+
+def test_adding_a_flow_moves_few_others_and_durations_balance_time():
+    import reticle
+    names = ["flow-%02d" % i for i in range(40)]
+    before = dict(zip(names, reticle._shard_plan(names, 4)))
+    after = dict(zip(["aaa-new"] + names, reticle._shard_plan(["aaa-new"] + names, 4)))
+    moved = [x for x in names if before[x] != after[x]]
+    assert len(moved) <= 5, moved  # a round-robin over a sorted list would move about 30 of 40
+    # 16 flows whose times differ 16-fold: the parts' times are within one flow's time of each other
+    ms = {"f%02d" % i: 1000 * (i + 1) for i in range(16)}
+    plan = reticle._shard_plan(list(ms), 4, ms)
+    loads = [sum(t for (x, t), s in zip(ms.items(), plan) if s == k) for k in range(4)]
+    assert max(loads) - min(loads) <= max(ms.values()), loads
+    plain = reticle._shard_plan(list(ms), 4)
+    plain_loads = [sum(t for (x, t), s in zip(ms.items(), plain) if s == k) for k in range(4)]
+    assert max(loads) <= max(plain_loads)
+
+
+def _shard_doc(index, total, selected, flows):
+    return {"exitCode": 0, "ms": 1, "flows": flows, "shard": {"index": index, "total": total, "selected": selected}}
+
+
+def _r(name, verified="yes"):
+    return {"name": name, "verified": verified, "ms": 5, "steps": [{"index": 0, "step": "x", "verified": verified}]}
+
+
+def test_merge_joins_shards_in_the_runs_order_and_names_every_gap_and_overlap():
+    import reticle
+    sel = ["a", "b", "c", "d"]
+    docs = [("s2.json", _shard_doc(2, 2, sel, [_r("b", "no"), _r("d")])),
+            ("s1.json", _shard_doc(1, 2, sel, [_r("c"), _r("a")]))]
+    merged = reticle._merge_shards(docs)
+    assert [(r["name"], r["verified"], r["shard"]) for r in merged] == [
+        ("a", "yes", "1/2"), ("b", "no", "2/2"), ("c", "yes", "1/2"), ("d", "yes", "2/2")]
+    assert reticle._verify_exit(merged) == 1
+    # a shard missing: its flows and the shard are named, exit 3
+    merged = reticle._merge_shards(docs[:1])
+    errors = {r["name"]: r["error"] for r in merged if r["verified"] == "error"}
+    assert "ran in no shard" in errors["a"] and "shard(s) 1 of 2 missing" in errors["(merge)"], errors
+    assert reticle._verify_exit(merged) == 3
+    # a flow in two shards (split with different --durations files), a shard given twice, another N
+    twice = reticle._merge_shards(docs + [("s1b.json", _shard_doc(1, 2, sel, [_r("b")]))])
+    errors = {r["name"]: r["error"] for r in twice if r["verified"] == "error"}
+    assert "shard 1/2 is given twice" in errors["(merge)"], errors
+    over = reticle._merge_shards([docs[0], ("s1.json", _shard_doc(1, 2, sel, [_r("a"), _r("b"), _r("c")]))])
+    assert "ran 2 times, in shards 2/2, 1/2" in {r["name"]: r.get("error") for r in over}["b"]
+    mixed = reticle._merge_shards([docs[0], ("s1.json", _shard_doc(1, 3, sel, [_r("a"), _r("c")]))])
+    assert any("different shard counts" in r.get("error", "") for r in mixed)
+    other = reticle._merge_shards([docs[0], ("s1.json", _shard_doc(1, 2, sel + ["e"], [_r("a"), _r("c"), _r("e")]))])
+    assert any("different flow selections" in r.get("error", "") for r in other)
+    # not results at all; one unsharded run alone merges to itself
+    bad = reticle._merge_shards([("x.json", {"hello": 1}), docs[0]])
+    assert any("x.json is not `reticle verify --json` output" in r.get("error", "") for r in bad)
+    alone = reticle._merge_shards([("run.json", {"exitCode": 0, "flows": [_r("a"), _r("b")]})])
+    assert [(r["name"], r["shard"]) for r in alone] == [("a", "1/1"), ("b", "1/1")]
+
+
+def test_a_shard_runs_its_part_of_the_flows_and_of_the_setup_errors(tmp_path):
+    import reticle
+    flows = [{"name": "f%d" % i} for i in range(7)]
+    errors = [reticle._merge_error("broken-%d" % i, "not JSON") for i in range(3)]
+    seen = []
+    for i in range(1, 4):
+        mine, errs, info = reticle._verify_shard((i, 3), None, flows, errors, lambda line: None)
+        seen += [f["name"] for f in mine] + [e["name"] for e in errs]
+        assert info["selected"] == ["f%d" % i for i in range(7)] + ["broken-%d" % i for i in range(3)]
+    assert sorted(seen) == sorted(["f%d" % i for i in range(7)] + ["broken-%d" % i for i in range(3)])
+    bad = tmp_path / "d.json"
+    bad.write_text('{"not": "results"}')
+    with pytest.raises(ValueError, match="--json output"):
+        reticle._verify_shard((1, 2), str(bad), flows, [], lambda line: None)
+    # the first run of a pipeline has no previous results: split by name, said on stderr
+    said = []
+    mine, _, info = reticle._verify_shard((1, 2), str(tmp_path / "none.json"), flows, [], said.append)
+    assert "no such file" in said[0] and info["byDurations"] is False
+
+
+def test_sharded_verify_merged_equals_one_run(tmp_path):
+    """The README's CI steps as processes: start the app, `verify --shard i/3 --json > shard-i.json`
+    in three jobs at once (each its own daemon, as on its own CI machine), `report merge`: the same
+    verdicts and exit code as one unsharded run, each flow's shard, and the failure's screenshot."""
+    from _harness import free_port
+    project = tmp_path / "app"
+    forms = FormsApp("http://127.0.0.1:%d" % free_port())
+    with contextlib.ExitStack() as stack:
+        app = _keep(stack, AppServer(forms.routes()))
+        for i in range(5):
+            _write_flow(project, "shows-%d" % i, app.url + "/login", [{"assert": {"kind": "text", "contains": "Log in"}}])
+        _write_flow(project, "missing-text", app.url + "/login", [{"assert": {"kind": "text", "contains": "Nope"}}])
+        one = _verify(project, tmp_path / "state-one", free_port(), "--json")
+        _exits(one, 1)
+        results = tmp_path / "results"
+        results.mkdir()
+        jobs = []
+        for i in (1, 2, 3):
+            environ = daemon_env(tmp_path / ("state-%d" % i), RETICLE_PORT=str(free_port()))
+            out = open(str(results / ("shard-%d.json" % i)), "w")
+            stack.callback(out.close)
+            jobs.append(subprocess.Popen([sys.executable, RETICLE_PY, "verify", "--shard", "%d/3" % i, "--json",
+                                          "--junit", str(results / ("junit-%d.xml" % i))], cwd=str(project),
+                                         env=environ, stdout=out, stderr=subprocess.PIPE, text=True))
+        errs = [job.communicate(timeout=240)[1] for job in jobs]
+        codes = [job.returncode for job in jobs]
+        assert sorted(codes) == [0, 0, 1], (codes, errs)
+        shards = [json.loads((results / ("shard-%d.json" % i)).read_text()) for i in (1, 2, 3)]
+        ran = [f["name"] for s in shards for f in s["flows"]]
+        assert sorted(ran) == sorted(f["name"] for f in json.loads(one.stdout)["flows"])  # each exactly once
+        merged_xml, merged_html = tmp_path / "merged.xml", tmp_path / "merged.html"
+        merge = subprocess.run([sys.executable, RETICLE_PY, "report", "merge", str(results), "--json", "--junit",
+                                str(merged_xml), "--report", str(merged_html)], capture_output=True, text=True,
+                               timeout=60)
+        merged = json.loads(merge.stdout)
+        unsharded = json.loads(one.stdout)
+        assert merge.returncode == one.returncode == merged["exitCode"] == unsharded["exitCode"] == 1, merge.stderr
+        assert [(f["name"], f["verified"]) for f in merged["flows"]] == [
+            (f["name"], f["verified"]) for f in unsharded["flows"]]
+        where = {f["name"]: f["shard"] for f in merged["flows"]}
+        assert {s["shard"]["index"] for s in shards} == {1, 2, 3}
+        for s in shards:
+            assert all(where[f["name"]] == "%d/3" % s["shard"]["index"] for f in s["flows"])
+        suites = ET.parse(str(merged_xml)).getroot().findall("testsuite")
+        assert sorted(s.get("name") for s in suites) == sorted(where)
+        assert {s.get("name"): s.find("properties/property").get("value") for s in suites} == where
+        dom = _dump_dom(merged_html, tmp_path)
+        assert dom.count('class="shard"') == 6 and where["missing-text"] in dom
+        shots = re.findall(r'<img[^>]+src="data:image/png;base64,([A-Za-z0-9+/=]+)"', dom)
+        assert len(shots) == 1 and base64.b64decode(shots[0])[:8] == b"\x89PNG\r\n\x1a\n"
+        # the table form of the same merge, and a missing shard is exit 3 naming it
+        (results / "shard-2.json").unlink()
+        gap = subprocess.run([sys.executable, RETICLE_PY, "report", "merge", str(results)], capture_output=True,
+                             text=True, timeout=60)
+        assert gap.returncode == 3 and "shard(s) 2 of 3 missing" in gap.stdout, gap.stdout + gap.stderr
