@@ -13402,11 +13402,12 @@ def _cli_report_merge(args: argparse.Namespace) -> int:
 
     files: List[str] = []
     docs: List[Tuple[str, Any]] = []
+    unread: List[dict] = []
     for path in args.paths:
         if os.path.isdir(path):
             found = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".json"))
             if not found:
-                docs.append((path, {"error": "no .json files"}))
+                unread.append(_merge_error("(merge)", "the folder %s holds no .json results files" % path))
             files.extend(found)
         else:
             files.append(path)
@@ -13414,9 +13415,8 @@ def _cli_report_merge(args: argparse.Namespace) -> int:
         try:
             docs.append((path, _loads(_read_regular(path, RESULTS_MAX_BYTES).decode("utf-8"))))
         except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-            docs.append((path, {"error": str(exc)}))
-            progress("%s cannot be read: %s" % (path, exc))
-    results = _merge_shards(docs)
+            unread.append(_merge_error("(merge)", "%s cannot be read: %s" % (path, exc)))
+    results = _merge_shards(docs) + unread
     progress("%d file(s), %d flow(s)" % (len(files), len(results)))
     return _verify_output(args, results, _verify_exit(results), t0, progress)
 

@@ -681,3 +681,17 @@ def test_sharded_verify_merged_equals_one_run(tmp_path):
         gap = subprocess.run([sys.executable, RETICLE_PY, "report", "merge", str(results)], capture_output=True,
                              text=True, timeout=60)
         assert gap.returncode == 3 and "shard(s) 2 of 3 missing" in gap.stdout, gap.stdout + gap.stderr
+
+
+def test_report_merge_names_a_file_it_cannot_read_and_exits_3(tmp_path, capsys):
+    import reticle
+    sel = ["a", "b"]
+    (tmp_path / "shard-1.json").write_text(json.dumps(_shard_doc(1, 2, sel, [_r("a")])))
+    (tmp_path / "shard-2.json").write_text(json.dumps(_shard_doc(2, 2, sel, [_r("b")])))
+    assert reticle.main(["report", "merge", str(tmp_path), "--json"]) == 0
+    assert [f["shard"] for f in json.loads(capsys.readouterr().out)["flows"]] == ["1/2", "2/2"]
+    os.mkfifo(str(tmp_path / "stuck.json"))  # never opened to wait for a writer
+    assert reticle.main(["report", "merge", str(tmp_path)]) == 3
+    out = capsys.readouterr().out
+    assert "stuck.json cannot be read: it is a FIFO" in out, out
+    assert reticle.main(["report"]) == 2 and "reticle report merge PATH" in capsys.readouterr().err
