@@ -4,6 +4,7 @@ with real Chromium, a real daemon and a real MCP client against the server-rende
 server: what was posted, what was stored."""
 
 import base64
+import collections
 import contextlib
 import json
 import os
@@ -541,13 +542,8 @@ def test_shards_are_disjoint_cover_every_flow_and_ignore_the_lists_order(names, 
     # the split is a function of the set of names, not of where a flow is in the list
     shuffled = data.draw(st.permutations(list(range(len(names)))))
     again = reticle._shard_plan([names[i] for i in shuffled], n, durations)
-    mine = collections_counter((names[i], plan[i]) for i in range(len(names)))
-    assert collections_counter((names[i], again[k]) for k, i in enumerate(shuffled)) == mine
-
-
-def collections_counter(pairs):
-    import collections
-    return collections.Counter(pairs)
+    mine = collections.Counter((names[i], plan[i]) for i in range(len(names)))
+    assert collections.Counter((names[i], again[k]) for k, i in enumerate(shuffled)) == mine
 
 
 def test_adding_a_flow_moves_few_others_and_durations_balance_time():
