@@ -8862,12 +8862,14 @@ _FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a charact
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-def _read_regular(path: str, cap: int) -> bytes:
+def _read_regular(path: str, cap: int, follow: bool = False) -> bytes:
     """The bytes of a project file Reticle reads, opened without blocking: O_NONBLOCK (opening a FIFO
-    never waits for a writer), O_NOFOLLOW (a symbolic link is refused), then fstat on the open file, so
-    anything but a regular file (a FIFO, a device node, a socket) is refused unread, as is one over
-    `cap` bytes.  ValueError naming what the file is; FileNotFoundError when there is none."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    never waits for a writer), O_NOFOLLOW unless `follow` (a path the user typed may be a link; a file
+    found in the project may not), then fstat on the open file, so anything but a regular file (a FIFO,
+    a device node, a socket) is refused unread, as is one over `cap` bytes.  ValueError naming what the
+    file is; FileNotFoundError when there is none."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | (
+        0 if follow else getattr(os, "O_NOFOLLOW", 0))
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
@@ -8899,11 +8901,11 @@ def _read_regular(path: str, cap: int) -> bytes:
     return data
 
 
-def _load_flow_file(path: str) -> Any:
+def _load_flow_file(path: str, follow: bool = False) -> Any:
     """A flow file's JSON: a regular file (see _read_regular) of at most FLOW_MAX_BYTES, nested at most
     MAX_JSON_DEPTH levels, strict JSON; ValueError otherwise (never a RecursionError, never minutes of
     parsing, never a wait on a FIFO)."""
-    data = _read_regular(path, FLOW_MAX_BYTES)
+    data = _read_regular(path, FLOW_MAX_BYTES, follow)
     try:
         return _loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -13136,7 +13138,7 @@ def _verify_load(names: List[str], root: str) -> Tuple[List[dict], List[dict]]:
     for item in expanded:
         try:
             if item.endswith(".json") or os.sep in item:
-                flow = _load_flow_file(item)
+                flow = _load_flow_file(item, follow=True)  # a path given on the command line may be a link
                 problems = _flow_problems(flow)
                 if problems:
                     raise ToolError("%s is not a Reticle flow: %s" % (item, "; ".join(problems)))
@@ -13348,7 +13350,7 @@ def _verify_shard(shard: Tuple[int, int], durations_file: Optional[str], flows: 
     durations: Optional[Dict[str, float]] = None
     if durations_file:
         try:
-            durations = _durations_of(_loads(_read_regular(durations_file, RESULTS_MAX_BYTES).decode("utf-8")))
+            durations = _durations_of(_loads(_read_regular(durations_file, RESULTS_MAX_BYTES, True).decode("utf-8")))
         except FileNotFoundError:  # the first run of a pipeline has no previous results: split by name
             progress("--durations %s: no such file; the shards are split by name alone" % durations_file)
         except UnicodeDecodeError as exc:
@@ -13413,7 +13415,7 @@ def _cli_report_merge(args: argparse.Namespace) -> int:
             files.append(path)
     for path in files:
         try:
-            docs.append((path, _loads(_read_regular(path, RESULTS_MAX_BYTES).decode("utf-8"))))
+            docs.append((path, _loads(_read_regular(path, RESULTS_MAX_BYTES, True).decode("utf-8"))))
         except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             unread.append(_merge_error("(merge)", "%s cannot be read: %s" % (path, exc)))
     results = _merge_shards(docs) + unread

@@ -414,7 +414,7 @@ def test_a_replayed_secret_is_saved_again_as_its_variable(world):
         mcp.call("reticle_close", {})
 
 
-def test_a_fifo_among_the_flows_stalls_no_client(world):
+def test_a_fifo_among_the_flows_stalls_no_client(world, tmp_path):
     """Issue 27 item 9: a FIFO named x.json in .reticle/flows is named, never opened to wait for a
     writer; the daemon serves another client meanwhile, and verify names it as a setup error."""
     import concurrent.futures
@@ -438,6 +438,14 @@ def test_a_fifo_among_the_flows_stalls_no_client(world):
         assert is_error and "FIFO" in data["error"], data
         got, errors = reticle._verify_load([str(folder / "x.json")], str(project))
         assert got == [] and errors[0]["name"] == "x" and "FIFO" in errors[0]["error"], errors
+        # a path typed on verify's command line may still be a link to a flow file (never to a FIFO)
+        (tmp_path / "good.json").write_text(json.dumps({"format": 1, "name": "good", "startUrl": "http://x/",
+                                                        "steps": [{"assert": {"kind": "text", "contains": "x"}}]}))
+        (tmp_path / "typed.json").symlink_to(tmp_path / "good.json")
+        (tmp_path / "pipe.json").symlink_to(fifo)
+        got, errors = reticle._verify_load([str(tmp_path / "typed.json"), str(tmp_path / "pipe.json")],
+                                           str(project))
+        assert [f["name"] for f in got] == ["good"] and "FIFO" in errors[0]["error"], errors
     finally:
         other.close()
         with contextlib.suppress(OSError):  # release a daemon that did open it (the code before the fix)
@@ -691,3 +699,4 @@ def test_report_merge_names_a_file_it_cannot_read_and_exits_3(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "stuck.json cannot be read: it is a FIFO" in out, out
     assert reticle.main(["report"]) == 2 and "reticle report merge PATH" in capsys.readouterr().err
+
