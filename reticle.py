@@ -12860,7 +12860,7 @@ def _build_parser() -> argparse.ArgumentParser:
                         "the parts' --json results)")
     p.add_argument("--durations", default=None, metavar="FILE",
                    help="with --shard: balance the parts by the flows' times in FILE, a previous run's --json output")
-    p.add_argument("--teeth-max", type=_count_arg, default=TEETH_MAX_DEFAULT, metavar="N",
+    p.add_argument("--teeth-max", type=_count_arg, default=None, metavar="N",
                    help="--teeth replays a flow at most N more times (default %d): the writes its checks look at "
                         "first, then in the order made; the rest are named as untested" % TEETH_MAX_DEFAULT)
     port_arg(p)
@@ -13321,6 +13321,9 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
     elif args.durations:
         sys.stderr.write("reticle verify: --durations balances shards; give it with --shard I/N\n")
         return 2
+    if args.teeth_max is not None and not args.teeth:
+        sys.stderr.write("reticle verify: --teeth-max bounds the replays of --teeth; give it with --teeth\n")
+        return 2
     started_here = False
     if flows:
         probe = await _probe_port(port)
@@ -13334,7 +13337,8 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
     if flows:
         progress("%d flow(s), %d job(s), project %s" % (len(flows), min(jobs, len(flows)), root))
         results = await _verify_flows(port, state, flows, args.url, jobs, progress,
-                                      args.teeth_max if args.teeth else None) + results
+                                      (TEETH_MAX_DEFAULT if args.teeth_max is None else args.teeth_max)
+                                      if args.teeth else None) + results
     if started_here:
         await _cli_stop(port, state)
     # a shard that drew no flow (fewer flows than shards) has nothing to fail: the merge judges the run

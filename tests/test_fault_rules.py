@@ -240,3 +240,5 @@ def test_teeth_max_takes_a_whole_number(capsys):
     assert "-1 is negative; give 0 or more" in capsys.readouterr().err
     assert reticle.main(["verify", "--teeth-max", "lots"]) == 2
     assert "'lots' is not a whole number" in capsys.readouterr().err
+    assert reticle.main(["verify", "--teeth-max", "3", "no-such-flow"]) == 2  # a bound of nothing
+    assert "give it with --teeth" in capsys.readouterr().err

@@ -699,4 +699,7 @@ def test_report_merge_names_a_file_it_cannot_read_and_exits_3(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "stuck.json cannot be read: it is a FIFO" in out, out
     assert reticle.main(["report"]) == 2 and "reticle report merge PATH" in capsys.readouterr().err
+    assert reticle.main(["verify", "--durations", str(tmp_path / "shard-1.json"), "nope"]) == 2
+    assert "give it with --shard I/N" in capsys.readouterr().err
+    assert reticle.main(["verify", "--shard", "0/2"]) == 2 and "1 <= I <= N" in capsys.readouterr().err
 
