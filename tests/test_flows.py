@@ -483,3 +483,186 @@ def test_hostile_flow_files_are_setup_errors_not_crashes(tmp_path):
                                     "because": "page text \ufffe", "ms": 1}]}]
     ET.fromstring(reticle._junit_xml(results).encode("utf-8"))
     reticle._html_report(results).encode("utf-8")
+
+
+# -- logged-in starts (issue 31): a setup flow's saved state -----------------------------------------
+
+class _SessionApp:
+    """A login form that makes a server-side session (an HttpOnly `sid` cookie), pages that need it,
+    and a welcome page that keeps a preference in localStorage: the truth is how many logins the
+    server saw, and `sessions` (clear it to invalidate every session, as a server restart would)."""
+
+    def __init__(self):
+        self.sessions = {}
+        self.logins = 0
+        self.refuse = False
+
+    def routes(self):
+        import tornado.web
+        app = self
+
+        class Base(tornado.web.RequestHandler):
+            def page(self, title, body):
+                self.set_header("Content-Type", "text/html; charset=utf-8")
+                self.finish("<!doctype html><html><head><title>%s</title></head><body><h1>%s</h1>%s</body></html>"
+                            % (title, title, body))
+
+            def user(self):
+                user = app.sessions.get(self.get_cookie("sid") or "")
+                if user is None:
+                    self.redirect("/login")
+                return user
+
+        class Login(Base):
+            def get(self):
+                self.page("Log in", '<form method="post" action="/login"><label for="u">Username</label>'
+                          '<input id="u" name="username"><label for="p">Password</label>'
+                          '<input id="p" name="password" type="password"><button>Log in</button></form>')
+
+            def post(self):
+                if app.refuse or self.get_body_argument("password", "") != PASSWORD:
+                    self.page("Log in", '<p role="alert">Wrong password</p>')
+                    return
+                app.logins += 1
+                sid = "sid-%s" % os.urandom(12).hex()
+                app.sessions[sid] = self.get_body_argument("username")
+                self.set_cookie("sid", sid, httponly=True, expires_days=1)
+                self.redirect("/welcome")
+
+        class Welcome(Base):
+            def get(self):
+                user = self.user()
+                if user:
+                    self.page("Welcome back", "<p>Hello %s</p><script>localStorage.setItem('pref', 'dark');"
+                              "</script>" % user)
+
+        class Account(Base):
+            def get(self):
+                user = self.user()
+                if user:
+                    self.page("Account", "<p>Signed in as %s</p>" % user)
+
+        return [(r"/login", Login), (r"/welcome", Welcome), (r"/account", Account), (r"/orders", Account)]
+
+
+AUTH_LOGIN = [
+    {"action": "fill", "target": {"label": "Username"}, "args": {"value": "vic"}},
+    {"action": "fill", "target": {"label": "Password"}, "args": {"value": "${%s}" % SECRET_ENV}, "secret": SECRET_ENV},
+    {"action": "click", "target": {"role": "button", "name": "Log in"},
+     "until": {"kind": "text", "contains": "Hello vic"}, "timeout_ms": 8000},
+]
+AUTH_USE = [
+    {"assert": {"kind": "text", "contains": "Signed in as vic"}},
+    {"assert": {"kind": "storage", "area": "local", "key": "pref", "equals": "dark"}},
+]
+
+
+def _write_auth_flows(project, app):
+    for name, start, steps, extra in (("login", "/login", AUTH_LOGIN, {"setup": True}),
+                                      ("account", "/account", AUTH_USE, {"auth": "login"}),
+                                      ("orders", "/orders", AUTH_USE, {"auth": "login"})):
+        folder = project / ".reticle" / "flows"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / (name + ".json")).write_text(json.dumps(dict({"format": 1, "name": name, "startUrl": app.url + start,
+                                                                "steps": steps}, **extra)))
+
+
+def _no_cookie_values(sessions, *texts):
+    for sid in sessions:
+        for text in texts:
+            assert sid not in text, "a session cookie's value leaked"
+
+
+def test_verify_runs_a_setup_flow_once_for_the_flows_that_use_its_state(tmp_path):
+    from _harness import free_port
+    port = free_port()
+    project = tmp_path / "app"
+    (project / ".git").mkdir(parents=True)  # init git-ignores .reticle/auth/ in a git project
+    site = _SessionApp()
+    secret = {SECRET_ENV: PASSWORD}
+    with contextlib.ExitStack() as stack:
+        app = _keep(stack, AppServer(site.routes()))
+        _write_auth_flows(project, app)
+        # the setup flow is not listed: verify runs it once, first, and both flows start from its state
+        run = _verify(project, tmp_path / "state", port, "account", "orders", "--jobs", "2", "--json", env=secret)
+        _exits(run, 0)
+        out = json.loads(run.stdout)
+        assert {f["name"]: f["verified"] for f in out["flows"]} == {"account": "yes", "orders": "yes", "login": "yes"}
+        assert site.logins == 1
+        state = project / ".reticle" / "auth" / "login.json"
+        assert oct(state.stat().st_mode & 0o777) == "0o600"
+        assert (project / ".reticle" / "auth" / ".gitignore").read_text().splitlines()[-1] == "*"
+        assert json.loads(state.read_text())["cookies"][0]["value"] in site.sessions
+        # listed among the flows, the setup flow is that one run, not a second
+        run = _verify(project, tmp_path / "state", port, "login", "account", "orders", "--jobs", "2", env=secret)
+        _exits(run, 0)
+        assert site.logins == 2
+        logs = [p.read_text(errors="replace") for p in tmp_path.glob("**/daemon-*.log")]
+        assert logs, "the daemon verify started has a log"
+        _no_cookie_values(site.sessions, run.stdout, run.stderr, out and json.dumps(out), *logs)
+        # the setup flow fails: the flows that need it are setup errors naming it, and no second login
+        site.refuse = True
+        run = _verify(project, tmp_path / "state", port, "account", "--json", env=secret)
+        _exits(run, 3)
+        rows = {f["name"]: f for f in json.loads(run.stdout)["flows"]}
+        assert rows["login"]["verified"] == "no" and rows["account"]["verified"] == "error"
+        assert "auth state login" in rows["account"]["error"], rows["account"]
+        # `reticle init` git-ignores the saved logins
+        git = subprocess.run([sys.executable, RETICLE_PY, "init", "--yes"], cwd=str(project), capture_output=True,
+                             text=True, env=daemon_env(tmp_path / "state", RETICLE_PORT=str(port), HOME=str(tmp_path)))
+        assert ".reticle/auth/" in (project / ".gitignore").read_text(), (git.stdout, git.stderr)
+
+
+def test_an_expired_auth_state_is_made_again_or_named_as_the_cause(tmp_path):
+    project = tmp_path / "app"
+    site = _SessionApp()
+    answers = []
+    with contextlib.ExitStack() as stack:
+        project.mkdir()
+        daemon = _keep(stack, Daemon(tmp_path / "state", cwd=str(project),
+                                     env={SECRET_ENV: PASSWORD, "RETICLE_DEVICE_BUDGET": "40/600"}))
+        app = _keep(stack, AppServer(site.routes()))
+        _write_auth_flows(project, app)
+        mcp = _keep(stack, Mcp(daemon.url + "/mcp"))
+
+        def call(name, args):
+            data, is_error = mcp.call(name, args, timeout=120)
+            answers.append(json.dumps(data))
+            return data, is_error
+
+        opened, _ = call("reticle_open", {"url": app.url + "/login"})
+        sid = {"sessionId": opened["sessionId"]}
+        login, _ = call("reticle_flow_replay", dict(sid, name="login"))
+        assert login["verified"] == "yes" and login["authSaved"]["saved"] is True, login
+        assert site.logins == 1
+        # reticle_open {auth} starts logged in, storage and all
+        opened, err = call("reticle_open", {"url": app.url + "/account", "auth": "login"})
+        assert not err, opened
+        shown, _ = call("reticle_assert", dict(sid, predicate={"kind": "allOf",
+                                                               "predicates": [s["assert"] for s in AUTH_USE]}))
+        assert shown["verified"] == "yes", shown
+        assert site.logins == 1
+        # the server forgets every session: the flow fails at its first step, its setup runs again, the retry is yes
+        site.sessions.clear()
+        res, _ = call("reticle_flow_replay", dict(sid, name="account"))
+        assert res["verified"] == "yes" and res["authRemade"]["name"] == "login", res
+        assert site.logins == 2
+        # saved cookies that expired: made again before the flow starts
+        path = project / ".reticle" / "auth" / "login.json"
+        state = json.loads(path.read_text())
+        for c in state["cookies"]:
+            c["expires"] = time.time() - 60
+        path.write_text(json.dumps(state))
+        res, _ = call("reticle_flow_replay", dict(sid, name="orders"))
+        assert res["verified"] == "yes" and "expired" in res["authRemade"]["why"], res
+        assert site.logins == 3
+        # no login works any more: the cause is named
+        site.sessions.clear()
+        site.refuse = True
+        res, err = call("reticle_flow_replay", dict(sid, name="account"))
+        assert err and "auth state login no longer logs in" in res["error"], res
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+        with open(daemon.log_path, errors="replace") as fh:
+            daemon_log = fh.read()
+        _no_cookie_values(list(site.sessions) + [c["value"] for c in json.loads(path.read_text())["cookies"]],
+                          daemon_log, *answers)
