@@ -656,6 +656,14 @@ def test_an_expired_auth_state_is_made_again_or_named_as_the_cause(tmp_path):
         res, _ = call("reticle_flow_replay", dict(sid, name="orders"))
         assert res["verified"] == "yes" and "expired" in res["authRemade"]["why"], res
         assert site.logins == 3
+        # a flow whose first step fails on its own: its setup runs again once, and the failure stays the flow's
+        (project / ".reticle" / "flows" / "bob.json").write_text(json.dumps({
+            "format": 1, "name": "bob", "startUrl": app.url + "/account", "auth": "login",
+            "steps": [{"assert": {"kind": "text", "contains": "Signed in as bob"}}]}))
+        res, _ = call("reticle_flow_replay", dict(sid, name="bob"))
+        assert res["verified"] == "no" and res["authRemade"]["name"] == "login", res
+        assert "the failure is the flow's own" in res["because"] and "no longer logs in" not in res["because"], res
+        assert site.logins == 4
         # no login works any more: the cause is named
         site.sessions.clear()
         site.refuse = True
@@ -666,3 +674,74 @@ def test_an_expired_auth_state_is_made_again_or_named_as_the_cause(tmp_path):
             daemon_log = fh.read()
         _no_cookie_values(list(site.sessions) + [c["value"] for c in json.loads(path.read_text())["cookies"]],
                           daemon_log, *answers)
+
+
+# -- pytest --reticle-flows (issue 31): flows as pytest items -------------------------------------
+
+def _pytest_project(tmp_path, app):
+    """A project with a setup flow, a flow that starts from its state, and one that fails, plus a
+    site folder whose dist-info registers the plugin as setup.cfg does (the pytest11 entry point)."""
+    project = tmp_path / "app"
+    _write_auth_flows(project, app)
+    folder = project / ".reticle" / "flows"
+    (folder / "orders.json").unlink()
+    (folder / "broken.json").write_text(json.dumps({"format": 1, "name": "broken", "startUrl": app.url + "/login",
+                                                    "steps": [{"assert": {"kind": "text", "contains": "Signed in"}}]}))
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "test_plain.py").write_text("def test_plain():\n    assert True\n")
+    dist = tmp_path / "site" / "reticle_pytest_entry-0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: reticle-pytest-entry\nVersion: 0\n")
+    with open(os.path.join(os.path.dirname(RETICLE_PY), "setup.cfg")) as fh:
+        entry = re.search(r"pytest11 =\s*\n\s*(reticle = \S+)", fh.read()).group(1)
+    (dist / "entry_points.txt").write_text("[pytest11]\n%s\n" % entry)
+    return project
+
+
+def _pytest(project, tmp_path, port, *argv):
+    env = daemon_env(tmp_path / "state", RETICLE_PORT=str(port), **{SECRET_ENV: PASSWORD})
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "site"), os.path.dirname(RETICLE_PY)])
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA"] + list(argv),
+                          cwd=str(project), env=env, capture_output=True, text=True, timeout=300)
+
+
+def _cases(junit):
+    out = {}
+    for case in ET.parse(str(junit)).getroot().iter("testcase"):
+        failure = case.find("failure")
+        out[case.get("name")] = None if failure is None else failure.get("message") + (failure.text or "")
+    return out
+
+
+def test_pytest_reticle_flows_runs_the_flows_as_items_with_xdist_too(tmp_path):
+    from _harness import free_port
+    port = free_port()
+    site = _SessionApp()
+    with contextlib.ExitStack() as stack:
+        app = _keep(stack, AppServer(site.routes()))
+        project = _pytest_project(tmp_path, app)
+        # without --reticle-flows the plugin does nothing: no flow item, no daemon, no login
+        run = _pytest(project, tmp_path, port, "-q")
+        assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+        assert "reticle flow" not in run.stdout and site.logins == 0 and get_port_free(port)
+
+        junit = tmp_path / "junit.xml"
+        run = _pytest(project, tmp_path, port, "--reticle-flows", "--junitxml", str(junit))
+        assert run.returncode == 1, run.stdout + run.stderr
+        cases = _cases(junit)
+        assert set(cases) == {"test_plain", "login", "account", "broken"}, cases
+        assert cases["login"] is None and cases["account"] is None and cases["test_plain"] is None
+        assert "verified: no" in cases["broken"] and "Signed in" in cases["broken"], cases["broken"]
+        assert "PASSED .reticle/flows/login.json::login" in run.stdout, run.stdout
+        assert site.logins == 1  # the setup flow's item, first; the others start from its state
+        wait_until(lambda: get_port_free(port), 15, what="the daemon the run started to stop")
+
+        run = _pytest(project, tmp_path, port, "--reticle-flows", "-n", "2", "--junitxml", str(junit))
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert "gw0" in run.stdout or "gw1" in run.stdout, run.stdout
+        cases = _cases(junit)
+        assert {k: v is None for k, v in cases.items()} == {"test_plain": True, "login": True, "account": True,
+                                                            "broken": False}, cases
+        assert site.logins == 2
+        wait_until(lambda: get_port_free(port), 15, what="the daemon the run started to stop")
+        _no_cookie_values(site.sessions, run.stdout, run.stderr, junit.read_text())
