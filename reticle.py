@@ -13144,16 +13144,33 @@ def _verify_setups(flows: List[dict], root: str) -> Tuple[List[dict], List[dict]
     return extra + flows, errors
 
 
-async def _verify_auth(flow: dict, setups: Dict[str, dict], made: Dict[str, "asyncio.Future[str]"]) -> List[str]:
-    """Before a flow that starts from auth state NAME: wait for this run's one replay of setup flow
-    NAME (a setup error when it was not yes) -> the secrets that setup flow types."""
+def _verify_setup_waits(flows: List[dict]) -> Tuple[Dict[str, dict], Dict[str, "asyncio.Future[str]"]]:
+    """The setup flows among `flows` by name, and a future per setup flow another flow starts from:
+    set to its verdict when this run's one replay of it is over."""
+    setups = {f["name"]: f for f in flows if f.get("setup")}
+    loop = asyncio.get_running_loop()
+    return setups, {n: loop.create_future() for n in setups if any(f.get("auth") == n for f in flows)}
+
+
+async def _verify_args(flow: dict, setups: Dict[str, dict], made: Dict[str, "asyncio.Future[str]"]) -> dict:
+    """reticle_flow_replay's `flow`, `secrets` and `setupFlow` for a flow: the secrets it types (and,
+    for one that starts from auth state NAME, its setup flow NAME types too, after this run's one
+    replay of it: a setup error when that was not yes), read from this process's environment,
+    RETICLE_SECRET_* only."""
+    steps = list(flow["steps"])
     name = flow.get("auth")
-    if not name or flow.get("setup") or name not in made:
-        return []
-    outcome = await asyncio.shield(made[name])
-    if outcome != "yes":
-        raise ToolError("auth state %s: its setup flow %s is %s in this run" % (name, name, outcome))
-    return [n for s in setups[name]["steps"] for n in _secret_refs(s.get("args") or {})]
+    if name and not flow.get("setup") and name in made:
+        outcome = await asyncio.shield(made[name])
+        if outcome != "yes":
+            raise ToolError("auth state %s: its setup flow %s is %s in this run" % (name, name, outcome))
+        steps += setups[name]["steps"]
+    names = sorted({n for s in steps for n in _secret_refs(s.get("args") or {})})
+    args: Dict[str, Any] = {"flow": flow}
+    if names:
+        args["secrets"] = {n: _fill_secrets("${%s}" % n, {}) for n in names}
+    if name in setups and not flow.get("setup"):
+        args["setupFlow"] = setups[name]
+    return args
 
 
 async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: float = 300.0) -> dict:
@@ -13203,9 +13220,7 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
     queue = sorted(enumerate(flows), key=lambda item: (not item[1].get("setup"), item[0]))  # setup flows first
     total = len(flows)
     done = [0]
-    setups = {f["name"]: f for f in flows if f.get("setup")}
-    made: Dict[str, "asyncio.Future[str]"] = {n: asyncio.get_running_loop().create_future()
-                                              for n in setups if any(f.get("auth") == n for f in flows)}
+    setups, made = _verify_setup_waits(flows)
 
     async def worker(n: int) -> None:
         """One job: replay flows taken off the shared queue on its own MCP link and device (opened on the
@@ -13224,19 +13239,12 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                 try:
                     # the secrets come from this process's environment, RETICLE_SECRET_* only; the daemon
                     # types each one only into the origin the flow recorded it on
-                    own = [n for s in flow["steps"] for n in _secret_refs(s.get("args") or {})]
-                    names = sorted(set(own + await _verify_auth(flow, setups, made)))
-                    given = {n: _fill_secrets("${%s}" % n, {}) for n in names}
+                    args = await _verify_args(flow, setups, made)
                     start = _start_url(flow, url)
                     if not start:
                         raise ToolError("the flow %s has no startUrl; pass --url" % name)
                     # every flow starts clean: a job's next flow reuses its browser in a new, empty
                     # context, so no flow sees the cookies or storage another one left
-                    args: Dict[str, Any] = {"flow": flow}
-                    if given:
-                        args["secrets"] = given
-                    if flow.get("auth") in setups:
-                        args["setupFlow"] = setups[flow["auth"]]
                     if session_id is None:
                         session_id = (await _verify_call(link, "reticle_open", {"url": start}))["sessionId"]
                     else:
