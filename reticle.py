@@ -9469,13 +9469,22 @@ async def _replay_flow(hub: "Hub", session: "_BrowserSession", flow: dict, url: 
     with `auth` starts, in a fresh context, from its setup flow's saved state; when there is none or
     its cookies expired, the setup flow (`setup_flow`, else the saved one) makes it first.  A flow
     that fails at its first step from a state made before this replay is retried once after its
-    setup flow made the state again; a second failure names the state as the likely cause."""
+    setup flow made the state again (a second failure there: _auth_cause)."""
     name = flow.get("auth")
-    if not name:
-        out = await _replay(hub, session, flow, url, ctx, fresh, secrets_in)
-        if flow.get("setup") and out["verified"] == "yes":
-            out["authSaved"] = await _keep_auth(hub, session, str(flow.get("name")))
-        return out
+    out = await _replay(hub, session, flow, url, ctx, fresh, secrets_in) if not name else \
+        await _replay_auth(hub, session, flow, url, ctx, secrets_in, setup_flow)
+    if flow.get("setup") and out["verified"] == "yes":
+        out["authSaved"] = await _keep_auth(hub, hub.bridge.get(session.id) or session, str(flow.get("name")))
+    return out
+
+
+async def _replay_auth(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+                       secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict]) -> dict:
+    """_replay_flow for a flow that starts from auth state `flow["auth"]`."""
+    name = flow["auth"]
+    if hub.devices.for_session(session.id) is None:
+        raise ToolError("the flow starts from the auth state %s, which needs a device: tab %s is not one Reticle "
+                        "started" % (name, session.id), "open the app with reticle_open", setup=True)
     state = _load_auth_state(_project_dir(hub), name)
     remade = None
     if state is None or _auth_expired(state):

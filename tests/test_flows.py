@@ -641,6 +641,14 @@ def test_an_expired_auth_state_is_made_again_or_named_as_the_cause(tmp_path):
         shown, _ = call("reticle_assert", dict(sid, predicate={"kind": "allOf",
                                                                "predicates": [s["assert"] for s in AUTH_USE]}))
         assert shown["verified"] == "yes", shown
+        # a device of its own (a spare, else a new browser) starts logged in too
+        call("reticle_close", sid)
+        opened, err = call("reticle_open", {"url": app.url + "/account", "auth": "login"})
+        assert not err and opened["started"] is True, opened
+        sid = {"sessionId": opened["sessionId"]}
+        shown, _ = call("reticle_assert", dict(sid, predicate={"kind": "allOf",
+                                                               "predicates": [s["assert"] for s in AUTH_USE]}))
+        assert shown["verified"] == "yes", shown
         assert site.logins == 1
         # the server forgets every session: the flow fails at its first step, its setup runs again, the retry is yes
         site.sessions.clear()
