@@ -8368,7 +8368,8 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
                                 "abort | delayMs, times?, ttlMs?}", setup=True)
             set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
         await hub.faults.sync(session.id)
-        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
+        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,
+                                 retry=False)
         out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
                          if f.id in set_ids]
         return out
@@ -9464,22 +9465,23 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
 
 async def _replay_flow(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
                        fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
-                       setup_flow: Optional[dict] = None) -> dict:
+                       setup_flow: Optional[dict] = None, retry: bool = True) -> dict:
     """_replay with logged-in starts.  A setup flow that ends yes saves its device's state.  A flow
     with `auth` starts, in a fresh context, from its setup flow's saved state; when there is none or
     its cookies expired, the setup flow (`setup_flow`, else the saved one) makes it first.  A flow
     that fails at its first step from a state made before this replay is retried once after its
-    setup flow made the state again (a second failure there: _auth_cause)."""
+    setup flow made the state again (a second failure there: _auth_cause), unless not `retry` (a
+    replay under faults, whose first step may fail on purpose)."""
     name = flow.get("auth")
     out = await _replay(hub, session, flow, url, ctx, fresh, secrets_in) if not name else \
-        await _replay_auth(hub, session, flow, url, ctx, secrets_in, setup_flow)
+        await _replay_auth(hub, session, flow, url, ctx, secrets_in, setup_flow, retry)
     if flow.get("setup") and out["verified"] == "yes":
         out["authSaved"] = await _keep_auth(hub, hub.bridge.get(session.id) or session, str(flow.get("name")))
     return out
 
 
 async def _replay_auth(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
-                       secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict]) -> dict:
+                       secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict], retry: bool) -> dict:
     """_replay_flow for a flow that starts from auth state `flow["auth"]`."""
     name = flow["auth"]
     if hub.devices.for_session(session.id) is None:
@@ -9492,7 +9494,7 @@ async def _replay_auth(hub: "Hub", session: "_BrowserSession", flow: dict, url: 
         state = await _remake_auth(hub, session, name, url, ctx, secrets_in, setup_flow, remade)
     session = hub.bridge.get(session.id) or session
     out = await _replay(hub, session, flow, url, ctx, True, secrets_in, auth=state)
-    if out["verified"] != "yes" and out.get("failedStep") == 0 and remade is None:
+    if out["verified"] != "yes" and out.get("failedStep") == 0 and remade is None and retry:
         remade = "the flow failed at its first step from it (%s)" % _short(str(out.get("because")), 300)
         state = await _remake_auth(hub, session, name, url, ctx, secrets_in, setup_flow, remade)
         session = hub.bridge.get(session.id) or session
