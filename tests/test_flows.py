@@ -635,6 +635,11 @@ def test_an_expired_auth_state_is_made_again_or_named_as_the_cause(tmp_path):
         login, _ = call("reticle_flow_replay", dict(sid, name="login"))
         assert login["verified"] == "yes" and login["authSaved"]["saved"] is True, login
         assert site.logins == 1
+        # saving the journey just verified as a setup flow saves its state too
+        saved, err = call("reticle_flow_save", dict(sid, name="login-again", setup=True))
+        assert not err and saved["authSaved"]["saved"] is True and saved["authSaved"]["cookies"] == 1, saved
+        assert json.loads((project / ".reticle" / "flows" / "login-again.json").read_text())["setup"] is True
+        assert oct((project / ".reticle" / "auth" / "login-again.json").stat().st_mode & 0o777) == "0o600"
         # reticle_open {auth} starts logged in, storage and all
         opened, err = call("reticle_open", {"url": app.url + "/account", "auth": "login"})
         assert not err, opened
