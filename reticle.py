@@ -45,7 +45,7 @@ Sections, in the order data flows (``grep -n '^# .*####' reticle.py``):
 Constants & logging | Errors | Utilities | Session signing | MCP protocol |
 Browser bridge | Devices | Predicates | Verdict rules | Tools | Flows |
 Server truth | HTTP handlers | WebSocket handler | Application factory |
-Server control | Init | CLI | Embedded assets | __main__ guard.
+Server control | Init | CLI | pytest plugin | Embedded assets | __main__ guard.
 
 In your Python app, in development (Server truth): ``app.wsgi_app =
 reticle.wsgi(app.wsgi_app)`` (Flask, any WSGI app), ``app = reticle.asgi(app)``
@@ -3356,6 +3356,7 @@ class _Device:
         self.context: Optional[str] = None       # a browser context of its own, after a fresh open
         self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
         self.started_at = time.time()
+        self.auth_pending: Optional[dict] = None  # a setup flow's saved state, restored by the next navigate
         self.url = ""
         self.closed = False
         self.closing: Optional["asyncio.Future[None]"] = None  # the one close in progress, every caller awaits it
@@ -3543,6 +3544,9 @@ class _Device:
             self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
 
     async def navigate(self, url: str) -> None:
+        if self.auth_pending is not None:  # a logged-in start: its cookies and storage before the first load
+            state, self.auth_pending = self.auth_pending, None
+            await _device_restore_state(self, state)
         result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
         if result.get("errorText"):
             raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
@@ -3561,6 +3565,68 @@ class _Device:
 
     async def layout(self) -> dict:
         return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
+
+
+# -- a logged-in start: a setup flow's browser state, read from and restored into a device over CDP --
+# The state is the context's cookies and the page origin's localStorage and sessionStorage.  It is
+# read in an isolated world and restored by a script in one (the page's own scripts see neither), and
+# it never enters a log, an answer or an error message.
+
+AUTH_WORLD = "reticle-auth"                # the isolated world that reads and restores a saved state
+_AUTH_MARK = "__reticle_auth_restored"     # sessionStorage key: this tab's origin got its saved storage
+_AUTH_COOKIE_KEYS = ("name", "value", "domain", "path", "secure", "httpOnly", "sameSite", "expires")
+_AUTH_READ_JS = """(function () {
+  function all(s) { var o = []; for (var i = 0; i < s.length; i++) { var k = s.key(i);
+    if (k !== %s) o.push([k, s.getItem(k)]); } return o; }
+  return {origin: location.origin, localStorage: all(localStorage), sessionStorage: all(sessionStorage)};
+})()"""
+_AUTH_RESTORE_JS = """(function (origins, mark) {
+  try {
+    if (sessionStorage.getItem(mark)) return;
+    for (var i = 0; i < origins.length; i++) {
+      var o = origins[i];
+      if (o.origin !== location.origin) continue;
+      (o.localStorage || []).forEach(function (kv) { localStorage.setItem(kv[0], kv[1]); });
+      (o.sessionStorage || []).forEach(function (kv) { sessionStorage.setItem(kv[0], kv[1]); });
+      sessionStorage.setItem(mark, "1");
+    }
+  } catch (e) {}
+})(/*__ORIGINS__*/[], /*__MARK__*/"")"""
+
+
+async def _device_read_state(device: "_Device") -> dict:
+    """A device's browser state: every cookie of its browser context, and the localStorage and
+    sessionStorage of its page's origin (read in an isolated world of the top document)."""
+    context = {"browserContextId": device.context} if device.context else {}
+    cookies = (await device.cdp.call("Storage.getCookies", context)).get("cookies") or []
+    kept = [{k: c[k] for k in _AUTH_COOKIE_KEYS if k in c and not (k == "expires" and c.get("session"))}
+            for c in cookies if isinstance(c, dict)]
+    world = await device.cdp.call("Page.createIsolatedWorld", {"frameId": device.target, "worldName": AUTH_WORLD},
+                                  device.page)
+    got = await device.cdp.call("Runtime.evaluate", {"expression": _AUTH_READ_JS % _dumps(_AUTH_MARK),
+                                                     "contextId": world.get("executionContextId"),
+                                                     "returnByValue": True}, device.page)
+    value = (got.get("result") or {}).get("value")
+    origins = [value] if isinstance(value, dict) and str(value.get("origin", "")).startswith("http") else []
+    return {"format": 1, "cookies": kept, "origins": origins}
+
+
+async def _device_restore_state(device: "_Device", state: dict) -> None:
+    """Before a load: set the saved cookies in the device's context, and register a script (in an
+    isolated world) that writes an origin's saved storage on that origin's first document of the tab."""
+    cookies = [{k: c[k] for k in _AUTH_COOKIE_KEYS if k in c} for c in state.get("cookies") or []
+               if isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("value"), str)]
+    if cookies:
+        params: Dict[str, Any] = {"cookies": cookies}
+        if device.context:
+            params["browserContextId"] = device.context
+        await device.cdp.call("Storage.setCookies", params)
+    origins = [o for o in state.get("origins") or [] if isinstance(o, dict) and isinstance(o.get("origin"), str)]
+    if origins:
+        source = (_AUTH_RESTORE_JS.replace("/*__ORIGINS__*/[]", _dumps(origins))
+                  .replace('/*__MARK__*/""', _dumps(_AUTH_MARK)))
+        await device.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": source, "worldName": AUTH_WORLD},
+                              device.page)
 
 
 class _StartBudget:
@@ -3836,16 +3902,16 @@ class _DeviceManager:
                         "one was used in the last %d s." % (self.max_devices, len(self.devices), DEVICE_EVICT_IDLE_S),
                         "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES")
 
-    async def open(self, key: str, url: str, headed: bool = False,
-                   viewport: Optional[Tuple[int, int]] = None, fresh: bool = False) -> Tuple[_Device, bool]:
+    async def open(self, key: str, url: str, headed: bool = False, viewport: Optional[Tuple[int, int]] = None,
+                   fresh: bool = False, auth: Optional[dict] = None) -> Tuple[_Device, bool]:
         """The caller's device on `url` (reused when it has one; in a new, empty browser context
-        when `fresh`) -> (device, started)."""
+        when `fresh`; starting from a setup flow's saved state `auth`) -> (device, started)."""
         viewport = viewport or DEVICE_VIEWPORT
         own = self.owned_by(key)
         if own is not None and not own.ready:
             raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it")
         if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
-            await self.load(own, url, fresh)
+            await self.load(own, url, fresh, auth)
             self.touch(key)
             return own, False
         if own is not None:
@@ -3862,6 +3928,7 @@ class _DeviceManager:
         if device is None:
             device = _Device(self, key, headed, viewport)
         device.owner = key
+        device.auth_pending = auth
         self.devices[device.id] = device
         self.touch(key)
         try:
@@ -3886,9 +3953,10 @@ class _DeviceManager:
             self.pool.top_up()
         return device, True
 
-    async def load(self, device: _Device, url: str, fresh: bool = False) -> _BrowserSession:
-        """Load `url` in a running device (first in a new, empty browser context when `fresh`)
-        and wait for its page to connect."""
+    async def load(self, device: _Device, url: str, fresh: bool = False,
+                   auth: Optional[dict] = None) -> _BrowserSession:
+        """Load `url` in a running device (first in a new, empty browser context when `fresh` or
+        when it starts from a setup flow's saved state `auth`) and wait for its page to connect."""
         if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
             # every load of a device, not only reticle_open's: a flow's startUrl may say file:, data:,
             # chrome: or view-source:, and a fresh replay must not open it
@@ -3900,8 +3968,9 @@ class _DeviceManager:
             session = self.hub.bridge.get(device.session_id)
             generation = session.generation if session is not None else -1
             try:
-                if fresh:
+                if fresh or auth is not None:
                     await device.fresh_context()
+                device.auth_pending = auth
                 await device.navigate(url)
             except _CdpError as exc:
                 raise ToolError("the device's browser did not answer (%s)." % exc,
@@ -8231,6 +8300,9 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
                             "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     if start:
         flow["startUrl"] = start
+    for key in ("setup", "auth"):
+        if args.get(key):
+            flow[key] = args[key]
     if _origin_of(start):
         steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
                  for s in steps]
@@ -8256,6 +8328,8 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     if names:
         out["secrets"] = names
         out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
+    if flow.get("setup") and session is not None and not args.get("steps"):
+        out["authSaved"] = await _keep_auth(hub, session, name)  # the login this journey just verified
     return out
 
 
@@ -8283,9 +8357,13 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
     else:
         raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
     given = args.get("secrets") or {}
+    setup = args.get("setupFlow")
+    if setup is not None and _flow_problems(setup):
+        raise ToolError("`setupFlow` is not a Reticle flow: %s" % "; ".join(_flow_problems(setup)),
+                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True)
     _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
     if not args.get("faults"):
-        return await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given)
+        return await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
     set_ids = []
     try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
         for i, spec in enumerate(args["faults"]):
@@ -8295,7 +8373,8 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
                                 "abort | delayMs, times?, ttlMs?}", setup=True)
             set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
         await hub.faults.sync(session.id)
-        out = await _replay(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given)
+        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,
+                                 retry=False)
         out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
                          if f.id in set_ids]
         return out
@@ -8365,11 +8444,20 @@ async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dic
     vp = args.get("viewport")
     started = time.monotonic()
     _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
+    auth = None
+    if args.get("auth"):
+        auth = _load_auth_state(_project_dir(hub), _flow_name(args["auth"]))
+        if auth is None:
+            raise ToolError("no saved auth state %r in the project" % args["auth"],
+                            "replay its setup flow (a flow with \"setup\": true) in a device first")
     device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
-                                                 (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")))
+                                                 (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
+                                                 auth)
+    if auth is not None and _auth_expired(auth):
+        _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
     return {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
             "started": started_now, "fresh": started_now or bool(args.get("fresh")),
-            "ms": round((time.monotonic() - started) * 1000),
+            "ms": round((time.monotonic() - started) * 1000), "auth": args.get("auth"),
             "headed": device.headed, "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
             "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
 
@@ -8590,7 +8678,9 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
         {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
          "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
                    "minItems": 1, "maxItems": FLOW_MAX_STEPS},
-         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID},
+         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID,
+         "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
+         "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"}},
         _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
     _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
         {}, _tool_flow_list, {}),
@@ -8603,6 +8693,7 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
          "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
                     "items": {"type": "object", "additionalProperties": False, "required": ["match"],
                               "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
+         "setupFlow": {"type": "object", "description": "the setup flow that makes the flow's auth state"},
          "sessionId": _SESSION_ID},
         _tool_flow_replay, {"name": "add-record"}),
     _ToolSpec("reticle_open",
@@ -8612,7 +8703,8 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
          "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
                       "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
                                      "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
-         "fresh": {"type": "boolean"}},
+         "fresh": {"type": "boolean"},
+         "auth": {"type": "string", "maxLength": 64, "description": "start logged in: a setup flow's saved state"}},
         _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
     _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
         {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
@@ -8673,6 +8765,7 @@ _FLOW_FILE = {
     "properties": {
         "format": {"const": FLOW_FORMAT}, "name": {"type": "string"}, "savedAt": {"type": "string"},
         "startUrl": {"type": "string"}, "note": {"type": "string"},
+        "setup": {"type": "boolean"}, "auth": {"type": "string", "pattern": _FLOW_NAME.pattern},
         "steps": {"type": "array", "items": _FLOW_STEP, "minItems": 1, "maxItems": FLOW_MAX_STEPS},
     },
     "additionalProperties": False,
@@ -8952,6 +9045,83 @@ def _list_flows(root: str) -> List[dict]:
             item["problem"] = "not readable as a flow: %s" % _short(str(exc), 160)
         out.append(item)
     return out
+
+
+# -- logged-in starts: a setup flow's saved state (.reticle/auth/<name>.json) ----------------------
+# A flow marked `"setup": true` that ends yes in a device saves the browser context's cookies and its
+# origin's storage under its own name; a flow with `"auth": NAME` (and reticle_open {auth}) starts from
+# it.  The file is the project's secret: mode 0600, its folder git-ignored, its contents never in an
+# answer, a log line or an error message.
+
+def _auth_path(root: str, name: str) -> str:
+    """The saved state of setup flow `name`, refused through symbolic links as a flow's file is."""
+    name = _flow_name(name)
+    folder = os.path.join(root, ".reticle", "auth")
+    for part in (os.path.dirname(folder), folder, os.path.join(folder, name + ".json")):
+        if os.path.islink(part):
+            raise ToolError("%s is a symbolic link; Reticle keeps saved logins only in the project's own "
+                            ".reticle/auth" % part, "replace the link with a folder (or file) of the project",
+                            setup=True)
+    return os.path.join(folder, name + ".json")
+
+
+def _save_auth_state(root: str, name: str, state: dict) -> str:
+    """Write a setup flow's state atomically, mode 0600, in a folder that git ignores (its own
+    .gitignore, written when the folder is made) -> the path."""
+    path = _auth_path(root, name)
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    ignore = os.path.join(folder, ".gitignore")
+    if not os.path.exists(ignore):
+        with open(ignore, "w", encoding="utf-8") as fh:
+            fh.write("# saved logins of Reticle's setup flows (cookies, storage): never commit them\n*\n")
+    saved = dict(state, name=name, savedAt=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    tmp = path + ".tmp-%s" % secrets.token_hex(3)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(_dumps(saved).encode("utf-8"))
+    os.replace(tmp, path)
+    return path
+
+
+def _load_auth_state(root: str, name: str) -> Optional[dict]:
+    """A setup flow's saved state, or None when there is none; a file that is not one is a setup
+    error (its contents are never quoted)."""
+    path = _auth_path(root, name)
+    try:
+        state = _load_flow_file(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ToolError("the saved auth state %s is not readable (%s)" % (path, type(exc).__name__),
+                        "delete it and replay the setup flow %s" % name, setup=True) from None
+    if not isinstance(state, dict) or not isinstance(state.get("cookies"), list):
+        raise ToolError("the saved auth state %s is not one Reticle wrote" % path,
+                        "delete it and replay the setup flow %s" % name, setup=True)
+    return state
+
+
+def _auth_expired(state: dict, now: Optional[float] = None) -> int:
+    """How many of a saved state's cookies have expired (a session cookie never does here)."""
+    now = time.time() if now is None else now
+    return sum(1 for c in state["cookies"] if isinstance(c, dict) and isinstance(c.get("expires"), (int, float))
+               and 0 < c["expires"] < now)
+
+
+async def _keep_auth(hub: "Hub", session: "_BrowserSession", name: str) -> dict:
+    """Save the state of the device behind `session` as setup flow `name`'s -> what an answer may say
+    of it (the name, the file, how many cookies and which origins; never a value)."""
+    device = hub.devices.for_session(session.id)
+    if device is None:
+        return {"name": name, "saved": False,
+                "note": "a setup flow's state is saved from a device only: open the app with reticle_open"}
+    try:
+        state = await _device_read_state(device)
+    except _CdpError as exc:
+        return {"name": name, "saved": False, "note": "the device's state could not be read (%s)" % exc}
+    path = _save_auth_state(_project_dir(hub), name, state)
+    return {"name": name, "saved": True, "path": path, "cookies": len(state["cookies"]),
+            "origins": [o["origin"] for o in state["origins"]]}
 
 
 def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]:
@@ -9261,8 +9431,9 @@ def _step_evidence(res: dict) -> Any:
     return out if len(text) <= 2000 else {"summary": _short(text, 2000)}
 
 
-async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str],
-                  ctx: "_CallContext", fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None) -> dict:
+async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+                  fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
+                  auth: Optional[dict] = None) -> dict:
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
     context when `fresh`), then every step in order.  The first step that is not `yes` stops
     the flow; the ones after it are `skipped`."""
@@ -9278,7 +9449,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
         if not start:
             raise ToolError("`fresh` needs a start: the flow has no startUrl", "pass url", setup=True)
         session.mark_navigation()
-        session = await hub.devices.load(device, start, fresh=True)
+        session = await hub.devices.load(device, start, fresh=True, auth=auth)
     elif start:
         nav = await _tool_navigate(hub, session, {"url": start}, ctx)
         if not nav.get("confirmed"):
@@ -9334,6 +9505,90 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     if not any("until" in s or "assert" in s for s in flow["steps"]):
         out["note"] = "this flow has no predicate: it shows the steps ran, not that they worked"
     return out
+
+
+async def _replay_flow(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+                       fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
+                       setup_flow: Optional[dict] = None, retry: bool = True) -> dict:
+    """_replay with logged-in starts.  A setup flow that ends yes saves its device's state.  A flow
+    with `auth` starts, in a fresh context, from its setup flow's saved state; when there is none or
+    its cookies expired, the setup flow (`setup_flow`, else the saved one) makes it first.  A flow
+    that fails at its first step from a state made before this replay is retried once after its
+    setup flow made the state again (a second failure there: _auth_cause), unless not `retry` (a
+    replay under faults, whose first step may fail on purpose)."""
+    name = flow.get("auth")
+    out = await _replay(hub, session, flow, url, ctx, fresh, secrets_in) if not name else \
+        await _replay_auth(hub, session, flow, url, ctx, secrets_in, setup_flow, retry)
+    if flow.get("setup") and out["verified"] == "yes":
+        out["authSaved"] = await _keep_auth(hub, hub.bridge.get(session.id) or session, str(flow.get("name")))
+    return out
+
+
+async def _replay_auth(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+                       secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict], retry: bool) -> dict:
+    """_replay_flow for a flow that starts from auth state `flow["auth"]`."""
+    name = flow["auth"]
+    if hub.devices.for_session(session.id) is None:
+        raise ToolError("the flow starts from the auth state %s, which needs a device: tab %s is not one Reticle "
+                        "started" % (name, session.id), "open the app with reticle_open", setup=True)
+    state = _load_auth_state(_project_dir(hub), name)
+    remade = None
+    if state is None or _auth_expired(state):
+        remade = "there was no saved state" if state is None else "its saved cookies expired"
+        state = await _remake_auth(hub, session, name, url, ctx, secrets_in, setup_flow, remade)
+    session = hub.bridge.get(session.id) or session
+    out = await _replay(hub, session, flow, url, ctx, True, secrets_in, auth=state)
+    if out["verified"] != "yes" and out.get("failedStep") == 0 and remade is None and retry:
+        remade = "the flow failed at its first step from it (%s)" % _short(str(out.get("because")), 300)
+        state = await _remake_auth(hub, session, name, url, ctx, secrets_in, setup_flow, remade)
+        session = hub.bridge.get(session.id) or session
+        out = await _replay(hub, session, flow, url, ctx, True, secrets_in, auth=state)
+        if out["verified"] != "yes" and out.get("failedStep") == 0:
+            out["because"] = _auth_cause(hub, out, name, setup_flow)
+    if remade is not None:
+        out["authRemade"] = {"name": name, "why": remade}
+    return out
+
+
+def _auth_cause(hub: "Hub", out: dict, name: str, setup_flow: Optional[dict]) -> str:
+    """Why a flow failed at its first step although its auth state was just made again: on the page
+    its setup flow starts at (the login page), the state no longer logs in; anywhere else the failure
+    is the flow's own, said with what was tried."""
+    device = hub.devices.for_session(out.get("sessionId"))
+    try:
+        setup = setup_flow if setup_flow is not None else _read_flow(_project_dir(hub), name)
+    except ToolError:
+        setup = {}
+    here = urllib.parse.urlsplit(device.url if device is not None else "")
+    login = urllib.parse.urlsplit(str(setup.get("startUrl") or ""))
+    if login.path and (here.netloc, here.path) == (login.netloc, login.path):
+        return ("auth state %s no longer logs in: made again by its setup flow, the flow still starts on the "
+                "setup flow's page %s: %s" % (name, login.path, out.get("because")))
+    return ("%s (the auth state %s was made again by its setup flow and the flow retried: the failure is the "
+            "flow's own)" % (out.get("because"), name))
+
+
+async def _remake_auth(hub: "Hub", session: "_BrowserSession", name: str, url: Optional[str], ctx: "_CallContext",
+                       secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict], why: str) -> dict:
+    """Replay setup flow `name` in a fresh context and answer the state it saved; a setup error naming
+    the state when the setup flow is not yes."""
+    setup = setup_flow if setup_flow is not None else _read_flow(_project_dir(hub), name)
+    if setup.get("name") != name or not setup.get("setup"):
+        raise ToolError("the flow %r is not a setup flow, so it cannot make the auth state %r" % (setup.get("name"),
+                        name), 'mark the flow %s with "setup": true (reticle_flow_save {setup: true})' % name,
+                        setup=True)
+    _progress_note("making the auth state %s with its setup flow (%s)" % (name, why))
+    res = await _replay(hub, session, setup, url, ctx, True, secrets_in)
+    if res["verified"] != "yes":
+        raise ToolError("auth state %s no longer logs in: %s, and its setup flow %s is %s: %s"
+                        % (name, why, name, res["verified"], res.get("because")),
+                        "replay the setup flow %s and fix what it shows" % name, setup=True)
+    kept = await _keep_auth(hub, hub.bridge.get(session.id) or session, name)
+    state = _load_auth_state(_project_dir(hub), name) if kept.get("saved") else None
+    if state is None:
+        raise ToolError("the auth state %s could not be saved: %s" % (name, kept.get("note")),
+                        "start flows that use auth in a device (reticle_open)", setup=True)
+    return state
 
 
 # -- reports of `reticle verify`: pure functions of the results (one dict per flow) ---------------
@@ -9689,6 +9944,8 @@ def _merge_flows(parts: List[Tuple[str, List[dict]]], selected: List[str]) -> Li
     for label, flows in parts:
         for r in flows:
             r = dict(r, shard=label)
+            if r["name"] in want and r.get("setupOnly"):
+                continue  # a shard ran it for its own flows; the shard that drew it reports it
             if r["name"] in want:
                 by_name.setdefault(r["name"], []).append(r)
             elif not any(x["name"] == r["name"] and x.get("error") == r.get("error") for x in extra):
@@ -12677,7 +12934,24 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         changes.append(change)
     if note:
         notes.append(note)
+    change = _gitignore_auth(root)
+    changes += [change] if change else []
     return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin)}
+
+
+def _gitignore_auth(root: str) -> Optional[_InitChange]:
+    """The project's .gitignore with `.reticle/auth/` (setup flows' saved logins) added, unless a
+    line already ignores it; None when there is nothing to add or no git here."""
+    path = os.path.join(root, ".gitignore")
+    if _outside_project(root, path) or not (os.path.exists(path) or os.path.isdir(os.path.join(root, ".git"))):
+        return None
+    old = _read_file_text(path)
+    lines = {ln.strip().lstrip("/").rstrip("/") for ln in (old or "").splitlines()}
+    if lines & {".reticle", ".reticle/auth", ".reticle/*", ".reticle/auth/*"}:
+        return None
+    new = (old or "") + ("\n" if old and not old.endswith("\n") else "") + \
+        "# Reticle: setup flows' saved logins (cookies, storage)\n.reticle/auth/\n"
+    return _InitChange(path, old, new, "git-ignores .reticle/auth/ (saved logins)")
 
 
 _SERVER_CHECK = ("to check it: run the app, click something in a tab with Reticle, then reticle_observe "
@@ -13152,6 +13426,50 @@ def _verify_load(names: List[str], root: str) -> Tuple[List[dict], List[dict]]:
     return flows, errors
 
 
+def _verify_setups(flows: List[dict], root: str) -> Tuple[List[dict], List[dict]]:
+    """The selected flows with the setup flows they start from (`auth`) that are not among them,
+    loaded from the project (-> (flows, setup errors as results)).  Each runs once in the run."""
+    listed = {f.get("name") for f in flows}
+    extra: List[dict] = []
+    errors: List[dict] = []
+    for name in sorted({f["auth"] for f in flows if f.get("auth")} - listed):
+        try:
+            extra.append(_read_flow(root, name))
+        except ToolError as exc:
+            errors.append({"name": name, "verified": "error", "steps": [], "ms": 0,
+                           "error": "the setup flow of auth state %s: %s" % (name, exc.error)})
+    return extra + flows, errors
+
+
+def _verify_setup_waits(flows: List[dict]) -> Tuple[Dict[str, dict], Dict[str, "asyncio.Future[str]"]]:
+    """The setup flows among `flows` by name, and a future per setup flow another flow starts from:
+    set to its verdict when this run's one replay of it is over."""
+    setups = {f["name"]: f for f in flows if f.get("setup")}
+    loop = asyncio.get_running_loop()
+    return setups, {n: loop.create_future() for n in setups if any(f.get("auth") == n for f in flows)}
+
+
+async def _verify_args(flow: dict, setups: Dict[str, dict], made: Dict[str, "asyncio.Future[str]"]) -> dict:
+    """reticle_flow_replay's `flow`, `secrets` and `setupFlow` for a flow: the secrets it types (and,
+    for one that starts from auth state NAME, its setup flow NAME types too, after this run's one
+    replay of it: a setup error when that was not yes), read from this process's environment,
+    RETICLE_SECRET_* only."""
+    steps = list(flow["steps"])
+    name = flow.get("auth")
+    if name and not flow.get("setup") and name in made:
+        outcome = await asyncio.shield(made[name])
+        if outcome != "yes":
+            raise ToolError("auth state %s: its setup flow %s is %s in this run" % (name, name, outcome))
+        steps += setups[name]["steps"]
+    names = sorted({n for s in steps for n in _secret_refs(s.get("args") or {})})
+    args: Dict[str, Any] = {"flow": flow}
+    if names:
+        args["secrets"] = {n: _fill_secrets("${%s}" % n, {}) for n in names}
+    if name in setups and not flow.get("setup"):
+        args["setupFlow"] = setups[name]
+    return args
+
+
 async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: float = 300.0) -> dict:
     """One tools/call through the daemon; a tool error raises ToolError with its message."""
     result = await asyncio.wait_for(link.request("tools/call", {"name": name, "arguments": args}), timeout)
@@ -13210,9 +13528,10 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
     from flow to flow, each flow in a fresh browser context) and answer one result per flow,
     in the order given; `teeth` is --teeth's bound (None: no teeth check)."""
     results: List[Optional[dict]] = [None] * len(flows)
-    queue = list(enumerate(flows))
+    queue = sorted(enumerate(flows), key=lambda item: (not item[1].get("setup"), item[0]))  # setup flows first
     total = len(flows)
     done = [0]
+    setups, made = _verify_setup_waits(flows)
 
     async def worker(n: int) -> None:
         """One job: replay flows taken off the shared queue on its own MCP link and device (opened on the
@@ -13231,16 +13550,12 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                 try:
                     # the secrets come from this process's environment, RETICLE_SECRET_* only; the daemon
                     # types each one only into the origin the flow recorded it on
-                    names = sorted({n for s in flow["steps"] for n in _secret_refs(s.get("args") or {})})
-                    given = {n: _fill_secrets("${%s}" % n, {}) for n in names}
+                    args = await _verify_args(flow, setups, made)
                     start = _start_url(flow, url)
                     if not start:
                         raise ToolError("the flow %s has no startUrl; pass --url" % name)
                     # every flow starts clean: a job's next flow reuses its browser in a new, empty
                     # context, so no flow sees the cookies or storage another one left
-                    args: Dict[str, Any] = {"flow": flow}
-                    if given:
-                        args["secrets"] = given
                     if session_id is None:
                         session_id = (await _verify_call(link, "reticle_open", {"url": start}))["sessionId"]
                     else:
@@ -13265,6 +13580,8 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                     res = {"name": name, "verified": "error", "steps": [], "error": reason}
                 res["ms"] = round((time.monotonic() - t0) * 1000)
                 results[i] = res
+                if name in made and not made[name].done():  # the flows that start from its state go on
+                    made[name].set_result(res["verified"])
                 done[0] += 1
                 progress("[%d/%d done] %s: %s in %.1f s%s" % (
                     done[0], total, name, res["verified"], res["ms"] / 1000.0,
@@ -13324,6 +13641,9 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
     if args.teeth_max is not None and not args.teeth:
         sys.stderr.write("reticle verify: --teeth-max bounds the replays of --teeth; give it with --teeth\n")
         return 2
+    chosen = {x.get("name") for x in flows + results}
+    flows, missing = _verify_setups(flows, root)
+    results += missing
     started_here = False
     if flows:
         probe = await _probe_port(port)
@@ -13339,6 +13659,9 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
         results = await _verify_flows(port, state, flows, args.url, jobs, progress,
                                       (TEETH_MAX_DEFAULT if args.teeth_max is None else args.teeth_max)
                                       if args.teeth else None) + results
+    for r in results:  # a setup flow run only for the flows that start from it: the merge keeps its own run
+        if r.get("name") not in chosen:
+            r["setupOnly"] = True
     if started_here:
         await _cli_stop(port, state)
     # a shard that drew no flow (fewer flows than shards) has nothing to fail: the merge judges the run
@@ -13486,6 +13809,132 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 2
+
+
+###############################################################################
+# pytest plugin ###############################################################
+###############################################################################
+# `pytest --reticle-flows` collects the project's flows (.reticle/flows/*.json under pytest's rootdir)
+# as test items, setup flows first, and replays each through `reticle verify`'s own code on a daemon
+# it starts or reuses, so pytest-xdist (`-n auto`) and pytest's JUnit (`--junitxml`) run flows too.
+# setup.cfg registers _PytestPlugin as the `pytest11` entry point.  Nothing here imports pytest until
+# pytest calls a hook, and without --reticle-flows every hook returns at once.
+
+def _pytest_failure(res: dict) -> Optional[str]:
+    """None when a verify result passes as a test, else the failure's text: `no` and `unknown`
+    with the reason and the failing step's evidence, a setup error, or toothless under teeth."""
+    verdict = res.get("verified")
+    if verdict == "yes" and not res.get("toothless"):
+        return None
+    if verdict == "yes":
+        return ("toothless for %s: the flow is still yes when that write fails (--reticle-teeth)"
+                % ", ".join(res["toothless"]))
+    if verdict == "error":
+        return "setup error: %s" % res.get("error")
+    lines = ["verified: %s: %s" % (verdict, res.get("because"))]
+    failing = _failing_step(res)
+    if failing is not None and failing.get("evidence"):
+        lines.append("evidence: %s" % _short(_dumps(failing["evidence"]), 2000))
+    return "\n".join(lines)
+
+
+def _pytest_replay(root: str, path: str, url: Optional[str], teeth: bool) -> dict:
+    """One flow file replayed as `reticle verify FILE` replays it (one device, a daemon started when
+    none runs, left running for the next item) -> its result."""
+    port = _resolve_port(None)
+
+    async def run() -> dict:
+        flows, errors = _verify_load([path], root)
+        probe = await _probe_port(port)
+        if probe["state"] == "foreign":
+            return {"name": os.path.basename(path)[:-5], "verified": "error", "steps": [],
+                    "error": _port_owner_sentence(port, probe)}
+        if errors:
+            return errors[0]
+        return (await _verify_flows(port, _StateDir(), flows, url, 1, lambda line: None, teeth))[0]
+    return asyncio.run(run())
+
+
+def _pytest_items(session: Any) -> List[Any]:
+    """The flows of pytest's rootdir as items (one file node and one item per flow file)."""
+    import pytest  # only here: pytest is running and asked for flows
+    root = str(session.config.rootpath)
+    config = session.config
+
+    class FlowFile(pytest.File):
+        def collect(self) -> Any:
+            yield FlowItem.from_parent(self, name=self.path.stem)
+
+    class FlowItem(pytest.Item):
+        def runtest(self) -> None:
+            res = _pytest_replay(root, str(self.path), config.getoption("reticle_url"),
+                                 bool(config.getoption("reticle_teeth")))
+            self.user_properties.append(("verified", res.get("verified")))
+            failure = _pytest_failure(res)
+            if failure is not None:
+                raise _FlowFailed(failure)
+
+        def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+            if isinstance(excinfo.value, _FlowFailed):
+                return "flow %s: %s" % (self.name, excinfo.value)
+            return super().repr_failure(excinfo, style)
+
+        def reportinfo(self) -> Any:
+            return self.path, None, "reticle flow %s" % self.name
+
+    files = []
+    for item in _list_flows(root):
+        path = os.path.join(_flows_dir(root), item["name"] + ".json")
+        try:
+            setup = bool(_load_flow_file(path).get("setup"))
+        except (OSError, ValueError, AttributeError):
+            setup = False  # its item fails with the file's problem
+        files.append((not setup, item["name"], path))
+    out = []
+    for _, _, path in sorted(files):
+        out.extend(FlowFile.from_parent(session, path=session.config.rootpath / os.path.relpath(path, root)).collect())
+    return out
+
+
+class _FlowFailed(Exception):
+    """A flow that is not yes as a pytest test (the text says why)."""
+
+
+class _PytestPlugin:
+    """The hooks pytest calls (the `pytest11` entry point `reticle = reticle:_PytestPlugin`)."""
+
+    @staticmethod
+    def pytest_addoption(parser: Any) -> None:
+        group = parser.getgroup("reticle", "Reticle flows")
+        group.addoption("--reticle-flows", action="store_true", default=False,
+                        help="collect .reticle/flows/*.json under the rootdir as tests, replayed as `reticle "
+                             "verify` replays them: yes passes, no and unknown fail")
+        group.addoption("--reticle-teeth", action="store_true", default=False,
+                        help="with --reticle-flows: a yes flow still yes with a write it made failed fails "
+                             "(reticle verify --teeth)")
+        group.addoption("--reticle-url", default=None, metavar="URL",
+                        help="with --reticle-flows: where flows start (an origin keeps each flow's path)")
+
+    @staticmethod
+    def pytest_collection_modifyitems(session: Any, config: Any, items: List[Any]) -> None:
+        if config.getoption("reticle_flows", False):
+            items.extend(_pytest_items(session))
+
+    @staticmethod
+    def pytest_sessionstart(session: Any) -> None:
+        config = session.config
+        if config.getoption("reticle_flows", False) and not hasattr(config, "workerinput"):
+            # the process that owns the run (not an xdist worker) stops a daemon no one ran before it
+            probe = asyncio.run(_probe_port(_resolve_port(None)))
+            config._reticle_daemon_was = probe["state"]
+
+    @staticmethod
+    def pytest_sessionfinish(session: Any) -> None:
+        config = session.config
+        if getattr(config, "_reticle_daemon_was", None) == "free":
+            port = _resolve_port(None)
+            if asyncio.run(_probe_port(port))["state"] == "daemon":
+                asyncio.run(_cli_stop(port, _StateDir()))
 
 
 ###############################################################################

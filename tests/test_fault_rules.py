@@ -2,6 +2,7 @@
 marks (and that a page cannot mark its own), the sentence `because` gains, what a step's `expect`
 means, which checks are presence-only, and how `reticle verify --teeth` reports and exits."""
 
+import os
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -242,3 +243,37 @@ def test_teeth_max_takes_a_whole_number(capsys):
     assert "'lots' is not a whole number" in capsys.readouterr().err
     assert reticle.main(["verify", "--teeth-max", "3", "no-such-flow"]) == 2  # a bound of nothing
     assert "give it with --teeth" in capsys.readouterr().err
+
+
+def test_a_flow_as_a_pytest_item_passes_only_when_yes_and_not_toothless():
+    assert reticle._pytest_failure(_result("a")) is None
+    assert reticle._pytest_failure(_result("a", teeth=TOOTHED)) is None
+    unknown = dict(_result("a", "unknown"), because="step 0 (click text=Save) is unknown: no server record",
+                   failedStep=0)
+    unknown["steps"][0].update(verified="unknown", evidence={"failureReason": "no_server_records"})
+    text = reticle._pytest_failure(unknown)
+    assert text.startswith("verified: unknown: step 0") and "no_server_records" in text, text
+    assert "toothless for POST /api/save" in reticle._pytest_failure(_result("a", teeth=TOOTHLESS))
+    assert reticle._pytest_failure({"name": "a", "verified": "error", "error": "no flow 'a'"}) == \
+        "setup error: no flow 'a'"
+
+
+def test_a_saved_login_is_0600_git_ignored_and_expires_with_its_cookies(tmp_path):
+    path = reticle._save_auth_state(str(tmp_path), "login", {"format": 1, "origins": [], "cookies": [
+        {"name": "sid", "value": "v1", "expires": 2000000000.0}, {"name": "s", "value": "v2"}]})
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    assert (tmp_path / ".reticle" / "auth" / ".gitignore").read_text().splitlines()[-1] == "*"
+    state = reticle._load_auth_state(str(tmp_path), "login")
+    assert reticle._auth_expired(state, now=1999999999.0) == 0 and reticle._auth_expired(state, now=2000000001.0) == 1
+    assert reticle._load_auth_state(str(tmp_path), "other") is None
+    (tmp_path / ".reticle" / "auth" / "bad.json").write_text('{"cookies": "sid=v3"}')
+    with pytest.raises(reticle.ToolError) as err:
+        reticle._load_auth_state(str(tmp_path), "bad")
+    assert "v3" not in err.value.error and "bad.json" in err.value.error
+    # `reticle init`'s .gitignore line: added once, in a git project only
+    assert reticle._gitignore_auth(str(tmp_path)) is None  # no .git, no .gitignore
+    (tmp_path / ".gitignore").write_text("node_modules/")
+    change = reticle._gitignore_auth(str(tmp_path))
+    assert change.new == "node_modules/\n# Reticle: setup flows' saved logins (cookies, storage)\n.reticle/auth/\n"
+    (tmp_path / ".gitignore").write_text(change.new)
+    assert reticle._gitignore_auth(str(tmp_path)) is None

@@ -608,6 +608,17 @@ def test_merge_joins_shards_in_the_runs_order_and_names_every_gap_and_overlap():
     assert any("x.json is not `reticle verify --json` output" in r.get("error", "") for r in bad)
     alone = reticle._merge_shards([("run.json", {"exitCode": 0, "flows": [_r("a"), _r("b")]})])
     assert [(r["name"], r["shard"]) for r in alone] == [("a", "1/1"), ("b", "1/1")]
+    # a setup flow a shard ran only for its own flows (auth) is not a second run of the selected one
+    login = ["login", "a", "b"]
+    shards = [("s1.json", _shard_doc(1, 2, login, [_r("login"), _r("a")])),
+              ("s2.json", _shard_doc(2, 2, login, [dict(_r("login", "no"), setupOnly=True), _r("b")]))]
+    merged = reticle._merge_shards(shards)
+    assert [(r["name"], r["verified"], r["shard"]) for r in merged] == [
+        ("login", "yes", "1/2"), ("a", "yes", "1/2"), ("b", "yes", "2/2")], merged
+    # not selected at all (only ever run as a setup): kept once
+    alone = reticle._merge_shards([("s1.json", _shard_doc(1, 2, ["a", "b"], [dict(_r("login"), setupOnly=True), _r("a")])),
+                                   ("s2.json", _shard_doc(2, 2, ["a", "b"], [dict(_r("login"), setupOnly=True), _r("b")]))])
+    assert [r["name"] for r in alone] == ["a", "b", "login"], alone
 
 
 def test_a_shard_runs_its_part_of_the_flows_and_of_the_setup_errors(tmp_path):
@@ -703,3 +714,278 @@ def test_report_merge_names_a_file_it_cannot_read_and_exits_3(tmp_path, capsys):
     assert "give it with --shard I/N" in capsys.readouterr().err
     assert reticle.main(["verify", "--shard", "0/2"]) == 2 and "1 <= I <= N" in capsys.readouterr().err
 
+
+
+# -- logged-in starts (issue 31): a setup flow's saved state -----------------------------------------
+
+class _SessionApp:
+    """A login form that makes a server-side session (an HttpOnly `sid` cookie), pages that need it,
+    and a welcome page that keeps a preference in localStorage: the truth is how many logins the
+    server saw, and `sessions` (clear it to invalidate every session, as a server restart would)."""
+
+    def __init__(self):
+        self.sessions = {}
+        self.logins = 0
+        self.refuse = False
+
+    def routes(self):
+        import tornado.web
+        app = self
+
+        class Base(tornado.web.RequestHandler):
+            def page(self, title, body):
+                self.set_header("Content-Type", "text/html; charset=utf-8")
+                self.finish("<!doctype html><html><head><title>%s</title></head><body><h1>%s</h1>%s</body></html>"
+                            % (title, title, body))
+
+            def user(self):
+                user = app.sessions.get(self.get_cookie("sid") or "")
+                if user is None:
+                    self.redirect("/login")
+                return user
+
+        class Login(Base):
+            def get(self):
+                self.page("Log in", '<form method="post" action="/login"><label for="u">Username</label>'
+                          '<input id="u" name="username"><label for="p">Password</label>'
+                          '<input id="p" name="password" type="password"><button>Log in</button></form>')
+
+            def post(self):
+                if app.refuse or self.get_body_argument("password", "") != PASSWORD:
+                    self.page("Log in", '<p role="alert">Wrong password</p>')
+                    return
+                app.logins += 1
+                sid = "sid-%s" % os.urandom(12).hex()
+                app.sessions[sid] = self.get_body_argument("username")
+                self.set_cookie("sid", sid, httponly=True, expires_days=1)
+                self.redirect("/welcome")
+
+        class Welcome(Base):
+            def get(self):
+                user = self.user()
+                if user:
+                    self.page("Welcome back", "<p>Hello %s</p><script>localStorage.setItem('pref', 'dark');"
+                              "</script>" % user)
+
+        class Account(Base):
+            def get(self):
+                user = self.user()
+                if user:
+                    self.page("Account", "<p>Signed in as %s</p>" % user)
+
+        return [(r"/login", Login), (r"/welcome", Welcome), (r"/account", Account), (r"/orders", Account)]
+
+
+AUTH_LOGIN = [
+    {"action": "fill", "target": {"label": "Username"}, "args": {"value": "vic"}},
+    {"action": "fill", "target": {"label": "Password"}, "args": {"value": "${%s}" % SECRET_ENV}, "secret": SECRET_ENV},
+    {"action": "click", "target": {"role": "button", "name": "Log in"},
+     "until": {"kind": "text", "contains": "Hello vic"}, "timeout_ms": 8000},
+]
+AUTH_USE = [
+    {"assert": {"kind": "text", "contains": "Signed in as vic"}},
+    {"assert": {"kind": "storage", "area": "local", "key": "pref", "equals": "dark"}},
+]
+
+
+def _write_auth_flows(project, app):
+    for name, start, steps, extra in (("login", "/login", AUTH_LOGIN, {"setup": True}),
+                                      ("account", "/account", AUTH_USE, {"auth": "login"}),
+                                      ("orders", "/orders", AUTH_USE, {"auth": "login"})):
+        folder = project / ".reticle" / "flows"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / (name + ".json")).write_text(json.dumps(dict({"format": 1, "name": name, "startUrl": app.url + start,
+                                                                "steps": steps}, **extra)))
+
+
+def _no_cookie_values(sessions, *texts):
+    for sid in sessions:
+        for text in texts:
+            assert sid not in text, "a session cookie's value leaked"
+
+
+def test_verify_runs_a_setup_flow_once_for_the_flows_that_use_its_state(tmp_path):
+    from _harness import free_port
+    port = free_port()
+    project = tmp_path / "app"
+    (project / ".git").mkdir(parents=True)  # init git-ignores .reticle/auth/ in a git project
+    site = _SessionApp()
+    secret = {SECRET_ENV: PASSWORD}
+    with contextlib.ExitStack() as stack:
+        app = _keep(stack, AppServer(site.routes()))
+        _write_auth_flows(project, app)
+        # the setup flow is not listed: verify runs it once, first, and both flows start from its state
+        run = _verify(project, tmp_path / "state", port, "account", "orders", "--jobs", "2", "--json", env=secret)
+        _exits(run, 0)
+        out = json.loads(run.stdout)
+        assert {f["name"]: f["verified"] for f in out["flows"]} == {"account": "yes", "orders": "yes", "login": "yes"}
+        assert site.logins == 1
+        state = project / ".reticle" / "auth" / "login.json"
+        assert oct(state.stat().st_mode & 0o777) == "0o600"
+        assert (project / ".reticle" / "auth" / ".gitignore").read_text().splitlines()[-1] == "*"
+        assert json.loads(state.read_text())["cookies"][0]["value"] in site.sessions
+        # listed among the flows, the setup flow is that one run, not a second
+        run = _verify(project, tmp_path / "state", port, "login", "account", "orders", "--jobs", "2", env=secret)
+        _exits(run, 0)
+        assert site.logins == 2
+        logs = [p.read_text(errors="replace") for p in tmp_path.glob("**/daemon-*.log")]
+        assert logs, "the daemon verify started has a log"
+        _no_cookie_values(site.sessions, run.stdout, run.stderr, out and json.dumps(out), *logs)
+        # the setup flow fails: the flows that need it are setup errors naming it, and no second login
+        site.refuse = True
+        run = _verify(project, tmp_path / "state", port, "account", "--json", env=secret)
+        _exits(run, 3)
+        rows = {f["name"]: f for f in json.loads(run.stdout)["flows"]}
+        assert rows["login"]["verified"] == "no" and rows["account"]["verified"] == "error"
+        assert "auth state login" in rows["account"]["error"], rows["account"]
+        # `reticle init` git-ignores the saved logins
+        git = subprocess.run([sys.executable, RETICLE_PY, "init", "--yes"], cwd=str(project), capture_output=True,
+                             text=True, env=daemon_env(tmp_path / "state", RETICLE_PORT=str(port), HOME=str(tmp_path)))
+        assert ".reticle/auth/" in (project / ".gitignore").read_text(), (git.stdout, git.stderr)
+
+
+def test_an_expired_auth_state_is_made_again_or_named_as_the_cause(tmp_path):
+    project = tmp_path / "app"
+    site = _SessionApp()
+    answers = []
+    with contextlib.ExitStack() as stack:
+        project.mkdir()
+        daemon = _keep(stack, Daemon(tmp_path / "state", cwd=str(project),
+                                     env={SECRET_ENV: PASSWORD, "RETICLE_DEVICE_BUDGET": "40/600"}))
+        app = _keep(stack, AppServer(site.routes()))
+        _write_auth_flows(project, app)
+        mcp = _keep(stack, Mcp(daemon.url + "/mcp"))
+
+        def call(name, args):
+            data, is_error = mcp.call(name, args, timeout=120)
+            answers.append(json.dumps(data))
+            return data, is_error
+
+        opened, _ = call("reticle_open", {"url": app.url + "/login"})
+        sid = {"sessionId": opened["sessionId"]}
+        login, _ = call("reticle_flow_replay", dict(sid, name="login"))
+        assert login["verified"] == "yes" and login["authSaved"]["saved"] is True, login
+        assert site.logins == 1
+        # saving the journey just verified as a setup flow saves its state too
+        saved, err = call("reticle_flow_save", dict(sid, name="login-again", setup=True))
+        assert not err and saved["authSaved"]["saved"] is True and saved["authSaved"]["cookies"] == 1, saved
+        assert json.loads((project / ".reticle" / "flows" / "login-again.json").read_text())["setup"] is True
+        assert oct((project / ".reticle" / "auth" / "login-again.json").stat().st_mode & 0o777) == "0o600"
+        # reticle_open {auth} starts logged in, storage and all
+        opened, err = call("reticle_open", {"url": app.url + "/account", "auth": "login"})
+        assert not err, opened
+        shown, _ = call("reticle_assert", dict(sid, predicate={"kind": "allOf",
+                                                               "predicates": [s["assert"] for s in AUTH_USE]}))
+        assert shown["verified"] == "yes", shown
+        # a device of its own (a spare, else a new browser) starts logged in too
+        call("reticle_close", sid)
+        opened, err = call("reticle_open", {"url": app.url + "/account", "auth": "login"})
+        assert not err and opened["started"] is True, opened
+        sid = {"sessionId": opened["sessionId"]}
+        shown, _ = call("reticle_assert", dict(sid, predicate={"kind": "allOf",
+                                                               "predicates": [s["assert"] for s in AUTH_USE]}))
+        assert shown["verified"] == "yes", shown
+        assert site.logins == 1
+        # the server forgets every session: the flow fails at its first step, its setup runs again, the retry is yes
+        site.sessions.clear()
+        res, _ = call("reticle_flow_replay", dict(sid, name="account"))
+        assert res["verified"] == "yes" and res["authRemade"]["name"] == "login", res
+        assert site.logins == 2
+        # saved cookies that expired: made again before the flow starts
+        path = project / ".reticle" / "auth" / "login.json"
+        state = json.loads(path.read_text())
+        for c in state["cookies"]:
+            c["expires"] = time.time() - 60
+        path.write_text(json.dumps(state))
+        res, _ = call("reticle_flow_replay", dict(sid, name="orders"))
+        assert res["verified"] == "yes" and "expired" in res["authRemade"]["why"], res
+        assert site.logins == 3
+        # a flow whose first step fails on its own: its setup runs again once, and the failure stays the flow's
+        (project / ".reticle" / "flows" / "bob.json").write_text(json.dumps({
+            "format": 1, "name": "bob", "startUrl": app.url + "/account", "auth": "login",
+            "steps": [{"assert": {"kind": "text", "contains": "Signed in as bob"}}]}))
+        res, _ = call("reticle_flow_replay", dict(sid, name="bob"))
+        assert res["verified"] == "no" and res["authRemade"]["name"] == "login", res
+        assert "the failure is the flow's own" in res["because"] and "no longer logs in" not in res["because"], res
+        assert site.logins == 4
+        # no login works any more: the cause is named
+        site.sessions.clear()
+        site.refuse = True
+        res, err = call("reticle_flow_replay", dict(sid, name="account"))
+        assert err and "auth state login no longer logs in" in res["error"], res
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+        with open(daemon.log_path, errors="replace") as fh:
+            daemon_log = fh.read()
+        _no_cookie_values(list(site.sessions) + [c["value"] for c in json.loads(path.read_text())["cookies"]],
+                          daemon_log, *answers)
+
+
+# -- pytest --reticle-flows (issue 31): flows as pytest items -------------------------------------
+
+def _pytest_project(tmp_path, app):
+    """A project with a setup flow, a flow that starts from its state, and one that fails, plus a
+    site folder whose dist-info registers the plugin as setup.cfg does (the pytest11 entry point)."""
+    project = tmp_path / "app"
+    _write_auth_flows(project, app)
+    folder = project / ".reticle" / "flows"
+    (folder / "orders.json").unlink()
+    (folder / "broken.json").write_text(json.dumps({"format": 1, "name": "broken", "startUrl": app.url + "/login",
+                                                    "steps": [{"assert": {"kind": "text", "contains": "Signed in"}}]}))
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "test_plain.py").write_text("def test_plain():\n    assert True\n")
+    dist = tmp_path / "site" / "reticle_pytest_entry-0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: reticle-pytest-entry\nVersion: 0\n")
+    with open(os.path.join(os.path.dirname(RETICLE_PY), "setup.cfg")) as fh:
+        entry = re.search(r"pytest11 =\s*\n\s*(reticle = \S+)", fh.read()).group(1)
+    (dist / "entry_points.txt").write_text("[pytest11]\n%s\n" % entry)
+    return project
+
+
+def _pytest(project, tmp_path, port, *argv):
+    env = daemon_env(tmp_path / "state", RETICLE_PORT=str(port), **{SECRET_ENV: PASSWORD})
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "site"), os.path.dirname(RETICLE_PY)])
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA"] + list(argv),
+                          cwd=str(project), env=env, capture_output=True, text=True, timeout=300)
+
+
+def _cases(junit):
+    out = {}
+    for case in ET.parse(str(junit)).getroot().iter("testcase"):
+        failure = case.find("failure")
+        out[case.get("name")] = None if failure is None else failure.get("message") + (failure.text or "")
+    return out
+
+
+def test_pytest_reticle_flows_runs_the_flows_as_items_with_xdist_too(tmp_path):
+    from _harness import free_port
+    port = free_port()
+    site = _SessionApp()
+    with contextlib.ExitStack() as stack:
+        app = _keep(stack, AppServer(site.routes()))
+        project = _pytest_project(tmp_path, app)
+        # without --reticle-flows the plugin does nothing: no flow item, no daemon, no login
+        run = _pytest(project, tmp_path, port, "-q")
+        assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+        assert "reticle flow" not in run.stdout and site.logins == 0 and get_port_free(port)
+
+        junit = tmp_path / "junit.xml"
+        run = _pytest(project, tmp_path, port, "--reticle-flows", "--junitxml", str(junit))
+        assert run.returncode == 1, run.stdout + run.stderr
+        cases = _cases(junit)
+        assert set(cases) == {"test_plain", "login", "account", "broken"}, cases
+        assert cases["login"] is None and cases["account"] is None and cases["test_plain"] is None
+        assert "verified: no" in cases["broken"] and "Signed in" in cases["broken"], cases["broken"]
+        assert "PASSED .reticle/flows/login.json::login" in run.stdout, run.stdout
+        assert site.logins == 1  # the setup flow's item, first; the others start from its state
+        wait_until(lambda: get_port_free(port), 15, what="the daemon the run started to stop")
+
+        run = _pytest(project, tmp_path, port, "--reticle-flows", "-n", "2", "--junitxml", str(junit))
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert "gw0" in run.stdout or "gw1" in run.stdout, run.stdout
+        cases = _cases(junit)
+        assert {k: v is None for k, v in cases.items()} == {"test_plain": True, "login": True, "account": True,
+                                                            "broken": False}, cases
+        assert site.logins == 2
+        wait_until(lambda: get_port_free(port), 15, what="the daemon the run started to stop")
+        _no_cookie_values(site.sessions, run.stdout, run.stderr, junit.read_text())

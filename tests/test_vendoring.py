@@ -66,3 +66,23 @@ class VendoredCopyTest(AsyncHTTPTestCase):
         status = json.loads(response.body)
         assert status["running"] is True
         assert status["version"] == self.module.__version__
+
+
+def test_a_vendored_import_loads_no_pytest(tmp_path):
+    """The pytest plugin's hooks import pytest only when pytest calls them: importing the copy
+    (in a fresh interpreter) loads neither pytest nor xdist, and the hooks are there."""
+    vendor = tmp_path / "host" / "_vendor"
+    vendor.mkdir(parents=True)
+    for package in (vendor.parent, vendor):
+        (package / "__init__.py").write_text("")
+    shutil.copyfile(RETICLE, str(vendor / "reticle.py"))
+    code = ("import sys; import host._vendor.reticle as r; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest', 'xdist', 'pluggy'))); "
+            "print(sorted(n for n in dir(r._PytestPlugin) if n.startswith('pytest_')))")
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert out.returncode == 0, out.stderr
+    loaded, hooks = out.stdout.splitlines()
+    assert loaded == "[]", loaded
+    assert "pytest_addoption" in hooks and "pytest_collection_modifyitems" in hooks, hooks
