@@ -335,7 +335,7 @@ def test_records_from_a_process_that_cannot_authenticate_are_refused(daemon):
     status, body = post_records(daemon, {"records": "nope"}, token=daemon.token())
     assert status == 400 and "records" in body["detail"], body
     status, body = post_records(daemon, {"records": [rec, {"mark": "bad"}]}, token=daemon.token())
-    assert status == 200 and body == {"stitched": 0, "unmatched": 1, "invalid": 1}, body
+    assert status == 200 and body == {"stitched": 0, "unmatched": 1, "invalid": 1, "refused": 0}, body
     assert daemon.status()["running"] is True
 
 
@@ -483,9 +483,9 @@ def test_a_server_failure_the_predicate_asks_for_is_no_contradiction(pred, contr
 
 def test_a_background_request_that_logs_is_not_the_acts_failure():
     logged = dict(record(path="/api/poll", logged=[{"logger": "app", "level": "ERROR", "message": "x"}]),
-                  documentId="d1", requestId="n7")
-    events = [{"t": 0.0, "type": "net.pending", "doc": "d1",
-               "data": {"requestId": "n7", "method": "POST", "url": "http://127.0.0.1:1/api/poll"}},
+                  documentId="d1", requestId="m7")  # the id the daemon issued with the request's mark
+    events = [{"t": 0.0, "type": "net.pending", "doc": "d1", "data": {
+        "requestId": "n7", "serverMark": "m7", "method": "POST", "url": "http://127.0.0.1:1/api/poll"}},
               {"t": 1.0, "type": "server.request", "data": logged}]
     text = {"kind": "text", "contains": "Saved"}
     assert len(reticle._server_contradictions(events, text)) == 1
@@ -519,13 +519,13 @@ class MarkTest(AsyncHTTPTestCase):
         self.hub = reticle.Hub(state_dir=self.state.name, port=0, token=self.TOKEN)
         return reticle.make_app(self.hub)
 
-    async def tab(self, sid, mark=True):
+    async def tab(self, sid, mark=True, doc="doc1"):
         req = tornado.httpclient.HTTPRequest("ws://127.0.0.1:%d/reticle" % self.get_http_port(),
                                              headers={"Origin": "http://localhost:5173"})
         conn = await tornado.websocket.websocket_connect(req)
         self.sockets.append(conn)
         hello = {"kind": "hello", "protocolVersion": 1, "sessionId": sid, "url": "http://localhost:5173/",
-                 "title": "t", "adapters": []}
+                 "title": "t", "adapters": [], "documentId": doc}
         if mark:
             hello["serverMark"] = True
         await conn.write_message(json.dumps(hello))
@@ -543,25 +543,65 @@ class MarkTest(AsyncHTTPTestCase):
         a, b = await self.tab("s-a"), await self.tab("s-b")
         mark_a = json.loads(await a.read_message())
         mark_b = json.loads(await b.read_message())
-        assert mark_a["kind"] == "mark" and mark_a["header"] == "X-Reticle-Mark"
-        assert mark_a["mark"] != mark_b["mark"] and len(mark_a["mark"]) == 32
+        assert mark_a["kind"] == "mark" and mark_a["header"] == "X-Reticle-Mark" and mark_a["reset"] is True
+        (id_a, secret_a), (_, secret_b) = mark_a["marks"][0], mark_b["marks"][0]
+        assert secret_a != secret_b and len(secret_a) == 32
         rec = {"method": "POST", "path": "/api/save", "status": 200, "host": "localhost:5173", "via": "header"}
-        code, body = await self.post([dict(rec, mark=mark_a["mark"] + ".doc1.n3"),
-                                      dict(rec, mark=mark_b["mark"], path="/b"),
+        # the ids a sender appends are ignored: a record lands under the document and id the mark was issued for
+        code, body = await self.post([dict(rec, mark=secret_a + ".otherdoc.n3"),
+                                      dict(rec, mark=secret_b, path="/b"),
                                       dict(rec, mark="%032x" % 9)])
-        assert (code, body) == (200, {"stitched": 2, "unmatched": 1, "invalid": 0})
+        assert (code, body) == (200, {"stitched": 2, "unmatched": 1, "invalid": 0, "refused": 0})
         sa, sb = self.hub.bridge.get("s-a"), self.hub.bridge.get("s-b")
         got_a = reticle._server_records(sa.window(0))
-        assert [(r["path"], r["documentId"], r["requestId"]) for r in got_a] == [("/api/save", "doc1", "n3")]
+        assert [(r["path"], r["documentId"], r["requestId"]) for r in got_a] == [("/api/save", "doc1", id_a)]
         assert [r["path"] for r in reticle._server_records(sb.window(0))] == ["/b"]
 
     @gen_test
     async def test_a_cookie_mark_counts_only_from_the_tabs_own_origin(self):
         a = await self.tab("s-c")
-        mark = json.loads(await a.read_message())["mark"]
-        rec = {"method": "GET", "path": "/done", "status": 200, "via": "cookie", "mark": mark}
+        marks = json.loads(await a.read_message())["marks"]
+        rec = {"method": "GET", "path": "/done", "status": 200, "via": "cookie", "site": "same-origin",
+               "mark": marks[0][1]}
         code, body = await self.post([dict(rec, host="127.0.0.1:9999"), dict(rec, host="LOCALHOST:5173")])
-        assert body == {"stitched": 1, "unmatched": 1, "invalid": 0}, body
+        assert body == {"stitched": 1, "unmatched": 0, "invalid": 0, "refused": 1}, body
+
+    @gen_test
+    async def test_a_mark_counts_once_only_from_the_tabs_own_document_and_changes_with_it(self):
+        a = await self.tab("s-f")
+        first = json.loads(await a.read_message())
+        secrets_ = [m[1] for m in first["marks"]]
+        assert len(set(secrets_)) == len(secrets_) == reticle.SERVER_TICKETS
+        rec = {"method": "POST", "path": "/form", "status": 303, "host": "localhost:5173", "via": "cookie"}
+        code, body = await self.post([
+            # another port of the same host replayed it: the browser says same-site, or names that origin
+            dict(rec, mark=secrets_[0], site="same-site"), dict(rec, mark=secrets_[0], site="cross-site"),
+            dict(rec, mark=secrets_[0], **{"from": "http://localhost:9999"}),
+            dict(rec, mark=secrets_[0], **{"from": "null"}),
+            dict(rec, mark=secrets_[0]),  # a cookie mark whose sender nobody names
+            dict(rec, mark=secrets_[0], site="same-origin"),  # the tab's own navigation: taken
+            dict(rec, mark=secrets_[0], site="same-origin"),  # and only once
+            dict(rec, mark=secrets_[1], via="header", **{"from": "http://localhost:5173"}),
+            dict(rec, mark=secrets_[2], via="header")])  # a header no other origin can read or send
+        assert body == {"stitched": 3, "unmatched": 1, "invalid": 0, "refused": 5}, body
+        assert "POST /form" in self.hub.server_truth["lastRefused"], self.hub.server_truth
+        # a page asks for more, for its own document only
+        await a.write_message(json.dumps({"kind": "marks"}))
+        more = json.loads(await a.read_message())
+        assert more["reset"] is False and not {m[1] for m in more["marks"]} & set(secrets_)
+        # a new document gets new marks; the old document's are void once SERVER_TICKET_AFTER_MS pass
+        b = await self.tab("s-f", doc="doc2")
+        fresh = json.loads(await b.read_message())
+        assert not {m[1] for m in fresh["marks"]} & set(secrets_)
+        session = self.hub.bridge.get("s-f")
+        now = session.clock()
+        session.clock = lambda: now + reticle.SERVER_TICKET_AFTER_MS + 1
+        self.hub.clock = session.clock
+        code, body = await self.post([dict(rec, mark=secrets_[3], site="same-origin"),
+                                      dict(rec, mark=fresh["marks"][0][1], site="same-origin")])
+        assert body == {"stitched": 1, "unmatched": 1, "invalid": 0, "refused": 0}, body
+        got = reticle._server_records(session.window(0))
+        assert [(r["documentId"], r["requestId"]) for r in got][-1] == ("doc2", fresh["marks"][0][0])
 
     @gen_test
     async def test_a_page_cannot_write_server_records_through_its_socket(self):
