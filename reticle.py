@@ -9486,6 +9486,7 @@ SERVER_MAX_RECORDS = 500         # per POST accepted by the daemon
 SERVER_TICKETS = 64              # one-use marks handed to a tab's document at a time (the SDK asks for more)
 SERVER_TICKETS_KEPT = 512        # unused marks a tab holds at most: past it the oldest are void
 SERVER_TICKET_AFTER_MS = 30000   # a document's unused marks still count this long after its tab moved on
+SERVER_REDIRECT_MS = 10000       # a navigation's mark is good once more this long after its request redirected
 SERVER_TICKET_SITES = ("same-origin", "none")  # Sec-Fetch-Site of a request the tab's own document made
 _MARK_RE = re.compile(r"^([0-9a-f]{32})(?:\.([A-Za-z0-9_:-]{1,64})\.([A-Za-z0-9_-]{1,32}))?$")
 _SQL_WRITE_RE = re.compile(
@@ -9741,6 +9742,26 @@ def _sent_by(site: Optional[str], origin: Optional[str], referer: Optional[str])
     return {"site": site[:20] if site else None, "from": sender[:300] if sender else None}
 
 
+_COOKIE_PATH_RE = re.compile(r"[^A-Za-z0-9\-._~%!$&'()*+=:@/]")
+
+
+def _redirect_mark(rec: dict, mark: str, status: Any, location: Optional[str]) -> Optional[str]:
+    """The Set-Cookie that carries a navigation's mark on to where its same-origin redirect leads
+    (the daemon takes a mark again after a 3xx), or None.  Set by the server with HttpOnly, it is
+    readable by no script, and it lives seconds, scoped to the redirect's path."""
+    if rec["via"] != "cookie" or not isinstance(status, int) or not 300 <= status < 400 or not location:
+        return None
+    to = urllib.parse.urlsplit(location)
+    if to.netloc and to.netloc.lower() != rec["host"].lower():
+        return None
+    path = urllib.parse.urljoin(rec["path"], to.path or rec["path"])
+    bad = _COOKIE_PATH_RE.search(path)
+    if bad is not None:
+        path = path[:path.rfind("/", 0, bad.start()) + 1] or "/"
+    return "%s=%s; Path=%s; Max-Age=10; SameSite=Strict; HttpOnly" % (
+        SERVER_MARK_COOKIE, mark[:200], path[:1024])
+
+
 def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False,
                   sent: Optional[dict] = None) -> dict:
     return {"mark": mark[:200], "method": method[:16], "path": path[:2048], "host": host[:300], "via": via,
@@ -9880,6 +9901,9 @@ def wsgi(app: Callable, params: bool = False) -> Callable:
                 rec["status"] = int(str(status).split(" ", 1)[0])
             except ValueError:
                 pass
+            follow = _redirect_mark(rec, mark, rec["status"], next(
+                (v for k, v in headers if str(k).lower() == "location"), None))
+            headers = headers + [("Set-Cookie", follow)] if follow else headers
             return start_response(status, headers, exc_info) if exc_info is not None else \
                 start_response(status, headers)
         try:
@@ -9935,6 +9959,11 @@ def asgi(app: Callable, params: bool = False) -> Callable:
         async def sending(message: dict) -> None:
             if message.get("type") == "http.response.start":
                 rec["status"] = message.get("status")
+                out = list(message.get("headers") or ())
+                follow = _redirect_mark(rec, mark, rec["status"], next(
+                    (v.decode("latin-1") for k, v in out if bytes(k).lower() == b"location"), None))
+                if follow:
+                    message = dict(message, headers=out + [(b"set-cookie", follow.encode("latin-1"))])
             await send(message)
         try:
             await app(scope, receive, sending)
@@ -9988,6 +10017,9 @@ class DjangoMiddleware:
                     stack.enter_context(conn.execute_wrapper(_django_statement))
                 response = self.get_response(request)
             rec["status"] = response.status_code
+            follow = _redirect_mark(rec, mark, rec["status"], response.get("Location"))
+            if follow:
+                response.cookies.load(follow)
             return response
         except BaseException as exc:
             rec["exception"] = rec["exception"] or _exception_record(exc)
@@ -10159,9 +10191,12 @@ class _ServerTickets:
         ticket = self.live.get(secret)
         return ticket is not None and (ticket[2] is None or now < ticket[2])
 
-    def take(self, secret: str) -> Tuple[str, str]:
-        """(document, id) of a held mark, which is then spent."""
+    def take(self, secret: str, again_until: Optional[float] = None) -> Tuple[str, str]:
+        """(document, id) of a held mark, which is then spent, or with again_until, good for one
+        more request until then (the request its redirect leads to)."""
         doc, tid, _ = self.live.pop(secret)
+        if again_until is not None:
+            self.live[secret] = [doc, tid, again_until]
         return doc, tid
 
 
@@ -10215,7 +10250,9 @@ def _stitch_server_records(hub: "Hub", body: Any) -> dict:
             refused += 1
             stats["lastRefused"] = "%s %s: %s" % (rec["method"], rec["path"][:200], why)
             continue
-        rec["documentId"], rec["requestId"] = owner.server_tickets.take(secret)
+        redirected = rec["via"] == "cookie" and 300 <= (rec["status"] or 0) < 400
+        rec["documentId"], rec["requestId"] = owner.server_tickets.take(
+            secret, now + SERVER_REDIRECT_MS if redirected else None)
         owner.add_server_record(rec)
         stitched += 1
     stats["received"] += len(records)

@@ -9,7 +9,8 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/rollback  inserts a row, then rolls the transaction back; answers 200
   POST /api/logged    catches its own exception, logs it at ERROR, answers 200 "ok"
   POST /api/boom      raises (uncaught): the framework answers 500
-  POST /form          a form post: inserts a row, then redirects (303) to /done
+  POST /form          a form post: inserts a row, then redirects (303) to /done; with no name it
+                      writes nothing and redirects (303) back to / (the empty save the server refused)
   GET  /done          the page the form post lands on
 
 SHOP_PLAIN=1 serves it without Reticle's middleware.
@@ -35,6 +36,7 @@ PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><bod
 <button id="logged" onclick="go('/api/logged')">Save (logged)</button>
 <button id="boom" onclick="go('/api/boom')">Save (boom)</button>
 <form method="post" action="/form"><input name="name" value="ada"><button id="post">Post form</button></form>
+<form method="post" action="/form"><input name="name" value=""><button id="empty">Send blank</button></form>
 <p id="out"></p>
 <script>
 function go(path) {
@@ -101,6 +103,8 @@ def flask_app(db, daemon):
 
     @app.post("/form")
     def form_profile():
+        if not flask.request.form.get("name"):
+            return flask.redirect("/?refused=name", 303)
         store.insert(flask.request.form.get("name"))
         return flask.redirect("/done", 303)
 
@@ -162,6 +166,8 @@ def django_app(db, daemon):
 
     @csrf_exempt
     def form_profile(request):
+        if not request.POST.get("name"):
+            return _see_other("/?refused=name")
         with connection.cursor() as cur:
             cur.execute("INSERT INTO profile (name) VALUES (%s)", [request.POST.get("name")])
         return _see_other("/done")
@@ -194,7 +200,10 @@ def fastapi_app(db, daemon):
 
     @app.post("/form")
     async def form_profile(request: fastapi.Request):
-        store.insert((await request.body()).decode().split("=")[-1])
+        name = (await request.body()).decode().split("=")[-1]
+        if not name:
+            return RedirectResponse("/?refused=name", 303)
+        store.insert(name)
         return RedirectResponse("/done", 303)
 
     return app if PLAIN else reticle.asgi(app)

