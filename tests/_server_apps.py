@@ -35,6 +35,7 @@ PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><bod
 <button id="rollback" onclick="go('/api/rollback')">Save (rollback)</button>
 <button id="logged" onclick="go('/api/logged')">Save (logged)</button>
 <button id="boom" onclick="go('/api/boom')">Save (boom)</button>
+<button id="xhr" onclick="goXhr('/api/save')">Save (xhr)</button>
 <form method="post" action="/form"><input name="name" value="ada"><button id="post">Post form</button></form>
 <form method="post" action="/form"><input name="name" value=""><button id="empty">Send blank</button></form>
 <p id="out"></p>
@@ -43,6 +44,13 @@ function go(path) {
   fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"name":"ada"}'})
     .then(function (r) { return r.text(); })
     .then(function () { document.getElementById('out').textContent = 'Saved profile ' + path; });
+}
+function goXhr(path) {
+  var xhr = new XMLHttpRequest();
+  xhr.open('POST', path);
+  xhr.setRequestHeader('Content-Type', 'application/json');
+  xhr.onload = function () { document.getElementById('out').textContent = 'Saved profile (xhr) ' + path; };
+  xhr.send('{"name":"ada"}');
 }
 </script></body></html>"""
 DONE = ("<!doctype html><html><head><title>Done</title>%(script)s</head><body><p>Form saved</p>"

@@ -372,6 +372,8 @@ def test_a_spy_page_on_another_port_plants_no_server_record(framework, tmp_path,
         # the healthy path, with the spy still replaying every mark it reads
         out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
         assert out["verified"] == "yes", out
+        out = act(mcp, sid, "Save (xhr)", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
         time.sleep(1.5)  # the spy's replays of the old mark are done: it could only void the next one
         out = act(mcp, sid, "Post form", {"kind": "allOf", "predicates": [
             {"kind": "server", "method": "POST", "urlContains": "/form", "status": 303,
