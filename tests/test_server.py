@@ -423,6 +423,67 @@ def test_the_app_runs_normally_with_no_daemon(tmp_path, monkeypatch):
     assert "did not answer" in app.reticle_reporter.last_error
 
 
+def redirecting_wsgi_app(environ, start_response):
+    start_response("303 See Other", [("Location", environ["HTTP_X_TO"])])
+    return [b""]
+
+
+async def redirecting_asgi_app(scope, receive, send):
+    to = dict(scope["headers"])[b"x-to"]
+    await send({"type": "http.response.start", "status": 303, "headers": [(b"location", to)]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def asgi_call(app, headers):
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    async def send(message):
+        sent.append(message)
+    scope = {"type": "http", "method": "POST", "path": "/form", "headers": [
+        (k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    asyncio.run(app(scope, receive, send))
+    return [(k.decode(), v.decode()) for k, v in sent[0]["headers"]]
+
+
+def test_the_middleware_names_the_sender_and_carries_a_navigations_mark_across_its_redirect():
+    """Who sent a marked request as the browser says (Sec-Fetch-Site; else Origin, else Referer's
+    origin) goes into its record; a navigation marked by cookie that redirects on its own host gets
+    its mark again in an HttpOnly cookie scoped to where it leads; a header mark, or a redirect to
+    another host, gets none."""
+    mark = "%032x" % 5
+    wsgi_app, asgi_app = reticle.wsgi(redirecting_wsgi_app), reticle.asgi(redirecting_asgi_app)
+    records = []
+    wsgi_app.reticle_reporter.put = records.append
+    asgi_app.reticle_reporter.put = records.append
+
+    def wsgi_call(headers):
+        got = []
+        env = environ(**headers)
+        env["PATH_INFO"] = "/form"
+        b"".join(wsgi_app(env, lambda status, hs: got.extend(hs)))
+        return got
+    cookie = "sid=1; __reticle_mark=" + mark
+    for call in (wsgi_call, lambda h: asgi_call(asgi_app, h)):
+        del records[:]
+        out = call({"Host": "127.0.0.1:1", "Cookie": cookie, "Sec-Fetch-Site": "same-origin", "X-To": "/done?x=1"})
+        assert ("Set-Cookie", "__reticle_mark=%s; Path=/done; Max-Age=10; SameSite=Strict; HttpOnly" % mark) in [
+            (k.title(), v) for k, v in out], out
+        assert records[-1]["site"] == "same-origin" and records[-1]["via"] == "cookie"
+        out = call({"Host": "127.0.0.1:1", "Cookie": cookie, "Referer": "http://127.0.0.1:9/spy?q=1",
+                    "X-To": "http://127.0.0.1:1/a;b/c"})
+        assert ("Set-Cookie", "__reticle_mark=%s; Path=/; Max-Age=10; SameSite=Strict; HttpOnly" % mark) in [
+            (k.title(), v) for k, v in out], out  # a path a cookie attribute could misread: the root
+        assert (records[-1]["site"], records[-1]["from"]) == (None, "http://127.0.0.1:9")
+        for headers in ({"Host": "127.0.0.1:1", "Cookie": cookie, "X-To": "http://127.0.0.1:2/done"},
+                        {"Host": "127.0.0.1:1", "X-Reticle-Mark": mark, "X-To": "/done",
+                         "Origin": "http://127.0.0.1:1"}):
+            assert not [k for k, _ in call(headers) if k.lower() == "set-cookie"], headers
+        assert records[-1]["from"] == "http://127.0.0.1:1" and len(records) == 4
+
+
 def test_a_real_app_with_no_daemon_serves_and_writes(tmp_path):
     app = App("django", tmp_path, daemon=None)
     try:
