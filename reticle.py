@@ -9745,21 +9745,25 @@ def _sent_by(site: Optional[str], origin: Optional[str], referer: Optional[str])
 _COOKIE_PATH_RE = re.compile(r"[^A-Za-z0-9\-._~%!$&'()*+=:@/]")
 
 
-def _redirect_mark(rec: dict, mark: str, status: Any, location: Optional[str]) -> Optional[str]:
-    """The Set-Cookie that carries a navigation's mark on to where its same-origin redirect leads
-    (the daemon takes a mark again after a 3xx), or None.  Set by the server with HttpOnly, it is
-    readable by no script, and it lives seconds, scoped to the redirect's path."""
-    if rec["via"] != "cookie" or not isinstance(status, int) or not 300 <= status < 400 or not location:
-        return None
-    to = urllib.parse.urlsplit(location)
-    if to.netloc and to.netloc.lower() != rec["host"].lower():
-        return None
-    path = urllib.parse.urljoin(rec["path"], to.path or rec["path"])
+def _cookie_path(path: str) -> str:
     bad = _COOKIE_PATH_RE.search(path)
-    if bad is not None:
-        path = path[:path.rfind("/", 0, bad.start()) + 1] or "/"
-    return "%s=%s; Path=%s; Max-Age=10; SameSite=Strict; HttpOnly" % (
-        SERVER_MARK_COOKIE, mark[:200], path[:1024])
+    return path if bad is None else path[:path.rfind("/", 0, bad.start()) + 1] or "/"
+
+
+def _redirect_mark(rec: dict, mark: str, status: Any, location: Optional[str]) -> Optional[str]:
+    """The Set-Cookie for the answer to a request marked by cookie (a navigation), or None.  A
+    same-origin redirect carries the mark on to where it leads (the daemon takes a mark once more
+    after a 3xx) in a cookie set with HttpOnly, readable by no script, living seconds, scoped to
+    the redirect's path; any other answer removes the spent mark from the request's path, so that
+    no page reads it after, and the SDK's next mark there is not shadowed by an HttpOnly one."""
+    if rec["via"] != "cookie":
+        return None
+    to = urllib.parse.urlsplit(location or "")
+    if isinstance(status, int) and 300 <= status < 400 and location and (
+            not to.netloc or to.netloc.lower() == rec["host"].lower()):
+        path = _cookie_path(urllib.parse.urljoin(rec["path"], to.path or rec["path"]))
+        return "%s=%s; Path=%s; Max-Age=10; SameSite=Strict; HttpOnly" % (SERVER_MARK_COOKIE, mark[:200], path[:1024])
+    return "%s=; Path=%s; Max-Age=0; SameSite=Strict" % (SERVER_MARK_COOKIE, _cookie_path(rec["path"])[:1024])
 
 
 def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False,

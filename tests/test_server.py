@@ -451,8 +451,8 @@ def asgi_call(app, headers):
 def test_the_middleware_names_the_sender_and_carries_a_navigations_mark_across_its_redirect():
     """Who sent a marked request as the browser says (Sec-Fetch-Site; else Origin, else Referer's
     origin) goes into its record; a navigation marked by cookie that redirects on its own host gets
-    its mark again in an HttpOnly cookie scoped to where it leads; a header mark, or a redirect to
-    another host, gets none."""
+    its mark again in an HttpOnly cookie scoped to where it leads, any other answer to it removes
+    the spent mark; a header mark sets no cookie."""
     mark = "%032x" % 5
     wsgi_app, asgi_app = reticle.wsgi(redirecting_wsgi_app), reticle.asgi(redirecting_asgi_app)
     records = []
@@ -477,10 +477,13 @@ def test_the_middleware_names_the_sender_and_carries_a_navigations_mark_across_i
         assert ("Set-Cookie", "__reticle_mark=%s; Path=/; Max-Age=10; SameSite=Strict; HttpOnly" % mark) in [
             (k.title(), v) for k, v in out], out  # a path a cookie attribute could misread: the root
         assert (records[-1]["site"], records[-1]["from"]) == (None, "http://127.0.0.1:9")
-        for headers in ({"Host": "127.0.0.1:1", "Cookie": cookie, "X-To": "http://127.0.0.1:2/done"},
-                        {"Host": "127.0.0.1:1", "X-Reticle-Mark": mark, "X-To": "/done",
-                         "Origin": "http://127.0.0.1:1"}):
-            assert not [k for k, _ in call(headers) if k.lower() == "set-cookie"], headers
+        # a redirect to another host, or any other answer: the spent mark is removed from the request's path
+        out = call({"Host": "127.0.0.1:1", "Cookie": cookie, "X-To": "http://127.0.0.1:2/done"})
+        assert [v for k, v in out if k.lower() == "set-cookie"] == [
+            "__reticle_mark=; Path=/form; Max-Age=0; SameSite=Strict"], out
+        # a header mark sets no cookie
+        out = call({"Host": "127.0.0.1:1", "X-Reticle-Mark": mark, "X-To": "/done", "Origin": "http://127.0.0.1:1"})
+        assert not [k for k, _ in out if k.lower() == "set-cookie"], out
         assert records[-1]["from"] == "http://127.0.0.1:1" and len(records) == 4
 
 
