@@ -11049,7 +11049,7 @@ def _bridge_device(handler: "_BridgeHandler", capability: str, origin: Optional[
 
 
 class _BridgeHandler(tornado.websocket.WebSocketHandler):
-    """GET /reticle: the browser bridge (hello, event(s), command, command_result)."""
+    """GET /reticle: the browser bridge (hello, event(s), command, command_result; marks: more server marks)."""
 
     def initialize(self, hub: "Hub") -> None:
         self.hub = hub
