@@ -2024,7 +2024,7 @@ class _TabState:
         self.document_id = str(hello.get("documentId") or "")[:64]
         # (documentId, until): a hello whose events are still on the way
         self.arriving: Optional[Tuple[str, float]] = None
-        self.server_mark = secrets.token_hex(16)  # what the SDK marks this tab's requests with (Server truth)
+        self.server_tickets = _ServerTickets()   # the one-use marks the SDK puts on its requests (Server truth)
         self.server_seen = 0                      # records the app's middleware reported for this tab
         self.update_identity(hello)
 
@@ -5263,7 +5263,8 @@ def _server_matches(r: dict, p: dict) -> bool:
 def _server_unreported(now: float, window: List[dict]) -> Tuple[List[dict], List[dict]]:
     """The tab's marked requests in the window that no server record answers yet, as (awaiting,
     unreported): awaiting = still open, or answered less than SERVER_GRACE_MS ago (the record may
-    be on its way); unreported = answered longer ago than that."""
+    be on its way); unreported = answered longer ago than that.  A record answers the request the
+    SDK put its mark on (net.pending's serverMark: the id the daemon issued with the mark)."""
     reported = {(r.get("documentId"), r.get("requestId")) for r in _server_records(window)}
     done = {}
     for e in window:
@@ -5275,7 +5276,7 @@ def _server_unreported(now: float, window: List[dict]) -> Tuple[List[dict], List
         d = e["data"]
         if e["type"] != "net.pending" or not d.get("serverMarked") or not d.get("requestId"):
             continue
-        if (e.get("doc"), str(d["requestId"])) in reported:
+        if (e.get("doc"), str(d.get("serverMark"))) in reported:
             continue
         t = done.get(str(d["requestId"]))
         (awaiting if t is None or now - t < SERVER_GRACE_MS else unreported).append(d)
@@ -5329,7 +5330,10 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
     if unreported:
         return {"pass": False, "assertion": "server.unreported", "inconclusive": (
             "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
-            "route, or dropped it while the daemon was away)" % _call_label(unreported[0]))}
+            "route, or dropped it while the daemon was away, or the browser said another page sent it)"
+            % _call_label(unreported[0]) if unreported[0].get("serverMark") else
+            "%s went to the server without a mark (the tab had none left from the daemon), so what the "
+            "server did for it cannot be known" % _call_label(unreported[0]))}
     observed = [_server_line(r) for r in records[-8:]]
     near = [e["t"] for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
@@ -6409,8 +6413,8 @@ def _server_failures(window: List[dict], p: Optional[dict] = None, known: Option
                  or (leaf["kind"] in ("server", "net") and (leaf.get("status") or 0) >= 500)
                  or (leaf["kind"] == "net" and leaf.get("ok") is False))]
     background = known.background if known is not None else ()
-    labels: Dict[Tuple[Any, str], str] = {(e.get("doc"), str(e["data"].get("requestId"))): _call_label(e["data"])
-              for e in window if e["type"] == "net.pending"} if background else {}
+    labels: Dict[Tuple[Any, str], str] = {(e.get("doc"), str(e["data"].get("serverMark"))): _call_label(e["data"])
+              for e in window if e["type"] == "net.pending" and e["data"].get("serverMark")} if background else {}
     return [r for r in _server_records(window) if (r.get("exception") or r.get("logged"))
             and not any(_server_matches(r, leaf) for leaf in wants)
             and labels.get((r.get("documentId"), str(r.get("requestId"))), "") not in background]
@@ -9984,6 +9988,11 @@ SERVER_AWAY_S = 1.0              # after a failed POST, wait this long before th
 SERVER_SQL_CAP = 200             # characters of SQL text kept per write
 SERVER_GRACE_MS = 400            # a marked request's record may arrive this long after the browser saw it answer
 SERVER_MAX_RECORDS = 500         # per POST accepted by the daemon
+SERVER_TICKETS = 64              # one-use marks handed to a tab's document at a time (the SDK asks for more)
+SERVER_TICKETS_KEPT = 512        # unused marks a tab holds at most: past it the oldest are void
+SERVER_TICKET_AFTER_MS = 30000   # a document's unused marks still count this long after its tab moved on
+SERVER_REDIRECT_MS = 10000       # a navigation's mark is good once more this long after its request redirected
+SERVER_TICKET_SITES = ("same-origin", "none")  # Sec-Fetch-Site of a request the tab's own document made
 _MARK_RE = re.compile(r"^([0-9a-f]{32})(?:\.([A-Za-z0-9_:-]{1,64})\.([A-Za-z0-9_-]{1,32}))?$")
 _SQL_WRITE_RE = re.compile(
     r"^\s*(?:/\*.*?\*/\s*)*(INSERT|UPDATE|DELETE|REPLACE)\b(?:\s+OR\s+\w+)?(?:\s+INTO|\s+FROM)?\s+"
@@ -10228,9 +10237,44 @@ class _ServerReporter:
         return True
 
 
-def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False) -> dict:
+def _sent_by(site: Optional[str], origin: Optional[str], referer: Optional[str]) -> dict:
+    """Who sent the request, as the browser tells it (a page can set none of these headers): its
+    Sec-Fetch-Site, and the origin of its Origin header, else of its Referer."""
+    sender = origin or None
+    if sender is None and referer:
+        parts = urllib.parse.urlsplit(referer)
+        sender = "%s://%s" % (parts.scheme, parts.netloc) if parts.netloc else None
+    return {"site": site[:20] if site else None, "from": sender[:300] if sender else None}
+
+
+_COOKIE_PATH_RE = re.compile(r"[^A-Za-z0-9\-._~%!$&'()*+=:@/]")
+
+
+def _cookie_path(path: str) -> str:
+    bad = _COOKIE_PATH_RE.search(path)
+    return path if bad is None else path[:path.rfind("/", 0, bad.start()) + 1] or "/"
+
+
+def _redirect_mark(rec: dict, mark: str, status: Any, location: Optional[str]) -> Optional[str]:
+    """The Set-Cookie for the answer to a request marked by cookie (a navigation), or None.  A
+    same-origin redirect carries the mark on to where it leads (the daemon takes a mark once more
+    after a 3xx) in a cookie set with HttpOnly, readable by no script, living seconds, scoped to
+    the redirect's path; any other answer removes the spent mark from the request's path, so that
+    no page reads it after, and the SDK's next mark there is not shadowed by an HttpOnly one."""
+    if rec["via"] != "cookie":
+        return None
+    to = urllib.parse.urlsplit(location or "")
+    if isinstance(status, int) and 300 <= status < 400 and location and (
+            not to.netloc or to.netloc.lower() == rec["host"].lower()):
+        path = _cookie_path(urllib.parse.urljoin(rec["path"], to.path or rec["path"]))
+        return "%s=%s; Path=%s; Max-Age=10; SameSite=Strict; HttpOnly" % (SERVER_MARK_COOKIE, mark[:200], path[:1024])
+    return "%s=; Path=%s; Max-Age=0; SameSite=Strict" % (SERVER_MARK_COOKIE, _cookie_path(rec["path"])[:1024])
+
+
+def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False,
+                  sent: Optional[dict] = None) -> dict:
     return {"mark": mark[:200], "method": method[:16], "path": path[:2048], "host": host[:300], "via": via,
-            "status": None, "view": None,
+            **(sent or {}), "status": None, "view": None,
             "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0,
             "_t0": time.perf_counter(), "_pending": {}, "_params": params}
 
@@ -10356,7 +10400,9 @@ def wsgi(app: Callable, params: bool = False) -> Callable:
         if not mark or current.get() is not None:
             return app(environ, start_response)
         rec = _begin_record(mark, environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "") or "/",
-                            environ.get("HTTP_HOST", ""), via, params)
+                            environ.get("HTTP_HOST", ""), via, params, _sent_by(
+                                environ.get("HTTP_SEC_FETCH_SITE"), environ.get("HTTP_ORIGIN"),
+                                environ.get("HTTP_REFERER")))
         token = current.set(rec)
 
         def start(status: str, headers: list, exc_info: Any = None) -> Any:
@@ -10364,6 +10410,9 @@ def wsgi(app: Callable, params: bool = False) -> Callable:
                 rec["status"] = int(str(status).split(" ", 1)[0])
             except ValueError:
                 pass
+            follow = _redirect_mark(rec, mark, rec["status"], next(
+                (v for k, v in headers if str(k).lower() == "location"), None))
+            headers = headers + [("Set-Cookie", follow)] if follow else headers
             return start_response(status, headers, exc_info) if exc_info is not None else \
                 start_response(status, headers)
         try:
@@ -10409,14 +10458,21 @@ def asgi(app: Callable, params: bool = False) -> Callable:
         if not mark or current.get() is not None:
             await app(scope, receive, send)
             return
-        host = next((v.decode("latin-1") for k, v in headers if k == b"host"), "")
-        rec = _begin_record(mark, str(scope.get("method", "GET")), str(scope.get("path", "/")), host,
-                            "header" if raw is not None else "cookie", params)
+        sent = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers
+                if k in (b"host", b"sec-fetch-site", b"origin", b"referer")}
+        rec = _begin_record(mark, str(scope.get("method", "GET")), str(scope.get("path", "/")), sent.get("host", ""),
+                            "header" if raw is not None else "cookie", params,
+                            _sent_by(sent.get("sec-fetch-site"), sent.get("origin"), sent.get("referer")))
         token = current.set(rec)
 
         async def sending(message: dict) -> None:
             if message.get("type") == "http.response.start":
                 rec["status"] = message.get("status")
+                out = list(message.get("headers") or ())
+                follow = _redirect_mark(rec, mark, rec["status"], next(
+                    (v.decode("latin-1") for k, v in out if bytes(k).lower() == b"location"), None))
+                if follow:
+                    message = dict(message, headers=out + [(b"set-cookie", follow.encode("latin-1"))])
             await send(message)
         try:
             await app(scope, receive, sending)
@@ -10461,7 +10517,8 @@ class DjangoMiddleware:
         from django.conf import settings
         from django.db import connections
         rec = _begin_record(mark, request.method or "GET", request.path, meta.get("HTTP_HOST", ""), via,
-                            bool(getattr(settings, "RETICLE_SERVER_PARAMS", False)))
+                            bool(getattr(settings, "RETICLE_SERVER_PARAMS", False)), _sent_by(
+                                meta.get("HTTP_SEC_FETCH_SITE"), meta.get("HTTP_ORIGIN"), meta.get("HTTP_REFERER")))
         token = self.current.set(rec)
         try:
             with contextlib.ExitStack() as stack:
@@ -10469,6 +10526,9 @@ class DjangoMiddleware:
                     stack.enter_context(conn.execute_wrapper(_django_statement))
                 response = self.get_response(request)
             rec["status"] = response.status_code
+            follow = _redirect_mark(rec, mark, rec["status"], response.get("Location"))
+            if follow:
+                response.cookies.load(follow)
             return response
         except BaseException as exc:
             rec["exception"] = rec["exception"] or _exception_record(exc)
@@ -10573,7 +10633,9 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
             out["handledBy"] = v["handledBy"][:120]
         return out
     status = raw.get("status")
-    rec: Dict[str, Any] = {"mark": m.group(1), "documentId": m.group(2), "requestId": m.group(3),
+    # only the secret counts: the document and request a record lands under are the ones the daemon
+    # issued that secret to (_ServerTickets), never what a sender appends to it
+    rec: Dict[str, Any] = {"mark": m.group(1), "site": text(raw.get("site"), 20), "from": text(raw.get("from"), 300),
            "method": (text(raw.get("method"), 16) or "").upper(), "path": text(raw.get("path"), 2048) or "/",
            "host": text(raw.get("host"), 300) or "", "via": "cookie" if raw.get("via") == "cookie" else "header",
            "status": status if isinstance(status, int) and not isinstance(status, bool) else None,
@@ -10605,9 +10667,70 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
     return rec
 
 
+class _ServerTickets:
+    """The one-use marks the daemon issued one tab: secret -> [document, id, void after (ms) or None].
+    The SDK puts one on each request of its document the server may see (a header, or for a
+    navigation a cookie that lives seconds); a record carrying it lands under that document and id,
+    once.  A document's marks stay good until the tab moves to another document, then for
+    SERVER_TICKET_AFTER_MS (its last requests' records are still on their way)."""
+
+    def __init__(self) -> None:
+        self.live: "collections.OrderedDict[str, List[Any]]" = collections.OrderedDict()
+        self.issued = 0
+        self.doc: Optional[str] = None
+
+    def issue(self, doc: str, now: float) -> List[List[str]]:
+        """SERVER_TICKETS new [id, secret] pairs for document `doc`; the other documents' marks start to expire."""
+        if doc != self.doc:
+            for ticket in self.live.values():
+                if ticket[0] != doc and ticket[2] is None:
+                    ticket[2] = now + SERVER_TICKET_AFTER_MS
+            self.doc = doc
+        out = []
+        for _ in range(SERVER_TICKETS):
+            self.issued += 1
+            secret, tid = secrets.token_hex(16), "m%d" % self.issued
+            self.live[secret] = [doc, tid, None]
+            out.append([tid, secret])
+        while len(self.live) > SERVER_TICKETS_KEPT:
+            self.live.popitem(last=False)
+        return out
+
+    def holds(self, secret: str, now: float) -> bool:
+        ticket = self.live.get(secret)
+        return ticket is not None and (ticket[2] is None or now < ticket[2])
+
+    def take(self, secret: str, again_until: Optional[float] = None) -> Tuple[str, str]:
+        """(document, id) of a held mark, which is then spent, or with again_until, good for one
+        more request until then (the request its redirect leads to)."""
+        doc, tid, _ = self.live.pop(secret)
+        if again_until is not None:
+            self.live[secret] = [doc, tid, again_until]
+        return doc, tid
+
+
+def _server_sender_refused(rec: dict, owner: "_BrowserSession") -> Optional[str]:
+    """Why a record's request is not its tab's own, or None.  The browser says who sent a request
+    (Sec-Fetch-Site, Origin, Referer; no page can set them): only the tab's own origin, or the user,
+    counts.  A page on another port of the same host can read a navigation's cookie mark (cookies
+    ignore ports) and send it along, but its requests are `same-site`, or carry its own origin."""
+    tab = urllib.parse.urlsplit(owner.url)
+    origin = "%s://%s" % (tab.scheme, tab.netloc)
+    site, sender = rec.pop("site"), rec.pop("from")
+    if rec["via"] == "cookie" and rec["host"].lower() != tab.netloc.lower():
+        return "a cookie mark on a request to another host than the tab's (%s)" % rec["host"]
+    if site:
+        return None if site in SERVER_TICKET_SITES else "a request sent by a %s page (Sec-Fetch-Site)" % site
+    if sender:
+        return None if sender.lower() == origin.lower() else "a request sent by %s" % sender
+    return "a cookie mark on a request whose sender the browser did not name" if rec["via"] == "cookie" else None
+
+
 def _stitch_server_records(hub: "Hub", body: Any) -> dict:
-    """Put each record into the window of the tab whose mark it carries.  A mark no tab holds
-    (a request made outside any Reticle tab, or a stale tab) is counted and dropped."""
+    """Put each record into the window of the tab that was issued its mark, under the document and
+    id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
+    a stale tab, a mark already spent) is counted as unmatched; a request the tab's own document did
+    not send (another origin replaying a mark) is refused, counted, and spends nothing."""
     if not isinstance(body, dict) or not isinstance(body.get("records"), list):
         raise _HttpRefusal(400, "bad request", "expected a JSON object {records: [...], dropped?: int}")
     records = body["records"]
@@ -10619,27 +10742,34 @@ def _stitch_server_records(hub: "Hub", body: Any) -> dict:
     if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
         stats["droppedByApps"] += dropped
         stats["lastDropAt"] = hub.clock()
-    stitched = unmatched = invalid = 0
+    stitched = unmatched = invalid = refused = 0
+    now = hub.clock()
     for raw in records:
         rec = _clean_server_record(raw)
         if rec is None:
             invalid += 1
             continue
-        mark = rec.pop("mark").encode()
-        owner = next((s for s in sessions if hmac.compare_digest(s.server_mark.encode(), mark)), None)
-        if owner is not None and rec["via"] == "cookie" and \
-                rec["host"].lower() != urllib.parse.urlsplit(owner.url).netloc.lower():
-            owner = None  # a cookie is shared by every app on the host: only the tab's own app may use it
+        secret = rec.pop("mark")
+        owner = next((s for s in sessions if s.server_tickets.holds(secret, now)), None)
         if owner is None:
             unmatched += 1
             continue
+        why = _server_sender_refused(rec, owner)
+        if why is not None:
+            refused += 1
+            stats["lastRefused"] = "%s %s: %s" % (rec["method"], rec["path"][:200], why)
+            continue
+        redirected = rec["via"] == "cookie" and 300 <= (rec["status"] or 0) < 400
+        rec["documentId"], rec["requestId"] = owner.server_tickets.take(
+            secret, now + SERVER_REDIRECT_MS if redirected else None)
         owner.add_server_record(rec)
         stitched += 1
     stats["received"] += len(records)
     stats["stitched"] += stitched
     stats["unmatched"] += unmatched
     stats["invalid"] += invalid
-    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid}
+    stats["refused"] += refused
+    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}
 
 
 ###############################################################################
@@ -11424,11 +11554,12 @@ def _bridge_device(handler: "_BridgeHandler", capability: str, origin: Optional[
 
 
 class _BridgeHandler(tornado.websocket.WebSocketHandler):
-    """GET /reticle: the browser bridge (hello, event(s), command, command_result)."""
+    """GET /reticle: the browser bridge (hello, event(s), command, command_result; marks: more server marks)."""
 
     def initialize(self, hub: "Hub") -> None:
         self.hub = hub
         self.session: Optional[_BrowserSession] = None
+        self.document: Optional[str] = None  # the document whose server marks this socket hands out
         self.replaced = False
         self.needs_token = True
         self.device: Optional[_Device] = None
@@ -11589,6 +11720,8 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             session.resolve_command(msg)
         elif kind == "input" and session.device is not None:
             self.hub.devices.on_input(session, msg)
+        elif kind == "marks" and self.document is not None:
+            self._send_marks(False)  # each batch voids the tab's oldest marks past SERVER_TICKETS_KEPT
         elif kind == "hello":
             if msg.get("sessionId") != session.id:
                 self.close(1008, "hello already received")
@@ -11645,12 +11778,19 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         assert session is not None  # attach() gives a session or a close code, never neither
         session.device = self.device
         self.session = session
-        # the SDK marks its requests for the app's middleware with this (Server truth)
+        # the SDK marks its requests for the app's middleware with these (Server truth)
         if session is not None and msg.get("serverMark") is True:
-            self.send_json({"kind": "mark", "mark": session.server_mark, "header": SERVER_MARK_HEADER,
-                            "cookie": SERVER_MARK_COOKIE})
+            self.document = str(msg.get("documentId") or "")[:64]
+            self._send_marks(True)
         if session is not None and self.hub.faults.live(session.id):  # a new document gets the tab's faults
             self.hub.spawn(_quietly(self.hub.faults.sync(session.id)))
+
+    def _send_marks(self, reset: bool) -> None:
+        """Hand this socket's document a batch of one-use server marks (reset: they replace the SDK's pool)."""
+        assert self.session is not None and self.document is not None
+        marks = self.session.server_tickets.issue(self.document, self.hub.clock())
+        self.send_json({"kind": "mark", "marks": marks, "reset": reset, "header": SERVER_MARK_HEADER,
+                        "cookie": SERVER_MARK_COOKIE})
 
     def on_close(self) -> None:
         self._end_handshake()
@@ -11704,7 +11844,7 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
      {"post": ("stop", "Planned stop (needs the pairing token)", {"202": "stopping"})}),
     (r"/server-records", _ServerRecordsHandler, {}, "/server-records",
      {"post": ("serverRecords", "What the app's server did for marked requests (middleware; needs the pairing token)",
-               {"200": "{stitched, unmatched, invalid}", "400": "not {records: [...]}"})}),
+               {"200": "{stitched, unmatched, invalid, refused}", "400": "not {records: [...]}"})}),
     (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
                {"200": "response(s); Mcp-Session-Id on initialize; an SSE stream for a tools/call with "
@@ -11875,7 +12015,8 @@ class Hub:
         self.journeys = _Journeys()
         # what the apps' middleware sent (Server truth)
         self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
-                                             "droppedByApps": 0, "lastDropAt": None}
+                                             "refused": 0, "lastRefused": None, "droppedByApps": 0,
+                                             "lastDropAt": None}
         self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
@@ -14928,17 +15069,28 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     openSocket();
   }
 
-  // ---- server truth: the mark the app's middleware reports this tab's requests by -------------
-  // The daemon hands each tab a secret mark. Same-origin fetch/XHR carry it (with the request's
-  // id) in a header; a document request, which cannot carry a header, in a cookie that lives a
-  // few seconds and is set just before the page leaves. Cross-origin requests are never marked.
-  var MARK = { value: null, header: 'X-Reticle-Mark', cookie: '__reticle_mark' };
+  // ---- server truth: the marks the app's middleware reports this tab's requests by ------------
+  // The daemon hands each document a pool of one-use marks, [id, secret]. A same-origin fetch/XHR
+  // carries one secret in a header (no other origin can read a request's headers) and its
+  // net.pending names the id, which the daemon files the server's record under. A document
+  // request, which cannot carry a header, carries one in a cookie set just before the page
+  // leaves, scoped to the destination's path and living seconds; another port's page can read
+  // that cookie, so the daemon takes it only from a request the browser says this origin (or the
+  // user) sent. Cross-origin requests are never marked.
+  var MARK = { pool: [], on: false, asked: false, header: 'X-Reticle-Mark', cookie: '__reticle_mark' };
+  var MARK_LOW = 32; // marks left when the SDK asks the daemon for more
   function onServerMark(msg) {
-    if (typeof msg.mark !== 'string' || !/^[0-9a-f]{32}$/.test(msg.mark)) return;
-    MARK.value = msg.mark;
+    if (!Array.isArray(msg.marks)) return;
+    if (msg.reset) MARK.pool = [];
+    msg.marks.forEach(function (m) {
+      if (Array.isArray(m) && /^[A-Za-z0-9_-]{1,32}$/.test(m[0]) && /^[0-9a-f]{32}$/.test(m[1]))
+        MARK.pool.push([String(m[0]), String(m[1])]);
+    });
+    MARK.on = true;
+    MARK.asked = false;
     if (typeof msg.header === 'string') MARK.header = msg.header;
     if (typeof msg.cookie === 'string') MARK.cookie = msg.cookie;
-    clearMarkCookie();
+    if (msg.reset) clearMarkCookie();
   }
   // Through the native accessor: the storage observer's cookie patch must not report our own cookie.
   function rawCookie(value) {
@@ -14948,28 +15100,50 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     else document.cookie = value;
     return '';
   }
+  // A cookie path for url's path: up to its last '/', without anything a cookie attribute could misread.
+  function markPath(url) {
+    var path;
+    try {
+      path = new URL(url, location.href).pathname;
+    } catch (e) {
+      return '/';
+    }
+    var bad = path.search(/[^A-Za-z0-9\-._~%!$&'()*+=:@/]/);
+    return bad === -1 ? path : path.slice(0, path.lastIndexOf('/', bad) + 1) || '/';
+  }
   function clearMarkCookie() {
     try {
-      if (rawCookie().indexOf(MARK.cookie + '=') !== -1)
+      if (rawCookie().indexOf(MARK.cookie + '=') !== -1) {
         rawCookie(MARK.cookie + '=; path=/; max-age=0; samesite=strict');
+        rawCookie(MARK.cookie + '=; path=' + markPath(location.href) + '; max-age=0; samesite=strict');
+      }
     } catch (e) {
       /* cookies refused */
     }
   }
-  function markFor(url, id) {
-    if (!MARK.value) return null;
-    try {
-      if (new URL(url, location.href).origin !== location.origin) return null;
-    } catch (e) {
-      return null;
+  // The next mark for a request to this document's own origin: [id, secret]; false when the pool
+  // ran dry (the request goes unmarked and the server's side of it is unknown); asks for more.
+  function takeMark() {
+    var m = MARK.pool.shift() || false;
+    if (MARK.pool.length <= MARK_LOW && !MARK.asked && S.open) {
+      MARK.asked = true;
+      rawSend(N.stringify({ kind: 'marks' }));
     }
-    return MARK.value + '.' + S.documentId + '.' + id;
+    return m;
   }
-  function markDocument(id) {
-    if (!MARK.value) return;
+  // Is url a request the server of this document may be asked to mark (same origin, marks on)?
+  function markable(url) {
+    if (!MARK.on) return false;
     try {
-      var value = MARK.value + '.' + S.documentId + '.' + id;
-      rawCookie(MARK.cookie + '=' + value + '; path=/; max-age=10; samesite=strict');
+      return new URL(url, location.href).origin === location.origin;
+    } catch (e) {
+      return false;
+    }
+  }
+  function markDocument(mark, url) {
+    try {
+      var path = url ? markPath(url) : '/';
+      rawCookie(MARK.cookie + '=' + mark[1] + '; path=' + path + '; max-age=10; samesite=strict');
     } catch (e) {
       /* cookies refused */
     }
@@ -17968,19 +18142,24 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       initiator: 'fetch',
       faultId: meta.fault ? meta.fault.id : undefined
     };
-    // marked for the server unless it never reaches it (a fault that answers or aborts it)
-    var mark = meta.fault && (meta.fault.abort || meta.fault.respond) ? null : markFor(url, id);
-    if ((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors'))
-      mark = null; // no-cors admits no custom header: the request would fail
+    // marked for the server unless it never reaches it (a fault that answers or aborts it); no-cors
+    // admits no custom header (the request would fail)
+    var marking =
+      !(meta.fault && (meta.fault.abort || meta.fault.respond)) &&
+      !((init && init.mode === 'no-cors') || (input && typeof input === 'object' && input.mode === 'no-cors')) &&
+      markable(url);
+    var mark = marking && takeMark();
+    if (marking && !mark) pend.serverMarked = true; // no mark left: what the server did stays unknown
     if (mark) {
       try {
         var hs = new Headers(
           (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
         );
-        hs.set(MARK.header, mark);
+        hs.set(MARK.header, mark[1]);
         init = Object.assign({}, init || {}, { headers: hs });
         call.args = [input, init];
         pend.serverMarked = true;
+        pend.serverMark = mark[0];
         meta.marked = true;
       } catch (e) {
         /* an exotic init: the request goes unmarked */
@@ -18605,11 +18784,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       initiator: 'xhr',
       faultId: m.fault ? m.fault.id : undefined
     };
-    var xmark = m.fault && (m.fault.abort || m.fault.respond) ? null : markFor(m.url, id);
-    if (xmark) {
+    if (!(m.fault && (m.fault.abort || m.fault.respond)) && markable(m.url)) {
+      var xmark = takeMark();
       try {
-        xhr.setRequestHeader(MARK.header, xmark);
+        if (xmark) xhr.setRequestHeader(MARK.header, xmark[1]);
         xpend.serverMarked = true;
+        if (xmark) xpend.serverMark = xmark[0];
       } catch (e) {
         /* not opened, or already sent: unmarked */
       }
@@ -19474,9 +19654,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (rec[k] != null) d[k] = rec[k];
     });
     if (rec.requestBody != null) d.requestBodyType = rec.enctype;
-    if (MARK.value && (!rec.url || markFor(rec.url, id))) {
-      markDocument(id);
+    if (MARK.on && (!rec.url || markable(rec.url))) {
+      var mark = takeMark();
+      if (mark) markDocument(mark, rec.url);
       d.serverMarked = true;
+      if (mark) d.serverMark = mark[0];
     }
     docAnnounced = { id: id, at: N.dateNow(), method: d.method, url: d.url, cause: d.cause };
     // the record first: the emit below may not leave before the page goes

