@@ -186,6 +186,7 @@ WS_PING_INTERVAL_S = 20
 HELLO_TIMEOUT_S = 5.0
 MAX_SESSIONS = 32
 MAX_PENDING_HANDSHAKES = 16
+REFUSALS_KEPT = 8                          # script loads and bridge sockets refused lately, named by reticle_sessions
 MAX_DEPARTED = 8                           # closed tabs kept for a reload to resume (each keeps its buffer)
 DEPARTED_KEEP_MS = 60_000
 COMMAND_TIMEOUT_S = 8.0
@@ -2477,6 +2478,10 @@ async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: C
     return True
 
 
+_SOCKET_REFUSAL_FIX = ("the SDK tries again by itself; if this repeats, reload the page, and check that it is "
+                       "on localhost or 127.0.0.1 (or allow-listed with RETICLE_ALLOWED_ORIGINS and given the token)")
+
+
 class _Bridge:
     """All browser sessions of one daemon, keyed by the id the page chose."""
 
@@ -2486,7 +2491,7 @@ class _Bridge:
         self.sessions: Dict[str, _BrowserSession] = {}
         self.pending_handshakes = 0
         self.pending: "collections.OrderedDict[Any, None]" = collections.OrderedDict()  # sockets before hello
-        self.refusals: collections.deque = collections.deque(maxlen=5)
+        self.refusals: collections.deque = hub.refusals  # the hub's record of what it refused a page
         self.ever_connected = 0
         self.events_per_second = EVENTS_PER_SECOND_DEFAULT
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it], all tabs together
@@ -2521,8 +2526,8 @@ class _Bridge:
     def get(self, session_id: str) -> Optional[_BrowserSession]:
         return self.sessions.get(session_id)
 
-    def note_refusal(self, reason: str) -> None:
-        self.refusals.append({"at": _wall_iso(), "reason": reason})
+    def note_refusal(self, reason: str, fix: str = "") -> None:
+        self.hub.note_refusal("socket", reason, fix or _SOCKET_REFUSAL_FIX)
         _emit(_bridge_log, logging.WARNING, "bridge_refused", reason=reason)
 
     def why(self) -> str:
@@ -2536,7 +2541,9 @@ class _Bridge:
             text = "every tab that connected has gone (%d seen since start). " % self.ever_connected + text
         if self.refusals:
             last = self.refusals[-1]
-            text = "NOTE: the bridge refused a connection recently (%s: %s). " % (last["at"], last["reason"]) + text
+            text = ("NOTE: the daemon refused a page's %s recently (%s: %s); %s. " % (
+                "script load (/reticle.js)" if last["what"] == "script" else "bridge socket", last["at"],
+                last["reason"], last["fix"])) + text
         return text
 
     def resolve(self, session_id: Optional[str]) -> _BrowserSession:
@@ -7367,11 +7374,18 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
     out: Dict[str, Any] = {"sessions": sessions}
     if not sessions:
         out["why"] = hub.bridge.why()
+        reason = ("no tab is connected now (%d connected since the daemon started, all gone)"
+                  % hub.bridge.ever_connected if hub.bridge.ever_connected else
+                  "no tab has loaded %s/reticle.js yet" % hub.public_origin())
+        if hub.refusals:
+            # a page did try: the script tag is there, what stopped it is what to fix
+            out["refused"] = list(hub.refusals)[::-1]
+            last = hub.refusals[-1]
+            reason = "the daemon refused a page's %s (%s): %s" % (
+                "script load" if last["what"] == "script" else "bridge socket", last["reason"], last["fix"])
         out["next_action"] = {
             "action": "open_app",
-            "reason": ("no tab is connected now (%d connected since the daemon started, all gone)"
-                       % hub.bridge.ever_connected if hub.bridge.ever_connected else
-                       "no tab has loaded %s/reticle.js yet" % hub.public_origin()),
+            "reason": reason,
             "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
             "or": {"tool": "reticle_open", "args": {"url": "<the app's URL>"},
                    "reason": "a browser of Reticle's own, with the SDK injected into the app"},
@@ -10185,8 +10199,11 @@ class _Guard:
         b = expected.encode("utf-8")
         return len(a) == len(b) and hmac.compare_digest(a, b)
 
-    def loopback_problem(self, request: Any, allowed_origins: Tuple[str, ...] = ()) -> Optional[str]:
-        """None when the loopback tier holds, else what failed, in words."""
+    def loopback_problem(self, request: Any, allowed_origins: Tuple[str, ...] = (),
+                         unnamed_pages: bool = False) -> Optional[str]:
+        """None when the loopback tier holds, else what failed, in words.  unnamed_pages: a browser
+        request that names no page (no Origin, no Referer: a Referrer-Policy such as Django's default
+        `same-origin` on a page of another port) passes; only /reticle.js, which holds no secret."""
         peer = request.remote_ip or ""
         if not _is_loopback_host(peer):
             return "the peer address %s is not loopback" % peer
@@ -10204,15 +10221,15 @@ class _Guard:
             if not _is_loopback_host(_origin_host(value)):
                 return "the %s header %r is not a loopback page" % (name, value)
         site = (request.headers.get("Sec-Fetch-Site") or "").strip().lower()
-        if site in ("cross-site", "same-site") and request.headers.get("Origin") is None and \
+        if not unnamed_pages and site in ("cross-site", "same-site") and request.headers.get("Origin") is None and \
                 request.headers.get("Referer") is None:
             # a browser says where a request comes from even when the page withholds Origin and
             # Referer (referrerpolicy="no-referrer"): a page of another site, unnamed, is not a loopback page
             return "a %s browser request with no Origin and no Referer is not from a known loopback page" % site
         return None
 
-    def check_http(self, request: Any, allowed_origins: Tuple[str, ...] = ()) -> None:
-        problem = self.loopback_problem(request, allowed_origins)
+    def check_http(self, request: Any, allowed_origins: Tuple[str, ...] = (), unnamed_pages: bool = False) -> None:
+        problem = self.loopback_problem(request, allowed_origins, unnamed_pages)
         if problem is None:
             return
         presented = self.presented_token(request)
@@ -10324,6 +10341,7 @@ class _BaseHandler(tornado.web.RequestHandler):
 
     SUPPORTED_METHODS = _AnyMethod(_HTTP_METHODS)
     allow_listed_origins = False  # /reticle.js also admits RETICLE_ALLOWED_ORIGINS pages
+    unnamed_pages = False  # /reticle.js also admits a browser request that names no page (no secret in it)
     _body_timer: Any = None
     _work: Optional["asyncio.Task"] = None
 
@@ -10387,7 +10405,8 @@ class _BaseHandler(tornado.web.RequestHandler):
         self._size = 0
         self._body_timer = None
         try:
-            self.hub.guard.check_http(self.request, self.hub.allowed_origins if self.allow_listed_origins else ())
+            self.hub.guard.check_http(self.request, self.hub.allowed_origins if self.allow_listed_origins else (),
+                                      self.unnamed_pages)
             self.charge(1)
             refusal = self.method_refusal() or self.media_type_refusal()
             if refusal is not None:
@@ -10547,9 +10566,20 @@ class _OpenApiHandler(_BaseHandler):
 
 
 class _SdkHandler(_BaseHandler):
-    """GET /reticle.js: the in-page SDK (no token inside, ever)."""
+    """GET /reticle.js: the in-page SDK (no token inside, ever).  It holds no secret, so a loopback
+    browser request that names no page (Django's default Referrer-Policy `same-origin` on a page of
+    another port sends neither Origin nor Referer) gets it; a request naming a page off loopback, a
+    foreign Host (DNS rebinding) or a peer off loopback is refused as on every route, and the
+    refusal is kept (Hub.note_refusal) for reticle_sessions to name."""
 
     allow_listed_origins = True
+    unnamed_pages = True
+
+    def refuse(self, refusal: _HttpRefusal, close: bool = False) -> None:
+        if not self._finished:
+            self.hub.note_refusal("script", "%d %s: %s" % (refusal.status, refusal.error, refusal.detail),
+                                  _script_refusal_fix(refusal, self.hub.public_origin()))
+        super().refuse(refusal, close)
 
     def set_default_headers(self) -> None:
         self.set_header("Cache-Control", "no-cache")
@@ -10558,6 +10588,19 @@ class _SdkHandler(_BaseHandler):
     def get(self) -> None:
         self.set_header("Content-Type", "application/javascript; charset=utf-8")
         self.write(self.hub.sdk_source())
+
+
+def _script_refusal_fix(refusal: _HttpRefusal, origin: str) -> str:
+    """What to do about a refused script load, from what the guard said."""
+    detail = refusal.detail
+    if refusal.status == 429:
+        return "wait a second: the page (or something else on this machine) asked too often"
+    if "the Host header" in detail:
+        return "load the script as %s/reticle.js, not through a name that resolves to this machine" % origin
+    if "header" in detail:
+        return ("open the app on localhost or 127.0.0.1, or list its origin in RETICLE_ALLOWED_ORIGINS (the SDK "
+                "then needs data-allow-non-localhost and data-token=\"<pairing token>\" on its script tag)")
+    return "load the page in a browser on this machine (the daemon serves loopback clients only)"
 
 
 class _StopHandler(_BaseHandler):
@@ -11365,6 +11408,8 @@ class Hub:
         self.started_at = time.time()
         self.registry = _build_registry()
         self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
+        # what was refused to a page lately (a script load, a bridge socket), for reticle_sessions
+        self.refusals: collections.deque = collections.deque(maxlen=REFUSALS_KEPT)
         self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
         self.journeys = _Journeys()
@@ -11383,6 +11428,11 @@ class Hub:
         self.stop_event: Optional[asyncio.Event] = None
         self.stop_reason = ""
         self._sdk: Optional[str] = None
+
+    def note_refusal(self, what: str, reason: str, fix: str) -> None:
+        """Keep what was refused to a page (`what`: "script" or "socket"), why and what to do, the
+        last REFUSALS_KEPT of them: reticle_sessions names them while no tab is connected."""
+        self.refusals.append({"at": _wall_iso(), "what": what, "reason": _short(reason, 300), "fix": fix})
 
     # -- clock and ids --------------------------------------------------------
     def clock(self) -> float:

@@ -697,6 +697,8 @@ class AuthorizationTest(ReticleTestCase):
         browser still says Sec-Fetch-Site."""
         for site in ("cross-site", "same-site"):
             for path, method in self.ROUTES:
+                if path == "/reticle.js":
+                    continue  # it holds no secret: test_the_script_loads_whatever_the_pages_referrer_policy
                 resp = await self.route(path, method, {"Sec-Fetch-Site": site})
                 body = self.assert_refusal(resp, 403, "forbidden")
                 self.assertIn("no Origin and no Referer", body["detail"])
@@ -704,6 +706,38 @@ class AuthorizationTest(ReticleTestCase):
         for headers in ({"Sec-Fetch-Site": "cross-site", "Referer": "http://localhost:5173/"},
                         {"Sec-Fetch-Site": "same-origin"}, {"Sec-Fetch-Site": "none"}):
             self.assertEqual((await self.fetch("/reticle.js", "GET", None, headers)).code, 200, headers)
+        await self.assert_still_serving()
+
+    @gen_test
+    async def test_the_script_loads_whatever_the_pages_referrer_policy(self):
+        """Issue 27 #1: a Django page (Referrer-Policy: same-origin, the default) on 127.0.0.1:8000, or
+        a page on localhost:8000, loads http://127.0.0.1:<port>/reticle.js as a same-site or cross-site
+        request with no Origin and no Referer: the script (no secret in it) is served.  A page that
+        names itself off loopback, a DNS-rebound Host, and every route that acts or reads are still
+        refused, and each refused script load is kept for reticle_sessions with what to do."""
+        for site in ("same-site", "cross-site"):
+            resp = await self.fetch("/reticle.js", "GET", None, {"Sec-Fetch-Site": site, "Sec-Fetch-Dest": "script"})
+            self.assertEqual(resp.code, 200, site)
+            self.assertIn(b"reticle", resp.body)
+            for path, method in self.ROUTES:
+                if path != "/reticle.js":
+                    resp = await self.route(path, method, {"Sec-Fetch-Site": site})
+                    self.assert_refusal(resp, 403, "forbidden")
+        self.assertEqual(list(self.hub.refusals), [])
+        hostile = ({"Sec-Fetch-Site": "cross-site", "Referer": "http://evil.com/page"},
+                   {"Sec-Fetch-Site": "cross-site", "Origin": "http://evil.com"},
+                   {"Sec-Fetch-Site": "cross-site", "Host": "evil.com:%d" % self.get_http_port()})
+        for headers in hostile:
+            self.assert_refusal(await self.fetch("/reticle.js", "GET", None, headers), 403, "forbidden")
+        refused = list(self.hub.refusals)
+        self.assertEqual([r["what"] for r in refused], ["script"] * 3)
+        self.assertIn("http://evil.com/page", refused[0]["reason"])
+        self.assertIn("RETICLE_ALLOWED_ORIGINS", refused[1]["fix"])
+        self.assertIn("not through a name that resolves", refused[2]["fix"])
+        answer = (await self.hub.call_tool("reticle_sessions", {}, reticle._CallContext("t", "t")))["structuredContent"]
+        self.assertEqual([r["reason"] for r in answer["refused"]], [r["reason"] for r in refused[::-1]])
+        self.assertIn("script load", answer["why"])
+        self.assertIn("Host header", answer["next_action"]["reason"])
         await self.assert_still_serving()
 
     @gen_test
