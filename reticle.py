@@ -9645,6 +9645,173 @@ def _daemon_token() -> Optional[str]:
         return None
 
 
+# -- the script tag, added by the middleware to the app's HTML pages (inject) --------------------
+
+SERVER_INJECT_MAX_BYTES = 2 << 20  # an HTML body read whole to add the script tag; a larger one passes untouched
+
+
+def _sdk_tag() -> bytes:
+    """The script tag of the daemon the middleware reports to (found as the reporter finds it)."""
+    host, port = _daemon_address()
+    return ('<script src="http://%s:%d/reticle.js"></script>' % ("[%s]" % host if ":" in host else host,
+                                                                 port)).encode("ascii")
+
+
+def _injectable(status: int, headers: Dict[str, str], length_known: bool) -> bool:
+    """Whether a response may get the script tag: an HTML page (text/html or XHTML, in an
+    ASCII-compatible charset) whose whole body is known and small (a Content-Length up to
+    SERVER_INJECT_MAX_BYTES, or a body the app already made), not compressed, not a download,
+    not 204/304.  Everything else (streams, gzip, JSON, files) passes as it is.  `headers` have
+    lower-case names."""
+    if status in (204, 304) or status < 200:
+        return False
+    ctype = headers.get("content-type", "")
+    if ctype.split(";", 1)[0].strip().lower() not in ("text/html", "application/xhtml+xml"):
+        return False
+    charset = re.search(r"charset\s*=\s*\"?([\w-]+)", ctype, re.I)
+    if charset and charset.group(1).lower().startswith(("utf-16", "utf-32", "ucs")):
+        return False
+    if headers.get("content-encoding", "identity").strip().lower() != "identity":
+        return False
+    if "attachment" in headers.get("content-disposition", "").lower():
+        return False
+    length = headers.get("content-length")
+    if length is None:
+        return length_known
+    return length.strip().isdigit() and int(length) <= SERVER_INJECT_MAX_BYTES
+
+
+def _with_sdk_tag(body: bytes) -> Optional[bytes]:
+    """`body` with the script tag before its </head>, or None: it loads reticle.js already, or has no </head>."""
+    if len(body) > SERVER_INJECT_MAX_BYTES or b"/reticle.js" in body:
+        return None
+    m = re.search(rb"</head\s*>", body, re.I)
+    if m is None:
+        return None
+    return body[:m.start()] + _sdk_tag() + body[m.start():]
+
+
+def _django_inject(response: Any) -> Any:
+    """DjangoMiddleware's injection: the tag into a whole HTML response, Content-Length kept true."""
+    if getattr(response, "streaming", False):
+        return response
+    headers = {k.lower(): v for k, v in response.items()}
+    if not _injectable(response.status_code, headers, True):
+        return response
+    body = _with_sdk_tag(response.content)
+    if body is not None:
+        response.content = body
+        if response.has_header("Content-Length"):
+            response["Content-Length"] = str(len(body))
+    return response
+
+
+def _wsgi_injecting(app: Callable) -> Callable:
+    """A WSGI app that adds the script tag to `app`'s HTML pages (wsgi(inject=True)).  A page is
+    held only when its whole body is known and small (_injectable): its start_response is
+    delayed until the body is read and changed; anything else, and an app that writes through
+    start_response's `write` or starts late (from its iterable), passes straight through."""
+
+    def reticle_inject(environ: dict, start_response: Callable) -> Any:
+        """One request: hold an injectable page's start until its body is read, then answer it whole."""
+        held: List[Any] = []
+        writer: List[Callable] = []
+        deciding = [True]
+
+        def start(status: str, headers: list, exc_info: Any = None) -> Any:
+            named = {str(k).lower(): str(v) for k, v in headers}
+            try:
+                code = int(str(status).split(" ", 1)[0])
+            except ValueError:
+                code = 0
+            if exc_info is not None or not deciding[0] or not _injectable(code, named, True):
+                held.clear()
+                return start_response(status, headers, exc_info) if exc_info is not None else \
+                    start_response(status, headers)
+            held[:] = [status, headers]
+
+            def write(data: bytes) -> None:  # the app writes before it returns: pass through, untouched
+                if not writer:
+                    writer.append(start_response(*held))
+                    held.clear()
+                writer[0](data)
+            return write
+        result = app(environ, start)
+        deciding[0] = False
+        if len(held) != 2:
+            return result  # passed through (or written through `write`)
+        status, headers = held
+        named = {str(k).lower(): str(v) for k, v in headers}
+        if "content-length" not in named and not isinstance(result, (list, tuple)):
+            start_response(status, headers)
+            return result  # an iterable of unknown length: a stream, left alone
+        try:
+            body = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        new = _with_sdk_tag(body)
+        if new is not None:
+            headers = [(k, str(len(new)) if str(k).lower() == "content-length" else v) for k, v in headers]
+            body = new
+        start_response(status, headers)
+        return [body]
+
+    return reticle_inject
+
+
+def _asgi_injecting(app: Callable) -> Callable:
+    """An ASGI app that adds the script tag to `app`'s HTML pages (asgi(inject=True)): the
+    response start of a page with a small Content-Length is held until its body has arrived,
+    then both are sent with the tag in and the length fixed.  Streams (no Content-Length),
+    compressed and non-HTML responses, and websockets pass straight through."""
+
+    async def reticle_inject(scope: dict, receive: Callable, send: Callable) -> None:
+        """One connection: hold an injectable page's start and body parts, then send them changed."""
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        held: List[dict] = []
+        parts: List[bytes] = []
+
+        async def release(whole: bool) -> None:
+            """Send the held start and the body read so far: changed when it is the `whole` page."""
+            start, body = held.pop(), b"".join(parts)
+            parts.clear()
+            new = _with_sdk_tag(body) if whole else None
+            if new is not None:
+                start = dict(start, headers=[(k, str(len(new)).encode("latin-1") if bytes(k).lower() == b"content-length"
+                                              else v) for k, v in start.get("headers") or ()])
+                body = new
+            await send(start)
+            if whole or body:
+                await send({"type": "http.response.body", "body": body, "more_body": not whole})
+
+        async def sending(message: dict) -> None:
+            kind = message.get("type")
+            if kind == "http.response.start":
+                named = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1")
+                         for k, v in message.get("headers") or ()}
+                if "content-length" in named and _injectable(int(message.get("status") or 0), named, False):
+                    held.append(message)
+                    return
+            elif held and kind == "http.response.body":
+                parts.append(bytes(message.get("body") or b""))
+                if not message.get("more_body"):
+                    await release(True)
+                elif sum(len(p) for p in parts) > SERVER_INJECT_MAX_BYTES:
+                    await release(False)  # longer than it said: the rest goes as it comes
+                return
+            elif held:
+                await release(False)  # something else (pathsend, trailers): the page goes as it was
+            await send(message)
+
+        await app(scope, receive, sending)
+
+    return reticle_inject
+
+
 class _ServerReporter:
     """Sends finished records to the daemon off the request's critical path: a bounded queue
     and one daemon thread, started with the first marked request.  A full queue, a daemon that
@@ -9844,12 +10011,14 @@ def _flask_view(app: Any, environ: dict) -> Optional[str]:
         return None
 
 
-def wsgi(app: Callable, params: bool = False) -> Callable:
+def wsgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
     """Wrap a WSGI app (Flask's `app.wsgi_app`, Django's WSGI handler, Bottle, Pyramid) so that
     each request a Reticle tab marked is reported to the daemon: method, path, status, view,
     duration, an uncaught exception with the app's frames, errors logged, database writes (with
     Django's middleware or watch_sqlalchemy).  An unmarked request costs a header lookup.
-    Parameter values of writes are recorded only with params=True (secret-looking names redacted)."""
+    Parameter values of writes are recorded only with params=True (secret-looking names redacted).
+    inject=True (development only) also adds the daemon's script tag before </head> of each HTML
+    page that lacks it (whole pages only: streams, compressed and non-HTML answers pass untouched)."""
     reporter = _ServerReporter()
     current = _current_request()
     _install_log_capture()
@@ -9887,12 +10056,17 @@ def wsgi(app: Callable, params: bool = False) -> Callable:
             reporter.put(_finish_record(rec))
 
     reticle_wsgi.reticle_reporter = reporter  # type: ignore[attr-defined]
+    if inject:
+        injecting = _wsgi_injecting(reticle_wsgi)
+        injecting.reticle_reporter = reporter  # type: ignore[attr-defined]
+        return injecting
     return reticle_wsgi
 
 
-def asgi(app: Callable, params: bool = False) -> Callable:
+def asgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
     """Wrap an ASGI app (FastAPI, Starlette, Django's ASGI handler): as wsgi(), for `http`
-    scopes; websockets and lifespan pass straight through."""
+    scopes; websockets and lifespan pass straight through.  inject=True as wsgi()'s (a page
+    with a Content-Length gets the tag; a streamed one passes untouched)."""
     reporter = _ServerReporter()
     current = _current_request()
     _install_log_capture()
@@ -9941,6 +10115,10 @@ def asgi(app: Callable, params: bool = False) -> Callable:
             reporter.put(_finish_record(rec))
 
     reticle_asgi.reticle_reporter = reporter  # type: ignore[attr-defined]
+    if inject:
+        injecting = _asgi_injecting(reticle_asgi)
+        injecting.reticle_reporter = reporter  # type: ignore[attr-defined]
+        return injecting
     return reticle_asgi
 
 
@@ -9948,15 +10126,26 @@ class DjangoMiddleware:
     """A Django MIDDLEWARE entry ("reticle.DjangoMiddleware"): reports each marked request as
     wsgi() does, names the resolved view, and records the request's database statements through
     `connection.execute_wrapper` on every configured database.  A write inside an atomic block
-    counts once its transaction commits (`on_commit`); a rolled-back one is not a write."""
+    counts once its transaction commits (`on_commit`); a rolled-back one is not a write.  In
+    development (settings.DEBUG, or settings.RETICLE_INJECT) it also adds the daemon's script tag
+    before </head> of each whole HTML page that lacks it, so this one line gives both the SDK and
+    server truth."""
 
     def __init__(self, get_response: Callable) -> None:
         self.get_response = get_response
         self.reporter = _ServerReporter()
         self.current = _current_request()
+        self.inject: Optional[bool] = None  # read from the settings at the first request
         _install_log_capture()
 
     def __call__(self, request: Any) -> Any:
+        response = self._report(request)
+        if self.inject is None:
+            from django.conf import settings
+            self.inject = bool(getattr(settings, "RETICLE_INJECT", settings.DEBUG))
+        return _django_inject(response) if self.inject else response
+
+    def _report(self, request: Any) -> Any:
         """One request: unmarked straight through; marked, with its record current and every
         database's statements wrapped while the rest of the chain runs."""
         meta = request.META
@@ -12422,7 +12611,14 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     notes: List[str] = []
     entry = app.get("entry")
     texts: Dict[str, str] = {}
-    if entry and _outside_project(root, entry):
+    if app["kind"] == "Django":
+        # no template is edited: the middleware (under DEBUG, added below) puts the tag into each page
+        if entry:
+            texts[os.path.relpath(entry, root)] = _read_file_text(entry) or ""
+        notes.append("Django: reticle.DjangoMiddleware adds the script tag (%s/reticle.js) to each HTML page "
+                     "while DEBUG is on; no template is edited%s" % (origin, "" if port == DEFAULT_PORT else
+                                                                     "; run the app with RETICLE_PORT=%d" % port))
+    elif entry and _outside_project(root, entry):
         notes.append("%s: left alone (init edits files of the project only); add the tag by hand: %s"
                      % (_outside_project(root, entry), _dev_snippet(app["kind"], origin)))
         entry = None
@@ -12484,7 +12680,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
 
 _SERVER_CHECK = ("to check it: run the app, click something in a tab with Reticle, then reticle_observe "
                  "{filters: [\"server\"]} lists what the server did, or reticle_assert {kind: \"server\"}")
-_DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init`: what the server did, inside Reticle's verdicts (dev only)\n"
+_DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init` (dev only): Reticle's script tag in each page, and server truth\n"
                  "    MIDDLEWARE = [*MIDDLEWARE, \"reticle.DjangoMiddleware\"]\n")
 
 
@@ -12527,19 +12723,20 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
     return changes, notes
 
 
-def _init_command() -> List[str]:
+def _init_command(port: int = DEFAULT_PORT) -> List[str]:
     """How MCP clients start Reticle: `reticle mcp` when it is on PATH, else this interpreter
-    and this file."""
+    and this file; with `--port N` when the daemon's port is not the default."""
+    extra = ["--port", str(port)] if port != DEFAULT_PORT else []
     if shutil.which("reticle"):
-        return ["reticle", "mcp"]
-    return _self_command() + ["mcp"]
+        return ["reticle", "mcp"] + extra
+    return _self_command() + ["mcp"] + extra
 
 
 def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
     """`reticle init`: print the plan, then write it (unless --dry-run; a terminal asks first
     unless --yes)."""
     root = os.path.abspath(os.getcwd())
-    plan = _init_plan(root, os.path.expanduser("~"), port, _init_command())
+    plan = _init_plan(root, os.path.expanduser("~"), port, _init_command(port))
     out = sys.stdout
     app = plan["app"]
     out.write("app: %s (%s)%s\n" % (app["kind"], app["why"], "; HTML entry %s" % os.path.relpath(app["entry"], root)

@@ -41,7 +41,7 @@ def _snapshot(*roots):
 
 def _server(path, key="mcpServers"):
     entry = json.loads(path.read_text())[key]["reticle"]
-    assert entry["args"][-1] == "mcp" and entry["command"], entry
+    assert "mcp" in entry["args"] and entry["command"], entry
     return entry
 
 
@@ -105,27 +105,33 @@ def test_plain_html_gets_a_localhost_only_tag_and_a_csp_warning(tmp_path, home):
     assert "nothing to change" in _init(project, home, "--yes")
 
 
-def test_django_template_dry_run_writes_nothing_then_the_tag_goes_in_under_debug(tmp_path, home):
+def test_django_dry_run_writes_nothing_then_no_template_is_edited_and_the_middleware_goes_in(tmp_path, home):
+    """Issue 27 #2: `{% if debug %}` renders nothing on a default project (no debug context processor
+    without INTERNAL_IPS): init edits no template; the middleware under DEBUG adds the tag to each page.
+    MCP entries name the port when it is not the default."""
     project = tmp_path / "shop"
     (project / "shop").mkdir(parents=True)
     (project / "manage.py").write_text("import django\n")
-    (project / "shop" / "settings.py").write_text("DEBUG = True\n")
+    (project / "shop" / "settings.py").write_text("DEBUG = True\nMIDDLEWARE = []\n")
     templates = project / "orders" / "templates"
     templates.mkdir(parents=True)
     (templates / "base.html").write_text("<html><head>{% block head %}{% endblock %}</head><body></body></html>\n")
     (templates / "list.html").write_text('{% extends "base.html" %}\n')
     before = _snapshot(project, home)
-    out = _init(project, home, "--dry-run")
+    out = _init(project, home, "--dry-run", "--port", "4411")
     assert "Django" in out and "would change" in out and "dry run" in out, out
-    assert "{% if debug %}" in out
+    assert "{% if debug %}" not in out and "no template is edited" in out and "RETICLE_PORT=4411" in out, out
     assert _snapshot(project, home) == before
-    _init(project, home, "--yes")
-    base = (templates / "base.html").read_text()
-    assert '{% if debug %}<script src="http://127.0.0.1:4400/reticle.js"></script>{% endif %}' in base, base
+    _init(project, home, "--yes", "--port", "4411")
+    assert (templates / "base.html").read_text() == \
+        "<html><head>{% block head %}{% endblock %}</head><body></body></html>\n"
     assert (templates / "list.html").read_text() == '{% extends "base.html" %}\n'
+    assert "reticle.DjangoMiddleware" in (project / "shop" / "settings.py").read_text()
     for path, key in ((".mcp.json", "mcpServers"), (".cursor/mcp.json", "mcpServers"), (".vscode/mcp.json", "servers")):
-        _server(project / path, key)
-    assert "nothing to change" in _init(project, home, "--yes")
+        assert _server(project / path, key)["args"][-3:] == ["mcp", "--port", "4411"]
+    codex = (home / ".codex" / "config.toml").read_text()
+    assert '"mcp", "--port", "4411"]' in codex, codex
+    assert "nothing to change" in _init(project, home, "--yes", "--port", "4411")
 
 
 def test_next_js_gets_the_exact_snippet_printed_and_no_source_edited(tmp_path, home):
@@ -239,3 +245,66 @@ def test_flask_and_fastapi_get_the_dev_only_wrap_printed_and_their_source_left_a
     out = _init(project, home, "--yes")
     assert "app: %s" % framework in out and line in out and "reticle_observe" in out, out
     assert (project / "app.py").read_text() == source
+
+
+# -- issue 27 #2: a real `django-admin startproject` project, init, runserver, a real browser --------
+
+MANUAL_VIEW = '''
+
+from django.http import HttpResponse  # noqa: E402  (added by the test: a page with a hand-written tag)
+from django.views.debug import default_urlconf  # noqa: E402
+
+
+def manual(request):
+    return HttpResponse('<!doctype html><html><head><title>manual</title>'
+                        '<script src="http://127.0.0.1:%d/reticle.js"></script></head><body>hi</body></html>')
+
+
+urlpatterns += [path("manual/", manual), path("", default_urlconf)]  # "/" stays Django's own start page
+'''
+
+
+@pytest.mark.browser
+def test_init_on_a_startproject_project_connects_a_session_by_the_middleware_and_by_a_manual_tag(tmp_path, home):
+    """After `reticle init` on a fresh `django-admin startproject` (Django's defaults: SecurityMiddleware's
+    Referrer-Policy same-origin, no debug context processor), `manage.py runserver` in real headless
+    Chromium connects a session to a real daemon: through the tag the middleware adds to Django's own
+    page, and through a hand-written tag on a page opened as localhost (cross-site to 127.0.0.1)."""
+    import urllib.request
+    from _harness import Browser, Daemon, Mcp, free_port, port_listens, wait_until
+    project = tmp_path / "proj"
+    project.mkdir()
+    subprocess.run([sys.executable, "-m", "django", "startproject", "mysite", str(project)], check=True, timeout=60)
+    daemon = Daemon(tmp_path / "state")
+    opened = [daemon]
+    try:
+        out = _init(project, home, "--yes", "--port", str(daemon.port))
+        settings = (project / "mysite" / "settings.py").read_text()
+        assert "reticle.DjangoMiddleware" in settings and "{% if debug %}" not in out, out
+        assert _server(project / ".mcp.json")["args"][-2:] == ["--port", str(daemon.port)]
+        with open(project / "mysite" / "urls.py", "a") as fh:
+            fh.write(MANUAL_VIEW % daemon.port)
+        port = free_port()
+        log = open(tmp_path / "runserver.log", "wb")
+        env = daemon_env(daemon.state_dir, RETICLE_PORT=daemon.port,
+                         PYTHONPATH=os.pathsep.join([os.path.dirname(RETICLE_PY), os.environ.get("PYTHONPATH", "")]))
+        server = subprocess.Popen([sys.executable, "manage.py", "runserver", "127.0.0.1:%d" % port, "--noreload"],
+                                  cwd=str(project), env=env, stdout=log, stderr=subprocess.STDOUT)
+        opened.append(type("Proc", (), {"close": lambda self: (server.terminate(), server.wait(10), log.close())})())
+        wait_until(lambda: port_listens(port) or server.poll() is not None, 30, what="runserver")
+        assert server.poll() is None, (tmp_path / "runserver.log").read_text()
+        with urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=10) as resp:
+            page = resp.read().decode()
+            assert resp.headers["Referrer-Policy"] == "same-origin"
+        assert page.count('<script src="http://127.0.0.1:%d/reticle.js"></script></head>' % daemon.port) == 1, page
+        mcp = Mcp(daemon.url + "/mcp")
+        opened.append(mcp)
+        for url in ("http://127.0.0.1:%d/" % port, "http://localhost:%d/manual/" % port):
+            browser = Browser(url)
+            opened.append(browser)
+            wait_until(lambda: [s for s in mcp.ok("reticle_sessions")["sessions"] if s["url"] == url], 30,
+                       what="a session on %s" % url)
+        assert "refused" not in mcp.ok("reticle_sessions")
+    finally:
+        for thing in reversed(opened):
+            thing.close()

@@ -313,6 +313,82 @@ def test_a_real_app_with_no_daemon_serves_and_writes(tmp_path):
     assert "Traceback" not in app.log()
 
 
+# -- the middleware adds the script tag (issue 27 #2) ------------------------------------------------
+
+PAGE_HTML = "<!doctype html><html><head><title>t</title></head><body>hi</body></html>"
+
+
+def flask_pages():
+    import flask
+    app = flask.Flask("pages")
+    app.get("/page", endpoint="page")(lambda: PAGE_HTML)
+    app.get("/tagged", endpoint="tagged")(lambda: PAGE_HTML.replace("</head>", '<script src="/x/reticle.js"></script>'
+                                                                                 "</head>"))
+    app.get("/json", endpoint="json")(lambda: {"html": "</head>"})
+    app.get("/gzip", endpoint="gzip")(lambda: flask.Response(PAGE_HTML, headers={"Content-Encoding": "gzip"}))
+    app.get("/stream", endpoint="stream")(lambda: flask.Response(iter(["<html><head>", "</head><body>", "x</body>"]),
+                                                                 mimetype="text/html"))
+    return app
+
+
+def test_wsgi_inject_adds_the_tag_to_whole_html_pages_only(monkeypatch):
+    monkeypatch.setenv("RETICLE_PORT", "4517")
+    plain = flask_pages().test_client()
+    app = flask_pages()
+    app.wsgi_app = reticle.wsgi(app.wsgi_app, inject=True)
+    client = app.test_client()
+    tag = b'<script src="http://127.0.0.1:4517/reticle.js"></script>'
+    resp = client.get("/page")
+    assert resp.status_code == 200 and resp.data == PAGE_HTML.encode().replace(b"</head>", tag + b"</head>")
+    assert int(resp.headers["Content-Length"]) == len(resp.data)
+    for path in ("/tagged", "/json", "/gzip", "/stream"):  # has one; not HTML; compressed; a stream
+        got, want = client.get(path), plain.get(path)
+        assert (got.data, got.headers.get("Content-Length")) == (want.data, want.headers.get("Content-Length")), path
+    opt_in = flask_pages()
+    opt_in.wsgi_app = reticle.wsgi(opt_in.wsgi_app)
+    assert opt_in.test_client().get("/page").data == PAGE_HTML.encode()  # inject is opt-in for wsgi()
+
+
+def run_asgi(app, path):
+    """One GET through an ASGI app's own interface -> (start message, body parts)."""
+    sent = []
+    asked = []
+
+    async def receive():
+        asked.append(1)
+        if len(asked) > 1:  # the client stays connected until the app has answered
+            await asyncio.Event().wait()
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"127.0.0.1:8000")], "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 8000)}
+    asyncio.run(app(scope, receive, send))
+    return sent[0], [m.get("body", b"") for m in sent[1:]]
+
+
+def test_asgi_inject_adds_the_tag_to_whole_html_pages_only(monkeypatch):
+    import fastapi
+    from fastapi.responses import HTMLResponse, StreamingResponse
+    monkeypatch.setenv("RETICLE_PORT", "4518")
+    api = fastapi.FastAPI()
+    api.get("/page", response_class=HTMLResponse)(lambda: PAGE_HTML)
+    api.get("/json")(lambda: {"html": "</head>"})
+    api.get("/stream")(lambda: StreamingResponse(iter([b"<html><head>", b"</head><body>x</body>"]),
+                                                 media_type="text/html"))
+    app = reticle.asgi(api, inject=True)
+    start, body = run_asgi(app, "/page")
+    page = b"".join(body)
+    assert page == PAGE_HTML.encode().replace(b"</head>", b'<script src="http://127.0.0.1:4518/reticle.js">'
+                                              b"</script></head>")
+    assert dict(start["headers"])[b"content-length"] == str(len(page)).encode()
+    assert run_asgi(app, "/json")[1] == run_asgi(api, "/json")[1]
+    assert run_asgi(app, "/stream")[1] == run_asgi(api, "/stream")[1]  # streamed as it came, part by part
+    assert b"".join(run_asgi(reticle.asgi(api), "/page")[1]) == PAGE_HTML.encode()  # opt-in
+
+
 def post_records(daemon, body, token=None):
     headers = {"Content-Type": "application/json"}
     if token:
