@@ -9812,6 +9812,18 @@ def _asgi_injecting(app: Callable) -> Callable:
     return reticle_inject
 
 
+_PROOF_CHALLENGE_RE = re.compile(r"^[0-9a-f]{32,128}$")
+
+
+def _daemon_proof(token: str, host: str, port: int, challenge: str) -> str:
+    """What only a daemon that knows `token` answers to `challenge` on the listening address host:port
+    (HMAC-SHA256).  The reporter asks before it sends the token, on the connection it will send it
+    on, and checks the answer against the address it is connected to: a squatter on the port cannot
+    answer, nor borrow the answer of a daemon on another address or port."""
+    message = ("reticle-daemon-proof/1|%s|%d|%s" % (host, port, challenge)).encode("utf-8")
+    return hmac.new(token.encode("utf-8"), message, "sha256").hexdigest()
+
+
 class _ServerReporter:
     """Sends finished records to the daemon off the request's critical path: a bounded queue
     and one daemon thread, started with the first marked request.  A full queue, a daemon that
@@ -9825,9 +9837,11 @@ class _ServerReporter:
         self.dropped_total = 0
         self.sent = 0
         self.refused = 0
+        self.unproven = 0       # records dropped because the listener did not prove it is the daemon
         self.last_error = ""
         self.last_status = 0
         self._failing = False
+        self._warned = False
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
 
@@ -9871,9 +9885,41 @@ class _ServerReporter:
             self._failing = True
             time.sleep(SERVER_AWAY_S)
 
+    def _proven(self, conn: Any, host_header: str, token: str) -> bool:
+        """Whether the listener on `conn` is the daemon that knows `token`: it answers a fresh
+        challenge with _daemon_proof for the address this connection reached, and keeps the
+        connection open for the POST that follows.  The token is never sent before this holds."""
+        challenge = secrets.token_hex(16)
+        conn.request("GET", "/server-records?challenge=" + challenge, headers={"Host": host_header})
+        resp = conn.getresponse()
+        raw = resp.read(4096)
+        self.last_status = resp.status
+        try:
+            proof = json.loads(raw.decode("utf-8", "replace")).get("proof") if resp.status == 200 else None
+        except (ValueError, AttributeError):
+            proof = None
+        sock = conn.sock
+        if not isinstance(proof, str) or sock is None:
+            return False
+        peer = sock.getpeername()
+        return hmac.compare_digest(proof.encode("ascii", "replace"),
+                                   _daemon_proof(token, peer[0], peer[1], challenge).encode("ascii"))
+
+    def _unproven(self, host: str, port: int, n: int) -> None:
+        self.unproven += n
+        self.last_error = ("the listener on %s:%d did not prove it is the Reticle daemon of this state directory "
+                           "(answered %d); the pairing token was not sent" % (host, port, self.last_status))
+        if not self._warned:
+            self._warned = True
+            _server_log.warning("reticle: the process listening on %s:%d is not the Reticle daemon of %s (it could "
+                                "not answer a challenge with the pairing token): server records are dropped "
+                                "(counted) and the token is never sent to it. Start the daemon (`reticle serve`) "
+                                "or point RETICLE_PORT at it.", host, port, _StateDir().path)
+
     def _post(self, batch: List[dict]) -> bool:
         """POST one batch (with the count dropped since the last success) to the daemon found as the
-        CLI finds it, with the pairing token; True when the daemon took it."""
+        CLI finds it, with the pairing token, once the listener proved it is that daemon (_proven);
+        True when the daemon took it."""
         import http.client
         host, port = _daemon_address()
         token = _daemon_token()
@@ -9882,10 +9928,16 @@ class _ServerReporter:
             return False
         body = _dumps({"records": batch, "dropped": self.dropped, "pid": os.getpid()}).encode("utf-8")
         conn = http.client.HTTPConnection(host, port, timeout=2.0)
+        host_header = "%s:%d" % (host if ":" not in host else "[%s]" % host, port)
         try:
+            if not self._proven(conn, host_header, token):
+                if self.last_status == 429:  # the daemon, busy: tried again after a pause
+                    self.last_error = "the daemon at %s:%d is rate limiting" % (host, port)
+                else:
+                    self._unproven(host, port, len(batch))
+                return False
             conn.request("POST", "/server-records", body, {
-                "Content-Type": "application/json", "Authorization": "Bearer %s" % token,
-                "Host": "%s:%d" % (host if ":" not in host else "[%s]" % host, port)})
+                "Content-Type": "application/json", "Authorization": "Bearer %s" % token, "Host": host_header})
             resp = conn.getresponse()
             resp.read()
         except (OSError, http.client.HTTPException) as exc:
@@ -10813,7 +10865,18 @@ class _StopHandler(_BaseHandler):
 class _ServerRecordsHandler(_BaseHandler):
     """POST /server-records: what the app's middleware saw (Server truth).  Past the guard, the
     pairing token is required even from loopback: records from a process that cannot
-    authenticate are refused, so no page or stranger can write server truth into a tab."""
+    authenticate are refused, so no page or stranger can write server truth into a tab.
+    GET /server-records?challenge=<hex> answers the middleware's challenge (_daemon_proof) before
+    it sends the token, so the token goes to this daemon only."""
+
+    def get(self) -> None:
+        challenge = self.get_query_argument("challenge", "")
+        if not _PROOF_CHALLENGE_RE.match(challenge):
+            self.refuse(_HttpRefusal(400, "bad request", "challenge must be 32 to 128 lower-case hex characters "
+                                     "(got %s)" % (_short(repr(challenge), 80) if challenge else "none")))
+            return
+        local = self.request.connection.stream.socket.getsockname()
+        self.send_json({"proof": _daemon_proof(self.hub.token(), local[0], local[1], challenge)})
 
     def post(self) -> None:
         guard = self.hub.guard
@@ -11431,7 +11494,9 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
      {"post": ("stop", "Planned stop (needs the pairing token)", {"202": "stopping"})}),
     (r"/server-records", _ServerRecordsHandler, {}, "/server-records",
      {"post": ("serverRecords", "What the app's server did for marked requests (middleware; needs the pairing token)",
-               {"200": "{stitched, unmatched, invalid}", "400": "not {records: [...]}"})}),
+               {"200": "{stitched, unmatched, invalid}", "400": "not {records: [...]}"}),
+      "get": ("serverRecordsProof", "The daemon's proof that it knows the pairing token, for the middleware's "
+              "challenge (asked before the token is sent)", {"200": "{proof}", "400": "no valid challenge"})}),
     (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
                {"200": "response(s); Mcp-Session-Id on initialize; an SSE stream for a tools/call with "
@@ -11476,6 +11541,9 @@ _OPENAPI_SCHEMAS: Dict[str, dict] = {
                               "sessions": {"type": "array", "items": {"type": "object"}},
                               "mcpClients": {"type": "integer"}, "devices": {"type": "array"},
                               "why": {"type": "string"}}},
+    "Proof": {"type": "object", "required": ["proof"], "additionalProperties": False,
+              "description": "HMAC-SHA256, keyed by the pairing token, of the challenge and the address served.",
+              "properties": {"proof": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
     "Stopping": {"type": "object", "required": ["stopping", "pid"],
                  "properties": {"stopping": {"const": True}, "pid": {"type": "integer"}}},
 }
@@ -11500,6 +11568,10 @@ _OPENAPI_OPS: Dict[str, dict] = {
     "mcpRootGet": {"content": {"200": (_SSE, "string")}},
     "mcpDelete": {"content": {"405": "-"}},
     "stop": {"content": {"202": (_JSON, "Stopping")}},
+    "serverRecordsProof": {"params": [{"name": "challenge", "in": "query", "required": True,
+                                       "schema": {"type": "string", "pattern": "^[0-9a-f]{32,128}$"},
+                                       "description": "Random hex the middleware chose."}],
+                           "content": {"200": (_JSON, "Proof")}},
 }
 
 

@@ -788,6 +788,29 @@ class AuthorizationTest(ReticleTestCase):
             self.assertIn("pairing token", body["detail"])
 
 
+class DaemonProofTest(ReticleTestCase):
+    """Issue 27 #4: GET /server-records?challenge= proves the daemon knows the token, bound to the
+    address the client reached, without the client sending the token; a page cannot ask for it."""
+
+    @gen_test
+    async def test_the_proof_needs_the_token_and_names_the_address_served(self):
+        challenge = "0123456789abcdef" * 2
+        resp = await self.fetch("/server-records?challenge=" + challenge)
+        self.assertEqual(resp.code, 200, resp.body)
+        proof = json.loads(resp.body)["proof"]
+        port = self.get_http_port()
+        self.assertEqual(proof, reticle._daemon_proof(self.hub.token(), "127.0.0.1", port, challenge))
+        for wrong in (("x" + self.hub.token()[1:], "127.0.0.1", port), (self.hub.token(), "127.0.0.1", port + 1),
+                      (self.hub.token(), "::1", port)):
+            self.assertNotEqual(proof, reticle._daemon_proof(wrong[0], wrong[1], wrong[2], challenge))
+        self.assertNotEqual(proof, json.loads((await self.fetch("/server-records?challenge=" + "1" * 32)).body)["proof"])
+        for bad in ("", "?challenge=", "?challenge=XYZ", "?challenge=" + "a" * 31, "?challenge=" + "a" * 129):
+            body = self.assert_refusal(await self.fetch("/server-records" + bad), 400, "bad request")
+            self.assertIn("32 to 128 lower-case hex", body["detail"])
+        for headers in ({"Origin": "http://evil.com"}, {"Sec-Fetch-Site": "cross-site"}, {"Host": "evil.com"}):
+            self.assert_refusal(await self.fetch("/server-records?challenge=" + challenge, "GET", None, headers), 403)
+
+
 class TokenTierTest(ReticleTestCase):
     """DESIGN section 5, token tier (the daemon bound beyond loopback)."""
 
