@@ -12424,6 +12424,8 @@ class _InitChange:
     def __init__(self, path: str, old: Optional[str], new: str, what: str) -> None:
         self.path = path
         self.old = old
+        if old and old.count("\r\n") * 2 > old.count("\n"):
+            new = re.sub(r"(?<!\r)\n", "\r\n", new)  # a CRLF file keeps CRLF in the lines init adds
         self.new = new
         self.what = what
 
@@ -12445,16 +12447,54 @@ def _outside_project(root: str, path: str) -> Optional[str]:
     return None
 
 
-def _read_file_text(path: str) -> Optional[str]:
+INIT_MAX_BYTES = 2 << 20  # a project or config file init reads; a larger one is skipped and named
+
+
+def _special_kind(mode: int) -> str:
+    import stat
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_file_text(path: str, skipped: Optional[List[str]] = None) -> Optional[str]:
+    """The text of a regular file of at most INIT_MAX_BYTES, its line endings as they are, or None.
+    It is opened without blocking (a FIFO named settings.py never hangs init) and checked with
+    fstat; a special or oversized file is skipped and named in `skipped`."""
+    import stat
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            if skipped is not None:
+                skipped.append("%s is %s, not a regular file; skipped" % (path, _special_kind(info.st_mode)))
+            return None
+        if info.st_size > INIT_MAX_BYTES:
+            if skipped is not None:
+                skipped.append("%s is %d bytes, over the %d init reads; skipped" % (path, info.st_size, INIT_MAX_BYTES))
+            return None
+        data = b""
+        while len(data) <= INIT_MAX_BYTES:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > INIT_MAX_BYTES:
+            return None
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+    finally:
+        os.close(fd)
 
 
-def _package_deps(root: str) -> Dict[str, str]:
-    text = _read_file_text(os.path.join(root, "package.json"))
+def _package_deps(root: str, skipped: Optional[List[str]] = None) -> Dict[str, str]:
+    text = _read_file_text(os.path.join(root, "package.json"), skipped)
     try:
         data = json.loads(text) if text else {}
     except ValueError:
@@ -12466,7 +12506,7 @@ def _package_deps(root: str) -> Dict[str, str]:
     return deps
 
 
-def _find_template(root: str) -> Optional[str]:
+def _find_template(root: str, skipped: Optional[List[str]] = None) -> Optional[str]:
     """The base template of a Django or Flask app: base.html/layout.html first, else the only
     template with a </head>."""
     found = []
@@ -12478,7 +12518,7 @@ def _find_template(root: str) -> Optional[str]:
         for f in sorted(filenames):
             if f.endswith(".html"):
                 path = os.path.join(dirpath, f)
-                if "</head>" in (_read_file_text(path) or "").lower():
+                if "</head>" in (_read_file_text(path, skipped) or "").lower():
                     found.append(path)
     for preferred in ("base.html", "layout.html", "_base.html"):
         for path in found:
@@ -12487,9 +12527,9 @@ def _find_template(root: str) -> Optional[str]:
     return found[0] if len(found) == 1 else None
 
 
-def _detect_app(root: str) -> dict:
+def _detect_app(root: str, skipped: Optional[List[str]] = None) -> dict:
     """-> {kind, entry?, why}: the app in `root` and the HTML file the tag goes into."""
-    deps = _package_deps(root)
+    deps = _package_deps(root, skipped)
     if "next" in deps:
         return {"kind": "Next.js", "why": "next in package.json"}
     if "react-scripts" in deps:
@@ -12501,16 +12541,16 @@ def _detect_app(root: str) -> dict:
         entry = os.path.join(root, "index.html")
         return {"kind": "Vite", "entry": entry if os.path.isfile(entry) else None, "why": "vite in package.json"}
     if os.path.isfile(os.path.join(root, "manage.py")):
-        return {"kind": "Django", "entry": _find_template(root), "why": "manage.py"}
+        return {"kind": "Django", "entry": _find_template(root, skipped), "why": "manage.py"}
     for name in ("app.py", "wsgi.py", "application.py", "main.py"):
-        text = _read_file_text(os.path.join(root, name)) or ""
+        text = _read_file_text(os.path.join(root, name), skipped) or ""
         if re.search(r"^\s*(from flask import|import flask)", text, re.M):
-            return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name,
+            return {"kind": "Flask", "entry": _find_template(root, skipped), "why": "flask imported in %s" % name,
                     "module": name}
     for name in ("main.py", "app.py", "asgi.py", os.path.join("app", "main.py")):
-        text = _read_file_text(os.path.join(root, name)) or ""
+        text = _read_file_text(os.path.join(root, name), skipped) or ""
         if re.search(r"^\s*(from fastapi import|import fastapi)", text, re.M):
-            return {"kind": "FastAPI", "entry": _find_template(root), "why": "fastapi imported in %s" % name,
+            return {"kind": "FastAPI", "entry": _find_template(root, skipped), "why": "fastapi imported in %s" % name,
                     "module": name}
     if os.path.isfile(os.path.join(root, "index.html")):
         return {"kind": "plain HTML", "entry": os.path.join(root, "index.html"), "why": "index.html"}
@@ -12600,12 +12640,13 @@ def _csp_warnings(texts: Dict[str, str], origin: str) -> List[str]:
     return out
 
 
-def _merge_json_server(path: str, key: str, entry: dict) -> Tuple[Optional[_InitChange], str]:
+def _merge_json_server(path: str, key: str, entry: dict, skipped: Optional[List[str]] = None
+                       ) -> Tuple[Optional[_InitChange], str]:
     """The change that adds Reticle's MCP server entry under `key` of one JSON client config, or
     (None, a note saying why not): an unreadable file, one that is not strict JSON (duplicate keys,
     1e999) or not an object is left alone, and an entry already there is kept as it is."""
-    old = _read_file_text(path)
-    if old is None and os.path.exists(path):
+    old = _read_file_text(path, skipped)
+    if old is None and os.path.lexists(path):
         return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
     def no_duplicates(pairs: List[Tuple[str, Any]]) -> dict:
         seen: Dict[str, Any] = {}
@@ -12660,8 +12701,70 @@ def _toml_has_server(text: str) -> Optional[bool]:
     return bool(table and re.search(r"^\s*%s\s*[.=]" % name, table.group(1), re.M))
 
 
-def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], str]:
-    old = _read_file_text(path)
+def _toml_inline_end(text: str, start: int) -> Optional[int]:
+    """The index of the `}` that closes the inline table opening at text[start] ("{"), skipping
+    strings (basic, literal, multi-line) and nested tables and arrays; None when it never closes."""
+    depth, i = 0, start
+    while i < len(text):
+        if text.startswith(('"""', "'''"), i):
+            quote = text[i:i + 3]
+            close = text.find(quote, i + 3)
+            while quote == '"""' and close > 0 and text[close - 1] == "\\":
+                close = text.find(quote, close + 1)
+            if close < 0:
+                return None
+            i = close + 3
+            continue
+        ch = text[i]
+        if ch in "\"'":
+            j = i + 1
+            while j < len(text) and text[j] != ch and text[j] != "\n":
+                j += 2 if ch == '"' and text[j] == "\\" else 1
+            i = j + 1
+            continue
+        if ch == "#":
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i if ch == "}" else None
+        i += 1
+    return None
+
+
+def _toml_with_server(text: str, command: List[str]) -> str:
+    """`text` with Reticle's server added in the form the file already uses: into an inline
+    `mcp_servers = { ... }` at the top level (a [mcp_servers.reticle] table after it would declare
+    the closed table twice), else as a [mcp_servers.reticle] table at the end (valid beside
+    [mcp_servers.x] tables, dotted `mcp_servers.x.y = ...` keys and `x = {...}` under [mcp_servers])."""
+    args = ", ".join(_toml_str(a) for a in command[1:])
+    top = re.split(r"^\s*\[", text, maxsplit=1, flags=re.M)[0]  # the root table: before the first header
+    inline = re.search(r"^[ \t]*mcp_servers[ \t]*=[ \t]*\{", top, re.M)
+    if inline is not None:
+        end = _toml_inline_end(text, inline.end() - 1)
+        if end is not None:
+            inner = text[inline.end():end].rstrip()
+            entry = "%s = { command = %s, args = [%s] }" % (_SERVER_NAME, _toml_str(command[0]), args)
+            cut = inline.end() + len(inner)
+            return text[:cut] + (", " if inner.strip() else " ") + entry + " " + text[end:].lstrip(" \t")
+    block = "[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n" % (_SERVER_NAME, _toml_str(command[0]), args)
+    flat = text.replace("\r\n", "\n")
+    sep = "" if not text or flat.endswith("\n\n") else ("\n" if flat.endswith("\n") else "\n\n")
+    return text + sep + block
+
+
+def _merge_codex(path: str, command: List[str], skipped: Optional[List[str]] = None
+                 ) -> Tuple[Optional[_InitChange], str]:
+    """The change that adds Reticle's server to Codex's config.toml, or (None, why not): a file that
+    is not a regular file, not valid TOML or already names the server is left alone, and so is
+    one the addition would not keep valid (checked by parsing the result where tomllib exists)."""
+    old = _read_file_text(path, skipped)
+    if old is None and os.path.lexists(path):
+        return None, "%s is not readable as a regular text file; left alone" % path
     text = old or ""
     has = _toml_has_server(text)
     if has is None:
@@ -12669,16 +12772,18 @@ def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], 
             path, _SERVER_NAME, _toml_str(command[0]))
     if has:
         return None, "%s already has [mcp_servers.%s]" % (path, _SERVER_NAME)
-    block = "[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n" % (
-        _SERVER_NAME, _toml_str(command[0]), ", ".join(_toml_str(a) for a in command[1:]))
-    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-    return _InitChange(path, old, text + sep + block, "added [mcp_servers.%s]" % _SERVER_NAME), ""
+    new = _toml_with_server(text, command)
+    if _toml_has_server(new) is None:
+        return None, "%s: adding [mcp_servers.%s] would not keep it valid TOML; left alone. Add by hand: " \
+                     "%s = { command = %s }" % (path, _SERVER_NAME, _SERVER_NAME, _toml_str(command[0]))
+    return _InitChange(path, old, new, "added [mcp_servers.%s]" % _SERVER_NAME), ""
 
 
 def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     """Everything `reticle init` would do in `root`, as data: {app, changes, notes, warnings}."""
     origin = "http://127.0.0.1:%d" % port
-    app = _detect_app(root)
+    skipped: List[str] = []  # special or oversized files met on the way, named in the notes
+    app = _detect_app(root, skipped)
     changes: List[_InitChange] = []
     notes: List[str] = []
     entry = app.get("entry")
@@ -12686,7 +12791,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     if app["kind"] == "Django":
         # no template is edited: the middleware (under DEBUG, added below) puts the tag into each page
         if entry:
-            texts[os.path.relpath(entry, root)] = _read_file_text(entry) or ""
+            texts[os.path.relpath(entry, root)] = _read_file_text(entry, skipped) or ""
         notes.append("Django: reticle.DjangoMiddleware adds the script tag (%s/reticle.js) to each HTML page "
                      "while DEBUG is on; no template is edited%s" % (origin, "" if port == DEFAULT_PORT else
                                                                      "; run the app with RETICLE_PORT=%d" % port))
@@ -12696,7 +12801,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         entry = None
         app = dict(app, entry=None)
     elif entry:
-        text = _read_file_text(entry) or ""
+        text = _read_file_text(entry, skipped) or ""
         texts[os.path.relpath(entry, root)] = text
         snippet = _dev_snippet(app["kind"], origin)
         if "/reticle.js" in text:
@@ -12717,15 +12822,15 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
                  "settings.py", "app.py"):
         for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
-            text = _read_file_text(path) or ""
+            text = _read_file_text(path, skipped) or ""
             if text:
                 texts[os.path.relpath(path, root)] = text
     for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
         path = os.path.join(dirpath, "settings.py")
-        text = _read_file_text(path) or ""
+        text = _read_file_text(path, skipped) or ""
         if text:
             texts[os.path.relpath(path, root)] = text
-    server_changes, server_notes = _server_init(root, app)
+    server_changes, server_notes = _server_init(root, app, skipped)
     changes += server_changes
     notes += server_notes
     stdio = {"command": command[0], "args": command[1:]}
@@ -12736,17 +12841,18 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         if problem:
             notes.append("%s: left alone (init writes inside the project only)" % problem)
             continue
-        change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj)
+        change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj, skipped)
         if change:
             changes.append(change)
         if note:
             notes.append(note)
     codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
-    change, note = _merge_codex(os.path.join(codex_home, "config.toml"), command)
+    change, note = _merge_codex(os.path.join(codex_home, "config.toml"), command, skipped)
     if change:
         changes.append(change)
     if note:
         notes.append(note)
+    notes += sorted(set(skipped))
     return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin)}
 
 
@@ -12756,7 +12862,7 @@ _DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init` (dev only): Reticle's
                  "    MIDDLEWARE = [*MIDDLEWARE, \"reticle.DjangoMiddleware\"]\n")
 
 
-def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
+def _server_init(root: str, app: dict, skipped: Optional[List[str]] = None) -> Tuple[List[_InitChange], List[str]]:
     """Reticle's server middleware for the app (Server truth): Django's settings get a
     MIDDLEWARE entry under DEBUG when they define both; Flask and FastAPI get the dev-only line
     to add, printed (a wrap placed wrongly would break the app, so it is never written)."""
@@ -12765,7 +12871,7 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
     kind = app.get("kind")
 
     def read(path: str) -> str:
-        return _read_file_text(path) or ""
+        return _read_file_text(path, skipped) or ""
     if kind == "Django":
         candidates = [os.path.join(root, "settings.py")] + sorted(
             os.path.join(root, d, "settings.py") for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
@@ -12807,6 +12913,7 @@ def _init_command(port: int = DEFAULT_PORT) -> List[str]:
 def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
     """`reticle init`: print the plan, then write it (unless --dry-run; a terminal asks first
     unless --yes)."""
+    import stat
     root = os.path.abspath(os.getcwd())
     plan = _init_plan(root, os.path.expanduser("~"), port, _init_command(port))
     out = sys.stdout
@@ -12846,8 +12953,20 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
             out.write("skipped %s: %s\n" % (c.path, problem))
             continue
         os.makedirs(os.path.dirname(c.path), exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (getattr(os, "O_NOFOLLOW", 0) if inside else 0)
-        with os.fdopen(os.open(c.path, flags, 0o644), "w", encoding="utf-8") as fh:
+        # no O_TRUNC before fstat: a FIFO or device put there since the plan is named, never written or waited on
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | (getattr(os, "O_NOFOLLOW", 0) if inside else 0)
+        try:
+            fd = os.open(c.path, flags, 0o644)
+        except OSError as exc:
+            out.write("skipped %s: %s\n" % (c.path, exc.strerror or exc))
+            continue
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            out.write("skipped %s: it is %s, not a regular file\n" % (c.path, _special_kind(mode)))
+            continue
+        os.ftruncate(fd, 0)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:  # line endings as planned (CRLF kept)
             fh.write(c.new)
         written += 1
     out.write("done: %d file(s) written\n" % written)

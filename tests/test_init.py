@@ -308,3 +308,60 @@ def test_init_on_a_startproject_project_connects_a_session_by_the_middleware_and
     finally:
         for thing in reversed(opened):
             thing.close()
+
+
+# -- issue 27 #10: valid TOML in every form, line endings kept, special files skipped --------------
+
+@pytest.mark.parametrize("text", [
+    'mcp_servers = { other = { command = "x" } }\n',
+    'model = "o3"\nmcp_servers = { other = { command = "x}", args = ["{", "]"] } }  # {not a brace\n\n[profile]\nx = 1\n',
+    'mcp_servers = {}\n',
+    'model = "o3"\nmcp_servers.other.command = "x"\n',
+    '[mcp_servers]\nother.command = "x"\nlisted = { command = "y" }\n',
+])
+def test_init_adds_reticle_beside_codex_servers_in_inline_and_dotted_forms(tmp_path, home, text):
+    project = tmp_path / "site"
+    project.mkdir()
+    (project / "index.html").write_text("<html><head></head><body></body></html>")
+    config = home / ".codex" / "config.toml"
+    config.write_text(text)
+    run = _init_run(project, home, "--yes")
+    assert run.returncode == 0, run.stdout + run.stderr
+    new = config.read_text()
+    if tomllib is not None:
+        before, after = tomllib.loads(text), tomllib.loads(new)
+        assert after["mcp_servers"].pop("reticle")["args"][-1] == "mcp", new
+        assert after == before, new
+    assert "reticle" in new and new.startswith(text.split("mcp_servers")[0]), new
+    assert "nothing to change" in _init_run(project, home, "--yes").stdout
+
+
+def test_init_keeps_crlf_line_endings(tmp_path, home):
+    project = tmp_path / "shop"
+    (project / "shop").mkdir(parents=True)
+    (project / "manage.py").write_bytes(b"import django\r\n")
+    settings = project / "shop" / "settings.py"
+    settings.write_bytes(b'DEBUG = True\r\nMIDDLEWARE = [\r\n    "django.middleware.common.CommonMiddleware",\r\n]\r\n')
+    (project / ".mcp.json").write_bytes(b'{\r\n  "mcpServers": {}\r\n}\r\n')
+    (home / ".codex" / "config.toml").write_bytes(b'model = "o3"\r\n')
+    run = _init_run(project, home, "--yes")
+    assert run.returncode == 0, run.stdout + run.stderr
+    for path in (settings, project / ".mcp.json", home / ".codex" / "config.toml"):
+        data = path.read_bytes()
+        assert b"reticle" in data and data.count(b"\n") == data.count(b"\r\n"), (path, data)
+    assert settings.read_bytes().startswith(b'DEBUG = True\r\nMIDDLEWARE = [\r\n')
+
+
+def test_init_skips_a_fifo_or_special_file_naming_it_and_never_hangs(tmp_path, home):
+    project = tmp_path / "shop"
+    (project / "shop").mkdir(parents=True)
+    (project / "manage.py").write_text("import django\n")
+    os.mkfifo(str(project / "shop" / "settings.py"))
+    os.mkfifo(str(project / ".mcp.json"))
+    (home / ".codex" / "config.toml").unlink()
+    os.mkfifo(str(home / ".codex" / "config.toml"))
+    run = _init_run(project, home, "--yes")  # 60 s timeout: a blocking open would hang here
+    assert run.returncode == 0, run.stdout + run.stderr
+    for path in (project / "shop" / "settings.py", project / ".mcp.json", home / ".codex" / "config.toml"):
+        assert "%s is a FIFO, not a regular file; skipped" % path in run.stdout, run.stdout
+    assert (project / ".cursor" / "mcp.json").is_file()  # the rest is done
