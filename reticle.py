@@ -9781,8 +9781,9 @@ def _asgi_injecting(app: Callable) -> Callable:
             parts.clear()
             new = _with_sdk_tag(body) if whole else None
             if new is not None:
-                start = dict(start, headers=[(k, str(len(new)).encode("latin-1") if bytes(k).lower() == b"content-length"
-                                              else v) for k, v in start.get("headers") or ()])
+                length = str(len(new)).encode("latin-1")
+                start = dict(start, headers=[(k, length if bytes(k).lower() == b"content-length" else v)
+                                             for k, v in start.get("headers") or ()])
                 body = new
             await send(start)
             if whole or body:
@@ -10875,7 +10876,11 @@ class _ServerRecordsHandler(_BaseHandler):
             self.refuse(_HttpRefusal(400, "bad request", "challenge must be 32 to 128 lower-case hex characters "
                                      "(got %s)" % (_short(repr(challenge), 80) if challenge else "none")))
             return
-        local = self.request.connection.stream.socket.getsockname()
+        conn = self.request.connection
+        if not isinstance(conn, tornado.http1connection.HTTP1Connection) or conn.stream.socket is None:
+            self.refuse(_HttpRefusal(400, "bad request", "the proof is given over an HTTP/1 connection only"))
+            return
+        local = conn.stream.socket.getsockname()
         self.send_json({"proof": _daemon_proof(self.hub.token(), local[0], local[1], challenge)})
 
     def post(self) -> None:
@@ -12858,7 +12863,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
 
 _SERVER_CHECK = ("to check it: run the app, click something in a tab with Reticle, then reticle_observe "
                  "{filters: [\"server\"]} lists what the server did, or reticle_assert {kind: \"server\"}")
-_DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init` (dev only): Reticle's script tag in each page, and server truth\n"
+_DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init` (dev only): Reticle's script tag and server truth\n"
                  "    MIDDLEWARE = [*MIDDLEWARE, \"reticle.DjangoMiddleware\"]\n")
 
 
@@ -12954,7 +12959,8 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
             continue
         os.makedirs(os.path.dirname(c.path), exist_ok=True)
         # no O_TRUNC before fstat: a FIFO or device put there since the plan is named, never written or waited on
-        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | (getattr(os, "O_NOFOLLOW", 0) if inside else 0)
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | (getattr(os, "O_NOFOLLOW", 0) if inside
+                                                                             else 0)
         try:
             fd = os.open(c.path, flags, 0o644)
         except OSError as exc:

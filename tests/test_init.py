@@ -302,7 +302,7 @@ def test_init_on_a_startproject_project_connects_a_session_by_the_middleware_and
         for url in ("http://127.0.0.1:%d/" % port, "http://localhost:%d/manual/" % port):
             browser = Browser(url)
             opened.append(browser)
-            wait_until(lambda: [s for s in mcp.ok("reticle_sessions")["sessions"] if s["url"] == url], 30,
+            wait_until(lambda url=url: [s for s in mcp.ok("reticle_sessions")["sessions"] if s["url"] == url], 30,
                        what="a session on %s" % url)
         assert "refused" not in mcp.ok("reticle_sessions")
     finally:
