@@ -294,8 +294,10 @@ def test_init_on_a_startproject_project_connects_a_session_by_the_middleware_and
         wait_until(lambda: port_listens(port) or server.poll() is not None, 30, what="runserver")
         assert server.poll() is None, (tmp_path / "runserver.log").read_text()
         with urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=10) as resp:
-            page = resp.read().decode()
+            raw = resp.read()
+            page = raw.decode()
             assert resp.headers["Referrer-Policy"] == "same-origin"
+            assert resp.headers["Content-Length"] == str(len(raw))
         assert page.count('<script src="http://127.0.0.1:%d/reticle.js"></script></head>' % daemon.port) == 1, page
         mcp = Mcp(daemon.url + "/mcp")
         opened.append(mcp)
