@@ -188,6 +188,7 @@ WS_PING_INTERVAL_S = 20
 HELLO_TIMEOUT_S = 5.0
 MAX_SESSIONS = 32
 MAX_PENDING_HANDSHAKES = 16
+REFUSALS_KEPT = 8                          # script loads and bridge sockets refused lately, named by reticle_sessions
 MAX_DEPARTED = 8                           # closed tabs kept for a reload to resume (each keeps its buffer)
 DEPARTED_KEEP_MS = 60_000
 COMMAND_TIMEOUT_S = 8.0
@@ -2479,6 +2480,10 @@ async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: C
     return True
 
 
+_SOCKET_REFUSAL_FIX = ("the SDK tries again by itself; if this repeats, reload the page, and check that it is "
+                       "on localhost or 127.0.0.1 (or allow-listed with RETICLE_ALLOWED_ORIGINS and given the token)")
+
+
 class _Bridge:
     """All browser sessions of one daemon, keyed by the id the page chose."""
 
@@ -2488,7 +2493,7 @@ class _Bridge:
         self.sessions: Dict[str, _BrowserSession] = {}
         self.pending_handshakes = 0
         self.pending: "collections.OrderedDict[Any, None]" = collections.OrderedDict()  # sockets before hello
-        self.refusals: collections.deque = collections.deque(maxlen=5)
+        self.refusals: collections.deque = hub.refusals  # the hub's record of what it refused a page
         self.ever_connected = 0
         self.events_per_second = EVENTS_PER_SECOND_DEFAULT
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it], all tabs together
@@ -2523,8 +2528,8 @@ class _Bridge:
     def get(self, session_id: str) -> Optional[_BrowserSession]:
         return self.sessions.get(session_id)
 
-    def note_refusal(self, reason: str) -> None:
-        self.refusals.append({"at": _wall_iso(), "reason": reason})
+    def note_refusal(self, reason: str, fix: str = "") -> None:
+        self.hub.note_refusal("socket", reason, fix or _SOCKET_REFUSAL_FIX)
         _emit(_bridge_log, logging.WARNING, "bridge_refused", reason=reason)
 
     def why(self) -> str:
@@ -2538,7 +2543,9 @@ class _Bridge:
             text = "every tab that connected has gone (%d seen since start). " % self.ever_connected + text
         if self.refusals:
             last = self.refusals[-1]
-            text = "NOTE: the bridge refused a connection recently (%s: %s). " % (last["at"], last["reason"]) + text
+            text = ("NOTE: the daemon refused a page's %s recently (%s: %s); %s. " % (
+                "script load (/reticle.js)" if last["what"] == "script" else "bridge socket", last["at"],
+                last["reason"], last["fix"])) + text
         return text
 
     def resolve(self, session_id: Optional[str]) -> _BrowserSession:
@@ -7442,11 +7449,18 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
     out: Dict[str, Any] = {"sessions": sessions}
     if not sessions:
         out["why"] = hub.bridge.why()
+        reason = ("no tab is connected now (%d connected since the daemon started, all gone)"
+                  % hub.bridge.ever_connected if hub.bridge.ever_connected else
+                  "no tab has loaded %s/reticle.js yet" % hub.public_origin())
+        if hub.refusals:
+            # a page did try: the script tag is there, what stopped it is what to fix
+            out["refused"] = list(hub.refusals)[::-1]
+            last = hub.refusals[-1]
+            reason = "the daemon refused a page's %s (%s): %s" % (
+                "script load" if last["what"] == "script" else "bridge socket", last["reason"], last["fix"])
         out["next_action"] = {
             "action": "open_app",
-            "reason": ("no tab is connected now (%d connected since the daemon started, all gone)"
-                       % hub.bridge.ever_connected if hub.bridge.ever_connected else
-                       "no tab has loaded %s/reticle.js yet" % hub.public_origin()),
+            "reason": reason,
             "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
             "or": {"tool": "reticle_open", "args": {"url": "<the app's URL>"},
                    "reason": "a browser of Reticle's own, with the SDK injected into the app"},
@@ -10145,6 +10159,186 @@ def _daemon_token() -> Optional[str]:
         return None
 
 
+# -- the script tag, added by the middleware to the app's HTML pages (inject) --------------------
+
+SERVER_INJECT_MAX_BYTES = 2 << 20  # an HTML body read whole to add the script tag; a larger one passes untouched
+
+
+def _sdk_tag() -> bytes:
+    """The script tag of the daemon the middleware reports to (found as the reporter finds it)."""
+    host, port = _daemon_address()
+    return ('<script src="http://%s:%d/reticle.js"></script>' % ("[%s]" % host if ":" in host else host,
+                                                                 port)).encode("ascii")
+
+
+def _injectable(status: int, headers: Dict[str, str], length_known: bool) -> bool:
+    """Whether a response may get the script tag: an HTML page (text/html or XHTML, in an
+    ASCII-compatible charset) whose whole body is known and small (a Content-Length up to
+    SERVER_INJECT_MAX_BYTES, or a body the app already made), not compressed, not a download,
+    not 204/304.  Everything else (streams, gzip, JSON, files) passes as it is.  `headers` have
+    lower-case names."""
+    if status in (204, 304) or status < 200:
+        return False
+    ctype = headers.get("content-type", "")
+    if ctype.split(";", 1)[0].strip().lower() not in ("text/html", "application/xhtml+xml"):
+        return False
+    charset = re.search(r"charset\s*=\s*\"?([\w-]+)", ctype, re.I)
+    if charset and charset.group(1).lower().startswith(("utf-16", "utf-32", "ucs")):
+        return False
+    if headers.get("content-encoding", "identity").strip().lower() != "identity":
+        return False
+    if "attachment" in headers.get("content-disposition", "").lower():
+        return False
+    length = headers.get("content-length")
+    if length is None:
+        return length_known
+    return length.strip().isdigit() and int(length) <= SERVER_INJECT_MAX_BYTES
+
+
+def _with_sdk_tag(body: bytes) -> Optional[bytes]:
+    """`body` with the script tag before its </head>, or None: it loads reticle.js already, or has no </head>."""
+    if len(body) > SERVER_INJECT_MAX_BYTES or b"/reticle.js" in body:
+        return None
+    m = re.search(rb"</head\s*>", body, re.I)
+    if m is None:
+        return None
+    return body[:m.start()] + _sdk_tag() + body[m.start():]
+
+
+def _django_inject(response: Any) -> Any:
+    """DjangoMiddleware's injection: the tag into a whole HTML response, Content-Length kept true."""
+    if getattr(response, "streaming", False):
+        return response
+    headers = {k.lower(): v for k, v in response.items()}
+    if not _injectable(response.status_code, headers, True):
+        return response
+    body = _with_sdk_tag(response.content)
+    if body is not None:
+        response.content = body
+        if response.has_header("Content-Length"):
+            response["Content-Length"] = str(len(body))
+    return response
+
+
+def _wsgi_injecting(app: Callable) -> Callable:
+    """A WSGI app that adds the script tag to `app`'s HTML pages (wsgi(inject=True)).  A page is
+    held only when its whole body is known and small (_injectable): its start_response is
+    delayed until the body is read and changed; anything else, and an app that writes through
+    start_response's `write` or starts late (from its iterable), passes straight through."""
+
+    def reticle_inject(environ: dict, start_response: Callable) -> Any:
+        """One request: hold an injectable page's start until its body is read, then answer it whole."""
+        held: List[Any] = []
+        writer: List[Callable] = []
+        deciding = [True]
+
+        def start(status: str, headers: list, exc_info: Any = None) -> Any:
+            named = {str(k).lower(): str(v) for k, v in headers}
+            try:
+                code = int(str(status).split(" ", 1)[0])
+            except ValueError:
+                code = 0
+            if exc_info is not None or not deciding[0] or not _injectable(code, named, True):
+                held.clear()
+                return start_response(status, headers, exc_info) if exc_info is not None else \
+                    start_response(status, headers)
+            held[:] = [status, headers]
+
+            def write(data: bytes) -> None:  # the app writes before it returns: pass through, untouched
+                if not writer:
+                    writer.append(start_response(*held))
+                    held.clear()
+                writer[0](data)
+            return write
+        result = app(environ, start)
+        deciding[0] = False
+        if len(held) != 2:
+            return result  # passed through (or written through `write`)
+        status, headers = held
+        named = {str(k).lower(): str(v) for k, v in headers}
+        if "content-length" not in named and not isinstance(result, (list, tuple)):
+            start_response(status, headers)
+            return result  # an iterable of unknown length: a stream, left alone
+        try:
+            body = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        new = _with_sdk_tag(body)
+        if new is not None:
+            headers = [(k, str(len(new)) if str(k).lower() == "content-length" else v) for k, v in headers]
+            body = new
+        start_response(status, headers)
+        return [body]
+
+    return reticle_inject
+
+
+def _asgi_injecting(app: Callable) -> Callable:
+    """An ASGI app that adds the script tag to `app`'s HTML pages (asgi(inject=True)): the
+    response start of a page with a small Content-Length is held until its body has arrived,
+    then both are sent with the tag in and the length fixed.  Streams (no Content-Length),
+    compressed and non-HTML responses, and websockets pass straight through."""
+
+    async def reticle_inject(scope: dict, receive: Callable, send: Callable) -> None:
+        """One connection: hold an injectable page's start and body parts, then send them changed."""
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        held: List[dict] = []
+        parts: List[bytes] = []
+
+        async def release(whole: bool) -> None:
+            """Send the held start and the body read so far: changed when it is the `whole` page."""
+            start, body = held.pop(), b"".join(parts)
+            parts.clear()
+            new = _with_sdk_tag(body) if whole else None
+            if new is not None:
+                length = str(len(new)).encode("latin-1")
+                start = dict(start, headers=[(k, length if bytes(k).lower() == b"content-length" else v)
+                                             for k, v in start.get("headers") or ()])
+                body = new
+            await send(start)
+            if whole or body:
+                await send({"type": "http.response.body", "body": body, "more_body": not whole})
+
+        async def sending(message: dict) -> None:
+            kind = message.get("type")
+            if kind == "http.response.start":
+                named = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1")
+                         for k, v in message.get("headers") or ()}
+                if "content-length" in named and _injectable(int(message.get("status") or 0), named, False):
+                    held.append(message)
+                    return
+            elif held and kind == "http.response.body":
+                parts.append(bytes(message.get("body") or b""))
+                if not message.get("more_body"):
+                    await release(True)
+                elif sum(len(p) for p in parts) > SERVER_INJECT_MAX_BYTES:
+                    await release(False)  # longer than it said: the rest goes as it comes
+                return
+            elif held:
+                await release(False)  # something else (pathsend, trailers): the page goes as it was
+            await send(message)
+
+        await app(scope, receive, sending)
+
+    return reticle_inject
+
+
+_PROOF_CHALLENGE_RE = re.compile(r"^[0-9a-f]{32,128}$")
+
+
+def _daemon_proof(token: str, host: str, port: int, challenge: str) -> str:
+    """What only a daemon that knows `token` answers to `challenge` on the listening address host:port
+    (HMAC-SHA256).  The reporter asks before it sends the token, on the connection it will send it
+    on, and checks the answer against the address it is connected to: a squatter on the port cannot
+    answer, nor borrow the answer of a daemon on another address or port."""
+    message = ("reticle-daemon-proof/1|%s|%d|%s" % (host, port, challenge)).encode("utf-8")
+    return hmac.new(token.encode("utf-8"), message, "sha256").hexdigest()
+
+
 class _ServerReporter:
     """Sends finished records to the daemon off the request's critical path: a bounded queue
     and one daemon thread, started with the first marked request.  A full queue, a daemon that
@@ -10158,9 +10352,11 @@ class _ServerReporter:
         self.dropped_total = 0
         self.sent = 0
         self.refused = 0
+        self.unproven = 0       # records dropped because the listener did not prove it is the daemon
         self.last_error = ""
         self.last_status = 0
         self._failing = False
+        self._warned = False
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
 
@@ -10204,9 +10400,41 @@ class _ServerReporter:
             self._failing = True
             time.sleep(SERVER_AWAY_S)
 
+    def _proven(self, conn: Any, host_header: str, token: str) -> bool:
+        """Whether the listener on `conn` is the daemon that knows `token`: it answers a fresh
+        challenge with _daemon_proof for the address this connection reached, and keeps the
+        connection open for the POST that follows.  The token is never sent before this holds."""
+        challenge = secrets.token_hex(16)
+        conn.request("GET", "/server-records?challenge=" + challenge, headers={"Host": host_header})
+        resp = conn.getresponse()
+        raw = resp.read(4096)
+        self.last_status = resp.status
+        try:
+            proof = json.loads(raw.decode("utf-8", "replace")).get("proof") if resp.status == 200 else None
+        except (ValueError, AttributeError):
+            proof = None
+        sock = conn.sock
+        if not isinstance(proof, str) or sock is None:
+            return False
+        peer = sock.getpeername()
+        return hmac.compare_digest(proof.encode("ascii", "replace"),
+                                   _daemon_proof(token, peer[0], peer[1], challenge).encode("ascii"))
+
+    def _unproven(self, host: str, port: int, n: int) -> None:
+        self.unproven += n
+        self.last_error = ("the listener on %s:%d did not prove it is the Reticle daemon of this state directory "
+                           "(answered %d); the pairing token was not sent" % (host, port, self.last_status))
+        if not self._warned:
+            self._warned = True
+            _server_log.warning("reticle: the process listening on %s:%d is not the Reticle daemon of %s (it could "
+                                "not answer a challenge with the pairing token): server records are dropped "
+                                "(counted) and the token is never sent to it. Start the daemon (`reticle serve`) "
+                                "or point RETICLE_PORT at it.", host, port, _StateDir().path)
+
     def _post(self, batch: List[dict]) -> bool:
         """POST one batch (with the count dropped since the last success) to the daemon found as the
-        CLI finds it, with the pairing token; True when the daemon took it."""
+        CLI finds it, with the pairing token, once the listener proved it is that daemon (_proven);
+        True when the daemon took it."""
         import http.client
         host, port = _daemon_address()
         token = _daemon_token()
@@ -10215,10 +10443,16 @@ class _ServerReporter:
             return False
         body = _dumps({"records": batch, "dropped": self.dropped, "pid": os.getpid()}).encode("utf-8")
         conn = http.client.HTTPConnection(host, port, timeout=2.0)
+        host_header = "%s:%d" % (host if ":" not in host else "[%s]" % host, port)
         try:
+            if not self._proven(conn, host_header, token):
+                if self.last_status == 429:  # the daemon, busy: tried again after a pause
+                    self.last_error = "the daemon at %s:%d is rate limiting" % (host, port)
+                else:
+                    self._unproven(host, port, len(batch))
+                return False
             conn.request("POST", "/server-records", body, {
-                "Content-Type": "application/json", "Authorization": "Bearer %s" % token,
-                "Host": "%s:%d" % (host if ":" not in host else "[%s]" % host, port)})
+                "Content-Type": "application/json", "Authorization": "Bearer %s" % token, "Host": host_header})
             resp = conn.getresponse()
             resp.read()
         except (OSError, http.client.HTTPException) as exc:
@@ -10379,12 +10613,14 @@ def _flask_view(app: Any, environ: dict) -> Optional[str]:
         return None
 
 
-def wsgi(app: Callable, params: bool = False) -> Callable:
+def wsgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
     """Wrap a WSGI app (Flask's `app.wsgi_app`, Django's WSGI handler, Bottle, Pyramid) so that
     each request a Reticle tab marked is reported to the daemon: method, path, status, view,
     duration, an uncaught exception with the app's frames, errors logged, database writes (with
     Django's middleware or watch_sqlalchemy).  An unmarked request costs a header lookup.
-    Parameter values of writes are recorded only with params=True (secret-looking names redacted)."""
+    Parameter values of writes are recorded only with params=True (secret-looking names redacted).
+    inject=True (development only) also adds the daemon's script tag before </head> of each HTML
+    page that lacks it (whole pages only: streams, compressed and non-HTML answers pass untouched)."""
     reporter = _ServerReporter()
     current = _current_request()
     _install_log_capture()
@@ -10427,12 +10663,17 @@ def wsgi(app: Callable, params: bool = False) -> Callable:
             reporter.put(_finish_record(rec))
 
     reticle_wsgi.reticle_reporter = reporter  # type: ignore[attr-defined]
+    if inject:
+        injecting = _wsgi_injecting(reticle_wsgi)
+        injecting.reticle_reporter = reporter  # type: ignore[attr-defined]
+        return injecting
     return reticle_wsgi
 
 
-def asgi(app: Callable, params: bool = False) -> Callable:
+def asgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
     """Wrap an ASGI app (FastAPI, Starlette, Django's ASGI handler): as wsgi(), for `http`
-    scopes; websockets and lifespan pass straight through."""
+    scopes; websockets and lifespan pass straight through.  inject=True as wsgi()'s (a page
+    with a Content-Length gets the tag; a streamed one passes untouched)."""
     reporter = _ServerReporter()
     current = _current_request()
     _install_log_capture()
@@ -10488,6 +10729,10 @@ def asgi(app: Callable, params: bool = False) -> Callable:
             reporter.put(_finish_record(rec))
 
     reticle_asgi.reticle_reporter = reporter  # type: ignore[attr-defined]
+    if inject:
+        injecting = _asgi_injecting(reticle_asgi)
+        injecting.reticle_reporter = reporter  # type: ignore[attr-defined]
+        return injecting
     return reticle_asgi
 
 
@@ -10495,15 +10740,26 @@ class DjangoMiddleware:
     """A Django MIDDLEWARE entry ("reticle.DjangoMiddleware"): reports each marked request as
     wsgi() does, names the resolved view, and records the request's database statements through
     `connection.execute_wrapper` on every configured database.  A write inside an atomic block
-    counts once its transaction commits (`on_commit`); a rolled-back one is not a write."""
+    counts once its transaction commits (`on_commit`); a rolled-back one is not a write.  In
+    development (settings.DEBUG, or settings.RETICLE_INJECT) it also adds the daemon's script tag
+    before </head> of each whole HTML page that lacks it, so this one line gives both the SDK and
+    server truth."""
 
     def __init__(self, get_response: Callable) -> None:
         self.get_response = get_response
         self.reporter = _ServerReporter()
         self.current = _current_request()
+        self.inject: Optional[bool] = None  # read from the settings at the first request
         _install_log_capture()
 
     def __call__(self, request: Any) -> Any:
+        response = self._report(request)
+        if self.inject is None:
+            from django.conf import settings
+            self.inject = bool(getattr(settings, "RETICLE_INJECT", settings.DEBUG))
+        return _django_inject(response) if self.inject else response
+
+    def _report(self, request: Any) -> Any:
         """One request: unmarked straight through; marked, with its record current and every
         database's statements wrapped while the rest of the chain runs."""
         meta = request.META
@@ -10820,8 +11076,11 @@ class _Guard:
         b = expected.encode("utf-8")
         return len(a) == len(b) and hmac.compare_digest(a, b)
 
-    def loopback_problem(self, request: Any, allowed_origins: Tuple[str, ...] = ()) -> Optional[str]:
-        """None when the loopback tier holds, else what failed, in words."""
+    def loopback_problem(self, request: Any, allowed_origins: Tuple[str, ...] = (),
+                         unnamed_pages: bool = False) -> Optional[str]:
+        """None when the loopback tier holds, else what failed, in words.  unnamed_pages: a browser
+        request that names no page (no Origin, no Referer: a Referrer-Policy such as Django's default
+        `same-origin` on a page of another port) passes; only /reticle.js, which holds no secret."""
         peer = request.remote_ip or ""
         if not _is_loopback_host(peer):
             return "the peer address %s is not loopback" % peer
@@ -10839,15 +11098,15 @@ class _Guard:
             if not _is_loopback_host(_origin_host(value)):
                 return "the %s header %r is not a loopback page" % (name, value)
         site = (request.headers.get("Sec-Fetch-Site") or "").strip().lower()
-        if site in ("cross-site", "same-site") and request.headers.get("Origin") is None and \
+        if not unnamed_pages and site in ("cross-site", "same-site") and request.headers.get("Origin") is None and \
                 request.headers.get("Referer") is None:
             # a browser says where a request comes from even when the page withholds Origin and
             # Referer (referrerpolicy="no-referrer"): a page of another site, unnamed, is not a loopback page
             return "a %s browser request with no Origin and no Referer is not from a known loopback page" % site
         return None
 
-    def check_http(self, request: Any, allowed_origins: Tuple[str, ...] = ()) -> None:
-        problem = self.loopback_problem(request, allowed_origins)
+    def check_http(self, request: Any, allowed_origins: Tuple[str, ...] = (), unnamed_pages: bool = False) -> None:
+        problem = self.loopback_problem(request, allowed_origins, unnamed_pages)
         if problem is None:
             return
         presented = self.presented_token(request)
@@ -10959,6 +11218,7 @@ class _BaseHandler(tornado.web.RequestHandler):
 
     SUPPORTED_METHODS = _AnyMethod(_HTTP_METHODS)
     allow_listed_origins = False  # /reticle.js also admits RETICLE_ALLOWED_ORIGINS pages
+    unnamed_pages = False  # /reticle.js also admits a browser request that names no page (no secret in it)
     _body_timer: Any = None
     _work: Optional["asyncio.Task"] = None
 
@@ -11022,7 +11282,8 @@ class _BaseHandler(tornado.web.RequestHandler):
         self._size = 0
         self._body_timer = None
         try:
-            self.hub.guard.check_http(self.request, self.hub.allowed_origins if self.allow_listed_origins else ())
+            self.hub.guard.check_http(self.request, self.hub.allowed_origins if self.allow_listed_origins else (),
+                                      self.unnamed_pages)
             self.charge(1)
             refusal = self.method_refusal() or self.media_type_refusal()
             if refusal is not None:
@@ -11182,9 +11443,20 @@ class _OpenApiHandler(_BaseHandler):
 
 
 class _SdkHandler(_BaseHandler):
-    """GET /reticle.js: the in-page SDK (no token inside, ever)."""
+    """GET /reticle.js: the in-page SDK (no token inside, ever).  It holds no secret, so a loopback
+    browser request that names no page (Django's default Referrer-Policy `same-origin` on a page of
+    another port sends neither Origin nor Referer) gets it; a request naming a page off loopback, a
+    foreign Host (DNS rebinding) or a peer off loopback is refused as on every route, and the
+    refusal is kept (Hub.note_refusal) for reticle_sessions to name."""
 
     allow_listed_origins = True
+    unnamed_pages = True
+
+    def refuse(self, refusal: _HttpRefusal, close: bool = False) -> None:
+        if not self._finished:
+            self.hub.note_refusal("script", "%d %s: %s" % (refusal.status, refusal.error, refusal.detail),
+                                  _script_refusal_fix(refusal, self.hub.public_origin()))
+        super().refuse(refusal, close)
 
     def set_default_headers(self) -> None:
         self.set_header("Cache-Control", "no-cache")
@@ -11193,6 +11465,19 @@ class _SdkHandler(_BaseHandler):
     def get(self) -> None:
         self.set_header("Content-Type", "application/javascript; charset=utf-8")
         self.write(self.hub.sdk_source())
+
+
+def _script_refusal_fix(refusal: _HttpRefusal, origin: str) -> str:
+    """What to do about a refused script load, from what the guard said."""
+    detail = refusal.detail
+    if refusal.status == 429:
+        return "wait a second: the page (or something else on this machine) asked too often"
+    if "the Host header" in detail:
+        return "load the script as %s/reticle.js, not through a name that resolves to this machine" % origin
+    if "header" in detail:
+        return ("open the app on localhost or 127.0.0.1, or list its origin in RETICLE_ALLOWED_ORIGINS (the SDK "
+                "then needs data-allow-non-localhost and data-token=\"<pairing token>\" on its script tag)")
+    return "load the page in a browser on this machine (the daemon serves loopback clients only)"
 
 
 class _StopHandler(_BaseHandler):
@@ -11216,7 +11501,22 @@ class _StopHandler(_BaseHandler):
 class _ServerRecordsHandler(_BaseHandler):
     """POST /server-records: what the app's middleware saw (Server truth).  Past the guard, the
     pairing token is required even from loopback: records from a process that cannot
-    authenticate are refused, so no page or stranger can write server truth into a tab."""
+    authenticate are refused, so no page or stranger can write server truth into a tab.
+    GET /server-records?challenge=<hex> answers the middleware's challenge (_daemon_proof) before
+    it sends the token, so the token goes to this daemon only."""
+
+    def get(self) -> None:
+        challenge = self.get_query_argument("challenge", "")
+        if not _PROOF_CHALLENGE_RE.match(challenge):
+            self.refuse(_HttpRefusal(400, "bad request", "challenge must be 32 to 128 lower-case hex characters "
+                                     "(got %s)" % (_short(repr(challenge), 80) if challenge else "none")))
+            return
+        conn = self.request.connection
+        if not isinstance(conn, tornado.http1connection.HTTP1Connection) or conn.stream.socket is None:
+            self.refuse(_HttpRefusal(400, "bad request", "the proof is given over an HTTP/1 connection only"))
+            return
+        local = conn.stream.socket.getsockname()
+        self.send_json({"proof": _daemon_proof(self.hub.token(), local[0], local[1], challenge)})
 
     def post(self) -> None:
         guard = self.hub.guard
@@ -11844,7 +12144,9 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
      {"post": ("stop", "Planned stop (needs the pairing token)", {"202": "stopping"})}),
     (r"/server-records", _ServerRecordsHandler, {}, "/server-records",
      {"post": ("serverRecords", "What the app's server did for marked requests (middleware; needs the pairing token)",
-               {"200": "{stitched, unmatched, invalid, refused}", "400": "not {records: [...]}"})}),
+               {"200": "{stitched, unmatched, invalid, refused}", "400": "not {records: [...]}"}),
+      "get": ("serverRecordsProof", "The daemon's proof that it knows the pairing token, for the middleware's "
+              "challenge (asked before the token is sent)", {"200": "{proof}", "400": "no valid challenge"})}),
     (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
                {"200": "response(s); Mcp-Session-Id on initialize; an SSE stream for a tools/call with "
@@ -11889,6 +12191,9 @@ _OPENAPI_SCHEMAS: Dict[str, dict] = {
                               "sessions": {"type": "array", "items": {"type": "object"}},
                               "mcpClients": {"type": "integer"}, "devices": {"type": "array"},
                               "why": {"type": "string"}}},
+    "Proof": {"type": "object", "required": ["proof"], "additionalProperties": False,
+              "description": "HMAC-SHA256, keyed by the pairing token, of the challenge and the address served.",
+              "properties": {"proof": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
     "Stopping": {"type": "object", "required": ["stopping", "pid"],
                  "properties": {"stopping": {"const": True}, "pid": {"type": "integer"}}},
 }
@@ -11913,6 +12218,10 @@ _OPENAPI_OPS: Dict[str, dict] = {
     "mcpRootGet": {"content": {"200": (_SSE, "string")}},
     "mcpDelete": {"content": {"405": "-"}},
     "stop": {"content": {"202": (_JSON, "Stopping")}},
+    "serverRecordsProof": {"params": [{"name": "challenge", "in": "query", "required": True,
+                                       "schema": {"type": "string", "pattern": "^[0-9a-f]{32,128}$"},
+                                       "description": "Random hex the middleware chose."}],
+                           "content": {"200": (_JSON, "Proof")}},
 }
 
 
@@ -12010,6 +12319,8 @@ class Hub:
         self.started_at = time.time()
         self.registry = _build_registry()
         self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
+        # what was refused to a page lately (a script load, a bridge socket), for reticle_sessions
+        self.refusals: collections.deque = collections.deque(maxlen=REFUSALS_KEPT)
         self.bridge = _Bridge(self)
         self.devices = _DeviceManager(self)
         self.journeys = _Journeys()
@@ -12029,6 +12340,11 @@ class Hub:
         self.stop_event: Optional[asyncio.Event] = None
         self.stop_reason = ""
         self._sdk: Optional[str] = None
+
+    def note_refusal(self, what: str, reason: str, fix: str) -> None:
+        """Keep what was refused to a page (`what`: "script" or "socket"), why and what to do, the
+        last REFUSALS_KEPT of them: reticle_sessions names them while no tab is connected."""
+        self.refusals.append({"at": _wall_iso(), "what": what, "reason": _short(reason, 300), "fix": fix})
 
     # -- clock and ids --------------------------------------------------------
     def clock(self) -> float:
@@ -12759,6 +13075,8 @@ class _InitChange:
     def __init__(self, path: str, old: Optional[str], new: str, what: str) -> None:
         self.path = path
         self.old = old
+        if old and old.count("\r\n") * 2 > old.count("\n"):
+            new = re.sub(r"(?<!\r)\n", "\r\n", new)  # a CRLF file keeps CRLF in the lines init adds
         self.new = new
         self.what = what
 
@@ -12780,16 +13098,54 @@ def _outside_project(root: str, path: str) -> Optional[str]:
     return None
 
 
-def _read_file_text(path: str) -> Optional[str]:
+INIT_MAX_BYTES = 2 << 20  # a project or config file init reads; a larger one is skipped and named
+
+
+def _special_kind(mode: int) -> str:
+    import stat
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_file_text(path: str, skipped: Optional[List[str]] = None) -> Optional[str]:
+    """The text of a regular file of at most INIT_MAX_BYTES, its line endings as they are, or None.
+    It is opened without blocking (a FIFO named settings.py never hangs init) and checked with
+    fstat; a special or oversized file is skipped and named in `skipped`."""
+    import stat
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            if skipped is not None:
+                skipped.append("%s is %s, not a regular file; skipped" % (path, _special_kind(info.st_mode)))
+            return None
+        if info.st_size > INIT_MAX_BYTES:
+            if skipped is not None:
+                skipped.append("%s is %d bytes, over the %d init reads; skipped" % (path, info.st_size, INIT_MAX_BYTES))
+            return None
+        data = b""
+        while len(data) <= INIT_MAX_BYTES:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > INIT_MAX_BYTES:
+            return None
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+    finally:
+        os.close(fd)
 
 
-def _package_deps(root: str) -> Dict[str, str]:
-    text = _read_file_text(os.path.join(root, "package.json"))
+def _package_deps(root: str, skipped: Optional[List[str]] = None) -> Dict[str, str]:
+    text = _read_file_text(os.path.join(root, "package.json"), skipped)
     try:
         data = json.loads(text) if text else {}
     except ValueError:
@@ -12801,7 +13157,7 @@ def _package_deps(root: str) -> Dict[str, str]:
     return deps
 
 
-def _find_template(root: str) -> Optional[str]:
+def _find_template(root: str, skipped: Optional[List[str]] = None) -> Optional[str]:
     """The base template of a Django or Flask app: base.html/layout.html first, else the only
     template with a </head>."""
     found = []
@@ -12813,7 +13169,7 @@ def _find_template(root: str) -> Optional[str]:
         for f in sorted(filenames):
             if f.endswith(".html"):
                 path = os.path.join(dirpath, f)
-                if "</head>" in (_read_file_text(path) or "").lower():
+                if "</head>" in (_read_file_text(path, skipped) or "").lower():
                     found.append(path)
     for preferred in ("base.html", "layout.html", "_base.html"):
         for path in found:
@@ -12822,9 +13178,9 @@ def _find_template(root: str) -> Optional[str]:
     return found[0] if len(found) == 1 else None
 
 
-def _detect_app(root: str) -> dict:
+def _detect_app(root: str, skipped: Optional[List[str]] = None) -> dict:
     """-> {kind, entry?, why}: the app in `root` and the HTML file the tag goes into."""
-    deps = _package_deps(root)
+    deps = _package_deps(root, skipped)
     if "next" in deps:
         return {"kind": "Next.js", "why": "next in package.json"}
     if "react-scripts" in deps:
@@ -12836,16 +13192,16 @@ def _detect_app(root: str) -> dict:
         entry = os.path.join(root, "index.html")
         return {"kind": "Vite", "entry": entry if os.path.isfile(entry) else None, "why": "vite in package.json"}
     if os.path.isfile(os.path.join(root, "manage.py")):
-        return {"kind": "Django", "entry": _find_template(root), "why": "manage.py"}
+        return {"kind": "Django", "entry": _find_template(root, skipped), "why": "manage.py"}
     for name in ("app.py", "wsgi.py", "application.py", "main.py"):
-        text = _read_file_text(os.path.join(root, name)) or ""
+        text = _read_file_text(os.path.join(root, name), skipped) or ""
         if re.search(r"^\s*(from flask import|import flask)", text, re.M):
-            return {"kind": "Flask", "entry": _find_template(root), "why": "flask imported in %s" % name,
+            return {"kind": "Flask", "entry": _find_template(root, skipped), "why": "flask imported in %s" % name,
                     "module": name}
     for name in ("main.py", "app.py", "asgi.py", os.path.join("app", "main.py")):
-        text = _read_file_text(os.path.join(root, name)) or ""
+        text = _read_file_text(os.path.join(root, name), skipped) or ""
         if re.search(r"^\s*(from fastapi import|import fastapi)", text, re.M):
-            return {"kind": "FastAPI", "entry": _find_template(root), "why": "fastapi imported in %s" % name,
+            return {"kind": "FastAPI", "entry": _find_template(root, skipped), "why": "fastapi imported in %s" % name,
                     "module": name}
     if os.path.isfile(os.path.join(root, "index.html")):
         return {"kind": "plain HTML", "entry": os.path.join(root, "index.html"), "why": "index.html"}
@@ -12935,12 +13291,13 @@ def _csp_warnings(texts: Dict[str, str], origin: str) -> List[str]:
     return out
 
 
-def _merge_json_server(path: str, key: str, entry: dict) -> Tuple[Optional[_InitChange], str]:
+def _merge_json_server(path: str, key: str, entry: dict, skipped: Optional[List[str]] = None
+                       ) -> Tuple[Optional[_InitChange], str]:
     """The change that adds Reticle's MCP server entry under `key` of one JSON client config, or
     (None, a note saying why not): an unreadable file, one that is not strict JSON (duplicate keys,
     1e999) or not an object is left alone, and an entry already there is kept as it is."""
-    old = _read_file_text(path)
-    if old is None and os.path.exists(path):
+    old = _read_file_text(path, skipped)
+    if old is None and os.path.lexists(path):
         return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
     def no_duplicates(pairs: List[Tuple[str, Any]]) -> dict:
         seen: Dict[str, Any] = {}
@@ -12995,8 +13352,70 @@ def _toml_has_server(text: str) -> Optional[bool]:
     return bool(table and re.search(r"^\s*%s\s*[.=]" % name, table.group(1), re.M))
 
 
-def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], str]:
-    old = _read_file_text(path)
+def _toml_inline_end(text: str, start: int) -> Optional[int]:
+    """The index of the `}` that closes the inline table opening at text[start] ("{"), skipping
+    strings (basic, literal, multi-line) and nested tables and arrays; None when it never closes."""
+    depth, i = 0, start
+    while i < len(text):
+        if text.startswith(('"""', "'''"), i):
+            quote = text[i:i + 3]
+            close = text.find(quote, i + 3)
+            while quote == '"""' and close > 0 and text[close - 1] == "\\":
+                close = text.find(quote, close + 1)
+            if close < 0:
+                return None
+            i = close + 3
+            continue
+        ch = text[i]
+        if ch in "\"'":
+            j = i + 1
+            while j < len(text) and text[j] != ch and text[j] != "\n":
+                j += 2 if ch == '"' and text[j] == "\\" else 1
+            i = j + 1
+            continue
+        if ch == "#":
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i if ch == "}" else None
+        i += 1
+    return None
+
+
+def _toml_with_server(text: str, command: List[str]) -> str:
+    """`text` with Reticle's server added in the form the file already uses: into an inline
+    `mcp_servers = { ... }` at the top level (a [mcp_servers.reticle] table after it would declare
+    the closed table twice), else as a [mcp_servers.reticle] table at the end (valid beside
+    [mcp_servers.x] tables, dotted `mcp_servers.x.y = ...` keys and `x = {...}` under [mcp_servers])."""
+    args = ", ".join(_toml_str(a) for a in command[1:])
+    top = re.split(r"^\s*\[", text, maxsplit=1, flags=re.M)[0]  # the root table: before the first header
+    inline = re.search(r"^[ \t]*mcp_servers[ \t]*=[ \t]*\{", top, re.M)
+    if inline is not None:
+        end = _toml_inline_end(text, inline.end() - 1)
+        if end is not None:
+            inner = text[inline.end():end].rstrip()
+            entry = "%s = { command = %s, args = [%s] }" % (_SERVER_NAME, _toml_str(command[0]), args)
+            cut = inline.end() + len(inner)
+            return text[:cut] + (", " if inner.strip() else " ") + entry + " " + text[end:].lstrip(" \t")
+    block = "[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n" % (_SERVER_NAME, _toml_str(command[0]), args)
+    flat = text.replace("\r\n", "\n")
+    sep = "" if not text or flat.endswith("\n\n") else ("\n" if flat.endswith("\n") else "\n\n")
+    return text + sep + block
+
+
+def _merge_codex(path: str, command: List[str], skipped: Optional[List[str]] = None
+                 ) -> Tuple[Optional[_InitChange], str]:
+    """The change that adds Reticle's server to Codex's config.toml, or (None, why not): a file that
+    is not a regular file, not valid TOML or already names the server is left alone, and so is
+    one the addition would not keep valid (checked by parsing the result where tomllib exists)."""
+    old = _read_file_text(path, skipped)
+    if old is None and os.path.lexists(path):
+        return None, "%s is not readable as a regular text file; left alone" % path
     text = old or ""
     has = _toml_has_server(text)
     if has is None:
@@ -13004,27 +13423,36 @@ def _merge_codex(path: str, command: List[str]) -> Tuple[Optional[_InitChange], 
             path, _SERVER_NAME, _toml_str(command[0]))
     if has:
         return None, "%s already has [mcp_servers.%s]" % (path, _SERVER_NAME)
-    block = "[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n" % (
-        _SERVER_NAME, _toml_str(command[0]), ", ".join(_toml_str(a) for a in command[1:]))
-    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-    return _InitChange(path, old, text + sep + block, "added [mcp_servers.%s]" % _SERVER_NAME), ""
+    new = _toml_with_server(text, command)
+    if _toml_has_server(new) is None:
+        return None, "%s: adding [mcp_servers.%s] would not keep it valid TOML; left alone. Add by hand: " \
+                     "%s = { command = %s }" % (path, _SERVER_NAME, _SERVER_NAME, _toml_str(command[0]))
+    return _InitChange(path, old, new, "added [mcp_servers.%s]" % _SERVER_NAME), ""
 
 
 def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     """Everything `reticle init` would do in `root`, as data: {app, changes, notes, warnings}."""
     origin = "http://127.0.0.1:%d" % port
-    app = _detect_app(root)
+    skipped: List[str] = []  # special or oversized files met on the way, named in the notes
+    app = _detect_app(root, skipped)
     changes: List[_InitChange] = []
     notes: List[str] = []
     entry = app.get("entry")
     texts: Dict[str, str] = {}
-    if entry and _outside_project(root, entry):
+    if app["kind"] == "Django":
+        # no template is edited: the middleware (under DEBUG, added below) puts the tag into each page
+        if entry:
+            texts[os.path.relpath(entry, root)] = _read_file_text(entry, skipped) or ""
+        notes.append("Django: reticle.DjangoMiddleware adds the script tag (%s/reticle.js) to each HTML page "
+                     "while DEBUG is on; no template is edited%s" % (origin, "" if port == DEFAULT_PORT else
+                                                                     "; run the app with RETICLE_PORT=%d" % port))
+    elif entry and _outside_project(root, entry):
         notes.append("%s: left alone (init edits files of the project only); add the tag by hand: %s"
                      % (_outside_project(root, entry), _dev_snippet(app["kind"], origin)))
         entry = None
         app = dict(app, entry=None)
     elif entry:
-        text = _read_file_text(entry) or ""
+        text = _read_file_text(entry, skipped) or ""
         texts[os.path.relpath(entry, root)] = text
         snippet = _dev_snippet(app["kind"], origin)
         if "/reticle.js" in text:
@@ -13045,15 +13473,15 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
                  "settings.py", "app.py"):
         for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
-            text = _read_file_text(path) or ""
+            text = _read_file_text(path, skipped) or ""
             if text:
                 texts[os.path.relpath(path, root)] = text
     for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
         path = os.path.join(dirpath, "settings.py")
-        text = _read_file_text(path) or ""
+        text = _read_file_text(path, skipped) or ""
         if text:
             texts[os.path.relpath(path, root)] = text
-    server_changes, server_notes = _server_init(root, app)
+    server_changes, server_notes = _server_init(root, app, skipped)
     changes += server_changes
     notes += server_notes
     stdio = {"command": command[0], "args": command[1:]}
@@ -13064,29 +13492,32 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         if problem:
             notes.append("%s: left alone (init writes inside the project only)" % problem)
             continue
-        change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj)
+        change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj, skipped)
         if change:
             changes.append(change)
         if note:
             notes.append(note)
     codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
-    change, note = _merge_codex(os.path.join(codex_home, "config.toml"), command)
+    change, note = _merge_codex(os.path.join(codex_home, "config.toml"), command, skipped)
     if change:
         changes.append(change)
     if note:
         notes.append(note)
-    change = _gitignore_auth(root)
+    change = _gitignore_auth(root, skipped)
     changes += [change] if change else []
+    notes += sorted(set(skipped))
     return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin)}
 
 
-def _gitignore_auth(root: str) -> Optional[_InitChange]:
+def _gitignore_auth(root: str, skipped: Optional[List[str]] = None) -> Optional[_InitChange]:
     """The project's .gitignore with `.reticle/auth/` (setup flows' saved logins) added, unless a
     line already ignores it; None when there is nothing to add or no git here."""
     path = os.path.join(root, ".gitignore")
     if _outside_project(root, path) or not (os.path.exists(path) or os.path.isdir(os.path.join(root, ".git"))):
         return None
-    old = _read_file_text(path)
+    old = _read_file_text(path, skipped)
+    if old is None and os.path.lexists(path):
+        return None  # not a regular file (named in skipped), or unreadable: left alone
     lines = {ln.strip().lstrip("/").rstrip("/") for ln in (old or "").splitlines()}
     if lines & {".reticle", ".reticle/auth", ".reticle/*", ".reticle/auth/*"}:
         return None
@@ -13097,11 +13528,11 @@ def _gitignore_auth(root: str) -> Optional[_InitChange]:
 
 _SERVER_CHECK = ("to check it: run the app, click something in a tab with Reticle, then reticle_observe "
                  "{filters: [\"server\"]} lists what the server did, or reticle_assert {kind: \"server\"}")
-_DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init`: what the server did, inside Reticle's verdicts (dev only)\n"
+_DJANGO_BLOCK = ("\n\nif DEBUG:  # added by `reticle init` (dev only): Reticle's script tag and server truth\n"
                  "    MIDDLEWARE = [*MIDDLEWARE, \"reticle.DjangoMiddleware\"]\n")
 
 
-def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
+def _server_init(root: str, app: dict, skipped: Optional[List[str]] = None) -> Tuple[List[_InitChange], List[str]]:
     """Reticle's server middleware for the app (Server truth): Django's settings get a
     MIDDLEWARE entry under DEBUG when they define both; Flask and FastAPI get the dev-only line
     to add, printed (a wrap placed wrongly would break the app, so it is never written)."""
@@ -13110,7 +13541,7 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
     kind = app.get("kind")
 
     def read(path: str) -> str:
-        return _read_file_text(path) or ""
+        return _read_file_text(path, skipped) or ""
     if kind == "Django":
         candidates = [os.path.join(root, "settings.py")] + sorted(
             os.path.join(root, d, "settings.py") for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
@@ -13140,19 +13571,21 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
     return changes, notes
 
 
-def _init_command() -> List[str]:
+def _init_command(port: int = DEFAULT_PORT) -> List[str]:
     """How MCP clients start Reticle: `reticle mcp` when it is on PATH, else this interpreter
-    and this file."""
+    and this file; with `--port N` when the daemon's port is not the default."""
+    extra = ["--port", str(port)] if port != DEFAULT_PORT else []
     if shutil.which("reticle"):
-        return ["reticle", "mcp"]
-    return _self_command() + ["mcp"]
+        return ["reticle", "mcp"] + extra
+    return _self_command() + ["mcp"] + extra
 
 
 def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
     """`reticle init`: print the plan, then write it (unless --dry-run; a terminal asks first
     unless --yes)."""
+    import stat
     root = os.path.abspath(os.getcwd())
-    plan = _init_plan(root, os.path.expanduser("~"), port, _init_command())
+    plan = _init_plan(root, os.path.expanduser("~"), port, _init_command(port))
     out = sys.stdout
     app = plan["app"]
     out.write("app: %s (%s)%s\n" % (app["kind"], app["why"], "; HTML entry %s" % os.path.relpath(app["entry"], root)
@@ -13190,8 +13623,21 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
             out.write("skipped %s: %s\n" % (c.path, problem))
             continue
         os.makedirs(os.path.dirname(c.path), exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (getattr(os, "O_NOFOLLOW", 0) if inside else 0)
-        with os.fdopen(os.open(c.path, flags, 0o644), "w", encoding="utf-8") as fh:
+        # no O_TRUNC before fstat: a FIFO or device put there since the plan is named, never written or waited on
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | (getattr(os, "O_NOFOLLOW", 0) if inside
+                                                                             else 0)
+        try:
+            fd = os.open(c.path, flags, 0o644)
+        except OSError as exc:
+            out.write("skipped %s: %s\n" % (c.path, exc.strerror or exc))
+            continue
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            out.write("skipped %s: it is %s, not a regular file\n" % (c.path, _special_kind(mode)))
+            continue
+        os.ftruncate(fd, 0)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:  # line endings as planned (CRLF kept)
             fh.write(c.new)
         written += 1
     out.write("done: %d file(s) written\n" % written)

@@ -121,6 +121,11 @@ class BridgeCase(_BridgeBase):
             assert "the origin '%s' is not allowed at the bridge" % origin in body["detail"]
         assert len(self.hub.bridge.refusals) >= 4, "refusals are recorded for the no-session diagnosis"
         assert "the origin 'https://evil.example' is not allowed" in self.hub.bridge.why()
+        # issue 27 #1: reticle_sessions names them (a socket, the reason, what to do), newest first
+        answer = (await self.hub.call_tool("reticle_sessions", {}, reticle._CallContext("t", "t")))["structuredContent"]
+        assert answer["refused"][0]["what"] == "socket" and "https://evil.example" in answer["refused"][0]["reason"]
+        assert "RETICLE_ALLOWED_ORIGINS" in answer["refused"][0]["fix"]
+        assert "bridge socket" in answer["next_action"]["reason"], answer["next_action"]
 
     @gen_test
     async def test_dns_rebinding_host_is_refused(self):

@@ -697,6 +697,8 @@ class AuthorizationTest(ReticleTestCase):
         browser still says Sec-Fetch-Site."""
         for site in ("cross-site", "same-site"):
             for path, method in self.ROUTES:
+                if path == "/reticle.js":
+                    continue  # it holds no secret: test_the_script_loads_whatever_the_pages_referrer_policy
                 resp = await self.route(path, method, {"Sec-Fetch-Site": site})
                 body = self.assert_refusal(resp, 403, "forbidden")
                 self.assertIn("no Origin and no Referer", body["detail"])
@@ -704,6 +706,38 @@ class AuthorizationTest(ReticleTestCase):
         for headers in ({"Sec-Fetch-Site": "cross-site", "Referer": "http://localhost:5173/"},
                         {"Sec-Fetch-Site": "same-origin"}, {"Sec-Fetch-Site": "none"}):
             self.assertEqual((await self.fetch("/reticle.js", "GET", None, headers)).code, 200, headers)
+        await self.assert_still_serving()
+
+    @gen_test
+    async def test_the_script_loads_whatever_the_pages_referrer_policy(self):
+        """Issue 27 #1: a Django page (Referrer-Policy: same-origin, the default) on 127.0.0.1:8000, or
+        a page on localhost:8000, loads http://127.0.0.1:<port>/reticle.js as a same-site or cross-site
+        request with no Origin and no Referer: the script (no secret in it) is served.  A page that
+        names itself off loopback, a DNS-rebound Host, and every route that acts or reads are still
+        refused, and each refused script load is kept for reticle_sessions with what to do."""
+        for site in ("same-site", "cross-site"):
+            resp = await self.fetch("/reticle.js", "GET", None, {"Sec-Fetch-Site": site, "Sec-Fetch-Dest": "script"})
+            self.assertEqual(resp.code, 200, site)
+            self.assertIn(b"reticle", resp.body)
+            for path, method in self.ROUTES:
+                if path != "/reticle.js":
+                    resp = await self.route(path, method, {"Sec-Fetch-Site": site})
+                    self.assert_refusal(resp, 403, "forbidden")
+        self.assertEqual(list(self.hub.refusals), [])
+        hostile = ({"Sec-Fetch-Site": "cross-site", "Referer": "http://evil.com/page"},
+                   {"Sec-Fetch-Site": "cross-site", "Origin": "http://evil.com"},
+                   {"Sec-Fetch-Site": "cross-site", "Host": "evil.com:%d" % self.get_http_port()})
+        for headers in hostile:
+            self.assert_refusal(await self.fetch("/reticle.js", "GET", None, headers), 403, "forbidden")
+        refused = list(self.hub.refusals)
+        self.assertEqual([r["what"] for r in refused], ["script"] * 3)
+        self.assertIn("http://evil.com/page", refused[0]["reason"])
+        self.assertIn("RETICLE_ALLOWED_ORIGINS", refused[1]["fix"])
+        self.assertIn("not through a name that resolves", refused[2]["fix"])
+        answer = (await self.hub.call_tool("reticle_sessions", {}, reticle._CallContext("t", "t")))["structuredContent"]
+        self.assertEqual([r["reason"] for r in answer["refused"]], [r["reason"] for r in refused[::-1]])
+        self.assertIn("script load", answer["why"])
+        self.assertIn("Host header", answer["next_action"]["reason"])
         await self.assert_still_serving()
 
     @gen_test
@@ -752,6 +786,29 @@ class AuthorizationTest(ReticleTestCase):
             body = self.assert_refusal(await self.fetch(path, headers=headers), 403, "forbidden")
             self.assertIn("the Host header 'evil.com' does not name a loopback host", body["detail"])
             self.assertIn("pairing token", body["detail"])
+
+
+class DaemonProofTest(ReticleTestCase):
+    """Issue 27 #4: GET /server-records?challenge= proves the daemon knows the token, bound to the
+    address the client reached, without the client sending the token; a page cannot ask for it."""
+
+    @gen_test
+    async def test_the_proof_needs_the_token_and_names_the_address_served(self):
+        challenge = "0123456789abcdef" * 2
+        resp = await self.fetch("/server-records?challenge=" + challenge)
+        self.assertEqual(resp.code, 200, resp.body)
+        proof = json.loads(resp.body)["proof"]
+        port = self.get_http_port()
+        self.assertEqual(proof, reticle._daemon_proof(self.hub.token(), "127.0.0.1", port, challenge))
+        for wrong in (("x" + self.hub.token()[1:], "127.0.0.1", port), (self.hub.token(), "127.0.0.1", port + 1),
+                      (self.hub.token(), "::1", port)):
+            self.assertNotEqual(proof, reticle._daemon_proof(wrong[0], wrong[1], wrong[2], challenge))
+        self.assertNotEqual(proof, json.loads((await self.fetch("/server-records?challenge=" + "1" * 32)).body)["proof"])
+        for bad in ("", "?challenge=", "?challenge=XYZ", "?challenge=" + "a" * 31, "?challenge=" + "a" * 129):
+            body = self.assert_refusal(await self.fetch("/server-records" + bad), 400, "bad request")
+            self.assertIn("32 to 128 lower-case hex", body["detail"])
+        for headers in ({"Origin": "http://evil.com"}, {"Sec-Fetch-Site": "cross-site"}, {"Host": "evil.com"}):
+            self.assert_refusal(await self.fetch("/server-records?challenge=" + challenge, "GET", None, headers), 403)
 
 
 class TokenTierTest(ReticleTestCase):

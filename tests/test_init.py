@@ -41,7 +41,7 @@ def _snapshot(*roots):
 
 def _server(path, key="mcpServers"):
     entry = json.loads(path.read_text())[key]["reticle"]
-    assert entry["args"][-1] == "mcp" and entry["command"], entry
+    assert "mcp" in entry["args"] and entry["command"], entry
     return entry
 
 
@@ -105,27 +105,33 @@ def test_plain_html_gets_a_localhost_only_tag_and_a_csp_warning(tmp_path, home):
     assert "nothing to change" in _init(project, home, "--yes")
 
 
-def test_django_template_dry_run_writes_nothing_then_the_tag_goes_in_under_debug(tmp_path, home):
+def test_django_dry_run_writes_nothing_then_no_template_is_edited_and_the_middleware_goes_in(tmp_path, home):
+    """Issue 27 #2: `{% if debug %}` renders nothing on a default project (no debug context processor
+    without INTERNAL_IPS): init edits no template; the middleware under DEBUG adds the tag to each page.
+    MCP entries name the port when it is not the default."""
     project = tmp_path / "shop"
     (project / "shop").mkdir(parents=True)
     (project / "manage.py").write_text("import django\n")
-    (project / "shop" / "settings.py").write_text("DEBUG = True\n")
+    (project / "shop" / "settings.py").write_text("DEBUG = True\nMIDDLEWARE = []\n")
     templates = project / "orders" / "templates"
     templates.mkdir(parents=True)
     (templates / "base.html").write_text("<html><head>{% block head %}{% endblock %}</head><body></body></html>\n")
     (templates / "list.html").write_text('{% extends "base.html" %}\n')
     before = _snapshot(project, home)
-    out = _init(project, home, "--dry-run")
+    out = _init(project, home, "--dry-run", "--port", "4411")
     assert "Django" in out and "would change" in out and "dry run" in out, out
-    assert "{% if debug %}" in out
+    assert "{% if debug %}" not in out and "no template is edited" in out and "RETICLE_PORT=4411" in out, out
     assert _snapshot(project, home) == before
-    _init(project, home, "--yes")
-    base = (templates / "base.html").read_text()
-    assert '{% if debug %}<script src="http://127.0.0.1:4400/reticle.js"></script>{% endif %}' in base, base
+    _init(project, home, "--yes", "--port", "4411")
+    assert (templates / "base.html").read_text() == \
+        "<html><head>{% block head %}{% endblock %}</head><body></body></html>\n"
     assert (templates / "list.html").read_text() == '{% extends "base.html" %}\n'
+    assert "reticle.DjangoMiddleware" in (project / "shop" / "settings.py").read_text()
     for path, key in ((".mcp.json", "mcpServers"), (".cursor/mcp.json", "mcpServers"), (".vscode/mcp.json", "servers")):
-        _server(project / path, key)
-    assert "nothing to change" in _init(project, home, "--yes")
+        assert _server(project / path, key)["args"][-3:] == ["mcp", "--port", "4411"]
+    codex = (home / ".codex" / "config.toml").read_text()
+    assert '"mcp", "--port", "4411"]' in codex, codex
+    assert "nothing to change" in _init(project, home, "--yes", "--port", "4411")
 
 
 def test_next_js_gets_the_exact_snippet_printed_and_no_source_edited(tmp_path, home):
@@ -239,3 +245,125 @@ def test_flask_and_fastapi_get_the_dev_only_wrap_printed_and_their_source_left_a
     out = _init(project, home, "--yes")
     assert "app: %s" % framework in out and line in out and "reticle_observe" in out, out
     assert (project / "app.py").read_text() == source
+
+
+# -- issue 27 #2: a real `django-admin startproject` project, init, runserver, a real browser --------
+
+MANUAL_VIEW = '''
+
+from django.http import HttpResponse  # noqa: E402  (added by the test: a page with a hand-written tag)
+from django.views.debug import default_urlconf  # noqa: E402
+
+
+def manual(request):
+    return HttpResponse('<!doctype html><html><head><title>manual</title>'
+                        '<script src="http://127.0.0.1:%d/reticle.js"></script></head><body>hi</body></html>')
+
+
+urlpatterns += [path("manual/", manual), path("", default_urlconf)]  # "/" stays Django's own start page
+'''
+
+
+@pytest.mark.browser
+def test_init_on_a_startproject_project_connects_a_session_by_the_middleware_and_by_a_manual_tag(tmp_path, home):
+    """After `reticle init` on a fresh `django-admin startproject` (Django's defaults: SecurityMiddleware's
+    Referrer-Policy same-origin, no debug context processor), `manage.py runserver` in real headless
+    Chromium connects a session to a real daemon: through the tag the middleware adds to Django's own
+    page, and through a hand-written tag on a page opened as localhost (cross-site to 127.0.0.1)."""
+    import urllib.request
+    from _harness import Browser, Daemon, Mcp, free_port, port_listens, wait_until
+    project = tmp_path / "proj"
+    project.mkdir()
+    subprocess.run([sys.executable, "-m", "django", "startproject", "mysite", str(project)], check=True, timeout=60)
+    daemon = Daemon(tmp_path / "state")
+    opened = [daemon]
+    try:
+        out = _init(project, home, "--yes", "--port", str(daemon.port))
+        settings = (project / "mysite" / "settings.py").read_text()
+        assert "reticle.DjangoMiddleware" in settings and "{% if debug %}" not in out, out
+        assert _server(project / ".mcp.json")["args"][-2:] == ["--port", str(daemon.port)]
+        with open(project / "mysite" / "urls.py", "a") as fh:
+            fh.write(MANUAL_VIEW % daemon.port)
+        port = free_port()
+        log = open(tmp_path / "runserver.log", "wb")
+        env = daemon_env(daemon.state_dir, RETICLE_PORT=daemon.port,
+                         PYTHONPATH=os.pathsep.join([os.path.dirname(RETICLE_PY), os.environ.get("PYTHONPATH", "")]))
+        server = subprocess.Popen([sys.executable, "manage.py", "runserver", "127.0.0.1:%d" % port, "--noreload"],
+                                  cwd=str(project), env=env, stdout=log, stderr=subprocess.STDOUT)
+        opened.append(type("Proc", (), {"close": lambda self: (server.terminate(), server.wait(10), log.close())})())
+        wait_until(lambda: port_listens(port) or server.poll() is not None, 30, what="runserver")
+        assert server.poll() is None, (tmp_path / "runserver.log").read_text()
+        with urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=10) as resp:
+            raw = resp.read()
+            page = raw.decode()
+            assert resp.headers["Referrer-Policy"] == "same-origin"
+            assert resp.headers["Content-Length"] == str(len(raw))
+        assert page.count('<script src="http://127.0.0.1:%d/reticle.js"></script></head>' % daemon.port) == 1, page
+        mcp = Mcp(daemon.url + "/mcp")
+        opened.append(mcp)
+        for url in ("http://127.0.0.1:%d/" % port, "http://localhost:%d/manual/" % port):
+            browser = Browser(url)
+            opened.append(browser)
+            wait_until(lambda url=url: [s for s in mcp.ok("reticle_sessions")["sessions"] if s["url"] == url], 30,
+                       what="a session on %s" % url)
+        assert "refused" not in mcp.ok("reticle_sessions")
+    finally:
+        for thing in reversed(opened):
+            thing.close()
+
+
+# -- issue 27 #10: valid TOML in every form, line endings kept, special files skipped --------------
+
+@pytest.mark.parametrize("text", [
+    'mcp_servers = { other = { command = "x" } }\n',
+    'model = "o3"\nmcp_servers = { other = { command = "x}", args = ["{", "]"] } }  # {not a brace\n\n[profile]\nx = 1\n',
+    'mcp_servers = {}\n',
+    'model = "o3"\nmcp_servers.other.command = "x"\n',
+    '[mcp_servers]\nother.command = "x"\nlisted = { command = "y" }\n',
+])
+def test_init_adds_reticle_beside_codex_servers_in_inline_and_dotted_forms(tmp_path, home, text):
+    project = tmp_path / "site"
+    project.mkdir()
+    (project / "index.html").write_text("<html><head></head><body></body></html>")
+    config = home / ".codex" / "config.toml"
+    config.write_text(text)
+    run = _init_run(project, home, "--yes")
+    assert run.returncode == 0, run.stdout + run.stderr
+    new = config.read_text()
+    if tomllib is not None:
+        before, after = tomllib.loads(text), tomllib.loads(new)
+        assert after["mcp_servers"].pop("reticle")["args"][-1] == "mcp", new
+        assert after == before, new
+    assert "reticle" in new and new.startswith(text.split("mcp_servers")[0]), new
+    assert "nothing to change" in _init_run(project, home, "--yes").stdout
+
+
+def test_init_keeps_crlf_line_endings(tmp_path, home):
+    project = tmp_path / "shop"
+    (project / "shop").mkdir(parents=True)
+    (project / "manage.py").write_bytes(b"import django\r\n")
+    settings = project / "shop" / "settings.py"
+    settings.write_bytes(b'DEBUG = True\r\nMIDDLEWARE = [\r\n    "django.middleware.common.CommonMiddleware",\r\n]\r\n')
+    (project / ".mcp.json").write_bytes(b'{\r\n  "mcpServers": {}\r\n}\r\n')
+    (home / ".codex" / "config.toml").write_bytes(b'model = "o3"\r\n')
+    run = _init_run(project, home, "--yes")
+    assert run.returncode == 0, run.stdout + run.stderr
+    for path in (settings, project / ".mcp.json", home / ".codex" / "config.toml"):
+        data = path.read_bytes()
+        assert b"reticle" in data and data.count(b"\n") == data.count(b"\r\n"), (path, data)
+    assert settings.read_bytes().startswith(b'DEBUG = True\r\nMIDDLEWARE = [\r\n')
+
+
+def test_init_skips_a_fifo_or_special_file_naming_it_and_never_hangs(tmp_path, home):
+    project = tmp_path / "shop"
+    (project / "shop").mkdir(parents=True)
+    (project / "manage.py").write_text("import django\n")
+    os.mkfifo(str(project / "shop" / "settings.py"))
+    os.mkfifo(str(project / ".mcp.json"))
+    (home / ".codex" / "config.toml").unlink()
+    os.mkfifo(str(home / ".codex" / "config.toml"))
+    run = _init_run(project, home, "--yes")  # 60 s timeout: a blocking open would hang here
+    assert run.returncode == 0, run.stdout + run.stderr
+    for path in (project / "shop" / "settings.py", project / ".mcp.json", home / ".codex" / "config.toml"):
+        assert "%s is a FIFO, not a regular file; skipped" % path in run.stdout, run.stdout
+    assert (project / ".cursor" / "mcp.json").is_file()  # the rest is done

@@ -4,6 +4,7 @@ the verdict rules; plus the pure judge from a table, and the daemon's records ro
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -499,6 +500,176 @@ def test_a_real_app_with_no_daemon_serves_and_writes(tmp_path):
     finally:
         app.close()
     assert "Traceback" not in app.log()
+
+
+# -- the middleware adds the script tag (issue 27 #2) ------------------------------------------------
+
+PAGE_HTML = "<!doctype html><html><head><title>t</title></head><body>hi</body></html>"
+
+
+def flask_pages():
+    import flask
+    app = flask.Flask("pages")
+    app.get("/page", endpoint="page")(lambda: PAGE_HTML)
+    app.get("/tagged", endpoint="tagged")(lambda: PAGE_HTML.replace("</head>", '<script src="/x/reticle.js"></script>'
+                                                                                 "</head>"))
+    app.get("/json", endpoint="json")(lambda: {"html": "</head>"})
+    app.get("/gzip", endpoint="gzip")(lambda: flask.Response(PAGE_HTML, headers={"Content-Encoding": "gzip"}))
+    app.get("/stream", endpoint="stream")(lambda: flask.Response(iter(["<html><head>", "</head><body>", "x</body>"]),
+                                                                 mimetype="text/html"))
+    return app
+
+
+def test_wsgi_inject_adds_the_tag_to_whole_html_pages_only(monkeypatch):
+    monkeypatch.setenv("RETICLE_PORT", "4517")
+    plain = flask_pages().test_client()
+    app = flask_pages()
+    app.wsgi_app = reticle.wsgi(app.wsgi_app, inject=True)
+    client = app.test_client()
+    tag = b'<script src="http://127.0.0.1:4517/reticle.js"></script>'
+    resp = client.get("/page")
+    assert resp.status_code == 200 and resp.data == PAGE_HTML.encode().replace(b"</head>", tag + b"</head>")
+    assert int(resp.headers["Content-Length"]) == len(resp.data)
+    for path in ("/tagged", "/json", "/gzip", "/stream"):  # has one; not HTML; compressed; a stream
+        got, want = client.get(path), plain.get(path)
+        assert (got.data, got.headers.get("Content-Length")) == (want.data, want.headers.get("Content-Length")), path
+    opt_in = flask_pages()
+    opt_in.wsgi_app = reticle.wsgi(opt_in.wsgi_app)
+    assert opt_in.test_client().get("/page").data == PAGE_HTML.encode()  # inject is opt-in for wsgi()
+
+
+def run_asgi(app, path):
+    """One GET through an ASGI app's own interface -> (start message, body parts)."""
+    sent = []
+    asked = []
+
+    async def receive():
+        asked.append(1)
+        if len(asked) > 1:  # the client stays connected until the app has answered
+            await asyncio.Event().wait()
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"127.0.0.1:8000")], "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 8000)}
+    asyncio.run(app(scope, receive, send))
+    return sent[0], [m.get("body", b"") for m in sent[1:]]
+
+
+def test_asgi_inject_adds_the_tag_to_whole_html_pages_only(monkeypatch):
+    import fastapi
+    from fastapi.responses import HTMLResponse, StreamingResponse
+    monkeypatch.setenv("RETICLE_PORT", "4518")
+    api = fastapi.FastAPI()
+    api.get("/page", response_class=HTMLResponse)(lambda: PAGE_HTML)
+    api.get("/json")(lambda: {"html": "</head>"})
+    api.get("/stream")(lambda: StreamingResponse(iter([b"<html><head>", b"</head><body>x</body>"]),
+                                                 media_type="text/html"))
+    app = reticle.asgi(api, inject=True)
+    start, body = run_asgi(app, "/page")
+    page = b"".join(body)
+    assert page == PAGE_HTML.encode().replace(b"</head>", b'<script src="http://127.0.0.1:4518/reticle.js">'
+                                              b"</script></head>")
+    assert dict(start["headers"])[b"content-length"] == str(len(page)).encode()
+    assert run_asgi(app, "/json")[1] == run_asgi(api, "/json")[1]
+    assert run_asgi(app, "/stream")[1] == run_asgi(api, "/stream")[1]  # streamed as it came, part by part
+    assert b"".join(run_asgi(reticle.asgi(api), "/page")[1]) == PAGE_HTML.encode()  # opt-in
+
+
+class Squatter:
+    """A plain socket server on a loopback port (not Reticle): it keeps every byte it is sent and answers
+    each request 200 with a JSON `proof` of the right shape, the most tempting lie it can tell."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.received = b""
+        self.requests = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(3)
+                data = b""
+                try:
+                    while True:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                        self.received += chunk
+                        while b"\r\n\r\n" in data:
+                            head, _, data = data.partition(b"\r\n\r\n")
+                            length = [int(x.split(b":")[1]) for x in head.split(b"\r\n")
+                                      if x.lower().startswith(b"content-length:")]
+                            data = data[length[0]:] if length else data
+                            self.requests += 1
+                            body = json.dumps({"proof": "ab" * 32}).encode()
+                            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                                         b"\r\n%s" % (len(body), body))
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+
+
+class WarningRecords(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+
+def test_a_squatting_listener_never_receives_the_token_and_the_real_daemon_does(tmp_path, monkeypatch, daemon):
+    """Issue 27 #4: a process that holds RETICLE_PORT while the daemon is away is asked for a proof
+    (a challenge only the daemon that knows the token answers) before the token is sent: it gets
+    no token, the records are dropped and counted, and the app's log says so once.  The real daemon
+    proves itself and gets the records."""
+    squatter = Squatter()
+    warnings = WarningRecords()
+    logging.getLogger("reticle.server").addHandler(warnings)
+    try:
+        monkeypatch.setenv("RETICLE_STATE_DIR", daemon.state_dir)
+        monkeypatch.delenv("RETICLE_TOKEN", raising=False)
+        monkeypatch.setenv("RETICLE_PORT", str(squatter.port))
+        app = reticle.wsgi(plain_wsgi_app)
+        for n in range(3):
+            b"".join(app(environ(**{"X-Reticle-Mark": "%032x.d.n%d" % (1, n)}), lambda s, h: None))
+        reporter = app.reticle_reporter
+        wait_until(lambda: squatter.requests >= 1, 15, what="the reporter to reach the squatter")
+        time.sleep(0.5)
+        assert daemon.token().encode() not in squatter.received and b"Bearer" not in squatter.received
+        wait_until(lambda: getattr(reporter, "unproven", 0) >= 3, 15, what="the records to be dropped as unproven")
+        b"".join(app(environ(**{"X-Reticle-Mark": "%032x.d.n9" % 1}), lambda s, h: None))
+        wait_until(lambda: reporter.unproven >= 4, 15, what="a later batch dropped too")
+        assert squatter.requests >= 2 and b"GET /server-records?challenge=" in squatter.received
+        assert daemon.token().encode() not in squatter.received and b"Bearer" not in squatter.received
+        assert b"POST" not in squatter.received
+        assert reporter.dropped_total >= 4 and reporter.sent == 0, reporter.last_error
+        said = [m for m in warnings.records if "is not the Reticle daemon" in m]
+        assert len(said) == 1 and str(squatter.port) in said[0], warnings.records
+        monkeypatch.setenv("RETICLE_PORT", str(daemon.port))  # the real daemon: proven, records sent
+        real = reticle.wsgi(plain_wsgi_app)
+        b"".join(real(environ(**{"X-Reticle-Mark": "%032x.d.n1" % 2}), lambda s, h: None))
+        wait_until(lambda: real.reticle_reporter.sent >= 1, 15, what="the daemon to take the record")
+        assert real.reticle_reporter.unproven == 0
+    finally:
+        logging.getLogger("reticle.server").removeHandler(warnings)
+        squatter.close()
 
 
 def post_records(daemon, body, token=None):
