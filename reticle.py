@@ -3607,7 +3607,7 @@ async def _device_read_state(device: "_Device") -> dict:
     context = {"browserContextId": device.context} if device.context else {}
     cookies = (await device.cdp.call("Storage.getCookies", context)).get("cookies") or []
     kept = [{k: c[k] for k in _AUTH_COOKIE_KEYS if k in c and not (k == "expires" and c.get("session"))}
-            for c in cookies if isinstance(c, dict)]
+            for c in cookies if isinstance(c, dict) and c.get("name") != SERVER_MARK_COOKIE]  # one-use marks stay
     world = await device.cdp.call("Page.createIsolatedWorld", {"frameId": device.target, "worldName": AUTH_WORLD},
                                   device.page)
     got = await device.cdp.call("Runtime.evaluate", {"expression": _AUTH_READ_JS % _dumps(_AUTH_MARK),
