@@ -9532,8 +9532,53 @@ def _cookie_mark(cookie: Optional[str]) -> Optional[str]:
     return None
 
 
-def _sql_write(sql: Any) -> Optional[dict]:
-    """{op, table} of a statement that writes (INSERT, UPDATE, DELETE, REPLACE), else None."""
+# One token of SQL text: a quoted identifier (kept), a placeholder (kept), a word (kept), a string
+# literal with its optional prefix (E'', X'', B'', N''; an unclosed one runs to the end) or a number.
+_SQL_TOKEN_RE = re.compile(
+    r"(\"(?:[^\"]|\"\")*\"?|`[^`]*`?|\[[^\]]*\]?)|(\$\d+|%\(\w+\)s|%s|:\w+|\?)"
+    r"|((?<![\w$])[EeXxBbNn]?'(?:[^']|'')*'?)|([A-Za-z_][\w$]*)"
+    r"|((?<![\w$.])(?:0[xX][0-9A-Fa-f]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?))")
+
+
+def _sql_without_literals(sql: str, keep: bool = False) -> str:
+    """`sql` with its string and number literals replaced by `?` (identifiers, keywords and
+    placeholders kept): what a write looks like when its values are not to be recorded.  With
+    keep, literals stay, except those going to a secret-looking column (an INSERT's column list,
+    `col = …`), which become `[redacted]`."""
+    m = _INSERT_COLUMNS_RE.match(sql)
+    cols = [c.strip().strip("`\"[]") for c in m.group(1).split(",")] if m else []
+    out: List[str] = []
+    pos = depth = idx = 0
+    in_values = False
+    column = ""
+    for tok in _SQL_TOKEN_RE.finditer(sql):
+        gap = sql[pos:tok.start()]
+        for ch in gap:
+            if ch == "(":
+                depth += 1
+                idx = 0 if depth == 1 else idx
+            elif ch == ")":
+                depth -= 1
+            elif ch == "," and depth == 1:
+                idx += 1
+        out.append(gap)
+        text = tok.group(0)
+        if tok.group(4) is not None or tok.group(1) is not None:
+            in_values = in_values or text.upper() == "VALUES"
+            column = text.strip("`\"[]")
+        elif tok.group(3) is not None or tok.group(5) is not None:
+            name = cols[idx] if in_values and idx < len(cols) else column if "=" in gap else ""
+            text = ("[redacted]" if name and _SECRET_PARAM_RE.search(name) else text) if keep else "?"
+        out.append(text)
+        pos = tok.end()
+    out.append(sql[pos:])
+    return "".join(out)
+
+
+def _sql_write(sql: Any, literals: bool = False) -> Optional[dict]:
+    """{op, table, sql} of a statement that writes (INSERT, UPDATE, DELETE, REPLACE), else None.
+    Its literal values are replaced by `?` in `sql` unless literals is True (parameter
+    recording on); either way secrets are scrubbed."""
     if not isinstance(sql, str):
         try:
             sql = str(sql)
@@ -9544,8 +9589,9 @@ def _sql_write(sql: Any) -> Optional[dict]:
         return None
     op = m.group(1).lower()
     table = re.sub(r"[`\"\[\]]", "", m.group(2))
+    text = _sql_without_literals(_scrub_server(sql[:SERVER_SQL_CAP * 4]), literals)
     return {"op": "insert" if op == "replace" else op, "table": table,
-            "sql": _scrub_server(sql[:SERVER_SQL_CAP]) + ("…" if len(sql) > SERVER_SQL_CAP else "")}
+            "sql": text[:SERVER_SQL_CAP] + ("…" if len(text) > SERVER_SQL_CAP else "")}
 
 
 def _app_frames(tb: Any, limit: int = 3) -> List[str]:
@@ -9794,7 +9840,7 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
     if rec is None:
         return None
     rec["statements"] += 1
-    w = _sql_write(statement)
+    w = _sql_write(statement, bool(rec.get("_params")))
     if w is None:
         return None
     if isinstance(rows, int) and rows >= 0:

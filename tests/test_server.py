@@ -466,6 +466,49 @@ def test_parameter_values_are_recorded_only_when_asked_and_secret_names_are_reda
         assert "params" not in out["writes"][0] and "'ada'" not in json.dumps(out)
 
 
+LITERAL_SQL = [
+    "INSERT INTO users (name, password, api_key) VALUES ('bob', 'hunter2-Qx', 'k-998877'), ('al', 'pw-77', 'k-2')",
+    "UPDATE users SET password_hash = 'pbkdf2_sha256$600000$s4lt$h4sh', name = 'bob' WHERE id = 31337",
+    "insert or replace into users values ('bob', 'hunter2-Qx', 4111111111111111, -12.5e3, X'0fab')",
+    "UPDATE users SET note = E'it''s bob', n = 0x1f WHERE users.id = 31337",
+]
+LITERALS = ("bob", "hunter2", "k-998877", "pw-77", "pbkdf2", "31337", "4111", "12.5", "0fab", "0x1f", "it''s")
+
+
+@pytest.mark.parametrize("sql", LITERAL_SQL)
+def test_sql_literals_are_never_recorded_unless_parameters_are(sql):
+    w = reticle._sql_write(sql)
+    assert not [v for v in LITERALS if v in w["sql"]], w["sql"]
+    assert w["sql"].count("?") >= 2 and w["table"] == "users"
+    kept = reticle._sql_write(sql, True)["sql"]     # parameter recording on: values kept, named secret columns not
+    assert "password" not in sql or "hunter2" not in kept and "pbkdf2" not in kept and "k-998877" not in kept, kept
+    assert "bob" in kept, kept
+
+
+@pytest.mark.parametrize("params", [False, True])
+def test_literal_sql_through_a_real_engine_reaches_no_record(tmp_path, params):
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///%s" % (tmp_path / "l.sqlite3")))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, password TEXT, "
+                             "api_key TEXT, password_hash TEXT)")
+    rec = reticle._begin_record("%032x" % 4, "POST", "/signup", "127.0.0.1:1", "header", params)
+    token = reticle._current_request().set(rec)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO users (name, password, api_key) VALUES ('bob', 'hunter2-Qx', 'k-9')")
+            conn.exec_driver_sql("UPDATE users SET password_hash = 'pbkdf2$s4lt' WHERE id = 1")
+    finally:
+        reticle._current_request().reset(token)
+    out = json.dumps(reticle._finish_record(rec))
+    assert "hunter2" not in out and "pbkdf2" not in out and "k-9" not in out, out
+    assert ("'bob'" in out) is params, out
+    sql = 'INSERT INTO "app_contact" ("name", "v2") VALUES (%s, %s) RETURNING "app_contact"."id"'
+    assert reticle._sql_write(sql)["sql"] == sql    # placeholders and identifiers survive
+    assert reticle._sql_write("UPDATE t2 SET a = $1, b = :b, c = ? WHERE t2.id = %(id)s")["sql"] == \
+        "UPDATE t2 SET a = $1, b = :b, c = ? WHERE t2.id = %(id)s"
+
+
 @pytest.mark.parametrize("pred, contradicted", [
     ({"kind": "text", "contains": "Saved"}, True),
     ({"kind": "net", "urlContains": "/api/boom", "status": 500}, False),   # the failure it asks for
