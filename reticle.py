@@ -70,6 +70,7 @@ __all__ = [
     "make_app",
     "parse_predicate",
     "watch_sqlalchemy",
+    "watch_sqlite3",
     "wsgi",
 ]
 
@@ -5129,9 +5130,12 @@ def _server_line(r: dict) -> str:
     parts = ["%s → %s" % (_server_label(r), r.get("status"))]
     if r.get("view"):
         parts.append("view %s" % r["view"])
-    parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
-        "%s %s%s" % (w["op"], w["table"], "" if w.get("rows") is None else " ×%d" % w["rows"]) for w in writes[:3])
-        if writes else ""))
+    if _server_unwatched(r):
+        parts.append("writes not watched")
+    else:
+        parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
+            "%s %s ×%s" % (w["op"], w["table"], "≥1" if w.get("rows") is None else w["rows"]) for w in writes[:3])
+            if writes else ""))
     if rolled:
         parts.append("%d rolled back" % len(rolled))
     exc = r.get("exception")
@@ -5145,6 +5149,17 @@ def _server_line(r: dict) -> str:
         parts.append("logged %s %s: %s" % (logged[0].get("level"), logged[0].get("logger"),
                                            _short(logged[0].get("message") or "", 80)))
     return ", ".join(parts)
+
+
+def _server_unwatched(r: dict) -> bool:
+    """Did nothing watch the database writes of the app that served r (no Django middleware,
+    watch_sqlalchemy or watch_sqlite3 in its process)?  Its "0 writes" would be no evidence."""
+    return r.get("watched") == []
+
+
+_SERVER_WATCH = ("watch them: Django's ORM through reticle.DjangoMiddleware, SQLAlchemy with "
+                 "reticle.watch_sqlalchemy(engine), a raw sqlite3 connection with "
+                 "reticle.watch_sqlite3(conn)")
 
 
 def _server_rows(r: dict, spec: dict, committed: bool = True) -> int:
@@ -5174,6 +5189,8 @@ def _server_matches(r: dict, p: dict) -> bool:
         return False
     if "logged" in p and bool(r.get("logged")) != p["logged"]:
         return False
+    if ("writes" in p or "committed" in p) and _server_unwatched(r):
+        return False    # what an unwatched app wrote is not known (see _judge_server)
     if "writes" in p:
         spec = p["writes"]
         n = _server_rows(r, spec, p.get("committed") is not False)
@@ -5259,6 +5276,12 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "server.unreported", "inconclusive": (
             "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
             "route, or dropped it while the daemon was away)" % _call_label(unreported[0]))}
+    blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
+        r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
+    if blind:
+        return {"pass": False, "assertion": "server.unwatched", "inconclusive": (
+            "the server answered %s → %s, but nothing watches the app's database writes, so what it wrote "
+            "cannot be known; %s" % (_server_label(blind[0]), blind[0].get("status"), _SERVER_WATCH))}
     observed = [_server_line(r) for r in records[-8:]]
     near = [e["t"] for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
@@ -9486,7 +9509,8 @@ _SQL_WRITE_RE = re.compile(
 _SERVER_INSTALL = (
     "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
     "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
-    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); "
+    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); raw sqlite3 writes: "
+    "reticle.watch_sqlite3(conn); "
     "`reticle init` adds or prints it")
 _server_log = logging.getLogger("reticle.server")
 _CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
@@ -9769,11 +9793,16 @@ class _ServerReporter:
         return True
 
 
+# What watches this process's database writes ("django", "sqlalchemy", "sqlite3"), as the watchers
+# are installed: a record made while none is names its writes "not watched", not "0 writes".
+_WATCHING: Dict[str, bool] = {}
+
+
 def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False) -> dict:
     return {"mark": mark[:200], "method": method[:16], "path": path[:2048], "host": host[:300], "via": via,
             "status": None, "view": None,
-            "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0,
-            "_t0": time.perf_counter(), "_pending": {}, "_params": params}
+            "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0, "watched": [],
+            "_t0": time.perf_counter(), "_pending": {}, "_params": params, "_recount": []}
 
 
 _SECRET_PARAM_RE = re.compile(r"pass|secret|token|key|auth|credential|session|cookie|csrf", re.I)
@@ -9819,6 +9848,12 @@ def _finish_record(rec: dict) -> dict:
     and an exception a framework caught and logged under its 5xx promoted to `exception`."""
     rec["ms"] = round((time.perf_counter() - rec.pop("_t0")) * 1000.0, 3)
     rec.pop("_params", None)
+    rec["watched"] = sorted(_WATCHING)   # at the end: a connection the request opened may have been watched
+    for w, count, exact in rec.pop("_recount", ()):
+        if "rows" not in w:
+            rows = _rows_known(count, exact)
+            if rows is not None:
+                w["rows"] = rows
     for writes in rec.pop("_pending").values():
         for w in writes:
             if w.get("committed") is None:
@@ -9831,11 +9866,27 @@ def _finish_record(rec: dict) -> dict:
     return rec
 
 
+_RETURNING_RE = re.compile(r"\bRETURNING\b", re.I)
+
+
+def _rows_known(count: Callable[[], Any], exact: bool = False) -> Optional[int]:
+    """A row count read late (after the rows were fetched), when it is one: above 0 (or 0 too
+    when the count is exact, as a connection's change counter is), else None."""
+    try:
+        rows = count()
+    except Exception:  # noqa: BLE001 - a closed or foreign cursor: the count stays unknown
+        return None
+    return rows if isinstance(rows, int) and not isinstance(rows, bool) and rows >= (0 if exact else 1) else None
+
+
 def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optional[bool],
-                    params: Any = None) -> Optional[dict]:
+                    params: Any = None, recount: Optional[Callable[[], Any]] = None) -> Optional[dict]:
     """A statement ran for the current marked request: count it, and note it when it writes.
     committed None = waiting for its transaction (kept under conn_key until commit/rollback).
-    Its parameter values only when the wrapper was asked for them (params=True)."""
+    rows is the driver's row count: a write with none (-1, None), or with RETURNING whose rows are
+    counted only once fetched (sqlite3 says 0 until then), has no `rows` ("≥1, count unknown"),
+    unless recount() gives it when the record is finished.  Parameter values only when the
+    wrapper was asked for them (params=True)."""
     rec = _current_request().get()
     if rec is None:
         return None
@@ -9843,8 +9894,11 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
     w = _sql_write(statement, bool(rec.get("_params")))
     if w is None:
         return None
-    if isinstance(rows, int) and rows >= 0:
+    returning = bool(_RETURNING_RE.search(str(statement)))
+    if isinstance(rows, int) and not isinstance(rows, bool) and (rows > 0 or rows == 0 and not returning):
         w["rows"] = rows
+    elif recount is not None:
+        rec["_recount"].append((w, recount, False))
     if rec.get("_params") and params is not None:
         w["params"] = _param_values(params, str(statement))
     w["committed"] = committed
@@ -9987,6 +10041,7 @@ class DjangoMiddleware:
         self.reporter = _ServerReporter()
         self.current = _current_request()
         _install_log_capture()
+        _WATCHING["django"] = True
 
     def __call__(self, request: Any) -> Any:
         """One request: unmarked straight through; marked, with its record current and every
@@ -10043,7 +10098,8 @@ def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, cont
         cursor: Any = context.get("cursor")
         rows = getattr(cursor, "rowcount", None)
         pending = bool(getattr(conn, "in_atomic_block", False))
-        w = _note_statement(sql, rows, id(conn), None if pending else True, params)
+        w = _note_statement(sql, rows, id(conn), None if pending else True, params,
+                            lambda: getattr(cursor, "rowcount", None))
         if w is not None and pending:
             def committed(w: dict = w) -> None:
                 w["committed"] = True
@@ -10073,7 +10129,7 @@ def watch_sqlalchemy(engine: Any) -> Any:
             if named and len(named) == 1 and isinstance(named[0], dict) and not executemany:
                 parameters = named[0]
             _note_statement(statement, getattr(cursor, "rowcount", None), id(conn.connection.dbapi_connection),
-                            True if autocommit else None, parameters)
+                            True if autocommit else None, parameters, lambda: getattr(cursor, "rowcount", None))
         except Exception:  # noqa: BLE001 - recording must never break the app's query
             pass
 
@@ -10088,7 +10144,43 @@ def watch_sqlalchemy(engine: Any) -> Any:
     event.listen(engine, "after_cursor_execute", after)
     event.listen(engine, "commit", ended(True))
     event.listen(engine, "rollback", ended(False))
+    _WATCHING["sqlalchemy"] = True
     return engine
+
+
+def watch_sqlite3(conn: Any) -> Any:
+    """Record the writes of marked requests made on this raw `sqlite3` connection (the Flask
+    tutorial's `g.db = reticle.watch_sqlite3(sqlite3.connect(...))`) and return it unchanged:
+    through its trace callback (which the app must not replace), each statement as executed,
+    its rows from the connection's change counter, and its transaction's COMMIT or ROLLBACK."""
+    state: Dict[str, Any] = {"w": None, "base": 0}
+
+    def settle() -> None:
+        w = state["w"]
+        if w is not None and "rows" not in w:
+            w["rows"] = conn.total_changes - state["base"]
+        state["w"] = None
+
+    def traced(statement: Any) -> None:
+        try:
+            if _current_request().get() is None or not isinstance(statement, str):
+                return
+            settle()
+            head = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else ""
+            if head in ("COMMIT", "END") or head == "ROLLBACK" and " TO " not in statement.upper():
+                _end_transaction(id(conn), head != "ROLLBACK")
+                return
+            w = _note_statement(statement, None, id(conn), None if conn.in_transaction else True)
+            if w is not None:
+                base = state["base"] = conn.total_changes
+                state["w"] = w
+                _current_request().get()["_recount"].append((w, lambda: conn.total_changes - base, True))
+        except Exception:  # noqa: BLE001 - recording must never break the app's query
+            pass
+
+    conn.set_trace_callback(traced)
+    _WATCHING["sqlite3"] = True
+    return conn
 
 
 # -- the daemon's side: stitch records into the tab whose mark they carry ------------------------
@@ -10122,6 +10214,9 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
            "ms": raw.get("ms") if isinstance(raw.get("ms"), (int, float)) else None,
            "exception": exc(raw.get("exception")),
            "statements": raw.get("statements") if isinstance(raw.get("statements"), int) else 0}
+    watched = raw.get("watched")
+    if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
+        rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]
     logged = []
     given = raw.get("logged")
     for e in given[:20] if isinstance(given, list) else []:

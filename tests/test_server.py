@@ -199,6 +199,52 @@ def test_a_device_marks_its_requests_without_a_script_tag(framework, tmp_path, d
         app.close()
 
 
+@pytest.mark.parametrize("framework", ("django", "fastapi", "sqlite3"))
+def test_inserts_with_returning_count_their_rows(framework, tmp_path, daemon, mcp):
+    """Django's ORM on SQLite, SQLAlchemy's insert().returning() and a raw sqlite3 connection under
+    watch_sqlite3: each create is one insert, as the database did it (sqlite3 says 0 rows until fetched)."""
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(3):
+            out = act(mcp, sid, "Create", {"kind": "server", "method": "POST", "urlContains": "/api/create",
+                                           "writes": {"table": "profile", "op": "insert", "count": 1}})
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            assert any("insert profile ×1" in line for line in out["server"]), out["server"]
+            out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+        assert app.rows() == 6
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_writes_nobody_watches_are_unknown_saying_how_to_watch_them(tmp_path, daemon, mcp):
+    app = App("sqlite3", tmp_path, daemon, env={"SHOP_UNWATCHED": "1"})
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for button, path in (("Save", "/api/save"), ("Save (no-op)", "/api/noop")):
+            out = act(mcp, sid, button, dict(WRITE, urlContains=path))
+            assert out["verified"] == "unknown", out
+            assert "nothing watches" in out["because"] and "reticle.watch_sqlite3(conn)" in out["because"], out
+            assert any("writes not watched" in line for line in out["server"]), out["server"]
+        out = act(mcp, sid, "Save", {"kind": "server", "urlContains": "/api/save", "writes": {"count": 0}})
+        assert out["verified"] == "unknown", out
+        assert app.rows() == 2
+        # what it can know it still says: the request and its status
+        out = act(mcp, sid, "Save", {"kind": "server", "urlContains": "/api/save", "status": 200})
+        assert out["verified"] == "yes", out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
 def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_install(tmp_path, daemon, mcp):
     app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"})
     browser = None
@@ -390,6 +436,10 @@ NOOP_UPDATE = {"op": "update", "table": "profile", "rows": 0, "committed": True}
     (record(logged=[{"logger": "x"}]), {"logged": True}, True),
     (record(), {"method": "get"}, False),
     (record(), {"method": "post", "urlContains": "/api/", "status": 200}, True),
+    (record(watched=[]), {"writes": {"count": 0}}, False),                          # nobody watched: not 0
+    (record(watched=[]), {"committed": False}, False),
+    (record(watched=[]), {"status": 200}, True),
+    (record(watched=["sqlite3"]), {"writes": {"count": 0}}, True),
 ])
 def test_the_server_judge_from_a_table(rec, pred, matches):
     p = reticle.parse_predicate(dict(pred, kind="server"))
