@@ -5134,7 +5134,9 @@ def _server_line(r: dict) -> str:
         parts.append("writes not watched")
     else:
         parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
-            "%s %s ×%s" % (w["op"], w["table"], "≥1" if w.get("rows") is None else w["rows"]) for w in writes[:3])
+            "%s %s ×%s%s" % (w["op"], w["table"], "≥1" if w.get("rows") is None else w["rows"],
+                             " [key %s]" % ", ".join(str(k) for k in w["keys"][:5]) if w.get("keys") else "")
+            for w in writes[:3])
             if writes else ""))
     if rolled:
         parts.append("%d rolled back" % len(rolled))
@@ -5174,8 +5176,19 @@ def _server_rows(r: dict, spec: dict, committed: bool = True) -> int:
             continue
         if spec.get("table") and w.get("table", "").lower().split(".")[-1] != spec["table"].lower().split(".")[-1]:
             continue
+        if "key" in spec and not _server_keys_hold(w, spec["key"]):
+            continue
         n += 1 if w.get("rows") is None else w["rows"]
     return n
+
+
+def _server_key_set(key: Any) -> set:
+    return {str(k) for k in (key if isinstance(key, list) else [key])}
+
+
+def _server_keys_hold(w: dict, key: Any) -> bool:
+    """Did write w name its rows by exactly these primary key values (compared as text: 3 is "3")?"""
+    return isinstance(w.get("keys"), list) and _server_key_set(w["keys"]) == _server_key_set(key)
 
 
 def _server_matches(r: dict, p: dict) -> bool:
@@ -5240,8 +5253,10 @@ def _describe_server(p: dict) -> str:
     if "writes" in p:
         w = p["writes"]
         n = "%d" % w["count"] if "count" in w else "at least %d" % w.get("min", 1)
-        bits.append("writing %s row(s)%s%s" % (n, " by %s" % w["op"] if w.get("op") else "",
-                                               " to %s" % w["table"] if w.get("table") else ""))
+        bits.append("writing %s row(s)%s%s%s" % (n, " by %s" % w["op"] if w.get("op") else "",
+                                                 " to %s" % w["table"] if w.get("table") else "",
+                                                 " keyed %s" % ", ".join(sorted(_server_key_set(w["key"])))
+                                                 if "key" in w else ""))
     if "committed" in p:
         bits.append("committed" if p["committed"] else "rolled back")
     return " ".join(bits)
@@ -5282,6 +5297,15 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "server.unwatched", "inconclusive": (
             "the server answered %s → %s, but nothing watches the app's database writes, so what it wrote "
             "cannot be known; %s" % (_server_label(blind[0]), blind[0].get("status"), _SERVER_WATCH))}
+    keyless = [w for r in records if "key" in p.get("writes", {}) and _server_matches(
+        r, dict(p, writes={k: v for k, v in p["writes"].items() if k not in ("key", "count", "min")}))
+        for w in r.get("writes") or [] if w.get("committed") and w.get("keys") is None
+        and w["op"] == p["writes"].get("op", w["op"])]
+    if keyless:
+        return {"pass": False, "assertion": "server.keys", "inconclusive": (
+            "the server's %s of %s does not name its rows by primary key (%s), so which rows it wrote cannot "
+            "be known; assert the rows read back instead" % (keyless[0]["op"], keyless[0]["table"],
+                                                             keyless[0].get("sql") or "its SQL was not recorded"))}
     observed = [_server_line(r) for r in records[-8:]]
     near = [e["t"] for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
@@ -5435,13 +5459,17 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
     _Kind("server",
           "What the app's server did for the tab's requests (needs Reticle's middleware: reticle.wsgi, "
           "reticle.asgi, reticle.DjangoMiddleware): `method`, `urlContains` (path), `status`, `exception` "
-          "(raised), `logged` (an error logged), `writes` {table, op, count | min} (committed rows; a rolled-back "
-          "write is none), `committed`; `count` exact matching requests.",
+          "(raised), `logged` (an error logged), `writes` {table, op, key, count | min} (committed rows; a "
+          "rolled-back write is none; `key`: the primary key value, or values, the write named its rows by), "
+          "`committed`; `count` exact matching requests.",
           {"method": {"type": "string"}, "urlContains": {"type": "string"}, "status": {"type": "integer"},
            "exception": {"type": "boolean"}, "logged": {"type": "boolean"},
            "writes": {"type": "object", "additionalProperties": False,
                       "properties": {"table": {"type": "string", "minLength": 1},
                                      "op": {"enum": ["insert", "update", "delete"]},
+                                     "key": {"anyOf": [{"type": ["integer", "string"]},
+                                                       {"type": "array", "minItems": 1, "maxItems": 20,
+                                                        "items": {"type": ["integer", "string"]}}]},
                                      "count": {"type": "integer", "minimum": 0},
                                      "min": {"type": "integer", "minimum": 1}}},
            "committed": {"type": "boolean"}, "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
@@ -9599,6 +9627,67 @@ def _sql_without_literals(sql: str, keep: bool = False) -> str:
     return "".join(out)
 
 
+_SQL_WHERE_RE = re.compile(r"\bWHERE\b(.*?)(?:\bRETURNING\b.*)?;?\s*$", re.I | re.S)
+_SQL_KEY_TERM_RE = re.compile(
+    r"^\s*\(?\s*(?:[`\"\[]?\w+[`\"\]]?\.)?[`\"\[]?(?:id|pk)[`\"\]]?\s*(?:=\s*(\S+?)|\bIN\s*\(([^()]*)\))\s*\)?\s*$",
+    re.I | re.S)
+_SQL_PLACEHOLDER_RE = re.compile(r"\?|%s|\$\d+|%\(\w+\)s|(?<![:\w]):\w+")
+
+
+def _sql_keys(sql: str, params: Any) -> Optional[List[Any]]:
+    """The primary key values an UPDATE or DELETE names its rows by (`WHERE id = ?`, `WHERE
+    "app_contact"."id" IN (%s, %s)`, an `AND` of such a term with others), taken from the statement's
+    literals or its parameters; None when it names its rows otherwise.  Only the key values are kept."""
+    if not re.match(r"\s*(?:UPDATE|DELETE)\b", sql, re.I):
+        return None
+    literals: List[str] = []
+
+    def mask(t: "re.Match[str]") -> str:   # each string literal becomes '<its index>': no quote or ? inside
+        if t.group(3) is None:
+            return t.group(0)
+        literals.append(t.group(0))
+        return "'%d'" % (len(literals) - 1)
+    masked = _SQL_TOKEN_RE.sub(mask, sql)
+    m = _SQL_WHERE_RE.search(masked)
+    if m is None or re.search(r"\bOR\b|\bSELECT\b", m.group(1), re.I):
+        return None
+    offset = m.start(1)
+    for term in re.split(r"(\bAND\b)", m.group(1), flags=re.I):
+        k = _SQL_KEY_TERM_RE.match(term)
+        if k is not None:
+            operands = [k.group(1)] if k.group(1) is not None else [v.strip() for v in k.group(2).split(",")]
+            return _sql_key_values(operands, len(_SQL_PLACEHOLDER_RE.findall(masked[:offset])), literals, params)
+        offset += len(term)
+    return None
+
+
+def _sql_key_values(operands: List[str], before: int, literals: List[str], params: Any) -> Optional[List[Any]]:
+    """Each operand of a key term as a value: a number or string literal ('<index>' into literals)
+    as itself, a placeholder as its parameter (positional ones counted from `before`)."""
+    out: List[Any] = []
+    index = before
+    for operand in operands:
+        named = re.match(r"^(?::(\w+)|%\((\w+)\)s|\$(\d+)|'(\d+)')$", operand)
+        value: Any = None
+        if operand in ("?", "%s"):
+            value = params[index] if isinstance(params, (list, tuple)) and index < len(params) else None
+            index += 1
+        elif named and named.group(4):
+            lit = literals[int(named.group(4))]
+            value = lit[1:-1].replace("''", "'") if lit.startswith("'") and lit.endswith("'") else None
+        elif named and named.group(3):
+            n = int(named.group(3)) - 1
+            value = params[n] if isinstance(params, (list, tuple)) and 0 <= n < len(params) else None
+        elif named:
+            value = params.get(named.group(1) or named.group(2)) if isinstance(params, dict) else None
+        elif re.match(r"^-?\d+$", operand):
+            value = int(operand)
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            return None
+        out.append(value if isinstance(value, int) else value[:64])
+    return out or None
+
+
 def _sql_write(sql: Any, literals: bool = False) -> Optional[dict]:
     """{op, table, sql} of a statement that writes (INSERT, UPDATE, DELETE, REPLACE), else None.
     Its literal values are replaced by `?` in `sql` unless literals is True (parameter
@@ -9880,13 +9969,15 @@ def _rows_known(count: Callable[[], Any], exact: bool = False) -> Optional[int]:
 
 
 def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optional[bool],
-                    params: Any = None, recount: Optional[Callable[[], Any]] = None) -> Optional[dict]:
+                    params: Any = None, recount: Optional[Callable[[], Any]] = None,
+                    key_params: Any = None) -> Optional[dict]:
     """A statement ran for the current marked request: count it, and note it when it writes.
     committed None = waiting for its transaction (kept under conn_key until commit/rollback).
     rows is the driver's row count: a write with none (-1, None), or with RETURNING whose rows are
     counted only once fetched (sqlite3 says 0 until then), has no `rows` ("≥1, count unknown"),
-    unless recount() gives it when the record is finished.  Parameter values only when the
-    wrapper was asked for them (params=True)."""
+    unless recount() gives it when the record is finished.  The primary key values it names its
+    rows by, always (key_params: the positional parameters, when params are named otherwise).
+    Other parameter values only when the wrapper was asked for them (params=True)."""
     rec = _current_request().get()
     if rec is None:
         return None
@@ -9894,6 +9985,12 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
     w = _sql_write(statement, bool(rec.get("_params")))
     if w is None:
         return None
+    try:
+        keys = _sql_keys(str(statement), params if key_params is None else key_params)
+    except Exception:  # noqa: BLE001 - a statement we cannot read names no keys
+        keys = None
+    if keys:
+        w["keys"] = keys
     returning = bool(_RETURNING_RE.search(str(statement)))
     if isinstance(rows, int) and not isinstance(rows, bool) and (rows > 0 or rows == 0 and not returning):
         w["rows"] = rows
@@ -10120,6 +10217,7 @@ def watch_sqlalchemy(engine: Any) -> Any:
 
     def after(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
         try:
+            positional = parameters
             autocommit = False
             try:
                 autocommit = conn.get_isolation_level() == "AUTOCOMMIT"
@@ -10129,7 +10227,8 @@ def watch_sqlalchemy(engine: Any) -> Any:
             if named and len(named) == 1 and isinstance(named[0], dict) and not executemany:
                 parameters = named[0]
             _note_statement(statement, getattr(cursor, "rowcount", None), id(conn.connection.dbapi_connection),
-                            True if autocommit else None, parameters, lambda: getattr(cursor, "rowcount", None))
+                            True if autocommit else None, parameters, lambda: getattr(cursor, "rowcount", None),
+                            None if executemany else positional)
         except Exception:  # noqa: BLE001 - recording must never break the app's query
             pass
 
@@ -10237,6 +10336,10 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
                            "committed": w.get("committed") if isinstance(w.get("committed"), bool) else None,
                            "sql": text(w.get("sql"), SERVER_SQL_CAP + 1) or "", "note": text(w.get("note"), 120),
                            "params": text(w.get("params"), 300)})
+            keys = w.get("keys")
+            if isinstance(keys, list) and keys:
+                writes[-1]["keys"] = [k if isinstance(k, int) and not isinstance(k, bool) else str(k)[:64]
+                                      for k in keys[:20] if isinstance(k, (int, str))]
     rec["writes"] = writes
     return rec
 

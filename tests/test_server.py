@@ -440,6 +440,11 @@ NOOP_UPDATE = {"op": "update", "table": "profile", "rows": 0, "committed": True}
     (record(watched=[]), {"committed": False}, False),
     (record(watched=[]), {"status": 200}, True),
     (record(watched=["sqlite3"]), {"writes": {"count": 0}}, True),
+    (record(writes=[dict(INSERT, op="update", keys=[3])]), {"writes": {"op": "update", "key": 3}}, True),
+    (record(writes=[dict(INSERT, op="update", keys=[2])]), {"writes": {"op": "update", "key": 3}}, False),
+    (record(writes=[dict(INSERT, op="delete", keys=[4, 5], rows=2)]), {"writes": {"key": ["5", 4]}}, True),
+    (record(writes=[dict(INSERT, op="delete", keys=[4, 5], rows=2)]), {"writes": {"key": 4}}, False),
+    (record(writes=[dict(INSERT, op="update")]), {"writes": {"key": 3}}, False),     # no keys: not these
 ])
 def test_the_server_judge_from_a_table(rec, pred, matches):
     p = reticle.parse_predicate(dict(pred, kind="server"))
@@ -557,6 +562,53 @@ def test_literal_sql_through_a_real_engine_reaches_no_record(tmp_path, params):
     assert reticle._sql_write(sql)["sql"] == sql    # placeholders and identifiers survive
     assert reticle._sql_write("UPDATE t2 SET a = $1, b = :b, c = ? WHERE t2.id = %(id)s")["sql"] == \
         "UPDATE t2 SET a = $1, b = :b, c = ? WHERE t2.id = %(id)s"
+
+
+@pytest.mark.parametrize("sql, params, keys", [
+    ("UPDATE contact SET name = ? WHERE id = ?", ("x", 3), [3]),
+    ('UPDATE "app_contact" SET "name" = %s WHERE "app_contact"."id" = %s', ["x", 2], [2]),
+    ('DELETE FROM "app_contact" WHERE "app_contact"."id" IN (%s, %s)', [4, 5], [4, 5]),
+    ("update contact set name = 'a and id = 9 ?' where id = 3", None, [3]),          # expanded by sqlite3's trace
+    ("UPDATE contact SET name = 'x?' WHERE contact.id = 'c-1'", None, ["c-1"]),
+    ("UPDATE t SET a = ?, b = 'x?' WHERE owner = ? AND id = ?", [1, 7, 8], [8]),
+    ("UPDATE t SET a = :a WHERE id = :pk", {"a": "secret", "pk": 9}, [9]),
+    ("UPDATE t SET a = $1 WHERE id = $2 AND owner = $3", [1, 7, 8], [7]),
+    ("UPDATE t SET a = ? WHERE id = ? OR 1 = 1", [1, 7], None),
+    ("UPDATE t SET a = ? WHERE name = ?", [1, 7], None),
+    ("UPDATE t SET a = 1 WHERE id = (SELECT max(id) FROM t)", None, None),
+    ("INSERT INTO t (id) VALUES (?)", [1], None),
+])
+def test_a_write_names_its_rows_by_primary_key_and_nothing_else(sql, params, keys):
+    rec = reticle._begin_record("%032x" % 5, "POST", "/x", "127.0.0.1:1", "header")
+    token = reticle._current_request().set(rec)
+    try:
+        reticle._note_statement(sql, 1, 1, True, params)
+    finally:
+        reticle._current_request().reset(token)
+    w = reticle._finish_record(rec)["writes"][0] if rec["writes"] else {}
+    assert w.get("keys") == keys, (sql, w)
+    assert "secret" not in json.dumps(w) and "params" not in w
+
+
+@pytest.mark.parametrize("framework", ("django", "fastapi", "sqlite3"))
+def test_an_update_to_the_wrong_row_is_no_when_the_key_is_asserted(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    renamed = {"kind": "server", "method": "POST", "urlContains": "/rename",
+               "writes": {"table": "contact", "op": "update", "key": 3, "count": 1}}
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(2):
+            out = act(mcp, sid, "Rename contact 3", renamed)
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            assert any("update contact ×1 [key 3]" in line for line in out["server"]), out["server"]
+            out = act(mcp, sid, "Rename contact 3 (wrong row)", renamed)
+            assert out["verified"] == "no", (n, out["because"], out.get("server"))
+            assert "[key 2]" in out["because"], out["because"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
 
 
 @pytest.mark.parametrize("pred, contradicted", [
