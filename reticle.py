@@ -4470,7 +4470,7 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
     matched = [d for d in done if _call_matches(d, p)]
     if p.get("bodyContains"):
         with_body = [d for d in matched
-                     if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
+                     if isinstance(d.get("responseBody"), str) and _body_contains(d["responseBody"], p["bodyContains"])]
         if not with_body and matched:
             return _net_body_missed(p, matched)
         matched = with_body
@@ -4486,6 +4486,43 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
     return _net_unmatched(p, obs, window, done)
 
 
+_JSON_SPACE_RE = re.compile(r'("(?:[^"\\]|\\.)*"?)|\s+')
+
+
+def _json_unspaced(text: str) -> str:
+    """text with the whitespace outside its JSON strings removed (`"ok": true` -> `"ok":true`)."""
+    return _JSON_SPACE_RE.sub(lambda m: m.group(1) or "", text)
+
+
+def _body_contains(body: str, needle: str) -> bool:
+    """Does a response body contain `needle`: in the text as the server sent it, or, for a JSON
+    body, in its parsed value written without spacing, against the needle without spacing outside
+    its strings (so `"ok": true` and `"ok":true` both find `{"ok":true}` and `{\n  "ok": true\n}`)."""
+    if needle in body:
+        return True
+    if not body.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return False
+    flat = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return needle in flat or _json_unspaced(needle) in flat
+
+
+def _body_excerpt(body: str, needle: str, size: int = 240) -> str:
+    """Where in body the needle came nearest: the stretch around the longest prefix of the needle
+    (at least 3 characters) that the body holds, else the body's start; quoted, cut to size."""
+    at = -1
+    for n in range(len(needle), 2, -1):
+        at = body.find(needle[:n])
+        if at >= 0:
+            break
+    start = max(0, at - size // 3) if at >= 0 else 0
+    text = body[start:start + size]
+    return "%s%r%s" % ("…" if start else "", text, "…" if start + size < len(body) else "")
+
+
 def _net_body_missed(p: dict, matched: List[dict]) -> dict:
     """`bodyContains` over requests that matched otherwise: a body not captured cannot be checked;
     a captured one without the text is a miss."""
@@ -4494,10 +4531,14 @@ def _net_body_missed(p: dict, matched: List[dict]) -> dict:
         return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
                 "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
                 "assertion": "net.body"}
+    body = matched[-1]["responseBody"]
+    excerpt = _body_excerpt(body, p["bodyContains"])
     return {"pass": False, "assertion": "net.body",
             "expected": "a response body containing %r" % p["bodyContains"],
-            "observed": _short(matched[-1].get("responseBody"), 200),
-            "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+            "observed": excerpt,
+            "failureReason": "the request fired, but its response body (%d characters%s) does not contain %r; "
+                             "it was: %s" % (len(body), ", cut by capture" if matched[-1].get("responseBodyTruncated")
+                                             else "", p["bodyContains"], excerpt)}
 
 
 def _net_count(p: dict, matched: List[dict], pending: List[dict]) -> dict:
@@ -5433,7 +5474,7 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
     _Kind("net",
           "A completed request (fetch, XHR, document) matching the filters; `count` demands exactly that many; "
-          "`bodyContains` reads the response body, `header` {name, equals|contains} a response header.",
+          "`bodyContains` reads the response body as the server sent it (for JSON also its parsed value, so spacing never decides), `header` {name, equals|contains} a response header.",
           {"method": {"type": "string"}, "urlContains": {"type": "string"},
            "status": {"type": "integer"}, "ok": {"type": "boolean"}, "since": _P_SINCE,
            "count": {"type": "integer", "minimum": 0},
@@ -17121,6 +17162,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         out = N.stringify(
           sanitize(parsed, { depth: 12, items: 200, str: 4096, budget: BODY_SCAN * 4 })
         );
+        // nothing redacted or cut: the body as the server sent it (its spacing, its escapes)
+        if (out === N.stringify(parsed) && text.length <= BODY_CAP) out = scrubText(text);
       } catch (e) {
         out = null;
       }

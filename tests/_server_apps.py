@@ -7,6 +7,7 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/noop      answers {"ok": true} and writes nothing (the silent no-op)
   POST /api/save      inserts one row into `profile` and commits (Django: through the ORM, with RETURNING)
   POST /api/create    inserts one row with RETURNING (Django's ORM, SQLAlchemy Core's insert().returning())
+  POST /api/pretty    (Flask) answers JSON indented as Flask's debug mode writes it: {\n  "ok": true, ...
   POST /api/contact/N/rename        renames contact N (the table `contact` holds ids 1-3)
   POST /api/contact/N/rename_wrong  the bug: renames contact N-1 and answers as if it renamed N
   POST /api/rollback  inserts a row, then rolls the transaction back; answers 200
@@ -20,6 +21,7 @@ Flask tutorial's shape, watched by reticle.watch_sqlite3 unless SHOP_UNWATCHED=1
 SHOP_PLAIN=1 serves it without Reticle's middleware.
 """
 
+import json
 import logging
 import os
 import sys
@@ -40,6 +42,7 @@ PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><bod
 <button id="logged" onclick="go('/api/logged')">Save (logged)</button>
 <button id="boom" onclick="go('/api/boom')">Save (boom)</button>
 <button id="create" onclick="go('/api/create')">Create</button>
+<button id="pretty" onclick="go('/api/pretty')">Save (pretty)</button>
 <button id="rename" onclick="go('/api/contact/3/rename')">Rename contact 3</button>
 <button id="rename-wrong" onclick="go('/api/contact/3/rename_wrong')">Rename contact 3 (wrong row)</button>
 <form method="post" action="/form"><input name="name" value="ada"><button id="post">Post form</button></form>
@@ -127,6 +130,8 @@ def flask_app(db, daemon):
     app.post("/api/logged", endpoint="logged_profile")(logged_failure)
     app.post("/api/boom", endpoint="boom_profile")(fail_inside)
     app.post("/api/create", endpoint="create_profile")(store.create)
+    app.post("/api/pretty", endpoint="pretty")(lambda: flask.Response(
+        json.dumps({"ok": True, "id": 7, "note": "saved  twice"}, indent=2) + "\n", mimetype="application/json"))
     app.post("/api/contact/<int:cid>/rename", endpoint="rename")(lambda cid: store.rename(cid))
     app.post("/api/contact/<int:cid>/rename_wrong", endpoint="rename_wrong")(lambda cid: store.rename(cid, True))
 

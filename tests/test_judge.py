@@ -52,6 +52,15 @@ def rows():
         "does not contain"
     yield "net.body-unread", body, obs([call(10, body=None)]), {"pass": False, "assertion": "net.body"}, \
         "not captured"
+    # bodies as the server sent them: for JSON, spacing never decides
+    spaced = dict(net, bodyContains='"ok": true')
+    yield "net.body-json-spacing", spaced, obs([call(10, body='{"ok":true}')]), {"pass": True}, None
+    yield "net.body-json-pretty", dict(net, bodyContains='"ok":true'), \
+        obs([call(10, body='{\n  "ok": true\n}\n')]), {"pass": True}, None
+    yield "net.body-json-not-in-strings", dict(net, bodyContains='"name": "a b"'), \
+        obs([call(10, body='{"name": "a  b"}')]), {"pass": False, "assertion": "net.body"}, "'{\"name\": \"a  b\"}'"
+    yield "net.body-excerpt", spaced, obs([call(10, body='{"error": "quota", "ok": false}')]), \
+        {"pass": False, "assertion": "net.body"}, 'it was: \'{"error": "quota", "ok": false}\''
     header = dict(net, header={"name": "x-saved", "equals": "1"})
     yield "net.header", header, obs([call(10, responseHeaders={"x-saved": "1"})]), {"pass": True}, None
     yield "net.header-uncaptured", header, obs([call(10)]), {"pass": False, "assertion": "net.header"}, \

@@ -245,6 +245,24 @@ def test_writes_nobody_watches_are_unknown_saying_how_to_watch_them(tmp_path, da
         app.close()
 
 
+def test_body_contains_matches_the_body_as_the_server_sent_it(tmp_path, daemon, mcp):
+    app = App("flask", tmp_path, daemon)
+    browser = None
+    pretty = {"kind": "net", "method": "POST", "urlContains": "/api/pretty", "status": 200}
+    try:
+        sid, browser = open_tab(mcp, app)
+        for needle in ('"ok": true', '"ok":true', '"note": "saved  twice"', '{\n  "ok": true'):
+            out = act(mcp, sid, "Save (pretty)", dict(pretty, bodyContains=needle))
+            assert out["verified"] == "yes", (needle, out["because"])
+        out = act(mcp, sid, "Save (pretty)", dict(pretty, bodyContains='"id": 8'))
+        assert out["verified"] == "no", out
+        assert '"id": 7' in out["because"] and "it was:" in out["because"], out["because"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
 def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_install(tmp_path, daemon, mcp):
     app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"})
     browser = None
