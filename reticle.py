@@ -5474,7 +5474,8 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
     _Kind("net",
           "A completed request (fetch, XHR, document) matching the filters; `count` demands exactly that many; "
-          "`bodyContains` reads the response body as the server sent it (for JSON also its parsed value, so spacing never decides), `header` {name, equals|contains} a response header.",
+          "`bodyContains` reads the response body as the server sent it (for JSON also its parsed value, so "
+          "spacing never decides), `header` {name, equals|contains} a response header.",
           {"method": {"type": "string"}, "urlContains": {"type": "string"},
            "status": {"type": "integer"}, "ok": {"type": "boolean"}, "since": _P_SINCE,
            "count": {"type": "integer", "minimum": 0},
