@@ -1662,7 +1662,7 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck")
+                 "polled", "stuck", "server_missing")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -1671,6 +1671,7 @@ class _Known:
         self.open_requests = open_requests
         self.server_seen = server_seen      # records the app's middleware reported for this tab (Server truth)
         self.stuck = ""                     # why the page does not answer commands (a dialog, a busy thread)
+        self.server_missing: Tuple[str, ...] = ()  # the act's answered marked requests with no record by the cap
         self.blind_spots = blind_spots
         self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
         self.loss = loss
@@ -5183,8 +5184,9 @@ def _server_line(r: dict) -> str:
         parts.append("%d rolled back" % len(rolled))
     exc = r.get("exception")
     if exc:
-        parts.append("raised %s: %s%s" % (exc.get("type"), _short(exc.get("message") or "", 80),
-                                          " at %s" % exc["frames"][0] if exc.get("frames") else ""))
+        parts.append("raised %s: %s%s%s" % (exc.get("type"), _short(exc.get("message") or "", 80),
+                                            " at %s" % exc["frames"][0] if exc.get("frames") else "",
+                                            " after its answer, in %s" % exc["after"] if exc.get("after") else ""))
     else:
         parts.append("no exception")
     logged = [e for e in r.get("logged") or [] if not (exc and e.get("exception"))]
@@ -5260,10 +5262,12 @@ def _server_matches(r: dict, p: dict) -> bool:
     return True
 
 
-def _server_unreported(now: float, window: List[dict]) -> Tuple[List[dict], List[dict]]:
+def _server_unreported(now: float, window: List[dict],
+                       grace_ms: Optional[float] = None) -> Tuple[List[dict], List[dict]]:
     """The tab's marked requests in the window that no server record answers yet, as (awaiting,
-    unreported): awaiting = still open, or answered less than SERVER_GRACE_MS ago (the record may
-    be on its way); unreported = answered longer ago than that."""
+    unreported): awaiting = still open, or answered less than grace_ms (SERVER_GRACE_MS) ago (the
+    record may be on its way); unreported = answered longer ago than that."""
+    grace = SERVER_GRACE_MS if grace_ms is None else grace_ms
     reported = {(r.get("documentId"), r.get("requestId")) for r in _server_records(window)}
     done = {}
     for e in window:
@@ -5278,7 +5282,7 @@ def _server_unreported(now: float, window: List[dict]) -> Tuple[List[dict], List
         if (e.get("doc"), str(d["requestId"])) in reported:
             continue
         t = done.get(str(d["requestId"]))
-        (awaiting if t is None or now - t < SERVER_GRACE_MS else unreported).append(d)
+        (awaiting if t is None or now - t < grace else unreported).append(d)
     return awaiting, unreported
 
 
@@ -5928,18 +5932,28 @@ def _lost_why(session: "_BrowserSession") -> str:
 
 
 async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
-    """With the app's middleware in use (a record arrived for this tab), give the records of the
-    act's marked requests their grace to arrive before judging (until `budget_end`, on the daemon's
-    clock).  True when any arrived."""
+    """With the app's middleware in use (a record arrived for this tab), wait for the record of each
+    marked request the act made, up to SERVER_WAIT_CAP_MS past its answer (work the framework runs
+    for a request after answering it, such as a background task, ends before its record is sent),
+    and never past `budget_end` on the daemon's clock.  True when any arrived."""
     if not session.server_seen:
         return False
     before = session.server_seen
     while session.now() < budget_end:
-        awaiting, _ = _server_unreported(session.now(), session.window(since))
+        awaiting, _ = _server_unreported(session.now(), session.window(since), SERVER_WAIT_CAP_MS)
         if not awaiting:
             break
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
     return session.server_seen != before
+
+
+def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
+    """The act's marked requests that answered and have no server record (see _await_server_records),
+    but for what the page sends on its own."""
+    awaiting, unreported = _server_unreported(0.0, window, 0.0)
+    answered = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
+    return tuple(_call_label(d) for d in awaiting + unreported if str(d.get("requestId")) in answered
+                 and _call_label(d) not in known.polled)[:5]
 
 
 async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float, after_act: bool = False,
@@ -5963,6 +5977,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             await asyncio.sleep(grace / 1000.0)
         _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
+        await _await_server_records(session, act_at, session.now() + SERVER_WAIT_CAP_MS)
     session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
@@ -5992,6 +6007,8 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         else:  # quiet was judged when it came; the rules read the window as it is now
             obs.window, obs.known = session.window(floor), session.known(floor)
     obs.pending = pending
+    if session.server_seen and (settle_until is not None or act_at is not None):
+        obs.known.server_missing = _server_missing(obs.window, obs.known)
     if not obs.lost and not obs.known.stuck and _judge_final(p, obs)["pass"]:
         await _confirm_answering(session)
         obs.known.stuck = session.not_answering() or ""
@@ -6421,40 +6438,68 @@ def _c_never_settled(window: List[dict], p: dict, action_since: Optional[float],
             for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]]
 
 
+def _act_server_records(window: List[dict], known: Optional["_Known"] = None) -> List[dict]:
+    """The server records of the window, but for the requests the page sends on a timer (polling,
+    autosave: known.polled); the same save clicked again is the act's, as in _horizon."""
+    background = known.polled if known is not None else ()
+    if not background:
+        return _server_records(window)
+    labels: Dict[Tuple[Any, str], str] = {(e.get("doc"), str(e["data"].get("requestId"))): _call_label(e["data"])
+                                          for e in window if e["type"] == "net.pending"}
+    return [r for r in _server_records(window)
+            if labels.get((r.get("documentId"), str(r.get("requestId"))), "") not in background]
+
+
+def _server_rolled_back(window: List[dict], p: Optional[dict] = None,
+                        known: Optional["_Known"] = None) -> List[dict]:
+    """Server records of the act's requests with a write the request began and rolled back (or never
+    committed), unless the predicate asks for one (a positive `server` leaf with committed: false)."""
+    if p is not None and any(leaf["kind"] == "server" and leaf.get("committed") is False and not neg
+                             for leaf, neg in _leaves(p)):
+        return []
+    return [r for r in _act_server_records(window, known)
+            if any(w.get("committed") is False for w in r.get("writes") or [])]
+
+
 def _server_failures(window: List[dict], p: Optional[dict] = None, known: Optional["_Known"] = None) -> List[dict]:
     """Server records in the window that raised or logged an error, unless the predicate itself
     asks for that (a positive `server` leaf with exception: true, logged: true or a 5xx status),
-    or the request is one the page makes on its own (polling, autosave: known.background)."""
+    or the request is one the page sends on a timer (polling, autosave: see _act_server_records)."""
     wants = [leaf if leaf["kind"] == "server" else {k: leaf[k] for k in ("method", "urlContains") if k in leaf}
              for leaf, neg in (_leaves(p) if p is not None else []) if not neg and (
                  (leaf["kind"] == "server" and (leaf.get("exception") or leaf.get("logged")))
                  or (leaf["kind"] in ("server", "net") and (leaf.get("status") or 0) >= 500)
                  or (leaf["kind"] == "net" and leaf.get("ok") is False))]
-    background = known.background if known is not None else ()
-    labels: Dict[Tuple[Any, str], str] = {(e.get("doc"), str(e["data"].get("requestId"))): _call_label(e["data"])
-              for e in window if e["type"] == "net.pending"} if background else {}
-    return [r for r in _server_records(window) if (r.get("exception") or r.get("logged"))
-            and not any(_server_matches(r, leaf) for leaf in wants)
-            and labels.get((r.get("documentId"), str(r.get("requestId"))), "") not in background]
+    return [r for r in _act_server_records(window, known) if (r.get("exception") or r.get("logged"))
+            and not any(_server_matches(r, leaf) for leaf in wants)]
 
 
 def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"] = None) -> List[dict]:
-    """A request the act caused that raised on the server, or logged an error, disagrees with a
-    passing predicate (observed tier: `no`), whatever status the browser saw: findings with their
-    kind (server-exception, server-logged-error) and tier."""
+    """A request the act caused that raised on the server (before its answer or after it, in work
+    run for it), logged an error, or rolled back a write it began, disagrees with a passing
+    predicate (observed tier: `no`), whatever status the browser saw: findings with their kind
+    (server-exception, server-logged-error, server-rolled-back) and tier."""
     out = []
     for r in _server_failures(window, p, known)[:3]:
         exc = r.get("exception")
         if exc:
-            counter = "the server raised %s (%s)%s under %s → %s" % (
+            counter = "the server raised %s (%s)%s under %s → %s%s" % (
                 exc.get("type"), _short(exc.get("message") or "", 100),
-                " at %s" % exc["frames"][0] if exc.get("frames") else "", _server_label(r), r.get("status"))
+                " at %s" % exc["frames"][0] if exc.get("frames") else "", _server_label(r), r.get("status"),
+                ", after its answer (in work run for the request: %s)" % exc["after"] if exc.get("after") else "")
         else:
             e = r["logged"][0]
             counter = "the server logged %s from %s (%s) under %s → %s" % (
                 e.get("level"), e.get("logger"), _short(e.get("message") or "", 100), _server_label(r), r.get("status"))
         out.append({"kind": "server-exception" if exc else "server-logged-error", "tier": "observed",
                     "claim": "the assertion held", "counter": counter, "server": _server_line(r)})
+    for r in _server_rolled_back(window, p, known)[:2]:
+        w = next(w for w in r["writes"] if w.get("committed") is False)
+        out.append({"kind": "server-rolled-back", "tier": "observed", "claim": "the assertion held",
+                    "counter": "the server began %s %s and %s under %s → %s" % (
+                        w["op"], w["table"], "rolled it back" if (w.get("note") or "rolled back") == "rolled back"
+                        else "never committed it", _server_label(r), r.get("status")),
+                    "server": _server_line(r)})
     return out
 
 
@@ -6468,6 +6513,12 @@ def _c_server_logged(window: List[dict], p: dict, action_since: Optional[float],
                      known: Optional["_Known"]) -> List[dict]:
     return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
             for c in _server_contradictions(window, p, known) if c["kind"] == "server-logged-error"]
+
+
+def _c_server_rolled_back(window: List[dict], p: dict, action_since: Optional[float],
+                          known: Optional["_Known"]) -> List[dict]:
+    return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
+            for c in _server_contradictions(window, p, known) if c["kind"] == "server-rolled-back"]
 
 
 class _Contradiction:
@@ -6486,6 +6537,7 @@ class _Contradiction:
 _CONTRADICTIONS: Tuple[_Contradiction, ...] = (
     _Contradiction("server-exception", "observed", _c_server_exception),    # Server truth: the most specific
     _Contradiction("server-logged-error", "observed", _c_server_logged),
+    _Contradiction("server-rolled-back", "observed", _c_server_rolled_back),
     _Contradiction("error-shown", "observed", _c_error_shown),
     _Contradiction("message-reported-failure", "observed", _c_message_failure),
     _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
@@ -6502,9 +6554,10 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     """Channels that disagree with a passing predicate, in two tiers, in the order of
     _CONTRADICTIONS.
 
-    observed (they make a verdict `no`): a request of the window that raised on the server
-    (server-exception) or logged an error there (server-logged-error), as the app's middleware
-    reported it; an error shown to the user while the predicate held
+    observed (they make a verdict `no`): a request of the window that raised on the server, before
+    its answer or after it in work run for it (server-exception), logged an error there
+    (server-logged-error) or rolled back a write it began (server-rolled-back), as the app's
+    middleware reported it; an error shown to the user while the predicate held
     (error-shown), a socket or stream message of the act's own channel reporting a failure
     (message-reported-failure), a failed request (not retried with success later in the window)
     under a success signal (signal-contradicted) or else under a UI that moved on without showing
@@ -6724,6 +6777,40 @@ def _r_horizon_pending(c: _Case) -> _Ruling:
     return None
 
 
+def _r_server_unreported(c: _Case) -> _Ruling:
+    if c.known.server_missing:
+        return "unknown", "server_unreported", (
+            "the app reports what its server did, but the record of %s had not come within %d ms of its answer, "
+            "so whether the server failed (an error logged, a rollback, a background task that raised) is not "
+            "known; re-check once it lands" % (", ".join(c.known.server_missing[:3]), SERVER_WAIT_CAP_MS))
+    return None
+
+
+def _server_wrote_nothing(c: _Case) -> List[dict]:
+    """The act's write requests answered 2xx whose watched database kept nothing, unless the predicate
+    declares what they wrote (a positive `server` leaf with `writes` or `committed` matching them)."""
+    declared = [leaf for leaf, neg in _leaves(c.p) if leaf["kind"] == "server" and not neg
+                and ("writes" in leaf or "committed" in leaf)]
+    return [r for r in _act_server_records(c.window, c.known)
+            if (r.get("method") or "").upper() in _WRITE_METHODS and 200 <= (r.get("status") or 0) < 300
+            and r.get("watched") and not _server_rows(r, {}) and not _server_rows(r, {}, False)
+            and not any(_server_matches(r, {k: leaf[k] for k in ("method", "urlContains") if k in leaf})
+                        for leaf in declared)]
+
+
+def _r_server_wrote_nothing(c: _Case) -> _Ruling:
+    quiet = _server_wrote_nothing(c)
+    if quiet:
+        r = quiet[0]
+        return "unknown", "server_wrote_nothing", (
+            "the server answered %s → %s but persisted nothing in its watched database (%s), so the save this "
+            "asserts may not have happened; if writing nothing is expected, declare it: {kind: \"server\", "
+            "method: \"%s\", urlContains: %s, writes: {count: 0}}" % (
+                _server_label(r), r.get("status"), ", ".join(r.get("watched") or []), r.get("method"),
+                json.dumps(r.get("path") or "/")))
+    return None
+
+
 def _r_no_effect(c: _Case) -> _Ruling:
     if c.implicit and not _had_effect(c.effect, c.window, c.floor, c.known):
         return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
@@ -6765,7 +6852,8 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("3", _r_failed_for_lost_evidence), ("3a", _r_presence_blind_spot), ("4", _r_assertion_failed),
     ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
-    ("12a", _r_horizon_pending), ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("14", _r_proved),
+    ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
+    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("14", _r_proved),
 )
 
 
@@ -6804,6 +6892,11 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     12a. the act's causal work was still going at the horizon's cap in a way that could change the
          answer (a write or document unanswered, a fetch stream still sending) -> unknown,
          horizon_pending; what could not (a read, the DOM still changing) is named in a `yes`
+    12b. the app reports server records, and the record of a marked request the act made had not come
+         within SERVER_WAIT_CAP_MS of its answer -> unknown, server_unreported
+    12c. a write request (POST/PUT/PATCH/DELETE) of the act answered 2xx, and the app's watched database
+         kept nothing for it, while the predicate declares no `server` writes for it -> unknown,
+         server_wrote_nothing (`{kind: "server", writes: {count: 0}}` declares it expected)
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     13a. what would be a `yes` after an act, while the page still shows an error the user is told
          (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
@@ -6811,9 +6904,24 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
          is named in the `yes`
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
+
+    Whatever the rule, `because` ends with what the server did for the act's requests, one line,
+    when the app reports it (see _server_said).
     """
     case = _Case(res, contradictions, window, known, floor, p, already_true, act, effect, shown, pending)
-    return next(ruling for ruling in (rule(case) for _, rule in _VERDICT_RULES) if ruling is not None)
+    verified, reason, because = next(ruling for ruling in (rule(case) for _, rule in _VERDICT_RULES)
+                                     if ruling is not None)
+    return verified, reason, _server_said(because, case)
+
+
+def _server_said(because: str, c: _Case) -> str:
+    """`because` with what the server did for the act's requests, in one line (the newest two
+    records), unless it already says it."""
+    records = _act_server_records(c.window, c.known)[-2:]
+    if not records:
+        return because
+    line = "; ".join(_server_line(r) for r in records)
+    return because if line in because else "%s; the server: %s" % (because, line)
 
 
 def _trim_call(d: dict) -> dict:
@@ -9571,6 +9679,7 @@ SERVER_BATCH = 100               # records per POST to the daemon
 SERVER_AWAY_S = 1.0              # after a failed POST, wait this long before the next try
 SERVER_SQL_CAP = 200             # characters of SQL text kept per write
 SERVER_GRACE_MS = 400            # a marked request's record may arrive this long after the browser saw it answer
+SERVER_WAIT_CAP_MS = 3000        # after an act, a verdict waits at most this long past an answer for its record
 SERVER_MAX_RECORDS = 500         # per POST accepted by the daemon
 _MARK_RE = re.compile(r"^([0-9a-f]{32})(?:\.([A-Za-z0-9_:-]{1,64})\.([A-Za-z0-9_-]{1,32}))?$")
 _SQL_WRITE_RE = re.compile(
@@ -10101,18 +10210,70 @@ def wsgi(app: Callable, params: bool = False) -> Callable:
             return start_response(status, headers, exc_info) if exc_info is not None else \
                 start_response(status, headers)
         try:
-            return app(environ, start)
+            body = app(environ, start)
         except BaseException as exc:
             rec["exception"] = _exception_record(exc)
             rec["status"] = rec["status"] or 500
-            raise
-        finally:
             current.reset(token)
             rec["view"] = rec["view"] or _flask_view(app, environ)
             reporter.put(_finish_record(rec))
+            raise
+        current.reset(token)
+        rec["view"] = rec["view"] or _flask_view(app, environ)
+        return _ReportedBody(body, rec, lambda: reporter.put(_finish_record(rec)))
 
     reticle_wsgi.reticle_reporter = reporter  # type: ignore[attr-defined]
     return reticle_wsgi
+
+
+class _ReportedBody:
+    """A WSGI response body passed through as the server iterates it; its record is sent when the
+    server closes it, so that an exception while it streams or in a close callback (Flask's
+    call_on_close, work run once the answer is sent) is the request's, with what it logged."""
+
+    def __init__(self, body: Any, rec: dict, done: Callable[[], None]) -> None:
+        self.body = body
+        self.rec = rec
+        self.done = done
+        self.closed = False
+
+    def __iter__(self) -> Any:
+        current = _current_request()
+        it = iter(self.body)
+        while True:
+            token = current.set(self.rec)
+            try:
+                chunk = next(it)
+            except StopIteration:
+                return
+            except BaseException as exc:
+                self.rec["exception"] = _exception_record(exc)
+                raise
+            finally:
+                current.reset(token)
+            yield chunk
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        current = _current_request()
+        token = current.set(self.rec)
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        except BaseException as exc:
+            self.rec["exception"] = dict(_exception_record(exc), after="a close callback")
+            raise
+        finally:
+            current.reset(token)
+            self.done()
+
+    def __del__(self) -> None:
+        if not self.closed:  # a server that never closed the body (a WSGI violation): the record still goes
+            self.closed = True
+            self.done()
 
 
 def asgi(app: Callable, params: bool = False) -> Callable:
@@ -10152,10 +10313,14 @@ def asgi(app: Callable, params: bool = False) -> Callable:
             if message.get("type") == "http.response.start":
                 rec["status"] = message.get("status")
             await send(message)
+            if message.get("type") == "http.response.body" and not message.get("more_body"):
+                rec["_answered"] = True
         try:
             await app(scope, receive, sending)
         except BaseException as exc:
             rec["exception"] = _exception_record(exc)
+            if rec.get("_answered"):    # raised once the answer was sent: Starlette/FastAPI BackgroundTasks
+                rec["exception"]["after"] = "a background task"
             rec["status"] = rec["status"] or 500
             raise
         finally:
@@ -10345,6 +10510,8 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
                "frames": frames}
         if isinstance(v.get("handledBy"), str):
             out["handledBy"] = v["handledBy"][:120]
+        if isinstance(v.get("after"), str):   # raised after the answer was sent, in this work
+            out["after"] = v["after"][:60]
         return out
     status = raw.get("status")
     rec: Dict[str, Any] = {"mark": m.group(1), "documentId": m.group(2), "requestId": m.group(3),

@@ -7,6 +7,9 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/noop      answers {"ok": true} and writes nothing (the silent no-op)
   POST /api/save      inserts one row into `profile` and commits (Django: through the ORM, with RETURNING)
   POST /api/create    inserts one row with RETURNING (Django's ORM, SQLAlchemy Core's insert().returning())
+  POST /api/background  inserts a row, answers 200; then work the framework runs for the request after the
+                      answer fails in audit_task (FastAPI BackgroundTasks, Flask call_on_close: raises;
+                      Django on_commit(robust=True): raises, Django logs it at ERROR)
   POST /api/pretty    (Flask) answers JSON indented as Flask's debug mode writes it: {\n  "ok": true, ...
   POST /api/contact/N/rename        renames contact N (the table `contact` holds ids 1-3)
   POST /api/contact/N/rename_wrong  the bug: renames contact N-1 and answers as if it renamed N
@@ -25,6 +28,7 @@ import json
 import logging
 import os
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -43,6 +47,7 @@ PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><bod
 <button id="boom" onclick="go('/api/boom')">Save (boom)</button>
 <button id="create" onclick="go('/api/create')">Create</button>
 <button id="pretty" onclick="go('/api/pretty')">Save (pretty)</button>
+<button id="background" onclick="go('/api/background')">Save (background)</button>
 <button id="rename" onclick="go('/api/contact/3/rename')">Rename contact 3</button>
 <button id="rename-wrong" onclick="go('/api/contact/3/rename_wrong')">Rename contact 3 (wrong row)</button>
 <form method="post" action="/form"><input name="name" value="ada"><button id="post">Post form</button></form>
@@ -110,6 +115,11 @@ class SqlProfile:
         return {"ok": True}
 
 
+def audit_task():
+    time.sleep(0.3)
+    raise RuntimeError("audit log unavailable")
+
+
 def logged_failure():
     try:
         fail_inside()
@@ -130,6 +140,13 @@ def flask_app(db, daemon):
     app.post("/api/logged", endpoint="logged_profile")(logged_failure)
     app.post("/api/boom", endpoint="boom_profile")(fail_inside)
     app.post("/api/create", endpoint="create_profile")(store.create)
+
+    @app.post("/api/background")
+    def background_profile():
+        response = flask.jsonify(store.insert("ada"))
+        response.call_on_close(audit_task)
+        return response
+
     app.post("/api/pretty", endpoint="pretty")(lambda: flask.Response(
         json.dumps({"ok": True, "id": 7, "note": "saved  twice"}, indent=2) + "\n", mimetype="application/json"))
     app.post("/api/contact/<int:cid>/rename", endpoint="rename")(lambda cid: store.rename(cid))
@@ -192,6 +209,13 @@ def django_app(db, daemon):
         return JsonResponse({"ok": True})
 
     @csrf_exempt
+    def background_profile(request):
+        with transaction.atomic():
+            Profile.objects.create(name="ada")
+            transaction.on_commit(audit_task, robust=True)
+        return JsonResponse({"ok": True})
+
+    @csrf_exempt
     def create_profile(request):
         return JsonResponse({"ok": True, "id": Profile.objects.create(name="ada").pk})
 
@@ -241,6 +265,7 @@ def django_app(db, daemon):
     urlpatterns = [path("", index), path("done", done), path("api/noop", noop), path("api/save", save_profile),
                    path("api/rollback", rollback_profile), path("api/logged", logged_profile),
                    path("api/boom", boom_profile), path("form", form_profile), path("api/create", create_profile),
+                   path("api/background", background_profile),
                    path("api/contact/<int:cid>/rename", rename), path("api/contact/<int:cid>/rename_wrong", rename_wrong)]
     from django.core.wsgi import get_wsgi_application
     return get_wsgi_application()
@@ -259,6 +284,11 @@ def fastapi_app(db, daemon):
     app.post("/api/logged", response_class=PlainTextResponse, name="logged_profile")(logged_failure)
     app.post("/api/boom", name="boom_profile")(fail_inside)
     app.post("/api/create", name="create_profile")(store.create)
+
+    @app.post("/api/background")
+    def background_profile(tasks: fastapi.BackgroundTasks):
+        tasks.add_task(audit_task)
+        return store.insert("ada")
     app.post("/api/contact/{cid}/rename", name="rename")(lambda cid: store.rename(int(cid)))
     app.post("/api/contact/{cid}/rename_wrong", name="rename_wrong")(lambda cid: store.rename(int(cid), True))
 
@@ -317,6 +347,12 @@ def sqlite3_app(db, daemon):
     app.post("/api/noop", endpoint="noop")(lambda: {"ok": True})
     app.post("/api/save", endpoint="save_profile")(insert)
     app.post("/api/create", endpoint="create_profile")(create)
+
+    @app.post("/api/background")
+    def background_profile():
+        response = flask.jsonify(insert())
+        response.call_on_close(audit_task)
+        return response
     app.post("/api/rollback", endpoint="rollback_profile")(rollback)
     app.post("/api/logged", endpoint="logged_profile")(logged_failure)
     app.post("/api/boom", endpoint="boom_profile")(fail_inside)

@@ -263,6 +263,45 @@ def test_body_contains_matches_the_body_as_the_server_sent_it(tmp_path, daemon, 
         app.close()
 
 
+@pytest.mark.parametrize("framework", ("flask", "django", "fastapi", "sqlite3"))
+def test_what_the_server_did_decides_every_verdict(framework, tmp_path, daemon, mcp):
+    """Issue 28.1: whatever the predicate, the server's record of the act's requests is waited for and
+    heard: a logged error, a rollback, a failure in work run after the answer are `no`; a write that
+    persisted nothing is never a clean `yes`; a healthy save stays `yes`.  Each case three times."""
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(3):
+            out = act(mcp, sid, "Save", saved("/api/save"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            assert "the server: POST /api/save → 200" in out["because"] and "1 write" in out["because"], out
+            out = act(mcp, sid, "Save (logged)", saved("/api/logged"))
+            assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, out["because"])
+            assert "shop.views" in out["because"], out["because"]
+            out = act(mcp, sid, "Save (rollback)", saved("/api/rollback"))
+            assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, out["because"])
+            assert "server-rolled-back" in out["because"] and "insert profile" in out["because"], out["because"]
+            out = act(mcp, sid, "Save (background)", saved("/api/background"))
+            assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, out["because"])
+            assert "audit_task" in out["because"] and "POST /api/background" in out["because"], out["because"]
+            for until in (saved("/api/noop"), None):
+                out = act(mcp, sid, "Save (no-op)", until)
+                assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_wrote_nothing"), \
+                    (n, until, out["because"], out.get("server"), out.get("trace"))
+                assert "writes: {count: 0}" in out["because"], out["because"]
+        declared = {"kind": "server", "method": "POST", "urlContains": "/api/noop", "writes": {"count": 0}}
+        out = act(mcp, sid, "Save (no-op)", {"kind": "allOf", "predicates": [saved("/api/noop"), declared]})
+        assert out["verified"] == "yes", out["because"]
+        out = act(mcp, sid, "Save", None)
+        assert out["verified"] == "yes", out["because"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
 def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_install(tmp_path, daemon, mcp):
     app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"})
     browser = None
@@ -652,7 +691,8 @@ def test_a_background_request_that_logs_is_not_the_acts_failure():
               {"t": 1.0, "type": "server.request", "data": logged}]
     text = {"kind": "text", "contains": "Saved"}
     assert len(reticle._server_contradictions(events, text)) == 1
-    known = reticle._Known([], {}, None, "http://127.0.0.1:1", ("POST http://127.0.0.1:1/api/poll",))
+    known = reticle._Known([], {}, None, "http://127.0.0.1:1", ("POST http://127.0.0.1:1/api/poll",),
+                           polled=("POST http://127.0.0.1:1/api/poll",))
     assert reticle._server_contradictions(events, text, known) == []
 
 
