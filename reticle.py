@@ -5235,6 +5235,8 @@ def _server_keys_hold(w: dict, key: Any) -> bool:
 
 
 def _server_matches(r: dict, p: dict) -> bool:
+    """Does record r satisfy the `server` leaf p's filters (method, urlContains, status, exception,
+    logged, writes, committed)?  A record whose writes nobody watched satisfies no writes filter."""
     if p.get("method") and (r.get("method") or "").upper() != p["method"].upper():
         return False
     if p.get("urlContains") and p["urlContains"] not in (r.get("path") or ""):
