@@ -302,6 +302,25 @@ def test_what_the_server_did_decides_every_verdict(framework, tmp_path, daemon, 
     assert "Traceback" not in daemon.log()
 
 
+@pytest.mark.parametrize("framework", ("django", "fastapi"))
+def test_what_the_server_did_decides_verdicts_in_a_device(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon, script=False)
+    try:
+        sid, _ = open_tab(mcp, app, device=True)
+        for n in range(2):
+            out = act(mcp, sid, "Save", saved("/api/save"))
+            assert out["verified"] == "yes", (n, out["because"])
+            for button, path in (("Save (logged)", "/api/logged"), ("Save (rollback)", "/api/rollback"),
+                                 ("Save (background)", "/api/background")):
+                out = act(mcp, sid, button, saved(path))
+                assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, button, out["because"])
+            out = act(mcp, sid, "Save (no-op)", saved("/api/noop"))
+            assert out["verifiedReason"] == "server_wrote_nothing", (n, out["because"])
+        mcp.ok("reticle_close", {"sessionId": sid})
+    finally:
+        app.close()
+
+
 def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_install(tmp_path, daemon, mcp):
     app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"})
     browser = None
