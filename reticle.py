@@ -8401,6 +8401,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     root = _project_dir(hub)
     start = args.get("startUrl")
     warnings: List[str] = []
+    suggestions: List[str] = []
     if args.get("steps"):
         steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
     else:
@@ -8426,6 +8427,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
                             % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
         steps, first_url = _steps_from_journey(journey)
         warnings = _toothless_warnings(journey)
+        suggestions = _server_check_suggestions(journey) if session.server_seen else []
         start = start or first_url
         hub.journeys.saved_at[session.id] = hub.clock()
     flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
@@ -8453,6 +8455,8 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
            "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
     if warnings:
         out["warnings"] = warnings
+    if suggestions:
+        out["suggestions"] = suggestions
     names = sorted({s["secret"] for s in steps if s.get("secret")})
     if names:
         out["secrets"] = names
@@ -9158,6 +9162,23 @@ def _toothless_warnings(journey: List[dict]) -> List[str]:
                    "\"%s\", \"ok\": true} to the check, or run `reticle verify --teeth`."
                    % (i, _step_label(entry), _describe_predicate_safe(check), w["method"], w["path"], w["method"],
                       w["path"]))
+    return out
+
+
+def _server_check_suggestions(journey: List[dict]) -> List[str]:
+    """flow_save's suggestion when the app reports server records: for each step whose act made a write
+    and whose check asks nothing of the server, the `server` predicate that would prove the write kept."""
+    out = []
+    for i, entry in enumerate(journey):
+        check = entry.get("until") if "action" in entry else entry.get("assert")
+        writes = entry.get("writes") or []
+        if not writes or (check is not None and any(leaf["kind"] == "server" for leaf, _ in _leaves(check))):
+            continue
+        for w in writes[:3]:
+            out.append("step %d (%s) made the write %s %s and the app reports what its server did: add "
+                       "{\"kind\": \"server\", \"method\": \"%s\", \"urlContains\": \"%s\", \"writes\": "
+                       "{\"min\": 1}} to its check, so that a replay proves the server kept the write"
+                       % (i, _step_label(entry), w["method"], w["path"], w["method"], w["path"]))
     return out
 
 

@@ -321,6 +321,33 @@ def test_what_the_server_did_decides_verdicts_in_a_device(framework, tmp_path, d
         app.close()
 
 
+def test_flow_save_suggests_a_server_check_over_each_write_when_the_app_reports_them(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    d = Daemon(tmp_path / "state", env={"RETICLE_PROJECT_DIR": str(project)})
+    m = Mcp(d.url + "/mcp")
+    app = App("fastapi", tmp_path, d)
+    browser = None
+    try:
+        sid, browser = open_tab(m, app)
+        out = act(m, sid, "Save", saved("/api/save"))
+        assert out["verified"] == "yes", out["because"]
+        saved_flow = m.ok("reticle_flow_save", {"name": "save-profile", "since": out["since"], "sessionId": sid})
+        hints = saved_flow.get("suggestions") or []
+        assert len(hints) == 1 and '"kind": "server", "method": "POST", "urlContains": "/api/save"' in hints[0], \
+            saved_flow
+        out = act(m, sid, "Save", {"kind": "allOf", "predicates": [saved("/api/save"), dict(WRITE, urlContains="/api/save")]})
+        assert out["verified"] == "yes", out["because"]
+        again = m.ok("reticle_flow_save", {"name": "save-checked", "since": out["since"], "sessionId": sid})
+        assert "suggestions" not in again, again
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+        m.close()
+        d.close()
+
+
 def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_install(tmp_path, daemon, mcp):
     app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"})
     browser = None
