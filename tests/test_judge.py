@@ -313,6 +313,20 @@ def server_rows():
         {"pass": True}, None
     yield "server.not-exception", {"kind": "not", "predicate": {"kind": "server", "exception": True}}, \
         server_obs([server(10)], now=400), {"pass": True}, None
+    # writes nobody watched are not "0 writes"; a key asked of a write that names no key is not known
+    yield "server.unwatched", p, server_obs([server(10, watched=[])], now=1000), \
+        {"pass": False, "assertion": "server.unwatched"}, "reticle.watch_sqlite3(conn)"
+    yield "server.unwatched-count-0", dict(p, writes={"count": 0}), server_obs([server(10, watched=[])], now=1000), \
+        {"pass": False, "assertion": "server.unwatched"}, "nothing watches"
+    yield "server.not-unwatched", {"kind": "not", "predicate": p}, server_obs([server(10, watched=[])], now=1000), \
+        {"pass": False}, "nothing watches"
+    keyed = dict(p, writes={"table": "profile", "op": "update", "key": 3})
+    updated = dict(wrote, op="update")
+    yield "server.key-held", keyed, server_obs([server(10, writes=[dict(updated, keys=[3])])]), {"pass": True}, None
+    yield "server.key-other-row", keyed, server_obs([server(10, writes=[dict(updated, keys=[2])])], now=1000), \
+        {"pass": False, "assertion": "server.present"}, "[key 2]"
+    yield "server.key-not-named", keyed, server_obs([server(10, writes=[updated])], now=1000), \
+        {"pass": False, "assertion": "server.keys"}, "does not name its rows by primary key"
 
 
 ALL = list(rows()) + list(live_rows()) + list(combinator_rows()) + list(server_rows())
