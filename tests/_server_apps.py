@@ -10,7 +10,7 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/background  inserts a row, answers 200; then work the framework runs for the request after the
                       answer fails in audit_task (FastAPI BackgroundTasks, Flask call_on_close: raises;
                       Django on_commit(robust=True): raises, Django logs it at ERROR)
-  POST /api/pretty    (Flask) answers JSON indented as Flask's debug mode writes it: {\n  "ok": true, ...
+  POST /api/pretty    (Flask) inserts a row and answers JSON indented as Flask's debug mode writes it
   POST /api/contact/N/rename        renames contact N (the table `contact` holds ids 1-3)
   POST /api/contact/N/rename_wrong  the bug: renames contact N-1 and answers as if it renamed N
   POST /api/rollback  inserts a row, then rolls the transaction back; answers 200
@@ -148,7 +148,8 @@ def flask_app(db, daemon):
         return response
 
     app.post("/api/pretty", endpoint="pretty")(lambda: flask.Response(
-        json.dumps({"ok": True, "id": 7, "note": "saved  twice"}, indent=2) + "\n", mimetype="application/json"))
+        json.dumps(dict(store.insert("ada"), id=7, note="saved  twice"), indent=2) + "\n",
+        mimetype="application/json"))
     app.post("/api/contact/<int:cid>/rename", endpoint="rename")(lambda cid: store.rename(cid))
     app.post("/api/contact/<int:cid>/rename_wrong", endpoint="rename_wrong")(lambda cid: store.rename(cid, True))
 
