@@ -70,6 +70,7 @@ __all__ = [
     "make_app",
     "parse_predicate",
     "watch_sqlalchemy",
+    "watch_sqlite3",
     "wsgi",
 ]
 
@@ -1664,7 +1665,7 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck")
+                 "polled", "stuck", "server_missing")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -1673,6 +1674,7 @@ class _Known:
         self.open_requests = open_requests
         self.server_seen = server_seen      # records the app's middleware reported for this tab (Server truth)
         self.stuck = ""                     # why the page does not answer commands (a dialog, a busy thread)
+        self.server_missing: Tuple[str, ...] = ()  # the act's answered marked requests with no record by the cap
         self.blind_spots = blind_spots
         self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
         self.loss = loss
@@ -4547,7 +4549,7 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
     matched = [d for d in done if _call_matches(d, p)]
     if p.get("bodyContains"):
         with_body = [d for d in matched
-                     if isinstance(d.get("responseBody"), str) and p["bodyContains"] in d["responseBody"]]
+                     if isinstance(d.get("responseBody"), str) and _body_contains(d["responseBody"], p["bodyContains"])]
         if not with_body and matched:
             return _net_body_missed(p, matched)
         matched = with_body
@@ -4563,6 +4565,43 @@ def _judge_net(p: dict, obs: _Observation) -> dict:
     return _net_unmatched(p, obs, window, done)
 
 
+_JSON_SPACE_RE = re.compile(r'("(?:[^"\\]|\\.)*"?)|\s+')
+
+
+def _json_unspaced(text: str) -> str:
+    """text with the whitespace outside its JSON strings removed (`"ok": true` -> `"ok":true`)."""
+    return _JSON_SPACE_RE.sub(lambda m: m.group(1) or "", text)
+
+
+def _body_contains(body: str, needle: str) -> bool:
+    """Does a response body contain `needle`: in the text as the server sent it, or, for a JSON
+    body, in its parsed value written without spacing, against the needle without spacing outside
+    its strings (so `"ok": true` and `"ok":true` both find `{"ok":true}` and `{\n  "ok": true\n}`)."""
+    if needle in body:
+        return True
+    if not body.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return False
+    flat = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return needle in flat or _json_unspaced(needle) in flat
+
+
+def _body_excerpt(body: str, needle: str, size: int = 240) -> str:
+    """Where in body the needle came nearest: the stretch around the longest prefix of the needle
+    (at least 3 characters) that the body holds, else the body's start; quoted, cut to size."""
+    at = -1
+    for n in range(len(needle), 2, -1):
+        at = body.find(needle[:n])
+        if at >= 0:
+            break
+    start = max(0, at - size // 3) if at >= 0 else 0
+    text = body[start:start + size]
+    return "%s%r%s" % ("…" if start else "", text, "…" if start + size < len(body) else "")
+
+
 def _net_body_missed(p: dict, matched: List[dict]) -> dict:
     """`bodyContains` over requests that matched otherwise: a body not captured cannot be checked;
     a captured one without the text is a miss."""
@@ -4571,10 +4610,14 @@ def _net_body_missed(p: dict, matched: List[dict]) -> dict:
         return {"pass": False, "inconclusive": "the response body of %s was not captured, so its content "
                 "cannot be checked (capture is off, or the body was not text)" % _call_label(unread[0]),
                 "assertion": "net.body"}
+    body = matched[-1]["responseBody"]
+    excerpt = _body_excerpt(body, p["bodyContains"])
     return {"pass": False, "assertion": "net.body",
             "expected": "a response body containing %r" % p["bodyContains"],
-            "observed": _short(matched[-1].get("responseBody"), 200),
-            "failureReason": "the request fired, but its response body does not contain %r" % p["bodyContains"]}
+            "observed": excerpt,
+            "failureReason": "the request fired, but its response body (%d characters%s) does not contain %r; "
+                             "it was: %s" % (len(body), ", cut by capture" if matched[-1].get("responseBodyTruncated")
+                                             else "", p["bodyContains"], excerpt)}
 
 
 def _net_count(p: dict, matched: List[dict], pending: List[dict]) -> dict:
@@ -5207,15 +5250,21 @@ def _server_line(r: dict) -> str:
     parts = ["%s → %s" % (_server_label(r), r.get("status"))]
     if r.get("view"):
         parts.append("view %s" % r["view"])
-    parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
-        "%s %s%s" % (w["op"], w["table"], "" if w.get("rows") is None else " ×%d" % w["rows"]) for w in writes[:3])
-        if writes else ""))
+    if _server_unwatched(r):
+        parts.append("writes not watched")
+    else:
+        parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
+            "%s %s ×%s%s" % (w["op"], w["table"], "≥1" if w.get("rows") is None else w["rows"],
+                             " [key %s]" % ", ".join(str(k) for k in w["keys"][:5]) if w.get("keys") else "")
+            for w in writes[:3])
+            if writes else ""))
     if rolled:
         parts.append("%d rolled back" % len(rolled))
     exc = r.get("exception")
     if exc:
-        parts.append("raised %s: %s%s" % (exc.get("type"), _short(exc.get("message") or "", 80),
-                                          " at %s" % exc["frames"][0] if exc.get("frames") else ""))
+        parts.append("raised %s: %s%s%s" % (exc.get("type"), _short(exc.get("message") or "", 80),
+                                            " at %s" % exc["frames"][0] if exc.get("frames") else "",
+                                            " after its answer, in %s" % exc["after"] if exc.get("after") else ""))
     else:
         parts.append("no exception")
     logged = [e for e in r.get("logged") or [] if not (exc and e.get("exception"))]
@@ -5223,6 +5272,17 @@ def _server_line(r: dict) -> str:
         parts.append("logged %s %s: %s" % (logged[0].get("level"), logged[0].get("logger"),
                                            _short(logged[0].get("message") or "", 80)))
     return ", ".join(parts)
+
+
+def _server_unwatched(r: dict) -> bool:
+    """Did nothing watch the database writes of the app that served r (no Django middleware,
+    watch_sqlalchemy or watch_sqlite3 in its process)?  Its "0 writes" would be no evidence."""
+    return r.get("watched") == []
+
+
+_SERVER_WATCH = ("watch them: Django's ORM through reticle.DjangoMiddleware, SQLAlchemy with "
+                 "reticle.watch_sqlalchemy(engine), a raw sqlite3 connection with "
+                 "reticle.watch_sqlite3(conn)")
 
 
 def _server_rows(r: dict, spec: dict, committed: bool = True) -> int:
@@ -5237,11 +5297,24 @@ def _server_rows(r: dict, spec: dict, committed: bool = True) -> int:
             continue
         if spec.get("table") and w.get("table", "").lower().split(".")[-1] != spec["table"].lower().split(".")[-1]:
             continue
+        if "key" in spec and not _server_keys_hold(w, spec["key"]):
+            continue
         n += 1 if w.get("rows") is None else w["rows"]
     return n
 
 
+def _server_key_set(key: Any) -> set:
+    return {str(k) for k in (key if isinstance(key, list) else [key])}
+
+
+def _server_keys_hold(w: dict, key: Any) -> bool:
+    """Did write w name its rows by exactly these primary key values (compared as text: 3 is "3")?"""
+    return isinstance(w.get("keys"), list) and _server_key_set(w["keys"]) == _server_key_set(key)
+
+
 def _server_matches(r: dict, p: dict) -> bool:
+    """Does record r satisfy the `server` leaf p's filters (method, urlContains, status, exception,
+    logged, writes, committed)?  A record whose writes nobody watched satisfies no writes filter."""
     if p.get("method") and (r.get("method") or "").upper() != p["method"].upper():
         return False
     if p.get("urlContains") and p["urlContains"] not in (r.get("path") or ""):
@@ -5252,6 +5325,8 @@ def _server_matches(r: dict, p: dict) -> bool:
         return False
     if "logged" in p and bool(r.get("logged")) != p["logged"]:
         return False
+    if ("writes" in p or "committed" in p) and _server_unwatched(r):
+        return False    # what an unwatched app wrote is not known (see _judge_server)
     if "writes" in p:
         spec = p["writes"]
         n = _server_rows(r, spec, p.get("committed") is not False)
@@ -5267,11 +5342,13 @@ def _server_matches(r: dict, p: dict) -> bool:
     return True
 
 
-def _server_unreported(now: float, window: List[dict]) -> Tuple[List[dict], List[dict]]:
+def _server_unreported(now: float, window: List[dict],
+                       grace_ms: Optional[float] = None) -> Tuple[List[dict], List[dict]]:
     """The tab's marked requests in the window that no server record answers yet, as (awaiting,
-    unreported): awaiting = still open, or answered less than SERVER_GRACE_MS ago (the record may
-    be on its way); unreported = answered longer ago than that.  A record answers the request the
-    SDK put its mark on (net.pending's serverMark: the id the daemon issued with the mark)."""
+    unreported): awaiting = still open, or answered less than grace_ms (SERVER_GRACE_MS) ago (the
+    record may be on its way); unreported = answered longer ago than that.  A record answers the
+    request the SDK put its mark on (net.pending's serverMark: the id the daemon issued with the mark)."""
+    grace = SERVER_GRACE_MS if grace_ms is None else grace_ms
     reported = {(r.get("documentId"), r.get("requestId")) for r in _server_records(window)}
     done = {}
     for e in window:
@@ -5286,7 +5363,7 @@ def _server_unreported(now: float, window: List[dict]) -> Tuple[List[dict], List
         if (e.get("doc"), str(d.get("serverMark"))) in reported:
             continue
         t = done.get(str(d["requestId"]))
-        (awaiting if t is None or now - t < SERVER_GRACE_MS else unreported).append(d)
+        (awaiting if t is None or now - t < grace else unreported).append(d)
     return awaiting, unreported
 
 
@@ -5302,8 +5379,10 @@ def _describe_server(p: dict) -> str:
     if "writes" in p:
         w = p["writes"]
         n = "%d" % w["count"] if "count" in w else "at least %d" % w.get("min", 1)
-        bits.append("writing %s row(s)%s%s" % (n, " by %s" % w["op"] if w.get("op") else "",
-                                               " to %s" % w["table"] if w.get("table") else ""))
+        bits.append("writing %s row(s)%s%s%s" % (n, " by %s" % w["op"] if w.get("op") else "",
+                                                 " to %s" % w["table"] if w.get("table") else "",
+                                                 " keyed %s" % ", ".join(sorted(_server_key_set(w["key"])))
+                                                 if "key" in w else ""))
     if "committed" in p:
         bits.append("committed" if p["committed"] else "rolled back")
     return " ".join(bits)
@@ -5341,6 +5420,21 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
             % _call_label(unreported[0]) if unreported[0].get("serverMark") else
             "%s went to the server without a mark (the tab had none left from the daemon), so what the "
             "server did for it cannot be known" % _call_label(unreported[0]))}
+    blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
+        r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
+    if blind:
+        return {"pass": False, "assertion": "server.unwatched", "inconclusive": (
+            "the server answered %s → %s, but nothing watches the app's database writes, so what it wrote "
+            "cannot be known; %s" % (_server_label(blind[0]), blind[0].get("status"), _SERVER_WATCH))}
+    keyless = [w for r in records if "key" in p.get("writes", {}) and _server_matches(
+        r, dict(p, writes={k: v for k, v in p["writes"].items() if k not in ("key", "count", "min")}))
+        for w in r.get("writes") or [] if w.get("committed") and w.get("keys") is None
+        and w["op"] == p["writes"].get("op", w["op"])]
+    if keyless:
+        return {"pass": False, "assertion": "server.keys", "inconclusive": (
+            "the server's %s of %s does not name its rows by primary key (%s), so which rows it wrote cannot "
+            "be known; assert the rows read back instead" % (keyless[0]["op"], keyless[0]["table"],
+                                                             keyless[0].get("sql") or "its SQL was not recorded"))}
     observed = [_server_line(r) for r in records[-8:]]
     near = [e["t"] for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
@@ -5468,7 +5562,8 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           check=lambda p: _one_of(p, ("contains", "equals", "matches")) + _regex_ok(p, "matches")),
     _Kind("net",
           "A completed request (fetch, XHR, document) matching the filters; `count` demands exactly that many; "
-          "`bodyContains` reads the response body, `header` {name, equals|contains} a response header.",
+          "`bodyContains` reads the response body as the server sent it (for JSON also its parsed value, so "
+          "spacing never decides), `header` {name, equals|contains} a response header.",
           {"method": {"type": "string"}, "urlContains": {"type": "string"},
            "status": {"type": "integer"}, "ok": {"type": "boolean"}, "since": _P_SINCE,
            "count": {"type": "integer", "minimum": 0},
@@ -5494,13 +5589,17 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
     _Kind("server",
           "What the app's server did for the tab's requests (needs Reticle's middleware: reticle.wsgi, "
           "reticle.asgi, reticle.DjangoMiddleware): `method`, `urlContains` (path), `status`, `exception` "
-          "(raised), `logged` (an error logged), `writes` {table, op, count | min} (committed rows; a rolled-back "
-          "write is none), `committed`; `count` exact matching requests.",
+          "(raised), `logged` (an error logged), `writes` {table, op, key, count | min} (committed rows; a "
+          "rolled-back write is none; `key`: the primary key value, or values, the write named its rows by), "
+          "`committed`; `count` exact matching requests.",
           {"method": {"type": "string"}, "urlContains": {"type": "string"}, "status": {"type": "integer"},
            "exception": {"type": "boolean"}, "logged": {"type": "boolean"},
            "writes": {"type": "object", "additionalProperties": False,
                       "properties": {"table": {"type": "string", "minLength": 1},
                                      "op": {"enum": ["insert", "update", "delete"]},
+                                     "key": {"anyOf": [{"type": ["integer", "string"]},
+                                                       {"type": "array", "minItems": 1, "maxItems": 20,
+                                                        "items": {"type": ["integer", "string"]}}]},
                                      "count": {"type": "integer", "minimum": 0},
                                      "min": {"type": "integer", "minimum": 1}}},
            "committed": {"type": "boolean"}, "count": {"type": "integer", "minimum": 0}, "since": _P_SINCE},
@@ -5917,18 +6016,28 @@ def _lost_why(session: "_BrowserSession") -> str:
 
 
 async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
-    """With the app's middleware in use (a record arrived for this tab), give the records of the
-    act's marked requests their grace to arrive before judging (until `budget_end`, on the daemon's
-    clock).  True when any arrived."""
+    """With the app's middleware in use (a record arrived for this tab), wait for the record of each
+    marked request the act made, up to SERVER_WAIT_CAP_MS past its answer (work the framework runs
+    for a request after answering it, such as a background task, ends before its record is sent),
+    and never past `budget_end` on the daemon's clock.  True when any arrived."""
     if not session.server_seen:
         return False
     before = session.server_seen
     while session.now() < budget_end:
-        awaiting, _ = _server_unreported(session.now(), session.window(since))
+        awaiting, _ = _server_unreported(session.now(), session.window(since), SERVER_WAIT_CAP_MS)
         if not awaiting:
             break
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
     return session.server_seen != before
+
+
+def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
+    """The act's marked requests that answered and have no server record (see _await_server_records),
+    but for what the page sends on its own."""
+    awaiting, unreported = _server_unreported(0.0, window, 0.0)
+    answered = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
+    return tuple(_call_label(d) for d in awaiting + unreported if str(d.get("requestId")) in answered
+                 and _call_label(d) not in known.polled)[:5]
 
 
 async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms: float, after_act: bool = False,
@@ -5952,6 +6061,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             await asyncio.sleep(grace / 1000.0)
         _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
+        await _await_server_records(session, act_at, session.now() + SERVER_WAIT_CAP_MS)
     session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
@@ -5981,6 +6091,8 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         else:  # quiet was judged when it came; the rules read the window as it is now
             obs.window, obs.known = session.window(floor), session.known(floor)
     obs.pending = pending
+    if session.server_seen and (settle_until is not None or act_at is not None):
+        obs.known.server_missing = _server_missing(obs.window, obs.known)
     if not obs.lost and not obs.known.stuck and _judge_final(p, obs)["pass"]:
         await _confirm_answering(session)
         obs.known.stuck = session.not_answering() or ""
@@ -6410,40 +6522,68 @@ def _c_never_settled(window: List[dict], p: dict, action_since: Optional[float],
             for d in [d for d in _still_open(window).values() if _call_label(d) not in background][:3]]
 
 
+def _act_server_records(window: List[dict], known: Optional["_Known"] = None) -> List[dict]:
+    """The server records of the window, but for the requests the page sends on a timer (polling,
+    autosave: known.polled); the same save clicked again is the act's, as in _horizon."""
+    background = known.polled if known is not None else ()
+    if not background:
+        return _server_records(window)
+    labels: Dict[Tuple[Any, str], str] = {(e.get("doc"), str(e["data"].get("serverMark"))): _call_label(e["data"])
+                                          for e in window if e["type"] == "net.pending" and e["data"].get("serverMark")}
+    return [r for r in _server_records(window)
+            if labels.get((r.get("documentId"), str(r.get("requestId"))), "") not in background]
+
+
+def _server_rolled_back(window: List[dict], p: Optional[dict] = None,
+                        known: Optional["_Known"] = None) -> List[dict]:
+    """Server records of the act's requests with a write the request began and rolled back (or never
+    committed), unless the predicate asks for one (a positive `server` leaf with committed: false)."""
+    if p is not None and any(leaf["kind"] == "server" and leaf.get("committed") is False and not neg
+                             for leaf, neg in _leaves(p)):
+        return []
+    return [r for r in _act_server_records(window, known)
+            if any(w.get("committed") is False for w in r.get("writes") or [])]
+
+
 def _server_failures(window: List[dict], p: Optional[dict] = None, known: Optional["_Known"] = None) -> List[dict]:
     """Server records in the window that raised or logged an error, unless the predicate itself
     asks for that (a positive `server` leaf with exception: true, logged: true or a 5xx status),
-    or the request is one the page makes on its own (polling, autosave: known.background)."""
+    or the request is one the page sends on a timer (polling, autosave: see _act_server_records)."""
     wants = [leaf if leaf["kind"] == "server" else {k: leaf[k] for k in ("method", "urlContains") if k in leaf}
              for leaf, neg in (_leaves(p) if p is not None else []) if not neg and (
                  (leaf["kind"] == "server" and (leaf.get("exception") or leaf.get("logged")))
                  or (leaf["kind"] in ("server", "net") and (leaf.get("status") or 0) >= 500)
                  or (leaf["kind"] == "net" and leaf.get("ok") is False))]
-    background = known.background if known is not None else ()
-    labels: Dict[Tuple[Any, str], str] = {(e.get("doc"), str(e["data"].get("serverMark"))): _call_label(e["data"])
-              for e in window if e["type"] == "net.pending" and e["data"].get("serverMark")} if background else {}
-    return [r for r in _server_records(window) if (r.get("exception") or r.get("logged"))
-            and not any(_server_matches(r, leaf) for leaf in wants)
-            and labels.get((r.get("documentId"), str(r.get("requestId"))), "") not in background]
+    return [r for r in _act_server_records(window, known) if (r.get("exception") or r.get("logged"))
+            and not any(_server_matches(r, leaf) for leaf in wants)]
 
 
 def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"] = None) -> List[dict]:
-    """A request the act caused that raised on the server, or logged an error, disagrees with a
-    passing predicate (observed tier: `no`), whatever status the browser saw: findings with their
-    kind (server-exception, server-logged-error) and tier."""
+    """A request the act caused that raised on the server (before its answer or after it, in work
+    run for it), logged an error, or rolled back a write it began, disagrees with a passing
+    predicate (observed tier: `no`), whatever status the browser saw: findings with their kind
+    (server-exception, server-logged-error, server-rolled-back) and tier."""
     out = []
     for r in _server_failures(window, p, known)[:3]:
         exc = r.get("exception")
         if exc:
-            counter = "the server raised %s (%s)%s under %s → %s" % (
+            counter = "the server raised %s (%s)%s under %s → %s%s" % (
                 exc.get("type"), _short(exc.get("message") or "", 100),
-                " at %s" % exc["frames"][0] if exc.get("frames") else "", _server_label(r), r.get("status"))
+                " at %s" % exc["frames"][0] if exc.get("frames") else "", _server_label(r), r.get("status"),
+                ", after its answer (in work run for the request: %s)" % exc["after"] if exc.get("after") else "")
         else:
             e = r["logged"][0]
             counter = "the server logged %s from %s (%s) under %s → %s" % (
                 e.get("level"), e.get("logger"), _short(e.get("message") or "", 100), _server_label(r), r.get("status"))
         out.append({"kind": "server-exception" if exc else "server-logged-error", "tier": "observed",
                     "claim": "the assertion held", "counter": counter, "server": _server_line(r)})
+    for r in _server_rolled_back(window, p, known)[:2]:
+        w = next(w for w in r["writes"] if w.get("committed") is False)
+        out.append({"kind": "server-rolled-back", "tier": "observed", "claim": "the assertion held",
+                    "counter": "the server began %s %s and %s under %s → %s" % (
+                        w["op"], w["table"], "rolled it back" if (w.get("note") or "rolled back") == "rolled back"
+                        else "never committed it", _server_label(r), r.get("status")),
+                    "server": _server_line(r)})
     return out
 
 
@@ -6457,6 +6597,12 @@ def _c_server_logged(window: List[dict], p: dict, action_since: Optional[float],
                      known: Optional["_Known"]) -> List[dict]:
     return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
             for c in _server_contradictions(window, p, known) if c["kind"] == "server-logged-error"]
+
+
+def _c_server_rolled_back(window: List[dict], p: dict, action_since: Optional[float],
+                          known: Optional["_Known"]) -> List[dict]:
+    return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
+            for c in _server_contradictions(window, p, known) if c["kind"] == "server-rolled-back"]
 
 
 class _Contradiction:
@@ -6475,6 +6621,7 @@ class _Contradiction:
 _CONTRADICTIONS: Tuple[_Contradiction, ...] = (
     _Contradiction("server-exception", "observed", _c_server_exception),    # Server truth: the most specific
     _Contradiction("server-logged-error", "observed", _c_server_logged),
+    _Contradiction("server-rolled-back", "observed", _c_server_rolled_back),
     _Contradiction("error-shown", "observed", _c_error_shown),
     _Contradiction("message-reported-failure", "observed", _c_message_failure),
     _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
@@ -6491,9 +6638,10 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     """Channels that disagree with a passing predicate, in two tiers, in the order of
     _CONTRADICTIONS.
 
-    observed (they make a verdict `no`): a request of the window that raised on the server
-    (server-exception) or logged an error there (server-logged-error), as the app's middleware
-    reported it; an error shown to the user while the predicate held
+    observed (they make a verdict `no`): a request of the window that raised on the server, before
+    its answer or after it in work run for it (server-exception), logged an error there
+    (server-logged-error) or rolled back a write it began (server-rolled-back), as the app's
+    middleware reported it; an error shown to the user while the predicate held
     (error-shown), a socket or stream message of the act's own channel reporting a failure
     (message-reported-failure), a failed request (not retried with success later in the window)
     under a success signal (signal-contradicted) or else under a UI that moved on without showing
@@ -6713,6 +6861,40 @@ def _r_horizon_pending(c: _Case) -> _Ruling:
     return None
 
 
+def _r_server_unreported(c: _Case) -> _Ruling:
+    if c.known.server_missing:
+        return "unknown", "server_unreported", (
+            "the app reports what its server did, but the record of %s had not come within %d ms of its answer, "
+            "so whether the server failed (an error logged, a rollback, a background task that raised) is not "
+            "known; re-check once it lands" % (", ".join(c.known.server_missing[:3]), SERVER_WAIT_CAP_MS))
+    return None
+
+
+def _server_wrote_nothing(c: _Case) -> List[dict]:
+    """The act's write requests answered 2xx whose watched database kept nothing, unless the predicate
+    declares what they wrote (a positive `server` leaf with `writes` or `committed` matching them)."""
+    declared = [leaf for leaf, neg in _leaves(c.p) if leaf["kind"] == "server" and not neg
+                and ("writes" in leaf or "committed" in leaf)]
+    return [r for r in _act_server_records(c.window, c.known)
+            if (r.get("method") or "").upper() in _WRITE_METHODS and 200 <= (r.get("status") or 0) < 300
+            and r.get("watched") and not _server_rows(r, {}) and not _server_rows(r, {}, False)
+            and not any(_server_matches(r, {k: leaf[k] for k in ("method", "urlContains") if k in leaf})
+                        for leaf in declared)]
+
+
+def _r_server_wrote_nothing(c: _Case) -> _Ruling:
+    quiet = _server_wrote_nothing(c)
+    if quiet:
+        r = quiet[0]
+        return "unknown", "server_wrote_nothing", (
+            "the server answered %s → %s but persisted nothing in its watched database (%s), so the save this "
+            "asserts may not have happened; if writing nothing is expected, declare it: {kind: \"server\", "
+            "method: \"%s\", urlContains: %s, writes: {count: 0}}" % (
+                _server_label(r), r.get("status"), ", ".join(r.get("watched") or []), r.get("method"),
+                json.dumps(r.get("path") or "/")))
+    return None
+
+
 def _r_no_effect(c: _Case) -> _Ruling:
     if c.implicit and not _had_effect(c.effect, c.window, c.floor, c.known):
         return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
@@ -6754,7 +6936,8 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("3", _r_failed_for_lost_evidence), ("3a", _r_presence_blind_spot), ("4", _r_assertion_failed),
     ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
-    ("12a", _r_horizon_pending), ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("14", _r_proved),
+    ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
+    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("14", _r_proved),
 )
 
 
@@ -6793,6 +6976,11 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     12a. the act's causal work was still going at the horizon's cap in a way that could change the
          answer (a write or document unanswered, a fetch stream still sending) -> unknown,
          horizon_pending; what could not (a read, the DOM still changing) is named in a `yes`
+    12b. the app reports server records, and the record of a marked request the act made had not come
+         within SERVER_WAIT_CAP_MS of its answer -> unknown, server_unreported
+    12c. a write request (POST/PUT/PATCH/DELETE) of the act answered 2xx, and the app's watched database
+         kept nothing for it, while the predicate declares no `server` writes for it -> unknown,
+         server_wrote_nothing (`{kind: "server", writes: {count: 0}}` declares it expected)
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     13a. what would be a `yes` after an act, while the page still shows an error the user is told
          (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
@@ -6800,9 +6988,24 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
          is named in the `yes`
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
+
+    Whatever the rule, `because` ends with what the server did for the act's requests, one line,
+    when the app reports it (see _server_said).
     """
     case = _Case(res, contradictions, window, known, floor, p, already_true, act, effect, shown, pending)
-    return next(ruling for ruling in (rule(case) for _, rule in _VERDICT_RULES) if ruling is not None)
+    verified, reason, because = next(ruling for ruling in (rule(case) for _, rule in _VERDICT_RULES)
+                                     if ruling is not None)
+    return verified, reason, _server_said(because, case)
+
+
+def _server_said(because: str, c: _Case) -> str:
+    """`because` with what the server did for the act's requests, in one line (the newest two
+    records), unless it already says it."""
+    records = _act_server_records(c.window, c.known)[-2:]
+    if not records:
+        return because
+    line = "; ".join(_server_line(r) for r in records)
+    return because if line in because else "%s; the server: %s" % (because, line)
 
 
 def _trim_call(d: dict) -> dict:
@@ -8287,6 +8490,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     root = _project_dir(hub)
     start = args.get("startUrl")
     warnings: List[str] = []
+    suggestions: List[str] = []
     if args.get("steps"):
         steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
     else:
@@ -8312,6 +8516,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
                             % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
         steps, first_url = _steps_from_journey(journey)
         warnings = _toothless_warnings(journey)
+        suggestions = _server_check_suggestions(journey) if session.server_seen else []
         start = start or first_url
         hub.journeys.saved_at[session.id] = hub.clock()
     flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
@@ -8342,6 +8547,8 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
            "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
     if warnings:
         out["warnings"] = warnings
+    if suggestions:
+        out["suggestions"] = suggestions
     names = sorted({s["secret"] for s in steps if s.get("secret")})
     if names:
         out["secrets"] = names
@@ -9190,6 +9397,23 @@ def _toothless_warnings(journey: List[dict]) -> List[str]:
     return out
 
 
+def _server_check_suggestions(journey: List[dict]) -> List[str]:
+    """flow_save's suggestion when the app reports server records: for each step whose act made a write
+    and whose check asks nothing of the server, the `server` predicate that would prove the write kept."""
+    out = []
+    for i, entry in enumerate(journey):
+        check = entry.get("until") if "action" in entry else entry.get("assert")
+        writes = entry.get("writes") or []
+        if not writes or (check is not None and any(leaf["kind"] == "server" for leaf, _ in _leaves(check))):
+            continue
+        for w in writes[:3]:
+            out.append("step %d (%s) made the write %s %s and the app reports what its server did: add "
+                       "{\"kind\": \"server\", \"method\": \"%s\", \"urlContains\": \"%s\", \"writes\": "
+                       "{\"min\": 1}} to its check, so that a replay proves the server kept the write"
+                       % (i, _step_label(entry), w["method"], w["path"], w["method"], w["path"]))
+    return out
+
+
 def _secret_refs(value: Any) -> List[str]:
     """The ${NAME} references in a step's args, in order (each once)."""
     out: List[str] = []
@@ -10001,6 +10225,7 @@ SERVER_BATCH = 100               # records per POST to the daemon
 SERVER_AWAY_S = 1.0              # after a failed POST, wait this long before the next try
 SERVER_SQL_CAP = 200             # characters of SQL text kept per write
 SERVER_GRACE_MS = 400            # a marked request's record may arrive this long after the browser saw it answer
+SERVER_WAIT_CAP_MS = 3000        # after an act, a verdict waits at most this long past an answer for its record
 SERVER_MAX_RECORDS = 500         # per POST accepted by the daemon
 SERVER_TICKETS = 64              # one-use marks handed to a tab's document at a time (the SDK asks for more)
 SERVER_TICKETS_KEPT = 512        # unused marks a tab holds at most: past it the oldest are void
@@ -10014,7 +10239,8 @@ _SQL_WRITE_RE = re.compile(
 _SERVER_INSTALL = (
     "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
     "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
-    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); "
+    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); raw sqlite3 writes: "
+    "reticle.watch_sqlite3(conn); "
     "`reticle init` adds or prints it")
 _server_log = logging.getLogger("reticle.server")
 _CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
@@ -10060,8 +10286,114 @@ def _cookie_mark(cookie: Optional[str]) -> Optional[str]:
     return None
 
 
-def _sql_write(sql: Any) -> Optional[dict]:
-    """{op, table} of a statement that writes (INSERT, UPDATE, DELETE, REPLACE), else None."""
+# One token of SQL text: a quoted identifier (kept), a placeholder (kept), a word (kept), a string
+# literal with its optional prefix (E'', X'', B'', N''; an unclosed one runs to the end) or a number.
+_SQL_TOKEN_RE = re.compile(
+    r"(\"(?:[^\"]|\"\")*\"?|`[^`]*`?|\[[^\]]*\]?)|(\$\d+|%\(\w+\)s|%s|:\w+|\?)"
+    r"|((?<![\w$])[EeXxBbNn]?'(?:[^']|'')*'?)|([A-Za-z_][\w$]*)"
+    r"|((?<![\w$.])(?:0[xX][0-9A-Fa-f]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?))")
+
+
+def _sql_without_literals(sql: str, keep: bool = False) -> str:
+    """`sql` with its string and number literals replaced by `?` (identifiers, keywords and
+    placeholders kept): what a write looks like when its values are not to be recorded.  With
+    keep, literals stay, except those going to a secret-looking column (an INSERT's column list,
+    `col = …`), which become `[redacted]`."""
+    m = _INSERT_COLUMNS_RE.match(sql)
+    cols = [c.strip().strip("`\"[]") for c in m.group(1).split(",")] if m else []
+    out: List[str] = []
+    pos = depth = idx = 0
+    in_values = False
+    column = ""
+    for tok in _SQL_TOKEN_RE.finditer(sql):
+        gap = sql[pos:tok.start()]
+        for ch in gap:
+            if ch == "(":
+                depth += 1
+                idx = 0 if depth == 1 else idx
+            elif ch == ")":
+                depth -= 1
+            elif ch == "," and depth == 1:
+                idx += 1
+        out.append(gap)
+        text = tok.group(0)
+        if tok.group(4) is not None or tok.group(1) is not None:
+            in_values = in_values or text.upper() == "VALUES"
+            column = text.strip("`\"[]")
+        elif tok.group(3) is not None or tok.group(5) is not None:
+            name = cols[idx] if in_values and idx < len(cols) else column if "=" in gap else ""
+            text = ("[redacted]" if name and _SECRET_PARAM_RE.search(name) else text) if keep else "?"
+        out.append(text)
+        pos = tok.end()
+    out.append(sql[pos:])
+    return "".join(out)
+
+
+_SQL_WHERE_RE = re.compile(r"\bWHERE\b(.*?)(?:\bRETURNING\b.*)?;?\s*$", re.I | re.S)
+_SQL_KEY_TERM_RE = re.compile(
+    r"^\s*\(?\s*(?:[`\"\[]?\w+[`\"\]]?\.)?[`\"\[]?(?:id|pk)[`\"\]]?\s*(?:=\s*(\S+?)|\bIN\s*\(([^()]*)\))\s*\)?\s*$",
+    re.I | re.S)
+_SQL_PLACEHOLDER_RE = re.compile(r"\?|%s|\$\d+|%\(\w+\)s|(?<![:\w]):\w+")
+
+
+def _sql_keys(sql: str, params: Any) -> Optional[List[Any]]:
+    """The primary key values an UPDATE or DELETE names its rows by (`WHERE id = ?`, `WHERE
+    "app_contact"."id" IN (%s, %s)`, an `AND` of such a term with others), taken from the statement's
+    literals or its parameters; None when it names its rows otherwise.  Only the key values are kept."""
+    if not re.match(r"\s*(?:UPDATE|DELETE)\b", sql, re.I):
+        return None
+    literals: List[str] = []
+
+    def mask(t: "re.Match[str]") -> str:   # each string literal becomes '<its index>': no quote or ? inside
+        if t.group(3) is None:
+            return t.group(0)
+        literals.append(t.group(0))
+        return "'%d'" % (len(literals) - 1)
+    masked = _SQL_TOKEN_RE.sub(mask, sql)
+    m = _SQL_WHERE_RE.search(masked)
+    if m is None or re.search(r"\bOR\b|\bSELECT\b", m.group(1), re.I):
+        return None
+    offset = m.start(1)
+    for term in re.split(r"(\bAND\b)", m.group(1), flags=re.I):
+        k = _SQL_KEY_TERM_RE.match(term)
+        if k is not None:
+            operands = [k.group(1)] if k.group(1) is not None else [v.strip() for v in k.group(2).split(",")]
+            return _sql_key_values(operands, len(_SQL_PLACEHOLDER_RE.findall(masked[:offset])), literals, params)
+        offset += len(term)
+    return None
+
+
+def _sql_key_values(operands: List[str], before: int, literals: List[str], params: Any) -> Optional[List[Any]]:
+    """Each operand of a key term as a value: a number or string literal ('<index>' into literals)
+    as itself, a placeholder as its parameter (positional ones counted from `before`)."""
+    out: List[Any] = []
+    index = before
+    for operand in operands:
+        named = re.match(r"^(?::(\w+)|%\((\w+)\)s|\$(\d+)|'(\d+)')$", operand)
+        value: Any = None
+        if operand in ("?", "%s"):
+            value = params[index] if isinstance(params, (list, tuple)) and index < len(params) else None
+            index += 1
+        elif named and named.group(4):
+            lit = literals[int(named.group(4))]
+            value = lit[1:-1].replace("''", "'") if lit.startswith("'") and lit.endswith("'") else None
+        elif named and named.group(3):
+            n = int(named.group(3)) - 1
+            value = params[n] if isinstance(params, (list, tuple)) and 0 <= n < len(params) else None
+        elif named:
+            value = params.get(named.group(1) or named.group(2)) if isinstance(params, dict) else None
+        elif re.match(r"^-?\d+$", operand):
+            value = int(operand)
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            return None
+        out.append(value if isinstance(value, int) else value[:64])
+    return out or None
+
+
+def _sql_write(sql: Any, literals: bool = False) -> Optional[dict]:
+    """{op, table, sql} of a statement that writes (INSERT, UPDATE, DELETE, REPLACE), else None.
+    Its literal values are replaced by `?` in `sql` unless literals is True (parameter
+    recording on); either way secrets are scrubbed."""
     if not isinstance(sql, str):
         try:
             sql = str(sql)
@@ -10072,8 +10404,9 @@ def _sql_write(sql: Any) -> Optional[dict]:
         return None
     op = m.group(1).lower()
     table = re.sub(r"[`\"\[\]]", "", m.group(2))
+    text = _sql_without_literals(_scrub_server(sql[:SERVER_SQL_CAP * 4]), literals)
     return {"op": "insert" if op == "replace" else op, "table": table,
-            "sql": _scrub_server(sql[:SERVER_SQL_CAP]) + ("…" if len(sql) > SERVER_SQL_CAP else "")}
+            "sql": text[:SERVER_SQL_CAP] + ("…" if len(text) > SERVER_SQL_CAP else "")}
 
 
 def _app_frames(tb: Any, limit: int = 3) -> List[str]:
@@ -10505,12 +10838,17 @@ def _redirect_mark(rec: dict, mark: str, status: Any, location: Optional[str]) -
     return "%s=; Path=%s; Max-Age=0; SameSite=Strict" % (SERVER_MARK_COOKIE, _cookie_path(rec["path"])[:1024])
 
 
+# What watches this process's database writes ("django", "sqlalchemy", "sqlite3"), as the watchers
+# are installed: a record made while none is names its writes "not watched", not "0 writes".
+_WATCHING: Dict[str, bool] = {}
+
+
 def _begin_record(mark: str, method: str, path: str, host: str, via: str, params: bool = False,
                   sent: Optional[dict] = None) -> dict:
     return {"mark": mark[:200], "method": method[:16], "path": path[:2048], "host": host[:300], "via": via,
             **(sent or {}), "status": None, "view": None,
-            "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0,
-            "_t0": time.perf_counter(), "_pending": {}, "_params": params}
+            "ms": None, "exception": None, "logged": [], "writes": [], "statements": 0, "watched": [],
+            "_t0": time.perf_counter(), "_pending": {}, "_params": params, "_recount": []}
 
 
 _SECRET_PARAM_RE = re.compile(r"pass|secret|token|key|auth|credential|session|cookie|csrf", re.I)
@@ -10556,6 +10894,12 @@ def _finish_record(rec: dict) -> dict:
     and an exception a framework caught and logged under its 5xx promoted to `exception`."""
     rec["ms"] = round((time.perf_counter() - rec.pop("_t0")) * 1000.0, 3)
     rec.pop("_params", None)
+    rec["watched"] = sorted(_WATCHING)   # at the end: a connection the request opened may have been watched
+    for w, count, exact in rec.pop("_recount", ()):
+        if "rows" not in w:
+            rows = _rows_known(count, exact)
+            if rows is not None:
+                w["rows"] = rows
     for writes in rec.pop("_pending").values():
         for w in writes:
             if w.get("committed") is None:
@@ -10568,20 +10912,47 @@ def _finish_record(rec: dict) -> dict:
     return rec
 
 
+_RETURNING_RE = re.compile(r"\bRETURNING\b", re.I)
+
+
+def _rows_known(count: Callable[[], Any], exact: bool = False) -> Optional[int]:
+    """A row count read late (after the rows were fetched), when it is one: above 0 (or 0 too
+    when the count is exact, as a connection's change counter is), else None."""
+    try:
+        rows = count()
+    except Exception:  # noqa: BLE001 - a closed or foreign cursor: the count stays unknown
+        return None
+    return rows if isinstance(rows, int) and not isinstance(rows, bool) and rows >= (0 if exact else 1) else None
+
+
 def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optional[bool],
-                    params: Any = None) -> Optional[dict]:
+                    params: Any = None, recount: Optional[Callable[[], Any]] = None,
+                    key_params: Any = None) -> Optional[dict]:
     """A statement ran for the current marked request: count it, and note it when it writes.
     committed None = waiting for its transaction (kept under conn_key until commit/rollback).
-    Its parameter values only when the wrapper was asked for them (params=True)."""
+    rows is the driver's row count: a write with none (-1, None), or with RETURNING whose rows are
+    counted only once fetched (sqlite3 says 0 until then), has no `rows` ("≥1, count unknown"),
+    unless recount() gives it when the record is finished.  The primary key values it names its
+    rows by, always (key_params: the positional parameters, when params are named otherwise).
+    Other parameter values only when the wrapper was asked for them (params=True)."""
     rec = _current_request().get()
     if rec is None:
         return None
     rec["statements"] += 1
-    w = _sql_write(statement)
+    w = _sql_write(statement, bool(rec.get("_params")))
     if w is None:
         return None
-    if isinstance(rows, int) and rows >= 0:
+    try:
+        keys = _sql_keys(str(statement), params if key_params is None else key_params)
+    except Exception:  # noqa: BLE001 - a statement we cannot read names no keys
+        keys = None
+    if keys:
+        w["keys"] = keys
+    returning = bool(_RETURNING_RE.search(str(statement)))
+    if isinstance(rows, int) and not isinstance(rows, bool) and (rows > 0 or rows == 0 and not returning):
         w["rows"] = rows
+    elif recount is not None:
+        rec["_recount"].append((w, recount, False))
     if rec.get("_params") and params is not None:
         w["params"] = _param_values(params, str(statement))
     w["committed"] = committed
@@ -10652,15 +11023,17 @@ def wsgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
             return start_response(status, headers, exc_info) if exc_info is not None else \
                 start_response(status, headers)
         try:
-            return app(environ, start)
+            body = app(environ, start)
         except BaseException as exc:
             rec["exception"] = _exception_record(exc)
             rec["status"] = rec["status"] or 500
-            raise
-        finally:
             current.reset(token)
             rec["view"] = rec["view"] or _flask_view(app, environ)
             reporter.put(_finish_record(rec))
+            raise
+        current.reset(token)
+        rec["view"] = rec["view"] or _flask_view(app, environ)
+        return _ReportedBody(body, rec, lambda: reporter.put(_finish_record(rec)))
 
     reticle_wsgi.reticle_reporter = reporter  # type: ignore[attr-defined]
     if inject:
@@ -10668,6 +11041,56 @@ def wsgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
         injecting.reticle_reporter = reporter  # type: ignore[attr-defined]
         return injecting
     return reticle_wsgi
+
+
+class _ReportedBody:
+    """A WSGI response body passed through as the server iterates it; its record is sent when the
+    server closes it, so that an exception while it streams or in a close callback (Flask's
+    call_on_close, work run once the answer is sent) is the request's, with what it logged."""
+
+    def __init__(self, body: Any, rec: dict, done: Callable[[], None]) -> None:
+        self.body = body
+        self.rec = rec
+        self.done = done
+        self.closed = False
+
+    def __iter__(self) -> Any:
+        current = _current_request()
+        it = iter(self.body)
+        while True:
+            token = current.set(self.rec)
+            try:
+                chunk = next(it)
+            except StopIteration:
+                return
+            except BaseException as exc:
+                self.rec["exception"] = _exception_record(exc)
+                raise
+            finally:
+                current.reset(token)
+            yield chunk
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        current = _current_request()
+        token = current.set(self.rec)
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        except BaseException as exc:
+            self.rec["exception"] = dict(_exception_record(exc), after="a close callback")
+            raise
+        finally:
+            current.reset(token)
+            self.done()
+
+    def __del__(self) -> None:
+        if not self.closed:  # a server that never closed the body (a WSGI violation): the record still goes
+            self.closed = True
+            self.done()
 
 
 def asgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
@@ -10715,10 +11138,14 @@ def asgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
                 if follow:
                     message = dict(message, headers=out + [(b"set-cookie", follow.encode("latin-1"))])
             await send(message)
+            if message.get("type") == "http.response.body" and not message.get("more_body"):
+                rec["_answered"] = True
         try:
             await app(scope, receive, sending)
         except BaseException as exc:
             rec["exception"] = _exception_record(exc)
+            if rec.get("_answered"):    # raised once the answer was sent: Starlette/FastAPI BackgroundTasks
+                rec["exception"]["after"] = "a background task"
             rec["status"] = rec["status"] or 500
             raise
         finally:
@@ -10751,6 +11178,7 @@ class DjangoMiddleware:
         self.current = _current_request()
         self.inject: Optional[bool] = None  # read from the settings at the first request
         _install_log_capture()
+        _WATCHING["django"] = True
 
     def __call__(self, request: Any) -> Any:
         response = self._report(request)
@@ -10818,7 +11246,8 @@ def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, cont
         cursor: Any = context.get("cursor")
         rows = getattr(cursor, "rowcount", None)
         pending = bool(getattr(conn, "in_atomic_block", False))
-        w = _note_statement(sql, rows, id(conn), None if pending else True, params)
+        w = _note_statement(sql, rows, id(conn), None if pending else True, params,
+                            lambda: getattr(cursor, "rowcount", None))
         if w is not None and pending:
             def committed(w: dict = w) -> None:
                 w["committed"] = True
@@ -10839,6 +11268,7 @@ def watch_sqlalchemy(engine: Any) -> Any:
 
     def after(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
         try:
+            positional = parameters
             autocommit = False
             try:
                 autocommit = conn.get_isolation_level() == "AUTOCOMMIT"
@@ -10848,7 +11278,8 @@ def watch_sqlalchemy(engine: Any) -> Any:
             if named and len(named) == 1 and isinstance(named[0], dict) and not executemany:
                 parameters = named[0]
             _note_statement(statement, getattr(cursor, "rowcount", None), id(conn.connection.dbapi_connection),
-                            True if autocommit else None, parameters)
+                            True if autocommit else None, parameters, lambda: getattr(cursor, "rowcount", None),
+                            None if executemany else positional)
         except Exception:  # noqa: BLE001 - recording must never break the app's query
             pass
 
@@ -10863,7 +11294,43 @@ def watch_sqlalchemy(engine: Any) -> Any:
     event.listen(engine, "after_cursor_execute", after)
     event.listen(engine, "commit", ended(True))
     event.listen(engine, "rollback", ended(False))
+    _WATCHING["sqlalchemy"] = True
     return engine
+
+
+def watch_sqlite3(conn: Any) -> Any:
+    """Record the writes of marked requests made on this raw `sqlite3` connection (the Flask
+    tutorial's `g.db = reticle.watch_sqlite3(sqlite3.connect(...))`) and return it unchanged:
+    through its trace callback (which the app must not replace), each statement as executed,
+    its rows from the connection's change counter, and its transaction's COMMIT or ROLLBACK."""
+    state: Dict[str, Any] = {"w": None, "base": 0}
+
+    def settle() -> None:
+        w = state["w"]
+        if w is not None and "rows" not in w:
+            w["rows"] = conn.total_changes - state["base"]
+        state["w"] = None
+
+    def traced(statement: Any) -> None:
+        try:
+            if _current_request().get() is None or not isinstance(statement, str):
+                return
+            settle()
+            head = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else ""
+            if head in ("COMMIT", "END") or head == "ROLLBACK" and " TO " not in statement.upper():
+                _end_transaction(id(conn), head != "ROLLBACK")
+                return
+            w = _note_statement(statement, None, id(conn), None if conn.in_transaction else True)
+            if w is not None:
+                base = state["base"] = conn.total_changes
+                state["w"] = w
+                _current_request().get()["_recount"].append((w, lambda: conn.total_changes - base, True))
+        except Exception:  # noqa: BLE001 - recording must never break the app's query
+            pass
+
+    conn.set_trace_callback(traced)
+    _WATCHING["sqlite3"] = True
+    return conn
 
 
 # -- the daemon's side: stitch records into the tab whose mark they carry ------------------------
@@ -10887,6 +11354,8 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
                "frames": frames}
         if isinstance(v.get("handledBy"), str):
             out["handledBy"] = v["handledBy"][:120]
+        if isinstance(v.get("after"), str):   # raised after the answer was sent, in this work
+            out["after"] = v["after"][:60]
         return out
     status = raw.get("status")
     # only the secret counts: the document and request a record lands under are the ones the daemon
@@ -10899,6 +11368,9 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
            "ms": raw.get("ms") if isinstance(raw.get("ms"), (int, float)) else None,
            "exception": exc(raw.get("exception")),
            "statements": raw.get("statements") if isinstance(raw.get("statements"), int) else 0}
+    watched = raw.get("watched")
+    if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
+        rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]
     logged = []
     given = raw.get("logged")
     for e in given[:20] if isinstance(given, list) else []:
@@ -10919,6 +11391,10 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
                            "committed": w.get("committed") if isinstance(w.get("committed"), bool) else None,
                            "sql": text(w.get("sql"), SERVER_SQL_CAP + 1) or "", "note": text(w.get("note"), 120),
                            "params": text(w.get("params"), 300)})
+            keys = w.get("keys")
+            if isinstance(keys, list) and keys:
+                writes[-1]["keys"] = [k if isinstance(k, int) and not isinstance(k, bool) else str(k)[:64]
+                                      for k in keys[:20] if isinstance(k, (int, str))]
     rec["writes"] = writes
     return rec
 
@@ -18330,6 +18806,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         out = N.stringify(
           sanitize(parsed, { depth: 12, items: 200, str: 4096, budget: BODY_SCAN * 4 })
         );
+        // nothing redacted or cut: the body as the server sent it (its spacing, its escapes)
+        if (out === N.stringify(parsed) && text.length <= BODY_CAP) out = scrubText(text);
       } catch (e) {
         out = null;
       }

@@ -9,20 +9,29 @@ with the overhead against the bare app.  Marked records go to a real daemon star
 (its mark is no tab's, so the daemon counts them as unmatched): requests are timed in batches of
 500, and the reporter's queue is let drain between batches, so each marked request pays for
 building and queueing its record, never for a drop.  Targets on the 2-core machine: unmarked
-under 2 µs, marked under 100 µs.  Prints numbers; asserts nothing.
+under 2 µs, marked under 100 µs.
 
-    python bench/server_truth.py [--requests 20000] [--runs 5]
+With `--acts N` (0 to skip) it then measures what waiting for the server's records adds to a
+healthy act's verdict (issue 28.6): the FastAPI app of tests/_server_apps.py in headless
+Chromium with the script tag, served once without the middleware and once with it, and N
+`reticle_act_and_wait` clicks of its Save button with `until` its POST answering 200 on each; the
+median wall time of the call on each and the difference (target: under 50 ms added at the
+median).  Prints numbers; asserts nothing.
+
+    python bench/server_truth.py [--requests 20000] [--runs 5] [--acts 20]
 """
 
 import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import Daemon, close_all  # noqa: E402  (puts tests/ on sys.path)
+from _common import Chromium, Daemon, RawMcp, close_all  # noqa: E402  (puts tests/ on sys.path)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import reticle  # noqa: E402
 
@@ -102,10 +111,52 @@ def time_asgi(app, sc, n):
     return asyncio.run(run())
 
 
+def act_times(daemon, plain, acts):
+    """The wall times (ms) of `acts` act_and_wait calls on the FastAPI test app, served without the
+    middleware (plain) or with it, in a Chromium tab that loads the SDK by its script tag."""
+    import _harness
+    port = _harness.free_port()
+    apps = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "_server_apps.py")
+    db = tempfile.NamedTemporaryFile(prefix="reticle-bench-", suffix=".sqlite3", delete=False).name
+    env = _harness.daemon_env(daemon.state_dir, RETICLE_PORT=str(daemon.port), **({"SHOP_PLAIN": "1"} if plain else {}))
+    app = subprocess.Popen([sys.executable, apps, "fastapi", str(port), db, daemon.url], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    browser = mcp = None
+    try:
+        _harness.wait_until(lambda: _harness.port_listens(port), 20, what="the app to listen")
+        url = "http://127.0.0.1:%d/" % port
+        mcp = RawMcp(daemon.port)
+        before = {s["sessionId"] for s in mcp.ok("reticle_sessions", {})[0]["sessions"]}
+        browser = Chromium(url)
+        sid = _harness.wait_until(lambda: next((s["sessionId"] for s in mcp.ok("reticle_sessions", {})[0]["sessions"]
+                                                if s["sessionId"] not in before and s["url"].startswith(url)), None),
+                                  20, what="the tab to connect")
+        times = []
+        for i in range(acts + 2):  # the first two warm the app, the page and the daemon up
+            out, spent = mcp.ok("reticle_act_and_wait", {
+                "action": "click", "target": {"role": "button", "name": "Save"}, "sessionId": sid,
+                "until": {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200},
+                "timeout_ms": 6000})
+            if out["verified"] != "yes":
+                print("  (an act was %s: %s)" % (out["verified"], out["because"]))
+            if i >= 2:
+                times.append(spent)
+        return times
+    finally:
+        if browser is not None:
+            browser.close()
+        if mcp is not None:
+            mcp.close()
+        app.terminate()
+        app.wait(10)
+        os.unlink(db)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--acts", type=int, default=20)
     args = ap.parse_args()
     daemon = Daemon("reticle-bench-server-")
     try:
@@ -139,6 +190,15 @@ def main():
             r = app.reticle_reporter
             print("  %s reporter: %d records sent, %d dropped%s" % (
                 label, r.sent, r.dropped_total, " (last error: %s)" % r.last_error if r.last_error else ""))
+        if args.acts > 0:
+            plain = act_times(daemon, True, args.acts)
+            served = act_times(daemon, False, args.acts)
+            print("a healthy act's verdict (act_and_wait, until net), median of %d (ms):" % args.acts)
+            print("  without the middleware   %8.1f   (p90 %.1f)" % (statistics.median(plain),
+                                                                   sorted(plain)[int(len(plain) * 0.9) - 1]))
+            print("  with it (records waited) %8.1f   (p90 %.1f)   added %+.1f ms at the median" % (
+                statistics.median(served), sorted(served)[int(len(served) * 0.9) - 1],
+                statistics.median(served) - statistics.median(plain)))
     finally:
         close_all(daemon)
 

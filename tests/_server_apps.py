@@ -5,7 +5,14 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   GET  /              a page (with the SDK's script tag when DAEMON_URL is given) whose buttons
                       fetch the routes below and show what the server answered
   POST /api/noop      answers {"ok": true} and writes nothing (the silent no-op)
-  POST /api/save      inserts one row into `profile` and commits
+  POST /api/save      inserts one row into `profile` and commits (Django: through the ORM, with RETURNING)
+  POST /api/create    inserts one row with RETURNING (Django's ORM, SQLAlchemy Core's insert().returning())
+  POST /api/background  inserts a row, answers 200; then work the framework runs for the request after the
+                      answer fails in audit_task (FastAPI BackgroundTasks, Flask call_on_close: raises;
+                      Django on_commit(robust=True): raises, Django logs it at ERROR)
+  POST /api/pretty    (Flask) inserts a row and answers JSON indented as Flask's debug mode writes it
+  POST /api/contact/N/rename        renames contact N (the table `contact` holds ids 1-3)
+  POST /api/contact/N/rename_wrong  the bug: renames contact N-1 and answers as if it renamed N
   POST /api/rollback  inserts a row, then rolls the transaction back; answers 200
   POST /api/logged    catches its own exception, logs it at ERROR, answers 200 "ok"
   POST /api/boom      raises (uncaught): the framework answers 500
@@ -13,12 +20,16 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
                       writes nothing and redirects (303) back to / (the empty save the server refused)
   GET  /done          the page the form post lands on
 
+FRAMEWORK is flask, django, fastapi or sqlite3 (Flask on a raw sqlite3 connection per request, the
+Flask tutorial's shape, watched by reticle.watch_sqlite3 unless SHOP_UNWATCHED=1).
 SHOP_PLAIN=1 serves it without Reticle's middleware.
 """
 
+import json
 import logging
 import os
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -36,6 +47,11 @@ PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><bod
 <button id="logged" onclick="go('/api/logged')">Save (logged)</button>
 <button id="boom" onclick="go('/api/boom')">Save (boom)</button>
 <button id="xhr" onclick="goXhr('/api/save')">Save (xhr)</button>
+<button id="create" onclick="go('/api/create')">Create</button>
+<button id="pretty" onclick="go('/api/pretty')">Save (pretty)</button>
+<button id="background" onclick="go('/api/background')">Save (background)</button>
+<button id="rename" onclick="go('/api/contact/3/rename')">Rename contact 3</button>
+<button id="rename-wrong" onclick="go('/api/contact/3/rename_wrong')">Rename contact 3 (wrong row)</button>
 <form method="post" action="/form"><input name="name" value="ada"><button id="post">Post form</button></form>
 <form method="post" action="/form"><input name="name" value=""><button id="empty">Send blank</button></form>
 <p id="out"></p>
@@ -67,6 +83,11 @@ def fail_inside():
     raise ValueError("profile store unavailable")
 
 
+SCHEMA = ("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)",
+          "CREATE TABLE IF NOT EXISTS contact (id INTEGER PRIMARY KEY, name TEXT)",
+          "INSERT OR IGNORE INTO contact (id, name) VALUES (1, 'ann'), (2, 'bo'), (3, 'cy')")
+
+
 class SqlProfile:
     """The routes' work on a SQLAlchemy engine, shared by the Flask and the FastAPI app (each only wires
     it to its own request and response types)."""
@@ -75,11 +96,26 @@ class SqlProfile:
         import sqlalchemy
         self.engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///" + db))
         with self.engine.begin() as conn:
-            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)")
+            for sql in SCHEMA:
+                conn.exec_driver_sql(sql)
+        self.profile = sqlalchemy.Table("profile", sqlalchemy.MetaData(),
+                                        sqlalchemy.Column("id", sqlalchemy.Integer, primary_key=True),
+                                        sqlalchemy.Column("name", sqlalchemy.Text))
 
     def insert(self, name):
         with self.engine.begin() as conn:
             conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", (name,))
+        return {"ok": True}
+
+    def create(self):
+        with self.engine.begin() as conn:
+            new_id = conn.execute(self.profile.insert().values(name="ada").returning(self.profile.c.id)).scalar()
+        return {"ok": True, "id": new_id}
+
+    def rename(self, contact_id, wrong=False):
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE contact SET name = ? WHERE id = ?",
+                                 ("renamed", contact_id - 1 if wrong else contact_id))
         return {"ok": True}
 
     def rollback(self):
@@ -87,6 +123,11 @@ class SqlProfile:
             conn.exec_driver_sql("INSERT INTO profile (name) VALUES (?)", ("ada",))
             conn.rollback()
         return {"ok": True}
+
+
+def audit_task():
+    time.sleep(0.3)
+    raise RuntimeError("audit log unavailable")
 
 
 def logged_failure():
@@ -108,6 +149,19 @@ def flask_app(db, daemon):
     app.post("/api/rollback", endpoint="rollback_profile")(store.rollback)
     app.post("/api/logged", endpoint="logged_profile")(logged_failure)
     app.post("/api/boom", endpoint="boom_profile")(fail_inside)
+    app.post("/api/create", endpoint="create_profile")(store.create)
+
+    @app.post("/api/background")
+    def background_profile():
+        response = flask.jsonify(store.insert("ada"))
+        response.call_on_close(audit_task)
+        return response
+
+    app.post("/api/pretty", endpoint="pretty")(lambda: flask.Response(
+        json.dumps(dict(store.insert("ada"), id=7, note="saved  twice"), indent=2) + "\n",
+        mimetype="application/json"))
+    app.post("/api/contact/<int:cid>/rename", endpoint="rename")(lambda cid: store.rename(cid))
+    app.post("/api/contact/<int:cid>/rename_wrong", endpoint="rename_wrong")(lambda cid: store.rename(cid, True))
 
     @app.post("/form")
     def form_profile():
@@ -130,12 +184,27 @@ def django_app(db, daemon):
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": db}},
         LOGGING_CONFIG=None)
     django.setup()
-    from django.db import connection, transaction
+    from django.db import connection, models, transaction
     from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
     from django.urls import path
     from django.views.decorators.csrf import csrf_exempt
     with connection.cursor() as cur:
-        cur.execute("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)")
+        for sql in SCHEMA:
+            cur.execute(sql)
+
+    class Profile(models.Model):
+        name = models.TextField()
+
+        class Meta:
+            app_label = "shop"
+            db_table = "profile"
+
+    class Contact(models.Model):
+        name = models.TextField()
+
+        class Meta:
+            app_label = "shop"
+            db_table = "contact"
 
     def index(request):
         return HttpResponse(page(daemon, PAGE))
@@ -149,8 +218,30 @@ def django_app(db, daemon):
 
     @csrf_exempt
     def save_profile(request):
-        with connection.cursor() as cur:
-            cur.execute("INSERT INTO profile (name) VALUES (%s)", ["ada"])
+        Profile.objects.create(name="ada")
+        return JsonResponse({"ok": True})
+
+    @csrf_exempt
+    def background_profile(request):
+        with transaction.atomic():
+            Profile.objects.create(name="ada")
+            transaction.on_commit(audit_task, robust=True)
+        return JsonResponse({"ok": True})
+
+    @csrf_exempt
+    def create_profile(request):
+        return JsonResponse({"ok": True, "id": Profile.objects.create(name="ada").pk})
+
+    @csrf_exempt
+    def rename(request, cid):
+        contact = Contact.objects.get(pk=cid)
+        contact.name = "renamed"
+        contact.save()
+        return JsonResponse({"ok": True})
+
+    @csrf_exempt
+    def rename_wrong(request, cid):
+        Contact.objects.filter(pk=cid - 1).update(name="renamed")
         return JsonResponse({"ok": True})
 
     @csrf_exempt
@@ -188,7 +279,9 @@ def django_app(db, daemon):
     global urlpatterns
     urlpatterns = [path("", index), path("done", done), path("api/noop", noop), path("api/save", save_profile),
                    path("api/rollback", rollback_profile), path("api/logged", logged_profile),
-                   path("api/boom", boom_profile), path("form", form_profile)]
+                   path("api/boom", boom_profile), path("form", form_profile), path("api/create", create_profile),
+                   path("api/background", background_profile),
+                   path("api/contact/<int:cid>/rename", rename), path("api/contact/<int:cid>/rename_wrong", rename_wrong)]
     from django.core.wsgi import get_wsgi_application
     return get_wsgi_application()
 
@@ -205,6 +298,14 @@ def fastapi_app(db, daemon):
     app.post("/api/rollback", name="rollback_profile")(store.rollback)
     app.post("/api/logged", response_class=PlainTextResponse, name="logged_profile")(logged_failure)
     app.post("/api/boom", name="boom_profile")(fail_inside)
+    app.post("/api/create", name="create_profile")(store.create)
+
+    @app.post("/api/background")
+    def background_profile(tasks: fastapi.BackgroundTasks):
+        tasks.add_task(audit_task)
+        return store.insert("ada")
+    app.post("/api/contact/{cid}/rename", name="rename")(lambda cid: store.rename(int(cid)))
+    app.post("/api/contact/{cid}/rename_wrong", name="rename_wrong")(lambda cid: store.rename(int(cid), True))
 
     @app.post("/form")
     async def form_profile(request: fastapi.Request):
@@ -217,6 +318,76 @@ def fastapi_app(db, daemon):
     return app if PLAIN else reticle.asgi(app)
 
 
+def sqlite3_app(db, daemon):
+    """Flask on raw sqlite3, as the Flask tutorial builds it: one connection per request in `g`."""
+    import sqlite3
+
+    import flask
+    app = flask.Flask("shop")
+    with sqlite3.connect(db) as conn:
+        for sql in SCHEMA:
+            conn.execute(sql)
+
+    def get_db():
+        if "db" not in flask.g:
+            conn = sqlite3.connect(db)
+            flask.g.db = conn if os.environ.get("SHOP_UNWATCHED") else reticle.watch_sqlite3(conn)
+        return flask.g.db
+
+    @app.teardown_appcontext
+    def close_db(exc=None):
+        conn = flask.g.pop("db", None)
+        if conn is not None:
+            conn.close()
+
+    def insert():
+        get_db().execute("INSERT INTO profile (name) VALUES (?)", ("ada",))
+        get_db().commit()
+        return {"ok": True}
+
+    def create():
+        new_id = get_db().execute("INSERT INTO profile (name) VALUES (?) RETURNING id", ("ada",)).fetchone()[0]
+        get_db().commit()
+        return {"ok": True, "id": new_id}
+
+    def rollback():
+        get_db().execute("INSERT INTO profile (name) VALUES (?)", ("ada",))
+        get_db().rollback()
+        return {"ok": True}
+
+    def rename(cid, wrong=False):
+        get_db().execute("UPDATE contact SET name = ? WHERE id = ?", ("renamed", cid - 1 if wrong else cid))
+        get_db().commit()
+        return {"ok": True}
+
+    app.get("/", endpoint="index")(lambda: page(daemon, PAGE))
+    app.get("/done", endpoint="done")(lambda: page(daemon, DONE))
+    app.post("/api/noop", endpoint="noop")(lambda: {"ok": True})
+    app.post("/api/save", endpoint="save_profile")(insert)
+    app.post("/api/create", endpoint="create_profile")(create)
+
+    @app.post("/api/background")
+    def background_profile():
+        response = flask.jsonify(insert())
+        response.call_on_close(audit_task)
+        return response
+    app.post("/api/rollback", endpoint="rollback_profile")(rollback)
+    app.post("/api/logged", endpoint="logged_profile")(logged_failure)
+    app.post("/api/boom", endpoint="boom_profile")(fail_inside)
+    app.post("/api/contact/<int:cid>/rename", endpoint="rename")(lambda cid: rename(cid))
+    app.post("/api/contact/<int:cid>/rename_wrong", endpoint="rename_wrong")(lambda cid: rename(cid, True))
+
+    @app.post("/form")
+    def form_profile():
+        get_db().execute("INSERT INTO profile (name) VALUES (?)", (flask.request.form.get("name"),))
+        get_db().commit()
+        return flask.redirect("/done", 303)
+
+    if not PLAIN:
+        app.wsgi_app = reticle.wsgi(app.wsgi_app)
+    return app
+
+
 def serve(framework, port, db, daemon):
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     if framework == "fastapi":
@@ -224,7 +395,7 @@ def serve(framework, port, db, daemon):
         uvicorn.run(fastapi_app(db, daemon), host="127.0.0.1", port=port, log_level="warning")
         return
     from werkzeug.serving import run_simple
-    app = flask_app(db, daemon) if framework == "flask" else django_app(db, daemon)
+    app = {"flask": flask_app, "sqlite3": sqlite3_app, "django": django_app}[framework](db, daemon)
     run_simple("127.0.0.1", port, app, threaded=True)
 
 

@@ -112,7 +112,7 @@ def test_all_is_the_chosen_api():
     assert sorted(reticle.__all__) == sorted([
         "make_app", "Hub", "main", "parse_predicate", "__version__",
         "ReticleError", "ToolError", "RpcError", "ConfigError", "PredicateError",
-        "wsgi", "asgi", "DjangoMiddleware", "watch_sqlalchemy"])
+        "wsgi", "asgi", "DjangoMiddleware", "watch_sqlalchemy", "watch_sqlite3"])
 
 
 def test_every_api_name_is_in_the_readme(readme):

@@ -52,6 +52,15 @@ def rows():
         "does not contain"
     yield "net.body-unread", body, obs([call(10, body=None)]), {"pass": False, "assertion": "net.body"}, \
         "not captured"
+    # bodies as the server sent them: for JSON, spacing never decides
+    spaced = dict(net, bodyContains='"ok": true')
+    yield "net.body-json-spacing", spaced, obs([call(10, body='{"ok":true}')]), {"pass": True}, None
+    yield "net.body-json-pretty", dict(net, bodyContains='"ok":true'), \
+        obs([call(10, body='{\n  "ok": true\n}\n')]), {"pass": True}, None
+    yield "net.body-json-not-in-strings", dict(net, bodyContains='"name": "a b"'), \
+        obs([call(10, body='{"name": "a  b"}')]), {"pass": False, "assertion": "net.body"}, "'{\"name\": \"a  b\"}'"
+    yield "net.body-excerpt", spaced, obs([call(10, body='{"error": "quota", "ok": false}')]), \
+        {"pass": False, "assertion": "net.body"}, 'it was: \'{"error": "quota", "ok": false}\''
     header = dict(net, header={"name": "x-saved", "equals": "1"})
     yield "net.header", header, obs([call(10, responseHeaders={"x-saved": "1"})]), {"pass": True}, None
     yield "net.header-uncaptured", header, obs([call(10)]), {"pass": False, "assertion": "net.header"}, \
@@ -310,6 +319,20 @@ def server_rows():
         {"pass": True}, None
     yield "server.not-exception", {"kind": "not", "predicate": {"kind": "server", "exception": True}}, \
         server_obs([server(10)], now=400), {"pass": True}, None
+    # writes nobody watched are not "0 writes"; a key asked of a write that names no key is not known
+    yield "server.unwatched", p, server_obs([server(10, watched=[])], now=1000), \
+        {"pass": False, "assertion": "server.unwatched"}, "reticle.watch_sqlite3(conn)"
+    yield "server.unwatched-count-0", dict(p, writes={"count": 0}), server_obs([server(10, watched=[])], now=1000), \
+        {"pass": False, "assertion": "server.unwatched"}, "nothing watches"
+    yield "server.not-unwatched", {"kind": "not", "predicate": p}, server_obs([server(10, watched=[])], now=1000), \
+        {"pass": False}, "nothing watches"
+    keyed = dict(p, writes={"table": "profile", "op": "update", "key": 3})
+    updated = dict(wrote, op="update")
+    yield "server.key-held", keyed, server_obs([server(10, writes=[dict(updated, keys=[3])])]), {"pass": True}, None
+    yield "server.key-other-row", keyed, server_obs([server(10, writes=[dict(updated, keys=[2])])], now=1000), \
+        {"pass": False, "assertion": "server.present"}, "[key 2]"
+    yield "server.key-not-named", keyed, server_obs([server(10, writes=[updated])], now=1000), \
+        {"pass": False, "assertion": "server.keys"}, "does not name its rows by primary key"
 
 
 ALL = list(rows()) + list(live_rows()) + list(combinator_rows()) + list(server_rows())

@@ -25,6 +25,23 @@ FAIL = {"pass": False, "failureReason": "no completed request matched"}
 MISSED = {"pass": False, "assertion": "text.present", "failureReason": "no text containing 'Paid' on the page"}
 FRAMED = known(unreadable={"cross-origin-iframe": (1, "https://pay.example/card")})
 
+def srv(t, **kw):
+    """A server record of the middleware (Server truth) for POST /api/save, as the daemon stitches it."""
+    data = {"method": "POST", "path": "/api/save", "status": 200, "view": "save", "exception": None, "logged": [],
+            "writes": [], "watched": ["sqlalchemy"]}
+    data.update(kw)
+    return ev(t, "server.request", **data)
+
+
+def missing(*labels):
+    k = known()
+    k.server_missing = tuple(labels)
+    return k
+
+
+INSERTED = {"op": "insert", "table": "profile", "rows": 1, "committed": True}
+SAVED = {"kind": "text", "contains": "Saved"}
+
 # (id, result, window, known, predicate, flags, expected verified, expected reason, a word of `because`)
 DECIDE = [
     ("inconclusive", {"pass": False, "inconclusive": "the page could not answer"}, [], known(), NET, {},
@@ -106,6 +123,26 @@ DECIDE = [
      known(), NET, {}, "yes", "proved", "noted, and unable to undo it: request-never-settled"),
     ("proved-by-settle", {"pass": True, "evidence": {"settled": True}}, [call(1)], known(),
      {"kind": "settled", "quietMs": 300}, {"act": True}, "yes", "proved", "settled"),
+    # Server truth in every verdict: what the server did for the act's requests
+    ("server-record-never-came", PASS, [call(1)], missing("POST /api/save"), SAVED, {},
+     "unknown", "server_unreported", "the record of POST /api/save had not come"),
+    ("server-wrote-nothing", PASS, [call(1), srv(2)], known(), SAVED, {},
+     "unknown", "server_wrote_nothing", 'writes: {count: 0}'),
+    ("server-wrote-nothing-under-the-settle", {"pass": True, "evidence": {"settled": True}}, [call(1), srv(2)],
+     known(), SETTLE, {"act": True}, "unknown", "server_wrote_nothing", "persisted nothing"),
+    ("server-wrote-nothing-declared", PASS, [call(1), srv(2)], known(),
+     {"kind": "server", "urlContains": "/api/save", "writes": {"count": 0}}, {}, "yes", "proved", "0 writes"),
+    ("server-unwatched-writes-are-not-nothing", PASS, [call(1), srv(2, watched=[])], known(), SAVED, {},
+     "yes", "proved", "writes not watched"),
+    ("server-rolled-back", PASS, [call(1), srv(2, writes=[dict(INSERTED, committed=False, note="rolled back")])],
+     known(), SAVED, {}, "no", "contradicted", "rolled it back under POST /api/save → 200"),
+    ("server-background-task-raised", PASS, [call(1), srv(2, writes=[INSERTED], exception={
+        "type": "RuntimeError", "message": "audit down", "frames": ["main.py:78 audit_task"],
+        "after": "a background task"})], known(), SAVED, {}, "no", "contradicted", "main.py:78 audit_task"),
+    ("server-named-in-a-yes", PASS, [call(1), srv(2, writes=[INSERTED])], known(), SAVED, {}, "yes", "proved",
+     "the server: POST /api/save → 200, view save, 1 write (insert profile ×1)"),
+    ("server-named-in-a-no", FAIL, [call(1), srv(2)], known(), NET, {}, "no", "assertion_failed",
+     "the server: POST /api/save → 200, view save, 0 writes"),
 ]
 
 
@@ -135,7 +172,7 @@ def test_decide_rules_apply_in_their_documented_order():
     order = ["inconclusive", "observation_lost", "failure_observed", "unsettled", "evidence_lost",
              "presence_blind_spot", "assertion_failed", "contradicted", "evidence_incomplete",
              "absence_blind_spot", "already_true", "outcome_pending", "outcome_unread",
-             "request_in_flight", "no_effect", "proved"]
+             "request_in_flight", "server_unreported", "server_wrote_nothing", "no_effect", "proved"]
     positions = [doc.index(name) for name in order]
     assert positions == sorted(positions), "the docstring lists the rules out of order"
 
@@ -182,6 +219,13 @@ CONTRADICTIONS = [
     ("two-posts-with-different-bodies", [call(5, requestBody='{"fn_index": 1}'), call(6, requestBody='{"fn_index": 2}')],
      {"kind": "text", "contains": "Saved"}, 0.0, []),
     ("error-shown", [call(1), ev(2, "ui.alert", text="Could not save", source="alert")], NET, None, ["error-shown"]),
+    ("server-rolled-back", [call(1), srv(2, writes=[dict(INSERTED, committed=False)])], SAVED, None,
+     ["server-rolled-back"]),
+    ("server-rollback-asked-for", [call(1), srv(2, writes=[dict(INSERTED, committed=False)])],
+     {"kind": "server", "committed": False}, None, []),
+    ("server-background-exception", [call(1), srv(2, exception={"type": "E", "message": "", "frames": [],
+                                                                 "after": "a background task"})], SAVED, None,
+     ["server-exception"]),
     ("a-failure-the-ui-admitted", [call(1, status=500), ev(2, "dom.added"),
                                    ev(3, "ui.alert", text="Saving failed, try again", source="alert")],
      {"kind": "text", "contains": "try again"}, None, []),

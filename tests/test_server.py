@@ -200,6 +200,155 @@ def test_a_device_marks_its_requests_without_a_script_tag(framework, tmp_path, d
         app.close()
 
 
+@pytest.mark.parametrize("framework", ("django", "fastapi", "sqlite3"))
+def test_inserts_with_returning_count_their_rows(framework, tmp_path, daemon, mcp):
+    """Django's ORM on SQLite, SQLAlchemy's insert().returning() and a raw sqlite3 connection under
+    watch_sqlite3: each create is one insert, as the database did it (sqlite3 says 0 rows until fetched)."""
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(3):
+            out = act(mcp, sid, "Create", {"kind": "server", "method": "POST", "urlContains": "/api/create",
+                                           "writes": {"table": "profile", "op": "insert", "count": 1}})
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            assert any("insert profile ×1" in line for line in out["server"]), out["server"]
+            out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+        assert app.rows() == 6
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_writes_nobody_watches_are_unknown_saying_how_to_watch_them(tmp_path, daemon, mcp):
+    app = App("sqlite3", tmp_path, daemon, env={"SHOP_UNWATCHED": "1"})
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for button, path in (("Save", "/api/save"), ("Save (no-op)", "/api/noop")):
+            out = act(mcp, sid, button, dict(WRITE, urlContains=path))
+            assert out["verified"] == "unknown", out
+            assert "nothing watches" in out["because"] and "reticle.watch_sqlite3(conn)" in out["because"], out
+            assert any("writes not watched" in line for line in out["server"]), out["server"]
+        out = act(mcp, sid, "Save", {"kind": "server", "urlContains": "/api/save", "writes": {"count": 0}})
+        assert out["verified"] == "unknown", out
+        assert app.rows() == 2
+        # what it can know it still says: the request and its status
+        out = act(mcp, sid, "Save", {"kind": "server", "urlContains": "/api/save", "status": 200})
+        assert out["verified"] == "yes", out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_body_contains_matches_the_body_as_the_server_sent_it(tmp_path, daemon, mcp):
+    app = App("flask", tmp_path, daemon)
+    browser = None
+    pretty = {"kind": "net", "method": "POST", "urlContains": "/api/pretty", "status": 200}
+    try:
+        sid, browser = open_tab(mcp, app)
+        for needle in ('"ok": true', '"ok":true', '"note": "saved  twice"', '{\n  "ok": true'):
+            out = act(mcp, sid, "Save (pretty)", dict(pretty, bodyContains=needle))
+            assert out["verified"] == "yes", (needle, out["because"])
+        out = act(mcp, sid, "Save (pretty)", dict(pretty, bodyContains='"id": 8'))
+        assert out["verified"] == "no", out
+        assert '"id": 7' in out["because"] and "it was:" in out["because"], out["because"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+@pytest.mark.parametrize("framework", ("flask", "django", "fastapi", "sqlite3"))
+def test_what_the_server_did_decides_every_verdict(framework, tmp_path, daemon, mcp):
+    """Issue 28.1: whatever the predicate, the server's record of the act's requests is waited for and
+    heard: a logged error, a rollback, a failure in work run after the answer are `no`; a write that
+    persisted nothing is never a clean `yes`; a healthy save stays `yes`.  Each case three times."""
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(3):
+            out = act(mcp, sid, "Save", saved("/api/save"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            assert "the server: POST /api/save → 200" in out["because"] and "1 write" in out["because"], out
+            out = act(mcp, sid, "Save (logged)", saved("/api/logged"))
+            assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, out["because"])
+            assert "shop.views" in out["because"], out["because"]
+            out = act(mcp, sid, "Save (rollback)", saved("/api/rollback"))
+            assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, out["because"])
+            assert "server-rolled-back" in out["because"] and "insert profile" in out["because"], out["because"]
+            out = act(mcp, sid, "Save (background)", saved("/api/background"))
+            assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, out["because"])
+            assert "audit_task" in out["because"] and "POST /api/background" in out["because"], out["because"]
+            for until in (saved("/api/noop"), None):
+                out = act(mcp, sid, "Save (no-op)", until)
+                assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_wrote_nothing"), \
+                    (n, until, out["because"], out.get("server"), out.get("trace"))
+                assert "writes: {count: 0}" in out["because"], out["because"]
+        declared = {"kind": "server", "method": "POST", "urlContains": "/api/noop", "writes": {"count": 0}}
+        out = act(mcp, sid, "Save (no-op)", {"kind": "allOf", "predicates": [saved("/api/noop"), declared]})
+        assert out["verified"] == "yes", out["because"]
+        out = act(mcp, sid, "Save", None)
+        assert out["verified"] == "yes", out["because"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
+@pytest.mark.parametrize("framework", ("django", "fastapi"))
+def test_what_the_server_did_decides_verdicts_in_a_device(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon, script=False)
+    try:
+        sid, _ = open_tab(mcp, app, device=True)
+        for n in range(2):
+            out = act(mcp, sid, "Save", saved("/api/save"))
+            assert out["verified"] == "yes", (n, out["because"])
+            for button, path in (("Save (logged)", "/api/logged"), ("Save (rollback)", "/api/rollback"),
+                                 ("Save (background)", "/api/background")):
+                out = act(mcp, sid, button, saved(path))
+                assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, button, out["because"])
+            out = act(mcp, sid, "Save (no-op)", saved("/api/noop"))
+            assert out["verifiedReason"] == "server_wrote_nothing", (n, out["because"])
+        mcp.ok("reticle_close", {"sessionId": sid})
+    finally:
+        app.close()
+
+
+def test_flow_save_suggests_a_server_check_over_each_write_when_the_app_reports_them(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    d = Daemon(tmp_path / "state", env={"RETICLE_PROJECT_DIR": str(project)})
+    m = Mcp(d.url + "/mcp")
+    app = App("fastapi", tmp_path, d)
+    browser = None
+    try:
+        sid, browser = open_tab(m, app)
+        out = act(m, sid, "Save", saved("/api/save"))
+        assert out["verified"] == "yes", out["because"]
+        saved_flow = m.ok("reticle_flow_save", {"name": "save-profile", "since": out["since"], "sessionId": sid})
+        hints = saved_flow.get("suggestions") or []
+        assert len(hints) == 1 and '"kind": "server", "method": "POST", "urlContains": "/api/save"' in hints[0], \
+            saved_flow
+        out = act(m, sid, "Save", {"kind": "allOf", "predicates": [saved("/api/save"), dict(WRITE, urlContains="/api/save")]})
+        assert out["verified"] == "yes", out["because"]
+        again = m.ok("reticle_flow_save", {"name": "save-checked", "since": out["since"], "sessionId": sid})
+        assert "suggestions" not in again, again
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+        m.close()
+        d.close()
+
+
 def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_install(tmp_path, daemon, mcp):
     app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"})
     browser = None
@@ -749,6 +898,15 @@ NOOP_UPDATE = {"op": "update", "table": "profile", "rows": 0, "committed": True}
     (record(logged=[{"logger": "x"}]), {"logged": True}, True),
     (record(), {"method": "get"}, False),
     (record(), {"method": "post", "urlContains": "/api/", "status": 200}, True),
+    (record(watched=[]), {"writes": {"count": 0}}, False),                          # nobody watched: not 0
+    (record(watched=[]), {"committed": False}, False),
+    (record(watched=[]), {"status": 200}, True),
+    (record(watched=["sqlite3"]), {"writes": {"count": 0}}, True),
+    (record(writes=[dict(INSERT, op="update", keys=[3])]), {"writes": {"op": "update", "key": 3}}, True),
+    (record(writes=[dict(INSERT, op="update", keys=[2])]), {"writes": {"op": "update", "key": 3}}, False),
+    (record(writes=[dict(INSERT, op="delete", keys=[4, 5], rows=2)]), {"writes": {"key": ["5", 4]}}, True),
+    (record(writes=[dict(INSERT, op="delete", keys=[4, 5], rows=2)]), {"writes": {"key": 4}}, False),
+    (record(writes=[dict(INSERT, op="update")]), {"writes": {"key": 3}}, False),     # no keys: not these
 ])
 def test_the_server_judge_from_a_table(rec, pred, matches):
     p = reticle.parse_predicate(dict(pred, kind="server"))
@@ -825,6 +983,96 @@ def test_parameter_values_are_recorded_only_when_asked_and_secret_names_are_reda
         assert "params" not in out["writes"][0] and "'ada'" not in json.dumps(out)
 
 
+LITERAL_SQL = [
+    "INSERT INTO users (name, password, api_key) VALUES ('bob', 'hunter2-Qx', 'k-998877'), ('al', 'pw-77', 'k-2')",
+    "UPDATE users SET password_hash = 'pbkdf2_sha256$600000$s4lt$h4sh', name = 'bob' WHERE id = 31337",
+    "insert or replace into users values ('bob', 'hunter2-Qx', 4111111111111111, -12.5e3, X'0fab')",
+    "UPDATE users SET note = E'it''s bob', n = 0x1f WHERE users.id = 31337",
+]
+LITERALS = ("bob", "hunter2", "k-998877", "pw-77", "pbkdf2", "31337", "4111", "12.5", "0fab", "0x1f", "it''s")
+
+
+@pytest.mark.parametrize("sql", LITERAL_SQL)
+def test_sql_literals_are_never_recorded_unless_parameters_are(sql):
+    w = reticle._sql_write(sql)
+    assert not [v for v in LITERALS if v in w["sql"]], w["sql"]
+    assert w["sql"].count("?") >= 2 and w["table"] == "users"
+    kept = reticle._sql_write(sql, True)["sql"]     # parameter recording on: values kept, named secret columns not
+    assert "password" not in sql or "hunter2" not in kept and "pbkdf2" not in kept and "k-998877" not in kept, kept
+    assert "bob" in kept, kept
+
+
+@pytest.mark.parametrize("params", [False, True])
+def test_literal_sql_through_a_real_engine_reaches_no_record(tmp_path, params):
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///%s" % (tmp_path / "l.sqlite3")))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, password TEXT, "
+                             "api_key TEXT, password_hash TEXT)")
+    rec = reticle._begin_record("%032x" % 4, "POST", "/signup", "127.0.0.1:1", "header", params)
+    token = reticle._current_request().set(rec)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO users (name, password, api_key) VALUES ('bob', 'hunter2-Qx', 'k-9')")
+            conn.exec_driver_sql("UPDATE users SET password_hash = 'pbkdf2$s4lt' WHERE id = 1")
+    finally:
+        reticle._current_request().reset(token)
+    out = json.dumps(reticle._finish_record(rec))
+    assert "hunter2" not in out and "pbkdf2" not in out and "k-9" not in out, out
+    assert ("'bob'" in out) is params, out
+    sql = 'INSERT INTO "app_contact" ("name", "v2") VALUES (%s, %s) RETURNING "app_contact"."id"'
+    assert reticle._sql_write(sql)["sql"] == sql    # placeholders and identifiers survive
+    assert reticle._sql_write("UPDATE t2 SET a = $1, b = :b, c = ? WHERE t2.id = %(id)s")["sql"] == \
+        "UPDATE t2 SET a = $1, b = :b, c = ? WHERE t2.id = %(id)s"
+
+
+@pytest.mark.parametrize("sql, params, keys", [
+    ("UPDATE contact SET name = ? WHERE id = ?", ("x", 3), [3]),
+    ('UPDATE "app_contact" SET "name" = %s WHERE "app_contact"."id" = %s', ["x", 2], [2]),
+    ('DELETE FROM "app_contact" WHERE "app_contact"."id" IN (%s, %s)', [4, 5], [4, 5]),
+    ("update contact set name = 'a and id = 9 ?' where id = 3", None, [3]),          # expanded by sqlite3's trace
+    ("UPDATE contact SET name = 'x?' WHERE contact.id = 'c-1'", None, ["c-1"]),
+    ("UPDATE t SET a = ?, b = 'x?' WHERE owner = ? AND id = ?", [1, 7, 8], [8]),
+    ("UPDATE t SET a = :a WHERE id = :pk", {"a": "secret", "pk": 9}, [9]),
+    ("UPDATE t SET a = $1 WHERE id = $2 AND owner = $3", [1, 7, 8], [7]),
+    ("UPDATE t SET a = ? WHERE id = ? OR 1 = 1", [1, 7], None),
+    ("UPDATE t SET a = ? WHERE name = ?", [1, 7], None),
+    ("UPDATE t SET a = 1 WHERE id = (SELECT max(id) FROM t)", None, None),
+    ("INSERT INTO t (id) VALUES (?)", [1], None),
+])
+def test_a_write_names_its_rows_by_primary_key_and_nothing_else(sql, params, keys):
+    rec = reticle._begin_record("%032x" % 5, "POST", "/x", "127.0.0.1:1", "header")
+    token = reticle._current_request().set(rec)
+    try:
+        reticle._note_statement(sql, 1, 1, True, params)
+    finally:
+        reticle._current_request().reset(token)
+    w = reticle._finish_record(rec)["writes"][0] if rec["writes"] else {}
+    assert w.get("keys") == keys, (sql, w)
+    assert "secret" not in json.dumps(w) and "params" not in w
+
+
+@pytest.mark.parametrize("framework", ("django", "fastapi", "sqlite3"))
+def test_an_update_to_the_wrong_row_is_no_when_the_key_is_asserted(framework, tmp_path, daemon, mcp):
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    renamed = {"kind": "server", "method": "POST", "urlContains": "/rename",
+               "writes": {"table": "contact", "op": "update", "key": 3, "count": 1}}
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(2):
+            out = act(mcp, sid, "Rename contact 3", renamed)
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            assert any("update contact ×1 [key 3]" in line for line in out["server"]), out["server"]
+            out = act(mcp, sid, "Rename contact 3 (wrong row)", renamed)
+            assert out["verified"] == "no", (n, out["because"], out.get("server"))
+            assert "[key 2]" in out["because"], out["because"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
 @pytest.mark.parametrize("pred, contradicted", [
     ({"kind": "text", "contains": "Saved"}, True),
     ({"kind": "net", "urlContains": "/api/boom", "status": 500}, False),   # the failure it asks for
@@ -848,7 +1096,8 @@ def test_a_background_request_that_logs_is_not_the_acts_failure():
               {"t": 1.0, "type": "server.request", "data": logged}]
     text = {"kind": "text", "contains": "Saved"}
     assert len(reticle._server_contradictions(events, text)) == 1
-    known = reticle._Known([], {}, None, "http://127.0.0.1:1", ("POST http://127.0.0.1:1/api/poll",))
+    known = reticle._Known([], {}, None, "http://127.0.0.1:1", ("POST http://127.0.0.1:1/api/poll",),
+                           polled=("POST http://127.0.0.1:1/api/poll",))
     assert reticle._server_contradictions(events, text, known) == []
 
 
