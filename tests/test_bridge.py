@@ -917,7 +917,7 @@ def test_a_held_report_waits_for_the_browser_on_the_daemons_clock():
         now = [0.0]
         store = reticle._EventStore(lambda: now[0])
         admitted, made = [], set()
-        held = reticle._HeldReports(lambda: now[0], store, "s-held", lambda data: data["url"] in made,
+        held = reticle._HeldReports(lambda: now[0], store, "s-held", lambda event, late: event["data"]["url"] in made,
                                     lambda event, size: admitted.append(event["data"]["url"]), lambda: None)
         for url in ("http://127.0.0.1:9/a", "http://127.0.0.1:9/b"):
             held.hold({"t": now[0], "type": "net.request", "data": {"method": "POST", "url": url, "status": 200}}, 10)

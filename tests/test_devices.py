@@ -385,6 +385,150 @@ def test_a_request_the_browser_never_made_cannot_make_yes_and_is_flagged(mcp, ap
     assert "net.unmade" in json.dumps(events), events
 
 
+# Issue 27 #7: pages that make their SDK report a save the browser did not see succeed.
+# (a) URL broken for one path and a fetch input whose URL the SDK reads and whose string the browser
+# sends: the SDK says POST /api/save (relative, unresolved), the browser sends GET /ok.
+FORGE_URL = """<!doctype html><title>forge-url</title><button id="save">Save</button><p id="out"></p>
+<script>
+var U = window.URL;
+window.URL = function (u, b) {
+  if (String(u) === '/api/save') throw new TypeError('no');
+  return b === undefined ? new U(u) : new U(u, b);
+};
+window.URL.prototype = U.prototype;
+document.getElementById('save').addEventListener('click', function () {
+  fetch({url: '/api/save', method: 'POST', toString: function () { return '/ok'; }})
+    .then(function (r) { document.getElementById('out').textContent = 'saved ' + r.status; });
+});
+</script>"""
+
+# (b) Response.prototype.status patched to say "200" (a string) for a real 500.
+FORGE_TYPE = """<!doctype html><title>forge-type</title><button id="save">Save</button><p id="out"></p>
+<script>
+var D = Object.getOwnPropertyDescriptor(Response.prototype, 'status');
+Object.defineProperty(Response.prototype, 'status', {configurable: true, get: function () {
+  var s = D.get.call(this);
+  return s === 500 ? '200' : s;
+}});
+document.getElementById('save').addEventListener('click', function () {
+  fetch('/api/save', {method: 'POST', body: '{}'})
+    .then(function (r) { document.getElementById('out').textContent = 'saved ' + r.status; });
+});
+</script>"""
+
+# (c) One real 200 save, then status patched to say 200 for every later (real 500) one.
+FORGE_LATER = """<!doctype html><title>forge-later</title><button id="save">Save</button><p id="out"></p>
+<script>
+var saves = 0;
+document.getElementById('save').addEventListener('click', function () {
+  fetch('/api/save', {method: 'POST', body: '{}'}).then(function (r) {
+    saves += 1;
+    document.getElementById('out').textContent = 'saved ' + saves;
+    Object.defineProperty(Response.prototype, 'status', {configurable: true, get: function () { return 200; }});
+  });
+});
+</script>"""
+
+# A healthy save whose fetch follows a 303 to the record it made.
+REDIRECTED = """<!doctype html><title>redirected</title><button id="save">Save</button><p id="out"></p>
+<script>
+document.getElementById('save').addEventListener('click', function () {
+  fetch('/api/save?then=303', {method: 'POST', body: '{}'})
+    .then(function (r) { document.getElementById('out').textContent = 'saved ' + r.status; });
+});
+</script>"""
+
+
+class Saver(tornado.web.RequestHandler):
+    """POST /api/save answers the next status of `plan` (500 once it is empty), or 303 to /ok with
+    ?then=303; GET /ok is 200."""
+
+    def initialize(self, plan):
+        self.plan = plan
+
+    def post(self):
+        if self.get_query_argument("then", "") == "303":
+            self.redirect("/ok", status=303)
+            return
+        self.set_status(self.plan.pop(0) if self.plan else 500)
+        self.write({"saved": self.get_status() == 200})
+
+    def get(self):
+        self.write({"ok": True})
+
+
+@pytest.fixture(scope="module")
+def forger():
+    plan = []
+    server = _harness.AppServer([(r"/api/save", Saver, {"plan": plan}), (r"/ok", Saver, {"plan": plan}),
+                                 (r"/url", _harness.TemplatePage, {"template": FORGE_URL, "daemon": ""}),
+                                 (r"/type", _harness.TemplatePage, {"template": FORGE_TYPE, "daemon": ""}),
+                                 (r"/later", _harness.TemplatePage, {"template": FORGE_LATER, "daemon": ""}),
+                                 (r"/redirected", _harness.TemplatePage, {"template": REDIRECTED, "daemon": ""})])
+    server.plan = plan
+    yield server
+    server.close()
+
+
+def save(mcp, sid, until):
+    return mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Save"}, "action": "click",
+                                           "sessionId": sid, "until": until, "timeout_ms": 3000})
+
+
+SAVED_200 = {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}
+SAVED_OK = {"kind": "net", "method": "POST", "urlContains": "/api/save", "ok": True}
+
+
+def test_a_page_that_breaks_url_cannot_pass_off_another_request_as_its_save(mcp, forger):
+    """Issue 27 #7 (a): the SDK reports POST /api/save 200 (a relative URL: the page broke URL for
+    it) while the browser sent GET /ok; the daemon resolves the URL itself and finds no such request."""
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/url"})["sessionId"]
+    res = save(mcp, sid, SAVED_200)
+    assert res["verified"] != "yes", res
+    res = mcp.ok("reticle_assert", {"predicate": SAVED_OK, "sessionId": sid})
+    assert res["verified"] != "yes", res
+    assert any("never made" in i for i in res.get("integrity", [])), res
+    assert "saved 200" in json.dumps(mcp.ok("reticle_snapshot", {"sessionId": sid})), "the forged save never ran"
+
+
+def test_a_status_of_the_wrong_type_is_refused_at_ingest(mcp, forger):
+    """Issue 27 #7 (b): Response.prototype.status says "200" for a real 500: the report is refused
+    as malformed (never read as ok: true) and named under integrity."""
+    del forger.plan[:]
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/type"})["sessionId"]
+    res = save(mcp, sid, SAVED_OK)
+    assert res["verified"] != "yes", res
+    res = mcp.ok("reticle_assert", {"predicate": SAVED_OK, "sessionId": sid})
+    assert res["verified"] != "yes", res
+    assert any("malformed" in i for i in res.get("integrity", [])), res
+    assert "saved 200" in json.dumps(mcp.ok("reticle_snapshot", {"sessionId": sid})), "the page did not forge"
+
+
+def test_one_real_success_does_not_vouch_for_later_failures(mcp, forger):
+    """Issue 27 #7 (c): after one real 200 save (yes), the page makes its SDK say 200 for real 500s;
+    each browser record confirms one report, the browser's status counts, integrity names it."""
+    forger.plan[:] = [200]
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/later"})["sessionId"]
+    assert save(mcp, sid, SAVED_200)["verified"] == "yes"
+    for n in (2, 3):
+        res = save(mcp, sid, SAVED_200)
+        assert res["verified"] != "yes", res
+        assert "saved %d" % n in json.dumps(mcp.ok("reticle_snapshot", {"sessionId": sid}))
+    res = mcp.ok("reticle_assert", {"predicate": SAVED_OK, "sessionId": sid})
+    assert res["verified"] != "yes", res
+    assert any("misreported" in i for i in res.get("integrity", [])), res
+    calls = mcp.ok("reticle_network", {"sessionId": sid, "since": 0})
+    assert [c.get("status") for c in calls["calls"] if "/api/save" in c.get("url", "")] == [200, 500, 500], calls
+
+
+def test_a_fetch_that_follows_a_303_is_still_confirmed(mcp, forger):
+    """A device's record of a fetch that followed a redirect is one chain: the page's report of it
+    (POST, its first URL, the final 200) is confirmed, and the answer is clean."""
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/redirected"})["sessionId"]
+    res = save(mcp, sid, SAVED_200)
+    assert res["verified"] == "yes" and not res.get("integrity"), res
+
+
 def test_dialogs_never_hang_a_device_and_are_named_in_the_answer(mcp, app):
     """Issue 19 #5: an alert on load, a confirm from a click: answered at once (dismissed unless
     the act says accept), named in the answer, and the tab keeps answering."""
