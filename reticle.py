@@ -7501,6 +7501,13 @@ def _cost(obj: Any) -> dict:
 async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                          ctx: "_CallContext") -> dict:
     sessions = [_describe_session(s) for s in hub.bridge.live()]
+    for tab in sessions if ctx.transport != "resource" else ():
+        device = hub.devices.for_session(tab["sessionId"]) if "device" in tab else None
+        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
+            tab["device"]["yours"] = False  # listed, but every call on it is refused (Hub.resolve_tab)
+            tab["device"]["note"] = "another MCP client's device: open your own with reticle_open"
+        elif device is not None:
+            tab["device"]["yours"] = True
     out: Dict[str, Any] = {"sessions": sessions}
     if not sessions:
         out["why"] = hub.bridge.why()
@@ -7941,10 +7948,7 @@ async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "
         await faults.sync(session.id)
         return {"sessionId": session.id, "cleared": gone,
                 "faults": [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]}
-    device = hub.devices.for_session(session.id)
-    if device is not None and device.owner != ctx.session_key:
-        raise ToolError("tab %s is a device another client opened; its faults are its own" % session.id,
-                        "open your own device with reticle_open")
+    device = hub.devices.for_session(session.id)  # another client's device never gets here (Hub.resolve_tab)
     rtype = args["match"].get("resourceType")
     if device is None and rtype and rtype not in _FAULT_SDK_TYPES:
         raise ToolError("tab %s has the script tag, where faults act in the SDK's fetch and XHR wrappers only; "
@@ -8350,7 +8354,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     if args.get("steps"):
         steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
     else:
-        session = await hub.bridge.resolve_soon(hub.default_session(args, ctx))
+        session = await hub.resolve_tab(args, ctx)
         since = args.get("since")
         if since is None:
             since = hub.journeys.saved_at.get(session.id, 0.0)
@@ -8529,7 +8533,8 @@ async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: di
     if device.owner != ctx.session_key:
         raise ToolError("the device of session %s belongs to another client; only the client that opened it "
                         "may close it (it closes by itself after %d s of that client's silence)"
-                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId")
+                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
+                        code="device_not_yours")
     await hub.devices.close(device, "reticle_close")
     return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
 
@@ -8546,9 +8551,7 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
     """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
     at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
     `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
-    sid = args.get("sessionId")
-    own = hub.devices.owned_by(ctx.session_key)
-    session = await hub.bridge.resolve_soon(sid or (own.session_id if own is not None else None))
+    session = await hub.resolve_tab(args, ctx)
     device = session.device
     if device is None or device.closed:
         raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
@@ -11588,6 +11591,21 @@ class Hub:
         own = self.devices.owned_by(ctx.session_key)
         return own.session_id if own is not None and own.ready and not own.closed else None
 
+    async def resolve_tab(self, args: dict, ctx: _CallContext) -> "_BrowserSession":
+        """The tab a call means (default_session, resolved by the bridge), refused when it is a
+        device another client opened: a device belongs to the client that opened it (its session
+        key: the Mcp-Session-Id of Streamable HTTP and of each `reticle mcp` proxy, the stream of
+        SSE), as its close and its faults do; one the CLI opened (`reticle drive`) is anyone's."""
+        session = await self.bridge.resolve_soon(self.default_session(args, ctx))
+        device = self.devices.for_session(session.id)
+        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
+            raise ToolError("tab %s is a device another MCP client opened; only that client may act on it, read it, "
+                            "navigate it, take its screenshots or save its flows (its pages carry that client's "
+                            "cookies)" % session.id,
+                            "open your own device with reticle_open {url} (it answers your sessionId), or name "
+                            "a tab of yours in sessionId", code="device_not_yours")
+        return session
+
     # -- MCP ----------------------------------------------------------------------
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         """Run one tool and return its MCP tool result; a ToolError, an unknown name or a crash is an
@@ -11598,7 +11616,7 @@ class Hub:
                                  "recovery": "call one of: %s" % ", ".join(self.registry.names())}, True)
         self.devices.touch(ctx.session_key)
         try:
-            session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
+            session = await self.resolve_tab(args, ctx) if tool.needs_session else None
             budget = args.get("timeout_ms") if isinstance(args, dict) else None
             token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
                                        not isinstance(budget, bool) and budget > 0 else None)
