@@ -2903,17 +2903,23 @@ def _browser_values(data: dict, chain: dict, url: str) -> str:
     of it (`chain`, _NetRecord) saw: the URL as the daemon resolved it, the final status (0 when it
     failed, with the browser's error), `ok` from that status, and whether it was redirected.  ->
     what the page said that the browser contradicts ("" for nothing).  The 304 of a revalidation
-    is the 200 a page sees; a page that saw no status (a beacon, an opaque answer) contradicts none."""
+    is the 200 a page sees.  A call whose answer never reached the page (a beacon, an opaque
+    answer) keeps the status it reported (0) and contradicts nothing; it is not ok when the
+    browser's record says it failed or was answered 400 or more."""
     said, status, failed = data.get("status"), chain["status"] or 0, chain["error"] is not None
     if status == 304 and said == 200:
         status = 200
     ok = not failed and 200 <= status < 400
+    unseen = not said and (data.get("oneWay") or data.get("opaque"))  # no status reached the page
     wrong = ""
     if isinstance(said, int) and said > 0 and said != status:
         wrong = "status %d" % said
-    elif data.get("ok") is True and not ok and not data.get("oneWay"):
+    elif data.get("ok") is True and not ok and not unseen:
         wrong = "ok"
-    data.update(url=url, status=status, ok=ok)
+    if unseen:  # it stays a call the page saw no answer to, failed when the browser says so
+        data.update(url=url, ok=data.get("ok") if ok else False)
+    else:
+        data.update(url=url, status=status, ok=ok)
     if chain["redirects"]:
         data["redirected"] = True
     if failed and not data.get("error"):
@@ -7506,8 +7512,6 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
         if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
             tab["device"]["yours"] = False  # listed, but every call on it is refused (Hub.resolve_tab)
             tab["device"]["note"] = "another MCP client's device: open your own with reticle_open"
-        elif device is not None:
-            tab["device"]["yours"] = True
     out: Dict[str, Any] = {"sessions": sessions}
     if not sessions:
         out["why"] = hub.bridge.why()

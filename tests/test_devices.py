@@ -201,8 +201,9 @@ def app():
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     # Chromium resolves the staging host name to this machine's fixture server.
+    # 4 x 8 starts for all clients together cover this module's devices (the budget's tests have daemons of their own)
     d = _harness.Daemon(tmp_path_factory.mktemp("devices") / "state", env={
-        "RETICLE_BROWSER_ARGS": '--host-resolver-rules="MAP %s 127.0.0.1"' % STAGING})
+        "RETICLE_BROWSER_ARGS": '--host-resolver-rules="MAP %s 127.0.0.1"' % STAGING, "RETICLE_DEVICE_BUDGET": "8/600"})
     yield d
     d.close()
 
@@ -387,7 +388,7 @@ def test_a_device_belongs_to_the_client_that_opened_it(daemon, mcp, app):
         tab = [t for t in mcp.ok("reticle_sessions")["sessions"] if t["sessionId"] == sid][0]
         assert tab["device"]["yours"] is False and "reticle_open" in tab["device"]["note"], tab
         tab = [t for t in owner.ok("reticle_sessions")["sessions"] if t["sessionId"] == sid][0]
-        assert tab["device"]["yours"] is True and tab["url"].endswith("/plain"), tab
+        assert "yours" not in tab["device"] and tab["url"].endswith("/plain"), tab
         # its own client still drives it, with no sessionId too
         res = owner.ok("reticle_act_and_wait", dict(click, until={"kind": "net", "method": "POST",
                                                                   "urlContains": "/api/send", "status": 201}))
