@@ -1366,6 +1366,21 @@ def _malformed_call(data: dict) -> str:
     return ""
 
 
+def _refused_report(store: "_EventStore", tab_id: str, data: dict, now: float) -> dict:
+    """A reported request whose verdict fields have the wrong type (_malformed_call) is refused: not
+    stored, counted in `store` as the blind spot `malformed-request` (named under integrity).  ->
+    the blind-spot event (at `now`) that says what was wrong, to keep in its place."""
+    problem = _malformed_call(data)
+    label = "%s %s" % (_short(str(data.get("method") or "GET"), 16),
+                       _net_key_url(data.get("url")) or _short(str(data.get("url")).split("?")[0], 200))
+    store.note_blind_spot("malformed-request", 1, label)
+    _emit(_bridge_log, logging.WARNING, "request_malformed", sessionId=tab_id, request=_short(label, 200),
+          problem=problem)
+    return {"t": now, "type": "blind-spot", "data": {
+        "reason": "malformed-request", "count": 1,
+        "detail": _short("the page reported %s with %s; the report was refused" % (label, problem), 300)}}
+
+
 class _PlainFrame(NamedTuple):
     """What _plain_frame reads of a plain frame, field by field over all its events."""
     types: List[str]
@@ -1967,6 +1982,17 @@ class _HeldReports:
                 break
         self._wake()
 
+    def misreported(self, data: dict, said: str) -> None:
+        """A report the browser confirmed with values of its own (`data` has them now; the page `said`
+        otherwise): counted as the blind spot `request-misreported`, which the verdict names."""
+        label = "%s %s" % (data.get("method") or "GET", _net_key_url(data.get("url")) or _short(data.get("url"), 200))
+        detail = "the page reported %s with %s; the browser's values count" % (label, said)
+        self._store.add({"t": self._clock(), "type": "blind-spot", "data": {
+            "reason": "request-misreported", "count": 1, "detail": _short(detail, 300)}}, 64)
+        self._store.note_blind_spot("request-misreported", 1, label)
+        _emit(_bridge_log, logging.WARNING, "request_misreported", sessionId=self._tab_id, request=_short(label, 200),
+              said=_short(said, 80))
+
     def _refuse(self, item: Tuple[float, dict, int]) -> None:
         """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
         counted as the blind spot `request-not-made`."""
@@ -2308,12 +2334,10 @@ class _BrowserSession(_TabState):
             data = raw.get("data")
             if data.__class__ is not dict and not isinstance(data, dict):
                 data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
-            if etype == "net.request":
-                refused = self._refuse_malformed(data, now + index * 0.001)
-                if refused is not None:
-                    keep(refused)
-                    keep_size(64)
-                    continue
+            if etype == "net.request" and _malformed_call(data):  # refused, a blind spot in its place
+                keep(_refused_report(self.store, self.id, data, now + index * 0.001))
+                keep_size(64)
+                continue
             value = raw.get("documentId")
             has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
             if not has_doc and value is not None and isinstance(value, str):
@@ -2346,22 +2370,6 @@ class _BrowserSession(_TabState):
         if dropped:
             self._window_sampled += dropped
             self.store.note_sampled(dropped, now)
-
-    def _refuse_malformed(self, data: dict, now: float) -> Optional[dict]:
-        """A reported request whose verdict fields have the wrong type (_malformed_call) is refused:
-        not stored, counted as the blind spot `malformed-request` (named under integrity).  -> the
-        blind-spot event (at `now`) that says what was wrong, to keep in its place, or None."""
-        problem = _malformed_call(data)
-        if not problem:
-            return None
-        label = "%s %s" % (_short(str(data.get("method") or "GET"), 16),
-                           _net_key_url(data.get("url")) or _short(str(data.get("url")).split("?")[0], 200))
-        self.store.note_blind_spot("malformed-request", 1, label)
-        _emit(_bridge_log, logging.WARNING, "request_malformed", sessionId=self.id, request=_short(label, 200),
-              problem=problem)
-        return {"t": now, "type": "blind-spot", "data": {
-            "reason": "malformed-request", "count": 1,
-            "detail": _short("the page reported %s with %s; the report was refused" % (label, problem), 300)}}
 
     def _ingest_plain(self, events: List[Any], now: float, frame_bytes: int, cap: int) -> bool:
         """The frame path's common case, the frame taken whole in a few passes instead of a loop of checks
@@ -2421,28 +2429,12 @@ class _BrowserSession(_TabState):
 
     # -- what a kept event teaches the tab ------------------------------------
     def _browser_made(self, event: dict, late: bool) -> bool:
-        """Did the tab's device's browser make the request a page report names?  If so, the report
-        now says what the browser saw (its method, URL and status: _NetRecord.claim spent the
-        browser's record of it), and where the page said otherwise, the tab counts the blind spot
-        `request-misreported`, which the verdict names under integrity."""
-        device = self.device
-        if not isinstance(device, _Device):
-            return False
-        data = event["data"]
-        chain = device.net.claim(data, late)
-        if chain is None:
-            return False
-        said = _browser_values(data, chain, device.net.resolve(data.get("url")))
+        """Did the tab's device's browser make the request a page report names?  If so, the report now
+        says what the browser saw (_NetRecord.confirm), and a page that said otherwise is named."""
+        said = self.device.net.confirm(event["data"], late) if isinstance(self.device, _Device) else None
         if said:
-            label = "%s %s" % (data["method"], _net_key_url(data["url"]) or _short(data["url"], 200))
-            detail = "the page reported %s as %s; the browser's record says %s, which is what counts" % (
-                label, said, "it failed (%s)" % chain["error"] if chain["error"] else chain["status"])
-            self.store.add({"t": self.clock(), "type": "blind-spot", "data": {
-                "reason": "request-misreported", "count": 1, "detail": _short(detail, 300)}}, 64)
-            self.store.note_blind_spot("request-misreported", 1, label)
-            _emit(_bridge_log, logging.WARNING, "request_misreported", sessionId=self.id, request=_short(label, 200),
-                  said=_short(said, 80))
-        return True
+            self.held.misreported(event["data"], said)
+        return said is not None
 
     def _admit(self, event: dict, size: int) -> None:
         """A held report the browser confirmed joins the store as of now (_HeldReports.release)."""
@@ -2913,9 +2905,9 @@ def _browser_values(data: dict, chain: dict, url: str) -> str:
     unseen = not said and (data.get("oneWay") or data.get("opaque"))  # no status reached the page
     wrong = ""
     if isinstance(said, int) and said > 0 and said != status:
-        wrong = "status %d" % said
+        wrong = "status %d, where the browser's record says %s" % (said, chain["error"] or status)
     elif data.get("ok") is True and not ok and not unseen:
-        wrong = "ok"
+        wrong = "ok: true, where the browser's record says %s" % (chain["error"] or status)
     if unseen:  # it stays a call the page saw no answer to, failed when the browser says so
         data.update(url=url, ok=data.get("ok") if ok else False)
     else:
@@ -3346,6 +3338,13 @@ class _NetRecord:
             return None  # the one it names may still be under way
         chain["used"] = True
         return chain
+
+    def confirm(self, data: dict, late: bool) -> Optional[str]:
+        """A page's report (`data` of a net.request) confirmed by the chain it claims (claim), made to
+        say what the browser saw (_browser_values) -> what the page said otherwise ("" for nothing),
+        or None: no chain of the browser's record confirms it (yet)."""
+        chain = self.claim(data, late)
+        return None if chain is None else _browser_values(data, chain, self.resolve(data.get("url")))
 
     def resolve(self, url: Any) -> str:
         """A URL a page reported, resolved against the main frame's URL by the daemon (a page can
