@@ -3322,8 +3322,10 @@ class _NetRecord:
         chain's; of the finished chains not yet spent, the first whose status the report says
         wins, else (once no chain of that request is still under way, or `late`) the first."""
         method = str(data.get("method") or "GET").upper()
-        key = _confirm_key(self.resolve(data.get("url")))
-        chains = [c for c in self.by_key.get((method, key), ()) if not c["used"]] if key else []
+        key = (method, _confirm_key(self.resolve(data.get("url"))))
+        chains = [c for c in self.by_key.get(key, ()) if not c["used"]] if key[1] else []
+        if chains:
+            self.by_key[key] = chains  # the spent and the forgotten go
         done = [c for c in chains if c["done"]]
         if not done:
             return None
