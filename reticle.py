@@ -1350,8 +1350,8 @@ _OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.w
 def _malformed_call(data: dict) -> str:
     """What is wrong with the fields of a reported request (`data` of a net.request) that decide a
     verdict, or "": a status is an integer from 0 to 999 or absent (a pending or failed request),
-    `ok` a boolean or absent and, with a status of 1 or more, the one that status gives (200-399),
-    a method and a URL strings or absent.  A page can patch what its SDK reads (a status that
+    `ok` a boolean or absent and, with a status of 1 or more, the one that status gives (200-399)
+    (with none, true only for a one-way beacon), a method and a URL strings or absent.  A page can patch what its SDK reads (a status that
     returns "200"): such a report is refused, not read."""
     status, ok = data.get("status"), data.get("ok")
     if status is not None and (status.__class__ is not int or not 0 <= status <= 999):
@@ -1360,6 +1360,8 @@ def _malformed_call(data: dict) -> str:
         return "ok %s is not a boolean" % _short(_dumps(ok), 40)
     if ok is not None and status and ok is not (200 <= status < 400):
         return "ok %s contradicts status %d" % (_dumps(ok), status)
+    if ok is True and not status and data.get("oneWay") is not True:  # only a beacon is ok with no answer
+        return "ok true with no status"
     for name in ("method", "url"):
         if data.get(name) is not None and not isinstance(data[name], str):
             return "%s is not a string" % name
