@@ -1351,8 +1351,8 @@ def _malformed_call(data: dict) -> str:
     """What is wrong with the fields of a reported request (`data` of a net.request) that decide a
     verdict, or "": a status is an integer from 0 to 999 or absent (a pending or failed request),
     `ok` a boolean or absent and, with a status of 1 or more, the one that status gives (200-399)
-    (with none, true only for a one-way beacon), a method and a URL strings or absent.  A page can patch what its SDK reads (a status that
-    returns "200"): such a report is refused, not read."""
+    (with none, true only for a one-way beacon), a method and a URL strings or absent.  A page can
+    patch what its SDK reads (a status that returns "200"): such a report is refused, not read."""
     status, ok = data.get("status"), data.get("ok")
     if status is not None and (status.__class__ is not int or not 0 <= status <= 999):
         return "status %s is not an integer from 0 to 999" % _short(_dumps(status), 40)
