@@ -7510,7 +7510,7 @@ def _cost(obj: Any) -> dict:
 async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                          ctx: "_CallContext") -> dict:
     sessions = [_describe_session(s) for s in hub.bridge.live()]
-    for tab in sessions if ctx.transport != "resource" else ():
+    for tab in sessions if ctx is not None and ctx.transport != "resource" else ():
         device = hub.devices.for_session(tab["sessionId"]) if "device" in tab else None
         if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
             tab["device"]["yours"] = False  # listed, but every call on it is refused (Hub.resolve_tab)
