@@ -2413,12 +2413,11 @@ class _BrowserSession(_TabState):
 
     # -- a device's page reports, checked against the browser's own record -----------------
     def _must_confirm(self, event: dict) -> bool:
-        """In a device, a request the page reports (fetch, XHR, beacon) counts only once the
-        browser's network record shows it, and then as the browser says it (_browser_made): a
+        """In a device, a request the page reports (fetch, XHR, beacon, a document load) counts only
+        once the browser's network record shows it, and then as the browser says it (_browser_made): a
         page script can forge an event into its SDK's socket, but not make the browser have made
         the request, nor change what the browser saw of it."""
-        if not isinstance(self.device, _Device) or event["type"] != "net.request" or \
-                event["data"].get("initiator") == "document":
+        if not isinstance(self.device, _Device) or event["type"] != "net.request":
             return False
         return bool(self.held) or not self._browser_made(event, False)  # a held one first: the page's order
 
@@ -2901,6 +2900,9 @@ def _browser_values(data: dict, chain: dict, url: str) -> str:
     answer) keeps the status it reported (0) and contradicts nothing; it is not ok when the
     browser's record says it failed or was answered 400 or more."""
     said, status, failed = data.get("status"), chain["status"] or 0, chain["error"] is not None
+    if data.get("initiator") == "document" and (chain["redirects"] or data.get("redirected") or said is None):
+        data["url"] = url  # a load redirected: its status stays hidden (_TabState._observe), as the page saw
+        return ""
     if status == 304 and said == 200:
         status = 200
     ok = not failed and 200 <= status < 400
@@ -3284,13 +3286,15 @@ class _NetRecord:
             hop = (str(request.get("method") or "GET").upper(), _confirm_key(request.get("url")))
             if chain is None or not isinstance(params.get("redirectResponse"), dict):
                 chain = {"method": hop[0], "url": hop[1], "status": None, "done": False, "used": False,
-                         "error": None, "redirects": 0}
+                         "error": None, "redirects": 0, "hops": [hop], "document":
+                         params.get("type") == "Document" and params.get("frameId") == self.device.target}
                 self.chains[rid] = chain
                 self.chains.move_to_end(rid)
                 while len(self.chains) > NET_RECORD_MAX:
                     self.chains.popitem(last=False)[1]["used"] = True  # forgotten: it confirms nothing more
             else:
                 chain["redirects"] += 1
+                chain["hops"].append(hop)
             self.by_key.setdefault(hop, []).append(chain)
             if len(self.by_key) > 2 * NET_RECORD_MAX or len(self.by_key[hop]) > NET_RECORD_MAX:
                 self._prune()
@@ -3323,6 +3327,8 @@ class _NetRecord:
         None.  Its method and URL (resolved against the document's URL here) must be the
         chain's; of the finished chains not yet spent, the first whose status the report says
         wins, else (once no chain of that request is still under way, or `late`) the first."""
+        if data.get("initiator") == "document":
+            return self._claim_document(data)
         method = str(data.get("method") or "GET").upper()
         key = (method, _confirm_key(self.resolve(data.get("url"))))
         chains = [c for c in self.by_key.get(key, ()) if not c["used"]] if key[1] else []
@@ -3342,6 +3348,18 @@ class _NetRecord:
             return None  # the one it names may still be under way
         chain["used"] = True
         return chain
+
+    def _claim_document(self, data: dict) -> Optional[dict]:
+        """The main frame's load that a page's document report names, now spent, or None: the newest
+        finished one not yet spent with a hop at the report's URL (and method, when the page knew it)."""
+        method = data.get("method") if data.get("methodKnown") and isinstance(data.get("method"), str) else None
+        key = _confirm_key(self.resolve(data.get("url")))
+        for chain in reversed(self.chains.values()) if key else ():
+            if chain["document"] and chain["done"] and not chain["used"] and any(
+                    url == key and (method is None or m == method.upper()) for m, url in chain["hops"]):
+                chain["used"] = True
+                return chain
+        return None
 
     def confirm(self, data: dict, late: bool) -> Optional[str]:
         """A page's report (`data` of a net.request) confirmed by the chain it claims (claim), made to
