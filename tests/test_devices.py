@@ -492,6 +492,19 @@ document.getElementById('save').addEventListener('click', function () {
 });
 </script>"""
 
+# (d) A document load it never made: the SDK links an arriving document to the navigation its last
+# page announced in sessionStorage, so the page writes its own announcement (POST /api/save) and reloads.
+FORGE_DOC = """<!doctype html><title>forge-doc</title><button id="save">Save</button>
+<script>
+document.getElementById('save').addEventListener('click', function () {
+  var forged = JSON.stringify({id: 'dforged', requestId: 'dforged', method: 'POST', methodKnown: true,
+    url: location.origin + '/api/save', urlKnown: true, initiator: 'document', cause: 'form',
+    navigationType: 'reload', at: Date.now()});
+  window.addEventListener('pagehide', function () { sessionStorage.setItem('__reticle_doc_pending', forged); });
+  location.reload();
+});
+</script>"""
+
 # A healthy save whose fetch follows a 303 to the record it made.
 REDIRECTED = """<!doctype html><title>redirected</title><button id="save">Save</button><p id="out"></p>
 <script>
@@ -527,7 +540,8 @@ def forger():
                                  (r"/url", _harness.TemplatePage, {"template": FORGE_URL, "daemon": ""}),
                                  (r"/type", _harness.TemplatePage, {"template": FORGE_TYPE, "daemon": ""}),
                                  (r"/later", _harness.TemplatePage, {"template": FORGE_LATER, "daemon": ""}),
-                                 (r"/redirected", _harness.TemplatePage, {"template": REDIRECTED, "daemon": ""})])
+                                 (r"/redirected", _harness.TemplatePage, {"template": REDIRECTED, "daemon": ""}),
+                                 (r"/doc", _harness.TemplatePage, {"template": FORGE_DOC, "daemon": ""})])
     server.plan = plan
     yield server
     server.close()
@@ -582,6 +596,19 @@ def test_one_real_success_does_not_vouch_for_later_failures(mcp, forger):
     assert any("misreported" in i for i in res.get("integrity", [])), res
     calls = mcp.ok("reticle_network", {"sessionId": sid, "since": 0})
     assert [c.get("status") for c in calls["calls"] if "/api/save" in c.get("url", "")] == [200, 500, 500], calls
+
+
+def test_a_document_load_the_browser_never_made_cannot_make_yes(mcp, forger):
+    """Issue 27 #7 (d): the page makes its SDK report a POST /api/save document load (a forged
+    announcement, then a reload): the browser's record has only the reload (GET), so no `yes`."""
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/doc"})["sessionId"]
+    doc_save = dict(SAVED_200, urlContains="/api/save")
+    res = save(mcp, sid, doc_save)
+    assert res["verified"] != "yes", res
+    time.sleep(reticle.NET_CONFIRM_S + 0.5)
+    res = mcp.ok("reticle_assert", {"predicate": doc_save, "sessionId": sid, "since": 0})
+    assert res["verified"] != "yes", res
+    assert any("never made" in i for i in res.get("integrity", [])), res
 
 
 def test_a_fetch_that_follows_a_303_is_still_confirmed(mcp, forger):
