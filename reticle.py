@@ -1351,6 +1351,42 @@ _OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.w
                              "blind-spot"))
 
 
+def _malformed_call(data: dict) -> str:
+    """What is wrong with the fields of a reported request (`data` of a net.request) that decide a
+    verdict, or "": a status is an integer from 0 to 999 or absent (a pending or failed request),
+    `ok` a boolean or absent and, with a status of 1 or more, the one that status gives (200-399)
+    (with none, true only for a one-way beacon), a method and a URL strings or absent.  A page can
+    patch what its SDK reads (a status that returns "200"): such a report is refused, not read."""
+    status, ok = data.get("status"), data.get("ok")
+    if status is not None and (status.__class__ is not int or not 0 <= status <= 999):
+        return "status %s is not an integer from 0 to 999" % _short(_dumps(status), 40)
+    if ok is not None and ok.__class__ is not bool:
+        return "ok %s is not a boolean" % _short(_dumps(ok), 40)
+    if ok is not None and status and ok is not (200 <= status < 400):
+        return "ok %s contradicts status %d" % (_dumps(ok), status)
+    if ok is True and not status and data.get("oneWay") is not True:  # only a beacon is ok with no answer
+        return "ok true with no status"
+    for name in ("method", "url"):
+        if data.get(name) is not None and not isinstance(data[name], str):
+            return "%s is not a string" % name
+    return ""
+
+
+def _refused_report(store: "_EventStore", tab_id: str, data: dict, now: float) -> dict:
+    """A reported request whose verdict fields have the wrong type (_malformed_call) is refused: not
+    stored, counted in `store` as the blind spot `malformed-request` (named under integrity).  ->
+    the blind-spot event (at `now`) that says what was wrong, to keep in its place."""
+    problem = _malformed_call(data)
+    label = "%s %s" % (_short(str(data.get("method") or "GET"), 16),
+                       _net_key_url(data.get("url")) or _short(str(data.get("url")).split("?")[0], 200))
+    store.note_blind_spot("malformed-request", 1, label)
+    _emit(_bridge_log, logging.WARNING, "request_malformed", sessionId=tab_id, request=_short(label, 200),
+          problem=problem)
+    return {"t": now, "type": "blind-spot", "data": {
+        "reason": "malformed-request", "count": 1,
+        "detail": _short("the page reported %s with %s; the report was refused" % (label, problem), 300)}}
+
+
 class _PlainFrame(NamedTuple):
     """What _plain_frame reads of a plain frame, field by field over all its events."""
     types: List[str]
@@ -1909,11 +1945,12 @@ class _HeldReports:
     `request-not-made`, which the verdict names under integrity."""
 
     def __init__(self, clock: Callable[[], float], store: _EventStore, tab_id: str,
-                 made: Callable[[dict], bool], admit: Callable[[dict, int], None], wake: Callable[[], None]) -> None:
+                 made: Callable[[dict, bool], bool], admit: Callable[[dict, int], None],
+                 wake: Callable[[], None]) -> None:
         self._clock = clock
         self._store = store
         self._tab_id = tab_id
-        self._made = made          # did the browser make the request this report's data names?
+        self._made = made          # did the browser make the request this report names (late: its deadline passed)?
         self._admit = admit
         self._wake = wake
         self.items: List[Tuple[float, dict, int]] = []  # (deadline, event, size)
@@ -1943,7 +1980,7 @@ class _HeldReports:
         now = self._clock()
         while self.items:
             deadline, event, size = self.items[0]
-            if self._made(event["data"]):
+            if self._made(event, not confirmed_only and now >= deadline):
                 self.items.pop(0)
                 self._admit(event, size)
             elif not confirmed_only and now >= deadline:
@@ -1951,6 +1988,17 @@ class _HeldReports:
             else:
                 break
         self._wake()
+
+    def misreported(self, data: dict, said: str) -> None:
+        """A report the browser confirmed with values of its own (`data` has them now; the page `said`
+        otherwise): counted as the blind spot `request-misreported`, which the verdict names."""
+        label = "%s %s" % (data.get("method") or "GET", _net_key_url(data.get("url")) or _short(data.get("url"), 200))
+        detail = "the page reported %s with %s; the browser's values count" % (label, said)
+        self._store.add({"t": self._clock(), "type": "blind-spot", "data": {
+            "reason": "request-misreported", "count": 1, "detail": _short(detail, 300)}}, 64)
+        self._store.note_blind_spot("request-misreported", 1, label)
+        _emit(_bridge_log, logging.WARNING, "request_misreported", sessionId=self._tab_id, request=_short(label, 200),
+              said=_short(said, 80))
 
     def _refuse(self, item: Tuple[float, dict, int]) -> None:
         """A report the browser never confirmed: kept as `net.unmade` (no net predicate reads it) and
@@ -1960,7 +2008,9 @@ class _HeldReports:
         event["type"] = "net.unmade"
         event["t"] = self._clock()
         self._store.add(event, size)
-        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(data.get("url")), data.get("status"))
+        url = data.get("url")
+        label = "%s %s → %s" % (data.get("method") or "GET", _net_key_url(url) or _short(str(url).split("?")[0], 200),
+                                data.get("status"))
         self._store.add({"t": self._clock(), "type": "blind-spot", "data": {
             "reason": "request-not-made", "count": 1,
             "detail": "the page reported %s, which the browser never made" % _short(label, 200)}}, 64)
@@ -2291,6 +2341,10 @@ class _BrowserSession(_TabState):
             data = raw.get("data")
             if data.__class__ is not dict and not isinstance(data, dict):
                 data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
+            if etype == "net.request" and _malformed_call(data):  # refused, a blind spot in its place
+                keep(_refused_report(self.store, self.id, data, now + index * 0.001))
+                keep_size(64)
+                continue
             value = raw.get("documentId")
             has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
             if not has_doc and value is not None and isinstance(value, str):
@@ -2334,8 +2388,9 @@ class _BrowserSession(_TabState):
         if plain is None or self.health.dialog_open is not None or self._window_high + plain.high > cap or \
                 self._window_count + n - plain.high > cap:
             return False
-        if "net.request" in plain.counts and self.device is not None:  # a device confirms what its page reports
-            return False
+        if "net.request" in plain.counts and (self.device is not None or any(
+                _malformed_call(d) for t, d in zip(plain.types, plain.datas) if t == "net.request")):
+            return False  # a device confirms what its page reports; a malformed report is refused one by one
         self._window_high += plain.high
         self._window_count += n - plain.high
         if self.arriving is not None and plain.doc == self.arriving[0]:
@@ -2363,15 +2418,13 @@ class _BrowserSession(_TabState):
 
     # -- a device's page reports, checked against the browser's own record -----------------
     def _must_confirm(self, event: dict) -> bool:
-        """In a device, a request the page reports (fetch, XHR, beacon) counts only once the
-        browser's network record shows it: a page script can forge an event into its SDK's
-        socket, but not make the browser have made the request."""
-        if not isinstance(self.device, _Device) or event["type"] != "net.request" or \
-                event["data"].get("initiator") == "document":
+        """In a device, a request the page reports (fetch, XHR, beacon, a document load) counts only
+        once the browser's network record shows it, and then as the browser says it (_browser_made): a
+        page script can forge an event into its SDK's socket, but not make the browser have made
+        the request, nor change what the browser saw of it."""
+        if not isinstance(self.device, _Device) or event["type"] != "net.request":
             return False
-        if not _net_key_url(event["data"].get("url")).startswith("http"):
-            return False
-        return not self.device.made_request(event["data"]) or bool(self.held)  # keep the page's order
+        return bool(self.held) or not self._browser_made(event, False)  # a held one first: the page's order
 
     def _hold(self, event: dict, size: int) -> None:
         self.held.hold(event, size)
@@ -2381,9 +2434,13 @@ class _BrowserSession(_TabState):
         self.held.release(confirmed_only)
 
     # -- what a kept event teaches the tab ------------------------------------
-    def _browser_made(self, data: dict) -> bool:
-        """Did the tab's device's browser make the request a page report names?"""
-        return isinstance(self.device, _Device) and self.device.made_request(data)
+    def _browser_made(self, event: dict, late: bool) -> bool:
+        """Did the tab's device's browser make the request a page report names?  If so, the report now
+        says what the browser saw (_NetRecord.confirm), and a page that said otherwise is named."""
+        said = self.device.net.confirm(event["data"], late) if isinstance(self.device, _Device) else None
+        if said:
+            self.held.misreported(event["data"], said)
+        return said is not None
 
     def _admit(self, event: dict, size: int) -> None:
         """A held report the browser confirmed joins the store as of now (_HeldReports.release)."""
@@ -2831,6 +2888,52 @@ def _net_key_url(url: Any) -> str:
                             parts.path or "/")
 
 
+def _confirm_key(url: Any) -> str:
+    """The key a device's page report and the browser's record are matched on: the URL as
+    _net_key_url says it, or for a URL with no host (data:, blob:) its scheme alone; "" for
+    none (a relative URL, garbage), which matches nothing."""
+    key = _net_key_url(url)
+    if key or not isinstance(url, str):
+        return key
+    try:
+        scheme = urllib.parse.urlsplit(url).scheme.lower()
+    except ValueError:
+        return ""
+    return scheme + ":" if scheme else ""
+
+
+def _browser_values(data: dict, chain: dict, url: str) -> str:
+    """A page's report of a request (`data` of a net.request) made to say what the browser's record
+    of it (`chain`, _NetRecord) saw: the URL as the daemon resolved it, the final status (0 when it
+    failed, with the browser's error), `ok` from that status, and whether it was redirected.  ->
+    what the page said that the browser contradicts ("" for nothing).  The 304 of a revalidation
+    is the 200 a page sees.  A call whose answer never reached the page (a beacon, an opaque
+    answer) keeps the status it reported (0) and contradicts nothing; it is not ok when the
+    browser's record says it failed or was answered 400 or more."""
+    said, status, failed = data.get("status"), chain["status"] or 0, chain["error"] is not None
+    if data.get("initiator") == "document" and (chain["redirects"] or data.get("redirected") or said is None):
+        data["url"] = url  # a load redirected: its status stays hidden (_TabState._observe), as the page saw
+        return ""
+    if status == 304 and said == 200:
+        status = 200
+    ok = not failed and 200 <= status < 400
+    unseen = not said and (data.get("oneWay") or data.get("opaque"))  # no status reached the page
+    wrong = ""
+    if isinstance(said, int) and said > 0 and said != status:
+        wrong = "status %d, where the browser's record says %s" % (said, chain["error"] or status)
+    elif data.get("ok") is True and not ok and not unseen:
+        wrong = "ok: true, where the browser's record says %s" % (chain["error"] or status)
+    if unseen:  # it stays a call the page saw no answer to, failed when the browser says so
+        data.update(url=url, ok=data.get("ok") if ok else False)
+    else:
+        data.update(url=url, status=status, ok=ok)
+    if chain["redirects"]:
+        data["redirected"] = True
+    if failed and not data.get("error"):
+        data["error"] = chain["error"]
+    return wrong
+
+
 def _browser_install_hint() -> str:
     if sys.platform == "darwin":
         return "install Google Chrome (https://www.google.com/chrome/) or `brew install --cask chromium`"
@@ -3167,12 +3270,17 @@ class _RelayTickets:
 
 class _NetRecord:
     """The browser's own record (CDP Network) of the requests a device's page made, against which
-    the page's reports are checked, and the main frame's document loads it tells the tab of."""
+    the page's reports are checked, and the main frame's document loads it tells the tab of.
+
+    Each CDP request is one chain: the request, the redirects it followed and how it ended (the
+    final status, or failed).  A page's report claims one finished chain of the same method and
+    URL (the URL resolved by the daemon against the document's URL, never by the page), and a
+    chain confirms one report only: one real 200 cannot vouch for a later report."""
 
     def __init__(self, device: "_Device") -> None:
         self.device = device
-        self.seen: collections.deque = collections.deque(maxlen=NET_RECORD_MAX)  # (METHOD, url, status)
-        self._methods: "collections.OrderedDict[str, str]" = collections.OrderedDict()
+        self.chains: "collections.OrderedDict[str, dict]" = collections.OrderedDict()  # CDP requestId -> chain
+        self.by_key: Dict[Tuple[str, str], List[dict]] = {}  # (METHOD, key URL) of each hop -> its chains, in order
 
     def _session(self) -> Optional["_BrowserSession"]:
         return self.device.manager.hub.bridge.sessions.get(self.device.session_id)
@@ -3183,44 +3291,102 @@ class _NetRecord:
         rid = str(params.get("requestId", ""))
         if params.get("type") == "Document" and params.get("frameId") == self.device.target:
             self._on_document(method, rid, params)
+        chain = self.chains.get(rid)
         if method == "Network.requestWillBeSent":
             request = params.get("request") or {}
-            redirect = params.get("redirectResponse")
-            if isinstance(redirect, dict):
-                self.seen.append((self._methods.get(rid, "GET"), _net_key_url(redirect.get("url")),
-                                  redirect.get("status")))
-            self._methods[rid] = str(request.get("method") or "GET").upper()
-            while len(self._methods) > NET_RECORD_MAX:
-                self._methods.popitem(last=False)
+            hop = (str(request.get("method") or "GET").upper(), _confirm_key(request.get("url")))
+            if chain is None or not isinstance(params.get("redirectResponse"), dict):
+                chain = {"method": hop[0], "url": hop[1], "status": None, "done": False, "used": False,
+                         "error": None, "redirects": 0, "hops": [hop], "document":
+                         params.get("type") == "Document" and params.get("frameId") == self.device.target}
+                self.chains[rid] = chain
+                self.chains.move_to_end(rid)
+                while len(self.chains) > NET_RECORD_MAX:
+                    self.chains.popitem(last=False)[1]["used"] = True  # forgotten: it confirms nothing more
+            else:
+                chain["redirects"] += 1
+                chain["hops"].append(hop)
+            self.by_key.setdefault(hop, []).append(chain)
+            if len(self.by_key) > 2 * NET_RECORD_MAX or len(self.by_key[hop]) > NET_RECORD_MAX:
+                self._prune()
+            return
+        if chain is None or chain["done"]:
             return
         if method == "Network.responseReceived":
-            response = params.get("response") or {}
-            self.seen.append((self._methods.get(rid, "GET"), _net_key_url(response.get("url")),
-                              response.get("status")))
+            status = (params.get("response") or {}).get("status")
+            chain["status"] = int(status) if isinstance(status, (int, float)) and not isinstance(status, bool) else 0
         elif method == "Network.loadingFailed":
-            self.seen.append((self._methods.get(rid, "GET"), "", 0))
+            chain["status"], chain["error"] = 0, _short(str(params.get("errorText") or "failed"), 120)
         else:
             return
+        chain["done"] = True
         session = self._session()
         if session is not None and session.held:
             session.admit_held(confirmed_only=True)
 
-    def made_request(self, data: dict) -> bool:
-        """Did this browser make the request its page reports (method, URL without query, status)?"""
+    def _prune(self) -> None:
+        """Forget the chains that confirmed a report or fell out of the record."""
+        for key in list(self.by_key):
+            live = [c for c in self.by_key[key] if not c["used"]]
+            if live:
+                self.by_key[key] = live
+            else:
+                del self.by_key[key]
+
+    def claim(self, data: dict, late: bool) -> Optional[dict]:
+        """The browser's chain that a page's report (`data` of a net.request) names, now spent, or
+        None.  Its method and URL (resolved against the document's URL here) must be the
+        chain's; of the finished chains not yet spent, the first whose status the report says
+        wins, else (once no chain of that request is still under way, or `late`) the first."""
+        if data.get("initiator") == "document":
+            return self._claim_document(data)
         method = str(data.get("method") or "GET").upper()
-        url = _net_key_url(data.get("url"))
-        status = data.get("status")
-        for seen_method, seen_url, seen_status in reversed(self.seen):
-            if seen_method != method:
-                continue
-            if seen_url == "" and not status:
-                return True  # a failed request reported as failed
-            if seen_url != url:
-                continue
-            if not isinstance(status, int) or status <= 0 or status == seen_status or (
-                    status == 200 and seen_status == 304):
-                return True
-        return False
+        key = (method, _confirm_key(self.resolve(data.get("url"))))
+        chains = [c for c in self.by_key.get(key, ()) if not c["used"]] if key[1] else []
+        if chains:
+            self.by_key[key] = chains  # the spent and the forgotten go
+        done = [c for c in chains if c["done"]]
+        if not done:
+            return None
+        said = data.get("status")
+        agree = [c for c in done if c["status"] == said or (said == 200 and c["status"] == 304) or (
+            not said and c["status"] == 0)]
+        if agree:
+            chain = agree[0]
+        elif late or len(done) == len(chains):
+            chain = done[0]
+        else:
+            return None  # the one it names may still be under way
+        chain["used"] = True
+        return chain
+
+    def _claim_document(self, data: dict) -> Optional[dict]:
+        """The main frame's load that a page's document report names, now spent, or None: the newest
+        finished one not yet spent with a hop at the report's URL (and method, when the page knew it)."""
+        method = data.get("method") if data.get("methodKnown") and isinstance(data.get("method"), str) else None
+        key = _confirm_key(self.resolve(data.get("url")))
+        for chain in reversed(self.chains.values()) if key else ():
+            if chain["document"] and chain["done"] and not chain["used"] and any(
+                    url == key and (method is None or m == method.upper()) for m, url in chain["hops"]):
+                chain["used"] = True
+                return chain
+        return None
+
+    def confirm(self, data: dict, late: bool) -> Optional[str]:
+        """A page's report (`data` of a net.request) confirmed by the chain it claims (claim), made to
+        say what the browser saw (_browser_values) -> what the page said otherwise ("" for nothing),
+        or None: no chain of the browser's record confirms it (yet)."""
+        chain = self.claim(data, late)
+        return None if chain is None else _browser_values(data, chain, self.resolve(data.get("url")))
+
+    def resolve(self, url: Any) -> str:
+        """A URL a page reported, resolved against the main frame's URL by the daemon (a page can
+        make its own URL resolution lie)."""
+        text = url if isinstance(url, str) else ""
+        try:
+            return urllib.parse.urljoin(self.device.url, text)
+        except ValueError:
+            return text
 
     def _on_document(self, method: str, rid: str, params: dict) -> None:
         """The browser's own word that the tab's main frame is loading a new document (a form post
@@ -3390,10 +3556,6 @@ class _Device:
     def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
         return self.relay.mint(context, page)
 
-    def made_request(self, data: dict) -> bool:
-        """Did this browser make the request its page reports (method, URL without query, status)?"""
-        return self.net.made_request(data)
-
     def describe(self) -> dict:
         return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
                 "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
@@ -3549,6 +3711,8 @@ class _Device:
             frame = params.get("frame") or {}
             if not frame.get("parentId"):
                 self.url = str(frame.get("url", ""))[:4096]
+        elif session == self.page and method == "Page.navigatedWithinDocument" and params.get("frameId") == self.target:
+            self.url = str(params.get("url", ""))[:4096]  # what the page's relative URLs resolve against now
         elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
             self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
 
@@ -7649,6 +7813,11 @@ def _cost(obj: Any) -> dict:
 async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                          ctx: "_CallContext") -> dict:
     sessions = [_describe_session(s) for s in hub.bridge.live()]
+    for tab in sessions if ctx is not None and ctx.transport != "resource" else ():
+        device = hub.devices.for_session(tab["sessionId"]) if "device" in tab else None
+        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
+            tab["device"]["yours"] = False  # listed, but every call on it is refused (Hub.resolve_tab)
+            tab["device"]["note"] = "another MCP client's device: open your own with reticle_open"
     out: Dict[str, Any] = {"sessions": sessions}
     if not sessions:
         out["why"] = hub.bridge.why()
@@ -8096,10 +8265,7 @@ async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "
         await faults.sync(session.id)
         return {"sessionId": session.id, "cleared": gone,
                 "faults": [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]}
-    device = hub.devices.for_session(session.id)
-    if device is not None and device.owner != ctx.session_key:
-        raise ToolError("tab %s is a device another client opened; its faults are its own" % session.id,
-                        "open your own device with reticle_open")
+    device = hub.devices.for_session(session.id)  # another client's device never gets here (Hub.resolve_tab)
     rtype = args["match"].get("resourceType")
     if device is None and rtype and rtype not in _FAULT_SDK_TYPES:
         raise ToolError("tab %s has the script tag, where faults act in the SDK's fetch and XHR wrappers only; "
@@ -8211,9 +8377,21 @@ def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
 
 def _unmade_issues(known: "_Known") -> List[str]:
     """Integrity: requests the page reported that the device's browser never made (forged into
-    the SDK's socket by a page script); none of them can make a verdict."""
-    n = known.blind_spots.get("request-not-made")
-    return ["forged: the page reported %d request(s) the browser never made; they were not counted" % n] if n else []
+    the SDK's socket by a page script; none of them can make a verdict), that it reported otherwise
+    than the browser saw them (the browser's values counted), or with fields of the wrong type
+    (refused at ingest)."""
+    spots = known.blind_spots
+    issues = []
+    if spots.get("request-not-made"):
+        issues.append("forged: the page reported %d request(s) the browser never made; they were not counted"
+                      % spots["request-not-made"])
+    if spots.get("request-misreported"):
+        issues.append("misreported: the page reported %d request(s) otherwise than the browser's record (status or "
+                      "ok); the browser's values were counted" % spots["request-misreported"])
+    if spots.get("malformed-request"):
+        issues.append("malformed: the page reported %d request(s) whose status or ok had the wrong type or "
+                      "contradicted each other; they were refused" % spots["malformed-request"])
+    return issues
 
 
 def _coverage(known: "_Known", out: dict) -> dict:
@@ -8494,7 +8672,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     if args.get("steps"):
         steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
     else:
-        session = await hub.bridge.resolve_soon(hub.default_session(args, ctx))
+        session = await hub.resolve_tab(args, ctx)
         since = args.get("since")
         if since is None:
             since = hub.journeys.saved_at.get(session.id, 0.0)
@@ -8698,7 +8876,8 @@ async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: di
     if device.owner != ctx.session_key:
         raise ToolError("the device of session %s belongs to another client; only the client that opened it "
                         "may close it (it closes by itself after %d s of that client's silence)"
-                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId")
+                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
+                        code="device_not_yours")
     await hub.devices.close(device, "reticle_close")
     return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
 
@@ -8715,9 +8894,7 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
     """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
     at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
     `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
-    sid = args.get("sessionId")
-    own = hub.devices.owned_by(ctx.session_key)
-    session = await hub.bridge.resolve_soon(sid or (own.session_id if own is not None else None))
+    session = await hub.resolve_tab(args, ctx)
     device = session.device
     if device is None or device.closed:
         raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
@@ -12877,6 +13054,21 @@ class Hub:
         own = self.devices.owned_by(ctx.session_key)
         return own.session_id if own is not None and own.ready and not own.closed else None
 
+    async def resolve_tab(self, args: dict, ctx: _CallContext) -> "_BrowserSession":
+        """The tab a call means (default_session, resolved by the bridge), refused when it is a
+        device another client opened: a device belongs to the client that opened it (its session
+        key: the Mcp-Session-Id of Streamable HTTP and of each `reticle mcp` proxy, the stream of
+        SSE), as its close and its faults do; one the CLI opened (`reticle drive`) is anyone's."""
+        session = await self.bridge.resolve_soon(self.default_session(args, ctx))
+        device = self.devices.for_session(session.id)
+        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
+            raise ToolError("tab %s is a device another MCP client opened; only that client may act on it, read it, "
+                            "navigate it, take its screenshots or save its flows (its pages carry that client's "
+                            "cookies)" % session.id,
+                            "open your own device with reticle_open {url} (it answers your sessionId), or name "
+                            "a tab of yours in sessionId", code="device_not_yours")
+        return session
+
     # -- MCP ----------------------------------------------------------------------
     async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
         """Run one tool and return its MCP tool result; a ToolError, an unknown name or a crash is an
@@ -12887,7 +13079,7 @@ class Hub:
                                  "recovery": "call one of: %s" % ", ".join(self.registry.names())}, True)
         self.devices.touch(ctx.session_key)
         try:
-            session = await self.bridge.resolve_soon(self.default_session(args, ctx)) if tool.needs_session else None
+            session = await self.resolve_tab(args, ctx) if tool.needs_session else None
             budget = args.get("timeout_ms") if isinstance(args, dict) else None
             token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
                                        not isinstance(budget, bool) and budget > 0 else None)

@@ -895,6 +895,41 @@ def test_a_frames_json_is_parsed_as_a_page_may_write_it(tmp_path):
         '{"reason":"r","count":null}', '{"name":"n","data":{"v":null}}']
 
 
+def test_a_reported_request_of_the_wrong_type_is_refused_at_ingest(tmp_path):
+    """Issue 27 #7: a net.request whose status is no integer (a patched Response.prototype.status says
+    "200"), whose ok is no boolean or contradicts its status, or whose method or URL is no string is
+    refused in any tab, on the frame path (a plain frame) and event by event alike: a blind spot in its
+    place, named under integrity, never a call a verdict reads.  Well-typed reports, failures (status 0)
+    and one-way beacons (status 0, ok true) are kept."""
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+    good = [{"method": "POST", "url": "http://127.0.0.1:9/a", "status": 500, "ok": False},
+            {"method": "GET", "url": "http://127.0.0.1:9/b", "status": 0, "ok": False, "error": "failed"},
+            {"method": "POST", "url": "http://127.0.0.1:9/c", "status": 0, "ok": True, "oneWay": True},
+            {"method": "GET", "url": "http://127.0.0.1:9/d", "status": None, "ok": None}]
+    bad = [{"method": "POST", "url": "http://127.0.0.1:9/save", "status": "200", "ok": True},
+           {"method": "POST", "url": "http://127.0.0.1:9/save", "status": 200.5, "ok": True},
+           {"method": "POST", "url": "http://127.0.0.1:9/save", "status": True, "ok": True},
+           {"method": "POST", "url": "http://127.0.0.1:9/save", "status": 500, "ok": True},
+           {"method": "POST", "url": "http://127.0.0.1:9/save", "status": 200, "ok": "yes"},
+           {"method": "POST", "url": "http://127.0.0.1:9/save", "status": 0, "ok": True},
+           {"method": ["POST"], "url": "http://127.0.0.1:9/save", "status": 200, "ok": True},
+           {"method": "POST", "url": {"href": "/save"}, "status": 200, "ok": True}]
+    for n, extra in enumerate(({}, {"actionId": "a1"})):  # a plain frame, then one taken event by event
+        session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-type%d" % n, "url": "http://127.0.0.1:9/"})
+        events = [dict({"type": "net.request", "t": 1.0, "documentId": "d", "data": dict(d, requestId="r%d" % i)},
+                       **extra) for i, d in enumerate(good + bad)]
+        text = json.dumps({"kind": "events", "events": events})
+        assert bool(reticle._plain_frame(json.loads(text)["events"], len(text))) is not bool(extra)
+        session.ingest(json.loads(text)["events"], len(text))
+        kept = [e["data"]["url"] for e in session.store.query(0.0, prefix="net.request")]
+        assert kept == [d["url"] for d in good], kept
+        assert session.store.blind_spot_counts() == {"malformed-request": len(bad)}
+        spots = [e["data"]["detail"] for e in session.store.query(0.0, prefix="blind-spot")]
+        assert len(spots) == len(bad) and 'status "200" is not an integer' in spots[0], spots
+        issues = reticle._unmade_issues(session.known(0.0))
+        assert issues and "malformed: the page reported %d request(s)" % len(bad) in issues[0], issues
+
+
 def test_between_documents_only_asks_and_expire_arrival_writes_the_blind_spot(tmp_path):
     """Asking whether a tab is between documents writes nothing, however overdue the new document's first
     events are; expire_arrival() says so in the window (one arrival-unseen blind spot, once), and only
@@ -922,7 +957,7 @@ def test_a_held_report_waits_for_the_browser_on_the_daemons_clock():
         now = [0.0]
         store = reticle._EventStore(lambda: now[0])
         admitted, made = [], set()
-        held = reticle._HeldReports(lambda: now[0], store, "s-held", lambda data: data["url"] in made,
+        held = reticle._HeldReports(lambda: now[0], store, "s-held", lambda event, late: event["data"]["url"] in made,
                                     lambda event, size: admitted.append(event["data"]["url"]), lambda: None)
         for url in ("http://127.0.0.1:9/a", "http://127.0.0.1:9/b"):
             held.hold({"t": now[0], "type": "net.request", "data": {"method": "POST", "url": url, "status": 200}}, 10)

@@ -201,8 +201,9 @@ def app():
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     # Chromium resolves the staging host name to this machine's fixture server.
+    # 4 x 8 starts for all clients together cover this module's devices (the budget's tests have daemons of their own)
     d = _harness.Daemon(tmp_path_factory.mktemp("devices") / "state", env={
-        "RETICLE_BROWSER_ARGS": '--host-resolver-rules="MAP %s 127.0.0.1"' % STAGING})
+        "RETICLE_BROWSER_ARGS": '--host-resolver-rules="MAP %s 127.0.0.1"' % STAGING, "RETICLE_DEVICE_BUDGET": "8/600"})
     yield d
     d.close()
 
@@ -336,6 +337,68 @@ def test_a_caller_with_a_device_means_it_when_it_names_no_session(daemon, mcp, a
         bystander.close()
 
 
+def test_a_device_belongs_to_the_client_that_opened_it(daemon, mcp, app):
+    """Issue 27 #8: every call another client makes on a device (Streamable HTTP, SSE, or stdio through
+    `reticle mcp`, each its own client) is refused with code device_not_yours, naming reticle_open;
+    nothing it asked for happens; reticle_sessions still lists the device as another client's."""
+    owner = _harness.Mcp(daemon.url + "/mcp")
+    try:
+        sid = owner.ok("reticle_open", {"url": app.url + "/plain"})["sessionId"]
+        sends = len([x for x in app.log if x[0] == "send"])
+        click = {"target": {"role": "button", "name": "Send"}, "action": "click"}
+        calls = [("reticle_query", {"by": "role", "value": "button"}), ("reticle_snapshot", {}),
+                 ("reticle_inspect", {"ref": "e1"}), ("reticle_act", click),
+                 ("reticle_act_sequence", {"steps": [click]}),
+                 ("reticle_act_and_wait", dict(click, until={"kind": "net", "urlContains": "/api/send"})),
+                 ("reticle_navigate", {"url": app.url + "/events"}), ("reticle_screenshot", {}),
+                 ("reticle_observe", {"since": 0}), ("reticle_network", {}), ("reticle_console", {}),
+                 ("reticle_wait_for", {"predicate": {"kind": "text", "contains": "Send"}}),
+                 ("reticle_assert", {"predicate": {"kind": "text", "contains": "Send"}}), ("reticle_state", {}),
+                 ("reticle_capabilities", {}), ("reticle_flow_save", {"name": "taken"}),
+                 ("reticle_flow_replay", {"name": "taken"}), ("reticle_fault", {"list": True}),
+                 ("reticle_fault", {"match": {"urlContains": "/api/send"}, "respond": {"status": 500}})]
+        for name, args in calls:
+            data, is_error = mcp.call(name, dict(args, sessionId=sid))
+            assert is_error and data["code"] == "device_not_yours", (name, data)
+            assert "another MCP client" in data["error"] and "reticle_open" in data["recovery"], (name, data)
+        data, is_error = mcp.call("reticle_snapshot", {})  # the only tab: still not this caller's
+        assert is_error and data["code"] == "device_not_yours", data
+
+        async def from_sse_and_stdio():
+            from mcp import ClientSession
+            from mcp.client.sse import sse_client
+            from mcp.client.stdio import StdioServerParameters
+            from mcp.client.stdio import stdio_client
+            stdio = StdioServerParameters(command=sys.executable, env=_harness.daemon_env(daemon.state_dir),
+                                          args=[_harness.RETICLE_PY, "mcp", "--port", str(daemon.port)])
+            out = []
+            for opened in (sse_client(daemon.url + "/mcp/sse"), stdio_client(stdio)):
+                async with opened as streams:
+                    async with ClientSession(streams[0], streams[1]) as session:
+                        await session.initialize()
+                        result = await session.call_tool("reticle_act", dict(click, sessionId=sid))
+                        out.append((result.is_error, json.loads(result.content[0].text)))
+            return out
+
+        for is_error, data in asyncio.run(from_sse_and_stdio()):
+            assert is_error and data["code"] == "device_not_yours", data
+        time.sleep(0.5)
+        assert len([x for x in app.log if x[0] == "send"]) == sends, "a refused click reached the app"
+        assert not os.path.exists(os.path.join(os.getcwd(), ".reticle", "flows", "taken.json"))  # the daemon's cwd
+        tab = [t for t in mcp.ok("reticle_sessions")["sessions"] if t["sessionId"] == sid][0]
+        assert tab["device"]["yours"] is False and "reticle_open" in tab["device"]["note"], tab
+        tab = [t for t in owner.ok("reticle_sessions")["sessions"] if t["sessionId"] == sid][0]
+        assert "yours" not in tab["device"] and tab["url"].endswith("/plain"), tab
+        # its own client still drives it, with no sessionId too
+        res = owner.ok("reticle_act_and_wait", dict(click, until={"kind": "net", "method": "POST",
+                                                                  "urlContains": "/api/send", "status": 201}))
+        assert res["verified"] == "yes", res
+        assert owner.ok("reticle_fault", {"list": True, "sessionId": sid})["faults"] == []
+    finally:
+        owner.call("reticle_close", {})
+        owner.close()
+
+
 def test_a_page_in_a_device_never_sees_its_bridge_ticket_and_cannot_take_the_session(daemon, mcp):
     """Issue 19 #1: a page that hooks the socket API, ports, messages, JSON and console sees no
     credential; every string it tries as one is refused; the device's own socket stays."""
@@ -377,12 +440,183 @@ def test_a_request_the_browser_never_made_cannot_make_yes_and_is_flagged(mcp, ap
     assert res["verified"] != "yes", res
     res = mcp.ok("reticle_assert", {"predicate": until, "sessionId": sid})
     assert res["verified"] != "yes", res
-    assert any("never made" in i for i in res.get("integrity", [])), res
-    # a real request of the same page is still counted
+    # the browser sent it and cancelled it (issue 27 #7: its record wins, and the page's 200 is named)
+    assert any("misreported" in i for i in res.get("integrity", [])), res
     res = mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Go"}, "action": "click",
                                           "sessionId": sid, "until": {"kind": "settled", "quietMs": 200}})
-    events = mcp.ok("reticle_observe", {"sessionId": sid, "since": 0})
-    assert "net.unmade" in json.dumps(events), events
+    calls = mcp.ok("reticle_network", {"sessionId": sid, "since": 0, "method": "POST"})["calls"]
+    assert calls and all(c.get("status") == 0 and c.get("error") for c in calls), calls
+
+
+# Issue 27 #7: pages that make their SDK report a save the browser did not see succeed.
+# (a) URL broken for one path and a fetch input whose URL the SDK reads and whose string the browser
+# sends: the SDK says POST /api/save (relative, unresolved), the browser sends GET /ok.
+FORGE_URL = """<!doctype html><title>forge-url</title><button id="save">Save</button><p id="out"></p>
+<script>
+var U = window.URL;
+window.URL = function (u, b) {
+  if (String(u) === '/api/save') throw new TypeError('no');
+  return b === undefined ? new U(u) : new U(u, b);
+};
+window.URL.prototype = U.prototype;
+document.getElementById('save').addEventListener('click', function () {
+  fetch({url: '/api/save', method: 'POST', toString: function () { return '/ok'; }})
+    .then(function (r) { document.getElementById('out').textContent = 'saved ' + r.status; });
+});
+</script>"""
+
+# (b) Response.prototype.status patched to say "200" (a string) for a real 500.
+FORGE_TYPE = """<!doctype html><title>forge-type</title><button id="save">Save</button><p id="out"></p>
+<script>
+var D = Object.getOwnPropertyDescriptor(Response.prototype, 'status');
+Object.defineProperty(Response.prototype, 'status', {configurable: true, get: function () {
+  var s = D.get.call(this);
+  return s === 500 ? '200' : s;
+}});
+document.getElementById('save').addEventListener('click', function () {
+  fetch('/api/save', {method: 'POST', body: '{}'})
+    .then(function (r) { document.getElementById('out').textContent = 'saved ' + r.status; });
+});
+</script>"""
+
+# (c) One real 200 save, then status patched to say 200 for every later (real 500) one.
+FORGE_LATER = """<!doctype html><title>forge-later</title><button id="save">Save</button><p id="out"></p>
+<script>
+var saves = 0;
+document.getElementById('save').addEventListener('click', function () {
+  fetch('/api/save', {method: 'POST', body: '{}'}).then(function (r) {
+    saves += 1;
+    document.getElementById('out').textContent = 'saved ' + saves;
+    Object.defineProperty(Response.prototype, 'status', {configurable: true, get: function () { return 200; }});
+  });
+});
+</script>"""
+
+# (d) A document load it never made: the SDK links an arriving document to the navigation its last
+# page announced in sessionStorage, so the page writes its own announcement (POST /api/save) and reloads.
+FORGE_DOC = """<!doctype html><title>forge-doc</title><button id="save">Save</button>
+<script>
+document.getElementById('save').addEventListener('click', function () {
+  var forged = JSON.stringify({id: 'dforged', requestId: 'dforged', method: 'POST', methodKnown: true,
+    url: location.origin + '/api/save', urlKnown: true, initiator: 'document', cause: 'form',
+    navigationType: 'reload', at: Date.now()});
+  window.addEventListener('pagehide', function () { sessionStorage.setItem('__reticle_doc_pending', forged); });
+  location.reload();
+});
+</script>"""
+
+# A healthy save whose fetch follows a 303 to the record it made.
+REDIRECTED = """<!doctype html><title>redirected</title><button id="save">Save</button><p id="out"></p>
+<script>
+document.getElementById('save').addEventListener('click', function () {
+  fetch('/api/save?then=303', {method: 'POST', body: '{}'})
+    .then(function (r) { document.getElementById('out').textContent = 'saved ' + r.status; });
+});
+</script>"""
+
+
+class Saver(tornado.web.RequestHandler):
+    """POST /api/save answers the next status of `plan` (500 once it is empty), or 303 to /ok with
+    ?then=303; GET /ok is 200."""
+
+    def initialize(self, plan):
+        self.plan = plan
+
+    def post(self):
+        if self.get_query_argument("then", "") == "303":
+            self.redirect("/ok", status=303)
+            return
+        self.set_status(self.plan.pop(0) if self.plan else 500)
+        self.write({"saved": self.get_status() == 200})
+
+    def get(self):
+        self.write({"ok": True})
+
+
+@pytest.fixture(scope="module")
+def forger():
+    plan = []
+    server = _harness.AppServer([(r"/api/save", Saver, {"plan": plan}), (r"/ok", Saver, {"plan": plan}),
+                                 (r"/url", _harness.TemplatePage, {"template": FORGE_URL, "daemon": ""}),
+                                 (r"/type", _harness.TemplatePage, {"template": FORGE_TYPE, "daemon": ""}),
+                                 (r"/later", _harness.TemplatePage, {"template": FORGE_LATER, "daemon": ""}),
+                                 (r"/redirected", _harness.TemplatePage, {"template": REDIRECTED, "daemon": ""}),
+                                 (r"/doc", _harness.TemplatePage, {"template": FORGE_DOC, "daemon": ""})])
+    server.plan = plan
+    yield server
+    server.close()
+
+
+def save(mcp, sid, until):
+    return mcp.ok("reticle_act_and_wait", {"target": {"role": "button", "name": "Save"}, "action": "click",
+                                           "sessionId": sid, "until": until, "timeout_ms": 3000})
+
+
+SAVED_200 = {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}
+SAVED_OK = {"kind": "net", "method": "POST", "urlContains": "/api/save", "ok": True}
+
+
+def test_a_page_that_breaks_url_cannot_pass_off_another_request_as_its_save(mcp, forger):
+    """Issue 27 #7 (a): the SDK reports POST /api/save 200 (a relative URL: the page broke URL for
+    it) while the browser sent GET /ok; the daemon resolves the URL itself and finds no such request."""
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/url"})["sessionId"]
+    res = save(mcp, sid, SAVED_200)
+    assert res["verified"] != "yes", res
+    res = mcp.ok("reticle_assert", {"predicate": SAVED_OK, "sessionId": sid})
+    assert res["verified"] != "yes", res
+    assert any("never made" in i for i in res.get("integrity", [])), res
+    assert "saved 200" in json.dumps(mcp.ok("reticle_snapshot", {"sessionId": sid})), "the forged save never ran"
+
+
+def test_a_status_of_the_wrong_type_is_refused_at_ingest(mcp, forger):
+    """Issue 27 #7 (b): Response.prototype.status says "200" for a real 500: the report is refused
+    as malformed (never read as ok: true) and named under integrity."""
+    del forger.plan[:]
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/type"})["sessionId"]
+    res = save(mcp, sid, SAVED_OK)
+    assert res["verified"] != "yes", res
+    res = mcp.ok("reticle_assert", {"predicate": SAVED_OK, "sessionId": sid})
+    assert res["verified"] != "yes", res
+    assert any("malformed" in i for i in res.get("integrity", [])), res
+    assert "saved 200" in json.dumps(mcp.ok("reticle_snapshot", {"sessionId": sid})), "the page did not forge"
+
+
+def test_one_real_success_does_not_vouch_for_later_failures(mcp, forger):
+    """Issue 27 #7 (c): after one real 200 save (yes), the page makes its SDK say 200 for real 500s;
+    each browser record confirms one report, the browser's status counts, integrity names it."""
+    forger.plan[:] = [200]
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/later"})["sessionId"]
+    assert save(mcp, sid, SAVED_200)["verified"] == "yes"
+    for n in (2, 3):
+        res = save(mcp, sid, SAVED_200)
+        assert res["verified"] != "yes", res
+        assert "saved %d" % n in json.dumps(mcp.ok("reticle_snapshot", {"sessionId": sid}))
+    res = mcp.ok("reticle_assert", {"predicate": SAVED_OK, "sessionId": sid})
+    assert res["verified"] != "yes", res
+    assert any("misreported" in i for i in res.get("integrity", [])), res
+    calls = mcp.ok("reticle_network", {"sessionId": sid, "since": 0})
+    assert [c.get("status") for c in calls["calls"] if "/api/save" in c.get("url", "")] == [200, 500, 500], calls
+
+
+def test_a_document_load_the_browser_never_made_cannot_make_yes(mcp, forger):
+    """Issue 27 #7 (d): the page makes its SDK report a POST /api/save document load (a forged
+    announcement, then a reload): the browser's record has only the reload (GET), so no `yes`."""
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/doc"})["sessionId"]
+    doc_save = dict(SAVED_200, urlContains="/api/save")
+    res = save(mcp, sid, doc_save)
+    assert res["verified"] != "yes", res
+    time.sleep(reticle.NET_CONFIRM_S + 0.5)
+    res = mcp.ok("reticle_assert", {"predicate": doc_save, "sessionId": sid, "since": 0})
+    assert res["verified"] != "yes", res
+    assert any("never made" in i for i in res.get("integrity", [])), res
+
+
+def test_a_fetch_that_follows_a_303_is_still_confirmed(mcp, forger):
+    """A device's record of a fetch that followed a redirect is one chain: the page's report of it
+    (POST, its first URL, the final 200) is confirmed, and the answer is clean."""
+    sid = mcp.ok("reticle_open", {"url": forger.url + "/redirected"})["sessionId"]
+    res = save(mcp, sid, SAVED_200)
+    assert res["verified"] == "yes" and not res.get("integrity"), res
 
 
 def test_dialogs_never_hang_a_device_and_are_named_in_the_answer(mcp, app):
