@@ -1,0 +1,272 @@
+"""Server truth from OpenTelemetry: the daemon's OTLP/HTTP receiver (JSON and protobuf, gzip, the
+pairing token, clean refusals, the hand-written protobuf reader fuzzed against messages encoded by
+the official opentelemetry-proto package), spans mapped to the middleware's records, and a real
+Express app with stock OpenTelemetry instrumentation driven in headless Chromium."""
+
+import gzip
+import json
+import os
+import urllib.error
+import urllib.request
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reticle
+from _harness import Daemon
+
+pb_trace = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
+pb_logs = pytest.importorskip("opentelemetry.proto.collector.logs.v1.logs_service_pb2")
+from google.protobuf import json_format  # noqa: E402  (comes with opentelemetry-proto)
+from opentelemetry.proto.common.v1 import common_pb2  # noqa: E402
+from opentelemetry.proto.trace.v1 import trace_pb2  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = Daemon(tmp_path / "state")
+    yield d
+    d.close()
+
+
+def kv(key, value):
+    v = common_pb2.AnyValue()
+    if isinstance(value, bool):
+        v.bool_value = value
+    elif isinstance(value, int):
+        v.int_value = value
+    elif isinstance(value, float):
+        v.double_value = value
+    elif isinstance(value, list):
+        v.array_value.values.extend(kv("x", x).value for x in value)
+    else:
+        v.string_value = value
+    return common_pb2.KeyValue(key=key, value=v)
+
+
+def traces_request(trace=TRACE, status=200, exception=None, db=()):
+    """An ExportTraceServiceRequest as the official package encodes it: one SERVER span, an
+    exception event on it when asked, and a CLIENT span per database statement."""
+    req = pb_trace.ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.append(kv("service.name", "shop"))
+    ss = rs.scope_spans.add()
+    ss.scope.name = "@opentelemetry/instrumentation-http"
+    server = ss.spans.add(trace_id=bytes.fromhex(trace), span_id=bytes.fromhex("00f067aa0ba902b7"),
+                          parent_span_id=bytes.fromhex("b7ad6b7169203331"), name="POST /api/save",
+                          kind=trace_pb2.Span.SPAN_KIND_SERVER, start_time_unix_nano=1_700_000_000_000_000_000,
+                          end_time_unix_nano=1_700_000_000_012_500_000)
+    server.attributes.extend([kv("http.request.method", "POST"), kv("url.path", "/api/save"),
+                              kv("http.route", "/api/save"), kv("http.response.status_code", status),
+                              kv("server.address", "127.0.0.1"), kv("server.port", 3000)])
+    if exception:
+        ev = server.events.add(name="exception", time_unix_nano=1_700_000_000_010_000_000)
+        ev.attributes.extend([kv("exception.type", exception[0]), kv("exception.message", exception[1]),
+                              kv("exception.stacktrace", exception[2])])
+    for i, sql in enumerate(db):
+        sp = ss.spans.add(trace_id=bytes.fromhex(trace), span_id=(i + 1).to_bytes(8, "big"),
+                          parent_span_id=bytes.fromhex("00f067aa0ba902b7"), name="pg.query",
+                          kind=trace_pb2.Span.SPAN_KIND_CLIENT,
+                          start_time_unix_nano=1_700_000_000_001_000_000 + i, end_time_unix_nano=1_700_000_000_002_000_000)
+        sp.attributes.extend([kv("db.system", "postgresql"), kv("db.statement", sql)])
+    return req
+
+
+def as_json(msg):
+    """The message in OTLP's JSON mapping: protobuf's JSON with the ids as hex (OTLP's rule), not base64."""
+    doc = json_format.MessageToDict(msg)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for sp in ss.get("spans", []):
+                for k in ("traceId", "spanId", "parentSpanId"):
+                    if k in sp:
+                        import base64
+                        sp[k] = base64.b64decode(sp[k]).hex()
+    return doc
+
+
+def post(daemon, path, body, media="application/json", token=True, encoding=None):
+    headers = {"Content-Type": media} if media else {}
+    if token:
+        headers["Authorization"] = "Bearer " + (daemon.token() if token is True else token)
+    if encoding:
+        headers["Content-Encoding"] = encoding
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(daemon.url + path, data=data, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.headers.get("Content-Type"), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type"), exc.read()
+
+
+# -- the protobuf reader ----------------------------------------------------------------------------
+
+def test_protobuf_and_json_bodies_read_alike():
+    stack = "Error: nope\n    at save (/srv/shop/app.js:23:11)\n    at Layer.handle (/srv/shop/node_modules/x.js:1:1)"
+    msg = traces_request(exception=("Error", "nope", stack), db=["INSERT INTO profile (name) VALUES ($1)"])
+    from_pb = reticle._otel_spans(reticle._pb_message(memoryview(msg.SerializeToString()), "TracesRequest"))
+    from_json = reticle._otel_spans(as_json(msg))
+    assert from_pb == from_json
+    spans, bad = from_pb
+    assert bad == 0 and len(spans) == 2
+    server = spans[0]
+    assert server["traceId"] == TRACE and server["kind"] == 2 and server["parentSpanId"] == "b7ad6b7169203331"
+    assert server["attrs"]["http.response.status_code"] == 200 and server["service"] == "shop"
+    rec = reticle._otel_record(server, spans, [])
+    assert rec["status"] == 200 and rec["method"] == "POST" and rec["view"] == "/api/save"
+    assert rec["host"] == "127.0.0.1:3000" and rec["ms"] == 12.5
+    assert rec["exception"] == {"type": "Error", "message": "nope", "frames": ["app.js:23 save"]}
+    assert [(w["op"], w["table"], w["committed"]) for w in rec["writes"]] == [("insert", "profile", True)]
+
+
+def test_logs_in_protobuf_keep_only_errors_with_a_trace():
+    req = pb_logs.ExportLogsServiceRequest()
+    sl = req.resource_logs.add().scope_logs.add()
+    sl.scope.name = "shop.views"
+    sl.log_records.add(severity_number=17, severity_text="ERROR", trace_id=bytes.fromhex(TRACE),
+                       body=common_pb2.AnyValue(string_value="could not save password=hunter2"))
+    sl.log_records.add(severity_number=9, trace_id=bytes.fromhex(TRACE), body=common_pb2.AnyValue(string_value="ok"))
+    sl.log_records.add(severity_number=21, body=common_pb2.AnyValue(string_value="no trace"))
+    logs = reticle._otel_logs(reticle._pb_message(memoryview(req.SerializeToString()), "LogsRequest"))
+    assert logs == [{"traceId": TRACE, "logger": "shop.views", "level": "ERROR",
+                     "message": "could not save password=[redacted]"}]
+
+
+@pytest.mark.parametrize("sql, op, table, committed", [
+    (["BEGIN", "UPDATE items SET done = $1 WHERE id = $2", "ROLLBACK"], "update", "items", False),
+    (["BEGIN", "DELETE FROM items WHERE id = $1", "COMMIT"], "delete", "items", True),
+    (["BEGIN", "INSERT INTO \"items\" (a) VALUES ($1)"], "insert", "items", False),
+    (["INSERT INTO items (a) VALUES (1)"], "insert", "items", True),
+])
+def test_database_spans_become_writes_with_commit_or_rollback(sql, op, table, committed):
+    spans, _ = reticle._otel_spans(as_json(traces_request(db=sql)))
+    rec = reticle._otel_record(spans[0], spans, [])
+    assert [(w["op"], w["table"], w["committed"]) for w in rec["writes"]] == [(op, table, committed)]
+    assert rec["statements"] == len(sql)
+
+
+def test_the_operation_and_collection_attributes_name_a_write_without_its_text():
+    spans, _ = reticle._otel_spans(as_json(traces_request(db=["x"])))
+    spans[1]["attrs"] = {"db.system.name": "mongodb", "db.operation.name": "update", "db.collection.name": "carts"}
+    assert [(w["op"], w["table"]) for w in reticle._otel_record(spans[0], spans, [])["writes"]] == [("update", "carts")]
+
+
+@pytest.mark.parametrize("stack, frames", [
+    ("TypeError: x\n    at Object.<anonymous> (/app/server.js:5:3)\n    at node:internal/main:1:1",
+     ["server.js:5 <anonymous>"]),
+    ('Traceback (most recent call last):\n  File "/app/views.py", line 9, in save\n    x()\n'
+     '  File "/app/lib.py", line 3, in x\n    raise ValueError\nValueError', ["lib.py:3 x", "views.py:9 save"]),
+    ("java.lang.IllegalStateException: no\n\tat com.shop.Cart.save(Cart.java:42)\n", ["Cart.java:42 save"]),
+])
+def test_stack_frames_of_node_python_and_java_name_the_apps_own(stack, frames):
+    assert reticle._stack_frames(stack) == frames
+
+
+VALID = [traces_request().SerializeToString(),
+         traces_request(exception=("E", "m", "at f (/a.js:1:1)"), db=["BEGIN", "UPDATE t SET a=1", "COMMIT"])
+         .SerializeToString()]
+
+
+def read_or_refuse(data):
+    """The reader and the mapping over arbitrary bytes: a result, or a clean _PbError, never anything else."""
+    try:
+        payload = reticle._pb_message(memoryview(data), "TracesRequest")
+    except reticle._PbError:
+        return
+    spans, _ = reticle._otel_spans(payload)
+    for sp in spans:
+        reticle._otel_record(sp, spans, [])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=600))
+def test_random_bytes_are_read_or_cleanly_refused(data):
+    read_or_refuse(data)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(VALID), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
+       st.integers(0, 10_000))
+def test_mutated_valid_messages_are_read_or_cleanly_refused(base, flips, cut):
+    data = bytearray(base)
+    for at, byte in flips:
+        data[at % len(data)] = byte
+    read_or_refuse(bytes(data[:max(1, cut % (len(data) + 1))]))
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                               st.sampled_from(["resourceSpans", "scopeSpans", "spans", "traceId", "spanId", "kind",
+                                                "attributes", "key", "value", "intValue", "events", "status", "code",
+                                                "arrayValue", "values", "kvlistValue", "stringValue"]),
+                               inner, max_size=5), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_any_json_shape_maps_without_raising(doc):
+    if isinstance(doc, dict):
+        spans, _ = reticle._otel_spans(doc)
+        for sp in spans:
+            reticle._otel_record(sp, spans, [])
+        reticle._otel_logs({"resourceLogs": [doc]})
+
+
+# -- the receiver on a real daemon -------------------------------------------------------------------
+
+def test_the_receiver_takes_json_protobuf_and_gzip_with_the_token(daemon):
+    msg = traces_request()
+    status, media, body = post(daemon, "/v1/traces", as_json(msg))
+    assert (status, media, json.loads(body)) == (200, "application/json", {})
+    status, media, body = post(daemon, "/v1/traces", msg.SerializeToString(), "application/x-protobuf")
+    assert (status, media, body) == (200, "application/x-protobuf", b"")
+    status, _, body = post(daemon, "/v1/traces", gzip.compress(msg.SerializeToString()), "application/x-protobuf",
+                           encoding="gzip")
+    assert (status, body) == (200, b"")
+    status, _, body = post(daemon, "/v1/logs", {"resourceLogs": []})
+    assert (status, json.loads(body)) == (200, {})
+    # spans without valid ids: OTLP's partial success, in the request's own encoding
+    bad = as_json(msg)
+    bad["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "zz"
+    status, _, body = post(daemon, "/v1/traces", bad)
+    assert status == 200 and json.loads(body)["partialSuccess"]["rejectedSpans"] == "1", body
+    msg.resource_spans[0].scope_spans[0].spans[0].trace_id = b"\0" * 16
+    status, _, body = post(daemon, "/v1/traces", msg.SerializeToString(), "application/x-protobuf")
+    answer = pb_trace.ExportTraceServiceResponse.FromString(body)
+    assert status == 200 and answer.partial_success.rejected_spans == 1, body
+    assert "traceId" in answer.partial_success.error_message
+
+
+@pytest.mark.parametrize("kwargs, code, fragment", [
+    ({"token": False}, 403, "pairing token"),
+    ({"token": "not-the-token"}, 403, "pairing token"),
+    ({"media": "text/plain"}, 415, "application/x-protobuf"),
+    ({"media": None}, 415, "application/x-protobuf"),
+    ({"body": b"{not json"}, 400, "not JSON"),
+    ({"body": b"\x0a\xff\xff", "media": "application/x-protobuf"}, 400, "ExportTraceServiceRequest"),
+    ({"body": b"\x0b\x01", "media": "application/x-protobuf"}, 400, "wire type 3"),
+    ({"body": [1, 2]}, 400, "resourceSpans"),
+    ({"body": b"\x1f\x8b not gzip", "encoding": "gzip"}, 400, "gzip"),
+    ({"body": gzip.compress(b"{}")[:-6], "encoding": "gzip"}, 400, "truncated"),
+    ({"body": gzip.compress(b" " * (17 * 1024 * 1024)), "encoding": "gzip"}, 413, "inflates past"),
+    ({"encoding": "br"}, 415, "gzip"),
+])
+def test_the_receiver_refuses_with_clear_errors_and_keeps_serving(daemon, kwargs, code, fragment):
+    body = kwargs.pop("body", {"resourceSpans": []})
+    status, _, answer = post(daemon, "/v1/traces", body, **kwargs)
+    refusal = json.loads(answer)
+    assert status == code and fragment in refusal["detail"], (status, refusal)
+    assert post(daemon, "/v1/traces", {"resourceSpans": []})[0] == 200
+    assert daemon.status()["running"] is True
+
+
+def test_the_openapi_document_lists_the_otlp_routes(daemon):
+    with urllib.request.urlopen(daemon.url + "/openapi.json", timeout=10) as resp:
+        doc = json.loads(resp.read())
+    for path in ("/v1/traces", "/v1/logs"):
+        assert "post" in doc["paths"][path] and "403" in doc["paths"][path]["post"]["responses"]
