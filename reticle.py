@@ -5337,8 +5337,10 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
     if unreported:
         return {"pass": False, "assertion": "server.unreported", "inconclusive": (
             "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
-            "route, or dropped it while the daemon was away, or the browser said another page sent it)"
-            % _call_label(unreported[0]) if unreported[0].get("serverMark") else
+            "route, or dropped it while the daemon was away, or the browser said another page sent it)%s"
+            % (_call_label(unreported[0]), "; it carried the app's own traceparent, so its OpenTelemetry spans "
+               "are under a trace id the daemon did not issue and cannot be attributed to this tab"
+               if unreported[0].get("ownTrace") else "") if unreported[0].get("serverMark") else
             "%s went to the server without a mark (the tab had none left from the daemon), so what the "
             "server did for it cannot be known" % _call_label(unreported[0]))}
     observed = [_server_line(r) for r in records[-8:]]
@@ -15751,6 +15753,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return m;
   }
+  // The W3C trace context of a marked request: its mark's secret is the trace id (the daemon files
+  // the server's OpenTelemetry spans under it), the parent span id is random, the trace sampled.
+  function traceparent(secret) {
+    var parent = '';
+    try {
+      var b = new Uint8Array(8);
+      crypto.getRandomValues(b);
+      for (var i = 0; i < 8; i++) parent += (b[i] < 16 ? '0' : '') + b[i].toString(16);
+    } catch (e) {
+      parent = '';
+    }
+    if (!/[1-9a-f]/.test(parent)) parent = '00f067aa0ba902b7';
+    return '00-' + secret + '-' + parent + '-01';
+  }
   // Is url a request the server of this document may be asked to mark (same origin, marks on)?
   function markable(url) {
     if (!MARK.on) return false;
@@ -18776,6 +18792,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
         );
         hs.set(MARK.header, mark[1]);
+        if (hs.has('traceparent')) pend.ownTrace = true;
+        else hs.set('traceparent', traceparent(mark[1]));
         init = Object.assign({}, init || {}, { headers: hs });
         call.args = [input, init];
         pend.serverMarked = true;
@@ -19372,6 +19390,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return orig.apply(this, arguments);
       };
     });
+    // a traceparent the page sets itself (its own OpenTelemetry) is left as it is
+    patch(X.prototype, 'setRequestHeader', function (orig) {
+      return function (name) {
+        try {
+          var m = META.get(this);
+          if (m && String(name).toLowerCase() === 'traceparent') m.ownTrace = true;
+        } catch (e) {
+          /* ignore */
+        }
+        return orig.apply(this, arguments);
+      };
+    });
     patch(X.prototype, 'send', function (orig) {
       return function (body) {
         var xhr = this;
@@ -19408,6 +19438,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var xmark = takeMark();
       try {
         if (xmark) xhr.setRequestHeader(MARK.header, xmark[1]);
+        if (xmark && m.ownTrace) xpend.ownTrace = true;
+        else if (xmark) xhr.setRequestHeader('traceparent', traceparent(xmark[1]));
         xpend.serverMarked = true;
         if (xmark) xpend.serverMark = xmark[0];
       } catch (e) {

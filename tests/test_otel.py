@@ -270,3 +270,162 @@ def test_the_openapi_document_lists_the_otlp_routes(daemon):
         doc = json.loads(resp.read())
     for path in ("/v1/traces", "/v1/logs"):
         assert "post" in doc["paths"][path] and "403" in doc["paths"][path]["post"]["responses"]
+
+
+# -- a real Express app with stock OpenTelemetry instrumentation, in headless Chromium ---------------
+
+import glob  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+
+from _harness import Mcp, free_port, port_listens, wait_until  # noqa: E402
+from _harness import chromium_path  # noqa: E402, F401  (a browser test module: conftest marks it `browser`)
+from test_server import WRITE, act, open_tab, saved  # noqa: E402
+
+NODE_MODULES = os.path.join(HERE, ".otel", "node_modules")
+PG_BIN = max(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), default="")
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL cluster (Debian's package) on a free port, trust auth, user `app`; as
+    root, run by the `postgres` user in a folder it can reach (pytest's own is private to root)."""
+    if not os.path.isfile(os.path.join(PG_BIN, "initdb")):
+        pytest.skip("PostgreSQL is not installed (tests/bootstrap.sh installs Debian's postgresql)")
+    import pathlib
+    import tempfile
+    root = pathlib.Path(tempfile.mkdtemp(prefix="reticle-pg-"))
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(str(root), "postgres")
+    data, port = str(root / "data"), free_port()
+    subprocess.run(as_user + [PG_BIN + "/initdb", "-D", data, "-A", "trust", "-U", "app", "--no-sync"],
+                   check=True, capture_output=True, cwd="/tmp")
+    subprocess.run(as_user + [PG_BIN + "/pg_ctl", "-D", data, "-l", str(root / "log"), "-w", "-o",
+                              "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off" % (port, root), "start"],
+                   check=True, capture_output=True, cwd="/tmp")
+    yield port
+    subprocess.run(as_user + [PG_BIN + "/pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True,
+                   cwd="/tmp")
+    shutil.rmtree(str(root), ignore_errors=True)
+
+
+class ExpressApp:
+    """tests/_otel_app.js as a child process, its exporter pointed at the daemon by the standard
+    OTEL_* variables only, as a user's app would be."""
+
+    def __init__(self, tmp, daemon, pg_port, protocol="json"):
+        if not shutil.which("node") or not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry")):
+            pytest.skip("node or tests/.otel (tests/bootstrap.sh installs it) is missing")
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.pg_port = pg_port
+        env = dict(os.environ, NODE_PATH=NODE_MODULES, OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url,
+                   OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(),
+                   OTEL_BSP_SCHEDULE_DELAY="200", OTEL_SERVICE_NAME="shop", OTEL_TEST_PROTOCOL=protocol,
+                   OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+        self.log_path = os.path.join(str(tmp), "express-%d.log" % self.port)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["node", os.path.join(HERE, "_otel_app.js"), str(self.port), daemon.url,
+                                      str(pg_port)], env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=HERE)
+        try:
+            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 30, what="the app to listen")
+            assert self.proc.poll() is None, self.log()
+        except BaseException:
+            self.close()
+            raise
+
+    def log(self):
+        self._log.flush()
+        with open(self.log_path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+
+    def rows(self):
+        out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "app", "-d", "postgres",
+                              "-tAc", "SELECT COUNT(*) FROM profile"], capture_output=True, check=True)
+        return int(out.stdout.strip())
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def mcp(daemon):
+    m = Mcp(daemon.url + "/mcp")
+    yield m
+    m.close()
+
+
+def server_events(mcp, sid):
+    return [e["data"] for e in mcp.ok("reticle_observe", {"since": 0, "filters": ["server"], "max_events": 2000,
+                                                          "sessionId": sid})["events"]]
+
+
+def test_a_real_express_app_with_opentelemetry_in_chromium(tmp_path, daemon, mcp, postgres):
+    app = ExpressApp(tmp_path, daemon, postgres)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        before = app.rows()
+        # a healthy save: yes, from the spans (the record says its source)
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", (out, app.log())
+        assert app.rows() == before + 1
+        assert any("POST /api/save → 200" in s and "view /api/save" in s and "1 write (insert profile)" in s
+                   for s in out["server"]), out["server"]
+        assert [r["source"] for r in server_events(mcp, sid)] == ["otel"]
+        # answers 200 {ok: true} and writes nothing: never yes
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+        # the insert rolled back (BEGIN ... ROLLBACK traced by the pg instrumentation): not a write
+        out = act(mcp, sid, "Save (rollback)", dict(WRITE, urlContains="/api/rollback"))
+        assert out["verified"] == "no", out
+        assert app.rows() == before + 1
+        # an exception the app's error handler turned into a 200: no, naming the app's own frame
+        out = act(mcp, sid, "Save (swallowed)", saved("/api/swallow"))
+        assert out["verified"] == "no" and out["verifiedReason"] == "contradicted", (out, server_events(mcp, sid))
+        assert "server-exception" in out["because"] and "profile store unavailable" in out["because"], out["because"]
+        assert "_otel_app.js:" in out["because"] and "loadProfileStore" in out["because"], out["because"]
+        # an XHR carries the trace context too
+        out = act(mcp, sid, "Save (xhr)", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        # the app's own traceparent is left alone: its spans cannot be attributed, so unknown, saying why
+        out = act(mcp, sid, "Save (own trace)", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "unknown" and "own traceparent" in out["because"], out
+        # a request made outside the tab, under a trace id the daemon never issued: exported, never lands
+        n = len(server_events(mcp, sid))
+        req = urllib.request.Request(app.url + "/api/save", data=b'{"name":"eve"}', method="POST", headers={
+            "Content-Type": "application/json", "traceparent": "00-%s-b7ad6b7169203331-01" % TRACE})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+        time.sleep(1.5)  # well past the exporter's 200 ms batch delay
+        assert len(server_events(mcp, sid)) == n
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
+def test_the_protobuf_exporter_feeds_the_same_verdicts(tmp_path, daemon, mcp, postgres):
+    app = ExpressApp(tmp_path, daemon, postgres, protocol="proto")
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        out = act(mcp, sid, "Save (xhr)", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", (out, app.log())
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+        assert [r["source"] for r in server_events(mcp, sid)] == ["otel", "otel"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
