@@ -5204,9 +5204,12 @@ def _server_line(r: dict) -> str:
     parts = ["%s → %s" % (_server_label(r), r.get("status"))]
     if r.get("view"):
         parts.append("view %s" % r["view"])
-    parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
-        "%s %s%s" % (w["op"], w["table"], "" if w.get("rows") is None else " ×%d" % w["rows"]) for w in writes[:3])
-        if writes else ""))
+    if r.get("dbTraced") is False:  # spans without database instrumentation: not "0 writes"
+        parts.append("writes unknown (no database spans)")
+    else:
+        parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
+            "%s %s%s" % (w["op"], w["table"], "" if w.get("rows") is None else " ×%d" % w["rows"])
+            for w in writes[:3]) if writes else ""))
     if rolled:
         parts.append("%d rolled back" % len(rolled))
     exc = r.get("exception")
@@ -5343,6 +5346,13 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
                if unreported[0].get("ownTrace") else "") if unreported[0].get("serverMark") else
             "%s went to the server without a mark (the tab had none left from the daemon), so what the "
             "server did for it cannot be known" % _call_label(unreported[0]))}
+    blind = [r for r in records if r.get("dbTraced") is False and _server_matches(
+        r, {k: p[k] for k in ("method", "urlContains", "status") if k in p})]
+    if blind and ("writes" in p or "committed" in p):
+        return {"pass": False, "assertion": "server.writes-unknown", "inconclusive": (
+            "the OpenTelemetry spans of %s carry no database statement, and that service has sent no database "
+            "span yet: without database instrumentation its writes are unknown, not 0 (add the instrumentation "
+            "of its database client)" % _server_label(blind[0]))}
     observed = [_server_line(r) for r in records[-8:]]
     near = [e["t"] for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
@@ -10011,7 +10021,8 @@ _SERVER_INSTALL = (
     "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
     "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
     "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); "
-    "`reticle init` adds or prints it")
+    "`reticle init` adds or prints it; any other stack: its OpenTelemetry exporter pointed at the daemon "
+    "(`reticle init` prints how)")
 _server_log = logging.getLogger("reticle.server")
 _CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
 
@@ -11229,6 +11240,7 @@ class _OtelTraces:
         self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
         self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
         self.spans = 0
+        self.db_services: Set[str] = set()  # services whose spans have shown database statements
         self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
 
     def _owner(self, hub: "Hub", tid: str, now: float) -> Any:
@@ -11285,6 +11297,9 @@ class _OtelTraces:
             self.stats["refused"] += 1
             return
         rec["source"] = "otel"
+        if rec["statements"]:
+            self.db_services.add(server["service"])
+        rec["dbTraced"] = server["service"] in self.db_services
         rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
         owner.server_otel += 1
         owner.add_server_record(rec)
@@ -11302,6 +11317,7 @@ class _OtelTraces:
         writes, statements = _otel_writes(spans)
         rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
         rec["statements"] += statements
+        rec["dbTraced"] = rec["dbTraced"] or statements > 0
         if rec["exception"] is None:
             for sp in spans:
                 exc = next((_otel_exception(e["attrs"]) for e in sp["events"] if e["name"] == "exception"

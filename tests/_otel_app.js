@@ -1,6 +1,7 @@
 // A real Express app with stock OpenTelemetry instrumentation (http, express, pg), for tests/test_otel.py.
 // node _otel_app.js PORT DAEMON_URL PG_PORT; the exporter is configured only by the standard OTEL_*
-// variables (endpoint, headers, protocol through OTEL_TEST_PROTOCOL=json|proto, batch delay).
+// variables (endpoint, headers, protocol through OTEL_TEST_PROTOCOL=json|proto, batch delay);
+// OTEL_TEST_NO_DB=1 leaves the database uninstrumented.
 // Packages come from tests/.otel/node_modules (tests/bootstrap.sh), found through NODE_PATH.
 //
 //   POST /api/save      inserts one row into `profile` (autocommit)
@@ -20,7 +21,9 @@ const Exporter =
 
 const sdk = new NodeSDK({
   traceExporter: new Exporter(),
-  instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation(), new PgInstrumentation()]
+  instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation()].concat(
+    process.env.OTEL_TEST_NO_DB ? [] : [new PgInstrumentation()]
+  )
 });
 sdk.start();
 

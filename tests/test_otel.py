@@ -315,7 +315,7 @@ class ExpressApp:
     """tests/_otel_app.js as a child process, its exporter pointed at the daemon by the standard
     OTEL_* variables only, as a user's app would be."""
 
-    def __init__(self, tmp, daemon, pg_port, protocol="json"):
+    def __init__(self, tmp, daemon, pg_port, protocol="json", db_traced=True):
         if not shutil.which("node") or not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry")):
             pytest.skip("node or tests/.otel (tests/bootstrap.sh installs it) is missing")
         self.port = free_port()
@@ -325,6 +325,8 @@ class ExpressApp:
                    OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(),
                    OTEL_BSP_SCHEDULE_DELAY="200", OTEL_SERVICE_NAME="shop", OTEL_TEST_PROTOCOL=protocol,
                    OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+        if not db_traced:
+            env["OTEL_TEST_NO_DB"] = "1"
         self.log_path = os.path.join(str(tmp), "express-%d.log" % self.port)
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(["node", os.path.join(HERE, "_otel_app.js"), str(self.port), daemon.url,
@@ -425,6 +427,26 @@ def test_the_protobuf_exporter_feeds_the_same_verdicts(tmp_path, daemon, mcp, po
         out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
         assert out["verified"] == "no" and "0 writes" in out["because"], out
         assert [r["source"] for r in server_events(mcp, sid)] == ["otel", "otel"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_without_database_instrumentation_writes_are_unknown_not_zero(tmp_path, daemon, mcp, postgres):
+    app = ExpressApp(tmp_path, daemon, postgres, db_traced=False)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        before = app.rows()
+        for button, path in (("Save", "/api/save"), ("Save (no-op)", "/api/noop")):
+            out = act(mcp, sid, button, dict(WRITE, urlContains=path))
+            assert out["verified"] == "unknown", out
+            assert "no database statement" in out["because"] and "instrumentation" in out["because"], out["because"]
+        assert app.rows() == before + 1  # the save did write: a `no` would have been wrong
+        # what needs no database is still judged
+        out = act(mcp, sid, "Save (swallowed)", saved("/api/swallow"))
+        assert out["verified"] == "no" and "server-exception" in out["because"], out
     finally:
         if browser is not None:
             browser.close()
