@@ -11282,6 +11282,9 @@ class _OtelTraces:
             self._try_stitch(hub, tid, owner, entry, now)
 
     def _try_stitch(self, hub: "Hub", tid: str, owner: Any, entry: dict, now: float) -> None:
+        """Once the trace's root SERVER span (its parent is the SDK's, not among the trace's spans) has
+        arrived: its record, stitched into the tab that holds the trace id, under the document and
+        request the id was issued for, once; the trace is then kept open for late spans (done)."""
         ids = {s["spanId"] for s in entry["spans"]}
         server = next((s for s in entry["spans"] if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
         if server is None:
