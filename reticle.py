@@ -13697,6 +13697,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     server_changes, server_notes = _server_init(root, app)
     changes += server_changes
     notes += server_notes
+    notes += _otel_init(root, origin)
     stdio = {"command": command[0], "args": command[1:]}
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
@@ -13779,6 +13780,41 @@ def _server_init(root: str, app: dict) -> Tuple[List[_InitChange], List[str]]:
                      "`app = reticle.asgi(app)` (SQLAlchemy: `reticle.watch_sqlalchemy(engine)`); %s"
                      % (app.get("module") or "your app module", _SERVER_CHECK))
     return changes, notes
+
+
+_OTEL_PACKAGES = ("@opentelemetry/sdk-node @opentelemetry/auto-instrumentations-node "
+                  "@opentelemetry/exporter-trace-otlp-http")
+_NEXT_INSTRUMENTATION = (
+    "instrumentation.ts: `export async function register() { if (process.env.NEXT_RUNTIME === 'nodejs' && "
+    "process.env.NODE_ENV === 'development') { await import('./instrumentation.node') } }` and "
+    "instrumentation.node.ts: `import { NodeSDK } from '@opentelemetry/sdk-node'; import "
+    "{ getNodeAutoInstrumentations } from '@opentelemetry/auto-instrumentations-node'; import "
+    "{ OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'; new NodeSDK({ traceExporter: "
+    "new OTLPTraceExporter(), instrumentations: [getNodeAutoInstrumentations()] }).start();`")
+
+
+def _otel_init(root: str, origin: str) -> List[str]:
+    """For a Node project (package.json): what turns OpenTelemetry tracing on towards the daemon
+    (Server truth from spans), printed, never written: the packages, how the app loads them
+    (NODE_OPTIONS, or Next.js's instrumentation.ts), the exporter's variables, how to check it."""
+    if not os.path.isfile(os.path.join(root, "package.json")):
+        return []
+    deps = _package_deps(root)
+    kind = next((name for dep, name in (("next", "Next.js"), ("nuxt", "Nuxt"), ("@sveltejs/kit", "SvelteKit"),
+                                        ("astro", "Astro"), ("express", "Express"), ("fastify", "Fastify"))
+                 if dep in deps), "Node")
+    env = ("OTEL_EXPORTER_OTLP_ENDPOINT=%s OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer%%20$(reticle token)\" "
+           "OTEL_TRACES_EXPORTER=otlp OTEL_BSP_SCHEDULE_DELAY=200" % origin)
+    if kind == "Next.js":
+        load = "add %s; run `next dev` with %s" % (_NEXT_INSTRUMENTATION, env)
+    else:
+        load = ("run the dev server with NODE_OPTIONS=\"--require @opentelemetry/auto-instrumentations-node/register\" "
+                "%s" % env)
+    return ["%s server truth from OpenTelemetry (dev only): `npm install --save-dev %s`; %s. The SDK gives each "
+            "same-origin fetch/XHR a traceparent the daemon issued, and the daemon reads the spans at %s/v1/traces "
+            "(database writes need the instrumentation of the database client, which the auto-instrumentations "
+            "include for pg, mysql2, mongodb and more); %s, each record saying source \"otel\""
+            % (kind, _OTEL_PACKAGES, load, origin, _SERVER_CHECK)]
 
 
 def _init_command() -> List[str]:

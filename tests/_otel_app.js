@@ -19,13 +19,15 @@ const Exporter =
     ? require('@opentelemetry/exporter-trace-otlp-proto').OTLPTraceExporter
     : require('@opentelemetry/exporter-trace-otlp-http').OTLPTraceExporter;
 
-const sdk = new NodeSDK({
+// OTEL_TEST_REGISTER=1: tracing is already on, from NODE_OPTIONS=--require
+// @opentelemetry/auto-instrumentations-node/register (what `reticle init` prints), configured by env only
+const sdk = process.env.OTEL_TEST_REGISTER ? null : new NodeSDK({
   traceExporter: new Exporter(),
   instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation()].concat(
     process.env.OTEL_TEST_NO_DB ? [] : [new PgInstrumentation()]
   )
 });
-sdk.start();
+if (sdk) sdk.start();
 
 const express = require('express');
 const { Pool } = require('pg');

@@ -315,7 +315,7 @@ class ExpressApp:
     """tests/_otel_app.js as a child process, its exporter pointed at the daemon by the standard
     OTEL_* variables only, as a user's app would be."""
 
-    def __init__(self, tmp, daemon, pg_port, protocol="json", db_traced=True):
+    def __init__(self, tmp, daemon, pg_port, protocol="json", db_traced=True, register=False):
         if not shutil.which("node") or not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry")):
             pytest.skip("node or tests/.otel (tests/bootstrap.sh installs it) is missing")
         self.port = free_port()
@@ -327,6 +327,9 @@ class ExpressApp:
                    OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
         if not db_traced:
             env["OTEL_TEST_NO_DB"] = "1"
+        if register:  # the zero-code route `reticle init` prints for Node: the exporter's protocol is its default
+            env.update(NODE_OPTIONS="--require @opentelemetry/auto-instrumentations-node/register",
+                       OTEL_TRACES_EXPORTER="otlp", OTEL_TEST_REGISTER="1")
         self.log_path = os.path.join(str(tmp), "express-%d.log" % self.port)
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(["node", os.path.join(HERE, "_otel_app.js"), str(self.port), daemon.url,
@@ -447,6 +450,52 @@ def test_without_database_instrumentation_writes_are_unknown_not_zero(tmp_path, 
         # what needs no database is still judged
         out = act(mcp, sid, "Save (swallowed)", saved("/api/swallow"))
         assert out["verified"] == "no" and "server-exception" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+# -- `reticle init` for Node projects -----------------------------------------------------------------
+
+@pytest.mark.parametrize("deps, kind, loads", [
+    ({"express": "^4"}, "Express", "NODE_OPTIONS=\"--require @opentelemetry/auto-instrumentations-node/register\""),
+    ({"next": "15"}, "Next.js", "instrumentation.ts"),
+    ({"nuxt": "3"}, "Nuxt", "NODE_OPTIONS="),
+    ({"@sveltejs/kit": "2", "vite": "5"}, "SvelteKit", "NODE_OPTIONS="),
+    ({}, "Node", "NODE_OPTIONS="),
+])
+def test_init_prints_how_a_node_project_traces_to_the_daemon(tmp_path, deps, kind, loads):
+    (tmp_path / "package.json").write_text(json.dumps({"name": "shop", "dependencies": deps}))
+    plan = reticle._init_plan(str(tmp_path), str(tmp_path / "home"), 4400, ["reticle", "mcp"])
+    notes = [n for n in plan["notes"] if "OpenTelemetry" in n]
+    assert len(notes) == 1 and notes[0].startswith(kind + " server truth"), plan["notes"]
+    for part in (loads, "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4400",
+                 "OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer%20$(reticle token)\"", "OTEL_BSP_SCHEDULE_DELAY=200",
+                 "npm install --save-dev @opentelemetry/sdk-node", "reticle_observe", "source \"otel\""):
+        assert part in notes[0], (part, notes[0])
+    assert not any("OpenTelemetry" in c.what for c in plan["changes"])  # printed, never written
+
+
+def test_init_prints_no_tracing_for_a_python_project(tmp_path):
+    (tmp_path / "manage.py").write_text("")
+    plan = reticle._init_plan(str(tmp_path), str(tmp_path / "home"), 4400, ["reticle", "mcp"])
+    assert not any("OpenTelemetry" in n for n in plan["notes"]), plan["notes"]
+
+
+def test_the_zero_code_route_init_prints_for_node_feeds_verdicts(tmp_path, daemon, mcp, postgres):
+    """NODE_OPTIONS=--require @opentelemetry/auto-instrumentations-node/register and the OTEL_* variables
+    `reticle init` prints, nothing in the app's code: a save is yes, a no-op is no."""
+    if not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry", "auto-instrumentations-node")):
+        pytest.skip("@opentelemetry/auto-instrumentations-node is not installed (tests/bootstrap.sh)")
+    app = ExpressApp(tmp_path, daemon, postgres, register=True)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", (out, app.log())
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
     finally:
         if browser is not None:
             browser.close()
