@@ -8,12 +8,16 @@
 //   POST /api/noop      answers {ok: true} and writes nothing
 //   POST /api/rollback  inserts inside BEGIN ... ROLLBACK and answers {ok: true}
 //   POST /api/swallow   a middleware throws; the app's error handler answers 200 {ok: true}
+//   POST /api/logged    logs an ERROR record (OTLP logs) and answers 200 {ok: true}
 //   POST /api/boom      throws: Express answers 500
 'use strict';
 const { NodeSDK } = require('@opentelemetry/sdk-node');
 const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
 const { ExpressInstrumentation } = require('@opentelemetry/instrumentation-express');
 const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg');
+const { OTLPLogExporter } = require('@opentelemetry/exporter-logs-otlp-http');
+const { SimpleLogRecordProcessor } = require('@opentelemetry/sdk-logs');
+const { logs } = require('@opentelemetry/api-logs');
 const Exporter =
   process.env.OTEL_TEST_PROTOCOL === 'proto'
     ? require('@opentelemetry/exporter-trace-otlp-proto').OTLPTraceExporter
@@ -23,6 +27,7 @@ const Exporter =
 // @opentelemetry/auto-instrumentations-node/register (what `reticle init` prints), configured by env only
 const sdk = process.env.OTEL_TEST_REGISTER ? null : new NodeSDK({
   traceExporter: new Exporter(),
+  logRecordProcessors: [new SimpleLogRecordProcessor(new OTLPLogExporter())],
   instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation()].concat(
     process.env.OTEL_TEST_NO_DB ? [] : [new PgInstrumentation()]
   )
@@ -41,6 +46,7 @@ const PAGE = `<!doctype html><html><head><title>Profile</title>
 <button onclick="go('/api/noop')">Save (no-op)</button>
 <button onclick="go('/api/rollback')">Save (rollback)</button>
 <button onclick="go('/api/swallow')">Save (swallowed)</button>
+<button onclick="go('/api/logged')">Save (logged)</button>
 <button onclick="go('/api/boom')">Save (boom)</button>
 <button onclick="goXhr('/api/save')">Save (xhr)</button>
 <button onclick="goOwn('/api/save')">Save (own trace)</button>
@@ -85,6 +91,11 @@ app.post('/api/save', async (req, res, next) => {
   }
 });
 app.post('/api/noop', (req, res) => res.json({ ok: true }));
+app.post('/api/logged', (req, res) => {
+  // the app catches a failure, logs it at ERROR through OpenTelemetry's logs API, and answers 200
+  logs.getLogger('shop.views').emit({ severityNumber: 17, severityText: 'ERROR', body: 'could not save profile' });
+  res.json({ ok: true });
+});
 app.post('/api/rollback', async (req, res, next) => {
   const client = await pool.connect();
   try {

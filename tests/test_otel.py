@@ -399,6 +399,10 @@ def test_a_real_express_app_with_opentelemetry_in_chromium(tmp_path, daemon, mcp
         assert out["verified"] == "no" and out["verifiedReason"] == "contradicted", (out, server_events(mcp, sid))
         assert "server-exception" in out["because"] and "profile store unavailable" in out["because"], out["because"]
         assert "_otel_app.js:" in out["because"] and "loadProfileStore" in out["because"], out["because"]
+        # an error the app logged (OpenTelemetry logs, /v1/logs) under its 200: no, naming the logger
+        out = act(mcp, sid, "Save (logged)", saved("/api/logged"))
+        assert out["verified"] == "no" and "server-logged-error" in out["because"], out
+        assert "shop.views" in out["because"] and "could not save profile" in out["because"], out["because"]
         # an XHR carries the trace context too
         out = act(mcp, sid, "Save (xhr)", dict(WRITE, urlContains="/api/save"))
         assert out["verified"] == "yes", out
