@@ -1672,7 +1672,7 @@ class _Known:
                  polled: Tuple[str, ...] = ()) -> None:
         self.open_requests = open_requests
         self.server_seen = server_seen      # records the app's middleware reported for this tab (Server truth)
-        self.server_grace = SERVER_GRACE_MS  # how long a record may follow its request (longer from spans)
+        self.server_grace: float = SERVER_GRACE_MS  # how long a record may follow its request (longer from spans)
         self.stuck = ""                     # why the page does not answer commands (a dialog, a busy thread)
         self.blind_spots = blind_spots
         self.unreadable = unreadable or {}  # parts of the page now that cannot be read: reason -> (count, detail)
@@ -2163,7 +2163,7 @@ class _TabState:
                        origin, background, self.store.page_blind_spots(), self.server_seen,
                        polled=tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
         known.stuck = self.not_answering() or ""
-        known.server_grace = OTEL_GRACE_MS if self.server_otel else SERVER_GRACE_MS
+        known.server_grace = self.server_grace()
         return known
 
     # -- cursors --------------------------------------------------------------
@@ -2208,6 +2208,13 @@ class _TabState:
         self.server_seen += 1
         self.store.add({"t": self.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
         self._wake()
+
+    def server_grace(self) -> float:
+        """How long (ms) a marked request's record may follow its answer: longer once spans feed this
+        tab or this daemon (exporters batch them), else SERVER_GRACE_MS."""
+        hub = getattr(self.bridge, "hub", None)
+        spans = hub.otel.stats["spans"] if hub is not None and hasattr(hub, "otel") else 0
+        return OTEL_GRACE_MS if self.server_otel or spans else SERVER_GRACE_MS
 
     # -- waking ---------------------------------------------------------------
     def _wake(self) -> None:
@@ -5931,13 +5938,12 @@ def _lost_why(session: "_BrowserSession") -> str:
 async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
     """With the app's middleware in use (a record arrived for this tab), give the records of the
     act's marked requests their grace to arrive before judging (until `budget_end`, on the daemon's
-    clock).  True when any arrived."""
-    if not session.server_seen:
+    clock).  True when any arrived.  On a daemon that spans reach, a tab's first act waits too."""
+    if not session.server_seen and session.server_grace() == SERVER_GRACE_MS:
         return False
     before = session.server_seen
     while session.now() < budget_end:
-        awaiting, _ = _server_unreported(session.now(), session.window(since),
-                                         OTEL_GRACE_MS if session.server_otel else SERVER_GRACE_MS)
+        awaiting, _ = _server_unreported(session.now(), session.window(since), session.server_grace())
         if not awaiting:
             break
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
