@@ -315,7 +315,7 @@ class ExpressApp:
     """tests/_otel_app.js as a child process, its exporter pointed at the daemon by the standard
     OTEL_* variables only, as a user's app would be."""
 
-    def __init__(self, tmp, daemon, pg_port, protocol="json", db_traced=True, register=False):
+    def __init__(self, tmp, daemon, pg_port, protocol="json", db_traced=True, register=False, delay_ms=200):
         if not shutil.which("node") or not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry")):
             pytest.skip("node or tests/.otel (tests/bootstrap.sh installs it) is missing")
         self.port = free_port()
@@ -323,7 +323,7 @@ class ExpressApp:
         self.pg_port = pg_port
         env = dict(os.environ, NODE_PATH=NODE_MODULES, OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url,
                    OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(),
-                   OTEL_BSP_SCHEDULE_DELAY="200", OTEL_SERVICE_NAME="shop", OTEL_TEST_PROTOCOL=protocol,
+                   OTEL_BSP_SCHEDULE_DELAY=str(delay_ms), OTEL_SERVICE_NAME="shop", OTEL_TEST_PROTOCOL=protocol,
                    OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
         if not db_traced:
             env["OTEL_TEST_NO_DB"] = "1"
@@ -500,6 +500,23 @@ def test_the_zero_code_route_init_prints_for_node_feeds_verdicts(tmp_path, daemo
         assert out["verified"] == "yes", (out, app.log())
         out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
         assert out["verified"] == "no" and "0 writes" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_a_tabs_first_act_waits_for_the_spans_of_a_slower_exporter(tmp_path, daemon, mcp, postgres):
+    """A 900 ms batch delay, past the middleware's 400 ms: the tab's very first act, whose page says
+    "Saved" at once, waits for its spans (spans already reached the daemon: the page's own document
+    request was traced) and sees the exception under the 200: no, not a yes decided before they came."""
+    app = ExpressApp(tmp_path, daemon, postgres, delay_ms=900)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        time.sleep(1.5)  # the document request's spans (under no trace id of the tab's) reach the daemon
+        out = act(mcp, sid, "Save (swallowed)", saved("/api/swallow"))
+        assert out["verified"] == "no" and "server-exception" in out["because"], out
     finally:
         if browser is not None:
             browser.close()
