@@ -521,3 +521,26 @@ def test_a_tabs_first_act_waits_for_the_spans_of_a_slower_exporter(tmp_path, dae
         if browser is not None:
             browser.close()
         app.close()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("otel") / "state", env={"RETICLE_RATE_LIMIT": "1000,1000"})
+    yield d
+    d.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(VALID), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
+       st.booleans())
+def test_fuzzed_bodies_over_http_get_ok_or_a_clean_400(shared_daemon, base, flips, zipped):
+    data = bytearray(base)
+    for at, byte in flips:
+        data[at % len(data)] = byte
+    body = gzip.compress(bytes(data)) if zipped else bytes(data)
+    status, media, answer = post(shared_daemon, "/v1/traces", body, "application/x-protobuf",
+                                 encoding="gzip" if zipped else None)
+    assert status in (200, 400), (status, answer)
+    if status == 400:
+        assert "ExportTraceServiceRequest" in json.loads(answer)["detail"]
+    assert shared_daemon.status()["running"] is True
