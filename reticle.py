@@ -13796,7 +13796,9 @@ _NEXT_INSTRUMENTATION = (
     "instrumentation.node.ts: `import { NodeSDK } from '@opentelemetry/sdk-node'; import "
     "{ getNodeAutoInstrumentations } from '@opentelemetry/auto-instrumentations-node'; import "
     "{ OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'; new NodeSDK({ traceExporter: "
-    "new OTLPTraceExporter(), instrumentations: [getNodeAutoInstrumentations()] }).start();`")
+    "new OTLPTraceExporter(), instrumentations: [getNodeAutoInstrumentations()] }).start();`, with those "
+    "packages and the database client (pg, mysql2 ...) in next.config's serverExternalPackages (bundled, "
+    "they would escape the instrumentation)")
 
 
 def _otel_init(root: str, origin: str) -> List[str]:

@@ -1,7 +1,8 @@
 """Server truth from OpenTelemetry: the daemon's OTLP/HTTP receiver (JSON and protobuf, gzip, the
 pairing token, clean refusals, the hand-written protobuf reader fuzzed against messages encoded by
-the official opentelemetry-proto package), spans mapped to the middleware's records, and a real
-Express app with stock OpenTelemetry instrumentation driven in headless Chromium."""
+the official opentelemetry-proto package), spans mapped to the middleware's records, `reticle init`'s
+Node notes, and real Express and Next.js apps with stock OpenTelemetry instrumentation and a traced
+PostgreSQL, driven in headless Chromium."""
 
 import gzip
 import json
@@ -544,3 +545,70 @@ def test_fuzzed_bodies_over_http_get_ok_or_a_clean_400(shared_daemon, base, flip
     if status == 400:
         assert "ExportTraceServiceRequest" in json.loads(answer)["detail"]
     assert shared_daemon.status()["running"] is True
+
+
+# -- a real Next.js app, traced through its instrumentation hook ---------------------------------------
+
+class NextApp(ExpressApp):
+    """tests/_otel_next (app router, instrumentation.js starting the NodeSDK with the http and pg
+    instrumentations) copied to a temporary folder beside tests/.otel's node_modules, under `next dev`."""
+
+    def __init__(self, tmp, daemon, pg_port):
+        if not os.path.isfile(os.path.join(NODE_MODULES, "next", "dist", "bin", "next")):
+            pytest.skip("next is not installed in tests/.otel (tests/bootstrap.sh)")
+        self.port, self.pg_port = free_port(), pg_port
+        self.url = "http://127.0.0.1:%d" % self.port
+        root = os.path.join(str(tmp), "next-app")
+        shutil.copytree(os.path.join(HERE, "_otel_next"), root)
+        os.symlink(NODE_MODULES, os.path.join(root, "node_modules"))
+        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(pg_port), "-U", "app", "-d", "postgres", "-qc",
+                        "CREATE TABLE IF NOT EXISTS profile (id serial PRIMARY KEY, name text)"], check=True)
+        env = dict(os.environ, NEXT_TELEMETRY_DISABLED="1", RETICLE_DAEMON_URL=daemon.url, PG_PORT=str(pg_port),
+                   OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url, OTEL_BSP_SCHEDULE_DELAY="200",
+                   OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(), OTEL_SERVICE_NAME="shop-next",
+                   OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+        self.log_path = os.path.join(str(tmp), "next-%d.log" % self.port)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["node", os.path.join(NODE_MODULES, "next", "dist", "bin", "next"), "dev",
+                                      "-H", "127.0.0.1", "-p", str(self.port)], env=env, stdout=self._log,
+                                     stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+        try:
+            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 60, what="next dev")
+            assert self.proc.poll() is None, self.log()
+            for path, method in (("/", "GET"), ("/api/save", "GET"), ("/api/noop", "GET")):  # compile them first
+                try:
+                    urllib.request.urlopen(urllib.request.Request(self.url + path, method=method), timeout=120).read()
+                except urllib.error.HTTPError:
+                    pass  # a route handler without GET answers 405, compiled
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self.proc.poll() is None:
+            import signal
+            os.killpg(self.proc.pid, signal.SIGTERM)  # next dev's own worker processes with it
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+def test_a_real_nextjs_app_traced_by_its_instrumentation_hook(tmp_path, daemon, mcp, postgres):
+    app = NextApp(tmp_path, daemon, postgres)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        before = app.rows()
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"), timeout_ms=15000)
+        assert out["verified"] == "yes", (out, app.log()[-3000:])
+        assert app.rows() == before + 1
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"), timeout_ms=15000)
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+        assert {r["source"] for r in server_events(mcp, sid)} == {"otel"}
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
