@@ -11206,12 +11206,11 @@ def _otel_record(server: dict, spans: List[dict], logs: List[dict]) -> dict:
     server span's, else an internal span's: a client call's own failure is not the request's), error
     logs, and the database spans' writes."""
     a = server["attrs"]
-    path = a.get("url.path") or a.get("http.target")
+    path = a.get("url.path") or a.get("http.target")  # without the query, as the middleware reports it
     if not isinstance(path, str):
         full = a.get("url.full") or a.get("http.url")
         path = urllib.parse.urlsplit(full).path if isinstance(full, str) else "/"
-    elif isinstance(a.get("url.query"), str) and a["url.query"]:
-        path += "?" + a["url.query"]
+    path = path.split("?", 1)[0] or "/"
     host = a.get("server.address") or a.get("http.host") or a.get("net.host.name") or ""
     port = a.get("server.port") or a.get("net.host.port")
     if host and port and ":" not in str(host):

@@ -120,6 +120,8 @@ def test_protobuf_and_json_bodies_read_alike():
     assert server["attrs"]["http.response.status_code"] == 200 and server["service"] == "shop"
     rec = reticle._otel_record(server, spans, [])
     assert rec["status"] == 200 and rec["method"] == "POST" and rec["view"] == "/api/save"
+    assert reticle._otel_record(dict(server, attrs={"http.target": "/api/save?token=s3cret"}), spans, [])["path"] \
+        == "/api/save"  # the query (it may hold secrets) is left out, as the middleware leaves it out
     assert rec["host"] == "127.0.0.1:3000" and rec["ms"] == 12.5
     assert rec["exception"] == {"type": "Error", "message": "nope", "frames": ["app.js:23 save"]}
     assert [(w["op"], w["table"], w["committed"]) for w in rec["writes"]] == [("insert", "profile", True)]
