@@ -10805,17 +10805,15 @@ def _stitch_server_records(hub: "Hub", body: Any) -> dict:
 # instrumentation continues.  The exporter posts the spans to /v1/traces (and error logs to /v1/logs)
 # with the pairing token; a trace id lands in a tab only when the daemon issued it to that tab as a
 # mark, once, and its SERVER span becomes the record the Python middleware would have made.
-# The protobuf reader is hand-written: OTLP needs six message shapes, and a protobuf library would
-# be a fourth runtime dependency.
+# The protobuf reader is hand-written: OTLP needs a few fields of some twenty messages, and a protobuf
+# library would be a fourth runtime dependency.
 
-OTEL_ROUTES = ("/v1/traces", "/v1/logs")
 OTEL_MEDIA = ("application/json", "application/x-protobuf")
 OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
 OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
 OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
-OTEL_GRACE_MS = 1500             # for a tab whose records come from spans (exporters batch): SERVER_GRACE_MS
+OTEL_GRACE_MS = 1500             # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
 OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
 
 class _PbError(ValueError):
