@@ -108,6 +108,7 @@ from typing import Awaitable
 from typing import Callable
 from typing import Dict
 from typing import FrozenSet
+from typing import Iterator
 from typing import List
 from typing import NamedTuple
 from typing import Literal
@@ -1701,7 +1702,7 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing")
+                 "polled", "stuck", "server_missing", "server_grace")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -1709,6 +1710,7 @@ class _Known:
                  polled: Tuple[str, ...] = ()) -> None:
         self.open_requests = open_requests
         self.server_seen = server_seen      # records the app's middleware reported for this tab (Server truth)
+        self.server_grace: float = SERVER_GRACE_MS  # how long a record may follow its request (longer from spans)
         self.stuck = ""                     # why the page does not answer commands (a dialog, a busy thread)
         self.server_missing: Tuple[str, ...] = ()  # the act's answered marked requests with no record by the cap
         self.blind_spots = blind_spots
@@ -2079,6 +2081,7 @@ class _TabState:
         self.arriving: Optional[Tuple[str, float]] = None
         self.server_tickets = _ServerTickets()   # the one-use marks the SDK puts on its requests (Server truth)
         self.server_seen = 0                      # records the app's middleware reported for this tab
+        self.server_otel = 0                      # of them, records made from OpenTelemetry spans
         self.update_identity(hello)
 
     def update_identity(self, hello: dict) -> None:
@@ -2213,6 +2216,7 @@ class _TabState:
                        origin, background, self.store.page_blind_spots(), self.server_seen,
                        polled=tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
         known.stuck = self.not_answering() or ""
+        known.server_grace = self.server_grace()
         return known
 
     # -- cursors --------------------------------------------------------------
@@ -2257,6 +2261,13 @@ class _TabState:
         self.server_seen += 1
         self.store.add({"t": self.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
         self._wake()
+
+    def server_grace(self) -> float:
+        """How long (ms) a marked request's record may follow its answer: longer once spans feed this
+        tab or this daemon (exporters batch them), else SERVER_GRACE_MS."""
+        hub = getattr(self.bridge, "hub", None)
+        spans = hub.otel.stats["spans"] if hub is not None and hasattr(hub, "otel") else 0
+        return OTEL_GRACE_MS if self.server_otel or spans else SERVER_GRACE_MS
 
     # -- waking ---------------------------------------------------------------
     def _wake(self) -> None:
@@ -5414,7 +5425,9 @@ def _server_line(r: dict) -> str:
     parts = ["%s → %s" % (_server_label(r), r.get("status"))]
     if r.get("view"):
         parts.append("view %s" % r["view"])
-    if _server_unwatched(r):
+    if r.get("dbTraced") is False:  # spans without database instrumentation: not "0 writes"
+        parts.append("writes unknown (no database spans)")
+    elif _server_unwatched(r):
         parts.append("writes not watched")
     else:
         parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
@@ -5509,9 +5522,10 @@ def _server_matches(r: dict, p: dict) -> bool:
 def _server_unreported(now: float, window: List[dict],
                        grace_ms: Optional[float] = None) -> Tuple[List[dict], List[dict]]:
     """The tab's marked requests in the window that no server record answers yet, as (awaiting,
-    unreported): awaiting = still open, or answered less than grace_ms (SERVER_GRACE_MS) ago (the
-    record may be on its way); unreported = answered longer ago than that.  A record answers the
-    request the SDK put its mark on (net.pending's serverMark: the id the daemon issued with the mark)."""
+    unreported): awaiting = still open, or answered less than grace_ms (SERVER_GRACE_MS; OTEL_GRACE_MS
+    for a tab whose records come from batched spans) ago (the record may be on its way); unreported =
+    answered longer ago than that.  A record answers the request the SDK put its mark on
+    (net.pending's serverMark: the id the daemon issued with the mark)."""
     grace = SERVER_GRACE_MS if grace_ms is None else grace_ms
     reported = {(r.get("documentId"), r.get("requestId")) for r in _server_records(window)}
     done = {}
@@ -5561,7 +5575,7 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
     window = obs.events(p)
     records = _server_records(window)
     matched = [r for r in records if _server_matches(r, p)]
-    awaiting, unreported = _server_unreported(obs.now, window)
+    awaiting, unreported = _server_unreported(obs.now, window, obs.known.server_grace)
     expected = _describe_server(p)
     if "count" in p and len(matched) > p["count"]:
         return {"pass": False, "assertion": "server.count", "expected": "%d × %s" % (p["count"], expected),
@@ -5571,7 +5585,7 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
         return {"pass": True, "assertion": "server.present",
                 "evidence": {"server": [_server_line(r) for r in matched[:5]]}}
     if awaiting:
-        return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": SERVER_GRACE_MS,
+        return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": obs.known.server_grace,
                 "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
     if not obs.known.server_seen:
         return {"pass": False, "assertion": "server.absent", "inconclusive": (
@@ -5580,10 +5594,19 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
     if unreported:
         return {"pass": False, "assertion": "server.unreported", "inconclusive": (
             "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
-            "route, or dropped it while the daemon was away, or the browser said another page sent it)"
-            % _call_label(unreported[0]) if unreported[0].get("serverMark") else
+            "route, or dropped it while the daemon was away, or the browser said another page sent it)%s"
+            % (_call_label(unreported[0]), "; it carried the app's own traceparent, so its OpenTelemetry spans "
+               "are under a trace id the daemon did not issue and cannot be attributed to this tab"
+               if unreported[0].get("ownTrace") else "") if unreported[0].get("serverMark") else
             "%s went to the server without a mark (the tab had none left from the daemon), so what the "
             "server did for it cannot be known" % _call_label(unreported[0]))}
+    traced = [r for r in records if r.get("dbTraced") is False and _server_matches(
+        r, {k: p[k] for k in ("method", "urlContains", "status") if k in p})]
+    if traced and ("writes" in p or "committed" in p):
+        return {"pass": False, "assertion": "server.writes-unknown", "inconclusive": (
+            "the OpenTelemetry spans of %s carry no database statement, and that service has sent no database "
+            "span yet: without database instrumentation its writes are unknown, not 0 (add the instrumentation "
+            "of its database client)" % _server_label(traced[0]))}
     blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
         r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
     if blind:
@@ -6180,15 +6203,17 @@ def _lost_why(session: "_BrowserSession") -> str:
 
 
 async def _await_server_records(session: "_BrowserSession", since: float, budget_end: float) -> bool:
-    """With the app's middleware in use (a record arrived for this tab), wait for the record of each
-    marked request the act made, up to SERVER_WAIT_CAP_MS past its answer (work the framework runs
-    for a request after answering it, such as a background task, ends before its record is sent),
-    and never past `budget_end` on the daemon's clock.  True when any arrived."""
-    if not session.server_seen:
+    """With the app's middleware in use (a record arrived for this tab, or spans reach this daemon),
+    wait for the record of each marked request the act made, up to SERVER_WAIT_CAP_MS past its
+    answer (work the framework runs for a request after answering it, such as a background task,
+    ends before its record is sent; an exporter batches its spans), and never past `budget_end` on
+    the daemon's clock.  True when any arrived."""
+    if not session.server_seen and session.server_grace() == SERVER_GRACE_MS:
         return False
     before = session.server_seen
     while session.now() < budget_end:
-        awaiting, _ = _server_unreported(session.now(), session.window(since), SERVER_WAIT_CAP_MS)
+        awaiting, _ = _server_unreported(session.now(), session.window(since), max(SERVER_WAIT_CAP_MS,
+                                                                                  session.server_grace()))
         if not awaiting:
             break
         await session.wait_change(min(50.0, budget_end - session.now()) / 1000.0)
@@ -7812,6 +7837,8 @@ def _cost(obj: Any) -> dict:
 
 async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                          ctx: "_CallContext") -> dict:
+    """reticle_sessions: the connected tabs (a device marked yours or another client's); with none,
+    why, naming what the daemon refused recently (a script load, a socket) and what to do."""
     sessions = [_describe_session(s) for s in hub.bridge.live()]
     for tab in sessions if ctx is not None and ctx.transport != "resource" else ():
         device = hub.devices.for_session(tab["sessionId"]) if "device" in tab else None
@@ -10418,7 +10445,8 @@ _SERVER_INSTALL = (
     "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
     "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); raw sqlite3 writes: "
     "reticle.watch_sqlite3(conn); "
-    "`reticle init` adds or prints it")
+    "`reticle init` adds or prints it; any other stack: its OpenTelemetry exporter pointed at the daemon "
+    "(`reticle init` prints how)")
 _server_log = logging.getLogger("reticle.server")
 _CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
 
@@ -11681,6 +11709,541 @@ def _stitch_server_records(hub: "Hub", body: Any) -> dict:
     return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}
 
 
+# -- OpenTelemetry: server records from any stack's spans (OTLP/HTTP, correlated by trace context) --
+# The SDK's one-use server mark is 32 hex digits, the size of a W3C trace id: each marked same-origin
+# fetch/XHR also carries `traceparent: 00-<mark>-<random parent>-01`, which stock OpenTelemetry server
+# instrumentation continues.  The exporter posts the spans to /v1/traces (and error logs to /v1/logs)
+# with the pairing token; a trace id lands in a tab only when the daemon issued it to that tab as a
+# mark, once, and its SERVER span becomes the record the Python middleware would have made.
+# The protobuf reader is hand-written: OTLP needs a few fields of some twenty messages, and a protobuf
+# library would be a fourth runtime dependency.
+
+OTEL_MEDIA = ("application/json", "application/x-protobuf")
+OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
+OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
+OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
+OTEL_GRACE_MS = 1500             # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
+OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
+
+
+class _PbError(ValueError):
+    """A protobuf body that is not a well-formed OTLP message (said where)."""
+
+
+# message -> {field number: (JSON-mapping name, kind, repeated)}; kind is a message name or a scalar:
+# str, hex (bytes as hex, ids), b64 (bytes), int (varint), i64 (varint int64, as a string), bool,
+# u64 (fixed64, as a string), double (fixed64)
+_PB_MESSAGES: Dict[str, Dict[int, Tuple[str, str, bool]]] = {
+    "TracesRequest": {1: ("resourceSpans", "ResourceSpans", True)},
+    "LogsRequest": {1: ("resourceLogs", "ResourceLogs", True)},
+    "ResourceSpans": {1: ("resource", "Resource", False), 2: ("scopeSpans", "ScopeSpans", True)},
+    "ResourceLogs": {1: ("resource", "Resource", False), 2: ("scopeLogs", "ScopeLogs", True)},
+    "Resource": {1: ("attributes", "KeyValue", True)},
+    "ScopeSpans": {1: ("scope", "Scope", False), 2: ("spans", "Span", True)},
+    "ScopeLogs": {1: ("scope", "Scope", False), 2: ("logRecords", "LogRecord", True)},
+    "Scope": {1: ("name", "str", False), 2: ("version", "str", False)},
+    "Span": {1: ("traceId", "hex", False), 2: ("spanId", "hex", False), 4: ("parentSpanId", "hex", False),
+             5: ("name", "str", False), 6: ("kind", "int", False), 7: ("startTimeUnixNano", "u64", False),
+             8: ("endTimeUnixNano", "u64", False), 9: ("attributes", "KeyValue", True),
+             11: ("events", "Event", True), 15: ("status", "Status", False)},
+    "Event": {1: ("timeUnixNano", "u64", False), 2: ("name", "str", False), 3: ("attributes", "KeyValue", True)},
+    "Status": {2: ("message", "str", False), 3: ("code", "int", False)},
+    "LogRecord": {1: ("timeUnixNano", "u64", False), 2: ("severityNumber", "int", False),
+                  3: ("severityText", "str", False), 5: ("body", "AnyValue", False),
+                  6: ("attributes", "KeyValue", True), 9: ("traceId", "hex", False), 10: ("spanId", "hex", False)},
+    "KeyValue": {1: ("key", "str", False), 2: ("value", "AnyValue", False)},
+    "AnyValue": {1: ("stringValue", "str", False), 2: ("boolValue", "bool", False), 3: ("intValue", "i64", False),
+                 4: ("doubleValue", "double", False), 5: ("arrayValue", "ArrayValue", False),
+                 6: ("kvlistValue", "KeyValueList", False), 7: ("bytesValue", "b64", False)},
+    "ArrayValue": {1: ("values", "AnyValue", True)},
+    "KeyValueList": {1: ("values", "KeyValue", True)},
+}
+_PB_WIRE = {"int": 0, "i64": 0, "bool": 0, "u64": 1, "double": 1}  # every other kind is length-delimited (2)
+
+
+def _pb_varint(buf: memoryview, i: int) -> Tuple[int, int]:
+    result = shift = 0
+    while True:
+        if i >= len(buf):
+            raise _PbError("a varint runs past the end of its message")
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, i
+        shift += 7
+        if shift >= 70:
+            raise _PbError("a varint longer than 10 bytes")
+
+
+def _pb_fields(buf: memoryview) -> Iterator[Tuple[int, int, Any]]:
+    """(field number, wire type, value) of each field of one message: an int for varint, fixed64 and
+    fixed32 fields, a memoryview for length-delimited ones.  Groups (wire types 3, 4) are refused."""
+    i, n = 0, len(buf)
+    while i < n:
+        key, i = _pb_varint(buf, i)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise _PbError("field number 0 at byte %d" % i)
+        if wire == 0:
+            value, i = _pb_varint(buf, i)
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            if i + size > n:
+                raise _PbError("a fixed%d field runs past the end of its message" % (size * 8))
+            value = int.from_bytes(buf[i:i + size], "little")
+            i += size
+        elif wire == 2:
+            size, i = _pb_varint(buf, i)
+            if i + size > n:
+                raise _PbError("field %d says %d bytes; fewer are left" % (field, size))
+            value = buf[i:i + size]  # type: ignore[assignment]  # length-delimited: the bytes themselves
+            i += size
+        else:
+            raise _PbError("wire type %d (field %d) is not used by OTLP" % (wire, field))
+        yield field, wire, value
+
+
+def _pb_scalar(kind: str, value: Any) -> Any:
+    if kind == "str":
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise _PbError("a string field is not UTF-8") from None
+    if kind == "hex":
+        return bytes(value).hex()
+    if kind == "b64":
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if kind == "i64":
+        value &= (1 << 64) - 1
+        return str(value - (1 << 64) if value >= 1 << 63 else value)
+    if kind == "u64":
+        return str(value)
+    if kind == "double":
+        import struct
+        return struct.unpack("<d", value.to_bytes(8, "little"))[0]
+    if kind == "bool":
+        return bool(value)
+    return value  # int (an enum, a count)
+
+
+def _pb_message(buf: memoryview, name: str, depth: int = 0) -> dict:
+    """One OTLP message decoded into OTLP's JSON mapping (camelCase names, ids as hex, 64-bit integers
+    as strings); fields Reticle does not read are skipped.  Raises _PbError naming what is wrong."""
+    if depth > OTEL_MAX_DEPTH + 8:
+        raise _PbError("values nested deeper than %d" % OTEL_MAX_DEPTH)
+    schema = _PB_MESSAGES[name]
+    out: Dict[str, Any] = {}
+    for field, wire, value in _pb_fields(buf):
+        spec = schema.get(field)
+        if spec is None:
+            continue
+        key, kind, repeated = spec
+        want = _PB_WIRE.get(kind, 2)
+        if wire != want:
+            raise _PbError("%s field %d (%s) has wire type %d, not %d" % (name, field, key, wire, want))
+        got = _pb_message(value, kind, depth + 1) if kind in _PB_MESSAGES else _pb_scalar(kind, value)
+        if repeated:
+            out.setdefault(key, []).append(got)
+        else:
+            out[key] = got
+    return out
+
+
+def _otlp_payload(body: bytes, media: str, encoding: str, what: str) -> dict:
+    """The request body of POST /v1/traces or /v1/logs as OTLP's JSON mapping: gzip inflated (to at
+    most OTEL_INFLATED_CAP bytes), then JSON or protobuf.  Refusals say what was wrong and what is accepted."""
+    enc = encoding.strip().lower()
+    if enc == "gzip":
+        import zlib
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            body = inflater.decompress(body, OTEL_INFLATED_CAP + 1)
+        except zlib.error as exc:
+            raise _HttpRefusal(400, "bad request", "the gzip body does not inflate: %s" % exc) from None
+        if len(body) > OTEL_INFLATED_CAP or inflater.unconsumed_tail:
+            raise _HttpRefusal(413, "payload too large", "the gzip body inflates past %d bytes" % OTEL_INFLATED_CAP)
+        if not inflater.eof:
+            raise _HttpRefusal(400, "bad request", "the gzip body is truncated")
+    elif enc not in ("", "identity"):
+        raise _HttpRefusal(415, "unsupported media type", "Content-Encoding %s is not accepted (gzip or none)"
+                           % _short(encoding, 40))
+    if media == "application/x-protobuf":
+        try:
+            return _pb_message(memoryview(body), "TracesRequest" if what == "traces" else "LogsRequest")
+        except _PbError as exc:
+            raise _HttpRefusal(400, "bad request", "the protobuf body is not an OTLP Export%sServiceRequest: %s"
+                               % ("Trace" if what == "traces" else "Logs", exc)) from None
+    try:
+        payload = _loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _HttpRefusal(400, "bad request", "the body is not JSON: %s" % exc) from None
+    top = "resourceSpans" if what == "traces" else "resourceLogs"
+    if not isinstance(payload, dict) or not isinstance(payload.get(top, []), list):
+        raise _HttpRefusal(400, "bad request", "expected OTLP JSON {%s: [...]}" % top)
+    return payload
+
+
+def _otel_value(v: Any, depth: int = 0) -> Any:
+    """An AnyValue of OTLP's JSON mapping as a plain value (int64 strings as ints)."""
+    if not isinstance(v, dict) or depth > OTEL_MAX_DEPTH:
+        return None
+    if "stringValue" in v:
+        return v["stringValue"] if isinstance(v["stringValue"], str) else None
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])
+        except (TypeError, ValueError):
+            return None
+    if "boolValue" in v:
+        return v["boolValue"] is True
+    if "doubleValue" in v:
+        return v["doubleValue"] if isinstance(v["doubleValue"], (int, float)) else None
+    if isinstance(v.get("arrayValue"), dict):
+        values = v["arrayValue"].get("values")
+        return [_otel_value(x, depth + 1) for x in values[:100]] if isinstance(values, list) else []
+    if isinstance(v.get("kvlistValue"), dict):
+        return _otel_attrs(v["kvlistValue"].get("values"), depth + 1)
+    return None
+
+
+def _otel_attrs(kvs: Any, depth: int = 0) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for kv in kvs[:256] if isinstance(kvs, list) else []:
+        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+            out[kv["key"][:200]] = _otel_value(kv.get("value"), depth)
+    return out
+
+
+def _otel_id(v: Any, size: int) -> Optional[str]:
+    """A trace (size 32) or span (16) id of the JSON mapping as lowercase hex, or None (missing, or all zero)."""
+    if not isinstance(v, str) or len(v) != size:
+        return None
+    v = v.lower()
+    return v if re.fullmatch(r"[0-9a-f]+", v) and v.strip("0") else None
+
+
+def _otel_spans(payload: dict) -> Tuple[List[dict], int]:
+    """Every span of a traces payload, flattened: {traceId, spanId, parentSpanId, name, kind, start,
+    end (ns), attrs, events, error, scope, service}, and the count of spans refused for lacking a
+    valid trace or span id."""
+    out: List[dict] = []
+    bad = 0
+    for rs in payload.get("resourceSpans") or []:
+        if not isinstance(rs, dict):
+            continue
+        resource = _otel_attrs(rs["resource"].get("attributes") if isinstance(rs.get("resource"), dict) else None)
+        for ss in rs.get("scopeSpans") or [] if isinstance(rs.get("scopeSpans"), list) else []:
+            if not isinstance(ss, dict) or not isinstance(ss.get("spans"), list):
+                continue
+            scope: dict = ss["scope"] if isinstance(ss.get("scope"), dict) else {}
+            for sp in ss["spans"]:
+                tid = _otel_id(sp.get("traceId"), 32) if isinstance(sp, dict) else None
+                sid = _otel_id(sp.get("spanId"), 16) if isinstance(sp, dict) else None
+                if tid is None or sid is None:
+                    bad += 1
+                    continue
+                out.append(_otel_span(sp, tid, sid, scope, resource))
+    return out, bad
+
+
+def _otel_nanos(v: Any) -> Optional[int]:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+_OTEL_KINDS = {"SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
+               "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+
+
+def _otel_span(sp: dict, tid: str, sid: str, scope: dict, resource: dict) -> dict:
+    kind = sp.get("kind")
+    kind = _OTEL_KINDS.get(kind, 0) if isinstance(kind, str) else kind if isinstance(kind, int) else 0
+    code = sp["status"].get("code") if isinstance(sp.get("status"), dict) else None
+    given = sp["events"][:64] if isinstance(sp.get("events"), list) else []
+    events = [{"name": e.get("name") if isinstance(e.get("name"), str) else "",
+               "attrs": _otel_attrs(e.get("attributes"))} for e in given if isinstance(e, dict)]
+    return {"traceId": tid, "spanId": sid, "parentSpanId": _otel_id(sp.get("parentSpanId"), 16),
+            "name": sp.get("name") if isinstance(sp.get("name"), str) else "", "kind": kind,
+            "start": _otel_nanos(sp.get("startTimeUnixNano")), "end": _otel_nanos(sp.get("endTimeUnixNano")),
+            "attrs": _otel_attrs(sp.get("attributes")), "events": events,
+            "error": code in (2, "STATUS_CODE_ERROR"), "scope": str(scope.get("name") or "")[:120],
+            "service": str(resource.get("service.name") or "")[:120]}
+
+
+def _otel_logs(payload: dict) -> List[dict]:
+    """The ERROR-or-worse log records (severity number 17 and up, or a severity text saying so) that
+    carry a trace id, as {traceId, logger, level, message, exception?}."""
+    out = []
+    for rl in payload.get("resourceLogs") or []:
+        for sl in (rl.get("scopeLogs") or []) if isinstance(rl, dict) and isinstance(rl.get("scopeLogs"), list) else []:
+            if not isinstance(sl, dict) or not isinstance(sl.get("logRecords"), list):
+                continue
+            scope: dict = sl["scope"] if isinstance(sl.get("scope"), dict) else {}
+            for lr in sl["logRecords"]:
+                tid = _otel_id(lr.get("traceId"), 32) if isinstance(lr, dict) else None
+                if tid is None:
+                    continue
+                number = lr.get("severityNumber")
+                text = lr.get("severityText") if isinstance(lr.get("severityText"), str) else ""
+                if not ((isinstance(number, int) and number >= 17) or text.upper() in ("ERROR", "FATAL", "CRITICAL")):
+                    continue
+                attrs = _otel_attrs(lr.get("attributes"))
+                body = _otel_value(lr.get("body"))
+                entry: Dict[str, Any] = {"traceId": tid, "logger": str(scope.get("name") or "")[:120],
+                                         "level": (text or "ERROR").upper()[:16],
+                                         "message": _scrub_server(str(body if body is not None else "")[:300])}
+                exc = _otel_exception(attrs)
+                if exc:
+                    entry["exception"] = exc
+                out.append(entry)
+    return out
+
+
+_NODE_FRAME = re.compile(r"^\s*at (?:(.+?) \()?(?:file://)?(.+?):(\d+)(?::\d+)?\)?\s*$")
+_PY_FRAME = re.compile(r'^\s*File "(.+?)", line (\d+), in (.+?)\s*$')
+_JAVA_FRAME = re.compile(r"^\s*at ([\w$.<>]+)\(([\w$.-]+):(\d+)\)\s*$")
+
+
+def _stack_frames(stack: str, limit: int = 3) -> List[str]:
+    """The innermost frames of the app's own code in a stack trace as text (Node, Python or Java
+    shape), as `file:line function`: installed packages and the runtime's own frames are skipped."""
+    frames: List[Tuple[str, str, str]] = []
+    python = False
+    for line in stack.splitlines()[:200]:
+        m = _PY_FRAME.match(line)
+        if m:
+            python = True
+            frames.append((m.group(1), m.group(2), m.group(3)))
+            continue
+        m = _NODE_FRAME.match(line)
+        if m and "/" in m.group(2) or (m and m.group(2).endswith((".js", ".ts", ".mjs", ".cjs"))):
+            frames.append((m.group(2), m.group(3), m.group(1) or "<anonymous>"))
+            continue
+        m = _JAVA_FRAME.match(line)
+        if m:
+            frames.append((m.group(2), m.group(3), m.group(1).rsplit(".", 1)[-1]))
+    if python:
+        frames.reverse()  # a Python traceback lists the innermost frame last
+    out = []
+    for path, line_no, func in frames:
+        if any(s in path for s in ("node_modules", "site-packages", "dist-packages", "node:", "internal/")) \
+                or path.startswith("<"):
+            continue
+        out.append("%s:%s %s" % (os.path.basename(path), line_no, func.split(" [as ")[0].rsplit(".", 1)[-1]))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _otel_exception(attrs: dict) -> Optional[dict]:
+    """{type, message, frames} from the exception.* attributes of an exception event or log, or None."""
+    typ, msg, stack = attrs.get("exception.type"), attrs.get("exception.message"), attrs.get("exception.stacktrace")
+    if not (typ or msg or stack):
+        return None
+    return {"type": str(typ or "Exception")[:120], "message": _scrub_server(str(msg or "")[:300]),
+            "frames": _stack_frames(stack) if isinstance(stack, str) else []}
+
+
+_OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
+
+
+def _otel_db_write(sp: dict) -> Optional[dict]:
+    """A database span's write as the middleware notes one ({op, table, sql, committed}), or None:
+    the kind and table from db.operation.name/db.operation and db.collection.name/db.sql.table,
+    else parsed from the statement (db.query.text/db.statement)."""
+    a = sp["attrs"]
+    sql = a.get("db.query.text") or a.get("db.statement")
+    sql = sql if isinstance(sql, str) else ""
+    op = str(a.get("db.operation.name") or a.get("db.operation") or "").strip().lower()
+    table = a.get("db.collection.name") or a.get("db.sql.table")
+    parsed = _sql_write(sql) if sql else None
+    if parsed is None and op in ("insert", "update", "delete", "replace") and table:
+        parsed = {"op": "insert" if op == "replace" else op, "table": str(table)[:200],
+                  "sql": _scrub_server(sql[:SERVER_SQL_CAP])}
+    if parsed is None:
+        return None
+    if table:
+        parsed["table"] = str(table)[:200]
+    rows = a.get("db.response.affected_rows", a.get("db.rows_affected"))
+    if isinstance(rows, int) and rows >= 0:
+        parsed["rows"] = rows
+    parsed["committed"] = False if sp["error"] else True
+    if sp["error"]:
+        parsed["note"] = "the statement failed (its span's status is ERROR)"
+    return parsed
+
+
+def _otel_writes(spans: List[dict]) -> Tuple[List[dict], int]:
+    """The writes of a trace's database spans, in the order they started, with commit or rollback
+    where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
+    database statements seen."""
+    db = sorted((s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")),
+                key=lambda s: s["start"] or 0)
+    writes: List[dict] = []
+    pending: Optional[List[dict]] = None
+    for sp in db:
+        text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
+        m = _OTEL_TX.match(text) if isinstance(text, str) else None
+        if m:
+            word = m.group(1).upper()
+            if word.startswith(("BEGIN", "START")):
+                pending = []
+            elif pending is not None:
+                for done in pending:
+                    if word == "ROLLBACK":
+                        done["committed"], done["note"] = False, "rolled back"
+                pending = None
+            continue
+        w = _otel_db_write(sp)
+        if w is None:
+            continue
+        writes.append(w)
+        if pending is not None and w["committed"]:
+            pending.append(w)
+    for w in pending or []:
+        w["committed"], w["note"] = False, "never committed (no COMMIT in the trace)"
+    return writes[:50], len(db)
+
+
+def _otel_record(server: dict, spans: List[dict], logs: List[dict]) -> dict:
+    """The middleware's record (the raw shape _clean_server_record takes) of one SERVER span and the
+    rest of its trace: method, path, host, status, route, duration, the first exception event (the
+    server span's, else an internal span's: a client call's own failure is not the request's), error
+    logs, and the database spans' writes."""
+    a = server["attrs"]
+    path = a.get("url.path") or a.get("http.target")  # without the query, as the middleware reports it
+    if not isinstance(path, str):
+        full = a.get("url.full") or a.get("http.url")
+        path = urllib.parse.urlsplit(full).path if isinstance(full, str) else "/"
+    path = path.split("?", 1)[0] or "/"
+    host = a.get("server.address") or a.get("http.host") or a.get("net.host.name") or ""
+    port = a.get("server.port") or a.get("net.host.port")
+    if host and port and ":" not in str(host):
+        host = "%s:%s" % (host, port)
+    status = a.get("http.response.status_code", a.get("http.status_code"))
+    exc = None
+    for sp in [server] + [s for s in spans if s is not server and s["kind"] in (0, 1, 2)]:
+        for ev in sp["events"]:
+            if ev["name"] == "exception":
+                exc = _otel_exception(ev["attrs"])
+                if exc:
+                    break
+        if exc:
+            break
+    writes, statements = _otel_writes(spans)
+    ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
+    return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
+            "path": path, "host": str(host), "via": "header",
+            "status": int(status) if isinstance(status, (int, float)) or (isinstance(status, str) and status.isdigit())
+            else None, "view": a.get("http.route") if isinstance(a.get("http.route"), str) else None,
+            "ms": round(ms, 3) if ms is not None else None, "exception": exc, "statements": statements,
+            "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes}
+
+
+class _OtelTraces:
+    """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
+    OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
+    record is then stitched as a middleware record would be, once.  Error logs, and child spans that
+    arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT)."""
+
+    def __init__(self) -> None:
+        self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
+        self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
+        self.spans = 0
+        self.db_services: Set[str] = set()  # services whose spans have shown database statements
+        self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
+
+    def _owner(self, hub: "Hub", tid: str, now: float) -> Any:
+        sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+        return next((s for s in sessions if s.server_tickets.holds(tid, now)), None)
+
+    def _hold(self, tid: str) -> dict:
+        entry = self.held.get(tid)
+        if entry is None:
+            entry = self.held[tid] = {"spans": [], "logs": []}
+        while self.spans > OTEL_HELD_SPANS and self.held:
+            _, old = self.held.popitem(last=False)
+            self.spans -= len(old["spans"])
+        return entry
+
+    def absorb(self, hub: "Hub", spans: List[dict], logs: List[dict]) -> None:
+        """Group what arrived by trace id; file what belongs to a tab (see the class)."""
+        now = hub.clock()
+        by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
+        for sp in spans:
+            by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
+        for lg in logs:
+            by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
+        self.stats["spans"] += len(spans)
+        self.stats["logs"] += len(logs)
+        for tid, (got, logged) in by_trace.items():
+            if tid in self.done:
+                self._amend(tid, got, logged)
+                continue
+            owner = self._owner(hub, tid, now)
+            if owner is None:
+                self.held.pop(tid, None)
+                self.stats["unmatched"] += len(got)
+                continue
+            entry = self._hold(tid)
+            entry["spans"].extend(got)
+            entry["logs"].extend(logged)
+            self.spans += len(got)
+            self._try_stitch(hub, tid, owner, entry, now)
+
+    def _try_stitch(self, hub: "Hub", tid: str, owner: Any, entry: dict, now: float) -> None:
+        """Once the trace's root SERVER span (its parent is the SDK's, not among the trace's spans) has
+        arrived: its record, stitched into the tab that holds the trace id, under the document and
+        request the id was issued for, once; the trace is then kept open for late spans (done)."""
+        ids = {s["spanId"] for s in entry["spans"]}
+        server = next((s for s in entry["spans"] if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
+        if server is None:
+            return
+        self.held.pop(tid, None)
+        self.spans -= len(entry["spans"])
+        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"]))
+        if rec is None:
+            return
+        rec.pop("mark")
+        why = _server_sender_refused(rec, owner)
+        if why is not None:
+            self.stats["refused"] += 1
+            return
+        rec["source"] = "otel"
+        if rec["statements"]:
+            self.db_services.add(server["service"])
+        rec["dbTraced"] = server["service"] in self.db_services
+        rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
+        owner.server_otel += 1
+        owner.add_server_record(rec)
+        self.stats["stitched"] += 1
+        self.done[tid] = (owner, rec)
+        while len(self.done) > OTEL_DONE_KEPT:
+            self.done.popitem(last=False)
+
+    def _amend(self, tid: str, spans: List[dict], logs: List[dict]) -> None:
+        """Late children and logs of a stitched trace: their writes, exception and error logs join its record."""
+        owner, rec = self.done[tid]
+        for lg in logs:
+            if len(rec["logged"]) < 20:
+                rec["logged"].append({k: v for k, v in lg.items() if k != "traceId"})
+        writes, statements = _otel_writes(spans)
+        rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
+        rec["statements"] += statements
+        rec["dbTraced"] = rec["dbTraced"] or statements > 0
+        if rec["exception"] is None:
+            for sp in spans:
+                exc = next((_otel_exception(e["attrs"]) for e in sp["events"] if e["name"] == "exception"
+                            and sp["kind"] in (0, 1)), None)
+                if exc:
+                    rec["exception"] = exc
+                    break
+        owner._wake()
+
+
 ###############################################################################
 # HTTP handlers ###############################################################
 ###############################################################################
@@ -12185,6 +12748,79 @@ class _ServerRecordsHandler(_BaseHandler):
             self.send_json(_stitch_server_records(self.hub, body))
         except _HttpRefusal as refusal:
             self.refuse(refusal)
+
+
+class _OtlpHandler(_BaseHandler):
+    """POST /v1/traces and /v1/logs: OTLP/HTTP from the app's OpenTelemetry exporter (JSON or
+    protobuf, gzip or not).  Past the guard, the pairing token is required even from loopback
+    (OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer <token>).  Answers OTLP's success shape, in the
+    request's media type: empty, or a partialSuccess counting the spans refused (no valid ids)."""
+
+    def initialize(self, hub: "Hub", what: str = "traces") -> None:
+        self.hub = hub
+        self.what = what
+
+    def media_type_refusal(self) -> Optional[_HttpRefusal]:
+        """The guard's 415 rule, admitting application/x-protobuf as well: a page can send neither
+        without a CORS preflight, which this daemon never grants."""
+        if self.request.method == "POST" and self.media() in OTEL_MEDIA:
+            return None
+        refusal = super().media_type_refusal()
+        if refusal is not None:
+            refusal = _HttpRefusal(415, "unsupported media type", "OTLP bodies are application/json or "
+                                   "application/x-protobuf (got %s)" % (_short(self.media(), 60) or "none"))
+        return refusal
+
+    def media(self) -> str:
+        return self.request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+    def post(self) -> None:
+        guard = self.hub.guard
+        try:
+            if not guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request)):
+                raise _HttpRefusal(403, "forbidden", "OTLP export needs the pairing token: set OTEL_EXPORTER_OTLP_"
+                                   "HEADERS=Authorization=Bearer%20<token> (`reticle token` prints it)")
+            media = self.media()
+            if media not in OTEL_MEDIA:
+                raise _HttpRefusal(415, "unsupported media type", "OTLP bodies are application/json or "
+                                   "application/x-protobuf (got %s)" % (_short(media, 60) or "none"))
+            payload = _otlp_payload(self.body(), media, self.request.headers.get("Content-Encoding", ""), self.what)
+            if self.what == "traces":
+                spans, bad = _otel_spans(payload)
+                self.hub.otel.absorb(self.hub, spans, [])
+            else:
+                bad = 0
+                self.hub.otel.absorb(self.hub, [], _otel_logs(payload))
+            self.answer(media, bad)
+        except _HttpRefusal as refusal:
+            self.refuse(refusal)
+
+    def answer(self, media: str, rejected: int) -> None:
+        """OTLP's Export*ServiceResponse: empty, or partialSuccess {rejectedSpans|rejectedLogRecords, errorMessage}."""
+        why = "%d span(s) without a valid traceId (32 hex) and spanId (16 hex)" % rejected
+        self.set_status(200)
+        if media == "application/json":
+            self.set_header("Content-Type", "application/json")
+            self.finish(_dumps({"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": why}}
+                               if rejected else {}))
+            return
+        self.set_header("Content-Type", "application/x-protobuf")
+        if not rejected:
+            self.finish(b"")
+            return
+        text = why.encode("utf-8")
+        inner = b"\x08" + _pb_varint_bytes(rejected) + b"\x12" + _pb_varint_bytes(len(text)) + text
+        self.finish(b"\x0a" + _pb_varint_bytes(len(inner)) + inner)
+
+
+def _pb_varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
 
 
 if TYPE_CHECKING:
@@ -12800,6 +13436,14 @@ _ROUTES: List[Tuple[str, Any, dict, str, dict]] = [
                {"200": "{stitched, unmatched, invalid, refused}", "400": "not {records: [...]}"}),
       "get": ("serverRecordsProof", "The daemon's proof that it knows the pairing token, for the middleware's "
               "challenge (asked before the token is sent)", {"200": "{proof}", "400": "no valid challenge"})}),
+    (r"/v1/traces", _OtlpHandler, {"what": "traces"}, "/v1/traces",
+     {"post": ("otlpTraces", "OTLP/HTTP traces from the app's OpenTelemetry exporter (JSON or protobuf, gzip; "
+               "needs the pairing token)", {"200": "ExportTraceServiceResponse: {} or partialSuccess",
+                                             "400": "a body that is not OTLP", "415": "not JSON or protobuf"})}),
+    (r"/v1/logs", _OtlpHandler, {"what": "logs"}, "/v1/logs",
+     {"post": ("otlpLogs", "OTLP/HTTP logs (error logs of traced requests; JSON or protobuf, gzip; needs the "
+               "pairing token)", {"200": "ExportLogsServiceResponse: {}", "400": "a body that is not OTLP",
+                                  "415": "not JSON or protobuf"})}),
     (r"/", _StreamableHandler, {"root": True}, "/",
      {"post": ("mcpRootPost", "Alias of POST /mcp",
                {"200": "response(s); Mcp-Session-Id on initialize; an SSE stream for a tools/call with "
@@ -12981,6 +13625,7 @@ class Hub:
         self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
                                              "refused": 0, "lastRefused": None, "droppedByApps": 0,
                                              "lastDropAt": None}
+        self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
         self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.guard = _Guard(self)
@@ -14152,6 +14797,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     server_changes, server_notes = _server_init(root, app, skipped)
     changes += server_changes
     notes += server_notes
+    notes += _otel_init(root, origin)
     stdio = {"command": command[0], "args": command[1:]}
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
@@ -14237,6 +14883,43 @@ def _server_init(root: str, app: dict, skipped: Optional[List[str]] = None) -> T
                      "`app = reticle.asgi(app)` (SQLAlchemy: `reticle.watch_sqlalchemy(engine)`); %s"
                      % (app.get("module") or "your app module", _SERVER_CHECK))
     return changes, notes
+
+
+_OTEL_PACKAGES = ("@opentelemetry/sdk-node @opentelemetry/auto-instrumentations-node "
+                  "@opentelemetry/exporter-trace-otlp-http")
+_NEXT_INSTRUMENTATION = (
+    "instrumentation.ts: `export async function register() { if (process.env.NEXT_RUNTIME === 'nodejs' && "
+    "process.env.NODE_ENV === 'development') { await import('./instrumentation.node') } }` and "
+    "instrumentation.node.ts: `import { NodeSDK } from '@opentelemetry/sdk-node'; import "
+    "{ getNodeAutoInstrumentations } from '@opentelemetry/auto-instrumentations-node'; import "
+    "{ OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'; new NodeSDK({ traceExporter: "
+    "new OTLPTraceExporter(), instrumentations: [getNodeAutoInstrumentations()] }).start();`, with those "
+    "packages and the database client (pg, mysql2 ...) in next.config's serverExternalPackages (bundled, "
+    "they would escape the instrumentation)")
+
+
+def _otel_init(root: str, origin: str) -> List[str]:
+    """For a Node project (package.json): what turns OpenTelemetry tracing on towards the daemon
+    (Server truth from spans), printed, never written: the packages, how the app loads them
+    (NODE_OPTIONS, or Next.js's instrumentation.ts), the exporter's variables, how to check it."""
+    if not os.path.isfile(os.path.join(root, "package.json")):
+        return []
+    deps = _package_deps(root)
+    kind = next((name for dep, name in (("next", "Next.js"), ("nuxt", "Nuxt"), ("@sveltejs/kit", "SvelteKit"),
+                                        ("astro", "Astro"), ("express", "Express"), ("fastify", "Fastify"))
+                 if dep in deps), "Node")
+    env = ("OTEL_EXPORTER_OTLP_ENDPOINT=%s OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer%%20$(reticle token)\" "
+           "OTEL_TRACES_EXPORTER=otlp OTEL_BSP_SCHEDULE_DELAY=200" % origin)
+    if kind == "Next.js":
+        load = "add %s; run `next dev` with %s" % (_NEXT_INSTRUMENTATION, env)
+    else:
+        load = ("run the dev server with NODE_OPTIONS=\"--require @opentelemetry/auto-instrumentations-node/register\" "
+                "%s" % env)
+    return ["%s server truth from OpenTelemetry (dev only): `npm install --save-dev %s`; %s. The SDK gives each "
+            "same-origin fetch/XHR a traceparent the daemon issued, and the daemon reads the spans at %s/v1/traces "
+            "(database writes need the instrumentation of the database client, which the auto-instrumentations "
+            "include for pg, mysql2, mongodb and more); %s, each record saying source \"otel\""
+            % (kind, _OTEL_PACKAGES, load, origin, _SERVER_CHECK)]
 
 
 def _init_command(port: int = DEFAULT_PORT) -> List[str]:
@@ -16244,6 +16927,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       rawSend(N.stringify({ kind: 'marks' }));
     }
     return m;
+  }
+  // The W3C trace context of a marked request: its mark's secret is the trace id (the daemon files
+  // the server's OpenTelemetry spans under it), the parent span id is random, the trace sampled.
+  function traceparent(secret) {
+    var parent = '';
+    try {
+      var b = new Uint8Array(8);
+      crypto.getRandomValues(b);
+      for (var i = 0; i < 8; i++) parent += (b[i] < 16 ? '0' : '') + b[i].toString(16);
+    } catch (e) {
+      parent = '';
+    }
+    if (!/[1-9a-f]/.test(parent)) parent = '00f067aa0ba902b7';
+    return '00-' + secret + '-' + parent + '-01';
   }
   // Is url a request the server of this document may be asked to mark (same origin, marks on)?
   function markable(url) {
@@ -19272,6 +19969,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
         );
         hs.set(MARK.header, mark[1]);
+        if (hs.has('traceparent')) pend.ownTrace = true;
+        else hs.set('traceparent', traceparent(mark[1]));
         init = Object.assign({}, init || {}, { headers: hs });
         call.args = [input, init];
         pend.serverMarked = true;
@@ -19868,6 +20567,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return orig.apply(this, arguments);
       };
     });
+    // a traceparent the page sets itself (its own OpenTelemetry) is left as it is
+    patch(X.prototype, 'setRequestHeader', function (orig) {
+      return function (name) {
+        try {
+          var m = META.get(this);
+          if (m && String(name).toLowerCase() === 'traceparent') m.ownTrace = true;
+        } catch (e) {
+          /* ignore */
+        }
+        return orig.apply(this, arguments);
+      };
+    });
     patch(X.prototype, 'send', function (orig) {
       return function (body) {
         var xhr = this;
@@ -19904,6 +20615,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var xmark = takeMark();
       try {
         if (xmark) xhr.setRequestHeader(MARK.header, xmark[1]);
+        if (xmark && m.ownTrace) xpend.ownTrace = true;
+        else if (xmark) xhr.setRequestHeader('traceparent', traceparent(xmark[1]));
         xpend.serverMarked = true;
         if (xmark) xpend.serverMark = xmark[0];
       } catch (e) {

@@ -18,3 +18,19 @@ fi
 if command -v npm >/dev/null 2>&1 && [ ! -f tests/.js/node_modules/globals/package.json ]; then
     npm install --prefix tests/.js --no-audit --no-fund --silent eslint@10.15.0 globals@17.14.0 >/dev/null
 fi
+# Real Express and Next.js apps with stock OpenTelemetry instrumentation for tests/test_otel.py (releases that run
+# on Node 20), into its own kept-out-of-git folder; and Debian's PostgreSQL for its traced database.
+if command -v npm >/dev/null 2>&1 && [ ! -f tests/.otel/node_modules/next/package.json ]; then
+    npm install --prefix tests/.otel --no-audit --no-fund --silent express@4.21.2 pg@8.13.1 @opentelemetry/api@1.9.0 \
+        @opentelemetry/sdk-node@0.57.2 @opentelemetry/instrumentation-http@0.57.2 \
+        @opentelemetry/instrumentation-express@0.47.1 @opentelemetry/instrumentation-pg@0.51.1 \
+        @opentelemetry/exporter-trace-otlp-http@0.57.2 @opentelemetry/exporter-trace-otlp-proto@0.57.2 \
+        @opentelemetry/auto-instrumentations-node@0.56.1 next@15.1.7 react@19.0.0 react-dom@19.0.0 >/dev/null
+fi
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    fi
+fi

@@ -44,7 +44,7 @@ def test_schemathesis_passes_every_check_on_every_operation(daemon, tmp_path):
     proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, timeout=240)
     out = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 0, out[-6000:]
-    assert "Tested: 11" in out, out[-3000:]  # POST /server-records made it 10, its GET (the proof) 11
+    assert "Tested: 13" in out, out[-3000:]  # POST /server-records 10, its GET (the proof) 11, /v1/traces and /v1/logs 13
     daemon.stop()
     errors = [line for line in daemon.log().splitlines() if '"level":"error"' in line or "Traceback" in line]
     assert errors == [], errors[:5]

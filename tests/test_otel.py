@@ -1,0 +1,616 @@
+"""Server truth from OpenTelemetry: the daemon's OTLP/HTTP receiver (JSON and protobuf, gzip, the
+pairing token, clean refusals, the hand-written protobuf reader fuzzed against messages encoded by
+the official opentelemetry-proto package), spans mapped to the middleware's records, `reticle init`'s
+Node notes, and real Express and Next.js apps with stock OpenTelemetry instrumentation and a traced
+PostgreSQL, driven in headless Chromium."""
+
+import gzip
+import json
+import os
+import urllib.error
+import urllib.request
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reticle
+from _harness import Daemon
+
+pb_trace = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
+pb_logs = pytest.importorskip("opentelemetry.proto.collector.logs.v1.logs_service_pb2")
+from google.protobuf import json_format  # noqa: E402  (comes with opentelemetry-proto)
+from opentelemetry.proto.common.v1 import common_pb2  # noqa: E402
+from opentelemetry.proto.trace.v1 import trace_pb2  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = Daemon(tmp_path / "state")
+    yield d
+    d.close()
+
+
+def kv(key, value):
+    v = common_pb2.AnyValue()
+    if isinstance(value, bool):
+        v.bool_value = value
+    elif isinstance(value, int):
+        v.int_value = value
+    elif isinstance(value, float):
+        v.double_value = value
+    elif isinstance(value, list):
+        v.array_value.values.extend(kv("x", x).value for x in value)
+    else:
+        v.string_value = value
+    return common_pb2.KeyValue(key=key, value=v)
+
+
+def traces_request(trace=TRACE, status=200, exception=None, db=()):
+    """An ExportTraceServiceRequest as the official package encodes it: one SERVER span, an
+    exception event on it when asked, and a CLIENT span per database statement."""
+    req = pb_trace.ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.append(kv("service.name", "shop"))
+    ss = rs.scope_spans.add()
+    ss.scope.name = "@opentelemetry/instrumentation-http"
+    server = ss.spans.add(trace_id=bytes.fromhex(trace), span_id=bytes.fromhex("00f067aa0ba902b7"),
+                          parent_span_id=bytes.fromhex("b7ad6b7169203331"), name="POST /api/save",
+                          kind=trace_pb2.Span.SPAN_KIND_SERVER, start_time_unix_nano=1_700_000_000_000_000_000,
+                          end_time_unix_nano=1_700_000_000_012_500_000)
+    server.attributes.extend([kv("http.request.method", "POST"), kv("url.path", "/api/save"),
+                              kv("http.route", "/api/save"), kv("http.response.status_code", status),
+                              kv("server.address", "127.0.0.1"), kv("server.port", 3000)])
+    if exception:
+        ev = server.events.add(name="exception", time_unix_nano=1_700_000_000_010_000_000)
+        ev.attributes.extend([kv("exception.type", exception[0]), kv("exception.message", exception[1]),
+                              kv("exception.stacktrace", exception[2])])
+    for i, sql in enumerate(db):
+        sp = ss.spans.add(trace_id=bytes.fromhex(trace), span_id=(i + 1).to_bytes(8, "big"),
+                          parent_span_id=bytes.fromhex("00f067aa0ba902b7"), name="pg.query",
+                          kind=trace_pb2.Span.SPAN_KIND_CLIENT,
+                          start_time_unix_nano=1_700_000_000_001_000_000 + i, end_time_unix_nano=1_700_000_000_002_000_000)
+        sp.attributes.extend([kv("db.system", "postgresql"), kv("db.statement", sql)])
+    return req
+
+
+def as_json(msg):
+    """The message in OTLP's JSON mapping: protobuf's JSON with the ids as hex (OTLP's rule), not base64."""
+    doc = json_format.MessageToDict(msg)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for sp in ss.get("spans", []):
+                for k in ("traceId", "spanId", "parentSpanId"):
+                    if k in sp:
+                        import base64
+                        sp[k] = base64.b64decode(sp[k]).hex()
+    return doc
+
+
+def post(daemon, path, body, media="application/json", token=True, encoding=None):
+    headers = {"Content-Type": media} if media else {}
+    if token:
+        headers["Authorization"] = "Bearer " + (daemon.token() if token is True else token)
+    if encoding:
+        headers["Content-Encoding"] = encoding
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(daemon.url + path, data=data, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.headers.get("Content-Type"), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type"), exc.read()
+
+
+# -- the protobuf reader ----------------------------------------------------------------------------
+
+def test_protobuf_and_json_bodies_read_alike():
+    stack = "Error: nope\n    at save (/srv/shop/app.js:23:11)\n    at Layer.handle (/srv/shop/node_modules/x.js:1:1)"
+    msg = traces_request(exception=("Error", "nope", stack), db=["INSERT INTO profile (name) VALUES ($1)"])
+    from_pb = reticle._otel_spans(reticle._pb_message(memoryview(msg.SerializeToString()), "TracesRequest"))
+    from_json = reticle._otel_spans(as_json(msg))
+    assert from_pb == from_json
+    spans, bad = from_pb
+    assert bad == 0 and len(spans) == 2
+    server = spans[0]
+    assert server["traceId"] == TRACE and server["kind"] == 2 and server["parentSpanId"] == "b7ad6b7169203331"
+    assert server["attrs"]["http.response.status_code"] == 200 and server["service"] == "shop"
+    rec = reticle._otel_record(server, spans, [])
+    assert rec["status"] == 200 and rec["method"] == "POST" and rec["view"] == "/api/save"
+    assert reticle._otel_record(dict(server, attrs={"http.target": "/api/save?token=s3cret"}), spans, [])["path"] \
+        == "/api/save"  # the query (it may hold secrets) is left out, as the middleware leaves it out
+    assert rec["host"] == "127.0.0.1:3000" and rec["ms"] == 12.5
+    assert rec["exception"] == {"type": "Error", "message": "nope", "frames": ["app.js:23 save"]}
+    assert [(w["op"], w["table"], w["committed"]) for w in rec["writes"]] == [("insert", "profile", True)]
+
+
+def test_logs_in_protobuf_keep_only_errors_with_a_trace():
+    req = pb_logs.ExportLogsServiceRequest()
+    sl = req.resource_logs.add().scope_logs.add()
+    sl.scope.name = "shop.views"
+    sl.log_records.add(severity_number=17, severity_text="ERROR", trace_id=bytes.fromhex(TRACE),
+                       body=common_pb2.AnyValue(string_value="could not save password=hunter2"))
+    sl.log_records.add(severity_number=9, trace_id=bytes.fromhex(TRACE), body=common_pb2.AnyValue(string_value="ok"))
+    sl.log_records.add(severity_number=21, body=common_pb2.AnyValue(string_value="no trace"))
+    logs = reticle._otel_logs(reticle._pb_message(memoryview(req.SerializeToString()), "LogsRequest"))
+    assert logs == [{"traceId": TRACE, "logger": "shop.views", "level": "ERROR",
+                     "message": "could not save password=[redacted]"}]
+
+
+@pytest.mark.parametrize("sql, op, table, committed", [
+    (["BEGIN", "UPDATE items SET done = $1 WHERE id = $2", "ROLLBACK"], "update", "items", False),
+    (["BEGIN", "DELETE FROM items WHERE id = $1", "COMMIT"], "delete", "items", True),
+    (["BEGIN", "INSERT INTO \"items\" (a) VALUES ($1)"], "insert", "items", False),
+    (["INSERT INTO items (a) VALUES (1)"], "insert", "items", True),
+])
+def test_database_spans_become_writes_with_commit_or_rollback(sql, op, table, committed):
+    spans, _ = reticle._otel_spans(as_json(traces_request(db=sql)))
+    rec = reticle._otel_record(spans[0], spans, [])
+    assert [(w["op"], w["table"], w["committed"]) for w in rec["writes"]] == [(op, table, committed)]
+    assert rec["statements"] == len(sql)
+
+
+def test_the_operation_and_collection_attributes_name_a_write_without_its_text():
+    spans, _ = reticle._otel_spans(as_json(traces_request(db=["x"])))
+    spans[1]["attrs"] = {"db.system.name": "mongodb", "db.operation.name": "update", "db.collection.name": "carts"}
+    assert [(w["op"], w["table"]) for w in reticle._otel_record(spans[0], spans, [])["writes"]] == [("update", "carts")]
+
+
+@pytest.mark.parametrize("stack, frames", [
+    ("TypeError: x\n    at Object.<anonymous> (/app/server.js:5:3)\n    at node:internal/main:1:1",
+     ["server.js:5 <anonymous>"]),
+    ('Traceback (most recent call last):\n  File "/app/views.py", line 9, in save\n    x()\n'
+     '  File "/app/lib.py", line 3, in x\n    raise ValueError\nValueError', ["lib.py:3 x", "views.py:9 save"]),
+    ("java.lang.IllegalStateException: no\n\tat com.shop.Cart.save(Cart.java:42)\n", ["Cart.java:42 save"]),
+])
+def test_stack_frames_of_node_python_and_java_name_the_apps_own(stack, frames):
+    assert reticle._stack_frames(stack) == frames
+
+
+VALID = [traces_request().SerializeToString(),
+         traces_request(exception=("E", "m", "at f (/a.js:1:1)"), db=["BEGIN", "UPDATE t SET a=1", "COMMIT"])
+         .SerializeToString()]
+
+
+def read_or_refuse(data):
+    """The reader and the mapping over arbitrary bytes: a result, or a clean _PbError, never anything else."""
+    try:
+        payload = reticle._pb_message(memoryview(data), "TracesRequest")
+    except reticle._PbError:
+        return
+    spans, _ = reticle._otel_spans(payload)
+    for sp in spans:
+        reticle._otel_record(sp, spans, [])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=600))
+def test_random_bytes_are_read_or_cleanly_refused(data):
+    read_or_refuse(data)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(VALID), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
+       st.integers(0, 10_000))
+def test_mutated_valid_messages_are_read_or_cleanly_refused(base, flips, cut):
+    data = bytearray(base)
+    for at, byte in flips:
+        data[at % len(data)] = byte
+    read_or_refuse(bytes(data[:max(1, cut % (len(data) + 1))]))
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                               st.sampled_from(["resourceSpans", "scopeSpans", "spans", "traceId", "spanId", "kind",
+                                                "attributes", "key", "value", "intValue", "events", "status", "code",
+                                                "arrayValue", "values", "kvlistValue", "stringValue"]),
+                               inner, max_size=5), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_any_json_shape_maps_without_raising(doc):
+    if isinstance(doc, dict):
+        spans, _ = reticle._otel_spans(doc)
+        for sp in spans:
+            reticle._otel_record(sp, spans, [])
+        reticle._otel_logs({"resourceLogs": [doc]})
+
+
+# -- the receiver on a real daemon -------------------------------------------------------------------
+
+def test_the_receiver_takes_json_protobuf_and_gzip_with_the_token(daemon):
+    msg = traces_request()
+    status, media, body = post(daemon, "/v1/traces", as_json(msg))
+    assert (status, media, json.loads(body)) == (200, "application/json", {})
+    status, media, body = post(daemon, "/v1/traces", msg.SerializeToString(), "application/x-protobuf")
+    assert (status, media, body) == (200, "application/x-protobuf", b"")
+    status, _, body = post(daemon, "/v1/traces", gzip.compress(msg.SerializeToString()), "application/x-protobuf",
+                           encoding="gzip")
+    assert (status, body) == (200, b"")
+    status, _, body = post(daemon, "/v1/logs", {"resourceLogs": []})
+    assert (status, json.loads(body)) == (200, {})
+    # spans without valid ids: OTLP's partial success, in the request's own encoding
+    bad = as_json(msg)
+    bad["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "zz"
+    status, _, body = post(daemon, "/v1/traces", bad)
+    assert status == 200 and json.loads(body)["partialSuccess"]["rejectedSpans"] == "1", body
+    msg.resource_spans[0].scope_spans[0].spans[0].trace_id = b"\0" * 16
+    status, _, body = post(daemon, "/v1/traces", msg.SerializeToString(), "application/x-protobuf")
+    answer = pb_trace.ExportTraceServiceResponse.FromString(body)
+    assert status == 200 and answer.partial_success.rejected_spans == 1, body
+    assert "traceId" in answer.partial_success.error_message
+
+
+@pytest.mark.parametrize("kwargs, code, fragment", [
+    ({"token": False}, 403, "pairing token"),
+    ({"token": "not-the-token"}, 403, "pairing token"),
+    ({"media": "text/plain"}, 415, "application/x-protobuf"),
+    ({"media": None}, 415, "application/x-protobuf"),
+    ({"body": b"{not json"}, 400, "not JSON"),
+    ({"body": b"\x0a\xff\xff", "media": "application/x-protobuf"}, 400, "ExportTraceServiceRequest"),
+    ({"body": b"\x0b\x01", "media": "application/x-protobuf"}, 400, "wire type 3"),
+    ({"body": [1, 2]}, 400, "resourceSpans"),
+    ({"body": b"\x1f\x8b not gzip", "encoding": "gzip"}, 400, "gzip"),
+    ({"body": gzip.compress(b"{}")[:-6], "encoding": "gzip"}, 400, "truncated"),
+    ({"body": gzip.compress(b" " * (17 * 1024 * 1024)), "encoding": "gzip"}, 413, "inflates past"),
+    ({"encoding": "br"}, 415, "gzip"),
+])
+def test_the_receiver_refuses_with_clear_errors_and_keeps_serving(daemon, kwargs, code, fragment):
+    body = kwargs.pop("body", {"resourceSpans": []})
+    status, _, answer = post(daemon, "/v1/traces", body, **kwargs)
+    refusal = json.loads(answer)
+    assert status == code and fragment in refusal["detail"], (status, refusal)
+    assert post(daemon, "/v1/traces", {"resourceSpans": []})[0] == 200
+    assert daemon.status()["running"] is True
+
+
+def test_the_openapi_document_lists_the_otlp_routes(daemon):
+    with urllib.request.urlopen(daemon.url + "/openapi.json", timeout=10) as resp:
+        doc = json.loads(resp.read())
+    for path in ("/v1/traces", "/v1/logs"):
+        assert "post" in doc["paths"][path] and "403" in doc["paths"][path]["post"]["responses"]
+
+
+# -- a real Express app with stock OpenTelemetry instrumentation, in headless Chromium ---------------
+
+import glob  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+
+from _harness import Mcp, free_port, port_listens, wait_until  # noqa: E402
+from _harness import chromium_path  # noqa: E402, F401  (a browser test module: conftest marks it `browser`)
+from test_server import WRITE, act, open_tab, saved  # noqa: E402
+
+NODE_MODULES = os.path.join(HERE, ".otel", "node_modules")
+PG_BIN = max(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]), default="")
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL cluster (Debian's package) on a free port, trust auth, user `app`; as
+    root, run by the `postgres` user in a folder it can reach (pytest's own is private to root)."""
+    if not os.path.isfile(os.path.join(PG_BIN, "initdb")):
+        pytest.skip("PostgreSQL is not installed (tests/bootstrap.sh installs Debian's postgresql)")
+    import pathlib
+    import tempfile
+    root = pathlib.Path(tempfile.mkdtemp(prefix="reticle-pg-"))
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(str(root), "postgres")
+    data, port = str(root / "data"), free_port()
+    subprocess.run(as_user + [PG_BIN + "/initdb", "-D", data, "-A", "trust", "-U", "app", "--no-sync"],
+                   check=True, capture_output=True, cwd="/tmp")
+    subprocess.run(as_user + [PG_BIN + "/pg_ctl", "-D", data, "-l", str(root / "log"), "-w", "-o",
+                              "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off" % (port, root), "start"],
+                   check=True, capture_output=True, cwd="/tmp")
+    yield port
+    subprocess.run(as_user + [PG_BIN + "/pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True,
+                   cwd="/tmp")
+    shutil.rmtree(str(root), ignore_errors=True)
+
+
+class ExpressApp:
+    """tests/_otel_app.js as a child process, its exporter pointed at the daemon by the standard
+    OTEL_* variables only, as a user's app would be."""
+
+    def __init__(self, tmp, daemon, pg_port, protocol="json", db_traced=True, register=False, delay_ms=200):
+        if not shutil.which("node") or not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry")):
+            pytest.skip("node or tests/.otel (tests/bootstrap.sh installs it) is missing")
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.pg_port = pg_port
+        env = dict(os.environ, NODE_PATH=NODE_MODULES, OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url,
+                   OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(),
+                   OTEL_BSP_SCHEDULE_DELAY=str(delay_ms), OTEL_SERVICE_NAME="shop", OTEL_TEST_PROTOCOL=protocol,
+                   OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+        if not db_traced:
+            env["OTEL_TEST_NO_DB"] = "1"
+        if register:  # the zero-code route `reticle init` prints for Node: the exporter's protocol is its default
+            env.update(NODE_OPTIONS="--require @opentelemetry/auto-instrumentations-node/register",
+                       OTEL_TRACES_EXPORTER="otlp", OTEL_TEST_REGISTER="1")
+        self.log_path = os.path.join(str(tmp), "express-%d.log" % self.port)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["node", os.path.join(HERE, "_otel_app.js"), str(self.port), daemon.url,
+                                      str(pg_port)], env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=HERE)
+        try:
+            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 30, what="the app to listen")
+            assert self.proc.poll() is None, self.log()
+        except BaseException:
+            self.close()
+            raise
+
+    def log(self):
+        self._log.flush()
+        with open(self.log_path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+
+    def rows(self):
+        out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "app", "-d", "postgres",
+                              "-tAc", "SELECT COUNT(*) FROM profile"], capture_output=True, check=True)
+        return int(out.stdout.strip())
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def mcp(daemon):
+    m = Mcp(daemon.url + "/mcp")
+    yield m
+    m.close()
+
+
+def server_events(mcp, sid):
+    return [e["data"] for e in mcp.ok("reticle_observe", {"since": 0, "filters": ["server"], "max_events": 2000,
+                                                          "sessionId": sid})["events"]]
+
+
+def test_a_real_express_app_with_opentelemetry_in_chromium(tmp_path, daemon, mcp, postgres):
+    app = ExpressApp(tmp_path, daemon, postgres)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        before = app.rows()
+        # a healthy save: yes, from the spans (the record says its source)
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", (out, app.log())
+        assert app.rows() == before + 1
+        assert any("POST /api/save → 200" in s and "view /api/save" in s and "1 write (insert profile)" in s
+                   for s in out["server"]), out["server"]
+        assert [r["source"] for r in server_events(mcp, sid)] == ["otel"]
+        # answers 200 {ok: true} and writes nothing: never yes
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+        # the insert rolled back (BEGIN ... ROLLBACK traced by the pg instrumentation): not a write
+        out = act(mcp, sid, "Save (rollback)", dict(WRITE, urlContains="/api/rollback"))
+        assert out["verified"] == "no", out
+        assert app.rows() == before + 1
+        # an exception the app's error handler turned into a 200: no, naming the app's own frame
+        out = act(mcp, sid, "Save (swallowed)", saved("/api/swallow"))
+        assert out["verified"] == "no" and out["verifiedReason"] == "contradicted", (out, server_events(mcp, sid))
+        assert "server-exception" in out["because"] and "profile store unavailable" in out["because"], out["because"]
+        assert "_otel_app.js:" in out["because"] and "loadProfileStore" in out["because"], out["because"]
+        # an error the app logged (OpenTelemetry logs, /v1/logs) under its 200: no, naming the logger
+        out = act(mcp, sid, "Save (logged)", saved("/api/logged"))
+        assert out["verified"] == "no" and "server-logged-error" in out["because"], out
+        assert "shop.views" in out["because"] and "could not save profile" in out["because"], out["because"]
+        # an XHR carries the trace context too
+        out = act(mcp, sid, "Save (xhr)", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        # the app's own traceparent is left alone: its spans cannot be attributed, so unknown, saying why
+        out = act(mcp, sid, "Save (own trace)", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "unknown" and "own traceparent" in out["because"], out
+        # a request made outside the tab, under a trace id the daemon never issued: exported, never lands
+        n = len(server_events(mcp, sid))
+        req = urllib.request.Request(app.url + "/api/save", data=b'{"name":"eve"}', method="POST", headers={
+            "Content-Type": "application/json", "traceparent": "00-%s-b7ad6b7169203331-01" % TRACE})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+        time.sleep(1.5)  # well past the exporter's 200 ms batch delay
+        assert len(server_events(mcp, sid)) == n
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
+def test_the_protobuf_exporter_feeds_the_same_verdicts(tmp_path, daemon, mcp, postgres):
+    app = ExpressApp(tmp_path, daemon, postgres, protocol="proto")
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        out = act(mcp, sid, "Save (xhr)", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", (out, app.log())
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+        assert [r["source"] for r in server_events(mcp, sid)] == ["otel", "otel"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_without_database_instrumentation_writes_are_unknown_not_zero(tmp_path, daemon, mcp, postgres):
+    app = ExpressApp(tmp_path, daemon, postgres, db_traced=False)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        before = app.rows()
+        for button, path in (("Save", "/api/save"), ("Save (no-op)", "/api/noop")):
+            out = act(mcp, sid, button, dict(WRITE, urlContains=path))
+            assert out["verified"] == "unknown", out
+            assert "no database statement" in out["because"] and "instrumentation" in out["because"], out["because"]
+        assert app.rows() == before + 1  # the save did write: a `no` would have been wrong
+        # what needs no database is still judged
+        out = act(mcp, sid, "Save (swallowed)", saved("/api/swallow"))
+        assert out["verified"] == "no" and "server-exception" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+# -- `reticle init` for Node projects -----------------------------------------------------------------
+
+@pytest.mark.parametrize("deps, kind, loads", [
+    ({"express": "^4"}, "Express", "NODE_OPTIONS=\"--require @opentelemetry/auto-instrumentations-node/register\""),
+    ({"next": "15"}, "Next.js", "instrumentation.ts"),
+    ({"nuxt": "3"}, "Nuxt", "NODE_OPTIONS="),
+    ({"@sveltejs/kit": "2", "vite": "5"}, "SvelteKit", "NODE_OPTIONS="),
+    ({}, "Node", "NODE_OPTIONS="),
+])
+def test_init_prints_how_a_node_project_traces_to_the_daemon(tmp_path, deps, kind, loads):
+    (tmp_path / "package.json").write_text(json.dumps({"name": "shop", "dependencies": deps}))
+    plan = reticle._init_plan(str(tmp_path), str(tmp_path / "home"), 4400, ["reticle", "mcp"])
+    notes = [n for n in plan["notes"] if "OpenTelemetry" in n]
+    assert len(notes) == 1 and notes[0].startswith(kind + " server truth"), plan["notes"]
+    for part in (loads, "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4400",
+                 "OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer%20$(reticle token)\"", "OTEL_BSP_SCHEDULE_DELAY=200",
+                 "npm install --save-dev @opentelemetry/sdk-node", "reticle_observe", "source \"otel\""):
+        assert part in notes[0], (part, notes[0])
+    assert not any("OpenTelemetry" in c.what for c in plan["changes"])  # printed, never written
+
+
+def test_init_prints_no_tracing_for_a_python_project(tmp_path):
+    (tmp_path / "manage.py").write_text("")
+    plan = reticle._init_plan(str(tmp_path), str(tmp_path / "home"), 4400, ["reticle", "mcp"])
+    assert not any("OpenTelemetry" in n for n in plan["notes"]), plan["notes"]
+
+
+def test_the_zero_code_route_init_prints_for_node_feeds_verdicts(tmp_path, daemon, mcp, postgres):
+    """NODE_OPTIONS=--require @opentelemetry/auto-instrumentations-node/register and the OTEL_* variables
+    `reticle init` prints, nothing in the app's code: a save is yes, a no-op is no."""
+    if not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry", "auto-instrumentations-node")):
+        pytest.skip("@opentelemetry/auto-instrumentations-node is not installed (tests/bootstrap.sh)")
+    app = ExpressApp(tmp_path, daemon, postgres, register=True)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", (out, app.log())
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_a_tabs_first_act_waits_for_the_spans_of_a_slower_exporter(tmp_path, daemon, mcp, postgres):
+    """A 900 ms batch delay, past the middleware's 400 ms: the tab's very first act, whose page says
+    "Saved" at once, waits for its spans (spans already reached the daemon: the page's own document
+    request was traced) and sees the exception under the 200: no, not a yes decided before they came."""
+    app = ExpressApp(tmp_path, daemon, postgres, delay_ms=900)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        time.sleep(1.5)  # the document request's spans (under no trace id of the tab's) reach the daemon
+        out = act(mcp, sid, "Save (swallowed)", saved("/api/swallow"))
+        assert out["verified"] == "no" and "server-exception" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("otel") / "state", env={"RETICLE_RATE_LIMIT": "1000,1000"})
+    yield d
+    d.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(VALID), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
+       st.booleans())
+def test_fuzzed_bodies_over_http_get_ok_or_a_clean_400(shared_daemon, base, flips, zipped):
+    data = bytearray(base)
+    for at, byte in flips:
+        data[at % len(data)] = byte
+    body = gzip.compress(bytes(data)) if zipped else bytes(data)
+    status, media, answer = post(shared_daemon, "/v1/traces", body, "application/x-protobuf",
+                                 encoding="gzip" if zipped else None)
+    assert status in (200, 400), (status, answer)
+    if status == 400:
+        assert "ExportTraceServiceRequest" in json.loads(answer)["detail"]
+    assert shared_daemon.status()["running"] is True
+
+
+# -- a real Next.js app, traced through its instrumentation hook ---------------------------------------
+
+class NextApp(ExpressApp):
+    """tests/_otel_next (app router, instrumentation.js starting the NodeSDK with the http and pg
+    instrumentations) copied to a temporary folder beside tests/.otel's node_modules, under `next dev`."""
+
+    def __init__(self, tmp, daemon, pg_port):
+        if not os.path.isfile(os.path.join(NODE_MODULES, "next", "dist", "bin", "next")):
+            pytest.skip("next is not installed in tests/.otel (tests/bootstrap.sh)")
+        self.port, self.pg_port = free_port(), pg_port
+        self.url = "http://127.0.0.1:%d" % self.port
+        root = os.path.join(str(tmp), "next-app")
+        shutil.copytree(os.path.join(HERE, "_otel_next"), root)
+        os.symlink(NODE_MODULES, os.path.join(root, "node_modules"))
+        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(pg_port), "-U", "app", "-d", "postgres", "-qc",
+                        "CREATE TABLE IF NOT EXISTS profile (id serial PRIMARY KEY, name text)"], check=True)
+        env = dict(os.environ, NEXT_TELEMETRY_DISABLED="1", RETICLE_DAEMON_URL=daemon.url, PG_PORT=str(pg_port),
+                   OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url, OTEL_BSP_SCHEDULE_DELAY="200",
+                   OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(), OTEL_SERVICE_NAME="shop-next",
+                   OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+        self.log_path = os.path.join(str(tmp), "next-%d.log" % self.port)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["node", os.path.join(NODE_MODULES, "next", "dist", "bin", "next"), "dev",
+                                      "-H", "127.0.0.1", "-p", str(self.port)], env=env, stdout=self._log,
+                                     stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+        try:
+            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 60, what="next dev")
+            assert self.proc.poll() is None, self.log()
+            for path, method in (("/", "GET"), ("/api/save", "GET"), ("/api/noop", "GET")):  # compile them first
+                try:
+                    urllib.request.urlopen(urllib.request.Request(self.url + path, method=method), timeout=120).read()
+                except urllib.error.HTTPError:
+                    pass  # a route handler without GET answers 405, compiled
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self.proc.poll() is None:
+            import signal
+            os.killpg(self.proc.pid, signal.SIGTERM)  # next dev's own worker processes with it
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+def test_a_real_nextjs_app_traced_by_its_instrumentation_hook(tmp_path, daemon, mcp, postgres):
+    app = NextApp(tmp_path, daemon, postgres)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        before = app.rows()
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"), timeout_ms=15000)
+        assert out["verified"] == "yes", (out, app.log()[-3000:])
+        assert app.rows() == before + 1
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"), timeout_ms=15000)
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+        assert {r["source"] for r in server_events(mcp, sid)} == {"otel"}
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
