@@ -2405,6 +2405,7 @@ class _BrowserSession(_TabState):
             self.requests.started(event, data)
         elif etype == "net.request" and data.get("requestId"):
             self.requests.answered(event)
+            _take_wire_status(data)
             if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False:
                 # Navigation Timing gives the status of the page the redirects led to, not of the
                 # request (a form POST answered 302): that one is hidden from the page.
@@ -4618,12 +4619,17 @@ def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[di
                 expected, len(frames), _frame_label(frames[0])))}
     seen = []
     for d in done:
-        label = "%s → %s" % (_call_label(d), d.get("status"))
+        note = " (%s)" % d["statusNote"] if d.get("httpStatus") else ""
+        label = "%s → %s%s" % (_call_label(d), d.get("status"), note)
         if label not in seen:
             seen.append(label)
     out: Dict[str, Any] = {"pass": False, "assertion": "net.present", "expected": expected,
                            "observed": seen[:8] or "no calls at all in this window",
                            "failureReason": "no completed request matched %s" % expected}
+    enveloped = [d for d in done if d.get("httpStatus") and _call_matches(d, p, pending=True)]
+    if enveloped:
+        out["failureReason"] += "; %s answered %s: %s" % (_call_label(enveloped[-1]), enveloped[-1].get("status"),
+                                                          enveloped[-1].get("statusNote"))
     elsewhere = _frames(window)
     if elsewhere:
         out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs "
@@ -4645,8 +4651,9 @@ def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> O
            "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
                         for e in answered[-5:]],
            "evidence": last["data"],
-           "failureReason": "%s answered %s, not as asked" % (
-               _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
+           "failureReason": "%s answered %s, not as asked%s" % (
+               _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"),
+               " (%s)" % last["data"]["statusNote"] if last["data"].get("httpStatus") else "")}
     age = obs.now - last["t"]
     if age >= RETRY_GRACE_MS:
         out.update(decided=True, decidedBy="answered-otherwise")
@@ -6149,6 +6156,26 @@ _FAILURE_UI: Tuple[_FailureUi, ...] = (
 )
 
 
+# Route announcers: the visually hidden live regions a client-side router fills with the new page's
+# title after a navigation, for screen readers.  They are never what the page tells the user about
+# an act (a text miss must not quote "untitled page" as the page's message); the SDK skips them.
+_ROUTE_ANNOUNCERS: Tuple[Tuple[str, str], ...] = (
+    ("sveltekit", "#svelte-announcer"),
+    ("next.js", "next-route-announcer,#__next-route-announcer__"),
+    ("nuxt", ".nuxt-route-announcer,#nuxt-route-announcer"),
+    ("gatsby", "#gatsby-announcer"),
+    ("astro", ".astro-route-announcer"),
+    ("remix", "#remix-route-announcer"),
+)
+
+
+def _route_announcers_config() -> str:
+    """The announcers' selectors as one JavaScript string literal, for the SDK's alert scan."""
+    sel = ",".join(s for _, s in _ROUTE_ANNOUNCERS)
+    assert "'" not in sel and "\\" not in sel, sel
+    return "'%s'" % sel
+
+
 def _failure_ui_config() -> str:
     """The conventions as the SDK reads them, a JavaScript array of [source, selector, level]
     rows, one literal a line (as a formatter wraps it)."""
@@ -6244,8 +6271,9 @@ def _failures_shown(window: List[dict]) -> List[str]:
             d = e["data"]
             out.append("%s: %s" % ("an uncaught error" if e["type"] == "error.uncaught" else "console.error",
                                    _short(str(d.get("text") or d.get("message") or ""), 120)))
-    out += ["%s answered %s" % (_call_label(d), d.get("status") or d.get("error"))
-            for d in _calls(window) if _is_write(d) and _call_failed(d) and not _is_dev(d)]
+    out += ["%s answered %s%s" % (_call_label(d), d.get("status") or d.get("error"),
+                                  " (%s)" % d["statusNote"] if d.get("httpStatus") and d.get("statusNote") else "")
+            for d in _calls(window) if (_is_write(d) or d.get("httpStatus")) and _call_failed(d) and not _is_dev(d)]
     out += [c["counter"] for c in _server_contradictions(window, {"kind": "settled"})]
     return out
 
@@ -6804,7 +6832,7 @@ def _trim_call(d: dict) -> dict:
     parts = urllib.parse.urlsplit(url)
     out = {"method": d.get("method"), "url": (parts.path or "/") + ("?" + parts.query if parts.query else "")
            if parts.scheme else url, "status": d.get("status")}
-    for k in ("ms", "initiator", "error", "statusNote", "faulted", "faultId"):
+    for k in ("ms", "initiator", "error", "httpStatus", "statusNote", "faulted", "faultId"):
         if d.get(k) is not None and not (k == "initiator" and d[k] in ("fetch", "xhr")):
             out[k] = d[k]
     for k in ("requestBody", "responseBody"):
@@ -7121,9 +7149,131 @@ def _read_json_callback(d: dict) -> Optional[str]:
     return None
 
 
+def _sveltekit_envelope(d: dict) -> Optional[dict]:
+    """The JSON object of a SvelteKit answer: a form action's (a POST answered `{"type": "failure" |
+    "error" | "redirect" | "success", "status": …}`) or a `__data.json` load (`{"type": "data", "nodes":
+    […]}`), or None for any other call."""
+    body = d.get("responseBody")
+    if not isinstance(body, str) or not body.lstrip().startswith("{") or '"type"' not in body[:200]:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    kind = data.get("type")
+    if _sveltekit_data_url(d):
+        return data if kind in ("data", "redirect") else None
+    if not _is_write(d):
+        return None
+    if kind == "failure" and isinstance(data.get("status"), int) and isinstance(data.get("data"), (str, type(None))):
+        return data
+    if kind == "error" and isinstance(data.get("error"), dict):
+        return data
+    if kind == "redirect" and isinstance(data.get("location"), str) and isinstance(data.get("status"), int):
+        return data
+    if kind == "success" and isinstance(data.get("status"), int) and set(data) <= {"type", "status", "data"}:
+        return data
+    return None
+
+
+def _sveltekit_data_url(d: dict) -> bool:
+    return urllib.parse.urlsplit(str(d.get("url", ""))).path.endswith("/__data.json")
+
+
+def _devalue_words(encoded: Any) -> str:
+    """The message a devalue-encoded action `data` carries (`[{"message": 1}, "Title is required"]`:
+    index 0 the object, its values indices into the array), as a suffix, or ''."""
+    try:
+        flat = json.loads(encoded) if isinstance(encoded, str) else None
+    except ValueError:
+        return ""
+    if not isinstance(flat, list) or not flat or not isinstance(flat[0], dict):
+        return ""
+    for key in ("message", "error", "errors", "reason"):
+        at = flat[0].get(key)
+        said = flat[at] if isinstance(at, int) and not isinstance(at, bool) and 0 < at < len(flat) else None
+        if isinstance(said, str) and said.strip():
+            return ", message %r" % _short(said, 120)
+    return ""
+
+
+def _sveltekit_failure(d: dict) -> Optional[Tuple[int, str]]:
+    """(status, phrase) of a SvelteKit answer that is a failure whatever its HTTP status: an action's
+    `failure` (fail(422, …)) or `error` envelope, or a `__data.json` whose nodes hold an `error` node
+    (the page renders +error.svelte); None otherwise."""
+    data = _sveltekit_envelope(d)
+    if data is None:
+        return None
+    http: int = d["status"] if isinstance(d.get("status"), int) else 200
+    if data.get("type") == "failure":
+        return int(data["status"]), "a SvelteKit action `failure` envelope with status %s%s" % (
+            data["status"], _devalue_words(data.get("data")))
+    if data.get("type") == "error":
+        status: int = data["status"] if isinstance(data.get("status"), int) else http if http >= 400 else 500
+        return status, "a SvelteKit action `error` envelope (%r)" % _short(data["error"].get("message") or "", 120)
+    nodes: List[Any] = data["nodes"] if data.get("type") == "data" and isinstance(data.get("nodes"), list) else []
+    for node in nodes:
+        if isinstance(node, dict) and node.get("type") == "error":
+            status = node["status"] if isinstance(node.get("status"), int) else 500
+            err = node["error"] if isinstance(node.get("error"), dict) else {}
+            return status, "a SvelteKit `__data.json` `error` node with status %s (%r): the page renders its " \
+                "error page" % (status, _short(err.get("message") or "", 120))
+    return None
+
+
+def _read_sveltekit_action(d: dict) -> Optional[str]:
+    data = _sveltekit_envelope(d)
+    if data is None or _sveltekit_data_url(d):
+        return None
+    failed = _sveltekit_failure(d)
+    if failed:
+        return "its answer is %s" % failed[1]
+    return None
+
+
+def _read_sveltekit_data(d: dict) -> Optional[str]:
+    failed = _sveltekit_failure(d) if _sveltekit_data_url(d) else None
+    return "its answer is %s" % failed[1] if failed else None
+
+
+def _read_sveltekit_redirect(d: dict) -> Optional[str]:
+    data = _sveltekit_envelope(d)
+    if data is None or data.get("type") != "redirect":
+        return None
+    return "it redirects to %s (a SvelteKit `redirect` envelope%s)" % (
+        data.get("location"), ", %s" % data["status"] if isinstance(data.get("status"), int) else "")
+
+
+def _read_sveltekit_success(d: dict) -> Optional[str]:
+    data = _sveltekit_envelope(d)
+    if data is None or data.get("type") != "success":
+        return None
+    return "a SvelteKit action `success` envelope with status %s" % data["status"]
+
+
+_TURBO_STREAM = re.compile(r'<turbo-stream\b[^>]*\baction="([a-z_-]+)"[^>]*?(?:\btargets?="([^"]*)")?', re.I)
+
+
+def _read_turbo_stream(d: dict) -> Optional[str]:
+    """Hotwire Turbo: a form's answer as `text/vnd.turbo-stream.html`, `<turbo-stream action=…
+    target=…>` elements the page applies: an ordinary answer (its status says how it went)."""
+    body = d.get("responseBody")
+    if "turbo-stream" not in _header(d, "content-type") and not (
+            isinstance(body, str) and body.lstrip().startswith("<turbo-stream")):
+        return None
+    steps = ["%s #%s" % (m.group(1), m.group(2)) if m.group(2) else m.group(1)
+             for m in _TURBO_STREAM.finditer(body if isinstance(body, str) else "")]
+    return "a Turbo Stream answer%s" % (" (%s)" % ", ".join(steps[:4]) if steps else "")
+
+
 class _WireFormat:
     """One framework's answer read for what it means: `meaning` is "redirect" (not queued work, not a
-    failure) or "failure" (a failure inside a 2xx); `read(call)` says so in a phrase, or None."""
+    failure), "failure" (a failure inside a 2xx) or "answer" (the framework's ordinary answer: no
+    failure, not queued work); `read(call)` says so in a phrase, or None.  A failure whose answer carries
+    a status of its own (a SvelteKit envelope) is a failed request with that status for every verdict
+    rule: the bridge reads it into the call as it arrives (_take_wire_status)."""
 
     __slots__ = ("name", "meaning", "read")
 
@@ -7138,7 +7288,29 @@ _WIRE_FORMATS: Tuple[_WireFormat, ...] = (
     _WireFormat("server-action", "failure", _read_server_action),
     _WireFormat("dash-callback", "failure", _read_dash_callback),
     _WireFormat("json-callback", "failure", _read_json_callback),
+    _WireFormat("sveltekit-action-failure", "failure", _read_sveltekit_action),
+    _WireFormat("sveltekit-data-error", "failure", _read_sveltekit_data),
+    _WireFormat("sveltekit-action-redirect", "redirect", _read_sveltekit_redirect),
+    _WireFormat("sveltekit-action-success", "answer", _read_sveltekit_success),
+    _WireFormat("turbo-stream", "answer", _read_turbo_stream),
 )
+
+
+def _take_wire_status(d: dict) -> None:
+    """A completed call whose 2xx answer is a framework's failure with a status of its own (see
+    _sveltekit_failure) becomes that failed request: `status` is the envelope's, `httpStatus` the
+    wire's, `ok` false, and `statusNote` says why, so `net status: 200` does not hold over it and every
+    rule reads it as failed."""
+    status = d.get("status")
+    if not isinstance(status, int) or not 200 <= status < 300 or d.get("httpStatus") is not None:
+        return
+    failed = _sveltekit_failure(d)
+    if failed is None:
+        return
+    d["httpStatus"] = status
+    d["status"] = failed[0]
+    d["ok"] = False
+    d["statusNote"] = "HTTP %s carrying %s" % (status, failed[1])
 
 
 def _wire_meaning(d: dict) -> Optional[Tuple[str, str]]:
@@ -19069,6 +19241,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // the daemon's table of the ways frameworks tell failure (_FAILURE_UI): [source, selector, level];
   // level 'error' rows rank above the ARIA rows, the rest (status regions: text decides) below them
   var FAILURE_UI = /*__RETICLE_FAILURE_UI__*/ [];
+  // the daemon's table of route announcers (_ROUTE_ANNOUNCERS): a router's hidden live region, never a message
+  var ROUTE_ANNOUNCERS = /*__RETICLE_ANNOUNCERS__*/ '';
+  function isAnnouncer(el) {
+    try {
+      return !!(ROUTE_ANNOUNCERS && el.closest && el.closest(ROUTE_ANNOUNCERS));
+    } catch (e) {
+      return false;
+    }
+  }
   var ALERT_SCOPES =
     'header,[role=banner],nav,[role=navigation],footer,[role=contentinfo],aside,[role=complementary],' +
     'form,[role=form],dialog,[role=dialog],[role=alertdialog]';
@@ -19161,7 +19342,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var showing = [];
     alertCandidates().forEach(function (c) {
       var el = c.el;
-      if (isIgnored(el) || !isVisible(el, cache)) {
+      if (isIgnored(el) || isAnnouncer(el) || !isVisible(el, cache)) {
         SHOWN.set(el, '');
         return;
       }
@@ -21560,6 +21741,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 })();
 """
 _SDK_JS = _SDK_JS.replace("/*__RETICLE_FAILURE_UI__*/ []", _failure_ui_config())  # the conventions, one table
+_SDK_JS = _SDK_JS.replace("/*__RETICLE_ANNOUNCERS__*/ ''", _route_announcers_config())  # never the page's message
 
 
 ###############################################################################

@@ -27,6 +27,13 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   callback (200 JSON whose `children` "Error: ... Nothing was saved." is rendered into a plain div);
   `/wire/cb/` is the same callback on an endpoint of the app's own naming (/wire/cb/callback, props
   under `props`); `?ok=1` makes the action and the callbacks succeed.
+- `/wire/<sk|skd|ts>/` (issue 29): SvelteKit's `use:enhance` form action, exact wire copies of SvelteKit 2:
+  `sk` posts to `?/create` (200 with a `failure` envelope, status 422, its devalue `data` carrying the
+  message shown in a plain `<p class="error">`; `?ok=1`: a `success` envelope, "Saved"); `skd`'s action
+  answers a `redirect` envelope and the page loads /wire/skd/notes/9/__data.json, whose second node is an
+  `error` node (404, +error.svelte renders "Not Found"; `?ok=1`: a data node, the note). Both pages carry
+  SvelteKit's route announcer (`#svelte-announcer`, "untitled page" after a navigation). `ts` posts a
+  Turbo form whose answer is a Turbo Stream (`text/vnd.turbo-stream.html`) appended to #messages.
 - `/dl/`: a form post answered by a CSV download (`?empty=1`: a 204): no new document comes.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
@@ -131,6 +138,8 @@ document.getElementById('save').onclick = function () {
 </script>""")
 
 WIRE = _page("Wire", """<main><h1>Notes</h1><div id="out"></div><button type="button" id="save">Save</button></main>
+<div id="svelte-announcer" aria-live="assertive" aria-atomic="true" style="position: absolute; left: 0; top: 0;
+ clip: rect(0 0 0 0); clip-path: inset(50%); overflow: hidden; white-space: nowrap; width: 1px; height: 1px"></div>
 <script>
 var kind = '__KIND__', out = document.getElementById('out');
 document.getElementById('save').onclick = function () {
@@ -146,6 +155,35 @@ document.getElementById('save').onclick = function () {
       .then(function (r) { return r.text(); }).then(function (t) {
         var d = JSON.parse(t.split('\\n')[1].slice(2));
         out.textContent = d.ok ? 'Saved' : d.message;
+      });
+  } else if (kind === 'sk' || kind === 'skd') {
+    var fd = new FormData(); fd.append('title', '');
+    fetch(location.pathname + '?/create' + location.search.replace('?', '&'), {method: 'POST', body: fd,
+      headers: {'accept': 'application/json', 'x-sveltekit-action': 'true'}}).then(function (r) {
+        return r.json();
+      }).then(function (res) {
+        if (res.type === 'failure') {
+          out.innerHTML = '<p class="error">' + JSON.parse(res.data)[2] + '</p>';
+        } else if (res.type === 'success') {
+          out.textContent = 'Saved';
+        } else if (res.type === 'redirect') {
+          return fetch(res.location + '/__data.json?x-sveltekit-invalidated=01' + location.search.replace('?', '&'))
+            .then(function (r) { return r.json(); }).then(function (d) {
+              history.pushState({}, '', res.location);
+              var node = d.nodes[1];
+              out.innerHTML = node.type === 'error' ? '<h1>' + node.status + '</h1><p>' + node.error.message + '</p>'
+                : '<h1>Note 9</h1>';
+            });
+        }
+        document.getElementById('svelte-announcer').textContent = 'untitled page';
+      });
+  } else if (kind === 'ts') {
+    fetch('/wire/ts/messages', {method: 'POST', body: 'content=Hello',
+      headers: {'accept': 'text/vnd.turbo-stream.html, text/html, application/xhtml+xml'}}).then(function (r) {
+        return r.text();
+      }).then(function (t) {
+        var a = t.indexOf('<template>'), b = t.indexOf('</template>');
+        out.insertAdjacentHTML('beforeend', a >= 0 && b > a ? t.slice(a + 10, b) : '');
       });
   } else if (kind === 'cb') {
     fetch('/wire/cb/callback' + location.search, {method: 'POST', headers: {'Content-Type': 'application/json'},
@@ -293,6 +331,43 @@ class HorizonApp:
                 await asyncio.sleep(0.1)
                 self.write('"redirect","/wire/sf/done","status",302,"revalidate",true]')
 
+        class SvelteKitPage(tornado.web.RequestHandler):
+            """A SvelteKit page: GET renders it; POST `?/create` is its form action, answered as SvelteKit 2
+            answers a `use:enhance` fetch (200 and a JSON envelope)."""
+
+            def get(self, kind):
+                self.set_header("Content-Type", "text/html")
+                self.write(WIRE.replace("__DAEMON__", daemon).replace("__KIND__", kind))
+
+            def post(self, kind):
+                app.saved()
+                ok = self.get_query_argument("ok", None) == "1"
+                self.set_header("Content-Type", "application/json")
+                if kind == "skd":
+                    self.write('{"type":"redirect","status":303,"location":"/wire/skd/notes/9"}')
+                elif ok:
+                    self.write('{"type":"success","status":200,"data":"[{\\"id\\":1},9]"}')
+                else:
+                    self.write('{"type":"failure","status":422,"data":"[{\\"title\\":1,\\"message\\":2},'
+                               '\\"\\",\\"Title is required\\"]"}')
+
+        class SvelteKitData(tornado.web.RequestHandler):
+            """The note page's `__data.json`: the layout's data node, then the page's (an `error` node: 404)."""
+
+            def get(self):
+                ok = self.get_query_argument("ok", None) == "1"
+                self.set_header("Content-Type", "application/json")
+                page = ('{"type":"data","data":[{"note":1},{"id":2},9],"uses":{"params":["id"]}}' if ok else
+                        '{"type":"error","error":{"message":"Not Found"},"status":404}')
+                self.write('{"type":"data","nodes":[{"type":"data","data":[{"user":1},null],"uses":{}},%s]}' % page)
+
+        class TurboStream(tornado.web.RequestHandler):
+            def post(self):
+                app.saved()
+                self.set_header("Content-Type", "text/vnd.turbo-stream.html; charset=utf-8")
+                self.write('<turbo-stream action="append" target="messages"><template><div id="message_9">Hello'
+                           '</div></template></turbo-stream>')
+
         class ServerAction(tornado.web.RequestHandler):
             def post(self):
                 app.saved()
@@ -371,7 +446,9 @@ class HorizonApp:
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
             (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/status/", Page, {"html": STATUS}),
             (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
-            (r"/wire/(sf|sa|dash|cb)/", WirePage), (r"/wire/cb/callback", JsonCallback),
+            (r"/wire/(sf|sa|dash|cb|ts)/", WirePage), (r"/wire/cb/callback", JsonCallback),
+            (r"/wire/(sk|skd)/", SvelteKitPage), (r"/wire/skd/notes/9/__data.json", SvelteKitData),
+            (r"/wire/ts/messages", TurboStream),
             (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/dl/", ExportPage), (r"/dl/export", Export),

@@ -348,6 +348,17 @@ def test_an_alert_whose_source_is_not_a_string_is_still_an_error_shown():
 # -- wire formats as data: one record each, both ways -------------------------------------------------
 
 SINGLE_FETCH = '[{"_1":2},"root",{"_3":4},"redirect","/notes","status",302,"revalidate",true]'
+# SvelteKit 2 answers, as the wire carries them (form action envelopes, their `data` devalue-encoded)
+SK_FAILURE = '{"type":"failure","status":422,"data":"[{\\"title\\":1,\\"message\\":2},\\"\\",\\"Title is required\\"]"}'
+SK_ERROR = '{"type":"error","error":{"message":"Internal Error"}}'
+SK_REDIRECT = '{"type":"redirect","status":303,"location":"/notes/9"}'
+SK_SUCCESS = '{"type":"success","status":200,"data":"[{\\"id\\":1},9]"}'
+SK_DATA_ERROR = ('{"type":"data","nodes":[{"type":"data","data":[{"user":1},null],"uses":{}},'
+                 '{"type":"error","error":{"message":"Not Found"},"status":404}]}')
+SK_DATA_OK = ('{"type":"data","nodes":[{"type":"data","data":[{"user":1},null],"uses":{}},'
+              '{"type":"data","data":[{"note":1},{"id":2,"title":3},9,"A"],"uses":{"params":["id"]}}]}')
+TURBO_STREAM = ('<turbo-stream action="append" target="messages"><template><div id="message_9">Hello</div>'
+                '</template></turbo-stream>')
 WIRE = [
     ("single-fetch-redirect", call(5, url="/notes/new.data", status=202, body=SINGLE_FETCH), "redirect",
      call(5, url="/notes/new.data", status=202, body='[{"_1":2},"data",{"queued":true}]')),
@@ -364,6 +375,18 @@ WIRE = [
     ("json-callback", call(5, url="/api/callback", body='{"props":{"children":"Error: the row is locked. Nothing was '
                                                          'saved."}}'),
      "failure", call(5, url="/api/callback", body='{"props":{"children":"Error rate: 0 errors today"}}')),
+    ("sveltekit-action-failure", call(5, url="/notes?/create", body=SK_FAILURE), "failure",
+     call(5, url="/notes?/create", body='{"type":"comment","status":200,"text":"fail(422) explained"}')),
+    ("sveltekit-data-error", call(5, method="GET", url="/notes/9/__data.json?x-sveltekit-invalidated=01",
+                                  body=SK_DATA_ERROR), "failure",
+     call(5, method="GET", url="/notes/9/__data.json?x-sveltekit-invalidated=01", body=SK_DATA_OK)),
+    ("sveltekit-action-redirect", call(5, url="/notes?/create", body=SK_REDIRECT), "redirect",
+     call(5, method="GET", url="/notes", body=SK_REDIRECT)),
+    ("sveltekit-action-success", call(5, url="/notes?/create", body=SK_SUCCESS), "answer",
+     call(5, url="/notes?/create", body='{"type":"success","status":200,"data":"x","user":{"id":1}}')),
+    ("turbo-stream", call(5, url="/messages", body=TURBO_STREAM,
+                          responseHeaders={"content-type": "text/vnd.turbo-stream.html; charset=utf-8"}), "answer",
+     call(5, url="/messages", body='<div id="messages">Hello</div>', responseHeaders={"content-type": "text/html"})),
 ]
 
 
@@ -406,6 +429,55 @@ def test_a_server_action_failure_in_a_200_contradicts():
     got = reticle._contradictions([action], p, None)
     assert [c["kind"] for c in got] == ["partial-failure-in-ok-response"], got
     assert "Title taken" in got[0]["counter"] or "ok: false" in got[0]["counter"], got
+
+
+def _taken(c):
+    reticle._take_wire_status(c["data"])
+    return c
+
+
+def test_a_sveltekit_failure_envelope_is_a_failed_request_with_its_status():
+    """Issue 29 #1: fail(422) answers HTTP 200 with a `failure` envelope: the call is a 422 for every rule
+    (net status 200 does not hold, ok: false and status: 422 do), its message named; a success stays a 200."""
+    failed = _taken(call(5, url="/notes?/create", body=SK_FAILURE))["data"]
+    assert (failed["status"], failed["httpStatus"], failed["ok"]) == (422, 200, False), failed
+    assert "Title is required" in failed["statusNote"], failed
+    assert not reticle._call_matches(failed, {"status": 200})
+    assert reticle._call_matches(failed, {"status": 422}) and reticle._call_matches(failed, {"ok": False})
+    error = _taken(call(5, url="/notes?/create", body=SK_ERROR))["data"]
+    assert (error["status"], error["ok"]) == (500, False), error
+    for body in (SK_SUCCESS, SK_REDIRECT, '{"type":"failure","status":422,"data":{"x":1}}'):
+        fine = _taken(call(5, url="/notes?/create", body=body))["data"]
+        assert fine["status"] == 200 and "httpStatus" not in fine, body
+    assert _taken(call(5, method="GET", url="/notes", body=SK_FAILURE))["data"]["status"] == 200
+
+
+def test_a_sveltekit_failure_makes_the_settle_and_net_200_no():
+    p = parse(dict(NET, urlContains="?/create"))
+    window = [_taken(call(1, url="/notes?/create", body=SK_FAILURE)), ev(2, "dom.added")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed") and "422" in got[2] and "Title is required" in got[2], got
+    o = reticle._Observation(window, now=2000.0, since=0.0, open_requests=[], url="http://x/", after_act=True,
+                             upto=None, live={}, near={})
+    res, _, verdict = reticle._verdict(p, o)
+    assert not res["pass"] and verdict[0] == "no" and "SvelteKit" in res["failureReason"], (res, verdict)
+    fine = [_taken(call(1, url="/notes?/create", body=SK_SUCCESS)), ev(2, "dom.added")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], fine, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got
+
+
+def test_a_sveltekit_data_error_node_is_a_failed_navigation():
+    """A redirect after an action to a page whose __data.json holds an `error` node (404): the settle is no."""
+    url = "/notes/9/__data.json?x-sveltekit-invalidated=01"
+    window = [_taken(call(1, url="/notes?/create", body=SK_REDIRECT)),
+              _taken(call(2, method="GET", url=url, body=SK_DATA_ERROR)), ev(3, "route.change", to="http://x/notes/9"),
+              ev(4, "dom.added")]
+    assert window[1]["data"]["status"] == 404 and window[0]["data"]["status"] == 200
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed") and "404" in got[2] and "`error` node" in got[2], got
+    fine = [window[0], _taken(call(2, method="GET", url=url, body=SK_DATA_OK)), window[2], window[3]]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], fine, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got
 
 
 def test_a_tab_that_does_not_answer_never_yields_yes():
