@@ -5830,7 +5830,7 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     """A failure the user was shown, or the act's own channel reported, after the act, that the
     predicate does not ask for: the phrase that names it, or None.  A failed write counts once a
     client retry had its chance (RETRY_GRACE_MS before `now`) and none answered otherwise."""
-    shown = [d for d in _error_ui(window) if not _expects_error(p, d)]
+    shown = [d for d in _error_ui(window) + _answer_failure_text(window) if not _expects_error(p, d)]
     if shown:
         return "the page showed %s" % _ui_label(shown[0])
     reported = _message_failures(window)
@@ -6189,13 +6189,64 @@ def _failure_ui_config() -> str:
     return "[\n" + ",\n".join(rows) + "\n  ]"
 
 
+# Plain failure text (issue 29 #4): new text after an act, in the act's form or in what its answer
+# updated, that reads as a failure: any pattern of the first list and none of the second.  The SDK
+# reads the same table (so both say the same) and reports such a text as a ui.alert of source
+# "text" with its scope ("form" or "answer").  JavaScript-compatible regular expressions, case-blind.
+_PLAIN_FAILURE: Tuple[Tuple[str, ...], Tuple[str, ...]] = (
+    (r"\brequired\b", r"\bnot (a )?valid\b", r"\binvalid\b", r"\b(could not|couldn't|cannot|can't|unable to)\b",
+     r"\bfail(ed|s|ure)?\b", r"\balready (taken|exists|in use|registered|been taken)\b",
+     r"\bmust (be|not|have|contain|match|include)\b", r"\berrors?\b", r"\btoo (short|long|large|many|big)\b",
+     r"\b(denied|rejected|declined|refused|forbidden)\b", r"\b(does|do) not match\b|\bdon't match\b",
+     r"\bplease (correct|enter|fix|provide|select|choose)\b", r"\bnot (allowed|permitted|saved)\b",
+     r"\bwent wrong\b", r"\btry again\b"),
+    (r"\b(no|without|0|zero)\s+(errors?|failures?|problems?|issues?)\b", r"\brequired fields? (are|is) marked\b",
+     r"\bmarked (with )?(an )?(\*|asterisk)", r"^\W*(\*\s*)?(\(?required\)?|optional)\W*$", r"\bnot required\b",
+     r"\berrors? (rate|log|reporting|budget)\b"),
+)
+_PLAIN_FAILURE_RES = ([re.compile(s, re.I) for s in _PLAIN_FAILURE[0]],
+                      [re.compile(s, re.I) for s in _PLAIN_FAILURE[1]])
+
+
+def _plain_failure(text: str) -> bool:
+    """Does a plain text read as a failure (_PLAIN_FAILURE: a pattern, and no negative)?"""
+    yes, no = _PLAIN_FAILURE_RES
+    return any(r.search(text) for r in yes) and not any(r.search(text) for r in no)
+
+
+def _plain_failure_config() -> str:
+    """_PLAIN_FAILURE as the SDK reads it: a JavaScript array of two arrays of regex sources, one
+    literal a line (as a formatter wraps it)."""
+    lists = ["    [\n%s\n    ]" % ",\n".join("      %s" % json.dumps(s) for s in part) for part in _PLAIN_FAILURE]
+    return "[\n" + ",\n".join(lists) + "\n  ]"
+
+
 def _is_failure_ui(d: dict) -> bool:
     """A message the user is shown tells a failure: its convention says so (a field marked invalid,
     a declared error toast, an error row of _FAILURE_UI), or its text is a failure phrase with no
     negation ("0 errors found" is a success)."""
     text = str(d.get("text", ""))
+    if d.get("source") == "text":  # plain text: a failure only in the act's own form (see _failure_text)
+        return d.get("scope") == "form" and _plain_failure(text)
     worded = _FAILURE_TEXT.search(text) and not _NO_FAILURE.search(text)
     return d.get("level") == "error" or d.get("source") == "invalid" or bool(worded)
+
+
+def _answer_failure_text(window: List[dict]) -> List[dict]:
+    """Plain text that reads as a failure (_PLAIN_FAILURE) which appeared after the act outside its form
+    in what the act's answer updated: the SDK saw it appear after a request answered (scope "answer"),
+    and the text is in the body of an answer of the window (an htmx fragment swapped in)."""
+    bodies = [" ".join(html.unescape(d["responseBody"]).split()) for d in _calls(window)
+              if isinstance(d.get("responseBody"), str)]
+    out = []
+    for e in window:
+        d = e["data"]
+        if e["type"] != "ui.alert" or d.get("source") != "text" or d.get("scope") != "answer":
+            continue
+        text = " ".join(str(d.get("text", "")).split())
+        if text and _plain_failure(text) and any(text in b for b in bodies):
+            out.append(d)
+    return out
 
 
 def _error_ui(window: List[dict]) -> List[dict]:
@@ -6206,6 +6257,8 @@ def _error_ui(window: List[dict]) -> List[dict]:
 def _ui_label(d: dict) -> str:
     source = d["source"] if isinstance(d.get("source"), str) else ""  # the page's: it may send any JSON there
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
+             "text": "as plain text %s" % ("in the act's form" if d.get("scope") == "form" else
+                                           "where the act's answer went"),
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
         source, "in a %s message" % source if source else "as an alert")
     return "%r %s" % (_short(str(d.get("text", "")), 120), where)
@@ -6751,6 +6804,18 @@ def _r_failure_still_shown(c: _Case) -> _Ruling:
     return None
 
 
+def _r_failure_text_answer(c: _Case) -> _Ruling:
+    if not c.implicit:
+        return None
+    said = [d for d in _answer_failure_text(c.window) if not _expects_error(c.p, d)]
+    if said:
+        return "unknown", "failure_text_shown", (
+            "the act's answer put text that reads as a failure on the page (%r), outside the act's form, so "
+            "whether the act worked is not known; declare the consequence you expect with `until`" %
+            _short(str(said[0].get("text", "")), 120))
+    return None
+
+
 def _r_proved(c: _Case) -> _Ruling:
     evidence = c.res.get("evidence")
     summary = _brief(evidence) if evidence is not None else "the predicate"
@@ -6775,7 +6840,8 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("3", _r_failed_for_lost_evidence), ("3a", _r_presence_blind_spot), ("4", _r_assertion_failed),
     ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
-    ("12a", _r_horizon_pending), ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("14", _r_proved),
+    ("12a", _r_horizon_pending), ("13", _r_no_effect), ("13a", _r_failure_still_shown),
+    ("13b", _r_failure_text_answer), ("14", _r_proved),
 )
 
 
@@ -6820,6 +6886,9 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          the page's header, nav, footer and asides), one the predicate does not ask for: shown before
          the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
          is named in the `yes`
+    13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
+         (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
+         failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
     """
     case = _Case(res, contradictions, window, known, floor, p, already_true, act, effect, shown, pending)
@@ -14929,6 +14998,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // emit(type, data, el?) - stamps the envelope and queues it for the next microtask flush.
   function emit(type, data, el) {
     if (!S.started) return;
+    if (type === 'net.request' && TEXT_WATCH && !TEXT_WATCH.answered) TEXT_WATCH.answered = N.now();
     try {
       var ev = {
         type: type,
@@ -17699,6 +17769,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var opts = actOptions(a, action);
     dangerCheck(el, action, opts);
     var c = actBefore(el, action, opts);
+    textWatchArm(el, action);
     c.warning = actPointer(c);
     c.probe = actProbe(opts);
     var run;
@@ -19241,6 +19312,95 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // the daemon's table of the ways frameworks tell failure (_FAILURE_UI): [source, selector, level];
   // level 'error' rows rank above the ARIA rows, the rest (status regions: text decides) below them
   var FAILURE_UI = /*__RETICLE_FAILURE_UI__*/ [];
+  // -- plain failure text: what appears after an act in the act's form, or in what the act's answer
+  // updated, and reads as a failure (the daemon's _PLAIN_FAILURE table), as ui.alert source 'text'
+  var PLAIN_FAILURE = /*__RETICLE_PLAIN_FAILURE__*/ [[], []];
+  var PLAIN_YES = PLAIN_FAILURE[0].map(function (s) {
+    return new RegExp(s, 'i');
+  });
+  var PLAIN_NO = PLAIN_FAILURE[1].map(function (s) {
+    return new RegExp(s, 'i');
+  });
+  var TEXT_WATCH = null; // armed by a click, press or submit: {form, t0, until, before, added, answered}
+  var TEXT_WATCH_MS = 15000;
+  function readsAsFailure(t) {
+    return (
+      PLAIN_YES.some(function (re) {
+        return re.test(t);
+      }) &&
+      !PLAIN_NO.some(function (re) {
+        return re.test(t);
+      })
+    );
+  }
+  // the texts an element shows, one per element with text of its own (at most 300 elements)
+  function ownTexts(root, out) {
+    var all = root.querySelectorAll ? root.querySelectorAll('*') : [];
+    var els = [root].concat(Array.prototype.slice.call(all, 0, 300));
+    els.forEach(function (el) {
+      if (el.nodeType !== 1 || SKIP_TAGS[el.tagName]) return;
+      var own = '';
+      for (var n = el.firstChild; n; n = n.nextSibling) if (n.nodeType === 3) own += n.nodeValue;
+      own = norm(own);
+      if (own) out.push({ el: el, text: clip(own, ALERT_TEXT_CAP) });
+    });
+    return out;
+  }
+  function textWatchArm(el, action) {
+    if (['click', 'dblclick', 'press', 'submit'].indexOf(action) < 0 || !PLAIN_YES.length) return;
+    var form = el.form || (el.closest ? el.closest('form') : null);
+    var before = new Set();
+    if (form)
+      ownTexts(form, []).forEach(function (x) {
+        before.add(x.text);
+      });
+    TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0 };
+  }
+  function textWatchCollect(recs) {
+    var w = TEXT_WATCH;
+    if (!w || N.now() > w.until) return;
+    for (var i = 0; i < recs.length && w.added.length < 50; i++) {
+      var r = recs[i];
+      var node = r.type === 'characterData' ? r.target.parentElement : null;
+      if (node) w.added.push({ el: node, t: N.now() });
+      if (r.type !== 'childList') continue;
+      for (var j = 0; j < r.addedNodes.length && w.added.length < 50; j++) {
+        var a = r.addedNodes[j];
+        var host = a.nodeType === 1 ? a : a.parentElement;
+        if (host) w.added.push({ el: host, t: N.now() });
+      }
+    }
+  }
+  // where new text sits: 'form' (the act's form, or the form that replaced it), 'answer' (anything
+  // changed after the act's request answered), or null (not the act's)
+  function textScope(w, el, t) {
+    var f = w.form;
+    if (f && f.isConnected && f.contains(el)) return 'form';
+    var g = el.closest ? el.closest('form') : null;
+    if (f && !f.isConnected && g && ((f.id && g.id === f.id) || g.getAttribute('action') === f.getAttribute('action')))
+      return 'form';
+    return w.answered && t >= w.answered ? 'answer' : null;
+  }
+  function textWatchScan(al) {
+    var w = TEXT_WATCH;
+    if (!w || !w.added.length) return;
+    var added = w.added;
+    w.added = [];
+    added.forEach(function (a) {
+      if (!a.el.isConnected || isIgnored(a.el) || isAnnouncer(a.el)) return;
+      var scope = textScope(w, a.el, a.t);
+      if (!scope) return;
+      ownTexts(a.el, []).forEach(function (x) {
+        if (w.before.has(x.text) || !readsAsFailure(x.text) || !isVisible(x.el, makeVisCache())) return;
+        w.before.add(x.text); // once per text
+        if (!al.allow()) return;
+        var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
+        var r = refFor(x.el);
+        if (r) d.ref = r;
+        emit('ui.alert', d, x.el);
+      });
+    });
+  }
   // the daemon's table of route announcers (_ROUTE_ANNOUNCERS): a router's hidden live region, never a message
   var ROUTE_ANNOUNCERS = /*__RETICLE_ANNOUNCERS__*/ '';
   function isAnnouncer(el) {
@@ -19398,6 +19558,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (initial) d.initial = true;
       emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
     });
+    textWatchScan(al);
     // a new document says it has looked: a verdict after a navigation waits for this
     if (initial) emit('ui.scan', { shown: showing.length });
     for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
@@ -19442,7 +19603,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       N.raf(run);
       N.setTimeout(run, 100); // rAF does not run in background tabs
     }
-    var mo = new N.MutationObserver(function () {
+    var mo = new N.MutationObserver(function (recs) {
+      try {
+        if (TEXT_WATCH) textWatchCollect(recs);
+      } catch (e) {
+        internal('text_watch', e);
+      }
       schedule();
     });
     mo.observe(document, ALERT_OBSERVE);
@@ -21741,7 +21907,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 })();
 """
 _SDK_JS = _SDK_JS.replace("/*__RETICLE_FAILURE_UI__*/ []", _failure_ui_config())  # the conventions, one table
-_SDK_JS = _SDK_JS.replace("/*__RETICLE_ANNOUNCERS__*/ ''", _route_announcers_config())  # never the page's message
+_SDK_JS = _SDK_JS.replace(" /*__RETICLE_ANNOUNCERS__*/ ''", "\n    " + _route_announcers_config())  # never a message
+_SDK_JS = _SDK_JS.replace("/*__RETICLE_PLAIN_FAILURE__*/ [[], []]", _plain_failure_config())  # one table, both sides
 
 
 ###############################################################################

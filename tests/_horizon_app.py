@@ -34,6 +34,12 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   `error` node (404, +error.svelte renders "Not Found"; `?ok=1`: a data node, the note). Both pages carry
   SvelteKit's route announcer (`#svelte-announcer`, "untitled page" after a navigation). `ts` posts a
   Turbo form whose answer is a Turbo Stream (`text/vnd.turbo-stream.html`) appended to #messages.
+- `/plain/<form|htmx>/` (issue 29 #4): failures told in plain text.  `form`: Save posts (fetch) to
+  /plain/save, a React Router single-fetch answer (200) whose data says "Name is required", shown in a
+  plain `<span>` inside the form (`?ok=1`: "Saved").  `htmx`: the form is posted the way htmx's
+  `hx-post`/`hx-target` does it (fetch with HX-Request, the answer's HTML swapped into #result, after
+  the form): "That email address is not valid." (`?ok=1`: "Thanks, you're subscribed.").  The form
+  carries "Required fields are marked *" from the start.
 - `/dl/`: a form post answered by a CSV download (`?empty=1`: a 204): no new document comes.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
@@ -193,6 +199,31 @@ document.getElementById('save').onclick = function () {
     fetch('/_dash-update-component' + location.search, {method: 'POST', headers: {'Content-Type': 'application/json'},
       body: '{"output":"out.children"}'}).then(function (r) { return r.json(); }).then(function (d) {
         out.textContent = d.response.out.children;
+      });
+  }
+};
+</script>""")
+
+PLAIN = _page("Plain", """<main><h1>Subscribe</h1>
+<form id="f" onsubmit="return false"><p class="hint">Required fields are marked *</p>
+<label>Name * <input name="name" value=""></label><span class="msg" id="msg"></span>
+<button type="button" id="save">Save</button></form><div id="result"></div></main>
+<script>
+var kind = '__KIND__', q = location.search;
+document.getElementById('save').onclick = function () {
+  if (kind === 'form') {
+    fetch('/plain/save.data' + q, {method: 'POST', body: 'name='}).then(function (r) { return r.json(); })
+      .then(function (d) { document.getElementById('msg').textContent = d[4]; });
+  } else {
+    fetch('/plain/email' + q, {method: 'POST', body: 'email=ada',
+      headers: {'HX-Request': 'true', 'HX-Target': 'result', 'HX-Current-URL': location.href}})
+      .then(function (r) { return r.text(); }).then(function (t) {
+        var target = document.getElementById('result');
+        target.classList.add('htmx-swapping');
+        setTimeout(function () {
+          target.innerHTML = t; target.classList.remove('htmx-swapping'); target.classList.add('htmx-settling');
+          setTimeout(function () { target.classList.remove('htmx-settling'); }, 20);
+        }, 0);
       });
   }
 };
@@ -368,6 +399,30 @@ class HorizonApp:
                 self.write('<turbo-stream action="append" target="messages"><template><div id="message_9">Hello'
                            '</div></template></turbo-stream>')
 
+        class PlainPage(tornado.web.RequestHandler):
+            def get(self, kind):
+                self.set_header("Content-Type", "text/html")
+                self.write(PLAIN.replace("__DAEMON__", daemon).replace("__KIND__", kind))
+
+        class PlainSave(tornado.web.RequestHandler):
+            """React Router 7 single fetch: the action's data, 200, the message as the app chose to word it."""
+
+            def post(self):
+                app.saved()
+                ok = self.get_query_argument("ok", None) == "1"
+                self.set_header("Content-Type", "text/x-script")
+                self.write('[{"_1":2},"data",{"_3":4},"fieldError","%s"]' % ("Saved" if ok else "Name is required"))
+
+        class PlainEmail(tornado.web.RequestHandler):
+            """An htmx endpoint: 200 and the fragment to swap in."""
+
+            def post(self):
+                app.saved()
+                ok = self.get_query_argument("ok", None) == "1"
+                self.set_header("Content-Type", "text/html")
+                self.write('<p>Thanks, you&#39;re subscribed.</p>' if ok else
+                           '<p class="field">That email address is not valid.</p>')
+
         class ServerAction(tornado.web.RequestHandler):
             def post(self):
                 app.saved()
@@ -448,7 +503,8 @@ class HorizonApp:
             (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
             (r"/wire/(sf|sa|dash|cb|ts)/", WirePage), (r"/wire/cb/callback", JsonCallback),
             (r"/wire/(sk|skd)/", SvelteKitPage), (r"/wire/skd/notes/9/__data.json", SvelteKitData),
-            (r"/wire/ts/messages", TurboStream),
+            (r"/wire/ts/messages", TurboStream), (r"/plain/(form|htmx)/", PlainPage),
+            (r"/plain/save.data", PlainSave), (r"/plain/email", PlainEmail),
             (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/dl/", ExportPage), (r"/dl/export", Export),

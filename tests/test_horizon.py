@@ -338,6 +338,39 @@ def test_a_text_miss_never_quotes_a_route_announcer(live):
     assert "untitled page" not in reticle._dumps(out), out
 
 
+# -- plain failure text (issue 29 #4): in the act's form (no), where the act's answer went (unknown) --------
+
+PLAIN_SAID = {"form": "Name is required", "htmx": "That email address is not valid."}
+PLAIN_OK = {"form": "Saved", "htmx": "subscribed"}
+
+
+@pytest.mark.parametrize("kind,verdict,reason", [("form", "no", "failure_observed"),
+                                                 ("htmx", "unknown", "failure_text_shown")])
+def test_plain_failure_text_is_evidence_for_the_settle(live, kind, verdict, reason):
+    open_page(live, "/plain/%s/" % kind)
+    out = act_and_wait(live)
+    assert (out["verified"], out["verifiedReason"]) == (verdict, reason), out
+    assert PLAIN_SAID[kind] in out["because"], out
+    open_page(live, "/plain/%s/?ok=1" % kind)
+    out = act_and_wait(live)
+    assert out["verified"] == "yes", out
+
+
+@pytest.mark.parametrize("kind", ["form", "htmx"])
+def test_a_text_check_plain_failure_text_rules_out_is_decided_early(live, kind):
+    open_page(live, "/plain/%s/" % kind)
+    started = time.monotonic()
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=8000,
+                                                   until={"kind": "text", "contains": PLAIN_OK[kind]}))
+    took = time.monotonic() - started
+    assert out["verified"] == "no" and PLAIN_SAID[kind] in out["because"], out
+    assert took < 2.0, took
+    open_page(live, "/plain/%s/?ok=1" % kind)
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=8000,
+                                                   until={"kind": "text", "contains": PLAIN_OK[kind]}))
+    assert out["verified"] == "yes", out
+
+
 @pytest.mark.parametrize("kind", ["sf", "sa", "dash", "cb", "sk"])
 def test_in_a_device_a_wire_format_is_read_for_what_it_means(live, device, kind):
     out = wire_verdict(live, kind, "", "until", sid=device)

@@ -524,3 +524,56 @@ def test_a_commands_budget_is_cut_to_the_calls_deadline_on_the_daemons_clock(dea
         assert reticle._command_budget(timeout, now) == pytest.approx(expected)
     finally:
         reticle._CALL_DEADLINE.reset(token)
+
+
+# -- plain failure text (issue 29 #4): _PLAIN_FAILURE both ways ----------------------------------------
+
+PLAIN_FAILURES = ["Name is required", "That email address is not valid.", "Invalid date", "Could not save the note",
+                  "Upload failed", "That username is already taken", "Password must be at least 8 characters",
+                  "Title can't be blank", "Passwords do not match"]
+PLAIN_FINE = ["0 errors", "No errors found", "Required fields are marked *", "Saved", "Thanks, you're subscribed.",
+              "(required)", "Optional", "Welcome back, Ada"]
+
+
+@pytest.mark.parametrize("text", PLAIN_FAILURES)
+def test_plain_text_that_reads_as_a_failure(text):
+    assert reticle._plain_failure(text), text
+    form = {"text": text, "source": "text", "level": None, "scope": "form"}
+    assert reticle._is_failure_ui(form) and not reticle._is_failure_ui(dict(form, scope="answer"))
+
+
+@pytest.mark.parametrize("text", PLAIN_FINE)
+def test_plain_text_that_does_not(text):
+    assert not reticle._plain_failure(text), text
+    assert not reticle._is_failure_ui({"text": text, "source": "text", "level": None, "scope": "form"})
+
+
+def test_the_sdk_reads_the_same_plain_failure_table():
+    assert reticle._plain_failure_config() in reticle._SDK_JS
+    assert "__RETICLE_PLAIN_FAILURE__" not in reticle._SDK_JS
+
+
+def test_plain_failure_text_in_the_acts_form_makes_the_settle_no():
+    window = [call(1, body='[{"_1":2},"data",{"_3":4},"fieldError","Name is required"]'), ev(2, "dom.added"),
+              ev(3, "ui.alert", text="Name is required", source="text", level=None, scope="form", related=True)]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed") and "Name is required" in got[2], got
+    assert "Name is required" in reticle._failure_in_sight(parse({"kind": "text", "contains": "Saved"}), window, 0.0,
+                                                            known())
+    fine = window[:2] + [ev(3, "ui.alert", text="0 errors", source="text", level=None, scope="form")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], fine, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got
+
+
+def test_plain_failure_text_where_the_answer_went_makes_the_settle_unknown():
+    """Outside the act's form, text the answer brought (it is in a response body) that reads as a failure:
+    unknown; the same words not from an answer (a list item re-rendered) are not the act's."""
+    said = ev(3, "ui.alert", text="That email address is not valid.", source="text", level=None, scope="answer")
+    window = [call(1, body='<p class="err">That email address is not valid.</p>'), ev(2, "dom.added"), said]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("unknown", "failure_text_shown") and "not valid" in got[2], got
+    assert "not valid" in reticle._failure_in_sight(parse({"kind": "text", "contains": "subscribed"}), window, 0.0,
+                                                     known())
+    elsewhere = [call(1, body='{"ok": true}'), ev(2, "dom.added"), said]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], elsewhere, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got
