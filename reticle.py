@@ -1198,6 +1198,7 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("ui.alert", "ui", high_value=True, effect=True),
     _EventType("ui.status", "ui", high_value=True, effect=True),  # a status message (its text decides)
     _EventType("ui.scan", "ui", high_value=True),  # a new document looked for what it tells the user
+    _EventType("ui.gone", "ui", high_value=True),  # a message shown before is no longer shown
     _EventType("ui.*", "ui"),
     _EventType("console.error", "console", high_value=True, console="error"),
     _EventType("console.warn", None, high_value=True, console="warn"),
@@ -4975,6 +4976,40 @@ async def _near_text(session: "_BrowserSession", p: dict, res: Any) -> Optional[
     return {"told": [_short(str(d["text"]), 120) for d in told[:5]]}
 
 
+def _text_names(p: dict, text: str) -> bool:
+    """Does a message's text satisfy text leaf `p` (contains, equals, matches, as the page's probe reads)?"""
+    flat = " ".join(text.split())
+    if "equals" in p:
+        return flat == " ".join(str(p["equals"]).split())
+    if "matches" in p:
+        try:
+            return re.search(p["matches"], flat, re.I if "i" in str(p.get("flags", "")) else 0) is not None
+        except re.error:
+            return False
+    return str(p.get("contains", "")) in flat
+
+
+def _shown_and_gone(p: dict, obs: _Observation) -> Optional[dict]:
+    """A message (a toast, a status, an alert) with the text `p` asks for, shown in the judged window and
+    no longer shown (ui.gone): it was shown in that window, so the text held; the evidence says when it
+    came and when it went.  None when no such message (a `scope`d or `visible`-only check reads the page)."""
+    if p.get("scope") or obs.since is None:
+        return None
+    window = obs.events(p)
+    for i, e in enumerate(window):
+        if e["type"] not in ("ui.alert", "ui.status") or not _text_names(p, str(e["data"].get("text", ""))):
+            continue
+        gone = [x for x in window[i + 1:] if x["type"] == "ui.gone" and x["data"].get("text") == e["data"].get("text")]
+        if gone:
+            came, went = e["t"] - obs.since, gone[0]["t"] - obs.since
+            return {"pass": True, "assertion": "text.shown-and-gone",
+                    "evidence": {"sample": _short(str(e["data"].get("text", "")), 200), "shownAtMs": round(came),
+                                 "goneAtMs": round(went),
+                                 "note": "shown at +%d ms, gone at +%d ms (from the start of the window): it is "
+                                         "no longer on the page" % (came, went)}}
+    return None
+
+
 def _judge_text(p: dict, obs: _Observation) -> dict:
     res = obs.live.get(_leaf_key(p)) or {}
     found = bool(res.get("found"))
@@ -4989,6 +5024,9 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
         if res.get("places") is not None:
             evidence["places"] = res["places"]
         return {"pass": True, "evidence": evidence, "assertion": "text.present"}
+    went = _shown_and_gone(p, obs)
+    if went is not None:
+        return went
     out: Dict[str, Any] = {"pass": False, "assertion": "text.present", "expected": wanted,
                            "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "",
                                                                           wanted)}
@@ -5907,6 +5945,7 @@ async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[
         return None
     return [{"text": _short(str(d.get("text") or ""), 300), "source": str(d.get("source") or "")[:40],
              "level": d.get("level") if d.get("level") == "error" else None, "related": d.get("related") is not False,
+             "own": d.get("own") is True,
              "field": str(d["field"])[:120] if d.get("field") is not None else None}
             for d in alerts[:50] if isinstance(d, dict)]
 
@@ -6044,7 +6083,8 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
                     shown_at is None or session.now() - shown_at >= 500):
                 shown_at = session.now()
                 still = [d for d in await _read_shown(session, effect) or ()
-                         if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)]
+                         if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)
+                         and not _stale_message(d, obs.window, act_at, obs.known)]
                 failure = "the page still shows %s" % _ui_label(still[0]) if still else None
             if failure:
                 final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
@@ -6639,6 +6679,10 @@ class _Case:
         """The errors the page still shows to the user that the predicate does not ask for."""
         return [d for d in self.shown or () if _is_failure_ui(d) and not _expects_error(self.p, d)]
 
+    def stale(self) -> List[dict]:
+        """The standing errors that are transient leftovers (see _stale_message): named, never a `no`."""
+        return [d for d in self.standing() if _stale_message(d, self.window, self.floor, self.known)]
+
 
 _Ruling = Optional[Tuple[str, str, str]]
 
@@ -6795,8 +6839,23 @@ def _r_no_effect(c: _Case) -> _Ruling:
     return None
 
 
+def _stale_message(d: dict, window: List[dict], floor: float, known: Optional["_Known"]) -> bool:
+    """An error shown now that is a leftover, not the act's: it was on screen before the act (no
+    ui.alert of its text in the act's window), it sits outside the act's own form or region (a toast),
+    it is no field marked invalid, and the act's own requests all succeeded (at least one)."""
+    if d.get("own") or d.get("source") == "invalid":
+        return False
+    text = d.get("text")
+    if any(e["type"] in ("ui.alert", "ui.status") and e["data"].get("text") == text for e in window):
+        return False
+    mine = [e["data"] for e in window if e["type"] == "net.request" and not _is_dev(e["data"])
+            and _caused_by_act(e, floor, known, repeats=True)]  # a retry of the same save is the act's
+    return bool(mine) and not any(_call_failed(x) for x in mine)
+
+
 def _r_failure_still_shown(c: _Case) -> _Ruling:
-    touched = [d for d in c.standing() if d.get("related")]
+    stale = c.stale()
+    touched = [d for d in c.standing() if d.get("related") and d not in stale]
     if touched:
         return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
                                              "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
@@ -6823,9 +6882,13 @@ def _r_proved(c: _Case) -> _Ruling:
     if c.contradictions:
         noted = "; noted, and unable to undo it: %s" % ", ".join(
             "%s (%s)" % (x["kind"], x["counter"]) for x in c.contradictions[:3])
-    standing = c.standing()
+    stale = c.stale()
+    standing = [d for d in c.standing() if d not in stale]
     if standing:
         noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
+    if stale:
+        noted += ("; an error shown before the act is still on screen, outside what the act touched, while the "
+                  "act's own requests succeeded: %s" % _ui_label(stale[0]))
     if c.pending:
         noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in c.pending[:3])
     if c.declared:
@@ -6885,7 +6948,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
          the page's header, nav, footer and asides), one the predicate does not ask for: shown before
          the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
-         is named in the `yes`
+         is named in the `yes`, and so is a leftover (_stale_message: an error toast shown before the
+         act, outside the act's own form or region, while the act's own requests all succeeded)
     13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
          (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
          failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
@@ -19558,11 +19622,30 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (initial) d.initial = true;
       emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
     });
+    alertsGone(al, showing, t);
     textWatchScan(al);
     // a new document says it has looked: a verdict after a navigation waits for this
     if (initial) emit('ui.scan', { shown: showing.length });
     for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
     checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
+  }
+  // A message reported before that is no longer shown (removed, hidden, or its text replaced): ui.gone,
+  // so a toast shown and gone before a check still counts as shown, and the answer says when it went.
+  function alertsGone(al, showing, t) {
+    var still = new Map();
+    showing.forEach(function (c) {
+      still.set(c.el, c.text);
+    });
+    al.live = al.live.filter(function (x) {
+      if (still.get(x.el) === x.text) return true;
+      emit('ui.gone', { text: x.text, source: x.source, shownMs: Math.round(t - x.t) });
+      return false;
+    });
+    showing.forEach(function (c) {
+      if (!c.text || c.source === 'invalid' || al.live.length >= 50) return;
+      for (var i = 0; i < al.live.length; i++) if (al.live[i].el === c.el) return;
+      al.live.push({ el: c.el, text: c.text, source: c.source, t: t });
+    });
   }
   var ALERT_OBSERVE = {
     subtree: true,
@@ -19587,6 +19670,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var al = {
       SHOWN: new WeakMap(), // element -> the text last reported ('' while hidden or empty)
       recent: {}, // text -> when it was last reported
+      live: [], // the messages shown at the last scan: {el, text, source, t}
       allow: rateCap('ui.alert', 20),
       scheduled: false,
       loaded: false
@@ -19663,6 +19747,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var d = { text: c.text, source: c.source, level: c.level, related: !scope };
       // beside the act's target, only its own region; with no target, any region but the page's chrome
       if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
+      d.own = !!(scope && target && scope.contains(target)); // in the act's own form or region
       if (c.field != null) d.field = c.field;
       var r = refFor(c.el);
       if (r) d.ref = r;

@@ -40,6 +40,9 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   `hx-post`/`hx-target` does it (fetch with HX-Request, the answer's HTML swapped into #result, after
   the form): "That email address is not valid." (`?ok=1`: "Thanks, you're subscribed.").  The form
   carries "Required fields are marked *" from the start.
+- `/toast/` (issue 29 #3): Save posts to /toast/save; the answer is told in a sonner-style toast at the
+  foot of the body (`<li data-sonner-toast data-type=… role=status>`, outside the form): "Could not save
+  the note" (an error toast, on fault, removed after 3 s) or "Note saved" (removed after 0.6 s).
 - `/dl/`: a form post answered by a CSV download (`?empty=1`: a 204): no new document comes.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
@@ -226,6 +229,24 @@ document.getElementById('save').onclick = function () {
         }, 0);
       });
   }
+};
+</script>""")
+
+TOAST = _page("Toast", """<main><h1>Note</h1><form id="f" onsubmit="return false">
+<label>Title <input name="title" value="A"></label><button type="button" id="save">Save</button></form></main>
+<section aria-label="Notifications"><ol data-sonner-toaster id="toaster"></ol></section>
+<script>
+function toast(type, text, ms) {
+  var li = document.createElement('li');
+  li.setAttribute('data-sonner-toast', ''); li.setAttribute('data-type', type); li.setAttribute('role', 'status');
+  li.setAttribute('aria-live', 'polite'); li.textContent = text;
+  document.getElementById('toaster').appendChild(li);
+  setTimeout(function () { li.remove(); }, ms);
+}
+document.getElementById('save').onclick = function () {
+  fetch('/toast/save', {method: 'POST', body: '{"title": "A"}'}).then(function (r) {
+    if (r.ok) toast('success', 'Note saved', 600); else toast('error', 'Could not save the note', 3000);
+  });
 };
 </script>""")
 
@@ -423,6 +444,12 @@ class HorizonApp:
                 self.write('<p>Thanks, you&#39;re subscribed.</p>' if ok else
                            '<p class="field">That email address is not valid.</p>')
 
+        class ToastSave(tornado.web.RequestHandler):
+            def post(self):
+                if not app.saved():
+                    self.set_status(500)
+                self.write({"ok": self.get_status() < 400})
+
         class ServerAction(tornado.web.RequestHandler):
             def post(self):
                 app.saved()
@@ -505,6 +532,7 @@ class HorizonApp:
             (r"/wire/(sk|skd)/", SvelteKitPage), (r"/wire/skd/notes/9/__data.json", SvelteKitData),
             (r"/wire/ts/messages", TurboStream), (r"/plain/(form|htmx)/", PlainPage),
             (r"/plain/save.data", PlainSave), (r"/plain/email", PlainEmail),
+            (r"/toast/", Page, {"html": TOAST}), (r"/toast/save", ToastSave),
             (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/dl/", ExportPage), (r"/dl/export", Export),

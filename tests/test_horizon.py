@@ -371,6 +371,39 @@ def test_a_text_check_plain_failure_text_rules_out_is_decided_early(live, kind):
     assert out["verified"] == "yes", out
 
 
+# -- transient messages judged by time (issue 29 #3) ---------------------------------------------------
+
+TOAST_SAVE = {"kind": "net", "method": "POST", "urlContains": "/toast/save", "status": 200}
+
+
+@pytest.mark.parametrize("until", [None, TOAST_SAVE], ids=["no-until", "until-net-200"])
+def test_a_stale_error_toast_does_not_fail_a_retry_that_worked(live, until):
+    """The error toast of the failed attempt (3 s) is still on screen when the retry succeeds: the retry
+    is `yes`, and the answer names the leftover toast."""
+    open_page(live, "/toast/")
+    APP.fault = True
+    out = act_and_wait(live)
+    assert out["verified"] == "no" and "Could not save the note" in out["because"], out
+    APP.fault = False
+    out = act_and_wait(live, **({"until": until} if until else {}))
+    assert out["verified"] == "yes", out
+    assert "shown before the act" in out["because"] and "Could not save the note" in out["because"], out
+
+
+def test_a_success_toast_gone_before_the_assert_was_shown(live):
+    open_page(live, "/toast/")
+    live.mcp.ok("reticle_act", SAVE)
+    wait_until(lambda: APP.saves == 1)
+    time.sleep(1.2)  # the toast is gone after 0.6 s
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Note saved"}, "timeout_ms": 2000,
+                                         "detail": "full"})
+    assert out["verified"] == "yes", out
+    assert "gone at" in reticle._dumps(out), out
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Note deleted"},
+                                         "timeout_ms": 500})
+    assert out["verified"] == "no", out
+
+
 @pytest.mark.parametrize("kind", ["sf", "sa", "dash", "cb", "sk"])
 def test_in_a_device_a_wire_format_is_read_for_what_it_means(live, device, kind):
     out = wire_verdict(live, kind, "", "until", sid=device)

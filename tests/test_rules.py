@@ -577,3 +577,26 @@ def test_plain_failure_text_where_the_answer_went_makes_the_settle_unknown():
     elsewhere = [call(1, body='{"ok": true}'), ev(2, "dom.added"), said]
     got = reticle._decide({"pass": True, "evidence": {}}, [], elsewhere, known(), 0.0, parse(SETTLE), act=True)
     assert got[:2] == ("yes", "proved"), got
+
+
+# -- transient messages judged by time (issue 29 #3) -------------------------------------------------
+
+LEFTOVER = {"text": "Could not save the note", "source": "sonner", "level": "error", "related": True, "own": False,
+            "field": None}
+
+
+def test_an_error_toast_from_before_the_act_does_not_fail_a_retry_that_worked():
+    retry = [call(5, url="/toast/save"), ev(6, "ui.status", text="Note saved", source="aria-status", level=None)]
+    got = reticle._decide(dict(PASS), [], retry, known(), 0.0, parse(NET), act=True, shown=[LEFTOVER])
+    assert got[:2] == ("yes", "proved") and "shown before the act" in got[2] and "Could not save" in got[2], got
+    # in the act's own form, it still stands
+    got = reticle._decide(dict(PASS), [], retry, known(), 0.0, parse(NET), act=True, shown=[dict(LEFTOVER, own=True)])
+    assert got[:2] == ("no", "failure_still_shown"), got
+    # shown anew in the act's window, it is the act's
+    again = retry + [ev(7, "ui.alert", text="Could not save the note", source="sonner", level="error")]
+    assert reticle._stale_message(LEFTOVER, again, 0.0, known()) is False
+    # the act's own request failed (or there was none): not a leftover
+    assert reticle._stale_message(LEFTOVER, [call(5, url="/toast/save", status=500)], 0.0, known()) is False
+    assert reticle._stale_message(LEFTOVER, [ev(5, "dom.added")], 0.0, known()) is False
+    # a retry of the save the page made before is the act's own request
+    assert reticle._stale_message(LEFTOVER, retry, 0.0, known(background=["POST /toast/save"])) is True
