@@ -5945,7 +5945,7 @@ async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[
         return None
     return [{"text": _short(str(d.get("text") or ""), 300), "source": str(d.get("source") or "")[:40],
              "level": d.get("level") if d.get("level") == "error" else None, "related": d.get("related") is not False,
-             "own": d.get("own") is True,
+             "own": d.get("own") is True, "unscoped": d.get("scoped") is False,
              "field": str(d["field"])[:120] if d.get("field") is not None else None}
             for d in alerts[:50] if isinstance(d, dict)]
 
@@ -6354,19 +6354,57 @@ def _message_failures(window: List[dict]) -> List[dict]:
     return out
 
 
-def _failures_shown(window: List[dict]) -> List[str]:
+_NETWORK_ERROR_WORDS = re.compile(r"failed to fetch|networkerror|network error|load failed|net::err_|"
+                                  r"failed to load resource|send failed|sendbeacon|beacon", re.I)
+
+
+def _foreign_failures(window: List[dict], origin: str) -> Tuple[List[dict], List[dict]]:
+    """(calls, console events) of a failed send to another origin (analytics, a CDN): calls to an origin
+    that is not the page's that failed, and the console errors that are about them (naming their URL or
+    origin, or worded as a network failure while every failed call of the window went elsewhere).  Not
+    the act's failure: the verdict names them beside it."""
+    if not origin:
+        return [], []
+    calls = [d for d in _calls(window) if not _is_dev(d)]
+    failed = [d for d in calls if _call_failed(d)]
+    foreign = [d for d in failed if _origin_of(d.get("url")) not in ("", origin)]
+    # only beside the app's own work that succeeded: an app whose API lives on another origin has its
+    # failures there, and they stay the act's
+    own = [d for d in calls if _origin_of(d.get("url")) in ("", origin) and d.get("initiator") != "document"]
+    if not foreign or not own or any(_call_failed(d) for d in own):
+        return [], []
+    only_foreign = len(foreign) == len(failed)
+    places = {_origin_of(d.get("url")) for d in foreign} | {str(d.get("url")) for d in foreign}
+    said = []
+    for e in window:
+        if e["type"] not in ("console.error", "error.uncaught"):
+            continue
+        text = str(e["data"].get("text") or e["data"].get("message") or "")
+        if any(p and p in text for p in places) or (only_foreign and _NETWORK_ERROR_WORDS.search(text)):
+            said.append(e)
+    return foreign, said
+
+
+def _failures_shown(window: List[dict], origin: str = "") -> List[str]:
     """What went wrong in plain sight: an error shown to the user, a console error or uncaught
-    exception, a write that failed.  Each in a short phrase, most telling first."""
+    exception, a write that failed.  Each in a short phrase, most telling first.  A failed send to
+    another origin than the page's (`origin`) and the console errors about it are not among them
+    (_foreign_failures)."""
+    foreign, foreign_said = _foreign_failures(window, origin)
     out = ["the page showed %s" % _ui_label(d) for d in _error_ui(window)]
     out += ["%s said %s" % (_frame_label(d), d["problem"]) for d in _message_failures(window)]
+    excused = {id(e) for e in foreign_said}
     for e in window:
+        if id(e) in excused:
+            continue
         if e["type"] in ("console.error", "error.uncaught"):
             d = e["data"]
             out.append("%s: %s" % ("an uncaught error" if e["type"] == "error.uncaught" else "console.error",
                                    _short(str(d.get("text") or d.get("message") or ""), 120)))
     out += ["%s answered %s%s" % (_call_label(d), d.get("status") or d.get("error"),
                                   " (%s)" % d["statusNote"] if d.get("httpStatus") and d.get("statusNote") else "")
-            for d in _calls(window) if (_is_write(d) or d.get("httpStatus")) and _call_failed(d) and not _is_dev(d)]
+            for d in _calls(window) if (_is_write(d) or d.get("httpStatus")) and _call_failed(d) and not _is_dev(d)
+            and not any(d is f for f in foreign)]
     out += [c["counter"] for c in _server_contradictions(window, {"kind": "settled"})]
     return out
 
@@ -6404,10 +6442,12 @@ def _periodic(times: List[float]) -> bool:
     return min(gaps) >= 150 and max(gaps) <= 2 * min(gaps)
 
 
-def _failed_calls(window: List[dict], p: dict) -> List[dict]:
+def _failed_calls(window: List[dict], p: dict, known: Optional["_Known"] = None) -> List[dict]:
     """The window's failed calls (dev tooling aside) that were not retried with success later in it
-    and that the predicate itself does not ask for (a `net` leaf with `ok: false` or a 4xx/5xx)."""
-    calls = [d for d in _calls(window) if not _is_dev(d)]
+    and that the predicate itself does not ask for (a `net` leaf with `ok: false` or a 4xx/5xx), nor a
+    failed send to another origin beside the app's own work that succeeded (_foreign_failures)."""
+    foreign = _foreign_failures(window, known.origin)[0] if known is not None else []
+    calls = [d for d in _calls(window) if not _is_dev(d) and not any(d is f for f in foreign)]
     expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] in ("net", "server") and not neg
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
     recovered = {i for i, d in enumerate(calls) if _call_failed(d) and any(
@@ -6446,7 +6486,7 @@ def _c_message_failure(window: List[dict], p: dict, action_since: Optional[float
 
 def _c_signal_contradicted(window: List[dict], p: dict, action_since: Optional[float],
                            known: Optional["_Known"]) -> List[dict]:
-    failed = _failed_calls(window, p)
+    failed = _failed_calls(window, p, known)
     happy = _happy_signals(window)
     if not failed or not happy or _failure_acknowledged(window):
         return []
@@ -6457,7 +6497,7 @@ def _c_signal_contradicted(window: List[dict], p: dict, action_since: Optional[f
 
 def _c_ui_advanced_failed(window: List[dict], p: dict, action_since: Optional[float],
                           known: Optional["_Known"]) -> List[dict]:
-    failed = _failed_calls(window, p)
+    failed = _failed_calls(window, p, known)
     if not failed or _happy_signals(window) or _failure_acknowledged(window) \
             or not any(e["type"] in _UI_EVENTS for e in window):
         return []
@@ -6710,7 +6750,7 @@ def _r_not_answering(c: _Case) -> _Ruling:
 def _r_act_failed(c: _Case) -> _Ruling:
     if not c.implicit:
         return None
-    failures = _failures_shown(c.window)
+    failures = _failures_shown(c.window, c.known.origin)
     if failures:
         return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
     if not c.res["pass"]:
@@ -6841,9 +6881,10 @@ def _r_no_effect(c: _Case) -> _Ruling:
 
 def _stale_message(d: dict, window: List[dict], floor: float, known: Optional["_Known"]) -> bool:
     """An error shown now that is a leftover, not the act's: it was on screen before the act (no
-    ui.alert of its text in the act's window), it sits outside the act's own form or region (a toast),
-    it is no field marked invalid, and the act's own requests all succeeded (at least one)."""
-    if d.get("own") or d.get("source") == "invalid":
+    ui.alert of its text in the act's window), it sits in no form, dialog or landmark at all (a toast
+    in a portal: `unscoped`), it is no field marked invalid, and the act's own requests all succeeded
+    (at least one)."""
+    if d.get("own") or not d.get("unscoped") or d.get("source") == "invalid":
         return False
     text = d.get("text")
     if any(e["type"] in ("ui.alert", "ui.status") and e["data"].get("text") == text for e in window):
@@ -6891,6 +6932,10 @@ def _r_proved(c: _Case) -> _Ruling:
                   "act's own requests succeeded: %s" % _ui_label(stale[0]))
     if c.pending:
         noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in c.pending[:3])
+    foreign, _ = _foreign_failures(c.window, c.known.origin) if c.implicit else ([], [])
+    if foreign:
+        noted += "; a send to another origin failed, not the act's: %s answered %s" % (
+            _call_label(foreign[0]), foreign[0].get("status") or foreign[0].get("error"))
     if c.declared:
         return "yes", "proved", "%s held (%s)%s" % (
             _describe_predicate(c.p), summary, noted or " with no channel disagreeing")
@@ -8586,10 +8631,15 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
         if since is None:
             since = hub.journeys.saved_at.get(session.id, 0.0)
         journey = hub.journeys.since(session.id, float(since))
+        replayed = [s for s in journey if s.get("replayed")]
+        journey = [s for s in journey if not s.get("replayed")]  # a flow's replay is not the agent's journey
         if not journey:
-            raise ToolError("tab %s has no recorded step since %s to save" % (session.id, since),
-                            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, "
-                            "or pass `steps`")
+            raise ToolError("tab %s has no recorded step since %s to save%s" % (
+                session.id, since, " (its %d step(s) since then were a flow's replay, not the agent's own)"
+                % len(replayed) if replayed else ""),
+                "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, "
+                "or pass `steps`")
+        journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
         not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
         if not_yes:
             i = not_yes[-1]
@@ -8988,6 +9038,8 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
          "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
                    "minItems": 1, "maxItems": FLOW_MAX_STEPS},
          "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID,
+         "origin": {"type": "string", "maxLength": 2048,
+                    "description": "a journey over two apps: save the steps on this origin"},
          "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
          "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"}},
         _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
@@ -9169,8 +9221,12 @@ async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
     return pre
 
 
+_REPLAYING: contextvars.ContextVar[bool] = contextvars.ContextVar("reticle_replaying", default=False)
+
+
 def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None) -> None:
-    """Append one step to the tab's journey log (see _Journeys)."""
+    """Append one step to the tab's journey log (see _Journeys); a step a flow's replay took is marked
+    `replayed` (flow_save never saves it as the agent's journey)."""
     try:
         pre = pre or {}
         out = out if isinstance(out, dict) else {}
@@ -9207,6 +9263,8 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
             if isinstance(out.get("since"), (int, float)):
                 floor = float(out["since"])  # for flow_save's warning
                 step["writes"] = _writes_in(session.window(floor), floor)
+        if _REPLAYING.get():
+            step["replayed"] = True
         session.bridge.hub.journeys.record(session.id, step)
     except Exception as exc:  # the journey is a convenience: never fail the act for it
         _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
@@ -9431,6 +9489,27 @@ async def _keep_auth(hub: "Hub", session: "_BrowserSession", name: str) -> dict:
     path = _save_auth_state(_project_dir(hub), name, state)
     return {"name": name, "saved": True, "path": path, "cookies": len(state["cookies"]),
             "origins": [o["origin"] for o in state["origins"]]}
+
+
+def _one_origin(journey: List[dict], origin: Optional[str]) -> List[dict]:
+    """The journey's steps on one app: all of them when they share an origin; else those on `origin`
+    (flow_save's `origin`, or its `startUrl`'s), and with none given a ToolError naming the origins."""
+    origins: List[str] = []
+    for s in journey:
+        o = _origin_of(s.get("url"))
+        if o and o not in origins:
+            origins.append(o)
+    if len(origins) <= 1:
+        return journey
+    if not origin:
+        raise ToolError("the journey spans %d origins (%s), so it is not one app's flow" % (
+            len(origins), ", ".join(origins)), "pass `origin` (one of them) to save that app's steps, or `since` "
+            "from the first step on one app", origins=origins)
+    mine = [s for s in journey if _origin_of(s.get("url")) == origin]
+    if not mine:
+        raise ToolError("no step of the journey is on %s; its origins are %s" % (origin, ", ".join(origins)),
+                        "pass one of them as `origin`", origins=origins)
+    return mine
 
 
 def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]:
@@ -9740,12 +9819,33 @@ def _step_evidence(res: dict) -> Any:
     return out if len(text) <= 2000 else {"summary": _short(text, 2000)}
 
 
+def _flow_reason(steps_out: List[dict], failed_at: Optional[int]) -> str:
+    """A flow verdict's verifiedReason: its failing step's own (or `expectation_not_met` when that step
+    was yes where the flow expects no), else `all_steps_met`."""
+    if failed_at is None:
+        return "all_steps_met"
+    failing = steps_out[failed_at]
+    if failing.get("verified") == "yes":
+        return "expectation_not_met"
+    return str(failing.get("verifiedReason") or "step_%s" % failing.get("verified"))
+
+
 async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
                   fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
                   auth: Optional[dict] = None) -> dict:
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
     context when `fresh`), then every step in order.  The first step that is not `yes` stops
     the flow; the ones after it are `skipped`."""
+    token = _REPLAYING.set(True)
+    try:
+        return await _replay_steps(hub, session, flow, url, ctx, fresh, secrets_in, auth)
+    finally:
+        _REPLAYING.reset(token)
+
+
+async def _replay_steps(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+                        fresh: bool, secrets_in: Optional[Dict[str, str]], auth: Optional[dict]) -> dict:
+    """_replay's body, run with the journey marking its steps as a replay's."""
     started = hub.clock()
     start = _start_url(flow, url)
     steps_out: List[dict] = []
@@ -9793,8 +9893,8 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             failed_at = i
             verdict = "unknown" if row["verified"] == "unknown" else "no"
         steps_out.append(row)
-    out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
-           "sessionId": session.id, "ms": round(hub.clock() - started)}
+    out = {"name": flow.get("name"), "verified": verdict, "verifiedReason": _flow_reason(steps_out, failed_at),
+           "steps": steps_out, "startUrl": start, "sessionId": session.id, "ms": round(hub.clock() - started)}
     writes: List[dict] = []
     for row in steps_out:
         writes.extend(w for w in row.get("writes", ()) if w not in writes)
@@ -10193,7 +10293,7 @@ def _durations_of(doc: Any) -> Dict[str, float]:
 
 
 def _merge_error(name: str, error: str) -> dict:
-    return {"name": name, "verified": "error", "steps": [], "ms": 0, "error": error}
+    return {"name": name, "verified": "error", "verifiedReason": "flow_error", "steps": [], "ms": 0, "error": error}
 
 
 def _merge_shards(docs: List[Tuple[str, Any]]) -> List[dict]:
@@ -19456,6 +19556,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (!scope) return;
       ownTexts(a.el, []).forEach(function (x) {
         if (w.before.has(x.text) || !readsAsFailure(x.text) || !isVisible(x.el, makeVisCache())) return;
+        // a message the alert scan reports already (an ARIA alert, a toast, a status) is not reported twice
+        if (al.texts.has(x.text)) return;
+        for (var i = 0; i < al.live.length; i++) if (al.live[i].el.contains(x.el)) return;
         w.before.add(x.text); // once per text
         if (!al.allow()) return;
         var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
@@ -19633,8 +19736,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // so a toast shown and gone before a check still counts as shown, and the answer says when it went.
   function alertsGone(al, showing, t) {
     var still = new Map();
+    al.texts = new Set();
     showing.forEach(function (c) {
       still.set(c.el, c.text);
+      al.texts.add(c.text);
     });
     al.live = al.live.filter(function (x) {
       if (still.get(x.el) === x.text) return true;
@@ -19671,6 +19776,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       SHOWN: new WeakMap(), // element -> the text last reported ('' while hidden or empty)
       recent: {}, // text -> when it was last reported
       live: [], // the messages shown at the last scan: {el, text, source, t}
+      texts: new Set(), // their texts, and those of the fields marked invalid
       allow: rateCap('ui.alert', 20),
       scheduled: false,
       loaded: false
@@ -19748,6 +19854,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       // beside the act's target, only its own region; with no target, any region but the page's chrome
       if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
       d.own = !!(scope && target && scope.contains(target)); // in the act's own form or region
+      d.scoped = !!scope; // in a form, dialog or landmark at all (a toast portal at the body's foot is not)
       if (c.field != null) d.field = c.field;
       var r = refFor(c.el);
       if (r) d.ref = r;

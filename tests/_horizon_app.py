@@ -43,6 +43,8 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
 - `/toast/` (issue 29 #3): Save posts to /toast/save; the answer is told in a sonner-style toast at the
   foot of the body (`<li data-sonner-toast data-type=… role=status>`, outside the form): "Could not save
   the note" (an error toast, on fault, removed after 3 s) or "Note saved" (removed after 0.6 s).
+- `/beacon/` (issue 29 #7): Save posts to /api/ok (200, "Saved"), then sends an analytics beacon by fetch
+  to another origin (http://127.0.0.2:9, nothing listens) and logs `console.error` when that send fails.
 - `/dl/`: a form post answered by a CSV download (`?empty=1`: a 204): no new document comes.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
@@ -247,6 +249,16 @@ document.getElementById('save').onclick = function () {
   fetch('/toast/save', {method: 'POST', body: '{"title": "A"}'}).then(function (r) {
     if (r.ok) toast('success', 'Note saved', 600); else toast('error', 'Could not save the note', 3000);
   });
+};
+</script>""")
+
+BEACON = _page("Beacon", """<main><div id="out"></div><button type="button" id="save">Save</button></main>
+<script>
+document.getElementById('save').onclick = function () {
+  fetch('/api/ok', {method: 'POST', body: '{}'}).then(function () {
+    document.getElementById('out').textContent = 'Saved';
+    return fetch('http://127.0.0.2:9/collect', {method: 'POST', mode: 'no-cors', body: 'e=save'});
+  }).catch(function (e) { console.error('analytics send failed: ' + e); });
 };
 </script>""")
 
@@ -532,7 +544,7 @@ class HorizonApp:
             (r"/wire/(sk|skd)/", SvelteKitPage), (r"/wire/skd/notes/9/__data.json", SvelteKitData),
             (r"/wire/ts/messages", TurboStream), (r"/plain/(form|htmx)/", PlainPage),
             (r"/plain/save.data", PlainSave), (r"/plain/email", PlainEmail),
-            (r"/toast/", Page, {"html": TOAST}), (r"/toast/save", ToastSave),
+            (r"/toast/", Page, {"html": TOAST}), (r"/toast/save", ToastSave), (r"/beacon/", Page, {"html": BEACON}),
             (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/dl/", ExportPage), (r"/dl/export", Export),

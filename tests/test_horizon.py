@@ -404,6 +404,13 @@ def test_a_success_toast_gone_before_the_assert_was_shown(live):
     assert out["verified"] == "no", out
 
 
+def test_a_failed_analytics_send_to_another_origin_is_not_the_acts_failure(live):
+    open_page(live, "/beacon/")
+    out = act_and_wait(live)
+    assert out["verified"] == "yes", out
+    assert "another origin" in out["because"] and "127.0.0.2" in out["because"], out
+
+
 @pytest.mark.parametrize("kind", ["sf", "sa", "dash", "cb", "sk"])
 def test_in_a_device_a_wire_format_is_read_for_what_it_means(live, device, kind):
     out = wire_verdict(live, kind, "", "until", sid=device)

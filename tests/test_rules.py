@@ -582,7 +582,7 @@ def test_plain_failure_text_where_the_answer_went_makes_the_settle_unknown():
 # -- transient messages judged by time (issue 29 #3) -------------------------------------------------
 
 LEFTOVER = {"text": "Could not save the note", "source": "sonner", "level": "error", "related": True, "own": False,
-            "field": None}
+            "unscoped": True, "field": None}
 
 
 def test_an_error_toast_from_before_the_act_does_not_fail_a_retry_that_worked():
@@ -592,6 +592,9 @@ def test_an_error_toast_from_before_the_act_does_not_fail_a_retry_that_worked():
     # in the act's own form, it still stands
     got = reticle._decide(dict(PASS), [], retry, known(), 0.0, parse(NET), act=True, shown=[dict(LEFTOVER, own=True)])
     assert got[:2] == ("no", "failure_still_shown"), got
+    # in a form or region the act's target is not known in (an assert after a plain act), it stands too
+    got = reticle._decide(dict(PASS), [], retry, known(), 0.0, parse(NET), shown=[dict(LEFTOVER, unscoped=False)])
+    assert got[:2] == ("no", "failure_still_shown"), got
     # shown anew in the act's window, it is the act's
     again = retry + [ev(7, "ui.alert", text="Could not save the note", source="sonner", level="error")]
     assert reticle._stale_message(LEFTOVER, again, 0.0, known()) is False
@@ -600,3 +603,27 @@ def test_an_error_toast_from_before_the_act_does_not_fail_a_retry_that_worked():
     assert reticle._stale_message(LEFTOVER, [ev(5, "dom.added")], 0.0, known()) is False
     # a retry of the save the page made before is the act's own request
     assert reticle._stale_message(LEFTOVER, retry, 0.0, known(background=["POST /toast/save"])) is True
+
+
+def test_a_failed_send_to_another_origin_is_not_the_acts_failure():
+    """Issue 29 #7: a console error about a failed analytics send after a good save does not make the
+    settle no; it is named beside the yes.  The app's own failed request, or a console error of its
+    own code, still is the act's failure."""
+    k = known(origin="http://app.test")
+    beacon = call(3, url="https://stats.example/collect", status=0, error="TypeError: Failed to fetch")
+    beacon["data"]["ok"] = False  # a fetch that never got an answer
+    good = [call(1, url="http://app.test/api/save"), ev(2, "dom.added"), beacon,
+            ev(4, "console.error", text="analytics send failed: TypeError: Failed to fetch")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], good, k, 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved") and "another origin" in got[2] and "stats.example" in got[2], got
+    named = good[:3] + [ev(4, "console.error", text="POST https://stats.example/collect net::ERR_FAILED")]
+    assert reticle._decide({"pass": True, "evidence": {}}, [], named, k, 0.0, parse(SETTLE), act=True)[0] == "yes"
+    own = good + [ev(5, "console.error", text="TypeError: cannot read properties of undefined")]
+    own[0] = call(1, url="http://app.test/api/save", status=500)
+    got = reticle._decide({"pass": True, "evidence": {}}, [], own, k, 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed"), got
+    api = [ev(2, "dom.added"), beacon, good[3]]  # the app's API lives on the other origin: its failure is the act's
+    assert reticle._decide({"pass": True, "evidence": {}}, [], api, k, 0.0, parse(SETTLE), act=True)[0] == "no"
+    mine = good[:3] + [ev(5, "console.error", text="TypeError: cannot read properties of undefined")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], mine, k, 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed") and "cannot read" in got[2], got
