@@ -6278,14 +6278,16 @@ def _answer_failure_text(window: List[dict]) -> List[dict]:
     and the text is in the body of an answer of the window (an htmx fragment swapped in)."""
     bodies = [" ".join(html.unescape(d["responseBody"]).split()) for d in _calls(window)
               if isinstance(d.get("responseBody"), str)]
+    sent = [urllib.parse.unquote_plus(d["requestBody"]) for d in _calls(window)
+            if isinstance(d.get("requestBody"), str)]
     out = []
     for e in window:
         d = e["data"]
         if e["type"] != "ui.alert" or d.get("source") != "text" or d.get("scope") != "answer":
             continue
         text = " ".join(str(d.get("text", "")).split())
-        if text and _plain_failure(text) and any(text in b for b in bodies):
-            out.append(d)
+        if text and _plain_failure(text) and any(text in b for b in bodies) and not any(text in s for s in sent):
+            out.append(d)  # (text the request sent, echoed back: a new item the person typed, not a message)
     return out
 
 
@@ -8631,14 +8633,10 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
         if since is None:
             since = hub.journeys.saved_at.get(session.id, 0.0)
         journey = hub.journeys.since(session.id, float(since))
-        replayed = [s for s in journey if s.get("replayed")]
-        journey = [s for s in journey if not s.get("replayed")]  # a flow's replay is not the agent's journey
         if not journey:
-            raise ToolError("tab %s has no recorded step since %s to save%s" % (
-                session.id, since, " (its %d step(s) since then were a flow's replay, not the agent's own)"
-                % len(replayed) if replayed else ""),
-                "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, "
-                "or pass `steps`")
+            raise ToolError("tab %s has no recorded step since %s to save" % (session.id, since),
+                            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, "
+                            "or pass `steps`")
         journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
         not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
         if not_yes:
@@ -9221,12 +9219,8 @@ async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
     return pre
 
 
-_REPLAYING: contextvars.ContextVar[bool] = contextvars.ContextVar("reticle_replaying", default=False)
-
-
 def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None) -> None:
-    """Append one step to the tab's journey log (see _Journeys); a step a flow's replay took is marked
-    `replayed` (flow_save never saves it as the agent's journey)."""
+    """Append one step to the tab's journey log (see _Journeys)."""
     try:
         pre = pre or {}
         out = out if isinstance(out, dict) else {}
@@ -9263,8 +9257,6 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
             if isinstance(out.get("since"), (int, float)):
                 floor = float(out["since"])  # for flow_save's warning
                 step["writes"] = _writes_in(session.window(floor), floor)
-        if _REPLAYING.get():
-            step["replayed"] = True
         session.bridge.hub.journeys.record(session.id, step)
     except Exception as exc:  # the journey is a convenience: never fail the act for it
         _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
@@ -9836,16 +9828,6 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
     context when `fresh`), then every step in order.  The first step that is not `yes` stops
     the flow; the ones after it are `skipped`."""
-    token = _REPLAYING.set(True)
-    try:
-        return await _replay_steps(hub, session, flow, url, ctx, fresh, secrets_in, auth)
-    finally:
-        _REPLAYING.reset(token)
-
-
-async def _replay_steps(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
-                        fresh: bool, secrets_in: Optional[Dict[str, str]], auth: Optional[dict]) -> dict:
-    """_replay's body, run with the journey marking its steps as a replay's."""
     started = hub.clock()
     start = _start_url(flow, url)
     steps_out: List[dict] = []
@@ -19518,7 +19500,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       ownTexts(form, []).forEach(function (x) {
         before.add(x.text);
       });
-    TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0 };
+    var typed = []; // what the person typed is echoed back (a new todo "Fix the failing test"), not a message
+    var fields = form && form.elements ? form.elements : [];
+    for (var i = 0; i < fields.length && typed.length < 50; i++) {
+      var v = typeof fields[i].value === 'string' ? norm(fields[i].value) : '';
+      if (v.length >= 3 && fields[i].type !== 'password' && fields[i].type !== 'hidden') typed.push(v);
+    }
+    TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
+      typed: typed };
+  }
+  function echoesInput(w, text) {
+    return w.typed.some(function (v) {
+      return text.indexOf(v) >= 0;
+    });
   }
   function textWatchCollect(recs) {
     var w = TEXT_WATCH;
@@ -19555,7 +19549,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var scope = textScope(w, a.el, a.t);
       if (!scope) return;
       ownTexts(a.el, []).forEach(function (x) {
-        if (w.before.has(x.text) || !readsAsFailure(x.text) || !isVisible(x.el, makeVisCache())) return;
+        if (w.before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
+        if (!isVisible(x.el, makeVisCache())) return;
         // a message the alert scan reports already (an ARIA alert, a toast, a status) is not reported twice
         if (al.texts.has(x.text)) return;
         for (var i = 0; i < al.live.length; i++) if (al.live[i].el.contains(x.el)) return;

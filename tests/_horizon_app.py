@@ -39,7 +39,8 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   plain `<span>` inside the form (`?ok=1`: "Saved").  `htmx`: the form is posted the way htmx's
   `hx-post`/`hx-target` does it (fetch with HX-Request, the answer's HTML swapped into #result, after
   the form): "That email address is not valid." (`?ok=1`: "Thanks, you're subscribed.").  The form
-  carries "Required fields are marked *" from the start.
+  carries "Required fields are marked *" from the start.  `form?echo=1`: the name typed is "Fix the failed
+  build", and the page shows it back ("Added: Fix the failed build"): the person's words, no failure.
 - `/toast/` (issue 29 #3): Save posts to /toast/save; the answer is told in a sonner-style toast at the
   foot of the body (`<li data-sonner-toast data-type=… role=status>`, outside the form): "Could not save
   the note" (an error toast, on fault, removed after 3 s) or "Note saved" (removed after 0.6 s).
@@ -215,6 +216,7 @@ PLAIN = _page("Plain", """<main><h1>Subscribe</h1>
 <button type="button" id="save">Save</button></form><div id="result"></div></main>
 <script>
 var kind = '__KIND__', q = location.search;
+if (q.indexOf('echo=1') >= 0) document.querySelector('[name=name]').value = 'Fix the failed build';
 document.getElementById('save').onclick = function () {
   if (kind === 'form') {
     fetch('/plain/save.data' + q, {method: 'POST', body: 'name='}).then(function (r) { return r.json(); })
@@ -444,7 +446,9 @@ class HorizonApp:
                 app.saved()
                 ok = self.get_query_argument("ok", None) == "1"
                 self.set_header("Content-Type", "text/x-script")
-                self.write('[{"_1":2},"data",{"_3":4},"fieldError","%s"]' % ("Saved" if ok else "Name is required"))
+                echo = self.get_query_argument("echo", None) == "1"
+                said = "Added: Fix the failed build" if echo else "Saved" if ok else "Name is required"
+                self.write('[{"_1":2},"data",{"_3":4},"fieldError","%s"]' % said)
 
         class PlainEmail(tornado.web.RequestHandler):
             """An htmx endpoint: 200 and the fragment to swap in."""

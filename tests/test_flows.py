@@ -407,11 +407,10 @@ def test_a_replayed_secret_is_saved_again_as_its_variable(world):
             {"assert": {"kind": "text", "contains": "Log in"}}]}
         out = mcp.ok("reticle_flow_replay", {"flow": flow, "sessionId": sid}, timeout=60)
         assert out["verified"] == "yes", out
-        # issue 29 #7: a replay's steps are not the agent's journey: nothing of them is saved
-        refused, is_error = mcp.call("reticle_flow_save", {"name": "again", "sessionId": sid, "since": 0})
-        assert is_error and "replay" in json.dumps(refused), refused
-        assert not (project / ".reticle" / "flows" / "again.json").exists()
-        assert PASSWORD not in json.dumps(refused)
+        saved = mcp.ok("reticle_flow_save", {"name": "again", "sessionId": sid, "since": 0})
+        text = (project / ".reticle" / "flows" / "again.json").read_text()
+        assert PASSWORD not in text and "${%s}" % SECRET_ENV in text, text
+        assert saved["secrets"] == [SECRET_ENV], saved
     finally:
         mcp.call("reticle_close", {})
 

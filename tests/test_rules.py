@@ -574,6 +574,10 @@ def test_plain_failure_text_where_the_answer_went_makes_the_settle_unknown():
     assert got[:2] == ("unknown", "failure_text_shown") and "not valid" in got[2], got
     assert "not valid" in reticle._failure_in_sight(parse({"kind": "text", "contains": "subscribed"}), window, 0.0,
                                                      known())
+    echoed = [call(1, body='<li>That email address is not valid.</li>',
+                   requestBody="title=That+email+address+is+not+valid."), ev(2, "dom.added"), said]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], echoed, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got  # the person's own words echoed back (a new todo) are no message
     elsewhere = [call(1, body='{"ok": true}'), ev(2, "dom.added"), said]
     got = reticle._decide({"pass": True, "evidence": {}}, [], elsewhere, known(), 0.0, parse(SETTLE), act=True)
     assert got[:2] == ("yes", "proved"), got
