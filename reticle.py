@@ -19480,9 +19480,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     );
   }
   // the texts an element shows, one per element with text of its own (at most 300 elements)
-  function ownTexts(root, out) {
+  function ownTexts(root, out, budget) {
     var all = root.querySelectorAll ? root.querySelectorAll('*') : [];
-    var els = [root].concat(Array.prototype.slice.call(all, 0, 300));
+    var els = [root].concat(Array.prototype.slice.call(all, 0, Math.min(300, budget ? budget.left : 300)));
+    if (budget) budget.left -= els.length;
     els.forEach(function (el) {
       if (el.nodeType !== 1 || SKIP_TAGS[el.tagName]) return;
       var own = '';
@@ -19541,14 +19542,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function textWatchScan(al) {
     var w = TEXT_WATCH;
+    if (w && N.now() > w.until) TEXT_WATCH = w = null;
     if (!w || !w.added.length) return;
     var added = w.added;
+    var budget = { left: 600 }; // elements read per scan, however much changed
     w.added = [];
     added.forEach(function (a) {
-      if (!a.el.isConnected || isIgnored(a.el) || isAnnouncer(a.el)) return;
+      if (budget.left <= 0 || !a.el.isConnected || isIgnored(a.el) || isAnnouncer(a.el)) return;
       var scope = textScope(w, a.el, a.t);
       if (!scope) return;
-      ownTexts(a.el, []).forEach(function (x) {
+      ownTexts(a.el, [], budget).forEach(function (x) {
         if (w.before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
         if (!isVisible(x.el, makeVisCache())) return;
         // a message the alert scan reports already (an ARIA alert, a toast, a status) is not reported twice
