@@ -6930,8 +6930,12 @@ def _r_proved(c: _Case) -> _Ruling:
     if standing:
         noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
     if stale:
+        told = [str(e["data"].get("text", "")) for e in c.window if e["type"] in ("ui.alert", "ui.status")
+                and not _is_failure_ui(e["data"]) and e["data"].get("text")]
         noted += ("; an error shown before the act is still on screen, outside what the act touched, while the "
-                  "act's own requests succeeded: %s" % _ui_label(stale[0]))
+                  "act's own requests succeeded: %s%s" % (_ui_label(stale[0]), "; after the act the page said %s" %
+                                                          ", ".join(repr(_short(t, 80)) for t in told[:2])
+                                                          if told else ""))
     if c.pending:
         noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in c.pending[:3])
     foreign, _ = _foreign_failures(c.window, c.known.origin) if c.implicit else ([], [])

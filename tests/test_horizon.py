@@ -392,6 +392,7 @@ def test_a_stale_error_toast_does_not_fail_a_retry_that_worked(live, until):
     out = act_and_wait(live, **({"until": until} if until else {}))
     assert out["verified"] == "yes", out
     assert "shown before the act" in out["because"] and "Could not save the note" in out["because"], out
+    assert "Note saved" in out["because"], out
 
 
 def test_a_success_toast_gone_before_the_assert_was_shown(live):

@@ -593,6 +593,7 @@ def test_an_error_toast_from_before_the_act_does_not_fail_a_retry_that_worked():
     retry = [call(5, url="/toast/save"), ev(6, "ui.status", text="Note saved", source="aria-status", level=None)]
     got = reticle._decide(dict(PASS), [], retry, known(), 0.0, parse(NET), act=True, shown=[LEFTOVER])
     assert got[:2] == ("yes", "proved") and "shown before the act" in got[2] and "Could not save" in got[2], got
+    assert "after the act the page said 'Note saved'" in got[2], got
     # in the act's own form, it still stands
     got = reticle._decide(dict(PASS), [], retry, known(), 0.0, parse(NET), act=True, shown=[dict(LEFTOVER, own=True)])
     assert got[:2] == ("no", "failure_still_shown"), got
