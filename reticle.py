@@ -6918,6 +6918,24 @@ def _r_failure_text_answer(c: _Case) -> _Ruling:
     return None
 
 
+def _leftover_notes(c: _Case, stale: List[dict]) -> str:
+    """What a `yes` names that is not the act's: an error toast left from before the act (with what the
+    act's window told the user instead), and a failed send to another origin (the settle's)."""
+    noted = ""
+    if stale:
+        told = [str(e["data"].get("text", "")) for e in c.window if e["type"] in ("ui.alert", "ui.status")
+                and not _is_failure_ui(e["data"]) and e["data"].get("text")]
+        noted += ("; an error shown before the act is still on screen, outside what the act touched, while the "
+                  "act's own requests succeeded: %s%s" % (_ui_label(stale[0]), "; after the act the page said %s" %
+                                                          ", ".join(repr(_short(t, 80)) for t in told[:2])
+                                                          if told else ""))
+    foreign, _ = _foreign_failures(c.window, c.known.origin) if c.implicit else ([], [])
+    if foreign:
+        noted += "; a send to another origin failed, not the act's: %s answered %s" % (
+            _call_label(foreign[0]), foreign[0].get("status") or foreign[0].get("error"))
+    return noted
+
+
 def _r_proved(c: _Case) -> _Ruling:
     evidence = c.res.get("evidence")
     summary = _brief(evidence) if evidence is not None else "the predicate"
@@ -6929,19 +6947,9 @@ def _r_proved(c: _Case) -> _Ruling:
     standing = [d for d in c.standing() if d not in stale]
     if standing:
         noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
-    if stale:
-        told = [str(e["data"].get("text", "")) for e in c.window if e["type"] in ("ui.alert", "ui.status")
-                and not _is_failure_ui(e["data"]) and e["data"].get("text")]
-        noted += ("; an error shown before the act is still on screen, outside what the act touched, while the "
-                  "act's own requests succeeded: %s%s" % (_ui_label(stale[0]), "; after the act the page said %s" %
-                                                          ", ".join(repr(_short(t, 80)) for t in told[:2])
-                                                          if told else ""))
+    noted += _leftover_notes(c, stale)
     if c.pending:
         noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in c.pending[:3])
-    foreign, _ = _foreign_failures(c.window, c.known.origin) if c.implicit else ([], [])
-    if foreign:
-        noted += "; a send to another origin failed, not the act's: %s answered %s" % (
-            _call_label(foreign[0]), foreign[0].get("status") or foreign[0].get("error"))
     if c.declared:
         return "yes", "proved", "%s held (%s)%s" % (
             _describe_predicate(c.p), summary, noted or " with no channel disagreeing")
