@@ -6978,8 +6978,9 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     2. the tab went away during the observation -> unknown, observation_lost
     2b. the tab does not answer commands (a dialog open, its main thread busy) -> unknown, not_answering
     2a. act_and_wait with no predicate (did the act work?): a failure in sight (an error shown to the
-        user, a console error, a failed write) -> no, failure_observed; a page that never settled ->
-        unknown, unsettled
+        user, a console error, a failed write; a failed send to another origin beside the app's own good
+        requests, and the console error about it, are named in the `yes` instead) -> no,
+        failure_observed; a page that never settled -> unknown, unsettled
     3. the predicate failed for want of evidence that events lost from the window could have held
        (evicted, sampled, or dropped by the page while the daemon was unreachable) -> unknown,
        evidence_lost; a violation that is there (decided), or a check of the live page, stands
