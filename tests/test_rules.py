@@ -560,9 +560,10 @@ def test_plain_failure_text_in_the_acts_form_makes_the_settle_no():
     assert got[:2] == ("no", "failure_observed") and "Name is required" in got[2], got
     assert "Name is required" in reticle._failure_in_sight(parse({"kind": "text", "contains": "Saved"}), window, 0.0,
                                                             known())
-    fine = window[:2] + [ev(3, "ui.alert", text="0 errors", source="text", level=None, scope="form")]
-    got = reticle._decide({"pass": True, "evidence": {}}, [], fine, known(), 0.0, parse(SETTLE), act=True)
-    assert got[:2] == ("yes", "proved"), got
+    for said in ("0 errors", "Error reporting enabled"):  # plain text is read by _PLAIN_FAILURE, negatives too
+        fine = window[:2] + [ev(3, "ui.alert", text=said, source="text", level=None, scope="form")]
+        got = reticle._decide({"pass": True, "evidence": {}}, [], fine, known(), 0.0, parse(SETTLE), act=True)
+        assert got[:2] == ("yes", "proved"), got
 
 
 def test_plain_failure_text_where_the_answer_went_makes_the_settle_unknown():
