@@ -1201,6 +1201,7 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("ui.alert", "ui", high_value=True, effect=True),
     _EventType("ui.status", "ui", high_value=True, effect=True),  # a status message (its text decides)
     _EventType("ui.scan", "ui", high_value=True),  # a new document looked for what it tells the user
+    _EventType("ui.gone", "ui", high_value=True),  # a message shown before is no longer shown
     _EventType("ui.*", "ui"),
     _EventType("console.error", "console", high_value=True, console="error"),
     _EventType("console.warn", None, high_value=True, console="warn"),
@@ -2476,6 +2477,7 @@ class _BrowserSession(_TabState):
             self.requests.started(event, data)
         elif etype == "net.request" and data.get("requestId"):
             self.requests.answered(event)
+            _take_wire_status(data)
             if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False:
                 # Navigation Timing gives the status of the page the redirects led to, not of the
                 # request (a form POST answered 302): that one is hidden from the page.
@@ -4843,12 +4845,17 @@ def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[di
                 expected, len(frames), _frame_label(frames[0])))}
     seen = []
     for d in done:
-        label = "%s → %s" % (_call_label(d), d.get("status"))
+        note = " (%s)" % d["statusNote"] if d.get("httpStatus") else ""
+        label = "%s → %s%s" % (_call_label(d), d.get("status"), note)
         if label not in seen:
             seen.append(label)
     out: Dict[str, Any] = {"pass": False, "assertion": "net.present", "expected": expected,
                            "observed": seen[:8] or "no calls at all in this window",
                            "failureReason": "no completed request matched %s" % expected}
+    enveloped = [d for d in done if d.get("httpStatus") and _call_matches(d, p, pending=True)]
+    if enveloped:
+        out["failureReason"] += "; %s answered %s: %s" % (_call_label(enveloped[-1]), enveloped[-1].get("status"),
+                                                          enveloped[-1].get("statusNote"))
     elsewhere = _frames(window)
     if elsewhere:
         out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs "
@@ -4870,8 +4877,9 @@ def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> O
            "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
                         for e in answered[-5:]],
            "evidence": last["data"],
-           "failureReason": "%s answered %s, not as asked" % (
-               _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"))}
+           "failureReason": "%s answered %s, not as asked%s" % (
+               _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"),
+               " (%s)" % last["data"]["statusNote"] if last["data"].get("httpStatus") else "")}
     age = obs.now - last["t"]
     if age >= RETRY_GRACE_MS:
         out.update(decided=True, decidedBy="answered-otherwise")
@@ -5193,6 +5201,40 @@ async def _near_text(session: "_BrowserSession", p: dict, res: Any) -> Optional[
     return {"told": [_short(str(d["text"]), 120) for d in told[:5]]}
 
 
+def _text_names(p: dict, text: str) -> bool:
+    """Does a message's text satisfy text leaf `p` (contains, equals, matches, as the page's probe reads)?"""
+    flat = " ".join(text.split())
+    if "equals" in p:
+        return flat == " ".join(str(p["equals"]).split())
+    if "matches" in p:
+        try:
+            return re.search(p["matches"], flat, re.I if "i" in str(p.get("flags", "")) else 0) is not None
+        except re.error:
+            return False
+    return str(p.get("contains", "")) in flat
+
+
+def _shown_and_gone(p: dict, obs: _Observation) -> Optional[dict]:
+    """A message (a toast, a status, an alert) with the text `p` asks for, shown in the judged window and
+    no longer shown (ui.gone): it was shown in that window, so the text held; the evidence says when it
+    came and when it went.  None when no such message (a `scope`d or `visible`-only check reads the page)."""
+    if p.get("scope") or obs.since is None:
+        return None
+    window = obs.events(p)
+    for i, e in enumerate(window):
+        if e["type"] not in ("ui.alert", "ui.status") or not _text_names(p, str(e["data"].get("text", ""))):
+            continue
+        gone = [x for x in window[i + 1:] if x["type"] == "ui.gone" and x["data"].get("text") == e["data"].get("text")]
+        if gone:
+            came, went = e["t"] - obs.since, gone[0]["t"] - obs.since
+            return {"pass": True, "assertion": "text.shown-and-gone",
+                    "evidence": {"sample": _short(str(e["data"].get("text", "")), 200), "shownAtMs": round(came),
+                                 "goneAtMs": round(went),
+                                 "note": "shown at +%d ms, gone at +%d ms (from the start of the window): it is "
+                                         "no longer on the page" % (came, went)}}
+    return None
+
+
 def _judge_text(p: dict, obs: _Observation) -> dict:
     res = obs.live.get(_leaf_key(p)) or {}
     found = bool(res.get("found"))
@@ -5207,6 +5249,9 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
         if res.get("places") is not None:
             evidence["places"] = res["places"]
         return {"pass": True, "evidence": evidence, "assertion": "text.present"}
+    went = _shown_and_gone(p, obs)
+    if went is not None:
+        return went
     out: Dict[str, Any] = {"pass": False, "assertion": "text.present", "expected": wanted,
                            "failureReason": "no%s text %s on the page" % (" visible" if p.get("visible") else "",
                                                                           wanted)}
@@ -6116,7 +6161,7 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     """A failure the user was shown, or the act's own channel reported, after the act, that the
     predicate does not ask for: the phrase that names it, or None.  A failed write counts once a
     client retry had its chance (RETRY_GRACE_MS before `now`) and none answered otherwise."""
-    shown = [d for d in _error_ui(window) if not _expects_error(p, d)]
+    shown = [d for d in _error_ui(window) + _answer_failure_text(window) if not _expects_error(p, d)]
     if shown:
         return "the page showed %s" % _ui_label(shown[0])
     reported = _message_failures(window)
@@ -6193,6 +6238,7 @@ async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[
         return None
     return [{"text": _short(str(d.get("text") or ""), 300), "source": str(d.get("source") or "")[:40],
              "level": d.get("level") if d.get("level") == "error" else None, "related": d.get("related") is not False,
+             "own": d.get("own") is True, "unscoped": d.get("scoped") is False,
              "field": str(d["field"])[:120] if d.get("field") is not None else None}
             for d in alerts[:50] if isinstance(d, dict)]
 
@@ -6345,7 +6391,8 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
                     shown_at is None or session.now() - shown_at >= 500):
                 shown_at = session.now()
                 still = [d for d in await _read_shown(session, effect) or ()
-                         if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)]
+                         if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)
+                         and not _stale_message(d, obs.window, act_at, obs.known)]
                 failure = "the page still shows %s" % _ui_label(still[0]) if still else None
             if failure:
                 final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
@@ -6457,6 +6504,26 @@ _FAILURE_UI: Tuple[_FailureUi, ...] = (
 )
 
 
+# Route announcers: the visually hidden live regions a client-side router fills with the new page's
+# title after a navigation, for screen readers.  They are never what the page tells the user about
+# an act (a text miss must not quote "untitled page" as the page's message); the SDK skips them.
+_ROUTE_ANNOUNCERS: Tuple[Tuple[str, str], ...] = (
+    ("sveltekit", "#svelte-announcer"),
+    ("next.js", "next-route-announcer,#__next-route-announcer__"),
+    ("nuxt", ".nuxt-route-announcer,#nuxt-route-announcer"),
+    ("gatsby", "#gatsby-announcer"),
+    ("astro", ".astro-route-announcer"),
+    ("remix", "#remix-route-announcer"),
+)
+
+
+def _route_announcers_config() -> str:
+    """The announcers' selectors as one JavaScript string literal, for the SDK's alert scan."""
+    sel = ",".join(s for _, s in _ROUTE_ANNOUNCERS)
+    assert "'" not in sel and "\\" not in sel, sel
+    return "'%s'" % sel
+
+
 def _failure_ui_config() -> str:
     """The conventions as the SDK reads them, a JavaScript array of [source, selector, level]
     rows, one literal a line (as a formatter wraps it)."""
@@ -6470,13 +6537,66 @@ def _failure_ui_config() -> str:
     return "[\n" + ",\n".join(rows) + "\n  ]"
 
 
+# Plain failure text (issue 29 #4): new text after an act, in the act's form or in what its answer
+# updated, that reads as a failure: any pattern of the first list and none of the second.  The SDK
+# reads the same table (so both say the same) and reports such a text as a ui.alert of source
+# "text" with its scope ("form" or "answer").  JavaScript-compatible regular expressions, case-blind.
+_PLAIN_FAILURE: Tuple[Tuple[str, ...], Tuple[str, ...]] = (
+    (r"\brequired\b", r"\bnot (a )?valid\b", r"\binvalid\b", r"\b(could not|couldn't|cannot|can't|unable to)\b",
+     r"\bfail(ed|s|ure)?\b", r"\balready (taken|exists|in use|registered|been taken)\b",
+     r"\bmust (be|not|have|contain|match|include)\b", r"\berrors?\b", r"\btoo (short|long|large|many|big)\b",
+     r"\b(denied|rejected|declined|refused|forbidden)\b", r"\b(does|do) not match\b|\bdon't match\b",
+     r"\bplease (correct|enter|fix|provide|select|choose)\b", r"\bnot (allowed|permitted|saved)\b",
+     r"\bwent wrong\b", r"\btry again\b"),
+    (r"\b(no|without|0|zero)\s+(errors?|failures?|problems?|issues?)\b", r"\brequired fields? (are|is) marked\b",
+     r"\bmarked (with )?(an )?(\*|asterisk)", r"^\W*(\*\s*)?(\(?required\)?|optional)\W*$", r"\bnot required\b",
+     r"\berrors? (rate|log|reporting|budget)\b"),
+)
+_PLAIN_FAILURE_RES = ([re.compile(s, re.I) for s in _PLAIN_FAILURE[0]],
+                      [re.compile(s, re.I) for s in _PLAIN_FAILURE[1]])
+
+
+def _plain_failure(text: str) -> bool:
+    """Does a plain text read as a failure (_PLAIN_FAILURE: a pattern, and no negative)?"""
+    yes, no = _PLAIN_FAILURE_RES
+    return any(r.search(text) for r in yes) and not any(r.search(text) for r in no)
+
+
+def _plain_failure_config() -> str:
+    """_PLAIN_FAILURE as the SDK reads it: a JavaScript array of two arrays of regex sources, one
+    literal a line (as a formatter wraps it)."""
+    lists = ["    [\n%s\n    ]" % ",\n".join("      %s" % json.dumps(s) for s in part) for part in _PLAIN_FAILURE]
+    return "[\n" + ",\n".join(lists) + "\n  ]"
+
+
 def _is_failure_ui(d: dict) -> bool:
     """A message the user is shown tells a failure: its convention says so (a field marked invalid,
     a declared error toast, an error row of _FAILURE_UI), or its text is a failure phrase with no
     negation ("0 errors found" is a success)."""
     text = str(d.get("text", ""))
+    if d.get("source") == "text":  # plain text: a failure only in the act's own form (see _failure_text)
+        return d.get("scope") == "form" and _plain_failure(text)
     worded = _FAILURE_TEXT.search(text) and not _NO_FAILURE.search(text)
     return d.get("level") == "error" or d.get("source") == "invalid" or bool(worded)
+
+
+def _answer_failure_text(window: List[dict]) -> List[dict]:
+    """Plain text that reads as a failure (_PLAIN_FAILURE) which appeared after the act outside its form
+    in what the act's answer updated: the SDK saw it appear after a request answered (scope "answer"),
+    and the text is in the body of an answer of the window (an htmx fragment swapped in)."""
+    bodies = [" ".join(html.unescape(d["responseBody"]).split()) for d in _calls(window)
+              if isinstance(d.get("responseBody"), str)]
+    sent = [urllib.parse.unquote_plus(d["requestBody"]) for d in _calls(window)
+            if isinstance(d.get("requestBody"), str)]
+    out = []
+    for e in window:
+        d = e["data"]
+        if e["type"] != "ui.alert" or d.get("source") != "text" or d.get("scope") != "answer":
+            continue
+        text = " ".join(str(d.get("text", "")).split())
+        if text and _plain_failure(text) and any(text in b for b in bodies) and not any(text in s for s in sent):
+            out.append(d)  # (text the request sent, echoed back: a new item the person typed, not a message)
+    return out
 
 
 def _error_ui(window: List[dict]) -> List[dict]:
@@ -6487,6 +6607,8 @@ def _error_ui(window: List[dict]) -> List[dict]:
 def _ui_label(d: dict) -> str:
     source = d["source"] if isinstance(d.get("source"), str) else ""  # the page's: it may send any JSON there
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
+             "text": "as plain text %s" % ("in the act's form" if d.get("scope") == "form" else
+                                           "where the act's answer went"),
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
         source, "in a %s message" % source if source else "as an alert")
     return "%r %s" % (_short(str(d.get("text", "")), 120), where)
@@ -6542,18 +6664,57 @@ def _message_failures(window: List[dict]) -> List[dict]:
     return out
 
 
-def _failures_shown(window: List[dict]) -> List[str]:
+_NETWORK_ERROR_WORDS = re.compile(r"failed to fetch|networkerror|network error|load failed|net::err_|"
+                                  r"failed to load resource|send failed|sendbeacon|beacon", re.I)
+
+
+def _foreign_failures(window: List[dict], origin: str) -> Tuple[List[dict], List[dict]]:
+    """(calls, console events) of a failed send to another origin (analytics, a CDN): calls to an origin
+    that is not the page's that failed, and the console errors that are about them (naming their URL or
+    origin, or worded as a network failure while every failed call of the window went elsewhere).  Not
+    the act's failure: the verdict names them beside it."""
+    if not origin:
+        return [], []
+    calls = [d for d in _calls(window) if not _is_dev(d)]
+    failed = [d for d in calls if _call_failed(d)]
+    foreign = [d for d in failed if _origin_of(d.get("url")) not in ("", origin)]
+    # only beside the app's own work that succeeded: an app whose API lives on another origin has its
+    # failures there, and they stay the act's
+    own = [d for d in calls if _origin_of(d.get("url")) in ("", origin) and d.get("initiator") != "document"]
+    if not foreign or not own or any(_call_failed(d) for d in own):
+        return [], []
+    only_foreign = len(foreign) == len(failed)
+    places = {_origin_of(d.get("url")) for d in foreign} | {str(d.get("url")) for d in foreign}
+    said = []
+    for e in window:
+        if e["type"] not in ("console.error", "error.uncaught"):
+            continue
+        text = str(e["data"].get("text") or e["data"].get("message") or "")
+        if any(p and p in text for p in places) or (only_foreign and _NETWORK_ERROR_WORDS.search(text)):
+            said.append(e)
+    return foreign, said
+
+
+def _failures_shown(window: List[dict], origin: str = "") -> List[str]:
     """What went wrong in plain sight: an error shown to the user, a console error or uncaught
-    exception, a write that failed.  Each in a short phrase, most telling first."""
+    exception, a write that failed.  Each in a short phrase, most telling first.  A failed send to
+    another origin than the page's (`origin`) and the console errors about it are not among them
+    (_foreign_failures)."""
+    foreign, foreign_said = _foreign_failures(window, origin)
     out = ["the page showed %s" % _ui_label(d) for d in _error_ui(window)]
     out += ["%s said %s" % (_frame_label(d), d["problem"]) for d in _message_failures(window)]
+    excused = {id(e) for e in foreign_said}
     for e in window:
+        if id(e) in excused:
+            continue
         if e["type"] in ("console.error", "error.uncaught"):
             d = e["data"]
             out.append("%s: %s" % ("an uncaught error" if e["type"] == "error.uncaught" else "console.error",
                                    _short(str(d.get("text") or d.get("message") or ""), 120)))
-    out += ["%s answered %s" % (_call_label(d), d.get("status") or d.get("error"))
-            for d in _calls(window) if _is_write(d) and _call_failed(d) and not _is_dev(d)]
+    out += ["%s answered %s%s" % (_call_label(d), d.get("status") or d.get("error"),
+                                  " (%s)" % d["statusNote"] if d.get("httpStatus") and d.get("statusNote") else "")
+            for d in _calls(window) if (_is_write(d) or d.get("httpStatus")) and _call_failed(d) and not _is_dev(d)
+            and not any(d is f for f in foreign)]
     out += [c["counter"] for c in _server_contradictions(window, {"kind": "settled"})]
     return out
 
@@ -6591,10 +6752,12 @@ def _periodic(times: List[float]) -> bool:
     return min(gaps) >= 150 and max(gaps) <= 2 * min(gaps)
 
 
-def _failed_calls(window: List[dict], p: dict) -> List[dict]:
+def _failed_calls(window: List[dict], p: dict, known: Optional["_Known"] = None) -> List[dict]:
     """The window's failed calls (dev tooling aside) that were not retried with success later in it
-    and that the predicate itself does not ask for (a `net` leaf with `ok: false` or a 4xx/5xx)."""
-    calls = [d for d in _calls(window) if not _is_dev(d)]
+    and that the predicate itself does not ask for (a `net` leaf with `ok: false` or a 4xx/5xx), nor a
+    failed send to another origin beside the app's own work that succeeded (_foreign_failures)."""
+    foreign = _foreign_failures(window, known.origin)[0] if known is not None else []
+    calls = [d for d in _calls(window) if not _is_dev(d) and not any(d is f for f in foreign)]
     expected_failures = [leaf for leaf, neg in _leaves(p) if leaf["kind"] in ("net", "server") and not neg
                          and (leaf.get("ok") is False or (leaf.get("status") or 0) >= 400)]
     recovered = {i for i, d in enumerate(calls) if _call_failed(d) and any(
@@ -6633,7 +6796,7 @@ def _c_message_failure(window: List[dict], p: dict, action_since: Optional[float
 
 def _c_signal_contradicted(window: List[dict], p: dict, action_since: Optional[float],
                            known: Optional["_Known"]) -> List[dict]:
-    failed = _failed_calls(window, p)
+    failed = _failed_calls(window, p, known)
     happy = _happy_signals(window)
     if not failed or not happy or _failure_acknowledged(window):
         return []
@@ -6644,7 +6807,7 @@ def _c_signal_contradicted(window: List[dict], p: dict, action_since: Optional[f
 
 def _c_ui_advanced_failed(window: List[dict], p: dict, action_since: Optional[float],
                           known: Optional["_Known"]) -> List[dict]:
-    failed = _failed_calls(window, p)
+    failed = _failed_calls(window, p, known)
     if not failed or _happy_signals(window) or _failure_acknowledged(window) \
             or not any(e["type"] in _UI_EVENTS for e in window):
         return []
@@ -6902,6 +7065,10 @@ class _Case:
         """The errors the page still shows to the user that the predicate does not ask for."""
         return [d for d in self.shown or () if _is_failure_ui(d) and not _expects_error(self.p, d)]
 
+    def stale(self) -> List[dict]:
+        """The standing errors that are transient leftovers (see _stale_message): named, never a `no`."""
+        return [d for d in self.standing() if _stale_message(d, self.window, self.floor, self.known)]
+
 
 _Ruling = Optional[Tuple[str, str, str]]
 
@@ -6929,7 +7096,7 @@ def _r_not_answering(c: _Case) -> _Ruling:
 def _r_act_failed(c: _Case) -> _Ruling:
     if not c.implicit:
         return None
-    failures = _failures_shown(c.window)
+    failures = _failures_shown(c.window, c.known.origin)
     if failures:
         return "no", "failure_observed", "after the act %s" % "; ".join(failures[:2])
     if not c.res["pass"]:
@@ -7092,13 +7259,59 @@ def _r_no_effect(c: _Case) -> _Ruling:
     return None
 
 
+def _stale_message(d: dict, window: List[dict], floor: float, known: Optional["_Known"]) -> bool:
+    """An error shown now that is a leftover, not the act's: it was on screen before the act (no
+    ui.alert of its text in the act's window), it sits in no form, dialog or landmark at all (a toast
+    in a portal: `unscoped`), it is no field marked invalid, and the act's own requests all succeeded
+    (at least one)."""
+    if d.get("own") or not d.get("unscoped") or d.get("source") == "invalid":
+        return False
+    text = d.get("text")
+    if any(e["type"] in ("ui.alert", "ui.status") and e["data"].get("text") == text for e in window):
+        return False
+    mine = [e["data"] for e in window if e["type"] == "net.request" and not _is_dev(e["data"])
+            and _caused_by_act(e, floor, known, repeats=True)]  # a retry of the same save is the act's
+    return bool(mine) and not any(_call_failed(x) for x in mine)
+
+
 def _r_failure_still_shown(c: _Case) -> _Ruling:
-    touched = [d for d in c.standing() if d.get("related")]
+    stale = c.stale()
+    touched = [d for d in c.standing() if d.get("related") and d not in stale]
     if touched:
         return "no", "failure_still_shown", ("after the act the page still shows %s%s; an error still shown is not "
                                              "fixed" % (_ui_label(touched[0]), " (and %d more)" % (len(touched) - 1)
                                                         if len(touched) > 1 else ""))
     return None
+
+
+def _r_failure_text_answer(c: _Case) -> _Ruling:
+    if not c.implicit:
+        return None
+    said = [d for d in _answer_failure_text(c.window) if not _expects_error(c.p, d)]
+    if said:
+        return "unknown", "failure_text_shown", (
+            "the act's answer put text that reads as a failure on the page (%r), outside the act's form, so "
+            "whether the act worked is not known; declare the consequence you expect with `until`" %
+            _short(str(said[0].get("text", "")), 120))
+    return None
+
+
+def _leftover_notes(c: _Case, stale: List[dict]) -> str:
+    """What a `yes` names that is not the act's: an error toast left from before the act (with what the
+    act's window told the user instead), and a failed send to another origin (the settle's)."""
+    noted = ""
+    if stale:
+        told = [str(e["data"].get("text", "")) for e in c.window if e["type"] in ("ui.alert", "ui.status")
+                and not _is_failure_ui(e["data"]) and e["data"].get("text")]
+        noted += ("; an error shown before the act is still on screen, outside what the act touched, while the "
+                  "act's own requests succeeded: %s%s" % (_ui_label(stale[0]), "; after the act the page said %s" %
+                                                          ", ".join(repr(_short(t, 80)) for t in told[:2])
+                                                          if told else ""))
+    foreign, _ = _foreign_failures(c.window, c.known.origin) if c.implicit else ([], [])
+    if foreign:
+        noted += "; a send to another origin failed, not the act's: %s answered %s" % (
+            _call_label(foreign[0]), foreign[0].get("status") or foreign[0].get("error"))
+    return noted
 
 
 def _r_proved(c: _Case) -> _Ruling:
@@ -7108,9 +7321,11 @@ def _r_proved(c: _Case) -> _Ruling:
     if c.contradictions:
         noted = "; noted, and unable to undo it: %s" % ", ".join(
             "%s (%s)" % (x["kind"], x["counter"]) for x in c.contradictions[:3])
-    standing = c.standing()
+    stale = c.stale()
+    standing = [d for d in c.standing() if d not in stale]
     if standing:
         noted += "; a message elsewhere on the page is still shown: %s" % _ui_label(standing[0])
+    noted += _leftover_notes(c, stale)
     if c.pending:
         noted += "; still going at the horizon's cap: %s" % "; ".join(what for what, _ in c.pending[:3])
     if c.declared:
@@ -7126,7 +7341,7 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
-    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("14", _r_proved),
+    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("14", _r_proved),
 )
 
 
@@ -7141,8 +7356,9 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     2. the tab went away during the observation -> unknown, observation_lost
     2b. the tab does not answer commands (a dialog open, its main thread busy) -> unknown, not_answering
     2a. act_and_wait with no predicate (did the act work?): a failure in sight (an error shown to the
-        user, a console error, a failed write) -> no, failure_observed; a page that never settled ->
-        unknown, unsettled
+        user, a console error, a failed write; a failed send to another origin beside the app's own good
+        requests, and the console error about it, are named in the `yes` instead) -> no,
+        failure_observed; a page that never settled -> unknown, unsettled
     3. the predicate failed for want of evidence that events lost from the window could have held
        (evicted, sampled, or dropped by the page while the daemon was unreachable) -> unknown,
        evidence_lost; a violation that is there (decided), or a check of the live page, stands
@@ -7175,7 +7391,11 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
          the page's header, nav, footer and asides), one the predicate does not ask for: shown before
          the act or not, re-rendered or not, it is not fixed -> no, failure_still_shown; one elsewhere
-         is named in the `yes`
+         is named in the `yes`, and so is a leftover (_stale_message: an error toast shown before the
+         act, outside the act's own form or region, while the act's own requests all succeeded)
+    13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
+         (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
+         failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
 
     Whatever the rule, `because` ends with what the server did for the act's requests, one line,
@@ -7203,7 +7423,7 @@ def _trim_call(d: dict) -> dict:
     parts = urllib.parse.urlsplit(url)
     out = {"method": d.get("method"), "url": (parts.path or "/") + ("?" + parts.query if parts.query else "")
            if parts.scheme else url, "status": d.get("status")}
-    for k in ("ms", "initiator", "error", "statusNote", "faulted", "faultId"):
+    for k in ("ms", "initiator", "error", "httpStatus", "statusNote", "faulted", "faultId"):
         if d.get(k) is not None and not (k == "initiator" and d[k] in ("fetch", "xhr")):
             out[k] = d[k]
     for k in ("requestBody", "responseBody"):
@@ -7520,9 +7740,131 @@ def _read_json_callback(d: dict) -> Optional[str]:
     return None
 
 
+def _sveltekit_envelope(d: dict) -> Optional[dict]:
+    """The JSON object of a SvelteKit answer: a form action's (a POST answered `{"type": "failure" |
+    "error" | "redirect" | "success", "status": …}`) or a `__data.json` load (`{"type": "data", "nodes":
+    […]}`), or None for any other call."""
+    body = d.get("responseBody")
+    if not isinstance(body, str) or not body.lstrip().startswith("{") or '"type"' not in body[:200]:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    kind = data.get("type")
+    if _sveltekit_data_url(d):
+        return data if kind in ("data", "redirect") else None
+    if not _is_write(d):
+        return None
+    if kind == "failure" and isinstance(data.get("status"), int) and isinstance(data.get("data"), (str, type(None))):
+        return data
+    if kind == "error" and isinstance(data.get("error"), dict):
+        return data
+    if kind == "redirect" and isinstance(data.get("location"), str) and isinstance(data.get("status"), int):
+        return data
+    if kind == "success" and isinstance(data.get("status"), int) and set(data) <= {"type", "status", "data"}:
+        return data
+    return None
+
+
+def _sveltekit_data_url(d: dict) -> bool:
+    return urllib.parse.urlsplit(str(d.get("url", ""))).path.endswith("/__data.json")
+
+
+def _devalue_words(encoded: Any) -> str:
+    """The message a devalue-encoded action `data` carries (`[{"message": 1}, "Title is required"]`:
+    index 0 the object, its values indices into the array), as a suffix, or ''."""
+    try:
+        flat = json.loads(encoded) if isinstance(encoded, str) else None
+    except ValueError:
+        return ""
+    if not isinstance(flat, list) or not flat or not isinstance(flat[0], dict):
+        return ""
+    for key in ("message", "error", "errors", "reason"):
+        at = flat[0].get(key)
+        said = flat[at] if isinstance(at, int) and not isinstance(at, bool) and 0 < at < len(flat) else None
+        if isinstance(said, str) and said.strip():
+            return ", message %r" % _short(said, 120)
+    return ""
+
+
+def _sveltekit_failure(d: dict) -> Optional[Tuple[int, str]]:
+    """(status, phrase) of a SvelteKit answer that is a failure whatever its HTTP status: an action's
+    `failure` (fail(422, …)) or `error` envelope, or a `__data.json` whose nodes hold an `error` node
+    (the page renders +error.svelte); None otherwise."""
+    data = _sveltekit_envelope(d)
+    if data is None:
+        return None
+    http: int = d["status"] if isinstance(d.get("status"), int) else 200
+    if data.get("type") == "failure":
+        return int(data["status"]), "a SvelteKit action `failure` envelope with status %s%s" % (
+            data["status"], _devalue_words(data.get("data")))
+    if data.get("type") == "error":
+        status: int = data["status"] if isinstance(data.get("status"), int) else http if http >= 400 else 500
+        return status, "a SvelteKit action `error` envelope (%r)" % _short(data["error"].get("message") or "", 120)
+    nodes: List[Any] = data["nodes"] if data.get("type") == "data" and isinstance(data.get("nodes"), list) else []
+    for node in nodes:
+        if isinstance(node, dict) and node.get("type") == "error":
+            status = node["status"] if isinstance(node.get("status"), int) else 500
+            err = node["error"] if isinstance(node.get("error"), dict) else {}
+            return status, "a SvelteKit `__data.json` `error` node with status %s (%r): the page renders its " \
+                "error page" % (status, _short(err.get("message") or "", 120))
+    return None
+
+
+def _read_sveltekit_action(d: dict) -> Optional[str]:
+    data = _sveltekit_envelope(d)
+    if data is None or _sveltekit_data_url(d):
+        return None
+    failed = _sveltekit_failure(d)
+    if failed:
+        return "its answer is %s" % failed[1]
+    return None
+
+
+def _read_sveltekit_data(d: dict) -> Optional[str]:
+    failed = _sveltekit_failure(d) if _sveltekit_data_url(d) else None
+    return "its answer is %s" % failed[1] if failed else None
+
+
+def _read_sveltekit_redirect(d: dict) -> Optional[str]:
+    data = _sveltekit_envelope(d)
+    if data is None or data.get("type") != "redirect":
+        return None
+    return "it redirects to %s (a SvelteKit `redirect` envelope%s)" % (
+        data.get("location"), ", %s" % data["status"] if isinstance(data.get("status"), int) else "")
+
+
+def _read_sveltekit_success(d: dict) -> Optional[str]:
+    data = _sveltekit_envelope(d)
+    if data is None or data.get("type") != "success":
+        return None
+    return "a SvelteKit action `success` envelope with status %s" % data["status"]
+
+
+_TURBO_STREAM = re.compile(r'<turbo-stream\b[^>]*\baction="([a-z_-]+)"[^>]*?(?:\btargets?="([^"]*)")?', re.I)
+
+
+def _read_turbo_stream(d: dict) -> Optional[str]:
+    """Hotwire Turbo: a form's answer as `text/vnd.turbo-stream.html`, `<turbo-stream action=…
+    target=…>` elements the page applies: an ordinary answer (its status says how it went)."""
+    body = d.get("responseBody")
+    if "turbo-stream" not in _header(d, "content-type") and not (
+            isinstance(body, str) and body.lstrip().startswith("<turbo-stream")):
+        return None
+    steps = ["%s #%s" % (m.group(1), m.group(2)) if m.group(2) else m.group(1)
+             for m in _TURBO_STREAM.finditer(body if isinstance(body, str) else "")]
+    return "a Turbo Stream answer%s" % (" (%s)" % ", ".join(steps[:4]) if steps else "")
+
+
 class _WireFormat:
     """One framework's answer read for what it means: `meaning` is "redirect" (not queued work, not a
-    failure) or "failure" (a failure inside a 2xx); `read(call)` says so in a phrase, or None."""
+    failure), "failure" (a failure inside a 2xx) or "answer" (the framework's ordinary answer: no
+    failure, not queued work); `read(call)` says so in a phrase, or None.  A failure whose answer carries
+    a status of its own (a SvelteKit envelope) is a failed request with that status for every verdict
+    rule: the bridge reads it into the call as it arrives (_take_wire_status)."""
 
     __slots__ = ("name", "meaning", "read")
 
@@ -7537,7 +7879,29 @@ _WIRE_FORMATS: Tuple[_WireFormat, ...] = (
     _WireFormat("server-action", "failure", _read_server_action),
     _WireFormat("dash-callback", "failure", _read_dash_callback),
     _WireFormat("json-callback", "failure", _read_json_callback),
+    _WireFormat("sveltekit-action-failure", "failure", _read_sveltekit_action),
+    _WireFormat("sveltekit-data-error", "failure", _read_sveltekit_data),
+    _WireFormat("sveltekit-action-redirect", "redirect", _read_sveltekit_redirect),
+    _WireFormat("sveltekit-action-success", "answer", _read_sveltekit_success),
+    _WireFormat("turbo-stream", "answer", _read_turbo_stream),
 )
+
+
+def _take_wire_status(d: dict) -> None:
+    """A completed call whose 2xx answer is a framework's failure with a status of its own (see
+    _sveltekit_failure) becomes that failed request: `status` is the envelope's, `httpStatus` the
+    wire's, `ok` false, and `statusNote` says why, so `net status: 200` does not hold over it and every
+    rule reads it as failed."""
+    status = d.get("status")
+    if not isinstance(status, int) or not 200 <= status < 300 or d.get("httpStatus") is not None:
+        return
+    failed = _sveltekit_failure(d)
+    if failed is None:
+        return
+    d["httpStatus"] = status
+    d["status"] = failed[0]
+    d["ok"] = False
+    d["statusNote"] = "HTTP %s carrying %s" % (status, failed[1])
 
 
 def _wire_meaning(d: dict) -> Optional[Tuple[str, str]]:
@@ -8708,6 +9072,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
             raise ToolError("tab %s has no recorded step since %s to save" % (session.id, since),
                             "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, "
                             "or pass `steps`")
+        journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
         not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
         if not_yes:
             i = not_yes[-1]
@@ -9108,6 +9473,8 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
          "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
                    "minItems": 1, "maxItems": FLOW_MAX_STEPS},
          "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID,
+         "origin": {"type": "string", "maxLength": 2048,
+                    "description": "a journey over two apps: save the steps on this origin"},
          "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
          "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"}},
         _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
@@ -9553,6 +9920,27 @@ async def _keep_auth(hub: "Hub", session: "_BrowserSession", name: str) -> dict:
             "origins": [o["origin"] for o in state["origins"]]}
 
 
+def _one_origin(journey: List[dict], origin: Optional[str]) -> List[dict]:
+    """The journey's steps on one app: all of them when they share an origin; else those on `origin`
+    (flow_save's `origin`, or its `startUrl`'s), and with none given a ToolError naming the origins."""
+    origins: List[str] = []
+    for s in journey:
+        o = _origin_of(s.get("url"))
+        if o and o not in origins:
+            origins.append(o)
+    if len(origins) <= 1:
+        return journey
+    if not origin:
+        raise ToolError("the journey spans %d origins (%s), so it is not one app's flow" % (
+            len(origins), ", ".join(origins)), "pass `origin` (one of them) to save that app's steps, or `since` "
+            "from the first step on one app", origins=origins)
+    mine = [s for s in journey if _origin_of(s.get("url")) == origin]
+    if not mine:
+        raise ToolError("no step of the journey is on %s; its origins are %s" % (origin, ", ".join(origins)),
+                        "pass one of them as `origin`", origins=origins)
+    return mine
+
+
 def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]:
     """Journey log entries -> flow steps (and the first URL)."""
     steps = []
@@ -9877,6 +10265,17 @@ def _step_evidence(res: dict) -> Any:
     return out if len(text) <= 2000 else {"summary": _short(text, 2000)}
 
 
+def _flow_reason(steps_out: List[dict], failed_at: Optional[int]) -> str:
+    """A flow verdict's verifiedReason: its failing step's own (or `expectation_not_met` when that step
+    was yes where the flow expects no), else `all_steps_met`."""
+    if failed_at is None:
+        return "all_steps_met"
+    failing = steps_out[failed_at]
+    if failing.get("verified") == "yes":
+        return "expectation_not_met"
+    return str(failing.get("verifiedReason") or "step_%s" % failing.get("verified"))
+
+
 async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
                   fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
                   auth: Optional[dict] = None) -> dict:
@@ -9930,8 +10329,8 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             failed_at = i
             verdict = "unknown" if row["verified"] == "unknown" else "no"
         steps_out.append(row)
-    out = {"name": flow.get("name"), "verified": verdict, "steps": steps_out, "startUrl": start,
-           "sessionId": session.id, "ms": round(hub.clock() - started)}
+    out = {"name": flow.get("name"), "verified": verdict, "verifiedReason": _flow_reason(steps_out, failed_at),
+           "steps": steps_out, "startUrl": start, "sessionId": session.id, "ms": round(hub.clock() - started)}
     writes: List[dict] = []
     for row in steps_out:
         writes.extend(w for w in row.get("writes", ()) if w not in writes)
@@ -10330,7 +10729,7 @@ def _durations_of(doc: Any) -> Dict[str, float]:
 
 
 def _merge_error(name: str, error: str) -> dict:
-    return {"name": name, "verified": "error", "steps": [], "ms": 0, "error": error}
+    return {"name": name, "verified": "error", "verifiedReason": "flow_error", "steps": [], "ms": 0, "error": error}
 
 
 def _merge_shards(docs: List[Tuple[str, Any]]) -> List[dict]:
@@ -16554,6 +16953,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // emit(type, data, el?) - stamps the envelope and queues it for the next microtask flush.
   function emit(type, data, el) {
     if (!S.started) return;
+    if (type === 'net.request' && TEXT_WATCH && !TEXT_WATCH.answered) TEXT_WATCH.answered = N.now();
     try {
       var ev = {
         type: type,
@@ -19338,6 +19738,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var opts = actOptions(a, action);
     dangerCheck(el, action, opts);
     var c = actBefore(el, action, opts);
+    textWatchArm(el, action);
     c.warning = actPointer(c);
     c.probe = actProbe(opts);
     var run;
@@ -20898,6 +21299,123 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // the daemon's table of the ways frameworks tell failure (_FAILURE_UI): [source, selector, level];
   // level 'error' rows rank above the ARIA rows, the rest (status regions: text decides) below them
   var FAILURE_UI = /*__RETICLE_FAILURE_UI__*/ [];
+  // -- plain failure text: what appears after an act in the act's form, or in what the act's answer
+  // updated, and reads as a failure (the daemon's _PLAIN_FAILURE table), as ui.alert source 'text'
+  var PLAIN_FAILURE = /*__RETICLE_PLAIN_FAILURE__*/ [[], []];
+  var PLAIN_YES = PLAIN_FAILURE[0].map(function (s) {
+    return new RegExp(s, 'i');
+  });
+  var PLAIN_NO = PLAIN_FAILURE[1].map(function (s) {
+    return new RegExp(s, 'i');
+  });
+  var TEXT_WATCH = null; // armed by a click, press or submit: {form, t0, until, before, added, answered}
+  var TEXT_WATCH_MS = 15000;
+  function readsAsFailure(t) {
+    return (
+      PLAIN_YES.some(function (re) {
+        return re.test(t);
+      }) &&
+      !PLAIN_NO.some(function (re) {
+        return re.test(t);
+      })
+    );
+  }
+  // the texts an element shows, one per element with text of its own (at most 300 elements)
+  function ownTexts(root, out, budget) {
+    var all = root.querySelectorAll ? root.querySelectorAll('*') : [];
+    var els = [root].concat(Array.prototype.slice.call(all, 0, Math.min(300, budget ? budget.left : 300)));
+    if (budget) budget.left -= els.length;
+    els.forEach(function (el) {
+      if (el.nodeType !== 1 || SKIP_TAGS[el.tagName]) return;
+      var own = '';
+      for (var n = el.firstChild; n; n = n.nextSibling) if (n.nodeType === 3) own += n.nodeValue;
+      own = norm(own);
+      if (own) out.push({ el: el, text: clip(own, ALERT_TEXT_CAP) });
+    });
+    return out;
+  }
+  function textWatchArm(el, action) {
+    if (['click', 'dblclick', 'press', 'submit'].indexOf(action) < 0 || !PLAIN_YES.length) return;
+    var form = el.form || (el.closest ? el.closest('form') : null);
+    var before = new Set();
+    if (form)
+      ownTexts(form, []).forEach(function (x) {
+        before.add(x.text);
+      });
+    var typed = []; // what the person typed is echoed back (a new todo "Fix the failing test"), not a message
+    var fields = form && form.elements ? form.elements : [];
+    for (var i = 0; i < fields.length && typed.length < 50; i++) {
+      var v = typeof fields[i].value === 'string' ? norm(fields[i].value) : '';
+      if (v.length >= 3 && fields[i].type !== 'password' && fields[i].type !== 'hidden') typed.push(v);
+    }
+    TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
+      typed: typed };
+  }
+  function echoesInput(w, text) {
+    return w.typed.some(function (v) {
+      return text.indexOf(v) >= 0;
+    });
+  }
+  function textWatchCollect(recs) {
+    var w = TEXT_WATCH;
+    if (!w || N.now() > w.until) return;
+    for (var i = 0; i < recs.length && w.added.length < 50; i++) {
+      var r = recs[i];
+      var node = r.type === 'characterData' ? r.target.parentElement : null;
+      if (node) w.added.push({ el: node, t: N.now() });
+      if (r.type !== 'childList') continue;
+      for (var j = 0; j < r.addedNodes.length && w.added.length < 50; j++) {
+        var a = r.addedNodes[j];
+        var host = a.nodeType === 1 ? a : a.parentElement;
+        if (host) w.added.push({ el: host, t: N.now() });
+      }
+    }
+  }
+  // where new text sits: 'form' (the act's form, or the form that replaced it), 'answer' (anything
+  // changed after the act's request answered), or null (not the act's)
+  function textScope(w, el, t) {
+    var f = w.form;
+    if (f && f.isConnected && f.contains(el)) return 'form';
+    var g = el.closest ? el.closest('form') : null;
+    if (f && !f.isConnected && g && ((f.id && g.id === f.id) || g.getAttribute('action') === f.getAttribute('action')))
+      return 'form';
+    return w.answered && t >= w.answered ? 'answer' : null;
+  }
+  function textWatchScan(al) {
+    var w = TEXT_WATCH;
+    if (w && N.now() > w.until) TEXT_WATCH = w = null;
+    if (!w || !w.added.length) return;
+    var added = w.added;
+    var budget = { left: 600 }; // elements read per scan, however much changed
+    w.added = [];
+    added.forEach(function (a) {
+      if (budget.left <= 0 || !a.el.isConnected || isIgnored(a.el) || isAnnouncer(a.el)) return;
+      var scope = textScope(w, a.el, a.t);
+      if (!scope) return;
+      ownTexts(a.el, [], budget).forEach(function (x) {
+        if (w.before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
+        if (!isVisible(x.el, makeVisCache())) return;
+        // a message the alert scan reports already (an ARIA alert, a toast, a status) is not reported twice
+        if (al.texts.has(x.text)) return;
+        for (var i = 0; i < al.live.length; i++) if (al.live[i].el.contains(x.el)) return;
+        w.before.add(x.text); // once per text
+        if (!al.allow()) return;
+        var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
+        var r = refFor(x.el);
+        if (r) d.ref = r;
+        emit('ui.alert', d, x.el);
+      });
+    });
+  }
+  // the daemon's table of route announcers (_ROUTE_ANNOUNCERS): a router's hidden live region, never a message
+  var ROUTE_ANNOUNCERS = /*__RETICLE_ANNOUNCERS__*/ '';
+  function isAnnouncer(el) {
+    try {
+      return !!(ROUTE_ANNOUNCERS && el.closest && el.closest(ROUTE_ANNOUNCERS));
+    } catch (e) {
+      return false;
+    }
+  }
   var ALERT_SCOPES =
     'header,[role=banner],nav,[role=navigation],footer,[role=contentinfo],aside,[role=complementary],' +
     'form,[role=form],dialog,[role=dialog],[role=alertdialog]';
@@ -20990,7 +21508,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var showing = [];
     alertCandidates().forEach(function (c) {
       var el = c.el;
-      if (isIgnored(el) || !isVisible(el, cache)) {
+      if (isIgnored(el) || isAnnouncer(el) || !isVisible(el, cache)) {
         SHOWN.set(el, '');
         return;
       }
@@ -21046,10 +21564,32 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (initial) d.initial = true;
       emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
     });
+    alertsGone(al, showing, t);
+    textWatchScan(al);
     // a new document says it has looked: a verdict after a navigation waits for this
     if (initial) emit('ui.scan', { shown: showing.length });
     for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
     checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
+  }
+  // A message reported before that is no longer shown (removed, hidden, or its text replaced): ui.gone,
+  // so a toast shown and gone before a check still counts as shown, and the answer says when it went.
+  function alertsGone(al, showing, t) {
+    var still = new Map();
+    al.texts = new Set();
+    showing.forEach(function (c) {
+      still.set(c.el, c.text);
+      al.texts.add(c.text);
+    });
+    al.live = al.live.filter(function (x) {
+      if (still.get(x.el) === x.text) return true;
+      emit('ui.gone', { text: x.text, source: x.source, shownMs: Math.round(t - x.t) });
+      return false;
+    });
+    showing.forEach(function (c) {
+      if (!c.text || c.source === 'invalid' || al.live.length >= 50) return;
+      for (var i = 0; i < al.live.length; i++) if (al.live[i].el === c.el) return;
+      al.live.push({ el: c.el, text: c.text, source: c.source, t: t });
+    });
   }
   var ALERT_OBSERVE = {
     subtree: true,
@@ -21074,6 +21614,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var al = {
       SHOWN: new WeakMap(), // element -> the text last reported ('' while hidden or empty)
       recent: {}, // text -> when it was last reported
+      live: [], // the messages shown at the last scan: {el, text, source, t}
+      texts: new Set(), // their texts, and those of the fields marked invalid
       allow: rateCap('ui.alert', 20),
       scheduled: false,
       loaded: false
@@ -21090,7 +21632,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       N.raf(run);
       N.setTimeout(run, 100); // rAF does not run in background tabs
     }
-    var mo = new N.MutationObserver(function () {
+    var mo = new N.MutationObserver(function (recs) {
+      try {
+        if (TEXT_WATCH) textWatchCollect(recs);
+      } catch (e) {
+        internal('text_watch', e);
+      }
       schedule();
     });
     mo.observe(document, ALERT_OBSERVE);
@@ -21145,6 +21692,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var d = { text: c.text, source: c.source, level: c.level, related: !scope };
       // beside the act's target, only its own region; with no target, any region but the page's chrome
       if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
+      d.own = !!(scope && target && scope.contains(target)); // in the act's own form or region
+      d.scoped = !!scope; // in a form, dialog or landmark at all (a toast portal at the body's foot is not)
       if (c.field != null) d.field = c.field;
       var r = refFor(c.el);
       if (r) d.ref = r;
@@ -23389,6 +23938,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 })();
 """
 _SDK_JS = _SDK_JS.replace("/*__RETICLE_FAILURE_UI__*/ []", _failure_ui_config())  # the conventions, one table
+_SDK_JS = _SDK_JS.replace(" /*__RETICLE_ANNOUNCERS__*/ ''", "\n    " + _route_announcers_config())  # never a message
+_SDK_JS = _SDK_JS.replace("/*__RETICLE_PLAIN_FAILURE__*/ [[], []]", _plain_failure_config())  # one table, both sides
 
 
 ###############################################################################

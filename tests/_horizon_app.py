@@ -27,6 +27,25 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   callback (200 JSON whose `children` "Error: ... Nothing was saved." is rendered into a plain div);
   `/wire/cb/` is the same callback on an endpoint of the app's own naming (/wire/cb/callback, props
   under `props`); `?ok=1` makes the action and the callbacks succeed.
+- `/wire/<sk|skd|ts>/` (issue 29): SvelteKit's `use:enhance` form action, exact wire copies of SvelteKit 2:
+  `sk` posts to `?/create` (200 with a `failure` envelope, status 422, its devalue `data` carrying the
+  message shown in a plain `<p class="error">`; `?ok=1`: a `success` envelope, "Saved"); `skd`'s action
+  answers a `redirect` envelope and the page loads /wire/skd/notes/9/__data.json, whose second node is an
+  `error` node (404, +error.svelte renders "Not Found"; `?ok=1`: a data node, the note). Both pages carry
+  SvelteKit's route announcer (`#svelte-announcer`, "untitled page" after a navigation). `ts` posts a
+  Turbo form whose answer is a Turbo Stream (`text/vnd.turbo-stream.html`) appended to #messages.
+- `/plain/<form|htmx>/` (issue 29 #4): failures told in plain text.  `form`: Save posts (fetch) to
+  /plain/save, a React Router single-fetch answer (200) whose data says "Name is required", shown in a
+  plain `<span>` inside the form (`?ok=1`: "Saved").  `htmx`: the form is posted the way htmx's
+  `hx-post`/`hx-target` does it (fetch with HX-Request, the answer's HTML swapped into #result, after
+  the form): "That email address is not valid." (`?ok=1`: "Thanks, you're subscribed.").  The form
+  carries "Required fields are marked *" from the start.  `form?echo=1`: the name typed is "Fix the failed
+  build", and the page shows it back ("Added: Fix the failed build"): the person's words, no failure.
+- `/toast/` (issue 29 #3): Save posts to /toast/save; the answer is told in a sonner-style toast at the
+  foot of the body (`<li data-sonner-toast data-type=… role=status>`, outside the form): "Could not save
+  the note" (an error toast, on fault, removed after 3 s) or "Note saved" (removed after 0.6 s).
+- `/beacon/` (issue 29 #7): Save posts to /api/ok (200, "Saved"), then sends an analytics beacon by fetch
+  to another origin (http://127.0.0.2:9, nothing listens) and logs `console.error` when that send fails.
 - `/dl/`: a form post answered by a CSV download (`?empty=1`: a 204): no new document comes.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
@@ -131,6 +150,8 @@ document.getElementById('save').onclick = function () {
 </script>""")
 
 WIRE = _page("Wire", """<main><h1>Notes</h1><div id="out"></div><button type="button" id="save">Save</button></main>
+<div id="svelte-announcer" aria-live="assertive" aria-atomic="true" style="position: absolute; left: 0; top: 0;
+ clip: rect(0 0 0 0); clip-path: inset(50%); overflow: hidden; white-space: nowrap; width: 1px; height: 1px"></div>
 <script>
 var kind = '__KIND__', out = document.getElementById('out');
 document.getElementById('save').onclick = function () {
@@ -147,6 +168,35 @@ document.getElementById('save').onclick = function () {
         var d = JSON.parse(t.split('\\n')[1].slice(2));
         out.textContent = d.ok ? 'Saved' : d.message;
       });
+  } else if (kind === 'sk' || kind === 'skd') {
+    var fd = new FormData(); fd.append('title', '');
+    fetch(location.pathname + '?/create' + location.search.replace('?', '&'), {method: 'POST', body: fd,
+      headers: {'accept': 'application/json', 'x-sveltekit-action': 'true'}}).then(function (r) {
+        return r.json();
+      }).then(function (res) {
+        if (res.type === 'failure') {
+          out.innerHTML = '<p class="error">' + JSON.parse(res.data)[2] + '</p>';
+        } else if (res.type === 'success') {
+          out.textContent = 'Saved';
+        } else if (res.type === 'redirect') {
+          return fetch(res.location + '/__data.json?x-sveltekit-invalidated=01' + location.search.replace('?', '&'))
+            .then(function (r) { return r.json(); }).then(function (d) {
+              history.pushState({}, '', res.location);
+              var node = d.nodes[1];
+              out.innerHTML = node.type === 'error' ? '<h1>' + node.status + '</h1><p>' + node.error.message + '</p>'
+                : '<h1>Note 9</h1>';
+            });
+        }
+        document.getElementById('svelte-announcer').textContent = 'untitled page';
+      });
+  } else if (kind === 'ts') {
+    fetch('/wire/ts/messages', {method: 'POST', body: 'content=Hello',
+      headers: {'accept': 'text/vnd.turbo-stream.html, text/html, application/xhtml+xml'}}).then(function (r) {
+        return r.text();
+      }).then(function (t) {
+        var a = t.indexOf('<template>'), b = t.indexOf('</template>');
+        out.insertAdjacentHTML('beforeend', a >= 0 && b > a ? t.slice(a + 10, b) : '');
+      });
   } else if (kind === 'cb') {
     fetch('/wire/cb/callback' + location.search, {method: 'POST', headers: {'Content-Type': 'application/json'},
       body: '{"inputs":[{"id":"save","property":"n_clicks","value":1}]}'}).then(function (r) { return r.json(); })
@@ -157,6 +207,60 @@ document.getElementById('save').onclick = function () {
         out.textContent = d.response.out.children;
       });
   }
+};
+</script>""")
+
+PLAIN = _page("Plain", """<main><h1>Subscribe</h1>
+<form id="f" onsubmit="return false"><p class="hint">Required fields are marked *</p>
+<label>Name * <input name="name" value=""></label><span class="msg" id="msg"></span>
+<button type="button" id="save">Save</button></form><div id="result"></div></main>
+<script>
+var kind = '__KIND__', q = location.search;
+if (q.indexOf('echo=1') >= 0) document.querySelector('[name=name]').value = 'Fix the failed build';
+document.getElementById('save').onclick = function () {
+  if (kind === 'form') {
+    fetch('/plain/save.data' + q, {method: 'POST', body: 'name='}).then(function (r) { return r.json(); })
+      .then(function (d) { document.getElementById('msg').textContent = d[4]; });
+  } else {
+    fetch('/plain/email' + q, {method: 'POST', body: 'email=ada',
+      headers: {'HX-Request': 'true', 'HX-Target': 'result', 'HX-Current-URL': location.href}})
+      .then(function (r) { return r.text(); }).then(function (t) {
+        var target = document.getElementById('result');
+        target.classList.add('htmx-swapping');
+        setTimeout(function () {
+          target.innerHTML = t; target.classList.remove('htmx-swapping'); target.classList.add('htmx-settling');
+          setTimeout(function () { target.classList.remove('htmx-settling'); }, 20);
+        }, 0);
+      });
+  }
+};
+</script>""")
+
+TOAST = _page("Toast", """<main><h1>Note</h1><form id="f" onsubmit="return false">
+<label>Title <input name="title" value="A"></label><button type="button" id="save">Save</button></form></main>
+<section aria-label="Notifications"><ol data-sonner-toaster id="toaster"></ol></section>
+<script>
+function toast(type, text, ms) {
+  var li = document.createElement('li');
+  li.setAttribute('data-sonner-toast', ''); li.setAttribute('data-type', type); li.setAttribute('role', 'status');
+  li.setAttribute('aria-live', 'polite'); li.textContent = text;
+  document.getElementById('toaster').appendChild(li);
+  setTimeout(function () { li.remove(); }, ms);
+}
+document.getElementById('save').onclick = function () {
+  fetch('/toast/save', {method: 'POST', body: '{"title": "A"}'}).then(function (r) {
+    if (r.ok) toast('success', 'Note saved', 600); else toast('error', 'Could not save the note', 3000);
+  });
+};
+</script>""")
+
+BEACON = _page("Beacon", """<main><div id="out"></div><button type="button" id="save">Save</button></main>
+<script>
+document.getElementById('save').onclick = function () {
+  fetch('/api/ok', {method: 'POST', body: '{}'}).then(function () {
+    document.getElementById('out').textContent = 'Saved';
+    return fetch('http://127.0.0.2:9/collect', {method: 'POST', mode: 'no-cors', body: 'e=save'});
+  }).catch(function (e) { console.error('analytics send failed: ' + e); });
 };
 </script>""")
 
@@ -293,6 +397,75 @@ class HorizonApp:
                 await asyncio.sleep(0.1)
                 self.write('"redirect","/wire/sf/done","status",302,"revalidate",true]')
 
+        class SvelteKitPage(tornado.web.RequestHandler):
+            """A SvelteKit page: GET renders it; POST `?/create` is its form action, answered as SvelteKit 2
+            answers a `use:enhance` fetch (200 and a JSON envelope)."""
+
+            def get(self, kind):
+                self.set_header("Content-Type", "text/html")
+                self.write(WIRE.replace("__DAEMON__", daemon).replace("__KIND__", kind))
+
+            def post(self, kind):
+                app.saved()
+                ok = self.get_query_argument("ok", None) == "1"
+                self.set_header("Content-Type", "application/json")
+                if kind == "skd":
+                    self.write('{"type":"redirect","status":303,"location":"/wire/skd/notes/9"}')
+                elif ok:
+                    self.write('{"type":"success","status":200,"data":"[{\\"id\\":1},9]"}')
+                else:
+                    self.write('{"type":"failure","status":422,"data":"[{\\"title\\":1,\\"message\\":2},'
+                               '\\"\\",\\"Title is required\\"]"}')
+
+        class SvelteKitData(tornado.web.RequestHandler):
+            """The note page's `__data.json`: the layout's data node, then the page's (an `error` node: 404)."""
+
+            def get(self):
+                ok = self.get_query_argument("ok", None) == "1"
+                self.set_header("Content-Type", "application/json")
+                page = ('{"type":"data","data":[{"note":1},{"id":2},9],"uses":{"params":["id"]}}' if ok else
+                        '{"type":"error","error":{"message":"Not Found"},"status":404}')
+                self.write('{"type":"data","nodes":[{"type":"data","data":[{"user":1},null],"uses":{}},%s]}' % page)
+
+        class TurboStream(tornado.web.RequestHandler):
+            def post(self):
+                app.saved()
+                self.set_header("Content-Type", "text/vnd.turbo-stream.html; charset=utf-8")
+                self.write('<turbo-stream action="append" target="messages"><template><div id="message_9">Hello'
+                           '</div></template></turbo-stream>')
+
+        class PlainPage(tornado.web.RequestHandler):
+            def get(self, kind):
+                self.set_header("Content-Type", "text/html")
+                self.write(PLAIN.replace("__DAEMON__", daemon).replace("__KIND__", kind))
+
+        class PlainSave(tornado.web.RequestHandler):
+            """React Router 7 single fetch: the action's data, 200, the message as the app chose to word it."""
+
+            def post(self):
+                app.saved()
+                ok = self.get_query_argument("ok", None) == "1"
+                self.set_header("Content-Type", "text/x-script")
+                echo = self.get_query_argument("echo", None) == "1"
+                said = "Added: Fix the failed build" if echo else "Saved" if ok else "Name is required"
+                self.write('[{"_1":2},"data",{"_3":4},"fieldError","%s"]' % said)
+
+        class PlainEmail(tornado.web.RequestHandler):
+            """An htmx endpoint: 200 and the fragment to swap in."""
+
+            def post(self):
+                app.saved()
+                ok = self.get_query_argument("ok", None) == "1"
+                self.set_header("Content-Type", "text/html")
+                self.write('<p>Thanks, you&#39;re subscribed.</p>' if ok else
+                           '<p class="field">That email address is not valid.</p>')
+
+        class ToastSave(tornado.web.RequestHandler):
+            def post(self):
+                if not app.saved():
+                    self.set_status(500)
+                self.write({"ok": self.get_status() < 400})
+
         class ServerAction(tornado.web.RequestHandler):
             def post(self):
                 app.saved()
@@ -371,7 +544,11 @@ class HorizonApp:
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
             (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/status/", Page, {"html": STATUS}),
             (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
-            (r"/wire/(sf|sa|dash|cb)/", WirePage), (r"/wire/cb/callback", JsonCallback),
+            (r"/wire/(sf|sa|dash|cb|ts)/", WirePage), (r"/wire/cb/callback", JsonCallback),
+            (r"/wire/(sk|skd)/", SvelteKitPage), (r"/wire/skd/notes/9/__data.json", SvelteKitData),
+            (r"/wire/ts/messages", TurboStream), (r"/plain/(form|htmx)/", PlainPage),
+            (r"/plain/save.data", PlainSave), (r"/plain/email", PlainEmail),
+            (r"/toast/", Page, {"html": TOAST}), (r"/toast/save", ToastSave), (r"/beacon/", Page, {"html": BEACON}),
             (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/dl/", ExportPage), (r"/dl/export", Export),

@@ -100,7 +100,7 @@ def test_a_verified_journey_saves_replays_and_fails_where_the_app_broke(world):
     forms.records.clear()
     logins = len(_posts(forms, "/login"))
     out = mcp.ok("reticle_flow_replay", {"name": "add-record"}, timeout=60)
-    assert out["verified"] == "yes", out
+    assert out["verified"] == "yes" and out["verifiedReason"] == "all_steps_met", out
     assert [s["verified"] for s in out["steps"]] == ["yes"] * 6, out["steps"]
     assert all(s["verifiedReason"] and s["because"] for s in out["steps"]), out["steps"]
     assert list(forms.records.values()) == ["Ann"]
@@ -116,6 +116,7 @@ def test_a_verified_journey_saves_replays_and_fails_where_the_app_broke(world):
         forms.fault = False
     assert out["verified"] == "no" and out["failedStep"] == 4, out
     failing = out["steps"][4]
+    assert out["verifiedReason"] == failing["verifiedReason"] and out["verifiedReason"], out
     assert failing["verified"] == "no" and "500" in json.dumps(failing), failing
     assert failing["predicate"] == ADD_UNTIL and failing["evidence"]
     assert [s["verified"] for s in out["steps"]] == ["yes"] * 4 + ["no", "skipped"]
@@ -410,6 +411,28 @@ def test_a_replayed_secret_is_saved_again_as_its_variable(world):
         text = (project / ".reticle" / "flows" / "again.json").read_text()
         assert PASSWORD not in text and "${%s}" % SECRET_ENV in text, text
         assert saved["secrets"] == [SECRET_ENV], saved
+    finally:
+        mcp.call("reticle_close", {})
+
+
+def test_a_journey_over_two_origins_is_not_saved_as_one_flow(world):
+    """Issue 29 #7: steps on two apps' origins are an error naming both, unless `origin` picks one."""
+    mcp, project = world["mcp"], world["project"]
+    one = world["app"].url
+    other = one.replace("127.0.0.1", "localhost")
+    sid = mcp.ok("reticle_open", {"url": one + "/login"})["sessionId"]
+    try:
+        assert mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Log in"},
+                                         "sessionId": sid})["verified"] == "yes"
+        assert mcp.ok("reticle_navigate", {"url": other + "/login", "sessionId": sid})["confirmed"] is True
+        assert mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Log in"},
+                                         "sessionId": sid})["verified"] == "yes"
+        refused, is_error = mcp.call("reticle_flow_save", {"name": "mixed", "sessionId": sid, "since": 0})
+        said = json.dumps(refused)
+        assert is_error and one in said and other in said, refused
+        assert not (project / ".reticle" / "flows" / "mixed.json").exists()
+        saved = mcp.ok("reticle_flow_save", {"name": "mixed", "sessionId": sid, "since": 0, "origin": other})
+        assert saved["steps"] == 1, saved
     finally:
         mcp.call("reticle_close", {})
 

@@ -286,11 +286,15 @@ def test_a_slowly_streamed_re_rendered_form_is_judged_on_what_it_shows(live, how
 WIRE_NET = {"sf": {"kind": "net", "method": "POST", "urlContains": "/wire/sf/new.data", "status": 202},
             "sa": {"kind": "net", "method": "POST", "urlContains": "/wire/sa/notes", "status": 200},
             "dash": {"kind": "net", "method": "POST", "urlContains": "/_dash-update-component", "status": 200},
-            "cb": {"kind": "net", "method": "POST", "urlContains": "/wire/cb/callback", "status": 200}}
+            "cb": {"kind": "net", "method": "POST", "urlContains": "/wire/cb/callback", "status": 200},
+            "sk": {"kind": "net", "method": "POST", "urlContains": "?/create", "status": 200},
+            "skd": {"kind": "net", "method": "GET", "urlContains": "/__data.json", "status": 200},
+            "ts": {"kind": "net", "method": "POST", "urlContains": "/wire/ts/messages", "status": 200}}
 WIRE_SHOWN = {"sf": "Created", "sa": "A note with that title exists.", "dash": "Nothing was saved.",
-              "cb": "Nothing was saved."}
+              "cb": "Nothing was saved.", "sk": "Title is required", "skd": "Not Found"}
 WIRE_CASES = [("sf", "", "yes"), ("sa", "", "no"), ("dash", "", "no"), ("cb", "", "no"), ("sa", "?ok=1", "yes"),
-              ("dash", "?ok=1", "yes"), ("cb", "?ok=1", "yes")]
+              ("dash", "?ok=1", "yes"), ("cb", "?ok=1", "yes"), ("sk", "", "no"), ("sk", "?ok=1", "yes"),
+              ("skd", "", "no"), ("skd", "?ok=1", "yes"), ("ts", "", "yes")]
 
 
 def wire_verdict(live, kind, query, how, sid=None):
@@ -323,7 +327,96 @@ def test_a_wire_format_is_read_for_what_it_means(live, kind, query, verdict, how
         assert WIRE_SHOWN[kind] in out["because"] or WIRE_SHOWN[kind] in str(out), out
 
 
-@pytest.mark.parametrize("kind", ["sf", "sa", "dash", "cb"])
+def test_a_text_miss_never_quotes_a_route_announcer(live):
+    """Issue 29 #1: SvelteKit's #svelte-announcer ("untitled page" after a navigation) is not what the
+    page tells the user."""
+    open_page(live, "/wire/sk/")
+    live.mcp.ok("reticle_act", SAVE)
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Saved"}, "timeout_ms": 1000,
+                                         "detail": "full"})
+    assert out["verified"] == "no", out
+    assert "untitled page" not in reticle._dumps(out), out
+
+
+# -- plain failure text (issue 29 #4): in the act's form (no), where the act's answer went (unknown) --------
+
+PLAIN_SAID = {"form": "Name is required", "htmx": "That email address is not valid."}
+PLAIN_OK = {"form": "Saved", "htmx": "subscribed"}
+
+
+@pytest.mark.parametrize("kind,verdict,reason", [("form", "no", "failure_observed"),
+                                                 ("htmx", "unknown", "failure_text_shown")])
+def test_plain_failure_text_is_evidence_for_the_settle(live, kind, verdict, reason):
+    open_page(live, "/plain/%s/" % kind)
+    out = act_and_wait(live)
+    assert (out["verified"], out["verifiedReason"]) == (verdict, reason), out
+    assert PLAIN_SAID[kind] in out["because"], out
+    open_page(live, "/plain/%s/?ok=1" % kind)
+    out = act_and_wait(live)
+    assert out["verified"] == "yes", out
+    if kind == "form":  # the person's own words shown back are no failure, whatever they say
+        open_page(live, "/plain/form/?echo=1")
+        out = act_and_wait(live)
+        assert out["verified"] == "yes", out
+
+
+@pytest.mark.parametrize("kind", ["form", "htmx"])
+def test_a_text_check_plain_failure_text_rules_out_is_decided_early(live, kind):
+    open_page(live, "/plain/%s/" % kind)
+    started = time.monotonic()
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=8000,
+                                                   until={"kind": "text", "contains": PLAIN_OK[kind]}))
+    took = time.monotonic() - started
+    assert out["verified"] == "no" and PLAIN_SAID[kind] in out["because"], out
+    assert took < 2.0, took
+    open_page(live, "/plain/%s/?ok=1" % kind)
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=8000,
+                                                   until={"kind": "text", "contains": PLAIN_OK[kind]}))
+    assert out["verified"] == "yes", out
+
+
+# -- transient messages judged by time (issue 29 #3) ---------------------------------------------------
+
+TOAST_SAVE = {"kind": "net", "method": "POST", "urlContains": "/toast/save", "status": 200}
+
+
+@pytest.mark.parametrize("until", [None, TOAST_SAVE], ids=["no-until", "until-net-200"])
+def test_a_stale_error_toast_does_not_fail_a_retry_that_worked(live, until):
+    """The error toast of the failed attempt (3 s) is still on screen when the retry succeeds: the retry
+    is `yes`, and the answer names the leftover toast."""
+    open_page(live, "/toast/")
+    APP.fault = True
+    out = act_and_wait(live)
+    assert out["verified"] == "no" and "Could not save the note" in out["because"], out
+    APP.fault = False
+    out = act_and_wait(live, **({"until": until} if until else {}))
+    assert out["verified"] == "yes", out
+    assert "shown before the act" in out["because"] and "Could not save the note" in out["because"], out
+    assert "Note saved" in out["because"], out
+
+
+def test_a_success_toast_gone_before_the_assert_was_shown(live):
+    open_page(live, "/toast/")
+    live.mcp.ok("reticle_act", SAVE)
+    wait_until(lambda: APP.saves == 1)
+    time.sleep(1.2)  # the toast is gone after 0.6 s
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Note saved"}, "timeout_ms": 2000,
+                                         "detail": "full"})
+    assert out["verified"] == "yes", out
+    assert "gone at" in reticle._dumps(out), out
+    out = live.mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "Note deleted"},
+                                         "timeout_ms": 500})
+    assert out["verified"] == "no", out
+
+
+def test_a_failed_analytics_send_to_another_origin_is_not_the_acts_failure(live):
+    open_page(live, "/beacon/")
+    out = act_and_wait(live)
+    assert out["verified"] == "yes", out
+    assert "another origin" in out["because"] and "127.0.0.2" in out["because"], out
+
+
+@pytest.mark.parametrize("kind", ["sf", "sa", "dash", "cb", "sk"])
 def test_in_a_device_a_wire_format_is_read_for_what_it_means(live, device, kind):
     out = wire_verdict(live, kind, "", "until", sid=device)
     assert out["verified"] == ("yes" if kind == "sf" else "no"), out

@@ -388,3 +388,17 @@ def test_a_text_miss_names_what_the_page_tells_the_user():
     res = reticle._judge(p, obs(live=read(p, {"found": False}), near=told))
     assert res["observed"] == ["Nothing was stored", "Ready"], res
     assert "the page tells the user: 'Nothing was stored', 'Ready'" in res["failureReason"], res
+
+
+def test_a_message_shown_and_gone_in_the_window_was_shown():
+    """Issue 29 #3: a success toast shown after the act and removed before the check held in that window;
+    the evidence says when it came and went.  One still to come, or another text, does not."""
+    p = parse({"kind": "text", "contains": "Note saved"})
+    came = ev(120, "ui.status", text="Note saved", source="aria-status")
+    went = ev(720, "ui.gone", text="Note saved", source="aria-status", shownMs=600)
+    res = reticle._judge(p, obs([came, went], live=read(p, {"found": False}), since=20.0))
+    assert res["pass"] and res["assertion"] == "text.shown-and-gone", res
+    assert "shown at +100 ms, gone at +700 ms" in res["evidence"]["note"], res
+    assert not reticle._judge(p, obs([came], live=read(p, {"found": False})))["pass"]
+    other = parse({"kind": "text", "contains": "Note deleted"})
+    assert not reticle._judge(other, obs([came, went], live=read(other, {"found": False})))["pass"]

@@ -392,6 +392,17 @@ def test_an_alert_whose_source_is_not_a_string_is_still_an_error_shown():
 # -- wire formats as data: one record each, both ways -------------------------------------------------
 
 SINGLE_FETCH = '[{"_1":2},"root",{"_3":4},"redirect","/notes","status",302,"revalidate",true]'
+# SvelteKit 2 answers, as the wire carries them (form action envelopes, their `data` devalue-encoded)
+SK_FAILURE = '{"type":"failure","status":422,"data":"[{\\"title\\":1,\\"message\\":2},\\"\\",\\"Title is required\\"]"}'
+SK_ERROR = '{"type":"error","error":{"message":"Internal Error"}}'
+SK_REDIRECT = '{"type":"redirect","status":303,"location":"/notes/9"}'
+SK_SUCCESS = '{"type":"success","status":200,"data":"[{\\"id\\":1},9]"}'
+SK_DATA_ERROR = ('{"type":"data","nodes":[{"type":"data","data":[{"user":1},null],"uses":{}},'
+                 '{"type":"error","error":{"message":"Not Found"},"status":404}]}')
+SK_DATA_OK = ('{"type":"data","nodes":[{"type":"data","data":[{"user":1},null],"uses":{}},'
+              '{"type":"data","data":[{"note":1},{"id":2,"title":3},9,"A"],"uses":{"params":["id"]}}]}')
+TURBO_STREAM = ('<turbo-stream action="append" target="messages"><template><div id="message_9">Hello</div>'
+                '</template></turbo-stream>')
 WIRE = [
     ("single-fetch-redirect", call(5, url="/notes/new.data", status=202, body=SINGLE_FETCH), "redirect",
      call(5, url="/notes/new.data", status=202, body='[{"_1":2},"data",{"queued":true}]')),
@@ -408,6 +419,18 @@ WIRE = [
     ("json-callback", call(5, url="/api/callback", body='{"props":{"children":"Error: the row is locked. Nothing was '
                                                          'saved."}}'),
      "failure", call(5, url="/api/callback", body='{"props":{"children":"Error rate: 0 errors today"}}')),
+    ("sveltekit-action-failure", call(5, url="/notes?/create", body=SK_FAILURE), "failure",
+     call(5, url="/notes?/create", body='{"type":"comment","status":200,"text":"fail(422) explained"}')),
+    ("sveltekit-data-error", call(5, method="GET", url="/notes/9/__data.json?x-sveltekit-invalidated=01",
+                                  body=SK_DATA_ERROR), "failure",
+     call(5, method="GET", url="/notes/9/__data.json?x-sveltekit-invalidated=01", body=SK_DATA_OK)),
+    ("sveltekit-action-redirect", call(5, url="/notes?/create", body=SK_REDIRECT), "redirect",
+     call(5, method="GET", url="/notes", body=SK_REDIRECT)),
+    ("sveltekit-action-success", call(5, url="/notes?/create", body=SK_SUCCESS), "answer",
+     call(5, url="/notes?/create", body='{"type":"success","status":200,"data":"x","user":{"id":1}}')),
+    ("turbo-stream", call(5, url="/messages", body=TURBO_STREAM,
+                          responseHeaders={"content-type": "text/vnd.turbo-stream.html; charset=utf-8"}), "answer",
+     call(5, url="/messages", body='<div id="messages">Hello</div>', responseHeaders={"content-type": "text/html"})),
 ]
 
 
@@ -450,6 +473,55 @@ def test_a_server_action_failure_in_a_200_contradicts():
     got = reticle._contradictions([action], p, None)
     assert [c["kind"] for c in got] == ["partial-failure-in-ok-response"], got
     assert "Title taken" in got[0]["counter"] or "ok: false" in got[0]["counter"], got
+
+
+def _taken(c):
+    reticle._take_wire_status(c["data"])
+    return c
+
+
+def test_a_sveltekit_failure_envelope_is_a_failed_request_with_its_status():
+    """Issue 29 #1: fail(422) answers HTTP 200 with a `failure` envelope: the call is a 422 for every rule
+    (net status 200 does not hold, ok: false and status: 422 do), its message named; a success stays a 200."""
+    failed = _taken(call(5, url="/notes?/create", body=SK_FAILURE))["data"]
+    assert (failed["status"], failed["httpStatus"], failed["ok"]) == (422, 200, False), failed
+    assert "Title is required" in failed["statusNote"], failed
+    assert not reticle._call_matches(failed, {"status": 200})
+    assert reticle._call_matches(failed, {"status": 422}) and reticle._call_matches(failed, {"ok": False})
+    error = _taken(call(5, url="/notes?/create", body=SK_ERROR))["data"]
+    assert (error["status"], error["ok"]) == (500, False), error
+    for body in (SK_SUCCESS, SK_REDIRECT, '{"type":"failure","status":422,"data":{"x":1}}'):
+        fine = _taken(call(5, url="/notes?/create", body=body))["data"]
+        assert fine["status"] == 200 and "httpStatus" not in fine, body
+    assert _taken(call(5, method="GET", url="/notes", body=SK_FAILURE))["data"]["status"] == 200
+
+
+def test_a_sveltekit_failure_makes_the_settle_and_net_200_no():
+    p = parse(dict(NET, urlContains="?/create"))
+    window = [_taken(call(1, url="/notes?/create", body=SK_FAILURE)), ev(2, "dom.added")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed") and "422" in got[2] and "Title is required" in got[2], got
+    o = reticle._Observation(window, now=2000.0, since=0.0, open_requests=[], url="http://x/", after_act=True,
+                             upto=None, live={}, near={})
+    res, _, verdict = reticle._verdict(p, o)
+    assert not res["pass"] and verdict[0] == "no" and "SvelteKit" in res["failureReason"], (res, verdict)
+    fine = [_taken(call(1, url="/notes?/create", body=SK_SUCCESS)), ev(2, "dom.added")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], fine, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got
+
+
+def test_a_sveltekit_data_error_node_is_a_failed_navigation():
+    """A redirect after an action to a page whose __data.json holds an `error` node (404): the settle is no."""
+    url = "/notes/9/__data.json?x-sveltekit-invalidated=01"
+    window = [_taken(call(1, url="/notes?/create", body=SK_REDIRECT)),
+              _taken(call(2, method="GET", url=url, body=SK_DATA_ERROR)), ev(3, "route.change", to="http://x/notes/9"),
+              ev(4, "dom.added")]
+    assert window[1]["data"]["status"] == 404 and window[0]["data"]["status"] == 200
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed") and "404" in got[2] and "`error` node" in got[2], got
+    fine = [window[0], _taken(call(2, method="GET", url=url, body=SK_DATA_OK)), window[2], window[3]]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], fine, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got
 
 
 def test_a_tab_that_does_not_answer_never_yields_yes():
@@ -496,3 +568,112 @@ def test_a_commands_budget_is_cut_to_the_calls_deadline_on_the_daemons_clock(dea
         assert reticle._command_budget(timeout, now) == pytest.approx(expected)
     finally:
         reticle._CALL_DEADLINE.reset(token)
+
+
+# -- plain failure text (issue 29 #4): _PLAIN_FAILURE both ways ----------------------------------------
+
+PLAIN_FAILURES = ["Name is required", "That email address is not valid.", "Invalid date", "Could not save the note",
+                  "Upload failed", "That username is already taken", "Password must be at least 8 characters",
+                  "Title can't be blank", "Passwords do not match"]
+PLAIN_FINE = ["0 errors", "No errors found", "Required fields are marked *", "Saved", "Thanks, you're subscribed.",
+              "(required)", "Optional", "Welcome back, Ada"]
+
+
+@pytest.mark.parametrize("text", PLAIN_FAILURES)
+def test_plain_text_that_reads_as_a_failure(text):
+    assert reticle._plain_failure(text), text
+    form = {"text": text, "source": "text", "level": None, "scope": "form"}
+    assert reticle._is_failure_ui(form) and not reticle._is_failure_ui(dict(form, scope="answer"))
+
+
+@pytest.mark.parametrize("text", PLAIN_FINE)
+def test_plain_text_that_does_not(text):
+    assert not reticle._plain_failure(text), text
+    assert not reticle._is_failure_ui({"text": text, "source": "text", "level": None, "scope": "form"})
+
+
+def test_the_sdk_reads_the_same_plain_failure_table():
+    assert reticle._plain_failure_config() in reticle._SDK_JS
+    assert "__RETICLE_PLAIN_FAILURE__" not in reticle._SDK_JS
+
+
+def test_plain_failure_text_in_the_acts_form_makes_the_settle_no():
+    window = [call(1, body='[{"_1":2},"data",{"_3":4},"fieldError","Name is required"]'), ev(2, "dom.added"),
+              ev(3, "ui.alert", text="Name is required", source="text", level=None, scope="form", related=True)]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed") and "Name is required" in got[2], got
+    assert "Name is required" in reticle._failure_in_sight(parse({"kind": "text", "contains": "Saved"}), window, 0.0,
+                                                            known())
+    for said in ("0 errors", "Error reporting enabled"):  # plain text is read by _PLAIN_FAILURE, negatives too
+        fine = window[:2] + [ev(3, "ui.alert", text=said, source="text", level=None, scope="form")]
+        got = reticle._decide({"pass": True, "evidence": {}}, [], fine, known(), 0.0, parse(SETTLE), act=True)
+        assert got[:2] == ("yes", "proved"), got
+
+
+def test_plain_failure_text_where_the_answer_went_makes_the_settle_unknown():
+    """Outside the act's form, text the answer brought (it is in a response body) that reads as a failure:
+    unknown; the same words not from an answer (a list item re-rendered) are not the act's."""
+    said = ev(3, "ui.alert", text="That email address is not valid.", source="text", level=None, scope="answer")
+    window = [call(1, body='<p class="err">That email address is not valid.</p>'), ev(2, "dom.added"), said]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], window, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("unknown", "failure_text_shown") and "not valid" in got[2], got
+    assert "not valid" in reticle._failure_in_sight(parse({"kind": "text", "contains": "subscribed"}), window, 0.0,
+                                                     known())
+    echoed = [call(1, body='<li>That email address is not valid.</li>',
+                   requestBody="title=That+email+address+is+not+valid."), ev(2, "dom.added"), said]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], echoed, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got  # the person's own words echoed back (a new todo) are no message
+    elsewhere = [call(1, body='{"ok": true}'), ev(2, "dom.added"), said]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], elsewhere, known(), 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved"), got
+
+
+# -- transient messages judged by time (issue 29 #3) -------------------------------------------------
+
+LEFTOVER = {"text": "Could not save the note", "source": "sonner", "level": "error", "related": True, "own": False,
+            "unscoped": True, "field": None}
+
+
+def test_an_error_toast_from_before_the_act_does_not_fail_a_retry_that_worked():
+    retry = [call(5, url="/toast/save"), ev(6, "ui.status", text="Note saved", source="aria-status", level=None)]
+    got = reticle._decide(dict(PASS), [], retry, known(), 0.0, parse(NET), act=True, shown=[LEFTOVER])
+    assert got[:2] == ("yes", "proved") and "shown before the act" in got[2] and "Could not save" in got[2], got
+    assert "after the act the page said 'Note saved'" in got[2], got
+    # in the act's own form, it still stands
+    got = reticle._decide(dict(PASS), [], retry, known(), 0.0, parse(NET), act=True, shown=[dict(LEFTOVER, own=True)])
+    assert got[:2] == ("no", "failure_still_shown"), got
+    # in a form or region the act's target is not known in (an assert after a plain act), it stands too
+    got = reticle._decide(dict(PASS), [], retry, known(), 0.0, parse(NET), shown=[dict(LEFTOVER, unscoped=False)])
+    assert got[:2] == ("no", "failure_still_shown"), got
+    # shown anew in the act's window, it is the act's
+    again = retry + [ev(7, "ui.alert", text="Could not save the note", source="sonner", level="error")]
+    assert reticle._stale_message(LEFTOVER, again, 0.0, known()) is False
+    # the act's own request failed (or there was none): not a leftover
+    assert reticle._stale_message(LEFTOVER, [call(5, url="/toast/save", status=500)], 0.0, known()) is False
+    assert reticle._stale_message(LEFTOVER, [ev(5, "dom.added")], 0.0, known()) is False
+    # a retry of the save the page made before is the act's own request
+    assert reticle._stale_message(LEFTOVER, retry, 0.0, known(background=["POST /toast/save"])) is True
+
+
+def test_a_failed_send_to_another_origin_is_not_the_acts_failure():
+    """Issue 29 #7: a console error about a failed analytics send after a good save does not make the
+    settle no; it is named beside the yes.  The app's own failed request, or a console error of its
+    own code, still is the act's failure."""
+    k = known(origin="http://app.test")
+    beacon = call(3, url="https://stats.example/collect", status=0, error="TypeError: Failed to fetch")
+    beacon["data"]["ok"] = False  # a fetch that never got an answer
+    good = [call(1, url="http://app.test/api/save"), ev(2, "dom.added"), beacon,
+            ev(4, "console.error", text="analytics send failed: TypeError: Failed to fetch")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], good, k, 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("yes", "proved") and "another origin" in got[2] and "stats.example" in got[2], got
+    named = good[:3] + [ev(4, "console.error", text="POST https://stats.example/collect net::ERR_FAILED")]
+    assert reticle._decide({"pass": True, "evidence": {}}, [], named, k, 0.0, parse(SETTLE), act=True)[0] == "yes"
+    own = good + [ev(5, "console.error", text="TypeError: cannot read properties of undefined")]
+    own[0] = call(1, url="http://app.test/api/save", status=500)
+    got = reticle._decide({"pass": True, "evidence": {}}, [], own, k, 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed"), got
+    api = [ev(2, "dom.added"), beacon, good[3]]  # the app's API lives on the other origin: its failure is the act's
+    assert reticle._decide({"pass": True, "evidence": {}}, [], api, k, 0.0, parse(SETTLE), act=True)[0] == "no"
+    mine = good[:3] + [ev(5, "console.error", text="TypeError: cannot read properties of undefined")]
+    got = reticle._decide({"pass": True, "evidence": {}}, [], mine, k, 0.0, parse(SETTLE), act=True)
+    assert got[:2] == ("no", "failure_observed") and "cannot read" in got[2], got
