@@ -12036,12 +12036,18 @@ class _ServerTickets:
         ticket = self.live.get(secret)
         return ticket is not None and (ticket[2] is None or now < ticket[2])
 
-    def take(self, secret: str, again_until: Optional[float] = None) -> Tuple[str, str]:
+    def redirect_only(self, secret: str) -> bool:
+        """Whether a held mark is good now only for the redirect that led to a record already taken."""
+        ticket = self.live.get(secret)
+        return ticket is not None and len(ticket) > 3
+
+    def take(self, secret: str, again_until: Optional[float] = None, then_redirect: bool = False) -> Tuple[str, str]:
         """(document, id) of a held mark, which is then spent, or with again_until, good for one
-        more request until then (the request its redirect leads to)."""
-        doc, tid, _ = self.live.pop(secret)
+        more request until then: the request its redirect leads to, or with then_redirect (the
+        page a navigation ended on reported first), only the redirect that led there."""
+        doc, tid = self.live.pop(secret)[:2]
         if again_until is not None:
-            self.live[secret] = [doc, tid, again_until]
+            self.live[secret] = [doc, tid, again_until] + (["redirect"] if then_redirect else [])
         return doc, tid
 
 
@@ -12096,8 +12102,18 @@ def _stitch_server_records(hub: "Hub", body: Any) -> dict:
             stats["lastRefused"] = "%s %s: %s" % (rec["method"], rec["path"][:200], why)
             continue
         redirected = rec["via"] == "cookie" and 300 <= (rec["status"] or 0) < 400
-        rec["documentId"], rec["requestId"] = owner.server_tickets.take(
-            secret, now + SERVER_REDIRECT_MS if redirected else None)
+        tickets = owner.server_tickets
+        if tickets.redirect_only(secret):
+            if not redirected:
+                unmatched += 1
+                continue
+            rec["documentId"], rec["requestId"] = tickets.take(secret)
+        else:
+            # a navigation's mark: the redirect's record and that of the page it led to may come in
+            # either order (a WSGI record is sent when the server closes the body), so the first of
+            # the two leaves the mark good for the other (a non-3xx first: for a 3xx only)
+            rec["documentId"], rec["requestId"] = tickets.take(
+                secret, now + SERVER_REDIRECT_MS if rec["via"] == "cookie" else None, not redirected)
         owner.add_server_record(rec)
         stitched += 1
     stats["received"] += len(records)
@@ -15972,12 +15988,6 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
         except ValueError as exc:
             sys.stderr.write("reticle verify: --durations %s: %s\n" % (args.durations, exc))
             return 3
-    elif args.durations:
-        sys.stderr.write("reticle verify: --durations balances shards; give it with --shard I/N\n")
-        return 2
-    if args.teeth_max is not None and not args.teeth:
-        sys.stderr.write("reticle verify: --teeth-max bounds the replays of --teeth; give it with --teeth\n")
-        return 2
     chosen = {x.get("name") for x in flows + results}
     flows, missing = _verify_setups(flows, root)
     results += missing
@@ -16004,6 +16014,15 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
     # a shard that drew no flow (fewer flows than shards) has nothing to fail: the merge judges the run
     code = 0 if shard is not None and not results else _verify_exit(results)
     return _verify_output(args, results, code, t0, progress, shard)
+
+
+def _verify_usage(args: argparse.Namespace) -> Optional[str]:
+    """A flag of `reticle verify` given without the one it goes with, or None."""
+    if args.durations and not args.shard:
+        return "--durations balances shards; give it with --shard I/N"
+    if args.teeth_max is not None and not args.teeth:
+        return "--teeth-max bounds the replays of --teeth; give it with --teeth"
+    return None
 
 
 def _verify_shard(shard: Tuple[int, int], durations_file: Optional[str], flows: List[dict], errors: List[dict],
@@ -16129,6 +16148,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "init":
             return _cli_init(args.dry_run, args.yes, port)
         if args.command == "verify":
+            usage = _verify_usage(args)
+            if usage:  # before the log goes to stderr: a usage error starts nothing
+                sys.stderr.write("reticle verify: %s\n" % usage)
+                return 2
             _setup_logging(logging.WARNING)
             return asyncio.run(_cli_verify(args, port, state))
         if args.command == "report":

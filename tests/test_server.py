@@ -1198,6 +1198,16 @@ class MarkTest(AsyncHTTPTestCase):
                                       dict(rec, mark=secrets_[4], site="same-origin", method="GET", path="/done"),
                                       dict(rec, mark=secrets_[4], site="same-origin", method="GET", path="/x")])
         assert body == {"stitched": 2, "unmatched": 1, "invalid": 0, "refused": 0}, body
+        # the page the redirect led to reported first (a WSGI record goes when the body closes): the
+        # mark is then good once more for the redirect only, never for another page
+        code, body = await self.post([dict(rec, mark=secrets_[5], site="same-origin", method="GET", path="/done"),
+                                      dict(rec, mark=secrets_[5], site="same-origin", method="GET", path="/x"),
+                                      dict(rec, mark=secrets_[5], site="same-origin", status=303),
+                                      dict(rec, mark=secrets_[5], site="same-origin", status=303)])
+        assert body == {"stitched": 2, "unmatched": 2, "invalid": 0, "refused": 0}, body
+        landed = [e["data"] for e in self.hub.bridge.get("s-f").window(0) if e["type"] == "server.request"]
+        assert [(r["method"], r["status"]) for r in landed[-2:]] == [("GET", 200), ("POST", 303)], landed[-2:]
+        assert landed[-1]["requestId"] == landed[-2]["requestId"]
         # a page asks for more, for its own document only
         await a.write_message(json.dumps({"kind": "marks"}))
         more = json.loads(await a.read_message())

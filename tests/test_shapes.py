@@ -415,7 +415,7 @@ def test_event_stream_messages_are_split_as_an_event_source_would(live):
     wait_text(live, "awkward stream read")
     done = request_of(live, since, "/awkward")
     got = [(m.get("event"), m.get("lastEventId"), m["data"]) for m in stream_messages(live, since)]
-    assert got == [("progress", "7", '{"step":1,"of":2}'),  # two data lines across a split CRLF
+    assert got == [("progress", "7", '{"step": 1,\n"of": 2}'),  # two data lines across a split CRLF, as sent
                    (None, "7", "first line\nsecond line"),
                    (None, "7", "\nno space"),
                    (None, "7", "the end")]
