@@ -12344,7 +12344,8 @@ def _otel_spans(payload: dict) -> Tuple[List[dict], int]:
     valid trace or span id."""
     out: List[dict] = []
     bad = 0
-    for rs in payload.get("resourceSpans") or []:
+    spans = payload.get("resourceSpans")
+    for rs in spans if isinstance(spans, list) else []:  # a body of another shape has no spans
         if not isinstance(rs, dict):
             continue
         resource = _otel_attrs(rs["resource"].get("attributes") if isinstance(rs.get("resource"), dict) else None)
@@ -12392,7 +12393,8 @@ def _otel_logs(payload: dict) -> List[dict]:
     """The ERROR-or-worse log records (severity number 17 and up, or a severity text saying so) that
     carry a trace id, as {traceId, logger, level, message, exception?}."""
     out = []
-    for rl in payload.get("resourceLogs") or []:
+    logs = payload.get("resourceLogs")
+    for rl in logs if isinstance(logs, list) else []:
         for sl in (rl.get("scopeLogs") or []) if isinstance(rl, dict) and isinstance(rl.get("scopeLogs"), list) else []:
             if not isinstance(sl, dict) or not isinstance(sl.get("logRecords"), list):
                 continue

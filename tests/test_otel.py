@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import reticle
@@ -212,6 +212,8 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
 
 @settings(max_examples=300, deadline=None)
 @given(json_values)
+@example({"resourceSpans": True})  # a list's place held by a scalar (found by this test)
+@example({"resourceSpans": [{"scopeSpans": 7}]})
 def test_any_json_shape_maps_without_raising(doc):
     if isinstance(doc, dict):
         spans, _ = reticle._otel_spans(doc)
