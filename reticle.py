@@ -6894,7 +6894,14 @@ def _server_rolled_back(window: List[dict], p: Optional[dict] = None,
                              for leaf, neg in _leaves(p)):
         return []
     return [r for r in _act_server_records(window, known)
-            if any(w.get("committed") is False for w in r.get("writes") or [])]
+            if any(_rolled_back_write(w) for w in r.get("writes") or [])]
+
+
+def _rolled_back_write(w: dict) -> bool:
+    """A write whose transaction rolled back (or never committed): one rolled back only to a
+    savepoint, in a transaction that went on (get_or_create's IntegrityError, a nested atomic block
+    that failed), is not kept but is no rollback of what the request did."""
+    return w.get("committed") is False and w.get("note") != _SAVEPOINT_NOTE
 
 
 def _server_failures(window: List[dict], p: Optional[dict] = None, known: Optional["_Known"] = None) -> List[dict]:
@@ -6930,7 +6937,7 @@ def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"
         out.append({"kind": "server-exception" if exc else "server-logged-error", "tier": "observed",
                     "claim": "the assertion held", "counter": counter, "server": _server_line(r)})
     for r in _server_rolled_back(window, p, known)[:2]:
-        w = next(w for w in r["writes"] if w.get("committed") is False)
+        w = next(w for w in r["writes"] if _rolled_back_write(w))
         out.append({"kind": "server-rolled-back", "tier": "observed", "claim": "the assertion held",
                     "counter": "the server began %s %s and %s under %s → %s" % (
                         w["op"], w["table"], "rolled it back" if (w.get("note") or "rolled back") == "rolled back"
@@ -11504,6 +11511,7 @@ def _finish_record(rec: dict) -> dict:
             rows = _rows_known(count, exact)
             if rows is not None:
                 w["rows"] = rows
+    rec.pop("_savepoints", None)
     for writes in rec.pop("_pending").values():
         for w in writes:
             if w.get("committed") is None:
@@ -11542,6 +11550,8 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
     rec = _current_request().get()
     if rec is None:
         return None
+    if _note_savepoint(rec, statement, conn_key):
+        return None
     rec["statements"] += 1
     w = _sql_write(statement, bool(rec.get("_params")))
     if w is None:
@@ -11567,10 +11577,45 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
     return w
 
 
+_SAVEPOINT_RE = re.compile(r'^\s*(SAVEPOINT|ROLLBACK\s+(?:TRANSACTION\s+|WORK\s+)?TO\s+(?:SAVEPOINT\s+)?|RELEASE\s+'
+                           r'(?:SAVEPOINT\s+)?)\s*([`"\[]?[\w$]+[`"\]]?)\s*;?\s*$', re.I)
+_SAVEPOINT_NOTE = "rolled back to a savepoint (its transaction went on)"
+
+
+def _note_savepoint(rec: dict, statement: Any, conn_key: Any) -> bool:
+    """A SAVEPOINT, ROLLBACK TO SAVEPOINT or RELEASE SAVEPOINT statement (Django's nested atomic
+    blocks and get_or_create, SQLAlchemy's begin_nested, raw SQL): track where each savepoint
+    began among the connection's writes still waiting for their transaction; a rollback to one
+    ends the writes made since as not kept (committed False, _SAVEPOINT_NOTE) while the outer
+    transaction goes on, so they are not a rollback of the request's transaction.  False when the
+    statement is none of these."""
+    m = _SAVEPOINT_RE.match(statement) if isinstance(statement, str) else None
+    if m is None:
+        return False
+    verb, name = m.group(1).split(None, 1)[0].upper(), m.group(2).strip('`"[]')
+    stack = rec.setdefault("_savepoints", {}).setdefault(conn_key, [])
+    pending = rec["_pending"].setdefault(conn_key, [])
+    if verb == "SAVEPOINT":
+        stack.append((name, len(pending)))
+        return True
+    at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == name), None)
+    if at is None:
+        return True
+    if verb == "ROLLBACK":   # the savepoint stays; the ones begun inside it are gone
+        for w in pending[stack[at][1]:]:
+            w["committed"], w["note"] = False, _SAVEPOINT_NOTE
+        del pending[stack[at][1]:]
+        del stack[at + 1:]
+    else:
+        del stack[at:]
+    return True
+
+
 def _end_transaction(conn_key: Any, committed: bool) -> None:
     rec = _current_request().get()
     if rec is None:
         return
+    rec.get("_savepoints", {}).pop(conn_key, None)
     for w in rec["_pending"].pop(conn_key, []):
         w["committed"] = committed
         if not committed:
