@@ -380,6 +380,57 @@ def test_flow_save_suggests_a_server_check_over_each_write_when_the_app_reports_
         d.close()
 
 
+def test_verify_teeth_lies_to_each_write_and_only_a_server_check_keeps_its_teeth(tmp_path):
+    """Issue 28.5: `verify --teeth` also answers each write as the server answered it in the plain run,
+    without sending it (the lie).  Text, and a status check, are still yes under the lie: toothless
+    ("never checks that the write was kept"); a `server` check is not (no record comes for a request the
+    server never saw).  The lie never reaches the server."""
+    import xml.etree.ElementTree as ET
+    from _harness import RETICLE_PY
+    project = tmp_path / "project"
+    flows = project / ".reticle" / "flows"
+    flows.mkdir(parents=True)
+    d = Daemon(tmp_path / "state")
+    app = App("fastapi", tmp_path, d, script=False)
+    try:
+        click = {"target": {"role": "button", "name": "Save"}, "action": "click"}
+        checks = {"text-only": saved("/api/save"),
+                  "status": {"kind": "allOf", "predicates": [saved("/api/save"), {
+                      "kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}]},
+                  "server": {"kind": "allOf", "predicates": [saved("/api/save"), dict(WRITE, urlContains="/api/save")]}}
+        for name, until in checks.items():
+            (flows / (name + ".json")).write_text(json.dumps({"format": 1, "name": name, "startUrl": app.url + "/",
+                                                              "steps": [dict(click, until=until)]}))
+        junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+        run = subprocess.run([sys.executable, RETICLE_PY, "verify", "--teeth", "--json", "--junit", str(junit),
+                              "--report", str(report)], cwd=str(project), capture_output=True, text=True,
+                             env=daemon_env(d.state_dir, RETICLE_PORT=str(d.port)), timeout=400)
+        out = json.loads(run.stdout)
+        assert out["exitCode"] == 4, run.stdout + run.stderr
+        by = {f["name"]: f for f in out["flows"]}
+        assert all(f["verified"] == "yes" for f in by.values()), run.stdout
+        # a 500 is seen by every check (a failed call in sight): only the lie tells them apart
+        assert by["text-only"]["toothless"] == ["POST /api/save (lie)"], by["text-only"]
+        assert by["status"]["toothless"] == ["POST /api/save (lie)"], by["status"]
+        assert by["server"]["toothless"] == [], by["server"]
+        lies = {n: [t for t in f["teeth"] if t["as"] == "lie"] for n, f in by.items()}
+        assert all(len(ts) == 1 for ts in lies.values()), lies
+        assert lies["server"][0]["verified"] != "yes" and "/api/save" in lies["server"][0]["because"], lies["server"]
+        assert all("answer" not in w for f in by.values() for w in f.get("writes") or ()), "the lie's body leaked"
+        assert app.rows() == 3, app.rows()   # the three plain runs; neither the 500 nor the lie reached the server
+        failures = [c.find("failure") for c in ET.parse(str(junit)).getroot().iter("testcase")
+                    if c.find("failure") is not None]
+        assert len(failures) == 2, junit.read_text()
+        assert all("never checks that the write was kept" in f.get("message") for f in failures)
+        html = report.read_text()
+        assert html.count("answered as before, never sent (lie)") == 3 and "TOOTHLESS for POST /api/save (lie)" in html
+        table = reticle._verify_table(out["flows"])
+        assert table.count("TOOTHLESS for POST /api/save (lie)") == 2, table
+    finally:
+        app.close()
+        d.close()
+
+
 def test_without_the_middleware_a_server_predicate_is_unknown_saying_how_to_install(tmp_path, daemon, mcp):
     app = App("flask", tmp_path, daemon, env={"SHOP_PLAIN": "1"})
     browser = None
