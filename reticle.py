@@ -4448,6 +4448,7 @@ class _Faults:
         data = event["data"]
         claimed = data.pop("faultId", None)
         data.pop("faulted", None)
+        data.pop("faultAnswered", None)
         fault = self.known(session.id, claimed)
         if fault is not None and (session.device is None or fault.resource_type == "websocket"):
             # the SDK's wrappers applied it (fetch and XHR with the script tag; WebSockets everywhere)
@@ -4455,6 +4456,7 @@ class _Faults:
                 fault.hits += 1
             data["faulted"] = True
             data["faultId"] = fault.id
+            data["faultAnswered"] = bool(fault.respond or fault.abort)   # it never reached the server
             return
         if session.device is None or event["type"] != "net.request":
             return
@@ -4468,6 +4470,7 @@ class _Faults:
                 hit[4] = True
                 data["faulted"] = True
                 data["faultId"] = fault.id
+                data["faultAnswered"] = bool(fault.respond or fault.abort)
                 return
 
     # -- putting faults in force -----------------------------------------------------------------------
@@ -5570,20 +5573,25 @@ def _server_unreported(now: float, window: List[dict],
     unreported): awaiting = still open, or answered less than grace_ms (SERVER_GRACE_MS; OTEL_GRACE_MS
     for a tab whose records come from batched spans) ago (the record may be on its way); unreported =
     answered longer ago than that.  A record answers the request the SDK put its mark on
-    (net.pending's serverMark: the id the daemon issued with the mark)."""
+    (net.pending's serverMark: the id the daemon issued with the mark).  A request a fault answered or
+    aborted (reticle_fault, verify --teeth; not one it only delayed) never reached the server: no
+    record is owed for it."""
     grace = SERVER_GRACE_MS if grace_ms is None else grace_ms
     reported = {(r.get("documentId"), r.get("requestId")) for r in _server_records(window)}
     done = {}
+    faulted = set()
     for e in window:
         if e["type"] == "net.request" and e["data"].get("requestId"):
             done[str(e["data"]["requestId"])] = e["t"]
+            if e["data"].get("faultAnswered"):
+                faulted.add(str(e["data"]["requestId"]))
     awaiting: List[dict] = []
     unreported: List[dict] = []
     for e in window:
         d = e["data"]
         if e["type"] != "net.pending" or not d.get("serverMarked") or not d.get("requestId"):
             continue
-        if (e.get("doc"), str(d.get("serverMark"))) in reported:
+        if (e.get("doc"), str(d.get("serverMark"))) in reported or str(d["requestId"]) in faulted:
             continue
         t = done.get(str(d["requestId"]))
         (awaiting if t is None or now - t < grace else unreported).append(d)
@@ -6894,7 +6902,14 @@ def _server_rolled_back(window: List[dict], p: Optional[dict] = None,
                              for leaf, neg in _leaves(p)):
         return []
     return [r for r in _act_server_records(window, known)
-            if any(w.get("committed") is False for w in r.get("writes") or [])]
+            if any(_rolled_back_write(w) for w in r.get("writes") or [])]
+
+
+def _rolled_back_write(w: dict) -> bool:
+    """A write whose transaction rolled back (or never committed): one rolled back only to a
+    savepoint, in a transaction that went on (get_or_create's IntegrityError, a nested atomic block
+    that failed), is not kept but is no rollback of what the request did."""
+    return w.get("committed") is False and w.get("note") != _SAVEPOINT_NOTE
 
 
 def _server_failures(window: List[dict], p: Optional[dict] = None, known: Optional["_Known"] = None) -> List[dict]:
@@ -6930,7 +6945,7 @@ def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"
         out.append({"kind": "server-exception" if exc else "server-logged-error", "tier": "observed",
                     "claim": "the assertion held", "counter": counter, "server": _server_line(r)})
     for r in _server_rolled_back(window, p, known)[:2]:
-        w = next(w for w in r["writes"] if w.get("committed") is False)
+        w = next(w for w in r["writes"] if _rolled_back_write(w))
         out.append({"kind": "server-rolled-back", "tier": "observed", "claim": "the assertion held",
                     "counter": "the server began %s %s and %s under %s → %s" % (
                         w["op"], w["table"], "rolled it back" if (w.get("note") or "rolled back") == "rolled back"
@@ -10218,11 +10233,12 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
 
 
-def _writes_in(window: List[dict], floor: Optional[float] = None) -> List[dict]:
+def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
     """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
     act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
     one at a time.  (A write the page repeats on its own is not told apart here: failing it too
-    only asks more of the flow.)"""
+    only asks more of the flow.)  answers=True: each with the `answer` its first call got, where
+    one can be replayed (_replayable_answer), for --teeth's lie."""
     out: List[dict] = []
     for e in window:
         d = e["data"]
@@ -10234,9 +10250,39 @@ def _writes_in(window: List[dict], floor: Optional[float] = None) -> List[dict]:
         item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
         if d.get("initiator") == "document":
             item["form"] = True
-        if item not in out:
-            out.append(item)
+        if any(_write_label(w) == _write_label(item) for w in out):
+            continue
+        answer = _replayable_answer(d) if answers else None
+        if answer is not None:
+            item["answer"] = answer
+        out.append(item)
     return out
+
+
+_LIE_HEADERS = ("content-type", "location", "cache-control")
+
+
+def _replayable_answer(d: dict) -> Optional[dict]:
+    """The answer a completed write got, as a fault can give it again without the server (--teeth's
+    lie): {status, headers, body}, the headers a page reads (content-type, location, htmx's `hx-*`
+    and the app's own `x-*`; never cookies), or None when it cannot be replayed as it was: a form
+    post (the page that arrived is the answer), a faulted or failed call, a body not captured or cut."""
+    status = d.get("status")
+    if d.get("initiator") == "document" or d.get("faulted") or d.get("faultId") or d.get("error") is not None:
+        return None
+    if not isinstance(status, int) or not 200 <= status <= 599:
+        return None
+    body = d.get("responseBody")
+    if status in _BODYLESS:
+        body = ""
+    if not isinstance(body, str) or d.get("responseBodyTruncated") or len(body) > 65536:
+        return None
+    given = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
+    headers = {str(k): str(v)[:1024] for k, v in given.items()
+               if str(k).lower() in _LIE_HEADERS or str(k).lower().startswith(("hx-", "x-"))}
+    if "content-type" not in {k.lower() for k in headers} and d.get("contentType"):
+        headers["content-type"] = str(d["contentType"])[:1024]
+    return {"status": status, "headers": dict(list(headers.items())[:20]), "body": body}
 
 
 def _expectation(step: dict, row: dict) -> bool:
@@ -10285,6 +10331,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     started = hub.clock()
     start = _start_url(flow, url)
     steps_out: List[dict] = []
+    answered: List[dict] = []   # the writes the steps made, with their answers
     if fresh:
         device = hub.devices.for_session(session.id)
         if device is None:
@@ -10319,9 +10366,10 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
                "ms": round(hub.clock() - t0)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
-        made = _writes_in(session.window(cursor), cursor)
+        made = _writes_in(session.window(cursor), cursor, answers=True)
         if made:
-            row["writes"] = made
+            row["writes"] = [{k: v for k, v in w.items() if k != "answer"} for w in made]
+            answered.extend(made)
         met = _expectation(step, row)
         if not met or row["verified"] != "yes":
             row["evidence"] = _step_evidence(res)
@@ -10332,8 +10380,9 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     out = {"name": flow.get("name"), "verified": verdict, "verifiedReason": _flow_reason(steps_out, failed_at),
            "steps": steps_out, "startUrl": start, "sessionId": session.id, "ms": round(hub.clock() - started)}
     writes: List[dict] = []
-    for row in steps_out:
-        writes.extend(w for w in row.get("writes", ()) if w not in writes)
+    for w in answered:   # each with the answer it first got (--teeth's lie)
+        if not any(_write_label(x) == _write_label(w) for x in writes):
+            writes.append(w)
     if writes:
         out["writes"] = writes
     if failed_at is not None:
@@ -10469,7 +10518,7 @@ def _step_failed(s: dict) -> bool:
     return s.get("verified") in ("no", "unknown")
 
 
-TEETH_MAX_DEFAULT = 8                # `verify --teeth` replays a flow at most this many times more (--teeth-max)
+TEETH_MAX_DEFAULT = 8                # `verify --teeth` tests at most this many writes a flow, 2 replays each
 
 
 def _write_label(w: dict) -> str:
@@ -10509,14 +10558,18 @@ def _teeth_cell(r: dict) -> str:
         return "" if r["verified"] == "yes" else "-"
     untested = r.get("teethUntested") or []
     if untested:  # short: the names follow the table (_verify_table), and are in every report
-        tested = "TOOTHLESS for %s" % ", ".join(r["toothless"]) if r.get("toothless") else (
-            "teeth for %d write(s)" % len(r["teeth"]) if r["teeth"] else "none tested")
+        tested = "TOOTHLESS for %d replay(s)" % len(r["toothless"]) if r.get("toothless") else (
+            "teeth for %d write(s)" % len({t["write"] for t in r["teeth"]}) if r["teeth"] else "none tested")
         return "%s; %d UNTESTED (over --teeth-max %s)" % (tested, len(untested), r.get("teethMax", "?"))
     if not r["teeth"]:
         return "no writes"
     if r.get("toothless"):
         return "TOOTHLESS for %s" % ", ".join(r["toothless"])
-    return "teeth for %s" % ", ".join(t["write"] for t in r["teeth"])
+    return "teeth for %s" % ", ".join(_teeth_name(t) for t in r["teeth"] if t["verified"] != "skipped")
+
+
+def _lies_skipped(r: dict) -> int:
+    return sum(1 for t in r.get("teeth") or () if t["verified"] == "skipped")
 
 
 def _failing_step(result: dict) -> Optional[dict]:
@@ -10536,7 +10589,7 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
     total = sum(cases(r) for r in results)
     fails = sum(count(r, "failed") for r in results)
     errors = sum(1 for r in results if r["verified"] == "error")
-    skipped = sum(count(r, "skipped") + len(r.get("teethUntested") or ()) for r in results)
+    skipped = sum(count(r, "skipped") + len(r.get("teethUntested") or ()) + _lies_skipped(r) for r in results)
     secs = sum(r.get("ms", 0) for r in results) / 1000.0
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            '<testsuites name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
@@ -10546,7 +10599,8 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
         classname = "reticle.flows.%s" % r["name"]
         out.append('  <testsuite name="%s" tests="%d" failures="%d" errors="%d" skipped="%d" time="%.3f">'
                    % (_xml(r["name"]), cases(r), count(r, "failed"), 1 if r["verified"] == "error" else 0,
-                      count(r, "skipped") + len(r.get("teethUntested") or ()), r.get("ms", 0) / 1000.0))
+                      count(r, "skipped") + len(r.get("teethUntested") or ()) + _lies_skipped(r),
+                      r.get("ms", 0) / 1000.0))
         if r.get("shard"):
             out.append('    <properties><property name="shard" value="%s"/></properties>' % _xml(r["shard"]))
         if r["verified"] == "error" and not steps:
@@ -10566,12 +10620,15 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
                 out.append('      <skipped message="an earlier step of the flow failed"/>')
             out.append('    </testcase>')
         for t in r.get("teeth") or ():
+            does, toothless = _TEETH_AS[t.get("as", "failed")]
             out.append('    <testcase name="%s" classname="%s" time="%.3f">' % (
-                _xml("teeth: %s answered 500" % t["write"]), _xml(classname), t.get("ms", 0) / 1000.0))
+                _xml("teeth: %s %s" % (t["write"], does)), _xml(classname), t.get("ms", 0) / 1000.0))
             if t["toothless"]:
                 out.append('      <failure message="%s" type="toothless">%s</failure>' % (
-                    _xml("toothless for %s: the flow is still yes when that write fails" % t["write"]),
+                    _xml("toothless for %s: %s" % (t["write"], toothless)),
                     _xml(_dumps({"write": t["write"], "verified": t["verified"], "because": t.get("because")}))))
+            elif t["verified"] == "skipped":
+                out.append('      <skipped message="%s"/>' % _xml(t.get("note") or "not replayed"))
             out.append('    </testcase>')
         for w in r.get("teethUntested") or ():
             out.append('    <testcase name="%s" classname="%s" time="0.000">' % (
@@ -10638,16 +10695,17 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
                                  "%d ms" % s["ms"] if "ms" in s else "", e(evidence.strip())))
             parts.append("</table>")
         if r.get("teeth") or r.get("teethUntested"):
-            parts.append("<table><tr><th>write answered 500</th><th>flow verdict</th><th>teeth</th><th>because</th>"
+            parts.append("<table><tr><th>write</th><th>answered</th><th>flow verdict</th><th>teeth</th><th>because</th>"
                          "</tr>")
             for t in r.get("teeth") or ():
-                parts.append('<tr class="teeth"><td><code>%s</code></td><td class="%s">%s</td><td class="%s">%s</td>'
-                             "<td>%s</td></tr>" % (e(t["write"]), e(str(t["verified"])), e(str(t["verified"])),
-                                                   "no toothless" if t["toothless"] else "yes",
-                                                   "toothless" if t["toothless"] else "teeth",
-                                                   e(t.get("note") or t.get("because") or "")))
+                parts.append('<tr class="teeth"><td><code>%s</code></td><td>%s</td><td class="%s">%s</td>'
+                             '<td class="%s">%s</td><td>%s</td></tr>' % (
+                                 e(t["write"]), e(_TEETH_AS[t.get("as", "failed")][0]), e(str(t["verified"])),
+                                 e(str(t["verified"])), "no toothless" if t["toothless"] else "yes",
+                                 "toothless" if t["toothless"] else "teeth",
+                                 e(t.get("note") or t.get("because") or "")))
             for w in r.get("teethUntested") or ():
-                parts.append('<tr class="untested"><td><code>%s</code></td><td class="skipped">-</td>'
+                parts.append('<tr class="untested"><td><code>%s</code></td><td>-</td><td class="skipped">-</td>'
                              '<td class="skipped">untested</td><td>over --teeth-max %s: not replayed with this '
                              "write failed</td></tr>" % (e(w), e(str(r.get("teethMax", "")))))
             parts.append("</table>")
@@ -11504,6 +11562,7 @@ def _finish_record(rec: dict) -> dict:
             rows = _rows_known(count, exact)
             if rows is not None:
                 w["rows"] = rows
+    rec.pop("_savepoints", None)
     for writes in rec.pop("_pending").values():
         for w in writes:
             if w.get("committed") is None:
@@ -11542,6 +11601,8 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
     rec = _current_request().get()
     if rec is None:
         return None
+    if _note_savepoint(rec, statement, conn_key):
+        return None
     rec["statements"] += 1
     w = _sql_write(statement, bool(rec.get("_params")))
     if w is None:
@@ -11567,10 +11628,45 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
     return w
 
 
+_SAVEPOINT_RE = re.compile(r'^\s*(SAVEPOINT|ROLLBACK\s+(?:TRANSACTION\s+|WORK\s+)?TO\s+(?:SAVEPOINT\s+)?|RELEASE\s+'
+                           r'(?:SAVEPOINT\s+)?)\s*([`"\[]?[\w$]+[`"\]]?)\s*;?\s*$', re.I)
+_SAVEPOINT_NOTE = "rolled back to a savepoint (its transaction went on)"
+
+
+def _note_savepoint(rec: dict, statement: Any, conn_key: Any) -> bool:
+    """A SAVEPOINT, ROLLBACK TO SAVEPOINT or RELEASE SAVEPOINT statement (Django's nested atomic
+    blocks and get_or_create, SQLAlchemy's begin_nested, raw SQL): track where each savepoint
+    began among the connection's writes still waiting for their transaction; a rollback to one
+    ends the writes made since as not kept (committed False, _SAVEPOINT_NOTE) while the outer
+    transaction goes on, so they are not a rollback of the request's transaction.  False when the
+    statement is none of these."""
+    m = _SAVEPOINT_RE.match(statement) if isinstance(statement, str) else None
+    if m is None:
+        return False
+    verb, name = m.group(1).split(None, 1)[0].upper(), m.group(2).strip('`"[]')
+    stack = rec.setdefault("_savepoints", {}).setdefault(conn_key, [])
+    pending = rec["_pending"].setdefault(conn_key, [])
+    if verb == "SAVEPOINT":
+        stack.append((name, len(pending)))
+        return True
+    at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == name), None)
+    if at is None:
+        return True
+    if verb == "ROLLBACK":   # the savepoint stays; the ones begun inside it are gone
+        for w in pending[stack[at][1]:]:
+            w["committed"], w["note"] = False, _SAVEPOINT_NOTE
+        del pending[stack[at][1]:]
+        del stack[at + 1:]
+    else:
+        del stack[at:]
+    return True
+
+
 def _end_transaction(conn_key: Any, committed: bool) -> None:
     rec = _current_request().get()
     if rec is None:
         return
+    rec.get("_savepoints", {}).pop(conn_key, None)
     for w in rec["_pending"].pop(conn_key, []):
         w["committed"] = committed
         if not committed:
@@ -15482,16 +15578,17 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", default=None, metavar="FILE", help="write a self-contained HTML report to FILE")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     p.add_argument("--teeth", action="store_true",
-                   help="replay each yes flow once more per write it made, that write answered 500: a flow still "
-                        "yes is toothless (exit 4)")
+                   help="replay each yes flow twice more per write it made: that write answered 500, then answered "
+                        "as the server answered it but never sent (the lie): a flow still yes is toothless (exit 4)")
     p.add_argument("--shard", type=_shard_arg, default=None, metavar="I/N",
                    help="run only part I of N of the selected flows (one CI job each; `reticle report merge` joins "
                         "the parts' --json results)")
     p.add_argument("--durations", default=None, metavar="FILE",
                    help="with --shard: balance the parts by the flows' times in FILE, a previous run's --json output")
     p.add_argument("--teeth-max", type=_count_arg, default=None, metavar="N",
-                   help="--teeth replays a flow at most N more times (default %d): the writes its checks look at "
-                        "first, then in the order made; the rest are named as untested" % TEETH_MAX_DEFAULT)
+                   help="--teeth tests at most N writes of a flow (default %d; two replays each, the 500 and the "
+                        "lie): the writes its checks look at first, then in the order made; the rest are named as "
+                        "untested" % TEETH_MAX_DEFAULT)
     port_arg(p)
     p = sub.add_parser("report", help="reports of `reticle verify` runs: `report merge` joins shards' results")
     report = p.add_subparsers(dest="report_command", metavar="ACTION")
@@ -15834,33 +15931,62 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
     return data
 
 
+_TEETH_AS = {"failed": ("answered 500", "the flow is still yes when that write fails"),
+             "lie": ("answered as before, never sent (lie)",
+                     "the flow is still yes when that write is answered as before but never reaches the server: "
+                     "it never checks that the write was kept")}
+
+
+def _teeth_name(t: dict) -> str:
+    """A teeth replay as the reports name it: `POST /api/save`, or `POST /api/save (lie)`."""
+    return t["write"] + (" (lie)" if t.get("as") == "lie" else "")
+
+
 async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
                         progress: Callable[[str], None], name: str) -> List[dict]:
-    """`--teeth`: replay a flow that was `yes` once more per write its steps made, with that write
-    answered 500 by a fault.  A flow still `yes` under a failed write is toothless for that write."""
+    """`--teeth`: replay a flow that was `yes` twice more per write its steps made: with that write
+    answered 500 by a fault, then with it answered as the server answered it in the plain run (status,
+    the headers a page reads, body) without reaching the server, the lie.  A flow still `yes` under a
+    failed write, or under the lie (it never checks that the write was kept: a `server` check or
+    reading the data back does), is toothless for that write.  A write whose answer the plain run could
+    not capture gets a skipped lie row saying so."""
     out = []
     for w in writes:
         label = _write_label(w)
-        fault = {"match": {"urlContains": w["path"], "method": w["method"]},
-                 "respond": {"status": 500, "body": "reticle verify --teeth: this write failed on purpose"}}
-        t0 = time.monotonic()
-        try:
-            res = await _verify_call(link, "reticle_flow_replay", dict(args, faults=[fault]))
-        except (ToolError, RpcError, asyncio.TimeoutError) as exc:
-            reason = exc.error if isinstance(exc, ToolError) else str(exc)
-            res = {"verified": "error", "because": reason}
-        hits = sum(f.get("hits", 0) for f in res.get("faults", []))
-        row = {"write": label, "verified": res.get("verified"), "toothless": res.get("verified") == "yes" and hits > 0,
-               "ms": round((time.monotonic() - t0) * 1000), "because": res.get("because")}
-        if not hits and res.get("verified") != "error":
-            row["note"] = "the write was not made again under the fault, so this replay says nothing about it"
-        if isinstance(res.get("failedStep"), int):
-            row["failedStep"] = res["failedStep"]
-        out.append(row)
-        verdict = ("TOOTHLESS (still yes with the write failed)" if row["toothless"]
-                   else "%s under the failed write" % row["verified"])
-        progress("%s: teeth for %s: %s" % (name, label, verdict))
+        match = {"urlContains": w["path"], "method": w["method"]}
+        plans = [("failed", {"status": 500, "body": "reticle verify --teeth: this write failed on purpose"}),
+                 ("lie", w.get("answer"))]
+        for kind, respond in plans:
+            if respond is None:
+                out.append({"write": label, "as": kind, "verified": "skipped", "toothless": False, "ms": 0,
+                            "note": "not replayed as a lie: the plain run has no answer to repeat (a form post's "
+                                    "answer is the page that arrived; a body not captured or cut at capture)"})
+                progress("%s: teeth for %s: the lie is not replayed (no captured answer)" % (name, label))
+                continue
+            out.append(await _teeth_replay(link, args, label, kind, {"match": match, "respond": respond}))
+            row = out[-1]
+            progress("%s: teeth for %s %s: %s" % (name, label, _TEETH_AS[kind][0], "TOOTHLESS (still yes)"
+                                                  if row["toothless"] else row["verified"]))
     return out
+
+
+async def _teeth_replay(link: "_DaemonLink", args: dict, label: str, kind: str, fault: dict) -> dict:
+    """One teeth replay of a flow under `fault`: its row (still `yes` with the fault hit: toothless)."""
+    t0 = time.monotonic()
+    try:
+        res = await _verify_call(link, "reticle_flow_replay", dict(args, faults=[fault]))
+    except (ToolError, RpcError, asyncio.TimeoutError) as exc:
+        reason = exc.error if isinstance(exc, ToolError) else str(exc)
+        res = {"verified": "error", "because": reason}
+    hits = sum(f.get("hits", 0) for f in res.get("faults", []))
+    row = {"write": label, "as": kind, "verified": res.get("verified"),
+           "toothless": res.get("verified") == "yes" and hits > 0,
+           "ms": round((time.monotonic() - t0) * 1000), "because": res.get("because")}
+    if not hits and res.get("verified") != "error":
+        row["note"] = "the write was not made again under the fault, so this replay says nothing about it"
+    if isinstance(res.get("failedStep"), int):
+        row["failedStep"] = res["failedStep"]
+    return row
 
 
 async def _verify_teeth_of(link: "_DaemonLink", args: dict, flow: dict, res: dict, limit: int,
@@ -15869,7 +15995,8 @@ async def _verify_teeth_of(link: "_DaemonLink", args: dict, flow: dict, res: dic
     results in res["teeth"] and res["toothless"], the writes over the bound in res["teethUntested"]."""
     chosen, untested = _teeth_plan(flow, res.get("writes") or [], limit)
     res["teeth"] = await _verify_teeth(link, args, chosen, progress, res["name"])
-    res["toothless"] = [t["write"] for t in res["teeth"] if t["toothless"]]
+    res["toothless"] = [_teeth_name(t) for t in res["teeth"] if t["toothless"]]
+    res["writes"] = [{k: v for k, v in w.items() if k != "answer"} for w in res.get("writes") or []]
     res["teethMax"] = limit
     if untested:
         res["teethUntested"] = [_write_label(w) for w in untested]
@@ -16189,8 +16316,8 @@ def _pytest_failure(res: dict) -> Optional[str]:
     if verdict == "yes" and not res.get("toothless"):
         return None
     if verdict == "yes":
-        return ("toothless for %s: the flow is still yes when that write fails (--reticle-teeth)"
-                % ", ".join(res["toothless"]))
+        return ("toothless for %s: the flow is still yes when that write fails, or, for a lie, when it is "
+                "answered as before but never reaches the server (--reticle-teeth)" % ", ".join(res["toothless"]))
     if verdict == "error":
         return "setup error: %s" % res.get("error")
     lines = ["verified: %s: %s" % (verdict, res.get("because"))]
@@ -16272,8 +16399,8 @@ class _PytestPlugin:
                         help="collect .reticle/flows/*.json under the rootdir as tests, replayed as `reticle "
                              "verify` replays them: yes passes, no and unknown fail")
         group.addoption("--reticle-teeth", action="store_true", default=False,
-                        help="with --reticle-flows: a yes flow still yes with a write it made failed fails "
-                             "(reticle verify --teeth)")
+                        help="with --reticle-flows: a yes flow still yes with a write it made failed, or "
+                             "answered as before but never sent, fails (reticle verify --teeth)")
         group.addoption("--reticle-url", default=None, metavar="URL",
                         help="with --reticle-flows: where flows start (an origin keeps each flow's path)")
 

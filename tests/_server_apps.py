@@ -14,6 +14,9 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/contact/N/rename        renames contact N (the table `contact` holds ids 1-3)
   POST /api/contact/N/rename_wrong  the bug: renames contact N-1 and answers as if it renamed N
   POST /api/rollback  inserts a row, then rolls the transaction back; answers 200
+  POST /api/tagged    (Django) in one atomic block: inserts a profile, get_or_create's the existing tag
+                      'vip', then a nested atomic block (a savepoint) inserts a draft profile and creates
+                      'vip' again: IntegrityError, rolled back to the savepoint; the outer block commits
   POST /api/logged    catches its own exception, logs it at ERROR, answers 200 "ok"
   POST /api/boom      raises (uncaught): the framework answers 500
   POST /form          a form post: inserts a row, then redirects (303) to /done; with no name it
@@ -50,6 +53,7 @@ PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><bod
 <button id="create" onclick="go('/api/create')">Create</button>
 <button id="pretty" onclick="go('/api/pretty')">Save (pretty)</button>
 <button id="background" onclick="go('/api/background')">Save (background)</button>
+<button id="tagged" onclick="go('/api/tagged')">Save (tagged)</button>
 <button id="rename" onclick="go('/api/contact/3/rename')">Rename contact 3</button>
 <button id="rename-wrong" onclick="go('/api/contact/3/rename_wrong')">Rename contact 3 (wrong row)</button>
 <form method="post" action="/form"><input name="name" value="ada"><button id="post">Post form</button></form>
@@ -85,7 +89,9 @@ def fail_inside():
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT)",
           "CREATE TABLE IF NOT EXISTS contact (id INTEGER PRIMARY KEY, name TEXT)",
-          "INSERT OR IGNORE INTO contact (id, name) VALUES (1, 'ann'), (2, 'bo'), (3, 'cy')")
+          "INSERT OR IGNORE INTO contact (id, name) VALUES (1, 'ann'), (2, 'bo'), (3, 'cy')",
+          "CREATE TABLE IF NOT EXISTS tag (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+          "INSERT OR IGNORE INTO tag (id, name) VALUES (1, 'vip')")
 
 
 class SqlProfile:
@@ -184,7 +190,7 @@ def django_app(db, daemon):
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": db}},
         LOGGING_CONFIG=None)
     django.setup()
-    from django.db import connection, models, transaction
+    from django.db import IntegrityError, connection, models, transaction
     from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
     from django.urls import path
     from django.views.decorators.csrf import csrf_exempt
@@ -206,8 +212,28 @@ def django_app(db, daemon):
             app_label = "shop"
             db_table = "contact"
 
+    class Tag(models.Model):
+        name = models.TextField(unique=True)
+
+        class Meta:
+            app_label = "shop"
+            db_table = "tag"
+
     def index(request):
         return HttpResponse(page(daemon, PAGE))
+
+    @csrf_exempt
+    def tagged_profile(request):
+        with transaction.atomic():
+            profile = Profile.objects.create(name="ada")
+            tag, _ = Tag.objects.get_or_create(name="vip")   # the row exists: found, nothing written
+            try:
+                with transaction.atomic():   # a savepoint: get_or_create's create branch has this shape
+                    Profile.objects.create(name="draft")
+                    Tag.objects.create(name="vip")
+            except IntegrityError:
+                pass
+        return JsonResponse({"ok": True, "id": profile.pk, "tag": tag.pk})
 
     def done(request):
         return HttpResponse(page(daemon, DONE))
@@ -280,7 +306,7 @@ def django_app(db, daemon):
     urlpatterns = [path("", index), path("done", done), path("api/noop", noop), path("api/save", save_profile),
                    path("api/rollback", rollback_profile), path("api/logged", logged_profile),
                    path("api/boom", boom_profile), path("form", form_profile), path("api/create", create_profile),
-                   path("api/background", background_profile),
+                   path("api/background", background_profile), path("api/tagged", tagged_profile),
                    path("api/contact/<int:cid>/rename", rename), path("api/contact/<int:cid>/rename_wrong", rename_wrong)]
     from django.core.wsgi import get_wsgi_application
     return get_wsgi_application()

@@ -320,19 +320,25 @@ def test_verify_teeth_calls_a_text_only_flow_toothless_and_a_status_check_not(tm
         run = verify("--teeth", "--junit", str(junit), "--report", str(report))
         assert run.returncode == 4, run.stdout + run.stderr
         table = run.stdout
-        assert "TOOTHLESS for POST /api/quiet" in table and "teeth for POST /api/quiet" in table, table
-        # both flows replayed twice (plain, then with the write faulted): the faulted write never arrived
+        # the status check has teeth for a failed write, none for the lie (the write answered 200 as before,
+        # never sent): a status is no proof the write was kept
+        assert "TOOTHLESS for POST /api/quiet, POST /api/quiet (lie)" in table, table
+        status_row = next(line for line in table.splitlines() if line.startswith("status"))
+        assert status_row.rstrip().endswith("TOOTHLESS for POST /api/quiet (lie)"), table
+        # both flows replayed three times (plain, the write faulted, the lie): neither fault reached the server
         assert app.count("/api/quiet") == writes + 2
         cases = ET.parse(str(junit)).getroot().findall(".//testcase")
         toothless = [c for c in cases if c.find("failure") is not None]
-        assert len(toothless) == 1 and toothless[0].find("failure").get("type") == "toothless", \
+        assert len(toothless) == 3 and {t.find("failure").get("type") for t in toothless} == {"toothless"}, \
             junit.read_text()
-        assert toothless[0].get("classname") == "reticle.flows.text-only"
+        assert [t.get("classname") for t in toothless] == ["reticle.flows.status"] + ["reticle.flows.text-only"] * 2
         assert "POST /api/quiet" in toothless[0].find("failure").get("message")
+        assert "never checks that the write was kept" in toothless[0].find("failure").get("message")
         html = report.read_text()
-        assert "TOOTHLESS for POST /api/quiet" in html and html.count('class="teeth"') == 2, html[:2000]
+        assert "TOOTHLESS for POST /api/quiet" in html and html.count('class="teeth"') == 4, html[:2000]
         data = _json.loads(verify("--teeth", "--json", "text-only").stdout)
-        assert data["exitCode"] == 4 and data["flows"][0]["toothless"] == ["POST /api/quiet"], data
+        assert data["exitCode"] == 4, data
+        assert data["flows"][0]["toothless"] == ["POST /api/quiet", "POST /api/quiet (lie)"], data
     finally:
         server.close()
 
@@ -364,17 +370,21 @@ def test_verify_teeth_is_bounded_on_a_30_write_page_and_names_what_it_left_untes
         run = subprocess.run([sys.executable, RETICLE_PY, "verify", "--teeth", "--json", "--junit", str(junit),
                               "--report", str(report)], cwd=str(project), env=env, capture_output=True, text=True,
                              timeout=400)
-        assert run.returncode == 0, run.stdout + run.stderr  # every write tested had teeth: untested ones do not fail
+        # each tested write had teeth when it failed, none under the lie (answered 200 as before, never sent:
+        # text and a status do not check that a write was kept): exit 4; untested ones do not fail
+        assert run.returncode == 4, run.stdout + run.stderr
         flow = _json.loads(run.stdout)["flows"][0]
-        tested = [t["write"] for t in flow["teeth"]]
+        tested = [t["write"] for t in flow["teeth"] if t["as"] == "failed"]
         assert tested == ["POST /api/many/17"] + ["POST /api/many/%d" % n for n in range(7)], tested
-        assert not any(t["toothless"] for t in flow["teeth"]) and flow["teethMax"] == 8
+        assert [t["write"] for t in flow["teeth"] if t["as"] == "lie"] == tested
+        assert not any(t["toothless"] for t in flow["teeth"] if t["as"] == "failed") and flow["teethMax"] == 8
+        assert flow["toothless"] == ["%s (lie)" % w for w in tested], flow["toothless"]
         untested = ["POST /api/many/%d" % n for n in range(7, 30) if n != 17]
         assert flow["teethUntested"] == untested, flow.get("teethUntested")
-        # bounded: the page's first write reached the server once per replay (the plain one and the 7 teeth
-        # replays that did not fail it on purpose), not 30 times
-        assert app.count("/api/many/0") == 1 + 7, app.count("/api/many/0")
-        assert len([p for p, _ in app.writes if p.startswith("/api/many/")]) <= 30 + 8 * 29
+        # bounded: the page's first write reached the server once per replay (the plain one and the 14 teeth
+        # replays that did not fail it or lie to it on purpose), not 30 times
+        assert app.count("/api/many/0") == 1 + 14, app.count("/api/many/0")
+        assert len([p for p, _ in app.writes if p.startswith("/api/many/")]) <= 30 + 16 * 29
         assert "22 write(s) left untested" in run.stderr, run.stderr
         skipped = [c for c in ET.parse(str(junit)).getroot().iter("testcase") if c.find("skipped") is not None]
         assert [c.get("name") for c in skipped] == ["teeth: %s answered 500" % w for w in untested]
@@ -382,7 +392,7 @@ def test_verify_teeth_is_bounded_on_a_30_write_page_and_names_what_it_left_untes
         html = report.read_text()
         assert html.count('class="untested"') == 22 and "POST /api/many/29" in html
         table = reticle._verify_table([flow]).splitlines()
-        assert "teeth for 8 write(s); 22 UNTESTED (over --teeth-max 8)" in table[2], table
+        assert "TOOTHLESS for 8 replay(s); 22 UNTESTED (over --teeth-max 8)" in table[2], table
         assert table[3].startswith("many: 22 write(s) left untested") and table[3].endswith("POST /api/many/29")
     finally:
         server.close()

@@ -303,6 +303,37 @@ def test_what_the_server_did_decides_every_verdict(framework, tmp_path, daemon, 
     assert "Traceback" not in daemon.log()
 
 
+def test_a_write_rolled_back_to_a_savepoint_is_no_rollback_of_a_save_that_commits(tmp_path, daemon, mcp):
+    """Django: a nested atomic block (a savepoint, as get_or_create's create branch) whose write is
+    undone by an IntegrityError while the outer block commits its own write is a healthy save:
+    `yes`, the undone write not counted as kept; a real rollback of the transaction stays `no`."""
+    app = App("django", tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(3):
+            before = app.rows()
+            out = act(mcp, sid, "Save (tagged)", saved("/api/tagged"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            assert app.rows() == before + 1
+            assert "1 write (insert profile" in out["because"] and "1 rolled back" in out["because"], out["because"]
+            kept = {"kind": "server", "method": "POST", "urlContains": "/api/tagged", "writes": {"table": "profile",
+                                                                                                 "count": 1}}
+            out = act(mcp, sid, "Save (tagged)", kept)
+            assert out["verified"] == "yes", (n, out["because"])
+            undone = {"kind": "server", "urlContains": "/api/tagged", "committed": False}
+            out = act(mcp, sid, "Save (tagged)", undone)
+            assert out["verified"] == "yes", (n, out["because"])
+            out = act(mcp, sid, "Save (rollback)", saved("/api/rollback"))
+            assert (out["verified"], out["verifiedReason"]) == ("no", "contradicted"), (n, out["because"])
+            assert "server-rolled-back" in out["because"], out["because"]
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
 @pytest.mark.parametrize("framework", ("django", "fastapi"))
 def test_what_the_server_did_decides_verdicts_in_a_device(framework, tmp_path, daemon, mcp):
     app = App(framework, tmp_path, daemon, script=False)
@@ -346,6 +377,57 @@ def test_flow_save_suggests_a_server_check_over_each_write_when_the_app_reports_
             browser.close()
         app.close()
         m.close()
+        d.close()
+
+
+def test_verify_teeth_lies_to_each_write_and_only_a_server_check_keeps_its_teeth(tmp_path):
+    """Issue 28.5: `verify --teeth` also answers each write as the server answered it in the plain run,
+    without sending it (the lie).  Text, and a status check, are still yes under the lie: toothless
+    ("never checks that the write was kept"); a `server` check is not (no record comes for a request the
+    server never saw).  The lie never reaches the server."""
+    import xml.etree.ElementTree as ET
+    from _harness import RETICLE_PY
+    project = tmp_path / "project"
+    flows = project / ".reticle" / "flows"
+    flows.mkdir(parents=True)
+    d = Daemon(tmp_path / "state")
+    app = App("fastapi", tmp_path, d, script=False)
+    try:
+        click = {"target": {"role": "button", "name": "Save"}, "action": "click"}
+        checks = {"text-only": saved("/api/save"),
+                  "status": {"kind": "allOf", "predicates": [saved("/api/save"), {
+                      "kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200}]},
+                  "server": {"kind": "allOf", "predicates": [saved("/api/save"), dict(WRITE, urlContains="/api/save")]}}
+        for name, until in checks.items():
+            (flows / (name + ".json")).write_text(json.dumps({"format": 1, "name": name, "startUrl": app.url + "/",
+                                                              "steps": [dict(click, until=until)]}))
+        junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+        run = subprocess.run([sys.executable, RETICLE_PY, "verify", "--teeth", "--json", "--junit", str(junit),
+                              "--report", str(report)], cwd=str(project), capture_output=True, text=True,
+                             env=daemon_env(d.state_dir, RETICLE_PORT=str(d.port)), timeout=400)
+        out = json.loads(run.stdout)
+        assert out["exitCode"] == 4, run.stdout + run.stderr
+        by = {f["name"]: f for f in out["flows"]}
+        assert all(f["verified"] == "yes" for f in by.values()), run.stdout
+        # a 500 is seen by every check (a failed call in sight): only the lie tells them apart
+        assert by["text-only"]["toothless"] == ["POST /api/save (lie)"], by["text-only"]
+        assert by["status"]["toothless"] == ["POST /api/save (lie)"], by["status"]
+        assert by["server"]["toothless"] == [], by["server"]
+        lies = {n: [t for t in f["teeth"] if t["as"] == "lie"] for n, f in by.items()}
+        assert all(len(ts) == 1 for ts in lies.values()), lies
+        assert lies["server"][0]["verified"] != "yes" and "/api/save" in lies["server"][0]["because"], lies["server"]
+        assert all("answer" not in w for f in by.values() for w in f.get("writes") or ()), "the lie's body leaked"
+        assert app.rows() == 3, app.rows()   # the three plain runs; neither the 500 nor the lie reached the server
+        failures = [c.find("failure") for c in ET.parse(str(junit)).getroot().iter("testcase")
+                    if c.find("failure") is not None]
+        assert len(failures) == 2, junit.read_text()
+        assert all("never checks that the write was kept" in f.get("message") for f in failures)
+        html = report.read_text()
+        assert html.count("answered as before, never sent (lie)") == 3 and "TOOTHLESS for POST /api/save (lie)" in html
+        table = reticle._verify_table(out["flows"])
+        assert table.count("TOOTHLESS for POST /api/save (lie)") == 2, table
+    finally:
+        app.close()
         d.close()
 
 
@@ -1024,6 +1106,61 @@ def test_literal_sql_through_a_real_engine_reaches_no_record(tmp_path, params):
     assert reticle._sql_write(sql)["sql"] == sql    # placeholders and identifiers survive
     assert reticle._sql_write("UPDATE t2 SET a = $1, b = :b, c = ? WHERE t2.id = %(id)s")["sql"] == \
         "UPDATE t2 SET a = $1, b = :b, c = ? WHERE t2.id = %(id)s"
+
+
+def test_savepoints_through_real_drivers_undo_only_the_writes_made_inside_them(tmp_path):
+    """SQLAlchemy's begin_nested and raw sqlite3 SAVEPOINT / ROLLBACK TO / RELEASE: a write rolled
+    back to a savepoint is not kept and is no rollback of the request's transaction; one released
+    with its savepoint commits with the transaction; one in a transaction rolled back is."""
+    import sqlite3
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///%s" % (tmp_path / "s.sqlite3")))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+
+    def recorded(work):
+        rec = reticle._begin_record("%032x" % 5, "POST", "/save", "127.0.0.1:1", "header")
+        token = reticle._current_request().set(rec)
+        try:
+            work()
+        finally:
+            reticle._current_request().reset(token)
+        return reticle._clean_server_record(dict(reticle._finish_record(rec), mark="%032x" % 5))
+
+    def nested():
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO t (name) VALUES ('kept')")
+            inner = conn.begin_nested()
+            conn.exec_driver_sql("INSERT INTO t (name) VALUES ('undone')")
+            inner.rollback()
+            with conn.begin_nested():
+                conn.exec_driver_sql("UPDATE t SET name = 'released' WHERE id = 1")
+
+    raw = reticle.watch_sqlite3(sqlite3.connect(str(tmp_path / "r.sqlite3"), isolation_level=None))
+    raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+
+    def by_hand(end):
+        def work():
+            raw.execute("BEGIN")
+            raw.execute("INSERT INTO t (name) VALUES ('kept')")
+            raw.execute("SAVEPOINT a")
+            raw.execute("INSERT INTO t (name) VALUES ('undone')")
+            raw.execute("ROLLBACK TO SAVEPOINT a")
+            raw.execute("RELEASE SAVEPOINT a")
+            raw.execute(end)
+        return work
+
+    for rec, kept in ((recorded(nested), True), (recorded(by_hand("COMMIT")), True),
+                      (recorded(by_hand("ROLLBACK")), False)):
+        fates = [(w["op"], w["committed"], w["note"]) for w in rec["writes"]]
+        window = [{"type": "server.request", "doc": "d", "data": dict(rec, documentId="d", requestId="1")}]
+        found = [c["kind"] for c in reticle._server_contradictions(window, {"kind": "text", "contains": "x"})]
+        assert ("insert", False, reticle._SAVEPOINT_NOTE) in fates, fates
+        if kept:
+            assert fates[0] == ("insert", True, None) and found == [], (fates, found)
+        else:
+            assert fates[0] == ("insert", False, "rolled back") and found == ["server-rolled-back"], (fates, found)
+    raw.close()
 
 
 @pytest.mark.parametrize("sql, params, keys", [
