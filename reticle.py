@@ -1703,7 +1703,7 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing", "server_grace")
+                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -1721,6 +1721,7 @@ class _Known:
         self.background = background        # what the page sends on its own: writes before the window, and
                                             # requests it repeated before it (autosave, polling)
         self.polled = polled                # of those, the ones it made twice or more (a timer, not a person)
+        self.unconfirmed: List[dict] = []   # in a device: reports held until the browser confirms them (t: came)
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
@@ -1869,10 +1870,15 @@ class _ActMarks:
         self.last_act_action: Optional[str] = None
         self.last_nav: Optional[float] = None
         self._page: Dict[float, Tuple[str, float]] = {}  # act cursor -> (documentId, page time it ran at)
+        self._acts: List[float] = []  # every act's cursor, oldest first (a click that left its page has no page time)
 
     def act(self, now: float, action: Optional[str]) -> float:
         self.last_act = now
         self.last_act_action = action
+        self._acts.append(now)
+        # kept as long as known() looks back (BACKGROUND_MS), as the page times are
+        while len(self._acts) > 32 and (len(self._acts) > 4096 or self._acts[0] < now - BACKGROUND_MS - 2000):
+            del self._acts[0]
         return now
 
     def navigation(self, now: float) -> float:
@@ -1900,8 +1906,9 @@ class _ActMarks:
         return self._page.get(since)
 
     def acts(self) -> List[float]:
-        """The cursors of the acts remembered, oldest first."""
-        return sorted(self._page)
+        """The cursors of the acts remembered, oldest first: each act's, whether or not its page said
+        when it ran (a form post's click answers from a page already leaving, often with nothing)."""
+        return list(self._acts)
 
 
 class _PendingCommands:
@@ -1991,6 +1998,10 @@ class _HeldReports:
             else:
                 break
         self._wake()
+
+    def pending(self) -> List[dict]:
+        """The held reports, each its data with `heldAt` (when it came), in the page's order."""
+        return [dict(event["data"], heldAt=event["t"]) for _, event, _ in self.items]
 
     def misreported(self, data: dict, said: str) -> None:
         """A report the browser confirmed with values of its own (`data` has them now; the page `said`
@@ -2202,6 +2213,10 @@ class _TabState:
         self._wake()
 
     # -- what the verdict rules read -----------------------------------------
+    def unconfirmed(self) -> List[dict]:
+        """The page's reports held until the browser confirms them (a device's tab has them)."""
+        return []
+
     def known(self, floor: float) -> "_Known":
         parts = urllib.parse.urlsplit(self.url)
         origin = "%s://%s" % (parts.scheme, parts.netloc) if parts.scheme and parts.netloc else ""
@@ -2212,12 +2227,13 @@ class _TabState:
         # a timer's requests: made twice or more before, each on its own (not within 2 s after an act)
         acts = self.marks.acts()
         unprompted = collections.Counter(_call_label(e["data"]) for e in before if not any(
-            0 <= e["t"] - a <= 2000 for a in acts))
+            0 <= e.get("came", e["t"]) - a <= 2000 for a in acts))
         known = _Known(self.requests.all(), self.store.blind_spot_counts(), self.store.loss_since(floor),
                        origin, background, self.store.page_blind_spots(), self.server_seen,
                        polled=tuple(sorted(label for label, n in unprompted.items() if n >= 2)))
         known.stuck = self.not_answering() or ""
         known.server_grace = self.server_grace()
+        known.unconfirmed = self.unconfirmed()
         return known
 
     # -- cursors --------------------------------------------------------------
@@ -2441,6 +2457,9 @@ class _BrowserSession(_TabState):
     def _hold(self, event: dict, size: int) -> None:
         self.held.hold(event, size)
 
+    def unconfirmed(self) -> List[dict]:
+        return self.held.pending()
+
     def admit_held(self, confirmed_only: bool) -> None:
         """Let held reports through in the page's order (_HeldReports.release)."""
         self.held.release(confirmed_only)
@@ -2455,7 +2474,9 @@ class _BrowserSession(_TabState):
         return said is not None
 
     def _admit(self, event: dict, size: int) -> None:
-        """A held report the browser confirmed joins the store as of now (_HeldReports.release)."""
+        """A held report the browser confirmed joins the store as of now (_HeldReports.release), with
+        `came`: when the page sent it (whether an act prompted it is judged by that)."""
+        event["came"] = event["t"]
         event["t"] = self.clock()
         self._observe(event)
         self.store.add(event, size)
@@ -6118,12 +6139,18 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
     load-time scan of what the user is told (for SCAN_WAIT_MS, when the page `scans`: the SDK
     does, a client that only speaks the bridge protocol does not); the render after the last of these: less
     than HORIZON_QUIET_MS since it landed, or the DOM still changing within HORIZON_CHURN_MS for a
-    second after it.  What the page sends on a timer (twice or more before the act) and dev tooling
-    are not the act's; a request it made once before (the same save, clicked again) is."""
+    second after it.  In a device, a request the page reported that the browser has not confirmed
+    yet (held, so not in the window) is pending as a request is.  What the page sends on a timer
+    (twice or more before the act) and dev tooling are not the act's; a request it made once before
+    (the same save, clicked again) is."""
     out: List[Tuple[str, bool]] = []
     for d in known.open_requests:  # a request the page made before too is the act's; a timer's is not
         if d.get("startedAt", 0) >= floor and not _is_dev(d) and _call_label(d) not in known.polled:
             out.append(("%s has not answered" % _call_label(d), _is_write(d) or d.get("initiator") == "document"))
+    for d in known.unconfirmed:  # in a device: what the page reported, not yet in the window
+        if d.get("heldAt", 0) >= floor and not _is_dev(d) and _call_label(d) not in known.polled:
+            decisive = _is_write(d) or d.get("initiator") == "document"
+            out.append(("the browser's own record of %s" % _call_label(d), decisive))
     frames = [e for e in window if e["type"] in _FRAME_TYPES and not _is_dev(e["data"])]
     # the act's own channels (as _message_failures reads them): a socket it sent on, a stream it started
     spoke = {e["data"].get("url") for e in frames if e["data"].get("direction") == "out"}

@@ -975,3 +975,54 @@ def test_a_held_report_waits_for_the_browser_on_the_daemons_clock():
         assert store.blind_spot_counts() == {"request-not-made": 1}
 
     asyncio.run(run())
+
+
+def test_a_held_report_is_the_acts_pending_work_and_keeps_the_time_it_came(tmp_path):
+    """In a device, a page's report the browser has not confirmed yet is not in the window: the act's
+    horizon names it (decisive for a document or a write) instead of judging the page half-loaded.  One
+    admitted late is prompted by the act it came after (by when it came, not when it was admitted): two
+    form posts admitted more than 2 s after their acts were read as a timer's poll and left out of the
+    horizon, and the re-rendered form still streaming was a false `yes` (CI, in a device).  A click
+    whose page left before answering (a form post) has no page time and is an act all the same."""
+    async def run():
+        hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=0)
+        session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-held-h", "url": "http://127.0.0.1:9/f/"})
+        post = {"method": "POST", "url": "http://127.0.0.1:9/f/add", "status": 200, "ok": True,
+                "initiator": "document"}
+        act = session.mark_act("click")
+        session.note_act_page_time(act, {"pt": 1.0, "documentId": "d1"})
+        session.held.hold({"t": session.now(), "type": "net.request", "doc": "d2",
+                           "data": dict(post, requestId="r1")}, 10)
+        pending = reticle._horizon(session.window(act), session.known(act), act, session.now(), True)
+        assert pending == [("the browser's own record of POST http://127.0.0.1:9/f/add", True)], pending
+        before = session.known(act - 10000)
+        assert [d["requestId"] for d in before.unconfirmed] == ["r1"]
+        session.held.items.clear()
+
+        session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-held-p", "url": "http://127.0.0.1:9/f/"})
+        for n in range(2):  # each post came 100 ms after its act and was admitted 2.5 s after it
+            now = session.now()
+            session.marks.act(now - 2500, "click")
+            session._admit({"t": now - 2400, "type": "net.request", "doc": "d%d" % n,
+                            "data": dict(post, requestId="p%d" % n)}, 10)
+        assert [e.get("came") is not None for e in session.store.query(0.0, prefix="net.request")] == [True, True]
+        floor = session.mark_act("click") + 1
+        assert "POST http://127.0.0.1:9/f/add" not in session.known(floor).polled
+
+        session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-left", "url": "http://127.0.0.1:9/f/"})
+        for n in range(2):  # two form posts, each right after a click whose command came back empty
+            act = session.mark_act("click")
+            session.note_act_page_time(act, None)
+            session.ingest([{"type": "net.request", "t": 5.0, "documentId": "n%d" % n,
+                             "data": dict(post, requestId="q%d" % n)}], 200)
+            await asyncio.sleep(0.01)
+        floor = session.mark_act("click") + 1
+        assert "POST http://127.0.0.1:9/f/add" not in session.known(floor).polled
+        session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-timer", "url": "http://127.0.0.1:9/f/"})
+        for n in range(2):  # the same two posts with no act before them: a timer's, as before
+            session.ingest([{"type": "net.request", "t": 5.0, "documentId": "n%d" % n,
+                             "data": dict(post, requestId="q%d" % n)}], 200)
+        floor = session.mark_act("click") + 1
+        assert "POST http://127.0.0.1:9/f/add" in session.known(floor).polled
+
+    asyncio.run(run())
