@@ -206,6 +206,8 @@ HORIZON_QUIET_MS = 200                     # after the last answer, message or d
 HORIZON_CHURN_MS = 100                     # ... and the DOM quiet this long (checked for 1 s after that answer)
 SOCKET_REPLY_WAIT_MS = 2000                # a socket message the act sent waits this long for the next message in
 STREAM_QUIET_MS = 300                      # a stream the act opened has ended, or sent nothing for this long
+HYDRATE_WAIT_MS = 5000                     # reticle_open and reticle_navigate wait this long for hydration
+HYDRATE_ACT_MS = 3000                      # ... and an act this long, at most (the SDK's own bound is the same)
 SCAN_WAIT_MS = 1500                        # a new page's report of what it shows (ui.scan) is awaited this long
 ACT_GRACE_MS = 100                         # an assert right after an act waits this long for the act's first requests
 EVENT_CAP_COUNT = 2000
@@ -2393,7 +2395,7 @@ class _BrowserSession(_TabState):
                 if has_doc:
                     event["doc"] = doc
             if confirm and self._must_confirm(event):
-                self._hold(event, size)
+                self.held.hold(event, size)
                 continue
             if etype in observed or health.dialog_open is not None:  # from any other, _observe learns nothing
                 self._observe(event)
@@ -2454,9 +2456,6 @@ class _BrowserSession(_TabState):
             return False
         return bool(self.held) or not self._browser_made(event, False)  # a held one first: the page's order
 
-    def _hold(self, event: dict, size: int) -> None:
-        self.held.hold(event, size)
-
     def unconfirmed(self) -> List[dict]:
         return self.held.pending()
 
@@ -2476,8 +2475,7 @@ class _BrowserSession(_TabState):
     def _admit(self, event: dict, size: int) -> None:
         """A held report the browser confirmed joins the store as of now (_HeldReports.release), with
         `came`: when the page sent it (whether an act prompted it is judged by that)."""
-        event["came"] = event["t"]
-        event["t"] = self.clock()
+        event["came"], event["t"] = event["t"], self.clock()
         self._observe(event)
         self.store.add(event, size)
 
@@ -7338,6 +7336,25 @@ def _r_failure_text_answer(c: _Case) -> _Ruling:
     return None
 
 
+def _reset_fields(effect: Any) -> List[dict]:
+    """The fields an earlier act filled whose value the page reset before this act (the SDK's
+    fillsReset: a framework re-rendering them on hydration, a form library's reset)."""
+    inner = effect.get("effect") if isinstance(effect, dict) else None
+    got = inner.get("resetFields") if isinstance(inner, dict) else None
+    return [d for d in got[:10] if isinstance(d, dict)] if isinstance(got, list) else []
+
+
+def _r_fill_reset(c: _Case) -> _Ruling:
+    reset = _reset_fields(c.effect)
+    if not reset:
+        return None
+    names = ", ".join(repr(_short(str(d.get("field") or d.get("ref") or "a field"), 60)) for d in reset[:3])
+    return "unknown", "fill_reset", (
+        "the value filled into %s was %s before this act (the page re-rendered the field, as a framework's "
+        "hydration does), so the act did not submit what was filled; fill it again and repeat the act"
+        % (names, "replaced" if all(d.get("replaced") for d in reset) else "reset"))
+
+
 def _leftover_notes(c: _Case, stale: List[dict]) -> str:
     """What a `yes` names that is not the act's: an error toast left from before the act (with what the
     act's window told the user instead), and a failed send to another origin (the settle's)."""
@@ -7383,7 +7400,8 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
-    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("14", _r_proved),
+    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("13c", _r_fill_reset),
+    ("14", _r_proved),
 )
 
 
@@ -7438,6 +7456,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
          (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
          failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
+    13c. what would be a `yes` after an act, while a value an earlier act filled had been reset by the
+         page before it (hydration re-rendering the field) -> unknown, fill_reset
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
 
     Whatever the rule, `because` ends with what the server did for the act's requests, one line,
@@ -7529,6 +7549,10 @@ def _compact(out: dict, v: dict) -> dict:
     inner = effect["effect"] if isinstance(effect.get("effect"), dict) else {}
     if inner.get("occluded"):
         odd["occludedBy"] = inner.get("occludedBy")
+    if inner.get("resetFields"):
+        odd["resetFields"] = inner["resetFields"]
+    if isinstance(inner.get("hydration"), dict) and inner["hydration"].get("hydrated") is False:
+        odd["hydration"] = inner["hydration"]
     if odd:
         c["effect"] = odd
     c["since"] = out.get("since")
@@ -8337,8 +8361,10 @@ async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
     """Send one act.  A page that unloads before it answers (a form post, a link) took the
     act's reply with it: that is the act's effect, not a failure, and the evidence is in
     the next document, which the verdict tools follow."""
+    deadline = _CALL_DEADLINE.get()  # the page's wait for hydration leaves the act time within the call
+    wait = HYDRATE_ACT_MS if deadline is None else max(0.0, min(HYDRATE_ACT_MS, deadline - session.now() - 1500))
     try:
-        return await session.command("act", cmd)
+        return await session.command("act", dict(cmd, hydrateMs=round(wait)))
     except _TabGone as exc:
         return {"dispatched": None, "pageUnloaded": True,
                 "note": "the page unloaded before it answered (%s); what the act did is in the next "
@@ -8449,7 +8475,32 @@ async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx
                        "have navigated off a page that loads reticle.js)")
     else:
         out["note"] = "events before the navigation no longer count for assert and wait_for"
+        if live is not None:
+            await _await_hydration(live, out)
     return out
+
+
+async def _await_hydration(session: "_BrowserSession", out: dict) -> None:
+    """A page whose framework renders on the server (the SDK's HYDRATION table: Next.js, React Router,
+    SvelteKit, Nuxt, Astro) is answered for once that framework has hydrated it, up to HYDRATE_WAIT_MS:
+    `out` gets `hydration` ({framework, hydrated, waitedMs}) when one was recognised, and a note when
+    it had not hydrated by then (an act then may reach no handler)."""
+    if not session.sdk_version:
+        return
+    _progress_note("waiting for the page's framework to hydrate it")
+    try:
+        said = await session.command("hydrated", {"ms": HYDRATE_WAIT_MS}, timeout=HYDRATE_WAIT_MS / 1000.0 + 2)
+    except ToolError:
+        return  # an older SDK, or a page that does not answer: nothing to say of hydration
+    if not isinstance(said, dict) or not isinstance(said.get("framework"), str):
+        return
+    hydration = {"framework": _short(said["framework"], 40), "hydrated": said.get("hydrated") is True,
+                 "waitedMs": said.get("waitedMs") if isinstance(said.get("waitedMs"), int) else None}
+    out["hydration"] = hydration
+    if not hydration["hydrated"]:
+        note = ("the page (%s) had not hydrated after %d ms: an act may reach no handler, and values filled "
+                "now may be reset" % (hydration["framework"], HYDRATE_WAIT_MS))
+        out["note"] = "%s; %s" % (out["note"], note) if out.get("note") else note
 
 
 def _window(session: "_BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
@@ -9274,6 +9325,8 @@ _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
 
 async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                      ctx: "_CallContext") -> dict:
+    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
+    answered once its page is connected and, for a framework the SDK recognises, hydrated."""
     url = args["url"]
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
@@ -9292,11 +9345,16 @@ async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dic
                                                  auth)
     if auth is not None and _auth_expired(auth):
         _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
-    return {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
-            "started": started_now, "fresh": started_now or bool(args.get("fresh")),
-            "ms": round((time.monotonic() - started) * 1000), "auth": args.get("auth"),
-            "headed": device.headed, "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
-            "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
+    out = {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
+           "started": started_now, "fresh": started_now or bool(args.get("fresh")),
+           "auth": args.get("auth"), "headed": device.headed,
+           "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
+           "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
+    tab = hub.bridge.get(device.session_id)
+    if tab is not None:
+        await _await_hydration(tab, out)
+    out["ms"] = round((time.monotonic() - started) * 1000)
+    return out
 
 
 async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
@@ -19903,10 +19961,173 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     upload: function (el, o) { return doUpload(el, o); },
     drag: function (el, o) { return doDrag(el, o); }
   };
+  // ---- hydration: a server-rendered page before its framework attached its handlers ----------------
+  // A click that lands before hydration reaches no handler, and a value filled before it may be reset
+  // by it. Each row recognises a framework on the page (`on`) and says whether it has hydrated (`done`),
+  // by what the framework itself leaves once it has: its route announcer, React's fiber on an element,
+  // Vue's app on its root, an Astro island's `ssr` attribute gone. A page that names a framework it is
+  // not can only make an act wait (at most HYDRATE_ACT_MS) or skip the wait it would have had.
+  var HYDRATE_ACT_MS = 3000;
+  var HYDRATE_OPEN_MS = 5000;
+  function winHas(name) {
+    try {
+      return window[name] != null;
+    } catch (e) {
+      return false;
+    }
+  }
+  function reactFiber(el) {
+    if (!el) return false;
+    try {
+      return Object.keys(el).some(function (k) {
+        return k.indexOf('__reactFiber$') === 0;
+      });
+    } catch (e) {
+      return false;
+    }
+  }
+  var HYDRATION = [
+    {
+      name: 'Next.js',
+      on: function () {
+        return !!document.getElementById('__NEXT_DATA__') || winHas('__next_f');
+      },
+      done: function () {
+        return (
+          !!document.querySelector('next-route-announcer') ||
+          reactFiber(document.querySelector('#__next > *'))
+        );
+      }
+    },
+    {
+      name: 'React Router',
+      on: function () {
+        return winHas('__reactRouterContext') || winHas('__remixContext');
+      },
+      done: function () {
+        return reactFiber(document.body);
+      }
+    },
+    {
+      name: 'SvelteKit',
+      on: function () {
+        try {
+          return Object.keys(window).some(function (k) {
+            return k.indexOf('__sveltekit_') === 0;
+          });
+        } catch (e) {
+          return false;
+        }
+      },
+      done: function () {
+        return !!document.getElementById('svelte-announcer');
+      }
+    },
+    {
+      name: 'Nuxt',
+      on: function () {
+        return winHas('__NUXT__') || !!document.getElementById('__NUXT_DATA__');
+      },
+      done: function () {
+        var root = document.getElementById('__nuxt');
+        return !!root && hasOwn(root, '__vue_app__');
+      }
+    },
+    {
+      name: 'Astro',
+      on: function () {
+        return !!document.querySelector('astro-island');
+      },
+      done: function () {
+        return !document.querySelector('astro-island[ssr][client="load"],astro-island[ssr][client="idle"]');
+      }
+    }
+  ];
+  // The framework this page runs (its row), or null.
+  function hydrationRow() {
+    for (var i = 0; i < HYDRATION.length; i++) {
+      try {
+        if (HYDRATION[i].on()) return HYDRATION[i];
+      } catch (e) {
+        /* a page's odd globals: not recognised */
+      }
+    }
+    return null;
+  }
+  // The framework this page runs that has not hydrated yet ('the document' while it is still being
+  // parsed: its framework's scripts have not run), or null.
+  function hydrationPending() {
+    if (document.readyState === 'loading') return 'the document';
+    var row = hydrationRow();
+    try {
+      return row && !row.done() ? row.name : null;
+    } catch (e) {
+      return null;
+    }
+  }
+  // A promise of {framework, hydrated, waitedMs} once the page has hydrated or `ms` passed, or of null
+  // when nothing was pending.
+  function whenHydrated(ms) {
+    var first = hydrationPending();
+    if (!first) return N.Promise.resolve(null);
+    var t0 = N.now();
+    return new N.Promise(function (resolve) {
+      (function poll() {
+        var still = hydrationPending();
+        var waited = Math.round(N.now() - t0);
+        var row = still ? null : hydrationRow();
+        if (!still) resolve({ framework: row ? row.name : first, hydrated: true, waitedMs: waited });
+        else if (waited >= ms) resolve({ framework: still, hydrated: false, waitedMs: waited });
+        else N.setTimeout(poll, 50);
+      })();
+    });
+  }
+  function hydratedCmd(a) {
+    var ms = typeof a.ms === 'number' && a.ms >= 0 ? Math.min(a.ms, 10000) : HYDRATE_OPEN_MS;
+    return whenHydrated(ms).then(function (h) {
+      var row = h ? null : hydrationRow();
+      return h || { framework: row ? row.name : null, hydrated: true, waitedMs: 0 };
+    });
+  }
+  // Values an act filled, to tell the act that submits them when the page reset one since (a
+  // framework re-rendering the field on hydration, a form library's reset): [{el, ref, field, value}].
+  var FILLED = [];
+  var FILL_ACTIONS = { fill: 1, type: 1, select: 1, clear: 1 };
+  function fillsNoted(c) {
+    var el = c.el;
+    if (!FILL_ACTIONS[c.action] || !('value' in el)) return;
+    FILLED = FILLED.filter(function (f) {
+      return f.el !== el && f.el.isConnected;
+    });
+    FILLED.push({ el: el, ref: c.ref, field: c.name || el.name || '', value: el.value });
+    if (FILLED.length > 50) FILLED.shift();
+  }
+  // The filled fields whose value is no longer what was filled (each told once), for the act `c`.
+  function fillsReset(c) {
+    if (FILL_ACTIONS[c.action]) return [];
+    var out = [];
+    FILLED = FILLED.filter(function (f) {
+      var gone = !f.el.isConnected;
+      var now = gone ? null : f.el.value;
+      if (!gone && now === f.value) return true;
+      out.push({ ref: f.ref, field: clip(f.field, 120), emptied: !gone && now === '', replaced: gone });
+      return false;
+    });
+    return out.slice(0, 10);
+  }
+
   // ---- act: one action, from its element to what it did --------------------------------------------
-  // One act: resolve its element, note what holds before, dispatch it (through CDP or synthetic
-  // events), let the page settle, then tell what it did. `c` carries the act from step to step.
+  // One act: wait (bounded) for a server-rendered page's framework to hydrate, resolve its element,
+  // note what holds before, dispatch it (through CDP or synthetic events), let the page settle, then
+  // tell what it did. `c` carries the act from step to step.
   function act(args) {
+    var ms = HYDRATE_ACT_MS;
+    if (typeof args.hydrateMs === 'number') ms = Math.max(0, Math.min(args.hydrateMs, HYDRATE_ACT_MS));
+    return whenHydrated(ms).then(function (h) {
+      return actNow(args, h);
+    });
+  }
+  function actNow(args, hydration) {
     var action = args.action;
     if (ACTIONS.indexOf(action) < 0)
       throw new Error(
@@ -19919,6 +20140,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var c = actBefore(el, action, opts);
     textWatchArm(el, action);
     c.warning = actPointer(c);
+    if (hydration) c.effect.hydration = hydration;
+    if (hydration && !hydration.hydrated)
+      c.warning =
+        (c.warning ? c.warning + '; ' : '') +
+        'the page (' +
+        hydration.framework +
+        ') had not hydrated after ' +
+        hydration.waitedMs +
+        ' ms: the act may have reached no handler';
+    var reset = fillsReset(c);
+    if (reset.length) c.effect.resetFields = reset;
     c.probe = actProbe(opts);
     var run;
     c.t0 = N.now(); // before dispatch: events the handlers emit are at or after it
@@ -19933,6 +20165,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return N.Promise.resolve(run).then(
       function (r) {
         r = r || {};
+        fillsNoted(c); // the value as the act left it, before the page could reset it
         return settle().then(function (settled) {
           actProbeEnd(c.probe);
           actEffectAfter(c, r);
@@ -23788,6 +24021,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   COMMANDS.query = queryCmd;
   COMMANDS.inspect = inspectCmd;
   COMMANDS.act = act;
+  COMMANDS.hydrated = hydratedCmd;
   COMMANDS.act_sequence = actSequence;
   COMMANDS.state_read = stateRead;
   COMMANDS.storage_read = storageRead;
