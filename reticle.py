@@ -2497,7 +2497,8 @@ class _BrowserSession(_TabState):
         elif etype == "net.request" and data.get("requestId"):
             self.requests.answered(event)
             _take_wire_status(data)
-            if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False:
+            if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False \
+                    and data.get("statusFrom") != "browser":
                 # Navigation Timing gives the status of the page the redirects led to, not of the
                 # request (a form POST answered 302): that one is hidden from the page.
                 data["finalStatus"] = data.get("status")
@@ -2943,6 +2944,15 @@ def _browser_values(data: dict, chain: dict, url: str) -> str:
     answer) keeps the status it reported (0) and contradicts nothing; it is not ok when the
     browser's record says it failed or was answered 400 or more."""
     said, status, failed = data.get("status"), chain["status"] or 0, chain["error"] is not None
+    codes = chain.get("codes") or []
+    if data.get("initiator") == "document" and codes and codes[0] and not failed:
+        # a load redirected: the browser saw the status the page cannot (a form post's 303), and where it led
+        then_method, then_url = chain["hops"][-1]
+        data.update(url=url, status=codes[0], statusKnown=True, statusFrom="browser", ok=200 <= status < 400,
+                    redirected=True, finalStatus=status, finalUrl=then_url,
+                    statusNote="answered %d, then %s %s %d" % (codes[0], then_method,
+                                                                urllib.parse.urlsplit(then_url).path or "/", status))
+        return ""
     if data.get("initiator") == "document" and (chain["redirects"] or data.get("redirected") or said is None):
         data["url"] = url  # a load redirected: its status stays hidden (_TabState._observe), as the page saw
         return ""
@@ -3338,6 +3348,8 @@ class _NetRecord:
             else:
                 chain["redirects"] += 1
                 chain["hops"].append(hop)
+                code = params["redirectResponse"].get("status")
+                chain.setdefault("codes", []).append(int(code) if isinstance(code, (int, float)) else 0)
             self.by_key.setdefault(hop, []).append(chain)
             if len(self.by_key) > 2 * NET_RECORD_MAX or len(self.by_key[hop]) > NET_RECORD_MAX:
                 self._prune()
@@ -4901,7 +4913,7 @@ def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> O
            "evidence": last["data"],
            "failureReason": "%s answered %s, not as asked%s" % (
                _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"),
-               " (%s)" % last["data"]["statusNote"] if last["data"].get("httpStatus") else "")}
+               " (%s)" % last["data"]["statusNote"] if last["data"].get("statusNote") else "")}
     age = obs.now - last["t"]
     if age >= RETRY_GRACE_MS:
         out.update(decided=True, decidedBy="answered-otherwise")
