@@ -2497,16 +2497,7 @@ class _BrowserSession(_TabState):
         elif etype == "net.request" and data.get("requestId"):
             self.requests.answered(event)
             _take_wire_status(data)
-            if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False \
-                    and data.get("statusFrom") != "browser":
-                # Navigation Timing gives the status of the page the redirects led to, not of the
-                # request (a form POST answered 302): that one is hidden from the page.
-                data["finalStatus"] = data.get("status")
-                data["status"] = None
-                data["statusKnown"] = False
-                data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
-                                      "which answered %s"
-                                      % (data.get("finalUrl") or "another page", data["finalStatus"]))
+            _hide_redirected_status(data)
         elif etype == "page.health":
             health.hidden = bool(data.get("hidden"))
             health.focused = bool(data.get("focused", True))
@@ -2933,6 +2924,20 @@ def _confirm_key(url: Any) -> str:
     except ValueError:
         return ""
     return scheme + ":" if scheme else ""
+
+
+def _hide_redirected_status(data: dict) -> None:
+    """A page's report of a document load that was redirected: Navigation Timing gives the status of the
+    page the redirects led to, not of the request (a form POST answered 302), which is hidden from the
+    page; it says so (`statusKnown: false`, `finalStatus`).  In a device the browser's record gave the
+    request's own status (_browser_values, `statusFrom: "browser"`), which stands."""
+    if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False \
+            and data.get("statusFrom") != "browser":
+        data["finalStatus"] = data.get("status")
+        data["status"] = None
+        data["statusKnown"] = False
+        data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
+                              "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
 
 
 def _browser_values(data: dict, chain: dict, url: str) -> str:

@@ -48,6 +48,9 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   to another origin (http://127.0.0.2:9, nothing listens) and logs `console.error` when that send fails.
 - `/dl/`: a form post answered by a CSV download (`?empty=1`: a 204): no new document comes.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
+- `/turbo/`: a Rails-shaped notes form under real Turbo Drive (@hotwired/turbo 8): Save posts with fetch;
+  a title is answered 303 to `/turbo/?saved=1` ("Note saved", which Turbo fetches and renders), a blank one
+  (or `app.fault`) 422 with the form again and its `#error_explanation` ("Title can't be blank").
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
   new document starts at once and shows the invalid field 0.6 s later.
 
@@ -56,6 +59,7 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
 
 import asyncio
 import json
+import os
 import threading
 
 import tornado.web
@@ -101,6 +105,17 @@ document.getElementById('save').onclick = function () {
   });
 };
 </script>""")
+
+# Hotwire Turbo 8 (tests/.js, installed by tests/bootstrap.sh) drives this form: it posts with fetch,
+# follows the 303 itself and renders the page it lands on; a 422 answer is rendered in place.
+TURBO_JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".js", "node_modules", "@hotwired", "turbo",
+                        "dist", "turbo.es2017-umd.js")
+TURBO_FORM = """<!doctype html><html><head><meta charset="utf-8"><title>Notes</title>
+<script src="__DAEMON__/reticle.js"></script><script src="/turbo.js"></script></head>
+<body><main><h1>Notes</h1>__MESSAGES__<form method="post" action="/turbo/add"><label>Title <input name="title"
+value="__VALUE__"></label><button type="submit">Save</button></form></main></body></html>"""
+TURBO_ERRORS = ('<div id="error_explanation"><h2>1 error prohibited this note from being saved:</h2>'
+                "<ul><li>Title can't be blank</li></ul></div>")
 
 DJ_FORM = _page("Admin", """<main><h1>Add record</h1>__MESSAGES__
 <form method="post" action="/dj/add__QUERY__"><label>Title <input name="title" value="A"></label>
@@ -345,6 +360,32 @@ class HorizonApp:
                 self.write(DJ_FORM.replace("__DAEMON__", daemon).replace("__MESSAGES__", messages)
                            .replace("__QUERY__", query))
 
+        class TurboJs(tornado.web.RequestHandler):
+            def get(self):
+                self.set_header("Content-Type", "application/javascript")
+                with open(TURBO_JS, "rb") as fh:
+                    self.write(fh.read())
+
+        def turbo_page(messages, value=""):
+            return (TURBO_FORM.replace("__DAEMON__", daemon).replace("__MESSAGES__", messages)
+                    .replace("__VALUE__", value))
+
+        class TurboForm(tornado.web.RequestHandler):
+            def get(self):
+                saved = self.get_query_argument("saved", None)
+                self.write(turbo_page('<p role="status">Note saved</p>' if saved else ""))
+
+        class TurboAdd(tornado.web.RequestHandler):
+            """Rails' way: a 303 to the list when the note was saved, the form again with its errors (422)."""
+
+            def post(self):
+                title = self.get_body_argument("title", "")
+                if app.saved() and title:
+                    self.redirect("/turbo/?saved=1", status=303)
+                    return
+                self.set_status(422)
+                self.write(turbo_page(TURBO_ERRORS, title))
+
         class DjAdd(tornado.web.RequestHandler):
             def post(self):
                 app.saved()
@@ -554,4 +595,5 @@ class HorizonApp:
             (r"/dl/", ExportPage), (r"/dl/export", Export),
             (r"/job/", Page, {"html": JOB}), (r"/job/start", JobStart), (r"/job/stream", JobStream),
             (r"/timer/", Page, {"html": TIMER_FORM}), (r"/timer/add", TimerAdd),
+            (r"/turbo.js", TurboJs), (r"/turbo/", TurboForm), (r"/turbo/add", TurboAdd),
         ]

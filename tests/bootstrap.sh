@@ -18,6 +18,10 @@ fi
 if command -v npm >/dev/null 2>&1 && [ ! -f tests/.js/node_modules/globals/package.json ]; then
     npm install --prefix tests/.js --no-audit --no-fund --silent eslint@10.15.0 globals@17.14.0 >/dev/null
 fi
+# Hotwire Turbo 8 (Turbo Drive form posts that follow their 303 in a fetch) for tests/test_horizon.py.
+if command -v npm >/dev/null 2>&1 && [ ! -f tests/.js/node_modules/@hotwired/turbo/dist/turbo.es2017-umd.js ]; then
+    npm install --prefix tests/.js --no-audit --no-fund --silent @hotwired/turbo@8.0.23 >/dev/null
+fi
 # Real Express and Next.js apps with stock OpenTelemetry instrumentation for tests/test_otel.py (releases that run
 # on Node 20), into its own kept-out-of-git folder; and Debian's PostgreSQL for its traced database.
 if command -v npm >/dev/null 2>&1 && [ ! -f tests/.otel/node_modules/next/package.json ]; then
