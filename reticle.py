@@ -10294,12 +10294,21 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
                        secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
     """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
     `no` with the page's nearest candidates, and nothing is acted on.  A step that types a
-    secret does so only on the page origin `allowed` (else a setup error, nothing typed)."""
+    secret does so only on the page origin `allowed` (else a setup error, nothing typed).  An act
+    first waits for the causal work of the act before it (_horizon: a client router's fetch of the
+    next view and its render, at most HORIZON_CAP_MS) and, when that act started a navigation (a
+    link, a form post), for the new document, so it is not made on the page being left."""
     if "assert" in step:
         args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
         if session.id:
             args["sessionId"] = session.id
         return await _assert_verdict(session, args, _predicate_arg(args, True))
+    last = session.last_act
+    if last is not None and last >= session.marks.floor():  # what the act before started (a route's data)
+        await _await_horizon(session, last, session.now() + HORIZON_CAP_MS)
+    session.expire_arrival()
+    if session.between_documents() and await session.next_document(NAV_WAIT_S):
+        session = hub.bridge.get(session.id) or session  # the step before started a navigation: act on its page
     names = _secret_refs(step.get("args") or {})
     args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}
     typed = {n: _fill_secrets("${%s}" % n, secrets_in) for n in names}

@@ -12,11 +12,15 @@ The shape is post/redirect/get, as Django, Rails, Laravel and PHP apps have it:
   with ``fault`` on, the add answers a 500 error page.
 - ``/records/<id>/delete``: GET shows "Are you sure?" with a form, POST
   deletes and answers 302 to the list.
+- ``/spa``: a client-routed page whose "New record" link fetches ``/spa/view``
+  (the add form) and swaps it in; the view it leaves has a "Name" field too.
 
 The data lives in memory on a `FormsApp`, so tests can check the truth on the
-server (``app.records``, ``app.posts``) and switch ``app.fault`` on and off.
+server (``app.records``, ``app.posts``) and switch ``app.fault`` on and off;
+``app.slow_get`` makes every page load that many seconds slow.
 Every page carries the reticle script tag pointing at the daemon."""
 
+import asyncio
 import html
 
 import tornado.web
@@ -49,6 +53,7 @@ class FormsApp:
         self.fault = False
         self.add_label = "Add record"  # the add button's text (a test renames it)
         self.posts = []  # (path, {field: value}) of every POST the server answered
+        self.slow_get = 0.0  # seconds every GET waits before it is answered (a slow page load)
 
     def add(self, name):
         rid = self.next_id
@@ -62,6 +67,7 @@ class FormsApp:
             (r"/login", _Login, kw),
             (r"/records", _Records, kw),
             (r"/records/(\d+)/delete", _Delete, kw),
+            (r"/spa", _Spa, kw), (r"/spa/view", _SpaView, kw),
         ]
 
 
@@ -69,7 +75,9 @@ class _Base(tornado.web.RequestHandler):
     def initialize(self, app):
         self.app = app
 
-    def prepare(self):
+    async def prepare(self):
+        if self.request.method == "GET" and self.app.slow_get:
+            await asyncio.sleep(self.app.slow_get)
         if self.request.method == "POST":
             fields = {k: self.get_body_argument(k) for k in self.request.body_arguments}
             self.app.posts.append((self.request.path, fields))
@@ -167,3 +175,29 @@ class _Delete(_Base):
         if name is None:
             raise tornado.web.HTTPError(404)
         self.flash_then_redirect("Record '%s' deleted" % name, "/records")
+
+
+class _Spa(_Base):
+    """A client-routed page: its "New record" link fetches the next view (slow with ``slow_get``) and
+    swaps it in with pushState.  The view it leaves has a field labelled Name too (a search)."""
+
+    def get(self):
+        self.page("Records app", """<nav><a href="/spa/new" id="go">New record</a></nav>
+<div id="view"><p><label for="q">Name</label> <input id="q" name="q"></p><p>Search records by name.</p></div>
+<script>
+document.getElementById('go').addEventListener('click', function (ev) {
+  ev.preventDefault();
+  fetch('/spa/view').then(function (r) { return r.text(); }).then(function (view) {
+    document.getElementById('view').innerHTML = view;
+    history.pushState({}, '', '/spa/new');
+  });
+});
+</script>""")
+
+
+class _SpaView(_Base):
+    def get(self):
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish("""<form method="post" action="/records" aria-label="Add record">
+<p><label for="name">Name</label> <input id="name" name="name"></p>
+<p><button type="submit" name="_save" value="1">Add record</button></p></form>""")

@@ -1020,3 +1020,33 @@ def test_pytest_reticle_flows_runs_the_flows_as_items_with_xdist_too(tmp_path):
         assert site.logins == 2
         wait_until(lambda: get_port_free(port), 15, what="the daemon the run started to stop")
         _no_cookie_values(site.sessions, run.stdout, run.stderr, junit.read_text())
+
+
+@pytest.mark.parametrize("start", ["/records", "/spa"], ids=["document", "client-routed"])
+@pytest.mark.parametrize("where", ["tag", "device"])
+def test_a_step_after_a_navigating_act_runs_on_the_page_it_brings(world, where, start):
+    """Issue 29 #7: a link whose next view is slow to come leaves the old one in place, and it has the
+    same field.  Client-routed, the next step's fill landed on the view being left and was thrown away
+    with it: the add posted an empty name (the server's truth).  A step now waits for the act before it
+    (its fetch of the view and the render after it) and, for a document navigation, for the new document."""
+    mcp, forms, app = world["mcp"], world["forms"], world["app"]
+    if where == "device":
+        sid = mcp.ok("reticle_open", {"url": app.url + "/records"}, timeout=60)["sessionId"]
+    else:
+        sid = [t["sessionId"] for t in mcp.ok("reticle_sessions")["sessions"] if not t.get("device")][0]
+    name = "Nav %s %s" % (where, start)
+    link = "Records admin" if start == "/records" else "New record"
+    flow = {"format": 1, "name": "nav-then-fill", "startUrl": app.url + start, "steps": [
+        {"action": "click", "target": {"role": "link", "name": link}},
+        {"action": "fill", "target": {"label": "Name"}, "args": {"value": name}},
+        {"action": "click", "target": {"role": "button", "name": "Add record"}},
+        {"assert": {"kind": "text", "contains": "Record '%s' added" % name}}]}
+    forms.slow_get = 0.8
+    try:
+        out = mcp.ok("reticle_flow_replay", {"flow": flow, "sessionId": sid}, timeout=90)
+    finally:
+        forms.slow_get = 0.0
+        if where == "device":
+            mcp.ok("reticle_close", {"sessionId": sid})
+    assert [fields.get("name") for fields in _posts(forms, "/records")][-1:] == [name], forms.posts[-3:]
+    assert out["verified"] == "yes", out
