@@ -7947,14 +7947,23 @@ class _WireFormat:
     failure), "failure" (a failure inside a 2xx) or "answer" (the framework's ordinary answer: no
     failure, not queued work); `read(call)` says so in a phrase, or None.  A failure whose answer carries
     a status of its own (a SvelteKit envelope) is a failed request with that status for every verdict
-    rule: the bridge reads it into the call as it arrives (_take_wire_status)."""
+    rule: the bridge reads it into the call as it arrives (_take_wire_status).  `fail`, for an ordinary
+    answer, is the body the framework itself sends when that write fails (what `verify --teeth` replays
+    as the framework's failure, under the same HTTP status and headers)."""
 
-    __slots__ = ("name", "meaning", "read")
+    __slots__ = ("name", "meaning", "read", "fail")
 
-    def __init__(self, name: str, meaning: str, read: Callable[[dict], Optional[str]]) -> None:
+    def __init__(self, name: str, meaning: str, read: Callable[[dict], Optional[str]],
+                 fail: Optional[str] = None) -> None:
         self.name = name
         self.meaning = meaning
         self.read = read
+        self.fail = fail
+
+
+# a SvelteKit action's `fail(400, {message})`, its data serialised by devalue as SvelteKit does
+_SVELTEKIT_FAILURE = json.dumps({"type": "failure", "status": 400, "data": json.dumps(
+    [{"message": 1}, "reticle verify --teeth: this write failed on purpose"], separators=(",", ":"))})
 
 
 _WIRE_FORMATS: Tuple[_WireFormat, ...] = (
@@ -7965,7 +7974,7 @@ _WIRE_FORMATS: Tuple[_WireFormat, ...] = (
     _WireFormat("sveltekit-action-failure", "failure", _read_sveltekit_action),
     _WireFormat("sveltekit-data-error", "failure", _read_sveltekit_data),
     _WireFormat("sveltekit-action-redirect", "redirect", _read_sveltekit_redirect),
-    _WireFormat("sveltekit-action-success", "answer", _read_sveltekit_success),
+    _WireFormat("sveltekit-action-success", "answer", _read_sveltekit_success, _SVELTEKIT_FAILURE),
     _WireFormat("turbo-stream", "answer", _read_turbo_stream),
 )
 
@@ -7985,6 +7994,18 @@ def _take_wire_status(d: dict) -> None:
     d["status"] = failed[0]
     d["ok"] = False
     d["statusNote"] = "HTTP %s carrying %s" % (status, failed[1])
+
+
+def _framework_failure(d: dict, answer: Optional[dict]) -> Optional[dict]:
+    """The answer a completed write `d` would have got had it failed in its framework's own way (a
+    wire format's `fail`), as `answer` (_replayable_answer) has the rest: same status and headers, the
+    failure's body; None when no wire format reads `d` or has one."""
+    if answer is None:
+        return None
+    for w in _WIRE_FORMATS:
+        if w.fail is not None and w.read(d):
+            return dict(answer, body=w.fail)
+    return None
 
 
 def _wire_meaning(d: dict) -> Optional[Tuple[str, str]]:
@@ -10366,6 +10387,9 @@ def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool 
         answer = _replayable_answer(d) if answers else None
         if answer is not None:
             item["answer"] = answer
+            failure = _framework_failure(d, answer)
+            if failure is not None:
+                item["failure"] = failure
         out.append(item)
     return out
 
@@ -10479,7 +10503,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             row["predicate"] = step.get("until") or step.get("assert")
         made = _writes_in(session.window(cursor), cursor, answers=True)
         if made:
-            row["writes"] = [{k: v for k, v in w.items() if k != "answer"} for w in made]
+            row["writes"] = [{k: v for k, v in w.items() if k not in ("answer", "failure")} for w in made]
             answered.extend(made)
         met = _expectation(step, row)
         if not met or row["verified"] != "yes":
@@ -16045,12 +16069,16 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
 _TEETH_AS = {"failed": ("answered 500", "the flow is still yes when that write fails"),
              "lie": ("answered as before, never sent (lie)",
                      "the flow is still yes when that write is answered as before but never reaches the server: "
-                     "it never checks that the write was kept")}
+                     "it never checks that the write was kept"),
+             "envelope": ("answered with its framework's own failure (envelope)",
+                          "the flow is still yes when that write fails the way its framework says so (a SvelteKit "
+                          "action's failure envelope under HTTP 200)")}
 
 
 def _teeth_name(t: dict) -> str:
-    """A teeth replay as the reports name it: `POST /api/save`, or `POST /api/save (lie)`."""
-    return t["write"] + (" (lie)" if t.get("as") == "lie" else "")
+    """A teeth replay as the reports name it: `POST /api/save`, `POST /api/save (lie)` or `POST /api/save
+    (envelope)`."""
+    return t["write"] + (" (%s)" % t["as"] if t.get("as") in ("lie", "envelope") else "")
 
 
 async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
@@ -16067,6 +16095,8 @@ async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
         match = {"urlContains": w["path"], "method": w["method"]}
         plans = [("failed", {"status": 500, "body": "reticle verify --teeth: this write failed on purpose"}),
                  ("lie", w.get("answer"))]
+        if w.get("failure"):  # a framework that answers its failures under 200 (_WIRE_FORMATS' `fail`)
+            plans.append(("envelope", w["failure"]))
         for kind, respond in plans:
             if respond is None:
                 out.append({"write": label, "as": kind, "verified": "skipped", "toothless": False, "ms": 0,
@@ -16107,7 +16137,7 @@ async def _verify_teeth_of(link: "_DaemonLink", args: dict, flow: dict, res: dic
     chosen, untested = _teeth_plan(flow, res.get("writes") or [], limit)
     res["teeth"] = await _verify_teeth(link, args, chosen, progress, res["name"])
     res["toothless"] = [_teeth_name(t) for t in res["teeth"] if t["toothless"]]
-    res["writes"] = [{k: v for k, v in w.items() if k != "answer"} for w in res.get("writes") or []]
+    res["writes"] = [{k: v for k, v in w.items() if k not in ("answer", "failure")} for w in res.get("writes") or []]
     res["teethMax"] = limit
     if untested:
         res["teethUntested"] = [_write_label(w) for w in untested]

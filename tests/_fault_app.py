@@ -1,5 +1,5 @@
-"""The fixture app of tests/test_faults.py: one page that saves with fetch, with XHR and with a form
-post, and opens a WebSocket.  The server counts every write and socket it received, so a test can
+"""The fixture app of tests/test_faults.py: one page that saves with fetch, with XHR, with a form
+post and as a SvelteKit form action (a JSON envelope under HTTP 200), and opens a WebSocket.  The server counts every write and socket it received, so a test can
 tell a fault's answer from the server's."""
 
 import tornado.web
@@ -10,6 +10,7 @@ PAGE = """<!doctype html><html><head><title>faults</title>%(tag)s</head><body>
 <button id="save">Save</button> <button id="xsave">Save with XHR</button>
 <form method="post" action="/form"><input name="note" value="hi"><button>Post the form</button></form>
 <button id="ws">Connect</button> <button id="quiet">Save quietly</button> <button id="many">Store all 30</button>
+<button id="sk">Create note</button>
 <div id="msg"></div>
 <script>
 function show(text, failed) {
@@ -48,6 +49,19 @@ document.getElementById('many').addEventListener('click', function () {
   }
   next();
 });
+document.getElementById('sk').addEventListener('click', function () {
+  // what SvelteKit's use:enhance does: POST ?/create, read the action's JSON envelope (data by devalue)
+  show('');
+  var body = new FormData();
+  body.append('title', 'Milk');
+  fetch('/sk?/create', {method: 'POST', headers: {'x-sveltekit-action': 'true', accept: 'application/json'}, body: body})
+    .then(function (r) { return r.json(); })
+    .then(function (res) {
+      if (res.type === 'success') show('Note created');
+      else if (res.type === 'failure') { var d = JSON.parse(res.data); show(d[d[0].message], true); }
+      else show('Something went wrong', true);
+    }, function () { show('Something went wrong', true); });
+});
 document.getElementById('ws').addEventListener('click', function () {
   show('');
   var s = new WebSocket('ws://' + location.host + '/ws');
@@ -72,6 +86,7 @@ class FaultApp:
 
     def routes(self):
         return [(r"/api/(save|xsave|quiet|many/[0-9]+)", _Save, {"app": self}), (r"/form", _Form, {"app": self}),
+                (r"/sk", _SvelteKitAction, {"app": self}),
                 (r"/ws", _Socket, {"app": self}), (r"/.*", _Page, {"app": self})]
 
 
@@ -91,6 +106,15 @@ class _Save(_Base):
         self.app.writes.append(("/api/" + which, self.request.body.decode()))
         self.set_header("Content-Type", "application/json")
         self.write('{"saved": true}')
+
+
+class _SvelteKitAction(_Base):
+    """A SvelteKit form action's answer as its client reads it: HTTP 200, a JSON envelope."""
+
+    def post(self):
+        self.app.writes.append(("/sk", self.request.body.decode(errors="replace")))
+        self.set_header("Content-Type", "application/json")
+        self.write('{"type":"success","status":200,"data":"[{\\"id\\":1},7]"}')
 
 
 class _Form(_Base):

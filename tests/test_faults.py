@@ -343,6 +343,45 @@ def test_verify_teeth_calls_a_text_only_flow_toothless_and_a_status_check_not(tm
         server.close()
 
 
+SK_CREATED = [{"target": {"role": "button", "name": "Create note"}, "action": "click", "timeout_ms": 6000,
+               "until": {"kind": "text", "contains": "Note created"}}]
+
+
+def test_verify_teeth_replays_a_sveltekit_write_with_its_frameworks_own_failure(tmp_path):
+    """Issue 29 #7: a write whose answer is a SvelteKit action envelope is also replayed failing the way
+    SvelteKit fails (HTTP 200, `{"type": "failure", "status": 400, ...}`), never reaching the server.  The
+    flow that waits for "Note created" has teeth for it; a write in no such format gets no such replay."""
+    import json as _json
+    import subprocess
+    from _harness import RETICLE_PY, daemon_env, free_port
+    project = tmp_path / "project"
+    flows = project / ".reticle" / "flows"
+    flows.mkdir(parents=True)
+    port = free_port()
+    app = FaultApp("http://127.0.0.1:%d" % port, tag=False)
+    server = AppServer(app.routes())
+    try:
+        start = server.url + "/"
+        (flows / "sk.json").write_text(_json.dumps(_flow("sk", start, SK_CREATED)))
+        (flows / "status.json").write_text(_json.dumps(_flow("status", start, TOOTHED)))
+        env = daemon_env(tmp_path / "state", RETICLE_PORT=str(port))
+        run = subprocess.run([sys.executable, RETICLE_PY, "verify", "--teeth", "--json"], cwd=str(project), env=env,
+                             capture_output=True, text=True, timeout=240)
+        data = _json.loads(run.stdout)
+        flows_by = {f["name"]: f for f in data["flows"]}
+        sk = flows_by["sk"]
+        assert sk["verified"] == "yes", sk
+        rows = {t["as"]: t for t in sk["teeth"]}
+        assert sorted(rows) == ["envelope", "failed", "lie"], sk["teeth"]
+        assert rows["envelope"]["verified"] == "no" and not rows["envelope"]["toothless"], rows["envelope"]
+        assert "failed on purpose" in rows["envelope"]["because"], rows["envelope"]
+        assert sk["toothless"] == ["POST /sk (lie)"], sk
+        assert app.count("/sk") == 1  # the plain run only: neither fault reached the server
+        assert [t["as"] for t in flows_by["status"]["teeth"]] == ["failed", "lie"], flows_by["status"]
+    finally:
+        server.close()
+
+
 MANY = {"target": {"role": "button", "name": "Store all 30"}, "action": "click", "timeout_ms": 15000,
         "until": {"kind": "allOf", "predicates": [{"kind": "text", "contains": "Stored all"},
                                                   {"kind": "net", "method": "POST", "urlContains": "/api/many/17",
