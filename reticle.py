@@ -6149,7 +6149,9 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
     """What the act at `floor` has started and not finished, at `now`: (what, decisive), where a
     decisive one could still change the answer.  Requests and documents it started (writes and
     documents decisive, reads not) have not answered; a socket message it sent has had no message
-    back on that socket for SOCKET_REPLY_WAIT_MS; a stream it opened is still sending (a fetch
+    back on that socket for SOCKET_REPLY_WAIT_MS, and the run it started there has not gone quiet (no
+    message for SOCKET_REPLY_WAIT_MS after the last one, unless that one ends the run: _SOCKET_RUN_ENDS;
+    a first reply may only acknowledge the message); a stream it opened is still sending (a fetch
     stream decisive: a job's result lives in it); a document that arrived has not reported its
     load-time scan of what the user is told (for SCAN_WAIT_MS, when the page `scans`: the SDK
     does, a client that only speaks the bridge protocol does not); the render after the last of these: less
@@ -6174,16 +6176,22 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
         e["data"].get("transport") in ("stream", "sse") and str(e["data"].get("requestId")) in started)]
     landed: List[Tuple[float, str]] = []
     streams: Dict[str, dict] = {}
+    last_in: Dict[str, dict] = {}
     for i, e in enumerate(frames):
         d = e["data"]
         if d.get("direction") == "in":
             landed.append((e["t"], "a message on %s" % d.get("url")))
+            if d.get("transport", "ws") == "ws":
+                last_in[str(d.get("url"))] = e
         if d.get("transport", "ws") == "ws" and d.get("direction") == "out" and now - e["t"] < SOCKET_REPLY_WAIT_MS:
             if not any(f["data"].get("direction") == "in" and f["data"].get("url") == d.get("url")
                        for f in frames[i + 1:]):
                 out.append(("the reply to the message sent on %s" % d.get("url"), False))
         if d.get("transport") in ("stream", "sse"):
             streams[str(d.get("requestId") or d.get("url"))] = dict(d, t=e["t"])
+    for url, e in last_in.items():  # a server's run answers in several messages: its first may be an ack
+        if now - e["t"] < SOCKET_REPLY_WAIT_MS and not _run_ended(e["data"]):
+            out.append(("the run on %s (its last message came %d ms ago)" % (url, now - e["t"]), False))
     for d in streams.values():
         if d.get("direction") != "close" and not d.get("final") and now - d["t"] < STREAM_QUIET_MS:
             out.append(("the stream %s is still sending" % d.get("url"), d.get("transport") == "stream"))
@@ -6204,6 +6212,23 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
         if item not in seen:
             seen.append(item)
     return seen
+
+
+# A socket message that ends the run a message sent on it started (as data: protocol, pattern on its text).
+_SOCKET_RUN_ENDS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
+    ("Phoenix LiveView reply", re.compile(r'^\[[^\]]*?"phx_reply"')),
+    ("Socket.IO acknowledgement", re.compile(r"^43\d+\[")),
+    ("GraphQL over WebSocket complete/error", re.compile(r'^\{.*"type"\s*:\s*"(complete|error)"')),
+    ("JSON-RPC response", re.compile(r'^\{(?=.*"jsonrpc")(?=.*"id")(?=.*"(result|error)")')),
+    ("Gradio queue completion", re.compile(r'^\{.*"msg"\s*:\s*"process_completed"')),
+)
+
+
+def _run_ended(d: dict) -> bool:
+    """Does this incoming socket message end its run (_SOCKET_RUN_ENDS), so the horizon need not wait
+    SOCKET_REPLY_WAIT_MS for another?"""
+    text = d.get("data")
+    return isinstance(text, str) and any(p.search(text[:4096]) for _, p in _SOCKET_RUN_ENDS)
 
 
 def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known",

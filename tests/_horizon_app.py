@@ -51,6 +51,8 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
 - `/turbo/`: a Rails-shaped notes form under real Turbo Drive (@hotwired/turbo 8): Save posts with fetch;
   a title is answered 303 to `/turbo/?saved=1` ("Note saved", which Turbo fetches and renders), a blank one
   (or `app.fault`) 422 with the form again and its `#error_explanation` ("Title can't be blank").
+- `/run/`: a server-driven run over a WebSocket (Streamlit's shape): Save is acknowledged at once
+  ("Running…"), its outcome ("Saved", or "The server refused the change." on fault) comes 1.5 s later.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
   new document starts at once and shows the invalid field 0.6 s later.
 
@@ -138,6 +140,21 @@ ws.onmessage = function (m) {
   var d = JSON.parse(m.data);
   var out = document.getElementById('out');
   if (d.ok) out.innerHTML = '<p role="status">Saved</p>';
+  else out.innerHTML = '<div class="alert alert-danger">' + d.error + '</div>';
+};
+document.getElementById('save').onclick = function () { ws.send(JSON.stringify({save: 1})); };
+</script>""")
+
+# A server-driven run (Streamlit's shape): the save is acknowledged at once ("Running…"), its outcome comes
+# 1.5 s later on the same socket.
+RUN = _page("Run", """<main><div id="out"></div><button type="button" id="save">Save</button></main>
+<script>
+var ws = new WebSocket('ws://' + location.host + '/run/ws');
+ws.onmessage = function (m) {
+  var d = JSON.parse(m.data);
+  var out = document.getElementById('out');
+  if (d.type === 'ack') out.innerHTML = '<p>Running…</p>';
+  else if (d.ok) out.innerHTML = '<p role="status">Saved</p>';
   else out.innerHTML = '<div class="alert alert-danger">' + d.error + '</div>';
 };
 document.getElementById('save').onclick = function () { ws.send(JSON.stringify({save: 1})); };
@@ -566,6 +583,20 @@ class HorizonApp:
                 self.write(json.dumps({"success": True} if ok else
                                       {"success": False, "error": "The import failed: row 3 is invalid."}) + "\n")
 
+        class RunWs(tornado.websocket.WebSocketHandler):
+            def check_origin(self, origin):
+                return True
+
+            async def on_message(self, message):
+                ok = app.saved()
+                try:
+                    await self.write_message(json.dumps({"type": "ack"}))
+                    await asyncio.sleep(1.5)
+                    await self.write_message(json.dumps({"ok": True} if ok else
+                                                        {"ok": False, "error": "The server refused the change."}))
+                except tornado.websocket.WebSocketClosedError:
+                    pass
+
         class SockWs(tornado.websocket.WebSocketHandler):
             def check_origin(self, origin):
                 return True
@@ -583,7 +614,8 @@ class HorizonApp:
             (r"/same/", Page, {"html": SAME}), (r"/same/save", SameSave), (r"/api/ok", Ok),
             (r"/ui/([a-z-]+)/(fail|ok)", Ui), (r"/dj/", DjForm), (r"/dj/add", DjAdd),
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
-            (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/status/", Page, {"html": STATUS}),
+            (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/run/", Page, {"html": RUN}),
+            (r"/run/ws", RunWs), (r"/status/", Page, {"html": STATUS}),
             (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
             (r"/wire/(sf|sa|dash|cb|ts)/", WirePage), (r"/wire/cb/callback", JsonCallback),
             (r"/wire/(sk|skd)/", SvelteKitPage), (r"/wire/skd/notes/9/__data.json", SvelteKitData),

@@ -498,6 +498,7 @@ SHAPES = {
     "streamed-job-failure": ("/job/", True, SAVE, JOB_STARTED, "no", "row 3 is invalid"),
     "socket-reply-after-1.2s": ("/sock/", True, SAVE, {"kind": "text", "contains": "refused", "absent": True},
                                 "no", "refused"),
+    "socket-run-ack-then-outcome": ("/run/", True, SAVE, {"kind": "text", "contains": "Running"}, "no", "refused"),
     "slow-re-rendered-form": ("/slow/", False, SAVE, ROUTE_ADDED, "no", "Enter a title"),
     "messages-after-redirect": ("/dj/?fail=1", False, SAVE, DJ_ADDED, "no", "Nothing was changed"),
     "bootstrap-alert": ("/ui/bootstrap/fail", False, SAVE, {"kind": "net", "urlContains": "/api/ok", "status": 200},
@@ -506,6 +507,7 @@ SHAPES = {
     "ok-0-errors-found": ("/status/", False, CHECK, {"kind": "text", "contains": "0 errors found"}, "yes", ""),
     "ok-banner-before-act": ("/same/?ok=1&banner=1", False, SAVE, {"kind": "text", "contains": "Saved"}, "yes", ""),
     "ok-late-socket-success": ("/sock/", False, SAVE, {"kind": "text", "contains": "Saved"}, "yes", ""),
+    "ok-socket-run": ("/run/", False, SAVE, {"kind": "text", "contains": "Saved"}, "yes", ""),
     "ok-assert-after-form-post": ("/dj/", False, SAVE, DJ_ADDED, "yes", ""),
 }
 
