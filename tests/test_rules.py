@@ -677,3 +677,20 @@ def test_a_failed_send_to_another_origin_is_not_the_acts_failure():
     mine = good[:3] + [ev(5, "console.error", text="TypeError: cannot read properties of undefined")]
     got = reticle._decide({"pass": True, "evidence": {}}, [], mine, k, 0.0, parse(SETTLE), act=True)
     assert got[:2] == ("no", "failure_observed") and "cannot read" in got[2], got
+
+
+@pytest.mark.parametrize("text,ends", [
+    ('["4","7","lv:phx-F1","phx_reply",{"status":"ok","response":{}}]', True),
+    ('431[{"ok":true}]', True),
+    ('{"type":"complete","id":"1"}', True),
+    ('{"id":"1","type":"error","payload":[]}', True),
+    ('{"jsonrpc":"2.0","id":3,"result":{"saved":true}}', True),
+    ('{"msg":"process_completed","success":true}', True),
+    ('{"type":"ack"}', False),  # an acknowledgement: the run goes on
+    ('{"ok": false, "error": "refused"}', False),  # no protocol says this is the last one
+    ('["4","7","lv:phx-F1","diff",{}]', False),
+    ('{"jsonrpc":"2.0","method":"progress","params":{}}', False),  # a notification, not a response
+    ('42["progress",1]', False),
+])
+def test_a_socket_message_ends_its_run_only_by_its_protocol(text, ends):
+    assert reticle._run_ended({"data": text}) is ends
