@@ -9205,6 +9205,21 @@ def _snapshot_answer(result: dict, prev: Optional[Tuple[str, List[str]]], now: T
 
 # -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
 
+def _journey_to_save(hub: "Hub", tab: str, since: float, replayed: bool) -> List[dict]:
+    """The steps of tab's journey since `since` that flow_save saves: the agent's own, and a flow's
+    replayed steps only when asked (`replayed`); ToolError when there are none."""
+    journey = hub.journeys.since(tab, since)
+    left_out = [s for s in journey if s.get("replayed")] if not replayed else []
+    journey = [s for s in journey if replayed or not s.get("replayed")]  # a replay is not the agent's journey
+    if not journey:
+        raise ToolError("tab %s has no recorded step since %s to save%s" % (
+            tab, since, " (its %d step(s) since then were a flow's replay, not the agent's own)" % len(left_out)
+            if left_out else ""),
+            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, pass `steps`, "
+            "or `replayed: true` to save a replay's steps as a flow of their own")
+    return journey
+
+
 async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                           ctx: "_CallContext") -> dict:
     """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
@@ -9223,11 +9238,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
         since = args.get("since")
         if since is None:
             since = hub.journeys.saved_at.get(session.id, 0.0)
-        journey = hub.journeys.since(session.id, float(since))
-        if not journey:
-            raise ToolError("tab %s has no recorded step since %s to save" % (session.id, since),
-                            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, "
-                            "or pass `steps`")
+        journey = _journey_to_save(hub, session.id, float(since), bool(args.get("replayed")))
         journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
         not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
         if not_yes:
@@ -9639,7 +9650,8 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
          "origin": {"type": "string", "maxLength": 2048,
                     "description": "a journey over two apps: save the steps on this origin"},
          "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
-         "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"}},
+         "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"},
+         "replayed": {"type": "boolean", "description": "save the steps a flow's replay took too (never by default)"}},
         _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
     _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
         {}, _tool_flow_list, {}),
@@ -9819,8 +9831,12 @@ async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
     return pre
 
 
+_REPLAYING: contextvars.ContextVar[bool] = contextvars.ContextVar("reticle_replaying", default=False)
+
+
 def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None) -> None:
-    """Append one step to the tab's journey log (see _Journeys)."""
+    """Append one step to the tab's journey log (see _Journeys); a step a flow's replay took is marked
+    `replayed` (flow_save saves it only when asked: a replay is not the agent's journey)."""
     try:
         pre = pre or {}
         out = out if isinstance(out, dict) else {}
@@ -9857,6 +9873,8 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
             if isinstance(out.get("since"), (int, float)):
                 floor = float(out["since"])  # for flow_save's warning
                 step["writes"] = _writes_in(session.window(floor), floor)
+        if _REPLAYING.get():
+            step["replayed"] = True
         session.bridge.hub.journeys.record(session.id, step)
     except Exception as exc:  # the journey is a convenience: never fail the act for it
         _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
@@ -10108,7 +10126,7 @@ def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]
     """Journey log entries -> flow steps (and the first URL)."""
     steps = []
     for entry in journey:
-        step = {k: v for k, v in entry.items() if k not in ("t", "url", "writes")}
+        step = {k: v for k, v in entry.items() if k not in ("t", "url", "writes", "replayed")}
         steps.append(step)
     return steps, (journey[0].get("url") if journey else None)
 
@@ -10338,6 +10356,16 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
 
 async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
                        secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
+    """One step of a flow's replay (_replay_one), what it journals marked `replayed`."""
+    token = _REPLAYING.set(True)
+    try:
+        return await _replay_one(hub, session, step, ctx, secrets_in, allowed)
+    finally:
+        _REPLAYING.reset(token)
+
+
+async def _replay_one(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
+                      secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
     """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
     `no` with the page's nearest candidates, and nothing is acted on.  A step that types a
     secret does so only on the page origin `allowed` (else a setup error, nothing typed).  An act

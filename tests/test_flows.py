@@ -415,7 +415,12 @@ def test_a_replayed_secret_is_saved_again_as_its_variable(world):
             {"assert": {"kind": "text", "contains": "Log in"}}]}
         out = mcp.ok("reticle_flow_replay", {"flow": flow, "sessionId": sid}, timeout=60)
         assert out["verified"] == "yes", out
-        saved = mcp.ok("reticle_flow_save", {"name": "again", "sessionId": sid, "since": 0})
+        # issue 29 #7: a replay's steps are not the agent's journey: nothing of them is saved unless asked
+        refused, is_error = mcp.call("reticle_flow_save", {"name": "again", "sessionId": sid, "since": 0})
+        assert is_error and "were a flow's replay" in refused["error"] and "replayed" in refused["recovery"], refused
+        assert not (project / ".reticle" / "flows" / "again.json").exists()
+        assert PASSWORD not in json.dumps(refused)
+        saved = mcp.ok("reticle_flow_save", {"name": "again", "sessionId": sid, "since": 0, "replayed": True})
         text = (project / ".reticle" / "flows" / "again.json").read_text()
         assert PASSWORD not in text and "${%s}" % SECRET_ENV in text, text
         assert saved["secrets"] == [SECRET_ENV], saved
@@ -897,8 +902,8 @@ def test_an_expired_auth_state_is_made_again_or_named_as_the_cause(tmp_path):
         login, _ = call("reticle_flow_replay", dict(sid, name="login"))
         assert login["verified"] == "yes" and login["authSaved"]["saved"] is True, login
         assert site.logins == 1
-        # saving the journey just verified as a setup flow saves its state too
-        saved, err = call("reticle_flow_save", dict(sid, name="login-again", setup=True))
+        # saving the journey just verified (a replay's: asked for by name) as a setup flow saves its state too
+        saved, err = call("reticle_flow_save", dict(sid, name="login-again", setup=True, replayed=True))
         assert not err and saved["authSaved"]["saved"] is True and saved["authSaved"]["cookies"] == 1, saved
         assert json.loads((project / ".reticle" / "flows" / "login-again.json").read_text())["setup"] is True
         assert oct((project / ".reticle" / "auth" / "login-again.json").stat().st_mode & 0o777) == "0o600"
