@@ -20185,7 +20185,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var still = hydrationPending();
         var waited = Math.round(N.now() - t0);
         var row = still ? null : hydrationRow();
-        if (!still) resolve({ framework: row ? row.name : first, hydrated: true, waitedMs: waited });
+        // a plain page waited for only while it was parsed: no framework to name
+        if (!still) resolve(row ? { framework: row.name, hydrated: true, waitedMs: waited } : null);
         else if (waited >= ms) resolve({ framework: still, hydrated: false, waitedMs: waited });
         else N.setTimeout(poll, 50);
       })();

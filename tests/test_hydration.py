@@ -104,12 +104,28 @@ class _Save(tornado.web.RequestHandler):
         self.write({"ok": True, "name": name})
 
 
+class _Streamed(tornado.web.RequestHandler):
+    """A plain page (no framework) whose body is still being parsed for 0.8 s after its head arrived."""
+
+    def initialize(self, daemon):
+        self.daemon = daemon
+
+    async def get(self):
+        import asyncio
+        self.set_header("Content-Type", "text/html")
+        self.write(PLAIN.split("<body>")[0] % {"daemon": self.daemon} + "<body>")
+        await self.flush()
+        await asyncio.sleep(0.8)
+        self.write("<main><h1>Streamed</h1></main></body></html>")
+
+
 def _routes(daemon):
     def page(html):
         return {"template": html, "daemon": daemon}
     from _harness import TemplatePage
     return [(r"/umd/(react\.js|react-dom\.js)", _Umd), (r"/gate", _Gate), (r"/api/save", _Save),
-            (r"/next/", TemplatePage, page(NEXT_SHAPED)), (r"/remount/", TemplatePage, page(REMOUNT))]
+            (r"/next/", TemplatePage, page(NEXT_SHAPED)), (r"/remount/", TemplatePage, page(REMOUNT)),
+            (r"/streamed/", _Streamed, {"daemon": daemon})]
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +227,9 @@ def test_in_a_device_open_answers_once_hydrated_and_real_input_reaches_the_handl
     opened.join()
     try:
         assert dev["hydration"]["framework"] == "Next.js" and dev["hydration"]["hydrated"] is True, dev
+        plain = live.mcp.ok("reticle_open", {"url": live.app.url + "/streamed/"}, timeout=90)
+        assert "hydration" not in plain, plain  # waited only while it was parsed: no framework to name
+        live.mcp.ok("reticle_navigate", {"url": live.app.url + "/next/", "sessionId": dev["sessionId"]})
         out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, until=POSTED, timeout_ms=4000, sessionId=dev["sessionId"]))
         assert out["verified"] == "yes", out
         assert STATE.saved == ["ada"]
