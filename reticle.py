@@ -1871,16 +1871,18 @@ class _ActMarks:
         self.last_act: Optional[float] = None
         self.last_act_action: Optional[str] = None
         self.last_nav: Optional[float] = None
-        self._page: Dict[float, Tuple[str, float]] = {}  # act cursor -> (documentId, page time it ran at)
-        self._acts: List[float] = []  # every act's cursor, oldest first (a click that left its page has no page time)
+        # every act's cursor, oldest first -> (documentId, page time it ran at), or None while its page has not
+        # said (a click that left its page, a form post's, often never does)
+        self._page: Dict[float, Optional[Tuple[str, float]]] = {}
 
     def act(self, now: float, action: Optional[str]) -> float:
         self.last_act = now
         self.last_act_action = action
-        self._acts.append(now)
-        # kept as long as known() looks back (BACKGROUND_MS), as the page times are
-        while len(self._acts) > 32 and (len(self._acts) > 4096 or self._acts[0] < now - BACKGROUND_MS - 2000):
-            del self._acts[0]
+        self._page[now] = None
+        # kept as long as known() looks back (BACKGROUND_MS): an act's request whose mark was dropped
+        # would read as unprompted, a repeated save as a timer's poll (outside the horizon)
+        while len(self._page) > 32 and (len(self._page) > 4096 or next(iter(self._page)) < now - BACKGROUND_MS - 2000):
+            del self._page[next(iter(self._page))]
         return now
 
     def navigation(self, now: float) -> float:
@@ -1895,13 +1897,9 @@ class _ActMarks:
     def note_page_time(self, since: float, result: Any) -> None:
         """Remember when, on the page's own clock, the act at `since` ran (the `pt` and `documentId`
         of its command's result)."""
-        if isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) and result.get("documentId"):
+        if since in self._page and isinstance(result, dict) and isinstance(result.get("pt"), (int, float)) \
+                and result.get("documentId"):
             self._page[since] = (str(result["documentId"]), float(result["pt"]))
-            # kept as long as known() looks back (BACKGROUND_MS): an act's request whose mark was
-            # dropped would read as unprompted, a repeated save as a timer's poll (outside the horizon)
-            while len(self._page) > 32 and (len(self._page) > 4096 or
-                                            next(iter(self._page)) < since - BACKGROUND_MS - 2000):
-                del self._page[next(iter(self._page))]
 
     def page_time(self, since: float) -> Optional[Tuple[str, float]]:
         """(documentId, page time) of the act at cursor `since`, or None when `since` is no act's."""
@@ -1910,7 +1908,7 @@ class _ActMarks:
     def acts(self) -> List[float]:
         """The cursors of the acts remembered, oldest first: each act's, whether or not its page said
         when it ran (a form post's click answers from a page already leaving, often with nothing)."""
-        return list(self._acts)
+        return list(self._page)
 
 
 class _PendingCommands:
@@ -6161,13 +6159,11 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
     (twice or more before the act) and dev tooling are not the act's; a request it made once before
     (the same save, clicked again) is."""
     out: List[Tuple[str, bool]] = []
-    for d in known.open_requests:  # a request the page made before too is the act's; a timer's is not
-        if d.get("startedAt", 0) >= floor and not _is_dev(d) and _call_label(d) not in known.polled:
-            out.append(("%s has not answered" % _call_label(d), _is_write(d) or d.get("initiator") == "document"))
-    for d in known.unconfirmed:  # in a device: what the page reported, not yet in the window
-        if d.get("heldAt", 0) >= floor and not _is_dev(d) and _call_label(d) not in known.polled:
-            decisive = _is_write(d) or d.get("initiator") == "document"
-            out.append(("the browser's own record of %s" % _call_label(d), decisive))
+    unanswered = [(d, d.get("startedAt", 0), "%s has not answered") for d in known.open_requests] + [
+        (d, d.get("heldAt", 0), "the browser's own record of %s") for d in known.unconfirmed]  # (in a device)
+    for d, since, what in unanswered:  # a request the page made before too is the act's; a timer's is not
+        if since >= floor and not _is_dev(d) and _call_label(d) not in known.polled:
+            out.append((what % _call_label(d), _is_write(d) or d.get("initiator") == "document"))
     frames = [e for e in window if e["type"] in _FRAME_TYPES and not _is_dev(e["data"])]
     # the act's own channels (as _message_failures reads them): a socket it sent on, a stream it started
     spoke = {e["data"].get("url") for e in frames if e["data"].get("direction") == "out"}
@@ -10556,7 +10552,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
             row["predicate"] = step.get("until") or step.get("assert")
         made = _writes_in(session.window(cursor), cursor, answers=True)
         if made:
-            row["writes"] = [{k: v for k, v in w.items() if k not in ("answer", "failure")} for w in made]
+            row["writes"] = [_write_shown(w) for w in made]
             answered.extend(made)
         met = _expectation(step, row)
         if not met or row["verified"] != "yes":
@@ -10707,6 +10703,11 @@ def _step_failed(s: dict) -> bool:
 
 
 TEETH_MAX_DEFAULT = 8                # `verify --teeth` tests at most this many writes a flow, 2 replays each
+
+
+def _write_shown(w: dict) -> dict:
+    """A write of _writes_in as results and reports show it: without the answers kept for --teeth."""
+    return {k: v for k, v in w.items() if k not in ("answer", "failure")}
 
 
 def _write_label(w: dict) -> str:
@@ -16190,7 +16191,7 @@ async def _verify_teeth_of(link: "_DaemonLink", args: dict, flow: dict, res: dic
     chosen, untested = _teeth_plan(flow, res.get("writes") or [], limit)
     res["teeth"] = await _verify_teeth(link, args, chosen, progress, res["name"])
     res["toothless"] = [_teeth_name(t) for t in res["teeth"] if t["toothless"]]
-    res["writes"] = [{k: v for k, v in w.items() if k not in ("answer", "failure")} for w in res.get("writes") or []]
+    res["writes"] = [_write_shown(w) for w in res.get("writes") or []]
     res["teethMax"] = limit
     if untested:
         res["teethUntested"] = [_write_label(w) for w in untested]
