@@ -328,6 +328,27 @@ def wait_until(predicate, timeout=10.0, interval=0.05, what="condition"):
     raise AssertionError("timed out after %.1f s waiting for %s (last: %r)" % (timeout, what, last))
 
 
+NODE_MODULES = os.path.join(ROOT, "tests", ".js", "node_modules")  # what tests/bootstrap.sh installs with npm
+
+
+def react_umd(build):
+    """React 18's UMD files (`build`: "development" or "production.min"), by the name a page loads them under."""
+    return {"react.js": os.path.join(NODE_MODULES, "react", "umd", "react.%s.js" % build),
+            "react-dom.js": os.path.join(NODE_MODULES, "react-dom", "umd", "react-dom.%s.js" % build)}
+
+
+class ScriptFiles(tornado.web.RequestHandler):
+    """Serves files as JavaScript: `files` maps the name the route captures to a path on disk."""
+
+    def initialize(self, files):
+        self.files = files
+
+    def get(self, name):
+        self.set_header("Content-Type", "application/javascript")
+        with open(self.files[name], "rb") as fh:
+            self.write(fh.read())
+
+
 class TemplatePage(tornado.web.RequestHandler):
     """Serves `template % {"daemon": <daemon url>}` as an HTML page."""
 

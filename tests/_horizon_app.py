@@ -68,6 +68,7 @@ import tornado.web
 import tornado.websocket
 
 import reticle
+from _harness import NODE_MODULES, ScriptFiles
 
 _HEAD = """<!doctype html><html><head><meta charset="utf-8"><title>%s</title>
 <script src="__DAEMON__/reticle.js"></script></head>"""
@@ -110,8 +111,7 @@ document.getElementById('save').onclick = function () {
 
 # Hotwire Turbo 8 (tests/.js, installed by tests/bootstrap.sh) drives this form: it posts with fetch,
 # follows the 303 itself and renders the page it lands on; a 422 answer is rendered in place.
-TURBO_JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".js", "node_modules", "@hotwired", "turbo",
-                        "dist", "turbo.es2017-umd.js")
+TURBO_JS = os.path.join(NODE_MODULES, "@hotwired", "turbo", "dist", "turbo.es2017-umd.js")
 TURBO_FORM = """<!doctype html><html><head><meta charset="utf-8"><title>Notes</title>
 <script src="__DAEMON__/reticle.js"></script><script src="/turbo.js"></script></head>
 <body><main><h1>Notes</h1>__MESSAGES__<form method="post" action="/turbo/add"><label>Title <input name="title"
@@ -133,23 +133,11 @@ document.getElementById('save').onclick = function () {
 };
 </script>""")
 
-SOCK = _page("Socket", """<main><div id="out"></div><button type="button" id="save">Save</button></main>
+def _socket_page(title, path):
+    """Save sends on the WebSocket at `path`; an `ack` shows "Running…", the outcome "Saved" or the error."""
+    return _page(title, """<main><div id="out"></div><button type="button" id="save">Save</button></main>
 <script>
-var ws = new WebSocket('ws://' + location.host + '/sock/ws');
-ws.onmessage = function (m) {
-  var d = JSON.parse(m.data);
-  var out = document.getElementById('out');
-  if (d.ok) out.innerHTML = '<p role="status">Saved</p>';
-  else out.innerHTML = '<div class="alert alert-danger">' + d.error + '</div>';
-};
-document.getElementById('save').onclick = function () { ws.send(JSON.stringify({save: 1})); };
-</script>""")
-
-# A server-driven run (Streamlit's shape): the save is acknowledged at once ("Running…"), its outcome comes
-# 1.5 s later on the same socket.
-RUN = _page("Run", """<main><div id="out"></div><button type="button" id="save">Save</button></main>
-<script>
-var ws = new WebSocket('ws://' + location.host + '/run/ws');
+var ws = new WebSocket('ws://' + location.host + '__PATH__');
 ws.onmessage = function (m) {
   var d = JSON.parse(m.data);
   var out = document.getElementById('out');
@@ -158,7 +146,13 @@ ws.onmessage = function (m) {
   else out.innerHTML = '<div class="alert alert-danger">' + d.error + '</div>';
 };
 document.getElementById('save').onclick = function () { ws.send(JSON.stringify({save: 1})); };
-</script>""")
+</script>""".replace("__PATH__", path))
+
+
+SOCK = _socket_page("Socket", "/sock/ws")  # the outcome 1.2 s after the save
+# A server-driven run (Streamlit's shape): the save is acknowledged at once ("Running…"), its outcome comes
+# 1.5 s later on the same socket.
+RUN = _socket_page("Run", "/run/ws")
 
 JOB = _page("Job", """<main><div id="out"></div><button type="button" id="save">Save</button></main>
 <script>
@@ -377,12 +371,6 @@ class HorizonApp:
                 self.write(DJ_FORM.replace("__DAEMON__", daemon).replace("__MESSAGES__", messages)
                            .replace("__QUERY__", query))
 
-        class TurboJs(tornado.web.RequestHandler):
-            def get(self):
-                self.set_header("Content-Type", "application/javascript")
-                with open(TURBO_JS, "rb") as fh:
-                    self.write(fh.read())
-
         def turbo_page(messages, value=""):
             return (TURBO_FORM.replace("__DAEMON__", daemon).replace("__MESSAGES__", messages)
                     .replace("__VALUE__", value))
@@ -583,28 +571,22 @@ class HorizonApp:
                 self.write(json.dumps({"success": True} if ok else
                                       {"success": False, "error": "The import failed: row 3 is invalid."}) + "\n")
 
-        class RunWs(tornado.websocket.WebSocketHandler):
-            def check_origin(self, origin):
-                return True
-
-            async def on_message(self, message):
-                ok = app.saved()
-                try:
-                    await self.write_message(json.dumps({"type": "ack"}))
-                    await asyncio.sleep(1.5)
-                    await self.write_message(json.dumps({"ok": True} if ok else
-                                                        {"ok": False, "error": "The server refused the change."}))
-                except tornado.websocket.WebSocketClosedError:
-                    pass
-
         class SockWs(tornado.websocket.WebSocketHandler):
+            """A save over the socket: acknowledged at once when `ack`, its outcome `delay` s later."""
+
+            def initialize(self, delay, ack=False):
+                self.delay = delay
+                self.ack = ack
+
             def check_origin(self, origin):
                 return True
 
             async def on_message(self, message):
                 ok = app.saved()
-                await asyncio.sleep(1.2)
                 try:
+                    if self.ack:
+                        await self.write_message(json.dumps({"type": "ack"}))
+                    await asyncio.sleep(self.delay)
                     await self.write_message(json.dumps({"ok": True} if ok else
                                                         {"ok": False, "error": "The server refused the change."}))
                 except tornado.websocket.WebSocketClosedError:
@@ -614,8 +596,8 @@ class HorizonApp:
             (r"/same/", Page, {"html": SAME}), (r"/same/save", SameSave), (r"/api/ok", Ok),
             (r"/ui/([a-z-]+)/(fail|ok)", Ui), (r"/dj/", DjForm), (r"/dj/add", DjAdd),
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
-            (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs), (r"/run/", Page, {"html": RUN}),
-            (r"/run/ws", RunWs), (r"/status/", Page, {"html": STATUS}),
+            (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs, {"delay": 1.2}), (r"/run/", Page, {"html": RUN}),
+            (r"/run/ws", SockWs, {"delay": 1.5, "ack": True}), (r"/status/", Page, {"html": STATUS}),
             (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
             (r"/wire/(sf|sa|dash|cb|ts)/", WirePage), (r"/wire/cb/callback", JsonCallback),
             (r"/wire/(sk|skd)/", SvelteKitPage), (r"/wire/skd/notes/9/__data.json", SvelteKitData),
@@ -627,5 +609,5 @@ class HorizonApp:
             (r"/dl/", ExportPage), (r"/dl/export", Export),
             (r"/job/", Page, {"html": JOB}), (r"/job/start", JobStart), (r"/job/stream", JobStream),
             (r"/timer/", Page, {"html": TIMER_FORM}), (r"/timer/add", TimerAdd),
-            (r"/turbo.js", TurboJs), (r"/turbo/", TurboForm), (r"/turbo/add", TurboAdd),
+            (r"/(turbo\.js)", ScriptFiles, {"files": {"turbo.js": TURBO_JS}}), (r"/turbo/", TurboForm), (r"/turbo/add", TurboAdd),
         ]

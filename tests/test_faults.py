@@ -250,6 +250,33 @@ def _flow(name, start, steps):
     return {"format": 1, "name": name, "startUrl": start, "steps": steps}
 
 
+@contextlib.contextmanager
+def _verify_project(tmp_path, flows):
+    """A project whose .reticle/flows holds `flows` ({name: steps}, each starting at the FaultApp's page),
+    that app served with no script tag (verify's devices inject the SDK), and a runner of `reticle verify`
+    in the project with the environment of a daemon it starts on a free port: (app, verify)."""
+    import json
+    import subprocess
+    from _harness import RETICLE_PY, daemon_env, free_port
+    project = tmp_path / "project"
+    folder = project / ".reticle" / "flows"
+    folder.mkdir(parents=True)
+    port = free_port()
+    app = FaultApp("http://127.0.0.1:%d" % port, tag=False)
+    server = AppServer(app.routes())
+    try:
+        for name, steps in flows.items():
+            (folder / (name + ".json")).write_text(json.dumps(_flow(name, server.url + "/", steps)))
+        env = daemon_env(tmp_path / "state", RETICLE_PORT=str(port))
+
+        def verify(*argv, timeout=240):
+            return subprocess.run([sys.executable, RETICLE_PY, "verify"] + list(argv), cwd=str(project), env=env,
+                                  capture_output=True, text=True, timeout=timeout)
+        yield app, verify
+    finally:
+        server.close()
+
+
 def test_a_flow_replays_under_faults_and_expect_no_makes_the_failure_its_check(device_world):
     w, app = device_world, device_world["app"]
     start = w["server"].url + "/"
@@ -294,26 +321,9 @@ def test_flow_save_warns_at_once_about_a_presence_only_check_over_a_write(device
 
 def test_verify_teeth_calls_a_text_only_flow_toothless_and_a_status_check_not(tmp_path):
     import json as _json
-    import subprocess
     import xml.etree.ElementTree as ET
-    from _harness import RETICLE_PY, daemon_env, free_port
-    project = tmp_path / "project"
-    flows = project / ".reticle" / "flows"
-    flows.mkdir(parents=True)
-    port = free_port()
-    app = FaultApp("http://127.0.0.1:%d" % port, tag=False)
-    server = AppServer(app.routes())
-    try:
-        start = server.url + "/"
-        for name, steps in (("text-only", TOOTHLESS), ("status", TOOTHED)):
-            (flows / (name + ".json")).write_text(_json.dumps(_flow(name, start, steps)))
+    with _verify_project(tmp_path, {"text-only": TOOTHLESS, "status": TOOTHED}) as (app, verify):
         junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
-        env = daemon_env(tmp_path / "state", RETICLE_PORT=str(port))
-
-        def verify(*argv):
-            return subprocess.run([sys.executable, RETICLE_PY, "verify"] + list(argv), cwd=str(project), env=env,
-                                  capture_output=True, text=True, timeout=240)
-
         plain = verify()
         assert plain.returncode == 0, plain.stdout + plain.stderr
         writes = app.count("/api/quiet")
@@ -339,8 +349,6 @@ def test_verify_teeth_calls_a_text_only_flow_toothless_and_a_status_check_not(tm
         data = _json.loads(verify("--teeth", "--json", "text-only").stdout)
         assert data["exitCode"] == 4, data
         assert data["flows"][0]["toothless"] == ["POST /api/quiet", "POST /api/quiet (lie)"], data
-    finally:
-        server.close()
 
 
 SK_CREATED = [{"target": {"role": "button", "name": "Create note"}, "action": "click", "timeout_ms": 6000,
@@ -352,22 +360,8 @@ def test_verify_teeth_replays_a_sveltekit_write_with_its_frameworks_own_failure(
     SvelteKit fails (HTTP 200, `{"type": "failure", "status": 400, ...}`), never reaching the server.  The
     flow that waits for "Note created" has teeth for it; a write in no such format gets no such replay."""
     import json as _json
-    import subprocess
-    from _harness import RETICLE_PY, daemon_env, free_port
-    project = tmp_path / "project"
-    flows = project / ".reticle" / "flows"
-    flows.mkdir(parents=True)
-    port = free_port()
-    app = FaultApp("http://127.0.0.1:%d" % port, tag=False)
-    server = AppServer(app.routes())
-    try:
-        start = server.url + "/"
-        (flows / "sk.json").write_text(_json.dumps(_flow("sk", start, SK_CREATED)))
-        (flows / "status.json").write_text(_json.dumps(_flow("status", start, TOOTHED)))
-        env = daemon_env(tmp_path / "state", RETICLE_PORT=str(port))
-        run = subprocess.run([sys.executable, RETICLE_PY, "verify", "--teeth", "--json"], cwd=str(project), env=env,
-                             capture_output=True, text=True, timeout=240)
-        data = _json.loads(run.stdout)
+    with _verify_project(tmp_path, {"sk": SK_CREATED, "status": TOOTHED}) as (app, verify):
+        data = _json.loads(verify("--teeth", "--json").stdout)
         flows_by = {f["name"]: f for f in data["flows"]}
         sk = flows_by["sk"]
         assert sk["verified"] == "yes", sk
@@ -378,8 +372,6 @@ def test_verify_teeth_replays_a_sveltekit_write_with_its_frameworks_own_failure(
         assert sk["toothless"] == ["POST /sk (lie)"], sk
         assert app.count("/sk") == 1  # the plain run only: neither fault reached the server
         assert [t["as"] for t in flows_by["status"]["teeth"]] == ["failed", "lie"], flows_by["status"]
-    finally:
-        server.close()
 
 
 MANY = {"target": {"role": "button", "name": "Store all 30"}, "action": "click", "timeout_ms": 15000,
@@ -392,23 +384,11 @@ def test_verify_teeth_is_bounded_on_a_30_write_page_and_names_what_it_left_untes
     """Issue 27 item 6: a page that makes 30 writes gets at most 8 teeth replays (the write its check
     looks at first, then the first ones made), and every report names the 22 it left untested."""
     import json as _json
-    import subprocess
     import xml.etree.ElementTree as ET
     import reticle
-    from _harness import RETICLE_PY, daemon_env, free_port
-    project = tmp_path / "project"
-    flows = project / ".reticle" / "flows"
-    flows.mkdir(parents=True)
-    port = free_port()
-    app = FaultApp("http://127.0.0.1:%d" % port, tag=False)
-    server = AppServer(app.routes())
-    try:
-        (flows / "many.json").write_text(_json.dumps(_flow("many", server.url + "/", [dict(MANY)])))
+    with _verify_project(tmp_path, {"many": [dict(MANY)]}) as (app, verify):
         junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
-        env = daemon_env(tmp_path / "state", RETICLE_PORT=str(port))
-        run = subprocess.run([sys.executable, RETICLE_PY, "verify", "--teeth", "--json", "--junit", str(junit),
-                              "--report", str(report)], cwd=str(project), env=env, capture_output=True, text=True,
-                             timeout=400)
+        run = verify("--teeth", "--json", "--junit", str(junit), "--report", str(report), timeout=400)
         # each tested write had teeth when it failed, none under the lie (answered 200 as before, never sent:
         # text and a status do not check that a write was kept): exit 4; untested ones do not fail
         assert run.returncode == 4, run.stdout + run.stderr
@@ -433,8 +413,6 @@ def test_verify_teeth_is_bounded_on_a_30_write_page_and_names_what_it_left_untes
         table = reticle._verify_table([flow]).splitlines()
         assert "TOOTHLESS for 8 replay(s); 22 UNTESTED (over --teeth-max 8)" in table[2], table
         assert table[3].startswith("many: 22 write(s) left untested") and table[3].endswith("POST /api/many/29")
-    finally:
-        server.close()
 
 
 def test_a_devices_faults_end_when_it_closes(device_world):

@@ -13,11 +13,9 @@ import time
 import pytest
 import tornado.web
 
-from _harness import Live, chromium_path
+from _harness import Live, ScriptFiles, TemplatePage, chromium_path, react_umd
 
-JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".js", "node_modules")
-UMD = {"react.js": os.path.join(JS, "react", "umd", "react.production.min.js"),
-       "react-dom.js": os.path.join(JS, "react-dom", "umd", "react-dom.production.min.js")}
+UMD = react_umd("production.min")
 
 pytestmark = [
     pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)"),
@@ -82,13 +80,6 @@ class _State:
 STATE = _State()
 
 
-class _Umd(tornado.web.RequestHandler):
-    def get(self, name):
-        self.set_header("Content-Type", "application/javascript")
-        with open(UMD[name], "rb") as fh:
-            self.write(fh.read())
-
-
 class _Gate(tornado.web.RequestHandler):
     async def get(self):
         import asyncio
@@ -122,8 +113,7 @@ class _Streamed(tornado.web.RequestHandler):
 def _routes(daemon):
     def page(html):
         return {"template": html, "daemon": daemon}
-    from _harness import TemplatePage
-    return [(r"/umd/(react\.js|react-dom\.js)", _Umd), (r"/gate", _Gate), (r"/api/save", _Save),
+    return [(r"/umd/(react\.js|react-dom\.js)", ScriptFiles, {"files": UMD}), (r"/gate", _Gate), (r"/api/save", _Save),
             (r"/next/", TemplatePage, page(NEXT_SHAPED)), (r"/remount/", TemplatePage, page(REMOUNT)),
             (r"/streamed/", _Streamed, {"daemon": daemon})]
 

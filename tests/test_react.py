@@ -8,11 +8,9 @@ import os
 import pytest
 import tornado.web
 
-from _harness import Live, chromium_path
+from _harness import Live, ScriptFiles, chromium_path, react_umd
 
-JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".js", "node_modules")
-UMD = {"react.js": os.path.join(JS, "react", "umd", "react.development.js"),
-       "react-dom.js": os.path.join(JS, "react-dom", "umd", "react-dom.development.js")}
+UMD = react_umd("development")
 
 pytestmark = [
     pytest.mark.skipif(chromium_path() is None, reason="needs Chromium (sh tests/bootstrap.sh)"),
@@ -46,13 +44,6 @@ PAGE = """<!doctype html><html><head><title>React form</title>
 """
 
 
-class _Umd(tornado.web.RequestHandler):
-    def get(self, name):
-        self.set_header("Content-Type", "application/javascript")
-        with open(UMD[name], "rb") as fh:
-            self.write(fh.read())
-
-
 class _Save(tornado.web.RequestHandler):
     def post(self):
         self.write({"ok": True, "email": json.loads(self.request.body)["email"]})
@@ -61,7 +52,7 @@ class _Save(tornado.web.RequestHandler):
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     live = Live(tmp_path_factory.mktemp("react"), PAGE,
-                routes=[(r"/umd/(react\.js|react-dom\.js)", _Umd), (r"/api/save", _Save)])
+                routes=[(r"/umd/(react\.js|react-dom\.js)", ScriptFiles, {"files": UMD}), (r"/api/save", _Save)])
     yield live.mcp
     live.close()
 
