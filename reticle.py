@@ -20213,14 +20213,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     FILLED.push({ el: el, ref: c.ref, field: c.name || el.name || '', value: el.value });
     if (FILLED.length > 50) FILLED.shift();
   }
-  // The filled fields whose value is no longer what was filled (each told once), for the act `c`.
+  // The filled fields whose value is no longer what was filled (each told once), for the act `c`. An act
+  // that can submit (a click, a press, a submit) takes what was filled with it: a form the app clears
+  // after a save (a todo list's input) is the save's doing, not a reset before it.
+  var SUBMITTING = { click: 1, dblclick: 1, press: 1, submit: 1 };
   function fillsReset(c) {
     if (FILL_ACTIONS[c.action]) return [];
     var out = [];
     FILLED = FILLED.filter(function (f) {
       var gone = !f.el.isConnected;
       var now = gone ? null : f.el.value;
-      if (!gone && now === f.value) return true;
+      if (!gone && now === f.value) return !SUBMITTING[c.action];
       out.push({ ref: f.ref, field: clip(f.field, 120), emptied: !gone && now === '', replaced: gone });
       return false;
     });

@@ -59,7 +59,10 @@ REMOUNT = """<!doctype html><html><head><title>Notes</title><script src="%(daemo
       fetch('/api/save', {method: 'POST', headers: {'Content-Type': 'application/json'},
                           body: JSON.stringify({name: title})})
         .then(function (r) { return r.json(); })
-        .then(function (j) { document.getElementById('out').textContent = 'Saved "' + j.name + '"'; });
+        .then(function (j) {
+          document.getElementById('out').textContent = 'Saved "' + j.name + '"';
+          document.querySelector('#app input').value = '';  // cleared for the next note, as a todo list does
+        });
     };
   }
   mount();
@@ -201,12 +204,17 @@ def test_a_value_the_page_reset_before_the_submit_is_never_a_clean_yes(live):
 
 
 def test_a_value_left_alone_submits_clean(live):
-    """The healthy journey: fill, Save, with no re-render between: yes, with no reset named."""
+    """The healthy journey: fill, Save, with no re-render between: yes, with no reset named.  The page
+    clears the field after the save: that is the save's doing, so the next act names no reset either."""
     go(live, "/remount/")
     live.mcp.ok("reticle_act", {"target": {"label": "Title"}, "action": "fill", "args": {"value": "Eggs"}})
     out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, until=POSTED, timeout_ms=4000))
     assert out["verified"] == "yes" and "effect" not in out, out
     assert STATE.saved == ["Eggs"]
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, until={"kind": "text", "contains": 'Saved ""'},
+                                                   timeout_ms=4000))
+    assert out["verified"] == "yes" and "effect" not in out, out
+    assert STATE.saved == ["Eggs", ""]
 
 
 def test_in_a_device_open_answers_once_hydrated_and_real_input_reaches_the_handler(live):

@@ -111,6 +111,13 @@ def test_fresh_must_be_a_boolean(hub, name, args):
     assert call(hub, "reticle_sessions", {})["result"]  # and the daemon keeps serving
 
 
+def test_flow_saves_replayed_must_be_a_boolean(hub):
+    error = call(hub, "reticle_flow_save", {"name": "again", "replayed": "yes"})["error"]
+    assert error["code"] == -32602 and error["data"]["path"] == "/replayed", error
+    assert "boolean" in error["message"] and "replayed" in error["data"]["accepted"], error
+    assert call(hub, "reticle_sessions", {})["result"]  # and the daemon keeps serving
+
+
 def test_missing_required_field(hub):
     error = call(hub, "reticle_inspect", {})["error"]
     assert error["code"] == -32602
