@@ -3710,6 +3710,8 @@ class _Device:
                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
             self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
             self.cdp.call("Page.enable", {}, self.page))
+        if self.manager.hub.otel.stats["spans"]:  # the daemon hears OpenTelemetry: documents get trace context
+            await self.manager.hub.faults.sync_device(self)
         self.scripts = None  # 240 KB a device need not keep: a fresh context builds them again
 
     async def fresh_context(self) -> None:
@@ -4543,6 +4545,9 @@ class _Faults:
             elif fault.resource_type:
                 pattern["resourceType"] = _FAULT_CDP_TYPES[fault.resource_type]
             patterns.append(pattern)
+        if self.hub.otel.stats["spans"]:
+            # the daemon hears OpenTelemetry: a document request's trace context is added here (_traced)
+            patterns.append({"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"})
         key = tuple(sorted(_dumps(p) for p in patterns))
         if self.device_patterns.get(page, ()) == key:
             return
@@ -4557,6 +4562,30 @@ class _Faults:
         if method == "Fetch.requestPaused" and session is not None:
             self.hub.spawn(self._paused(device, params, session))
 
+    def _traced(self, device: "_Device", params: dict, rid: Any) -> dict:
+        """Fetch.continueRequest's arguments for a request let go: the page's own navigation (a form
+        post, a link; its top frame, its tab's origin) that carries the SDK's cookie mark and no trace
+        context gets `traceparent: 00-<mark>-<random>-01`, the mark being a trace id the daemon issued
+        to this tab, so stock OpenTelemetry server instrumentation files its spans under it.  A page
+        cannot set a document request's headers; the redirect it leads to is not marked again (its
+        record would join the post's trace)."""
+        out: Dict[str, Any] = {"requestId": rid}
+        req = params.get("request") or {}
+        headers: Dict[str, Any] = req["headers"] if isinstance(req.get("headers"), dict) else {}
+        session = self.hub.bridge.get(device.session_id) if device.session_id else None
+        if (params.get("resourceType") != "Document" or params.get("frameId") != device.target or session is None
+                or params.get("redirectedRequestId") or any(k.lower() == "traceparent" for k in headers)):
+            return out
+        mark = _cookie_mark(next((str(v) for k, v in headers.items() if k.lower() == "cookie"), None))
+        tab, to = urllib.parse.urlsplit(session.url or ""), urllib.parse.urlsplit(str(req.get("url") or ""))
+        if (mark is None or not re.fullmatch(r"[0-9a-f]{32}", mark)
+                or (tab.scheme, tab.netloc) != (to.scheme, to.netloc)
+                or not session.server_tickets.holds(mark, self.hub.clock())):
+            return out
+        out["headers"] = [{"name": str(k), "value": str(v)} for k, v in headers.items()] + [
+            {"name": "traceparent", "value": "00-%s-%s-01" % (mark, secrets.token_hex(8))}]
+        return out
+
     async def _paused(self, device: "_Device", params: dict, page: str) -> None:
         """A request the browser holds for us: answer it as the fault says, or let it go."""
         req = params.get("request") or {}
@@ -4566,7 +4595,7 @@ class _Faults:
         call = device.cdp.call
         try:
             if fault is None:
-                await call("Fetch.continueRequest", {"requestId": rid}, page)
+                await call("Fetch.continueRequest", self._traced(device, params, rid), page)
                 if not self.live(device.session_id):
                     self.hub.spawn(self.sync_device(device))
                 return
@@ -5632,6 +5661,19 @@ def _server_unreported(now: float, window: List[dict],
     return awaiting, unreported
 
 
+def _server_cookie_only(unreported: List[dict], known: "_Known") -> str:
+    """Why a navigation's record may never come once spans feed this daemon ("; ..."), or "": with
+    the script tag a form post or link carries its mark only in a cookie (no page can set a
+    navigation's headers), and OpenTelemetry reads trace context from headers alone."""
+    doc = next((d for d in unreported if d.get("initiator") == "document" and d.get("serverMark")), None)
+    if doc is None or known.server_grace <= SERVER_GRACE_MS:
+        return ""
+    return ("; %s is a navigation: with the script tag its mark reaches the server only in a cookie, which "
+            "OpenTelemetry does not read (no page can set a navigation's headers), so its spans cannot be "
+            "attributed to this tab; open the page as a device (reticle_open), which adds the navigation's "
+            "trace context" % _call_label(doc))
+
+
 def _describe_server(p: dict) -> str:
     bits = ["server %s%s" % (p.get("method", "").upper() + " " if p.get("method") else "",
                              p.get("urlContains") or "request")]
@@ -5674,17 +5716,18 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
     if awaiting:
         return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": obs.known.server_grace,
                 "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
+    cookie_only = _server_cookie_only(unreported, obs.known)
     if not obs.known.server_seen:
         return {"pass": False, "assertion": "server.absent", "inconclusive": (
             "no server record ever arrived for this tab, so what the server did cannot be known; %s"
-            % _SERVER_INSTALL)}
+            % (cookie_only[2:] if cookie_only else _SERVER_INSTALL))}
     if unreported:
         return {"pass": False, "assertion": "server.unreported", "inconclusive": (
             "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
             "route, or dropped it while the daemon was away, or the browser said another page sent it)%s"
             % (_call_label(unreported[0]), "; it carried the app's own traceparent, so its OpenTelemetry spans "
                "are under a trace id the daemon did not issue and cannot be attributed to this tab"
-               if unreported[0].get("ownTrace") else "") if unreported[0].get("serverMark") else
+               if unreported[0].get("ownTrace") else cookie_only) if unreported[0].get("serverMark") else
             "%s went to the server without a mark (the tab had none left from the daemon), so what the "
             "server did for it cannot be known" % _call_label(unreported[0]))}
     traced = [r for r in records if r.get("dbTraced") is False and _server_matches(
@@ -12879,6 +12922,10 @@ class _OtelTraces:
             by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
         for lg in logs:
             by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
+        if spans and not self.stats["spans"]:
+            # the first spans: from now on, devices add the trace context of their documents' requests
+            for device in list(hub.devices.devices.values()):
+                hub.spawn(hub.faults.sync_device(device))
         self.stats["spans"] += len(spans)
         self.stats["logs"] += len(logs)
         for tid, (got, logged) in by_trace.items():
@@ -14454,7 +14501,10 @@ class Hub:
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
                "sessions": [_describe_session(s) for s in self.bridge.live()],
                "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
-               "devices": self.devices.describe()}
+               "devices": self.devices.describe(),
+               # counts only (what a refusal named stays in the log): the middleware's records, the spans
+               "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
+                               "openTelemetry": dict(self.otel.stats)}}
         if not out["sessions"]:
             out["why"] = self.bridge.why()
         return out

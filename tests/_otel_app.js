@@ -10,6 +10,10 @@
 //   POST /api/swallow   a middleware throws; the app's error handler answers 200 {ok: true}
 //   POST /api/logged    logs an ERROR record (OTLP logs) and answers 200 {ok: true}
 //   POST /api/boom      throws: Express answers 500
+//   GET  /form          a server-rendered form: a plain HTML post, then 303 (its "forged" button replaces
+//                       the mark cookie by a trace id no tab was issued as the page leaves)
+//   POST /form/save     inserts one row, 303 to /form?saved=1
+//   POST /form/noop     writes nothing, 303 to /form?saved=1
 'use strict';
 const { NodeSDK } = require('@opentelemetry/sdk-node');
 const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
@@ -71,6 +75,21 @@ function goXhr(path) {
 }
 </script></body></html>`;
 
+const FORM = (saved) => `<!doctype html><html><head><title>Profile form</title>
+<script src="${daemon}/reticle.js"></script></head><body>
+<h1>Profile form</h1>
+<p id="msg">${saved ? 'Saved profile' : ''}</p>
+<form method="post" action="/form/save">
+<label>Name <input name="name"></label>
+<button>Add</button>
+<button formaction="/form/noop">Add (no-op)</button>
+<button onclick="window.addEventListener('beforeunload', forge)">Add (forged)</button>
+</form>
+<script>
+// after the SDK marked the post (at its formdata event): the mark cookie replaced by a trace id of the page's own
+function forge() { document.cookie = '__reticle_mark=4bf92f3577b34da6a3ce929d0e0e4736; path=/form/save'; }
+</script></body></html>`;
+
 function saveProfile(name) {
   return pool.query('INSERT INTO profile (name) VALUES ($1)', [name]);
 }
@@ -81,7 +100,18 @@ function loadProfileStore() {
 
 const app = express();
 app.use(express.json());
+app.use(express.urlencoded({ extended: false }));
 app.get('/', (req, res) => res.type('html').send(PAGE));
+app.get('/form', (req, res) => res.type('html').send(FORM(req.query.saved === '1')));
+app.post('/form/save', async (req, res, next) => {
+  try {
+    await saveProfile(req.body.name || 'ada');
+    res.redirect(303, '/form?saved=1');
+  } catch (err) {
+    next(err);
+  }
+});
+app.post('/form/noop', (req, res) => res.redirect(303, '/form?saved=1'));
 app.post('/api/save', async (req, res, next) => {
   try {
     await saveProfile(req.body.name || 'ada');

@@ -284,7 +284,7 @@ import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
-from _harness import Mcp, free_port, port_listens, wait_until  # noqa: E402
+from _harness import Browser, Mcp, free_port, port_listens, wait_until  # noqa: E402
 from _harness import chromium_path  # noqa: E402, F401  (a browser test module: conftest marks it `browser`)
 from test_server import WRITE, act, open_tab, saved  # noqa: E402
 
@@ -422,6 +422,59 @@ def test_a_real_express_app_with_opentelemetry_in_chromium(tmp_path, daemon, mcp
             assert resp.status == 200
         time.sleep(1.5)  # well past the exporter's 200 ms batch delay
         assert len(server_events(mcp, sid)) == n
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    assert "Traceback" not in daemon.log()
+
+
+def spans_heard(daemon):
+    return daemon.status()["serverTruth"]["openTelemetry"]["spans"]
+
+
+def add_profile(mcp, sid, button, until):
+    mcp.ok("reticle_act", {"target": {"label": "Name"}, "action": "fill", "args": {"value": "ada"}, "sessionId": sid})
+    return act(mcp, sid, button, until, timeout_ms=8000)
+
+
+def test_a_form_post_in_a_device_carries_the_trace_context_a_page_cannot_set(tmp_path, daemon, mcp, postgres):
+    """A plain HTML form post, then its 303: no script can set a document request's headers.  In a
+    device the daemon adds the traceparent of the SDK's navigation mark (a trace id it issued to the
+    tab), so the spans judge the post; with the script tag the mark rides only in a cookie, which
+    OpenTelemetry does not read: unknown, saying so and what to do."""
+    app = ExpressApp(tmp_path, daemon, postgres)
+    browser = None
+    try:
+        assert spans_heard(daemon) == 0
+        urllib.request.urlopen(app.url + "/form", timeout=10).read()  # made outside any tab: heard, never filed
+        wait_until(lambda: spans_heard(daemon) > 0, 10, what="the daemon to hear the app's first spans")
+        sid = mcp.ok("reticle_open", {"url": app.url + "/form"}, timeout=60)["sessionId"]
+        before = app.rows()
+        out = add_profile(mcp, sid, "Add", dict(WRITE, urlContains="/form/save"))
+        assert out["verified"] == "yes", (out, app.log())
+        assert app.rows() == before + 1
+        posts = [r for r in server_events(mcp, sid) if r["method"] == "POST"]
+        assert [(r["source"], r["path"], r["status"]) for r in posts] == [("otel", "/form/save", 303)], posts
+        # answers 303 like the save, writes nothing: no
+        out = add_profile(mcp, sid, "Add (no-op)", dict(WRITE, urlContains="/form/noop"))
+        assert out["verified"] == "no" and "0 writes" in out["because"], out
+        assert app.rows() == before + 1
+        # the page puts a trace id it was never issued first in the mark cookie: nothing lands, unknown
+        out = add_profile(mcp, sid, "Add (forged)", dict(WRITE, urlContains="/form/save"))
+        assert out["verified"] == "unknown" and "no record of it arrived" in out["because"], out
+        assert app.rows() == before + 2
+        assert len([r for r in server_events(mcp, sid) if r["method"] == "POST"]) == 2
+        # the same post from a script-tag tab: its mark is a cookie only, its spans unattributable
+        known = {s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]}
+        browser = Browser(app.url + "/form")
+        tag = wait_until(lambda: [s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]
+                                  if s["sessionId"] not in known and s["url"].startswith(app.url)], 20,
+                         what="the tab to connect")[0]
+        out = add_profile(mcp, tag, "Add", dict(WRITE, urlContains="/form/save"))
+        assert out["verified"] == "unknown", out
+        assert "cookie" in out["because"] and "reticle_open" in out["because"], out["because"]
+        assert app.rows() == before + 3  # it did write: a `no` would have been wrong
     finally:
         if browser is not None:
             browser.close()
