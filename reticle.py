@@ -5559,6 +5559,8 @@ def _server_line(r: dict) -> str:
     if logged:
         parts.append("logged %s %s: %s" % (logged[0].get("level"), logged[0].get("logger"),
                                            _short(logged[0].get("message") or "", 80)))
+    if r.get("source") == "otel":  # where the facts came from (the middleware's records say nothing more)
+        parts.append("from OpenTelemetry spans")
     return ", ".join(parts)
 
 

@@ -10,7 +10,16 @@ same lookup and one store insert more.  Sent over one keep-alive connection, `--
 protobuf bodies are encoded by the official opentelemetry-proto package (tests/requirements.txt).
 Prints numbers; asserts nothing.
 
-    python bench/otel.py [--batch 50] [--db 3] [--requests 200] [--runs 5]
+With `--acts N` (0 to skip) it then measures what waiting for an act's spans adds to a healthy
+act's verdict (issue 30.5), beside what waiting for the middleware's records adds, on one fresh
+daemon: N `reticle_act_and_wait` clicks with `until` the POST answering 200, in headless Chromium
+with the script tag, on the FastAPI app of tests/_server_apps.py without and with the middleware
+(bench/server_truth.py), then on the Express app of tests/_otel_app.js without tracing and with
+stock OpenTelemetry (http and express instrumentations, the JSON exporter at the batch delay the
+README recommends, `--delay`, 200 ms).  Spans feed the daemon only in the last variant: once they
+do, every tab waits OTEL_GRACE_MS for a record.  Needs node and tests/.otel (tests/bootstrap.sh).
+
+    python bench/otel.py [--batch 50] [--db 3] [--requests 200] [--runs 5] [--acts 20] [--delay 200]
 """
 
 import argparse
@@ -18,12 +27,18 @@ import http.client
 import json
 import os
 import secrets
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import Daemon, close_all  # noqa: E402  (puts tests/ on sys.path)
+from server_truth import act_times, click_times, quantiles  # noqa: E402
+
+TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+NODE_MODULES = os.path.join(TESTS, ".otel", "node_modules")
 
 
 def otlp_json(batch, db):
@@ -79,12 +94,61 @@ def timed(conn, token, path, body, media, n):
     return time.perf_counter() - t0
 
 
+def express_times(daemon, traced, acts, delay_ms):
+    """click_times on tests/_otel_app.js's no-op save (it needs no database), its server traced to
+    the daemon by stock OpenTelemetry or not traced at all."""
+    import _harness
+    port = _harness.free_port()
+    token = open(os.path.join(daemon.state_dir, "token")).read().strip()
+    env = dict(os.environ, NODE_PATH=NODE_MODULES, OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url,
+               OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + token, OTEL_BSP_SCHEDULE_DELAY=str(delay_ms),
+               OTEL_SERVICE_NAME="shop", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
+               OTEL_TEST_NO_DB="1")
+    if not traced:
+        env["OTEL_TEST_OFF"] = "1"
+    app = subprocess.Popen(["node", os.path.join(TESTS, "_otel_app.js"), str(port), daemon.url], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=TESTS)
+    try:
+        _harness.wait_until(lambda: _harness.port_listens(port) or app.poll() is not None, 30,
+                            what="the Express app to listen")
+        if app.poll() is not None:
+            raise SystemExit("the Express app exited with %s" % app.returncode)
+        return click_times(daemon, "http://127.0.0.1:%d/" % port, "Save (no-op)", "/api/noop", acts)
+    finally:
+        app.terminate()
+        app.wait(10)
+
+
+def acts_bench(acts, delay_ms):
+    """The four variants of a healthy act, in the order that keeps spans out of the first three."""
+    if not shutil.which("node") or not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry")):
+        print("a healthy act's verdict: skipped (node or tests/.otel is missing; sh tests/bootstrap.sh)")
+        return
+    daemon = Daemon("reticle-bench-otel-acts-")
+    try:
+        runs = [("FastAPI, no middleware", act_times(daemon, True, acts)),
+                ("FastAPI, middleware", act_times(daemon, False, acts)),
+                ("Express, no tracing", express_times(daemon, False, acts, delay_ms)),
+                ("Express, OpenTelemetry", express_times(daemon, True, acts, delay_ms))]
+    finally:
+        close_all(daemon)
+    print("a healthy act's verdict (act_and_wait, until net POST 200), median of %d, ms:" % acts)
+    for i, (name, times) in enumerate(runs):
+        base = statistics.median(runs[i - i % 2][1])
+        extra = "" if i % 2 == 0 else "   added %+.1f ms at the median" % (statistics.median(times) - base)
+        print("  %-24s %8.1f   (p90 %.1f)%s" % ((name,) + quantiles(times) + (extra,)))
+    added = [statistics.median(runs[i][1]) - statistics.median(runs[i - 1][1]) for i in (1, 3)]
+    print("  OpenTelemetry's added wait against the middleware's: %+.1f ms" % (added[1] - added[0]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--db", type=int, default=3)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--acts", type=int, default=20)
+    ap.add_argument("--delay", type=int, default=200, help="the exporter's OTEL_BSP_SCHEDULE_DELAY (ms)")
     args = ap.parse_args()
     # the bench sends faster than a tab would: lift the per-session rate limit for the run
     daemon = Daemon("reticle-bench-otel-", env={"RETICLE_RATE_LIMIT": "100000,100000"})
@@ -112,6 +176,8 @@ def main():
                      args.batch * args.requests / s, s / base))
     finally:
         close_all(daemon)
+    if args.acts > 0:
+        acts_bench(args.acts, args.delay)
 
 
 if __name__ == "__main__":

@@ -111,9 +111,38 @@ def time_asgi(app, sc, n):
     return asyncio.run(run())
 
 
+def click_times(daemon, url, button, path, acts):
+    """The wall times (ms) of `acts` act_and_wait clicks of `button` on the page at `url`, in a
+    Chromium tab that loads the SDK by its script tag, each `until` its POST to `path` answers 200
+    (after two that warm the app, the page and the daemon up)."""
+    import _harness
+    mcp = RawMcp(daemon.port)
+    browser = None
+    try:
+        before = {s["sessionId"] for s in mcp.ok("reticle_sessions", {})[0]["sessions"]}
+        browser = Chromium(url)
+        sid = _harness.wait_until(lambda: next((s["sessionId"] for s in mcp.ok("reticle_sessions", {})[0]["sessions"]
+                                                if s["sessionId"] not in before and s["url"].startswith(url)), None),
+                                  20, what="the tab to connect")
+        times, heard = [], 0
+        for i in range(acts + 2):
+            out, spent = mcp.ok("reticle_act_and_wait", {
+                "action": "click", "target": {"role": "button", "name": button}, "sessionId": sid,
+                "until": {"kind": "net", "method": "POST", "urlContains": path, "status": 200},
+                "timeout_ms": 6000})
+            if out["verified"] != "yes":
+                print("  (an act was %s: %s)" % (out["verified"], out["because"]))
+            if i >= 2:
+                times.append(spent)
+                heard += bool(out.get("server"))
+        print("  (%s: %d of %d answers carried the server's record)" % (url, heard, acts))
+        return times
+    finally:
+        close_all(browser, mcp)
+
+
 def act_times(daemon, plain, acts):
-    """The wall times (ms) of `acts` act_and_wait calls on the FastAPI test app, served without the
-    middleware (plain) or with it, in a Chromium tab that loads the SDK by its script tag."""
+    """click_times on the FastAPI test app's Save, served without the middleware (plain) or with it."""
     import _harness
     port = _harness.free_port()
     apps = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "_server_apps.py")
@@ -121,35 +150,18 @@ def act_times(daemon, plain, acts):
     env = _harness.daemon_env(daemon.state_dir, RETICLE_PORT=str(daemon.port), **({"SHOP_PLAIN": "1"} if plain else {}))
     app = subprocess.Popen([sys.executable, apps, "fastapi", str(port), db, daemon.url], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    browser = mcp = None
     try:
         _harness.wait_until(lambda: _harness.port_listens(port), 20, what="the app to listen")
-        url = "http://127.0.0.1:%d/" % port
-        mcp = RawMcp(daemon.port)
-        before = {s["sessionId"] for s in mcp.ok("reticle_sessions", {})[0]["sessions"]}
-        browser = Chromium(url)
-        sid = _harness.wait_until(lambda: next((s["sessionId"] for s in mcp.ok("reticle_sessions", {})[0]["sessions"]
-                                                if s["sessionId"] not in before and s["url"].startswith(url)), None),
-                                  20, what="the tab to connect")
-        times = []
-        for i in range(acts + 2):  # the first two warm the app, the page and the daemon up
-            out, spent = mcp.ok("reticle_act_and_wait", {
-                "action": "click", "target": {"role": "button", "name": "Save"}, "sessionId": sid,
-                "until": {"kind": "net", "method": "POST", "urlContains": "/api/save", "status": 200},
-                "timeout_ms": 6000})
-            if out["verified"] != "yes":
-                print("  (an act was %s: %s)" % (out["verified"], out["because"]))
-            if i >= 2:
-                times.append(spent)
-        return times
+        return click_times(daemon, "http://127.0.0.1:%d/" % port, "Save", "/api/save", acts)
     finally:
-        if browser is not None:
-            browser.close()
-        if mcp is not None:
-            mcp.close()
         app.terminate()
         app.wait(10)
         os.unlink(db)
+
+
+def quantiles(times):
+    """(median, p90) of a list of times."""
+    return statistics.median(times), sorted(times)[max(0, int(len(times) * 0.9) - 1)]
 
 
 def main():
@@ -194,11 +206,9 @@ def main():
             plain = act_times(daemon, True, args.acts)
             served = act_times(daemon, False, args.acts)
             print("a healthy act's verdict (act_and_wait, until net), median of %d (ms):" % args.acts)
-            print("  without the middleware   %8.1f   (p90 %.1f)" % (statistics.median(plain),
-                                                                   sorted(plain)[int(len(plain) * 0.9) - 1]))
+            print("  without the middleware   %8.1f   (p90 %.1f)" % quantiles(plain))
             print("  with it (records waited) %8.1f   (p90 %.1f)   added %+.1f ms at the median" % (
-                statistics.median(served), sorted(served)[int(len(served) * 0.9) - 1],
-                statistics.median(served) - statistics.median(plain)))
+                quantiles(served) + (statistics.median(served) - statistics.median(plain),)))
     finally:
         close_all(daemon)
 

@@ -1,7 +1,8 @@
 // A real Express app with stock OpenTelemetry instrumentation (http, express, pg), for tests/test_otel.py.
 // node _otel_app.js PORT DAEMON_URL PG_PORT; the exporter is configured only by the standard OTEL_*
 // variables (endpoint, headers, protocol through OTEL_TEST_PROTOCOL=json|proto, batch delay);
-// OTEL_TEST_NO_DB=1 leaves the database uninstrumented.
+// OTEL_TEST_NO_DB=1 leaves the database uninstrumented; OTEL_TEST_OFF=1 starts no tracing at all, and
+// without the PG_PORT argument only the routes that need no database answer (bench/otel.py).
 // Packages come from tests/.otel/node_modules (tests/bootstrap.sh), found through NODE_PATH.
 //
 //   POST /api/save      inserts one row into `profile` (autocommit)
@@ -29,7 +30,7 @@ const Exporter =
 
 // OTEL_TEST_REGISTER=1: tracing is already on, from NODE_OPTIONS=--require
 // @opentelemetry/auto-instrumentations-node/register (what `reticle init` prints), configured by env only
-const sdk = process.env.OTEL_TEST_REGISTER ? null : new NodeSDK({
+const sdk = process.env.OTEL_TEST_REGISTER || process.env.OTEL_TEST_OFF ? null : new NodeSDK({
   traceExporter: new Exporter(),
   logRecordProcessors: [new SimpleLogRecordProcessor(new OTLPLogExporter())],
   instrumentations: [new HttpInstrumentation(), new ExpressInstrumentation()].concat(
@@ -154,8 +155,7 @@ app.use((err, req, res, next) => {
   res.status(swallowed ? 200 : 500).json({ ok: swallowed });
 });
 
-pool
-  .query('CREATE TABLE IF NOT EXISTS profile (id serial PRIMARY KEY, name text)')
+(pgPort ? pool.query('CREATE TABLE IF NOT EXISTS profile (id serial PRIMARY KEY, name text)') : Promise.resolve())
   .then(() => app.listen(Number(port), '127.0.0.1', () => console.log('listening on ' + port)))
   .catch((err) => {
     console.error(err);

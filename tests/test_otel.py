@@ -390,7 +390,7 @@ def test_a_real_express_app_with_opentelemetry_in_chromium(tmp_path, daemon, mcp
         assert out["verified"] == "yes", (out, app.log())
         assert app.rows() == before + 1
         assert any("POST /api/save → 200" in s and "view /api/save" in s and "1 write (insert profile ×≥1)" in s
-                   for s in out["server"]), out["server"]
+                   and s.endswith("from OpenTelemetry spans") for s in out["server"]), out["server"]
         assert [r["source"] for r in server_events(mcp, sid)] == ["otel"]
         # answers 200 {ok: true} and writes nothing: never yes
         out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
