@@ -4577,7 +4577,10 @@ class _Faults:
                 or params.get("redirectedRequestId") or any(k.lower() == "traceparent" for k in headers)):
             return out
         mark = _cookie_mark(next((str(v) for k, v in headers.items() if k.lower() == "cookie"), None))
-        tab, to = urllib.parse.urlsplit(session.url or ""), urllib.parse.urlsplit(str(req.get("url") or ""))
+        try:
+            tab, to = urllib.parse.urlsplit(session.url or ""), urllib.parse.urlsplit(str(req.get("url") or ""))
+        except ValueError:  # a URL urllib cannot split (an unclosed IPv6 bracket): not the tab's own
+            return out
         if (mark is None or not re.fullmatch(r"[0-9a-f]{32}", mark)
                 or (tab.scheme, tab.netloc) != (to.scheme, to.netloc)
                 or not session.server_tickets.holds(mark, self.hub.clock())):
