@@ -465,6 +465,18 @@ def test_a_form_post_in_a_device_carries_the_trace_context_a_page_cannot_set(tmp
         assert out["verified"] == "unknown" and "no record of it arrived" in out["because"], out
         assert app.rows() == before + 2
         assert len([r for r in server_events(mcp, sid) if r["method"] == "POST"]) == 2
+        # a fault on the post shares the browser's interception with the trace context, and gives it back
+        fault = mcp.ok("reticle_fault", {"match": {"urlContains": "/form/save", "method": "POST",
+                                                   "resourceType": "document"}, "respond": {"status": 500},
+                                         "sessionId": sid})
+        out = add_profile(mcp, sid, "Add", {"kind": "net", "method": "POST", "urlContains": "/form/save", "ok": True})
+        assert out["verified"] == "no" and fault["faultId"] in out["because"], out
+        assert app.rows() == before + 2
+        mcp.ok("reticle_fault", {"clear": True, "sessionId": sid})
+        mcp.ok("reticle_navigate", {"url": app.url + "/form", "sessionId": sid})
+        out = add_profile(mcp, sid, "Add", dict(WRITE, urlContains="/form/save"))
+        assert out["verified"] == "yes", out
+        assert app.rows() == before + 3
         # the same post from a script-tag tab: its mark is a cookie only, its spans unattributable
         known = {s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]}
         browser = Browser(app.url + "/form")
@@ -474,7 +486,7 @@ def test_a_form_post_in_a_device_carries_the_trace_context_a_page_cannot_set(tmp
         out = add_profile(mcp, tag, "Add", dict(WRITE, urlContains="/form/save"))
         assert out["verified"] == "unknown", out
         assert "cookie" in out["because"] and "reticle_open" in out["because"], out["because"]
-        assert app.rows() == before + 3  # it did write: a `no` would have been wrong
+        assert app.rows() == before + 4  # it did write: a `no` would have been wrong
     finally:
         if browser is not None:
             browser.close()
