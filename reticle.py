@@ -4581,8 +4581,8 @@ class _Faults:
             tab, to = urllib.parse.urlsplit(session.url or ""), urllib.parse.urlsplit(str(req.get("url") or ""))
         except ValueError:  # a URL urllib cannot split (an unclosed IPv6 bracket): not the tab's own
             return out
-        if (mark is None or not re.fullmatch(r"[0-9a-f]{32}", mark)
-                or (tab.scheme, tab.netloc) != (to.scheme, to.netloc)
+        # a mark the tab holds is one the daemon issued (32 hex digits): nothing else needs checking
+        if (mark is None or (tab.scheme, tab.netloc) != (to.scheme, to.netloc)
                 or not session.server_tickets.holds(mark, self.hub.clock())):
             return out
         out["headers"] = [{"name": str(k), "value": str(v)} for k, v in headers.items()] + [
@@ -5667,13 +5667,13 @@ def _server_unreported(now: float, window: List[dict],
 
 
 def _server_cookie_only(unreported: List[dict], known: "_Known") -> str:
-    """Why a navigation's record may never come once spans feed this daemon ("; ..."), or "": with
+    """Why a navigation's record may never come once spans feed this daemon, or "": with
     the script tag a form post or link carries its mark only in a cookie (no page can set a
     navigation's headers), and OpenTelemetry reads trace context from headers alone."""
     doc = next((d for d in unreported if d.get("initiator") == "document" and d.get("serverMark")), None)
     if doc is None or known.server_grace <= SERVER_GRACE_MS:
         return ""
-    return ("; %s is a navigation: with the script tag its mark reaches the server only in a cookie, which "
+    return ("%s is a navigation: with the script tag its mark reaches the server only in a cookie, which "
             "OpenTelemetry does not read (no page can set a navigation's headers), so its spans cannot be "
             "attributed to this tab; open the page as a device (reticle_open), which adds the navigation's "
             "trace context" % _call_label(doc))
@@ -5725,14 +5725,15 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
     if not obs.known.server_seen:
         return {"pass": False, "assertion": "server.absent", "inconclusive": (
             "no server record ever arrived for this tab, so what the server did cannot be known; %s"
-            % (cookie_only[2:] if cookie_only else _SERVER_INSTALL))}
+            % (cookie_only or _SERVER_INSTALL))}
     if unreported:
+        hint = ("; it carried the app's own traceparent, so its OpenTelemetry spans are under a trace id the "
+                "daemon did not issue and cannot be attributed to this tab" if unreported[0].get("ownTrace")
+                else "; " + cookie_only if cookie_only else "")
         return {"pass": False, "assertion": "server.unreported", "inconclusive": (
             "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
             "route, or dropped it while the daemon was away, or the browser said another page sent it)%s"
-            % (_call_label(unreported[0]), "; it carried the app's own traceparent, so its OpenTelemetry spans "
-               "are under a trace id the daemon did not issue and cannot be attributed to this tab"
-               if unreported[0].get("ownTrace") else cookie_only) if unreported[0].get("serverMark") else
+            % (_call_label(unreported[0]), hint) if unreported[0].get("serverMark") else
             "%s went to the server without a mark (the tab had none left from the daemon), so what the "
             "server did for it cannot be known" % _call_label(unreported[0]))}
     traced = [r for r in records if r.get("dbTraced") is False and _server_matches(

@@ -284,7 +284,7 @@ import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
-from _harness import Browser, Mcp, free_port, port_listens, wait_until  # noqa: E402
+from _harness import Mcp, free_port, port_listens, wait_until  # noqa: E402
 from _harness import chromium_path  # noqa: E402, F401  (a browser test module: conftest marks it `browser`)
 from test_server import WRITE, act, open_tab, saved  # noqa: E402
 
@@ -449,7 +449,7 @@ def test_a_form_post_in_a_device_carries_the_trace_context_a_page_cannot_set(tmp
         assert spans_heard(daemon) == 0
         urllib.request.urlopen(app.url + "/form", timeout=10).read()  # made outside any tab: heard, never filed
         wait_until(lambda: spans_heard(daemon) > 0, 10, what="the daemon to hear the app's first spans")
-        sid = mcp.ok("reticle_open", {"url": app.url + "/form"}, timeout=60)["sessionId"]
+        sid = open_tab(mcp, app, device=True, path="/form")[0]
         before = app.rows()
         out = add_profile(mcp, sid, "Add", dict(WRITE, urlContains="/form/save"))
         assert out["verified"] == "yes", (out, app.log())
@@ -478,11 +478,7 @@ def test_a_form_post_in_a_device_carries_the_trace_context_a_page_cannot_set(tmp
         assert out["verified"] == "yes", out
         assert app.rows() == before + 3
         # the same post from a script-tag tab: its mark is a cookie only, its spans unattributable
-        known = {s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]}
-        browser = Browser(app.url + "/form")
-        tag = wait_until(lambda: [s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]
-                                  if s["sessionId"] not in known and s["url"].startswith(app.url)], 20,
-                         what="the tab to connect")[0]
+        tag, browser = open_tab(mcp, app, path="/form")
         out = add_profile(mcp, tag, "Add", dict(WRITE, urlContains="/form/save"))
         assert out["verified"] == "unknown", out
         assert "cookie" in out["because"] and "reticle_open" in out["because"], out["because"]

@@ -84,12 +84,12 @@ def mcp(daemon):
     m.close()
 
 
-def open_tab(mcp, app, device=False):
-    """A tab on the app: a device (the SDK injected), or Chromium with the app's script tag."""
+def open_tab(mcp, app, device=False, path="/"):
+    """A tab on the app's `path`: a device (the SDK injected), or Chromium with the app's script tag."""
     before = {s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]}
     if device:
-        return mcp.ok("reticle_open", {"url": app.url + "/"}, timeout=60)["sessionId"], None
-    browser = Browser(app.url + "/")
+        return mcp.ok("reticle_open", {"url": app.url + path}, timeout=60)["sessionId"], None
+    browser = Browser(app.url + path)
     try:
         sessions = wait_until(lambda: [s for s in mcp.ok("reticle_sessions")["sessions"]
                                        if s["sessionId"] not in before and s["url"].startswith(app.url)],
