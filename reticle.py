@@ -20,6 +20,13 @@
 # LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
 # OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
 # SOFTWARE.
+#
+# This file is BUILT: tools/amalgamate.py wrote it from the parts under src/reticle/ (the Python
+# sections, in reading order) and src/sdk/ (the in-page scripts).  Do not edit it by hand: edit the
+# parts, then run `python3 tools/amalgamate.py`.  Each part sits between `#: begin <part>` and
+# `#: end <part>`; `python3 tools/amalgamate.py --where LINE` names the part line of a traceback's line.
+# To vendor Reticle, copy this one file and keep this header.
+#: begin src/reticle/00_header.py
 """Reticle: a verification layer that lets an AI coding agent prove its change
 works in the real, running web app.
 
@@ -43,7 +50,7 @@ application you can serve yourself.
 
 Sections, in the order data flows (``grep -n '^# .*####' reticle.py``):
 Constants & logging | Errors | Utilities | Session signing | MCP protocol |
-Browser bridge | Devices | Predicates | Verdict rules | Tools | Flows |
+Events and requests | Browser bridge | Devices | Predicates | Verdict rules | Tools | Flows |
 Server truth | HTTP handlers | WebSocket handler | Application factory |
 Server control | Init | CLI | pytest plugin | Embedded assets | __main__ guard.
 
@@ -167,8 +174,10 @@ import tornado.websocket  # noqa: E402
 import jsonschema  # noqa: E402
 from cryptography.hazmat.primitives import hashes as _c_hashes  # noqa: E402
 from cryptography.hazmat.primitives import hmac as _c_hmac  # noqa: E402
+#: end src/reticle/00_header.py
 
 
+#: begin src/reticle/01_constants.py
 ###############################################################################
 # Constants & logging #########################################################
 ###############################################################################
@@ -304,8 +313,10 @@ class _RepeatFilter(logging.Filter):
             seen[2] += 1
             return False
         return True
+#: end src/reticle/01_constants.py
 
 
+#: begin src/reticle/02_errors.py
 ###############################################################################
 # Errors ######################################################################
 ###############################################################################
@@ -366,8 +377,10 @@ class _HttpRefusal(ReticleError):
 
 class ConfigError(ReticleError):
     """Bad configuration: the daemon refuses to start with one sentence."""
+#: end src/reticle/02_errors.py
 
 
+#: begin src/reticle/03_utilities.py
 ###############################################################################
 # Utilities (JSON, ids, time) #################################################
 ###############################################################################
@@ -394,6 +407,15 @@ def _dumps(obj: Any, ascii: bool = False) -> str:
     elif _SURROGATE_RE.search(text):
         text = _SURROGATE_RE.sub("\ufffd", text)
     return text
+
+
+_SCRIPT_SLOT = re.compile(r"/\*__([A-Z][A-Z_]*[A-Z])__\*/(?:null|''|\"\"|\[\])")
+
+
+def _script_with(source: str, **values: Any) -> str:
+    """An in-page script of src/sdk/ with each of its slots, ``/*__NAME__*/`` and a default literal (so
+    the file is JavaScript a linter reads), holding ``values[name]`` as JSON."""
+    return _SCRIPT_SLOT.sub(lambda m: _dumps(values[m.group(1).lower()]), source)
 
 
 def _finite(obj: Any) -> Any:
@@ -735,8 +757,10 @@ class _StateDir:
         token = secrets.token_hex(24)
         self.write("token", (token + "\n").encode())
         return token
+#: end src/reticle/03_utilities.py
 
 
+#: begin src/reticle/04_signing.py
 ###############################################################################
 # Session signing #############################################################
 ###############################################################################
@@ -794,8 +818,10 @@ class _SessionSigner:
             if age > self.max_age_s or age < -86400:  # too old, or from a clock a day ahead
                 return False
         return True
+#: end src/reticle/04_signing.py
 
 
+#: begin src/reticle/05_mcp.py
 ###############################################################################
 # MCP protocol (JSON-RPC dispatch) ############################################
 ###############################################################################
@@ -1150,8 +1176,10 @@ def _tool_result(obj: Any, is_error: bool = False) -> dict:
     if is_error:
         out["isError"] = True
     return out
+#: end src/reticle/05_mcp.py
 
 
+#: begin src/reticle/06_events.py
 ###############################################################################
 # Events and requests #########################################################
 ###############################################################################
@@ -1336,8 +1364,10 @@ def _frames(window: List[dict]) -> List[dict]:
 def _call_label(d: dict) -> str:
     method = d.get("method") or ("LOAD" if d.get("initiator") == "document" else "GET")
     return "%s %s" % (str(method).upper(), d.get("url") or "?")
+#: end src/reticle/06_events.py
 
 
+#: begin src/reticle/07_bridge.py
 ###############################################################################
 # Browser bridge (connection hub, pending calls) ##############################
 ###############################################################################
@@ -2792,8 +2822,10 @@ def _summarise(events: List[dict]) -> dict:
         "animations": sum(v for k, v in c.items() if k.startswith("anim.")),
         "signals": c["signal"],
     }
+#: end src/reticle/07_bridge.py
 
 
+#: begin src/reticle/08_devices.py
 ###############################################################################
 # Devices (CDP) ###############################################################
 ###############################################################################
@@ -2831,7 +2863,7 @@ NET_RECORD_MAX = 4000                      # requests of the browser's own recor
 # world, so a page script cannot read it, replay it or open a socket of its own with it.
 _RELAY_JS = r"""(function () {
   if (window.top !== window || !/^https?:$/.test(location.protocol)) return;
-  var BASE = %(base)s, NONCE = %(nonce)s, ask = globalThis[%(binding)s];
+  var BASE = /*__BASE__*/'', NONCE = /*__NONCE__*/'', ask = globalThis[/*__BINDING__*/''];
   if (typeof ask !== 'function') return;
   var channel = new MessageChannel(), port = channel.port1, socks = {}, waiting = [];
   function post(m) { try { port.postMessage(m); } catch (e) { /* the page went away */ } }
@@ -3267,8 +3299,8 @@ class _RelayTickets:
 
     def source(self) -> str:
         """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
-        return _RELAY_JS % {"base": _dumps(self.device.bridge_base() + "?device="), "nonce": _dumps(self.nonce),
-                            "binding": _dumps(RELAY_BINDING)}
+        return _script_with(_RELAY_JS, base=self.device.bridge_base() + "?device=", nonce=self.nonce,
+                            binding=RELAY_BINDING)
 
     def mint(self, context: Any = None, page: Optional[str] = None) -> str:
         """A one-use bridge ticket for the document whose relay runs in `context`.
@@ -3797,12 +3829,12 @@ class _Device:
 AUTH_WORLD = "reticle-auth"                # the isolated world that reads and restores a saved state
 _AUTH_MARK = "__reticle_auth_restored"     # sessionStorage key: this tab's origin got its saved storage
 _AUTH_COOKIE_KEYS = ("name", "value", "domain", "path", "secure", "httpOnly", "sameSite", "expires")
-_AUTH_READ_JS = """(function () {
+_AUTH_READ_JS = r"""(function () {
   function all(s) { var o = []; for (var i = 0; i < s.length; i++) { var k = s.key(i);
-    if (k !== %s) o.push([k, s.getItem(k)]); } return o; }
+    if (k !== /*__MARK__*/'') o.push([k, s.getItem(k)]); } return o; }
   return {origin: location.origin, localStorage: all(localStorage), sessionStorage: all(sessionStorage)};
 })()"""
-_AUTH_RESTORE_JS = """(function (origins, mark) {
+_AUTH_RESTORE_JS = r"""(function (origins, mark) {
   try {
     if (sessionStorage.getItem(mark)) return;
     for (var i = 0; i < origins.length; i++) {
@@ -3825,7 +3857,7 @@ async def _device_read_state(device: "_Device") -> dict:
             for c in cookies if isinstance(c, dict) and c.get("name") != SERVER_MARK_COOKIE]  # one-use marks stay
     world = await device.cdp.call("Page.createIsolatedWorld", {"frameId": device.target, "worldName": AUTH_WORLD},
                                   device.page)
-    got = await device.cdp.call("Runtime.evaluate", {"expression": _AUTH_READ_JS % _dumps(_AUTH_MARK),
+    got = await device.cdp.call("Runtime.evaluate", {"expression": _script_with(_AUTH_READ_JS, mark=_AUTH_MARK),
                                                      "contextId": world.get("executionContextId"),
                                                      "returnByValue": True}, device.page)
     value = (got.get("result") or {}).get("value")
@@ -3845,8 +3877,7 @@ async def _device_restore_state(device: "_Device", state: dict) -> None:
         await device.cdp.call("Storage.setCookies", params)
     origins = [o for o in state.get("origins") or [] if isinstance(o, dict) and isinstance(o.get("origin"), str)]
     if origins:
-        source = (_AUTH_RESTORE_JS.replace("/*__ORIGINS__*/[]", _dumps(origins))
-                  .replace('/*__MARK__*/""', _dumps(_AUTH_MARK)))
+        source = _script_with(_AUTH_RESTORE_JS, origins=origins, mark=_AUTH_MARK)
         await device.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": source, "worldName": AUTH_WORLD},
                               device.page)
 
@@ -4624,8 +4655,10 @@ class _Faults:
                 self.hub.spawn(self.sync_device(device))
         except _CdpError as exc:  # the page navigated away or the browser went: nothing is left to answer
             _emit(_device_log, logging.INFO, "fault_unanswered", sessionId=device.session_id, why=str(exc))
+#: end src/reticle/08_devices.py
 
 
+#: begin src/reticle/09_predicates.py
 ###############################################################################
 # Predicates ##################################################################
 ###############################################################################
@@ -6527,8 +6560,10 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     final.timed_out = timeout_ms
     return final
+#: end src/reticle/09_predicates.py
 
 
+#: begin src/reticle/10_verdicts.py
 ###############################################################################
 # Verdict rules ###############################################################
 ###############################################################################
@@ -6638,10 +6673,11 @@ _ROUTE_ANNOUNCERS: Tuple[Tuple[str, str], ...] = (
 
 
 def _route_announcers_config() -> str:
-    """The announcers' selectors as one JavaScript string literal, for the SDK's alert scan."""
+    """The announcers' selectors as one JavaScript string literal, for the SDK's alert scan, on a line of
+    its own (as a formatter wraps it)."""
     sel = ",".join(s for _, s in _ROUTE_ANNOUNCERS)
     assert "'" not in sel and "\\" not in sel, sel
-    return "'%s'" % sel
+    return "\n    '%s'" % sel
 
 
 def _failure_ui_config() -> str:
@@ -8134,10 +8170,10 @@ def _partial_failure(body: Any) -> Optional[str]:
                     return "%d of %d %s FAILED (%s)" % (len(bad), len(arr), k, bad[0])
                 break
     return None
+#: end src/reticle/10_verdicts.py
 
 
-
-
+#: begin src/reticle/11_tools.py
 ###############################################################################
 # Tools (schemas, registry, handlers) #########################################
 ###############################################################################
@@ -9744,8 +9780,10 @@ def _build_registry() -> _ToolRegistry:
         if tool.name in _TOOL_CONVENTIONS:
             tool.convene(*_TOOL_CONVENTIONS[tool.name])
     return reg
+#: end src/reticle/11_tools.py
 
 
+#: begin src/reticle/12_flows.py
 ###############################################################################
 # Flows #######################################################################
 ###############################################################################
@@ -11104,8 +11142,10 @@ def _merge_flows(parts: List[Tuple[str, List[dict]]], selected: List[str]) -> Li
                                           "in every job)" % (len(got), ", ".join(r["shard"] for r in got),
                                                              want[name])))
     return out + extra
+#: end src/reticle/12_flows.py
 
 
+#: begin src/reticle/13_server_truth.py
 ###############################################################################
 # Server truth ################################################################
 ###############################################################################
@@ -12997,8 +13037,10 @@ class _OtelTraces:
                     rec["exception"] = exc
                     break
         owner._wake()
+#: end src/reticle/13_server_truth.py
 
 
+#: begin src/reticle/14_http.py
 ###############################################################################
 # HTTP handlers ###############################################################
 ###############################################################################
@@ -13854,8 +13896,10 @@ def _has_initialize_result(payload: Any, reply: Any) -> bool:
     init_ids = [m.get("id") for m in msgs if isinstance(m, dict) and m.get("method") == "initialize" and "id" in m]
     replies = reply if isinstance(reply, list) else [reply]
     return any(isinstance(r, dict) and "result" in r and r.get("id") in init_ids for r in replies)
+#: end src/reticle/14_http.py
 
 
+#: begin src/reticle/15_websocket.py
 ###############################################################################
 # WebSocket handler ###########################################################
 ###############################################################################
@@ -14145,8 +14189,10 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.write_message(_dumps(obj))
         except tornado.websocket.WebSocketClosedError:
             _emit(_bridge_log, logging.DEBUG, "send_on_closed_socket")
+#: end src/reticle/15_websocket.py
 
 
+#: begin src/reticle/16_app.py
 ###############################################################################
 # Application factory #########################################################
 ###############################################################################
@@ -14582,8 +14628,10 @@ def _log_request(handler: tornado.web.RequestHandler) -> None:
         level = logging.WARNING
     _emit(_log, level, "http", method=handler.request.method, path=handler.request.path, status=status,
           ms=round(handler.request.request_time() * 1000, 2))
+#: end src/reticle/16_app.py
 
 
+#: begin src/reticle/17_control.py
 ###############################################################################
 # Server control ##############################################################
 ###############################################################################
@@ -15122,8 +15170,10 @@ async def _mcp_stdio(port: int, state: _StateDir) -> int:
     if inflight:
         await asyncio.wait(inflight, timeout=5.0)
     return 0
+#: end src/reticle/17_control.py
 
 
+#: begin src/reticle/18_init.py
 ###############################################################################
 # Init ########################################################################
 ###############################################################################
@@ -15751,8 +15801,10 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
         written += 1
     out.write("done: %d file(s) written\n" % written)
     return 0
+#: end src/reticle/18_init.py
 
 
+#: begin src/reticle/19_cli.py
 ###############################################################################
 # CLI #########################################################################
 ###############################################################################
@@ -16549,8 +16601,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 2
+#: end src/reticle/19_cli.py
 
 
+#: begin src/reticle/20_pytest_plugin.py
 ###############################################################################
 # pytest plugin ###############################################################
 ###############################################################################
@@ -16675,8 +16729,10 @@ class _PytestPlugin:
             port = _resolve_port(None)
             if asyncio.run(_probe_port(port))["state"] == "daemon":
                 asyncio.run(_cli_stop(port, _StateDir()))
+#: end src/reticle/20_pytest_plugin.py
 
 
+#: begin src/reticle/21_assets.py
 ###############################################################################
 # Embedded assets #############################################################
 ###############################################################################
@@ -16767,9 +16823,9 @@ _DEMO_HTML = r"""<!doctype html>
 """
 
 
-# _SDK_JS: the in-page SDK, served at GET /reticle.js by _SdkHandler.  The
-# daemon replaces __RETICLE_VERSION__ and the config token; it never holds
-# the pairing token.
+# _SDK_JS: the in-page SDK, served at GET /reticle.js by _SdkHandler.  The build puts in the
+# tables it shares with Python (the failure conventions, route announcers, plain failure text); the
+# daemon replaces __RETICLE_VERSION__ and the config token.  It never holds the pairing token.
 
 _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 /* Reticle in-page SDK. Served by the Reticle daemon at /reticle.js; dev-only, loopback-only by default.
@@ -21880,10 +21936,132 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   ];
   // the daemon's table of the ways frameworks tell failure (_FAILURE_UI): [source, selector, level];
   // level 'error' rows rank above the ARIA rows, the rest (status regions: text decides) below them
-  var FAILURE_UI = /*__RETICLE_FAILURE_UI__*/ [];
+  var FAILURE_UI = [
+    [
+      'django-messages',
+      'ul.messages li.error,.messages .alert-error,.messages .error',
+      'error'
+    ],
+    [
+      'django-errorlist',
+      'ul.errorlist,p.errornote',
+      'error'
+    ],
+    [
+      'flask-flash',
+      '.flash.error,.flash-error,.flashes .error,.flashes .danger',
+      'error'
+    ],
+    [
+      'rails-flash',
+      '#flash_alert,.flash.alert,.flash-alert,#error_explanation',
+      'error'
+    ],
+    [
+      'bootstrap',
+      '.alert-danger,.invalid-feedback,.toast.text-bg-danger,.toast.bg-danger',
+      'error'
+    ],
+    [
+      'bulma',
+      '.notification.is-danger,.message.is-danger,.help.is-danger',
+      'error'
+    ],
+    [
+      'foundation',
+      '.callout.alert,.form-error.is-visible',
+      'error'
+    ],
+    [
+      'mui',
+      '.MuiAlert-standardError,.MuiAlert-filledError,.MuiAlert-outlinedError,.MuiAlert-colorError,.MuiFormHelperText-root.Mui-error',
+      'error'
+    ],
+    [
+      'ant-design',
+      '.ant-message-error,.ant-alert-error,.ant-notification-notice-error,.ant-form-item-explain-error',
+      'error'
+    ],
+    [
+      'chakra',
+      '.chakra-alert[data-status=error],.chakra-form__error-message',
+      'error'
+    ],
+    [
+      'mantine',
+      '.mantine-Alert-root[data-color=red],.mantine-Notification-root[data-color=red],.mantine-InputWrapper-error',
+      'error'
+    ],
+    [
+      'sonner',
+      '[data-sonner-toast][data-type=error]',
+      'error'
+    ],
+    [
+      'toastify',
+      '.Toastify__toast--error',
+      'error'
+    ],
+    [
+      'quasar',
+      '.q-notification.bg-negative,.q-banner.bg-negative,.q-field--error .q-field__messages',
+      'error'
+    ],
+    [
+      'streamlit',
+      '[data-testid=stException],[data-testid=stAlertContentError],[data-testid=stNotificationContentError]',
+      'error'
+    ],
+    [
+      'gradio',
+      '.toast-body.error',
+      'error'
+    ],
+    [
+      'shiny',
+      '.shiny-output-error,.shiny-notification-error',
+      'error'
+    ],
+    [
+      'react-hot-toast',
+      'div[role=status][aria-live=polite]',
+      null
+    ],
+    [
+      'aria-status',
+      '[role=status],output[aria-live=polite]',
+      null
+    ]
+  ];
   // -- plain failure text: what appears after an act in the act's form, or in what the act's answer
   // updated, and reads as a failure (the daemon's _PLAIN_FAILURE table), as ui.alert source 'text'
-  var PLAIN_FAILURE = /*__RETICLE_PLAIN_FAILURE__*/ [[], []];
+  var PLAIN_FAILURE = [
+    [
+      "\\brequired\\b",
+      "\\bnot (a )?valid\\b",
+      "\\binvalid\\b",
+      "\\b(could not|couldn't|cannot|can't|unable to)\\b",
+      "\\bfail(ed|s|ure)?\\b",
+      "\\balready (taken|exists|in use|registered|been taken)\\b",
+      "\\bmust (be|not|have|contain|match|include)\\b",
+      "\\berrors?\\b",
+      "\\btoo (short|long|large|many|big)\\b",
+      "\\b(denied|rejected|declined|refused|forbidden)\\b",
+      "\\b(does|do) not match\\b|\\bdon't match\\b",
+      "\\bplease (correct|enter|fix|provide|select|choose)\\b",
+      "\\bnot (allowed|permitted|saved)\\b",
+      "\\bwent wrong\\b",
+      "\\btry again\\b"
+    ],
+    [
+      "\\b(no|without|0|zero)\\s+(errors?|failures?|problems?|issues?)\\b",
+      "\\brequired fields? (are|is) marked\\b",
+      "\\bmarked (with )?(an )?(\\*|asterisk)",
+      "^\\W*(\\*\\s*)?(\\(?required\\)?|optional)\\W*$",
+      "\\bnot required\\b",
+      "\\berrors? (rate|log|reporting|budget)\\b"
+    ]
+  ];
   var PLAIN_YES = PLAIN_FAILURE[0].map(function (s) {
     return new RegExp(s, 'i');
   });
@@ -21990,7 +22168,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
   // the daemon's table of route announcers (_ROUTE_ANNOUNCERS): a router's hidden live region, never a message
-  var ROUTE_ANNOUNCERS = /*__RETICLE_ANNOUNCERS__*/ '';
+  var ROUTE_ANNOUNCERS =
+    '#svelte-announcer,next-route-announcer,#__next-route-announcer__,.nuxt-route-announcer,#nuxt-route-announcer,#gatsby-announcer,.astro-route-announcer,#remix-route-announcer';
   function isAnnouncer(el) {
     try {
       return !!(ROUTE_ANNOUNCERS && el.closest && el.closest(ROUTE_ANNOUNCERS));
@@ -24520,14 +24699,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 })();
 """
-_SDK_JS = _SDK_JS.replace("/*__RETICLE_FAILURE_UI__*/ []", _failure_ui_config())  # the conventions, one table
-_SDK_JS = _SDK_JS.replace(" /*__RETICLE_ANNOUNCERS__*/ ''", "\n    " + _route_announcers_config())  # never a message
-_SDK_JS = _SDK_JS.replace("/*__RETICLE_PLAIN_FAILURE__*/ [[], []]", _plain_failure_config())  # one table, both sides
+#: end src/reticle/21_assets.py
 
 
+#: begin src/reticle/22_main.py
 ###############################################################################
 # __main__ guard ##############################################################
 ###############################################################################
 
 if __name__ == "__main__":
     sys.exit(main())
+#: end src/reticle/22_main.py

@@ -14,7 +14,7 @@ fi
 if command -v npm >/dev/null 2>&1 && [ ! -f tests/.js/node_modules/react-dom/umd/react-dom.development.js ]; then
     npm install --prefix tests/.js --no-audit --no-fund --silent react@18.3.1 react-dom@18.3.1 >/dev/null
 fi
-# ESLint for `python3 tools/sdk.py lint` (the embedded SDK), into the same kept-out-of-git folder.
+# ESLint for `python3 tools/sdk.py lint` (the in-page scripts of src/sdk/), into the same kept-out-of-git folder.
 if command -v npm >/dev/null 2>&1 && [ ! -f tests/.js/node_modules/globals/package.json ]; then
     npm install --prefix tests/.js --no-audit --no-fund --silent eslint@10.15.0 globals@17.14.0 >/dev/null
 fi

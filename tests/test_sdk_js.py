@@ -157,34 +157,15 @@ def test_sdk_lines_are_wrapped():
     assert long_lines == [], "SDK lines over 120 characters: %s" % long_lines[:10]
 
 
-def test_sdk_tool_round_trips(tmp_path):
-    """tools/sdk.py extract then embed leaves reticle.py byte for byte the same."""
-    work = tmp_path / "tree"
-    (work / "tools").mkdir(parents=True)
-    shutil.copy(os.path.join(ROOT, "reticle.py"), str(work / "reticle.py"))
-    shutil.copy(os.path.join(ROOT, "tools", "sdk.py"), str(work / "tools" / "sdk.py"))
-    before = (work / "reticle.py").read_bytes()
-    js = str(tmp_path / "sdk.js")
-    for verb in ("extract", "embed"):
-        done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), verb, js],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-    assert (work / "reticle.py").read_bytes() == before
-    with open(js, "a", encoding="utf-8") as f:
-        f.write('var bad = """;\n')
-    done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), "embed", js], capture_output=True, text=True)
-    assert done.returncode == 1 and "triple quote" in done.stderr
-    assert (work / "reticle.py").read_bytes() == before
-
-
 _ESLINT = os.path.join(ROOT, "tests", ".js", "node_modules", ".bin", "eslint")
 
 
 @pytest.mark.skipif(shutil.which("node") is None or not os.path.exists(_ESLINT),
                     reason="node or ESLint is not installed (sh tests/bootstrap.sh installs ESLint)")
 def test_sdk_lint_is_clean_and_catches_dead_code(tmp_path):
-    """tools/sdk.py lint passes on the embedded SDK, and fails on an SDK with an unused function, an
-    undefined name, unreachable code and a function over 80 lines in it."""
+    """tools/sdk.py lint passes on the in-page scripts of src/sdk/, and fails on an SDK with an unused
+    function, an undefined name, unreachable code and a function over 80 lines in it, naming the section
+    file and the line where each was planted."""
     done = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "sdk.py"), "lint"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -193,21 +174,26 @@ def test_sdk_lint_is_clean_and_catches_dead_code(tmp_path):
     (work / "tests").mkdir()
     os.symlink(os.path.join(ROOT, "tests", ".js"), str(work / "tests" / ".js"))
     shutil.copy(os.path.join(ROOT, "tools", "sdk.py"), str(work / "tools" / "sdk.py"))
-    with open(os.path.join(ROOT, "reticle.py"), encoding="utf-8") as f:
-        source = f.read()
+    shutil.copytree(os.path.join(ROOT, "src", "sdk"), str(work / "src" / "sdk"))
     planted = ("  function plantedNeverCalled() { return 1; }\n"
                "  function plantedUndefined() { return notDefinedAnywhere + 1; }\n"
                "  function plantedUnreachable() { return 2; plantedUndefined(); }\n"
                "  plantedUnreachable();\n"
                "  function plantedLong() {\n" + "    plantedUnreachable();\n" * 81 + "  }\n"
                "  plantedLong();\n")
-    marker = "(function () {\n"
-    assert marker in reticle._SDK_JS
-    (work / "reticle.py").write_text(source.replace('_SDK_JS = r"""' + reticle._SDK_JS.split(marker)[0] + marker,
-                                                    '_SDK_JS = r"""' + reticle._SDK_JS.split(marker)[0] + marker
-                                                    + planted, 1), encoding="utf-8")
+    section = work / "src" / "sdk" / "reticle" / "13_alerts.js"
+    text = section.read_text(encoding="utf-8")
+    section.write_text(planted + text, encoding="utf-8")
     done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), "lint"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     for rule in ("no-unused-vars", "no-undef", "no-unreachable", "max-lines-per-function"):
         assert rule in done.stdout, (rule, done.stdout)
+    assert "src/sdk/reticle/13_alerts.js:1:12 no-unused-vars 'plantedNeverCalled'" in done.stdout, done.stdout
+    assert "src/sdk/reticle/13_alerts.js:2:" in done.stdout and "notDefinedAnywhere" in done.stdout, done.stdout
+    relay = work / "src" / "sdk" / "relay.js"
+    relay.write_text(relay.read_text(encoding="utf-8").replace("post({op: 'buffered'", "poost({op: 'buffered'"),
+                     encoding="utf-8")
+    done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), "lint"],
+                          capture_output=True, text=True, timeout=120)
+    assert re.search(r"src/sdk/relay\.js:\d+:\d+ no-undef 'poost'", done.stdout), done.stdout

@@ -1,22 +1,21 @@
 #!/usr/bin/env python3
-"""Edit the in-page SDK as an ordinary JavaScript file.
+"""Check and lint the in-page scripts where they are edited: under ``src/sdk/``.
 
-The SDK lives inside reticle.py as the raw string ``_SDK_JS`` so that the
-module stays complete on its own.  This script copies it out for editing and
-linting, and back in:
+The SDK is the files of ``src/sdk/reticle/`` joined in name order (one IIFE: the first file opens it,
+the last closes it); ``tools/amalgamate.py`` embeds it, and each other script of ``src/sdk/`` (the
+device relay, the saved-login read and restore), in ``reticle.py``.  This script reads the same
+files, so a finding names the file and line you edit:
 
-    python tools/sdk.py extract [FILE]   # default build/reticle-sdk.js
-    python tools/sdk.py embed [FILE]     # writes FILE back into reticle.py
-    python tools/sdk.py check            # node --check on the embedded SDK
-    python tools/sdk.py lint             # ESLint on the embedded SDK; exit 1 on any finding
+    python3 tools/sdk.py check    # node --check on each script
+    python3 tools/sdk.py lint     # ESLint on each script; exit 1 on any finding
 
-Standard library only.  ``embed`` refuses text that cannot live in a Python
-raw triple-quoted string (a triple quote, a trailing backslash).
+A table the SDK takes from Python (``/*@python _fn*/ []``) is linted with its default literal; the
+build puts the table in.  Standard library only (ESLint itself is installed by tests/bootstrap.sh).
 """
 
+import glob
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ESLint and the browser globals list are installed here by tests/bootstrap.sh.
 NODE_DIR = os.path.join(ROOT, "tests", ".js")
 ESLINT = os.path.join(NODE_DIR, "node_modules", ".bin", "eslint")
-# The rules the SDK must pass: code that is never used, names that are never defined, code that
+# The rules the scripts must pass: code that is never used, names that are never defined, code that
 # can never run, a few more mistakes that ESLint's recommended set also calls errors, and no
 # function over 80 lines.
 LINT_RULES = {
@@ -46,45 +45,26 @@ LINT_RULES = {
     # one wrapper that holds the whole SDK is exempt by an eslint-disable-next-line comment above it.
     "max-lines-per-function": ["error", {"max": 80, "skipBlankLines": True, "skipComments": True, "IIFEs": True}],
 }
-MODULE = os.path.join(ROOT, "reticle.py")
-DEFAULT = os.path.join(ROOT, "build", "reticle-sdk.js")
-_START = '_SDK_JS = r"""'
-_END = '"""\n'
 
 
-def _split(text):
-    start = text.index(_START) + len(_START)
-    end = text.index(_END, start)
-    return text[:start], text[start:end], text[end:]
-
-
-def read_sdk(module=MODULE):
-    with open(module, encoding="utf-8") as f:
-        return _split(f.read())[1]
-
-
-def extract(path=DEFAULT):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(read_sdk())
-    print("wrote %s" % os.path.relpath(path))
-    return 0
-
-
-def embed(path=DEFAULT):
-    with open(path, encoding="utf-8") as f:
-        js = f.read()
-    if '"""' in js or re.search(r"\\$", js):
-        print("refused: the SDK may not contain a triple quote or end with a backslash", file=sys.stderr)
-        return 1
-    if not js.endswith("\n"):
-        js += "\n"
-    with open(MODULE, encoding="utf-8") as f:
-        head, _, tail = _split(f.read())
-    with open(MODULE, "w", encoding="utf-8") as f:
-        f.write(head + js + tail)
-    print("embedded %s into reticle.py" % os.path.relpath(path))
-    return 0
+def scripts(root=ROOT):
+    """Each in-page script as (name, text, line map): the SDK joined from its section files, then each
+    other ``src/sdk/*.js``; the line map gives, for each line of the text, (file, line) in src/."""
+    out = []
+    parts = sorted(glob.glob(os.path.join(root, "src", "sdk", "reticle", "*.js")))
+    singles = sorted(glob.glob(os.path.join(root, "src", "sdk", "*.js")))
+    for name, files in [("reticle-sdk.js", parts)] + [(os.path.basename(f), [f]) for f in singles]:
+        text, where = "", []
+        for path in files:
+            with open(path, encoding="utf-8") as f:
+                body = f.read()
+            rel = os.path.relpath(path, root)
+            if not body.endswith("\n"):
+                body += "\n"  # as the build joins them: each file ends its last line
+            text += body
+            where += [(rel, n) for n in range(1, body.count("\n") + 1)]
+        out.append((name, text, where))
+    return out
 
 
 def _write(folder, name, text):
@@ -95,20 +75,35 @@ def _write(folder, name, text):
     return path
 
 
-def check():
+def _place(where, line):
+    """'file:line' in src/ for line `line` of a joined script."""
+    if 1 <= line <= len(where):
+        return "%s:%d" % where[line - 1]
+    return "%s:%d" % (where[-1][0], where[-1][1]) if where else "?"
+
+
+def check(root=ROOT):
+    """node --check on each script: 0 when all parse."""
     node = shutil.which("node")
     if not node:
         print("node is not on PATH; nothing checked", file=sys.stderr)
         return 1
+    failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run([node, "--check", _write(tmp, "reticle-sdk.js", read_sdk())])
-    if done.returncode == 0:
-        print("the embedded SDK parses")
-    return done.returncode
+        for name, text, where in scripts(root):
+            done = subprocess.run([node, "--check", _write(tmp, name, text)], capture_output=True, text=True)
+            if done.returncode != 0:
+                failed = 1
+                line = done.stderr.split(":", 2)[1] if done.stderr.count(":") >= 2 else ""
+                at = _place(where, int(line)) if line.strip().isdigit() else name
+                print("%s: does not parse\n%s" % (at, done.stderr), file=sys.stderr)
+    if not failed:
+        print("the in-page scripts parse")
+    return failed
 
 
 def _eslint_config():
-    """A flat ESLint configuration for the SDK: a classic browser script (not a module), the
+    """A flat ESLint configuration for the scripts: classic browser scripts (not modules), the
     browser's globals, and LINT_RULES, nothing else (no config lookup in the tree)."""
     rules = json.dumps(LINT_RULES, indent=2)
     return (
@@ -121,33 +116,44 @@ def _eslint_config():
         '}];\n' % (json.dumps(os.path.join(NODE_DIR, "node_modules", "globals", "index.js")), rules))
 
 
-def lint():
-    """Run ESLint with LINT_RULES over the embedded SDK; 0 when clean, 1 on findings, 2 when
-    ESLint is not installed (``sh tests/bootstrap.sh`` installs it)."""
+def lint(root=ROOT):
+    """Run ESLint with LINT_RULES over each script; 0 when clean, 1 on findings (each printed as
+    ``src/sdk/...js:LINE:COL rule message``), 2 when ESLint is not installed."""
     node = shutil.which("node")
     if not node or not os.path.exists(ESLINT):
         print("ESLint is not installed (sh tests/bootstrap.sh installs it into tests/.js)", file=sys.stderr)
         return 2
+    found = []
     with tempfile.TemporaryDirectory() as tmp:
-        path = _write(tmp, "reticle-sdk.js", read_sdk())
         config = _write(tmp, "eslint.config.mjs", _eslint_config())
-        done = subprocess.run([node, ESLINT, "--config", config, "--no-warn-ignored", "--max-warnings", "0",
-                               path], cwd=tmp)
-    if done.returncode == 0:
-        print("the embedded SDK is lint-clean")
-    return 0 if done.returncode == 0 else 1
+        paths, maps = [], {}
+        for name, text, where in scripts(root):
+            paths.append(_write(tmp, name, text))
+            maps[os.path.realpath(paths[-1])] = where
+        done = subprocess.run([node, ESLINT, "--config", config, "--no-warn-ignored", "--format", "json"] + paths,
+                              cwd=tmp, capture_output=True, text=True)
+        try:
+            report = json.loads(done.stdout)
+        except ValueError:
+            print("ESLint did not answer a report:\n%s%s" % (done.stdout, done.stderr), file=sys.stderr)
+            return 1
+    for entry in report:
+        where = maps.get(os.path.realpath(entry["filePath"]), [])
+        for m in entry.get("messages", []):
+            found.append("%s:%s %s %s" % (_place(where, m.get("line") or 0), m.get("column") or 0,
+                                          m.get("ruleId") or "parse", m.get("message", "")))
+    for line in found:
+        print(line)
+    if not found:
+        print("the in-page scripts are lint-clean")
+    return 1 if found else 0
 
 
 def main(argv):
-    if not argv or argv[0] not in ("extract", "embed", "check", "lint"):
+    if len(argv) != 1 or argv[0] not in ("check", "lint"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    if argv[0] == "check":
-        return check()
-    if argv[0] == "lint":
-        return lint()
-    path = argv[1] if len(argv) > 1 else DEFAULT
-    return extract(path) if argv[0] == "extract" else embed(path)
+    return check() if argv[0] == "check" else lint()
 
 
 if __name__ == "__main__":

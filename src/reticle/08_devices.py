@@ -1,0 +1,1770 @@
+###############################################################################
+# Devices (CDP) ###############################################################
+###############################################################################
+# A device is a browser the daemon starts and owns (DESIGN section 8).  The
+# daemon speaks the Chrome DevTools Protocol to it over tornado.websocket,
+# injects the SDK into every document before any page script, and turns the
+# SDK's act requests into real input (Input.*, event.isTrusted true).
+
+_device_log = logging.getLogger("reticle.devices")
+
+DEVICE_BUDGET_DEFAULT = (5, 600.0)         # starts per session key per window (RETICLE_DEVICE_BUDGET)
+MAX_DEVICES_DEFAULT = 4                    # alive at once (RETICLE_MAX_DEVICES)
+DEVICE_IDLE_S = 600.0                      # a device closes when its session key is idle this long
+DEVICE_EVICT_IDLE_S = 120                  # ... or, when all are taken and another client needs one, this long
+DEVICE_BUDGET_ALL_SCALE = 4                # all session keys together: 4 x RETICLE_DEVICE_BUDGET
+DEVICE_START_TIMEOUT_S = 20.0              # browser launch until its DevTools endpoint answers
+DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's hello
+DEVICE_VIEWPORT = (1280, 800)
+SPARE_DEVICES_DEFAULT = 1                  # spare browsers kept started once a device was asked for
+CDP_MAX_MESSAGE_BYTES = 256 << 20          # full-page screenshots arrive as one base64 frame
+SCREENSHOT_INLINE_MAX_WIDTH = 1280
+SCREENSHOT_MAX_HEIGHT = 16384              # a full-page capture stops here: a taller PNG overruns CDP's read buffer
+SCREENSHOT_INLINE_MAX_HEIGHT = 4096        # the inline JPEG shows at most this many pixels of height
+RELAY_WORLD = "reticle-relay"              # the isolated world that alone holds a device's bridge tickets
+RELAY_BINDING = "__reticleRelayTicket"     # the CDP binding, installed in that world only, that asks for one
+TICKET_UNUSED_S = 30.0                     # a ticket no socket used within this long is void
+TICKETS_PER_DOCUMENT = 8                   # unused tickets one document may hold at once
+NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
+NET_RECORD_MAX = 4000                      # requests of the browser's own record (CDP Network) kept per device
+
+# The device's bridge relay.  It runs in an isolated world of each top-level document, where no
+# page script can reach it: it asks the daemon for a one-use ticket over a CDP binding that only
+# this world can call, opens the bridge socket with it, and hands the SDK (in the page's world) a
+# MessagePort that carries frames to and from that socket.  The ticket never enters the page's
+# world, so a page script cannot read it, replay it or open a socket of its own with it.
+_RELAY_JS = r"""#include src/sdk/relay.js"""
+
+_BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "microsoft-edge")
+_BROWSER_PATHS = {
+    "darwin": ("/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+               "/Applications/Chromium.app/Contents/MacOS/Chromium",
+               "/Applications/Microsoft Edge.app/Contents/MacOS/Microsoft Edge"),
+    "win32": (r"%PROGRAMFILES%\Google\Chrome\Application\chrome.exe",
+              r"%PROGRAMFILES(X86)%\Google\Chrome\Application\chrome.exe",
+              r"%LOCALAPPDATA%\Google\Chrome\Application\chrome.exe",
+              r"%PROGRAMFILES(X86)%\Microsoft\Edge\Application\msedge.exe",
+              r"%PROGRAMFILES%\Microsoft\Edge\Application\msedge.exe"),
+}
+# The flags of DESIGN section 8; --no-sandbox is added only as root, and
+# --disable-quic because a closed network makes QUIC probes stall.
+_BROWSER_FLAGS = ("--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+                  "--disable-default-apps", "--no-default-browser-check", "--mute-audio",
+                  "--password-store=basic", "--use-mock-keychain", "--remote-debugging-port=0")
+
+
+def _net_key_url(url: Any) -> str:
+    """A request's URL as both records can say it: scheme, host and path, no query or fragment
+    (the SDK redacts secrets in the query)."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+        port = parts.port
+    except ValueError:
+        return ""
+    if not parts.hostname:
+        return ""
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = parts.hostname.lower() if ":" not in parts.hostname else "[%s]" % parts.hostname.lower()
+    return "%s://%s%s%s" % (parts.scheme.lower(), host, "" if port in (None, default) else ":%d" % port,
+                            parts.path or "/")
+
+
+def _confirm_key(url: Any) -> str:
+    """The key a device's page report and the browser's record are matched on: the URL as
+    _net_key_url says it, or for a URL with no host (data:, blob:) its scheme alone; "" for
+    none (a relative URL, garbage), which matches nothing."""
+    key = _net_key_url(url)
+    if key or not isinstance(url, str):
+        return key
+    try:
+        scheme = urllib.parse.urlsplit(url).scheme.lower()
+    except ValueError:
+        return ""
+    return scheme + ":" if scheme else ""
+
+
+def _hide_redirected_status(data: dict) -> None:
+    """A page's report of a document load that was redirected: Navigation Timing gives the status of the
+    page the redirects led to, not of the request (a form POST answered 302), which is hidden from the
+    page; it says so (`statusKnown: false`, `finalStatus`).  In a device the browser's record gave the
+    request's own status (_browser_values, `statusFrom: "browser"`), which stands."""
+    if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False \
+            and data.get("statusFrom") != "browser":
+        data["finalStatus"] = data.get("status")
+        data["status"] = None
+        data["statusKnown"] = False
+        data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
+                              "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
+
+
+def _browser_values(data: dict, chain: dict, url: str) -> str:
+    """A page's report of a request (`data` of a net.request) made to say what the browser's record
+    of it (`chain`, _NetRecord) saw: the URL as the daemon resolved it, the final status (0 when it
+    failed, with the browser's error), `ok` from that status, and whether it was redirected.  ->
+    what the page said that the browser contradicts ("" for nothing).  The 304 of a revalidation
+    is the 200 a page sees.  A call whose answer never reached the page (a beacon, an opaque
+    answer) keeps the status it reported (0) and contradicts nothing; it is not ok when the
+    browser's record says it failed or was answered 400 or more."""
+    said, status, failed = data.get("status"), chain["status"] or 0, chain["error"] is not None
+    codes = chain.get("codes") or []
+    if data.get("initiator") == "document" and codes and codes[0] and not failed:
+        # a load redirected: the browser saw the status the page cannot (a form post's 303), and where it led
+        then_method, then_url = chain["hops"][-1]
+        data.update(url=url, status=codes[0], statusKnown=True, statusFrom="browser", ok=200 <= status < 400,
+                    redirected=True, finalStatus=status, finalUrl=then_url,
+                    statusNote="answered %d, then %s %s %d" % (codes[0], then_method,
+                                                                urllib.parse.urlsplit(then_url).path or "/", status))
+        return ""
+    if data.get("initiator") == "document" and (chain["redirects"] or data.get("redirected") or said is None):
+        data["url"] = url  # a load redirected: its status stays hidden (_TabState._observe), as the page saw
+        return ""
+    if status == 304 and said == 200:
+        status = 200
+    ok = not failed and 200 <= status < 400
+    unseen = not said and (data.get("oneWay") or data.get("opaque"))  # no status reached the page
+    wrong = ""
+    if isinstance(said, int) and said > 0 and said != status:
+        wrong = "status %d, where the browser's record says %s" % (said, chain["error"] or status)
+    elif data.get("ok") is True and not ok and not unseen:
+        wrong = "ok: true, where the browser's record says %s" % (chain["error"] or status)
+    if unseen:  # it stays a call the page saw no answer to, failed when the browser says so
+        data.update(url=url, ok=data.get("ok") if ok else False)
+    else:
+        data.update(url=url, status=status, ok=ok)
+    if chain["redirects"]:
+        data["redirected"] = True
+    if failed and not data.get("error"):
+        data["error"] = chain["error"]
+    return wrong
+
+
+def _browser_install_hint() -> str:
+    if sys.platform == "darwin":
+        return "install Google Chrome (https://www.google.com/chrome/) or `brew install --cask chromium`"
+    if sys.platform == "win32":
+        return "install Google Chrome or Microsoft Edge"
+    return "install Chromium (for example `sudo apt-get install chromium` or `sudo dnf install chromium`)"
+
+
+def _find_browser() -> str:
+    """RETICLE_BROWSER, then the usual names on PATH, then the standard install paths."""
+    env = os.environ.get("RETICLE_BROWSER", "").strip()
+    if env:
+        found = shutil.which(env) or (env if os.path.isfile(env) and os.access(env, os.X_OK) else None)
+        if found:
+            return found
+        raise ToolError("RETICLE_BROWSER=%r is not an executable browser; point it at Chromium, Chrome or "
+                        "Edge, or unset it and %s." % (env, _browser_install_hint()),
+                        "fix RETICLE_BROWSER, then retry")
+    for name in _BROWSER_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    for raw in _BROWSER_PATHS.get(sys.platform, ()):
+        path = os.path.expandvars(raw)
+        if os.path.isfile(path):
+            return path
+    raise ToolError("No Chromium-family browser was found to start a device: %s, or set RETICLE_BROWSER to "
+                    "the path of one." % _browser_install_hint(), "install a browser, then retry")
+
+
+def _browser_args(profile: str, headed: bool, viewport: Tuple[int, int]) -> Tuple[List[str], Optional[str]]:
+    """The command-line flags and, when --no-sandbox is added, why."""
+    args = list(_BROWSER_FLAGS)
+    args.append("--user-data-dir=" + profile)
+    args.append("--window-size=%d,%d" % viewport)
+    if not headed:
+        args.insert(0, "--headless")
+    why = None
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args.append("--no-sandbox")
+        why = "running as root, where Chromium refuses to start its sandbox"
+    # A document a fault answers (a faulted form post) has no IP address space, and Chromium's
+    # local-network-access checks would then refuse its SDK the socket to the daemon on loopback.
+    args.append("--disable-features=LocalNetworkAccessChecks")
+    extra = os.environ.get("RETICLE_BROWSER_ARGS", "").strip()
+    if extra:
+        args.extend(shlex.split(extra))
+    args.append("about:blank")
+    return args, why
+
+
+def _png_size(data: bytes) -> Tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        raise ValueError("not a PNG")
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def _jpeg_size(data: bytes) -> Tuple[int, int]:
+    """(width, height) from a JPEG's first start-of-frame marker."""
+    i = 2
+    while i + 9 < len(data):
+        if data[i] != 0xFF:
+            i += 1
+            continue
+        marker = data[i + 1]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    raise ValueError("not a JPEG with a frame header")
+
+
+class _CdpError(ToolError):
+    """A CDP call answered an error, or the connection went away: a tool that meets it fails
+    with isError, not as a crash."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
+
+
+class _CdpClient:
+    """One DevTools WebSocket to a browser, with flat sessions.
+
+    call() matches answers by id; events go to the listeners.  The reader is
+    one task; nothing awaits a message on the socket except that task."""
+
+    def __init__(self) -> None:
+        self._ws: Any = None
+        self._next = 0
+        self._pending: Dict[int, asyncio.Future] = {}
+        self.reader: Optional[asyncio.Task] = None
+        self.listeners: List[Callable[[str, dict, Optional[str]], None]] = []
+        self.closed = False
+
+    async def connect(self, url: str, timeout: float = 10.0) -> None:
+        self._ws = await tornado.websocket.websocket_connect(
+            tornado.httpclient.HTTPRequest(url, connect_timeout=timeout, request_timeout=timeout),
+            max_message_size=CDP_MAX_MESSAGE_BYTES, ping_interval=None)
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            raw = await self._ws.read_message()
+            if raw is None:
+                break
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if "id" in msg:
+                fut = self._pending.pop(msg["id"], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+            elif isinstance(msg.get("method"), str):
+                for listener in list(self.listeners):
+                    try:
+                        listener(msg["method"], msg.get("params") or {}, msg.get("sessionId"))
+                    except Exception as exc:  # a listener bug must not stop the reader
+                        _emit(_device_log, logging.ERROR, "cdp_listener_failed", error=repr(exc))
+        self.closed = True
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(_CdpError("the browser's DevTools connection closed"))
+        self._pending.clear()
+
+    async def call(self, method: str, params: Optional[dict] = None, session: Optional[str] = None,
+                   timeout: float = 15.0) -> dict:
+        if self.closed or self._ws is None:
+            raise _CdpError("the browser's DevTools connection is closed")
+        self._next += 1
+        mid = self._next
+        msg: Dict[str, Any] = {"id": mid, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[mid] = fut
+        try:
+            await self._ws.write_message(_dumps(msg))
+            reply = await asyncio.wait_for(fut, timeout)
+        except tornado.websocket.WebSocketClosedError:
+            raise _CdpError("the browser's DevTools connection closed") from None
+        except asyncio.TimeoutError:
+            raise _CdpError("%s got no answer within %g s" % (method, timeout)) from None
+        finally:
+            self._pending.pop(mid, None)
+        if "error" in reply:
+            err = reply["error"]
+            raise _CdpError("%s: %s" % (method, err.get("message") if isinstance(err, dict) else err))
+        return reply.get("result") or {}
+
+    def close(self) -> None:
+        self.closed = True
+        if self._ws is not None:
+            self._ws.close()
+        if self.reader is not None:
+            self.reader.cancel()
+
+
+# CDP key definitions: key -> (windowsVirtualKeyCode, code, text typed)
+_CDP_KEYS = {"Enter": (13, "Enter", "\r"), "Tab": (9, "Tab", ""), "Escape": (27, "Escape", ""),
+             "Backspace": (8, "Backspace", ""), "Delete": (46, "Delete", ""), " ": (32, "Space", " "),
+             "ArrowLeft": (37, "ArrowLeft", ""), "ArrowUp": (38, "ArrowUp", ""),
+             "ArrowRight": (39, "ArrowRight", ""), "ArrowDown": (40, "ArrowDown", ""),
+             "Home": (36, "Home", ""), "End": (35, "End", ""), "PageUp": (33, "PageUp", ""),
+             "PageDown": (34, "PageDown", "")}
+_CDP_MODIFIERS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
+
+
+def _cdp_key(key: str) -> Tuple[int, str, str]:
+    if key in _CDP_KEYS:
+        return _CDP_KEYS[key]
+    if len(key) == 1:
+        up = key.upper()
+        if up.isalpha() and up.isascii():
+            return ord(up), "Key" + up, key
+        if key.isdigit():
+            return ord(key), "Digit" + key, key
+        return 0, "", key
+    return 0, key, ""
+
+
+class _BrowserProcess:
+    """A device's browser process: its temporary profile, its stderr (read for the DevTools
+    endpoint, then drained into a short tail for error messages) and its end, the whole process
+    group with it."""
+
+    def __init__(self, device_id: str) -> None:
+        self.device_id = device_id
+        self.exe = ""
+        self.profile = ""
+        self.proc: Any = None
+        self.stderr_tail: collections.deque = collections.deque(maxlen=20)
+        self.drain: Optional[asyncio.Task] = None
+
+    async def spawn(self, exe: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """Start `exe` in a new temporary profile (its own process group on POSIX)."""
+        self.exe = exe
+        self.profile = tempfile.mkdtemp(prefix="reticle-device-")
+        args, why = _browser_args(self.profile, headed, viewport)
+        if why:
+            _emit(_device_log, logging.INFO, "device_no_sandbox", deviceId=self.device_id, why=why)
+        kwargs: Dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True   # its own process group: close() ends the helpers too
+        self.proc = await asyncio.create_subprocess_exec(
+            exe, *args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
+
+    async def devtools_url(self) -> str:
+        """Read stderr until Chromium prints its DevTools endpoint; the rest of stderr is drained."""
+        deadline = time.monotonic() + DEVICE_START_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
+                                % (self.exe, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
+                                "check that the browser starts by hand with --headless")
+            try:
+                line = await asyncio.wait_for(self.proc.stderr.readline(), left)
+            except asyncio.TimeoutError:
+                continue
+            if not line:
+                raise ToolError("the browser %s exited while starting; its last output: %s" % (
+                    self.exe, " | ".join(self.stderr_tail) or "(none)"),
+                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
+            text = line.decode("utf-8", "replace").strip()
+            m = re.search(r"DevTools listening on (ws://\S+)", text)
+            if m:
+                self.drain = asyncio.ensure_future(self._drain_stderr())
+                return m.group(1)
+            self.stderr_tail.append(text[:300])
+
+    async def _drain_stderr(self) -> None:
+        while True:
+            line = await self.proc.stderr.readline()
+            if not line:
+                return
+            self.stderr_tail.append(line.decode("utf-8", "replace").strip()[:300])
+
+    def kill(self) -> None:
+        """End the browser's whole process group at once (no waiting)."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    async def end(self) -> None:
+        """After Browser.close: wait for the exit, kill what is left of the group, let stderr's reader
+        finish and remove the profile.  Every wait is bounded."""
+        if self.proc is not None:
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            self.kill()  # the rest of the process group, and the browser if Browser.close did not work
+            try:
+                await asyncio.wait_for(self.proc.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        if self.drain is not None:
+            try:  # stderr's end lets asyncio close the process transport (helpers hold the pipe too)
+                await asyncio.wait_for(self.drain, 2.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+        if self.profile:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, _remove_profile, self.profile)
+
+
+class _RelayTickets:
+    """A device's bridge relay (_RELAY_JS, in the isolated world RELAY_WORLD) and its tickets.
+
+    A ticket is 32 random bytes minted for one document's relay when that relay asks over its CDP
+    binding, good for one socket, void once another document of the device asks (a navigation
+    rotates it) or after TICKET_UNUSED_S unused, and gone with the device."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
+        self.tickets: Dict[str, dict] = {}      # ticket -> {"context", "page", "minted", "used"}
+
+    def source(self) -> str:
+        """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
+        return _script_with(_RELAY_JS, base=self.device.bridge_base() + "?device=", nonce=self.nonce,
+                            binding=RELAY_BINDING)
+
+    def mint(self, context: Any = None, page: Optional[str] = None) -> str:
+        """A one-use bridge ticket for the document whose relay runs in `context`.
+
+        A ticket asked for by another document voids every unused one of the documents before
+        it: the device's bridge credential rotates with each navigation."""
+        now = time.monotonic()
+        for t, info in list(self.tickets.items()):
+            stale = info["context"] != context or info["page"] != page or now - info["minted"] > TICKET_UNUSED_S
+            if info["used"] or stale:
+                del self.tickets[t]
+        if len(self.tickets) >= TICKETS_PER_DOCUMENT:
+            del self.tickets[min(self.tickets, key=lambda t: self.tickets[t]["minted"])]
+        ticket = secrets.token_urlsafe(32)
+        self.tickets[ticket] = {"context": context, "page": page, "minted": now, "used": False}
+        return ticket
+
+    def redeem(self, ticket: str) -> str:
+        """'ok' (and the ticket is spent), 'used' (a socket already opened with it) or 'void'."""
+        for t, info in list(self.tickets.items()):
+            if hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")):
+                if info["used"]:
+                    return "used"
+                if time.monotonic() - info["minted"] > TICKET_UNUSED_S:
+                    del self.tickets[t]
+                    return "void"
+                info["used"] = True
+                return "ok"
+        return "void"
+
+    def holds(self, ticket: str) -> bool:
+        return any(hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")) for t in self.tickets)
+
+    async def answer(self, context: Any, page: Optional[str]) -> None:
+        """Hand the relay that asked (in `context`) a new ticket, into its isolated world only."""
+        ticket = self.mint(context, page)
+        try:
+            await self.device.cdp.call("Runtime.evaluate", {
+                "expression": "globalThis.__reticleRelayOpen(%s)" % _dumps(ticket), "contextId": context}, page)
+        except _CdpError as exc:  # the document went away before its ticket arrived
+            self.tickets.pop(ticket, None)
+            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.device.id, why=str(exc))
+
+
+class _NetRecord:
+    """The browser's own record (CDP Network) of the requests a device's page made, against which
+    the page's reports are checked, and the main frame's document loads it tells the tab of.
+
+    Each CDP request is one chain: the request, the redirects it followed and how it ended (the
+    final status, or failed).  A page's report claims one finished chain of the same method and
+    URL (the URL resolved by the daemon against the document's URL, never by the page), and a
+    chain confirms one report only: one real 200 cannot vouch for a later report."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.chains: "collections.OrderedDict[str, dict]" = collections.OrderedDict()  # CDP requestId -> chain
+        self.by_key: Dict[Tuple[str, str], List[dict]] = {}  # (METHOD, key URL) of each hop -> its chains, in order
+
+    def _session(self) -> Optional["_BrowserSession"]:
+        return self.device.manager.hub.bridge.sessions.get(self.device.session_id)
+
+    def on_event(self, method: str, params: dict) -> None:
+        """Keep the browser's record of each request its page made, then let the tab's held
+        reports that it now confirms through."""
+        rid = str(params.get("requestId", ""))
+        if params.get("type") == "Document" and params.get("frameId") == self.device.target:
+            self._on_document(method, rid, params)
+        chain = self.chains.get(rid)
+        if method == "Network.requestWillBeSent":
+            request = params.get("request") or {}
+            hop = (str(request.get("method") or "GET").upper(), _confirm_key(request.get("url")))
+            if chain is None or not isinstance(params.get("redirectResponse"), dict):
+                chain = {"method": hop[0], "url": hop[1], "status": None, "done": False, "used": False,
+                         "error": None, "redirects": 0, "hops": [hop], "document":
+                         params.get("type") == "Document" and params.get("frameId") == self.device.target}
+                self.chains[rid] = chain
+                self.chains.move_to_end(rid)
+                while len(self.chains) > NET_RECORD_MAX:
+                    self.chains.popitem(last=False)[1]["used"] = True  # forgotten: it confirms nothing more
+            else:
+                chain["redirects"] += 1
+                chain["hops"].append(hop)
+                code = params["redirectResponse"].get("status")
+                chain.setdefault("codes", []).append(int(code) if isinstance(code, (int, float)) else 0)
+            self.by_key.setdefault(hop, []).append(chain)
+            if len(self.by_key) > 2 * NET_RECORD_MAX or len(self.by_key[hop]) > NET_RECORD_MAX:
+                self._prune()
+            return
+        if chain is None or chain["done"]:
+            return
+        if method == "Network.responseReceived":
+            status = (params.get("response") or {}).get("status")
+            chain["status"] = int(status) if isinstance(status, (int, float)) and not isinstance(status, bool) else 0
+        elif method == "Network.loadingFailed":
+            chain["status"], chain["error"] = 0, _short(str(params.get("errorText") or "failed"), 120)
+        else:
+            return
+        chain["done"] = True
+        session = self._session()
+        if session is not None and session.held:
+            session.admit_held(confirmed_only=True)
+
+    def _prune(self) -> None:
+        """Forget the chains that confirmed a report or fell out of the record."""
+        for key in list(self.by_key):
+            live = [c for c in self.by_key[key] if not c["used"]]
+            if live:
+                self.by_key[key] = live
+            else:
+                del self.by_key[key]
+
+    def claim(self, data: dict, late: bool) -> Optional[dict]:
+        """The browser's chain that a page's report (`data` of a net.request) names, now spent, or
+        None.  Its method and URL (resolved against the document's URL here) must be the
+        chain's; of the finished chains not yet spent, the first whose status the report says
+        wins, else (once no chain of that request is still under way, or `late`) the first."""
+        if data.get("initiator") == "document":
+            return self._claim_document(data)
+        method = str(data.get("method") or "GET").upper()
+        key = (method, _confirm_key(self.resolve(data.get("url"))))
+        chains = [c for c in self.by_key.get(key, ()) if not c["used"]] if key[1] else []
+        if chains:
+            self.by_key[key] = chains  # the spent and the forgotten go
+        done = [c for c in chains if c["done"]]
+        if not done:
+            return None
+        said = data.get("status")
+        agree = [c for c in done if c["status"] == said or (said == 200 and c["status"] == 304) or (
+            not said and c["status"] == 0)]
+        if agree:
+            chain = agree[0]
+        elif late or len(done) == len(chains):
+            chain = done[0]
+        else:
+            return None  # the one it names may still be under way
+        chain["used"] = True
+        return chain
+
+    def _claim_document(self, data: dict) -> Optional[dict]:
+        """The main frame's load that a page's document report names, now spent, or None: the newest
+        finished one not yet spent with a hop at the report's URL (and method, when the page knew it)."""
+        method = data.get("method") if data.get("methodKnown") and isinstance(data.get("method"), str) else None
+        key = _confirm_key(self.resolve(data.get("url")))
+        for chain in reversed(self.chains.values()) if key else ():
+            if chain["document"] and chain["done"] and not chain["used"] and any(
+                    url == key and (method is None or m == method.upper()) for m, url in chain["hops"]):
+                chain["used"] = True
+                return chain
+        return None
+
+    def confirm(self, data: dict, late: bool) -> Optional[str]:
+        """A page's report (`data` of a net.request) confirmed by the chain it claims (claim), made to
+        say what the browser saw (_browser_values) -> what the page said otherwise ("" for nothing),
+        or None: no chain of the browser's record confirms it (yet)."""
+        chain = self.claim(data, late)
+        return None if chain is None else _browser_values(data, chain, self.resolve(data.get("url")))
+
+    def resolve(self, url: Any) -> str:
+        """A URL a page reported, resolved against the main frame's URL by the daemon (a page can
+        make its own URL resolution lie)."""
+        text = url if isinstance(url, str) else ""
+        try:
+            return urllib.parse.urljoin(self.device.url, text)
+        except ValueError:
+            return text
+
+    def _on_document(self, method: str, rid: str, params: dict) -> None:
+        """The browser's own word that the tab's main frame is loading a new document (a form post
+        whose page script announced nothing included): the tab's session is between documents at
+        once, as the SDK's announcement of a form submission makes it, until the next document
+        connects.  A navigation that brings no document (failed, cancelled, a download, a 204)
+        ends it."""
+        session = self._session()
+        if session is None:
+            return
+        if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
+            request = params.get("request") or {}
+            session.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
+                                        _short(str(request.get("url") or ""), 2048))
+        elif method == "Network.loadingFailed" or (method == "Network.responseReceived" and (
+                (params.get("response") or {}).get("status") in (204, 205))):
+            session.document_not_coming(rid)
+
+
+class _DeviceInput:
+    """Real input for a device's page (Input.*, event.isTrusted true), as its SDK asks during an act."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+
+    async def dispatch(self, req: dict) -> None:
+        """Dispatch one action as real input (Input.*), as the SDK asked."""
+        action = req.get("action")
+        x, y = float(req.get("x", 0)), float(req.get("y", 0))
+        call = self.device.cdp.call
+        page = self.device.page
+
+        def mouse(kind: str, px: float, py: float, **extra: Any) -> Awaitable[dict]:
+            params = {"type": kind, "x": px, "y": py, "modifiers": 0}
+            params.update(extra)
+            return call("Input.dispatchMouseEvent", params, page)
+
+        hold = min(30.0, max(0.0, float(req.get("holdMs") or 0) / 1000.0))
+        if action in ("click", "dblclick", "hover"):
+            await mouse("mouseMoved", x, y)
+            if action == "hover":
+                await asyncio.sleep(hold)
+                return
+            for count in ((1, 2) if action == "dblclick" else (1,)):
+                await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=count)
+                if action == "click":
+                    await asyncio.sleep(hold)
+                await mouse("mouseReleased", x, y, button="left", buttons=0, clickCount=count)
+        elif action == "drag":
+            tx, ty = float(req.get("toX", x)), float(req.get("toY", y))
+            await mouse("mouseMoved", x, y)
+            await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=1)
+            for step in range(1, 6):
+                await mouse("mouseMoved", x + (tx - x) * step / 5, y + (ty - y) * step / 5, button="left", buttons=1)
+            await mouse("mouseReleased", tx, ty, button="left", buttons=0, clickCount=1)
+        elif action == "type":
+            text = str(req.get("text", ""))
+            if len(text) > 200:
+                await call("Input.insertText", {"text": text}, page)
+                return
+            for ch in text:
+                await self._key("Enter" if ch == "\n" else ch, 0)
+        elif action == "press":
+            mods = 0
+            for m in req.get("modifiers") or ():
+                mods |= _CDP_MODIFIERS.get(str(m), 0)
+            await self._key(str(req.get("key") or "Enter"), mods)
+        else:
+            raise ToolError("the device cannot dispatch %r as real input" % action)
+
+    async def _key(self, key: str, mods: int) -> None:
+        vk, code, text = _cdp_key(key)
+        if mods & (2 | 4):
+            text = ""  # a shortcut types nothing
+        down = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": code,
+                "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk, "modifiers": mods}
+        if text:
+            down["text"] = text
+            down["unmodifiedText"] = text
+        call, page = self.device.cdp.call, self.device.page
+        await call("Input.dispatchKeyEvent", down, page)
+        await call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk,
+                                              "nativeVirtualKeyCode": vk, "modifiers": mods}, page)
+
+
+async def _answer_device_dialog(device: "_Device", params: dict) -> None:
+    """An alert, confirm, prompt or beforeunload blocks a device's page (and every command) until
+    it is answered: answer it at once.  Dismissed, unless the act that raised it asked for
+    `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
+    (the agent asked to leave).  The tab's answers name it (_with_health)."""
+    kind = str(params.get("type") or "alert")
+    policy = device.dialog_policy
+    if policy is not None:
+        accept = bool(policy.get("accept"))
+    else:
+        accept = kind == "beforeunload" and device.loading is not None and device.loading.locked()
+    answer: Dict[str, Any] = {"accept": accept}
+    if accept and kind == "prompt":
+        answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
+    record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
+              "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
+    _emit(_device_log, logging.INFO, "device_dialog", deviceId=device.id, dialogType=kind, handled=record["handled"])
+    try:
+        await device.cdp.call("Page.handleJavaScriptDialog", answer, device.page, timeout=5.0)
+    except _CdpError as exc:
+        record["handled"] = "failed: %s" % _short(str(exc), 120)
+    session = device.manager.hub.bridge.sessions.get(device.session_id)
+    if session is not None:
+        session.note_dialog(record)
+
+
+class _Device:
+    """One browser the daemon started: its process (_BrowserProcess), CDP connection, the page it
+    drives, and the parts that answer that page: its relay and tickets (_RelayTickets), the
+    browser's record of its requests (_NetRecord), real input (_DeviceInput) and dialogs.
+
+    Its bridge socket opens with a ticket: 32 random bytes minted for one
+    document's relay (the isolated world of _RELAY_JS) when that relay asks
+    over its CDP binding, good for one socket, void once another document of
+    the device asks (a navigation rotates it), and gone with the device.  No
+    page script sees one; the bridge accepts it from this device's session id
+    alone, and it is never the pairing token."""
+
+    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
+        profile, CDP client and page target, its relay tickets, and the browser's own record of the
+        requests its page made (to check the page's reports against)."""
+        self.manager = manager
+        self.id = "d" + secrets.token_hex(4)
+        self.session_id = "device-" + self.id
+        self.relay = _RelayTickets(self)
+        self.net = _NetRecord(self)
+        self.inputs = _DeviceInput(self)
+        self.process = _BrowserProcess(self.id)
+        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
+        self.owner = owner
+        self.headed = headed
+        self.viewport = viewport
+        self.cdp = _CdpClient()
+        self.page: Optional[str] = None          # the flat CDP session of the page target
+        self.target: Optional[str] = None
+        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
+        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
+        self.started_at = time.time()
+        self.auth_pending: Optional[dict] = None  # a setup flow's saved state, restored by the next navigate
+        self.url = ""
+        self.closed = False
+        self.closing: Optional["asyncio.Future[None]"] = None  # the one close in progress, every caller awaits it
+        self.ready = False                       # started and its page connected
+        self.acting = 0                          # act commands in flight: input is honoured only then
+        self.phases: Dict[str, int] = {}
+        self.scripts: Optional[Tuple[str, str]] = None  # (the SDK, the relay) until the page has them
+        self._start_t0: Optional[float] = None   # a start of its own (no spare): its phases count from the launch
+
+    @property
+    def proc(self) -> Any:
+        return self.process.proc
+
+    @property
+    def profile(self) -> str:
+        return self.process.profile
+
+    @property
+    def tickets(self) -> Dict[str, dict]:
+        return self.relay.tickets
+
+    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+        return self.relay.mint(context, page)
+
+    def describe(self) -> dict:
+        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
+                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
+                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
+                "startedAt": _wall_iso(self.started_at)}
+
+    def bridge_base(self) -> str:
+        hub = self.manager.hub
+        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+
+    def _scripts(self) -> Tuple[str, str]:
+        """The two scripts of every document (injected_source, _RelayTickets.source), built once per set-up."""
+        if self.scripts is None:
+            self.scripts = (self.injected_source(), self.relay.source())
+        return self.scripts
+
+    def injected_source(self) -> str:
+        """The SDK with this device's config, run in top-level http(s) documents only.  It carries
+        no credential: its bridge socket is the relay's (_RelayTickets.source)."""
+        config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
+                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self.bridge_base(),
+                  "relay": self.relay.nonce, "sessionId": self.session_id}
+        sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
+               .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
+        return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
+                + sdk + "\n})();")
+
+    async def start(self, exe: str, url: str) -> None:
+        """Launch, attach to the start-up tab, inject, then load `url`.
+
+        The set-up calls go out together and are all answered before the
+        navigation starts: Page.navigate is handled in the browser process and
+        may overtake them, and a renderer swap would then lose them."""
+        t0 = await self.launch(exe)
+        self._start_t0 = t0
+        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
+        else:
+            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+        await self.navigate(url)
+        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def warm(self, exe: str) -> None:
+        """A spare: everything of a start but the load.  The browser is launched, and its page is a
+        new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
+        start-up tab's), attached, with this device's SDK registered for every document."""
+        t0 = await self.launch(exe)
+        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
+                                                                   "browserContextId": self.context}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def adopt(self, url: str, viewport: Tuple[int, int]) -> None:
+        """A warmed spare becomes this caller's device: its viewport, then the load of `url`."""
+        t0 = time.monotonic()
+        if viewport != self.viewport:
+            self.viewport = viewport
+            await self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
+                                                                       "deviceScaleFactor": 1, "mobile": False},
+                                self.page)
+        await self.navigate(url)
+        self.phases["spareNavigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def launch(self, exe: str) -> float:
+        """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
+        await self.process.spawn(exe, self.headed, self.viewport)
+        t0 = time.monotonic()
+        self.manager.records.write(self)
+        self._scripts()  # while the browser boots: nothing of the start waits for these two strings then
+        ws_url = await self.process.devtools_url()
+        self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
+        await self.cdp.connect(ws_url)
+        # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
+        reader = self.cdp.reader
+        assert reader is not None  # connect() started it
+        reader.add_done_callback(lambda _: None if self.closed else self.manager.hub.spawn(
+            self.manager.close(self, "the browser went away")))
+        return t0
+
+    async def _prepare_page(self) -> None:
+        width, height = self.viewport
+        sdk, relay = self._scripts()
+        await asyncio.gather(
+            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": sdk}, self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": relay, "worldName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
+            # the browser's own record of the page's requests, against which the page's reports are checked
+            self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
+            self.cdp.call("Emulation.setDeviceMetricsOverride",
+                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
+            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
+            self.cdp.call("Page.enable", {}, self.page))
+        if self.manager.hub.otel.stats["spans"]:  # the daemon hears OpenTelemetry: documents get trace context
+            await self.manager.hub.faults.sync_device(self)
+        self.scripts = None  # 240 KB a device need not keep: a fresh context builds them again
+
+    async def fresh_context(self) -> None:
+        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
+        service workers or session storage from before.  The old tab and its context go; the
+        session id stays, so the new tab's SDK reconnects as the same session."""
+        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
+            "targetId"]
+        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+        old_target, old_context = self.target, self.context
+        self.target, self.page, self.context = target, page, context
+
+        async def close_old() -> None:
+            try:
+                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
+            except _CdpError as exc:  # already gone: nothing of it is left to leak
+                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
+
+        await asyncio.gather(self._prepare_page(), close_old())
+        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
+        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
+            self.manager.hub.spawn(self._dispose(old_context))
+
+    async def _dispose(self, context: str) -> None:
+        try:
+            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
+        except _CdpError as exc:
+            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
+
+    def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
+        if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
+            # only the relay's isolated world has this binding: the page's own scripts cannot call it
+            if self._start_t0 is not None and "askedMs" not in self.phases:  # the first page's SDK runs
+                self.phases["askedMs"] = round((time.monotonic() - self._start_t0) * 1000)
+            self.manager.hub.spawn(self.relay.answer(params.get("executionContextId"), session))
+        elif session == self.page and method.startswith("Network."):
+            self.net.on_event(method, params)
+        elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
+            tab = self.manager.hub.bridge.sessions.get(self.session_id)
+            if tab is not None:
+                tab.document_not_coming(None)
+        elif session == self.page and method == "Page.javascriptDialogOpening":
+            self.manager.hub.spawn(_answer_device_dialog(self, params))
+        elif session == self.page and method == "Page.frameNavigated":
+            frame = params.get("frame") or {}
+            if not frame.get("parentId"):
+                self.url = str(frame.get("url", ""))[:4096]
+        elif session == self.page and method == "Page.navigatedWithinDocument" and params.get("frameId") == self.target:
+            self.url = str(params.get("url", ""))[:4096]  # what the page's relative URLs resolve against now
+        elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
+            self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
+
+    async def navigate(self, url: str) -> None:
+        if self.auth_pending is not None:  # a logged-in start: its cookies and storage before the first load
+            state, self.auth_pending = self.auth_pending, None
+            await _device_restore_state(self, state)
+        result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
+        if result.get("errorText"):
+            raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
+                            "check that the app is running and the URL is right")
+        self.url = url
+
+    async def capture(self, fmt: str, clip: Optional[dict] = None, full_page: bool = False,
+                      quality: Optional[int] = None) -> bytes:
+        params: Dict[str, Any] = {"format": fmt, "captureBeyondViewport": bool(full_page or clip)}
+        if clip is not None:
+            params["clip"] = clip
+        if quality is not None:
+            params["quality"] = quality
+        result = await self.cdp.call("Page.captureScreenshot", params, self.page, timeout=30.0)
+        return base64.b64decode(result.get("data", ""))
+
+    async def layout(self) -> dict:
+        return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
+
+
+# -- a logged-in start: a setup flow's browser state, read from and restored into a device over CDP --
+# The state is the context's cookies and the page origin's localStorage and sessionStorage.  It is
+# read in an isolated world and restored by a script in one (the page's own scripts see neither), and
+# it never enters a log, an answer or an error message.
+
+AUTH_WORLD = "reticle-auth"                # the isolated world that reads and restores a saved state
+_AUTH_MARK = "__reticle_auth_restored"     # sessionStorage key: this tab's origin got its saved storage
+_AUTH_COOKIE_KEYS = ("name", "value", "domain", "path", "secure", "httpOnly", "sameSite", "expires")
+_AUTH_READ_JS = r"""#include src/sdk/auth_read.js"""
+_AUTH_RESTORE_JS = r"""#include src/sdk/auth_restore.js"""
+
+
+async def _device_read_state(device: "_Device") -> dict:
+    """A device's browser state: every cookie of its browser context, and the localStorage and
+    sessionStorage of its page's origin (read in an isolated world of the top document)."""
+    context = {"browserContextId": device.context} if device.context else {}
+    cookies = (await device.cdp.call("Storage.getCookies", context)).get("cookies") or []
+    kept = [{k: c[k] for k in _AUTH_COOKIE_KEYS if k in c and not (k == "expires" and c.get("session"))}
+            for c in cookies if isinstance(c, dict) and c.get("name") != SERVER_MARK_COOKIE]  # one-use marks stay
+    world = await device.cdp.call("Page.createIsolatedWorld", {"frameId": device.target, "worldName": AUTH_WORLD},
+                                  device.page)
+    got = await device.cdp.call("Runtime.evaluate", {"expression": _script_with(_AUTH_READ_JS, mark=_AUTH_MARK),
+                                                     "contextId": world.get("executionContextId"),
+                                                     "returnByValue": True}, device.page)
+    value = (got.get("result") or {}).get("value")
+    origins = [value] if isinstance(value, dict) and str(value.get("origin", "")).startswith("http") else []
+    return {"format": 1, "cookies": kept, "origins": origins}
+
+
+async def _device_restore_state(device: "_Device", state: dict) -> None:
+    """Before a load: set the saved cookies in the device's context, and register a script (in an
+    isolated world) that writes an origin's saved storage on that origin's first document of the tab."""
+    cookies = [{k: c[k] for k in _AUTH_COOKIE_KEYS if k in c} for c in state.get("cookies") or []
+               if isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("value"), str)]
+    if cookies:
+        params: Dict[str, Any] = {"cookies": cookies}
+        if device.context:
+            params["browserContextId"] = device.context
+        await device.cdp.call("Storage.setCookies", params)
+    origins = [o for o in state.get("origins") or [] if isinstance(o, dict) and isinstance(o.get("origin"), str)]
+    if origins:
+        source = _script_with(_AUTH_RESTORE_JS, origins=origins, mark=_AUTH_MARK)
+        await device.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": source, "worldName": AUTH_WORLD},
+                              device.page)
+
+
+class _StartBudget:
+    """How many devices one session key may start per window (RETICLE_DEVICE_BUDGET), and all keys
+    together (DEVICE_BUDGET_ALL_SCALE x it): a new session for every start is no way around it."""
+
+    def __init__(self, raw: Optional[str]) -> None:
+        self.budget = self.parse(raw)
+        self.starts: Dict[str, collections.deque] = {}
+
+    @staticmethod
+    def parse(raw: Optional[str]) -> Tuple[int, float]:
+        if not raw or not raw.strip():
+            return DEVICE_BUDGET_DEFAULT
+        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*", raw)
+        if not m or int(m.group(1)) < 1:
+            raise ConfigError("RETICLE_DEVICE_BUDGET=%r is not understood; use STARTS/SECONDS, for example 5/600."
+                              % raw)
+        return int(m.group(1)), float(m.group(2))
+
+    def check(self, key: str) -> None:
+        """Refuse a start the budget of `key`, or of all keys together, has no room for."""
+        count, window = self.budget
+        now = time.time()
+        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
+            starts = self.starts.setdefault(who, collections.deque())
+            while starts and starts[0] <= now - window:
+                starts.popleft()
+            if len(starts) >= limit:
+                next_at = starts[0] + window
+                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
+                                "the next start is allowed at %s, in %d s."
+                                % (limit, window, "this session key" if who == key else "all clients together",
+                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
+                                   max(1, int(next_at - now + 0.999))),
+                                "reuse the open device (reticle_open reuses the caller's own) or wait",
+                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
+
+    def spend(self, key: str) -> None:
+        """Count a start of `key` (after check(), which made its record)."""
+        self.starts[key].append(time.time())
+        self.starts["*"].append(time.time())
+
+    def forget_old(self) -> None:
+        horizon = time.time() - self.budget[1]
+        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
+            del self.starts[key]
+
+
+class _DeviceRecords:
+    """The state directory's devices/: one record (pid, profile, daemon pid) per live device, so
+    that the next daemon can end the browsers and remove the profiles of one killed with SIGKILL."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+
+    def _dir(self) -> str:
+        path = os.path.join(self.hub.state.ensure(), "devices")
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
+
+    def write(self, device: "_Device") -> None:
+        record = {"pid": device.proc.pid, "profile": device.profile, "daemonPid": os.getpid(),
+                  "port": self.hub.port, "startedAt": _wall_iso(device.started_at)}
+        path = os.path.join(self._dir(), device.id + ".json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(_dumps(record))
+
+    def drop(self, device: "_Device") -> None:
+        try:
+            os.unlink(os.path.join(self._dir(), device.id + ".json"))
+        except OSError:
+            pass
+
+    def reap_orphans(self) -> int:
+        """End the browsers and remove the profiles of devices whose daemon is gone.
+
+        Blocking (it waits up to 2 s for a killed group): run it off the loop."""
+        folder = os.path.join(self.hub.state.path, "devices")  # made by the first device, not here
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return 0
+        reaped = 0
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                with open(path) as fh:
+                    record = json.load(fh)
+                pid, profile, owner = int(record["pid"]), str(record["profile"]), int(record["daemonPid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if owner != os.getpid() and _pid_alive(owner):
+                continue  # another live daemon's device
+            if _pid_alive(pid) and _is_device_process(pid, profile):
+                _end_orphan(pid)
+            if os.path.basename(profile).startswith("reticle-device-"):
+                shutil.rmtree(profile, ignore_errors=True)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            reaped += 1
+            _emit(_device_log, logging.INFO, "device_orphan_reaped", pid=pid, profile=profile, daemonPid=owner)
+        return reaped
+
+
+def _end_orphan(pid: int) -> None:
+    """Kill an orphaned browser's process group and wait (up to 2 s) for it to go."""
+    try:
+        if os.name == "posix":
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    deadline = time.monotonic() + 2.0
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+class _SparePool:
+    """Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
+    next reticle_open adopts instead of launching one; they count in the manager's max_devices."""
+
+    def __init__(self, manager: "_DeviceManager") -> None:
+        self.manager = manager
+        self.want = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
+        self.spares: List[_Device] = []
+        self.tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
+
+    def top_up(self) -> None:
+        """Start spares in the background until `want` are kept, within max_devices."""
+        manager = self.manager
+        while (len(self.spares) < self.want and not manager.hub.stop_reason
+               and len(manager.devices) + len(self.spares) < manager.max_devices):
+            try:
+                exe = _find_browser()
+            except ToolError:
+                return
+            spare = _Device(manager, "", False, DEVICE_VIEWPORT)
+            self.spares.append(spare)
+            self.tasks[spare.id] = manager.hub.spawn(self._warm(spare, exe))
+
+    async def _warm(self, spare: _Device, exe: str) -> None:
+        try:
+            await spare.warm(exe)
+        except BaseException as exc:
+            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
+            await self.manager.close(spare, "the spare did not start: %s" % exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        spare.ready = True
+        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
+
+    async def take(self) -> Optional[_Device]:
+        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
+        launch), or None when it failed; the caller starts a browser of its own then."""
+        while self.spares:
+            spare = self.spares.pop(0)
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                await asyncio.wait({task})
+            if spare.ready and not spare.closed and not spare.cdp.closed:
+                spare.ready = False  # ready again once its page connected for its new owner
+                return spare
+            await self.manager.close(spare, "the spare was not usable")
+        return None
+
+    async def give_up_one(self) -> bool:
+        """Close the newest spare to make room for a device -> whether there was one."""
+        if not self.spares:
+            return False
+        spare = self.spares[-1]
+        task = self.tasks.pop(spare.id, None)
+        if task is not None and not task.done():
+            task.cancel()
+        await self.manager.close(spare, "a device needed its place")
+        return True
+
+    async def close_all(self, why: str) -> None:
+        spares, self.spares = list(self.spares), []
+        for spare in spares:
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*(self.manager.close(s, why) for s in spares))
+
+
+class _DeviceManager:
+    """The devices of one daemon: start budget per session key (_StartBudget), a cap on how many
+    live at once, idle close, spare browsers (_SparePool), reaping of a killed daemon's orphans.
+
+    Each device leaves a record (pid, profile, daemon pid) in the state
+    directory's devices/ while it lives (_DeviceRecords), so that the next daemon can end the
+    browsers and remove the profiles of one that was killed with SIGKILL."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.devices: Dict[str, _Device] = {}
+        self.last_used: Dict[str, float] = {}
+        self.budget = _StartBudget(os.environ.get("RETICLE_DEVICE_BUDGET"))
+        self.records = _DeviceRecords(hub)
+        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
+        self.idle_s = DEVICE_IDLE_S
+        self._idle_timer: Any = None
+        self.pool = _SparePool(self)
+        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
+
+    @property
+    def spares(self) -> List[_Device]:
+        return self.pool.spares
+
+    @property
+    def spare_tasks(self) -> Dict[str, "asyncio.Task[Any]"]:
+        return self.pool.tasks
+
+    def top_up(self) -> None:
+        self.pool.top_up()
+
+    def reap_orphans(self) -> int:
+        """End the browsers and remove the profiles of devices whose daemon is gone (blocking)."""
+        return self.records.reap_orphans()
+
+    # -- lookups --------------------------------------------------------------
+    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
+        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
+        if not ticket:
+            return None, "void"
+        for device in self.devices.values():
+            if device.relay.holds(ticket):
+                return device, device.relay.redeem(ticket)
+        return None, "void"
+
+    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.session_id == session_id:
+                return device
+        return None
+
+    def owned_by(self, key: str) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.owner == key:
+                return device
+        return None
+
+    def describe(self) -> List[dict]:
+        return [d.describe() for d in self.devices.values()]
+
+    def touch(self, key: str) -> None:
+        self.last_used[key] = time.monotonic()
+
+    # -- open and close -----------------------------------------------------------
+    async def _make_room(self) -> None:
+        """At the cap, close the device whose client has been silent longest, if that is more than
+        DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse.
+        A spare browser counts too, and gives its place up first."""
+        if len(self.devices) + len(self.spares) < self.max_devices:
+            return
+        if await self.pool.give_up_one():
+            return
+        now = time.monotonic()
+        idle = [(now - self.last_used.get(d.owner, now), d) for d in self.devices.values() if d.ready]
+        idle.sort(key=lambda x: -x[0])
+        if idle and idle[0][0] > DEVICE_EVICT_IDLE_S:
+            silent, device = idle[0]
+            _emit(_device_log, logging.WARNING, "device_evicted", deviceId=device.id, silentS=round(silent))
+            await self.close(device, "its client was silent for %d s and another client needed a device" % silent)
+            return
+        raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open, and every "
+                        "one was used in the last %d s." % (self.max_devices, len(self.devices), DEVICE_EVICT_IDLE_S),
+                        "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES")
+
+    async def open(self, key: str, url: str, headed: bool = False, viewport: Optional[Tuple[int, int]] = None,
+                   fresh: bool = False, auth: Optional[dict] = None) -> Tuple[_Device, bool]:
+        """The caller's device on `url` (reused when it has one; in a new, empty browser context
+        when `fresh`; starting from a setup flow's saved state `auth`) -> (device, started)."""
+        viewport = viewport or DEVICE_VIEWPORT
+        own = self.owned_by(key)
+        if own is not None and not own.ready:
+            raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it")
+        if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
+            await self.load(own, url, fresh, auth)
+            self.touch(key)
+            return own, False
+        if own is not None:
+            await self.close(own, "replaced by a device with other settings")
+        self.asked_at = time.monotonic()
+        spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
+        self.budget.check(key)
+        if not spare_fits:
+            await self._make_room()  # a device counts from the moment it starts, a spare from its launch
+        exe = _find_browser()
+        self.budget.spend(key)
+        device = (await self.pool.take()) if spare_fits else None
+        spare = device is not None
+        if device is None:
+            device = _Device(self, key, headed, viewport)
+        device.owner = key
+        device.auth_pending = auth
+        self.devices[device.id] = device
+        self.touch(key)
+        try:
+            t0 = time.monotonic()
+            if spare:
+                await device.adopt(url, viewport)
+            else:
+                await device.start(exe, url)
+            await self.wait_connected(device, -1)
+            device.phases["connectedMs"] = round((time.monotonic() - t0) * 1000)
+        except BaseException as exc:
+            await self.close(device, "start failed: %s" % exc)
+            if isinstance(exc, _CdpError):
+                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log") from exc
+            raise
+        device.ready = True
+        self._ensure_idle_timer()
+        self.touch(key)
+        _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
+              sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
+        if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
+            self.pool.top_up()
+        return device, True
+
+    async def load(self, device: _Device, url: str, fresh: bool = False,
+                   auth: Optional[dict] = None) -> _BrowserSession:
+        """Load `url` in a running device (first in a new, empty browser context when `fresh` or
+        when it starts from a setup flow's saved state `auth`) and wait for its page to connect."""
+        if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
+            # every load of a device, not only reticle_open's: a flow's startUrl may say file:, data:,
+            # chrome: or view-source:, and a fresh replay must not open it
+            raise ToolError("a device opens http: and https: pages only, not %r" % url[:200],
+                            'use a full URL such as "http://localhost:5173/"', setup=True)
+        if device.loading is None:
+            device.loading = asyncio.Lock()
+        async with device.loading:  # two loads at once would each close the tab the other made
+            session = self.hub.bridge.get(device.session_id)
+            generation = session.generation if session is not None else -1
+            try:
+                if fresh or auth is not None:
+                    await device.fresh_context()
+                device.auth_pending = auth
+                await device.navigate(url)
+            except _CdpError as exc:
+                raise ToolError("the device's browser did not answer (%s)." % exc,
+                                "reticle_close it, then open again") from exc
+            return await self.wait_connected(device, generation)
+
+    async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
+        deadline = time.monotonic() + DEVICE_CONNECT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            session = self.hub.bridge.get(device.session_id)
+            if session is not None and session.handler is not None and session.generation > generation:
+                return session
+            if device.closed or device.cdp.closed:
+                break
+            await asyncio.sleep(0.005)
+        raise ToolError("the device loaded %s but its page did not connect to the bridge within %d s (a page "
+                        "that is not http(s), or one whose Content-Security-Policy blocks the socket?)"
+                        % (device.url, DEVICE_CONNECT_TIMEOUT_S), "check the URL; reticle_sessions shows the tabs")
+
+    async def close(self, device: _Device, why: str) -> None:
+        """Close a device for good (idempotent): Browser.close, then the process group is killed if need
+        be, its profile removed, its record and faults dropped and its tab's socket closed.  Every wait
+        is bounded, so a hung browser cannot hold the caller.  A second caller awaits the first one's
+        close rather than returning before the browser is gone (a spare's cancelled warm-up and the
+        daemon's stop both close it: the stop must not finish first), and cancelling a caller does not
+        stop the close."""
+        if device.closing is None:
+            device.closing = asyncio.ensure_future(self._close(device, why))
+        await asyncio.shield(device.closing)
+
+    async def _close(self, device: _Device, why: str) -> None:
+        device.closed = True
+        self.devices.pop(device.id, None)
+        if device in self.spares:
+            self.spares.remove(device)
+        try:
+            if not device.cdp.closed:
+                await asyncio.wait_for(device.cdp.call("Browser.close", timeout=2.0), 2.5)
+        except (_CdpError, asyncio.TimeoutError):
+            pass
+        device.cdp.close()
+        await device.process.end()
+        self.records.drop(device)
+        self.hub.faults.drop_tab(device.session_id)
+        session = self.hub.bridge.get(device.session_id)
+        if session is not None and session.handler is not None:
+            session.handler.close(1001, "the device closed")
+        _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
+
+    async def close_all(self, why: str) -> None:
+        await asyncio.gather(self.pool.close_all(why), *(self.close(d, why) for d in list(self.devices.values())))
+        if self._idle_timer is not None:
+            self._idle_timer.stop()
+            self._idle_timer = None
+
+    def _ensure_idle_timer(self) -> None:
+        if self._idle_timer is None:
+            self._idle_timer = tornado.ioloop.PeriodicCallback(self._close_idle, 15000)
+            self._idle_timer.start()
+
+    def _close_idle(self) -> None:
+        now = time.monotonic()
+        owners = {d.owner for d in self.devices.values()}
+        for key in [k for k, t in self.last_used.items() if now - t > self.idle_s and k not in owners]:
+            del self.last_used[key]
+        self.budget.forget_old()
+        for device in list(self.devices.values()):
+            if device.owner.startswith("cli:"):
+                continue  # `reticle drive` and `reticle demo` keep theirs until they end
+            if now - self.last_used.get(device.owner, now) > self.idle_s:
+                self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
+        if self.spares and (self.asked_at is None or now - self.asked_at > self.idle_s):
+            self.hub.spawn(self.pool.close_all("no device was asked for in %d s" % self.idle_s))
+
+    # -- trusted input ------------------------------------------------------------
+    def on_input(self, session: _BrowserSession, msg: dict) -> None:
+        """The SDK of a device asks for real input during an act; answer on its socket."""
+        device = self.for_session(session.id)
+        rid = msg.get("id")
+
+        async def run() -> None:
+            reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
+            try:
+                if device is None or device.closed or not device.acting:
+                    raise ToolError("real input is only dispatched in a device while an act runs")
+                await device.inputs.dispatch(msg)
+            except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
+                reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
+            handler = session.handler
+            if handler is not None:
+                handler.send_json(reply)
+
+        self.hub.spawn(run())
+
+
+def _is_device_process(pid: int, profile: str) -> bool:
+    """Is `pid` still the browser that used `profile` (not a recycled pid)?"""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return profile.encode() in fh.read()
+    except FileNotFoundError:
+        return os.path.isdir("/proc/self") is False  # no /proc (macOS): trust the record
+    except OSError:
+        return False
+
+
+def _remove_profile(path: str) -> None:
+    """Remove a temporary profile; the browser's helpers may write for a moment after it exits."""
+    for _ in range(10):
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            return
+        time.sleep(0.1)
+
+
+# -- faults on purpose (reticle_fault) --------------------------------------------------------------
+# A fault makes one tab's matching requests fail (or wait) so that an agent can prove the app tells
+# the user.  In a device it acts in the browser's network layer (CDP Fetch: the request never
+# reaches the server unless it is only delayed); in a tab with the script tag it acts in the SDK's
+# fetch and XHR wrappers.  Every request a fault touched is marked on the page's own record of it
+# (`faulted: true`, `faultId`), so no verdict mistakes a fault's answer for the server's.
+
+FAULT_TTL_MS_DEFAULT = 600000        # a fault expires this long after it was set, unless ttlMs says
+FAULT_MAX_PER_TAB = 32
+FAULT_HIT_KEEP_MS = 120000           # a request a device fault touched is matched to the page's record within this
+_FAULT_CDP_TYPES = {"document": "Document", "fetch": "Fetch", "xhr": "XHR", "websocket": "WebSocket",
+                    "eventsource": "EventSource", "script": "Script", "stylesheet": "Stylesheet", "image": "Image",
+                    "font": "Font", "media": "Media", "other": "Other"}
+_FAULT_SDK_TYPES = ("fetch", "xhr", "websocket")
+_FAULT_DEVICE_COVERS = ["documents", "form posts", "fetch", "XHR", "WebSocket handshakes", "EventSource",
+                        "scripts, styles, images and fonts"]
+_FAULT_SDK_COVERS = ["fetch", "XHR", "WebSocket handshakes"]
+_FAULT_SDK_MISSES = ["documents and form posts", "EventSource", "scripts, styles and images",
+                     "requests made by workers"]
+
+
+class _Fault:
+    """One fault: what it matches, what it answers, how often and until when, and whose it is."""
+
+    def __init__(self, fid: str, owner: str, session_id: str, spec: dict, now_ms: float) -> None:
+        match = spec["match"]
+        self.id = fid
+        self.owner = owner
+        self.session_id = session_id
+        self.url_contains = str(match["urlContains"])
+        self.method = str(match["method"]).upper() if match.get("method") else None
+        self.resource_type = str(match["resourceType"]).lower() if match.get("resourceType") else None
+        self.respond = dict(spec["respond"]) if spec.get("respond") else None
+        self.delay_ms = int(spec.get("delayMs") or 0)
+        self.abort = bool(spec.get("abort"))
+        self.times = spec.get("times")
+        self.ttl_ms = int(spec.get("ttlMs") or FAULT_TTL_MS_DEFAULT)
+        self.created = now_ms
+        self.expires = now_ms + self.ttl_ms
+        self.expires_wall = time.time() + self.ttl_ms / 1000.0
+        self.hits = 0
+        self.cleared = False
+
+    def live(self, now_ms: float) -> bool:
+        return not self.cleared and now_ms < self.expires and (self.times is None or self.hits < self.times)
+
+    def fits(self, method: Any, url: Any, rtype: Optional[str] = None) -> bool:
+        if self.method and str(method or "GET").upper() != self.method:
+            return False
+        if self.url_contains not in str(url or ""):
+            return False
+        if self.resource_type in ("fetch", "xhr") and rtype in ("fetch", "xhr"):
+            return True  # the browser's network layer does not always tell fetch from XHR
+        return not (self.resource_type and rtype and rtype != self.resource_type)
+
+    def what(self) -> str:
+        if self.abort:
+            return "aborted" + (" after %d ms" % self.delay_ms if self.delay_ms else "")
+        if self.respond:
+            late = " after %d ms" % self.delay_ms if self.delay_ms else ""
+            return "answered %s%s" % (self.respond.get("status"), late)
+        return "delayed %d ms" % self.delay_ms
+
+    def public(self, now_ms: float) -> dict:
+        match: Dict[str, Any] = {"urlContains": self.url_contains}
+        if self.method:
+            match["method"] = self.method
+        if self.resource_type:
+            match["resourceType"] = self.resource_type
+        out: Dict[str, Any] = {"faultId": self.id, "sessionId": self.session_id, "match": match, "does": self.what(),
+                               "hits": self.hits, "live": self.live(now_ms), "expiresAt": _wall_iso(self.expires_wall)}
+        if self.times is not None:
+            out["times"] = self.times
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+    def for_sdk(self, now_ms: float) -> dict:
+        """What the SDK's wrappers need (no owner, no session)."""
+        out: Dict[str, Any] = {"id": self.id, "urlContains": self.url_contains, "method": self.method,
+                               "resourceType": self.resource_type, "delayMs": self.delay_ms, "abort": self.abort,
+                               "expiresInMs": max(0, round(self.expires - now_ms))}
+        if self.respond:
+            out["respond"] = self.respond
+        if self.times is not None:
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+
+async def _quietly(job: Awaitable) -> None:
+    """Run a background job whose failure (a tab gone, a browser gone) only needs a log line."""
+    try:
+        await job
+    except ToolError as exc:
+        _emit(_log, logging.INFO, "background_job_failed", why=exc.error[:300])
+
+
+def _cdp_pattern(text: str) -> str:
+    """A CDP Fetch urlPattern matching any URL that contains `text` (`*`, `?` and `\\` escaped)."""
+    return "*" + re.sub(r"([*?\\])", r"\\\1", text) + "*"
+
+
+class _Faults:
+    """Every fault of one daemon, per tab.  A fault acts on the tab it was set on and on no other;
+    only the client that set it lists or clears it; it ends with its ttl, its `times`, a clear, or
+    the tab (a closed device, a tab that went away and did not come back)."""
+
+    def __init__(self, hub: "Hub") -> None:
+        self.hub = hub
+        self.tabs: Dict[str, Dict[str, _Fault]] = {}
+        self.hits: Dict[str, collections.deque] = {}       # session id -> [fault id, method, url, t, used]
+        self.device_patterns: Dict[str, Tuple[str, ...]] = {}  # CDP page session -> patterns enabled
+        self.listening: set = set()
+        self.timers: Dict[str, Any] = {}
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+    def _tab_alive(self, sid: str) -> bool:
+        bridge = self.hub.bridge
+        return sid in bridge.sessions or sid in bridge.departed or self.hub.devices.for_session(sid) is not None
+
+    def live(self, sid: str) -> List[_Fault]:
+        if sid in self.tabs and not self._tab_alive(sid):
+            self.drop_tab(sid)
+        now = self.hub.clock()
+        return [f for f in self.tabs.get(sid, {}).values() if f.live(now)]
+
+    def known(self, sid: str, fid: Any) -> Optional[_Fault]:
+        return self.tabs.get(sid, {}).get(fid) if isinstance(fid, str) else None
+
+    def drop_tab(self, sid: str) -> None:
+        for fid in self.tabs.pop(sid, {}):
+            timer = self.timers.pop(fid, None)
+            if timer is not None:
+                timer.cancel()
+        self.hits.pop(sid, None)
+
+    def add(self, session: "_BrowserSession", owner: str, spec: dict) -> _Fault:
+        tab = self.tabs.setdefault(session.id, {})
+        for fid in [k for k, f in tab.items() if not f.live(self.hub.clock())]:
+            del tab[fid]
+        if len(tab) >= FAULT_MAX_PER_TAB:
+            raise ToolError("tab %s already has %d faults (at most %d)" % (session.id, len(tab), FAULT_MAX_PER_TAB),
+                            "clear some with reticle_fault {clear: true}")
+        fault = _Fault("f" + secrets.token_hex(4), owner, session.id, spec, self.hub.clock())
+        tab[fault.id] = fault
+        loop = asyncio.get_running_loop()
+        self.timers[fault.id] = loop.call_later(fault.ttl_ms / 1000.0, lambda: self.hub.spawn(self.sync(session.id)))
+        return fault
+
+    def clear(self, sid: str, owner: str, which: Any) -> List[str]:
+        tab = self.tabs.get(sid, {})
+        gone = [f for f in tab.values() if f.owner == owner and (which is True or f.id == which)]
+        for f in gone:
+            f.cleared = True
+            del tab[f.id]
+            timer = self.timers.pop(f.id, None)
+            if timer is not None:
+                timer.cancel()
+        return [f.id for f in gone]
+
+    def take(self, sid: str, method: Any, url: Any, rtype: Optional[str]) -> Optional[_Fault]:
+        """The first live fault of tab `sid` that fits this request, its hit counted and noted."""
+        for fault in self.live(sid):
+            if fault.fits(method, url, rtype):
+                fault.hits += 1
+                hits = self.hits.setdefault(sid, collections.deque(maxlen=500))
+                hits.append([fault.id, str(method or "GET").upper(), str(url or ""), self.hub.clock(), False])
+                return fault
+        return None
+
+    # -- the page's records: a request a fault touched says so ---------------------------------------
+    def mark(self, session: "_BrowserSession", event: dict) -> None:
+        """Set `faulted`/`faultId` on a completed request's record when a fault of this tab touched it,
+        and take them off when none did (a page cannot claim a fault it never met)."""
+        data = event["data"]
+        claimed = data.pop("faultId", None)
+        data.pop("faulted", None)
+        data.pop("faultAnswered", None)
+        fault = self.known(session.id, claimed)
+        if fault is not None and (session.device is None or fault.resource_type == "websocket"):
+            # the SDK's wrappers applied it (fetch and XHR with the script tag; WebSockets everywhere)
+            if event["type"] == "net.request" or data.get("direction") == "open":
+                fault.hits += 1
+            data["faulted"] = True
+            data["faultId"] = fault.id
+            data["faultAnswered"] = bool(fault.respond or fault.abort)   # it never reached the server
+            return
+        if session.device is None or event["type"] != "net.request":
+            return
+        horizon = self.hub.clock() - FAULT_HIT_KEEP_MS
+        method = str(data.get("method") or "GET").upper()
+        for hit in self.hits.get(session.id, ()):
+            fault = self.known(session.id, hit[0])
+            if hit[4] or hit[3] < horizon or hit[1] != method or fault is None:
+                continue
+            if fault.fits(method, data.get("url")) or data.get("url") == hit[2]:
+                hit[4] = True
+                data["faulted"] = True
+                data["faultId"] = fault.id
+                data["faultAnswered"] = bool(fault.respond or fault.abort)
+                return
+
+    # -- putting faults in force -----------------------------------------------------------------------
+    async def sync(self, sid: str) -> None:
+        """Put tab `sid`'s live faults in force: Fetch patterns in a device, the SDK's list with the
+        script tag."""
+        device = self.hub.devices.for_session(sid)
+        if device is not None:
+            await self.sync_device(device)
+        session = self.hub.bridge.get(sid)
+        if session is None or session.handler is None:
+            return
+        now = self.hub.clock()
+        # the SDK applies the faults of a script-tag tab, and a device's WebSocket faults (the
+        # browser's network layer does not hold WebSocket handshakes)
+        faults = [f.for_sdk(now) for f in self.live(sid) if device is None or f.resource_type == "websocket"]
+        await session.command("fault_set", {"faults": faults})
+
+    async def sync_device(self, device: "_Device") -> None:
+        """Make a device's CDP Fetch interception match the tab's live faults (WebSocket faults are the
+        SDK's); Fetch.enable/disable is sent only when the patterns changed."""
+        page = device.page
+        if page is None or device.closed or device.cdp.closed:
+            return
+        if device.id not in self.listening:
+            self.listening.add(device.id)
+            device.cdp.listeners.append(lambda method, params, s: self._on_cdp(device, method, params, s))
+        patterns = []
+        for fault in self.live(device.session_id):
+            if fault.resource_type == "websocket":
+                continue  # the SDK's WebSocket wrapper drops those (sync)
+            pattern: Dict[str, Any] = {"urlPattern": _cdp_pattern(fault.url_contains), "requestStage": "Request"}
+            if fault.resource_type in ("fetch", "xhr"):
+                patterns.append(dict(pattern, resourceType="Fetch"))
+                pattern["resourceType"] = "XHR"
+            elif fault.resource_type:
+                pattern["resourceType"] = _FAULT_CDP_TYPES[fault.resource_type]
+            patterns.append(pattern)
+        if self.hub.otel.stats["spans"]:
+            # the daemon hears OpenTelemetry: a document request's trace context is added here (_traced)
+            patterns.append({"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"})
+        key = tuple(sorted(_dumps(p) for p in patterns))
+        if self.device_patterns.get(page, ()) == key:
+            return
+        if patterns:
+            await device.cdp.call("Fetch.enable", {"patterns": patterns, "handleAuthRequests": False}, page)
+            self.device_patterns[page] = key
+        else:
+            await device.cdp.call("Fetch.disable", {}, page)
+            self.device_patterns.pop(page, None)
+
+    def _on_cdp(self, device: "_Device", method: str, params: dict, session: Optional[str]) -> None:
+        if method == "Fetch.requestPaused" and session is not None:
+            self.hub.spawn(self._paused(device, params, session))
+
+    def _traced(self, device: "_Device", params: dict, rid: Any) -> dict:
+        """Fetch.continueRequest's arguments for a request let go: the page's own navigation (a form
+        post, a link; its top frame, its tab's origin) that carries the SDK's cookie mark and no trace
+        context gets `traceparent: 00-<mark>-<random>-01`, the mark being a trace id the daemon issued
+        to this tab, so stock OpenTelemetry server instrumentation files its spans under it.  A page
+        cannot set a document request's headers; the redirect it leads to is not marked again (its
+        record would join the post's trace)."""
+        out: Dict[str, Any] = {"requestId": rid}
+        req = params.get("request") or {}
+        headers: Dict[str, Any] = req["headers"] if isinstance(req.get("headers"), dict) else {}
+        session = self.hub.bridge.get(device.session_id) if device.session_id else None
+        if (params.get("resourceType") != "Document" or params.get("frameId") != device.target or session is None
+                or params.get("redirectedRequestId") or any(k.lower() == "traceparent" for k in headers)):
+            return out
+        mark = _cookie_mark(next((str(v) for k, v in headers.items() if k.lower() == "cookie"), None))
+        try:
+            tab, to = urllib.parse.urlsplit(session.url or ""), urllib.parse.urlsplit(str(req.get("url") or ""))
+        except ValueError:  # a URL urllib cannot split (an unclosed IPv6 bracket): not the tab's own
+            return out
+        # a mark the tab holds is one the daemon issued (32 hex digits): nothing else needs checking
+        if (mark is None or (tab.scheme, tab.netloc) != (to.scheme, to.netloc)
+                or not session.server_tickets.holds(mark, self.hub.clock())):
+            return out
+        out["headers"] = [{"name": str(k), "value": str(v)} for k, v in headers.items()] + [
+            {"name": "traceparent", "value": "00-%s-%s-01" % (mark, secrets.token_hex(8))}]
+        return out
+
+    async def _paused(self, device: "_Device", params: dict, page: str) -> None:
+        """A request the browser holds for us: answer it as the fault says, or let it go."""
+        req = params.get("request") or {}
+        rid = params.get("requestId")
+        rtype = str(params.get("resourceType") or "other").lower()
+        fault = self.take(device.session_id, req.get("method"), req.get("url"), rtype) if page == device.page else None
+        call = device.cdp.call
+        try:
+            if fault is None:
+                await call("Fetch.continueRequest", self._traced(device, params, rid), page)
+                if not self.live(device.session_id):
+                    self.hub.spawn(self.sync_device(device))
+                return
+            _emit(_device_log, logging.INFO, "fault_hit", faultId=fault.id, sessionId=device.session_id,
+                  method=req.get("method"), resourceType=rtype, does=fault.what())
+            if fault.delay_ms:
+                await asyncio.sleep(fault.delay_ms / 1000.0)
+            if fault.abort:
+                await call("Fetch.failRequest", {"requestId": rid, "errorReason": "Failed"}, page)
+            elif fault.respond:
+                r = fault.respond
+                headers = [{"name": str(k), "value": str(v)} for k, v in (r.get("headers") or {}).items()]
+                if not any(h["name"].lower() == "content-type" for h in headers):
+                    headers.append({"name": "Content-Type", "value": "text/plain; charset=utf-8"})
+                body = str(r.get("body") if r.get("body") is not None else "Reticle fault %s" % fault.id)
+                await call("Fetch.fulfillRequest", {"requestId": rid, "responseCode": int(r["status"]),
+                                                    "responseHeaders": headers,
+                                                    "body": base64.b64encode(body.encode("utf-8")).decode("ascii")},
+                           page)
+            else:
+                await call("Fetch.continueRequest", {"requestId": rid}, page)
+            if fault.times is not None and fault.hits >= fault.times:
+                self.hub.spawn(self.sync_device(device))
+        except _CdpError as exc:  # the page navigated away or the browser went: nothing is left to answer
+            _emit(_device_log, logging.INFO, "fault_unanswered", sessionId=device.session_id, why=str(exc))

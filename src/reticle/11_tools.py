@@ -1,0 +1,1606 @@
+###############################################################################
+# Tools (schemas, registry, handlers) #########################################
+###############################################################################
+
+_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+_SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 128,
+               "description": "Browser session to use; omit it when one tab is connected."}
+_DETAIL = {"enum": ["full"]}  # every field instead of the compact default
+_CURSOR = {"type": "number", "minimum": 0,
+           "description": "A cursor (ms on the daemon's clock) from an earlier result."}
+_PREDICATE = {"type": "object", "description": "{kind, ...}"}
+_ACTIONS = ["click", "dblclick", "hover", "focus", "blur", "fill", "type", "clear", "select",
+            "check", "uncheck", "submit", "press", "scrollIntoView", "upload", "drag"]
+_TARGET = {
+    "type": "object",
+    "description": "{testid|text|role,name|label|placeholder}",
+    "properties": {
+        "testid": {"type": "string", "minLength": 1},
+        "text": _TEXT_MATCH,
+        "role": {"type": "string", "minLength": 1},
+        "name": _TEXT_MATCH,
+        "label": _TEXT_MATCH,
+        "placeholder": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+    "minProperties": 1,
+}
+_ACT_ARGS = {
+    "type": "object",
+    "description": "{value|text|key,modifiers|toRef|name,content,type|confirmDangerous|dialog}",
+    "properties": {
+        "value": {"type": ["string", "array"], "items": {"type": "string"}},
+        "text": {"type": "string"},
+        "key": {"type": "string"},
+        "modifiers": {"type": "array", "items": {"enum": ["Meta", "Control", "Shift", "Alt"]}},
+        "toRef": {"type": "string"},
+        "name": {"type": "string"},
+        "content": {"type": "string"},
+        "type": {"type": "string"},
+        "holdMs": {"type": "integer", "minimum": 0, "maximum": 30000},
+        "confirmDangerous": {"type": "boolean"},
+        "dialog": {"enum": ["accept", "dismiss"]}, "promptText": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+_STEP = {
+    "type": "object",
+    "properties": {"ref": {"type": "string"}, "target": _TARGET, "action": {"enum": _ACTIONS},
+                   "args": _ACT_ARGS},
+    "required": ["action"],
+    "additionalProperties": False,
+}
+
+
+def _lean(schema: dict, top: bool = True) -> dict:
+    """A schema as clients are shown it: types, enums and the required fields of the arguments;
+    a nested shape in a few words (its description) instead of in full.  tools/list stays small
+    (every model reads it on every turn), while validation keeps the strict schema."""
+    out: Dict[str, Any] = {}
+    types = schema.get("type")
+    if "anyOf" in schema:
+        types = [b.get("type") for b in schema["anyOf"] if b.get("type")]
+    if types:
+        out["type"] = types
+    if "enum" in schema:
+        out["enum"] = schema["enum"]
+    if top:
+        out["properties"] = {k: _lean(v, False) for k, v in schema.get("properties", {}).items()}
+        if schema.get("required"):
+            out["required"] = schema["required"]
+    elif schema.get("description") and (types in ("object", "array") or "anyOf" in schema or "enum" in schema):
+        out["description"] = schema["description"]
+    return out
+
+
+def _obj(props: dict, required: Tuple[str, ...] = ()) -> dict:
+    schema = {"$schema": _SCHEMA_DIALECT, "type": "object", "properties": props,
+              "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+# The schemas a process has seen pass the JSON Schema meta-schema check, as canonical JSON.  Every Hub
+# builds its registry, and checking two dozen schemas costs 0.1-0.3 s on a small machine; a schema is
+# data, so one that passed once passes again.  One that fails is checked, and fails, every time.
+_SCHEMAS_CHECKED: Set[str] = set()
+
+
+def _check_schema(schema: dict) -> None:
+    """Raise jsonschema's SchemaError unless `schema` is a valid draft 2020-12 schema (once per process
+    for each schema that passes)."""
+    key = json.dumps(schema, sort_keys=True, default=repr)
+    if key not in _SCHEMAS_CHECKED:
+        jsonschema.Draft202012Validator.check_schema(schema)
+        _SCHEMAS_CHECKED.add(key)
+
+
+class _Tool:
+    """One tool: name, one-paragraph description, schema, async handler."""
+
+    def __init__(self, name: str, description: str, schema: dict, handler: Callable,
+                 example: Optional[dict] = None, listed: bool = True, session: bool = False,
+                 quiet: Tuple[str, ...] = ()) -> None:
+        _check_schema(schema)
+        self.name = name
+        self.description = description
+        self.schema = schema
+        self.handler = handler
+        self.example = example if example is not None else {}
+        self.listed = listed
+        self.needs_session = session  # the handler gets the resolved tab: (hub, session, args, ctx)
+        self.quiet = quiet            # accepted spellings tools/list does not show (until|predicate)
+        self.validator = jsonschema.Draft202012Validator(schema)
+        self.title: Optional[str] = None          # set from _TOOL_CONVENTIONS by _build_registry
+        self.annotations: Optional[dict] = None
+        self.output_schema: Optional[dict] = None
+        self.output_validator: Optional[Any] = None
+
+    def convene(self, title: str, annotations: dict, output: Optional[dict]) -> None:
+        """The MCP conventions clients act on: a display title, behaviour hints, and the shape of the
+        answer's structuredContent (checked once here, validated per answer in check mode)."""
+        self.title = title
+        self.annotations = annotations
+        if output is not None:
+            _check_schema(output)
+            self.output_schema = output
+            self.output_validator = jsonschema.Draft202012Validator(output)
+
+    def describe(self) -> dict:
+        """The tool as tools/list shows it: the schema a model needs to write a call (_lean);
+        the strict schema behind it still checks every call and names what it accepts."""
+        shown = dict(self.schema, properties={k: v for k, v in self.schema["properties"].items()
+                                              if k not in self.quiet})
+        out = {"name": self.name, "description": self.description, "inputSchema": _lean(shown)}
+        if self.title is not None:
+            out["title"] = self.title
+        if self.annotations is not None:
+            out["annotations"] = self.annotations
+        if self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
+        return out
+
+    def output_problem(self, result: Any) -> Optional[str]:
+        """Where a successful answer's structuredContent breaks outputSchema, or None when it holds
+        (an isError answer carries the error object, which no output schema describes)."""
+        if self.output_validator is None or not isinstance(result, dict) or result.get("isError"):
+            return None
+        err = jsonschema.exceptions.best_match(self.output_validator.iter_errors(result.get("structuredContent")))
+        if err is None:
+            return None
+        return "%s answered structuredContent that breaks its outputSchema at /%s: %s" % (
+            self.name, "/".join(str(p) for p in err.absolute_path), err.message)
+
+    def check(self, args: Any) -> None:
+        """Raise RpcError(-32602) naming the failing path and accepted fields."""
+        if not isinstance(args, dict):
+            raise RpcError(-32602, "%s: arguments must be a JSON object, got %s" % (
+                self.name, type(args).__name__), {"accepted": sorted(self.schema["properties"]),
+                                                  "example": self.example})
+        for key, value in _walk_strings(args):
+            if len(value) > MAX_STRING_ARG:
+                raise RpcError(-32602, "%s: the string at %s is %d characters; at most %d are accepted. "
+                               "Nothing ran." % (self.name, key, len(value), MAX_STRING_ARG))
+        err = jsonschema.exceptions.best_match(self.validator.iter_errors(args))
+        if err is None:
+            return
+        path = "/" + "/".join(str(p) for p in err.absolute_path)
+        props = _accepted_fields(self.schema, list(err.absolute_path), err)
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            what = "unknown field%s %s" % ("s" if len(extra) > 1 else "", ", ".join(repr(e) for e in extra))
+        else:
+            what = err.message
+        msg = "%s: invalid arguments at %s: %s. Accepted fields: %s. Example: %s" % (
+            self.name, path, what, ", ".join(props) or "(none)", _dumps(self.example))
+        raise RpcError(-32602, msg, {"tool": self.name, "path": path, "accepted": props,
+                                     "example": self.example})
+
+
+def _walk_strings(value: Any, path: str = "") -> List[Tuple[str, str]]:
+    out = []
+    if isinstance(value, str):
+        out.append((path or "/", value))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.extend(_walk_strings(v, "%s/%s" % (path, k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(_walk_strings(v, "%s/%d" % (path, i)))
+    return out
+
+
+def _accepted_fields(schema: dict, path: list, err: Any) -> List[str]:
+    """The fields accepted by the object that holds the failing value."""
+    if err.validator in ("additionalProperties", "required") and "properties" in err.schema:
+        return list(err.schema["properties"])
+    node = schema
+    for part in path[:-1]:
+        if isinstance(part, int):
+            node = node.get("items", {})
+        else:
+            node = node.get("properties", {}).get(part, {})
+    return list(node.get("properties", {}))
+
+
+class _ToolRegistry:
+    """Name -> _Tool.  tools/list, validation, the usage resource and the
+    README's tool table all read from here."""
+
+    def __init__(self) -> None:
+        self._tools: Dict[str, _Tool] = {}
+
+    def add(self, tool: _Tool) -> _Tool:
+        if tool.name in self._tools:
+            raise ValueError("tool %s registered twice" % tool.name)
+        self._tools[tool.name] = tool
+        return tool
+
+    def get(self, name: str) -> Optional[_Tool]:
+        return self._tools.get(name)
+
+    def listed(self) -> List[_Tool]:
+        return [t for t in self._tools.values() if t.listed]
+
+    def names(self) -> List[str]:
+        return [t.name for t in self.listed()]
+
+
+def _cost(obj: Any) -> dict:
+    size = len(_dumps(obj).encode("utf-8"))
+    return {"bytes": size, "tokens": (size + 3) // 4}
+
+
+async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                         ctx: "_CallContext") -> dict:
+    """reticle_sessions: the connected tabs (a device marked yours or another client's); with none,
+    why, naming what the daemon refused recently (a script load, a socket) and what to do."""
+    sessions = [_describe_session(s) for s in hub.bridge.live()]
+    for tab in sessions if ctx is not None and ctx.transport != "resource" else ():
+        device = hub.devices.for_session(tab["sessionId"]) if "device" in tab else None
+        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
+            tab["device"]["yours"] = False  # listed, but every call on it is refused (Hub.resolve_tab)
+            tab["device"]["note"] = "another MCP client's device: open your own with reticle_open"
+    out: Dict[str, Any] = {"sessions": sessions}
+    if not sessions:
+        out["why"] = hub.bridge.why()
+        reason = ("no tab is connected now (%d connected since the daemon started, all gone)"
+                  % hub.bridge.ever_connected if hub.bridge.ever_connected else
+                  "no tab has loaded %s/reticle.js yet" % hub.public_origin())
+        if hub.refusals:
+            # a page did try: the script tag is there, what stopped it is what to fix
+            out["refused"] = list(hub.refusals)[::-1]
+            last = hub.refusals[-1]
+            reason = "the daemon refused a page's %s (%s): %s" % (
+                "script load" if last["what"] == "script" else "bridge socket", last["reason"], last["fix"])
+        out["next_action"] = {
+            "action": "open_app",
+            "reason": reason,
+            "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
+            "or": {"tool": "reticle_open", "args": {"url": "<the app's URL>"},
+                   "reason": "a browser of Reticle's own, with the SDK injected into the app"},
+        }
+    return out
+
+
+async def _tool_snapshot(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    mode = args.get("mode", "full")
+    cmd = {"mode": mode}
+    if args.get("scope"):
+        cmd["scope"] = args["scope"]
+    result = await session.command("snapshot", cmd)
+    if not isinstance(result, dict):
+        raise ToolError("the page answered snapshot with %r" % type(result).__name__)
+    prev, now = session.snapshots.remember(args.get("scope"), mode, result)
+    diffed = _snapshot_answer(dict(result), prev, now)
+    if args.get("diff"):
+        result = diffed
+    result["cost"] = _cost(result)
+    return result
+
+
+def _query_args(args: dict) -> dict:
+    out = {k: v for k, v in args.items() if k in ("by", "value", "name", "scope", "self", "attrs",
+                                                 "limit", "count_only")}
+    if "by" not in out:
+        for alias in ("testid", "label", "placeholder", "alt", "text", "role"):
+            if alias in args:
+                out["by"] = alias
+                out["value"] = args[alias]
+                break
+    if "by" not in out:
+        raise ToolError("reticle_query needs what to search by: `by` + `value`, or one of testid, "
+                        "label, placeholder, alt, text, role.",
+                        'for example {"by": "role", "value": "button", "name": "Pay"}')
+    if "value" not in out:
+        raise ToolError("reticle_query by %s needs a `value`." % out["by"],
+                        'for example {"by": "%s", "value": "..."}' % out["by"])
+    if out.get("self") and not out.get("scope"):
+        raise ToolError("`self: true` needs a `scope` (the element to return).", "add scope")
+    return out
+
+
+async def _tool_query(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    result = await session.command("query", _query_args(args))
+    if isinstance(result, dict):
+        result["cost"] = _cost(result)
+    return result
+
+
+async def _tool_inspect(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await session.command("inspect", {"ref": args["ref"]})
+
+
+async def _tool_state(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    cmd = {k: args[k] for k in ("store", "path", "depth") if k in args}
+    return await session.command("state_read", cmd)
+
+
+async def _tool_capabilities(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    result = await session.command("capabilities", {})
+    if isinstance(result, dict):
+        result.setdefault("source", "live")
+    return result
+
+
+async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
+    """Send one act.  A page that unloads before it answers (a form post, a link) took the
+    act's reply with it: that is the act's effect, not a failure, and the evidence is in
+    the next document, which the verdict tools follow."""
+    deadline = _CALL_DEADLINE.get()  # the page's wait for hydration leaves the act time within the call
+    wait = HYDRATE_ACT_MS if deadline is None else max(0.0, min(HYDRATE_ACT_MS, deadline - session.now() - 1500))
+    try:
+        return await session.command("act", dict(cmd, hydrateMs=round(wait)))
+    except _TabGone as exc:
+        return {"dispatched": None, "pageUnloaded": True,
+                "note": "the page unloaded before it answered (%s); what the act did is in the next "
+                        "document's evidence" % exc.error}
+
+
+async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await _act_once(session, args)
+
+
+async def _act_once(session: "_BrowserSession", args: dict) -> dict:
+    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled."""
+    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
+    cmd = _act_command(args)
+    pre = await _journey_anchor(session, args)
+    since = session.mark_act(args["action"])
+    result = await _act_across_documents(session, cmd)
+    session.note_act_page_time(since, result)
+    dispatched = result.get("dispatched", True) if isinstance(result, dict) else True
+    out = {"since": since, "dispatched": dispatched if dispatched is None else bool(dispatched),
+           "settled": result.get("settled") if isinstance(result, dict) else None,
+           "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
+           "result": result}
+    _journal(session, "act", args, out, pre)
+    return _with_health(session, out)
+
+
+async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    steps = []
+    for i, step in enumerate(args["steps"]):
+        try:
+            steps.append(_act_command(step))
+        except ToolError as exc:
+            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery) from exc
+    per_step = args.get("timeout_ms", 8000) / 1000.0
+    since = session.mark_act(None)
+    result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
+    out: Dict[str, Any] = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
+    if isinstance(result, dict):
+        out.update(result)
+    done = out.get("completed") if isinstance(out.get("completed"), int) else len(steps)
+    results: List[Any] = out["steps"] if isinstance(out.get("steps"), list) else []
+    for i, step in enumerate(args["steps"][:done]):  # the journey keeps each step; one by ref has no anchor
+        said = results[i] if i < len(results) and isinstance(results[i], dict) else {}
+        secret = bool(said.get("password")) or _no_plain_secret(dict(step)).get("secret") is not None
+        _journal(session, "act", step, {"since": since},
+                 {"target": step.get("target"), "url": session.url, "secret": secret})
+    return _with_health(session, out)
+
+
+async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
+    """A device's tab that does not answer is reloaded (or navigated) by the browser itself: the page's
+    running script is ended first when its main thread does not answer CDP either (Runtime.terminateExecution,
+    only then: with nothing running it would end the next document's first script).  True when done."""
+    device = session.device
+    if device is None or device.page is None or session.not_answering() is None:
+        return False
+    page = device.page
+    try:
+        await device.cdp.call("Runtime.evaluate", {"expression": "1", "returnByValue": True}, page, timeout=0.5)
+    except _CdpError:
+        try:
+            await device.cdp.call("Runtime.terminateExecution", {}, page, timeout=2.0)
+        except _CdpError:
+            pass
+    try:
+        if args.get("url"):
+            await device.cdp.call("Page.navigate", {"url": urllib.parse.urljoin(session.url, args["url"])}, page,
+                                  timeout=5.0)
+        else:
+            await device.cdp.call("Page.reload", {"ignoreCache": bool(args.get("hard"))}, page, timeout=5.0)
+    except _CdpError as exc:
+        raise ToolError("the stuck tab could not be reloaded: %s" % exc,
+                        "reticle_close it and reticle_open again") from exc
+    _emit(_device_log, logging.INFO, "device_unstuck", deviceId=device.id,
+          reason=_short(session.not_answering() or "", 120))
+    return True
+
+
+async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_navigate: load `url` in the tab, or reload it (`hard` bypasses the cache), and wait up
+    to 5 s for it to connect again; `since` is the navigation's mark, so events before it no longer
+    count.  Only http(s) URLs or paths are accepted."""
+    if not args.get("url") and not args.get("reload"):
+        raise ToolError("reticle_navigate needs `url` or `reload: true`.",
+                        'for example {"url": "http://localhost:5173/"} or {"reload": true}')
+    if args.get("hard") and not args.get("reload"):
+        raise ToolError("`hard` goes with `reload: true` only.", "drop hard, or add reload")
+    if args.get("url"):
+        parsed = urllib.parse.urlsplit(args["url"])
+        if parsed.scheme not in ("http", "https", ""):
+            raise ToolError("reticle_navigate opens http: and https: pages only, not %s:" % parsed.scheme,
+                            "pass an http(s) URL or a path")
+    since = session.mark_navigation()
+    generation = session.generation
+    name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
+        "navigate", {"url": args["url"]})
+    if not await _unstick_device(session, args):
+        await session.command(name, cmd)
+    _progress_note("waiting for tab %s to connect again after the %s" % (session.id, name))
+    confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
+    live = hub.bridge.get(session.id)
+    out = {"ok": True, "confirmed": confirmed, "since": since, "sessionId": session.id}
+    if live is not None:
+        out["url"] = live.url
+    if not confirmed:
+        out["note"] = ("the page did not reconnect within 5 s; check reticle_sessions (the app may "
+                       "have navigated off a page that loads reticle.js)")
+    else:
+        out["note"] = "events before the navigation no longer count for assert and wait_for"
+        if live is not None:
+            await _await_hydration(live, out)
+    return out
+
+
+async def _await_hydration(session: "_BrowserSession", out: dict) -> None:
+    """A page whose framework renders on the server (the SDK's HYDRATION table: Next.js, React Router,
+    SvelteKit, Nuxt, Astro) is answered for once that framework has hydrated it, up to HYDRATE_WAIT_MS:
+    `out` gets `hydration` ({framework, hydrated, waitedMs}) when one was recognised, and a note when
+    it had not hydrated by then (an act then may reach no handler)."""
+    if not session.sdk_version:
+        return
+    _progress_note("waiting for the page's framework to hydrate it")
+    try:
+        said = await session.command("hydrated", {"ms": HYDRATE_WAIT_MS}, timeout=HYDRATE_WAIT_MS / 1000.0 + 2)
+    except ToolError:
+        return  # an older SDK, or a page that does not answer: nothing to say of hydration
+    if not isinstance(said, dict) or not isinstance(said.get("framework"), str):
+        return
+    hydration = {"framework": _short(said["framework"], 40), "hydrated": said.get("hydrated") is True,
+                 "waitedMs": said.get("waitedMs") if isinstance(said.get("waitedMs"), int) else None}
+    out["hydration"] = hydration
+    if not hydration["hydrated"]:
+        note = ("the page (%s) had not hydrated after %d ms: an act may reach no handler, and values filled "
+                "now may be reset" % (hydration["framework"], HYDRATE_WAIT_MS))
+        out["note"] = "%s; %s" % (out["note"], note) if out.get("note") else note
+
+
+def _window(session: "_BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
+    since = args.get("since")
+    since = default_since if since is None else float(since)
+    until = args.get("until")
+    return since, (None if until is None else float(until))
+
+
+async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_observe: the tab's events in a window (default the last 2 s), filtered by action and
+    event filters, newest kept when `max_events` cuts, each shown in its public form, with a summary
+    and cost.  An answer stops at OBSERVE_MAX_BYTES and says where to continue (`next.since`)."""
+    now = hub.clock()
+    default = now - args.get("window_ms", 2000)
+    since, until = _window(session, args, default)
+    events = session.store.query(since, until)
+    if args.get("actionId"):
+        events = [e for e in events if e.get("actionId") == args["actionId"]]
+    if args.get("filters"):
+        events = [e for e in events if _event_matches_filters(e["type"], args["filters"])]
+    summary = _summarise(events)
+    budget = args.get("max_events")
+    dropped = 0
+    if budget and len(events) > budget:
+        dropped = len(events) - budget
+        events = events[-budget:]
+    shown: List[dict] = []
+    used = 0
+    for e in events:
+        item = _public_event(e)
+        size = len(_dumps(item).encode("utf-8"))
+        if shown and used + size > OBSERVE_MAX_BYTES:
+            break
+        shown.append(item)
+        used += size
+    out: Dict[str, Any] = {"window_ms": round((until or now) - since), "since": since,
+                           "events": shown, "summary": summary}
+    if len(shown) < len(events):
+        rest = events[len(shown)]
+        out["next"] = {"since": rest["t"], "remaining": len(events) - len(shown),
+                       "note": "this answer stops at %d KiB; call again with since=%s for the rest"
+                               % (OBSERVE_MAX_BYTES >> 10, rest["t"])}
+    cost = _cost(shown)
+    cost["events"] = len(shown)
+    if dropped:
+        cost["droppedOldest"] = dropped
+    out["cost"] = cost
+    return _with_buffer(session, out, since)
+
+
+def _event_matches_filters(etype: str, filters: List[str]) -> bool:
+    """An event type passes reticle_observe's filters when one names it or its bucket (its record's)."""
+    return etype in filters or _event_type(etype).bucket in filters
+
+
+def _value_change(before: Any, after: Any) -> dict:
+    """A stored value's change, small: the keys that changed when both sides are JSON objects,
+    else the old value cut short and the new one."""
+    def parsed(v: Any) -> Any:
+        if isinstance(v, str) and v[:1] in ("{", "["):
+            try:
+                return json.loads(v)
+            except ValueError:
+                return v
+        return v
+    a, b = parsed(before), parsed(after)
+    if isinstance(a, dict) and isinstance(b, dict):
+        changed = {k: _short(b[k], 80) for k in b if k not in a or not _deep_equal(a[k], b[k])}
+        removed = [k for k in a if k not in b]
+        out: Dict[str, Any] = {"changedKeys": dict(list(changed.items())[:20])}
+        if removed:
+            out["removedKeys"] = removed[:20]
+        return out
+    def small(v: Any, limit: int) -> Any:
+        return v if v is None or len(_dumps(v)) <= limit else _short(v, limit)
+    return {"from": small(before, 80), "to": small(after, 200)}
+
+
+def _public_event(e: dict) -> dict:
+    data = e.get("data")
+    if e["type"] in ("storage.change", "state.change") and isinstance(data, dict):
+        # stores and storage repeat their whole value on every write: answer the change
+        data = dict({k: data[k] for k in ("area", "key", "store", "path") if k in data},
+                    **_value_change(data.get("from"), data.get("to")))
+    out = {"t": e["t"], "type": e["type"], "data": data}
+    if e.get("actionId"):
+        out["actionId"] = e["actionId"]
+    return out
+
+
+def _net_calls(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
+    """Completed calls plus requests still pending, in start order."""
+    events = session.store.query(since, until, prefix="net.")
+    done = {}
+    order = []
+    for e in events:
+        d = e["data"]
+        rid = _request_key(e)
+        if e["type"] == "net.pending":
+            if rid not in done:
+                done[rid] = dict(d, status="pending", pending=True, t=e["t"])
+                order.append(rid)
+        elif e["type"] == "net.request":
+            if rid not in done:
+                order.append(rid)
+            done[rid] = dict(d, t=e["t"])
+    # pending ones whose start fell before the window but are still open count too
+    for d in session.open_since(0.0):
+        rid = d["_key"]
+        if rid not in done:
+            done[rid] = dict(d, status="pending", pending=True)
+            order.append(rid)
+    return [done[r] for r in order]
+
+
+def _sockets(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
+    """WebSocket, EventSource and streamed-response traffic, one row per connection: its
+    message counts and its last messages."""
+    rows: Dict[Tuple[str, str], dict] = {}
+    for e in session.store.query(since, until):
+        if e["type"] not in _FRAME_TYPES or _is_dev(e["data"]):
+            continue
+        d = e["data"]
+        key = (str(d.get("transport", e["type"][4:])), str(d.get("url", "?")))
+        row = rows.setdefault(key, {"transport": key[0], "url": key[1], "messagesIn": 0, "messagesOut": 0,
+                                    "last": []})
+        direction = d.get("direction")
+        if direction in ("in", "out"):
+            row["messagesIn" if direction == "in" else "messagesOut"] += 1
+            row["last"] = (row["last"] + [{"direction": direction, "t": e["t"],
+                                           "data": _short(d.get("data", "(binary)"), 200)}])[-3:]
+        elif direction in ("open", "close", "error"):
+            row[{"open": "openedAt", "close": "closedAt", "error": "errorAt"}[direction]] = e["t"]
+    return list(rows.values())
+
+
+async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_network: the requests (and socket messages) in a window, filtered like a net predicate,
+    the newest `limit` shaped compactly (bodies cut to 200 characters unless detail is full).  An
+    empty answer says whether nothing happened or the filter missed (with the calls present), and a
+    write whose body was not captured is flagged."""
+    since, until = _window(session, args, session.floor())
+    calls = _net_calls(session, since, until)
+    all_calls = calls
+    calls = [c for c in calls if _call_matches(c, args)]
+    limit = args.get("limit", 200)
+    total = len(calls)
+    calls = calls[-limit:]
+    bodies = args.get("bodies", True)
+    shaped = []
+    for c in calls:
+        item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
+                                  "pending", "error", "initiator", "responseSize", "bodyTruncated",
+                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote",
+                                  "faulted", "faultId")
+                if k in c}
+        if args.get("detail") == "full" and "responseHeaders" in c:
+            item["responseHeaders"] = c["responseHeaders"]
+        if bodies:
+            for k in ("requestBody", "responseBody"):
+                if k in c:
+                    item[k] = c[k] if args.get("detail") == "full" or not isinstance(c[k], str) else _short(c[k], 200)
+        shaped.append(item)
+    out: Dict[str, Any] = {"since": since, "calls": shaped}
+    sockets = _sockets(session, since, until)
+    if sockets:
+        out["sockets"] = sockets
+    if total > len(shaped):
+        out["total"] = total
+        out["truncated"] = True
+    if not shaped and all_calls:
+        out["hint"] = {"totalInWindow": len(all_calls),
+                       "present": [{"method": c.get("method"), "url": c.get("url"), "status": c.get("status")}
+                                   for c in all_calls[-5:]]}
+    elif not all_calls and not sockets:
+        out["observed"] = True
+        out["note"] = "the observation ran and found no network calls or socket messages in this window"
+    if any(c.get("bodyCaptured") is False and str(c.get("method", "")).upper() in ("POST", "PUT", "PATCH")
+           for c in shaped):
+        out["bodiesNotCaptured"] = True
+    out["cost"] = _cost(shaped)
+    return _with_buffer(session, out, since)
+
+
+# -- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
+
+_FAULT_SCHEMA = {
+    "match": {"type": "object", "additionalProperties": False, "required": ["urlContains"],
+              "description": "{urlContains, method?, resourceType?}",
+              "properties": {"urlContains": {"type": "string", "minLength": 1, "maxLength": 2048},
+                             "method": {"type": "string", "pattern": "^[A-Za-z]{1,16}$"},
+                             "resourceType": {"enum": sorted(_FAULT_CDP_TYPES)}}},
+    "respond": {"type": "object", "additionalProperties": False, "required": ["status"],
+                "description": "{status, body?, headers?}",
+                "properties": {"status": {"type": "integer", "minimum": 200, "maximum": 599},
+                               "body": {"type": "string", "maxLength": 65536},
+                               "headers": {"type": "object", "maxProperties": 20,
+                                           "additionalProperties": {"type": "string", "maxLength": 1024}}}},
+    "delayMs": {"type": "integer", "minimum": 1, "maximum": 60000},
+    "abort": {"type": "boolean", "const": True},
+    "times": {"type": "integer", "minimum": 1, "maximum": 1000},
+    "ttlMs": {"type": "integer", "minimum": 100, "maximum": 3600000},
+    "clear": {"anyOf": [{"type": "boolean", "const": True}, {"type": "string", "pattern": "^f[0-9a-f]{8}$"}],
+              "description": "true (all of yours on the tab) or a faultId"},
+    "list": {"type": "boolean", "const": True},
+}
+
+
+def _fault_spec_problem(args: dict) -> Optional[str]:
+    """What is wrong with a reticle_fault call the schema let through, or None."""
+    modes = [k for k in ("match", "clear", "list") if k in args]
+    if len(modes) != 1:
+        return "pass exactly one of `match` (set a fault), `clear` (remove) or `list`; got %s" % (
+            ", ".join(modes) or "none of them")
+    if modes[0] != "match":
+        extra = [k for k in ("respond", "delayMs", "abort", "times", "ttlMs") if k in args]
+        return "`%s` takes no %s" % (modes[0], ", ".join(extra)) if extra else None
+    if "respond" in args and args.get("abort"):
+        return "a fault either answers (`respond`) or aborts (`abort`), not both"
+    if not ("respond" in args or args.get("abort") or args.get("delayMs")):
+        return "a fault needs `respond: {status}`, `abort: true` or `delayMs` (or several: delayMs with either)"
+    rtype = args["match"].get("resourceType")
+    if rtype == "websocket" and ("respond" in args or args.get("delayMs")):
+        return "a WebSocket can only be dropped (`abort: true`), not answered or delayed"
+    return None
+
+
+async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """Set, list or clear this client's faults on one tab (see _Faults)."""
+    problem = _fault_spec_problem(args)
+    if problem:
+        raise ToolError("reticle_fault: %s." % problem,
+                        'for example {"match": {"urlContains": "/api/save", "method": "POST"}, '
+                        '"respond": {"status": 500}}')
+    faults = hub.faults
+    now = hub.clock()
+    if args.get("list"):
+        mine = [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]
+        return {"sessionId": session.id, "faults": mine}
+    if "clear" in args:
+        gone = faults.clear(session.id, ctx.session_key, args["clear"])
+        if args["clear"] is not True and not gone:
+            raise ToolError("no fault %s of yours on tab %s" % (args["clear"], session.id),
+                            "reticle_fault {list: true} shows yours")
+        await faults.sync(session.id)
+        return {"sessionId": session.id, "cleared": gone,
+                "faults": [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]}
+    device = hub.devices.for_session(session.id)  # another client's device never gets here (Hub.resolve_tab)
+    rtype = args["match"].get("resourceType")
+    if device is None and rtype and rtype not in _FAULT_SDK_TYPES:
+        raise ToolError("tab %s has the script tag, where faults act in the SDK's fetch and XHR wrappers only; "
+                        "a %s request cannot be faulted there" % (session.id, rtype),
+                        "open the app with reticle_open (a device faults documents, form posts and WebSocket "
+                        "handshakes in the browser's network layer)")
+    fault = faults.add(session, ctx.session_key, args)
+    try:
+        await faults.sync(session.id)
+    except ToolError:
+        faults.clear(session.id, ctx.session_key, fault.id)
+        raise
+    out = dict(fault.public(now), ttlMs=fault.ttl_ms)
+    covers = _FAULT_DEVICE_COVERS if device is not None else _FAULT_SDK_COVERS
+    if rtype:
+        covers = [{"document": "documents and form posts", "fetch": "fetch and XHR", "xhr": "fetch and XHR",
+                   "websocket": "WebSocket handshakes"}.get(rtype, rtype)]
+    out["covers"] = covers
+    if rtype == "websocket":
+        out["in"] = "sdk"
+        out["note"] = ("the SDK's WebSocket wrapper drops a matching socket before its handshake reaches the "
+                       "server; the page sees an error and a close (1006)")
+    elif device is not None:
+        out["in"] = "device"
+        out["note"] = "the browser answers for the server: a matching request never reaches it%s" % (
+            " until the delay is over" if fault.delay_ms and not (fault.abort or fault.respond) else "")
+    else:
+        out["in"] = "sdk"
+        out["notCovered"] = _FAULT_SDK_MISSES
+        out["note"] = ("the SDK's fetch, XHR and WebSocket wrappers answer for the server in this tab; documents "
+                       "and form posts need a device (reticle_open)")
+    return out
+
+
+# A secret a page prints as code: a framework's debugger page (Werkzeug's `SECRET = "..."`, a
+# Django settings dump), an inlined config.  Its value is redacted like a token's.
+_PAGE_SECRET_RE = re.compile(r"""(?i)\b((?:[A-Z0-9_]*_)?(?:secret(?:_key)?|password|passwd|api[_-]?key|"""
+                             r"""access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?token)\b"""
+                             r"""["']?\s*[:=]\s*)(["'])([^"'\n]{4,})\2""")
+
+
+def _redact_page_text(text: str) -> str:
+    """Page text (a console line, a stack) with secrets that look like code redacted, and tokens."""
+    return _redact(_PAGE_SECRET_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]" + m.group(2), text))
+
+
+async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_console: the console output and uncaught errors in the window (from the last act or
+    navigation, like the verdicts), their text and stacks redacted, filtered by `level` (info takes
+    debug too), the newest `limit`.  An empty answer says whether the filter missed (counts by level)
+    or nothing was logged."""
+    since, until = _window(session, args, session.floor())  # like the verdicts: from the last act or navigation
+    events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
+    logs = []
+    for e in events:
+        d = e.get("data") or {}
+        level = "error" if e["type"] == "error.uncaught" else e["type"].split(".", 1)[1]
+        item = {"level": level, "text": _redact_page_text(str(d.get("text") or d.get("message") or "")), "t": e["t"]}
+        if e["type"] == "error.uncaught":
+            item["uncaught"] = True
+            if d.get("kind"):
+                item["kind"] = d["kind"]
+        if d.get("stack"):
+            item["stack"] = _redact_page_text("\n".join(str(d["stack"]).splitlines()[:5]))
+        if d.get("source"):
+            item["source"] = d["source"]
+        logs.append(item)
+    everything = logs
+    level = args.get("level")
+    if level:
+        logs = [x for x in logs if x["level"] == level or (level == "info" and x["level"] == "debug")]
+    limit = args.get("limit", 200)
+    total = len(logs)
+    logs = logs[-limit:]
+    out: Dict[str, Any] = {"logs": logs}
+    if total > len(logs):
+        out["total"] = total
+        out["truncated"] = True
+    if not logs and everything:
+        by = collections.Counter(x["level"] for x in everything)
+        out["hint"] = {"totalInWindow": len(everything), "byLevel": dict(by)}
+    elif not everything:
+        out["observed"] = True
+        out["note"] = "the observation ran and found no console output in this window"
+    out["cost"] = _cost(logs)
+    return _with_buffer(session, out, since)
+
+
+# -- the verdict tools: they ask the page and wait; the rules above decide ------------------------
+
+@overload
+def _predicate_arg(args: dict, required: Literal[True]) -> dict: ...
+
+
+@overload
+def _predicate_arg(args: dict, required: bool) -> Optional[dict]: ...
+
+
+def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
+    raw = args.get("until") if "until" in args else args.get("predicate")
+    if "until" in args and "predicate" in args:
+        raw = args["until"]
+    if raw is None:
+        if required:
+            raise _predicate_fail(None, ["no predicate given: pass `predicate` (or `until`)"], "predicate")
+        return None
+    return parse_predicate(raw, "until" if "until" in args else "predicate")
+
+
+def _unmade_issues(known: "_Known") -> List[str]:
+    """Integrity: requests the page reported that the device's browser never made (forged into
+    the SDK's socket by a page script; none of them can make a verdict), that it reported otherwise
+    than the browser saw them (the browser's values counted), or with fields of the wrong type
+    (refused at ingest)."""
+    spots = known.blind_spots
+    issues = []
+    if spots.get("request-not-made"):
+        issues.append("forged: the page reported %d request(s) the browser never made; they were not counted"
+                      % spots["request-not-made"])
+    if spots.get("request-misreported"):
+        issues.append("misreported: the page reported %d request(s) otherwise than the browser's record (status or "
+                      "ok); the browser's values were counted" % spots["request-misreported"])
+    if spots.get("malformed-request"):
+        issues.append("malformed: the page reported %d request(s) whose status or ok had the wrong type or "
+                      "contradicted each other; they were refused" % spots["malformed-request"])
+    return issues
+
+
+def _coverage(known: "_Known", out: dict) -> dict:
+    issues = _unmade_issues(known)
+    if issues:
+        out["honesty"] = dict(out.get("honesty") or {}, integrity={"clean": False, "issues": issues})
+    if known.blind_spots:
+        out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
+        out["coverage_spots"] = [{"kind": k, "count": v} for k, v in known.blind_spots.items()]
+    return out
+
+
+async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    p = _predicate_arg(args, True)
+    floor = float(args["since"]) if args.get("since") is not None else session.floor()
+    res = _judge_final(p, await _observe(session, p, floor, args.get("timeout_ms", 4000)))
+    res["since"] = floor
+    return _with_buffer(session, res, floor)
+
+
+async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await _assert_verdict(session, args, _predicate_arg(args, True))
+
+
+async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
+    """The verdict core of an assert (reticle_assert, a flow's assert step): Observe the window from
+    `since` (else the last act or navigation), after the horizon of an act inside it; then Answer."""
+    floor = float(args["since"]) if args.get("since") is not None else session.floor()
+    act_at = session.last_act if (session.last_act or -1) >= floor else None
+    obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
+    obs.act_at = act_at
+    return _answer(session, "assert", args, p, obs)
+
+
+async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await _act_and_wait_verdict(session, args, _until_arg(args))
+
+
+def _until_arg(args: dict) -> dict:
+    """The predicate an act is judged on: `until` (or `predicate`), else the page settling."""
+    return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+
+
+def _act_budget(timeout_ms: float, started: float, now: float) -> Tuple[float, float]:
+    """What an act's Observe gets of its `timeout_ms`, all on the daemon's clock (ms): (the wait left
+    at `now` of the act that started at `started`, the end of its budget: Observe's `settle_until`).
+    With a timeout, an act that used it all still gets 0.001 ms, so it is judged once and times out;
+    without one (0) the wait is 0: one look."""
+    remaining = max(0.001, timeout_ms - (now - started)) if timeout_ms > 0 else 0
+    return remaining, started + timeout_ms
+
+
+async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
+    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
+    already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
+    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
+    cmd = _act_command(args)
+    timeout = args.get("timeout_ms", 4000)
+    already_true = False
+    if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
+        already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
+    anchor = await _journey_anchor(session, args)
+    since = session.mark_act(args["action"])
+    started = session.now()
+    effect = await _act_across_documents(session, cmd)
+    session.note_act_page_time(since, effect)
+    remaining, settle_until = _act_budget(timeout, started, session.now())
+    obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
+                         settle_until=settle_until)
+    obs.action, obs.act_at = args["action"], since
+    return _answer(session, "act_and_wait", args, p, obs, anchor)
+
+
+# -- Judge, whole: the result, the contradictions and the verdict of one observation ---------------
+
+def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, str, str]]:
+    """Judge `p` over `obs`: (its result, the contradictions, (verified, verifiedReason, because)).
+    Pure.  After an act, an act that had no effect explains everything else and stands alone."""
+    res = _judge_final(p, obs)
+    contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
+    shown = obs.shown if obs.act_at is not None else None
+    if obs.action is None:
+        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p, shown=shown,
+                                            pending=obs.pending)
+    no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
+    if no_effect:
+        contradictions = [no_effect]
+    return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
+                                        already_true=obs.already_true, act=True, effect=obs.effect, shown=shown,
+                                        pending=obs.pending)
+
+
+# -- Answer: the one place a verdict becomes what the caller reads ---------------------------------
+
+_VERDICT_FIELDS = ("pass", "evidence", "failureReason", "observed", "expected", "assertion", "inconclusive",
+                   "decided", "decidedBy", "observationLost", "timedOut")
+
+
+def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
+            anchor: Optional[dict] = None) -> dict:
+    """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
+    replays them): judge the observation, then shape it.  `verified`, `verifiedReason` and
+    `because` are always at the top level; an assert carries its result's fields beside them,
+    an act_and_wait nests them under `verdict` beside the act's effect, honesty and trace.  The
+    step is journaled, health and buffer loss are spliced in, and the answer is compact unless
+    `detail: "full"`."""
+    res, contradictions, (verified, reason, because) = _verdict(p, obs)
+    window, known, since = obs.window, obs.known, obs.since
+    because = _faulted_note(because, window, res)  # a fault's answer is never read as the server's
+    out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
+    if tool == "assert":
+        out.update(res)
+        out["since"] = since
+        if _server_summary(window):
+            out["server"] = _server_summary(window)
+        verdict = out
+        if contradictions:
+            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+        _coverage(known, out)
+        advice = _advice(p, res) if verified == "yes" else None
+        if advice:
+            out["advice"] = advice
+        _journal(session, "assert", args, out)
+        out = _with_health(session, _with_buffer(session, out, since))
+        return out if args.get("detail") == "full" else _compact(out, out)
+    verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
+    loss = known.loss
+    issues = []
+    if loss and loss.get("evicted"):
+        issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
+    if loss and loss.get("sampled"):
+        issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
+    issues.extend(_unmade_issues(known))
+    spots = known.blind_spots
+    out.update({"since": since, "effect": obs.effect, "verdict": verdict,
+                "honesty": {"grade": _grade(p), "attribution": "window",
+                            "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
+                            "integrity": {"clean": not issues, "issues": issues}},
+                "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
+    if obs.already_true:
+        out["alreadyTrue"] = True
+    if _server_summary(window):
+        out["server"] = _server_summary(window)
+    advice = _advice(p, res) if verified in ("yes", "unknown") else None
+    if advice:
+        out["advice"] = advice
+    if contradictions:
+        out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
+        out["unsettled"] = _unsettled_report(known, window, since, p)
+    _journal(session, "act_and_wait", args, out, anchor)
+    out = _with_health(session, out)
+    return out if args.get("detail") == "full" else _compact(out, verdict)
+
+
+def _describe_session(session: "_BrowserSession") -> dict:
+    """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
+    any version skew, and whether it answers commands, with what to do when it does not or when
+    it is throttled."""
+    now = session.now()
+    out = {"sessionId": session.id, "url": session.url, "adapters": session.adapters,
+           "hasCapabilities": session.has_capabilities, "lastSeenMs": session.last_seen_ms(),
+           "hidden": session.health.hidden, "focused": session.health.focused, "throttled": session.throttled(),
+           "attachment": {"connectedSinceMs": int(now - session.connected_at), "reconnects": session.reconnects},
+           "sdkVersion": session.sdk_version, "buffer": session.store.stats()}
+    if session.title:
+        out["title"] = session.title
+    if session.server_seen:
+        out["serverRecords"] = session.server_seen  # the app's middleware reports this tab's requests
+    if session.device is not None:
+        out["device"] = {"deviceId": session.device.id, "input": "cdp", "headed": session.device.headed}
+    if session.sdk_version and session.sdk_version != __version__:
+        out["versionSkew"] = {"sdk": session.sdk_version, "daemon": __version__}
+    stuck = session.not_answering()
+    out["answering"] = stuck is None
+    if stuck is not None:
+        out["notAnswering"] = stuck
+        out["recommendation"] = ("close the dialog in the browser (only the person can)" if session.health.dialog_open
+                                 else "reticle_navigate {reload: true} (in a device it stops the page's "
+                                      "script first)" if session.device is not None else
+                                 "reload the page in the browser, or end what blocks it")
+    elif session.throttled():
+        out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
+                                 "bring it to the front or pass refuseWhenThrottled")
+    return out
+
+
+def _with_health(session: "_BrowserSession", out: dict) -> dict:
+    """An answer about the tab, with its health spliced in: a tab that does not answer or is throttled
+    says so (`session`, `warning`), and the dialogs seen from the answer's `since` are named."""
+    stuck = session.not_answering()
+    if stuck is not None:
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "answering": False, "notAnswering": stuck}
+        out["warning"] = "the tab does not answer: %s" % stuck
+    elif session.throttled():
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
+        out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+    seen = session.health.dialogs_since(out.get("since"))
+    if seen:
+        out["dialogs"] = seen
+        said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
+                                                      d["handled"]) for d in seen[:3])
+        out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
+            ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
+            else "")
+    return out
+
+
+def _with_buffer(session: "_BrowserSession", out: dict, since: float) -> dict:
+    """An answer over the window from `since`, with what the tab's buffer lost of it (`buffer`: evicted,
+    sampled, and a note that the counts are lower bounds)."""
+    loss = session.store.loss_since(since)
+    if loss:
+        why = []
+        if loss.get("evicted") or loss.get("evictedChurn"):
+            why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
+                       % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
+        if loss.get("sampled"):
+            why.append("the page's flood was sampled")
+        loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
+        out["buffer"] = loss
+    return out
+
+
+def _snapshot_answer(result: dict, prev: Optional[Tuple[str, List[str]]], now: Tuple[str, List[str]]) -> dict:
+    """A snapshot as the caller reads it with `diff`: full | unchanged | delta against the last snapshot
+    of its (scope, mode) on the same route (`prev` and `now` are (route, lines), _SnapshotCache).
+
+    Lines are compared without focus; a line whose ref survives with other content is `changed`,
+    not a removal plus an addition."""
+    route, lines = now
+    if prev is None or prev[0] != route:
+        result["mode"] = "full"
+        result["reason"] = "first snapshot for this route" if prev is None else "route changed"
+        return result
+
+    def by_ref(seq: List[str]) -> Dict[str, str]:
+        out = {}
+        for ln in seq:
+            m = re.search(r"\(ref=(e\d+)\)", ln)
+            if m:
+                out[m.group(1)] = ln
+        return out
+
+    old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
+    changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
+               for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
+    skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
+    strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
+    old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
+    new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
+    added = list((new - old).elements())
+    removed = list((old - new).elements())
+    if not added and not removed and not changed:
+        return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
+    out = {"mode": "delta", "status": result.get("status"),
+           "delta": {"added": added[:200], "removed": removed[:200],
+                     "addedCount": len(added), "removedCount": len(removed)}}
+    if changed:
+        out["changed"] = changed[:200]
+        out["changedCount"] = len(changed)
+    return out
+
+
+# -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
+
+def _journey_to_save(hub: "Hub", tab: str, since: float, replayed: bool) -> List[dict]:
+    """The steps of tab's journey since `since` that flow_save saves: the agent's own, and a flow's
+    replayed steps only when asked (`replayed`); ToolError when there are none."""
+    journey = hub.journeys.since(tab, since)
+    left_out = [s for s in journey if s.get("replayed")] if not replayed else []
+    journey = [s for s in journey if replayed or not s.get("replayed")]  # a replay is not the agent's journey
+    if not journey:
+        raise ToolError("tab %s has no recorded step since %s to save%s" % (
+            tab, since, " (its %d step(s) since then were a flow's replay, not the agent's own)" % len(left_out)
+            if left_out else ""),
+            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, pass `steps`, "
+            "or `replayed: true` to save a replay's steps as a flow of their own")
+    return journey
+
+
+async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
+    the project's flows folder, atomically.  A journey is saved only when every step in it was
+    verified and every target survives a reload; a typed secret is kept as a ${NAME} variable (its
+    value is never stored) bound to the start origin."""
+    name = _flow_name(args["name"])
+    root = _project_dir(hub)
+    start = args.get("startUrl")
+    warnings: List[str] = []
+    suggestions: List[str] = []
+    if args.get("steps"):
+        steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
+    else:
+        session = await hub.resolve_tab(args, ctx)
+        since = args.get("since")
+        if since is None:
+            since = hub.journeys.saved_at.get(session.id, 0.0)
+        journey = _journey_to_save(hub, session.id, float(since), bool(args.get("replayed")))
+        journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
+        not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
+        if not_yes:
+            i = not_yes[-1]
+            raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
+                            % (i, _step_label(journey[i]), journey[i]["verified"]),
+                            "pass `since` from the result of the first act after it (its `since`), or `steps`",
+                            steps=[_step_label(s) for s in journey])
+        blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
+        if blind:
+            raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
+                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
+        steps, first_url = _steps_from_journey(journey)
+        warnings = _toothless_warnings(journey)
+        suggestions = _server_check_suggestions(journey) if session.server_seen else []
+        start = start or first_url
+        hub.journeys.saved_at[session.id] = hub.clock()
+    flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
+                            "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if start:
+        flow["startUrl"] = start
+    for key in ("setup", "auth"):
+        if args.get(key):
+            flow[key] = args[key]
+    if _origin_of(start):
+        steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
+                 for s in steps]
+    flow["steps"] = steps
+    if not any("until" in s or "assert" in s for s in steps):
+        flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
+    problems = _flow_problems(flow)
+    if problems:
+        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again")
+    path = _flow_path(root, name)
+    replaced = os.path.exists(path)
+    data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp-%s" % secrets.token_hex(3)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
+           "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
+    if warnings:
+        out["warnings"] = warnings
+    if suggestions:
+        out["suggestions"] = suggestions
+    names = sorted({s["secret"] for s in steps if s.get("secret")})
+    if names:
+        out["secrets"] = names
+        out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
+    if flow.get("setup") and session is not None and not args.get("steps"):
+        out["authSaved"] = await _keep_auth(hub, session, name)  # the login this journey just verified
+    return out
+
+
+async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    root = _project_dir(hub)
+    # off the loop: the files are the project's, on whatever disk it is (each read is bounded and never
+    # waits on a FIFO, see _read_regular)
+    flows = await asyncio.get_running_loop().run_in_executor(None, _list_flows, root)
+    return {"dir": _flows_dir(root), "flows": flows}
+
+
+async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
+    from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
+    acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
+    if args.get("flow") is not None:
+        flow = args["flow"]
+        problems = _flow_problems(flow)
+        if problems:
+            raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
+                            setup=True)
+    elif args.get("name"):
+        flow = await asyncio.get_running_loop().run_in_executor(None, _read_flow, _project_dir(hub), args["name"])
+    else:
+        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
+    given = args.get("secrets") or {}
+    setup = args.get("setupFlow")
+    if setup is not None and _flow_problems(setup):
+        raise ToolError("`setupFlow` is not a Reticle flow: %s" % "; ".join(_flow_problems(setup)),
+                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True)
+    _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
+    if not args.get("faults"):
+        return await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
+    set_ids = []
+    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
+        for i, spec in enumerate(args["faults"]):
+            problem = _fault_spec_problem(spec)
+            if problem:
+                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
+                                "abort | delayMs, times?, ttlMs?}", setup=True)
+            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
+        await hub.faults.sync(session.id)
+        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,
+                                 retry=False)
+        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
+                         if f.id in set_ids]
+        return out
+    finally:
+        for fid in set_ids:
+            hub.faults.clear(session.id, ctx.session_key, fid)
+        if set_ids:
+            await _quietly(hub.faults.sync(session.id))
+
+
+# -- the MCP conventions of each tool: title, annotations (hints clients auto-approve and group by), and
+# the outputSchema of an answer whose shape is stable.  Read-only tools say only readOnlyHint and
+# openWorldHint (the other two hints mean nothing for them); a tool that acts says all four, since MCP's
+# defaults (destructive, open world) would claim more than is true.  openWorldHint is true where the
+# tool loads a URL the caller names; every other tool works inside the app under test.
+_READS = {"readOnlyHint": True, "openWorldHint": False}
+
+
+def _acts(destructive: bool, idempotent: bool, open_world: bool = False) -> dict:
+    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent,
+            "openWorldHint": open_world}
+
+
+def _shape(required: Tuple[str, ...], **props: dict) -> dict:
+    """An outputSchema: the fields every answer has (and the types of a few); others may appear."""
+    out: Dict[str, Any] = {"type": "object", "required": list(required)}
+    if props:
+        out["properties"] = props
+    return out
+
+
+_VERIFIED = {"enum": ["yes", "no", "unknown"]}
+_TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
+    "reticle_sessions": ("Sessions", _READS, _shape(("sessions",), sessions={"type": "array"})),
+    "reticle_navigate": ("Navigate", _acts(False, True, True), _shape(("confirmed", "since", "sessionId"))),
+    "reticle_snapshot": ("Snapshot", _READS, None),
+    "reticle_query": ("Query", _READS, None),
+    "reticle_inspect": ("Inspect", _READS, None),
+    "reticle_act": ("Act", _acts(True, False), None),
+    "reticle_act_sequence": ("Act sequence", _acts(True, False), _shape(("since",))),
+    "reticle_act_and_wait": ("Act and wait", _acts(True, False),
+                             _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_observe": ("Observe", _READS, _shape(("events",), events={"type": "array"})),
+    "reticle_network": ("Network", _READS, None),
+    "reticle_console": ("Console", _READS, None),
+    "reticle_wait_for": ("Wait for", _READS, _shape(("pass",), **{"pass": {"type": "boolean"}})),
+    "reticle_assert": ("Assert", _READS, _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_state": ("State", _READS, None),
+    "reticle_fault": ("Fault requests", _acts(False, False), _shape(("sessionId",))),
+    "reticle_capabilities": ("Capabilities", _READS, None),
+    "reticle_flow_save": ("Save flow", _acts(True, True), _shape(("saved", "name", "steps"))),
+    "reticle_flow_list": ("Flows", _READS, _shape(("dir", "flows"), flows={"type": "array"})),
+    "reticle_flow_replay": ("Replay flow", _acts(True, False, True),
+                            _shape(("verified", "steps", "because"), verified=_VERIFIED)),
+    "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
+    "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
+    "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
+}
+
+
+async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                     ctx: "_CallContext") -> dict:
+    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
+    answered once its page is connected and, for a framework the SDK recognises, hydrated."""
+    url = args["url"]
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
+                        'pass a full URL such as "http://localhost:5173/"')
+    vp = args.get("viewport")
+    started = time.monotonic()
+    _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
+    auth = None
+    if args.get("auth"):
+        auth = _load_auth_state(_project_dir(hub), _flow_name(args["auth"]))
+        if auth is None:
+            raise ToolError("no saved auth state %r in the project" % args["auth"],
+                            "replay its setup flow (a flow with \"setup\": true) in a device first")
+    device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
+                                                 (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
+                                                 auth)
+    if auth is not None and _auth_expired(auth):
+        _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
+    out = {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
+           "started": started_now, "fresh": started_now or bool(args.get("fresh")),
+           "auth": args.get("auth"), "headed": device.headed,
+           "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
+           "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
+    tab = hub.bridge.get(device.session_id)
+    if tab is not None:
+        await _await_hydration(tab, out)
+    out["ms"] = round((time.monotonic() - started) * 1000)
+    return out
+
+
+async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                      ctx: "_CallContext") -> dict:
+    sid = args.get("sessionId")
+    device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
+    if device is None:
+        live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
+        raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
+                                                            live), "pass the sessionId that reticle_open answered")
+    if device.owner != ctx.session_key:
+        raise ToolError("the device of session %s belongs to another client; only the client that opened it "
+                        "may close it (it closes by itself after %d s of that client's silence)"
+                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
+                        code="device_not_yours")
+    await hub.devices.close(device, "reticle_close")
+    return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
+
+
+def _write_private(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                           ctx: "_CallContext") -> dict:
+    """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
+    at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
+    `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
+    session = await hub.resolve_tab(args, ctx)
+    device = session.device
+    if device is None or device.closed:
+        raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
+                        "screenshot: the in-page SDK reads the program, not pixels." % session.id,
+                        "open the app in a device with reticle_open {url}, then take the screenshot there")
+    await _confirm_answering(session)  # the browser would wait for a busy page's main thread
+    if session.not_answering() is not None:  # the browser would wait for the page's main thread (issue 19 #5)
+        raise ToolError("no screenshot: the tab does not answer (%s)." % session.not_answering(),
+                        "reticle_navigate {reload: true} reloads it (its running script is ended first)",
+                        code="not_answering")
+    metrics = await device.layout()
+    view = metrics.get("cssVisualViewport") or {}
+    page_x, page_y = float(view.get("pageX", 0)), float(view.get("pageY", 0))
+    area = {"x": page_x, "y": page_y, "width": float(view.get("clientWidth", device.viewport[0])),
+            "height": float(view.get("clientHeight", device.viewport[1]))}
+    clip = None
+    if args.get("ref"):
+        box = (await session.command("inspect", {"ref": args["ref"]}) or {}).get("box") or {}
+        if not box.get("width") or not box.get("height"):
+            raise ToolError("the element %s has no box to capture (hidden or empty)." % args["ref"],
+                            "reticle_inspect shows its box; take a viewport screenshot instead")
+        clip = area = {"x": page_x + box["x"], "y": page_y + box["y"], "width": box["width"],
+                       "height": box["height"]}
+    elif args.get("fullPage"):
+        size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
+        clip = area = {"x": 0, "y": 0, "width": min(float(size.get("width", area["width"])), 4096.0),
+                       "height": min(float(size.get("height", area["height"])), float(SCREENSHOT_MAX_HEIGHT))}
+        cut = float(size.get("height", 0) or 0) > SCREENSHOT_MAX_HEIGHT
+    png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
+    width, height = _png_size(png)
+    name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
+    path = os.path.join(hub.state.ensure(), "screenshots", name)
+    await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
+    out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
+           "url": device.url}
+    if args.get("fullPage") and not args.get("ref") and cut:
+        out["truncated"] = {"pageHeight": round(float(size.get("height", 0))), "capturedHeight": SCREENSHOT_MAX_HEIGHT,
+                            "note": "the page is taller than %d px; the capture stops there" % SCREENSHOT_MAX_HEIGHT}
+    link = {"type": "resource_link", "uri": _file_uri(path), "name": name, "mimeType": "image/png",
+            "size": len(png), "description": "%dx%d screenshot of %s" % (width, height, device.url[:200])}
+    if not args.get("inline"):
+        return _WithContent(out, [link])
+    scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
+    # a readable strip, not 32,000 px
+    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))
+    jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
+    jw, jh = _jpeg_size(jpeg)
+    out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
+    return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
+                                     "mimeType": "image/jpeg"}])
+
+
+def _file_uri(path: str) -> str:
+    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
+    path = os.path.abspath(path).replace(os.sep, "/")
+    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
+
+
+# -- the registry: every tool is one _ToolSpec record, registered the same way ----------------------
+
+class _ToolSpec(NamedTuple):
+    """One tool as data: its name, description, argument properties, handler, example and required
+    fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
+    than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
+
+    name: str
+    description: str
+    props: dict
+    handler: Callable
+    example: Optional[dict] = None
+    required: Tuple[str, ...] = ()
+    own_tab: bool = False
+    quiet: Tuple[str, ...] = ()
+
+
+# DESIGN section 7, in the order tools/list shows them
+_TOOL_SPECS: Tuple[_ToolSpec, ...] = (
+    _ToolSpec("reticle_sessions",
+        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
+        {}, _tool_sessions, {}),
+    _ToolSpec("reticle_navigate",
+        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
+         "hard": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_navigate, {"url": "http://localhost:5173/checkout"}),
+    _ToolSpec("reticle_snapshot",
+        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
+        "what changed since the last snapshot.",
+        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
+         "diff": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_snapshot, {"mode": "interactive"}),
+    _ToolSpec("reticle_query",
+        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
+        "misses when nothing matches.",
+        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
+         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
+         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
+         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
+         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
+         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_query, {"by": "role", "value": "button", "name": "Pay"}),
+    _ToolSpec("reticle_inspect",
+        "One element by ref: role, name, states, box, styles, occlusion.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": _SESSION_ID},
+        _tool_inspect, {"ref": "e7"}, required=("ref",)),
+    _ToolSpec("reticle_act",
+        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
+        "controls need args.confirmDangerous.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_act, {"ref": "e7", "action": "click"}, required=("action",)),
+    _ToolSpec("reticle_act_sequence",
+        "Several acts in order, stopping at the first failure.",
+        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
+         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": _SESSION_ID},
+        _tool_act_sequence,
+        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
+        required=("steps",)),
+    _ToolSpec("reticle_act_and_wait",
+        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
+        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_act_and_wait,
+        {"target": {"role": "button", "name": "Pay"}, "action": "click",
+         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
+        required=("action",), quiet=("predicate",)),
+    _ToolSpec("reticle_observe",
+        "Raw events of a window (default the last 2 s) with a summary.",
+        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
+         "until": _CURSOR, "actionId": {"type": "string"},
+         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": _SESSION_ID},
+        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]}),
+    _ToolSpec("reticle_network",
+        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
+        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
+         "method": {"type": "string"}, "urlContains": {"type": "string"},
+         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
+         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_network, {"urlContains": "/api/", "status": 500}),
+    _ToolSpec("reticle_console",
+        "Console messages and uncaught errors since the last act.",
+        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
+         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
+         "sessionId": _SESSION_ID},
+        _tool_console, {"level": "error"}),
+    _ToolSpec("reticle_wait_for",
+        "Wait until `predicate` holds; pass and evidence, no verdict.",
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}}, quiet=("until",)),
+    _ToolSpec("reticle_assert",
+        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
+        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}}, quiet=("until",)),
+    _ToolSpec("reticle_state",
+        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
+        {"store": {"type": "string"}, "path": {"type": "string"},
+         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": _SESSION_ID},
+        _tool_state, {"store": "cart", "path": "items.length"}),
+    _ToolSpec("reticle_capabilities",
+        "What the app declared with reticle.describe, and the testids on the page.",
+        {"sessionId": _SESSION_ID}, _tool_capabilities, {}),
+    _ToolSpec("reticle_fault",
+        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
+        "tells the user; clear, list. Marked faulted: true.",
+        dict(_FAULT_SCHEMA, sessionId=_SESSION_ID), _tool_fault,
+        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}}),
+    _ToolSpec("reticle_flow_save",
+        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
+        "by role, name, label or testid, secrets as variables.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
+         "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
+                   "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID,
+         "origin": {"type": "string", "maxLength": 2048,
+                    "description": "a journey over two apps: save the steps on this origin"},
+         "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
+         "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"},
+         "replayed": {"type": "boolean", "description": "save the steps a flow's replay took too (never by default)"}},
+        _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
+    _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
+        {}, _tool_flow_list, {}),
+    _ToolSpec("reticle_flow_replay",
+        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
+        "`fresh`: no cookies or storage.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
+         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
+         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
+                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
+                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
+         "setupFlow": {"type": "object", "description": "the setup flow that makes the flow's auth state"},
+         "sessionId": _SESSION_ID},
+        _tool_flow_replay, {"name": "add-record"}),
+    _ToolSpec("reticle_open",
+        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
+        "`fresh`: no cookies or storage from before.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
+                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
+                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
+         "fresh": {"type": "boolean"},
+         "auth": {"type": "string", "maxLength": 64, "description": "start logged in: a setup flow's saved state"}},
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
+    _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
+        {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
+    _ToolSpec("reticle_screenshot",
+        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
+         "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_screenshot, {"inline": True}, own_tab=True),
+)
+
+
+def _build_registry() -> _ToolRegistry:
+    """Every tool of DESIGN section 7 that works (_TOOL_SPECS), with its final schema: a tool given
+    the tab of `sessionId` also takes `detail`; each gets its MCP conventions (_TOOL_CONVENTIONS)."""
+    reg = _ToolRegistry()
+    for spec in _TOOL_SPECS:
+        given_tab = "sessionId" in spec.props and not spec.own_tab
+        props = dict(spec.props, detail=_DETAIL) if given_tab else dict(spec.props)
+        tool = reg.add(_Tool(spec.name, spec.description, _obj(props, spec.required), spec.handler, spec.example,
+                             session=given_tab, quiet=spec.quiet))
+        if tool.name in _TOOL_CONVENTIONS:
+            tool.convene(*_TOOL_CONVENTIONS[tool.name])
+    return reg

@@ -1,0 +1,554 @@
+  // == Section: semantics == role, name, visibility, states
+  // ---- semantics: role, name, visibility, states ----------------------------------------------
+  var INPUT_ROLES = {
+    checkbox: 'checkbox',
+    radio: 'radio',
+    range: 'slider',
+    number: 'spinbutton',
+    submit: 'button',
+    button: 'button',
+    reset: 'button',
+    image: 'button',
+    search: 'searchbox'
+  };
+  var TAG_ROLES = {
+    BUTTON: 'button',
+    TEXTAREA: 'textbox',
+    UL: 'list',
+    OL: 'list',
+    LI: 'listitem',
+    NAV: 'navigation',
+    MAIN: 'main',
+    ASIDE: 'complementary',
+    DIALOG: 'dialog',
+    IMG: 'img',
+    TABLE: 'table',
+    FORM: 'form',
+    P: 'paragraph',
+    H1: 'heading',
+    H2: 'heading',
+    H3: 'heading',
+    H4: 'heading',
+    H5: 'heading',
+    H6: 'heading',
+    OPTION: 'option',
+    PROGRESS: 'progressbar',
+    METER: 'meter',
+    TR: 'row',
+    TD: 'cell',
+    TH: 'columnheader',
+    THEAD: 'rowgroup',
+    TBODY: 'rowgroup',
+    TFOOT: 'rowgroup',
+    FIELDSET: 'group',
+    DETAILS: 'group',
+    SUMMARY: 'button',
+    ARTICLE: 'article',
+    OUTPUT: 'status',
+    HR: 'separator',
+    MENU: 'list',
+    DL: 'list',
+    DT: 'term',
+    DD: 'definition',
+    SEARCH: 'search',
+    IFRAME: 'iframe'
+  };
+  function getRole(el) {
+    var r = el.getAttribute && el.getAttribute('role');
+    if (r && r.trim()) return r.trim().split(/\s+/)[0].toLowerCase();
+    var tag = el.tagName;
+    if (tag === 'A' || tag === 'AREA') return el.hasAttribute('href') ? 'link' : 'generic';
+    if (tag === 'INPUT') {
+      var t = (el.getAttribute('type') || 'text').toLowerCase();
+      if (t === 'hidden') return 'none';
+      if (t === 'file') return 'button';
+      if (t === 'search') return 'searchbox';
+      if (INPUT_ROLES[t]) return INPUT_ROLES[t];
+      if (el.hasAttribute('list')) return 'combobox';
+      return 'textbox';
+    }
+    if (tag === 'SELECT') return el.multiple || el.size > 1 ? 'listbox' : 'combobox';
+    if (tag === 'HEADER')
+      return el.closest('article,aside,main,nav,section') ? 'generic' : 'banner';
+    if (tag === 'FOOTER')
+      return el.closest('article,aside,main,nav,section') ? 'generic' : 'contentinfo';
+    if (tag === 'SECTION')
+      return el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby')
+        ? 'region'
+        : 'generic';
+    if (tag === 'IMG' && el.getAttribute('alt') === '') return 'presentation';
+    if (el.isContentEditable && el.getAttribute('contenteditable') !== null) return 'textbox';
+    return TAG_ROLES[tag] || 'generic';
+  }
+  var INTERACTIVE = {
+    button: 1,
+    link: 1,
+    textbox: 1,
+    searchbox: 1,
+    checkbox: 1,
+    radio: 1,
+    combobox: 1,
+    listbox: 1,
+    slider: 1,
+    spinbutton: 1,
+    switch: 1,
+    tab: 1,
+    menuitem: 1,
+    menuitemcheckbox: 1,
+    menuitemradio: 1,
+    option: 1,
+    treeitem: 1
+  };
+  var NAME_FROM_CONTENT = {
+    button: 1,
+    link: 1,
+    checkbox: 1,
+    radio: 1,
+    switch: 1,
+    tab: 1,
+    option: 1,
+    menuitem: 1,
+    menuitemcheckbox: 1,
+    menuitemradio: 1,
+    treeitem: 1,
+    cell: 1,
+    gridcell: 1,
+    row: 1,
+    rowheader: 1,
+    columnheader: 1,
+    heading: 1,
+    listitem: 1,
+    tooltip: 1,
+    status: 1,
+    alert: 1,
+    term: 1,
+    legend: 1
+  };
+  var CONTAINER_ROLES = {
+    list: 1,
+    listbox: 1,
+    grid: 1,
+    table: 1,
+    tree: 1,
+    treegrid: 1,
+    dialog: 1,
+    alertdialog: 1,
+    navigation: 1,
+    main: 1,
+    banner: 1,
+    form: 1,
+    search: 1,
+    menu: 1,
+    menubar: 1,
+    tablist: 1,
+    region: 1,
+    complementary: 1,
+    contentinfo: 1
+  };
+
+  // Readable text: collapsed text that skips aria-hidden and never-rendered tags (script, style,
+  // template, noscript...). `skip` is an element left out with its subtree (the control a label
+  // names); a nested select or textarea counts as its current value, never as all its options.
+  function textOf(node, depth, skip) {
+    if (depth > 30) return '';
+    var out = '';
+    for (var c = node.firstChild; c; c = c.nextSibling) {
+      if (c.nodeType === 3) out += c.data;
+      else if (c.nodeType === 1) {
+        if (SKIP_TAGS[c.tagName] || c.getAttribute('aria-hidden') === 'true' || c.hidden) continue;
+        if (c === skip) continue;
+        if (c.tagName === 'SELECT') {
+          var so = c.selectedOptions && c.selectedOptions[0];
+          out += ' ' + (so ? so.label || so.textContent : '') + ' ';
+          continue;
+        }
+        if (c.tagName === 'TEXTAREA') continue;
+        if (c.tagName === 'IMG') {
+          out += ' ' + (c.getAttribute('alt') || '') + ' ';
+          continue;
+        }
+        if (c.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(c.type)) {
+          out += ' ' + c.value + ' ';
+          continue;
+        }
+        if (c.tagName === 'BR') {
+          out += ' ';
+          continue;
+        }
+        out += ' ' + textOf(c, depth + 1, skip) + ' ';
+      }
+    }
+    return out;
+  }
+  function ownText(el) {
+    var s = '';
+    for (var c = el.firstChild; c; c = c.nextSibling) if (c.nodeType === 3) s += c.data;
+    if (el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)) s += ' ' + el.value;
+    return norm(s);
+  }
+  function labelsText(el) {
+    var out = [];
+    try {
+      if (el.labels && el.labels.length)
+        for (var i = 0; i < el.labels.length; i++) out.push(norm(textOf(el.labels[i], 0, el)));
+    } catch (e) {
+      /* not labelable */
+    }
+    return out.filter(Boolean);
+  }
+  function byIdText(el, attr) {
+    var ids = (el.getAttribute(attr) || '').trim();
+    if (!ids) return '';
+    var root = el.getRootNode ? el.getRootNode() : document;
+    var parts = ids.split(/\s+/).map(function (id) {
+      var n = root.getElementById ? root.getElementById(id) : document.getElementById(id);
+      if (!n) return '';
+      return n.getAttribute('aria-label') || textOf(n, 0, el);
+    });
+    return norm(parts.join(' '));
+  }
+  function getName(el, role) {
+    try {
+      role = role || getRole(el);
+      var n = byIdText(el, 'aria-labelledby');
+      if (n) return n;
+      n = norm(el.getAttribute('aria-label'));
+      if (n) return n;
+      var tag = el.tagName;
+      if (tag === 'IMG' || tag === 'AREA' || (tag === 'INPUT' && el.type === 'image')) {
+        n = norm(el.getAttribute('alt'));
+        if (n) return n;
+      }
+      if (
+        tag === 'INPUT' ||
+        tag === 'TEXTAREA' ||
+        tag === 'SELECT' ||
+        tag === 'METER' ||
+        tag === 'PROGRESS' ||
+        tag === 'OUTPUT'
+      ) {
+        var lt = labelsText(el);
+        if (lt.length) return lt.join(' ');
+        if (tag === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)) {
+          n = norm(
+            el.value || (el.type === 'submit' ? 'Submit' : el.type === 'reset' ? 'Reset' : '')
+          );
+          if (n) return n;
+        }
+        if (tag !== 'SELECT') {
+          n = norm(el.getAttribute('placeholder'));
+          if (n) return n;
+        }
+      }
+      if (tag === 'FIELDSET') {
+        var lg = el.querySelector('legend');
+        if (lg) {
+          n = norm(textOf(lg, 0));
+          if (n) return n;
+        }
+      }
+      if (tag === 'TABLE') {
+        var cap = el.querySelector('caption');
+        if (cap) {
+          n = norm(textOf(cap, 0));
+          if (n) return n;
+        }
+      }
+      if (tag === 'DIALOG' || role === 'dialog' || role === 'alertdialog') {
+        var hd = el.querySelector('h1,h2,h3,h4,h5,h6,[role=heading]');
+        if (hd) {
+          n = norm(textOf(hd, 0));
+          if (n) return clip(n, 120);
+        }
+      }
+      if (NAME_FROM_CONTENT[role]) {
+        n = norm(textOf(el, 0));
+        if (n) return clip(n, 200);
+      }
+      n = norm(el.getAttribute('title'));
+      return n || '';
+    } catch (e) {
+      return '';
+    }
+  }
+  function styleOf(el) {
+    try {
+      return (el.ownerDocument.defaultView || window).getComputedStyle(el);
+    } catch (e) {
+      return null;
+    }
+  }
+  function makeVisCache() {
+    return new Map();
+  }
+  function isVisible(el, cache) {
+    if (!el || !el.isConnected) return false;
+    var chain = [];
+    var cur = el,
+      result = true;
+    while (cur && cur.nodeType === 1) {
+      if (cache && cache.has(cur)) {
+        result = cache.get(cur);
+        break;
+      }
+      chain.push(cur);
+      if (cur.getAttribute('aria-hidden') === 'true' || cur.hidden) {
+        result = false;
+        break;
+      }
+      var st = styleOf(cur);
+      if (
+        st &&
+        (st.display === 'none' ||
+          st.visibility === 'hidden' ||
+          st.visibility === 'collapse' ||
+          st.opacity === '0')
+      ) {
+        result = false;
+        break;
+      }
+      var p = cur.parentNode;
+      if (p && p.nodeType === 11 && p.host) p = p.host; // shadow root -> host
+      if (
+        !p &&
+        cur.ownerDocument &&
+        cur.ownerDocument.defaultView &&
+        cur.ownerDocument.defaultView.frameElement
+      ) {
+        try {
+          p = cur.ownerDocument.defaultView.frameElement;
+        } catch (e) {
+          p = null;
+        }
+      }
+      cur = p;
+    }
+    if (cache) for (var i = 0; i < chain.length; i++) cache.set(chain[i], result);
+    return result;
+  }
+  function isDisabled(el) {
+    try {
+      if (el.disabled === true) return true;
+      if (el.getAttribute('aria-disabled') === 'true') return true;
+      var fs = el.closest && el.closest('fieldset[disabled]');
+      if (fs && /^(INPUT|BUTTON|SELECT|TEXTAREA)$/.test(el.tagName)) {
+        var lg = fs.querySelector('legend');
+        if (!(lg && lg.contains(el))) return true;
+      }
+    } catch (e) {
+      /* ignore */
+    }
+    return false;
+  }
+  function isChecked(el) {
+    if (el.tagName === 'INPUT' && (el.type === 'checkbox' || el.type === 'radio'))
+      return !!el.checked;
+    var a =
+      el.getAttribute('aria-checked') ||
+      el.getAttribute('aria-pressed') ||
+      el.getAttribute('aria-selected');
+    return a === 'true' || a === 'mixed';
+  }
+  function isFocused(el) {
+    try {
+      var root = el.getRootNode ? el.getRootNode() : document;
+      return root.activeElement === el;
+    } catch (e) {
+      return false;
+    }
+  }
+  function isSecretField(el) {
+    try {
+      if (el.tagName === 'INPUT' && (el.type === 'password' || el.type === 'hidden')) return true;
+      var ac = (el.getAttribute('autocomplete') || '').toLowerCase();
+      if (/(current-password|new-password|cc-number|cc-csc|one-time-code)/.test(ac)) return true;
+      var keys = [
+        el.getAttribute('name'),
+        el.id,
+        el.getAttribute('data-testid'),
+        el.getAttribute('aria-label')
+      ];
+      for (var i = 0; i < keys.length; i++) if (keys[i] && keySensitive(keys[i])) return true;
+    } catch (e) {
+      /* ignore */
+    }
+    return false;
+  }
+  function getValue(el) {
+    var tag = el.tagName,
+      v = null;
+    if (tag === 'INPUT') {
+      var t = el.type;
+      if (
+        t === 'checkbox' ||
+        t === 'radio' ||
+        t === 'submit' ||
+        t === 'button' ||
+        t === 'reset' ||
+        t === 'image'
+      )
+        return null;
+      if (t === 'file') {
+        try {
+          v = Array.prototype.map
+            .call(el.files || [], function (f) {
+              return f.name;
+            })
+            .join(', ');
+        } catch (e) {
+          v = '';
+        }
+      } else v = el.value;
+    } else if (tag === 'TEXTAREA') v = el.value;
+    else if (tag === 'SELECT') {
+      try {
+        v = Array.prototype.filter
+          .call(el.options, function (o) {
+            return o.selected;
+          })
+          .map(function (o) {
+            return norm(o.label || o.text);
+          })
+          .join(', ');
+      } catch (e) {
+        v = el.value;
+      }
+    } else {
+      v = el.getAttribute('aria-valuenow');
+      if (v == null && el.isContentEditable && el.getAttribute('contenteditable') !== null)
+        v = norm(el.textContent);
+    }
+    if (v == null || v === '') return null;
+    if (isSecretField(el)) return REDACTED;
+    return clip(scrub(String(v)), 200);
+  }
+  function statesOf(el, cache) {
+    var st = ['present'];
+    var vis = isVisible(el, cache);
+    st.push(vis ? 'visible' : 'hidden');
+    st.push(isDisabled(el) ? 'disabled' : 'enabled');
+    if (isChecked(el)) st.push('checked');
+    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      st.push('expanded');
+    if (isFocused(el)) st.push('focused');
+    return st;
+  }
+  function describe(el, cache) {
+    var role = getRole(el),
+      name = getName(el, role);
+    var d = {
+      ref: refFor(el),
+      role: role,
+      name: name,
+      states: statesOf(el, cache),
+      visible: isVisible(el, cache)
+    };
+    var v = getValue(el);
+    if (v != null) d.value = v;
+    var text = norm(textOf(el, 0));
+    if (text && text !== name) d.text = clip(text, 80);
+    var tid = el.getAttribute('data-testid');
+    if (tid) d.testid = tid;
+    try {
+      var src = el.closest('[data-reticle-source]');
+      if (src) d.source = src.getAttribute('data-reticle-source').split(':').slice(0, 2).join(':');
+    } catch (e) {
+      /* ignore */
+    }
+    return d;
+  }
+  function label(el) {
+    if (!el || el.nodeType !== 1) return null;
+    var role = getRole(el),
+      name = getName(el, role);
+    return role + (name ? ' "' + clip(name, 60) + '"' : '') + ' (' + refFor(el) + ')';
+  }
+  var LANDMARKS = {
+    navigation: 1,
+    main: 1,
+    banner: 1,
+    contentinfo: 1,
+    complementary: 1,
+    form: 1,
+    dialog: 1,
+    alertdialog: 1,
+    region: 1,
+    search: 1
+  };
+  // The nearest landmark around el (crossing shadow roots) as 'role "name"', or 'page'.
+  function landmarkOf(el) {
+    var cur = el.parentNode;
+    for (var i = 0; cur && i < 200; i++) {
+      if (cur.nodeType === 11 && cur.host) cur = cur.host;
+      if (!cur || cur.nodeType !== 1) break;
+      var r = getRole(cur);
+      if (LANDMARKS[r]) {
+        var nm = getName(cur, r);
+        return r + (nm ? ' "' + clip(nm, 40) + '"' : '');
+      }
+      cur = cur.parentNode;
+    }
+    return 'page';
+  }
+  // One candidate of an ambiguous or near-missed target: ref, role, name and landmark.
+  function candidate(el) {
+    var role = getRole(el);
+    return {
+      ref: refFor(el),
+      role: role,
+      name: clip(getName(el, role), 80),
+      landmark: landmarkOf(el)
+    };
+  }
+  function candidateText(c) {
+    return c.ref + ' ' + c.role + (c.name ? ' "' + c.name + '"' : '') + ' in ' + c.landmark;
+  }
+  function wordsOf(s) {
+    return norm(s)
+      .toLowerCase()
+      .split(/[^\p{L}\p{N}]+/u)
+      .filter(function (w) {
+        return w.length > 1;
+      });
+  }
+  // Up to `max` elements near a query that found nothing: same role, or a name/text that shares a
+  // substring or words with what was asked, best first.
+  function nearMisses(q, root, max) {
+    var want = q.by === 'role' ? q.name : q.value;
+    var wantText = isObj(want) ? want.contains || want.equals || want.matches || '' : want;
+    wantText = norm(wantText == null ? '' : String(wantText)).toLowerCase();
+    var words = wordsOf(wantText);
+    var role = q.by === 'role' ? norm(q.value).toLowerCase() : null;
+    var scored = [];
+    var all = allElements(root || document.body || document.documentElement, 5000);
+    for (var i = 0; i < all.length; i++) {
+      var el = all[i];
+      if (isIgnored(el)) continue;
+      var r = getRole(el);
+      var nm = getName(el, r);
+      var text = nm || ownText(el);
+      if (!text && r === 'generic') continue;
+      var low = text.toLowerCase(),
+        score = 0;
+      if (role && r === role) score += 2;
+      if (wantText && low && (low.indexOf(wantText) >= 0 || wantText.indexOf(low) >= 0)) score += 3;
+      else if (words.length && low) {
+        var lw = wordsOf(low);
+        for (var w = 0; w < words.length; w++) if (lw.indexOf(words[w]) >= 0) score += 1;
+      }
+      if (q.by === 'label' || q.by === 'placeholder') {
+        if (!/^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName)) continue;
+        var ph = norm(el.getAttribute('placeholder') || '').toLowerCase();
+        if (ph && wantText && (ph.indexOf(wantText) >= 0 || wantText.indexOf(ph) >= 0)) score += 3;
+        score += 1;
+      }
+      if (score >= (role ? 2 : 1)) scored.push({ el: el, score: score, i: i });
+    }
+    scored.sort(function (a, b) {
+      return b.score - a.score || a.i - b.i;
+    });
+    return scored.slice(0, max || 5).map(function (x) {
+      return candidate(x.el);
+    });
+  }
+

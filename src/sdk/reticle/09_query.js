@@ -1,0 +1,371 @@
+  // == Section: query == text matching, queries, inspect
+  // ---- text matching: contains, equals, matches -------------------------------------------------
+  // A text spec is a string (read as `dflt`: 'contains' or 'equals') or an object with exactly one
+  // of {contains}, {equals}, {matches, flags?}. All compare normalised text (whitespace collapsed,
+  // trimmed, NFC): contains is case-insensitive, equals is case-sensitive and whole, matches is a
+  // JavaScript regular expression tested against the whole normalised text.
+  var TEXT_MODES = ['contains', 'equals', 'matches'];
+  function textSpec(v, dflt) {
+    var mode = dflt,
+      val = v,
+      flags = '';
+    if (isObj(v)) {
+      var given = TEXT_MODES.filter(function (m) {
+        return v[m] != null;
+      });
+      if (given.length !== 1)
+        throw new Error('a text match needs exactly one of contains, equals or matches');
+      mode = given[0];
+      val = v[mode];
+      flags = v.flags == null ? '' : String(v.flags);
+    }
+    val = val == null ? '' : String(val);
+    var spec = { mode: mode, value: val };
+    if (mode === 'matches') {
+      var re;
+      try {
+        re = new RegExp(val, flags.replace(/[gy]/g, ''));
+      } catch (e) {
+        throw new Error(
+          'matches ' +
+            JSON.stringify(clip(val, 80)) +
+            ' is not a valid regular expression: ' +
+            errMsg(e)
+        );
+      }
+      spec.test = function (t) {
+        return re.test(norm(t));
+      };
+    } else if (mode === 'equals') {
+      var want = norm(val);
+      spec.test = function (t) {
+        return norm(t) === want;
+      };
+    } else {
+      var needle = norm(val).toLowerCase();
+      spec.test = function (t) {
+        return norm(t).toLowerCase().indexOf(needle) >= 0;
+      };
+    }
+    return spec;
+  }
+  // The innermost elements under root whose whole readable text passes `test`: the places a user
+  // would point at. An ancestor that only passes because of a matching descendant is not a place.
+  function textPlaces(root, test, cap) {
+    var places = [],
+      seen = 0;
+    cap = cap || 20000;
+    function visit(el, depth) {
+      if (SKIP_TAGS[el.tagName] || el.getAttribute('aria-hidden') === 'true' || el.hidden)
+        return false;
+      if (++seen > cap || depth > 60) return false;
+      var inner = false;
+      var kids = childrenOf(el);
+      for (var i = 0; i < kids.length; i++) if (visit(kids[i], depth + 1)) inner = true;
+      if (inner) return true;
+      if (isIgnored(el)) return false;
+      var t =
+        el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)
+          ? el.value
+          : textOf(el, 0);
+      if (!norm(t) || !test(t)) return false;
+      places.push(el);
+      return true;
+    }
+    visit(root, 0);
+    return places;
+  }
+
+  // ---- query / match -------------------------------------------------------------------------
+  var QUERY_BYS = ['role', 'text', 'label', 'placeholder', 'testid', 'alt'];
+  function normalizeQuery(q) {
+    q = q || {};
+    if (q.by != null) {
+      if (QUERY_BYS.indexOf(q.by) < 0)
+        throw new Error(
+          "unknown query 'by': '" + clip(q.by, 40) + "' (use one of " + QUERY_BYS.join(', ') + ')'
+        );
+      return { by: q.by, value: q.value, name: q.name };
+    }
+    var order = ['testid', 'label', 'placeholder', 'alt', 'text', 'role'];
+    for (var i = 0; i < order.length; i++) {
+      if (q[order[i]] != null && q[order[i]] !== '')
+        return { by: order[i], value: q[order[i]], name: q.name };
+    }
+    throw new Error('a query needs by+value or one of testid, label, placeholder, alt, text, role');
+  }
+  function matchLabel(el, spec) {
+    var parts = labelsText(el);
+    var a = el.getAttribute('aria-label');
+    if (a) parts.push(norm(a));
+    var lb = byIdText(el, 'aria-labelledby');
+    if (lb) parts.push(lb);
+    for (var i = 0; i < parts.length; i++) if (spec.test(parts[i])) return true;
+    return false;
+  }
+  // A query's value is a string (contains, case-insensitive; testid exact) or a text spec object;
+  // a role query's name is a string (exactly equal) or a text spec object.
+  function matcher(q) {
+    var v = isObj(q.value) ? q.value : q.value == null ? '' : String(q.value);
+    var spec = q.by === 'testid' || q.by === 'role' ? null : textSpec(v, 'contains');
+    switch (q.by) {
+      case 'testid':
+        return function (el) {
+          return el.getAttribute('data-testid') === v;
+        };
+      case 'placeholder':
+        return function (el) {
+          var p = el.getAttribute('placeholder');
+          return p != null && spec.test(p);
+        };
+      case 'alt':
+        return function (el) {
+          var a = el.getAttribute('alt');
+          return a != null && /^(IMG|INPUT|AREA)$/.test(el.tagName) && spec.test(a);
+        };
+      case 'text':
+        return function (el) {
+          var t = ownText(el);
+          return !!t && spec.test(t);
+        };
+      case 'label':
+        return function (el) {
+          if (
+            !/^(INPUT|TEXTAREA|SELECT|BUTTON|METER|PROGRESS|OUTPUT)$/.test(el.tagName) &&
+            !el.hasAttribute('aria-label') &&
+            !el.hasAttribute('aria-labelledby')
+          )
+            return false;
+          return matchLabel(el, spec);
+        };
+      case 'role': {
+        var want = norm(v).toLowerCase();
+        var nm = q.name == null ? null : textSpec(q.name, 'equals');
+        return function (el) {
+          var r = getRole(el);
+          if (r !== want) return false;
+          return nm == null || nm.test(getName(el, r));
+        };
+      }
+    }
+    throw new Error('unsupported query');
+  }
+  function runQuery(args) {
+    var q = normalizeQuery(args);
+    var root = resolveScope(args.scope);
+    if (!root) return { q: q, els: [], scopeMissing: true };
+    var test = matcher(q);
+    var els = [];
+    if (args.self && args.scope) {
+      if (test(root)) els.push(root);
+      return { q: q, els: els };
+    }
+    if (q.by === 'text' && isObj(q.value) && q.value.contains == null) {
+      // equals / matches compare an element's whole text: the innermost elements that pass
+      var spec = textSpec(q.value, 'contains');
+      var kids = childrenOf(root);
+      for (var j = 0; j < kids.length; j++) els = els.concat(textPlaces(kids[j], spec.test));
+      return { q: q, els: els };
+    }
+    var all = allElements(root, 50000);
+    var seen = new Set();
+    for (var i = 0; i < all.length; i++) {
+      var el = all[i];
+      if (seen.has(el)) continue;
+      seen.add(el);
+      try {
+        if (test(el) && !isIgnored(el)) els.push(el);
+      } catch (e) {
+        /* odd node */
+      }
+    }
+    return { q: q, els: els };
+  }
+  function filterState(els, state, cache) {
+    if (!state) return els;
+    return els.filter(function (el) {
+      if (state === 'inViewport') {
+        if (!isVisible(el, cache)) return false;
+        var b = el.getBoundingClientRect();
+        return (
+          b.width > 0 &&
+          b.height > 0 &&
+          b.bottom > 0 &&
+          b.right > 0 &&
+          b.top < innerHeight &&
+          b.left < innerWidth
+        );
+      }
+      return statesOf(el, cache).indexOf(state) >= 0;
+    });
+  }
+  function zeroHint() {
+    var hint = { route: redactUrl(routeOf()), presentRegions: [], presentTestids: [] };
+    try {
+      var cache = makeVisCache();
+      var all = allElements(document.body || document.documentElement, 5000);
+      var tids = {};
+      for (var i = 0; i < all.length; i++) {
+        var el = all[i];
+        var tid = el.getAttribute('data-testid');
+        if (tid && hint.presentTestids.length < 12 && !tids[tid]) {
+          tids[tid] = 1;
+          hint.presentTestids.push(tid);
+        }
+        if (hint.presentRegions.length < 10) {
+          var role = getRole(el);
+          if (CONTAINER_ROLES[role] && isVisible(el, cache)) {
+            var kids = el.children,
+              sample = [];
+            for (var j = 0; j < kids.length && sample.length < 3; j++) {
+              var kr = getRole(kids[j]),
+                kn = getName(kids[j], kr);
+              if (kr !== 'generic' || kn) sample.push(kr + (kn ? '[' + clip(kn, 30) + ']' : ''));
+            }
+            var reg = { role: role, childCount: kids.length, sample: sample, ref: refFor(el) };
+            var nm = getName(el, role);
+            if (nm) reg.name = clip(nm, 60);
+            hint.presentRegions.push(reg);
+          }
+        }
+      }
+      var cap = S.caps.testids || [];
+      for (var k = 0; k < cap.length; k++)
+        if (tids[cap[k]]) {
+          hint.knownEmptyState = true;
+          break;
+        }
+    } catch (e) {
+      /* hint is best-effort */
+    }
+    return hint;
+  }
+  function queryCmd(args) {
+    var r = runQuery(args);
+    var cache = makeVisCache();
+    var els = filterState(r.els, args.state, cache);
+    var count = els.length;
+    if (r.scopeMissing) return { elements: [], count: 0, scopeMissing: true };
+    if (args.count_only || args.countOnly) {
+      var co = { count: count };
+      if (count === 0) {
+        co.hint = zeroHint();
+        var nm0 = nearMisses(r.q, resolveScope(args.scope));
+        if (nm0.length) co.hint.nearMisses = nm0;
+      }
+      return co;
+    }
+    var limit = args.limit == null ? 200 : Math.max(0, Math.min(200, Number(args.limit) || 0));
+    var res = { elements: [], count: count };
+    for (var i = 0; i < els.length && i < limit; i++) {
+      var d = describe(els[i], cache);
+      if (args.attrs && args.attrs.length) d.attrs = attrsOf(els[i], args.attrs);
+      res.elements.push(d);
+    }
+    if (count > limit) {
+      res.total = count;
+      res.truncated = true;
+    }
+    if (count === 0) {
+      res.hint = zeroHint();
+      var nm = nearMisses(r.q, resolveScope(args.scope));
+      if (nm.length) res.hint.nearMisses = nm;
+    }
+    return res;
+  }
+  function attrsOf(el, names) {
+    var out = {};
+    for (var i = 0; i < names.length && i < 12; i++) {
+      var n = String(names[i]);
+      var v = el.getAttribute(n);
+      if (v == null) continue;
+      out[n] = keySensitive(n) ? REDACTED : clip(scrub(v), 512);
+    }
+    return out;
+  }
+
+  // ---- inspect -------------------------------------------------------------------------------
+  function occlusion(el) {
+    try {
+      var b = el.getBoundingClientRect();
+      if (!b.width || !b.height) return { occluded: false, occludedBy: null };
+      var x = b.left + b.width / 2,
+        y = b.top + b.height / 2;
+      if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight)
+        return { occluded: false, occludedBy: null, offscreen: true };
+      var root = el.getRootNode ? el.getRootNode() : document;
+      var top =
+        (root.elementFromPoint ? root.elementFromPoint(x, y) : null) ||
+        document.elementFromPoint(x, y);
+      if (!top || isIgnored(top)) return { occluded: false, occludedBy: null };
+      if (top === el || el.contains(top) || top.contains(el))
+        return { occluded: false, occludedBy: null };
+      // a <label> for the element counts as the element
+      if (top.tagName === 'LABEL' && top.control === el)
+        return { occluded: false, occludedBy: null };
+      return { occluded: true, occludedBy: refFor(top), occludedByLabel: label(top) };
+    } catch (e) {
+      return { occluded: false, occludedBy: null };
+    }
+  }
+  function inspectCmd(args) {
+    var el = mustResolve(args.ref);
+    var d = describe(el, makeVisCache());
+    d.tag = el.tagName.toLowerCase();
+    if (el.id) d.id = el.id;
+    if (el.href) d.href = redactUrl(String(el.href));
+    var form = el.form || (el.closest && el.closest('form'));
+    if (form) {
+      d.formAction = redactUrl(form.getAttribute('action') || '');
+      d.formText = clip(norm(textOf(form, 0)), 200);
+    }
+    var b = el.getBoundingClientRect();
+    d.box = {
+      x: Math.round(b.left),
+      y: Math.round(b.top),
+      width: Math.round(b.width),
+      height: Math.round(b.height)
+    };
+    d.inViewport =
+      b.width > 0 &&
+      b.height > 0 &&
+      b.bottom > 0 &&
+      b.right > 0 &&
+      b.top < innerHeight &&
+      b.left < innerWidth;
+    var oc = occlusion(el);
+    d.occluded = oc.occluded;
+    d.occludedBy = oc.occludedBy;
+    if (oc.occludedByLabel) d.occludedByLabel = oc.occludedByLabel;
+    var st = styleOf(el);
+    if (st) {
+      d.styles = {
+        color: st.color,
+        backgroundColor: st.backgroundColor,
+        opacity: st.opacity,
+        cursor: st.cursor,
+        display: st.display,
+        visibility: st.visibility,
+        pointerEvents: st.pointerEvents,
+        fontSize: st.fontSize,
+        position: st.position,
+        zIndex: st.zIndex
+      };
+      d.scroll = {
+        scrollTop: el.scrollTop,
+        scrollHeight: el.scrollHeight,
+        clientHeight: el.clientHeight,
+        overflowY: st.overflowY
+      };
+    }
+    var at = {};
+    for (var i = 0; i < el.attributes.length && i < 30; i++) {
+      var a = el.attributes[i];
+      if (a.name === 'style' || a.name === 'value') continue;
+      at[a.name] = keySensitive(a.name) ? REDACTED : clip(scrub(a.value), 200);
+    }
+    d.attributes = at;
+    d.childElementCount = el.childElementCount;
+    return d;
+  }
+

@@ -1,0 +1,423 @@
+  // == Section: alerts == alerts, live regions, invalid fields, toasts
+  // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
+  // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
+  // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
+  // visible, or its text changes to a new non-empty text; one element is reported once per text,
+  // the same text from two places within ALERT_SAME_MS once, at most 20 a second.
+  var TOASTS = { error: [], info: [] }; // selectors declared through reticle.describe({toasts})
+  var ALERT_TEXT_CAP = 300;
+  var ALERT_SAME_MS = 1500;
+  var ALERT_MAX_CANDIDATES = 200;
+  var ALERT_RESCAN = null; // set by installAlerts: rescan now (after describe)
+  var ALERT_SOURCES = [
+    // [source, selector, level]; earlier rows win when one candidate sits inside another
+    ['alertdialog', '[role=alertdialog]', null],
+    ['alert', '[role=alert]', null],
+    ['assertive', '[aria-live=assertive]', null]
+  ];
+  // the daemon's table of the ways frameworks tell failure (_FAILURE_UI): [source, selector, level];
+  // level 'error' rows rank above the ARIA rows, the rest (status regions: text decides) below them
+  var FAILURE_UI = /*@python _failure_ui_config*/ [];
+  // -- plain failure text: what appears after an act in the act's form, or in what the act's answer
+  // updated, and reads as a failure (the daemon's _PLAIN_FAILURE table), as ui.alert source 'text'
+  var PLAIN_FAILURE = /*@python _plain_failure_config*/ [[], []];
+  var PLAIN_YES = PLAIN_FAILURE[0].map(function (s) {
+    return new RegExp(s, 'i');
+  });
+  var PLAIN_NO = PLAIN_FAILURE[1].map(function (s) {
+    return new RegExp(s, 'i');
+  });
+  var TEXT_WATCH = null; // armed by a click, press or submit: {form, t0, until, before, added, answered}
+  var TEXT_WATCH_MS = 15000;
+  function readsAsFailure(t) {
+    return (
+      PLAIN_YES.some(function (re) {
+        return re.test(t);
+      }) &&
+      !PLAIN_NO.some(function (re) {
+        return re.test(t);
+      })
+    );
+  }
+  // the texts an element shows, one per element with text of its own (at most 300 elements)
+  function ownTexts(root, out, budget) {
+    var all = root.querySelectorAll ? root.querySelectorAll('*') : [];
+    var els = [root].concat(Array.prototype.slice.call(all, 0, Math.min(300, budget ? budget.left : 300)));
+    if (budget) budget.left -= els.length;
+    els.forEach(function (el) {
+      if (el.nodeType !== 1 || SKIP_TAGS[el.tagName]) return;
+      var own = '';
+      for (var n = el.firstChild; n; n = n.nextSibling) if (n.nodeType === 3) own += n.nodeValue;
+      own = norm(own);
+      if (own) out.push({ el: el, text: clip(own, ALERT_TEXT_CAP) });
+    });
+    return out;
+  }
+  function textWatchArm(el, action) {
+    if (['click', 'dblclick', 'press', 'submit'].indexOf(action) < 0 || !PLAIN_YES.length) return;
+    var form = el.form || (el.closest ? el.closest('form') : null);
+    var before = new Set();
+    if (form)
+      ownTexts(form, []).forEach(function (x) {
+        before.add(x.text);
+      });
+    var typed = []; // what the person typed is echoed back (a new todo "Fix the failing test"), not a message
+    var fields = form && form.elements ? form.elements : [];
+    for (var i = 0; i < fields.length && typed.length < 50; i++) {
+      var v = typeof fields[i].value === 'string' ? norm(fields[i].value) : '';
+      if (v.length >= 3 && fields[i].type !== 'password' && fields[i].type !== 'hidden') typed.push(v);
+    }
+    TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
+      typed: typed };
+  }
+  function echoesInput(w, text) {
+    return w.typed.some(function (v) {
+      return text.indexOf(v) >= 0;
+    });
+  }
+  function textWatchCollect(recs) {
+    var w = TEXT_WATCH;
+    if (!w || N.now() > w.until) return;
+    for (var i = 0; i < recs.length && w.added.length < 50; i++) {
+      var r = recs[i];
+      var node = r.type === 'characterData' ? r.target.parentElement : null;
+      if (node) w.added.push({ el: node, t: N.now() });
+      if (r.type !== 'childList') continue;
+      for (var j = 0; j < r.addedNodes.length && w.added.length < 50; j++) {
+        var a = r.addedNodes[j];
+        var host = a.nodeType === 1 ? a : a.parentElement;
+        if (host) w.added.push({ el: host, t: N.now() });
+      }
+    }
+  }
+  // where new text sits: 'form' (the act's form, or the form that replaced it), 'answer' (anything
+  // changed after the act's request answered), or null (not the act's)
+  function textScope(w, el, t) {
+    var f = w.form;
+    if (f && f.isConnected && f.contains(el)) return 'form';
+    var g = el.closest ? el.closest('form') : null;
+    if (f && !f.isConnected && g && ((f.id && g.id === f.id) || g.getAttribute('action') === f.getAttribute('action')))
+      return 'form';
+    return w.answered && t >= w.answered ? 'answer' : null;
+  }
+  function textWatchScan(al) {
+    var w = TEXT_WATCH;
+    if (w && N.now() > w.until) TEXT_WATCH = w = null;
+    if (!w || !w.added.length) return;
+    var added = w.added;
+    var budget = { left: 600 }; // elements read per scan, however much changed
+    w.added = [];
+    added.forEach(function (a) {
+      if (budget.left <= 0 || !a.el.isConnected || isIgnored(a.el) || isAnnouncer(a.el)) return;
+      var scope = textScope(w, a.el, a.t);
+      if (!scope) return;
+      ownTexts(a.el, [], budget).forEach(function (x) {
+        if (w.before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
+        if (!isVisible(x.el, makeVisCache())) return;
+        // a message the alert scan reports already (an ARIA alert, a toast, a status) is not reported twice
+        if (al.texts.has(x.text)) return;
+        for (var i = 0; i < al.live.length; i++) if (al.live[i].el.contains(x.el)) return;
+        w.before.add(x.text); // once per text
+        if (!al.allow()) return;
+        var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
+        var r = refFor(x.el);
+        if (r) d.ref = r;
+        emit('ui.alert', d, x.el);
+      });
+    });
+  }
+  // the daemon's table of route announcers (_ROUTE_ANNOUNCERS): a router's hidden live region, never a message
+  var ROUTE_ANNOUNCERS = /*@python _route_announcers_config*/ '';
+  function isAnnouncer(el) {
+    try {
+      return !!(ROUTE_ANNOUNCERS && el.closest && el.closest(ROUTE_ANNOUNCERS));
+    } catch (e) {
+      return false;
+    }
+  }
+  var ALERT_SCOPES =
+    'header,[role=banner],nav,[role=navigation],footer,[role=contentinfo],aside,[role=complementary],' +
+    'form,[role=form],dialog,[role=dialog],[role=alertdialog]';
+  var ALERT_CHROME = 'header,[role=banner],nav,[role=navigation],footer,[role=contentinfo],aside,[role=complementary]';
+  var ALERT_NOW = null; // set by installAlerts: what is shown now, for alerts_read
+  function declareToasts(t) {
+    if (!t || typeof t !== 'object') return;
+    ['error', 'info'].forEach(function (level) {
+      var v = t[level];
+      (Array.isArray(v) ? v : v ? [v] : []).forEach(function (sel) {
+        if (typeof sel !== 'string' || !sel || TOASTS[level].indexOf(sel) >= 0) return;
+        try {
+          document.querySelector(sel);
+        } catch (e) {
+          warn('describe: toast selector ' + clip(sel, 200) + ' does not parse; ignored');
+          return;
+        }
+        if (TOASTS[level].length < 20) TOASTS[level].push(sel);
+      });
+    });
+    if (ALERT_RESCAN) ALERT_RESCAN();
+  }
+  // the error text of an invalid field: aria-errormessage, aria-describedby, else an error-looking
+  // element next to it (or next to its label or wrapper)
+  var ERROR_LOOK = /(^|[\s_-])(error|errors|invalid|danger|feedback|help-block|errorlist)([\s_-]|$)/i;
+  function fieldErrorText(el) {
+    var t = byIdText(el, 'aria-errormessage') || byIdText(el, 'aria-describedby');
+    if (t) return t;
+    var cur = el;
+    for (var up = 0; up < 3 && cur && cur !== document.body; up++) {
+      for (var sib = cur.nextElementSibling, k = 0; sib && k < 3; sib = sib.nextElementSibling, k++) {
+        var look = (sib.getAttribute('class') || '') + ' ' + (sib.id || '');
+        if (sib.getAttribute('role') === 'alert' || ERROR_LOOK.test(look)) {
+          var x = norm(textOf(sib, 0));
+          if (x) return x;
+        }
+      }
+      cur = cur.parentElement;
+    }
+    return '';
+  }
+  // The selectors an alert scan looks at, best first: [source, selector, level, status?].
+  function alertRows() {
+    var rows = [];
+    TOASTS.error.forEach(function (sel) {
+      rows.push(['toast', sel, 'error']);
+    });
+    TOASTS.info.forEach(function (sel) {
+      rows.push(['toast', sel, null]);
+    });
+    rows.push(['invalid', '[aria-invalid=true]', 'error']);
+    return rows.concat(
+      FAILURE_UI.filter(function (r) {
+        return r[2] === 'error';
+      }),
+      ALERT_SOURCES,
+      FAILURE_UI.filter(function (r) {
+        return r[2] !== 'error';
+      }).map(function (r) {
+        return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
+      })
+    );
+  }
+  // The elements that may tell the user something, each once, at most ALERT_MAX_CANDIDATES.
+  function alertCandidates() {
+    var rows = alertRows();
+    var out = [],
+      seen = new Set(),
+      roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
+    for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
+      for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
+        var els;
+        try {
+          els = roots[r].querySelectorAll(rows[i][1]);
+        } catch (e) {
+          break;
+        }
+        for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
+          if (seen.has(els[j])) continue;
+          seen.add(els[j]);
+          out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
+        }
+      }
+    }
+    return out;
+  }
+  // The candidates shown now, one per message; SHOWN learns the hidden and the nested ones.
+  function alertsShown(SHOWN) {
+    var cache = makeVisCache();
+    var showing = [];
+    alertCandidates().forEach(function (c) {
+      var el = c.el;
+      if (isIgnored(el) || isAnnouncer(el) || !isVisible(el, cache)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      if (!alertText(c)) {
+        SHOWN.set(el, '');
+        return;
+      }
+      // a candidate inside (or around) one that ranks higher is the same message; a field is
+      // not a message, so a dialog around an invalid field still counts
+      for (var i = 0; i < showing.length; i++) {
+        var o = showing[i].el;
+        if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
+        if (o.contains(el) || el.contains(o)) {
+          SHOWN.set(el, c.key);
+          return;
+        }
+      }
+      showing.push(c);
+    });
+    return showing;
+  }
+  // Sets the candidate's text and key (an invalid field: its name and error text); false when empty.
+  function alertText(c) {
+    var el = c.el;
+    if (c.source === 'invalid') {
+      c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
+      c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
+      c.key = 'invalid\n' + c.field + '\n' + c.text;
+      return true;
+    }
+    // a huge region is read natively (innerText of a rendered element skips script/style)
+    var big = (el.textContent || '').length > 20000;
+    c.text = clip(scrub(norm(big ? el.innerText || '' : textOf(el, 0))), ALERT_TEXT_CAP);
+    c.key = c.text;
+    return !!c.text;
+  }
+  // One scan: a ui.alert (or ui.status) for each message shown with a new text.
+  function alertScan(al, initial) {
+    al.scheduled = false;
+    var showing = alertsShown(al.SHOWN);
+    var t = N.now(),
+      recent = al.recent;
+    showing.forEach(function (c) {
+      if (al.SHOWN.get(c.el) === c.key) return;
+      al.SHOWN.set(c.el, c.key);
+      if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
+      if (!al.allow()) return;
+      if (c.text) recent[c.text] = t;
+      var d = { text: c.text, source: c.source, level: c.level };
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      if (initial) d.initial = true;
+      emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
+    });
+    alertsGone(al, showing, t);
+    textWatchScan(al);
+    // a new document says it has looked: a verdict after a navigation waits for this
+    if (initial) emit('ui.scan', { shown: showing.length });
+    for (var k in recent) if (hasOwn(recent, k) && t - recent[k] > ALERT_SAME_MS) delete recent[k];
+    checkFrames(); // a frame mounted later (a payment form, a sign-in box) is a part we cannot read
+  }
+  // A message reported before that is no longer shown (removed, hidden, or its text replaced): ui.gone,
+  // so a toast shown and gone before a check still counts as shown, and the answer says when it went.
+  function alertsGone(al, showing, t) {
+    var still = new Map();
+    al.texts = new Set();
+    showing.forEach(function (c) {
+      still.set(c.el, c.text);
+      al.texts.add(c.text);
+    });
+    al.live = al.live.filter(function (x) {
+      if (still.get(x.el) === x.text) return true;
+      emit('ui.gone', { text: x.text, source: x.source, shownMs: Math.round(t - x.t) });
+      return false;
+    });
+    showing.forEach(function (c) {
+      if (!c.text || c.source === 'invalid' || al.live.length >= 50) return;
+      for (var i = 0; i < al.live.length; i++) if (al.live[i].el === c.el) return;
+      al.live.push({ el: c.el, text: c.text, source: c.source, t: t });
+    });
+  }
+  var ALERT_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    attributes: true,
+    attributeFilter: [
+      'role',
+      'aria-live',
+      'aria-invalid',
+      'aria-hidden',
+      'aria-describedby',
+      'aria-errormessage',
+      'hidden',
+      'style',
+      'class',
+      'open'
+    ]
+  };
+  function installAlerts() {
+    if (!N.MutationObserver || !document.querySelectorAll) return;
+    var al = {
+      SHOWN: new WeakMap(), // element -> the text last reported ('' while hidden or empty)
+      recent: {}, // text -> when it was last reported
+      live: [], // the messages shown at the last scan: {el, text, source, t}
+      texts: new Set(), // their texts, and those of the fields marked invalid
+      allow: rateCap('ui.alert', 20),
+      scheduled: false,
+      loaded: false
+    };
+    function schedule() {
+      if (al.scheduled || !al.loaded) return;
+      al.scheduled = true;
+      var fired = false;
+      var run = function () {
+        if (fired) return;
+        fired = true;
+        safeScan(false);
+      };
+      N.raf(run);
+      N.setTimeout(run, 100); // rAF does not run in background tabs
+    }
+    var mo = new N.MutationObserver(function (recs) {
+      try {
+        if (TEXT_WATCH) textWatchCollect(recs);
+      } catch (e) {
+        internal('text_watch', e);
+      }
+      schedule();
+    });
+    mo.observe(document, ALERT_OBSERVE);
+    var watch = function (root) {
+      mo.observe(root, ALERT_OBSERVE);
+      schedule();
+    };
+    ROOT_WATCHERS.push(watch);
+    function first() {
+      if (al.loaded) return;
+      al.loaded = true;
+      safeScan(true);
+    }
+    function safeScan(initial) {
+      try {
+        alertScan(al, initial);
+      } catch (e) {
+        internal('alert_observer', e);
+      }
+    }
+    if (document.readyState === 'loading') listen(document, 'DOMContentLoaded', first);
+    else N.setTimeout(first, 0);
+    listen(document, 'transitionend', schedule, true); // a toast that fades in
+    listen(document, 'animationend', schedule, true);
+    ALERT_RESCAN = schedule;
+    ALERT_NOW = function () {
+      return alertsShown(al.SHOWN);
+    };
+    S.teardowns.push(function () {
+      mo.disconnect();
+      ALERT_RESCAN = null;
+      ALERT_NOW = null;
+      ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
+        return w !== watch;
+      });
+    });
+  }
+  // alerts_read {ref?}: every message shown now ({text, source, level, field?, ref, related}); related:
+  // it sits in no other region than the element `ref` (the act's target): not in a header, nav,
+  // footer, aside, form or dialog that does not hold that element
+  function alertsRead(args) {
+    if (!ALERT_NOW) return { alerts: [], unavailable: true };
+    var target = resolveRef(args && args.ref);
+    var out = ALERT_NOW().slice(0, 50).map(function (c) {
+      var scope = null;
+      try {
+        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
+        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
+      } catch (e) {
+        scope = null;
+      }
+      var d = { text: c.text, source: c.source, level: c.level, related: !scope };
+      // beside the act's target, only its own region; with no target, any region but the page's chrome
+      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
+      d.own = !!(scope && target && scope.contains(target)); // in the act's own form or region
+      d.scoped = !!scope; // in a form, dialog or landmark at all (a toast portal at the body's foot is not)
+      if (c.field != null) d.field = c.field;
+      var r = refFor(c.el);
+      if (r) d.ref = r;
+      return d;
+    });
+    return { alerts: out };
+  }
+

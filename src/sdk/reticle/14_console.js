@@ -1,0 +1,143 @@
+  // == Section: console == console calls and uncaught errors
+  // -- console and errors
+  function formatArgs(args) {
+    var parts = [],
+      i = 0;
+    if (typeof args[0] === 'string' && /%[sdifoOc]/.test(args[0]) && args.length > 1) {
+      i = 1;
+      var fmt = args[0].replace(/%([sdifoOc%])/g, function (all, f) {
+        if (f === '%') return '%';
+        if (i >= args.length) return all;
+        var a = args[i++];
+        if (f === 'c') return '';
+        if (f === 'd' || f === 'i') return String(parseInt(a, 10));
+        if (f === 'f') return String(parseFloat(a));
+        if (f === 's') return typeof a === 'string' ? a : safeStringify(a, 500);
+        return safeStringify(a, 1000);
+      });
+      parts.push(fmt);
+    }
+    for (; i < args.length; i++) {
+      var a = args[i];
+      if (typeof a === 'string') parts.push(a);
+      else if (a instanceof Error)
+        parts.push((a.name && a.name !== 'Error' ? a.name + ': ' : '') + a.message);
+      else parts.push(safeStringify(a, 1000));
+    }
+    return clip(scrub(parts.join(' ')), 4000);
+  }
+  function argSummary(a) {
+    if (a === null) return 'null';
+    var t = typeof a;
+    if (t === 'string') return clip(scrub(a), 200);
+    if (t === 'number' || t === 'boolean' || t === 'undefined' || t === 'bigint') return String(a);
+    if (t === 'function') return '[Function ' + (a.name || 'anonymous') + ']';
+    if (t === 'symbol') {
+      try {
+        return a.toString();
+      } catch (e) {
+        return 'Symbol()';
+      }
+    }
+    if (a instanceof Error) return '[' + (a.name || 'Error') + ': ' + clip(a.message, 150) + ']';
+    if (typeof Node !== 'undefined' && a instanceof Node) return describeNode(a);
+    if (Array.isArray(a)) return '[Array(' + a.length + ')]';
+    try {
+      return (
+        '{' +
+        Object.keys(a).slice(0, 8).join(', ') +
+        (Object.keys(a).length > 8 ? ', \u2026' : '') +
+        '}'
+      );
+    } catch (e) {
+      return '[object]';
+    }
+  }
+  function cleanStack(s) {
+    if (!s) return undefined;
+    var lines = String(s)
+      .split('\n')
+      .filter(function (l) {
+        return !/reticle(\.js|-sdk)/.test(l);
+      });
+    return clip(scrub(lines.join('\n')), STACK_CAP);
+  }
+  var inConsole = 0;
+  function installConsole() {
+    var allow = rateCap('console', 500);
+    ['log', 'info', 'warn', 'error', 'debug'].forEach(function (level) {
+      if (!window.console || typeof window.console[level] !== 'function') return;
+      patch(window.console, level, function (orig) {
+        return function () {
+          if (!inConsole) {
+            inConsole++;
+            try {
+              if (allow()) {
+                var args = Array.prototype.slice.call(arguments);
+                var text = formatArgs(args);
+                var d = { text: text, message: text, args: args.slice(0, 10).map(argSummary) };
+                if (args.length > 10) d.argsTruncated = args.length - 10;
+                if (level === 'error' || level === 'warn') {
+                  var errArg = args.filter(function (a) {
+                    return a instanceof Error;
+                  })[0];
+                  if (errArg) d.stack = cleanStack(errArg.stack);
+                  else if (level === 'error') {
+                    try {
+                      d.stack = cleanStack(new Error().stack.split('\n').slice(2).join('\n'));
+                    } catch (e) {
+                      /* ignore */
+                    }
+                  }
+                }
+                emit('console.' + level, d);
+              }
+            } catch (e) {
+              /* never break the app's console */
+            }
+            inConsole--;
+          }
+          return orig.apply(this, arguments);
+        };
+      });
+    });
+  }
+  function installErrors() {
+    listen(
+      window,
+      'error',
+      function (e) {
+        // resource load errors have no message
+        if (!e || (!(e instanceof ErrorEvent) && !e.error && !e.message)) return;
+        if (e.target && e.target !== window && e.target.nodeType === 1) return;
+        var err = e.error;
+        var d = {
+          kind: 'error',
+          message: clip(scrub(e.message || (err && err.message) || 'error'), 2000),
+          source: redactUrl(e.filename || ''),
+          line: e.lineno,
+          column: e.colno
+        };
+        if (err && err.stack) d.stack = cleanStack(err.stack);
+        if (err && err.name) d.name = err.name;
+        emit('error.uncaught', d);
+      },
+      true
+    );
+    listen(window, 'unhandledrejection', function (e) {
+      var r = e.reason;
+      var d = {
+        kind: 'unhandledrejection',
+        message: clip(
+          scrub(
+            r instanceof Error ? r.message : typeof r === 'string' ? r : safeStringify(r, 1000)
+          ),
+          2000
+        )
+      };
+      if (r && r.stack) d.stack = cleanStack(r.stack);
+      if (r && r.name) d.name = r.name;
+      emit('error.uncaught', d);
+    });
+  }
+

@@ -1,0 +1,300 @@
+  // == Section: dom == DOM mutations, shadow roots, animations
+  // -- DOM mutations, coalesced per animation frame
+  var ATTRS = [
+    'class',
+    'hidden',
+    'disabled',
+    'open',
+    'aria-hidden',
+    'aria-expanded',
+    'aria-selected',
+    'aria-checked',
+    'aria-pressed',
+    'aria-busy',
+    'aria-invalid',
+    'data-state',
+    'style',
+    'src',
+    'href',
+    'value',
+    'checked',
+    'role',
+    'aria-label'
+  ];
+  var DOM_CAP = 40;
+  // Text inside script, style, template, noscript or head is source, not page text (a CSS-in-JS
+  // library writing into a <style> is not a text change a user can read).
+  function inSource(el) {
+    try {
+      return !!el.closest('script,style,template,noscript,head');
+    } catch (e) {
+      return false;
+    }
+  }
+  var DOM_MEANINGFUL =
+    'button,a[href],input,select,textarea,[role],h1,h2,h3,h4,h5,h6,img,li,dialog,form,table';
+  // One animation frame's worth of DOM events: counts against DOM_CAP, drops, what was seen.
+  function domFrame() {
+    return {
+      added: 0,
+      removed: 0,
+      changed: 0,
+      drop: { added: 0, removed: 0, changed: 0 },
+      seenAttr: new Map(),
+      seenText: new Set(),
+      cache: makeVisCache()
+    };
+  }
+  // Counts one more event of a kind (added, removed, changed) in the frame; false (and a drop
+  // counted) past the cap.
+  function domRoom(f, kind) {
+    if (f[kind] >= DOM_CAP) {
+      f.drop[kind]++;
+      return false;
+    }
+    f[kind]++;
+    return true;
+  }
+  function domRecord(f, r) {
+    var tgt = r.target && r.target.nodeType === 1 ? r.target : r.target && r.target.parentElement;
+    if (tgt && isIgnored(tgt)) return;
+    if (r.type === 'attributes') domAttr(f, r);
+    else if (r.type === 'characterData') domCharacterData(f, r);
+    else if (r.type === 'childList') domChildList(f, r);
+  }
+  function domAttr(f, r) {
+    var key = r.attributeName;
+    var prev = f.seenAttr.get(r.target);
+    if (prev && prev[key]) return; // coalesce: first old value wins, current value read now
+    if (!prev) {
+      prev = {};
+      f.seenAttr.set(r.target, prev);
+    }
+    prev[key] = 1;
+    var cur = r.target.getAttribute(key);
+    if (cur === r.oldValue) return;
+    if (!domRoom(f, 'changed')) return;
+    var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
+    var ad = { attr: key, target: label(r.target) };
+    if (cur != null) ad.value = secret ? REDACTED : clip(scrub(cur), 120);
+    if (r.oldValue != null) ad.old = secret ? REDACTED : clip(scrub(r.oldValue), 120);
+    emit('dom.attr', ad, r.target);
+  }
+  function domCharacterData(f, r) {
+    var pe = r.target.parentElement;
+    if (!pe || f.seenText.has(pe) || inSource(pe)) return;
+    f.seenText.add(pe);
+    if (!domRoom(f, 'changed')) return;
+    var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
+    if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
+    emit('dom.text', td, pe);
+  }
+  function domChildList(f, r) {
+    var textTouched = false;
+    for (var a = 0; a < r.addedNodes.length; a++) if (domAddedNode(f, r.addedNodes[a])) textTouched = true;
+    for (var b = 0; b < r.removedNodes.length; b++) if (domRemovedNode(f, r, r.removedNodes[b])) textTouched = true;
+    if (textTouched && r.target.nodeType === 1 && !f.seenText.has(r.target) && !inSource(r.target)) {
+      f.seenText.add(r.target);
+      if (!domRoom(f, 'changed')) return;
+      emit('dom.text', { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) }, r.target);
+    }
+  }
+  // One added node: a dom.added (and visible.shown for a dialog or alert); true when it touched text.
+  function domAddedNode(f, n) {
+    if (n.nodeType === 3) return !!n.data.trim();
+    if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n)) return false;
+    var role = getRole(n),
+      nm = getName(n, role);
+    var textTouched = false;
+    if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
+      // unnamed wrapper: summarise its meaningful descendants count
+      var inner = n.querySelectorAll ? n.querySelectorAll(DOM_MEANINGFUL) : [];
+      if (!inner.length) {
+        if (norm(n.textContent)) textTouched = true;
+        else return false;
+      }
+      if (!domRoom(f, 'added')) return textTouched;
+      emit(
+        'dom.added',
+        {
+          role: role,
+          tag: n.tagName.toLowerCase(),
+          target: describeNode(n),
+          descendants: inner.length,
+          text: clip(norm(n.textContent), 80) || undefined,
+          region: regionOf(n)
+        },
+        n
+      );
+      return textTouched;
+    }
+    if (!domRoom(f, 'added')) return false;
+    emit('dom.added', { role: role, name: nm, tag: n.tagName.toLowerCase(), target: label(n), region: regionOf(n) }, n);
+    var shows = role === 'dialog' || role === 'alertdialog' || role === 'alert' || role === 'status';
+    if ((shows || n.getAttribute('aria-modal') === 'true') && isVisible(n, f.cache)) {
+      emit('visible.shown', { role: role, name: nm }, n);
+    }
+    return false;
+  }
+  // One removed node of record r: a dom.removed; true when it touched text.
+  function domRemovedNode(f, r, m) {
+    if (m.nodeType === 3) return !!m.data.trim();
+    if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) return false;
+    var rr = getRole(m),
+      rn = getName(m, rr);
+    if ((rr === 'generic' || rr === 'none') && !rn) {
+      var cnt = m.querySelectorAll ? m.querySelectorAll(DOM_MEANINGFUL).length : 0;
+      if (!cnt || !domRoom(f, 'removed')) return false;
+      emit('dom.removed', {
+        role: rr,
+        tag: m.tagName.toLowerCase(),
+        target: describeNode(m),
+        descendants: cnt,
+        region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
+      });
+      return false;
+    }
+    if (!domRoom(f, 'removed')) return false;
+    var rd = { role: rr, name: rn, tag: m.tagName.toLowerCase(), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
+    var oldRef = REF_OF.get(m);
+    if (oldRef) rd.formerRef = oldRef;
+    emit('dom.removed', rd);
+    return false;
+  }
+  // The truncated event of a frame that dropped events (or records past the pending cap); true if sent.
+  function domTruncated(f, overflowRecords) {
+    var drop = f.drop.added + f.drop.removed + f.drop.changed + overflowRecords;
+    if (!drop) return false;
+    emit('truncated', {
+      what: 'dom',
+      channel: 'dom',
+      count: drop,
+      dropped: drop,
+      reason: 'per-frame cap of ' + DOM_CAP + ' added/removed/changed events',
+      detail: {
+        added: f.drop.added,
+        removed: f.drop.removed,
+        changed: f.drop.changed,
+        overflowRecords: overflowRecords
+      }
+    });
+    return true;
+  }
+  function regionOf(n) {
+    try {
+      var tid = n.parentElement && n.parentElement.closest('[data-testid]');
+      if (tid) return tid.getAttribute('data-testid');
+      return n.parentElement ? refFor(n.parentElement) : undefined;
+    } catch (e) {
+      return undefined;
+    }
+  }
+  var DOM_OBSERVE = {
+    subtree: true,
+    childList: true,
+    characterData: true,
+    characterDataOldValue: true,
+    attributes: true,
+    attributeOldValue: true,
+    attributeFilter: ATTRS
+  };
+  function installDom() {
+    if (!N.MutationObserver) return;
+    var pending = [];
+    var scheduled = false;
+    var pendingCap = 20000,
+      overflowRecords = 0;
+    var mo = new N.MutationObserver(function (rs) {
+      if (document.readyState === 'loading') return; // the parser building the initial page is not a change
+      if (pending.length + rs.length > pendingCap) {
+        overflowRecords += rs.length;
+        return;
+      }
+      for (var i = 0; i < rs.length; i++) pending.push(rs[i]);
+      if (!scheduled) {
+        scheduled = true;
+        var fired = false;
+        var run = function () {
+          if (fired) return;
+          fired = true;
+          scheduled = false;
+          processDom();
+        };
+        N.raf(run);
+        N.setTimeout(run, 100); // rAF does not run in background tabs
+      }
+    });
+    function processDom() {
+      var rs = pending;
+      pending = [];
+      var f = domFrame();
+      try {
+        for (var i = 0; i < rs.length; i++) domRecord(f, rs[i]);
+      } catch (e) {
+        internal('dom_observer', e);
+      }
+      if (domTruncated(f, overflowRecords)) overflowRecords = 0;
+    }
+    mo.observe(document, DOM_OBSERVE);
+    var watch = function (root) {
+      mo.observe(root, DOM_OBSERVE);
+    };
+    ROOT_WATCHERS.push(watch);
+    S.teardowns.push(function () {
+      mo.disconnect();
+      ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
+        return w !== watch;
+      });
+    });
+  }
+  function installShadowCapture() {
+    var proto = window.Element && window.Element.prototype;
+    if (!proto || !proto.attachShadow) return;
+    patch(proto, 'attachShadow', function (orig) {
+      return function () {
+        var root = orig.apply(this, arguments);
+        try {
+          SHADOWS.set(this, root);
+          noteShadowRoot(root);
+        } catch (e) {
+          /* ignore */
+        }
+        return root;
+      };
+    });
+    // roots that already exist and are open
+    try {
+      var all = document.querySelectorAll('*');
+      for (var i = 0; i < all.length && i < 20000; i++)
+        if (all[i].shadowRoot) noteShadowRoot(all[i].shadowRoot);
+    } catch (e) {
+      /* ignore */
+    }
+  }
+
+  // -- animations
+  function installAnimations() {
+    var allow = rateCap('anim', 200);
+    function h(kind) {
+      return function (e) {
+        var t = e.target;
+        if (!t || t.nodeType !== 1 || isIgnored(t) || !allow()) return;
+        var isTr = /^transition/.test(e.type);
+        var d = {
+          name: isTr ? e.propertyName : e.animationName,
+          kind: isTr ? 'transition' : 'animation',
+          target: label(t),
+          elapsedTime: e.elapsedTime
+        };
+        if (e.type === 'animationcancel' || e.type === 'transitioncancel') d.cancelled = true;
+        emit(kind, d, t);
+      };
+    }
+    listen(document, 'animationstart', h('anim.start'), true);
+    listen(document, 'animationend', h('anim.end'), true);
+    listen(document, 'animationcancel', h('anim.end'), true);
+    listen(document, 'transitionstart', h('anim.start'), true);
+    listen(document, 'transitionend', h('anim.end'), true);
+    listen(document, 'transitioncancel', h('anim.end'), true);
+  }
+

@@ -1,0 +1,114 @@
+  // == Section: probes == the probes the daemon's predicates read
+  // ---- probes for the daemon's predicate engine ------------------------------------------------
+  function evalProbe(args) {
+    var kind = args.kind;
+    var cache = makeVisCache();
+    if (kind === 'element') return probeElement(args, cache);
+    if (kind === 'text') return probeText(args, cache);
+    if (kind === 'route')
+      return {
+        path: location.pathname,
+        pathname: location.pathname,
+        href: redactUrl(location.href),
+        hash: redactUrl(location.hash),
+        search: redactUrl(location.search),
+        title: document.title
+      };
+    if (kind === 'state') return stateRead(args);
+    if (kind === 'storage') return storageRead(args);
+    throw new Error(
+      "eval_probe kind must be element, text, route, state or storage (got '" +
+        clip(kind, 40) +
+        "')"
+    );
+  }
+  function probeElement(args, cache) {
+    var q = {};
+    for (var k in args) if (hasOwn(args, k) && k !== 'kind') q[k] = args[k];
+    var r = runQuery(q);
+    if (r.scopeMissing)
+      return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
+    var els = filterState(r.els, args.state, cache);
+    var vis = els.filter(function (e) {
+      return isVisible(e, cache);
+    });
+    var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
+    var res = {
+      count: els.length,
+      visible: vis.length > 0,
+      visibleCount: vis.length,
+      elements: els.slice(0, lim).map(function (e) {
+        return describe(e, cache);
+      })
+    };
+    if (els.length > lim) res.described = lim;
+    if (!els.length) {
+      res.hint = zeroHint();
+      var near = nearMisses(r.q, resolveScope(args.scope));
+      if (near.length) res.hint.nearMisses = near;
+    }
+    return res;
+  }
+  // contains (case-insensitive substring of an element's own text), equals (an element's whole
+  // text, whitespace-normalised, case-sensitive) or matches (a RegExp over an element's whole
+  // text). Only readable text counts: never script, style, template or noscript source.
+  function probeText(args, cache) {
+    var spec = probeTextSpec(args);
+    var matches = probeTextMatches(spec, args);
+    if (!matches) return { found: false, count: 0, places: 0, scopeMissing: true };
+    var visM = matches.filter(function (e) {
+      return isVisible(e, cache);
+    });
+    var pool = args.visible ? visM : matches;
+    var out = {
+      found: pool.length > 0,
+      mode: spec.mode,
+      count: pool.length,
+      places: pool.length,
+      visibleCount: visM.length,
+      elements: pool.slice(0, 5).map(function (e) {
+        return describe(e, cache);
+      })
+    };
+    if (pool.length) out.sample = clip(norm(textOf(pool[0], 0)), 200);
+    else if (spec.mode === 'contains') probePageText(out, spec, args);
+    if (spec.mode === 'contains' && norm(spec.value).length <= 3) out.short = true;
+    return out;
+  }
+  function probeTextSpec(args) {
+    var given = TEXT_MODES.filter(function (m) {
+      return args[m] != null && args[m] !== '';
+    });
+    if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
+    if (given.length) {
+      var so = {};
+      so[given[0]] = args[given[0]];
+      if (args.flags != null) so.flags = args.flags;
+      return textSpec(so, 'contains');
+    }
+    var needle = args.text != null ? args.text : args.value;
+    if (needle == null || needle === '') throw new Error('text probe needs contains, equals or matches');
+    return textSpec(needle, 'contains');
+  }
+  // The elements whose text matches the spec, or null when the scope is missing.
+  function probeTextMatches(spec, args) {
+    if (spec.mode === 'contains') {
+      var rr = runQuery({ by: 'text', value: spec.value, scope: args.scope });
+      return rr.scopeMissing ? null : rr.els;
+    }
+    var troot = resolveScope(args.scope);
+    return troot ? textPlaces(troot, spec.test) : null;
+  }
+  // text split across elements: fall back to the readable page text
+  function probePageText(out, spec, args) {
+    var root = resolveScope(args.scope);
+    var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
+    var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
+    if (idx >= 0) {
+      out.found = true;
+      out.via = 'page-text';
+      out.places = 1;
+      out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
+    }
+  }
+
