@@ -48,11 +48,12 @@ and keep this header.  It needs ``tornado``, ``jsonschema`` and
 ``cryptography`` and nothing else; ``make_app(Hub())`` gives a Tornado
 application you can serve yourself.
 
-Sections, in the order data flows (``grep -n '^# .*####' reticle.py``):
-Constants & logging | Errors | Utilities | Session signing | MCP protocol |
-Events and requests | Browser bridge | Devices | Predicates | Verdict rules | Tools | Flows |
-Server truth | HTTP handlers | WebSocket handler | Application factory |
-Server control | Init | CLI | pytest plugin | Embedded assets | __main__ guard.
+Sections, in reading order (each is a part of src/reticle/; ``grep -n '^# .*####' reticle.py``):
+Constants & logging | Errors | Utilities | Session signing | MCP protocol | Hub |
+Events and requests | Browser bridge | Devices | Faults | Predicates | Verdict rules |
+Tools | Flows | Tool registry | Server truth | HTTP handlers | WebSocket handler |
+Application factory | Server control | Init | CLI | pytest plugin | Embedded assets |
+__main__ guard.
 
 In your Python app, in development (Server truth): ``app.wsgi_app =
 reticle.wsgi(app.wsgi_app)`` (Flask, any WSGI app), ``app = reticle.asgi(app)``
@@ -245,74 +246,22 @@ MIN_TOKEN_CHARS = 32                       # the shortest RETICLE_TOKEN accepted
 AUTH_FAIL_RATE = (1.0, 10.0)               # wrong tokens per peer address: burst 10, then 1/s; 429 beyond
 
 
+# Server truth: the mark a tab's requests carry, and how long a verdict waits for the server's record of one
+SERVER_MARK_HEADER = "X-Reticle-Mark"       # on a tab's same-origin fetch and XHR
+SERVER_MARK_COOKIE = "__reticle_mark"       # on a document request (a form post, a link)
+SERVER_GRACE_MS = 400                      # a request's record may come this long after the browser saw it answered
+SERVER_WAIT_CAP_MS = 3000                  # after an act, a verdict waits at most this long past an answer for it
+OTEL_GRACE_MS = 1500                       # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
+NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
+
+
 _log = logging.getLogger("reticle")
 _bridge_log = logging.getLogger("reticle.bridge")
-
-
-class _JsonFormatter(logging.Formatter):
-    """One JSON object per line: {"t", "level", "event", ...fields}."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = {
-            "t": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "level": record.levelname.lower(),
-            "event": record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if fields:
-            line.update(fields)
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return _redact(_dumps(line, ascii=True))
 
 
 def _emit(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
     if logger.isEnabledFor(level):
         logger.log(level, event, extra={"fields": fields})
-
-
-def _setup_logging(level: int = logging.INFO) -> None:
-    """Send reticle's and tornado's logs to stderr as JSON lines (CLI only)."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonFormatter())
-    handler.addFilter(_RepeatFilter())
-    for name, lvl in (("reticle", level), ("tornado", logging.WARNING), ("asyncio", logging.WARNING)):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.setLevel(lvl)
-        logger.propagate = False
-
-
-class _RepeatFilter(logging.Filter):
-    """At most 5 lines a minute of one repeated warning or error from outside reticle (an accept
-    loop failing with `Too many open files` would otherwise write it thousands of times a second);
-    the next line after a pause says how many were left out."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._seen: Dict[str, List[float]] = {}  # message -> [window start, lines in it, left out]
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name == "reticle" or record.name.startswith("reticle.") or record.levelno < logging.WARNING:
-            return True
-        key = "%s:%s" % (record.name, str(record.msg)[:200])
-        now = time.monotonic()
-        seen = self._seen.get(key)
-        if seen is None or now - seen[0] > 60.0:
-            if len(self._seen) > 1000:
-                self._seen.clear()
-            left_out = seen[2] if seen else 0
-            self._seen[key] = [now, 1, 0]
-            if left_out:
-                record.msg = "%s (and %d more like it in the last minute, left out)" % (record.msg, left_out)
-            return True
-        seen[1] += 1
-        if seen[1] > 5:
-            seen[2] += 1
-            return False
-        return True
 #: end src/reticle/01_constants.py
 
 
@@ -757,6 +706,86 @@ class _StateDir:
         token = secrets.token_hex(24)
         self.write("token", (token + "\n").encode())
         return token
+
+
+async def _quietly(job: Awaitable) -> None:
+    """Run a background job whose failure (a tab gone, a browser gone) only needs a log line."""
+    try:
+        await job
+    except ToolError as exc:
+        _emit(_log, logging.INFO, "background_job_failed", why=exc.error[:300])
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line: {"t", "level", "event", ...fields}."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "t": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "event": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            line.update(fields)
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return _redact(_dumps(line, ascii=True))
+
+
+def _setup_logging(level: int = logging.INFO) -> None:
+    """Send reticle's and tornado's logs to stderr as JSON lines (CLI only)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter())
+    handler.addFilter(_RepeatFilter())
+    for name, lvl in (("reticle", level), ("tornado", logging.WARNING), ("asyncio", logging.WARNING)):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(lvl)
+        logger.propagate = False
+
+
+class _RepeatFilter(logging.Filter):
+    """At most 5 lines a minute of one repeated warning or error from outside reticle (an accept
+    loop failing with `Too many open files` would otherwise write it thousands of times a second);
+    the next line after a pause says how many were left out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: Dict[str, List[float]] = {}  # message -> [window start, lines in it, left out]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "reticle" or record.name.startswith("reticle.") or record.levelno < logging.WARNING:
+            return True
+        key = "%s:%s" % (record.name, str(record.msg)[:200])
+        now = time.monotonic()
+        seen = self._seen.get(key)
+        if seen is None or now - seen[0] > 60.0:
+            if len(self._seen) > 1000:
+                self._seen.clear()
+            left_out = seen[2] if seen else 0
+            self._seen[key] = [now, 1, 0]
+            if left_out:
+                record.msg = "%s (and %d more like it in the last minute, left out)" % (record.msg, left_out)
+            return True
+        seen[1] += 1
+        if seen[1] > 5:
+            seen[2] += 1
+            return False
+        return True
+
+
+def _origin_of(url: Any) -> str:
+    """scheme://host[:port] of a URL, lower-cased; '' for one that has none."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+    except ValueError:
+        return ""
+    if not parts.scheme or not parts.netloc:
+        return ""
+    return "%s://%s" % (parts.scheme.lower(), parts.netloc.lower())
 #: end src/reticle/03_utilities.py
 
 
@@ -902,9 +931,13 @@ class _Progress:
             await self.send()
 
 
+# The call being served, as context variables rather than parameters: what it waits for is said, and its
+# deadline kept, by code many calls deep (a bridge command, a wait for the next document) that every tool
+# reaches by a different road; threading them through would add a parameter to most functions of the
+# bridge, for two values nothing else reads.
 _PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVar("reticle_progress", default=None)
 # when the tool call being served must answer by (on the daemon's clock, ms: Hub.clock), from its `timeout_ms`:
-# no command to the page waits past it (issue 19 #5)
+# no command to the page waits past it, so a page that stopped answering cannot hold a call past its budget
 _CALL_DEADLINE: "contextvars.ContextVar[Optional[float]]" = contextvars.ContextVar("reticle_deadline", default=None)
 COMMAND_FLOOR_S = 0.25      # a command sent once the call's budget is spent still gets this long
 DIALOG_SILENT_MS = 5_500    # a tab that did not answer and was not heard from for this long is busy
@@ -1179,7 +1212,219 @@ def _tool_result(obj: Any, is_error: bool = False) -> dict:
 #: end src/reticle/05_mcp.py
 
 
-#: begin src/reticle/06_events.py
+#: begin src/reticle/06_hub.py
+###############################################################################
+# Hub #########################################################################
+###############################################################################
+# One daemon's whole state in one object: make_app() serves it, and everything below reaches the
+# daemon through it (the bridge and its tabs, the devices, the faults, the journeys, the server's
+# records, the registry of tools).  Nothing is global, so two daemons can live in one process (the
+# tests run many) and a host application can serve one of its own.
+
+
+class Hub:
+    """All of one daemon's state.  make_app() serves it; nothing is global."""
+
+    def __init__(self, state_dir: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                 token: Optional[str] = None, allowed_origins: Optional[List[str]] = None,
+                 rate: Optional[Tuple[float, float]] = None, scheme: str = "http") -> None:
+        """A daemon's whole state, before it serves: the state directory (token, machine key), the guard
+        and rate limiter, the tool registry and MCP dispatcher, the bridge, devices, faults and journeys.
+        Nothing listens until `_serve` (or a caller's own server over `make_app`) runs it."""
+        self.state = _StateDir(state_dir)
+        self.host = host
+        self.port = port
+        self.scheme = scheme
+        self._token = token
+        self._token_cache: Tuple[float, str] = (-1.0, "")
+        self.signer = _SessionSigner(self.state.machine_key(), SESSION_MAX_AGE_S)
+        if allowed_origins is None:
+            allowed_origins = [o for o in os.environ.get("RETICLE_ALLOWED_ORIGINS", "").split(",") if o.strip()]
+        self.allowed_origins = tuple(filter(None, (_normalise_origin(o) for o in allowed_origins)))
+        rate = rate or _parse_rate(os.environ.get("RETICLE_RATE_LIMIT"))
+        self.limiter = _RateLimiter(*rate)
+        self.keepalive_s = SSE_KEEPALIVE_S
+        self.hello_timeout_s = HELLO_TIMEOUT_S
+        self._t0 = time.monotonic()
+        self.started_at = time.time()
+        self.registry = _build_registry()
+        self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
+        # what was refused to a page lately (a script load, a bridge socket), for reticle_sessions
+        self.refusals: collections.deque = collections.deque(maxlen=REFUSALS_KEPT)
+        self.bridge = _Bridge(self)
+        self.devices = _DeviceManager(self)
+        self.journeys = _Journeys()
+        # what the apps' middleware sent (Server truth)
+        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
+                                             "refused": 0, "lastRefused": None, "droppedByApps": 0,
+                                             "lastDropAt": None}
+        self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
+        self.faults = _Faults(self)
+        self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
+        self.guard = _Guard(self)
+        self.sse_streams: Dict[str, _SseHandler] = {}
+        self.get_streams: set = set()
+        self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
+        self.clients: Dict[str, float] = {}  # MCP session id -> when last heard (Hub.clock, ms)
+        self.mcp_ready = True
+        self.tasks: set = set()
+        self.stop_event: Optional[asyncio.Event] = None
+        self.stop_reason = ""
+        self._sdk: Optional[str] = None
+
+    def note_refusal(self, what: str, reason: str, fix: str) -> None:
+        """Keep what was refused to a page (`what`: "script" or "socket"), why and what to do, the
+        last REFUSALS_KEPT of them: reticle_sessions names them while no tab is connected."""
+        self.refusals.append({"at": _wall_iso(), "what": what, "reason": _short(reason, 300), "fix": fix})
+
+    # -- clock and ids --------------------------------------------------------
+    def clock(self) -> float:
+        """Milliseconds since the daemon started: the cursor clock, the daemon's one clock (_clock_ms)."""
+        return _clock_ms(self._t0)
+
+    def token(self) -> str:
+        """The pairing token: the one given to the constructor, else RETICLE_TOKEN, else the state
+        directory's token file (re-read when the file changes, so a rotated token takes effect)."""
+        if self._token:
+            return self._token
+        env = os.environ.get("RETICLE_TOKEN", "").strip()
+        if env:
+            return env
+        path = self.state.file("token")
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            mtime = -2.0
+        if mtime != self._token_cache[0]:
+            self._token_cache = (mtime, self.state.token())
+        return self._token_cache[1]
+
+    def public_origin(self) -> str:
+        """The origin a client on this machine reaches the daemon at (a wildcard bind is named 127.0.0.1)."""
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = "[%s]" % host
+        return "%s://%s:%d" % (self.scheme, host, self.port)
+
+    # -- tasks ------------------------------------------------------------------
+    def spawn(self, coro: Awaitable) -> "asyncio.Task":
+        """Run `coro` as a task the Hub holds until it is done (so it is not garbage-collected mid-way)."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def touch_client(self, session_id: str) -> None:
+        """Note that an MCP client with this session id was just heard from; status counts clients heard
+        in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
+        self.clients[session_id] = self.clock()
+        if len(self.clients) > 1000:
+            horizon = self.clock() - 600_000
+            self.clients = {k: v for k, v in self.clients.items() if v > horizon}
+
+    def default_session(self, args: dict, ctx: _CallContext) -> Optional[str]:
+        """The tab a call means: its `sessionId`, else the device this caller opened, else none
+        (the bridge then takes the only tab, and never guesses between several)."""
+        if args.get("sessionId"):
+            return args["sessionId"]
+        own = self.devices.owned_by(ctx.session_key)
+        return own.session_id if own is not None and own.ready and not own.closed else None
+
+    async def resolve_tab(self, args: dict, ctx: _CallContext) -> "_BrowserSession":
+        """The tab a call means (default_session, resolved by the bridge), refused when it is a
+        device another client opened: a device belongs to the client that opened it (its session
+        key: the Mcp-Session-Id of Streamable HTTP and of each `reticle mcp` proxy, the stream of
+        SSE), as its close and its faults do; one the CLI opened (`reticle drive`) is anyone's."""
+        session = await self.bridge.resolve_soon(self.default_session(args, ctx))
+        device = self.devices.for_session(session.id)
+        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
+            raise ToolError("tab %s is a device another MCP client opened; only that client may act on it, read it, "
+                            "navigate it, take its screenshots or save its flows (its pages carry that client's "
+                            "cookies)" % session.id,
+                            "open your own device with reticle_open {url} (it answers your sessionId), or name "
+                            "a tab of yours in sessionId", code="device_not_yours")
+        return session
+
+    # -- MCP ----------------------------------------------------------------------
+    async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
+        """Run one tool and return its MCP tool result; a ToolError, an unknown name or a crash is an
+        `isError` result naming what went wrong, never an exception, so the daemon keeps serving."""
+        tool = self.registry.get(name)
+        if tool is None:  # the MCP layer checks the name first; a direct caller may not have
+            return _tool_result({"error": "unknown tool %r" % name,
+                                 "recovery": "call one of: %s" % ", ".join(self.registry.names())}, True)
+        self.devices.touch(ctx.session_key)
+        try:
+            session = await self.resolve_tab(args, ctx) if tool.needs_session else None
+            budget = args.get("timeout_ms") if isinstance(args, dict) else None
+            token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
+                                       not isinstance(budget, bool) and budget > 0 else None)
+            try:
+                return _tool_result(await tool.handler(self, session, args, ctx))
+            finally:
+                _CALL_DEADLINE.reset(token)
+        except ToolError as exc:
+            return _tool_result(exc.payload(), is_error=True)
+        except Exception as exc:
+            _emit(_log, logging.ERROR, "tool_crashed", tool=name, error=repr(exc))
+            return _tool_result({"error": "internal error in %s: %s" % (name, exc),
+                                 "recovery": "this is a Reticle bug; the daemon keeps serving"}, True)
+
+    async def read_live(self, uri: str) -> Any:
+        """The live MCP resources' content (today: the sessions list, whatever the uri)."""
+        return await _tool_sessions(self, None, {}, _CallContext("resource", "resource"))
+
+    # -- status ---------------------------------------------------------------------
+    def status(self) -> dict:
+        """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
+        clients, devices and the server-truth counters."""
+        horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
+        out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
+               "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
+               "sessions": [_describe_session(s) for s in self.bridge.live()],
+               "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
+               "devices": self.devices.describe(),
+               # counts only (what a refusal named stays in the log): the middleware's records, the spans
+               "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
+                               "openTelemetry": dict(self.otel.stats)}}
+        if not out["sessions"]:
+            out["why"] = self.bridge.why()
+        return out
+
+    def sdk_source(self) -> str:
+        """The in-page SDK as served at /reticle.js: the embedded source with this daemon's version and
+        limits filled in (built once)."""
+        if self._sdk is None:
+            config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
+                      "maxMessageBytes": WS_MAX_MESSAGE_BYTES}
+            self._sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
+                         .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
+        return self._sdk
+
+    # -- stopping -------------------------------------------------------------------
+    def request_stop(self, reason: str) -> None:
+        """Ask the running daemon to stop (for `reason`, logged); `_serve` shuts down in order."""
+        self.stop_reason = reason
+        if self.stop_event is not None:
+            self.stop_event.set()
+
+    async def shutdown(self, reason: str) -> None:
+        """Planned stop: shutdown frame on every stream, close every socket."""
+        self.mcp_ready = False
+        for stream in list(self.sse_streams.values()) + list(self.get_streams):
+            stream.sse_stop(reason)
+        await self.devices.close_all("the daemon is stopping")
+        self.bridge.close_all()
+        for _ in range(20):
+            if not self.sse_streams and not self.get_streams:
+                break
+            await asyncio.sleep(0.01)
+#: end src/reticle/06_hub.py
+
+
+#: begin src/reticle/07_events.py
 ###############################################################################
 # Events and requests #########################################################
 ###############################################################################
@@ -1271,7 +1516,7 @@ _UI_EVENTS = _event_types("ui")
 _CONSOLE_TYPES = _event_types("console")
 
 
-# -- calls: the one place that says what a request is and whether it matches --------------------
+# ---- calls: the one place that says what a request is and whether it matches ----
 
 _WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 _DEV_URL = re.compile(r"/(@vite|__vite|_next/webpack-hmr|__webpack_hmr|sockjs-node|@react-refresh)|hot-update")
@@ -1364,10 +1609,40 @@ def _frames(window: List[dict]) -> List[dict]:
 def _call_label(d: dict) -> str:
     method = d.get("method") or ("LOAD" if d.get("initiator") == "document" else "GET")
     return "%s %s" % (str(method).upper(), d.get("url") or "?")
-#: end src/reticle/06_events.py
 
 
-#: begin src/reticle/07_bridge.py
+def _net_key_url(url: Any) -> str:
+    """A request's URL as both records can say it: scheme, host and path, no query or fragment
+    (the SDK redacts secrets in the query)."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+        port = parts.port
+    except ValueError:
+        return ""
+    if not parts.hostname:
+        return ""
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = parts.hostname.lower() if ":" not in parts.hostname else "[%s]" % parts.hostname.lower()
+    return "%s://%s%s%s" % (parts.scheme.lower(), host, "" if port in (None, default) else ":%d" % port,
+                            parts.path or "/")
+
+
+def _hide_redirected_status(data: dict) -> None:
+    """A page's report of a document load that was redirected: Navigation Timing gives the status of the
+    page the redirects led to, not of the request (a form POST answered 302), which is hidden from the
+    page; it says so (`statusKnown: false`, `finalStatus`).  In a device the browser's record gave the
+    request's own status (_browser_values, `statusFrom: "browser"`), which stands."""
+    if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False \
+            and data.get("statusFrom") != "browser":
+        data["finalStatus"] = data.get("status")
+        data["status"] = None
+        data["statusKnown"] = False
+        data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
+                              "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
+#: end src/reticle/07_events.py
+
+
+#: begin src/reticle/08_bridge.py
 ###############################################################################
 # Browser bridge (connection hub, pending calls) ##############################
 ###############################################################################
@@ -1384,6 +1659,8 @@ _NUMBER_CLASSES = frozenset((int, float))
 _OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.ws", "page.health", "route.change",
                              "blind-spot"))
 
+
+# ---- what a tab sends: a report checked at the door, a plain frame taken whole ----
 
 def _malformed_call(data: dict) -> str:
     """What is wrong with the fields of a reported request (`data` of a net.request) that decide a
@@ -1470,6 +1747,8 @@ def _churn_memo(etype: str) -> bool:
             _CHURN_TYPES[etype] = churn
     return churn
 
+
+# ---- the ring buffer: one per tab, churn evicted first, every loss counted ----
 
 class _EventStore:
     """One browser session's ring buffer: at most EVENT_CAP_COUNT events,
@@ -1729,6 +2008,8 @@ def _event_bytes_walk(data: Any) -> int:
     return total
 
 
+# ---- what a verdict knows of the tab beside its window, and the commands to it ----
+
 class _Known:
     """What a session knows beside its window, for the verdict rules: the
     requests still open, the blind-spot counts and what the buffer lost
@@ -1777,7 +2058,7 @@ def _command_result(reply: dict) -> Any:
     return reply.get("result")
 
 
-# -- the parts of a tab: each keeps one kind of state, on the daemon's clock (_clock_ms) ------------
+# ---- the parts of a tab: each keeps one kind of state, on the daemon's clock (_clock_ms) ----
 
 class _TabHealth:
     """How a tab is doing as far as the daemon can tell: hidden or focused (its page.health events),
@@ -2335,6 +2616,8 @@ class _TabState:
             pass
 
 
+# ---- one tab: its socket, its state and its commands ----
+
 class _BrowserSession(_TabState):
     """One connected tab: the state _TabState keeps, and its traffic: the frames of events its page
     sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
@@ -2595,6 +2878,8 @@ _SOCKET_REFUSAL_FIX = ("the SDK tries again by itself; if this repeats, reload t
                        "on localhost or 127.0.0.1 (or allow-listed with RETICLE_ALLOWED_ORIGINS and given the token)")
 
 
+# ---- the bridge: every tab of the daemon, found by id, the only tab, or the next to connect ----
+
 class _Bridge:
     """All browser sessions of one daemon, keyed by the id the page chose."""
 
@@ -2822,10 +3107,10 @@ def _summarise(events: List[dict]) -> dict:
         "animations": sum(v for k, v in c.items() if k.startswith("anim.")),
         "signals": c["signal"],
     }
-#: end src/reticle/07_bridge.py
+#: end src/reticle/08_bridge.py
 
 
-#: begin src/reticle/08_devices.py
+#: begin src/reticle/09_devices.py
 ###############################################################################
 # Devices (CDP) ###############################################################
 ###############################################################################
@@ -2853,7 +3138,6 @@ RELAY_WORLD = "reticle-relay"              # the isolated world that alone holds
 RELAY_BINDING = "__reticleRelayTicket"     # the CDP binding, installed in that world only, that asks for one
 TICKET_UNUSED_S = 30.0                     # a ticket no socket used within this long is void
 TICKETS_PER_DOCUMENT = 8                   # unused tickets one document may hold at once
-NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
 NET_RECORD_MAX = 4000                      # requests of the browser's own record (CDP Network) kept per device
 
 # The device's bridge relay.  It runs in an isolated world of each top-level document, where no
@@ -2926,21 +3210,7 @@ _BROWSER_FLAGS = ("--disable-gpu", "--disable-dev-shm-usage", "--disable-backgro
                   "--password-store=basic", "--use-mock-keychain", "--remote-debugging-port=0")
 
 
-def _net_key_url(url: Any) -> str:
-    """A request's URL as both records can say it: scheme, host and path, no query or fragment
-    (the SDK redacts secrets in the query)."""
-    try:
-        parts = urllib.parse.urlsplit(str(url or ""))
-        port = parts.port
-    except ValueError:
-        return ""
-    if not parts.hostname:
-        return ""
-    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
-    host = parts.hostname.lower() if ":" not in parts.hostname else "[%s]" % parts.hostname.lower()
-    return "%s://%s%s%s" % (parts.scheme.lower(), host, "" if port in (None, default) else ":%d" % port,
-                            parts.path or "/")
-
+# ---- a page's report of a request, held against the browser's own record of it ----
 
 def _confirm_key(url: Any) -> str:
     """The key a device's page report and the browser's record are matched on: the URL as
@@ -2954,20 +3224,6 @@ def _confirm_key(url: Any) -> str:
     except ValueError:
         return ""
     return scheme + ":" if scheme else ""
-
-
-def _hide_redirected_status(data: dict) -> None:
-    """A page's report of a document load that was redirected: Navigation Timing gives the status of the
-    page the redirects led to, not of the request (a form POST answered 302), which is hidden from the
-    page; it says so (`statusKnown: false`, `finalStatus`).  In a device the browser's record gave the
-    request's own status (_browser_values, `statusFrom: "browser"`), which stands."""
-    if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False \
-            and data.get("statusFrom") != "browser":
-        data["finalStatus"] = data.get("status")
-        data["status"] = None
-        data["statusKnown"] = False
-        data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
-                              "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
 
 
 def _browser_values(data: dict, chain: dict, url: str) -> str:
@@ -3010,6 +3266,8 @@ def _browser_values(data: dict, chain: dict, url: str) -> str:
         data["error"] = chain["error"]
     return wrong
 
+
+# ---- the browser: found, started with a fresh profile, spoken to over CDP ----
 
 def _browser_install_hint() -> str:
     if sys.platform == "darwin":
@@ -3284,6 +3542,8 @@ class _BrowserProcess:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, _remove_profile, self.profile)
 
+
+# ---- one device's parts: the relay and its tickets, its network record, its input ----
 
 class _RelayTickets:
     """A device's bridge relay (_RELAY_JS, in the isolated world RELAY_WORLD) and its tickets.
@@ -3577,6 +3837,8 @@ async def _answer_device_dialog(device: "_Device", params: dict) -> None:
         session.note_dialog(record)
 
 
+# ---- the device: a browser of Reticle's own, with the SDK in every document ----
+
 class _Device:
     """One browser the daemon started: its process (_BrowserProcess), CDP connection, the page it
     drives, and the parts that answer that page: its relay and tickets (_RelayTickets), the
@@ -3821,7 +4083,7 @@ class _Device:
         return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
 
 
-# -- a logged-in start: a setup flow's browser state, read from and restored into a device over CDP --
+# ---- a logged-in start: a setup flow's browser state, read from and restored into a device over CDP ----
 # The state is the context's cookies and the page origin's localStorage and sessionStorage.  It is
 # read in an isolated world and restored by a script in one (the page's own scripts see neither), and
 # it never enters a log, an answer or an error message.
@@ -3881,6 +4143,8 @@ async def _device_restore_state(device: "_Device", state: dict) -> None:
         await device.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": source, "worldName": AUTH_WORLD},
                               device.page)
 
+
+# ---- the device manager: start budgets, records of live browsers, a spare, ownership ----
 
 class _StartBudget:
     """How many devices one session key may start per window (RETICLE_DEVICE_BUDGET), and all keys
@@ -4337,9 +4601,13 @@ def _remove_profile(path: str) -> None:
         if not os.path.exists(path):
             return
         time.sleep(0.1)
+#: end src/reticle/09_devices.py
 
 
-# -- faults on purpose (reticle_fault) --------------------------------------------------------------
+#: begin src/reticle/10_faults.py
+###############################################################################
+# Faults ######################################################################
+###############################################################################
 # A fault makes one tab's matching requests fail (or wait) so that an agent can prove the app tells
 # the user.  In a device it acts in the browser's network layer (CDP Fetch: the request never
 # reaches the server unless it is only delayed); in a tab with the script tag it acts in the SDK's
@@ -4425,14 +4693,6 @@ class _Fault:
         if self.times is not None:
             out["remaining"] = max(0, self.times - self.hits)
         return out
-
-
-async def _quietly(job: Awaitable) -> None:
-    """Run a background job whose failure (a tab gone, a browser gone) only needs a log line."""
-    try:
-        await job
-    except ToolError as exc:
-        _emit(_log, logging.INFO, "background_job_failed", why=exc.error[:300])
 
 
 def _cdp_pattern(text: str) -> str:
@@ -4655,10 +4915,10 @@ class _Faults:
                 self.hub.spawn(self.sync_device(device))
         except _CdpError as exc:  # the page navigated away or the browser went: nothing is left to answer
             _emit(_device_log, logging.INFO, "fault_unanswered", sessionId=device.session_id, why=str(exc))
-#: end src/reticle/08_devices.py
+#: end src/reticle/10_faults.py
 
 
-#: begin src/reticle/09_predicates.py
+#: begin src/reticle/11_predicates.py
 ###############################################################################
 # Predicates ##################################################################
 ###############################################################################
@@ -4745,7 +5005,7 @@ _NO_FAILURE = re.compile(r"\b(no|without|0|zero)\s+(errors?|failures?|problems?|
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
 
-# -- the observation: what Observe saw, and what every kind's `judge` reads ----------------------
+# ---- the observation: what Observe saw, and what every kind's `judge` reads ----
 
 class _ReadFailed:
     """A live read the page could not answer (the tab went away, a command timed out)."""
@@ -4818,7 +5078,7 @@ def _leaf_key(p: dict) -> str:
     return _dumps(p)
 
 
-# -- one judge per kind: (p, observation) -> result; the live kinds read the page first -----------
+# ---- one judge per kind: (p, observation) -> result; the live kinds read the page first ----
 
 def _judge_net(p: dict, obs: _Observation) -> dict:
     """A completed request matching the filters (see the `net` record); in flight, unreadable or
@@ -5364,7 +5624,7 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
     return out
 
 
-# -- frames: WebSocket, EventSource and streamed-response messages ----------------------------------
+# ---- frames: WebSocket, EventSource and streamed-response messages ----
 
 _MISSING = object()
 _PACKET_PREFIX = re.compile(r"^\d+(?=[\[{])")  # socket.io / engine.io packet type: 42["update", {...}]
@@ -5553,9 +5813,10 @@ def _judge_storage(p: dict, obs: _Observation) -> dict:
             "assertion": "storage"}
 
 
-# -- how each kind describes itself ----------------------------------------------------------------
+# ---- how each kind describes itself ----
 
-# -- the server kind: a pure judge over the window's server records (Server truth section) ---------
+
+# ---- the server kind: a pure judge over the window's server records (Server truth section) ----
 
 def _server_records(window: List[dict]) -> List[dict]:
     return [e["data"] for e in window if e["type"] == "server.request"]
@@ -5731,6 +5992,15 @@ def _describe_server(p: dict) -> str:
     if "committed" in p:
         bits.append("committed" if p["committed"] else "rolled back")
     return " ".join(bits)
+
+
+_SERVER_INSTALL = (
+    "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
+    "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
+    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); raw sqlite3 writes: "
+    "reticle.watch_sqlite3(conn); "
+    "`reticle init` adds or prints it; any other stack: its OpenTelemetry exporter pointed at the daemon "
+    "(`reticle init` prints how)")
 
 
 def _judge_server(p: dict, obs: _Observation) -> dict:
@@ -6148,7 +6418,7 @@ def parse_predicate(raw: Any, where: str = "predicate") -> dict:
     return p
 
 
-# -- Judge: a predicate over an observation, its combinators walked in one place -------------------
+# ---- Judge: a predicate over an observation, its combinators walked in one place ----
 
 def _judge(p: dict, obs: _Observation) -> dict:
     """Judge `p` over `obs`: a leaf by its kind's pure `judge` (inconclusive when its live read
@@ -6222,7 +6492,7 @@ def _judge_final(p: dict, obs: _Observation) -> dict:
     return res
 
 
-# -- the horizon: what the act's causal work still has to do (pure) --------------------------------
+# ---- the horizon: what the act's causal work still has to do (pure) ----
 
 def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
              scans: bool = True) -> List[Tuple[str, bool]]:
@@ -6332,7 +6602,7 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     return None
 
 
-# -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
+# ---- Observe: the only async stage; it waits, reads the live page, and returns one observation ----
 
 async def _await_horizon(session: "_BrowserSession", floor: float, deadline: float) -> List[Tuple[str, bool]]:
     """Wait (until `deadline`, on the daemon's clock) for the act at `floor` to finish its causal work
@@ -6560,13 +6830,17 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
     final.timed_out = timeout_ms
     return final
-#: end src/reticle/09_predicates.py
+#: end src/reticle/11_predicates.py
 
 
-#: begin src/reticle/10_verdicts.py
+#: begin src/reticle/12_verdicts.py
 ###############################################################################
 # Verdict rules ###############################################################
 ###############################################################################
+
+_SAVEPOINT_NOTE = "rolled back to a savepoint (its transaction went on)"
+
+
 # Pure functions of what was observed: a window of events, the predicate's
 # result, and what the session knows (_Known).  Asking the page and waiting
 # stay with the callers in the tools; these can be tested from a table.
@@ -6574,6 +6848,8 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
 _ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrumented-frame", "sampled",
                         "rate-limited", "virtualized-unmounted")
 
+
+# ---- messages: how apps tell the user a failure (one table), and which messages an act owns ----
 
 class _FailureUi:
     """One way real apps tell the user something failed: a CSS selector for the element that
@@ -6693,7 +6969,7 @@ def _failure_ui_config() -> str:
     return "[\n" + ",\n".join(rows) + "\n  ]"
 
 
-# Plain failure text (issue 29 #4): new text after an act, in the act's form or in what its answer
+# Plain failure text: new text after an act, in the act's form or in what its answer
 # updated, that reads as a failure: any pattern of the first list and none of the second.  The SDK
 # reads the same table (so both say the same) and reports such a text as a ui.alert of source
 # "text" with its scope ("form" or "answer").  JavaScript-compatible regular expressions, case-blind.
@@ -6875,6 +7151,8 @@ def _failures_shown(window: List[dict], origin: str = "") -> List[str]:
     return out
 
 
+# ---- what the act did: its effect, its failed calls, the signals of success ----
+
 def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Optional["_Known"] = None) -> bool:
     """Anything observable happened after the act: a mutation in its own frame, an event of
     consequence (DOM, request, route, signal, state, storage, socket message), or a new document.
@@ -6933,6 +7211,8 @@ def _happy_signals(window: List[dict]) -> List[dict]:
     return [e["data"] for e in window if e["type"] == "signal"
             and not _FAILURE_WORDS.search(str(e["data"].get("name", "")))]
 
+
+# ---- contradictions: evidence that a green outcome is false, one record each (_CONTRADICTIONS) ----
 
 def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
     unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
@@ -7195,6 +7475,8 @@ def _may_be_unreadable(res: dict) -> bool:
         return any(_may_be_unreadable(c) for c in failed)
     return False
 
+
+# ---- the rules: one small function each, applied in the order of _VERDICT_RULES ----
 
 class _Case:
     """What the verdict rules read (see _decide): the judged result, the contradictions, the window and
@@ -7592,6 +7874,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     return verified, reason, _server_said(because, case)
 
 
+# ---- the evidence an answer shows: trimmed, compact, naming faults and losses ----
+
 def _server_said(because: str, c: _Case) -> str:
     """`because` with what the server did for the act's requests, in one line (the newest two
     records), unless it already says it."""
@@ -7830,7 +8114,7 @@ def _advice(p: dict, res: dict) -> Optional[str]:
     return " ".join(notes) or None
 
 
-# -- wire formats as data: what popular frameworks' answers mean, beside the failure dialects ---------
+# ---- wire formats as data: what popular frameworks' answers mean, beside the failure dialects ----
 
 _SINGLE_FETCH_REDIRECT = re.compile(r'"redirect"\s*,\s*"([^"]*)"\s*,\s*"status"\s*,\s*(30[1-8])')
 _COMPONENT_LINE = re.compile(r"^[0-9a-f]{1,8}:(?=[\[{])", re.M)
@@ -8170,13 +8454,151 @@ def _partial_failure(body: Any) -> Optional[str]:
                     return "%d of %d %s FAILED (%s)" % (len(bad), len(arr), k, bad[0])
                 break
     return None
-#: end src/reticle/10_verdicts.py
+#: end src/reticle/12_verdicts.py
 
 
-#: begin src/reticle/11_tools.py
+#: begin src/reticle/13_tools.py
 ###############################################################################
 # Tools (schemas, registry, handlers) #########################################
 ###############################################################################
+
+JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
+
+
+class _Journeys:
+    """Per tab, the last JOURNEY_MAX_STEPS steps the agent took: what it did, to which
+    anchored target, and for a verdict tool the predicate and the verdict.  Secrets never
+    enter it: a value typed into a password field is already replaced by its variable."""
+
+    def __init__(self) -> None:
+        self._logs: Dict[str, collections.deque] = {}
+        self.saved_at: Dict[str, float] = {}
+
+    def record(self, session_id: str, step: dict) -> None:
+        log = self._logs.get(session_id)
+        if log is None:
+            if len(self._logs) >= 64:  # forget the oldest tab's journey
+                self._logs.pop(next(iter(self._logs)))
+            log = self._logs[session_id] = collections.deque(maxlen=JOURNEY_MAX_STEPS)
+        log.append(step)
+
+    def since(self, session_id: str, t: float) -> List[dict]:
+        return [s for s in self._logs.get(session_id, ()) if s["t"] >= t]
+
+
+def _anchor(info: Any) -> Optional[dict]:
+    """A ref-free target for an element the page described: testid, else role and name,
+    else text, else label."""
+    if not isinstance(info, dict):
+        return None
+    if info.get("testid"):
+        return {"testid": info["testid"]}
+    if info.get("role") and info.get("name"):
+        return {"role": info["role"], "name": info["name"]}
+    if info.get("text"):
+        return {"text": info["text"]}
+    if info.get("label"):
+        return {"label": info["label"]}
+    return None
+
+
+_SECRET_FIELD = re.compile(r"pass(word|wd|code|phrase)?|secret|token|api[ _-]?key|pin\b", re.I)
+
+
+def _no_plain_secret(step: dict) -> dict:
+    """A step given by the caller that types a literal into a field named like a secret keeps a
+    variable instead (the page cannot be asked which fields are password fields here)."""
+    target: dict = step["target"] if isinstance(step.get("target"), dict) else {}
+    words = " ".join(str(v if not isinstance(v, dict) else v.get("equals") or v.get("contains") or "")
+                     for k, v in target.items() if k in ("testid", "name", "label", "placeholder"))
+    act_args: dict = step["args"] if isinstance(step.get("args"), dict) else {}
+    if not _SECRET_FIELD.search(words):
+        return step
+    name = _secret_name(target)
+    for key in ("value", "text"):
+        value = act_args.get(key)
+        if isinstance(value, str) and not re.fullmatch(r"\$\{[A-Z0-9_]+\}", value):
+            step = dict(step, args=dict(act_args, **{key: "${%s}" % name}), secret=name)
+    return step
+
+
+def _secret_name(target: Optional[dict]) -> str:
+    words = ""
+    for key in ("testid", "name", "label", "placeholder", "text"):
+        value = (target or {}).get(key)
+        if isinstance(value, dict):
+            value = value.get("equals") or value.get("contains")
+        if isinstance(value, str) and value:
+            words = value
+            break
+    slug = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")[:40] or "PASSWORD"
+    return "RETICLE_SECRET_%s" % slug
+
+
+async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
+    """Before an act: the target to save (the caller's own target, or a ref described by
+    the page), whether the element is a password field, and the page's URL."""
+    pre: Dict[str, Any] = {"url": session.url, "target": None, "secret": False}
+    if args.get("target"):
+        pre["target"] = dict(args["target"])
+        return pre
+    if not args.get("ref"):
+        return pre
+    try:
+        info = await session.command("inspect", {"ref": args["ref"]}, timeout=2.0)
+    except ToolError:
+        return pre
+    pre["target"] = _anchor(info)
+    pre["secret"] = isinstance(info, dict) and str((info.get("attributes") or {}).get("type", "")).lower() == "password"
+    return pre
+
+
+def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None,
+             replayed: bool = False) -> None:
+    """Append one step to the tab's journey log (see _Journeys); a step a flow's replay took is marked
+    `replayed` (flow_save saves it only when asked: a replay is not the agent's journey)."""
+    try:
+        pre = pre or {}
+        out = out if isinstance(out, dict) else {}
+        # an act is stamped with its own cursor (the `since` it answered); an assert with now,
+        # because its `since` is the act before it
+        t = session.now() if kind == "assert" else out.get("since", session.now())
+        step: Dict[str, Any] = {"t": t, "url": pre.get("url", session.url)}
+        if kind == "assert":
+            step["assert"] = args.get("until") or args.get("predicate")
+        else:
+            anchor = pre.get("target")
+            step["action"] = args["action"]
+            if anchor:
+                step["target"] = anchor
+            effect = out.get("effect") if kind == "act_and_wait" else out.get("result")
+            secret = bool(pre.get("secret")) or (isinstance(effect, dict) and bool(effect.get("password")))
+            act_args = dict(args.get("args") or {})
+            if secret:
+                name = _secret_name(anchor)
+                for key in ("value", "text"):
+                    if key in act_args:
+                        act_args[key] = "${%s}" % name
+                step["secret"] = name
+                if _origin_of(step["url"]):
+                    step["secretOrigin"] = _origin_of(step["url"])
+            if act_args:
+                step["args"] = act_args
+            if kind == "act_and_wait":
+                step["until"] = args.get("until") or args.get("predicate") or {"kind": "settled", "quietMs": 300}
+        if kind != "act" and "timeout_ms" in args:
+            step["timeout_ms"] = args["timeout_ms"]
+        if kind != "act":
+            step["verified"] = out.get("verified", "unknown")
+            if isinstance(out.get("since"), (int, float)):
+                floor = float(out["since"])  # for flow_save's warning
+                step["writes"] = _writes_in(session.window(floor), floor)
+        if replayed:
+            step["replayed"] = True
+        session.bridge.hub.journeys.record(session.id, step)
+    except Exception as exc:  # the journey is a convenience: never fail the act for it
+        _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
+
 
 _SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -8519,8 +8941,9 @@ async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_C
     return await _act_once(session, args)
 
 
-async def _act_once(session: "_BrowserSession", args: dict) -> dict:
-    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled."""
+async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = False) -> dict:
+    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled (marked
+    `replayed` when a flow's replay made it)."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     pre = await _journey_anchor(session, args)
@@ -8532,7 +8955,7 @@ async def _act_once(session: "_BrowserSession", args: dict) -> dict:
            "settled": result.get("settled") if isinstance(result, dict) else None,
            "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
            "result": result}
-    _journal(session, "act", args, out, pre)
+    _journal(session, "act", args, out, pre, replayed)
     return _with_health(session, out)
 
 
@@ -8830,7 +9253,7 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     return _with_buffer(session, out, since)
 
 
-# -- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
+# ---- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
 
 _FAULT_SCHEMA = {
     "match": {"type": "object", "additionalProperties": False, "required": ["urlContains"],
@@ -8982,7 +9405,7 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     return _with_buffer(session, out, since)
 
 
-# -- the verdict tools: they ask the page and wait; the rules above decide ------------------------
+# ---- the verdict tools: they ask the page and wait; the rules above decide ----
 
 @overload
 def _predicate_arg(args: dict, required: Literal[True]) -> dict: ...
@@ -9044,14 +9467,15 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     return await _assert_verdict(session, args, _predicate_arg(args, True))
 
 
-async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
-    """The verdict core of an assert (reticle_assert, a flow's assert step): Observe the window from
-    `since` (else the last act or navigation), after the horizon of an act inside it; then Answer."""
+async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict, replayed: bool = False) -> dict:
+    """The verdict core of an assert (reticle_assert, a flow's assert step: `replayed`): Observe the
+    window from `since` (else the last act or navigation), after the horizon of an act inside it; then
+    Answer."""
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
     act_at = session.last_act if (session.last_act or -1) >= floor else None
     obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
     obs.act_at = act_at
-    return _answer(session, "assert", args, p, obs)
+    return _answer(session, "assert", args, p, obs, replayed=replayed)
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -9072,9 +9496,10 @@ def _act_budget(timeout_ms: float, started: float, now: float) -> Tuple[float, f
     return remaining, started + timeout_ms
 
 
-async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
-    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
-    already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
+async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict, replayed: bool = False) -> dict:
+    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`: `replayed`): whether
+    `p` was already true, the act, then Observe until `p` holds, is decided or the budget runs out;
+    Answer."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     timeout = args.get("timeout_ms", 4000)
@@ -9090,10 +9515,10 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict)
     obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
                          settle_until=settle_until)
     obs.action, obs.act_at = args["action"], since
-    return _answer(session, "act_and_wait", args, p, obs, anchor)
+    return _answer(session, "act_and_wait", args, p, obs, anchor, replayed)
 
 
-# -- Judge, whole: the result, the contradictions and the verdict of one observation ---------------
+# ---- Judge, whole: the result, the contradictions and the verdict of one observation ----
 
 def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, str, str]]:
     """Judge `p` over `obs`: (its result, the contradictions, (verified, verifiedReason, because)).
@@ -9112,20 +9537,20 @@ def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, s
                                         pending=obs.pending)
 
 
-# -- Answer: the one place a verdict becomes what the caller reads ---------------------------------
+# ---- Answer: the one place a verdict becomes what the caller reads ----
 
 _VERDICT_FIELDS = ("pass", "evidence", "failureReason", "observed", "expected", "assertion", "inconclusive",
                    "decided", "decidedBy", "observationLost", "timedOut")
 
 
 def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
-            anchor: Optional[dict] = None) -> dict:
+            anchor: Optional[dict] = None, replayed: bool = False) -> dict:
     """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
     replays them): judge the observation, then shape it.  `verified`, `verifiedReason` and
     `because` are always at the top level; an assert carries its result's fields beside them,
     an act_and_wait nests them under `verdict` beside the act's effect, honesty and trace.  The
-    step is journaled, health and buffer loss are spliced in, and the answer is compact unless
-    `detail: "full"`."""
+    step is journaled (marked `replayed` for a flow's replay), health and buffer loss are spliced in,
+    and the answer is compact unless `detail: "full"`."""
     res, contradictions, (verified, reason, because) = _verdict(p, obs)
     window, known, since = obs.window, obs.known, obs.since
     because = _faulted_note(because, window, res)  # a fault's answer is never read as the server's
@@ -9142,7 +9567,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
         advice = _advice(p, res) if verified == "yes" else None
         if advice:
             out["advice"] = advice
-        _journal(session, "assert", args, out)
+        _journal(session, "assert", args, out, replayed=replayed)
         out = _with_health(session, _with_buffer(session, out, since))
         return out if args.get("detail") == "full" else _compact(out, out)
     verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
@@ -9170,7 +9595,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
     if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
-    _journal(session, "act_and_wait", args, out, anchor)
+    _journal(session, "act_and_wait", args, out, anchor, replayed)
     out = _with_health(session, out)
     return out if args.get("detail") == "full" else _compact(out, verdict)
 
@@ -9282,508 +9707,10 @@ def _snapshot_answer(result: dict, prev: Optional[Tuple[str, List[str]]], now: T
         out["changed"] = changed[:200]
         out["changedCount"] = len(changed)
     return out
+#: end src/reticle/13_tools.py
 
 
-# -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
-
-def _journey_to_save(hub: "Hub", tab: str, since: float, replayed: bool) -> List[dict]:
-    """The steps of tab's journey since `since` that flow_save saves: the agent's own, and a flow's
-    replayed steps only when asked (`replayed`); ToolError when there are none."""
-    journey = hub.journeys.since(tab, since)
-    left_out = [s for s in journey if s.get("replayed")] if not replayed else []
-    journey = [s for s in journey if replayed or not s.get("replayed")]  # a replay is not the agent's journey
-    if not journey:
-        raise ToolError("tab %s has no recorded step since %s to save%s" % (
-            tab, since, " (its %d step(s) since then were a flow's replay, not the agent's own)" % len(left_out)
-            if left_out else ""),
-            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, pass `steps`, "
-            "or `replayed: true` to save a replay's steps as a flow of their own")
-    return journey
-
-
-async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                          ctx: "_CallContext") -> dict:
-    """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
-    the project's flows folder, atomically.  A journey is saved only when every step in it was
-    verified and every target survives a reload; a typed secret is kept as a ${NAME} variable (its
-    value is never stored) bound to the start origin."""
-    name = _flow_name(args["name"])
-    root = _project_dir(hub)
-    start = args.get("startUrl")
-    warnings: List[str] = []
-    suggestions: List[str] = []
-    if args.get("steps"):
-        steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
-    else:
-        session = await hub.resolve_tab(args, ctx)
-        since = args.get("since")
-        if since is None:
-            since = hub.journeys.saved_at.get(session.id, 0.0)
-        journey = _journey_to_save(hub, session.id, float(since), bool(args.get("replayed")))
-        journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
-        not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
-        if not_yes:
-            i = not_yes[-1]
-            raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
-                            % (i, _step_label(journey[i]), journey[i]["verified"]),
-                            "pass `since` from the result of the first act after it (its `since`), or `steps`",
-                            steps=[_step_label(s) for s in journey])
-        blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
-        if blind:
-            raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
-                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
-        steps, first_url = _steps_from_journey(journey)
-        warnings = _toothless_warnings(journey)
-        suggestions = _server_check_suggestions(journey) if session.server_seen else []
-        start = start or first_url
-        hub.journeys.saved_at[session.id] = hub.clock()
-    flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
-                            "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    if start:
-        flow["startUrl"] = start
-    for key in ("setup", "auth"):
-        if args.get(key):
-            flow[key] = args[key]
-    if _origin_of(start):
-        steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
-                 for s in steps]
-    flow["steps"] = steps
-    if not any("until" in s or "assert" in s for s in steps):
-        flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
-    problems = _flow_problems(flow)
-    if problems:
-        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again")
-    path = _flow_path(root, name)
-    replaced = os.path.exists(path)
-    data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp-%s" % secrets.token_hex(3)
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-    out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
-           "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
-    if warnings:
-        out["warnings"] = warnings
-    if suggestions:
-        out["suggestions"] = suggestions
-    names = sorted({s["secret"] for s in steps if s.get("secret")})
-    if names:
-        out["secrets"] = names
-        out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
-    if flow.get("setup") and session is not None and not args.get("steps"):
-        out["authSaved"] = await _keep_auth(hub, session, name)  # the login this journey just verified
-    return out
-
-
-async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                          ctx: "_CallContext") -> dict:
-    root = _project_dir(hub)
-    # off the loop: the files are the project's, on whatever disk it is (each read is bounded and never
-    # waits on a FIFO, see _read_regular)
-    flows = await asyncio.get_running_loop().run_in_executor(None, _list_flows, root)
-    return {"dir": _flows_dir(root), "flows": flows}
-
-
-async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
-    from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
-    acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
-    if args.get("flow") is not None:
-        flow = args["flow"]
-        problems = _flow_problems(flow)
-        if problems:
-            raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
-                            setup=True)
-    elif args.get("name"):
-        flow = await asyncio.get_running_loop().run_in_executor(None, _read_flow, _project_dir(hub), args["name"])
-    else:
-        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
-    given = args.get("secrets") or {}
-    setup = args.get("setupFlow")
-    if setup is not None and _flow_problems(setup):
-        raise ToolError("`setupFlow` is not a Reticle flow: %s" % "; ".join(_flow_problems(setup)),
-                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True)
-    _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
-    if not args.get("faults"):
-        return await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
-    set_ids = []
-    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
-        for i, spec in enumerate(args["faults"]):
-            problem = _fault_spec_problem(spec)
-            if problem:
-                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
-                                "abort | delayMs, times?, ttlMs?}", setup=True)
-            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
-        await hub.faults.sync(session.id)
-        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,
-                                 retry=False)
-        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
-                         if f.id in set_ids]
-        return out
-    finally:
-        for fid in set_ids:
-            hub.faults.clear(session.id, ctx.session_key, fid)
-        if set_ids:
-            await _quietly(hub.faults.sync(session.id))
-
-
-# -- the MCP conventions of each tool: title, annotations (hints clients auto-approve and group by), and
-# the outputSchema of an answer whose shape is stable.  Read-only tools say only readOnlyHint and
-# openWorldHint (the other two hints mean nothing for them); a tool that acts says all four, since MCP's
-# defaults (destructive, open world) would claim more than is true.  openWorldHint is true where the
-# tool loads a URL the caller names; every other tool works inside the app under test.
-_READS = {"readOnlyHint": True, "openWorldHint": False}
-
-
-def _acts(destructive: bool, idempotent: bool, open_world: bool = False) -> dict:
-    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent,
-            "openWorldHint": open_world}
-
-
-def _shape(required: Tuple[str, ...], **props: dict) -> dict:
-    """An outputSchema: the fields every answer has (and the types of a few); others may appear."""
-    out: Dict[str, Any] = {"type": "object", "required": list(required)}
-    if props:
-        out["properties"] = props
-    return out
-
-
-_VERIFIED = {"enum": ["yes", "no", "unknown"]}
-_TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
-    "reticle_sessions": ("Sessions", _READS, _shape(("sessions",), sessions={"type": "array"})),
-    "reticle_navigate": ("Navigate", _acts(False, True, True), _shape(("confirmed", "since", "sessionId"))),
-    "reticle_snapshot": ("Snapshot", _READS, None),
-    "reticle_query": ("Query", _READS, None),
-    "reticle_inspect": ("Inspect", _READS, None),
-    "reticle_act": ("Act", _acts(True, False), None),
-    "reticle_act_sequence": ("Act sequence", _acts(True, False), _shape(("since",))),
-    "reticle_act_and_wait": ("Act and wait", _acts(True, False),
-                             _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
-    "reticle_observe": ("Observe", _READS, _shape(("events",), events={"type": "array"})),
-    "reticle_network": ("Network", _READS, None),
-    "reticle_console": ("Console", _READS, None),
-    "reticle_wait_for": ("Wait for", _READS, _shape(("pass",), **{"pass": {"type": "boolean"}})),
-    "reticle_assert": ("Assert", _READS, _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
-    "reticle_state": ("State", _READS, None),
-    "reticle_fault": ("Fault requests", _acts(False, False), _shape(("sessionId",))),
-    "reticle_capabilities": ("Capabilities", _READS, None),
-    "reticle_flow_save": ("Save flow", _acts(True, True), _shape(("saved", "name", "steps"))),
-    "reticle_flow_list": ("Flows", _READS, _shape(("dir", "flows"), flows={"type": "array"})),
-    "reticle_flow_replay": ("Replay flow", _acts(True, False, True),
-                            _shape(("verified", "steps", "because"), verified=_VERIFIED)),
-    "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
-    "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
-    "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
-}
-
-
-async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                     ctx: "_CallContext") -> dict:
-    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
-    answered once its page is connected and, for a framework the SDK recognises, hydrated."""
-    url = args["url"]
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
-                        'pass a full URL such as "http://localhost:5173/"')
-    vp = args.get("viewport")
-    started = time.monotonic()
-    _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
-    auth = None
-    if args.get("auth"):
-        auth = _load_auth_state(_project_dir(hub), _flow_name(args["auth"]))
-        if auth is None:
-            raise ToolError("no saved auth state %r in the project" % args["auth"],
-                            "replay its setup flow (a flow with \"setup\": true) in a device first")
-    device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
-                                                 (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
-                                                 auth)
-    if auth is not None and _auth_expired(auth):
-        _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
-    out = {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
-           "started": started_now, "fresh": started_now or bool(args.get("fresh")),
-           "auth": args.get("auth"), "headed": device.headed,
-           "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
-           "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
-    tab = hub.bridge.get(device.session_id)
-    if tab is not None:
-        await _await_hydration(tab, out)
-    out["ms"] = round((time.monotonic() - started) * 1000)
-    return out
-
-
-async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                      ctx: "_CallContext") -> dict:
-    sid = args.get("sessionId")
-    device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
-    if device is None:
-        live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
-        raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
-                                                            live), "pass the sessionId that reticle_open answered")
-    if device.owner != ctx.session_key:
-        raise ToolError("the device of session %s belongs to another client; only the client that opened it "
-                        "may close it (it closes by itself after %d s of that client's silence)"
-                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
-                        code="device_not_yours")
-    await hub.devices.close(device, "reticle_close")
-    return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
-
-
-def _write_private(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
-async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                           ctx: "_CallContext") -> dict:
-    """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
-    at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
-    `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
-    session = await hub.resolve_tab(args, ctx)
-    device = session.device
-    if device is None or device.closed:
-        raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
-                        "screenshot: the in-page SDK reads the program, not pixels." % session.id,
-                        "open the app in a device with reticle_open {url}, then take the screenshot there")
-    await _confirm_answering(session)  # the browser would wait for a busy page's main thread
-    if session.not_answering() is not None:  # the browser would wait for the page's main thread (issue 19 #5)
-        raise ToolError("no screenshot: the tab does not answer (%s)." % session.not_answering(),
-                        "reticle_navigate {reload: true} reloads it (its running script is ended first)",
-                        code="not_answering")
-    metrics = await device.layout()
-    view = metrics.get("cssVisualViewport") or {}
-    page_x, page_y = float(view.get("pageX", 0)), float(view.get("pageY", 0))
-    area = {"x": page_x, "y": page_y, "width": float(view.get("clientWidth", device.viewport[0])),
-            "height": float(view.get("clientHeight", device.viewport[1]))}
-    clip = None
-    if args.get("ref"):
-        box = (await session.command("inspect", {"ref": args["ref"]}) or {}).get("box") or {}
-        if not box.get("width") or not box.get("height"):
-            raise ToolError("the element %s has no box to capture (hidden or empty)." % args["ref"],
-                            "reticle_inspect shows its box; take a viewport screenshot instead")
-        clip = area = {"x": page_x + box["x"], "y": page_y + box["y"], "width": box["width"],
-                       "height": box["height"]}
-    elif args.get("fullPage"):
-        size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
-        clip = area = {"x": 0, "y": 0, "width": min(float(size.get("width", area["width"])), 4096.0),
-                       "height": min(float(size.get("height", area["height"])), float(SCREENSHOT_MAX_HEIGHT))}
-        cut = float(size.get("height", 0) or 0) > SCREENSHOT_MAX_HEIGHT
-    png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
-    width, height = _png_size(png)
-    name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
-    path = os.path.join(hub.state.ensure(), "screenshots", name)
-    await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
-    out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
-           "url": device.url}
-    if args.get("fullPage") and not args.get("ref") and cut:
-        out["truncated"] = {"pageHeight": round(float(size.get("height", 0))), "capturedHeight": SCREENSHOT_MAX_HEIGHT,
-                            "note": "the page is taller than %d px; the capture stops there" % SCREENSHOT_MAX_HEIGHT}
-    link = {"type": "resource_link", "uri": _file_uri(path), "name": name, "mimeType": "image/png",
-            "size": len(png), "description": "%dx%d screenshot of %s" % (width, height, device.url[:200])}
-    if not args.get("inline"):
-        return _WithContent(out, [link])
-    scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
-    # a readable strip, not 32,000 px
-    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))
-    jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
-    jw, jh = _jpeg_size(jpeg)
-    out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
-    return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
-                                     "mimeType": "image/jpeg"}])
-
-
-def _file_uri(path: str) -> str:
-    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
-    path = os.path.abspath(path).replace(os.sep, "/")
-    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
-
-
-# -- the registry: every tool is one _ToolSpec record, registered the same way ----------------------
-
-class _ToolSpec(NamedTuple):
-    """One tool as data: its name, description, argument properties, handler, example and required
-    fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
-    than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
-
-    name: str
-    description: str
-    props: dict
-    handler: Callable
-    example: Optional[dict] = None
-    required: Tuple[str, ...] = ()
-    own_tab: bool = False
-    quiet: Tuple[str, ...] = ()
-
-
-# DESIGN section 7, in the order tools/list shows them
-_TOOL_SPECS: Tuple[_ToolSpec, ...] = (
-    _ToolSpec("reticle_sessions",
-        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
-        {}, _tool_sessions, {}),
-    _ToolSpec("reticle_navigate",
-        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
-         "hard": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_navigate, {"url": "http://localhost:5173/checkout"}),
-    _ToolSpec("reticle_snapshot",
-        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
-        "what changed since the last snapshot.",
-        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
-         "diff": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_snapshot, {"mode": "interactive"}),
-    _ToolSpec("reticle_query",
-        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
-        "misses when nothing matches.",
-        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
-         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
-         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
-         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
-         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
-         "sessionId": _SESSION_ID},
-        _tool_query, {"by": "role", "value": "button", "name": "Pay"}),
-    _ToolSpec("reticle_inspect",
-        "One element by ref: role, name, states, box, styles, occlusion.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": _SESSION_ID},
-        _tool_inspect, {"ref": "e7"}, required=("ref",)),
-    _ToolSpec("reticle_act",
-        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
-        "controls need args.confirmDangerous.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
-         "sessionId": _SESSION_ID},
-        _tool_act, {"ref": "e7", "action": "click"}, required=("action",)),
-    _ToolSpec("reticle_act_sequence",
-        "Several acts in order, stopping at the first failure.",
-        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
-         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": _SESSION_ID},
-        _tool_act_sequence,
-        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
-        required=("steps",)),
-    _ToolSpec("reticle_act_and_wait",
-        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
-        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
-         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_act_and_wait,
-        {"target": {"role": "button", "name": "Pay"}, "action": "click",
-         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
-        required=("action",), quiet=("predicate",)),
-    _ToolSpec("reticle_observe",
-        "Raw events of a window (default the last 2 s) with a summary.",
-        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
-         "until": _CURSOR, "actionId": {"type": "string"},
-         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": _SESSION_ID},
-        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]}),
-    _ToolSpec("reticle_network",
-        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
-        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
-         "method": {"type": "string"}, "urlContains": {"type": "string"},
-         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
-         "sessionId": _SESSION_ID},
-        _tool_network, {"urlContains": "/api/", "status": 500}),
-    _ToolSpec("reticle_console",
-        "Console messages and uncaught errors since the last act.",
-        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
-         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
-         "sessionId": _SESSION_ID},
-        _tool_console, {"level": "error"}),
-    _ToolSpec("reticle_wait_for",
-        "Wait until `predicate` holds; pass and evidence, no verdict.",
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": _SESSION_ID},
-        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}}, quiet=("until",)),
-    _ToolSpec("reticle_assert",
-        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
-        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": _SESSION_ID},
-        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}}, quiet=("until",)),
-    _ToolSpec("reticle_state",
-        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
-        {"store": {"type": "string"}, "path": {"type": "string"},
-         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": _SESSION_ID},
-        _tool_state, {"store": "cart", "path": "items.length"}),
-    _ToolSpec("reticle_capabilities",
-        "What the app declared with reticle.describe, and the testids on the page.",
-        {"sessionId": _SESSION_ID}, _tool_capabilities, {}),
-    _ToolSpec("reticle_fault",
-        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
-        "tells the user; clear, list. Marked faulted: true.",
-        dict(_FAULT_SCHEMA, sessionId=_SESSION_ID), _tool_fault,
-        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}}),
-    _ToolSpec("reticle_flow_save",
-        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
-        "by role, name, label or testid, secrets as variables.",
-        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
-         "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
-                   "minItems": 1, "maxItems": FLOW_MAX_STEPS},
-         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID,
-         "origin": {"type": "string", "maxLength": 2048,
-                    "description": "a journey over two apps: save the steps on this origin"},
-         "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
-         "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"},
-         "replayed": {"type": "boolean", "description": "save the steps a flow's replay took too (never by default)"}},
-        _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
-    _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
-        {}, _tool_flow_list, {}),
-    _ToolSpec("reticle_flow_replay",
-        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
-        "`fresh`: no cookies or storage.",
-        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
-         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
-         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
-         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
-                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
-                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
-         "setupFlow": {"type": "object", "description": "the setup flow that makes the flow's auth state"},
-         "sessionId": _SESSION_ID},
-        _tool_flow_replay, {"name": "add-record"}),
-    _ToolSpec("reticle_open",
-        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
-        "`fresh`: no cookies or storage from before.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
-         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
-                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
-                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
-         "fresh": {"type": "boolean"},
-         "auth": {"type": "string", "maxLength": 64, "description": "start logged in: a setup flow's saved state"}},
-        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
-    _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
-        {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
-    _ToolSpec("reticle_screenshot",
-        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
-         "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_screenshot, {"inline": True}, own_tab=True),
-)
-
-
-def _build_registry() -> _ToolRegistry:
-    """Every tool of DESIGN section 7 that works (_TOOL_SPECS), with its final schema: a tool given
-    the tab of `sessionId` also takes `detail`; each gets its MCP conventions (_TOOL_CONVENTIONS)."""
-    reg = _ToolRegistry()
-    for spec in _TOOL_SPECS:
-        given_tab = "sessionId" in spec.props and not spec.own_tab
-        props = dict(spec.props, detail=_DETAIL) if given_tab else dict(spec.props)
-        tool = reg.add(_Tool(spec.name, spec.description, _obj(props, spec.required), spec.handler, spec.example,
-                             session=given_tab, quiet=spec.quiet))
-        if tool.name in _TOOL_CONVENTIONS:
-            tool.convene(*_TOOL_CONVENTIONS[tool.name])
-    return reg
-#: end src/reticle/11_tools.py
-
-
-#: begin src/reticle/12_flows.py
+#: begin src/reticle/14_flows.py
 ###############################################################################
 # Flows #######################################################################
 ###############################################################################
@@ -9795,7 +9722,6 @@ def _build_registry() -> _ToolRegistry:
 # every target and judges every step with the verdict core the tools use.
 
 FLOW_FORMAT = 1                      # the "format" field of a flow file
-JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
 REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SECRET_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")   # every ${NAME}; only RETICLE_SECRET_* is read
@@ -9824,143 +9750,6 @@ _FLOW_FILE = {
     },
     "additionalProperties": False,
 }
-
-
-class _Journeys:
-    """Per tab, the last JOURNEY_MAX_STEPS steps the agent took: what it did, to which
-    anchored target, and for a verdict tool the predicate and the verdict.  Secrets never
-    enter it: a value typed into a password field is already replaced by its variable."""
-
-    def __init__(self) -> None:
-        self._logs: Dict[str, collections.deque] = {}
-        self.saved_at: Dict[str, float] = {}
-
-    def record(self, session_id: str, step: dict) -> None:
-        log = self._logs.get(session_id)
-        if log is None:
-            if len(self._logs) >= 64:  # forget the oldest tab's journey
-                self._logs.pop(next(iter(self._logs)))
-            log = self._logs[session_id] = collections.deque(maxlen=JOURNEY_MAX_STEPS)
-        log.append(step)
-
-    def since(self, session_id: str, t: float) -> List[dict]:
-        return [s for s in self._logs.get(session_id, ()) if s["t"] >= t]
-
-
-def _anchor(info: Any) -> Optional[dict]:
-    """A ref-free target for an element the page described: testid, else role and name,
-    else text, else label."""
-    if not isinstance(info, dict):
-        return None
-    if info.get("testid"):
-        return {"testid": info["testid"]}
-    if info.get("role") and info.get("name"):
-        return {"role": info["role"], "name": info["name"]}
-    if info.get("text"):
-        return {"text": info["text"]}
-    if info.get("label"):
-        return {"label": info["label"]}
-    return None
-
-
-_SECRET_FIELD = re.compile(r"pass(word|wd|code|phrase)?|secret|token|api[ _-]?key|pin\b", re.I)
-
-
-def _no_plain_secret(step: dict) -> dict:
-    """A step given by the caller that types a literal into a field named like a secret keeps a
-    variable instead (the page cannot be asked which fields are password fields here)."""
-    target: dict = step["target"] if isinstance(step.get("target"), dict) else {}
-    words = " ".join(str(v if not isinstance(v, dict) else v.get("equals") or v.get("contains") or "")
-                     for k, v in target.items() if k in ("testid", "name", "label", "placeholder"))
-    act_args: dict = step["args"] if isinstance(step.get("args"), dict) else {}
-    if not _SECRET_FIELD.search(words):
-        return step
-    name = _secret_name(target)
-    for key in ("value", "text"):
-        value = act_args.get(key)
-        if isinstance(value, str) and not re.fullmatch(r"\$\{[A-Z0-9_]+\}", value):
-            step = dict(step, args=dict(act_args, **{key: "${%s}" % name}), secret=name)
-    return step
-
-
-def _secret_name(target: Optional[dict]) -> str:
-    words = ""
-    for key in ("testid", "name", "label", "placeholder", "text"):
-        value = (target or {}).get(key)
-        if isinstance(value, dict):
-            value = value.get("equals") or value.get("contains")
-        if isinstance(value, str) and value:
-            words = value
-            break
-    slug = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")[:40] or "PASSWORD"
-    return "RETICLE_SECRET_%s" % slug
-
-
-async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
-    """Before an act: the target to save (the caller's own target, or a ref described by
-    the page), whether the element is a password field, and the page's URL."""
-    pre: Dict[str, Any] = {"url": session.url, "target": None, "secret": False}
-    if args.get("target"):
-        pre["target"] = dict(args["target"])
-        return pre
-    if not args.get("ref"):
-        return pre
-    try:
-        info = await session.command("inspect", {"ref": args["ref"]}, timeout=2.0)
-    except ToolError:
-        return pre
-    pre["target"] = _anchor(info)
-    pre["secret"] = isinstance(info, dict) and str((info.get("attributes") or {}).get("type", "")).lower() == "password"
-    return pre
-
-
-_REPLAYING: contextvars.ContextVar[bool] = contextvars.ContextVar("reticle_replaying", default=False)
-
-
-def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None) -> None:
-    """Append one step to the tab's journey log (see _Journeys); a step a flow's replay took is marked
-    `replayed` (flow_save saves it only when asked: a replay is not the agent's journey)."""
-    try:
-        pre = pre or {}
-        out = out if isinstance(out, dict) else {}
-        # an act is stamped with its own cursor (the `since` it answered); an assert with now,
-        # because its `since` is the act before it
-        t = session.now() if kind == "assert" else out.get("since", session.now())
-        step: Dict[str, Any] = {"t": t, "url": pre.get("url", session.url)}
-        if kind == "assert":
-            step["assert"] = args.get("until") or args.get("predicate")
-        else:
-            anchor = pre.get("target")
-            step["action"] = args["action"]
-            if anchor:
-                step["target"] = anchor
-            effect = out.get("effect") if kind == "act_and_wait" else out.get("result")
-            secret = bool(pre.get("secret")) or (isinstance(effect, dict) and bool(effect.get("password")))
-            act_args = dict(args.get("args") or {})
-            if secret:
-                name = _secret_name(anchor)
-                for key in ("value", "text"):
-                    if key in act_args:
-                        act_args[key] = "${%s}" % name
-                step["secret"] = name
-                if _origin_of(step["url"]):
-                    step["secretOrigin"] = _origin_of(step["url"])
-            if act_args:
-                step["args"] = act_args
-            if kind == "act_and_wait":
-                step["until"] = args.get("until") or args.get("predicate") or {"kind": "settled", "quietMs": 300}
-        if kind != "act" and "timeout_ms" in args:
-            step["timeout_ms"] = args["timeout_ms"]
-        if kind != "act":
-            step["verified"] = out.get("verified", "unknown")
-            if isinstance(out.get("since"), (int, float)):
-                floor = float(out["since"])  # for flow_save's warning
-                step["writes"] = _writes_in(session.window(floor), floor)
-        if _REPLAYING.get():
-            step["replayed"] = True
-        session.bridge.hub.journeys.record(session.id, step)
-    except Exception as exc:  # the journey is a convenience: never fail the act for it
-        _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
 
 
 def _project_dir(hub: "Hub") -> str:
@@ -10107,7 +9896,7 @@ def _list_flows(root: str) -> List[dict]:
     return out
 
 
-# -- logged-in starts: a setup flow's saved state (.reticle/auth/<name>.json) ----------------------
+# ---- logged-in starts: a setup flow's saved state (.reticle/auth/<name>.json) ----
 # A flow marked `"setup": true` that ends yes in a device saves the browser context's cookies and its
 # origin's storage under its own name; a flow with `"auth": NAME` (and reticle_open {auth}) starts from
 # it.  The file is the project's secret: mode 0600, its folder git-ignored, its contents never in an
@@ -10315,17 +10104,6 @@ def _fill_secrets(value: Any, given: Optional[Dict[str, str]] = None) -> Any:
     return value
 
 
-def _origin_of(url: Any) -> str:
-    """scheme://host[:port] of a URL, lower-cased; '' for one that has none."""
-    try:
-        parts = urllib.parse.urlsplit(str(url or ""))
-    except ValueError:
-        return ""
-    if not parts.scheme or not parts.netloc:
-        return ""
-    return "%s://%s" % (parts.scheme.lower(), parts.netloc.lower())
-
-
 def _secret_origin(step: dict, flow: dict, start: Optional[str]) -> str:
     """The one origin a step's secret may be typed into: the origin the flow recorded it on
     (secretOrigin, else the flow's startUrl); a replay from another origin (`url`) moves the
@@ -10439,27 +10217,18 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
 
 async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
                        secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
-    """One step of a flow's replay (_replay_one), what it journals marked `replayed`."""
-    token = _REPLAYING.set(True)
-    try:
-        return await _replay_one(hub, session, step, ctx, secrets_in, allowed)
-    finally:
-        _REPLAYING.reset(token)
-
-
-async def _replay_one(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
-                      secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
     """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
     `no` with the page's nearest candidates, and nothing is acted on.  A step that types a
     secret does so only on the page origin `allowed` (else a setup error, nothing typed).  An act
     first waits for the causal work of the act before it (_horizon: a client router's fetch of the
     next view and its render, at most HORIZON_CAP_MS) and, when that act started a navigation (a
-    link, a form post), for the new document, so it is not made on the page being left."""
+    link, a form post), for the new document, so it is not made on the page being left.  What it
+    journals is marked `replayed` (a replay is not the agent's own journey)."""
     if "assert" in step:
         args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
         if session.id:
             args["sessionId"] = session.id
-        return await _assert_verdict(session, args, _predicate_arg(args, True))
+        return await _assert_verdict(session, args, _predicate_arg(args, True), replayed=True)
     last = session.last_act
     if last is not None and last >= session.marks.floor():  # what the act before started (a route's data)
         await _await_horizon(session, last, session.now() + HORIZON_CAP_MS)
@@ -10479,11 +10248,11 @@ async def _replay_one(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "
             args["until"] = step["until"]
             args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
             try:
-                return await _act_and_wait_verdict(session, args, _until_arg(args))
+                return await _act_and_wait_verdict(session, args, _until_arg(args), replayed=True)
             finally:
                 _remask_journey(hub, session.id, step, typed)
         try:
-            res = await _act_once(session, args)
+            res = await _act_once(session, args, replayed=True)
         finally:
             _remask_journey(hub, session.id, step, typed)
     except _TabGone:
@@ -10756,9 +10525,24 @@ async def _remake_auth(hub: "Hub", session: "_BrowserSession", name: str, url: O
     return state
 
 
-# -- reports of `reticle verify`: pure functions of the results (one dict per flow) ---------------
+# ---- reports of `reticle verify`: pure functions of the results (one dict per flow) ----
 # A result: {name, verified: yes|no|unknown|error, ms, steps: [{index, step, verified, verifiedReason,
 # because, predicate?, evidence?, ms?}], because, failedStep?, error?, screenshot? (base64 PNG)}.
+
+_TEETH_AS = {"failed": ("answered 500", "the flow is still yes when that write fails"),
+             "lie": ("answered as before, never sent (lie)",
+                     "the flow is still yes when that write is answered as before but never reaches the server: "
+                     "it never checks that the write was kept"),
+             "envelope": ("answered with its framework's own failure (envelope)",
+                          "the flow is still yes when that write fails the way its framework says so (a SvelteKit "
+                          "action's failure envelope under HTTP 200)")}
+
+
+def _teeth_name(t: dict) -> str:
+    """A teeth replay as the reports name it: `POST /api/save`, `POST /api/save (lie)` or `POST /api/save
+    (envelope)`."""
+    return t["write"] + (" (%s)" % t["as"] if t.get("as") in ("lie", "envelope") else "")
+
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")  # not XML 1.0 characters
 
@@ -10996,7 +10780,7 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
     return "\n".join(parts) + "\n"
 
 
-# -- shards of `reticle verify` and their merge: pure functions -----------------------------------
+# ---- shards of `reticle verify` and their merge: pure functions ----
 # `verify --shard I/N` runs one of N disjoint parts of the selected flows (one CI job each);
 # `reticle report merge` joins the parts' `--json` results into one run's reports and exit code.
 
@@ -11142,10 +10926,522 @@ def _merge_flows(parts: List[Tuple[str, List[dict]]], selected: List[str]) -> Li
                                           "in every job)" % (len(got), ", ".join(r["shard"] for r in got),
                                                              want[name])))
     return out + extra
-#: end src/reticle/12_flows.py
 
 
-#: begin src/reticle/13_server_truth.py
+# ---- flows: save the journey a tab just went through, list them, replay one (Flows section) ----
+
+def _journey_to_save(hub: "Hub", tab: str, since: float, replayed: bool) -> List[dict]:
+    """The steps of tab's journey since `since` that flow_save saves: the agent's own, and a flow's
+    replayed steps only when asked (`replayed`); ToolError when there are none."""
+    journey = hub.journeys.since(tab, since)
+    left_out = [s for s in journey if s.get("replayed")] if not replayed else []
+    journey = [s for s in journey if replayed or not s.get("replayed")]  # a replay is not the agent's journey
+    if not journey:
+        raise ToolError("tab %s has no recorded step since %s to save%s" % (
+            tab, since, " (its %d step(s) since then were a flow's replay, not the agent's own)" % len(left_out)
+            if left_out else ""),
+            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, pass `steps`, "
+            "or `replayed: true` to save a replay's steps as a flow of their own")
+    return journey
+
+
+async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
+    the project's flows folder, atomically.  A journey is saved only when every step in it was
+    verified and every target survives a reload; a typed secret is kept as a ${NAME} variable (its
+    value is never stored) bound to the start origin."""
+    name = _flow_name(args["name"])
+    root = _project_dir(hub)
+    start = args.get("startUrl")
+    warnings: List[str] = []
+    suggestions: List[str] = []
+    if args.get("steps"):
+        steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
+    else:
+        session = await hub.resolve_tab(args, ctx)
+        since = args.get("since")
+        if since is None:
+            since = hub.journeys.saved_at.get(session.id, 0.0)
+        journey = _journey_to_save(hub, session.id, float(since), bool(args.get("replayed")))
+        journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
+        not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
+        if not_yes:
+            i = not_yes[-1]
+            raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
+                            % (i, _step_label(journey[i]), journey[i]["verified"]),
+                            "pass `since` from the result of the first act after it (its `since`), or `steps`",
+                            steps=[_step_label(s) for s in journey])
+        blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
+        if blind:
+            raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
+                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
+        steps, first_url = _steps_from_journey(journey)
+        warnings = _toothless_warnings(journey)
+        suggestions = _server_check_suggestions(journey) if session.server_seen else []
+        start = start or first_url
+        hub.journeys.saved_at[session.id] = hub.clock()
+    flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
+                            "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if start:
+        flow["startUrl"] = start
+    for key in ("setup", "auth"):
+        if args.get(key):
+            flow[key] = args[key]
+    if _origin_of(start):
+        steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
+                 for s in steps]
+    flow["steps"] = steps
+    if not any("until" in s or "assert" in s for s in steps):
+        flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
+    problems = _flow_problems(flow)
+    if problems:
+        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again")
+    path = _flow_path(root, name)
+    replaced = os.path.exists(path)
+    data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp-%s" % secrets.token_hex(3)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
+           "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
+    if warnings:
+        out["warnings"] = warnings
+    if suggestions:
+        out["suggestions"] = suggestions
+    names = sorted({s["secret"] for s in steps if s.get("secret")})
+    if names:
+        out["secrets"] = names
+        out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
+    if flow.get("setup") and session is not None and not args.get("steps"):
+        out["authSaved"] = await _keep_auth(hub, session, name)  # the login this journey just verified
+    return out
+
+
+async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    root = _project_dir(hub)
+    # off the loop: the files are the project's, on whatever disk it is (each read is bounded and never
+    # waits on a FIFO, see _read_regular)
+    flows = await asyncio.get_running_loop().run_in_executor(None, _list_flows, root)
+    return {"dir": _flows_dir(root), "flows": flows}
+
+
+async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
+    from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
+    acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
+    if args.get("flow") is not None:
+        flow = args["flow"]
+        problems = _flow_problems(flow)
+        if problems:
+            raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
+                            setup=True)
+    elif args.get("name"):
+        flow = await asyncio.get_running_loop().run_in_executor(None, _read_flow, _project_dir(hub), args["name"])
+    else:
+        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
+    given = args.get("secrets") or {}
+    setup = args.get("setupFlow")
+    if setup is not None and _flow_problems(setup):
+        raise ToolError("`setupFlow` is not a Reticle flow: %s" % "; ".join(_flow_problems(setup)),
+                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True)
+    _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
+    if not args.get("faults"):
+        return await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
+    set_ids = []
+    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
+        for i, spec in enumerate(args["faults"]):
+            problem = _fault_spec_problem(spec)
+            if problem:
+                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
+                                "abort | delayMs, times?, ttlMs?}", setup=True)
+            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
+        await hub.faults.sync(session.id)
+        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,
+                                 retry=False)
+        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
+                         if f.id in set_ids]
+        return out
+    finally:
+        for fid in set_ids:
+            hub.faults.clear(session.id, ctx.session_key, fid)
+        if set_ids:
+            await _quietly(hub.faults.sync(session.id))
+#: end src/reticle/14_flows.py
+
+
+#: begin src/reticle/15_registry.py
+###############################################################################
+# Tool registry ###############################################################
+###############################################################################
+# Every tool as one record (_ToolSpec: name, handler, schema, title, annotations, output schema), and
+# the registry tools/list, argument checking and the usage resource all read.  The handlers are above
+# (Tools, and the flow tools in Flows), except the device tools, which start from a saved login
+# (Flows) and so come here, first.
+
+
+# ---- the device tools: open a browser of Reticle's own, close it, take its screenshots -------------
+
+async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                     ctx: "_CallContext") -> dict:
+    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
+    answered once its page is connected and, for a framework the SDK recognises, hydrated."""
+    url = args["url"]
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
+                        'pass a full URL such as "http://localhost:5173/"')
+    vp = args.get("viewport")
+    started = time.monotonic()
+    _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
+    auth = None
+    if args.get("auth"):
+        auth = _load_auth_state(_project_dir(hub), _flow_name(args["auth"]))
+        if auth is None:
+            raise ToolError("no saved auth state %r in the project" % args["auth"],
+                            "replay its setup flow (a flow with \"setup\": true) in a device first")
+    device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
+                                                 (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
+                                                 auth)
+    if auth is not None and _auth_expired(auth):
+        _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
+    out = {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
+           "started": started_now, "fresh": started_now or bool(args.get("fresh")),
+           "auth": args.get("auth"), "headed": device.headed,
+           "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
+           "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
+    tab = hub.bridge.get(device.session_id)
+    if tab is not None:
+        await _await_hydration(tab, out)
+    out["ms"] = round((time.monotonic() - started) * 1000)
+    return out
+
+
+async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                      ctx: "_CallContext") -> dict:
+    sid = args.get("sessionId")
+    device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
+    if device is None:
+        live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
+        raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
+                                                            live), "pass the sessionId that reticle_open answered")
+    if device.owner != ctx.session_key:
+        raise ToolError("the device of session %s belongs to another client; only the client that opened it "
+                        "may close it (it closes by itself after %d s of that client's silence)"
+                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
+                        code="device_not_yours")
+    await hub.devices.close(device, "reticle_close")
+    return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
+
+
+def _write_private(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                           ctx: "_CallContext") -> dict:
+    """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
+    at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
+    `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
+    session = await hub.resolve_tab(args, ctx)
+    device = session.device
+    if device is None or device.closed:
+        raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
+                        "screenshot: the in-page SDK reads the program, not pixels." % session.id,
+                        "open the app in a device with reticle_open {url}, then take the screenshot there")
+    await _confirm_answering(session)  # the browser would wait for a busy page's main thread
+    if session.not_answering() is not None:  # a capture waits for the page's main thread
+        raise ToolError("no screenshot: the tab does not answer (%s)." % session.not_answering(),
+                        "reticle_navigate {reload: true} reloads it (its running script is ended first)",
+                        code="not_answering")
+    metrics = await device.layout()
+    view = metrics.get("cssVisualViewport") or {}
+    page_x, page_y = float(view.get("pageX", 0)), float(view.get("pageY", 0))
+    area = {"x": page_x, "y": page_y, "width": float(view.get("clientWidth", device.viewport[0])),
+            "height": float(view.get("clientHeight", device.viewport[1]))}
+    clip = None
+    if args.get("ref"):
+        box = (await session.command("inspect", {"ref": args["ref"]}) or {}).get("box") or {}
+        if not box.get("width") or not box.get("height"):
+            raise ToolError("the element %s has no box to capture (hidden or empty)." % args["ref"],
+                            "reticle_inspect shows its box; take a viewport screenshot instead")
+        clip = area = {"x": page_x + box["x"], "y": page_y + box["y"], "width": box["width"],
+                       "height": box["height"]}
+    elif args.get("fullPage"):
+        size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
+        clip = area = {"x": 0, "y": 0, "width": min(float(size.get("width", area["width"])), 4096.0),
+                       "height": min(float(size.get("height", area["height"])), float(SCREENSHOT_MAX_HEIGHT))}
+        cut = float(size.get("height", 0) or 0) > SCREENSHOT_MAX_HEIGHT
+    png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
+    width, height = _png_size(png)
+    name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
+    path = os.path.join(hub.state.ensure(), "screenshots", name)
+    await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
+    out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
+           "url": device.url}
+    if args.get("fullPage") and not args.get("ref") and cut:
+        out["truncated"] = {"pageHeight": round(float(size.get("height", 0))), "capturedHeight": SCREENSHOT_MAX_HEIGHT,
+                            "note": "the page is taller than %d px; the capture stops there" % SCREENSHOT_MAX_HEIGHT}
+    link = {"type": "resource_link", "uri": _file_uri(path), "name": name, "mimeType": "image/png",
+            "size": len(png), "description": "%dx%d screenshot of %s" % (width, height, device.url[:200])}
+    if not args.get("inline"):
+        return _WithContent(out, [link])
+    scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
+    # a readable strip, not 32,000 px
+    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))
+    jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
+    jw, jh = _jpeg_size(jpeg)
+    out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
+    return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
+                                     "mimeType": "image/jpeg"}])
+
+
+def _file_uri(path: str) -> str:
+    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
+    path = os.path.abspath(path).replace(os.sep, "/")
+    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
+
+
+# ---- the MCP conventions of each tool ----
+# Each tool's title, annotations (hints clients auto-approve and group by), and the outputSchema of an
+# answer whose shape is stable.  Read-only tools say only readOnlyHint and openWorldHint (the other two
+# hints mean nothing for them); a tool that acts says all four, since MCP's defaults (destructive, open
+# world) would claim more than is true.  openWorldHint is true where the tool loads a URL the caller
+# names; every other tool works inside the app under test.
+_READS = {"readOnlyHint": True, "openWorldHint": False}
+
+
+def _acts(destructive: bool, idempotent: bool, open_world: bool = False) -> dict:
+    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent,
+            "openWorldHint": open_world}
+
+
+def _shape(required: Tuple[str, ...], **props: dict) -> dict:
+    """An outputSchema: the fields every answer has (and the types of a few); others may appear."""
+    out: Dict[str, Any] = {"type": "object", "required": list(required)}
+    if props:
+        out["properties"] = props
+    return out
+
+
+_VERIFIED = {"enum": ["yes", "no", "unknown"]}
+_TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
+    "reticle_sessions": ("Sessions", _READS, _shape(("sessions",), sessions={"type": "array"})),
+    "reticle_navigate": ("Navigate", _acts(False, True, True), _shape(("confirmed", "since", "sessionId"))),
+    "reticle_snapshot": ("Snapshot", _READS, None),
+    "reticle_query": ("Query", _READS, None),
+    "reticle_inspect": ("Inspect", _READS, None),
+    "reticle_act": ("Act", _acts(True, False), None),
+    "reticle_act_sequence": ("Act sequence", _acts(True, False), _shape(("since",))),
+    "reticle_act_and_wait": ("Act and wait", _acts(True, False),
+                             _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_observe": ("Observe", _READS, _shape(("events",), events={"type": "array"})),
+    "reticle_network": ("Network", _READS, None),
+    "reticle_console": ("Console", _READS, None),
+    "reticle_wait_for": ("Wait for", _READS, _shape(("pass",), **{"pass": {"type": "boolean"}})),
+    "reticle_assert": ("Assert", _READS, _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_state": ("State", _READS, None),
+    "reticle_fault": ("Fault requests", _acts(False, False), _shape(("sessionId",))),
+    "reticle_capabilities": ("Capabilities", _READS, None),
+    "reticle_flow_save": ("Save flow", _acts(True, True), _shape(("saved", "name", "steps"))),
+    "reticle_flow_list": ("Flows", _READS, _shape(("dir", "flows"), flows={"type": "array"})),
+    "reticle_flow_replay": ("Replay flow", _acts(True, False, True),
+                            _shape(("verified", "steps", "because"), verified=_VERIFIED)),
+    "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
+    "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
+    "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
+}
+
+
+# ---- the registry: every tool is one _ToolSpec record, registered the same way ----
+
+class _ToolSpec(NamedTuple):
+    """One tool as data: its name, description, argument properties, handler, example and required
+    fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
+    than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
+
+    name: str
+    description: str
+    props: dict
+    handler: Callable
+    example: Optional[dict] = None
+    required: Tuple[str, ...] = ()
+    own_tab: bool = False
+    quiet: Tuple[str, ...] = ()
+
+
+# DESIGN section 7, in the order tools/list shows them
+_TOOL_SPECS: Tuple[_ToolSpec, ...] = (
+    _ToolSpec("reticle_sessions",
+        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
+        {}, _tool_sessions, {}),
+    _ToolSpec("reticle_navigate",
+        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
+         "hard": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_navigate, {"url": "http://localhost:5173/checkout"}),
+    _ToolSpec("reticle_snapshot",
+        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
+        "what changed since the last snapshot.",
+        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
+         "diff": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_snapshot, {"mode": "interactive"}),
+    _ToolSpec("reticle_query",
+        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
+        "misses when nothing matches.",
+        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
+         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
+         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
+         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
+         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
+         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_query, {"by": "role", "value": "button", "name": "Pay"}),
+    _ToolSpec("reticle_inspect",
+        "One element by ref: role, name, states, box, styles, occlusion.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": _SESSION_ID},
+        _tool_inspect, {"ref": "e7"}, required=("ref",)),
+    _ToolSpec("reticle_act",
+        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
+        "controls need args.confirmDangerous.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_act, {"ref": "e7", "action": "click"}, required=("action",)),
+    _ToolSpec("reticle_act_sequence",
+        "Several acts in order, stopping at the first failure.",
+        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
+         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": _SESSION_ID},
+        _tool_act_sequence,
+        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
+        required=("steps",)),
+    _ToolSpec("reticle_act_and_wait",
+        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
+        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_act_and_wait,
+        {"target": {"role": "button", "name": "Pay"}, "action": "click",
+         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
+        required=("action",), quiet=("predicate",)),
+    _ToolSpec("reticle_observe",
+        "Raw events of a window (default the last 2 s) with a summary.",
+        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
+         "until": _CURSOR, "actionId": {"type": "string"},
+         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": _SESSION_ID},
+        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]}),
+    _ToolSpec("reticle_network",
+        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
+        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
+         "method": {"type": "string"}, "urlContains": {"type": "string"},
+         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
+         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_network, {"urlContains": "/api/", "status": 500}),
+    _ToolSpec("reticle_console",
+        "Console messages and uncaught errors since the last act.",
+        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
+         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
+         "sessionId": _SESSION_ID},
+        _tool_console, {"level": "error"}),
+    _ToolSpec("reticle_wait_for",
+        "Wait until `predicate` holds; pass and evidence, no verdict.",
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}}, quiet=("until",)),
+    _ToolSpec("reticle_assert",
+        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
+        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}}, quiet=("until",)),
+    _ToolSpec("reticle_state",
+        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
+        {"store": {"type": "string"}, "path": {"type": "string"},
+         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": _SESSION_ID},
+        _tool_state, {"store": "cart", "path": "items.length"}),
+    _ToolSpec("reticle_capabilities",
+        "What the app declared with reticle.describe, and the testids on the page.",
+        {"sessionId": _SESSION_ID}, _tool_capabilities, {}),
+    _ToolSpec("reticle_fault",
+        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
+        "tells the user; clear, list. Marked faulted: true.",
+        dict(_FAULT_SCHEMA, sessionId=_SESSION_ID), _tool_fault,
+        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}}),
+    _ToolSpec("reticle_flow_save",
+        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
+        "by role, name, label or testid, secrets as variables.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
+         "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
+                   "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID,
+         "origin": {"type": "string", "maxLength": 2048,
+                    "description": "a journey over two apps: save the steps on this origin"},
+         "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
+         "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"},
+         "replayed": {"type": "boolean", "description": "save the steps a flow's replay took too (never by default)"}},
+        _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
+    _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
+        {}, _tool_flow_list, {}),
+    _ToolSpec("reticle_flow_replay",
+        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
+        "`fresh`: no cookies or storage.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
+         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
+         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
+                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
+                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
+         "setupFlow": {"type": "object", "description": "the setup flow that makes the flow's auth state"},
+         "sessionId": _SESSION_ID},
+        _tool_flow_replay, {"name": "add-record"}),
+    _ToolSpec("reticle_open",
+        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
+        "`fresh`: no cookies or storage from before.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
+                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
+                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
+         "fresh": {"type": "boolean"},
+         "auth": {"type": "string", "maxLength": 64, "description": "start logged in: a setup flow's saved state"}},
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
+    _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
+        {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
+    _ToolSpec("reticle_screenshot",
+        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
+         "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_screenshot, {"inline": True}, own_tab=True),
+)
+
+
+def _build_registry() -> _ToolRegistry:
+    """Every tool of DESIGN section 7 that works (_TOOL_SPECS), with its final schema: a tool given
+    the tab of `sessionId` also takes `detail`; each gets its MCP conventions (_TOOL_CONVENTIONS)."""
+    reg = _ToolRegistry()
+    for spec in _TOOL_SPECS:
+        given_tab = "sessionId" in spec.props and not spec.own_tab
+        props = dict(spec.props, detail=_DETAIL) if given_tab else dict(spec.props)
+        tool = reg.add(_Tool(spec.name, spec.description, _obj(props, spec.required), spec.handler, spec.example,
+                             session=given_tab, quiet=spec.quiet))
+        if tool.name in _TOOL_CONVENTIONS:
+            tool.convene(*_TOOL_CONVENTIONS[tool.name])
+    return reg
+#: end src/reticle/15_registry.py
+
+
+#: begin src/reticle/16_server_truth.py
 ###############################################################################
 # Server truth ################################################################
 ###############################################################################
@@ -11157,14 +11453,10 @@ def _merge_flows(parts: List[Tuple[str, List[dict]]], selected: List[str]) -> Li
 # framework at module import; wsgi/asgi/DjangoMiddleware/watch_sqlalchemy are
 # the public entry points.
 
-SERVER_MARK_HEADER = "X-Reticle-Mark"
-SERVER_MARK_COOKIE = "__reticle_mark"
 SERVER_QUEUE_CAP = 1000          # records waiting for the reporter thread; past it they are dropped, counted
 SERVER_BATCH = 100               # records per POST to the daemon
 SERVER_AWAY_S = 1.0              # after a failed POST, wait this long before the next try
 SERVER_SQL_CAP = 200             # characters of SQL text kept per write
-SERVER_GRACE_MS = 400            # a marked request's record may arrive this long after the browser saw it answer
-SERVER_WAIT_CAP_MS = 3000        # after an act, a verdict waits at most this long past an answer for its record
 SERVER_MAX_RECORDS = 500         # per POST accepted by the daemon
 SERVER_TICKETS = 64              # one-use marks handed to a tab's document at a time (the SDK asks for more)
 SERVER_TICKETS_KEPT = 512        # unused marks a tab holds at most: past it the oldest are void
@@ -11175,13 +11467,6 @@ _MARK_RE = re.compile(r"^([0-9a-f]{32})(?:\.([A-Za-z0-9_:-]{1,64})\.([A-Za-z0-9_
 _SQL_WRITE_RE = re.compile(
     r"^\s*(?:/\*.*?\*/\s*)*(INSERT|UPDATE|DELETE|REPLACE)\b(?:\s+OR\s+\w+)?(?:\s+INTO|\s+FROM)?\s+"
     r"(?:ONLY\s+)?[`\"\[]?([A-Za-z_][\w$]*(?:[`\"\]]?\.[`\"\[]?[A-Za-z_][\w$]*)?)", re.I | re.S)
-_SERVER_INSTALL = (
-    "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
-    "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
-    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); raw sqlite3 writes: "
-    "reticle.watch_sqlite3(conn); "
-    "`reticle init` adds or prints it; any other stack: its OpenTelemetry exporter pointed at the daemon "
-    "(`reticle init` prints how)")
 _server_log = logging.getLogger("reticle.server")
 _CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
 
@@ -11198,6 +11483,8 @@ _SERVER_SECRET_PAIR = re.compile(
     r"private[-_]?key|authorization|auth|cookie|session[-_]?id|sid|jwt|credential|card[-_]?number|cvv|cvc|ssn)"
     r"(?:[\"']?)\s*[:=]\s*)(?!\[redacted\])(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s&,;}\]]+)")
 
+
+# ---- the app's side: what a marked request did (the middleware, in the app's process) ----
 
 def _scrub_server(text: str) -> str:
     """`text` from the app's server with secrets redacted (tokens, key shapes, secret-named values)."""
@@ -11432,7 +11719,7 @@ def _daemon_token() -> Optional[str]:
         return None
 
 
-# -- the script tag, added by the middleware to the app's HTML pages (inject) --------------------
+# ---- the script tag, added by the middleware to the app's HTML pages (inject) ----
 
 SERVER_INJECT_MAX_BYTES = 2 << 20  # an HTML body read whole to add the script tag; a larger one passes untouched
 
@@ -11603,6 +11890,8 @@ def _asgi_injecting(app: Callable) -> Callable:
 _PROOF_CHALLENGE_RE = re.compile(r"^[0-9a-f]{32,128}$")
 
 
+# ---- the reporter thread: records to the daemon, never in the request's way ----
+
 def _daemon_proof(token: str, host: str, port: int, challenge: str) -> str:
     """What only a daemon that knows `token` answers to `challenge` on the listening address host:port
     (HMAC-SHA256).  The reporter asks before it sends the token, on the connection it will send it
@@ -11743,6 +12032,8 @@ class _ServerReporter:
         self.sent += len(batch)
         return True
 
+
+# ---- one record: begun when a marked request comes in, filled by the database hooks ----
 
 def _sent_by(site: Optional[str], origin: Optional[str], referer: Optional[str]) -> dict:
     """Who sent the request, as the browser tells it (a page can set none of these headers): its
@@ -11908,7 +12199,6 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
 
 _SAVEPOINT_RE = re.compile(r'^\s*(SAVEPOINT|ROLLBACK\s+(?:TRANSACTION\s+|WORK\s+)?TO\s+(?:SAVEPOINT\s+)?|RELEASE\s+'
                            r'(?:SAVEPOINT\s+)?)\s*([`"\[]?[\w$]+[`"\]]?)\s*;?\s*$', re.I)
-_SAVEPOINT_NOTE = "rolled back to a savepoint (its transaction went on)"
 
 
 def _note_savepoint(rec: dict, statement: Any, conn_key: Any) -> bool:
@@ -11950,6 +12240,8 @@ def _end_transaction(conn_key: Any, committed: bool) -> None:
         if not committed:
             w["note"] = "rolled back"
 
+
+# ---- the entry points: wsgi, asgi, DjangoMiddleware, watch_sqlalchemy, watch_sqlite3 ----
 
 def _flask_view(app: Any, environ: dict) -> Optional[str]:
     url_map = getattr(app, "url_map", None) or getattr(getattr(app, "__self__", None), "url_map", None)
@@ -12311,7 +12603,7 @@ def watch_sqlite3(conn: Any) -> Any:
     return conn
 
 
-# -- the daemon's side: stitch records into the tab whose mark they carry ------------------------
+# ---- the daemon's side: stitch records into the tab whose mark they carry ----
 
 def _clean_server_record(raw: Any) -> Optional[dict]:
     """A record from the middleware, kept to its known fields with their types and caps, or None."""
@@ -12498,7 +12790,7 @@ def _stitch_server_records(hub: "Hub", body: Any) -> dict:
     return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}
 
 
-# -- OpenTelemetry: server records from any stack's spans (OTLP/HTTP, correlated by trace context) --
+# ---- OpenTelemetry: server records from any stack's spans (OTLP/HTTP, W3C trace context) ----
 # The SDK's one-use server mark is 32 hex digits, the size of a W3C trace id: each marked same-origin
 # fetch/XHR also carries `traceparent: 00-<mark>-<random parent>-01`, which stock OpenTelemetry server
 # instrumentation continues.  The exporter posts the spans to /v1/traces (and error logs to /v1/logs)
@@ -12511,7 +12803,6 @@ OTEL_MEDIA = ("application/json", "application/x-protobuf")
 OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
 OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
 OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
-OTEL_GRACE_MS = 1500             # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
 OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
 
 
@@ -13037,10 +13328,10 @@ class _OtelTraces:
                     rec["exception"] = exc
                     break
         owner._wake()
-#: end src/reticle/13_server_truth.py
+#: end src/reticle/16_server_truth.py
 
 
-#: begin src/reticle/14_http.py
+#: begin src/reticle/17_http.py
 ###############################################################################
 # HTTP handlers ###############################################################
 ###############################################################################
@@ -13896,10 +14187,10 @@ def _has_initialize_result(payload: Any, reply: Any) -> bool:
     init_ids = [m.get("id") for m in msgs if isinstance(m, dict) and m.get("method") == "initialize" and "id" in m]
     replies = reply if isinstance(reply, list) else [reply]
     return any(isinstance(r, dict) and "result" in r and r.get("id") in init_ids for r in replies)
-#: end src/reticle/14_http.py
+#: end src/reticle/17_http.py
 
 
-#: begin src/reticle/15_websocket.py
+#: begin src/reticle/18_websocket.py
 ###############################################################################
 # WebSocket handler ###########################################################
 ###############################################################################
@@ -14189,10 +14480,10 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
             self.write_message(_dumps(obj))
         except tornado.websocket.WebSocketClosedError:
             _emit(_bridge_log, logging.DEBUG, "send_on_closed_socket")
-#: end src/reticle/15_websocket.py
+#: end src/reticle/18_websocket.py
 
 
-#: begin src/reticle/16_app.py
+#: begin src/reticle/19_app.py
 ###############################################################################
 # Application factory #########################################################
 ###############################################################################
@@ -14390,207 +14681,6 @@ def _openapi(hub: "Hub") -> dict:
             "components": {"schemas": _OPENAPI_SCHEMAS}}
 
 
-class Hub:
-    """All of one daemon's state.  make_app() serves it; nothing is global."""
-
-    def __init__(self, state_dir: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 token: Optional[str] = None, allowed_origins: Optional[List[str]] = None,
-                 rate: Optional[Tuple[float, float]] = None, scheme: str = "http") -> None:
-        """A daemon's whole state, before it serves: the state directory (token, machine key), the guard
-        and rate limiter, the tool registry and MCP dispatcher, the bridge, devices, faults and journeys.
-        Nothing listens until `_serve` (or a caller's own server over `make_app`) runs it."""
-        self.state = _StateDir(state_dir)
-        self.host = host
-        self.port = port
-        self.scheme = scheme
-        self._token = token
-        self._token_cache: Tuple[float, str] = (-1.0, "")
-        self.signer = _SessionSigner(self.state.machine_key(), SESSION_MAX_AGE_S)
-        if allowed_origins is None:
-            allowed_origins = [o for o in os.environ.get("RETICLE_ALLOWED_ORIGINS", "").split(",") if o.strip()]
-        self.allowed_origins = tuple(filter(None, (_normalise_origin(o) for o in allowed_origins)))
-        rate = rate or _parse_rate(os.environ.get("RETICLE_RATE_LIMIT"))
-        self.limiter = _RateLimiter(*rate)
-        self.keepalive_s = SSE_KEEPALIVE_S
-        self.hello_timeout_s = HELLO_TIMEOUT_S
-        self._t0 = time.monotonic()
-        self.started_at = time.time()
-        self.registry = _build_registry()
-        self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
-        # what was refused to a page lately (a script load, a bridge socket), for reticle_sessions
-        self.refusals: collections.deque = collections.deque(maxlen=REFUSALS_KEPT)
-        self.bridge = _Bridge(self)
-        self.devices = _DeviceManager(self)
-        self.journeys = _Journeys()
-        # what the apps' middleware sent (Server truth)
-        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
-                                             "refused": 0, "lastRefused": None, "droppedByApps": 0,
-                                             "lastDropAt": None}
-        self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
-        self.faults = _Faults(self)
-        self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
-        self.guard = _Guard(self)
-        self.sse_streams: Dict[str, _SseHandler] = {}
-        self.get_streams: set = set()
-        self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
-        self.clients: Dict[str, float] = {}  # MCP session id -> when last heard (Hub.clock, ms)
-        self.mcp_ready = True
-        self.tasks: set = set()
-        self.stop_event: Optional[asyncio.Event] = None
-        self.stop_reason = ""
-        self._sdk: Optional[str] = None
-
-    def note_refusal(self, what: str, reason: str, fix: str) -> None:
-        """Keep what was refused to a page (`what`: "script" or "socket"), why and what to do, the
-        last REFUSALS_KEPT of them: reticle_sessions names them while no tab is connected."""
-        self.refusals.append({"at": _wall_iso(), "what": what, "reason": _short(reason, 300), "fix": fix})
-
-    # -- clock and ids --------------------------------------------------------
-    def clock(self) -> float:
-        """Milliseconds since the daemon started: the cursor clock, the daemon's one clock (_clock_ms)."""
-        return _clock_ms(self._t0)
-
-    def token(self) -> str:
-        """The pairing token: the one given to the constructor, else RETICLE_TOKEN, else the state
-        directory's token file (re-read when the file changes, so a rotated token takes effect)."""
-        if self._token:
-            return self._token
-        env = os.environ.get("RETICLE_TOKEN", "").strip()
-        if env:
-            return env
-        path = self.state.file("token")
-        try:
-            mtime = os.stat(path).st_mtime
-        except OSError:
-            mtime = -2.0
-        if mtime != self._token_cache[0]:
-            self._token_cache = (mtime, self.state.token())
-        return self._token_cache[1]
-
-    def public_origin(self) -> str:
-        """The origin a client on this machine reaches the daemon at (a wildcard bind is named 127.0.0.1)."""
-        host = self.host
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        if ":" in host and not host.startswith("["):
-            host = "[%s]" % host
-        return "%s://%s:%d" % (self.scheme, host, self.port)
-
-    # -- tasks ------------------------------------------------------------------
-    def spawn(self, coro: Awaitable) -> "asyncio.Task":
-        """Run `coro` as a task the Hub holds until it is done (so it is not garbage-collected mid-way)."""
-        task = asyncio.ensure_future(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
-
-    def touch_client(self, session_id: str) -> None:
-        """Note that an MCP client with this session id was just heard from; status counts clients heard
-        in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
-        self.clients[session_id] = self.clock()
-        if len(self.clients) > 1000:
-            horizon = self.clock() - 600_000
-            self.clients = {k: v for k, v in self.clients.items() if v > horizon}
-
-    def default_session(self, args: dict, ctx: _CallContext) -> Optional[str]:
-        """The tab a call means: its `sessionId`, else the device this caller opened, else none
-        (the bridge then takes the only tab, and never guesses between several)."""
-        if args.get("sessionId"):
-            return args["sessionId"]
-        own = self.devices.owned_by(ctx.session_key)
-        return own.session_id if own is not None and own.ready and not own.closed else None
-
-    async def resolve_tab(self, args: dict, ctx: _CallContext) -> "_BrowserSession":
-        """The tab a call means (default_session, resolved by the bridge), refused when it is a
-        device another client opened: a device belongs to the client that opened it (its session
-        key: the Mcp-Session-Id of Streamable HTTP and of each `reticle mcp` proxy, the stream of
-        SSE), as its close and its faults do; one the CLI opened (`reticle drive`) is anyone's."""
-        session = await self.bridge.resolve_soon(self.default_session(args, ctx))
-        device = self.devices.for_session(session.id)
-        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
-            raise ToolError("tab %s is a device another MCP client opened; only that client may act on it, read it, "
-                            "navigate it, take its screenshots or save its flows (its pages carry that client's "
-                            "cookies)" % session.id,
-                            "open your own device with reticle_open {url} (it answers your sessionId), or name "
-                            "a tab of yours in sessionId", code="device_not_yours")
-        return session
-
-    # -- MCP ----------------------------------------------------------------------
-    async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
-        """Run one tool and return its MCP tool result; a ToolError, an unknown name or a crash is an
-        `isError` result naming what went wrong, never an exception, so the daemon keeps serving."""
-        tool = self.registry.get(name)
-        if tool is None:  # the MCP layer checks the name first; a direct caller may not have
-            return _tool_result({"error": "unknown tool %r" % name,
-                                 "recovery": "call one of: %s" % ", ".join(self.registry.names())}, True)
-        self.devices.touch(ctx.session_key)
-        try:
-            session = await self.resolve_tab(args, ctx) if tool.needs_session else None
-            budget = args.get("timeout_ms") if isinstance(args, dict) else None
-            token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
-                                       not isinstance(budget, bool) and budget > 0 else None)
-            try:
-                return _tool_result(await tool.handler(self, session, args, ctx))
-            finally:
-                _CALL_DEADLINE.reset(token)
-        except ToolError as exc:
-            return _tool_result(exc.payload(), is_error=True)
-        except Exception as exc:
-            _emit(_log, logging.ERROR, "tool_crashed", tool=name, error=repr(exc))
-            return _tool_result({"error": "internal error in %s: %s" % (name, exc),
-                                 "recovery": "this is a Reticle bug; the daemon keeps serving"}, True)
-
-    async def read_live(self, uri: str) -> Any:
-        """The live MCP resources' content (today: the sessions list, whatever the uri)."""
-        return await _tool_sessions(self, None, {}, _CallContext("resource", "resource"))
-
-    # -- status ---------------------------------------------------------------------
-    def status(self) -> dict:
-        """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
-        clients, devices and the server-truth counters."""
-        horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
-        out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
-               "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
-               "sessions": [_describe_session(s) for s in self.bridge.live()],
-               "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
-               "devices": self.devices.describe(),
-               # counts only (what a refusal named stays in the log): the middleware's records, the spans
-               "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
-                               "openTelemetry": dict(self.otel.stats)}}
-        if not out["sessions"]:
-            out["why"] = self.bridge.why()
-        return out
-
-    def sdk_source(self) -> str:
-        """The in-page SDK as served at /reticle.js: the embedded source with this daemon's version and
-        limits filled in (built once)."""
-        if self._sdk is None:
-            config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                      "maxMessageBytes": WS_MAX_MESSAGE_BYTES}
-            self._sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
-                         .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
-        return self._sdk
-
-    # -- stopping -------------------------------------------------------------------
-    def request_stop(self, reason: str) -> None:
-        """Ask the running daemon to stop (for `reason`, logged); `_serve` shuts down in order."""
-        self.stop_reason = reason
-        if self.stop_event is not None:
-            self.stop_event.set()
-
-    async def shutdown(self, reason: str) -> None:
-        """Planned stop: shutdown frame on every stream, close every socket."""
-        self.mcp_ready = False
-        for stream in list(self.sse_streams.values()) + list(self.get_streams):
-            stream.sse_stop(reason)
-        await self.devices.close_all("the daemon is stopping")
-        self.bridge.close_all()
-        for _ in range(20):
-            if not self.sse_streams and not self.get_streams:
-                break
-            await asyncio.sleep(0.01)
-
-
 class _ReticleApp(tornado.web.Application):
     """The daemon's Tornado application: the one thing it adds is the Hub it serves, as `app.hub`."""
 
@@ -14628,10 +14718,10 @@ def _log_request(handler: tornado.web.RequestHandler) -> None:
         level = logging.WARNING
     _emit(_log, level, "http", method=handler.request.method, path=handler.request.path, status=status,
           ms=round(handler.request.request_time() * 1000, 2))
-#: end src/reticle/16_app.py
+#: end src/reticle/19_app.py
 
 
-#: begin src/reticle/17_control.py
+#: begin src/reticle/20_control.py
 ###############################################################################
 # Server control ##############################################################
 ###############################################################################
@@ -15170,10 +15260,10 @@ async def _mcp_stdio(port: int, state: _StateDir) -> int:
     if inflight:
         await asyncio.wait(inflight, timeout=5.0)
     return 0
-#: end src/reticle/17_control.py
+#: end src/reticle/20_control.py
 
 
-#: begin src/reticle/18_init.py
+#: begin src/reticle/21_init.py
 ###############################################################################
 # Init ########################################################################
 ###############################################################################
@@ -15801,10 +15891,10 @@ def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
         written += 1
     out.write("done: %d file(s) written\n" % written)
     return 0
-#: end src/reticle/18_init.py
+#: end src/reticle/21_init.py
 
 
-#: begin src/reticle/19_cli.py
+#: begin src/reticle/22_cli.py
 ###############################################################################
 # CLI #########################################################################
 ###############################################################################
@@ -16228,21 +16318,6 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
     return data
 
 
-_TEETH_AS = {"failed": ("answered 500", "the flow is still yes when that write fails"),
-             "lie": ("answered as before, never sent (lie)",
-                     "the flow is still yes when that write is answered as before but never reaches the server: "
-                     "it never checks that the write was kept"),
-             "envelope": ("answered with its framework's own failure (envelope)",
-                          "the flow is still yes when that write fails the way its framework says so (a SvelteKit "
-                          "action's failure envelope under HTTP 200)")}
-
-
-def _teeth_name(t: dict) -> str:
-    """A teeth replay as the reports name it: `POST /api/save`, `POST /api/save (lie)` or `POST /api/save
-    (envelope)`."""
-    return t["write"] + (" (%s)" % t["as"] if t.get("as") in ("lie", "envelope") else "")
-
-
 async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
                         progress: Callable[[str], None], name: str) -> List[dict]:
     """`--teeth`: replay a flow that was `yes` twice more per write its steps made: with that write
@@ -16601,10 +16676,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 2
-#: end src/reticle/19_cli.py
+#: end src/reticle/22_cli.py
 
 
-#: begin src/reticle/20_pytest_plugin.py
+#: begin src/reticle/23_pytest_plugin.py
 ###############################################################################
 # pytest plugin ###############################################################
 ###############################################################################
@@ -16729,10 +16804,10 @@ class _PytestPlugin:
             port = _resolve_port(None)
             if asyncio.run(_probe_port(port))["state"] == "daemon":
                 asyncio.run(_cli_stop(port, _StateDir()))
-#: end src/reticle/20_pytest_plugin.py
+#: end src/reticle/23_pytest_plugin.py
 
 
-#: begin src/reticle/21_assets.py
+#: begin src/reticle/24_assets.py
 ###############################################################################
 # Embedded assets #############################################################
 ###############################################################################
@@ -24699,14 +24774,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 })();
 """
-#: end src/reticle/21_assets.py
+#: end src/reticle/24_assets.py
 
 
-#: begin src/reticle/22_main.py
+#: begin src/reticle/25_main.py
 ###############################################################################
 # __main__ guard ##############################################################
 ###############################################################################
 
 if __name__ == "__main__":
     sys.exit(main())
-#: end src/reticle/22_main.py
+#: end src/reticle/25_main.py

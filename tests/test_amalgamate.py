@@ -73,6 +73,46 @@ def test_an_edited_part_is_built_in(tree):
     assert _amalgamate("--check", root=str(tree)).returncode == 0
 
 
+def test_a_name_a_later_part_defines_is_refused_where_it_runs_at_import(tree):
+    """A part's module-level code reads a name that only a later part defines (STYLE 5: defined before
+    it is used at import time): the build names the part, line, name and the part that defines it, and
+    writes nothing."""
+    part = next((tree / "src" / "reticle").glob("*_errors.py"))
+    _edit(part, "class ReticleError(Exception):", "_EARLY = make_app\n\n\nclass ReticleError(Exception):")
+    done = _amalgamate(root=str(tree))
+    assert done.returncode == 1
+    assert re.search(r"src/reticle/\d\d_errors\.py:\d+ uses make_app, defined later in src/reticle/\d\d_app\.py",
+                     done.stderr), done.stderr
+    with open(os.path.join(ROOT, "reticle.py"), encoding="utf-8") as f:
+        assert (tree / "reticle.py").read_text(encoding="utf-8") == f.read(), "nothing written"
+
+
+@pytest.mark.parametrize("code", ["@make_app\ndef _d():\n    pass",
+                                  "def _d(x=make_app):\n    return x",
+                                  "class _C(_Device):\n    pass",
+                                  "class _C:\n    hub = make_app"])
+def test_what_runs_at_import_counts_decorators_defaults_bases_and_class_bodies(tree, code):
+    part = next((tree / "src" / "reticle").glob("*_errors.py"))
+    _edit(part, "class ReticleError(Exception):", code + "\n\n\nclass ReticleError(Exception):")
+    done = _amalgamate(root=str(tree))
+    assert done.returncode == 1 and "defined later in" in done.stderr, done.stderr
+
+
+def test_a_later_name_in_a_function_body_or_annotation_is_allowed_and_listed(tree):
+    """Function bodies and (postponed) annotations run later, when every part is defined: the build
+    takes them, and --forward lists them for a reader; a local of the same name is no reference."""
+    part = next((tree / "src" / "reticle").glob("*_errors.py"))
+    _edit(part, "class ReticleError(Exception):",
+          "def _fine(make_app: int) -> int:\n    return make_app\n\n\n"
+          "def _late(x: \"Optional[_Device]\") -> object:\n    return make_app\n\n\nclass ReticleError(Exception):")
+    done = _amalgamate(root=str(tree))
+    assert done.returncode == 0, done.stderr
+    listed = _amalgamate("--forward", root=str(tree)).stdout
+    errors = [line for line in listed.splitlines() if "_errors.py" in line]
+    assert any("uses _Device" in line for line in errors), listed
+    assert sum("uses make_app" in line for line in errors) == 1, errors  # _late's, not _fine's parameter
+
+
 def test_the_docstring_index_must_follow_the_parts(tree):
     header = next((tree / "src" / "reticle").glob("00_*.py"))
     _edit(header, "Errors | ", "")
@@ -110,3 +150,16 @@ def test_the_sdk_tables_are_the_python_tables():
     """The build put in what the Python functions answer, so both sides read one table."""
     for fn in (reticle._failure_ui_config, reticle._plain_failure_config, reticle._route_announcers_config):
         assert fn() in reticle._SDK_JS, fn.__name__
+
+
+def test_no_part_cites_the_tracker():
+    """A vendored reticle.py travels without this repository's issues: a comment gives the reason,
+    never "issue 19 #5"."""
+    found = []
+    for folder, _, names in os.walk(os.path.join(ROOT, "src")):
+        for name in sorted(names):
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    if re.search(r"\bissues? \d+\b|\(#\d+\)", line, re.I):
+                        found.append("%s:%d: %s" % (os.path.relpath(os.path.join(folder, name), ROOT), n, line.strip()))
+    assert found == [], "\n".join(found)

@@ -323,8 +323,7 @@ def test_in_check_mode_an_answer_that_breaks_its_schema_is_logged_as_a_bug(monke
 def test_a_flow_replays_through_the_verdict_core_not_the_tool_entry_points():
     """A replayed step and the tool it stands for run the same core (Observe, then Answer): the
     replay never calls an MCP tool handler of an act or a verdict, and each handler is the core."""
-    assert "_replay_one" in reticle._replay_step.__code__.co_names  # (which marks what it journals as replayed)
-    replay = set(reticle._replay_one.__code__.co_names)
+    replay = set(reticle._replay_step.__code__.co_names)
     assert not replay & {"_tool_act", "_tool_assert", "_tool_act_and_wait"}, replay
     assert {"_act_once", "_assert_verdict", "_act_and_wait_verdict"} <= replay
     for tool, core in (("_tool_act", "_act_once"), ("_tool_assert", "_assert_verdict"),

@@ -109,48 +109,55 @@ def _binds(stmt):
     return out
 
 
-def _walk_scope(node):
+def _walk_scope(node, annotations=True):
     """ast.walk that does not enter function, lambda or class bodies (their own scopes), though it
-    yields the definition itself and what is evaluated where it stands (decorators, defaults, bases)."""
+    yields the definition itself and what is evaluated where it stands (decorators, defaults, bases,
+    and the annotations unless `annotations` is false: postponed, they never run)."""
     todo = [node]
     while todo:
         n = todo.pop()
         yield n
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            todo.extend(_outer_parts(n))
+            todo.extend(_outer_parts(n, annotations))
+            continue
+        if isinstance(n, ast.AnnAssign) and not annotations:
+            todo.extend(x for x in (n.target, n.value) if x is not None)
             continue
         todo.extend(ast.iter_child_nodes(n))
 
 
-def _outer_parts(fn):
-    """What a definition reads in the enclosing scope: decorators, defaults, annotations, bases."""
+def _outer_parts(fn, annotations=True):
+    """What a definition reads in the enclosing scope: decorators, defaults, bases, annotations."""
     out = list(getattr(fn, "decorator_list", []))
     if isinstance(fn, ast.ClassDef):
         out += fn.bases + [k.value for k in fn.keywords]
     else:
         a = fn.args
         out += [d for d in a.defaults + a.kw_defaults if d is not None]
-        out += [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
-                if x is not None and x.annotation is not None]
-        out += [fn.returns] if getattr(fn, "returns", None) is not None else []
+        if annotations:
+            out += [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
+                    if x is not None and x.annotation is not None]
+            out += [fn.returns] if getattr(fn, "returns", None) is not None else []
     return out
 
 
-def _loads(tree, module_names):
+def _loads(tree, module_names, bodies=True):
     """The module-level names a tree reads (a Name loaded in a scope where no enclosing function binds
-    it), each with the first line it is read on; names that are nowhere module-level are left out."""
+    it), each with the first line it is read on; names that are nowhere module-level are left out.
+    With `bodies` false, only what runs when the module is imported: no function body and no
+    annotation (the module postpones them), but class bodies, decorators, defaults and bases."""
     found = {}
 
     def visit(node, local):
-        for n in _walk_scope(node):
+        for n in _walk_scope(node, annotations=bodies):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
                 if n.id in module_names and n.id not in found:
                     found[n.id] = n.lineno
-            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and _in_annotation(n):
+            elif bodies and isinstance(n, ast.Constant) and isinstance(n.value, str) and _in_annotation(n):
                 for word in re.findall(r"[A-Za-z_]\w*", n.value):  # "Hub" and Optional["_Device"]
                     if word in module_names and word not in local and word not in found:
                         found[word] = n.lineno
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            if bodies and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 inner = set(local)
                 args = n.args
                 for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
@@ -193,9 +200,11 @@ def _in_annotation(node):
     return getattr(node, "_reticle_annotation", False)
 
 
-def check_order(parts):
-    """Each part uses only names defined in earlier parts or itself: returns the offences, one line each
-    ("src/reticle/07_x.py:12 uses Hub, defined later in src/reticle/16_app.py")."""
+def check_order(parts, bodies=False):
+    """Each part uses only names defined in earlier parts or itself, as the built module runs them at
+    import (STYLE 5): the offences, one line each ("src/reticle/07_x.py:12 uses Hub, defined later in
+    src/reticle/16_app.py").  With `bodies`, every use counts, function bodies and annotations too:
+    the forward references a reader meets (``--forward`` lists them; they are allowed)."""
     trees = [(path, ast.parse(text, path)) for path, text in parts]
     defined_in = {}
     for index, (_path, tree) in enumerate(trees):
@@ -209,7 +218,7 @@ def check_order(parts):
     names = set(defined_in) - set(dir(builtins))
     offences = []
     for index, (path, tree) in enumerate(trees):
-        for name, line in sorted(_loads(tree, names).items(), key=lambda kv: kv[1]):
+        for name, line in sorted(_loads(tree, names, bodies).items(), key=lambda kv: kv[1]):
             if defined_in[name] > index:
                 offences.append("%s:%d uses %s, defined later in %s" % (path, line, name, trees[defined_in[name]][0]))
     return offences
@@ -328,7 +337,7 @@ def build(root=ROOT):
     """The text of reticle.py, and the line map: for each of its lines, (part path, line) or None."""
     paths = part_paths(root)
     parts = [(p, _read(p)) for p in paths]
-    problems = check_banners(parts)  # the order check comes on once the parts read in order
+    problems = check_order(parts) + check_banners(parts)
     if problems:
         raise BuildError("the parts break the house rules:\n  " + "\n  ".join(problems))
     includes = _scripts(parts)
@@ -360,7 +369,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="tools/amalgamate.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when reticle.py is not the build of src/")
     parser.add_argument("--where", type=int, metavar="LINE", help="the part and line of reticle.py's LINE")
+    parser.add_argument("--forward", action="store_true",
+                        help="list the names a part's functions or annotations take from later parts")
     args = parser.parse_args(argv)
+    if args.forward:
+        found = check_order([(p, _read(p)) for p in part_paths()], bodies=True)
+        print("\n".join(found + ["%d forward reference(s)" % len(found)]))
+        return 0
     try:
         text, where = build()
     except BuildError as exc:

@@ -19,11 +19,12 @@ and keep this header.  It needs ``tornado``, ``jsonschema`` and
 ``cryptography`` and nothing else; ``make_app(Hub())`` gives a Tornado
 application you can serve yourself.
 
-Sections, in the order data flows (``grep -n '^# .*####' reticle.py``):
-Constants & logging | Errors | Utilities | Session signing | MCP protocol |
-Events and requests | Browser bridge | Devices | Predicates | Verdict rules | Tools | Flows |
-Server truth | HTTP handlers | WebSocket handler | Application factory |
-Server control | Init | CLI | pytest plugin | Embedded assets | __main__ guard.
+Sections, in reading order (each is a part of src/reticle/; ``grep -n '^# .*####' reticle.py``):
+Constants & logging | Errors | Utilities | Session signing | MCP protocol | Hub |
+Events and requests | Browser bridge | Devices | Faults | Predicates | Verdict rules |
+Tools | Flows | Tool registry | Server truth | HTTP handlers | WebSocket handler |
+Application factory | Server control | Init | CLI | pytest plugin | Embedded assets |
+__main__ guard.
 
 In your Python app, in development (Server truth): ``app.wsgi_app =
 reticle.wsgi(app.wsgi_app)`` (Flask, any WSGI app), ``app = reticle.asgi(app)``

@@ -65,71 +65,19 @@ MIN_TOKEN_CHARS = 32                       # the shortest RETICLE_TOKEN accepted
 AUTH_FAIL_RATE = (1.0, 10.0)               # wrong tokens per peer address: burst 10, then 1/s; 429 beyond
 
 
+# Server truth: the mark a tab's requests carry, and how long a verdict waits for the server's record of one
+SERVER_MARK_HEADER = "X-Reticle-Mark"       # on a tab's same-origin fetch and XHR
+SERVER_MARK_COOKIE = "__reticle_mark"       # on a document request (a form post, a link)
+SERVER_GRACE_MS = 400                      # a request's record may come this long after the browser saw it answered
+SERVER_WAIT_CAP_MS = 3000                  # after an act, a verdict waits at most this long past an answer for it
+OTEL_GRACE_MS = 1500                       # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
+NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
+
+
 _log = logging.getLogger("reticle")
 _bridge_log = logging.getLogger("reticle.bridge")
-
-
-class _JsonFormatter(logging.Formatter):
-    """One JSON object per line: {"t", "level", "event", ...fields}."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = {
-            "t": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "level": record.levelname.lower(),
-            "event": record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if fields:
-            line.update(fields)
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return _redact(_dumps(line, ascii=True))
 
 
 def _emit(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
     if logger.isEnabledFor(level):
         logger.log(level, event, extra={"fields": fields})
-
-
-def _setup_logging(level: int = logging.INFO) -> None:
-    """Send reticle's and tornado's logs to stderr as JSON lines (CLI only)."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonFormatter())
-    handler.addFilter(_RepeatFilter())
-    for name, lvl in (("reticle", level), ("tornado", logging.WARNING), ("asyncio", logging.WARNING)):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.setLevel(lvl)
-        logger.propagate = False
-
-
-class _RepeatFilter(logging.Filter):
-    """At most 5 lines a minute of one repeated warning or error from outside reticle (an accept
-    loop failing with `Too many open files` would otherwise write it thousands of times a second);
-    the next line after a pause says how many were left out."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._seen: Dict[str, List[float]] = {}  # message -> [window start, lines in it, left out]
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name == "reticle" or record.name.startswith("reticle.") or record.levelno < logging.WARNING:
-            return True
-        key = "%s:%s" % (record.name, str(record.msg)[:200])
-        now = time.monotonic()
-        seen = self._seen.get(key)
-        if seen is None or now - seen[0] > 60.0:
-            if len(self._seen) > 1000:
-                self._seen.clear()
-            left_out = seen[2] if seen else 0
-            self._seen[key] = [now, 1, 0]
-            if left_out:
-                record.msg = "%s (and %d more like it in the last minute, left out)" % (record.msg, left_out)
-            return True
-        seen[1] += 1
-        if seen[1] > 5:
-            seen[2] += 1
-            return False
-        return True

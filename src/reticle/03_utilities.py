@@ -374,3 +374,83 @@ class _StateDir:
         token = secrets.token_hex(24)
         self.write("token", (token + "\n").encode())
         return token
+
+
+async def _quietly(job: Awaitable) -> None:
+    """Run a background job whose failure (a tab gone, a browser gone) only needs a log line."""
+    try:
+        await job
+    except ToolError as exc:
+        _emit(_log, logging.INFO, "background_job_failed", why=exc.error[:300])
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line: {"t", "level", "event", ...fields}."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "t": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "event": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            line.update(fields)
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return _redact(_dumps(line, ascii=True))
+
+
+def _setup_logging(level: int = logging.INFO) -> None:
+    """Send reticle's and tornado's logs to stderr as JSON lines (CLI only)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter())
+    handler.addFilter(_RepeatFilter())
+    for name, lvl in (("reticle", level), ("tornado", logging.WARNING), ("asyncio", logging.WARNING)):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(lvl)
+        logger.propagate = False
+
+
+class _RepeatFilter(logging.Filter):
+    """At most 5 lines a minute of one repeated warning or error from outside reticle (an accept
+    loop failing with `Too many open files` would otherwise write it thousands of times a second);
+    the next line after a pause says how many were left out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: Dict[str, List[float]] = {}  # message -> [window start, lines in it, left out]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "reticle" or record.name.startswith("reticle.") or record.levelno < logging.WARNING:
+            return True
+        key = "%s:%s" % (record.name, str(record.msg)[:200])
+        now = time.monotonic()
+        seen = self._seen.get(key)
+        if seen is None or now - seen[0] > 60.0:
+            if len(self._seen) > 1000:
+                self._seen.clear()
+            left_out = seen[2] if seen else 0
+            self._seen[key] = [now, 1, 0]
+            if left_out:
+                record.msg = "%s (and %d more like it in the last minute, left out)" % (record.msg, left_out)
+            return True
+        seen[1] += 1
+        if seen[1] > 5:
+            seen[2] += 1
+            return False
+        return True
+
+
+def _origin_of(url: Any) -> str:
+    """scheme://host[:port] of a URL, lower-cased; '' for one that has none."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+    except ValueError:
+        return ""
+    if not parts.scheme or not parts.netloc:
+        return ""
+    return "%s://%s" % (parts.scheme.lower(), parts.netloc.lower())

@@ -78,9 +78,13 @@ class _Progress:
             await self.send()
 
 
+# The call being served, as context variables rather than parameters: what it waits for is said, and its
+# deadline kept, by code many calls deep (a bridge command, a wait for the next document) that every tool
+# reaches by a different road; threading them through would add a parameter to most functions of the
+# bridge, for two values nothing else reads.
 _PROGRESS: "contextvars.ContextVar[Optional[_Progress]]" = contextvars.ContextVar("reticle_progress", default=None)
 # when the tool call being served must answer by (on the daemon's clock, ms: Hub.clock), from its `timeout_ms`:
-# no command to the page waits past it (issue 19 #5)
+# no command to the page waits past it, so a page that stopped answering cannot hold a call past its budget
 _CALL_DEADLINE: "contextvars.ContextVar[Optional[float]]" = contextvars.ContextVar("reticle_deadline", default=None)
 COMMAND_FLOOR_S = 0.25      # a command sent once the call's budget is spent still gets this long
 DIALOG_SILENT_MS = 5_500    # a tab that did not answer and was not heard from for this long is busy

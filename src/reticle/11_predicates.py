@@ -84,7 +84,7 @@ _NO_FAILURE = re.compile(r"\b(no|without|0|zero)\s+(errors?|failures?|problems?|
 _BLAMES_USER = re.compile(r"denied|invalid|unauthor|forbidden|incorrect|wrong |not allowed|not permitted", re.I)
 
 
-# -- the observation: what Observe saw, and what every kind's `judge` reads ----------------------
+# ---- the observation: what Observe saw, and what every kind's `judge` reads ----
 
 class _ReadFailed:
     """A live read the page could not answer (the tab went away, a command timed out)."""
@@ -157,7 +157,7 @@ def _leaf_key(p: dict) -> str:
     return _dumps(p)
 
 
-# -- one judge per kind: (p, observation) -> result; the live kinds read the page first -----------
+# ---- one judge per kind: (p, observation) -> result; the live kinds read the page first ----
 
 def _judge_net(p: dict, obs: _Observation) -> dict:
     """A completed request matching the filters (see the `net` record); in flight, unreadable or
@@ -703,7 +703,7 @@ def _judge_text(p: dict, obs: _Observation) -> dict:
     return out
 
 
-# -- frames: WebSocket, EventSource and streamed-response messages ----------------------------------
+# ---- frames: WebSocket, EventSource and streamed-response messages ----
 
 _MISSING = object()
 _PACKET_PREFIX = re.compile(r"^\d+(?=[\[{])")  # socket.io / engine.io packet type: 42["update", {...}]
@@ -892,9 +892,10 @@ def _judge_storage(p: dict, obs: _Observation) -> dict:
             "assertion": "storage"}
 
 
-# -- how each kind describes itself ----------------------------------------------------------------
+# ---- how each kind describes itself ----
 
-# -- the server kind: a pure judge over the window's server records (Server truth section) ---------
+
+# ---- the server kind: a pure judge over the window's server records (Server truth section) ----
 
 def _server_records(window: List[dict]) -> List[dict]:
     return [e["data"] for e in window if e["type"] == "server.request"]
@@ -1070,6 +1071,15 @@ def _describe_server(p: dict) -> str:
     if "committed" in p:
         bits.append("committed" if p["committed"] else "rolled back")
     return " ".join(bits)
+
+
+_SERVER_INSTALL = (
+    "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
+    "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
+    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); raw sqlite3 writes: "
+    "reticle.watch_sqlite3(conn); "
+    "`reticle init` adds or prints it; any other stack: its OpenTelemetry exporter pointed at the daemon "
+    "(`reticle init` prints how)")
 
 
 def _judge_server(p: dict, obs: _Observation) -> dict:
@@ -1487,7 +1497,7 @@ def parse_predicate(raw: Any, where: str = "predicate") -> dict:
     return p
 
 
-# -- Judge: a predicate over an observation, its combinators walked in one place -------------------
+# ---- Judge: a predicate over an observation, its combinators walked in one place ----
 
 def _judge(p: dict, obs: _Observation) -> dict:
     """Judge `p` over `obs`: a leaf by its kind's pure `judge` (inconclusive when its live read
@@ -1561,7 +1571,7 @@ def _judge_final(p: dict, obs: _Observation) -> dict:
     return res
 
 
-# -- the horizon: what the act's causal work still has to do (pure) --------------------------------
+# ---- the horizon: what the act's causal work still has to do (pure) ----
 
 def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
              scans: bool = True) -> List[Tuple[str, bool]]:
@@ -1671,7 +1681,7 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     return None
 
 
-# -- Observe: the only async stage; it waits, reads the live page, and returns one observation -----
+# ---- Observe: the only async stage; it waits, reads the live page, and returns one observation ----
 
 async def _await_horizon(session: "_BrowserSession", floor: float, deadline: float) -> List[Tuple[str, bool]]:
     """Wait (until `deadline`, on the daemon's clock) for the act at `floor` to finish its causal work

@@ -15,6 +15,8 @@ _OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.w
                              "blind-spot"))
 
 
+# ---- what a tab sends: a report checked at the door, a plain frame taken whole ----
+
 def _malformed_call(data: dict) -> str:
     """What is wrong with the fields of a reported request (`data` of a net.request) that decide a
     verdict, or "": a status is an integer from 0 to 999 or absent (a pending or failed request),
@@ -100,6 +102,8 @@ def _churn_memo(etype: str) -> bool:
             _CHURN_TYPES[etype] = churn
     return churn
 
+
+# ---- the ring buffer: one per tab, churn evicted first, every loss counted ----
 
 class _EventStore:
     """One browser session's ring buffer: at most EVENT_CAP_COUNT events,
@@ -359,6 +363,8 @@ def _event_bytes_walk(data: Any) -> int:
     return total
 
 
+# ---- what a verdict knows of the tab beside its window, and the commands to it ----
+
 class _Known:
     """What a session knows beside its window, for the verdict rules: the
     requests still open, the blind-spot counts and what the buffer lost
@@ -407,7 +413,7 @@ def _command_result(reply: dict) -> Any:
     return reply.get("result")
 
 
-# -- the parts of a tab: each keeps one kind of state, on the daemon's clock (_clock_ms) ------------
+# ---- the parts of a tab: each keeps one kind of state, on the daemon's clock (_clock_ms) ----
 
 class _TabHealth:
     """How a tab is doing as far as the daemon can tell: hidden or focused (its page.health events),
@@ -965,6 +971,8 @@ class _TabState:
             pass
 
 
+# ---- one tab: its socket, its state and its commands ----
+
 class _BrowserSession(_TabState):
     """One connected tab: the state _TabState keeps, and its traffic: the frames of events its page
     sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
@@ -1224,6 +1232,8 @@ async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: C
 _SOCKET_REFUSAL_FIX = ("the SDK tries again by itself; if this repeats, reload the page, and check that it is "
                        "on localhost or 127.0.0.1 (or allow-listed with RETICLE_ALLOWED_ORIGINS and given the token)")
 
+
+# ---- the bridge: every tab of the daemon, found by id, the only tab, or the next to connect ----
 
 class _Bridge:
     """All browser sessions of one daemon, keyed by the id the page chose."""

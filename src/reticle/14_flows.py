@@ -9,7 +9,6 @@
 # every target and judges every step with the verdict core the tools use.
 
 FLOW_FORMAT = 1                      # the "format" field of a flow file
-JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
 REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SECRET_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")   # every ${NAME}; only RETICLE_SECRET_* is read
@@ -38,143 +37,6 @@ _FLOW_FILE = {
     },
     "additionalProperties": False,
 }
-
-
-class _Journeys:
-    """Per tab, the last JOURNEY_MAX_STEPS steps the agent took: what it did, to which
-    anchored target, and for a verdict tool the predicate and the verdict.  Secrets never
-    enter it: a value typed into a password field is already replaced by its variable."""
-
-    def __init__(self) -> None:
-        self._logs: Dict[str, collections.deque] = {}
-        self.saved_at: Dict[str, float] = {}
-
-    def record(self, session_id: str, step: dict) -> None:
-        log = self._logs.get(session_id)
-        if log is None:
-            if len(self._logs) >= 64:  # forget the oldest tab's journey
-                self._logs.pop(next(iter(self._logs)))
-            log = self._logs[session_id] = collections.deque(maxlen=JOURNEY_MAX_STEPS)
-        log.append(step)
-
-    def since(self, session_id: str, t: float) -> List[dict]:
-        return [s for s in self._logs.get(session_id, ()) if s["t"] >= t]
-
-
-def _anchor(info: Any) -> Optional[dict]:
-    """A ref-free target for an element the page described: testid, else role and name,
-    else text, else label."""
-    if not isinstance(info, dict):
-        return None
-    if info.get("testid"):
-        return {"testid": info["testid"]}
-    if info.get("role") and info.get("name"):
-        return {"role": info["role"], "name": info["name"]}
-    if info.get("text"):
-        return {"text": info["text"]}
-    if info.get("label"):
-        return {"label": info["label"]}
-    return None
-
-
-_SECRET_FIELD = re.compile(r"pass(word|wd|code|phrase)?|secret|token|api[ _-]?key|pin\b", re.I)
-
-
-def _no_plain_secret(step: dict) -> dict:
-    """A step given by the caller that types a literal into a field named like a secret keeps a
-    variable instead (the page cannot be asked which fields are password fields here)."""
-    target: dict = step["target"] if isinstance(step.get("target"), dict) else {}
-    words = " ".join(str(v if not isinstance(v, dict) else v.get("equals") or v.get("contains") or "")
-                     for k, v in target.items() if k in ("testid", "name", "label", "placeholder"))
-    act_args: dict = step["args"] if isinstance(step.get("args"), dict) else {}
-    if not _SECRET_FIELD.search(words):
-        return step
-    name = _secret_name(target)
-    for key in ("value", "text"):
-        value = act_args.get(key)
-        if isinstance(value, str) and not re.fullmatch(r"\$\{[A-Z0-9_]+\}", value):
-            step = dict(step, args=dict(act_args, **{key: "${%s}" % name}), secret=name)
-    return step
-
-
-def _secret_name(target: Optional[dict]) -> str:
-    words = ""
-    for key in ("testid", "name", "label", "placeholder", "text"):
-        value = (target or {}).get(key)
-        if isinstance(value, dict):
-            value = value.get("equals") or value.get("contains")
-        if isinstance(value, str) and value:
-            words = value
-            break
-    slug = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")[:40] or "PASSWORD"
-    return "RETICLE_SECRET_%s" % slug
-
-
-async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
-    """Before an act: the target to save (the caller's own target, or a ref described by
-    the page), whether the element is a password field, and the page's URL."""
-    pre: Dict[str, Any] = {"url": session.url, "target": None, "secret": False}
-    if args.get("target"):
-        pre["target"] = dict(args["target"])
-        return pre
-    if not args.get("ref"):
-        return pre
-    try:
-        info = await session.command("inspect", {"ref": args["ref"]}, timeout=2.0)
-    except ToolError:
-        return pre
-    pre["target"] = _anchor(info)
-    pre["secret"] = isinstance(info, dict) and str((info.get("attributes") or {}).get("type", "")).lower() == "password"
-    return pre
-
-
-_REPLAYING: contextvars.ContextVar[bool] = contextvars.ContextVar("reticle_replaying", default=False)
-
-
-def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None) -> None:
-    """Append one step to the tab's journey log (see _Journeys); a step a flow's replay took is marked
-    `replayed` (flow_save saves it only when asked: a replay is not the agent's journey)."""
-    try:
-        pre = pre or {}
-        out = out if isinstance(out, dict) else {}
-        # an act is stamped with its own cursor (the `since` it answered); an assert with now,
-        # because its `since` is the act before it
-        t = session.now() if kind == "assert" else out.get("since", session.now())
-        step: Dict[str, Any] = {"t": t, "url": pre.get("url", session.url)}
-        if kind == "assert":
-            step["assert"] = args.get("until") or args.get("predicate")
-        else:
-            anchor = pre.get("target")
-            step["action"] = args["action"]
-            if anchor:
-                step["target"] = anchor
-            effect = out.get("effect") if kind == "act_and_wait" else out.get("result")
-            secret = bool(pre.get("secret")) or (isinstance(effect, dict) and bool(effect.get("password")))
-            act_args = dict(args.get("args") or {})
-            if secret:
-                name = _secret_name(anchor)
-                for key in ("value", "text"):
-                    if key in act_args:
-                        act_args[key] = "${%s}" % name
-                step["secret"] = name
-                if _origin_of(step["url"]):
-                    step["secretOrigin"] = _origin_of(step["url"])
-            if act_args:
-                step["args"] = act_args
-            if kind == "act_and_wait":
-                step["until"] = args.get("until") or args.get("predicate") or {"kind": "settled", "quietMs": 300}
-        if kind != "act" and "timeout_ms" in args:
-            step["timeout_ms"] = args["timeout_ms"]
-        if kind != "act":
-            step["verified"] = out.get("verified", "unknown")
-            if isinstance(out.get("since"), (int, float)):
-                floor = float(out["since"])  # for flow_save's warning
-                step["writes"] = _writes_in(session.window(floor), floor)
-        if _REPLAYING.get():
-            step["replayed"] = True
-        session.bridge.hub.journeys.record(session.id, step)
-    except Exception as exc:  # the journey is a convenience: never fail the act for it
-        _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
 
 
 def _project_dir(hub: "Hub") -> str:
@@ -321,7 +183,7 @@ def _list_flows(root: str) -> List[dict]:
     return out
 
 
-# -- logged-in starts: a setup flow's saved state (.reticle/auth/<name>.json) ----------------------
+# ---- logged-in starts: a setup flow's saved state (.reticle/auth/<name>.json) ----
 # A flow marked `"setup": true` that ends yes in a device saves the browser context's cookies and its
 # origin's storage under its own name; a flow with `"auth": NAME` (and reticle_open {auth}) starts from
 # it.  The file is the project's secret: mode 0600, its folder git-ignored, its contents never in an
@@ -529,17 +391,6 @@ def _fill_secrets(value: Any, given: Optional[Dict[str, str]] = None) -> Any:
     return value
 
 
-def _origin_of(url: Any) -> str:
-    """scheme://host[:port] of a URL, lower-cased; '' for one that has none."""
-    try:
-        parts = urllib.parse.urlsplit(str(url or ""))
-    except ValueError:
-        return ""
-    if not parts.scheme or not parts.netloc:
-        return ""
-    return "%s://%s" % (parts.scheme.lower(), parts.netloc.lower())
-
-
 def _secret_origin(step: dict, flow: dict, start: Optional[str]) -> str:
     """The one origin a step's secret may be typed into: the origin the flow recorded it on
     (secretOrigin, else the flow's startUrl); a replay from another origin (`url`) moves the
@@ -653,27 +504,18 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
 
 async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
                        secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
-    """One step of a flow's replay (_replay_one), what it journals marked `replayed`."""
-    token = _REPLAYING.set(True)
-    try:
-        return await _replay_one(hub, session, step, ctx, secrets_in, allowed)
-    finally:
-        _REPLAYING.reset(token)
-
-
-async def _replay_one(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
-                      secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
     """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
     `no` with the page's nearest candidates, and nothing is acted on.  A step that types a
     secret does so only on the page origin `allowed` (else a setup error, nothing typed).  An act
     first waits for the causal work of the act before it (_horizon: a client router's fetch of the
     next view and its render, at most HORIZON_CAP_MS) and, when that act started a navigation (a
-    link, a form post), for the new document, so it is not made on the page being left."""
+    link, a form post), for the new document, so it is not made on the page being left.  What it
+    journals is marked `replayed` (a replay is not the agent's own journey)."""
     if "assert" in step:
         args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
         if session.id:
             args["sessionId"] = session.id
-        return await _assert_verdict(session, args, _predicate_arg(args, True))
+        return await _assert_verdict(session, args, _predicate_arg(args, True), replayed=True)
     last = session.last_act
     if last is not None and last >= session.marks.floor():  # what the act before started (a route's data)
         await _await_horizon(session, last, session.now() + HORIZON_CAP_MS)
@@ -693,11 +535,11 @@ async def _replay_one(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "
             args["until"] = step["until"]
             args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
             try:
-                return await _act_and_wait_verdict(session, args, _until_arg(args))
+                return await _act_and_wait_verdict(session, args, _until_arg(args), replayed=True)
             finally:
                 _remask_journey(hub, session.id, step, typed)
         try:
-            res = await _act_once(session, args)
+            res = await _act_once(session, args, replayed=True)
         finally:
             _remask_journey(hub, session.id, step, typed)
     except _TabGone:
@@ -970,9 +812,24 @@ async def _remake_auth(hub: "Hub", session: "_BrowserSession", name: str, url: O
     return state
 
 
-# -- reports of `reticle verify`: pure functions of the results (one dict per flow) ---------------
+# ---- reports of `reticle verify`: pure functions of the results (one dict per flow) ----
 # A result: {name, verified: yes|no|unknown|error, ms, steps: [{index, step, verified, verifiedReason,
 # because, predicate?, evidence?, ms?}], because, failedStep?, error?, screenshot? (base64 PNG)}.
+
+_TEETH_AS = {"failed": ("answered 500", "the flow is still yes when that write fails"),
+             "lie": ("answered as before, never sent (lie)",
+                     "the flow is still yes when that write is answered as before but never reaches the server: "
+                     "it never checks that the write was kept"),
+             "envelope": ("answered with its framework's own failure (envelope)",
+                          "the flow is still yes when that write fails the way its framework says so (a SvelteKit "
+                          "action's failure envelope under HTTP 200)")}
+
+
+def _teeth_name(t: dict) -> str:
+    """A teeth replay as the reports name it: `POST /api/save`, `POST /api/save (lie)` or `POST /api/save
+    (envelope)`."""
+    return t["write"] + (" (%s)" % t["as"] if t.get("as") in ("lie", "envelope") else "")
+
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")  # not XML 1.0 characters
 
@@ -1210,7 +1067,7 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
     return "\n".join(parts) + "\n"
 
 
-# -- shards of `reticle verify` and their merge: pure functions -----------------------------------
+# ---- shards of `reticle verify` and their merge: pure functions ----
 # `verify --shard I/N` runs one of N disjoint parts of the selected flows (one CI job each);
 # `reticle report merge` joins the parts' `--json` results into one run's reports and exit code.
 
@@ -1356,3 +1213,147 @@ def _merge_flows(parts: List[Tuple[str, List[dict]]], selected: List[str]) -> Li
                                           "in every job)" % (len(got), ", ".join(r["shard"] for r in got),
                                                              want[name])))
     return out + extra
+
+
+# ---- flows: save the journey a tab just went through, list them, replay one (Flows section) ----
+
+def _journey_to_save(hub: "Hub", tab: str, since: float, replayed: bool) -> List[dict]:
+    """The steps of tab's journey since `since` that flow_save saves: the agent's own, and a flow's
+    replayed steps only when asked (`replayed`); ToolError when there are none."""
+    journey = hub.journeys.since(tab, since)
+    left_out = [s for s in journey if s.get("replayed")] if not replayed else []
+    journey = [s for s in journey if replayed or not s.get("replayed")]  # a replay is not the agent's journey
+    if not journey:
+        raise ToolError("tab %s has no recorded step since %s to save%s" % (
+            tab, since, " (its %d step(s) since then were a flow's replay, not the agent's own)" % len(left_out)
+            if left_out else ""),
+            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, pass `steps`, "
+            "or `replayed: true` to save a replay's steps as a flow of their own")
+    return journey
+
+
+async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
+    the project's flows folder, atomically.  A journey is saved only when every step in it was
+    verified and every target survives a reload; a typed secret is kept as a ${NAME} variable (its
+    value is never stored) bound to the start origin."""
+    name = _flow_name(args["name"])
+    root = _project_dir(hub)
+    start = args.get("startUrl")
+    warnings: List[str] = []
+    suggestions: List[str] = []
+    if args.get("steps"):
+        steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
+    else:
+        session = await hub.resolve_tab(args, ctx)
+        since = args.get("since")
+        if since is None:
+            since = hub.journeys.saved_at.get(session.id, 0.0)
+        journey = _journey_to_save(hub, session.id, float(since), bool(args.get("replayed")))
+        journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
+        not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
+        if not_yes:
+            i = not_yes[-1]
+            raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
+                            % (i, _step_label(journey[i]), journey[i]["verified"]),
+                            "pass `since` from the result of the first act after it (its `since`), or `steps`",
+                            steps=[_step_label(s) for s in journey])
+        blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
+        if blind:
+            raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
+                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
+        steps, first_url = _steps_from_journey(journey)
+        warnings = _toothless_warnings(journey)
+        suggestions = _server_check_suggestions(journey) if session.server_seen else []
+        start = start or first_url
+        hub.journeys.saved_at[session.id] = hub.clock()
+    flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
+                            "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if start:
+        flow["startUrl"] = start
+    for key in ("setup", "auth"):
+        if args.get(key):
+            flow[key] = args[key]
+    if _origin_of(start):
+        steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
+                 for s in steps]
+    flow["steps"] = steps
+    if not any("until" in s or "assert" in s for s in steps):
+        flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
+    problems = _flow_problems(flow)
+    if problems:
+        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again")
+    path = _flow_path(root, name)
+    replaced = os.path.exists(path)
+    data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp-%s" % secrets.token_hex(3)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
+           "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
+    if warnings:
+        out["warnings"] = warnings
+    if suggestions:
+        out["suggestions"] = suggestions
+    names = sorted({s["secret"] for s in steps if s.get("secret")})
+    if names:
+        out["secrets"] = names
+        out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
+    if flow.get("setup") and session is not None and not args.get("steps"):
+        out["authSaved"] = await _keep_auth(hub, session, name)  # the login this journey just verified
+    return out
+
+
+async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    root = _project_dir(hub)
+    # off the loop: the files are the project's, on whatever disk it is (each read is bounded and never
+    # waits on a FIFO, see _read_regular)
+    flows = await asyncio.get_running_loop().run_in_executor(None, _list_flows, root)
+    return {"dir": _flows_dir(root), "flows": flows}
+
+
+async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
+    from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
+    acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
+    if args.get("flow") is not None:
+        flow = args["flow"]
+        problems = _flow_problems(flow)
+        if problems:
+            raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
+                            setup=True)
+    elif args.get("name"):
+        flow = await asyncio.get_running_loop().run_in_executor(None, _read_flow, _project_dir(hub), args["name"])
+    else:
+        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
+    given = args.get("secrets") or {}
+    setup = args.get("setupFlow")
+    if setup is not None and _flow_problems(setup):
+        raise ToolError("`setupFlow` is not a Reticle flow: %s" % "; ".join(_flow_problems(setup)),
+                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True)
+    _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
+    if not args.get("faults"):
+        return await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
+    set_ids = []
+    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
+        for i, spec in enumerate(args["faults"]):
+            problem = _fault_spec_problem(spec)
+            if problem:
+                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
+                                "abort | delayMs, times?, ttlMs?}", setup=True)
+            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
+        await hub.faults.sync(session.id)
+        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,
+                                 retry=False)
+        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
+                         if f.id in set_ids]
+        return out
+    finally:
+        for fid in set_ids:
+            hub.faults.clear(session.id, ctx.session_key, fid)
+        if set_ids:
+            await _quietly(hub.faults.sync(session.id))

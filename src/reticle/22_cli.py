@@ -421,21 +421,6 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
     return data
 
 
-_TEETH_AS = {"failed": ("answered 500", "the flow is still yes when that write fails"),
-             "lie": ("answered as before, never sent (lie)",
-                     "the flow is still yes when that write is answered as before but never reaches the server: "
-                     "it never checks that the write was kept"),
-             "envelope": ("answered with its framework's own failure (envelope)",
-                          "the flow is still yes when that write fails the way its framework says so (a SvelteKit "
-                          "action's failure envelope under HTTP 200)")}
-
-
-def _teeth_name(t: dict) -> str:
-    """A teeth replay as the reports name it: `POST /api/save`, `POST /api/save (lie)` or `POST /api/save
-    (envelope)`."""
-    return t["write"] + (" (%s)" % t["as"] if t.get("as") in ("lie", "envelope") else "")
-
-
 async def _verify_teeth(link: "_DaemonLink", args: dict, writes: List[dict],
                         progress: Callable[[str], None], name: str) -> List[dict]:
     """`--teeth`: replay a flow that was `yes` twice more per write its steps made: with that write

@@ -2,6 +2,144 @@
 # Tools (schemas, registry, handlers) #########################################
 ###############################################################################
 
+JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
+
+
+class _Journeys:
+    """Per tab, the last JOURNEY_MAX_STEPS steps the agent took: what it did, to which
+    anchored target, and for a verdict tool the predicate and the verdict.  Secrets never
+    enter it: a value typed into a password field is already replaced by its variable."""
+
+    def __init__(self) -> None:
+        self._logs: Dict[str, collections.deque] = {}
+        self.saved_at: Dict[str, float] = {}
+
+    def record(self, session_id: str, step: dict) -> None:
+        log = self._logs.get(session_id)
+        if log is None:
+            if len(self._logs) >= 64:  # forget the oldest tab's journey
+                self._logs.pop(next(iter(self._logs)))
+            log = self._logs[session_id] = collections.deque(maxlen=JOURNEY_MAX_STEPS)
+        log.append(step)
+
+    def since(self, session_id: str, t: float) -> List[dict]:
+        return [s for s in self._logs.get(session_id, ()) if s["t"] >= t]
+
+
+def _anchor(info: Any) -> Optional[dict]:
+    """A ref-free target for an element the page described: testid, else role and name,
+    else text, else label."""
+    if not isinstance(info, dict):
+        return None
+    if info.get("testid"):
+        return {"testid": info["testid"]}
+    if info.get("role") and info.get("name"):
+        return {"role": info["role"], "name": info["name"]}
+    if info.get("text"):
+        return {"text": info["text"]}
+    if info.get("label"):
+        return {"label": info["label"]}
+    return None
+
+
+_SECRET_FIELD = re.compile(r"pass(word|wd|code|phrase)?|secret|token|api[ _-]?key|pin\b", re.I)
+
+
+def _no_plain_secret(step: dict) -> dict:
+    """A step given by the caller that types a literal into a field named like a secret keeps a
+    variable instead (the page cannot be asked which fields are password fields here)."""
+    target: dict = step["target"] if isinstance(step.get("target"), dict) else {}
+    words = " ".join(str(v if not isinstance(v, dict) else v.get("equals") or v.get("contains") or "")
+                     for k, v in target.items() if k in ("testid", "name", "label", "placeholder"))
+    act_args: dict = step["args"] if isinstance(step.get("args"), dict) else {}
+    if not _SECRET_FIELD.search(words):
+        return step
+    name = _secret_name(target)
+    for key in ("value", "text"):
+        value = act_args.get(key)
+        if isinstance(value, str) and not re.fullmatch(r"\$\{[A-Z0-9_]+\}", value):
+            step = dict(step, args=dict(act_args, **{key: "${%s}" % name}), secret=name)
+    return step
+
+
+def _secret_name(target: Optional[dict]) -> str:
+    words = ""
+    for key in ("testid", "name", "label", "placeholder", "text"):
+        value = (target or {}).get(key)
+        if isinstance(value, dict):
+            value = value.get("equals") or value.get("contains")
+        if isinstance(value, str) and value:
+            words = value
+            break
+    slug = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")[:40] or "PASSWORD"
+    return "RETICLE_SECRET_%s" % slug
+
+
+async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
+    """Before an act: the target to save (the caller's own target, or a ref described by
+    the page), whether the element is a password field, and the page's URL."""
+    pre: Dict[str, Any] = {"url": session.url, "target": None, "secret": False}
+    if args.get("target"):
+        pre["target"] = dict(args["target"])
+        return pre
+    if not args.get("ref"):
+        return pre
+    try:
+        info = await session.command("inspect", {"ref": args["ref"]}, timeout=2.0)
+    except ToolError:
+        return pre
+    pre["target"] = _anchor(info)
+    pre["secret"] = isinstance(info, dict) and str((info.get("attributes") or {}).get("type", "")).lower() == "password"
+    return pre
+
+
+def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None,
+             replayed: bool = False) -> None:
+    """Append one step to the tab's journey log (see _Journeys); a step a flow's replay took is marked
+    `replayed` (flow_save saves it only when asked: a replay is not the agent's journey)."""
+    try:
+        pre = pre or {}
+        out = out if isinstance(out, dict) else {}
+        # an act is stamped with its own cursor (the `since` it answered); an assert with now,
+        # because its `since` is the act before it
+        t = session.now() if kind == "assert" else out.get("since", session.now())
+        step: Dict[str, Any] = {"t": t, "url": pre.get("url", session.url)}
+        if kind == "assert":
+            step["assert"] = args.get("until") or args.get("predicate")
+        else:
+            anchor = pre.get("target")
+            step["action"] = args["action"]
+            if anchor:
+                step["target"] = anchor
+            effect = out.get("effect") if kind == "act_and_wait" else out.get("result")
+            secret = bool(pre.get("secret")) or (isinstance(effect, dict) and bool(effect.get("password")))
+            act_args = dict(args.get("args") or {})
+            if secret:
+                name = _secret_name(anchor)
+                for key in ("value", "text"):
+                    if key in act_args:
+                        act_args[key] = "${%s}" % name
+                step["secret"] = name
+                if _origin_of(step["url"]):
+                    step["secretOrigin"] = _origin_of(step["url"])
+            if act_args:
+                step["args"] = act_args
+            if kind == "act_and_wait":
+                step["until"] = args.get("until") or args.get("predicate") or {"kind": "settled", "quietMs": 300}
+        if kind != "act" and "timeout_ms" in args:
+            step["timeout_ms"] = args["timeout_ms"]
+        if kind != "act":
+            step["verified"] = out.get("verified", "unknown")
+            if isinstance(out.get("since"), (int, float)):
+                floor = float(out["since"])  # for flow_save's warning
+                step["writes"] = _writes_in(session.window(floor), floor)
+        if replayed:
+            step["replayed"] = True
+        session.bridge.hub.journeys.record(session.id, step)
+    except Exception as exc:  # the journey is a convenience: never fail the act for it
+        _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
+
+
 _SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 _SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 128,
@@ -343,8 +481,9 @@ async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_C
     return await _act_once(session, args)
 
 
-async def _act_once(session: "_BrowserSession", args: dict) -> dict:
-    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled."""
+async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = False) -> dict:
+    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled (marked
+    `replayed` when a flow's replay made it)."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     pre = await _journey_anchor(session, args)
@@ -356,7 +495,7 @@ async def _act_once(session: "_BrowserSession", args: dict) -> dict:
            "settled": result.get("settled") if isinstance(result, dict) else None,
            "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
            "result": result}
-    _journal(session, "act", args, out, pre)
+    _journal(session, "act", args, out, pre, replayed)
     return _with_health(session, out)
 
 
@@ -654,7 +793,7 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     return _with_buffer(session, out, since)
 
 
-# -- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
+# ---- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
 
 _FAULT_SCHEMA = {
     "match": {"type": "object", "additionalProperties": False, "required": ["urlContains"],
@@ -806,7 +945,7 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     return _with_buffer(session, out, since)
 
 
-# -- the verdict tools: they ask the page and wait; the rules above decide ------------------------
+# ---- the verdict tools: they ask the page and wait; the rules above decide ----
 
 @overload
 def _predicate_arg(args: dict, required: Literal[True]) -> dict: ...
@@ -868,14 +1007,15 @@ async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: 
     return await _assert_verdict(session, args, _predicate_arg(args, True))
 
 
-async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
-    """The verdict core of an assert (reticle_assert, a flow's assert step): Observe the window from
-    `since` (else the last act or navigation), after the horizon of an act inside it; then Answer."""
+async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict, replayed: bool = False) -> dict:
+    """The verdict core of an assert (reticle_assert, a flow's assert step: `replayed`): Observe the
+    window from `since` (else the last act or navigation), after the horizon of an act inside it; then
+    Answer."""
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
     act_at = session.last_act if (session.last_act or -1) >= floor else None
     obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
     obs.act_at = act_at
-    return _answer(session, "assert", args, p, obs)
+    return _answer(session, "assert", args, p, obs, replayed=replayed)
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
@@ -896,9 +1036,10 @@ def _act_budget(timeout_ms: float, started: float, now: float) -> Tuple[float, f
     return remaining, started + timeout_ms
 
 
-async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict) -> dict:
-    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`): whether `p` was
-    already true, the act, then Observe until `p` holds, is decided or the budget runs out; Answer."""
+async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict, replayed: bool = False) -> dict:
+    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`: `replayed`): whether
+    `p` was already true, the act, then Observe until `p` holds, is decided or the budget runs out;
+    Answer."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     timeout = args.get("timeout_ms", 4000)
@@ -914,10 +1055,10 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict)
     obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
                          settle_until=settle_until)
     obs.action, obs.act_at = args["action"], since
-    return _answer(session, "act_and_wait", args, p, obs, anchor)
+    return _answer(session, "act_and_wait", args, p, obs, anchor, replayed)
 
 
-# -- Judge, whole: the result, the contradictions and the verdict of one observation ---------------
+# ---- Judge, whole: the result, the contradictions and the verdict of one observation ----
 
 def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, str, str]]:
     """Judge `p` over `obs`: (its result, the contradictions, (verified, verifiedReason, because)).
@@ -936,20 +1077,20 @@ def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, s
                                         pending=obs.pending)
 
 
-# -- Answer: the one place a verdict becomes what the caller reads ---------------------------------
+# ---- Answer: the one place a verdict becomes what the caller reads ----
 
 _VERDICT_FIELDS = ("pass", "evidence", "failureReason", "observed", "expected", "assertion", "inconclusive",
                    "decided", "decidedBy", "observationLost", "timedOut")
 
 
 def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
-            anchor: Optional[dict] = None) -> dict:
+            anchor: Optional[dict] = None, replayed: bool = False) -> dict:
     """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
     replays them): judge the observation, then shape it.  `verified`, `verifiedReason` and
     `because` are always at the top level; an assert carries its result's fields beside them,
     an act_and_wait nests them under `verdict` beside the act's effect, honesty and trace.  The
-    step is journaled, health and buffer loss are spliced in, and the answer is compact unless
-    `detail: "full"`."""
+    step is journaled (marked `replayed` for a flow's replay), health and buffer loss are spliced in,
+    and the answer is compact unless `detail: "full"`."""
     res, contradictions, (verified, reason, because) = _verdict(p, obs)
     window, known, since = obs.window, obs.known, obs.since
     because = _faulted_note(because, window, res)  # a fault's answer is never read as the server's
@@ -966,7 +1107,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
         advice = _advice(p, res) if verified == "yes" else None
         if advice:
             out["advice"] = advice
-        _journal(session, "assert", args, out)
+        _journal(session, "assert", args, out, replayed=replayed)
         out = _with_health(session, _with_buffer(session, out, since))
         return out if args.get("detail") == "full" else _compact(out, out)
     verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
@@ -994,7 +1135,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
         out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
     if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
         out["unsettled"] = _unsettled_report(known, window, since, p)
-    _journal(session, "act_and_wait", args, out, anchor)
+    _journal(session, "act_and_wait", args, out, anchor, replayed)
     out = _with_health(session, out)
     return out if args.get("detail") == "full" else _compact(out, verdict)
 
@@ -1106,501 +1247,3 @@ def _snapshot_answer(result: dict, prev: Optional[Tuple[str, List[str]]], now: T
         out["changed"] = changed[:200]
         out["changedCount"] = len(changed)
     return out
-
-
-# -- flows: save the journey a tab just went through, list them, replay one (Flows section) --------
-
-def _journey_to_save(hub: "Hub", tab: str, since: float, replayed: bool) -> List[dict]:
-    """The steps of tab's journey since `since` that flow_save saves: the agent's own, and a flow's
-    replayed steps only when asked (`replayed`); ToolError when there are none."""
-    journey = hub.journeys.since(tab, since)
-    left_out = [s for s in journey if s.get("replayed")] if not replayed else []
-    journey = [s for s in journey if replayed or not s.get("replayed")]  # a replay is not the agent's journey
-    if not journey:
-        raise ToolError("tab %s has no recorded step since %s to save%s" % (
-            tab, since, " (its %d step(s) since then were a flow's replay, not the agent's own)" % len(left_out)
-            if left_out else ""),
-            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, pass `steps`, "
-            "or `replayed: true` to save a replay's steps as a flow of their own")
-    return journey
-
-
-async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                          ctx: "_CallContext") -> dict:
-    """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
-    the project's flows folder, atomically.  A journey is saved only when every step in it was
-    verified and every target survives a reload; a typed secret is kept as a ${NAME} variable (its
-    value is never stored) bound to the start origin."""
-    name = _flow_name(args["name"])
-    root = _project_dir(hub)
-    start = args.get("startUrl")
-    warnings: List[str] = []
-    suggestions: List[str] = []
-    if args.get("steps"):
-        steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
-    else:
-        session = await hub.resolve_tab(args, ctx)
-        since = args.get("since")
-        if since is None:
-            since = hub.journeys.saved_at.get(session.id, 0.0)
-        journey = _journey_to_save(hub, session.id, float(since), bool(args.get("replayed")))
-        journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
-        not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
-        if not_yes:
-            i = not_yes[-1]
-            raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
-                            % (i, _step_label(journey[i]), journey[i]["verified"]),
-                            "pass `since` from the result of the first act after it (its `since`), or `steps`",
-                            steps=[_step_label(s) for s in journey])
-        blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
-        if blind:
-            raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
-                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
-        steps, first_url = _steps_from_journey(journey)
-        warnings = _toothless_warnings(journey)
-        suggestions = _server_check_suggestions(journey) if session.server_seen else []
-        start = start or first_url
-        hub.journeys.saved_at[session.id] = hub.clock()
-    flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
-                            "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    if start:
-        flow["startUrl"] = start
-    for key in ("setup", "auth"):
-        if args.get(key):
-            flow[key] = args[key]
-    if _origin_of(start):
-        steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
-                 for s in steps]
-    flow["steps"] = steps
-    if not any("until" in s or "assert" in s for s in steps):
-        flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
-    problems = _flow_problems(flow)
-    if problems:
-        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again")
-    path = _flow_path(root, name)
-    replaced = os.path.exists(path)
-    data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp-%s" % secrets.token_hex(3)
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-    out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
-           "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
-    if warnings:
-        out["warnings"] = warnings
-    if suggestions:
-        out["suggestions"] = suggestions
-    names = sorted({s["secret"] for s in steps if s.get("secret")})
-    if names:
-        out["secrets"] = names
-        out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
-    if flow.get("setup") and session is not None and not args.get("steps"):
-        out["authSaved"] = await _keep_auth(hub, session, name)  # the login this journey just verified
-    return out
-
-
-async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                          ctx: "_CallContext") -> dict:
-    root = _project_dir(hub)
-    # off the loop: the files are the project's, on whatever disk it is (each read is bounded and never
-    # waits on a FIFO, see _read_regular)
-    flows = await asyncio.get_running_loop().run_in_executor(None, _list_flows, root)
-    return {"dir": _flows_dir(root), "flows": flows}
-
-
-async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
-    from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
-    acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
-    if args.get("flow") is not None:
-        flow = args["flow"]
-        problems = _flow_problems(flow)
-        if problems:
-            raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
-                            setup=True)
-    elif args.get("name"):
-        flow = await asyncio.get_running_loop().run_in_executor(None, _read_flow, _project_dir(hub), args["name"])
-    else:
-        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
-    given = args.get("secrets") or {}
-    setup = args.get("setupFlow")
-    if setup is not None and _flow_problems(setup):
-        raise ToolError("`setupFlow` is not a Reticle flow: %s" % "; ".join(_flow_problems(setup)),
-                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True)
-    _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
-    if not args.get("faults"):
-        return await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
-    set_ids = []
-    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
-        for i, spec in enumerate(args["faults"]):
-            problem = _fault_spec_problem(spec)
-            if problem:
-                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
-                                "abort | delayMs, times?, ttlMs?}", setup=True)
-            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
-        await hub.faults.sync(session.id)
-        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,
-                                 retry=False)
-        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
-                         if f.id in set_ids]
-        return out
-    finally:
-        for fid in set_ids:
-            hub.faults.clear(session.id, ctx.session_key, fid)
-        if set_ids:
-            await _quietly(hub.faults.sync(session.id))
-
-
-# -- the MCP conventions of each tool: title, annotations (hints clients auto-approve and group by), and
-# the outputSchema of an answer whose shape is stable.  Read-only tools say only readOnlyHint and
-# openWorldHint (the other two hints mean nothing for them); a tool that acts says all four, since MCP's
-# defaults (destructive, open world) would claim more than is true.  openWorldHint is true where the
-# tool loads a URL the caller names; every other tool works inside the app under test.
-_READS = {"readOnlyHint": True, "openWorldHint": False}
-
-
-def _acts(destructive: bool, idempotent: bool, open_world: bool = False) -> dict:
-    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent,
-            "openWorldHint": open_world}
-
-
-def _shape(required: Tuple[str, ...], **props: dict) -> dict:
-    """An outputSchema: the fields every answer has (and the types of a few); others may appear."""
-    out: Dict[str, Any] = {"type": "object", "required": list(required)}
-    if props:
-        out["properties"] = props
-    return out
-
-
-_VERIFIED = {"enum": ["yes", "no", "unknown"]}
-_TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
-    "reticle_sessions": ("Sessions", _READS, _shape(("sessions",), sessions={"type": "array"})),
-    "reticle_navigate": ("Navigate", _acts(False, True, True), _shape(("confirmed", "since", "sessionId"))),
-    "reticle_snapshot": ("Snapshot", _READS, None),
-    "reticle_query": ("Query", _READS, None),
-    "reticle_inspect": ("Inspect", _READS, None),
-    "reticle_act": ("Act", _acts(True, False), None),
-    "reticle_act_sequence": ("Act sequence", _acts(True, False), _shape(("since",))),
-    "reticle_act_and_wait": ("Act and wait", _acts(True, False),
-                             _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
-    "reticle_observe": ("Observe", _READS, _shape(("events",), events={"type": "array"})),
-    "reticle_network": ("Network", _READS, None),
-    "reticle_console": ("Console", _READS, None),
-    "reticle_wait_for": ("Wait for", _READS, _shape(("pass",), **{"pass": {"type": "boolean"}})),
-    "reticle_assert": ("Assert", _READS, _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
-    "reticle_state": ("State", _READS, None),
-    "reticle_fault": ("Fault requests", _acts(False, False), _shape(("sessionId",))),
-    "reticle_capabilities": ("Capabilities", _READS, None),
-    "reticle_flow_save": ("Save flow", _acts(True, True), _shape(("saved", "name", "steps"))),
-    "reticle_flow_list": ("Flows", _READS, _shape(("dir", "flows"), flows={"type": "array"})),
-    "reticle_flow_replay": ("Replay flow", _acts(True, False, True),
-                            _shape(("verified", "steps", "because"), verified=_VERIFIED)),
-    "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
-    "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
-    "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
-}
-
-
-async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                     ctx: "_CallContext") -> dict:
-    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
-    answered once its page is connected and, for a framework the SDK recognises, hydrated."""
-    url = args["url"]
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
-                        'pass a full URL such as "http://localhost:5173/"')
-    vp = args.get("viewport")
-    started = time.monotonic()
-    _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
-    auth = None
-    if args.get("auth"):
-        auth = _load_auth_state(_project_dir(hub), _flow_name(args["auth"]))
-        if auth is None:
-            raise ToolError("no saved auth state %r in the project" % args["auth"],
-                            "replay its setup flow (a flow with \"setup\": true) in a device first")
-    device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
-                                                 (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
-                                                 auth)
-    if auth is not None and _auth_expired(auth):
-        _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
-    out = {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
-           "started": started_now, "fresh": started_now or bool(args.get("fresh")),
-           "auth": args.get("auth"), "headed": device.headed,
-           "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
-           "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
-    tab = hub.bridge.get(device.session_id)
-    if tab is not None:
-        await _await_hydration(tab, out)
-    out["ms"] = round((time.monotonic() - started) * 1000)
-    return out
-
-
-async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                      ctx: "_CallContext") -> dict:
-    sid = args.get("sessionId")
-    device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
-    if device is None:
-        live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
-        raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
-                                                            live), "pass the sessionId that reticle_open answered")
-    if device.owner != ctx.session_key:
-        raise ToolError("the device of session %s belongs to another client; only the client that opened it "
-                        "may close it (it closes by itself after %d s of that client's silence)"
-                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
-                        code="device_not_yours")
-    await hub.devices.close(device, "reticle_close")
-    return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
-
-
-def _write_private(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
-async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                           ctx: "_CallContext") -> dict:
-    """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
-    at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
-    `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
-    session = await hub.resolve_tab(args, ctx)
-    device = session.device
-    if device is None or device.closed:
-        raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
-                        "screenshot: the in-page SDK reads the program, not pixels." % session.id,
-                        "open the app in a device with reticle_open {url}, then take the screenshot there")
-    await _confirm_answering(session)  # the browser would wait for a busy page's main thread
-    if session.not_answering() is not None:  # the browser would wait for the page's main thread (issue 19 #5)
-        raise ToolError("no screenshot: the tab does not answer (%s)." % session.not_answering(),
-                        "reticle_navigate {reload: true} reloads it (its running script is ended first)",
-                        code="not_answering")
-    metrics = await device.layout()
-    view = metrics.get("cssVisualViewport") or {}
-    page_x, page_y = float(view.get("pageX", 0)), float(view.get("pageY", 0))
-    area = {"x": page_x, "y": page_y, "width": float(view.get("clientWidth", device.viewport[0])),
-            "height": float(view.get("clientHeight", device.viewport[1]))}
-    clip = None
-    if args.get("ref"):
-        box = (await session.command("inspect", {"ref": args["ref"]}) or {}).get("box") or {}
-        if not box.get("width") or not box.get("height"):
-            raise ToolError("the element %s has no box to capture (hidden or empty)." % args["ref"],
-                            "reticle_inspect shows its box; take a viewport screenshot instead")
-        clip = area = {"x": page_x + box["x"], "y": page_y + box["y"], "width": box["width"],
-                       "height": box["height"]}
-    elif args.get("fullPage"):
-        size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
-        clip = area = {"x": 0, "y": 0, "width": min(float(size.get("width", area["width"])), 4096.0),
-                       "height": min(float(size.get("height", area["height"])), float(SCREENSHOT_MAX_HEIGHT))}
-        cut = float(size.get("height", 0) or 0) > SCREENSHOT_MAX_HEIGHT
-    png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
-    width, height = _png_size(png)
-    name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
-    path = os.path.join(hub.state.ensure(), "screenshots", name)
-    await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
-    out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
-           "url": device.url}
-    if args.get("fullPage") and not args.get("ref") and cut:
-        out["truncated"] = {"pageHeight": round(float(size.get("height", 0))), "capturedHeight": SCREENSHOT_MAX_HEIGHT,
-                            "note": "the page is taller than %d px; the capture stops there" % SCREENSHOT_MAX_HEIGHT}
-    link = {"type": "resource_link", "uri": _file_uri(path), "name": name, "mimeType": "image/png",
-            "size": len(png), "description": "%dx%d screenshot of %s" % (width, height, device.url[:200])}
-    if not args.get("inline"):
-        return _WithContent(out, [link])
-    scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
-    # a readable strip, not 32,000 px
-    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))
-    jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
-    jw, jh = _jpeg_size(jpeg)
-    out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
-    return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
-                                     "mimeType": "image/jpeg"}])
-
-
-def _file_uri(path: str) -> str:
-    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
-    path = os.path.abspath(path).replace(os.sep, "/")
-    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
-
-
-# -- the registry: every tool is one _ToolSpec record, registered the same way ----------------------
-
-class _ToolSpec(NamedTuple):
-    """One tool as data: its name, description, argument properties, handler, example and required
-    fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
-    than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
-
-    name: str
-    description: str
-    props: dict
-    handler: Callable
-    example: Optional[dict] = None
-    required: Tuple[str, ...] = ()
-    own_tab: bool = False
-    quiet: Tuple[str, ...] = ()
-
-
-# DESIGN section 7, in the order tools/list shows them
-_TOOL_SPECS: Tuple[_ToolSpec, ...] = (
-    _ToolSpec("reticle_sessions",
-        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
-        {}, _tool_sessions, {}),
-    _ToolSpec("reticle_navigate",
-        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
-         "hard": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_navigate, {"url": "http://localhost:5173/checkout"}),
-    _ToolSpec("reticle_snapshot",
-        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
-        "what changed since the last snapshot.",
-        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
-         "diff": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_snapshot, {"mode": "interactive"}),
-    _ToolSpec("reticle_query",
-        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
-        "misses when nothing matches.",
-        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
-         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
-         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
-         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
-         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
-         "sessionId": _SESSION_ID},
-        _tool_query, {"by": "role", "value": "button", "name": "Pay"}),
-    _ToolSpec("reticle_inspect",
-        "One element by ref: role, name, states, box, styles, occlusion.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": _SESSION_ID},
-        _tool_inspect, {"ref": "e7"}, required=("ref",)),
-    _ToolSpec("reticle_act",
-        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
-        "controls need args.confirmDangerous.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
-         "sessionId": _SESSION_ID},
-        _tool_act, {"ref": "e7", "action": "click"}, required=("action",)),
-    _ToolSpec("reticle_act_sequence",
-        "Several acts in order, stopping at the first failure.",
-        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
-         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": _SESSION_ID},
-        _tool_act_sequence,
-        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
-        required=("steps",)),
-    _ToolSpec("reticle_act_and_wait",
-        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
-        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
-         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_act_and_wait,
-        {"target": {"role": "button", "name": "Pay"}, "action": "click",
-         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
-        required=("action",), quiet=("predicate",)),
-    _ToolSpec("reticle_observe",
-        "Raw events of a window (default the last 2 s) with a summary.",
-        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
-         "until": _CURSOR, "actionId": {"type": "string"},
-         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": _SESSION_ID},
-        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]}),
-    _ToolSpec("reticle_network",
-        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
-        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
-         "method": {"type": "string"}, "urlContains": {"type": "string"},
-         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
-         "sessionId": _SESSION_ID},
-        _tool_network, {"urlContains": "/api/", "status": 500}),
-    _ToolSpec("reticle_console",
-        "Console messages and uncaught errors since the last act.",
-        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
-         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
-         "sessionId": _SESSION_ID},
-        _tool_console, {"level": "error"}),
-    _ToolSpec("reticle_wait_for",
-        "Wait until `predicate` holds; pass and evidence, no verdict.",
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": _SESSION_ID},
-        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}}, quiet=("until",)),
-    _ToolSpec("reticle_assert",
-        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
-        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": _SESSION_ID},
-        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}}, quiet=("until",)),
-    _ToolSpec("reticle_state",
-        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
-        {"store": {"type": "string"}, "path": {"type": "string"},
-         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": _SESSION_ID},
-        _tool_state, {"store": "cart", "path": "items.length"}),
-    _ToolSpec("reticle_capabilities",
-        "What the app declared with reticle.describe, and the testids on the page.",
-        {"sessionId": _SESSION_ID}, _tool_capabilities, {}),
-    _ToolSpec("reticle_fault",
-        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
-        "tells the user; clear, list. Marked faulted: true.",
-        dict(_FAULT_SCHEMA, sessionId=_SESSION_ID), _tool_fault,
-        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}}),
-    _ToolSpec("reticle_flow_save",
-        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
-        "by role, name, label or testid, secrets as variables.",
-        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
-         "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
-                   "minItems": 1, "maxItems": FLOW_MAX_STEPS},
-         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID,
-         "origin": {"type": "string", "maxLength": 2048,
-                    "description": "a journey over two apps: save the steps on this origin"},
-         "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
-         "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"},
-         "replayed": {"type": "boolean", "description": "save the steps a flow's replay took too (never by default)"}},
-        _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
-    _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
-        {}, _tool_flow_list, {}),
-    _ToolSpec("reticle_flow_replay",
-        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
-        "`fresh`: no cookies or storage.",
-        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
-         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
-         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
-         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
-                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
-                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
-         "setupFlow": {"type": "object", "description": "the setup flow that makes the flow's auth state"},
-         "sessionId": _SESSION_ID},
-        _tool_flow_replay, {"name": "add-record"}),
-    _ToolSpec("reticle_open",
-        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
-        "`fresh`: no cookies or storage from before.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
-         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
-                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
-                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
-         "fresh": {"type": "boolean"},
-         "auth": {"type": "string", "maxLength": 64, "description": "start logged in: a setup flow's saved state"}},
-        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
-    _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
-        {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
-    _ToolSpec("reticle_screenshot",
-        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
-         "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_screenshot, {"inline": True}, own_tab=True),
-)
-
-
-def _build_registry() -> _ToolRegistry:
-    """Every tool of DESIGN section 7 that works (_TOOL_SPECS), with its final schema: a tool given
-    the tab of `sessionId` also takes `detail`; each gets its MCP conventions (_TOOL_CONVENTIONS)."""
-    reg = _ToolRegistry()
-    for spec in _TOOL_SPECS:
-        given_tab = "sessionId" in spec.props and not spec.own_tab
-        props = dict(spec.props, detail=_DETAIL) if given_tab else dict(spec.props)
-        tool = reg.add(_Tool(spec.name, spec.description, _obj(props, spec.required), spec.handler, spec.example,
-                             session=given_tab, quiet=spec.quiet))
-        if tool.name in _TOOL_CONVENTIONS:
-            tool.convene(*_TOOL_CONVENTIONS[tool.name])
-    return reg

@@ -89,7 +89,7 @@ _UI_EVENTS = _event_types("ui")
 _CONSOLE_TYPES = _event_types("console")
 
 
-# -- calls: the one place that says what a request is and whether it matches --------------------
+# ---- calls: the one place that says what a request is and whether it matches ----
 
 _WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 _DEV_URL = re.compile(r"/(@vite|__vite|_next/webpack-hmr|__webpack_hmr|sockjs-node|@react-refresh)|hot-update")
@@ -182,3 +182,33 @@ def _frames(window: List[dict]) -> List[dict]:
 def _call_label(d: dict) -> str:
     method = d.get("method") or ("LOAD" if d.get("initiator") == "document" else "GET")
     return "%s %s" % (str(method).upper(), d.get("url") or "?")
+
+
+def _net_key_url(url: Any) -> str:
+    """A request's URL as both records can say it: scheme, host and path, no query or fragment
+    (the SDK redacts secrets in the query)."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+        port = parts.port
+    except ValueError:
+        return ""
+    if not parts.hostname:
+        return ""
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = parts.hostname.lower() if ":" not in parts.hostname else "[%s]" % parts.hostname.lower()
+    return "%s://%s%s%s" % (parts.scheme.lower(), host, "" if port in (None, default) else ":%d" % port,
+                            parts.path or "/")
+
+
+def _hide_redirected_status(data: dict) -> None:
+    """A page's report of a document load that was redirected: Navigation Timing gives the status of the
+    page the redirects led to, not of the request (a form POST answered 302), which is hidden from the
+    page; it says so (`statusKnown: false`, `finalStatus`).  In a device the browser's record gave the
+    request's own status (_browser_values, `statusFrom: "browser"`), which stands."""
+    if data.get("initiator") == "document" and data.get("redirected") and data.get("statusKnown") is not False \
+            and data.get("statusFrom") != "browser":
+        data["finalStatus"] = data.get("status")
+        data["status"] = None
+        data["statusKnown"] = False
+        data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
+                              "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))

@@ -1,6 +1,10 @@
 ###############################################################################
 # Verdict rules ###############################################################
 ###############################################################################
+
+_SAVEPOINT_NOTE = "rolled back to a savepoint (its transaction went on)"
+
+
 # Pure functions of what was observed: a window of events, the predicate's
 # result, and what the session knows (_Known).  Asking the page and waiting
 # stay with the callers in the tools; these can be tested from a table.
@@ -8,6 +12,8 @@
 _ABSENCE_BLIND_SPOTS = ("closed-shadow-root", "cross-origin-iframe", "uninstrumented-frame", "sampled",
                         "rate-limited", "virtualized-unmounted")
 
+
+# ---- messages: how apps tell the user a failure (one table), and which messages an act owns ----
 
 class _FailureUi:
     """One way real apps tell the user something failed: a CSS selector for the element that
@@ -127,7 +133,7 @@ def _failure_ui_config() -> str:
     return "[\n" + ",\n".join(rows) + "\n  ]"
 
 
-# Plain failure text (issue 29 #4): new text after an act, in the act's form or in what its answer
+# Plain failure text: new text after an act, in the act's form or in what its answer
 # updated, that reads as a failure: any pattern of the first list and none of the second.  The SDK
 # reads the same table (so both say the same) and reports such a text as a ui.alert of source
 # "text" with its scope ("form" or "answer").  JavaScript-compatible regular expressions, case-blind.
@@ -309,6 +315,8 @@ def _failures_shown(window: List[dict], origin: str = "") -> List[str]:
     return out
 
 
+# ---- what the act did: its effect, its failed calls, the signals of success ----
+
 def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Optional["_Known"] = None) -> bool:
     """Anything observable happened after the act: a mutation in its own frame, an event of
     consequence (DOM, request, route, signal, state, storage, socket message), or a new document.
@@ -367,6 +375,8 @@ def _happy_signals(window: List[dict]) -> List[dict]:
     return [e["data"] for e in window if e["type"] == "signal"
             and not _FAILURE_WORDS.search(str(e["data"].get("name", "")))]
 
+
+# ---- contradictions: evidence that a green outcome is false, one record each (_CONTRADICTIONS) ----
 
 def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
     unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
@@ -629,6 +639,8 @@ def _may_be_unreadable(res: dict) -> bool:
         return any(_may_be_unreadable(c) for c in failed)
     return False
 
+
+# ---- the rules: one small function each, applied in the order of _VERDICT_RULES ----
 
 class _Case:
     """What the verdict rules read (see _decide): the judged result, the contradictions, the window and
@@ -1026,6 +1038,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     return verified, reason, _server_said(because, case)
 
 
+# ---- the evidence an answer shows: trimmed, compact, naming faults and losses ----
+
 def _server_said(because: str, c: _Case) -> str:
     """`because` with what the server did for the act's requests, in one line (the newest two
     records), unless it already says it."""
@@ -1264,7 +1278,7 @@ def _advice(p: dict, res: dict) -> Optional[str]:
     return " ".join(notes) or None
 
 
-# -- wire formats as data: what popular frameworks' answers mean, beside the failure dialects ---------
+# ---- wire formats as data: what popular frameworks' answers mean, beside the failure dialects ----
 
 _SINGLE_FETCH_REDIRECT = re.compile(r'"redirect"\s*,\s*"([^"]*)"\s*,\s*"status"\s*,\s*(30[1-8])')
 _COMPONENT_LINE = re.compile(r"^[0-9a-f]{1,8}:(?=[\[{])", re.M)

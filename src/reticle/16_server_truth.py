@@ -9,14 +9,10 @@
 # framework at module import; wsgi/asgi/DjangoMiddleware/watch_sqlalchemy are
 # the public entry points.
 
-SERVER_MARK_HEADER = "X-Reticle-Mark"
-SERVER_MARK_COOKIE = "__reticle_mark"
 SERVER_QUEUE_CAP = 1000          # records waiting for the reporter thread; past it they are dropped, counted
 SERVER_BATCH = 100               # records per POST to the daemon
 SERVER_AWAY_S = 1.0              # after a failed POST, wait this long before the next try
 SERVER_SQL_CAP = 200             # characters of SQL text kept per write
-SERVER_GRACE_MS = 400            # a marked request's record may arrive this long after the browser saw it answer
-SERVER_WAIT_CAP_MS = 3000        # after an act, a verdict waits at most this long past an answer for its record
 SERVER_MAX_RECORDS = 500         # per POST accepted by the daemon
 SERVER_TICKETS = 64              # one-use marks handed to a tab's document at a time (the SDK asks for more)
 SERVER_TICKETS_KEPT = 512        # unused marks a tab holds at most: past it the oldest are void
@@ -27,13 +23,6 @@ _MARK_RE = re.compile(r"^([0-9a-f]{32})(?:\.([A-Za-z0-9_:-]{1,64})\.([A-Za-z0-9_
 _SQL_WRITE_RE = re.compile(
     r"^\s*(?:/\*.*?\*/\s*)*(INSERT|UPDATE|DELETE|REPLACE)\b(?:\s+OR\s+\w+)?(?:\s+INTO|\s+FROM)?\s+"
     r"(?:ONLY\s+)?[`\"\[]?([A-Za-z_][\w$]*(?:[`\"\]]?\.[`\"\[]?[A-Za-z_][\w$]*)?)", re.I | re.S)
-_SERVER_INSTALL = (
-    "add Reticle's server middleware: Django: MIDDLEWARE += [\"reticle.DjangoMiddleware\"] (under DEBUG); "
-    "Flask/any WSGI app: app.wsgi_app = reticle.wsgi(app.wsgi_app); FastAPI/Starlette/any ASGI app: "
-    "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); raw sqlite3 writes: "
-    "reticle.watch_sqlite3(conn); "
-    "`reticle init` adds or prints it; any other stack: its OpenTelemetry exporter pointed at the daemon "
-    "(`reticle init` prints how)")
 _server_log = logging.getLogger("reticle.server")
 _CURRENT_REQUEST: Any = None     # a contextvars.ContextVar, made when the first wrapper is built
 
@@ -50,6 +39,8 @@ _SERVER_SECRET_PAIR = re.compile(
     r"private[-_]?key|authorization|auth|cookie|session[-_]?id|sid|jwt|credential|card[-_]?number|cvv|cvc|ssn)"
     r"(?:[\"']?)\s*[:=]\s*)(?!\[redacted\])(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s&,;}\]]+)")
 
+
+# ---- the app's side: what a marked request did (the middleware, in the app's process) ----
 
 def _scrub_server(text: str) -> str:
     """`text` from the app's server with secrets redacted (tokens, key shapes, secret-named values)."""
@@ -284,7 +275,7 @@ def _daemon_token() -> Optional[str]:
         return None
 
 
-# -- the script tag, added by the middleware to the app's HTML pages (inject) --------------------
+# ---- the script tag, added by the middleware to the app's HTML pages (inject) ----
 
 SERVER_INJECT_MAX_BYTES = 2 << 20  # an HTML body read whole to add the script tag; a larger one passes untouched
 
@@ -455,6 +446,8 @@ def _asgi_injecting(app: Callable) -> Callable:
 _PROOF_CHALLENGE_RE = re.compile(r"^[0-9a-f]{32,128}$")
 
 
+# ---- the reporter thread: records to the daemon, never in the request's way ----
+
 def _daemon_proof(token: str, host: str, port: int, challenge: str) -> str:
     """What only a daemon that knows `token` answers to `challenge` on the listening address host:port
     (HMAC-SHA256).  The reporter asks before it sends the token, on the connection it will send it
@@ -595,6 +588,8 @@ class _ServerReporter:
         self.sent += len(batch)
         return True
 
+
+# ---- one record: begun when a marked request comes in, filled by the database hooks ----
 
 def _sent_by(site: Optional[str], origin: Optional[str], referer: Optional[str]) -> dict:
     """Who sent the request, as the browser tells it (a page can set none of these headers): its
@@ -760,7 +755,6 @@ def _note_statement(statement: Any, rows: Any, conn_key: Any, committed: Optiona
 
 _SAVEPOINT_RE = re.compile(r'^\s*(SAVEPOINT|ROLLBACK\s+(?:TRANSACTION\s+|WORK\s+)?TO\s+(?:SAVEPOINT\s+)?|RELEASE\s+'
                            r'(?:SAVEPOINT\s+)?)\s*([`"\[]?[\w$]+[`"\]]?)\s*;?\s*$', re.I)
-_SAVEPOINT_NOTE = "rolled back to a savepoint (its transaction went on)"
 
 
 def _note_savepoint(rec: dict, statement: Any, conn_key: Any) -> bool:
@@ -802,6 +796,8 @@ def _end_transaction(conn_key: Any, committed: bool) -> None:
         if not committed:
             w["note"] = "rolled back"
 
+
+# ---- the entry points: wsgi, asgi, DjangoMiddleware, watch_sqlalchemy, watch_sqlite3 ----
 
 def _flask_view(app: Any, environ: dict) -> Optional[str]:
     url_map = getattr(app, "url_map", None) or getattr(getattr(app, "__self__", None), "url_map", None)
@@ -1163,7 +1159,7 @@ def watch_sqlite3(conn: Any) -> Any:
     return conn
 
 
-# -- the daemon's side: stitch records into the tab whose mark they carry ------------------------
+# ---- the daemon's side: stitch records into the tab whose mark they carry ----
 
 def _clean_server_record(raw: Any) -> Optional[dict]:
     """A record from the middleware, kept to its known fields with their types and caps, or None."""
@@ -1350,7 +1346,7 @@ def _stitch_server_records(hub: "Hub", body: Any) -> dict:
     return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}
 
 
-# -- OpenTelemetry: server records from any stack's spans (OTLP/HTTP, correlated by trace context) --
+# ---- OpenTelemetry: server records from any stack's spans (OTLP/HTTP, W3C trace context) ----
 # The SDK's one-use server mark is 32 hex digits, the size of a W3C trace id: each marked same-origin
 # fetch/XHR also carries `traceparent: 00-<mark>-<random parent>-01`, which stock OpenTelemetry server
 # instrumentation continues.  The exporter posts the spans to /v1/traces (and error logs to /v1/logs)
@@ -1363,7 +1359,6 @@ OTEL_MEDIA = ("application/json", "application/x-protobuf")
 OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
 OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
 OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
-OTEL_GRACE_MS = 1500             # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
 OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
 
 
