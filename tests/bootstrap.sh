@@ -1,40 +1,63 @@
 #!/bin/sh
-# Installs what the test suite needs on a fresh Debian-like machine:
-# reticle itself (editable), the test tools, and Debian's chromium.
+# Installs what the test suite needs on a fresh Debian-like machine, in two parts:
+#
+#   sh tests/bootstrap.sh fast      the fast tests (python3 -m pytest -m "not browser"): Reticle's three
+#                                   runtime dependencies and the test tools (pytest, the mcp SDK, ruff,
+#                                   mypy, the web frameworks) into the interpreter's site-packages; it
+#                                   writes nothing into the checkout
+#   sh tests/bootstrap.sh browser   the rest: Debian's chromium and PostgreSQL, and the npm packages the
+#                                   browser tests drive (React, Hotwire Turbo, Express and Next.js with
+#                                   OpenTelemetry) and ESLint for the SDK's lint, into tests/.js and
+#                                   tests/.otel (kept out of git)
+#   sh tests/bootstrap.sh           both: what the whole suite (python3 -m pytest) and CI need
 set -eu
-python3 -m pip install --quiet -e . -r tests/requirements.txt
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+part="${1:-all}"
+case "$part" in
+    fast|browser|all) ;;
+    *) echo "usage: sh tests/bootstrap.sh [fast|browser]" >&2; exit 2 ;;
+esac
+here=$(dirname "$0")
+
+apt_install() {
     if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
     else
-        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
     fi
+}
+
+if [ "$part" != browser ]; then
+    # tests/requirements.txt names Reticle's runtime dependencies too (tests/test_zipapp.py checks they
+    # are setup.cfg's): the tests import reticle.py from the checkout, so nothing is built or installed here.
+    python3 -m pip install --quiet -r "$here/requirements.txt"
 fi
-# React's UMD builds for the real-React test (npm registry; kept out of git in tests/.js/).
-if command -v npm >/dev/null 2>&1 && [ ! -f tests/.js/node_modules/react-dom/umd/react-dom.development.js ]; then
-    npm install --prefix tests/.js --no-audit --no-fund --silent react@18.3.1 react-dom@18.3.1 >/dev/null
+[ "$part" = fast ] && exit 0
+
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+    apt_install chromium
 fi
-# ESLint for `python3 tools/sdk.py lint` (the in-page scripts of src/sdk/), into the same kept-out-of-git folder.
-if command -v npm >/dev/null 2>&1 && [ ! -f tests/.js/node_modules/globals/package.json ]; then
-    npm install --prefix tests/.js --no-audit --no-fund --silent eslint@10.15.0 globals@17.14.0 >/dev/null
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    apt_install postgresql
+fi
+command -v npm >/dev/null 2>&1 || { echo "bootstrap: npm is not installed; the npm-backed tests will skip" >&2; exit 0; }
+# React's UMD builds for the real-React test.
+if [ ! -f "$here/.js/node_modules/react-dom/umd/react-dom.development.js" ]; then
+    npm install --prefix "$here/.js" --no-audit --no-fund --silent react@18.3.1 react-dom@18.3.1 >/dev/null
+fi
+# ESLint for `python3 tools/sdk.py lint` (the in-page scripts of src/sdk/).
+if [ ! -f "$here/.js/node_modules/globals/package.json" ]; then
+    npm install --prefix "$here/.js" --no-audit --no-fund --silent eslint@10.15.0 globals@17.14.0 >/dev/null
 fi
 # Hotwire Turbo 8 (Turbo Drive form posts that follow their 303 in a fetch) for tests/test_horizon.py.
-if command -v npm >/dev/null 2>&1 && [ ! -f tests/.js/node_modules/@hotwired/turbo/dist/turbo.es2017-umd.js ]; then
-    npm install --prefix tests/.js --no-audit --no-fund --silent @hotwired/turbo@8.0.23 >/dev/null
+if [ ! -f "$here/.js/node_modules/@hotwired/turbo/dist/turbo.es2017-umd.js" ]; then
+    npm install --prefix "$here/.js" --no-audit --no-fund --silent @hotwired/turbo@8.0.23 >/dev/null
 fi
-# Real Express and Next.js apps with stock OpenTelemetry instrumentation for tests/test_otel.py (releases that run
-# on Node 20), into its own kept-out-of-git folder; and Debian's PostgreSQL for its traced database.
-if command -v npm >/dev/null 2>&1 && [ ! -f tests/.otel/node_modules/next/package.json ]; then
-    npm install --prefix tests/.otel --no-audit --no-fund --silent express@4.21.2 pg@8.13.1 @opentelemetry/api@1.9.0 \
+# Real Express and Next.js apps with stock OpenTelemetry instrumentation for tests/test_otel.py (releases that
+# run on Node 20), into their own folder.
+if [ ! -f "$here/.otel/node_modules/next/package.json" ]; then
+    npm install --prefix "$here/.otel" --no-audit --no-fund --silent express@4.21.2 pg@8.13.1 @opentelemetry/api@1.9.0 \
         @opentelemetry/sdk-node@0.57.2 @opentelemetry/instrumentation-http@0.57.2 \
         @opentelemetry/instrumentation-express@0.47.1 @opentelemetry/instrumentation-pg@0.51.1 \
         @opentelemetry/exporter-trace-otlp-http@0.57.2 @opentelemetry/exporter-trace-otlp-proto@0.57.2 \
         @opentelemetry/auto-instrumentations-node@0.56.1 next@15.1.7 react@19.0.0 react-dom@19.0.0 >/dev/null
-fi
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-    else
-        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-    fi
 fi
