@@ -752,6 +752,116 @@ def test_report_merge_names_a_file_it_cannot_read_and_exits_3(tmp_path, capsys):
 
 
 
+# -- a results file is read only once its schema passed (hardening, fourth round) -------------------------
+
+def _full_result(text):
+    """A result with every field a results file may hold, each string one being `text`."""
+    return {"name": text, "verified": "no", "verifiedReason": text, "because": text, "error": text, "note": text,
+            "ms": 12, "failedStep": 0, "startUrl": text, "sessionId": text, "screenshot": text,
+            "screenshotError": text, "writes": [{"method": text}], "faults": [{"id": text}],
+            "authSaved": {"x": text}, "authRemade": {"why": text},
+            "steps": [{"index": 0, "step": text, "verified": "no", "verifiedReason": text, "because": text, "ms": 3,
+                       "predicate": {"kind": "text", "contains": text}, "evidence": {"text": text},
+                       "writes": [{"path": text}], "expect": "no", "met": False}],
+            "teeth": [{"write": text, "as": "lie", "verified": "yes", "toothless": True, "ms": 1, "because": text,
+                       "note": text, "failedStep": 0}],
+            "toothless": [text], "teethUntested": [text], "teethMax": 1, "setupOnly": False, "shard": "1/1"}
+
+
+_MARKUP = '"><script>alert(document.domain)</script><img src=x onerror=alert(1) x="'
+
+
+def test_no_field_of_a_result_reaches_the_html_report_as_markup():
+    """Every field, the screenshot among them, goes into the page escaped; a screenshot that is not
+    base64 is left out (it went into <img src=...> raw, so a shard's file could run script in whoever
+    opened the merged report)."""
+    import reticle
+    from html.parser import HTMLParser
+
+    class Tags(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags, self.attrs = [], []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            self.attrs += [name for name, _ in attrs]
+
+    page = reticle._html_report([_full_result(_MARKUP), dict(_full_result("ok"), screenshot="iVBORw0KGgo=")])
+    parser = Tags()
+    parser.feed(page)
+    assert "script" not in parser.tags and "onerror" not in parser.attrs, page
+    assert set(parser.tags) <= {"html", "head", "meta", "title", "style", "body", "h1", "p", "table", "tr", "th", "td",
+                                "a", "section", "h2", "span", "code", "pre", "figure", "img", "figcaption"}
+    assert page.count("<img") == 1 and 'src="data:image/png;base64,iVBORw0KGgo="' in page
+    assert "the screenshot is left out: it is not base64 data" in page
+    assert html_escape(_MARKUP) in page  # shown, as text
+    junit = reticle._junit_xml([_full_result(_MARKUP)])
+    ET.fromstring(junit.encode("utf-8"))  # well-formed: nothing broke out of an attribute
+    assert "<script>" not in junit
+
+
+def html_escape(text):
+    import html
+    return html.escape(text, quote=True)
+
+
+@pytest.mark.parametrize("mangle, field", [
+    (lambda d: d["flows"][0].update(verified="bogus"), "flows[0].verified is \"bogus\"; expected one of yes, no"),
+    (lambda d: d["flows"][0].update(verified="passed"), "flows[0].verified"),
+    (lambda d: d["flows"][0].update(verified="YES"), "flows[0].verified"),
+    (lambda d: d["flows"][0].update(verified=""), "flows[0].verified"),
+    (lambda d: d["flows"][0]["steps"][0].pop("index"), "flows[0].steps[0] lacks the field index"),
+    (lambda d: d["flows"][0]["steps"][0].update(index="0"), "flows[0].steps[0].index is a string; expected integer"),
+    (lambda d: d["flows"][0].update(ms="5"), "flows[0].ms is a string; expected number"),
+    (lambda d: d["flows"][0].update(steps="all"), "flows[0].steps is a string; expected array"),
+    (lambda d: d["flows"][0].update(teeth=[{"write": "POST /x", "toothless": False}]),
+     "flows[0].teeth[0] lacks the field verified"),
+    (lambda d: d["flows"][0].update(screenshot=_MARKUP), "flows[0].screenshot breaks the rule pattern"),
+    (lambda d: d["shard"].update(total=1000000000000), "shard.total breaks the rule maximum: 256"),
+    (lambda d: d["shard"].update(index=3), "shard.index is 3, past shard.total 2"),
+    (lambda d: d["flows"][0].update(surprise=1), "flows[0] has the unknown field surprise"),
+])
+def test_report_merge_refuses_a_results_file_off_its_schema_naming_the_file_and_field(tmp_path, capsys,
+                                                                                      mangle, field):
+    """Each of these passed (exit 0, JUnit with 0 failures), crashed with a traceback or grew a list
+    from a claimed total; now the merge is exit 3 with one error naming the file and the field."""
+    import reticle
+    sel = ["a", "b"]
+    one = _shard_doc(1, 2, sel, [_r("a")])
+    two = _shard_doc(2, 2, sel, [_r("b")])
+    mangle(two)
+    (tmp_path / "shard-1.json").write_text(json.dumps(one))
+    (tmp_path / "shard-2.json").write_text(json.dumps(two))
+    junit = tmp_path / "junit.xml"
+    t0 = time.monotonic()
+    assert reticle.main(["report", "merge", str(tmp_path / "shard-1.json"), str(tmp_path / "shard-2.json"),
+                         "--junit", str(junit), "--json"]) == 3
+    assert time.monotonic() - t0 < 5
+    captured = capsys.readouterr()
+    errors = [f["error"] for f in json.loads(captured.out)["flows"] if f["verified"] == "error"]
+    assert any(str(tmp_path / "shard-2.json") + " is not `reticle verify --json` output: " + field in e
+               for e in errors), errors
+    assert "Traceback" not in captured.out + captured.err
+    suites = ET.parse(str(junit)).getroot()
+    assert int(suites.get("errors")) >= 1
+
+
+def test_durations_from_a_file_off_the_schema_is_a_clean_error(tmp_path, capsys):
+    import reticle
+    doc = _shard_doc(1, 1, ["a"], [dict(_r("a"), ms="slow")])
+    (tmp_path / "d.json").write_text(json.dumps(doc))
+    assert reticle.main(["verify", "--shard", "1/2", "--durations", str(tmp_path / "d.json"), "a"]) == 3
+    assert "flows[0].ms is a string; expected number" in capsys.readouterr().err
+
+
+def test_every_field_a_results_file_may_hold_passes_its_schema():
+    import reticle
+    doc = _shard_doc(1, 1, ["x"], [_full_result("x")])
+    assert reticle._results_problem(doc) is None
+    assert reticle._results_problem(_shard_doc(1, 1, ["a"], [reticle._merge_error("a", "broken")])) is None
+
+
 # -- logged-in starts (issue 31): a setup flow's saved state -----------------------------------------
 
 class _SessionApp:

@@ -114,7 +114,7 @@ def test_protobuf_and_json_bodies_read_alike():
     from_json = reticle._otel_spans(as_json(msg))
     assert from_pb == from_json
     spans, bad = from_pb
-    assert bad == 0 and len(spans) == 2
+    assert bad == [] and len(spans) == 2
     server = spans[0]
     assert server["traceId"] == TRACE and server["kind"] == 2 and server["parentSpanId"] == "b7ad6b7169203331"
     assert server["attrs"]["http.response.status_code"] == 200 and server["service"] == "shop"
@@ -220,6 +220,75 @@ def test_any_json_shape_maps_without_raising(doc):
         for sp in spans:
             reticle._otel_record(sp, spans, [])
         reticle._otel_logs({"resourceLogs": [doc]})
+
+
+# -- hostile numbers: a span no clock or server could make is refused, the rest of its batch kept ----
+
+def hostile_request(status=None, start=1_700_000_000_000_000_000, end=1_700_000_000_012_500_000, trace=TRACE):
+    """traces_request with its SERVER span's status and times replaced by what protobuf lets a sender write
+    (a double NaN or infinity for the status code, times past 64 bits or an end before the start)."""
+    req = traces_request(trace=trace)
+    sp = req.resource_spans[0].scope_spans[0].spans[0]
+    sp.start_time_unix_nano, sp.end_time_unix_nano = start, end
+    if status is not None:
+        for a in sp.attributes:
+            if a.key == "http.response.status_code":
+                a.value.Clear()
+                if isinstance(status, float):
+                    a.value.double_value = status
+                else:
+                    a.value.int_value = status
+    return req
+
+
+HOSTILE = [({"status": float("nan")}, "HTTP status code"), ({"status": float("inf")}, "HTTP status code"),
+           ({"status": float("-inf")}, "HTTP status code"), ({"status": 1e308}, "HTTP status code"),
+           ({"status": 2 ** 63 - 1}, "HTTP status code"), ({"status": -200}, "HTTP status code"),
+           ({"status": 99}, "HTTP status code"), ({"status": 600}, "HTTP status code"),
+           ({"start": 1_700_000_000_012_500_000, "end": 1_700_000_000_000_000_000}, "end before its start")]
+
+
+@pytest.mark.parametrize("kwargs, reason", HOSTILE)
+def test_a_span_with_a_hostile_number_is_refused_and_its_batch_kept(kwargs, reason):
+    """int(nan) raised in the record's conversion (a 500, the rest of the batch not filed); now the span
+    is refused with its reason and a good span beside it is read, and converts."""
+    bad = hostile_request(**kwargs)
+    good = traces_request(trace="0af7651916cd43dd8448eb211c80319c")
+    bad.resource_spans.extend(good.resource_spans)
+    spans, refused = reticle._otel_spans(reticle._pb_message(memoryview(bad.SerializeToString()), "TracesRequest"))
+    assert [s["traceId"] for s in spans] == ["0af7651916cd43dd8448eb211c80319c"]
+    assert len(refused) == 1 and reason in refused[0], refused
+    assert reticle._otel_record(spans[0], spans, [])["status"] == 200
+
+
+def test_a_negative_or_overflowing_time_of_json_is_refused():
+    doc = as_json(traces_request())
+    for value in ("-5", str(2 ** 64), "1e9", 1.5):
+        doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["startTimeUnixNano"] = value
+        spans, refused = reticle._otel_spans(doc)
+        assert spans == [] and "time" in refused[0], (value, refused)
+
+
+@settings(max_examples=300, deadline=None)
+@given(status=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2 ** 63, 2 ** 63 - 1)),
+       start=st.integers(0, 2 ** 64 - 1), end=st.integers(0, 2 ** 64 - 1),
+       rows=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2 ** 63, 2 ** 63 - 1)))
+def test_any_numbers_protobuf_carries_convert_or_refuse_the_span(status, start, end, rows):
+    req = hostile_request(status=status, start=start, end=end)
+    db = req.resource_spans[0].scope_spans[0].spans.add(
+        trace_id=bytes.fromhex(TRACE), span_id=bytes.fromhex("00000000000000aa"),
+        parent_span_id=bytes.fromhex("00f067aa0ba902b7"), kind=trace_pb2.Span.SPAN_KIND_CLIENT,
+        start_time_unix_nano=start, end_time_unix_nano=end)
+    db.attributes.extend([kv("db.system", "postgresql"), kv("db.statement", "INSERT INTO t VALUES (1)"),
+                          kv("db.response.affected_rows", rows)])
+    spans, refused = reticle._otel_spans(reticle._pb_message(memoryview(req.SerializeToString()), "TracesRequest"))
+    assert len(spans) + len(refused) == 2
+    for sp in spans:
+        if sp["kind"] == 2:
+            rec = reticle._otel_record(sp, spans, [])
+            assert rec["status"] is None or 100 <= rec["status"] <= 599
+            assert rec["ms"] is None or rec["ms"] >= 0
+            json.dumps(rec, allow_nan=False)  # nothing that JSON cannot carry reaches a record
 
 
 # -- the receiver on a real daemon -------------------------------------------------------------------
@@ -372,6 +441,62 @@ def mcp(daemon):
     m = Mcp(daemon.url + "/mcp")
     yield m
     m.close()
+
+
+class _TracedSaves:
+    """A page with the script tag whose button fetches POST /api/save; the app keeps the traceparent
+    of each request it was sent (the trace ids the daemon issued to the tab)."""
+
+    def __init__(self, daemon):
+        import tornado.web
+        from _harness import AppServer
+        self.traceparents = []
+        seen = self.traceparents
+        page = ('<!doctype html><title>saves</title><script src="%s/reticle.js"></script>'
+                '<button onclick="fetch(\'/api/save\', {method: \'POST\', body: \'{}\'})">Save</button>' % daemon.url)
+
+        class Page(tornado.web.RequestHandler):
+            def get(self):
+                self.write(page)
+
+        class Save(tornado.web.RequestHandler):
+            def post(self):
+                seen.append(self.request.headers.get("traceparent", ""))
+                self.write({"ok": True})
+
+        self.server = AppServer([(r"/", Page), (r"/api/save", Save)])
+        self.url = self.server.url
+
+
+def test_a_hostile_span_under_an_issued_trace_is_refused_and_its_batch_filed(daemon, mcp):
+    """A protobuf span under a trace id the daemon issued to a real tab, whose status code is a double NaN,
+    was a 500 from /v1/traces (int(nan) in the record's conversion) and the rest of its batch went unfiled;
+    now that span is refused with its reason and the good span beside it lands in the tab."""
+    from _harness import Browser
+    app = _TracedSaves(daemon)
+    browser = Browser(app.url + "/")
+    try:
+        sid = wait_until(lambda: [s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]
+                                  if s["url"].startswith(app.url)], 20, what="the tab")[0]
+        for _ in range(2):
+            act(mcp, sid, "Save", {"kind": "net", "urlContains": "/api/save", "status": 200})
+        traces = [tp.split("-")[1] for tp in app.traceparents]
+        assert len(traces) == 2 and all(len(t) == 32 for t in traces), app.traceparents
+        batch = hostile_request(status=float("nan"), trace=traces[0])
+        batch.resource_spans.extend(traces_request(trace=traces[1]).resource_spans)
+        status, _, body = post(daemon, "/v1/traces", batch.SerializeToString(), "application/x-protobuf")
+        assert status == 200, body
+        answer = pb_trace.ExportTraceServiceResponse.FromString(body)
+        assert answer.partial_success.rejected_spans == 1
+        assert "HTTP status code that is not a whole number" in answer.partial_success.error_message
+        otel = wait_until(lambda: daemon.status()["serverTruth"]["openTelemetry"]["stitched"] >= 1 and
+                          daemon.status()["serverTruth"]["openTelemetry"], 10, what="the good span's record")
+        assert otel["stitched"] == 1, otel
+        records = [e for e in server_events(mcp, sid) if e.get("source") == "otel"]
+        assert [(r["method"], r["path"], r["status"]) for r in records] == [("POST", "/api/save", 200)], records
+    finally:
+        browser.close()
+        app.server.close()
 
 
 def server_events(mcp, sid):

@@ -57,6 +57,7 @@ import argparse
 import asyncio
 import base64
 import collections
+import concurrent.futures
 import contextvars
 import datetime
 import errno
@@ -67,6 +68,7 @@ import itertools
 import ipaddress
 import json
 import logging
+import math
 import operator
 import os
 import re

@@ -202,6 +202,7 @@ class Hub:
             stream.sse_stop(reason)
         await self.devices.close_all("the daemon is stopping")
         self.bridge.close_all()
+        self.otel.close()
         for _ in range(20):
             if not self.sse_streams and not self.get_streams:
                 break

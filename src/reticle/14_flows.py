@@ -960,7 +960,7 @@ def _junit_xml(results: List[dict], suite_name: str = "reticle verify") -> str:
                 _xml("step %d: %s" % (s["index"], s["step"])), _xml(classname), s.get("ms", 0) / 1000.0))
             if _step_failed(s):
                 out.append('      <failure message="%s" type="%s">%s</failure>' % (
-                    _xml(s.get("because") or s["verified"]), s["verified"],
+                    _xml(s.get("because") or s["verified"]), _xml(s["verified"]),
                     _xml(_dumps({"verifiedReason": s.get("verifiedReason"), "predicate": s.get("predicate"),
                                  "evidence": s.get("evidence")}))))
             elif s["verified"] == "skipped":
@@ -996,75 +996,100 @@ font-weight:600}.unknown{color:#a15c00;font-weight:600}.skipped{color:#888}img{m
 border:1px solid #ccc;margin:.5em 0}section{margin-bottom:2em}"""
 
 
+class _Markup(str):
+    """Text that is already HTML (built by _html_of, or a constant of this module): put in as it is."""
+
+
+def _html_of(template: str, *values: Any) -> _Markup:
+    """`template` (HTML written here, `%s` slots only) with each value put in escaped, unless it is
+    _Markup that _html_of built: the one way the HTML report is made, so no field of a results file,
+    whatever it holds, reaches the page as markup."""
+    return _Markup(template % tuple(v if isinstance(v, _Markup) else html.escape(str(v), quote=True)
+                                    for v in values))
+
+
+def _html_join(pieces: List[_Markup]) -> _Markup:
+    return _Markup("".join(pieces))
+
+
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+
+
+def _html_steps(r: dict) -> _Markup:
+    rows = [_html_of('<tr class="step"><td>%s</td><td>%s</td><td><code>%s</code></td><td class="%s">%s%s</td>'
+                     "<td>%s</td><td><pre>%s</pre></td></tr>",
+                     s["index"], s["step"], _dumps(s["predicate"]) if s.get("predicate") else "", s["verified"],
+                     s["verified"], " (%s)" % s["verifiedReason"] if s.get("verifiedReason") else "",
+                     "%d ms" % s["ms"] if "ms" in s else "",
+                     ((s.get("because") or "") + ("\n" + json.dumps(s["evidence"], indent=1, ensure_ascii=False)[:4000]
+                                                  if s.get("evidence") else "")).strip())
+            for s in r["steps"]]
+    return _html_of("<table><tr><th>#</th><th>step</th><th>predicate</th><th>verdict</th><th>time</th>"
+                    "<th>evidence</th></tr>%s</table>", _html_join(rows))
+
+
+def _html_teeth(r: dict) -> _Markup:
+    rows = [_html_of('<tr class="teeth"><td><code>%s</code></td><td>%s</td><td class="%s">%s</td>'
+                     '<td class="%s">%s</td><td>%s</td></tr>',
+                     t["write"], _TEETH_AS[t.get("as", "failed")][0], t["verified"], t["verified"],
+                     "no toothless" if t["toothless"] else "yes", "toothless" if t["toothless"] else "teeth",
+                     t.get("note") or t.get("because") or "") for t in r.get("teeth") or ()]
+    rows += [_html_of('<tr class="untested"><td><code>%s</code></td><td>-</td><td class="skipped">-</td>'
+                      '<td class="skipped">untested</td><td>over --teeth-max %s: not replayed with this '
+                      "write failed</td></tr>", w, r.get("teethMax", "")) for w in r.get("teethUntested") or ()]
+    return _html_of("<table><tr><th>write</th><th>answered</th><th>flow verdict</th><th>teeth</th><th>because</th>"
+                    "</tr>%s</table>", _html_join(rows))
+
+
+def _html_flow(r: dict) -> _Markup:
+    """One flow's section of the HTML report."""
+    parts = [_html_of('<section id="flow-%s" class="flow"><h2>%s <span class="%s">%s</span></h2>',
+                      r["name"], r["name"], r["verified"], r["verified"])]
+    if r.get("startUrl"):
+        parts.append(_html_of("<p>start: <code>%s</code></p>", r["startUrl"]))
+    if r.get("shard"):
+        parts.append(_html_of("<p>shard: %s</p>", r["shard"]))
+    if r.get("error"):
+        parts.append(_html_of('<p class="error">setup error: %s</p>', r["error"]))
+    if r.get("steps"):
+        parts.append(_html_steps(r))
+    if r.get("teeth") or r.get("teethUntested"):
+        parts.append(_html_teeth(r))
+    shot = r.get("screenshot")
+    if isinstance(shot, str) and shot and _BASE64.match(shot):
+        failing = _failing_step(r)
+        parts.append(_html_of('<figure><img alt="screenshot at step %s" src="data:image/png;base64,%s">'
+                              "<figcaption>the page when step %s failed</figcaption></figure>",
+                              r.get("failedStep"), shot,
+                              "%d (%s)" % (failing["index"], failing["step"]) if failing else "?"))
+    elif shot:
+        parts.append(_html_of('<p class="error">%s</p>', "the screenshot is left out: it is not base64 data"))
+    parts.append(_html_of("</section>"))
+    return _html_join(parts)
+
+
 def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
     """One self-contained page: a summary table, then each flow's steps with predicate, verdict,
-    evidence and timing, and the screenshot of a failing step inline (data: URL)."""
-    e = html.escape
-    code = _verify_exit(results)
+    evidence and timing, and the screenshot of a failing step inline (data: URL).  Every field goes
+    in through _html_of (escaped); the screenshot only when it is base64."""
     sharded = any("shard" in r for r in results)  # merged shards: each flow's shard (reticle report merge)
-    parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
-             "<title>%s</title><style>%s</style></head><body>" % (e(title), _REPORT_CSS),
-             "<h1>%s</h1>" % e(title),
-             "<p>%d flow(s), exit code %d, generated %s by reticle %s.</p>" % (
-                 len(results), code, datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
-                 e(__version__)),
-             "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th><th>teeth</th>"
-             "%s</tr>" % ("<th>shard</th>" if sharded else "")]
-    for r in results:
-        parts.append('<tr><td><a href="#flow-%s">%s</a></td><td>%d</td><td class="%s">%s</td><td>%.2f s</td>'
-                     '<td>%s</td><td class="%s">%s</td>%s</tr>' % (
-                         e(r["name"]), e(r["name"]), len(r.get("steps", [])), e(r["verified"]),
-                         e(r["verified"]), r.get("ms", 0) / 1000.0, e(r.get("error") or r.get("because") or ""),
-                         "no toothless" if r.get("toothless") else "yes", e(_teeth_cell(r)),
-                         '<td class="shard">%s</td>' % e(str(r.get("shard", ""))) if sharded else ""))
-    parts.append("</table>")
-    for r in results:
-        parts.append('<section id="flow-%s" class="flow"><h2>%s <span class="%s">%s</span></h2>' % (
-            e(r["name"]), e(r["name"]), e(r["verified"]), e(r["verified"])))
-        if r.get("startUrl"):
-            parts.append("<p>start: <code>%s</code></p>" % e(r["startUrl"]))
-        if r.get("shard"):
-            parts.append("<p>shard: %s</p>" % e(str(r["shard"])))
-        if r.get("error"):
-            parts.append('<p class="error">setup error: %s</p>' % e(r["error"]))
-        if r.get("steps"):
-            parts.append("<table><tr><th>#</th><th>step</th><th>predicate</th><th>verdict</th><th>time</th>"
-                         "<th>evidence</th></tr>")
-            for s in r["steps"]:
-                evidence = s.get("because") or ""
-                if s.get("evidence"):
-                    evidence += "\n" + json.dumps(s["evidence"], indent=1, ensure_ascii=False)[:4000]
-                parts.append('<tr class="step"><td>%d</td><td>%s</td><td><code>%s</code></td><td class="%s">%s%s</td>'
-                             "<td>%s</td><td><pre>%s</pre></td></tr>" % (
-                                 s["index"], e(s["step"]), e(_dumps(s["predicate"])) if s.get("predicate") else "",
-                                 e(s["verified"]), e(s["verified"]),
-                                 " (%s)" % e(s["verifiedReason"]) if s.get("verifiedReason") else "",
-                                 "%d ms" % s["ms"] if "ms" in s else "", e(evidence.strip())))
-            parts.append("</table>")
-        if r.get("teeth") or r.get("teethUntested"):
-            parts.append("<table><tr><th>write</th><th>answered</th><th>flow verdict</th><th>teeth</th><th>because</th>"
-                         "</tr>")
-            for t in r.get("teeth") or ():
-                parts.append('<tr class="teeth"><td><code>%s</code></td><td>%s</td><td class="%s">%s</td>'
-                             '<td class="%s">%s</td><td>%s</td></tr>' % (
-                                 e(t["write"]), e(_TEETH_AS[t.get("as", "failed")][0]), e(str(t["verified"])),
-                                 e(str(t["verified"])), "no toothless" if t["toothless"] else "yes",
-                                 "toothless" if t["toothless"] else "teeth",
-                                 e(t.get("note") or t.get("because") or "")))
-            for w in r.get("teethUntested") or ():
-                parts.append('<tr class="untested"><td><code>%s</code></td><td>-</td><td class="skipped">-</td>'
-                             '<td class="skipped">untested</td><td>over --teeth-max %s: not replayed with this '
-                             "write failed</td></tr>" % (e(w), e(str(r.get("teethMax", "")))))
-            parts.append("</table>")
-        if r.get("screenshot"):
-            failing = _failing_step(r)
-            parts.append('<figure><img alt="screenshot at step %s" src="data:image/png;base64,%s">'
-                         "<figcaption>the page when step %s failed</figcaption></figure>" % (
-                             e(str(r.get("failedStep"))), r["screenshot"],
-                             e("%d (%s)" % (failing["index"], failing["step"]) if failing else "?")))
-        parts.append("</section>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    rows = [_html_of('<tr><td><a href="#flow-%s">%s</a></td><td>%s</td><td class="%s">%s</td><td>%s</td>'
+                     '<td>%s</td><td class="%s">%s</td>%s</tr>',
+                     r["name"], r["name"], len(r.get("steps", [])), r["verified"], r["verified"],
+                     "%.2f s" % (r.get("ms", 0) / 1000.0), r.get("error") or r.get("because") or "",
+                     "no toothless" if r.get("toothless") else "yes", _teeth_cell(r),
+                     _html_of('<td class="shard">%s</td>', r.get("shard", "")) if sharded else "")
+            for r in results]
+    page = _html_of(
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n<title>%s</title><style>%s</style></head>'
+        "<body>\n<h1>%s</h1>\n<p>%s flow(s), exit code %s, generated %s by reticle %s.</p>\n"
+        "<table><tr><th>flow</th><th>steps</th><th>verdict</th><th>time</th><th>because</th><th>teeth</th>%s</tr>"
+        "\n%s\n</table>\n%s\n</body></html>\n",
+        title, _Markup(_REPORT_CSS), title, len(results), _verify_exit(results),
+        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"), __version__,
+        _Markup("<th>shard</th>") if sharded else "", _Markup("\n".join(rows)),
+        _Markup("\n".join(_html_flow(r) for r in results)))
+    return str(page)
 
 
 # ---- shards of `reticle verify` and their merge: pure functions ----
@@ -1073,6 +1098,87 @@ def _html_report(results: List[dict], title: str = "Reticle verify") -> str:
 
 SHARD_MAX = 256                      # the largest N of --shard I/N
 RESULTS_MAX_BYTES = 256 << 20        # a results file (`--json` output, screenshots inline) read by merge/--durations
+RESULTS_MAX_FLOWS = 100000           # flows (and selected names) one results file may hold
+
+# What `reticle verify --json` writes (a shard's results too), field by field: `report merge` and
+# `--durations` read nothing a results file says before this schema passed it, so a field of the wrong
+# type or an unknown verdict is a clean error naming the file and the field, never a traceback, a
+# false pass or a report built from it.  The free-form parts (a step's predicate and evidence, the
+# writes, the faults) are shown escaped and decide nothing.
+_TEXT = {"type": "string", "maxLength": 100000}
+_MAYBE_TEXT = {"type": ["string", "null"], "maxLength": 100000}
+_MS = {"type": "number", "minimum": 0, "maximum": 1e12}
+_NAMES_LIST = {"type": "array", "maxItems": RESULTS_MAX_FLOWS, "items": _TEXT}
+_RESULTS_SCHEMA: Dict[str, Any] = {
+    "$schema": _SCHEMA_DIALECT, "type": "object", "required": ["flows"], "additionalProperties": False,
+    "properties": {
+        "exitCode": {"type": "integer", "minimum": 0, "maximum": 255},
+        "ms": _MS,
+        "flows": {"type": "array", "maxItems": RESULTS_MAX_FLOWS, "items": {"$ref": "#/$defs/flow"}},
+        "shard": {"type": "object", "required": ["index", "total", "selected"], "additionalProperties": False,
+                  "properties": {"index": {"type": "integer", "minimum": 1, "maximum": SHARD_MAX},
+                                 "total": {"type": "integer", "minimum": 1, "maximum": SHARD_MAX},
+                                 "selected": _NAMES_LIST, "byDurations": {"type": "boolean"}}}},
+    "$defs": {
+        "flow": {"type": "object", "required": ["name", "verified"], "additionalProperties": False, "properties": {
+            "name": {"type": "string", "maxLength": 1000},
+            "verified": {"enum": ["yes", "no", "unknown", "error"]},
+            "verifiedReason": _MAYBE_TEXT, "because": _MAYBE_TEXT, "error": _TEXT, "note": _TEXT, "ms": _MS,
+            "steps": {"type": "array", "maxItems": 10000, "items": {"$ref": "#/$defs/step"}},
+            "failedStep": {"type": ["integer", "null"], "minimum": 0},
+            "startUrl": _MAYBE_TEXT, "sessionId": _MAYBE_TEXT,
+            "screenshot": {"type": "string", "pattern": "^[A-Za-z0-9+/]*={0,2}$"},  # base64: a PNG, inline
+            "screenshotError": _TEXT,
+            "writes": {"type": "array", "items": {"type": "object"}},
+            "faults": {"type": "array", "items": {"type": "object"}},
+            "authSaved": {"type": "object"}, "authRemade": {"type": "object"},
+            "teeth": {"type": "array", "maxItems": 10000, "items": {"$ref": "#/$defs/tooth"}},
+            "toothless": _NAMES_LIST, "teethUntested": _NAMES_LIST,
+            "teethMax": {"type": "integer", "minimum": 0},
+            "setupOnly": {"type": "boolean"},
+            "shard": {"type": "string", "pattern": "^[0-9]{1,3}/[0-9]{1,3}$"}}},  # a merged run, merged again
+        "step": {"type": "object", "required": ["index", "step", "verified"], "additionalProperties": False,
+                 "properties": {
+                     "index": {"type": "integer", "minimum": 0}, "step": _TEXT,
+                     "verified": {"enum": ["yes", "no", "unknown", "skipped", "error"]},
+                     "verifiedReason": _MAYBE_TEXT, "because": _MAYBE_TEXT, "ms": _MS,
+                     "predicate": {}, "evidence": {}, "writes": {"type": "array", "items": {"type": "object"}},
+                     "expect": {"enum": ["no"]}, "met": {"type": "boolean"}}},
+        "tooth": {"type": "object", "required": ["write", "verified", "toothless"], "additionalProperties": False,
+                  "properties": {
+                      "write": _TEXT, "as": {"enum": list(_TEETH_AS)},
+                      "verified": {"enum": ["yes", "no", "unknown", "error", "skipped"]},
+                      "toothless": {"type": "boolean"}, "ms": _MS, "because": _MAYBE_TEXT, "note": _TEXT,
+                      "failedStep": {"type": ["integer", "null"], "minimum": 0}}}}}
+_RESULTS_VALIDATOR = jsonschema.Draft202012Validator(_RESULTS_SCHEMA)
+_JSON_TYPES = ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"), (list, "an array"),
+               (dict, "an object"), (type(None), "null"))
+
+
+def _results_problem(doc: Any) -> Optional[str]:
+    """What makes `doc` no `reticle verify --json` results (_RESULTS_SCHEMA), naming the field
+    ("flows[2].steps[0].index is a string; expected integer"), or None.  The message is built from
+    the schema and the field's path, never from the field's value, which can be anything."""
+    err = jsonschema.exceptions.best_match(_RESULTS_VALIDATOR.iter_errors(doc))
+    if err is None:
+        return None
+    where = "".join("[%d]" % p if isinstance(p, int) else ".%s" % _short(str(p), 40) for p in err.absolute_path)
+    where = where.lstrip(".") or "the file"
+    got = next(name for kind, name in _JSON_TYPES if isinstance(err.instance, kind))
+    rule, want = err.validator, err.validator_value
+    if rule == "type":
+        return "%s is %s; expected %s" % (where, got, " or ".join(want) if isinstance(want, list) else want)
+    if rule == "enum":
+        return "%s is %s; expected one of %s" % (where, _short(_dumps(err.instance), 40), ", ".join(map(str, want)))
+    if rule == "required":
+        missing = [k for k in want if isinstance(err.instance, dict) and k not in err.instance]
+        return "%s lacks the field %s" % (where, ", ".join(missing))
+    if rule == "additionalProperties":
+        known = (err.schema.get("properties") or {}).keys()
+        extra = sorted(k for k in err.instance if k not in known) if isinstance(err.instance, dict) else []
+        return "%s has the unknown field %s (accepted: %s)" % (where, _short(", ".join(extra), 80),
+                                                               ", ".join(sorted(known)))
+    return "%s breaks the rule %s: %s (it is %s)" % (where, rule, _short(_dumps(want), 60), got)
 
 
 def _hash64(*parts: str) -> int:
@@ -1125,6 +1231,9 @@ def _durations_of(doc: Any) -> Dict[str, float]:
     if not isinstance(flows, list):
         raise ValueError("it is not the --json output of `reticle verify` or `reticle report merge` "
                          "(an object with a `flows` list)")
+    problem = _results_problem(doc)
+    if problem:
+        raise ValueError("it is not the --json output of `reticle verify` or `reticle report merge`: %s" % problem)
     out: Dict[str, float] = {}
     for r in flows:
         if isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("ms"), (int, float)) \
@@ -1151,12 +1260,16 @@ def _merge_shards(docs: List[Tuple[str, Any]]) -> List[dict]:
     for path, doc in docs:
         info = doc.get("shard") if isinstance(doc, dict) else None
         flows = doc.get("flows") if isinstance(doc, dict) else None
-        if not isinstance(flows, list) or not all(isinstance(r, dict) and isinstance(r.get("name"), str)
-                                                  and isinstance(r.get("verified"), str) for r in flows):
+        if not isinstance(flows, list):
             problems.append("%s is not `reticle verify --json` output (an object with a `flows` list)" % path)
             continue
-        if not isinstance(info, dict) or not isinstance(info.get("index"), int) or not isinstance(
-                info.get("total"), int) or not isinstance(info.get("selected"), list):
+        problem = _results_problem(doc)
+        if problem is None and isinstance(info, dict) and info["index"] > info["total"]:
+            problem = "shard.index is %d, past shard.total %d" % (info["index"], info["total"])
+        if problem:
+            problems.append("%s is not `reticle verify --json` output: %s" % (path, problem))
+            continue
+        if info is None:
             if len(docs) > 1:
                 problems.append("%s holds no `shard` (was it run with --shard I/N?)" % path)
                 continue

@@ -1533,8 +1533,9 @@ def _otel_value(v: Any, depth: int = 0) -> Any:
             return None
     if "boolValue" in v:
         return v["boolValue"] is True
-    if "doubleValue" in v:
-        return v["doubleValue"] if isinstance(v["doubleValue"], (int, float)) else None
+    if "doubleValue" in v:  # protobuf carries NaN and the infinities, which are no value a rule can read
+        d = v["doubleValue"]
+        return d if isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) else None
     if isinstance(v.get("arrayValue"), dict):
         values = v["arrayValue"].get("values")
         return [_otel_value(x, depth + 1) for x in values[:100]] if isinstance(values, list) else []
@@ -1559,12 +1560,19 @@ def _otel_id(v: Any, size: int) -> Optional[str]:
     return v if re.fullmatch(r"[0-9a-f]+", v) and v.strip("0") else None
 
 
-def _otel_spans(payload: dict) -> Tuple[List[dict], int]:
+class _SpanRefused(ValueError):
+    """One span of a batch that cannot be read (its message says why); the rest of the batch is kept."""
+
+
+_SPAN_IDS = "without a valid traceId (32 hex) and spanId (16 hex)"
+
+
+def _otel_spans(payload: dict) -> Tuple[List[dict], List[str]]:
     """Every span of a traces payload, flattened: {traceId, spanId, parentSpanId, name, kind, start,
-    end (ns), attrs, events, error, scope, service}, and the count of spans refused for lacking a
-    valid trace or span id."""
+    end (ns), attrs, events, error, scope, service}, and why each span refused was refused (no valid
+    trace or span id, or a number no span can have: _otel_span)."""
     out: List[dict] = []
-    bad = 0
+    bad: List[str] = []
     spans = payload.get("resourceSpans")
     for rs in spans if isinstance(spans, list) else []:  # a body of another shape has no spans
         if not isinstance(rs, dict):
@@ -1578,17 +1586,51 @@ def _otel_spans(payload: dict) -> Tuple[List[dict], int]:
                 tid = _otel_id(sp.get("traceId"), 32) if isinstance(sp, dict) else None
                 sid = _otel_id(sp.get("spanId"), 16) if isinstance(sp, dict) else None
                 if tid is None or sid is None:
-                    bad += 1
+                    bad.append(_SPAN_IDS)
                     continue
-                out.append(_otel_span(sp, tid, sid, scope, resource))
+                try:
+                    out.append(_otel_span(sp, tid, sid, scope, resource))
+                except _SpanRefused as exc:
+                    bad.append(str(exc))
     return out, bad
 
 
+_UINT64 = 1 << 64
+
+
 def _otel_nanos(v: Any) -> Optional[int]:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
+    """A time of the span (fixed64 nanoseconds since the epoch; a decimal string in JSON), None when it
+    is missing; _SpanRefused for one no clock gives (negative, past 64 bits, not a whole number)."""
+    if v is None or v == "":
         return None
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise _SpanRefused("with a time that is not an integer of nanoseconds")
+    try:
+        n = int(v)
+    except ValueError:
+        raise _SpanRefused("with a time that is not an integer of nanoseconds") from None
+    if not 0 <= n < _UINT64:
+        raise _SpanRefused("with a time out of range (negative, or past 64 bits)")
+    return n
+
+
+_HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
+
+
+def _otel_status(attrs: dict) -> None:
+    """An HTTP status attribute, when the span has one, is a whole number from 100 to 599 (protobuf can
+    carry a double NaN or infinity there; JSON a string), made an int in `attrs`; _SpanRefused otherwise."""
+    for key in _HTTP_STATUS_KEYS:
+        if key not in attrs:  # (present but None: a value _otel_value could not read, such as a NaN)
+            continue
+        v = attrs[key]
+        if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 3:
+            v = int(v.strip())
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or not 100 <= v <= 599:
+            raise _SpanRefused("with an HTTP status code that is not a whole number from 100 to 599")
+        attrs[key] = v
 
 
 _OTEL_KINDS = {"SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
@@ -1596,16 +1638,24 @@ _OTEL_KINDS = {"SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT
 
 
 def _otel_span(sp: dict, tid: str, sid: str, scope: dict, resource: dict) -> dict:
+    """One span as Reticle's flat record; _SpanRefused for a span whose numbers no real span has (a
+    negative or 64-bit-overflowing time, an end before its start, an HTTP status that is no status)."""
+    start, end = _otel_nanos(sp.get("startTimeUnixNano")), _otel_nanos(sp.get("endTimeUnixNano"))
+    if start is not None and end is not None and end < start:
+        raise _SpanRefused("with an end before its start")
+    attrs = _otel_attrs(sp.get("attributes"))
+    _otel_status(attrs)
     kind = sp.get("kind")
-    kind = _OTEL_KINDS.get(kind, 0) if isinstance(kind, str) else kind if isinstance(kind, int) else 0
+    if isinstance(kind, str):
+        kind = _OTEL_KINDS.get(kind, 0)
+    kind = kind if isinstance(kind, int) and not isinstance(kind, bool) and 0 <= kind <= 5 else 0
     code = sp["status"].get("code") if isinstance(sp.get("status"), dict) else None
     given = sp["events"][:64] if isinstance(sp.get("events"), list) else []
     events = [{"name": e.get("name") if isinstance(e.get("name"), str) else "",
                "attrs": _otel_attrs(e.get("attributes"))} for e in given if isinstance(e, dict)]
     return {"traceId": tid, "spanId": sid, "parentSpanId": _otel_id(sp.get("parentSpanId"), 16),
             "name": sp.get("name") if isinstance(sp.get("name"), str) else "", "kind": kind,
-            "start": _otel_nanos(sp.get("startTimeUnixNano")), "end": _otel_nanos(sp.get("endTimeUnixNano")),
-            "attrs": _otel_attrs(sp.get("attributes")), "events": events,
+            "start": start, "end": end, "attrs": attrs, "events": events,
             "error": code in (2, "STATUS_CODE_ERROR"), "scope": str(scope.get("name") or "")[:120],
             "service": str(resource.get("service.name") or "")[:120]}
 
@@ -1775,10 +1825,41 @@ def _otel_record(server: dict, spans: List[dict], logs: List[dict]) -> dict:
     ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
     return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
             "path": path, "host": str(host), "via": "header",
-            "status": int(status) if isinstance(status, (int, float)) or (isinstance(status, str) and status.isdigit())
-            else None, "view": a.get("http.route") if isinstance(a.get("http.route"), str) else None,
+            "status": status if isinstance(status, int) and not isinstance(status, bool) else None,  # _otel_status
+            "view": a.get("http.route") if isinstance(a.get("http.route"), str) else None,
             "ms": round(ms, 3) if ms is not None else None, "exception": exc, "statements": statements,
             "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes}
+
+
+def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
+    """One OTLP request body, read: (spans, error logs, why each span refused was refused).  Pure, and
+    the costly part of an export (inflate, parse, convert), so it runs off the event loop."""
+    payload = _otlp_payload(body, media, encoding, what)
+    if what == "traces":
+        spans, bad = _otel_spans(payload)
+        return spans, [], bad
+    return [], _otel_logs(payload), []
+
+
+def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tuple[List[dict], List[dict]]]:
+    """`spans` and `logs` in slices of about `size` spans that never split a trace."""
+    by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
+    for sp in spans:
+        by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
+    for lg in logs:
+        by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
+    part: Tuple[List[dict], List[dict]] = ([], [])
+    for got, logged in by_trace.values():
+        part[0].extend(got)
+        part[1].extend(logged)
+        if len(part[0]) + len(part[1]) >= size:
+            yield part
+            part = ([], [])
+    if part[0] or part[1]:
+        yield part
+
+
+OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
 
 
 class _OtelTraces:
@@ -1788,6 +1869,7 @@ class _OtelTraces:
     arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT)."""
 
     def __init__(self) -> None:
+        self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
         self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
         self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
         self.spans = 0
@@ -1806,6 +1888,25 @@ class _OtelTraces:
             _, old = self.held.popitem(last=False)
             self.spans -= len(old["spans"])
         return entry
+
+    async def take(self, hub: "Hub", body: bytes, media: str, encoding: str, what: str) -> List[str]:
+        """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
+        while a large batch inflates and parses (and two batches never read at once), then filed in
+        slices of whole traces with the loop free between them.  -> why each refused span was refused;
+        _HttpRefusal for a body that is no OTLP."""
+        if self.pool is None:
+            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reticle-otlp")
+        loop = asyncio.get_running_loop()
+        spans, logs, bad = await loop.run_in_executor(self.pool, _otlp_read, body, media, encoding, what)
+        for part_spans, part_logs in _whole_traces(spans, logs, OTEL_SLICE_SPANS):
+            self.absorb(hub, part_spans, part_logs)
+            await asyncio.sleep(0)
+        return bad
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)
+            self.pool = None
 
     def absorb(self, hub: "Hub", spans: List[dict], logs: List[dict]) -> None:
         """Group what arrived by trace id; file what belongs to a tab (see the class)."""

@@ -528,7 +528,7 @@ class _OtlpHandler(_BaseHandler):
     def media(self) -> str:
         return self.request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
 
-    def post(self) -> None:
+    async def post(self) -> None:
         guard = self.hub.guard
         try:
             if not guard.token_attempt(self.request.remote_ip or "", guard.presented_token(self.request)):
@@ -538,20 +538,17 @@ class _OtlpHandler(_BaseHandler):
             if media not in OTEL_MEDIA:
                 raise _HttpRefusal(415, "unsupported media type", "OTLP bodies are application/json or "
                                    "application/x-protobuf (got %s)" % (_short(media, 60) or "none"))
-            payload = _otlp_payload(self.body(), media, self.request.headers.get("Content-Encoding", ""), self.what)
-            if self.what == "traces":
-                spans, bad = _otel_spans(payload)
-                self.hub.otel.absorb(self.hub, spans, [])
-            else:
-                bad = 0
-                self.hub.otel.absorb(self.hub, [], _otel_logs(payload))
+            bad = await self.hub.otel.take(self.hub, self.body(), media,
+                                           self.request.headers.get("Content-Encoding", ""), self.what)
             self.answer(media, bad)
         except _HttpRefusal as refusal:
             self.refuse(refusal)
 
-    def answer(self, media: str, rejected: int) -> None:
-        """OTLP's Export*ServiceResponse: empty, or partialSuccess {rejectedSpans|rejectedLogRecords, errorMessage}."""
-        why = "%d span(s) without a valid traceId (32 hex) and spanId (16 hex)" % rejected
+    def answer(self, media: str, refused: List[str]) -> None:
+        """OTLP's Export*ServiceResponse: empty, or partialSuccess {rejectedSpans, errorMessage} naming why
+        the spans refused were refused (the rest of the batch was taken)."""
+        rejected = len(refused)
+        why = "; ".join("%d span(s) %s" % (n, reason) for reason, n in collections.Counter(refused).most_common())
         self.set_status(200)
         if media == "application/json":
             self.set_header("Content-Type", "application/json")

@@ -674,6 +674,10 @@ def _verify_output(args: argparse.Namespace, results: List[dict], code: int, t0:
         doc: Dict[str, Any] = {"exitCode": code, "ms": round((time.monotonic() - t0) * 1000), "flows": shown}
         if shard:
             doc["shard"] = shard
+        problem = _results_problem(json.loads(_dumps(doc))) if os.environ.get("RETICLE_CHECK_OUTPUT") == "1" else None
+        if problem:  # the test suite's check that what verify writes is what merge reads (_RESULTS_SCHEMA)
+            progress("internal error: these results are off their schema: %s" % problem)
+            code = 70
         sys.stdout.write(_dumps(doc) + "\n")
     else:
         sys.stdout.write(_verify_table(results) + "\n")
