@@ -2019,7 +2019,7 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed")
+                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -2038,6 +2038,13 @@ class _Known:
                                             # requests it repeated before it (autosave, polling)
         self.polled = polled                # of those, the ones it made twice or more (a timer, not a person)
         self.unconfirmed: List[dict] = []   # in a device: reports held until the browser confirms them (t: came)
+        self.server_tables: FrozenSet[str] = frozenset()  # tables the tab's server records have written
+
+
+def _server_tables(store: "_EventStore") -> FrozenSet[str]:
+    """The tables the server records in a tab's buffer have written (what its paths may name)."""
+    return frozenset(w["table"].lower().split(".")[-1] for e in store.query(prefix="server.request")
+                     for w in e["data"].get("writes") or () if w.get("table"))
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
@@ -2548,6 +2555,7 @@ class _TabState:
         known.stuck = self.not_answering() or ""
         known.server_grace = self.server_grace()
         known.unconfirmed = self.unconfirmed()
+        known.server_tables = _server_tables(self.store) if self.server_seen else frozenset()
         return known
 
     # -- cursors --------------------------------------------------------------
@@ -2595,10 +2603,10 @@ class _TabState:
 
     def server_grace(self) -> float:
         """How long (ms) a marked request's record may follow its answer: longer once spans feed this
-        tab or this daemon (exporters batch them), else SERVER_GRACE_MS."""
-        hub = getattr(self.bridge, "hub", None)
-        spans = hub.otel.stats["spans"] if hub is not None and hasattr(hub, "otel") else 0
-        return OTEL_GRACE_MS if self.server_otel or spans else SERVER_GRACE_MS
+        tab, or come from a service seen answering this tab's origin (exporters batch them), else
+        SERVER_GRACE_MS.  Spans of another app on the same daemon change nothing here."""
+        otel = getattr(getattr(self.bridge, "hub", None), "otel", None)
+        return OTEL_GRACE_MS if self.server_otel or (otel is not None and otel.serves(self.url)) else SERVER_GRACE_MS
 
     # -- waking ---------------------------------------------------------------
     def _wake(self) -> None:
@@ -5829,10 +5837,19 @@ def _server_label(r: dict) -> str:
     return "%s %s" % (r.get("method") or "?", r.get("path") or "/")
 
 
+def _writes_text(writes: List[dict]) -> str:
+    """" (insert notes ×1 [key 5], update tags ×≥1)": what writes did, for a server line."""
+    return " (%s)" % ", ".join(
+        "%s %s ×%s%s" % (w["op"], w["table"], "≥1" if w.get("rows") is None else w["rows"],
+                         " [key %s]" % ", ".join(str(k) for k in w["keys"][:5]) if w.get("keys") else "")
+        for w in writes[:3]) if writes else ""
+
+
 def _server_line(r: dict) -> str:
     """One request as the server saw it: "POST /profile → 200, view save_profile, 0 writes, no exception"."""
     writes = [w for w in r.get("writes") or [] if w.get("committed")]
     rolled = [w for w in r.get("writes") or [] if w.get("committed") is False]
+    unsure = [w for w in r.get("writes") or [] if w.get("committed") is None]
     parts = ["%s → %s" % (_server_label(r), r.get("status"))]
     if r.get("view"):
         parts.append("view %s" % r["view"])
@@ -5841,11 +5858,11 @@ def _server_line(r: dict) -> str:
     elif _server_unwatched(r):
         parts.append("writes not watched")
     else:
-        parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
-            "%s %s ×%s%s" % (w["op"], w["table"], "≥1" if w.get("rows") is None else w["rows"],
-                             " [key %s]" % ", ".join(str(k) for k in w["keys"][:5]) if w.get("keys") else "")
-            for w in writes[:3])
-            if writes else ""))
+        parts.append("%d write%s%s%s" % (len(writes), "" if len(writes) == 1 else "s", _writes_text(writes),
+                                         " seen (not watched: %s)" % ", ".join(r["unseen"]) if r.get("unseen") else ""))
+    if unsure:
+        parts.append("%d write%s of unknown commit%s" % (len(unsure), "" if len(unsure) == 1 else "s",
+                                                          _writes_text(unsure)))
     if rolled:
         parts.append("%d rolled back" % len(rolled))
     exc = r.get("exception")
@@ -5870,18 +5887,27 @@ def _server_unwatched(r: dict) -> bool:
     return r.get("watched") == []
 
 
+def _writes_observed(r: dict) -> bool:
+    """Are the database writes of the app that served r observed, whatever the source: the middleware
+    watched its database (Django's ORM, SQLAlchemy, sqlite3), or the service's OpenTelemetry spans have
+    shown database statements (dbTraced)?  Only then is "0 writes" evidence of writing nothing."""
+    if r.get("source") == "otel":
+        return bool(r.get("dbTraced"))
+    return bool(r.get("watched"))
+
+
 _SERVER_WATCH = ("watch them: Django's ORM through reticle.DjangoMiddleware, SQLAlchemy with "
                  "reticle.watch_sqlalchemy(engine), a raw sqlite3 connection with "
                  "reticle.watch_sqlite3(conn)")
 
 
-def _server_rows(r: dict, spec: dict, committed: bool = True) -> int:
+def _server_rows(r: dict, spec: dict, committed: Optional[bool] = True) -> int:
     """Rows the request wrote that match spec {table?, op?}: committed writes only (or, with
-    committed False, only those rolled back); a statement that changed 0 rows wrote nothing, and
-    one whose driver gives no row count counts 1."""
+    committed False, only those rolled back; None, only those whose commit is unknown); a statement
+    that changed 0 rows wrote nothing, and one whose driver gives no row count counts 1."""
     n = 0
     for w in r.get("writes") or []:
-        if (w.get("committed") is True) != committed:
+        if w.get("committed") is not committed:
             continue
         if spec.get("op") and w.get("op") != spec["op"]:
             continue
@@ -5900,6 +5926,32 @@ def _server_key_set(key: Any) -> set:
 def _server_keys_hold(w: dict, key: Any) -> bool:
     """Did write w name its rows by exactly these primary key values (compared as text: 3 is "3")?"""
     return isinstance(w.get("keys"), list) and _server_key_set(w["keys"]) == _server_key_set(key)
+
+
+def _server_match(r: dict, p: dict) -> Optional[bool]:
+    """Does record r satisfy `server` leaf p, whatever what cannot be seen did?  True or False; None
+    when that decides it: a write whose commit is unknown (kept, the leaf holds; rolled back, it does
+    not, or the other way round), or a database connection the app may have written through unseen
+    (the record's `unseen`) when the leaf counts writes."""
+    if not ("writes" in p or "committed" in p):
+        return _server_matches(r, p)
+    if not _server_matches(r, {k: v for k, v in p.items() if k not in ("writes", "committed")}):
+        return False
+    writes = r.get("writes") or []
+    if any(w.get("committed") is None for w in writes):
+        kept = _server_matches(dict(r, writes=[dict(w, committed=True) if w.get("committed") is None else w
+                                               for w in writes]), p)
+        lost = _server_matches(dict(r, writes=[dict(w, committed=False) if w.get("committed") is None else w
+                                               for w in writes]), p)
+        if kept != lost:
+            return None
+    found = _server_matches(r, p)
+    if r.get("unseen") and "writes" in p and (not found or "count" in p["writes"]):
+        spec = p["writes"]
+        if not found and "count" in spec and _server_rows(r, spec, p.get("committed") is not False) > spec["count"]:
+            return False   # more than asked was seen: nothing unseen undoes that
+        return None
+    return found
 
 
 def _server_matches(r: dict, p: dict) -> bool:
@@ -6006,6 +6058,37 @@ _SERVER_INSTALL = (
     "(`reticle init` prints how)")
 
 
+def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
+    """A `writes` or `committed` leaf over records that cannot say what was written, known as soon as
+    the record is there (decided: no later event changes it): a service without database spans, an
+    app whose database nothing watches, a write whose rows have no primary key to compare."""
+    traced = [r for r in records if r.get("dbTraced") is False and _server_matches(
+        r, {k: p[k] for k in ("method", "urlContains", "status") if k in p})]
+    if traced and ("writes" in p or "committed" in p):
+        return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": "the OpenTelemetry spans of %s carry no database statement, and that service has "
+                                "sent no database span yet: without database instrumentation its writes are "
+                                "unknown, not 0 (add the instrumentation of its database client)"
+                                % _server_label(traced[0])}
+    blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
+        r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
+    if blind:
+        return {"pass": False, "assertion": "server.unwatched", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": "the server answered %s → %s, but nothing watches the app's database writes, so "
+                                "what it wrote cannot be known; %s" % (_server_label(blind[0]), blind[0].get("status"),
+                                                                       _SERVER_WATCH)}
+    keyless = [w for r in records if "key" in p.get("writes", {}) and _server_matches(
+        r, dict(p, writes={k: v for k, v in p["writes"].items() if k not in ("key", "count", "min")}))
+        for w in r.get("writes") or [] if w.get("committed") and w.get("keys") is None
+        and w["op"] == p["writes"].get("op", w["op"])]
+    if keyless:
+        return {"pass": False, "assertion": "server.keys", "decided": True, "decidedBy": "unknowable", "inconclusive": (
+            "the server's %s of %s does not name its rows by primary key (%s), so which rows it wrote cannot "
+            "be known; assert the rows read back instead" % (keyless[0]["op"], keyless[0]["table"],
+                                                             keyless[0].get("sql") or "its SQL was not recorded"))}
+    return None
+
+
 def _judge_server(p: dict, obs: _Observation) -> dict:
     """What the server did for the tab's requests (the app's middleware reports them).  Rules, in
     order: a count that is exceeded fails at once; a match passes (a count once no marked request is
@@ -6014,56 +6097,47 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
     never reported makes a miss unknown; else it fails, decided once every request is answered."""
     window = obs.events(p)
     records = _server_records(window)
-    matched = [r for r in records if _server_matches(r, p)]
+    states = [(r, _server_match(r, p)) for r in records]
+    matched = [r for r, state in states if state]
+    unsure = [r for r, state in states if state is None]
     awaiting, unreported = _server_unreported(obs.now, window, obs.known.server_grace)
     expected = _describe_server(p)
     if "count" in p and len(matched) > p["count"]:
         return {"pass": False, "assertion": "server.count", "expected": "%d × %s" % (p["count"], expected),
                 "observed": [_server_line(r) for r in matched[:8]], "decided": True, "decidedBy": "count-exceeded",
                 "failureReason": "expected exactly %d matching server request(s), saw %d" % (p["count"], len(matched))}
-    if matched and ("count" not in p or (len(matched) == p["count"] and not awaiting)):
+    if matched and ("count" not in p or (len(matched) == p["count"] and not awaiting and not unsure)):
         return {"pass": True, "assertion": "server.present",
                 "evidence": {"server": [_server_line(r) for r in matched[:5]]}}
     if awaiting:
         return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": obs.known.server_grace,
                 "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
     cookie_only = _server_cookie_only(unreported, obs.known)
+    # known before the timeout: a navigation's record can never come through spans with the script tag
+    # (a record that is only late may still come, so that waits)
+    final = {"decided": True, "decidedBy": "unknowable"} if cookie_only and not obs.open else {}
     if not obs.known.server_seen:
-        return {"pass": False, "assertion": "server.absent", "inconclusive": (
+        return dict(final, **{"pass": False, "assertion": "server.absent", "inconclusive": (
             "no server record ever arrived for this tab, so what the server did cannot be known; %s"
-            % (cookie_only or _SERVER_INSTALL))}
+            % (cookie_only or _SERVER_INSTALL))})
     if unreported:
         hint = ("; it carried the app's own traceparent, so its OpenTelemetry spans are under a trace id the "
                 "daemon did not issue and cannot be attributed to this tab" if unreported[0].get("ownTrace")
                 else "; " + cookie_only if cookie_only else "")
+        known_now = not obs.open and (hint or not unreported[0].get("serverMark"))  # nothing could still bring it
         return {"pass": False, "assertion": "server.unreported", "inconclusive": (
             "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
             "route, or dropped it while the daemon was away, or the browser said another page sent it)%s"
             % (_call_label(unreported[0]), hint) if unreported[0].get("serverMark") else
             "%s went to the server without a mark (the tab had none left from the daemon), so what the "
-            "server did for it cannot be known" % _call_label(unreported[0]))}
-    traced = [r for r in records if r.get("dbTraced") is False and _server_matches(
-        r, {k: p[k] for k in ("method", "urlContains", "status") if k in p})]
-    if traced and ("writes" in p or "committed" in p):
-        return {"pass": False, "assertion": "server.writes-unknown", "inconclusive": (
-            "the OpenTelemetry spans of %s carry no database statement, and that service has sent no database "
-            "span yet: without database instrumentation its writes are unknown, not 0 (add the instrumentation "
-            "of its database client)" % _server_label(traced[0]))}
-    blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
-        r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
-    if blind:
-        return {"pass": False, "assertion": "server.unwatched", "inconclusive": (
-            "the server answered %s → %s, but nothing watches the app's database writes, so what it wrote "
-            "cannot be known; %s" % (_server_label(blind[0]), blind[0].get("status"), _SERVER_WATCH))}
-    keyless = [w for r in records if "key" in p.get("writes", {}) and _server_matches(
-        r, dict(p, writes={k: v for k, v in p["writes"].items() if k not in ("key", "count", "min")}))
-        for w in r.get("writes") or [] if w.get("committed") and w.get("keys") is None
-        and w["op"] == p["writes"].get("op", w["op"])]
-    if keyless:
-        return {"pass": False, "assertion": "server.keys", "inconclusive": (
-            "the server's %s of %s does not name its rows by primary key (%s), so which rows it wrote cannot "
-            "be known; assert the rows read back instead" % (keyless[0]["op"], keyless[0]["table"],
-                                                             keyless[0].get("sql") or "its SQL was not recorded"))}
+            "server did for it cannot be known" % _call_label(unreported[0])),
+            **({"decided": True, "decidedBy": "unknowable"} if known_now else {})}
+    blind = _server_blind(p, records)
+    if blind is not None:
+        return blind
+    if unsure:
+        return {"pass": False, "assertion": "server.unseen", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": _server_unsure_why(unsure[0], p)}
     observed = [_server_line(r) for r in records[-8:]]
     near = [e["t"] for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
@@ -6079,6 +6153,28 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
         else:
             out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
     return out
+
+
+def _server_unsure_why(r: dict, p: dict) -> str:
+    """Why record r can neither satisfy nor fail `server` leaf p (see _server_match)."""
+    unsure = [w for w in r.get("writes") or [] if w.get("committed") is None]
+    if unsure:
+        return ("the server answered %s → %s and ran %s %s, but its OpenTelemetry spans show no BEGIN or COMMIT, "
+                "so whether that write was kept or rolled back cannot be known; %s" % (
+                    _server_label(r), r.get("status"), unsure[0]["op"], unsure[0]["table"], _commit_advice(r)))
+    return ("the server answered %s → %s, but the app may also write through %s, which nothing watches, so what it "
+            "wrote cannot be known from what was seen (%s)" % (_server_label(r), r.get("status"),
+                                                               ", ".join(r.get("unseen") or []), _server_line(r)))
+
+
+def _commit_advice(r: dict) -> str:
+    """How to make a write's commit known, for the stack that served r."""
+    if any(s.startswith("opentelemetry.instrumentation.") for s in r.get("dbScopes") or ()):  # Python's names
+        return ("Reticle's Python middleware sees commits (reticle.wsgi, reticle.asgi or reticle.DjangoMiddleware, "
+                "beside the tracing or instead of it)")
+    return ("Reticle's Python middleware sees commits in a Python app (reticle.wsgi, reticle.asgi, "
+            "reticle.DjangoMiddleware); in another stack, trace the transaction statements (a driver "
+            "instrumentation that records BEGIN and COMMIT, such as pg's or mysql2's)")
 
 
 def _describe_net(p: dict) -> str:
@@ -6431,7 +6527,8 @@ def _judge(p: dict, obs: _Observation) -> dict:
     if kind == "not":
         child = _judge(p["predicate"], obs)
         if child.get("inconclusive"):
-            return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child}}
+            return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child},
+                    **_unknowable(child)}
         if child["pass"]:
             settled_for_good = all(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
                                    for leaf, neg in _leaves(p["predicate"]))
@@ -6451,15 +6548,18 @@ def _judge(p: dict, obs: _Observation) -> dict:
                         "decided": bool(final), "decidedBy": final[0].get("decidedBy") if final else None,
                         "evidence": children}
             unread = [c for c in children if c.get("inconclusive")]
-            if unread:
-                return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children}
+            if unread:  # one that can never be known keeps the whole from ever holding
+                final = [c for c in unread if c.get("decided")]
+                return {"pass": False, "inconclusive": (final or unread)[0]["inconclusive"], "evidence": children,
+                        **_unknowable(final[0] if final else {})}
             return {"pass": True, "evidence": [c.get("evidence") for c in children]}
         for c in children:
             if c["pass"]:
                 return {"pass": True, "evidence": c.get("evidence")}
         unread = [c for c in children if c.get("inconclusive")]
-        if unread:
-            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children}
+        if unread:  # decided only once no child can still hold
+            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children,
+                    **_unknowable(unread[0] if all(c.get("decided") for c in children) else {})}
         return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
                 "evidence": children}
     read = obs.live.get(_leaf_key(p))
@@ -6468,6 +6568,11 @@ def _judge(p: dict, obs: _Observation) -> dict:
     judge = _PREDICATE_KINDS[kind].judge
     assert judge is not None
     return judge(p, obs)
+
+
+def _unknowable(res: dict) -> dict:
+    """The decided marks of a result that can never be known (a judge said so: decidedBy unknowable)."""
+    return {"decided": True, "decidedBy": res.get("decidedBy")} if res.get("decided") else {}
 
 
 def _holds_count(p: dict) -> bool:
@@ -7385,6 +7490,59 @@ def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"
     return out
 
 
+# ---- rows named by the request: its path says which row of which table it acts on ----
+# `/contacts/4/rename`: the last resource segment followed by an id names row 4 of the table that segment
+# names (contacts, contact; cart_items for items); an update or delete of that table keyed otherwise
+# is the wrong row.  Limits: only the last id of the path counts (a parent's id, /projects/3/tasks/9, is
+# not the written row), a write whose keys are not known says nothing, and a predicate that declares the
+# row it expects (`server` writes with that `key`) is believed.
+
+_ID_SEGMENT = re.compile(r"^(\d{1,19}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")
+
+
+def _names_table(segment: str, table: str) -> bool:
+    """Does a path segment name a table: the same word, singular or plural, or its last part
+    (`items` for cart_items)?"""
+    a = segment.lower().replace("-", "_")
+    b = table.lower().split(".")[-1].strip('`"[]')
+    if not a or not b or _ID_SEGMENT.match(a):
+        return False
+    singular = {a, a[:-1] if a.endswith("s") else a, a[:-2] if a.endswith("es") else a,
+                a[:-3] + "y" if a.endswith("ies") else a}
+    return b in singular or b in {a + "s", a + "es"} or any(b.endswith("_" + s) for s in singular | {a})
+
+
+def _path_row(path: str) -> Optional[Tuple[str, str]]:
+    """The last (resource segment, id) pair of a request's path: /contacts/4/rename -> ("contacts", "4")."""
+    segments = [urllib.parse.unquote(s) for s in path.split("?", 1)[0].split("/") if s]
+    pairs = [(segments[i], segments[i + 1]) for i in range(len(segments) - 1)
+             if _ID_SEGMENT.match(segments[i + 1]) and not _ID_SEGMENT.match(segments[i])]
+    return pairs[-1] if pairs else None
+
+
+def _c_server_wrong_row(window: List[dict], p: dict, action_since: Optional[float],
+                        known: Optional["_Known"]) -> List[dict]:
+    declared = [leaf["writes"]["key"] for leaf, neg in _leaves(p) if leaf["kind"] == "server" and not neg
+                and "key" in leaf.get("writes", {})]
+    out = []
+    for r in _act_server_records(window, known):
+        named = _path_row(r.get("path") or "") if (r.get("method") or "").upper() in _WRITE_METHODS else None
+        if named is None:
+            continue
+        segment, row = named
+        hits = [w for w in r.get("writes") or [] if w["op"] in ("update", "delete") and w.get("committed") is not False
+                and _names_table(segment, w.get("table") or "")]
+        if not hits or not all(isinstance(w.get("keys"), list) for w in hits) \
+                or any(row in _server_key_set(w["keys"]) for w in hits) \
+                or any(_server_key_set(key) & _server_key_set(w["keys"]) for key in declared for w in hits):
+            continue
+        w = hits[0]
+        out.append({"claim": "the assertion held", "server": _server_line(r), "counter": (
+            "%s names row %s of %s, but the server %sd %s keyed %s" % (
+                _server_label(r), row, w["table"], w["op"], w["table"], ", ".join(str(k) for k in w["keys"][:5])))})
+    return out[:2]
+
+
 def _c_server_exception(window: List[dict], p: dict, action_since: Optional[float],
                         known: Optional["_Known"]) -> List[dict]:
     return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
@@ -7420,6 +7578,7 @@ _CONTRADICTIONS: Tuple[_Contradiction, ...] = (
     _Contradiction("server-exception", "observed", _c_server_exception),    # Server truth: the most specific
     _Contradiction("server-logged-error", "observed", _c_server_logged),
     _Contradiction("server-rolled-back", "observed", _c_server_rolled_back),
+    _Contradiction("server-wrong-row", "observed", _c_server_wrong_row),
     _Contradiction("error-shown", "observed", _c_error_shown),
     _Contradiction("message-reported-failure", "observed", _c_message_failure),
     _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
@@ -7674,28 +7833,69 @@ def _r_server_unreported(c: _Case) -> _Ruling:
     return None
 
 
-def _server_wrote_nothing(c: _Case) -> List[dict]:
-    """The act's write requests answered 2xx whose watched database kept nothing, unless the predicate
-    declares what they wrote (a positive `server` leaf with `writes` or `committed` matching them)."""
+def _act_saves(c: _Case) -> List[dict]:
+    """The act's write requests (POST, PUT, PATCH, DELETE) the server answered as a success, 2xx or
+    3xx (a 303 after a form post is the usual one), whose writes are observed (_writes_observed),
+    unless the predicate declares what they wrote (a positive `server` leaf with `writes` or
+    `committed` naming them)."""
     declared = [leaf for leaf, neg in _leaves(c.p) if leaf["kind"] == "server" and not neg
                 and ("writes" in leaf or "committed" in leaf)]
     return [r for r in _act_server_records(c.window, c.known)
-            if (r.get("method") or "").upper() in _WRITE_METHODS and 200 <= (r.get("status") or 0) < 300
-            and r.get("watched") and not _server_rows(r, {}) and not _server_rows(r, {}, False)
+            if (r.get("method") or "").upper() in _WRITE_METHODS and 200 <= (r.get("status") or 0) < 400
+            and _writes_observed(r)
             and not any(_server_matches(r, {k: leaf[k] for k in ("method", "urlContains") if k in leaf})
                         for leaf in declared)]
 
 
+def _observed_by(r: dict) -> str:
+    if r.get("source") == "otel":
+        return "its database spans (service %s)" % (r.get("service") or "unnamed")
+    return "its watched database (%s)%s" % (", ".join(r.get("watched") or []), "; it may also write through %s, "
+                                            "which nothing watches" % ", ".join(r["unseen"]) if r.get("unseen") else "")
+
+
+def _declare_hint(r: dict) -> str:
+    return "{kind: \"server\", method: \"%s\", urlContains: %s, writes: {count: 0}}" % (
+        r.get("method"), json.dumps(r.get("path") or "/"))
+
+
 def _r_server_wrote_nothing(c: _Case) -> _Ruling:
-    quiet = _server_wrote_nothing(c)
+    quiet = [r for r in _act_saves(c) if not any(_server_rows(r, {}, state) for state in (True, False, None))]
     if quiet:
         r = quiet[0]
         return "unknown", "server_wrote_nothing", (
-            "the server answered %s → %s but persisted nothing in its watched database (%s), so the save this "
-            "asserts may not have happened; if writing nothing is expected, declare it: {kind: \"server\", "
-            "method: \"%s\", urlContains: %s, writes: {count: 0}}" % (
-                _server_label(r), r.get("status"), ", ".join(r.get("watched") or []), r.get("method"),
-                json.dumps(r.get("path") or "/")))
+            "the server answered %s → %s but persisted nothing, as %s shows, so the save this asserts may not "
+            "have happened; if writing nothing is expected, declare it: %s" % (
+                _server_label(r), r.get("status"), _observed_by(r), _declare_hint(r)))
+    return None
+
+
+def _r_server_wrote_elsewhere(c: _Case) -> _Ruling:
+    for r in _act_saves(c):
+        segments = [s for s in (r.get("path") or "").split("?", 1)[0].split("/") if s and not _ID_SEGMENT.match(s)]
+        named = next(((s, t) for s in reversed(segments) for t in sorted(c.known.server_tables)
+                      if _names_table(s, t)), None)
+        written = [w for w in r.get("writes") or [] if w.get("committed") is not False]
+        if named is None or not written or any(_names_table(named[0], w.get("table") or "") for w in written):
+            continue
+        return "unknown", "server_wrote_elsewhere", (
+            "the server answered %s → %s and wrote%s, but nothing to %s, the table its path names, so the save "
+            "this asserts may not have happened; if that is expected, declare what it writes: {kind: \"server\", "
+            "method: \"%s\", urlContains: %s, writes: {table: \"%s\"}}" % (
+                _server_label(r), r.get("status"), _writes_text(written), named[1], r.get("method"),
+                json.dumps(r.get("path") or "/"), written[0].get("table")))
+    return None
+
+
+def _r_server_commit_unknown(c: _Case) -> _Ruling:
+    unsure = [r for r in _act_saves(c) if _server_rows(r, {}, None) and not _server_rows(r, {}, True)]
+    if unsure:
+        r = unsure[0]
+        w = next(w for w in r["writes"] if w.get("committed") is None)
+        return "unknown", "server_commit_unknown", (
+            "the server answered %s → %s and ran %s %s, but its OpenTelemetry spans show no BEGIN or COMMIT, "
+            "so whether the write was kept or rolled back is not known; %s" % (
+                _server_label(r), r.get("status"), w["op"], w["table"], _commit_advice(r)))
     return None
 
 
@@ -7808,6 +8008,7 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
+    ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere),
     ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("13c", _r_fill_reset),
     ("14", _r_proved),
 )
@@ -7851,9 +8052,14 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          horizon_pending; what could not (a read, the DOM still changing) is named in a `yes`
     12b. the app reports server records, and the record of a marked request the act made had not come
          within SERVER_WAIT_CAP_MS of its answer -> unknown, server_unreported
-    12c. a write request (POST/PUT/PATCH/DELETE) of the act answered 2xx, and the app's watched database
-         kept nothing for it, while the predicate declares no `server` writes for it -> unknown,
-         server_wrote_nothing (`{kind: "server", writes: {count: 0}}` declares it expected)
+    12c. a write request (POST/PUT/PATCH/DELETE) of the act answered 2xx or 3xx, and its writes are
+         observed (the middleware's watched database, or a service whose spans have shown database
+         statements) and it kept nothing, while the predicate declares no `server` writes for it ->
+         unknown, server_wrote_nothing (`{kind: "server", writes: {count: 0}}` declares it expected)
+    12d. such a request whose only writes have a commit nobody saw (spans with no BEGIN or COMMIT) ->
+         unknown, server_commit_unknown
+    12e. such a request whose path names a table the app's records have written (`POST /contacts`), which
+         wrote only to other tables (an audit row) -> unknown, server_wrote_elsewhere
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     13a. what would be a `yes` after an act, while the page still shows an error the user is told
          (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
@@ -7880,9 +8086,12 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
 # ---- the evidence an answer shows: trimmed, compact, naming faults and losses ----
 
 def _server_said(because: str, c: _Case) -> str:
-    """`because` with what the server did for the act's requests, in one line (the newest two
-    records), unless it already says it."""
-    records = _act_server_records(c.window, c.known)[-2:]
+    """`because` with what the server did for the act's requests, in one line, unless it already says
+    it: its writes first (the act's own POST, not the page its redirect led to), then what else it
+    asked, two records at most, in the order they came."""
+    records = _act_server_records(c.window, c.known)
+    writes = [r for r in records if (r.get("method") or "").upper() in _WRITE_METHODS][-2:]
+    records = writes + [r for r in records if r not in writes][-(2 - len(writes)):] if len(writes) < 2 else writes
     if not records:
         return because
     line = "; ".join(_server_line(r) for r in records)
@@ -7945,7 +8154,7 @@ def _compact(out: dict, v: dict) -> dict:
                 c[k] = [_short(x, 120) for x in v[k][:5]] if isinstance(v[k], list) else _short(v[k], 200)
     if out.get("contradictions"):
         c["contradictions"] = [{"kind": x["kind"], "counter": _short(x["counter"], 160)} for x in out["contradictions"]]
-    for k in ("advice", "alreadyTrue", "coverage", "warning", "server"):
+    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait"):
         if out.get(k):
             c[k] = out[k]
     issues = ((out.get("honesty") or {}).get("integrity") or {}).get("issues")
@@ -9546,6 +9755,18 @@ _VERDICT_FIELDS = ("pass", "evidence", "failureReason", "observed", "expected", 
                    "decided", "decidedBy", "observationLost", "timedOut")
 
 
+def _server_parts(session: "_BrowserSession", window: List[dict], out: dict) -> None:
+    """What the server did for the window's requests (`server`), and, when the verdict waited for no span
+    though spans reach the daemon (none has come from this tab's origin: another app's tracing must not
+    slow this one; a record that comes anyway joins the next verdict), `serverWait` saying so."""
+    summary = _server_summary(window)
+    if summary:
+        out["server"] = summary
+    otel = getattr(getattr(session.bridge, "hub", None), "otel", None)
+    if otel is not None and otel.stats["spans"] and not session.server_seen and not otel.serves(session.url):
+        out["serverWait"] = "none: OpenTelemetry spans reach the daemon, but none from this page's origin yet"
+
+
 def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
             anchor: Optional[dict] = None, replayed: bool = False) -> dict:
     """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
@@ -9561,8 +9782,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
     if tool == "assert":
         out.update(res)
         out["since"] = since
-        if _server_summary(window):
-            out["server"] = _server_summary(window)
+        _server_parts(session, window, out)
         verdict = out
         if contradictions:
             out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
@@ -9589,8 +9809,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
                 "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
     if obs.already_true:
         out["alreadyTrue"] = True
-    if _server_summary(window):
-        out["server"] = _server_summary(window)
+    _server_parts(session, window, out)
     advice = _advice(p, res) if verified in ("yes", "unknown") else None
     if advice:
         out["advice"] = advice
@@ -12242,6 +12461,8 @@ def _finish_record(rec: dict) -> dict:
     rec["ms"] = round((time.perf_counter() - rec.pop("_t0")) * 1000.0, 3)
     rec.pop("_params", None)
     rec["watched"] = sorted(_WATCHING)   # at the end: a connection the request opened may have been watched
+    if rec["watched"]:
+        rec["unseen"] = _unseen_drivers()
     for w, count, exact in rec.pop("_recount", ()):
         if "rows" not in w:
             rows = _rows_known(count, exact)
@@ -12381,6 +12602,7 @@ def wsgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
     reporter = _ServerReporter()
     current = _current_request()
     _install_log_capture()
+    _watch_by_default()
 
     def reticle_wsgi(environ: dict, start_response: Callable) -> Any:
         """One request: unmarked (or inside another wrapper) straight through; marked, with its
@@ -12486,6 +12708,7 @@ def asgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
     reporter = _ServerReporter()
     current = _current_request()
     _install_log_capture()
+    _watch_by_default()
 
     async def reticle_asgi(scope: dict, receive: Callable, send: Callable) -> None:
         """One connection: only an `http` scope a tab marked (header, else cookie) is recorded; the
@@ -12564,6 +12787,7 @@ class DjangoMiddleware:
         self.current = _current_request()
         self.inject: Optional[bool] = None  # read from the settings at the first request
         _install_log_capture()
+        _watch_by_default()
         _WATCHING["django"] = True
 
     def __call__(self, request: Any) -> Any:
@@ -12626,7 +12850,8 @@ class DjangoMiddleware:
 
 def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, context: dict) -> Any:
     """execute_wrapper: run the statement, then note it (a write waits for its atomic block's commit)."""
-    result = execute(sql, params, many, context)
+    with _RecordingElsewhere():  # a sqlite3 connection's own trace (watched by default) leaves it to this
+        result = execute(sql, params, many, context)
     try:
         conn: Any = context.get("connection")
         cursor: Any = context.get("cursor")
@@ -12646,13 +12871,25 @@ def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, cont
     return result
 
 
-def watch_sqlalchemy(engine: Any) -> Any:
-    """Record the database writes of marked requests made through this SQLAlchemy engine (its
-    event API): statement kind, table, rows where the driver says, commit or rollback.  A write
-    counts once its transaction commits; one rolled back, or never committed, is not a write."""
+def watch_sqlalchemy(engine: Any = None) -> Any:
+    """Record the database writes of marked requests made through SQLAlchemy (its event API, on the
+    Engine class: every engine of the process, this one included; the middleware does it by
+    default): statement kind, table, rows where the driver says, commit or rollback.  A write counts
+    once its transaction commits; one rolled back, or never committed, is not a write.  Returns
+    `engine` unchanged (kept for the apps that call it on theirs)."""
     from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if _AUTO_WATCH.get("sqlalchemy"):
+        if engine is not None:
+            _WATCHING["sqlalchemy"] = True
+        return engine
+
+    def before(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
+        _ELSEWHERE.depth = getattr(_ELSEWHERE, "depth", 0) + 1
 
     def after(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
+        _ELSEWHERE.depth = max(0, getattr(_ELSEWHERE, "depth", 1) - 1)
         try:
             positional = parameters
             autocommit = False
@@ -12669,6 +12906,9 @@ def watch_sqlalchemy(engine: Any) -> Any:
         except Exception:  # noqa: BLE001 - recording must never break the app's query
             pass
 
+    def failed(context: Any) -> None:
+        _ELSEWHERE.depth = max(0, getattr(_ELSEWHERE, "depth", 1) - 1)
+
     def ended(committed: bool) -> Callable:
         def on_end(conn: Any) -> None:
             try:
@@ -12677,10 +12917,26 @@ def watch_sqlalchemy(engine: Any) -> Any:
                 pass
         return on_end
 
-    event.listen(engine, "after_cursor_execute", after)
-    event.listen(engine, "commit", ended(True))
-    event.listen(engine, "rollback", ended(False))
-    _WATCHING["sqlalchemy"] = True
+    def engaged(conn: Any) -> None:  # an engine of the app connected: SQLAlchemy watches its writes
+        _WATCHING["sqlalchemy"] = True
+        try:
+            _DRIVERS_WATCHED.add(str(conn.engine.dialect.driver).lower())
+        except Exception:  # noqa: BLE001
+            pass
+
+    event.listen(Engine, "before_cursor_execute", before)
+    event.listen(Engine, "after_cursor_execute", after)
+    event.listen(Engine, "handle_error", failed)
+    event.listen(Engine, "commit", ended(True))
+    event.listen(Engine, "rollback", ended(False))
+    event.listen(Engine, "engine_connect", engaged)
+    _AUTO_WATCH["sqlalchemy"] = True
+    if engine is not None:
+        _WATCHING["sqlalchemy"] = True
+        try:
+            _DRIVERS_WATCHED.add(str(engine.dialect.driver).lower())
+        except Exception:  # noqa: BLE001
+            pass
     return engine
 
 
@@ -12688,7 +12944,9 @@ def watch_sqlite3(conn: Any) -> Any:
     """Record the writes of marked requests made on this raw `sqlite3` connection (the Flask
     tutorial's `g.db = reticle.watch_sqlite3(sqlite3.connect(...))`) and return it unchanged:
     through its trace callback (which the app must not replace), each statement as executed,
-    its rows from the connection's change counter, and its transaction's COMMIT or ROLLBACK."""
+    its rows from the connection's change counter, and its transaction's COMMIT or ROLLBACK.  On
+    Python 3.10 and newer the middleware watches every connection the process opens without the
+    call; a statement SQLAlchemy or Django's ORM runs on it is theirs to record."""
     state: Dict[str, Any] = {"w": None, "base": 0}
 
     def settle() -> None:
@@ -12702,6 +12960,8 @@ def watch_sqlite3(conn: Any) -> Any:
             if _current_request().get() is None or not isinstance(statement, str):
                 return
             settle()
+            if getattr(_ELSEWHERE, "depth", 0):
+                return  # SQLAlchemy or Django's ORM is running it and records it
             head = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else ""
             if head in ("COMMIT", "END") or head == "ROLLBACK" and " TO " not in statement.upper():
                 _end_transaction(id(conn), head != "ROLLBACK")
@@ -12717,6 +12977,94 @@ def watch_sqlite3(conn: Any) -> Any:
     conn.set_trace_callback(traced)
     _WATCHING["sqlite3"] = True
     return conn
+
+
+# ---- watched by default: every SQLAlchemy engine and sqlite3 connection, and what stays unseen ----
+# Once a middleware is made (wsgi, asgi, DjangoMiddleware), the app's database writes are watched with
+# no call: SQLAlchemy's events on the Engine class (every engine), and on Python 3.10 and newer the
+# interpreter's `sqlite3.connect/handle` audit event (every sqlite3 connection, the Flask tutorial's
+# raw one too).  A watcher counts as watching the app's writes once it is used (an engine connected,
+# a connection opened), so an app that only has SQLAlchemy installed is not said to be watched.  A
+# database driver the process loaded that no watcher covers (raw psycopg2 beside SQLAlchemy on
+# sqlite, say) is named in each record (`unseen`): the app may write through it, so its "0 writes"
+# is no evidence.  Limits: a raw connection of the very driver SQLAlchemy or Django uses is not told
+# apart; an app that replaces a sqlite3 connection's trace callback hides that connection.
+
+_AUTO_WATCH: Dict[str, bool] = {}      # the default watchers installed in this process
+_DRIVERS_WATCHED: Set[str] = set()     # drivers an engaged watcher covers (SQLAlchemy dialects' drivers)
+_ELSEWHERE = threading.local()         # depth > 0 while SQLAlchemy or Django's ORM runs a statement
+# DB-API driver modules -> how SQLAlchemy's dialects name them
+_DB_DRIVERS = {"psycopg2": "psycopg2", "psycopg": "psycopg", "pymysql": "pymysql", "MySQLdb": "mysqldb",
+               "mysql.connector": "mysqlconnector", "asyncpg": "asyncpg", "aiomysql": "aiomysql",
+               "aiosqlite": "aiosqlite", "oracledb": "oracledb", "cx_Oracle": "cx_oracle", "pyodbc": "pyodbc",
+               "pymssql": "pymssql", "sqlite3": "pysqlite"}
+_DJANGO_DRIVERS = {"sqlite": ("pysqlite",), "postgresql": ("psycopg2", "psycopg"), "mysql": ("mysqldb",),
+                   "oracle": ("oracledb", "cx_oracle")}
+
+
+class _RecordingElsewhere:
+    """`with _RecordingElsewhere():` around a statement an ORM records itself."""
+
+    def __enter__(self) -> None:
+        _ELSEWHERE.depth = getattr(_ELSEWHERE, "depth", 0) + 1
+
+    def __exit__(self, *exc: Any) -> None:
+        _ELSEWHERE.depth = max(0, getattr(_ELSEWHERE, "depth", 1) - 1)
+
+
+def _sqlite_opened(event: str, args: Tuple[Any, ...]) -> None:
+    """The audit hook: every sqlite3 connection the process opens is watched (watch_sqlite3).  The
+    event comes while the connection is still being made (it takes no trace callback yet), so the
+    watch is put on at the next profile event of the thread, once it can be (any profiler of the app's
+    is called meanwhile and put back after)."""
+    if event != "sqlite3.connect/handle" or not args:
+        return
+    conn, previous, tries = args[0], sys.getprofile(), [0]
+
+    def finish(frame: Any, what: Any, arg: Any) -> Any:
+        try:
+            watch_sqlite3(conn)   # raises until the connection is made
+            _DRIVERS_WATCHED.add("pysqlite")
+        except Exception:  # noqa: BLE001 - not made yet, or never: watching must never break the app
+            tries[0] += 1
+            if tries[0] < 100:
+                return previous(frame, what, arg) if previous is not None else None
+        sys.setprofile(previous)
+        return previous(frame, what, arg) if previous is not None else None
+
+    sys.setprofile(finish)
+
+
+def _watch_by_default() -> None:
+    """Watch every SQLAlchemy engine and (Python 3.10+) every sqlite3 connection of the process, once."""
+    if "sqlite3" not in _AUTO_WATCH and sys.version_info >= (3, 10):
+        _AUTO_WATCH["sqlite3"] = True
+        sys.addaudithook(_sqlite_opened)
+    if "sqlalchemy" not in _AUTO_WATCH:
+        import importlib.util
+        try:
+            present = "sqlalchemy" in sys.modules or importlib.util.find_spec("sqlalchemy") is not None
+        except (ImportError, ValueError):
+            present = False
+        if present:
+            try:
+                watch_sqlalchemy()
+            except Exception:  # noqa: BLE001 - an unusable SQLAlchemy watches nothing
+                _AUTO_WATCH["sqlalchemy"] = False
+
+
+def _unseen_drivers() -> List[str]:
+    """The database drivers this process loaded that no watcher in use covers (see above)."""
+    covered = set(_DRIVERS_WATCHED)
+    if _WATCHING.get("django"):
+        try:
+            from django.db import connections
+            for conn in connections.all():
+                covered.update(_DJANGO_DRIVERS.get(conn.vendor, ()))
+        except Exception:  # noqa: BLE001
+            pass
+    return [name for name, driver in _DB_DRIVERS.items() if name in sys.modules and driver not in covered
+            and not (name == "sqlite3" and _WATCHING.get("sqlite3"))][:4]
 
 
 # ---- the daemon's side: stitch records into the tab whose mark they carry ----
@@ -12757,6 +13105,9 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
     watched = raw.get("watched")
     if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
         rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]
+    unseen = raw.get("unseen")
+    if isinstance(unseen, list) and unseen:   # drivers the app may write through that nothing watches
+        rec["unseen"] = [u[:40] for u in unseen[:4] if isinstance(u, str)]
     logged = []
     given = raw.get("logged")
     for e in given[:20] if isinstance(given, list) else []:
@@ -13296,6 +13647,14 @@ def _otel_exception(attrs: dict) -> Optional[dict]:
 
 
 _OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
+# The instrumentations that trace a transaction's BEGIN, COMMIT and ROLLBACK (their drivers send them as
+# statements), so that a write outside a traced transaction was autocommitted.  Others (Python's DB-API,
+# sqlite3 and SQLAlchemy instrumentations: the driver begins and commits without a statement) show no
+# transaction at all, so whether such a write was kept is unknown; a service whose spans have shown a
+# transaction statement is learned to be of the first kind (_OtelTraces.tx_services).
+_OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
+                   "@opentelemetry/instrumentation-mysql2")
+_COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
 
 
 def _otel_db_write(sp: dict) -> Optional[dict]:
@@ -13324,12 +13683,16 @@ def _otel_db_write(sp: dict) -> Optional[dict]:
     return parsed
 
 
-def _otel_writes(spans: List[dict]) -> Tuple[List[dict], int]:
+def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict], int]:
     """The writes of a trace's database spans, in the order they started, with commit or rollback
     where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
-    database statements seen."""
-    db = sorted((s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")),
-                key=lambda s: s["start"] or 0)
+    database statements seen.  A write outside a traced transaction was autocommitted where the
+    instrumentation traces transaction statements (`tx_traced`: the service has shown one, or its
+    instrumentation is one of _OTEL_TX_SCOPES); elsewhere its commit is unknown (committed None)."""
+    db = [s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")]
+    ids = {s["spanId"] for s in db}
+    # one statement seen by two instrumentations (SQLAlchemy's, and the DB-API driver's under it) is one
+    db = sorted((s for s in db if s["parentSpanId"] not in ids), key=lambda s: s["start"] or 0)
     writes: List[dict] = []
     pending: Optional[List[dict]] = None
     for sp in db:
@@ -13348,6 +13711,8 @@ def _otel_writes(spans: List[dict]) -> Tuple[List[dict], int]:
         w = _otel_db_write(sp)
         if w is None:
             continue
+        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES):
+            w["committed"], w["note"] = None, _COMMIT_UNTRACED
         writes.append(w)
         if pending is not None and w["committed"]:
             pending.append(w)
@@ -13356,7 +13721,14 @@ def _otel_writes(spans: List[dict]) -> Tuple[List[dict], int]:
     return writes[:50], len(db)
 
 
-def _otel_record(server: dict, spans: List[dict], logs: List[dict]) -> dict:
+def _otel_tx_statement(sp: dict) -> bool:
+    """A database span whose statement begins, commits or rolls back a transaction."""
+    text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
+    return bool((sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"))
+                and isinstance(text, str) and _OTEL_TX.match(text))
+
+
+def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: bool = False) -> dict:
     """The middleware's record (the raw shape _clean_server_record takes) of one SERVER span and the
     rest of its trace: method, path, host, status, route, duration, the first exception event (the
     server span's, else an internal span's: a client call's own failure is not the request's), error
@@ -13381,7 +13753,7 @@ def _otel_record(server: dict, spans: List[dict], logs: List[dict]) -> dict:
                     break
         if exc:
             break
-    writes, statements = _otel_writes(spans)
+    writes, statements = _otel_writes(spans, tx_traced)
     ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
     return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
             "path": path, "host": str(host), "via": "header",
@@ -13420,6 +13792,40 @@ def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tu
 
 
 OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
+OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "")
+
+
+def _origin_key(host: Any, port: Any, scheme: Any = "http") -> Optional[str]:
+    """"loopback:3000" for a host and port as a span or a page's URL names them (every loopback name
+    is one), None without a usable port."""
+    host = str(host or "").strip().lower()
+    if host.count(":") == 1 and not host.startswith("["):
+        host, _, given = host.partition(":")
+        port = port or given
+    try:
+        number = int(port) if port not in (None, "") else {"http": 80, "https": 443}.get(str(scheme).lower())
+    except (TypeError, ValueError):
+        return None
+    if number is None:
+        return None
+    return "%s:%d" % ("loopback" if host in _LOOPBACK_NAMES else host, number)
+
+
+def _span_origin(attrs: dict) -> Optional[str]:
+    """The origin a SERVER span's service answered on, from its attributes (current and older names)."""
+    full = attrs.get("url.full") or attrs.get("http.url")
+    if isinstance(full, str) and "://" in full:
+        try:
+            parts = urllib.parse.urlsplit(full)
+            return _origin_key(parts.hostname, parts.port, parts.scheme)
+        except ValueError:
+            return None
+    host = attrs.get("server.address") or attrs.get("http.host") or attrs.get("net.host.name")
+    if not host:
+        return None
+    return _origin_key(host, attrs.get("server.port") or attrs.get("net.host.port"),
+                       attrs.get("url.scheme") or attrs.get("http.scheme") or "http")
 
 
 class _OtelTraces:
@@ -13434,6 +13840,10 @@ class _OtelTraces:
         self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
         self.spans = 0
         self.db_services: Set[str] = set()  # services whose spans have shown database statements
+        self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
+        # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
+        # waits for spans (one app's tracing must not slow another app's verdicts)
+        self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
         self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
 
     def _owner(self, hub: "Hub", tid: str, now: float) -> Any:
@@ -13463,6 +13873,14 @@ class _OtelTraces:
             await asyncio.sleep(0)
         return bad
 
+    def serves(self, url: str) -> bool:
+        """Has a traced service been seen answering the origin of `url` (a tab's page)?"""
+        try:
+            parts = urllib.parse.urlsplit(url)
+            return _origin_key(parts.hostname, parts.port, parts.scheme) in self.origins
+        except ValueError:
+            return False
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=False)
@@ -13476,6 +13894,13 @@ class _OtelTraces:
             by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
         for lg in logs:
             by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
+        for sp in spans:
+            origin = _span_origin(sp["attrs"]) if sp["kind"] == 2 else None
+            if origin is not None:
+                self.origins[origin] = None
+                self.origins.move_to_end(origin)
+                if len(self.origins) > OTEL_ORIGINS_KEPT:
+                    self.origins.popitem(last=False)
         if spans and not self.stats["spans"]:
             # the first spans: from now on, devices add the trace context of their documents' requests
             for device in list(hub.devices.devices.values()):
@@ -13507,7 +13932,10 @@ class _OtelTraces:
             return
         self.held.pop(tid, None)
         self.spans -= len(entry["spans"])
-        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"]))
+        if any(_otel_tx_statement(s) for s in entry["spans"]):
+            self.tx_services.add(server["service"])
+        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"],
+                                                server["service"] in self.tx_services))
         if rec is None:
             return
         rec.pop("mark")
@@ -13516,6 +13944,9 @@ class _OtelTraces:
             self.stats["refused"] += 1
             return
         rec["source"] = "otel"
+        rec["service"] = server["service"]
+        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if s["attrs"].get("db.system")
+                                  or s["attrs"].get("db.system.name")})[:3]
         if rec["statements"]:
             self.db_services.add(server["service"])
         rec["dbTraced"] = server["service"] in self.db_services
@@ -13533,7 +13964,9 @@ class _OtelTraces:
         for lg in logs:
             if len(rec["logged"]) < 20:
                 rec["logged"].append({k: v for k, v in lg.items() if k != "traceId"})
-        writes, statements = _otel_writes(spans)
+        if any(_otel_tx_statement(s) for s in spans):
+            self.tx_services.add(rec.get("service") or "")
+        writes, statements = _otel_writes(spans, rec.get("service") in self.tx_services)
         rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
         rec["statements"] += statements
         rec["dbTraced"] = rec["dbTraced"] or statements > 0

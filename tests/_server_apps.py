@@ -13,6 +13,9 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/pretty    (Flask) inserts a row and answers JSON indented as Flask's debug mode writes it
   POST /api/contact/N/rename        renames contact N (the table `contact` holds ids 1-3)
   POST /api/contact/N/rename_wrong  the bug: renames contact N-1 and answers as if it renamed N
+  POST /api/contacts  (FastAPI, Flask) adds a contact and its audit row; /api/v2/contacts, the bug, adds only
+                      the audit row and answers as if it added the contact
+  POST /api/raw_save  (Flask) inserts a profile through a raw sqlite3 connection beside the app's engine
   POST /api/rollback  inserts a row, then rolls the transaction back; answers 200
   POST /api/tagged    (Django) in one atomic block: inserts a profile, get_or_create's the existing tag
                       'vip', then a nested atomic block (a savepoint) inserts a draft profile and creates
@@ -23,9 +26,11 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
                       writes nothing and redirects (303) back to / (the empty save the server refused)
   GET  /done          the page the form post lands on
 
-FRAMEWORK is flask, django, fastapi or sqlite3 (Flask on a raw sqlite3 connection per request, the
-Flask tutorial's shape, watched by reticle.watch_sqlite3 unless SHOP_UNWATCHED=1).
-SHOP_PLAIN=1 serves it without Reticle's middleware.
+FRAMEWORK is flask, django, fastapi, sqlite3 (Flask on a raw sqlite3 connection per request, the
+Flask tutorial's shape, watched by reticle.watch_sqlite3 unless SHOP_UNWATCHED=1: then only the
+middleware's default watch sees it) or files (Flask keeping its profiles in a JSON file: a store
+nothing can watch).  SHOP_PLAIN=1 serves it without Reticle's middleware; SHOP_IMPORT=module imports
+that module at start (a database driver the app loaded that nothing watches).
 """
 
 import json
@@ -56,6 +61,9 @@ PAGE = """<!doctype html><html><head><title>Profile</title>%(script)s</head><bod
 <button id="tagged" onclick="go('/api/tagged')">Save (tagged)</button>
 <button id="rename" onclick="go('/api/contact/3/rename')">Rename contact 3</button>
 <button id="rename-wrong" onclick="go('/api/contact/3/rename_wrong')">Rename contact 3 (wrong row)</button>
+<button id="add-contact" onclick="go('/api/contacts')">Add contact</button>
+<button id="add-contact-audit" onclick="go('/api/v2/contacts')">Add contact (audit only)</button>
+<button id="raw" onclick="go('/api/raw_save')">Save (raw)</button>
 <form method="post" action="/form"><input name="name" value="ada"><button id="post">Post form</button></form>
 <form method="post" action="/form"><input name="name" value=""><button id="empty">Send blank</button></form>
 <p id="out"></p>
@@ -91,7 +99,8 @@ SCHEMA = ("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT
           "CREATE TABLE IF NOT EXISTS contact (id INTEGER PRIMARY KEY, name TEXT)",
           "INSERT OR IGNORE INTO contact (id, name) VALUES (1, 'ann'), (2, 'bo'), (3, 'cy')",
           "CREATE TABLE IF NOT EXISTS tag (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
-          "INSERT OR IGNORE INTO tag (id, name) VALUES (1, 'vip')")
+          "INSERT OR IGNORE INTO tag (id, name) VALUES (1, 'vip')",
+          "CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, what TEXT)")
 
 
 class SqlProfile:
@@ -122,6 +131,23 @@ class SqlProfile:
         with self.engine.begin() as conn:
             conn.exec_driver_sql("UPDATE contact SET name = ? WHERE id = ?",
                                  ("renamed", contact_id - 1 if wrong else contact_id))
+        return {"ok": True}
+
+    def add_contact(self, audit_only=False):
+        with self.engine.begin() as conn:
+            if not audit_only:
+                conn.exec_driver_sql("INSERT INTO contact (name) VALUES (?)", ("dee",))
+            conn.exec_driver_sql("INSERT INTO audit (what) VALUES (?)", ("contact added",))
+        return {"ok": True}
+
+    def raw_insert(self, db):
+        import sqlite3
+        conn = sqlite3.connect(db)
+        try:
+            conn.execute("INSERT INTO profile (name) VALUES (?)", ("raw",))
+            conn.commit()
+        finally:
+            conn.close()
         return {"ok": True}
 
     def rollback(self):
@@ -168,6 +194,9 @@ def flask_app(db, daemon):
         mimetype="application/json"))
     app.post("/api/contact/<int:cid>/rename", endpoint="rename")(lambda cid: store.rename(cid))
     app.post("/api/contact/<int:cid>/rename_wrong", endpoint="rename_wrong")(lambda cid: store.rename(cid, True))
+    app.post("/api/contacts", endpoint="add_contact")(store.add_contact)
+    app.post("/api/v2/contacts", endpoint="add_contact_audit")(lambda: store.add_contact(True))
+    app.post("/api/raw_save", endpoint="raw_save")(lambda: store.raw_insert(db))
 
     @app.post("/form")
     def form_profile():
@@ -332,6 +361,8 @@ def fastapi_app(db, daemon):
         return store.insert("ada")
     app.post("/api/contact/{cid}/rename", name="rename")(lambda cid: store.rename(int(cid)))
     app.post("/api/contact/{cid}/rename_wrong", name="rename_wrong")(lambda cid: store.rename(int(cid), True))
+    app.post("/api/contacts", name="add_contact")(lambda: store.add_contact())
+    app.post("/api/v2/contacts", name="add_contact_audit")(lambda: store.add_contact(True))
 
     @app.post("/form")
     async def form_profile(request: fastapi.Request):
@@ -414,14 +445,39 @@ def sqlite3_app(db, daemon):
     return app
 
 
+def files_app(db, daemon):
+    """Flask keeping its profiles in a JSON file: a store no watcher can see ("writes not watched")."""
+    import flask
+    app = flask.Flask("shop")
+    path = db + ".json"
+
+    def insert():
+        rows = []
+        if os.path.exists(path):
+            with open(path) as fh:
+                rows = json.load(fh)
+        with open(path, "w") as fh:
+            json.dump(rows + [{"name": "ada"}], fh)
+        return {"ok": True}
+
+    app.get("/", endpoint="index")(lambda: page(daemon, PAGE))
+    app.post("/api/noop", endpoint="noop")(lambda: {"ok": True})
+    app.post("/api/save", endpoint="save_profile")(insert)
+    if not PLAIN:
+        app.wsgi_app = reticle.wsgi(app.wsgi_app)
+    return app
+
+
 def serve(framework, port, db, daemon):
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if os.environ.get("SHOP_IMPORT"):
+        __import__(os.environ["SHOP_IMPORT"])
     if framework == "fastapi":
         import uvicorn
         uvicorn.run(fastapi_app(db, daemon), host="127.0.0.1", port=port, log_level="warning")
         return
     from werkzeug.serving import run_simple
-    app = {"flask": flask_app, "sqlite3": sqlite3_app, "django": django_app}[framework](db, daemon)
+    app = {"flask": flask_app, "sqlite3": sqlite3_app, "django": django_app, "files": files_app}[framework](db, daemon)
     run_simple("127.0.0.1", port, app, threaded=True)
 
 

@@ -332,7 +332,29 @@ def server_rows():
     yield "server.key-other-row", keyed, server_obs([server(10, writes=[dict(updated, keys=[2])])], now=1000), \
         {"pass": False, "assertion": "server.present"}, "[key 2]"
     yield "server.key-not-named", keyed, server_obs([server(10, writes=[updated])], now=1000), \
-        {"pass": False, "assertion": "server.keys"}, "does not name its rows by primary key"
+        {"pass": False, "assertion": "server.keys", "decided": True}, "does not name its rows by primary key"
+    # known as soon as the record is there (decided: no later event changes it), never at the timeout
+    spans = {"source": "otel", "dbTraced": True, "dbScopes": ["opentelemetry.instrumentation.sqlalchemy"]}
+    unsure = dict(wrote, committed=None, note="its commit is not traced (no BEGIN/COMMIT spans)")
+    yield "server.commit-unknown", p, server_obs([server(10, writes=[unsure], **spans)], now=20), \
+        {"pass": False, "assertion": "server.unseen", "decided": True}, "whether that write was kept or rolled back"
+    yield "server.commit-unknown-rolled-back-asked", dict(p, committed=False), \
+        server_obs([server(10, writes=[unsure], **spans)], now=20), {"pass": False, "decided": True}, \
+        "Reticle's Python middleware sees commits"
+    yield "server.commit-unknown-other-table-still-fails", dict(p, writes={"table": "audit"}), \
+        server_obs([server(10, writes=[unsure], **spans)], now=1000), {"pass": False, "assertion": "server.present"}, \
+        "no server request matched"
+    yield "server.writes-without-database-spans", p, \
+        server_obs([server(10, source="otel", dbTraced=False)], now=20), \
+        {"pass": False, "assertion": "server.writes-unknown", "decided": True}, "without database instrumentation"
+    yield "server.unwatched-decided", p, server_obs([server(10, watched=[])], now=20), \
+        {"pass": False, "decided": True}, "nothing watches"
+    yield "server.all-of-an-unknowable-is-decided", {"kind": "allOf", "predicates": [p, {"kind": "server"}]}, \
+        server_obs([server(10, watched=[])], now=20), {"pass": False, "decided": True}, "nothing watches"
+    yield "server.a-driver-nothing-watches", p, server_obs([server(10, unseen=["pymysql"])], now=20), \
+        {"pass": False, "assertion": "server.unseen", "decided": True}, "pymysql, which nothing watches"
+    yield "server.a-driver-nothing-watches-beside-a-seen-write", p, \
+        server_obs([server(10, writes=[wrote], unseen=["pymysql"])], now=20), {"pass": True}, None
 
 
 ALL = list(rows()) + list(live_rows()) + list(combinator_rows()) + list(server_rows())

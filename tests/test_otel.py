@@ -49,9 +49,10 @@ def kv(key, value):
     return common_pb2.KeyValue(key=key, value=v)
 
 
-def traces_request(trace=TRACE, status=200, exception=None, db=()):
+def traces_request(trace=TRACE, status=200, exception=None, db=(), db_scope="@opentelemetry/instrumentation-pg"):
     """An ExportTraceServiceRequest as the official package encodes it: one SERVER span, an
-    exception event on it when asked, and a CLIENT span per database statement."""
+    exception event on it when asked, and a CLIENT span per database statement (under the scope of
+    the instrumentation that made it: Node's pg by default)."""
     req = pb_trace.ExportTraceServiceRequest()
     rs = req.resource_spans.add()
     rs.resource.attributes.append(kv("service.name", "shop"))
@@ -68,6 +69,9 @@ def traces_request(trace=TRACE, status=200, exception=None, db=()):
         ev = server.events.add(name="exception", time_unix_nano=1_700_000_000_010_000_000)
         ev.attributes.extend([kv("exception.type", exception[0]), kv("exception.message", exception[1]),
                               kv("exception.stacktrace", exception[2])])
+    if db:
+        ss = rs.scope_spans.add()
+        ss.scope.name = db_scope
     for i, sql in enumerate(db):
         sp = ss.spans.add(trace_id=bytes.fromhex(trace), span_id=(i + 1).to_bytes(8, "big"),
                           parent_span_id=bytes.fromhex("00f067aa0ba902b7"), name="pg.query",
@@ -151,6 +155,19 @@ def test_database_spans_become_writes_with_commit_or_rollback(sql, op, table, co
     rec = reticle._otel_record(spans[0], spans, [])
     assert [(w["op"], w["table"], w["committed"]) for w in rec["writes"]] == [(op, table, committed)]
     assert rec["statements"] == len(sql)
+
+
+@pytest.mark.parametrize("scope", ["opentelemetry.instrumentation.sqlalchemy", "opentelemetry.instrumentation.sqlite3"])
+def test_a_write_of_an_instrumentation_that_traces_no_transaction_has_an_unknown_commit(scope):
+    """Python's SQLAlchemy and sqlite3 instrumentations emit no BEGIN, COMMIT or ROLLBACK spans: a write they
+    show may have been rolled back, so its commit is unknown (None), not done; once the service has shown a
+    transaction statement, a write outside one was autocommitted."""
+    spans, _ = reticle._otel_spans(as_json(traces_request(db=["INSERT INTO notes (t) VALUES (?)"], db_scope=scope)))
+    rec = reticle._otel_record(spans[0], spans, [])
+    assert [(w["op"], w["table"], w["committed"]) for w in rec["writes"]] == [("insert", "notes", None)]
+    assert "unknown commit" in reticle._server_line(dict(rec, watched=None, dbTraced=True))
+    rec = reticle._otel_record(spans[0], spans, [], tx_traced=True)
+    assert [w["committed"] for w in rec["writes"]] == [True]
 
 
 def test_the_operation_and_collection_attributes_name_a_write_without_its_text():
@@ -350,6 +367,7 @@ def test_the_openapi_document_lists_the_otlp_routes(daemon):
 
 import glob  # noqa: E402
 import shutil  # noqa: E402
+import sys  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
@@ -649,6 +667,142 @@ def test_without_database_instrumentation_writes_are_unknown_not_zero(tmp_path, 
         if browser is not None:
             browser.close()
         app.close()
+
+
+def test_an_express_save_that_wrote_nothing_is_never_yes_under_a_text_check(tmp_path, daemon, mcp, postgres):
+    """After healthy saves of the same service showed INSERT spans, a 200 {ok: true} that ran no statement
+    is not yes under `until text` (it was: the wrote-nothing rule read only the middleware's records); the
+    traced rollback is no, the healthy save yes.  Three times each."""
+    app = ExpressApp(tmp_path, daemon, postgres)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(3):
+            out = act(mcp, sid, "Save", saved("/api/save"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            out = act(mcp, sid, "Save (no-op)", saved("/api/noop"))
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_wrote_nothing"), (n, out)
+            assert "its database spans (service shop)" in out["because"], out["because"]
+            out = act(mcp, sid, "Save (rollback)", saved("/api/rollback"))
+            assert out["verified"] == "no" and "server-rolled-back" in out["because"], (n, out)
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_an_unknown_known_when_its_record_lands_answers_then(tmp_path, daemon, mcp, postgres):
+    """A `writes` predicate on a service without database spans is unknown as soon as the record is there,
+    not after the whole timeout (8 s here)."""
+    app = ExpressApp(tmp_path, daemon, postgres, db_traced=False)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(3):
+            t0 = time.monotonic()
+            out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"), timeout_ms=8000)
+            took = time.monotonic() - t0
+            assert out["verified"] == "unknown" and "no database statement" in out["because"], out
+            assert took < 4.0, (n, took)
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+class PythonOtelApp:
+    """tests/_server_apps.py's Flask app (SQLAlchemy on SQLite) without Reticle's middleware, traced only by
+    stock Python OpenTelemetry: `opentelemetry-instrument` (flask, sqlalchemy, sqlite3 instrumentations),
+    its OTLP/HTTP exporter pointed at the daemon by the standard OTEL_* variables."""
+
+    def __init__(self, tmp, daemon, middleware=False):
+        exe = shutil.which("opentelemetry-instrument")
+        if exe is None:
+            pytest.skip("opentelemetry-instrument is not installed (tests/requirements.txt)")
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.db = os.path.join(str(tmp), "py-otel-%d.sqlite3" % self.port)
+        env = dict(os.environ, OTEL_SERVICE_NAME="shop-py", OTEL_TRACES_EXPORTER="otlp",
+                   OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf", OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url,
+                   OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(),
+                   OTEL_BSP_SCHEDULE_DELAY="200", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
+                   RETICLE_PORT=str(daemon.port), RETICLE_STATE_DIR=daemon.state_dir)
+        if not middleware:
+            env["SHOP_PLAIN"] = "1"
+        self.log_path = os.path.join(str(tmp), "py-otel-%d.log" % self.port)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([exe, sys.executable, os.path.join(HERE, "_server_apps.py"), "flask",
+                                      str(self.port), self.db, daemon.url], env=env, stdout=self._log,
+                                     stderr=subprocess.STDOUT, cwd=HERE)
+        try:
+            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 30, what="the app to listen")
+            assert self.proc.poll() is None, self.log()
+        except BaseException:
+            self.close()
+            raise
+
+    def log(self):
+        self._log.flush()
+        with open(self.log_path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+
+    def rows(self):
+        import sqlite3
+        with sqlite3.connect(self.db) as conn:
+            return conn.execute("SELECT COUNT(*) FROM profile").fetchone()[0]
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def test_a_flask_app_under_stock_python_opentelemetry(tmp_path, daemon, mcp):
+    """Flask + SQLAlchemy on SQLite, traced only by `opentelemetry-instrument`: Python's SQLAlchemy and sqlite3
+    instrumentations show no BEGIN or COMMIT, so a write's commit is unknown: the save, the rollback (which
+    read "1 write" and was yes) and a `writes` check are unknown saying why, never yes; a save that wrote
+    nothing is unknown (wrote nothing), never yes; nothing is written twice though two instrumentations see
+    each statement.  With Reticle's middleware beside the tracing, the save is yes and the rollback no."""
+    app = PythonOtelApp(tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(3):
+            before = app.rows()
+            out = act(mcp, sid, "Save", saved("/api/save"), timeout_ms=8000)
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_commit_unknown"), (n, out, app.log())
+            assert "Reticle's Python middleware sees commits" in out["because"], out["because"]
+            assert any("1 write of unknown commit (insert profile" in line and "from OpenTelemetry spans" in line
+                       for line in out["server"]), out["server"]
+            assert app.rows() == before + 1
+            out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"), timeout_ms=8000)
+            assert out["verified"] == "unknown" and "kept or rolled back" in out["because"], (n, out)
+            out = act(mcp, sid, "Save (no-op)", saved("/api/noop"), timeout_ms=8000)
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_wrote_nothing"), (n, out)
+            out = act(mcp, sid, "Save (rollback)", saved("/api/rollback"), timeout_ms=8000)
+            assert out["verified"] == "unknown", (n, out)
+            assert app.rows() == before + 2
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+    both = PythonOtelApp(tmp_path, daemon, middleware=True)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, both)
+        out = act(mcp, sid, "Save", saved("/api/save"), timeout_ms=8000)
+        assert out["verified"] == "yes", (out, both.log())
+        out = act(mcp, sid, "Save (rollback)", saved("/api/rollback"), timeout_ms=8000)
+        assert out["verified"] == "no" and "server-rolled-back" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        both.close()
 
 
 # -- `reticle init` for Node projects -----------------------------------------------------------------

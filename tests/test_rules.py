@@ -39,6 +39,13 @@ def missing(*labels):
     return k
 
 
+def tables(*names):
+    """What a tab's server records have written (the tables its paths may name)."""
+    k = known()
+    k.server_tables = frozenset(names)
+    return k
+
+
 INSERTED = {"op": "insert", "table": "profile", "rows": 1, "committed": True}
 SAVED = {"kind": "text", "contains": "Saved"}
 
@@ -143,7 +150,50 @@ DECIDE = [
      "the server: POST /api/save → 200, view save, 1 write (insert profile ×1)"),
     ("server-named-in-a-no", FAIL, [call(1), srv(2)], known(), NET, {}, "no", "assertion_failed",
      "the server: POST /api/save → 200, view save, 0 writes"),
+    # one rule set over every record, whatever its source (issue 36)
+    ("a-303-after-a-form-post-that-wrote-nothing", {"pass": True, "evidence": {"settled": True}},
+     [call(1, status=303), srv(2, status=303)], known(), SETTLE, {"act": True}, "unknown", "server_wrote_nothing",
+     "POST /api/save → 303 but persisted nothing"),
+    ("spans-that-wrote-nothing-from-a-service-with-database-spans", PASS,
+     [call(1), srv(2, watched=None, source="otel", dbTraced=True, service="shop")], known(), SAVED, {},
+     "unknown", "server_wrote_nothing", "its database spans (service shop)"),
+    ("spans-of-a-service-without-database-spans-say-nothing-of-writes", PASS,
+     [call(1), srv(2, watched=None, source="otel", dbTraced=False)], known(), SAVED, {},
+     "yes", "proved", "writes unknown (no database spans)"),
+    ("a-write-whose-commit-no-span-shows", PASS,
+     [call(1), srv(2, watched=None, source="otel", dbTraced=True, dbScopes=["opentelemetry.instrumentation.sqlalchemy"],
+                   writes=[dict(INSERTED, committed=None, note="its commit is not traced")])], known(), SAVED, {},
+     "unknown", "server_commit_unknown", "Reticle's Python middleware sees commits"),
+    ("a-write-whose-commit-no-span-shows-under-the-settle", {"pass": True, "evidence": {"settled": True}},
+     [call(1), srv(2, watched=None, source="otel", dbTraced=True, writes=[dict(INSERTED, committed=None)])],
+     known(), SETTLE, {"act": True}, "unknown", "server_commit_unknown", "no BEGIN or COMMIT"),
+    ("the-wrong-row", PASS, [call(1), srv(2, path="/contacts/4/rename", writes=[
+        {"op": "update", "table": "contacts", "rows": 1, "committed": True, "keys": [5]}])], known(), SAVED, {},
+     "no", "contradicted", "POST /contacts/4/rename names row 4 of contacts, but the server updated contacts keyed 5"),
+    ("the-named-row", PASS, [call(1), srv(2, path="/contacts/4/rename", writes=[
+        {"op": "update", "table": "contacts", "rows": 1, "committed": True, "keys": [4]}])], known(), SAVED, {},
+     "yes", "proved", "update contacts ×1 [key 4]"),
+    ("a-parents-id-is-not-the-written-row", PASS, [call(1), srv(2, path="/projects/3/tasks/9", writes=[
+        {"op": "update", "table": "projects", "rows": 1, "committed": True, "keys": [5]},
+        {"op": "update", "table": "tasks", "rows": 1, "committed": True, "keys": [9]}])], known(), SAVED, {},
+     "yes", "proved", "2 writes"),
+    ("the-wrong-row-declared", PASS, [call(1), srv(2, path="/contacts/4/rename", writes=[
+        {"op": "update", "table": "contacts", "rows": 1, "committed": True, "keys": [5]}])], known(),
+     {"kind": "server", "writes": {"table": "contacts", "key": 5}}, {}, "yes", "proved", "key 5"),
+    ("wrote-only-to-another-table", PASS, [call(1), srv(2, path="/api/contacts", writes=[
+        {"op": "insert", "table": "audit", "rows": 1, "committed": True}])], tables("contact", "audit"), SAVED, {},
+     "unknown", "server_wrote_elsewhere", "wrote (insert audit ×1), but nothing to contact"),
+    ("wrote-to-the-table-its-path-names", PASS, [call(1), srv(2, path="/api/contacts", writes=[
+        {"op": "insert", "table": "contact", "rows": 1, "committed": True},
+        {"op": "insert", "table": "audit", "rows": 1, "committed": True}])], tables("contact", "audit"), SAVED, {},
+     "yes", "proved", "2 writes"),
+    ("a-path-naming-no-known-table", PASS, [call(1), srv(2, path="/login", writes=[
+        {"op": "insert", "table": "sessions", "rows": 1, "committed": True}])], tables("sessions"), SAVED, {},
+     "yes", "proved", "insert sessions"),
+    ("a-driver-nothing-watches-is-named", PASS, [call(1), srv(2, unseen=["pymysql"])], known(), SAVED, {},
+     "unknown", "server_wrote_nothing", "it may also write through pymysql, which nothing watches"),
 ]
+
 
 
 @pytest.mark.parametrize("row", DECIDE, ids=[r[0] for r in DECIDE])
@@ -172,7 +222,8 @@ def test_decide_rules_apply_in_their_documented_order():
     order = ["inconclusive", "observation_lost", "failure_observed", "unsettled", "evidence_lost",
              "presence_blind_spot", "assertion_failed", "contradicted", "evidence_incomplete",
              "absence_blind_spot", "already_true", "outcome_pending", "outcome_unread",
-             "request_in_flight", "server_unreported", "server_wrote_nothing", "no_effect", "proved"]
+             "request_in_flight", "server_unreported", "server_wrote_nothing", "server_commit_unknown",
+             "server_wrote_elsewhere", "no_effect", "proved"]
     positions = [doc.index(name) for name in order]
     assert positions == sorted(positions), "the docstring lists the rules out of order"
 

@@ -224,8 +224,9 @@ def test_inserts_with_returning_count_their_rows(framework, tmp_path, daemon, mc
         app.close()
 
 
-def test_writes_nobody_watches_are_unknown_saying_how_to_watch_them(tmp_path, daemon, mcp):
-    app = App("sqlite3", tmp_path, daemon, env={"SHOP_UNWATCHED": "1"})
+def test_writes_nobody_can_watch_are_unknown_saying_how_to_watch_them(tmp_path, daemon, mcp):
+    """An app keeping its data where no watcher sees (a JSON file): its "0 writes" is no evidence."""
+    app = App("files", tmp_path, daemon)
     browser = None
     try:
         sid, browser = open_tab(mcp, app)
@@ -236,10 +237,149 @@ def test_writes_nobody_watches_are_unknown_saying_how_to_watch_them(tmp_path, da
             assert any("writes not watched" in line for line in out["server"]), out["server"]
         out = act(mcp, sid, "Save", {"kind": "server", "urlContains": "/api/save", "writes": {"count": 0}})
         assert out["verified"] == "unknown", out
-        assert app.rows() == 2
         # what it can know it still says: the request and its status
         out = act(mcp, sid, "Save", {"kind": "server", "urlContains": "/api/save", "status": 200})
         assert out["verified"] == "yes", out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+# -- watched by default, rows named by the request, 303s that wrote nothing (issue 36) ---------------
+
+@pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
+def test_a_raw_sqlite3_app_that_never_calls_watch_is_watched(device, tmp_path, daemon, mcp):
+    """The Flask tutorial's raw sqlite3 connection with no reticle.watch_sqlite3 call: the middleware
+    watches it (the interpreter's sqlite3.connect audit event), so a save is yes, a no-op is no (0
+    writes) and a rollback is never yes; before, all three said "writes not watched" and the settle over
+    the rollback was yes.  Each case three times."""
+    app = App("sqlite3", tmp_path, daemon, script=not device, env={"SHOP_UNWATCHED": "1"})
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app, device=device)
+        for n in range(3):
+            out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+            assert out["verified"] == "yes" and any("1 write (insert profile" in line for line in out["server"]), \
+                (n, out["because"], out.get("server"))
+            out = act(mcp, sid, "Save (no-op)", saved("/api/noop"))  # (the text is new: the act before saved)
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_wrote_nothing"), (n, out)
+            out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+            assert out["verified"] == "no" and "0 writes" in out["because"], (n, out)
+            for until in (saved("/api/rollback"), dict(WRITE, urlContains="/api/rollback"), None):
+                out = act(mcp, sid, "Save (rollback)", until)
+                assert out["verified"] == "no", (n, until, out["because"], out.get("server"))
+        assert app.rows() == 3
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_a_raw_connection_beside_a_watched_engine_is_seen_not_0_writes(tmp_path, daemon, mcp):
+    """A Flask app on a SQLAlchemy engine that also writes through sqlite3.connect(...): the raw write is
+    recorded once (not "0 writes", which made a `server writes` predicate no), and the engine's own writes
+    are not recorded twice."""
+    app = App("flask", tmp_path, daemon)
+    browser = None
+    once = {"kind": "server", "method": "POST", "writes": {"table": "profile", "op": "insert", "count": 1}}
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(3):
+            out = act(mcp, sid, "Save (raw)", dict(once, urlContains="/api/raw_save"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            out = act(mcp, sid, "Save", dict(once, urlContains="/api/save"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+        assert app.rows() == 6
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_a_driver_the_app_loaded_that_nothing_watches_makes_0_writes_unknown(tmp_path, daemon, mcp):
+    """pymysql loaded in the app's process, no watcher for it: the app may write through it unseen, so a
+    save the watched engine saw is still yes, but "0 writes" is no evidence (unknown, naming it)."""
+    pytest.importorskip("pymysql")
+    app = App("flask", tmp_path, daemon, env={"SHOP_IMPORT": "pymysql"})
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"))
+        assert out["verified"] == "yes", out
+        out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"))
+        assert out["verified"] == "unknown" and "pymysql, which nothing watches" in out["because"], out
+        out = act(mcp, sid, "Save (no-op)", saved("/api/noop"))
+        assert out["verified"] == "unknown" and "pymysql" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+@pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
+def test_a_django_form_post_answered_303_that_wrote_nothing_is_never_yes(device, tmp_path, daemon, mcp):
+    """Post/redirect/get: the blank form is answered 303 like a good one and writes nothing; the settle
+    over it is unknown (server_wrote_nothing), the real post yes.  Each twice."""
+    app = App("django", tmp_path, daemon, script=not device)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app, device=device)
+        for n in range(2):
+            before = app.rows()
+            out = act(mcp, sid, "Send blank", None)
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_wrote_nothing"), (n, out)
+            assert "POST /form → 303" in out["because"], out["because"]
+            assert app.rows() == before
+            mcp.ok("reticle_navigate", {"url": app.url + "/", "sessionId": sid}, timeout=30)
+            out = act(mcp, sid, "Post form", None)
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            assert app.rows() == before + 1
+            mcp.ok("reticle_navigate", {"url": app.url + "/", "sessionId": sid}, timeout=30)
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+@pytest.mark.parametrize("framework", ("flask", "fastapi", "sqlite3"))
+def test_the_wrong_row_is_a_contradiction(framework, tmp_path, daemon, mcp):
+    """POST /api/contact/3/rename_wrong renames contact 2 and answers as if it renamed 3: its path names
+    row 3 of the table it updated, the server updated another, so the text and the `server writes update
+    contact` checks that held are no; the right rename is yes.  Twice each."""
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    update = {"kind": "server", "method": "POST", "writes": {"table": "contact", "op": "update"}}
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(2):
+            mcp.ok("reticle_navigate", {"reload": True, "sessionId": sid}, timeout=30)  # a page saying nothing yet
+            out = act(mcp, sid, "Rename contact 3", saved("/api/contact/3/rename"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            for until in (saved("/api/contact/3/rename_wrong"), update):
+                out = act(mcp, sid, "Rename contact 3 (wrong row)", until)
+                assert out["verified"] == "no" and out["verifiedReason"] == "contradicted", (n, until, out)
+                assert "names row 3 of contact, but the server updated contact keyed 2" in out["because"], out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+@pytest.mark.parametrize("framework", ("fastapi", "flask"))
+def test_a_save_that_wrote_only_its_audit_row_is_not_a_clean_yes(framework, tmp_path, daemon, mcp):
+    """POST /api/v2/contacts writes the audit row but not the contact its path names; once the tab's records
+    have shown the app writing `contact`, that is unknown (server_wrote_elsewhere), not yes."""
+    app = App(framework, tmp_path, daemon)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(2):
+            out = act(mcp, sid, "Add contact", saved("/api/contacts"))
+            assert out["verified"] == "yes", (n, out["because"], out.get("server"))
+            out = act(mcp, sid, "Add contact (audit only)", saved("/api/v2/contacts"))
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "server_wrote_elsewhere"), (n, out)
+            assert "insert audit ×1" in out["because"] and "nothing to contact" in out["because"], out["because"]
     finally:
         if browser is not None:
             browser.close()

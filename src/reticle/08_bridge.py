@@ -371,7 +371,7 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed")
+                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -390,6 +390,13 @@ class _Known:
                                             # requests it repeated before it (autosave, polling)
         self.polled = polled                # of those, the ones it made twice or more (a timer, not a person)
         self.unconfirmed: List[dict] = []   # in a device: reports held until the browser confirms them (t: came)
+        self.server_tables: FrozenSet[str] = frozenset()  # tables the tab's server records have written
+
+
+def _server_tables(store: "_EventStore") -> FrozenSet[str]:
+    """The tables the server records in a tab's buffer have written (what its paths may name)."""
+    return frozenset(w["table"].lower().split(".")[-1] for e in store.query(prefix="server.request")
+                     for w in e["data"].get("writes") or () if w.get("table"))
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
@@ -900,6 +907,7 @@ class _TabState:
         known.stuck = self.not_answering() or ""
         known.server_grace = self.server_grace()
         known.unconfirmed = self.unconfirmed()
+        known.server_tables = _server_tables(self.store) if self.server_seen else frozenset()
         return known
 
     # -- cursors --------------------------------------------------------------
@@ -947,10 +955,10 @@ class _TabState:
 
     def server_grace(self) -> float:
         """How long (ms) a marked request's record may follow its answer: longer once spans feed this
-        tab or this daemon (exporters batch them), else SERVER_GRACE_MS."""
-        hub = getattr(self.bridge, "hub", None)
-        spans = hub.otel.stats["spans"] if hub is not None and hasattr(hub, "otel") else 0
-        return OTEL_GRACE_MS if self.server_otel or spans else SERVER_GRACE_MS
+        tab, or come from a service seen answering this tab's origin (exporters batch them), else
+        SERVER_GRACE_MS.  Spans of another app on the same daemon change nothing here."""
+        otel = getattr(getattr(self.bridge, "hub", None), "otel", None)
+        return OTEL_GRACE_MS if self.server_otel or (otel is not None and otel.serves(self.url)) else SERVER_GRACE_MS
 
     # -- waking ---------------------------------------------------------------
     def _wake(self) -> None:

@@ -905,10 +905,19 @@ def _server_label(r: dict) -> str:
     return "%s %s" % (r.get("method") or "?", r.get("path") or "/")
 
 
+def _writes_text(writes: List[dict]) -> str:
+    """" (insert notes ×1 [key 5], update tags ×≥1)": what writes did, for a server line."""
+    return " (%s)" % ", ".join(
+        "%s %s ×%s%s" % (w["op"], w["table"], "≥1" if w.get("rows") is None else w["rows"],
+                         " [key %s]" % ", ".join(str(k) for k in w["keys"][:5]) if w.get("keys") else "")
+        for w in writes[:3]) if writes else ""
+
+
 def _server_line(r: dict) -> str:
     """One request as the server saw it: "POST /profile → 200, view save_profile, 0 writes, no exception"."""
     writes = [w for w in r.get("writes") or [] if w.get("committed")]
     rolled = [w for w in r.get("writes") or [] if w.get("committed") is False]
+    unsure = [w for w in r.get("writes") or [] if w.get("committed") is None]
     parts = ["%s → %s" % (_server_label(r), r.get("status"))]
     if r.get("view"):
         parts.append("view %s" % r["view"])
@@ -917,11 +926,11 @@ def _server_line(r: dict) -> str:
     elif _server_unwatched(r):
         parts.append("writes not watched")
     else:
-        parts.append("%d write%s%s" % (len(writes), "" if len(writes) == 1 else "s", " (%s)" % ", ".join(
-            "%s %s ×%s%s" % (w["op"], w["table"], "≥1" if w.get("rows") is None else w["rows"],
-                             " [key %s]" % ", ".join(str(k) for k in w["keys"][:5]) if w.get("keys") else "")
-            for w in writes[:3])
-            if writes else ""))
+        parts.append("%d write%s%s%s" % (len(writes), "" if len(writes) == 1 else "s", _writes_text(writes),
+                                         " seen (not watched: %s)" % ", ".join(r["unseen"]) if r.get("unseen") else ""))
+    if unsure:
+        parts.append("%d write%s of unknown commit%s" % (len(unsure), "" if len(unsure) == 1 else "s",
+                                                          _writes_text(unsure)))
     if rolled:
         parts.append("%d rolled back" % len(rolled))
     exc = r.get("exception")
@@ -946,18 +955,27 @@ def _server_unwatched(r: dict) -> bool:
     return r.get("watched") == []
 
 
+def _writes_observed(r: dict) -> bool:
+    """Are the database writes of the app that served r observed, whatever the source: the middleware
+    watched its database (Django's ORM, SQLAlchemy, sqlite3), or the service's OpenTelemetry spans have
+    shown database statements (dbTraced)?  Only then is "0 writes" evidence of writing nothing."""
+    if r.get("source") == "otel":
+        return bool(r.get("dbTraced"))
+    return bool(r.get("watched"))
+
+
 _SERVER_WATCH = ("watch them: Django's ORM through reticle.DjangoMiddleware, SQLAlchemy with "
                  "reticle.watch_sqlalchemy(engine), a raw sqlite3 connection with "
                  "reticle.watch_sqlite3(conn)")
 
 
-def _server_rows(r: dict, spec: dict, committed: bool = True) -> int:
+def _server_rows(r: dict, spec: dict, committed: Optional[bool] = True) -> int:
     """Rows the request wrote that match spec {table?, op?}: committed writes only (or, with
-    committed False, only those rolled back); a statement that changed 0 rows wrote nothing, and
-    one whose driver gives no row count counts 1."""
+    committed False, only those rolled back; None, only those whose commit is unknown); a statement
+    that changed 0 rows wrote nothing, and one whose driver gives no row count counts 1."""
     n = 0
     for w in r.get("writes") or []:
-        if (w.get("committed") is True) != committed:
+        if w.get("committed") is not committed:
             continue
         if spec.get("op") and w.get("op") != spec["op"]:
             continue
@@ -976,6 +994,32 @@ def _server_key_set(key: Any) -> set:
 def _server_keys_hold(w: dict, key: Any) -> bool:
     """Did write w name its rows by exactly these primary key values (compared as text: 3 is "3")?"""
     return isinstance(w.get("keys"), list) and _server_key_set(w["keys"]) == _server_key_set(key)
+
+
+def _server_match(r: dict, p: dict) -> Optional[bool]:
+    """Does record r satisfy `server` leaf p, whatever what cannot be seen did?  True or False; None
+    when that decides it: a write whose commit is unknown (kept, the leaf holds; rolled back, it does
+    not, or the other way round), or a database connection the app may have written through unseen
+    (the record's `unseen`) when the leaf counts writes."""
+    if not ("writes" in p or "committed" in p):
+        return _server_matches(r, p)
+    if not _server_matches(r, {k: v for k, v in p.items() if k not in ("writes", "committed")}):
+        return False
+    writes = r.get("writes") or []
+    if any(w.get("committed") is None for w in writes):
+        kept = _server_matches(dict(r, writes=[dict(w, committed=True) if w.get("committed") is None else w
+                                               for w in writes]), p)
+        lost = _server_matches(dict(r, writes=[dict(w, committed=False) if w.get("committed") is None else w
+                                               for w in writes]), p)
+        if kept != lost:
+            return None
+    found = _server_matches(r, p)
+    if r.get("unseen") and "writes" in p and (not found or "count" in p["writes"]):
+        spec = p["writes"]
+        if not found and "count" in spec and _server_rows(r, spec, p.get("committed") is not False) > spec["count"]:
+            return False   # more than asked was seen: nothing unseen undoes that
+        return None
+    return found
 
 
 def _server_matches(r: dict, p: dict) -> bool:
@@ -1082,6 +1126,37 @@ _SERVER_INSTALL = (
     "(`reticle init` prints how)")
 
 
+def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
+    """A `writes` or `committed` leaf over records that cannot say what was written, known as soon as
+    the record is there (decided: no later event changes it): a service without database spans, an
+    app whose database nothing watches, a write whose rows have no primary key to compare."""
+    traced = [r for r in records if r.get("dbTraced") is False and _server_matches(
+        r, {k: p[k] for k in ("method", "urlContains", "status") if k in p})]
+    if traced and ("writes" in p or "committed" in p):
+        return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": "the OpenTelemetry spans of %s carry no database statement, and that service has "
+                                "sent no database span yet: without database instrumentation its writes are "
+                                "unknown, not 0 (add the instrumentation of its database client)"
+                                % _server_label(traced[0])}
+    blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
+        r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
+    if blind:
+        return {"pass": False, "assertion": "server.unwatched", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": "the server answered %s → %s, but nothing watches the app's database writes, so "
+                                "what it wrote cannot be known; %s" % (_server_label(blind[0]), blind[0].get("status"),
+                                                                       _SERVER_WATCH)}
+    keyless = [w for r in records if "key" in p.get("writes", {}) and _server_matches(
+        r, dict(p, writes={k: v for k, v in p["writes"].items() if k not in ("key", "count", "min")}))
+        for w in r.get("writes") or [] if w.get("committed") and w.get("keys") is None
+        and w["op"] == p["writes"].get("op", w["op"])]
+    if keyless:
+        return {"pass": False, "assertion": "server.keys", "decided": True, "decidedBy": "unknowable", "inconclusive": (
+            "the server's %s of %s does not name its rows by primary key (%s), so which rows it wrote cannot "
+            "be known; assert the rows read back instead" % (keyless[0]["op"], keyless[0]["table"],
+                                                             keyless[0].get("sql") or "its SQL was not recorded"))}
+    return None
+
+
 def _judge_server(p: dict, obs: _Observation) -> dict:
     """What the server did for the tab's requests (the app's middleware reports them).  Rules, in
     order: a count that is exceeded fails at once; a match passes (a count once no marked request is
@@ -1090,56 +1165,47 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
     never reported makes a miss unknown; else it fails, decided once every request is answered."""
     window = obs.events(p)
     records = _server_records(window)
-    matched = [r for r in records if _server_matches(r, p)]
+    states = [(r, _server_match(r, p)) for r in records]
+    matched = [r for r, state in states if state]
+    unsure = [r for r, state in states if state is None]
     awaiting, unreported = _server_unreported(obs.now, window, obs.known.server_grace)
     expected = _describe_server(p)
     if "count" in p and len(matched) > p["count"]:
         return {"pass": False, "assertion": "server.count", "expected": "%d × %s" % (p["count"], expected),
                 "observed": [_server_line(r) for r in matched[:8]], "decided": True, "decidedBy": "count-exceeded",
                 "failureReason": "expected exactly %d matching server request(s), saw %d" % (p["count"], len(matched))}
-    if matched and ("count" not in p or (len(matched) == p["count"] and not awaiting)):
+    if matched and ("count" not in p or (len(matched) == p["count"] and not awaiting and not unsure)):
         return {"pass": True, "assertion": "server.present",
                 "evidence": {"server": [_server_line(r) for r in matched[:5]]}}
     if awaiting:
         return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": obs.known.server_grace,
                 "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
     cookie_only = _server_cookie_only(unreported, obs.known)
+    # known before the timeout: a navigation's record can never come through spans with the script tag
+    # (a record that is only late may still come, so that waits)
+    final = {"decided": True, "decidedBy": "unknowable"} if cookie_only and not obs.open else {}
     if not obs.known.server_seen:
-        return {"pass": False, "assertion": "server.absent", "inconclusive": (
+        return dict(final, **{"pass": False, "assertion": "server.absent", "inconclusive": (
             "no server record ever arrived for this tab, so what the server did cannot be known; %s"
-            % (cookie_only or _SERVER_INSTALL))}
+            % (cookie_only or _SERVER_INSTALL))})
     if unreported:
         hint = ("; it carried the app's own traceparent, so its OpenTelemetry spans are under a trace id the "
                 "daemon did not issue and cannot be attributed to this tab" if unreported[0].get("ownTrace")
                 else "; " + cookie_only if cookie_only else "")
+        known_now = not obs.open and (hint or not unreported[0].get("serverMark"))  # nothing could still bring it
         return {"pass": False, "assertion": "server.unreported", "inconclusive": (
             "%s was marked for the server, but no record of it arrived (the middleware does not cover that "
             "route, or dropped it while the daemon was away, or the browser said another page sent it)%s"
             % (_call_label(unreported[0]), hint) if unreported[0].get("serverMark") else
             "%s went to the server without a mark (the tab had none left from the daemon), so what the "
-            "server did for it cannot be known" % _call_label(unreported[0]))}
-    traced = [r for r in records if r.get("dbTraced") is False and _server_matches(
-        r, {k: p[k] for k in ("method", "urlContains", "status") if k in p})]
-    if traced and ("writes" in p or "committed" in p):
-        return {"pass": False, "assertion": "server.writes-unknown", "inconclusive": (
-            "the OpenTelemetry spans of %s carry no database statement, and that service has sent no database "
-            "span yet: without database instrumentation its writes are unknown, not 0 (add the instrumentation "
-            "of its database client)" % _server_label(traced[0]))}
-    blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
-        r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
-    if blind:
-        return {"pass": False, "assertion": "server.unwatched", "inconclusive": (
-            "the server answered %s → %s, but nothing watches the app's database writes, so what it wrote "
-            "cannot be known; %s" % (_server_label(blind[0]), blind[0].get("status"), _SERVER_WATCH))}
-    keyless = [w for r in records if "key" in p.get("writes", {}) and _server_matches(
-        r, dict(p, writes={k: v for k, v in p["writes"].items() if k not in ("key", "count", "min")}))
-        for w in r.get("writes") or [] if w.get("committed") and w.get("keys") is None
-        and w["op"] == p["writes"].get("op", w["op"])]
-    if keyless:
-        return {"pass": False, "assertion": "server.keys", "inconclusive": (
-            "the server's %s of %s does not name its rows by primary key (%s), so which rows it wrote cannot "
-            "be known; assert the rows read back instead" % (keyless[0]["op"], keyless[0]["table"],
-                                                             keyless[0].get("sql") or "its SQL was not recorded"))}
+            "server did for it cannot be known" % _call_label(unreported[0])),
+            **({"decided": True, "decidedBy": "unknowable"} if known_now else {})}
+    blind = _server_blind(p, records)
+    if blind is not None:
+        return blind
+    if unsure:
+        return {"pass": False, "assertion": "server.unseen", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": _server_unsure_why(unsure[0], p)}
     observed = [_server_line(r) for r in records[-8:]]
     near = [e["t"] for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
@@ -1155,6 +1221,28 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
         else:
             out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
     return out
+
+
+def _server_unsure_why(r: dict, p: dict) -> str:
+    """Why record r can neither satisfy nor fail `server` leaf p (see _server_match)."""
+    unsure = [w for w in r.get("writes") or [] if w.get("committed") is None]
+    if unsure:
+        return ("the server answered %s → %s and ran %s %s, but its OpenTelemetry spans show no BEGIN or COMMIT, "
+                "so whether that write was kept or rolled back cannot be known; %s" % (
+                    _server_label(r), r.get("status"), unsure[0]["op"], unsure[0]["table"], _commit_advice(r)))
+    return ("the server answered %s → %s, but the app may also write through %s, which nothing watches, so what it "
+            "wrote cannot be known from what was seen (%s)" % (_server_label(r), r.get("status"),
+                                                               ", ".join(r.get("unseen") or []), _server_line(r)))
+
+
+def _commit_advice(r: dict) -> str:
+    """How to make a write's commit known, for the stack that served r."""
+    if any(s.startswith("opentelemetry.instrumentation.") for s in r.get("dbScopes") or ()):  # Python's names
+        return ("Reticle's Python middleware sees commits (reticle.wsgi, reticle.asgi or reticle.DjangoMiddleware, "
+                "beside the tracing or instead of it)")
+    return ("Reticle's Python middleware sees commits in a Python app (reticle.wsgi, reticle.asgi, "
+            "reticle.DjangoMiddleware); in another stack, trace the transaction statements (a driver "
+            "instrumentation that records BEGIN and COMMIT, such as pg's or mysql2's)")
 
 
 def _describe_net(p: dict) -> str:
@@ -1507,7 +1595,8 @@ def _judge(p: dict, obs: _Observation) -> dict:
     if kind == "not":
         child = _judge(p["predicate"], obs)
         if child.get("inconclusive"):
-            return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child}}
+            return {"pass": False, "inconclusive": child["inconclusive"], "evidence": {"saw": child},
+                    **_unknowable(child)}
         if child["pass"]:
             settled_for_good = all(_PREDICATE_KINDS[leaf["kind"]].window and not neg and not leaf.get("absent")
                                    for leaf, neg in _leaves(p["predicate"]))
@@ -1527,15 +1616,18 @@ def _judge(p: dict, obs: _Observation) -> dict:
                         "decided": bool(final), "decidedBy": final[0].get("decidedBy") if final else None,
                         "evidence": children}
             unread = [c for c in children if c.get("inconclusive")]
-            if unread:
-                return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children}
+            if unread:  # one that can never be known keeps the whole from ever holding
+                final = [c for c in unread if c.get("decided")]
+                return {"pass": False, "inconclusive": (final or unread)[0]["inconclusive"], "evidence": children,
+                        **_unknowable(final[0] if final else {})}
             return {"pass": True, "evidence": [c.get("evidence") for c in children]}
         for c in children:
             if c["pass"]:
                 return {"pass": True, "evidence": c.get("evidence")}
         unread = [c for c in children if c.get("inconclusive")]
-        if unread:
-            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children}
+        if unread:  # decided only once no child can still hold
+            return {"pass": False, "inconclusive": unread[0]["inconclusive"], "evidence": children,
+                    **_unknowable(unread[0] if all(c.get("decided") for c in children) else {})}
         return {"pass": False, "failureReason": "no predicate of anyOf held", "assertion": "anyOf",
                 "evidence": children}
     read = obs.live.get(_leaf_key(p))
@@ -1544,6 +1636,11 @@ def _judge(p: dict, obs: _Observation) -> dict:
     judge = _PREDICATE_KINDS[kind].judge
     assert judge is not None
     return judge(p, obs)
+
+
+def _unknowable(res: dict) -> dict:
+    """The decided marks of a result that can never be known (a judge said so: decidedBy unknowable)."""
+    return {"decided": True, "decidedBy": res.get("decidedBy")} if res.get("decided") else {}
 
 
 def _holds_count(p: dict) -> bool:

@@ -546,6 +546,59 @@ def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"
     return out
 
 
+# ---- rows named by the request: its path says which row of which table it acts on ----
+# `/contacts/4/rename`: the last resource segment followed by an id names row 4 of the table that segment
+# names (contacts, contact; cart_items for items); an update or delete of that table keyed otherwise
+# is the wrong row.  Limits: only the last id of the path counts (a parent's id, /projects/3/tasks/9, is
+# not the written row), a write whose keys are not known says nothing, and a predicate that declares the
+# row it expects (`server` writes with that `key`) is believed.
+
+_ID_SEGMENT = re.compile(r"^(\d{1,19}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")
+
+
+def _names_table(segment: str, table: str) -> bool:
+    """Does a path segment name a table: the same word, singular or plural, or its last part
+    (`items` for cart_items)?"""
+    a = segment.lower().replace("-", "_")
+    b = table.lower().split(".")[-1].strip('`"[]')
+    if not a or not b or _ID_SEGMENT.match(a):
+        return False
+    singular = {a, a[:-1] if a.endswith("s") else a, a[:-2] if a.endswith("es") else a,
+                a[:-3] + "y" if a.endswith("ies") else a}
+    return b in singular or b in {a + "s", a + "es"} or any(b.endswith("_" + s) for s in singular | {a})
+
+
+def _path_row(path: str) -> Optional[Tuple[str, str]]:
+    """The last (resource segment, id) pair of a request's path: /contacts/4/rename -> ("contacts", "4")."""
+    segments = [urllib.parse.unquote(s) for s in path.split("?", 1)[0].split("/") if s]
+    pairs = [(segments[i], segments[i + 1]) for i in range(len(segments) - 1)
+             if _ID_SEGMENT.match(segments[i + 1]) and not _ID_SEGMENT.match(segments[i])]
+    return pairs[-1] if pairs else None
+
+
+def _c_server_wrong_row(window: List[dict], p: dict, action_since: Optional[float],
+                        known: Optional["_Known"]) -> List[dict]:
+    declared = [leaf["writes"]["key"] for leaf, neg in _leaves(p) if leaf["kind"] == "server" and not neg
+                and "key" in leaf.get("writes", {})]
+    out = []
+    for r in _act_server_records(window, known):
+        named = _path_row(r.get("path") or "") if (r.get("method") or "").upper() in _WRITE_METHODS else None
+        if named is None:
+            continue
+        segment, row = named
+        hits = [w for w in r.get("writes") or [] if w["op"] in ("update", "delete") and w.get("committed") is not False
+                and _names_table(segment, w.get("table") or "")]
+        if not hits or not all(isinstance(w.get("keys"), list) for w in hits) \
+                or any(row in _server_key_set(w["keys"]) for w in hits) \
+                or any(_server_key_set(key) & _server_key_set(w["keys"]) for key in declared for w in hits):
+            continue
+        w = hits[0]
+        out.append({"claim": "the assertion held", "server": _server_line(r), "counter": (
+            "%s names row %s of %s, but the server %sd %s keyed %s" % (
+                _server_label(r), row, w["table"], w["op"], w["table"], ", ".join(str(k) for k in w["keys"][:5])))})
+    return out[:2]
+
+
 def _c_server_exception(window: List[dict], p: dict, action_since: Optional[float],
                         known: Optional["_Known"]) -> List[dict]:
     return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
@@ -581,6 +634,7 @@ _CONTRADICTIONS: Tuple[_Contradiction, ...] = (
     _Contradiction("server-exception", "observed", _c_server_exception),    # Server truth: the most specific
     _Contradiction("server-logged-error", "observed", _c_server_logged),
     _Contradiction("server-rolled-back", "observed", _c_server_rolled_back),
+    _Contradiction("server-wrong-row", "observed", _c_server_wrong_row),
     _Contradiction("error-shown", "observed", _c_error_shown),
     _Contradiction("message-reported-failure", "observed", _c_message_failure),
     _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
@@ -835,28 +889,69 @@ def _r_server_unreported(c: _Case) -> _Ruling:
     return None
 
 
-def _server_wrote_nothing(c: _Case) -> List[dict]:
-    """The act's write requests answered 2xx whose watched database kept nothing, unless the predicate
-    declares what they wrote (a positive `server` leaf with `writes` or `committed` matching them)."""
+def _act_saves(c: _Case) -> List[dict]:
+    """The act's write requests (POST, PUT, PATCH, DELETE) the server answered as a success, 2xx or
+    3xx (a 303 after a form post is the usual one), whose writes are observed (_writes_observed),
+    unless the predicate declares what they wrote (a positive `server` leaf with `writes` or
+    `committed` naming them)."""
     declared = [leaf for leaf, neg in _leaves(c.p) if leaf["kind"] == "server" and not neg
                 and ("writes" in leaf or "committed" in leaf)]
     return [r for r in _act_server_records(c.window, c.known)
-            if (r.get("method") or "").upper() in _WRITE_METHODS and 200 <= (r.get("status") or 0) < 300
-            and r.get("watched") and not _server_rows(r, {}) and not _server_rows(r, {}, False)
+            if (r.get("method") or "").upper() in _WRITE_METHODS and 200 <= (r.get("status") or 0) < 400
+            and _writes_observed(r)
             and not any(_server_matches(r, {k: leaf[k] for k in ("method", "urlContains") if k in leaf})
                         for leaf in declared)]
 
 
+def _observed_by(r: dict) -> str:
+    if r.get("source") == "otel":
+        return "its database spans (service %s)" % (r.get("service") or "unnamed")
+    return "its watched database (%s)%s" % (", ".join(r.get("watched") or []), "; it may also write through %s, "
+                                            "which nothing watches" % ", ".join(r["unseen"]) if r.get("unseen") else "")
+
+
+def _declare_hint(r: dict) -> str:
+    return "{kind: \"server\", method: \"%s\", urlContains: %s, writes: {count: 0}}" % (
+        r.get("method"), json.dumps(r.get("path") or "/"))
+
+
 def _r_server_wrote_nothing(c: _Case) -> _Ruling:
-    quiet = _server_wrote_nothing(c)
+    quiet = [r for r in _act_saves(c) if not any(_server_rows(r, {}, state) for state in (True, False, None))]
     if quiet:
         r = quiet[0]
         return "unknown", "server_wrote_nothing", (
-            "the server answered %s → %s but persisted nothing in its watched database (%s), so the save this "
-            "asserts may not have happened; if writing nothing is expected, declare it: {kind: \"server\", "
-            "method: \"%s\", urlContains: %s, writes: {count: 0}}" % (
-                _server_label(r), r.get("status"), ", ".join(r.get("watched") or []), r.get("method"),
-                json.dumps(r.get("path") or "/")))
+            "the server answered %s → %s but persisted nothing, as %s shows, so the save this asserts may not "
+            "have happened; if writing nothing is expected, declare it: %s" % (
+                _server_label(r), r.get("status"), _observed_by(r), _declare_hint(r)))
+    return None
+
+
+def _r_server_wrote_elsewhere(c: _Case) -> _Ruling:
+    for r in _act_saves(c):
+        segments = [s for s in (r.get("path") or "").split("?", 1)[0].split("/") if s and not _ID_SEGMENT.match(s)]
+        named = next(((s, t) for s in reversed(segments) for t in sorted(c.known.server_tables)
+                      if _names_table(s, t)), None)
+        written = [w for w in r.get("writes") or [] if w.get("committed") is not False]
+        if named is None or not written or any(_names_table(named[0], w.get("table") or "") for w in written):
+            continue
+        return "unknown", "server_wrote_elsewhere", (
+            "the server answered %s → %s and wrote%s, but nothing to %s, the table its path names, so the save "
+            "this asserts may not have happened; if that is expected, declare what it writes: {kind: \"server\", "
+            "method: \"%s\", urlContains: %s, writes: {table: \"%s\"}}" % (
+                _server_label(r), r.get("status"), _writes_text(written), named[1], r.get("method"),
+                json.dumps(r.get("path") or "/"), written[0].get("table")))
+    return None
+
+
+def _r_server_commit_unknown(c: _Case) -> _Ruling:
+    unsure = [r for r in _act_saves(c) if _server_rows(r, {}, None) and not _server_rows(r, {}, True)]
+    if unsure:
+        r = unsure[0]
+        w = next(w for w in r["writes"] if w.get("committed") is None)
+        return "unknown", "server_commit_unknown", (
+            "the server answered %s → %s and ran %s %s, but its OpenTelemetry spans show no BEGIN or COMMIT, "
+            "so whether the write was kept or rolled back is not known; %s" % (
+                _server_label(r), r.get("status"), w["op"], w["table"], _commit_advice(r)))
     return None
 
 
@@ -969,6 +1064,7 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
+    ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere),
     ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("13c", _r_fill_reset),
     ("14", _r_proved),
 )
@@ -1012,9 +1108,14 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          horizon_pending; what could not (a read, the DOM still changing) is named in a `yes`
     12b. the app reports server records, and the record of a marked request the act made had not come
          within SERVER_WAIT_CAP_MS of its answer -> unknown, server_unreported
-    12c. a write request (POST/PUT/PATCH/DELETE) of the act answered 2xx, and the app's watched database
-         kept nothing for it, while the predicate declares no `server` writes for it -> unknown,
-         server_wrote_nothing (`{kind: "server", writes: {count: 0}}` declares it expected)
+    12c. a write request (POST/PUT/PATCH/DELETE) of the act answered 2xx or 3xx, and its writes are
+         observed (the middleware's watched database, or a service whose spans have shown database
+         statements) and it kept nothing, while the predicate declares no `server` writes for it ->
+         unknown, server_wrote_nothing (`{kind: "server", writes: {count: 0}}` declares it expected)
+    12d. such a request whose only writes have a commit nobody saw (spans with no BEGIN or COMMIT) ->
+         unknown, server_commit_unknown
+    12e. such a request whose path names a table the app's records have written (`POST /contacts`), which
+         wrote only to other tables (an audit row) -> unknown, server_wrote_elsewhere
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     13a. what would be a `yes` after an act, while the page still shows an error the user is told
          (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
@@ -1041,9 +1142,12 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
 # ---- the evidence an answer shows: trimmed, compact, naming faults and losses ----
 
 def _server_said(because: str, c: _Case) -> str:
-    """`because` with what the server did for the act's requests, in one line (the newest two
-    records), unless it already says it."""
-    records = _act_server_records(c.window, c.known)[-2:]
+    """`because` with what the server did for the act's requests, in one line, unless it already says
+    it: its writes first (the act's own POST, not the page its redirect led to), then what else it
+    asked, two records at most, in the order they came."""
+    records = _act_server_records(c.window, c.known)
+    writes = [r for r in records if (r.get("method") or "").upper() in _WRITE_METHODS][-2:]
+    records = writes + [r for r in records if r not in writes][-(2 - len(writes)):] if len(writes) < 2 else writes
     if not records:
         return because
     line = "; ".join(_server_line(r) for r in records)
@@ -1106,7 +1210,7 @@ def _compact(out: dict, v: dict) -> dict:
                 c[k] = [_short(x, 120) for x in v[k][:5]] if isinstance(v[k], list) else _short(v[k], 200)
     if out.get("contradictions"):
         c["contradictions"] = [{"kind": x["kind"], "counter": _short(x["counter"], 160)} for x in out["contradictions"]]
-    for k in ("advice", "alreadyTrue", "coverage", "warning", "server"):
+    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait"):
         if out.get(k):
             c[k] = out[k]
     issues = ((out.get("honesty") or {}).get("integrity") or {}).get("issues")

@@ -1083,6 +1083,18 @@ _VERDICT_FIELDS = ("pass", "evidence", "failureReason", "observed", "expected", 
                    "decided", "decidedBy", "observationLost", "timedOut")
 
 
+def _server_parts(session: "_BrowserSession", window: List[dict], out: dict) -> None:
+    """What the server did for the window's requests (`server`), and, when the verdict waited for no span
+    though spans reach the daemon (none has come from this tab's origin: another app's tracing must not
+    slow this one; a record that comes anyway joins the next verdict), `serverWait` saying so."""
+    summary = _server_summary(window)
+    if summary:
+        out["server"] = summary
+    otel = getattr(getattr(session.bridge, "hub", None), "otel", None)
+    if otel is not None and otel.stats["spans"] and not session.server_seen and not otel.serves(session.url):
+        out["serverWait"] = "none: OpenTelemetry spans reach the daemon, but none from this page's origin yet"
+
+
 def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
             anchor: Optional[dict] = None, replayed: bool = False) -> dict:
     """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
@@ -1098,8 +1110,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
     if tool == "assert":
         out.update(res)
         out["since"] = since
-        if _server_summary(window):
-            out["server"] = _server_summary(window)
+        _server_parts(session, window, out)
         verdict = out
         if contradictions:
             out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
@@ -1126,8 +1137,7 @@ def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Ob
                 "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
     if obs.already_true:
         out["alreadyTrue"] = True
-    if _server_summary(window):
-        out["server"] = _server_summary(window)
+    _server_parts(session, window, out)
     advice = _advice(p, res) if verified in ("yes", "unknown") else None
     if advice:
         out["advice"] = advice

@@ -682,6 +682,8 @@ def _finish_record(rec: dict) -> dict:
     rec["ms"] = round((time.perf_counter() - rec.pop("_t0")) * 1000.0, 3)
     rec.pop("_params", None)
     rec["watched"] = sorted(_WATCHING)   # at the end: a connection the request opened may have been watched
+    if rec["watched"]:
+        rec["unseen"] = _unseen_drivers()
     for w, count, exact in rec.pop("_recount", ()):
         if "rows" not in w:
             rows = _rows_known(count, exact)
@@ -821,6 +823,7 @@ def wsgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
     reporter = _ServerReporter()
     current = _current_request()
     _install_log_capture()
+    _watch_by_default()
 
     def reticle_wsgi(environ: dict, start_response: Callable) -> Any:
         """One request: unmarked (or inside another wrapper) straight through; marked, with its
@@ -926,6 +929,7 @@ def asgi(app: Callable, params: bool = False, inject: bool = False) -> Callable:
     reporter = _ServerReporter()
     current = _current_request()
     _install_log_capture()
+    _watch_by_default()
 
     async def reticle_asgi(scope: dict, receive: Callable, send: Callable) -> None:
         """One connection: only an `http` scope a tab marked (header, else cookie) is recorded; the
@@ -1004,6 +1008,7 @@ class DjangoMiddleware:
         self.current = _current_request()
         self.inject: Optional[bool] = None  # read from the settings at the first request
         _install_log_capture()
+        _watch_by_default()
         _WATCHING["django"] = True
 
     def __call__(self, request: Any) -> Any:
@@ -1066,7 +1071,8 @@ class DjangoMiddleware:
 
 def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, context: dict) -> Any:
     """execute_wrapper: run the statement, then note it (a write waits for its atomic block's commit)."""
-    result = execute(sql, params, many, context)
+    with _RecordingElsewhere():  # a sqlite3 connection's own trace (watched by default) leaves it to this
+        result = execute(sql, params, many, context)
     try:
         conn: Any = context.get("connection")
         cursor: Any = context.get("cursor")
@@ -1086,13 +1092,25 @@ def _django_statement(execute: Callable, sql: Any, params: Any, many: bool, cont
     return result
 
 
-def watch_sqlalchemy(engine: Any) -> Any:
-    """Record the database writes of marked requests made through this SQLAlchemy engine (its
-    event API): statement kind, table, rows where the driver says, commit or rollback.  A write
-    counts once its transaction commits; one rolled back, or never committed, is not a write."""
+def watch_sqlalchemy(engine: Any = None) -> Any:
+    """Record the database writes of marked requests made through SQLAlchemy (its event API, on the
+    Engine class: every engine of the process, this one included; the middleware does it by
+    default): statement kind, table, rows where the driver says, commit or rollback.  A write counts
+    once its transaction commits; one rolled back, or never committed, is not a write.  Returns
+    `engine` unchanged (kept for the apps that call it on theirs)."""
     from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if _AUTO_WATCH.get("sqlalchemy"):
+        if engine is not None:
+            _WATCHING["sqlalchemy"] = True
+        return engine
+
+    def before(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
+        _ELSEWHERE.depth = getattr(_ELSEWHERE, "depth", 0) + 1
 
     def after(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
+        _ELSEWHERE.depth = max(0, getattr(_ELSEWHERE, "depth", 1) - 1)
         try:
             positional = parameters
             autocommit = False
@@ -1109,6 +1127,9 @@ def watch_sqlalchemy(engine: Any) -> Any:
         except Exception:  # noqa: BLE001 - recording must never break the app's query
             pass
 
+    def failed(context: Any) -> None:
+        _ELSEWHERE.depth = max(0, getattr(_ELSEWHERE, "depth", 1) - 1)
+
     def ended(committed: bool) -> Callable:
         def on_end(conn: Any) -> None:
             try:
@@ -1117,10 +1138,26 @@ def watch_sqlalchemy(engine: Any) -> Any:
                 pass
         return on_end
 
-    event.listen(engine, "after_cursor_execute", after)
-    event.listen(engine, "commit", ended(True))
-    event.listen(engine, "rollback", ended(False))
-    _WATCHING["sqlalchemy"] = True
+    def engaged(conn: Any) -> None:  # an engine of the app connected: SQLAlchemy watches its writes
+        _WATCHING["sqlalchemy"] = True
+        try:
+            _DRIVERS_WATCHED.add(str(conn.engine.dialect.driver).lower())
+        except Exception:  # noqa: BLE001
+            pass
+
+    event.listen(Engine, "before_cursor_execute", before)
+    event.listen(Engine, "after_cursor_execute", after)
+    event.listen(Engine, "handle_error", failed)
+    event.listen(Engine, "commit", ended(True))
+    event.listen(Engine, "rollback", ended(False))
+    event.listen(Engine, "engine_connect", engaged)
+    _AUTO_WATCH["sqlalchemy"] = True
+    if engine is not None:
+        _WATCHING["sqlalchemy"] = True
+        try:
+            _DRIVERS_WATCHED.add(str(engine.dialect.driver).lower())
+        except Exception:  # noqa: BLE001
+            pass
     return engine
 
 
@@ -1128,7 +1165,9 @@ def watch_sqlite3(conn: Any) -> Any:
     """Record the writes of marked requests made on this raw `sqlite3` connection (the Flask
     tutorial's `g.db = reticle.watch_sqlite3(sqlite3.connect(...))`) and return it unchanged:
     through its trace callback (which the app must not replace), each statement as executed,
-    its rows from the connection's change counter, and its transaction's COMMIT or ROLLBACK."""
+    its rows from the connection's change counter, and its transaction's COMMIT or ROLLBACK.  On
+    Python 3.10 and newer the middleware watches every connection the process opens without the
+    call; a statement SQLAlchemy or Django's ORM runs on it is theirs to record."""
     state: Dict[str, Any] = {"w": None, "base": 0}
 
     def settle() -> None:
@@ -1142,6 +1181,8 @@ def watch_sqlite3(conn: Any) -> Any:
             if _current_request().get() is None or not isinstance(statement, str):
                 return
             settle()
+            if getattr(_ELSEWHERE, "depth", 0):
+                return  # SQLAlchemy or Django's ORM is running it and records it
             head = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else ""
             if head in ("COMMIT", "END") or head == "ROLLBACK" and " TO " not in statement.upper():
                 _end_transaction(id(conn), head != "ROLLBACK")
@@ -1157,6 +1198,94 @@ def watch_sqlite3(conn: Any) -> Any:
     conn.set_trace_callback(traced)
     _WATCHING["sqlite3"] = True
     return conn
+
+
+# ---- watched by default: every SQLAlchemy engine and sqlite3 connection, and what stays unseen ----
+# Once a middleware is made (wsgi, asgi, DjangoMiddleware), the app's database writes are watched with
+# no call: SQLAlchemy's events on the Engine class (every engine), and on Python 3.10 and newer the
+# interpreter's `sqlite3.connect/handle` audit event (every sqlite3 connection, the Flask tutorial's
+# raw one too).  A watcher counts as watching the app's writes once it is used (an engine connected,
+# a connection opened), so an app that only has SQLAlchemy installed is not said to be watched.  A
+# database driver the process loaded that no watcher covers (raw psycopg2 beside SQLAlchemy on
+# sqlite, say) is named in each record (`unseen`): the app may write through it, so its "0 writes"
+# is no evidence.  Limits: a raw connection of the very driver SQLAlchemy or Django uses is not told
+# apart; an app that replaces a sqlite3 connection's trace callback hides that connection.
+
+_AUTO_WATCH: Dict[str, bool] = {}      # the default watchers installed in this process
+_DRIVERS_WATCHED: Set[str] = set()     # drivers an engaged watcher covers (SQLAlchemy dialects' drivers)
+_ELSEWHERE = threading.local()         # depth > 0 while SQLAlchemy or Django's ORM runs a statement
+# DB-API driver modules -> how SQLAlchemy's dialects name them
+_DB_DRIVERS = {"psycopg2": "psycopg2", "psycopg": "psycopg", "pymysql": "pymysql", "MySQLdb": "mysqldb",
+               "mysql.connector": "mysqlconnector", "asyncpg": "asyncpg", "aiomysql": "aiomysql",
+               "aiosqlite": "aiosqlite", "oracledb": "oracledb", "cx_Oracle": "cx_oracle", "pyodbc": "pyodbc",
+               "pymssql": "pymssql", "sqlite3": "pysqlite"}
+_DJANGO_DRIVERS = {"sqlite": ("pysqlite",), "postgresql": ("psycopg2", "psycopg"), "mysql": ("mysqldb",),
+                   "oracle": ("oracledb", "cx_oracle")}
+
+
+class _RecordingElsewhere:
+    """`with _RecordingElsewhere():` around a statement an ORM records itself."""
+
+    def __enter__(self) -> None:
+        _ELSEWHERE.depth = getattr(_ELSEWHERE, "depth", 0) + 1
+
+    def __exit__(self, *exc: Any) -> None:
+        _ELSEWHERE.depth = max(0, getattr(_ELSEWHERE, "depth", 1) - 1)
+
+
+def _sqlite_opened(event: str, args: Tuple[Any, ...]) -> None:
+    """The audit hook: every sqlite3 connection the process opens is watched (watch_sqlite3).  The
+    event comes while the connection is still being made (it takes no trace callback yet), so the
+    watch is put on at the next profile event of the thread, once it can be (any profiler of the app's
+    is called meanwhile and put back after)."""
+    if event != "sqlite3.connect/handle" or not args:
+        return
+    conn, previous, tries = args[0], sys.getprofile(), [0]
+
+    def finish(frame: Any, what: Any, arg: Any) -> Any:
+        try:
+            watch_sqlite3(conn)   # raises until the connection is made
+            _DRIVERS_WATCHED.add("pysqlite")
+        except Exception:  # noqa: BLE001 - not made yet, or never: watching must never break the app
+            tries[0] += 1
+            if tries[0] < 100:
+                return previous(frame, what, arg) if previous is not None else None
+        sys.setprofile(previous)
+        return previous(frame, what, arg) if previous is not None else None
+
+    sys.setprofile(finish)
+
+
+def _watch_by_default() -> None:
+    """Watch every SQLAlchemy engine and (Python 3.10+) every sqlite3 connection of the process, once."""
+    if "sqlite3" not in _AUTO_WATCH and sys.version_info >= (3, 10):
+        _AUTO_WATCH["sqlite3"] = True
+        sys.addaudithook(_sqlite_opened)
+    if "sqlalchemy" not in _AUTO_WATCH:
+        import importlib.util
+        try:
+            present = "sqlalchemy" in sys.modules or importlib.util.find_spec("sqlalchemy") is not None
+        except (ImportError, ValueError):
+            present = False
+        if present:
+            try:
+                watch_sqlalchemy()
+            except Exception:  # noqa: BLE001 - an unusable SQLAlchemy watches nothing
+                _AUTO_WATCH["sqlalchemy"] = False
+
+
+def _unseen_drivers() -> List[str]:
+    """The database drivers this process loaded that no watcher in use covers (see above)."""
+    covered = set(_DRIVERS_WATCHED)
+    if _WATCHING.get("django"):
+        try:
+            from django.db import connections
+            for conn in connections.all():
+                covered.update(_DJANGO_DRIVERS.get(conn.vendor, ()))
+        except Exception:  # noqa: BLE001
+            pass
+    return [name for name, driver in _DB_DRIVERS.items() if name in sys.modules and driver not in covered
+            and not (name == "sqlite3" and _WATCHING.get("sqlite3"))][:4]
 
 
 # ---- the daemon's side: stitch records into the tab whose mark they carry ----
@@ -1197,6 +1326,9 @@ def _clean_server_record(raw: Any) -> Optional[dict]:
     watched = raw.get("watched")
     if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
         rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]
+    unseen = raw.get("unseen")
+    if isinstance(unseen, list) and unseen:   # drivers the app may write through that nothing watches
+        rec["unseen"] = [u[:40] for u in unseen[:4] if isinstance(u, str)]
     logged = []
     given = raw.get("logged")
     for e in given[:20] if isinstance(given, list) else []:
@@ -1736,6 +1868,14 @@ def _otel_exception(attrs: dict) -> Optional[dict]:
 
 
 _OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
+# The instrumentations that trace a transaction's BEGIN, COMMIT and ROLLBACK (their drivers send them as
+# statements), so that a write outside a traced transaction was autocommitted.  Others (Python's DB-API,
+# sqlite3 and SQLAlchemy instrumentations: the driver begins and commits without a statement) show no
+# transaction at all, so whether such a write was kept is unknown; a service whose spans have shown a
+# transaction statement is learned to be of the first kind (_OtelTraces.tx_services).
+_OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
+                   "@opentelemetry/instrumentation-mysql2")
+_COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
 
 
 def _otel_db_write(sp: dict) -> Optional[dict]:
@@ -1764,12 +1904,16 @@ def _otel_db_write(sp: dict) -> Optional[dict]:
     return parsed
 
 
-def _otel_writes(spans: List[dict]) -> Tuple[List[dict], int]:
+def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict], int]:
     """The writes of a trace's database spans, in the order they started, with commit or rollback
     where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
-    database statements seen."""
-    db = sorted((s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")),
-                key=lambda s: s["start"] or 0)
+    database statements seen.  A write outside a traced transaction was autocommitted where the
+    instrumentation traces transaction statements (`tx_traced`: the service has shown one, or its
+    instrumentation is one of _OTEL_TX_SCOPES); elsewhere its commit is unknown (committed None)."""
+    db = [s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")]
+    ids = {s["spanId"] for s in db}
+    # one statement seen by two instrumentations (SQLAlchemy's, and the DB-API driver's under it) is one
+    db = sorted((s for s in db if s["parentSpanId"] not in ids), key=lambda s: s["start"] or 0)
     writes: List[dict] = []
     pending: Optional[List[dict]] = None
     for sp in db:
@@ -1788,6 +1932,8 @@ def _otel_writes(spans: List[dict]) -> Tuple[List[dict], int]:
         w = _otel_db_write(sp)
         if w is None:
             continue
+        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES):
+            w["committed"], w["note"] = None, _COMMIT_UNTRACED
         writes.append(w)
         if pending is not None and w["committed"]:
             pending.append(w)
@@ -1796,7 +1942,14 @@ def _otel_writes(spans: List[dict]) -> Tuple[List[dict], int]:
     return writes[:50], len(db)
 
 
-def _otel_record(server: dict, spans: List[dict], logs: List[dict]) -> dict:
+def _otel_tx_statement(sp: dict) -> bool:
+    """A database span whose statement begins, commits or rolls back a transaction."""
+    text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
+    return bool((sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"))
+                and isinstance(text, str) and _OTEL_TX.match(text))
+
+
+def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: bool = False) -> dict:
     """The middleware's record (the raw shape _clean_server_record takes) of one SERVER span and the
     rest of its trace: method, path, host, status, route, duration, the first exception event (the
     server span's, else an internal span's: a client call's own failure is not the request's), error
@@ -1821,7 +1974,7 @@ def _otel_record(server: dict, spans: List[dict], logs: List[dict]) -> dict:
                     break
         if exc:
             break
-    writes, statements = _otel_writes(spans)
+    writes, statements = _otel_writes(spans, tx_traced)
     ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
     return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
             "path": path, "host": str(host), "via": "header",
@@ -1860,6 +2013,40 @@ def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tu
 
 
 OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
+OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "")
+
+
+def _origin_key(host: Any, port: Any, scheme: Any = "http") -> Optional[str]:
+    """"loopback:3000" for a host and port as a span or a page's URL names them (every loopback name
+    is one), None without a usable port."""
+    host = str(host or "").strip().lower()
+    if host.count(":") == 1 and not host.startswith("["):
+        host, _, given = host.partition(":")
+        port = port or given
+    try:
+        number = int(port) if port not in (None, "") else {"http": 80, "https": 443}.get(str(scheme).lower())
+    except (TypeError, ValueError):
+        return None
+    if number is None:
+        return None
+    return "%s:%d" % ("loopback" if host in _LOOPBACK_NAMES else host, number)
+
+
+def _span_origin(attrs: dict) -> Optional[str]:
+    """The origin a SERVER span's service answered on, from its attributes (current and older names)."""
+    full = attrs.get("url.full") or attrs.get("http.url")
+    if isinstance(full, str) and "://" in full:
+        try:
+            parts = urllib.parse.urlsplit(full)
+            return _origin_key(parts.hostname, parts.port, parts.scheme)
+        except ValueError:
+            return None
+    host = attrs.get("server.address") or attrs.get("http.host") or attrs.get("net.host.name")
+    if not host:
+        return None
+    return _origin_key(host, attrs.get("server.port") or attrs.get("net.host.port"),
+                       attrs.get("url.scheme") or attrs.get("http.scheme") or "http")
 
 
 class _OtelTraces:
@@ -1874,6 +2061,10 @@ class _OtelTraces:
         self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
         self.spans = 0
         self.db_services: Set[str] = set()  # services whose spans have shown database statements
+        self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
+        # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
+        # waits for spans (one app's tracing must not slow another app's verdicts)
+        self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
         self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
 
     def _owner(self, hub: "Hub", tid: str, now: float) -> Any:
@@ -1903,6 +2094,14 @@ class _OtelTraces:
             await asyncio.sleep(0)
         return bad
 
+    def serves(self, url: str) -> bool:
+        """Has a traced service been seen answering the origin of `url` (a tab's page)?"""
+        try:
+            parts = urllib.parse.urlsplit(url)
+            return _origin_key(parts.hostname, parts.port, parts.scheme) in self.origins
+        except ValueError:
+            return False
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=False)
@@ -1916,6 +2115,13 @@ class _OtelTraces:
             by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
         for lg in logs:
             by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
+        for sp in spans:
+            origin = _span_origin(sp["attrs"]) if sp["kind"] == 2 else None
+            if origin is not None:
+                self.origins[origin] = None
+                self.origins.move_to_end(origin)
+                if len(self.origins) > OTEL_ORIGINS_KEPT:
+                    self.origins.popitem(last=False)
         if spans and not self.stats["spans"]:
             # the first spans: from now on, devices add the trace context of their documents' requests
             for device in list(hub.devices.devices.values()):
@@ -1947,7 +2153,10 @@ class _OtelTraces:
             return
         self.held.pop(tid, None)
         self.spans -= len(entry["spans"])
-        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"]))
+        if any(_otel_tx_statement(s) for s in entry["spans"]):
+            self.tx_services.add(server["service"])
+        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"],
+                                                server["service"] in self.tx_services))
         if rec is None:
             return
         rec.pop("mark")
@@ -1956,6 +2165,9 @@ class _OtelTraces:
             self.stats["refused"] += 1
             return
         rec["source"] = "otel"
+        rec["service"] = server["service"]
+        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if s["attrs"].get("db.system")
+                                  or s["attrs"].get("db.system.name")})[:3]
         if rec["statements"]:
             self.db_services.add(server["service"])
         rec["dbTraced"] = server["service"] in self.db_services
@@ -1973,7 +2185,9 @@ class _OtelTraces:
         for lg in logs:
             if len(rec["logged"]) < 20:
                 rec["logged"].append({k: v for k, v in lg.items() if k != "traceId"})
-        writes, statements = _otel_writes(spans)
+        if any(_otel_tx_statement(s) for s in spans):
+            self.tx_services.add(rec.get("service") or "")
+        writes, statements = _otel_writes(spans, rec.get("service") in self.tx_services)
         rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
         rec["statements"] += statements
         rec["dbTraced"] = rec["dbTraced"] or statements > 0
