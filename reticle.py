@@ -2910,6 +2910,8 @@ class _Bridge:
         # Tabs that went away recently, kept so that a reload (same id, new
         # socket) keeps its buffer and cursors instead of starting blind.
         self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
+        # every tab that went away (id -> when, the page it left): a call naming one is told where it went
+        self.left: "collections.OrderedDict[str, Tuple[float, str]]" = collections.OrderedDict()
 
     def live(self) -> List[_BrowserSession]:
         return list(self.sessions.values())
@@ -2960,6 +2962,10 @@ class _Bridge:
             s = self.sessions.get(session_id)
             if s is None:
                 live = ", ".join("%s (%s)" % (x.id, x.url) for x in self.sessions.values()) or "none"
+                if session_id in self.left:
+                    raise ToolError(self._away(session_id) + "; connected now: %s" % live,
+                                    "bring the tab back to a page with the script tag (it is the same session "
+                                    "then), or open the app in a device: reticle_open {url}", code="tab_away")
                 raise ToolError("unknown sessionId %r; connected sessions: %s" % (session_id, live),
                                 "pass one of the connected ids, or omit sessionId when one tab is connected")
             return s
@@ -3023,6 +3029,10 @@ class _Bridge:
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
             self.departed[session.id] = (session, self.clock())
+            self.left[session.id] = (self.clock(), session.url)
+            self.left.move_to_end(session.id)
+            while len(self.left) > 512:
+                self.left.popitem(last=False)
             self._reap_departed()
             while len(self.departed) > MAX_DEPARTED:  # oldest first: dicts keep insertion order
                 del self.departed[next(iter(self.departed))]
@@ -3030,6 +3040,20 @@ class _Bridge:
         # the buffer of a tab that does not come back is freed when its keep ends, not at the next connect
         keep = DEPARTED_KEEP_MS
         tornado.ioloop.IOLoop.current().call_later(keep / 1000.0 + 0.05, lambda: self._reap_departed(keep))
+
+    def _away(self, session_id: str) -> str:
+        """Where a tab that went away went, as far as the daemon knows: the page it left, when, and the
+        document request it left by (its status, when the next page reported it)."""
+        at, url = self.left[session_id]
+        gone = self.departed.get(session_id)
+        last = [e["data"] for e in gone[0].store.query(prefix="net.") if e["data"].get("initiator") == "document"] \
+            if gone is not None else []
+        went = " by %s%s" % (_call_label(last[-1]), " (answered %s)" % last[-1]["status"]
+                             if last[-1].get("status") else "") if last else ""
+        return ("tab %s left %s%s %d s ago and has not connected since: the page it went to has no Reticle script "
+                "tag (an error page its server answered without the app's layout, another site) or the tab "
+                "closed; it is the same session, %s, again once the tab loads a page with the tag"
+                % (session_id, _short(url, 200), went, (self.clock() - at) / 1000.0, session_id))
 
     def _reap_departed(self, keep_ms: float = DEPARTED_KEEP_MS) -> None:
         now = self.clock()
@@ -7034,6 +7058,17 @@ _FAILURE_UI: Tuple[_FailureUi, ...] = (
     _FailureUi("shiny", ".shiny-output-error,.shiny-notification-error", "error",
                '<div class="shiny-notification shiny-notification-error">Could not read the file</div>',
                '<div class="shiny-notification shiny-notification-message">File read</div>'),
+    # every toast of the libraries above, whatever its type: a success toast shown and gone before an assert
+    # still counts as shown in the act's window (ui.gone); its text decides whether it tells a failure
+    _FailureUi("sonner-any", "[data-sonner-toast]", None,
+               '<li data-sonner-toast data-type="default">Could not create the todo</li>',
+               '<li data-sonner-toast data-type="success">Saved</li>'),
+    _FailureUi("toastify-any", ".Toastify__toast", None,
+               '<div class="Toastify__toast Toastify__toast--default">Upload failed</div>',
+               '<div class="Toastify__toast Toastify__toast--success">Upload complete</div>'),
+    _FailureUi("vue-toastification", ".Vue-Toastification__toast", None,
+               '<div class="Vue-Toastification__toast Vue-Toastification__toast--error">Could not save</div>',
+               '<div class="Vue-Toastification__toast Vue-Toastification__toast--success">Saved</div>'),
     _FailureUi("react-hot-toast", "div[role=status][aria-live=polite]", None,
                '<div role="status" aria-live="polite">Could not save the todo</div>',
                '<div role="status" aria-live="polite">Todo saved</div>'),
@@ -7210,9 +7245,10 @@ _NETWORK_ERROR_WORDS = re.compile(r"failed to fetch|networkerror|network error|l
 
 def _foreign_failures(window: List[dict], origin: str) -> Tuple[List[dict], List[dict]]:
     """(calls, console events) of a failed send to another origin (analytics, a CDN): calls to an origin
-    that is not the page's that failed, and the console errors that are about them (naming their URL or
-    origin, or worded as a network failure while every failed call of the window went elsewhere).  Not
-    the act's failure: the verdict names them beside it."""
+    that is not the page's that failed, and the console errors that are about them: logged while the page
+    handled that call's failure (the SDK's `during`: between its rejection and the next task, whatever
+    the wording), naming its URL or origin, or worded as a network failure while every failed call of
+    the window went elsewhere.  Not the act's failure: the verdict names them beside it."""
     if not origin:
         return [], []
     calls = [d for d in _calls(window) if not _is_dev(d)]
@@ -7225,12 +7261,14 @@ def _foreign_failures(window: List[dict], origin: str) -> Tuple[List[dict], List
         return [], []
     only_foreign = len(foreign) == len(failed)
     places = {_origin_of(d.get("url")) for d in foreign} | {str(d.get("url")) for d in foreign}
+    handled = {str(d.get("requestId") or d.get("id")) for d in foreign}
     said = []
     for e in window:
         if e["type"] not in ("console.error", "error.uncaught"):
             continue
         text = str(e["data"].get("text") or e["data"].get("message") or "")
-        if any(p and p in text for p in places) or (only_foreign and _NETWORK_ERROR_WORDS.search(text)):
+        if any(p and p in text for p in places) or (only_foreign and _NETWORK_ERROR_WORDS.search(text)) \
+                or (e["data"].get("during") is not None and str(e["data"]["during"]) in handled):
             said.append(e)
     return foreign, said
 
@@ -7909,7 +7947,8 @@ def _r_no_effect(c: _Case) -> _Ruling:
 
 def _stale_message(d: dict, window: List[dict], floor: float, known: Optional["_Known"]) -> bool:
     """An error shown now that is a leftover, not the act's: it was on screen before the act (no
-    ui.alert of its text in the act's window), it sits in no form, dialog or landmark at all (a toast
+    ui.alert of its text in the act's window), the act's answers did not carry it (a fragment that
+    re-rendered it into the element it was in), it sits in no form, dialog or landmark at all (a toast
     in a portal: `unscoped`), it is no field marked invalid, and the act's own requests all succeeded
     (at least one)."""
     if d.get("own") or not d.get("unscoped") or d.get("source") == "invalid":
@@ -7919,7 +7958,17 @@ def _stale_message(d: dict, window: List[dict], floor: float, known: Optional["_
         return False
     mine = [e["data"] for e in window if e["type"] == "net.request" and not _is_dev(e["data"])
             and _caused_by_act(e, floor, known, repeats=True)]  # a retry of the same save is the act's
+    flat = " ".join(str(text).split())
+    if flat and any(flat in _answer_text(x.get("responseBody")) for x in mine):
+        return False  # the act's own answer (re)rendered it: an htmx fragment swapped into the same element
     return bool(mine) and not any(_call_failed(x) for x in mine)
+
+
+def _answer_text(body: Any) -> str:
+    """An answer's body as the text it renders: tags out, entities read, spaces one."""
+    if not isinstance(body, str):
+        return ""
+    return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", body)).split())
 
 
 def _r_failure_still_shown(c: _Case) -> _Ruling:
@@ -21772,7 +21821,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         );
     }
   }
+  // The failed fetch whose failure the page is handling now: from the rejection until the next task
+  // (the page's own .catch and awaits run as microtasks in between), a console error is about it.
+  var HANDLING = null;
+  function handlingFailure(id) {
+    HANDLING = id;
+    N.setTimeout(function () {
+      if (HANDLING === id) HANDLING = null;
+    }, 0);
+  }
   function fetchFailed(meta, err) {
+    handlingFailure(meta.id);
     var d = {
       id: meta.id,
       requestId: meta.id,
@@ -22749,6 +22808,21 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       'error'
     ],
     [
+      'sonner-any',
+      '[data-sonner-toast]',
+      null
+    ],
+    [
+      'toastify-any',
+      '.Toastify__toast',
+      null
+    ],
+    [
+      'vue-toastification',
+      '.Vue-Toastification__toast',
+      null
+    ],
+    [
       'react-hot-toast',
       'div[role=status][aria-live=polite]',
       null
@@ -22828,14 +22902,67 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       ownTexts(form, []).forEach(function (x) {
         before.add(x.text);
       });
+    TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
+      typed: typedIn(form) };
+  }
+  // -- a form post's answer: when the page a form post brings holds that form again (the same id or
+  // action), what it shows in it that the form did not show before is read as a client-side re-render
+  // of the form would be (a classic site re-renders its form under 200 with "Title must be at least 2
+  // characters.")
+  var POSTED_KEY = '__reticle_posted_form';
+  var POSTED_MS = 120000;
+  function typedIn(form) {
     var typed = []; // what the person typed is echoed back (a new todo "Fix the failing test"), not a message
     var fields = form && form.elements ? form.elements : [];
     for (var i = 0; i < fields.length && typed.length < 50; i++) {
       var v = typeof fields[i].value === 'string' ? norm(fields[i].value) : '';
       if (v.length >= 3 && fields[i].type !== 'password' && fields[i].type !== 'hidden') typed.push(v);
     }
-    TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
-      typed: typed };
+    return typed;
+  }
+  function rememberPostedForm(form) {
+    try {
+      var texts = ownTexts(form, []).map(function (x) {
+        return x.text;
+      });
+      ssSet(POSTED_KEY, N.stringify({ at: N.dateNow(), id: form.id || '', action: form.action || '',
+        texts: texts.slice(0, 100), typed: typedIn(form).map(function (v) {
+          return clip(v, 200);
+        }) }));
+    } catch (e) {
+      /* no sessionStorage: the arriving page is read as it is */
+    }
+  }
+  function postedForms(prev) {
+    return Array.prototype.filter.call(document.forms || [], function (f) {
+      return (prev.id && f.id === prev.id) || (!!prev.action && f.action === prev.action);
+    });
+  }
+  function postedFormScan(al) {
+    var prev = null;
+    try {
+      prev = N.parse(ssGet(POSTED_KEY) || 'null');
+    } catch (e) {
+      prev = null;
+    }
+    if (!isObj(prev)) return;
+    ssSet(POSTED_KEY, '');
+    if (N.dateNow() - (prev.at || 0) > POSTED_MS || !Array.isArray(prev.texts)) return;
+    var before = new Set(prev.texts.map(String));
+    var w = { typed: Array.isArray(prev.typed) ? prev.typed.map(String) : [] };
+    var budget = { left: 600 };
+    postedForms(prev).forEach(function (f) {
+      ownTexts(f, [], budget).forEach(function (x) {
+        if (before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || al.texts.has(x.text)) return;
+        if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el)) return;
+        before.add(x.text);
+        if (!al.allow()) return;
+        var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
+        var r = refFor(x.el);
+        if (r) d.ref = r;
+        emit('ui.alert', d, x.el);
+      });
+    });
   }
   function echoesInput(w, text) {
     return w.typed.some(function (v) {
@@ -23052,6 +23179,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
     });
     alertsGone(al, showing, t);
+    if (initial) postedFormScan(al);
     textWatchScan(al);
     // a new document says it has looked: a verdict after a navigation waits for this
     if (initial) emit('ui.scan', { shown: showing.length });
@@ -23268,6 +23396,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
                 var text = formatArgs(args);
                 var d = { text: text, message: text, args: args.slice(0, 10).map(argSummary) };
                 if (args.length > 10) d.argsTruncated = args.length - 10;
+                if (HANDLING != null && level === 'error') d.during = HANDLING; // logged handling that failure
                 if (level === 'error' || level === 'warn') {
                   var errArg = args.filter(function (a) {
                     return a instanceof Error;
@@ -23586,6 +23715,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (rec.method === 'DIALOG') return;
     if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
     rec.cause = 'form';
+    if (rec.method === 'POST') rememberPostedForm(form);
     announceDocument(rec);
   }
   function docSubmitWrapper(orig) {
@@ -23645,7 +23775,6 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     docIntent = null;
     announceDocument(rec);
   }
-  // This document's own request, from Navigation Timing, linked to the announced one.
   // This document's own request, from Navigation Timing, linked to the announced one.
   function docArrival() {
     var nav = null;
@@ -25209,11 +25338,31 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         document.addEventListener('DOMContentLoaded', fc, { once: true });
       else N.setTimeout(fc, 0);
       window.addEventListener('load', fc, { once: true });
+      window.addEventListener('pagehide', onPageHide, true);
+      window.addEventListener('pageshow', onPageShow, true);
       openSocket();
     } catch (e) {
       internal('connect', e);
     }
     return window.reticle;
+  }
+  // A page the browser keeps in its back/forward cache is frozen with its socket open: the daemon would
+  // hold a tab that answers nothing while the tab shows another page (one without the script tag: an
+  // error page).  So the socket closes when the page goes into the cache and opens again, the same
+  // session, when the page comes back from it.
+  function onPageHide(e) {
+    if (!e || !e.persisted || !S.ws) return;
+    var ws = S.ws;
+    S.ws = null;
+    S.open = false;
+    try {
+      ws.close(1000, 'back-forward cache'); // (a page may close with 1000 or 3000-4999 only)
+    } catch (x) {
+      /* already closing */
+    }
+  }
+  function onPageShow(e) {
+    if (e && e.persisted) retryNow();
   }
   // The bridge URL this page may connect to, or null (with a console warning that says why not).
   function connectBridge(o, token) {

@@ -46,6 +46,16 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
   the note" (an error toast, on fault, removed after 3 s) or "Note saved" (removed after 0.6 s).
 - `/beacon/` (issue 29 #7): Save posts to /api/ok (200, "Saved"), then sends an analytics beacon by fetch
   to another origin (http://127.0.0.2:9, nothing listens) and logs `console.error` when that send fails.
+  `?words=1`: the log says "[analytics] failed to send event todo_created" (no network wording, no URL).
+- `/frag/`: an htmx-style fragment save: Save posts to /frag/save, which answers 200 with the HTML of an
+  error ("Title must be at least 2 characters."), swapped into a `role=alert` element outside the form and
+  every landmark (`hx-target="#messages" hx-swap="innerHTML"`): a second attempt re-renders the same error.
+- `/classic/`: a classic post/redirect/get form, no script of its own: a title of 2 characters or more
+  answers 303 to `/classic/?saved=1` ("Note saved"); a shorter one answers 200 with the same form again
+  and `<p class="error">Title must be at least 2 characters.</p>` in it (no ARIA, no framework).
+- `/sonner/`: a vue-sonner toaster (its DOM as vue-sonner 1 renders it: a polite live region holding an
+  `ol[data-sonner-toaster]` whose `li[data-sonner-toast]` carries `data-type`): Save posts to /api/ok and
+  shows a success toast "Saved" that is removed after 1.5 s.
 - `/dl/`: a form post answered by a CSV download (`?empty=1`: a 204): no new document comes.
 - `/late/`: a page whose body stays empty for 1.5 s after it loads.
 - `/turbo/`: a Rails-shaped notes form under real Turbo Drive (@hotwired/turbo 8): Save posts with fetch;
@@ -64,6 +74,7 @@ import json
 import os
 import threading
 
+import tornado.escape
 import tornado.web
 import tornado.websocket
 
@@ -280,13 +291,50 @@ document.getElementById('save').onclick = function () {
 };
 </script>""")
 
+FRAG = _page("Fragment", """<div role="alert" id="messages"></div>
+<main><form id="f" onsubmit="return false"><label>Title <input name="title" value="x"></label>
+<button type="button" id="save">Save</button></form></main>
+<script>
+document.getElementById('save').onclick = function () {
+  fetch('/frag/save', {method: 'POST', body: 'title=x'}).then(function (r) { return r.text(); })
+    .then(function (html) { document.getElementById('messages').innerHTML = html; });
+};
+</script>""")
+
+CLASSIC = _page("Notes", """<main><h1>Notes</h1>__SAVED__<form method="post" action="/classic/" id="note">
+<p><label for="title">Title</label> <input id="title" name="title" value="__VALUE__"></p>__ERROR__
+<p class="help">Give the note a short title.</p>
+<p><button type="submit">Save</button></p></form></main>""")
+
+SONNER = _page("Sonner", """<main><h1>Todos</h1><label>Todo <input id="todo" value="milk"></label>
+<button type="button" id="save">Save</button></main>
+<section aria-label="Notifications alt+T" tabindex="-1" aria-live="polite" aria-relevant="additions text"
+ aria-atomic="false"><ol dir="ltr" tabindex="-1" data-sonner-toaster="true" data-theme="light"
+ data-y-position="bottom" data-x-position="right" style="--offset: 32px; --width: 356px; --gap: 14px;"></ol></section>
+<script>
+document.getElementById('save').onclick = function () {
+  fetch('/api/ok', {method: 'POST', body: '{}'}).then(function () {
+    var li = document.createElement('li');
+    li.setAttribute('data-sonner-toast', ''); li.setAttribute('data-styled', 'true');
+    li.setAttribute('data-mounted', 'true'); li.setAttribute('data-type', 'success');
+    li.setAttribute('data-visible', 'true'); li.setAttribute('tabindex', '0');
+    li.innerHTML = '<div data-icon=""></div><div data-content=""><div data-title="">Saved</div></div>';
+    document.querySelector('[data-sonner-toaster]').appendChild(li);
+    setTimeout(function () { li.remove(); }, 1500);
+  });
+};
+</script>""")
+
 BEACON = _page("Beacon", """<main><div id="out"></div><button type="button" id="save">Save</button></main>
 <script>
 document.getElementById('save').onclick = function () {
   fetch('/api/ok', {method: 'POST', body: '{}'}).then(function () {
     document.getElementById('out').textContent = 'Saved';
     return fetch('http://127.0.0.2:9/collect', {method: 'POST', mode: 'no-cors', body: 'e=save'});
-  }).catch(function (e) { console.error('analytics send failed: ' + e); });
+  }).catch(function (e) {
+    if (location.search.indexOf('words=1') >= 0) console.error('[analytics] failed to send event todo_created');
+    else console.error('analytics send failed: ' + e);
+  });
 };
 </script>""")
 
@@ -344,6 +392,30 @@ class HorizonApp:
                 app.saved()
                 ok = self.get_query_argument("ok", None) == "1"
                 self.write({"ok": True} if ok else {"message": "Enter a valid email address."})
+
+        class FragSave(tornado.web.RequestHandler):
+            def post(self):
+                app.saved()
+                self.set_header("Content-Type", "text/html; charset=utf-8")
+                self.write("<p>Title must be at least 2 characters.</p>")
+
+        class Classic(tornado.web.RequestHandler):
+            def page(self, saved="", value="", error=""):
+                self.set_header("Content-Type", "text/html")
+                self.write(CLASSIC.replace("__DAEMON__", daemon).replace("__SAVED__", saved)
+                           .replace("__VALUE__", value).replace("__ERROR__", error))
+
+            def get(self):
+                self.page('<p class="flash">Note saved</p>' if self.get_query_argument("saved", "") else "")
+
+            def post(self):
+                title = self.get_body_argument("title", "").strip()
+                if len(title) < 2:
+                    self.page(value=tornado.escape.xhtml_escape(title),
+                              error='<p class="error">Title must be at least 2 characters.</p>')
+                    return
+                app.saved()
+                self.redirect("/classic/?saved=1", status=303)
 
         class Ok(tornado.web.RequestHandler):
             def post(self):
@@ -604,6 +676,7 @@ class HorizonApp:
             (r"/wire/ts/messages", TurboStream), (r"/plain/(form|htmx)/", PlainPage),
             (r"/plain/save.data", PlainSave), (r"/plain/email", PlainEmail),
             (r"/toast/", Page, {"html": TOAST}), (r"/toast/save", ToastSave), (r"/beacon/", Page, {"html": BEACON}),
+            (r"/frag/", Page, {"html": FRAG}), (r"/classic/", Classic), (r"/frag/save", FragSave), (r"/sonner/", Page, {"html": SONNER}),
             (r"/wire/sf/new.data", SingleFetch),
             (r"/wire/sa/notes", ServerAction), (r"/_dash-update-component", DashCallback),
             (r"/dl/", ExportPage), (r"/dl/export", Export),

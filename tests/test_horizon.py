@@ -494,6 +494,9 @@ CHECK = {"target": {"role": "button", "name": "Check"}, "action": "click"}
 SHAPES = {
     "same-error-twice": ("/same/", False, SAVE, {"kind": "net", "urlContains": "/same/save", "status": 200},
                          "no", "Enter a valid email"),
+    # an htmx-style fragment answered 200 re-renders the same error into the element it was in (issue 37)
+    "fragment-same-error": ("/frag/", False, SAVE, {"kind": "net", "urlContains": "/frag/save", "status": 200},
+                            "no", "Title must be at least 2 characters"),
     "delayed-swap": ("/swap/", True, SAVE, SWAP_SAVED, "no", "Nothing was saved"),
     "streamed-job-failure": ("/job/", True, SAVE, JOB_STARTED, "no", "row 3 is invalid"),
     "socket-reply-after-1.2s": ("/sock/", True, SAVE, {"kind": "text", "contains": "refused", "absent": True},
@@ -519,6 +522,9 @@ def where(request, live):
     return {"sessionId": request.getfixturevalue("device") if request.param == "device" else tag_session(live)}
 
 
+TWICE = {"same-error-twice": "Enter a valid", "fragment-same-error": "Title must be"}
+
+
 @pytest.mark.parametrize("how", ["no-until", "until", "act-then-assert"])
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_every_shape_is_judged_right_with_the_tag_and_in_a_device(request, live, where, shape, how):
@@ -527,9 +533,9 @@ def test_every_shape_is_judged_right_with_the_tag_and_in_a_device(request, live,
     path, fault, act, pred, verdict, shown = SHAPES[shape]
     in_device(live, where["sessionId"], path)
     APP.fault = fault
-    if shape == "same-error-twice":  # the first refusal is on screen before the act that repeats it
+    if shape in TWICE:  # the first refusal is on screen before the act that repeats it
         first = live.mcp.ok("reticle_act", dict(SAVE, **where))
-        out = live.mcp.ok("reticle_wait_for", dict({"predicate": {"kind": "text", "contains": "Enter a valid"},
+        out = live.mcp.ok("reticle_wait_for", dict({"predicate": {"kind": "text", "contains": TWICE[shape]},
                                                     "timeout_ms": 5000}, **where))
         assert out["pass"] is True, out
         if request.node.callspec.params["where"] == "tag":
@@ -546,7 +552,7 @@ def test_every_shape_is_judged_right_with_the_tag_and_in_a_device(request, live,
         out = live.mcp.ok("reticle_act_and_wait", args)
     assert out["verified"] == verdict, (shape, how, out)
     assert shown in out["because"], (shape, how, out)
-    assert APP.saves == (2 if shape == "same-error-twice" else 1), (shape, how, APP.saves)
+    assert APP.saves == (2 if shape in TWICE else 1), (shape, how, APP.saves)
 
 
 def test_a_save_repeated_across_many_acts_is_still_the_acts_own(live):
@@ -561,3 +567,53 @@ def test_a_save_repeated_across_many_acts_is_still_the_acts_own(live):
     live.mcp.ok("reticle_act", SAVE)
     out = live.mcp.ok("reticle_assert", {"predicate": SWAP_SAVED})
     assert out["verified"] == "no" and "Nothing was saved" in out["because"], out
+
+
+# -- messages judged in time, full-page re-renders read (issue 37) ----------------------------------
+
+def test_a_success_toast_that_came_and_went_counts_as_shown_in_the_acts_window(live, where):
+    """vue-sonner's "Saved" toast is gone (1.5 s) by the time the assert after the act runs: it was shown in
+    the act's window, so the text held (yes, at once, saying when it went); before, the assert waited its
+    whole timeout and said no."""
+    in_device(live, where["sessionId"], "/sonner/")
+    live.mcp.ok("reticle_act", dict(SAVE, **where))
+    time.sleep(2.5)
+    t0 = time.monotonic()
+    out = live.mcp.ok("reticle_assert", dict({"predicate": {"kind": "text", "contains": "Saved"}, "timeout_ms": 8000,
+                                              "detail": "full"}, **where))
+    assert out["verified"] == "yes", out
+    assert out["assertion"] == "text.shown-and-gone" and "gone at +" in out["evidence"]["note"], out
+    assert time.monotonic() - t0 < 3.0
+    # a toast that was never shown is still a no, at the timeout
+    out = live.mcp.ok("reticle_assert", dict({"predicate": {"kind": "text", "contains": "Deleted"}, "timeout_ms": 1500},
+                                             **where))
+    assert out["verified"] == "no", out
+
+
+def test_an_analytics_error_worded_its_own_way_is_not_the_acts_failure(live, where):
+    """`console.error('[analytics] failed to send event todo_created')` from the .catch of a failed fetch to
+    another origin (a dead port), after a good save: logged while that failure was handled, so it is the
+    analytics send's, named beside the yes; the wording decides nothing."""
+    in_device(live, where["sessionId"], "/beacon/?words=1")
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=4000, **where))
+    assert out["verified"] == "yes", out
+    assert "another origin" in out["because"] and "127.0.0.2" in out["because"], out["because"]
+
+
+@pytest.mark.parametrize("how", ["until", "settle"])
+def test_a_classic_form_re_rendered_under_200_with_plain_error_text_is_no(live, where, how):
+    """No framework, no ARIA: a short title is answered 200 with the same form again and a plain
+    `<p class="error">` in it.  The document the form post produced is read as a client-side re-render:
+    no, naming the text; a good title (303, then "Note saved") is yes."""
+    in_device(live, where["sessionId"], "/classic/")
+    live.mcp.ok("reticle_act", dict({"target": {"label": "Title"}, "action": "fill", "args": {"value": "x"}}, **where))
+    until = {"until": {"kind": "net", "method": "POST", "urlContains": "/classic/", "status": 200}} \
+        if how == "until" else {}
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=6000, **dict(until, **where)))
+    assert out["verified"] == "no", out
+    assert "Title must be at least 2 characters" in out["because"], out["because"]
+    assert APP.saves == 0
+    live.mcp.ok("reticle_act", dict({"target": {"label": "Title"}, "action": "fill", "args": {"value": "milk"}}, **where))
+    out = live.mcp.ok("reticle_act_and_wait", dict(SAVE, timeout_ms=6000, **where))
+    assert out["verified"] == "yes", out
+    assert APP.saves == 1

@@ -1262,6 +1262,8 @@ class _Bridge:
         # Tabs that went away recently, kept so that a reload (same id, new
         # socket) keeps its buffer and cursors instead of starting blind.
         self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
+        # every tab that went away (id -> when, the page it left): a call naming one is told where it went
+        self.left: "collections.OrderedDict[str, Tuple[float, str]]" = collections.OrderedDict()
 
     def live(self) -> List[_BrowserSession]:
         return list(self.sessions.values())
@@ -1312,6 +1314,10 @@ class _Bridge:
             s = self.sessions.get(session_id)
             if s is None:
                 live = ", ".join("%s (%s)" % (x.id, x.url) for x in self.sessions.values()) or "none"
+                if session_id in self.left:
+                    raise ToolError(self._away(session_id) + "; connected now: %s" % live,
+                                    "bring the tab back to a page with the script tag (it is the same session "
+                                    "then), or open the app in a device: reticle_open {url}", code="tab_away")
                 raise ToolError("unknown sessionId %r; connected sessions: %s" % (session_id, live),
                                 "pass one of the connected ids, or omit sessionId when one tab is connected")
             return s
@@ -1375,6 +1381,10 @@ class _Bridge:
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
             self.departed[session.id] = (session, self.clock())
+            self.left[session.id] = (self.clock(), session.url)
+            self.left.move_to_end(session.id)
+            while len(self.left) > 512:
+                self.left.popitem(last=False)
             self._reap_departed()
             while len(self.departed) > MAX_DEPARTED:  # oldest first: dicts keep insertion order
                 del self.departed[next(iter(self.departed))]
@@ -1382,6 +1392,20 @@ class _Bridge:
         # the buffer of a tab that does not come back is freed when its keep ends, not at the next connect
         keep = DEPARTED_KEEP_MS
         tornado.ioloop.IOLoop.current().call_later(keep / 1000.0 + 0.05, lambda: self._reap_departed(keep))
+
+    def _away(self, session_id: str) -> str:
+        """Where a tab that went away went, as far as the daemon knows: the page it left, when, and the
+        document request it left by (its status, when the next page reported it)."""
+        at, url = self.left[session_id]
+        gone = self.departed.get(session_id)
+        last = [e["data"] for e in gone[0].store.query(prefix="net.") if e["data"].get("initiator") == "document"] \
+            if gone is not None else []
+        went = " by %s%s" % (_call_label(last[-1]), " (answered %s)" % last[-1]["status"]
+                             if last[-1].get("status") else "") if last else ""
+        return ("tab %s left %s%s %d s ago and has not connected since: the page it went to has no Reticle script "
+                "tag (an error page its server answered without the app's layout, another site) or the tab "
+                "closed; it is the same session, %s, again once the tab loads a page with the tag"
+                % (session_id, _short(url, 200), went, (self.clock() - at) / 1000.0, session_id))
 
     def _reap_departed(self, keep_ms: float = DEPARTED_KEEP_MS) -> None:
         now = self.clock()

@@ -90,6 +90,17 @@ _FAILURE_UI: Tuple[_FailureUi, ...] = (
     _FailureUi("shiny", ".shiny-output-error,.shiny-notification-error", "error",
                '<div class="shiny-notification shiny-notification-error">Could not read the file</div>',
                '<div class="shiny-notification shiny-notification-message">File read</div>'),
+    # every toast of the libraries above, whatever its type: a success toast shown and gone before an assert
+    # still counts as shown in the act's window (ui.gone); its text decides whether it tells a failure
+    _FailureUi("sonner-any", "[data-sonner-toast]", None,
+               '<li data-sonner-toast data-type="default">Could not create the todo</li>',
+               '<li data-sonner-toast data-type="success">Saved</li>'),
+    _FailureUi("toastify-any", ".Toastify__toast", None,
+               '<div class="Toastify__toast Toastify__toast--default">Upload failed</div>',
+               '<div class="Toastify__toast Toastify__toast--success">Upload complete</div>'),
+    _FailureUi("vue-toastification", ".Vue-Toastification__toast", None,
+               '<div class="Vue-Toastification__toast Vue-Toastification__toast--error">Could not save</div>',
+               '<div class="Vue-Toastification__toast Vue-Toastification__toast--success">Saved</div>'),
     _FailureUi("react-hot-toast", "div[role=status][aria-live=polite]", None,
                '<div role="status" aria-live="polite">Could not save the todo</div>',
                '<div role="status" aria-live="polite">Todo saved</div>'),
@@ -266,9 +277,10 @@ _NETWORK_ERROR_WORDS = re.compile(r"failed to fetch|networkerror|network error|l
 
 def _foreign_failures(window: List[dict], origin: str) -> Tuple[List[dict], List[dict]]:
     """(calls, console events) of a failed send to another origin (analytics, a CDN): calls to an origin
-    that is not the page's that failed, and the console errors that are about them (naming their URL or
-    origin, or worded as a network failure while every failed call of the window went elsewhere).  Not
-    the act's failure: the verdict names them beside it."""
+    that is not the page's that failed, and the console errors that are about them: logged while the page
+    handled that call's failure (the SDK's `during`: between its rejection and the next task, whatever
+    the wording), naming its URL or origin, or worded as a network failure while every failed call of
+    the window went elsewhere.  Not the act's failure: the verdict names them beside it."""
     if not origin:
         return [], []
     calls = [d for d in _calls(window) if not _is_dev(d)]
@@ -281,12 +293,14 @@ def _foreign_failures(window: List[dict], origin: str) -> Tuple[List[dict], List
         return [], []
     only_foreign = len(foreign) == len(failed)
     places = {_origin_of(d.get("url")) for d in foreign} | {str(d.get("url")) for d in foreign}
+    handled = {str(d.get("requestId") or d.get("id")) for d in foreign}
     said = []
     for e in window:
         if e["type"] not in ("console.error", "error.uncaught"):
             continue
         text = str(e["data"].get("text") or e["data"].get("message") or "")
-        if any(p and p in text for p in places) or (only_foreign and _NETWORK_ERROR_WORDS.search(text)):
+        if any(p and p in text for p in places) or (only_foreign and _NETWORK_ERROR_WORDS.search(text)) \
+                or (e["data"].get("during") is not None and str(e["data"]["during"]) in handled):
             said.append(e)
     return foreign, said
 
@@ -965,7 +979,8 @@ def _r_no_effect(c: _Case) -> _Ruling:
 
 def _stale_message(d: dict, window: List[dict], floor: float, known: Optional["_Known"]) -> bool:
     """An error shown now that is a leftover, not the act's: it was on screen before the act (no
-    ui.alert of its text in the act's window), it sits in no form, dialog or landmark at all (a toast
+    ui.alert of its text in the act's window), the act's answers did not carry it (a fragment that
+    re-rendered it into the element it was in), it sits in no form, dialog or landmark at all (a toast
     in a portal: `unscoped`), it is no field marked invalid, and the act's own requests all succeeded
     (at least one)."""
     if d.get("own") or not d.get("unscoped") or d.get("source") == "invalid":
@@ -975,7 +990,17 @@ def _stale_message(d: dict, window: List[dict], floor: float, known: Optional["_
         return False
     mine = [e["data"] for e in window if e["type"] == "net.request" and not _is_dev(e["data"])
             and _caused_by_act(e, floor, known, repeats=True)]  # a retry of the same save is the act's
+    flat = " ".join(str(text).split())
+    if flat and any(flat in _answer_text(x.get("responseBody")) for x in mine):
+        return False  # the act's own answer (re)rendered it: an htmx fragment swapped into the same element
     return bool(mine) and not any(_call_failed(x) for x in mine)
+
+
+def _answer_text(body: Any) -> str:
+    """An answer's body as the text it renders: tags out, entities read, spaces one."""
+    if not isinstance(body, str):
+        return ""
+    return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", body)).split())
 
 
 def _r_failure_still_shown(c: _Case) -> _Ruling:

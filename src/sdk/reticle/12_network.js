@@ -326,7 +326,17 @@
         );
     }
   }
+  // The failed fetch whose failure the page is handling now: from the rejection until the next task
+  // (the page's own .catch and awaits run as microtasks in between), a console error is about it.
+  var HANDLING = null;
+  function handlingFailure(id) {
+    HANDLING = id;
+    N.setTimeout(function () {
+      if (HANDLING === id) HANDLING = null;
+    }, 0);
+  }
   function fetchFailed(meta, err) {
+    handlingFailure(meta.id);
     var d = {
       id: meta.id,
       requestId: meta.id,

@@ -61,14 +61,67 @@
       ownTexts(form, []).forEach(function (x) {
         before.add(x.text);
       });
+    TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
+      typed: typedIn(form) };
+  }
+  // -- a form post's answer: when the page a form post brings holds that form again (the same id or
+  // action), what it shows in it that the form did not show before is read as a client-side re-render
+  // of the form would be (a classic site re-renders its form under 200 with "Title must be at least 2
+  // characters.")
+  var POSTED_KEY = '__reticle_posted_form';
+  var POSTED_MS = 120000;
+  function typedIn(form) {
     var typed = []; // what the person typed is echoed back (a new todo "Fix the failing test"), not a message
     var fields = form && form.elements ? form.elements : [];
     for (var i = 0; i < fields.length && typed.length < 50; i++) {
       var v = typeof fields[i].value === 'string' ? norm(fields[i].value) : '';
       if (v.length >= 3 && fields[i].type !== 'password' && fields[i].type !== 'hidden') typed.push(v);
     }
-    TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
-      typed: typed };
+    return typed;
+  }
+  function rememberPostedForm(form) {
+    try {
+      var texts = ownTexts(form, []).map(function (x) {
+        return x.text;
+      });
+      ssSet(POSTED_KEY, N.stringify({ at: N.dateNow(), id: form.id || '', action: form.action || '',
+        texts: texts.slice(0, 100), typed: typedIn(form).map(function (v) {
+          return clip(v, 200);
+        }) }));
+    } catch (e) {
+      /* no sessionStorage: the arriving page is read as it is */
+    }
+  }
+  function postedForms(prev) {
+    return Array.prototype.filter.call(document.forms || [], function (f) {
+      return (prev.id && f.id === prev.id) || (!!prev.action && f.action === prev.action);
+    });
+  }
+  function postedFormScan(al) {
+    var prev = null;
+    try {
+      prev = N.parse(ssGet(POSTED_KEY) || 'null');
+    } catch (e) {
+      prev = null;
+    }
+    if (!isObj(prev)) return;
+    ssSet(POSTED_KEY, '');
+    if (N.dateNow() - (prev.at || 0) > POSTED_MS || !Array.isArray(prev.texts)) return;
+    var before = new Set(prev.texts.map(String));
+    var w = { typed: Array.isArray(prev.typed) ? prev.typed.map(String) : [] };
+    var budget = { left: 600 };
+    postedForms(prev).forEach(function (f) {
+      ownTexts(f, [], budget).forEach(function (x) {
+        if (before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || al.texts.has(x.text)) return;
+        if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el)) return;
+        before.add(x.text);
+        if (!al.allow()) return;
+        var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
+        var r = refFor(x.el);
+        if (r) d.ref = r;
+        emit('ui.alert', d, x.el);
+      });
+    });
   }
   function echoesInput(w, text) {
     return w.typed.some(function (v) {
@@ -284,6 +337,7 @@
       emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
     });
     alertsGone(al, showing, t);
+    if (initial) postedFormScan(al);
     textWatchScan(al);
     // a new document says it has looked: a verdict after a navigation waits for this
     if (initial) emit('ui.scan', { shown: showing.length });

@@ -77,6 +77,7 @@
                 var text = formatArgs(args);
                 var d = { text: text, message: text, args: args.slice(0, 10).map(argSummary) };
                 if (args.length > 10) d.argsTruncated = args.length - 10;
+                if (HANDLING != null && level === 'error') d.during = HANDLING; // logged handling that failure
                 if (level === 'error' || level === 'warn') {
                   var errArg = args.filter(function (a) {
                     return a instanceof Error;

@@ -252,6 +252,7 @@
     if (rec.method === 'DIALOG') return;
     if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
     rec.cause = 'form';
+    if (rec.method === 'POST') rememberPostedForm(form);
     announceDocument(rec);
   }
   function docSubmitWrapper(orig) {
@@ -311,7 +312,6 @@
     docIntent = null;
     announceDocument(rec);
   }
-  // This document's own request, from Navigation Timing, linked to the announced one.
   // This document's own request, from Navigation Timing, linked to the announced one.
   function docArrival() {
     var nav = null;

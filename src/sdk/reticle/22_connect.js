@@ -59,11 +59,31 @@
         document.addEventListener('DOMContentLoaded', fc, { once: true });
       else N.setTimeout(fc, 0);
       window.addEventListener('load', fc, { once: true });
+      window.addEventListener('pagehide', onPageHide, true);
+      window.addEventListener('pageshow', onPageShow, true);
       openSocket();
     } catch (e) {
       internal('connect', e);
     }
     return window.reticle;
+  }
+  // A page the browser keeps in its back/forward cache is frozen with its socket open: the daemon would
+  // hold a tab that answers nothing while the tab shows another page (one without the script tag: an
+  // error page).  So the socket closes when the page goes into the cache and opens again, the same
+  // session, when the page comes back from it.
+  function onPageHide(e) {
+    if (!e || !e.persisted || !S.ws) return;
+    var ws = S.ws;
+    S.ws = null;
+    S.open = false;
+    try {
+      ws.close(1000, 'back-forward cache'); // (a page may close with 1000 or 3000-4999 only)
+    } catch (x) {
+      /* already closing */
+    }
+  }
+  function onPageShow(e) {
+    if (e && e.persisted) retryNow();
   }
   // The bridge URL this page may connect to, or null (with a console warning that says why not).
   function connectBridge(o, token) {
