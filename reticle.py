@@ -1383,6 +1383,10 @@ class Hub:
         """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
         clients, devices and the server-truth counters."""
         horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
+        otel: Dict[str, Any] = dict(self.otel.stats)
+        unattributed = self.otel.sources.unattributed(self.clock())
+        if unattributed:  # spans that land in no tab: why, and the fix for that stack
+            otel["unattributed"] = unattributed
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
                "sessions": [_describe_session(s) for s in self.bridge.live()],
@@ -1390,7 +1394,7 @@ class Hub:
                "devices": self.devices.describe(),
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
-                               "openTelemetry": dict(self.otel.stats)}}
+                               "openTelemetry": otel}}
         if not out["sessions"]:
             out["why"] = self.bridge.why()
         return out
@@ -2019,7 +2023,7 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables")
+                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables", "server_hint")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -2039,12 +2043,22 @@ class _Known:
         self.polled = polled                # of those, the ones it made twice or more (a timer, not a person)
         self.unconfirmed: List[dict] = []   # in a device: reports held until the browser confirms them (t: came)
         self.server_tables: FrozenSet[str] = frozenset()  # tables the tab's server records have written
+        self.server_hint = ""               # why spans that reach the daemon land in no tab (_SpanSources)
 
 
-def _server_tables(store: "_EventStore") -> FrozenSet[str]:
-    """The tables the server records in a tab's buffer have written (what its paths may name)."""
-    return frozenset(w["table"].lower().split(".")[-1] for e in store.query(prefix="server.request")
-                     for w in e["data"].get("writes") or () if w.get("table"))
+def _server_knowledge(session: "_TabState", known: "_Known") -> None:
+    """What a verdict knows of the tab's server beside its window: the tables its records have written
+    (what its paths may name), and, for a tab no record ever reached while spans do reach the daemon,
+    why none could be attributed (_SpanSources), named in a `server` check's unknown."""
+    if session.server_seen:
+        known.server_tables = frozenset(w["table"].lower().split(".")[-1] for e in session.store.query(
+            prefix="server.request") for w in e["data"].get("writes") or () if w.get("table"))
+        return
+    otel = getattr(getattr(getattr(session, "bridge", None), "hub", None), "otel", None)
+    found = otel.sources.unattributed(session.clock()) if otel is not None else []
+    if found:
+        known.server_hint = "OpenTelemetry spans reach the daemon, but none can be attributed to a tab: %s" % (
+            "; ".join("service %s: %s; %s" % (f["service"], f["cause"], f["fix"]) for f in found[:2]))
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
@@ -2555,7 +2569,7 @@ class _TabState:
         known.stuck = self.not_answering() or ""
         known.server_grace = self.server_grace()
         known.unconfirmed = self.unconfirmed()
-        known.server_tables = _server_tables(self.store) if self.server_seen else frozenset()
+        _server_knowledge(self, known)
         return known
 
     # -- cursors --------------------------------------------------------------
@@ -6137,13 +6151,15 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": obs.known.server_grace,
                 "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
     cookie_only = _server_cookie_only(unreported, obs.known)
-    # known before the timeout: a navigation's record can never come through spans with the script tag
-    # (a record that is only late may still come, so that waits)
-    final = {"decided": True, "decidedBy": "unknowable"} if cookie_only and not obs.open else {}
+    # known before the timeout: a navigation's record can never come through spans with the script tag, nor
+    # a request's from a service whose spans land in no tab (a record that is only late may still come: waits)
+    hint = obs.known.server_hint
+    final = {"decided": True, "decidedBy": "unknowable"} if (cookie_only or (hint and unreported)) \
+        and not obs.open else {}
     if not obs.known.server_seen:
         return dict(final, **{"pass": False, "assertion": "server.absent", "inconclusive": (
             "no server record ever arrived for this tab, so what the server did cannot be known; %s"
-            % (cookie_only or _SERVER_INSTALL))})
+            % (cookie_only or hint or _SERVER_INSTALL))})
     if unreported:
         hint = ("; it carried the app's own traceparent, so its OpenTelemetry spans are under a trace id the "
                 "daemon did not issue and cannot be attributed to this tab" if unreported[0].get("ownTrace")
@@ -9103,6 +9119,9 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
             tab["device"]["yours"] = False  # listed, but every call on it is refused (Hub.resolve_tab)
             tab["device"]["note"] = "another MCP client's device: open your own with reticle_open"
     out: Dict[str, Any] = {"sessions": sessions}
+    unattributed = hub.otel.sources.unattributed(hub.clock())
+    if unattributed:  # spans reach the daemon and land in no tab: why, and the fix for that stack
+        out["unattributedSpans"] = unattributed
     if not sessions:
         out["why"] = hub.bridge.why()
         reason = ("no tab is connected now (%d connected since the daemon started, all gone)"
@@ -13877,6 +13896,53 @@ def _span_origin(attrs: dict) -> Optional[str]:
                        attrs.get("url.scheme") or attrs.get("http.scheme") or "http")
 
 
+class _SpanSources:
+    """What each service that sends spans has shown, for saying why its spans land in no tab: spans,
+    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed).  A service with
+    spans but no SERVER span has an HTTP server no instrumentation sees; one whose SERVER spans never
+    carry an issued trace id does not continue the tab's `traceparent`."""
+
+    def __init__(self) -> None:
+        self.services: "collections.OrderedDict[str, Dict[str, float]]" = collections.OrderedDict()
+
+    def note(self, spans: List[dict], owned: Set[str], now: float) -> None:
+        for sp in spans:
+            row = self.services.get(sp["service"])
+            if row is None:
+                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now}
+                while len(self.services) > 64:
+                    self.services.popitem(last=False)
+            row["spans"] += 1
+            row["at"] = now
+            if sp["kind"] == 2:
+                row["server"] += 1
+                row["attributed"] += sp["traceId"] in owned
+
+    def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
+        """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
+        the fix for a stack that sends spans (never the Python middleware's)."""
+        out = []
+        for name, row in self.services.items():
+            if now - row["at"] > recent_ms or row["attributed"] or row["spans"] < 2:
+                continue
+            if not row["server"]:
+                cause = ("its %d span(s) hold no HTTP SERVER span: its HTTP server is not instrumented" % row["spans"])
+                fix = ("instrument the HTTP server as it loads: in Node, NODE_OPTIONS=\"--experimental-loader="
+                       "@opentelemetry/instrumentation/hook.mjs --import @opentelemetry/auto-instrumentations-node/"
+                       "register\" (without the loader hook, a server that imports node:http as an ES module, as the "
+                       "dev servers of Vite, React Router, Nuxt, SvelteKit and Astro do, sends database spans but no "
+                       "SERVER span); Next.js, its instrumentation.ts; another stack, its HTTP instrumentation")
+            else:
+                cause = ("none of its %d HTTP SERVER span(s) continued a trace id Reticle issued to a tab: it does "
+                         "not read the request's W3C `traceparent`" % row["server"])
+                fix = ("keep W3C trace context on (OTEL_PROPAGATORS unset or including tracecontext), and let no "
+                       "proxy in front drop the traceparent header; a form post or link with the script tag carries "
+                       "no traceparent (open the page as a device: reticle_open)")
+            out.append({"service": name or "(unnamed)", "spans": int(row["spans"]),
+                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix})
+        return out[:5]
+
+
 class _OtelTraces:
     """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
     OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
@@ -13885,6 +13951,7 @@ class _OtelTraces:
 
     def __init__(self) -> None:
         self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
+        self.sources = _SpanSources()
         self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
         self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
         self.spans = 0
@@ -13907,6 +13974,15 @@ class _OtelTraces:
             _, old = self.held.popitem(last=False)
             self.spans -= len(old["spans"])
         return entry
+
+    def _learn(self, spans: List[dict]) -> None:
+        """From every span, stitched or not: the services whose spans show database statements (their
+        "0 writes" is evidence) and transaction statements (their commits are traced)."""
+        for sp in spans:
+            if sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"):
+                self.db_services.add(sp["service"])
+                if _otel_tx_statement(sp):
+                    self.tx_services.add(sp["service"])
 
     async def take(self, hub: "Hub", body: bytes, media: str, encoding: str, what: str) -> List[str]:
         """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
@@ -13956,6 +14032,9 @@ class _OtelTraces:
                 hub.spawn(hub.faults.sync_device(device))
         self.stats["spans"] += len(spans)
         self.stats["logs"] += len(logs)
+        self._learn(spans)
+        owned = {tid for tid in by_trace if tid in self.done or self._owner(hub, tid, now) is not None}
+        self.sources.note(spans, owned, now)
         for tid, (got, logged) in by_trace.items():
             if tid in self.done:
                 self._amend(tid, got, logged)
@@ -16090,6 +16169,11 @@ def _detect_app(root: str, skipped: Optional[List[str]] = None) -> dict:
     deps = _package_deps(root, skipped)
     if "next" in deps:
         return {"kind": "Next.js", "why": "next in package.json"}
+    if "@react-router/dev" in deps or any(os.path.isfile(os.path.join(root, "react-router.config." + e))
+                                          for e in ("ts", "js", "mts", "mjs")):
+        return {"kind": "React Router 7", "why": "@react-router/dev in package.json (framework mode)"}
+    if "@remix-run/dev" in deps:
+        return {"kind": "Remix", "why": "@remix-run/dev in package.json"}
     if "react-scripts" in deps:
         entry = os.path.join(root, "public", "index.html")
         return {"kind": "Create React App", "entry": entry if os.path.isfile(entry) else None,
@@ -16130,6 +16214,8 @@ def _dev_snippet(kind: str, origin: str) -> str:
     if kind == "Next.js":
         return ("{process.env.NODE_ENV === 'development' && <Script src=\"%s\" strategy=\"beforeInteractive\" />}"
                 % src)
+    if kind in ("React Router 7", "Remix"):
+        return "{import.meta.env.DEV && <script src=\"%s\"></script>}" % src
     return ("<script>if (/^(localhost|127\\.0\\.0\\.1|\\[::1\\])$/.test(location.hostname)) { %s }</script>"
             % loader)
 
@@ -16373,7 +16459,10 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
                 notes.append("%s has no </head>; add this where the page's head is: %s"
                              % (os.path.relpath(entry, root), snippet))
     else:
-        where = {"Next.js": "app/layout.tsx (or pages/_document.tsx), with `import Script from 'next/script'`"}
+        where = {"Next.js": "app/layout.tsx (or pages/_document.tsx), with `import Script from 'next/script'`",
+                 "React Router 7": "app/root.tsx, inside <head> of its Layout (framework mode has no HTML entry: the "
+                                   "Layout renders every page's document)",
+                 "Remix": "app/root.tsx, inside <head> of its Layout (or of the default export's document)"}
         notes.append("%s app (%s): add this to the dev HTML entry%s: %s" % (
             app["kind"], app["why"], " " + where.get(app["kind"], "") if app["kind"] in where else "",
             _dev_snippet(app["kind"], origin)))
@@ -16391,7 +16480,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     server_changes, server_notes = _server_init(root, app, skipped)
     changes += server_changes
     notes += server_notes
-    notes += _otel_init(root, origin)
+    notes += _otel_init(root, origin, port)
     stdio = {"command": command[0], "args": command[1:]}
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
@@ -16479,8 +16568,12 @@ def _server_init(root: str, app: dict, skipped: Optional[List[str]] = None) -> T
     return changes, notes
 
 
-_OTEL_PACKAGES = ("@opentelemetry/sdk-node @opentelemetry/auto-instrumentations-node "
+_OTEL_PACKAGES = ("@opentelemetry/sdk-node @opentelemetry/auto-instrumentations-node @opentelemetry/instrumentation "
                   "@opentelemetry/exporter-trace-otlp-http")
+# OpenTelemetry's zero-code start for Node, ES modules included: the loader hook instruments what a server
+# imports (node:http under Vite), the register starts the SDK with every instrumentation
+_NODE_OPTIONS = ("--experimental-loader=@opentelemetry/instrumentation/hook.mjs "
+                 "--import @opentelemetry/auto-instrumentations-node/register")
 _NEXT_INSTRUMENTATION = (
     "instrumentation.ts: `export async function register() { if (process.env.NEXT_RUNTIME === 'nodejs' && "
     "process.env.NODE_ENV === 'development') { await import('./instrumentation.node') } }` and "
@@ -16492,7 +16585,7 @@ _NEXT_INSTRUMENTATION = (
     "they would escape the instrumentation)")
 
 
-def _otel_init(root: str, origin: str) -> List[str]:
+def _otel_init(root: str, origin: str, port: int = DEFAULT_PORT) -> List[str]:
     """For a Node project (package.json): what turns OpenTelemetry tracing on towards the daemon
     (Server truth from spans), printed, never written: the packages, how the app loads them
     (NODE_OPTIONS, or Next.js's instrumentation.ts), the exporter's variables, how to check it."""
@@ -16500,15 +16593,21 @@ def _otel_init(root: str, origin: str) -> List[str]:
         return []
     deps = _package_deps(root)
     kind = next((name for dep, name in (("next", "Next.js"), ("nuxt", "Nuxt"), ("@sveltejs/kit", "SvelteKit"),
-                                        ("astro", "Astro"), ("express", "Express"), ("fastify", "Fastify"))
+                                        ("@react-router/dev", "React Router 7"), ("@remix-run/dev", "Remix"),
+                                        ("astro", "Astro"), ("express", "Express"), ("fastify", "Fastify"),
+                                        ("vite", "Vite"))
                  if dep in deps), "Node")
-    env = ("OTEL_EXPORTER_OTLP_ENDPOINT=%s OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer%%20$(reticle token)\" "
-           "OTEL_TRACES_EXPORTER=otlp OTEL_BSP_SCHEDULE_DELAY=200" % origin)
+    token = "reticle token" if port == DEFAULT_PORT else "reticle token --port %d" % port  # the daemon on that port
+    env = ("OTEL_EXPORTER_OTLP_ENDPOINT=%s OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer%%20$(%s)\" "
+           "OTEL_TRACES_EXPORTER=otlp OTEL_BSP_SCHEDULE_DELAY=200" % (origin, token))
     if kind == "Next.js":
         load = "add %s; run `next dev` with %s" % (_NEXT_INSTRUMENTATION, env)
     else:
-        load = ("run the dev server with NODE_OPTIONS=\"--require @opentelemetry/auto-instrumentations-node/register\" "
-                "%s" % env)
+        load = ("run the dev server with NODE_OPTIONS=\"%s\" %s (the loader hook is what instruments a server "
+                "that imports node:http as an ES module, as the dev servers of Vite, React Router, Nuxt, SvelteKit "
+                "and Astro do: without it they send database spans but no HTTP SERVER span; a CommonJS server "
+                "needs only the --import) and the exporter sends protobuf (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf "
+                "by default; the daemon reads both)" % (_NODE_OPTIONS, env))
     return ["%s server truth from OpenTelemetry (dev only): `npm install --save-dev %s`; %s. The SDK gives each "
             "same-origin fetch/XHR a traceparent the daemon issued, and the daemon reads the spans at %s/v1/traces "
             "(database writes need the instrumentation of the database client, which the auto-instrumentations "
@@ -16642,6 +16741,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stop", help="stop the daemon on the port and wait until the port is free")
     port_arg(p)
     p = sub.add_parser("token", help="print the pairing token")
+    port_arg(p)
     p.add_argument("--rotate", action="store_true", help="replace the token with a new one")
     p = sub.add_parser("demo", help="verify the built-in demo app in a browser Reticle starts")
     p.add_argument("--headed", action="store_true", help="show the browser window")
@@ -16682,6 +16782,21 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", default=None, metavar="FILE", help="write the merged HTML report to FILE")
     p.add_argument("--json", action="store_true", help="print the merged results as JSON instead of a table")
     return parser
+
+
+def _token_elsewhere(port: Optional[int], state: _StateDir) -> str:
+    """`reticle token --port N`: "" when this state directory's token is the one the daemon on N takes
+    (it runs from here, or none runs there yet: one started there would); else why not."""
+    if port is None:
+        return ""
+    probe = asyncio.run(_probe_port(port))
+    if probe["state"] == "daemon" and _daemon_record(state, port) is None:
+        return ("the Reticle daemon on port %d keeps its state in another directory than %s, so its token is not "
+                "this one: run `reticle token` with the RETICLE_STATE_DIR it was started with" % (port, state.path))
+    if probe["state"] == "foreign":
+        return "port %d is held by something that is not a Reticle daemon: %s" % (port, _port_owner_sentence(
+            port, probe))
+    return ""
 
 
 def _resolve_port(value: Optional[int]) -> int:
@@ -17335,6 +17450,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     return 1
                 sys.stdout.write(os.environ["RETICLE_TOKEN"].strip() + "\n")
                 return 0
+            elsewhere = _token_elsewhere(args.port, state)
+            if elsewhere:
+                sys.stderr.write("reticle: %s\n" % elsewhere)
+                return 1
             sys.stdout.write((state.rotate_token() if args.rotate else state.token()) + "\n")
             return 0
         port = _resolve_port(getattr(args, "port", None))

@@ -6,7 +6,7 @@
 #                                   mypy, the web frameworks) into the interpreter's site-packages; it
 #                                   writes nothing into the checkout
 #   sh tests/bootstrap.sh browser   the rest: Debian's chromium and PostgreSQL, and the npm packages the
-#                                   browser tests drive (React, Hotwire Turbo, Express and Next.js with
+#                                   browser tests drive (React, Hotwire Turbo, Express, Next.js and React Router 7 with
 #                                   OpenTelemetry) and ESLint for the SDK's lint, into tests/.js and
 #                                   tests/.otel (kept out of git)
 #   sh tests/bootstrap.sh           both: what the whole suite (python3 -m pytest) and CI need
@@ -52,12 +52,13 @@ fi
 if [ ! -f "$here/.js/node_modules/@hotwired/turbo/dist/turbo.es2017-umd.js" ]; then
     npm install --prefix "$here/.js" --no-audit --no-fund --silent @hotwired/turbo@8.0.23 >/dev/null
 fi
-# Real Express and Next.js apps with stock OpenTelemetry instrumentation for tests/test_otel.py (releases that
-# run on Node 20), into their own folder.
-if [ ! -f "$here/.otel/node_modules/next/package.json" ]; then
+# Real Express, Next.js and React Router 7 (framework mode, Vite) apps with stock OpenTelemetry instrumentation
+# for tests/test_otel.py (releases that run on Node 20), into their own folder.
+if [ ! -f "$here/.otel/node_modules/@react-router/dev/package.json" ]; then
     npm install --prefix "$here/.otel" --no-audit --no-fund --silent express@4.21.2 pg@8.13.1 @opentelemetry/api@1.9.0 \
-        @opentelemetry/sdk-node@0.57.2 @opentelemetry/instrumentation-http@0.57.2 \
+        @opentelemetry/sdk-node@0.57.2 @opentelemetry/instrumentation@0.57.2 @opentelemetry/instrumentation-http@0.57.2 \
         @opentelemetry/instrumentation-express@0.47.1 @opentelemetry/instrumentation-pg@0.51.1 \
         @opentelemetry/exporter-trace-otlp-http@0.57.2 @opentelemetry/exporter-trace-otlp-proto@0.57.2 \
-        @opentelemetry/auto-instrumentations-node@0.56.1 next@15.1.7 react@19.0.0 react-dom@19.0.0 >/dev/null
+        @opentelemetry/auto-instrumentations-node@0.56.1 next@15.1.7 react@19.0.0 react-dom@19.0.0 \
+        react-router@7.6.3 @react-router/dev@7.6.3 @react-router/node@7.6.3 vite@6.3.5 isbot@5.1.28 >/dev/null
 fi

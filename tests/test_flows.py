@@ -848,10 +848,19 @@ def test_report_merge_refuses_a_results_file_off_its_schema_naming_the_file_and_
 
 
 def test_durations_from_a_file_off_the_schema_is_a_clean_error(tmp_path, capsys):
+    import logging
     import reticle
     doc = _shard_doc(1, 1, ["a"], [dict(_r("a"), ms="slow")])
     (tmp_path / "d.json").write_text(json.dumps(doc))
-    assert reticle.main(["verify", "--shard", "1/2", "--durations", str(tmp_path / "d.json"), "a"]) == 3
+    # `verify` sends reticle's log to this test's stderr: put the loggers back after, or a later test logs to
+    # a closed stream
+    loggers = [logging.getLogger(n) for n in ("reticle", "tornado", "asyncio")]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    try:
+        assert reticle.main(["verify", "--shard", "1/2", "--durations", str(tmp_path / "d.json"), "a"]) == 3
+    finally:
+        for lg, (handlers, level, propagate) in zip(loggers, saved):
+            lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate
     assert "flows[0].ms is a string; expected number" in capsys.readouterr().err
 
 

@@ -6,6 +6,7 @@ PostgreSQL, driven in headless Chromium."""
 
 import gzip
 import json
+import re
 import os
 import urllib.error
 import urllib.request
@@ -420,6 +421,8 @@ class ExpressApp:
         if not db_traced:
             env["OTEL_TEST_NO_DB"] = "1"
         if register:  # the zero-code route `reticle init` prints for Node: the exporter's protocol is its default
+            # --require: this CommonJS app finds its packages through NODE_PATH, which ES-module resolution
+            # (--import) does not read; an app with its own node_modules takes the --import init prints
             env.update(NODE_OPTIONS="--require @opentelemetry/auto-instrumentations-node/register",
                        OTEL_TRACES_EXPORTER="otlp", OTEL_TEST_REGISTER="1")
         self.log_path = os.path.join(str(tmp), "express-%d.log" % self.port)
@@ -805,10 +808,132 @@ def test_a_flask_app_under_stock_python_opentelemetry(tmp_path, daemon, mcp):
         both.close()
 
 
+class RR7App(ExpressApp):
+    """tests/_otel_rr7 (React Router 7 in framework mode, PostgreSQL through pg) under `react-router dev`
+    (Vite), traced by the recipe `reticle init` prints for it: its NODE_OPTIONS and OTEL_* variables,
+    nothing in the app's code.  `instrumentations` narrows what the auto-instrumentations load
+    (OTEL_NODE_ENABLED_INSTRUMENTATIONS): "pg" alone is the recipe broken on purpose, no HTTP SERVER span."""
+
+    def __init__(self, tmp, daemon, pg_port, instrumentations=None, tag=False):
+        bin_ = os.path.join(NODE_MODULES, "@react-router", "dev", "bin.js")
+        if not os.path.isfile(bin_):
+            pytest.skip("@react-router/dev is not installed in tests/.otel (tests/bootstrap.sh)")
+        self.port, self.pg_port = free_port(), pg_port
+        self.url = "http://127.0.0.1:%d" % self.port
+        root = os.path.join(str(tmp), "rr7-app-%d" % self.port)
+        shutil.copytree(os.path.join(HERE, "_otel_rr7"), root)
+        os.symlink(NODE_MODULES, os.path.join(root, "node_modules"))
+        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(pg_port), "-U", "app", "-d", "postgres", "-qc",
+                        "CREATE TABLE IF NOT EXISTS notes (id serial PRIMARY KEY, title text)"], check=True)
+        (tmp / "rr7-pkg").mkdir(exist_ok=True)
+        (tmp / "rr7-pkg" / "package.json").write_text(json.dumps({"name": "rr7", "devDependencies": {
+            "@react-router/dev": "7", "react-router": "7", "pg": "8"}}))
+        note = next(n for n in reticle._init_plan(str(tmp / "rr7-pkg"), str(tmp / "home"), daemon.port,
+                                                  ["reticle", "mcp"])["notes"] if "OpenTelemetry" in n)
+        self.recipe = re.search(r'NODE_OPTIONS="([^"]+)"', note).group(1)
+        env = dict(os.environ, NODE_PATH=NODE_MODULES, PG_PORT=str(pg_port), NODE_OPTIONS=self.recipe,
+                   OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url, OTEL_TRACES_EXPORTER="otlp",
+                   OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(), OTEL_BSP_SCHEDULE_DELAY="200",
+                   OTEL_SERVICE_NAME="notes-rr7", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+        if instrumentations:
+            env["OTEL_NODE_ENABLED_INSTRUMENTATIONS"] = instrumentations
+        if tag:
+            env["VITE_RETICLE_JS"] = daemon.url + "/reticle.js"
+        self.log_path = os.path.join(str(tmp), "rr7-%d.log" % self.port)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["node", bin_, "dev", "--port", str(self.port), "--host", "127.0.0.1",
+                                      "--strictPort"], env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=root,
+                                     start_new_session=True)
+        try:
+            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 60, what="react-router dev")
+            assert self.proc.poll() is None, self.log()
+            urllib.request.urlopen(self.url + "/", timeout=120).read()  # compiled once, its spans sent
+        except BaseException:
+            self.close()
+            raise
+
+    def rows(self):
+        out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "app", "-d", "postgres",
+                              "-tAc", "SELECT COUNT(*) FROM notes"], capture_output=True, check=True)
+        return int(out.stdout.strip())
+
+    def close(self):
+        if self.proc.poll() is None:
+            import signal
+            os.killpg(self.proc.pid, signal.SIGTERM)  # vite's own processes with it
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+def note_until(intent):
+    return {"kind": "text", "contains": "Saved " + intent}
+
+
+@pytest.mark.parametrize("tag", [False, True], ids=["device", "tag"])
+def test_a_react_router_7_dev_server_traced_by_inits_recipe(tmp_path, daemon, mcp, postgres, tag):
+    """React Router 7 framework mode under `react-router dev` (Vite: its server code is ES modules), traced
+    only by the NODE_OPTIONS `reticle init` prints: a save is yes from the spans, a save that wrote nothing is
+    never yes, a rolled-back one is no; each three times, checked against the table."""
+    app = RR7App(tmp_path, daemon, postgres, tag=tag)
+    browser = None
+    try:
+        assert app.recipe == ("--experimental-loader=@opentelemetry/instrumentation/hook.mjs --import "
+                              "@opentelemetry/auto-instrumentations-node/register"), app.recipe
+        wait_until(lambda: spans_heard(daemon), 15, what="the dev server's first spans")
+        sid, browser = open_tab(mcp, app, device=not tag)
+        for n in range(3):
+            before = app.rows()
+            out = act(mcp, sid, "Save", note_until("save"), timeout_ms=10000)
+            assert out["verified"] == "yes", (n, out, app.log()[-2000:])
+            assert any("1 write (insert notes" in line and "from OpenTelemetry spans" in line for line in out["server"])
+            assert app.rows() == before + 1
+            out = act(mcp, sid, "Save (no-op)", note_until("noop"), timeout_ms=10000)
+            assert out["verified"] != "yes" and out["verifiedReason"] == "server_wrote_nothing", (n, out)
+            out = act(mcp, sid, "Save (rollback)", note_until("rollback"), timeout_ms=10000)
+            assert out["verified"] == "no" and "server-rolled-back" in out["because"], (n, out)
+            assert app.rows() == before + 1
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
+def test_a_broken_recipe_is_named_with_its_cause_and_answers_early(tmp_path, daemon, mcp, postgres):
+    """The recipe broken on purpose (only pg instrumented: spans, but no HTTP SERVER span): `reticle_sessions`,
+    `/status` and the `server` check's unknown say why and what to do for a Node stack (not the Python
+    middleware), and the unknown comes once the act's request is past its wait, not at the timeout."""
+    app = RR7App(tmp_path, daemon, postgres, instrumentations="pg")
+    try:
+        sid, _ = open_tab(mcp, app, device=True)
+        act(mcp, sid, "Save", note_until("save"), timeout_ms=10000)  # pg spans, under no SERVER span
+        wait_until(lambda: daemon.status()["serverTruth"]["openTelemetry"].get("unattributed"), 15,
+                   what="the unattributed spans named")
+        [why] = daemon.status()["serverTruth"]["openTelemetry"]["unattributed"]
+        assert why["service"] == "notes-rr7" and "no HTTP SERVER span" in why["cause"], why
+        assert "--experimental-loader=@opentelemetry/instrumentation/hook.mjs" in why["fix"], why
+        assert mcp.ok("reticle_sessions")["unattributedSpans"] == [why]
+        for n in range(2):
+            t0 = time.monotonic()
+            out = act(mcp, sid, "Save", dict(WRITE, urlContains="/", writes={"table": "notes"}), timeout_ms=10000)
+            took = time.monotonic() - t0
+            assert out["verified"] == "unknown" and "no HTTP SERVER span" in out["because"], (n, out)
+            assert "reticle.DjangoMiddleware" not in out["because"], out["because"]
+            assert took < 6.0, (n, took)
+    finally:
+        app.close()
+
+
 # -- `reticle init` for Node projects -----------------------------------------------------------------
 
 @pytest.mark.parametrize("deps, kind, loads", [
-    ({"express": "^4"}, "Express", "NODE_OPTIONS=\"--require @opentelemetry/auto-instrumentations-node/register\""),
+    ({"express": "^4"}, "Express", "NODE_OPTIONS=\"--experimental-loader=@opentelemetry/instrumentation/hook.mjs "
+                                   "--import @opentelemetry/auto-instrumentations-node/register\""),
+    ({"@react-router/dev": "7", "react-router": "7"}, "React Router 7", "@opentelemetry/instrumentation/hook.mjs"),
+    ({"@remix-run/dev": "2"}, "Remix", "@opentelemetry/instrumentation/hook.mjs"),
     ({"next": "15"}, "Next.js", "instrumentation.ts"),
     ({"nuxt": "3"}, "Nuxt", "NODE_OPTIONS="),
     ({"@sveltejs/kit": "2", "vite": "5"}, "SvelteKit", "NODE_OPTIONS="),
@@ -833,8 +958,9 @@ def test_init_prints_no_tracing_for_a_python_project(tmp_path):
 
 
 def test_the_zero_code_route_init_prints_for_node_feeds_verdicts(tmp_path, daemon, mcp, postgres):
-    """NODE_OPTIONS=--require @opentelemetry/auto-instrumentations-node/register and the OTEL_* variables
-    `reticle init` prints, nothing in the app's code: a save is yes, a no-op is no."""
+    """The zero-code route (auto-instrumentations-node/register through NODE_OPTIONS, here --require for a
+    CommonJS app) and the OTEL_* variables `reticle init` prints, nothing in the app's code: a save is yes,
+    a no-op is no."""
     if not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry", "auto-instrumentations-node")):
         pytest.skip("@opentelemetry/auto-instrumentations-node is not installed (tests/bootstrap.sh)")
     app = ExpressApp(tmp_path, daemon, postgres, register=True)

@@ -166,6 +166,10 @@ class Hub:
         """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
         clients, devices and the server-truth counters."""
         horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
+        otel: Dict[str, Any] = dict(self.otel.stats)
+        unattributed = self.otel.sources.unattributed(self.clock())
+        if unattributed:  # spans that land in no tab: why, and the fix for that stack
+            otel["unattributed"] = unattributed
         out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
                "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
                "sessions": [_describe_session(s) for s in self.bridge.live()],
@@ -173,7 +177,7 @@ class Hub:
                "devices": self.devices.describe(),
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
-                               "openTelemetry": dict(self.otel.stats)}}
+                               "openTelemetry": otel}}
         if not out["sessions"]:
             out["why"] = self.bridge.why()
         return out

@@ -371,7 +371,7 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables")
+                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables", "server_hint")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -391,12 +391,22 @@ class _Known:
         self.polled = polled                # of those, the ones it made twice or more (a timer, not a person)
         self.unconfirmed: List[dict] = []   # in a device: reports held until the browser confirms them (t: came)
         self.server_tables: FrozenSet[str] = frozenset()  # tables the tab's server records have written
+        self.server_hint = ""               # why spans that reach the daemon land in no tab (_SpanSources)
 
 
-def _server_tables(store: "_EventStore") -> FrozenSet[str]:
-    """The tables the server records in a tab's buffer have written (what its paths may name)."""
-    return frozenset(w["table"].lower().split(".")[-1] for e in store.query(prefix="server.request")
-                     for w in e["data"].get("writes") or () if w.get("table"))
+def _server_knowledge(session: "_TabState", known: "_Known") -> None:
+    """What a verdict knows of the tab's server beside its window: the tables its records have written
+    (what its paths may name), and, for a tab no record ever reached while spans do reach the daemon,
+    why none could be attributed (_SpanSources), named in a `server` check's unknown."""
+    if session.server_seen:
+        known.server_tables = frozenset(w["table"].lower().split(".")[-1] for e in session.store.query(
+            prefix="server.request") for w in e["data"].get("writes") or () if w.get("table"))
+        return
+    otel = getattr(getattr(getattr(session, "bridge", None), "hub", None), "otel", None)
+    found = otel.sources.unattributed(session.clock()) if otel is not None else []
+    if found:
+        known.server_hint = "OpenTelemetry spans reach the daemon, but none can be attributed to a tab: %s" % (
+            "; ".join("service %s: %s; %s" % (f["service"], f["cause"], f["fix"]) for f in found[:2]))
 
 
 # the codes a page may give a refused command (anything else it says is "page_refused")
@@ -907,7 +917,7 @@ class _TabState:
         known.stuck = self.not_answering() or ""
         known.server_grace = self.server_grace()
         known.unconfirmed = self.unconfirmed()
-        known.server_tables = _server_tables(self.store) if self.server_seen else frozenset()
+        _server_knowledge(self, known)
         return known
 
     # -- cursors --------------------------------------------------------------

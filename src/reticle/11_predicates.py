@@ -1181,13 +1181,15 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": obs.known.server_grace,
                 "inconclusive": "the server's record of %s has not arrived yet" % _call_label(awaiting[0])}
     cookie_only = _server_cookie_only(unreported, obs.known)
-    # known before the timeout: a navigation's record can never come through spans with the script tag
-    # (a record that is only late may still come, so that waits)
-    final = {"decided": True, "decidedBy": "unknowable"} if cookie_only and not obs.open else {}
+    # known before the timeout: a navigation's record can never come through spans with the script tag, nor
+    # a request's from a service whose spans land in no tab (a record that is only late may still come: waits)
+    hint = obs.known.server_hint
+    final = {"decided": True, "decidedBy": "unknowable"} if (cookie_only or (hint and unreported)) \
+        and not obs.open else {}
     if not obs.known.server_seen:
         return dict(final, **{"pass": False, "assertion": "server.absent", "inconclusive": (
             "no server record ever arrived for this tab, so what the server did cannot be known; %s"
-            % (cookie_only or _SERVER_INSTALL))})
+            % (cookie_only or hint or _SERVER_INSTALL))})
     if unreported:
         hint = ("; it carried the app's own traceparent, so its OpenTelemetry spans are under a trace id the "
                 "daemon did not issue and cannot be attributed to this tab" if unreported[0].get("ownTrace")

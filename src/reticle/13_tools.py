@@ -382,6 +382,9 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
             tab["device"]["yours"] = False  # listed, but every call on it is refused (Hub.resolve_tab)
             tab["device"]["note"] = "another MCP client's device: open your own with reticle_open"
     out: Dict[str, Any] = {"sessions": sessions}
+    unattributed = hub.otel.sources.unattributed(hub.clock())
+    if unattributed:  # spans reach the daemon and land in no tab: why, and the fix for that stack
+        out["unattributedSpans"] = unattributed
     if not sessions:
         out["why"] = hub.bridge.why()
         reason = ("no tab is connected now (%d connected since the daemon started, all gone)"

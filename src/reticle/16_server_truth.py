@@ -2049,6 +2049,53 @@ def _span_origin(attrs: dict) -> Optional[str]:
                        attrs.get("url.scheme") or attrs.get("http.scheme") or "http")
 
 
+class _SpanSources:
+    """What each service that sends spans has shown, for saying why its spans land in no tab: spans,
+    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed).  A service with
+    spans but no SERVER span has an HTTP server no instrumentation sees; one whose SERVER spans never
+    carry an issued trace id does not continue the tab's `traceparent`."""
+
+    def __init__(self) -> None:
+        self.services: "collections.OrderedDict[str, Dict[str, float]]" = collections.OrderedDict()
+
+    def note(self, spans: List[dict], owned: Set[str], now: float) -> None:
+        for sp in spans:
+            row = self.services.get(sp["service"])
+            if row is None:
+                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now}
+                while len(self.services) > 64:
+                    self.services.popitem(last=False)
+            row["spans"] += 1
+            row["at"] = now
+            if sp["kind"] == 2:
+                row["server"] += 1
+                row["attributed"] += sp["traceId"] in owned
+
+    def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
+        """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
+        the fix for a stack that sends spans (never the Python middleware's)."""
+        out = []
+        for name, row in self.services.items():
+            if now - row["at"] > recent_ms or row["attributed"] or row["spans"] < 2:
+                continue
+            if not row["server"]:
+                cause = ("its %d span(s) hold no HTTP SERVER span: its HTTP server is not instrumented" % row["spans"])
+                fix = ("instrument the HTTP server as it loads: in Node, NODE_OPTIONS=\"--experimental-loader="
+                       "@opentelemetry/instrumentation/hook.mjs --import @opentelemetry/auto-instrumentations-node/"
+                       "register\" (without the loader hook, a server that imports node:http as an ES module, as the "
+                       "dev servers of Vite, React Router, Nuxt, SvelteKit and Astro do, sends database spans but no "
+                       "SERVER span); Next.js, its instrumentation.ts; another stack, its HTTP instrumentation")
+            else:
+                cause = ("none of its %d HTTP SERVER span(s) continued a trace id Reticle issued to a tab: it does "
+                         "not read the request's W3C `traceparent`" % row["server"])
+                fix = ("keep W3C trace context on (OTEL_PROPAGATORS unset or including tracecontext), and let no "
+                       "proxy in front drop the traceparent header; a form post or link with the script tag carries "
+                       "no traceparent (open the page as a device: reticle_open)")
+            out.append({"service": name or "(unnamed)", "spans": int(row["spans"]),
+                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix})
+        return out[:5]
+
+
 class _OtelTraces:
     """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
     OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
@@ -2057,6 +2104,7 @@ class _OtelTraces:
 
     def __init__(self) -> None:
         self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
+        self.sources = _SpanSources()
         self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
         self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
         self.spans = 0
@@ -2079,6 +2127,15 @@ class _OtelTraces:
             _, old = self.held.popitem(last=False)
             self.spans -= len(old["spans"])
         return entry
+
+    def _learn(self, spans: List[dict]) -> None:
+        """From every span, stitched or not: the services whose spans show database statements (their
+        "0 writes" is evidence) and transaction statements (their commits are traced)."""
+        for sp in spans:
+            if sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"):
+                self.db_services.add(sp["service"])
+                if _otel_tx_statement(sp):
+                    self.tx_services.add(sp["service"])
 
     async def take(self, hub: "Hub", body: bytes, media: str, encoding: str, what: str) -> List[str]:
         """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
@@ -2128,6 +2185,9 @@ class _OtelTraces:
                 hub.spawn(hub.faults.sync_device(device))
         self.stats["spans"] += len(spans)
         self.stats["logs"] += len(logs)
+        self._learn(spans)
+        owned = {tid for tid in by_trace if tid in self.done or self._owner(hub, tid, now) is not None}
+        self.sources.note(spans, owned, now)
         for tid, (got, logged) in by_trace.items():
             if tid in self.done:
                 self._amend(tid, got, logged)

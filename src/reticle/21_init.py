@@ -128,6 +128,11 @@ def _detect_app(root: str, skipped: Optional[List[str]] = None) -> dict:
     deps = _package_deps(root, skipped)
     if "next" in deps:
         return {"kind": "Next.js", "why": "next in package.json"}
+    if "@react-router/dev" in deps or any(os.path.isfile(os.path.join(root, "react-router.config." + e))
+                                          for e in ("ts", "js", "mts", "mjs")):
+        return {"kind": "React Router 7", "why": "@react-router/dev in package.json (framework mode)"}
+    if "@remix-run/dev" in deps:
+        return {"kind": "Remix", "why": "@remix-run/dev in package.json"}
     if "react-scripts" in deps:
         entry = os.path.join(root, "public", "index.html")
         return {"kind": "Create React App", "entry": entry if os.path.isfile(entry) else None,
@@ -168,6 +173,8 @@ def _dev_snippet(kind: str, origin: str) -> str:
     if kind == "Next.js":
         return ("{process.env.NODE_ENV === 'development' && <Script src=\"%s\" strategy=\"beforeInteractive\" />}"
                 % src)
+    if kind in ("React Router 7", "Remix"):
+        return "{import.meta.env.DEV && <script src=\"%s\"></script>}" % src
     return ("<script>if (/^(localhost|127\\.0\\.0\\.1|\\[::1\\])$/.test(location.hostname)) { %s }</script>"
             % loader)
 
@@ -411,7 +418,10 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
                 notes.append("%s has no </head>; add this where the page's head is: %s"
                              % (os.path.relpath(entry, root), snippet))
     else:
-        where = {"Next.js": "app/layout.tsx (or pages/_document.tsx), with `import Script from 'next/script'`"}
+        where = {"Next.js": "app/layout.tsx (or pages/_document.tsx), with `import Script from 'next/script'`",
+                 "React Router 7": "app/root.tsx, inside <head> of its Layout (framework mode has no HTML entry: the "
+                                   "Layout renders every page's document)",
+                 "Remix": "app/root.tsx, inside <head> of its Layout (or of the default export's document)"}
         notes.append("%s app (%s): add this to the dev HTML entry%s: %s" % (
             app["kind"], app["why"], " " + where.get(app["kind"], "") if app["kind"] in where else "",
             _dev_snippet(app["kind"], origin)))
@@ -429,7 +439,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     server_changes, server_notes = _server_init(root, app, skipped)
     changes += server_changes
     notes += server_notes
-    notes += _otel_init(root, origin)
+    notes += _otel_init(root, origin, port)
     stdio = {"command": command[0], "args": command[1:]}
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
@@ -517,8 +527,12 @@ def _server_init(root: str, app: dict, skipped: Optional[List[str]] = None) -> T
     return changes, notes
 
 
-_OTEL_PACKAGES = ("@opentelemetry/sdk-node @opentelemetry/auto-instrumentations-node "
+_OTEL_PACKAGES = ("@opentelemetry/sdk-node @opentelemetry/auto-instrumentations-node @opentelemetry/instrumentation "
                   "@opentelemetry/exporter-trace-otlp-http")
+# OpenTelemetry's zero-code start for Node, ES modules included: the loader hook instruments what a server
+# imports (node:http under Vite), the register starts the SDK with every instrumentation
+_NODE_OPTIONS = ("--experimental-loader=@opentelemetry/instrumentation/hook.mjs "
+                 "--import @opentelemetry/auto-instrumentations-node/register")
 _NEXT_INSTRUMENTATION = (
     "instrumentation.ts: `export async function register() { if (process.env.NEXT_RUNTIME === 'nodejs' && "
     "process.env.NODE_ENV === 'development') { await import('./instrumentation.node') } }` and "
@@ -530,7 +544,7 @@ _NEXT_INSTRUMENTATION = (
     "they would escape the instrumentation)")
 
 
-def _otel_init(root: str, origin: str) -> List[str]:
+def _otel_init(root: str, origin: str, port: int = DEFAULT_PORT) -> List[str]:
     """For a Node project (package.json): what turns OpenTelemetry tracing on towards the daemon
     (Server truth from spans), printed, never written: the packages, how the app loads them
     (NODE_OPTIONS, or Next.js's instrumentation.ts), the exporter's variables, how to check it."""
@@ -538,15 +552,21 @@ def _otel_init(root: str, origin: str) -> List[str]:
         return []
     deps = _package_deps(root)
     kind = next((name for dep, name in (("next", "Next.js"), ("nuxt", "Nuxt"), ("@sveltejs/kit", "SvelteKit"),
-                                        ("astro", "Astro"), ("express", "Express"), ("fastify", "Fastify"))
+                                        ("@react-router/dev", "React Router 7"), ("@remix-run/dev", "Remix"),
+                                        ("astro", "Astro"), ("express", "Express"), ("fastify", "Fastify"),
+                                        ("vite", "Vite"))
                  if dep in deps), "Node")
-    env = ("OTEL_EXPORTER_OTLP_ENDPOINT=%s OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer%%20$(reticle token)\" "
-           "OTEL_TRACES_EXPORTER=otlp OTEL_BSP_SCHEDULE_DELAY=200" % origin)
+    token = "reticle token" if port == DEFAULT_PORT else "reticle token --port %d" % port  # the daemon on that port
+    env = ("OTEL_EXPORTER_OTLP_ENDPOINT=%s OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer%%20$(%s)\" "
+           "OTEL_TRACES_EXPORTER=otlp OTEL_BSP_SCHEDULE_DELAY=200" % (origin, token))
     if kind == "Next.js":
         load = "add %s; run `next dev` with %s" % (_NEXT_INSTRUMENTATION, env)
     else:
-        load = ("run the dev server with NODE_OPTIONS=\"--require @opentelemetry/auto-instrumentations-node/register\" "
-                "%s" % env)
+        load = ("run the dev server with NODE_OPTIONS=\"%s\" %s (the loader hook is what instruments a server "
+                "that imports node:http as an ES module, as the dev servers of Vite, React Router, Nuxt, SvelteKit "
+                "and Astro do: without it they send database spans but no HTTP SERVER span; a CommonJS server "
+                "needs only the --import) and the exporter sends protobuf (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf "
+                "by default; the daemon reads both)" % (_NODE_OPTIONS, env))
     return ["%s server truth from OpenTelemetry (dev only): `npm install --save-dev %s`; %s. The SDK gives each "
             "same-origin fetch/XHR a traceparent the daemon issued, and the daemon reads the spans at %s/v1/traces "
             "(database writes need the instrumentation of the database client, which the auto-instrumentations "

@@ -49,6 +49,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stop", help="stop the daemon on the port and wait until the port is free")
     port_arg(p)
     p = sub.add_parser("token", help="print the pairing token")
+    port_arg(p)
     p.add_argument("--rotate", action="store_true", help="replace the token with a new one")
     p = sub.add_parser("demo", help="verify the built-in demo app in a browser Reticle starts")
     p.add_argument("--headed", action="store_true", help="show the browser window")
@@ -89,6 +90,21 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", default=None, metavar="FILE", help="write the merged HTML report to FILE")
     p.add_argument("--json", action="store_true", help="print the merged results as JSON instead of a table")
     return parser
+
+
+def _token_elsewhere(port: Optional[int], state: _StateDir) -> str:
+    """`reticle token --port N`: "" when this state directory's token is the one the daemon on N takes
+    (it runs from here, or none runs there yet: one started there would); else why not."""
+    if port is None:
+        return ""
+    probe = asyncio.run(_probe_port(port))
+    if probe["state"] == "daemon" and _daemon_record(state, port) is None:
+        return ("the Reticle daemon on port %d keeps its state in another directory than %s, so its token is not "
+                "this one: run `reticle token` with the RETICLE_STATE_DIR it was started with" % (port, state.path))
+    if probe["state"] == "foreign":
+        return "port %d is held by something that is not a Reticle daemon: %s" % (port, _port_owner_sentence(
+            port, probe))
+    return ""
 
 
 def _resolve_port(value: Optional[int]) -> int:
@@ -742,6 +758,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     return 1
                 sys.stdout.write(os.environ["RETICLE_TOKEN"].strip() + "\n")
                 return 0
+            elsewhere = _token_elsewhere(args.port, state)
+            if elsewhere:
+                sys.stderr.write("reticle: %s\n" % elsewhere)
+                return 1
             sys.stdout.write((state.rotate_token() if args.rotate else state.token()) + "\n")
             return 0
         port = _resolve_port(getattr(args, "port", None))
