@@ -788,6 +788,22 @@ def _origin_of(url: Any) -> str:
     if not parts.scheme or not parts.netloc:
         return ""
     return "%s://%s" % (parts.scheme.lower(), parts.netloc.lower())
+
+
+class _Markup(str):
+    """Text that is already HTML (built by _html_of, or a constant of this module): put in as it is."""
+
+
+def _html_of(template: str, *values: Any) -> _Markup:
+    """`template` (HTML written here, `%s` slots only) with each value put in escaped, unless it is
+    _Markup that _html_of built: the one way the HTML report and the timelines' SVG are made, so no
+    field of a results file or text of a page, whatever it holds, reaches them as markup."""
+    return _Markup(template % tuple(v if isinstance(v, _Markup) else html.escape(str(v), quote=True)
+                                    for v in values))
+
+
+def _html_join(pieces: List[_Markup]) -> _Markup:
+    return _Markup("".join(pieces))
 #: end src/reticle/03_utilities.py
 
 
@@ -1263,6 +1279,7 @@ class Hub:
         self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
         self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
+        self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()
@@ -1646,6 +1663,259 @@ def _hide_redirected_status(data: dict) -> None:
         data["statusKnown"] = False
         data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
                               "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
+
+
+# ---- where the page called from: the app's own frame of a stack, mapped through the page's source map ----
+# A request, a console error or an uncaught error the SDK records carries the stack of the call that made it
+# (Chromium's lines: "    at saveProfile (http://127.0.0.1:5173/src/lib/api.ts?t=17:42:9)").  Its first frame
+# of the app's own code names the sender or the logger: frames of installed packages, a dev server's own
+# client, framework runtimes and Reticle are skipped.  The frame is mapped to the original file and line
+# through the source map its script points to (Source Map revision 3, ECMA-426: `mappings` in Base64 VLQ),
+# fetched from the page's own origin only; a map that cannot be fetched or read leaves the generated frame.
+
+_STACK_FRAME = re.compile(r"^\s*at (?:async )?(?:(?P<fn>[^()]+?) \()?(?P<url>[a-z][a-z0-9+.-]*://\S+?)"
+                          r":(?P<line>\d+):(?P<col>\d+)\)?\s*$", re.I)
+_LIBRARY_FRAME = re.compile(r"/node_modules/|/\.vite/deps/|/@vite/|/@react-refresh|/@fs/|/reticle\.js|/_next/"
+                            r"static/chunks/(?:main|webpack|framework|polyfills|react-refresh|pages/_app)", re.I)
+_FRAME_OWNERS = ("net.request", "console.error", "error.uncaught")
+
+
+def _app_frame(stack: Any) -> Optional[dict]:
+    """The first frame of the app's own code in a stack, {fn, url, line, col} (generated position), or None."""
+    for raw in str(stack or "").split("\n")[:30]:
+        m = _STACK_FRAME.match(raw)
+        if m and not _LIBRARY_FRAME.search(m.group("url")):
+            fn = (m.group("fn") or "").strip()
+            fn = fn.split(" [as ")[0].rsplit(".", 1)[-1] if fn and fn != "<anonymous>" else ""
+            return {"fn": fn[:80], "url": m.group("url")[:2000], "line": int(m.group("line")),
+                    "col": int(m.group("col"))}
+    return None
+
+
+def _frame_file(name: str) -> str:
+    """A frame's file as a person finds it in the project: a URL's path, a map's source without its
+    scheme, leading ./ and ../, or query (webpack://app/./src/api.ts -> src/api.ts)."""
+    name = re.sub(r"^[a-z][a-z0-9+.-]*://(?:[^/]*/)?", "", name.split("?", 1)[0].split("#", 1)[0], flags=re.I)
+    name = re.sub(r"^\([^)]*\)/", "", name)  # webpack-internal:///(app-pages-browser)/./app/page.js
+    while name.startswith(("./", "../", "/")):
+        name = name[3:] if name.startswith("../") else name[2:] if name.startswith("./") else name[1:]
+    return name[:300] or "?"
+
+
+def _frame_text(frame: dict, root: str = "") -> str:
+    """"saveProfile at src/lib/api.ts:42": a frame as an answer names it (a file under the project's
+    folder `root`, as an absolute path in a map or a component's mark, named from there)."""
+    where = "%s:%d" % (_in_project(_frame_file(frame.get("file") or frame["url"]), root), frame["line"])
+    return "%s at %s" % (frame["fn"], where) if frame.get("fn") else where
+
+
+def _in_project(name: str, root: str) -> str:
+    """`name` (a path without its leading /) relative to the project's folder when it lies under it."""
+    base = root.strip("/").replace(os.sep, "/")
+    return name[len(base) + 1:] if base and name.startswith(base + "/") else name
+
+
+def _renderer_text(d: dict, root: str = "") -> Optional[str]:
+    """"ProfileForm at src/components/ProfileForm.vue": the component the SDK found marked as a message's
+    renderer (its name, its file or file:line, or its creation stack's app frame), or None."""
+    name = d["component"][:80] if isinstance(d.get("component"), str) and d["component"] else ""
+    frame = _app_frame(d.get("componentStack")) if isinstance(d.get("componentStack"), str) else None
+    if frame is not None:
+        return _frame_text(dict(frame, fn=name or frame["fn"]), root)
+    file = _in_project(_frame_file(d["componentAt"]), root) if isinstance(d.get("componentAt"), str) else ""
+    return " at ".join(x for x in (name, file) if x) or None
+
+
+def _sender_note(d: dict) -> str:
+    """", sent by saveProfile at src/lib/api.ts:42" for a request whose sender is known, else ""."""
+    return ", sent by %s" % d["at"] if d.get("at") else ""
+
+
+def _answered(d: dict) -> str:
+    """"POST /api/save answered 500, sent by saveProfile at src/lib/api.ts:42"."""
+    return "%s answered %s%s" % (_call_label(d), d.get("status") or d.get("error"), _sender_note(d))
+
+
+_VLQ_DIGITS = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+
+
+def _vlq(segment: str) -> List[int]:
+    """The Base64 VLQ values of one `mappings` segment; ValueError for a character or an end out of place."""
+    out: List[int] = []
+    value = shift = 0
+    for ch in segment:
+        digit = _VLQ_DIGITS.get(ch)
+        if digit is None or shift > 60:
+            raise ValueError("not a Base64 VLQ digit or a value too long: %r" % ch)
+        value += (digit & 31) << shift
+        if digit & 32:
+            shift += 5
+            continue
+        out.append(-(value >> 1) if value & 1 else value >> 1)
+        value = shift = 0
+    if shift:
+        raise ValueError("a VLQ value that does not end")
+    return out
+
+
+class _SourceMap:
+    """One source map (revision 3), read into per-line segments (generated column, source, line, name) for
+    lookups; ValueError for what it cannot read (an index map with `sections`, a broken `mappings`)."""
+
+    def __init__(self, doc: Any, base: str = "") -> None:
+        if not isinstance(doc, dict) or doc.get("version") != 3 or not isinstance(doc.get("mappings"), str):
+            raise ValueError("not a revision 3 source map with `mappings`")
+        root: str = doc["sourceRoot"] if isinstance(doc.get("sourceRoot"), str) else ""
+        # a source is resolved against the map's own URL (a relative "api.ts" beside it)
+        self.sources = [urllib.parse.urljoin(base, root + s) if isinstance(s, str) else "?"
+                        for s in doc.get("sources") or []]
+        self.names = [n if isinstance(n, str) else "" for n in doc.get("names") or []]
+        self.lines: List[List[Tuple[int, int, int, int]]] = []
+        src = src_line = name = 0
+        for text in doc["mappings"].split(";"):
+            row: List[Tuple[int, int, int, int]] = []
+            col = 0
+            for seg in text.split(","):
+                if not seg:
+                    continue
+                v = _vlq(seg)
+                col += v[0]
+                if len(v) >= 4:
+                    src, src_line = src + v[1], src_line + v[2]
+                    if len(v) >= 5:
+                        name += v[4]
+                    row.append((col, src, src_line, name if len(v) >= 5 else -1))
+            row.sort()
+            self.lines.append(row)
+
+    def lookup(self, line: int, col: int) -> Optional[Tuple[str, int, str]]:
+        """(source, original line, name) of a generated position (line and column 1-based), or None."""
+        row = self.lines[line - 1] if 0 < line <= len(self.lines) else []
+        hit = None
+        for seg in row:
+            if seg[0] > col - 1:
+                break
+            hit = seg
+        if hit is None or not 0 <= hit[1] < len(self.sources):
+            return None
+        return self.sources[hit[1]], hit[2] + 1, self.names[hit[3]] if 0 <= hit[3] < len(self.names) else ""
+
+
+FRAME_SCRIPT_MAX = 4 << 20     # a script read for its source map reference, at most
+FRAME_MAP_MAX = 8 << 20        # a source map, at most
+FRAME_FETCH_S = 2.0            # one fetch of a script or a map, at most
+FRAME_MAPS_KEPT = 128          # scripts whose map (or its absence) is remembered
+FRAME_WAIT_S = 1.5             # what a verdict waits, in all, for its frames to be mapped
+_MAP_REFERENCE = re.compile(r"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
+
+
+async def _fetch_text(url: str, cap: int) -> Tuple[str, Any]:
+    """GET `url` (no redirect, no credential, at most `cap` bytes and FRAME_FETCH_S): (text, headers);
+    OSError for anything but a 200."""
+    client = tornado.httpclient.AsyncHTTPClient(force_instance=True, max_body_size=cap)
+    try:
+        resp = await client.fetch(tornado.httpclient.HTTPRequest(
+            url, method="GET", request_timeout=FRAME_FETCH_S, connect_timeout=FRAME_FETCH_S, follow_redirects=False,
+            headers={"Accept": "*/*"}), raise_error=False)
+    finally:
+        client.close()
+    if resp.code != 200 or resp.body is None:
+        raise OSError("%s answered %s" % (url[:200], resp.code))
+    return resp.body.decode("utf-8", "replace"), resp.headers
+
+
+class _Frames:
+    """The source maps of the pages' scripts, each read once (kept for FRAME_MAPS_KEPT scripts), and the
+    frames mapped through them.  Only a script of the page's own origin is read, and its map only there
+    or inline (a data: URL); what cannot be fetched or read leaves the generated frame."""
+
+    def __init__(self, root: str = "") -> None:
+        self.root = root  # the project's folder: files under it are named from there
+        self.maps: "collections.OrderedDict[str, Optional[_SourceMap]]" = collections.OrderedDict()
+        self.loading: Dict[str, "asyncio.Future[Optional[_SourceMap]]"] = {}
+
+    async def place(self, origin: str, frame: dict) -> str:
+        """The frame as an answer names it ("saveProfile at src/lib/api.ts:42"), mapped where it can be."""
+        url = frame["url"].split("#", 1)[0]
+        sm = await self._map(url, origin) if origin and _origin_of(url) == origin else None
+        hit = sm.lookup(frame["line"], frame["col"]) if sm is not None else None
+        if hit is not None:
+            frame = dict(frame, file=hit[0], line=hit[1], fn=frame["fn"] or hit[2])
+        return _frame_text(frame, self.root)
+
+    async def _map(self, url: str, origin: str) -> Optional[_SourceMap]:
+        if url in self.maps:
+            self.maps.move_to_end(url)
+            return self.maps[url]
+        fut = self.loading.get(url)
+        if fut is None:
+            fut = self.loading[url] = asyncio.ensure_future(self._load(url, origin))
+        sm = await asyncio.shield(fut)
+        self.loading.pop(url, None)
+        self.maps[url] = sm
+        while len(self.maps) > FRAME_MAPS_KEPT:
+            self.maps.popitem(last=False)
+        return sm
+
+    async def _load(self, url: str, origin: str) -> Optional[_SourceMap]:
+        try:
+            body, headers = await _fetch_text(url, FRAME_SCRIPT_MAX)
+            tail = [m.group(1) for m in map(_MAP_REFERENCE.search, body[-200_000:].splitlines()[-20:]) if m]
+            ref = headers.get("SourceMap") or headers.get("X-SourceMap") or (tail[-1] if tail else "")
+            if not ref:
+                return None
+            where = url
+            if ref.startswith("data:"):
+                meta, _, data = ref.partition(",")
+                text = (base64.b64decode(data).decode("utf-8") if meta.endswith(";base64")
+                        else urllib.parse.unquote(data))
+            else:
+                where = urllib.parse.urljoin(url, ref)
+                if _origin_of(where) != origin:
+                    return None
+                text, _ = await _fetch_text(where, FRAME_MAP_MAX)
+            return await asyncio.get_running_loop().run_in_executor(None, lambda: _SourceMap(json.loads(text), where))
+        except Exception as exc:  # noqa: BLE001 - any map Reticle cannot fetch or read leaves the generated frame
+            _emit(_log, logging.DEBUG, "source_map_unread", url=url[:200], why=repr(exc)[:200])
+            return None
+
+
+async def _locate(frames: Optional[_Frames], origin: str, window: List[dict], every_call: bool = False) -> None:
+    """Name where each write or failed request, console error and uncaught error of the window was sent
+    or logged from, and which component rendered each message (`at`): its stack's app frame mapped
+    through the page's source map, within FRAME_WAIT_S in all; what is not mapped by then keeps its
+    generated frame (`every_call`: every request's sender).  The Observe stage calls it, so Judge reads `at`;
+    an `at` the page sent is replaced."""
+    todo: List[Tuple[dict, dict]] = []
+    root = frames.root if frames is not None else ""
+    for e in window:
+        d = e["data"]
+        if not isinstance(d, dict) or e["type"] not in _FRAME_OWNERS + ("ui.alert", "ui.status") or (
+                e["type"] == "net.request" and not (every_call or _is_write(d) or _call_failed(d))):
+            continue
+        d.pop("at", None)  # never the page's own word: made here, from its stack, each time
+        if e["type"] in _FRAME_OWNERS and isinstance(d.get("stack"), str):
+            frame = _app_frame(d["stack"])
+            d["at"] = _frame_text(frame, root) if frame is not None else None
+        elif e["type"] in ("ui.alert", "ui.status") and (d.get("component") or d.get("componentAt")
+                                                          or d.get("componentStack")):
+            frame = _app_frame(d["componentStack"]) if isinstance(d.get("componentStack"), str) else None
+            if frame is not None and isinstance(d.get("component"), str) and d["component"]:
+                frame["fn"] = d["component"][:80]
+            d["at"] = _renderer_text(d, root)
+        else:
+            continue
+        if frame is not None and frames is not None and len(todo) < 20:
+            todo.append((d, frame))
+    if not todo or frames is None:
+        return
+
+    async def one(d: dict, frame: dict) -> None:
+        d["at"] = await frames.place(origin, frame)
+    try:
+        await asyncio.wait_for(asyncio.gather(*(one(d, f) for d, f in todo)), FRAME_WAIT_S)
+    except asyncio.TimeoutError:
+        pass
 #: end src/reticle/07_events.py
 
 
@@ -5265,8 +5535,7 @@ def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[di
                            "failureReason": "no completed request matched %s" % expected}
     enveloped = [d for d in done if d.get("httpStatus") and _call_matches(d, p, pending=True)]
     if enveloped:
-        out["failureReason"] += "; %s answered %s: %s" % (_call_label(enveloped[-1]), enveloped[-1].get("status"),
-                                                          enveloped[-1].get("statusNote"))
+        out["failureReason"] += "; %s: %s" % (_answered(enveloped[-1]), enveloped[-1].get("statusNote"))
     elsewhere = _frames(window)
     if elsewhere:
         out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs "
@@ -5288,9 +5557,8 @@ def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> O
            "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
                         for e in answered[-5:]],
            "evidence": last["data"],
-           "failureReason": "%s answered %s, not as asked%s" % (
-               _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"),
-               " (%s)" % last["data"]["statusNote"] if last["data"].get("statusNote") else "")}
+           "failureReason": "%s, not as asked%s" % (
+               _answered(last["data"]), " (%s)" % last["data"]["statusNote"] if last["data"].get("statusNote") else "")}
     age = obs.now - last["t"]
     if age >= RETRY_GRACE_MS:
         out.update(decided=True, decidedBy="answered-otherwise")
@@ -6746,7 +7014,7 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     failed = [d for d in failed if not any(_call_matches(d, leaf) for leaf, neg in _leaves(p)
                                            if leaf["kind"] == "net" and not neg)]
     if failed:
-        return "%s answered %s" % (_call_label(failed[0]), failed[0].get("status") or failed[0].get("error"))
+        return _answered(failed[0])
     return None
 
 
@@ -6810,7 +7078,8 @@ async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[
     return [{"text": _short(str(d.get("text") or ""), 300), "source": str(d.get("source") or "")[:40],
              "level": d.get("level") if d.get("level") == "error" else None, "related": d.get("related") is not False,
              "own": d.get("own") is True, "unscoped": d.get("scoped") is False,
-             "field": str(d["field"])[:120] if d.get("field") is not None else None}
+             "field": str(d["field"])[:120] if d.get("field") is not None else None,
+             **{k: str(d[k])[:2000] for k in ("component", "componentAt", "componentStack") if d.get(k)}}
             for d in alerts[:50] if isinstance(d, dict)]
 
 
@@ -6905,7 +7174,24 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
     obs.already_true = already_true
     if not obs.lost and (settle_until is not None or act_at is not None):  # what is shown after an act
         obs.shown = await _read_shown(session, effect)
+    await _locate_in(session, obs.window + [{"type": "ui.alert", "data": d} for d in obs.shown or ()])
     return obs
+
+
+async def _locate_in(session: "_BrowserSession", window: List[dict], every_call: bool = False) -> None:
+    """_locate for a tab's events: where each was sent or logged from, through its page's source maps."""
+    hub = getattr(getattr(session, "bridge", None), "hub", None)
+    await _locate(getattr(hub, "frames", None), _mappable_origin(_origin_of(session.url), hub), window, every_call)
+
+
+def _mappable_origin(origin: str, hub: Any) -> str:
+    """The page's origin when the daemon may read its scripts for their source maps: a loopback host
+    (a dev server) or an origin the daemon was told to admit (RETICLE_ALLOWED_ORIGINS); else "", and
+    frames keep their generated place."""
+    host = urllib.parse.urlsplit(origin).hostname if origin else None
+    if origin and (_is_loopback_host(host) or _normalise_origin(origin) in getattr(hub, "allowed_origins", ())):
+        return origin
+    return ""
 
 
 async def _confirm_answering(session: "_BrowserSession") -> None:
@@ -6964,7 +7250,12 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
                 still = [d for d in await _read_shown(session, effect) or ()
                          if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)
                          and not _stale_message(d, obs.window, act_at, obs.known)]
+                if still:
+                    await _locate_in(session, [{"type": "ui.alert", "data": still[0]}])
                 failure = "the page still shows %s" % _ui_label(still[0]) if still else None
+            elif failure:  # said again once the failure's sender or renderer is placed (_locate)
+                await _locate_in(session, obs.window)
+                failure = _failure_in_sight(p, obs.window, act_at, obs.known, obs.now) or failure
             if failure:
                 final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
                 final.failure_decided = failure
@@ -7202,7 +7493,8 @@ def _ui_label(d: dict) -> str:
                                            "where the act's answer went"),
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
         source, "in a %s message" % source if source else "as an alert")
-    return "%r %s" % (_short(str(d.get("text", "")), 120), where)
+    return "%r %s%s" % (_short(str(d.get("text", "")), 120), where,
+                        ", rendered by %s" % d["at"] if isinstance(d.get("at"), str) and d["at"] else "")
 
 
 def _expects_error(p: dict, d: dict) -> bool:
@@ -7303,10 +7595,10 @@ def _failures_shown(window: List[dict], origin: str = "") -> List[str]:
             continue
         if e["type"] in ("console.error", "error.uncaught"):
             d = e["data"]
-            out.append("%s: %s" % ("an uncaught error" if e["type"] == "error.uncaught" else "console.error",
-                                   _short(str(d.get("text") or d.get("message") or ""), 120)))
-    out += ["%s answered %s%s" % (_call_label(d), d.get("status") or d.get("error"),
-                                  " (%s)" % d["statusNote"] if d.get("httpStatus") and d.get("statusNote") else "")
+            out.append("%s: %s%s" % ("an uncaught error" if e["type"] == "error.uncaught" else "console.error",
+                                     _short(str(d.get("text") or d.get("message") or ""), 120),
+                                     " (at %s)" % d["at"] if d.get("at") else ""))
+    out += ["%s%s" % (_answered(d), " (%s)" % d["statusNote"] if d.get("httpStatus") and d.get("statusNote") else "")
             for d in _calls(window) if (_is_write(d) or d.get("httpStatus")) and _call_failed(d) and not _is_dev(d)
             and not any(d is f for f in foreign)]
     out += [c["counter"] for c in _server_contradictions(window, {"kind": "settled"})]
@@ -7399,7 +7691,7 @@ def _c_signal_contradicted(window: List[dict], p: dict, action_since: Optional[f
     if not failed or not happy or _failure_acknowledged(window):
         return []
     return [{"claim": "the app signalled %r" % happy[0].get("name"),
-             "counter": "%s answered %s" % (_call_label(failed[0]), failed[0].get("status")),
+             "counter": _answered(failed[0]),
              "detail": "a request failed while the app reported success"}]
 
 
@@ -7411,7 +7703,7 @@ def _c_ui_advanced_failed(window: List[dict], p: dict, action_since: Optional[fl
         return []
     d = failed[0]
     return [{"claim": "the UI moved on as if it worked",
-             "counter": "%s answered %s" % (_call_label(d), d.get("status") or d.get("error")),
+             "counter": _answered(d),
              "detail": "a failed request under a UI that advanced and showed no error"}]
 
 
@@ -7426,7 +7718,7 @@ def _c_partial_failure(window: List[dict], p: dict, action_since: Optional[float
         if wire and wire[0] == "failure":
             problem = wire[1]
         if problem:
-            out.append({"claim": "%s answered %s" % (_call_label(d), d["status"]), "counter": problem,
+            out.append({"claim": _answered(d), "counter": problem,
                         "detail": "a 2xx response whose body reports failure"})
     return out
 
@@ -7443,7 +7735,7 @@ def _c_misattributed(window: List[dict], p: dict, action_since: Optional[float],
         return []
     d = server_errors[0]
     return [{"claim": "the app blamed the user (%s)" % _short(blame[0], 60),
-             "counter": "%s answered %s, a server error" % (_call_label(d), d["status"]),
+             "counter": "%s, a server error" % _answered(d),
              "detail": "a server failure shown to the user as their mistake"}]
 
 
@@ -8041,8 +8333,7 @@ def _leftover_notes(c: _Case, stale: List[dict]) -> str:
                                                           if told else ""))
     foreign, _ = _foreign_failures(c.window, c.known.origin) if c.implicit else ([], [])
     if foreign:
-        noted += "; a send to another origin failed, not the act's: %s answered %s" % (
-            _call_label(foreign[0]), foreign[0].get("status") or foreign[0].get("error"))
+        noted += "; a send to another origin failed, not the act's: %s" % _answered(foreign[0])
     return noted
 
 
@@ -8169,7 +8460,7 @@ def _trim_call(d: dict) -> dict:
     parts = urllib.parse.urlsplit(url)
     out = {"method": d.get("method"), "url": (parts.path or "/") + ("?" + parts.query if parts.query else "")
            if parts.scheme else url, "status": d.get("status")}
-    for k in ("ms", "initiator", "error", "httpStatus", "statusNote", "faulted", "faultId"):
+    for k in ("ms", "initiator", "error", "httpStatus", "statusNote", "faulted", "faultId", "at"):
         if d.get(k) is not None and not (k == "initiator" and d[k] in ("fetch", "xhr")):
             out[k] = d[k]
     for k in ("requestBody", "responseBody"):
@@ -8188,7 +8479,7 @@ def _trim_evidence(ev: Any) -> Any:
         if "calls" in ev and isinstance(ev["calls"], list):
             return dict(ev, calls=[_trim_call(c) for c in ev["calls"][:3]])
         return {k: (_trim_evidence(v) if isinstance(v, (dict, list)) else _short(v, 200) if isinstance(v, str) else v)
-                for k, v in list(ev.items())[:8] if k not in ("saw",)}
+                for k, v in list(ev.items())[:8] if k not in ("saw", "stack")}
     return ev
 
 
@@ -8731,6 +9022,125 @@ def _partial_failure(body: Any) -> Optional[str]:
                     return "%d of %d %s FAILED (%s)" % (len(bad), len(arr), k, bad[0])
                 break
     return None
+
+
+# ---- the timeline of a step: what happened when, as data and as a picture ----
+# A step's window drawn on its own clock (0: the act): each request as a bar (its sender named), the
+# server's record under the request it answers, messages from shown to gone, console and uncaught errors
+# as points, the end where it was judged and the verdict.  The data is compact (kept in verify's results
+# file for the report); _timeline_svg draws it as SVG with no script and no external asset.
+
+TIMELINE_ROWS = 40   # rows of one timeline, at most (the rest counted in `more`)
+
+
+def _timeline(window: List[dict], t0: float, end: float, verdict: str, act: str) -> dict:
+    """The timeline of a step whose act was at `t0` (daemon clock, ms) and was judged at `end`."""
+    rows: List[dict] = []   # in the window's order; a server record right under its request
+    records = {(r.get("documentId"), str(r.get("requestId"))): r for r in _server_records(window)}
+    marks = {str(e["data"].get("requestId")): (e.get("doc"), str(e["data"].get("serverMark")))
+             for e in window if e["type"] == "net.pending" and e["data"].get("serverMarked")}
+    done = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
+    gone = {str(e["data"].get("text")): e["t"] for e in window if e["type"] == "ui.gone"}
+    for e in window:
+        d, kind, t = e["data"], e["type"], round(e["t"] - t0)
+        if kind in ("net.request", "net.pending") and not _is_dev(d):
+            if kind == "net.pending" and str(d.get("requestId")) in done:
+                continue
+            ms = d.get("ms") if isinstance(d.get("ms"), (int, float)) else 0
+            path = urllib.parse.urlsplit(str(d.get("url") or "")).path or str(d.get("url") or "?")
+            row = {"k": "req", "s": max(0, round(t - ms)) if kind == "net.request" else t,
+                   "e": t if kind == "net.request" else None,
+                   "t": _short("%s %s %s" % (str(d.get("method") or "GET").upper(), path,
+                                             d.get("status") or d.get("error") or "pending"), 120),
+                   "fail": kind == "net.request" and _call_failed(d)}
+            if d.get("at"):
+                row["at"] = _short(str(d["at"]), 160)
+            rows.append(row)
+            record = records.get(marks.get(str(d.get("requestId")), (None, "")))
+            if record is not None:
+                rows.append({"k": "srv", "s": row["e"] if row["e"] is not None else t,
+                             "t": _short(_server_line(record), 160), "fail": bool(record.get("exception"))})
+        elif kind in ("ui.alert", "ui.status"):
+            text = str(d.get("text") or "")
+            until = gone.get(text)
+            rows.append({"k": "msg", "s": t, "e": round(until - t0) if until is not None and until >= e["t"] else None,
+                         "t": _short(repr(text), 120), "fail": _is_failure_ui(d)})
+            if d.get("at"):
+                rows[-1]["at"] = _short(str(d["at"]), 160)
+        elif kind in ("console.error", "error.uncaught"):
+            rows.append({"k": "err", "s": t, "fail": True, "t": _short("%s: %s" % (
+                "uncaught" if kind == "error.uncaught" else "console.error", d.get("text") or d.get("message") or ""),
+                120)})
+            if d.get("at"):
+                rows[-1]["at"] = _short(str(d["at"]), 160)
+    groups: List[List[dict]] = []  # drawn by start: a request (and its record), a message, an error
+    for row in rows:
+        if row["k"] == "srv" and groups:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    groups.sort(key=lambda g: g[0]["s"])
+    rows = [row for g in groups for row in g]
+    out = {"act": _short(act, 120), "end": max(0, round(end - t0)), "verdict": verdict, "rows": rows[:TIMELINE_ROWS]}
+    if len(rows) > TIMELINE_ROWS:
+        out["more"] = len(rows) - TIMELINE_ROWS
+    return out
+
+
+_TIMELINE_COLOURS = {"req": ("#2e7d32", "#c62828"), "srv": ("#5c6bc0", "#c62828"), "msg": ("#6d6d6d", "#c62828"),
+                     "err": ("#c62828", "#c62828")}
+
+
+def _timeline_svg(tl: Any) -> str:
+    """A timeline (_timeline's data, or a results file's: read defensively) as one SVG document: a label
+    column, bars on the step's own clock, the act and the verdict as lines; every text escaped."""
+    tl = tl if isinstance(tl, dict) else {}
+    rows = [r for r in tl.get("rows") or [] if isinstance(r, dict)][:TIMELINE_ROWS]
+    end: float = float(tl["end"]) if isinstance(tl.get("end"), (int, float)) else 0.0
+    times = [float(r[k]) for r in rows for k in ("s", "e") if isinstance(r.get(k), (int, float))]
+    span = min(max([end, 1.0] + times), 1e9)
+    left, width, line = 330.0, 420.0, 30
+    height = 46 + line * len(rows) + 20
+
+    def x(ms: Any) -> float:
+        return left + width * min(max(float(ms) if isinstance(ms, (int, float)) else 0.0, 0.0), span) / span
+    verdict = str(tl.get("verdict") or "?")
+    parts = [_html_of('<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" '
+                      'font-family="sans-serif" font-size="11" role="img"><title>%s</title>'
+                      '<rect width="100%%" height="100%%" fill="#fff"/>',
+                      int(left + width + 20), height, int(left + width + 20), height,
+                      "timeline of %s: %s" % (tl.get("act"), verdict)),
+             _html_of('<text x="4" y="16" font-weight="bold">act: %s</text>', _short(str(tl.get("act") or ""), 60)),
+             _html_of('<line x1="%s" y1="22" x2="%s" y2="%s" stroke="#333"/><text x="%s" y="34">0 ms</text>',
+                      left, left, height - 16, left + 2)]
+    for i, r in enumerate(rows):
+        y = 46 + i * line
+        kind = str(r.get("k")) if r.get("k") in _TIMELINE_COLOURS else "msg"
+        colour = _TIMELINE_COLOURS[kind][1 if r.get("fail") else 0]
+        label = ("↳ " if kind == "srv" else "") + str(r.get("t") or "")
+        parts.append(_html_of('<text x="%s" y="%s" fill="%s"><title>%s</title>%s</text>', 4 if kind != "srv" else 16,
+                              y + 10, colour, label, _short(label, 52)))  # the whole line as its tooltip
+        if r.get("at"):
+            parts.append(_html_of('<text x="%s" y="%s" fill="#555" font-size="10">%s %s</text>',
+                                  4 if kind != "srv" else 16, y + 22, "rendered by" if kind == "msg" else "at",
+                                  _short(str(r["at"]), 56)))
+        x1 = x(r.get("s"))
+        if kind in ("err", "srv"):
+            parts.append(_html_of('<circle cx="%s" cy="%s" r="5" fill="%s"/>', round(x1, 1), y + 8, colour))
+            continue
+        x2 = x(r["e"]) if isinstance(r.get("e"), (int, float)) else x(span)
+        parts.append(_html_of('<rect x="%s" y="%s" width="%s" height="12" rx="2" fill="%s"%s/>', round(x1, 1), y + 2,
+                              round(max(x2 - x1, 3.0), 1), colour,
+                              _Markup(' fill-opacity="0.35" stroke-dasharray="3 2" stroke="%s"' % colour)
+                              if r.get("e") is None else ""))
+    ex, tone = round(x(end), 1), {"yes": "#2e7d32", "no": "#c62828"}.get(verdict, "#b26a00")
+    parts.append(_html_of('<line x1="%s" y1="22" x2="%s" y2="%s" stroke="%s" stroke-dasharray="4 3"/><text x="%s" '
+                          'y="%s" text-anchor="end" font-weight="bold" fill="%s">judged at %s ms: %s</text>',
+                          ex, ex, height - 16, tone, ex, height - 4, tone, round(end), verdict))
+    if isinstance(tl.get("more"), int):
+        parts.append(_html_of('<text x="4" y="%s" fill="#555">%s more not drawn</text>', height - 4, tl["more"]))
+    parts.append(_Markup("</svg>"))
+    return str(_html_join(parts))
 #: end src/reticle/12_verdicts.py
 
 
@@ -9497,14 +9907,15 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     limit = args.get("limit", 200)
     total = len(calls)
     calls = calls[-limit:]
+    await _locate_in(session, [{"type": "net.request", "data": c} for c in calls], every_call=True)
     bodies = args.get("bodies", True)
     shaped = []
     for c in calls:
         item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
                                   "pending", "error", "initiator", "responseSize", "bodyTruncated",
                                   "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote",
-                                  "faulted", "faultId")
-                if k in c}
+                                  "faulted", "faultId", "at")
+                if k in c and (k != "at" or c[k])}
         if args.get("detail") == "full" and "responseHeaders" in c:
             item["responseHeaders"] = c["responseHeaders"]
         if bodies:
@@ -9650,6 +10061,7 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     or nothing was logged."""
     since, until = _window(session, args, session.floor())  # like the verdicts: from the last act or navigation
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
+    await _locate_in(session, events[-200:])
     logs = []
     for e in events:
         d = e.get("data") or {}
@@ -9663,6 +10075,8 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
             item["stack"] = _redact_page_text("\n".join(str(d["stack"]).splitlines()[:5]))
         if d.get("source"):
             item["source"] = d["source"]
+        if d.get("at"):
+            item["at"] = d["at"]
         logs.append(item)
     everything = logs
     level = args.get("level")
@@ -9759,7 +10173,41 @@ async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict, repla
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    return await _act_and_wait_verdict(session, args, _until_arg(args))
+    out = await _act_and_wait_verdict(session, args, _until_arg(args))
+    return await _timeline_link(hub, session, args, out) if args.get("timeline") else out
+
+
+TIMELINES_KEPT = 200  # timeline files kept in the state folder: the oldest go first
+
+
+def _write_kept(path: str, data: bytes, keep: int) -> None:
+    """_write_private, then the folder's oldest files removed past `keep` (on a worker thread)."""
+    _write_private(path, data)
+    folder = os.path.dirname(path)
+    try:
+        names = sorted(os.listdir(folder), key=lambda n: os.path.getmtime(os.path.join(folder, n)))
+        for n in names[:max(0, len(names) - keep)]:
+            os.unlink(os.path.join(folder, n))
+    except OSError:
+        pass  # another daemon's prune raced this one: what is left is still capped next time
+
+
+async def _timeline_link(hub: "Hub", session: "_BrowserSession", args: dict, out: dict) -> dict:
+    """`timeline: true`: the act's timeline (_timeline) drawn as SVG into the state folder's timelines/,
+    a resource link beside the answer (so a client that shows pictures can show it) and its path in it."""
+    act = session.last_act if session.last_act is not None else session.floor()
+    window = session.window(act)
+    await _locate_in(session, window)
+    target = args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})
+    label = "%s %s" % (args["action"], ", ".join("%s=%s" % (k, v) for k, v in target.items()))
+    svg = _timeline_svg(_timeline(window, act, session.now(), str(out.get("verified")), label)).encode("utf-8")
+    name = "%s-%s-%s.svg" % (re.sub(r"[^A-Za-z0-9_-]", "", session.id)[:40] or "tab",
+                             time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
+    path = os.path.join(hub.state.ensure(), "timelines", name)
+    await asyncio.get_running_loop().run_in_executor(None, _write_kept, path, svg, TIMELINES_KEPT)
+    out = dict(out, timeline={"path": path, "bytes": len(svg)})
+    return _WithContent(out, [{"type": "resource_link", "uri": _file_uri(path), "name": name, "size": len(svg),
+                               "mimeType": "image/svg+xml", "description": "what happened when: %s" % label[:200]}])
 
 
 def _until_arg(args: dict) -> dict:
@@ -10560,6 +11008,15 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
 
 
+async def _step_timeline(session: "_BrowserSession", cursor: float, verdict: str, label: str) -> dict:
+    """The timeline of the step that began at `cursor`, from its act (or its start: an assert), its
+    senders and renderers named (_locate)."""
+    window = session.window(cursor)
+    await _locate_in(session, window)
+    act = session.last_act if session.last_act is not None and session.last_act >= cursor else cursor
+    return _timeline(window, act, session.now(), verdict, label)
+
+
 def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
     """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
     act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
@@ -10696,6 +11153,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
                "ms": round(hub.clock() - t0)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
+        row["timeline"] = await _step_timeline(session, cursor, row["verified"], label)
         made = _writes_in(session.window(cursor), cursor, answers=True)
         if made:
             row["writes"] = [_write_shown(w) for w in made]
@@ -10999,36 +11457,29 @@ font-weight:600}.unknown{color:#a15c00;font-weight:600}.skipped{color:#888}img{m
 border:1px solid #ccc;margin:.5em 0}section{margin-bottom:2em}"""
 
 
-class _Markup(str):
-    """Text that is already HTML (built by _html_of, or a constant of this module): put in as it is."""
-
-
-def _html_of(template: str, *values: Any) -> _Markup:
-    """`template` (HTML written here, `%s` slots only) with each value put in escaped, unless it is
-    _Markup that _html_of built: the one way the HTML report is made, so no field of a results file,
-    whatever it holds, reaches the page as markup."""
-    return _Markup(template % tuple(v if isinstance(v, _Markup) else html.escape(str(v), quote=True)
-                                    for v in values))
-
-
-def _html_join(pieces: List[_Markup]) -> _Markup:
-    return _Markup("".join(pieces))
-
-
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
 
 
 def _html_steps(r: dict) -> _Markup:
-    rows = [_html_of('<tr class="step"><td>%s</td><td>%s</td><td><code>%s</code></td><td class="%s">%s%s</td>'
-                     "<td>%s</td><td><pre>%s</pre></td></tr>",
+    rows = [_html_join([_html_of('<tr class="step"><td>%s</td><td>%s</td><td><code>%s</code></td><td class="%s">'
+                     "%s%s</td><td>%s</td><td><pre>%s</pre></td></tr>",
                      s["index"], s["step"], _dumps(s["predicate"]) if s.get("predicate") else "", s["verified"],
                      s["verified"], " (%s)" % s["verifiedReason"] if s.get("verifiedReason") else "",
                      "%d ms" % s["ms"] if "ms" in s else "",
                      ((s.get("because") or "") + ("\n" + json.dumps(s["evidence"], indent=1, ensure_ascii=False)[:4000]
-                                                  if s.get("evidence") else "")).strip())
-            for s in r["steps"]]
+                                                  if s.get("evidence") else "")).strip()),
+                         _html_timeline(s)]) for s in r["steps"]]
     return _html_of("<table><tr><th>#</th><th>step</th><th>predicate</th><th>verdict</th><th>time</th>"
                     "<th>evidence</th></tr>%s</table>", _html_join(rows))
+
+
+def _html_timeline(step: dict) -> _Markup:
+    """A step's timeline under its row: inline SVG (_timeline_svg), open when the step did not pass."""
+    if not isinstance(step.get("timeline"), dict):
+        return _Markup("")
+    return _html_of('<tr class="timeline"><td></td><td colspan="5"><details%s><summary>timeline of step %s'
+                    "</summary>%s</details></td></tr>", _Markup(" open") if step.get("verified") != "yes" else "",
+                    step.get("index"), _Markup(_timeline_svg(step["timeline"])))
 
 
 def _html_teeth(r: dict) -> _Markup:
@@ -11146,7 +11597,13 @@ _RESULTS_SCHEMA: Dict[str, Any] = {
                      "verified": {"enum": ["yes", "no", "unknown", "skipped", "error"]},
                      "verifiedReason": _MAYBE_TEXT, "because": _MAYBE_TEXT, "ms": _MS,
                      "predicate": {}, "evidence": {}, "writes": {"type": "array", "items": {"type": "object"}},
-                     "expect": {"enum": ["no"]}, "met": {"type": "boolean"}}},
+                     "expect": {"enum": ["no"]}, "met": {"type": "boolean"},
+                     "timeline": {"type": "object", "additionalProperties": False, "properties": {
+                         "act": _TEXT, "end": _MS, "verdict": _TEXT, "more": {"type": "integer", "minimum": 0},
+                         "rows": {"type": "array", "maxItems": TIMELINE_ROWS, "items": {
+                             "type": "object", "additionalProperties": False, "properties": {
+                                 "k": {"enum": list(_TIMELINE_COLOURS)}, "s": _MS, "e": {"type": ["number", "null"]},
+                                 "t": _TEXT, "at": _TEXT, "fail": {"type": "boolean"}}}}}}}},
         "tooth": {"type": "object", "required": ["write", "verified", "toothless"], "additionalProperties": False,
                   "properties": {
                       "write": _TEXT, "as": {"enum": list(_TEETH_AS)},
@@ -11730,7 +12187,7 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
          "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
          "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
-         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": _SESSION_ID},
+         "refuseWhenThrottled": {"type": "boolean"}, "timeline": {"type": "boolean"}, "sessionId": _SESSION_ID},
         _tool_act_and_wait,
         {"target": {"role": "button", "name": "Pay"}, "action": "click",
          "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
@@ -16423,6 +16880,23 @@ def _merge_codex(path: str, command: List[str], skipped: Optional[List[str]] = N
     return _InitChange(path, old, new, "added [mcp_servers.%s]" % _SERVER_NAME), ""
 
 
+def _config_texts(root: str, skipped: List[str]) -> Dict[str, str]:
+    """The project's config files whose headers may block the tag (a CSP): path from `root` -> text."""
+    texts: Dict[str, str] = {}
+    for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
+                 "settings.py", "app.py"):
+        for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
+            text = _read_file_text(path, skipped) or ""
+            if text:
+                texts[os.path.relpath(path, root)] = text
+    for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
+        path = os.path.join(dirpath, "settings.py")
+        text = _read_file_text(path, skipped) or ""
+        if text:
+            texts[os.path.relpath(path, root)] = text
+    return texts
+
+
 def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     """Everything `reticle init` would do in `root`, as data: {app, changes, notes, warnings}."""
     origin = "http://127.0.0.1:%d" % port
@@ -16466,17 +16940,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         notes.append("%s app (%s): add this to the dev HTML entry%s: %s" % (
             app["kind"], app["why"], " " + where.get(app["kind"], "") if app["kind"] in where else "",
             _dev_snippet(app["kind"], origin)))
-    for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
-                 "settings.py", "app.py"):
-        for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
-            text = _read_file_text(path, skipped) or ""
-            if text:
-                texts[os.path.relpath(path, root)] = text
-    for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
-        path = os.path.join(dirpath, "settings.py")
-        text = _read_file_text(path, skipped) or ""
-        if text:
-            texts[os.path.relpath(path, root)] = text
+    texts.update(_config_texts(root, skipped))
     server_changes, server_notes = _server_init(root, app, skipped)
     changes += server_changes
     notes += server_notes
@@ -21876,7 +22340,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     if (isBridgeUrl(url)) return;
     var id = 'n' + ++netCounter;
-    var meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
+    var meta = { id: id, method: method, url: redactUrl(url), t0: N.now(), stack: callerStack() };
     call.meta = meta;
     if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
     meta.fault = faultFor(method, url, 'fetch');
@@ -21960,7 +22424,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       ok: false,
       durationMs: Math.round(N.now() - meta.t0),
       initiator: 'fetch',
-      error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
+      error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500),
+      stack: meta.stack
     };
     if (meta.fault) d.faultId = meta.fault.id;
     d.ms = d.durationMs;
@@ -22040,7 +22505,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       initiator: initiator,
       statusText: statusText || undefined,
       contentType: ct || undefined,
-      faultId: meta.fault ? meta.fault.id : undefined
+      faultId: meta.fault ? meta.fault.id : undefined,
+      stack: meta.stack
     };
   }
   // A fetch answered: its net.request once its body (and the request's own) has been read.
@@ -22546,6 +23012,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     m.rurl = redactUrl(m.url);
     m.req = S.captureBodies ? describeReqBody(body) : null;
     m.fault = faultFor(m.method, m.url, 'xhr');
+    m.stack = callerStack();
     var xpend = {
       id: id,
       requestId: id,
@@ -22633,7 +23100,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             durationMs: 0,
             ms: 0,
             initiator: 'beacon',
-            oneWay: true
+            oneWay: true,
+            stack: callerStack()
           };
           emit(
             'net.request',
@@ -23079,7 +23547,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
         var r = refFor(x.el);
         if (r) d.ref = r;
-        emit('ui.alert', d, x.el);
+        emit('ui.alert', withRenderer(d, x.el), x.el);
       });
     });
   }
@@ -23135,7 +23603,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
         var r = refFor(x.el);
         if (r) d.ref = r;
-        emit('ui.alert', d, x.el);
+        emit('ui.alert', withRenderer(d, x.el), x.el);
       });
     });
   }
@@ -23278,6 +23746,57 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     c.key = c.text;
     return !!c.text;
   }
+  // The component that rendered a message, where the framework's development build marks it: Vue's
+  // component (type.__file from its SFC compiler), Svelte's __svelte_meta.loc, React's fiber (the
+  // owner's name; React 19's _debugStack, the element's creation stack, which the daemon maps like any
+  // other stack; React 18's _debugSource).  Up to 12 ancestors are asked; a production build marks
+  // none, and nothing is said.
+  function renderedBy(el) {
+    for (var n = el, i = 0; n && n.nodeType === 1 && i < 12; n = n.parentElement, i++) {
+      try {
+        var out = componentOf(n);
+        if (out) return out;
+      } catch (e) {
+        return null;
+      }
+    }
+    return null;
+  }
+  function componentOf(n) {
+    var vue = n.__vueParentComponent;
+    if (vue && vue.type) {
+      var vt = vue.type;
+      var vname = String(vt.__name || vt.name || '');
+      var vfile = vt.__file ? clip(String(vt.__file), 300) : undefined;
+      if (vfile || vname) return { component: clip(vname, 80), componentAt: vfile };
+    }
+    var loc = n.__svelte_meta && n.__svelte_meta.loc;
+    if (loc && loc.file) {
+      // Svelte 4 counts lines from 0 (and gives `char`), Svelte 5 from 1
+      var line = loc.line != null ? Number(loc.line) + (loc.char != null ? 1 : 0) : null;
+      return { componentAt: clip(String(loc.file), 300) + (line != null ? ':' + line : '') };
+    }
+    var key = Object.keys(n).filter(function (k) {
+      return k.indexOf('__reactFiber$') === 0;
+    })[0];
+    if (!key) return null;
+    var f = n[key];
+    var owner = f && f._debugOwner;
+    var rname = owner && owner.type ? owner.type.displayName || owner.type.name : owner && owner.name;
+    var out = rname ? { component: clip(String(rname), 80) } : {};
+    if (f && f._debugStack && f._debugStack.stack) out.componentStack = cleanStack(String(f._debugStack.stack));
+    else if (f && f._debugSource && f._debugSource.fileName)
+      out.componentAt = clip(String(f._debugSource.fileName), 300) + ':' + Number(f._debugSource.lineNumber || 0);
+    return out.component || out.componentAt || out.componentStack ? out : null;
+  }
+  function withRenderer(d, el) {
+    var r = renderedBy(el);
+    if (r)
+      Object.keys(r).forEach(function (k) {
+        if (r[k] !== undefined) d[k] = r[k];
+      });
+    return d;
+  }
   // One scan: a ui.alert (or ui.status) for each message shown with a new text.
   function alertScan(al, initial) {
     al.scheduled = false;
@@ -23295,7 +23814,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var r = refFor(c.el);
       if (r) d.ref = r;
       if (initial) d.initial = true;
-      emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
+      emit(c.status ? 'ui.status' : 'ui.alert', withRenderer(d, c.el), c.el);
     });
     alertsGone(al, showing, t);
     if (initial) postedFormScan(al);
@@ -23431,7 +23950,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (c.field != null) d.field = c.field;
       var r = refFor(c.el);
       if (r) d.ref = r;
-      return d;
+      return withRenderer(d, c.el);
     });
     return { alerts: out };
   }
@@ -23491,14 +24010,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return '[object]';
     }
   }
+  // Reticle's own frames out (its script, or in a device the injected script, which has no URL); the
+  // daemon picks the app's innermost frame of what is left and maps it through the page's source map.
   function cleanStack(s) {
     if (!s) return undefined;
     var lines = String(s)
       .split('\n')
       .filter(function (l) {
-        return !/reticle(\.js|-sdk)/.test(l);
+        return !/reticle(\.js|-sdk)|\(<anonymous>:\d|^\s*at <anonymous>:\d/.test(l);
       });
     return clip(scrub(lines.join('\n')), STACK_CAP);
+  }
+  // Where the page called from (a fetch, an XHR's send, a beacon): at most 10 frames of the app's call.
+  function callerStack() {
+    try {
+      var s = new Error().stack;
+      return s ? cleanStack(String(s).split('\n').slice(1, 16).join('\n')) : undefined;
+    } catch (e) {
+      return undefined;
+    }
   }
   var inConsole = 0;
   function installConsole() {

@@ -436,6 +436,14 @@ def test_what_the_server_did_decides_every_verdict(framework, tmp_path, daemon, 
         assert out["verified"] == "yes", out["because"]
         out = act(mcp, sid, "Save", None)
         assert out["verified"] == "yes", out["because"]
+        # the act's timeline draws the server's record under the request it answers
+        out = mcp.ok("reticle_act_and_wait", {"action": "click", "target": {"role": "button", "name": "Save (rollback)"},
+                                              "sessionId": sid, "until": saved("/api/rollback"), "timeline": True},
+                     timeout=60)
+        with open(out["timeline"]["path"], encoding="utf-8") as fh:
+            svg = fh.read()
+        request, record = svg.index(">POST /api/rollback 200"), svg.index("↳ POST /api/rollback → 200")
+        assert request < record and "rolled back" in svg[record:], svg
     finally:
         if browser is not None:
             browser.close()

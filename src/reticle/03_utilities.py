@@ -454,3 +454,19 @@ def _origin_of(url: Any) -> str:
     if not parts.scheme or not parts.netloc:
         return ""
     return "%s://%s" % (parts.scheme.lower(), parts.netloc.lower())
+
+
+class _Markup(str):
+    """Text that is already HTML (built by _html_of, or a constant of this module): put in as it is."""
+
+
+def _html_of(template: str, *values: Any) -> _Markup:
+    """`template` (HTML written here, `%s` slots only) with each value put in escaped, unless it is
+    _Markup that _html_of built: the one way the HTML report and the timelines' SVG are made, so no
+    field of a results file or text of a page, whatever it holds, reaches them as markup."""
+    return _Markup(template % tuple(v if isinstance(v, _Markup) else html.escape(str(v), quote=True)
+                                    for v in values))
+
+
+def _html_join(pieces: List[_Markup]) -> _Markup:
+    return _Markup("".join(pieces))

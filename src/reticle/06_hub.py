@@ -46,6 +46,7 @@ class Hub:
         self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
         self.faults = _Faults(self)
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
+        self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from
         self.guard = _Guard(self)
         self.sse_streams: Dict[str, _SseHandler] = {}
         self.get_streams: set = set()

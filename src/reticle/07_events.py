@@ -212,3 +212,256 @@ def _hide_redirected_status(data: dict) -> None:
         data["statusKnown"] = False
         data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
                               "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
+
+
+# ---- where the page called from: the app's own frame of a stack, mapped through the page's source map ----
+# A request, a console error or an uncaught error the SDK records carries the stack of the call that made it
+# (Chromium's lines: "    at saveProfile (http://127.0.0.1:5173/src/lib/api.ts?t=17:42:9)").  Its first frame
+# of the app's own code names the sender or the logger: frames of installed packages, a dev server's own
+# client, framework runtimes and Reticle are skipped.  The frame is mapped to the original file and line
+# through the source map its script points to (Source Map revision 3, ECMA-426: `mappings` in Base64 VLQ),
+# fetched from the page's own origin only; a map that cannot be fetched or read leaves the generated frame.
+
+_STACK_FRAME = re.compile(r"^\s*at (?:async )?(?:(?P<fn>[^()]+?) \()?(?P<url>[a-z][a-z0-9+.-]*://\S+?)"
+                          r":(?P<line>\d+):(?P<col>\d+)\)?\s*$", re.I)
+_LIBRARY_FRAME = re.compile(r"/node_modules/|/\.vite/deps/|/@vite/|/@react-refresh|/@fs/|/reticle\.js|/_next/"
+                            r"static/chunks/(?:main|webpack|framework|polyfills|react-refresh|pages/_app)", re.I)
+_FRAME_OWNERS = ("net.request", "console.error", "error.uncaught")
+
+
+def _app_frame(stack: Any) -> Optional[dict]:
+    """The first frame of the app's own code in a stack, {fn, url, line, col} (generated position), or None."""
+    for raw in str(stack or "").split("\n")[:30]:
+        m = _STACK_FRAME.match(raw)
+        if m and not _LIBRARY_FRAME.search(m.group("url")):
+            fn = (m.group("fn") or "").strip()
+            fn = fn.split(" [as ")[0].rsplit(".", 1)[-1] if fn and fn != "<anonymous>" else ""
+            return {"fn": fn[:80], "url": m.group("url")[:2000], "line": int(m.group("line")),
+                    "col": int(m.group("col"))}
+    return None
+
+
+def _frame_file(name: str) -> str:
+    """A frame's file as a person finds it in the project: a URL's path, a map's source without its
+    scheme, leading ./ and ../, or query (webpack://app/./src/api.ts -> src/api.ts)."""
+    name = re.sub(r"^[a-z][a-z0-9+.-]*://(?:[^/]*/)?", "", name.split("?", 1)[0].split("#", 1)[0], flags=re.I)
+    name = re.sub(r"^\([^)]*\)/", "", name)  # webpack-internal:///(app-pages-browser)/./app/page.js
+    while name.startswith(("./", "../", "/")):
+        name = name[3:] if name.startswith("../") else name[2:] if name.startswith("./") else name[1:]
+    return name[:300] or "?"
+
+
+def _frame_text(frame: dict, root: str = "") -> str:
+    """"saveProfile at src/lib/api.ts:42": a frame as an answer names it (a file under the project's
+    folder `root`, as an absolute path in a map or a component's mark, named from there)."""
+    where = "%s:%d" % (_in_project(_frame_file(frame.get("file") or frame["url"]), root), frame["line"])
+    return "%s at %s" % (frame["fn"], where) if frame.get("fn") else where
+
+
+def _in_project(name: str, root: str) -> str:
+    """`name` (a path without its leading /) relative to the project's folder when it lies under it."""
+    base = root.strip("/").replace(os.sep, "/")
+    return name[len(base) + 1:] if base and name.startswith(base + "/") else name
+
+
+def _renderer_text(d: dict, root: str = "") -> Optional[str]:
+    """"ProfileForm at src/components/ProfileForm.vue": the component the SDK found marked as a message's
+    renderer (its name, its file or file:line, or its creation stack's app frame), or None."""
+    name = d["component"][:80] if isinstance(d.get("component"), str) and d["component"] else ""
+    frame = _app_frame(d.get("componentStack")) if isinstance(d.get("componentStack"), str) else None
+    if frame is not None:
+        return _frame_text(dict(frame, fn=name or frame["fn"]), root)
+    file = _in_project(_frame_file(d["componentAt"]), root) if isinstance(d.get("componentAt"), str) else ""
+    return " at ".join(x for x in (name, file) if x) or None
+
+
+def _sender_note(d: dict) -> str:
+    """", sent by saveProfile at src/lib/api.ts:42" for a request whose sender is known, else ""."""
+    return ", sent by %s" % d["at"] if d.get("at") else ""
+
+
+def _answered(d: dict) -> str:
+    """"POST /api/save answered 500, sent by saveProfile at src/lib/api.ts:42"."""
+    return "%s answered %s%s" % (_call_label(d), d.get("status") or d.get("error"), _sender_note(d))
+
+
+_VLQ_DIGITS = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+
+
+def _vlq(segment: str) -> List[int]:
+    """The Base64 VLQ values of one `mappings` segment; ValueError for a character or an end out of place."""
+    out: List[int] = []
+    value = shift = 0
+    for ch in segment:
+        digit = _VLQ_DIGITS.get(ch)
+        if digit is None or shift > 60:
+            raise ValueError("not a Base64 VLQ digit or a value too long: %r" % ch)
+        value += (digit & 31) << shift
+        if digit & 32:
+            shift += 5
+            continue
+        out.append(-(value >> 1) if value & 1 else value >> 1)
+        value = shift = 0
+    if shift:
+        raise ValueError("a VLQ value that does not end")
+    return out
+
+
+class _SourceMap:
+    """One source map (revision 3), read into per-line segments (generated column, source, line, name) for
+    lookups; ValueError for what it cannot read (an index map with `sections`, a broken `mappings`)."""
+
+    def __init__(self, doc: Any, base: str = "") -> None:
+        if not isinstance(doc, dict) or doc.get("version") != 3 or not isinstance(doc.get("mappings"), str):
+            raise ValueError("not a revision 3 source map with `mappings`")
+        root: str = doc["sourceRoot"] if isinstance(doc.get("sourceRoot"), str) else ""
+        # a source is resolved against the map's own URL (a relative "api.ts" beside it)
+        self.sources = [urllib.parse.urljoin(base, root + s) if isinstance(s, str) else "?"
+                        for s in doc.get("sources") or []]
+        self.names = [n if isinstance(n, str) else "" for n in doc.get("names") or []]
+        self.lines: List[List[Tuple[int, int, int, int]]] = []
+        src = src_line = name = 0
+        for text in doc["mappings"].split(";"):
+            row: List[Tuple[int, int, int, int]] = []
+            col = 0
+            for seg in text.split(","):
+                if not seg:
+                    continue
+                v = _vlq(seg)
+                col += v[0]
+                if len(v) >= 4:
+                    src, src_line = src + v[1], src_line + v[2]
+                    if len(v) >= 5:
+                        name += v[4]
+                    row.append((col, src, src_line, name if len(v) >= 5 else -1))
+            row.sort()
+            self.lines.append(row)
+
+    def lookup(self, line: int, col: int) -> Optional[Tuple[str, int, str]]:
+        """(source, original line, name) of a generated position (line and column 1-based), or None."""
+        row = self.lines[line - 1] if 0 < line <= len(self.lines) else []
+        hit = None
+        for seg in row:
+            if seg[0] > col - 1:
+                break
+            hit = seg
+        if hit is None or not 0 <= hit[1] < len(self.sources):
+            return None
+        return self.sources[hit[1]], hit[2] + 1, self.names[hit[3]] if 0 <= hit[3] < len(self.names) else ""
+
+
+FRAME_SCRIPT_MAX = 4 << 20     # a script read for its source map reference, at most
+FRAME_MAP_MAX = 8 << 20        # a source map, at most
+FRAME_FETCH_S = 2.0            # one fetch of a script or a map, at most
+FRAME_MAPS_KEPT = 128          # scripts whose map (or its absence) is remembered
+FRAME_WAIT_S = 1.5             # what a verdict waits, in all, for its frames to be mapped
+_MAP_REFERENCE = re.compile(r"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
+
+
+async def _fetch_text(url: str, cap: int) -> Tuple[str, Any]:
+    """GET `url` (no redirect, no credential, at most `cap` bytes and FRAME_FETCH_S): (text, headers);
+    OSError for anything but a 200."""
+    client = tornado.httpclient.AsyncHTTPClient(force_instance=True, max_body_size=cap)
+    try:
+        resp = await client.fetch(tornado.httpclient.HTTPRequest(
+            url, method="GET", request_timeout=FRAME_FETCH_S, connect_timeout=FRAME_FETCH_S, follow_redirects=False,
+            headers={"Accept": "*/*"}), raise_error=False)
+    finally:
+        client.close()
+    if resp.code != 200 or resp.body is None:
+        raise OSError("%s answered %s" % (url[:200], resp.code))
+    return resp.body.decode("utf-8", "replace"), resp.headers
+
+
+class _Frames:
+    """The source maps of the pages' scripts, each read once (kept for FRAME_MAPS_KEPT scripts), and the
+    frames mapped through them.  Only a script of the page's own origin is read, and its map only there
+    or inline (a data: URL); what cannot be fetched or read leaves the generated frame."""
+
+    def __init__(self, root: str = "") -> None:
+        self.root = root  # the project's folder: files under it are named from there
+        self.maps: "collections.OrderedDict[str, Optional[_SourceMap]]" = collections.OrderedDict()
+        self.loading: Dict[str, "asyncio.Future[Optional[_SourceMap]]"] = {}
+
+    async def place(self, origin: str, frame: dict) -> str:
+        """The frame as an answer names it ("saveProfile at src/lib/api.ts:42"), mapped where it can be."""
+        url = frame["url"].split("#", 1)[0]
+        sm = await self._map(url, origin) if origin and _origin_of(url) == origin else None
+        hit = sm.lookup(frame["line"], frame["col"]) if sm is not None else None
+        if hit is not None:
+            frame = dict(frame, file=hit[0], line=hit[1], fn=frame["fn"] or hit[2])
+        return _frame_text(frame, self.root)
+
+    async def _map(self, url: str, origin: str) -> Optional[_SourceMap]:
+        if url in self.maps:
+            self.maps.move_to_end(url)
+            return self.maps[url]
+        fut = self.loading.get(url)
+        if fut is None:
+            fut = self.loading[url] = asyncio.ensure_future(self._load(url, origin))
+        sm = await asyncio.shield(fut)
+        self.loading.pop(url, None)
+        self.maps[url] = sm
+        while len(self.maps) > FRAME_MAPS_KEPT:
+            self.maps.popitem(last=False)
+        return sm
+
+    async def _load(self, url: str, origin: str) -> Optional[_SourceMap]:
+        try:
+            body, headers = await _fetch_text(url, FRAME_SCRIPT_MAX)
+            tail = [m.group(1) for m in map(_MAP_REFERENCE.search, body[-200_000:].splitlines()[-20:]) if m]
+            ref = headers.get("SourceMap") or headers.get("X-SourceMap") or (tail[-1] if tail else "")
+            if not ref:
+                return None
+            where = url
+            if ref.startswith("data:"):
+                meta, _, data = ref.partition(",")
+                text = (base64.b64decode(data).decode("utf-8") if meta.endswith(";base64")
+                        else urllib.parse.unquote(data))
+            else:
+                where = urllib.parse.urljoin(url, ref)
+                if _origin_of(where) != origin:
+                    return None
+                text, _ = await _fetch_text(where, FRAME_MAP_MAX)
+            return await asyncio.get_running_loop().run_in_executor(None, lambda: _SourceMap(json.loads(text), where))
+        except Exception as exc:  # noqa: BLE001 - any map Reticle cannot fetch or read leaves the generated frame
+            _emit(_log, logging.DEBUG, "source_map_unread", url=url[:200], why=repr(exc)[:200])
+            return None
+
+
+async def _locate(frames: Optional[_Frames], origin: str, window: List[dict], every_call: bool = False) -> None:
+    """Name where each write or failed request, console error and uncaught error of the window was sent
+    or logged from, and which component rendered each message (`at`): its stack's app frame mapped
+    through the page's source map, within FRAME_WAIT_S in all; what is not mapped by then keeps its
+    generated frame (`every_call`: every request's sender).  The Observe stage calls it, so Judge reads `at`;
+    an `at` the page sent is replaced."""
+    todo: List[Tuple[dict, dict]] = []
+    root = frames.root if frames is not None else ""
+    for e in window:
+        d = e["data"]
+        if not isinstance(d, dict) or e["type"] not in _FRAME_OWNERS + ("ui.alert", "ui.status") or (
+                e["type"] == "net.request" and not (every_call or _is_write(d) or _call_failed(d))):
+            continue
+        d.pop("at", None)  # never the page's own word: made here, from its stack, each time
+        if e["type"] in _FRAME_OWNERS and isinstance(d.get("stack"), str):
+            frame = _app_frame(d["stack"])
+            d["at"] = _frame_text(frame, root) if frame is not None else None
+        elif e["type"] in ("ui.alert", "ui.status") and (d.get("component") or d.get("componentAt")
+                                                          or d.get("componentStack")):
+            frame = _app_frame(d["componentStack"]) if isinstance(d.get("componentStack"), str) else None
+            if frame is not None and isinstance(d.get("component"), str) and d["component"]:
+                frame["fn"] = d["component"][:80]
+            d["at"] = _renderer_text(d, root)
+        else:
+            continue
+        if frame is not None and frames is not None and len(todo) < 20:
+            todo.append((d, frame))
+    if not todo or frames is None:
+        return
+
+    async def one(d: dict, frame: dict) -> None:
+        d["at"] = await frames.place(origin, frame)
+    try:
+        await asyncio.wait_for(asyncio.gather(*(one(d, f) for d, f in todo)), FRAME_WAIT_S)
+    except asyncio.TimeoutError:
+        pass

@@ -295,8 +295,7 @@ def _net_unmatched(p: dict, obs: _Observation, window: List[dict], done: List[di
                            "failureReason": "no completed request matched %s" % expected}
     enveloped = [d for d in done if d.get("httpStatus") and _call_matches(d, p, pending=True)]
     if enveloped:
-        out["failureReason"] += "; %s answered %s: %s" % (_call_label(enveloped[-1]), enveloped[-1].get("status"),
-                                                          enveloped[-1].get("statusNote"))
+        out["failureReason"] += "; %s: %s" % (_answered(enveloped[-1]), enveloped[-1].get("statusNote"))
     elsewhere = _frames(window)
     if elsewhere:
         out["failureReason"] += ("; the %d WebSocket/EventSource message(s) of this window (%s) are on other URLs "
@@ -318,9 +317,8 @@ def _net_answered_otherwise(p: dict, obs: _Observation, window: List[dict]) -> O
            "observed": ["%s → %s" % (_call_label(e["data"]), e["data"].get("status") or e["data"].get("error"))
                         for e in answered[-5:]],
            "evidence": last["data"],
-           "failureReason": "%s answered %s, not as asked%s" % (
-               _call_label(last["data"]), last["data"].get("status") or last["data"].get("error"),
-               " (%s)" % last["data"]["statusNote"] if last["data"].get("statusNote") else "")}
+           "failureReason": "%s, not as asked%s" % (
+               _answered(last["data"]), " (%s)" % last["data"]["statusNote"] if last["data"].get("statusNote") else "")}
     age = obs.now - last["t"]
     if age >= RETRY_GRACE_MS:
         out.update(decided=True, decidedBy="answered-otherwise")
@@ -1776,7 +1774,7 @@ def _failure_in_sight(p: dict, window: List[dict], floor: float, known: "_Known"
     failed = [d for d in failed if not any(_call_matches(d, leaf) for leaf, neg in _leaves(p)
                                            if leaf["kind"] == "net" and not neg)]
     if failed:
-        return "%s answered %s" % (_call_label(failed[0]), failed[0].get("status") or failed[0].get("error"))
+        return _answered(failed[0])
     return None
 
 
@@ -1840,7 +1838,8 @@ async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[
     return [{"text": _short(str(d.get("text") or ""), 300), "source": str(d.get("source") or "")[:40],
              "level": d.get("level") if d.get("level") == "error" else None, "related": d.get("related") is not False,
              "own": d.get("own") is True, "unscoped": d.get("scoped") is False,
-             "field": str(d["field"])[:120] if d.get("field") is not None else None}
+             "field": str(d["field"])[:120] if d.get("field") is not None else None,
+             **{k: str(d[k])[:2000] for k in ("component", "componentAt", "componentStack") if d.get(k)}}
             for d in alerts[:50] if isinstance(d, dict)]
 
 
@@ -1935,7 +1934,24 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
     obs.already_true = already_true
     if not obs.lost and (settle_until is not None or act_at is not None):  # what is shown after an act
         obs.shown = await _read_shown(session, effect)
+    await _locate_in(session, obs.window + [{"type": "ui.alert", "data": d} for d in obs.shown or ()])
     return obs
+
+
+async def _locate_in(session: "_BrowserSession", window: List[dict], every_call: bool = False) -> None:
+    """_locate for a tab's events: where each was sent or logged from, through its page's source maps."""
+    hub = getattr(getattr(session, "bridge", None), "hub", None)
+    await _locate(getattr(hub, "frames", None), _mappable_origin(_origin_of(session.url), hub), window, every_call)
+
+
+def _mappable_origin(origin: str, hub: Any) -> str:
+    """The page's origin when the daemon may read its scripts for their source maps: a loopback host
+    (a dev server) or an origin the daemon was told to admit (RETICLE_ALLOWED_ORIGINS); else "", and
+    frames keep their generated place."""
+    host = urllib.parse.urlsplit(origin).hostname if origin else None
+    if origin and (_is_loopback_host(host) or _normalise_origin(origin) in getattr(hub, "allowed_origins", ())):
+        return origin
+    return ""
 
 
 async def _confirm_answering(session: "_BrowserSession") -> None:
@@ -1994,7 +2010,12 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
                 still = [d for d in await _read_shown(session, effect) or ()
                          if d["related"] and _is_failure_ui(d) and not _expects_error(p, d)
                          and not _stale_message(d, obs.window, act_at, obs.known)]
+                if still:
+                    await _locate_in(session, [{"type": "ui.alert", "data": still[0]}])
                 failure = "the page still shows %s" % _ui_label(still[0]) if still else None
+            elif failure:  # said again once the failure's sender or renderer is placed (_locate)
+                await _locate_in(session, obs.window)
+                failure = _failure_in_sight(p, obs.window, act_at, obs.known, obs.now) or failure
             if failure:
                 final = await _observe_now(session, p, floor, after_act, explain=True, effect=effect)
                 final.failure_decided = failure

@@ -760,14 +760,15 @@ async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     limit = args.get("limit", 200)
     total = len(calls)
     calls = calls[-limit:]
+    await _locate_in(session, [{"type": "net.request", "data": c} for c in calls], every_call=True)
     bodies = args.get("bodies", True)
     shaped = []
     for c in calls:
         item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
                                   "pending", "error", "initiator", "responseSize", "bodyTruncated",
                                   "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote",
-                                  "faulted", "faultId")
-                if k in c}
+                                  "faulted", "faultId", "at")
+                if k in c and (k != "at" or c[k])}
         if args.get("detail") == "full" and "responseHeaders" in c:
             item["responseHeaders"] = c["responseHeaders"]
         if bodies:
@@ -913,6 +914,7 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
     or nothing was logged."""
     since, until = _window(session, args, session.floor())  # like the verdicts: from the last act or navigation
     events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
+    await _locate_in(session, events[-200:])
     logs = []
     for e in events:
         d = e.get("data") or {}
@@ -926,6 +928,8 @@ async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx:
             item["stack"] = _redact_page_text("\n".join(str(d["stack"]).splitlines()[:5]))
         if d.get("source"):
             item["source"] = d["source"]
+        if d.get("at"):
+            item["at"] = d["at"]
         logs.append(item)
     everything = logs
     level = args.get("level")
@@ -1022,7 +1026,41 @@ async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict, repla
 
 
 async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    return await _act_and_wait_verdict(session, args, _until_arg(args))
+    out = await _act_and_wait_verdict(session, args, _until_arg(args))
+    return await _timeline_link(hub, session, args, out) if args.get("timeline") else out
+
+
+TIMELINES_KEPT = 200  # timeline files kept in the state folder: the oldest go first
+
+
+def _write_kept(path: str, data: bytes, keep: int) -> None:
+    """_write_private, then the folder's oldest files removed past `keep` (on a worker thread)."""
+    _write_private(path, data)
+    folder = os.path.dirname(path)
+    try:
+        names = sorted(os.listdir(folder), key=lambda n: os.path.getmtime(os.path.join(folder, n)))
+        for n in names[:max(0, len(names) - keep)]:
+            os.unlink(os.path.join(folder, n))
+    except OSError:
+        pass  # another daemon's prune raced this one: what is left is still capped next time
+
+
+async def _timeline_link(hub: "Hub", session: "_BrowserSession", args: dict, out: dict) -> dict:
+    """`timeline: true`: the act's timeline (_timeline) drawn as SVG into the state folder's timelines/,
+    a resource link beside the answer (so a client that shows pictures can show it) and its path in it."""
+    act = session.last_act if session.last_act is not None else session.floor()
+    window = session.window(act)
+    await _locate_in(session, window)
+    target = args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})
+    label = "%s %s" % (args["action"], ", ".join("%s=%s" % (k, v) for k, v in target.items()))
+    svg = _timeline_svg(_timeline(window, act, session.now(), str(out.get("verified")), label)).encode("utf-8")
+    name = "%s-%s-%s.svg" % (re.sub(r"[^A-Za-z0-9_-]", "", session.id)[:40] or "tab",
+                             time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
+    path = os.path.join(hub.state.ensure(), "timelines", name)
+    await asyncio.get_running_loop().run_in_executor(None, _write_kept, path, svg, TIMELINES_KEPT)
+    out = dict(out, timeline={"path": path, "bytes": len(svg)})
+    return _WithContent(out, [{"type": "resource_link", "uri": _file_uri(path), "name": name, "size": len(svg),
+                               "mimeType": "image/svg+xml", "description": "what happened when: %s" % label[:200]}])
 
 
 def _until_arg(args: dict) -> dict:

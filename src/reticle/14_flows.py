@@ -557,6 +557,15 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
 
 
+async def _step_timeline(session: "_BrowserSession", cursor: float, verdict: str, label: str) -> dict:
+    """The timeline of the step that began at `cursor`, from its act (or its start: an assert), its
+    senders and renderers named (_locate)."""
+    window = session.window(cursor)
+    await _locate_in(session, window)
+    act = session.last_act if session.last_act is not None and session.last_act >= cursor else cursor
+    return _timeline(window, act, session.now(), verdict, label)
+
+
 def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
     """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
     act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
@@ -693,6 +702,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
                "ms": round(hub.clock() - t0)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
+        row["timeline"] = await _step_timeline(session, cursor, row["verified"], label)
         made = _writes_in(session.window(cursor), cursor, answers=True)
         if made:
             row["writes"] = [_write_shown(w) for w in made]
@@ -996,36 +1006,29 @@ font-weight:600}.unknown{color:#a15c00;font-weight:600}.skipped{color:#888}img{m
 border:1px solid #ccc;margin:.5em 0}section{margin-bottom:2em}"""
 
 
-class _Markup(str):
-    """Text that is already HTML (built by _html_of, or a constant of this module): put in as it is."""
-
-
-def _html_of(template: str, *values: Any) -> _Markup:
-    """`template` (HTML written here, `%s` slots only) with each value put in escaped, unless it is
-    _Markup that _html_of built: the one way the HTML report is made, so no field of a results file,
-    whatever it holds, reaches the page as markup."""
-    return _Markup(template % tuple(v if isinstance(v, _Markup) else html.escape(str(v), quote=True)
-                                    for v in values))
-
-
-def _html_join(pieces: List[_Markup]) -> _Markup:
-    return _Markup("".join(pieces))
-
-
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
 
 
 def _html_steps(r: dict) -> _Markup:
-    rows = [_html_of('<tr class="step"><td>%s</td><td>%s</td><td><code>%s</code></td><td class="%s">%s%s</td>'
-                     "<td>%s</td><td><pre>%s</pre></td></tr>",
+    rows = [_html_join([_html_of('<tr class="step"><td>%s</td><td>%s</td><td><code>%s</code></td><td class="%s">'
+                     "%s%s</td><td>%s</td><td><pre>%s</pre></td></tr>",
                      s["index"], s["step"], _dumps(s["predicate"]) if s.get("predicate") else "", s["verified"],
                      s["verified"], " (%s)" % s["verifiedReason"] if s.get("verifiedReason") else "",
                      "%d ms" % s["ms"] if "ms" in s else "",
                      ((s.get("because") or "") + ("\n" + json.dumps(s["evidence"], indent=1, ensure_ascii=False)[:4000]
-                                                  if s.get("evidence") else "")).strip())
-            for s in r["steps"]]
+                                                  if s.get("evidence") else "")).strip()),
+                         _html_timeline(s)]) for s in r["steps"]]
     return _html_of("<table><tr><th>#</th><th>step</th><th>predicate</th><th>verdict</th><th>time</th>"
                     "<th>evidence</th></tr>%s</table>", _html_join(rows))
+
+
+def _html_timeline(step: dict) -> _Markup:
+    """A step's timeline under its row: inline SVG (_timeline_svg), open when the step did not pass."""
+    if not isinstance(step.get("timeline"), dict):
+        return _Markup("")
+    return _html_of('<tr class="timeline"><td></td><td colspan="5"><details%s><summary>timeline of step %s'
+                    "</summary>%s</details></td></tr>", _Markup(" open") if step.get("verified") != "yes" else "",
+                    step.get("index"), _Markup(_timeline_svg(step["timeline"])))
 
 
 def _html_teeth(r: dict) -> _Markup:
@@ -1143,7 +1146,13 @@ _RESULTS_SCHEMA: Dict[str, Any] = {
                      "verified": {"enum": ["yes", "no", "unknown", "skipped", "error"]},
                      "verifiedReason": _MAYBE_TEXT, "because": _MAYBE_TEXT, "ms": _MS,
                      "predicate": {}, "evidence": {}, "writes": {"type": "array", "items": {"type": "object"}},
-                     "expect": {"enum": ["no"]}, "met": {"type": "boolean"}}},
+                     "expect": {"enum": ["no"]}, "met": {"type": "boolean"},
+                     "timeline": {"type": "object", "additionalProperties": False, "properties": {
+                         "act": _TEXT, "end": _MS, "verdict": _TEXT, "more": {"type": "integer", "minimum": 0},
+                         "rows": {"type": "array", "maxItems": TIMELINE_ROWS, "items": {
+                             "type": "object", "additionalProperties": False, "properties": {
+                                 "k": {"enum": list(_TIMELINE_COLOURS)}, "s": _MS, "e": {"type": ["number", "null"]},
+                                 "t": _TEXT, "at": _TEXT, "fail": {"type": "boolean"}}}}}}}},
         "tooth": {"type": "object", "required": ["write", "verified", "toothless"], "additionalProperties": False,
                   "properties": {
                       "write": _TEXT, "as": {"enum": list(_TEETH_AS)},

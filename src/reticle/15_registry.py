@@ -251,7 +251,7 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
          "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
          "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
-         "refuseWhenThrottled": {"type": "boolean"}, "sessionId": _SESSION_ID},
+         "refuseWhenThrottled": {"type": "boolean"}, "timeline": {"type": "boolean"}, "sessionId": _SESSION_ID},
         _tool_act_and_wait,
         {"target": {"role": "button", "name": "Pay"}, "action": "click",
          "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},

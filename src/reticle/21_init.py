@@ -382,6 +382,23 @@ def _merge_codex(path: str, command: List[str], skipped: Optional[List[str]] = N
     return _InitChange(path, old, new, "added [mcp_servers.%s]" % _SERVER_NAME), ""
 
 
+def _config_texts(root: str, skipped: List[str]) -> Dict[str, str]:
+    """The project's config files whose headers may block the tag (a CSP): path from `root` -> text."""
+    texts: Dict[str, str] = {}
+    for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
+                 "settings.py", "app.py"):
+        for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
+            text = _read_file_text(path, skipped) or ""
+            if text:
+                texts[os.path.relpath(path, root)] = text
+    for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
+        path = os.path.join(dirpath, "settings.py")
+        text = _read_file_text(path, skipped) or ""
+        if text:
+            texts[os.path.relpath(path, root)] = text
+    return texts
+
+
 def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     """Everything `reticle init` would do in `root`, as data: {app, changes, notes, warnings}."""
     origin = "http://127.0.0.1:%d" % port
@@ -425,17 +442,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         notes.append("%s app (%s): add this to the dev HTML entry%s: %s" % (
             app["kind"], app["why"], " " + where.get(app["kind"], "") if app["kind"] in where else "",
             _dev_snippet(app["kind"], origin)))
-    for name in ("vite.config.js", "vite.config.ts", "vite.config.mjs", "next.config.js", "next.config.mjs",
-                 "settings.py", "app.py"):
-        for path in (os.path.join(root, name), os.path.join(root, os.path.basename(root), name)):
-            text = _read_file_text(path, skipped) or ""
-            if text:
-                texts[os.path.relpath(path, root)] = text
-    for dirpath in [d for d in (os.path.join(root, x) for x in os.listdir(root)) if os.path.isdir(d)][:50]:
-        path = os.path.join(dirpath, "settings.py")
-        text = _read_file_text(path, skipped) or ""
-        if text:
-            texts[os.path.relpath(path, root)] = text
+    texts.update(_config_texts(root, skipped))
     server_changes, server_notes = _server_init(root, app, skipped)
     changes += server_changes
     notes += server_notes

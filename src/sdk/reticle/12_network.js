@@ -262,7 +262,7 @@
     }
     if (isBridgeUrl(url)) return;
     var id = 'n' + ++netCounter;
-    var meta = { id: id, method: method, url: redactUrl(url), t0: N.now() };
+    var meta = { id: id, method: method, url: redactUrl(url), t0: N.now(), stack: callerStack() };
     call.meta = meta;
     if (S.captureBodies && init && init.body != null) meta.req = describeReqBody(init.body);
     meta.fault = faultFor(method, url, 'fetch');
@@ -346,7 +346,8 @@
       ok: false,
       durationMs: Math.round(N.now() - meta.t0),
       initiator: 'fetch',
-      error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500)
+      error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500),
+      stack: meta.stack
     };
     if (meta.fault) d.faultId = meta.fault.id;
     d.ms = d.durationMs;
@@ -426,7 +427,8 @@
       initiator: initiator,
       statusText: statusText || undefined,
       contentType: ct || undefined,
-      faultId: meta.fault ? meta.fault.id : undefined
+      faultId: meta.fault ? meta.fault.id : undefined,
+      stack: meta.stack
     };
   }
   // A fetch answered: its net.request once its body (and the request's own) has been read.
@@ -932,6 +934,7 @@
     m.rurl = redactUrl(m.url);
     m.req = S.captureBodies ? describeReqBody(body) : null;
     m.fault = faultFor(m.method, m.url, 'xhr');
+    m.stack = callerStack();
     var xpend = {
       id: id,
       requestId: id,
@@ -1019,7 +1022,8 @@
             durationMs: 0,
             ms: 0,
             initiator: 'beacon',
-            oneWay: true
+            oneWay: true,
+            stack: callerStack()
           };
           emit(
             'net.request',

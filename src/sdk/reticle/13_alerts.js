@@ -119,7 +119,7 @@
         var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
         var r = refFor(x.el);
         if (r) d.ref = r;
-        emit('ui.alert', d, x.el);
+        emit('ui.alert', withRenderer(d, x.el), x.el);
       });
     });
   }
@@ -175,7 +175,7 @@
         var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
         var r = refFor(x.el);
         if (r) d.ref = r;
-        emit('ui.alert', d, x.el);
+        emit('ui.alert', withRenderer(d, x.el), x.el);
       });
     });
   }
@@ -317,6 +317,57 @@
     c.key = c.text;
     return !!c.text;
   }
+  // The component that rendered a message, where the framework's development build marks it: Vue's
+  // component (type.__file from its SFC compiler), Svelte's __svelte_meta.loc, React's fiber (the
+  // owner's name; React 19's _debugStack, the element's creation stack, which the daemon maps like any
+  // other stack; React 18's _debugSource).  Up to 12 ancestors are asked; a production build marks
+  // none, and nothing is said.
+  function renderedBy(el) {
+    for (var n = el, i = 0; n && n.nodeType === 1 && i < 12; n = n.parentElement, i++) {
+      try {
+        var out = componentOf(n);
+        if (out) return out;
+      } catch (e) {
+        return null;
+      }
+    }
+    return null;
+  }
+  function componentOf(n) {
+    var vue = n.__vueParentComponent;
+    if (vue && vue.type) {
+      var vt = vue.type;
+      var vname = String(vt.__name || vt.name || '');
+      var vfile = vt.__file ? clip(String(vt.__file), 300) : undefined;
+      if (vfile || vname) return { component: clip(vname, 80), componentAt: vfile };
+    }
+    var loc = n.__svelte_meta && n.__svelte_meta.loc;
+    if (loc && loc.file) {
+      // Svelte 4 counts lines from 0 (and gives `char`), Svelte 5 from 1
+      var line = loc.line != null ? Number(loc.line) + (loc.char != null ? 1 : 0) : null;
+      return { componentAt: clip(String(loc.file), 300) + (line != null ? ':' + line : '') };
+    }
+    var key = Object.keys(n).filter(function (k) {
+      return k.indexOf('__reactFiber$') === 0;
+    })[0];
+    if (!key) return null;
+    var f = n[key];
+    var owner = f && f._debugOwner;
+    var rname = owner && owner.type ? owner.type.displayName || owner.type.name : owner && owner.name;
+    var out = rname ? { component: clip(String(rname), 80) } : {};
+    if (f && f._debugStack && f._debugStack.stack) out.componentStack = cleanStack(String(f._debugStack.stack));
+    else if (f && f._debugSource && f._debugSource.fileName)
+      out.componentAt = clip(String(f._debugSource.fileName), 300) + ':' + Number(f._debugSource.lineNumber || 0);
+    return out.component || out.componentAt || out.componentStack ? out : null;
+  }
+  function withRenderer(d, el) {
+    var r = renderedBy(el);
+    if (r)
+      Object.keys(r).forEach(function (k) {
+        if (r[k] !== undefined) d[k] = r[k];
+      });
+    return d;
+  }
   // One scan: a ui.alert (or ui.status) for each message shown with a new text.
   function alertScan(al, initial) {
     al.scheduled = false;
@@ -334,7 +385,7 @@
       var r = refFor(c.el);
       if (r) d.ref = r;
       if (initial) d.initial = true;
-      emit(c.status ? 'ui.status' : 'ui.alert', d, c.el);
+      emit(c.status ? 'ui.status' : 'ui.alert', withRenderer(d, c.el), c.el);
     });
     alertsGone(al, showing, t);
     if (initial) postedFormScan(al);
@@ -470,7 +521,7 @@
       if (c.field != null) d.field = c.field;
       var r = refFor(c.el);
       if (r) d.ref = r;
-      return d;
+      return withRenderer(d, c.el);
     });
     return { alerts: out };
   }

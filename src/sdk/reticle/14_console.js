@@ -53,14 +53,25 @@
       return '[object]';
     }
   }
+  // Reticle's own frames out (its script, or in a device the injected script, which has no URL); the
+  // daemon picks the app's innermost frame of what is left and maps it through the page's source map.
   function cleanStack(s) {
     if (!s) return undefined;
     var lines = String(s)
       .split('\n')
       .filter(function (l) {
-        return !/reticle(\.js|-sdk)/.test(l);
+        return !/reticle(\.js|-sdk)|\(<anonymous>:\d|^\s*at <anonymous>:\d/.test(l);
       });
     return clip(scrub(lines.join('\n')), STACK_CAP);
+  }
+  // Where the page called from (a fetch, an XHR's send, a beacon): at most 10 frames of the app's call.
+  function callerStack() {
+    try {
+      var s = new Error().stack;
+      return s ? cleanStack(String(s).split('\n').slice(1, 16).join('\n')) : undefined;
+    } catch (e) {
+      return undefined;
+    }
   }
   var inConsole = 0;
   function installConsole() {

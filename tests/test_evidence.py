@@ -1,0 +1,365 @@
+"""Evidence that names the code: the app frame that sent a request, logged an error or threw, mapped
+through the page's source map, and the component that rendered a message; checked in real Chromium on
+a plain page with a script file, a page whose script points to a map that is not there, and a real Vite
+dev server serving TypeScript (its source maps inline)."""
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import subprocess
+import urllib.request
+
+import pytest
+import tornado.web
+from hypothesis import given, settings, strategies as st
+
+import reticle
+
+from _harness import AppServer, Browser, Daemon, Live, Mcp, free_port, port_listens, wait_until
+from _harness import chromium_path  # also marks this module's tests `browser`
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NODE_MODULES = os.path.join(HERE, ".otel", "node_modules")
+
+
+def line_of(text, needle):
+    """The 1-based line of `text` that holds `needle` (the truth a frame is checked against)."""
+    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+# ---- a plain page, its code in /app.js -------------------------------------------------------------
+
+APP_JS = """// the page's own script: every failure below is sent, logged or thrown from here
+function saveProfile() {
+  return fetch('/api/save', {method: 'POST', body: '{"name":"Ada"}'});
+}
+function reportFailure(why) {
+  console.error('profile save failed: ' + why);
+}
+function onSave() {
+  saveProfile().then(function (res) {
+    if (!res.ok) reportFailure('status ' + res.status);
+  });
+}
+function onCrash() {
+  throw new Error('profile widget crashed');
+}
+document.getElementById('save').addEventListener('click', onSave);
+document.getElementById('crash').addEventListener('click', onCrash);
+"""
+
+PLAIN = """<!doctype html><html><head><title>Profile</title>
+<script src="%(daemon)s/reticle.js"></script></head><body>
+<button id="save">Save</button><button id="crash">Crash</button>
+<script src="/%(script)s"></script></body></html>"""
+
+
+class _Script(tornado.web.RequestHandler):
+    def initialize(self, body):
+        self.body = body
+
+    def get(self):
+        self.set_header("Content-Type", "application/javascript")
+        self.write(self.body)
+
+
+class _Save(tornado.web.RequestHandler):
+    def post(self):
+        self.set_status(500)
+        self.write({"error": "database is locked"})
+
+
+class _Missing(tornado.web.RequestHandler):
+    """A source map that is not there (404), each request for it counted."""
+
+    def initialize(self, asked):
+        self.asked = asked
+
+    def get(self):
+        self.asked.append(self.request.path)
+        self.send_error(404)
+
+
+def _plain(tmp, script, body, asked=None):
+    return Live(tmp, PLAIN.replace("%(script)s", script),
+                routes=[(r"/" + script, _Script, {"body": body}), (r"/api/save", _Save),
+                        (r"/.*\.map", _Missing, {"asked": asked if asked is not None else []})])
+
+
+def _act(mcp, sid, button, until=None):
+    args = {"action": "click", "target": {"role": "button", "name": button}, "timeout_ms": 4000}
+    if sid:
+        args["sessionId"] = sid
+    if until is not None:
+        args["until"] = until
+    return mcp.ok("reticle_act_and_wait", args, timeout=60)
+
+
+def test_a_plain_page_names_the_line_that_sent_logged_and_threw(tmp_path):
+    live = _plain(tmp_path, "app.js", APP_JS)
+    try:
+        out = _act(live.mcp, None, "Save", until={"kind": "text", "contains": "Saved"})
+        assert out["verified"] == "no", out
+        sent = "saveProfile at app.js:%d" % line_of(APP_JS, "fetch('/api/save'")
+        text = repr(out)
+        assert re.search(r"POST \S*/api/save answered 500, sent by " + re.escape(sent), text), text
+        net = live.mcp.ok("reticle_network", {"urlContains": "/api/save"})
+        assert net["calls"][-1]["at"] == sent, net
+        logged = "reportFailure at app.js:%d" % line_of(APP_JS, "console.error(")
+        console = live.mcp.ok("reticle_console", {"level": "error"})
+        assert [x["at"] for x in console["logs"]] == [logged], console
+        out = _act(live.mcp, None, "Crash")  # no consequence declared: the act is judged on what failed
+        assert out["verified"] == "no", out
+        thrown = "onCrash at app.js:%d" % line_of(APP_JS, "throw new Error")
+        assert "(at %s)" % thrown in repr(out), out
+    finally:
+        live.close()
+
+
+def test_in_a_device_the_injected_sdk_names_the_same_lines(tmp_path):
+    """No script tag: the daemon's own Chromium injects the SDK (its frames have no URL and are skipped)."""
+    page = PLAIN.replace('<script src="%(daemon)s/reticle.js"></script>', "").replace("%(script)s", "app.js")
+    daemon = Daemon(tmp_path / "state")
+    app = mcp = None
+    try:
+        app = AppServer([(r"/app.js", _Script, {"body": APP_JS}), (r"/api/save", _Save),
+                         (r"/", _Page, {"html": page})])
+        mcp = Mcp(daemon.url + "/mcp")
+        sid = mcp.ok("reticle_open", {"url": app.url + "/"}, timeout=60)["sessionId"]
+        out = _act(mcp, sid, "Save")
+        assert out["verified"] == "no", out
+        sent = "saveProfile at app.js:%d" % line_of(APP_JS, "fetch('/api/save'")
+        assert re.search(r"POST \S*/api/save answered 500, sent by " + re.escape(sent), repr(out)), out
+        console = mcp.ok("reticle_console", {"level": "error", "sessionId": sid})
+        assert [x["at"] for x in console["logs"]] == ["reportFailure at app.js:%d" % line_of(APP_JS, "console.error(")]
+    finally:
+        for thing in (mcp, app):
+            if thing is not None:
+                thing.close()
+        daemon.close()
+
+
+class _Page(tornado.web.RequestHandler):
+    def initialize(self, html):
+        self.html = html
+
+    def get(self):
+        self.write(self.html)
+
+
+def test_a_source_map_that_is_not_there_leaves_the_generated_frame(tmp_path):
+    body = APP_JS + "//# sourceMappingURL=bundle.js.map\n"
+    asked = []
+    live = _plain(tmp_path, "bundle.js", body, asked)
+    try:
+        out = _act(live.mcp, None, "Save", until={"kind": "text", "contains": "Saved"})
+        assert out["verified"] == "no", out
+        assert "sent by saveProfile at bundle.js:%d" % line_of(body, "fetch('/api/save'") in repr(out), out
+        assert asked == ["/bundle.js.map"], asked  # looked for once, its absence remembered
+        console = live.mcp.ok("reticle_console", {"level": "error"})
+        assert [x["at"] for x in console["logs"]] == ["reportFailure at bundle.js:%d" % line_of(body, "console.error(")]
+    finally:
+        live.close()
+
+
+# ---- a real Vite dev server: TypeScript, its source maps inline -----------------------------------
+
+class ViteApp:
+    """tests/_vite_app (React 19 without JSX, TypeScript modules) under `vite` in a temporary copy beside
+    tests/.otel's node_modules; its index.html's script tag points at `daemon`."""
+
+    def __init__(self, tmp, daemon):
+        bin_ = os.path.join(NODE_MODULES, "vite", "bin", "vite.js")
+        if not os.path.isfile(bin_):
+            pytest.skip("vite is not installed in tests/.otel (tests/bootstrap.sh)")
+        self.root = os.path.join(str(tmp), "vite-app")
+        shutil.copytree(os.path.join(HERE, "_vite_app"), self.root)
+        os.symlink(NODE_MODULES, os.path.join(self.root, "node_modules"))
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self._log = open(os.path.join(str(tmp), "vite.log"), "wb")
+        env = dict(os.environ, VITE_RETICLE_JS=daemon.url + "/reticle.js")
+        self.proc = subprocess.Popen(["node", bin_, "--port", str(self.port), "--host", "127.0.0.1", "--strictPort"],
+                                     env=env, cwd=self.root, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        try:
+            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 60, what="vite")
+            assert self.proc.poll() is None, open(self._log.name).read()
+            urllib.request.urlopen(self.url + "/", timeout=60).read()
+        except BaseException:
+            self.close()
+            raise
+
+    def source(self, path):
+        with open(os.path.join(self.root, path)) as fh:
+            return fh.read()
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+def test_a_vite_apps_typescript_is_named_through_its_source_map(tmp_path):
+    daemon = Daemon(tmp_path / "state", env={"RETICLE_PROJECT_DIR": str(tmp_path / "vite-app")})
+    app = browser = mcp = None
+    try:
+        app = ViteApp(tmp_path, daemon)
+        mcp = Mcp(daemon.url + "/mcp")
+        browser = Browser(app.url + "/")
+        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 30, what="the Vite page to connect")
+        wait_until(lambda: mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Save"})["elements"], 60,
+                   what="React to render")
+        out = _act(mcp, None, "Save", until={"kind": "text", "contains": "Saved"})
+        assert out["verified"] == "no", out
+        api = app.source("src/lib/api.ts")
+        text = repr(out)
+        # Vite answers a POST it has no route for with 404; the TypeScript line, not the served JavaScript's
+        # the message decides (the component that rendered it named); the request's sender is the
+        # TypeScript line, not the served JavaScript's
+        assert "the page showed 'Could not save your profile' as an alert, rendered by SaveStatus" in text, text
+        net = mcp.ok("reticle_network", {"urlContains": "/api/save"})
+        assert net["calls"][-1]["status"] == 404 and net["calls"][-1]["at"] == \
+            "saveProfile at src/lib/api.ts:%d" % line_of(api, "await fetch("), net
+        console = mcp.ok("reticle_console", {"level": "error"})
+        assert any(x.get("at") == "reportFailure at src/lib/api.ts:%d" % line_of(api, "console.error(")
+                   for x in console["logs"]), console
+    finally:
+        for thing in (browser, mcp, app):
+            if thing is not None:
+                thing.close()
+        daemon.close()
+
+
+# ---- the parts, on their own: a stack's app frame, a source map's mappings ---------------------------
+
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def vlq(n):
+    """The test's own Base64 VLQ encoder (the Source Map format), to check the daemon's decoder against."""
+    v = (-n << 1) | 1 if n < 0 else n << 1
+    out = ""
+    while True:
+        digit, v = v & 31, v >> 5
+        out += B64[digit | (32 if v else 0)]
+        if not v:
+            return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-(1 << 40), 1 << 40), min_size=1, max_size=6))
+def test_vlq_values_read_back(values):
+    assert reticle._vlq("".join(vlq(v) for v in values)) == values
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=B64 + ",;!é", max_size=200), st.integers(1, 5), st.integers(1, 80))
+def test_any_mappings_are_read_or_refused_with_a_value_error(mappings, line, col):
+    try:
+        sm = reticle._SourceMap({"version": 3, "sources": ["a.ts"], "names": ["f"], "mappings": mappings})
+    except ValueError:
+        return
+    hit = sm.lookup(line, col)
+    assert hit is None or (isinstance(hit[1], int) and hit[0].endswith("a.ts"))
+
+
+def test_a_hand_made_map_places_a_generated_column_on_its_source_line():
+    # generated line 1: col 0 -> a.ts line 1; col 10 -> b.ts line 5, named "save"; line 2: nothing
+    mappings = vlq(0) + vlq(0) + vlq(0) + vlq(0) + "," + vlq(10) + vlq(1) + vlq(4) + vlq(2) + vlq(0) + ";"
+    sm = reticle._SourceMap({"version": 3, "sources": ["a.ts", "b.ts"], "names": ["save"], "mappings": mappings,
+                             "sourceRoot": "src/"}, "http://127.0.0.1:5173/assets/app.js.map")
+    assert sm.lookup(1, 5) == ("http://127.0.0.1:5173/assets/src/a.ts", 1, "")
+    assert sm.lookup(1, 11) == ("http://127.0.0.1:5173/assets/src/b.ts", 5, "save")
+    assert sm.lookup(2, 1) is None and sm.lookup(9, 1) is None
+    with pytest.raises(ValueError):
+        reticle._SourceMap({"version": 3, "sections": []})
+
+
+def test_the_app_frame_skips_libraries_and_an_at_the_page_sent_is_replaced():
+    stack = ("Error\n    at window.fetch (http://127.0.0.1:5173/node_modules/.vite/deps/react.js?v=1a2b3c:9:1)\n"
+             "    at Object.saveProfile [as save] (http://127.0.0.1:5173/src/api.ts?t=123:42:9)\n"
+             "    at onClick (http://127.0.0.1:5173/src/App.tsx:7:3)")
+    assert reticle._app_frame(stack) == {"fn": "saveProfile", "url": "http://127.0.0.1:5173/src/api.ts?t=123",
+                                         "line": 42, "col": 9}
+    assert reticle._frame_file("webpack-internal:///(app-pages-browser)/./app/page.js") == "app/page.js"
+    window = [{"type": "net.request", "data": {"method": "POST", "url": "/api/save", "status": 500,
+                                               "stack": stack, "at": "src/forged.ts:1"}},
+              {"type": "console.error", "data": {"text": "x", "at": "src/forged.ts:2"}}]
+    asyncio.run(reticle._locate(None, "", window))
+    assert window[0]["data"]["at"] == "saveProfile at src/api.ts:42"
+    assert "at" not in window[1]["data"]  # no stack: nothing to name, and not the page's word either
+
+
+# ---- the timeline: a resource link on an act's answer, and each step of verify's report ----------
+
+def test_an_acts_timeline_is_an_svg_linked_beside_its_answer(tmp_path):
+    live = _plain(tmp_path, "app.js", APP_JS)
+    try:
+        args = {"action": "click", "target": {"role": "button", "name": "Save"}, "timeline": True,
+                "until": {"kind": "text", "contains": "Saved"}, "timeout_ms": 4000}
+        result = asyncio.run_coroutine_threadsafe(live.mcp.session.call_tool("reticle_act_and_wait", args),
+                                                  live.mcp._loop).result(60)
+        out = result.structured_content
+        assert out["verified"] == "no" and not result.is_error, out
+        links = [b for b in result.content if b.type == "resource_link"]
+        assert len(links) == 1 and links[0].mime_type == "image/svg+xml", result.content
+        path = out["timeline"]["path"]
+        assert str(links[0].uri) == "file://" + path and os.stat(path).st_mode & 0o077 == 0
+        with open(path, encoding="utf-8") as fh:
+            svg = fh.read()
+        assert svg.startswith("<svg") and "<script" not in svg and "href" not in svg
+        assert "POST /api/save 500" in svg and "saveProfile at app.js:%d" % line_of(APP_JS, "fetch('/api/save'") in svg
+        assert "console.error: profile save failed: status 500" in svg and "judged at" in svg and ": no</text>" in svg
+        plain = live.mcp.ok("reticle_act_and_wait", {"action": "click", "target": {"role": "button", "name": "Save"}})
+        assert "timeline" not in plain  # only when asked
+    finally:
+        live.close()
+
+
+def test_the_verify_report_draws_each_steps_timeline_open_where_it_failed(tmp_path):
+    import json
+    import sys
+    from _harness import RETICLE_PY, daemon_env
+    page = PLAIN.replace('<script src="%(daemon)s/reticle.js"></script>', "").replace("%(script)s", "app.js")
+    app = AppServer([(r"/app.js", _Script, {"body": APP_JS}), (r"/api/save", _Save), (r"/", _Page, {"html": page})])
+    try:
+        flows = tmp_path / "app" / ".reticle" / "flows"
+        flows.mkdir(parents=True)
+        (flows / "save.json").write_text(json.dumps({"format": 1, "name": "save", "startUrl": app.url + "/", "steps": [
+            {"assert": {"kind": "text", "contains": "Crash"}},
+            {"action": "click", "target": {"role": "button", "name": "Save"},
+             "until": {"kind": "text", "contains": "Saved"}, "timeout_ms": 4000}]}))
+        report = tmp_path / "report.html"
+        run = subprocess.run([sys.executable, RETICLE_PY, "verify", "--report", str(report), "--json"],
+                             cwd=str(tmp_path / "app"), capture_output=True, text=True, timeout=180,
+                             env=daemon_env(str(tmp_path / "state"), RETICLE_PORT=str(free_port())))
+        assert run.returncode == 1, run.stdout + run.stderr
+        steps = json.loads(run.stdout)["flows"][0]["steps"]
+        assert [s["verified"] for s in steps] == ["yes", "no"] and all("timeline" in s for s in steps), steps
+        assert reticle._results_problem(json.loads(run.stdout)) is None
+        text = report.read_text()
+        assert text.count("<svg") == 2 and "<script" not in text
+        opened = re.findall(r"<details( open)?><summary>timeline of step (\d)", text)
+        assert opened == [("", "0"), (" open", "1")], opened
+        failing = text[text.index("timeline of step 1"):]
+        assert "POST /api/save 500" in failing and "saveProfile at app.js:%d" % line_of(APP_JS, "fetch(") in failing
+        # looked at in Chromium: the report as a picture, kept beside the test's other output
+        shot = tmp_path / "report.png"
+        args = [chromium_path(), "--headless=new", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+                "--user-data-dir=" + str(tmp_path / "shot-profile"), "--window-size=1200,1400",
+                "--screenshot=" + str(shot), "file://" + str(report)]
+        if os.geteuid() == 0:
+            args.insert(1, "--no-sandbox")
+        subprocess.run(args, capture_output=True, timeout=60)
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        print("the report as Chromium draws it: %s" % shot)
+    finally:
+        app.close()
