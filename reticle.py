@@ -1699,7 +1699,7 @@ def _frame_file(name: str) -> str:
     name = re.sub(r"^\([^)]*\)/", "", name)  # webpack-internal:///(app-pages-browser)/./app/page.js
     while name.startswith(("./", "../", "/")):
         name = name[3:] if name.startswith("../") else name[2:] if name.startswith("./") else name[1:]
-    return name[:300] or "?"
+    return name[:300] or "/"  # a script in the page itself, at its root
 
 
 def _frame_text(frame: dict, root: str = "") -> str:
@@ -1809,14 +1809,15 @@ FRAME_WAIT_S = 1.5             # what a verdict waits, in all, for its frames to
 _MAP_REFERENCE = re.compile(r"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
 
 
-async def _fetch_text(url: str, cap: int) -> Tuple[str, Any]:
-    """GET `url` (no redirect, no credential, at most `cap` bytes and FRAME_FETCH_S): (text, headers);
-    OSError for anything but a 200."""
+async def _fetch_text(url: str, cap: int, body: Optional[str] = None) -> Tuple[str, Any]:
+    """GET `url` (POST `body` as JSON when given; no redirect, no credential, at most `cap` bytes and
+    FRAME_FETCH_S): (text, headers); OSError for anything but a 200."""
     client = tornado.httpclient.AsyncHTTPClient(force_instance=True, max_body_size=cap)
     try:
         resp = await client.fetch(tornado.httpclient.HTTPRequest(
-            url, method="GET", request_timeout=FRAME_FETCH_S, connect_timeout=FRAME_FETCH_S, follow_redirects=False,
-            headers={"Accept": "*/*"}), raise_error=False)
+            url, method="GET" if body is None else "POST", body=body, request_timeout=FRAME_FETCH_S,
+            connect_timeout=FRAME_FETCH_S, follow_redirects=False,
+            headers={"Accept": "*/*", "Content-Type": "application/json"}), raise_error=False)
     finally:
         client.close()
     if resp.code != 200 or resp.body is None:
@@ -1833,15 +1834,50 @@ class _Frames:
         self.root = root  # the project's folder: files under it are named from there
         self.maps: "collections.OrderedDict[str, Optional[_SourceMap]]" = collections.OrderedDict()
         self.loading: Dict[str, "asyncio.Future[Optional[_SourceMap]]"] = {}
+        self.places: "collections.OrderedDict[str, Optional[dict]]" = collections.OrderedDict()  # Next.js dev's
 
     async def place(self, origin: str, frame: dict) -> str:
         """The frame as an answer names it ("saveProfile at src/lib/api.ts:42"), mapped where it can be."""
         url = frame["url"].split("#", 1)[0]
+        if url.startswith("webpack-internal:") and origin:
+            return _frame_text(await self._next(origin, frame), self.root)
         sm = await self._map(url, origin) if origin and _origin_of(url) == origin else None
         hit = sm.lookup(frame["line"], frame["col"]) if sm is not None else None
         if hit is not None:
             frame = dict(frame, file=hit[0], line=hit[1], fn=frame["fn"] or hit[2])
         return _frame_text(frame, self.root)
+
+    async def _next(self, origin: str, frame: dict) -> dict:
+        """A frame of webpack's eval'd modules (Next.js dev: its maps are inside the eval'd code, which
+        no URL serves) mapped by the dev server's own frame mapper, the one its error overlay asks:
+        GET /__nextjs_original-stack-frame (Next.js 15.1 and before), else POST .../frames (15.2 on)."""
+        key = "%s %s:%s:%s" % (origin, frame["url"], frame["line"], frame["col"])
+        if key not in self.places:
+            self.places[key] = await self._ask_next(origin, frame)
+            while len(self.places) > FRAME_MAPS_KEPT:
+                self.places.popitem(last=False)
+        got = self.places[key]
+        return dict(frame, **got) if got is not None else frame
+
+    async def _ask_next(self, origin: str, frame: dict) -> Optional[dict]:
+        asked = {"file": frame["url"], "methodName": frame["fn"], "lineNumber": frame["line"], "column": frame["col"]}
+        try:
+            try:
+                text, _ = await _fetch_text(origin + "/__nextjs_original-stack-frame?" + urllib.parse.urlencode(dict(
+                    asked, isServer="false", isEdgeServer="false", isAppDirectory="true", errorMessage="")), 1 << 20)
+                place = json.loads(text).get("originalStackFrame")
+            except OSError:
+                text, _ = await _fetch_text(origin + "/__nextjs_original-stack-frames", 1 << 20, json.dumps(
+                    {"frames": [dict(asked, arguments=[])], "isServer": False, "isEdgeServer": False,
+                     "isAppDirectory": True}))
+                place = (json.loads(text)[0].get("value") or {}).get("originalStackFrame")
+        except Exception as exc:  # noqa: BLE001 - a dev server that cannot say leaves the generated frame
+            _emit(_log, logging.DEBUG, "next_frame_unmapped", url=frame["url"][:200], why=repr(exc)[:200])
+            return None
+        if isinstance(place, dict) and isinstance(place.get("file"), str) and isinstance(place.get("lineNumber"), int) \
+                and place["file"] != frame["url"]:  # the frame given back as it came: nothing mapped it
+            return {"file": place["file"][:300], "line": place["lineNumber"]}
+        return None
 
     async def _map(self, url: str, origin: str) -> Optional[_SourceMap]:
         if url in self.maps:

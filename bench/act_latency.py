@@ -62,6 +62,7 @@ PAGE = """<!doctype html>
 <button id="ping">Ping</button>
 <button id="store">Store</button>
 <button id="store-fail">Store failing</button>
+<button id="store-500">Store 500</button>
 <p id="stored" role="status"></p>
 <div id="problem"></div>
 </main>
@@ -86,6 +87,9 @@ PAGE = """<!doctype html>
   }
   document.getElementById("store").onclick = function () { store(false); };
   document.getElementById("store-fail").onclick = function () { store(true); };
+  document.getElementById("store-500").onclick = function () {
+    fetch("/api/store?status=500", {method: "POST", body: "{}"});
+  };
 </script>
 </body></html>
 """
@@ -110,6 +114,8 @@ class _Store(tornado.web.RequestHandler):
     (the page shows it as an alert): a failure only the page tells."""
 
     def post(self):
+        if self.get_query_argument("status", None):
+            self.set_status(int(self.get_query_argument("status")))
         self.write({"message": "The change was refused"} if self.get_query_argument("fail", None) else {"ok": True})
 
 
@@ -295,6 +301,26 @@ def horizon_rows(mcp, sid, n):
     print("(the healthy yes waits for the POST's answer and %d ms of quiet render after it; the failing no is decided "
           "as soon as the refusal is shown and the act's work is done, not after its 4,000 ms timeout)"
           % reticle_quiet_ms())
+    answer_sizes(mcp, sid, n)
+
+
+def answer_sizes(mcp, sid, n):
+    """What an agent reads: the compact answer (no `detail`) of a `no`, in bytes of its JSON, for a
+    refusal the page shows and for a POST answered 500 (whose sender, the page's line, the answer names)."""
+    print()
+    print("%-34s %8s %8s %8s  %s" % ("compact answers (bytes of JSON)", "median", "max", "target", "verdicts"))
+    for label, button in (("no: a refusal shown", "Store failing"), ("no: POST answered 500", "Store 500")):
+        sizes, verdicts = [], collections.Counter()
+        for i in range(n + 2):
+            result, _ = mcp.ok("reticle_act_and_wait", {"sessionId": sid, "target": {"role": "button", "name": button},
+                                                        "action": "click", "timeout_ms": 4000,
+                                                        "until": {"kind": "text", "equals": "Stored never"}})
+            if i >= 2:
+                sizes.append(len(json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode("utf-8")))
+                verdicts[result.get("verified")] += 1
+        med = statistics.median(sizes)
+        print("%-34s %8.0f %8d %8s  %s" % (label, med, max(sizes), "< 600 " + ("met" if med < 600 else "NOT met"),
+                                          ", ".join("%s %d" % kv for kv in sorted(verdicts.items()))))
 
 
 def reticle_quiet_ms():

@@ -1082,6 +1082,11 @@ def test_a_real_nextjs_app_traced_by_its_instrumentation_hook(tmp_path, daemon, 
         out = act(mcp, sid, "Save (no-op)", dict(WRITE, urlContains="/api/noop"), timeout_ms=15000)
         assert out["verified"] == "no" and "0 writes" in out["because"], out
         assert {r["source"] for r in server_events(mcp, sid)} == {"otel"}
+        # the sender, mapped by next dev's own frame mapper (webpack's eval'd modules have no map URL)
+        with open(os.path.join(HERE, "_otel_next", "app", "page.js")) as fh:
+            line = next(n for n, text in enumerate(fh.read().splitlines(), 1) if "fetch(path" in text)
+        net = mcp.ok("reticle_network", {"urlContains": "/api/noop", "sessionId": sid})
+        assert net["calls"][-1]["at"] == "go at app/page.js:%d" % line, net["calls"][-1]
     finally:
         if browser is not None:
             browser.close()
