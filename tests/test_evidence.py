@@ -167,15 +167,16 @@ def test_a_source_map_that_is_not_there_leaves_the_generated_frame(tmp_path):
 # ---- a real Vite dev server: TypeScript, its source maps inline -----------------------------------
 
 class ViteApp:
-    """tests/_vite_app (React 19 without JSX, TypeScript modules) under `vite` in a temporary copy beside
+    """tests/_vite_app (React 19 without JSX, TypeScript modules), or another `folder` (tests/_vite_vue:
+    Vue single-file components through @vitejs/plugin-vue), under `vite` in a temporary copy beside
     tests/.otel's node_modules; its index.html's script tag points at `daemon`."""
 
-    def __init__(self, tmp, daemon):
+    def __init__(self, tmp, daemon, folder="_vite_app", needs="vite"):
         bin_ = os.path.join(NODE_MODULES, "vite", "bin", "vite.js")
-        if not os.path.isfile(bin_):
-            pytest.skip("vite is not installed in tests/.otel (tests/bootstrap.sh)")
+        if not os.path.isfile(bin_) or not os.path.isdir(os.path.join(NODE_MODULES, needs)):
+            pytest.skip("%s is not installed in tests/.otel (tests/bootstrap.sh)" % needs)
         self.root = os.path.join(str(tmp), "vite-app")
-        shutil.copytree(os.path.join(HERE, "_vite_app"), self.root)
+        shutil.copytree(os.path.join(HERE, folder), self.root)
         os.symlink(NODE_MODULES, os.path.join(self.root, "node_modules"))
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
@@ -231,6 +232,31 @@ def test_a_vite_apps_typescript_is_named_through_its_source_map(tmp_path):
         console = mcp.ok("reticle_console", {"level": "error"})
         assert any(x.get("at") == "reportFailure at src/lib/api.ts:%d" % line_of(api, "console.error(")
                    for x in console["logs"]), console
+    finally:
+        for thing in (browser, mcp, app):
+            if thing is not None:
+                thing.close()
+        daemon.close()
+
+
+def test_a_vue_message_is_named_by_its_single_file_component(tmp_path):
+    daemon = Daemon(tmp_path / "state", env={"RETICLE_PROJECT_DIR": str(tmp_path / "vite-app")})
+    app = browser = mcp = None
+    try:
+        app = ViteApp(tmp_path, daemon, "_vite_vue", needs="@vitejs/plugin-vue")
+        mcp = Mcp(daemon.url + "/mcp")
+        browser = Browser(app.url + "/")
+        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 30, what="the Vite page to connect")
+        wait_until(lambda: mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Save"})["elements"], 60,
+                   what="Vue to render")
+        out = _act(mcp, None, "Save", until={"kind": "text", "contains": "Saved"})
+        assert out["verified"] == "no", out
+        # Vue's dev build marks each element with its component, the SFC compiler the component's file
+        assert "'Could not save your profile' as an alert, rendered by SaveStatus at " \
+               "src/components/SaveStatus.vue" in repr(out), out
+        net = mcp.ok("reticle_network", {"urlContains": "/api/save"})
+        sfc = app.source("src/components/ProfileForm.vue")
+        assert net["calls"][-1]["at"] == "onSave at src/components/ProfileForm.vue:%d" % line_of(sfc, "await fetch("), net
     finally:
         for thing in (browser, mcp, app):
             if thing is not None:

@@ -1,0 +1,4 @@
+import { createApp } from "vue";
+import ProfileForm from "./components/ProfileForm.vue";
+
+createApp(ProfileForm).mount("#app");

@@ -1,0 +1,4 @@
+import { defineConfig } from "vite";
+import vue from "@vitejs/plugin-vue";
+
+export default defineConfig({ plugins: [vue()], clearScreen: false, server: { hmr: false } });
