@@ -9158,7 +9158,8 @@ def _timeline_svg(tl: Any) -> str:
                               y + 10, colour, label, _short(label, 52)))  # the whole line as its tooltip
         if r.get("at"):
             parts.append(_html_of('<text x="%s" y="%s" fill="#555" font-size="10">%s %s</text>',
-                                  4 if kind != "srv" else 16, y + 22, "rendered by" if kind == "msg" else "at",
+                                  4 if kind != "srv" else 16, y + 22,
+                                  {"msg": "rendered by", "req": "sent by"}.get(kind, "at"),
                                   _short(str(r["at"]), 56)))
         x1 = x(r.get("s"))
         if kind in ("err", "srv"):

@@ -342,8 +342,8 @@ def test_an_acts_timeline_is_an_svg_linked_beside_its_answer(tmp_path):
         with open(path, encoding="utf-8") as fh:
             svg = fh.read()
         assert svg.startswith("<svg") and "<script" not in svg and "href" not in svg
-        assert "POST /api/save 500" in svg and "saveProfile at app.js:%d" % line_of(APP_JS, "fetch('/api/save'") in svg
-        assert "console.error: profile save failed: status 500" in svg and "judged at" in svg and ": no</text>" in svg
+        assert "POST /api/save 500" in svg and "sent by saveProfile at app.js:%d" % line_of(APP_JS, "fetch('/api/save'") in svg
+        assert "console.error: profile save failed: status 500" in svg and "at reportFailure at app.js" in svg and "judged at" in svg and ": no</text>" in svg
         plain = live.mcp.ok("reticle_act_and_wait", {"action": "click", "target": {"role": "button", "name": "Save"}})
         assert "timeline" not in plain  # only when asked
     finally:
@@ -376,7 +376,7 @@ def test_the_verify_report_draws_each_steps_timeline_open_where_it_failed(tmp_pa
         opened = re.findall(r"<details( open)?><summary>timeline of step (\d)", text)
         assert opened == [("", "0"), (" open", "1")], opened
         failing = text[text.index("timeline of step 1"):]
-        assert "POST /api/save 500" in failing and "saveProfile at app.js:%d" % line_of(APP_JS, "fetch(") in failing
+        assert "POST /api/save 500" in failing and "sent by saveProfile at app.js:%d" % line_of(APP_JS, "fetch(") in failing
         # looked at in Chromium: the report as a picture, kept beside the test's other output
         shot = tmp_path / "report.png"
         args = [chromium_path(), "--headless=new", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
