@@ -1917,8 +1917,8 @@ class _Frames:
 
 
 async def _locate(frames: Optional[_Frames], origin: str, window: List[dict], every_call: bool = False) -> None:
-    """Name where each write or failed request, console error and uncaught error of the window was sent
-    or logged from, and which component rendered each message (`at`): its stack's app frame mapped
+    """Name where each failed request, console error and uncaught error of the window was sent or
+    logged from, and which component rendered each message (`at`): its stack's app frame mapped
     through the page's source map, within FRAME_WAIT_S in all; what is not mapped by then keeps its
     generated frame (`every_call`: every request's sender).  The Observe stage calls it, so Judge reads `at`;
     an `at` the page sent is replaced."""
@@ -1927,7 +1927,7 @@ async def _locate(frames: Optional[_Frames], origin: str, window: List[dict], ev
     for e in window:
         d = e["data"]
         if not isinstance(d, dict) or e["type"] not in _FRAME_OWNERS + ("ui.alert", "ui.status") or (
-                e["type"] == "net.request" and not (every_call or _is_write(d) or _call_failed(d))):
+                e["type"] == "net.request" and not (every_call or _call_failed(d))):
             continue
         d.pop("at", None)  # never the page's own word: made here, from its stack, each time
         if e["type"] in _FRAME_OWNERS and isinstance(d.get("stack"), str):
@@ -10234,7 +10234,7 @@ async def _timeline_link(hub: "Hub", session: "_BrowserSession", args: dict, out
     a resource link beside the answer (so a client that shows pictures can show it) and its path in it."""
     act = session.last_act if session.last_act is not None else session.floor()
     window = session.window(act)
-    await _locate_in(session, window)
+    await _locate_in(session, window, every_call=True)
     target = args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})
     label = "%s %s" % (args["action"], ", ".join("%s=%s" % (k, v) for k, v in target.items()))
     svg = _timeline_svg(_timeline(window, act, session.now(), str(out.get("verified")), label)).encode("utf-8")
@@ -11049,7 +11049,7 @@ async def _step_timeline(session: "_BrowserSession", cursor: float, verdict: str
     """The timeline of the step that began at `cursor`, from its act (or its start: an assert), its
     senders and renderers named (_locate)."""
     window = session.window(cursor)
-    await _locate_in(session, window)
+    await _locate_in(session, window, every_call=True)
     act = session.last_act if session.last_act is not None and session.last_act >= cursor else cursor
     return _timeline(window, act, session.now(), verdict, label)
 

@@ -466,8 +466,8 @@ class _Frames:
 
 
 async def _locate(frames: Optional[_Frames], origin: str, window: List[dict], every_call: bool = False) -> None:
-    """Name where each write or failed request, console error and uncaught error of the window was sent
-    or logged from, and which component rendered each message (`at`): its stack's app frame mapped
+    """Name where each failed request, console error and uncaught error of the window was sent or
+    logged from, and which component rendered each message (`at`): its stack's app frame mapped
     through the page's source map, within FRAME_WAIT_S in all; what is not mapped by then keeps its
     generated frame (`every_call`: every request's sender).  The Observe stage calls it, so Judge reads `at`;
     an `at` the page sent is replaced."""
@@ -476,7 +476,7 @@ async def _locate(frames: Optional[_Frames], origin: str, window: List[dict], ev
     for e in window:
         d = e["data"]
         if not isinstance(d, dict) or e["type"] not in _FRAME_OWNERS + ("ui.alert", "ui.status") or (
-                e["type"] == "net.request" and not (every_call or _is_write(d) or _call_failed(d))):
+                e["type"] == "net.request" and not (every_call or _call_failed(d))):
             continue
         d.pop("at", None)  # never the page's own word: made here, from its stack, each time
         if e["type"] in _FRAME_OWNERS and isinstance(d.get("stack"), str):

@@ -1050,7 +1050,7 @@ async def _timeline_link(hub: "Hub", session: "_BrowserSession", args: dict, out
     a resource link beside the answer (so a client that shows pictures can show it) and its path in it."""
     act = session.last_act if session.last_act is not None else session.floor()
     window = session.window(act)
-    await _locate_in(session, window)
+    await _locate_in(session, window, every_call=True)
     target = args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})
     label = "%s %s" % (args["action"], ", ".join("%s=%s" % (k, v) for k, v in target.items()))
     svg = _timeline_svg(_timeline(window, act, session.now(), str(out.get("verified")), label)).encode("utf-8")

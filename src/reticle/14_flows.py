@@ -561,7 +561,7 @@ async def _step_timeline(session: "_BrowserSession", cursor: float, verdict: str
     """The timeline of the step that began at `cursor`, from its act (or its start: an assert), its
     senders and renderers named (_locate)."""
     window = session.window(cursor)
-    await _locate_in(session, window)
+    await _locate_in(session, window, every_call=True)
     act = session.last_act if session.last_act is not None and session.last_act >= cursor else cursor
     return _timeline(window, act, session.now(), verdict, label)
 
