@@ -142,11 +142,37 @@ def test_in_a_device_the_injected_sdk_names_the_same_lines(tmp_path):
 
 
 class _Page(tornado.web.RequestHandler):
-    def initialize(self, html):
+    def initialize(self, html, hits=None):
         self.html = html
+        self.hits = hits if hits is not None else []
 
     def get(self):
+        self.hits.append(self.request.headers.get("User-Agent", ""))
         self.write(self.html)
+
+
+def test_a_script_in_the_page_itself_is_named_by_its_line_and_the_page_is_never_fetched_again(tmp_path):
+    """A GET of a page's URL could do something (a logout link, a confirm page): only script files are
+    fetched for their maps, so a failure sent from an inline script keeps its generated line."""
+    inline = ("<!doctype html><html><head><title>Inline</title></head><body><button id=save>Save</button>\n"
+              "<script>\ndocument.getElementById('save').onclick = function saveInline() {\n"
+              "  fetch('/api/save', {method: 'POST', body: '{}'});\n};\n</script></body></html>")
+    hits = []
+    daemon = Daemon(tmp_path / "state")
+    app = mcp = None
+    try:
+        app = AppServer([(r"/api/save", _Save), (r"/", _Page, {"html": inline, "hits": hits})])
+        mcp = Mcp(daemon.url + "/mcp")
+        sid = mcp.ok("reticle_open", {"url": app.url + "/"}, timeout=60)["sessionId"]
+        out = _act(mcp, sid, "Save")
+        assert out["verified"] == "no", out
+        assert "sent by saveInline at /:%d" % line_of(inline, "fetch('/api/save'") in repr(out), out
+        assert len(hits) == 1, hits  # the browser's load, and nothing from the daemon
+    finally:
+        for thing in (mcp, app):
+            if thing is not None:
+                thing.close()
+        daemon.close()
 
 
 def test_a_source_map_that_is_not_there_leaves_the_generated_frame(tmp_path):

@@ -355,6 +355,9 @@ FRAME_MAP_MAX = 8 << 20        # a source map, at most
 FRAME_FETCH_S = 2.0            # one fetch of a script or a map, at most
 FRAME_MAPS_KEPT = 128          # scripts whose map (or its absence) is remembered
 FRAME_WAIT_S = 1.5             # what a verdict waits, in all, for its frames to be mapped
+# What the daemon fetches for a map: a script file by its extension, never a page (a GET of a page's URL,
+# say /logout or a confirm link, could do something; a script in the page itself keeps its generated line).
+_SCRIPT_PATH = re.compile(r"\.(?:[mc]?js|jsx|tsx?|[mc]ts|vue|svelte|astro)$", re.I)
 _MAP_REFERENCE = re.compile(r"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
 
 
@@ -390,7 +393,8 @@ class _Frames:
         url = frame["url"].split("#", 1)[0]
         if url.startswith("webpack-internal:") and origin:
             return _frame_text(await self._next(origin, frame), self.root)
-        sm = await self._map(url, origin) if origin and _origin_of(url) == origin else None
+        sm = await self._map(url, origin) if origin and _origin_of(url) == origin and _SCRIPT_PATH.search(
+            urllib.parse.urlsplit(url).path) else None
         hit = sm.lookup(frame["line"], frame["col"]) if sm is not None else None
         if hit is not None:
             frame = dict(frame, file=hit[0], line=hit[1], fn=frame["fn"] or hit[2])
