@@ -804,6 +804,19 @@ def _html_of(template: str, *values: Any) -> _Markup:
 
 def _html_join(pieces: List[_Markup]) -> _Markup:
     return _Markup("".join(pieces))
+
+
+def _write_private(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def _file_uri(path: str) -> str:
+    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
+    path = os.path.abspath(path).replace(os.sep, "/")
+    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
 #: end src/reticle/03_utilities.py
 
 
@@ -1715,13 +1728,22 @@ def _in_project(name: str, root: str) -> str:
     return name[len(base) + 1:] if base and name.startswith(base + "/") else name
 
 
-def _renderer_text(d: dict, root: str = "") -> Optional[str]:
+def _renderer_frame(d: dict) -> Optional[dict]:
+    """The app frame of a message's component's creation stack (React's _debugStack), named by the
+    component, or None."""
+    frame = _app_frame(d["componentStack"]) if isinstance(d.get("componentStack"), str) else None
+    if frame is not None and isinstance(d.get("component"), str) and d["component"]:
+        frame["fn"] = d["component"][:80]
+    return frame
+
+
+def _renderer_text(d: dict, frame: Optional[dict], root: str = "") -> Optional[str]:
     """"ProfileForm at src/components/ProfileForm.vue": the component the SDK found marked as a message's
-    renderer (its name, its file or file:line, or its creation stack's app frame), or None."""
-    name = d["component"][:80] if isinstance(d.get("component"), str) and d["component"] else ""
-    frame = _app_frame(d.get("componentStack")) if isinstance(d.get("componentStack"), str) else None
+    renderer: its creation stack's app frame (`frame`, _renderer_frame), else its name and its file or
+    file:line; None when it has none."""
     if frame is not None:
-        return _frame_text(dict(frame, fn=name or frame["fn"]), root)
+        return _frame_text(frame, root)
+    name = d["component"][:80] if isinstance(d.get("component"), str) and d["component"] else ""
     file = _in_project(_frame_file(d["componentAt"]), root) if isinstance(d.get("componentAt"), str) else ""
     return " at ".join(x for x in (name, file) if x) or None
 
@@ -1820,7 +1842,8 @@ async def _fetch_text(url: str, cap: int, body: Optional[str] = None) -> Tuple[s
         resp = await client.fetch(tornado.httpclient.HTTPRequest(
             url, method="GET" if body is None else "POST", body=body, request_timeout=FRAME_FETCH_S,
             connect_timeout=FRAME_FETCH_S, follow_redirects=False,
-            headers={"Accept": "*/*", "Content-Type": "application/json"}), raise_error=False)
+            headers={"Accept": "*/*"} if body is None else {"Accept": "*/*", "Content-Type": "application/json"}),
+            raise_error=False)
     finally:
         client.close()
     if resp.code != 200 or resp.body is None:
@@ -1939,10 +1962,8 @@ async def _locate(frames: Optional[_Frames], origin: str, window: List[dict], ev
             d["at"] = _frame_text(frame, root) if frame is not None else None
         elif e["type"] in ("ui.alert", "ui.status") and (d.get("component") or d.get("componentAt")
                                                           or d.get("componentStack")):
-            frame = _app_frame(d["componentStack"]) if isinstance(d.get("componentStack"), str) else None
-            if frame is not None and isinstance(d.get("component"), str) and d["component"]:
-                frame["fn"] = d["component"][:80]
-            d["at"] = _renderer_text(d, root)
+            frame = _renderer_frame(d)
+            d["at"] = _renderer_text(d, frame, root)
         else:
             continue
         if frame is not None and frames is not None and len(todo) < 20:
@@ -10233,15 +10254,36 @@ def _write_kept(path: str, data: bytes, keep: int) -> None:
         pass  # another daemon's prune raced this one: what is left is still capped next time
 
 
+def _step_label(step: dict) -> str:
+    if "assert" in step:
+        return "assert %s" % _describe_predicate_safe(step["assert"])
+    target = step.get("target") or {}
+    what = ", ".join("%s=%s" % (k, _dumps(v) if not isinstance(v, str) else v) for k, v in target.items())
+    return "%s %s" % (step["action"], what)
+
+
+def _describe_predicate_safe(p: Any) -> str:
+    try:
+        return _describe_predicate(parse_predicate(p, "assert"))
+    except Exception:
+        return _short(_dumps(p), 120)
+
+
+async def _timeline_from(session: "_BrowserSession", since: float, verdict: str, label: str) -> dict:
+    """The timeline (_timeline) of what began at `since` (an act, or a flow step's start), from the act
+    made since then if one was, every sender and renderer named (_locate)."""
+    window = session.window(since)
+    await _locate_in(session, window, every_call=True)
+    act = session.last_act if session.last_act is not None and session.last_act >= since else since
+    return _timeline(window, act, session.now(), verdict, label)
+
+
 async def _timeline_link(hub: "Hub", session: "_BrowserSession", args: dict, out: dict) -> dict:
     """`timeline: true`: the act's timeline (_timeline) drawn as SVG into the state folder's timelines/,
     a resource link beside the answer (so a client that shows pictures can show it) and its path in it."""
+    label = _step_label(dict(args, target=args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})))
     act = session.last_act if session.last_act is not None else session.floor()
-    window = session.window(act)
-    await _locate_in(session, window, every_call=True)
-    target = args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})
-    label = "%s %s" % (args["action"], ", ".join("%s=%s" % (k, v) for k, v in target.items()))
-    svg = _timeline_svg(_timeline(window, act, session.now(), str(out.get("verified")), label)).encode("utf-8")
+    svg = _timeline_svg(await _timeline_from(session, act, str(out.get("verified")), label)).encode("utf-8")
     name = "%s-%s-%s.svg" % (re.sub(r"[^A-Za-z0-9_-]", "", session.id)[:40] or "tab",
                              time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
     path = os.path.join(hub.state.ensure(), "timelines", name)
@@ -10953,21 +10995,6 @@ def _nearest(error: str) -> List[str]:
     return out[:8]
 
 
-def _step_label(step: dict) -> str:
-    if "assert" in step:
-        return "assert %s" % _describe_predicate_safe(step["assert"])
-    target = step.get("target") or {}
-    what = ", ".join("%s=%s" % (k, _dumps(v) if not isinstance(v, str) else v) for k, v in target.items())
-    return "%s %s" % (step["action"], what)
-
-
-def _describe_predicate_safe(p: Any) -> str:
-    try:
-        return _describe_predicate(parse_predicate(p, "assert"))
-    except Exception:
-        return _short(_dumps(p), 120)
-
-
 async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: float) -> None:
     """Wait (up to timeout_ms) until `target` matches at least one element: the SDK connects
     before the document is parsed, so a step right after a navigation may come too early.
@@ -11047,15 +11074,6 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             "because": "the %s was dispatched%s" % (step["action"], " (the page unloaded: a navigation)"
                                                     if dispatched is None else "") if ok else
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
-
-
-async def _step_timeline(session: "_BrowserSession", cursor: float, verdict: str, label: str) -> dict:
-    """The timeline of the step that began at `cursor`, from its act (or its start: an assert), its
-    senders and renderers named (_locate)."""
-    window = session.window(cursor)
-    await _locate_in(session, window, every_call=True)
-    act = session.last_act if session.last_act is not None and session.last_act >= cursor else cursor
-    return _timeline(window, act, session.now(), verdict, label)
 
 
 def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
@@ -11194,7 +11212,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
                "ms": round(hub.clock() - t0)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
-        row["timeline"] = await _step_timeline(session, cursor, row["verified"], label)
+        row["timeline"] = await _timeline_from(session, cursor, row["verified"], label)
         made = _writes_in(session.window(cursor), cursor, answers=True)
         if made:
             row["writes"] = [_write_shown(w) for w in made]
@@ -12037,13 +12055,6 @@ async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: di
     return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
 
 
-def _write_private(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
 async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                            ctx: "_CallContext") -> dict:
     """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
@@ -12100,12 +12111,6 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
     out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
     return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
                                      "mimeType": "image/jpeg"}])
-
-
-def _file_uri(path: str) -> str:
-    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
-    path = os.path.abspath(path).replace(os.sep, "/")
-    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
 
 
 # ---- the MCP conventions of each tool ----

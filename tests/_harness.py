@@ -183,6 +183,18 @@ def non_json_tracebacks(log):
     return ""
 
 
+def end_group(proc, timeout=10.0):
+    """SIGTERM to a child started with start_new_session (a dev server and its own workers), SIGKILL if
+    it is still there after `timeout` s; nothing if it has exited."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 class AppServer:
     """A tornado app on 127.0.0.1 in its own thread; `routes` are tornado rules."""
 

@@ -4,10 +4,10 @@ a plain page with a script file, a page whose script points to a map that is not
 dev server serving TypeScript (its source maps inline)."""
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import urllib.request
 
@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 import reticle
 
-from _harness import AppServer, Browser, Daemon, Live, Mcp, free_port, port_listens, wait_until
+from _harness import AppServer, Browser, Daemon, Live, Mcp, end_group, free_port, port_listens, wait_until
 from _harness import chromium_path  # also marks this module's tests `browser`
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -71,6 +71,16 @@ class _Save(tornado.web.RequestHandler):
         self.write({"error": "database is locked"})
 
 
+class _Page(tornado.web.RequestHandler):
+    def initialize(self, html, hits=None):
+        self.html = html
+        self.hits = hits if hits is not None else []
+
+    def get(self):
+        self.hits.append(self.request.headers.get("User-Agent", ""))
+        self.write(self.html)
+
+
 class _Missing(tornado.web.RequestHandler):
     """A source map that is not there (404), each request for it counted."""
 
@@ -118,37 +128,34 @@ def test_a_plain_page_names_the_line_that_sent_logged_and_threw(tmp_path):
         live.close()
 
 
+@contextlib.contextmanager
+def _device_on(tmp_path, routes):
+    """A daemon, the app (`routes`) and an MCP client, the app's / opened in a device: yields (mcp, sid)."""
+    with contextlib.ExitStack() as stack:
+        daemon = Daemon(tmp_path / "state")
+        stack.callback(daemon.close)
+        app = AppServer(routes)
+        stack.callback(app.close)
+        mcp = Mcp(daemon.url + "/mcp")
+        stack.callback(mcp.close)
+        yield mcp, mcp.ok("reticle_open", {"url": app.url + "/"}, timeout=60)["sessionId"]
+
+
+def _untagged_routes():
+    """The plain page without its script tag (a device injects the SDK), app.js and the failing save."""
+    page = PLAIN.replace('<script src="%(daemon)s/reticle.js"></script>', "").replace("%(script)s", "app.js")
+    return [(r"/app.js", _Script, {"body": APP_JS}), (r"/api/save", _Save), (r"/", _Page, {"html": page})]
+
+
 def test_in_a_device_the_injected_sdk_names_the_same_lines(tmp_path):
     """No script tag: the daemon's own Chromium injects the SDK (its frames have no URL and are skipped)."""
-    page = PLAIN.replace('<script src="%(daemon)s/reticle.js"></script>', "").replace("%(script)s", "app.js")
-    daemon = Daemon(tmp_path / "state")
-    app = mcp = None
-    try:
-        app = AppServer([(r"/app.js", _Script, {"body": APP_JS}), (r"/api/save", _Save),
-                         (r"/", _Page, {"html": page})])
-        mcp = Mcp(daemon.url + "/mcp")
-        sid = mcp.ok("reticle_open", {"url": app.url + "/"}, timeout=60)["sessionId"]
+    with _device_on(tmp_path, _untagged_routes()) as (mcp, sid):
         out = _act(mcp, sid, "Save")
         assert out["verified"] == "no", out
         sent = "saveProfile at app.js:%d" % line_of(APP_JS, "fetch('/api/save'")
         assert re.search(r"POST \S*/api/save answered 500, sent by " + re.escape(sent), repr(out)), out
         console = mcp.ok("reticle_console", {"level": "error", "sessionId": sid})
         assert [x["at"] for x in console["logs"]] == ["reportFailure at app.js:%d" % line_of(APP_JS, "console.error(")]
-    finally:
-        for thing in (mcp, app):
-            if thing is not None:
-                thing.close()
-        daemon.close()
-
-
-class _Page(tornado.web.RequestHandler):
-    def initialize(self, html, hits=None):
-        self.html = html
-        self.hits = hits if hits is not None else []
-
-    def get(self):
-        self.hits.append(self.request.headers.get("User-Agent", ""))
-        self.write(self.html)
 
 
 def test_a_script_in_the_page_itself_is_named_by_its_line_and_the_page_is_never_fetched_again(tmp_path):
@@ -158,21 +165,11 @@ def test_a_script_in_the_page_itself_is_named_by_its_line_and_the_page_is_never_
               "<script>\ndocument.getElementById('save').onclick = function saveInline() {\n"
               "  fetch('/api/save', {method: 'POST', body: '{}'});\n};\n</script></body></html>")
     hits = []
-    daemon = Daemon(tmp_path / "state")
-    app = mcp = None
-    try:
-        app = AppServer([(r"/api/save", _Save), (r"/", _Page, {"html": inline, "hits": hits})])
-        mcp = Mcp(daemon.url + "/mcp")
-        sid = mcp.ok("reticle_open", {"url": app.url + "/"}, timeout=60)["sessionId"]
+    with _device_on(tmp_path, [(r"/api/save", _Save), (r"/", _Page, {"html": inline, "hits": hits})]) as (mcp, sid):
         out = _act(mcp, sid, "Save")
         assert out["verified"] == "no", out
         assert "sent by saveInline at /:%d" % line_of(inline, "fetch('/api/save'") in repr(out), out
         assert len(hits) == 1, hits  # the browser's load, and nothing from the daemon
-    finally:
-        for thing in (mcp, app):
-            if thing is not None:
-                thing.close()
-        daemon.close()
 
 
 def test_a_source_map_that_is_not_there_leaves_the_generated_frame(tmp_path):
@@ -224,57 +221,46 @@ class ViteApp:
             return fh.read()
 
     def close(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        end_group(self.proc)  # vite's own processes with it
         self._log.close()
 
 
-def test_a_vite_apps_typescript_is_named_through_its_source_map(tmp_path):
-    daemon = Daemon(tmp_path / "state", env={"RETICLE_PROJECT_DIR": str(tmp_path / "vite-app")})
-    app = browser = mcp = None
-    try:
-        app = ViteApp(tmp_path, daemon)
+@contextlib.contextmanager
+def _vite_page(tmp_path, folder="_vite_app", needs="vite"):
+    """A daemon (the Vite app's folder its project), the app under `vite`, an MCP client and Chromium with
+    the page's Save button rendered: yields (app, mcp)."""
+    with contextlib.ExitStack() as stack:
+        daemon = Daemon(tmp_path / "state", env={"RETICLE_PROJECT_DIR": str(tmp_path / "vite-app")})
+        stack.callback(daemon.close)
+        app = ViteApp(tmp_path, daemon, folder, needs)
+        stack.callback(app.close)
         mcp = Mcp(daemon.url + "/mcp")
-        browser = Browser(app.url + "/")
+        stack.callback(mcp.close)
+        stack.callback(Browser(app.url + "/").close)
         wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 30, what="the Vite page to connect")
         wait_until(lambda: mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Save"})["elements"], 60,
-                   what="React to render")
+                   what="the app to render")
+        yield app, mcp
+
+
+def test_a_vite_apps_typescript_is_named_through_its_source_map(tmp_path):
+    with _vite_page(tmp_path) as (app, mcp):
         out = _act(mcp, None, "Save", until={"kind": "text", "contains": "Saved"})
         assert out["verified"] == "no", out
         api = app.source("src/lib/api.ts")
-        text = repr(out)
-        # Vite answers a POST it has no route for with 404; the TypeScript line, not the served JavaScript's
-        # the message decides (the component that rendered it named); the request's sender is the
-        # TypeScript line, not the served JavaScript's
-        assert "the page showed 'Could not save your profile' as an alert, rendered by SaveStatus" in text, text
+        # the message decides (the component that rendered it named); the request's sender (Vite answers a
+        # POST it has no route for with 404) is the TypeScript line, not the served JavaScript's
+        assert "the page showed 'Could not save your profile' as an alert, rendered by SaveStatus" in repr(out), out
         net = mcp.ok("reticle_network", {"urlContains": "/api/save"})
         assert net["calls"][-1]["status"] == 404 and net["calls"][-1]["at"] == \
             "saveProfile at src/lib/api.ts:%d" % line_of(api, "await fetch("), net
         console = mcp.ok("reticle_console", {"level": "error"})
         assert any(x.get("at") == "reportFailure at src/lib/api.ts:%d" % line_of(api, "console.error(")
                    for x in console["logs"]), console
-    finally:
-        for thing in (browser, mcp, app):
-            if thing is not None:
-                thing.close()
-        daemon.close()
 
 
 def test_a_vue_message_is_named_by_its_single_file_component(tmp_path):
-    daemon = Daemon(tmp_path / "state", env={"RETICLE_PROJECT_DIR": str(tmp_path / "vite-app")})
-    app = browser = mcp = None
-    try:
-        app = ViteApp(tmp_path, daemon, "_vite_vue", needs="@vitejs/plugin-vue")
-        mcp = Mcp(daemon.url + "/mcp")
-        browser = Browser(app.url + "/")
-        wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 30, what="the Vite page to connect")
-        wait_until(lambda: mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Save"})["elements"], 60,
-                   what="Vue to render")
+    with _vite_page(tmp_path, "_vite_vue", needs="@vitejs/plugin-vue") as (app, mcp):
         out = _act(mcp, None, "Save", until={"kind": "text", "contains": "Saved"})
         assert out["verified"] == "no", out
         # Vue's dev build marks each element with its component, the SFC compiler the component's file
@@ -283,11 +269,6 @@ def test_a_vue_message_is_named_by_its_single_file_component(tmp_path):
         net = mcp.ok("reticle_network", {"urlContains": "/api/save"})
         sfc = app.source("src/components/ProfileForm.vue")
         assert net["calls"][-1]["at"] == "onSave at src/components/ProfileForm.vue:%d" % line_of(sfc, "await fetch("), net
-    finally:
-        for thing in (browser, mcp, app):
-            if thing is not None:
-                thing.close()
-        daemon.close()
 
 
 # ---- the parts, on their own: a stack's app frame, a source map's mappings ---------------------------
@@ -380,8 +361,7 @@ def test_the_verify_report_draws_each_steps_timeline_open_where_it_failed(tmp_pa
     import json
     import sys
     from _harness import RETICLE_PY, daemon_env
-    page = PLAIN.replace('<script src="%(daemon)s/reticle.js"></script>', "").replace("%(script)s", "app.js")
-    app = AppServer([(r"/app.js", _Script, {"body": APP_JS}), (r"/api/save", _Save), (r"/", _Page, {"html": page})])
+    app = AppServer(_untagged_routes())
     try:
         flows = tmp_path / "app" / ".reticle" / "flows"
         flows.mkdir(parents=True)

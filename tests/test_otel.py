@@ -372,7 +372,7 @@ import sys  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
-from _harness import Mcp, free_port, port_listens, wait_until  # noqa: E402
+from _harness import Mcp, end_group, free_port, port_listens, wait_until  # noqa: E402
 from _harness import chromium_path  # noqa: E402, F401  (a browser test module: conftest marks it `browser`)
 from test_server import WRITE, act, open_tab, saved  # noqa: E402
 
@@ -858,14 +858,7 @@ class RR7App(ExpressApp):
         return int(out.stdout.strip())
 
     def close(self):
-        if self.proc.poll() is None:
-            import signal
-            os.killpg(self.proc.pid, signal.SIGTERM)  # vite's own processes with it
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        end_group(self.proc)  # vite's own processes with it
         self._log.close()
 
 
@@ -1055,14 +1048,7 @@ class NextApp(ExpressApp):
             raise
 
     def close(self):
-        if self.proc.poll() is None:
-            import signal
-            os.killpg(self.proc.pid, signal.SIGTERM)  # next dev's own worker processes with it
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        end_group(self.proc)  # next dev's own worker processes with it
         self._log.close()
 
 

@@ -470,3 +470,16 @@ def _html_of(template: str, *values: Any) -> _Markup:
 
 def _html_join(pieces: List[_Markup]) -> _Markup:
     return _Markup("".join(pieces))
+
+
+def _write_private(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def _file_uri(path: str) -> str:
+    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
+    path = os.path.abspath(path).replace(os.sep, "/")
+    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)

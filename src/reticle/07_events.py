@@ -264,13 +264,22 @@ def _in_project(name: str, root: str) -> str:
     return name[len(base) + 1:] if base and name.startswith(base + "/") else name
 
 
-def _renderer_text(d: dict, root: str = "") -> Optional[str]:
+def _renderer_frame(d: dict) -> Optional[dict]:
+    """The app frame of a message's component's creation stack (React's _debugStack), named by the
+    component, or None."""
+    frame = _app_frame(d["componentStack"]) if isinstance(d.get("componentStack"), str) else None
+    if frame is not None and isinstance(d.get("component"), str) and d["component"]:
+        frame["fn"] = d["component"][:80]
+    return frame
+
+
+def _renderer_text(d: dict, frame: Optional[dict], root: str = "") -> Optional[str]:
     """"ProfileForm at src/components/ProfileForm.vue": the component the SDK found marked as a message's
-    renderer (its name, its file or file:line, or its creation stack's app frame), or None."""
-    name = d["component"][:80] if isinstance(d.get("component"), str) and d["component"] else ""
-    frame = _app_frame(d.get("componentStack")) if isinstance(d.get("componentStack"), str) else None
+    renderer: its creation stack's app frame (`frame`, _renderer_frame), else its name and its file or
+    file:line; None when it has none."""
     if frame is not None:
-        return _frame_text(dict(frame, fn=name or frame["fn"]), root)
+        return _frame_text(frame, root)
+    name = d["component"][:80] if isinstance(d.get("component"), str) and d["component"] else ""
     file = _in_project(_frame_file(d["componentAt"]), root) if isinstance(d.get("componentAt"), str) else ""
     return " at ".join(x for x in (name, file) if x) or None
 
@@ -369,7 +378,8 @@ async def _fetch_text(url: str, cap: int, body: Optional[str] = None) -> Tuple[s
         resp = await client.fetch(tornado.httpclient.HTTPRequest(
             url, method="GET" if body is None else "POST", body=body, request_timeout=FRAME_FETCH_S,
             connect_timeout=FRAME_FETCH_S, follow_redirects=False,
-            headers={"Accept": "*/*", "Content-Type": "application/json"}), raise_error=False)
+            headers={"Accept": "*/*"} if body is None else {"Accept": "*/*", "Content-Type": "application/json"}),
+            raise_error=False)
     finally:
         client.close()
     if resp.code != 200 or resp.body is None:
@@ -488,10 +498,8 @@ async def _locate(frames: Optional[_Frames], origin: str, window: List[dict], ev
             d["at"] = _frame_text(frame, root) if frame is not None else None
         elif e["type"] in ("ui.alert", "ui.status") and (d.get("component") or d.get("componentAt")
                                                           or d.get("componentStack")):
-            frame = _app_frame(d["componentStack"]) if isinstance(d.get("componentStack"), str) else None
-            if frame is not None and isinstance(d.get("component"), str) and d["component"]:
-                frame["fn"] = d["component"][:80]
-            d["at"] = _renderer_text(d, root)
+            frame = _renderer_frame(d)
+            d["at"] = _renderer_text(d, frame, root)
         else:
             continue
         if frame is not None and frames is not None and len(todo) < 20:

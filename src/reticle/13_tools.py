@@ -1045,15 +1045,36 @@ def _write_kept(path: str, data: bytes, keep: int) -> None:
         pass  # another daemon's prune raced this one: what is left is still capped next time
 
 
+def _step_label(step: dict) -> str:
+    if "assert" in step:
+        return "assert %s" % _describe_predicate_safe(step["assert"])
+    target = step.get("target") or {}
+    what = ", ".join("%s=%s" % (k, _dumps(v) if not isinstance(v, str) else v) for k, v in target.items())
+    return "%s %s" % (step["action"], what)
+
+
+def _describe_predicate_safe(p: Any) -> str:
+    try:
+        return _describe_predicate(parse_predicate(p, "assert"))
+    except Exception:
+        return _short(_dumps(p), 120)
+
+
+async def _timeline_from(session: "_BrowserSession", since: float, verdict: str, label: str) -> dict:
+    """The timeline (_timeline) of what began at `since` (an act, or a flow step's start), from the act
+    made since then if one was, every sender and renderer named (_locate)."""
+    window = session.window(since)
+    await _locate_in(session, window, every_call=True)
+    act = session.last_act if session.last_act is not None and session.last_act >= since else since
+    return _timeline(window, act, session.now(), verdict, label)
+
+
 async def _timeline_link(hub: "Hub", session: "_BrowserSession", args: dict, out: dict) -> dict:
     """`timeline: true`: the act's timeline (_timeline) drawn as SVG into the state folder's timelines/,
     a resource link beside the answer (so a client that shows pictures can show it) and its path in it."""
+    label = _step_label(dict(args, target=args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})))
     act = session.last_act if session.last_act is not None else session.floor()
-    window = session.window(act)
-    await _locate_in(session, window, every_call=True)
-    target = args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})
-    label = "%s %s" % (args["action"], ", ".join("%s=%s" % (k, v) for k, v in target.items()))
-    svg = _timeline_svg(_timeline(window, act, session.now(), str(out.get("verified")), label)).encode("utf-8")
+    svg = _timeline_svg(await _timeline_from(session, act, str(out.get("verified")), label)).encode("utf-8")
     name = "%s-%s-%s.svg" % (re.sub(r"[^A-Za-z0-9_-]", "", session.id)[:40] or "tab",
                              time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
     path = os.path.join(hub.state.ensure(), "timelines", name)

@@ -461,21 +461,6 @@ def _nearest(error: str) -> List[str]:
     return out[:8]
 
 
-def _step_label(step: dict) -> str:
-    if "assert" in step:
-        return "assert %s" % _describe_predicate_safe(step["assert"])
-    target = step.get("target") or {}
-    what = ", ".join("%s=%s" % (k, _dumps(v) if not isinstance(v, str) else v) for k, v in target.items())
-    return "%s %s" % (step["action"], what)
-
-
-def _describe_predicate_safe(p: Any) -> str:
-    try:
-        return _describe_predicate(parse_predicate(p, "assert"))
-    except Exception:
-        return _short(_dumps(p), 120)
-
-
 async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: float) -> None:
     """Wait (up to timeout_ms) until `target` matches at least one element: the SDK connects
     before the document is parsed, so a step right after a navigation may come too early.
@@ -555,15 +540,6 @@ async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: 
             "because": "the %s was dispatched%s" % (step["action"], " (the page unloaded: a navigation)"
                                                     if dispatched is None else "") if ok else
             "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
-
-
-async def _step_timeline(session: "_BrowserSession", cursor: float, verdict: str, label: str) -> dict:
-    """The timeline of the step that began at `cursor`, from its act (or its start: an assert), its
-    senders and renderers named (_locate)."""
-    window = session.window(cursor)
-    await _locate_in(session, window, every_call=True)
-    act = session.last_act if session.last_act is not None and session.last_act >= cursor else cursor
-    return _timeline(window, act, session.now(), verdict, label)
 
 
 def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
@@ -702,7 +678,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
                "ms": round(hub.clock() - t0)}
         if "until" in step or "assert" in step:
             row["predicate"] = step.get("until") or step.get("assert")
-        row["timeline"] = await _step_timeline(session, cursor, row["verified"], label)
+        row["timeline"] = await _timeline_from(session, cursor, row["verified"], label)
         made = _writes_in(session.window(cursor), cursor, answers=True)
         if made:
             row["writes"] = [_write_shown(w) for w in made]

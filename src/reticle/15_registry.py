@@ -60,13 +60,6 @@ async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: di
     return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
 
 
-def _write_private(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
 async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
                            ctx: "_CallContext") -> dict:
     """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
@@ -123,12 +116,6 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
     out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
     return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
                                      "mimeType": "image/jpeg"}])
-
-
-def _file_uri(path: str) -> str:
-    """A file:// URI of an absolute local path (RFC 8089), without importing pathlib for it."""
-    path = os.path.abspath(path).replace(os.sep, "/")
-    return "file://" + urllib.parse.quote(path if path.startswith("/") else "/" + path)
 
 
 # ---- the MCP conventions of each tool ----
