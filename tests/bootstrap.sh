@@ -3,8 +3,9 @@
 #
 #   sh tests/bootstrap.sh fast      the fast tests (python3 -m pytest -m "not browser"): Reticle's three
 #                                   runtime dependencies and the test tools (pytest, the mcp SDK, ruff,
-#                                   mypy, the web frameworks) into the interpreter's site-packages; it
-#                                   writes nothing into the checkout
+#                                   mypy, the web frameworks), at the versions tests/requirements.txt pins,
+#                                   into the running python3's environment (the README makes it a fresh
+#                                   .venv); it writes nothing into the checkout
 #   sh tests/bootstrap.sh browser   the rest: Debian's chromium and PostgreSQL, and the npm packages the
 #                                   browser tests drive (React, Hotwire Turbo, Express, Next.js and React Router 7 with
 #                                   OpenTelemetry) and ESLint for the SDK's lint, into tests/.js and
@@ -27,9 +28,12 @@ apt_install() {
 }
 
 if [ "$part" != browser ]; then
-    # tests/requirements.txt names Reticle's runtime dependencies too (tests/test_zipapp.py checks they
-    # are setup.cfg's): the tests import reticle.py from the checkout, so nothing is built or installed here.
+    # tests/requirements.txt pins every package the tests import, Reticle's three runtime dependencies included
+    # (tests/test_requirements.py checks they are setup.cfg's): the tests import reticle.py from the checkout, so
+    # nothing of the checkout is built or installed here. The README runs this inside a fresh virtual environment.
+    started=$(date +%s)
     python3 -m pip install --quiet -r "$here/requirements.txt"
+    echo "bootstrap: the Python test dependencies installed in $(( $(date +%s) - started )) s into $(python3 -c 'import sys; print(sys.prefix)')"
 fi
 [ "$part" = fast ] && exit 0
 

@@ -146,3 +146,39 @@ class SdkVersionTest(AsyncHTTPTestCase):
         first_line = resp.body.decode("utf-8").splitlines()[0]
         self.assertIn(reticle.__version__, first_line)
         self.assertNotIn("__RETICLE_VERSION__", resp.body.decode("utf-8"))
+
+
+def _slug(heading):
+    """The anchor GitHub gives a heading: lower case, punctuation but hyphens and underscores gone,
+    spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_first_screen_fits_in_150_lines_and_its_contents_reach_every_reference_section(readme):
+    """What Reticle is, the two commands, connecting an app and an agent and a first verification come
+    before line 150, then the contents; each link of the contents names a heading that exists, and every
+    reference heading after it is linked."""
+    lines = readme.splitlines()
+    first = "\n".join(lines[:150])
+    for heading in ("## Two commands for a fresh machine", "## Connect an app and an agent",
+                    "## A first verification", "## Contents"):
+        assert "\n%s\n" % heading in first, heading
+    assert "python3 -m pip install . && python3 -m reticle demo" in first
+    assert "sh tests/bootstrap.sh && python3 -m pytest" in first
+    contents = readme.index("\n## Contents\n")
+    after = readme[contents:].split("\n## ", 2)[1]
+    links = re.findall(r"\]\(#([^)]+)\)", after)
+    anchors = [_slug(h) for h in re.findall(r"^#{2,3} (.+)$", readme, re.MULTILINE)]
+    assert links and set(links) <= set(anchors), set(links) - set(anchors)
+    reference = readme[contents:].split("\n## ", 2)[2]
+    for heading in re.findall(r"^#{2,3} (.+)$", "## " + reference, re.MULTILINE):
+        assert _slug(heading) in links, "the contents do not link %r" % heading
+
+
+def test_ci_runs_the_readmes_test_command_as_written(readme):
+    """.ci/run calls the README's test command itself, so the two cannot drift (it makes its .venv
+    anew first)."""
+    command = re.search(r"Run the whole test suite.*?```sh\n(.+?)\n```", readme, re.DOTALL).group(1)
+    assert command.startswith("python3 -m venv .venv && . .venv/bin/activate && "), command
+    with open(os.path.join(REPO, ".ci", "run"), encoding="utf-8") as fh:
+        assert command in fh.read().splitlines()

@@ -5,6 +5,7 @@ that changes nothing."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -367,3 +368,21 @@ def test_init_skips_a_fifo_or_special_file_naming_it_and_never_hangs(tmp_path, h
     for path in (project / "shop" / "settings.py", project / ".mcp.json", home / ".codex" / "config.toml"):
         assert "%s is a FIFO, not a regular file; skipped" % path in run.stdout, run.stdout
     assert (project / ".cursor" / "mcp.json").is_file()  # the rest is done
+
+
+def test_the_readmes_node_recipe_is_the_one_init_prints(tmp_path, home):
+    """Every NODE_OPTIONS the README shows, and the npm packages beside it, are what `reticle init`
+    prints for a Node project today (the README said --require after init moved to the loader hook)."""
+    with open(os.path.join(os.path.dirname(RETICLE_PY), "README.md"), encoding="utf-8") as fh:
+        readme = " ".join(fh.read().split())
+    project = tmp_path / "api"
+    project.mkdir()
+    (project / "package.json").write_text(json.dumps({"name": "api", "dependencies": {"express": "4.21.2"}}))
+    out = " ".join(_init(project, home, "--dry-run", "--port", "4400").split())
+    printed = re.findall(r'NODE_OPTIONS="([^"]+)"', out)
+    assert len(printed) == 1, out
+    shown = re.findall(r'NODE_OPTIONS="([^"]+)"', readme)
+    assert len(shown) >= 2 and set(shown) == set(printed), (shown, printed)
+    packages = re.search(r"npm install --save-dev ((?:@?[\w./-]+ ?)+)", out).group(1).split()
+    for where in re.finditer(r"npm install --save-dev ((?:`?@opentelemetry[\w./-]+`? ?)+)", readme):
+        assert where.group(1).replace("`", "").split() == packages, where.group(0)

@@ -432,16 +432,3 @@ def test_pins_are_allowed_by_setup_cfg():
                         problems.append("%s==%s not allowed by %s on %s/%s"
                                         % (name, chosen[name], requirement, platform_key, python))
     assert problems == []
-
-
-def test_the_test_requirements_name_setup_cfgs_runtime_dependencies():
-    """tests/requirements.txt carries the three runtime dependencies exactly as setup.cfg's
-    install_requires says them (the fast bootstrap installs no package of the checkout itself)."""
-    import configparser
-
-    parser = configparser.ConfigParser()
-    parser.read(os.path.join(REPO, "setup.cfg"), encoding="utf-8")
-    runtime = {line.strip() for line in parser.get("options", "install_requires").splitlines() if line.strip()}
-    with open(os.path.join(REPO, "tests", "requirements.txt"), encoding="utf-8") as fh:
-        listed = {line.strip() for line in fh if line.strip() and not line.startswith("#")}
-    assert len(runtime) == 3 and runtime <= listed, (runtime, listed)
