@@ -6510,6 +6510,15 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
     observed = [_server_line(r) for r in records[-8:]]
     near = [e["t"] for e in window if e["type"] == "server.request"
             and _server_matches(e["data"], {k: p[k] for k in ("method", "urlContains") if k in p})]
+    made = _server_made(window, p)
+    if made and not near:
+        # the tab made that request (a redirect's document request included) and its record has not landed:
+        # only a record that arrived and differs, or a request never made, is a `no`; this one may still come
+        return {"pass": False, "assertion": "server.awaiting", "retryAfterMs": obs.known.server_grace,
+                "expected": expected, "observed": observed or "no server request in this window",
+                "inconclusive": "the tab made %s, but the server's record of it never arrived (the middleware or "
+                                "the spans do not cover that route, or the record is still on its way)%s"
+                                % (made, "; the server did: %s" % "; ".join(observed[-3:]) if observed else "")}
     out = {"pass": False, "assertion": "server.count" if "count" in p else "server.present", "expected": expected,
            "observed": observed or "no server request in this window",
            "failureReason": "no server request matched %s%s" % (
@@ -6522,6 +6531,29 @@ def _judge_server(p: dict, obs: _Observation) -> dict:
         else:
             out["retryAfterMs"] = round(RETRY_GRACE_MS - age)
     return out
+
+
+def _server_made(window: List[dict], p: dict) -> str:
+    """The label of a request the tab made in the window that `server` leaf p's method and urlContains name,
+    or "": a fetch, XHR or document it reported, and the request a redirect made (a document or fetch that
+    arrived at another URL: after a 301, 302 or 303 the browser follows a POST with a GET, after a 307 or
+    308 with the same method, and which one it was the page cannot tell)."""
+    want = (p.get("method") or "").upper()
+    for e in window:
+        if e["type"] not in ("net.request", "net.pending"):
+            continue
+        d = e["data"]
+        tried = [((d.get("method") or "").upper(), {(d.get("method") or "").upper()}, d.get("url"))]
+        if d.get("redirected") and d.get("finalUrl"):
+            tried.append(("GET", {"GET", (d.get("method") or "").upper()}, d.get("finalUrl")))
+        for label, methods, url in tried:
+            if not isinstance(url, str) or (want and want not in methods):
+                continue
+            parts = urllib.parse.urlsplit(url)
+            path = parts.path + ("?" + parts.query if parts.query else "")
+            if not p.get("urlContains") or p["urlContains"] in path:
+                return "%s %s" % (want or label, path)
+    return ""
 
 
 def _server_unsure_why(r: dict, p: dict) -> str:

@@ -24,7 +24,8 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/boom      raises (uncaught): the framework answers 500
   POST /form          a form post: inserts a row, then redirects (303) to /done; with no name it
                       writes nothing and redirects (303) back to / (the empty save the server refused)
-  GET  /done          the page the form post lands on
+  GET  /done          the page the form post lands on (Flask, with SHOP_LATE_RECORD=S: its record comes S
+                      seconds after the page, a record delayed on purpose)
 
 FRAMEWORK is flask, django, fastapi, sqlite3 (Flask on a raw sqlite3 connection per request, the
 Flask tutorial's shape, watched by reticle.watch_sqlite3 unless SHOP_UNWATCHED=1: then only the
@@ -170,12 +171,23 @@ def logged_failure():
     return "ok"
 
 
+def late_record(flask, body):
+    """/done's answer; with SHOP_LATE_RECORD=S (Flask) its record reaches the daemon S seconds after the
+    browser has the page: the middleware sends a record when the server closes the body, and a close
+    callback (Flask's call_on_close) runs before that."""
+    response = flask.make_response(body)
+    delay = float(os.environ.get("SHOP_LATE_RECORD") or 0)
+    if delay:
+        response.call_on_close(lambda: time.sleep(delay))
+    return response
+
+
 def flask_app(db, daemon):
     import flask
     store = SqlProfile(db)
     app = flask.Flask("shop")
     app.get("/", endpoint="index")(lambda: page(daemon, PAGE))
-    app.get("/done", endpoint="done")(lambda: page(daemon, DONE))
+    app.get("/done", endpoint="done")(lambda: late_record(flask, page(daemon, DONE)))
     app.post("/api/noop", endpoint="noop")(lambda: {"ok": True})
     app.post("/api/save", endpoint="save_profile")(lambda: store.insert("ada"))
     app.post("/api/rollback", endpoint="rollback_profile")(store.rollback)

@@ -14,6 +14,10 @@ from _harness import RETICLE_ENV
 from _harness import ROOT
 from _harness import Daemon
 
+# _leaks: each test closes what it opens (a WebSocket client, a child process) in its own teardown;
+# pytester: tests/test_leaks.py runs a small suite to show it
+pytest_plugins = ["_leaks", "pytester"]
+
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 # Every dispatcher of the suite (in this process and in the daemons it starts) checks each tool answer

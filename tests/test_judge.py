@@ -353,6 +353,24 @@ def server_rows():
         server_obs([server(10, watched=[])], now=20), {"pass": False, "decided": True}, "nothing watches"
     yield "server.a-driver-nothing-watches", p, server_obs([server(10, unseen=["pymysql"])], now=20), \
         {"pass": False, "assertion": "server.unseen", "decided": True}, "pymysql, which nothing watches"
+    # a redirect's document request (POST /form -> 303 -> GET /done) whose record has not landed is never a no:
+    # it waits for the record, and is unknown at the timeout; the record that lands decides
+    posted = [marked(10, url="/form"), server(12, path="/form", status=303, rid="r10"),
+              call(14, method="POST", url="http://x/form", status=200, initiator="document", redirected=True,
+                   finalUrl="http://x/done", body=None)]
+    done = {"kind": "server", "method": "GET", "urlContains": "/done", "status": 200}
+    yield "server.redirect-record-not-landed", done, server_obs(posted, now=1000), \
+        {"pass": False, "assertion": "server.awaiting", "decided": None}, "the tab made GET /done"
+    yield "server.redirect-record-landed", done, \
+        server_obs(posted + [server(16, method="GET", path="/done", rid="r16")], now=1000), {"pass": True}, None
+    yield "server.redirect-record-landed-otherwise", done, \
+        server_obs(posted + [server(16, method="GET", path="/done", status=500, rid="r16")], now=1000), \
+        {"pass": False, "decided": True, "decidedBy": "answered-otherwise"}, "no server request matched"
+    yield "server.a-request-never-made", dict(done, urlContains="/elsewhere"), server_obs(posted, now=1000), \
+        {"pass": False, "assertion": "server.present"}, "no server request matched"
+    yield "server.fetch-record-not-landed", {"kind": "server", "method": "PUT", "urlContains": "/api/item"}, \
+        server_obs([server(8, path="/api/list", method="GET"), call(10, method="PUT", url="/api/item/3")], now=1000), \
+        {"pass": False, "assertion": "server.awaiting"}, "the tab made PUT /api/item/3"
     yield "server.a-driver-nothing-watches-beside-a-seen-write", p, \
         server_obs([server(10, writes=[wrote], unseen=["pymysql"])], now=20), {"pass": True}, None
 

@@ -342,6 +342,45 @@ def test_a_django_form_post_answered_303_that_wrote_nothing_is_never_yes(device,
         app.close()
 
 
+@pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
+def test_a_redirects_record_that_lands_late_is_waited_for_never_a_no(device, tmp_path, daemon, mcp):
+    """POST /form -> 303 -> GET /done, the record of GET /done delayed on purpose (1.5 s after the page,
+    SHOP_LATE_RECORD): a `server GET /done 200` leaf waits for it and holds once it lands (never `no` while
+    it is on its way); with a delay past the act's timeout it is unknown, saying the record never came; a
+    request the act never made is `no`."""
+    posted = {"kind": "server", "method": "POST", "urlContains": "/form", "status": 303,
+              "writes": {"table": "profile", "op": "insert", "count": 1}}
+    done = {"kind": "server", "method": "GET", "urlContains": "/done", "status": 200}
+    for delay, timeout_ms, expected in (("1.5", 6000, "yes"), ("8", 2500, "unknown")):
+        app = App("flask", tmp_path, daemon, script=not device, env={"SHOP_LATE_RECORD": delay})
+        browser = None
+        try:
+            sid, browser = open_tab(mcp, app, device=device)
+            rows = app.rows()
+            started = time.monotonic()
+            out = act(mcp, sid, "Post form", {"kind": "allOf", "predicates": [posted, done]}, timeout_ms=timeout_ms)
+            assert app.rows() == rows + 1
+            assert out["verified"] == expected, (delay, out["because"], out.get("server"))
+            if expected == "yes":
+                assert time.monotonic() - started >= 1.4, out  # the verdict waited for the record
+            else:
+                assert "GET /done" in out["because"] and "never arrived" in out["because"], out["because"]
+        finally:
+            if browser is not None:
+                browser.close()
+            app.close()
+    app = App("flask", tmp_path, daemon, script=not device)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app, device=device)
+        out = act(mcp, sid, "Post form", {"kind": "server", "method": "GET", "urlContains": "/elsewhere"})
+        assert out["verified"] == "no", out
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
+
+
 @pytest.mark.parametrize("framework", ("flask", "fastapi", "sqlite3"))
 def test_the_wrong_row_is_a_contradiction(framework, tmp_path, daemon, mcp):
     """POST /api/contact/3/rename_wrong renames contact 2 and answers as if it renamed 3: its path names
