@@ -64,7 +64,8 @@ tornado app.  Every page loads the SDK with the script tag; a device opens the s
 - `/run/`: a server-driven run over a WebSocket (Streamlit's shape): Save is acknowledged at once
   ("Running…"), its outcome ("Saved", or "The server refused the change." on fault) comes 1.5 s later.
 - `/slow/`: a form post whose answer (the form again, its field `aria-invalid`) streams slowly: the
-  new document starts at once and shows the invalid field 0.6 s later.
+  new document starts at once and shows the invalid field 0.6 s later (`/slower/`: 2.2 s, longer than a new
+  page's look is first awaited; `/slowest/`: 6 s, past the horizon's cap).
 
 `app.fault` makes the next answers fail; `app.saves` counts what the server received.
 """
@@ -343,6 +344,9 @@ EXPORT = _page("Export", """<main><h1>Export rows</h1><form method="post" action
 
 SLOW_FORM = _page("Slow", """<main><form method="post" action="/slow/add"><label>Title <input name="title"></label>
 <button type="submit">Save</button></form></main>""")
+# the same form whose answer takes longer to finish than a new page's look is first awaited (SCAN_WAIT_MS)
+SLOWER_FORM = SLOW_FORM.replace("/slow/add", "/slow/add?after=2.2")
+SLOWEST_FORM = SLOW_FORM.replace("/slow/add", "/slow/add?after=6")
 
 LATE = _HEAD % "Late" + """<body><script>
 setTimeout(function () { document.body.insertAdjacentHTML('beforeend', '<h1>Hello</h1>'); }, 1500);
@@ -484,7 +488,7 @@ class HorizonApp:
                 self.set_header("Content-Type", "text/html")
                 self.write((_HEAD % "Slow") .replace("__DAEMON__", daemon) + "<body><main>")
                 await self.flush()
-                await asyncio.sleep(0.6)
+                await asyncio.sleep(float(self.get_argument("after", "0.6")))
                 self.write('<form method="post" action="/slow/add"><label>Title <input name="title" '
                            'aria-invalid="true" aria-describedby="e"></label><span id="e">Enter a title.</span>'
                            '<button type="submit">Save</button></form></main></body></html>')
@@ -670,7 +674,8 @@ class HorizonApp:
             (r"/swap/", Page, {"html": SWAP}), (r"/swap/save", SwapSave),
             (r"/sock/", Page, {"html": SOCK}), (r"/sock/ws", SockWs, {"delay": 1.2}), (r"/run/", Page, {"html": RUN}),
             (r"/run/ws", SockWs, {"delay": 1.5, "ack": True}), (r"/status/", Page, {"html": STATUS}),
-            (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slow/add", SlowAdd),
+            (r"/late/", Page, {"html": LATE}), (r"/slow/", Page, {"html": SLOW_FORM}), (r"/slower/", Page, {"html": SLOWER_FORM}),
+            (r"/slowest/", Page, {"html": SLOWEST_FORM}), (r"/slow/add", SlowAdd),
             (r"/wire/(sf|sa|dash|cb|ts)/", WirePage), (r"/wire/cb/callback", JsonCallback),
             (r"/wire/(sk|skd)/", SvelteKitPage), (r"/wire/skd/notes/9/__data.json", SvelteKitData),
             (r"/wire/ts/messages", TurboStream), (r"/plain/(form|htmx)/", PlainPage),

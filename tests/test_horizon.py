@@ -343,6 +343,26 @@ def test_a_slowly_streamed_re_rendered_form_is_judged_on_what_it_shows(live, how
     assert APP.saves == 1
 
 
+@pytest.mark.parametrize("how", ["no-until", "act-then-assert"])
+def test_a_new_page_still_loading_is_waited_for_and_never_a_clean_yes(live, how):
+    """The re-rendered form finishes loading 2.2 s after it arrived (a loaded machine parses slowly; here
+    the server is slow): its look is waited for past the first 1.5 s and the invalid field decides (it was
+    a `yes` under load); one that is still loading at the horizon's cap (6 s) is `unknown`, naming it."""
+    for path, verdict in (("/slower/", "no"), ("/slowest/", "unknown")):
+        open_page(live, path)
+        if how == "no-until":
+            out = act_and_wait(live)
+        else:
+            live.mcp.ok("reticle_act", SAVE)
+            out = live.mcp.ok("reticle_assert", {"predicate": ROUTE_ADDED})
+        assert out["verified"] == verdict, (path, out)
+        if verdict == "no":
+            assert "Enter a title" in out["because"], out
+        else:
+            assert out["verifiedReason"] == "horizon_pending", out
+            assert "has not finished loading" in out["because"], out
+
+
 # -- wire formats in the browser (_WIRE_FORMATS): each way of asking, with the script tag and in a device --
 
 WIRE_NET = {"sf": {"kind": "net", "method": "POST", "urlContains": "/wire/sf/new.data", "status": 202},

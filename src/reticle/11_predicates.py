@@ -1711,8 +1711,9 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
     message for SOCKET_REPLY_WAIT_MS after the last one, unless that one ends the run: _SOCKET_RUN_ENDS;
     a first reply may only acknowledge the message); a stream it opened is still sending (a fetch
     stream decisive: a job's result lives in it); a document that arrived has not reported its
-    load-time scan of what the user is told (for SCAN_WAIT_MS, when the page `scans`: the SDK
-    does, a client that only speaks the bridge protocol does not); the render after the last of these: less
+    load-time scan of what the user is told (when the page `scans`: the SDK does, a client that only
+    speaks the bridge protocol does not; decisive past SCAN_WAIT_MS, when the page is still loading);
+    the render after the last of these: less
     than HORIZON_QUIET_MS since it landed, or the DOM still changing within HORIZON_CHURN_MS for a
     second after it.  In a device, a request the page reported that the browser has not confirmed
     yet (held, so not in the window) is pending as a request is.  What the page sends on a timer
@@ -1755,9 +1756,13 @@ def _horizon(window: List[dict], known: "_Known", floor: float, now: float,
         if e["type"] == "net.request" and not _is_dev(e["data"]) and _caused_by_act(e, floor, known, repeats=True):
             landed.append((e["t"], "the answer of %s" % _call_label(e["data"])))
             doc = e.get("doc")
-            if scans and e["data"].get("initiator") == "document" and doc and now - e["t"] < SCAN_WAIT_MS and not any(
+            if scans and e["data"].get("initiator") == "document" and doc and not any(
                     x["type"] == "ui.scan" and x.get("doc") == doc for x in window):
-                out.append(("the new page's first look at what it tells the user", False))
+                # past SCAN_WAIT_MS the page is still loading (the look comes once it is parsed): what it will
+                # show could still change the answer, so at the cap this is unknown, never a clean yes
+                late = now - e["t"] >= SCAN_WAIT_MS
+                out.append(("the new page's first look at what it tells the user%s"
+                            % (" (it has not finished loading after %d ms)" % (now - e["t"]) if late else ""), late))
     if landed:
         last, what = max(landed)
         churn = [e["t"] for e in window if e["t"] > last and (e["type"].startswith("dom.") or e["type"] == "ui.alert")]
