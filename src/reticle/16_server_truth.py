@@ -1233,27 +1233,77 @@ class _RecordingElsewhere:
         _ELSEWHERE.depth = max(0, getattr(_ELSEWHERE, "depth", 1) - 1)
 
 
+_MISSED_SQLITE: List[int] = [0]  # sqlite3 connections opened while a watch could not be put on them
+
+
 def _sqlite_opened(event: str, args: Tuple[Any, ...]) -> None:
     """The audit hook: every sqlite3 connection the process opens is watched (watch_sqlite3).  The
     event comes while the connection is still being made (it takes no trace callback yet), so the
-    watch is put on at the next profile event of the thread, once it can be (any profiler of the app's
-    is called meanwhile and put back after)."""
+    watch is put on at the thread's next event once it can be: through sys.monitoring where it exists
+    (3.12+: a tool of its own, beside any profiler, coverage tool or debugger), else through the
+    thread's profile function, calling a profiler the app set meanwhile and putting it back after.  A
+    profiler that is no Python function (cProfile's, set from C) cannot be called or put back from
+    Python: then the connection is left unwatched and every record names sqlite3 as unseen."""
     if event != "sqlite3.connect/handle" or not args:
         return
-    conn, previous, tries = args[0], sys.getprofile(), [0]
+    conn, tries = args[0], [0]
 
-    def finish(frame: Any, what: Any, arg: Any) -> Any:
+    def watched() -> bool:
+        """True once the watch is on, or given up (the connection never got made)."""
         try:
             watch_sqlite3(conn)   # raises until the connection is made
             _DRIVERS_WATCHED.add("pysqlite")
+            return True
         except Exception:  # noqa: BLE001 - not made yet, or never: watching must never break the app
             tries[0] += 1
-            if tries[0] < 100:
-                return previous(frame, what, arg) if previous is not None else None
-        sys.setprofile(previous)
+            if tries[0] >= 100:
+                _MISSED_SQLITE[0] += 1
+                return True
+            return False
+
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None and _watch_by_monitoring(monitoring, watched):
+        return
+    previous = sys.getprofile()
+    if previous is not None and not callable(previous):
+        _MISSED_SQLITE[0] += 1
+        return
+
+    def finish(frame: Any, what: Any, arg: Any) -> Any:
+        if watched() and sys.getprofile() is finish:
+            sys.setprofile(previous)
         return previous(frame, what, arg) if previous is not None else None
 
     sys.setprofile(finish)
+
+
+def _watch_by_monitoring(monitoring: Any, watched: Callable[[], bool]) -> bool:
+    """Call watched() at this thread's next call, function start or return (a call of the connection's
+    own C methods included, as a profile function sees them) until it says done, as a sys.monitoring
+    tool of its own (nothing another tool set is touched); False when no tool id is free."""
+    tool = next((t for t in range(5, 0, -1) if monitoring.get_tool(t) is None), None)
+    if tool is None:
+        return False
+    thread = threading.get_ident()
+    kinds = (monitoring.events.CALL, monitoring.events.PY_START, monitoring.events.PY_RETURN)
+    done = [False]
+
+    def step(*_: Any) -> Any:
+        if done[0] or threading.get_ident() != thread:
+            return None
+        if watched():
+            done[0] = True
+            monitoring.set_events(tool, 0)
+            for kind in kinds:
+                monitoring.register_callback(tool, kind, None)
+            monitoring.free_tool_id(tool)
+        return None
+
+    monitoring.use_tool_id(tool, "reticle")
+    for kind in kinds:
+        monitoring.register_callback(tool, kind, step)
+    monitoring.set_events(tool, kinds[0] | kinds[1] | kinds[2])
+    return True
 
 
 def _watch_by_default() -> None:
@@ -1284,8 +1334,9 @@ def _unseen_drivers() -> List[str]:
                 covered.update(_DJANGO_DRIVERS.get(conn.vendor, ()))
         except Exception:  # noqa: BLE001
             pass
-    return [name for name, driver in _DB_DRIVERS.items() if name in sys.modules and driver not in covered
-            and not (name == "sqlite3" and _WATCHING.get("sqlite3"))][:4]
+    return [name for name, driver in _DB_DRIVERS.items() if name in sys.modules and (
+        driver not in covered and not (name == "sqlite3" and _WATCHING.get("sqlite3"))
+        or name == "sqlite3" and _MISSED_SQLITE[0])][:4]   # a connection opened under cProfile: not watched
 
 
 # ---- the daemon's side: stitch records into the tab whose mark they carry ----

@@ -1,0 +1,96 @@
+"""Server truth's default database watch beside the tools that use the interpreter's own hooks.
+
+Once a middleware is made, every sqlite3 connection the process opens is watched; the watch is put on
+just after the connection is made, through sys.monitoring (3.12+) or the thread's profile function.
+It must compose with whatever else uses those hooks and leave it as it found it: a Flask app under
+Werkzeug's ProfilerMiddleware (cProfile) answered every request 500 once a middleware was made
+("'Profile' object is not callable").  Each tool runs in a process of its own (tests/_profiled_app.py):
+an audit hook, once added, stays for the life of the interpreter."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APP = os.path.join(HERE, "_profiled_app.py")
+KINDS = ("none", "cprofile", "profile-function", "trace-function")
+
+
+def _run(python, kind, *prefix):
+    out = subprocess.run([python] + list(prefix) + [APP, kind], capture_output=True, text=True, timeout=120,
+                         cwd=HERE)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _check(result, kind, monitoring, trace="None"):
+    assert result["statuses"] == [200, 200, 200], result
+    assert result["profiled"] == (3 if kind == "cprofile" else 0), result  # the profiler ran on every request
+    assert (result["calls"] > 0) == (kind in ("profile-function", "trace-function")), result
+    assert result["profile_left"] == ("profiler" if kind == "profile-function" else "None"), result
+    assert result["trace_left"] == ("tracer" if kind == "trace-function" else trace), result
+    if kind == "cprofile" and not monitoring:
+        # before 3.12 a profiler set from C can be neither called nor put back from Python: the connection is
+        # left unwatched, and every record says sqlite3 is unseen (its writes unknown, never 0)
+        assert result["watched"] is False and "sqlite3" in result["unseen"], result
+    else:
+        assert result["watched"] is True and result["unseen"] == [], result
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_watch_composes_with_a_profiler_a_tracer_or_nothing(kind):
+    _check(_run(sys.executable, kind), kind, sys.version_info >= (3, 12))
+
+
+def test_the_watch_under_coverage():
+    pytest.importorskip("coverage")
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        result = _run(sys.executable, "none", "-m", "coverage", "run", "--data-file", os.path.join(tmp, "cov"))
+        assert os.path.exists(os.path.join(tmp, "cov")), "coverage wrote no data"
+    # coverage's tracer is still the thread's trace function (before 3.12; after, it uses sys.monitoring)
+    traced = result["trace_left"] if result["trace_left"].startswith("<coverage.") else "None"
+    assert sys.version_info >= (3, 12) or traced != "None", result
+    _check(result, "none", sys.version_info >= (3, 12), trace=traced)
+
+
+def _newer_python():
+    """A CPython 3.12 or newer on this machine (sys.monitoring), other than this one, or None."""
+    if sys.version_info >= (3, 12):
+        return None
+    for candidate in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9].*/bin/python3")), reverse=True):
+        try:
+            ok = subprocess.run([candidate, "-c", "import sys, sqlite3; assert sys.version_info >= (3, 12)"],
+                                capture_output=True, timeout=30).returncode == 0
+        except OSError:
+            continue
+        if ok:
+            return candidate
+    return None
+
+
+def test_the_watch_through_sys_monitoring_on_a_newer_python(tmp_path):
+    """Python 3.12 and newer: the watch is a sys.monitoring tool of its own, so even cProfile (set from C)
+    runs untouched and the connection is watched.  Runs when the machine has such a Python (the app's
+    packages installed into a fresh environment from tests/requirements.txt's pins for it)."""
+    python = _newer_python()
+    if python is None:
+        pytest.skip("no CPython 3.12+ beside this one")
+    sys.path.insert(0, HERE)
+    from test_requirements import _pins_for
+    version = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    pins = _pins_for(version)
+    env = str(tmp_path / "env")
+    subprocess.run([python, "-m", "venv", env], check=True, timeout=120)
+    wanted = ["flask", "tornado", "jsonschema", "cryptography"]
+    install = subprocess.run([os.path.join(env, "bin", "python"), "-m", "pip", "install", "--disable-pip-version-check",
+                              "-q"] + ["%s==%s" % (name, pins[name]) for name in wanted],
+                             capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr[-3000:]
+    for kind in KINDS:
+        _check(_run(os.path.join(env, "bin", "python"), kind), kind, True)
