@@ -2721,6 +2721,14 @@ class _SnapshotCache:
         self._last.clear()
 
 
+def _socket_origin(handler: Any) -> str:
+    """The Origin header a tab's socket was opened with (scheme://host:port, lower case), or "" (a client
+    that sends none); a browser sets it, and no page can."""
+    request = getattr(handler, "request", None)
+    origin = request.headers.get("Origin") if request is not None else None
+    return _origin_of(origin) if isinstance(origin, str) and origin != "null" else ""
+
+
 class _TabState:
     """What the daemon knows of one tab, whichever socket carries it: its identity, the document it is
     on and one on its way, its health, act marks, open requests and snapshots (each a part of its
@@ -2754,6 +2762,9 @@ class _TabState:
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
+        # the origin of the socket that opened the tab (its Origin header, which no page can set): only a page
+        # of that origin may take the tab over later (a device's tab is bound to its device's capability)
+        self.origin = _socket_origin(handler)
         self.document_id = str(hello.get("documentId") or "")[:64]
         # (documentId, until): a hello whose events are still on the way
         self.arriving: Optional[Tuple[str, float]] = None
@@ -3340,6 +3351,14 @@ class _Bridge:
         if old is None and len(self.sessions) >= MAX_SESSIONS:
             self.note_refusal("session limit reached (%d tabs)" % MAX_SESSIONS)
             return None, (1013, "session limit reached")
+        if old is not None and old.device is None and old.origin != _socket_origin(handler):
+            # a tab's id is no credential: a page of another origin (another port) claiming it is refused,
+            # and the tab's own socket is left as it is
+            claimed = _socket_origin(handler) or "a client sending no Origin"
+            self.note_refusal("session %s claimed from %s; it belongs to %s" % (sid, claimed, old.origin or
+                                                                                 "a client sending no Origin"))
+            return None, (1008, ("session %s belongs to a page of another origin; a page of %s cannot take it "
+                                 "over" % (sid, claimed))[:120])
         if old is not None:
             session = old
             old_handler = old.handler
@@ -26197,17 +26216,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     return bridge;
   }
-  // session id: explicit option > URL parameter > sessionStorage > new
+  // session id: explicit option > sessionStorage (this origin's, this tab's) > new; never from the URL,
+  // which any link can set (the daemon binds a tab to the origin that opened it in any case)
   function connectSessionId(o) {
     var sid = o.sessionId || o.session;
     if (sid === 'auto') sid = null;
-    if (!sid) {
-      try {
-        sid = new URL(location.href).searchParams.get('__reticle_session');
-      } catch (e) {
-        sid = null;
-      }
-    }
     if (!sid) sid = ssGet('__reticle_session');
     if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
     return sid;

@@ -284,6 +284,41 @@ class BridgeCase(_BridgeBase):
         assert self.hub.bridge.sessions["s-same"].handler is not None
 
     @gen_test
+    async def test_a_page_of_another_origin_cannot_take_a_tab_by_its_id(self):
+        """A tab's id is no credential: a socket from another loopback port claiming a live or departed
+        tab's id is refused (1008) and named under refused; the tab's own socket is left as it is, and a
+        socket of the tab's own origin still takes it over (a reload)."""
+        first = await self.ws(origin="http://localhost:5173")
+        await self.hello(first, sid="s-victim")
+        session = self.hub.bridge.sessions["s-victim"]
+        for origin in ("http://localhost:5174", "http://127.0.0.1:5173", None):
+            spy = await self.ws(origin=origin)
+            await self.hello(spy, sid="s-victim", token=self.token)
+            code, reason = await self.closed(spy)
+            assert code == 1008 and "another origin" in reason, (origin, code, reason)
+            assert first.close_code is None and session.handler is not None and session.reconnects == 0, origin
+        assert self.hub.bridge.sessions["s-victim"] is session
+        refused = [r["reason"] for r in self.hub.refusals if "s-victim" in r["reason"]]
+        assert len(refused) == 3 and "claimed from http://localhost:5174" in refused[0], refused
+        # departed: still bound to its origin
+        first.close()
+        for _ in range(100):
+            if "s-victim" not in self.hub.bridge.sessions:
+                break
+            await asyncio.sleep(0.01)
+        spy = await self.ws(origin="http://localhost:5174")
+        await self.hello(spy, sid="s-victim")
+        code, reason = await self.closed(spy)
+        assert code == 1008 and "another origin" in reason, reason
+        again = await self.ws(origin="http://localhost:5173")
+        await self.hello(again, sid="s-victim")
+        for _ in range(100):
+            if session.reconnects:
+                break
+            await asyncio.sleep(0.01)
+        assert self.hub.bridge.sessions["s-victim"] is session and session.reconnects == 1 and again.close_code is None
+
+    @gen_test
     async def test_session_limit_1013(self):
         for i in range(reticle.MAX_SESSIONS):
             conn = await self.ws()

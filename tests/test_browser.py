@@ -84,6 +84,17 @@ def test_tab_appears_in_sessions(world):
     assert world["daemon"].status()["sessions"][0]["sessionId"] == s["sessionId"]
 
 
+def test_a_link_cannot_fix_a_tabs_session_id(world):
+    """The SDK takes its session id from its own tab's storage, never from the URL, which any link can set
+    (?__reticle_session= once fixed it, so a page of another port could claim the tab)."""
+    mcp = world["mcp"]
+    before = {s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]}
+    nav = mcp.ok("reticle_navigate", {"url": world["app"].url + "/?__reticle_session=s-fixed-by-a-link"})
+    assert nav["confirmed"] is True, nav
+    after = {s["sessionId"] for s in mcp.ok("reticle_sessions")["sessions"]}
+    assert "s-fixed-by-a-link" not in after and after == before, (before, after)
+
+
 def test_failed_fetch_appears_with_status_and_timing(world):
     mcp = world["mcp"]
     mcp.ok("reticle_act", {"target": {"text": "Load broken"}, "action": "click"})

@@ -135,17 +135,11 @@
     }
     return bridge;
   }
-  // session id: explicit option > URL parameter > sessionStorage > new
+  // session id: explicit option > sessionStorage (this origin's, this tab's) > new; never from the URL,
+  // which any link can set (the daemon binds a tab to the origin that opened it in any case)
   function connectSessionId(o) {
     var sid = o.sessionId || o.session;
     if (sid === 'auto') sid = null;
-    if (!sid) {
-      try {
-        sid = new URL(location.href).searchParams.get('__reticle_session');
-      } catch (e) {
-        sid = null;
-      }
-    }
     if (!sid) sid = ssGet('__reticle_session');
     if (!sid || typeof sid !== 'string' || sid.length > 128) sid = 's' + uuid();
     return sid;
