@@ -395,3 +395,93 @@ def test_the_verify_report_draws_each_steps_timeline_open_where_it_failed(tmp_pa
         print("the report as Chromium draws it: %s" % shot)
     finally:
         app.close()
+
+
+# ---- what a page can aim the daemon's fetches at: only its own origin, only script and map files ----------
+
+class _Recorder(tornado.web.RequestHandler):
+    """Every request of another service on this machine, recorded (none should come)."""
+
+    def initialize(self, seen, body=""):
+        self.seen, self.body = seen, body
+
+    def get(self):
+        self.seen.append("GET " + self.request.uri)
+        self.set_header("Content-Type", "application/javascript")
+        self.write(self.body)
+
+    def post(self):
+        self.seen.append("POST " + self.request.uri)
+        self.write("[]")
+
+
+class FetchOriginCase(__import__("tornado.testing").testing.AsyncHTTPTestCase):
+    """A page's socket opened from origin A (the browser's Origin header) that reports its URL as on B
+    (its hello and route changes are the page's own word) and stacks naming B's scripts, a side-effecting
+    path on A (/logout;.js) and a script on A whose map is named /account/delete?confirm=1: the daemon
+    fetches from A only, only script files and .map files, and B hears nothing."""
+
+    def setUp(self):
+        self.b_seen, self.a_seen = [], []
+        self.b = AppServer([(r"/.*", _Recorder, {"seen": self.b_seen})])
+        mapped = "function saveProfile() {}\n//# sourceMappingURL=/account/delete?confirm=1\n"
+        self.a = AppServer([(r"/.*", _Recorder, {"seen": self.a_seen, "body": mapped})])
+        super().setUp()
+
+    def tearDown(self):
+        for ws in getattr(self, "sockets", []):
+            ws.close()
+        super().tearDown()
+        self.a.close()
+        self.b.close()
+
+    def get_app(self):
+        import tempfile
+        self.hub = reticle.Hub(state_dir=tempfile.mkdtemp(prefix="reticle-frames-"), port=0)
+        return reticle.make_app(self.hub)
+
+    async def _tab(self):
+        import json
+        import tornado.httpclient
+        import tornado.websocket
+        conn = await tornado.websocket.websocket_connect(tornado.httpclient.HTTPRequest(
+            "ws://127.0.0.1:%d/reticle" % self.get_http_port(), headers={"Origin": self.a.url}))
+        self.sockets = [conn]
+        await conn.write_message(json.dumps({"kind": "hello", "protocolVersion": reticle.BRIDGE_PROTOCOL,
+                                             "sessionId": "s-spoof", "url": self.b.url + "/", "title": "t",
+                                             "adapters": []}))
+        stacks = ["Error\n    at evil (%s/admin/reset-password.js:1:1)" % self.b.url,
+                  "Error\n    at evil (webpack-internal:///(app-pages-browser)/./app/page.js:3:4)",
+                  "Error\n    at evil (%s/logout;.js:1:1)" % self.a.url,
+                  "Error\n    at evil (%s/logout%%3b.js:1:1)" % self.a.url,
+                  "Error\n    at saveProfile (%s/app.js:1:10)" % self.a.url]
+        events = [{"type": "route.change", "data": {"from": self.b.url + "/", "to": self.b.url + "/x",
+                                                     "kind": "push"}}]
+        events += [{"type": "console.error", "data": {"text": "boom %d" % n, "stack": stack}}
+                   for n, stack in enumerate(stacks)]
+        for event in events:
+            await conn.write_message(json.dumps({"kind": "event", "event": event}))
+        for _ in range(200):
+            session = self.hub.bridge.sessions.get("s-spoof")
+            if session is not None and len(session.store.query(prefix="console.")) == len(stacks):
+                return session
+            await asyncio.sleep(0.01)
+        raise AssertionError("the tab's events did not arrive")
+
+    @__import__("tornado.testing").testing.gen_test(timeout=20)
+    async def test_a_page_cannot_aim_the_map_fetcher_at_another_service_or_a_side_effect(self):
+        import json
+        session = await self._tab()
+        assert session.origin == self.a.url
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "reticle_console", "arguments": {"level": "error", "since": 0}}})
+        resp = await self.http_client.fetch(self.get_url("/mcp"), method="POST", body=body,
+                                            headers={"Content-Type": "application/json"})
+        logs = json.loads(resp.body)["result"]["structuredContent"]["logs"]
+        assert [x["at"] for x in logs][-1] == "saveProfile at app.js:1", logs
+        await asyncio.sleep(0.3)
+        assert self.b_seen == [], self.b_seen   # the service the page pointed at heard nothing
+        # on its own origin: its script and Next.js dev's frame mapper (a fixed path), never /logout;.js or
+        # a "map" at /account/delete?confirm=1
+        assert sorted(x.split("?")[0] for x in self.a_seen) == ["GET /__nextjs_original-stack-frame",
+                                                               "GET /app.js"], self.a_seen

@@ -365,15 +365,38 @@ FRAME_FETCH_S = 2.0            # one fetch of a script or a map, at most
 FRAME_MAPS_KEPT = 128          # scripts whose map (or its absence) is remembered
 FRAME_WAIT_S = 1.5             # what a verdict waits, in all, for its frames to be mapped
 # What the daemon fetches for a map: a script file by its extension, never a page (a GET of a page's URL,
-# say /logout or a confirm link, could do something; a script in the page itself keeps its generated line).
+# say /logout or a confirm link, could do something; a script in the page itself keeps its generated line),
+# and the map it names by a .map file with no query; a path with `;` (servlet containers route /logout;.js
+# to /logout) or an encoded separator is neither.
 _SCRIPT_PATH = re.compile(r"\.(?:[mc]?js|jsx|tsx?|[mc]ts|vue|svelte|astro)$", re.I)
+_MAP_PATH = re.compile(r"\.map$", re.I)
+_SIDE_PATH = re.compile(r";|%(?:2f|3b|5c|00)|\\", re.I)
+
+
+def _fetchable(url: str, origin: str, kind: "re.Pattern[str]", query: bool = True) -> bool:
+    """Whether the daemon may GET `url` for a frame: on `origin`, its path a file of `kind` with no side
+    path (`;`, an encoded separator), and a query only where `query` allows one (a script's cache buster)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return False
+    return bool(origin) and _origin_of(url) == origin and bool(kind.search(parts.path)) \
+        and not _SIDE_PATH.search(parts.path) and (query or not parts.query) and not parts.username
+
+
+def _localhost_name(host: Optional[str]) -> bool:
+    """A name under .localhost (staging.localhost), which browsers resolve to loopback themselves."""
+    return bool(host) and str(host).lower().rstrip(".").endswith(".localhost")
 _MAP_REFERENCE = re.compile(r"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
 
 
 async def _fetch_text(url: str, cap: int, body: Optional[str] = None) -> Tuple[str, Any]:
     """GET `url` (POST `body` as JSON when given; no redirect, no credential, at most `cap` bytes and
     FRAME_FETCH_S): (text, headers); OSError for anything but a 200."""
-    client = tornado.httpclient.AsyncHTTPClient(force_instance=True, max_body_size=cap)
+    host = urllib.parse.urlsplit(url).hostname
+    # a *.localhost name is reached on loopback, as the browser reaches it, never through DNS
+    mapping = {host: "127.0.0.1"} if _localhost_name(host) else None
+    client = tornado.httpclient.AsyncHTTPClient(force_instance=True, max_body_size=cap, hostname_mapping=mapping)
     try:
         resp = await client.fetch(tornado.httpclient.HTTPRequest(
             url, method="GET" if body is None else "POST", body=body, request_timeout=FRAME_FETCH_S,
@@ -403,8 +426,7 @@ class _Frames:
         url = frame["url"].split("#", 1)[0]
         if url.startswith("webpack-internal:") and origin:
             return _frame_text(await self._next(origin, frame), self.root)
-        sm = await self._map(url, origin) if origin and _origin_of(url) == origin and _SCRIPT_PATH.search(
-            urllib.parse.urlsplit(url).path) else None
+        sm = await self._map(url, origin) if _fetchable(url, origin, _SCRIPT_PATH) else None
         hit = sm.lookup(frame["line"], frame["col"]) if sm is not None else None
         if hit is not None:
             frame = dict(frame, file=hit[0], line=hit[1], fn=frame["fn"] or hit[2])
@@ -470,7 +492,7 @@ class _Frames:
                         else urllib.parse.unquote(data))
             else:
                 where = urllib.parse.urljoin(url, ref)
-                if _origin_of(where) != origin:
+                if not _fetchable(where, origin, _MAP_PATH, query=False):
                     return None
                 text, _ = await _fetch_text(where, FRAME_MAP_MAX)
             return await asyncio.get_running_loop().run_in_executor(None, lambda: _SourceMap(json.loads(text), where))

@@ -1381,6 +1381,7 @@ class _Bridge:
             old_handler = old.handler
             old.fail_pending("the tab %s was replaced by a newer connection before the command answered" % sid)
             session.handler = handler
+            session.origin = _socket_origin(handler)  # a device's tab may be taken to another origin
             session.generation += 1
             session.reconnects += 1
             session.connected_at = self.clock()

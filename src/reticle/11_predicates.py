@@ -1976,17 +1976,22 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
 
 
 async def _locate_in(session: "_BrowserSession", window: List[dict], every_call: bool = False) -> None:
-    """_locate for a tab's events: where each was sent or logged from, through its page's source maps."""
+    """_locate for a tab's events: where each was sent or logged from, through its page's source maps,
+    read from the origin its socket was opened from (the browser's Origin header), never the URL the
+    page reports (a page can report any URL, and so aim the daemon's fetches at another service)."""
     hub = getattr(getattr(session, "bridge", None), "hub", None)
-    await _locate(getattr(hub, "frames", None), _mappable_origin(_origin_of(session.url), hub), window, every_call)
+    await _locate(getattr(hub, "frames", None), _mappable_origin(getattr(session, "origin", ""), hub), window,
+                  every_call)
 
 
 def _mappable_origin(origin: str, hub: Any) -> str:
     """The page's origin when the daemon may read its scripts for their source maps: a loopback host
-    (a dev server) or an origin the daemon was told to admit (RETICLE_ALLOWED_ORIGINS); else "", and
-    frames keep their generated place."""
+    (a dev server; a *.localhost name too, which browsers resolve to loopback and the fetch then
+    reaches on 127.0.0.1) or an origin the daemon was told to admit (RETICLE_ALLOWED_ORIGINS); else "",
+    and frames keep their generated place."""
     host = urllib.parse.urlsplit(origin).hostname if origin else None
-    if origin and (_is_loopback_host(host) or _normalise_origin(origin) in getattr(hub, "allowed_origins", ())):
+    if origin and (_is_loopback_host(host) or _localhost_name(host)
+                   or _normalise_origin(origin) in getattr(hub, "allowed_origins", ())):
         return origin
     return ""
 
