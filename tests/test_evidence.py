@@ -316,6 +316,81 @@ def test_a_hand_made_map_places_a_generated_column_on_its_source_line():
         reticle._SourceMap({"version": 3, "sections": []})
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 3), st.integers(0, 9)), max_size=8),
+                min_size=1, max_size=4), st.integers(1, 5), st.integers(1, 80))
+def test_a_lookup_by_binary_search_is_the_last_segment_at_or_before_the_column(lines, line, col):
+    """Absolute segments (column, source, line) per generated line, encoded as deltas: the lookup gives
+    what a scan of that line's segments, in column order, would."""
+    encoded, prev = [], [0, 0]
+    for segs in lines:
+        parts, at = [], 0
+        for c, src, ln in sorted(set(segs)):
+            parts.append(vlq(c - at) + vlq(src - prev[0]) + vlq(ln - prev[1]) + vlq(0))
+            at, prev = c, [src, ln]
+        encoded.append(",".join(parts))
+    sm = reticle._SourceMap({"version": 3, "sources": ["a", "b", "c", "d"], "mappings": ";".join(encoded)})
+    row = sorted(set(lines[line - 1])) if line <= len(lines) else []
+    before = [seg for seg in row if seg[0] <= col - 1]
+    expected = None if not before else (["a", "b", "c", "d"][before[-1][1]], before[-1][2] + 1, "")
+    assert sm.lookup(line, col) == expected
+
+
+def test_a_map_over_the_segment_cap_is_refused_and_the_cache_keeps_a_bounded_number_of_segments(monkeypatch):
+    line = ",".join(["AAAA", "CAAA"] * 50)  # 100 segments a line
+    with pytest.raises(ValueError, match="segments"):
+        monkeypatch.setattr(reticle, "FRAME_MAP_SEGMENTS", 999)
+        reticle._SourceMap({"version": 3, "sources": ["a"], "mappings": ";".join([line] * 10)})
+    monkeypatch.setattr(reticle, "FRAME_MAP_SEGMENTS", 1_000_000)
+    monkeypatch.setattr(reticle, "FRAME_SEGMENTS_KEPT", 2500)
+    frames = reticle._Frames()
+    loop = asyncio.new_event_loop()
+    try:
+        for n in range(5):
+            fut = loop.create_future()
+            fut.set_result(reticle._SourceMap({"version": 3, "sources": ["a"], "mappings": ";".join([line] * 10)}))
+            frames._file("http://127.0.0.1:1/%d.js" % n, fut)
+    finally:
+        loop.close()
+    assert frames.kept_segments() <= 2500 and list(frames.maps) == ["http://127.0.0.1:1/%d.js" % n for n in (3, 4)]
+
+
+class _Slow(tornado.web.RequestHandler):
+    """A script that answers after 1.8 s (past a verdict's 1.5 s wait), its map beside it."""
+
+    async def get(self):
+        if self.request.path.endswith(".map"):
+            self.write({"version": 3, "sources": ["src/slow.ts"], "names": [], "mappings": "AAAA"})
+            return
+        await asyncio.sleep(1.8)
+        self.set_header("Content-Type", "application/javascript")
+        self.write("function slow() {}\n//# sourceMappingURL=slow.js.map\n")
+
+
+def test_a_map_read_that_outlives_the_wait_is_filed_and_reads_at_once_are_bounded(monkeypatch):
+    """A read still running when the verdict's wait ends is filed in the cache when it ends (it stayed in
+    `loading` for good before); past FRAME_MAPS_KEPT reads at once, no new one starts."""
+    server = AppServer([(r"/.*", _Slow)])
+    try:
+        frames = reticle._Frames()
+        frame = {"fn": "", "url": server.url + "/slow.js", "line": 1, "col": 1}
+        window = [{"type": "console.error", "data": {"text": "x", "stack": "Error\n    at slow (%s:1:1)" % frame["url"]}}]
+
+        async def run():
+            await reticle._locate(frames, server.url, window)
+            first = window[0]["data"]["at"]
+            assert first == "slow at slow.js:1" and list(frames.loading) == [frame["url"]], (first, frames.loading)
+            await asyncio.sleep(1.0)
+            assert frames.loading == {} and frames.maps[frame["url"]] is not None
+            await reticle._locate(frames, server.url, window)
+            assert window[0]["data"]["at"] == "slow at src/slow.ts:1"
+            monkeypatch.setattr(reticle, "FRAME_MAPS_KEPT", 0)
+            assert await frames._map(server.url + "/other.js", server.url) is None and frames.loading == {}
+        asyncio.run(run())
+    finally:
+        server.close()
+
+
 def test_the_app_frame_skips_libraries_and_an_at_the_page_sent_is_replaced():
     stack = ("Error\n    at window.fetch (http://127.0.0.1:5173/node_modules/.vite/deps/react.js?v=1a2b3c:9:1)\n"
              "    at Object.saveProfile [as save] (http://127.0.0.1:5173/src/api.ts?t=123:42:9)\n"

@@ -55,7 +55,9 @@ __all__ = [
 
 import argparse
 import asyncio
+import array
 import base64
+import bisect
 import collections
 import concurrent.futures
 import contextvars

@@ -208,6 +208,8 @@ class Hub:
         await self.devices.close_all("the daemon is stopping")
         self.bridge.close_all()
         self.otel.close()
+        if self.frames.parser is not None:
+            self.frames.parser.shutdown(wait=False, cancel_futures=True)
         for _ in range(20):
             if not self.sse_streams and not self.get_streams:
                 break

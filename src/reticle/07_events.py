@@ -317,10 +317,13 @@ def _vlq(segment: str) -> List[int]:
 
 
 class _SourceMap:
-    """One source map (revision 3), read into per-line segments (generated column, source, line, name) for
-    lookups; ValueError for what it cannot read (an index map with `sections`, a broken `mappings`)."""
+    """One source map (revision 3), read into per-line segments for lookups by binary search: a line's
+    generated columns in one array and (source, line, name) in another, four machine ints a segment;
+    ValueError for what it cannot read (an index map with `sections`, a broken `mappings`) or a map of
+    more than FRAME_MAP_SEGMENTS segments."""
 
     def __init__(self, doc: Any, base: str = "") -> None:
+        """Read map `doc` (its JSON), its sources resolved against `base`, the map's own URL."""
         if not isinstance(doc, dict) or doc.get("version") != 3 or not isinstance(doc.get("mappings"), str):
             raise ValueError("not a revision 3 source map with `mappings`")
         root: str = doc["sourceRoot"] if isinstance(doc.get("sourceRoot"), str) else ""
@@ -328,7 +331,9 @@ class _SourceMap:
         self.sources = [urllib.parse.urljoin(base, root + s) if isinstance(s, str) else "?"
                         for s in doc.get("sources") or []]
         self.names = [n if isinstance(n, str) else "" for n in doc.get("names") or []]
-        self.lines: List[List[Tuple[int, int, int, int]]] = []
+        self.cols: List["array.array[int]"] = []     # per generated line: the segments' columns, ascending
+        self.places: List["array.array[int]"] = []   # per generated line: source, line, name of each segment
+        self.segments = 0
         src = src_line = name = 0
         for text in doc["mappings"].split(";"):
             row: List[Tuple[int, int, int, int]] = []
@@ -343,26 +348,33 @@ class _SourceMap:
                     if len(v) >= 5:
                         name += v[4]
                     row.append((col, src, src_line, name if len(v) >= 5 else -1))
+            self.segments += len(row)
+            if self.segments > FRAME_MAP_SEGMENTS:
+                raise ValueError("a source map of more than %d segments" % FRAME_MAP_SEGMENTS)
             row.sort()
-            self.lines.append(row)
+            self.cols.append(array.array("q", (r[0] for r in row)))
+            self.places.append(array.array("q", (x for r in row for x in r[1:])))
 
     def lookup(self, line: int, col: int) -> Optional[Tuple[str, int, str]]:
         """(source, original line, name) of a generated position (line and column 1-based), or None."""
-        row = self.lines[line - 1] if 0 < line <= len(self.lines) else []
-        hit = None
-        for seg in row:
-            if seg[0] > col - 1:
-                break
-            hit = seg
-        if hit is None or not 0 <= hit[1] < len(self.sources):
+        if not 0 < line <= len(self.cols):
             return None
-        return self.sources[hit[1]], hit[2] + 1, self.names[hit[3]] if 0 <= hit[3] < len(self.names) else ""
+        cols, places = self.cols[line - 1], self.places[line - 1]
+        at = bisect.bisect_right(cols, col - 1) - 1   # the last segment starting at or before the column
+        if at < 0:
+            return None
+        src, src_line, name = places[3 * at], places[3 * at + 1], places[3 * at + 2]
+        if not 0 <= src < len(self.sources):
+            return None
+        return self.sources[src], src_line + 1, self.names[name] if 0 <= name < len(self.names) else ""
 
 
 FRAME_SCRIPT_MAX = 4 << 20     # a script read for its source map reference, at most
 FRAME_MAP_MAX = 8 << 20        # a source map, at most
 FRAME_FETCH_S = 2.0            # one fetch of a script or a map, at most
-FRAME_MAPS_KEPT = 128          # scripts whose map (or its absence) is remembered
+FRAME_MAPS_KEPT = 128          # scripts whose map (or its absence) is remembered, and maps being read at once
+FRAME_MAP_SEGMENTS = 500_000    # a source map of more segments is not read (its frames stay generated)
+FRAME_SEGMENTS_KEPT = 1_500_000  # segments of all the maps kept together (about 33 bytes each): oldest go first
 FRAME_WAIT_S = 1.5             # what a verdict waits, in all, for its frames to be mapped
 # What the daemon fetches for a map: a script file by its extension, never a page (a GET of a page's URL,
 # say /logout or a confirm link, could do something; a script in the page itself keeps its generated line),
@@ -420,6 +432,7 @@ class _Frames:
         self.maps: "collections.OrderedDict[str, Optional[_SourceMap]]" = collections.OrderedDict()
         self.loading: Dict[str, "asyncio.Future[Optional[_SourceMap]]"] = {}
         self.places: "collections.OrderedDict[str, Optional[dict]]" = collections.OrderedDict()  # Next.js dev's
+        self.parser: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
     async def place(self, origin: str, frame: dict) -> str:
         """The frame as an answer names it ("saveProfile at src/lib/api.ts:42"), mapped where it can be."""
@@ -465,18 +478,32 @@ class _Frames:
         return None
 
     async def _map(self, url: str, origin: str) -> Optional[_SourceMap]:
+        """The script's map, read once: a read is filed when it ends, whether or not a verdict still waits
+        for it (one that outlives FRAME_WAIT_S is kept for the next), and counted against the caps while it
+        runs; past FRAME_MAPS_KEPT reads at once, a frame stays generated rather than start another."""
         if url in self.maps:
             self.maps.move_to_end(url)
             return self.maps[url]
         fut = self.loading.get(url)
         if fut is None:
+            if len(self.loading) >= FRAME_MAPS_KEPT:
+                return None
             fut = self.loading[url] = asyncio.ensure_future(self._load(url, origin))
-        sm = await asyncio.shield(fut)
+            fut.add_done_callback(lambda done: self._file(url, done))
+        return await asyncio.shield(fut)
+
+    def _file(self, url: str, done: "asyncio.Future[Optional[_SourceMap]]") -> None:
+        """Keep a finished read (its map, or None) in the cache, oldest out past either cap."""
         self.loading.pop(url, None)
+        sm = None if done.cancelled() or done.exception() is not None else done.result()
         self.maps[url] = sm
-        while len(self.maps) > FRAME_MAPS_KEPT:
+        self.maps.move_to_end(url)
+        while len(self.maps) > FRAME_MAPS_KEPT or (len(self.maps) > 1 and self.kept_segments() > FRAME_SEGMENTS_KEPT):
             self.maps.popitem(last=False)
-        return sm
+
+    def kept_segments(self) -> int:
+        """Segments of every map kept (the memory the cache holds, about 32 bytes each)."""
+        return sum(sm.segments for sm in self.maps.values() if sm is not None)
 
     async def _load(self, url: str, origin: str) -> Optional[_SourceMap]:
         try:
@@ -495,7 +522,10 @@ class _Frames:
                 if not _fetchable(where, origin, _MAP_PATH, query=False):
                     return None
                 text, _ = await _fetch_text(where, FRAME_MAP_MAX)
-            return await asyncio.get_running_loop().run_in_executor(None, lambda: _SourceMap(json.loads(text), where))
+            if self.parser is None:  # one map parsed at a time, off the loop: CPU and memory stay bounded
+                self.parser = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reticle-maps")
+            return await asyncio.get_running_loop().run_in_executor(self.parser,
+                                                                    lambda: _SourceMap(json.loads(text), where))
         except Exception as exc:  # noqa: BLE001 - any map Reticle cannot fetch or read leaves the generated frame
             _emit(_log, logging.DEBUG, "source_map_unread", url=url[:200], why=repr(exc)[:200])
             return None

@@ -779,9 +779,7 @@ class _TabState:
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)
         self._changed: Optional[asyncio.Future] = None
         self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
-        # the origin of the socket that opened the tab (its Origin header, which no page can set): only a page
-        # of that origin may take the tab over later (a device's tab is bound to its device's capability)
-        self.origin = _socket_origin(handler)
+        self.origin = _socket_origin(handler)  # the browser's Origin of its socket: only it may take the tab over
         self.document_id = str(hello.get("documentId") or "")[:64]
         # (documentId, until): a hello whose events are still on the way
         self.arriving: Optional[Tuple[str, float]] = None
