@@ -796,12 +796,18 @@ class _Markup(str):
     """Text that is already HTML (built by _html_of, or a constant of this module): put in as it is."""
 
 
+# what XML 1.0 cannot hold (C0 controls but tab, newline and return; U+FFFE and U+FFFF; lone surrogates):
+# page text with one of them made the image/svg+xml timeline fail to parse
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
 def _html_of(template: str, *values: Any) -> _Markup:
     """`template` (HTML written here, `%s` slots only) with each value put in escaped, unless it is
     _Markup that _html_of built: the one way the HTML report and the timelines' SVG are made, so no
-    field of a results file or text of a page, whatever it holds, reaches them as markup."""
-    return _Markup(template % tuple(v if isinstance(v, _Markup) else html.escape(str(v), quote=True)
-                                    for v in values))
+    field of a results file or text of a page, whatever it holds, reaches them as markup; a character
+    XML cannot hold becomes U+FFFD, so the SVG stays well-formed."""
+    return _Markup(template % tuple(v if isinstance(v, _Markup) else _NOT_XML.sub(
+        "\ufffd", html.escape(str(v), quote=True)) for v in values))
 
 
 def _html_join(pieces: List[_Markup]) -> _Markup:
@@ -13119,6 +13125,27 @@ def _param_names(sql: str, n: int) -> Optional[List[str]]:
     return names if len(names) == n else None
 
 
+_NAMED_BIND = r"(?::(\w+)|%\((\w+)\)s|@(\w+)|\$(\w+))"
+_BIND_SET_RE = re.compile(r"[`\"\[]?(\w+)[`\"\]]?\s*(?:=|<>|!=|<=|>=|<|>|\bLIKE\b)\s*" + _NAMED_BIND, re.I)
+_INSERT_BINDS_RE = re.compile(r"^\s*INSERT\b[^(]*\(([^)]*)\)\s*VALUES\s*\(([^)]*)\)", re.I | re.S)
+
+
+def _bind_columns(sql: str) -> Dict[str, str]:
+    """{bind name: the column it goes to} of a statement's named parameters, where the SQL says it
+    plainly (`col = :name`, `col = %(name)s`, an INSERT's columns beside its VALUES)."""
+    out: Dict[str, str] = {}
+    m = _INSERT_BINDS_RE.match(sql or "")
+    if m:
+        columns = [c.strip().strip("`\"[]") for c in m.group(1).split(",")]
+        binds = [re.fullmatch(_NAMED_BIND, v.strip()) for v in m.group(2).split(",")]
+        for column, bind in zip(columns, binds):
+            if bind is not None:
+                out[next(g for g in bind.groups() if g)] = column
+    for column, *names in _BIND_SET_RE.findall(sql or ""):
+        out[next(n for n in names if n)] = column
+    return out
+
+
 def _param_values(params: Any, sql: str = "") -> Optional[str]:
     """A write's parameter values as short text, only when the user asked for them: values under a
     secret-looking name (the parameter's, or the column it goes to) are redacted, every value is
@@ -13133,8 +13160,12 @@ def _param_values(params: Any, sql: str = "") -> Optional[str]:
     def one(v: Any) -> str:
         return _scrub_server(repr(v)[:80])
     if isinstance(params, dict):
-        text = ", ".join("%s=%s" % (k, "[redacted]" if _SECRET_PARAM_RE.search(str(k)) else one(v))
-                         for k, v in list(params.items())[:20])
+        columns = _bind_columns(sql)  # a named bind (:pw, %(pw)s) is as secret as the column it goes to
+        names = None if columns else _param_names(sql, len(params))  # the SQL compiled to positional `?`
+        if names:
+            columns = dict(zip(map(str, params), names))
+        text = ", ".join("%s=%s" % (k, "[redacted]" if _SECRET_PARAM_RE.search(str(k)) or _SECRET_PARAM_RE.search(
+            columns.get(str(k), "")) else one(v)) for k, v in list(params.items())[:20])
     elif isinstance(params, (list, tuple)):
         text = ", ".join(one(v) for v in list(params)[:20])
     else:
@@ -13586,7 +13617,11 @@ def watch_sqlalchemy(engine: Any = None) -> Any:
                 pass
             named = getattr(context, "compiled_parameters", None)  # the binds by name, where SQLAlchemy compiled them
             if named and len(named) == 1 and isinstance(named[0], dict) and not executemany:
-                parameters = named[0]
+                order = getattr(getattr(context, "compiled", None), "positiontup", None) or ()
+                # in the order of the statement's placeholders (a positional dialect's `?`), so each bind
+                # can be told the column it goes to
+                parameters = dict([(k, named[0][k]) for k in order if k in named[0]]
+                                  + [(k, v) for k, v in named[0].items() if k not in order])
             _note_statement(statement, getattr(cursor, "rowcount", None), id(conn.connection.dbapi_connection),
                             True if autocommit else None, parameters, lambda: getattr(cursor, "rowcount", None),
                             None if executemany else positional)

@@ -560,3 +560,18 @@ class FetchOriginCase(__import__("tornado.testing").testing.AsyncHTTPTestCase):
         # a "map" at /account/delete?confirm=1
         assert sorted(x.split("?")[0] for x in self.a_seen) == ["GET /__nextjs_original-stack-frame",
                                                                "GET /app.js"], self.a_seen
+
+
+def test_a_timeline_of_any_page_text_is_well_formed_svg():
+    """Page text holding what XML cannot (U+0001, U+000B, ESC, U+FFFE, a lone surrogate) or markup
+    becomes an SVG that parses, the markup as text."""
+    import xml.etree.ElementTree as ET
+    nasty = "saved\x01\x0b\x1b[31m\ufffe\ud800 <script>alert(1)</script> & ]]>"
+    tl = {"act": nasty, "end": 120, "verdict": "no", "rows": [
+        {"k": "msg", "s": 10, "e": 50, "t": nasty, "fail": True, "at": nasty},
+        {"k": "req", "s": 5, "e": 90, "t": "POST /api/\x07save", "fail": True}]}
+    svg = reticle._timeline_svg(tl)
+    root = ET.fromstring(svg.encode("utf-8", "surrogatepass"))
+    assert root.tag.endswith("svg")
+    text = "".join(root.itertext())
+    assert "<script>alert(1)</script>" in text and "\x01" not in text and "\ufffe" not in text

@@ -1252,6 +1252,29 @@ def test_parameter_values_are_recorded_only_when_asked_and_secret_names_are_reda
         assert "params" not in out["writes"][0] and "'ada'" not in json.dumps(out)
 
 
+def test_a_bind_named_otherwise_is_as_secret_as_the_column_it_goes_to(tmp_path):
+    """params=True through a real SQLAlchemy engine: `password = :pw` and an INSERT's (api_key) VALUES (:k)
+    keep their values out of the record, though the binds' own names say nothing secret."""
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    engine = reticle.watch_sqlalchemy(sqlalchemy.create_engine("sqlite:///%s" % (tmp_path / "b.sqlite3")))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE account (id INTEGER PRIMARY KEY, name TEXT, password TEXT, api_key TEXT)")
+        conn.exec_driver_sql("INSERT INTO account (name) VALUES ('ada')")
+    rec = reticle._begin_record("%032x" % 5, "POST", "/account/1", "127.0.0.1:1", "header", True)
+    token = reticle._current_request().set(rec)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.text("UPDATE account SET password = :pw WHERE id = :id"), {"pw": "hunter2", "id": 1})
+            conn.execute(sqlalchemy.text("INSERT INTO account (name, api_key) VALUES (:n, :k)"),
+                         {"n": "bob", "k": "k-998877"})
+    finally:
+        reticle._current_request().reset(token)
+    out = reticle._finish_record(rec)
+    text = json.dumps(out)
+    assert "hunter2" not in text and "k-998877" not in text, text
+    assert [w["params"] for w in out["writes"]] == ["pw=[redacted], id=1", "n='bob', k=[redacted]"], out["writes"]
+
+
 LITERAL_SQL = [
     "INSERT INTO users (name, password, api_key) VALUES ('bob', 'hunter2-Qx', 'k-998877'), ('al', 'pw-77', 'k-2')",
     "UPDATE users SET password_hash = 'pbkdf2_sha256$600000$s4lt$h4sh', name = 'bob' WHERE id = 31337",

@@ -124,6 +124,19 @@ def test_build_writes_a_runnable_zipapp(pyz):
     assert os.path.getsize(pyz) < 12 * 1024 * 1024
 
 
+def test_the_pyz_carries_no_test_files_of_its_dependencies(pyz):
+    """What ships is what runs: no dependency's own tests or test helpers (they were 180 KB)."""
+    import re
+    import zipfile
+    outer = zipfile.ZipFile(pyz)
+    names = list(outer.namelist())
+    for inner in [n for n in names if n.endswith((".whl", ".zip"))]:
+        with zipfile.ZipFile(outer.open(inner)) as z:
+            names += [inner + "!" + n for n in z.namelist()]
+    tests = [n for n in names if re.search(r"(^|[/!])(tests?|testing)(/|\.py$)", n)]
+    assert tests == [], tests[:20]
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_version_in_empty_venv(pyz, venvs, version, tmp_path):
     python = venvs(version)

@@ -50,7 +50,8 @@ DROP_NATIVE = {"tornado"}
 # Of cffi only the compiled backend is needed (cryptography's Rust module imports it).
 KEEP_ONLY = {"cffi": ("_cffi_backend.",)}
 # Trees that are never needed at run time.
-DROP_TREES = ("tornado/test/", "jsonschema/tests/", "jsonschema/benchmarks/")
+DROP_TREES = ("tornado/test/", "tornado/testing.py", "jsonschema/tests/", "jsonschema/benchmarks/",
+              "referencing/tests/", "jsonschema_specifications/tests/", "rpds/tests/", "cryptography/hazmat/tests/")
 DROP_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
 
 

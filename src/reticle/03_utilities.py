@@ -460,12 +460,18 @@ class _Markup(str):
     """Text that is already HTML (built by _html_of, or a constant of this module): put in as it is."""
 
 
+# what XML 1.0 cannot hold (C0 controls but tab, newline and return; U+FFFE and U+FFFF; lone surrogates):
+# page text with one of them made the image/svg+xml timeline fail to parse
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
 def _html_of(template: str, *values: Any) -> _Markup:
     """`template` (HTML written here, `%s` slots only) with each value put in escaped, unless it is
     _Markup that _html_of built: the one way the HTML report and the timelines' SVG are made, so no
-    field of a results file or text of a page, whatever it holds, reaches them as markup."""
-    return _Markup(template % tuple(v if isinstance(v, _Markup) else html.escape(str(v), quote=True)
-                                    for v in values))
+    field of a results file or text of a page, whatever it holds, reaches them as markup; a character
+    XML cannot hold becomes U+FFFD, so the SVG stays well-formed."""
+    return _Markup(template % tuple(v if isinstance(v, _Markup) else _NOT_XML.sub(
+        "\ufffd", html.escape(str(v), quote=True)) for v in values))
 
 
 def _html_join(pieces: List[_Markup]) -> _Markup:
