@@ -1759,8 +1759,12 @@ def _renderer_text(d: dict, frame: Optional[dict], root: str = "") -> Optional[s
 
 
 def _sender_note(d: dict) -> str:
-    """", sent by saveProfile at src/lib/api.ts:42" for a request whose sender is known, else ""."""
-    return ", sent by %s" % d["at"] if d.get("at") else ""
+    """", sent by saveProfile at src/lib/api.ts:42" for a request whose sender is known, else "": in a
+    device from the browser's own initiator stack; with the script tag from the stack the page gave,
+    which the answer says (a page can make its stacks say anything)."""
+    if not d.get("at"):
+        return ""
+    return ", sent by %s%s" % (d["at"], "" if d.get("stackFrom") == "browser" else " (the page's stack)")
 
 
 def _answered(d: dict) -> str:
@@ -3113,6 +3117,8 @@ class _BrowserSession(_TabState):
                 keep(_refused_report(self.store, self.id, data, now + index * 0.001))
                 keep_size(64)
                 continue
+            if etype == "net.request" and "stackFrom" in data:
+                data = {k: v for k, v in data.items() if k != "stackFrom"}  # only the browser's record says it
             value = raw.get("documentId")
             has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
             if not has_doc and value is not None and isinstance(value, str):
@@ -3157,7 +3163,8 @@ class _BrowserSession(_TabState):
                 self._window_count + n - plain.high > cap:
             return False
         if "net.request" in plain.counts and (self.device is not None or any(
-                _malformed_call(d) for t, d in zip(plain.types, plain.datas) if t == "net.request")):
+                _malformed_call(d) or "stackFrom" in d
+                for t, d in zip(plain.types, plain.datas) if t == "net.request")):
             return False  # a device confirms what its page reports; a malformed report is refused one by one
         self._window_high += plain.high
         self._window_count += n - plain.high
@@ -3686,6 +3693,27 @@ def _confirm_key(url: Any) -> str:
     return scheme + ":" if scheme else ""
 
 
+def _initiator_stack(initiator: Any) -> Optional[str]:
+    """The script stack the browser recorded as a request's initiator (CDP's, async parents included), as
+    Chromium prints an Error's stack so _app_frame reads it; frames of scripts with no URL (what the
+    daemon injected) left out; None when the browser recorded none (a parser's or a navigation's load)."""
+    stack = initiator.get("stack") if isinstance(initiator, dict) else None
+    lines: List[str] = []
+    while isinstance(stack, dict) and len(lines) < 30:
+        for f in stack.get("callFrames") or []:
+            url = f.get("url") if isinstance(f, dict) else None
+            if not isinstance(url, str) or not url or len(lines) >= 30:
+                continue
+            line, col = f.get("lineNumber"), f.get("columnNumber")
+            if not isinstance(line, int) or not isinstance(col, int):
+                continue
+            fn = str(f.get("functionName") or "")[:80]
+            where = "%s:%d:%d" % (url[:2000], line + 1, col + 1)  # the browser counts from 0, a stack from 1
+            lines.append("    at %s (%s)" % (fn, where) if fn else "    at " + where)
+        stack = stack.get("parent")
+    return "Error\n" + "\n".join(lines) if lines else None
+
+
 def _browser_values(data: dict, chain: dict, url: str) -> str:
     """A page's report of a request (`data` of a net.request) made to say what the browser's record
     of it (`chain`, _NetRecord) saw: the URL as the daemon resolved it, the final status (0 when it
@@ -3696,6 +3724,8 @@ def _browser_values(data: dict, chain: dict, url: str) -> str:
     browser's record says it failed or was answered 400 or more."""
     said, status, failed = data.get("status"), chain["status"] or 0, chain["error"] is not None
     codes = chain.get("codes") or []
+    if data.get("initiator") != "document":  # who sent it: the browser's own stack, never the page's word
+        data["stack"], data["stackFrom"] = chain.get("stack"), "browser"
     if data.get("initiator") == "document" and codes and codes[0] and not failed:
         # a load redirected: the browser saw the status the page cannot (a form post's 303), and where it led
         then_method, then_url = chain["hops"][-1]
@@ -4095,7 +4125,8 @@ class _NetRecord:
             if chain is None or not isinstance(params.get("redirectResponse"), dict):
                 chain = {"method": hop[0], "url": hop[1], "status": None, "done": False, "used": False,
                          "error": None, "redirects": 0, "hops": [hop], "document":
-                         params.get("type") == "Document" and params.get("frameId") == self.device.target}
+                         params.get("type") == "Document" and params.get("frameId") == self.device.target,
+                         "stack": _initiator_stack(params.get("initiator"))}
                 self.chains[rid] = chain
                 self.chains.move_to_end(rid)
                 while len(self.chains) > NET_RECORD_MAX:

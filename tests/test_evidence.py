@@ -158,6 +158,36 @@ def test_in_a_device_the_injected_sdk_names_the_same_lines(tmp_path):
         assert [x["at"] for x in console["logs"]] == ["reportFailure at app.js:%d" % line_of(APP_JS, "console.error(")]
 
 
+BLAME = ("Error.prepareStackTrace = function () {\n"
+         "  return 'Error\\n    at blameSomeoneElse (' + location.origin + '/src/innocent/Unrelated.ts:99:1)';\n"
+         "};\n")
+
+
+def test_in_a_device_the_sender_is_the_browsers_initiator_stack_whatever_the_page_makes_stacks_say(tmp_path):
+    """A page that overrides Error.prepareStackTrace makes every stack it can build blame someone else: in a
+    device the sender of a browser-confirmed request comes from the browser's own initiator stack; with the
+    script tag the answer says the stack was the page's."""
+    page = PLAIN.replace('<script src="%(daemon)s/reticle.js"></script>', "").replace("%(script)s", "app.js")
+    page = page.replace("<title>Profile</title>", "<title>Profile</title><script>%s</script>" % BLAME)
+    routes = [(r"/app.js", _Script, {"body": APP_JS}), (r"/api/save", _Save), (r"/", _Page, {"html": page})]
+    sent = "saveProfile at app.js:%d" % line_of(APP_JS, "fetch('/api/save'")
+    with _device_on(tmp_path, routes) as (mcp, sid):
+        out = _act(mcp, sid, "Save")
+        assert out["verified"] == "no", out
+        assert re.search(r"answered 500, sent by " + re.escape(sent) + r"(?! \(the page)", repr(out)), out
+        assert "Unrelated.ts" not in repr(out), out
+        net = mcp.ok("reticle_network", {"urlContains": "/api/save", "sessionId": sid})
+        assert net["calls"][-1]["at"] == sent, net
+    live = Live(tmp_path / "tag", PLAIN.replace("%(script)s", "app.js").replace(
+        "<title>Profile</title>", "<title>Profile</title><script>%s</script>" % BLAME),
+        routes=[(r"/app.js", _Script, {"body": APP_JS}), (r"/api/save", _Save)])
+    try:
+        out = _act(live.mcp, None, "Save", until={"kind": "text", "contains": "Saved"})
+        assert "(the page's stack)" in repr(out), out  # what the page's stack said, and that it was the page's
+    finally:
+        live.close()
+
+
 def test_a_script_in_the_page_itself_is_named_by_its_line_and_the_page_is_never_fetched_again(tmp_path):
     """A GET of a page's URL could do something (a logout link, a confirm page): only script files are
     fetched for their maps, so a failure sent from an inline script keeps its generated line."""

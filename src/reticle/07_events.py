@@ -285,8 +285,12 @@ def _renderer_text(d: dict, frame: Optional[dict], root: str = "") -> Optional[s
 
 
 def _sender_note(d: dict) -> str:
-    """", sent by saveProfile at src/lib/api.ts:42" for a request whose sender is known, else ""."""
-    return ", sent by %s" % d["at"] if d.get("at") else ""
+    """", sent by saveProfile at src/lib/api.ts:42" for a request whose sender is known, else "": in a
+    device from the browser's own initiator stack; with the script tag from the stack the page gave,
+    which the answer says (a page can make its stacks say anything)."""
+    if not d.get("at"):
+        return ""
+    return ", sent by %s%s" % (d["at"], "" if d.get("stackFrom") == "browser" else " (the page's stack)")
 
 
 def _answered(d: dict) -> str:

@@ -1068,6 +1068,8 @@ class _BrowserSession(_TabState):
                 keep(_refused_report(self.store, self.id, data, now + index * 0.001))
                 keep_size(64)
                 continue
+            if etype == "net.request" and "stackFrom" in data:
+                data = {k: v for k, v in data.items() if k != "stackFrom"}  # only the browser's record says it
             value = raw.get("documentId")
             has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
             if not has_doc and value is not None and isinstance(value, str):
@@ -1112,7 +1114,8 @@ class _BrowserSession(_TabState):
                 self._window_count + n - plain.high > cap:
             return False
         if "net.request" in plain.counts and (self.device is not None or any(
-                _malformed_call(d) for t, d in zip(plain.types, plain.datas) if t == "net.request")):
+                _malformed_call(d) or "stackFrom" in d
+                for t, d in zip(plain.types, plain.datas) if t == "net.request")):
             return False  # a device confirms what its page reports; a malformed report is refused one by one
         self._window_high += plain.high
         self._window_count += n - plain.high

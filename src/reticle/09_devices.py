@@ -69,6 +69,27 @@ def _confirm_key(url: Any) -> str:
     return scheme + ":" if scheme else ""
 
 
+def _initiator_stack(initiator: Any) -> Optional[str]:
+    """The script stack the browser recorded as a request's initiator (CDP's, async parents included), as
+    Chromium prints an Error's stack so _app_frame reads it; frames of scripts with no URL (what the
+    daemon injected) left out; None when the browser recorded none (a parser's or a navigation's load)."""
+    stack = initiator.get("stack") if isinstance(initiator, dict) else None
+    lines: List[str] = []
+    while isinstance(stack, dict) and len(lines) < 30:
+        for f in stack.get("callFrames") or []:
+            url = f.get("url") if isinstance(f, dict) else None
+            if not isinstance(url, str) or not url or len(lines) >= 30:
+                continue
+            line, col = f.get("lineNumber"), f.get("columnNumber")
+            if not isinstance(line, int) or not isinstance(col, int):
+                continue
+            fn = str(f.get("functionName") or "")[:80]
+            where = "%s:%d:%d" % (url[:2000], line + 1, col + 1)  # the browser counts from 0, a stack from 1
+            lines.append("    at %s (%s)" % (fn, where) if fn else "    at " + where)
+        stack = stack.get("parent")
+    return "Error\n" + "\n".join(lines) if lines else None
+
+
 def _browser_values(data: dict, chain: dict, url: str) -> str:
     """A page's report of a request (`data` of a net.request) made to say what the browser's record
     of it (`chain`, _NetRecord) saw: the URL as the daemon resolved it, the final status (0 when it
@@ -79,6 +100,8 @@ def _browser_values(data: dict, chain: dict, url: str) -> str:
     browser's record says it failed or was answered 400 or more."""
     said, status, failed = data.get("status"), chain["status"] or 0, chain["error"] is not None
     codes = chain.get("codes") or []
+    if data.get("initiator") != "document":  # who sent it: the browser's own stack, never the page's word
+        data["stack"], data["stackFrom"] = chain.get("stack"), "browser"
     if data.get("initiator") == "document" and codes and codes[0] and not failed:
         # a load redirected: the browser saw the status the page cannot (a form post's 303), and where it led
         then_method, then_url = chain["hops"][-1]
@@ -478,7 +501,8 @@ class _NetRecord:
             if chain is None or not isinstance(params.get("redirectResponse"), dict):
                 chain = {"method": hop[0], "url": hop[1], "status": None, "done": False, "used": False,
                          "error": None, "redirects": 0, "hops": [hop], "document":
-                         params.get("type") == "Document" and params.get("frameId") == self.device.target}
+                         params.get("type") == "Document" and params.get("frameId") == self.device.target,
+                         "stack": _initiator_stack(params.get("initiator"))}
                 self.chains[rid] = chain
                 self.chains.move_to_end(rid)
                 while len(self.chains) > NET_RECORD_MAX:
