@@ -3854,9 +3854,21 @@ class _CdpClient:
         self.closed = False
 
     async def connect(self, url: str, timeout: float = 10.0) -> None:
-        self._ws = await tornado.websocket.websocket_connect(
+        """Open the DevTools socket.  A connect that is cancelled (a spare closed while it starts) or
+        outlived by close() closes the socket once it is made: none is left open behind the client."""
+        made = tornado.websocket.websocket_connect(
             tornado.httpclient.HTTPRequest(url, connect_timeout=timeout, request_timeout=timeout),
             max_message_size=CDP_MAX_MESSAGE_BYTES, ping_interval=None)
+        try:
+            ws = await asyncio.shield(made)
+        except asyncio.CancelledError:
+            made.add_done_callback(lambda f: f.result().close() if not f.cancelled() and f.exception() is None
+                                   else None)
+            raise
+        if self.closed:
+            ws.close()
+            raise _CdpError("the DevTools connection was closed while it was being made")
+        self._ws = ws
         self.reader = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:

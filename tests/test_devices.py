@@ -1320,3 +1320,48 @@ def test_a_devices_page_whose_socket_drops_connects_again_with_a_new_ticket(tmp_
             server.stop()
 
     asyncio.run(run())
+
+
+def test_a_devtools_connect_cancelled_or_closed_midway_leaves_no_socket_open():
+    """A spare closed while its browser's DevTools socket is still being made (close_all cancels its
+    start): the socket, once made, is closed at once, not left for the garbage collector (a loaded run
+    found one left open by a spare's start). The DevTools end here is a slow WebSocket server."""
+    import tornado.web
+    import tornado.websocket
+
+    opened, closed = [], []
+
+    class SlowDevTools(tornado.websocket.WebSocketHandler):
+        async def prepare(self):
+            await asyncio.sleep(0.4)   # the handshake answers late, as a busy browser's does
+
+        def open(self):
+            opened.append(1)
+
+        def on_close(self):
+            closed.append(1)
+
+    async def run():
+        server = tornado.httpserver.HTTPServer(tornado.web.Application([(r"/devtools", SlowDevTools)]))
+        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        server.add_sockets(sockets)
+        url = "ws://127.0.0.1:%d/devtools" % sockets[0].getsockname()[1]
+        try:
+            cancelled = reticle._CdpClient()
+            task = asyncio.ensure_future(cancelled.connect(url))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            closed_early = reticle._CdpClient()
+            connecting = asyncio.ensure_future(closed_early.connect(url))
+            await asyncio.sleep(0.1)
+            closed_early.close()
+            with pytest.raises(reticle._CdpError):
+                await connecting
+            for _ in range(100):
+                if len(closed) == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(opened) == 2 and len(closed) == 2, (opened, closed)
+        finally:
+            server.stop()
+    asyncio.run(run())

@@ -9,6 +9,7 @@ Standard library only."""
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,8 @@ def main(argv=None):
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
+    # stopped by SIGTERM (or SIGINT, which a background job ignores): the run in progress and the burners end too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     burners = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(args.burners)]
     failed = 0
     try:
