@@ -8426,9 +8426,12 @@ def _observed_by(r: dict) -> str:
                                             "which nothing watches" % ", ".join(r["unseen"]) if r.get("unseen") else "")
 
 
-def _declare_hint(r: dict) -> str:
-    return "{kind: \"server\", method: \"%s\", urlContains: %s, writes: {count: 0}}" % (
-        r.get("method"), json.dumps(r.get("path") or "/"))
+# What an unknown over a write request that wrote nothing (or elsewhere) advises: how to see the write, never a
+# predicate under which the act's own failure would pass (declaring "0 writes" made every failed save a yes)
+_SEE_THE_WRITE = ("to prove the save, check the saved data itself (read it back: a text or element check after "
+                  "reticle_navigate {reload: true}), and if a background job or another process writes it, let that "
+                  "process report too (Reticle's middleware, or its OpenTelemetry spans with its database "
+                  "instrumentation)")
 
 
 def _r_server_wrote_nothing(c: _Case) -> _Ruling:
@@ -8437,8 +8440,7 @@ def _r_server_wrote_nothing(c: _Case) -> _Ruling:
         r = quiet[0]
         return "unknown", "server_wrote_nothing", (
             "the server answered %s → %s but persisted nothing, as %s shows, so the save this asserts may not "
-            "have happened; if writing nothing is expected, declare it: %s" % (
-                _server_label(r), r.get("status"), _observed_by(r), _declare_hint(r)))
+            "have happened; %s" % (_server_label(r), r.get("status"), _observed_by(r), _SEE_THE_WRITE))
     return None
 
 
@@ -8452,10 +8454,8 @@ def _r_server_wrote_elsewhere(c: _Case) -> _Ruling:
             continue
         return "unknown", "server_wrote_elsewhere", (
             "the server answered %s → %s and wrote%s, but nothing to %s, the table its path names, so the save "
-            "this asserts may not have happened; if that is expected, declare what it writes: {kind: \"server\", "
-            "method: \"%s\", urlContains: %s, writes: {table: \"%s\"}}" % (
-                _server_label(r), r.get("status"), _writes_text(written), named[1], r.get("method"),
-                json.dumps(r.get("path") or "/"), written[0].get("table")))
+            "this asserts may not have happened; %s" % (
+                _server_label(r), r.get("status"), _writes_text(written), named[1], _SEE_THE_WRITE))
     return None
 
 
@@ -8637,7 +8637,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     12c. a write request (POST/PUT/PATCH/DELETE) of the act answered 2xx or 3xx, and its writes are
          observed (the middleware's watched database, or a service whose spans have shown database
          statements) and it kept nothing, while the predicate declares no `server` writes for it ->
-         unknown, server_wrote_nothing (`{kind: "server", writes: {count: 0}}` declares it expected)
+         unknown, server_wrote_nothing (a positive `server` leaf naming its writes decides it instead; the
+         answer advises reading the data back, never declaring "0 writes", which would pass a failed save)
     12d. such a request whose only writes have a commit nobody saw (spans with no BEGIN or COMMIT) ->
          unknown, server_commit_unknown
     12e. such a request whose path names a table the app's records have written (`POST /contacts`), which

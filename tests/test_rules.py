@@ -134,7 +134,7 @@ DECIDE = [
     ("server-record-never-came", PASS, [call(1)], missing("POST /api/save"), SAVED, {},
      "unknown", "server_unreported", "the record of POST /api/save had not come"),
     ("server-wrote-nothing", PASS, [call(1), srv(2)], known(), SAVED, {},
-     "unknown", "server_wrote_nothing", 'writes: {count: 0}'),
+     "unknown", "server_wrote_nothing", 'read it back'),
     ("server-wrote-nothing-under-the-settle", {"pass": True, "evidence": {"settled": True}}, [call(1), srv(2)],
      known(), SETTLE, {"act": True}, "unknown", "server_wrote_nothing", "persisted nothing"),
     ("server-wrote-nothing-declared", PASS, [call(1), srv(2)], known(),
@@ -207,6 +207,19 @@ def test_decide(row):
                           effect={"effect": {}})
     assert got[:2] == (verified, reason), got
     assert word in got[2], got[2]
+
+
+@pytest.mark.parametrize("row", [r for r in DECIDE if r[7] in ("server_wrote_nothing", "server_wrote_elsewhere")],
+                         ids=lambda r: r[0])
+def test_advice_over_a_write_that_did_not_land_suggests_no_check_it_would_pass(row):
+    """The answer over a save whose write did not land never suggests a predicate (a `{kind: ...}` to
+    declare "0 writes" or the table it did write): following it made every failed save a yes."""
+    _, res, window, k, p, flags, verified, reason, word = row
+    got = reticle._decide(dict(res), reticle._contradictions(window, parse(p), flags.get("action_since")), window,
+                          k, 0.0, parse(p), already_true=flags.get("already_true", False), act=flags.get("act", False),
+                          effect={"effect": {}})
+    assert got[1] == reason and "{kind" not in got[2] and "count: 0" not in got[2], got[2]
+    assert "read it back" in got[2], got[2]
 
 
 def test_decide_rules_apply_in_their_documented_order():
