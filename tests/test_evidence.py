@@ -436,6 +436,27 @@ def test_the_app_frame_skips_libraries_and_an_at_the_page_sent_is_replaced():
     assert "at" not in window[1]["data"]  # no stack: nothing to name, and not the page's word either
 
 
+@pytest.mark.parametrize("engine,stack,expected", [
+    ("spidermonkey", "fetch@http://127.0.0.1:5173/node_modules/.vite/deps/react.js?v=1a2b3c:9:1\n"
+                     "saveProfile@http://127.0.0.1:5173/src/api.ts?t=123:42:9\n"
+                     "onClick@http://127.0.0.1:5173/src/App.tsx:7:3\n",
+     {"fn": "saveProfile", "url": "http://127.0.0.1:5173/src/api.ts?t=123", "line": 42, "col": 9}),
+    ("spidermonkey-async-inner", "async*onSave/<@http://127.0.0.1:5173/src/App.tsx:12:5\n",
+     {"fn": "onSave", "url": "http://127.0.0.1:5173/src/App.tsx", "line": 12, "col": 5}),
+    ("spidermonkey-anonymous", "@http://127.0.0.1:5173/app.js:3:10\n",
+     {"fn": "", "url": "http://127.0.0.1:5173/app.js", "line": 3, "col": 10}),
+    ("javascriptcore", "saveProfile@http://localhost:3000/static/js/main.js:2:1187\n"
+                       "global code@http://localhost:3000/static/js/main.js:5:3",
+     {"fn": "saveProfile", "url": "http://localhost:3000/static/js/main.js", "line": 2, "col": 1187}),
+    ("javascriptcore-global", "global code@http://localhost:3000/app.js:5:3",
+     {"fn": "", "url": "http://localhost:3000/app.js", "line": 5, "col": 3}),
+    ("reticle-only", "send@http://127.0.0.1:4400/reticle.js:1:1", None),
+])
+def test_stacks_of_firefox_and_safari_are_read_like_chromes(engine, stack, expected):
+    """SpiderMonkey's and JavaScriptCore's `fn@url:line:col` lines name the app's frame as V8's do."""
+    assert reticle._app_frame(stack) == expected
+
+
 # ---- the timeline: a resource link on an act's answer, and each step of verify's report ----------
 
 def test_an_acts_timeline_is_an_svg_linked_beside_its_answer(tmp_path):

@@ -224,6 +224,10 @@ def _hide_redirected_status(data: dict) -> None:
 
 _STACK_FRAME = re.compile(r"^\s*at (?:async )?(?:(?P<fn>[^()]+?) \()?(?P<url>[a-z][a-z0-9+.-]*://\S+?)"
                           r":(?P<line>\d+):(?P<col>\d+)\)?\s*$", re.I)
+# SpiderMonkey's (Firefox) and JavaScriptCore's (Safari) lines: "saveProfile@http://127.0.0.1:5173/src/api.ts:42:9",
+# "async*onSave/<@...", "@..." for an anonymous function, "global code@..." for a script's top level
+_STACK_FRAME_AT = re.compile(r"^\s*(?:async\*)?(?P<fn>[^@]*)@(?P<url>[a-z][a-z0-9+.-]*://\S+?)"
+                             r":(?P<line>\d+):(?P<col>\d+)\s*$", re.I)
 _LIBRARY_FRAME = re.compile(r"/node_modules/|/\.vite/deps/|/@vite/|/@react-refresh|/@fs/|/reticle\.js|/_next/"
                             r"static/chunks/(?:main|webpack|framework|polyfills|react-refresh|pages/_app)", re.I)
 _FRAME_OWNERS = ("net.request", "console.error", "error.uncaught")
@@ -232,10 +236,10 @@ _FRAME_OWNERS = ("net.request", "console.error", "error.uncaught")
 def _app_frame(stack: Any) -> Optional[dict]:
     """The first frame of the app's own code in a stack, {fn, url, line, col} (generated position), or None."""
     for raw in str(stack or "").split("\n")[:30]:
-        m = _STACK_FRAME.match(raw)
+        m = _STACK_FRAME.match(raw) or _STACK_FRAME_AT.match(raw)
         if m and not _LIBRARY_FRAME.search(m.group("url")):
-            fn = (m.group("fn") or "").strip()
-            fn = fn.split(" [as ")[0].rsplit(".", 1)[-1] if fn and fn != "<anonymous>" else ""
+            fn = (m.group("fn") or "").strip().split("/<")[0]  # Firefox names an inner function outer/<
+            fn = fn.split(" [as ")[0].rsplit(".", 1)[-1] if fn and fn not in ("<anonymous>", "global code") else ""
             return {"fn": fn[:80], "url": m.group("url")[:2000], "line": int(m.group("line")),
                     "col": int(m.group("col"))}
     return None
