@@ -14436,7 +14436,8 @@ def _otel_span(sp: dict, tid: str, sid: str, scope: dict, resource: dict) -> dic
             "name": sp.get("name") if isinstance(sp.get("name"), str) else "", "kind": kind,
             "start": start, "end": end, "attrs": attrs, "events": events,
             "error": code in (2, "STATUS_CODE_ERROR"), "scope": str(scope.get("name") or "")[:120],
-            "service": str(resource.get("service.name") or "")[:120]}
+            "service": str(resource.get("service.name") or "")[:120],
+            "language": str(resource.get("telemetry.sdk.language") or "")[:20].lower()}
 
 
 def _otel_logs(payload: dict) -> List[dict]:
@@ -14523,6 +14524,10 @@ _OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", 
 _OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
                    "@opentelemetry/instrumentation-mysql2")
 _COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
+# The languages (OpenTelemetry's telemetry.sdk.language) whose database drivers commit a statement made outside a
+# transaction by themselves: Node's pg, mysql2 and SQLite drivers, Go's database/sql, JDBC, ADO.NET, Ruby's.
+# Python's DB-API does not (a connection opens a transaction that must be committed), so there it stays unknown.
+_AUTOCOMMIT_LANGUAGES = frozenset(("nodejs", "go", "java", "dotnet", "ruby"))
 
 
 def _otel_db_write(sp: dict) -> Optional[dict]:
@@ -14556,7 +14561,8 @@ def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict]
     where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
     database statements seen.  A write outside a traced transaction was autocommitted where the
     instrumentation traces transaction statements (`tx_traced`: the service has shown one, or its
-    instrumentation is one of _OTEL_TX_SCOPES); elsewhere its commit is unknown (committed None)."""
+    instrumentation is one of _OTEL_TX_SCOPES), or where the service's language's drivers autocommit
+    (_AUTOCOMMIT_LANGUAGES); elsewhere its commit is unknown (committed None)."""
     db = [s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")]
     ids = {s["spanId"] for s in db}
     # one statement seen by two instrumentations (SQLAlchemy's, and the DB-API driver's under it) is one
@@ -14579,7 +14585,8 @@ def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict]
         w = _otel_db_write(sp)
         if w is None:
             continue
-        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES):
+        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES
+                                                        or sp.get("language") in _AUTOCOMMIT_LANGUAGES):
             w["committed"], w["note"] = None, _COMMIT_UNTRACED
         writes.append(w)
         if pending is not None and w["committed"]:

@@ -1077,3 +1077,25 @@ def test_a_real_nextjs_app_traced_by_its_instrumentation_hook(tmp_path, daemon, 
         if browser is not None:
             browser.close()
         app.close()
+
+
+@pytest.mark.parametrize("language,committed", [("nodejs", True), ("go", True), ("java", True), ("dotnet", True),
+                                                ("ruby", True), ("python", None), ("", None)])
+def test_a_write_outside_a_traced_transaction_is_committed_where_the_languages_drivers_autocommit(language,
+                                                                                                 committed):
+    """A service's own span around an INSERT (no BEGIN or COMMIT, no driver instrumentation): Node's, Go's,
+    Java's, .NET's and Ruby's drivers commit such a statement themselves, so it was kept; Python's DB-API
+    opens a transaction that must be committed, so there (and where the language is not said) the commit
+    stays unknown."""
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "notes"}}] + (
+        [{"key": "telemetry.sdk.language", "value": {"stringValue": language}}] if language else [])}
+    payload = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": {"name": "notes-own-code"}, "spans": [
+        {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "insert note", "kind": 3,
+         "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000001000000",
+         "attributes": [{"key": "db.system", "value": {"stringValue": "sqlite"}},
+                        {"key": "db.statement", "value": {"stringValue": "INSERT INTO notes (title) VALUES (?)"}}]}]}]}]}
+    spans, refused = reticle._otel_spans(payload)
+    assert refused == [] and len(spans) == 1
+    writes, statements = reticle._otel_writes(spans)
+    assert statements == 1 and [(w["op"], w["table"], w["committed"]) for w in writes] == [
+        ("insert", "notes", committed)], writes
