@@ -386,3 +386,32 @@ def test_the_readmes_node_recipe_is_the_one_init_prints(tmp_path, home):
     packages = re.search(r"npm install --save-dev ((?:@?[\w./-]+ ?)+)", out).group(1).split()
     for where in re.finditer(r"npm install --save-dev ((?:`?@opentelemetry[\w./-]+`? ?)+)", readme):
         assert where.group(1).replace("`", "").split() == packages, where.group(0)
+
+
+@pytest.mark.parametrize("deps,files,says,never", [
+    ({"hono": "4.6.0"}, {}, ["Hono app (hono in package.json)"], ["app: unknown", "no package.json"]),
+    ({"astro": "5.1.0"}, {}, ["Astro app", "src/layouts"], ["app: unknown", "no package.json"]),
+    ({}, {"app.py": "from litestar import Litestar, get\n\napp = Litestar([])\n"},
+     ["Litestar server truth", "app = reticle.asgi(app)"], ["plain HTML"]),
+    ({"@react-router/dev": "7.6.3"}, {"app/root.jsx": "export function Layout() {}\n"},
+     ["app/root.jsx, inside <head>"], ["app/root.tsx"]),
+    ({"left-pad": "1.3.0"}, {}, ["Node app (package.json)"], ["app: unknown"]),
+])
+def test_init_names_the_stacks_it_used_to_call_unknown(tmp_path, home, deps, files, says, never):
+    """A Hono or Astro folder (a package.json, no index.html) is named, not 'unknown (no package.json)';
+    a Litestar app is an ASGI app that reticle.asgi wraps, not 'plain HTML'; React Router's root file is
+    the one the app has."""
+    project = tmp_path / "app"
+    project.mkdir()
+    if deps or not files:
+        (project / "package.json").write_text(json.dumps({"name": "app", "dependencies": deps}))
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    (project / "index.html").write_text("<!doctype html><html><head><title>x</title></head><body></body></html>") \
+        if "app.py" in files else None
+    out = " ".join(_init(project, home, "--dry-run").split())
+    for word in says:
+        assert word in out, (word, out)
+    for word in never:
+        assert word not in out, (word, out)

@@ -150,12 +150,26 @@ def _detect_app(root: str, skipped: Optional[List[str]] = None) -> dict:
                     "module": name}
     for name in ("main.py", "app.py", "asgi.py", os.path.join("app", "main.py")):
         text = _read_file_text(os.path.join(root, name), skipped) or ""
-        if re.search(r"^\s*(from fastapi import|import fastapi)", text, re.M):
-            return {"kind": "FastAPI", "entry": _find_template(root, skipped), "why": "fastapi imported in %s" % name,
-                    "module": name}
+        for module, kind in _ASGI_FRAMEWORKS:
+            if re.search(r"^\s*(from %s(\.\w+)* import|import %s\b)" % (module, module), text, re.M):
+                return {"kind": kind, "entry": _find_template(root, skipped),
+                        "why": "%s imported in %s" % (module, name), "module": name}
+    node = next((kind for dep, kind in _NODE_FRAMEWORKS if dep in deps), None)
+    if node is None and os.path.isfile(os.path.join(root, "package.json")) \
+            and not os.path.isfile(os.path.join(root, "index.html")):  # a plain page with tooling stays plain HTML
+        node = "Node"
+    if node is not None:  # a server that renders its own HTML: the tag goes into its layout, printed
+        return {"kind": node, "why": "%s in package.json" % node.lower() if node != "Node" else "package.json"}
     if os.path.isfile(os.path.join(root, "index.html")):
         return {"kind": "plain HTML", "entry": os.path.join(root, "index.html"), "why": "index.html"}
-    return {"kind": "unknown", "why": "no package.json, manage.py, Flask app or index.html here"}
+    return {"kind": "unknown", "why": "no package.json, manage.py, Flask or ASGI app, or index.html here"}
+
+
+# ASGI frameworks whose app `reticle.asgi` wraps unchanged: the import that names each
+_ASGI_FRAMEWORKS = (("fastapi", "FastAPI"), ("litestar", "Litestar"), ("starlette", "Starlette"), ("quart", "Quart"))
+# Node frameworks that render their own pages (no index.html to edit), by their package
+_NODE_FRAMEWORKS = (("astro", "Astro"), ("nuxt", "Nuxt"), ("@sveltejs/kit", "SvelteKit"), ("hono", "Hono"),
+                    ("express", "Express"), ("fastify", "Fastify"), ("koa", "Koa"), ("@nestjs/core", "NestJS"))
 
 
 def _dev_snippet(kind: str, origin: str) -> str:
@@ -435,10 +449,15 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
                 notes.append("%s has no </head>; add this where the page's head is: %s"
                              % (os.path.relpath(entry, root), snippet))
     else:
+        root_file = next((f for f in ("app/root.tsx", "app/root.jsx", "app/root.ts", "app/root.js")
+                          if os.path.isfile(os.path.join(root, f))), "app/root.tsx")  # the file the app has
         where = {"Next.js": "app/layout.tsx (or pages/_document.tsx), with `import Script from 'next/script'`",
-                 "React Router 7": "app/root.tsx, inside <head> of its Layout (framework mode has no HTML entry: the "
-                                   "Layout renders every page's document)",
-                 "Remix": "app/root.tsx, inside <head> of its Layout (or of the default export's document)"}
+                 "React Router 7": "%s, inside <head> of its Layout (framework mode has no HTML entry: the "
+                                   "Layout renders every page's document)" % root_file,
+                 "Remix": "%s, inside <head> of its Layout (or of the default export's document)" % root_file,
+                 "Astro": "the <head> of the layout every page uses (src/layouts/*.astro)",
+                 "SvelteKit": "src/app.html, before %sveltekit.head%",
+                 "Nuxt": "nuxt.config's app.head.script"}
         notes.append("%s app (%s): add this to the dev HTML entry%s: %s" % (
             app["kind"], app["why"], " " + where.get(app["kind"], "") if app["kind"] in where else "",
             _dev_snippet(app["kind"], origin)))
@@ -527,10 +546,10 @@ def _server_init(root: str, app: dict, skipped: Optional[List[str]] = None) -> T
                      "`if app.debug: app.wsgi_app = reticle.wsgi(app.wsgi_app)` (SQLAlchemy: "
                      "`reticle.watch_sqlalchemy(engine)`); %s" % (app.get("module") or "your app module",
                                                                    _SERVER_CHECK))
-    elif kind == "FastAPI":
-        notes.append("FastAPI server truth: in %s, after the routes, add `import reticle` and, in development only, "
+    elif kind in [k for _, k in _ASGI_FRAMEWORKS]:
+        notes.append("%s server truth: in %s, after the routes, add `import reticle` and, in development only, "
                      "`app = reticle.asgi(app)` (SQLAlchemy: `reticle.watch_sqlalchemy(engine)`); %s"
-                     % (app.get("module") or "your app module", _SERVER_CHECK))
+                     % (kind, app.get("module") or "your app module", _SERVER_CHECK))
     return changes, notes
 
 
