@@ -232,9 +232,9 @@ class _CdpClient:
     async def connect(self, url: str, timeout: float = 10.0) -> None:
         """Open the DevTools socket.  A connect that is cancelled (a spare closed while it starts) or
         outlived by close() closes the socket once it is made: none is left open behind the client."""
-        made = tornado.websocket.websocket_connect(
+        made = asyncio.ensure_future(tornado.websocket.websocket_connect(
             tornado.httpclient.HTTPRequest(url, connect_timeout=timeout, request_timeout=timeout),
-            max_message_size=CDP_MAX_MESSAGE_BYTES, ping_interval=None)
+            max_message_size=CDP_MAX_MESSAGE_BYTES, ping_interval=None))
         try:
             ws = await asyncio.shield(made)
         except asyncio.CancelledError:

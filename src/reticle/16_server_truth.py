@@ -1377,7 +1377,8 @@ class _WatchOnImport:
             return None
         if self in sys.meta_path:
             sys.meta_path.remove(self)
-        spec.loader = _LoaderThen(spec.loader, _watch_sqlalchemy_now)
+        wrapped: Any = _LoaderThen(spec.loader, _watch_sqlalchemy_now)
+        spec.loader = wrapped
         return spec
 
 
