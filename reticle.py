@@ -7548,9 +7548,15 @@ _FAILURE_UI: Tuple[_FailureUi, ...] = (
     _FailureUi("flask-flash", ".flash.error,.flash-error,.flashes .error,.flashes .danger", "error",
                '<ul class="flashes"><li class="error">Could not save the note.</li></ul>',
                '<ul class="flashes"><li class="message">Note saved.</li></ul>'),
-    _FailureUi("rails-flash", "#flash_alert,.flash.alert,.flash-alert,#error_explanation", "error",
-               '<div id="flash_alert">Title can\'t be blank</div>',
-               '<div id="flash_notice">Post was successfully created.</div>'),
+    # Rails' flash: `alert` the failure, `notice` its success twin (the default layout's <p class="alert">, the
+    # guides' and Devise's markup); a bare alert class with no alert-* beside it, Bootstrap's success kept apart
+    _FailureUi("rails-flash", "#flash_alert,.flash.alert,.flash-alert,p.alert:not([class*=\"alert-\"])", "error",
+               '<p class="alert">Could not save the note.</p>',
+               '<p class="notice">Note was successfully created.</p>'),
+    _FailureUi("rails-errors", "#error_explanation", "error",
+               '<div id="error_explanation"><h2>1 error prohibited this note from being saved:</h2>'
+               '<ul><li>Title can\'t be blank</li></ul></div>',
+               '<div id="notice">Note was successfully updated.</div>'),
     _FailureUi("bootstrap", ".alert-danger,.invalid-feedback,.toast.text-bg-danger,.toast.bg-danger", "error",
                '<div class="alert alert-danger">Payment declined.</div>',
                '<div class="alert alert-success">Payment received.</div>'),
@@ -23696,7 +23702,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     ],
     [
       'rails-flash',
-      '#flash_alert,.flash.alert,.flash-alert,#error_explanation',
+      '#flash_alert,.flash.alert,.flash-alert,p.alert:not([class*="alert-"])',
+      'error'
+    ],
+    [
+      'rails-errors',
+      '#error_explanation',
       'error'
     ],
     [
