@@ -14076,6 +14076,26 @@ def _server_sender_refused(rec: dict, owner: "_BrowserSession") -> Optional[str]
     return "a cookie mark on a request whose sender the browser did not name" if rec["via"] == "cookie" else None
 
 
+def _replaces_spans(hub: "Hub", secret: str, rec: dict, sessions: List[Any]) -> bool:
+    """A middleware's record for a request whose mark its OpenTelemetry spans already spent (the exporter
+    can be first on a loaded machine): the middleware's record, which sees commits, takes the spans'
+    record's place under the same document and id (its late spans no longer join it) -> whether it did."""
+    otel: Any = getattr(hub, "otel", None)
+    spent = otel.done.get(secret) if otel is not None and rec["via"] == "header" else None
+    if otel is None or spent is None or spent[1].get("source") != "otel" or spent[0] not in sessions:
+        return False
+    owner, old = spent
+    if _server_sender_refused(rec, owner) is not None:
+        return False
+    rec["documentId"], rec["requestId"] = old["documentId"], old["requestId"]
+    old.clear()
+    old.update(rec)  # the event the tab stored holds this dict: its window now reads the middleware's record
+    del otel.done[secret]
+    owner.server_otel = max(0, owner.server_otel - 1)
+    owner._wake()
+    return True
+
+
 def _stitch_server_records(hub: "Hub", body: Any) -> dict:
     """Put each record into the window of the tab that was issued its mark, under the document and
     id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
@@ -14101,6 +14121,9 @@ def _stitch_server_records(hub: "Hub", body: Any) -> dict:
             continue
         secret = rec.pop("mark")
         owner = next((s for s in sessions if s.server_tickets.holds(secret, now)), None)
+        if owner is None and _replaces_spans(hub, secret, rec, sessions):
+            stitched += 1
+            continue
         if owner is None:
             unmatched += 1
             continue

@@ -1514,6 +1514,45 @@ class MarkTest(AsyncHTTPTestCase):
         assert [r["path"] for r in reticle._server_records(sb.window(0))] == ["/b"]
 
     @gen_test
+    async def test_the_middlewares_record_takes_the_place_of_spans_that_came_first(self):
+        """A Flask app under the middleware and stock OpenTelemetry both: on a loaded machine the exporter's
+        spans can reach the daemon before the middleware's record and spend the mark, and the tab read
+        "commit unknown" from them (a false unknown seen in a loaded run). The middleware's record, which
+        sees commits, takes their place under the same id; late spans of that trace no longer join it."""
+        conn = await self.tab("s-both")
+        (rid, secret), = json.loads(await conn.read_message())["marks"][:1]
+        attrs = lambda **kv: [{"key": k.replace("_", "."), "value": {"stringValue": str(v)} if isinstance(v, str)  # noqa: E731
+                                else {"intValue": str(v)}} for k, v in kv.items()]
+        spans = {"resourceSpans": [{"resource": {"attributes": attrs(service_name="shop",
+                                                                      telemetry_sdk_language="python")},
+                                    "scopeSpans": [{"scope": {"name": "opentelemetry.instrumentation.flask"}, "spans": [
+            {"traceId": secret, "spanId": "aa" * 8, "parentSpanId": "bb" * 8, "name": "POST /api/save", "kind": 2,
+             "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000050000000",
+             "attributes": attrs(**{"http_request_method": "POST", "url_path": "/api/save",
+                                    "http_response_status_code": 200, "server_address": "localhost:5173"})},
+            {"traceId": secret, "spanId": "cc" * 8, "parentSpanId": "aa" * 8, "name": "INSERT", "kind": 3,
+             "startTimeUnixNano": "1700000000010000000", "endTimeUnixNano": "1700000000020000000",
+             "attributes": attrs(db_system="sqlite", db_statement="INSERT INTO profile (name) VALUES (?)")}]}]}]}
+        resp = await self.http_client.fetch(self.get_url("/v1/traces"), method="POST", body=json.dumps(spans),
+                                            headers={"Authorization": "Bearer " + self.TOKEN,
+                                                     "Content-Type": "application/json"})
+        assert resp.code == 200
+        session = self.hub.bridge.get("s-both")
+        for _ in range(100):
+            if reticle._server_records(session.window(0)):
+                break
+            await asyncio.sleep(0.02)
+        first = reticle._server_records(session.window(0))
+        assert [(r.get("source"), [w["committed"] for w in r["writes"]]) for r in first] == [("otel", [None])], first
+        code, body = await self.post([{"method": "POST", "path": "/api/save", "status": 200, "host": "localhost:5173",
+                                       "via": "header", "mark": secret, "watched": ["sqlalchemy"],
+                                       "writes": [{"op": "insert", "table": "profile", "rows": 1, "committed": True}]}])
+        assert (code, body["stitched"]) == (200, 1), body
+        got = reticle._server_records(session.window(0))
+        assert [(r.get("source"), r["requestId"], [w["committed"] for w in r["writes"]]) for r in got] == [
+            (None, rid, [True])], got
+
+    @gen_test
     async def test_a_cookie_mark_counts_only_from_the_tabs_own_origin(self):
         a = await self.tab("s-c")
         marks = json.loads(await a.read_message())["marks"]
