@@ -3422,10 +3422,11 @@ class _Bridge:
         if old is None and len(self.sessions) >= MAX_SESSIONS:
             self.note_refusal("session limit reached (%d tabs)" % MAX_SESSIONS)
             return None, (1013, "session limit reached")
-        if old is not None and old.device is None and old.origin != _socket_origin(handler):
+        origin = _socket_origin(handler)
+        if old is not None and old.device is None and old.origin != origin:
             # a tab's id is no credential: a page of another origin (another port) claiming it is refused,
             # and the tab's own socket is left as it is
-            claimed = _socket_origin(handler) or "a client sending no Origin"
+            claimed = origin or "a client sending no Origin"
             self.note_refusal("session %s claimed from %s; it belongs to %s" % (sid, claimed, old.origin or
                                                                                  "a client sending no Origin"))
             return None, (1008, ("session %s belongs to a page of another origin; a page of %s cannot take it "
@@ -3435,7 +3436,7 @@ class _Bridge:
             old_handler = old.handler
             old.fail_pending("the tab %s was replaced by a newer connection before the command answered" % sid)
             session.handler = handler
-            session.origin = _socket_origin(handler)  # a device's tab may be taken to another origin
+            session.origin = origin  # a device's tab may be taken to another origin
             session.generation += 1
             session.reconnects += 1
             session.connected_at = self.clock()
@@ -12609,7 +12610,7 @@ def _sql_without_literals(sql: str, keep: bool = False) -> str:
     keep, literals stay, except those going to a secret-looking column (an INSERT's column list,
     `col = …`), which become `[redacted]`."""
     m = _INSERT_COLUMNS_RE.match(sql)
-    cols = [c.strip().strip("`\"[]") for c in m.group(1).split(",")] if m else []
+    cols = _column_list(m.group(1)) if m else []
     out: List[str] = []
     pos = depth = idx = 0
     in_values = False
@@ -13168,31 +13169,35 @@ _SECRET_PARAM_RE = re.compile(r"pass|secret|token|key|auth|credential|session|co
 
 
 _INSERT_COLUMNS_RE = re.compile(r"^\s*INSERT\b[^(]*\(([^)]*)\)\s*VALUES", re.I | re.S)
-_SET_COLUMN_RE = re.compile(r"[`\"\[]?(\w+)[`\"\]]?\s*(?:=|<>|!=|<=|>=|<|>|\bLIKE\b)\s*(?:%s|\?|:\w+|\$\d+)", re.I)
+_COLUMN_COMPARED = r"[`\"\[]?(\w+)[`\"\]]?\s*(?:=|<>|!=|<=|>=|<|>|\bLIKE\b)\s*"  # `col = ` and its kin
+_SET_COLUMN_RE = re.compile(_COLUMN_COMPARED + r"(?:%s|\?|:\w+|\$\d+)", re.I)
+_NAMED_BIND = r"(?::(\w+)|%\((\w+)\)s|@(\w+)|\$(\w+))"
+_BIND_SET_RE = re.compile(_COLUMN_COMPARED + _NAMED_BIND, re.I)
+_VALUES_LIST_RE = re.compile(r"\s*\(([^)]*)\)")
+
+
+def _column_list(text: str) -> List[str]:
+    """The column names of an INSERT's column list, unquoted."""
+    return [c.strip().strip("`\"[]") for c in text.split(",")]
 
 
 def _param_names(sql: str, n: int) -> Optional[List[str]]:
     """The column each of a statement's n positional parameters goes to, when the SQL says so
     plainly (an INSERT's column list, `col = ?` pairs), else None."""
     m = _INSERT_COLUMNS_RE.match(sql)
-    names = [c.strip().strip("`\"[]") for c in m.group(1).split(",")] if m else _SET_COLUMN_RE.findall(sql)
+    names = _column_list(m.group(1)) if m else _SET_COLUMN_RE.findall(sql)
     return names if len(names) == n else None
-
-
-_NAMED_BIND = r"(?::(\w+)|%\((\w+)\)s|@(\w+)|\$(\w+))"
-_BIND_SET_RE = re.compile(r"[`\"\[]?(\w+)[`\"\]]?\s*(?:=|<>|!=|<=|>=|<|>|\bLIKE\b)\s*" + _NAMED_BIND, re.I)
-_INSERT_BINDS_RE = re.compile(r"^\s*INSERT\b[^(]*\(([^)]*)\)\s*VALUES\s*\(([^)]*)\)", re.I | re.S)
 
 
 def _bind_columns(sql: str) -> Dict[str, str]:
     """{bind name: the column it goes to} of a statement's named parameters, where the SQL says it
     plainly (`col = :name`, `col = %(name)s`, an INSERT's columns beside its VALUES)."""
     out: Dict[str, str] = {}
-    m = _INSERT_BINDS_RE.match(sql or "")
-    if m:
-        columns = [c.strip().strip("`\"[]") for c in m.group(1).split(",")]
-        binds = [re.fullmatch(_NAMED_BIND, v.strip()) for v in m.group(2).split(",")]
-        for column, bind in zip(columns, binds):
+    m = _INSERT_COLUMNS_RE.match(sql or "")
+    values = _VALUES_LIST_RE.match(sql, m.end()) if m else None
+    if m and values:
+        binds = [re.fullmatch(_NAMED_BIND, v.strip()) for v in values.group(1).split(",")]
+        for column, bind in zip(_column_list(m.group(1)), binds):
             if bind is not None:
                 out[next(g for g in bind.groups() if g)] = column
     for column, *names in _BIND_SET_RE.findall(sql or ""):

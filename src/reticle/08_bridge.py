@@ -1369,10 +1369,11 @@ class _Bridge:
         if old is None and len(self.sessions) >= MAX_SESSIONS:
             self.note_refusal("session limit reached (%d tabs)" % MAX_SESSIONS)
             return None, (1013, "session limit reached")
-        if old is not None and old.device is None and old.origin != _socket_origin(handler):
+        origin = _socket_origin(handler)
+        if old is not None and old.device is None and old.origin != origin:
             # a tab's id is no credential: a page of another origin (another port) claiming it is refused,
             # and the tab's own socket is left as it is
-            claimed = _socket_origin(handler) or "a client sending no Origin"
+            claimed = origin or "a client sending no Origin"
             self.note_refusal("session %s claimed from %s; it belongs to %s" % (sid, claimed, old.origin or
                                                                                  "a client sending no Origin"))
             return None, (1008, ("session %s belongs to a page of another origin; a page of %s cannot take it "
@@ -1382,7 +1383,7 @@ class _Bridge:
             old_handler = old.handler
             old.fail_pending("the tab %s was replaced by a newer connection before the command answered" % sid)
             session.handler = handler
-            session.origin = _socket_origin(handler)  # a device's tab may be taken to another origin
+            session.origin = origin  # a device's tab may be taken to another origin
             session.generation += 1
             session.reconnects += 1
             session.connected_at = self.clock()

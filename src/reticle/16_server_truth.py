@@ -83,7 +83,7 @@ def _sql_without_literals(sql: str, keep: bool = False) -> str:
     keep, literals stay, except those going to a secret-looking column (an INSERT's column list,
     `col = …`), which become `[redacted]`."""
     m = _INSERT_COLUMNS_RE.match(sql)
-    cols = [c.strip().strip("`\"[]") for c in m.group(1).split(",")] if m else []
+    cols = _column_list(m.group(1)) if m else []
     out: List[str] = []
     pos = depth = idx = 0
     in_values = False
@@ -642,31 +642,35 @@ _SECRET_PARAM_RE = re.compile(r"pass|secret|token|key|auth|credential|session|co
 
 
 _INSERT_COLUMNS_RE = re.compile(r"^\s*INSERT\b[^(]*\(([^)]*)\)\s*VALUES", re.I | re.S)
-_SET_COLUMN_RE = re.compile(r"[`\"\[]?(\w+)[`\"\]]?\s*(?:=|<>|!=|<=|>=|<|>|\bLIKE\b)\s*(?:%s|\?|:\w+|\$\d+)", re.I)
+_COLUMN_COMPARED = r"[`\"\[]?(\w+)[`\"\]]?\s*(?:=|<>|!=|<=|>=|<|>|\bLIKE\b)\s*"  # `col = ` and its kin
+_SET_COLUMN_RE = re.compile(_COLUMN_COMPARED + r"(?:%s|\?|:\w+|\$\d+)", re.I)
+_NAMED_BIND = r"(?::(\w+)|%\((\w+)\)s|@(\w+)|\$(\w+))"
+_BIND_SET_RE = re.compile(_COLUMN_COMPARED + _NAMED_BIND, re.I)
+_VALUES_LIST_RE = re.compile(r"\s*\(([^)]*)\)")
+
+
+def _column_list(text: str) -> List[str]:
+    """The column names of an INSERT's column list, unquoted."""
+    return [c.strip().strip("`\"[]") for c in text.split(",")]
 
 
 def _param_names(sql: str, n: int) -> Optional[List[str]]:
     """The column each of a statement's n positional parameters goes to, when the SQL says so
     plainly (an INSERT's column list, `col = ?` pairs), else None."""
     m = _INSERT_COLUMNS_RE.match(sql)
-    names = [c.strip().strip("`\"[]") for c in m.group(1).split(",")] if m else _SET_COLUMN_RE.findall(sql)
+    names = _column_list(m.group(1)) if m else _SET_COLUMN_RE.findall(sql)
     return names if len(names) == n else None
-
-
-_NAMED_BIND = r"(?::(\w+)|%\((\w+)\)s|@(\w+)|\$(\w+))"
-_BIND_SET_RE = re.compile(r"[`\"\[]?(\w+)[`\"\]]?\s*(?:=|<>|!=|<=|>=|<|>|\bLIKE\b)\s*" + _NAMED_BIND, re.I)
-_INSERT_BINDS_RE = re.compile(r"^\s*INSERT\b[^(]*\(([^)]*)\)\s*VALUES\s*\(([^)]*)\)", re.I | re.S)
 
 
 def _bind_columns(sql: str) -> Dict[str, str]:
     """{bind name: the column it goes to} of a statement's named parameters, where the SQL says it
     plainly (`col = :name`, `col = %(name)s`, an INSERT's columns beside its VALUES)."""
     out: Dict[str, str] = {}
-    m = _INSERT_BINDS_RE.match(sql or "")
-    if m:
-        columns = [c.strip().strip("`\"[]") for c in m.group(1).split(",")]
-        binds = [re.fullmatch(_NAMED_BIND, v.strip()) for v in m.group(2).split(",")]
-        for column, bind in zip(columns, binds):
+    m = _INSERT_COLUMNS_RE.match(sql or "")
+    values = _VALUES_LIST_RE.match(sql, m.end()) if m else None
+    if m and values:
+        binds = [re.fullmatch(_NAMED_BIND, v.strip()) for v in values.group(1).split(",")]
+        for column, bind in zip(_column_list(m.group(1)), binds):
             if bind is not None:
                 out[next(g for g in bind.groups() if g)] = column
     for column, *names in _BIND_SET_RE.findall(sql or ""):
