@@ -1,7 +1,9 @@
-"""The house in parts (STYLE 15a): reticle.py is the build of src/ by tools/amalgamate.py, the build
-refuses parts that break the reading order, and a built line can be traced back to its part.
+"""The house with doors (STYLE 15a): reticle.py is the build of the package src/reticle/ by
+tools/amalgamate.py, the build refuses what would change meaning once the modules are joined, and a
+built line can be traced back to its module (or script) line.
 
 Each refusal is checked on a copy of the tree in a temporary directory, with one thing broken."""
+import ast
 import os
 import re
 import shutil
@@ -44,16 +46,54 @@ def test_the_committed_module_is_the_build_of_src():
     assert "reticle.py is the build of src/" in done.stdout
 
 
-def test_the_built_file_says_it_is_built_and_marks_each_part():
+def _modules():
+    folder = os.path.join(ROOT, "src", "reticle")
+    return sorted(n[:-3] for n in os.listdir(folder) if n.endswith(".py"))
+
+
+def _sibling_imports(name, type_checking=False):
+    """The modules of the package that src/reticle/<name>.py imports (at run time, or under TYPE_CHECKING)."""
+    with open(os.path.join(ROOT, "src", "reticle", name + ".py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.If) and getattr(stmt.test, "id", None) == "TYPE_CHECKING":
+            if type_checking:
+                found |= {s.module for s in stmt.body if isinstance(s, ast.ImportFrom) and s.level}
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level:
+            found.add(stmt.module)
+    return found
+
+
+def test_the_built_file_says_it_is_built_and_marks_each_module_after_what_it_imports():
     with open(os.path.join(ROOT, "reticle.py"), encoding="utf-8") as f:
         text = f.read()
     assert text.startswith("#!/usr/bin/env python3\n# MIT License\n")
     assert "This file is BUILT: tools/amalgamate.py" in text.split('"""', 1)[0]
-    parts = sorted(n for n in os.listdir(os.path.join(ROOT, "src", "reticle")) if n.endswith(".py"))
-    begins = re.findall(r"^#: begin (src/reticle/\S+)$", text, re.M)
-    ends = re.findall(r"^#: end (src/reticle/\S+)$", text, re.M)
-    assert begins == ends == ["src/reticle/" + n for n in parts]
+    begins = re.findall(r"^#: begin src/reticle/(\S+)\.py$", text, re.M)
+    ends = re.findall(r"^#: end src/reticle/(\S+)\.py$", text, re.M)
+    assert begins == ends and sorted(begins) == [m for m in _modules() if m != "__init__"]
+    assert begins[-1] == "__main__"
+    for at, name in enumerate(begins):
+        later = set(begins[at + 1:])
+        assert not _sibling_imports(name) & later, (name, _sibling_imports(name) & later)
     assert "#include" not in text and "@python" not in text
+    assert not re.search(r"^from \.", text, re.M), "no import between modules is left in the built file"
+
+
+def test_the_package_imports_on_its_own_with_the_built_files_public_surface():
+    """src/ is a real package: an editor, mypy or `python -m` imports it as it stands, and it hands on
+    what the built module offers."""
+    code = ("import sys; sys.path.insert(0, 'src'); import reticle; "
+            "assert reticle.__file__.endswith('__init__.py'), reticle.__file__; "
+            "print(sorted(reticle.__all__)); print(reticle.make_app.__module__)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    listed, home = done.stdout.split("\n")[:2]
+    assert listed == str(sorted(reticle.__all__))
+    assert home == "reticle.app"
+    for name in reticle.__all__:
+        assert hasattr(reticle, name), name
 
 
 def test_a_hand_edit_of_the_built_file_fails_the_check(tree):
@@ -63,9 +103,9 @@ def test_a_hand_edit_of_the_built_file_fails_the_check(tree):
     assert "reticle.py is not the build of src/" in done.stderr and "DEFAULT_PORT = 4401" in done.stderr
 
 
-def test_an_edited_part_is_built_in(tree):
-    part = next((tree / "src" / "reticle").glob("*_constants.py"))
-    _edit(part, "DEFAULT_PORT = 4400", "DEFAULT_PORT = 4402")
+def test_an_edited_module_is_built_in(tree):
+    module = tree / "src" / "reticle" / "constants.py"
+    _edit(module, "DEFAULT_PORT = 4400", "DEFAULT_PORT = 4402")
     assert _amalgamate("--check", root=str(tree)).returncode == 1
     done = _amalgamate(root=str(tree))
     assert done.returncode == 0, done.stderr
@@ -73,51 +113,60 @@ def test_an_edited_part_is_built_in(tree):
     assert _amalgamate("--check", root=str(tree)).returncode == 0
 
 
-def test_a_name_a_later_part_defines_is_refused_where_it_runs_at_import(tree):
-    """A part's module-level code reads a name that only a later part defines (STYLE 5: defined before
-    it is used at import time): the build names the part, line, name and the part that defines it, and
-    writes nothing."""
-    part = next((tree / "src" / "reticle").glob("*_errors.py"))
-    _edit(part, "class ReticleError(Exception):", "_EARLY = make_app\n\n\nclass ReticleError(Exception):")
+def _refused(tree, *needles):
     done = _amalgamate(root=str(tree))
-    assert done.returncode == 1
-    assert re.search(r"src/reticle/\d\d_errors\.py:\d+ uses make_app, defined later in src/reticle/\d\d_app\.py",
-                     done.stderr), done.stderr
+    assert done.returncode == 1, done.stdout
+    for needle in needles:
+        assert re.search(needle, done.stderr), done.stderr
     with open(os.path.join(ROOT, "reticle.py"), encoding="utf-8") as f:
         assert (tree / "reticle.py").read_text(encoding="utf-8") == f.read(), "nothing written"
 
 
-@pytest.mark.parametrize("code", ["@make_app\ndef _d():\n    pass",
-                                  "def _d(x=make_app):\n    return x",
-                                  "class _C(_Device):\n    pass",
-                                  "class _C:\n    hub = make_app"])
-def test_what_runs_at_import_counts_decorators_defaults_bases_and_class_bodies(tree, code):
-    part = next((tree / "src" / "reticle").glob("*_errors.py"))
-    _edit(part, "class ReticleError(Exception):", code + "\n\n\nclass ReticleError(Exception):")
-    done = _amalgamate(root=str(tree))
-    assert done.returncode == 1 and "defined later in" in done.stderr, done.stderr
+ERRORS_TOP = "class ReticleError(Exception):"
 
 
-def test_a_later_name_in_a_function_body_or_annotation_is_allowed_and_listed(tree):
-    """Function bodies and (postponed) annotations run later, when every part is defined: the build
-    takes them, and --forward lists them for a reader; a local of the same name is no reference."""
-    part = next((tree / "src" / "reticle").glob("*_errors.py"))
-    _edit(part, "class ReticleError(Exception):",
-          "def _fine(make_app: int) -> int:\n    return make_app\n\n\n"
-          "def _late(x: \"Optional[_Device]\") -> object:\n    return make_app\n\n\nclass ReticleError(Exception):")
-    done = _amalgamate(root=str(tree))
-    assert done.returncode == 0, done.stderr
-    listed = _amalgamate("--forward", root=str(tree)).stdout
-    errors = [line for line in listed.splitlines() if "_errors.py" in line]
-    assert any("uses _Device" in line for line in errors), listed
-    assert sum("uses make_app" in line for line in errors) == 1, errors  # _late's, not _fine's parameter
+def test_an_import_cycle_is_refused(tree):
+    """errors.py stands on the ground floor; importing the app from it closes a loop."""
+    _edit(tree / "src" / "reticle" / "errors.py", ERRORS_TOP,
+          "from .app import make_app\n\n\ndef _late():\n    return make_app\n\n\n" + ERRORS_TOP)
+    _refused(tree, r"import cycle: .*errors -> app.*|import cycle: .*app -> .*errors")
 
 
-def test_the_docstring_index_must_follow_the_parts(tree):
-    header = next((tree / "src" / "reticle").glob("00_*.py"))
-    _edit(header, "Errors | ", "")
-    done = _amalgamate(root=str(tree))
-    assert done.returncode == 1 and "section index" in done.stderr, done.stderr
+def test_a_name_used_without_its_import_is_refused(tree):
+    """Joined, one namespace would lend the module the name; as a package it would fail: refused."""
+    _edit(tree / "src" / "reticle" / "errors.py", ERRORS_TOP,
+          "def _late():\n    return make_app\n\n\n" + ERRORS_TOP)
+    _refused(tree, r"src/reticle/errors\.py:\d+ uses make_app without importing it \(from \.app import make_app\)")
+
+
+def test_two_modules_defining_one_name_are_refused(tree):
+    _edit(tree / "src" / "reticle" / "errors.py", ERRORS_TOP, "DEFAULT_PORT = 1\n\n\n" + ERRORS_TOP)
+    _refused(tree, r"src/reticle/errors\.py defines DEFAULT_PORT, which src/reticle/constants\.py defines too")
+
+
+def test_an_import_of_a_name_the_module_lacks_is_refused(tree):
+    _edit(tree / "src" / "reticle" / "errors.py", ERRORS_TOP,
+          "from .constants import NO_SUCH_NAME\n\nX = NO_SUCH_NAME\n\n\n" + ERRORS_TOP)
+    _refused(tree, r"imports NO_SUCH_NAME from \.constants, which does not define it")
+
+
+def test_import_time_side_effects_on_another_module_are_refused(tree):
+    """A module that changes another's table when it is imported makes the build order decide what the
+    table holds."""
+    _edit(tree / "src" / "reticle" / "errors.py", ERRORS_TOP,
+          "from .constants import PROTOCOL_VERSIONS\n\nPROTOCOL_VERSIONS.append(1)\n\n\n" + ERRORS_TOP)
+    _refused(tree, r"errors\.py:\d+ calls a method of PROTOCOL_VERSIONS \(from \.constants\) when it is imported")
+
+
+def test_importing_a_name_its_module_rebinds_with_global_is_refused(tree):
+    _edit(tree / "src" / "reticle" / "constants.py", "DEFAULT_PORT = 4400",
+          "DEFAULT_PORT = 4400\n\n\ndef _move_port():\n    global DEFAULT_PORT\n    DEFAULT_PORT = 1")
+    _refused(tree, r"imports DEFAULT_PORT, which src/reticle/constants\.py rebinds with `global`")
+
+
+def test_an_import_from_outside_the_package_may_not_take_a_modules_name(tree):
+    _edit(tree / "src" / "reticle" / "errors.py", ERRORS_TOP, "from os import sep as DEFAULT_PORT\n\n\n" + ERRORS_TOP)
+    _refused(tree, r"imports DEFAULT_PORT, which src/reticle/constants\.py defines")
 
 
 def test_an_included_script_may_not_break_the_raw_string(tree):
@@ -127,23 +176,45 @@ def test_an_included_script_may_not_break_the_raw_string(tree):
     assert done.returncode == 1 and "triple quote" in done.stderr, done.stderr
 
 
-def test_where_names_the_part_and_line_of_a_built_line():
+def test_where_names_the_module_and_line_of_a_built_line_and_the_script_line_inside_the_sdk():
     with open(os.path.join(ROOT, "reticle.py"), encoding="utf-8") as f:
         built = f.read().split("\n")
     target = next(i for i, line in enumerate(built, 1) if line.startswith("class Hub"))
     done = _amalgamate("--where", str(target))
     assert done.returncode == 0, done.stderr
     path, line = done.stdout.strip().rsplit(":", 1)
+    assert path == "src/reticle/hub.py"
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         assert f.read().split("\n")[int(line) - 1] == built[target - 1]
-    # past the embedded SDK (thousands of built lines from one part line), the map still holds
+    # inside the embedded SDK, a line is named by its script and line there
     sdk_at = built.index('_SDK_JS = r"""' + reticle._SDK_JS.split("\n")[0])
+    for offset in (1, 500, 4000):
+        done = _amalgamate("--where", str(sdk_at + 1 + offset))
+        path, line = done.stdout.strip().rsplit(":", 1)
+        assert path.startswith("src/sdk/reticle/") and path.endswith(".js"), done.stdout
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            source = f.read().split("\n")[int(line) - 1]
+        assert source == built[sdk_at + offset] or "/*@python" in source
+    # past the embedded SDK (thousands of built lines from one module line), the map still holds
     end_at = next(i for i in range(sdk_at, len(built)) if built[i].startswith("#: end "))
-    part = built[end_at].split()[-1]
-    with open(os.path.join(ROOT, part), encoding="utf-8") as f:
-        part_lines = f.read().rstrip("\n").count("\n") + 1
-    assert _amalgamate("--where", str(end_at)).stdout.strip() == "%s:%d" % (part, part_lines)
+    module = built[end_at].split()[-1]
+    path, line = _amalgamate("--where", str(end_at)).stdout.strip().rsplit(":", 1)  # the closing quotes
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        assert f.read().split("\n")[int(line) - 1].startswith('_SDK_JS = r"""#include '), module
     assert _amalgamate("--where", "999999").returncode == 2
+
+
+def test_order_lists_each_module_above_what_it_imports():
+    done = _amalgamate("--order")
+    assert done.returncode == 0, done.stderr
+    floor = {}
+    for line in done.stdout.splitlines():
+        level, name = line.split()[:2]
+        floor[name] = int(level)
+    assert set(floor) == set(_modules())
+    for name in floor:
+        for below in _sibling_imports(name):
+            assert floor[below] < floor[name] or name == "__init__", (name, below)
 
 
 def test_the_sdk_tables_are_the_python_tables():

@@ -104,8 +104,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _python_commands():
     """Every bridge command name the Python side sends (session.command("name", ...))."""
-    with open(os.path.join(ROOT, "reticle.py"), encoding="utf-8") as f:
-        source = f.read().split('_SDK_JS = r"""')[0]
+    folder = os.path.join(ROOT, "src", "reticle")
+    source = ""
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                source += f.read()
     sent = set(re.findall(r'\.command\(\s*"([a-z_]+)"', source))
     # reticle_navigate picks one of two names in a conditional expression
     sent |= set(re.findall(r'\(\s*"([a-z_]+)",\s*\{[^}]*\}\)\s*if args.get\("reload"\)', source))

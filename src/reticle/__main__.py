@@ -1,0 +1,14 @@
+"""Run as a program.
+
+`python -m reticle` and `python reticle.py`: the command line.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Server records.
+
+The daemon's side of the middleware: a record checked and cleaned, the tickets that bind a tab's
+requests to it, and each record stitched into the tab that made the request.
+"""
+
+from __future__ import annotations
+
+import collections
+import secrets
+import urllib.parse
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from .errors import _HttpRefusal
+from .middleware import (SERVER_MAX_RECORDS, SERVER_REDIRECT_MS, SERVER_SQL_CAP, SERVER_TICKETS, SERVER_TICKETS_KEPT,
+    SERVER_TICKET_AFTER_MS, SERVER_TICKET_SITES, _MARK_RE)
+
+if TYPE_CHECKING:
+    from .hub import Hub
+    from .tab import _BrowserSession
+
+
+# ---- the daemon's side: stitch records into the tab whose mark they carry ----
+
+def _clean_server_record(raw: Any) -> Optional[dict]:
+    """A record from the middleware, kept to its known fields with their types and caps, or None."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("mark"), str):
+        return None
+    m = _MARK_RE.match(raw["mark"])
+    if m is None:
+        return None
+
+    def text(v: Any, cap: int) -> Optional[str]:
+        return v[:cap] if isinstance(v, str) else None
+
+    def exc(v: Any) -> Optional[dict]:
+        if not isinstance(v, dict):
+            return None
+        frames = [f[:300] for f in v.get("frames") or [] if isinstance(f, str)][:5]
+        out = {"type": text(v.get("type"), 120) or "Exception", "message": text(v.get("message"), 300) or "",
+               "frames": frames}
+        if isinstance(v.get("handledBy"), str):
+            out["handledBy"] = v["handledBy"][:120]
+        if isinstance(v.get("after"), str):   # raised after the answer was sent, in this work
+            out["after"] = v["after"][:60]
+        return out
+    status = raw.get("status")
+    # only the secret counts: the document and request a record lands under are the ones the daemon
+    # issued that secret to (_ServerTickets), never what a sender appends to it
+    rec: Dict[str, Any] = {"mark": m.group(1), "site": text(raw.get("site"), 20), "from": text(raw.get("from"), 300),
+           "method": (text(raw.get("method"), 16) or "").upper(), "path": text(raw.get("path"), 2048) or "/",
+           "host": text(raw.get("host"), 300) or "", "via": "cookie" if raw.get("via") == "cookie" else "header",
+           "status": status if isinstance(status, int) and not isinstance(status, bool) else None,
+           "view": text(raw.get("view"), 200),
+           "ms": raw.get("ms") if isinstance(raw.get("ms"), (int, float)) else None,
+           "exception": exc(raw.get("exception")),
+           "statements": raw.get("statements") if isinstance(raw.get("statements"), int) else 0}
+    watched = raw.get("watched")
+    if isinstance(watched, list):   # what watched the app's writes ([]: nothing did); absent: not said
+        rec["watched"] = [w[:40] for w in watched[:8] if isinstance(w, str)]
+    unseen = raw.get("unseen")
+    if isinstance(unseen, list) and unseen:   # drivers the app may write through that nothing watches
+        rec["unseen"] = [u[:40] for u in unseen[:4] if isinstance(u, str)]
+    logged = []
+    given = raw.get("logged")
+    for e in given[:20] if isinstance(given, list) else []:
+        if isinstance(e, dict):
+            entry: Dict[str, Any] = {"logger": text(e.get("logger"), 120) or "",
+                                     "level": text(e.get("level"), 16) or "ERROR",
+                                     "message": text(e.get("message"), 300) or ""}
+            if exc(e.get("exception")):
+                entry["exception"] = exc(e.get("exception"))
+            logged.append(entry)
+    rec["logged"] = logged
+    writes = []
+    given = raw.get("writes")
+    for w in given[:50] if isinstance(given, list) else []:
+        if isinstance(w, dict) and w.get("op") in ("insert", "update", "delete"):
+            writes.append({"op": w["op"], "table": text(w.get("table"), 200) or "",
+                           "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
+                           "committed": w.get("committed") if isinstance(w.get("committed"), bool) else None,
+                           "sql": text(w.get("sql"), SERVER_SQL_CAP + 1) or "", "note": text(w.get("note"), 120),
+                           "params": text(w.get("params"), 300)})
+            keys = w.get("keys")
+            if isinstance(keys, list) and keys:
+                writes[-1]["keys"] = [k if isinstance(k, int) and not isinstance(k, bool) else str(k)[:64]
+                                      for k in keys[:20] if isinstance(k, (int, str))]
+    rec["writes"] = writes
+    return rec
+
+
+class _ServerTickets:
+    """The one-use marks the daemon issued one tab: secret -> [document, id, void after (ms) or None].
+    The SDK puts one on each request of its document the server may see (a header, or for a
+    navigation a cookie that lives seconds); a record carrying it lands under that document and id,
+    once.  A document's marks stay good until the tab moves to another document, then for
+    SERVER_TICKET_AFTER_MS (its last requests' records are still on their way)."""
+
+    def __init__(self) -> None:
+        self.live: "collections.OrderedDict[str, List[Any]]" = collections.OrderedDict()
+        self.issued = 0
+        self.doc: Optional[str] = None
+
+    def issue(self, doc: str, now: float) -> List[List[str]]:
+        """SERVER_TICKETS new [id, secret] pairs for document `doc`; the other documents' marks start to expire."""
+        if doc != self.doc:
+            for ticket in self.live.values():
+                if ticket[0] != doc and ticket[2] is None:
+                    ticket[2] = now + SERVER_TICKET_AFTER_MS
+            self.doc = doc
+        out = []
+        for _ in range(SERVER_TICKETS):
+            self.issued += 1
+            secret, tid = secrets.token_hex(16), "m%d" % self.issued
+            self.live[secret] = [doc, tid, None]
+            out.append([tid, secret])
+        while len(self.live) > SERVER_TICKETS_KEPT:
+            self.live.popitem(last=False)
+        return out
+
+    def holds(self, secret: str, now: float) -> bool:
+        ticket = self.live.get(secret)
+        return ticket is not None and (ticket[2] is None or now < ticket[2])
+
+    def redirect_only(self, secret: str) -> bool:
+        """Whether a held mark is good now only for the redirect that led to a record already taken."""
+        ticket = self.live.get(secret)
+        return ticket is not None and len(ticket) > 3
+
+    def take(self, secret: str, again_until: Optional[float] = None, then_redirect: bool = False) -> Tuple[str, str]:
+        """(document, id) of a held mark, which is then spent, or with again_until, good for one
+        more request until then: the request its redirect leads to, or with then_redirect (the
+        page a navigation ended on reported first), only the redirect that led there."""
+        doc, tid = self.live.pop(secret)[:2]
+        if again_until is not None:
+            self.live[secret] = [doc, tid, again_until] + (["redirect"] if then_redirect else [])
+        return doc, tid
+
+
+def _server_sender_refused(rec: dict, owner: "_BrowserSession") -> Optional[str]:
+    """Why a record's request is not its tab's own, or None.  The browser says who sent a request
+    (Sec-Fetch-Site, Origin, Referer; no page can set them): only the tab's own origin, or the user,
+    counts.  A page on another port of the same host can read a navigation's cookie mark (cookies
+    ignore ports) and send it along, but its requests are `same-site`, or carry its own origin."""
+    tab = urllib.parse.urlsplit(owner.url)
+    origin = "%s://%s" % (tab.scheme, tab.netloc)
+    site, sender = rec.pop("site"), rec.pop("from")
+    if rec["via"] == "cookie" and rec["host"].lower() != tab.netloc.lower():
+        return "a cookie mark on a request to another host than the tab's (%s)" % rec["host"]
+    if site:
+        return None if site in SERVER_TICKET_SITES else "a request sent by a %s page (Sec-Fetch-Site)" % site
+    if sender:
+        return None if sender.lower() == origin.lower() else "a request sent by %s" % sender
+    return "a cookie mark on a request whose sender the browser did not name" if rec["via"] == "cookie" else None
+
+
+def _replaces_spans(hub: "Hub", secret: str, rec: dict, sessions: List[Any]) -> bool:
+    """A middleware's record for a request whose mark its OpenTelemetry spans already spent (the exporter
+    can be first on a loaded machine): the middleware's record, which sees commits, takes the spans'
+    record's place under the same document and id (its late spans no longer join it) -> whether it did."""
+    otel: Any = getattr(hub, "otel", None)
+    spent = otel.done.get(secret) if otel is not None and rec["via"] == "header" else None
+    if otel is None or spent is None or spent[1].get("source") != "otel" or spent[0] not in sessions:
+        return False
+    owner, old = spent
+    if _server_sender_refused(rec, owner) is not None:
+        return False
+    rec["documentId"], rec["requestId"] = old["documentId"], old["requestId"]
+    old.clear()
+    old.update(rec)  # the event the tab stored holds this dict: its window now reads the middleware's record
+    del otel.done[secret]
+    owner.server_otel = max(0, owner.server_otel - 1)
+    owner._wake()
+    return True
+
+
+def _stitch_server_records(hub: "Hub", body: Any) -> dict:
+    """Put each record into the window of the tab that was issued its mark, under the document and
+    id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
+    a stale tab, a mark already spent) is counted as unmatched; a request the tab's own document did
+    not send (another origin replaying a mark) is refused, counted, and spends nothing."""
+    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
+        raise _HttpRefusal(400, "bad request", "expected a JSON object {records: [...], dropped?: int}")
+    records = body["records"]
+    if len(records) > SERVER_MAX_RECORDS:
+        raise _HttpRefusal(413, "payload too large", "at most %d records per POST" % SERVER_MAX_RECORDS)
+    sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+    stats = hub.server_truth
+    dropped = body.get("dropped")
+    if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
+        stats["droppedByApps"] += dropped
+        stats["lastDropAt"] = hub.clock()
+    stitched = unmatched = invalid = refused = 0
+    now = hub.clock()
+    for raw in records:
+        rec = _clean_server_record(raw)
+        if rec is None:
+            invalid += 1
+            continue
+        secret = rec.pop("mark")
+        owner = next((s for s in sessions if s.server_tickets.holds(secret, now)), None)
+        if owner is None and _replaces_spans(hub, secret, rec, sessions):
+            stitched += 1
+            continue
+        if owner is None:
+            unmatched += 1
+            continue
+        why = _server_sender_refused(rec, owner)
+        if why is not None:
+            refused += 1
+            stats["lastRefused"] = "%s %s: %s" % (rec["method"], rec["path"][:200], why)
+            continue
+        redirected = rec["via"] == "cookie" and 300 <= (rec["status"] or 0) < 400
+        tickets = owner.server_tickets
+        if tickets.redirect_only(secret):
+            if not redirected:
+                unmatched += 1
+                continue
+            rec["documentId"], rec["requestId"] = tickets.take(secret)
+        else:
+            # a navigation's mark: the redirect's record and that of the page it led to may come in
+            # either order (a WSGI record is sent when the server closes the body), so the first of
+            # the two leaves the mark good for the other (a non-3xx first: for a 3xx only)
+            rec["documentId"], rec["requestId"] = tickets.take(
+                secret, now + SERVER_REDIRECT_MS if rec["via"] == "cookie" else None, not redirected)
+        owner.add_server_record(rec)
+        stitched += 1
+    stats["received"] += len(records)
+    stats["stitched"] += stitched
+    stats["unmatched"] += unmatched
+    stats["invalid"] += invalid
+    stats["refused"] += refused
+    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}
