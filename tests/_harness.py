@@ -195,6 +195,56 @@ def end_group(proc, timeout=10.0):
             proc.wait()
 
 
+class AppProcess:
+    """An app under test as a child process on a free port of 127.0.0.1 (the one wrapper every test of a
+    real app uses): `start` runs it with its output in a log file under `tmp` and waits until it listens,
+    failing with what it printed if it ends first; `log()` reads that output, `close()` ends the app (its
+    whole process group with `group`, for a dev server and its own workers)."""
+
+    group = False
+
+    def __init__(self, tmp, name):
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.log_path = os.path.join(str(tmp), "%s-%d.log" % (name, self.port))
+        self.proc = None
+        self._log = None
+
+    def start(self, argv, env, cwd, wait=30, what="the app to listen", then=None):
+        """Run `argv`; wait up to `wait` s until the port listens, then `then()` (a first request, say)."""
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd,
+                                     start_new_session=self.group)
+        try:
+            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, wait, what=what)
+            assert self.proc.poll() is None, self.log()
+            if then is not None:
+                then()
+        except BaseException:
+            self.close()
+            raise
+
+    def log(self):
+        if self._log is not None and not self._log.closed:
+            self._log.flush()
+        with open(self.log_path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+
+    def close(self):
+        if self.proc is not None:
+            if self.group:
+                end_group(self.proc)
+            elif self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        if self._log is not None:
+            self._log.close()
+
+
 class AppServer:
     """A tornado app on 127.0.0.1 in its own thread; `routes` are tornado rules."""
 
@@ -259,11 +309,41 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
+@contextlib.asynccontextmanager
+async def mcp_session(transport, url=None, port=None, state_dir=None, script=RETICLE_PY):
+    """An initialized `mcp` SDK ClientSession to a daemon, over one of the SDK's three clients:
+    "streamable-http" (POST url + "/mcp"), "sse" (url + "/mcp/sse") or "stdio" (`reticle mcp --port
+    PORT` run from `script` as a child, with the daemon's state directory).  The one way the tests open
+    an MCP client; each test file asks it for the transport it is about.  The session's `init_result`
+    is the daemon's answer to initialize."""
+    from mcp import ClientSession
+    if transport == "streamable-http":
+        from mcp.client.streamable_http import streamable_http_client
+        opened = streamable_http_client(url + "/mcp")
+    elif transport == "sse":
+        from mcp.client.sse import sse_client
+        opened = sse_client(url + "/mcp/sse")
+    elif transport == "stdio":
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+        opened = stdio_client(StdioServerParameters(command=sys.executable,
+                                                    args=[script, "mcp", "--port", str(port)],
+                                                    env=daemon_env(state_dir)))
+    else:
+        raise ValueError("transport is streamable-http, sse or stdio, not %r" % transport)
+    async with opened as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            session.init_result = await session.initialize()  # what the daemon answered to initialize
+            yield session
+
+
 class Mcp:
-    """The `mcp` SDK's Streamable HTTP client, held open on a background loop."""
+    """An MCP client for synchronous tests: mcp_session's Streamable HTTP client, held open on a
+    background loop.  `call`/`ok` answer a tool's structured result, `raw_call` the whole
+    CallToolResult, `run` any coroutine of the session (a resource read, say)."""
 
     def __init__(self, url):
-        self._url = url
+        self._url = url[:-len("/mcp")] if url.endswith("/mcp") else url
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._error = None
@@ -276,24 +356,27 @@ class Mcp:
             raise self._error
 
     async def _main(self):
-        from mcp import ClientSession
-        from mcp.client.streamable_http import streamable_http_client
         self._stop = asyncio.Event()
         try:
-            async with streamable_http_client(self._url) as streams:
-                async with ClientSession(streams[0], streams[1]) as session:
-                    await session.initialize()
-                    self.session = session
-                    self._ready.set()
-                    await self._stop.wait()
+            async with mcp_session("streamable-http", self._url) as session:
+                self.session = session
+                self._ready.set()
+                await self._stop.wait()
         except BaseException as exc:  # surfaced to the constructor
             self._error = exc
             self._ready.set()
 
+    def run(self, make, timeout=60):
+        """Run `make(session)` (a coroutine) on the client's loop -> its result."""
+        return asyncio.run_coroutine_threadsafe(make(self.session), self._loop).result(timeout)
+
+    def raw_call(self, name, args=None, timeout=60):
+        """-> the whole MCP CallToolResult (content blocks and all)."""
+        return self.run(lambda session: session.call_tool(name, args or {}), timeout)
+
     def call(self, name, args=None, timeout=30):
         """-> (structured result, is_error)."""
-        fut = asyncio.run_coroutine_threadsafe(self.session.call_tool(name, args or {}), self._loop)
-        result = fut.result(timeout)
+        result = self.raw_call(name, args, timeout)
         data = json.loads(result.content[0].text)
         return data, bool(result.is_error)
 

@@ -13,6 +13,7 @@ import pytest
 from _harness import RETICLE_ENV
 from _harness import ROOT
 from _harness import Daemon
+from _harness import Mcp
 
 # _leaks: each test closes what it opens (a WebSocket client, a child process) in its own teardown;
 # pytester: tests/test_leaks.py runs a small suite to show it
@@ -60,6 +61,22 @@ def daemon(tmp_path):
         yield d
     finally:
         d.close()
+
+
+@pytest.fixture
+def mcp(daemon):
+    """The one MCP client fixture: the `mcp` SDK's Streamable HTTP client on the test's `daemon` (a module
+    may bring its own daemon); at teardown it closes the device it opened, if it still has one."""
+    client = Mcp(daemon.url + "/mcp")
+    try:
+        yield client
+    finally:
+        try:
+            client.call("reticle_close", {}, timeout=10)  # this client's device, if it still has one
+        except Exception:
+            pass  # the test stopped its daemon: nothing is left to close
+        finally:
+            client.close()
 
 
 @pytest.fixture(scope="module")

@@ -208,22 +208,6 @@ def daemon(tmp_path_factory):
     d.close()
 
 
-@pytest.fixture
-def mcp(daemon):
-    client = _harness.Mcp(daemon.url + "/mcp")
-    yield client
-    try:
-        client.call("reticle_close", {})  # this client's device, if it still has one
-    finally:
-        client.close()
-
-
-def raw_call(client, name, args):
-    """-> the whole MCP CallToolResult (content blocks and all)."""
-    fut = asyncio.run_coroutine_threadsafe(client.session.call_tool(name, args), client._loop)
-    return fut.result(60)
-
-
 def device_processes(profile):
     """Pids of processes whose command line names `profile`."""
     out = []
@@ -711,7 +695,7 @@ def test_screenshots_are_pngs_of_the_viewport_and_inline_adds_a_jpeg(mcp, app):
     assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (800, 600)
     assert (shot["width"], shot["height"], shot["bytes"]) == (800, 600, len(png))
     assert os.path.dirname(shot["path"]).endswith("screenshots")
-    result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "inline": True})
+    result = mcp.raw_call("reticle_screenshot", {"sessionId": sid, "inline": True})
     assert not result.is_error
     images = [c for c in result.content if c.type == "image"]
     assert len(images) == 1 and images[0].mime_type == "image/jpeg"
@@ -728,7 +712,7 @@ def test_a_screenshot_answers_a_resource_link_to_its_png(mcp, app):
     `inline` keeps its image block after the link."""
     sid = mcp.ok("reticle_open", {"url": app.url + "/plain", "viewport": {"width": 640, "height": 400}})["sessionId"]
     for inline in (False, True):
-        result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "inline": inline})
+        result = mcp.raw_call("reticle_screenshot", {"sessionId": sid, "inline": inline})
         assert not result.is_error
         data = json.loads(result.content[0].text)
         links = [c for c in result.content if c.type == "resource_link"]
@@ -744,7 +728,7 @@ def test_a_screenshot_answers_a_resource_link_to_its_png(mcp, app):
 
 def test_a_wide_page_is_inlined_at_most_1280_px_wide(mcp, app):
     sid = mcp.ok("reticle_open", {"url": app.url + "/plain", "viewport": {"width": 1600, "height": 500}})["sessionId"]
-    result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "inline": True})
+    result = mcp.raw_call("reticle_screenshot", {"sessionId": sid, "inline": True})
     data = json.loads(result.content[0].text)
     assert (data["width"], data["height"]) == (1600, 500)
     jpeg = base64.b64decode([c for c in result.content if c.type == "image"][0].data)
@@ -758,7 +742,7 @@ def test_a_32000_px_page_is_captured_to_its_cap_and_the_device_survives(mcp):
         '</div>'), "daemon": ""})])
     try:
         sid = mcp.ok("reticle_open", {"url": tall.url + "/"})["sessionId"]
-        result = raw_call(mcp, "reticle_screenshot", {"sessionId": sid, "fullPage": True, "inline": True})
+        result = mcp.raw_call("reticle_screenshot", {"sessionId": sid, "fullPage": True, "inline": True})
         data = json.loads(result.content[0].text)
         assert data["height"] == reticle.SCREENSHOT_MAX_HEIGHT and data["truncated"]["pageHeight"] >= 32000, data
         jpeg = base64.b64decode([c for c in result.content if c.type == "image"][0].data)

@@ -464,8 +464,7 @@ def test_an_acts_timeline_is_an_svg_linked_beside_its_answer(tmp_path):
     try:
         args = {"action": "click", "target": {"role": "button", "name": "Save"}, "timeline": True,
                 "until": {"kind": "text", "contains": "Saved"}, "timeout_ms": 4000}
-        result = asyncio.run_coroutine_threadsafe(live.mcp.session.call_tool("reticle_act_and_wait", args),
-                                                  live.mcp._loop).result(60)
+        result = live.mcp.raw_call("reticle_act_and_wait", args)
         out = result.structured_content
         assert out["verified"] == "no" and not result.is_error, out
         links = [b for b in result.content if b.type == "resource_link"]

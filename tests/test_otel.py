@@ -372,7 +372,7 @@ import sys  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
-from _harness import Mcp, end_group, free_port, port_listens, wait_until  # noqa: E402
+from _harness import AppProcess, free_port, wait_until  # noqa: E402
 from _harness import chromium_path  # noqa: E402, F401  (a browser test module: conftest marks it `browser`)
 from test_server import WRITE, act, open_tab, saved  # noqa: E402
 
@@ -404,15 +404,14 @@ def postgres():
     shutil.rmtree(str(root), ignore_errors=True)
 
 
-class ExpressApp:
+class ExpressApp(AppProcess):
     """tests/_otel_app.js as a child process, its exporter pointed at the daemon by the standard
     OTEL_* variables only, as a user's app would be."""
 
     def __init__(self, tmp, daemon, pg_port, protocol="json", db_traced=True, register=False, delay_ms=200):
         if not shutil.which("node") or not os.path.isdir(os.path.join(NODE_MODULES, "@opentelemetry")):
             pytest.skip("node or tests/.otel (tests/bootstrap.sh installs it) is missing")
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
+        super().__init__(tmp, "express")
         self.pg_port = pg_port
         env = dict(os.environ, NODE_PATH=NODE_MODULES, OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url,
                    OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(),
@@ -425,43 +424,12 @@ class ExpressApp:
             # (--import) does not read; an app with its own node_modules takes the --import init prints
             env.update(NODE_OPTIONS="--require @opentelemetry/auto-instrumentations-node/register",
                        OTEL_TRACES_EXPORTER="otlp", OTEL_TEST_REGISTER="1")
-        self.log_path = os.path.join(str(tmp), "express-%d.log" % self.port)
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(["node", os.path.join(HERE, "_otel_app.js"), str(self.port), daemon.url,
-                                      str(pg_port)], env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=HERE)
-        try:
-            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 30, what="the app to listen")
-            assert self.proc.poll() is None, self.log()
-        except BaseException:
-            self.close()
-            raise
-
-    def log(self):
-        self._log.flush()
-        with open(self.log_path, "rb") as fh:
-            return fh.read().decode("utf-8", "replace")
+        self.start(["node", os.path.join(HERE, "_otel_app.js"), str(self.port), daemon.url, str(pg_port)], env, HERE)
 
     def rows(self):
         out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "app", "-d", "postgres",
                               "-tAc", "SELECT COUNT(*) FROM profile"], capture_output=True, check=True)
         return int(out.stdout.strip())
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-
-@pytest.fixture
-def mcp(daemon):
-    m = Mcp(daemon.url + "/mcp")
-    yield m
-    m.close()
 
 
 class _TracedSaves:
@@ -713,7 +681,7 @@ def test_an_unknown_known_when_its_record_lands_answers_then(tmp_path, daemon, m
         app.close()
 
 
-class PythonOtelApp:
+class PythonOtelApp(AppProcess):
     """tests/_server_apps.py's Flask app (SQLAlchemy on SQLite) without Reticle's middleware, traced only by
     stock Python OpenTelemetry: `opentelemetry-instrument` (flask, sqlalchemy, sqlite3 instrumentations),
     its OTLP/HTTP exporter pointed at the daemon by the standard OTEL_* variables."""
@@ -722,8 +690,7 @@ class PythonOtelApp:
         exe = shutil.which("opentelemetry-instrument")
         if exe is None:
             pytest.skip("opentelemetry-instrument is not installed (tests/requirements.txt)")
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
+        super().__init__(tmp, "py-otel")
         self.db = os.path.join(str(tmp), "py-otel-%d.sqlite3" % self.port)
         env = dict(os.environ, OTEL_SERVICE_NAME="shop-py", OTEL_TRACES_EXPORTER="otlp",
                    OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf", OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url,
@@ -732,37 +699,13 @@ class PythonOtelApp:
                    RETICLE_PORT=str(daemon.port), RETICLE_STATE_DIR=daemon.state_dir)
         if not middleware:
             env["SHOP_PLAIN"] = "1"
-        self.log_path = os.path.join(str(tmp), "py-otel-%d.log" % self.port)
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([exe, sys.executable, os.path.join(HERE, "_server_apps.py"), "flask",
-                                      str(self.port), self.db, daemon.url], env=env, stdout=self._log,
-                                     stderr=subprocess.STDOUT, cwd=HERE)
-        try:
-            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 30, what="the app to listen")
-            assert self.proc.poll() is None, self.log()
-        except BaseException:
-            self.close()
-            raise
-
-    def log(self):
-        self._log.flush()
-        with open(self.log_path, "rb") as fh:
-            return fh.read().decode("utf-8", "replace")
+        self.start([exe, sys.executable, os.path.join(HERE, "_server_apps.py"), "flask", str(self.port), self.db,
+                    daemon.url], env, HERE)
 
     def rows(self):
         import sqlite3
         with sqlite3.connect(self.db) as conn:
             return conn.execute("SELECT COUNT(*) FROM profile").fetchone()[0]
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
 
 
 def test_a_flask_app_under_stock_python_opentelemetry(tmp_path, daemon, mcp):
@@ -814,12 +757,14 @@ class RR7App(ExpressApp):
     nothing in the app's code.  `instrumentations` narrows what the auto-instrumentations load
     (OTEL_NODE_ENABLED_INSTRUMENTATIONS): "pg" alone is the recipe broken on purpose, no HTTP SERVER span."""
 
+    group = True  # vite's own processes end with it
+
     def __init__(self, tmp, daemon, pg_port, instrumentations=None, tag=False):
         bin_ = os.path.join(NODE_MODULES, "@react-router", "dev", "bin.js")
         if not os.path.isfile(bin_):
             pytest.skip("@react-router/dev is not installed in tests/.otel (tests/bootstrap.sh)")
-        self.port, self.pg_port = free_port(), pg_port
-        self.url = "http://127.0.0.1:%d" % self.port
+        AppProcess.__init__(self, tmp, "rr7")
+        self.pg_port = pg_port
         root = os.path.join(str(tmp), "rr7-app-%d" % self.port)
         shutil.copytree(os.path.join(HERE, "_otel_rr7"), root)
         os.symlink(NODE_MODULES, os.path.join(root, "node_modules"))
@@ -839,27 +784,14 @@ class RR7App(ExpressApp):
             env["OTEL_NODE_ENABLED_INSTRUMENTATIONS"] = instrumentations
         if tag:
             env["VITE_RETICLE_JS"] = daemon.url + "/reticle.js"
-        self.log_path = os.path.join(str(tmp), "rr7-%d.log" % self.port)
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(["node", bin_, "dev", "--port", str(self.port), "--host", "127.0.0.1",
-                                      "--strictPort"], env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=root,
-                                     start_new_session=True)
-        try:
-            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 60, what="react-router dev")
-            assert self.proc.poll() is None, self.log()
-            urllib.request.urlopen(self.url + "/", timeout=120).read()  # compiled once, its spans sent
-        except BaseException:
-            self.close()
-            raise
+        self.start(["node", bin_, "dev", "--port", str(self.port), "--host", "127.0.0.1", "--strictPort"], env, root,
+                   wait=60, what="react-router dev",
+                   then=lambda: urllib.request.urlopen(self.url + "/", timeout=120).read())  # compiled, its spans sent
 
     def rows(self):
         out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "app", "-d", "postgres",
                               "-tAc", "SELECT COUNT(*) FROM notes"], capture_output=True, check=True)
         return int(out.stdout.strip())
-
-    def close(self):
-        end_group(self.proc)  # vite's own processes with it
-        self._log.close()
 
 
 def note_until(intent):
@@ -1016,11 +948,13 @@ class NextApp(ExpressApp):
     """tests/_otel_next (app router, instrumentation.js starting the NodeSDK with the http and pg
     instrumentations) copied to a temporary folder beside tests/.otel's node_modules, under `next dev`."""
 
+    group = True  # next dev's own worker processes end with it
+
     def __init__(self, tmp, daemon, pg_port):
         if not os.path.isfile(os.path.join(NODE_MODULES, "next", "dist", "bin", "next")):
             pytest.skip("next is not installed in tests/.otel (tests/bootstrap.sh)")
-        self.port, self.pg_port = free_port(), pg_port
-        self.url = "http://127.0.0.1:%d" % self.port
+        AppProcess.__init__(self, tmp, "next")
+        self.pg_port = pg_port
         root = os.path.join(str(tmp), "next-app")
         shutil.copytree(os.path.join(HERE, "_otel_next"), root)
         os.symlink(NODE_MODULES, os.path.join(root, "node_modules"))
@@ -1030,26 +964,15 @@ class NextApp(ExpressApp):
                    OTEL_EXPORTER_OTLP_ENDPOINT=daemon.url, OTEL_BSP_SCHEDULE_DELAY="200",
                    OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20" + daemon.token(), OTEL_SERVICE_NAME="shop-next",
                    OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
-        self.log_path = os.path.join(str(tmp), "next-%d.log" % self.port)
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(["node", os.path.join(NODE_MODULES, "next", "dist", "bin", "next"), "dev",
-                                      "-H", "127.0.0.1", "-p", str(self.port)], env=env, stdout=self._log,
-                                     stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
-        try:
-            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 60, what="next dev")
-            assert self.proc.poll() is None, self.log()
-            for path, method in (("/", "GET"), ("/api/save", "GET"), ("/api/noop", "GET")):  # compile them first
-                try:
-                    urllib.request.urlopen(urllib.request.Request(self.url + path, method=method), timeout=120).read()
-                except urllib.error.HTTPError:
-                    pass  # a route handler without GET answers 405, compiled
-        except BaseException:
-            self.close()
-            raise
+        self.start(["node", os.path.join(NODE_MODULES, "next", "dist", "bin", "next"), "dev", "-H", "127.0.0.1", "-p",
+                    str(self.port)], env, root, wait=60, what="next dev", then=self._compile)
 
-    def close(self):
-        end_group(self.proc)  # next dev's own worker processes with it
-        self._log.close()
+    def _compile(self):
+        for path, method in (("/", "GET"), ("/api/save", "GET"), ("/api/noop", "GET")):  # compile them first
+            try:
+                urllib.request.urlopen(urllib.request.Request(self.url + path, method=method), timeout=120).read()
+            except urllib.error.HTTPError:
+                pass  # a route handler without GET answers 405, compiled
 
 
 def test_a_real_nextjs_app_traced_by_its_instrumentation_hook(tmp_path, daemon, mcp, postgres):

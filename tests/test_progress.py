@@ -5,24 +5,16 @@ A call that carries _meta.progressToken and waits hears notifications/progress a
 each saying what it waits for; notifications/cancelled stops the wait and the call is not answered."""
 
 import asyncio
-import contextlib
 import json
-import sys
 import time
 import urllib.request
 
 import anyio
-import mcp
 import pytest
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
-from _harness import RETICLE_PY
 from _harness import Live
 from _harness import chromium_path
-from _harness import daemon_env
+from _harness import mcp_session
 from _harness import wait_until
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed")
@@ -41,22 +33,10 @@ def live(tmp_path_factory):
         world.close()
 
 
-@contextlib.asynccontextmanager
-async def client(transport, live):
+def client(transport, live):
     """An initialized mcp ClientSession over `transport` to the live daemon."""
     daemon = live.daemon
-    if transport == "streamable-http":
-        opened = streamable_http_client(daemon.url + "/mcp")
-    elif transport == "sse":
-        opened = sse_client(daemon.url + "/mcp/sse")
-    else:
-        opened = stdio_client(StdioServerParameters(command=sys.executable,
-                                                    args=[RETICLE_PY, "mcp", "--port", str(daemon.port)],
-                                                    env=daemon_env(daemon.state_dir)))
-    async with opened as streams:
-        async with mcp.ClientSession(streams[0], streams[1]) as session:
-            await session.initialize()
-            yield session
+    return mcp_session(transport, daemon.url, daemon.port, daemon.state_dir)
 
 
 def cancellations(live):

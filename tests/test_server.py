@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 import reticle
-from _harness import Browser, Daemon, Mcp, daemon_env, free_port, port_listens, wait_until
+from _harness import AppProcess, Browser, Daemon, Mcp, daemon_env, free_port, wait_until
 from _harness import chromium_path  # noqa: F401  (a browser test module: conftest marks it `browser`)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,51 +23,24 @@ APPS = os.path.join(HERE, "_server_apps.py")
 FRAMEWORKS = ("flask", "django", "fastapi")
 
 
-class App:
+class App(AppProcess):
     """One of tests/_server_apps.py's apps as a child process, finding the daemon through the
     environment as a user's app would (RETICLE_PORT, RETICLE_STATE_DIR for the token)."""
 
     def __init__(self, framework, tmp, daemon=None, script=True, env=None):
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
+        super().__init__(tmp, "app")
         self.db = os.path.join(str(tmp), "%s-%d.sqlite3" % (framework, self.port))
         extra = {"RETICLE_PORT": daemon.port if daemon else free_port()}
         if daemon:
             extra["RETICLE_STATE_DIR"] = daemon.state_dir
         extra.update(env or {})
-        self.log_path = os.path.join(str(tmp), "app-%d.log" % self.port)
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, APPS, framework, str(self.port), self.db,
-                                      daemon.url if daemon and script else ""],
-                                     env=daemon_env(extra.pop("RETICLE_STATE_DIR", str(tmp / "nostate")), **extra),
-                                     stdout=self._log, stderr=subprocess.STDOUT, cwd=HERE)
-        try:
-            wait_until(lambda: port_listens(self.port) or self.proc.poll() is not None, 20, what="the app to listen")
-            assert self.proc.poll() is None, self.log()
-        except BaseException:
-            self.close()
-            raise
-
-    def log(self):
-        if not self._log.closed:
-            self._log.flush()
-        with open(self.log_path, "rb") as fh:
-            return fh.read().decode("utf-8", "replace")
+        self.start([sys.executable, APPS, framework, str(self.port), self.db, daemon.url if daemon and script else ""],
+                   daemon_env(extra.pop("RETICLE_STATE_DIR", str(tmp / "nostate")), **extra), HERE, wait=20)
 
     def rows(self):
         import sqlite3
         with sqlite3.connect(self.db) as conn:
             return conn.execute("SELECT COUNT(*) FROM profile").fetchone()[0]
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
 
 
 @pytest.fixture
@@ -75,13 +48,6 @@ def daemon(tmp_path):
     d = Daemon(tmp_path / "state")
     yield d
     d.close()
-
-
-@pytest.fixture
-def mcp(daemon):
-    m = Mcp(daemon.url + "/mcp")
-    yield m
-    m.close()
 
 
 def open_tab(mcp, app, device=False, path="/"):

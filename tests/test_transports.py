@@ -1,7 +1,6 @@
 """Real MCP clients (the `mcp` SDK) and curl against a real daemon subprocess."""
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ from _harness import RETICLE_PY
 from _harness import daemon_env
 from _harness import free_port
 from _harness import get_status
+from _harness import mcp_session
 from _harness import port_listens
 from _harness import wait_until
 
@@ -79,15 +79,6 @@ def check(seen):
 def stdio_params(port, state_dir):
     return StdioServerParameters(command=sys.executable, args=[RETICLE_PY, "mcp", "--port", str(port)],
                                  env=daemon_env(state_dir))
-
-
-@contextlib.asynccontextmanager
-async def stdio_session(port, state_dir):
-    """`reticle mcp --port N` as a child process, with an initialized mcp ClientSession on it."""
-    async with stdio_client(stdio_params(port, state_dir)) as (read, write):
-        async with mcp.ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
 
 
 def test_sse_client(module_daemon):
@@ -196,7 +187,7 @@ def test_stdio_lists_tools_with_no_daemon_and_the_first_call_starts_one(spawned_
     assert not port_listens(port)
 
     async def run():
-        async with stdio_session(port, state) as session:
+        async with mcp_session("stdio", port=port, state_dir=state) as session:
             tools = (await session.list_tools()).tools
             resources = (await session.list_resources()).resources
             usage = (await session.read_resource("reticle://docs/usage")).contents[0].text
@@ -226,7 +217,7 @@ def test_stdio_restarts_a_daemon_that_died(spawned_daemon_port):
     port, state = spawned_daemon_port
 
     async def run():
-        async with stdio_session(port, state) as session:
+        async with mcp_session("stdio", port=port, state_dir=state) as session:
             first = await session.call_tool("reticle_sessions", {})
             pid = get_status(port)["pid"]
             os.kill(pid, signal.SIGTERM)
@@ -307,7 +298,7 @@ def test_stdio_with_a_stranger_on_the_port_answers_one_clear_error(tmp_path):
         port = stranger.getsockname()[1]
 
         async def run():
-            async with stdio_session(port, tmp_path / "state") as session:
+            async with mcp_session("stdio", port=port, state_dir=tmp_path / "state") as session:
                 tools = (await session.list_tools()).tools
                 result = await session.call_tool("reticle_sessions", {})
                 return tools, result
@@ -324,7 +315,7 @@ def test_three_racing_proxies_start_exactly_one_daemon(spawned_daemon_port):
     port, state = spawned_daemon_port
 
     async def one():
-        async with stdio_session(port, state) as session:
+        async with mcp_session("stdio", port=port, state_dir=state) as session:
             return await session.call_tool("reticle_sessions", {})
 
     async def race():
@@ -344,7 +335,7 @@ def test_stdio_with_an_unusable_state_dir_answers_a_clear_error(tmp_path):
     port = free_port()
 
     async def run():
-        async with stdio_session(port, blocker / "state") as session:
+        async with mcp_session("stdio", port=port, state_dir=blocker / "state") as session:
             sessions = (await session.read_resource("reticle://sessions")).contents[0].text
             return sessions, await session.call_tool("reticle_sessions", {})
 

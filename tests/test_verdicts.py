@@ -542,7 +542,7 @@ def test_socket_messages_are_matched_by_the_frame_kind_and_hide_nothing_from_net
 
 def test_the_cheat_sheet_names_this_daemon_and_a_diff_compares_with_the_last_snapshot(real):
     mcp = real.mcp
-    cheat = asyncio.run_coroutine_threadsafe(mcp.session.read_resource("reticle://docs/cheatsheet"), mcp._loop).result(10)
+    cheat = mcp.run(lambda session: session.read_resource("reticle://docs/cheatsheet"), 10)
     text = cheat.contents[0].text
     assert real.daemon.url + "/reticle.js" in text and "127.0.0.1:4400" not in text
     mcp.ok("reticle_snapshot", {"mode": "interactive"})
@@ -609,10 +609,9 @@ def cost(tmp_path_factory):
     live.close()
 
 
-def raw_call(mcp, name, args):
+def text_and_content(mcp, name, args):
     """The tool's text block as the model reads it, and its structured content."""
-    result = asyncio.run_coroutine_threadsafe(mcp.session.call_tool(name, args), mcp._loop).result(60)
-    text = result.content[0].text
+    text = mcp.raw_call(name, args).content[0].text
     return text, json.loads(text)
 
 
@@ -623,7 +622,7 @@ def save_until(path, status=200):
 def test_a_write_answered_otherwise_is_decided_at_once_in_a_compact_answer(cost):
     before = COST_TRUTH["broken"]
     started = time.monotonic()
-    text, out = raw_call(cost, "reticle_act_and_wait", {"target": {"role": "button", "name": "Save broken"},
+    text, out = text_and_content(cost, "reticle_act_and_wait", {"target": {"role": "button", "name": "Save broken"},
                                                          "action": "click", "until": save_until("/cost/broken")})
     took = time.monotonic() - started
     assert COST_TRUTH["broken"] == before + 1
@@ -631,7 +630,7 @@ def test_a_write_answered_otherwise_is_decided_at_once_in_a_compact_answer(cost)
     assert "500" in out["because"], out
     assert took < 3.5, "decided before the 4 s timeout (took %.2f s)" % took
     assert len(text.encode("utf-8")) < 600, "the answer a model reads is %d bytes: %s" % (len(text), text)
-    text, out = raw_call(cost, "reticle_act_and_wait", {"target": {"role": "button", "name": "Save healthy"},
+    text, out = text_and_content(cost, "reticle_act_and_wait", {"target": {"role": "button", "name": "Save healthy"},
                                                          "action": "click", "until": save_until("/cost/healthy")})
     assert (out["verified"], out["verifiedReason"]) == ("yes", "proved"), out
     assert out["evidence"]["url"] == "/cost/healthy" and out["evidence"]["status"] == 200, out

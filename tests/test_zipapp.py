@@ -20,6 +20,7 @@ import pytest
 
 from _harness import free_port
 from _harness import get_status
+from _harness import mcp_session
 from _harness import wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,17 +156,14 @@ def _mcp_round_trip(url):
     """initialize, tools/list and tools/call through the official MCP Python SDK."""
     anyio = pytest.importorskip("anyio")
     pytest.importorskip("mcp")
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
 
     async def talk():
-        async with streamable_http_client(url) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
-                initialized = await session.initialize()
-                listed = await session.list_tools()
-                names = [tool.name for tool in listed.tools]
-                called = await session.call_tool("reticle_sessions", {})
-                return initialized, names, called
+        async with mcp_session("streamable-http", url[:-len("/mcp")]) as session:
+            initialized = session.init_result
+            listed = await session.list_tools()
+            names = [tool.name for tool in listed.tools]
+            called = await session.call_tool("reticle_sessions", {})
+            return initialized, names, called
 
     return anyio.run(talk)
 
