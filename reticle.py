@@ -30,7 +30,7 @@
 """Reticle: a verification layer that lets an AI coding agent prove its change
 works in the real, running web app.
 
-An in-page SDK (embedded at the end of this file, served at ``/reticle.js``)
+An in-page SDK (embedded in this file, served at ``/reticle.js``)
 reads program truth -- network, console, errors, routes, DOM, storage, app
 state, custom signals -- and streams it over a localhost WebSocket to this
 daemon.  The agent talks MCP to the daemon (stdio, HTTP+SSE or Streamable
@@ -48,12 +48,9 @@ and keep this header.  It needs ``tornado``, ``jsonschema`` and
 ``cryptography`` and nothing else; ``make_app(Hub())`` gives a Tornado
 application you can serve yourself.
 
-Sections, in reading order (each is a part of src/reticle/; ``grep -n '^# .*####' reticle.py``):
-Constants & logging | Errors | Utilities | Session signing | MCP protocol | Hub |
-Events and requests | Browser bridge | Devices | Faults | Predicates | Verdict rules |
-Tools | Flows | Tool registry | Server truth | HTTP handlers | WebSocket handler |
-Application factory | Server control | Init | CLI | pytest plugin | Embedded assets |
-__main__ guard.
+Modules (each a module of the package src/reticle/, joined into this file by tools/amalgamate.py, each
+after those it imports; ``grep -n '^#: begin' reticle.py`` lists them): constants, errors, events,
+util, ... up to the Hub, the HTTP and WebSocket handlers, make_app and the command line.
 
 In your Python app, in development (Server truth): ``app.wsgi_app =
 reticle.wsgi(app.wsgi_app)`` (Flask, any WSGI app), ``app = reticle.asgi(app)``
@@ -90,6 +87,7 @@ import concurrent.futures
 import contextvars
 import datetime
 import errno
+import glob
 import hashlib
 import hmac
 import html
@@ -118,6 +116,7 @@ from typing import (
     Any,
     Awaitable,
     Callable,
+    cast,
     Dict,
     FrozenSet,
     Iterator,
@@ -126,6 +125,7 @@ from typing import (
     NamedTuple,
     Optional,
     overload,
+    Protocol,
     Set,
     Tuple,
 )
@@ -188,10 +188,9 @@ from cryptography.hazmat.primitives import hashes as _c_hashes, hmac as _c_hmac 
 ###############################################################################
 # Embedded assets #############################################################
 ###############################################################################
-# _DEMO_HTML: the page `reticle demo` serves (with /api/* answered by
-# _DemoApiHandler).  It carries no script tag: the device injects the SDK.
-# Planted bugs: "Save profile" shows "Profile saved" although its write
-# answers 500; "Add to cart" submits twice; "Load stats" logs an error.
+# The demo page and the in-page SDK, as text.  The build puts each file in where its `#include` line
+# stands, so the built reticle.py carries them; run unbuilt, from src/ as a package, the same names still
+# hold the build's marker, and _demo_html() and _sdk_js() read the files it names instead.
 
 _DEMO_HTML = r"""<!doctype html>
 <html lang="en">
@@ -275,9 +274,8 @@ _DEMO_HTML = r"""<!doctype html>
 """
 
 
-# _SDK_JS: the in-page SDK, served at GET /reticle.js by _SdkHandler.  The build puts in the
-# tables it shares with Python (the failure conventions, route announcers, plain failure text); the
-# daemon replaces __RETICLE_VERSION__ and the config token.  It never holds the pairing token.
+# _SDK_JS: the in-page SDK's scripts, joined in name order; the daemon fills in its version and its
+# config (sdk.py: limits, convention tables, a device's settings) when it serves or injects it.
 
 _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 /* Reticle in-page SDK. Served by the Reticle daemon at /reticle.js; dev-only, loopback-only by default.
@@ -5402,152 +5400,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   ];
   // the daemon's table of the ways frameworks tell failure (_FAILURE_UI): [source, selector, level];
   // level 'error' rows rank above the ARIA rows, the rest (status regions: text decides) below them
-  var FAILURE_UI = [
-    [
-      'django-messages',
-      'ul.messages li.error,.messages .alert-error,.messages .error',
-      'error'
-    ],
-    [
-      'django-errorlist',
-      'ul.errorlist,p.errornote',
-      'error'
-    ],
-    [
-      'flask-flash',
-      '.flash.error,.flash-error,.flashes .error,.flashes .danger',
-      'error'
-    ],
-    [
-      'rails-flash',
-      '#flash_alert,.flash.alert,.flash-alert,p.alert:not([class*="alert-"])',
-      'error'
-    ],
-    [
-      'rails-errors',
-      '#error_explanation',
-      'error'
-    ],
-    [
-      'bootstrap',
-      '.alert-danger,.invalid-feedback,.toast.text-bg-danger,.toast.bg-danger',
-      'error'
-    ],
-    [
-      'bulma',
-      '.notification.is-danger,.message.is-danger,.help.is-danger',
-      'error'
-    ],
-    [
-      'foundation',
-      '.callout.alert,.form-error.is-visible',
-      'error'
-    ],
-    [
-      'mui',
-      '.MuiAlert-standardError,.MuiAlert-filledError,.MuiAlert-outlinedError,.MuiAlert-colorError,.MuiFormHelperText-root.Mui-error',
-      'error'
-    ],
-    [
-      'ant-design',
-      '.ant-message-error,.ant-alert-error,.ant-notification-notice-error,.ant-form-item-explain-error',
-      'error'
-    ],
-    [
-      'chakra',
-      '.chakra-alert[data-status=error],.chakra-form__error-message',
-      'error'
-    ],
-    [
-      'mantine',
-      '.mantine-Alert-root[data-color=red],.mantine-Notification-root[data-color=red],.mantine-InputWrapper-error',
-      'error'
-    ],
-    [
-      'sonner',
-      '[data-sonner-toast][data-type=error]',
-      'error'
-    ],
-    [
-      'toastify',
-      '.Toastify__toast--error',
-      'error'
-    ],
-    [
-      'quasar',
-      '.q-notification.bg-negative,.q-banner.bg-negative,.q-field--error .q-field__messages',
-      'error'
-    ],
-    [
-      'streamlit',
-      '[data-testid=stException],[data-testid=stAlertContentError],[data-testid=stNotificationContentError]',
-      'error'
-    ],
-    [
-      'gradio',
-      '.toast-body.error',
-      'error'
-    ],
-    [
-      'shiny',
-      '.shiny-output-error,.shiny-notification-error',
-      'error'
-    ],
-    [
-      'sonner-any',
-      '[data-sonner-toast]',
-      null
-    ],
-    [
-      'toastify-any',
-      '.Toastify__toast',
-      null
-    ],
-    [
-      'vue-toastification',
-      '.Vue-Toastification__toast',
-      null
-    ],
-    [
-      'react-hot-toast',
-      'div[role=status][aria-live=polite]',
-      null
-    ],
-    [
-      'aria-status',
-      '[role=status],output[aria-live=polite]',
-      null
-    ]
-  ];
+  var CONVENTIONS = (CONFIG && CONFIG.conventions) || {};
+  var FAILURE_UI = CONVENTIONS.failureUi || [];
   // -- plain failure text: what appears after an act in the act's form, or in what the act's answer
   // updated, and reads as a failure (the daemon's _PLAIN_FAILURE table), as ui.alert source 'text'
-  var PLAIN_FAILURE = [
-    [
-      "\\brequired\\b",
-      "\\bnot (a )?valid\\b",
-      "\\binvalid\\b",
-      "\\b(could not|couldn't|cannot|can't|unable to)\\b",
-      "\\bfail(ed|s|ure)?\\b",
-      "\\balready (taken|exists|in use|registered|been taken)\\b",
-      "\\bmust (be|not|have|contain|match|include)\\b",
-      "\\berrors?\\b",
-      "\\btoo (short|long|large|many|big)\\b",
-      "\\b(denied|rejected|declined|refused|forbidden)\\b",
-      "\\b(does|do) not match\\b|\\bdon't match\\b",
-      "\\bplease (correct|enter|fix|provide|select|choose)\\b",
-      "\\bnot (allowed|permitted|saved)\\b",
-      "\\bwent wrong\\b",
-      "\\btry again\\b"
-    ],
-    [
-      "\\b(no|without|0|zero)\\s+(errors?|failures?|problems?|issues?)\\b",
-      "\\brequired fields? (are|is) marked\\b",
-      "\\bmarked (with )?(an )?(\\*|asterisk)",
-      "^\\W*(\\*\\s*)?(\\(?required\\)?|optional)\\W*$",
-      "\\bnot required\\b",
-      "\\berrors? (rate|log|reporting|budget)\\b"
-    ]
-  ];
+  var PLAIN_FAILURE = CONVENTIONS.plainFailure || [[], []];
   var PLAIN_YES = PLAIN_FAILURE[0].map(function (s) {
     return new RegExp(s, 'i');
   });
@@ -5707,8 +5564,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
   // the daemon's table of route announcers (_ROUTE_ANNOUNCERS): a router's hidden live region, never a message
-  var ROUTE_ANNOUNCERS =
-    '#svelte-announcer,next-route-announcer,#__next-route-announcer__,.nuxt-route-announcer,#nuxt-route-announcer,#gatsby-announcer,.astro-route-announcer,#remix-route-announcer';
+  var ROUTE_ANNOUNCERS = CONVENTIONS.routeAnnouncers || '';
   function isAnnouncer(el) {
     try {
       return !!(ROUTE_ANNOUNCERS && el.closest && el.closest(ROUTE_ANNOUNCERS));
@@ -8316,6 +8172,31 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 })();
 """
+
+_MARKER = "#include "
+
+
+def _unbuilt(text: str) -> str:
+    """An asset's text: itself once built; unbuilt, the file(s) its marker names (a glob joins them in
+    name order, each ending with a newline, as the build does)."""
+    if not text.startswith(_MARKER):
+        return text
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    texts = []
+    for path in sorted(glob.glob(os.path.join(root, text[len(_MARKER):]))):
+        with open(path, encoding="utf-8") as f:
+            texts.append(f.read())
+    return "".join(t if t.endswith("\n") or len(texts) == 1 else t + "\n" for t in texts)
+
+
+def _demo_html() -> str:
+    """The demo page."""
+    return _unbuilt(_DEMO_HTML)
+
+
+def _sdk_js() -> str:
+    """The in-page SDK's scripts, joined."""
+    return _unbuilt(_SDK_JS)
 #: end src/reticle/assets.py
 
 
@@ -8415,7 +8296,56 @@ def _emit(logger: logging.Logger, level: int, event: str, **fields: Any) -> None
 ###############################################################################
 # Errors ######################################################################
 ###############################################################################
-# The errors Reticle raises on purpose, each with what went wrong and what to do instead.
+# Every error Reticle raises on purpose, in one place, each with what went wrong and what to do instead.
+# A tool's error reaches the agent as `isError: true` with {error, recovery, code}; the code is one of
+# _ERROR_CODES, stable across releases, and the one thing a caller branches on (never the prose).
+
+# Each code a tool error can carry, and what it tells the caller.  The README's reference lists them.
+_ERROR_CODES: Dict[str, str] = {
+    "bad_argument": "the call's arguments are missing, conflict or are out of range (the schema could not say)",
+    "predicate_invalid": "the predicate does not parse: no verdict was produced",
+    "no_tab": "no tab is connected: open the app (a device, or a page with the script tag)",
+    "tab_ambiguous": "several tabs are connected: name one in sessionId",
+    "tab_unknown": "no connected tab has that sessionId",
+    "tab_away": "the tab is between documents or reloading: wait for it, or open the app in a device",
+    "tab_gone": "the tab went away after the command was sent: whether it ran is not known",
+    "tab_disconnected": "the tab disconnected before the command was sent: nothing ran",
+    "tab_throttled": "the tab is hidden or silent and the call asked not to drive such a tab: nothing ran",
+    "not_answering": "the page is connected but did not answer: reload it",
+    "dialog_open": "a dialog is open in a person's tab and blocks the page",
+    "target_missing": "no element matches the target",
+    "target_ambiguous": "several elements match the target",
+    "target_unboxed": "the element has no box (hidden or empty)",
+    "page_refused": "the page refused the command (the SDK said why)",
+    "page_unexpected": "the page answered something Reticle did not expect",
+    "page_not_connected": "a page loaded but its SDK did not connect in time",
+    "navigation_failed": "the browser could not load or reload the page",
+    "device_required": "only a device (a browser Reticle started) can do this",
+    "device_not_yours": "the tab is a device another MCP client opened",
+    "device_not_found": "no such device is open",
+    "device_starting": "this client's device is still starting",
+    "device_limit": "as many devices are open as the daemon allows",
+    "device_budget": "the device-start budget of this period is spent",
+    "browser_missing": "no Chromium-family browser was found to start a device",
+    "browser_failed": "the device's browser failed to start, exited or stopped answering",
+    "input_refused": "a page asked for real input outside an act, or for an action a device cannot dispatch",
+    "fault_limit": "the tab already has as many faults as allowed",
+    "fault_not_found": "no fault of yours has that id on this tab",
+    "fault_unsupported": "that fault cannot act where the tab's page runs (the script tag's wrappers)",
+    "flow_invalid": "the flow is not a valid Reticle flow (the message lists the problems)",
+    "flow_not_found": "no saved flow has that name",
+    "flow_name_invalid": "the name is not a valid flow name",
+    "journey_unsavable": "the tab's journey cannot be saved as a flow (unverified, unreplayable or mixed origins)",
+    "path_refused": "a flow or login file would be read or written outside the project's own folder",
+    "secret_missing": "a flow needs a RETICLE_SECRET_* variable that is not set",
+    "secret_refused": "a flow may not read that variable or type that secret into that origin",
+    "auth_not_found": "no saved login state has that name",
+    "auth_invalid": "the saved login state is not readable or not one Reticle wrote",
+    "auth_failed": "the saved login no longer logs in and could not be made again",
+    "daemon_unreachable": "the daemon could not be reached or did not answer",
+    "tool_failed": "the tool failed for a reason without a code of its own",
+}
+
 
 class ReticleError(Exception):
     """Base class of every error reticle raises on purpose."""
@@ -8472,6 +8402,41 @@ class _HttpRefusal(ReticleError):
 
 class ConfigError(ReticleError):
     """Bad configuration: the daemon refuses to start with one sentence."""
+
+
+class PredicateError(ToolError):
+    """A predicate that does not parse: no verdict is produced."""
+
+    code = "predicate_invalid"
+
+
+class _TabGone(ToolError):
+    """The tab went away (unloaded, replaced or closed) after a command was sent to it,
+    so whether the command ran is not known."""
+
+    code = "tab_gone"
+
+
+class _CdpError(ToolError):
+    """A CDP call answered an error, or the connection went away: a tool that meets it fails
+    with isError, not as a crash."""
+
+    code = "browser_failed"
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
+
+
+class _PbError(ValueError):
+    """A protobuf body that is not a well-formed OTLP message (said where)."""
+
+
+class _SpanRefused(ValueError):
+    """One span of a batch that cannot be read (its message says why); the rest of the batch is kept."""
+
+
+class _FlowFailed(Exception):
+    """A flow that is not yes as a pytest test (the text says why)."""
 #: end src/reticle/errors.py
 
 
@@ -9322,7 +9287,7 @@ def _find_browser() -> str:
             return found
         raise ToolError("RETICLE_BROWSER=%r is not an executable browser; point it at Chromium, Chrome or "
                         "Edge, or unset it and %s." % (env, _browser_install_hint()),
-                        "fix RETICLE_BROWSER, then retry")
+                        "fix RETICLE_BROWSER, then retry", code="browser_missing")
     for name in _BROWSER_NAMES:
         found = shutil.which(name)
         if found:
@@ -9332,7 +9297,8 @@ def _find_browser() -> str:
         if os.path.isfile(path):
             return path
     raise ToolError("No Chromium-family browser was found to start a device: %s, or set RETICLE_BROWSER to "
-                    "the path of one." % _browser_install_hint(), "install a browser, then retry")
+                    "the path of one." % _browser_install_hint(), "install a browser, then retry",
+                    code="browser_missing")
 
 
 def _browser_args(profile: str, headed: bool, viewport: Tuple[int, int]) -> Tuple[List[str], Optional[str]]:
@@ -9375,14 +9341,6 @@ def _jpeg_size(data: bytes) -> Tuple[int, int]:
             return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
         i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
     raise ValueError("not a JPEG with a frame header")
-
-
-class _CdpError(ToolError):
-    """A CDP call answered an error, or the connection went away: a tool that meets it fails
-    with isError, not as a crash."""
-
-    def __init__(self, error: str) -> None:
-        super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
 
 
 class _CdpClient:
@@ -9532,7 +9490,7 @@ class _BrowserProcess:
             if left <= 0:
                 raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
                                 % (self.exe, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
-                                "check that the browser starts by hand with --headless")
+                                "check that the browser starts by hand with --headless", code="browser_failed")
             try:
                 line = await asyncio.wait_for(self.proc.stderr.readline(), left)
             except asyncio.TimeoutError:
@@ -9540,7 +9498,8 @@ class _BrowserProcess:
             if not line:
                 raise ToolError("the browser %s exited while starting; its last output: %s" % (
                     self.exe, " | ".join(self.stderr_tail) or "(none)"),
-                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
+                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one",
+                                code="browser_failed")
             text = line.decode("utf-8", "replace").strip()
             m = re.search(r"DevTools listening on (ws://\S+)", text)
             if m:
@@ -9858,25 +9817,14 @@ _ROUTE_ANNOUNCERS: Tuple[Tuple[str, str], ...] = (
 )
 
 
-def _route_announcers_config() -> str:
-    """The announcers' selectors as one JavaScript string literal, for the SDK's alert scan, on a line of
-    its own (as a formatter wraps it)."""
-    sel = ",".join(s for _, s in _ROUTE_ANNOUNCERS)
-    assert "'" not in sel and "\\" not in sel, sel
-    return "\n    '%s'" % sel
-
-
-def _failure_ui_config() -> str:
-    """The conventions as the SDK reads them, a JavaScript array of [source, selector, level]
-    rows, one literal a line (as a formatter wraps it)."""
-    def lit(v: Optional[str]) -> str:
-        if v is None:
-            return "null"
-        assert "'" not in v and "\\" not in v and "\n" not in v, v
-        return "'%s'" % v
-    rows = ["    [\n      %s,\n      %s,\n      %s\n    ]" % (lit(r.name), lit(r.selector), lit(r.level))
-            for r in _FAILURE_UI]
-    return "[\n" + ",\n".join(rows) + "\n  ]"
+def _sdk_conventions() -> dict:
+    """The convention tables as the in-page SDK reads them (its config's `conventions`, filled in by the
+    daemon when it serves or injects the SDK): the failure UIs as [source, selector, level] rows, the
+    plain failure text as two lists of regex sources (_PLAIN_FAILURE), and the route announcers' selectors
+    as one selector list.  Both sides read one table."""
+    return {"failureUi": [[r.name, r.selector, r.level] for r in _FAILURE_UI],
+            "plainFailure": [list(part) for part in _PLAIN_FAILURE],
+            "routeAnnouncers": ",".join(s for _, s in _ROUTE_ANNOUNCERS)}
 
 
 # Plain failure text: new text after an act, in the act's form or in what its answer
@@ -9902,13 +9850,6 @@ def _plain_failure(text: str) -> bool:
     """Does a plain text read as a failure (_PLAIN_FAILURE: a pattern, and no negative)?"""
     yes, no = _PLAIN_FAILURE_RES
     return any(r.search(text) for r in yes) and not any(r.search(text) for r in no)
-
-
-def _plain_failure_config() -> str:
-    """_PLAIN_FAILURE as the SDK reads it: a JavaScript array of two arrays of regex sources, one
-    literal a line (as a formatter wraps it)."""
-    lists = ["    [\n%s\n    ]" % ",\n".join("      %s" % json.dumps(s) for s in part) for part in _PLAIN_FAILURE]
-    return "[\n" + ",\n".join(lists) + "\n  ]"
 
 
 def _is_failure_ui(d: dict) -> bool:
@@ -10327,10 +10268,20 @@ async def _locate(frames: Optional[_Frames], origin: str, window: List[dict], ev
 # The two-tier authorization of DESIGN section 5 (loopback and origin, then the token or a signed
 # session) and the rate limiter.
 
+class _GuardHost(Protocol):
+    """What the guard asks of the daemon (the Hub): its pairing token and the origins allowed besides
+    loopback."""
+
+    @property
+    def allowed_origins(self) -> Tuple[str, ...]: ...
+
+    def token(self) -> str: ...
+
+
 class _Guard:
     """The two-tier authorization of DESIGN section 5, for every route."""
 
-    def __init__(self, hub: "Hub") -> None:
+    def __init__(self, hub: _GuardHost) -> None:
         self.hub = hub
         self.failures = _RateLimiter(*AUTH_FAIL_RATE)  # wrong tokens, per peer address
 
@@ -11958,1139 +11909,23 @@ class _SessionSigner:
 #: end src/reticle/signing.py
 
 
-#: begin src/reticle/devices.py
+#: begin src/reticle/sdk.py
 ###############################################################################
-# Devices #####################################################################
+# The in-page SDK, as served ##################################################
 ###############################################################################
-# A device is a browser the daemon starts and owns (DESIGN section 8).  The
-# daemon speaks the Chrome DevTools Protocol to it over tornado.websocket,
-# injects the SDK into every document before any page script, and turns the
-# SDK's act requests into real input (Input.*, event.isTrusted true).
-
-DEVICE_BUDGET_DEFAULT = (5, 600.0)         # starts per session key per window (RETICLE_DEVICE_BUDGET)
-MAX_DEVICES_DEFAULT = 4                    # alive at once (RETICLE_MAX_DEVICES)
-DEVICE_IDLE_S = 600.0                      # a device closes when its session key is idle this long
-DEVICE_EVICT_IDLE_S = 120                  # ... or, when all are taken and another client needs one, this long
-DEVICE_BUDGET_ALL_SCALE = 4                # all session keys together: 4 x RETICLE_DEVICE_BUDGET
-
-
-DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's hello
-DEVICE_VIEWPORT = (1280, 800)
-SPARE_DEVICES_DEFAULT = 1                  # spare browsers kept started once a device was asked for
-
-
-SCREENSHOT_INLINE_MAX_WIDTH = 1280
-SCREENSHOT_MAX_HEIGHT = 16384              # a full-page capture stops here: a taller PNG overruns CDP's read buffer
-SCREENSHOT_INLINE_MAX_HEIGHT = 4096        # the inline JPEG shows at most this many pixels of height
-RELAY_WORLD = "reticle-relay"              # the isolated world that alone holds a device's bridge tickets
-RELAY_BINDING = "__reticleRelayTicket"     # the CDP binding, installed in that world only, that asks for one
-TICKET_UNUSED_S = 30.0                     # a ticket no socket used within this long is void
-TICKETS_PER_DOCUMENT = 8                   # unused tickets one document may hold at once
-NET_RECORD_MAX = 4000                      # requests of the browser's own record (CDP Network) kept per device
-
-# The device's bridge relay.  It runs in an isolated world of each top-level document, where no
-# page script can reach it: it asks the daemon for a one-use ticket over a CDP binding that only
-# this world can call, opens the bridge socket with it, and hands the SDK (in the page's world) a
-# MessagePort that carries frames to and from that socket.  The ticket never enters the page's
-# world, so a page script cannot read it, replay it or open a socket of its own with it.
-_RELAY_JS = r"""(function () {
-  if (window.top !== window || !/^https?:$/.test(location.protocol)) return;
-  var BASE = /*__BASE__*/'', NONCE = /*__NONCE__*/'', ask = globalThis[/*__BINDING__*/''];
-  if (typeof ask !== 'function') return;
-  var channel = new MessageChannel(), port = channel.port1, socks = {}, waiting = [];
-  function post(m) { try { port.postMessage(m); } catch (e) { /* the page went away */ } }
-  function watch(id, ws) {
-    if (ws.bufferedAmount > 0) setTimeout(function () { watch(id, ws); }, 25);
-    post({op: 'buffered', id: id, n: ws.bufferedAmount});
-  }
-  globalThis.__reticleRelayOpen = function (ticket) {
-    var id = waiting.shift(), ws;
-    if (id == null) return;
-    try { ws = new WebSocket(BASE + encodeURIComponent(ticket)); } catch (e) {
-      post({op: 'close', id: id, code: 1006, reason: ''});
-      return;
-    }
-    socks[id] = ws;
-    ws.onopen = function () { post({op: 'open', id: id}); };
-    ws.onmessage = function (m) { post({op: 'message', id: id, data: m.data}); };
-    ws.onclose = function (e) { delete socks[id]; post({op: 'close', id: id, code: e.code, reason: e.reason}); };
-  };
-  port.onmessage = function (e) {
-    var m = e.data || {}, ws = socks[m.id];
-    if (m.op === 'open' && typeof m.id === 'number' && waiting.length < 8) {
-      var id = m.id;
-      waiting.push(id);
-      ask(String(id));
-      setTimeout(function () {  // no ticket came (the daemon went away): the SDK retries as after a failure
-        var at = waiting.indexOf(id);
-        if (at >= 0) {
-          waiting.splice(at, 1);
-          post({op: 'close', id: id, code: 1006, reason: ''});
-        }
-      }, 5000);
-    } else if (m.op === 'send' && ws && ws.readyState === 1) {
-      ws.send(String(m.data));
-      if (ws.bufferedAmount > 0) watch(m.id, ws);
-    } else if (m.op === 'close' && ws) {
-      try { ws.close(m.code === 1000 ? 1000 : undefined); } catch (x) { ws.close(); }
-    }
-  };
-  window.postMessage({reticleRelay: NONCE}, '*', [channel.port2]);
-})();
-"""
-
-
-# ---- one device's parts: the relay and its tickets, its network record, its input ----
-
-class _RelayTickets:
-    """A device's bridge relay (_RELAY_JS, in the isolated world RELAY_WORLD) and its tickets.
-
-    A ticket is 32 random bytes minted for one document's relay when that relay asks over its CDP
-    binding, good for one socket, void once another document of the device asks (a navigation
-    rotates it) or after TICKET_UNUSED_S unused, and gone with the device."""
-
-    def __init__(self, device: "_Device") -> None:
-        self.device = device
-        self.nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
-        self.tickets: Dict[str, dict] = {}      # ticket -> {"context", "page", "minted", "used"}
-
-    def source(self) -> str:
-        """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
-        return _script_with(_RELAY_JS, base=self.device.bridge_base() + "?device=", nonce=self.nonce,
-                            binding=RELAY_BINDING)
-
-    def mint(self, context: Any = None, page: Optional[str] = None) -> str:
-        """A one-use bridge ticket for the document whose relay runs in `context`.
-
-        A ticket asked for by another document voids every unused one of the documents before
-        it: the device's bridge credential rotates with each navigation."""
-        now = time.monotonic()
-        for t, info in list(self.tickets.items()):
-            stale = info["context"] != context or info["page"] != page or now - info["minted"] > TICKET_UNUSED_S
-            if info["used"] or stale:
-                del self.tickets[t]
-        if len(self.tickets) >= TICKETS_PER_DOCUMENT:
-            del self.tickets[min(self.tickets, key=lambda t: self.tickets[t]["minted"])]
-        ticket = secrets.token_urlsafe(32)
-        self.tickets[ticket] = {"context": context, "page": page, "minted": now, "used": False}
-        return ticket
-
-    def redeem(self, ticket: str) -> str:
-        """'ok' (and the ticket is spent), 'used' (a socket already opened with it) or 'void'."""
-        for t, info in list(self.tickets.items()):
-            if hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")):
-                if info["used"]:
-                    return "used"
-                if time.monotonic() - info["minted"] > TICKET_UNUSED_S:
-                    del self.tickets[t]
-                    return "void"
-                info["used"] = True
-                return "ok"
-        return "void"
-
-    def holds(self, ticket: str) -> bool:
-        return any(hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")) for t in self.tickets)
-
-    async def answer(self, context: Any, page: Optional[str]) -> None:
-        """Hand the relay that asked (in `context`) a new ticket, into its isolated world only."""
-        ticket = self.mint(context, page)
-        try:
-            await self.device.cdp.call("Runtime.evaluate", {
-                "expression": "globalThis.__reticleRelayOpen(%s)" % _dumps(ticket), "contextId": context}, page)
-        except _CdpError as exc:  # the document went away before its ticket arrived
-            self.tickets.pop(ticket, None)
-            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.device.id, why=str(exc))
-
-
-class _NetRecord:
-    """The browser's own record (CDP Network) of the requests a device's page made, against which
-    the page's reports are checked, and the main frame's document loads it tells the tab of.
-
-    Each CDP request is one chain: the request, the redirects it followed and how it ended (the
-    final status, or failed).  A page's report claims one finished chain of the same method and
-    URL (the URL resolved by the daemon against the document's URL, never by the page), and a
-    chain confirms one report only: one real 200 cannot vouch for a later report."""
-
-    def __init__(self, device: "_Device") -> None:
-        self.device = device
-        self.chains: "collections.OrderedDict[str, dict]" = collections.OrderedDict()  # CDP requestId -> chain
-        self.by_key: Dict[Tuple[str, str], List[dict]] = {}  # (METHOD, key URL) of each hop -> its chains, in order
-
-    def _session(self) -> Optional["_BrowserSession"]:
-        return self.device.manager.hub.bridge.sessions.get(self.device.session_id)
-
-    def on_event(self, method: str, params: dict) -> None:
-        """Keep the browser's record of each request its page made, then let the tab's held
-        reports that it now confirms through."""
-        rid = str(params.get("requestId", ""))
-        if params.get("type") == "Document" and params.get("frameId") == self.device.target:
-            self._on_document(method, rid, params)
-        chain = self.chains.get(rid)
-        if method == "Network.requestWillBeSent":
-            request = params.get("request") or {}
-            hop = (str(request.get("method") or "GET").upper(), _confirm_key(request.get("url")))
-            if chain is None or not isinstance(params.get("redirectResponse"), dict):
-                chain = {"method": hop[0], "url": hop[1], "status": None, "done": False, "used": False,
-                         "error": None, "redirects": 0, "hops": [hop], "document":
-                         params.get("type") == "Document" and params.get("frameId") == self.device.target,
-                         "stack": _initiator_stack(params.get("initiator"))}
-                self.chains[rid] = chain
-                self.chains.move_to_end(rid)
-                while len(self.chains) > NET_RECORD_MAX:
-                    self.chains.popitem(last=False)[1]["used"] = True  # forgotten: it confirms nothing more
-            else:
-                chain["redirects"] += 1
-                chain["hops"].append(hop)
-                code = params["redirectResponse"].get("status")
-                chain.setdefault("codes", []).append(int(code) if isinstance(code, (int, float)) else 0)
-            self.by_key.setdefault(hop, []).append(chain)
-            if len(self.by_key) > 2 * NET_RECORD_MAX or len(self.by_key[hop]) > NET_RECORD_MAX:
-                self._prune()
-            return
-        if chain is None or chain["done"]:
-            return
-        if method == "Network.responseReceived":
-            status = (params.get("response") or {}).get("status")
-            chain["status"] = int(status) if isinstance(status, (int, float)) and not isinstance(status, bool) else 0
-        elif method == "Network.loadingFailed":
-            chain["status"], chain["error"] = 0, _short(str(params.get("errorText") or "failed"), 120)
-        else:
-            return
-        chain["done"] = True
-        session = self._session()
-        if session is not None and session.held:
-            session.admit_held(confirmed_only=True)
-
-    def _prune(self) -> None:
-        """Forget the chains that confirmed a report or fell out of the record."""
-        for key in list(self.by_key):
-            live = [c for c in self.by_key[key] if not c["used"]]
-            if live:
-                self.by_key[key] = live
-            else:
-                del self.by_key[key]
-
-    def claim(self, data: dict, late: bool) -> Optional[dict]:
-        """The browser's chain that a page's report (`data` of a net.request) names, now spent, or
-        None.  Its method and URL (resolved against the document's URL here) must be the
-        chain's; of the finished chains not yet spent, the first whose status the report says
-        wins, else (once no chain of that request is still under way, or `late`) the first."""
-        if data.get("initiator") == "document":
-            return self._claim_document(data)
-        method = str(data.get("method") or "GET").upper()
-        key = (method, _confirm_key(self.resolve(data.get("url"))))
-        chains = [c for c in self.by_key.get(key, ()) if not c["used"]] if key[1] else []
-        if chains:
-            self.by_key[key] = chains  # the spent and the forgotten go
-        done = [c for c in chains if c["done"]]
-        if not done:
-            return None
-        said = data.get("status")
-        agree = [c for c in done if c["status"] == said or (said == 200 and c["status"] == 304) or (
-            not said and c["status"] == 0)]
-        if agree:
-            chain = agree[0]
-        elif late or len(done) == len(chains):
-            chain = done[0]
-        else:
-            return None  # the one it names may still be under way
-        chain["used"] = True
-        return chain
-
-    def _claim_document(self, data: dict) -> Optional[dict]:
-        """The main frame's load that a page's document report names, now spent, or None: the newest
-        finished one not yet spent with a hop at the report's URL (and method, when the page knew it)."""
-        method = data.get("method") if data.get("methodKnown") and isinstance(data.get("method"), str) else None
-        key = _confirm_key(self.resolve(data.get("url")))
-        for chain in reversed(self.chains.values()) if key else ():
-            if chain["document"] and chain["done"] and not chain["used"] and any(
-                    url == key and (method is None or m == method.upper()) for m, url in chain["hops"]):
-                chain["used"] = True
-                return chain
-        return None
-
-    def confirm(self, data: dict, late: bool) -> Optional[str]:
-        """A page's report (`data` of a net.request) confirmed by the chain it claims (claim), made to
-        say what the browser saw (_browser_values) -> what the page said otherwise ("" for nothing),
-        or None: no chain of the browser's record confirms it (yet)."""
-        chain = self.claim(data, late)
-        return None if chain is None else _browser_values(data, chain, self.resolve(data.get("url")))
-
-    def resolve(self, url: Any) -> str:
-        """A URL a page reported, resolved against the main frame's URL by the daemon (a page can
-        make its own URL resolution lie)."""
-        text = url if isinstance(url, str) else ""
-        try:
-            return urllib.parse.urljoin(self.device.url, text)
-        except ValueError:
-            return text
-
-    def _on_document(self, method: str, rid: str, params: dict) -> None:
-        """The browser's own word that the tab's main frame is loading a new document (a form post
-        whose page script announced nothing included): the tab's session is between documents at
-        once, as the SDK's announcement of a form submission makes it, until the next document
-        connects.  A navigation that brings no document (failed, cancelled, a download, a 204)
-        ends it."""
-        session = self._session()
-        if session is None:
-            return
-        if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
-            request = params.get("request") or {}
-            session.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
-                                        _short(str(request.get("url") or ""), 2048))
-        elif method == "Network.loadingFailed" or (method == "Network.responseReceived" and (
-                (params.get("response") or {}).get("status") in (204, 205))):
-            session.document_not_coming(rid)
-
-
-class _DeviceInput:
-    """Real input for a device's page (Input.*, event.isTrusted true), as its SDK asks during an act."""
-
-    def __init__(self, device: "_Device") -> None:
-        self.device = device
-
-    async def dispatch(self, req: dict) -> None:
-        """Dispatch one action as real input (Input.*), as the SDK asked."""
-        action = req.get("action")
-        x, y = float(req.get("x", 0)), float(req.get("y", 0))
-        call = self.device.cdp.call
-        page = self.device.page
-
-        def mouse(kind: str, px: float, py: float, **extra: Any) -> Awaitable[dict]:
-            params = {"type": kind, "x": px, "y": py, "modifiers": 0}
-            params.update(extra)
-            return call("Input.dispatchMouseEvent", params, page)
-
-        hold = min(30.0, max(0.0, float(req.get("holdMs") or 0) / 1000.0))
-        if action in ("click", "dblclick", "hover"):
-            await mouse("mouseMoved", x, y)
-            if action == "hover":
-                await asyncio.sleep(hold)
-                return
-            for count in ((1, 2) if action == "dblclick" else (1,)):
-                await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=count)
-                if action == "click":
-                    await asyncio.sleep(hold)
-                await mouse("mouseReleased", x, y, button="left", buttons=0, clickCount=count)
-        elif action == "drag":
-            tx, ty = float(req.get("toX", x)), float(req.get("toY", y))
-            await mouse("mouseMoved", x, y)
-            await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=1)
-            for step in range(1, 6):
-                await mouse("mouseMoved", x + (tx - x) * step / 5, y + (ty - y) * step / 5, button="left", buttons=1)
-            await mouse("mouseReleased", tx, ty, button="left", buttons=0, clickCount=1)
-        elif action == "type":
-            text = str(req.get("text", ""))
-            if len(text) > 200:
-                await call("Input.insertText", {"text": text}, page)
-                return
-            for ch in text:
-                await self._key("Enter" if ch == "\n" else ch, 0)
-        elif action == "press":
-            mods = 0
-            for m in req.get("modifiers") or ():
-                mods |= _CDP_MODIFIERS.get(str(m), 0)
-            await self._key(str(req.get("key") or "Enter"), mods)
-        else:
-            raise ToolError("the device cannot dispatch %r as real input" % action)
-
-    async def _key(self, key: str, mods: int) -> None:
-        vk, code, text = _cdp_key(key)
-        if mods & (2 | 4):
-            text = ""  # a shortcut types nothing
-        down = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": code,
-                "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk, "modifiers": mods}
-        if text:
-            down["text"] = text
-            down["unmodifiedText"] = text
-        call, page = self.device.cdp.call, self.device.page
-        await call("Input.dispatchKeyEvent", down, page)
-        await call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk,
-                                              "nativeVirtualKeyCode": vk, "modifiers": mods}, page)
-
-
-async def _answer_device_dialog(device: "_Device", params: dict) -> None:
-    """An alert, confirm, prompt or beforeunload blocks a device's page (and every command) until
-    it is answered: answer it at once.  Dismissed, unless the act that raised it asked for
-    `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
-    (the agent asked to leave).  The tab's answers name it (_with_health)."""
-    kind = str(params.get("type") or "alert")
-    policy = device.dialog_policy
-    if policy is not None:
-        accept = bool(policy.get("accept"))
-    else:
-        accept = kind == "beforeunload" and device.loading is not None and device.loading.locked()
-    answer: Dict[str, Any] = {"accept": accept}
-    if accept and kind == "prompt":
-        answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
-    record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
-              "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
-    _emit(_device_log, logging.INFO, "device_dialog", deviceId=device.id, dialogType=kind, handled=record["handled"])
-    try:
-        await device.cdp.call("Page.handleJavaScriptDialog", answer, device.page, timeout=5.0)
-    except _CdpError as exc:
-        record["handled"] = "failed: %s" % _short(str(exc), 120)
-    session = device.manager.hub.bridge.sessions.get(device.session_id)
-    if session is not None:
-        session.note_dialog(record)
-
-
-# ---- the device: a browser of Reticle's own, with the SDK in every document ----
-
-class _Device:
-    """One browser the daemon started: its process (_BrowserProcess), CDP connection, the page it
-    drives, and the parts that answer that page: its relay and tickets (_RelayTickets), the
-    browser's record of its requests (_NetRecord), real input (_DeviceInput) and dialogs.
-
-    Its bridge socket opens with a ticket: 32 random bytes minted for one
-    document's relay (the isolated world of _RELAY_JS) when that relay asks
-    over its CDP binding, good for one socket, void once another document of
-    the device asks (a navigation rotates it), and gone with the device.  No
-    page script sees one; the bridge accepts it from this device's session id
-    alone, and it is never the pairing token."""
-
-    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
-        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
-        profile, CDP client and page target, its relay tickets, and the browser's own record of the
-        requests its page made (to check the page's reports against)."""
-        self.manager = manager
-        self.id = "d" + secrets.token_hex(4)
-        self.session_id = "device-" + self.id
-        self.relay = _RelayTickets(self)
-        self.net = _NetRecord(self)
-        self.inputs = _DeviceInput(self)
-        self.process = _BrowserProcess(self.id)
-        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
-        self.owner = owner
-        self.headed = headed
-        self.viewport = viewport
-        self.cdp = _CdpClient()
-        self.page: Optional[str] = None          # the flat CDP session of the page target
-        self.target: Optional[str] = None
-        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
-        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
-        self.started_at = time.time()
-        self.auth_pending: Optional[dict] = None  # a setup flow's saved state, restored by the next navigate
-        self.url = ""
-        self.closed = False
-        self.closing: Optional["asyncio.Future[None]"] = None  # the one close in progress, every caller awaits it
-        self.ready = False                       # started and its page connected
-        self.acting = 0                          # act commands in flight: input is honoured only then
-        self.phases: Dict[str, int] = {}
-        self.scripts: Optional[Tuple[str, str]] = None  # (the SDK, the relay) until the page has them
-        self._start_t0: Optional[float] = None   # a start of its own (no spare): its phases count from the launch
-
-    @property
-    def proc(self) -> Any:
-        return self.process.proc
-
-    @property
-    def profile(self) -> str:
-        return self.process.profile
-
-    @property
-    def tickets(self) -> Dict[str, dict]:
-        return self.relay.tickets
-
-    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
-        return self.relay.mint(context, page)
-
-    def describe(self) -> dict:
-        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
-                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
-                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
-                "startedAt": _wall_iso(self.started_at)}
-
-    def bridge_base(self) -> str:
-        hub = self.manager.hub
-        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
-
-    def _scripts(self) -> Tuple[str, str]:
-        """The two scripts of every document (injected_source, _RelayTickets.source), built once per set-up."""
-        if self.scripts is None:
-            self.scripts = (self.injected_source(), self.relay.source())
-        return self.scripts
-
-    def injected_source(self) -> str:
-        """The SDK with this device's config, run in top-level http(s) documents only.  It carries
-        no credential: its bridge socket is the relay's (_RelayTickets.source)."""
-        config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self.bridge_base(),
-                  "relay": self.relay.nonce, "sessionId": self.session_id}
-        sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
-               .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
-        return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
-                + sdk + "\n})();")
-
-    async def start(self, exe: str, url: str) -> None:
-        """Launch, attach to the start-up tab, inject, then load `url`.
-
-        The set-up calls go out together and are all answered before the
-        navigation starts: Page.navigate is handled in the browser process and
-        may overtake them, and a renderer swap would then lose them."""
-        t0 = await self.launch(exe)
-        self._start_t0 = t0
-        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
-        pages = [t for t in targets if t.get("type") == "page"]
-        if pages:
-            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
-        else:
-            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
-        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
-        self.cdp.listeners.append(self._on_event)
-        await self._prepare_page()
-        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
-        await self.navigate(url)
-        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
-
-    async def warm(self, exe: str) -> None:
-        """A spare: everything of a start but the load.  The browser is launched, and its page is a
-        new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
-        start-up tab's), attached, with this device's SDK registered for every document."""
-        t0 = await self.launch(exe)
-        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
-                                                                   "browserContextId": self.context}))["targetId"]
-        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
-            "sessionId"]
-        self.cdp.listeners.append(self._on_event)
-        await self._prepare_page()
-        self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
-
-    async def adopt(self, url: str, viewport: Tuple[int, int]) -> None:
-        """A warmed spare becomes this caller's device: its viewport, then the load of `url`."""
-        t0 = time.monotonic()
-        if viewport != self.viewport:
-            self.viewport = viewport
-            await self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
-                                                                       "deviceScaleFactor": 1, "mobile": False},
-                                self.page)
-        await self.navigate(url)
-        self.phases["spareNavigatedMs"] = round((time.monotonic() - t0) * 1000)
-
-    async def launch(self, exe: str) -> float:
-        """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
-        await self.process.spawn(exe, self.headed, self.viewport)
-        t0 = time.monotonic()
-        self.manager.records.write(self)
-        self._scripts()  # while the browser boots: nothing of the start waits for these two strings then
-        ws_url = await self.process.devtools_url()
-        self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
-        await self.cdp.connect(ws_url)
-        # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
-        reader = self.cdp.reader
-        assert reader is not None  # connect() started it
-        reader.add_done_callback(lambda _: None if self.closed else self.manager.hub.spawn(
-            self.manager.close(self, "the browser went away")))
-        return t0
-
-    async def _prepare_page(self) -> None:
-        width, height = self.viewport
-        sdk, relay = self._scripts()
-        await asyncio.gather(
-            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
-                          self.page),
-            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": sdk}, self.page),
-            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": relay, "worldName": RELAY_WORLD},
-                          self.page),
-            self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
-            # the browser's own record of the page's requests, against which the page's reports are checked
-            self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
-            self.cdp.call("Emulation.setDeviceMetricsOverride",
-                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
-            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
-            self.cdp.call("Page.enable", {}, self.page))
-        if self.manager.hub.otel.stats["spans"]:  # the daemon hears OpenTelemetry: documents get trace context
-            await self.manager.hub.faults.sync_device(self)
-        self.scripts = None  # 240 KB a device need not keep: a fresh context builds them again
-
-    async def fresh_context(self) -> None:
-        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
-        service workers or session storage from before.  The old tab and its context go; the
-        session id stays, so the new tab's SDK reconnects as the same session."""
-        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
-        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
-            "targetId"]
-        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
-        old_target, old_context = self.target, self.context
-        self.target, self.page, self.context = target, page, context
-
-        async def close_old() -> None:
-            try:
-                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
-            except _CdpError as exc:  # already gone: nothing of it is left to leak
-                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
-
-        await asyncio.gather(self._prepare_page(), close_old())
-        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
-        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
-            self.manager.hub.spawn(self._dispose(old_context))
-
-    async def _dispose(self, context: str) -> None:
-        try:
-            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
-        except _CdpError as exc:
-            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
-
-    def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
-        if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
-            # only the relay's isolated world has this binding: the page's own scripts cannot call it
-            if self._start_t0 is not None and "askedMs" not in self.phases:  # the first page's SDK runs
-                self.phases["askedMs"] = round((time.monotonic() - self._start_t0) * 1000)
-            self.manager.hub.spawn(self.relay.answer(params.get("executionContextId"), session))
-        elif session == self.page and method.startswith("Network."):
-            self.net.on_event(method, params)
-        elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
-            tab = self.manager.hub.bridge.sessions.get(self.session_id)
-            if tab is not None:
-                tab.document_not_coming(None)
-        elif session == self.page and method == "Page.javascriptDialogOpening":
-            self.manager.hub.spawn(_answer_device_dialog(self, params))
-        elif session == self.page and method == "Page.frameNavigated":
-            frame = params.get("frame") or {}
-            if not frame.get("parentId"):
-                self.url = str(frame.get("url", ""))[:4096]
-        elif session == self.page and method == "Page.navigatedWithinDocument" and params.get("frameId") == self.target:
-            self.url = str(params.get("url", ""))[:4096]  # what the page's relative URLs resolve against now
-        elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
-            self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
-
-    async def navigate(self, url: str) -> None:
-        if self.auth_pending is not None:  # a logged-in start: its cookies and storage before the first load
-            state, self.auth_pending = self.auth_pending, None
-            await _device_restore_state(self, state)
-        result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
-        if result.get("errorText"):
-            raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
-                            "check that the app is running and the URL is right")
-        self.url = url
-
-    async def capture(self, fmt: str, clip: Optional[dict] = None, full_page: bool = False,
-                      quality: Optional[int] = None) -> bytes:
-        params: Dict[str, Any] = {"format": fmt, "captureBeyondViewport": bool(full_page or clip)}
-        if clip is not None:
-            params["clip"] = clip
-        if quality is not None:
-            params["quality"] = quality
-        result = await self.cdp.call("Page.captureScreenshot", params, self.page, timeout=30.0)
-        return base64.b64decode(result.get("data", ""))
-
-    async def layout(self) -> dict:
-        return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
-
-
-# ---- a logged-in start: a setup flow's browser state, read from and restored into a device over CDP ----
-# The state is the context's cookies and the page origin's localStorage and sessionStorage.  It is
-# read in an isolated world and restored by a script in one (the page's own scripts see neither), and
-# it never enters a log, an answer or an error message.
-
-AUTH_WORLD = "reticle-auth"                # the isolated world that reads and restores a saved state
-_AUTH_MARK = "__reticle_auth_restored"     # sessionStorage key: this tab's origin got its saved storage
-_AUTH_COOKIE_KEYS = ("name", "value", "domain", "path", "secure", "httpOnly", "sameSite", "expires")
-_AUTH_READ_JS = r"""(function () {
-  function all(s) { var o = []; for (var i = 0; i < s.length; i++) { var k = s.key(i);
-    if (k !== /*__MARK__*/'') o.push([k, s.getItem(k)]); } return o; }
-  return {origin: location.origin, localStorage: all(localStorage), sessionStorage: all(sessionStorage)};
-})()"""
-_AUTH_RESTORE_JS = r"""(function (origins, mark) {
-  try {
-    if (sessionStorage.getItem(mark)) return;
-    for (var i = 0; i < origins.length; i++) {
-      var o = origins[i];
-      if (o.origin !== location.origin) continue;
-      (o.localStorage || []).forEach(function (kv) { localStorage.setItem(kv[0], kv[1]); });
-      (o.sessionStorage || []).forEach(function (kv) { sessionStorage.setItem(kv[0], kv[1]); });
-      sessionStorage.setItem(mark, "1");
-    }
-  } catch (e) {}
-})(/*__ORIGINS__*/[], /*__MARK__*/"")"""
-
-
-async def _device_read_state(device: "_Device") -> dict:
-    """A device's browser state: every cookie of its browser context, and the localStorage and
-    sessionStorage of its page's origin (read in an isolated world of the top document)."""
-    context = {"browserContextId": device.context} if device.context else {}
-    cookies = (await device.cdp.call("Storage.getCookies", context)).get("cookies") or []
-    kept = [{k: c[k] for k in _AUTH_COOKIE_KEYS if k in c and not (k == "expires" and c.get("session"))}
-            for c in cookies if isinstance(c, dict) and c.get("name") != SERVER_MARK_COOKIE]  # one-use marks stay
-    world = await device.cdp.call("Page.createIsolatedWorld", {"frameId": device.target, "worldName": AUTH_WORLD},
-                                  device.page)
-    got = await device.cdp.call("Runtime.evaluate", {"expression": _script_with(_AUTH_READ_JS, mark=_AUTH_MARK),
-                                                     "contextId": world.get("executionContextId"),
-                                                     "returnByValue": True}, device.page)
-    value = (got.get("result") or {}).get("value")
-    origins = [value] if isinstance(value, dict) and str(value.get("origin", "")).startswith("http") else []
-    return {"format": 1, "cookies": kept, "origins": origins}
-
-
-async def _device_restore_state(device: "_Device", state: dict) -> None:
-    """Before a load: set the saved cookies in the device's context, and register a script (in an
-    isolated world) that writes an origin's saved storage on that origin's first document of the tab."""
-    cookies = [{k: c[k] for k in _AUTH_COOKIE_KEYS if k in c} for c in state.get("cookies") or []
-               if isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("value"), str)]
-    if cookies:
-        params: Dict[str, Any] = {"cookies": cookies}
-        if device.context:
-            params["browserContextId"] = device.context
-        await device.cdp.call("Storage.setCookies", params)
-    origins = [o for o in state.get("origins") or [] if isinstance(o, dict) and isinstance(o.get("origin"), str)]
-    if origins:
-        source = _script_with(_AUTH_RESTORE_JS, origins=origins, mark=_AUTH_MARK)
-        await device.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": source, "worldName": AUTH_WORLD},
-                              device.page)
-
-
-# ---- the device manager: start budgets, records of live browsers, a spare, ownership ----
-
-class _StartBudget:
-    """How many devices one session key may start per window (RETICLE_DEVICE_BUDGET), and all keys
-    together (DEVICE_BUDGET_ALL_SCALE x it): a new session for every start is no way around it."""
-
-    def __init__(self, raw: Optional[str]) -> None:
-        self.budget = self.parse(raw)
-        self.starts: Dict[str, collections.deque] = {}
-
-    @staticmethod
-    def parse(raw: Optional[str]) -> Tuple[int, float]:
-        if not raw or not raw.strip():
-            return DEVICE_BUDGET_DEFAULT
-        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*", raw)
-        if not m or int(m.group(1)) < 1:
-            raise ConfigError("RETICLE_DEVICE_BUDGET=%r is not understood; use STARTS/SECONDS, for example 5/600."
-                              % raw)
-        return int(m.group(1)), float(m.group(2))
-
-    def check(self, key: str) -> None:
-        """Refuse a start the budget of `key`, or of all keys together, has no room for."""
-        count, window = self.budget
-        now = time.time()
-        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
-            starts = self.starts.setdefault(who, collections.deque())
-            while starts and starts[0] <= now - window:
-                starts.popleft()
-            if len(starts) >= limit:
-                next_at = starts[0] + window
-                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
-                                "the next start is allowed at %s, in %d s."
-                                % (limit, window, "this session key" if who == key else "all clients together",
-                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
-                                   max(1, int(next_at - now + 0.999))),
-                                "reuse the open device (reticle_open reuses the caller's own) or wait",
-                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
-
-    def spend(self, key: str) -> None:
-        """Count a start of `key` (after check(), which made its record)."""
-        self.starts[key].append(time.time())
-        self.starts["*"].append(time.time())
-
-    def forget_old(self) -> None:
-        horizon = time.time() - self.budget[1]
-        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
-            del self.starts[key]
-
-
-class _DeviceRecords:
-    """The state directory's devices/: one record (pid, profile, daemon pid) per live device, so
-    that the next daemon can end the browsers and remove the profiles of one killed with SIGKILL."""
-
-    def __init__(self, hub: "Hub") -> None:
-        self.hub = hub
-
-    def _dir(self) -> str:
-        path = os.path.join(self.hub.state.ensure(), "devices")
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        return path
-
-    def write(self, device: "_Device") -> None:
-        record = {"pid": device.proc.pid, "profile": device.profile, "daemonPid": os.getpid(),
-                  "port": self.hub.port, "startedAt": _wall_iso(device.started_at)}
-        path = os.path.join(self._dir(), device.id + ".json")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(_dumps(record))
-
-    def drop(self, device: "_Device") -> None:
-        try:
-            os.unlink(os.path.join(self._dir(), device.id + ".json"))
-        except OSError:
-            pass
-
-    def reap_orphans(self) -> int:
-        """End the browsers and remove the profiles of devices whose daemon is gone.
-
-        Blocking (it waits up to 2 s for a killed group): run it off the loop."""
-        folder = os.path.join(self.hub.state.path, "devices")  # made by the first device, not here
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            return 0
-        reaped = 0
-        for name in names:
-            path = os.path.join(folder, name)
-            try:
-                with open(path) as fh:
-                    record = json.load(fh)
-                pid, profile, owner = int(record["pid"]), str(record["profile"]), int(record["daemonPid"])
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if owner != os.getpid() and _pid_alive(owner):
-                continue  # another live daemon's device
-            if _pid_alive(pid) and _is_device_process(pid, profile):
-                _end_orphan(pid)
-            if os.path.basename(profile).startswith("reticle-device-"):
-                shutil.rmtree(profile, ignore_errors=True)
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            reaped += 1
-            _emit(_device_log, logging.INFO, "device_orphan_reaped", pid=pid, profile=profile, daemonPid=owner)
-        return reaped
-
-
-def _end_orphan(pid: int) -> None:
-    """Kill an orphaned browser's process group and wait (up to 2 s) for it to go."""
-    try:
-        if os.name == "posix":
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-    deadline = time.monotonic() + 2.0
-    while _pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
-class _SparePool:
-    """Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
-    next reticle_open adopts instead of launching one; they count in the manager's max_devices."""
-
-    def __init__(self, manager: "_DeviceManager") -> None:
-        self.manager = manager
-        self.want = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
-        self.spares: List[_Device] = []
-        self.tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
-
-    def top_up(self) -> None:
-        """Start spares in the background until `want` are kept, within max_devices."""
-        manager = self.manager
-        while (len(self.spares) < self.want and not manager.hub.stop_reason
-               and len(manager.devices) + len(self.spares) < manager.max_devices):
-            try:
-                exe = _find_browser()
-            except ToolError:
-                return
-            spare = _Device(manager, "", False, DEVICE_VIEWPORT)
-            self.spares.append(spare)
-            self.tasks[spare.id] = manager.hub.spawn(self._warm(spare, exe))
-
-    async def _warm(self, spare: _Device, exe: str) -> None:
-        try:
-            await spare.warm(exe)
-        except BaseException as exc:
-            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
-            await self.manager.close(spare, "the spare did not start: %s" % exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            return
-        spare.ready = True
-        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
-
-    async def take(self) -> Optional[_Device]:
-        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
-        launch), or None when it failed; the caller starts a browser of its own then."""
-        while self.spares:
-            spare = self.spares.pop(0)
-            task = self.tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                await asyncio.wait({task})
-            if spare.ready and not spare.closed and not spare.cdp.closed:
-                spare.ready = False  # ready again once its page connected for its new owner
-                return spare
-            await self.manager.close(spare, "the spare was not usable")
-        return None
-
-    async def give_up_one(self) -> bool:
-        """Close the newest spare to make room for a device -> whether there was one."""
-        if not self.spares:
-            return False
-        spare = self.spares[-1]
-        task = self.tasks.pop(spare.id, None)
-        if task is not None and not task.done():
-            task.cancel()
-        await self.manager.close(spare, "a device needed its place")
-        return True
-
-    async def close_all(self, why: str) -> None:
-        spares, self.spares = list(self.spares), []
-        for spare in spares:
-            task = self.tasks.pop(spare.id, None)
-            if task is not None and not task.done():
-                task.cancel()
-        await asyncio.gather(*(self.manager.close(s, why) for s in spares))
-
-
-class _DeviceManager:
-    """The devices of one daemon: start budget per session key (_StartBudget), a cap on how many
-    live at once, idle close, spare browsers (_SparePool), reaping of a killed daemon's orphans.
-
-    Each device leaves a record (pid, profile, daemon pid) in the state
-    directory's devices/ while it lives (_DeviceRecords), so that the next daemon can end the
-    browsers and remove the profiles of one that was killed with SIGKILL."""
-
-    def __init__(self, hub: "Hub") -> None:
-        self.hub = hub
-        self.devices: Dict[str, _Device] = {}
-        self.last_used: Dict[str, float] = {}
-        self.budget = _StartBudget(os.environ.get("RETICLE_DEVICE_BUDGET"))
-        self.records = _DeviceRecords(hub)
-        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
-        self.idle_s = DEVICE_IDLE_S
-        self._idle_timer: Any = None
-        self.pool = _SparePool(self)
-        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
-
-    @property
-    def spares(self) -> List[_Device]:
-        return self.pool.spares
-
-    @property
-    def spare_tasks(self) -> Dict[str, "asyncio.Task[Any]"]:
-        return self.pool.tasks
-
-    def top_up(self) -> None:
-        self.pool.top_up()
-
-    def reap_orphans(self) -> int:
-        """End the browsers and remove the profiles of devices whose daemon is gone (blocking)."""
-        return self.records.reap_orphans()
-
-    # -- lookups --------------------------------------------------------------
-    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
-        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
-        if not ticket:
-            return None, "void"
-        for device in self.devices.values():
-            if device.relay.holds(ticket):
-                return device, device.relay.redeem(ticket)
-        return None, "void"
-
-    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
-        for device in self.devices.values():
-            if device.session_id == session_id:
-                return device
-        return None
-
-    def owned_by(self, key: str) -> Optional[_Device]:
-        for device in self.devices.values():
-            if device.owner == key:
-                return device
-        return None
-
-    def describe(self) -> List[dict]:
-        return [d.describe() for d in self.devices.values()]
-
-    def touch(self, key: str) -> None:
-        self.last_used[key] = time.monotonic()
-
-    # -- open and close -----------------------------------------------------------
-    async def _make_room(self) -> None:
-        """At the cap, close the device whose client has been silent longest, if that is more than
-        DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse.
-        A spare browser counts too, and gives its place up first."""
-        if len(self.devices) + len(self.spares) < self.max_devices:
-            return
-        if await self.pool.give_up_one():
-            return
-        now = time.monotonic()
-        idle = [(now - self.last_used.get(d.owner, now), d) for d in self.devices.values() if d.ready]
-        idle.sort(key=lambda x: -x[0])
-        if idle and idle[0][0] > DEVICE_EVICT_IDLE_S:
-            silent, device = idle[0]
-            _emit(_device_log, logging.WARNING, "device_evicted", deviceId=device.id, silentS=round(silent))
-            await self.close(device, "its client was silent for %d s and another client needed a device" % silent)
-            return
-        raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open, and every "
-                        "one was used in the last %d s." % (self.max_devices, len(self.devices), DEVICE_EVICT_IDLE_S),
-                        "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES")
-
-    async def open(self, key: str, url: str, headed: bool = False, viewport: Optional[Tuple[int, int]] = None,
-                   fresh: bool = False, auth: Optional[dict] = None) -> Tuple[_Device, bool]:
-        """The caller's device on `url` (reused when it has one; in a new, empty browser context
-        when `fresh`; starting from a setup flow's saved state `auth`) -> (device, started)."""
-        viewport = viewport or DEVICE_VIEWPORT
-        own = self.owned_by(key)
-        if own is not None and not own.ready:
-            raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it")
-        if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
-            await self.load(own, url, fresh, auth)
-            self.touch(key)
-            return own, False
-        if own is not None:
-            await self.close(own, "replaced by a device with other settings")
-        self.asked_at = time.monotonic()
-        spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
-        self.budget.check(key)
-        if not spare_fits:
-            await self._make_room()  # a device counts from the moment it starts, a spare from its launch
-        exe = _find_browser()
-        self.budget.spend(key)
-        device = (await self.pool.take()) if spare_fits else None
-        spare = device is not None
-        if device is None:
-            device = _Device(self, key, headed, viewport)
-        device.owner = key
-        device.auth_pending = auth
-        self.devices[device.id] = device
-        self.touch(key)
-        try:
-            t0 = time.monotonic()
-            if spare:
-                await device.adopt(url, viewport)
-            else:
-                await device.start(exe, url)
-            await self.wait_connected(device, -1)
-            device.phases["connectedMs"] = round((time.monotonic() - t0) * 1000)
-        except BaseException as exc:
-            await self.close(device, "start failed: %s" % exc)
-            if isinstance(exc, _CdpError):
-                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log") from exc
-            raise
-        device.ready = True
-        self._ensure_idle_timer()
-        self.touch(key)
-        _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
-              sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
-        if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
-            self.pool.top_up()
-        return device, True
-
-    async def load(self, device: _Device, url: str, fresh: bool = False,
-                   auth: Optional[dict] = None) -> _BrowserSession:
-        """Load `url` in a running device (first in a new, empty browser context when `fresh` or
-        when it starts from a setup flow's saved state `auth`) and wait for its page to connect."""
-        if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
-            # every load of a device, not only reticle_open's: a flow's startUrl may say file:, data:,
-            # chrome: or view-source:, and a fresh replay must not open it
-            raise ToolError("a device opens http: and https: pages only, not %r" % url[:200],
-                            'use a full URL such as "http://localhost:5173/"', setup=True)
-        if device.loading is None:
-            device.loading = asyncio.Lock()
-        async with device.loading:  # two loads at once would each close the tab the other made
-            session = self.hub.bridge.get(device.session_id)
-            generation = session.generation if session is not None else -1
-            try:
-                if fresh or auth is not None:
-                    await device.fresh_context()
-                device.auth_pending = auth
-                await device.navigate(url)
-            except _CdpError as exc:
-                raise ToolError("the device's browser did not answer (%s)." % exc,
-                                "reticle_close it, then open again") from exc
-            return await self.wait_connected(device, generation)
-
-    async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
-        deadline = time.monotonic() + DEVICE_CONNECT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            session = self.hub.bridge.get(device.session_id)
-            if session is not None and session.handler is not None and session.generation > generation:
-                return session
-            if device.closed or device.cdp.closed:
-                break
-            await asyncio.sleep(0.005)
-        raise ToolError("the device loaded %s but its page did not connect to the bridge within %d s (a page "
-                        "that is not http(s), or one whose Content-Security-Policy blocks the socket?)"
-                        % (device.url, DEVICE_CONNECT_TIMEOUT_S), "check the URL; reticle_sessions shows the tabs")
-
-    async def close(self, device: _Device, why: str) -> None:
-        """Close a device for good (idempotent): Browser.close, then the process group is killed if need
-        be, its profile removed, its record and faults dropped and its tab's socket closed.  Every wait
-        is bounded, so a hung browser cannot hold the caller.  A second caller awaits the first one's
-        close rather than returning before the browser is gone (a spare's cancelled warm-up and the
-        daemon's stop both close it: the stop must not finish first), and cancelling a caller does not
-        stop the close."""
-        if device.closing is None:
-            device.closing = asyncio.ensure_future(self._close(device, why))
-        await asyncio.shield(device.closing)
-
-    async def _close(self, device: _Device, why: str) -> None:
-        device.closed = True
-        self.devices.pop(device.id, None)
-        if device in self.spares:
-            self.spares.remove(device)
-        try:
-            if not device.cdp.closed:
-                await asyncio.wait_for(device.cdp.call("Browser.close", timeout=2.0), 2.5)
-        except (_CdpError, asyncio.TimeoutError):
-            pass
-        device.cdp.close()
-        await device.process.end()
-        self.records.drop(device)
-        self.hub.faults.drop_tab(device.session_id)
-        session = self.hub.bridge.get(device.session_id)
-        if session is not None and session.handler is not None:
-            session.handler.close(1001, "the device closed")
-        _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
-
-    async def close_all(self, why: str) -> None:
-        await asyncio.gather(self.pool.close_all(why), *(self.close(d, why) for d in list(self.devices.values())))
-        if self._idle_timer is not None:
-            self._idle_timer.stop()
-            self._idle_timer = None
-
-    def _ensure_idle_timer(self) -> None:
-        if self._idle_timer is None:
-            self._idle_timer = tornado.ioloop.PeriodicCallback(self._close_idle, 15000)
-            self._idle_timer.start()
-
-    def _close_idle(self) -> None:
-        now = time.monotonic()
-        owners = {d.owner for d in self.devices.values()}
-        for key in [k for k, t in self.last_used.items() if now - t > self.idle_s and k not in owners]:
-            del self.last_used[key]
-        self.budget.forget_old()
-        for device in list(self.devices.values()):
-            if device.owner.startswith("cli:"):
-                continue  # `reticle drive` and `reticle demo` keep theirs until they end
-            if now - self.last_used.get(device.owner, now) > self.idle_s:
-                self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
-        if self.spares and (self.asked_at is None or now - self.asked_at > self.idle_s):
-            self.hub.spawn(self.pool.close_all("no device was asked for in %d s" % self.idle_s))
-
-    # -- trusted input ------------------------------------------------------------
-    def on_input(self, session: _BrowserSession, msg: dict) -> None:
-        """The SDK of a device asks for real input during an act; answer on its socket."""
-        device = self.for_session(session.id)
-        rid = msg.get("id")
-
-        async def run() -> None:
-            reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
-            try:
-                if device is None or device.closed or not device.acting:
-                    raise ToolError("real input is only dispatched in a device while an act runs")
-                await device.inputs.dispatch(msg)
-            except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
-                reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
-            handler = session.handler
-            if handler is not None:
-                handler.send_json(reply)
-
-        self.hub.spawn(run())
-
-
-def _is_device_process(pid: int, profile: str) -> bool:
-    """Is `pid` still the browser that used `profile` (not a recycled pid)?"""
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return profile.encode() in fh.read()
-    except FileNotFoundError:
-        return os.path.isdir("/proc/self") is False  # no /proc (macOS): trust the record
-    except OSError:
-        return False
-#: end src/reticle/devices.py
+# The embedded scripts (assets) with what this daemon tells every page filled in: its version, its
+# limits and the convention tables the SDK shares with the verdict rules (conventions), plus whatever a
+# device adds of its own (its bridge, relay and tab).  It never holds the pairing token.
+
+def _sdk_source(**config: object) -> str:
+    """The SDK's text with its config: the daemon's version, protocol, largest frame and convention tables,
+    then `config` (a device's own settings)."""
+    whole = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL, "maxMessageBytes": WS_MAX_MESSAGE_BYTES}
+    whole.update(config)
+    whole["conventions"] = _sdk_conventions()
+    return (_sdk_js().replace("__RETICLE_VERSION__", __version__)
+            .replace("/*__RETICLE_CONFIG__*/null", _dumps(whole)))
+#: end src/reticle/sdk.py
 
 
 #: begin src/reticle/server_records.py
@@ -13098,7 +11933,7 @@ def _is_device_process(pid: int, profile: str) -> bool:
 # Server records ##############################################################
 ###############################################################################
 # The daemon's side of the middleware: a record checked and cleaned, the tickets that bind a tab's
-# requests to it, and each record stitched into the tab that made the request.
+# requests to it (each record is stitched into its tab by stitching.py).
 
 def _clean_server_record(raw: Any) -> Optional[dict]:
     """A record from the middleware, kept to its known fields with their types and caps, or None."""
@@ -13213,102 +12048,6 @@ class _ServerTickets:
         if again_until is not None:
             self.live[secret] = [doc, tid, again_until] + (["redirect"] if then_redirect else [])
         return doc, tid
-
-
-def _server_sender_refused(rec: dict, owner: "_BrowserSession") -> Optional[str]:
-    """Why a record's request is not its tab's own, or None.  The browser says who sent a request
-    (Sec-Fetch-Site, Origin, Referer; no page can set them): only the tab's own origin, or the user,
-    counts.  A page on another port of the same host can read a navigation's cookie mark (cookies
-    ignore ports) and send it along, but its requests are `same-site`, or carry its own origin."""
-    tab = urllib.parse.urlsplit(owner.url)
-    origin = "%s://%s" % (tab.scheme, tab.netloc)
-    site, sender = rec.pop("site"), rec.pop("from")
-    if rec["via"] == "cookie" and rec["host"].lower() != tab.netloc.lower():
-        return "a cookie mark on a request to another host than the tab's (%s)" % rec["host"]
-    if site:
-        return None if site in SERVER_TICKET_SITES else "a request sent by a %s page (Sec-Fetch-Site)" % site
-    if sender:
-        return None if sender.lower() == origin.lower() else "a request sent by %s" % sender
-    return "a cookie mark on a request whose sender the browser did not name" if rec["via"] == "cookie" else None
-
-
-def _replaces_spans(hub: "Hub", secret: str, rec: dict, sessions: List[Any]) -> bool:
-    """A middleware's record for a request whose mark its OpenTelemetry spans already spent (the exporter
-    can be first on a loaded machine): the middleware's record, which sees commits, takes the spans'
-    record's place under the same document and id (its late spans no longer join it) -> whether it did."""
-    otel: Any = getattr(hub, "otel", None)
-    spent = otel.done.get(secret) if otel is not None and rec["via"] == "header" else None
-    if otel is None or spent is None or spent[1].get("source") != "otel" or spent[0] not in sessions:
-        return False
-    owner, old = spent
-    if _server_sender_refused(rec, owner) is not None:
-        return False
-    rec["documentId"], rec["requestId"] = old["documentId"], old["requestId"]
-    old.clear()
-    old.update(rec)  # the event the tab stored holds this dict: its window now reads the middleware's record
-    del otel.done[secret]
-    owner.server_otel = max(0, owner.server_otel - 1)
-    owner._wake()
-    return True
-
-
-def _stitch_server_records(hub: "Hub", body: Any) -> dict:
-    """Put each record into the window of the tab that was issued its mark, under the document and
-    id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
-    a stale tab, a mark already spent) is counted as unmatched; a request the tab's own document did
-    not send (another origin replaying a mark) is refused, counted, and spends nothing."""
-    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
-        raise _HttpRefusal(400, "bad request", "expected a JSON object {records: [...], dropped?: int}")
-    records = body["records"]
-    if len(records) > SERVER_MAX_RECORDS:
-        raise _HttpRefusal(413, "payload too large", "at most %d records per POST" % SERVER_MAX_RECORDS)
-    sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
-    stats = hub.server_truth
-    dropped = body.get("dropped")
-    if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
-        stats["droppedByApps"] += dropped
-        stats["lastDropAt"] = hub.clock()
-    stitched = unmatched = invalid = refused = 0
-    now = hub.clock()
-    for raw in records:
-        rec = _clean_server_record(raw)
-        if rec is None:
-            invalid += 1
-            continue
-        secret = rec.pop("mark")
-        owner = next((s for s in sessions if s.server_tickets.holds(secret, now)), None)
-        if owner is None and _replaces_spans(hub, secret, rec, sessions):
-            stitched += 1
-            continue
-        if owner is None:
-            unmatched += 1
-            continue
-        why = _server_sender_refused(rec, owner)
-        if why is not None:
-            refused += 1
-            stats["lastRefused"] = "%s %s: %s" % (rec["method"], rec["path"][:200], why)
-            continue
-        redirected = rec["via"] == "cookie" and 300 <= (rec["status"] or 0) < 400
-        tickets = owner.server_tickets
-        if tickets.redirect_only(secret):
-            if not redirected:
-                unmatched += 1
-                continue
-            rec["documentId"], rec["requestId"] = tickets.take(secret)
-        else:
-            # a navigation's mark: the redirect's record and that of the page it led to may come in
-            # either order (a WSGI record is sent when the server closes the body), so the first of
-            # the two leaves the mark good for the other (a non-3xx first: for a 3xx only)
-            rec["documentId"], rec["requestId"] = tickets.take(
-                secret, now + SERVER_REDIRECT_MS if rec["via"] == "cookie" else None, not redirected)
-        owner.add_server_record(rec)
-        stitched += 1
-    stats["received"] += len(records)
-    stats["stitched"] += stitched
-    stats["unmatched"] += unmatched
-    stats["invalid"] += invalid
-    stats["refused"] += refused
-    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}
 #: end src/reticle/server_records.py
 
 
@@ -13660,795 +12399,6 @@ def _partial_failure(body: Any) -> Optional[str]:
 #: end src/reticle/wire.py
 
 
-#: begin src/reticle/otel.py
-###############################################################################
-# OpenTelemetry ###############################################################
-###############################################################################
-# The daemon's OTLP/HTTP receiver: protobuf and JSON payloads read without a dependency, spans turned
-# into server records, and traces stitched into the tab that made them.
-
-OTEL_MEDIA = ("application/json", "application/x-protobuf")
-OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
-OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
-OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
-OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
-
-
-class _PbError(ValueError):
-    """A protobuf body that is not a well-formed OTLP message (said where)."""
-
-
-# message -> {field number: (JSON-mapping name, kind, repeated)}; kind is a message name or a scalar:
-# str, hex (bytes as hex, ids), b64 (bytes), int (varint), i64 (varint int64, as a string), bool,
-# u64 (fixed64, as a string), double (fixed64)
-_PB_MESSAGES: Dict[str, Dict[int, Tuple[str, str, bool]]] = {
-    "TracesRequest": {1: ("resourceSpans", "ResourceSpans", True)},
-    "LogsRequest": {1: ("resourceLogs", "ResourceLogs", True)},
-    "ResourceSpans": {1: ("resource", "Resource", False), 2: ("scopeSpans", "ScopeSpans", True)},
-    "ResourceLogs": {1: ("resource", "Resource", False), 2: ("scopeLogs", "ScopeLogs", True)},
-    "Resource": {1: ("attributes", "KeyValue", True)},
-    "ScopeSpans": {1: ("scope", "Scope", False), 2: ("spans", "Span", True)},
-    "ScopeLogs": {1: ("scope", "Scope", False), 2: ("logRecords", "LogRecord", True)},
-    "Scope": {1: ("name", "str", False), 2: ("version", "str", False)},
-    "Span": {1: ("traceId", "hex", False), 2: ("spanId", "hex", False), 4: ("parentSpanId", "hex", False),
-             5: ("name", "str", False), 6: ("kind", "int", False), 7: ("startTimeUnixNano", "u64", False),
-             8: ("endTimeUnixNano", "u64", False), 9: ("attributes", "KeyValue", True),
-             11: ("events", "Event", True), 15: ("status", "Status", False)},
-    "Event": {1: ("timeUnixNano", "u64", False), 2: ("name", "str", False), 3: ("attributes", "KeyValue", True)},
-    "Status": {2: ("message", "str", False), 3: ("code", "int", False)},
-    "LogRecord": {1: ("timeUnixNano", "u64", False), 2: ("severityNumber", "int", False),
-                  3: ("severityText", "str", False), 5: ("body", "AnyValue", False),
-                  6: ("attributes", "KeyValue", True), 9: ("traceId", "hex", False), 10: ("spanId", "hex", False)},
-    "KeyValue": {1: ("key", "str", False), 2: ("value", "AnyValue", False)},
-    "AnyValue": {1: ("stringValue", "str", False), 2: ("boolValue", "bool", False), 3: ("intValue", "i64", False),
-                 4: ("doubleValue", "double", False), 5: ("arrayValue", "ArrayValue", False),
-                 6: ("kvlistValue", "KeyValueList", False), 7: ("bytesValue", "b64", False)},
-    "ArrayValue": {1: ("values", "AnyValue", True)},
-    "KeyValueList": {1: ("values", "KeyValue", True)},
-}
-_PB_WIRE = {"int": 0, "i64": 0, "bool": 0, "u64": 1, "double": 1}  # every other kind is length-delimited (2)
-
-
-def _pb_varint(buf: memoryview, i: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        if i >= len(buf):
-            raise _PbError("a varint runs past the end of its message")
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, i
-        shift += 7
-        if shift >= 70:
-            raise _PbError("a varint longer than 10 bytes")
-
-
-def _pb_fields(buf: memoryview) -> Iterator[Tuple[int, int, Any]]:
-    """(field number, wire type, value) of each field of one message: an int for varint, fixed64 and
-    fixed32 fields, a memoryview for length-delimited ones.  Groups (wire types 3, 4) are refused."""
-    i, n = 0, len(buf)
-    while i < n:
-        key, i = _pb_varint(buf, i)
-        field, wire = key >> 3, key & 7
-        if field == 0:
-            raise _PbError("field number 0 at byte %d" % i)
-        if wire == 0:
-            value, i = _pb_varint(buf, i)
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            if i + size > n:
-                raise _PbError("a fixed%d field runs past the end of its message" % (size * 8))
-            value = int.from_bytes(buf[i:i + size], "little")
-            i += size
-        elif wire == 2:
-            size, i = _pb_varint(buf, i)
-            if i + size > n:
-                raise _PbError("field %d says %d bytes; fewer are left" % (field, size))
-            value = buf[i:i + size]  # type: ignore[assignment]  # length-delimited: the bytes themselves
-            i += size
-        else:
-            raise _PbError("wire type %d (field %d) is not used by OTLP" % (wire, field))
-        yield field, wire, value
-
-
-def _pb_scalar(kind: str, value: Any) -> Any:
-    if kind == "str":
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise _PbError("a string field is not UTF-8") from None
-    if kind == "hex":
-        return bytes(value).hex()
-    if kind == "b64":
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if kind == "i64":
-        value &= (1 << 64) - 1
-        return str(value - (1 << 64) if value >= 1 << 63 else value)
-    if kind == "u64":
-        return str(value)
-    if kind == "double":
-        import struct
-        return struct.unpack("<d", value.to_bytes(8, "little"))[0]
-    if kind == "bool":
-        return bool(value)
-    return value  # int (an enum, a count)
-
-
-def _pb_message(buf: memoryview, name: str, depth: int = 0) -> dict:
-    """One OTLP message decoded into OTLP's JSON mapping (camelCase names, ids as hex, 64-bit integers
-    as strings); fields Reticle does not read are skipped.  Raises _PbError naming what is wrong."""
-    if depth > OTEL_MAX_DEPTH + 8:
-        raise _PbError("values nested deeper than %d" % OTEL_MAX_DEPTH)
-    schema = _PB_MESSAGES[name]
-    out: Dict[str, Any] = {}
-    for field, wire, value in _pb_fields(buf):
-        spec = schema.get(field)
-        if spec is None:
-            continue
-        key, kind, repeated = spec
-        want = _PB_WIRE.get(kind, 2)
-        if wire != want:
-            raise _PbError("%s field %d (%s) has wire type %d, not %d" % (name, field, key, wire, want))
-        got = _pb_message(value, kind, depth + 1) if kind in _PB_MESSAGES else _pb_scalar(kind, value)
-        if repeated:
-            out.setdefault(key, []).append(got)
-        else:
-            out[key] = got
-    return out
-
-
-def _otlp_payload(body: bytes, media: str, encoding: str, what: str) -> dict:
-    """The request body of POST /v1/traces or /v1/logs as OTLP's JSON mapping: gzip inflated (to at
-    most OTEL_INFLATED_CAP bytes), then JSON or protobuf.  Refusals say what was wrong and what is accepted."""
-    enc = encoding.strip().lower()
-    if enc == "gzip":
-        import zlib
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            body = inflater.decompress(body, OTEL_INFLATED_CAP + 1)
-        except zlib.error as exc:
-            raise _HttpRefusal(400, "bad request", "the gzip body does not inflate: %s" % exc) from None
-        if len(body) > OTEL_INFLATED_CAP or inflater.unconsumed_tail:
-            raise _HttpRefusal(413, "payload too large", "the gzip body inflates past %d bytes" % OTEL_INFLATED_CAP)
-        if not inflater.eof:
-            raise _HttpRefusal(400, "bad request", "the gzip body is truncated")
-    elif enc not in ("", "identity"):
-        raise _HttpRefusal(415, "unsupported media type", "Content-Encoding %s is not accepted (gzip or none)"
-                           % _short(encoding, 40))
-    if media == "application/x-protobuf":
-        try:
-            return _pb_message(memoryview(body), "TracesRequest" if what == "traces" else "LogsRequest")
-        except _PbError as exc:
-            raise _HttpRefusal(400, "bad request", "the protobuf body is not an OTLP Export%sServiceRequest: %s"
-                               % ("Trace" if what == "traces" else "Logs", exc)) from None
-    try:
-        payload = _loads(body.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _HttpRefusal(400, "bad request", "the body is not JSON: %s" % exc) from None
-    top = "resourceSpans" if what == "traces" else "resourceLogs"
-    if not isinstance(payload, dict) or not isinstance(payload.get(top, []), list):
-        raise _HttpRefusal(400, "bad request", "expected OTLP JSON {%s: [...]}" % top)
-    return payload
-
-
-def _otel_value(v: Any, depth: int = 0) -> Any:
-    """An AnyValue of OTLP's JSON mapping as a plain value (int64 strings as ints)."""
-    if not isinstance(v, dict) or depth > OTEL_MAX_DEPTH:
-        return None
-    if "stringValue" in v:
-        return v["stringValue"] if isinstance(v["stringValue"], str) else None
-    if "intValue" in v:
-        try:
-            return int(v["intValue"])
-        except (TypeError, ValueError):
-            return None
-    if "boolValue" in v:
-        return v["boolValue"] is True
-    if "doubleValue" in v:  # protobuf carries NaN and the infinities, which are no value a rule can read
-        d = v["doubleValue"]
-        return d if isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) else None
-    if isinstance(v.get("arrayValue"), dict):
-        values = v["arrayValue"].get("values")
-        return [_otel_value(x, depth + 1) for x in values[:100]] if isinstance(values, list) else []
-    if isinstance(v.get("kvlistValue"), dict):
-        return _otel_attrs(v["kvlistValue"].get("values"), depth + 1)
-    return None
-
-
-def _otel_attrs(kvs: Any, depth: int = 0) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for kv in kvs[:256] if isinstance(kvs, list) else []:
-        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-            out[kv["key"][:200]] = _otel_value(kv.get("value"), depth)
-    return out
-
-
-def _otel_id(v: Any, size: int) -> Optional[str]:
-    """A trace (size 32) or span (16) id of the JSON mapping as lowercase hex, or None (missing, or all zero)."""
-    if not isinstance(v, str) or len(v) != size:
-        return None
-    v = v.lower()
-    return v if re.fullmatch(r"[0-9a-f]+", v) and v.strip("0") else None
-
-
-class _SpanRefused(ValueError):
-    """One span of a batch that cannot be read (its message says why); the rest of the batch is kept."""
-
-
-_SPAN_IDS = "without a valid traceId (32 hex) and spanId (16 hex)"
-
-
-def _otel_spans(payload: dict) -> Tuple[List[dict], List[str]]:
-    """Every span of a traces payload, flattened: {traceId, spanId, parentSpanId, name, kind, start,
-    end (ns), attrs, events, error, scope, service}, and why each span refused was refused (no valid
-    trace or span id, or a number no span can have: _otel_span)."""
-    out: List[dict] = []
-    bad: List[str] = []
-    spans = payload.get("resourceSpans")
-    for rs in spans if isinstance(spans, list) else []:  # a body of another shape has no spans
-        if not isinstance(rs, dict):
-            continue
-        resource = _otel_attrs(rs["resource"].get("attributes") if isinstance(rs.get("resource"), dict) else None)
-        for ss in rs.get("scopeSpans") or [] if isinstance(rs.get("scopeSpans"), list) else []:
-            if not isinstance(ss, dict) or not isinstance(ss.get("spans"), list):
-                continue
-            scope: dict = ss["scope"] if isinstance(ss.get("scope"), dict) else {}
-            for sp in ss["spans"]:
-                tid = _otel_id(sp.get("traceId"), 32) if isinstance(sp, dict) else None
-                sid = _otel_id(sp.get("spanId"), 16) if isinstance(sp, dict) else None
-                if tid is None or sid is None:
-                    bad.append(_SPAN_IDS)
-                    continue
-                try:
-                    out.append(_otel_span(sp, tid, sid, scope, resource))
-                except _SpanRefused as exc:
-                    bad.append(str(exc))
-    return out, bad
-
-
-_UINT64 = 1 << 64
-
-
-def _otel_nanos(v: Any) -> Optional[int]:
-    """A time of the span (fixed64 nanoseconds since the epoch; a decimal string in JSON), None when it
-    is missing; _SpanRefused for one no clock gives (negative, past 64 bits, not a whole number)."""
-    if v is None or v == "":
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, str)):
-        raise _SpanRefused("with a time that is not an integer of nanoseconds")
-    try:
-        n = int(v)
-    except ValueError:
-        raise _SpanRefused("with a time that is not an integer of nanoseconds") from None
-    if not 0 <= n < _UINT64:
-        raise _SpanRefused("with a time out of range (negative, or past 64 bits)")
-    return n
-
-
-_HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
-
-
-def _otel_status(attrs: dict) -> None:
-    """An HTTP status attribute, when the span has one, is a whole number from 100 to 599 (protobuf can
-    carry a double NaN or infinity there; JSON a string), made an int in `attrs`; _SpanRefused otherwise."""
-    for key in _HTTP_STATUS_KEYS:
-        if key not in attrs:  # (present but None: a value _otel_value could not read, such as a NaN)
-            continue
-        v = attrs[key]
-        if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 3:
-            v = int(v.strip())
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        if isinstance(v, bool) or not isinstance(v, int) or not 100 <= v <= 599:
-            raise _SpanRefused("with an HTTP status code that is not a whole number from 100 to 599")
-        attrs[key] = v
-
-
-_OTEL_KINDS = {"SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
-               "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
-
-
-def _otel_span(sp: dict, tid: str, sid: str, scope: dict, resource: dict) -> dict:
-    """One span as Reticle's flat record; _SpanRefused for a span whose numbers no real span has (a
-    negative or 64-bit-overflowing time, an end before its start, an HTTP status that is no status)."""
-    start, end = _otel_nanos(sp.get("startTimeUnixNano")), _otel_nanos(sp.get("endTimeUnixNano"))
-    if start is not None and end is not None and end < start:
-        raise _SpanRefused("with an end before its start")
-    attrs = _otel_attrs(sp.get("attributes"))
-    _otel_status(attrs)
-    kind = sp.get("kind")
-    if isinstance(kind, str):
-        kind = _OTEL_KINDS.get(kind, 0)
-    kind = kind if isinstance(kind, int) and not isinstance(kind, bool) and 0 <= kind <= 5 else 0
-    code = sp["status"].get("code") if isinstance(sp.get("status"), dict) else None
-    given = sp["events"][:64] if isinstance(sp.get("events"), list) else []
-    events = [{"name": e.get("name") if isinstance(e.get("name"), str) else "",
-               "attrs": _otel_attrs(e.get("attributes"))} for e in given if isinstance(e, dict)]
-    return {"traceId": tid, "spanId": sid, "parentSpanId": _otel_id(sp.get("parentSpanId"), 16),
-            "name": sp.get("name") if isinstance(sp.get("name"), str) else "", "kind": kind,
-            "start": start, "end": end, "attrs": attrs, "events": events,
-            "error": code in (2, "STATUS_CODE_ERROR"), "scope": str(scope.get("name") or "")[:120],
-            "service": str(resource.get("service.name") or "")[:120],
-            "language": str(resource.get("telemetry.sdk.language") or "")[:20].lower()}
-
-
-def _otel_logs(payload: dict) -> List[dict]:
-    """The ERROR-or-worse log records (severity number 17 and up, or a severity text saying so) that
-    carry a trace id, as {traceId, logger, level, message, exception?}."""
-    out = []
-    logs = payload.get("resourceLogs")
-    for rl in logs if isinstance(logs, list) else []:
-        for sl in (rl.get("scopeLogs") or []) if isinstance(rl, dict) and isinstance(rl.get("scopeLogs"), list) else []:
-            if not isinstance(sl, dict) or not isinstance(sl.get("logRecords"), list):
-                continue
-            scope: dict = sl["scope"] if isinstance(sl.get("scope"), dict) else {}
-            for lr in sl["logRecords"]:
-                tid = _otel_id(lr.get("traceId"), 32) if isinstance(lr, dict) else None
-                if tid is None:
-                    continue
-                number = lr.get("severityNumber")
-                text = lr.get("severityText") if isinstance(lr.get("severityText"), str) else ""
-                if not ((isinstance(number, int) and number >= 17) or text.upper() in ("ERROR", "FATAL", "CRITICAL")):
-                    continue
-                attrs = _otel_attrs(lr.get("attributes"))
-                body = _otel_value(lr.get("body"))
-                entry: Dict[str, Any] = {"traceId": tid, "logger": str(scope.get("name") or "")[:120],
-                                         "level": (text or "ERROR").upper()[:16],
-                                         "message": _scrub_server(str(body if body is not None else "")[:300])}
-                exc = _otel_exception(attrs)
-                if exc:
-                    entry["exception"] = exc
-                out.append(entry)
-    return out
-
-
-_NODE_FRAME = re.compile(r"^\s*at (?:(.+?) \()?(?:file://)?(.+?):(\d+)(?::\d+)?\)?\s*$")
-_PY_FRAME = re.compile(r'^\s*File "(.+?)", line (\d+), in (.+?)\s*$')
-_JAVA_FRAME = re.compile(r"^\s*at ([\w$.<>]+)\(([\w$.-]+):(\d+)\)\s*$")
-
-
-def _stack_frames(stack: str, limit: int = 3) -> List[str]:
-    """The innermost frames of the app's own code in a stack trace as text (Node, Python or Java
-    shape), as `file:line function`: installed packages and the runtime's own frames are skipped."""
-    frames: List[Tuple[str, str, str]] = []
-    python = False
-    for line in stack.splitlines()[:200]:
-        m = _PY_FRAME.match(line)
-        if m:
-            python = True
-            frames.append((m.group(1), m.group(2), m.group(3)))
-            continue
-        m = _NODE_FRAME.match(line)
-        if m and "/" in m.group(2) or (m and m.group(2).endswith((".js", ".ts", ".mjs", ".cjs"))):
-            frames.append((m.group(2), m.group(3), m.group(1) or "<anonymous>"))
-            continue
-        m = _JAVA_FRAME.match(line)
-        if m:
-            frames.append((m.group(2), m.group(3), m.group(1).rsplit(".", 1)[-1]))
-    if python:
-        frames.reverse()  # a Python traceback lists the innermost frame last
-    out = []
-    for path, line_no, func in frames:
-        if any(s in path for s in ("node_modules", "site-packages", "dist-packages", "node:", "internal/")) \
-                or path.startswith("<"):
-            continue
-        out.append("%s:%s %s" % (os.path.basename(path), line_no, func.split(" [as ")[0].rsplit(".", 1)[-1]))
-        if len(out) >= limit:
-            break
-    return out
-
-
-def _otel_exception(attrs: dict) -> Optional[dict]:
-    """{type, message, frames} from the exception.* attributes of an exception event or log, or None."""
-    typ, msg, stack = attrs.get("exception.type"), attrs.get("exception.message"), attrs.get("exception.stacktrace")
-    if not (typ or msg or stack):
-        return None
-    return {"type": str(typ or "Exception")[:120], "message": _scrub_server(str(msg or "")[:300]),
-            "frames": _stack_frames(stack) if isinstance(stack, str) else []}
-
-
-_OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
-# The instrumentations that trace a transaction's BEGIN, COMMIT and ROLLBACK (their drivers send them as
-# statements), so that a write outside a traced transaction was autocommitted.  Others (Python's DB-API,
-# sqlite3 and SQLAlchemy instrumentations: the driver begins and commits without a statement) show no
-# transaction at all, so whether such a write was kept is unknown; a service whose spans have shown a
-# transaction statement is learned to be of the first kind (_OtelTraces.tx_services).
-_OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
-                   "@opentelemetry/instrumentation-mysql2")
-_COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
-# The languages (OpenTelemetry's telemetry.sdk.language) whose database drivers commit a statement made outside a
-# transaction by themselves: Node's pg, mysql2 and SQLite drivers, Go's database/sql, JDBC, ADO.NET, Ruby's.
-# Python's DB-API does not (a connection opens a transaction that must be committed), so there it stays unknown.
-_AUTOCOMMIT_LANGUAGES = frozenset(("nodejs", "go", "java", "dotnet", "ruby"))
-
-
-def _otel_db_write(sp: dict) -> Optional[dict]:
-    """A database span's write as the middleware notes one ({op, table, sql, committed}), or None:
-    the kind and table from db.operation.name/db.operation and db.collection.name/db.sql.table,
-    else parsed from the statement (db.query.text/db.statement)."""
-    a = sp["attrs"]
-    sql = a.get("db.query.text") or a.get("db.statement")
-    sql = sql if isinstance(sql, str) else ""
-    op = str(a.get("db.operation.name") or a.get("db.operation") or "").strip().lower()
-    table = a.get("db.collection.name") or a.get("db.sql.table")
-    parsed = _sql_write(sql) if sql else None
-    if parsed is None and op in ("insert", "update", "delete", "replace") and table:
-        parsed = {"op": "insert" if op == "replace" else op, "table": str(table)[:200],
-                  "sql": _scrub_server(sql[:SERVER_SQL_CAP])}
-    if parsed is None:
-        return None
-    if table:
-        parsed["table"] = str(table)[:200]
-    rows = a.get("db.response.affected_rows", a.get("db.rows_affected"))
-    if isinstance(rows, int) and rows >= 0:
-        parsed["rows"] = rows
-    parsed["committed"] = False if sp["error"] else True
-    if sp["error"]:
-        parsed["note"] = "the statement failed (its span's status is ERROR)"
-    return parsed
-
-
-def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict], int]:
-    """The writes of a trace's database spans, in the order they started, with commit or rollback
-    where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
-    database statements seen.  A write outside a traced transaction was autocommitted where the
-    instrumentation traces transaction statements (`tx_traced`: the service has shown one, or its
-    instrumentation is one of _OTEL_TX_SCOPES), or where the service's language's drivers autocommit
-    (_AUTOCOMMIT_LANGUAGES); elsewhere its commit is unknown (committed None)."""
-    db = [s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")]
-    ids = {s["spanId"] for s in db}
-    # one statement seen by two instrumentations (SQLAlchemy's, and the DB-API driver's under it) is one
-    db = sorted((s for s in db if s["parentSpanId"] not in ids), key=lambda s: s["start"] or 0)
-    writes: List[dict] = []
-    pending: Optional[List[dict]] = None
-    for sp in db:
-        text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
-        m = _OTEL_TX.match(text) if isinstance(text, str) else None
-        if m:
-            word = m.group(1).upper()
-            if word.startswith(("BEGIN", "START")):
-                pending = []
-            elif pending is not None:
-                for done in pending:
-                    if word == "ROLLBACK":
-                        done["committed"], done["note"] = False, "rolled back"
-                pending = None
-            continue
-        w = _otel_db_write(sp)
-        if w is None:
-            continue
-        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES
-                                                        or sp.get("language") in _AUTOCOMMIT_LANGUAGES):
-            w["committed"], w["note"] = None, _COMMIT_UNTRACED
-        writes.append(w)
-        if pending is not None and w["committed"]:
-            pending.append(w)
-    for w in pending or []:
-        w["committed"], w["note"] = False, "never committed (no COMMIT in the trace)"
-    return writes[:50], len(db)
-
-
-def _otel_tx_statement(sp: dict) -> bool:
-    """A database span whose statement begins, commits or rolls back a transaction."""
-    text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
-    return bool((sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"))
-                and isinstance(text, str) and _OTEL_TX.match(text))
-
-
-def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: bool = False) -> dict:
-    """The middleware's record (the raw shape _clean_server_record takes) of one SERVER span and the
-    rest of its trace: method, path, host, status, route, duration, the first exception event (the
-    server span's, else an internal span's: a client call's own failure is not the request's), error
-    logs, and the database spans' writes."""
-    a = server["attrs"]
-    path = a.get("url.path") or a.get("http.target")  # without the query, as the middleware reports it
-    if not isinstance(path, str):
-        full = a.get("url.full") or a.get("http.url")
-        path = urllib.parse.urlsplit(full).path if isinstance(full, str) else "/"
-    path = path.split("?", 1)[0] or "/"
-    host = a.get("server.address") or a.get("http.host") or a.get("net.host.name") or ""
-    port = a.get("server.port") or a.get("net.host.port")
-    if host and port and ":" not in str(host):
-        host = "%s:%s" % (host, port)
-    status = a.get("http.response.status_code", a.get("http.status_code"))
-    exc = None
-    for sp in [server] + [s for s in spans if s is not server and s["kind"] in (0, 1, 2)]:
-        for ev in sp["events"]:
-            if ev["name"] == "exception":
-                exc = _otel_exception(ev["attrs"])
-                if exc:
-                    break
-        if exc:
-            break
-    writes, statements = _otel_writes(spans, tx_traced)
-    ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
-    return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
-            "path": path, "host": str(host), "via": "header",
-            "status": status if isinstance(status, int) and not isinstance(status, bool) else None,  # _otel_status
-            "view": a.get("http.route") if isinstance(a.get("http.route"), str) else None,
-            "ms": round(ms, 3) if ms is not None else None, "exception": exc, "statements": statements,
-            "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes}
-
-
-def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
-    """One OTLP request body, read: (spans, error logs, why each span refused was refused).  Pure, and
-    the costly part of an export (inflate, parse, convert), so it runs off the event loop."""
-    payload = _otlp_payload(body, media, encoding, what)
-    if what == "traces":
-        spans, bad = _otel_spans(payload)
-        return spans, [], bad
-    return [], _otel_logs(payload), []
-
-
-def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tuple[List[dict], List[dict]]]:
-    """`spans` and `logs` in slices of about `size` spans that never split a trace."""
-    by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
-    for sp in spans:
-        by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
-    for lg in logs:
-        by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
-    part: Tuple[List[dict], List[dict]] = ([], [])
-    for got, logged in by_trace.values():
-        part[0].extend(got)
-        part[1].extend(logged)
-        if len(part[0]) + len(part[1]) >= size:
-            yield part
-            part = ([], [])
-    if part[0] or part[1]:
-        yield part
-
-
-OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
-OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "")
-
-
-def _origin_key(host: Any, port: Any, scheme: Any = "http") -> Optional[str]:
-    """"loopback:3000" for a host and port as a span or a page's URL names them (every loopback name
-    is one), None without a usable port."""
-    host = str(host or "").strip().lower()
-    if host.count(":") == 1 and not host.startswith("["):
-        host, _, given = host.partition(":")
-        port = port or given
-    try:
-        number = int(port) if port not in (None, "") else {"http": 80, "https": 443}.get(str(scheme).lower())
-    except (TypeError, ValueError):
-        return None
-    if number is None:
-        return None
-    return "%s:%d" % ("loopback" if host in _LOOPBACK_NAMES else host, number)
-
-
-def _span_origin(attrs: dict) -> Optional[str]:
-    """The origin a SERVER span's service answered on, from its attributes (current and older names)."""
-    full = attrs.get("url.full") or attrs.get("http.url")
-    if isinstance(full, str) and "://" in full:
-        try:
-            parts = urllib.parse.urlsplit(full)
-            return _origin_key(parts.hostname, parts.port, parts.scheme)
-        except ValueError:
-            return None
-    host = attrs.get("server.address") or attrs.get("http.host") or attrs.get("net.host.name")
-    if not host:
-        return None
-    return _origin_key(host, attrs.get("server.port") or attrs.get("net.host.port"),
-                       attrs.get("url.scheme") or attrs.get("http.scheme") or "http")
-
-
-class _SpanSources:
-    """What each service that sends spans has shown, for saying why its spans land in no tab: spans,
-    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed).  A service with
-    spans but no SERVER span has an HTTP server no instrumentation sees; one whose SERVER spans never
-    carry an issued trace id does not continue the tab's `traceparent`."""
-
-    def __init__(self) -> None:
-        self.services: "collections.OrderedDict[str, Dict[str, float]]" = collections.OrderedDict()
-
-    def note(self, spans: List[dict], owned: Set[str], now: float) -> None:
-        for sp in spans:
-            row = self.services.get(sp["service"])
-            if row is None:
-                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now}
-                while len(self.services) > 64:
-                    self.services.popitem(last=False)
-            row["spans"] += 1
-            row["at"] = now
-            if sp["kind"] == 2:
-                row["server"] += 1
-                row["attributed"] += sp["traceId"] in owned
-
-    def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
-        """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
-        the fix for a stack that sends spans (never the Python middleware's)."""
-        out = []
-        for name, row in self.services.items():
-            if now - row["at"] > recent_ms or row["attributed"] or row["spans"] < 2:
-                continue
-            if not row["server"]:
-                cause = ("its %d span(s) hold no HTTP SERVER span: its HTTP server is not instrumented" % row["spans"])
-                fix = ("instrument the HTTP server as it loads: in Node, NODE_OPTIONS=\"--experimental-loader="
-                       "@opentelemetry/instrumentation/hook.mjs --import @opentelemetry/auto-instrumentations-node/"
-                       "register\" (without the loader hook, a server that imports node:http as an ES module, as the "
-                       "dev servers of Vite, React Router, Nuxt, SvelteKit and Astro do, sends database spans but no "
-                       "SERVER span); Next.js, its instrumentation.ts; another stack, its HTTP instrumentation")
-            else:
-                cause = ("none of its %d HTTP SERVER span(s) continued a trace id Reticle issued to a tab: it does "
-                         "not read the request's W3C `traceparent`" % row["server"])
-                fix = ("keep W3C trace context on (OTEL_PROPAGATORS unset or including tracecontext), and let no "
-                       "proxy in front drop the traceparent header; a form post or link with the script tag carries "
-                       "no traceparent (open the page as a device: reticle_open)")
-            out.append({"service": name or "(unnamed)", "spans": int(row["spans"]),
-                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix})
-        return out[:5]
-
-
-class _OtelTraces:
-    """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
-    OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
-    record is then stitched as a middleware record would be, once.  Error logs, and child spans that
-    arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT)."""
-
-    def __init__(self) -> None:
-        self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
-        self.sources = _SpanSources()
-        self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
-        self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
-        self.spans = 0
-        self.db_services: Set[str] = set()  # services whose spans have shown database statements
-        self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
-        # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
-        # waits for spans (one app's tracing must not slow another app's verdicts)
-        self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
-        self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
-
-    def _owner(self, hub: "Hub", tid: str, now: float) -> Any:
-        sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
-        return next((s for s in sessions if s.server_tickets.holds(tid, now)), None)
-
-    def _hold(self, tid: str) -> dict:
-        entry = self.held.get(tid)
-        if entry is None:
-            entry = self.held[tid] = {"spans": [], "logs": []}
-        while self.spans > OTEL_HELD_SPANS and self.held:
-            _, old = self.held.popitem(last=False)
-            self.spans -= len(old["spans"])
-        return entry
-
-    def _learn(self, spans: List[dict]) -> None:
-        """From every span, stitched or not: the services whose spans show database statements (their
-        "0 writes" is evidence) and transaction statements (their commits are traced)."""
-        for sp in spans:
-            if sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"):
-                self.db_services.add(sp["service"])
-                if _otel_tx_statement(sp):
-                    self.tx_services.add(sp["service"])
-
-    async def take(self, hub: "Hub", body: bytes, media: str, encoding: str, what: str) -> List[str]:
-        """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
-        while a large batch inflates and parses (and two batches never read at once), then filed in
-        slices of whole traces with the loop free between them.  -> why each refused span was refused;
-        _HttpRefusal for a body that is no OTLP."""
-        if self.pool is None:
-            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reticle-otlp")
-        loop = asyncio.get_running_loop()
-        spans, logs, bad = await loop.run_in_executor(self.pool, _otlp_read, body, media, encoding, what)
-        for part_spans, part_logs in _whole_traces(spans, logs, OTEL_SLICE_SPANS):
-            self.absorb(hub, part_spans, part_logs)
-            await asyncio.sleep(0)
-        return bad
-
-    def serves(self, url: str) -> bool:
-        """Has a traced service been seen answering the origin of `url` (a tab's page)?"""
-        try:
-            parts = urllib.parse.urlsplit(url)
-            return _origin_key(parts.hostname, parts.port, parts.scheme) in self.origins
-        except ValueError:
-            return False
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False)
-            self.pool = None
-
-    def absorb(self, hub: "Hub", spans: List[dict], logs: List[dict]) -> None:
-        """Group what arrived by trace id; file what belongs to a tab (see the class)."""
-        now = hub.clock()
-        by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
-        for sp in spans:
-            by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
-        for lg in logs:
-            by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
-        for sp in spans:
-            origin = _span_origin(sp["attrs"]) if sp["kind"] == 2 else None
-            if origin is not None:
-                self.origins[origin] = None
-                self.origins.move_to_end(origin)
-                if len(self.origins) > OTEL_ORIGINS_KEPT:
-                    self.origins.popitem(last=False)
-        if spans and not self.stats["spans"]:
-            # the first spans: from now on, devices add the trace context of their documents' requests
-            for device in list(hub.devices.devices.values()):
-                hub.spawn(hub.faults.sync_device(device))
-        self.stats["spans"] += len(spans)
-        self.stats["logs"] += len(logs)
-        self._learn(spans)
-        owned = {tid for tid in by_trace if tid in self.done or self._owner(hub, tid, now) is not None}
-        self.sources.note(spans, owned, now)
-        for tid, (got, logged) in by_trace.items():
-            if tid in self.done:
-                self._amend(tid, got, logged)
-                continue
-            owner = self._owner(hub, tid, now)
-            if owner is None:
-                self.held.pop(tid, None)
-                self.stats["unmatched"] += len(got)
-                continue
-            entry = self._hold(tid)
-            entry["spans"].extend(got)
-            entry["logs"].extend(logged)
-            self.spans += len(got)
-            self._try_stitch(hub, tid, owner, entry, now)
-
-    def _try_stitch(self, hub: "Hub", tid: str, owner: Any, entry: dict, now: float) -> None:
-        """Once the trace's root SERVER span (its parent is the SDK's, not among the trace's spans) has
-        arrived: its record, stitched into the tab that holds the trace id, under the document and
-        request the id was issued for, once; the trace is then kept open for late spans (done)."""
-        ids = {s["spanId"] for s in entry["spans"]}
-        server = next((s for s in entry["spans"] if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
-        if server is None:
-            return
-        self.held.pop(tid, None)
-        self.spans -= len(entry["spans"])
-        if any(_otel_tx_statement(s) for s in entry["spans"]):
-            self.tx_services.add(server["service"])
-        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"],
-                                                server["service"] in self.tx_services))
-        if rec is None:
-            return
-        rec.pop("mark")
-        why = _server_sender_refused(rec, owner)
-        if why is not None:
-            self.stats["refused"] += 1
-            return
-        rec["source"] = "otel"
-        rec["service"] = server["service"]
-        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if s["attrs"].get("db.system")
-                                  or s["attrs"].get("db.system.name")})[:3]
-        if rec["statements"]:
-            self.db_services.add(server["service"])
-        rec["dbTraced"] = server["service"] in self.db_services
-        rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
-        owner.server_otel += 1
-        owner.add_server_record(rec)
-        self.stats["stitched"] += 1
-        self.done[tid] = (owner, rec)
-        while len(self.done) > OTEL_DONE_KEPT:
-            self.done.popitem(last=False)
-
-    def _amend(self, tid: str, spans: List[dict], logs: List[dict]) -> None:
-        """Late children and logs of a stitched trace: their writes, exception and error logs join its record."""
-        owner, rec = self.done[tid]
-        for lg in logs:
-            if len(rec["logged"]) < 20:
-                rec["logged"].append({k: v for k, v in lg.items() if k != "traceId"})
-        if any(_otel_tx_statement(s) for s in spans):
-            self.tx_services.add(rec.get("service") or "")
-        writes, statements = _otel_writes(spans, rec.get("service") in self.tx_services)
-        rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
-        rec["statements"] += statements
-        rec["dbTraced"] = rec["dbTraced"] or statements > 0
-        if rec["exception"] is None:
-            for sp in spans:
-                exc = next((_otel_exception(e["attrs"]) for e in sp["events"] if e["name"] == "exception"
-                            and sp["kind"] in (0, 1)), None)
-                if exc:
-                    rec["exception"] = exc
-                    break
-        owner._wake()
-#: end src/reticle/otel.py
-
-
 #: begin src/reticle/tab.py
 ###############################################################################
 # Tabs ########################################################################
@@ -14456,6 +12406,52 @@ class _OtelTraces:
 # What the daemon knows of one tab: its events (a bounded store), its health, its open requests, the
 # marks of its acts, the commands in flight and the reports held for a device; and the connected tab
 # that commands are sent to.
+
+class _Socket(Protocol):
+    """The tab's socket (_BridgeHandler): a command goes out on it, and a tab that is replaced or gone
+    closes it."""
+
+    session: Optional["_BrowserSession"]
+    replaced: bool
+
+    def send_json(self, obj: Any) -> None: ...
+
+    def close(self, code: Optional[int] = None, reason: Optional[str] = None) -> None: ...
+
+
+class _TabHost(Protocol):
+    """What a tab asks of the bridge that holds it (_Bridge): the daemon's clock, the events a tab may
+    send per second, waiting for a reloading tab to come back, marking a request a fault answered, and
+    recording a step of the tab's journey."""
+
+    @property
+    def events_per_second(self) -> int: ...
+
+    def clock(self) -> float: ...
+
+    def wait_back(self, session: "_TabState", timeout: float) -> Awaitable[bool]: ...
+
+    def mark_fault(self, session: "_BrowserSession", event: dict) -> None: ...
+
+    def record_step(self, session_id: str, step: dict) -> None: ...
+
+
+class _Ledger(Protocol):
+    """A browser's own record of the requests its page made (_NetRecord): it confirms a page's report."""
+
+    def confirm(self, data: dict, late: bool) -> Optional[str]: ...
+
+
+class _TabDevice:
+    """What a tab asks of the device that owns it (_Device, a browser the daemon started): the browser's
+    own record of the page's requests, which each report the page makes must match, and, while the tab
+    sends it an act, how many acts are in flight (real input is honoured only then) and how a dialog the
+    act opens is answered.  A tab whose page runs in a browser Reticle did not start has no device."""
+
+    net: _Ledger
+    acting: int
+    dialog_policy: Optional[dict]
+
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
 _HIGH_VALUE_SET = _event_types("high_value")
@@ -14867,13 +12863,6 @@ def _server_knowledge(session: "_TabState", known: "_Known") -> None:
 _PAGE_ERROR_CODES = ("target_missing", "target_ambiguous")
 
 
-class _TabGone(ToolError):
-    """The tab went away (unloaded, replaced or closed) after a command was sent to it,
-    so whether the command ran is not known."""
-
-    code = "tab_gone"
-
-
 def _command_result(reply: dict) -> Any:
     """A page's reply to a command -> its result; a refusal is a ToolError with the page's code when it is
     a known one (_PAGE_ERROR_CODES), else "page_refused"."""
@@ -15206,12 +13195,12 @@ class _TabState:
     own, above), and what the verdict rules read of it (now, window, known, floor).  _BrowserSession
     is the tab itself: this state plus its traffic (the frames it sends, the commands it is sent)."""
 
-    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+    def __init__(self, bridge: _TabHost, handler: _Socket, hello: dict) -> None:
         """A tab as the daemon knows it, from its hello: the socket, the event store and the parts,
         the sampling windows of its frames, and the document it is on."""
         self.bridge = bridge
         self.clock: Callable[[], float] = bridge.clock  # the daemon's one clock (_clock_ms)
-        self.handler: Optional[_BridgeHandler] = handler
+        self.handler: Optional[_Socket] = handler
         self.id = hello["sessionId"]
         self.generation = 0
         self.connected_at = self.clock()
@@ -15232,7 +13221,7 @@ class _TabState:
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)
         self._changed: Optional[asyncio.Future] = None
-        self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
+        self.device: Optional[_TabDevice] = None  # set when a device the daemon started owns this tab
         self.origin = _socket_origin(handler)  # the browser's Origin of its socket: only it may take the tab over
         self.document_id = str(hello.get("documentId") or "")[:64]
         # (documentId, until): a hello whose events are still on the way
@@ -15265,7 +13254,7 @@ class _TabState:
     def refuse_if_throttled(self, refuse: Optional[bool]) -> None:
         if refuse and self.throttled():
             raise ToolError("the tab is throttled (hidden, or silent for %d ms); nothing was driven."
-                            % self.last_seen_ms(), "bring the tab to the front and retry")
+                            % self.last_seen_ms(), "bring the tab to the front and retry", code="tab_throttled")
 
     def note_dialog(self, record: dict) -> None:
         """A dialog the device answered: kept for the answers (_with_health) and as an event."""
@@ -15459,7 +13448,7 @@ class _BrowserSession(_TabState):
     sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
     the tab) and the commands the daemon sends it (command; the page's replies resolve them)."""
 
-    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+    def __init__(self, bridge: _TabHost, handler: _Socket, hello: dict) -> None:
         super().__init__(bridge, handler, hello)
         self.held = _HeldReports(self.clock, self.store, self.id, self._browser_made, self._admit, self._wake)
 
@@ -15491,7 +13480,7 @@ class _BrowserSession(_TabState):
         kept: List[dict] = []
         sizes: List[int] = []
         keep, keep_size, observed, high_set = kept.append, sizes.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
-        confirm, health = isinstance(self.device, _Device), self.health  # a device's reports wait for the browser
+        confirm, health = isinstance(self.device, _TabDevice), self.health  # a device's reports wait for the browser
         n_high, n_other = self._window_high, self._window_count
         last_doc: Any = None  # a frame's events mostly share their document: its checks run once
         doc = ""
@@ -15602,7 +13591,7 @@ class _BrowserSession(_TabState):
         once the browser's network record shows it, and then as the browser says it (_browser_made): a
         page script can forge an event into its SDK's socket, but not make the browser have made
         the request, nor change what the browser saw of it."""
-        if not isinstance(self.device, _Device) or event["type"] != "net.request":
+        if not isinstance(self.device, _TabDevice) or event["type"] != "net.request":
             return False
         return bool(self.held) or not self._browser_made(event, False)  # a held one first: the page's order
 
@@ -15617,7 +13606,7 @@ class _BrowserSession(_TabState):
     def _browser_made(self, event: dict, late: bool) -> bool:
         """Did the tab's device's browser make the request a page report names?  If so, the report now
         says what the browser saw (_NetRecord.confirm), and a page that said otherwise is named."""
-        said = self.device.net.confirm(event["data"], late) if isinstance(self.device, _Device) else None
+        said = self.device.net.confirm(event["data"], late) if isinstance(self.device, _TabDevice) else None
         if said:
             self.held.misreported(event["data"], said)
         return said is not None
@@ -15641,7 +13630,7 @@ class _BrowserSession(_TabState):
         elif health.dialog_open is not None:
             health.dialog_open = None  # the page runs again, so its dialog closed
         if etype in ("net.request", "net.pending", "net.ws"):
-            self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
+            self.bridge.mark_fault(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
             self.requests.started(event, data)
         elif etype == "net.request" and data.get("requestId"):
@@ -15669,7 +13658,7 @@ class _BrowserSession(_TabState):
         handler = self.handler
         if handler is None:
             raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
-                            "call reticle_sessions and retry on the live tab")
+                            "call reticle_sessions and retry on the live tab", code="tab_disconnected")
         if self.health.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")
@@ -15717,12 +13706,328 @@ def _dialog_policy(cmd: dict) -> Optional[dict]:
 #: end src/reticle/tab.py
 
 
+#: begin src/reticle/bridge.py
+###############################################################################
+# Browser bridge ##############################################################
+###############################################################################
+# All the tabs of one daemon: attaching a tab's socket (bound to its origin), resuming a reloaded
+# tab, departed tabs kept for a while, and finding the tab a call means.
+
+async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: Callable[[], float]) -> bool:
+    """Check every `step` s until `check()` holds (True) or `timeout` s pass on `clock` (the daemon's, ms)
+    (False)."""
+    deadline = clock() + timeout * 1000.0
+    while not check():
+        left = (deadline - clock()) / 1000.0
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(step, left))
+    return True
+
+
+_SOCKET_REFUSAL_FIX = ("the SDK tries again by itself; if this repeats, reload the page, and check that it is "
+                       "on localhost or 127.0.0.1 (or allow-listed with RETICLE_ALLOWED_ORIGINS and given the token)")
+
+
+class _FaultMarker(Protocol):
+    """The daemon's faults as the bridge's tabs use them (_Faults): a completed request is marked."""
+
+    def mark(self, session: _BrowserSession, event: dict) -> None: ...
+
+
+class _StepLog(Protocol):
+    """The daemon's journeys (_Journeys): each tab's steps, recorded as they happen."""
+
+    def record(self, session_id: str, step: dict) -> None: ...
+
+
+class _BridgeHost(Protocol):
+    """What the bridge asks of the daemon that holds it (the Hub): its clock, its record of what was
+    refused to a page, its public origin, its faults and its journeys."""
+
+    @property
+    def refusals(self) -> collections.deque: ...
+
+    @property
+    def faults(self) -> _FaultMarker: ...
+
+    @property
+    def journeys(self) -> _StepLog: ...
+
+    def clock(self) -> float: ...
+
+    def note_refusal(self, what: str, reason: str, fix: str) -> None: ...
+
+    def public_origin(self) -> str: ...
+
+
+# ---- the bridge: every tab of the daemon, found by id, the only tab, or the next to connect ----
+
+class _Bridge:
+    """All browser sessions of one daemon, keyed by the id the page chose."""
+
+    def __init__(self, hub: _BridgeHost) -> None:
+        self.hub = hub
+        self.clock = hub.clock
+        self.sessions: Dict[str, _BrowserSession] = {}
+        self.pending_handshakes = 0
+        self.pending: "collections.OrderedDict[Any, None]" = collections.OrderedDict()  # sockets before hello
+        self.refusals: collections.deque = hub.refusals  # the hub's record of what it refused a page
+        self.ever_connected = 0
+        self.events_per_second = EVENTS_PER_SECOND_DEFAULT
+        self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it], all tabs together
+        # the fairness caps on event frames (frame_pause); make_app(tab_byte_rate=, total_byte_rate=) sets them too
+        self.tab_byte_rate = _env_byte_rate("RETICLE_TAB_BYTES_PER_S", FRAME_BYTES_PER_TAB_S)
+        self.total_byte_rate = _env_byte_rate("RETICLE_ALL_TABS_BYTES_PER_S", FRAME_BYTES_ALL_TABS_S)
+        # Tabs that went away recently, kept so that a reload (same id, new
+        # socket) keeps its buffer and cursors instead of starting blind.
+        self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
+        # every tab that went away (id -> when, the page it left): a call naming one is told where it went
+        self.left: "collections.OrderedDict[str, Tuple[float, str]]" = collections.OrderedDict()
+
+    def live(self) -> List[_BrowserSession]:
+        return list(self.sessions.values())
+
+    def frame_pause(self, session: "_BrowserSession", size: int) -> float:
+        """After a frame of events from `session`: 0.0, or the seconds until that tab may send again,
+        once it has sent `tab_byte_rate` this second (or all tabs together `total_byte_rate`).  The
+        bridge then stops reading its socket that long: a tab that floods is slowed by its own
+        socket (its SDK's queue fills and says so), and other tabs and clients keep their share."""
+        now = self.clock()
+        mine, shared = session.frame_window, self.frame_window
+        for window in (mine, shared):
+            if now - window[0] >= 1000.0:
+                window[0], window[1] = now, 0
+            window[1] += size
+        over = [w for w, cap in ((mine, self.tab_byte_rate), (shared, self.total_byte_rate)) if w[1] > cap]
+        if not over:
+            return 0.0
+        wait_ms = 1000.0 - (now - max(w[0] for w in over))
+        session.paused_ms += wait_ms
+        return max(0.0, wait_ms / 1000.0)
+
+    def get(self, session_id: str) -> Optional[_BrowserSession]:
+        return self.sessions.get(session_id)
+
+    def note_refusal(self, reason: str, fix: str = "") -> None:
+        self.hub.note_refusal("socket", reason, fix or _SOCKET_REFUSAL_FIX)
+        _emit(_bridge_log, logging.WARNING, "bridge_refused", reason=reason)
+
+    def why(self) -> str:
+        origin = self.hub.public_origin()
+        text = ("no browser session is connected. Load the app in a browser with "
+                '<script src="%s/reticle.js"></script> in its dev HTML (the page must be on '
+                "localhost or 127.0.0.1, or allow-listed with RETICLE_ALLOWED_ORIGINS and given the "
+                "token), then call reticle_sessions again; or let Reticle open the app itself: "
+                "reticle_open {url} starts a browser with the SDK injected." % origin)
+        if self.ever_connected:
+            text = "every tab that connected has gone (%d seen since start). " % self.ever_connected + text
+        if self.refusals:
+            last = self.refusals[-1]
+            text = ("NOTE: the daemon refused a page's %s recently (%s: %s); %s. " % (
+                "script load (/reticle.js)" if last["what"] == "script" else "bridge socket", last["at"],
+                last["reason"], last["fix"])) + text
+        return text
+
+    def resolve(self, session_id: Optional[str]) -> _BrowserSession:
+        if session_id:
+            s = self.sessions.get(session_id)
+            if s is None:
+                live = ", ".join("%s (%s)" % (x.id, x.url) for x in self.sessions.values()) or "none"
+                if session_id in self.left:
+                    raise ToolError(self._away(session_id) + "; connected now: %s" % live,
+                                    "bring the tab back to a page with the script tag (it is the same session "
+                                    "then), or open the app in a device: reticle_open {url}", code="tab_away")
+                raise ToolError("unknown sessionId %r; connected sessions: %s" % (session_id, live),
+                                "pass one of the connected ids, or omit sessionId when one tab is connected",
+                                code="tab_unknown")
+            return s
+        if not self.sessions:
+            raise ToolError(self.why(), "connect a tab (see reticle_sessions), then retry", code="no_tab")
+        if len(self.sessions) == 1:
+            return next(iter(self.sessions.values()))
+        # Several tabs: never guess between live ones.  A lone tab that is
+        # not hidden or silent among throttled ones is the only implicit pick.
+        awake = [s for s in self.sessions.values() if not s.throttled()]
+        if len(awake) == 1:
+            return awake[0]
+        raise ToolError("multiple sessions connected — pass sessionId: %s" % ", ".join(
+            "%s (%s)" % (s.id, s.url) for s in self.sessions.values()), "pass sessionId", code="tab_ambiguous")
+
+    def attach(self, handler: _Socket,
+               hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
+        """Bind a hello to its session: a known or just-departed id is taken over (its pending commands
+        fail, an older socket is closed as replaced), a new one is created; (None, close code) when the
+        daemon already holds MAX_SESSIONS tabs."""
+        sid = hello["sessionId"]
+        self._reap_departed()
+        old = self.sessions.get(sid)
+        if old is None and sid in self.departed:
+            old = self.departed.pop(sid)[0]
+            self.sessions[sid] = old
+        if old is None and len(self.sessions) >= MAX_SESSIONS:
+            self.note_refusal("session limit reached (%d tabs)" % MAX_SESSIONS)
+            return None, (1013, "session limit reached")
+        origin = _socket_origin(handler)
+        if old is not None and old.device is None and old.origin != origin:
+            # a tab's id is no credential: a page of another origin (another port) claiming it is refused,
+            # and the tab's own socket is left as it is
+            claimed = origin or "a client sending no Origin"
+            self.note_refusal("session %s claimed from %s; it belongs to %s" % (sid, claimed, old.origin or
+                                                                                 "a client sending no Origin"))
+            return None, (1008, ("session %s belongs to a page of another origin; a page of %s cannot take it "
+                                 "over" % (sid, claimed))[:120])
+        if old is not None:
+            session = old
+            old_handler = old.handler
+            old.fail_pending("the tab %s was replaced by a newer connection before the command answered" % sid)
+            session.handler = handler
+            session.origin = origin  # a device's tab may be taken to another origin
+            session.generation += 1
+            session.reconnects += 1
+            session.connected_at = self.clock()
+            session.requests.clear()      # a new document: the old one's requests can no longer answer
+            session.health.new_document()  # a new document answers for itself
+            session.arrived(hello)
+            session.update_identity(hello)
+            if old_handler is not None and old_handler is not handler:
+                old_handler.replaced = True
+                reason = ("session replaced by a newer connection claiming the same id (%s)" % sid)[:120]
+                old_handler.close(1008, reason)
+            _emit(_bridge_log, logging.INFO, "session_replaced", sessionId=sid, url=session.url)
+        else:
+            session = _BrowserSession(self, handler, hello)
+            self.sessions[sid] = session
+            _emit(_bridge_log, logging.INFO, "session_connected", sessionId=sid, url=session.url)
+        self.ever_connected += 1
+        return session, None
+
+    def detach(self, handler: _Socket) -> None:
+        session = handler.session
+        if session is None or session.handler is not handler:
+            return
+        session.handler = None
+        session.left_at = self.clock()
+        session.fail_pending("the tab %s disconnected before the command answered" % session.id)
+        if self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
+            self.departed[session.id] = (session, self.clock())
+            self.left[session.id] = (self.clock(), session.url)
+            self.left.move_to_end(session.id)
+            while len(self.left) > 512:
+                self.left.popitem(last=False)
+            self._reap_departed()
+            while len(self.departed) > MAX_DEPARTED:  # oldest first: dicts keep insertion order
+                del self.departed[next(iter(self.departed))]
+        _emit(_bridge_log, logging.INFO, "session_disconnected", sessionId=session.id)
+        # the buffer of a tab that does not come back is freed when its keep ends, not at the next connect
+        keep = DEPARTED_KEEP_MS
+        tornado.ioloop.IOLoop.current().call_later(keep / 1000.0 + 0.05, lambda: self._reap_departed(keep))
+
+    def _away(self, session_id: str) -> str:
+        """Where a tab that went away went, as far as the daemon knows: the page it left, when, and the
+        document request it left by (its status, when the next page reported it)."""
+        at, url = self.left[session_id]
+        gone = self.departed.get(session_id)
+        last = [e["data"] for e in gone[0].store.query(prefix="net.") if e["data"].get("initiator") == "document"] \
+            if gone is not None else []
+        went = " by %s%s" % (_call_label(last[-1]), " (answered %s)" % last[-1]["status"]
+                             if last[-1].get("status") else "") if last else ""
+        return ("tab %s left %s%s %d s ago and has not connected since: the page it went to has no Reticle script "
+                "tag (an error page its server answered without the app's layout, another site) or the tab "
+                "closed; it is the same session, %s, again once the tab loads a page with the tag"
+                % (session_id, _short(url, 200), went, (self.clock() - at) / 1000.0, session_id))
+
+    def _reap_departed(self, keep_ms: float = DEPARTED_KEEP_MS) -> None:
+        now = self.clock()
+        for sid, (_, gone_at) in list(self.departed.items()):
+            if now - gone_at > keep_ms:
+                del self.departed[sid]
+
+    async def wait_back(self, session: _TabState, timeout: float) -> bool:
+        """Wait up to `timeout` s for `session` (the same tab) to connect again."""
+        return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
+                           timeout, 0.025, self.clock)
+
+    def mark_fault(self, session: _BrowserSession, event: dict) -> None:
+        """Mark a tab's completed request that a fault of the daemon answered (_Faults.mark)."""
+        self.hub.faults.mark(session, event)
+
+    def record_step(self, session_id: str, step: dict) -> None:
+        """Record a step of a tab's journey (_Journeys.record: what a flow is saved from)."""
+        self.hub.journeys.record(session_id, step)
+
+    def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
+        """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
+        now = self.clock()
+        recent = [s for s, _ in self.departed.values()
+                  if s.left_at is not None and now - s.left_at < NAV_WAIT_S * 1000.0]
+        if session_id:
+            return next((s for s in recent if s.id == session_id), None)
+        return recent[-1] if len(recent) == 1 and not self.sessions else None
+
+    async def resolve_soon(self, session_id: Optional[str]) -> _BrowserSession:
+        """resolve(), but a tab between two documents is waited for (up to NAV_WAIT_S) instead
+        of being reported gone: a form post or a link replaces the page, not the tab."""
+        try:
+            return self.resolve(session_id)
+        except ToolError:
+            back = self._returning(session_id)
+            if back is None or back.left_at is None or not await self.wait_back(
+                    back, NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0):
+                raise
+            return back
+
+    async def wait_reconnect(self, session_id: str, generation: int, timeout: float) -> bool:
+        """Wait up to `timeout` s for a newer connection (a later generation) of the tab."""
+        def back() -> bool:
+            s = self.sessions.get(session_id)
+            return s is not None and s.generation > generation and s.handler is not None
+        return await _poll(back, timeout, 0.05, self.clock)
+
+    def close_all(self) -> None:
+        for s in list(self.sessions.values()):
+            if s.handler is not None:
+                s.handler.close(1001, "reticle daemon stopping")
+
+
+def _act_command(args: dict) -> dict:
+    if not args.get("ref") and not args.get("target"):
+        raise ToolError("%s needs a `ref` (from snapshot/query) or a `target` such as "
+                        '{"role": "button", "name": "Save"}.' % args.get("action", "the action"),
+                        "take a reticle_snapshot first, or pass target", code="bad_argument")
+    cmd = {"action": args["action"], "args": args.get("args", {})}
+    if args.get("ref"):
+        cmd["ref"] = args["ref"]
+    else:
+        cmd["target"] = args["target"]
+    return cmd
+
+
+def _summarise(events: List[dict]) -> dict:
+    c = collections.Counter(e["type"] for e in events)
+    messages = sum(1 for e in events if e["type"] in _FRAME_TYPES and e["data"].get("direction") in ("in", "out"))
+    return {
+        "total": len(events),
+        "network": c["net.request"] + messages,
+        "messages": messages,
+        "domAdded": c["dom.added"], "domRemoved": c["dom.removed"],
+        "domChanged": c["dom.attr"] + c["dom.text"],
+        "routeChanges": c["route.change"],
+        "consoleErrors": c["console.error"] + c["error.uncaught"],
+        "animations": sum(v for k, v in c.items() if k.startswith("anim.")),
+        "signals": c["signal"],
+    }
+#: end src/reticle/bridge.py
+
+
 #: begin src/reticle/causes.py
 ###############################################################################
 # What an act caused ##########################################################
 ###############################################################################
 # Which of a window's events the act could have caused: the calls it made (not the page's own
-# background traffic), whether anything happened at all, and what evidence was lost.
+# background traffic), whether anything happened at all, what evidence was lost, and the writes it made
+# (what a journey step and a flow's report keep of them).
 
 def _had_effect(effect: Any, window: List[dict], floor: float = 0.0, known: Optional["_Known"] = None) -> bool:
     """Anything observable happened after the act: a mutation in its own frame, an event of
@@ -15809,321 +14114,86 @@ def _caused_by_act(e: dict, floor: float, known: Optional["_Known"], repeats: bo
     if known.origin and "://" in url and not url.startswith(known.origin + "/") and url != known.origin:
         return False
     return _call_label(d) not in (known.polled if repeats else known.background)
-#: end src/reticle/causes.py
 
 
-#: begin src/reticle/faults.py
-###############################################################################
-# Faults ######################################################################
-###############################################################################
-# A fault makes one tab's matching requests fail (or wait) so that an agent can prove the app tells
-# the user.  In a device it acts in the browser's network layer (CDP Fetch: the request never
-# reaches the server unless it is only delayed); in a tab with the script tag it acts in the SDK's
-# fetch and XHR wrappers.  Every request a fault touched is marked on the page's own record of it
-# (`faulted: true`, `faultId`), so no verdict mistakes a fault's answer for the server's.
-
-FAULT_TTL_MS_DEFAULT = 600000        # a fault expires this long after it was set, unless ttlMs says
-FAULT_MAX_PER_TAB = 32
-FAULT_HIT_KEEP_MS = 120000           # a request a device fault touched is matched to the page's record within this
-_FAULT_CDP_TYPES = {"document": "Document", "fetch": "Fetch", "xhr": "XHR", "websocket": "WebSocket",
-                    "eventsource": "EventSource", "script": "Script", "stylesheet": "Stylesheet", "image": "Image",
-                    "font": "Font", "media": "Media", "other": "Other"}
-_FAULT_SDK_TYPES = ("fetch", "xhr", "websocket")
-_FAULT_DEVICE_COVERS = ["documents", "form posts", "fetch", "XHR", "WebSocket handshakes", "EventSource",
-                        "scripts, styles, images and fonts"]
-_FAULT_SDK_COVERS = ["fetch", "XHR", "WebSocket handshakes"]
-_FAULT_SDK_MISSES = ["documents and form posts", "EventSource", "scripts, styles and images",
-                     "requests made by workers"]
-
-
-class _Fault:
-    """One fault: what it matches, what it answers, how often and until when, and whose it is."""
-
-    def __init__(self, fid: str, owner: str, session_id: str, spec: dict, now_ms: float) -> None:
-        match = spec["match"]
-        self.id = fid
-        self.owner = owner
-        self.session_id = session_id
-        self.url_contains = str(match["urlContains"])
-        self.method = str(match["method"]).upper() if match.get("method") else None
-        self.resource_type = str(match["resourceType"]).lower() if match.get("resourceType") else None
-        self.respond = dict(spec["respond"]) if spec.get("respond") else None
-        self.delay_ms = int(spec.get("delayMs") or 0)
-        self.abort = bool(spec.get("abort"))
-        self.times = spec.get("times")
-        self.ttl_ms = int(spec.get("ttlMs") or FAULT_TTL_MS_DEFAULT)
-        self.created = now_ms
-        self.expires = now_ms + self.ttl_ms
-        self.expires_wall = time.time() + self.ttl_ms / 1000.0
-        self.hits = 0
-        self.cleared = False
-
-    def live(self, now_ms: float) -> bool:
-        return not self.cleared and now_ms < self.expires and (self.times is None or self.hits < self.times)
-
-    def fits(self, method: Any, url: Any, rtype: Optional[str] = None) -> bool:
-        if self.method and str(method or "GET").upper() != self.method:
-            return False
-        if self.url_contains not in str(url or ""):
-            return False
-        if self.resource_type in ("fetch", "xhr") and rtype in ("fetch", "xhr"):
-            return True  # the browser's network layer does not always tell fetch from XHR
-        return not (self.resource_type and rtype and rtype != self.resource_type)
-
-    def what(self) -> str:
-        if self.abort:
-            return "aborted" + (" after %d ms" % self.delay_ms if self.delay_ms else "")
-        if self.respond:
-            late = " after %d ms" % self.delay_ms if self.delay_ms else ""
-            return "answered %s%s" % (self.respond.get("status"), late)
-        return "delayed %d ms" % self.delay_ms
-
-    def public(self, now_ms: float) -> dict:
-        match: Dict[str, Any] = {"urlContains": self.url_contains}
-        if self.method:
-            match["method"] = self.method
-        if self.resource_type:
-            match["resourceType"] = self.resource_type
-        out: Dict[str, Any] = {"faultId": self.id, "sessionId": self.session_id, "match": match, "does": self.what(),
-                               "hits": self.hits, "live": self.live(now_ms), "expiresAt": _wall_iso(self.expires_wall)}
-        if self.times is not None:
-            out["times"] = self.times
-            out["remaining"] = max(0, self.times - self.hits)
-        return out
-
-    def for_sdk(self, now_ms: float) -> dict:
-        """What the SDK's wrappers need (no owner, no session)."""
-        out: Dict[str, Any] = {"id": self.id, "urlContains": self.url_contains, "method": self.method,
-                               "resourceType": self.resource_type, "delayMs": self.delay_ms, "abort": self.abort,
-                               "expiresInMs": max(0, round(self.expires - now_ms))}
-        if self.respond:
-            out["respond"] = self.respond
-        if self.times is not None:
-            out["remaining"] = max(0, self.times - self.hits)
-        return out
+def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
+    """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
+    act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
+    one at a time.  (A write the page repeats on its own is not told apart here: failing it too
+    only asks more of the flow.)  answers=True: each with the `answer` its first call got, where
+    one can be replayed (_replayable_answer), for --teeth's lie."""
+    out: List[dict] = []
+    for e in window:
+        d = e["data"]
+        if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
+            continue
+        if floor is not None and not _caused_by_act(e, floor, None):
+            continue
+        parts = urllib.parse.urlsplit(str(d.get("url") or ""))
+        item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
+        if d.get("initiator") == "document":
+            item["form"] = True
+        if any(_write_label(w) == _write_label(item) for w in out):
+            continue
+        answer = _replayable_answer(d) if answers else None
+        if answer is not None:
+            item["answer"] = answer
+            failure = _framework_failure(d, answer)
+            if failure is not None:
+                item["failure"] = failure
+        out.append(item)
+    return out
 
 
-def _cdp_pattern(text: str) -> str:
-    """A CDP Fetch urlPattern matching any URL that contains `text` (`*`, `?` and `\\` escaped)."""
-    return "*" + re.sub(r"([*?\\])", r"\\\1", text) + "*"
+_LIE_HEADERS = ("content-type", "location", "cache-control")
 
 
-class _Faults:
-    """Every fault of one daemon, per tab.  A fault acts on the tab it was set on and on no other;
-    only the client that set it lists or clears it; it ends with its ttl, its `times`, a clear, or
-    the tab (a closed device, a tab that went away and did not come back)."""
-
-    def __init__(self, hub: "Hub") -> None:
-        self.hub = hub
-        self.tabs: Dict[str, Dict[str, _Fault]] = {}
-        self.hits: Dict[str, collections.deque] = {}       # session id -> [fault id, method, url, t, used]
-        self.device_patterns: Dict[str, Tuple[str, ...]] = {}  # CDP page session -> patterns enabled
-        self.listening: set = set()
-        self.timers: Dict[str, Any] = {}
-
-    # -- bookkeeping ------------------------------------------------------------------------------
-    def _tab_alive(self, sid: str) -> bool:
-        bridge = self.hub.bridge
-        return sid in bridge.sessions or sid in bridge.departed or self.hub.devices.for_session(sid) is not None
-
-    def live(self, sid: str) -> List[_Fault]:
-        if sid in self.tabs and not self._tab_alive(sid):
-            self.drop_tab(sid)
-        now = self.hub.clock()
-        return [f for f in self.tabs.get(sid, {}).values() if f.live(now)]
-
-    def known(self, sid: str, fid: Any) -> Optional[_Fault]:
-        return self.tabs.get(sid, {}).get(fid) if isinstance(fid, str) else None
-
-    def drop_tab(self, sid: str) -> None:
-        for fid in self.tabs.pop(sid, {}):
-            timer = self.timers.pop(fid, None)
-            if timer is not None:
-                timer.cancel()
-        self.hits.pop(sid, None)
-
-    def add(self, session: "_BrowserSession", owner: str, spec: dict) -> _Fault:
-        tab = self.tabs.setdefault(session.id, {})
-        for fid in [k for k, f in tab.items() if not f.live(self.hub.clock())]:
-            del tab[fid]
-        if len(tab) >= FAULT_MAX_PER_TAB:
-            raise ToolError("tab %s already has %d faults (at most %d)" % (session.id, len(tab), FAULT_MAX_PER_TAB),
-                            "clear some with reticle_fault {clear: true}")
-        fault = _Fault("f" + secrets.token_hex(4), owner, session.id, spec, self.hub.clock())
-        tab[fault.id] = fault
-        loop = asyncio.get_running_loop()
-        self.timers[fault.id] = loop.call_later(fault.ttl_ms / 1000.0, lambda: self.hub.spawn(self.sync(session.id)))
-        return fault
-
-    def clear(self, sid: str, owner: str, which: Any) -> List[str]:
-        tab = self.tabs.get(sid, {})
-        gone = [f for f in tab.values() if f.owner == owner and (which is True or f.id == which)]
-        for f in gone:
-            f.cleared = True
-            del tab[f.id]
-            timer = self.timers.pop(f.id, None)
-            if timer is not None:
-                timer.cancel()
-        return [f.id for f in gone]
-
-    def take(self, sid: str, method: Any, url: Any, rtype: Optional[str]) -> Optional[_Fault]:
-        """The first live fault of tab `sid` that fits this request, its hit counted and noted."""
-        for fault in self.live(sid):
-            if fault.fits(method, url, rtype):
-                fault.hits += 1
-                hits = self.hits.setdefault(sid, collections.deque(maxlen=500))
-                hits.append([fault.id, str(method or "GET").upper(), str(url or ""), self.hub.clock(), False])
-                return fault
+def _replayable_answer(d: dict) -> Optional[dict]:
+    """The answer a completed write got, as a fault can give it again without the server (--teeth's
+    lie): {status, headers, body}, the headers a page reads (content-type, location, htmx's `hx-*`
+    and the app's own `x-*`; never cookies), or None when it cannot be replayed as it was: a form
+    post (the page that arrived is the answer), a faulted or failed call, a body not captured or cut."""
+    status = d.get("status")
+    if d.get("initiator") == "document" or d.get("faulted") or d.get("faultId") or d.get("error") is not None:
         return None
+    if not isinstance(status, int) or not 200 <= status <= 599:
+        return None
+    body = d.get("responseBody")
+    if status in _BODYLESS:
+        body = ""
+    if not isinstance(body, str) or d.get("responseBodyTruncated") or len(body) > 65536:
+        return None
+    given = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
+    headers = {str(k): str(v)[:1024] for k, v in given.items()
+               if str(k).lower() in _LIE_HEADERS or str(k).lower().startswith(("hx-", "x-"))}
+    if "content-type" not in {k.lower() for k in headers} and d.get("contentType"):
+        headers["content-type"] = str(d["contentType"])[:1024]
+    return {"status": status, "headers": dict(list(headers.items())[:20]), "body": body}
 
-    # -- the page's records: a request a fault touched says so ---------------------------------------
-    def mark(self, session: "_BrowserSession", event: dict) -> None:
-        """Set `faulted`/`faultId` on a completed request's record when a fault of this tab touched it,
-        and take them off when none did (a page cannot claim a fault it never met)."""
-        data = event["data"]
-        claimed = data.pop("faultId", None)
-        data.pop("faulted", None)
-        data.pop("faultAnswered", None)
-        fault = self.known(session.id, claimed)
-        if fault is not None and (session.device is None or fault.resource_type == "websocket"):
-            # the SDK's wrappers applied it (fetch and XHR with the script tag; WebSockets everywhere)
-            if event["type"] == "net.request" or data.get("direction") == "open":
-                fault.hits += 1
-            data["faulted"] = True
-            data["faultId"] = fault.id
-            data["faultAnswered"] = bool(fault.respond or fault.abort)   # it never reached the server
-            return
-        if session.device is None or event["type"] != "net.request":
-            return
-        horizon = self.hub.clock() - FAULT_HIT_KEEP_MS
-        method = str(data.get("method") or "GET").upper()
-        for hit in self.hits.get(session.id, ()):
-            fault = self.known(session.id, hit[0])
-            if hit[4] or hit[3] < horizon or hit[1] != method or fault is None:
-                continue
-            if fault.fits(method, data.get("url")) or data.get("url") == hit[2]:
-                hit[4] = True
-                data["faulted"] = True
-                data["faultId"] = fault.id
-                data["faultAnswered"] = bool(fault.respond or fault.abort)
-                return
 
-    # -- putting faults in force -----------------------------------------------------------------------
-    async def sync(self, sid: str) -> None:
-        """Put tab `sid`'s live faults in force: Fetch patterns in a device, the SDK's list with the
-        script tag."""
-        device = self.hub.devices.for_session(sid)
-        if device is not None:
-            await self.sync_device(device)
-        session = self.hub.bridge.get(sid)
-        if session is None or session.handler is None:
-            return
-        now = self.hub.clock()
-        # the SDK applies the faults of a script-tag tab, and a device's WebSocket faults (the
-        # browser's network layer does not hold WebSocket handshakes)
-        faults = [f.for_sdk(now) for f in self.live(sid) if device is None or f.resource_type == "websocket"]
-        await session.command("fault_set", {"faults": faults})
+def _write_shown(w: dict) -> dict:
+    """A write of _writes_in as results and reports show it: without the answers kept for --teeth."""
+    return {k: v for k, v in w.items() if k not in ("answer", "failure")}
 
-    async def sync_device(self, device: "_Device") -> None:
-        """Make a device's CDP Fetch interception match the tab's live faults (WebSocket faults are the
-        SDK's); Fetch.enable/disable is sent only when the patterns changed."""
-        page = device.page
-        if page is None or device.closed or device.cdp.closed:
-            return
-        if device.id not in self.listening:
-            self.listening.add(device.id)
-            device.cdp.listeners.append(lambda method, params, s: self._on_cdp(device, method, params, s))
-        patterns = []
-        for fault in self.live(device.session_id):
-            if fault.resource_type == "websocket":
-                continue  # the SDK's WebSocket wrapper drops those (sync)
-            pattern: Dict[str, Any] = {"urlPattern": _cdp_pattern(fault.url_contains), "requestStage": "Request"}
-            if fault.resource_type in ("fetch", "xhr"):
-                patterns.append(dict(pattern, resourceType="Fetch"))
-                pattern["resourceType"] = "XHR"
-            elif fault.resource_type:
-                pattern["resourceType"] = _FAULT_CDP_TYPES[fault.resource_type]
-            patterns.append(pattern)
-        if self.hub.otel.stats["spans"]:
-            # the daemon hears OpenTelemetry: a document request's trace context is added here (_traced)
-            patterns.append({"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"})
-        key = tuple(sorted(_dumps(p) for p in patterns))
-        if self.device_patterns.get(page, ()) == key:
-            return
-        if patterns:
-            await device.cdp.call("Fetch.enable", {"patterns": patterns, "handleAuthRequests": False}, page)
-            self.device_patterns[page] = key
-        else:
-            await device.cdp.call("Fetch.disable", {}, page)
-            self.device_patterns.pop(page, None)
 
-    def _on_cdp(self, device: "_Device", method: str, params: dict, session: Optional[str]) -> None:
-        if method == "Fetch.requestPaused" and session is not None:
-            self.hub.spawn(self._paused(device, params, session))
+def _write_label(w: dict) -> str:
+    """How a write is named in every teeth report: `POST /api/save`, `(form post)` for a document's."""
+    return "%s %s%s" % (w["method"], w["path"], " (form post)" if w.get("form") else "")
 
-    def _traced(self, device: "_Device", params: dict, rid: Any) -> dict:
-        """Fetch.continueRequest's arguments for a request let go: the page's own navigation (a form
-        post, a link; its top frame, its tab's origin) that carries the SDK's cookie mark and no trace
-        context gets `traceparent: 00-<mark>-<random>-01`, the mark being a trace id the daemon issued
-        to this tab, so stock OpenTelemetry server instrumentation files its spans under it.  A page
-        cannot set a document request's headers; the redirect it leads to is not marked again (its
-        record would join the post's trace)."""
-        out: Dict[str, Any] = {"requestId": rid}
-        req = params.get("request") or {}
-        headers: Dict[str, Any] = req["headers"] if isinstance(req.get("headers"), dict) else {}
-        session = self.hub.bridge.get(device.session_id) if device.session_id else None
-        if (params.get("resourceType") != "Document" or params.get("frameId") != device.target or session is None
-                or params.get("redirectedRequestId") or any(k.lower() == "traceparent" for k in headers)):
-            return out
-        mark = _cookie_mark(next((str(v) for k, v in headers.items() if k.lower() == "cookie"), None))
-        try:
-            tab, to = urllib.parse.urlsplit(session.url or ""), urllib.parse.urlsplit(str(req.get("url") or ""))
-        except ValueError:  # a URL urllib cannot split (an unclosed IPv6 bracket): not the tab's own
-            return out
-        # a mark the tab holds is one the daemon issued (32 hex digits): nothing else needs checking
-        if (mark is None or (tab.scheme, tab.netloc) != (to.scheme, to.netloc)
-                or not session.server_tickets.holds(mark, self.hub.clock())):
-            return out
-        out["headers"] = [{"name": str(k), "value": str(v)} for k, v in headers.items()] + [
-            {"name": "traceparent", "value": "00-%s-%s-01" % (mark, secrets.token_hex(8))}]
-        return out
 
-    async def _paused(self, device: "_Device", params: dict, page: str) -> None:
-        """A request the browser holds for us: answer it as the fault says, or let it go."""
-        req = params.get("request") or {}
-        rid = params.get("requestId")
-        rtype = str(params.get("resourceType") or "other").lower()
-        fault = self.take(device.session_id, req.get("method"), req.get("url"), rtype) if page == device.page else None
-        call = device.cdp.call
-        try:
-            if fault is None:
-                await call("Fetch.continueRequest", self._traced(device, params, rid), page)
-                if not self.live(device.session_id):
-                    self.hub.spawn(self.sync_device(device))
-                return
-            _emit(_device_log, logging.INFO, "fault_hit", faultId=fault.id, sessionId=device.session_id,
-                  method=req.get("method"), resourceType=rtype, does=fault.what())
-            if fault.delay_ms:
-                await asyncio.sleep(fault.delay_ms / 1000.0)
-            if fault.abort:
-                await call("Fetch.failRequest", {"requestId": rid, "errorReason": "Failed"}, page)
-            elif fault.respond:
-                r = fault.respond
-                headers = [{"name": str(k), "value": str(v)} for k, v in (r.get("headers") or {}).items()]
-                if not any(h["name"].lower() == "content-type" for h in headers):
-                    headers.append({"name": "Content-Type", "value": "text/plain; charset=utf-8"})
-                body = str(r.get("body") if r.get("body") is not None else "Reticle fault %s" % fault.id)
-                await call("Fetch.fulfillRequest", {"requestId": rid, "responseCode": int(r["status"]),
-                                                    "responseHeaders": headers,
-                                                    "body": base64.b64encode(body.encode("utf-8")).decode("ascii")},
-                           page)
-            else:
-                await call("Fetch.continueRequest", {"requestId": rid}, page)
-            if fault.times is not None and fault.hits >= fault.times:
-                self.hub.spawn(self.sync_device(device))
-        except _CdpError as exc:  # the page navigated away or the browser went: nothing is left to answer
-            _emit(_device_log, logging.INFO, "fault_unanswered", sessionId=device.session_id, why=str(exc))
-#: end src/reticle/faults.py
+def _no_effect(action: str, effect: Any, window: List[dict], floor: float = 0.0,
+               known: Optional["_Known"] = None) -> Optional[dict]:
+    """A click or submit after which nothing at all happened (see _had_effect): whatever
+    held, the action did not make it so."""
+    if action not in ("click", "dblclick", "submit") or not isinstance(effect, dict):
+        return None
+    if _had_effect(effect, window, floor, known):
+        return None
+    return {"kind": "action-had-no-effect", "tier": "absence", "claim": "the %s was dispatched" % action,
+            "counter": "nothing changed: no DOM mutation, request, route, signal, state or storage event",
+            "detail": "a handler that is not wired up looks exactly like this; whatever held, the action "
+                      "did not make it so"}
+#: end src/reticle/causes.py
 
 
 #: begin src/reticle/observation.py
@@ -16214,6 +14284,1335 @@ def _leaf_key(p: dict) -> str:
     """The key of a leaf's live read in an observation."""
     return _dumps(p)
 #: end src/reticle/observation.py
+
+
+#: begin src/reticle/devices.py
+###############################################################################
+# Devices #####################################################################
+###############################################################################
+# A device is a browser the daemon starts and owns (DESIGN section 8).  The
+# daemon speaks the Chrome DevTools Protocol to it over tornado.websocket,
+# injects the SDK into every document before any page script, and turns the
+# SDK's act requests into real input (Input.*, event.isTrusted true).
+
+class _DeviceFaults(Protocol):
+    """The daemon's faults as its devices use them (_Faults): a device's network layer follows its tab's
+    faults, and a closed device's tab has none."""
+
+    def sync_device(self, device: "_Device") -> Awaitable[None]: ...
+
+    def drop_tab(self, sid: str) -> None: ...
+
+
+class _Counted(Protocol):
+    """A part of the daemon that counts what it received (_OtelTraces: spans, logs, ...)."""
+
+    @property
+    def stats(self) -> Dict[str, int]: ...
+
+
+class _DeviceHost(Protocol):
+    """What the devices ask of the daemon (the Hub): its tabs, its faults, whether it hears OpenTelemetry,
+    its state directory and address, tasks it holds, and whether it is stopping."""
+
+    @property
+    def bridge(self) -> _Bridge: ...
+
+    @property
+    def faults(self) -> _DeviceFaults: ...
+
+    @property
+    def otel(self) -> _Counted: ...
+
+    @property
+    def state(self) -> _StateDir: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def scheme(self) -> str: ...
+
+    @property
+    def stop_reason(self) -> str: ...
+
+    def spawn(self, coro: Awaitable) -> "asyncio.Task": ...
+
+
+DEVICE_BUDGET_DEFAULT = (5, 600.0)         # starts per session key per window (RETICLE_DEVICE_BUDGET)
+MAX_DEVICES_DEFAULT = 4                    # alive at once (RETICLE_MAX_DEVICES)
+DEVICE_IDLE_S = 600.0                      # a device closes when its session key is idle this long
+DEVICE_EVICT_IDLE_S = 120                  # ... or, when all are taken and another client needs one, this long
+DEVICE_BUDGET_ALL_SCALE = 4                # all session keys together: 4 x RETICLE_DEVICE_BUDGET
+
+
+DEVICE_CONNECT_TIMEOUT_S = 15.0            # navigation until the injected SDK's hello
+DEVICE_VIEWPORT = (1280, 800)
+SPARE_DEVICES_DEFAULT = 1                  # spare browsers kept started once a device was asked for
+
+
+SCREENSHOT_INLINE_MAX_WIDTH = 1280
+SCREENSHOT_MAX_HEIGHT = 16384              # a full-page capture stops here: a taller PNG overruns CDP's read buffer
+SCREENSHOT_INLINE_MAX_HEIGHT = 4096        # the inline JPEG shows at most this many pixels of height
+RELAY_WORLD = "reticle-relay"              # the isolated world that alone holds a device's bridge tickets
+RELAY_BINDING = "__reticleRelayTicket"     # the CDP binding, installed in that world only, that asks for one
+TICKET_UNUSED_S = 30.0                     # a ticket no socket used within this long is void
+TICKETS_PER_DOCUMENT = 8                   # unused tickets one document may hold at once
+NET_RECORD_MAX = 4000                      # requests of the browser's own record (CDP Network) kept per device
+
+# The device's bridge relay.  It runs in an isolated world of each top-level document, where no
+# page script can reach it: it asks the daemon for a one-use ticket over a CDP binding that only
+# this world can call, opens the bridge socket with it, and hands the SDK (in the page's world) a
+# MessagePort that carries frames to and from that socket.  The ticket never enters the page's
+# world, so a page script cannot read it, replay it or open a socket of its own with it.
+_RELAY_JS = r"""(function () {
+  if (window.top !== window || !/^https?:$/.test(location.protocol)) return;
+  var BASE = /*__BASE__*/'', NONCE = /*__NONCE__*/'', ask = globalThis[/*__BINDING__*/''];
+  if (typeof ask !== 'function') return;
+  var channel = new MessageChannel(), port = channel.port1, socks = {}, waiting = [];
+  function post(m) { try { port.postMessage(m); } catch (e) { /* the page went away */ } }
+  function watch(id, ws) {
+    if (ws.bufferedAmount > 0) setTimeout(function () { watch(id, ws); }, 25);
+    post({op: 'buffered', id: id, n: ws.bufferedAmount});
+  }
+  globalThis.__reticleRelayOpen = function (ticket) {
+    var id = waiting.shift(), ws;
+    if (id == null) return;
+    try { ws = new WebSocket(BASE + encodeURIComponent(ticket)); } catch (e) {
+      post({op: 'close', id: id, code: 1006, reason: ''});
+      return;
+    }
+    socks[id] = ws;
+    ws.onopen = function () { post({op: 'open', id: id}); };
+    ws.onmessage = function (m) { post({op: 'message', id: id, data: m.data}); };
+    ws.onclose = function (e) { delete socks[id]; post({op: 'close', id: id, code: e.code, reason: e.reason}); };
+  };
+  port.onmessage = function (e) {
+    var m = e.data || {}, ws = socks[m.id];
+    if (m.op === 'open' && typeof m.id === 'number' && waiting.length < 8) {
+      var id = m.id;
+      waiting.push(id);
+      ask(String(id));
+      setTimeout(function () {  // no ticket came (the daemon went away): the SDK retries as after a failure
+        var at = waiting.indexOf(id);
+        if (at >= 0) {
+          waiting.splice(at, 1);
+          post({op: 'close', id: id, code: 1006, reason: ''});
+        }
+      }, 5000);
+    } else if (m.op === 'send' && ws && ws.readyState === 1) {
+      ws.send(String(m.data));
+      if (ws.bufferedAmount > 0) watch(m.id, ws);
+    } else if (m.op === 'close' && ws) {
+      try { ws.close(m.code === 1000 ? 1000 : undefined); } catch (x) { ws.close(); }
+    }
+  };
+  window.postMessage({reticleRelay: NONCE}, '*', [channel.port2]);
+})();
+"""
+
+
+# ---- one device's parts: the relay and its tickets, its network record, its input ----
+
+class _RelayTickets:
+    """A device's bridge relay (_RELAY_JS, in the isolated world RELAY_WORLD) and its tickets.
+
+    A ticket is 32 random bytes minted for one document's relay when that relay asks over its CDP
+    binding, good for one socket, void once another document of the device asks (a navigation
+    rotates it) or after TICKET_UNUSED_S unused, and gone with the device."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.nonce = secrets.token_urlsafe(16)  # pairs the SDK with its relay's port; grants nothing
+        self.tickets: Dict[str, dict] = {}      # ticket -> {"context", "page", "minted", "used"}
+
+    def source(self) -> str:
+        """The relay of _RELAY_JS for this device, run in the isolated world RELAY_WORLD."""
+        return _script_with(_RELAY_JS, base=self.device.bridge_base() + "?device=", nonce=self.nonce,
+                            binding=RELAY_BINDING)
+
+    def mint(self, context: Any = None, page: Optional[str] = None) -> str:
+        """A one-use bridge ticket for the document whose relay runs in `context`.
+
+        A ticket asked for by another document voids every unused one of the documents before
+        it: the device's bridge credential rotates with each navigation."""
+        now = time.monotonic()
+        for t, info in list(self.tickets.items()):
+            stale = info["context"] != context or info["page"] != page or now - info["minted"] > TICKET_UNUSED_S
+            if info["used"] or stale:
+                del self.tickets[t]
+        if len(self.tickets) >= TICKETS_PER_DOCUMENT:
+            del self.tickets[min(self.tickets, key=lambda t: self.tickets[t]["minted"])]
+        ticket = secrets.token_urlsafe(32)
+        self.tickets[ticket] = {"context": context, "page": page, "minted": now, "used": False}
+        return ticket
+
+    def redeem(self, ticket: str) -> str:
+        """'ok' (and the ticket is spent), 'used' (a socket already opened with it) or 'void'."""
+        for t, info in list(self.tickets.items()):
+            if hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")):
+                if info["used"]:
+                    return "used"
+                if time.monotonic() - info["minted"] > TICKET_UNUSED_S:
+                    del self.tickets[t]
+                    return "void"
+                info["used"] = True
+                return "ok"
+        return "void"
+
+    def holds(self, ticket: str) -> bool:
+        return any(hmac.compare_digest(t.encode(), ticket.encode("utf-8", "replace")) for t in self.tickets)
+
+    async def answer(self, context: Any, page: Optional[str]) -> None:
+        """Hand the relay that asked (in `context`) a new ticket, into its isolated world only."""
+        ticket = self.mint(context, page)
+        try:
+            await self.device.cdp.call("Runtime.evaluate", {
+                "expression": "globalThis.__reticleRelayOpen(%s)" % _dumps(ticket), "contextId": context}, page)
+        except _CdpError as exc:  # the document went away before its ticket arrived
+            self.tickets.pop(ticket, None)
+            _emit(_device_log, logging.INFO, "device_ticket_undelivered", deviceId=self.device.id, why=str(exc))
+
+
+class _NetRecord:
+    """The browser's own record (CDP Network) of the requests a device's page made, against which
+    the page's reports are checked, and the main frame's document loads it tells the tab of.
+
+    Each CDP request is one chain: the request, the redirects it followed and how it ended (the
+    final status, or failed).  A page's report claims one finished chain of the same method and
+    URL (the URL resolved by the daemon against the document's URL, never by the page), and a
+    chain confirms one report only: one real 200 cannot vouch for a later report."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+        self.chains: "collections.OrderedDict[str, dict]" = collections.OrderedDict()  # CDP requestId -> chain
+        self.by_key: Dict[Tuple[str, str], List[dict]] = {}  # (METHOD, key URL) of each hop -> its chains, in order
+
+    def _session(self) -> Optional["_BrowserSession"]:
+        return self.device.manager.hub.bridge.sessions.get(self.device.session_id)
+
+    def on_event(self, method: str, params: dict) -> None:
+        """Keep the browser's record of each request its page made, then let the tab's held
+        reports that it now confirms through."""
+        rid = str(params.get("requestId", ""))
+        if params.get("type") == "Document" and params.get("frameId") == self.device.target:
+            self._on_document(method, rid, params)
+        chain = self.chains.get(rid)
+        if method == "Network.requestWillBeSent":
+            request = params.get("request") or {}
+            hop = (str(request.get("method") or "GET").upper(), _confirm_key(request.get("url")))
+            if chain is None or not isinstance(params.get("redirectResponse"), dict):
+                chain = {"method": hop[0], "url": hop[1], "status": None, "done": False, "used": False,
+                         "error": None, "redirects": 0, "hops": [hop], "document":
+                         params.get("type") == "Document" and params.get("frameId") == self.device.target,
+                         "stack": _initiator_stack(params.get("initiator"))}
+                self.chains[rid] = chain
+                self.chains.move_to_end(rid)
+                while len(self.chains) > NET_RECORD_MAX:
+                    self.chains.popitem(last=False)[1]["used"] = True  # forgotten: it confirms nothing more
+            else:
+                chain["redirects"] += 1
+                chain["hops"].append(hop)
+                code = params["redirectResponse"].get("status")
+                chain.setdefault("codes", []).append(int(code) if isinstance(code, (int, float)) else 0)
+            self.by_key.setdefault(hop, []).append(chain)
+            if len(self.by_key) > 2 * NET_RECORD_MAX or len(self.by_key[hop]) > NET_RECORD_MAX:
+                self._prune()
+            return
+        if chain is None or chain["done"]:
+            return
+        if method == "Network.responseReceived":
+            status = (params.get("response") or {}).get("status")
+            chain["status"] = int(status) if isinstance(status, (int, float)) and not isinstance(status, bool) else 0
+        elif method == "Network.loadingFailed":
+            chain["status"], chain["error"] = 0, _short(str(params.get("errorText") or "failed"), 120)
+        else:
+            return
+        chain["done"] = True
+        session = self._session()
+        if session is not None and session.held:
+            session.admit_held(confirmed_only=True)
+
+    def _prune(self) -> None:
+        """Forget the chains that confirmed a report or fell out of the record."""
+        for key in list(self.by_key):
+            live = [c for c in self.by_key[key] if not c["used"]]
+            if live:
+                self.by_key[key] = live
+            else:
+                del self.by_key[key]
+
+    def claim(self, data: dict, late: bool) -> Optional[dict]:
+        """The browser's chain that a page's report (`data` of a net.request) names, now spent, or
+        None.  Its method and URL (resolved against the document's URL here) must be the
+        chain's; of the finished chains not yet spent, the first whose status the report says
+        wins, else (once no chain of that request is still under way, or `late`) the first."""
+        if data.get("initiator") == "document":
+            return self._claim_document(data)
+        method = str(data.get("method") or "GET").upper()
+        key = (method, _confirm_key(self.resolve(data.get("url"))))
+        chains = [c for c in self.by_key.get(key, ()) if not c["used"]] if key[1] else []
+        if chains:
+            self.by_key[key] = chains  # the spent and the forgotten go
+        done = [c for c in chains if c["done"]]
+        if not done:
+            return None
+        said = data.get("status")
+        agree = [c for c in done if c["status"] == said or (said == 200 and c["status"] == 304) or (
+            not said and c["status"] == 0)]
+        if agree:
+            chain = agree[0]
+        elif late or len(done) == len(chains):
+            chain = done[0]
+        else:
+            return None  # the one it names may still be under way
+        chain["used"] = True
+        return chain
+
+    def _claim_document(self, data: dict) -> Optional[dict]:
+        """The main frame's load that a page's document report names, now spent, or None: the newest
+        finished one not yet spent with a hop at the report's URL (and method, when the page knew it)."""
+        method = data.get("method") if data.get("methodKnown") and isinstance(data.get("method"), str) else None
+        key = _confirm_key(self.resolve(data.get("url")))
+        for chain in reversed(self.chains.values()) if key else ():
+            if chain["document"] and chain["done"] and not chain["used"] and any(
+                    url == key and (method is None or m == method.upper()) for m, url in chain["hops"]):
+                chain["used"] = True
+                return chain
+        return None
+
+    def confirm(self, data: dict, late: bool) -> Optional[str]:
+        """A page's report (`data` of a net.request) confirmed by the chain it claims (claim), made to
+        say what the browser saw (_browser_values) -> what the page said otherwise ("" for nothing),
+        or None: no chain of the browser's record confirms it (yet)."""
+        chain = self.claim(data, late)
+        return None if chain is None else _browser_values(data, chain, self.resolve(data.get("url")))
+
+    def resolve(self, url: Any) -> str:
+        """A URL a page reported, resolved against the main frame's URL by the daemon (a page can
+        make its own URL resolution lie)."""
+        text = url if isinstance(url, str) else ""
+        try:
+            return urllib.parse.urljoin(self.device.url, text)
+        except ValueError:
+            return text
+
+    def _on_document(self, method: str, rid: str, params: dict) -> None:
+        """The browser's own word that the tab's main frame is loading a new document (a form post
+        whose page script announced nothing included): the tab's session is between documents at
+        once, as the SDK's announcement of a form submission makes it, until the next document
+        connects.  A navigation that brings no document (failed, cancelled, a download, a 204)
+        ends it."""
+        session = self._session()
+        if session is None:
+            return
+        if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
+            request = params.get("request") or {}
+            session.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
+                                        _short(str(request.get("url") or ""), 2048))
+        elif method == "Network.loadingFailed" or (method == "Network.responseReceived" and (
+                (params.get("response") or {}).get("status") in (204, 205))):
+            session.document_not_coming(rid)
+
+
+class _DeviceInput:
+    """Real input for a device's page (Input.*, event.isTrusted true), as its SDK asks during an act."""
+
+    def __init__(self, device: "_Device") -> None:
+        self.device = device
+
+    async def dispatch(self, req: dict) -> None:
+        """Dispatch one action as real input (Input.*), as the SDK asked."""
+        action = req.get("action")
+        x, y = float(req.get("x", 0)), float(req.get("y", 0))
+        call = self.device.cdp.call
+        page = self.device.page
+
+        def mouse(kind: str, px: float, py: float, **extra: Any) -> Awaitable[dict]:
+            params = {"type": kind, "x": px, "y": py, "modifiers": 0}
+            params.update(extra)
+            return call("Input.dispatchMouseEvent", params, page)
+
+        hold = min(30.0, max(0.0, float(req.get("holdMs") or 0) / 1000.0))
+        if action in ("click", "dblclick", "hover"):
+            await mouse("mouseMoved", x, y)
+            if action == "hover":
+                await asyncio.sleep(hold)
+                return
+            for count in ((1, 2) if action == "dblclick" else (1,)):
+                await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=count)
+                if action == "click":
+                    await asyncio.sleep(hold)
+                await mouse("mouseReleased", x, y, button="left", buttons=0, clickCount=count)
+        elif action == "drag":
+            tx, ty = float(req.get("toX", x)), float(req.get("toY", y))
+            await mouse("mouseMoved", x, y)
+            await mouse("mousePressed", x, y, button="left", buttons=1, clickCount=1)
+            for step in range(1, 6):
+                await mouse("mouseMoved", x + (tx - x) * step / 5, y + (ty - y) * step / 5, button="left", buttons=1)
+            await mouse("mouseReleased", tx, ty, button="left", buttons=0, clickCount=1)
+        elif action == "type":
+            text = str(req.get("text", ""))
+            if len(text) > 200:
+                await call("Input.insertText", {"text": text}, page)
+                return
+            for ch in text:
+                await self._key("Enter" if ch == "\n" else ch, 0)
+        elif action == "press":
+            mods = 0
+            for m in req.get("modifiers") or ():
+                mods |= _CDP_MODIFIERS.get(str(m), 0)
+            await self._key(str(req.get("key") or "Enter"), mods)
+        else:
+            raise ToolError("the device cannot dispatch %r as real input" % action, code="input_refused")
+
+    async def _key(self, key: str, mods: int) -> None:
+        vk, code, text = _cdp_key(key)
+        if mods & (2 | 4):
+            text = ""  # a shortcut types nothing
+        down = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": code,
+                "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk, "modifiers": mods}
+        if text:
+            down["text"] = text
+            down["unmodifiedText"] = text
+        call, page = self.device.cdp.call, self.device.page
+        await call("Input.dispatchKeyEvent", down, page)
+        await call("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": vk,
+                                              "nativeVirtualKeyCode": vk, "modifiers": mods}, page)
+
+
+async def _answer_device_dialog(device: "_Device", params: dict) -> None:
+    """An alert, confirm, prompt or beforeunload blocks a device's page (and every command) until
+    it is answered: answer it at once.  Dismissed, unless the act that raised it asked for
+    `dialog: "accept"`; a beforeunload during a load the daemon itself started is accepted
+    (the agent asked to leave).  The tab's answers name it (_with_health)."""
+    kind = str(params.get("type") or "alert")
+    policy = device.dialog_policy
+    if policy is not None:
+        accept = bool(policy.get("accept"))
+    else:
+        accept = kind == "beforeunload" and device.loading is not None and device.loading.locked()
+    answer: Dict[str, Any] = {"accept": accept}
+    if accept and kind == "prompt":
+        answer["promptText"] = str((policy or {}).get("promptText", params.get("defaultPrompt") or ""))
+    record = {"dialogType": kind, "message": _short(str(params.get("message") or ""), 300),
+              "url": _short(str(params.get("url") or ""), 300), "handled": "accepted" if accept else "dismissed"}
+    _emit(_device_log, logging.INFO, "device_dialog", deviceId=device.id, dialogType=kind, handled=record["handled"])
+    try:
+        await device.cdp.call("Page.handleJavaScriptDialog", answer, device.page, timeout=5.0)
+    except _CdpError as exc:
+        record["handled"] = "failed: %s" % _short(str(exc), 120)
+    session = device.manager.hub.bridge.sessions.get(device.session_id)
+    if session is not None:
+        session.note_dialog(record)
+
+
+# ---- the device: a browser of Reticle's own, with the SDK in every document ----
+
+class _Device(_TabDevice):
+    """One browser the daemon started: its process (_BrowserProcess), CDP connection, the page it
+    drives, and the parts that answer that page: its relay and tickets (_RelayTickets), the
+    browser's record of its requests (_NetRecord), real input (_DeviceInput) and dialogs.
+
+    Its bridge socket opens with a ticket: 32 random bytes minted for one
+    document's relay (the isolated world of _RELAY_JS) when that relay asks
+    over its CDP binding, good for one socket, void once another document of
+    the device asks (a navigation rotates it), and gone with the device.  No
+    page script sees one; the bridge accepts it from this device's session id
+    alone, and it is never the pairing token."""
+
+    def __init__(self, manager: "_DeviceManager", owner: str, headed: bool, viewport: Tuple[int, int]) -> None:
+        """A browser Reticle starts and drives over CDP for one MCP client (`owner`): its process,
+        profile, CDP client and page target, its relay tickets, and the browser's own record of the
+        requests its page made (to check the page's reports against)."""
+        self.manager = manager
+        self.id = "d" + secrets.token_hex(4)
+        self.session_id = "device-" + self.id
+        self.relay = _RelayTickets(self)
+        self.net: _NetRecord = _NetRecord(self)
+        self.inputs = _DeviceInput(self)
+        self.process = _BrowserProcess(self.id)
+        self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
+        self.owner = owner
+        self.headed = headed
+        self.viewport = viewport
+        self.cdp = _CdpClient()
+        self.page: Optional[str] = None          # the flat CDP session of the page target
+        self.target: Optional[str] = None
+        self.context: Optional[str] = None       # a browser context of its own, after a fresh open
+        self.loading: Optional[asyncio.Lock] = None  # one load (navigation, fresh context) at a time
+        self.started_at = time.time()
+        self.auth_pending: Optional[dict] = None  # a setup flow's saved state, restored by the next navigate
+        self.url = ""
+        self.closed = False
+        self.closing: Optional["asyncio.Future[None]"] = None  # the one close in progress, every caller awaits it
+        self.ready = False                       # started and its page connected
+        self.acting = 0                          # act commands in flight: input is honoured only then
+        self.phases: Dict[str, int] = {}
+        self.scripts: Optional[Tuple[str, str]] = None  # (the SDK, the relay) until the page has them
+        self._start_t0: Optional[float] = None   # a start of its own (no spare): its phases count from the launch
+
+    @property
+    def proc(self) -> Any:
+        return self.process.proc
+
+    @property
+    def profile(self) -> str:
+        return self.process.profile
+
+    @property
+    def tickets(self) -> Dict[str, dict]:
+        return self.relay.tickets
+
+    def mint_ticket(self, context: Any = None, page: Optional[str] = None) -> str:
+        return self.relay.mint(context, page)
+
+    def describe(self) -> dict:
+        return {"deviceId": self.id, "sessionId": self.session_id, "url": self.url,
+                "pid": self.proc.pid if self.proc is not None else None, "headed": self.headed,
+                "viewport": {"width": self.viewport[0], "height": self.viewport[1]},
+                "startedAt": _wall_iso(self.started_at)}
+
+    def bridge_base(self) -> str:
+        hub = self.manager.hub
+        return "%s://127.0.0.1:%d/reticle" % ("wss" if hub.scheme == "https" else "ws", hub.port)
+
+    def _scripts(self) -> Tuple[str, str]:
+        """The two scripts of every document (injected_source, _RelayTickets.source), built once per set-up."""
+        if self.scripts is None:
+            self.scripts = (self.injected_source(), self.relay.source())
+        return self.scripts
+
+    def injected_source(self) -> str:
+        """The SDK with this device's config, run in top-level http(s) documents only.  It carries
+        no credential: its bridge socket is the relay's (_RelayTickets.source)."""
+        sdk = _sdk_source(device=True, bridge=self.bridge_base(), relay=self.relay.nonce, sessionId=self.session_id)
+        return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
+                + sdk + "\n})();")
+
+    async def start(self, exe: str, url: str) -> None:
+        """Launch, attach to the start-up tab, inject, then load `url`.
+
+        The set-up calls go out together and are all answered before the
+        navigation starts: Page.navigate is handled in the browser process and
+        may overtake them, and a renderer swap would then lose them."""
+        t0 = await self.launch(exe)
+        self._start_t0 = t0
+        targets = (await self.cdp.call("Target.getTargets")).get("targetInfos", [])
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            self.target = pages[0]["targetId"]  # the start-up tab: one renderer fewer than a new one
+        else:
+            self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank"}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.phases["attachedMs"] = round((time.monotonic() - t0) * 1000)
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["injectedMs"] = round((time.monotonic() - t0) * 1000)
+        await self.navigate(url)
+        self.phases["navigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def warm(self, exe: str) -> None:
+        """A spare: everything of a start but the load.  The browser is launched, and its page is a
+        new tab in a new browser context of its own (nobody's cookies or storage, not even the empty
+        start-up tab's), attached, with this device's SDK registered for every document."""
+        t0 = await self.launch(exe)
+        self.context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        self.target = (await self.cdp.call("Target.createTarget", {"url": "about:blank",
+                                                                   "browserContextId": self.context}))["targetId"]
+        self.page = (await self.cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True}))[
+            "sessionId"]
+        self.cdp.listeners.append(self._on_event)
+        await self._prepare_page()
+        self.phases["warmMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def adopt(self, url: str, viewport: Tuple[int, int]) -> None:
+        """A warmed spare becomes this caller's device: its viewport, then the load of `url`."""
+        t0 = time.monotonic()
+        if viewport != self.viewport:
+            self.viewport = viewport
+            await self.cdp.call("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
+                                                                       "deviceScaleFactor": 1, "mobile": False},
+                                self.page)
+        await self.navigate(url)
+        self.phases["spareNavigatedMs"] = round((time.monotonic() - t0) * 1000)
+
+    async def launch(self, exe: str) -> float:
+        """Start the browser process and connect to its DevTools endpoint -> the monotonic start time."""
+        await self.process.spawn(exe, self.headed, self.viewport)
+        t0 = time.monotonic()
+        self.manager.records.write(self)
+        self._scripts()  # while the browser boots: nothing of the start waits for these two strings then
+        ws_url = await self.process.devtools_url()
+        self.phases["launchMs"] = round((time.monotonic() - t0) * 1000)
+        await self.cdp.connect(ws_url)
+        # A browser that exits (a headed window closed by hand, a crash) takes its device with it.
+        reader = self.cdp.reader
+        assert reader is not None  # connect() started it
+        reader.add_done_callback(lambda _: None if self.closed else self.manager.hub.spawn(
+            self.manager.close(self, "the browser went away")))
+        return t0
+
+    async def _prepare_page(self) -> None:
+        width, height = self.viewport
+        sdk, relay = self._scripts()
+        await asyncio.gather(
+            self.cdp.call("Runtime.addBinding", {"name": RELAY_BINDING, "executionContextName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": sdk}, self.page),
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": relay, "worldName": RELAY_WORLD},
+                          self.page),
+            self.cdp.call("Runtime.enable", {}, self.page),  # Runtime.bindingCalled is sent only then
+            # the browser's own record of the page's requests, against which the page's reports are checked
+            self.cdp.call("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, self.page),
+            self.cdp.call("Emulation.setDeviceMetricsOverride",
+                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, self.page),
+            self.cdp.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, self.page),
+            self.cdp.call("Page.enable", {}, self.page))
+        if self.manager.hub.otel.stats["spans"]:  # the daemon hears OpenTelemetry: documents get trace context
+            await self.manager.hub.faults.sync_device(self)
+        self.scripts = None  # 240 KB a device need not keep: a fresh context builds them again
+
+    async def fresh_context(self) -> None:
+        """Move the device's page into a new, empty browser context: no cookies, storage, cache,
+        service workers or session storage from before.  The old tab and its context go; the
+        session id stays, so the new tab's SDK reconnects as the same session."""
+        context = (await self.cdp.call("Target.createBrowserContext", {}))["browserContextId"]
+        target = (await self.cdp.call("Target.createTarget", {"url": "about:blank", "browserContextId": context}))[
+            "targetId"]
+        page = (await self.cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+        old_target, old_context = self.target, self.context
+        self.target, self.page, self.context = target, page, context
+
+        async def close_old() -> None:
+            try:
+                await self.cdp.call("Target.closeTarget", {"targetId": old_target})
+            except _CdpError as exc:  # already gone: nothing of it is left to leak
+                _emit(_device_log, logging.INFO, "device_old_tab_gone", deviceId=self.id, why=str(exc))
+
+        await asyncio.gather(self._prepare_page(), close_old())
+        await self.manager.hub.faults.sync_device(self)  # the tab's faults follow it into the new context
+        if old_context:  # its renderer winds down on its own time; the next page need not wait for it
+            self.manager.hub.spawn(self._dispose(old_context))
+
+    async def _dispose(self, context: str) -> None:
+        try:
+            await self.cdp.call("Target.disposeBrowserContext", {"browserContextId": context})
+        except _CdpError as exc:
+            _emit(_device_log, logging.INFO, "device_context_kept", deviceId=self.id, why=str(exc))
+
+    def _on_event(self, method: str, params: dict, session: Optional[str]) -> None:
+        if session == self.page and method == "Runtime.bindingCalled" and params.get("name") == RELAY_BINDING:
+            # only the relay's isolated world has this binding: the page's own scripts cannot call it
+            if self._start_t0 is not None and "askedMs" not in self.phases:  # the first page's SDK runs
+                self.phases["askedMs"] = round((time.monotonic() - self._start_t0) * 1000)
+            self.manager.hub.spawn(self.relay.answer(params.get("executionContextId"), session))
+        elif session == self.page and method.startswith("Network."):
+            self.net.on_event(method, params)
+        elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
+            tab = self.manager.hub.bridge.sessions.get(self.session_id)
+            if tab is not None:
+                tab.document_not_coming(None)
+        elif session == self.page and method == "Page.javascriptDialogOpening":
+            self.manager.hub.spawn(_answer_device_dialog(self, params))
+        elif session == self.page and method == "Page.frameNavigated":
+            frame = params.get("frame") or {}
+            if not frame.get("parentId"):
+                self.url = str(frame.get("url", ""))[:4096]
+        elif session == self.page and method == "Page.navigatedWithinDocument" and params.get("frameId") == self.target:
+            self.url = str(params.get("url", ""))[:4096]  # what the page's relative URLs resolve against now
+        elif method == "Target.detachedFromTarget" and params.get("sessionId") == self.page:
+            self.manager.hub.spawn(self.manager.close(self, "the page was closed"))
+
+    async def navigate(self, url: str) -> None:
+        if self.auth_pending is not None:  # a logged-in start: its cookies and storage before the first load
+            state, self.auth_pending = self.auth_pending, None
+            await _device_restore_state(self, state)
+        result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
+        if result.get("errorText"):
+            raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
+                            "check that the app is running and the URL is right", code="navigation_failed")
+        self.url = url
+
+    async def capture(self, fmt: str, clip: Optional[dict] = None, full_page: bool = False,
+                      quality: Optional[int] = None) -> bytes:
+        params: Dict[str, Any] = {"format": fmt, "captureBeyondViewport": bool(full_page or clip)}
+        if clip is not None:
+            params["clip"] = clip
+        if quality is not None:
+            params["quality"] = quality
+        result = await self.cdp.call("Page.captureScreenshot", params, self.page, timeout=30.0)
+        return base64.b64decode(result.get("data", ""))
+
+    async def layout(self) -> dict:
+        return await self.cdp.call("Page.getLayoutMetrics", {}, self.page)
+
+
+# ---- a logged-in start: a setup flow's browser state, read from and restored into a device over CDP ----
+# The state is the context's cookies and the page origin's localStorage and sessionStorage.  It is
+# read in an isolated world and restored by a script in one (the page's own scripts see neither), and
+# it never enters a log, an answer or an error message.
+
+
+def _device_of(session: _BrowserSession) -> Optional[_Device]:
+    """The device that owns a tab, whole: the tab knows it only as a _TabDevice (what the tab itself
+    asks of it), and _Device is the one kind of device there is."""
+    return cast(Optional[_Device], session.device)
+AUTH_WORLD = "reticle-auth"                # the isolated world that reads and restores a saved state
+_AUTH_MARK = "__reticle_auth_restored"     # sessionStorage key: this tab's origin got its saved storage
+_AUTH_COOKIE_KEYS = ("name", "value", "domain", "path", "secure", "httpOnly", "sameSite", "expires")
+_AUTH_READ_JS = r"""(function () {
+  function all(s) { var o = []; for (var i = 0; i < s.length; i++) { var k = s.key(i);
+    if (k !== /*__MARK__*/'') o.push([k, s.getItem(k)]); } return o; }
+  return {origin: location.origin, localStorage: all(localStorage), sessionStorage: all(sessionStorage)};
+})()"""
+_AUTH_RESTORE_JS = r"""(function (origins, mark) {
+  try {
+    if (sessionStorage.getItem(mark)) return;
+    for (var i = 0; i < origins.length; i++) {
+      var o = origins[i];
+      if (o.origin !== location.origin) continue;
+      (o.localStorage || []).forEach(function (kv) { localStorage.setItem(kv[0], kv[1]); });
+      (o.sessionStorage || []).forEach(function (kv) { sessionStorage.setItem(kv[0], kv[1]); });
+      sessionStorage.setItem(mark, "1");
+    }
+  } catch (e) {}
+})(/*__ORIGINS__*/[], /*__MARK__*/"")"""
+
+
+async def _device_read_state(device: "_Device") -> dict:
+    """A device's browser state: every cookie of its browser context, and the localStorage and
+    sessionStorage of its page's origin (read in an isolated world of the top document)."""
+    context = {"browserContextId": device.context} if device.context else {}
+    cookies = (await device.cdp.call("Storage.getCookies", context)).get("cookies") or []
+    kept = [{k: c[k] for k in _AUTH_COOKIE_KEYS if k in c and not (k == "expires" and c.get("session"))}
+            for c in cookies if isinstance(c, dict) and c.get("name") != SERVER_MARK_COOKIE]  # one-use marks stay
+    world = await device.cdp.call("Page.createIsolatedWorld", {"frameId": device.target, "worldName": AUTH_WORLD},
+                                  device.page)
+    got = await device.cdp.call("Runtime.evaluate", {"expression": _script_with(_AUTH_READ_JS, mark=_AUTH_MARK),
+                                                     "contextId": world.get("executionContextId"),
+                                                     "returnByValue": True}, device.page)
+    value = (got.get("result") or {}).get("value")
+    origins = [value] if isinstance(value, dict) and str(value.get("origin", "")).startswith("http") else []
+    return {"format": 1, "cookies": kept, "origins": origins}
+
+
+async def _device_restore_state(device: "_Device", state: dict) -> None:
+    """Before a load: set the saved cookies in the device's context, and register a script (in an
+    isolated world) that writes an origin's saved storage on that origin's first document of the tab."""
+    cookies = [{k: c[k] for k in _AUTH_COOKIE_KEYS if k in c} for c in state.get("cookies") or []
+               if isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("value"), str)]
+    if cookies:
+        params: Dict[str, Any] = {"cookies": cookies}
+        if device.context:
+            params["browserContextId"] = device.context
+        await device.cdp.call("Storage.setCookies", params)
+    origins = [o for o in state.get("origins") or [] if isinstance(o, dict) and isinstance(o.get("origin"), str)]
+    if origins:
+        source = _script_with(_AUTH_RESTORE_JS, origins=origins, mark=_AUTH_MARK)
+        await device.cdp.call("Page.addScriptToEvaluateOnNewDocument", {"source": source, "worldName": AUTH_WORLD},
+                              device.page)
+
+
+# ---- the device manager: start budgets, records of live browsers, a spare, ownership ----
+
+class _StartBudget:
+    """How many devices one session key may start per window (RETICLE_DEVICE_BUDGET), and all keys
+    together (DEVICE_BUDGET_ALL_SCALE x it): a new session for every start is no way around it."""
+
+    def __init__(self, raw: Optional[str]) -> None:
+        self.budget = self.parse(raw)
+        self.starts: Dict[str, collections.deque] = {}
+
+    @staticmethod
+    def parse(raw: Optional[str]) -> Tuple[int, float]:
+        if not raw or not raw.strip():
+            return DEVICE_BUDGET_DEFAULT
+        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*", raw)
+        if not m or int(m.group(1)) < 1:
+            raise ConfigError("RETICLE_DEVICE_BUDGET=%r is not understood; use STARTS/SECONDS, for example 5/600."
+                              % raw)
+        return int(m.group(1)), float(m.group(2))
+
+    def check(self, key: str) -> None:
+        """Refuse a start the budget of `key`, or of all keys together, has no room for."""
+        count, window = self.budget
+        now = time.time()
+        for who, limit in ((key, count), ("*", count * DEVICE_BUDGET_ALL_SCALE)):
+            starts = self.starts.setdefault(who, collections.deque())
+            while starts and starts[0] <= now - window:
+                starts.popleft()
+            if len(starts) >= limit:
+                next_at = starts[0] + window
+                raise ToolError("device-start budget spent: %d starts per %g s for %s (RETICLE_DEVICE_BUDGET%s); "
+                                "the next start is allowed at %s, in %d s."
+                                % (limit, window, "this session key" if who == key else "all clients together",
+                                   "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
+                                   max(1, int(next_at - now + 0.999))),
+                                "reuse the open device (reticle_open reuses the caller's own) or wait",
+                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)),
+                                code="device_budget")
+
+    def spend(self, key: str) -> None:
+        """Count a start of `key` (after check(), which made its record)."""
+        self.starts[key].append(time.time())
+        self.starts["*"].append(time.time())
+
+    def forget_old(self) -> None:
+        horizon = time.time() - self.budget[1]
+        for key in [k for k, starts in self.starts.items() if not starts or starts[-1] <= horizon]:
+            del self.starts[key]
+
+
+class _DeviceRecords:
+    """The state directory's devices/: one record (pid, profile, daemon pid) per live device, so
+    that the next daemon can end the browsers and remove the profiles of one killed with SIGKILL."""
+
+    def __init__(self, hub: _DeviceHost) -> None:
+        self.hub = hub
+
+    def _dir(self) -> str:
+        path = os.path.join(self.hub.state.ensure(), "devices")
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
+
+    def write(self, device: "_Device") -> None:
+        record = {"pid": device.proc.pid, "profile": device.profile, "daemonPid": os.getpid(),
+                  "port": self.hub.port, "startedAt": _wall_iso(device.started_at)}
+        path = os.path.join(self._dir(), device.id + ".json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(_dumps(record))
+
+    def drop(self, device: "_Device") -> None:
+        try:
+            os.unlink(os.path.join(self._dir(), device.id + ".json"))
+        except OSError:
+            pass
+
+    def reap_orphans(self) -> int:
+        """End the browsers and remove the profiles of devices whose daemon is gone.
+
+        Blocking (it waits up to 2 s for a killed group): run it off the loop."""
+        folder = os.path.join(self.hub.state.path, "devices")  # made by the first device, not here
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return 0
+        reaped = 0
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                with open(path) as fh:
+                    record = json.load(fh)
+                pid, profile, owner = int(record["pid"]), str(record["profile"]), int(record["daemonPid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if owner != os.getpid() and _pid_alive(owner):
+                continue  # another live daemon's device
+            if _pid_alive(pid) and _is_device_process(pid, profile):
+                _end_orphan(pid)
+            if os.path.basename(profile).startswith("reticle-device-"):
+                shutil.rmtree(profile, ignore_errors=True)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            reaped += 1
+            _emit(_device_log, logging.INFO, "device_orphan_reaped", pid=pid, profile=profile, daemonPid=owner)
+        return reaped
+
+
+def _end_orphan(pid: int) -> None:
+    """Kill an orphaned browser's process group and wait (up to 2 s) for it to go."""
+    try:
+        if os.name == "posix":
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    deadline = time.monotonic() + 2.0
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+class _SparePool:
+    """Spare browsers (warmed: launched, a page in a context of its own, SDK registered) that the
+    next reticle_open adopts instead of launching one; they count in the manager's max_devices."""
+
+    def __init__(self, manager: "_DeviceManager") -> None:
+        self.manager = manager
+        self.want = max(0, _env_int("RETICLE_SPARE_DEVICES", SPARE_DEVICES_DEFAULT))
+        self.spares: List[_Device] = []
+        self.tasks: Dict[str, "asyncio.Task[Any]"] = {}  # device id -> its warm-up
+
+    def top_up(self) -> None:
+        """Start spares in the background until `want` are kept, within max_devices."""
+        manager = self.manager
+        while (len(self.spares) < self.want and not manager.hub.stop_reason
+               and len(manager.devices) + len(self.spares) < manager.max_devices):
+            try:
+                exe = _find_browser()
+            except ToolError:
+                return
+            spare = _Device(manager, "", False, DEVICE_VIEWPORT)
+            self.spares.append(spare)
+            self.tasks[spare.id] = manager.hub.spawn(self._warm(spare, exe))
+
+    async def _warm(self, spare: _Device, exe: str) -> None:
+        try:
+            await spare.warm(exe)
+        except BaseException as exc:
+            _emit(_device_log, logging.INFO, "device_spare_failed", deviceId=spare.id, why=str(exc)[:300])
+            await self.manager.close(spare, "the spare did not start: %s" % exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        spare.ready = True
+        _emit(_device_log, logging.INFO, "device_spare_ready", deviceId=spare.id, pid=spare.proc.pid, **spare.phases)
+
+    async def take(self) -> Optional[_Device]:
+        """The oldest spare, once warm (one still starting is waited for: it is further along than a new
+        launch), or None when it failed; the caller starts a browser of its own then."""
+        while self.spares:
+            spare = self.spares.pop(0)
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                await asyncio.wait({task})
+            if spare.ready and not spare.closed and not spare.cdp.closed:
+                spare.ready = False  # ready again once its page connected for its new owner
+                return spare
+            await self.manager.close(spare, "the spare was not usable")
+        return None
+
+    async def give_up_one(self) -> bool:
+        """Close the newest spare to make room for a device -> whether there was one."""
+        if not self.spares:
+            return False
+        spare = self.spares[-1]
+        task = self.tasks.pop(spare.id, None)
+        if task is not None and not task.done():
+            task.cancel()
+        await self.manager.close(spare, "a device needed its place")
+        return True
+
+    async def close_all(self, why: str) -> None:
+        spares, self.spares = list(self.spares), []
+        for spare in spares:
+            task = self.tasks.pop(spare.id, None)
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*(self.manager.close(s, why) for s in spares))
+
+
+class _DeviceManager:
+    """The devices of one daemon: start budget per session key (_StartBudget), a cap on how many
+    live at once, idle close, spare browsers (_SparePool), reaping of a killed daemon's orphans.
+
+    Each device leaves a record (pid, profile, daemon pid) in the state
+    directory's devices/ while it lives (_DeviceRecords), so that the next daemon can end the
+    browsers and remove the profiles of one that was killed with SIGKILL."""
+
+    def __init__(self, hub: _DeviceHost) -> None:
+        self.hub = hub
+        self.devices: Dict[str, _Device] = {}
+        self.last_used: Dict[str, float] = {}
+        self.budget = _StartBudget(os.environ.get("RETICLE_DEVICE_BUDGET"))
+        self.records = _DeviceRecords(hub)
+        self.max_devices = _env_int("RETICLE_MAX_DEVICES", MAX_DEVICES_DEFAULT)
+        self.idle_s = DEVICE_IDLE_S
+        self._idle_timer: Any = None
+        self.pool = _SparePool(self)
+        self.asked_at: Optional[float] = None  # when a device was last asked for (spares idle out after)
+
+    @property
+    def spares(self) -> List[_Device]:
+        return self.pool.spares
+
+    @property
+    def spare_tasks(self) -> Dict[str, "asyncio.Task[Any]"]:
+        return self.pool.tasks
+
+    def top_up(self) -> None:
+        self.pool.top_up()
+
+    def reap_orphans(self) -> int:
+        """End the browsers and remove the profiles of devices whose daemon is gone (blocking)."""
+        return self.records.reap_orphans()
+
+    # -- lookups --------------------------------------------------------------
+    def for_ticket(self, ticket: Optional[str]) -> Tuple[Optional[_Device], str]:
+        """(the device whose relay was given `ticket`, 'ok' | 'used' | 'void'); an 'ok' spends it."""
+        if not ticket:
+            return None, "void"
+        for device in self.devices.values():
+            if device.relay.holds(ticket):
+                return device, device.relay.redeem(ticket)
+        return None, "void"
+
+    def for_session(self, session_id: Optional[str]) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.session_id == session_id:
+                return device
+        return None
+
+    def owned_by(self, key: str) -> Optional[_Device]:
+        for device in self.devices.values():
+            if device.owner == key:
+                return device
+        return None
+
+    def describe(self) -> List[dict]:
+        return [d.describe() for d in self.devices.values()]
+
+    def touch(self, key: str) -> None:
+        self.last_used[key] = time.monotonic()
+
+    # -- open and close -----------------------------------------------------------
+    async def _make_room(self) -> None:
+        """At the cap, close the device whose client has been silent longest, if that is more than
+        DEVICE_EVICT_IDLE_S (a client that crashed, or one holding devices it does not use); else refuse.
+        A spare browser counts too, and gives its place up first."""
+        if len(self.devices) + len(self.spares) < self.max_devices:
+            return
+        if await self.pool.give_up_one():
+            return
+        now = time.monotonic()
+        idle = [(now - self.last_used.get(d.owner, now), d) for d in self.devices.values() if d.ready]
+        idle.sort(key=lambda x: -x[0])
+        if idle and idle[0][0] > DEVICE_EVICT_IDLE_S:
+            silent, device = idle[0]
+            _emit(_device_log, logging.WARNING, "device_evicted", deviceId=device.id, silentS=round(silent))
+            await self.close(device, "its client was silent for %d s and another client needed a device" % silent)
+            return
+        raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open, and every "
+                        "one was used in the last %d s." % (self.max_devices, len(self.devices), DEVICE_EVICT_IDLE_S),
+                        "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES", code="device_limit")
+
+    async def open(self, key: str, url: str, headed: bool = False, viewport: Optional[Tuple[int, int]] = None,
+                   fresh: bool = False, auth: Optional[dict] = None) -> Tuple[_Device, bool]:
+        """The caller's device on `url` (reused when it has one; in a new, empty browser context
+        when `fresh`; starting from a setup flow's saved state `auth`) -> (device, started)."""
+        viewport = viewport or DEVICE_VIEWPORT
+        own = self.owned_by(key)
+        if own is not None and not own.ready:
+            raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it",
+                            code="device_starting")
+        if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
+            await self.load(own, url, fresh, auth)
+            self.touch(key)
+            return own, False
+        if own is not None:
+            await self.close(own, "replaced by a device with other settings")
+        self.asked_at = time.monotonic()
+        spare_fits = bool(self.spares) and not headed  # an adopted spare takes no new place
+        self.budget.check(key)
+        if not spare_fits:
+            await self._make_room()  # a device counts from the moment it starts, a spare from its launch
+        exe = _find_browser()
+        self.budget.spend(key)
+        device = (await self.pool.take()) if spare_fits else None
+        spare = device is not None
+        if device is None:
+            device = _Device(self, key, headed, viewport)
+        device.owner = key
+        device.auth_pending = auth
+        self.devices[device.id] = device
+        self.touch(key)
+        try:
+            t0 = time.monotonic()
+            if spare:
+                await device.adopt(url, viewport)
+            else:
+                await device.start(exe, url)
+            await self.wait_connected(device, -1)
+            device.phases["connectedMs"] = round((time.monotonic() - t0) * 1000)
+        except BaseException as exc:
+            await self.close(device, "start failed: %s" % exc)
+            if isinstance(exc, _CdpError):
+                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log",
+                                code="browser_failed") from exc
+            raise
+        device.ready = True
+        self._ensure_idle_timer()
+        self.touch(key)
+        _emit(_device_log, logging.INFO, "device_started", deviceId=device.id, pid=device.proc.pid,
+              sessionId=device.session_id, headed=headed, browser=exe, spare=spare, **device.phases)
+        if not key.startswith("cli:"):  # `reticle drive`/`demo` open one device and end: no spare for them
+            self.pool.top_up()
+        return device, True
+
+    async def load(self, device: _Device, url: str, fresh: bool = False,
+                   auth: Optional[dict] = None) -> _BrowserSession:
+        """Load `url` in a running device (first in a new, empty browser context when `fresh` or
+        when it starts from a setup flow's saved state `auth`) and wait for its page to connect."""
+        if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
+            # every load of a device, not only reticle_open's: a flow's startUrl may say file:, data:,
+            # chrome: or view-source:, and a fresh replay must not open it
+            raise ToolError("a device opens http: and https: pages only, not %r" % url[:200],
+                            'use a full URL such as "http://localhost:5173/"', setup=True, code="bad_argument")
+        if device.loading is None:
+            device.loading = asyncio.Lock()
+        async with device.loading:  # two loads at once would each close the tab the other made
+            session = self.hub.bridge.get(device.session_id)
+            generation = session.generation if session is not None else -1
+            try:
+                if fresh or auth is not None:
+                    await device.fresh_context()
+                device.auth_pending = auth
+                await device.navigate(url)
+            except _CdpError as exc:
+                raise ToolError("the device's browser did not answer (%s)." % exc,
+                                "reticle_close it, then open again", code="browser_failed") from exc
+            return await self.wait_connected(device, generation)
+
+    async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
+        deadline = time.monotonic() + DEVICE_CONNECT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            session = self.hub.bridge.get(device.session_id)
+            if session is not None and session.handler is not None and session.generation > generation:
+                return session
+            if device.closed or device.cdp.closed:
+                break
+            await asyncio.sleep(0.005)
+        raise ToolError("the device loaded %s but its page did not connect to the bridge within %d s (a page "
+                        "that is not http(s), or one whose Content-Security-Policy blocks the socket?)"
+                        % (device.url, DEVICE_CONNECT_TIMEOUT_S), "check the URL; reticle_sessions shows the tabs",
+                        code="page_not_connected")
+
+    async def close(self, device: _Device, why: str) -> None:
+        """Close a device for good (idempotent): Browser.close, then the process group is killed if need
+        be, its profile removed, its record and faults dropped and its tab's socket closed.  Every wait
+        is bounded, so a hung browser cannot hold the caller.  A second caller awaits the first one's
+        close rather than returning before the browser is gone (a spare's cancelled warm-up and the
+        daemon's stop both close it: the stop must not finish first), and cancelling a caller does not
+        stop the close."""
+        if device.closing is None:
+            device.closing = asyncio.ensure_future(self._close(device, why))
+        await asyncio.shield(device.closing)
+
+    async def _close(self, device: _Device, why: str) -> None:
+        device.closed = True
+        self.devices.pop(device.id, None)
+        if device in self.spares:
+            self.spares.remove(device)
+        try:
+            if not device.cdp.closed:
+                await asyncio.wait_for(device.cdp.call("Browser.close", timeout=2.0), 2.5)
+        except (_CdpError, asyncio.TimeoutError):
+            pass
+        device.cdp.close()
+        await device.process.end()
+        self.records.drop(device)
+        self.hub.faults.drop_tab(device.session_id)
+        session = self.hub.bridge.get(device.session_id)
+        if session is not None and session.handler is not None:
+            session.handler.close(1001, "the device closed")
+        _emit(_device_log, logging.INFO, "device_closed", deviceId=device.id, why=why)
+
+    async def close_all(self, why: str) -> None:
+        await asyncio.gather(self.pool.close_all(why), *(self.close(d, why) for d in list(self.devices.values())))
+        if self._idle_timer is not None:
+            self._idle_timer.stop()
+            self._idle_timer = None
+
+    def _ensure_idle_timer(self) -> None:
+        if self._idle_timer is None:
+            self._idle_timer = tornado.ioloop.PeriodicCallback(self._close_idle, 15000)
+            self._idle_timer.start()
+
+    def _close_idle(self) -> None:
+        now = time.monotonic()
+        owners = {d.owner for d in self.devices.values()}
+        for key in [k for k, t in self.last_used.items() if now - t > self.idle_s and k not in owners]:
+            del self.last_used[key]
+        self.budget.forget_old()
+        for device in list(self.devices.values()):
+            if device.owner.startswith("cli:"):
+                continue  # `reticle drive` and `reticle demo` keep theirs until they end
+            if now - self.last_used.get(device.owner, now) > self.idle_s:
+                self.hub.spawn(self.close(device, "its session key was idle for %d s" % self.idle_s))
+        if self.spares and (self.asked_at is None or now - self.asked_at > self.idle_s):
+            self.hub.spawn(self.pool.close_all("no device was asked for in %d s" % self.idle_s))
+
+    # -- trusted input ------------------------------------------------------------
+    def on_input(self, session: _BrowserSession, msg: dict) -> None:
+        """The SDK of a device asks for real input during an act; answer on its socket."""
+        device = self.for_session(session.id)
+        rid = msg.get("id")
+
+        async def run() -> None:
+            reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
+            try:
+                if device is None or device.closed or not device.acting:
+                    raise ToolError("real input is only dispatched in a device while an act runs", code="input_refused")
+                await device.inputs.dispatch(msg)
+            except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
+                reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}
+            handler = session.handler
+            if handler is not None:
+                handler.send_json(reply)
+
+        self.hub.spawn(run())
+
+
+def _is_device_process(pid: int, profile: str) -> bool:
+    """Is `pid` still the browser that used `profile` (not a recycled pid)?"""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return profile.encode() in fh.read()
+    except FileNotFoundError:
+        return os.path.isdir("/proc/self") is False  # no /proc (macOS): trust the record
+    except OSError:
+        return False
+#: end src/reticle/devices.py
+
+
+#: begin src/reticle/journal.py
+###############################################################################
+# Journeys ####################################################################
+###############################################################################
+# What each tab has done, step by step (the journey a flow is saved from), with secrets kept out.
+
+JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
+
+
+class _Journeys:
+    """Per tab, the last JOURNEY_MAX_STEPS steps the agent took: what it did, to which
+    anchored target, and for a verdict tool the predicate and the verdict.  Secrets never
+    enter it: a value typed into a password field is already replaced by its variable."""
+
+    def __init__(self) -> None:
+        self._logs: Dict[str, collections.deque] = {}
+        self.saved_at: Dict[str, float] = {}
+
+    def record(self, session_id: str, step: dict) -> None:
+        log = self._logs.get(session_id)
+        if log is None:
+            if len(self._logs) >= 64:  # forget the oldest tab's journey
+                self._logs.pop(next(iter(self._logs)))
+            log = self._logs[session_id] = collections.deque(maxlen=JOURNEY_MAX_STEPS)
+        log.append(step)
+
+    def since(self, session_id: str, t: float) -> List[dict]:
+        return [s for s in self._logs.get(session_id, ()) if s["t"] >= t]
+
+
+def _anchor(info: Any) -> Optional[dict]:
+    """A ref-free target for an element the page described: testid, else role and name,
+    else text, else label."""
+    if not isinstance(info, dict):
+        return None
+    if info.get("testid"):
+        return {"testid": info["testid"]}
+    if info.get("role") and info.get("name"):
+        return {"role": info["role"], "name": info["name"]}
+    if info.get("text"):
+        return {"text": info["text"]}
+    if info.get("label"):
+        return {"label": info["label"]}
+    return None
+
+
+_SECRET_FIELD = re.compile(r"pass(word|wd|code|phrase)?|secret|token|api[ _-]?key|pin\b", re.I)
+
+
+def _no_plain_secret(step: dict) -> dict:
+    """A step given by the caller that types a literal into a field named like a secret keeps a
+    variable instead (the page cannot be asked which fields are password fields here)."""
+    target: dict = step["target"] if isinstance(step.get("target"), dict) else {}
+    words = " ".join(str(v if not isinstance(v, dict) else v.get("equals") or v.get("contains") or "")
+                     for k, v in target.items() if k in ("testid", "name", "label", "placeholder"))
+    act_args: dict = step["args"] if isinstance(step.get("args"), dict) else {}
+    if not _SECRET_FIELD.search(words):
+        return step
+    name = _secret_name(target)
+    for key in ("value", "text"):
+        value = act_args.get(key)
+        if isinstance(value, str) and not re.fullmatch(r"\$\{[A-Z0-9_]+\}", value):
+            step = dict(step, args=dict(act_args, **{key: "${%s}" % name}), secret=name)
+    return step
+
+
+def _secret_name(target: Optional[dict]) -> str:
+    words = ""
+    for key in ("testid", "name", "label", "placeholder", "text"):
+        value = (target or {}).get(key)
+        if isinstance(value, dict):
+            value = value.get("equals") or value.get("contains")
+        if isinstance(value, str) and value:
+            words = value
+            break
+    slug = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")[:40] or "PASSWORD"
+    return "RETICLE_SECRET_%s" % slug
+
+
+async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
+    """Before an act: the target to save (the caller's own target, or a ref described by
+    the page), whether the element is a password field, and the page's URL."""
+    pre: Dict[str, Any] = {"url": session.url, "target": None, "secret": False}
+    if args.get("target"):
+        pre["target"] = dict(args["target"])
+        return pre
+    if not args.get("ref"):
+        return pre
+    try:
+        info = await session.command("inspect", {"ref": args["ref"]}, timeout=2.0)
+    except ToolError:
+        return pre
+    pre["target"] = _anchor(info)
+    pre["secret"] = isinstance(info, dict) and str((info.get("attributes") or {}).get("type", "")).lower() == "password"
+    return pre
+
+
+def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None,
+             replayed: bool = False) -> None:
+    """Append one step to the tab's journey log (see _Journeys); a step a flow's replay took is marked
+    `replayed` (flow_save saves it only when asked: a replay is not the agent's journey)."""
+    try:
+        pre = pre or {}
+        out = out if isinstance(out, dict) else {}
+        # an act is stamped with its own cursor (the `since` it answered); an assert with now,
+        # because its `since` is the act before it
+        t = session.now() if kind == "assert" else out.get("since", session.now())
+        step: Dict[str, Any] = {"t": t, "url": pre.get("url", session.url)}
+        if kind == "assert":
+            step["assert"] = args.get("until") or args.get("predicate")
+        else:
+            anchor = pre.get("target")
+            step["action"] = args["action"]
+            if anchor:
+                step["target"] = anchor
+            effect = out.get("effect") if kind == "act_and_wait" else out.get("result")
+            secret = bool(pre.get("secret")) or (isinstance(effect, dict) and bool(effect.get("password")))
+            act_args = dict(args.get("args") or {})
+            if secret:
+                name = _secret_name(anchor)
+                for key in ("value", "text"):
+                    if key in act_args:
+                        act_args[key] = "${%s}" % name
+                step["secret"] = name
+                if _origin_of(step["url"]):
+                    step["secretOrigin"] = _origin_of(step["url"])
+            if act_args:
+                step["args"] = act_args
+            if kind == "act_and_wait":
+                step["until"] = args.get("until") or args.get("predicate") or {"kind": "settled", "quietMs": 300}
+        if kind != "act" and "timeout_ms" in args:
+            step["timeout_ms"] = args["timeout_ms"]
+        if kind != "act":
+            step["verified"] = out.get("verified", "unknown")
+            if isinstance(out.get("since"), (int, float)):
+                floor = float(out["since"])  # for flow_save's warning
+                step["writes"] = _writes_in(session.window(floor), floor)
+        if replayed:
+            step["replayed"] = True
+        session.bridge.record_step(session.id, step)
+    except Exception as exc:  # the journey is a convenience: never fail the act for it
+        _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
+#: end src/reticle/journal.py
 
 
 #: begin src/reticle/server_judge.py
@@ -16747,6 +16146,455 @@ def _c_server_rolled_back(window: List[dict], p: dict, action_since: Optional[fl
     return [{k: v for k, v in c.items() if k not in ("kind", "tier")}
             for c in _server_contradictions(window, p, known) if c["kind"] == "server-rolled-back"]
 #: end src/reticle/server_judge.py
+
+
+#: begin src/reticle/stitching.py
+###############################################################################
+# Stitching server records into tabs ##########################################
+###############################################################################
+# Each record the app's middleware sends, and each set of OpenTelemetry spans, goes into the window of
+# the tab that was issued its mark, under the document and id it was issued for, once; a request the
+# tab's own page did not send is refused.
+
+class _StitchHost(Protocol):
+    """What stitching asks of the daemon (the Hub): its tabs, its clock and the server-truth counters."""
+
+    @property
+    def bridge(self) -> _Bridge: ...
+
+    @property
+    def server_truth(self) -> Dict[str, Any]: ...
+
+    def clock(self) -> float: ...
+
+
+def _server_sender_refused(rec: dict, owner: _BrowserSession) -> Optional[str]:
+    """Why a record's request is not its tab's own, or None.  The browser says who sent a request
+    (Sec-Fetch-Site, Origin, Referer; no page can set them): only the tab's own origin, or the user,
+    counts.  A page on another port of the same host can read a navigation's cookie mark (cookies
+    ignore ports) and send it along, but its requests are `same-site`, or carry its own origin."""
+    tab = urllib.parse.urlsplit(owner.url)
+    origin = "%s://%s" % (tab.scheme, tab.netloc)
+    site, sender = rec.pop("site"), rec.pop("from")
+    if rec["via"] == "cookie" and rec["host"].lower() != tab.netloc.lower():
+        return "a cookie mark on a request to another host than the tab's (%s)" % rec["host"]
+    if site:
+        return None if site in SERVER_TICKET_SITES else "a request sent by a %s page (Sec-Fetch-Site)" % site
+    if sender:
+        return None if sender.lower() == origin.lower() else "a request sent by %s" % sender
+    return "a cookie mark on a request whose sender the browser did not name" if rec["via"] == "cookie" else None
+
+
+def _replaces_spans(hub: _StitchHost, secret: str, rec: dict, sessions: List[Any]) -> bool:
+    """A middleware's record for a request whose mark its OpenTelemetry spans already spent (the exporter
+    can be first on a loaded machine): the middleware's record, which sees commits, takes the spans'
+    record's place under the same document and id (its late spans no longer join it) -> whether it did."""
+    otel: Any = getattr(hub, "otel", None)
+    spent = otel.done.get(secret) if otel is not None and rec["via"] == "header" else None
+    if otel is None or spent is None or spent[1].get("source") != "otel" or spent[0] not in sessions:
+        return False
+    owner, old = spent
+    if _server_sender_refused(rec, owner) is not None:
+        return False
+    rec["documentId"], rec["requestId"] = old["documentId"], old["requestId"]
+    old.clear()
+    old.update(rec)  # the event the tab stored holds this dict: its window now reads the middleware's record
+    del otel.done[secret]
+    owner.server_otel = max(0, owner.server_otel - 1)
+    owner._wake()
+    return True
+
+
+def _stitch_server_records(hub: _StitchHost, body: Any) -> dict:
+    """Put each record into the window of the tab that was issued its mark, under the document and
+    id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
+    a stale tab, a mark already spent) is counted as unmatched; a request the tab's own document did
+    not send (another origin replaying a mark) is refused, counted, and spends nothing."""
+    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
+        raise _HttpRefusal(400, "bad request", "expected a JSON object {records: [...], dropped?: int}")
+    records = body["records"]
+    if len(records) > SERVER_MAX_RECORDS:
+        raise _HttpRefusal(413, "payload too large", "at most %d records per POST" % SERVER_MAX_RECORDS)
+    sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+    stats = hub.server_truth
+    dropped = body.get("dropped")
+    if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
+        stats["droppedByApps"] += dropped
+        stats["lastDropAt"] = hub.clock()
+    stitched = unmatched = invalid = refused = 0
+    now = hub.clock()
+    for raw in records:
+        rec = _clean_server_record(raw)
+        if rec is None:
+            invalid += 1
+            continue
+        secret = rec.pop("mark")
+        owner = next((s for s in sessions if s.server_tickets.holds(secret, now)), None)
+        if owner is None and _replaces_spans(hub, secret, rec, sessions):
+            stitched += 1
+            continue
+        if owner is None:
+            unmatched += 1
+            continue
+        why = _server_sender_refused(rec, owner)
+        if why is not None:
+            refused += 1
+            stats["lastRefused"] = "%s %s: %s" % (rec["method"], rec["path"][:200], why)
+            continue
+        redirected = rec["via"] == "cookie" and 300 <= (rec["status"] or 0) < 400
+        tickets = owner.server_tickets
+        if tickets.redirect_only(secret):
+            if not redirected:
+                unmatched += 1
+                continue
+            rec["documentId"], rec["requestId"] = tickets.take(secret)
+        else:
+            # a navigation's mark: the redirect's record and that of the page it led to may come in
+            # either order (a WSGI record is sent when the server closes the body), so the first of
+            # the two leaves the mark good for the other (a non-3xx first: for a 3xx only)
+            rec["documentId"], rec["requestId"] = tickets.take(
+                secret, now + SERVER_REDIRECT_MS if rec["via"] == "cookie" else None, not redirected)
+        owner.add_server_record(rec)
+        stitched += 1
+    stats["received"] += len(records)
+    stats["stitched"] += stitched
+    stats["unmatched"] += unmatched
+    stats["invalid"] += invalid
+    stats["refused"] += refused
+    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}
+#: end src/reticle/stitching.py
+
+
+#: begin src/reticle/faults.py
+###############################################################################
+# Faults ######################################################################
+###############################################################################
+# A fault makes one tab's matching requests fail (or wait) so that an agent can prove the app tells
+# the user.  In a device it acts in the browser's network layer (CDP Fetch: the request never
+# reaches the server unless it is only delayed); in a tab with the script tag it acts in the SDK's
+# fetch and XHR wrappers.  Every request a fault touched is marked on the page's own record of it
+# (`faulted: true`, `faultId`), so no verdict mistakes a fault's answer for the server's.
+
+class _FaultsHost(Protocol):
+    """What the faults ask of the daemon (the Hub): its tabs and devices, whether it hears
+    OpenTelemetry, its clock, and tasks it holds."""
+
+    @property
+    def bridge(self) -> _Bridge: ...
+
+    @property
+    def devices(self) -> _DeviceManager: ...
+
+    @property
+    def otel(self) -> _Counted: ...
+
+    def clock(self) -> float: ...
+
+    def spawn(self, coro: Awaitable) -> "asyncio.Task": ...
+
+
+FAULT_TTL_MS_DEFAULT = 600000        # a fault expires this long after it was set, unless ttlMs says
+FAULT_MAX_PER_TAB = 32
+FAULT_HIT_KEEP_MS = 120000           # a request a device fault touched is matched to the page's record within this
+_FAULT_CDP_TYPES = {"document": "Document", "fetch": "Fetch", "xhr": "XHR", "websocket": "WebSocket",
+                    "eventsource": "EventSource", "script": "Script", "stylesheet": "Stylesheet", "image": "Image",
+                    "font": "Font", "media": "Media", "other": "Other"}
+_FAULT_SDK_TYPES = ("fetch", "xhr", "websocket")
+_FAULT_DEVICE_COVERS = ["documents", "form posts", "fetch", "XHR", "WebSocket handshakes", "EventSource",
+                        "scripts, styles, images and fonts"]
+_FAULT_SDK_COVERS = ["fetch", "XHR", "WebSocket handshakes"]
+_FAULT_SDK_MISSES = ["documents and form posts", "EventSource", "scripts, styles and images",
+                     "requests made by workers"]
+
+
+class _Fault:
+    """One fault: what it matches, what it answers, how often and until when, and whose it is."""
+
+    def __init__(self, fid: str, owner: str, session_id: str, spec: dict, now_ms: float) -> None:
+        match = spec["match"]
+        self.id = fid
+        self.owner = owner
+        self.session_id = session_id
+        self.url_contains = str(match["urlContains"])
+        self.method = str(match["method"]).upper() if match.get("method") else None
+        self.resource_type = str(match["resourceType"]).lower() if match.get("resourceType") else None
+        self.respond = dict(spec["respond"]) if spec.get("respond") else None
+        self.delay_ms = int(spec.get("delayMs") or 0)
+        self.abort = bool(spec.get("abort"))
+        self.times = spec.get("times")
+        self.ttl_ms = int(spec.get("ttlMs") or FAULT_TTL_MS_DEFAULT)
+        self.created = now_ms
+        self.expires = now_ms + self.ttl_ms
+        self.expires_wall = time.time() + self.ttl_ms / 1000.0
+        self.hits = 0
+        self.cleared = False
+
+    def live(self, now_ms: float) -> bool:
+        return not self.cleared and now_ms < self.expires and (self.times is None or self.hits < self.times)
+
+    def fits(self, method: Any, url: Any, rtype: Optional[str] = None) -> bool:
+        if self.method and str(method or "GET").upper() != self.method:
+            return False
+        if self.url_contains not in str(url or ""):
+            return False
+        if self.resource_type in ("fetch", "xhr") and rtype in ("fetch", "xhr"):
+            return True  # the browser's network layer does not always tell fetch from XHR
+        return not (self.resource_type and rtype and rtype != self.resource_type)
+
+    def what(self) -> str:
+        if self.abort:
+            return "aborted" + (" after %d ms" % self.delay_ms if self.delay_ms else "")
+        if self.respond:
+            late = " after %d ms" % self.delay_ms if self.delay_ms else ""
+            return "answered %s%s" % (self.respond.get("status"), late)
+        return "delayed %d ms" % self.delay_ms
+
+    def public(self, now_ms: float) -> dict:
+        match: Dict[str, Any] = {"urlContains": self.url_contains}
+        if self.method:
+            match["method"] = self.method
+        if self.resource_type:
+            match["resourceType"] = self.resource_type
+        out: Dict[str, Any] = {"faultId": self.id, "sessionId": self.session_id, "match": match, "does": self.what(),
+                               "hits": self.hits, "live": self.live(now_ms), "expiresAt": _wall_iso(self.expires_wall)}
+        if self.times is not None:
+            out["times"] = self.times
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+    def for_sdk(self, now_ms: float) -> dict:
+        """What the SDK's wrappers need (no owner, no session)."""
+        out: Dict[str, Any] = {"id": self.id, "urlContains": self.url_contains, "method": self.method,
+                               "resourceType": self.resource_type, "delayMs": self.delay_ms, "abort": self.abort,
+                               "expiresInMs": max(0, round(self.expires - now_ms))}
+        if self.respond:
+            out["respond"] = self.respond
+        if self.times is not None:
+            out["remaining"] = max(0, self.times - self.hits)
+        return out
+
+
+def _cdp_pattern(text: str) -> str:
+    """A CDP Fetch urlPattern matching any URL that contains `text` (`*`, `?` and `\\` escaped)."""
+    return "*" + re.sub(r"([*?\\])", r"\\\1", text) + "*"
+
+
+class _Faults:
+    """Every fault of one daemon, per tab.  A fault acts on the tab it was set on and on no other;
+    only the client that set it lists or clears it; it ends with its ttl, its `times`, a clear, or
+    the tab (a closed device, a tab that went away and did not come back)."""
+
+    def __init__(self, hub: _FaultsHost) -> None:
+        self.hub = hub
+        self.tabs: Dict[str, Dict[str, _Fault]] = {}
+        self.hits: Dict[str, collections.deque] = {}       # session id -> [fault id, method, url, t, used]
+        self.device_patterns: Dict[str, Tuple[str, ...]] = {}  # CDP page session -> patterns enabled
+        self.listening: set = set()
+        self.timers: Dict[str, Any] = {}
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+    def _tab_alive(self, sid: str) -> bool:
+        bridge = self.hub.bridge
+        return sid in bridge.sessions or sid in bridge.departed or self.hub.devices.for_session(sid) is not None
+
+    def live(self, sid: str) -> List[_Fault]:
+        if sid in self.tabs and not self._tab_alive(sid):
+            self.drop_tab(sid)
+        now = self.hub.clock()
+        return [f for f in self.tabs.get(sid, {}).values() if f.live(now)]
+
+    def known(self, sid: str, fid: Any) -> Optional[_Fault]:
+        return self.tabs.get(sid, {}).get(fid) if isinstance(fid, str) else None
+
+    def drop_tab(self, sid: str) -> None:
+        for fid in self.tabs.pop(sid, {}):
+            timer = self.timers.pop(fid, None)
+            if timer is not None:
+                timer.cancel()
+        self.hits.pop(sid, None)
+
+    def add(self, session: "_BrowserSession", owner: str, spec: dict) -> _Fault:
+        tab = self.tabs.setdefault(session.id, {})
+        for fid in [k for k, f in tab.items() if not f.live(self.hub.clock())]:
+            del tab[fid]
+        if len(tab) >= FAULT_MAX_PER_TAB:
+            raise ToolError("tab %s already has %d faults (at most %d)" % (session.id, len(tab), FAULT_MAX_PER_TAB),
+                            "clear some with reticle_fault {clear: true}", code="fault_limit")
+        fault = _Fault("f" + secrets.token_hex(4), owner, session.id, spec, self.hub.clock())
+        tab[fault.id] = fault
+        loop = asyncio.get_running_loop()
+        self.timers[fault.id] = loop.call_later(fault.ttl_ms / 1000.0, lambda: self.hub.spawn(self.sync(session.id)))
+        return fault
+
+    def clear(self, sid: str, owner: str, which: Any) -> List[str]:
+        tab = self.tabs.get(sid, {})
+        gone = [f for f in tab.values() if f.owner == owner and (which is True or f.id == which)]
+        for f in gone:
+            f.cleared = True
+            del tab[f.id]
+            timer = self.timers.pop(f.id, None)
+            if timer is not None:
+                timer.cancel()
+        return [f.id for f in gone]
+
+    def take(self, sid: str, method: Any, url: Any, rtype: Optional[str]) -> Optional[_Fault]:
+        """The first live fault of tab `sid` that fits this request, its hit counted and noted."""
+        for fault in self.live(sid):
+            if fault.fits(method, url, rtype):
+                fault.hits += 1
+                hits = self.hits.setdefault(sid, collections.deque(maxlen=500))
+                hits.append([fault.id, str(method or "GET").upper(), str(url or ""), self.hub.clock(), False])
+                return fault
+        return None
+
+    # -- the page's records: a request a fault touched says so ---------------------------------------
+    def mark(self, session: "_BrowserSession", event: dict) -> None:
+        """Set `faulted`/`faultId` on a completed request's record when a fault of this tab touched it,
+        and take them off when none did (a page cannot claim a fault it never met)."""
+        data = event["data"]
+        claimed = data.pop("faultId", None)
+        data.pop("faulted", None)
+        data.pop("faultAnswered", None)
+        fault = self.known(session.id, claimed)
+        if fault is not None and (session.device is None or fault.resource_type == "websocket"):
+            # the SDK's wrappers applied it (fetch and XHR with the script tag; WebSockets everywhere)
+            if event["type"] == "net.request" or data.get("direction") == "open":
+                fault.hits += 1
+            data["faulted"] = True
+            data["faultId"] = fault.id
+            data["faultAnswered"] = bool(fault.respond or fault.abort)   # it never reached the server
+            return
+        if session.device is None or event["type"] != "net.request":
+            return
+        horizon = self.hub.clock() - FAULT_HIT_KEEP_MS
+        method = str(data.get("method") or "GET").upper()
+        for hit in self.hits.get(session.id, ()):
+            fault = self.known(session.id, hit[0])
+            if hit[4] or hit[3] < horizon or hit[1] != method or fault is None:
+                continue
+            if fault.fits(method, data.get("url")) or data.get("url") == hit[2]:
+                hit[4] = True
+                data["faulted"] = True
+                data["faultId"] = fault.id
+                data["faultAnswered"] = bool(fault.respond or fault.abort)
+                return
+
+    # -- putting faults in force -----------------------------------------------------------------------
+    async def sync(self, sid: str) -> None:
+        """Put tab `sid`'s live faults in force: Fetch patterns in a device, the SDK's list with the
+        script tag."""
+        device = self.hub.devices.for_session(sid)
+        if device is not None:
+            await self.sync_device(device)
+        session = self.hub.bridge.get(sid)
+        if session is None or session.handler is None:
+            return
+        now = self.hub.clock()
+        # the SDK applies the faults of a script-tag tab, and a device's WebSocket faults (the
+        # browser's network layer does not hold WebSocket handshakes)
+        faults = [f.for_sdk(now) for f in self.live(sid) if device is None or f.resource_type == "websocket"]
+        await session.command("fault_set", {"faults": faults})
+
+    async def sync_device(self, device: "_Device") -> None:
+        """Make a device's CDP Fetch interception match the tab's live faults (WebSocket faults are the
+        SDK's); Fetch.enable/disable is sent only when the patterns changed."""
+        page = device.page
+        if page is None or device.closed or device.cdp.closed:
+            return
+        if device.id not in self.listening:
+            self.listening.add(device.id)
+            device.cdp.listeners.append(lambda method, params, s: self._on_cdp(device, method, params, s))
+        patterns = []
+        for fault in self.live(device.session_id):
+            if fault.resource_type == "websocket":
+                continue  # the SDK's WebSocket wrapper drops those (sync)
+            pattern: Dict[str, Any] = {"urlPattern": _cdp_pattern(fault.url_contains), "requestStage": "Request"}
+            if fault.resource_type in ("fetch", "xhr"):
+                patterns.append(dict(pattern, resourceType="Fetch"))
+                pattern["resourceType"] = "XHR"
+            elif fault.resource_type:
+                pattern["resourceType"] = _FAULT_CDP_TYPES[fault.resource_type]
+            patterns.append(pattern)
+        if self.hub.otel.stats["spans"]:
+            # the daemon hears OpenTelemetry: a document request's trace context is added here (_traced)
+            patterns.append({"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"})
+        key = tuple(sorted(_dumps(p) for p in patterns))
+        if self.device_patterns.get(page, ()) == key:
+            return
+        if patterns:
+            await device.cdp.call("Fetch.enable", {"patterns": patterns, "handleAuthRequests": False}, page)
+            self.device_patterns[page] = key
+        else:
+            await device.cdp.call("Fetch.disable", {}, page)
+            self.device_patterns.pop(page, None)
+
+    def _on_cdp(self, device: "_Device", method: str, params: dict, session: Optional[str]) -> None:
+        if method == "Fetch.requestPaused" and session is not None:
+            self.hub.spawn(self._paused(device, params, session))
+
+    def _traced(self, device: "_Device", params: dict, rid: Any) -> dict:
+        """Fetch.continueRequest's arguments for a request let go: the page's own navigation (a form
+        post, a link; its top frame, its tab's origin) that carries the SDK's cookie mark and no trace
+        context gets `traceparent: 00-<mark>-<random>-01`, the mark being a trace id the daemon issued
+        to this tab, so stock OpenTelemetry server instrumentation files its spans under it.  A page
+        cannot set a document request's headers; the redirect it leads to is not marked again (its
+        record would join the post's trace)."""
+        out: Dict[str, Any] = {"requestId": rid}
+        req = params.get("request") or {}
+        headers: Dict[str, Any] = req["headers"] if isinstance(req.get("headers"), dict) else {}
+        session = self.hub.bridge.get(device.session_id) if device.session_id else None
+        if (params.get("resourceType") != "Document" or params.get("frameId") != device.target or session is None
+                or params.get("redirectedRequestId") or any(k.lower() == "traceparent" for k in headers)):
+            return out
+        mark = _cookie_mark(next((str(v) for k, v in headers.items() if k.lower() == "cookie"), None))
+        try:
+            tab, to = urllib.parse.urlsplit(session.url or ""), urllib.parse.urlsplit(str(req.get("url") or ""))
+        except ValueError:  # a URL urllib cannot split (an unclosed IPv6 bracket): not the tab's own
+            return out
+        # a mark the tab holds is one the daemon issued (32 hex digits): nothing else needs checking
+        if (mark is None or (tab.scheme, tab.netloc) != (to.scheme, to.netloc)
+                or not session.server_tickets.holds(mark, self.hub.clock())):
+            return out
+        out["headers"] = [{"name": str(k), "value": str(v)} for k, v in headers.items()] + [
+            {"name": "traceparent", "value": "00-%s-%s-01" % (mark, secrets.token_hex(8))}]
+        return out
+
+    async def _paused(self, device: "_Device", params: dict, page: str) -> None:
+        """A request the browser holds for us: answer it as the fault says, or let it go."""
+        req = params.get("request") or {}
+        rid = params.get("requestId")
+        rtype = str(params.get("resourceType") or "other").lower()
+        fault = self.take(device.session_id, req.get("method"), req.get("url"), rtype) if page == device.page else None
+        call = device.cdp.call
+        try:
+            if fault is None:
+                await call("Fetch.continueRequest", self._traced(device, params, rid), page)
+                if not self.live(device.session_id):
+                    self.hub.spawn(self.sync_device(device))
+                return
+            _emit(_device_log, logging.INFO, "fault_hit", faultId=fault.id, sessionId=device.session_id,
+                  method=req.get("method"), resourceType=rtype, does=fault.what())
+            if fault.delay_ms:
+                await asyncio.sleep(fault.delay_ms / 1000.0)
+            if fault.abort:
+                await call("Fetch.failRequest", {"requestId": rid, "errorReason": "Failed"}, page)
+            elif fault.respond:
+                r = fault.respond
+                headers = [{"name": str(k), "value": str(v)} for k, v in (r.get("headers") or {}).items()]
+                if not any(h["name"].lower() == "content-type" for h in headers):
+                    headers.append({"name": "Content-Type", "value": "text/plain; charset=utf-8"})
+                body = str(r.get("body") if r.get("body") is not None else "Reticle fault %s" % fault.id)
+                await call("Fetch.fulfillRequest", {"requestId": rid, "responseCode": int(r["status"]),
+                                                    "responseHeaders": headers,
+                                                    "body": base64.b64encode(body.encode("utf-8")).decode("ascii")},
+                           page)
+            else:
+                await call("Fetch.continueRequest", {"requestId": rid}, page)
+            if fault.times is not None and fault.hits >= fault.times:
+                self.hub.spawn(self.sync_device(device))
+        except _CdpError as exc:  # the page navigated away or the browser went: nothing is left to answer
+            _emit(_device_log, logging.INFO, "fault_unanswered", sessionId=device.session_id, why=str(exc))
+#: end src/reticle/faults.py
 
 
 #: begin src/reticle/predicates.py
@@ -17813,12 +17661,6 @@ def _predicate_grammar_doc() -> dict:
 
 
 _KIND_VALIDATORS: Dict[str, Any] = {}
-
-
-class PredicateError(ToolError):
-    """A predicate that does not parse: no verdict is produced."""
-
-    code = "predicate_invalid"
 
 
 def _predicate_fail(kind: Optional[str], issues: List[str], where: str) -> "PredicateError":
@@ -18916,7 +18758,833 @@ def _brief(ev: Any) -> str:
         return "%s %s → %s%s" % (t["method"] or "LOAD", t["url"], t["status"] if t["status"] is not None else "?",
                                  " (%s ms)" % t["ms"] if t.get("ms") is not None else "")
     return _short(ev, 120)
+
+
+def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, str, str]]:
+    """Judge `p` over `obs`: (its result, the contradictions, (verified, verifiedReason, because)).
+    Pure.  After an act, an act that had no effect explains everything else and stands alone."""
+    res = _judge_final(p, obs)
+    contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
+    shown = obs.shown if obs.act_at is not None else None
+    if obs.action is None:
+        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p, shown=shown,
+                                            pending=obs.pending)
+    no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
+    if no_effect:
+        contradictions = [no_effect]
+    return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
+                                        already_true=obs.already_true, act=True, effect=obs.effect, shown=shown,
+                                        pending=obs.pending)
 #: end src/reticle/judge.py
+
+
+#: begin src/reticle/otel.py
+###############################################################################
+# OpenTelemetry ###############################################################
+###############################################################################
+# The daemon's OTLP/HTTP receiver: protobuf and JSON payloads read without a dependency, spans turned
+# into server records, and traces stitched into the tab that made them.
+
+class _OtelHost(Protocol):
+    """What the OpenTelemetry receiver asks of the daemon (the Hub): its tabs (live and departed), its
+    devices and their faults (a device's documents get trace context once spans arrive), its clock
+    and tasks it holds."""
+
+    @property
+    def bridge(self) -> _Bridge: ...
+
+    @property
+    def devices(self) -> _DeviceManager: ...
+
+    @property
+    def faults(self) -> _Faults: ...
+
+    def clock(self) -> float: ...
+
+    def spawn(self, coro: Awaitable) -> "asyncio.Task": ...
+
+
+# ---- OpenTelemetry: server records from any stack's spans (OTLP/HTTP, W3C trace context) ----
+# The SDK's one-use server mark is 32 hex digits, the size of a W3C trace id: each marked same-origin
+# fetch/XHR also carries `traceparent: 00-<mark>-<random parent>-01`, which stock OpenTelemetry server
+# instrumentation continues.  The exporter posts the spans to /v1/traces (and error logs to /v1/logs)
+# with the pairing token; a trace id lands in a tab only when the daemon issued it to that tab as a
+# mark, once, and its SERVER span becomes the record the Python middleware would have made.
+# The protobuf reader is hand-written: OTLP needs a few fields of some twenty messages, and a protobuf
+# library would be a fourth runtime dependency.
+
+OTEL_MEDIA = ("application/json", "application/x-protobuf")
+OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
+OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
+OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
+OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
+
+
+# message -> {field number: (JSON-mapping name, kind, repeated)}; kind is a message name or a scalar:
+# str, hex (bytes as hex, ids), b64 (bytes), int (varint), i64 (varint int64, as a string), bool,
+# u64 (fixed64, as a string), double (fixed64)
+_PB_MESSAGES: Dict[str, Dict[int, Tuple[str, str, bool]]] = {
+    "TracesRequest": {1: ("resourceSpans", "ResourceSpans", True)},
+    "LogsRequest": {1: ("resourceLogs", "ResourceLogs", True)},
+    "ResourceSpans": {1: ("resource", "Resource", False), 2: ("scopeSpans", "ScopeSpans", True)},
+    "ResourceLogs": {1: ("resource", "Resource", False), 2: ("scopeLogs", "ScopeLogs", True)},
+    "Resource": {1: ("attributes", "KeyValue", True)},
+    "ScopeSpans": {1: ("scope", "Scope", False), 2: ("spans", "Span", True)},
+    "ScopeLogs": {1: ("scope", "Scope", False), 2: ("logRecords", "LogRecord", True)},
+    "Scope": {1: ("name", "str", False), 2: ("version", "str", False)},
+    "Span": {1: ("traceId", "hex", False), 2: ("spanId", "hex", False), 4: ("parentSpanId", "hex", False),
+             5: ("name", "str", False), 6: ("kind", "int", False), 7: ("startTimeUnixNano", "u64", False),
+             8: ("endTimeUnixNano", "u64", False), 9: ("attributes", "KeyValue", True),
+             11: ("events", "Event", True), 15: ("status", "Status", False)},
+    "Event": {1: ("timeUnixNano", "u64", False), 2: ("name", "str", False), 3: ("attributes", "KeyValue", True)},
+    "Status": {2: ("message", "str", False), 3: ("code", "int", False)},
+    "LogRecord": {1: ("timeUnixNano", "u64", False), 2: ("severityNumber", "int", False),
+                  3: ("severityText", "str", False), 5: ("body", "AnyValue", False),
+                  6: ("attributes", "KeyValue", True), 9: ("traceId", "hex", False), 10: ("spanId", "hex", False)},
+    "KeyValue": {1: ("key", "str", False), 2: ("value", "AnyValue", False)},
+    "AnyValue": {1: ("stringValue", "str", False), 2: ("boolValue", "bool", False), 3: ("intValue", "i64", False),
+                 4: ("doubleValue", "double", False), 5: ("arrayValue", "ArrayValue", False),
+                 6: ("kvlistValue", "KeyValueList", False), 7: ("bytesValue", "b64", False)},
+    "ArrayValue": {1: ("values", "AnyValue", True)},
+    "KeyValueList": {1: ("values", "KeyValue", True)},
+}
+_PB_WIRE = {"int": 0, "i64": 0, "bool": 0, "u64": 1, "double": 1}  # every other kind is length-delimited (2)
+
+
+def _pb_varint(buf: memoryview, i: int) -> Tuple[int, int]:
+    result = shift = 0
+    while True:
+        if i >= len(buf):
+            raise _PbError("a varint runs past the end of its message")
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, i
+        shift += 7
+        if shift >= 70:
+            raise _PbError("a varint longer than 10 bytes")
+
+
+def _pb_fields(buf: memoryview) -> Iterator[Tuple[int, int, Any]]:
+    """(field number, wire type, value) of each field of one message: an int for varint, fixed64 and
+    fixed32 fields, a memoryview for length-delimited ones.  Groups (wire types 3, 4) are refused."""
+    i, n = 0, len(buf)
+    while i < n:
+        key, i = _pb_varint(buf, i)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise _PbError("field number 0 at byte %d" % i)
+        if wire == 0:
+            value, i = _pb_varint(buf, i)
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            if i + size > n:
+                raise _PbError("a fixed%d field runs past the end of its message" % (size * 8))
+            value = int.from_bytes(buf[i:i + size], "little")
+            i += size
+        elif wire == 2:
+            size, i = _pb_varint(buf, i)
+            if i + size > n:
+                raise _PbError("field %d says %d bytes; fewer are left" % (field, size))
+            value = buf[i:i + size]  # type: ignore[assignment]  # length-delimited: the bytes themselves
+            i += size
+        else:
+            raise _PbError("wire type %d (field %d) is not used by OTLP" % (wire, field))
+        yield field, wire, value
+
+
+def _pb_scalar(kind: str, value: Any) -> Any:
+    if kind == "str":
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise _PbError("a string field is not UTF-8") from None
+    if kind == "hex":
+        return bytes(value).hex()
+    if kind == "b64":
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if kind == "i64":
+        value &= (1 << 64) - 1
+        return str(value - (1 << 64) if value >= 1 << 63 else value)
+    if kind == "u64":
+        return str(value)
+    if kind == "double":
+        import struct
+        return struct.unpack("<d", value.to_bytes(8, "little"))[0]
+    if kind == "bool":
+        return bool(value)
+    return value  # int (an enum, a count)
+
+
+def _pb_message(buf: memoryview, name: str, depth: int = 0) -> dict:
+    """One OTLP message decoded into OTLP's JSON mapping (camelCase names, ids as hex, 64-bit integers
+    as strings); fields Reticle does not read are skipped.  Raises _PbError naming what is wrong."""
+    if depth > OTEL_MAX_DEPTH + 8:
+        raise _PbError("values nested deeper than %d" % OTEL_MAX_DEPTH)
+    schema = _PB_MESSAGES[name]
+    out: Dict[str, Any] = {}
+    for field, wire, value in _pb_fields(buf):
+        spec = schema.get(field)
+        if spec is None:
+            continue
+        key, kind, repeated = spec
+        want = _PB_WIRE.get(kind, 2)
+        if wire != want:
+            raise _PbError("%s field %d (%s) has wire type %d, not %d" % (name, field, key, wire, want))
+        got = _pb_message(value, kind, depth + 1) if kind in _PB_MESSAGES else _pb_scalar(kind, value)
+        if repeated:
+            out.setdefault(key, []).append(got)
+        else:
+            out[key] = got
+    return out
+
+
+def _otlp_payload(body: bytes, media: str, encoding: str, what: str) -> dict:
+    """The request body of POST /v1/traces or /v1/logs as OTLP's JSON mapping: gzip inflated (to at
+    most OTEL_INFLATED_CAP bytes), then JSON or protobuf.  Refusals say what was wrong and what is accepted."""
+    enc = encoding.strip().lower()
+    if enc == "gzip":
+        import zlib
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            body = inflater.decompress(body, OTEL_INFLATED_CAP + 1)
+        except zlib.error as exc:
+            raise _HttpRefusal(400, "bad request", "the gzip body does not inflate: %s" % exc) from None
+        if len(body) > OTEL_INFLATED_CAP or inflater.unconsumed_tail:
+            raise _HttpRefusal(413, "payload too large", "the gzip body inflates past %d bytes" % OTEL_INFLATED_CAP)
+        if not inflater.eof:
+            raise _HttpRefusal(400, "bad request", "the gzip body is truncated")
+    elif enc not in ("", "identity"):
+        raise _HttpRefusal(415, "unsupported media type", "Content-Encoding %s is not accepted (gzip or none)"
+                           % _short(encoding, 40))
+    if media == "application/x-protobuf":
+        try:
+            return _pb_message(memoryview(body), "TracesRequest" if what == "traces" else "LogsRequest")
+        except _PbError as exc:
+            raise _HttpRefusal(400, "bad request", "the protobuf body is not an OTLP Export%sServiceRequest: %s"
+                               % ("Trace" if what == "traces" else "Logs", exc)) from None
+    try:
+        payload = _loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _HttpRefusal(400, "bad request", "the body is not JSON: %s" % exc) from None
+    top = "resourceSpans" if what == "traces" else "resourceLogs"
+    if not isinstance(payload, dict) or not isinstance(payload.get(top, []), list):
+        raise _HttpRefusal(400, "bad request", "expected OTLP JSON {%s: [...]}" % top)
+    return payload
+
+
+def _otel_value(v: Any, depth: int = 0) -> Any:
+    """An AnyValue of OTLP's JSON mapping as a plain value (int64 strings as ints)."""
+    if not isinstance(v, dict) or depth > OTEL_MAX_DEPTH:
+        return None
+    if "stringValue" in v:
+        return v["stringValue"] if isinstance(v["stringValue"], str) else None
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])
+        except (TypeError, ValueError):
+            return None
+    if "boolValue" in v:
+        return v["boolValue"] is True
+    if "doubleValue" in v:  # protobuf carries NaN and the infinities, which are no value a rule can read
+        d = v["doubleValue"]
+        return d if isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) else None
+    if isinstance(v.get("arrayValue"), dict):
+        values = v["arrayValue"].get("values")
+        return [_otel_value(x, depth + 1) for x in values[:100]] if isinstance(values, list) else []
+    if isinstance(v.get("kvlistValue"), dict):
+        return _otel_attrs(v["kvlistValue"].get("values"), depth + 1)
+    return None
+
+
+def _otel_attrs(kvs: Any, depth: int = 0) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for kv in kvs[:256] if isinstance(kvs, list) else []:
+        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+            out[kv["key"][:200]] = _otel_value(kv.get("value"), depth)
+    return out
+
+
+def _otel_id(v: Any, size: int) -> Optional[str]:
+    """A trace (size 32) or span (16) id of the JSON mapping as lowercase hex, or None (missing, or all zero)."""
+    if not isinstance(v, str) or len(v) != size:
+        return None
+    v = v.lower()
+    return v if re.fullmatch(r"[0-9a-f]+", v) and v.strip("0") else None
+
+
+_SPAN_IDS = "without a valid traceId (32 hex) and spanId (16 hex)"
+
+
+def _otel_spans(payload: dict) -> Tuple[List[dict], List[str]]:
+    """Every span of a traces payload, flattened: {traceId, spanId, parentSpanId, name, kind, start,
+    end (ns), attrs, events, error, scope, service}, and why each span refused was refused (no valid
+    trace or span id, or a number no span can have: _otel_span)."""
+    out: List[dict] = []
+    bad: List[str] = []
+    spans = payload.get("resourceSpans")
+    for rs in spans if isinstance(spans, list) else []:  # a body of another shape has no spans
+        if not isinstance(rs, dict):
+            continue
+        resource = _otel_attrs(rs["resource"].get("attributes") if isinstance(rs.get("resource"), dict) else None)
+        for ss in rs.get("scopeSpans") or [] if isinstance(rs.get("scopeSpans"), list) else []:
+            if not isinstance(ss, dict) or not isinstance(ss.get("spans"), list):
+                continue
+            scope: dict = ss["scope"] if isinstance(ss.get("scope"), dict) else {}
+            for sp in ss["spans"]:
+                tid = _otel_id(sp.get("traceId"), 32) if isinstance(sp, dict) else None
+                sid = _otel_id(sp.get("spanId"), 16) if isinstance(sp, dict) else None
+                if tid is None or sid is None:
+                    bad.append(_SPAN_IDS)
+                    continue
+                try:
+                    out.append(_otel_span(sp, tid, sid, scope, resource))
+                except _SpanRefused as exc:
+                    bad.append(str(exc))
+    return out, bad
+
+
+_UINT64 = 1 << 64
+
+
+def _otel_nanos(v: Any) -> Optional[int]:
+    """A time of the span (fixed64 nanoseconds since the epoch; a decimal string in JSON), None when it
+    is missing; _SpanRefused for one no clock gives (negative, past 64 bits, not a whole number)."""
+    if v is None or v == "":
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise _SpanRefused("with a time that is not an integer of nanoseconds")
+    try:
+        n = int(v)
+    except ValueError:
+        raise _SpanRefused("with a time that is not an integer of nanoseconds") from None
+    if not 0 <= n < _UINT64:
+        raise _SpanRefused("with a time out of range (negative, or past 64 bits)")
+    return n
+
+
+_HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
+
+
+def _otel_status(attrs: dict) -> None:
+    """An HTTP status attribute, when the span has one, is a whole number from 100 to 599 (protobuf can
+    carry a double NaN or infinity there; JSON a string), made an int in `attrs`; _SpanRefused otherwise."""
+    for key in _HTTP_STATUS_KEYS:
+        if key not in attrs:  # (present but None: a value _otel_value could not read, such as a NaN)
+            continue
+        v = attrs[key]
+        if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 3:
+            v = int(v.strip())
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or not 100 <= v <= 599:
+            raise _SpanRefused("with an HTTP status code that is not a whole number from 100 to 599")
+        attrs[key] = v
+
+
+_OTEL_KINDS = {"SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
+               "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+
+
+def _otel_span(sp: dict, tid: str, sid: str, scope: dict, resource: dict) -> dict:
+    """One span as Reticle's flat record; _SpanRefused for a span whose numbers no real span has (a
+    negative or 64-bit-overflowing time, an end before its start, an HTTP status that is no status)."""
+    start, end = _otel_nanos(sp.get("startTimeUnixNano")), _otel_nanos(sp.get("endTimeUnixNano"))
+    if start is not None and end is not None and end < start:
+        raise _SpanRefused("with an end before its start")
+    attrs = _otel_attrs(sp.get("attributes"))
+    _otel_status(attrs)
+    kind = sp.get("kind")
+    if isinstance(kind, str):
+        kind = _OTEL_KINDS.get(kind, 0)
+    kind = kind if isinstance(kind, int) and not isinstance(kind, bool) and 0 <= kind <= 5 else 0
+    code = sp["status"].get("code") if isinstance(sp.get("status"), dict) else None
+    given = sp["events"][:64] if isinstance(sp.get("events"), list) else []
+    events = [{"name": e.get("name") if isinstance(e.get("name"), str) else "",
+               "attrs": _otel_attrs(e.get("attributes"))} for e in given if isinstance(e, dict)]
+    return {"traceId": tid, "spanId": sid, "parentSpanId": _otel_id(sp.get("parentSpanId"), 16),
+            "name": sp.get("name") if isinstance(sp.get("name"), str) else "", "kind": kind,
+            "start": start, "end": end, "attrs": attrs, "events": events,
+            "error": code in (2, "STATUS_CODE_ERROR"), "scope": str(scope.get("name") or "")[:120],
+            "service": str(resource.get("service.name") or "")[:120],
+            "language": str(resource.get("telemetry.sdk.language") or "")[:20].lower()}
+
+
+def _otel_logs(payload: dict) -> List[dict]:
+    """The ERROR-or-worse log records (severity number 17 and up, or a severity text saying so) that
+    carry a trace id, as {traceId, logger, level, message, exception?}."""
+    out = []
+    logs = payload.get("resourceLogs")
+    for rl in logs if isinstance(logs, list) else []:
+        for sl in (rl.get("scopeLogs") or []) if isinstance(rl, dict) and isinstance(rl.get("scopeLogs"), list) else []:
+            if not isinstance(sl, dict) or not isinstance(sl.get("logRecords"), list):
+                continue
+            scope: dict = sl["scope"] if isinstance(sl.get("scope"), dict) else {}
+            for lr in sl["logRecords"]:
+                tid = _otel_id(lr.get("traceId"), 32) if isinstance(lr, dict) else None
+                if tid is None:
+                    continue
+                number = lr.get("severityNumber")
+                text = lr.get("severityText") if isinstance(lr.get("severityText"), str) else ""
+                if not ((isinstance(number, int) and number >= 17) or text.upper() in ("ERROR", "FATAL", "CRITICAL")):
+                    continue
+                attrs = _otel_attrs(lr.get("attributes"))
+                body = _otel_value(lr.get("body"))
+                entry: Dict[str, Any] = {"traceId": tid, "logger": str(scope.get("name") or "")[:120],
+                                         "level": (text or "ERROR").upper()[:16],
+                                         "message": _scrub_server(str(body if body is not None else "")[:300])}
+                exc = _otel_exception(attrs)
+                if exc:
+                    entry["exception"] = exc
+                out.append(entry)
+    return out
+
+
+_NODE_FRAME = re.compile(r"^\s*at (?:(.+?) \()?(?:file://)?(.+?):(\d+)(?::\d+)?\)?\s*$")
+_PY_FRAME = re.compile(r'^\s*File "(.+?)", line (\d+), in (.+?)\s*$')
+_JAVA_FRAME = re.compile(r"^\s*at ([\w$.<>]+)\(([\w$.-]+):(\d+)\)\s*$")
+
+
+def _stack_frames(stack: str, limit: int = 3) -> List[str]:
+    """The innermost frames of the app's own code in a stack trace as text (Node, Python or Java
+    shape), as `file:line function`: installed packages and the runtime's own frames are skipped."""
+    frames: List[Tuple[str, str, str]] = []
+    python = False
+    for line in stack.splitlines()[:200]:
+        m = _PY_FRAME.match(line)
+        if m:
+            python = True
+            frames.append((m.group(1), m.group(2), m.group(3)))
+            continue
+        m = _NODE_FRAME.match(line)
+        if m and "/" in m.group(2) or (m and m.group(2).endswith((".js", ".ts", ".mjs", ".cjs"))):
+            frames.append((m.group(2), m.group(3), m.group(1) or "<anonymous>"))
+            continue
+        m = _JAVA_FRAME.match(line)
+        if m:
+            frames.append((m.group(2), m.group(3), m.group(1).rsplit(".", 1)[-1]))
+    if python:
+        frames.reverse()  # a Python traceback lists the innermost frame last
+    out = []
+    for path, line_no, func in frames:
+        if any(s in path for s in ("node_modules", "site-packages", "dist-packages", "node:", "internal/")) \
+                or path.startswith("<"):
+            continue
+        out.append("%s:%s %s" % (os.path.basename(path), line_no, func.split(" [as ")[0].rsplit(".", 1)[-1]))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _otel_exception(attrs: dict) -> Optional[dict]:
+    """{type, message, frames} from the exception.* attributes of an exception event or log, or None."""
+    typ, msg, stack = attrs.get("exception.type"), attrs.get("exception.message"), attrs.get("exception.stacktrace")
+    if not (typ or msg or stack):
+        return None
+    return {"type": str(typ or "Exception")[:120], "message": _scrub_server(str(msg or "")[:300]),
+            "frames": _stack_frames(stack) if isinstance(stack, str) else []}
+
+
+_OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
+# The instrumentations that trace a transaction's BEGIN, COMMIT and ROLLBACK (their drivers send them as
+# statements), so that a write outside a traced transaction was autocommitted.  Others (Python's DB-API,
+# sqlite3 and SQLAlchemy instrumentations: the driver begins and commits without a statement) show no
+# transaction at all, so whether such a write was kept is unknown; a service whose spans have shown a
+# transaction statement is learned to be of the first kind (_OtelTraces.tx_services).
+_OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
+                   "@opentelemetry/instrumentation-mysql2")
+_COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
+# The languages (OpenTelemetry's telemetry.sdk.language) whose database drivers commit a statement made outside a
+# transaction by themselves: Node's pg, mysql2 and SQLite drivers, Go's database/sql, JDBC, ADO.NET, Ruby's.
+# Python's DB-API does not (a connection opens a transaction that must be committed), so there it stays unknown.
+_AUTOCOMMIT_LANGUAGES = frozenset(("nodejs", "go", "java", "dotnet", "ruby"))
+
+
+def _otel_db_write(sp: dict) -> Optional[dict]:
+    """A database span's write as the middleware notes one ({op, table, sql, committed}), or None:
+    the kind and table from db.operation.name/db.operation and db.collection.name/db.sql.table,
+    else parsed from the statement (db.query.text/db.statement)."""
+    a = sp["attrs"]
+    sql = a.get("db.query.text") or a.get("db.statement")
+    sql = sql if isinstance(sql, str) else ""
+    op = str(a.get("db.operation.name") or a.get("db.operation") or "").strip().lower()
+    table = a.get("db.collection.name") or a.get("db.sql.table")
+    parsed = _sql_write(sql) if sql else None
+    if parsed is None and op in ("insert", "update", "delete", "replace") and table:
+        parsed = {"op": "insert" if op == "replace" else op, "table": str(table)[:200],
+                  "sql": _scrub_server(sql[:SERVER_SQL_CAP])}
+    if parsed is None:
+        return None
+    if table:
+        parsed["table"] = str(table)[:200]
+    rows = a.get("db.response.affected_rows", a.get("db.rows_affected"))
+    if isinstance(rows, int) and rows >= 0:
+        parsed["rows"] = rows
+    parsed["committed"] = False if sp["error"] else True
+    if sp["error"]:
+        parsed["note"] = "the statement failed (its span's status is ERROR)"
+    return parsed
+
+
+def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict], int]:
+    """The writes of a trace's database spans, in the order they started, with commit or rollback
+    where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
+    database statements seen.  A write outside a traced transaction was autocommitted where the
+    instrumentation traces transaction statements (`tx_traced`: the service has shown one, or its
+    instrumentation is one of _OTEL_TX_SCOPES), or where the service's language's drivers autocommit
+    (_AUTOCOMMIT_LANGUAGES); elsewhere its commit is unknown (committed None)."""
+    db = [s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")]
+    ids = {s["spanId"] for s in db}
+    # one statement seen by two instrumentations (SQLAlchemy's, and the DB-API driver's under it) is one
+    db = sorted((s for s in db if s["parentSpanId"] not in ids), key=lambda s: s["start"] or 0)
+    writes: List[dict] = []
+    pending: Optional[List[dict]] = None
+    for sp in db:
+        text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
+        m = _OTEL_TX.match(text) if isinstance(text, str) else None
+        if m:
+            word = m.group(1).upper()
+            if word.startswith(("BEGIN", "START")):
+                pending = []
+            elif pending is not None:
+                for done in pending:
+                    if word == "ROLLBACK":
+                        done["committed"], done["note"] = False, "rolled back"
+                pending = None
+            continue
+        w = _otel_db_write(sp)
+        if w is None:
+            continue
+        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES
+                                                        or sp.get("language") in _AUTOCOMMIT_LANGUAGES):
+            w["committed"], w["note"] = None, _COMMIT_UNTRACED
+        writes.append(w)
+        if pending is not None and w["committed"]:
+            pending.append(w)
+    for w in pending or []:
+        w["committed"], w["note"] = False, "never committed (no COMMIT in the trace)"
+    return writes[:50], len(db)
+
+
+def _otel_tx_statement(sp: dict) -> bool:
+    """A database span whose statement begins, commits or rolls back a transaction."""
+    text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
+    return bool((sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"))
+                and isinstance(text, str) and _OTEL_TX.match(text))
+
+
+def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: bool = False) -> dict:
+    """The middleware's record (the raw shape _clean_server_record takes) of one SERVER span and the
+    rest of its trace: method, path, host, status, route, duration, the first exception event (the
+    server span's, else an internal span's: a client call's own failure is not the request's), error
+    logs, and the database spans' writes."""
+    a = server["attrs"]
+    path = a.get("url.path") or a.get("http.target")  # without the query, as the middleware reports it
+    if not isinstance(path, str):
+        full = a.get("url.full") or a.get("http.url")
+        path = urllib.parse.urlsplit(full).path if isinstance(full, str) else "/"
+    path = path.split("?", 1)[0] or "/"
+    host = a.get("server.address") or a.get("http.host") or a.get("net.host.name") or ""
+    port = a.get("server.port") or a.get("net.host.port")
+    if host and port and ":" not in str(host):
+        host = "%s:%s" % (host, port)
+    status = a.get("http.response.status_code", a.get("http.status_code"))
+    exc = None
+    for sp in [server] + [s for s in spans if s is not server and s["kind"] in (0, 1, 2)]:
+        for ev in sp["events"]:
+            if ev["name"] == "exception":
+                exc = _otel_exception(ev["attrs"])
+                if exc:
+                    break
+        if exc:
+            break
+    writes, statements = _otel_writes(spans, tx_traced)
+    ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
+    return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
+            "path": path, "host": str(host), "via": "header",
+            "status": status if isinstance(status, int) and not isinstance(status, bool) else None,  # _otel_status
+            "view": a.get("http.route") if isinstance(a.get("http.route"), str) else None,
+            "ms": round(ms, 3) if ms is not None else None, "exception": exc, "statements": statements,
+            "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes}
+
+
+def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
+    """One OTLP request body, read: (spans, error logs, why each span refused was refused).  Pure, and
+    the costly part of an export (inflate, parse, convert), so it runs off the event loop."""
+    payload = _otlp_payload(body, media, encoding, what)
+    if what == "traces":
+        spans, bad = _otel_spans(payload)
+        return spans, [], bad
+    return [], _otel_logs(payload), []
+
+
+def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tuple[List[dict], List[dict]]]:
+    """`spans` and `logs` in slices of about `size` spans that never split a trace."""
+    by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
+    for sp in spans:
+        by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
+    for lg in logs:
+        by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
+    part: Tuple[List[dict], List[dict]] = ([], [])
+    for got, logged in by_trace.values():
+        part[0].extend(got)
+        part[1].extend(logged)
+        if len(part[0]) + len(part[1]) >= size:
+            yield part
+            part = ([], [])
+    if part[0] or part[1]:
+        yield part
+
+
+OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
+OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "")
+
+
+def _origin_key(host: Any, port: Any, scheme: Any = "http") -> Optional[str]:
+    """"loopback:3000" for a host and port as a span or a page's URL names them (every loopback name
+    is one), None without a usable port."""
+    host = str(host or "").strip().lower()
+    if host.count(":") == 1 and not host.startswith("["):
+        host, _, given = host.partition(":")
+        port = port or given
+    try:
+        number = int(port) if port not in (None, "") else {"http": 80, "https": 443}.get(str(scheme).lower())
+    except (TypeError, ValueError):
+        return None
+    if number is None:
+        return None
+    return "%s:%d" % ("loopback" if host in _LOOPBACK_NAMES else host, number)
+
+
+def _span_origin(attrs: dict) -> Optional[str]:
+    """The origin a SERVER span's service answered on, from its attributes (current and older names)."""
+    full = attrs.get("url.full") or attrs.get("http.url")
+    if isinstance(full, str) and "://" in full:
+        try:
+            parts = urllib.parse.urlsplit(full)
+            return _origin_key(parts.hostname, parts.port, parts.scheme)
+        except ValueError:
+            return None
+    host = attrs.get("server.address") or attrs.get("http.host") or attrs.get("net.host.name")
+    if not host:
+        return None
+    return _origin_key(host, attrs.get("server.port") or attrs.get("net.host.port"),
+                       attrs.get("url.scheme") or attrs.get("http.scheme") or "http")
+
+
+class _SpanSources:
+    """What each service that sends spans has shown, for saying why its spans land in no tab: spans,
+    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed).  A service with
+    spans but no SERVER span has an HTTP server no instrumentation sees; one whose SERVER spans never
+    carry an issued trace id does not continue the tab's `traceparent`."""
+
+    def __init__(self) -> None:
+        self.services: "collections.OrderedDict[str, Dict[str, float]]" = collections.OrderedDict()
+
+    def note(self, spans: List[dict], owned: Set[str], now: float) -> None:
+        for sp in spans:
+            row = self.services.get(sp["service"])
+            if row is None:
+                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now}
+                while len(self.services) > 64:
+                    self.services.popitem(last=False)
+            row["spans"] += 1
+            row["at"] = now
+            if sp["kind"] == 2:
+                row["server"] += 1
+                row["attributed"] += sp["traceId"] in owned
+
+    def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
+        """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
+        the fix for a stack that sends spans (never the Python middleware's)."""
+        out = []
+        for name, row in self.services.items():
+            if now - row["at"] > recent_ms or row["attributed"] or row["spans"] < 2:
+                continue
+            if not row["server"]:
+                cause = ("its %d span(s) hold no HTTP SERVER span: its HTTP server is not instrumented" % row["spans"])
+                fix = ("instrument the HTTP server as it loads: in Node, NODE_OPTIONS=\"--experimental-loader="
+                       "@opentelemetry/instrumentation/hook.mjs --import @opentelemetry/auto-instrumentations-node/"
+                       "register\" (without the loader hook, a server that imports node:http as an ES module, as the "
+                       "dev servers of Vite, React Router, Nuxt, SvelteKit and Astro do, sends database spans but no "
+                       "SERVER span); Next.js, its instrumentation.ts; another stack, its HTTP instrumentation")
+            else:
+                cause = ("none of its %d HTTP SERVER span(s) continued a trace id Reticle issued to a tab: it does "
+                         "not read the request's W3C `traceparent`" % row["server"])
+                fix = ("keep W3C trace context on (OTEL_PROPAGATORS unset or including tracecontext), and let no "
+                       "proxy in front drop the traceparent header; a form post or link with the script tag carries "
+                       "no traceparent (open the page as a device: reticle_open)")
+            out.append({"service": name or "(unnamed)", "spans": int(row["spans"]),
+                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix})
+        return out[:5]
+
+
+class _OtelTraces:
+    """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
+    OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
+    record is then stitched as a middleware record would be, once.  Error logs, and child spans that
+    arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT)."""
+
+    def __init__(self) -> None:
+        self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
+        self.sources = _SpanSources()
+        self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
+        self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
+        self.spans = 0
+        self.db_services: Set[str] = set()  # services whose spans have shown database statements
+        self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
+        # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
+        # waits for spans (one app's tracing must not slow another app's verdicts)
+        self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
+        self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
+
+    def _owner(self, hub: _OtelHost, tid: str, now: float) -> Any:
+        sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+        return next((s for s in sessions if s.server_tickets.holds(tid, now)), None)
+
+    def _hold(self, tid: str) -> dict:
+        entry = self.held.get(tid)
+        if entry is None:
+            entry = self.held[tid] = {"spans": [], "logs": []}
+        while self.spans > OTEL_HELD_SPANS and self.held:
+            _, old = self.held.popitem(last=False)
+            self.spans -= len(old["spans"])
+        return entry
+
+    def _learn(self, spans: List[dict]) -> None:
+        """From every span, stitched or not: the services whose spans show database statements (their
+        "0 writes" is evidence) and transaction statements (their commits are traced)."""
+        for sp in spans:
+            if sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"):
+                self.db_services.add(sp["service"])
+                if _otel_tx_statement(sp):
+                    self.tx_services.add(sp["service"])
+
+    async def take(self, hub: _OtelHost, body: bytes, media: str, encoding: str, what: str) -> List[str]:
+        """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
+        while a large batch inflates and parses (and two batches never read at once), then filed in
+        slices of whole traces with the loop free between them.  -> why each refused span was refused;
+        _HttpRefusal for a body that is no OTLP."""
+        if self.pool is None:
+            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reticle-otlp")
+        loop = asyncio.get_running_loop()
+        spans, logs, bad = await loop.run_in_executor(self.pool, _otlp_read, body, media, encoding, what)
+        for part_spans, part_logs in _whole_traces(spans, logs, OTEL_SLICE_SPANS):
+            self.absorb(hub, part_spans, part_logs)
+            await asyncio.sleep(0)
+        return bad
+
+    def serves(self, url: str) -> bool:
+        """Has a traced service been seen answering the origin of `url` (a tab's page)?"""
+        try:
+            parts = urllib.parse.urlsplit(url)
+            return _origin_key(parts.hostname, parts.port, parts.scheme) in self.origins
+        except ValueError:
+            return False
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)
+            self.pool = None
+
+    def absorb(self, hub: _OtelHost, spans: List[dict], logs: List[dict]) -> None:
+        """Group what arrived by trace id; file what belongs to a tab (see the class)."""
+        now = hub.clock()
+        by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
+        for sp in spans:
+            by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
+        for lg in logs:
+            by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
+        for sp in spans:
+            origin = _span_origin(sp["attrs"]) if sp["kind"] == 2 else None
+            if origin is not None:
+                self.origins[origin] = None
+                self.origins.move_to_end(origin)
+                if len(self.origins) > OTEL_ORIGINS_KEPT:
+                    self.origins.popitem(last=False)
+        if spans and not self.stats["spans"]:
+            # the first spans: from now on, devices add the trace context of their documents' requests
+            for device in list(hub.devices.devices.values()):
+                hub.spawn(hub.faults.sync_device(device))
+        self.stats["spans"] += len(spans)
+        self.stats["logs"] += len(logs)
+        self._learn(spans)
+        owned = {tid for tid in by_trace if tid in self.done or self._owner(hub, tid, now) is not None}
+        self.sources.note(spans, owned, now)
+        for tid, (got, logged) in by_trace.items():
+            if tid in self.done:
+                self._amend(tid, got, logged)
+                continue
+            owner = self._owner(hub, tid, now)
+            if owner is None:
+                self.held.pop(tid, None)
+                self.stats["unmatched"] += len(got)
+                continue
+            entry = self._hold(tid)
+            entry["spans"].extend(got)
+            entry["logs"].extend(logged)
+            self.spans += len(got)
+            self._try_stitch(hub, tid, owner, entry, now)
+
+    def _try_stitch(self, hub: _OtelHost, tid: str, owner: Any, entry: dict, now: float) -> None:
+        """Once the trace's root SERVER span (its parent is the SDK's, not among the trace's spans) has
+        arrived: its record, stitched into the tab that holds the trace id, under the document and
+        request the id was issued for, once; the trace is then kept open for late spans (done)."""
+        ids = {s["spanId"] for s in entry["spans"]}
+        server = next((s for s in entry["spans"] if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
+        if server is None:
+            return
+        self.held.pop(tid, None)
+        self.spans -= len(entry["spans"])
+        if any(_otel_tx_statement(s) for s in entry["spans"]):
+            self.tx_services.add(server["service"])
+        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"],
+                                                server["service"] in self.tx_services))
+        if rec is None:
+            return
+        rec.pop("mark")
+        why = _server_sender_refused(rec, owner)
+        if why is not None:
+            self.stats["refused"] += 1
+            return
+        rec["source"] = "otel"
+        rec["service"] = server["service"]
+        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if s["attrs"].get("db.system")
+                                  or s["attrs"].get("db.system.name")})[:3]
+        if rec["statements"]:
+            self.db_services.add(server["service"])
+        rec["dbTraced"] = server["service"] in self.db_services
+        rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
+        owner.server_otel += 1
+        owner.add_server_record(rec)
+        self.stats["stitched"] += 1
+        self.done[tid] = (owner, rec)
+        while len(self.done) > OTEL_DONE_KEPT:
+            self.done.popitem(last=False)
+
+    def _amend(self, tid: str, spans: List[dict], logs: List[dict]) -> None:
+        """Late children and logs of a stitched trace: their writes, exception and error logs join its record."""
+        owner, rec = self.done[tid]
+        for lg in logs:
+            if len(rec["logged"]) < 20:
+                rec["logged"].append({k: v for k, v in lg.items() if k != "traceId"})
+        if any(_otel_tx_statement(s) for s in spans):
+            self.tx_services.add(rec.get("service") or "")
+        writes, statements = _otel_writes(spans, rec.get("service") in self.tx_services)
+        rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
+        rec["statements"] += statements
+        rec["dbTraced"] = rec["dbTraced"] or statements > 0
+        if rec["exception"] is None:
+            for sp in spans:
+                exc = next((_otel_exception(e["attrs"]) for e in sp["events"] if e["name"] == "exception"
+                            and sp["kind"] in (0, 1)), None)
+                if exc:
+                    rec["exception"] = exc
+                    break
+        owner._wake()
+#: end src/reticle/otel.py
 
 
 #: begin src/reticle/toolbox.py
@@ -19218,20 +19886,6 @@ def _faulted_note(because: str, window: List[dict], res: Optional[dict] = None) 
         _call_label(first) if "method" in first else "the WebSocket %s" % first.get("url"), more, first.get("faultId"))
 
 
-def _no_effect(action: str, effect: Any, window: List[dict], floor: float = 0.0,
-               known: Optional["_Known"] = None) -> Optional[dict]:
-    """A click or submit after which nothing at all happened (see _had_effect): whatever
-    held, the action did not make it so."""
-    if action not in ("click", "dblclick", "submit") or not isinstance(effect, dict):
-        return None
-    if _had_effect(effect, window, floor, known):
-        return None
-    return {"kind": "action-had-no-effect", "tier": "absence", "claim": "the %s was dispatched" % action,
-            "counter": "nothing changed: no DOM mutation, request, route, signal, state or storage event",
-            "detail": "a handler that is not wired up looks exactly like this; whatever held, the action "
-                      "did not make it so"}
-
-
 def _unsettled_report(known: "_Known", window: List[dict], since: float, p: dict) -> dict:
     """What kept the page busy: requests still open, and what fired over and over."""
     still = [_call_label(d) for d in known.open_requests if d.get("startedAt", 0) >= since]
@@ -19296,22 +19950,6 @@ def _advice(p: dict, res: dict) -> Optional[str]:
 
 # ---- Judge, whole: the result, the contradictions and the verdict of one observation ----
 
-def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, str, str]]:
-    """Judge `p` over `obs`: (its result, the contradictions, (verified, verifiedReason, because)).
-    Pure.  After an act, an act that had no effect explains everything else and stands alone."""
-    res = _judge_final(p, obs)
-    contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
-    shown = obs.shown if obs.act_at is not None else None
-    if obs.action is None:
-        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p, shown=shown,
-                                            pending=obs.pending)
-    no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
-    if no_effect:
-        contradictions = [no_effect]
-    return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
-                                        already_true=obs.already_true, act=True, effect=obs.effect, shown=shown,
-                                        pending=obs.pending)
-
 
 # ---- Answer: the one place a verdict becomes what the caller reads ----
 
@@ -19331,70 +19969,170 @@ def _server_parts(session: "_BrowserSession", window: List[dict], out: dict) -> 
         out["serverWait"] = "none: OpenTelemetry spans reach the daemon, but none from this page's origin yet"
 
 
-def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
-    """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
-    act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
-    one at a time.  (A write the page repeats on its own is not told apart here: failing it too
-    only asks more of the flow.)  answers=True: each with the `answer` its first call got, where
-    one can be replayed (_replayable_answer), for --teeth's lie."""
-    out: List[dict] = []
-    for e in window:
-        d = e["data"]
-        if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
-            continue
-        if floor is not None and not _caused_by_act(e, floor, None):
-            continue
-        parts = urllib.parse.urlsplit(str(d.get("url") or ""))
-        item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
-        if d.get("initiator") == "document":
-            item["form"] = True
-        if any(_write_label(w) == _write_label(item) for w in out):
-            continue
-        answer = _replayable_answer(d) if answers else None
-        if answer is not None:
-            item["answer"] = answer
-            failure = _framework_failure(d, answer)
-            if failure is not None:
-                item["failure"] = failure
-        out.append(item)
+def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
+            anchor: Optional[dict] = None, replayed: bool = False) -> dict:
+    """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
+    replays them): judge the observation, then shape it.  `verified`, `verifiedReason` and
+    `because` are always at the top level; an assert carries its result's fields beside them,
+    an act_and_wait nests them under `verdict` beside the act's effect, honesty and trace.  The
+    step is journaled (marked `replayed` for a flow's replay), health and buffer loss are spliced in,
+    and the answer is compact unless `detail: "full"`."""
+    res, contradictions, (verified, reason, because) = _verdict(p, obs)
+    window, known, since = obs.window, obs.known, obs.since
+    because = _faulted_note(because, window, res)  # a fault's answer is never read as the server's
+    out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
+    if tool == "assert":
+        out.update(res)
+        out["since"] = since
+        _server_parts(session, window, out)
+        verdict = out
+        if contradictions:
+            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+        _coverage(known, out)
+        advice = _advice(p, res) if verified == "yes" else None
+        if advice:
+            out["advice"] = advice
+        _journal(session, "assert", args, out, replayed=replayed)
+        out = _with_health(session, _with_buffer(session, out, since))
+        return out if args.get("detail") == "full" else _compact(out, out)
+    verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
+    loss = known.loss
+    issues = []
+    if loss and loss.get("evicted"):
+        issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
+    if loss and loss.get("sampled"):
+        issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
+    issues.extend(_unmade_issues(known))
+    spots = known.blind_spots
+    out.update({"since": since, "effect": obs.effect, "verdict": verdict,
+                "honesty": {"grade": _grade(p), "attribution": "window",
+                            "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
+                            "integrity": {"clean": not issues, "issues": issues}},
+                "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
+    if obs.already_true:
+        out["alreadyTrue"] = True
+    _server_parts(session, window, out)
+    advice = _advice(p, res) if verified in ("yes", "unknown") else None
+    if advice:
+        out["advice"] = advice
+    if contradictions:
+        out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
+        out["unsettled"] = _unsettled_report(known, window, since, p)
+    _journal(session, "act_and_wait", args, out, anchor, replayed)
+    out = _with_health(session, out)
+    return out if args.get("detail") == "full" else _compact(out, verdict)
+
+
+def _unmade_issues(known: "_Known") -> List[str]:
+    """Integrity: requests the page reported that the device's browser never made (forged into
+    the SDK's socket by a page script; none of them can make a verdict), that it reported otherwise
+    than the browser saw them (the browser's values counted), or with fields of the wrong type
+    (refused at ingest)."""
+    spots = known.blind_spots
+    issues = []
+    if spots.get("request-not-made"):
+        issues.append("forged: the page reported %d request(s) the browser never made; they were not counted"
+                      % spots["request-not-made"])
+    if spots.get("request-misreported"):
+        issues.append("misreported: the page reported %d request(s) otherwise than the browser's record (status or "
+                      "ok); the browser's values were counted" % spots["request-misreported"])
+    if spots.get("malformed-request"):
+        issues.append("malformed: the page reported %d request(s) whose status or ok had the wrong type or "
+                      "contradicted each other; they were refused" % spots["malformed-request"])
+    return issues
+
+
+def _coverage(known: "_Known", out: dict) -> dict:
+    issues = _unmade_issues(known)
+    if issues:
+        out["honesty"] = dict(out.get("honesty") or {}, integrity={"clean": False, "issues": issues})
+    if known.blind_spots:
+        out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
+        out["coverage_spots"] = [{"kind": k, "count": v} for k, v in known.blind_spots.items()]
     return out
 
 
-_LIE_HEADERS = ("content-type", "location", "cache-control")
+def _with_health(session: "_BrowserSession", out: dict) -> dict:
+    """An answer about the tab, with its health spliced in: a tab that does not answer or is throttled
+    says so (`session`, `warning`), and the dialogs seen from the answer's `since` are named."""
+    stuck = session.not_answering()
+    if stuck is not None:
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "answering": False, "notAnswering": stuck}
+        out["warning"] = "the tab does not answer: %s" % stuck
+    elif session.throttled():
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
+        out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+    seen = session.health.dialogs_since(out.get("since"))
+    if seen:
+        out["dialogs"] = seen
+        said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
+                                                      d["handled"]) for d in seen[:3])
+        out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
+            ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
+            else "")
+    return out
 
 
-def _replayable_answer(d: dict) -> Optional[dict]:
-    """The answer a completed write got, as a fault can give it again without the server (--teeth's
-    lie): {status, headers, body}, the headers a page reads (content-type, location, htmx's `hx-*`
-    and the app's own `x-*`; never cookies), or None when it cannot be replayed as it was: a form
-    post (the page that arrived is the answer), a faulted or failed call, a body not captured or cut."""
-    status = d.get("status")
-    if d.get("initiator") == "document" or d.get("faulted") or d.get("faultId") or d.get("error") is not None:
-        return None
-    if not isinstance(status, int) or not 200 <= status <= 599:
-        return None
-    body = d.get("responseBody")
-    if status in _BODYLESS:
-        body = ""
-    if not isinstance(body, str) or d.get("responseBodyTruncated") or len(body) > 65536:
-        return None
-    given = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
-    headers = {str(k): str(v)[:1024] for k, v in given.items()
-               if str(k).lower() in _LIE_HEADERS or str(k).lower().startswith(("hx-", "x-"))}
-    if "content-type" not in {k.lower() for k in headers} and d.get("contentType"):
-        headers["content-type"] = str(d["contentType"])[:1024]
-    return {"status": status, "headers": dict(list(headers.items())[:20]), "body": body}
-
-
-def _write_shown(w: dict) -> dict:
-    """A write of _writes_in as results and reports show it: without the answers kept for --teeth."""
-    return {k: v for k, v in w.items() if k not in ("answer", "failure")}
-
-
-def _write_label(w: dict) -> str:
-    """How a write is named in every teeth report: `POST /api/save`, `(form post)` for a document's."""
-    return "%s %s%s" % (w["method"], w["path"], " (form post)" if w.get("form") else "")
+def _with_buffer(session: "_BrowserSession", out: dict, since: float) -> dict:
+    """An answer over the window from `since`, with what the tab's buffer lost of it (`buffer`: evicted,
+    sampled, and a note that the counts are lower bounds)."""
+    loss = session.store.loss_since(since)
+    if loss:
+        why = []
+        if loss.get("evicted") or loss.get("evictedChurn"):
+            why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
+                       % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
+        if loss.get("sampled"):
+            why.append("the page's flood was sampled")
+        loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
+        out["buffer"] = loss
+    return out
 #: end src/reticle/answer.py
+
+
+#: begin src/reticle/daemon.py
+###############################################################################
+# The daemon, as its tools see it #############################################
+###############################################################################
+# What a tool may ask of the daemon it runs in, as one Protocol: its tabs, devices, faults, journeys and
+# OpenTelemetry receiver, its state directory and the project it serves, its clock and public origin,
+# what it refused to a page lately, and the tab a call means.  The Hub is the one there is: it is built
+# above the tools and hands itself to each of them as this, so that nothing below the Hub imports it.
+
+class _Daemon(Protocol):
+    """The daemon as a tool uses it (the Hub)."""
+
+    @property
+    def bridge(self) -> _Bridge: ...
+
+    @property
+    def devices(self) -> _DeviceManager: ...
+
+    @property
+    def faults(self) -> _Faults: ...
+
+    @property
+    def journeys(self) -> _Journeys: ...
+
+    @property
+    def otel(self) -> _OtelTraces: ...
+
+    @property
+    def state(self) -> _StateDir: ...
+
+    @property
+    def project_dir(self) -> str: ...
+
+    @property
+    def refusals(self) -> collections.deque: ...
+
+    def clock(self) -> float: ...
+
+    def public_origin(self) -> str: ...
+
+    def resolve_tab(self, args: dict, ctx: _CallContext) -> Awaitable[_BrowserSession]: ...
+#: end src/reticle/daemon.py
 
 
 #: begin src/reticle/flow_files.py
@@ -19402,6 +20140,13 @@ def _write_label(w: dict) -> str:
 # Flow files ##################################################################
 ###############################################################################
 # Flows on disk: their names, paths, format checks, reading (bounded, regular files only) and listing.
+
+class _Project(Protocol):
+    """Whatever knows the project a daemon serves (the Hub: RETICLE_PROJECT_DIR, else where it started)."""
+
+    @property
+    def project_dir(self) -> str: ...
+
 
 FLOW_FORMAT = 1                      # the "format" field of a flow file
 REPLAY_WAIT_MS = 3000                # an assert replayed right after its act waits this long at most
@@ -19434,7 +20179,7 @@ _FLOW_FILE = {
 }
 
 
-def _project_dir(hub: "Hub") -> str:
+def _project_dir(hub: _Project) -> str:
     """The app's repository: RETICLE_PROJECT_DIR, else the daemon's working directory."""
     return os.path.abspath(os.environ.get("RETICLE_PROJECT_DIR") or hub.project_dir or os.getcwd())
 
@@ -19442,7 +20187,8 @@ def _project_dir(hub: "Hub") -> str:
 def _flow_name(name: Any) -> str:
     if not isinstance(name, str) or not _FLOW_NAME.fullmatch(name) or ".." in name:
         raise ToolError("%r is not a flow name: use letters, digits, '-', '_' and '.' (at most 64, no path "
-                        "separators, no '..')." % (str(name)[:80],), 'for example "checkout-guest"')
+                        "separators, no '..')." % (str(name)[:80],), 'for example "checkout-guest"',
+                        code="flow_name_invalid")
     return name
 
 
@@ -19458,12 +20204,14 @@ def _flow_path(root: str, name: str) -> str:
     for part in (os.path.dirname(folder), folder, os.path.join(folder, name + ".json")):
         if os.path.islink(part):
             raise ToolError("%s is a symbolic link; Reticle reads and writes flows only in the project's own "
-                            ".reticle/flows" % part, "replace the link with a folder (or file) of the project")
+                            ".reticle/flows" % part, "replace the link with a folder (or file) of the project",
+                            code="path_refused")
     base = os.path.realpath(folder)
     real_root = os.path.realpath(root)
     path = os.path.join(base, name + ".json")
     if os.path.commonpath([base, real_root]) != real_root or os.path.dirname(os.path.realpath(path)) != base:
-        raise ToolError("the flow %r would be written outside %s" % (name, real_root), "choose another name")
+        raise ToolError("the flow %r would be written outside %s" % (name, real_root), "choose another name",
+                        code="path_refused")
     return path
 
 
@@ -19543,14 +20291,15 @@ def _read_flow(root: str, name: str) -> dict:
     except FileNotFoundError:
         have = [f["name"] for f in _list_flows(root)]
         raise ToolError("no flow %r in %s" % (name, _flows_dir(root)),
-                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save")) from None
+                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save"),
+                        code="flow_not_found") from None
     except ValueError as exc:
         raise ToolError("the flow file %s is not readable as JSON: %s" % (path, exc),
-                        "fix or delete the file (a flow is a regular .json file)") from exc
+                        "fix or delete the file (a flow is a regular .json file)", code="flow_invalid") from exc
     problems = _flow_problems(flow)
     if problems:
         raise ToolError("the flow file %s is not a Reticle flow: %s" % (path, "; ".join(problems)),
-                        "fix the file, or save the flow again")
+                        "fix the file, or save the flow again", code="flow_invalid")
     return flow
 
 
@@ -20742,7 +21491,7 @@ def _auth_path(root: str, name: str) -> str:
         if os.path.islink(part):
             raise ToolError("%s is a symbolic link; Reticle keeps saved logins only in the project's own "
                             ".reticle/auth" % part, "replace the link with a folder (or file) of the project",
-                            setup=True)
+                            setup=True, code="path_refused")
     return os.path.join(folder, name + ".json")
 
 
@@ -20775,10 +21524,10 @@ def _load_auth_state(root: str, name: str) -> Optional[dict]:
         return None
     except (OSError, ValueError) as exc:
         raise ToolError("the saved auth state %s is not readable (%s)" % (path, type(exc).__name__),
-                        "delete it and replay the setup flow %s" % name, setup=True) from None
+                        "delete it and replay the setup flow %s" % name, setup=True, code="auth_invalid") from None
     if not isinstance(state, dict) or not isinstance(state.get("cookies"), list):
         raise ToolError("the saved auth state %s is not one Reticle wrote" % path,
-                        "delete it and replay the setup flow %s" % name, setup=True)
+                        "delete it and replay the setup flow %s" % name, setup=True, code="auth_invalid")
     return state
 
 
@@ -20789,7 +21538,7 @@ def _auth_expired(state: dict, now: Optional[float] = None) -> int:
                and 0 < c["expires"] < now)
 
 
-async def _keep_auth(hub: "Hub", session: "_BrowserSession", name: str) -> dict:
+async def _keep_auth(hub: _Daemon, session: "_BrowserSession", name: str) -> dict:
     """Save the state of the device behind `session` as setup flow `name`'s -> what an answer may say
     of it (the name, the file, how many cookies and which origins; never a value)."""
     device = hub.devices.for_session(session.id)
@@ -20804,6 +21553,2035 @@ async def _keep_auth(hub: "Hub", session: "_BrowserSession", name: str) -> dict:
     return {"name": name, "saved": True, "path": path, "cookies": len(state["cookies"]),
             "origins": [o["origin"] for o in state["origins"]]}
 #: end src/reticle/auth.py
+
+
+#: begin src/reticle/tools.py
+###############################################################################
+# Tools #######################################################################
+###############################################################################
+# The tools an agent calls, one handler each: sessions, snapshots and queries, acts and navigation,
+# observing, network and console, faults, waiting and asserting, and act_and_wait.
+
+def _cost(obj: Any) -> dict:
+    size = len(_dumps(obj).encode("utf-8"))
+    return {"bytes": size, "tokens": (size + 3) // 4}
+
+
+async def _tool_sessions(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
+                         ctx: "_CallContext") -> dict:
+    """reticle_sessions: the connected tabs (a device marked yours or another client's); with none,
+    why, naming what the daemon refused recently (a script load, a socket) and what to do."""
+    sessions = [_describe_session(s) for s in hub.bridge.live()]
+    for tab in sessions if ctx is not None and ctx.transport != "resource" else ():
+        device = hub.devices.for_session(tab["sessionId"]) if "device" in tab else None
+        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
+            tab["device"]["yours"] = False  # listed, but every call on it is refused (Hub.resolve_tab)
+            tab["device"]["note"] = "another MCP client's device: open your own with reticle_open"
+    out: Dict[str, Any] = {"sessions": sessions}
+    unattributed = hub.otel.sources.unattributed(hub.clock())
+    if unattributed:  # spans reach the daemon and land in no tab: why, and the fix for that stack
+        out["unattributedSpans"] = unattributed
+    if not sessions:
+        out["why"] = hub.bridge.why()
+        reason = ("no tab is connected now (%d connected since the daemon started, all gone)"
+                  % hub.bridge.ever_connected if hub.bridge.ever_connected else
+                  "no tab has loaded %s/reticle.js yet" % hub.public_origin())
+        if hub.refusals:
+            # a page did try: the script tag is there, what stopped it is what to fix
+            out["refused"] = list(hub.refusals)[::-1]
+            last = hub.refusals[-1]
+            reason = "the daemon refused a page's %s (%s): %s" % (
+                "script load" if last["what"] == "script" else "bridge socket", last["reason"], last["fix"])
+        out["next_action"] = {
+            "action": "open_app",
+            "reason": reason,
+            "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
+            "or": {"tool": "reticle_open", "args": {"url": "<the app's URL>"},
+                   "reason": "a browser of Reticle's own, with the SDK injected into the app"},
+        }
+    return out
+
+
+async def _tool_snapshot(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    mode = args.get("mode", "full")
+    cmd = {"mode": mode}
+    if args.get("scope"):
+        cmd["scope"] = args["scope"]
+    result = await session.command("snapshot", cmd)
+    if not isinstance(result, dict):
+        raise ToolError("the page answered snapshot with %r" % type(result).__name__, code="page_unexpected")
+    prev, now = session.snapshots.remember(args.get("scope"), mode, result)
+    diffed = _snapshot_answer(dict(result), prev, now)
+    if args.get("diff"):
+        result = diffed
+    result["cost"] = _cost(result)
+    return result
+
+
+def _query_args(args: dict) -> dict:
+    out = {k: v for k, v in args.items() if k in ("by", "value", "name", "scope", "self", "attrs",
+                                                 "limit", "count_only")}
+    if "by" not in out:
+        for alias in ("testid", "label", "placeholder", "alt", "text", "role"):
+            if alias in args:
+                out["by"] = alias
+                out["value"] = args[alias]
+                break
+    if "by" not in out:
+        raise ToolError("reticle_query needs what to search by: `by` + `value`, or one of testid, "
+                        "label, placeholder, alt, text, role.",
+                        'for example {"by": "role", "value": "button", "name": "Pay"}', code="bad_argument")
+    if "value" not in out:
+        raise ToolError("reticle_query by %s needs a `value`." % out["by"],
+                        'for example {"by": "%s", "value": "..."}' % out["by"], code="bad_argument")
+    if out.get("self") and not out.get("scope"):
+        raise ToolError("`self: true` needs a `scope` (the element to return).", "add scope", code="bad_argument")
+    return out
+
+
+async def _tool_query(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    result = await session.command("query", _query_args(args))
+    if isinstance(result, dict):
+        result["cost"] = _cost(result)
+    return result
+
+
+async def _tool_inspect(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await session.command("inspect", {"ref": args["ref"]})
+
+
+async def _tool_state(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    cmd = {k: args[k] for k in ("store", "path", "depth") if k in args}
+    return await session.command("state_read", cmd)
+
+
+async def _tool_capabilities(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    result = await session.command("capabilities", {})
+    if isinstance(result, dict):
+        result.setdefault("source", "live")
+    return result
+
+
+async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
+    """Send one act.  A page that unloads before it answers (a form post, a link) took the
+    act's reply with it: that is the act's effect, not a failure, and the evidence is in
+    the next document, which the verdict tools follow."""
+    deadline = _CALL_DEADLINE.get()  # the page's wait for hydration leaves the act time within the call
+    wait = HYDRATE_ACT_MS if deadline is None else max(0.0, min(HYDRATE_ACT_MS, deadline - session.now() - 1500))
+    try:
+        return await session.command("act", dict(cmd, hydrateMs=round(wait)))
+    except _TabGone as exc:
+        return {"dispatched": None, "pageUnloaded": True,
+                "note": "the page unloaded before it answered (%s); what the act did is in the next "
+                        "document's evidence" % exc.error}
+
+
+async def _tool_act(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await _act_once(session, args)
+
+
+async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = False) -> dict:
+    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled (marked
+    `replayed` when a flow's replay made it)."""
+    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
+    cmd = _act_command(args)
+    pre = await _journey_anchor(session, args)
+    since = session.mark_act(args["action"])
+    result = await _act_across_documents(session, cmd)
+    session.note_act_page_time(since, result)
+    dispatched = result.get("dispatched", True) if isinstance(result, dict) else True
+    out = {"since": since, "dispatched": dispatched if dispatched is None else bool(dispatched),
+           "settled": result.get("settled") if isinstance(result, dict) else None,
+           "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
+           "result": result}
+    _journal(session, "act", args, out, pre, replayed)
+    return _with_health(session, out)
+
+
+async def _tool_act_sequence(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    steps = []
+    for i, step in enumerate(args["steps"]):
+        try:
+            steps.append(_act_command(step))
+        except ToolError as exc:
+            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery, code=exc.code) from exc
+    per_step = args.get("timeout_ms", 8000) / 1000.0
+    since = session.mark_act(None)
+    result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
+    out: Dict[str, Any] = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
+    if isinstance(result, dict):
+        out.update(result)
+    done = out.get("completed") if isinstance(out.get("completed"), int) else len(steps)
+    results: List[Any] = out["steps"] if isinstance(out.get("steps"), list) else []
+    for i, step in enumerate(args["steps"][:done]):  # the journey keeps each step; one by ref has no anchor
+        said = results[i] if i < len(results) and isinstance(results[i], dict) else {}
+        secret = bool(said.get("password")) or _no_plain_secret(dict(step)).get("secret") is not None
+        _journal(session, "act", step, {"since": since},
+                 {"target": step.get("target"), "url": session.url, "secret": secret})
+    return _with_health(session, out)
+
+
+async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
+    """A device's tab that does not answer is reloaded (or navigated) by the browser itself: the page's
+    running script is ended first when its main thread does not answer CDP either (Runtime.terminateExecution,
+    only then: with nothing running it would end the next document's first script).  True when done."""
+    device = _device_of(session)
+    if device is None or device.page is None or session.not_answering() is None:
+        return False
+    page = device.page
+    try:
+        await device.cdp.call("Runtime.evaluate", {"expression": "1", "returnByValue": True}, page, timeout=0.5)
+    except _CdpError:
+        try:
+            await device.cdp.call("Runtime.terminateExecution", {}, page, timeout=2.0)
+        except _CdpError:
+            pass
+    try:
+        if args.get("url"):
+            await device.cdp.call("Page.navigate", {"url": urllib.parse.urljoin(session.url, args["url"])}, page,
+                                  timeout=5.0)
+        else:
+            await device.cdp.call("Page.reload", {"ignoreCache": bool(args.get("hard"))}, page, timeout=5.0)
+    except _CdpError as exc:
+        raise ToolError("the stuck tab could not be reloaded: %s" % exc,
+                        "reticle_close it and reticle_open again", code="navigation_failed") from exc
+    _emit(_device_log, logging.INFO, "device_unstuck", deviceId=device.id,
+          reason=_short(session.not_answering() or "", 120))
+    return True
+
+
+async def _tool_navigate(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_navigate: load `url` in the tab, or reload it (`hard` bypasses the cache), and wait up
+    to 5 s for it to connect again; `since` is the navigation's mark, so events before it no longer
+    count.  Only http(s) URLs or paths are accepted."""
+    if not args.get("url") and not args.get("reload"):
+        raise ToolError("reticle_navigate needs `url` or `reload: true`.",
+                        'for example {"url": "http://localhost:5173/"} or {"reload": true}', code="bad_argument")
+    if args.get("hard") and not args.get("reload"):
+        raise ToolError("`hard` goes with `reload: true` only.", "drop hard, or add reload", code="bad_argument")
+    if args.get("url"):
+        parsed = urllib.parse.urlsplit(args["url"])
+        if parsed.scheme not in ("http", "https", ""):
+            raise ToolError("reticle_navigate opens http: and https: pages only, not %s:" % parsed.scheme,
+                            "pass an http(s) URL or a path", code="bad_argument")
+    since = session.mark_navigation()
+    generation = session.generation
+    name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
+        "navigate", {"url": args["url"]})
+    if not await _unstick_device(session, args):
+        await session.command(name, cmd)
+    _progress_note("waiting for tab %s to connect again after the %s" % (session.id, name))
+    confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
+    live = hub.bridge.get(session.id)
+    out = {"ok": True, "confirmed": confirmed, "since": since, "sessionId": session.id}
+    if live is not None:
+        out["url"] = live.url
+    if not confirmed:
+        out["note"] = ("the page did not reconnect within 5 s; check reticle_sessions (the app may "
+                       "have navigated off a page that loads reticle.js)")
+    else:
+        out["note"] = "events before the navigation no longer count for assert and wait_for"
+        if live is not None:
+            await _await_hydration(live, out)
+    return out
+
+
+async def _await_hydration(session: "_BrowserSession", out: dict) -> None:
+    """A page whose framework renders on the server (the SDK's HYDRATION table: Next.js, React Router,
+    SvelteKit, Nuxt, Astro) is answered for once that framework has hydrated it, up to HYDRATE_WAIT_MS:
+    `out` gets `hydration` ({framework, hydrated, waitedMs}) when one was recognised, and a note when
+    it had not hydrated by then (an act then may reach no handler)."""
+    if not session.sdk_version:
+        return
+    _progress_note("waiting for the page's framework to hydrate it")
+    try:
+        said = await session.command("hydrated", {"ms": HYDRATE_WAIT_MS}, timeout=HYDRATE_WAIT_MS / 1000.0 + 2)
+    except ToolError:
+        return  # an older SDK, or a page that does not answer: nothing to say of hydration
+    if not isinstance(said, dict) or not isinstance(said.get("framework"), str):
+        return
+    hydration = {"framework": _short(said["framework"], 40), "hydrated": said.get("hydrated") is True,
+                 "waitedMs": said.get("waitedMs") if isinstance(said.get("waitedMs"), int) else None}
+    out["hydration"] = hydration
+    if not hydration["hydrated"]:
+        note = ("the page (%s) had not hydrated after %d ms: an act may reach no handler, and values filled "
+                "now may be reset" % (hydration["framework"], HYDRATE_WAIT_MS))
+        out["note"] = "%s; %s" % (out["note"], note) if out.get("note") else note
+
+
+def _window(session: "_BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
+    since = args.get("since")
+    since = default_since if since is None else float(since)
+    until = args.get("until")
+    return since, (None if until is None else float(until))
+
+
+async def _tool_observe(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_observe: the tab's events in a window (default the last 2 s), filtered by action and
+    event filters, newest kept when `max_events` cuts, each shown in its public form, with a summary
+    and cost.  An answer stops at OBSERVE_MAX_BYTES and says where to continue (`next.since`)."""
+    now = hub.clock()
+    default = now - args.get("window_ms", 2000)
+    since, until = _window(session, args, default)
+    events = session.store.query(since, until)
+    if args.get("actionId"):
+        events = [e for e in events if e.get("actionId") == args["actionId"]]
+    if args.get("filters"):
+        events = [e for e in events if _event_matches_filters(e["type"], args["filters"])]
+    summary = _summarise(events)
+    budget = args.get("max_events")
+    dropped = 0
+    if budget and len(events) > budget:
+        dropped = len(events) - budget
+        events = events[-budget:]
+    shown: List[dict] = []
+    used = 0
+    for e in events:
+        item = _public_event(e)
+        size = len(_dumps(item).encode("utf-8"))
+        if shown and used + size > OBSERVE_MAX_BYTES:
+            break
+        shown.append(item)
+        used += size
+    out: Dict[str, Any] = {"window_ms": round((until or now) - since), "since": since,
+                           "events": shown, "summary": summary}
+    if len(shown) < len(events):
+        rest = events[len(shown)]
+        out["next"] = {"since": rest["t"], "remaining": len(events) - len(shown),
+                       "note": "this answer stops at %d KiB; call again with since=%s for the rest"
+                               % (OBSERVE_MAX_BYTES >> 10, rest["t"])}
+    cost = _cost(shown)
+    cost["events"] = len(shown)
+    if dropped:
+        cost["droppedOldest"] = dropped
+    out["cost"] = cost
+    return _with_buffer(session, out, since)
+
+
+def _event_matches_filters(etype: str, filters: List[str]) -> bool:
+    """An event type passes reticle_observe's filters when one names it or its bucket (its record's)."""
+    return etype in filters or _event_type(etype).bucket in filters
+
+
+def _value_change(before: Any, after: Any) -> dict:
+    """A stored value's change, small: the keys that changed when both sides are JSON objects,
+    else the old value cut short and the new one."""
+    def parsed(v: Any) -> Any:
+        if isinstance(v, str) and v[:1] in ("{", "["):
+            try:
+                return json.loads(v)
+            except ValueError:
+                return v
+        return v
+    a, b = parsed(before), parsed(after)
+    if isinstance(a, dict) and isinstance(b, dict):
+        changed = {k: _short(b[k], 80) for k in b if k not in a or not _deep_equal(a[k], b[k])}
+        removed = [k for k in a if k not in b]
+        out: Dict[str, Any] = {"changedKeys": dict(list(changed.items())[:20])}
+        if removed:
+            out["removedKeys"] = removed[:20]
+        return out
+    def small(v: Any, limit: int) -> Any:
+        return v if v is None or len(_dumps(v)) <= limit else _short(v, limit)
+    return {"from": small(before, 80), "to": small(after, 200)}
+
+
+def _public_event(e: dict) -> dict:
+    data = e.get("data")
+    if e["type"] in ("storage.change", "state.change") and isinstance(data, dict):
+        # stores and storage repeat their whole value on every write: answer the change
+        data = dict({k: data[k] for k in ("area", "key", "store", "path") if k in data},
+                    **_value_change(data.get("from"), data.get("to")))
+    out = {"t": e["t"], "type": e["type"], "data": data}
+    if e.get("actionId"):
+        out["actionId"] = e["actionId"]
+    return out
+
+
+def _net_calls(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
+    """Completed calls plus requests still pending, in start order."""
+    events = session.store.query(since, until, prefix="net.")
+    done = {}
+    order = []
+    for e in events:
+        d = e["data"]
+        rid = _request_key(e)
+        if e["type"] == "net.pending":
+            if rid not in done:
+                done[rid] = dict(d, status="pending", pending=True, t=e["t"])
+                order.append(rid)
+        elif e["type"] == "net.request":
+            if rid not in done:
+                order.append(rid)
+            done[rid] = dict(d, t=e["t"])
+    # pending ones whose start fell before the window but are still open count too
+    for d in session.open_since(0.0):
+        rid = d["_key"]
+        if rid not in done:
+            done[rid] = dict(d, status="pending", pending=True)
+            order.append(rid)
+    return [done[r] for r in order]
+
+
+def _sockets(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
+    """WebSocket, EventSource and streamed-response traffic, one row per connection: its
+    message counts and its last messages."""
+    rows: Dict[Tuple[str, str], dict] = {}
+    for e in session.store.query(since, until):
+        if e["type"] not in _FRAME_TYPES or _is_dev(e["data"]):
+            continue
+        d = e["data"]
+        key = (str(d.get("transport", e["type"][4:])), str(d.get("url", "?")))
+        row = rows.setdefault(key, {"transport": key[0], "url": key[1], "messagesIn": 0, "messagesOut": 0,
+                                    "last": []})
+        direction = d.get("direction")
+        if direction in ("in", "out"):
+            row["messagesIn" if direction == "in" else "messagesOut"] += 1
+            row["last"] = (row["last"] + [{"direction": direction, "t": e["t"],
+                                           "data": _short(d.get("data", "(binary)"), 200)}])[-3:]
+        elif direction in ("open", "close", "error"):
+            row[{"open": "openedAt", "close": "closedAt", "error": "errorAt"}[direction]] = e["t"]
+    return list(rows.values())
+
+
+async def _tool_network(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_network: the requests (and socket messages) in a window, filtered like a net predicate,
+    the newest `limit` shaped compactly (bodies cut to 200 characters unless detail is full).  An
+    empty answer says whether nothing happened or the filter missed (with the calls present), and a
+    write whose body was not captured is flagged."""
+    since, until = _window(session, args, session.floor())
+    calls = _net_calls(session, since, until)
+    all_calls = calls
+    calls = [c for c in calls if _call_matches(c, args)]
+    limit = args.get("limit", 200)
+    total = len(calls)
+    calls = calls[-limit:]
+    await _locate_in(session, [{"type": "net.request", "data": c} for c in calls], every_call=True)
+    bodies = args.get("bodies", True)
+    shaped = []
+    for c in calls:
+        item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
+                                  "pending", "error", "initiator", "responseSize", "bodyTruncated",
+                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote",
+                                  "faulted", "faultId", "at")
+                if k in c and (k != "at" or c[k])}
+        if args.get("detail") == "full" and "responseHeaders" in c:
+            item["responseHeaders"] = c["responseHeaders"]
+        if bodies:
+            for k in ("requestBody", "responseBody"):
+                if k in c:
+                    item[k] = c[k] if args.get("detail") == "full" or not isinstance(c[k], str) else _short(c[k], 200)
+        shaped.append(item)
+    out: Dict[str, Any] = {"since": since, "calls": shaped}
+    sockets = _sockets(session, since, until)
+    if sockets:
+        out["sockets"] = sockets
+    if total > len(shaped):
+        out["total"] = total
+        out["truncated"] = True
+    if not shaped and all_calls:
+        out["hint"] = {"totalInWindow": len(all_calls),
+                       "present": [{"method": c.get("method"), "url": c.get("url"), "status": c.get("status")}
+                                   for c in all_calls[-5:]]}
+    elif not all_calls and not sockets:
+        out["observed"] = True
+        out["note"] = "the observation ran and found no network calls or socket messages in this window"
+    if any(c.get("bodyCaptured") is False and str(c.get("method", "")).upper() in ("POST", "PUT", "PATCH")
+           for c in shaped):
+        out["bodiesNotCaptured"] = True
+    out["cost"] = _cost(shaped)
+    return _with_buffer(session, out, since)
+
+
+# ---- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
+
+_FAULT_SCHEMA = {
+    "match": {"type": "object", "additionalProperties": False, "required": ["urlContains"],
+              "description": "{urlContains, method?, resourceType?}",
+              "properties": {"urlContains": {"type": "string", "minLength": 1, "maxLength": 2048},
+                             "method": {"type": "string", "pattern": "^[A-Za-z]{1,16}$"},
+                             "resourceType": {"enum": sorted(_FAULT_CDP_TYPES)}}},
+    "respond": {"type": "object", "additionalProperties": False, "required": ["status"],
+                "description": "{status, body?, headers?}",
+                "properties": {"status": {"type": "integer", "minimum": 200, "maximum": 599},
+                               "body": {"type": "string", "maxLength": 65536},
+                               "headers": {"type": "object", "maxProperties": 20,
+                                           "additionalProperties": {"type": "string", "maxLength": 1024}}}},
+    "delayMs": {"type": "integer", "minimum": 1, "maximum": 60000},
+    "abort": {"type": "boolean", "const": True},
+    "times": {"type": "integer", "minimum": 1, "maximum": 1000},
+    "ttlMs": {"type": "integer", "minimum": 100, "maximum": 3600000},
+    "clear": {"anyOf": [{"type": "boolean", "const": True}, {"type": "string", "pattern": "^f[0-9a-f]{8}$"}],
+              "description": "true (all of yours on the tab) or a faultId"},
+    "list": {"type": "boolean", "const": True},
+}
+
+
+def _fault_spec_problem(args: dict) -> Optional[str]:
+    """What is wrong with a reticle_fault call the schema let through, or None."""
+    modes = [k for k in ("match", "clear", "list") if k in args]
+    if len(modes) != 1:
+        return "pass exactly one of `match` (set a fault), `clear` (remove) or `list`; got %s" % (
+            ", ".join(modes) or "none of them")
+    if modes[0] != "match":
+        extra = [k for k in ("respond", "delayMs", "abort", "times", "ttlMs") if k in args]
+        return "`%s` takes no %s" % (modes[0], ", ".join(extra)) if extra else None
+    if "respond" in args and args.get("abort"):
+        return "a fault either answers (`respond`) or aborts (`abort`), not both"
+    if not ("respond" in args or args.get("abort") or args.get("delayMs")):
+        return "a fault needs `respond: {status}`, `abort: true` or `delayMs` (or several: delayMs with either)"
+    rtype = args["match"].get("resourceType")
+    if rtype == "websocket" and ("respond" in args or args.get("delayMs")):
+        return "a WebSocket can only be dropped (`abort: true`), not answered or delayed"
+    return None
+
+
+async def _tool_fault(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """Set, list or clear this client's faults on one tab (see _Faults)."""
+    problem = _fault_spec_problem(args)
+    if problem:
+        raise ToolError("reticle_fault: %s." % problem,
+                        'for example {"match": {"urlContains": "/api/save", "method": "POST"}, '
+                        '"respond": {"status": 500}}', code="bad_argument")
+    faults = hub.faults
+    now = hub.clock()
+    if args.get("list"):
+        mine = [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]
+        return {"sessionId": session.id, "faults": mine}
+    if "clear" in args:
+        gone = faults.clear(session.id, ctx.session_key, args["clear"])
+        if args["clear"] is not True and not gone:
+            raise ToolError("no fault %s of yours on tab %s" % (args["clear"], session.id),
+                            "reticle_fault {list: true} shows yours", code="fault_not_found")
+        await faults.sync(session.id)
+        return {"sessionId": session.id, "cleared": gone,
+                "faults": [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]}
+    device = hub.devices.for_session(session.id)  # another client's device never gets here (Hub.resolve_tab)
+    rtype = args["match"].get("resourceType")
+    if device is None and rtype and rtype not in _FAULT_SDK_TYPES:
+        raise ToolError("tab %s has the script tag, where faults act in the SDK's fetch and XHR wrappers only; "
+                        "a %s request cannot be faulted there" % (session.id, rtype),
+                        "open the app with reticle_open (a device faults documents, form posts and WebSocket "
+                        "handshakes in the browser's network layer)", code="fault_unsupported")
+    fault = faults.add(session, ctx.session_key, args)
+    try:
+        await faults.sync(session.id)
+    except ToolError:
+        faults.clear(session.id, ctx.session_key, fault.id)
+        raise
+    out = dict(fault.public(now), ttlMs=fault.ttl_ms)
+    covers = _FAULT_DEVICE_COVERS if device is not None else _FAULT_SDK_COVERS
+    if rtype:
+        covers = [{"document": "documents and form posts", "fetch": "fetch and XHR", "xhr": "fetch and XHR",
+                   "websocket": "WebSocket handshakes"}.get(rtype, rtype)]
+    out["covers"] = covers
+    if rtype == "websocket":
+        out["in"] = "sdk"
+        out["note"] = ("the SDK's WebSocket wrapper drops a matching socket before its handshake reaches the "
+                       "server; the page sees an error and a close (1006)")
+    elif device is not None:
+        out["in"] = "device"
+        out["note"] = "the browser answers for the server: a matching request never reaches it%s" % (
+            " until the delay is over" if fault.delay_ms and not (fault.abort or fault.respond) else "")
+    else:
+        out["in"] = "sdk"
+        out["notCovered"] = _FAULT_SDK_MISSES
+        out["note"] = ("the SDK's fetch, XHR and WebSocket wrappers answer for the server in this tab; documents "
+                       "and form posts need a device (reticle_open)")
+    return out
+
+
+# A secret a page prints as code: a framework's debugger page (Werkzeug's `SECRET = "..."`, a
+# Django settings dump), an inlined config.  Its value is redacted like a token's.
+_PAGE_SECRET_RE = re.compile(r"""(?i)\b((?:[A-Z0-9_]*_)?(?:secret(?:_key)?|password|passwd|api[_-]?key|"""
+                             r"""access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?token)\b"""
+                             r"""["']?\s*[:=]\s*)(["'])([^"'\n]{4,})\2""")
+
+
+def _redact_page_text(text: str) -> str:
+    """Page text (a console line, a stack) with secrets that look like code redacted, and tokens."""
+    return _redact(_PAGE_SECRET_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]" + m.group(2), text))
+
+
+async def _tool_console(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_console: the console output and uncaught errors in the window (from the last act or
+    navigation, like the verdicts), their text and stacks redacted, filtered by `level` (info takes
+    debug too), the newest `limit`.  An empty answer says whether the filter missed (counts by level)
+    or nothing was logged."""
+    since, until = _window(session, args, session.floor())  # like the verdicts: from the last act or navigation
+    events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
+    await _locate_in(session, events[-200:])
+    logs = []
+    for e in events:
+        d = e.get("data") or {}
+        level = "error" if e["type"] == "error.uncaught" else e["type"].split(".", 1)[1]
+        item = {"level": level, "text": _redact_page_text(str(d.get("text") or d.get("message") or "")), "t": e["t"]}
+        if e["type"] == "error.uncaught":
+            item["uncaught"] = True
+            if d.get("kind"):
+                item["kind"] = d["kind"]
+        if d.get("stack"):
+            item["stack"] = _redact_page_text("\n".join(str(d["stack"]).splitlines()[:5]))
+        if d.get("source"):
+            item["source"] = d["source"]
+        if d.get("at"):
+            item["at"] = d["at"]
+        logs.append(item)
+    everything = logs
+    level = args.get("level")
+    if level:
+        logs = [x for x in logs if x["level"] == level or (level == "info" and x["level"] == "debug")]
+    limit = args.get("limit", 200)
+    total = len(logs)
+    logs = logs[-limit:]
+    out: Dict[str, Any] = {"logs": logs}
+    if total > len(logs):
+        out["total"] = total
+        out["truncated"] = True
+    if not logs and everything:
+        by = collections.Counter(x["level"] for x in everything)
+        out["hint"] = {"totalInWindow": len(everything), "byLevel": dict(by)}
+    elif not everything:
+        out["observed"] = True
+        out["note"] = "the observation ran and found no console output in this window"
+    out["cost"] = _cost(logs)
+    return _with_buffer(session, out, since)
+
+
+# ---- the verdict tools: they ask the page and wait; the rules above decide ----
+
+@overload
+def _predicate_arg(args: dict, required: Literal[True]) -> dict: ...
+
+
+@overload
+def _predicate_arg(args: dict, required: bool) -> Optional[dict]: ...
+
+
+def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
+    raw = args.get("until") if "until" in args else args.get("predicate")
+    if "until" in args and "predicate" in args:
+        raw = args["until"]
+    if raw is None:
+        if required:
+            raise _predicate_fail(None, ["no predicate given: pass `predicate` (or `until`)"], "predicate")
+        return None
+    return parse_predicate(raw, "until" if "until" in args else "predicate")
+
+
+async def _tool_wait_for(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    p = _predicate_arg(args, True)
+    floor = float(args["since"]) if args.get("since") is not None else session.floor()
+    res = _judge_final(p, await _observe(session, p, floor, args.get("timeout_ms", 4000)))
+    res["since"] = floor
+    return _with_buffer(session, res, floor)
+
+
+async def _tool_assert(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    return await _assert_verdict(session, args, _predicate_arg(args, True))
+
+
+async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict, replayed: bool = False) -> dict:
+    """The verdict core of an assert (reticle_assert, a flow's assert step: `replayed`): Observe the
+    window from `since` (else the last act or navigation), after the horizon of an act inside it; then
+    Answer."""
+    floor = float(args["since"]) if args.get("since") is not None else session.floor()
+    act_at = session.last_act if (session.last_act or -1) >= floor else None
+    obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
+    obs.act_at = act_at
+    return _answer(session, "assert", args, p, obs, replayed=replayed)
+
+
+async def _tool_act_and_wait(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    out = await _act_and_wait_verdict(session, args, _until_arg(args))
+    return await _timeline_link(hub, session, args, out) if args.get("timeline") else out
+
+
+TIMELINES_KEPT = 200  # timeline files kept in the state folder: the oldest go first
+
+
+def _write_kept(path: str, data: bytes, keep: int) -> None:
+    """_write_private, then the folder's oldest files removed past `keep` (on a worker thread)."""
+    _write_private(path, data)
+    folder = os.path.dirname(path)
+    try:
+        names = sorted(os.listdir(folder), key=lambda n: os.path.getmtime(os.path.join(folder, n)))
+        for n in names[:max(0, len(names) - keep)]:
+            os.unlink(os.path.join(folder, n))
+    except OSError:
+        pass  # another daemon's prune raced this one: what is left is still capped next time
+
+
+def _step_label(step: dict) -> str:
+    if "assert" in step:
+        return "assert %s" % _describe_predicate_safe(step["assert"])
+    target = step.get("target") or {}
+    what = ", ".join("%s=%s" % (k, _dumps(v) if not isinstance(v, str) else v) for k, v in target.items())
+    return "%s %s" % (step["action"], what)
+
+
+def _describe_predicate_safe(p: Any) -> str:
+    try:
+        return _describe_predicate(parse_predicate(p, "assert"))
+    except Exception:
+        return _short(_dumps(p), 120)
+
+
+async def _timeline_from(session: "_BrowserSession", since: float, verdict: str, label: str) -> dict:
+    """The timeline (_timeline) of what began at `since` (an act, or a flow step's start), from the act
+    made since then if one was, every sender and renderer named (_locate)."""
+    window = session.window(since)
+    await _locate_in(session, window, every_call=True)
+    act = session.last_act if session.last_act is not None and session.last_act >= since else since
+    return _timeline(window, act, session.now(), verdict, label)
+
+
+async def _timeline_link(hub: _Daemon, session: "_BrowserSession", args: dict, out: dict) -> dict:
+    """`timeline: true`: the act's timeline (_timeline) drawn as SVG into the state folder's timelines/,
+    a resource link beside the answer (so a client that shows pictures can show it) and its path in it."""
+    label = _step_label(dict(args, target=args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})))
+    act = session.last_act if session.last_act is not None else session.floor()
+    svg = _timeline_svg(await _timeline_from(session, act, str(out.get("verified")), label)).encode("utf-8")
+    name = "%s-%s-%s.svg" % (re.sub(r"[^A-Za-z0-9_-]", "", session.id)[:40] or "tab",
+                             time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
+    path = os.path.join(hub.state.ensure(), "timelines", name)
+    await asyncio.get_running_loop().run_in_executor(None, _write_kept, path, svg, TIMELINES_KEPT)
+    out = dict(out, timeline={"path": path, "bytes": len(svg)})
+    return _WithContent(out, [{"type": "resource_link", "uri": _file_uri(path), "name": name, "size": len(svg),
+                               "mimeType": "image/svg+xml", "description": "what happened when: %s" % label[:200]}])
+
+
+def _until_arg(args: dict) -> dict:
+    """The predicate an act is judged on: `until` (or `predicate`), else the page settling."""
+    return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
+
+
+def _act_budget(timeout_ms: float, started: float, now: float) -> Tuple[float, float]:
+    """What an act's Observe gets of its `timeout_ms`, all on the daemon's clock (ms): (the wait left
+    at `now` of the act that started at `started`, the end of its budget: Observe's `settle_until`).
+    With a timeout, an act that used it all still gets 0.001 ms, so it is judged once and times out;
+    without one (0) the wait is 0: one look."""
+    remaining = max(0.001, timeout_ms - (now - started)) if timeout_ms > 0 else 0
+    return remaining, started + timeout_ms
+
+
+async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict, replayed: bool = False) -> dict:
+    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`: `replayed`): whether
+    `p` was already true, the act, then Observe until `p` holds, is decided or the budget runs out;
+    Answer."""
+    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
+    cmd = _act_command(args)
+    timeout = args.get("timeout_ms", 4000)
+    already_true = False
+    if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
+        already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
+    anchor = await _journey_anchor(session, args)
+    since = session.mark_act(args["action"])
+    started = session.now()
+    effect = await _act_across_documents(session, cmd)
+    session.note_act_page_time(since, effect)
+    remaining, settle_until = _act_budget(timeout, started, session.now())
+    obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
+                         settle_until=settle_until)
+    obs.action, obs.act_at = args["action"], since
+    return _answer(session, "act_and_wait", args, p, obs, anchor, replayed)
+
+
+def _describe_session(session: "_BrowserSession") -> dict:
+    """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
+    any version skew, and whether it answers commands, with what to do when it does not or when
+    it is throttled."""
+    now = session.now()
+    out = {"sessionId": session.id, "url": session.url, "adapters": session.adapters,
+           "hasCapabilities": session.has_capabilities, "lastSeenMs": session.last_seen_ms(),
+           "hidden": session.health.hidden, "focused": session.health.focused, "throttled": session.throttled(),
+           "attachment": {"connectedSinceMs": int(now - session.connected_at), "reconnects": session.reconnects},
+           "sdkVersion": session.sdk_version, "buffer": session.store.stats()}
+    if session.title:
+        out["title"] = session.title
+    if session.server_seen:
+        out["serverRecords"] = session.server_seen  # the app's middleware reports this tab's requests
+    device = _device_of(session)
+    if device is not None:
+        out["device"] = {"deviceId": device.id, "input": "cdp", "headed": device.headed}
+    if session.sdk_version and session.sdk_version != __version__:
+        out["versionSkew"] = {"sdk": session.sdk_version, "daemon": __version__}
+    stuck = session.not_answering()
+    out["answering"] = stuck is None
+    if stuck is not None:
+        out["notAnswering"] = stuck
+        out["recommendation"] = ("close the dialog in the browser (only the person can)" if session.health.dialog_open
+                                 else "reticle_navigate {reload: true} (in a device it stops the page's "
+                                      "script first)" if session.device is not None else
+                                 "reload the page in the browser, or end what blocks it")
+    elif session.throttled():
+        out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
+                                 "bring it to the front or pass refuseWhenThrottled")
+    return out
+
+
+def _snapshot_answer(result: dict, prev: Optional[Tuple[str, List[str]]], now: Tuple[str, List[str]]) -> dict:
+    """A snapshot as the caller reads it with `diff`: full | unchanged | delta against the last snapshot
+    of its (scope, mode) on the same route (`prev` and `now` are (route, lines), _SnapshotCache).
+
+    Lines are compared without focus; a line whose ref survives with other content is `changed`,
+    not a removal plus an addition."""
+    route, lines = now
+    if prev is None or prev[0] != route:
+        result["mode"] = "full"
+        result["reason"] = "first snapshot for this route" if prev is None else "route changed"
+        return result
+
+    def by_ref(seq: List[str]) -> Dict[str, str]:
+        out = {}
+        for ln in seq:
+            m = re.search(r"\(ref=(e\d+)\)", ln)
+            if m:
+                out[m.group(1)] = ln
+        return out
+
+    old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
+    changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
+               for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
+    skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
+    strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
+    old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
+    new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
+    added = list((new - old).elements())
+    removed = list((old - new).elements())
+    if not added and not removed and not changed:
+        return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
+    out = {"mode": "delta", "status": result.get("status"),
+           "delta": {"added": added[:200], "removed": removed[:200],
+                     "addedCount": len(added), "removedCount": len(removed)}}
+    if changed:
+        out["changed"] = changed[:200]
+        out["changedCount"] = len(changed)
+    return out
+#: end src/reticle/tools.py
+
+
+#: begin src/reticle/flows.py
+###############################################################################
+# Flows #######################################################################
+###############################################################################
+# A flow is a journey the agent verified, saved as `.reticle/flows/<name>.json`
+# in the app's repository and replayed with no model.  The tools that act or
+# judge append to a small per-tab journey log (_Journeys); reticle_flow_save
+# turns a slice of it into steps anchored on testid, role+name, label or
+# text (never refs), with the predicates that proved it.  Replay re-resolves
+# every target and judges every step with the verdict core the tools use.
+
+def _one_origin(journey: List[dict], origin: Optional[str]) -> List[dict]:
+    """The journey's steps on one app: all of them when they share an origin; else those on `origin`
+    (flow_save's `origin`, or its `startUrl`'s), and with none given a ToolError naming the origins."""
+    origins: List[str] = []
+    for s in journey:
+        o = _origin_of(s.get("url"))
+        if o and o not in origins:
+            origins.append(o)
+    if len(origins) <= 1:
+        return journey
+    if not origin:
+        raise ToolError("the journey spans %d origins (%s), so it is not one app's flow" % (
+            len(origins), ", ".join(origins)), "pass `origin` (one of them) to save that app's steps, or `since` "
+            "from the first step on one app", origins=origins, code="journey_unsavable")
+    mine = [s for s in journey if _origin_of(s.get("url")) == origin]
+    if not mine:
+        raise ToolError("no step of the journey is on %s; its origins are %s" % (origin, ", ".join(origins)),
+                        "pass one of them as `origin`", origins=origins, code="journey_unsavable")
+    return mine
+
+
+def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]:
+    """Journey log entries -> flow steps (and the first URL)."""
+    steps = []
+    for entry in journey:
+        step = {k: v for k, v in entry.items() if k not in ("t", "url", "writes", "replayed")}
+        steps.append(step)
+    return steps, (journey[0].get("url") if journey else None)
+
+
+_TOOTHED_KINDS = ("frame", "state", "signal", "storage", "server")
+
+
+def _blind_to_writes(raw: Any) -> bool:
+    """Does this check look only at what the page shows (text, elements, a route, quiet), so that it
+    holds whether or not a write behind it worked?  A `net` leaf counts as a check of the write
+    only when it asks for a status or `ok`."""
+    try:
+        p = parse_predicate(raw, "until")
+    except Exception:
+        return False
+    for leaf, neg in _leaves(p):
+        if neg:
+            continue
+        if leaf["kind"] in _TOOTHED_KINDS or (leaf["kind"] == "net" and ("status" in leaf or "ok" in leaf)):
+            return False
+    return True
+
+
+def _toothless_warnings(journey: List[dict]) -> List[str]:
+    """flow_save's warning: every step whose check is presence-only over a write its act made."""
+    out = []
+    for i, entry in enumerate(journey):
+        check = entry.get("until") if "action" in entry else entry.get("assert")
+        writes = entry.get("writes") or []
+        if check is None or not writes or not _blind_to_writes(check):
+            continue
+        acts = [e for e in journey[:i] if "action" in e]
+        if "assert" in entry and acts and acts[-1].get("until") is not None and not _blind_to_writes(acts[-1]["until"]):
+            continue  # the act before it already checked what its write answered
+        w = writes[0]
+        out.append("step %d (%s) checks only what the page shows (%s) over the write %s %s it caused: a replay "
+                   "stays yes if that write fails. Add {\"kind\": \"net\", \"method\": \"%s\", \"urlContains\": "
+                   "\"%s\", \"ok\": true} to the check, or run `reticle verify --teeth`."
+                   % (i, _step_label(entry), _describe_predicate_safe(check), w["method"], w["path"], w["method"],
+                      w["path"]))
+    return out
+
+
+def _server_check_suggestions(journey: List[dict]) -> List[str]:
+    """flow_save's suggestion when the app reports server records: for each step whose act made a write
+    and whose check asks nothing of the server, the `server` predicate that would prove the write kept."""
+    out = []
+    for i, entry in enumerate(journey):
+        check = entry.get("until") if "action" in entry else entry.get("assert")
+        writes = entry.get("writes") or []
+        if not writes or (check is not None and any(leaf["kind"] == "server" for leaf, _ in _leaves(check))):
+            continue
+        for w in writes[:3]:
+            out.append("step %d (%s) made the write %s %s and the app reports what its server did: add "
+                       "{\"kind\": \"server\", \"method\": \"%s\", \"urlContains\": \"%s\", \"writes\": "
+                       "{\"min\": 1}} to its check, so that a replay proves the server kept the write"
+                       % (i, _step_label(entry), w["method"], w["path"], w["method"], w["path"]))
+    return out
+
+
+def _secret_refs(value: Any) -> List[str]:
+    """The ${NAME} references in a step's args, in order (each once)."""
+    out: List[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            out.extend(m.group(1) for m in _SECRET_REF.finditer(item) if m.group(1) not in out)
+    return out
+
+
+def _fill_secrets(value: Any, given: Optional[Dict[str, str]] = None) -> Any:
+    """Replace every ${RETICLE_SECRET_*} in a step's args with its value: from `given` (the
+    values the replaying process read from its own environment), else this process's
+    environment.  Any other ${NAME} (${HOME}, ${GITHUB_TOKEN}) is a setup error: a flow from
+    someone else's repository must not be able to type this machine's environment into a page."""
+    if isinstance(value, dict):
+        return {k: _fill_secrets(v, given) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_secrets(v, given) for v in value]
+    if isinstance(value, str):
+        def sub(m: "re.Match[str]") -> str:
+            name = m.group(1)
+            if not _SECRET_NAME.fullmatch(name):
+                raise ToolError("the flow refers to ${%s}; a flow may read only RETICLE_SECRET_* variables "
+                                "(RETICLE_SECRET_ and A-Z 0-9 _), never %s" % (name, name),
+                                "rename the reference to ${RETICLE_SECRET_...} in the flow file, or type the "
+                                "literal text", setup=True, variable=name, code="secret_refused")
+            got = (given or {}).get(name)
+            if got is None:
+                got = os.environ.get(name)
+            if got is None:
+                raise ToolError("the flow needs the environment variable %s (a secret it does not store)"
+                                % name, "set %s in the environment of the process that replays (the daemon "
+                                "for reticle_flow_replay, the shell for reticle verify) and replay" % name,
+                                setup=True, variable=name, code="secret_missing")
+            return got
+        return _SECRET_REF.sub(sub, value)
+    return value
+
+
+def _secret_origin(step: dict, flow: dict, start: Optional[str]) -> str:
+    """The one origin a step's secret may be typed into: the origin the flow recorded it on
+    (secretOrigin, else the flow's startUrl); a replay from another origin (`url`) moves the
+    flow's start origin to it, and only that one."""
+    recorded = _origin_of(step.get("secretOrigin") or flow.get("startUrl"))
+    saved_start, replay_start = _origin_of(flow.get("startUrl")), _origin_of(start)
+    if replay_start and (not recorded or recorded == saved_start):
+        return replay_start
+    return recorded
+
+
+def _check_secret_origin(session: "_BrowserSession", step: dict, names: List[str], allowed: str) -> None:
+    """Refuse (a setup error) to type a secret into a page of any origin but `allowed`.  In a
+    device the page's URL is the browser's own record (CDP), not what the page says."""
+    device = _device_of(session)
+    here = _origin_of(device.url if device is not None and device.url else session.url)
+    if not allowed or here != allowed:
+        raise ToolError("the flow would type %s into %s, but types a secret only into the origin it was "
+                        "recorded on (%s); nothing was typed" % (", ".join(names), here or "a page with no origin",
+                                                                  allowed or "none recorded"),
+                        "check the flow's steps and startUrl: a step before this one left the app's origin",
+                        setup=True, origin=here, allowed=allowed, code="secret_refused")
+
+
+def _remask_journey(hub: _Daemon, session_id: str, step: dict, values: Dict[str, str]) -> None:
+    """After a replayed act typed secrets, the journey log holds them in plain text: put their
+    ${NAME} back, so the next reticle_flow_save stores the reference, never the value."""
+    if not values:
+        return
+    for entry in hub.journeys.since(session_id, -1e18)[-4:]:
+        act_args = entry.get("args")
+        if not isinstance(act_args, dict):
+            continue
+        masked = {}
+        for key, v in act_args.items():
+            for name, secret in values.items():
+                if isinstance(v, str) and secret and secret in v:
+                    v = v.replace(secret, "${%s}" % name)
+                    entry["secret"] = name
+            masked[key] = v
+        entry["args"] = masked
+        if entry.get("secret") and step.get("secretOrigin"):
+            entry["secretOrigin"] = step["secretOrigin"]
+
+
+def _start_url(flow: dict, url: Optional[str]) -> Optional[str]:
+    """Where a replay starts: `url` as given; an origin alone (no path) keeps the flow's own
+    path and query; without `url`, the flow's startUrl."""
+    start = flow.get("startUrl")
+    if not url:
+        return start
+    parts = urllib.parse.urlsplit(url)
+    if parts.path in ("", "/") and not parts.query and start:
+        saved = urllib.parse.urlsplit(start)
+        return urllib.parse.urlunsplit((parts.scheme, parts.netloc, saved.path or "/", saved.query, ""))
+    return url
+
+
+def _nearest(error: str) -> List[str]:
+    """The candidates the page named in a target miss ("nearest: a, b; testids present: ...")."""
+    out: List[str] = []
+    for part in error.split("; "):
+        for prefix in ("nearest: ", "testids present: "):
+            if part.startswith(prefix):
+                out.extend(x.strip() for x in part[len(prefix):].split(", ") if x.strip())
+        if re.match(r"^\w+s present: ", part):
+            out.extend(x.strip() for x in part.split(": ", 1)[1].split(", ") if x.strip())
+    return out[:8]
+
+
+async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: float) -> None:
+    """Wait (up to timeout_ms) until `target` matches at least one element: the SDK connects
+    before the document is parsed, so a step right after a navigation may come too early.
+    Whatever the page shows at the end, the act itself decides (and never acts on a miss)."""
+    query: Dict[str, Any] = {"count_only": True}
+    for key in ("testid", "label", "placeholder", "text", "role"):
+        if key in target:
+            query["by"], query["value"] = key, target[key]
+            break
+    if "by" not in query:
+        return
+    if "name" in target:
+        query["name"] = target["name"]
+    deadline = session.now() + timeout_ms
+    while True:
+        try:
+            found = await session.command("query", query, timeout=2.0)
+        except ToolError:
+            found = None
+        if isinstance(found, dict) and (found.get("count") or 0) > 0:
+            return
+        if session.now() >= deadline:
+            return
+        await session.wait_change(0.05)
+
+
+async def _replay_step(hub: _Daemon, session: "_BrowserSession", step: dict, ctx: "_CallContext",
+                       secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
+    """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
+    `no` with the page's nearest candidates, and nothing is acted on.  A step that types a
+    secret does so only on the page origin `allowed` (else a setup error, nothing typed).  An act
+    first waits for the causal work of the act before it (_horizon: a client router's fetch of the
+    next view and its render, at most HORIZON_CAP_MS) and, when that act started a navigation (a
+    link, a form post), for the new document, so it is not made on the page being left.  What it
+    journals is marked `replayed` (a replay is not the agent's own journey)."""
+    if "assert" in step:
+        args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
+        if session.id:
+            args["sessionId"] = session.id
+        return await _assert_verdict(session, args, _predicate_arg(args, True), replayed=True)
+    last = session.last_act
+    if last is not None and last >= session.marks.floor():  # what the act before started (a route's data)
+        await _await_horizon(session, last, session.now() + HORIZON_CAP_MS)
+    session.expire_arrival()
+    if session.between_documents() and await session.next_document(NAV_WAIT_S):
+        session = hub.bridge.get(session.id) or session  # the step before started a navigation: act on its page
+    names = _secret_refs(step.get("args") or {})
+    args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}
+    typed = {n: _fill_secrets("${%s}" % n, secrets_in) for n in names}
+    if step.get("target"):
+        args["target"] = step["target"]
+        await _await_target(session, step["target"], REPLAY_WAIT_MS)
+    if names:
+        _check_secret_origin(session, step, names, allowed)
+    try:
+        if "until" in step:
+            args["until"] = step["until"]
+            args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
+            try:
+                return await _act_and_wait_verdict(session, args, _until_arg(args), replayed=True)
+            finally:
+                _remask_journey(hub, session.id, step, typed)
+        try:
+            res = await _act_once(session, args, replayed=True)
+        finally:
+            _remask_journey(hub, session.id, step, typed)
+    except _TabGone:
+        raise
+    except ToolError as exc:
+        if exc.code in ("target_missing", "target_ambiguous"):
+            return {"verified": "no", "verifiedReason": exc.code, "because": exc.error, "nearest": _nearest(exc.error),
+                    "acted": False}
+        raise
+    dispatched = res.get("dispatched")
+    ok = dispatched is not False
+    return {"verified": "yes" if ok else "no", "verifiedReason": "acted" if ok else "not_dispatched",
+            "because": "the %s was dispatched%s" % (step["action"], " (the page unloaded: a navigation)"
+                                                    if dispatched is None else "") if ok else
+            "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
+
+
+def _expectation(step: dict, row: dict) -> bool:
+    """Did the step turn out as the flow expects?  `yes` by default; with `expect: "no"` the app
+    must fail visibly (a `no` verdict), and a target that was not found is never that."""
+    if step.get("expect") != "no":
+        return row["verified"] == "yes"
+    row["expect"] = "no"
+    row["met"] = row["verified"] == "no" and row.get("verifiedReason") not in (
+        "target_missing", "target_ambiguous", "not_dispatched")
+    if not row["met"] and row["verified"] == "yes":
+        row["because"] = "the flow expects no (the app must show the failure) but it was yes: %s" % row.get("because")
+    return bool(row["met"])
+
+
+def _step_evidence(res: dict) -> Any:
+    """The few fields of a verdict a person needs to see why."""
+    out = {}
+    for key in ("failureReason", "observed", "expected", "evidence"):
+        if res.get(key) not in (None, "", [], {}):
+            out[key] = res[key]
+    for key in ("nearest", "contradictions"):
+        if res.get(key):
+            out[key] = res[key]
+    text = _dumps(out)
+    return out if len(text) <= 2000 else {"summary": _short(text, 2000)}
+
+
+def _flow_reason(steps_out: List[dict], failed_at: Optional[int]) -> str:
+    """A flow verdict's verifiedReason: its failing step's own (or `expectation_not_met` when that step
+    was yes where the flow expects no), else `all_steps_met`."""
+    if failed_at is None:
+        return "all_steps_met"
+    failing = steps_out[failed_at]
+    if failing.get("verified") == "yes":
+        return "expectation_not_met"
+    return str(failing.get("verifiedReason") or "step_%s" % failing.get("verified"))
+
+
+async def _replay(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+                  fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
+                  auth: Optional[dict] = None) -> dict:
+    """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
+    context when `fresh`), then every step in order.  The first step that is not `yes` stops
+    the flow; the ones after it are `skipped`."""
+    started = hub.clock()
+    start = _start_url(flow, url)
+    steps_out: List[dict] = []
+    answered: List[dict] = []   # the writes the steps made, with their answers
+    if fresh:
+        device = hub.devices.for_session(session.id)
+        if device is None:
+            raise ToolError("`fresh` needs a device: tab %s is not one Reticle started, and a person's browser "
+                            "keeps its cookies" % session.id, "open the app with reticle_open, or drop fresh",
+                            setup=True, code="device_required")
+        if not start:
+            raise ToolError("`fresh` needs a start: the flow has no startUrl", "pass url", setup=True,
+                            code="flow_invalid")
+        session.mark_navigation()
+        session = await hub.devices.load(device, start, fresh=True, auth=auth)
+    elif start:
+        nav = await _tool_navigate(hub, session, {"url": start}, ctx)
+        if not nav.get("confirmed"):
+            raise ToolError("the page at %s did not connect within 5 s" % start,
+                            "check the URL, and that the page loads %s/reticle.js (or use a device)"
+                            % hub.public_origin(), setup=True, code="page_not_connected")
+        session = hub.bridge.get(session.id) or session
+    verdict = "yes"
+    failed_at = None
+    for i, step in enumerate(flow["steps"]):
+        label = _step_label(step)
+        if failed_at is not None:
+            steps_out.append({"index": i, "step": label, "verified": "skipped"})
+            continue
+        t0 = hub.clock()
+        _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
+        cursor = session.now()
+        res = await _replay_step(hub, session, step, ctx, secrets_in, _secret_origin(step, flow, start))
+        session = hub.bridge.get(session.id) or session
+        row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
+               "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
+               "ms": round(hub.clock() - t0)}
+        if "until" in step or "assert" in step:
+            row["predicate"] = step.get("until") or step.get("assert")
+        row["timeline"] = await _timeline_from(session, cursor, row["verified"], label)
+        made = _writes_in(session.window(cursor), cursor, answers=True)
+        if made:
+            row["writes"] = [_write_shown(w) for w in made]
+            answered.extend(made)
+        met = _expectation(step, row)
+        if not met or row["verified"] != "yes":
+            row["evidence"] = _step_evidence(res)
+        if not met:
+            failed_at = i
+            verdict = "unknown" if row["verified"] == "unknown" else "no"
+        steps_out.append(row)
+    out = {"name": flow.get("name"), "verified": verdict, "verifiedReason": _flow_reason(steps_out, failed_at),
+           "steps": steps_out, "startUrl": start, "sessionId": session.id, "ms": round(hub.clock() - started)}
+    writes: List[dict] = []
+    for w in answered:   # each with the answer it first got (--teeth's lie)
+        if not any(_write_label(x) == _write_label(w) for x in writes):
+            writes.append(w)
+    if writes:
+        out["writes"] = writes
+    if failed_at is not None:
+        failing = steps_out[failed_at]
+        out["failedStep"] = failed_at
+        out["because"] = "step %d (%s) is %s%s: %s" % (failed_at, failing["step"], failing["verified"],
+                                                       " where the flow expects no" if failing.get("expect") else "",
+                                                       failing.get("because"))
+    else:
+        expected_no = sum(1 for r in steps_out if r.get("expect") == "no")
+        out["because"] = "all %d steps are yes" % len(steps_out) if not expected_no else (
+            "every step met what the flow expects (%d yes, %d no as expected)" % (len(steps_out) - expected_no,
+                                                                               expected_no))
+    if not any("until" in s or "assert" in s for s in flow["steps"]):
+        out["note"] = "this flow has no predicate: it shows the steps ran, not that they worked"
+    return out
+
+
+async def _replay_flow(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+                       fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
+                       setup_flow: Optional[dict] = None, retry: bool = True) -> dict:
+    """_replay with logged-in starts.  A setup flow that ends yes saves its device's state.  A flow
+    with `auth` starts, in a fresh context, from its setup flow's saved state; when there is none or
+    its cookies expired, the setup flow (`setup_flow`, else the saved one) makes it first.  A flow
+    that fails at its first step from a state made before this replay is retried once after its
+    setup flow made the state again (a second failure there: _auth_cause), unless not `retry` (a
+    replay under faults, whose first step may fail on purpose)."""
+    name = flow.get("auth")
+    out = await _replay(hub, session, flow, url, ctx, fresh, secrets_in) if not name else \
+        await _replay_auth(hub, session, flow, url, ctx, secrets_in, setup_flow, retry)
+    if flow.get("setup") and out["verified"] == "yes":
+        out["authSaved"] = await _keep_auth(hub, hub.bridge.get(session.id) or session, str(flow.get("name")))
+    return out
+
+
+async def _replay_auth(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+                       secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict], retry: bool) -> dict:
+    """_replay_flow for a flow that starts from auth state `flow["auth"]`."""
+    name = flow["auth"]
+    if hub.devices.for_session(session.id) is None:
+        raise ToolError("the flow starts from the auth state %s, which needs a device: tab %s is not one Reticle "
+                        "started" % (name, session.id), "open the app with reticle_open", setup=True,
+                        code="device_required")
+    state = _load_auth_state(_project_dir(hub), name)
+    remade = None
+    if state is None or _auth_expired(state):
+        remade = "there was no saved state" if state is None else "its saved cookies expired"
+        state = await _remake_auth(hub, session, name, url, ctx, secrets_in, setup_flow, remade)
+    session = hub.bridge.get(session.id) or session
+    out = await _replay(hub, session, flow, url, ctx, True, secrets_in, auth=state)
+    if out["verified"] != "yes" and out.get("failedStep") == 0 and remade is None and retry:
+        remade = "the flow failed at its first step from it (%s)" % _short(str(out.get("because")), 300)
+        state = await _remake_auth(hub, session, name, url, ctx, secrets_in, setup_flow, remade)
+        session = hub.bridge.get(session.id) or session
+        out = await _replay(hub, session, flow, url, ctx, True, secrets_in, auth=state)
+        if out["verified"] != "yes" and out.get("failedStep") == 0:
+            out["because"] = _auth_cause(hub, out, name, setup_flow)
+    if remade is not None:
+        out["authRemade"] = {"name": name, "why": remade}
+    return out
+
+
+def _auth_cause(hub: _Daemon, out: dict, name: str, setup_flow: Optional[dict]) -> str:
+    """Why a flow failed at its first step although its auth state was just made again: on the page
+    its setup flow starts at (the login page), the state no longer logs in; anywhere else the failure
+    is the flow's own, said with what was tried."""
+    device = hub.devices.for_session(out.get("sessionId"))
+    try:
+        setup = setup_flow if setup_flow is not None else _read_flow(_project_dir(hub), name)
+    except ToolError:
+        setup = {}
+    here = urllib.parse.urlsplit(device.url if device is not None else "")
+    login = urllib.parse.urlsplit(str(setup.get("startUrl") or ""))
+    if login.path and (here.netloc, here.path) == (login.netloc, login.path):
+        return ("auth state %s no longer logs in: made again by its setup flow, the flow still starts on the "
+                "setup flow's page %s: %s" % (name, login.path, out.get("because")))
+    return ("%s (the auth state %s was made again by its setup flow and the flow retried: the failure is the "
+            "flow's own)" % (out.get("because"), name))
+
+
+async def _remake_auth(hub: _Daemon, session: "_BrowserSession", name: str, url: Optional[str], ctx: "_CallContext",
+                       secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict], why: str) -> dict:
+    """Replay setup flow `name` in a fresh context and answer the state it saved; a setup error naming
+    the state when the setup flow is not yes."""
+    setup = setup_flow if setup_flow is not None else _read_flow(_project_dir(hub), name)
+    if setup.get("name") != name or not setup.get("setup"):
+        raise ToolError("the flow %r is not a setup flow, so it cannot make the auth state %r" % (setup.get("name"),
+                        name), 'mark the flow %s with "setup": true (reticle_flow_save {setup: true})' % name,
+                        setup=True, code="auth_failed")
+    _progress_note("making the auth state %s with its setup flow (%s)" % (name, why))
+    res = await _replay(hub, session, setup, url, ctx, True, secrets_in)
+    if res["verified"] != "yes":
+        raise ToolError("auth state %s no longer logs in: %s, and its setup flow %s is %s: %s"
+                        % (name, why, name, res["verified"], res.get("because")),
+                        "replay the setup flow %s and fix what it shows" % name, setup=True, code="auth_failed")
+    kept = await _keep_auth(hub, hub.bridge.get(session.id) or session, name)
+    state = _load_auth_state(_project_dir(hub), name) if kept.get("saved") else None
+    if state is None:
+        raise ToolError("the auth state %s could not be saved: %s" % (name, kept.get("note")),
+                        "start flows that use auth in a device (reticle_open)", setup=True, code="auth_failed")
+    return state
+
+
+# ---- flows: save the journey a tab just went through, list them, replay one (Flows section) ----
+
+def _journey_to_save(hub: _Daemon, tab: str, since: float, replayed: bool) -> List[dict]:
+    """The steps of tab's journey since `since` that flow_save saves: the agent's own, and a flow's
+    replayed steps only when asked (`replayed`); ToolError when there are none."""
+    journey = hub.journeys.since(tab, since)
+    left_out = [s for s in journey if s.get("replayed")] if not replayed else []
+    journey = [s for s in journey if replayed or not s.get("replayed")]  # a replay is not the agent's journey
+    if not journey:
+        raise ToolError("tab %s has no recorded step since %s to save%s" % (
+            tab, since, " (its %d step(s) since then were a flow's replay, not the agent's own)" % len(left_out)
+            if left_out else ""),
+            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, pass `steps`, "
+            "or `replayed: true` to save a replay's steps as a flow of their own", code="journey_unsavable")
+    return journey
+
+
+async def _tool_flow_save(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
+    the project's flows folder, atomically.  A journey is saved only when every step in it was
+    verified and every target survives a reload; a typed secret is kept as a ${NAME} variable (its
+    value is never stored) bound to the start origin."""
+    name = _flow_name(args["name"])
+    root = _project_dir(hub)
+    start = args.get("startUrl")
+    warnings: List[str] = []
+    suggestions: List[str] = []
+    if args.get("steps"):
+        steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
+    else:
+        session = await hub.resolve_tab(args, ctx)
+        since = args.get("since")
+        if since is None:
+            since = hub.journeys.saved_at.get(session.id, 0.0)
+        journey = _journey_to_save(hub, session.id, float(since), bool(args.get("replayed")))
+        journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
+        not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
+        if not_yes:
+            i = not_yes[-1]
+            raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
+                            % (i, _step_label(journey[i]), journey[i]["verified"]),
+                            "pass `since` from the result of the first act after it (its `since`), or `steps`",
+                            steps=[_step_label(s) for s in journey], code="journey_unsavable")
+        blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
+        if blind:
+            raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
+                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`",
+                            code="journey_unsavable")
+        steps, first_url = _steps_from_journey(journey)
+        warnings = _toothless_warnings(journey)
+        suggestions = _server_check_suggestions(journey) if session.server_seen else []
+        start = start or first_url
+        hub.journeys.saved_at[session.id] = hub.clock()
+    flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
+                            "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if start:
+        flow["startUrl"] = start
+    for key in ("setup", "auth"):
+        if args.get(key):
+            flow[key] = args[key]
+    if _origin_of(start):
+        steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
+                 for s in steps]
+    flow["steps"] = steps
+    if not any("until" in s or "assert" in s for s in steps):
+        flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
+    problems = _flow_problems(flow)
+    if problems:
+        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again",
+                        code="flow_invalid")
+    path = _flow_path(root, name)
+    replaced = os.path.exists(path)
+    data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp-%s" % secrets.token_hex(3)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
+           "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
+    if warnings:
+        out["warnings"] = warnings
+    if suggestions:
+        out["suggestions"] = suggestions
+    names = sorted({s["secret"] for s in steps if s.get("secret")})
+    if names:
+        out["secrets"] = names
+        out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
+    if flow.get("setup") and session is not None and not args.get("steps"):
+        out["authSaved"] = await _keep_auth(hub, session, name)  # the login this journey just verified
+    return out
+
+
+async def _tool_flow_list(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
+                          ctx: "_CallContext") -> dict:
+    root = _project_dir(hub)
+    # off the loop: the files are the project's, on whatever disk it is (each read is bounded and never
+    # waits on a FIFO, see _read_regular)
+    flows = await asyncio.get_running_loop().run_in_executor(None, _list_flows, root)
+    return {"dir": _flows_dir(root), "flows": flows}
+
+
+async def _tool_flow_replay(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
+    from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
+    acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
+    if args.get("flow") is not None:
+        flow = args["flow"]
+        problems = _flow_problems(flow)
+        if problems:
+            raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
+                            setup=True, code="flow_invalid")
+    elif args.get("name"):
+        flow = await asyncio.get_running_loop().run_in_executor(None, _read_flow, _project_dir(hub), args["name"])
+    else:
+        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}',
+                        code="bad_argument")
+    given = args.get("secrets") or {}
+    setup = args.get("setupFlow")
+    if setup is not None and _flow_problems(setup):
+        raise ToolError("`setupFlow` is not a Reticle flow: %s" % "; ".join(_flow_problems(setup)),
+                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True,
+                        code="flow_invalid")
+    _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
+    if not args.get("faults"):
+        return await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
+    set_ids = []
+    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
+        for i, spec in enumerate(args["faults"]):
+            problem = _fault_spec_problem(spec)
+            if problem:
+                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
+                                "abort | delayMs, times?, ttlMs?}", setup=True, code="bad_argument")
+            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
+        await hub.faults.sync(session.id)
+        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,
+                                 retry=False)
+        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
+                         if f.id in set_ids]
+        return out
+    finally:
+        for fid in set_ids:
+            hub.faults.clear(session.id, ctx.session_key, fid)
+        if set_ids:
+            await _quietly(hub.faults.sync(session.id))
+#: end src/reticle/flows.py
+
+
+#: begin src/reticle/registry.py
+###############################################################################
+# Tool registry ###############################################################
+###############################################################################
+# Every tool as one record (_ToolSpec: name, handler, schema, title, annotations, output schema), and
+# the registry tools/list, argument checking and the usage resource all read.  The handlers are above
+# (Tools, and the flow tools in Flows), except the device tools, which start from a saved login
+# (Flows) and so come here, first.
+
+async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
+                     ctx: "_CallContext") -> dict:
+    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
+    answered once its page is connected and, for a framework the SDK recognises, hydrated."""
+    url = args["url"]
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
+                        'pass a full URL such as "http://localhost:5173/"', code="bad_argument")
+    vp = args.get("viewport")
+    started = time.monotonic()
+    _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
+    auth = None
+    if args.get("auth"):
+        auth = _load_auth_state(_project_dir(hub), _flow_name(args["auth"]))
+        if auth is None:
+            raise ToolError("no saved auth state %r in the project" % args["auth"],
+                            "replay its setup flow (a flow with \"setup\": true) in a device first",
+                            code="auth_not_found")
+    device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
+                                                 (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
+                                                 auth)
+    if auth is not None and _auth_expired(auth):
+        _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
+    out = {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
+           "started": started_now, "fresh": started_now or bool(args.get("fresh")),
+           "auth": args.get("auth"), "headed": device.headed,
+           "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
+           "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
+    tab = hub.bridge.get(device.session_id)
+    if tab is not None:
+        await _await_hydration(tab, out)
+    out["ms"] = round((time.monotonic() - started) * 1000)
+    return out
+
+
+async def _tool_close(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
+                      ctx: "_CallContext") -> dict:
+    sid = args.get("sessionId")
+    device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
+    if device is None:
+        live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
+        raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
+                                                            live), "pass the sessionId that reticle_open answered",
+                        code="device_not_found")
+    if device.owner != ctx.session_key:
+        raise ToolError("the device of session %s belongs to another client; only the client that opened it "
+                        "may close it (it closes by itself after %d s of that client's silence)"
+                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
+                        code="device_not_yours")
+    await hub.devices.close(device, "reticle_close")
+    return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
+
+
+async def _tool_screenshot(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
+                           ctx: "_CallContext") -> dict:
+    """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
+    at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
+    `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
+    session = await hub.resolve_tab(args, ctx)
+    device = _device_of(session)
+    if device is None or device.closed:
+        raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
+                        "screenshot: the in-page SDK reads the program, not pixels." % session.id,
+                        "open the app in a device with reticle_open {url}, then take the screenshot there",
+                        code="device_required")
+    await _confirm_answering(session)  # the browser would wait for a busy page's main thread
+    if session.not_answering() is not None:  # a capture waits for the page's main thread
+        raise ToolError("no screenshot: the tab does not answer (%s)." % session.not_answering(),
+                        "reticle_navigate {reload: true} reloads it (its running script is ended first)",
+                        code="not_answering")
+    metrics = await device.layout()
+    view = metrics.get("cssVisualViewport") or {}
+    page_x, page_y = float(view.get("pageX", 0)), float(view.get("pageY", 0))
+    area = {"x": page_x, "y": page_y, "width": float(view.get("clientWidth", device.viewport[0])),
+            "height": float(view.get("clientHeight", device.viewport[1]))}
+    clip = None
+    if args.get("ref"):
+        box = (await session.command("inspect", {"ref": args["ref"]}) or {}).get("box") or {}
+        if not box.get("width") or not box.get("height"):
+            raise ToolError("the element %s has no box to capture (hidden or empty)." % args["ref"],
+                            "reticle_inspect shows its box; take a viewport screenshot instead", code="target_unboxed")
+        clip = area = {"x": page_x + box["x"], "y": page_y + box["y"], "width": box["width"],
+                       "height": box["height"]}
+    elif args.get("fullPage"):
+        size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
+        clip = area = {"x": 0, "y": 0, "width": min(float(size.get("width", area["width"])), 4096.0),
+                       "height": min(float(size.get("height", area["height"])), float(SCREENSHOT_MAX_HEIGHT))}
+        cut = float(size.get("height", 0) or 0) > SCREENSHOT_MAX_HEIGHT
+    png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
+    width, height = _png_size(png)
+    name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
+    path = os.path.join(hub.state.ensure(), "screenshots", name)
+    await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
+    out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
+           "url": device.url}
+    if args.get("fullPage") and not args.get("ref") and cut:
+        out["truncated"] = {"pageHeight": round(float(size.get("height", 0))), "capturedHeight": SCREENSHOT_MAX_HEIGHT,
+                            "note": "the page is taller than %d px; the capture stops there" % SCREENSHOT_MAX_HEIGHT}
+    link = {"type": "resource_link", "uri": _file_uri(path), "name": name, "mimeType": "image/png",
+            "size": len(png), "description": "%dx%d screenshot of %s" % (width, height, device.url[:200])}
+    if not args.get("inline"):
+        return _WithContent(out, [link])
+    scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
+    # a readable strip, not 32,000 px
+    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))
+    jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
+    jw, jh = _jpeg_size(jpeg)
+    out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
+    return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
+                                     "mimeType": "image/jpeg"}])
+
+
+# ---- the MCP conventions of each tool ----
+# Each tool's title, annotations (hints clients auto-approve and group by), and the outputSchema of an
+# answer whose shape is stable.  Read-only tools say only readOnlyHint and openWorldHint (the other two
+# hints mean nothing for them); a tool that acts says all four, since MCP's defaults (destructive, open
+# world) would claim more than is true.  openWorldHint is true where the tool loads a URL the caller
+# names; every other tool works inside the app under test.
+_READS = {"readOnlyHint": True, "openWorldHint": False}
+
+
+def _acts(destructive: bool, idempotent: bool, open_world: bool = False) -> dict:
+    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent,
+            "openWorldHint": open_world}
+
+
+def _shape(required: Tuple[str, ...], **props: dict) -> dict:
+    """An outputSchema: the fields every answer has (and the types of a few); others may appear."""
+    out: Dict[str, Any] = {"type": "object", "required": list(required)}
+    if props:
+        out["properties"] = props
+    return out
+
+
+_VERIFIED = {"enum": ["yes", "no", "unknown"]}
+_TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
+    "reticle_sessions": ("Sessions", _READS, _shape(("sessions",), sessions={"type": "array"})),
+    "reticle_navigate": ("Navigate", _acts(False, True, True), _shape(("confirmed", "since", "sessionId"))),
+    "reticle_snapshot": ("Snapshot", _READS, None),
+    "reticle_query": ("Query", _READS, None),
+    "reticle_inspect": ("Inspect", _READS, None),
+    "reticle_act": ("Act", _acts(True, False), None),
+    "reticle_act_sequence": ("Act sequence", _acts(True, False), _shape(("since",))),
+    "reticle_act_and_wait": ("Act and wait", _acts(True, False),
+                             _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_observe": ("Observe", _READS, _shape(("events",), events={"type": "array"})),
+    "reticle_network": ("Network", _READS, None),
+    "reticle_console": ("Console", _READS, None),
+    "reticle_wait_for": ("Wait for", _READS, _shape(("pass",), **{"pass": {"type": "boolean"}})),
+    "reticle_assert": ("Assert", _READS, _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
+    "reticle_state": ("State", _READS, None),
+    "reticle_fault": ("Fault requests", _acts(False, False), _shape(("sessionId",))),
+    "reticle_capabilities": ("Capabilities", _READS, None),
+    "reticle_flow_save": ("Save flow", _acts(True, True), _shape(("saved", "name", "steps"))),
+    "reticle_flow_list": ("Flows", _READS, _shape(("dir", "flows"), flows={"type": "array"})),
+    "reticle_flow_replay": ("Replay flow", _acts(True, False, True),
+                            _shape(("verified", "steps", "because"), verified=_VERIFIED)),
+    "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
+    "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
+    "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
+}
+
+
+# ---- the registry: every tool is one _ToolSpec record, registered the same way ----
+
+class _ToolSpec(NamedTuple):
+    """One tool as data: its name, description, argument properties, handler, example and required
+    fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
+    than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
+
+    name: str
+    description: str
+    props: dict
+    handler: Callable
+    example: Optional[dict] = None
+    required: Tuple[str, ...] = ()
+    own_tab: bool = False
+    quiet: Tuple[str, ...] = ()
+
+
+# DESIGN section 7, in the order tools/list shows them
+_TOOL_SPECS: Tuple[_ToolSpec, ...] = (
+    _ToolSpec("reticle_sessions",
+        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
+        {}, _tool_sessions, {}),
+    _ToolSpec("reticle_navigate",
+        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
+         "hard": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_navigate, {"url": "http://localhost:5173/checkout"}),
+    _ToolSpec("reticle_snapshot",
+        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
+        "what changed since the last snapshot.",
+        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
+         "diff": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_snapshot, {"mode": "interactive"}),
+    _ToolSpec("reticle_query",
+        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
+        "misses when nothing matches.",
+        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
+         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
+         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
+         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
+         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
+         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_query, {"by": "role", "value": "button", "name": "Pay"}),
+    _ToolSpec("reticle_inspect",
+        "One element by ref: role, name, states, box, styles, occlusion.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": _SESSION_ID},
+        _tool_inspect, {"ref": "e7"}, required=("ref",)),
+    _ToolSpec("reticle_act",
+        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
+        "controls need args.confirmDangerous.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_act, {"ref": "e7", "action": "click"}, required=("action",)),
+    _ToolSpec("reticle_act_sequence",
+        "Several acts in order, stopping at the first failure.",
+        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
+         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": _SESSION_ID},
+        _tool_act_sequence,
+        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
+        required=("steps",)),
+    _ToolSpec("reticle_act_and_wait",
+        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
+        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
+         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+         "refuseWhenThrottled": {"type": "boolean"}, "timeline": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_act_and_wait,
+        {"target": {"role": "button", "name": "Pay"}, "action": "click",
+         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
+        required=("action",), quiet=("predicate",)),
+    _ToolSpec("reticle_observe",
+        "Raw events of a window (default the last 2 s) with a summary.",
+        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
+         "until": _CURSOR, "actionId": {"type": "string"},
+         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": _SESSION_ID},
+        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]}),
+    _ToolSpec("reticle_network",
+        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
+        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
+         "method": {"type": "string"}, "urlContains": {"type": "string"},
+         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
+         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
+         "sessionId": _SESSION_ID},
+        _tool_network, {"urlContains": "/api/", "status": 500}),
+    _ToolSpec("reticle_console",
+        "Console messages and uncaught errors since the last act.",
+        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
+         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
+         "sessionId": _SESSION_ID},
+        _tool_console, {"level": "error"}),
+    _ToolSpec("reticle_wait_for",
+        "Wait until `predicate` holds; pass and evidence, no verdict.",
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}}, quiet=("until",)),
+    _ToolSpec("reticle_assert",
+        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
+        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
+        {"predicate": _PREDICATE, "until": _PREDICATE,
+         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
+         "sessionId": _SESSION_ID},
+        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}}, quiet=("until",)),
+    _ToolSpec("reticle_state",
+        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
+        {"store": {"type": "string"}, "path": {"type": "string"},
+         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": _SESSION_ID},
+        _tool_state, {"store": "cart", "path": "items.length"}),
+    _ToolSpec("reticle_capabilities",
+        "What the app declared with reticle.describe, and the testids on the page.",
+        {"sessionId": _SESSION_ID}, _tool_capabilities, {}),
+    _ToolSpec("reticle_fault",
+        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
+        "tells the user; clear, list. Marked faulted: true.",
+        dict(_FAULT_SCHEMA, sessionId=_SESSION_ID), _tool_fault,
+        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}}),
+    _ToolSpec("reticle_flow_save",
+        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
+        "by role, name, label or testid, secrets as variables.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
+         "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
+                   "minItems": 1, "maxItems": FLOW_MAX_STEPS},
+         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID,
+         "origin": {"type": "string", "maxLength": 2048,
+                    "description": "a journey over two apps: save the steps on this origin"},
+         "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
+         "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"},
+         "replayed": {"type": "boolean", "description": "save the steps a flow's replay took too (never by default)"}},
+        _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
+    _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
+        {}, _tool_flow_list, {}),
+    _ToolSpec("reticle_flow_replay",
+        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
+        "`fresh`: no cookies or storage.",
+        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
+         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
+         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
+         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
+                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
+                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
+         "setupFlow": {"type": "object", "description": "the setup flow that makes the flow's auth state"},
+         "sessionId": _SESSION_ID},
+        _tool_flow_replay, {"name": "add-record"}),
+    _ToolSpec("reticle_open",
+        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
+        "`fresh`: no cookies or storage from before.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
+         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
+                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
+                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
+         "fresh": {"type": "boolean"},
+         "auth": {"type": "string", "maxLength": 64, "description": "start logged in: a setup flow's saved state"}},
+        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
+    _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
+        {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
+    _ToolSpec("reticle_screenshot",
+        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
+        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
+         "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
+        _tool_screenshot, {"inline": True}, own_tab=True),
+)
+
+
+def _build_registry() -> _ToolRegistry:
+    """Every tool of DESIGN section 7 that works (_TOOL_SPECS), with its final schema: a tool given
+    the tab of `sessionId` also takes `detail`; each gets its MCP conventions (_TOOL_CONVENTIONS)."""
+    reg = _ToolRegistry()
+    for spec in _TOOL_SPECS:
+        given_tab = "sessionId" in spec.props and not spec.own_tab
+        props = dict(spec.props, detail=_DETAIL) if given_tab else dict(spec.props)
+        tool = reg.add(_Tool(spec.name, spec.description, _obj(props, spec.required), spec.handler, spec.example,
+                             session=given_tab, quiet=spec.quiet))
+        if tool.name in _TOOL_CONVENTIONS:
+            tool.convene(*_TOOL_CONVENTIONS[tool.name])
+    return reg
+#: end src/reticle/registry.py
+
+
+#: begin src/reticle/hub.py
+###############################################################################
+# Hub #########################################################################
+###############################################################################
+# One daemon's whole state in one object: make_app() serves it, and everything below reaches the
+# daemon through it (the bridge and its tabs, the devices, the faults, the journeys, the server's
+# records, the registry of tools).  Nothing is global, so two daemons can live in one process (the
+# tests run many) and a host application can serve one of its own.
+
+class _Stream(Protocol):
+    """An MCP client's held-open event stream (_SseHandler, the GET of Streamable HTTP): told the daemon
+    is stopping, it sends its last frame and closes."""
+
+    def sse_stop(self, reason: str) -> None: ...
+
+
+class Hub:
+    """All of one daemon's state.  make_app() serves it; nothing is global."""
+
+    def __init__(self, state_dir: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                 token: Optional[str] = None, allowed_origins: Optional[List[str]] = None,
+                 rate: Optional[Tuple[float, float]] = None, scheme: str = "http") -> None:
+        """A daemon's whole state, before it serves: the state directory (token, machine key), the guard
+        and rate limiter, the tool registry and MCP dispatcher, the bridge, devices, faults and journeys.
+        Nothing listens until `_serve` (or a caller's own server over `make_app`) runs it."""
+        self.state = _StateDir(state_dir)
+        self.host = host
+        self.port = port
+        self.scheme = scheme
+        self._token = token
+        self._token_cache: Tuple[float, str] = (-1.0, "")
+        self.signer = _SessionSigner(self.state.machine_key(), SESSION_MAX_AGE_S)
+        if allowed_origins is None:
+            allowed_origins = [o for o in os.environ.get("RETICLE_ALLOWED_ORIGINS", "").split(",") if o.strip()]
+        self.allowed_origins = tuple(filter(None, (_normalise_origin(o) for o in allowed_origins)))
+        rate = rate or _parse_rate(os.environ.get("RETICLE_RATE_LIMIT"))
+        self.limiter = _RateLimiter(*rate)
+        self.keepalive_s = SSE_KEEPALIVE_S
+        self.hello_timeout_s = HELLO_TIMEOUT_S
+        self._t0 = time.monotonic()
+        self.started_at = time.time()
+        self.registry = _build_registry()
+        self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
+        # what was refused to a page lately (a script load, a bridge socket), for reticle_sessions
+        self.refusals: collections.deque = collections.deque(maxlen=REFUSALS_KEPT)
+        self.bridge = _Bridge(self)
+        self.devices = _DeviceManager(self)
+        self.journeys = _Journeys()
+        # what the apps' middleware sent (Server truth)
+        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
+                                             "refused": 0, "lastRefused": None, "droppedByApps": 0,
+                                             "lastDropAt": None}
+        self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
+        self.faults = _Faults(self)
+        self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
+        self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from
+        self.guard = _Guard(self)
+        self.sse_streams: Dict[str, _Stream] = {}
+        self.get_streams: set = set()
+        self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
+        self.clients: Dict[str, float] = {}  # MCP session id -> when last heard (Hub.clock, ms)
+        self.mcp_ready = True
+        self.tasks: set = set()
+        self.stop_event: Optional[asyncio.Event] = None
+        self.stop_reason = ""
+        self._sdk: Optional[str] = None
+
+    def note_refusal(self, what: str, reason: str, fix: str) -> None:
+        """Keep what was refused to a page (`what`: "script" or "socket"), why and what to do, the
+        last REFUSALS_KEPT of them: reticle_sessions names them while no tab is connected."""
+        self.refusals.append({"at": _wall_iso(), "what": what, "reason": _short(reason, 300), "fix": fix})
+
+    # -- clock and ids --------------------------------------------------------
+    def clock(self) -> float:
+        """Milliseconds since the daemon started: the cursor clock, the daemon's one clock (_clock_ms)."""
+        return _clock_ms(self._t0)
+
+    def token(self) -> str:
+        """The pairing token: the one given to the constructor, else RETICLE_TOKEN, else the state
+        directory's token file (re-read when the file changes, so a rotated token takes effect)."""
+        if self._token:
+            return self._token
+        env = os.environ.get("RETICLE_TOKEN", "").strip()
+        if env:
+            return env
+        path = self.state.file("token")
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            mtime = -2.0
+        if mtime != self._token_cache[0]:
+            self._token_cache = (mtime, self.state.token())
+        return self._token_cache[1]
+
+    def public_origin(self) -> str:
+        """The origin a client on this machine reaches the daemon at (a wildcard bind is named 127.0.0.1)."""
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = "[%s]" % host
+        return "%s://%s:%d" % (self.scheme, host, self.port)
+
+    # -- tasks ------------------------------------------------------------------
+    def spawn(self, coro: Awaitable) -> "asyncio.Task":
+        """Run `coro` as a task the Hub holds until it is done (so it is not garbage-collected mid-way)."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def touch_client(self, session_id: str) -> None:
+        """Note that an MCP client with this session id was just heard from; status counts clients heard
+        in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
+        self.clients[session_id] = self.clock()
+        if len(self.clients) > 1000:
+            horizon = self.clock() - 600_000
+            self.clients = {k: v for k, v in self.clients.items() if v > horizon}
+
+    def default_session(self, args: dict, ctx: _CallContext) -> Optional[str]:
+        """The tab a call means: its `sessionId`, else the device this caller opened, else none
+        (the bridge then takes the only tab, and never guesses between several)."""
+        if args.get("sessionId"):
+            return args["sessionId"]
+        own = self.devices.owned_by(ctx.session_key)
+        return own.session_id if own is not None and own.ready and not own.closed else None
+
+    async def resolve_tab(self, args: dict, ctx: _CallContext) -> "_BrowserSession":
+        """The tab a call means (default_session, resolved by the bridge), refused when it is a
+        device another client opened: a device belongs to the client that opened it (its session
+        key: the Mcp-Session-Id of Streamable HTTP and of each `reticle mcp` proxy, the stream of
+        SSE), as its close and its faults do; one the CLI opened (`reticle drive`) is anyone's."""
+        session = await self.bridge.resolve_soon(self.default_session(args, ctx))
+        device = self.devices.for_session(session.id)
+        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
+            raise ToolError("tab %s is a device another MCP client opened; only that client may act on it, read it, "
+                            "navigate it, take its screenshots or save its flows (its pages carry that client's "
+                            "cookies)" % session.id,
+                            "open your own device with reticle_open {url} (it answers your sessionId), or name "
+                            "a tab of yours in sessionId", code="device_not_yours")
+        return session
+
+    # -- MCP ----------------------------------------------------------------------
+    async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
+        """Run one tool and return its MCP tool result; a ToolError, an unknown name or a crash is an
+        `isError` result naming what went wrong, never an exception, so the daemon keeps serving."""
+        tool = self.registry.get(name)
+        if tool is None:  # the MCP layer checks the name first; a direct caller may not have
+            return _tool_result({"error": "unknown tool %r" % name,
+                                 "recovery": "call one of: %s" % ", ".join(self.registry.names())}, True)
+        self.devices.touch(ctx.session_key)
+        try:
+            session = await self.resolve_tab(args, ctx) if tool.needs_session else None
+            budget = args.get("timeout_ms") if isinstance(args, dict) else None
+            token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
+                                       not isinstance(budget, bool) and budget > 0 else None)
+            try:
+                return _tool_result(await tool.handler(self, session, args, ctx))
+            finally:
+                _CALL_DEADLINE.reset(token)
+        except ToolError as exc:
+            return _tool_result(exc.payload(), is_error=True)
+        except Exception as exc:
+            _emit(_log, logging.ERROR, "tool_crashed", tool=name, error=repr(exc))
+            return _tool_result({"error": "internal error in %s: %s" % (name, exc),
+                                 "recovery": "this is a Reticle bug; the daemon keeps serving"}, True)
+
+    async def read_live(self, uri: str) -> Any:
+        """The live MCP resources' content (today: the sessions list, whatever the uri)."""
+        return await _tool_sessions(self, None, {}, _CallContext("resource", "resource"))
+
+    # -- status ---------------------------------------------------------------------
+    def status(self) -> dict:
+        """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
+        clients, devices and the server-truth counters."""
+        horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
+        otel: Dict[str, Any] = dict(self.otel.stats)
+        unattributed = self.otel.sources.unattributed(self.clock())
+        if unattributed:  # spans that land in no tab: why, and the fix for that stack
+            otel["unattributed"] = unattributed
+        out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
+               "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
+               "sessions": [_describe_session(s) for s in self.bridge.live()],
+               "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
+               "devices": self.devices.describe(),
+               # counts only (what a refusal named stays in the log): the middleware's records, the spans
+               "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
+                               "openTelemetry": otel}}
+        if not out["sessions"]:
+            out["why"] = self.bridge.why()
+        return out
+
+    def sdk_source(self) -> str:
+        """The in-page SDK as served at /reticle.js: the embedded source with this daemon's version, limits and
+        convention tables filled in (built once)."""
+        if self._sdk is None:
+            self._sdk = _sdk_source()
+        return self._sdk
+
+    # -- stopping -------------------------------------------------------------------
+    def request_stop(self, reason: str) -> None:
+        """Ask the running daemon to stop (for `reason`, logged); `_serve` shuts down in order."""
+        self.stop_reason = reason
+        if self.stop_event is not None:
+            self.stop_event.set()
+
+    async def shutdown(self, reason: str) -> None:
+        """Planned stop: shutdown frame on every stream, close every socket."""
+        self.mcp_ready = False
+        for stream in list(self.sse_streams.values()) + list(self.get_streams):
+            stream.sse_stop(reason)
+        await self.devices.close_all("the daemon is stopping")
+        self.bridge.close_all()
+        self.otel.close()
+        if self.frames.parser is not None:
+            self.frames.parser.shutdown(wait=False, cancel_futures=True)
+        for _ in range(20):
+            if not self.sse_streams and not self.get_streams:
+                break
+            await asyncio.sleep(0.01)
+#: end src/reticle/hub.py
 
 
 #: begin src/reticle/handlers.py
@@ -21356,7 +24134,7 @@ class _SseMessageHandler(_BaseHandler):
             self.refuse(_HttpRefusal(400, "missing sessionId",
                                      "POST to the path of the endpoint frame that GET /mcp/sse sent first"))
             return
-        stream = self.hub.sse_streams.get(sid)
+        stream = cast(Optional[_SseHandler], self.hub.sse_streams.get(sid))  # the hub's streams are these
         if stream is None:
             self.refuse(_HttpRefusal(404, "session not found",
                                      "that SSE session is not open (the stream dropped?); reconnect to "
@@ -21512,151 +24290,6 @@ def _has_initialize_result(payload: Any, reply: Any) -> bool:
     replies = reply if isinstance(reply, list) else [reply]
     return any(isinstance(r, dict) and "result" in r and r.get("id") in init_ids for r in replies)
 #: end src/reticle/handlers.py
-
-
-#: begin src/reticle/journal.py
-###############################################################################
-# Journeys ####################################################################
-###############################################################################
-# What each tab has done, step by step (the journey a flow is saved from), with secrets kept out.
-
-JOURNEY_MAX_STEPS = 100              # steps a tab's journey log keeps (oldest dropped)
-
-
-class _Journeys:
-    """Per tab, the last JOURNEY_MAX_STEPS steps the agent took: what it did, to which
-    anchored target, and for a verdict tool the predicate and the verdict.  Secrets never
-    enter it: a value typed into a password field is already replaced by its variable."""
-
-    def __init__(self) -> None:
-        self._logs: Dict[str, collections.deque] = {}
-        self.saved_at: Dict[str, float] = {}
-
-    def record(self, session_id: str, step: dict) -> None:
-        log = self._logs.get(session_id)
-        if log is None:
-            if len(self._logs) >= 64:  # forget the oldest tab's journey
-                self._logs.pop(next(iter(self._logs)))
-            log = self._logs[session_id] = collections.deque(maxlen=JOURNEY_MAX_STEPS)
-        log.append(step)
-
-    def since(self, session_id: str, t: float) -> List[dict]:
-        return [s for s in self._logs.get(session_id, ()) if s["t"] >= t]
-
-
-def _anchor(info: Any) -> Optional[dict]:
-    """A ref-free target for an element the page described: testid, else role and name,
-    else text, else label."""
-    if not isinstance(info, dict):
-        return None
-    if info.get("testid"):
-        return {"testid": info["testid"]}
-    if info.get("role") and info.get("name"):
-        return {"role": info["role"], "name": info["name"]}
-    if info.get("text"):
-        return {"text": info["text"]}
-    if info.get("label"):
-        return {"label": info["label"]}
-    return None
-
-
-_SECRET_FIELD = re.compile(r"pass(word|wd|code|phrase)?|secret|token|api[ _-]?key|pin\b", re.I)
-
-
-def _no_plain_secret(step: dict) -> dict:
-    """A step given by the caller that types a literal into a field named like a secret keeps a
-    variable instead (the page cannot be asked which fields are password fields here)."""
-    target: dict = step["target"] if isinstance(step.get("target"), dict) else {}
-    words = " ".join(str(v if not isinstance(v, dict) else v.get("equals") or v.get("contains") or "")
-                     for k, v in target.items() if k in ("testid", "name", "label", "placeholder"))
-    act_args: dict = step["args"] if isinstance(step.get("args"), dict) else {}
-    if not _SECRET_FIELD.search(words):
-        return step
-    name = _secret_name(target)
-    for key in ("value", "text"):
-        value = act_args.get(key)
-        if isinstance(value, str) and not re.fullmatch(r"\$\{[A-Z0-9_]+\}", value):
-            step = dict(step, args=dict(act_args, **{key: "${%s}" % name}), secret=name)
-    return step
-
-
-def _secret_name(target: Optional[dict]) -> str:
-    words = ""
-    for key in ("testid", "name", "label", "placeholder", "text"):
-        value = (target or {}).get(key)
-        if isinstance(value, dict):
-            value = value.get("equals") or value.get("contains")
-        if isinstance(value, str) and value:
-            words = value
-            break
-    slug = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")[:40] or "PASSWORD"
-    return "RETICLE_SECRET_%s" % slug
-
-
-async def _journey_anchor(session: "_BrowserSession", args: dict) -> dict:
-    """Before an act: the target to save (the caller's own target, or a ref described by
-    the page), whether the element is a password field, and the page's URL."""
-    pre: Dict[str, Any] = {"url": session.url, "target": None, "secret": False}
-    if args.get("target"):
-        pre["target"] = dict(args["target"])
-        return pre
-    if not args.get("ref"):
-        return pre
-    try:
-        info = await session.command("inspect", {"ref": args["ref"]}, timeout=2.0)
-    except ToolError:
-        return pre
-    pre["target"] = _anchor(info)
-    pre["secret"] = isinstance(info, dict) and str((info.get("attributes") or {}).get("type", "")).lower() == "password"
-    return pre
-
-
-def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: Optional[dict] = None,
-             replayed: bool = False) -> None:
-    """Append one step to the tab's journey log (see _Journeys); a step a flow's replay took is marked
-    `replayed` (flow_save saves it only when asked: a replay is not the agent's journey)."""
-    try:
-        pre = pre or {}
-        out = out if isinstance(out, dict) else {}
-        # an act is stamped with its own cursor (the `since` it answered); an assert with now,
-        # because its `since` is the act before it
-        t = session.now() if kind == "assert" else out.get("since", session.now())
-        step: Dict[str, Any] = {"t": t, "url": pre.get("url", session.url)}
-        if kind == "assert":
-            step["assert"] = args.get("until") or args.get("predicate")
-        else:
-            anchor = pre.get("target")
-            step["action"] = args["action"]
-            if anchor:
-                step["target"] = anchor
-            effect = out.get("effect") if kind == "act_and_wait" else out.get("result")
-            secret = bool(pre.get("secret")) or (isinstance(effect, dict) and bool(effect.get("password")))
-            act_args = dict(args.get("args") or {})
-            if secret:
-                name = _secret_name(anchor)
-                for key in ("value", "text"):
-                    if key in act_args:
-                        act_args[key] = "${%s}" % name
-                step["secret"] = name
-                if _origin_of(step["url"]):
-                    step["secretOrigin"] = _origin_of(step["url"])
-            if act_args:
-                step["args"] = act_args
-            if kind == "act_and_wait":
-                step["until"] = args.get("until") or args.get("predicate") or {"kind": "settled", "quietMs": 300}
-        if kind != "act" and "timeout_ms" in args:
-            step["timeout_ms"] = args["timeout_ms"]
-        if kind != "act":
-            step["verified"] = out.get("verified", "unknown")
-            if isinstance(out.get("since"), (int, float)):
-                floor = float(out["since"])  # for flow_save's warning
-                step["writes"] = _writes_in(session.window(floor), floor)
-        if replayed:
-            step["replayed"] = True
-        session.bridge.hub.journeys.record(session.id, step)
-    except Exception as exc:  # the journey is a convenience: never fail the act for it
-        _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))
-#: end src/reticle/journal.py
 
 
 #: begin src/reticle/websocket.py
@@ -21952,2416 +24585,6 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         except tornado.websocket.WebSocketClosedError:
             _emit(_bridge_log, logging.DEBUG, "send_on_closed_socket")
 #: end src/reticle/websocket.py
-
-
-#: begin src/reticle/bridge.py
-###############################################################################
-# Browser bridge ##############################################################
-###############################################################################
-# All the tabs of one daemon: attaching a tab's socket (bound to its origin), resuming a reloaded
-# tab, departed tabs kept for a while, and finding the tab a call means.
-
-async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: Callable[[], float]) -> bool:
-    """Check every `step` s until `check()` holds (True) or `timeout` s pass on `clock` (the daemon's, ms)
-    (False)."""
-    deadline = clock() + timeout * 1000.0
-    while not check():
-        left = (deadline - clock()) / 1000.0
-        if left <= 0:
-            return False
-        await asyncio.sleep(min(step, left))
-    return True
-
-
-_SOCKET_REFUSAL_FIX = ("the SDK tries again by itself; if this repeats, reload the page, and check that it is "
-                       "on localhost or 127.0.0.1 (or allow-listed with RETICLE_ALLOWED_ORIGINS and given the token)")
-
-
-# ---- the bridge: every tab of the daemon, found by id, the only tab, or the next to connect ----
-
-class _Bridge:
-    """All browser sessions of one daemon, keyed by the id the page chose."""
-
-    def __init__(self, hub: "Hub") -> None:
-        self.hub = hub
-        self.clock = hub.clock
-        self.sessions: Dict[str, _BrowserSession] = {}
-        self.pending_handshakes = 0
-        self.pending: "collections.OrderedDict[Any, None]" = collections.OrderedDict()  # sockets before hello
-        self.refusals: collections.deque = hub.refusals  # the hub's record of what it refused a page
-        self.ever_connected = 0
-        self.events_per_second = EVENTS_PER_SECOND_DEFAULT
-        self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it], all tabs together
-        # the fairness caps on event frames (frame_pause); make_app(tab_byte_rate=, total_byte_rate=) sets them too
-        self.tab_byte_rate = _env_byte_rate("RETICLE_TAB_BYTES_PER_S", FRAME_BYTES_PER_TAB_S)
-        self.total_byte_rate = _env_byte_rate("RETICLE_ALL_TABS_BYTES_PER_S", FRAME_BYTES_ALL_TABS_S)
-        # Tabs that went away recently, kept so that a reload (same id, new
-        # socket) keeps its buffer and cursors instead of starting blind.
-        self.departed: Dict[str, Tuple[_BrowserSession, float]] = {}
-        # every tab that went away (id -> when, the page it left): a call naming one is told where it went
-        self.left: "collections.OrderedDict[str, Tuple[float, str]]" = collections.OrderedDict()
-
-    def live(self) -> List[_BrowserSession]:
-        return list(self.sessions.values())
-
-    def frame_pause(self, session: "_BrowserSession", size: int) -> float:
-        """After a frame of events from `session`: 0.0, or the seconds until that tab may send again,
-        once it has sent `tab_byte_rate` this second (or all tabs together `total_byte_rate`).  The
-        bridge then stops reading its socket that long: a tab that floods is slowed by its own
-        socket (its SDK's queue fills and says so), and other tabs and clients keep their share."""
-        now = self.clock()
-        mine, shared = session.frame_window, self.frame_window
-        for window in (mine, shared):
-            if now - window[0] >= 1000.0:
-                window[0], window[1] = now, 0
-            window[1] += size
-        over = [w for w, cap in ((mine, self.tab_byte_rate), (shared, self.total_byte_rate)) if w[1] > cap]
-        if not over:
-            return 0.0
-        wait_ms = 1000.0 - (now - max(w[0] for w in over))
-        session.paused_ms += wait_ms
-        return max(0.0, wait_ms / 1000.0)
-
-    def get(self, session_id: str) -> Optional[_BrowserSession]:
-        return self.sessions.get(session_id)
-
-    def note_refusal(self, reason: str, fix: str = "") -> None:
-        self.hub.note_refusal("socket", reason, fix or _SOCKET_REFUSAL_FIX)
-        _emit(_bridge_log, logging.WARNING, "bridge_refused", reason=reason)
-
-    def why(self) -> str:
-        origin = self.hub.public_origin()
-        text = ("no browser session is connected. Load the app in a browser with "
-                '<script src="%s/reticle.js"></script> in its dev HTML (the page must be on '
-                "localhost or 127.0.0.1, or allow-listed with RETICLE_ALLOWED_ORIGINS and given the "
-                "token), then call reticle_sessions again; or let Reticle open the app itself: "
-                "reticle_open {url} starts a browser with the SDK injected." % origin)
-        if self.ever_connected:
-            text = "every tab that connected has gone (%d seen since start). " % self.ever_connected + text
-        if self.refusals:
-            last = self.refusals[-1]
-            text = ("NOTE: the daemon refused a page's %s recently (%s: %s); %s. " % (
-                "script load (/reticle.js)" if last["what"] == "script" else "bridge socket", last["at"],
-                last["reason"], last["fix"])) + text
-        return text
-
-    def resolve(self, session_id: Optional[str]) -> _BrowserSession:
-        if session_id:
-            s = self.sessions.get(session_id)
-            if s is None:
-                live = ", ".join("%s (%s)" % (x.id, x.url) for x in self.sessions.values()) or "none"
-                if session_id in self.left:
-                    raise ToolError(self._away(session_id) + "; connected now: %s" % live,
-                                    "bring the tab back to a page with the script tag (it is the same session "
-                                    "then), or open the app in a device: reticle_open {url}", code="tab_away")
-                raise ToolError("unknown sessionId %r; connected sessions: %s" % (session_id, live),
-                                "pass one of the connected ids, or omit sessionId when one tab is connected")
-            return s
-        if not self.sessions:
-            raise ToolError(self.why(), "connect a tab (see reticle_sessions), then retry")
-        if len(self.sessions) == 1:
-            return next(iter(self.sessions.values()))
-        # Several tabs: never guess between live ones.  A lone tab that is
-        # not hidden or silent among throttled ones is the only implicit pick.
-        awake = [s for s in self.sessions.values() if not s.throttled()]
-        if len(awake) == 1:
-            return awake[0]
-        raise ToolError("multiple sessions connected — pass sessionId: %s" % ", ".join(
-            "%s (%s)" % (s.id, s.url) for s in self.sessions.values()), "pass sessionId")
-
-    def attach(self, handler: "_BridgeHandler",
-               hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
-        """Bind a hello to its session: a known or just-departed id is taken over (its pending commands
-        fail, an older socket is closed as replaced), a new one is created; (None, close code) when the
-        daemon already holds MAX_SESSIONS tabs."""
-        sid = hello["sessionId"]
-        self._reap_departed()
-        old = self.sessions.get(sid)
-        if old is None and sid in self.departed:
-            old = self.departed.pop(sid)[0]
-            self.sessions[sid] = old
-        if old is None and len(self.sessions) >= MAX_SESSIONS:
-            self.note_refusal("session limit reached (%d tabs)" % MAX_SESSIONS)
-            return None, (1013, "session limit reached")
-        origin = _socket_origin(handler)
-        if old is not None and old.device is None and old.origin != origin:
-            # a tab's id is no credential: a page of another origin (another port) claiming it is refused,
-            # and the tab's own socket is left as it is
-            claimed = origin or "a client sending no Origin"
-            self.note_refusal("session %s claimed from %s; it belongs to %s" % (sid, claimed, old.origin or
-                                                                                 "a client sending no Origin"))
-            return None, (1008, ("session %s belongs to a page of another origin; a page of %s cannot take it "
-                                 "over" % (sid, claimed))[:120])
-        if old is not None:
-            session = old
-            old_handler = old.handler
-            old.fail_pending("the tab %s was replaced by a newer connection before the command answered" % sid)
-            session.handler = handler
-            session.origin = origin  # a device's tab may be taken to another origin
-            session.generation += 1
-            session.reconnects += 1
-            session.connected_at = self.clock()
-            session.requests.clear()      # a new document: the old one's requests can no longer answer
-            session.health.new_document()  # a new document answers for itself
-            session.arrived(hello)
-            session.update_identity(hello)
-            if old_handler is not None and old_handler is not handler:
-                old_handler.replaced = True
-                reason = ("session replaced by a newer connection claiming the same id (%s)" % sid)[:120]
-                old_handler.close(1008, reason)
-            _emit(_bridge_log, logging.INFO, "session_replaced", sessionId=sid, url=session.url)
-        else:
-            session = _BrowserSession(self, handler, hello)
-            self.sessions[sid] = session
-            _emit(_bridge_log, logging.INFO, "session_connected", sessionId=sid, url=session.url)
-        self.ever_connected += 1
-        return session, None
-
-    def detach(self, handler: "_BridgeHandler") -> None:
-        session = handler.session
-        if session is None or session.handler is not handler:
-            return
-        session.handler = None
-        session.left_at = self.clock()
-        session.fail_pending("the tab %s disconnected before the command answered" % session.id)
-        if self.sessions.get(session.id) is session:
-            del self.sessions[session.id]
-            self.departed[session.id] = (session, self.clock())
-            self.left[session.id] = (self.clock(), session.url)
-            self.left.move_to_end(session.id)
-            while len(self.left) > 512:
-                self.left.popitem(last=False)
-            self._reap_departed()
-            while len(self.departed) > MAX_DEPARTED:  # oldest first: dicts keep insertion order
-                del self.departed[next(iter(self.departed))]
-        _emit(_bridge_log, logging.INFO, "session_disconnected", sessionId=session.id)
-        # the buffer of a tab that does not come back is freed when its keep ends, not at the next connect
-        keep = DEPARTED_KEEP_MS
-        tornado.ioloop.IOLoop.current().call_later(keep / 1000.0 + 0.05, lambda: self._reap_departed(keep))
-
-    def _away(self, session_id: str) -> str:
-        """Where a tab that went away went, as far as the daemon knows: the page it left, when, and the
-        document request it left by (its status, when the next page reported it)."""
-        at, url = self.left[session_id]
-        gone = self.departed.get(session_id)
-        last = [e["data"] for e in gone[0].store.query(prefix="net.") if e["data"].get("initiator") == "document"] \
-            if gone is not None else []
-        went = " by %s%s" % (_call_label(last[-1]), " (answered %s)" % last[-1]["status"]
-                             if last[-1].get("status") else "") if last else ""
-        return ("tab %s left %s%s %d s ago and has not connected since: the page it went to has no Reticle script "
-                "tag (an error page its server answered without the app's layout, another site) or the tab "
-                "closed; it is the same session, %s, again once the tab loads a page with the tag"
-                % (session_id, _short(url, 200), went, (self.clock() - at) / 1000.0, session_id))
-
-    def _reap_departed(self, keep_ms: float = DEPARTED_KEEP_MS) -> None:
-        now = self.clock()
-        for sid, (_, gone_at) in list(self.departed.items()):
-            if now - gone_at > keep_ms:
-                del self.departed[sid]
-
-    async def wait_back(self, session: _TabState, timeout: float) -> bool:
-        """Wait up to `timeout` s for `session` (the same tab) to connect again."""
-        return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
-                           timeout, 0.025, self.clock)
-
-    def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
-        """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
-        now = self.clock()
-        recent = [s for s, _ in self.departed.values()
-                  if s.left_at is not None and now - s.left_at < NAV_WAIT_S * 1000.0]
-        if session_id:
-            return next((s for s in recent if s.id == session_id), None)
-        return recent[-1] if len(recent) == 1 and not self.sessions else None
-
-    async def resolve_soon(self, session_id: Optional[str]) -> _BrowserSession:
-        """resolve(), but a tab between two documents is waited for (up to NAV_WAIT_S) instead
-        of being reported gone: a form post or a link replaces the page, not the tab."""
-        try:
-            return self.resolve(session_id)
-        except ToolError:
-            back = self._returning(session_id)
-            if back is None or back.left_at is None or not await self.wait_back(
-                    back, NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0):
-                raise
-            return back
-
-    async def wait_reconnect(self, session_id: str, generation: int, timeout: float) -> bool:
-        """Wait up to `timeout` s for a newer connection (a later generation) of the tab."""
-        def back() -> bool:
-            s = self.sessions.get(session_id)
-            return s is not None and s.generation > generation and s.handler is not None
-        return await _poll(back, timeout, 0.05, self.clock)
-
-    def close_all(self) -> None:
-        for s in list(self.sessions.values()):
-            if s.handler is not None:
-                s.handler.close(1001, "reticle daemon stopping")
-
-
-def _act_command(args: dict) -> dict:
-    if not args.get("ref") and not args.get("target"):
-        raise ToolError("%s needs a `ref` (from snapshot/query) or a `target` such as "
-                        '{"role": "button", "name": "Save"}.' % args.get("action", "the action"),
-                        "take a reticle_snapshot first, or pass target")
-    cmd = {"action": args["action"], "args": args.get("args", {})}
-    if args.get("ref"):
-        cmd["ref"] = args["ref"]
-    else:
-        cmd["target"] = args["target"]
-    return cmd
-
-
-def _summarise(events: List[dict]) -> dict:
-    c = collections.Counter(e["type"] for e in events)
-    messages = sum(1 for e in events if e["type"] in _FRAME_TYPES and e["data"].get("direction") in ("in", "out"))
-    return {
-        "total": len(events),
-        "network": c["net.request"] + messages,
-        "messages": messages,
-        "domAdded": c["dom.added"], "domRemoved": c["dom.removed"],
-        "domChanged": c["dom.attr"] + c["dom.text"],
-        "routeChanges": c["route.change"],
-        "consoleErrors": c["console.error"] + c["error.uncaught"],
-        "animations": sum(v for k, v in c.items() if k.startswith("anim.")),
-        "signals": c["signal"],
-    }
-#: end src/reticle/bridge.py
-
-
-#: begin src/reticle/tools.py
-###############################################################################
-# Tools #######################################################################
-###############################################################################
-# The tools an agent calls, one handler each: sessions, snapshots and queries, acts and navigation,
-# observing, network and console, faults, waiting and asserting, and act_and_wait.
-
-def _cost(obj: Any) -> dict:
-    size = len(_dumps(obj).encode("utf-8"))
-    return {"bytes": size, "tokens": (size + 3) // 4}
-
-
-async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                         ctx: "_CallContext") -> dict:
-    """reticle_sessions: the connected tabs (a device marked yours or another client's); with none,
-    why, naming what the daemon refused recently (a script load, a socket) and what to do."""
-    sessions = [_describe_session(s) for s in hub.bridge.live()]
-    for tab in sessions if ctx is not None and ctx.transport != "resource" else ():
-        device = hub.devices.for_session(tab["sessionId"]) if "device" in tab else None
-        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
-            tab["device"]["yours"] = False  # listed, but every call on it is refused (Hub.resolve_tab)
-            tab["device"]["note"] = "another MCP client's device: open your own with reticle_open"
-    out: Dict[str, Any] = {"sessions": sessions}
-    unattributed = hub.otel.sources.unattributed(hub.clock())
-    if unattributed:  # spans reach the daemon and land in no tab: why, and the fix for that stack
-        out["unattributedSpans"] = unattributed
-    if not sessions:
-        out["why"] = hub.bridge.why()
-        reason = ("no tab is connected now (%d connected since the daemon started, all gone)"
-                  % hub.bridge.ever_connected if hub.bridge.ever_connected else
-                  "no tab has loaded %s/reticle.js yet" % hub.public_origin())
-        if hub.refusals:
-            # a page did try: the script tag is there, what stopped it is what to fix
-            out["refused"] = list(hub.refusals)[::-1]
-            last = hub.refusals[-1]
-            reason = "the daemon refused a page's %s (%s): %s" % (
-                "script load" if last["what"] == "script" else "bridge socket", last["reason"], last["fix"])
-        out["next_action"] = {
-            "action": "open_app",
-            "reason": reason,
-            "snippet": '<script src="%s/reticle.js"></script>' % hub.public_origin(),
-            "or": {"tool": "reticle_open", "args": {"url": "<the app's URL>"},
-                   "reason": "a browser of Reticle's own, with the SDK injected into the app"},
-        }
-    return out
-
-
-async def _tool_snapshot(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    mode = args.get("mode", "full")
-    cmd = {"mode": mode}
-    if args.get("scope"):
-        cmd["scope"] = args["scope"]
-    result = await session.command("snapshot", cmd)
-    if not isinstance(result, dict):
-        raise ToolError("the page answered snapshot with %r" % type(result).__name__)
-    prev, now = session.snapshots.remember(args.get("scope"), mode, result)
-    diffed = _snapshot_answer(dict(result), prev, now)
-    if args.get("diff"):
-        result = diffed
-    result["cost"] = _cost(result)
-    return result
-
-
-def _query_args(args: dict) -> dict:
-    out = {k: v for k, v in args.items() if k in ("by", "value", "name", "scope", "self", "attrs",
-                                                 "limit", "count_only")}
-    if "by" not in out:
-        for alias in ("testid", "label", "placeholder", "alt", "text", "role"):
-            if alias in args:
-                out["by"] = alias
-                out["value"] = args[alias]
-                break
-    if "by" not in out:
-        raise ToolError("reticle_query needs what to search by: `by` + `value`, or one of testid, "
-                        "label, placeholder, alt, text, role.",
-                        'for example {"by": "role", "value": "button", "name": "Pay"}')
-    if "value" not in out:
-        raise ToolError("reticle_query by %s needs a `value`." % out["by"],
-                        'for example {"by": "%s", "value": "..."}' % out["by"])
-    if out.get("self") and not out.get("scope"):
-        raise ToolError("`self: true` needs a `scope` (the element to return).", "add scope")
-    return out
-
-
-async def _tool_query(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    result = await session.command("query", _query_args(args))
-    if isinstance(result, dict):
-        result["cost"] = _cost(result)
-    return result
-
-
-async def _tool_inspect(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    return await session.command("inspect", {"ref": args["ref"]})
-
-
-async def _tool_state(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    cmd = {k: args[k] for k in ("store", "path", "depth") if k in args}
-    return await session.command("state_read", cmd)
-
-
-async def _tool_capabilities(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    result = await session.command("capabilities", {})
-    if isinstance(result, dict):
-        result.setdefault("source", "live")
-    return result
-
-
-async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
-    """Send one act.  A page that unloads before it answers (a form post, a link) took the
-    act's reply with it: that is the act's effect, not a failure, and the evidence is in
-    the next document, which the verdict tools follow."""
-    deadline = _CALL_DEADLINE.get()  # the page's wait for hydration leaves the act time within the call
-    wait = HYDRATE_ACT_MS if deadline is None else max(0.0, min(HYDRATE_ACT_MS, deadline - session.now() - 1500))
-    try:
-        return await session.command("act", dict(cmd, hydrateMs=round(wait)))
-    except _TabGone as exc:
-        return {"dispatched": None, "pageUnloaded": True,
-                "note": "the page unloaded before it answered (%s); what the act did is in the next "
-                        "document's evidence" % exc.error}
-
-
-async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    return await _act_once(session, args)
-
-
-async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = False) -> dict:
-    """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled (marked
-    `replayed` when a flow's replay made it)."""
-    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
-    cmd = _act_command(args)
-    pre = await _journey_anchor(session, args)
-    since = session.mark_act(args["action"])
-    result = await _act_across_documents(session, cmd)
-    session.note_act_page_time(since, result)
-    dispatched = result.get("dispatched", True) if isinstance(result, dict) else True
-    out = {"since": since, "dispatched": dispatched if dispatched is None else bool(dispatched),
-           "settled": result.get("settled") if isinstance(result, dict) else None,
-           "input": result.get("input", "synthetic") if isinstance(result, dict) else "synthetic",
-           "result": result}
-    _journal(session, "act", args, out, pre, replayed)
-    return _with_health(session, out)
-
-
-async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    steps = []
-    for i, step in enumerate(args["steps"]):
-        try:
-            steps.append(_act_command(step))
-        except ToolError as exc:
-            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery) from exc
-    per_step = args.get("timeout_ms", 8000) / 1000.0
-    since = session.mark_act(None)
-    result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
-    out: Dict[str, Any] = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
-    if isinstance(result, dict):
-        out.update(result)
-    done = out.get("completed") if isinstance(out.get("completed"), int) else len(steps)
-    results: List[Any] = out["steps"] if isinstance(out.get("steps"), list) else []
-    for i, step in enumerate(args["steps"][:done]):  # the journey keeps each step; one by ref has no anchor
-        said = results[i] if i < len(results) and isinstance(results[i], dict) else {}
-        secret = bool(said.get("password")) or _no_plain_secret(dict(step)).get("secret") is not None
-        _journal(session, "act", step, {"since": since},
-                 {"target": step.get("target"), "url": session.url, "secret": secret})
-    return _with_health(session, out)
-
-
-async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
-    """A device's tab that does not answer is reloaded (or navigated) by the browser itself: the page's
-    running script is ended first when its main thread does not answer CDP either (Runtime.terminateExecution,
-    only then: with nothing running it would end the next document's first script).  True when done."""
-    device = session.device
-    if device is None or device.page is None or session.not_answering() is None:
-        return False
-    page = device.page
-    try:
-        await device.cdp.call("Runtime.evaluate", {"expression": "1", "returnByValue": True}, page, timeout=0.5)
-    except _CdpError:
-        try:
-            await device.cdp.call("Runtime.terminateExecution", {}, page, timeout=2.0)
-        except _CdpError:
-            pass
-    try:
-        if args.get("url"):
-            await device.cdp.call("Page.navigate", {"url": urllib.parse.urljoin(session.url, args["url"])}, page,
-                                  timeout=5.0)
-        else:
-            await device.cdp.call("Page.reload", {"ignoreCache": bool(args.get("hard"))}, page, timeout=5.0)
-    except _CdpError as exc:
-        raise ToolError("the stuck tab could not be reloaded: %s" % exc,
-                        "reticle_close it and reticle_open again") from exc
-    _emit(_device_log, logging.INFO, "device_unstuck", deviceId=device.id,
-          reason=_short(session.not_answering() or "", 120))
-    return True
-
-
-async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    """reticle_navigate: load `url` in the tab, or reload it (`hard` bypasses the cache), and wait up
-    to 5 s for it to connect again; `since` is the navigation's mark, so events before it no longer
-    count.  Only http(s) URLs or paths are accepted."""
-    if not args.get("url") and not args.get("reload"):
-        raise ToolError("reticle_navigate needs `url` or `reload: true`.",
-                        'for example {"url": "http://localhost:5173/"} or {"reload": true}')
-    if args.get("hard") and not args.get("reload"):
-        raise ToolError("`hard` goes with `reload: true` only.", "drop hard, or add reload")
-    if args.get("url"):
-        parsed = urllib.parse.urlsplit(args["url"])
-        if parsed.scheme not in ("http", "https", ""):
-            raise ToolError("reticle_navigate opens http: and https: pages only, not %s:" % parsed.scheme,
-                            "pass an http(s) URL or a path")
-    since = session.mark_navigation()
-    generation = session.generation
-    name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
-        "navigate", {"url": args["url"]})
-    if not await _unstick_device(session, args):
-        await session.command(name, cmd)
-    _progress_note("waiting for tab %s to connect again after the %s" % (session.id, name))
-    confirmed = await hub.bridge.wait_reconnect(session.id, generation, 5.0)
-    live = hub.bridge.get(session.id)
-    out = {"ok": True, "confirmed": confirmed, "since": since, "sessionId": session.id}
-    if live is not None:
-        out["url"] = live.url
-    if not confirmed:
-        out["note"] = ("the page did not reconnect within 5 s; check reticle_sessions (the app may "
-                       "have navigated off a page that loads reticle.js)")
-    else:
-        out["note"] = "events before the navigation no longer count for assert and wait_for"
-        if live is not None:
-            await _await_hydration(live, out)
-    return out
-
-
-async def _await_hydration(session: "_BrowserSession", out: dict) -> None:
-    """A page whose framework renders on the server (the SDK's HYDRATION table: Next.js, React Router,
-    SvelteKit, Nuxt, Astro) is answered for once that framework has hydrated it, up to HYDRATE_WAIT_MS:
-    `out` gets `hydration` ({framework, hydrated, waitedMs}) when one was recognised, and a note when
-    it had not hydrated by then (an act then may reach no handler)."""
-    if not session.sdk_version:
-        return
-    _progress_note("waiting for the page's framework to hydrate it")
-    try:
-        said = await session.command("hydrated", {"ms": HYDRATE_WAIT_MS}, timeout=HYDRATE_WAIT_MS / 1000.0 + 2)
-    except ToolError:
-        return  # an older SDK, or a page that does not answer: nothing to say of hydration
-    if not isinstance(said, dict) or not isinstance(said.get("framework"), str):
-        return
-    hydration = {"framework": _short(said["framework"], 40), "hydrated": said.get("hydrated") is True,
-                 "waitedMs": said.get("waitedMs") if isinstance(said.get("waitedMs"), int) else None}
-    out["hydration"] = hydration
-    if not hydration["hydrated"]:
-        note = ("the page (%s) had not hydrated after %d ms: an act may reach no handler, and values filled "
-                "now may be reset" % (hydration["framework"], HYDRATE_WAIT_MS))
-        out["note"] = "%s; %s" % (out["note"], note) if out.get("note") else note
-
-
-def _window(session: "_BrowserSession", args: dict, default_since: float) -> Tuple[float, Optional[float]]:
-    since = args.get("since")
-    since = default_since if since is None else float(since)
-    until = args.get("until")
-    return since, (None if until is None else float(until))
-
-
-async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    """reticle_observe: the tab's events in a window (default the last 2 s), filtered by action and
-    event filters, newest kept when `max_events` cuts, each shown in its public form, with a summary
-    and cost.  An answer stops at OBSERVE_MAX_BYTES and says where to continue (`next.since`)."""
-    now = hub.clock()
-    default = now - args.get("window_ms", 2000)
-    since, until = _window(session, args, default)
-    events = session.store.query(since, until)
-    if args.get("actionId"):
-        events = [e for e in events if e.get("actionId") == args["actionId"]]
-    if args.get("filters"):
-        events = [e for e in events if _event_matches_filters(e["type"], args["filters"])]
-    summary = _summarise(events)
-    budget = args.get("max_events")
-    dropped = 0
-    if budget and len(events) > budget:
-        dropped = len(events) - budget
-        events = events[-budget:]
-    shown: List[dict] = []
-    used = 0
-    for e in events:
-        item = _public_event(e)
-        size = len(_dumps(item).encode("utf-8"))
-        if shown and used + size > OBSERVE_MAX_BYTES:
-            break
-        shown.append(item)
-        used += size
-    out: Dict[str, Any] = {"window_ms": round((until or now) - since), "since": since,
-                           "events": shown, "summary": summary}
-    if len(shown) < len(events):
-        rest = events[len(shown)]
-        out["next"] = {"since": rest["t"], "remaining": len(events) - len(shown),
-                       "note": "this answer stops at %d KiB; call again with since=%s for the rest"
-                               % (OBSERVE_MAX_BYTES >> 10, rest["t"])}
-    cost = _cost(shown)
-    cost["events"] = len(shown)
-    if dropped:
-        cost["droppedOldest"] = dropped
-    out["cost"] = cost
-    return _with_buffer(session, out, since)
-
-
-def _event_matches_filters(etype: str, filters: List[str]) -> bool:
-    """An event type passes reticle_observe's filters when one names it or its bucket (its record's)."""
-    return etype in filters or _event_type(etype).bucket in filters
-
-
-def _value_change(before: Any, after: Any) -> dict:
-    """A stored value's change, small: the keys that changed when both sides are JSON objects,
-    else the old value cut short and the new one."""
-    def parsed(v: Any) -> Any:
-        if isinstance(v, str) and v[:1] in ("{", "["):
-            try:
-                return json.loads(v)
-            except ValueError:
-                return v
-        return v
-    a, b = parsed(before), parsed(after)
-    if isinstance(a, dict) and isinstance(b, dict):
-        changed = {k: _short(b[k], 80) for k in b if k not in a or not _deep_equal(a[k], b[k])}
-        removed = [k for k in a if k not in b]
-        out: Dict[str, Any] = {"changedKeys": dict(list(changed.items())[:20])}
-        if removed:
-            out["removedKeys"] = removed[:20]
-        return out
-    def small(v: Any, limit: int) -> Any:
-        return v if v is None or len(_dumps(v)) <= limit else _short(v, limit)
-    return {"from": small(before, 80), "to": small(after, 200)}
-
-
-def _public_event(e: dict) -> dict:
-    data = e.get("data")
-    if e["type"] in ("storage.change", "state.change") and isinstance(data, dict):
-        # stores and storage repeat their whole value on every write: answer the change
-        data = dict({k: data[k] for k in ("area", "key", "store", "path") if k in data},
-                    **_value_change(data.get("from"), data.get("to")))
-    out = {"t": e["t"], "type": e["type"], "data": data}
-    if e.get("actionId"):
-        out["actionId"] = e["actionId"]
-    return out
-
-
-def _net_calls(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
-    """Completed calls plus requests still pending, in start order."""
-    events = session.store.query(since, until, prefix="net.")
-    done = {}
-    order = []
-    for e in events:
-        d = e["data"]
-        rid = _request_key(e)
-        if e["type"] == "net.pending":
-            if rid not in done:
-                done[rid] = dict(d, status="pending", pending=True, t=e["t"])
-                order.append(rid)
-        elif e["type"] == "net.request":
-            if rid not in done:
-                order.append(rid)
-            done[rid] = dict(d, t=e["t"])
-    # pending ones whose start fell before the window but are still open count too
-    for d in session.open_since(0.0):
-        rid = d["_key"]
-        if rid not in done:
-            done[rid] = dict(d, status="pending", pending=True)
-            order.append(rid)
-    return [done[r] for r in order]
-
-
-def _sockets(session: "_BrowserSession", since: float, until: Optional[float]) -> List[dict]:
-    """WebSocket, EventSource and streamed-response traffic, one row per connection: its
-    message counts and its last messages."""
-    rows: Dict[Tuple[str, str], dict] = {}
-    for e in session.store.query(since, until):
-        if e["type"] not in _FRAME_TYPES or _is_dev(e["data"]):
-            continue
-        d = e["data"]
-        key = (str(d.get("transport", e["type"][4:])), str(d.get("url", "?")))
-        row = rows.setdefault(key, {"transport": key[0], "url": key[1], "messagesIn": 0, "messagesOut": 0,
-                                    "last": []})
-        direction = d.get("direction")
-        if direction in ("in", "out"):
-            row["messagesIn" if direction == "in" else "messagesOut"] += 1
-            row["last"] = (row["last"] + [{"direction": direction, "t": e["t"],
-                                           "data": _short(d.get("data", "(binary)"), 200)}])[-3:]
-        elif direction in ("open", "close", "error"):
-            row[{"open": "openedAt", "close": "closedAt", "error": "errorAt"}[direction]] = e["t"]
-    return list(rows.values())
-
-
-async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    """reticle_network: the requests (and socket messages) in a window, filtered like a net predicate,
-    the newest `limit` shaped compactly (bodies cut to 200 characters unless detail is full).  An
-    empty answer says whether nothing happened or the filter missed (with the calls present), and a
-    write whose body was not captured is flagged."""
-    since, until = _window(session, args, session.floor())
-    calls = _net_calls(session, since, until)
-    all_calls = calls
-    calls = [c for c in calls if _call_matches(c, args)]
-    limit = args.get("limit", 200)
-    total = len(calls)
-    calls = calls[-limit:]
-    await _locate_in(session, [{"type": "net.request", "data": c} for c in calls], every_call=True)
-    bodies = args.get("bodies", True)
-    shaped = []
-    for c in calls:
-        item = {k: c[k] for k in ("method", "url", "status", "statusText", "ok", "contentType", "ms",
-                                  "pending", "error", "initiator", "responseSize", "bodyTruncated",
-                                  "bodyCaptured", "streamed", "messageCount", "finalStatus", "statusNote",
-                                  "faulted", "faultId", "at")
-                if k in c and (k != "at" or c[k])}
-        if args.get("detail") == "full" and "responseHeaders" in c:
-            item["responseHeaders"] = c["responseHeaders"]
-        if bodies:
-            for k in ("requestBody", "responseBody"):
-                if k in c:
-                    item[k] = c[k] if args.get("detail") == "full" or not isinstance(c[k], str) else _short(c[k], 200)
-        shaped.append(item)
-    out: Dict[str, Any] = {"since": since, "calls": shaped}
-    sockets = _sockets(session, since, until)
-    if sockets:
-        out["sockets"] = sockets
-    if total > len(shaped):
-        out["total"] = total
-        out["truncated"] = True
-    if not shaped and all_calls:
-        out["hint"] = {"totalInWindow": len(all_calls),
-                       "present": [{"method": c.get("method"), "url": c.get("url"), "status": c.get("status")}
-                                   for c in all_calls[-5:]]}
-    elif not all_calls and not sockets:
-        out["observed"] = True
-        out["note"] = "the observation ran and found no network calls or socket messages in this window"
-    if any(c.get("bodyCaptured") is False and str(c.get("method", "")).upper() in ("POST", "PUT", "PATCH")
-           for c in shaped):
-        out["bodiesNotCaptured"] = True
-    out["cost"] = _cost(shaped)
-    return _with_buffer(session, out, since)
-
-
-# ---- reticle_fault: make a request fail on purpose (the Faults record lives beside the Devices) ----
-
-_FAULT_SCHEMA = {
-    "match": {"type": "object", "additionalProperties": False, "required": ["urlContains"],
-              "description": "{urlContains, method?, resourceType?}",
-              "properties": {"urlContains": {"type": "string", "minLength": 1, "maxLength": 2048},
-                             "method": {"type": "string", "pattern": "^[A-Za-z]{1,16}$"},
-                             "resourceType": {"enum": sorted(_FAULT_CDP_TYPES)}}},
-    "respond": {"type": "object", "additionalProperties": False, "required": ["status"],
-                "description": "{status, body?, headers?}",
-                "properties": {"status": {"type": "integer", "minimum": 200, "maximum": 599},
-                               "body": {"type": "string", "maxLength": 65536},
-                               "headers": {"type": "object", "maxProperties": 20,
-                                           "additionalProperties": {"type": "string", "maxLength": 1024}}}},
-    "delayMs": {"type": "integer", "minimum": 1, "maximum": 60000},
-    "abort": {"type": "boolean", "const": True},
-    "times": {"type": "integer", "minimum": 1, "maximum": 1000},
-    "ttlMs": {"type": "integer", "minimum": 100, "maximum": 3600000},
-    "clear": {"anyOf": [{"type": "boolean", "const": True}, {"type": "string", "pattern": "^f[0-9a-f]{8}$"}],
-              "description": "true (all of yours on the tab) or a faultId"},
-    "list": {"type": "boolean", "const": True},
-}
-
-
-def _fault_spec_problem(args: dict) -> Optional[str]:
-    """What is wrong with a reticle_fault call the schema let through, or None."""
-    modes = [k for k in ("match", "clear", "list") if k in args]
-    if len(modes) != 1:
-        return "pass exactly one of `match` (set a fault), `clear` (remove) or `list`; got %s" % (
-            ", ".join(modes) or "none of them")
-    if modes[0] != "match":
-        extra = [k for k in ("respond", "delayMs", "abort", "times", "ttlMs") if k in args]
-        return "`%s` takes no %s" % (modes[0], ", ".join(extra)) if extra else None
-    if "respond" in args and args.get("abort"):
-        return "a fault either answers (`respond`) or aborts (`abort`), not both"
-    if not ("respond" in args or args.get("abort") or args.get("delayMs")):
-        return "a fault needs `respond: {status}`, `abort: true` or `delayMs` (or several: delayMs with either)"
-    rtype = args["match"].get("resourceType")
-    if rtype == "websocket" and ("respond" in args or args.get("delayMs")):
-        return "a WebSocket can only be dropped (`abort: true`), not answered or delayed"
-    return None
-
-
-async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    """Set, list or clear this client's faults on one tab (see _Faults)."""
-    problem = _fault_spec_problem(args)
-    if problem:
-        raise ToolError("reticle_fault: %s." % problem,
-                        'for example {"match": {"urlContains": "/api/save", "method": "POST"}, '
-                        '"respond": {"status": 500}}')
-    faults = hub.faults
-    now = hub.clock()
-    if args.get("list"):
-        mine = [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]
-        return {"sessionId": session.id, "faults": mine}
-    if "clear" in args:
-        gone = faults.clear(session.id, ctx.session_key, args["clear"])
-        if args["clear"] is not True and not gone:
-            raise ToolError("no fault %s of yours on tab %s" % (args["clear"], session.id),
-                            "reticle_fault {list: true} shows yours")
-        await faults.sync(session.id)
-        return {"sessionId": session.id, "cleared": gone,
-                "faults": [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]}
-    device = hub.devices.for_session(session.id)  # another client's device never gets here (Hub.resolve_tab)
-    rtype = args["match"].get("resourceType")
-    if device is None and rtype and rtype not in _FAULT_SDK_TYPES:
-        raise ToolError("tab %s has the script tag, where faults act in the SDK's fetch and XHR wrappers only; "
-                        "a %s request cannot be faulted there" % (session.id, rtype),
-                        "open the app with reticle_open (a device faults documents, form posts and WebSocket "
-                        "handshakes in the browser's network layer)")
-    fault = faults.add(session, ctx.session_key, args)
-    try:
-        await faults.sync(session.id)
-    except ToolError:
-        faults.clear(session.id, ctx.session_key, fault.id)
-        raise
-    out = dict(fault.public(now), ttlMs=fault.ttl_ms)
-    covers = _FAULT_DEVICE_COVERS if device is not None else _FAULT_SDK_COVERS
-    if rtype:
-        covers = [{"document": "documents and form posts", "fetch": "fetch and XHR", "xhr": "fetch and XHR",
-                   "websocket": "WebSocket handshakes"}.get(rtype, rtype)]
-    out["covers"] = covers
-    if rtype == "websocket":
-        out["in"] = "sdk"
-        out["note"] = ("the SDK's WebSocket wrapper drops a matching socket before its handshake reaches the "
-                       "server; the page sees an error and a close (1006)")
-    elif device is not None:
-        out["in"] = "device"
-        out["note"] = "the browser answers for the server: a matching request never reaches it%s" % (
-            " until the delay is over" if fault.delay_ms and not (fault.abort or fault.respond) else "")
-    else:
-        out["in"] = "sdk"
-        out["notCovered"] = _FAULT_SDK_MISSES
-        out["note"] = ("the SDK's fetch, XHR and WebSocket wrappers answer for the server in this tab; documents "
-                       "and form posts need a device (reticle_open)")
-    return out
-
-
-# A secret a page prints as code: a framework's debugger page (Werkzeug's `SECRET = "..."`, a
-# Django settings dump), an inlined config.  Its value is redacted like a token's.
-_PAGE_SECRET_RE = re.compile(r"""(?i)\b((?:[A-Z0-9_]*_)?(?:secret(?:_key)?|password|passwd|api[_-]?key|"""
-                             r"""access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?token)\b"""
-                             r"""["']?\s*[:=]\s*)(["'])([^"'\n]{4,})\2""")
-
-
-def _redact_page_text(text: str) -> str:
-    """Page text (a console line, a stack) with secrets that look like code redacted, and tokens."""
-    return _redact(_PAGE_SECRET_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]" + m.group(2), text))
-
-
-async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    """reticle_console: the console output and uncaught errors in the window (from the last act or
-    navigation, like the verdicts), their text and stacks redacted, filtered by `level` (info takes
-    debug too), the newest `limit`.  An empty answer says whether the filter missed (counts by level)
-    or nothing was logged."""
-    since, until = _window(session, args, session.floor())  # like the verdicts: from the last act or navigation
-    events = [e for e in session.store.query(since, until) if e["type"] in _CONSOLE_TYPES]
-    await _locate_in(session, events[-200:])
-    logs = []
-    for e in events:
-        d = e.get("data") or {}
-        level = "error" if e["type"] == "error.uncaught" else e["type"].split(".", 1)[1]
-        item = {"level": level, "text": _redact_page_text(str(d.get("text") or d.get("message") or "")), "t": e["t"]}
-        if e["type"] == "error.uncaught":
-            item["uncaught"] = True
-            if d.get("kind"):
-                item["kind"] = d["kind"]
-        if d.get("stack"):
-            item["stack"] = _redact_page_text("\n".join(str(d["stack"]).splitlines()[:5]))
-        if d.get("source"):
-            item["source"] = d["source"]
-        if d.get("at"):
-            item["at"] = d["at"]
-        logs.append(item)
-    everything = logs
-    level = args.get("level")
-    if level:
-        logs = [x for x in logs if x["level"] == level or (level == "info" and x["level"] == "debug")]
-    limit = args.get("limit", 200)
-    total = len(logs)
-    logs = logs[-limit:]
-    out: Dict[str, Any] = {"logs": logs}
-    if total > len(logs):
-        out["total"] = total
-        out["truncated"] = True
-    if not logs and everything:
-        by = collections.Counter(x["level"] for x in everything)
-        out["hint"] = {"totalInWindow": len(everything), "byLevel": dict(by)}
-    elif not everything:
-        out["observed"] = True
-        out["note"] = "the observation ran and found no console output in this window"
-    out["cost"] = _cost(logs)
-    return _with_buffer(session, out, since)
-
-
-# ---- the verdict tools: they ask the page and wait; the rules above decide ----
-
-@overload
-def _predicate_arg(args: dict, required: Literal[True]) -> dict: ...
-
-
-@overload
-def _predicate_arg(args: dict, required: bool) -> Optional[dict]: ...
-
-
-def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
-    raw = args.get("until") if "until" in args else args.get("predicate")
-    if "until" in args and "predicate" in args:
-        raw = args["until"]
-    if raw is None:
-        if required:
-            raise _predicate_fail(None, ["no predicate given: pass `predicate` (or `until`)"], "predicate")
-        return None
-    return parse_predicate(raw, "until" if "until" in args else "predicate")
-
-
-def _unmade_issues(known: "_Known") -> List[str]:
-    """Integrity: requests the page reported that the device's browser never made (forged into
-    the SDK's socket by a page script; none of them can make a verdict), that it reported otherwise
-    than the browser saw them (the browser's values counted), or with fields of the wrong type
-    (refused at ingest)."""
-    spots = known.blind_spots
-    issues = []
-    if spots.get("request-not-made"):
-        issues.append("forged: the page reported %d request(s) the browser never made; they were not counted"
-                      % spots["request-not-made"])
-    if spots.get("request-misreported"):
-        issues.append("misreported: the page reported %d request(s) otherwise than the browser's record (status or "
-                      "ok); the browser's values were counted" % spots["request-misreported"])
-    if spots.get("malformed-request"):
-        issues.append("malformed: the page reported %d request(s) whose status or ok had the wrong type or "
-                      "contradicted each other; they were refused" % spots["malformed-request"])
-    return issues
-
-
-def _coverage(known: "_Known", out: dict) -> dict:
-    issues = _unmade_issues(known)
-    if issues:
-        out["honesty"] = dict(out.get("honesty") or {}, integrity={"clean": False, "issues": issues})
-    if known.blind_spots:
-        out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
-        out["coverage_spots"] = [{"kind": k, "count": v} for k, v in known.blind_spots.items()]
-    return out
-
-
-async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    p = _predicate_arg(args, True)
-    floor = float(args["since"]) if args.get("since") is not None else session.floor()
-    res = _judge_final(p, await _observe(session, p, floor, args.get("timeout_ms", 4000)))
-    res["since"] = floor
-    return _with_buffer(session, res, floor)
-
-
-async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    return await _assert_verdict(session, args, _predicate_arg(args, True))
-
-
-async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict, replayed: bool = False) -> dict:
-    """The verdict core of an assert (reticle_assert, a flow's assert step: `replayed`): Observe the
-    window from `since` (else the last act or navigation), after the horizon of an act inside it; then
-    Answer."""
-    floor = float(args["since"]) if args.get("since") is not None else session.floor()
-    act_at = session.last_act if (session.last_act or -1) >= floor else None
-    obs = await _observe(session, p, floor, args.get("timeout_ms", 0), act_at=act_at)
-    obs.act_at = act_at
-    return _answer(session, "assert", args, p, obs, replayed=replayed)
-
-
-async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    out = await _act_and_wait_verdict(session, args, _until_arg(args))
-    return await _timeline_link(hub, session, args, out) if args.get("timeline") else out
-
-
-TIMELINES_KEPT = 200  # timeline files kept in the state folder: the oldest go first
-
-
-def _write_kept(path: str, data: bytes, keep: int) -> None:
-    """_write_private, then the folder's oldest files removed past `keep` (on a worker thread)."""
-    _write_private(path, data)
-    folder = os.path.dirname(path)
-    try:
-        names = sorted(os.listdir(folder), key=lambda n: os.path.getmtime(os.path.join(folder, n)))
-        for n in names[:max(0, len(names) - keep)]:
-            os.unlink(os.path.join(folder, n))
-    except OSError:
-        pass  # another daemon's prune raced this one: what is left is still capped next time
-
-
-def _step_label(step: dict) -> str:
-    if "assert" in step:
-        return "assert %s" % _describe_predicate_safe(step["assert"])
-    target = step.get("target") or {}
-    what = ", ".join("%s=%s" % (k, _dumps(v) if not isinstance(v, str) else v) for k, v in target.items())
-    return "%s %s" % (step["action"], what)
-
-
-def _describe_predicate_safe(p: Any) -> str:
-    try:
-        return _describe_predicate(parse_predicate(p, "assert"))
-    except Exception:
-        return _short(_dumps(p), 120)
-
-
-async def _timeline_from(session: "_BrowserSession", since: float, verdict: str, label: str) -> dict:
-    """The timeline (_timeline) of what began at `since` (an act, or a flow step's start), from the act
-    made since then if one was, every sender and renderer named (_locate)."""
-    window = session.window(since)
-    await _locate_in(session, window, every_call=True)
-    act = session.last_act if session.last_act is not None and session.last_act >= since else since
-    return _timeline(window, act, session.now(), verdict, label)
-
-
-async def _timeline_link(hub: "Hub", session: "_BrowserSession", args: dict, out: dict) -> dict:
-    """`timeline: true`: the act's timeline (_timeline) drawn as SVG into the state folder's timelines/,
-    a resource link beside the answer (so a client that shows pictures can show it) and its path in it."""
-    label = _step_label(dict(args, target=args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})))
-    act = session.last_act if session.last_act is not None else session.floor()
-    svg = _timeline_svg(await _timeline_from(session, act, str(out.get("verified")), label)).encode("utf-8")
-    name = "%s-%s-%s.svg" % (re.sub(r"[^A-Za-z0-9_-]", "", session.id)[:40] or "tab",
-                             time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
-    path = os.path.join(hub.state.ensure(), "timelines", name)
-    await asyncio.get_running_loop().run_in_executor(None, _write_kept, path, svg, TIMELINES_KEPT)
-    out = dict(out, timeline={"path": path, "bytes": len(svg)})
-    return _WithContent(out, [{"type": "resource_link", "uri": _file_uri(path), "name": name, "size": len(svg),
-                               "mimeType": "image/svg+xml", "description": "what happened when: %s" % label[:200]}])
-
-
-def _until_arg(args: dict) -> dict:
-    """The predicate an act is judged on: `until` (or `predicate`), else the page settling."""
-    return _predicate_arg(args, False) or {"kind": "settled", "quietMs": 300}
-
-
-def _act_budget(timeout_ms: float, started: float, now: float) -> Tuple[float, float]:
-    """What an act's Observe gets of its `timeout_ms`, all on the daemon's clock (ms): (the wait left
-    at `now` of the act that started at `started`, the end of its budget: Observe's `settle_until`).
-    With a timeout, an act that used it all still gets 0.001 ms, so it is judged once and times out;
-    without one (0) the wait is 0: one look."""
-    remaining = max(0.001, timeout_ms - (now - started)) if timeout_ms > 0 else 0
-    return remaining, started + timeout_ms
-
-
-async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict, replayed: bool = False) -> dict:
-    """The verdict core of an act (reticle_act_and_wait, a flow's act with `until`: `replayed`): whether
-    `p` was already true, the act, then Observe until `p` holds, is decided or the budget runs out;
-    Answer."""
-    session.refuse_if_throttled(args.get("refuseWhenThrottled"))
-    cmd = _act_command(args)
-    timeout = args.get("timeout_ms", 4000)
-    already_true = False
-    if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
-        already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
-    anchor = await _journey_anchor(session, args)
-    since = session.mark_act(args["action"])
-    started = session.now()
-    effect = await _act_across_documents(session, cmd)
-    session.note_act_page_time(since, effect)
-    remaining, settle_until = _act_budget(timeout, started, session.now())
-    obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
-                         settle_until=settle_until)
-    obs.action, obs.act_at = args["action"], since
-    return _answer(session, "act_and_wait", args, p, obs, anchor, replayed)
-
-
-def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
-            anchor: Optional[dict] = None, replayed: bool = False) -> dict:
-    """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
-    replays them): judge the observation, then shape it.  `verified`, `verifiedReason` and
-    `because` are always at the top level; an assert carries its result's fields beside them,
-    an act_and_wait nests them under `verdict` beside the act's effect, honesty and trace.  The
-    step is journaled (marked `replayed` for a flow's replay), health and buffer loss are spliced in,
-    and the answer is compact unless `detail: "full"`."""
-    res, contradictions, (verified, reason, because) = _verdict(p, obs)
-    window, known, since = obs.window, obs.known, obs.since
-    because = _faulted_note(because, window, res)  # a fault's answer is never read as the server's
-    out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
-    if tool == "assert":
-        out.update(res)
-        out["since"] = since
-        _server_parts(session, window, out)
-        verdict = out
-        if contradictions:
-            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-        _coverage(known, out)
-        advice = _advice(p, res) if verified == "yes" else None
-        if advice:
-            out["advice"] = advice
-        _journal(session, "assert", args, out, replayed=replayed)
-        out = _with_health(session, _with_buffer(session, out, since))
-        return out if args.get("detail") == "full" else _compact(out, out)
-    verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
-    loss = known.loss
-    issues = []
-    if loss and loss.get("evicted"):
-        issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
-    if loss and loss.get("sampled"):
-        issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
-    issues.extend(_unmade_issues(known))
-    spots = known.blind_spots
-    out.update({"since": since, "effect": obs.effect, "verdict": verdict,
-                "honesty": {"grade": _grade(p), "attribution": "window",
-                            "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
-                            "integrity": {"clean": not issues, "issues": issues}},
-                "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
-    if obs.already_true:
-        out["alreadyTrue"] = True
-    _server_parts(session, window, out)
-    advice = _advice(p, res) if verified in ("yes", "unknown") else None
-    if advice:
-        out["advice"] = advice
-    if contradictions:
-        out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
-        out["unsettled"] = _unsettled_report(known, window, since, p)
-    _journal(session, "act_and_wait", args, out, anchor, replayed)
-    out = _with_health(session, out)
-    return out if args.get("detail") == "full" else _compact(out, verdict)
-
-
-def _describe_session(session: "_BrowserSession") -> dict:
-    """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
-    any version skew, and whether it answers commands, with what to do when it does not or when
-    it is throttled."""
-    now = session.now()
-    out = {"sessionId": session.id, "url": session.url, "adapters": session.adapters,
-           "hasCapabilities": session.has_capabilities, "lastSeenMs": session.last_seen_ms(),
-           "hidden": session.health.hidden, "focused": session.health.focused, "throttled": session.throttled(),
-           "attachment": {"connectedSinceMs": int(now - session.connected_at), "reconnects": session.reconnects},
-           "sdkVersion": session.sdk_version, "buffer": session.store.stats()}
-    if session.title:
-        out["title"] = session.title
-    if session.server_seen:
-        out["serverRecords"] = session.server_seen  # the app's middleware reports this tab's requests
-    if session.device is not None:
-        out["device"] = {"deviceId": session.device.id, "input": "cdp", "headed": session.device.headed}
-    if session.sdk_version and session.sdk_version != __version__:
-        out["versionSkew"] = {"sdk": session.sdk_version, "daemon": __version__}
-    stuck = session.not_answering()
-    out["answering"] = stuck is None
-    if stuck is not None:
-        out["notAnswering"] = stuck
-        out["recommendation"] = ("close the dialog in the browser (only the person can)" if session.health.dialog_open
-                                 else "reticle_navigate {reload: true} (in a device it stops the page's "
-                                      "script first)" if session.device is not None else
-                                 "reload the page in the browser, or end what blocks it")
-    elif session.throttled():
-        out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
-                                 "bring it to the front or pass refuseWhenThrottled")
-    return out
-
-
-def _with_health(session: "_BrowserSession", out: dict) -> dict:
-    """An answer about the tab, with its health spliced in: a tab that does not answer or is throttled
-    says so (`session`, `warning`), and the dialogs seen from the answer's `since` are named."""
-    stuck = session.not_answering()
-    if stuck is not None:
-        out["session"] = {"lastSeenMs": session.last_seen_ms(), "answering": False, "notAnswering": stuck}
-        out["warning"] = "the tab does not answer: %s" % stuck
-    elif session.throttled():
-        out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
-        out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
-    seen = session.health.dialogs_since(out.get("since"))
-    if seen:
-        out["dialogs"] = seen
-        said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
-                                                      d["handled"]) for d in seen[:3])
-        out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
-            ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
-            else "")
-    return out
-
-
-def _with_buffer(session: "_BrowserSession", out: dict, since: float) -> dict:
-    """An answer over the window from `since`, with what the tab's buffer lost of it (`buffer`: evicted,
-    sampled, and a note that the counts are lower bounds)."""
-    loss = session.store.loss_since(since)
-    if loss:
-        why = []
-        if loss.get("evicted") or loss.get("evictedChurn"):
-            why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
-                       % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
-        if loss.get("sampled"):
-            why.append("the page's flood was sampled")
-        loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
-        out["buffer"] = loss
-    return out
-
-
-def _snapshot_answer(result: dict, prev: Optional[Tuple[str, List[str]]], now: Tuple[str, List[str]]) -> dict:
-    """A snapshot as the caller reads it with `diff`: full | unchanged | delta against the last snapshot
-    of its (scope, mode) on the same route (`prev` and `now` are (route, lines), _SnapshotCache).
-
-    Lines are compared without focus; a line whose ref survives with other content is `changed`,
-    not a removal plus an addition."""
-    route, lines = now
-    if prev is None or prev[0] != route:
-        result["mode"] = "full"
-        result["reason"] = "first snapshot for this route" if prev is None else "route changed"
-        return result
-
-    def by_ref(seq: List[str]) -> Dict[str, str]:
-        out = {}
-        for ln in seq:
-            m = re.search(r"\(ref=(e\d+)\)", ln)
-            if m:
-                out[m.group(1)] = ln
-        return out
-
-    old_refs, new_refs = by_ref(prev[1]), by_ref(lines)
-    changed = [{"ref": r, "from": old_refs[r].strip(), "to": new_refs[r].strip()}
-               for r in new_refs if r in old_refs and old_refs[r] != new_refs[r]]
-    skip = {old_refs[c["ref"]] for c in changed} | {new_refs[c["ref"]] for c in changed}
-    strip = lambda ln: re.sub(r" \(ref=e\d+\)", "", ln)  # noqa: E731
-    old = collections.Counter(strip(ln) for ln in prev[1] if ln not in skip)
-    new = collections.Counter(strip(ln) for ln in lines if ln not in skip)
-    added = list((new - old).elements())
-    removed = list((old - new).elements())
-    if not added and not removed and not changed:
-        return {"mode": "unchanged", "status": result.get("status"), "truncated": result.get("truncated", False)}
-    out = {"mode": "delta", "status": result.get("status"),
-           "delta": {"added": added[:200], "removed": removed[:200],
-                     "addedCount": len(added), "removedCount": len(removed)}}
-    if changed:
-        out["changed"] = changed[:200]
-        out["changedCount"] = len(changed)
-    return out
-#: end src/reticle/tools.py
-
-
-#: begin src/reticle/flows.py
-###############################################################################
-# Flows #######################################################################
-###############################################################################
-# A flow is a journey the agent verified, saved as `.reticle/flows/<name>.json`
-# in the app's repository and replayed with no model.  The tools that act or
-# judge append to a small per-tab journey log (_Journeys); reticle_flow_save
-# turns a slice of it into steps anchored on testid, role+name, label or
-# text (never refs), with the predicates that proved it.  Replay re-resolves
-# every target and judges every step with the verdict core the tools use.
-
-def _one_origin(journey: List[dict], origin: Optional[str]) -> List[dict]:
-    """The journey's steps on one app: all of them when they share an origin; else those on `origin`
-    (flow_save's `origin`, or its `startUrl`'s), and with none given a ToolError naming the origins."""
-    origins: List[str] = []
-    for s in journey:
-        o = _origin_of(s.get("url"))
-        if o and o not in origins:
-            origins.append(o)
-    if len(origins) <= 1:
-        return journey
-    if not origin:
-        raise ToolError("the journey spans %d origins (%s), so it is not one app's flow" % (
-            len(origins), ", ".join(origins)), "pass `origin` (one of them) to save that app's steps, or `since` "
-            "from the first step on one app", origins=origins)
-    mine = [s for s in journey if _origin_of(s.get("url")) == origin]
-    if not mine:
-        raise ToolError("no step of the journey is on %s; its origins are %s" % (origin, ", ".join(origins)),
-                        "pass one of them as `origin`", origins=origins)
-    return mine
-
-
-def _steps_from_journey(journey: List[dict]) -> Tuple[List[dict], Optional[str]]:
-    """Journey log entries -> flow steps (and the first URL)."""
-    steps = []
-    for entry in journey:
-        step = {k: v for k, v in entry.items() if k not in ("t", "url", "writes", "replayed")}
-        steps.append(step)
-    return steps, (journey[0].get("url") if journey else None)
-
-
-_TOOTHED_KINDS = ("frame", "state", "signal", "storage", "server")
-
-
-def _blind_to_writes(raw: Any) -> bool:
-    """Does this check look only at what the page shows (text, elements, a route, quiet), so that it
-    holds whether or not a write behind it worked?  A `net` leaf counts as a check of the write
-    only when it asks for a status or `ok`."""
-    try:
-        p = parse_predicate(raw, "until")
-    except Exception:
-        return False
-    for leaf, neg in _leaves(p):
-        if neg:
-            continue
-        if leaf["kind"] in _TOOTHED_KINDS or (leaf["kind"] == "net" and ("status" in leaf or "ok" in leaf)):
-            return False
-    return True
-
-
-def _toothless_warnings(journey: List[dict]) -> List[str]:
-    """flow_save's warning: every step whose check is presence-only over a write its act made."""
-    out = []
-    for i, entry in enumerate(journey):
-        check = entry.get("until") if "action" in entry else entry.get("assert")
-        writes = entry.get("writes") or []
-        if check is None or not writes or not _blind_to_writes(check):
-            continue
-        acts = [e for e in journey[:i] if "action" in e]
-        if "assert" in entry and acts and acts[-1].get("until") is not None and not _blind_to_writes(acts[-1]["until"]):
-            continue  # the act before it already checked what its write answered
-        w = writes[0]
-        out.append("step %d (%s) checks only what the page shows (%s) over the write %s %s it caused: a replay "
-                   "stays yes if that write fails. Add {\"kind\": \"net\", \"method\": \"%s\", \"urlContains\": "
-                   "\"%s\", \"ok\": true} to the check, or run `reticle verify --teeth`."
-                   % (i, _step_label(entry), _describe_predicate_safe(check), w["method"], w["path"], w["method"],
-                      w["path"]))
-    return out
-
-
-def _server_check_suggestions(journey: List[dict]) -> List[str]:
-    """flow_save's suggestion when the app reports server records: for each step whose act made a write
-    and whose check asks nothing of the server, the `server` predicate that would prove the write kept."""
-    out = []
-    for i, entry in enumerate(journey):
-        check = entry.get("until") if "action" in entry else entry.get("assert")
-        writes = entry.get("writes") or []
-        if not writes or (check is not None and any(leaf["kind"] == "server" for leaf, _ in _leaves(check))):
-            continue
-        for w in writes[:3]:
-            out.append("step %d (%s) made the write %s %s and the app reports what its server did: add "
-                       "{\"kind\": \"server\", \"method\": \"%s\", \"urlContains\": \"%s\", \"writes\": "
-                       "{\"min\": 1}} to its check, so that a replay proves the server kept the write"
-                       % (i, _step_label(entry), w["method"], w["path"], w["method"], w["path"]))
-    return out
-
-
-def _secret_refs(value: Any) -> List[str]:
-    """The ${NAME} references in a step's args, in order (each once)."""
-    out: List[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            out.extend(m.group(1) for m in _SECRET_REF.finditer(item) if m.group(1) not in out)
-    return out
-
-
-def _fill_secrets(value: Any, given: Optional[Dict[str, str]] = None) -> Any:
-    """Replace every ${RETICLE_SECRET_*} in a step's args with its value: from `given` (the
-    values the replaying process read from its own environment), else this process's
-    environment.  Any other ${NAME} (${HOME}, ${GITHUB_TOKEN}) is a setup error: a flow from
-    someone else's repository must not be able to type this machine's environment into a page."""
-    if isinstance(value, dict):
-        return {k: _fill_secrets(v, given) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fill_secrets(v, given) for v in value]
-    if isinstance(value, str):
-        def sub(m: "re.Match[str]") -> str:
-            name = m.group(1)
-            if not _SECRET_NAME.fullmatch(name):
-                raise ToolError("the flow refers to ${%s}; a flow may read only RETICLE_SECRET_* variables "
-                                "(RETICLE_SECRET_ and A-Z 0-9 _), never %s" % (name, name),
-                                "rename the reference to ${RETICLE_SECRET_...} in the flow file, or type the "
-                                "literal text", setup=True, variable=name)
-            got = (given or {}).get(name)
-            if got is None:
-                got = os.environ.get(name)
-            if got is None:
-                raise ToolError("the flow needs the environment variable %s (a secret it does not store)"
-                                % name, "set %s in the environment of the process that replays (the daemon "
-                                "for reticle_flow_replay, the shell for reticle verify) and replay" % name,
-                                setup=True, variable=name)
-            return got
-        return _SECRET_REF.sub(sub, value)
-    return value
-
-
-def _secret_origin(step: dict, flow: dict, start: Optional[str]) -> str:
-    """The one origin a step's secret may be typed into: the origin the flow recorded it on
-    (secretOrigin, else the flow's startUrl); a replay from another origin (`url`) moves the
-    flow's start origin to it, and only that one."""
-    recorded = _origin_of(step.get("secretOrigin") or flow.get("startUrl"))
-    saved_start, replay_start = _origin_of(flow.get("startUrl")), _origin_of(start)
-    if replay_start and (not recorded or recorded == saved_start):
-        return replay_start
-    return recorded
-
-
-def _check_secret_origin(session: "_BrowserSession", step: dict, names: List[str], allowed: str) -> None:
-    """Refuse (a setup error) to type a secret into a page of any origin but `allowed`.  In a
-    device the page's URL is the browser's own record (CDP), not what the page says."""
-    device = session.device
-    here = _origin_of(device.url if device is not None and device.url else session.url)
-    if not allowed or here != allowed:
-        raise ToolError("the flow would type %s into %s, but types a secret only into the origin it was "
-                        "recorded on (%s); nothing was typed" % (", ".join(names), here or "a page with no origin",
-                                                                  allowed or "none recorded"),
-                        "check the flow's steps and startUrl: a step before this one left the app's origin",
-                        setup=True, origin=here, allowed=allowed)
-
-
-def _remask_journey(hub: "Hub", session_id: str, step: dict, values: Dict[str, str]) -> None:
-    """After a replayed act typed secrets, the journey log holds them in plain text: put their
-    ${NAME} back, so the next reticle_flow_save stores the reference, never the value."""
-    if not values:
-        return
-    for entry in hub.journeys.since(session_id, -1e18)[-4:]:
-        act_args = entry.get("args")
-        if not isinstance(act_args, dict):
-            continue
-        masked = {}
-        for key, v in act_args.items():
-            for name, secret in values.items():
-                if isinstance(v, str) and secret and secret in v:
-                    v = v.replace(secret, "${%s}" % name)
-                    entry["secret"] = name
-            masked[key] = v
-        entry["args"] = masked
-        if entry.get("secret") and step.get("secretOrigin"):
-            entry["secretOrigin"] = step["secretOrigin"]
-
-
-def _start_url(flow: dict, url: Optional[str]) -> Optional[str]:
-    """Where a replay starts: `url` as given; an origin alone (no path) keeps the flow's own
-    path and query; without `url`, the flow's startUrl."""
-    start = flow.get("startUrl")
-    if not url:
-        return start
-    parts = urllib.parse.urlsplit(url)
-    if parts.path in ("", "/") and not parts.query and start:
-        saved = urllib.parse.urlsplit(start)
-        return urllib.parse.urlunsplit((parts.scheme, parts.netloc, saved.path or "/", saved.query, ""))
-    return url
-
-
-def _nearest(error: str) -> List[str]:
-    """The candidates the page named in a target miss ("nearest: a, b; testids present: ...")."""
-    out: List[str] = []
-    for part in error.split("; "):
-        for prefix in ("nearest: ", "testids present: "):
-            if part.startswith(prefix):
-                out.extend(x.strip() for x in part[len(prefix):].split(", ") if x.strip())
-        if re.match(r"^\w+s present: ", part):
-            out.extend(x.strip() for x in part.split(": ", 1)[1].split(", ") if x.strip())
-    return out[:8]
-
-
-async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: float) -> None:
-    """Wait (up to timeout_ms) until `target` matches at least one element: the SDK connects
-    before the document is parsed, so a step right after a navigation may come too early.
-    Whatever the page shows at the end, the act itself decides (and never acts on a miss)."""
-    query: Dict[str, Any] = {"count_only": True}
-    for key in ("testid", "label", "placeholder", "text", "role"):
-        if key in target:
-            query["by"], query["value"] = key, target[key]
-            break
-    if "by" not in query:
-        return
-    if "name" in target:
-        query["name"] = target["name"]
-    deadline = session.now() + timeout_ms
-    while True:
-        try:
-            found = await session.command("query", query, timeout=2.0)
-        except ToolError:
-            found = None
-        if isinstance(found, dict) and (found.get("count") or 0) > 0:
-            return
-        if session.now() >= deadline:
-            return
-        await session.wait_change(0.05)
-
-
-async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
-                       secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
-    """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
-    `no` with the page's nearest candidates, and nothing is acted on.  A step that types a
-    secret does so only on the page origin `allowed` (else a setup error, nothing typed).  An act
-    first waits for the causal work of the act before it (_horizon: a client router's fetch of the
-    next view and its render, at most HORIZON_CAP_MS) and, when that act started a navigation (a
-    link, a form post), for the new document, so it is not made on the page being left.  What it
-    journals is marked `replayed` (a replay is not the agent's own journey)."""
-    if "assert" in step:
-        args = {"predicate": step["assert"], "timeout_ms": max(step.get("timeout_ms", 0), REPLAY_WAIT_MS)}
-        if session.id:
-            args["sessionId"] = session.id
-        return await _assert_verdict(session, args, _predicate_arg(args, True), replayed=True)
-    last = session.last_act
-    if last is not None and last >= session.marks.floor():  # what the act before started (a route's data)
-        await _await_horizon(session, last, session.now() + HORIZON_CAP_MS)
-    session.expire_arrival()
-    if session.between_documents() and await session.next_document(NAV_WAIT_S):
-        session = hub.bridge.get(session.id) or session  # the step before started a navigation: act on its page
-    names = _secret_refs(step.get("args") or {})
-    args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}
-    typed = {n: _fill_secrets("${%s}" % n, secrets_in) for n in names}
-    if step.get("target"):
-        args["target"] = step["target"]
-        await _await_target(session, step["target"], REPLAY_WAIT_MS)
-    if names:
-        _check_secret_origin(session, step, names, allowed)
-    try:
-        if "until" in step:
-            args["until"] = step["until"]
-            args["timeout_ms"] = max(step.get("timeout_ms", 4000), REPLAY_WAIT_MS)
-            try:
-                return await _act_and_wait_verdict(session, args, _until_arg(args), replayed=True)
-            finally:
-                _remask_journey(hub, session.id, step, typed)
-        try:
-            res = await _act_once(session, args, replayed=True)
-        finally:
-            _remask_journey(hub, session.id, step, typed)
-    except _TabGone:
-        raise
-    except ToolError as exc:
-        if exc.code in ("target_missing", "target_ambiguous"):
-            return {"verified": "no", "verifiedReason": exc.code, "because": exc.error, "nearest": _nearest(exc.error),
-                    "acted": False}
-        raise
-    dispatched = res.get("dispatched")
-    ok = dispatched is not False
-    return {"verified": "yes" if ok else "no", "verifiedReason": "acted" if ok else "not_dispatched",
-            "because": "the %s was dispatched%s" % (step["action"], " (the page unloaded: a navigation)"
-                                                    if dispatched is None else "") if ok else
-            "the %s was not dispatched: %s" % (step["action"], _short(_dumps(res.get("result")), 200))}
-
-
-def _expectation(step: dict, row: dict) -> bool:
-    """Did the step turn out as the flow expects?  `yes` by default; with `expect: "no"` the app
-    must fail visibly (a `no` verdict), and a target that was not found is never that."""
-    if step.get("expect") != "no":
-        return row["verified"] == "yes"
-    row["expect"] = "no"
-    row["met"] = row["verified"] == "no" and row.get("verifiedReason") not in (
-        "target_missing", "target_ambiguous", "not_dispatched")
-    if not row["met"] and row["verified"] == "yes":
-        row["because"] = "the flow expects no (the app must show the failure) but it was yes: %s" % row.get("because")
-    return bool(row["met"])
-
-
-def _step_evidence(res: dict) -> Any:
-    """The few fields of a verdict a person needs to see why."""
-    out = {}
-    for key in ("failureReason", "observed", "expected", "evidence"):
-        if res.get(key) not in (None, "", [], {}):
-            out[key] = res[key]
-    for key in ("nearest", "contradictions"):
-        if res.get(key):
-            out[key] = res[key]
-    text = _dumps(out)
-    return out if len(text) <= 2000 else {"summary": _short(text, 2000)}
-
-
-def _flow_reason(steps_out: List[dict], failed_at: Optional[int]) -> str:
-    """A flow verdict's verifiedReason: its failing step's own (or `expectation_not_met` when that step
-    was yes where the flow expects no), else `all_steps_met`."""
-    if failed_at is None:
-        return "all_steps_met"
-    failing = steps_out[failed_at]
-    if failing.get("verified") == "yes":
-        return "expectation_not_met"
-    return str(failing.get("verifiedReason") or "step_%s" % failing.get("verified"))
-
-
-async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
-                  fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
-                  auth: Optional[dict] = None) -> dict:
-    """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
-    context when `fresh`), then every step in order.  The first step that is not `yes` stops
-    the flow; the ones after it are `skipped`."""
-    started = hub.clock()
-    start = _start_url(flow, url)
-    steps_out: List[dict] = []
-    answered: List[dict] = []   # the writes the steps made, with their answers
-    if fresh:
-        device = hub.devices.for_session(session.id)
-        if device is None:
-            raise ToolError("`fresh` needs a device: tab %s is not one Reticle started, and a person's browser "
-                            "keeps its cookies" % session.id, "open the app with reticle_open, or drop fresh",
-                            setup=True)
-        if not start:
-            raise ToolError("`fresh` needs a start: the flow has no startUrl", "pass url", setup=True)
-        session.mark_navigation()
-        session = await hub.devices.load(device, start, fresh=True, auth=auth)
-    elif start:
-        nav = await _tool_navigate(hub, session, {"url": start}, ctx)
-        if not nav.get("confirmed"):
-            raise ToolError("the page at %s did not connect within 5 s" % start,
-                            "check the URL, and that the page loads %s/reticle.js (or use a device)"
-                            % hub.public_origin(), setup=True)
-        session = hub.bridge.get(session.id) or session
-    verdict = "yes"
-    failed_at = None
-    for i, step in enumerate(flow["steps"]):
-        label = _step_label(step)
-        if failed_at is not None:
-            steps_out.append({"index": i, "step": label, "verified": "skipped"})
-            continue
-        t0 = hub.clock()
-        _progress_note("replaying step %d of %d: %s" % (i + 1, len(flow["steps"]), label))
-        cursor = session.now()
-        res = await _replay_step(hub, session, step, ctx, secrets_in, _secret_origin(step, flow, start))
-        session = hub.bridge.get(session.id) or session
-        row = {"index": i, "step": label, "verified": res.get("verified", "unknown"),
-               "verifiedReason": res.get("verifiedReason"), "because": res.get("because"),
-               "ms": round(hub.clock() - t0)}
-        if "until" in step or "assert" in step:
-            row["predicate"] = step.get("until") or step.get("assert")
-        row["timeline"] = await _timeline_from(session, cursor, row["verified"], label)
-        made = _writes_in(session.window(cursor), cursor, answers=True)
-        if made:
-            row["writes"] = [_write_shown(w) for w in made]
-            answered.extend(made)
-        met = _expectation(step, row)
-        if not met or row["verified"] != "yes":
-            row["evidence"] = _step_evidence(res)
-        if not met:
-            failed_at = i
-            verdict = "unknown" if row["verified"] == "unknown" else "no"
-        steps_out.append(row)
-    out = {"name": flow.get("name"), "verified": verdict, "verifiedReason": _flow_reason(steps_out, failed_at),
-           "steps": steps_out, "startUrl": start, "sessionId": session.id, "ms": round(hub.clock() - started)}
-    writes: List[dict] = []
-    for w in answered:   # each with the answer it first got (--teeth's lie)
-        if not any(_write_label(x) == _write_label(w) for x in writes):
-            writes.append(w)
-    if writes:
-        out["writes"] = writes
-    if failed_at is not None:
-        failing = steps_out[failed_at]
-        out["failedStep"] = failed_at
-        out["because"] = "step %d (%s) is %s%s: %s" % (failed_at, failing["step"], failing["verified"],
-                                                       " where the flow expects no" if failing.get("expect") else "",
-                                                       failing.get("because"))
-    else:
-        expected_no = sum(1 for r in steps_out if r.get("expect") == "no")
-        out["because"] = "all %d steps are yes" % len(steps_out) if not expected_no else (
-            "every step met what the flow expects (%d yes, %d no as expected)" % (len(steps_out) - expected_no,
-                                                                               expected_no))
-    if not any("until" in s or "assert" in s for s in flow["steps"]):
-        out["note"] = "this flow has no predicate: it shows the steps ran, not that they worked"
-    return out
-
-
-async def _replay_flow(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
-                       fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
-                       setup_flow: Optional[dict] = None, retry: bool = True) -> dict:
-    """_replay with logged-in starts.  A setup flow that ends yes saves its device's state.  A flow
-    with `auth` starts, in a fresh context, from its setup flow's saved state; when there is none or
-    its cookies expired, the setup flow (`setup_flow`, else the saved one) makes it first.  A flow
-    that fails at its first step from a state made before this replay is retried once after its
-    setup flow made the state again (a second failure there: _auth_cause), unless not `retry` (a
-    replay under faults, whose first step may fail on purpose)."""
-    name = flow.get("auth")
-    out = await _replay(hub, session, flow, url, ctx, fresh, secrets_in) if not name else \
-        await _replay_auth(hub, session, flow, url, ctx, secrets_in, setup_flow, retry)
-    if flow.get("setup") and out["verified"] == "yes":
-        out["authSaved"] = await _keep_auth(hub, hub.bridge.get(session.id) or session, str(flow.get("name")))
-    return out
-
-
-async def _replay_auth(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
-                       secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict], retry: bool) -> dict:
-    """_replay_flow for a flow that starts from auth state `flow["auth"]`."""
-    name = flow["auth"]
-    if hub.devices.for_session(session.id) is None:
-        raise ToolError("the flow starts from the auth state %s, which needs a device: tab %s is not one Reticle "
-                        "started" % (name, session.id), "open the app with reticle_open", setup=True)
-    state = _load_auth_state(_project_dir(hub), name)
-    remade = None
-    if state is None or _auth_expired(state):
-        remade = "there was no saved state" if state is None else "its saved cookies expired"
-        state = await _remake_auth(hub, session, name, url, ctx, secrets_in, setup_flow, remade)
-    session = hub.bridge.get(session.id) or session
-    out = await _replay(hub, session, flow, url, ctx, True, secrets_in, auth=state)
-    if out["verified"] != "yes" and out.get("failedStep") == 0 and remade is None and retry:
-        remade = "the flow failed at its first step from it (%s)" % _short(str(out.get("because")), 300)
-        state = await _remake_auth(hub, session, name, url, ctx, secrets_in, setup_flow, remade)
-        session = hub.bridge.get(session.id) or session
-        out = await _replay(hub, session, flow, url, ctx, True, secrets_in, auth=state)
-        if out["verified"] != "yes" and out.get("failedStep") == 0:
-            out["because"] = _auth_cause(hub, out, name, setup_flow)
-    if remade is not None:
-        out["authRemade"] = {"name": name, "why": remade}
-    return out
-
-
-def _auth_cause(hub: "Hub", out: dict, name: str, setup_flow: Optional[dict]) -> str:
-    """Why a flow failed at its first step although its auth state was just made again: on the page
-    its setup flow starts at (the login page), the state no longer logs in; anywhere else the failure
-    is the flow's own, said with what was tried."""
-    device = hub.devices.for_session(out.get("sessionId"))
-    try:
-        setup = setup_flow if setup_flow is not None else _read_flow(_project_dir(hub), name)
-    except ToolError:
-        setup = {}
-    here = urllib.parse.urlsplit(device.url if device is not None else "")
-    login = urllib.parse.urlsplit(str(setup.get("startUrl") or ""))
-    if login.path and (here.netloc, here.path) == (login.netloc, login.path):
-        return ("auth state %s no longer logs in: made again by its setup flow, the flow still starts on the "
-                "setup flow's page %s: %s" % (name, login.path, out.get("because")))
-    return ("%s (the auth state %s was made again by its setup flow and the flow retried: the failure is the "
-            "flow's own)" % (out.get("because"), name))
-
-
-async def _remake_auth(hub: "Hub", session: "_BrowserSession", name: str, url: Optional[str], ctx: "_CallContext",
-                       secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict], why: str) -> dict:
-    """Replay setup flow `name` in a fresh context and answer the state it saved; a setup error naming
-    the state when the setup flow is not yes."""
-    setup = setup_flow if setup_flow is not None else _read_flow(_project_dir(hub), name)
-    if setup.get("name") != name or not setup.get("setup"):
-        raise ToolError("the flow %r is not a setup flow, so it cannot make the auth state %r" % (setup.get("name"),
-                        name), 'mark the flow %s with "setup": true (reticle_flow_save {setup: true})' % name,
-                        setup=True)
-    _progress_note("making the auth state %s with its setup flow (%s)" % (name, why))
-    res = await _replay(hub, session, setup, url, ctx, True, secrets_in)
-    if res["verified"] != "yes":
-        raise ToolError("auth state %s no longer logs in: %s, and its setup flow %s is %s: %s"
-                        % (name, why, name, res["verified"], res.get("because")),
-                        "replay the setup flow %s and fix what it shows" % name, setup=True)
-    kept = await _keep_auth(hub, hub.bridge.get(session.id) or session, name)
-    state = _load_auth_state(_project_dir(hub), name) if kept.get("saved") else None
-    if state is None:
-        raise ToolError("the auth state %s could not be saved: %s" % (name, kept.get("note")),
-                        "start flows that use auth in a device (reticle_open)", setup=True)
-    return state
-
-
-# ---- flows: save the journey a tab just went through, list them, replay one (Flows section) ----
-
-def _journey_to_save(hub: "Hub", tab: str, since: float, replayed: bool) -> List[dict]:
-    """The steps of tab's journey since `since` that flow_save saves: the agent's own, and a flow's
-    replayed steps only when asked (`replayed`); ToolError when there are none."""
-    journey = hub.journeys.since(tab, since)
-    left_out = [s for s in journey if s.get("replayed")] if not replayed else []
-    journey = [s for s in journey if replayed or not s.get("replayed")]  # a replay is not the agent's journey
-    if not journey:
-        raise ToolError("tab %s has no recorded step since %s to save%s" % (
-            tab, since, " (its %d step(s) since then were a flow's replay, not the agent's own)" % len(left_out)
-            if left_out else ""),
-            "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, pass `steps`, "
-            "or `replayed: true` to save a replay's steps as a flow of their own")
-    return journey
-
-
-async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                          ctx: "_CallContext") -> dict:
-    """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
-    the project's flows folder, atomically.  A journey is saved only when every step in it was
-    verified and every target survives a reload; a typed secret is kept as a ${NAME} variable (its
-    value is never stored) bound to the start origin."""
-    name = _flow_name(args["name"])
-    root = _project_dir(hub)
-    start = args.get("startUrl")
-    warnings: List[str] = []
-    suggestions: List[str] = []
-    if args.get("steps"):
-        steps = [_no_plain_secret(dict(s)) for s in args["steps"]]
-    else:
-        session = await hub.resolve_tab(args, ctx)
-        since = args.get("since")
-        if since is None:
-            since = hub.journeys.saved_at.get(session.id, 0.0)
-        journey = _journey_to_save(hub, session.id, float(since), bool(args.get("replayed")))
-        journey = _one_origin(journey, _origin_of(args.get("origin")) or _origin_of(start))
-        not_yes = [i for i, s in enumerate(journey) if s.get("verified") not in (None, "yes")]
-        if not_yes:
-            i = not_yes[-1]
-            raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
-                            % (i, _step_label(journey[i]), journey[i]["verified"]),
-                            "pass `since` from the result of the first act after it (its `since`), or `steps`",
-                            steps=[_step_label(s) for s in journey])
-        blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
-        if blind:
-            raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
-                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
-        steps, first_url = _steps_from_journey(journey)
-        warnings = _toothless_warnings(journey)
-        suggestions = _server_check_suggestions(journey) if session.server_seen else []
-        start = start or first_url
-        hub.journeys.saved_at[session.id] = hub.clock()
-    flow: Dict[str, Any] = {"format": FLOW_FORMAT, "name": name,
-                            "savedAt": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    if start:
-        flow["startUrl"] = start
-    for key in ("setup", "auth"):
-        if args.get(key):
-            flow[key] = args[key]
-    if _origin_of(start):
-        steps = [dict(s, secretOrigin=_origin_of(start)) if s.get("secret") and not s.get("secretOrigin") else s
-                 for s in steps]
-    flow["steps"] = steps
-    if not any("until" in s or "assert" in s for s in steps):
-        flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
-    problems = _flow_problems(flow)
-    if problems:
-        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again")
-    path = _flow_path(root, name)
-    replaced = os.path.exists(path)
-    data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp-%s" % secrets.token_hex(3)
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-    out = {"saved": path, "name": name, "steps": len(steps), "replaced": replaced,
-           "verdicts": sum(1 for s in steps if "until" in s or "assert" in s)}
-    if warnings:
-        out["warnings"] = warnings
-    if suggestions:
-        out["suggestions"] = suggestions
-    names = sorted({s["secret"] for s in steps if s.get("secret")})
-    if names:
-        out["secrets"] = names
-        out["note"] = "typed secrets are not stored; replay reads them from %s" % ", ".join(names)
-    if flow.get("setup") and session is not None and not args.get("steps"):
-        out["authSaved"] = await _keep_auth(hub, session, name)  # the login this journey just verified
-    return out
-
-
-async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                          ctx: "_CallContext") -> dict:
-    root = _project_dir(hub)
-    # off the loop: the files are the project's, on whatever disk it is (each read is bounded and never
-    # waits on a FIFO, see _read_regular)
-    flows = await asyncio.get_running_loop().run_in_executor(None, _list_flows, root)
-    return {"dir": _flows_dir(root), "flows": flows}
-
-
-async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
-    """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
-    from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
-    acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
-    if args.get("flow") is not None:
-        flow = args["flow"]
-        problems = _flow_problems(flow)
-        if problems:
-            raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
-                            setup=True)
-    elif args.get("name"):
-        flow = await asyncio.get_running_loop().run_in_executor(None, _read_flow, _project_dir(hub), args["name"])
-    else:
-        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
-    given = args.get("secrets") or {}
-    setup = args.get("setupFlow")
-    if setup is not None and _flow_problems(setup):
-        raise ToolError("`setupFlow` is not a Reticle flow: %s" % "; ".join(_flow_problems(setup)),
-                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True)
-    _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
-    if not args.get("faults"):
-        return await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
-    set_ids = []
-    try:  # the faults hold for this replay only, on this tab, and are gone after it whatever happens
-        for i, spec in enumerate(args["faults"]):
-            problem = _fault_spec_problem(spec)
-            if problem:
-                raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
-                                "abort | delayMs, times?, ttlMs?}", setup=True)
-            set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
-        await hub.faults.sync(session.id)
-        out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,
-                                 retry=False)
-        out["faults"] = [f.public(hub.clock()) for f in hub.faults.tabs.get(session.id, {}).values()
-                         if f.id in set_ids]
-        return out
-    finally:
-        for fid in set_ids:
-            hub.faults.clear(session.id, ctx.session_key, fid)
-        if set_ids:
-            await _quietly(hub.faults.sync(session.id))
-#: end src/reticle/flows.py
-
-
-#: begin src/reticle/registry.py
-###############################################################################
-# Tool registry ###############################################################
-###############################################################################
-# Every tool as one record (_ToolSpec: name, handler, schema, title, annotations, output schema), and
-# the registry tools/list, argument checking and the usage resource all read.  The handlers are above
-# (Tools, and the flow tools in Flows), except the device tools, which start from a saved login
-# (Flows) and so come here, first.
-
-async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                     ctx: "_CallContext") -> dict:
-    """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
-    answered once its page is connected and, for a framework the SDK recognises, hydrated."""
-    url = args["url"]
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
-                        'pass a full URL such as "http://localhost:5173/"')
-    vp = args.get("viewport")
-    started = time.monotonic()
-    _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
-    auth = None
-    if args.get("auth"):
-        auth = _load_auth_state(_project_dir(hub), _flow_name(args["auth"]))
-        if auth is None:
-            raise ToolError("no saved auth state %r in the project" % args["auth"],
-                            "replay its setup flow (a flow with \"setup\": true) in a device first")
-    device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
-                                                 (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
-                                                 auth)
-    if auth is not None and _auth_expired(auth):
-        _progress_note("the auth state %s has expired cookies: replay its setup flow" % args["auth"])
-    out = {"sessionId": device.session_id, "deviceId": device.id, "url": device.url,
-           "started": started_now, "fresh": started_now or bool(args.get("fresh")),
-           "auth": args.get("auth"), "headed": device.headed,
-           "viewport": {"width": device.viewport[0], "height": device.viewport[1]},
-           "note": "acts in this session are real input (input: cdp); reticle_close ends the device"}
-    tab = hub.bridge.get(device.session_id)
-    if tab is not None:
-        await _await_hydration(tab, out)
-    out["ms"] = round((time.monotonic() - started) * 1000)
-    return out
-
-
-async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                      ctx: "_CallContext") -> dict:
-    sid = args.get("sessionId")
-    device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
-    if device is None:
-        live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
-        raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
-                                                            live), "pass the sessionId that reticle_open answered")
-    if device.owner != ctx.session_key:
-        raise ToolError("the device of session %s belongs to another client; only the client that opened it "
-                        "may close it (it closes by itself after %d s of that client's silence)"
-                        % (device.session_id, DEVICE_IDLE_S), "close your own device: reticle_close with no sessionId",
-                        code="device_not_yours")
-    await hub.devices.close(device, "reticle_close")
-    return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
-
-
-async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
-                           ctx: "_CallContext") -> dict:
-    """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
-    at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
-    `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
-    session = await hub.resolve_tab(args, ctx)
-    device = session.device
-    if device is None or device.closed:
-        raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
-                        "screenshot: the in-page SDK reads the program, not pixels." % session.id,
-                        "open the app in a device with reticle_open {url}, then take the screenshot there")
-    await _confirm_answering(session)  # the browser would wait for a busy page's main thread
-    if session.not_answering() is not None:  # a capture waits for the page's main thread
-        raise ToolError("no screenshot: the tab does not answer (%s)." % session.not_answering(),
-                        "reticle_navigate {reload: true} reloads it (its running script is ended first)",
-                        code="not_answering")
-    metrics = await device.layout()
-    view = metrics.get("cssVisualViewport") or {}
-    page_x, page_y = float(view.get("pageX", 0)), float(view.get("pageY", 0))
-    area = {"x": page_x, "y": page_y, "width": float(view.get("clientWidth", device.viewport[0])),
-            "height": float(view.get("clientHeight", device.viewport[1]))}
-    clip = None
-    if args.get("ref"):
-        box = (await session.command("inspect", {"ref": args["ref"]}) or {}).get("box") or {}
-        if not box.get("width") or not box.get("height"):
-            raise ToolError("the element %s has no box to capture (hidden or empty)." % args["ref"],
-                            "reticle_inspect shows its box; take a viewport screenshot instead")
-        clip = area = {"x": page_x + box["x"], "y": page_y + box["y"], "width": box["width"],
-                       "height": box["height"]}
-    elif args.get("fullPage"):
-        size = metrics.get("cssContentSize") or metrics.get("contentSize") or {}
-        clip = area = {"x": 0, "y": 0, "width": min(float(size.get("width", area["width"])), 4096.0),
-                       "height": min(float(size.get("height", area["height"])), float(SCREENSHOT_MAX_HEIGHT))}
-        cut = float(size.get("height", 0) or 0) > SCREENSHOT_MAX_HEIGHT
-    png = await device.capture("png", clip=dict(clip, scale=1) if clip else None)
-    width, height = _png_size(png)
-    name = "%s-%s-%s.png" % (device.id, time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(2))
-    path = os.path.join(hub.state.ensure(), "screenshots", name)
-    await asyncio.get_running_loop().run_in_executor(None, _write_private, path, png)
-    out = {"path": path, "bytes": len(png), "width": width, "height": height, "sessionId": session.id,
-           "url": device.url}
-    if args.get("fullPage") and not args.get("ref") and cut:
-        out["truncated"] = {"pageHeight": round(float(size.get("height", 0))), "capturedHeight": SCREENSHOT_MAX_HEIGHT,
-                            "note": "the page is taller than %d px; the capture stops there" % SCREENSHOT_MAX_HEIGHT}
-    link = {"type": "resource_link", "uri": _file_uri(path), "name": name, "mimeType": "image/png",
-            "size": len(png), "description": "%dx%d screenshot of %s" % (width, height, device.url[:200])}
-    if not args.get("inline"):
-        return _WithContent(out, [link])
-    scale = min(1.0, SCREENSHOT_INLINE_MAX_WIDTH / max(1.0, area["width"]))
-    # a readable strip, not 32,000 px
-    area = dict(area, height=min(area["height"], SCREENSHOT_INLINE_MAX_HEIGHT / scale))
-    jpeg = await device.capture("jpeg", clip=dict(area, scale=scale), quality=80)
-    jw, jh = _jpeg_size(jpeg)
-    out["inline"] = {"mimeType": "image/jpeg", "bytes": len(jpeg), "width": jw, "height": jh}
-    return _WithContent(out, [link, {"type": "image", "data": base64.b64encode(jpeg).decode("ascii"),
-                                     "mimeType": "image/jpeg"}])
-
-
-# ---- the MCP conventions of each tool ----
-# Each tool's title, annotations (hints clients auto-approve and group by), and the outputSchema of an
-# answer whose shape is stable.  Read-only tools say only readOnlyHint and openWorldHint (the other two
-# hints mean nothing for them); a tool that acts says all four, since MCP's defaults (destructive, open
-# world) would claim more than is true.  openWorldHint is true where the tool loads a URL the caller
-# names; every other tool works inside the app under test.
-_READS = {"readOnlyHint": True, "openWorldHint": False}
-
-
-def _acts(destructive: bool, idempotent: bool, open_world: bool = False) -> dict:
-    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent,
-            "openWorldHint": open_world}
-
-
-def _shape(required: Tuple[str, ...], **props: dict) -> dict:
-    """An outputSchema: the fields every answer has (and the types of a few); others may appear."""
-    out: Dict[str, Any] = {"type": "object", "required": list(required)}
-    if props:
-        out["properties"] = props
-    return out
-
-
-_VERIFIED = {"enum": ["yes", "no", "unknown"]}
-_TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
-    "reticle_sessions": ("Sessions", _READS, _shape(("sessions",), sessions={"type": "array"})),
-    "reticle_navigate": ("Navigate", _acts(False, True, True), _shape(("confirmed", "since", "sessionId"))),
-    "reticle_snapshot": ("Snapshot", _READS, None),
-    "reticle_query": ("Query", _READS, None),
-    "reticle_inspect": ("Inspect", _READS, None),
-    "reticle_act": ("Act", _acts(True, False), None),
-    "reticle_act_sequence": ("Act sequence", _acts(True, False), _shape(("since",))),
-    "reticle_act_and_wait": ("Act and wait", _acts(True, False),
-                             _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
-    "reticle_observe": ("Observe", _READS, _shape(("events",), events={"type": "array"})),
-    "reticle_network": ("Network", _READS, None),
-    "reticle_console": ("Console", _READS, None),
-    "reticle_wait_for": ("Wait for", _READS, _shape(("pass",), **{"pass": {"type": "boolean"}})),
-    "reticle_assert": ("Assert", _READS, _shape(("verified", "verifiedReason", "because"), verified=_VERIFIED)),
-    "reticle_state": ("State", _READS, None),
-    "reticle_fault": ("Fault requests", _acts(False, False), _shape(("sessionId",))),
-    "reticle_capabilities": ("Capabilities", _READS, None),
-    "reticle_flow_save": ("Save flow", _acts(True, True), _shape(("saved", "name", "steps"))),
-    "reticle_flow_list": ("Flows", _READS, _shape(("dir", "flows"), flows={"type": "array"})),
-    "reticle_flow_replay": ("Replay flow", _acts(True, False, True),
-                            _shape(("verified", "steps", "because"), verified=_VERIFIED)),
-    "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
-    "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
-    "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
-}
-
-
-# ---- the registry: every tool is one _ToolSpec record, registered the same way ----
-
-class _ToolSpec(NamedTuple):
-    """One tool as data: its name, description, argument properties, handler, example and required
-    fields; `own_tab` when the handler resolves the tab itself (a device, a journey to save) rather
-    than being given the tab of `sessionId`; `quiet`, accepted spellings tools/list does not show."""
-
-    name: str
-    description: str
-    props: dict
-    handler: Callable
-    example: Optional[dict] = None
-    required: Tuple[str, ...] = ()
-    own_tab: bool = False
-    quiet: Tuple[str, ...] = ()
-
-
-# DESIGN section 7, in the order tools/list shows them
-_TOOL_SPECS: Tuple[_ToolSpec, ...] = (
-    _ToolSpec("reticle_sessions",
-        "The connected tabs and devices (id, url, health); an empty list says why and how to connect one.",
-        {}, _tool_sessions, {}),
-    _ToolSpec("reticle_navigate",
-        "Go to `url` or `reload: true`, and wait for the page to reconnect; later asserts count from here.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "reload": {"type": "boolean"},
-         "hard": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_navigate, {"url": "http://localhost:5173/checkout"}),
-    _ToolSpec("reticle_snapshot",
-        "The page as an accessibility tree with stable refs (e7); `scope` a selector or ref, `diff: true` for "
-        "what changed since the last snapshot.",
-        {"scope": {"type": "string", "minLength": 1}, "mode": {"enum": ["full", "interactive", "status"]},
-         "diff": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_snapshot, {"mode": "interactive"}),
-    _ToolSpec("reticle_query",
-        "Find elements by role (+name), text, label, placeholder, testid or alt: counts and refs, near "
-        "misses when nothing matches.",
-        {"by": {"enum": ["role", "text", "label", "placeholder", "testid", "alt"]},
-         "value": _TEXT_MATCH, "name": _TEXT_MATCH,
-         "role": {"type": "string"}, "text": _TEXT_MATCH, "label": _TEXT_MATCH,
-         "placeholder": _TEXT_MATCH, "testid": {"type": "string"}, "alt": _TEXT_MATCH,
-         "scope": {"type": "string", "minLength": 1}, "self": {"type": "boolean"},
-         "attrs": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "limit": {"type": "integer", "minimum": 0, "maximum": 200}, "count_only": {"type": "boolean"},
-         "sessionId": _SESSION_ID},
-        _tool_query, {"by": "role", "value": "button", "name": "Pay"}),
-    _ToolSpec("reticle_inspect",
-        "One element by ref: role, name, states, box, styles, occlusion.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "sessionId": _SESSION_ID},
-        _tool_inspect, {"ref": "e7"}, required=("ref",)),
-    _ToolSpec("reticle_act",
-        "Act on one element (`ref` or `target`) and return its effect; proves nothing. Destructive "
-        "controls need args.confirmDangerous.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "refuseWhenThrottled": {"type": "boolean"},
-         "sessionId": _SESSION_ID},
-        _tool_act, {"ref": "e7", "action": "click"}, required=("action",)),
-    _ToolSpec("reticle_act_sequence",
-        "Several acts in order, stopping at the first failure.",
-        {"steps": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": 50},
-         "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 60000}, "sessionId": _SESSION_ID},
-        _tool_act_sequence,
-        {"steps": [{"ref": "e3", "action": "fill", "args": {"value": "a@b.c"}}, {"ref": "e4", "action": "click"}]},
-        required=("steps",)),
-    _ToolSpec("reticle_act_and_wait",
-        "Act, then wait for `until` (default: the page settles) and return a verdict, verified "
-        "yes|no|unknown; only yes passes. " + _PREDICATE_DIGEST,
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "target": _TARGET,
-         "action": {"enum": _ACTIONS}, "args": _ACT_ARGS, "until": _PREDICATE, "predicate": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000},
-         "refuseWhenThrottled": {"type": "boolean"}, "timeline": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_act_and_wait,
-        {"target": {"role": "button", "name": "Pay"}, "action": "click",
-         "until": {"kind": "net", "urlContains": "/api/pay", "status": 200}},
-        required=("action",), quiet=("predicate",)),
-    _ToolSpec("reticle_observe",
-        "Raw events of a window (default the last 2 s) with a summary.",
-        {"window_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "since": _CURSOR,
-         "until": _CURSOR, "actionId": {"type": "string"},
-         "filters": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-         "max_events": {"type": "integer", "minimum": 1, "maximum": 2000}, "sessionId": _SESSION_ID},
-        _tool_observe, {"window_ms": 2000, "filters": ["net", "console"]}),
-    _ToolSpec("reticle_network",
-        "Requests (fetch, XHR, documents) and socket messages since the last act: status, timing, bodies.",
-        {"since": _CURSOR, "until": _CURSOR, "actionId": {"type": "string"},
-         "method": {"type": "string"}, "urlContains": {"type": "string"},
-         "status": {"type": "integer", "minimum": 0, "maximum": 999}, "ok": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 2000}, "bodies": {"type": "boolean"},
-         "sessionId": _SESSION_ID},
-        _tool_network, {"urlContains": "/api/", "status": 500}),
-    _ToolSpec("reticle_console",
-        "Console messages and uncaught errors since the last act.",
-        {"level": {"enum": ["debug", "log", "info", "warn", "error"]}, "since": _CURSOR, "until": _CURSOR,
-         "actionId": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000},
-         "sessionId": _SESSION_ID},
-        _tool_console, {"level": "error"}),
-    _ToolSpec("reticle_wait_for",
-        "Wait until `predicate` holds; pass and evidence, no verdict.",
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": _SESSION_ID},
-        _tool_wait_for, {"predicate": {"kind": "text", "contains": "Saved"}}, quiet=("until",)),
-    _ToolSpec("reticle_assert",
-        "Check `predicate` over the events since the last act and the live page: a verdict, verified "
-        "yes|no|unknown. " + _PREDICATE_KINDS_LINE,
-        {"predicate": _PREDICATE, "until": _PREDICATE,
-         "timeout_ms": {"type": "integer", "minimum": 0, "maximum": 60000}, "since": _CURSOR,
-         "sessionId": _SESSION_ID},
-        _tool_assert, {"predicate": {"kind": "console", "level": "error", "absent": True}}, quiet=("until",)),
-    _ToolSpec("reticle_state",
-        "App state from registered stores: all at depth 1, or one `store` at a dot `path`.",
-        {"store": {"type": "string"}, "path": {"type": "string"},
-         "depth": {"type": "integer", "minimum": 0, "maximum": 10}, "sessionId": _SESSION_ID},
-        _tool_state, {"store": "cart", "path": "items.length"}),
-    _ToolSpec("reticle_capabilities",
-        "What the app declared with reticle.describe, and the testids on the page.",
-        {"sessionId": _SESSION_ID}, _tool_capabilities, {}),
-    _ToolSpec("reticle_fault",
-        "Make this tab's matching requests fail on purpose (respond {status}, abort, delayMs) to prove the app "
-        "tells the user; clear, list. Marked faulted: true.",
-        dict(_FAULT_SCHEMA, sessionId=_SESSION_ID), _tool_fault,
-        {"match": {"urlContains": "/api/save", "method": "POST"}, "respond": {"status": 500}}),
-    _ToolSpec("reticle_flow_save",
-        "Save what this tab just verified (or `steps`) as .reticle/flows/<name>.json, targets anchored "
-        "by role, name, label or testid, secrets as variables.",
-        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "since": _CURSOR,
-         "steps": {"type": "array", "items": {"type": "object", "description": "a step of a flow file"},
-                   "minItems": 1, "maxItems": FLOW_MAX_STEPS},
-         "startUrl": {"type": "string", "maxLength": 4096}, "sessionId": _SESSION_ID,
-         "origin": {"type": "string", "maxLength": 2048,
-                    "description": "a journey over two apps: save the steps on this origin"},
-         "setup": {"type": "boolean", "description": "a login: replayed yes, it saves the browser state"},
-         "auth": {"type": "string", "maxLength": 64, "description": "start from this setup flow's state"},
-         "replayed": {"type": "boolean", "description": "save the steps a flow's replay took too (never by default)"}},
-        _tool_flow_save, {"name": "add-record"}, required=("name",), own_tab=True),
-    _ToolSpec("reticle_flow_list", "List the saved flows of the project (.reticle/flows).",
-        {}, _tool_flow_list, {}),
-    _ToolSpec("reticle_flow_replay",
-        "Replay a saved flow from `url`, finding every target again: a verdict per step, yes only if all are. "
-        "`fresh`: no cookies or storage.",
-        {"name": {"type": "string", "minLength": 1, "maxLength": 64}, "flow": {"type": "object"},
-         "url": {"type": "string", "minLength": 1, "maxLength": 4096}, "fresh": {"type": "boolean"},
-         "secrets": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
-         "faults": {"type": "array", "maxItems": 8, "description": "reticle_fault specs held during this replay",
-                    "items": {"type": "object", "additionalProperties": False, "required": ["match"],
-                              "properties": {k: v for k, v in _FAULT_SCHEMA.items() if k not in ("clear", "list")}}},
-         "setupFlow": {"type": "object", "description": "the setup flow that makes the flow's auth state"},
-         "sessionId": _SESSION_ID},
-        _tool_flow_replay, {"name": "add-record"}),
-    _ToolSpec("reticle_open",
-        "Open `url` in a browser Reticle starts (a device), SDK injected, real input; answers its sessionId. "
-        "`fresh`: no cookies or storage from before.",
-        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "headed": {"type": "boolean"},
-         "viewport": {"type": "object", "additionalProperties": False, "required": ["width", "height"],
-                      "properties": {"width": {"type": "integer", "minimum": 200, "maximum": 3840},
-                                     "height": {"type": "integer", "minimum": 200, "maximum": 2160}}},
-         "fresh": {"type": "boolean"},
-         "auth": {"type": "string", "maxLength": 64, "description": "start logged in: a setup flow's saved state"}},
-        _tool_open, {"url": "http://localhost:5173/"}, required=("url",), own_tab=True),
-    _ToolSpec("reticle_close", "Close a device (by sessionId, else your own).",
-        {"sessionId": _SESSION_ID}, _tool_close, {}, own_tab=True),
-    _ToolSpec("reticle_screenshot",
-        "A device's viewport, `fullPage` or one `ref` as a PNG file; `inline` adds a JPEG image.",
-        {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
-         "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
-        _tool_screenshot, {"inline": True}, own_tab=True),
-)
-
-
-def _build_registry() -> _ToolRegistry:
-    """Every tool of DESIGN section 7 that works (_TOOL_SPECS), with its final schema: a tool given
-    the tab of `sessionId` also takes `detail`; each gets its MCP conventions (_TOOL_CONVENTIONS)."""
-    reg = _ToolRegistry()
-    for spec in _TOOL_SPECS:
-        given_tab = "sessionId" in spec.props and not spec.own_tab
-        props = dict(spec.props, detail=_DETAIL) if given_tab else dict(spec.props)
-        tool = reg.add(_Tool(spec.name, spec.description, _obj(props, spec.required), spec.handler, spec.example,
-                             session=given_tab, quiet=spec.quiet))
-        if tool.name in _TOOL_CONVENTIONS:
-            tool.convene(*_TOOL_CONVENTIONS[tool.name])
-    return reg
-#: end src/reticle/registry.py
-
-
-#: begin src/reticle/hub.py
-###############################################################################
-# Hub #########################################################################
-###############################################################################
-# One daemon's whole state in one object: make_app() serves it, and everything below reaches the
-# daemon through it (the bridge and its tabs, the devices, the faults, the journeys, the server's
-# records, the registry of tools).  Nothing is global, so two daemons can live in one process (the
-# tests run many) and a host application can serve one of its own.
-
-class Hub:
-    """All of one daemon's state.  make_app() serves it; nothing is global."""
-
-    def __init__(self, state_dir: Optional[str] = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 token: Optional[str] = None, allowed_origins: Optional[List[str]] = None,
-                 rate: Optional[Tuple[float, float]] = None, scheme: str = "http") -> None:
-        """A daemon's whole state, before it serves: the state directory (token, machine key), the guard
-        and rate limiter, the tool registry and MCP dispatcher, the bridge, devices, faults and journeys.
-        Nothing listens until `_serve` (or a caller's own server over `make_app`) runs it."""
-        self.state = _StateDir(state_dir)
-        self.host = host
-        self.port = port
-        self.scheme = scheme
-        self._token = token
-        self._token_cache: Tuple[float, str] = (-1.0, "")
-        self.signer = _SessionSigner(self.state.machine_key(), SESSION_MAX_AGE_S)
-        if allowed_origins is None:
-            allowed_origins = [o for o in os.environ.get("RETICLE_ALLOWED_ORIGINS", "").split(",") if o.strip()]
-        self.allowed_origins = tuple(filter(None, (_normalise_origin(o) for o in allowed_origins)))
-        rate = rate or _parse_rate(os.environ.get("RETICLE_RATE_LIMIT"))
-        self.limiter = _RateLimiter(*rate)
-        self.keepalive_s = SSE_KEEPALIVE_S
-        self.hello_timeout_s = HELLO_TIMEOUT_S
-        self._t0 = time.monotonic()
-        self.started_at = time.time()
-        self.registry = _build_registry()
-        self.dispatcher = _McpDispatcher(self.registry, self.call_tool, self.read_live, self.public_origin)
-        # what was refused to a page lately (a script load, a bridge socket), for reticle_sessions
-        self.refusals: collections.deque = collections.deque(maxlen=REFUSALS_KEPT)
-        self.bridge = _Bridge(self)
-        self.devices = _DeviceManager(self)
-        self.journeys = _Journeys()
-        # what the apps' middleware sent (Server truth)
-        self.server_truth: Dict[str, Any] = {"received": 0, "stitched": 0, "unmatched": 0, "invalid": 0,
-                                             "refused": 0, "lastRefused": None, "droppedByApps": 0,
-                                             "lastDropAt": None}
-        self.otel = _OtelTraces()   # spans waiting for their trace's SERVER span (Server truth)
-        self.faults = _Faults(self)
-        self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
-        self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from
-        self.guard = _Guard(self)
-        self.sse_streams: Dict[str, _SseHandler] = {}
-        self.get_streams: set = set()
-        self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
-        self.clients: Dict[str, float] = {}  # MCP session id -> when last heard (Hub.clock, ms)
-        self.mcp_ready = True
-        self.tasks: set = set()
-        self.stop_event: Optional[asyncio.Event] = None
-        self.stop_reason = ""
-        self._sdk: Optional[str] = None
-
-    def note_refusal(self, what: str, reason: str, fix: str) -> None:
-        """Keep what was refused to a page (`what`: "script" or "socket"), why and what to do, the
-        last REFUSALS_KEPT of them: reticle_sessions names them while no tab is connected."""
-        self.refusals.append({"at": _wall_iso(), "what": what, "reason": _short(reason, 300), "fix": fix})
-
-    # -- clock and ids --------------------------------------------------------
-    def clock(self) -> float:
-        """Milliseconds since the daemon started: the cursor clock, the daemon's one clock (_clock_ms)."""
-        return _clock_ms(self._t0)
-
-    def token(self) -> str:
-        """The pairing token: the one given to the constructor, else RETICLE_TOKEN, else the state
-        directory's token file (re-read when the file changes, so a rotated token takes effect)."""
-        if self._token:
-            return self._token
-        env = os.environ.get("RETICLE_TOKEN", "").strip()
-        if env:
-            return env
-        path = self.state.file("token")
-        try:
-            mtime = os.stat(path).st_mtime
-        except OSError:
-            mtime = -2.0
-        if mtime != self._token_cache[0]:
-            self._token_cache = (mtime, self.state.token())
-        return self._token_cache[1]
-
-    def public_origin(self) -> str:
-        """The origin a client on this machine reaches the daemon at (a wildcard bind is named 127.0.0.1)."""
-        host = self.host
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        if ":" in host and not host.startswith("["):
-            host = "[%s]" % host
-        return "%s://%s:%d" % (self.scheme, host, self.port)
-
-    # -- tasks ------------------------------------------------------------------
-    def spawn(self, coro: Awaitable) -> "asyncio.Task":
-        """Run `coro` as a task the Hub holds until it is done (so it is not garbage-collected mid-way)."""
-        task = asyncio.ensure_future(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
-
-    def touch_client(self, session_id: str) -> None:
-        """Note that an MCP client with this session id was just heard from; status counts clients heard
-        in the last ten minutes (the table is pruned to those when it grows past a thousand)."""
-        self.clients[session_id] = self.clock()
-        if len(self.clients) > 1000:
-            horizon = self.clock() - 600_000
-            self.clients = {k: v for k, v in self.clients.items() if v > horizon}
-
-    def default_session(self, args: dict, ctx: _CallContext) -> Optional[str]:
-        """The tab a call means: its `sessionId`, else the device this caller opened, else none
-        (the bridge then takes the only tab, and never guesses between several)."""
-        if args.get("sessionId"):
-            return args["sessionId"]
-        own = self.devices.owned_by(ctx.session_key)
-        return own.session_id if own is not None and own.ready and not own.closed else None
-
-    async def resolve_tab(self, args: dict, ctx: _CallContext) -> "_BrowserSession":
-        """The tab a call means (default_session, resolved by the bridge), refused when it is a
-        device another client opened: a device belongs to the client that opened it (its session
-        key: the Mcp-Session-Id of Streamable HTTP and of each `reticle mcp` proxy, the stream of
-        SSE), as its close and its faults do; one the CLI opened (`reticle drive`) is anyone's."""
-        session = await self.bridge.resolve_soon(self.default_session(args, ctx))
-        device = self.devices.for_session(session.id)
-        if device is not None and device.owner != ctx.session_key and not device.owner.startswith("cli:"):
-            raise ToolError("tab %s is a device another MCP client opened; only that client may act on it, read it, "
-                            "navigate it, take its screenshots or save its flows (its pages carry that client's "
-                            "cookies)" % session.id,
-                            "open your own device with reticle_open {url} (it answers your sessionId), or name "
-                            "a tab of yours in sessionId", code="device_not_yours")
-        return session
-
-    # -- MCP ----------------------------------------------------------------------
-    async def call_tool(self, name: str, args: dict, ctx: _CallContext) -> dict:
-        """Run one tool and return its MCP tool result; a ToolError, an unknown name or a crash is an
-        `isError` result naming what went wrong, never an exception, so the daemon keeps serving."""
-        tool = self.registry.get(name)
-        if tool is None:  # the MCP layer checks the name first; a direct caller may not have
-            return _tool_result({"error": "unknown tool %r" % name,
-                                 "recovery": "call one of: %s" % ", ".join(self.registry.names())}, True)
-        self.devices.touch(ctx.session_key)
-        try:
-            session = await self.resolve_tab(args, ctx) if tool.needs_session else None
-            budget = args.get("timeout_ms") if isinstance(args, dict) else None
-            token = _CALL_DEADLINE.set(self.clock() + budget + 500 if isinstance(budget, int) and
-                                       not isinstance(budget, bool) and budget > 0 else None)
-            try:
-                return _tool_result(await tool.handler(self, session, args, ctx))
-            finally:
-                _CALL_DEADLINE.reset(token)
-        except ToolError as exc:
-            return _tool_result(exc.payload(), is_error=True)
-        except Exception as exc:
-            _emit(_log, logging.ERROR, "tool_crashed", tool=name, error=repr(exc))
-            return _tool_result({"error": "internal error in %s: %s" % (name, exc),
-                                 "recovery": "this is a Reticle bug; the daemon keeps serving"}, True)
-
-    async def read_live(self, uri: str) -> Any:
-        """The live MCP resources' content (today: the sessions list, whatever the uri)."""
-        return await _tool_sessions(self, None, {}, _CallContext("resource", "resource"))
-
-    # -- status ---------------------------------------------------------------------
-    def status(self) -> dict:
-        """What GET /status and `reticle status` show: version, pid, port, uptime, live sessions, MCP
-        clients, devices and the server-truth counters."""
-        horizon = self.clock() - 600_000  # MCP clients heard in the last ten minutes
-        otel: Dict[str, Any] = dict(self.otel.stats)
-        unattributed = self.otel.sources.unattributed(self.clock())
-        if unattributed:  # spans that land in no tab: why, and the fix for that stack
-            otel["unattributed"] = unattributed
-        out = {"running": True, "version": __version__, "pid": os.getpid(), "port": self.port,
-               "startedAt": _wall_iso(self.started_at), "uptimeMs": int(self.clock()),
-               "sessions": [_describe_session(s) for s in self.bridge.live()],
-               "mcpClients": len(self.sse_streams) + sum(1 for v in self.clients.values() if v > horizon),
-               "devices": self.devices.describe(),
-               # counts only (what a refusal named stays in the log): the middleware's records, the spans
-               "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
-                               "openTelemetry": otel}}
-        if not out["sessions"]:
-            out["why"] = self.bridge.why()
-        return out
-
-    def sdk_source(self) -> str:
-        """The in-page SDK as served at /reticle.js: the embedded source with this daemon's version and
-        limits filled in (built once)."""
-        if self._sdk is None:
-            config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                      "maxMessageBytes": WS_MAX_MESSAGE_BYTES}
-            self._sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
-                         .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
-        return self._sdk
-
-    # -- stopping -------------------------------------------------------------------
-    def request_stop(self, reason: str) -> None:
-        """Ask the running daemon to stop (for `reason`, logged); `_serve` shuts down in order."""
-        self.stop_reason = reason
-        if self.stop_event is not None:
-            self.stop_event.set()
-
-    async def shutdown(self, reason: str) -> None:
-        """Planned stop: shutdown frame on every stream, close every socket."""
-        self.mcp_ready = False
-        for stream in list(self.sse_streams.values()) + list(self.get_streams):
-            stream.sse_stop(reason)
-        await self.devices.close_all("the daemon is stopping")
-        self.bridge.close_all()
-        self.otel.close()
-        if self.frames.parser is not None:
-            self.frames.parser.shutdown(wait=False, cancel_futures=True)
-        for _ in range(20):
-            if not self.sse_streams and not self.get_streams:
-                break
-            await asyncio.sleep(0.01)
-#: end src/reticle/hub.py
 
 
 #: begin src/reticle/app.py
@@ -24886,7 +25109,8 @@ class _DaemonLink:
             self.scheme = probe.get("scheme", "http")
             return
         if probe["state"] == "foreign":
-            raise ToolError(_port_owner_sentence(self.port, probe), "free the port or set RETICLE_PORT")
+            raise ToolError(_port_owner_sentence(self.port, probe), "free the port or set RETICLE_PORT",
+                            code="daemon_unreachable")
         await self._spawn_and_wait()
 
     async def _spawn_and_wait(self) -> None:
@@ -24947,7 +25171,7 @@ class _DaemonLink:
                 await asyncio.sleep(0.1)
             raise ToolError("no Reticle daemon came up on port %d; see %s" % (
                 self.port, self.state.file("daemon-%d.log" % self.port)),
-                "run `reticle serve --port %d` in a terminal to see why" % self.port)
+                "run `reticle serve --port %d` in a terminal to see why" % self.port, code="daemon_unreachable")
         finally:
             if owned:
                 try:
@@ -24977,10 +25201,11 @@ class _DaemonLink:
             return None, "session"
         if resp.code != 200:
             raise ToolError("the daemon answered HTTP %d: %s" % (resp.code, (body or b"")[:300].decode(
-                "utf-8", "replace")), "retry the call")
+                "utf-8", "replace")), "retry the call", code="daemon_unreachable")
         if reader is not None and "text/event-stream" in resp.headers.get("Content-Type", ""):
             if reader.reply is None:
-                raise ToolError("the daemon's answer stream ended without a reply", "retry the call")
+                raise ToolError("the daemon's answer stream ended without a reply", "retry the call",
+                                code="daemon_unreachable")
             return reader.reply, resp.headers.get("Mcp-Session-Id")
         return json.loads(body), resp.headers.get("Mcp-Session-Id")
 
@@ -25034,10 +25259,10 @@ class _DaemonLink:
             self.session_id = None
             raise ToolError("the daemon connection failed (%s: %s) before this call was answered; it may not "
                             "have completed" % (exc.__class__.__name__, exc),
-                            "retry the call; a new daemon starts if needed") from exc
+                            "retry the call; a new daemon starts if needed", code="daemon_unreachable") from exc
         if reply is None:
             raise ToolError("the daemon does not recognise this proxy's session even after a new initialize",
-                            "restart `reticle mcp`")
+                            "restart `reticle mcp`", code="daemon_unreachable")
         if "error" in reply:
             err = reply["error"]
             raise RpcError(err.get("code", -32603), err.get("message", "error"), err.get("data"))
@@ -26014,7 +26239,7 @@ class _DemoPageHandler(tornado.web.RequestHandler):
     def get(self) -> None:
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
-        self.write(_DEMO_HTML)
+        self.write(_demo_html())
 
 
 class _DemoApiHandler(tornado.web.RequestHandler):
@@ -26069,7 +26294,7 @@ async def _demo_call(hub: Hub, ctx: _CallContext, name: str, args: dict) -> Tupl
     reply = await hub.dispatcher.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                          "params": {"name": name, "arguments": args}}, ctx)
     if reply is None or "error" in reply:
-        raise ToolError("%s: %s" % (name, (reply or {}).get("error")))
+        raise ToolError("%s: %s" % (name, (reply or {}).get("error")), code="tool_failed")
     result = reply["result"]
     return result.get("structuredContent") or {}, bool(result.get("isError"))
 
@@ -26109,7 +26334,7 @@ async def _cli_demo(headed: bool) -> int:
         started = time.monotonic()
         opened, failed = await _demo_call(hub, ctx, "reticle_open", {"url": url, "headed": headed})
         if failed:
-            raise ToolError(opened.get("error", "the device did not open"))
+            raise ToolError(opened.get("error", "the device did not open"), code=opened.get("code", "browser_failed"))
         out.write("reticle demo: browser up and the page connected in %.2f s (session %s, no script tag: "
                   "the SDK was injected)\n" % (time.monotonic() - started, opened["sessionId"]))
         out.write("reticle demo: running %d verified steps through the same tools an agent calls ...\n\n"
@@ -26204,7 +26429,7 @@ def _verify_load(names: List[str], root: str) -> Tuple[List[dict], List[dict]]:
                 flow = _load_flow_file(item, follow=True)  # a path given on the command line may be a link
                 problems = _flow_problems(flow)
                 if problems:
-                    raise ToolError("%s is not a Reticle flow: %s" % (item, "; ".join(problems)))
+                    raise ToolError("%s is not a Reticle flow: %s" % (item, "; ".join(problems)), code="flow_invalid")
             else:
                 flow = _read_flow(root, item)
             flows.append(flow)
@@ -26248,7 +26473,8 @@ async def _verify_args(flow: dict, setups: Dict[str, dict], made: Dict[str, "asy
     if name and not flow.get("setup") and name in made:
         outcome = await asyncio.shield(made[name])
         if outcome != "yes":
-            raise ToolError("auth state %s: its setup flow %s is %s in this run" % (name, name, outcome))
+            raise ToolError("auth state %s: its setup flow %s is %s in this run" % (name, name, outcome),
+                            code="auth_failed")
         steps += setups[name]["steps"]
     names = sorted({n for s in steps for n in _secret_refs(s.get("args") or {})})
     args: Dict[str, Any] = {"flow": flow}
@@ -26264,7 +26490,8 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
     result = await asyncio.wait_for(link.request("tools/call", {"name": name, "arguments": args}), timeout)
     data = (result or {}).get("structuredContent") or {}
     if (result or {}).get("isError"):
-        raise ToolError(str(data.get("error") or data), str(data.get("recovery") or ""))
+        raise ToolError(str(data.get("error") or data), str(data.get("recovery") or ""),
+                        code=str(data.get("code") or "tool_failed"))  # the tool's own code, passed on
     return data
 
 
@@ -26363,7 +26590,7 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                     args = await _verify_args(flow, setups, made)
                     start = _start_url(flow, url)
                     if not start:
-                        raise ToolError("the flow %s has no startUrl; pass --url" % name)
+                        raise ToolError("the flow %s has no startUrl; pass --url" % name, code="flow_invalid")
                     # every flow starts clean: a job's next flow reuses its browser in a new, empty
                     # context, so no flow sees the cookies or storage another one left
                     if session_id is None:
@@ -26721,10 +26948,6 @@ def _pytest_items(session: Any) -> List[Any]:
     for _, _, path in sorted(files):
         out.extend(FlowFile.from_parent(session, path=session.config.rootpath / os.path.relpath(path, root)).collect())
     return out
-
-
-class _FlowFailed(Exception):
-    """A flow that is not yes as a pytest test (the text says why)."""
 
 
 class _PytestPlugin:

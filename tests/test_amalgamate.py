@@ -4,6 +4,8 @@ built line can be traced back to its module (or script) line.
 
 Each refusal is checked on a copy of the tree in a temporary directory, with one thing broken."""
 import ast
+import glob
+import json
 import os
 import re
 import shutil
@@ -77,7 +79,7 @@ def test_the_built_file_says_it_is_built_and_marks_each_module_after_what_it_imp
     for at, name in enumerate(begins):
         later = set(begins[at + 1:])
         assert not _sibling_imports(name) & later, (name, _sibling_imports(name) & later)
-    assert "#include" not in text and "@python" not in text
+    assert not re.search(r"^\w+ = r\"\"\"#include ", text, re.M) and "@python" not in text
     assert not re.search(r"^from \.", text, re.M), "no import between modules is left in the built file"
 
 
@@ -132,11 +134,27 @@ def test_an_import_cycle_is_refused(tree):
     _refused(tree, r"import cycle: .*errors -> app.*|import cycle: .*app -> .*errors")
 
 
+def test_a_cycle_through_type_checking_imports_is_refused_too(tree):
+    """A TYPE_CHECKING import runs for the type checker only, but it is still a door from one module to
+    another: the house stays layered for a reader and an editor as well."""
+    _edit(tree / "src" / "reticle" / "errors.py", ERRORS_TOP,
+          "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .hub import Hub\n\n\n"
+          "def _late(hub: Hub) -> None:\n    pass\n\n\n" + ERRORS_TOP)
+    _refused(tree, r"import cycle: ")
+
+
 def test_a_name_used_without_its_import_is_refused(tree):
     """Joined, one namespace would lend the module the name; as a package it would fail: refused."""
     _edit(tree / "src" / "reticle" / "errors.py", ERRORS_TOP,
           "def _late():\n    return make_app\n\n\n" + ERRORS_TOP)
     _refused(tree, r"src/reticle/errors\.py:\d+ uses make_app without importing it \(from \.app import make_app\)")
+
+
+def test_a_library_name_used_without_its_import_is_refused(tree):
+    """Joined, another module's `import json` would lend it; as a package the module would fail."""
+    _edit(tree / "src" / "reticle" / "errors.py", ERRORS_TOP,
+          "def _late(x):\n    return json.dumps(x)\n\n\n" + ERRORS_TOP)
+    _refused(tree, r"src/reticle/errors\.py:\d+ uses json without importing it \(import json\)")
 
 
 def test_two_modules_defining_one_name_are_refused(tree):
@@ -194,13 +212,16 @@ def test_where_names_the_module_and_line_of_a_built_line_and_the_script_line_ins
         assert path.startswith("src/sdk/reticle/") and path.endswith(".js"), done.stdout
         with open(os.path.join(ROOT, path), encoding="utf-8") as f:
             source = f.read().split("\n")[int(line) - 1]
-        assert source == built[sdk_at + offset] or "/*@python" in source
-    # past the embedded SDK (thousands of built lines from one module line), the map still holds
-    end_at = next(i for i in range(sdk_at, len(built)) if built[i].startswith("#: end "))
-    module = built[end_at].split()[-1]
-    path, line = _amalgamate("--where", str(end_at)).stdout.strip().rsplit(":", 1)  # the closing quotes
+        assert source == built[sdk_at + offset]
+    # the closing quotes after thousands of built lines from one module line: the map still holds
+    close_at = next(i for i in range(sdk_at, len(built)) if built[i] == '"""') + 1
+    path, line = _amalgamate("--where", str(close_at)).stdout.strip().rsplit(":", 1)
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-        assert f.read().split("\n")[int(line) - 1].startswith('_SDK_JS = r"""#include '), module
+        assert f.read().split("\n")[int(line) - 1].startswith('_SDK_JS = r"""#include '), path
+    after = close_at + 3  # the next statement of the module, back on the module's own lines
+    path, line = _amalgamate("--where", str(after)).stdout.strip().rsplit(":", 1)
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        assert f.read().split("\n")[int(line) - 1] == built[after - 1]
     assert _amalgamate("--where", "999999").returncode == 2
 
 
@@ -213,14 +234,31 @@ def test_order_lists_each_module_above_what_it_imports():
         floor[name] = int(level)
     assert set(floor) == set(_modules())
     for name in floor:
-        for below in _sibling_imports(name):
+        for below in _sibling_imports(name) | _sibling_imports(name, type_checking=True):
             assert floor[below] < floor[name] or name == "__init__", (name, below)
 
 
-def test_the_sdk_tables_are_the_python_tables():
-    """The build put in what the Python functions answer, so both sides read one table."""
-    for fn in (reticle._failure_ui_config, reticle._plain_failure_config, reticle._route_announcers_config):
-        assert fn() in reticle._SDK_JS, fn.__name__
+def test_the_sdk_tables_reach_the_page_in_its_config_not_through_the_build(tmp_path):
+    """Nothing of the package runs during the build: the scripts people edit are what ships, and the
+    daemon sends the convention tables in the SDK's config, so both sides read one table."""
+    assert "@python" not in reticle._SDK_JS
+    scripts = sorted(glob.glob(os.path.join(ROOT, "src", "sdk", "reticle", "*.js")))
+    joined = ""
+    for path in scripts:
+        with open(path, encoding="utf-8") as f:
+            joined += f.read()
+    assert joined == reticle._SDK_JS
+    hub = reticle.Hub(state_dir=str(tmp_path / "state"))
+    config = json.loads(hub.sdk_source().split("var CONFIG = ", 1)[1].split(";\n", 1)[0])
+    assert config["conventions"] == reticle._sdk_conventions()
+    assert [r[0] for r in config["conventions"]["failureUi"]] == [r.name for r in reticle._FAILURE_UI]
+
+
+def test_a_table_marker_in_a_script_is_refused(tree):
+    alerts = tree / "src" / "sdk" / "reticle" / "13_alerts.js"
+    alerts.write_text(alerts.read_text(encoding="utf-8") + "var T = /*@python _fn*/ [];\n", encoding="utf-8")
+    done = _amalgamate(root=str(tree))
+    assert done.returncode == 1 and "takes no table from Python at build time" in done.stderr, done.stderr
 
 
 def test_no_part_cites_the_tracker():

@@ -2,6 +2,7 @@
 `_decide` (in its documented order) and one per contradiction kind.  No
 browser: a window is a list of events, a session's knowledge a `_Known`."""
 
+import json
 import re
 
 import pytest
@@ -656,9 +657,11 @@ def test_plain_text_that_does_not(text):
     assert not reticle._is_failure_ui({"text": text, "source": "text", "level": None, "scope": "form"})
 
 
-def test_the_sdk_reads_the_same_plain_failure_table():
-    assert reticle._plain_failure_config() in reticle._SDK_JS
-    assert "@python" not in reticle._SDK_JS, "the build leaves no table marker in the SDK"
+def test_the_sdk_reads_the_same_plain_failure_table(tmp_path):
+    served = reticle.Hub(state_dir=str(tmp_path / "state")).sdk_source()
+    config = json.loads(served.split("var CONFIG = ", 1)[1].split(";\n", 1)[0])
+    assert config["conventions"]["plainFailure"] == [list(part) for part in reticle._PLAIN_FAILURE]
+    assert "@python" not in reticle._SDK_JS and "/*__RETICLE_CONFIG__*/" not in served
 
 
 def test_plain_failure_text_in_the_acts_form_makes_the_settle_no():

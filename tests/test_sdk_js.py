@@ -178,6 +178,7 @@ def test_sdk_lint_is_clean_and_catches_dead_code(tmp_path):
     (work / "tests").mkdir()
     os.symlink(os.path.join(ROOT, "tests", ".js"), str(work / "tests" / ".js"))
     shutil.copy(os.path.join(ROOT, "tools", "sdk.py"), str(work / "tools" / "sdk.py"))
+    shutil.copy(os.path.join(ROOT, "tools", "eslint.config.mjs"), str(work / "tools" / "eslint.config.mjs"))
     shutil.copytree(os.path.join(ROOT, "src", "sdk"), str(work / "src" / "sdk"))
     planted = ("  function plantedNeverCalled() { return 1; }\n"
                "  function plantedUndefined() { return notDefinedAnywhere + 1; }\n"

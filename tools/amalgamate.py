@@ -13,10 +13,9 @@ script writes ``reticle.py`` from them:
   markers, under a banner made of its docstring, without its imports (the imports between modules are
   dropped: joined, they share one namespace); ``__main__.py`` last;
 * a module's line ``NAME = r\"\"\"#include src/sdk/x.js\"\"\"`` replaced by the file's text as a raw
-  string (a glob such as ``src/sdk/reticle/*.js`` joins the files in name order);
-* in an included script, a table the script takes from Python, written ``/*@python _fn*/ <default>``,
-  replaced by what the module function ``_fn()`` returns (a JavaScript literal), computed here: the
-  function and the module-level names it needs are run with the standard library only.
+  string (a glob such as ``src/sdk/reticle/*.js`` joins the files in name order).  Nothing of the
+  package runs during the build: what the scripts need from Python (the convention tables) the daemon
+  sends in the SDK's config when it serves it.
 
 The build refuses what would change meaning once the modules are joined: an import cycle between
 modules (``if TYPE_CHECKING:`` imports included, so the house stays layered), an import of a name its
@@ -34,7 +33,6 @@ module (import-time side effects), and a name another module imports that a func
 Standard library only; runs on CPython 3.9 and newer.
 """
 
-import __future__
 import argparse
 import ast
 import builtins
@@ -53,7 +51,6 @@ LAST = "__main__"          # the command line guard, at the very end
 THIRD_PARTY = ("tornado", "jsonschema", "cryptography")
 _MODULE_NAME = re.compile(r"^[a-z_][a-z0-9_]*\.py$")
 _INCLUDE = re.compile(r'^(\w+) = r"""#include ([\w./*-]+)"""$')
-_TABLE = re.compile(r"/\*@python (\w+)\*/ ?")
 NOTICE = """\
 #
 # This file is BUILT: tools/amalgamate.py wrote it from the package src/reticle/ (each module after
@@ -305,7 +302,7 @@ def check_package(modules):
                 offences.append("%s defines %s, which %s defines too (joined, one would replace the other)"
                                 % (m.path, name, owner[name].path))
             owner.setdefault(name, m)
-    absolute = {}
+    absolute, example = {}, {}
     for m in modules:
         for stmt, _text in m.absolute:
             for a in stmt.names:
@@ -315,6 +312,8 @@ def check_package(modules):
                     offences.append("%s:%d imports %s, which %s defines" % (m.path, stmt.lineno, bound,
                                                                          owner[bound].path))
                 absolute.setdefault(bound, set()).add(key)
+                example.setdefault(bound, "import %s" % a.name if isinstance(stmt, ast.Import)
+                                   else "from %s import %s" % (stmt.module, a.name))
     for bound, keys in sorted(absolute.items()):
         if len({k[1:] for k in keys}) > 1 and len({k[1] for k in keys}) > 1:
             offences.append("the name %s is imported from different places: %s"
@@ -328,13 +327,18 @@ def check_package(modules):
             elif local != name:
                 offences.append("%s:%d imports %s as %s: joined, the module would see no %s"
                                 % (m.path, line, name, local, local))
-    all_names = set(owner) - set(dir(builtins))
+    all_names = (set(owner) | set(absolute)) - set(dir(builtins))
     for m in modules:
         body = ast.Module(body=m.body, type_ignores=[])
+        own = {(a.asname or a.name).split(".")[0] for stmt, _text in m.absolute for a in stmt.names}
         for name, line in sorted(_loads(body, all_names).items(), key=lambda kv: kv[1]):
-            if name not in m.defines and name not in m.imports and owner[name] is not m:
+            if name in m.defines or name in m.imports or name in own:
+                continue
+            if name in owner:
                 offences.append("%s:%d uses %s without importing it (from .%s import %s)"
                                 % (m.path, line, name, owner[name].name, name))
+            else:  # joined, another module's import would lend it; as a package it is undefined
+                offences.append("%s:%d uses %s without importing it (%s)" % (m.path, line, name, example[name]))
         offences += _side_effects(m)
     rebound = {}
     for m in modules:
@@ -348,6 +352,13 @@ def check_package(modules):
                 offences.append("%s:%d imports %s, which %s rebinds with `global` at run time (an importer keeps "
                                 "the old value)" % (m.path, line, name, rebound[name].path))
     offences += ["import cycle: " + " -> ".join(c) for c in _cycles(modules)]
+    face = by_name.get(FACE)
+    for stmt in face.body if face is not None else []:
+        if isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == ["__all__"]:
+            for name in ast.literal_eval(stmt.value):
+                if name not in face.imports and name not in face.defines:
+                    offences.append("%s: __all__ names %s, which the package's face does not import"
+                                    % (face.path, name))
     return offences
 
 
@@ -395,7 +406,7 @@ def _edges(modules, kinds=("run", "type")):
     return out
 
 
-def _cycles(modules, kinds=("run",)):
+def _cycles(modules, kinds=("run", "type")):
     """The import cycles (each once, as a path that returns to its start)."""
     edges = _edges(modules, kinds)
     index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
@@ -446,7 +457,7 @@ def _cycles(modules, kinds=("run",)):
 
 def floors(modules):
     """Each module's floor: 1 for a module that imports no other, else one above the highest it imports."""
-    edges = _edges(modules, ("run",))
+    edges = _edges(modules)
     floor = {}
 
     def of(name, seen=()):
@@ -467,63 +478,11 @@ def build_order(modules):
     return sorted(modules, key=lambda m: (special.get(m.name, floor[m.name]), m.name))
 
 
-# -- tables the scripts take from Python ----------------------------------------------------------
-
-def _table_values(modules, wanted):
-    """Run the functions `wanted` (names of module-level functions of the package) with only what they
-    need: the module-level statements that bind the names they read, transitively, in build order."""
-    stmts = []
-    for m in modules:
-        for stmt, _text in m.absolute:
-            stmts.append((stmt, _binds(stmt)))
-        for stmt in m.body:
-            stmts.append((stmt, _binds(stmt)))
-    binders = {}
-    for i, (_stmt, bound) in enumerate(stmts):
-        for name in bound:
-            binders.setdefault(name, []).append(i)
-    all_names = set(binders)
-    need, todo = set(), list(wanted)
-    while todo:
-        name = todo.pop()
-        for i in binders.get(name, []):
-            if i in need:
-                continue
-            need.add(i)
-            stmt = stmts[i][0]
-            if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                todo.extend(_loads(ast.Module(body=[stmt], type_ignores=[]), all_names))
-    module = ast.Module(body=[stmts[i][0] for i in sorted(need)], type_ignores=[])
-    namespace = {"__name__": "reticle_build_tables"}
-    try:
-        flags = __future__.annotations.compiler_flag  # as in the built module: annotations stay unevaluated
-        exec(compile(module, "<the package's tables>", "exec", flags=flags, dont_inherit=True), namespace)
-        return {name: namespace[name]() for name in wanted}
-    except Exception as exc:  # a table that needs more than the standard library, or a bug in it
-        raise BuildError("the tables %s could not be computed from the package: %s: %s"
-                         % (", ".join(sorted(wanted)), type(exc).__name__, exc)) from exc
-
-
-def _default_end(text, at):
-    """Where the default literal that follows a table marker ends: a bracketed literal, a quoted
-    string without quotes inside, or a word such as null."""
-    if text[at] in "[{":
-        depth = 0
-        for i in range(at, len(text)):
-            depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(text[i], 0)
-            if depth == 0:
-                return i + 1
-        raise BuildError("a table's default literal is never closed (it must end on its marker's line)")
-    if text[at] in "'\"":
-        return text.index(text[at], at + 1) + 1
-    m = re.compile(r"\w+").match(text, at)
-    if not m:
-        raise BuildError("a table marker must be followed by a default literal ([], {}, '', null)")
-    return m.end()
-
+# -- the in-page scripts --------------------------------------------------------------------------
 
 def _scripts(modules, root=ROOT):
-    """Each include's lines, with its tables put in, and whether the text ends with a newline:
+    """Each include's lines, each with the file and line it comes from, and whether the text ends with a
+    newline:
     {(module path, line): ([(text, (file, line)), ...], newline)}."""
     raw = {}
     for m in modules:
@@ -535,8 +494,6 @@ def _scripts(modules, root=ROOT):
                     raise BuildError("%s:%d includes %s, which names no file" % (m.path, n, found.group(2)))
                 rel = [os.path.relpath(f, root).replace(os.sep, "/") for f in files]
                 raw[(m.path, n)] = [(path, _read(path, root)) for path in rel]
-    wanted = {name for pieces in raw.values() for _p, text in pieces for name in _TABLE.findall(text)}
-    values = _table_values(build_order(modules), sorted(wanted)) if wanted else {}
     includes = {}
     for key, pieces in raw.items():
         out = []
@@ -545,27 +502,16 @@ def _scripts(modules, root=ROOT):
             if lines and lines[-1] == "":
                 lines.pop()
             for n, line in enumerate(lines, 1):
-                for piece in _fill_tables(line, values).split("\n"):
-                    out.append((piece, (path, n)))
+                out.append((line, (path, n)))
         joined = "\n".join(t for t, _ in out)
         if '"""' in joined or joined.endswith("\\") or "\r" in joined:
             raise BuildError("%s:%d: an included script may hold no triple quote, carriage return or trailing "
                              "backslash (it is embedded as a raw string)" % key)
+        if "/*@python" in joined:
+            raise BuildError("%s:%d: an included script takes no table from Python at build time any more: the "
+                             "daemon sends its tables in the SDK's config (sdk.py)" % key)
         includes[key] = (out, len(pieces) > 1 or pieces[0][1].endswith("\n"))
     return includes
-
-
-def _fill_tables(line, values):
-    out, at = [], 0
-    for m in _TABLE.finditer(line):
-        value = values[m.group(1)]
-        if not isinstance(value, str):
-            raise BuildError("the table %s() must return a JavaScript literal as a str" % m.group(1))
-        before = line[at:m.start()]
-        out.append((before.rstrip(" ") if value.startswith("\n") else before) + value)  # no trailing space
-        at = _default_end(line, m.end())
-    out.append(line[at:])
-    return "".join(out)
 
 
 # -- the build ------------------------------------------------------------------------------------

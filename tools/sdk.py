@@ -9,8 +9,8 @@ files, so a finding names the file and line you edit:
     python3 tools/sdk.py check    # node --check on each script
     python3 tools/sdk.py lint     # ESLint on each script; exit 1 on any finding
 
-A table the SDK takes from Python (``/*@python _fn*/ []``) is linted with its default literal; the
-build puts the table in.  Standard library only (ESLint itself is installed by tests/bootstrap.sh).
+The tables the SDK shares with Python (the convention tables) reach it in its config, which the
+daemon fills in when it serves the SDK.  Standard library only (ESLint itself is installed by tests/bootstrap.sh).
 """
 
 import glob
@@ -25,26 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ESLint and the browser globals list are installed here by tests/bootstrap.sh.
 NODE_DIR = os.path.join(ROOT, "tests", ".js")
 ESLINT = os.path.join(NODE_DIR, "node_modules", ".bin", "eslint")
-# The rules the scripts must pass: code that is never used, names that are never defined, code that
-# can never run, a few more mistakes that ESLint's recommended set also calls errors, and no
-# function over 80 lines.
-LINT_RULES = {
-    "no-unused-vars": ["error", {"args": "none", "caughtErrors": "none"}],
-    "no-undef": "error",
-    "no-unreachable": "error",
-    "no-dupe-keys": "error",
-    "no-duplicate-case": "error",
-    "no-redeclare": "error",
-    "no-self-assign": "error",
-    "no-unsafe-finally": "error",
-    "no-constant-binary-expression": "error",
-    "no-func-assign": "error",
-    "use-isnan": "error",
-    "valid-typeof": "error",
-    # Small named functions: none over 80 lines (blank and comment lines aside). IIFEs count too; the
-    # one wrapper that holds the whole SDK is exempt by an eslint-disable-next-line comment above it.
-    "max-lines-per-function": ["error", {"max": 80, "skipBlankLines": True, "skipComments": True, "IIFEs": True}],
-}
+# The committed ESLint configuration (the rules the scripts must pass).
+ESLINT_CONFIG = os.path.join(ROOT, "tools", "eslint.config.mjs")
 
 
 def scripts(root=ROOT):
@@ -102,22 +84,8 @@ def check(root=ROOT):
     return failed
 
 
-def _eslint_config():
-    """A flat ESLint configuration for the scripts: classic browser scripts (not modules), the
-    browser's globals, and LINT_RULES, nothing else (no config lookup in the tree)."""
-    rules = json.dumps(LINT_RULES, indent=2)
-    return (
-        'import globals from %s;\n'
-        'export default [{\n'
-        '  files: ["**/*.js"],\n'
-        '  languageOptions: {ecmaVersion: 2022, sourceType: "script", globals: {...globals.browser}},\n'
-        '  linterOptions: {reportUnusedDisableDirectives: "error"},\n'
-        '  rules: %s,\n'
-        '}];\n' % (json.dumps(os.path.join(NODE_DIR, "node_modules", "globals", "index.js")), rules))
-
-
 def lint(root=ROOT):
-    """Run ESLint with LINT_RULES over each script; 0 when clean, 1 on findings (each printed as
+    """Run ESLint with tools/eslint.config.mjs over each script; 0 when clean, 1 on findings (each printed as
     ``src/sdk/...js:LINE:COL rule message``), 2 when ESLint is not installed."""
     node = shutil.which("node")
     if not node or not os.path.exists(ESLINT):
@@ -125,7 +93,10 @@ def lint(root=ROOT):
         return 2
     found = []
     with tempfile.TemporaryDirectory() as tmp:
-        config = _write(tmp, "eslint.config.mjs", _eslint_config())
+        # the committed configuration, placed beside the scripts with ESLint's packages in reach
+        config = os.path.join(tmp, "eslint.config.mjs")
+        shutil.copy(ESLINT_CONFIG, config)
+        os.symlink(os.path.join(NODE_DIR, "node_modules"), os.path.join(tmp, "node_modules"))
         paths, maps = [], {}
         for name, text, where in scripts(root):
             paths.append(_write(tmp, name, text))

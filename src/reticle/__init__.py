@@ -1,7 +1,7 @@
 """Reticle: a verification layer that lets an AI coding agent prove its change
 works in the real, running web app.
 
-An in-page SDK (embedded at the end of this file, served at ``/reticle.js``)
+An in-page SDK (embedded in this file, served at ``/reticle.js``)
 reads program truth -- network, console, errors, routes, DOM, storage, app
 state, custom signals -- and streams it over a localhost WebSocket to this
 daemon.  The agent talks MCP to the daemon (stdio, HTTP+SSE or Streamable
@@ -19,12 +19,9 @@ and keep this header.  It needs ``tornado``, ``jsonschema`` and
 ``cryptography`` and nothing else; ``make_app(Hub())`` gives a Tornado
 application you can serve yourself.
 
-Sections, in reading order (each is a part of src/reticle/; ``grep -n '^# .*####' reticle.py``):
-Constants & logging | Errors | Utilities | Session signing | MCP protocol | Hub |
-Events and requests | Browser bridge | Devices | Faults | Predicates | Verdict rules |
-Tools | Flows | Tool registry | Server truth | HTTP handlers | WebSocket handler |
-Application factory | Server control | Init | CLI | pytest plugin | Embedded assets |
-__main__ guard.
+Modules (each a module of the package src/reticle/, joined into this file by tools/amalgamate.py, each
+after those it imports; ``grep -n '^#: begin' reticle.py`` lists them): constants, errors, events,
+util, ... up to the Hub, the HTTP and WebSocket handlers, make_app and the command line.
 
 In your Python app, in development (Server truth): ``app.wsgi_app =
 reticle.wsgi(app.wsgi_app)`` (Flask, any WSGI app), ``app = reticle.asgi(app)``
@@ -36,10 +33,10 @@ from __future__ import annotations
 from .app import make_app
 from .cli import main
 from .constants import __version__
-from .errors import ConfigError, ReticleError, RpcError, ToolError
+from .errors import ConfigError, PredicateError, ReticleError, RpcError, ToolError
 from .hub import Hub
 from .middleware import DjangoMiddleware, asgi, watch_sqlalchemy, watch_sqlite3, wsgi
-from .predicates import PredicateError, parse_predicate
+from .predicates import parse_predicate
 
 __all__ = [
     "ConfigError",

@@ -7,17 +7,17 @@ advice for an unknown, and the writes an act made.
 from __future__ import annotations
 
 import collections
-import urllib.parse
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
-from .causes import _BODYLESS, _caused_by_act, _had_effect
-from .events import _call_label, _is_dev, _is_write
-from .judge import _contradictions, _decide, _judge_final, _server_summary, _trim_evidence
+from .bridge import _summarise
+from .constants import EVENT_CAP_AGE_MS, EVENT_CAP_BYTES, EVENT_CAP_COUNT
+from .events import _call_label
+from .journal import _journal
+from .judge import _server_summary, _trim_evidence, _verdict
 from .observation import _Observation, _leaves
 from .predicates import _PREDICATE_KINDS, _describe_predicate
 from .tab import _BrowserSession, _Known
 from .util import _dumps, _short
-from .wire import _framework_failure
 
 
 def _compact(out: dict, v: dict) -> dict:
@@ -76,20 +76,6 @@ def _faulted_note(because: str, window: List[dict], res: Optional[dict] = None) 
         because, "" if because.endswith((".", "!", "?")) else ".",
         "The deciding evidence was" if deciding else "A request of this window was",
         _call_label(first) if "method" in first else "the WebSocket %s" % first.get("url"), more, first.get("faultId"))
-
-
-def _no_effect(action: str, effect: Any, window: List[dict], floor: float = 0.0,
-               known: Optional["_Known"] = None) -> Optional[dict]:
-    """A click or submit after which nothing at all happened (see _had_effect): whatever
-    held, the action did not make it so."""
-    if action not in ("click", "dblclick", "submit") or not isinstance(effect, dict):
-        return None
-    if _had_effect(effect, window, floor, known):
-        return None
-    return {"kind": "action-had-no-effect", "tier": "absence", "claim": "the %s was dispatched" % action,
-            "counter": "nothing changed: no DOM mutation, request, route, signal, state or storage event",
-            "detail": "a handler that is not wired up looks exactly like this; whatever held, the action "
-                      "did not make it so"}
 
 
 def _unsettled_report(known: "_Known", window: List[dict], since: float, p: dict) -> dict:
@@ -156,22 +142,6 @@ def _advice(p: dict, res: dict) -> Optional[str]:
 
 # ---- Judge, whole: the result, the contradictions and the verdict of one observation ----
 
-def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, str, str]]:
-    """Judge `p` over `obs`: (its result, the contradictions, (verified, verifiedReason, because)).
-    Pure.  After an act, an act that had no effect explains everything else and stands alone."""
-    res = _judge_final(p, obs)
-    contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
-    shown = obs.shown if obs.act_at is not None else None
-    if obs.action is None:
-        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p, shown=shown,
-                                            pending=obs.pending)
-    no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
-    if no_effect:
-        contradictions = [no_effect]
-    return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
-                                        already_true=obs.already_true, act=True, effect=obs.effect, shown=shown,
-                                        pending=obs.pending)
-
 
 # ---- Answer: the one place a verdict becomes what the caller reads ----
 
@@ -191,66 +161,122 @@ def _server_parts(session: "_BrowserSession", window: List[dict], out: dict) -> 
         out["serverWait"] = "none: OpenTelemetry spans reach the daemon, but none from this page's origin yet"
 
 
-def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
-    """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
-    act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
-    one at a time.  (A write the page repeats on its own is not told apart here: failing it too
-    only asks more of the flow.)  answers=True: each with the `answer` its first call got, where
-    one can be replayed (_replayable_answer), for --teeth's lie."""
-    out: List[dict] = []
-    for e in window:
-        d = e["data"]
-        if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
-            continue
-        if floor is not None and not _caused_by_act(e, floor, None):
-            continue
-        parts = urllib.parse.urlsplit(str(d.get("url") or ""))
-        item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
-        if d.get("initiator") == "document":
-            item["form"] = True
-        if any(_write_label(w) == _write_label(item) for w in out):
-            continue
-        answer = _replayable_answer(d) if answers else None
-        if answer is not None:
-            item["answer"] = answer
-            failure = _framework_failure(d, answer)
-            if failure is not None:
-                item["failure"] = failure
-        out.append(item)
+def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
+            anchor: Optional[dict] = None, replayed: bool = False) -> dict:
+    """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
+    replays them): judge the observation, then shape it.  `verified`, `verifiedReason` and
+    `because` are always at the top level; an assert carries its result's fields beside them,
+    an act_and_wait nests them under `verdict` beside the act's effect, honesty and trace.  The
+    step is journaled (marked `replayed` for a flow's replay), health and buffer loss are spliced in,
+    and the answer is compact unless `detail: "full"`."""
+    res, contradictions, (verified, reason, because) = _verdict(p, obs)
+    window, known, since = obs.window, obs.known, obs.since
+    because = _faulted_note(because, window, res)  # a fault's answer is never read as the server's
+    out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
+    if tool == "assert":
+        out.update(res)
+        out["since"] = since
+        _server_parts(session, window, out)
+        verdict = out
+        if contradictions:
+            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+        _coverage(known, out)
+        advice = _advice(p, res) if verified == "yes" else None
+        if advice:
+            out["advice"] = advice
+        _journal(session, "assert", args, out, replayed=replayed)
+        out = _with_health(session, _with_buffer(session, out, since))
+        return out if args.get("detail") == "full" else _compact(out, out)
+    verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
+    loss = known.loss
+    issues = []
+    if loss and loss.get("evicted"):
+        issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
+    if loss and loss.get("sampled"):
+        issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
+    issues.extend(_unmade_issues(known))
+    spots = known.blind_spots
+    out.update({"since": since, "effect": obs.effect, "verdict": verdict,
+                "honesty": {"grade": _grade(p), "attribution": "window",
+                            "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
+                            "integrity": {"clean": not issues, "issues": issues}},
+                "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
+    if obs.already_true:
+        out["alreadyTrue"] = True
+    _server_parts(session, window, out)
+    advice = _advice(p, res) if verified in ("yes", "unknown") else None
+    if advice:
+        out["advice"] = advice
+    if contradictions:
+        out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
+    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
+        out["unsettled"] = _unsettled_report(known, window, since, p)
+    _journal(session, "act_and_wait", args, out, anchor, replayed)
+    out = _with_health(session, out)
+    return out if args.get("detail") == "full" else _compact(out, verdict)
+
+
+def _unmade_issues(known: "_Known") -> List[str]:
+    """Integrity: requests the page reported that the device's browser never made (forged into
+    the SDK's socket by a page script; none of them can make a verdict), that it reported otherwise
+    than the browser saw them (the browser's values counted), or with fields of the wrong type
+    (refused at ingest)."""
+    spots = known.blind_spots
+    issues = []
+    if spots.get("request-not-made"):
+        issues.append("forged: the page reported %d request(s) the browser never made; they were not counted"
+                      % spots["request-not-made"])
+    if spots.get("request-misreported"):
+        issues.append("misreported: the page reported %d request(s) otherwise than the browser's record (status or "
+                      "ok); the browser's values were counted" % spots["request-misreported"])
+    if spots.get("malformed-request"):
+        issues.append("malformed: the page reported %d request(s) whose status or ok had the wrong type or "
+                      "contradicted each other; they were refused" % spots["malformed-request"])
+    return issues
+
+
+def _coverage(known: "_Known", out: dict) -> dict:
+    issues = _unmade_issues(known)
+    if issues:
+        out["honesty"] = dict(out.get("honesty") or {}, integrity={"clean": False, "issues": issues})
+    if known.blind_spots:
+        out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
+        out["coverage_spots"] = [{"kind": k, "count": v} for k, v in known.blind_spots.items()]
     return out
 
 
-_LIE_HEADERS = ("content-type", "location", "cache-control")
+def _with_health(session: "_BrowserSession", out: dict) -> dict:
+    """An answer about the tab, with its health spliced in: a tab that does not answer or is throttled
+    says so (`session`, `warning`), and the dialogs seen from the answer's `since` are named."""
+    stuck = session.not_answering()
+    if stuck is not None:
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "answering": False, "notAnswering": stuck}
+        out["warning"] = "the tab does not answer: %s" % stuck
+    elif session.throttled():
+        out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
+        out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
+    seen = session.health.dialogs_since(out.get("since"))
+    if seen:
+        out["dialogs"] = seen
+        said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
+                                                      d["handled"]) for d in seen[:3])
+        out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
+            ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
+            else "")
+    return out
 
 
-def _replayable_answer(d: dict) -> Optional[dict]:
-    """The answer a completed write got, as a fault can give it again without the server (--teeth's
-    lie): {status, headers, body}, the headers a page reads (content-type, location, htmx's `hx-*`
-    and the app's own `x-*`; never cookies), or None when it cannot be replayed as it was: a form
-    post (the page that arrived is the answer), a faulted or failed call, a body not captured or cut."""
-    status = d.get("status")
-    if d.get("initiator") == "document" or d.get("faulted") or d.get("faultId") or d.get("error") is not None:
-        return None
-    if not isinstance(status, int) or not 200 <= status <= 599:
-        return None
-    body = d.get("responseBody")
-    if status in _BODYLESS:
-        body = ""
-    if not isinstance(body, str) or d.get("responseBodyTruncated") or len(body) > 65536:
-        return None
-    given = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
-    headers = {str(k): str(v)[:1024] for k, v in given.items()
-               if str(k).lower() in _LIE_HEADERS or str(k).lower().startswith(("hx-", "x-"))}
-    if "content-type" not in {k.lower() for k in headers} and d.get("contentType"):
-        headers["content-type"] = str(d["contentType"])[:1024]
-    return {"status": status, "headers": dict(list(headers.items())[:20]), "body": body}
-
-
-def _write_shown(w: dict) -> dict:
-    """A write of _writes_in as results and reports show it: without the answers kept for --teeth."""
-    return {k: v for k, v in w.items() if k not in ("answer", "failure")}
-
-
-def _write_label(w: dict) -> str:
-    """How a write is named in every teeth report: `POST /api/save`, `(form post)` for a document's."""
-    return "%s %s%s" % (w["method"], w["path"], " (form post)" if w.get("form") else "")
+def _with_buffer(session: "_BrowserSession", out: dict, since: float) -> dict:
+    """An answer over the window from `since`, with what the tab's buffer lost of it (`buffer`: evicted,
+    sampled, and a note that the counts are lower bounds)."""
+    loss = session.store.loss_since(since)
+    if loss:
+        why = []
+        if loss.get("evicted") or loss.get("evictedChurn"):
+            why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
+                       % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
+        if loss.get("sampled"):
+            why.append("the page's flood was sampled")
+        loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
+        out["buffer"] = loss
+    return out

@@ -10,17 +10,14 @@ import datetime
 import os
 import secrets
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
-from .browser import _CdpError
+from .daemon import _Daemon
 from .devices import _device_read_state
-from .errors import ToolError
+from .errors import _CdpError, ToolError
 from .flow_files import _flow_name, _load_flow_file, _project_dir
 from .tab import _BrowserSession
 from .util import _dumps
-
-if TYPE_CHECKING:
-    from .hub import Hub
 
 
 # ---- logged-in starts: a setup flow's saved state (.reticle/auth/<name>.json) ----
@@ -37,7 +34,7 @@ def _auth_path(root: str, name: str) -> str:
         if os.path.islink(part):
             raise ToolError("%s is a symbolic link; Reticle keeps saved logins only in the project's own "
                             ".reticle/auth" % part, "replace the link with a folder (or file) of the project",
-                            setup=True)
+                            setup=True, code="path_refused")
     return os.path.join(folder, name + ".json")
 
 
@@ -70,10 +67,10 @@ def _load_auth_state(root: str, name: str) -> Optional[dict]:
         return None
     except (OSError, ValueError) as exc:
         raise ToolError("the saved auth state %s is not readable (%s)" % (path, type(exc).__name__),
-                        "delete it and replay the setup flow %s" % name, setup=True) from None
+                        "delete it and replay the setup flow %s" % name, setup=True, code="auth_invalid") from None
     if not isinstance(state, dict) or not isinstance(state.get("cookies"), list):
         raise ToolError("the saved auth state %s is not one Reticle wrote" % path,
-                        "delete it and replay the setup flow %s" % name, setup=True)
+                        "delete it and replay the setup flow %s" % name, setup=True, code="auth_invalid")
     return state
 
 
@@ -84,7 +81,7 @@ def _auth_expired(state: dict, now: Optional[float] = None) -> int:
                and 0 < c["expires"] < now)
 
 
-async def _keep_auth(hub: "Hub", session: "_BrowserSession", name: str) -> dict:
+async def _keep_auth(hub: _Daemon, session: "_BrowserSession", name: str) -> dict:
     """Save the state of the device behind `session` as setup flow `name`'s -> what an answer may say
     of it (the name, the file, how many cookies and which origins; never a value)."""
     device = hub.devices.for_session(session.id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 
 import tornado.ioloop
 
@@ -17,12 +17,8 @@ from .constants import (DEPARTED_KEEP_MS, EVENTS_PER_SECOND_DEFAULT, FRAME_BYTES
     MAX_DEPARTED, MAX_SESSIONS, NAV_WAIT_S, _bridge_log, _emit)
 from .errors import ToolError
 from .events import _FRAME_TYPES, _call_label
-from .tab import _BrowserSession, _TabState, _socket_origin
+from .tab import _BrowserSession, _Socket, _TabState, _socket_origin
 from .util import _env_byte_rate, _short
-from .websocket import _BridgeHandler
-
-if TYPE_CHECKING:
-    from .hub import Hub
 
 
 async def _poll(check: Callable[[], bool], timeout: float, step: float, clock: Callable[[], float]) -> bool:
@@ -41,12 +37,44 @@ _SOCKET_REFUSAL_FIX = ("the SDK tries again by itself; if this repeats, reload t
                        "on localhost or 127.0.0.1 (or allow-listed with RETICLE_ALLOWED_ORIGINS and given the token)")
 
 
+class _FaultMarker(Protocol):
+    """The daemon's faults as the bridge's tabs use them (_Faults): a completed request is marked."""
+
+    def mark(self, session: _BrowserSession, event: dict) -> None: ...
+
+
+class _StepLog(Protocol):
+    """The daemon's journeys (_Journeys): each tab's steps, recorded as they happen."""
+
+    def record(self, session_id: str, step: dict) -> None: ...
+
+
+class _BridgeHost(Protocol):
+    """What the bridge asks of the daemon that holds it (the Hub): its clock, its record of what was
+    refused to a page, its public origin, its faults and its journeys."""
+
+    @property
+    def refusals(self) -> collections.deque: ...
+
+    @property
+    def faults(self) -> _FaultMarker: ...
+
+    @property
+    def journeys(self) -> _StepLog: ...
+
+    def clock(self) -> float: ...
+
+    def note_refusal(self, what: str, reason: str, fix: str) -> None: ...
+
+    def public_origin(self) -> str: ...
+
+
 # ---- the bridge: every tab of the daemon, found by id, the only tab, or the next to connect ----
 
 class _Bridge:
     """All browser sessions of one daemon, keyed by the id the page chose."""
 
-    def __init__(self, hub: "Hub") -> None:
+    def __init__(self, hub: _BridgeHost) -> None:
         self.hub = hub
         self.clock = hub.clock
         self.sessions: Dict[str, _BrowserSession] = {}
@@ -119,10 +147,11 @@ class _Bridge:
                                     "bring the tab back to a page with the script tag (it is the same session "
                                     "then), or open the app in a device: reticle_open {url}", code="tab_away")
                 raise ToolError("unknown sessionId %r; connected sessions: %s" % (session_id, live),
-                                "pass one of the connected ids, or omit sessionId when one tab is connected")
+                                "pass one of the connected ids, or omit sessionId when one tab is connected",
+                                code="tab_unknown")
             return s
         if not self.sessions:
-            raise ToolError(self.why(), "connect a tab (see reticle_sessions), then retry")
+            raise ToolError(self.why(), "connect a tab (see reticle_sessions), then retry", code="no_tab")
         if len(self.sessions) == 1:
             return next(iter(self.sessions.values()))
         # Several tabs: never guess between live ones.  A lone tab that is
@@ -131,9 +160,9 @@ class _Bridge:
         if len(awake) == 1:
             return awake[0]
         raise ToolError("multiple sessions connected — pass sessionId: %s" % ", ".join(
-            "%s (%s)" % (s.id, s.url) for s in self.sessions.values()), "pass sessionId")
+            "%s (%s)" % (s.id, s.url) for s in self.sessions.values()), "pass sessionId", code="tab_ambiguous")
 
-    def attach(self, handler: "_BridgeHandler",
+    def attach(self, handler: _Socket,
                hello: dict) -> Tuple[Optional[_BrowserSession], Optional[Tuple[int, str]]]:
         """Bind a hello to its session: a known or just-departed id is taken over (its pending commands
         fail, an older socket is closed as replaced), a new one is created; (None, close code) when the
@@ -181,7 +210,7 @@ class _Bridge:
         self.ever_connected += 1
         return session, None
 
-    def detach(self, handler: "_BridgeHandler") -> None:
+    def detach(self, handler: _Socket) -> None:
         session = handler.session
         if session is None or session.handler is not handler:
             return
@@ -228,6 +257,14 @@ class _Bridge:
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
                            timeout, 0.025, self.clock)
 
+    def mark_fault(self, session: _BrowserSession, event: dict) -> None:
+        """Mark a tab's completed request that a fault of the daemon answered (_Faults.mark)."""
+        self.hub.faults.mark(session, event)
+
+    def record_step(self, session_id: str, step: dict) -> None:
+        """Record a step of a tab's journey (_Journeys.record: what a flow is saved from)."""
+        self.hub.journeys.record(session_id, step)
+
     def _returning(self, session_id: Optional[str]) -> Optional[_BrowserSession]:
         """A tab that left less than NAV_WAIT_S ago and may be loading its next document."""
         now = self.clock()
@@ -266,7 +303,7 @@ def _act_command(args: dict) -> dict:
     if not args.get("ref") and not args.get("target"):
         raise ToolError("%s needs a `ref` (from snapshot/query) or a `target` such as "
                         '{"role": "button", "name": "Save"}.' % args.get("action", "the action"),
-                        "take a reticle_snapshot first, or pass target")
+                        "take a reticle_snapshot first, or pass target", code="bad_argument")
     cmd = {"action": args["action"], "args": args.get("args", {})}
     if args.get("ref"):
         cmd["ref"] = args["ref"]

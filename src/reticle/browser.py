@@ -27,7 +27,7 @@ import tornado.web
 import tornado.websocket
 
 from .constants import _emit
-from .errors import ToolError
+from .errors import _CdpError, ToolError
 from .events import _net_key_url
 from .util import _dumps
 
@@ -159,7 +159,7 @@ def _find_browser() -> str:
             return found
         raise ToolError("RETICLE_BROWSER=%r is not an executable browser; point it at Chromium, Chrome or "
                         "Edge, or unset it and %s." % (env, _browser_install_hint()),
-                        "fix RETICLE_BROWSER, then retry")
+                        "fix RETICLE_BROWSER, then retry", code="browser_missing")
     for name in _BROWSER_NAMES:
         found = shutil.which(name)
         if found:
@@ -169,7 +169,8 @@ def _find_browser() -> str:
         if os.path.isfile(path):
             return path
     raise ToolError("No Chromium-family browser was found to start a device: %s, or set RETICLE_BROWSER to "
-                    "the path of one." % _browser_install_hint(), "install a browser, then retry")
+                    "the path of one." % _browser_install_hint(), "install a browser, then retry",
+                    code="browser_missing")
 
 
 def _browser_args(profile: str, headed: bool, viewport: Tuple[int, int]) -> Tuple[List[str], Optional[str]]:
@@ -212,14 +213,6 @@ def _jpeg_size(data: bytes) -> Tuple[int, int]:
             return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
         i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
     raise ValueError("not a JPEG with a frame header")
-
-
-class _CdpError(ToolError):
-    """A CDP call answered an error, or the connection went away: a tool that meets it fails
-    with isError, not as a crash."""
-
-    def __init__(self, error: str) -> None:
-        super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
 
 
 class _CdpClient:
@@ -369,7 +362,7 @@ class _BrowserProcess:
             if left <= 0:
                 raise ToolError("the browser %s did not open its DevTools endpoint within %d s; its last output: %s"
                                 % (self.exe, DEVICE_START_TIMEOUT_S, " | ".join(self.stderr_tail) or "(none)"),
-                                "check that the browser starts by hand with --headless")
+                                "check that the browser starts by hand with --headless", code="browser_failed")
             try:
                 line = await asyncio.wait_for(self.proc.stderr.readline(), left)
             except asyncio.TimeoutError:
@@ -377,7 +370,8 @@ class _BrowserProcess:
             if not line:
                 raise ToolError("the browser %s exited while starting; its last output: %s" % (
                     self.exe, " | ".join(self.stderr_tail) or "(none)"),
-                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one")
+                    "check that the browser starts by hand with --headless; set RETICLE_BROWSER to another one",
+                                code="browser_failed")
             text = line.decode("utf-8", "replace").strip()
             m = re.search(r"DevTools listening on (ws://\S+)", text)
             if m:

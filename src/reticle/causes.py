@@ -1,16 +1,19 @@
 """What an act caused.
 
 Which of a window's events the act could have caused: the calls it made (not the page's own
-background traffic), whether anything happened at all, and what evidence was lost.
+background traffic), whether anything happened at all, what evidence was lost, and the writes it made
+(what a journey step and a flow's report keep of them).
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+import urllib.parse
+from typing import Any, Dict, List, Optional
 
 from .constants import ARRIVAL_WAIT_MS
 from .events import _call_label, _event_type, _is_dev, _is_write
 from .tab import _Known
+from .wire import _framework_failure
 
 
 # ---- what the act did: its effect, its failed calls, the signals of success ----
@@ -100,3 +103,82 @@ def _caused_by_act(e: dict, floor: float, known: Optional["_Known"], repeats: bo
     if known.origin and "://" in url and not url.startswith(known.origin + "/") and url != known.origin:
         return False
     return _call_label(d) not in (known.polled if repeats else known.background)
+
+
+def _writes_in(window: List[dict], floor: Optional[float] = None, answers: bool = False) -> List[dict]:
+    """The writes a window holds (POST, PUT, PATCH, DELETE and form posts) that started after the
+    act at `floor`, once each by method and path: what `reticle verify --teeth` fails on purpose,
+    one at a time.  (A write the page repeats on its own is not told apart here: failing it too
+    only asks more of the flow.)  answers=True: each with the `answer` its first call got, where
+    one can be replayed (_replayable_answer), for --teeth's lie."""
+    out: List[dict] = []
+    for e in window:
+        d = e["data"]
+        if e["type"] != "net.request" or not _is_write(d) or _is_dev(d):
+            continue
+        if floor is not None and not _caused_by_act(e, floor, None):
+            continue
+        parts = urllib.parse.urlsplit(str(d.get("url") or ""))
+        item: Dict[str, Any] = {"method": str(d.get("method")).upper(), "path": parts.path or "/"}
+        if d.get("initiator") == "document":
+            item["form"] = True
+        if any(_write_label(w) == _write_label(item) for w in out):
+            continue
+        answer = _replayable_answer(d) if answers else None
+        if answer is not None:
+            item["answer"] = answer
+            failure = _framework_failure(d, answer)
+            if failure is not None:
+                item["failure"] = failure
+        out.append(item)
+    return out
+
+
+_LIE_HEADERS = ("content-type", "location", "cache-control")
+
+
+def _replayable_answer(d: dict) -> Optional[dict]:
+    """The answer a completed write got, as a fault can give it again without the server (--teeth's
+    lie): {status, headers, body}, the headers a page reads (content-type, location, htmx's `hx-*`
+    and the app's own `x-*`; never cookies), or None when it cannot be replayed as it was: a form
+    post (the page that arrived is the answer), a faulted or failed call, a body not captured or cut."""
+    status = d.get("status")
+    if d.get("initiator") == "document" or d.get("faulted") or d.get("faultId") or d.get("error") is not None:
+        return None
+    if not isinstance(status, int) or not 200 <= status <= 599:
+        return None
+    body = d.get("responseBody")
+    if status in _BODYLESS:
+        body = ""
+    if not isinstance(body, str) or d.get("responseBodyTruncated") or len(body) > 65536:
+        return None
+    given = d["responseHeaders"] if isinstance(d.get("responseHeaders"), dict) else {}
+    headers = {str(k): str(v)[:1024] for k, v in given.items()
+               if str(k).lower() in _LIE_HEADERS or str(k).lower().startswith(("hx-", "x-"))}
+    if "content-type" not in {k.lower() for k in headers} and d.get("contentType"):
+        headers["content-type"] = str(d["contentType"])[:1024]
+    return {"status": status, "headers": dict(list(headers.items())[:20]), "body": body}
+
+
+def _write_shown(w: dict) -> dict:
+    """A write of _writes_in as results and reports show it: without the answers kept for --teeth."""
+    return {k: v for k, v in w.items() if k not in ("answer", "failure")}
+
+
+def _write_label(w: dict) -> str:
+    """How a write is named in every teeth report: `POST /api/save`, `(form post)` for a document's."""
+    return "%s %s%s" % (w["method"], w["path"], " (form post)" if w.get("form") else "")
+
+
+def _no_effect(action: str, effect: Any, window: List[dict], floor: float = 0.0,
+               known: Optional["_Known"] = None) -> Optional[dict]:
+    """A click or submit after which nothing at all happened (see _had_effect): whatever
+    held, the action did not make it so."""
+    if action not in ("click", "dblclick", "submit") or not isinstance(effect, dict):
+        return None
+    if _had_effect(effect, window, floor, known):
+        return None
+    return {"kind": "action-had-no-effect", "tier": "absence", "claim": "the %s was dispatched" % action,
+            "counter": "nothing changed: no DOM mutation, request, route, signal, state or storage event",
+            "detail": "a handler that is not wired up looks exactly like this; whatever held, the action "
+                      "did not make it so"}

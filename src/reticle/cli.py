@@ -22,11 +22,11 @@ import tornado.httpserver
 import tornado.netutil
 import tornado.web
 
-from .answer import _write_label, _write_shown
 from .app import make_app
-from .assets import _DEMO_HTML
+from .assets import _demo_html
 from .browser import _find_browser
 from .calls import _CallContext
+from .causes import _write_label, _write_shown
 from .constants import DEFAULT_HOST, DEFAULT_PORT, __version__
 from .control import _DaemonLink, _daemon_record, _http, _mcp_stdio, _port_owner_sentence, _probe_port, _serve
 from .devices import MAX_DEVICES_DEFAULT
@@ -221,7 +221,7 @@ class _DemoPageHandler(tornado.web.RequestHandler):
     def get(self) -> None:
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
-        self.write(_DEMO_HTML)
+        self.write(_demo_html())
 
 
 class _DemoApiHandler(tornado.web.RequestHandler):
@@ -276,7 +276,7 @@ async def _demo_call(hub: Hub, ctx: _CallContext, name: str, args: dict) -> Tupl
     reply = await hub.dispatcher.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                          "params": {"name": name, "arguments": args}}, ctx)
     if reply is None or "error" in reply:
-        raise ToolError("%s: %s" % (name, (reply or {}).get("error")))
+        raise ToolError("%s: %s" % (name, (reply or {}).get("error")), code="tool_failed")
     result = reply["result"]
     return result.get("structuredContent") or {}, bool(result.get("isError"))
 
@@ -316,7 +316,7 @@ async def _cli_demo(headed: bool) -> int:
         started = time.monotonic()
         opened, failed = await _demo_call(hub, ctx, "reticle_open", {"url": url, "headed": headed})
         if failed:
-            raise ToolError(opened.get("error", "the device did not open"))
+            raise ToolError(opened.get("error", "the device did not open"), code=opened.get("code", "browser_failed"))
         out.write("reticle demo: browser up and the page connected in %.2f s (session %s, no script tag: "
                   "the SDK was injected)\n" % (time.monotonic() - started, opened["sessionId"]))
         out.write("reticle demo: running %d verified steps through the same tools an agent calls ...\n\n"
@@ -411,7 +411,7 @@ def _verify_load(names: List[str], root: str) -> Tuple[List[dict], List[dict]]:
                 flow = _load_flow_file(item, follow=True)  # a path given on the command line may be a link
                 problems = _flow_problems(flow)
                 if problems:
-                    raise ToolError("%s is not a Reticle flow: %s" % (item, "; ".join(problems)))
+                    raise ToolError("%s is not a Reticle flow: %s" % (item, "; ".join(problems)), code="flow_invalid")
             else:
                 flow = _read_flow(root, item)
             flows.append(flow)
@@ -455,7 +455,8 @@ async def _verify_args(flow: dict, setups: Dict[str, dict], made: Dict[str, "asy
     if name and not flow.get("setup") and name in made:
         outcome = await asyncio.shield(made[name])
         if outcome != "yes":
-            raise ToolError("auth state %s: its setup flow %s is %s in this run" % (name, name, outcome))
+            raise ToolError("auth state %s: its setup flow %s is %s in this run" % (name, name, outcome),
+                            code="auth_failed")
         steps += setups[name]["steps"]
     names = sorted({n for s in steps for n in _secret_refs(s.get("args") or {})})
     args: Dict[str, Any] = {"flow": flow}
@@ -471,7 +472,8 @@ async def _verify_call(link: "_DaemonLink", name: str, args: dict, timeout: floa
     result = await asyncio.wait_for(link.request("tools/call", {"name": name, "arguments": args}), timeout)
     data = (result or {}).get("structuredContent") or {}
     if (result or {}).get("isError"):
-        raise ToolError(str(data.get("error") or data), str(data.get("recovery") or ""))
+        raise ToolError(str(data.get("error") or data), str(data.get("recovery") or ""),
+                        code=str(data.get("code") or "tool_failed"))  # the tool's own code, passed on
     return data
 
 
@@ -570,7 +572,7 @@ async def _verify_flows(port: int, state: _StateDir, flows: List[dict], url: Opt
                     args = await _verify_args(flow, setups, made)
                     start = _start_url(flow, url)
                     if not start:
-                        raise ToolError("the flow %s has no startUrl; pass --url" % name)
+                        raise ToolError("the flow %s has no startUrl; pass --url" % name, code="flow_invalid")
                     # every flow starts clean: a job's next flow reuses its browser in a new, empty
                     # context, so no flow sees the cookies or storage another one left
                     if session_id is None:

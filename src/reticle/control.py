@@ -308,7 +308,8 @@ class _DaemonLink:
             self.scheme = probe.get("scheme", "http")
             return
         if probe["state"] == "foreign":
-            raise ToolError(_port_owner_sentence(self.port, probe), "free the port or set RETICLE_PORT")
+            raise ToolError(_port_owner_sentence(self.port, probe), "free the port or set RETICLE_PORT",
+                            code="daemon_unreachable")
         await self._spawn_and_wait()
 
     async def _spawn_and_wait(self) -> None:
@@ -369,7 +370,7 @@ class _DaemonLink:
                 await asyncio.sleep(0.1)
             raise ToolError("no Reticle daemon came up on port %d; see %s" % (
                 self.port, self.state.file("daemon-%d.log" % self.port)),
-                "run `reticle serve --port %d` in a terminal to see why" % self.port)
+                "run `reticle serve --port %d` in a terminal to see why" % self.port, code="daemon_unreachable")
         finally:
             if owned:
                 try:
@@ -399,10 +400,11 @@ class _DaemonLink:
             return None, "session"
         if resp.code != 200:
             raise ToolError("the daemon answered HTTP %d: %s" % (resp.code, (body or b"")[:300].decode(
-                "utf-8", "replace")), "retry the call")
+                "utf-8", "replace")), "retry the call", code="daemon_unreachable")
         if reader is not None and "text/event-stream" in resp.headers.get("Content-Type", ""):
             if reader.reply is None:
-                raise ToolError("the daemon's answer stream ended without a reply", "retry the call")
+                raise ToolError("the daemon's answer stream ended without a reply", "retry the call",
+                                code="daemon_unreachable")
             return reader.reply, resp.headers.get("Mcp-Session-Id")
         return json.loads(body), resp.headers.get("Mcp-Session-Id")
 
@@ -456,10 +458,10 @@ class _DaemonLink:
             self.session_id = None
             raise ToolError("the daemon connection failed (%s: %s) before this call was answered; it may not "
                             "have completed" % (exc.__class__.__name__, exc),
-                            "retry the call; a new daemon starts if needed") from exc
+                            "retry the call; a new daemon starts if needed", code="daemon_unreachable") from exc
         if reply is None:
             raise ToolError("the daemon does not recognise this proxy's session even after a new initialize",
-                            "restart `reticle mcp`")
+                            "restart `reticle mcp`", code="daemon_unreachable")
         if "error" in reply:
             err = reply["error"]
             raise RpcError(err.get("code", -32603), err.get("message", "error"), err.get("data"))

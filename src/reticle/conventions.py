@@ -8,7 +8,6 @@ in-page SDK receives the same tables, so both sides read one convention.
 from __future__ import annotations
 
 import html
-import json
 import re
 import urllib.parse
 from typing import List, Optional, Tuple
@@ -154,25 +153,14 @@ _ROUTE_ANNOUNCERS: Tuple[Tuple[str, str], ...] = (
 )
 
 
-def _route_announcers_config() -> str:
-    """The announcers' selectors as one JavaScript string literal, for the SDK's alert scan, on a line of
-    its own (as a formatter wraps it)."""
-    sel = ",".join(s for _, s in _ROUTE_ANNOUNCERS)
-    assert "'" not in sel and "\\" not in sel, sel
-    return "\n    '%s'" % sel
-
-
-def _failure_ui_config() -> str:
-    """The conventions as the SDK reads them, a JavaScript array of [source, selector, level]
-    rows, one literal a line (as a formatter wraps it)."""
-    def lit(v: Optional[str]) -> str:
-        if v is None:
-            return "null"
-        assert "'" not in v and "\\" not in v and "\n" not in v, v
-        return "'%s'" % v
-    rows = ["    [\n      %s,\n      %s,\n      %s\n    ]" % (lit(r.name), lit(r.selector), lit(r.level))
-            for r in _FAILURE_UI]
-    return "[\n" + ",\n".join(rows) + "\n  ]"
+def _sdk_conventions() -> dict:
+    """The convention tables as the in-page SDK reads them (its config's `conventions`, filled in by the
+    daemon when it serves or injects the SDK): the failure UIs as [source, selector, level] rows, the
+    plain failure text as two lists of regex sources (_PLAIN_FAILURE), and the route announcers' selectors
+    as one selector list.  Both sides read one table."""
+    return {"failureUi": [[r.name, r.selector, r.level] for r in _FAILURE_UI],
+            "plainFailure": [list(part) for part in _PLAIN_FAILURE],
+            "routeAnnouncers": ",".join(s for _, s in _ROUTE_ANNOUNCERS)}
 
 
 # Plain failure text: new text after an act, in the act's form or in what its answer
@@ -198,13 +186,6 @@ def _plain_failure(text: str) -> bool:
     """Does a plain text read as a failure (_PLAIN_FAILURE: a pattern, and no negative)?"""
     yes, no = _PLAIN_FAILURE_RES
     return any(r.search(text) for r in yes) and not any(r.search(text) for r in no)
-
-
-def _plain_failure_config() -> str:
-    """_PLAIN_FAILURE as the SDK reads it: a JavaScript array of two arrays of regex sources, one
-    literal a line (as a formatter wraps it)."""
-    lists = ["    [\n%s\n    ]" % ",\n".join("      %s" % json.dumps(s) for s in part) for part in _PLAIN_FAILURE]
-    return "[\n" + ",\n".join(lists) + "\n  ]"
 
 
 def _is_failure_ui(d: dict) -> bool:

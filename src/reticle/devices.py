@@ -21,20 +21,62 @@ import shutil
 import signal
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Awaitable, Dict, List, Optional, Tuple
+from typing import Any, Awaitable, Dict, List, Optional, Protocol, Tuple, cast
 
 import tornado.ioloop
 
-from .assets import _SDK_JS
-from .browser import (_BrowserProcess, _CDP_MODIFIERS, _CdpClient, _CdpError, _browser_values, _cdp_key,
-    _confirm_key, _device_log, _find_browser, _initiator_stack)
-from .constants import BRIDGE_PROTOCOL, SERVER_MARK_COOKIE, WS_MAX_MESSAGE_BYTES, __version__, _emit
-from .errors import ConfigError, ToolError
-from .util import _dumps, _env_int, _pid_alive, _script_with, _short, _wall_iso
+from .browser import (_BrowserProcess, _CDP_MODIFIERS, _CdpClient, _browser_values, _cdp_key, _confirm_key,
+    _device_log, _find_browser, _initiator_stack)
+from .constants import SERVER_MARK_COOKIE, _emit
+from .errors import _CdpError, ConfigError, ToolError
+from .bridge import _Bridge
+from .sdk import _sdk_source
+from .tab import _BrowserSession, _TabDevice
+from .util import _StateDir, _dumps, _env_int, _pid_alive, _script_with, _short, _wall_iso
 
-if TYPE_CHECKING:
-    from .hub import Hub
-    from .tab import _BrowserSession
+
+class _DeviceFaults(Protocol):
+    """The daemon's faults as its devices use them (_Faults): a device's network layer follows its tab's
+    faults, and a closed device's tab has none."""
+
+    def sync_device(self, device: "_Device") -> Awaitable[None]: ...
+
+    def drop_tab(self, sid: str) -> None: ...
+
+
+class _Counted(Protocol):
+    """A part of the daemon that counts what it received (_OtelTraces: spans, logs, ...)."""
+
+    @property
+    def stats(self) -> Dict[str, int]: ...
+
+
+class _DeviceHost(Protocol):
+    """What the devices ask of the daemon (the Hub): its tabs, its faults, whether it hears OpenTelemetry,
+    its state directory and address, tasks it holds, and whether it is stopping."""
+
+    @property
+    def bridge(self) -> _Bridge: ...
+
+    @property
+    def faults(self) -> _DeviceFaults: ...
+
+    @property
+    def otel(self) -> _Counted: ...
+
+    @property
+    def state(self) -> _StateDir: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def scheme(self) -> str: ...
+
+    @property
+    def stop_reason(self) -> str: ...
+
+    def spawn(self, coro: Awaitable) -> "asyncio.Task": ...
 
 
 DEVICE_BUDGET_DEFAULT = (5, 600.0)         # starts per session key per window (RETICLE_DEVICE_BUDGET)
@@ -318,7 +360,7 @@ class _DeviceInput:
                 mods |= _CDP_MODIFIERS.get(str(m), 0)
             await self._key(str(req.get("key") or "Enter"), mods)
         else:
-            raise ToolError("the device cannot dispatch %r as real input" % action)
+            raise ToolError("the device cannot dispatch %r as real input" % action, code="input_refused")
 
     async def _key(self, key: str, mods: int) -> None:
         vk, code, text = _cdp_key(key)
@@ -363,7 +405,7 @@ async def _answer_device_dialog(device: "_Device", params: dict) -> None:
 
 # ---- the device: a browser of Reticle's own, with the SDK in every document ----
 
-class _Device:
+class _Device(_TabDevice):
     """One browser the daemon started: its process (_BrowserProcess), CDP connection, the page it
     drives, and the parts that answer that page: its relay and tickets (_RelayTickets), the
     browser's record of its requests (_NetRecord), real input (_DeviceInput) and dialogs.
@@ -383,7 +425,7 @@ class _Device:
         self.id = "d" + secrets.token_hex(4)
         self.session_id = "device-" + self.id
         self.relay = _RelayTickets(self)
-        self.net = _NetRecord(self)
+        self.net: _NetRecord = _NetRecord(self)
         self.inputs = _DeviceInput(self)
         self.process = _BrowserProcess(self.id)
         self.dialog_policy: Optional[dict] = None     # during an act: {"accept": bool, "promptText": str}
@@ -440,11 +482,7 @@ class _Device:
     def injected_source(self) -> str:
         """The SDK with this device's config, run in top-level http(s) documents only.  It carries
         no credential: its bridge socket is the relay's (_RelayTickets.source)."""
-        config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                  "maxMessageBytes": WS_MAX_MESSAGE_BYTES, "device": True, "bridge": self.bridge_base(),
-                  "relay": self.relay.nonce, "sessionId": self.session_id}
-        sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
-               .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
+        sdk = _sdk_source(device=True, bridge=self.bridge_base(), relay=self.relay.nonce, sessionId=self.session_id)
         return ("(function () {\nif (window.top !== window || !/^https?:$/.test(location.protocol)) return;\n"
                 + sdk + "\n})();")
 
@@ -590,7 +628,7 @@ class _Device:
         result = await self.cdp.call("Page.navigate", {"url": url}, self.page)
         if result.get("errorText"):
             raise ToolError("the device could not load %s: %s" % (url, result["errorText"]),
-                            "check that the app is running and the URL is right")
+                            "check that the app is running and the URL is right", code="navigation_failed")
         self.url = url
 
     async def capture(self, fmt: str, clip: Optional[dict] = None, full_page: bool = False,
@@ -612,6 +650,11 @@ class _Device:
 # read in an isolated world and restored by a script in one (the page's own scripts see neither), and
 # it never enters a log, an answer or an error message.
 
+
+def _device_of(session: _BrowserSession) -> Optional[_Device]:
+    """The device that owns a tab, whole: the tab knows it only as a _TabDevice (what the tab itself
+    asks of it), and _Device is the one kind of device there is."""
+    return cast(Optional[_Device], session.device)
 AUTH_WORLD = "reticle-auth"                # the isolated world that reads and restores a saved state
 _AUTH_MARK = "__reticle_auth_restored"     # sessionStorage key: this tab's origin got its saved storage
 _AUTH_COOKIE_KEYS = ("name", "value", "domain", "path", "secure", "httpOnly", "sameSite", "expires")
@@ -689,7 +732,8 @@ class _StartBudget:
                                    "" if who == key else " x %d" % DEVICE_BUDGET_ALL_SCALE, _wall_iso(next_at),
                                    max(1, int(next_at - now + 0.999))),
                                 "reuse the open device (reticle_open reuses the caller's own) or wait",
-                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)))
+                                nextStartAt=_wall_iso(next_at), retryAfterS=max(1, int(next_at - now + 0.999)),
+                                code="device_budget")
 
     def spend(self, key: str) -> None:
         """Count a start of `key` (after check(), which made its record)."""
@@ -706,7 +750,7 @@ class _DeviceRecords:
     """The state directory's devices/: one record (pid, profile, daemon pid) per live device, so
     that the next daemon can end the browsers and remove the profiles of one killed with SIGKILL."""
 
-    def __init__(self, hub: "Hub") -> None:
+    def __init__(self, hub: _DeviceHost) -> None:
         self.hub = hub
 
     def _dir(self) -> str:
@@ -852,7 +896,7 @@ class _DeviceManager:
     directory's devices/ while it lives (_DeviceRecords), so that the next daemon can end the
     browsers and remove the profiles of one that was killed with SIGKILL."""
 
-    def __init__(self, hub: "Hub") -> None:
+    def __init__(self, hub: _DeviceHost) -> None:
         self.hub = hub
         self.devices: Dict[str, _Device] = {}
         self.last_used: Dict[str, float] = {}
@@ -926,7 +970,7 @@ class _DeviceManager:
             return
         raise ToolError("at most %d devices may be open at once (RETICLE_MAX_DEVICES); %d are open, and every "
                         "one was used in the last %d s." % (self.max_devices, len(self.devices), DEVICE_EVICT_IDLE_S),
-                        "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES")
+                        "close one with reticle_close, wait, or raise RETICLE_MAX_DEVICES", code="device_limit")
 
     async def open(self, key: str, url: str, headed: bool = False, viewport: Optional[Tuple[int, int]] = None,
                    fresh: bool = False, auth: Optional[dict] = None) -> Tuple[_Device, bool]:
@@ -935,7 +979,8 @@ class _DeviceManager:
         viewport = viewport or DEVICE_VIEWPORT
         own = self.owned_by(key)
         if own is not None and not own.ready:
-            raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it")
+            raise ToolError("this caller's device is still starting.", "wait for the reticle_open that started it",
+                            code="device_starting")
         if own is not None and own.headed == headed and own.viewport == viewport and not own.cdp.closed:
             await self.load(own, url, fresh, auth)
             self.touch(key)
@@ -968,7 +1013,8 @@ class _DeviceManager:
         except BaseException as exc:
             await self.close(device, "start failed: %s" % exc)
             if isinstance(exc, _CdpError):
-                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log") from exc
+                raise ToolError("the device failed while starting: %s" % exc, "retry; check the daemon log",
+                                code="browser_failed") from exc
             raise
         device.ready = True
         self._ensure_idle_timer()
@@ -987,7 +1033,7 @@ class _DeviceManager:
             # every load of a device, not only reticle_open's: a flow's startUrl may say file:, data:,
             # chrome: or view-source:, and a fresh replay must not open it
             raise ToolError("a device opens http: and https: pages only, not %r" % url[:200],
-                            'use a full URL such as "http://localhost:5173/"', setup=True)
+                            'use a full URL such as "http://localhost:5173/"', setup=True, code="bad_argument")
         if device.loading is None:
             device.loading = asyncio.Lock()
         async with device.loading:  # two loads at once would each close the tab the other made
@@ -1000,7 +1046,7 @@ class _DeviceManager:
                 await device.navigate(url)
             except _CdpError as exc:
                 raise ToolError("the device's browser did not answer (%s)." % exc,
-                                "reticle_close it, then open again") from exc
+                                "reticle_close it, then open again", code="browser_failed") from exc
             return await self.wait_connected(device, generation)
 
     async def wait_connected(self, device: _Device, generation: int) -> _BrowserSession:
@@ -1014,7 +1060,8 @@ class _DeviceManager:
             await asyncio.sleep(0.005)
         raise ToolError("the device loaded %s but its page did not connect to the bridge within %d s (a page "
                         "that is not http(s), or one whose Content-Security-Policy blocks the socket?)"
-                        % (device.url, DEVICE_CONNECT_TIMEOUT_S), "check the URL; reticle_sessions shows the tabs")
+                        % (device.url, DEVICE_CONNECT_TIMEOUT_S), "check the URL; reticle_sessions shows the tabs",
+                        code="page_not_connected")
 
     async def close(self, device: _Device, why: str) -> None:
         """Close a device for good (idempotent): Browser.close, then the process group is killed if need
@@ -1081,7 +1128,7 @@ class _DeviceManager:
             reply: Dict[str, Any] = {"kind": "input_result", "id": rid, "ok": True}
             try:
                 if device is None or device.closed or not device.acting:
-                    raise ToolError("real input is only dispatched in a device while an act runs")
+                    raise ToolError("real input is only dispatched in a device while an act runs", code="input_refused")
                 await device.inputs.dispatch(msg)
             except (ToolError, ValueError, TypeError) as exc:  # _CdpError is a ToolError; bad numbers too
                 reply = {"kind": "input_result", "id": rid, "ok": False, "error": str(exc)[:500]}

@@ -17,18 +17,34 @@ import re
 import secrets
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Awaitable, Dict, List, Optional, Protocol, Tuple
 
-from .browser import _CdpError, _device_log
+from .browser import _device_log
 from .constants import _emit
-from .devices import _Device
-from .errors import ToolError
+from .bridge import _Bridge
+from .devices import _Counted, _Device, _DeviceManager
+from .errors import _CdpError, ToolError
 from .middleware import _cookie_mark
 from .tab import _BrowserSession
 from .util import _dumps, _wall_iso
 
-if TYPE_CHECKING:
-    from .hub import Hub
+
+class _FaultsHost(Protocol):
+    """What the faults ask of the daemon (the Hub): its tabs and devices, whether it hears
+    OpenTelemetry, its clock, and tasks it holds."""
+
+    @property
+    def bridge(self) -> _Bridge: ...
+
+    @property
+    def devices(self) -> _DeviceManager: ...
+
+    @property
+    def otel(self) -> _Counted: ...
+
+    def clock(self) -> float: ...
+
+    def spawn(self, coro: Awaitable) -> "asyncio.Task": ...
 
 
 FAULT_TTL_MS_DEFAULT = 600000        # a fault expires this long after it was set, unless ttlMs says
@@ -122,7 +138,7 @@ class _Faults:
     only the client that set it lists or clears it; it ends with its ttl, its `times`, a clear, or
     the tab (a closed device, a tab that went away and did not come back)."""
 
-    def __init__(self, hub: "Hub") -> None:
+    def __init__(self, hub: _FaultsHost) -> None:
         self.hub = hub
         self.tabs: Dict[str, Dict[str, _Fault]] = {}
         self.hits: Dict[str, collections.deque] = {}       # session id -> [fault id, method, url, t, used]
@@ -157,7 +173,7 @@ class _Faults:
             del tab[fid]
         if len(tab) >= FAULT_MAX_PER_TAB:
             raise ToolError("tab %s already has %d faults (at most %d)" % (session.id, len(tab), FAULT_MAX_PER_TAB),
-                            "clear some with reticle_fault {clear: true}")
+                            "clear some with reticle_fault {clear: true}", code="fault_limit")
         fault = _Fault("f" + secrets.token_hex(4), owner, session.id, spec, self.hub.clock())
         tab[fault.id] = fault
         loop = asyncio.get_running_loop()

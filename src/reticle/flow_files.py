@@ -9,7 +9,7 @@ import errno
 import os
 import re
 import stat
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import Any, Dict, List, Protocol
 
 import jsonschema
 
@@ -18,8 +18,12 @@ from .errors import ToolError
 from .toolbox import _ACTIONS, _ACT_ARGS, _PREDICATE, _SCHEMA_DIALECT, _TARGET
 from .util import _loads, _short
 
-if TYPE_CHECKING:
-    from .hub import Hub
+
+class _Project(Protocol):
+    """Whatever knows the project a daemon serves (the Hub: RETICLE_PROJECT_DIR, else where it started)."""
+
+    @property
+    def project_dir(self) -> str: ...
 
 
 FLOW_FORMAT = 1                      # the "format" field of a flow file
@@ -53,7 +57,7 @@ _FLOW_FILE = {
 }
 
 
-def _project_dir(hub: "Hub") -> str:
+def _project_dir(hub: _Project) -> str:
     """The app's repository: RETICLE_PROJECT_DIR, else the daemon's working directory."""
     return os.path.abspath(os.environ.get("RETICLE_PROJECT_DIR") or hub.project_dir or os.getcwd())
 
@@ -61,7 +65,8 @@ def _project_dir(hub: "Hub") -> str:
 def _flow_name(name: Any) -> str:
     if not isinstance(name, str) or not _FLOW_NAME.fullmatch(name) or ".." in name:
         raise ToolError("%r is not a flow name: use letters, digits, '-', '_' and '.' (at most 64, no path "
-                        "separators, no '..')." % (str(name)[:80],), 'for example "checkout-guest"')
+                        "separators, no '..')." % (str(name)[:80],), 'for example "checkout-guest"',
+                        code="flow_name_invalid")
     return name
 
 
@@ -77,12 +82,14 @@ def _flow_path(root: str, name: str) -> str:
     for part in (os.path.dirname(folder), folder, os.path.join(folder, name + ".json")):
         if os.path.islink(part):
             raise ToolError("%s is a symbolic link; Reticle reads and writes flows only in the project's own "
-                            ".reticle/flows" % part, "replace the link with a folder (or file) of the project")
+                            ".reticle/flows" % part, "replace the link with a folder (or file) of the project",
+                            code="path_refused")
     base = os.path.realpath(folder)
     real_root = os.path.realpath(root)
     path = os.path.join(base, name + ".json")
     if os.path.commonpath([base, real_root]) != real_root or os.path.dirname(os.path.realpath(path)) != base:
-        raise ToolError("the flow %r would be written outside %s" % (name, real_root), "choose another name")
+        raise ToolError("the flow %r would be written outside %s" % (name, real_root), "choose another name",
+                        code="path_refused")
     return path
 
 
@@ -162,14 +169,15 @@ def _read_flow(root: str, name: str) -> dict:
     except FileNotFoundError:
         have = [f["name"] for f in _list_flows(root)]
         raise ToolError("no flow %r in %s" % (name, _flows_dir(root)),
-                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save")) from None
+                        "saved flows: %s" % (", ".join(have) or "none; save one with reticle_flow_save"),
+                        code="flow_not_found") from None
     except ValueError as exc:
         raise ToolError("the flow file %s is not readable as JSON: %s" % (path, exc),
-                        "fix or delete the file (a flow is a regular .json file)") from exc
+                        "fix or delete the file (a flow is a regular .json file)", code="flow_invalid") from exc
     problems = _flow_problems(flow)
     if problems:
         raise ToolError("the flow file %s is not a Reticle flow: %s" % (path, "; ".join(problems)),
-                        "fix the file, or save the flow again")
+                        "fix the file, or save the flow again", code="flow_invalid")
     return flow
 
 

@@ -17,26 +17,25 @@ import os
 import re
 import secrets
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from .answer import _write_label, _write_shown, _writes_in
 from .auth import _auth_expired, _keep_auth, _load_auth_state
 from .calls import _CallContext, _progress_note
+from .causes import _write_label, _write_shown, _writes_in
 from .constants import HORIZON_CAP_MS, NAV_WAIT_S
-from .errors import ToolError
+from .daemon import _Daemon
+from .devices import _device_of
+from .errors import _TabGone, ToolError
 from .flow_files import (FLOW_FORMAT, REPLAY_WAIT_MS, _SECRET_NAME, _SECRET_REF, _flow_name, _flow_path,
     _flow_problems, _flows_dir, _list_flows, _project_dir, _read_flow)
 from .journal import _no_plain_secret
 from .observation import _leaves
 from .observe import _await_horizon
 from .predicates import parse_predicate
-from .tab import _BrowserSession, _TabGone
+from .tab import _BrowserSession
 from .tools import (_act_and_wait_verdict, _act_once, _assert_verdict, _describe_predicate_safe, _fault_spec_problem,
     _predicate_arg, _step_label, _timeline_from, _tool_navigate, _until_arg)
 from .util import _dumps, _origin_of, _quietly, _short
-
-if TYPE_CHECKING:
-    from .hub import Hub
 
 
 def _one_origin(journey: List[dict], origin: Optional[str]) -> List[dict]:
@@ -52,11 +51,11 @@ def _one_origin(journey: List[dict], origin: Optional[str]) -> List[dict]:
     if not origin:
         raise ToolError("the journey spans %d origins (%s), so it is not one app's flow" % (
             len(origins), ", ".join(origins)), "pass `origin` (one of them) to save that app's steps, or `since` "
-            "from the first step on one app", origins=origins)
+            "from the first step on one app", origins=origins, code="journey_unsavable")
     mine = [s for s in journey if _origin_of(s.get("url")) == origin]
     if not mine:
         raise ToolError("no step of the journey is on %s; its origins are %s" % (origin, ", ".join(origins)),
-                        "pass one of them as `origin`", origins=origins)
+                        "pass one of them as `origin`", origins=origins, code="journey_unsavable")
     return mine
 
 
@@ -156,7 +155,7 @@ def _fill_secrets(value: Any, given: Optional[Dict[str, str]] = None) -> Any:
                 raise ToolError("the flow refers to ${%s}; a flow may read only RETICLE_SECRET_* variables "
                                 "(RETICLE_SECRET_ and A-Z 0-9 _), never %s" % (name, name),
                                 "rename the reference to ${RETICLE_SECRET_...} in the flow file, or type the "
-                                "literal text", setup=True, variable=name)
+                                "literal text", setup=True, variable=name, code="secret_refused")
             got = (given or {}).get(name)
             if got is None:
                 got = os.environ.get(name)
@@ -164,7 +163,7 @@ def _fill_secrets(value: Any, given: Optional[Dict[str, str]] = None) -> Any:
                 raise ToolError("the flow needs the environment variable %s (a secret it does not store)"
                                 % name, "set %s in the environment of the process that replays (the daemon "
                                 "for reticle_flow_replay, the shell for reticle verify) and replay" % name,
-                                setup=True, variable=name)
+                                setup=True, variable=name, code="secret_missing")
             return got
         return _SECRET_REF.sub(sub, value)
     return value
@@ -184,17 +183,17 @@ def _secret_origin(step: dict, flow: dict, start: Optional[str]) -> str:
 def _check_secret_origin(session: "_BrowserSession", step: dict, names: List[str], allowed: str) -> None:
     """Refuse (a setup error) to type a secret into a page of any origin but `allowed`.  In a
     device the page's URL is the browser's own record (CDP), not what the page says."""
-    device = session.device
+    device = _device_of(session)
     here = _origin_of(device.url if device is not None and device.url else session.url)
     if not allowed or here != allowed:
         raise ToolError("the flow would type %s into %s, but types a secret only into the origin it was "
                         "recorded on (%s); nothing was typed" % (", ".join(names), here or "a page with no origin",
                                                                   allowed or "none recorded"),
                         "check the flow's steps and startUrl: a step before this one left the app's origin",
-                        setup=True, origin=here, allowed=allowed)
+                        setup=True, origin=here, allowed=allowed, code="secret_refused")
 
 
-def _remask_journey(hub: "Hub", session_id: str, step: dict, values: Dict[str, str]) -> None:
+def _remask_journey(hub: _Daemon, session_id: str, step: dict, values: Dict[str, str]) -> None:
     """After a replayed act typed secrets, the journey log holds them in plain text: put their
     ${NAME} back, so the next reticle_flow_save stores the reference, never the value."""
     if not values:
@@ -266,7 +265,7 @@ async def _await_target(session: "_BrowserSession", target: dict, timeout_ms: fl
         await session.wait_change(0.05)
 
 
-async def _replay_step(hub: "Hub", session: "_BrowserSession", step: dict, ctx: "_CallContext",
+async def _replay_step(hub: _Daemon, session: "_BrowserSession", step: dict, ctx: "_CallContext",
                        secrets_in: Optional[Dict[str, str]] = None, allowed: str = "") -> dict:
     """One step -> {verified, verifiedReason, because, ...}; a target that does not resolve is
     `no` with the page's nearest candidates, and nothing is acted on.  A step that types a
@@ -358,7 +357,7 @@ def _flow_reason(steps_out: List[dict], failed_at: Optional[int]) -> str:
     return str(failing.get("verifiedReason") or "step_%s" % failing.get("verified"))
 
 
-async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+async def _replay(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
                   fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
                   auth: Optional[dict] = None) -> dict:
     """Replay a flow in `session`: navigate to its start (in a device, in a new, empty browser
@@ -373,9 +372,10 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
         if device is None:
             raise ToolError("`fresh` needs a device: tab %s is not one Reticle started, and a person's browser "
                             "keeps its cookies" % session.id, "open the app with reticle_open, or drop fresh",
-                            setup=True)
+                            setup=True, code="device_required")
         if not start:
-            raise ToolError("`fresh` needs a start: the flow has no startUrl", "pass url", setup=True)
+            raise ToolError("`fresh` needs a start: the flow has no startUrl", "pass url", setup=True,
+                            code="flow_invalid")
         session.mark_navigation()
         session = await hub.devices.load(device, start, fresh=True, auth=auth)
     elif start:
@@ -383,7 +383,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
         if not nav.get("confirmed"):
             raise ToolError("the page at %s did not connect within 5 s" % start,
                             "check the URL, and that the page loads %s/reticle.js (or use a device)"
-                            % hub.public_origin(), setup=True)
+                            % hub.public_origin(), setup=True, code="page_not_connected")
         session = hub.bridge.get(session.id) or session
     verdict = "yes"
     failed_at = None
@@ -438,7 +438,7 @@ async def _replay(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optio
     return out
 
 
-async def _replay_flow(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+async def _replay_flow(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
                        fresh: bool = False, secrets_in: Optional[Dict[str, str]] = None,
                        setup_flow: Optional[dict] = None, retry: bool = True) -> dict:
     """_replay with logged-in starts.  A setup flow that ends yes saves its device's state.  A flow
@@ -455,13 +455,14 @@ async def _replay_flow(hub: "Hub", session: "_BrowserSession", flow: dict, url: 
     return out
 
 
-async def _replay_auth(hub: "Hub", session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
+async def _replay_auth(hub: _Daemon, session: "_BrowserSession", flow: dict, url: Optional[str], ctx: "_CallContext",
                        secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict], retry: bool) -> dict:
     """_replay_flow for a flow that starts from auth state `flow["auth"]`."""
     name = flow["auth"]
     if hub.devices.for_session(session.id) is None:
         raise ToolError("the flow starts from the auth state %s, which needs a device: tab %s is not one Reticle "
-                        "started" % (name, session.id), "open the app with reticle_open", setup=True)
+                        "started" % (name, session.id), "open the app with reticle_open", setup=True,
+                        code="device_required")
     state = _load_auth_state(_project_dir(hub), name)
     remade = None
     if state is None or _auth_expired(state):
@@ -481,7 +482,7 @@ async def _replay_auth(hub: "Hub", session: "_BrowserSession", flow: dict, url: 
     return out
 
 
-def _auth_cause(hub: "Hub", out: dict, name: str, setup_flow: Optional[dict]) -> str:
+def _auth_cause(hub: _Daemon, out: dict, name: str, setup_flow: Optional[dict]) -> str:
     """Why a flow failed at its first step although its auth state was just made again: on the page
     its setup flow starts at (the login page), the state no longer logs in; anywhere else the failure
     is the flow's own, said with what was tried."""
@@ -499,7 +500,7 @@ def _auth_cause(hub: "Hub", out: dict, name: str, setup_flow: Optional[dict]) ->
             "flow's own)" % (out.get("because"), name))
 
 
-async def _remake_auth(hub: "Hub", session: "_BrowserSession", name: str, url: Optional[str], ctx: "_CallContext",
+async def _remake_auth(hub: _Daemon, session: "_BrowserSession", name: str, url: Optional[str], ctx: "_CallContext",
                        secrets_in: Optional[Dict[str, str]], setup_flow: Optional[dict], why: str) -> dict:
     """Replay setup flow `name` in a fresh context and answer the state it saved; a setup error naming
     the state when the setup flow is not yes."""
@@ -507,24 +508,24 @@ async def _remake_auth(hub: "Hub", session: "_BrowserSession", name: str, url: O
     if setup.get("name") != name or not setup.get("setup"):
         raise ToolError("the flow %r is not a setup flow, so it cannot make the auth state %r" % (setup.get("name"),
                         name), 'mark the flow %s with "setup": true (reticle_flow_save {setup: true})' % name,
-                        setup=True)
+                        setup=True, code="auth_failed")
     _progress_note("making the auth state %s with its setup flow (%s)" % (name, why))
     res = await _replay(hub, session, setup, url, ctx, True, secrets_in)
     if res["verified"] != "yes":
         raise ToolError("auth state %s no longer logs in: %s, and its setup flow %s is %s: %s"
                         % (name, why, name, res["verified"], res.get("because")),
-                        "replay the setup flow %s and fix what it shows" % name, setup=True)
+                        "replay the setup flow %s and fix what it shows" % name, setup=True, code="auth_failed")
     kept = await _keep_auth(hub, hub.bridge.get(session.id) or session, name)
     state = _load_auth_state(_project_dir(hub), name) if kept.get("saved") else None
     if state is None:
         raise ToolError("the auth state %s could not be saved: %s" % (name, kept.get("note")),
-                        "start flows that use auth in a device (reticle_open)", setup=True)
+                        "start flows that use auth in a device (reticle_open)", setup=True, code="auth_failed")
     return state
 
 
 # ---- flows: save the journey a tab just went through, list them, replay one (Flows section) ----
 
-def _journey_to_save(hub: "Hub", tab: str, since: float, replayed: bool) -> List[dict]:
+def _journey_to_save(hub: _Daemon, tab: str, since: float, replayed: bool) -> List[dict]:
     """The steps of tab's journey since `since` that flow_save saves: the agent's own, and a flow's
     replayed steps only when asked (`replayed`); ToolError when there are none."""
     journey = hub.journeys.since(tab, since)
@@ -535,11 +536,11 @@ def _journey_to_save(hub: "Hub", tab: str, since: float, replayed: bool) -> List
             tab, since, " (its %d step(s) since then were a flow's replay, not the agent's own)" % len(left_out)
             if left_out else ""),
             "act with reticle_act_and_wait / reticle_act and check with reticle_assert first, pass `steps`, "
-            "or `replayed: true` to save a replay's steps as a flow of their own")
+            "or `replayed: true` to save a replay's steps as a flow of their own", code="journey_unsavable")
     return journey
 
 
-async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+async def _tool_flow_save(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
                           ctx: "_CallContext") -> dict:
     """reticle_flow_save: write a flow (given `steps`, or the tab's recorded journey since `since`) to
     the project's flows folder, atomically.  A journey is saved only when every step in it was
@@ -565,11 +566,12 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
             raise ToolError("step %d of the journey (%s) was %s, so this journey is not verified"
                             % (i, _step_label(journey[i]), journey[i]["verified"]),
                             "pass `since` from the result of the first act after it (its `since`), or `steps`",
-                            steps=[_step_label(s) for s in journey])
+                            steps=[_step_label(s) for s in journey], code="journey_unsavable")
         blind = [i for i, s in enumerate(journey) if "action" in s and not s.get("target") and s["action"] != "press"]
         if blind:
             raise ToolError("step %d (%s) has no target that survives a reload (the ref could not be described)"
-                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`")
+                            % (blind[0], journey[blind[0]]["action"]), "act by `target` instead of `ref`",
+                            code="journey_unsavable")
         steps, first_url = _steps_from_journey(journey)
         warnings = _toothless_warnings(journey)
         suggestions = _server_check_suggestions(journey) if session.server_seen else []
@@ -590,7 +592,8 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
         flow["note"] = "no predicate: a replay shows the steps ran, not that they worked"
     problems = _flow_problems(flow)
     if problems:
-        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again")
+        raise ToolError("the flow is not valid: %s" % "; ".join(problems), "fix the steps and save again",
+                        code="flow_invalid")
     path = _flow_path(root, name)
     replaced = os.path.exists(path)
     data = (json.dumps(flow, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
@@ -614,7 +617,7 @@ async def _tool_flow_save(hub: "Hub", session: Optional["_BrowserSession"], args
     return out
 
 
-async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+async def _tool_flow_list(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
                           ctx: "_CallContext") -> dict:
     root = _project_dir(hub)
     # off the loop: the files are the project's, on whatever disk it is (each read is bounded and never
@@ -623,7 +626,7 @@ async def _tool_flow_list(hub: "Hub", session: Optional["_BrowserSession"], args
     return {"dir": _flows_dir(root), "flows": flows}
 
 
-async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_flow_replay(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     """reticle_flow_replay: replay a saved flow (by `name`) or a given one on this tab, with secrets
     from the caller.  A bad flow, a missing secret or a bad fault is a setup error before any step
     acts; `faults` hold for this replay only and are cleared after it, whatever happens."""
@@ -632,16 +635,18 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
         problems = _flow_problems(flow)
         if problems:
             raise ToolError("`flow` is not a Reticle flow: %s" % "; ".join(problems), "pass a saved flow's JSON",
-                            setup=True)
+                            setup=True, code="flow_invalid")
     elif args.get("name"):
         flow = await asyncio.get_running_loop().run_in_executor(None, _read_flow, _project_dir(hub), args["name"])
     else:
-        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}')
+        raise ToolError("reticle_flow_replay needs `name` (a saved flow) or `flow`.", 'for example {"name": "login"}',
+                        code="bad_argument")
     given = args.get("secrets") or {}
     setup = args.get("setupFlow")
     if setup is not None and _flow_problems(setup):
         raise ToolError("`setupFlow` is not a Reticle flow: %s" % "; ".join(_flow_problems(setup)),
-                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True)
+                        "pass the setup flow's JSON, or leave it out to use the saved one", setup=True,
+                        code="flow_invalid")
     _fill_secrets([s.get("args") for s in flow["steps"]], given)  # a missing secret: a setup error, before any act
     if not args.get("faults"):
         return await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup)
@@ -651,7 +656,7 @@ async def _tool_flow_replay(hub: "Hub", session: "_BrowserSession", args: dict, 
             problem = _fault_spec_problem(spec)
             if problem:
                 raise ToolError("faults/%d: %s" % (i, problem), "each fault is a reticle_fault {match, respond | "
-                                "abort | delayMs, times?, ttlMs?}", setup=True)
+                                "abort | delayMs, times?, ttlMs?}", setup=True, code="bad_argument")
             set_ids.append(hub.faults.add(session, ctx.session_key, spec).id)
         await hub.faults.sync(session.id)
         out = await _replay_flow(hub, session, flow, args.get("url"), ctx, bool(args.get("fresh")), given, setup,

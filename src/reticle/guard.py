@@ -8,20 +8,27 @@ from __future__ import annotations
 
 import hmac
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from .constants import AUTH_FAIL_RATE
 from .errors import _HttpRefusal
 from .util import _is_loopback_host, _normalise_origin, _origin_host, _origin_of, _short, _split_host_header
 
-if TYPE_CHECKING:
-    from .hub import Hub
+
+class _GuardHost(Protocol):
+    """What the guard asks of the daemon (the Hub): its pairing token and the origins allowed besides
+    loopback."""
+
+    @property
+    def allowed_origins(self) -> Tuple[str, ...]: ...
+
+    def token(self) -> str: ...
 
 
 class _Guard:
     """The two-tier authorization of DESIGN section 5, for every route."""
 
-    def __init__(self, hub: "Hub") -> None:
+    def __init__(self, hub: _GuardHost) -> None:
         self.hub = hub
         self.failures = _RateLimiter(*AUTH_FAIL_RATE)  # wrong tokens, per peer address
 

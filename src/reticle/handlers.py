@@ -13,7 +13,7 @@ import logging
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Awaitable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Awaitable, cast, List, Optional, Tuple
 
 import tornado.http1connection
 import tornado.ioloop
@@ -28,7 +28,7 @@ from .guard import _guess_key
 from .mcp import _rpc_error
 from .middleware import _PROOF_CHALLENGE_RE, _daemon_proof
 from .otel import OTEL_MEDIA
-from .server_records import _stitch_server_records
+from .stitching import _stitch_server_records
 from .util import _batch_over_limit, _dumps, _loads, _short
 
 if TYPE_CHECKING:
@@ -577,7 +577,7 @@ class _SseMessageHandler(_BaseHandler):
             self.refuse(_HttpRefusal(400, "missing sessionId",
                                      "POST to the path of the endpoint frame that GET /mcp/sse sent first"))
             return
-        stream = self.hub.sse_streams.get(sid)
+        stream = cast(Optional[_SseHandler], self.hub.sse_streams.get(sid))  # the hub's streams are these
         if stream is None:
             self.refuse(_HttpRefusal(404, "session not found",
                                      "that SSE session is not open (the stream dropped?); reconnect to "

@@ -13,27 +13,33 @@ import collections
 import logging
 import os
 import time
-from typing import Any, Awaitable, Dict, List, Optional, Tuple
+from typing import Any, Awaitable, Dict, List, Optional, Protocol, Tuple
 
-from .assets import _SDK_JS
 from .bridge import _Bridge
 from .calls import _CALL_DEADLINE, _CallContext, _tool_result
-from .constants import (BRIDGE_PROTOCOL, DEFAULT_HOST, DEFAULT_PORT, HELLO_TIMEOUT_S, REFUSALS_KEPT,
-    SESSION_MAX_AGE_S, SSE_KEEPALIVE_S, WS_MAX_MESSAGE_BYTES, __version__, _emit, _log)
+from .constants import (DEFAULT_HOST, DEFAULT_PORT, HELLO_TIMEOUT_S, REFUSALS_KEPT,
+    SESSION_MAX_AGE_S, SSE_KEEPALIVE_S, __version__, _emit, _log)
 from .devices import _DeviceManager
 from .errors import ToolError
 from .faults import _Faults
 from .frames import _Frames
 from .guard import _Guard, _RateLimiter
-from .handlers import _SseHandler
 from .journal import _Journeys
 from .mcp import _McpDispatcher
 from .otel import _OtelTraces
 from .registry import _build_registry
+from .sdk import _sdk_source
 from .signing import _SessionSigner
 from .tab import _BrowserSession
 from .tools import _describe_session, _tool_sessions
-from .util import _StateDir, _clock_ms, _dumps, _normalise_origin, _parse_rate, _short, _wall_iso
+from .util import _StateDir, _clock_ms, _normalise_origin, _parse_rate, _short, _wall_iso
+
+
+class _Stream(Protocol):
+    """An MCP client's held-open event stream (_SseHandler, the GET of Streamable HTTP): told the daemon
+    is stopping, it sends its last frame and closes."""
+
+    def sse_stop(self, reason: str) -> None: ...
 
 
 class Hub:
@@ -77,7 +83,7 @@ class Hub:
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from
         self.guard = _Guard(self)
-        self.sse_streams: Dict[str, _SseHandler] = {}
+        self.sse_streams: Dict[str, _Stream] = {}
         self.get_streams: set = set()
         self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
         self.clients: Dict[str, float] = {}  # MCP session id -> when last heard (Hub.clock, ms)
@@ -213,13 +219,10 @@ class Hub:
         return out
 
     def sdk_source(self) -> str:
-        """The in-page SDK as served at /reticle.js: the embedded source with this daemon's version and
-        limits filled in (built once)."""
+        """The in-page SDK as served at /reticle.js: the embedded source with this daemon's version, limits and
+        convention tables filled in (built once)."""
         if self._sdk is None:
-            config = {"version": __version__, "protocolVersion": BRIDGE_PROTOCOL,
-                      "maxMessageBytes": WS_MAX_MESSAGE_BYTES}
-            self._sdk = (_SDK_JS.replace("__RETICLE_VERSION__", __version__)
-                         .replace("/*__RETICLE_CONFIG__*/null", _dumps(config)))
+            self._sdk = _sdk_source()
         return self._sdk
 
     # -- stopping -------------------------------------------------------------------

@@ -10,7 +10,7 @@ import logging
 import re
 from typing import Any, Dict, List, Optional
 
-from .answer import _writes_in
+from .causes import _writes_in
 from .constants import _emit, _log
 from .errors import ToolError
 from .tab import _BrowserSession
@@ -150,6 +150,6 @@ def _journal(session: "_BrowserSession", kind: str, args: dict, out: Any, pre: O
                 step["writes"] = _writes_in(session.window(floor), floor)
         if replayed:
             step["replayed"] = True
-        session.bridge.hub.journeys.record(session.id, step)
+        session.bridge.record_step(session.id, step)
     except Exception as exc:  # the journey is a convenience: never fail the act for it
         _emit(_log, logging.DEBUG, "journey_not_recorded", error=repr(exc))

@@ -11,7 +11,7 @@ import re
 import urllib.parse
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .causes import _caused_by_act, _had_effect, _lost_evidence, _periodic, _unread_write
+from .causes import _caused_by_act, _had_effect, _lost_evidence, _no_effect, _periodic, _unread_write
 from .constants import HORIZON_CAP_MS, SERVER_WAIT_CAP_MS
 from .conventions import (_ABSENCE_BLIND_SPOTS, _BLAMES_USER, _FAILURE_WORDS, _answer_failure_text, _error_ui,
     _is_failure_ui, _ui_label)
@@ -929,3 +929,20 @@ def _brief(ev: Any) -> str:
         return "%s %s → %s%s" % (t["method"] or "LOAD", t["url"], t["status"] if t["status"] is not None else "?",
                                  " (%s ms)" % t["ms"] if t.get("ms") is not None else "")
     return _short(ev, 120)
+
+
+def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, str, str]]:
+    """Judge `p` over `obs`: (its result, the contradictions, (verified, verifiedReason, because)).
+    Pure.  After an act, an act that had no effect explains everything else and stands alone."""
+    res = _judge_final(p, obs)
+    contradictions = _contradictions(obs.window, p, obs.act_at, obs.known)
+    shown = obs.shown if obs.act_at is not None else None
+    if obs.action is None:
+        return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p, shown=shown,
+                                            pending=obs.pending)
+    no_effect = _no_effect(obs.action, obs.effect, obs.window, obs.since, obs.known)
+    if no_effect:
+        contradictions = [no_effect]
+    return res, contradictions, _decide(res, contradictions, obs.window, obs.known, obs.since, p,
+                                        already_true=obs.already_true, act=True, effect=obs.effect, shown=shown,
+                                        pending=obs.pending)

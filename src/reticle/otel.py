@@ -14,16 +14,36 @@ import math
 import os
 import re
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Awaitable, Dict, Iterator, List, Optional, Protocol, Set, Tuple
 
+from .bridge import _Bridge
 from .constants import MAX_BODY_BYTES
-from .errors import _HttpRefusal
+from .devices import _DeviceManager
+from .errors import _HttpRefusal, _PbError, _SpanRefused
+from .faults import _Faults
 from .middleware import SERVER_SQL_CAP, _scrub_server, _sql_write
-from .server_records import _clean_server_record, _server_sender_refused
+from .server_records import _clean_server_record
+from .stitching import _server_sender_refused
 from .util import _loads, _short
 
-if TYPE_CHECKING:
-    from .hub import Hub
+
+class _OtelHost(Protocol):
+    """What the OpenTelemetry receiver asks of the daemon (the Hub): its tabs (live and departed), its
+    devices and their faults (a device's documents get trace context once spans arrive), its clock
+    and tasks it holds."""
+
+    @property
+    def bridge(self) -> _Bridge: ...
+
+    @property
+    def devices(self) -> _DeviceManager: ...
+
+    @property
+    def faults(self) -> _Faults: ...
+
+    def clock(self) -> float: ...
+
+    def spawn(self, coro: Awaitable) -> "asyncio.Task": ...
 
 
 # ---- OpenTelemetry: server records from any stack's spans (OTLP/HTTP, W3C trace context) ----
@@ -40,10 +60,6 @@ OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much;
 OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
 OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
 OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
-
-
-class _PbError(ValueError):
-    """A protobuf body that is not a well-formed OTLP message (said where)."""
 
 
 # message -> {field number: (JSON-mapping name, kind, repeated)}; kind is a message name or a scalar:
@@ -238,10 +254,6 @@ def _otel_id(v: Any, size: int) -> Optional[str]:
         return None
     v = v.lower()
     return v if re.fullmatch(r"[0-9a-f]+", v) and v.strip("0") else None
-
-
-class _SpanRefused(ValueError):
-    """One span of a batch that cannot be read (its message says why); the rest of the batch is kept."""
 
 
 _SPAN_IDS = "without a valid traceId (32 hex) and spanId (16 hex)"
@@ -670,7 +682,7 @@ class _OtelTraces:
         self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
         self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
 
-    def _owner(self, hub: "Hub", tid: str, now: float) -> Any:
+    def _owner(self, hub: _OtelHost, tid: str, now: float) -> Any:
         sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
         return next((s for s in sessions if s.server_tickets.holds(tid, now)), None)
 
@@ -692,7 +704,7 @@ class _OtelTraces:
                 if _otel_tx_statement(sp):
                     self.tx_services.add(sp["service"])
 
-    async def take(self, hub: "Hub", body: bytes, media: str, encoding: str, what: str) -> List[str]:
+    async def take(self, hub: _OtelHost, body: bytes, media: str, encoding: str, what: str) -> List[str]:
         """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
         while a large batch inflates and parses (and two batches never read at once), then filed in
         slices of whole traces with the loop free between them.  -> why each refused span was refused;
@@ -719,7 +731,7 @@ class _OtelTraces:
             self.pool.shutdown(wait=False)
             self.pool = None
 
-    def absorb(self, hub: "Hub", spans: List[dict], logs: List[dict]) -> None:
+    def absorb(self, hub: _OtelHost, spans: List[dict], logs: List[dict]) -> None:
         """Group what arrived by trace id; file what belongs to a tab (see the class)."""
         now = hub.clock()
         by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
@@ -758,7 +770,7 @@ class _OtelTraces:
             self.spans += len(got)
             self._try_stitch(hub, tid, owner, entry, now)
 
-    def _try_stitch(self, hub: "Hub", tid: str, owner: Any, entry: dict, now: float) -> None:
+    def _try_stitch(self, hub: _OtelHost, tid: str, owner: Any, entry: dict, now: float) -> None:
         """Once the trace's root SERVER span (its parent is the SDK's, not among the trace's spans) has
         arrived: its record, stitched into the tab that holds the trace id, under the document and
         request the id was issued for, once; the trace is then kept open for late spans (done)."""

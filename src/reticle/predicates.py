@@ -15,7 +15,7 @@ import jsonschema
 
 from .constants import RETRY_GRACE_MS
 from .conventions import _is_failure_ui
-from .errors import ToolError
+from .errors import PredicateError
 from .events import _call_label, _call_matches, _calls, _event_type, _frames, _is_dev, _is_write, _still_open
 from .frames import _answered
 from .observation import _Observation, _leaf_key
@@ -1081,12 +1081,6 @@ def _predicate_grammar_doc() -> dict:
 
 
 _KIND_VALIDATORS: Dict[str, Any] = {}
-
-
-class PredicateError(ToolError):
-    """A predicate that does not parse: no verdict is produced."""
-
-    code = "predicate_invalid"
 
 
 def _predicate_fail(kind: Optional[str], issues: List[str], where: str) -> "PredicateError":

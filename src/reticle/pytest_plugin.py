@@ -15,6 +15,7 @@ from typing import Any, List, Optional
 
 from .cli import _cli_stop, _resolve_port, _verify_flows, _verify_load
 from .control import _port_owner_sentence, _probe_port
+from .errors import _FlowFailed
 from .flow_files import _flows_dir, _list_flows, _load_flow_file
 from .reports import _failing_step
 from .util import _StateDir, _dumps, _short
@@ -94,10 +95,6 @@ def _pytest_items(session: Any) -> List[Any]:
     for _, _, path in sorted(files):
         out.extend(FlowFile.from_parent(session, path=session.config.rootpath / os.path.relpath(path, root)).collect())
     return out
-
-
-class _FlowFailed(Exception):
-    """A flow that is not yes as a pytest test (the text says why)."""
 
 
 class _PytestPlugin:

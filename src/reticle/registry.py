@@ -14,13 +14,15 @@ import os
 import secrets
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from .auth import _auth_expired, _load_auth_state
 from .browser import _jpeg_size, _png_size
 from .calls import _CallContext, _WithContent, _progress_note
 from .constants import FLOW_MAX_STEPS
-from .devices import DEVICE_IDLE_S, SCREENSHOT_INLINE_MAX_HEIGHT, SCREENSHOT_INLINE_MAX_WIDTH, SCREENSHOT_MAX_HEIGHT
+from .daemon import _Daemon
+from .devices import (DEVICE_IDLE_S, SCREENSHOT_INLINE_MAX_HEIGHT, SCREENSHOT_INLINE_MAX_WIDTH, SCREENSHOT_MAX_HEIGHT,
+    _device_of)
 from .errors import ToolError
 from .flow_files import _flow_name, _project_dir
 from .flows import _tool_flow_list, _tool_flow_replay, _tool_flow_save
@@ -34,20 +36,17 @@ from .tools import (_FAULT_SCHEMA, _await_hydration, _tool_act, _tool_act_and_wa
     _tool_query, _tool_sessions, _tool_snapshot, _tool_state, _tool_wait_for)
 from .util import _file_uri, _write_private
 
-if TYPE_CHECKING:
-    from .hub import Hub
-
 
 # ---- the device tools: open a browser of Reticle's own, close it, take its screenshots -------------
 
-async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+async def _tool_open(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
                      ctx: "_CallContext") -> dict:
     """reticle_open: a device of the caller's own on `url` (started, reused or adopted from the spare),
     answered once its page is connected and, for a framework the SDK recognises, hydrated."""
     url = args["url"]
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise ToolError("reticle_open opens http: and https: pages only, not %r" % url[:200],
-                        'pass a full URL such as "http://localhost:5173/"')
+                        'pass a full URL such as "http://localhost:5173/"', code="bad_argument")
     vp = args.get("viewport")
     started = time.monotonic()
     _progress_note("opening %s in a device (browser start, SDK injection, page load)" % url[:120])
@@ -56,7 +55,8 @@ async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dic
         auth = _load_auth_state(_project_dir(hub), _flow_name(args["auth"]))
         if auth is None:
             raise ToolError("no saved auth state %r in the project" % args["auth"],
-                            "replay its setup flow (a flow with \"setup\": true) in a device first")
+                            "replay its setup flow (a flow with \"setup\": true) in a device first",
+                            code="auth_not_found")
     device, started_now = await hub.devices.open(ctx.session_key, url, bool(args.get("headed")),
                                                  (vp["width"], vp["height"]) if vp else None, bool(args.get("fresh")),
                                                  auth)
@@ -74,14 +74,15 @@ async def _tool_open(hub: "Hub", session: Optional["_BrowserSession"], args: dic
     return out
 
 
-async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+async def _tool_close(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
                       ctx: "_CallContext") -> dict:
     sid = args.get("sessionId")
     device = hub.devices.for_session(sid) if sid else hub.devices.owned_by(ctx.session_key)
     if device is None:
         live = ", ".join(d.session_id for d in hub.devices.devices.values()) or "none"
         raise ToolError("no device %s; open devices: %s" % ("has session %r" % sid if sid else "belongs to this caller",
-                                                            live), "pass the sessionId that reticle_open answered")
+                                                            live), "pass the sessionId that reticle_open answered",
+                        code="device_not_found")
     if device.owner != ctx.session_key:
         raise ToolError("the device of session %s belongs to another client; only the client that opened it "
                         "may close it (it closes by itself after %d s of that client's silence)"
@@ -91,17 +92,18 @@ async def _tool_close(hub: "Hub", session: Optional["_BrowserSession"], args: di
     return {"closed": True, "sessionId": device.session_id, "deviceId": device.id}
 
 
-async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+async def _tool_screenshot(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
                            ctx: "_CallContext") -> dict:
     """reticle_screenshot: a PNG of a device's viewport, one element (`ref`) or the full page (capped
     at SCREENSHOT_MAX_HEIGHT, and said so), written privately to the state directory and linked; with
     `inline`, a scaled JPEG strip too.  A person's tab cannot be captured: the SDK sees no pixels."""
     session = await hub.resolve_tab(args, ctx)
-    device = session.device
+    device = _device_of(session)
     if device is None or device.closed:
         raise ToolError("session %s is a tab a person opened, and only a device Reticle started can take a "
                         "screenshot: the in-page SDK reads the program, not pixels." % session.id,
-                        "open the app in a device with reticle_open {url}, then take the screenshot there")
+                        "open the app in a device with reticle_open {url}, then take the screenshot there",
+                        code="device_required")
     await _confirm_answering(session)  # the browser would wait for a busy page's main thread
     if session.not_answering() is not None:  # a capture waits for the page's main thread
         raise ToolError("no screenshot: the tab does not answer (%s)." % session.not_answering(),
@@ -117,7 +119,7 @@ async def _tool_screenshot(hub: "Hub", session: Optional["_BrowserSession"], arg
         box = (await session.command("inspect", {"ref": args["ref"]}) or {}).get("box") or {}
         if not box.get("width") or not box.get("height"):
             raise ToolError("the element %s has no box to capture (hidden or empty)." % args["ref"],
-                            "reticle_inspect shows its box; take a viewport screenshot instead")
+                            "reticle_inspect shows its box; take a viewport screenshot instead", code="target_unboxed")
         clip = area = {"x": page_x + box["x"], "y": page_y + box["y"], "width": box["width"],
                        "height": box["height"]}
     elif args.get("fullPage"):

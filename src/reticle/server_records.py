@@ -1,23 +1,17 @@
 """Server records.
 
 The daemon's side of the middleware: a record checked and cleaned, the tickets that bind a tab's
-requests to it, and each record stitched into the tab that made the request.
+requests to it (each record is stitched into its tab by stitching.py).
 """
 
 from __future__ import annotations
 
 import collections
 import secrets
-import urllib.parse
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from .errors import _HttpRefusal
-from .middleware import (SERVER_MAX_RECORDS, SERVER_REDIRECT_MS, SERVER_SQL_CAP, SERVER_TICKETS, SERVER_TICKETS_KEPT,
-    SERVER_TICKET_AFTER_MS, SERVER_TICKET_SITES, _MARK_RE)
-
-if TYPE_CHECKING:
-    from .hub import Hub
-    from .tab import _BrowserSession
+from .middleware import (SERVER_SQL_CAP, SERVER_TICKETS, SERVER_TICKETS_KEPT,
+    SERVER_TICKET_AFTER_MS, _MARK_RE)
 
 
 # ---- the daemon's side: stitch records into the tab whose mark they carry ----
@@ -135,99 +129,3 @@ class _ServerTickets:
         if again_until is not None:
             self.live[secret] = [doc, tid, again_until] + (["redirect"] if then_redirect else [])
         return doc, tid
-
-
-def _server_sender_refused(rec: dict, owner: "_BrowserSession") -> Optional[str]:
-    """Why a record's request is not its tab's own, or None.  The browser says who sent a request
-    (Sec-Fetch-Site, Origin, Referer; no page can set them): only the tab's own origin, or the user,
-    counts.  A page on another port of the same host can read a navigation's cookie mark (cookies
-    ignore ports) and send it along, but its requests are `same-site`, or carry its own origin."""
-    tab = urllib.parse.urlsplit(owner.url)
-    origin = "%s://%s" % (tab.scheme, tab.netloc)
-    site, sender = rec.pop("site"), rec.pop("from")
-    if rec["via"] == "cookie" and rec["host"].lower() != tab.netloc.lower():
-        return "a cookie mark on a request to another host than the tab's (%s)" % rec["host"]
-    if site:
-        return None if site in SERVER_TICKET_SITES else "a request sent by a %s page (Sec-Fetch-Site)" % site
-    if sender:
-        return None if sender.lower() == origin.lower() else "a request sent by %s" % sender
-    return "a cookie mark on a request whose sender the browser did not name" if rec["via"] == "cookie" else None
-
-
-def _replaces_spans(hub: "Hub", secret: str, rec: dict, sessions: List[Any]) -> bool:
-    """A middleware's record for a request whose mark its OpenTelemetry spans already spent (the exporter
-    can be first on a loaded machine): the middleware's record, which sees commits, takes the spans'
-    record's place under the same document and id (its late spans no longer join it) -> whether it did."""
-    otel: Any = getattr(hub, "otel", None)
-    spent = otel.done.get(secret) if otel is not None and rec["via"] == "header" else None
-    if otel is None or spent is None or spent[1].get("source") != "otel" or spent[0] not in sessions:
-        return False
-    owner, old = spent
-    if _server_sender_refused(rec, owner) is not None:
-        return False
-    rec["documentId"], rec["requestId"] = old["documentId"], old["requestId"]
-    old.clear()
-    old.update(rec)  # the event the tab stored holds this dict: its window now reads the middleware's record
-    del otel.done[secret]
-    owner.server_otel = max(0, owner.server_otel - 1)
-    owner._wake()
-    return True
-
-
-def _stitch_server_records(hub: "Hub", body: Any) -> dict:
-    """Put each record into the window of the tab that was issued its mark, under the document and
-    id the mark was issued for, once.  A mark no tab holds (a request made outside any Reticle tab,
-    a stale tab, a mark already spent) is counted as unmatched; a request the tab's own document did
-    not send (another origin replaying a mark) is refused, counted, and spends nothing."""
-    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
-        raise _HttpRefusal(400, "bad request", "expected a JSON object {records: [...], dropped?: int}")
-    records = body["records"]
-    if len(records) > SERVER_MAX_RECORDS:
-        raise _HttpRefusal(413, "payload too large", "at most %d records per POST" % SERVER_MAX_RECORDS)
-    sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
-    stats = hub.server_truth
-    dropped = body.get("dropped")
-    if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped > 0:
-        stats["droppedByApps"] += dropped
-        stats["lastDropAt"] = hub.clock()
-    stitched = unmatched = invalid = refused = 0
-    now = hub.clock()
-    for raw in records:
-        rec = _clean_server_record(raw)
-        if rec is None:
-            invalid += 1
-            continue
-        secret = rec.pop("mark")
-        owner = next((s for s in sessions if s.server_tickets.holds(secret, now)), None)
-        if owner is None and _replaces_spans(hub, secret, rec, sessions):
-            stitched += 1
-            continue
-        if owner is None:
-            unmatched += 1
-            continue
-        why = _server_sender_refused(rec, owner)
-        if why is not None:
-            refused += 1
-            stats["lastRefused"] = "%s %s: %s" % (rec["method"], rec["path"][:200], why)
-            continue
-        redirected = rec["via"] == "cookie" and 300 <= (rec["status"] or 0) < 400
-        tickets = owner.server_tickets
-        if tickets.redirect_only(secret):
-            if not redirected:
-                unmatched += 1
-                continue
-            rec["documentId"], rec["requestId"] = tickets.take(secret)
-        else:
-            # a navigation's mark: the redirect's record and that of the page it led to may come in
-            # either order (a WSGI record is sent when the server closes the body), so the first of
-            # the two leaves the mark good for the other (a non-3xx first: for a 3xx only)
-            rec["documentId"], rec["requestId"] = tickets.take(
-                secret, now + SERVER_REDIRECT_MS if rec["via"] == "cookie" else None, not redirected)
-        owner.add_server_record(rec)
-        stitched += 1
-    stats["received"] += len(records)
-    stats["stitched"] += stitched
-    stats["unmatched"] += unmatched
-    stats["invalid"] += invalid
-    stats["refused"] += refused
-    return {"stitched": stitched, "unmatched": unmatched, "invalid": invalid, "refused": refused}

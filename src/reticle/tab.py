@@ -14,7 +14,7 @@ import logging
 import operator
 import re
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Protocol, Tuple
 
 import tornado.ioloop
 
@@ -22,17 +22,62 @@ from .calls import DIALOG_SILENT_MS, STUCK_COMMAND_S, _command_budget, _progress
 from .constants import (ARRIVAL_WAIT_MS, BACKGROUND_MS, COMMAND_TIMEOUT_S, EVENT_CAP_AGE_MS, EVENT_CAP_BYTES,
     EVENT_CAP_COUNT, NAV_WAIT_S, NET_CONFIRM_S, OTEL_GRACE_MS, PLAIN_EVENT_BYTES, SERVER_GRACE_MS,
     THROTTLED_AFTER_MS, _PAGE_BLIND_SPOTS, _bridge_log, _emit)
-from .devices import _Device
-from .errors import ToolError
+from .errors import _TabGone, ToolError
 from .events import (_call_label, _event_type, _event_types, _hide_redirected_status, _is_write, _net_key_url,
     _request_key)
 from .server_records import _ServerTickets
 from .util import _dumps, _origin_of, _short
 from .wire import _take_wire_status
 
-if TYPE_CHECKING:
-    from .bridge import _Bridge
-    from .websocket import _BridgeHandler
+
+# ---- what a tab asks of those around it: its socket, the bridge that holds it, the device that owns it ----
+# The tab stands below them (the bridge, the devices and the socket handler all hold tabs), so it names
+# what it needs of each as a small Protocol; _BridgeHandler, _Bridge and _Device are the ones there are.
+
+class _Socket(Protocol):
+    """The tab's socket (_BridgeHandler): a command goes out on it, and a tab that is replaced or gone
+    closes it."""
+
+    session: Optional["_BrowserSession"]
+    replaced: bool
+
+    def send_json(self, obj: Any) -> None: ...
+
+    def close(self, code: Optional[int] = None, reason: Optional[str] = None) -> None: ...
+
+
+class _TabHost(Protocol):
+    """What a tab asks of the bridge that holds it (_Bridge): the daemon's clock, the events a tab may
+    send per second, waiting for a reloading tab to come back, marking a request a fault answered, and
+    recording a step of the tab's journey."""
+
+    @property
+    def events_per_second(self) -> int: ...
+
+    def clock(self) -> float: ...
+
+    def wait_back(self, session: "_TabState", timeout: float) -> Awaitable[bool]: ...
+
+    def mark_fault(self, session: "_BrowserSession", event: dict) -> None: ...
+
+    def record_step(self, session_id: str, step: dict) -> None: ...
+
+
+class _Ledger(Protocol):
+    """A browser's own record of the requests its page made (_NetRecord): it confirms a page's report."""
+
+    def confirm(self, data: dict, late: bool) -> Optional[str]: ...
+
+
+class _TabDevice:
+    """What a tab asks of the device that owns it (_Device, a browser the daemon started): the browser's
+    own record of the page's requests, which each report the page makes must match, and, while the tab
+    sends it an act, how many acts are in flight (real input is honoured only then) and how a dialog the
+    act opens is answered.  A tab whose page runs in a browser Reticle did not start has no device."""
+
+    net: _Ledger
+    acting: int
+    dialog_policy: Optional[dict]
 
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
@@ -445,13 +490,6 @@ def _server_knowledge(session: "_TabState", known: "_Known") -> None:
 _PAGE_ERROR_CODES = ("target_missing", "target_ambiguous")
 
 
-class _TabGone(ToolError):
-    """The tab went away (unloaded, replaced or closed) after a command was sent to it,
-    so whether the command ran is not known."""
-
-    code = "tab_gone"
-
-
 def _command_result(reply: dict) -> Any:
     """A page's reply to a command -> its result; a refusal is a ToolError with the page's code when it is
     a known one (_PAGE_ERROR_CODES), else "page_refused"."""
@@ -784,12 +822,12 @@ class _TabState:
     own, above), and what the verdict rules read of it (now, window, known, floor).  _BrowserSession
     is the tab itself: this state plus its traffic (the frames it sends, the commands it is sent)."""
 
-    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+    def __init__(self, bridge: _TabHost, handler: _Socket, hello: dict) -> None:
         """A tab as the daemon knows it, from its hello: the socket, the event store and the parts,
         the sampling windows of its frames, and the document it is on."""
         self.bridge = bridge
         self.clock: Callable[[], float] = bridge.clock  # the daemon's one clock (_clock_ms)
-        self.handler: Optional[_BridgeHandler] = handler
+        self.handler: Optional[_Socket] = handler
         self.id = hello["sessionId"]
         self.generation = 0
         self.connected_at = self.clock()
@@ -810,7 +848,7 @@ class _TabState:
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)
         self._changed: Optional[asyncio.Future] = None
-        self.device: Optional[_Device] = None  # set when a device the daemon started owns this tab
+        self.device: Optional[_TabDevice] = None  # set when a device the daemon started owns this tab
         self.origin = _socket_origin(handler)  # the browser's Origin of its socket: only it may take the tab over
         self.document_id = str(hello.get("documentId") or "")[:64]
         # (documentId, until): a hello whose events are still on the way
@@ -843,7 +881,7 @@ class _TabState:
     def refuse_if_throttled(self, refuse: Optional[bool]) -> None:
         if refuse and self.throttled():
             raise ToolError("the tab is throttled (hidden, or silent for %d ms); nothing was driven."
-                            % self.last_seen_ms(), "bring the tab to the front and retry")
+                            % self.last_seen_ms(), "bring the tab to the front and retry", code="tab_throttled")
 
     def note_dialog(self, record: dict) -> None:
         """A dialog the device answered: kept for the answers (_with_health) and as an event."""
@@ -1037,7 +1075,7 @@ class _BrowserSession(_TabState):
     sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
     the tab) and the commands the daemon sends it (command; the page's replies resolve them)."""
 
-    def __init__(self, bridge: "_Bridge", handler: "_BridgeHandler", hello: dict) -> None:
+    def __init__(self, bridge: _TabHost, handler: _Socket, hello: dict) -> None:
         super().__init__(bridge, handler, hello)
         self.held = _HeldReports(self.clock, self.store, self.id, self._browser_made, self._admit, self._wake)
 
@@ -1069,7 +1107,7 @@ class _BrowserSession(_TabState):
         kept: List[dict] = []
         sizes: List[int] = []
         keep, keep_size, observed, high_set = kept.append, sizes.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
-        confirm, health = isinstance(self.device, _Device), self.health  # a device's reports wait for the browser
+        confirm, health = isinstance(self.device, _TabDevice), self.health  # a device's reports wait for the browser
         n_high, n_other = self._window_high, self._window_count
         last_doc: Any = None  # a frame's events mostly share their document: its checks run once
         doc = ""
@@ -1180,7 +1218,7 @@ class _BrowserSession(_TabState):
         once the browser's network record shows it, and then as the browser says it (_browser_made): a
         page script can forge an event into its SDK's socket, but not make the browser have made
         the request, nor change what the browser saw of it."""
-        if not isinstance(self.device, _Device) or event["type"] != "net.request":
+        if not isinstance(self.device, _TabDevice) or event["type"] != "net.request":
             return False
         return bool(self.held) or not self._browser_made(event, False)  # a held one first: the page's order
 
@@ -1195,7 +1233,7 @@ class _BrowserSession(_TabState):
     def _browser_made(self, event: dict, late: bool) -> bool:
         """Did the tab's device's browser make the request a page report names?  If so, the report now
         says what the browser saw (_NetRecord.confirm), and a page that said otherwise is named."""
-        said = self.device.net.confirm(event["data"], late) if isinstance(self.device, _Device) else None
+        said = self.device.net.confirm(event["data"], late) if isinstance(self.device, _TabDevice) else None
         if said:
             self.held.misreported(event["data"], said)
         return said is not None
@@ -1219,7 +1257,7 @@ class _BrowserSession(_TabState):
         elif health.dialog_open is not None:
             health.dialog_open = None  # the page runs again, so its dialog closed
         if etype in ("net.request", "net.pending", "net.ws"):
-            self.bridge.hub.faults.mark(self, event)  # faulted: true only for a fault of this tab
+            self.bridge.mark_fault(self, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
             self.requests.started(event, data)
         elif etype == "net.request" and data.get("requestId"):
@@ -1247,7 +1285,7 @@ class _BrowserSession(_TabState):
         handler = self.handler
         if handler is None:
             raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
-                            "call reticle_sessions and retry on the live tab")
+                            "call reticle_sessions and retry on the live tab", code="tab_disconnected")
         if self.health.dialog_open is not None and self.device is None:
             raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
                             "ask the person to close the dialog in the browser, then retry", code="dialog_open")

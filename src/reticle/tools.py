@@ -15,29 +15,27 @@ import re
 import secrets
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional, Tuple, overload
+from typing import Any, Dict, List, Literal, Optional, Tuple, overload
 
-from .answer import (_VERDICT_FIELDS, _advice, _compact, _faulted_note, _grade, _server_parts, _unsettled_report,
-    _verdict)
+from .answer import (_answer, _with_buffer, _with_health)
 from .bridge import _act_command, _summarise
-from .browser import _CdpError, _device_log
+from .browser import _device_log
 from .calls import _CALL_DEADLINE, _CallContext, _WithContent, _progress_note
-from .constants import (EVENT_CAP_AGE_MS, EVENT_CAP_BYTES, EVENT_CAP_COUNT, HYDRATE_ACT_MS, HYDRATE_WAIT_MS,
+from .constants import (HYDRATE_ACT_MS, HYDRATE_WAIT_MS,
     OBSERVE_MAX_BYTES, __version__, _emit)
-from .errors import ToolError
+from .daemon import _Daemon
+from .devices import _device_of
+from .errors import _CdpError, _TabGone, ToolError
 from .events import _CONSOLE_TYPES, _FRAME_TYPES, _call_matches, _event_type, _is_dev, _request_key
 from .faults import _FAULT_CDP_TYPES, _FAULT_DEVICE_COVERS, _FAULT_SDK_COVERS, _FAULT_SDK_MISSES, _FAULT_SDK_TYPES
 from .journal import _journal, _journey_anchor, _no_plain_secret
 from .judge import _judge, _judge_final
-from .observation import _Observation, _leaves
+from .observation import _leaves
 from .observe import _locate_in, _observe, _observe_now
 from .predicates import _PREDICATE_KINDS, _deep_equal, _describe_predicate, _predicate_fail, parse_predicate
-from .tab import _BrowserSession, _Known, _TabGone
+from .tab import _BrowserSession
 from .timeline import _timeline, _timeline_svg
 from .util import _dumps, _file_uri, _redact, _short, _write_private
-
-if TYPE_CHECKING:
-    from .hub import Hub
 
 
 def _cost(obj: Any) -> dict:
@@ -45,7 +43,7 @@ def _cost(obj: Any) -> dict:
     return {"bytes": size, "tokens": (size + 3) // 4}
 
 
-async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args: dict,
+async def _tool_sessions(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
                          ctx: "_CallContext") -> dict:
     """reticle_sessions: the connected tabs (a device marked yours or another client's); with none,
     why, naming what the daemon refused recently (a script load, a socket) and what to do."""
@@ -80,14 +78,14 @@ async def _tool_sessions(hub: "Hub", session: Optional["_BrowserSession"], args:
     return out
 
 
-async def _tool_snapshot(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_snapshot(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     mode = args.get("mode", "full")
     cmd = {"mode": mode}
     if args.get("scope"):
         cmd["scope"] = args["scope"]
     result = await session.command("snapshot", cmd)
     if not isinstance(result, dict):
-        raise ToolError("the page answered snapshot with %r" % type(result).__name__)
+        raise ToolError("the page answered snapshot with %r" % type(result).__name__, code="page_unexpected")
     prev, now = session.snapshots.remember(args.get("scope"), mode, result)
     diffed = _snapshot_answer(dict(result), prev, now)
     if args.get("diff"):
@@ -108,32 +106,32 @@ def _query_args(args: dict) -> dict:
     if "by" not in out:
         raise ToolError("reticle_query needs what to search by: `by` + `value`, or one of testid, "
                         "label, placeholder, alt, text, role.",
-                        'for example {"by": "role", "value": "button", "name": "Pay"}')
+                        'for example {"by": "role", "value": "button", "name": "Pay"}', code="bad_argument")
     if "value" not in out:
         raise ToolError("reticle_query by %s needs a `value`." % out["by"],
-                        'for example {"by": "%s", "value": "..."}' % out["by"])
+                        'for example {"by": "%s", "value": "..."}' % out["by"], code="bad_argument")
     if out.get("self") and not out.get("scope"):
-        raise ToolError("`self: true` needs a `scope` (the element to return).", "add scope")
+        raise ToolError("`self: true` needs a `scope` (the element to return).", "add scope", code="bad_argument")
     return out
 
 
-async def _tool_query(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_query(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     result = await session.command("query", _query_args(args))
     if isinstance(result, dict):
         result["cost"] = _cost(result)
     return result
 
 
-async def _tool_inspect(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_inspect(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     return await session.command("inspect", {"ref": args["ref"]})
 
 
-async def _tool_state(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_state(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     cmd = {k: args[k] for k in ("store", "path", "depth") if k in args}
     return await session.command("state_read", cmd)
 
 
-async def _tool_capabilities(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_capabilities(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     result = await session.command("capabilities", {})
     if isinstance(result, dict):
         result.setdefault("source", "live")
@@ -154,7 +152,7 @@ async def _act_across_documents(session: "_BrowserSession", cmd: dict) -> Any:
                         "document's evidence" % exc.error}
 
 
-async def _tool_act(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_act(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     return await _act_once(session, args)
 
 
@@ -176,13 +174,13 @@ async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = Fal
     return _with_health(session, out)
 
 
-async def _tool_act_sequence(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_act_sequence(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     steps = []
     for i, step in enumerate(args["steps"]):
         try:
             steps.append(_act_command(step))
         except ToolError as exc:
-            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery) from exc
+            raise ToolError("step %d: %s" % (i, exc.error), exc.recovery, code=exc.code) from exc
     per_step = args.get("timeout_ms", 8000) / 1000.0
     since = session.mark_act(None)
     result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
@@ -203,7 +201,7 @@ async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
     """A device's tab that does not answer is reloaded (or navigated) by the browser itself: the page's
     running script is ended first when its main thread does not answer CDP either (Runtime.terminateExecution,
     only then: with nothing running it would end the next document's first script).  True when done."""
-    device = session.device
+    device = _device_of(session)
     if device is None or device.page is None or session.not_answering() is None:
         return False
     page = device.page
@@ -222,26 +220,26 @@ async def _unstick_device(session: "_BrowserSession", args: dict) -> bool:
             await device.cdp.call("Page.reload", {"ignoreCache": bool(args.get("hard"))}, page, timeout=5.0)
     except _CdpError as exc:
         raise ToolError("the stuck tab could not be reloaded: %s" % exc,
-                        "reticle_close it and reticle_open again") from exc
+                        "reticle_close it and reticle_open again", code="navigation_failed") from exc
     _emit(_device_log, logging.INFO, "device_unstuck", deviceId=device.id,
           reason=_short(session.not_answering() or "", 120))
     return True
 
 
-async def _tool_navigate(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_navigate(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     """reticle_navigate: load `url` in the tab, or reload it (`hard` bypasses the cache), and wait up
     to 5 s for it to connect again; `since` is the navigation's mark, so events before it no longer
     count.  Only http(s) URLs or paths are accepted."""
     if not args.get("url") and not args.get("reload"):
         raise ToolError("reticle_navigate needs `url` or `reload: true`.",
-                        'for example {"url": "http://localhost:5173/"} or {"reload": true}')
+                        'for example {"url": "http://localhost:5173/"} or {"reload": true}', code="bad_argument")
     if args.get("hard") and not args.get("reload"):
-        raise ToolError("`hard` goes with `reload: true` only.", "drop hard, or add reload")
+        raise ToolError("`hard` goes with `reload: true` only.", "drop hard, or add reload", code="bad_argument")
     if args.get("url"):
         parsed = urllib.parse.urlsplit(args["url"])
         if parsed.scheme not in ("http", "https", ""):
             raise ToolError("reticle_navigate opens http: and https: pages only, not %s:" % parsed.scheme,
-                            "pass an http(s) URL or a path")
+                            "pass an http(s) URL or a path", code="bad_argument")
     since = session.mark_navigation()
     generation = session.generation
     name, cmd = ("refresh", {"hard": bool(args.get("hard"))}) if args.get("reload") else (
@@ -294,7 +292,7 @@ def _window(session: "_BrowserSession", args: dict, default_since: float) -> Tup
     return since, (None if until is None else float(until))
 
 
-async def _tool_observe(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_observe(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     """reticle_observe: the tab's events in a window (default the last 2 s), filtered by action and
     event filters, newest kept when `max_events` cuts, each shown in its public form, with a summary
     and cost.  An answer stops at OBSERVE_MAX_BYTES and says where to continue (`next.since`)."""
@@ -422,7 +420,7 @@ def _sockets(session: "_BrowserSession", since: float, until: Optional[float]) -
     return list(rows.values())
 
 
-async def _tool_network(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_network(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     """reticle_network: the requests (and socket messages) in a window, filtered like a net predicate,
     the newest `limit` shaped compactly (bodies cut to 200 characters unless detail is full).  An
     empty answer says whether nothing happened or the filter missed (with the calls present), and a
@@ -514,13 +512,13 @@ def _fault_spec_problem(args: dict) -> Optional[str]:
     return None
 
 
-async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_fault(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     """Set, list or clear this client's faults on one tab (see _Faults)."""
     problem = _fault_spec_problem(args)
     if problem:
         raise ToolError("reticle_fault: %s." % problem,
                         'for example {"match": {"urlContains": "/api/save", "method": "POST"}, '
-                        '"respond": {"status": 500}}')
+                        '"respond": {"status": 500}}', code="bad_argument")
     faults = hub.faults
     now = hub.clock()
     if args.get("list"):
@@ -530,7 +528,7 @@ async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "
         gone = faults.clear(session.id, ctx.session_key, args["clear"])
         if args["clear"] is not True and not gone:
             raise ToolError("no fault %s of yours on tab %s" % (args["clear"], session.id),
-                            "reticle_fault {list: true} shows yours")
+                            "reticle_fault {list: true} shows yours", code="fault_not_found")
         await faults.sync(session.id)
         return {"sessionId": session.id, "cleared": gone,
                 "faults": [f.public(now) for f in faults.live(session.id) if f.owner == ctx.session_key]}
@@ -540,7 +538,7 @@ async def _tool_fault(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "
         raise ToolError("tab %s has the script tag, where faults act in the SDK's fetch and XHR wrappers only; "
                         "a %s request cannot be faulted there" % (session.id, rtype),
                         "open the app with reticle_open (a device faults documents, form posts and WebSocket "
-                        "handshakes in the browser's network layer)")
+                        "handshakes in the browser's network layer)", code="fault_unsupported")
     fault = faults.add(session, ctx.session_key, args)
     try:
         await faults.sync(session.id)
@@ -581,7 +579,7 @@ def _redact_page_text(text: str) -> str:
     return _redact(_PAGE_SECRET_RE.sub(lambda m: m.group(1) + m.group(2) + "[redacted]" + m.group(2), text))
 
 
-async def _tool_console(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_console(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     """reticle_console: the console output and uncaught errors in the window (from the last act or
     navigation, like the verdicts), their text and stacks redacted, filtered by `level` (info takes
     debug too), the newest `limit`.  An empty answer says whether the filter missed (counts by level)
@@ -647,36 +645,7 @@ def _predicate_arg(args: dict, required: bool) -> Optional[dict]:
     return parse_predicate(raw, "until" if "until" in args else "predicate")
 
 
-def _unmade_issues(known: "_Known") -> List[str]:
-    """Integrity: requests the page reported that the device's browser never made (forged into
-    the SDK's socket by a page script; none of them can make a verdict), that it reported otherwise
-    than the browser saw them (the browser's values counted), or with fields of the wrong type
-    (refused at ingest)."""
-    spots = known.blind_spots
-    issues = []
-    if spots.get("request-not-made"):
-        issues.append("forged: the page reported %d request(s) the browser never made; they were not counted"
-                      % spots["request-not-made"])
-    if spots.get("request-misreported"):
-        issues.append("misreported: the page reported %d request(s) otherwise than the browser's record (status or "
-                      "ok); the browser's values were counted" % spots["request-misreported"])
-    if spots.get("malformed-request"):
-        issues.append("malformed: the page reported %d request(s) whose status or ok had the wrong type or "
-                      "contradicted each other; they were refused" % spots["malformed-request"])
-    return issues
-
-
-def _coverage(known: "_Known", out: dict) -> dict:
-    issues = _unmade_issues(known)
-    if issues:
-        out["honesty"] = dict(out.get("honesty") or {}, integrity={"clean": False, "issues": issues})
-    if known.blind_spots:
-        out["coverage"] = "partial — %s" % ", ".join("%s ×%d" % kv for kv in known.blind_spots.items())
-        out["coverage_spots"] = [{"kind": k, "count": v} for k, v in known.blind_spots.items()]
-    return out
-
-
-async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_wait_for(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     p = _predicate_arg(args, True)
     floor = float(args["since"]) if args.get("since") is not None else session.floor()
     res = _judge_final(p, await _observe(session, p, floor, args.get("timeout_ms", 4000)))
@@ -684,7 +653,7 @@ async def _tool_wait_for(hub: "Hub", session: "_BrowserSession", args: dict, ctx
     return _with_buffer(session, res, floor)
 
 
-async def _tool_assert(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_assert(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     return await _assert_verdict(session, args, _predicate_arg(args, True))
 
 
@@ -699,7 +668,7 @@ async def _assert_verdict(session: "_BrowserSession", args: dict, p: dict, repla
     return _answer(session, "assert", args, p, obs, replayed=replayed)
 
 
-async def _tool_act_and_wait(hub: "Hub", session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+async def _tool_act_and_wait(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
     out = await _act_and_wait_verdict(session, args, _until_arg(args))
     return await _timeline_link(hub, session, args, out) if args.get("timeline") else out
 
@@ -743,7 +712,7 @@ async def _timeline_from(session: "_BrowserSession", since: float, verdict: str,
     return _timeline(window, act, session.now(), verdict, label)
 
 
-async def _timeline_link(hub: "Hub", session: "_BrowserSession", args: dict, out: dict) -> dict:
+async def _timeline_link(hub: _Daemon, session: "_BrowserSession", args: dict, out: dict) -> dict:
     """`timeline: true`: the act's timeline (_timeline) drawn as SVG into the state folder's timelines/,
     a resource link beside the answer (so a client that shows pictures can show it) and its path in it."""
     label = _step_label(dict(args, target=args.get("target") or ({"ref": args["ref"]} if args.get("ref") else {})))
@@ -794,61 +763,6 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict,
     return _answer(session, "act_and_wait", args, p, obs, anchor, replayed)
 
 
-def _answer(session: "_BrowserSession", tool: str, args: dict, p: dict, obs: _Observation,
-            anchor: Optional[dict] = None, replayed: bool = False) -> dict:
-    """Every verdict answer (reticle_assert, reticle_act_and_wait, and so each flow step that
-    replays them): judge the observation, then shape it.  `verified`, `verifiedReason` and
-    `because` are always at the top level; an assert carries its result's fields beside them,
-    an act_and_wait nests them under `verdict` beside the act's effect, honesty and trace.  The
-    step is journaled (marked `replayed` for a flow's replay), health and buffer loss are spliced in,
-    and the answer is compact unless `detail: "full"`."""
-    res, contradictions, (verified, reason, because) = _verdict(p, obs)
-    window, known, since = obs.window, obs.known, obs.since
-    because = _faulted_note(because, window, res)  # a fault's answer is never read as the server's
-    out: Dict[str, Any] = {"verified": verified, "verifiedReason": reason, "because": because}
-    if tool == "assert":
-        out.update(res)
-        out["since"] = since
-        _server_parts(session, window, out)
-        verdict = out
-        if contradictions:
-            out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-        _coverage(known, out)
-        advice = _advice(p, res) if verified == "yes" else None
-        if advice:
-            out["advice"] = advice
-        _journal(session, "assert", args, out, replayed=replayed)
-        out = _with_health(session, _with_buffer(session, out, since))
-        return out if args.get("detail") == "full" else _compact(out, out)
-    verdict = {k: res[k] for k in _VERDICT_FIELDS if res.get(k) is not None}
-    loss = known.loss
-    issues = []
-    if loss and loss.get("evicted"):
-        issues.append("capture truncated: %d event(s) evicted" % loss["evicted"])
-    if loss and loss.get("sampled"):
-        issues.append("blind spot: %d event(s) sampled away under a flood" % loss["sampled"])
-    issues.extend(_unmade_issues(known))
-    spots = known.blind_spots
-    out.update({"since": since, "effect": obs.effect, "verdict": verdict,
-                "honesty": {"grade": _grade(p), "attribution": "window",
-                            "coverage": {"partial": bool(spots)} if spots else {"partial": False, "pct": 100},
-                            "integrity": {"clean": not issues, "issues": issues}},
-                "trace": {"window_ms": round(session.now() - since), "summary": _summarise(window)}})
-    if obs.already_true:
-        out["alreadyTrue"] = True
-    _server_parts(session, window, out)
-    advice = _advice(p, res) if verified in ("yes", "unknown") else None
-    if advice:
-        out["advice"] = advice
-    if contradictions:
-        out["contradictions"] = [{k: v for k, v in c.items() if k != "write"} for c in contradictions]
-    if res.get("timedOut") or reason in ("request_in_flight", "evidence_incomplete", "unsettled", "no_effect"):
-        out["unsettled"] = _unsettled_report(known, window, since, p)
-    _journal(session, "act_and_wait", args, out, anchor, replayed)
-    out = _with_health(session, out)
-    return out if args.get("detail") == "full" else _compact(out, verdict)
-
-
 def _describe_session(session: "_BrowserSession") -> dict:
     """The tab as reticle_sessions shows it: identity, liveness, attachment, buffer, its device and
     any version skew, and whether it answers commands, with what to do when it does not or when
@@ -863,8 +777,9 @@ def _describe_session(session: "_BrowserSession") -> dict:
         out["title"] = session.title
     if session.server_seen:
         out["serverRecords"] = session.server_seen  # the app's middleware reports this tab's requests
-    if session.device is not None:
-        out["device"] = {"deviceId": session.device.id, "input": "cdp", "headed": session.device.headed}
+    device = _device_of(session)
+    if device is not None:
+        out["device"] = {"deviceId": device.id, "input": "cdp", "headed": device.headed}
     if session.sdk_version and session.sdk_version != __version__:
         out["versionSkew"] = {"sdk": session.sdk_version, "daemon": __version__}
     stuck = session.not_answering()
@@ -878,43 +793,6 @@ def _describe_session(session: "_BrowserSession") -> dict:
     elif session.throttled():
         out["recommendation"] = ("the tab is hidden or silent; browsers throttle background tabs, so "
                                  "bring it to the front or pass refuseWhenThrottled")
-    return out
-
-
-def _with_health(session: "_BrowserSession", out: dict) -> dict:
-    """An answer about the tab, with its health spliced in: a tab that does not answer or is throttled
-    says so (`session`, `warning`), and the dialogs seen from the answer's `since` are named."""
-    stuck = session.not_answering()
-    if stuck is not None:
-        out["session"] = {"lastSeenMs": session.last_seen_ms(), "answering": False, "notAnswering": stuck}
-        out["warning"] = "the tab does not answer: %s" % stuck
-    elif session.throttled():
-        out["session"] = {"lastSeenMs": session.last_seen_ms(), "throttled": True, "focused": session.health.focused}
-        out["warning"] = "the tab is hidden or silent; its timers and animations may be throttled"
-    seen = session.health.dialogs_since(out.get("since"))
-    if seen:
-        out["dialogs"] = seen
-        said = "; ".join("a %s dialog (%s) was %s" % (d["dialogType"], _short(d["message"], 80) or "no text",
-                                                      d["handled"]) for d in seen[:3])
-        out["warning"] = (out["warning"] + "; " if out.get("warning") else "") + said + (
-            ' (pass args: {"dialog": "accept"} to accept it)' if any(d["handled"] == "dismissed" for d in seen)
-            else "")
-    return out
-
-
-def _with_buffer(session: "_BrowserSession", out: dict, since: float) -> dict:
-    """An answer over the window from `since`, with what the tab's buffer lost of it (`buffer`: evicted,
-    sampled, and a note that the counts are lower bounds)."""
-    loss = session.store.loss_since(since)
-    if loss:
-        why = []
-        if loss.get("evicted") or loss.get("evictedChurn"):
-            why.append("the buffer keeps %d events / %d s / %d MiB per tab and evicted older ones"
-                       % (EVENT_CAP_COUNT, EVENT_CAP_AGE_MS // 1000, EVENT_CAP_BYTES >> 20))
-        if loss.get("sampled"):
-            why.append("the page's flood was sampled")
-        loss["note"] = "part of this window is gone: %s; counts above are lower bounds" % " and ".join(why)
-        out["buffer"] = loss
     return out
 
 

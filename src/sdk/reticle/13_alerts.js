@@ -17,10 +17,11 @@
   ];
   // the daemon's table of the ways frameworks tell failure (_FAILURE_UI): [source, selector, level];
   // level 'error' rows rank above the ARIA rows, the rest (status regions: text decides) below them
-  var FAILURE_UI = /*@python _failure_ui_config*/ [];
+  var CONVENTIONS = (CONFIG && CONFIG.conventions) || {};
+  var FAILURE_UI = CONVENTIONS.failureUi || [];
   // -- plain failure text: what appears after an act in the act's form, or in what the act's answer
   // updated, and reads as a failure (the daemon's _PLAIN_FAILURE table), as ui.alert source 'text'
-  var PLAIN_FAILURE = /*@python _plain_failure_config*/ [[], []];
+  var PLAIN_FAILURE = CONVENTIONS.plainFailure || [[], []];
   var PLAIN_YES = PLAIN_FAILURE[0].map(function (s) {
     return new RegExp(s, 'i');
   });
@@ -180,7 +181,7 @@
     });
   }
   // the daemon's table of route announcers (_ROUTE_ANNOUNCERS): a router's hidden live region, never a message
-  var ROUTE_ANNOUNCERS = /*@python _route_announcers_config*/ '';
+  var ROUTE_ANNOUNCERS = CONVENTIONS.routeAnnouncers || '';
   function isAnnouncer(el) {
     try {
       return !!(ROUTE_ANNOUNCERS && el.closest && el.closest(ROUTE_ANNOUNCERS));
