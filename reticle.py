@@ -285,6 +285,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 (function () {
   'use strict';
   // == Section: config == configuration, caps, and the natives captured before any page script runs
+  // provides: CONFIG, SCRIPT_EL, CFG, VERSION, PROTOCOL_VERSION, MAX_FRAME, BATCH_MAX_EVENTS,
+  //   BATCH_MAX_BYTES, QUEUE_MAX, OPEN_QUEUE_MAX, BUFFERED_MAX, RESULT_QUEUE_MAX, BODY_CAP, BODY_SCAN,
+  //   FRAME_DATA_CAP, STACK_CAP, ERROR_CAP, REDACTED, PREFIX, N
   var CONFIG = /*__RETICLE_CONFIG__*/null;
   if (typeof window === 'undefined' || typeof document === 'undefined') return;
   if (window.reticle && window.reticle.__reticleSdk) return; // loaded twice: keep the first copy
@@ -338,6 +341,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   })();
 
   // == Section: relay == a device's bridge: the relay's MessagePort
+  // provides: relaySockets
+  // uses: CFG (01), N (01)
   // ---- a device's bridge: the relay's MessagePort, never a socket of this world ---------------
   // In a device, the bridge socket lives in the relay's isolated world; this world only holds the
   // port the relay hands over (matched by the nonce), so no page script can read its ticket.
@@ -412,6 +417,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   if (CFG.device && typeof CFG.relay === 'string') N.BridgeSocket = relaySockets(CFG.relay);
 
   // == Section: helpers == small helpers, redaction, the sanitizer
+  // provides: warn, microtask, hasOwn, isObj, clip, collapse, norm, isNativeFn, uuid, rand36, ssGet, ssSet,
+  //   STORAGE_MUTE, coded, errCode, errMsg, SENSITIVE_KEY, OWN_KEYS, isSensitiveKey, EXTRA_KEYS,
+  //   keySensitive, SECRET_PATTERNS, scrub, KV_PAIR, scrubText, redactUrl, describeNode, sanitize,
+  //   SAN_PLAIN, sanStr, sanWalk, sanSpecial, sanDeep, sanArray, sanObject, sanKey, safeStringify
+  // uses: ERROR_CAP (01), N (01), PREFIX (01), REDACTED (01)
   // ---- small helpers -------------------------------------------------------------------------
   function warn(msg) {
     try {
@@ -784,6 +794,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: events == the tab's state and the event queue
+  // provides: S, CHURN, now, internal, guard, emit, trimOutbox, busy, scheduleFlush, rawSend, record, flush,
+  //   sendResult
+  // uses: BATCH_MAX_BYTES (01), BATCH_MAX_EVENTS (01), BUFFERED_MAX (01), MAX_FRAME (01), N (01),
+  //   OPEN_QUEUE_MAX (01), QUEUE_MAX (01), RESULT_QUEUE_MAX (01), clip (03), errMsg (03), microtask (03),
+  //   rand36 (03), sanitize (03), refFor (06), TEXT_WATCH (13)
   // ---- state ---------------------------------------------------------------------------------
   var S = {
     started: false, // connect() ran and passed the guards
@@ -1049,6 +1064,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: transport == the socket, the hello, the server's mark, the command dispatcher
+  // provides: helloFrame, sendHello, openSocket, onFail, retryNow, MARK, MARK_LOW, onServerMark, rawCookie,
+  //   markPath, clearMarkCookie, takeMark, traceparent, markable, markDocument, COMMANDS, onMessage
+  // uses: ERROR_CAP (01), N (01), PROTOCOL_VERSION (01), QUEUE_MAX (01), VERSION (01), EXTRA_KEYS (03),
+  //   clip (03), errCode (03), errMsg (03), isObj (03), redactUrl (03), sanitize (03), warn (03), S (04),
+  //   flush (04), guard (04), internal (04), now (04), rawSend (04), record (04), sendResult (04),
+  //   onInputResult (10), emitHealth (18)
   // ---- hello / socket ------------------------------------------------------------------------
   function helloFrame() {
     var h = {
@@ -1343,6 +1364,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: refs == refs tied to DOM nodes, ignored subtrees
+  // provides: HAS_WEAKREF, REF_OF, EL_OF, REF_MAX, refNext, claimBlock, refFor, sweepRefs, resolveRef,
+  //   staleError, mustResolve, IGNORE_SEL, isIgnored, SKIP_TAGS
+  // uses: clip (03), ssGet (03), ssSet (03)
   // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
   var HAS_WEAKREF = typeof WeakRef === 'function';
   var REF_OF = new WeakMap();
@@ -1449,6 +1473,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   };
 
   // == Section: semantics == role, name, visibility, states
+  // provides: INPUT_ROLES, TAG_ROLES, getRole, INTERACTIVE, NAME_FROM_CONTENT, CONTAINER_ROLES, textOf,
+  //   ownText, labelsText, byIdText, getName, styleOf, makeVisCache, isVisible, isDisabled, isChecked,
+  //   isFocused, isSecretField, getValue, statesOf, describe, label, LANDMARKS, landmarkOf, candidate,
+  //   candidateText, wordsOf, nearMisses
+  // uses: N (01), REDACTED (01), clip (03), isObj (03), keySensitive (03), norm (03), scrub (03),
+  //   SKIP_TAGS (06), isIgnored (06), refFor (06), allElements (08)
   // ---- semantics: role, name, visibility, states ----------------------------------------------
   var INPUT_ROLES = {
     checkbox: 'checkbox',
@@ -2003,6 +2033,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: snapshot == tree walking and the snapshot
+  // provides: SHADOWS, SHADOW_ROOTS, ROOT_WATCHERS, SHADOW_ROOTS_MAX, noteShadowRoot, liveShadowRoots,
+  //   shadowOf, childrenOf, allElements, resolveScope, routeOf, pageStatus, SNAP_NODES, snapshot,
+  //   snapDialogs, snapAddUnread, snapVisit, snapLine, snapRoleLine, snapEmptyNote, snapCappedNote
+  // uses: clip (03), norm (03), redactUrl (03), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06),
+  //   refFor (06), resolveRef (06), INTERACTIVE (07), getName (07), getRole (07), getValue (07),
+  //   isChecked (07), isDisabled (07), isFocused (07), isVisible (07), makeVisCache (07), ownText (07),
+  //   styleOf (07), textOf (07), TOASTS (13)
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   var SHADOW_ROOTS = []; // every shadow root seen (open or captured), for observers that search
@@ -2356,6 +2393,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: query == text matching, queries, inspect
+  // provides: TEXT_MODES, textSpec, textPlaces, QUERY_BYS, normalizeQuery, matchLabel, matcher, runQuery,
+  //   filterState, zeroHint, queryCmd, attrsOf, occlusion, inspectCmd
+  // uses: REDACTED (01), clip (03), errMsg (03), isObj (03), keySensitive (03), norm (03), redactUrl (03),
+  //   scrub (03), S (04), SKIP_TAGS (06), isIgnored (06), mustResolve (06), refFor (06),
+  //   CONTAINER_ROLES (07), byIdText (07), describe (07), getName (07), getRole (07), isVisible (07),
+  //   label (07), labelsText (07), makeVisCache (07), nearMisses (07), ownText (07), statesOf (07),
+  //   styleOf (07), textOf (07), allElements (08), childrenOf (08), resolveScope (08), routeOf (08)
   // ---- text matching: contains, equals, matches -------------------------------------------------
   // A text spec is a string (read as `dflt`: 'contains' or 'equals') or an object with exactly one
   // of {contains}, {equals}, {matches, flags?}. All compare normalised text (whitespace collapsed,
@@ -2727,6 +2771,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: actions == synthetic and CDP input, act, act_sequence
+  // provides: ACTIONS, DANGER, DANGER_ACTIONS, dangerContext, dangerCheck, focusableAncestor, centre,
+  //   viewOf, mouseInit, fireMouse, plain, sleep, frame, doClick, nativeSetter, setValue, fireInput,
+  //   assertEditable, richWrite, focusToWrite, doFill, keyCode, KEYCODES, keyEvent, doType, doClear,
+  //   doSelect, doCheck, parseMods, doPress, doHover, doFocus, doBlur, doSubmit, doUpload, doDrag,
+  //   resolveTarget, settle, CDP_INPUT, INPUT_WAITS, inputSeq, cdpInput, onInputResult, SYNTHETIC_ACTIONS,
+  //   HYDRATE_ACT_MS, HYDRATE_OPEN_MS, winHas, reactFiber, HYDRATION, hydrationRow, hydrationPending,
+  //   whenHydrated, hydratedCmd, FILLED, FILL_ACTIONS, fillsNoted, SUBMITTING, fillsReset, act, actNow,
+  //   actElement, actOptions, actBefore, actFocused, actPointer, actProbe, actTally, actProbeEnd,
+  //   actEffectAfter, actAnswer, actSequence
+  // uses: N (01), clip (03), coded (03), errMsg (03), hasOwn (03), isObj (03), norm (03), S (04),
+  //   rawSend (04), isIgnored (06), mustResolve (06), refFor (06), candidate (07), candidateText (07),
+  //   getName (07), getRole (07), isChecked (07), isDisabled (07), isFocused (07), isVisible (07),
+  //   label (07), makeVisCache (07), nearMisses (07), textOf (07), resolveScope (08), normalizeQuery (09),
+  //   occlusion (09), runQuery (09), zeroHint (09), textWatchArm (13), docAnnounced (15)
   // ---- actions -------------------------------------------------------------------------------
   var ACTIONS = [
     'click',
@@ -4112,6 +4170,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: observers == what every observer uses: patch, listen, rate caps
+  // provides: patch, listen, rateCap
+  // uses: N (01), S (04), emit (04), guard (04)
   // ---- observers -----------------------------------------------------------------------------
   // patch(obj, key, makeWrapper): installs a wrapper and registers a teardown that restores the
   // original only if the slot still holds our wrapper.
@@ -4169,6 +4229,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: network == fetch, XHR, beacon, WebSocket, EventSource: bodies, faults, streams
+  // provides: TEXTUAL, STREAMY, redactBody, describeReqBody, withBodyFields, netCounter, isBridgeUrl,
+  //   FAULTS, setFaults, faultFor, faultWait, faultHeaders, faultBody, faultedFetch, faultedXhr,
+  //   installFetch, fetchWrapper, fetchStart, fetchRequestBody, HANDLING, handlingFailure, fetchFailed,
+  //   HEADERS_MAX, HEADER_VALUE_CAP, headerMap, withHeaders, fetchHeaderPairs, xhrHeaderPairs, callRecord,
+  //   onFetchResponse, emitRequestWhenRead, fetchResponseRecord, fetchNoBodyReason, fetchReadBody,
+  //   STREAM_MAX_MESSAGES, STREAM_MAX_PER_SEC, STREAM_MESSAGE_SCAN, STREAM_UNREAD_MAX, streamFormat,
+  //   onPageCancel, watchStream, streamOpen, streamReport, streamMessage, streamSend, streamSseDispatch,
+  //   streamLine, streamFeed, streamFinish, streamSafeFeed, streamPump, readCapped, installXHR,
+  //   xhrSendStart, xhrLoadend, xhrResponseBody, installBeacon, frameData, frameEvent, swapConstructor,
+  //   installWebSocket, installEventSource
+  // uses: BODY_CAP (01), BODY_SCAN (01), FRAME_DATA_CAP (01), N (01), REDACTED (01), clip (03), errMsg (03),
+  //   hasOwn (03), isNativeFn (03), isObj (03), keySensitive (03), redactUrl (03), sanitize (03),
+  //   scrubText (03), S (04), emit (04), guard (04), internal (04), MARK (05), markable (05), takeMark (05),
+  //   traceparent (05), patch (11), rateCap (11), callerStack (14)
   // -- network: bodies
   var TEXTUAL =
     /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;
@@ -5382,6 +5456,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: alerts == alerts, live regions, invalid fields, toasts
+  // provides: TOASTS, ALERT_TEXT_CAP, ALERT_SAME_MS, ALERT_MAX_CANDIDATES, ALERT_RESCAN, ALERT_SOURCES,
+  //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, TEXT_WATCH, TEXT_WATCH_MS,
+  //   readsAsFailure, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn, rememberPostedForm,
+  //   postedForms, postedFormScan, echoesInput, textWatchCollect, textScope, textWatchScan,
+  //   ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts, ERROR_LOOK,
+  //   fieldErrorText, alertRows, alertCandidates, alertsShown, alertText, renderedBy, componentOf,
+  //   withRenderer, alertScan, alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
+  // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), scrub (03), ssGet (03),
+  //   ssSet (03), warn (03), S (04), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06), refFor (06),
+  //   resolveRef (06), byIdText (07), getName (07), isVisible (07), makeVisCache (07), textOf (07),
+  //   ROOT_WATCHERS (08), liveShadowRoots (08), listen (11), rateCap (11), cleanStack (14), checkFrames (18)
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
   // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
   // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
@@ -5911,6 +5996,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: console == console calls and uncaught errors
+  // provides: formatArgs, argSummary, cleanStack, callerStack, inConsole, installConsole, installErrors
+  // uses: STACK_CAP (01), clip (03), describeNode (03), redactUrl (03), safeStringify (03), scrub (03),
+  //   emit (04), listen (11), patch (11), rateCap (11), HANDLING (12)
   // -- console and errors
   function formatArgs(args) {
     var parts = [],
@@ -6066,6 +6154,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: documents == routes, the document request that leaves and the one that arrives
+  // provides: lastHref, routeChanged, installRouting, DOC_KEY, DOC_LINK_MS, docIntent, docAnnounced,
+  //   lastSubmit, programmaticSubmit, DOC_FIELDS, sameDocUrl, samePath, formProp, formRecord,
+  //   announceDocument, installDocuments, docOnSubmit, docOnFormData, docSubmitWrapper, docOnClick,
+  //   docOnNavigate, docLeaving, docArrival, docAnnouncedBefore, docLinked, docTiming
+  // uses: BODY_CAP (01), N (01), REDACTED (01), clip (03), hasOwn (03), isObj (03), keySensitive (03),
+  //   rand36 (03), redactUrl (03), scrub (03), ssGet (03), ssSet (03), S (04), emit (04), flush (04),
+  //   MARK (05), markDocument (05), markable (05), takeMark (05), getName (07), isSecretField (07),
+  //   listen (11), patch (11), rememberPostedForm (13)
   // -- routing
   var lastHref = location.href;
   function routeChanged(kind) {
@@ -6475,6 +6571,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: dom == DOM mutations, shadow roots, animations
+  // provides: ATTRS, DOM_CAP, inSource, DOM_MEANINGFUL, domFrame, domRoom, domRecord, domAttr,
+  //   domCharacterData, domChildList, domAddedNode, domRemovedNode, domTruncated, regionOf, DOM_OBSERVE,
+  //   installDom, installShadowCapture, installAnimations
+  // uses: N (01), REDACTED (01), clip (03), describeNode (03), keySensitive (03), norm (03), scrub (03),
+  //   S (04), emit (04), internal (04), REF_OF (06), SKIP_TAGS (06), isIgnored (06), refFor (06),
+  //   getName (07), getRole (07), isSecretField (07), isVisible (07), label (07), makeVisCache (07),
+  //   textOf (07), ROOT_WATCHERS (08), SHADOWS (08), noteShadowRoot (08), listen (11), patch (11),
+  //   rateCap (11)
   // -- DOM mutations, coalesced per animation frame
   var ATTRS = [
     'class',
@@ -6775,6 +6879,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: storage == localStorage, sessionStorage, cookies
+  // provides: storageAreaOf, storageValue, storageChanged, storageHeld, installStorage, storageClearWrapper,
+  //   installCookieWatch, cookiesObj, storageObj, storageRead
+  // uses: N (01), REDACTED (01), STORAGE_MUTE (03), clip (03), hasOwn (03), isObj (03), keySensitive (03),
+  //   sanitize (03), scrubText (03), S (04), emit (04), MARK (05), listen (11), patch (11)
   // -- storage
   function storageAreaOf(st) {
     try {
@@ -7034,6 +7142,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: health == focus, page health, dialogs, cross-origin frames
+  // provides: installFocus, longTasks, emitHealth, dialogSeen, installDialogs, wrapDialogFunction,
+  //   unloadPrevented, unloadReported, installBeforeunloadListeners, installOnBeforeunload, installHealth,
+  //   frameShown, checkFrames
+  // uses: N (01), clip (03), redactUrl (03), S (04), emit (04), flush (04), guard (04), retryNow (05),
+  //   isIgnored (06), refFor (06), label (07), styleOf (07), listen (11)
   // -- focus
   function installFocus() {
     listen(
@@ -7321,6 +7434,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: stores == app stores, signals, describe, capabilities
+  // provides: STORES, shallowDiff, readStore, registerStore, storeListener, storeWithGetState,
+  //   storeFromGetter, pushStore, canonicalIndex, walkPath, stateRead, stateAll, statePath, signal,
+  //   uniqPush, describeContract, capabilities
+  // uses: REDACTED (01), clip (03), errMsg (03), hasOwn (03), isObj (03), keySensitive (03), sanitize (03),
+  //   warn (03), S (04), emit (04), internal (04), sendHello (05), isIgnored (06), TOASTS (13),
+  //   declareToasts (13)
   // ---- stores and signals --------------------------------------------------------------------
   var STORES = {}; // name -> {read(), unsub?, last, kind}
   function shallowDiff(name, prev, next) {
@@ -7710,6 +7829,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: probes == the probes the daemon's predicates read
+  // provides: evalProbe, probeElement, probeText, probeTextSpec, probeTextMatches, probePageText
+  // uses: clip (03), hasOwn (03), norm (03), redactUrl (03), describe (07), isVisible (07),
+  //   makeVisCache (07), nearMisses (07), textOf (07), resolveScope (08), TEXT_MODES (09), filterState (09),
+  //   runQuery (09), textPlaces (09), textSpec (09), zeroHint (09), storageRead (17), stateRead (19)
   // ---- probes for the daemon's predicate engine ------------------------------------------------
   function evalProbe(args) {
     var kind = args.kind;
@@ -7824,6 +7947,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
 
   // == Section: commands == the bridge commands by name
+  // uses: N (01), clip (03), redactUrl (03), internal (04), COMMANDS (05), snapshot (08), inspectCmd (09),
+  //   queryCmd (09), act (10), actSequence (10), hydratedCmd (10), setFaults (12), alertsRead (13),
+  //   announceDocument (15), storageRead (17), capabilities (19), stateRead (19), evalProbe (20)
   // ---- command table -------------------------------------------------------------------------
   COMMANDS.snapshot = snapshot;
   COMMANDS.query = queryCmd;
@@ -7882,6 +8008,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   };
 
   // == Section: connect == connect, disconnect, auto-connect
+  // provides: isLoopback, isLocalPage, defaultUrl, boolOpt, connect, onPageHide, onPageShow, connectBridge,
+  //   connectSessionId, stripReloadMarker, installObservers, disconnect, api
+  // uses: CFG (01), N (01), SCRIPT_EL (01), VERSION (01), EXTRA_KEYS (03), clip (03), ssGet (03),
+  //   ssSet (03), uuid (03), warn (03), S (04), flush (04), internal (04), clearMarkCookie (05),
+  //   openSocket (05), retryNow (05), describe (07), installBeacon (12), installEventSource (12),
+  //   installFetch (12), installWebSocket (12), installXHR (12), installAlerts (13), installConsole (14),
+  //   installErrors (14), installDocuments (15), installRouting (15), installAnimations (16),
+  //   installDom (16), installShadowCapture (16), installStorage (17), checkFrames (18),
+  //   installDialogs (18), installFocus (18), installHealth (18), STORES (19), describeContract (19),
+  //   pushStore (19), registerStore (19), signal (19)
   // ---- connect / disconnect ------------------------------------------------------------------
   function isLoopback(h) {
     h = String(h || '').toLowerCase();
@@ -8250,7 +8386,7 @@ ACT_GRACE_MS = 100                         # an assert right after an act waits 
 EVENT_CAP_COUNT = 2000
 EVENT_CAP_AGE_MS = 60_000
 EVENT_CAP_BYTES = 8 * 1024 * 1024
-PLAIN_EVENT_BYTES = 1024  # a frame of events averaging more is sized event by event (_BrowserSession._ingest_plain)
+PLAIN_EVENT_BYTES = 1024  # a frame of events averaging more is sized event by event (_TabIntake._ingest_plain)
 EVENTS_PER_SECOND_DEFAULT = 20_000         # per browser session, then sampling
 THROTTLED_AFTER_MS = 12_000
 MAX_STRING_ARG = 64 * 1024
@@ -9246,7 +9382,7 @@ def _browser_values(data: dict, chain: dict, url: str) -> str:
                                                                 urllib.parse.urlsplit(then_url).path or "/", status))
         return ""
     if data.get("initiator") == "document" and (chain["redirects"] or data.get("redirected") or said is None):
-        data["url"] = url  # a load redirected: its status stays hidden (_TabState._observe), as the page saw
+        data["url"] = url  # a load redirected: its status stays hidden (_TabIntake._observe), as the page saw
         return ""
     if status == 304 and said == 200:
         status = 200
@@ -12429,7 +12565,7 @@ class _TabHost(Protocol):
 
     def clock(self) -> float: ...
 
-    def wait_back(self, session: "_TabState", timeout: float) -> Awaitable[bool]: ...
+    def wait_back(self, session: "_BrowserSession", timeout: float) -> Awaitable[bool]: ...
 
     def mark_fault(self, session: "_BrowserSession", event: dict) -> None: ...
 
@@ -12455,11 +12591,11 @@ class _TabDevice:
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
 _HIGH_VALUE_SET = _event_types("high_value")
-# the frame path's common case (_BrowserSession._ingest_plain): the fields it reads of every event at once
+# the frame path's common case (_TabIntake._ingest_plain): the fields it reads of every event at once
 _GET_TYPE, _GET_DATA, _GET_T, _GET_DOC = map(operator.itemgetter, ("type", "data", "t", "documentId"))
 _DICT_ONLY = frozenset((dict,))
 _NUMBER_CLASSES = frozenset((int, float))
-# The event types _BrowserSession._observe learns from (requests, dialogs, health, routes, blind spots); it
+# The event types _TabIntake._observe learns from (requests, dialogs, health, routes, blind spots); it
 # runs for any other only while a dialog is open.  A type _observe comes to read must be added here.
 _OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.ws", "page.health", "route.change",
                              "blind-spot"))
@@ -12511,7 +12647,7 @@ class _PlainFrame(NamedTuple):
     doc: str                  # the frame's one documentId, cut to 64 characters
     counts: Dict[str, int]    # events of each type
     high: int                 # high-value events (the events-per-second cap has a share of its own for them)
-    observed: bool            # some event is of a type _BrowserSession._observe learns from
+    observed: bool            # some event is of a type _TabIntake._observe learns from
 
 
 def _plain_frame(events: List[Any], frame_bytes: int) -> Optional[_PlainFrame]:
@@ -12844,7 +12980,7 @@ class _Known:
         self.server_hint = ""               # why spans that reach the daemon land in no tab (_SpanSources)
 
 
-def _server_knowledge(session: "_TabState", known: "_Known") -> None:
+def _server_knowledge(session: "_BrowserSession", known: "_Known") -> None:
     """What a verdict knows of the tab's server beside its window: the tables its records have written
     (what its paths may name), and, for a tab no record ever reached while spans do reach the daemon,
     why none could be attributed (_SpanSources), named in a `server` check's unknown."""
@@ -13075,7 +13211,7 @@ class _PendingCommands:
 
 class _HeldReports:
     """In a device, the requests the page reported that the browser has not confirmed yet (see
-    _BrowserSession._must_confirm), in the page's order, each with its deadline on the daemon's clock
+    _TabIntake._must_confirm), in the page's order, each with its deadline on the daemon's clock
     (NET_CONFIRM_S after it came).  One the browser confirms is admitted (`admit`, which stores it);
     one it never confirms is refused: kept as `net.unmade` and counted as the blind spot
     `request-not-made`, which the verdict names under integrity."""
@@ -13189,11 +13325,366 @@ def _socket_origin(handler: Any) -> str:
     return _origin_of(origin) if isinstance(origin, str) and origin != "null" else ""
 
 
-class _TabState:
-    """What the daemon knows of one tab, whichever socket carries it: its identity, the document it is
-    on and one on its way, its health, act marks, open requests and snapshots (each a part of its
-    own, above), and what the verdict rules read of it (now, window, known, floor).  _BrowserSession
-    is the tab itself: this state plus its traffic (the frames it sends, the commands it is sent)."""
+class _TabIntake:
+    """A tab's frames coming in: the events its page sends (untrusted), checked and kept (ingest: most
+    frames whole, the rest event by event), sampled past the tab's rate, a device's reports held until
+    its browser confirms them, and what each kept event teaches the tab (_observe)."""
+
+    def __init__(self, tab: "_BrowserSession") -> None:
+        self.tab = tab
+        # the frame path's sampling (ingest), on the daemon's clock
+        self._window_start = 0.0
+        self._window_count = 0
+        self._window_high = 0
+        self._window_sampled = 0
+        self.held = _HeldReports(tab.clock, tab.store, tab.id, self._browser_made, self._admit, tab._wake)
+
+    # -- events ---------------------------------------------------------------
+    def ingest(self, events: List[Any], frame_bytes: int) -> None:
+        """Take one frame's events from the page (untrusted) into the store.  Malformed events and forged
+        server.* ones become blind spots; past `events_per_second` events are dropped (high-value ones
+        have a cap of their own, so churn cannot crowd them out) and a blind spot counts the drops.
+        Each kept event gets the daemon's clock (one cursor each) and its document; a report the
+        browser must confirm is held until it does.  This is the bridge's hot path: most frames are
+        taken whole (_ingest_plain), the rest event by event (_ingest_each), where what holds for the
+        whole frame (the device, the caps, the document) is looked up once, not per event."""
+        now = self.tab.bridge.clock()
+        self.tab.last_seen = now
+        if not events:
+            return
+        size = max(1, frame_bytes // len(events))
+        cap = self.tab.bridge.events_per_second
+        if now - self._window_start >= 1000.0:
+            self._next_sampling_window(now, cap)
+        if not self._ingest_plain(events, now, frame_bytes, cap):
+            self._ingest_each(events, now, size, cap)
+        self.tab.store.trim(now)
+        self.tab._wake()
+
+    def _ingest_each(self, events: List[Any], now: float, size: int, cap: int) -> None:
+        """ingest's loop, event by event: for any frame _ingest_plain does not take."""
+        dropped = 0
+        kept: List[dict] = []
+        sizes: List[int] = []
+        keep, keep_size, observed, high_set = kept.append, sizes.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
+        tab = self.tab
+        confirm, health = isinstance(tab.device, _TabDevice), tab.health  # a device's reports wait for the browser
+        n_high, n_other = self._window_high, self._window_count
+        last_doc: Any = None  # a frame's events mostly share their document: its checks run once
+        doc = ""
+        for index, raw in enumerate(events):
+            etype = raw.get("type") if raw.__class__ is dict or isinstance(raw, dict) else None
+            if etype.__class__ is not str and not isinstance(etype, str):
+                self.tab.store.note_blind_spot("malformed-event")
+                continue
+            if len(etype) > 64:
+                etype = etype[:64]
+            if etype.startswith("server."):  # only the app's authenticated middleware reports these
+                self.tab.store.note_blind_spot("forged-server-event")
+                continue
+            # Ordinary events share `cap` per second; high-value ones (requests, errors, signals...) have their own.
+            if etype in high_set:
+                n_high += 1
+                over = n_high > cap
+            else:
+                n_other += 1
+                over = n_other > cap
+            if over:
+                dropped += 1
+                continue
+            data = raw.get("data")
+            if data.__class__ is not dict and not isinstance(data, dict):
+                data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
+            if etype == "net.request" and _malformed_call(data):  # refused, a blind spot in its place
+                keep(_refused_report(self.tab.store, self.tab.id, data, now + index * 0.001))
+                keep_size(64)
+                continue
+            if etype == "net.request" and "stackFrom" in data:
+                data = {k: v for k, v in data.items() if k != "stackFrom"}  # only the browser's record says it
+            value = raw.get("documentId")
+            has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
+            if not has_doc and value is not None and isinstance(value, str):
+                last_doc, doc, has_doc = value, value[:64], True
+                if self.tab.arriving is not None and doc == self.tab.arriving[0]:
+                    self.tab.arriving = None
+            pt, action = raw.get("t"), raw.get("actionId")
+            has_pt = pt.__class__ is float or isinstance(pt, (int, float))
+            # a microsecond apart: every event has its own cursor, so an answer can stop between two
+            if has_pt and has_doc and action is None:  # most events: built whole, `seq` (the store's) last
+                event = {"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": 0}
+            else:
+                event = {"t": now + index * 0.001, "type": etype, "data": data}
+                if has_pt:
+                    event["pt"] = pt
+                if action is not None and isinstance(action, str):
+                    event["actionId"] = action[:32]
+                if has_doc:
+                    event["doc"] = doc
+            if confirm and self._must_confirm(event):
+                self.held.hold(event, size)
+                continue
+            if etype in observed or health.dialog_open is not None:  # from any other, _observe learns nothing
+                self._observe(event)
+            value = _event_bytes(data)
+            keep(event)
+            keep_size(value if value >= size else size)
+        self._window_high, self._window_count = n_high, n_other
+        self.tab.store.add_frame(kept, sizes)
+        if dropped:
+            self._window_sampled += dropped
+            self.tab.store.note_sampled(dropped, now)
+
+    def _ingest_plain(self, events: List[Any], now: float, frame_bytes: int, cap: int) -> bool:
+        """The frame path's common case, the frame taken whole in a few passes instead of a loop of checks
+        per event: a plain frame (_plain_frame) with none of its events over the caps, none a device
+        must confirm, and no dialog open.  It stores what _ingest_each would, sized as one run
+        (_EventStore.add_run) rather than event by event; False, having changed nothing, otherwise."""
+        plain = _plain_frame(events, frame_bytes)
+        n = len(events)
+        if plain is None or self.tab.health.dialog_open is not None or self._window_high + plain.high > cap or \
+                self._window_count + n - plain.high > cap:
+            return False
+        if "net.request" in plain.counts and (self.tab.device is not None or any(
+                _malformed_call(d) or "stackFrom" in d
+                for t, d in zip(plain.types, plain.datas) if t == "net.request")):
+            return False  # a device confirms what its page reports; a malformed report is refused one by one
+        self._window_high += plain.high
+        self._window_count += n - plain.high
+        if self.tab.arriving is not None and plain.doc == self.tab.arriving[0]:
+            self.tab.arriving = None
+        doc = plain.doc
+        built = [{"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": seq}
+                 for index, seq, etype, data, pt in zip(range(n), self.tab.store.cursors(n), plain.types, plain.datas,
+                                                        plain.pts)]
+        for event in built if plain.observed else ():
+            if event["type"] in _OBSERVED_TYPES:
+                self._observe(event)
+        self.tab.store.add_run(built, plain.types, plain.counts, 3 * frame_bytes + 512 * n)
+        return True
+
+    def _next_sampling_window(self, now: float, cap: int) -> None:
+        """A new second of the events-per-second cap: the last one's drops become one blind spot."""
+        if self._window_sampled:
+            self.tab.store.add({"t": now, "type": "blind-spot", "data": {
+                "reason": "sampled", "count": self._window_sampled,
+                "detail": "the page sent more than %d events/s; churn events were dropped" % cap}}, 64)
+        self._window_start = now
+        self._window_count = 0
+        self._window_high = 0
+        self._window_sampled = 0
+
+    # -- a device's page reports, checked against the browser's own record -----------------
+    def _must_confirm(self, event: dict) -> bool:
+        """In a device, a request the page reports (fetch, XHR, beacon, a document load) counts only
+        once the browser's network record shows it, and then as the browser says it (_browser_made): a
+        page script can forge an event into its SDK's socket, but not make the browser have made
+        the request, nor change what the browser saw of it."""
+        if not isinstance(self.tab.device, _TabDevice) or event["type"] != "net.request":
+            return False
+        return bool(self.held) or not self._browser_made(event, False)  # a held one first: the page's order
+
+    def unconfirmed(self) -> List[dict]:
+        return self.held.pending()
+
+    def admit_held(self, confirmed_only: bool) -> None:
+        """Let held reports through in the page's order (_HeldReports.release)."""
+        self.held.release(confirmed_only)
+
+    # -- what a kept event teaches the tab ------------------------------------
+    def _browser_made(self, event: dict, late: bool) -> bool:
+        """Did the tab's device's browser make the request a page report names?  If so, the report now
+        says what the browser saw (_NetRecord.confirm), and a page that said otherwise is named."""
+        said = self.tab.device.net.confirm(event["data"], late) if isinstance(self.tab.device, _TabDevice) else None
+        if said:
+            self.held.misreported(event["data"], said)
+        return said is not None
+
+    def _admit(self, event: dict, size: int) -> None:
+        """A held report the browser confirmed joins the store as of now (_HeldReports.release), with
+        `came`: when the page sent it (whether an act prompted it is judged by that)."""
+        event["came"], event["t"] = event["t"], self.tab.clock()
+        self._observe(event)
+        self.tab.store.add(event, size)
+
+    def _page_dialog(self, data: dict, t: float) -> None:
+        """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
+        commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
+        device answers dialogs itself (_answer_device_dialog), so these are only kept."""
+        if self.tab.device is not None:
+            return
+        kind = self.tab.health.page_dialog(data, t)
+        if kind is None:
+            return
+        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.tab.id, dialogType=kind)
+        why = self.tab.not_answering() or "a dialog is open"
+        self.tab.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
+                                            "ask the person to close the dialog in the browser, then check",
+                                            code="dialog_open"))
+
+
+    def _observe(self, event: dict) -> None:
+        """What the session learns from one kept event beyond storing it: open requests (pending until
+        answered), a document request's status hidden behind redirects, the tab's visibility and focus,
+        its URL after a route change, and the page's own blind spots."""
+        etype = event["type"]
+        data = event["data"] if isinstance(event["data"], dict) else {}
+        health = self.tab.health
+        if etype == "page.dialog":
+            self._page_dialog(data, event["t"])
+        elif health.dialog_open is not None:
+            health.dialog_open = None  # the page runs again, so its dialog closed
+        if etype in ("net.request", "net.pending", "net.ws"):
+            self.tab.bridge.mark_fault(self.tab, event)  # faulted: true only for a fault of this tab
+        if etype == "net.pending" and data.get("requestId"):
+            self.tab.requests.started(event, data)
+        elif etype == "net.request" and data.get("requestId"):
+            self.tab.requests.answered(event)
+            _take_wire_status(data)
+            _hide_redirected_status(data)
+        elif etype == "page.health":
+            health.hidden = bool(data.get("hidden"))
+            health.focused = bool(data.get("focused", True))
+        elif etype == "route.change" and isinstance(data.get("to"), str):
+            self.tab.url = data["to"][:4096]
+        elif etype == "blind-spot":
+            try:
+                count = int(data["count"]) if data.get("count") is not None else 1
+            except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity (_loads_frame)
+                count = 1
+            self.tab.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
+
+
+class _TabCommands:
+    """The commands the daemon sends a tab: each waits for the page's answer within its budget, a person's
+    tab blocked by a dialog is not sent one, and in a device an act's real input is allowed only while
+    the act runs (the page's replies resolve them: _BrowserSession.resolve_command)."""
+
+    def __init__(self, tab: "_BrowserSession") -> None:
+        self.tab = tab
+
+    async def send(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
+        """Send one command to the page and return its result, waiting at most `timeout` and never past
+        the tool call's `timeout_ms`; a person's tab blocked by an open dialog fails at once.  ToolError
+        when the tab is gone, does not answer (saying whether it is still heard from) or refuses (with
+        the page's code when it is a known one)."""
+        tab = self.tab
+        handler = tab.handler
+        if handler is None:
+            raise ToolError("the tab %s disconnected before %s could run." % (tab.id, name),
+                            "call reticle_sessions and retry on the live tab", code="tab_disconnected")
+        if tab.health.dialog_open is not None and tab.device is None:
+            raise ToolError("command '%s' was not sent: %s." % (name, tab.not_answering()),
+                            "ask the person to close the dialog in the browser, then retry", code="dialog_open")
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if tab.health.unanswered is not None else timeout,
+                                  tab.clock())
+        cid, fut = tab.pending.open()
+        device = tab.device if name in ("act", "act_sequence") else None
+        if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
+            args = dict(args, input="cdp")
+            device.acting += 1
+            device.dialog_policy = _dialog_policy(args)
+        handler.send_json({"kind": "command", "id": cid, "sessionId": tab.id, "name": name, "args": args})
+        try:
+            reply = await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            tab.health.unanswered = (tab.clock(), name)
+            note = ""
+            if tab.last_seen_ms() <= 2000:
+                note = " The page is alive (heard %d ms ago) but did not answer this command." % tab.last_seen_ms()
+            raise ToolError("command '%s' timed out after %d ms.%s" % (name, timeout * 1000, note),
+                            "reticle_sessions shows the tab's health; reload the page if it is stuck (in a device: "
+                            "reticle_navigate {reload: true})", code="not_answering") from None
+        finally:
+            tab.pending.close(cid)
+            if device is not None:
+                device.acting -= 1
+                if not device.acting:
+                    device.dialog_policy = None
+        return _command_result(reply)
+
+
+class _TabDocuments:
+    """The documents of a tab: the one it is on, one on its way (a new page said hello, its first events
+    still travelling; a navigation a device's browser started), and waiting for the next one.  The
+    document id and the arrival stay the tab's (everything reads them); this part moves them on."""
+
+    def __init__(self, tab: "_BrowserSession") -> None:
+        self.tab = tab
+
+    def navigating(self) -> bool:
+        """The page is leaving its document: it reported a navigation (a form post, a link) whose
+        next document has not connected yet.  Judging the page now would judge the one going away."""
+        tab = self.tab
+        return tab.requests.document_since(tab.now() - NAV_WAIT_S * 1000.0)
+
+    def arrived(self, hello: dict) -> None:
+        """A hello on a live session.  From a new document, its first events (the request that
+        brought it, with its status) travel in the frames after the hello: until one lands, or
+        ARRIVAL_WAIT_MS pass, the tab is still between documents."""
+        tab = self.tab
+        doc = str(hello.get("documentId") or "")[:64]
+        if doc and doc != tab.document_id:
+            tab.arriving = (doc, tab.now() + ARRIVAL_WAIT_MS)
+            tab.store.new_document()
+        tab.document_id = doc or tab.document_id
+
+    def between_documents(self) -> bool:
+        """Is the tab between two documents: gone from its socket, a new document's first events still
+        on their way, or a navigation on its way?  A question only: call expire_arrival() first."""
+        tab = self.tab
+        return tab.handler is None or tab.arriving is not None or self.navigating()
+
+    def expire_arrival(self) -> None:
+        """A new document whose first events did not come within ARRIVAL_WAIT_MS is no longer waited
+        for, and the window says so (a blind spot), so a verdict that needed the request that brought
+        it is unknown, not a false no."""
+        tab = self.tab
+        if tab.arriving is not None and tab.now() >= tab.arriving[1]:
+            tab.store.add({"t": tab.now(), "type": "blind-spot", "data": {
+                "kind": "arrival-unseen", "reason": "arrival-unseen", "count": 1, "documentId": tab.arriving[0],
+                "detail": "the new page said hello but sent nothing within %d ms" % ARRIVAL_WAIT_MS}}, 128)
+            tab.arriving = None
+
+    async def next_document(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the tab's next document to connect.
+        False when the tab closed, crashed, or its next document never came."""
+        tab = self.tab
+        _progress_note("waiting for the next document of tab %s to connect" % tab.id)
+        until = tab.now() + timeout * 1000.0
+        while True:
+            self.expire_arrival()
+            if not self.between_documents():
+                return True
+            left = (until - tab.now()) / 1000.0
+            if left <= 0:
+                return False
+            if tab.handler is None:
+                if not await tab.bridge.wait_back(tab, left):
+                    return False
+            else:
+                await tab.wait_change(min(0.05, left))
+
+    def document_on_its_way(self, rid: str, method: str, url: str) -> None:
+        """A device's browser started loading a new document in this tab (_NetRecord._on_document):
+        recorded as the SDK records a form submission it announces, an open document request, so
+        the tab is between documents (navigating) until the next document connects."""
+        tab = self.tab
+        if tab.requests.document_on_its_way(rid, method, url, tab.now()):
+            tab._wake()
+
+    def document_not_coming(self, rid: Optional[str]) -> None:
+        """The browser's navigation `rid` (every one, with None) brought no document after all
+        (_OpenRequests.document_not_coming)."""
+        tab = self.tab
+        tab.requests.document_not_coming(rid)
+        tab._wake()
+
+
+class _BrowserSession:
+    """One tab, whichever socket carries it: its identity, the document it is on and one on its way,
+    its health, act marks, open requests and snapshots (each a part of its own, above), what the
+    verdict rules read of it (now, window, known, floor), its frames coming in (its intake, below)
+    and the commands the daemon sends it (command; the page's replies resolve them)."""
 
     def __init__(self, bridge: _TabHost, handler: _Socket, hello: dict) -> None:
         """A tab as the daemon knows it, from its hello: the socket, the event store and the parts,
@@ -13213,11 +13704,7 @@ class _TabState:
         self.health = _TabHealth(self.clock)
         self.snapshots = _SnapshotCache()
         self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
-        # the frame path's sampling and pacing (_BrowserSession.ingest, frame_pause), on the daemon's clock
-        self._window_start = 0.0
-        self._window_count = 0
-        self._window_high = 0
-        self._window_sampled = 0
+        # the frame path's pacing (_Bridge.frame_pause), on the daemon's clock
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)
         self._changed: Optional[asyncio.Future] = None
@@ -13230,6 +13717,9 @@ class _TabState:
         self.server_seen = 0                      # records the app's middleware reported for this tab
         self.server_otel = 0                      # of them, records made from OpenTelemetry spans
         self.update_identity(hello)
+        self.intake = _TabIntake(self)  # after the store and the parts it feeds
+        self.commands = _TabCommands(self)
+        self.documents = _TabDocuments(self)
 
     def update_identity(self, hello: dict) -> None:
         self.url = str(hello.get("url", ""))[:4096]
@@ -13263,21 +13753,6 @@ class _TabState:
         self.store.add({"t": now, "type": "dialog", "data": dict(record)}, 256)
         self._wake()
 
-    def _page_dialog(self, data: dict, t: float) -> None:
-        """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
-        commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
-        device answers dialogs itself (_answer_device_dialog), so these are only kept."""
-        if self.device is not None:
-            return
-        kind = self.health.page_dialog(data, t)
-        if kind is None:
-            return
-        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
-        why = self.not_answering() or "a dialog is open"
-        self.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
-                                            "ask the person to close the dialog in the browser, then check",
-                                            code="dialog_open"))
-
     # -- documents ------------------------------------------------------------
     def now(self) -> float:
         return self.clock()
@@ -13286,71 +13761,10 @@ class _TabState:
         """Requests still open that started at or after `t` (each with `startedAt`)."""
         return self.requests.since(t)
 
-    def navigating(self) -> bool:
-        """The page is leaving its document: it reported a navigation (a form post, a link) whose
-        next document has not connected yet.  Judging the page now would judge the one going away."""
-        return self.requests.document_since(self.now() - NAV_WAIT_S * 1000.0)
-
-    def arrived(self, hello: dict) -> None:
-        """A hello on a live session.  From a new document, its first events (the request that
-        brought it, with its status) travel in the frames after the hello: until one lands, or
-        ARRIVAL_WAIT_MS pass, the tab is still between documents."""
-        doc = str(hello.get("documentId") or "")[:64]
-        if doc and doc != self.document_id:
-            self.arriving = (doc, self.now() + ARRIVAL_WAIT_MS)
-            self.store.new_document()
-        self.document_id = doc or self.document_id
-
-    def between_documents(self) -> bool:
-        """Is the tab between two documents: gone from its socket, a new document's first events still
-        on their way, or a navigation on its way?  A question only: call expire_arrival() first."""
-        return self.handler is None or self.arriving is not None or self.navigating()
-
-    def expire_arrival(self) -> None:
-        """A new document whose first events did not come within ARRIVAL_WAIT_MS is no longer waited
-        for, and the window says so (a blind spot), so a verdict that needed the request that brought
-        it is unknown, not a false no."""
-        if self.arriving is not None and self.now() >= self.arriving[1]:
-            self.store.add({"t": self.now(), "type": "blind-spot", "data": {
-                "kind": "arrival-unseen", "reason": "arrival-unseen", "count": 1, "documentId": self.arriving[0],
-                "detail": "the new page said hello but sent nothing within %d ms" % ARRIVAL_WAIT_MS}}, 128)
-            self.arriving = None
-
-    async def next_document(self, timeout: float) -> bool:
-        """Wait up to `timeout` s for the tab's next document to connect.
-        False when the tab closed, crashed, or its next document never came."""
-        _progress_note("waiting for the next document of tab %s to connect" % self.id)
-        until = self.now() + timeout * 1000.0
-        while True:
-            self.expire_arrival()
-            if not self.between_documents():
-                return True
-            left = (until - self.now()) / 1000.0
-            if left <= 0:
-                return False
-            if self.handler is None:
-                if not await self.bridge.wait_back(self, left):
-                    return False
-            else:
-                await self.wait_change(min(0.05, left))
-
-    def document_on_its_way(self, rid: str, method: str, url: str) -> None:
-        """A device's browser started loading a new document in this tab (_NetRecord._on_document):
-        recorded as the SDK records a form submission it announces, an open document request, so
-        the tab is between documents (navigating) until the next document connects."""
-        if self.requests.document_on_its_way(rid, method, url, self.now()):
-            self._wake()
-
-    def document_not_coming(self, rid: Optional[str]) -> None:
-        """The browser's navigation `rid` (every one, with None) brought no document after all
-        (_OpenRequests.document_not_coming)."""
-        self.requests.document_not_coming(rid)
-        self._wake()
-
     # -- what the verdict rules read -----------------------------------------
     def unconfirmed(self) -> List[dict]:
-        """The page's reports held until the browser confirms them (a device's tab has them)."""
-        return []
+        """A device's page reports still waiting for its browser's confirmation (_TabIntake)."""
+        return self.intake.unconfirmed()
 
     def known(self, floor: float) -> "_Known":
         parts = urllib.parse.urlsplit(self.url)
@@ -13443,251 +13857,15 @@ class _TabState:
 
 # ---- one tab: its socket, its state and its commands ----
 
-class _BrowserSession(_TabState):
-    """One connected tab: the state _TabState keeps, and its traffic: the frames of events its page
-    sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
-    the tab) and the commands the daemon sends it (command; the page's replies resolve them)."""
-
-    def __init__(self, bridge: _TabHost, handler: _Socket, hello: dict) -> None:
-        super().__init__(bridge, handler, hello)
-        self.held = _HeldReports(self.clock, self.store, self.id, self._browser_made, self._admit, self._wake)
-
-    # -- events ---------------------------------------------------------------
+    # -- frames in -------------------------------------------------------------
     def ingest(self, events: List[Any], frame_bytes: int) -> None:
-        """Take one frame's events from the page (untrusted) into the store.  Malformed events and forged
-        server.* ones become blind spots; past `events_per_second` events are dropped (high-value ones
-        have a cap of their own, so churn cannot crowd them out) and a blind spot counts the drops.
-        Each kept event gets the daemon's clock (one cursor each) and its document; a report the
-        browser must confirm is held until it does.  This is the bridge's hot path: most frames are
-        taken whole (_ingest_plain), the rest event by event (_ingest_each), where what holds for the
-        whole frame (the device, the caps, the document) is looked up once, not per event."""
-        now = self.bridge.clock()
-        self.last_seen = now
-        if not events:
-            return
-        size = max(1, frame_bytes // len(events))
-        cap = self.bridge.events_per_second
-        if now - self._window_start >= 1000.0:
-            self._next_sampling_window(now, cap)
-        if not self._ingest_plain(events, now, frame_bytes, cap):
-            self._ingest_each(events, now, size, cap)
-        self.store.trim(now)
-        self._wake()
-
-    def _ingest_each(self, events: List[Any], now: float, size: int, cap: int) -> None:
-        """ingest's loop, event by event: for any frame _ingest_plain does not take."""
-        dropped = 0
-        kept: List[dict] = []
-        sizes: List[int] = []
-        keep, keep_size, observed, high_set = kept.append, sizes.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
-        confirm, health = isinstance(self.device, _TabDevice), self.health  # a device's reports wait for the browser
-        n_high, n_other = self._window_high, self._window_count
-        last_doc: Any = None  # a frame's events mostly share their document: its checks run once
-        doc = ""
-        for index, raw in enumerate(events):
-            etype = raw.get("type") if raw.__class__ is dict or isinstance(raw, dict) else None
-            if etype.__class__ is not str and not isinstance(etype, str):
-                self.store.note_blind_spot("malformed-event")
-                continue
-            if len(etype) > 64:
-                etype = etype[:64]
-            if etype.startswith("server."):  # only the app's authenticated middleware reports these
-                self.store.note_blind_spot("forged-server-event")
-                continue
-            # Ordinary events share `cap` per second; high-value ones (requests, errors, signals...) have their own.
-            if etype in high_set:
-                n_high += 1
-                over = n_high > cap
-            else:
-                n_other += 1
-                over = n_other > cap
-            if over:
-                dropped += 1
-                continue
-            data = raw.get("data")
-            if data.__class__ is not dict and not isinstance(data, dict):
-                data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
-            if etype == "net.request" and _malformed_call(data):  # refused, a blind spot in its place
-                keep(_refused_report(self.store, self.id, data, now + index * 0.001))
-                keep_size(64)
-                continue
-            if etype == "net.request" and "stackFrom" in data:
-                data = {k: v for k, v in data.items() if k != "stackFrom"}  # only the browser's record says it
-            value = raw.get("documentId")
-            has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
-            if not has_doc and value is not None and isinstance(value, str):
-                last_doc, doc, has_doc = value, value[:64], True
-                if self.arriving is not None and doc == self.arriving[0]:
-                    self.arriving = None
-            pt, action = raw.get("t"), raw.get("actionId")
-            has_pt = pt.__class__ is float or isinstance(pt, (int, float))
-            # a microsecond apart: every event has its own cursor, so an answer can stop between two
-            if has_pt and has_doc and action is None:  # most events: built whole, `seq` (the store's) last
-                event = {"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": 0}
-            else:
-                event = {"t": now + index * 0.001, "type": etype, "data": data}
-                if has_pt:
-                    event["pt"] = pt
-                if action is not None and isinstance(action, str):
-                    event["actionId"] = action[:32]
-                if has_doc:
-                    event["doc"] = doc
-            if confirm and self._must_confirm(event):
-                self.held.hold(event, size)
-                continue
-            if etype in observed or health.dialog_open is not None:  # from any other, _observe learns nothing
-                self._observe(event)
-            value = _event_bytes(data)
-            keep(event)
-            keep_size(value if value >= size else size)
-        self._window_high, self._window_count = n_high, n_other
-        self.store.add_frame(kept, sizes)
-        if dropped:
-            self._window_sampled += dropped
-            self.store.note_sampled(dropped, now)
-
-    def _ingest_plain(self, events: List[Any], now: float, frame_bytes: int, cap: int) -> bool:
-        """The frame path's common case, the frame taken whole in a few passes instead of a loop of checks
-        per event: a plain frame (_plain_frame) with none of its events over the caps, none a device
-        must confirm, and no dialog open.  It stores what _ingest_each would, sized as one run
-        (_EventStore.add_run) rather than event by event; False, having changed nothing, otherwise."""
-        plain = _plain_frame(events, frame_bytes)
-        n = len(events)
-        if plain is None or self.health.dialog_open is not None or self._window_high + plain.high > cap or \
-                self._window_count + n - plain.high > cap:
-            return False
-        if "net.request" in plain.counts and (self.device is not None or any(
-                _malformed_call(d) or "stackFrom" in d
-                for t, d in zip(plain.types, plain.datas) if t == "net.request")):
-            return False  # a device confirms what its page reports; a malformed report is refused one by one
-        self._window_high += plain.high
-        self._window_count += n - plain.high
-        if self.arriving is not None and plain.doc == self.arriving[0]:
-            self.arriving = None
-        doc = plain.doc
-        built = [{"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": seq}
-                 for index, seq, etype, data, pt in zip(range(n), self.store.cursors(n), plain.types, plain.datas,
-                                                        plain.pts)]
-        for event in built if plain.observed else ():
-            if event["type"] in _OBSERVED_TYPES:
-                self._observe(event)
-        self.store.add_run(built, plain.types, plain.counts, 3 * frame_bytes + 512 * n)
-        return True
-
-    def _next_sampling_window(self, now: float, cap: int) -> None:
-        """A new second of the events-per-second cap: the last one's drops become one blind spot."""
-        if self._window_sampled:
-            self.store.add({"t": now, "type": "blind-spot", "data": {
-                "reason": "sampled", "count": self._window_sampled,
-                "detail": "the page sent more than %d events/s; churn events were dropped" % cap}}, 64)
-        self._window_start = now
-        self._window_count = 0
-        self._window_high = 0
-        self._window_sampled = 0
-
-    # -- a device's page reports, checked against the browser's own record -----------------
-    def _must_confirm(self, event: dict) -> bool:
-        """In a device, a request the page reports (fetch, XHR, beacon, a document load) counts only
-        once the browser's network record shows it, and then as the browser says it (_browser_made): a
-        page script can forge an event into its SDK's socket, but not make the browser have made
-        the request, nor change what the browser saw of it."""
-        if not isinstance(self.device, _TabDevice) or event["type"] != "net.request":
-            return False
-        return bool(self.held) or not self._browser_made(event, False)  # a held one first: the page's order
-
-    def unconfirmed(self) -> List[dict]:
-        return self.held.pending()
-
-    def admit_held(self, confirmed_only: bool) -> None:
-        """Let held reports through in the page's order (_HeldReports.release)."""
-        self.held.release(confirmed_only)
-
-    # -- what a kept event teaches the tab ------------------------------------
-    def _browser_made(self, event: dict, late: bool) -> bool:
-        """Did the tab's device's browser make the request a page report names?  If so, the report now
-        says what the browser saw (_NetRecord.confirm), and a page that said otherwise is named."""
-        said = self.device.net.confirm(event["data"], late) if isinstance(self.device, _TabDevice) else None
-        if said:
-            self.held.misreported(event["data"], said)
-        return said is not None
-
-    def _admit(self, event: dict, size: int) -> None:
-        """A held report the browser confirmed joins the store as of now (_HeldReports.release), with
-        `came`: when the page sent it (whether an act prompted it is judged by that)."""
-        event["came"], event["t"] = event["t"], self.clock()
-        self._observe(event)
-        self.store.add(event, size)
-
-    def _observe(self, event: dict) -> None:
-        """What the session learns from one kept event beyond storing it: open requests (pending until
-        answered), a document request's status hidden behind redirects, the tab's visibility and focus,
-        its URL after a route change, and the page's own blind spots."""
-        etype = event["type"]
-        data = event["data"] if isinstance(event["data"], dict) else {}
-        health = self.health
-        if etype == "page.dialog":
-            self._page_dialog(data, event["t"])
-        elif health.dialog_open is not None:
-            health.dialog_open = None  # the page runs again, so its dialog closed
-        if etype in ("net.request", "net.pending", "net.ws"):
-            self.bridge.mark_fault(self, event)  # faulted: true only for a fault of this tab
-        if etype == "net.pending" and data.get("requestId"):
-            self.requests.started(event, data)
-        elif etype == "net.request" and data.get("requestId"):
-            self.requests.answered(event)
-            _take_wire_status(data)
-            _hide_redirected_status(data)
-        elif etype == "page.health":
-            health.hidden = bool(data.get("hidden"))
-            health.focused = bool(data.get("focused", True))
-        elif etype == "route.change" and isinstance(data.get("to"), str):
-            self.url = data["to"][:4096]
-        elif etype == "blind-spot":
-            try:
-                count = int(data["count"]) if data.get("count") is not None else 1
-            except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity (_loads_frame)
-                count = 1
-            self.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
+        """Take one frame's events from the page (_TabIntake.ingest)."""
+        self.intake.ingest(events, frame_bytes)
 
     # -- commands -------------------------------------------------------------
     async def command(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
-        """Send one command to the page and return its result, waiting at most `timeout` and never past
-        the tool call's `timeout_ms`; a person's tab blocked by an open dialog fails at once.  ToolError
-        when the tab is gone, does not answer (saying whether it is still heard from) or refuses (with
-        the page's code when it is a known one)."""
-        handler = self.handler
-        if handler is None:
-            raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
-                            "call reticle_sessions and retry on the live tab", code="tab_disconnected")
-        if self.health.dialog_open is not None and self.device is None:
-            raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
-                            "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout,
-                                  self.clock())
-        cid, fut = self.pending.open()
-        device = self.device if name in ("act", "act_sequence") else None
-        if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
-            args = dict(args, input="cdp")
-            device.acting += 1
-            device.dialog_policy = _dialog_policy(args)
-        handler.send_json({"kind": "command", "id": cid, "sessionId": self.id, "name": name, "args": args})
-        try:
-            reply = await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            self.health.unanswered = (self.clock(), name)
-            note = ""
-            if self.last_seen_ms() <= 2000:
-                note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
-            raise ToolError("command '%s' timed out after %d ms.%s" % (name, timeout * 1000, note),
-                            "reticle_sessions shows the tab's health; reload the page if it is stuck (in a device: "
-                            "reticle_navigate {reload: true})", code="not_answering") from None
-        finally:
-            self.pending.close(cid)
-            if device is not None:
-                device.acting -= 1
-                if not device.acting:
-                    device.dialog_policy = None
-        return _command_result(reply)
+        """Send one command to the page and return its result (_TabCommands.send)."""
+        return await self.commands.send(name, args, timeout)
 
 
 def _dialog_policy(cmd: dict) -> Optional[dict]:
@@ -13888,7 +14066,7 @@ class _Bridge:
             session.connected_at = self.clock()
             session.requests.clear()      # a new document: the old one's requests can no longer answer
             session.health.new_document()  # a new document answers for itself
-            session.arrived(hello)
+            session.documents.arrived(hello)
             session.update_identity(hello)
             if old_handler is not None and old_handler is not handler:
                 old_handler.replaced = True
@@ -13944,7 +14122,7 @@ class _Bridge:
             if now - gone_at > keep_ms:
                 del self.departed[sid]
 
-    async def wait_back(self, session: _TabState, timeout: float) -> bool:
+    async def wait_back(self, session: _BrowserSession, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
                            timeout, 0.025, self.clock)
@@ -14530,8 +14708,8 @@ class _NetRecord:
             return
         chain["done"] = True
         session = self._session()
-        if session is not None and session.held:
-            session.admit_held(confirmed_only=True)
+        if session is not None and session.intake.held:
+            session.intake.admit_held(confirmed_only=True)
 
     def _prune(self) -> None:
         """Forget the chains that confirmed a report or fell out of the record."""
@@ -14608,11 +14786,11 @@ class _NetRecord:
             return
         if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
             request = params.get("request") or {}
-            session.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
+            session.documents.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
                                         _short(str(request.get("url") or ""), 2048))
         elif method == "Network.loadingFailed" or (method == "Network.responseReceived" and (
                 (params.get("response") or {}).get("status") in (204, 205))):
-            session.document_not_coming(rid)
+            session.documents.document_not_coming(rid)
 
 
 class _DeviceInput:
@@ -14913,7 +15091,7 @@ class _Device(_TabDevice):
         elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
             tab = self.manager.hub.bridge.sessions.get(self.session_id)
             if tab is not None:
-                tab.document_not_coming(None)
+                tab.documents.document_not_coming(None)
         elif session == self.page and method == "Page.javascriptDialogOpening":
             self.manager.hub.spawn(_answer_device_dialog(self, params))
         elif session == self.page and method == "Page.frameNavigated":
@@ -20827,11 +21005,11 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
         await _await_server_records(session, act_at, session.now() + SERVER_WAIT_CAP_MS)
-    session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
+    session.documents.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
                                         act_at if act_at is not None else floor if after_act else None)
-    elif session.between_documents() and not await session.next_document(NAV_WAIT_S):
+    elif session.documents.between_documents() and not await session.documents.next_document(NAV_WAIT_S):
         obs = _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                            url=session.url, lost=_lost_why(session))
     else:
@@ -20911,15 +21089,17 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     shown_at: Optional[float] = None  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
-        session.expire_arrival()
-        if session.between_documents() and not await session.next_document(max(deadline - session.now(), 500) / 1000):
+        documents = session.documents
+        documents.expire_arrival()
+        left_s = max(deadline - session.now(), 500) / 1000
+        if documents.between_documents() and not await documents.next_document(left_s):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
         res = _judge(p, obs)
         if res.get("inconclusive"):
-            session.expire_arrival()
-            if session.between_documents():
+            session.documents.expire_arrival()
+            if session.documents.between_documents():
                 continue  # the page went away while it was being asked: ask the next document
         remaining = deadline - session.now()
         if res["pass"]:
@@ -22616,8 +22796,8 @@ async def _replay_step(hub: _Daemon, session: "_BrowserSession", step: dict, ctx
     last = session.last_act
     if last is not None and last >= session.marks.floor():  # what the act before started (a route's data)
         await _await_horizon(session, last, session.now() + HORIZON_CAP_MS)
-    session.expire_arrival()
-    if session.between_documents() and await session.next_document(NAV_WAIT_S):
+    session.documents.expire_arrival()
+    if session.documents.between_documents() and await session.documents.next_document(NAV_WAIT_S):
         session = hub.bridge.get(session.id) or session  # the step before started a navigation: act on its page
     names = _secret_refs(step.get("args") or {})
     args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}

@@ -790,7 +790,7 @@ def test_the_frame_path_skips_observe_only_for_types_it_learns_nothing_from(tmp_
             continue
         session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-obs", "url": "http://127.0.0.1:9/"})
         before, event = _tab_state(session), {"t": 1.0, "type": etype, "data": dict(data), "doc": "d1"}
-        session._observe(event)
+        session.intake._observe(event)
         assert _tab_state(session) == before and event["data"] == data, etype
         checked += 1
     assert checked > 20
@@ -854,10 +854,10 @@ def test_a_frame_taken_whole_stores_what_the_event_by_event_loop_would(tmp_path)
     hub.bridge.events_per_second = 400
     whole = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-whole", "url": "http://127.0.0.1:9/"})
     each = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-each", "url": "http://127.0.0.1:9/"})
-    each._ingest_plain = lambda *args: False
+    each.intake._ingest_plain = lambda *args: False
     taken = []
-    plain = whole._ingest_plain
-    whole._ingest_plain = lambda *args: taken.append(plain(*args)) or taken[-1]
+    plain = whole.intake._ingest_plain
+    whole.intake._ingest_plain = lambda *args: taken.append(plain(*args)) or taken[-1]
     for session in (whole, each):
         session.arriving = ("doc-2", 1e12)
 
@@ -874,8 +874,9 @@ def test_a_frame_taken_whole_stores_what_the_event_by_event_loop_would(tmp_path)
         assert _tab_state(whole)[1:] == _tab_state(each)[1:], n_frame
         assert [_dump(getattr(whole, part)) for part in ("health", "requests", "marks")] == \
             [_dump(getattr(each, part)) for part in ("health", "requests", "marks")], n_frame
-        assert (whole.url, whole.arriving, whole._window_count, whole._window_high, whole._window_sampled) == \
-            (each.url, each.arriving, each._window_count, each._window_high, each._window_sampled), n_frame
+        w, e = whole.intake, each.intake
+        assert (whole.url, whole.arriving, w._window_count, w._window_high, w._window_sampled) == \
+            (each.url, each.arriving, e._window_count, e._window_high, e._window_sampled), n_frame
         assert (whole.store.total, whole.store.sampled, whole.store.evicted) == \
             (each.store.total, each.store.sampled, each.store.evicted), n_frame
     # both ways were taken, often: a test that only ever saw one of them would prove nothing
@@ -971,17 +972,17 @@ def test_between_documents_only_asks_and_expire_arrival_writes_the_blind_spot(tm
     when they are due."""
     hub = reticle.Hub(state_dir=str(tmp_path / "state"), port=4999)
     session = reticle._BrowserSession(hub.bridge, object(), {"sessionId": "s-arrive", "documentId": "doc-a"})
-    session.arrived({"documentId": "doc-b"})
-    session.expire_arrival()  # not due yet
-    assert session.between_documents() and not session.store.query(prefix="blind-spot")
+    session.documents.arrived({"documentId": "doc-b"})
+    session.documents.expire_arrival()  # not due yet
+    assert session.documents.between_documents() and not session.store.query(prefix="blind-spot")
     session.arriving = ("doc-b", session.now() - 1)  # its first events are overdue
-    assert session.between_documents() and session.between_documents()
+    assert session.documents.between_documents() and session.documents.between_documents()
     assert not session.store.query(prefix="blind-spot")
-    session.expire_arrival()
-    session.expire_arrival()
+    session.documents.expire_arrival()
+    session.documents.expire_arrival()
     spots = session.store.query(prefix="blind-spot")
     assert [(e["data"]["reason"], e["data"]["documentId"]) for e in spots] == [("arrival-unseen", "doc-b")]
-    assert not session.between_documents()
+    assert not session.documents.between_documents()
 
 
 def test_a_held_report_waits_for_the_browser_on_the_daemons_clock():
@@ -1026,19 +1027,19 @@ def test_a_held_report_is_the_acts_pending_work_and_keeps_the_time_it_came(tmp_p
                 "initiator": "document"}
         act = session.mark_act("click")
         session.note_act_page_time(act, {"pt": 1.0, "documentId": "d1"})
-        session.held.hold({"t": session.now(), "type": "net.request", "doc": "d2",
+        session.intake.held.hold({"t": session.now(), "type": "net.request", "doc": "d2",
                            "data": dict(post, requestId="r1")}, 10)
         pending = reticle._horizon(session.window(act), session.known(act), act, session.now(), True)
         assert pending == [("the browser's own record of POST http://127.0.0.1:9/f/add", True)], pending
         before = session.known(act - 10000)
         assert [d["requestId"] for d in before.unconfirmed] == ["r1"]
-        session.held.items.clear()
+        session.intake.held.items.clear()
 
         session = reticle._BrowserSession(hub.bridge, None, {"sessionId": "s-held-p", "url": "http://127.0.0.1:9/f/"})
         for n in range(2):  # each post came 100 ms after its act and was admitted 2.5 s after it
             now = session.now()
             session.marks.act(now - 2500, "click")
-            session._admit({"t": now - 2400, "type": "net.request", "doc": "d%d" % n,
+            session.intake._admit({"t": now - 2400, "type": "net.request", "doc": "d%d" % n,
                             "data": dict(post, requestId="p%d" % n)}, 10)
         assert [e.get("came") is not None for e in session.store.query(0.0, prefix="net.request")] == [True, True]
         floor = session.mark_act("click") + 1

@@ -202,3 +202,24 @@ def test_sdk_lint_is_clean_and_catches_dead_code(tmp_path):
     done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), "lint"],
                           capture_output=True, text=True, timeout=120)
     assert re.search(r"src/sdk/relay\.js:\d+:\d+ no-undef 'poost'", done.stdout), done.stdout
+
+
+def test_each_sdk_section_says_what_it_provides_and_uses(tmp_path):
+    """Each section of the SDK opens with what it declares for the others and what it takes from them
+    (tools/sdk.py headers writes both); a section that starts using another's name without saying so is
+    caught."""
+    sdk = os.path.join(ROOT, "tools", "sdk.py")
+    done = subprocess.run([sys.executable, sdk, "headers", "--check"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with open(os.path.join(ROOT, "src", "sdk", "reticle", "21_commands.js"), encoding="utf-8") as f:
+        head = f.read().split("// ----", 1)[0]
+    assert "// uses: " in head and "snapshot (08)" in head and "evalProbe (20)" in head
+    work = tmp_path / "tree"
+    (work / "tools").mkdir(parents=True)
+    shutil.copy(sdk, str(work / "tools" / "sdk.py"))
+    shutil.copytree(os.path.join(ROOT, "src", "sdk"), str(work / "src" / "sdk"))
+    section = work / "src" / "sdk" / "reticle" / "14_console.js"
+    section.write_text(section.read_text(encoding="utf-8") + "  storageRead();\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(work / "tools" / "sdk.py"), "headers", "--check"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "14_console.js: its provides/uses header" in done.stdout, done.stdout

@@ -8,6 +8,7 @@ files, so a finding names the file and line you edit:
 
     python3 tools/sdk.py check    # node --check on each script
     python3 tools/sdk.py lint     # ESLint on each script; exit 1 on any finding
+    python3 tools/sdk.py headers  # write each SDK section's provides/uses lines (--check: exit 1 if stale)
 
 The tables the SDK shares with Python (the convention tables) reach it in its config, which the
 daemon fills in when it serves the SDK.  Standard library only (ESLint itself is installed by tests/bootstrap.sh).
@@ -16,6 +17,7 @@ daemon fills in when it serves the SDK.  Standard library only (ESLint itself is
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,10 +122,81 @@ def lint(root=ROOT):
     return 1 if found else 0
 
 
+# -- what each section of the SDK provides and uses ---------------------------------------------------
+
+_DECLARED = re.compile(r"^  (?:function|var|const|let) ([A-Za-z_$][\w$]*)", re.M)
+_STRIP = re.compile(r"//[^\n]*|/\*.*?\*/|'(?:\\.|[^'\\\n])*'|\"(?:\\.|[^\"\\\n])*\"|`(?:\\.|[^`\\])*`", re.S)
+_HEADER = re.compile(r"^(  // == Section: [^\n]*\n)((?:  // (?:provides|uses|  )[^\n]*\n)*)", re.M)
+
+
+def _sections(root=ROOT):
+    """The SDK's section files, in order: (path, text)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(root, "src", "sdk", "reticle", "*.js"))):
+        with open(path, encoding="utf-8") as f:
+            out.append((path, f.read()))
+    return out
+
+
+def _wrapped(label, names):
+    """`  // label: a, b, c` wrapped at 110 columns, continuation lines indented under the first name."""
+    lines, line = [], "  // %s: " % label
+    for i, name in enumerate(names):
+        piece = name + (", " if i < len(names) - 1 else "")
+        if len(line) + len(piece) > 110 and line.strip() not in ("//", "// %s:" % label):
+            lines.append(line.rstrip())
+            line = "  //   "
+        line += piece
+    lines.append(line.rstrip())
+    return "".join(x + "\n" for x in lines)
+
+
+def headers(root=ROOT):
+    """Each section's header as it should read: what it declares at the top of the SDK's function (its
+    functions and variables) and what it uses of the other sections' -> {path: (text with it, changed)}."""
+    sections = _sections(root)
+    owner = {}
+    for path, text in sections:
+        for name in _DECLARED.findall(text):
+            owner.setdefault(name, path)
+    out = {}
+    for path, text in sections:
+        mine = [n for n in _DECLARED.findall(text) if owner[n] == path]
+        code = _STRIP.sub(" ", _HEADER.sub(r"\1", text))
+        local = set(re.findall(r"\b(?:var|let|const|function)\s+([A-Za-z_$][\w$]*)", code))  # names of its own
+        for params in re.findall(r"function\s*[\w$]*\s*\(([^)]*)\)|catch\s*\(([^)]*)\)", code):
+            local.update(re.findall(r"[A-Za-z_$][\w$]*", " ".join(params)))
+        used = sorted({w for w in re.findall(r"(?<![\w$.])[A-Za-z_$][\w$]*", code)
+                       if w in owner and owner[w] != path and w not in local},
+                      key=lambda w: (os.path.basename(owner[w]), w))
+        block = (_wrapped("provides", mine) if mine else "") + (
+            _wrapped("uses", ["%s (%s)" % (w, os.path.basename(owner[w])[:2]) for w in used]) if used else "")
+        found = _HEADER.search(text)
+        if found is None:
+            out[path] = (text, False)
+            continue
+        new = text[:found.end(1)] + block + text[found.end():]
+        out[path] = (new, new != text)
+    return out
+
+
 def main(argv):
-    if len(argv) != 1 or argv[0] not in ("check", "lint"):
+    if len(argv) not in (1, 2) or argv[0] not in ("check", "lint", "headers"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
+    if argv[0] == "headers":
+        stale = [p for p, (_t, changed) in headers().items() if changed]
+        if argv[1:] == ["--check"]:
+            for p in stale:
+                print("%s: its provides/uses header is not what it declares and uses (python3 tools/sdk.py headers)"
+                      % os.path.relpath(p, ROOT))
+            return 1 if stale else 0
+        for p, (text, changed) in headers().items():
+            if changed:
+                with open(p, "w", encoding="utf-8") as f:
+                    f.write(text)
+        print("rewrote %d section header(s)" % len(stale))
+        return 0
     return check() if argv[0] == "check" else lint()
 
 

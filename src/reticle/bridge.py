@@ -17,7 +17,7 @@ from .constants import (DEPARTED_KEEP_MS, EVENTS_PER_SECOND_DEFAULT, FRAME_BYTES
     MAX_DEPARTED, MAX_SESSIONS, NAV_WAIT_S, _bridge_log, _emit)
 from .errors import ToolError
 from .events import _FRAME_TYPES, _call_label
-from .tab import _BrowserSession, _Socket, _TabState, _socket_origin
+from .tab import _BrowserSession, _Socket, _socket_origin
 from .util import _env_byte_rate, _short
 
 
@@ -196,7 +196,7 @@ class _Bridge:
             session.connected_at = self.clock()
             session.requests.clear()      # a new document: the old one's requests can no longer answer
             session.health.new_document()  # a new document answers for itself
-            session.arrived(hello)
+            session.documents.arrived(hello)
             session.update_identity(hello)
             if old_handler is not None and old_handler is not handler:
                 old_handler.replaced = True
@@ -252,7 +252,7 @@ class _Bridge:
             if now - gone_at > keep_ms:
                 del self.departed[sid]
 
-    async def wait_back(self, session: _TabState, timeout: float) -> bool:
+    async def wait_back(self, session: _BrowserSession, timeout: float) -> bool:
         """Wait up to `timeout` s for `session` (the same tab) to connect again."""
         return await _poll(lambda: session.handler is not None and self.sessions.get(session.id) is session,
                            timeout, 0.025, self.clock)

@@ -118,7 +118,7 @@ def _browser_values(data: dict, chain: dict, url: str) -> str:
                                                                 urllib.parse.urlsplit(then_url).path or "/", status))
         return ""
     if data.get("initiator") == "document" and (chain["redirects"] or data.get("redirected") or said is None):
-        data["url"] = url  # a load redirected: its status stays hidden (_TabState._observe), as the page saw
+        data["url"] = url  # a load redirected: its status stays hidden (_TabIntake._observe), as the page saw
         return ""
     if status == 304 and said == 200:
         status = 200

@@ -226,8 +226,8 @@ class _NetRecord:
             return
         chain["done"] = True
         session = self._session()
-        if session is not None and session.held:
-            session.admit_held(confirmed_only=True)
+        if session is not None and session.intake.held:
+            session.intake.admit_held(confirmed_only=True)
 
     def _prune(self) -> None:
         """Forget the chains that confirmed a report or fell out of the record."""
@@ -304,11 +304,11 @@ class _NetRecord:
             return
         if method == "Network.requestWillBeSent" and not params.get("redirectResponse"):
             request = params.get("request") or {}
-            session.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
+            session.documents.document_on_its_way(rid, str(request.get("method") or "GET").upper(),
                                         _short(str(request.get("url") or ""), 2048))
         elif method == "Network.loadingFailed" or (method == "Network.responseReceived" and (
                 (params.get("response") or {}).get("status") in (204, 205))):
-            session.document_not_coming(rid)
+            session.documents.document_not_coming(rid)
 
 
 class _DeviceInput:
@@ -609,7 +609,7 @@ class _Device(_TabDevice):
         elif session == self.page and method == "Page.downloadWillBegin" and params.get("frameId") == self.target:
             tab = self.manager.hub.bridge.sessions.get(self.session_id)
             if tab is not None:
-                tab.document_not_coming(None)
+                tab.documents.document_not_coming(None)
         elif session == self.page and method == "Page.javascriptDialogOpening":
             self.manager.hub.spawn(_answer_device_dialog(self, params))
         elif session == self.page and method == "Page.frameNavigated":

@@ -282,8 +282,8 @@ async def _replay_step(hub: _Daemon, session: "_BrowserSession", step: dict, ctx
     last = session.last_act
     if last is not None and last >= session.marks.floor():  # what the act before started (a route's data)
         await _await_horizon(session, last, session.now() + HORIZON_CAP_MS)
-    session.expire_arrival()
-    if session.between_documents() and await session.next_document(NAV_WAIT_S):
+    session.documents.expire_arrival()
+    if session.documents.between_documents() and await session.documents.next_document(NAV_WAIT_S):
         session = hub.bridge.get(session.id) or session  # the step before started a navigation: act on its page
     names = _secret_refs(step.get("args") or {})
     args = {"action": step["action"], "args": _fill_secrets(step.get("args") or {}, secrets_in)}

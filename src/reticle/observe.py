@@ -261,11 +261,11 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
         await _await_server_records(session, act_at, session.now() + SERVER_WAIT_CAP_MS)
-    session.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
+    session.documents.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
                                         act_at if act_at is not None else floor if after_act else None)
-    elif session.between_documents() and not await session.next_document(NAV_WAIT_S):
+    elif session.documents.between_documents() and not await session.documents.next_document(NAV_WAIT_S):
         obs = _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                            url=session.url, lost=_lost_why(session))
     else:
@@ -345,15 +345,17 @@ async def _wait_for_predicate(session: "_BrowserSession", p: dict, floor: float,
     shown_at: Optional[float] = None  # when the messages shown were last read (for an early no on one still shown)
     while True:
         _progress_note("waiting for %s" % _describe_predicate(p))
-        session.expire_arrival()
-        if session.between_documents() and not await session.next_document(max(deadline - session.now(), 500) / 1000):
+        documents = session.documents
+        documents.expire_arrival()
+        left_s = max(deadline - session.now(), 500) / 1000
+        if documents.between_documents() and not await documents.next_document(left_s):
             return _Observation(session.window(floor), session.known(floor), now=session.now(), since=floor,
                                 url=session.url, after_act=after_act, effect=effect, lost=_lost_why(session))
         obs = await _observe_now(session, p, floor, after_act, effect=effect)
         res = _judge(p, obs)
         if res.get("inconclusive"):
-            session.expire_arrival()
-            if session.between_documents():
+            session.documents.expire_arrival()
+            if session.documents.between_documents():
                 continue  # the page went away while it was being asked: ask the next document
         remaining = deadline - session.now()
         if res["pass"]:

@@ -56,7 +56,7 @@ class _TabHost(Protocol):
 
     def clock(self) -> float: ...
 
-    def wait_back(self, session: "_TabState", timeout: float) -> Awaitable[bool]: ...
+    def wait_back(self, session: "_BrowserSession", timeout: float) -> Awaitable[bool]: ...
 
     def mark_fault(self, session: "_BrowserSession", event: dict) -> None: ...
 
@@ -82,11 +82,11 @@ class _TabDevice:
 
 _CHURN_TYPES: Dict[str, bool] = {}  # event type -> churn?  (a page sends few types: a small memo)
 _HIGH_VALUE_SET = _event_types("high_value")
-# the frame path's common case (_BrowserSession._ingest_plain): the fields it reads of every event at once
+# the frame path's common case (_TabIntake._ingest_plain): the fields it reads of every event at once
 _GET_TYPE, _GET_DATA, _GET_T, _GET_DOC = map(operator.itemgetter, ("type", "data", "t", "documentId"))
 _DICT_ONLY = frozenset((dict,))
 _NUMBER_CLASSES = frozenset((int, float))
-# The event types _BrowserSession._observe learns from (requests, dialogs, health, routes, blind spots); it
+# The event types _TabIntake._observe learns from (requests, dialogs, health, routes, blind spots); it
 # runs for any other only while a dialog is open.  A type _observe comes to read must be added here.
 _OBSERVED_TYPES = frozenset(("page.dialog", "net.request", "net.pending", "net.ws", "page.health", "route.change",
                              "blind-spot"))
@@ -138,7 +138,7 @@ class _PlainFrame(NamedTuple):
     doc: str                  # the frame's one documentId, cut to 64 characters
     counts: Dict[str, int]    # events of each type
     high: int                 # high-value events (the events-per-second cap has a share of its own for them)
-    observed: bool            # some event is of a type _BrowserSession._observe learns from
+    observed: bool            # some event is of a type _TabIntake._observe learns from
 
 
 def _plain_frame(events: List[Any], frame_bytes: int) -> Optional[_PlainFrame]:
@@ -471,7 +471,7 @@ class _Known:
         self.server_hint = ""               # why spans that reach the daemon land in no tab (_SpanSources)
 
 
-def _server_knowledge(session: "_TabState", known: "_Known") -> None:
+def _server_knowledge(session: "_BrowserSession", known: "_Known") -> None:
     """What a verdict knows of the tab's server beside its window: the tables its records have written
     (what its paths may name), and, for a tab no record ever reached while spans do reach the daemon,
     why none could be attributed (_SpanSources), named in a `server` check's unknown."""
@@ -702,7 +702,7 @@ class _PendingCommands:
 
 class _HeldReports:
     """In a device, the requests the page reported that the browser has not confirmed yet (see
-    _BrowserSession._must_confirm), in the page's order, each with its deadline on the daemon's clock
+    _TabIntake._must_confirm), in the page's order, each with its deadline on the daemon's clock
     (NET_CONFIRM_S after it came).  One the browser confirms is admitted (`admit`, which stores it);
     one it never confirms is refused: kept as `net.unmade` and counted as the blind spot
     `request-not-made`, which the verdict names under integrity."""
@@ -816,11 +816,366 @@ def _socket_origin(handler: Any) -> str:
     return _origin_of(origin) if isinstance(origin, str) and origin != "null" else ""
 
 
-class _TabState:
-    """What the daemon knows of one tab, whichever socket carries it: its identity, the document it is
-    on and one on its way, its health, act marks, open requests and snapshots (each a part of its
-    own, above), and what the verdict rules read of it (now, window, known, floor).  _BrowserSession
-    is the tab itself: this state plus its traffic (the frames it sends, the commands it is sent)."""
+class _TabIntake:
+    """A tab's frames coming in: the events its page sends (untrusted), checked and kept (ingest: most
+    frames whole, the rest event by event), sampled past the tab's rate, a device's reports held until
+    its browser confirms them, and what each kept event teaches the tab (_observe)."""
+
+    def __init__(self, tab: "_BrowserSession") -> None:
+        self.tab = tab
+        # the frame path's sampling (ingest), on the daemon's clock
+        self._window_start = 0.0
+        self._window_count = 0
+        self._window_high = 0
+        self._window_sampled = 0
+        self.held = _HeldReports(tab.clock, tab.store, tab.id, self._browser_made, self._admit, tab._wake)
+
+    # -- events ---------------------------------------------------------------
+    def ingest(self, events: List[Any], frame_bytes: int) -> None:
+        """Take one frame's events from the page (untrusted) into the store.  Malformed events and forged
+        server.* ones become blind spots; past `events_per_second` events are dropped (high-value ones
+        have a cap of their own, so churn cannot crowd them out) and a blind spot counts the drops.
+        Each kept event gets the daemon's clock (one cursor each) and its document; a report the
+        browser must confirm is held until it does.  This is the bridge's hot path: most frames are
+        taken whole (_ingest_plain), the rest event by event (_ingest_each), where what holds for the
+        whole frame (the device, the caps, the document) is looked up once, not per event."""
+        now = self.tab.bridge.clock()
+        self.tab.last_seen = now
+        if not events:
+            return
+        size = max(1, frame_bytes // len(events))
+        cap = self.tab.bridge.events_per_second
+        if now - self._window_start >= 1000.0:
+            self._next_sampling_window(now, cap)
+        if not self._ingest_plain(events, now, frame_bytes, cap):
+            self._ingest_each(events, now, size, cap)
+        self.tab.store.trim(now)
+        self.tab._wake()
+
+    def _ingest_each(self, events: List[Any], now: float, size: int, cap: int) -> None:
+        """ingest's loop, event by event: for any frame _ingest_plain does not take."""
+        dropped = 0
+        kept: List[dict] = []
+        sizes: List[int] = []
+        keep, keep_size, observed, high_set = kept.append, sizes.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
+        tab = self.tab
+        confirm, health = isinstance(tab.device, _TabDevice), tab.health  # a device's reports wait for the browser
+        n_high, n_other = self._window_high, self._window_count
+        last_doc: Any = None  # a frame's events mostly share their document: its checks run once
+        doc = ""
+        for index, raw in enumerate(events):
+            etype = raw.get("type") if raw.__class__ is dict or isinstance(raw, dict) else None
+            if etype.__class__ is not str and not isinstance(etype, str):
+                self.tab.store.note_blind_spot("malformed-event")
+                continue
+            if len(etype) > 64:
+                etype = etype[:64]
+            if etype.startswith("server."):  # only the app's authenticated middleware reports these
+                self.tab.store.note_blind_spot("forged-server-event")
+                continue
+            # Ordinary events share `cap` per second; high-value ones (requests, errors, signals...) have their own.
+            if etype in high_set:
+                n_high += 1
+                over = n_high > cap
+            else:
+                n_other += 1
+                over = n_other > cap
+            if over:
+                dropped += 1
+                continue
+            data = raw.get("data")
+            if data.__class__ is not dict and not isinstance(data, dict):
+                data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
+            if etype == "net.request" and _malformed_call(data):  # refused, a blind spot in its place
+                keep(_refused_report(self.tab.store, self.tab.id, data, now + index * 0.001))
+                keep_size(64)
+                continue
+            if etype == "net.request" and "stackFrom" in data:
+                data = {k: v for k, v in data.items() if k != "stackFrom"}  # only the browser's record says it
+            value = raw.get("documentId")
+            has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
+            if not has_doc and value is not None and isinstance(value, str):
+                last_doc, doc, has_doc = value, value[:64], True
+                if self.tab.arriving is not None and doc == self.tab.arriving[0]:
+                    self.tab.arriving = None
+            pt, action = raw.get("t"), raw.get("actionId")
+            has_pt = pt.__class__ is float or isinstance(pt, (int, float))
+            # a microsecond apart: every event has its own cursor, so an answer can stop between two
+            if has_pt and has_doc and action is None:  # most events: built whole, `seq` (the store's) last
+                event = {"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": 0}
+            else:
+                event = {"t": now + index * 0.001, "type": etype, "data": data}
+                if has_pt:
+                    event["pt"] = pt
+                if action is not None and isinstance(action, str):
+                    event["actionId"] = action[:32]
+                if has_doc:
+                    event["doc"] = doc
+            if confirm and self._must_confirm(event):
+                self.held.hold(event, size)
+                continue
+            if etype in observed or health.dialog_open is not None:  # from any other, _observe learns nothing
+                self._observe(event)
+            value = _event_bytes(data)
+            keep(event)
+            keep_size(value if value >= size else size)
+        self._window_high, self._window_count = n_high, n_other
+        self.tab.store.add_frame(kept, sizes)
+        if dropped:
+            self._window_sampled += dropped
+            self.tab.store.note_sampled(dropped, now)
+
+    def _ingest_plain(self, events: List[Any], now: float, frame_bytes: int, cap: int) -> bool:
+        """The frame path's common case, the frame taken whole in a few passes instead of a loop of checks
+        per event: a plain frame (_plain_frame) with none of its events over the caps, none a device
+        must confirm, and no dialog open.  It stores what _ingest_each would, sized as one run
+        (_EventStore.add_run) rather than event by event; False, having changed nothing, otherwise."""
+        plain = _plain_frame(events, frame_bytes)
+        n = len(events)
+        if plain is None or self.tab.health.dialog_open is not None or self._window_high + plain.high > cap or \
+                self._window_count + n - plain.high > cap:
+            return False
+        if "net.request" in plain.counts and (self.tab.device is not None or any(
+                _malformed_call(d) or "stackFrom" in d
+                for t, d in zip(plain.types, plain.datas) if t == "net.request")):
+            return False  # a device confirms what its page reports; a malformed report is refused one by one
+        self._window_high += plain.high
+        self._window_count += n - plain.high
+        if self.tab.arriving is not None and plain.doc == self.tab.arriving[0]:
+            self.tab.arriving = None
+        doc = plain.doc
+        built = [{"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": seq}
+                 for index, seq, etype, data, pt in zip(range(n), self.tab.store.cursors(n), plain.types, plain.datas,
+                                                        plain.pts)]
+        for event in built if plain.observed else ():
+            if event["type"] in _OBSERVED_TYPES:
+                self._observe(event)
+        self.tab.store.add_run(built, plain.types, plain.counts, 3 * frame_bytes + 512 * n)
+        return True
+
+    def _next_sampling_window(self, now: float, cap: int) -> None:
+        """A new second of the events-per-second cap: the last one's drops become one blind spot."""
+        if self._window_sampled:
+            self.tab.store.add({"t": now, "type": "blind-spot", "data": {
+                "reason": "sampled", "count": self._window_sampled,
+                "detail": "the page sent more than %d events/s; churn events were dropped" % cap}}, 64)
+        self._window_start = now
+        self._window_count = 0
+        self._window_high = 0
+        self._window_sampled = 0
+
+    # -- a device's page reports, checked against the browser's own record -----------------
+    def _must_confirm(self, event: dict) -> bool:
+        """In a device, a request the page reports (fetch, XHR, beacon, a document load) counts only
+        once the browser's network record shows it, and then as the browser says it (_browser_made): a
+        page script can forge an event into its SDK's socket, but not make the browser have made
+        the request, nor change what the browser saw of it."""
+        if not isinstance(self.tab.device, _TabDevice) or event["type"] != "net.request":
+            return False
+        return bool(self.held) or not self._browser_made(event, False)  # a held one first: the page's order
+
+    def unconfirmed(self) -> List[dict]:
+        return self.held.pending()
+
+    def admit_held(self, confirmed_only: bool) -> None:
+        """Let held reports through in the page's order (_HeldReports.release)."""
+        self.held.release(confirmed_only)
+
+    # -- what a kept event teaches the tab ------------------------------------
+    def _browser_made(self, event: dict, late: bool) -> bool:
+        """Did the tab's device's browser make the request a page report names?  If so, the report now
+        says what the browser saw (_NetRecord.confirm), and a page that said otherwise is named."""
+        said = self.tab.device.net.confirm(event["data"], late) if isinstance(self.tab.device, _TabDevice) else None
+        if said:
+            self.held.misreported(event["data"], said)
+        return said is not None
+
+    def _admit(self, event: dict, size: int) -> None:
+        """A held report the browser confirmed joins the store as of now (_HeldReports.release), with
+        `came`: when the page sent it (whether an act prompted it is judged by that)."""
+        event["came"], event["t"] = event["t"], self.tab.clock()
+        self._observe(event)
+        self.tab.store.add(event, size)
+
+    def _page_dialog(self, data: dict, t: float) -> None:
+        """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
+        commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
+        device answers dialogs itself (_answer_device_dialog), so these are only kept."""
+        if self.tab.device is not None:
+            return
+        kind = self.tab.health.page_dialog(data, t)
+        if kind is None:
+            return
+        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.tab.id, dialogType=kind)
+        why = self.tab.not_answering() or "a dialog is open"
+        self.tab.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
+                                            "ask the person to close the dialog in the browser, then check",
+                                            code="dialog_open"))
+
+
+    def _observe(self, event: dict) -> None:
+        """What the session learns from one kept event beyond storing it: open requests (pending until
+        answered), a document request's status hidden behind redirects, the tab's visibility and focus,
+        its URL after a route change, and the page's own blind spots."""
+        etype = event["type"]
+        data = event["data"] if isinstance(event["data"], dict) else {}
+        health = self.tab.health
+        if etype == "page.dialog":
+            self._page_dialog(data, event["t"])
+        elif health.dialog_open is not None:
+            health.dialog_open = None  # the page runs again, so its dialog closed
+        if etype in ("net.request", "net.pending", "net.ws"):
+            self.tab.bridge.mark_fault(self.tab, event)  # faulted: true only for a fault of this tab
+        if etype == "net.pending" and data.get("requestId"):
+            self.tab.requests.started(event, data)
+        elif etype == "net.request" and data.get("requestId"):
+            self.tab.requests.answered(event)
+            _take_wire_status(data)
+            _hide_redirected_status(data)
+        elif etype == "page.health":
+            health.hidden = bool(data.get("hidden"))
+            health.focused = bool(data.get("focused", True))
+        elif etype == "route.change" and isinstance(data.get("to"), str):
+            self.tab.url = data["to"][:4096]
+        elif etype == "blind-spot":
+            try:
+                count = int(data["count"]) if data.get("count") is not None else 1
+            except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity (_loads_frame)
+                count = 1
+            self.tab.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
+
+
+class _TabCommands:
+    """The commands the daemon sends a tab: each waits for the page's answer within its budget, a person's
+    tab blocked by a dialog is not sent one, and in a device an act's real input is allowed only while
+    the act runs (the page's replies resolve them: _BrowserSession.resolve_command)."""
+
+    def __init__(self, tab: "_BrowserSession") -> None:
+        self.tab = tab
+
+    async def send(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
+        """Send one command to the page and return its result, waiting at most `timeout` and never past
+        the tool call's `timeout_ms`; a person's tab blocked by an open dialog fails at once.  ToolError
+        when the tab is gone, does not answer (saying whether it is still heard from) or refuses (with
+        the page's code when it is a known one)."""
+        tab = self.tab
+        handler = tab.handler
+        if handler is None:
+            raise ToolError("the tab %s disconnected before %s could run." % (tab.id, name),
+                            "call reticle_sessions and retry on the live tab", code="tab_disconnected")
+        if tab.health.dialog_open is not None and tab.device is None:
+            raise ToolError("command '%s' was not sent: %s." % (name, tab.not_answering()),
+                            "ask the person to close the dialog in the browser, then retry", code="dialog_open")
+        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if tab.health.unanswered is not None else timeout,
+                                  tab.clock())
+        cid, fut = tab.pending.open()
+        device = tab.device if name in ("act", "act_sequence") else None
+        if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
+            args = dict(args, input="cdp")
+            device.acting += 1
+            device.dialog_policy = _dialog_policy(args)
+        handler.send_json({"kind": "command", "id": cid, "sessionId": tab.id, "name": name, "args": args})
+        try:
+            reply = await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            tab.health.unanswered = (tab.clock(), name)
+            note = ""
+            if tab.last_seen_ms() <= 2000:
+                note = " The page is alive (heard %d ms ago) but did not answer this command." % tab.last_seen_ms()
+            raise ToolError("command '%s' timed out after %d ms.%s" % (name, timeout * 1000, note),
+                            "reticle_sessions shows the tab's health; reload the page if it is stuck (in a device: "
+                            "reticle_navigate {reload: true})", code="not_answering") from None
+        finally:
+            tab.pending.close(cid)
+            if device is not None:
+                device.acting -= 1
+                if not device.acting:
+                    device.dialog_policy = None
+        return _command_result(reply)
+
+
+class _TabDocuments:
+    """The documents of a tab: the one it is on, one on its way (a new page said hello, its first events
+    still travelling; a navigation a device's browser started), and waiting for the next one.  The
+    document id and the arrival stay the tab's (everything reads them); this part moves them on."""
+
+    def __init__(self, tab: "_BrowserSession") -> None:
+        self.tab = tab
+
+    def navigating(self) -> bool:
+        """The page is leaving its document: it reported a navigation (a form post, a link) whose
+        next document has not connected yet.  Judging the page now would judge the one going away."""
+        tab = self.tab
+        return tab.requests.document_since(tab.now() - NAV_WAIT_S * 1000.0)
+
+    def arrived(self, hello: dict) -> None:
+        """A hello on a live session.  From a new document, its first events (the request that
+        brought it, with its status) travel in the frames after the hello: until one lands, or
+        ARRIVAL_WAIT_MS pass, the tab is still between documents."""
+        tab = self.tab
+        doc = str(hello.get("documentId") or "")[:64]
+        if doc and doc != tab.document_id:
+            tab.arriving = (doc, tab.now() + ARRIVAL_WAIT_MS)
+            tab.store.new_document()
+        tab.document_id = doc or tab.document_id
+
+    def between_documents(self) -> bool:
+        """Is the tab between two documents: gone from its socket, a new document's first events still
+        on their way, or a navigation on its way?  A question only: call expire_arrival() first."""
+        tab = self.tab
+        return tab.handler is None or tab.arriving is not None or self.navigating()
+
+    def expire_arrival(self) -> None:
+        """A new document whose first events did not come within ARRIVAL_WAIT_MS is no longer waited
+        for, and the window says so (a blind spot), so a verdict that needed the request that brought
+        it is unknown, not a false no."""
+        tab = self.tab
+        if tab.arriving is not None and tab.now() >= tab.arriving[1]:
+            tab.store.add({"t": tab.now(), "type": "blind-spot", "data": {
+                "kind": "arrival-unseen", "reason": "arrival-unseen", "count": 1, "documentId": tab.arriving[0],
+                "detail": "the new page said hello but sent nothing within %d ms" % ARRIVAL_WAIT_MS}}, 128)
+            tab.arriving = None
+
+    async def next_document(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the tab's next document to connect.
+        False when the tab closed, crashed, or its next document never came."""
+        tab = self.tab
+        _progress_note("waiting for the next document of tab %s to connect" % tab.id)
+        until = tab.now() + timeout * 1000.0
+        while True:
+            self.expire_arrival()
+            if not self.between_documents():
+                return True
+            left = (until - tab.now()) / 1000.0
+            if left <= 0:
+                return False
+            if tab.handler is None:
+                if not await tab.bridge.wait_back(tab, left):
+                    return False
+            else:
+                await tab.wait_change(min(0.05, left))
+
+    def document_on_its_way(self, rid: str, method: str, url: str) -> None:
+        """A device's browser started loading a new document in this tab (_NetRecord._on_document):
+        recorded as the SDK records a form submission it announces, an open document request, so
+        the tab is between documents (navigating) until the next document connects."""
+        tab = self.tab
+        if tab.requests.document_on_its_way(rid, method, url, tab.now()):
+            tab._wake()
+
+    def document_not_coming(self, rid: Optional[str]) -> None:
+        """The browser's navigation `rid` (every one, with None) brought no document after all
+        (_OpenRequests.document_not_coming)."""
+        tab = self.tab
+        tab.requests.document_not_coming(rid)
+        tab._wake()
+
+
+class _BrowserSession:
+    """One tab, whichever socket carries it: its identity, the document it is on and one on its way,
+    its health, act marks, open requests and snapshots (each a part of its own, above), what the
+    verdict rules read of it (now, window, known, floor), its frames coming in (its intake, below)
+    and the commands the daemon sends it (command; the page's replies resolve them)."""
 
     def __init__(self, bridge: _TabHost, handler: _Socket, hello: dict) -> None:
         """A tab as the daemon knows it, from its hello: the socket, the event store and the parts,
@@ -840,11 +1195,7 @@ class _TabState:
         self.health = _TabHealth(self.clock)
         self.snapshots = _SnapshotCache()
         self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
-        # the frame path's sampling and pacing (_BrowserSession.ingest, frame_pause), on the daemon's clock
-        self._window_start = 0.0
-        self._window_count = 0
-        self._window_high = 0
-        self._window_sampled = 0
+        # the frame path's pacing (_Bridge.frame_pause), on the daemon's clock
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)
         self._changed: Optional[asyncio.Future] = None
@@ -857,6 +1208,9 @@ class _TabState:
         self.server_seen = 0                      # records the app's middleware reported for this tab
         self.server_otel = 0                      # of them, records made from OpenTelemetry spans
         self.update_identity(hello)
+        self.intake = _TabIntake(self)  # after the store and the parts it feeds
+        self.commands = _TabCommands(self)
+        self.documents = _TabDocuments(self)
 
     def update_identity(self, hello: dict) -> None:
         self.url = str(hello.get("url", ""))[:4096]
@@ -890,21 +1244,6 @@ class _TabState:
         self.store.add({"t": now, "type": "dialog", "data": dict(record)}, 256)
         self._wake()
 
-    def _page_dialog(self, data: dict, t: float) -> None:
-        """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
-        commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
-        device answers dialogs itself (_answer_device_dialog), so these are only kept."""
-        if self.device is not None:
-            return
-        kind = self.health.page_dialog(data, t)
-        if kind is None:
-            return
-        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.id, dialogType=kind)
-        why = self.not_answering() or "a dialog is open"
-        self.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
-                                            "ask the person to close the dialog in the browser, then check",
-                                            code="dialog_open"))
-
     # -- documents ------------------------------------------------------------
     def now(self) -> float:
         return self.clock()
@@ -913,71 +1252,10 @@ class _TabState:
         """Requests still open that started at or after `t` (each with `startedAt`)."""
         return self.requests.since(t)
 
-    def navigating(self) -> bool:
-        """The page is leaving its document: it reported a navigation (a form post, a link) whose
-        next document has not connected yet.  Judging the page now would judge the one going away."""
-        return self.requests.document_since(self.now() - NAV_WAIT_S * 1000.0)
-
-    def arrived(self, hello: dict) -> None:
-        """A hello on a live session.  From a new document, its first events (the request that
-        brought it, with its status) travel in the frames after the hello: until one lands, or
-        ARRIVAL_WAIT_MS pass, the tab is still between documents."""
-        doc = str(hello.get("documentId") or "")[:64]
-        if doc and doc != self.document_id:
-            self.arriving = (doc, self.now() + ARRIVAL_WAIT_MS)
-            self.store.new_document()
-        self.document_id = doc or self.document_id
-
-    def between_documents(self) -> bool:
-        """Is the tab between two documents: gone from its socket, a new document's first events still
-        on their way, or a navigation on its way?  A question only: call expire_arrival() first."""
-        return self.handler is None or self.arriving is not None or self.navigating()
-
-    def expire_arrival(self) -> None:
-        """A new document whose first events did not come within ARRIVAL_WAIT_MS is no longer waited
-        for, and the window says so (a blind spot), so a verdict that needed the request that brought
-        it is unknown, not a false no."""
-        if self.arriving is not None and self.now() >= self.arriving[1]:
-            self.store.add({"t": self.now(), "type": "blind-spot", "data": {
-                "kind": "arrival-unseen", "reason": "arrival-unseen", "count": 1, "documentId": self.arriving[0],
-                "detail": "the new page said hello but sent nothing within %d ms" % ARRIVAL_WAIT_MS}}, 128)
-            self.arriving = None
-
-    async def next_document(self, timeout: float) -> bool:
-        """Wait up to `timeout` s for the tab's next document to connect.
-        False when the tab closed, crashed, or its next document never came."""
-        _progress_note("waiting for the next document of tab %s to connect" % self.id)
-        until = self.now() + timeout * 1000.0
-        while True:
-            self.expire_arrival()
-            if not self.between_documents():
-                return True
-            left = (until - self.now()) / 1000.0
-            if left <= 0:
-                return False
-            if self.handler is None:
-                if not await self.bridge.wait_back(self, left):
-                    return False
-            else:
-                await self.wait_change(min(0.05, left))
-
-    def document_on_its_way(self, rid: str, method: str, url: str) -> None:
-        """A device's browser started loading a new document in this tab (_NetRecord._on_document):
-        recorded as the SDK records a form submission it announces, an open document request, so
-        the tab is between documents (navigating) until the next document connects."""
-        if self.requests.document_on_its_way(rid, method, url, self.now()):
-            self._wake()
-
-    def document_not_coming(self, rid: Optional[str]) -> None:
-        """The browser's navigation `rid` (every one, with None) brought no document after all
-        (_OpenRequests.document_not_coming)."""
-        self.requests.document_not_coming(rid)
-        self._wake()
-
     # -- what the verdict rules read -----------------------------------------
     def unconfirmed(self) -> List[dict]:
-        """The page's reports held until the browser confirms them (a device's tab has them)."""
-        return []
+        """A device's page reports still waiting for its browser's confirmation (_TabIntake)."""
+        return self.intake.unconfirmed()
 
     def known(self, floor: float) -> "_Known":
         parts = urllib.parse.urlsplit(self.url)
@@ -1070,251 +1348,15 @@ class _TabState:
 
 # ---- one tab: its socket, its state and its commands ----
 
-class _BrowserSession(_TabState):
-    """One connected tab: the state _TabState keeps, and its traffic: the frames of events its page
-    sends (ingest; in a device, the reports the browser must confirm; what each kept event teaches
-    the tab) and the commands the daemon sends it (command; the page's replies resolve them)."""
-
-    def __init__(self, bridge: _TabHost, handler: _Socket, hello: dict) -> None:
-        super().__init__(bridge, handler, hello)
-        self.held = _HeldReports(self.clock, self.store, self.id, self._browser_made, self._admit, self._wake)
-
-    # -- events ---------------------------------------------------------------
+    # -- frames in -------------------------------------------------------------
     def ingest(self, events: List[Any], frame_bytes: int) -> None:
-        """Take one frame's events from the page (untrusted) into the store.  Malformed events and forged
-        server.* ones become blind spots; past `events_per_second` events are dropped (high-value ones
-        have a cap of their own, so churn cannot crowd them out) and a blind spot counts the drops.
-        Each kept event gets the daemon's clock (one cursor each) and its document; a report the
-        browser must confirm is held until it does.  This is the bridge's hot path: most frames are
-        taken whole (_ingest_plain), the rest event by event (_ingest_each), where what holds for the
-        whole frame (the device, the caps, the document) is looked up once, not per event."""
-        now = self.bridge.clock()
-        self.last_seen = now
-        if not events:
-            return
-        size = max(1, frame_bytes // len(events))
-        cap = self.bridge.events_per_second
-        if now - self._window_start >= 1000.0:
-            self._next_sampling_window(now, cap)
-        if not self._ingest_plain(events, now, frame_bytes, cap):
-            self._ingest_each(events, now, size, cap)
-        self.store.trim(now)
-        self._wake()
-
-    def _ingest_each(self, events: List[Any], now: float, size: int, cap: int) -> None:
-        """ingest's loop, event by event: for any frame _ingest_plain does not take."""
-        dropped = 0
-        kept: List[dict] = []
-        sizes: List[int] = []
-        keep, keep_size, observed, high_set = kept.append, sizes.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
-        confirm, health = isinstance(self.device, _TabDevice), self.health  # a device's reports wait for the browser
-        n_high, n_other = self._window_high, self._window_count
-        last_doc: Any = None  # a frame's events mostly share their document: its checks run once
-        doc = ""
-        for index, raw in enumerate(events):
-            etype = raw.get("type") if raw.__class__ is dict or isinstance(raw, dict) else None
-            if etype.__class__ is not str and not isinstance(etype, str):
-                self.store.note_blind_spot("malformed-event")
-                continue
-            if len(etype) > 64:
-                etype = etype[:64]
-            if etype.startswith("server."):  # only the app's authenticated middleware reports these
-                self.store.note_blind_spot("forged-server-event")
-                continue
-            # Ordinary events share `cap` per second; high-value ones (requests, errors, signals...) have their own.
-            if etype in high_set:
-                n_high += 1
-                over = n_high > cap
-            else:
-                n_other += 1
-                over = n_other > cap
-            if over:
-                dropped += 1
-                continue
-            data = raw.get("data")
-            if data.__class__ is not dict and not isinstance(data, dict):
-                data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
-            if etype == "net.request" and _malformed_call(data):  # refused, a blind spot in its place
-                keep(_refused_report(self.store, self.id, data, now + index * 0.001))
-                keep_size(64)
-                continue
-            if etype == "net.request" and "stackFrom" in data:
-                data = {k: v for k, v in data.items() if k != "stackFrom"}  # only the browser's record says it
-            value = raw.get("documentId")
-            has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
-            if not has_doc and value is not None and isinstance(value, str):
-                last_doc, doc, has_doc = value, value[:64], True
-                if self.arriving is not None and doc == self.arriving[0]:
-                    self.arriving = None
-            pt, action = raw.get("t"), raw.get("actionId")
-            has_pt = pt.__class__ is float or isinstance(pt, (int, float))
-            # a microsecond apart: every event has its own cursor, so an answer can stop between two
-            if has_pt and has_doc and action is None:  # most events: built whole, `seq` (the store's) last
-                event = {"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": 0}
-            else:
-                event = {"t": now + index * 0.001, "type": etype, "data": data}
-                if has_pt:
-                    event["pt"] = pt
-                if action is not None and isinstance(action, str):
-                    event["actionId"] = action[:32]
-                if has_doc:
-                    event["doc"] = doc
-            if confirm and self._must_confirm(event):
-                self.held.hold(event, size)
-                continue
-            if etype in observed or health.dialog_open is not None:  # from any other, _observe learns nothing
-                self._observe(event)
-            value = _event_bytes(data)
-            keep(event)
-            keep_size(value if value >= size else size)
-        self._window_high, self._window_count = n_high, n_other
-        self.store.add_frame(kept, sizes)
-        if dropped:
-            self._window_sampled += dropped
-            self.store.note_sampled(dropped, now)
-
-    def _ingest_plain(self, events: List[Any], now: float, frame_bytes: int, cap: int) -> bool:
-        """The frame path's common case, the frame taken whole in a few passes instead of a loop of checks
-        per event: a plain frame (_plain_frame) with none of its events over the caps, none a device
-        must confirm, and no dialog open.  It stores what _ingest_each would, sized as one run
-        (_EventStore.add_run) rather than event by event; False, having changed nothing, otherwise."""
-        plain = _plain_frame(events, frame_bytes)
-        n = len(events)
-        if plain is None or self.health.dialog_open is not None or self._window_high + plain.high > cap or \
-                self._window_count + n - plain.high > cap:
-            return False
-        if "net.request" in plain.counts and (self.device is not None or any(
-                _malformed_call(d) or "stackFrom" in d
-                for t, d in zip(plain.types, plain.datas) if t == "net.request")):
-            return False  # a device confirms what its page reports; a malformed report is refused one by one
-        self._window_high += plain.high
-        self._window_count += n - plain.high
-        if self.arriving is not None and plain.doc == self.arriving[0]:
-            self.arriving = None
-        doc = plain.doc
-        built = [{"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": seq}
-                 for index, seq, etype, data, pt in zip(range(n), self.store.cursors(n), plain.types, plain.datas,
-                                                        plain.pts)]
-        for event in built if plain.observed else ():
-            if event["type"] in _OBSERVED_TYPES:
-                self._observe(event)
-        self.store.add_run(built, plain.types, plain.counts, 3 * frame_bytes + 512 * n)
-        return True
-
-    def _next_sampling_window(self, now: float, cap: int) -> None:
-        """A new second of the events-per-second cap: the last one's drops become one blind spot."""
-        if self._window_sampled:
-            self.store.add({"t": now, "type": "blind-spot", "data": {
-                "reason": "sampled", "count": self._window_sampled,
-                "detail": "the page sent more than %d events/s; churn events were dropped" % cap}}, 64)
-        self._window_start = now
-        self._window_count = 0
-        self._window_high = 0
-        self._window_sampled = 0
-
-    # -- a device's page reports, checked against the browser's own record -----------------
-    def _must_confirm(self, event: dict) -> bool:
-        """In a device, a request the page reports (fetch, XHR, beacon, a document load) counts only
-        once the browser's network record shows it, and then as the browser says it (_browser_made): a
-        page script can forge an event into its SDK's socket, but not make the browser have made
-        the request, nor change what the browser saw of it."""
-        if not isinstance(self.device, _TabDevice) or event["type"] != "net.request":
-            return False
-        return bool(self.held) or not self._browser_made(event, False)  # a held one first: the page's order
-
-    def unconfirmed(self) -> List[dict]:
-        return self.held.pending()
-
-    def admit_held(self, confirmed_only: bool) -> None:
-        """Let held reports through in the page's order (_HeldReports.release)."""
-        self.held.release(confirmed_only)
-
-    # -- what a kept event teaches the tab ------------------------------------
-    def _browser_made(self, event: dict, late: bool) -> bool:
-        """Did the tab's device's browser make the request a page report names?  If so, the report now
-        says what the browser saw (_NetRecord.confirm), and a page that said otherwise is named."""
-        said = self.device.net.confirm(event["data"], late) if isinstance(self.device, _TabDevice) else None
-        if said:
-            self.held.misreported(event["data"], said)
-        return said is not None
-
-    def _admit(self, event: dict, size: int) -> None:
-        """A held report the browser confirmed joins the store as of now (_HeldReports.release), with
-        `came`: when the page sent it (whether an act prompted it is judged by that)."""
-        event["came"], event["t"] = event["t"], self.clock()
-        self._observe(event)
-        self.store.add(event, size)
-
-    def _observe(self, event: dict) -> None:
-        """What the session learns from one kept event beyond storing it: open requests (pending until
-        answered), a document request's status hidden behind redirects, the tab's visibility and focus,
-        its URL after a route change, and the page's own blind spots."""
-        etype = event["type"]
-        data = event["data"] if isinstance(event["data"], dict) else {}
-        health = self.health
-        if etype == "page.dialog":
-            self._page_dialog(data, event["t"])
-        elif health.dialog_open is not None:
-            health.dialog_open = None  # the page runs again, so its dialog closed
-        if etype in ("net.request", "net.pending", "net.ws"):
-            self.bridge.mark_fault(self, event)  # faulted: true only for a fault of this tab
-        if etype == "net.pending" and data.get("requestId"):
-            self.requests.started(event, data)
-        elif etype == "net.request" and data.get("requestId"):
-            self.requests.answered(event)
-            _take_wire_status(data)
-            _hide_redirected_status(data)
-        elif etype == "page.health":
-            health.hidden = bool(data.get("hidden"))
-            health.focused = bool(data.get("focused", True))
-        elif etype == "route.change" and isinstance(data.get("to"), str):
-            self.url = data["to"][:4096]
-        elif etype == "blind-spot":
-            try:
-                count = int(data["count"]) if data.get("count") is not None else 1
-            except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity (_loads_frame)
-                count = 1
-            self.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
+        """Take one frame's events from the page (_TabIntake.ingest)."""
+        self.intake.ingest(events, frame_bytes)
 
     # -- commands -------------------------------------------------------------
     async def command(self, name: str, args: dict, timeout: float = COMMAND_TIMEOUT_S) -> Any:
-        """Send one command to the page and return its result, waiting at most `timeout` and never past
-        the tool call's `timeout_ms`; a person's tab blocked by an open dialog fails at once.  ToolError
-        when the tab is gone, does not answer (saying whether it is still heard from) or refuses (with
-        the page's code when it is a known one)."""
-        handler = self.handler
-        if handler is None:
-            raise ToolError("the tab %s disconnected before %s could run." % (self.id, name),
-                            "call reticle_sessions and retry on the live tab", code="tab_disconnected")
-        if self.health.dialog_open is not None and self.device is None:
-            raise ToolError("command '%s' was not sent: %s." % (name, self.not_answering()),
-                            "ask the person to close the dialog in the browser, then retry", code="dialog_open")
-        timeout = _command_budget(min(timeout, STUCK_COMMAND_S) if self.health.unanswered is not None else timeout,
-                                  self.clock())
-        cid, fut = self.pending.open()
-        device = self.device if name in ("act", "act_sequence") else None
-        if device is not None:  # in a device the SDK asks the daemon for real input (Devices section)
-            args = dict(args, input="cdp")
-            device.acting += 1
-            device.dialog_policy = _dialog_policy(args)
-        handler.send_json({"kind": "command", "id": cid, "sessionId": self.id, "name": name, "args": args})
-        try:
-            reply = await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            self.health.unanswered = (self.clock(), name)
-            note = ""
-            if self.last_seen_ms() <= 2000:
-                note = " The page is alive (heard %d ms ago) but did not answer this command." % self.last_seen_ms()
-            raise ToolError("command '%s' timed out after %d ms.%s" % (name, timeout * 1000, note),
-                            "reticle_sessions shows the tab's health; reload the page if it is stuck (in a device: "
-                            "reticle_navigate {reload: true})", code="not_answering") from None
-        finally:
-            self.pending.close(cid)
-            if device is not None:
-                device.acting -= 1
-                if not device.acting:
-                    device.dialog_policy = None
-        return _command_result(reply)
+        """Send one command to the page and return its result (_TabCommands.send)."""
+        return await self.commands.send(name, args, timeout)
 
 
 def _dialog_policy(cmd: dict) -> Optional[dict]:

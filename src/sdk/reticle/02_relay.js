@@ -1,4 +1,6 @@
   // == Section: relay == a device's bridge: the relay's MessagePort
+  // provides: relaySockets
+  // uses: CFG (01), N (01)
   // ---- a device's bridge: the relay's MessagePort, never a socket of this world ---------------
   // In a device, the bridge socket lives in the relay's isolated world; this world only holds the
   // port the relay hands over (matched by the nonce), so no page script can read its ticket.

@@ -1,4 +1,9 @@
   // == Section: helpers == small helpers, redaction, the sanitizer
+  // provides: warn, microtask, hasOwn, isObj, clip, collapse, norm, isNativeFn, uuid, rand36, ssGet, ssSet,
+  //   STORAGE_MUTE, coded, errCode, errMsg, SENSITIVE_KEY, OWN_KEYS, isSensitiveKey, EXTRA_KEYS,
+  //   keySensitive, SECRET_PATTERNS, scrub, KV_PAIR, scrubText, redactUrl, describeNode, sanitize,
+  //   SAN_PLAIN, sanStr, sanWalk, sanSpecial, sanDeep, sanArray, sanObject, sanKey, safeStringify
+  // uses: ERROR_CAP (01), N (01), PREFIX (01), REDACTED (01)
   // ---- small helpers -------------------------------------------------------------------------
   function warn(msg) {
     try {

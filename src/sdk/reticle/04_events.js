@@ -1,4 +1,9 @@
   // == Section: events == the tab's state and the event queue
+  // provides: S, CHURN, now, internal, guard, emit, trimOutbox, busy, scheduleFlush, rawSend, record, flush,
+  //   sendResult
+  // uses: BATCH_MAX_BYTES (01), BATCH_MAX_EVENTS (01), BUFFERED_MAX (01), MAX_FRAME (01), N (01),
+  //   OPEN_QUEUE_MAX (01), QUEUE_MAX (01), RESULT_QUEUE_MAX (01), clip (03), errMsg (03), microtask (03),
+  //   rand36 (03), sanitize (03), refFor (06), TEXT_WATCH (13)
   // ---- state ---------------------------------------------------------------------------------
   var S = {
     started: false, // connect() ran and passed the guards

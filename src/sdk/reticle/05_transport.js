@@ -1,4 +1,10 @@
   // == Section: transport == the socket, the hello, the server's mark, the command dispatcher
+  // provides: helloFrame, sendHello, openSocket, onFail, retryNow, MARK, MARK_LOW, onServerMark, rawCookie,
+  //   markPath, clearMarkCookie, takeMark, traceparent, markable, markDocument, COMMANDS, onMessage
+  // uses: ERROR_CAP (01), N (01), PROTOCOL_VERSION (01), QUEUE_MAX (01), VERSION (01), EXTRA_KEYS (03),
+  //   clip (03), errCode (03), errMsg (03), isObj (03), redactUrl (03), sanitize (03), warn (03), S (04),
+  //   flush (04), guard (04), internal (04), now (04), rawSend (04), record (04), sendResult (04),
+  //   onInputResult (10), emitHealth (18)
   // ---- hello / socket ------------------------------------------------------------------------
   function helloFrame() {
     var h = {

@@ -1,4 +1,7 @@
   // == Section: refs == refs tied to DOM nodes, ignored subtrees
+  // provides: HAS_WEAKREF, REF_OF, EL_OF, REF_MAX, refNext, claimBlock, refFor, sweepRefs, resolveRef,
+  //   staleError, mustResolve, IGNORE_SEL, isIgnored, SKIP_TAGS
+  // uses: clip (03), ssGet (03), ssSet (03)
   // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
   var HAS_WEAKREF = typeof WeakRef === 'function';
   var REF_OF = new WeakMap();

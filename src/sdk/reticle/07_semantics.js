@@ -1,4 +1,10 @@
   // == Section: semantics == role, name, visibility, states
+  // provides: INPUT_ROLES, TAG_ROLES, getRole, INTERACTIVE, NAME_FROM_CONTENT, CONTAINER_ROLES, textOf,
+  //   ownText, labelsText, byIdText, getName, styleOf, makeVisCache, isVisible, isDisabled, isChecked,
+  //   isFocused, isSecretField, getValue, statesOf, describe, label, LANDMARKS, landmarkOf, candidate,
+  //   candidateText, wordsOf, nearMisses
+  // uses: N (01), REDACTED (01), clip (03), isObj (03), keySensitive (03), norm (03), scrub (03),
+  //   SKIP_TAGS (06), isIgnored (06), refFor (06), allElements (08)
   // ---- semantics: role, name, visibility, states ----------------------------------------------
   var INPUT_ROLES = {
     checkbox: 'checkbox',

@@ -1,4 +1,11 @@
   // == Section: snapshot == tree walking and the snapshot
+  // provides: SHADOWS, SHADOW_ROOTS, ROOT_WATCHERS, SHADOW_ROOTS_MAX, noteShadowRoot, liveShadowRoots,
+  //   shadowOf, childrenOf, allElements, resolveScope, routeOf, pageStatus, SNAP_NODES, snapshot,
+  //   snapDialogs, snapAddUnread, snapVisit, snapLine, snapRoleLine, snapEmptyNote, snapCappedNote
+  // uses: clip (03), norm (03), redactUrl (03), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06),
+  //   refFor (06), resolveRef (06), INTERACTIVE (07), getName (07), getRole (07), getValue (07),
+  //   isChecked (07), isDisabled (07), isFocused (07), isVisible (07), makeVisCache (07), ownText (07),
+  //   styleOf (07), textOf (07), TOASTS (13)
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   var SHADOW_ROOTS = []; // every shadow root seen (open or captured), for observers that search

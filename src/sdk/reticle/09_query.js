@@ -1,4 +1,11 @@
   // == Section: query == text matching, queries, inspect
+  // provides: TEXT_MODES, textSpec, textPlaces, QUERY_BYS, normalizeQuery, matchLabel, matcher, runQuery,
+  //   filterState, zeroHint, queryCmd, attrsOf, occlusion, inspectCmd
+  // uses: REDACTED (01), clip (03), errMsg (03), isObj (03), keySensitive (03), norm (03), redactUrl (03),
+  //   scrub (03), S (04), SKIP_TAGS (06), isIgnored (06), mustResolve (06), refFor (06),
+  //   CONTAINER_ROLES (07), byIdText (07), describe (07), getName (07), getRole (07), isVisible (07),
+  //   label (07), labelsText (07), makeVisCache (07), nearMisses (07), ownText (07), statesOf (07),
+  //   styleOf (07), textOf (07), allElements (08), childrenOf (08), resolveScope (08), routeOf (08)
   // ---- text matching: contains, equals, matches -------------------------------------------------
   // A text spec is a string (read as `dflt`: 'contains' or 'equals') or an object with exactly one
   // of {contains}, {equals}, {matches, flags?}. All compare normalised text (whitespace collapsed,

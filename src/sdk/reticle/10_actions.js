@@ -1,4 +1,18 @@
   // == Section: actions == synthetic and CDP input, act, act_sequence
+  // provides: ACTIONS, DANGER, DANGER_ACTIONS, dangerContext, dangerCheck, focusableAncestor, centre,
+  //   viewOf, mouseInit, fireMouse, plain, sleep, frame, doClick, nativeSetter, setValue, fireInput,
+  //   assertEditable, richWrite, focusToWrite, doFill, keyCode, KEYCODES, keyEvent, doType, doClear,
+  //   doSelect, doCheck, parseMods, doPress, doHover, doFocus, doBlur, doSubmit, doUpload, doDrag,
+  //   resolveTarget, settle, CDP_INPUT, INPUT_WAITS, inputSeq, cdpInput, onInputResult, SYNTHETIC_ACTIONS,
+  //   HYDRATE_ACT_MS, HYDRATE_OPEN_MS, winHas, reactFiber, HYDRATION, hydrationRow, hydrationPending,
+  //   whenHydrated, hydratedCmd, FILLED, FILL_ACTIONS, fillsNoted, SUBMITTING, fillsReset, act, actNow,
+  //   actElement, actOptions, actBefore, actFocused, actPointer, actProbe, actTally, actProbeEnd,
+  //   actEffectAfter, actAnswer, actSequence
+  // uses: N (01), clip (03), coded (03), errMsg (03), hasOwn (03), isObj (03), norm (03), S (04),
+  //   rawSend (04), isIgnored (06), mustResolve (06), refFor (06), candidate (07), candidateText (07),
+  //   getName (07), getRole (07), isChecked (07), isDisabled (07), isFocused (07), isVisible (07),
+  //   label (07), makeVisCache (07), nearMisses (07), textOf (07), resolveScope (08), normalizeQuery (09),
+  //   occlusion (09), runQuery (09), zeroHint (09), textWatchArm (13), docAnnounced (15)
   // ---- actions -------------------------------------------------------------------------------
   var ACTIONS = [
     'click',

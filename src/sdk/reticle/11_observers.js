@@ -1,4 +1,6 @@
   // == Section: observers == what every observer uses: patch, listen, rate caps
+  // provides: patch, listen, rateCap
+  // uses: N (01), S (04), emit (04), guard (04)
   // ---- observers -----------------------------------------------------------------------------
   // patch(obj, key, makeWrapper): installs a wrapper and registers a teardown that restores the
   // original only if the slot still holds our wrapper.

@@ -1,4 +1,18 @@
   // == Section: network == fetch, XHR, beacon, WebSocket, EventSource: bodies, faults, streams
+  // provides: TEXTUAL, STREAMY, redactBody, describeReqBody, withBodyFields, netCounter, isBridgeUrl,
+  //   FAULTS, setFaults, faultFor, faultWait, faultHeaders, faultBody, faultedFetch, faultedXhr,
+  //   installFetch, fetchWrapper, fetchStart, fetchRequestBody, HANDLING, handlingFailure, fetchFailed,
+  //   HEADERS_MAX, HEADER_VALUE_CAP, headerMap, withHeaders, fetchHeaderPairs, xhrHeaderPairs, callRecord,
+  //   onFetchResponse, emitRequestWhenRead, fetchResponseRecord, fetchNoBodyReason, fetchReadBody,
+  //   STREAM_MAX_MESSAGES, STREAM_MAX_PER_SEC, STREAM_MESSAGE_SCAN, STREAM_UNREAD_MAX, streamFormat,
+  //   onPageCancel, watchStream, streamOpen, streamReport, streamMessage, streamSend, streamSseDispatch,
+  //   streamLine, streamFeed, streamFinish, streamSafeFeed, streamPump, readCapped, installXHR,
+  //   xhrSendStart, xhrLoadend, xhrResponseBody, installBeacon, frameData, frameEvent, swapConstructor,
+  //   installWebSocket, installEventSource
+  // uses: BODY_CAP (01), BODY_SCAN (01), FRAME_DATA_CAP (01), N (01), REDACTED (01), clip (03), errMsg (03),
+  //   hasOwn (03), isNativeFn (03), isObj (03), keySensitive (03), redactUrl (03), sanitize (03),
+  //   scrubText (03), S (04), emit (04), guard (04), internal (04), MARK (05), markable (05), takeMark (05),
+  //   traceparent (05), patch (11), rateCap (11), callerStack (14)
   // -- network: bodies
   var TEXTUAL =
     /^(text\/|application\/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|x-www-form-urlencoded|graphql|javascript|ecmascript)|application\/problem)/i;

@@ -1,4 +1,15 @@
   // == Section: alerts == alerts, live regions, invalid fields, toasts
+  // provides: TOASTS, ALERT_TEXT_CAP, ALERT_SAME_MS, ALERT_MAX_CANDIDATES, ALERT_RESCAN, ALERT_SOURCES,
+  //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, TEXT_WATCH, TEXT_WATCH_MS,
+  //   readsAsFailure, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn, rememberPostedForm,
+  //   postedForms, postedFormScan, echoesInput, textWatchCollect, textScope, textWatchScan,
+  //   ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts, ERROR_LOOK,
+  //   fieldErrorText, alertRows, alertCandidates, alertsShown, alertText, renderedBy, componentOf,
+  //   withRenderer, alertScan, alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
+  // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), scrub (03), ssGet (03),
+  //   ssSet (03), warn (03), S (04), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06), refFor (06),
+  //   resolveRef (06), byIdText (07), getName (07), isVisible (07), makeVisCache (07), textOf (07),
+  //   ROOT_WATCHERS (08), liveShadowRoots (08), listen (11), rateCap (11), cleanStack (14), checkFrames (18)
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
   // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
   // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes

@@ -1,4 +1,7 @@
   // == Section: console == console calls and uncaught errors
+  // provides: formatArgs, argSummary, cleanStack, callerStack, inConsole, installConsole, installErrors
+  // uses: STACK_CAP (01), clip (03), describeNode (03), redactUrl (03), safeStringify (03), scrub (03),
+  //   emit (04), listen (11), patch (11), rateCap (11), HANDLING (12)
   // -- console and errors
   function formatArgs(args) {
     var parts = [],

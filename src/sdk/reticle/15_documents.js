@@ -1,4 +1,12 @@
   // == Section: documents == routes, the document request that leaves and the one that arrives
+  // provides: lastHref, routeChanged, installRouting, DOC_KEY, DOC_LINK_MS, docIntent, docAnnounced,
+  //   lastSubmit, programmaticSubmit, DOC_FIELDS, sameDocUrl, samePath, formProp, formRecord,
+  //   announceDocument, installDocuments, docOnSubmit, docOnFormData, docSubmitWrapper, docOnClick,
+  //   docOnNavigate, docLeaving, docArrival, docAnnouncedBefore, docLinked, docTiming
+  // uses: BODY_CAP (01), N (01), REDACTED (01), clip (03), hasOwn (03), isObj (03), keySensitive (03),
+  //   rand36 (03), redactUrl (03), scrub (03), ssGet (03), ssSet (03), S (04), emit (04), flush (04),
+  //   MARK (05), markDocument (05), markable (05), takeMark (05), getName (07), isSecretField (07),
+  //   listen (11), patch (11), rememberPostedForm (13)
   // -- routing
   var lastHref = location.href;
   function routeChanged(kind) {

@@ -1,4 +1,12 @@
   // == Section: dom == DOM mutations, shadow roots, animations
+  // provides: ATTRS, DOM_CAP, inSource, DOM_MEANINGFUL, domFrame, domRoom, domRecord, domAttr,
+  //   domCharacterData, domChildList, domAddedNode, domRemovedNode, domTruncated, regionOf, DOM_OBSERVE,
+  //   installDom, installShadowCapture, installAnimations
+  // uses: N (01), REDACTED (01), clip (03), describeNode (03), keySensitive (03), norm (03), scrub (03),
+  //   S (04), emit (04), internal (04), REF_OF (06), SKIP_TAGS (06), isIgnored (06), refFor (06),
+  //   getName (07), getRole (07), isSecretField (07), isVisible (07), label (07), makeVisCache (07),
+  //   textOf (07), ROOT_WATCHERS (08), SHADOWS (08), noteShadowRoot (08), listen (11), patch (11),
+  //   rateCap (11)
   // -- DOM mutations, coalesced per animation frame
   var ATTRS = [
     'class',

@@ -1,4 +1,8 @@
   // == Section: storage == localStorage, sessionStorage, cookies
+  // provides: storageAreaOf, storageValue, storageChanged, storageHeld, installStorage, storageClearWrapper,
+  //   installCookieWatch, cookiesObj, storageObj, storageRead
+  // uses: N (01), REDACTED (01), STORAGE_MUTE (03), clip (03), hasOwn (03), isObj (03), keySensitive (03),
+  //   sanitize (03), scrubText (03), S (04), emit (04), MARK (05), listen (11), patch (11)
   // -- storage
   function storageAreaOf(st) {
     try {

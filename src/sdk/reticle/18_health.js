@@ -1,4 +1,9 @@
   // == Section: health == focus, page health, dialogs, cross-origin frames
+  // provides: installFocus, longTasks, emitHealth, dialogSeen, installDialogs, wrapDialogFunction,
+  //   unloadPrevented, unloadReported, installBeforeunloadListeners, installOnBeforeunload, installHealth,
+  //   frameShown, checkFrames
+  // uses: N (01), clip (03), redactUrl (03), S (04), emit (04), flush (04), guard (04), retryNow (05),
+  //   isIgnored (06), refFor (06), label (07), styleOf (07), listen (11)
   // -- focus
   function installFocus() {
     listen(

@@ -1,4 +1,10 @@
   // == Section: stores == app stores, signals, describe, capabilities
+  // provides: STORES, shallowDiff, readStore, registerStore, storeListener, storeWithGetState,
+  //   storeFromGetter, pushStore, canonicalIndex, walkPath, stateRead, stateAll, statePath, signal,
+  //   uniqPush, describeContract, capabilities
+  // uses: REDACTED (01), clip (03), errMsg (03), hasOwn (03), isObj (03), keySensitive (03), sanitize (03),
+  //   warn (03), S (04), emit (04), internal (04), sendHello (05), isIgnored (06), TOASTS (13),
+  //   declareToasts (13)
   // ---- stores and signals --------------------------------------------------------------------
   var STORES = {}; // name -> {read(), unsub?, last, kind}
   function shallowDiff(name, prev, next) {

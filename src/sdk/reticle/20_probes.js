@@ -1,4 +1,8 @@
   // == Section: probes == the probes the daemon's predicates read
+  // provides: evalProbe, probeElement, probeText, probeTextSpec, probeTextMatches, probePageText
+  // uses: clip (03), hasOwn (03), norm (03), redactUrl (03), describe (07), isVisible (07),
+  //   makeVisCache (07), nearMisses (07), textOf (07), resolveScope (08), TEXT_MODES (09), filterState (09),
+  //   runQuery (09), textPlaces (09), textSpec (09), zeroHint (09), storageRead (17), stateRead (19)
   // ---- probes for the daemon's predicate engine ------------------------------------------------
   function evalProbe(args) {
     var kind = args.kind;

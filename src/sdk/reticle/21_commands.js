@@ -1,4 +1,7 @@
   // == Section: commands == the bridge commands by name
+  // uses: N (01), clip (03), redactUrl (03), internal (04), COMMANDS (05), snapshot (08), inspectCmd (09),
+  //   queryCmd (09), act (10), actSequence (10), hydratedCmd (10), setFaults (12), alertsRead (13),
+  //   announceDocument (15), storageRead (17), capabilities (19), stateRead (19), evalProbe (20)
   // ---- command table -------------------------------------------------------------------------
   COMMANDS.snapshot = snapshot;
   COMMANDS.query = queryCmd;

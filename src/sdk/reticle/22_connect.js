@@ -1,4 +1,14 @@
   // == Section: connect == connect, disconnect, auto-connect
+  // provides: isLoopback, isLocalPage, defaultUrl, boolOpt, connect, onPageHide, onPageShow, connectBridge,
+  //   connectSessionId, stripReloadMarker, installObservers, disconnect, api
+  // uses: CFG (01), N (01), SCRIPT_EL (01), VERSION (01), EXTRA_KEYS (03), clip (03), ssGet (03),
+  //   ssSet (03), uuid (03), warn (03), S (04), flush (04), internal (04), clearMarkCookie (05),
+  //   openSocket (05), retryNow (05), describe (07), installBeacon (12), installEventSource (12),
+  //   installFetch (12), installWebSocket (12), installXHR (12), installAlerts (13), installConsole (14),
+  //   installErrors (14), installDocuments (15), installRouting (15), installAnimations (16),
+  //   installDom (16), installShadowCapture (16), installStorage (17), checkFrames (18),
+  //   installDialogs (18), installFocus (18), installHealth (18), STORES (19), describeContract (19),
+  //   pushStore (19), registerStore (19), signal (19)
   // ---- connect / disconnect ------------------------------------------------------------------
   function isLoopback(h) {
     h = String(h || '').toLowerCase();
