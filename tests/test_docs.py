@@ -182,3 +182,21 @@ def test_ci_runs_the_readmes_test_command_as_written(readme):
     assert command.startswith("python3 -m venv .venv && . .venv/bin/activate && "), command
     with open(os.path.join(REPO, ".ci", "run"), encoding="utf-8") as fh:
         assert command in fh.read().splitlines()
+
+
+def test_reading_the_code_names_every_module_and_where_its_tests_are():
+    """The README's 'Reading the code' names each module of src/reticle/ once in its table of tests, and
+    each test file it names exists: the tests of a module are found from its name."""
+    with open(README, encoding="utf-8") as fh:
+        section = fh.read().split("### Reading the code", 1)[1]
+    table = section.split("| modules | their tests (under `tests/`) |", 1)[1].split("\n\n", 1)[0]
+    named, tests = [], set()
+    for row in table.strip().splitlines()[1:]:
+        modules, files = row.strip("|").split("|")
+        named += re.findall(r"`(\w+)`", modules)
+        tests |= set(re.findall(r"`(test_\w+\.py)`", files))
+    package = os.path.join(REPO, "src", "reticle")
+    modules = sorted(n[:-3] for n in os.listdir(package) if n.endswith(".py"))
+    assert sorted(named) == modules, set(named) ^ set(modules)
+    missing = [t for t in sorted(tests) if not os.path.exists(os.path.join(REPO, "tests", t))]
+    assert tests and missing == [], missing
