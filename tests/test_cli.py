@@ -314,3 +314,31 @@ def test_daemon_env_is_isolated(tmp_path):
     env = daemon_env(tmp_path)
     assert env["RETICLE_STATE_DIR"] == str(tmp_path)
     assert "RETICLE_TOKEN" not in env
+
+
+def _cmdline(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as fh:
+        return fh.read().rstrip(b"\0").split(b"\0")
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="the re-exec needs memfd (Linux)")
+def test_serve_re_execs_itself_from_bytecode_in_the_same_process_and_can_be_told_not_to(tmp_path):
+    """`python reticle.py serve` hands its compiled code to a fresh interpreter before the third-party
+    imports (the reexec module): the same pid now runs the small stub that loads the bytecode, answers
+    /status, and is still the daemon; RETICLE_SERVE_REEXEC=0 keeps the first interpreter."""
+    first = Daemon(tmp_path / "a")
+    try:
+        argv = _cmdline(first.pid)
+        assert b"-c" in argv and any(b"marshal.loads" in a for a in argv), argv
+        assert first.status_at_start["pid"] == first.pid
+        # the daemon's own arguments follow the stub and its descriptor
+        assert argv[-4:] == [RETICLE_PY.encode(), b"serve", b"--port", str(first.port).encode()], argv
+    finally:
+        first.close()
+    plain = Daemon(tmp_path / "b", env={"RETICLE_SERVE_REEXEC": "0"})
+    try:
+        argv = _cmdline(plain.pid)
+        assert argv[1] == RETICLE_PY.encode() and not any(b"marshal" in a for a in argv), argv
+        assert plain.status_at_start["pid"] == plain.pid
+    finally:
+        plain.close()
