@@ -24516,6 +24516,53 @@ def _bridge_device(handler: "_BridgeHandler", capability: str, origin: Optional[
     return device
 
 
+def _admit_upgrade(handler: "_BridgeHandler") -> None:
+    """Admit a bridge upgrade or refuse it before the handshake (_BridgeHandler.prepare), in order: a
+    device's one-use ticket (from this machine only) stands in for the origin check; else the origin must be
+    allowed; then the token, Host (DNS rebinding) and peer checks; a non-upgrade GET is 400, another method
+    429 or 405.  `needs_token` records whether the hello must still bring the pairing token."""
+    guard = handler.hub.guard
+    origin = handler.request.headers.get("Origin")
+    capability = handler.get_query_argument("device", None)
+    if capability is not None:
+        handler.device = _bridge_device(handler, capability, origin)
+        if handler.device is None:
+            return
+    elif origin is not None and not guard.ws_origin_allowed(origin):
+        handler._refuse(403, "the origin %r is not allowed at the bridge; pages must be on localhost or "
+                        "listed in RETICLE_ALLOWED_ORIGINS" % origin)
+        return
+    try:
+        token_ok = handler.device is not None or guard.token_attempt(_guess_key(handler.request),
+                                                                     guard.presented_token(handler.request))
+    except _HttpRefusal as refusal:
+        handler._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
+        return
+    peer_ok = _is_loopback_host(handler.request.remote_ip)
+    host_ok = _is_loopback_host(_split_host_header(handler.request.headers.get("Host")))
+    if not host_ok and not token_ok and _is_loopback_host(handler.hub.host):
+        handler._refuse(403, "the Host header %r does not name a loopback host (DNS rebinding?)"
+                        % handler.request.headers.get("Host"))
+        return
+    if not peer_ok and not token_ok and not handler.hub.allowed_origins:
+        handler._refuse(403, "the peer %s is not loopback and presented no token" % handler.request.remote_ip)
+        return
+    origin_local = origin is not None and _is_loopback_host(_origin_host(origin))
+    handler.needs_token = not (origin_local and peer_ok and host_ok) and not token_ok
+    if handler.request.method == "GET" and handler.request.headers.get("Upgrade", "").lower() != "websocket":
+        handler._refuse(400, "GET /reticle is the WebSocket bridge for the in-page SDK; send a WebSocket "
+                        "upgrade (Upgrade: websocket)", "not a WebSocket upgrade")
+        return
+    if handler.request.method != "GET":
+        wait = handler.hub.limiter.check("addr:%s" % handler.request.remote_ip)
+        if wait is not None:
+            handler._refuse(429, "rate limited; retry after %.2f s" % wait, "rate limited",
+                            {"Retry-After": str(max(1, int(wait + 0.999)))})
+            return
+        handler._refuse(405, "%s /reticle is not served; the bridge is a WebSocket upgrade (GET)"
+                        % handler.request.method, "method not allowed", {"Allow": "GET"})
+
+
 class _BridgeHandler(tornado.websocket.WebSocketHandler):
     """GET /reticle: the browser bridge (hello, event(s), command, command_result; marks: more server marks)."""
 
@@ -24550,50 +24597,8 @@ class _BridgeHandler(tornado.websocket.WebSocketHandler):
         self.finish(_dumps({"error": error, "detail": detail}))
 
     def prepare(self) -> None:
-        """Admit a bridge upgrade or refuse it before the handshake, in order: a device's one-use ticket
-        (from this machine only) stands in for the origin check; else the origin must be allowed; then
-        the token, Host (DNS rebinding) and peer checks; a non-upgrade GET is 400, another method 429 or
-        405.  `needs_token` records whether the hello must still bring the pairing token."""
-        guard = self.hub.guard
-        origin = self.request.headers.get("Origin")
-        capability = self.get_query_argument("device", None)
-        if capability is not None:
-            self.device = _bridge_device(self, capability, origin)
-            if self.device is None:
-                return
-        elif origin is not None and not guard.ws_origin_allowed(origin):
-            self._refuse(403, "the origin %r is not allowed at the bridge; pages must be on localhost or "
-                              "listed in RETICLE_ALLOWED_ORIGINS" % origin)
-            return
-        try:
-            token_ok = self.device is not None or guard.token_attempt(_guess_key(self.request),
-                                                                      guard.presented_token(self.request))
-        except _HttpRefusal as refusal:
-            self._refuse(refusal.status, refusal.detail, refusal.error, refusal.headers)
-            return
-        peer_ok = _is_loopback_host(self.request.remote_ip)
-        host_ok = _is_loopback_host(_split_host_header(self.request.headers.get("Host")))
-        if not host_ok and not token_ok and _is_loopback_host(self.hub.host):
-            self._refuse(403, "the Host header %r does not name a loopback host (DNS rebinding?)"
-                         % self.request.headers.get("Host"))
-            return
-        if not peer_ok and not token_ok and not self.hub.allowed_origins:
-            self._refuse(403, "the peer %s is not loopback and presented no token" % self.request.remote_ip)
-            return
-        origin_local = origin is not None and _is_loopback_host(_origin_host(origin))
-        self.needs_token = not (origin_local and peer_ok and host_ok) and not token_ok
-        if self.request.method == "GET" and self.request.headers.get("Upgrade", "").lower() != "websocket":
-            self._refuse(400, "GET /reticle is the WebSocket bridge for the in-page SDK; send a WebSocket "
-                              "upgrade (Upgrade: websocket)", "not a WebSocket upgrade")
-            return
-        if self.request.method != "GET":
-            wait = self.hub.limiter.check("addr:%s" % self.request.remote_ip)
-            if wait is not None:
-                self._refuse(429, "rate limited; retry after %.2f s" % wait, "rate limited",
-                             {"Retry-After": str(max(1, int(wait + 0.999)))})
-                return
-            self._refuse(405, "%s /reticle is not served; the bridge is a WebSocket upgrade (GET)"
-                         % self.request.method, "method not allowed", {"Allow": "GET"})
+        """Admit the upgrade or refuse it before the handshake (_admit_upgrade: who may open the bridge)."""
+        _admit_upgrade(self)
 
     def check_origin(self, origin: str) -> bool:
         if self.device is not None:

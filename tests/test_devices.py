@@ -1146,8 +1146,11 @@ def test_a_device_closes_when_its_browser_dies_or_its_key_idles(tmp_path, app):
         manager = hub.devices
 
         async def gone(device):
+            """Closed all the way: out of the manager, its profile removed (in a thread) and then its record."""
+            record = str(tmp_path / "state" / "devices" / (device.id + ".json"))
             for _ in range(200):
-                if device.id not in manager.devices and not os.path.exists(device.profile):
+                if device.id not in manager.devices and not os.path.exists(device.profile) \
+                        and not os.path.exists(record):
                     return True
                 await asyncio.sleep(0.025)
             return False
