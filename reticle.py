@@ -13348,26 +13348,27 @@ class _TabIntake:
         browser must confirm is held until it does.  This is the bridge's hot path: most frames are
         taken whole (_ingest_plain), the rest event by event (_ingest_each), where what holds for the
         whole frame (the device, the caps, the document) is looked up once, not per event."""
-        now = self.tab.bridge.clock()
-        self.tab.last_seen = now
+        tab = self.tab
+        now = tab.bridge.clock()
+        tab.last_seen = now
         if not events:
             return
         size = max(1, frame_bytes // len(events))
-        cap = self.tab.bridge.events_per_second
+        cap = tab.bridge.events_per_second
         if now - self._window_start >= 1000.0:
             self._next_sampling_window(now, cap)
         if not self._ingest_plain(events, now, frame_bytes, cap):
             self._ingest_each(events, now, size, cap)
-        self.tab.store.trim(now)
-        self.tab._wake()
+        tab.store.trim(now)
+        tab._wake()
 
     def _ingest_each(self, events: List[Any], now: float, size: int, cap: int) -> None:
         """ingest's loop, event by event: for any frame _ingest_plain does not take."""
+        tab = self.tab
         dropped = 0
         kept: List[dict] = []
         sizes: List[int] = []
         keep, keep_size, observed, high_set = kept.append, sizes.append, _OBSERVED_TYPES, _HIGH_VALUE_SET
-        tab = self.tab
         confirm, health = isinstance(tab.device, _TabDevice), tab.health  # a device's reports wait for the browser
         n_high, n_other = self._window_high, self._window_count
         last_doc: Any = None  # a frame's events mostly share their document: its checks run once
@@ -13375,12 +13376,12 @@ class _TabIntake:
         for index, raw in enumerate(events):
             etype = raw.get("type") if raw.__class__ is dict or isinstance(raw, dict) else None
             if etype.__class__ is not str and not isinstance(etype, str):
-                self.tab.store.note_blind_spot("malformed-event")
+                tab.store.note_blind_spot("malformed-event")
                 continue
             if len(etype) > 64:
                 etype = etype[:64]
             if etype.startswith("server."):  # only the app's authenticated middleware reports these
-                self.tab.store.note_blind_spot("forged-server-event")
+                tab.store.note_blind_spot("forged-server-event")
                 continue
             # Ordinary events share `cap` per second; high-value ones (requests, errors, signals...) have their own.
             if etype in high_set:
@@ -13396,7 +13397,7 @@ class _TabIntake:
             if data.__class__ is not dict and not isinstance(data, dict):
                 data = {} if data is None else {"value": data}  # downstream code reads fields: an object each
             if etype == "net.request" and _malformed_call(data):  # refused, a blind spot in its place
-                keep(_refused_report(self.tab.store, self.tab.id, data, now + index * 0.001))
+                keep(_refused_report(tab.store, tab.id, data, now + index * 0.001))
                 keep_size(64)
                 continue
             if etype == "net.request" and "stackFrom" in data:
@@ -13405,8 +13406,8 @@ class _TabIntake:
             has_doc = value is not None and value == last_doc  # only ever a string, so only a string equals it
             if not has_doc and value is not None and isinstance(value, str):
                 last_doc, doc, has_doc = value, value[:64], True
-                if self.tab.arriving is not None and doc == self.tab.arriving[0]:
-                    self.tab.arriving = None
+                if tab.arriving is not None and doc == tab.arriving[0]:
+                    tab.arriving = None
             pt, action = raw.get("t"), raw.get("actionId")
             has_pt = pt.__class__ is float or isinstance(pt, (int, float))
             # a microsecond apart: every event has its own cursor, so an answer can stop between two
@@ -13429,37 +13430,38 @@ class _TabIntake:
             keep(event)
             keep_size(value if value >= size else size)
         self._window_high, self._window_count = n_high, n_other
-        self.tab.store.add_frame(kept, sizes)
+        tab.store.add_frame(kept, sizes)
         if dropped:
             self._window_sampled += dropped
-            self.tab.store.note_sampled(dropped, now)
+            tab.store.note_sampled(dropped, now)
 
     def _ingest_plain(self, events: List[Any], now: float, frame_bytes: int, cap: int) -> bool:
         """The frame path's common case, the frame taken whole in a few passes instead of a loop of checks
         per event: a plain frame (_plain_frame) with none of its events over the caps, none a device
         must confirm, and no dialog open.  It stores what _ingest_each would, sized as one run
         (_EventStore.add_run) rather than event by event; False, having changed nothing, otherwise."""
+        tab = self.tab
         plain = _plain_frame(events, frame_bytes)
         n = len(events)
-        if plain is None or self.tab.health.dialog_open is not None or self._window_high + plain.high > cap or \
+        if plain is None or tab.health.dialog_open is not None or self._window_high + plain.high > cap or \
                 self._window_count + n - plain.high > cap:
             return False
-        if "net.request" in plain.counts and (self.tab.device is not None or any(
+        if "net.request" in plain.counts and (tab.device is not None or any(
                 _malformed_call(d) or "stackFrom" in d
                 for t, d in zip(plain.types, plain.datas) if t == "net.request")):
             return False  # a device confirms what its page reports; a malformed report is refused one by one
         self._window_high += plain.high
         self._window_count += n - plain.high
-        if self.tab.arriving is not None and plain.doc == self.tab.arriving[0]:
-            self.tab.arriving = None
+        if tab.arriving is not None and plain.doc == tab.arriving[0]:
+            tab.arriving = None
         doc = plain.doc
         built = [{"t": now + index * 0.001, "type": etype, "data": data, "pt": pt, "doc": doc, "seq": seq}
-                 for index, seq, etype, data, pt in zip(range(n), self.tab.store.cursors(n), plain.types, plain.datas,
+                 for index, seq, etype, data, pt in zip(range(n), tab.store.cursors(n), plain.types, plain.datas,
                                                         plain.pts)]
         for event in built if plain.observed else ():
             if event["type"] in _OBSERVED_TYPES:
                 self._observe(event)
-        self.tab.store.add_run(built, plain.types, plain.counts, 3 * frame_bytes + 512 * n)
+        tab.store.add_run(built, plain.types, plain.counts, 3 * frame_bytes + 512 * n)
         return True
 
     def _next_sampling_window(self, now: float, cap: int) -> None:
@@ -13494,7 +13496,8 @@ class _TabIntake:
     def _browser_made(self, event: dict, late: bool) -> bool:
         """Did the tab's device's browser make the request a page report names?  If so, the report now
         says what the browser saw (_NetRecord.confirm), and a page that said otherwise is named."""
-        said = self.tab.device.net.confirm(event["data"], late) if isinstance(self.tab.device, _TabDevice) else None
+        tab = self.tab
+        said = tab.device.net.confirm(event["data"], late) if isinstance(tab.device, _TabDevice) else None
         if said:
             self.held.misreported(event["data"], said)
         return said is not None
@@ -13502,22 +13505,24 @@ class _TabIntake:
     def _admit(self, event: dict, size: int) -> None:
         """A held report the browser confirmed joins the store as of now (_HeldReports.release), with
         `came`: when the page sent it (whether an act prompted it is judged by that)."""
-        event["came"], event["t"] = event["t"], self.tab.clock()
+        tab = self.tab
+        event["came"], event["t"] = event["t"], tab.clock()
         self._observe(event)
-        self.tab.store.add(event, size)
+        tab.store.add(event, size)
 
     def _page_dialog(self, data: dict, t: float) -> None:
         """The SDK saw a dialog open or close in a person's tab (_TabHealth.page_dialog): while it is open,
         commands fail fast and waiting ones are failed (the page cannot answer).  In a device the
         device answers dialogs itself (_answer_device_dialog), so these are only kept."""
-        if self.tab.device is not None:
+        tab = self.tab
+        if tab.device is not None:
             return
-        kind = self.tab.health.page_dialog(data, t)
+        kind = tab.health.page_dialog(data, t)
         if kind is None:
             return
-        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=self.tab.id, dialogType=kind)
-        why = self.tab.not_answering() or "a dialog is open"
-        self.tab.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
+        _emit(_bridge_log, logging.INFO, "tab_dialog_open", sessionId=tab.id, dialogType=kind)
+        why = tab.not_answering() or "a dialog is open"
+        tab.pending.fail(lambda: ToolError(why + "; whether the command finished is not known",
                                             "ask the person to close the dialog in the browser, then check",
                                             code="dialog_open"))
 
@@ -13526,32 +13531,33 @@ class _TabIntake:
         """What the session learns from one kept event beyond storing it: open requests (pending until
         answered), a document request's status hidden behind redirects, the tab's visibility and focus,
         its URL after a route change, and the page's own blind spots."""
+        tab = self.tab
         etype = event["type"]
         data = event["data"] if isinstance(event["data"], dict) else {}
-        health = self.tab.health
+        health = tab.health
         if etype == "page.dialog":
             self._page_dialog(data, event["t"])
         elif health.dialog_open is not None:
             health.dialog_open = None  # the page runs again, so its dialog closed
         if etype in ("net.request", "net.pending", "net.ws"):
-            self.tab.bridge.mark_fault(self.tab, event)  # faulted: true only for a fault of this tab
+            tab.bridge.mark_fault(tab, event)  # faulted: true only for a fault of this tab
         if etype == "net.pending" and data.get("requestId"):
-            self.tab.requests.started(event, data)
+            tab.requests.started(event, data)
         elif etype == "net.request" and data.get("requestId"):
-            self.tab.requests.answered(event)
+            tab.requests.answered(event)
             _take_wire_status(data)
             _hide_redirected_status(data)
         elif etype == "page.health":
             health.hidden = bool(data.get("hidden"))
             health.focused = bool(data.get("focused", True))
         elif etype == "route.change" and isinstance(data.get("to"), str):
-            self.tab.url = data["to"][:4096]
+            tab.url = data["to"][:4096]
         elif etype == "blind-spot":
             try:
                 count = int(data["count"]) if data.get("count") is not None else 1
             except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity (_loads_frame)
                 count = 1
-            self.tab.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
+            tab.store.note_blind_spot(str(data.get("reason", "unknown")), count, str(data.get("detail") or ""))
 
 
 class _TabCommands:
