@@ -11163,6 +11163,15 @@ def _sent_by(site: Optional[str], origin: Optional[str], referer: Optional[str])
     return {"site": site[:20] if site else None, "from": sender[:300] if sender else None}
 
 
+def _sent_by_its_origin(rec: dict) -> bool:
+    """Whether the browser says a page of the request's own origin (or the user) sent it, or says
+    nothing: Sec-Fetch-Site `same-origin`/`none`, else an Origin/Referer on the request's own host."""
+    site, sender = rec.get("site"), rec.get("from")
+    if site:
+        return site in SERVER_TICKET_SITES
+    return not sender or urllib.parse.urlsplit(sender).netloc.lower() == rec["host"].lower()
+
+
 _COOKIE_PATH_RE = re.compile(r"[^A-Za-z0-9\-._~%!$&'()*+=:@/]")
 
 
@@ -11176,8 +11185,11 @@ def _redirect_mark(rec: dict, mark: str, status: Any, location: Optional[str]) -
     same-origin redirect carries the mark on to where it leads (the daemon takes a mark once more
     after a 3xx) in a cookie set with HttpOnly, readable by no script, living seconds, scoped to
     the redirect's path; any other answer removes the spent mark from the request's path, so that
-    no page reads it after, and the SDK's next mark there is not shadowed by an HttpOnly one."""
-    if rec["via"] != "cookie":
+    no page reads it after, and the SDK's next mark there is not shadowed by an HttpOnly one.  A
+    request another page sent (a page on another port can read a mark's cookie and replay it) sets
+    and clears nothing: the daemon refuses its record, and its answer must not void the tab's own
+    navigation by clearing, or planting, the cookie that navigation's redirect carries."""
+    if rec["via"] != "cookie" or not _sent_by_its_origin(rec):
         return None
     to = urllib.parse.urlsplit(location or "")
     if isinstance(status, int) and 300 <= status < 400 and location and (

@@ -858,11 +858,17 @@ def test_the_middleware_names_the_sender_and_carries_a_navigations_mark_across_i
         assert ("Set-Cookie", "__reticle_mark=%s; Path=/done; Max-Age=10; SameSite=Strict; HttpOnly" % mark) in [
             (k.title(), v) for k, v in out], out
         assert records[-1]["site"] == "same-origin" and records[-1]["via"] == "cookie"
-        out = call({"Host": "127.0.0.1:1", "Cookie": cookie, "Referer": "http://127.0.0.1:9/spy?q=1",
+        out = call({"Host": "127.0.0.1:1", "Cookie": cookie, "Referer": "http://127.0.0.1:1/page?q=1",
                     "X-To": "http://127.0.0.1:1/a;b/c"})
         assert ("Set-Cookie", "__reticle_mark=%s; Path=/; Max-Age=10; SameSite=Strict; HttpOnly" % mark) in [
             (k.title(), v) for k, v in out], out  # a path a cookie attribute could misread: the root
-        assert (records[-1]["site"], records[-1]["from"]) == (None, "http://127.0.0.1:9")
+        assert (records[-1]["site"], records[-1]["from"]) == (None, "http://127.0.0.1:1")
+        # a page on another port replaying a mark it read: its answers neither carry the mark on nor clear
+        # it, so they cannot void (or plant) the cookie the tab's own redirect carries to the same path
+        for sender in ({"Sec-Fetch-Site": "same-site", "X-To": "/done"}, {"Sec-Fetch-Site": "cross-site", "X-To": "http://127.0.0.1:2/"},
+                       {"Referer": "http://127.0.0.1:9/spy?q=1", "X-To": "/done"}, {"Origin": "http://127.0.0.1:9", "X-To": "http://127.0.0.1:2/"}):
+            out = call(dict(sender, Host="127.0.0.1:1", Cookie=cookie))
+            assert not [k for k, _ in out if k.lower() == "set-cookie"], (sender, out)
         # a redirect to another host, or any other answer: the spent mark is removed from the request's path
         out = call({"Host": "127.0.0.1:1", "Cookie": cookie, "X-To": "http://127.0.0.1:2/done"})
         assert [v for k, v in out if k.lower() == "set-cookie"] == [
@@ -870,7 +876,7 @@ def test_the_middleware_names_the_sender_and_carries_a_navigations_mark_across_i
         # a header mark sets no cookie
         out = call({"Host": "127.0.0.1:1", "X-Reticle-Mark": mark, "X-To": "/done", "Origin": "http://127.0.0.1:1"})
         assert not [k for k, _ in out if k.lower() == "set-cookie"], out
-        assert records[-1]["from"] == "http://127.0.0.1:1" and len(records) == 4
+        assert records[-1]["from"] == "http://127.0.0.1:1" and len(records) == 8
 
 
 def test_a_real_app_with_no_daemon_serves_and_writes(tmp_path):
