@@ -287,7 +287,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // == Section: config == configuration, caps, and the natives captured before any page script runs
   // provides: CONFIG, SCRIPT_EL, CFG, VERSION, PROTOCOL_VERSION, MAX_FRAME, BATCH_MAX_EVENTS,
   //   BATCH_MAX_BYTES, QUEUE_MAX, OPEN_QUEUE_MAX, BUFFERED_MAX, RESULT_QUEUE_MAX, BODY_CAP, BODY_SCAN,
-  //   FRAME_DATA_CAP, STACK_CAP, ERROR_CAP, REDACTED, PREFIX, N
+  //   FRAME_DATA_CAP, STACK_CAP, ERROR_CAP, REDACTED, PREFIX, N, NAT, uncurry, captureFunctions, eitherOf,
+  //   captureRegExp, rxMatches, rxExpand, rxReplace, rxSplit, HELD_PLATFORM, HELD_NAMES, captureHeld,
+  //   descOf, heldMethod, invoke, byName, TO_JSON, ownJson, stringify
+  // uses: S (04)
+  /* eslint-disable no-restricted-syntax -- this section makes the captures, before any page script runs */
   var CONFIG = /*__RETICLE_CONFIG__*/null;
   if (typeof window === 'undefined' || typeof document === 'undefined') return;
   if (window.reticle && window.reticle.__reticleSdk) return; // loaded twice: keep the first copy
@@ -340,6 +344,315 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     N.Promise = w.Promise;
   })();
 
+
+  // ---- every built-in the SDK calls, captured before any page script can patch it ---------------
+  // The SDK calls what it captured here, never a method it looks up on a prototype at call time: a page
+  // that patches String.prototype.replace, Array.prototype.push, RegExp.prototype.exec, Function.prototype
+  // .call, EventTarget.prototype.addEventListener or Element.prototype.getAttribute after the SDK started
+  // (a device starts it before any page script) changes nothing the SDK computes, sends or fetches.
+  // N.push(list, x) stands for list.push(x), and so on (tools/eslint.config.mjs refuses the other spelling).
+  var NAT = {
+    apply: Reflect.apply,
+    gpo: Object.getPrototypeOf,
+    gopd: Object.getOwnPropertyDescriptor,
+    names: Object.getOwnPropertyNames,
+    create: Object.create,
+    // uncurry(String.prototype.trim)(s) is s.trim(), through a bound `call`: no lookup at call time
+    bindCall: Function.prototype.bind.bind(Function.prototype.call),
+    RegExp: RegExp,
+    Map: Map,
+    WeakMap: WeakMap,
+    Promise: Promise,
+    stringify: JSON.stringify
+  };
+  function uncurry(fn) {
+    return NAT.bindCall(fn);
+  }
+  function captureFunctions() {
+    var O = Object,
+      M = Math,
+      A = Array.prototype,
+      S = String.prototype;
+    N.apply = NAT.apply;
+    N.call = uncurry(Function.prototype.call);
+    N.bind = uncurry(Function.prototype.bind);
+    N.hasOwn = uncurry(O.prototype.hasOwnProperty);
+    N.fnToString = uncurry(Function.prototype.toString);
+    var statics = { keys: O.keys, defineProperty: O.defineProperty, getOwnPropertyDescriptor: NAT.gopd,
+      getPrototypeOf: NAT.gpo, assign: O.assign, is: O.is, freeze: O.freeze, isArray: Array.isArray,
+      arrayFrom: Array.from, round: M.round, max: M.max, min: M.min, floor: M.floor, ceil: M.ceil, abs: M.abs,
+      random: M.random, Map: Map, Set: Set, WeakMap: WeakMap, WeakSet: WeakSet, RegExp: RegExp, URL: window.URL,
+      Document: window.Document, HTMLFormElement: window.HTMLFormElement };
+    for (var k in statics) if (NAT.apply(O.prototype.hasOwnProperty, statics, [k])) N[k] = statics[k];
+    N.dateISO = uncurry(Date.prototype.toISOString);
+    N.dateTime = uncurry(Date.prototype.getTime);
+    // arrays (generic: they take array-likes such as a NodeList or arguments as well), then strings
+    var names = ['push', 'join', 'map', 'filter', 'some', 'every', 'reduce', 'shift', 'pop', 'splice', 'unshift',
+      'sort'];
+    for (var i = 0; i < names.length; i++) N[names[i]] = uncurry(A[names[i]]);
+    names = ['toLowerCase', 'toUpperCase', 'trim', 'charAt', 'charCodeAt', 'normalize'];
+    for (i = 0; i < names.length; i++) N[names[i]] = uncurry(S[names[i]]);
+    // a string's or an array's, as the receiver is
+    names = ['slice', 'indexOf', 'lastIndexOf', 'concat'];
+    for (i = 0; i < names.length; i++) N[names[i]] = eitherOf(S[names[i]], A[names[i]]);
+    NAT.sSlice = uncurry(S.slice);
+    NAT.sIndexOf = uncurry(S.indexOf);
+    NAT.aSlice = uncurry(A.slice);
+    // Promise's own functions, ArrayBuffer.isView
+    var P = NAT.Promise;
+    N.resolve = function (v) {
+      return NAT.apply(P.resolve, P, [v]);
+    };
+    N.reject = function (e) {
+      return NAT.apply(P.reject, P, [e]);
+    };
+    N.all = function (list) {
+      return NAT.apply(P.all, P, [list]);
+    };
+    var isView = ArrayBuffer.isView;
+    N.isView = function (v) {
+      return NAT.apply(isView, ArrayBuffer, [v]);
+    };
+  }
+  // the arguments are passed on as given: concat(a, undefined) is not concat(a)
+  function eitherOf(forString, forArray) {
+    return function (x) {
+      var args = [];
+      for (var i = 1; i < arguments.length; i++) args[i - 1] = arguments[i];
+      return NAT.apply(typeof x === 'string' ? forString : forArray, x, args);
+    };
+  }
+
+  // Regular expressions, matched by the captured exec alone.  The built-in test, replace, split and search
+  // look up `exec`, `flags` and Symbol.replace/split/search on the pattern (or on String.prototype, for a
+  // string pattern) at call time: a page could answer in their place.
+  function captureRegExp() {
+    var R = RegExp.prototype;
+    NAT.exec = uncurry(R.exec);
+    NAT.source = uncurry(NAT.gopd(R, 'source').get);
+    NAT.flags = uncurry(NAT.gopd(R, 'flags').get);
+    NAT.wmGet = uncurry(WeakMap.prototype.get);
+    NAT.wmSet = uncurry(WeakMap.prototype.set);
+    NAT.globals = new NAT.WeakMap();
+    // a text spec the SDK made has a test of its own
+    N.exec = function (re, s) {
+      return re instanceof NAT.RegExp ? NAT.exec(re, s) : re.exec(s);
+    };
+    N.test = function (re, s) {
+      return re instanceof NAT.RegExp ? NAT.exec(re, s) !== null : re.test(s);
+    };
+    N.replace = rxReplace;
+    N.split = rxSplit;
+    N.search = function (s, re) {
+      var m = NAT.exec(new NAT.RegExp(NAT.source(re), NAT.flags(re)), String(s));
+      return m === null ? -1 : m.index;
+    };
+  }
+  // the matches of re in s: all of them, or the first
+  function rxMatches(re, s, all) {
+    var g = NAT.wmGet(NAT.globals, re);
+    if (!g) {
+      var flags = NAT.flags(re);
+      g = new NAT.RegExp(NAT.source(re), NAT.sIndexOf(flags, 'g') === -1 ? flags + 'g' : flags);
+      NAT.wmSet(NAT.globals, re, g);
+    }
+    var out = [],
+      m;
+    g.lastIndex = 0;
+    while ((m = NAT.exec(g, s)) !== null) {
+      var end = m.index + m[0].length;
+      out[out.length] = m;
+      if (!all) break;
+      g.lastIndex = end === m.index ? end + 1 : end;
+    }
+    return out;
+  }
+  // a replacement string's $$, $&, $`, $' and $1..$99, as String.prototype.replace reads them
+  function rxExpand(rep, m, s) {
+    var out = '',
+      i = 0;
+    while (i < rep.length) {
+      var c = rep[i],
+        d = rep[i + 1];
+      if (c !== '$' || d === undefined) {
+        out += c;
+        i++;
+        continue;
+      }
+      var two = d >= '0' && d <= '9' && rep[i + 2] >= '0' && rep[i + 2] <= '9' ? +(d + rep[i + 2]) : -1,
+        n = two > 0 && two < m.length ? two : d >= '1' && d <= '9' && +d < m.length ? +d : -1;
+      if (d === '$') out += '$';
+      else if (d === '&') out += m[0];
+      else if (d === '`') out += NAT.sSlice(s, 0, m.index);
+      else if (d === "'") out += NAT.sSlice(s, m.index + m[0].length);
+      else if (n > 0) out += m[n] === undefined ? '' : m[n];
+      else out += '$' + d;
+      i += n > 9 ? 3 : 2;
+    }
+    return out;
+  }
+  function rxReplace(s, pattern, rep) {
+    s = String(s);
+    var found;
+    if (typeof pattern === 'string') {
+      var at = NAT.sIndexOf(s, pattern);
+      found = at === -1 ? [] : [{ 0: pattern, length: 1, index: at }];
+    } else found = rxMatches(pattern, s, NAT.sIndexOf(NAT.flags(pattern), 'g') !== -1);
+    var out = '',
+      last = 0;
+    for (var i = 0; i < found.length; i++) {
+      var m = found[i];
+      out += NAT.sSlice(s, last, m.index);
+      if (typeof rep === 'function') {
+        var args = NAT.aSlice(m, 0);
+        args[args.length] = m.index;
+        args[args.length] = s;
+        out += String(NAT.apply(rep, undefined, args));
+      } else out += rxExpand(String(rep), m, s);
+      last = m.index + m[0].length;
+    }
+    return out + NAT.sSlice(s, last);
+  }
+  function rxSplit(s, sep, limit) {
+    s = String(s);
+    var out = [],
+      last = 0,
+      max = limit === undefined ? 4294967295 : limit >>> 0;
+    if (max === 0) return out;
+    if (typeof sep === 'string' && sep !== '') {
+      for (var at = NAT.sIndexOf(s, sep); at !== -1 && out.length < max; at = NAT.sIndexOf(s, sep, last)) {
+        out[out.length] = NAT.sSlice(s, last, at);
+        last = at + sep.length;
+      }
+    } else {
+      var found = rxMatches(sep === '' ? /(?:)/ : sep, s, true);
+      for (var i = 0; i < found.length && out.length < max; i++) {
+        var m = found[i];
+        if (m[0].length === 0 && (m.index === 0 || m.index >= s.length)) continue;
+        out[out.length] = NAT.sSlice(s, last, m.index);
+        for (var k = 1; k < m.length && out.length < max; k++) out[out.length] = m[k];
+        last = m.index + m[0].length;
+      }
+    }
+    if (out.length < max) out[out.length] = NAT.sSlice(s, last);
+    return out;
+  }
+
+  // Methods by the prototype that holds them: a built-in object (an array, a Map, a promise, a node, a
+  // socket...) gets the method its true prototype held when the SDK started; anything else (the SDK's own
+  // objects, a page's thenable) its own.  A page that gives an object a prototype of its own (a custom
+  // element's class) gets what that prototype says, as its own objects would.
+  var HELD_PLATFORM = ['EventTarget', 'Node', 'Element', 'HTMLElement', 'SVGElement', 'Document',
+    'DocumentFragment', 'ShadowRoot', 'HTMLFormElement', 'HTMLInputElement', 'HTMLTextAreaElement',
+    'HTMLSelectElement', 'HTMLSlotElement', 'HTMLAnchorElement', 'HTMLCollection', 'HTMLFormControlsCollection',
+    'NodeList', 'Window', 'Storage', 'MutationObserver', 'PerformanceObserver', 'PerformanceObserverEntryList',
+    'Performance', 'Response', 'Request', 'Headers', 'FormData', 'URLSearchParams', 'Blob', 'ReadableStream',
+    'ReadableStreamDefaultReader', 'TextDecoder', 'WebSocket', 'XMLHttpRequest', 'EventSource', 'Crypto',
+    'WeakRef', 'Selection', 'Range', 'History', 'Animation', 'DataTransfer', 'Event', 'CustomEvent',
+    'CSSStyleDeclaration', 'Navigator', 'BroadcastChannel', 'MessagePort'];
+  // every other method the SDK calls, by name: N.get(map, k) is map.get(k) through the held method
+  var HELD_NAMES = ['forEach', 'get', 'set', 'has', 'add', 'delete', 'then', 'catch', 'getAttribute',
+    'hasAttribute', 'closest', 'contains', 'addEventListener', 'removeEventListener', 'dispatchEvent',
+    'querySelector', 'querySelectorAll', 'focus', 'blur', 'click', 'submit', 'requestSubmit', 'observe',
+    'disconnect', 'takeRecords', 'getItem', 'setItem', 'getBoundingClientRect', 'cancel', 'decode', 'read',
+    'close', 'getRootNode', 'clone', 'text', 'deref', 'getReader', 'matches', 'scrollIntoView',
+    'elementFromPoint', 'getElementById', 'getComputedStyle', 'getSelection', 'createRange',
+    'selectNodeContents', 'collapse', 'removeAllRanges', 'addRange', 'execCommand', 'setSelectionRange',
+    'setData', 'send', 'getRandomValues', 'randomUUID', 'setRequestHeader', 'getAllResponseHeaders',
+    'getResponseHeader', 'getEntriesByType', 'getEntries', 'namedItem', 'assignedElements', 'replaceState',
+    'hasFocus'];
+  function captureHeld() {
+    var protos = [Object.prototype, Array.prototype, String.prototype, RegExp.prototype, Map.prototype,
+      Set.prototype, WeakMap.prototype, WeakSet.prototype, Promise.prototype, Number.prototype,
+      Function.prototype, Date.prototype];
+    for (var i = 0; i < HELD_PLATFORM.length; i++) {
+      var C = window[HELD_PLATFORM[i]];
+      if (typeof C === 'function' && C.prototype) protos[protos.length] = C.prototype;
+    }
+    NAT.held = new NAT.Map();
+    NAT.mapGet = uncurry(NAT.Map.prototype.get);
+    var mapSet = uncurry(NAT.Map.prototype.set);
+    for (var p = 0; p < protos.length; p++) {
+      var names = NAT.names(protos[p]),
+        held = NAT.create(null);
+      for (var n = 0; n < names.length; n++) {
+        var d = NAT.gopd(protos[p], names[n]);
+        if (d && typeof d.value === 'function') held[names[n]] = d.value;
+      }
+      mapSet(NAT.held, protos[p], held);
+    }
+    NAT.descs = new NAT.Map();
+    for (p = 0; p < protos.length; p++) {
+      var all = NAT.create(null);
+      names = NAT.names(protos[p]);
+      for (n = 0; n < names.length; n++) all[names[n]] = NAT.gopd(protos[p], names[n]);
+      mapSet(NAT.descs, protos[p], all);
+    }
+    for (var b = 0; b < HELD_NAMES.length; b++) N[HELD_NAMES[b]] = byName(HELD_NAMES[b]);
+    N.invoke = invoke;
+    N.descOf = descOf;
+  }
+  // a property's descriptor as a built-in prototype held it when the SDK started (a page may redefine
+  // Document.prototype.cookie's accessors, or a form's): the live one for any other object
+  function descOf(proto, key) {
+    var held = NAT.mapGet(NAT.descs, proto);
+    return held !== undefined && held[key] !== undefined ? held[key] : NAT.gopd(proto, key);
+  }
+  function heldMethod(x, name) {
+    if (x === null || x === undefined) return null;
+    for (var p = NAT.gpo(Object(x)), hops = 0; p !== null && hops < 64; p = NAT.gpo(p), hops++) {
+      var held = NAT.mapGet(NAT.held, p);
+      if (held !== undefined && held[name] !== undefined) return held[name];
+      if (held === undefined && N.hasOwn(p, name)) return null; // a prototype of the page's own comes first
+    }
+    return null;
+  }
+  // N.invoke(x, 'name', a, b) is x.name(a, b) through the method x's built-in prototype held
+  function invoke(x, name) {
+    var args = [];
+    for (var i = 2; i < arguments.length; i++) args[i - 2] = arguments[i];
+    return NAT.apply(heldMethod(x, name) || x[name], x, args);
+  }
+  function byName(name) {
+    return function (x) {
+      var args = [];
+      for (var i = 1; i < arguments.length; i++) args[i - 1] = arguments[i];
+      return NAT.apply(heldMethod(x, name) || x[name], x, args);
+    };
+  }
+
+  // JSON.stringify asks each object for a toJSON at call time (a page may put one on Object.prototype and
+  // rewrite every message): while one of the prototypes the SDK's values come from has one, the SDK writes
+  // its JSON itself, from own enumerable keys alone.
+  var TO_JSON = [Object.prototype, Array.prototype, String.prototype, Number.prototype, Boolean.prototype];
+  function ownJson(v) {
+    if (v === null || typeof v !== 'object') return typeof v === 'function' ? undefined : NAT.stringify(v);
+    if (v instanceof Date) return NAT.stringify(N.dateISO(v));
+    var out = [],
+      i;
+    if (N.isArray(v)) {
+      for (i = 0; i < v.length; i++) {
+        var item = ownJson(v[i]);
+        out[i] = item === undefined ? 'null' : item;
+      }
+      return '[' + N.join(out, ',') + ']';
+    }
+    var keys = N.keys(v);
+    for (i = 0; i < keys.length; i++) {
+      var val = ownJson(v[keys[i]]);
+      if (val !== undefined) out[out.length] = NAT.stringify(keys[i]) + ':' + val;
+    }
+    return '{' + N.join(out, ',') + '}';
+  }
+  function stringify(v) {
+    for (var i = 0; i < TO_JSON.length; i++) if (N.hasOwn(TO_JSON[i], 'toJSON')) return ownJson(v);
+    return NAT.stringify(v);
+  }
+  captureFunctions();
+  captureRegExp();
+  captureHeld();
+  N.stringify = stringify;
+  /* eslint-enable no-restricted-syntax */
   // == Section: relay == a device's bridge: the relay's MessagePort
   // provides: relaySockets
   // uses: CFG (01), N (01)
@@ -352,11 +665,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var P = window.MessagePort && MessagePort.prototype,
       E = window.MessageEvent && MessageEvent.prototype,
       apply = Reflect.apply,
-      getData = Object.getOwnPropertyDescriptor(E, 'data').get,
-      getPorts = Object.getOwnPropertyDescriptor(E, 'ports').get,
+      getData = N.getOwnPropertyDescriptor(E, 'data').get,
+      getPorts = N.getOwnPropertyDescriptor(E, 'ports').get,
       stopNow = Event.prototype.stopImmediatePropagation,
       postPort = P.postMessage,
-      setOnMessage = Object.getOwnPropertyDescriptor(P, 'onmessage').set;
+      setOnMessage = N.getOwnPropertyDescriptor(P, 'onmessage').set;
     function post(m) {
       apply(postPort, port, [m]);
     }
@@ -381,8 +694,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (s.onclose) s.onclose({ code: d.code, reason: d.reason || '' });
       }
     }
-    window.addEventListener(
-      'message',
+    N.addEventListener(window, 'message',
       function (m) {
         var d = apply(getData, m, []);
         if (port || !d || typeof d !== 'object' || d.reticleRelay !== nonce) return;
@@ -394,8 +706,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         for (var i = 0; i < queued.length; i++) post({ op: 'open', id: queued[i] });
         queued = [];
       },
-      true
-    );
+      true);
     return function (url) {
       var id = nextId++;
       var s = { url: url, readyState: 0, bufferedAmount: 0, onopen: null, onmessage: null, onclose: null };
@@ -410,7 +721,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       };
       socks[id] = s;
       if (port) post({ op: 'open', id: id });
-      else queued.push(id);
+      else N.push(queued, id);
       return s;
     };
   }
@@ -431,27 +742,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
   function microtask(fn) {
-    N.Promise.resolve().then(fn);
+    N.then(N.resolve(), fn);
   }
   function hasOwn(o, k) {
-    return Object.prototype.hasOwnProperty.call(o, k);
+    return N.hasOwn(o, k);
   }
   function isObj(v) {
     return v !== null && typeof v === 'object';
   }
   function clip(s, n) {
     s = String(s == null ? '' : s);
-    return s.length > n ? s.slice(0, n) + '\u2026' : s;
+    return s.length > n ? N.slice(s, 0, n) + '\u2026' : s;
   }
   function collapse(s) {
-    return String(s == null ? '' : s)
-      .replace(/\s+/g, ' ')
-      .trim();
+    return N.trim(N.replace(String(s == null ? '' : s), /\s+/g, ' '));
   }
   function norm(s) {
     s = collapse(s);
     try {
-      s = s.normalize('NFC');
+      s = N.normalize(s, 'NFC');
     } catch (e) {
       /* old engines */
     }
@@ -461,7 +770,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       return (
         typeof f === 'function' &&
-        /\[native code\]\s*\}\s*$/.test(Function.prototype.toString.call(f))
+        N.test(/\[native code\]\s*\}\s*$/, N.fnToString(f))
       );
     } catch (e) {
       return false;
@@ -469,33 +778,33 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function uuid() {
     try {
-      if (window.crypto && window.crypto.randomUUID) return window.crypto.randomUUID();
+      if (window.crypto && window.crypto.randomUUID) return N.randomUUID(window.crypto);
     } catch (e) {
       /* insecure ctx */
     }
     var b = new Uint8Array(16);
     try {
-      window.crypto.getRandomValues(b);
+      N.getRandomValues(window.crypto, b);
     } catch (e) {
-      for (var i = 0; i < 16; i++) b[i] = Math.floor(Math.random() * 256);
+      for (var i = 0; i < 16; i++) b[i] = N.floor(N.random() * 256);
     }
     b[6] = (b[6] & 15) | 64;
     b[8] = (b[8] & 63) | 128;
     var h = '';
     for (var j = 0; j < 16; j++) {
-      h += (b[j] + 256).toString(16).slice(1);
+      h += N.slice(N.invoke(b[j] + 256, 'toString', 16), 1);
       if (j === 3 || j === 5 || j === 7 || j === 9) h += '-';
     }
     return h;
   }
   function rand36(n) {
     var s = '';
-    while (s.length < n) s += Math.random().toString(36).slice(2);
-    return s.slice(0, n);
+    while (s.length < n) s += N.slice(N.invoke(N.random(), 'toString', 36), 2);
+    return N.slice(s, 0, n);
   }
   function ssGet(k) {
     try {
-      return window.sessionStorage.getItem(k);
+      return N.getItem(window.sessionStorage, k);
     } catch (e) {
       return null;
     }
@@ -503,7 +812,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function ssSet(k, v) {
     try {
       STORAGE_MUTE++;
-      window.sessionStorage.setItem(k, v);
+      N.setItem(window.sessionStorage, k, v);
     } catch (e) {
       /* private mode */
     } finally {
@@ -542,7 +851,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   );
   var OWN_KEYS = { sessionId: 1, documentId: 1, requestId: 1 }; // our own identifiers, not secrets
   function isSensitiveKey(k) {
-    return typeof k === 'string' && k.length > 0 && !OWN_KEYS[k] && SENSITIVE_KEY.test(k);
+    return typeof k === 'string' && k.length > 0 && !OWN_KEYS[k] && N.test(SENSITIVE_KEY, k);
   }
   var EXTRA_KEYS = [];
   function keySensitive(k) {
@@ -564,7 +873,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function scrub(s) {
     if (typeof s !== 'string' || s.length < 8) return s;
     for (var i = 0; i < SECRET_PATTERNS.length; i++)
-      s = s.replace(SECRET_PATTERNS[i][0], SECRET_PATTERNS[i][1]);
+      s = N.replace(s, SECRET_PATTERNS[i][0], SECRET_PATTERNS[i][1]);
     return s;
   }
   var KV_PAIR =
@@ -572,9 +881,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function scrubText(s) {
     if (typeof s !== 'string') return s;
     s = scrub(s);
-    return s.replace(KV_PAIR, function (all, lead, key, val) {
+    return N.replace(s, KV_PAIR, function (all, lead, key, val) {
       if (!keySensitive(key)) return all;
-      var q = val.charAt(0) === '"' ? '"' : val.charAt(0) === "'" ? "'" : '';
+      var q = N.charAt(val, 0) === '"' ? '"' : N.charAt(val, 0) === "'" ? "'" : '';
       return lead + q + REDACTED + q;
     });
   }
@@ -586,11 +895,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return '';
       }
     }
-    var out = u.replace(
-      /^([a-z][a-z0-9+.-]*:\/\/)([^\/@?#:]*):([^\/@?#]*)@/i,
-      '$1$2:' + REDACTED + '@'
-    );
-    out = out.replace(/([?&#;])([^=&#;]+)=([^&#;]*)/g, function (all, sep, k, v) {
+    var out = N.replace(u, /^([a-z][a-z0-9+.-]*:\/\/)([^\/@?#:]*):([^\/@?#]*)@/i,
+      '$1$2:' + REDACTED + '@');
+    out = N.replace(out, /([?&#;])([^=&#;]+)=([^&#;]*)/g, function (all, sep, k, v) {
       var key = k;
       try {
         key = decodeURIComponent(k);
@@ -599,10 +906,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       return keySensitive(key) ? sep + k + '=' + REDACTED : all;
     });
-    out = out.replace(
+    out = N.replace(
+      out,
       /(\/(?:reset|verify|confirm|activate|invite|magic|magiclink|magic-link|token|key|oauth|unsubscribe|password)[^\/?#]*\/)([^\/?#]{12,})/gi,
-      '$1' + REDACTED
-    );
+      '$1' + REDACTED);
     return scrub(out);
   }
 
@@ -612,10 +919,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (n === window) return '[Window]';
       if (n === document) return '[Document]';
       if (n.nodeType === 1) {
-        var s = '<' + n.tagName.toLowerCase();
+        var s = '<' + N.toLowerCase(n.tagName);
         if (n.id) s += '#' + n.id;
-        if (typeof n.className === 'string' && n.className.trim())
-          s += '.' + n.className.trim().split(/\s+/).slice(0, 3).join('.');
+        if (typeof n.className === 'string' && N.trim(n.className))
+          s += '.' + N.join(N.slice(N.split(N.trim(n.className), /\s+/), 0, 3), '.');
         return s + '>';
       }
       if (n.nodeType === 3) return '#text "' + clip(collapse(n.data), 40) + '"';
@@ -647,7 +954,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function sanStr(ctx, s, key) {
     var cap = key === 'error' ? ERROR_CAP : ctx.maxStr;
     if (s.length > cap) {
-      s = s.slice(0, cap) + '\u2026[TRUNCATED]';
+      s = N.slice(s, 0, cap) + '\u2026[TRUNCATED]';
       ctx.cut++;
     }
     if (ctx.opt.redact !== false) s = scrub(s);
@@ -669,36 +976,36 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     var special = sanSpecial(ctx, v);
     if (special !== SAN_PLAIN) return special;
-    if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
+    if (N.indexOf(ctx.stack, v) >= 0) return '[CIRCULAR]';
     if (depth >= ctx.maxDepth) return sanDeep(ctx, v);
-    ctx.stack.push(v);
+    N.push(ctx.stack, v);
     try {
-      if (Array.isArray(v) || (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView)))
+      if (N.isArray(v) || (ArrayBuffer.isView && N.isView(v) && !(v instanceof DataView)))
         return sanArray(ctx, v, depth);
       if (typeof Map !== 'undefined' && v instanceof Map) {
         var mo = {},
           i = 0;
-        v.forEach(function (mv, mk) {
+        N.forEach(v, function (mv, mk) {
           if (i++ < ctx.maxItems) mo[String(mk)] = mv;
         });
         return sanWalk(ctx, mo, depth, key);
       }
       if (typeof Set !== 'undefined' && v instanceof Set) {
         var sa = [];
-        v.forEach(function (sv) {
-          if (sa.length < ctx.maxItems) sa.push(sv);
+        N.forEach(v, function (sv) {
+          if (sa.length < ctx.maxItems) N.push(sa, sv);
         });
         return sanWalk(ctx, sa, depth, key);
       }
       return sanObject(ctx, v, depth);
     } finally {
-      ctx.stack.pop();
+      N.pop(ctx.stack);
     }
   }
   // A date, an error, a regex or a DOM node as its short form; SAN_PLAIN for anything else.
   function sanSpecial(ctx, v) {
     try {
-      if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
+      if (v instanceof Date) return isNaN(N.getTime(v)) ? null : N.toISOString(v);
       if (v instanceof Error)
         return { name: sanStr(ctx, String(v.name || 'Error')), message: sanStr(ctx, String(v.message || '')) };
       if (v instanceof RegExp) return String(v);
@@ -711,9 +1018,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // A container past the depth cap: its size only.
   function sanDeep(ctx, v) {
     ctx.cut++;
-    if (Array.isArray(v)) return '[Array(' + v.length + ')]';
+    if (N.isArray(v)) return '[Array(' + v.length + ')]';
     try {
-      return '{\u2026' + Object.keys(v).length + ' keys}';
+      return '{\u2026' + N.keys(v).length + ' keys}';
     } catch (e) {
       return '{\u2026}';
     }
@@ -722,12 +1029,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var res = [];
     for (var i = 0; i < v.length; i++) {
       if (i >= ctx.maxItems || ctx.budget <= 0) {
-        res.push('[TRUNCATED ' + (v.length - i) + ' more]');
+        N.push(res, '[TRUNCATED ' + (v.length - i) + ' more]');
         ctx.cut++;
         break;
       }
       var x = sanWalk(ctx, v[i], depth + 1, null);
-      res.push(x === undefined ? null : x);
+      N.push(res, x === undefined ? null : x);
     }
     return res;
   }
@@ -735,7 +1042,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var res = {};
     var keys;
     try {
-      keys = Object.keys(v);
+      keys = N.keys(v);
     } catch (e) {
       return '[UNSERIALIZABLE]';
     }
@@ -751,7 +1058,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   // One key of an object into res: a sensitive key's scalar redacted, anything else walked.
   function sanKey(ctx, res, v, k, depth) {
-    var kk = k.length > 256 ? k.slice(0, 256) : k;
+    var kk = k.length > 256 ? N.slice(k, 0, 256) : k;
     ctx.budget -= kk.length;
     if (ctx.opt.redact !== false && keySensitive(k)) {
       // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)
@@ -842,7 +1149,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   };
 
   function now() {
-    return Math.round(N.now() * 10) / 10;
+    return N.round(N.now() * 10) / 10;
   }
 
   // report an internal failure without throwing into the app
@@ -866,7 +1173,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function guard(site, fn) {
     return function () {
       try {
-        return fn.apply(this, arguments);
+        return N.apply(fn, this, arguments);
       } catch (e) {
         internal(site, e);
       }
@@ -908,7 +1215,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (s.length > MAX_FRAME - 1024) {
         var size = s.length;
         s = instead({ truncatedEvent: true, originalBytes: size });
-        S.outbox.push({ s: s, churn: false });
+        N.push(S.outbox, { s: s, churn: false });
         var tr = record('truncated', ev.t, {
           what: type,
           count: 1,
@@ -916,9 +1223,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           channel: 'transport',
           dropped: 1
         });
-        S.outbox.push({ s: N.stringify(tr), churn: false });
+        N.push(S.outbox, { s: N.stringify(tr), churn: false });
       } else {
-        S.outbox.push({ s: s, churn: !!CHURN[type] });
+        N.push(S.outbox, { s: s, churn: !!CHURN[type] });
       }
       if (!S.open) S.dropped += trimOutbox(QUEUE_MAX);
       else if (S.outbox.length > OPEN_QUEUE_MAX) S.busyDropped += trimOutbox(OPEN_QUEUE_MAX);
@@ -940,7 +1247,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       if (idx < 0) idx = 0;
       else S.droppedChurn++;
-      S.outbox.splice(idx, 1);
+      N.splice(S.outbox, idx, 1);
       gone++;
     }
     return gone;
@@ -956,7 +1263,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function rawSend(str) {
     try {
       if (S.ws && S.open) {
-        S.ws.send(str);
+        N.send(S.ws, str);
         return true;
       }
     } catch (e) {
@@ -974,7 +1281,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       while (S.results.length) {
         if (!rawSend(S.results[0])) return;
-        S.results.shift();
+        N.shift(S.results);
       }
       if (S.busyDropped > 0) {
         var lost = record('blind-spot', now(), {
@@ -985,7 +1292,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             S.busyDropped +
             ' event(s) were dropped because the page produced them faster than the socket carried them'
         });
-        S.outbox.unshift({ s: N.stringify(lost), churn: false });
+        N.unshift(S.outbox, { s: N.stringify(lost), churn: false });
         S.busyDropped = 0;
       }
       while (S.outbox.length) {
@@ -1003,16 +1310,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         while (n < S.outbox.length && n < BATCH_MAX_EVENTS) {
           var len = S.outbox[n].s.length;
           if (n > 0 && bytes + len > BATCH_MAX_BYTES) break;
-          parts.push(S.outbox[n].s);
+          N.push(parts, S.outbox[n].s);
           bytes += len + 1;
           n++;
         }
         var frame =
           parts.length === 1
             ? '{"kind":"event","event":' + parts[0] + '}'
-            : '{"kind":"events","events":[' + parts.join(',') + ']}';
+            : '{"kind":"events","events":[' + N.join(parts, ',') + ']}';
         if (!rawSend(frame)) return;
-        S.outbox.splice(0, n);
+        N.splice(S.outbox, 0, n);
       }
     } catch (e) {
       internal('transport', e);
@@ -1055,10 +1362,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     // already hold them (a request the handler started, a message it logged)
     if (S.open && !S.results.length && S.outbox.length) flush();
     if (S.open && !S.results.length && !S.outbox.length && rawSend(s)) return;
-    S.results.push(s);
+    N.push(S.results, s);
     scheduleFlush();
     if (S.results.length > RESULT_QUEUE_MAX) {
-      S.results.shift();
+      N.shift(S.results);
       S.dropped++;
     }
   }
@@ -1078,7 +1385,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       sessionId: S.sessionId,
       url: clip(redactUrl(location.href), 4000),
       title: clip(document.title || '', 500),
-      adapters: S.adapters.slice(0, 32),
+      adapters: N.slice(S.adapters, 0, 32),
       sdkVersion: VERSION,
       hasCapabilities: S.hasCaps,
       documentId: S.documentId,
@@ -1086,9 +1393,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
     if (S.token) h.token = S.token;
     if (EXTRA_KEYS.length)
-      h.redactKeys = EXTRA_KEYS.filter(function (k) {
+      h.redactKeys = N.slice(N.filter(EXTRA_KEYS, function (k) {
         return typeof k === 'string';
-      }).slice(0, 64);
+      }), 0, 64);
     return N.stringify(h);
   }
   function sendHello() {
@@ -1129,8 +1436,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             ' were churn)'
         });
         var ov = record('transport.overflow', ev.t, { dropped: S.dropped });
-        S.outbox.unshift({ s: N.stringify(ov), churn: false });
-        S.outbox.unshift({ s: N.stringify(ev), churn: false });
+        N.unshift(S.outbox, { s: N.stringify(ov), churn: false });
+        N.unshift(S.outbox, { s: N.stringify(ev), churn: false });
         S.dropped = 0;
         S.droppedChurn = 0;
       }
@@ -1146,7 +1453,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
     ws.onerror = function () {
       try {
-        ws.close();
+        N.close(ws);
       } catch (e) {
         /* already closing */
       }
@@ -1182,7 +1489,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       );
     }
     var delay = S.backoff;
-    S.backoff = Math.min(30000, S.backoff * 2);
+    S.backoff = N.min(30000, S.backoff * 2);
     if (S.retryTimer) N.clearTimeout(S.retryTimer);
     S.retryTimer = N.setTimeout(openSocket, delay);
   }
@@ -1207,11 +1514,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var MARK = { pool: [], on: false, asked: false, header: 'X-Reticle-Mark', cookie: '__reticle_mark' };
   var MARK_LOW = 32; // marks left when the SDK asks the daemon for more
   function onServerMark(msg) {
-    if (!Array.isArray(msg.marks)) return;
+    if (!N.isArray(msg.marks)) return;
     if (msg.reset) MARK.pool = [];
-    msg.marks.forEach(function (m) {
-      if (Array.isArray(m) && /^[A-Za-z0-9_-]{1,32}$/.test(m[0]) && /^[0-9a-f]{32}$/.test(m[1]))
-        MARK.pool.push([String(m[0]), String(m[1])]);
+    N.forEach(msg.marks, function (m) {
+      if (N.isArray(m) && N.test(/^[A-Za-z0-9_-]{1,32}$/, m[0]) && N.test(/^[0-9a-f]{32}$/, m[1]))
+        N.push(MARK.pool, [String(m[0]), String(m[1])]);
     });
     MARK.on = true;
     MARK.asked = false;
@@ -1221,9 +1528,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   // Through the native accessor: the storage observer's cookie patch must not report our own cookie.
   function rawCookie(value) {
-    var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
-    if (value === undefined) return desc && desc.get ? String(desc.get.call(document)) : String(document.cookie);
-    if (desc && desc.set) desc.set.call(document, value);
+    var desc = N.descOf(N.Document.prototype, 'cookie');
+    if (value === undefined) return desc && desc.get ? String(N.call(desc.get, document)) : String(document.cookie);
+    if (desc && desc.set) N.call(desc.set, document, value);
     else document.cookie = value;
     return '';
   }
@@ -1235,12 +1542,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     } catch (e) {
       return '/';
     }
-    var bad = path.search(/[^A-Za-z0-9\-._~%!$&'()*+=:@/]/);
-    return bad === -1 ? path : path.slice(0, path.lastIndexOf('/', bad) + 1) || '/';
+    var bad = N.search(path, /[^A-Za-z0-9\-._~%!$&'()*+=:@/]/);
+    return bad === -1 ? path : N.slice(path, 0, N.lastIndexOf(path, '/', bad) + 1) || '/';
   }
   function clearMarkCookie() {
     try {
-      if (rawCookie().indexOf(MARK.cookie + '=') !== -1) {
+      if (N.indexOf(rawCookie(), MARK.cookie + '=') !== -1) {
         rawCookie(MARK.cookie + '=; path=/; max-age=0; samesite=strict');
         rawCookie(MARK.cookie + '=; path=' + markPath(location.href) + '; max-age=0; samesite=strict');
       }
@@ -1251,7 +1558,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // The next mark for a request to this document's own origin: [id, secret]; false when the pool
   // ran dry (the request goes unmarked and the server's side of it is unknown); asks for more.
   function takeMark() {
-    var m = MARK.pool.shift() || false;
+    var m = N.shift(MARK.pool) || false;
     if (MARK.pool.length <= MARK_LOW && !MARK.asked && S.open) {
       MARK.asked = true;
       rawSend(N.stringify({ kind: 'marks' }));
@@ -1264,12 +1571,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var parent = '';
     try {
       var b = new Uint8Array(8);
-      crypto.getRandomValues(b);
-      for (var i = 0; i < 8; i++) parent += (b[i] < 16 ? '0' : '') + b[i].toString(16);
+      N.getRandomValues(crypto, b);
+      for (var i = 0; i < 8; i++) parent += (b[i] < 16 ? '0' : '') + N.invoke(b[i], 'toString', 16);
     } catch (e) {
       parent = '';
     }
-    if (!/[1-9a-f]/.test(parent)) parent = '00f067aa0ba902b7';
+    if (!N.test(/[1-9a-f]/, parent)) parent = '00f067aa0ba902b7';
     return '00-' + secret + '-' + parent + '-01';
   }
   // Is url a request the server of this document may be asked to mark (same origin, marks on)?
@@ -1356,7 +1663,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     try {
       var r = h(args, msg);
-      if (r && typeof r.then === 'function') r.then(ok, bad);
+      if (r && typeof r.then === 'function') N.then(r, ok, bad);
       else ok(r);
     } catch (e) {
       bad(e);
@@ -1366,7 +1673,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // == Section: refs == refs tied to DOM nodes, ignored subtrees
   // provides: HAS_WEAKREF, REF_OF, EL_OF, REF_MAX, refNext, claimBlock, refFor, sweepRefs, resolveRef,
   //   staleError, mustResolve, IGNORE_SEL, isIgnored, SKIP_TAGS
-  // uses: clip (03), ssGet (03), ssSet (03)
+  // uses: N (01), clip (03), ssGet (03), ssSet (03)
   // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
   var HAS_WEAKREF = typeof WeakRef === 'function';
   var REF_OF = new WeakMap();
@@ -1385,53 +1692,51 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function refFor(el) {
     if (!el || el.nodeType !== 1) return null;
-    var r = REF_OF.get(el);
+    var r = N.get(REF_OF, el);
     if (r) {
-      var h = EL_OF.get(r);
+      var h = N.get(EL_OF, r);
       if (h) {
-        EL_OF.delete(r);
-        EL_OF.set(r, h);
+        N.delete(EL_OF, r);
+        N.set(EL_OF, r, h);
         return r;
       }
     }
     if (refNext >= refBlockEnd) claimBlock();
     refNext++;
     r = 'e' + refNext;
-    REF_OF.set(el, r);
-    EL_OF.set(
-      r,
+    N.set(REF_OF, el, r);
+    N.set(EL_OF, r,
       HAS_WEAKREF
         ? new WeakRef(el)
         : {
             deref: function () {
               return el;
             }
-          }
-    );
+          });
     if (EL_OF.size > REF_MAX) {
-      var first = EL_OF.keys().next().value;
-      EL_OF.delete(first);
+      var first = N.invoke(N.invoke(EL_OF, 'keys'), 'next').value;
+      N.delete(EL_OF, first);
     }
     if (++mints % 1000 === 0) sweepRefs();
     return r;
   }
   function sweepRefs() {
-    EL_OF.forEach(function (h, r) {
-      var el = h.deref();
-      if (!el) EL_OF.delete(r);
+    N.forEach(EL_OF, function (h, r) {
+      var el = N.deref(h);
+      if (!el) N.delete(EL_OF, r);
     });
   }
   function resolveRef(ref) {
     if (typeof ref !== 'string') return null;
-    var h = EL_OF.get(ref);
+    var h = N.get(EL_OF, ref);
     if (!h) return null;
-    var el = h.deref();
+    var el = N.deref(h);
     if (!el || !el.isConnected) {
-      EL_OF.delete(ref);
+      N.delete(EL_OF, ref);
       return null;
     }
-    EL_OF.delete(ref);
-    EL_OF.set(ref, h);
+    N.delete(EL_OF, ref);
+    N.set(EL_OF, ref, h);
     return el;
   }
   function staleError(ref) {
@@ -1455,7 +1760,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     '[data-reticle-overlay],[data-reticle-cursor],[data-reticle-hud],[data-reticle-glow],[data-reticle-mark],[data-reticle-blocker],[data-reticle-ignore],[data-agentation],#__next-build-watcher,nextjs-portal,[data-nextjs-dialog],[data-nextjs-toast],vite-error-overlay';
   function isIgnored(el) {
     try {
-      return !!(el && el.closest && el.closest(IGNORE_SEL));
+      return !!(el && el.closest && N.closest(el, IGNORE_SEL));
     } catch (e) {
       return false;
     }
@@ -1534,30 +1839,30 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     IFRAME: 'iframe'
   };
   function getRole(el) {
-    var r = el.getAttribute && el.getAttribute('role');
-    if (r && r.trim()) return r.trim().split(/\s+/)[0].toLowerCase();
+    var r = el.getAttribute && N.getAttribute(el, 'role');
+    if (r && N.trim(r)) return N.toLowerCase(N.split(N.trim(r), /\s+/)[0]);
     var tag = el.tagName;
-    if (tag === 'A' || tag === 'AREA') return el.hasAttribute('href') ? 'link' : 'generic';
+    if (tag === 'A' || tag === 'AREA') return N.hasAttribute(el, 'href') ? 'link' : 'generic';
     if (tag === 'INPUT') {
-      var t = (el.getAttribute('type') || 'text').toLowerCase();
+      var t = N.toLowerCase(N.getAttribute(el, 'type') || 'text');
       if (t === 'hidden') return 'none';
       if (t === 'file') return 'button';
       if (t === 'search') return 'searchbox';
       if (INPUT_ROLES[t]) return INPUT_ROLES[t];
-      if (el.hasAttribute('list')) return 'combobox';
+      if (N.hasAttribute(el, 'list')) return 'combobox';
       return 'textbox';
     }
     if (tag === 'SELECT') return el.multiple || el.size > 1 ? 'listbox' : 'combobox';
     if (tag === 'HEADER')
-      return el.closest('article,aside,main,nav,section') ? 'generic' : 'banner';
+      return N.closest(el, 'article,aside,main,nav,section') ? 'generic' : 'banner';
     if (tag === 'FOOTER')
-      return el.closest('article,aside,main,nav,section') ? 'generic' : 'contentinfo';
+      return N.closest(el, 'article,aside,main,nav,section') ? 'generic' : 'contentinfo';
     if (tag === 'SECTION')
-      return el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby')
+      return N.hasAttribute(el, 'aria-label') || N.hasAttribute(el, 'aria-labelledby')
         ? 'region'
         : 'generic';
-    if (tag === 'IMG' && el.getAttribute('alt') === '') return 'presentation';
-    if (el.isContentEditable && el.getAttribute('contenteditable') !== null) return 'textbox';
+    if (tag === 'IMG' && N.getAttribute(el, 'alt') === '') return 'presentation';
+    if (el.isContentEditable && N.getAttribute(el, 'contenteditable') !== null) return 'textbox';
     return TAG_ROLES[tag] || 'generic';
   }
   var INTERACTIVE = {
@@ -1635,7 +1940,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     for (var c = node.firstChild; c; c = c.nextSibling) {
       if (c.nodeType === 3) out += c.data;
       else if (c.nodeType === 1) {
-        if (SKIP_TAGS[c.tagName] || c.getAttribute('aria-hidden') === 'true' || c.hidden) continue;
+        if (SKIP_TAGS[c.tagName] || N.getAttribute(c, 'aria-hidden') === 'true' || c.hidden) continue;
         if (c === skip) continue;
         if (c.tagName === 'SELECT') {
           var so = c.selectedOptions && c.selectedOptions[0];
@@ -1644,10 +1949,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         }
         if (c.tagName === 'TEXTAREA') continue;
         if (c.tagName === 'IMG') {
-          out += ' ' + (c.getAttribute('alt') || '') + ' ';
+          out += ' ' + (N.getAttribute(c, 'alt') || '') + ' ';
           continue;
         }
-        if (c.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(c.type)) {
+        if (c.tagName === 'INPUT' && N.test(/^(submit|button|reset)$/i, c.type)) {
           out += ' ' + c.value + ' ';
           continue;
         }
@@ -1663,40 +1968,40 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function ownText(el) {
     var s = '';
     for (var c = el.firstChild; c; c = c.nextSibling) if (c.nodeType === 3) s += c.data;
-    if (el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)) s += ' ' + el.value;
+    if (el.tagName === 'INPUT' && N.test(/^(submit|button|reset)$/i, el.type)) s += ' ' + el.value;
     return norm(s);
   }
   function labelsText(el) {
     var out = [];
     try {
       if (el.labels && el.labels.length)
-        for (var i = 0; i < el.labels.length; i++) out.push(norm(textOf(el.labels[i], 0, el)));
+        for (var i = 0; i < el.labels.length; i++) N.push(out, norm(textOf(el.labels[i], 0, el)));
     } catch (e) {
       /* not labelable */
     }
-    return out.filter(Boolean);
+    return N.filter(out, Boolean);
   }
   function byIdText(el, attr) {
-    var ids = (el.getAttribute(attr) || '').trim();
+    var ids = N.trim(N.getAttribute(el, attr) || '');
     if (!ids) return '';
-    var root = el.getRootNode ? el.getRootNode() : document;
-    var parts = ids.split(/\s+/).map(function (id) {
-      var n = root.getElementById ? root.getElementById(id) : document.getElementById(id);
+    var root = el.getRootNode ? N.getRootNode(el) : document;
+    var parts = N.map(N.split(ids, /\s+/), function (id) {
+      var n = root.getElementById ? N.getElementById(root, id) : N.getElementById(document, id);
       if (!n) return '';
-      return n.getAttribute('aria-label') || textOf(n, 0, el);
+      return N.getAttribute(n, 'aria-label') || textOf(n, 0, el);
     });
-    return norm(parts.join(' '));
+    return norm(N.join(parts, ' '));
   }
   function getName(el, role) {
     try {
       role = role || getRole(el);
       var n = byIdText(el, 'aria-labelledby');
       if (n) return n;
-      n = norm(el.getAttribute('aria-label'));
+      n = norm(N.getAttribute(el, 'aria-label'));
       if (n) return n;
       var tag = el.tagName;
       if (tag === 'IMG' || tag === 'AREA' || (tag === 'INPUT' && el.type === 'image')) {
-        n = norm(el.getAttribute('alt'));
+        n = norm(N.getAttribute(el, 'alt'));
         if (n) return n;
       }
       if (
@@ -1708,34 +2013,34 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         tag === 'OUTPUT'
       ) {
         var lt = labelsText(el);
-        if (lt.length) return lt.join(' ');
-        if (tag === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)) {
+        if (lt.length) return N.join(lt, ' ');
+        if (tag === 'INPUT' && N.test(/^(submit|button|reset)$/i, el.type)) {
           n = norm(
             el.value || (el.type === 'submit' ? 'Submit' : el.type === 'reset' ? 'Reset' : '')
           );
           if (n) return n;
         }
         if (tag !== 'SELECT') {
-          n = norm(el.getAttribute('placeholder'));
+          n = norm(N.getAttribute(el, 'placeholder'));
           if (n) return n;
         }
       }
       if (tag === 'FIELDSET') {
-        var lg = el.querySelector('legend');
+        var lg = N.querySelector(el, 'legend');
         if (lg) {
           n = norm(textOf(lg, 0));
           if (n) return n;
         }
       }
       if (tag === 'TABLE') {
-        var cap = el.querySelector('caption');
+        var cap = N.querySelector(el, 'caption');
         if (cap) {
           n = norm(textOf(cap, 0));
           if (n) return n;
         }
       }
       if (tag === 'DIALOG' || role === 'dialog' || role === 'alertdialog') {
-        var hd = el.querySelector('h1,h2,h3,h4,h5,h6,[role=heading]');
+        var hd = N.querySelector(el, 'h1,h2,h3,h4,h5,h6,[role=heading]');
         if (hd) {
           n = norm(textOf(hd, 0));
           if (n) return clip(n, 120);
@@ -1745,7 +2050,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         n = norm(textOf(el, 0));
         if (n) return clip(n, 200);
       }
-      n = norm(el.getAttribute('title'));
+      n = norm(N.getAttribute(el, 'title'));
       return n || '';
     } catch (e) {
       return '';
@@ -1753,7 +2058,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function styleOf(el) {
     try {
-      return (el.ownerDocument.defaultView || window).getComputedStyle(el);
+      return N.getComputedStyle(el.ownerDocument.defaultView || window, el);
     } catch (e) {
       return null;
     }
@@ -1767,12 +2072,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var cur = el,
       result = true;
     while (cur && cur.nodeType === 1) {
-      if (cache && cache.has(cur)) {
-        result = cache.get(cur);
+      if (cache && N.has(cache, cur)) {
+        result = N.get(cache, cur);
         break;
       }
-      chain.push(cur);
-      if (cur.getAttribute('aria-hidden') === 'true' || cur.hidden) {
+      N.push(chain, cur);
+      if (N.getAttribute(cur, 'aria-hidden') === 'true' || cur.hidden) {
         result = false;
         break;
       }
@@ -1803,17 +2108,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       cur = p;
     }
-    if (cache) for (var i = 0; i < chain.length; i++) cache.set(chain[i], result);
+    if (cache) for (var i = 0; i < chain.length; i++) N.set(cache, chain[i], result);
     return result;
   }
   function isDisabled(el) {
     try {
       if (el.disabled === true) return true;
-      if (el.getAttribute('aria-disabled') === 'true') return true;
-      var fs = el.closest && el.closest('fieldset[disabled]');
-      if (fs && /^(INPUT|BUTTON|SELECT|TEXTAREA)$/.test(el.tagName)) {
-        var lg = fs.querySelector('legend');
-        if (!(lg && lg.contains(el))) return true;
+      if (N.getAttribute(el, 'aria-disabled') === 'true') return true;
+      var fs = el.closest && N.closest(el, 'fieldset[disabled]');
+      if (fs && N.test(/^(INPUT|BUTTON|SELECT|TEXTAREA)$/, el.tagName)) {
+        var lg = N.querySelector(fs, 'legend');
+        if (!(lg && N.contains(lg, el))) return true;
       }
     } catch (e) {
       /* ignore */
@@ -1824,14 +2129,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (el.tagName === 'INPUT' && (el.type === 'checkbox' || el.type === 'radio'))
       return !!el.checked;
     var a =
-      el.getAttribute('aria-checked') ||
-      el.getAttribute('aria-pressed') ||
-      el.getAttribute('aria-selected');
+      N.getAttribute(el, 'aria-checked') ||
+      N.getAttribute(el, 'aria-pressed') ||
+      N.getAttribute(el, 'aria-selected');
     return a === 'true' || a === 'mixed';
   }
   function isFocused(el) {
     try {
-      var root = el.getRootNode ? el.getRootNode() : document;
+      var root = el.getRootNode ? N.getRootNode(el) : document;
       return root.activeElement === el;
     } catch (e) {
       return false;
@@ -1840,13 +2145,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function isSecretField(el) {
     try {
       if (el.tagName === 'INPUT' && (el.type === 'password' || el.type === 'hidden')) return true;
-      var ac = (el.getAttribute('autocomplete') || '').toLowerCase();
-      if (/(current-password|new-password|cc-number|cc-csc|one-time-code)/.test(ac)) return true;
+      var ac = N.toLowerCase(N.getAttribute(el, 'autocomplete') || '');
+      if (N.test(/(current-password|new-password|cc-number|cc-csc|one-time-code)/, ac)) return true;
       var keys = [
-        el.getAttribute('name'),
+        N.getAttribute(el, 'name'),
         el.id,
-        el.getAttribute('data-testid'),
-        el.getAttribute('aria-label')
+        N.getAttribute(el, 'data-testid'),
+        N.getAttribute(el, 'aria-label')
       ];
       for (var i = 0; i < keys.length; i++) if (keys[i] && keySensitive(keys[i])) return true;
     } catch (e) {
@@ -1870,11 +2175,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return null;
       if (t === 'file') {
         try {
-          v = Array.prototype.map
-            .call(el.files || [], function (f) {
+          v = N.join(N.map(el.files || [], function (f) {
               return f.name;
-            })
-            .join(', ');
+            }), ', ');
         } catch (e) {
           v = '';
         }
@@ -1882,20 +2185,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     } else if (tag === 'TEXTAREA') v = el.value;
     else if (tag === 'SELECT') {
       try {
-        v = Array.prototype.filter
-          .call(el.options, function (o) {
+        v = N.join(N.map(N.filter(el.options, function (o) {
             return o.selected;
-          })
-          .map(function (o) {
+          }), function (o) {
             return norm(o.label || o.text);
-          })
-          .join(', ');
+          }), ', ');
       } catch (e) {
         v = el.value;
       }
     } else {
-      v = el.getAttribute('aria-valuenow');
-      if (v == null && el.isContentEditable && el.getAttribute('contenteditable') !== null)
+      v = N.getAttribute(el, 'aria-valuenow');
+      if (v == null && el.isContentEditable && N.getAttribute(el, 'contenteditable') !== null)
         v = norm(el.textContent);
     }
     if (v == null || v === '') return null;
@@ -1905,12 +2205,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function statesOf(el, cache) {
     var st = ['present'];
     var vis = isVisible(el, cache);
-    st.push(vis ? 'visible' : 'hidden');
-    st.push(isDisabled(el) ? 'disabled' : 'enabled');
-    if (isChecked(el)) st.push('checked');
-    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
-      st.push('expanded');
-    if (isFocused(el)) st.push('focused');
+    N.push(st, vis ? 'visible' : 'hidden');
+    N.push(st, isDisabled(el) ? 'disabled' : 'enabled');
+    if (isChecked(el)) N.push(st, 'checked');
+    if (N.getAttribute(el, 'aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      N.push(st, 'expanded');
+    if (isFocused(el)) N.push(st, 'focused');
     return st;
   }
   function describe(el, cache) {
@@ -1927,11 +2227,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (v != null) d.value = v;
     var text = norm(textOf(el, 0));
     if (text && text !== name) d.text = clip(text, 80);
-    var tid = el.getAttribute('data-testid');
+    var tid = N.getAttribute(el, 'data-testid');
     if (tid) d.testid = tid;
     try {
-      var src = el.closest('[data-reticle-source]');
-      if (src) d.source = src.getAttribute('data-reticle-source').split(':').slice(0, 2).join(':');
+      var src = N.closest(el, '[data-reticle-source]');
+      if (src) d.source = N.join(N.slice(N.split(N.getAttribute(src, 'data-reticle-source'), ':'), 0, 2), ':');
     } catch (e) {
       /* ignore */
     }
@@ -1984,10 +2284,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return c.ref + ' ' + c.role + (c.name ? ' "' + c.name + '"' : '') + ' in ' + c.landmark;
   }
   function wordsOf(s) {
-    return norm(s)
-      .toLowerCase()
-      .split(/[^\p{L}\p{N}]+/u)
-      .filter(function (w) {
+    return N.filter(N.split(N.toLowerCase(norm(s)), /[^\p{L}\p{N}]+/u), function (w) {
         return w.length > 1;
       });
   }
@@ -1996,9 +2293,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function nearMisses(q, root, max) {
     var want = q.by === 'role' ? q.name : q.value;
     var wantText = isObj(want) ? want.contains || want.equals || want.matches || '' : want;
-    wantText = norm(wantText == null ? '' : String(wantText)).toLowerCase();
+    wantText = N.toLowerCase(norm(wantText == null ? '' : String(wantText)));
     var words = wordsOf(wantText);
-    var role = q.by === 'role' ? norm(q.value).toLowerCase() : null;
+    var role = q.by === 'role' ? N.toLowerCase(norm(q.value)) : null;
     var scored = [];
     var all = allElements(root || document.body || document.documentElement, 5000);
     for (var i = 0; i < all.length; i++) {
@@ -2008,26 +2305,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var nm = getName(el, r);
       var text = nm || ownText(el);
       if (!text && r === 'generic') continue;
-      var low = text.toLowerCase(),
+      var low = N.toLowerCase(text),
         score = 0;
       if (role && r === role) score += 2;
-      if (wantText && low && (low.indexOf(wantText) >= 0 || wantText.indexOf(low) >= 0)) score += 3;
+      if (wantText && low && (N.indexOf(low, wantText) >= 0 || N.indexOf(wantText, low) >= 0)) score += 3;
       else if (words.length && low) {
         var lw = wordsOf(low);
-        for (var w = 0; w < words.length; w++) if (lw.indexOf(words[w]) >= 0) score += 1;
+        for (var w = 0; w < words.length; w++) if (N.indexOf(lw, words[w]) >= 0) score += 1;
       }
       if (q.by === 'label' || q.by === 'placeholder') {
-        if (!/^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName)) continue;
-        var ph = norm(el.getAttribute('placeholder') || '').toLowerCase();
-        if (ph && wantText && (ph.indexOf(wantText) >= 0 || wantText.indexOf(ph) >= 0)) score += 3;
+        if (!N.test(/^(INPUT|TEXTAREA|SELECT)$/, el.tagName)) continue;
+        var ph = N.toLowerCase(norm(N.getAttribute(el, 'placeholder') || ''));
+        if (ph && wantText && (N.indexOf(ph, wantText) >= 0 || N.indexOf(wantText, ph) >= 0)) score += 3;
         score += 1;
       }
-      if (score >= (role ? 2 : 1)) scored.push({ el: el, score: score, i: i });
+      if (score >= (role ? 2 : 1)) N.push(scored, { el: el, score: score, i: i });
     }
-    scored.sort(function (a, b) {
+    N.sort(scored, function (a, b) {
       return b.score - a.score || a.i - b.i;
     });
-    return scored.slice(0, max || 5).map(function (x) {
+    return N.map(N.slice(scored, 0, max || 5), function (x) {
       return candidate(x.el);
     });
   }
@@ -2036,17 +2333,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // provides: SHADOWS, SHADOW_ROOTS, ROOT_WATCHERS, SHADOW_ROOTS_MAX, noteShadowRoot, liveShadowRoots,
   //   shadowOf, childrenOf, allElements, resolveScope, routeOf, pageStatus, SNAP_NODES, snapshot,
   //   snapDialogs, snapAddUnread, snapVisit, snapLine, snapRoleLine, snapEmptyNote, snapCappedNote
-  // uses: clip (03), norm (03), redactUrl (03), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06),
-  //   refFor (06), resolveRef (06), INTERACTIVE (07), getName (07), getRole (07), getValue (07),
-  //   isChecked (07), isDisabled (07), isFocused (07), isVisible (07), makeVisCache (07), ownText (07),
-  //   styleOf (07), textOf (07), TOASTS (13)
+  // uses: N (01), clip (03), norm (03), redactUrl (03), emit (04), internal (04), SKIP_TAGS (06),
+  //   isIgnored (06), refFor (06), resolveRef (06), INTERACTIVE (07), getName (07), getRole (07),
+  //   getValue (07), isChecked (07), isDisabled (07), isFocused (07), isVisible (07), makeVisCache (07),
+  //   ownText (07), styleOf (07), textOf (07), TOASTS (13)
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   var SHADOW_ROOTS = []; // every shadow root seen (open or captured), for observers that search
   var ROOT_WATCHERS = []; // functions told of each new shadow root (the DOM and alert observers)
   var SHADOW_ROOTS_MAX = 2000;
   function noteShadowRoot(root) {
-    if (!root || SHADOW_ROOTS.indexOf(root) >= 0) return;
+    if (!root || N.indexOf(SHADOW_ROOTS, root) >= 0) return;
     if (SHADOW_ROOTS.length >= SHADOW_ROOTS_MAX) liveShadowRoots();
     if (SHADOW_ROOTS.length >= SHADOW_ROOTS_MAX) {
       // searching more roots on every change costs frames (bench/shadow_alerts.py); say what is unseen
@@ -2064,7 +2361,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       return;
     }
-    SHADOW_ROOTS.push(root);
+    N.push(SHADOW_ROOTS, root);
     for (var i = 0; i < ROOT_WATCHERS.length; i++) {
       try {
         ROOT_WATCHERS[i](root);
@@ -2075,13 +2372,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   // The shadow roots whose hosts are still in a document (the others are dropped from the list).
   function liveShadowRoots() {
-    SHADOW_ROOTS = SHADOW_ROOTS.filter(function (r) {
+    SHADOW_ROOTS = N.filter(SHADOW_ROOTS, function (r) {
       return !!(r.host && r.host.isConnected);
     });
     return SHADOW_ROOTS;
   }
   function shadowOf(el) {
-    return el.shadowRoot || SHADOWS.get(el) || null;
+    return el.shadowRoot || N.get(SHADOWS, el) || null;
   }
   // The rendered children of el: a shadow host's children are its shadow tree (light children
   // are reached once, through the slots they are assigned to), a slot's are its assigned nodes.
@@ -2089,13 +2386,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var out = [];
     var sr = shadowOf(el);
     if (sr) {
-      for (var c = sr.firstElementChild; c; c = c.nextElementSibling) out.push(c);
+      for (var c = sr.firstElementChild; c; c = c.nextElementSibling) N.push(out, c);
       return out;
     }
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
       try {
         var d = el.contentDocument;
-        if (d && d.body) out.push(d.body);
+        if (d && d.body) N.push(out, d.body);
       } catch (e) {
         /* cross-origin */
       }
@@ -2103,13 +2400,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     if (el.tagName === 'SLOT') {
       try {
-        var as = el.assignedElements();
-        if (as.length) return out.concat(as);
+        var as = N.assignedElements(el);
+        if (as.length) return N.concat(out, as);
       } catch (e) {
         /* ignore */
       }
     }
-    for (var k = el.firstElementChild; k; k = k.nextElementSibling) out.push(k);
+    for (var k = el.firstElementChild; k; k = k.nextElementSibling) N.push(out, k);
     return out;
   }
   // every element under root (document order, shadow content after host), up to a cap
@@ -2118,20 +2415,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       stack = [root];
     cap = cap || 20000;
     while (stack.length && out.length < cap) {
-      var el = stack.pop();
+      var el = N.pop(stack);
       if (SKIP_TAGS[el.tagName]) continue;
-      if (el !== root) out.push(el);
+      if (el !== root) N.push(out, el);
       var kids = childrenOf(el);
-      for (var i = kids.length - 1; i >= 0; i--) stack.push(kids[i]);
+      for (var i = kids.length - 1; i >= 0; i--) N.push(stack, kids[i]);
     }
     return out;
   }
   function resolveScope(scope) {
     if (scope == null || scope === '') return document.body || document.documentElement;
     if (typeof scope !== 'string') return null;
-    if (/^e\d+$/.test(scope)) return resolveRef(scope);
+    if (N.test(/^e\d+$/, scope)) return resolveRef(scope);
     try {
-      return document.querySelector(scope);
+      return N.querySelector(document, scope);
     } catch (e) {
       return null;
     }
@@ -2143,17 +2440,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var st = { route: redactUrl(routeOf()), title: document.title || '' };
     try {
       var dlg = [];
-      var cands = document.querySelectorAll(
+      var cands = N.querySelectorAll(document,
         'dialog[open],[role=dialog],[role=alertdialog],[aria-modal=true]'
       );
       for (var i = 0; i < cands.length && dlg.length < 10; i++) {
         if (isVisible(cands[i], cache) && !isIgnored(cands[i]))
-          dlg.push(getName(cands[i]) || getRole(cands[i]));
+          N.push(dlg, getName(cands[i]) || getRole(cands[i]));
       }
       if (dlg.length) st.visibleDialogs = dlg;
       // what the user is being told: alerts, then statuses and polite live regions
       var told = { alerts: [], statuses: [] };
-      var live = document.querySelectorAll(
+      var live = N.querySelectorAll(document,
         '[role=alert],[role=alertdialog],[aria-live=assertive],[role=status],[aria-live=polite],output'
       );
       for (var j = 0; j < live.length && told.alerts.length + told.statuses.length < 20; j++) {
@@ -2161,40 +2458,40 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (!isVisible(el, cache) || isIgnored(el)) continue;
         var said = clip(norm(textOf(el, 0)), 200);
         if (!said) continue;
-        var loud = /^(alert|alertdialog)$/.test(el.getAttribute('role') || '') ||
-          el.getAttribute('aria-live') === 'assertive';
-        (loud ? told.alerts : told.statuses).push({ ref: refFor(el), text: said });
+        var loud = N.test(/^(alert|alertdialog)$/, N.getAttribute(el, 'role') || '') ||
+          N.getAttribute(el, 'aria-live') === 'assertive';
+        N.push(loud ? told.alerts : told.statuses, { ref: refFor(el), text: said });
       }
       // toasts the app declared (reticle.describe({toasts})): error ones are alerts, the others statuses
-      var listed = new Set(Array.prototype.slice.call(live));
-      [['error', told.alerts], ['info', told.statuses]].forEach(function (kind) {
-        (TOASTS[kind[0]] || []).forEach(function (sel) {
+      var listed = new Set(N.slice(live));
+      N.forEach([['error', told.alerts], ['info', told.statuses]], function (kind) {
+        N.forEach(TOASTS[kind[0]] || [], function (sel) {
           var found;
           try {
-            found = document.querySelectorAll(sel);
+            found = N.querySelectorAll(document, sel);
           } catch (e) {
             return;
           }
           for (var k = 0; k < found.length && told.alerts.length + told.statuses.length < 20; k++) {
             var t = found[k];
-            if (listed.has(t) || !isVisible(t, cache) || isIgnored(t)) continue;
-            listed.add(t);
+            if (N.has(listed, t) || !isVisible(t, cache) || isIgnored(t)) continue;
+            N.add(listed, t);
             var text = clip(norm(textOf(t, 0)), 200);
-            if (text) kind[1].push({ ref: refFor(t), text: text, toast: true });
+            if (text) N.push(kind[1], { ref: refFor(t), text: text, toast: true });
           }
         });
       });
       if (told.alerts.length) st.alerts = told.alerts;
       if (told.statuses.length) st.statuses = told.statuses;
-      var modal = document.querySelector('dialog[open]:modal,[aria-modal=true]');
+      var modal = N.querySelector(document, 'dialog[open]:modal,[aria-modal=true]');
       if (modal && isVisible(modal, cache) && document.body) {
-        var others = Array.prototype.filter.call(document.body.children, function (c) {
-          return !c.contains(modal) && !SKIP_TAGS[c.tagName];
+        var others = N.filter(document.body.children, function (c) {
+          return !N.contains(c, modal) && !SKIP_TAGS[c.tagName];
         });
         if (
           others.length &&
-          others.every(function (c) {
-            return c.getAttribute('aria-hidden') === 'true' || c.inert;
+          N.every(others, function (c) {
+            return N.getAttribute(c, 'aria-hidden') === 'true' || c.inert;
           })
         )
           st.overlayHidingPage = true;
@@ -2247,7 +2544,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       internal('snapshot', e);
     }
     var res = {
-      tree: w.lines.join('\n'),
+      tree: N.join(w.lines, '\n'),
       nodes: w.count,
       truncated: w.truncated || w.depthHit,
       status: status
@@ -2261,13 +2558,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function snapDialogs(cache) {
     var dialogs = [];
     try {
-      var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
+      var found = N.querySelectorAll(document, 'dialog[open],[role=dialog],[role=alertdialog]');
       for (var di = 0; di < found.length && dialogs.length < 5; di++) {
-        if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
+        if (isVisible(found[di], cache) && !isIgnored(found[di])) N.push(dialogs, found[di]);
       }
-      return dialogs.filter(function (d) {
-        return !dialogs.some(function (o) {
-          return o !== d && o.contains(d);
+      return N.filter(dialogs, function (d) {
+        return !N.some(dialogs, function (o) {
+          return o !== d && N.contains(o, d);
         });
       });
     } catch (e) {
@@ -2275,15 +2572,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
   function snapAddUnread(w, el) {
-    if (w.unread.length < 50) w.unread.push(refFor(el));
+    if (w.unread.length < 50) N.push(w.unread, refFor(el));
     else w.unreadOverflow = true;
   }
   function snapVisit(w, el, level, inLive, pname) {
     if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
-    if (w.secondPass && w.dialogs.indexOf(el) >= 0) return;
-    if (w.visited.has(el)) return;
-    w.visited.add(el);
-    if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
+    if (w.secondPass && N.indexOf(w.dialogs, el) >= 0) return;
+    if (N.has(w.visited, el)) return;
+    N.add(w.visited, el);
+    if (N.getAttribute(el, 'aria-hidden') === 'true' || el.hidden) return;
     var st = styleOf(el);
     if (st && st.display === 'none') return;
     if (el.tagName === 'INPUT' && el.type === 'hidden') return;
@@ -2298,7 +2595,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       role === 'alert' ||
       role === 'status' ||
       role === 'log' ||
-      (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
+      (N.getAttribute(el, 'aria-live') && N.getAttribute(el, 'aria-live') !== 'off');
     var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
     var shown = hiddenStyle ? null : snapLine(w.mode, el, role, live, st, pname);
     var childLevel = level,
@@ -2310,7 +2607,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         snapAddUnread(w, el);
         return;
       }
-      w.lines.push(new Array(level + 1).join('  ') + shown.line);
+      N.push(w.lines, N.join(new Array(level + 1), '  ') + shown.line);
       w.count++;
       childLevel = level + 1;
     }
@@ -2335,7 +2632,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     if (!emitLine) return null;
     if (asText != null) {
-      return { line: '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"', asText: asText, name: name };
+      return { line: '- text "' + N.replace(clip(asText, 80), /"/g, '\\"') + '"', asText: asText, name: name };
     }
     return { line: snapRoleLine(el, role, name, st), asText: null, name: name };
   }
@@ -2343,22 +2640,22 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function snapRoleLine(el, role, name, st) {
     var line = '- ' + role;
     var own = name ? null : ownText(el);
-    if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
+    if (name) line += ' "' + N.replace(clip(name, 100), /"/g, '\\"') + '"';
     if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
-    if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
+    if (own) line += ': "' + N.replace(clip(own, 80), /"/g, '\\"') + '"';
     var v = getValue(el);
-    if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
+    if (v != null) line += ' [value="' + N.replace(clip(v, 100), /"/g, '\\"') + '"]';
     if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
       var gc = st.gridTemplateColumns;
       line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
     }
     var flags = [];
-    if (isDisabled(el)) flags.push('disabled');
-    if (isChecked(el)) flags.push('checked');
-    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
-      flags.push('expanded');
-    if (isFocused(el)) flags.push('focused');
-    if (flags.length) line += ' [' + flags.join(',') + ']';
+    if (isDisabled(el)) N.push(flags, 'disabled');
+    if (isChecked(el)) N.push(flags, 'checked');
+    if (N.getAttribute(el, 'aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      N.push(flags, 'expanded');
+    if (isFocused(el)) N.push(flags, 'focused');
+    if (flags.length) line += ' [' + N.join(flags, ',') + ']';
     return line;
   }
   // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
@@ -2366,7 +2663,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var body = document.body;
     var content =
       !!body &&
-      Array.prototype.some.call(body.children, function (c) {
+      N.some(body.children, function (c) {
         return !SKIP_TAGS[c.tagName];
       });
     var rendered = document.readyState === 'complete' && content;
@@ -2395,8 +2692,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // == Section: query == text matching, queries, inspect
   // provides: TEXT_MODES, textSpec, textPlaces, QUERY_BYS, normalizeQuery, matchLabel, matcher, runQuery,
   //   filterState, zeroHint, queryCmd, attrsOf, occlusion, inspectCmd
-  // uses: REDACTED (01), clip (03), errMsg (03), isObj (03), keySensitive (03), norm (03), redactUrl (03),
-  //   scrub (03), S (04), SKIP_TAGS (06), isIgnored (06), mustResolve (06), refFor (06),
+  // uses: N (01), REDACTED (01), clip (03), errMsg (03), isObj (03), keySensitive (03), norm (03),
+  //   redactUrl (03), scrub (03), S (04), SKIP_TAGS (06), isIgnored (06), mustResolve (06), refFor (06),
   //   CONTAINER_ROLES (07), byIdText (07), describe (07), getName (07), getRole (07), isVisible (07),
   //   label (07), labelsText (07), makeVisCache (07), nearMisses (07), ownText (07), statesOf (07),
   //   styleOf (07), textOf (07), allElements (08), childrenOf (08), resolveScope (08), routeOf (08)
@@ -2411,7 +2708,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       val = v,
       flags = '';
     if (isObj(v)) {
-      var given = TEXT_MODES.filter(function (m) {
+      var given = N.filter(TEXT_MODES, function (m) {
         return v[m] != null;
       });
       if (given.length !== 1)
@@ -2425,17 +2722,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (mode === 'matches') {
       var re;
       try {
-        re = new RegExp(val, flags.replace(/[gy]/g, ''));
+        re = new RegExp(val, N.replace(flags, /[gy]/g, ''));
       } catch (e) {
         throw new Error(
           'matches ' +
-            JSON.stringify(clip(val, 80)) +
+            N.stringify(clip(val, 80)) +
             ' is not a valid regular expression: ' +
             errMsg(e)
         );
       }
       spec.test = function (t) {
-        return re.test(norm(t));
+        return N.test(re, norm(t));
       };
     } else if (mode === 'equals') {
       var want = norm(val);
@@ -2443,9 +2740,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return norm(t) === want;
       };
     } else {
-      var needle = norm(val).toLowerCase();
+      var needle = N.toLowerCase(norm(val));
       spec.test = function (t) {
-        return norm(t).toLowerCase().indexOf(needle) >= 0;
+        return N.indexOf(N.toLowerCase(norm(t)), needle) >= 0;
       };
     }
     return spec;
@@ -2457,7 +2754,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       seen = 0;
     cap = cap || 20000;
     function visit(el, depth) {
-      if (SKIP_TAGS[el.tagName] || el.getAttribute('aria-hidden') === 'true' || el.hidden)
+      if (SKIP_TAGS[el.tagName] || N.getAttribute(el, 'aria-hidden') === 'true' || el.hidden)
         return false;
       if (++seen > cap || depth > 60) return false;
       var inner = false;
@@ -2466,11 +2763,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (inner) return true;
       if (isIgnored(el)) return false;
       var t =
-        el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)
+        el.tagName === 'INPUT' && N.test(/^(submit|button|reset)$/i, el.type)
           ? el.value
           : textOf(el, 0);
       if (!norm(t) || !test(t)) return false;
-      places.push(el);
+      N.push(places, el);
       return true;
     }
     visit(root, 0);
@@ -2482,9 +2779,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function normalizeQuery(q) {
     q = q || {};
     if (q.by != null) {
-      if (QUERY_BYS.indexOf(q.by) < 0)
+      if (N.indexOf(QUERY_BYS, q.by) < 0)
         throw new Error(
-          "unknown query 'by': '" + clip(q.by, 40) + "' (use one of " + QUERY_BYS.join(', ') + ')'
+          "unknown query 'by': '" + clip(q.by, 40) + "' (use one of " + N.join(QUERY_BYS, ', ') + ')'
         );
       return { by: q.by, value: q.value, name: q.name };
     }
@@ -2497,11 +2794,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function matchLabel(el, spec) {
     var parts = labelsText(el);
-    var a = el.getAttribute('aria-label');
-    if (a) parts.push(norm(a));
+    var a = N.getAttribute(el, 'aria-label');
+    if (a) N.push(parts, norm(a));
     var lb = byIdText(el, 'aria-labelledby');
-    if (lb) parts.push(lb);
-    for (var i = 0; i < parts.length; i++) if (spec.test(parts[i])) return true;
+    if (lb) N.push(parts, lb);
+    for (var i = 0; i < parts.length; i++) if (N.test(spec, parts[i])) return true;
     return false;
   }
   // A query's value is a string (contains, case-insensitive; testid exact) or a text spec object;
@@ -2512,40 +2809,40 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     switch (q.by) {
       case 'testid':
         return function (el) {
-          return el.getAttribute('data-testid') === v;
+          return N.getAttribute(el, 'data-testid') === v;
         };
       case 'placeholder':
         return function (el) {
-          var p = el.getAttribute('placeholder');
-          return p != null && spec.test(p);
+          var p = N.getAttribute(el, 'placeholder');
+          return p != null && N.test(spec, p);
         };
       case 'alt':
         return function (el) {
-          var a = el.getAttribute('alt');
-          return a != null && /^(IMG|INPUT|AREA)$/.test(el.tagName) && spec.test(a);
+          var a = N.getAttribute(el, 'alt');
+          return a != null && N.test(/^(IMG|INPUT|AREA)$/, el.tagName) && N.test(spec, a);
         };
       case 'text':
         return function (el) {
           var t = ownText(el);
-          return !!t && spec.test(t);
+          return !!t && N.test(spec, t);
         };
       case 'label':
         return function (el) {
           if (
-            !/^(INPUT|TEXTAREA|SELECT|BUTTON|METER|PROGRESS|OUTPUT)$/.test(el.tagName) &&
-            !el.hasAttribute('aria-label') &&
-            !el.hasAttribute('aria-labelledby')
+            !N.test(/^(INPUT|TEXTAREA|SELECT|BUTTON|METER|PROGRESS|OUTPUT)$/, el.tagName) &&
+            !N.hasAttribute(el, 'aria-label') &&
+            !N.hasAttribute(el, 'aria-labelledby')
           )
             return false;
           return matchLabel(el, spec);
         };
       case 'role': {
-        var want = norm(v).toLowerCase();
+        var want = N.toLowerCase(norm(v));
         var nm = q.name == null ? null : textSpec(q.name, 'equals');
         return function (el) {
           var r = getRole(el);
           if (r !== want) return false;
-          return nm == null || nm.test(getName(el, r));
+          return nm == null || N.test(nm, getName(el, r));
         };
       }
     }
@@ -2558,24 +2855,24 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var test = matcher(q);
     var els = [];
     if (args.self && args.scope) {
-      if (test(root)) els.push(root);
+      if (test(root)) N.push(els, root);
       return { q: q, els: els };
     }
     if (q.by === 'text' && isObj(q.value) && q.value.contains == null) {
       // equals / matches compare an element's whole text: the innermost elements that pass
       var spec = textSpec(q.value, 'contains');
       var kids = childrenOf(root);
-      for (var j = 0; j < kids.length; j++) els = els.concat(textPlaces(kids[j], spec.test));
+      for (var j = 0; j < kids.length; j++) els = N.concat(els, textPlaces(kids[j], spec.test));
       return { q: q, els: els };
     }
     var all = allElements(root, 50000);
     var seen = new Set();
     for (var i = 0; i < all.length; i++) {
       var el = all[i];
-      if (seen.has(el)) continue;
-      seen.add(el);
+      if (N.has(seen, el)) continue;
+      N.add(seen, el);
       try {
-        if (test(el) && !isIgnored(el)) els.push(el);
+        if (test(el) && !isIgnored(el)) N.push(els, el);
       } catch (e) {
         /* odd node */
       }
@@ -2584,10 +2881,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function filterState(els, state, cache) {
     if (!state) return els;
-    return els.filter(function (el) {
+    return N.filter(els, function (el) {
       if (state === 'inViewport') {
         if (!isVisible(el, cache)) return false;
-        var b = el.getBoundingClientRect();
+        var b = N.getBoundingClientRect(el);
         return (
           b.width > 0 &&
           b.height > 0 &&
@@ -2597,7 +2894,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           b.left < innerWidth
         );
       }
-      return statesOf(el, cache).indexOf(state) >= 0;
+      return N.indexOf(statesOf(el, cache), state) >= 0;
     });
   }
   function zeroHint() {
@@ -2608,10 +2905,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var tids = {};
       for (var i = 0; i < all.length; i++) {
         var el = all[i];
-        var tid = el.getAttribute('data-testid');
+        var tid = N.getAttribute(el, 'data-testid');
         if (tid && hint.presentTestids.length < 12 && !tids[tid]) {
           tids[tid] = 1;
-          hint.presentTestids.push(tid);
+          N.push(hint.presentTestids, tid);
         }
         if (hint.presentRegions.length < 10) {
           var role = getRole(el);
@@ -2621,12 +2918,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             for (var j = 0; j < kids.length && sample.length < 3; j++) {
               var kr = getRole(kids[j]),
                 kn = getName(kids[j], kr);
-              if (kr !== 'generic' || kn) sample.push(kr + (kn ? '[' + clip(kn, 30) + ']' : ''));
+              if (kr !== 'generic' || kn) N.push(sample, kr + (kn ? '[' + clip(kn, 30) + ']' : ''));
             }
             var reg = { role: role, childCount: kids.length, sample: sample, ref: refFor(el) };
             var nm = getName(el, role);
             if (nm) reg.name = clip(nm, 60);
-            hint.presentRegions.push(reg);
+            N.push(hint.presentRegions, reg);
           }
         }
       }
@@ -2656,12 +2953,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       return co;
     }
-    var limit = args.limit == null ? 200 : Math.max(0, Math.min(200, Number(args.limit) || 0));
+    var limit = args.limit == null ? 200 : N.max(0, N.min(200, Number(args.limit) || 0));
     var res = { elements: [], count: count };
     for (var i = 0; i < els.length && i < limit; i++) {
       var d = describe(els[i], cache);
       if (args.attrs && args.attrs.length) d.attrs = attrsOf(els[i], args.attrs);
-      res.elements.push(d);
+      N.push(res.elements, d);
     }
     if (count > limit) {
       res.total = count;
@@ -2678,7 +2975,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var out = {};
     for (var i = 0; i < names.length && i < 12; i++) {
       var n = String(names[i]);
-      var v = el.getAttribute(n);
+      var v = N.getAttribute(el, n);
       if (v == null) continue;
       out[n] = keySensitive(n) ? REDACTED : clip(scrub(v), 512);
     }
@@ -2688,18 +2985,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // ---- inspect -------------------------------------------------------------------------------
   function occlusion(el) {
     try {
-      var b = el.getBoundingClientRect();
+      var b = N.getBoundingClientRect(el);
       if (!b.width || !b.height) return { occluded: false, occludedBy: null };
       var x = b.left + b.width / 2,
         y = b.top + b.height / 2;
       if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight)
         return { occluded: false, occludedBy: null, offscreen: true };
-      var root = el.getRootNode ? el.getRootNode() : document;
+      var root = el.getRootNode ? N.getRootNode(el) : document;
       var top =
-        (root.elementFromPoint ? root.elementFromPoint(x, y) : null) ||
-        document.elementFromPoint(x, y);
+        (root.elementFromPoint ? N.elementFromPoint(root, x, y) : null) ||
+        N.elementFromPoint(document, x, y);
       if (!top || isIgnored(top)) return { occluded: false, occludedBy: null };
-      if (top === el || el.contains(top) || top.contains(el))
+      if (top === el || N.contains(el, top) || N.contains(top, el))
         return { occluded: false, occludedBy: null };
       // a <label> for the element counts as the element
       if (top.tagName === 'LABEL' && top.control === el)
@@ -2712,20 +3009,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function inspectCmd(args) {
     var el = mustResolve(args.ref);
     var d = describe(el, makeVisCache());
-    d.tag = el.tagName.toLowerCase();
+    d.tag = N.toLowerCase(el.tagName);
     if (el.id) d.id = el.id;
     if (el.href) d.href = redactUrl(String(el.href));
-    var form = el.form || (el.closest && el.closest('form'));
+    var form = el.form || (el.closest && N.closest(el, 'form'));
     if (form) {
-      d.formAction = redactUrl(form.getAttribute('action') || '');
+      d.formAction = redactUrl(N.getAttribute(form, 'action') || '');
       d.formText = clip(norm(textOf(form, 0)), 200);
     }
-    var b = el.getBoundingClientRect();
+    var b = N.getBoundingClientRect(el);
     d.box = {
-      x: Math.round(b.left),
-      y: Math.round(b.top),
-      width: Math.round(b.width),
-      height: Math.round(b.height)
+      x: N.round(b.left),
+      y: N.round(b.top),
+      width: N.round(b.width),
+      height: N.round(b.height)
     };
     d.inViewport =
       b.width > 0 &&
@@ -2815,32 +3112,29 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var parts = [
       getName(el),
       clip(norm(el.textContent), 300),
-      el.getAttribute('title'),
-      el.getAttribute('aria-label'),
-      el.getAttribute('href')
+      N.getAttribute(el, 'title'),
+      N.getAttribute(el, 'aria-label'),
+      N.getAttribute(el, 'href')
     ];
-    if (el.tagName === 'INPUT' || el.tagName === 'BUTTON') parts.push(el.value);
+    if (el.tagName === 'INPUT' || el.tagName === 'BUTTON') N.push(parts, el.value);
     var form = el.form || (el.tagName === 'FORM' ? el : null);
-    if (form) parts.push(form.getAttribute('action'));
+    if (form) N.push(parts, N.getAttribute(form, 'action'));
     if (el.tagName === 'FORM') {
-      var subs = el.querySelectorAll('button[type=submit],button:not([type]),input[type=submit]');
-      for (var i = 0; i < subs.length && i < 5; i++) parts.push(getName(subs[i]));
+      var subs = N.querySelectorAll(el, 'button[type=submit],button:not([type]),input[type=submit]');
+      for (var i = 0; i < subs.length && i < 5; i++) N.push(parts, getName(subs[i]));
     }
-    return parts
-      .filter(function (p) {
+    return N.replace(N.join(N.filter(parts, function (p) {
         return p;
-      })
-      .join(' | ')
-      .replace(/[_-]/g, ' ');
+      }), ' | '), /[_-]/g, ' ');
   }
   function dangerCheck(el, action, args) {
     var gated =
       DANGER_ACTIONS[action] ||
-      (action === 'press' && /^enter$/i.test(String(args.key || args.text || 'Enter')));
+      (action === 'press' && N.test(/^enter$/i, String(args.key || args.text || 'Enter')));
     if (!gated || args.confirmDangerous === true) return;
     var ctx = dangerContext(el);
     if (action === 'drag' && args.__toEl) ctx += ' | ' + dangerContext(args.__toEl);
-    var m = DANGER.exec(ctx);
+    var m = N.exec(DANGER, ctx);
     if (m) {
       throw new Error(
         'potentially destructive action blocked; retry with args.confirmDangerous=true. The ' +
@@ -2848,7 +3142,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           ' target ' +
           label(el) +
           " matches '" +
-          m[1].toLowerCase() +
+          N.toLowerCase(m[1]) +
           "' (a destructive word in its name, text, value, href or form action); " +
           'pass args:{confirmDangerous:true} only if the user asked for this.'
       );
@@ -2858,8 +3152,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     for (var c = el; c && c.nodeType === 1; c = c.parentElement) {
       if (
         c.tabIndex >= 0 ||
-        /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(c.tagName) ||
-        (c.tagName === 'A' && c.hasAttribute('href')) ||
+        N.test(/^(INPUT|SELECT|TEXTAREA|BUTTON)$/, c.tagName) ||
+        (c.tagName === 'A' && N.hasAttribute(c, 'href')) ||
         c.isContentEditable
       )
         return c;
@@ -2867,7 +3161,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return null;
   }
   function centre(el) {
-    var b = el.getBoundingClientRect();
+    var b = N.getBoundingClientRect(el);
     return { x: b.left + b.width / 2, y: b.top + b.height / 2, w: b.width, h: b.height };
   }
   function viewOf(el) {
@@ -2894,7 +3188,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var W = viewOf(el);
     var init = mouseInit(el, c, extra);
     var ev;
-    if (/^pointer/.test(type) && W.PointerEvent) {
+    if (N.test(/^pointer/, type) && W.PointerEvent) {
       init.pointerId = 1;
       init.pointerType = 'mouse';
       init.isPrimary = true;
@@ -2903,9 +3197,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       init.pressure = init.buttons ? 0.5 : 0;
       ev = new W.PointerEvent(type, init);
     } else {
-      ev = new W.MouseEvent(/^pointer/.test(type) ? type.replace('pointer', 'mouse') : type, init);
+      ev = new W.MouseEvent(N.test(/^pointer/, type) ? N.replace(type, 'pointer', 'mouse') : type, init);
     }
-    el.dispatchEvent(ev);
+    N.dispatchEvent(el, ev);
     return ev;
   }
   function plain(el, type, bubbles, cancelable) {
@@ -2915,7 +3209,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       cancelable: !!cancelable,
       composed: true
     });
-    el.dispatchEvent(ev);
+    N.dispatchEvent(el, ev);
     return ev;
   }
   function sleep(ms) {
@@ -2939,7 +3233,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var f = focusableAncestor(el);
       if (f && f !== document.activeElement) {
         try {
-          f.focus({ preventScroll: true });
+          N.focus(f, { preventScroll: true });
         } catch (e) {
           /* ignore */
         }
@@ -2950,12 +3244,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       fireMouse(el, 'mouseup', c, {});
       return fireMouse(el, 'click', c, {});
     };
-    var hold = Math.min(30000, Math.max(0, Number(args.holdMs) || 0));
+    var hold = N.min(30000, N.max(0, Number(args.holdMs) || 0));
     if (hold > 0) {
       var t0 = N.now();
-      return sleep(hold).then(function () {
+      return N.then(sleep(hold), function () {
         var ev = finish();
-        return { defaultPrevented: ev.defaultPrevented, heldMs: Math.round(N.now() - t0) };
+        return { defaultPrevented: ev.defaultPrevented, heldMs: N.round(N.now() - t0) };
       });
     }
     return { defaultPrevented: finish().defaultPrevented };
@@ -2968,12 +3262,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         : el.tagName === 'SELECT'
           ? W.HTMLSelectElement.prototype
           : W.HTMLInputElement.prototype;
-    var d = Object.getOwnPropertyDescriptor(proto, prop);
+    var d = N.descOf(proto, prop);
     return d && d.set;
   }
   function setValue(el, v) {
     var set = nativeSetter(el, 'value');
-    if (set) set.call(el, v);
+    if (set) N.call(set, el, v);
     else el.value = v;
   }
   function fireInput(el, data, inputType) {
@@ -2990,7 +3284,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     } catch (e) {
       ev = new W.Event('input', { bubbles: true, composed: true });
     }
-    el.dispatchEvent(ev);
+    N.dispatchEvent(el, ev);
   }
   function assertEditable(el, action) {
     if (el.isContentEditable) return 'rich';
@@ -2999,7 +3293,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         'cannot ' +
           action +
           ' a <' +
-          el.tagName.toLowerCase() +
+          N.toLowerCase(el.tagName) +
           '> (' +
           label(el) +
           '); ' +
@@ -3009,7 +3303,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       );
     if (
       el.tagName === 'INPUT' &&
-      /^(checkbox|radio|file|submit|button|reset|image|range|color)$/.test(el.type)
+      N.test(/^(checkbox|radio|file|submit|button|reset|image|range|color)$/, el.type)
     ) {
       if (el.type === 'range' || el.type === 'color') return 'plain';
       throw new Error(
@@ -3019,7 +3313,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           el.type +
           (el.type === 'file'
             ? '; use action "upload"'
-            : /checkbox|radio/.test(el.type)
+            : N.test(/checkbox|radio/, el.type)
               ? '; use check/uncheck'
               : '; use click')
       );
@@ -3029,16 +3323,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return 'plain';
   }
   function richWrite(el, text, replace) {
-    el.focus();
-    var sel = viewOf(el).getSelection();
-    var range = el.ownerDocument.createRange();
-    range.selectNodeContents(el);
-    if (!replace) range.collapse(false);
-    sel.removeAllRanges();
-    sel.addRange(range);
+    N.focus(el);
+    var sel = N.getSelection(viewOf(el));
+    var range = N.createRange(el.ownerDocument);
+    N.selectNodeContents(range, el);
+    if (!replace) N.collapse(range, false);
+    N.removeAllRanges(sel);
+    N.addRange(sel, range);
     var ok = false;
     try {
-      ok = el.ownerDocument.execCommand(text ? 'insertText' : 'delete', false, text);
+      ok = N.execCommand(el.ownerDocument, text ? 'insertText' : 'delete', false, text);
     } catch (e) {
       ok = false;
     }
@@ -3053,7 +3347,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var kind = assertEditable(el, action);
     if (document.activeElement !== el) {
       try {
-        el.focus({ preventScroll: true });
+        N.focus(el, { preventScroll: true });
       } catch (e) {
         /* ignore */
       }
@@ -3075,11 +3369,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return {};
   }
   function keyCode(key) {
-    if (/^[a-z]$/i.test(key)) return 'Key' + key.toUpperCase();
-    if (/^[0-9]$/.test(key)) return 'Digit' + key;
+    if (N.test(/^[a-z]$/i, key)) return 'Key' + N.toUpperCase(key);
+    if (N.test(/^[0-9]$/, key)) return 'Digit' + key;
     if (key === ' ') return 'Space';
     if (
-      /^(Enter|Escape|Tab|Backspace|Delete|Home|End|PageUp|PageDown|ArrowUp|ArrowDown|ArrowLeft|ArrowRight|Insert|F\d{1,2})$/.test(
+      N.test(
+        /^(Enter|Escape|Tab|Backspace|Delete|Home|End|PageUp|PageDown|ArrowUp|ArrowDown|ArrowLeft|ArrowRight|Insert|F\d{1,2})$/,
         key
       )
     )
@@ -3104,7 +3399,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   };
   function keyEvent(el, type, key, code, mods) {
     var W = viewOf(el);
-    var kc = KEYCODES[key] || (key.length === 1 ? key.toUpperCase().charCodeAt(0) : 0);
+    var kc = KEYCODES[key] || (key.length === 1 ? N.charCodeAt(N.toUpperCase(key), 0) : 0);
     var ev = new W.KeyboardEvent(type, {
       key: key,
       code: code,
@@ -3120,7 +3415,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       which: kc,
       charCode: type === 'keypress' ? kc : 0
     });
-    el.dispatchEvent(ev);
+    N.dispatchEvent(el, ev);
     return ev;
   }
   function doType(el, args) {
@@ -3135,7 +3430,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return { perKey: false };
     }
     for (var i = 0; i < text.length; i++) {
-      var ch = text.charAt(i);
+      var ch = N.charAt(text, i);
       var kd = keyEvent(el, 'keydown', ch, keyCode(ch), {});
       if (kd.defaultPrevented) {
         keyEvent(el, 'keyup', ch, keyCode(ch), {});
@@ -3158,9 +3453,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         keyEvent(el, 'keyup', ch, keyCode(ch), {});
         continue;
       }
-      setValue(el, cur.slice(0, start) + ch + cur.slice(end));
+      setValue(el, N.slice(cur, 0, start) + ch + N.slice(cur, end));
       try {
-        el.setSelectionRange(start + 1, start + 1);
+        N.setSelectionRange(el, start + 1, start + 1);
       } catch (e) {
         /* email/number inputs */
       }
@@ -3174,7 +3469,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var kind = assertEditable(el, 'clear');
     if (document.activeElement !== el) {
       try {
-        el.focus({ preventScroll: true });
+        N.focus(el, { preventScroll: true });
       } catch (e) {
         /* ignore */
       }
@@ -3194,7 +3489,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         'select works on a <select>; ' +
           label(el) +
           ' is a <' +
-          el.tagName.toLowerCase() +
+          N.toLowerCase(el.tagName) +
           '>' +
           (getRole(el) === 'combobox'
             ? ' (a custom combobox: click it, then click the option)'
@@ -3203,21 +3498,21 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (el.disabled) throw new Error('cannot select in ' + label(el) + ': it is disabled');
     var wanted =
       args.values ||
-      (Array.isArray(args.value) ? args.value : [args.value != null ? args.value : args.label]);
+      (N.isArray(args.value) ? args.value : [args.value != null ? args.value : args.label]);
     if (wanted[0] == null)
       throw new Error('select needs args:{value:"\u2026"} (an option value or its visible label)');
-    var opts = Array.prototype.slice.call(el.options);
-    var picks = wanted.map(function (w) {
+    var opts = N.slice(el.options);
+    var picks = N.map(wanted, function (w) {
       w = String(w);
       var o =
-        opts.filter(function (x) {
+        N.filter(opts, function (x) {
           return x.value === w;
         })[0] ||
-        opts.filter(function (x) {
+        N.filter(opts, function (x) {
           return norm(x.label || x.text) === norm(w);
         })[0] ||
-        opts.filter(function (x) {
-          return norm(x.label || x.text).toLowerCase() === norm(w).toLowerCase();
+        N.filter(opts, function (x) {
+          return N.toLowerCase(norm(x.label || x.text)) === N.toLowerCase(norm(w));
         })[0];
       if (!o)
         throw new Error(
@@ -3226,15 +3521,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             "' in " +
             label(el) +
             '; options: ' +
-            opts
-              .slice(0, 20)
-              .map(function (x) {
+            N.join(N.map(N.slice(opts, 0, 20), function (x) {
                 return (
-                  JSON.stringify(x.value) +
+                  N.stringify(x.value) +
                   (norm(x.text) !== x.value ? ' (' + clip(norm(x.text), 40) + ')' : '')
                 );
-              })
-              .join(', ') +
+              }), ', ') +
             (opts.length > 20 ? ', \u2026' : '')
         );
       if (o.disabled)
@@ -3243,17 +3535,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     if (document.activeElement !== el) {
       try {
-        el.focus({ preventScroll: true });
+        N.focus(el, { preventScroll: true });
       } catch (e) {
         /* ignore */
       }
     }
     if (el.multiple)
-      opts.forEach(function (o) {
-        o.selected = picks.indexOf(o) >= 0;
+      N.forEach(opts, function (o) {
+        o.selected = N.indexOf(picks, o) >= 0;
       });
     else setValue(el, picks[0].value);
-    if (!el.multiple && el.selectedIndex < 0) el.selectedIndex = opts.indexOf(picks[0]);
+    if (!el.multiple && el.selectedIndex < 0) el.selectedIndex = N.indexOf(opts, picks[0]);
     plain(el, 'input', true, false);
     plain(el, 'change', true, false);
     return {};
@@ -3289,19 +3581,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function parseMods(m) {
     var out = {};
-    (Array.isArray(m) ? m : m ? [m] : []).forEach(function (x) {
-      x = String(x).toLowerCase();
-      if (/^(meta|cmd|command|super|win)$/.test(x)) out.meta = true;
-      else if (/^(ctrl|control)$/.test(x)) out.ctrl = true;
+    N.forEach(N.isArray(m) ? m : m ? [m] : [], function (x) {
+      x = N.toLowerCase(String(x));
+      if (N.test(/^(meta|cmd|command|super|win)$/, x)) out.meta = true;
+      else if (N.test(/^(ctrl|control)$/, x)) out.ctrl = true;
       else if (x === 'shift') out.shift = true;
-      else if (/^(alt|option|opt)$/.test(x)) out.alt = true;
+      else if (N.test(/^(alt|option|opt)$/, x)) out.alt = true;
     });
     return out;
   }
   function doPress(el, args) {
     var key = args.key || args.text || 'Enter';
     key = String(key);
-    var lk = key.toLowerCase();
+    var lk = N.toLowerCase(key);
     var alias = {
       enter: 'Enter',
       escape: 'Escape',
@@ -3332,20 +3624,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (key.length === 1 || key === 'Enter') keyEvent(el, 'keypress', key, code, mods);
       // default actions a browser would perform for a trusted key
       if (key === 'Enter' && !mods.ctrl && !mods.meta) {
-        if (el.tagName === 'INPUT' && el.form && !/^(button|checkbox|radio|file)$/.test(el.type)) {
+        if (el.tagName === 'INPUT' && el.form && !N.test(/^(button|checkbox|radio|file)$/, el.type)) {
           try {
-            el.form.requestSubmit ? el.form.requestSubmit() : el.form.submit();
+            el.form.requestSubmit ? N.requestSubmit(el.form) : N.submit(el.form);
             extra.implicitSubmit = true;
           } catch (e) {
             extra.implicitSubmitError = errMsg(e);
           }
         } else if (
           (el.tagName === 'BUTTON' ||
-            (el.tagName === 'A' && el.hasAttribute('href')) ||
+            (el.tagName === 'A' && N.hasAttribute(el, 'href')) ||
             getRole(el) === 'button') &&
           el.tagName !== 'TEXTAREA'
         ) {
-          el.click();
+          N.click(el);
           extra.activated = true;
         }
       }
@@ -3355,9 +3647,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       key === ' ' &&
       !kd.defaultPrevented &&
       (el.tagName === 'BUTTON' ||
-        (el.tagName === 'INPUT' && /^(checkbox|radio|button|submit)$/.test(el.type)))
+        (el.tagName === 'INPUT' && N.test(/^(checkbox|radio|button|submit)$/, el.type)))
     ) {
-      el.click();
+      N.click(el);
       extra.activated = true;
     }
     extra.defaultPrevented = kd.defaultPrevented;
@@ -3371,11 +3663,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     fireMouse(el, 'mouseenter', c, { bubbles: false });
     fireMouse(el, 'pointermove', c, {});
     fireMouse(el, 'mousemove', c, {});
-    var hold = Math.min(30000, Math.max(0, Number(args.holdMs) || 0));
+    var hold = N.min(30000, N.max(0, Number(args.holdMs) || 0));
     if (hold) {
       var t0 = N.now();
-      return sleep(hold).then(function () {
-        return { heldMs: Math.round(N.now() - t0) };
+      return N.then(sleep(hold), function () {
+        return { heldMs: N.round(N.now() - t0) };
       });
     }
     return {};
@@ -3385,11 +3677,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var l = function () {
       fired = true;
     };
-    el.addEventListener('focusin', l, true);
+    N.addEventListener(el, 'focusin', l, true);
     try {
-      el.focus();
+      N.focus(el);
     } finally {
-      el.removeEventListener('focusin', l, true);
+      N.removeEventListener(el, 'focusin', l, true);
     }
     if (!fired) {
       plain(el, 'focus', false, false);
@@ -3399,7 +3691,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function doBlur(el) {
     var was = isFocused(el);
-    if (was) el.blur();
+    if (was) N.blur(el);
     else {
       plain(el, 'blur', false, false);
       plain(el, 'focusout', true, false);
@@ -3407,7 +3699,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return {};
   }
   function doSubmit(el) {
-    var form = el.tagName === 'FORM' ? el : el.form || el.closest('form');
+    var form = el.tagName === 'FORM' ? el : el.form || N.closest(el, 'form');
     if (!form)
       throw new Error(
         'submit: ' + label(el) + ' is not inside a <form>; click its submit button instead'
@@ -3417,18 +3709,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var l = function (e) {
       prevented = e.defaultPrevented;
     };
-    W.addEventListener('submit', l, false);
+    N.addEventListener(W, 'submit', l, false);
     try {
       var submitter =
         (el.tagName === 'BUTTON' || el.tagName === 'INPUT') &&
         el.form === form &&
-        /submit|image/.test(el.type)
+        N.test(/submit|image/, el.type)
           ? el
           : undefined;
-      if (form.requestSubmit) form.requestSubmit(submitter);
-      else if (plain(form, 'submit', true, true).defaultPrevented === false) form.submit();
+      if (form.requestSubmit) N.requestSubmit(form, submitter);
+      else if (plain(form, 'submit', true, true).defaultPrevented === false) N.submit(form);
     } finally {
-      W.removeEventListener('submit', l, false);
+      N.removeEventListener(W, 'submit', l, false);
     }
     return { defaultPrevented: prevented === true };
   }
@@ -3437,22 +3729,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       throw new Error('upload works on <input type=file>; ' + label(el) + ' is not one');
     if (el.disabled) throw new Error('cannot upload to ' + label(el) + ': it is disabled');
     var W = viewOf(el);
-    var specs = Array.isArray(args.files) ? args.files : [args];
+    var specs = N.isArray(args.files) ? args.files : [args];
     var dt = new W.DataTransfer();
-    specs.forEach(function (f) {
-      dt.items.add(
-        new W.File(
+    N.forEach(specs, function (f) {
+      N.add(dt.items, new W.File(
           [f.content != null ? String(f.content) : 'reticle test file'],
           f.name || 'file.txt',
           { type: f.type || f.mime || 'text/plain' }
-        )
-      );
+        ));
     });
     el.files = dt.files;
     plain(el, 'input', true, false);
     plain(el, 'change', true, false);
     return {
-      files: specs.map(function (f) {
+      files: N.map(specs, function (f) {
         return f.name || 'file.txt';
       })
     };
@@ -3468,10 +3758,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       dt = new W.DataTransfer();
       if (args.data)
-        dt.setData(
-          args.data.mime || 'text/plain',
-          String(args.data.value != null ? args.data.value : '')
-        );
+        N.setData(dt, args.data.mime || 'text/plain',
+          String(args.data.value != null ? args.data.value : ''));
     } catch (e) {
       dt = null;
     }
@@ -3482,11 +3770,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var target = to;
       fireMouse(target, 'pointermove', p, { buttons: 1 });
       fireMouse(target, 'mousemove', p, { buttons: 1 });
-      if (step < 5) return frame().then(move);
+      if (step < 5) return N.then(frame(), move);
       fireMouse(to, 'pointerup', b, {});
       fireMouse(to, 'mouseup', b, {});
       var prevented = false;
-      if (el.draggable || el.getAttribute('draggable') === 'true' || args.html5) {
+      if (el.draggable || N.getAttribute(el, 'draggable') === 'true' || args.html5) {
         var mk = function (t, tgt, p2) {
           var ev;
           try {
@@ -3501,7 +3789,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           } catch (e) {
             ev = new W.Event(t, { bubbles: true, cancelable: true });
           }
-          tgt.dispatchEvent(ev);
+          N.dispatchEvent(tgt, ev);
           return ev;
         };
         mk('dragstart', el, a);
@@ -3512,7 +3800,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       return { defaultPrevented: prevented, to: refFor(to) };
     }
-    return frame().then(move);
+    return N.then(frame(), move);
   }
 
   function resolveTarget(t) {
@@ -3524,7 +3812,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       q = normalizeQuery(t);
     } catch (e) {
-      throw new Error('target ' + JSON.stringify(t) + ': ' + errMsg(e));
+      throw new Error('target ' + N.stringify(t) + ': ' + errMsg(e));
     }
     var r = runQuery({
       by: q.by,
@@ -3535,52 +3823,46 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var desc =
       q.by +
       ' ' +
-      JSON.stringify(q.value) +
-      (q.name != null ? ' name ' + JSON.stringify(q.name) : '');
+      N.stringify(q.value) +
+      (q.name != null ? ' name ' + N.stringify(q.name) : '');
     if (r.scopeMissing)
-      throw new Error('target scope ' + JSON.stringify(t.scope) + ' matched nothing');
+      throw new Error('target scope ' + N.stringify(t.scope) + ' matched nothing');
     var els = r.els;
     if (!els.length) {
       var h = zeroHint();
       var nearby = [];
       var near = nearMisses(q, resolveScope(t.scope));
-      if (near.length) nearby.push('nearest: ' + near.map(candidateText).join(', '));
+      if (near.length) N.push(nearby, 'nearest: ' + N.join(N.map(near, candidateText), ', '));
       else if (q.by === 'role') {
-        var same = runQuery({ by: 'role', value: q.value, scope: t.scope })
-          .els.slice(0, 8)
-          .map(function (e) {
-            return JSON.stringify(getName(e));
+        var same = N.map(N.slice(runQuery({ by: 'role', value: q.value, scope: t.scope })
+          .els, 0, 8), function (e) {
+            return N.stringify(getName(e));
           });
-        if (same.length) nearby.push(q.value + 's present: ' + same.join(', '));
+        if (same.length) N.push(nearby, q.value + 's present: ' + N.join(same, ', '));
       }
-      if (h.presentTestids.length) nearby.push('testids present: ' + h.presentTestids.join(', '));
+      if (h.presentTestids.length) N.push(nearby, 'testids present: ' + N.join(h.presentTestids, ', '));
       if (h.presentRegions.length)
-        nearby.push(
-          'regions: ' +
-            h.presentRegions
-              .slice(0, 5)
-              .map(function (x) {
+        N.push(nearby, 'regions: ' +
+            N.join(N.map(N.slice(h.presentRegions, 0, 5), function (x) {
                 return x.role + (x.name ? ' "' + x.name + '"' : '');
-              })
-              .join(', ')
-        );
+              }), ', '));
       throw coded(
         'target_missing',
         'no element matches target ' +
           desc +
           ' on ' +
           h.route +
-          (nearby.length ? '; ' + nearby.join('; ') : '; take a snapshot to see what is there')
+          (nearby.length ? '; ' + N.join(nearby, '; ') : '; take a snapshot to see what is there')
       );
     }
     if (els.length === 1) return els[0];
     var cache = makeVisCache();
-    var vis = els.filter(function (e) {
+    var vis = N.filter(els, function (e) {
       return isVisible(e, cache);
     });
     if (vis.length === 1) return vis[0];
     var pool = vis.length ? vis : els;
-    var shown = pool.slice(0, 8).map(candidate);
+    var shown = N.map(N.slice(pool, 0, 8), candidate);
     throw coded(
       'target_ambiguous',
       pool.length +
@@ -3589,12 +3871,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         '; pass one of these refs instead' +
         (pool.length > shown.length ? ' (first ' + shown.length + ')' : '') +
         ': ' +
-        shown.map(candidateText).join('; ')
+        N.join(N.map(shown, candidateText), '; ')
     );
   }
 
   function settle() {
-    return N.Promise.resolve().then(function () {
+    return N.then(N.resolve(), function () {
       return new N.Promise(function (resolve) {
         var done = false;
         var t = N.setTimeout(function () {
@@ -3623,7 +3905,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (action === 'type') assertEditable(el, 'type');
     if ((action === 'type' || action === 'press') && document.activeElement !== el) {
       try {
-        el.focus({ preventScroll: true });
+        N.focus(el, { preventScroll: true });
       } catch (e) {
         /* ignore */
       }
@@ -3633,13 +3915,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var req = { kind: 'input', id: 'i' + ++inputSeq, action: action, x: c.x, y: c.y, toX: to.x, toY: to.y };
     req.text = String(a.text != null ? a.text : a.value != null ? a.value : '');
     req.key = a.key || a.text || 'Enter';
-    req.modifiers = Array.isArray(a.modifiers) ? a.modifiers : [];
-    req.holdMs = Math.min(30000, Math.max(0, Number(a.holdMs) || 0));
+    req.modifiers = N.isArray(a.modifiers) ? a.modifiers : [];
+    req.holdMs = N.min(30000, N.max(0, Number(a.holdMs) || 0));
     var seen = null;
     var spy = function (e) {
       if (!seen) seen = e;
     };
-    window.addEventListener(CDP_INPUT[action], spy, true);
+    N.addEventListener(window, CDP_INPUT[action], spy, true);
     return new N.Promise(function (resolve, reject) {
       var timer = N.setTimeout(function () {
         finish({ ok: false, error: 'the daemon did not dispatch it in time' });
@@ -3647,9 +3929,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       function finish(msg) {
         N.clearTimeout(timer);
         delete INPUT_WAITS[req.id];
-        window.removeEventListener(CDP_INPUT[action], spy, true);
+        N.removeEventListener(window, CDP_INPUT[action], spy, true);
         var r = { defaultPrevented: !!(seen && seen.defaultPrevented) };
-        if (req.holdMs) r.heldMs = Math.round(N.now() - sent);
+        if (req.holdMs) r.heldMs = N.round(N.now() - sent);
         if (msg.ok) resolve(r);
         else reject(new Error('real input failed: ' + clip(String(msg.error || ''), 300)));
       }
@@ -3666,9 +3948,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var SYNTHETIC_ACTIONS = {
     click: function (el, o) { return doClick(el, o); },
     dblclick: function (el) {
-      return N.Promise.resolve(doClick(el, {}))
-        .then(function () { return doClick(el, {}); })
-        .then(function (r1) {
+      return N.then(N.then(N.resolve(doClick(el, {})), function () { return doClick(el, {}); }), function (r1) {
           var ev = fireMouse(el, 'dblclick', centre(el), { detail: 2 });
           return { defaultPrevented: ev.defaultPrevented || (r1 && r1.defaultPrevented) };
         });
@@ -3685,7 +3965,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     submit: function (el) { return doSubmit(el); },
     press: function (el, o) { return doPress(el, o); },
     scrollIntoView: function (el) {
-      el.scrollIntoView({ block: 'center', inline: 'nearest' });
+      N.scrollIntoView(el, { block: 'center', inline: 'nearest' });
       return {};
     },
     upload: function (el, o) { return doUpload(el, o); },
@@ -3709,8 +3989,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function reactFiber(el) {
     if (!el) return false;
     try {
-      return Object.keys(el).some(function (k) {
-        return k.indexOf('__reactFiber$') === 0;
+      return N.some(N.keys(el), function (k) {
+        return N.indexOf(k, '__reactFiber$') === 0;
       });
     } catch (e) {
       return false;
@@ -3720,12 +4000,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     {
       name: 'Next.js',
       on: function () {
-        return !!document.getElementById('__NEXT_DATA__') || winHas('__next_f');
+        return !!N.getElementById(document, '__NEXT_DATA__') || winHas('__next_f');
       },
       done: function () {
         return (
-          !!document.querySelector('next-route-announcer') ||
-          reactFiber(document.querySelector('#__next > *'))
+          !!N.querySelector(document, 'next-route-announcer') ||
+          reactFiber(N.querySelector(document, '#__next > *'))
         );
       }
     },
@@ -3742,34 +4022,34 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       name: 'SvelteKit',
       on: function () {
         try {
-          return Object.keys(window).some(function (k) {
-            return k.indexOf('__sveltekit_') === 0;
+          return N.some(N.keys(window), function (k) {
+            return N.indexOf(k, '__sveltekit_') === 0;
           });
         } catch (e) {
           return false;
         }
       },
       done: function () {
-        return !!document.getElementById('svelte-announcer');
+        return !!N.getElementById(document, 'svelte-announcer');
       }
     },
     {
       name: 'Nuxt',
       on: function () {
-        return winHas('__NUXT__') || !!document.getElementById('__NUXT_DATA__');
+        return winHas('__NUXT__') || !!N.getElementById(document, '__NUXT_DATA__');
       },
       done: function () {
-        var root = document.getElementById('__nuxt');
+        var root = N.getElementById(document, '__nuxt');
         return !!root && hasOwn(root, '__vue_app__');
       }
     },
     {
       name: 'Astro',
       on: function () {
-        return !!document.querySelector('astro-island');
+        return !!N.querySelector(document, 'astro-island');
       },
       done: function () {
-        return !document.querySelector('astro-island[ssr][client="load"],astro-island[ssr][client="idle"]');
+        return !N.querySelector(document, 'astro-island[ssr][client="load"],astro-island[ssr][client="idle"]');
       }
     }
   ];
@@ -3799,12 +4079,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // when nothing was pending.
   function whenHydrated(ms) {
     var first = hydrationPending();
-    if (!first) return N.Promise.resolve(null);
+    if (!first) return N.resolve(null);
     var t0 = N.now();
     return new N.Promise(function (resolve) {
       (function poll() {
         var still = hydrationPending();
-        var waited = Math.round(N.now() - t0);
+        var waited = N.round(N.now() - t0);
         var row = still ? null : hydrationRow();
         // a plain page waited for only while it was parsed: no framework to name
         if (!still) resolve(row ? { framework: row.name, hydrated: true, waitedMs: waited } : null);
@@ -3814,8 +4094,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
   function hydratedCmd(a) {
-    var ms = typeof a.ms === 'number' && a.ms >= 0 ? Math.min(a.ms, 10000) : HYDRATE_OPEN_MS;
-    return whenHydrated(ms).then(function (h) {
+    var ms = typeof a.ms === 'number' && a.ms >= 0 ? N.min(a.ms, 10000) : HYDRATE_OPEN_MS;
+    return N.then(whenHydrated(ms), function (h) {
       var row = h ? null : hydrationRow();
       return h || { framework: row ? row.name : null, hydrated: true, waitedMs: 0 };
     });
@@ -3827,11 +4107,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function fillsNoted(c) {
     var el = c.el;
     if (!FILL_ACTIONS[c.action] || !('value' in el)) return;
-    FILLED = FILLED.filter(function (f) {
+    FILLED = N.filter(FILLED, function (f) {
       return f.el !== el && f.el.isConnected;
     });
-    FILLED.push({ el: el, ref: c.ref, field: c.name || el.name || '', value: el.value });
-    if (FILLED.length > 50) FILLED.shift();
+    N.push(FILLED, { el: el, ref: c.ref, field: c.name || el.name || '', value: el.value });
+    if (FILLED.length > 50) N.shift(FILLED);
   }
   // The filled fields whose value is no longer what was filled (each told once), for the act `c`. An act
   // that can submit (a click, a press, a submit) takes what was filled with it: a form the app clears
@@ -3840,14 +4120,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function fillsReset(c) {
     if (FILL_ACTIONS[c.action]) return [];
     var out = [];
-    FILLED = FILLED.filter(function (f) {
+    FILLED = N.filter(FILLED, function (f) {
       var gone = !f.el.isConnected;
       var now = gone ? null : f.el.value;
       if (!gone && now === f.value) return !SUBMITTING[c.action];
-      out.push({ ref: f.ref, field: clip(f.field, 120), emptied: !gone && now === '', replaced: gone });
+      N.push(out, { ref: f.ref, field: clip(f.field, 120), emptied: !gone && now === '', replaced: gone });
       return false;
     });
-    return out.slice(0, 10);
+    return N.slice(out, 0, 10);
   }
 
   // ---- act: one action, from its element to what it did --------------------------------------------
@@ -3856,16 +4136,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // tell what it did. `c` carries the act from step to step.
   function act(args) {
     var ms = HYDRATE_ACT_MS;
-    if (typeof args.hydrateMs === 'number') ms = Math.max(0, Math.min(args.hydrateMs, HYDRATE_ACT_MS));
-    return whenHydrated(ms).then(function (h) {
+    if (typeof args.hydrateMs === 'number') ms = N.max(0, N.min(args.hydrateMs, HYDRATE_ACT_MS));
+    return N.then(whenHydrated(ms), function (h) {
       return actNow(args, h);
     });
   }
   function actNow(args, hydration) {
     var action = args.action;
-    if (ACTIONS.indexOf(action) < 0)
+    if (N.indexOf(ACTIONS, action) < 0)
       throw new Error(
-        "unknown action '" + clip(action, 40) + "'; use one of " + ACTIONS.join(', ')
+        "unknown action '" + clip(action, 40) + "'; use one of " + N.join(ACTIONS, ', ')
       );
     var a = isObj(args.args) ? args.args : {};
     var el = actElement(args, action);
@@ -3896,11 +4176,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       run = synthetic ? synthetic(el, opts) : undefined;
       if (action === 'scrollIntoView') c.effect.scrolledIntoView = true;
     }
-    return N.Promise.resolve(run).then(
-      function (r) {
+    return N.then(N.resolve(run), function (r) {
         r = r || {};
         fillsNoted(c); // the value as the act left it, before the page could reset it
-        return settle().then(function (settled) {
+        return N.then(settle(), function (settled) {
           actProbeEnd(c.probe);
           actEffectAfter(c, r);
           return actAnswer(c, r, settled);
@@ -3908,13 +4187,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       },
       function (e) {
         try {
-          if (c.probe.mo) c.probe.mo.disconnect();
+          if (c.probe.mo) N.disconnect(c.probe.mo);
         } catch (x) {
           /* ignore */
         }
         throw e;
-      }
-    );
+      });
   }
   // The element an act is for: its ref, its target, or (for press) the focused element.
   function actElement(args, action) {
@@ -3945,7 +4223,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     c.ref = refFor(el);
     c.role = getRole(el);
     c.name = getName(el, c.role);
-    c.testid = el.getAttribute('data-testid');
+    c.testid = N.getAttribute(el, 'data-testid');
     c.visible = isVisible(el, cache);
     c.enabled = !isDisabled(el);
     c.focusBefore = actFocused();
@@ -3978,7 +4256,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var ctr = centre(el);
     if (ctr.w > 0 && ctr.h > 0 && (ctr.x < 0 || ctr.y < 0 || ctr.x > innerWidth || ctr.y > innerHeight)) {
       try {
-        el.scrollIntoView({ block: 'center', inline: 'center' });
+        N.scrollIntoView(el, { block: 'center', inline: 'center' });
         effect.scrolledIntoView = true;
       } catch (e) {
         /* ignore */
@@ -4009,7 +4287,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       p.mo = new N.MutationObserver(function (rs) {
         actTally(p, rs);
       });
-      p.mo.observe(document, {
+      N.observe(p.mo, document, {
         subtree: true,
         childList: true,
         attributes: true,
@@ -4031,16 +4309,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var n = nodes[j];
         if (n.nodeType === 1 && isIgnored(n)) continue;
         var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
-        if (tx && /\p{L}/u.test(tx) && tx !== opts.value && tx !== opts.text && appeared.indexOf(tx) < 0)
-          appeared.push(clip(tx, 80));
+        if (tx && N.test(/\p{L}/u, tx) && tx !== opts.value && tx !== opts.text && N.indexOf(appeared, tx) < 0)
+          N.push(appeared, clip(tx, 80));
       }
     }
   }
   function actProbeEnd(p) {
     try {
       if (p.mo) {
-        actTally(p, p.mo.takeRecords());
-        p.mo.disconnect();
+        actTally(p, N.takeRecords(p.mo));
+        N.disconnect(p.mo);
       }
     } catch (e) {
       /* ignore */
@@ -4062,12 +4340,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var fa = actFocused();
     if (fa !== c.focusBefore)
       effect.focusMoved = (c.focusBefore ? refFor(c.focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
-    if (/^(fill|type|clear|select|upload)$/.test(c.action)) {
+    if (N.test(/^(fill|type|clear|select|upload)$/, c.action)) {
       var after = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
       effect.valueChanged = after !== c.valueBefore;
     }
     effect.domMutatedWithin = c.probe.records;
-    if (c.probe.appeared.length) effect.appeared = clip(c.probe.appeared.join(' | '), 200);
+    if (c.probe.appeared.length) effect.appeared = clip(N.join(c.probe.appeared, ' | '), 200);
   }
   function actAnswer(c, r, settled) {
     var res = {
@@ -4087,8 +4365,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (r.to) res.to = r.to;
     if (c.warning) res.warning = c.warning;
     res.input = c.viaCdp ? 'cdp' : 'synthetic';
-    res.ms = Math.round(N.now() - c.t0);
-    res.pt = Math.floor(c.t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
+    res.ms = N.round(N.now() - c.t0);
+    res.pt = N.floor(c.t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
     res.documentId = S.documentId;
     if (docAnnounced && docAnnounced.at >= c.wall0)
       res.navigation = {
@@ -4100,7 +4378,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return res;
   }
   function actSequence(args) {
-    var steps = Array.isArray(args.steps) ? args.steps : null;
+    var steps = N.isArray(args.steps) ? args.steps : null;
     if (!steps || !steps.length)
       throw new Error('act_sequence needs steps:[{ref|target, action, args?}]');
     if (steps.length > 50)
@@ -4125,10 +4403,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         p = act(args.input && isObj(st) ? { ref: st.ref, target: st.target, action: st.action, args: st.args,
           input: args.input } : st);
       } catch (e) {
-        p = N.Promise.reject(e);
+        p = N.reject(e);
       }
-      return N.Promise.resolve(p).then(
-        function (r) {
+      return N.then(N.resolve(p), function (r) {
           var s = {
             ref: r.ref,
             action: r.action,
@@ -4141,12 +4418,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           if (r.testid) s.testid = r.testid;
           if (r.warning) s.warning = r.warning;
           s.input = r.input;
-          out.push(s);
-          effects.push(r.effect);
+          N.push(out, s);
+          N.push(effects, r.effect);
           return next();
         },
         function (e) {
-          out.push({
+          N.push(out, {
             ref: st.ref || null,
             action: st.action,
             dispatched: false,
@@ -4163,8 +4440,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             effects: effects,
             dispatched: out.length > 1
           };
-        }
-      );
+        });
     }
     return next();
   }
@@ -4180,26 +4456,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (typeof orig !== 'function' || orig.__reticleWrapped) return null;
     var w = make(orig);
     try {
-      Object.defineProperty(w, '__reticleWrapped', { value: true });
+      N.defineProperty(w, '__reticleWrapped', { value: true });
     } catch (e) {
       /* frozen fn */
     }
     try {
-      Object.defineProperty(w, 'name', { value: orig.name, configurable: true });
+      N.defineProperty(w, 'name', { value: orig.name, configurable: true });
     } catch (e) {
       /* ignore */
     }
     obj[key] = w;
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       if (obj[key] === w) obj[key] = orig;
     });
     return orig;
   }
   function listen(target, type, fn, opts) {
     var g = guard('listener:' + type, fn);
-    target.addEventListener(type, g, opts);
-    S.teardowns.push(function () {
-      target.removeEventListener(type, g, opts);
+    N.addEventListener(target, type, g, opts);
+    N.push(S.teardowns, function () {
+      N.removeEventListener(target, type, g, opts);
     });
   }
   // per-channel rate cap; overflow is reported as a truncated event once per window
@@ -4239,7 +4515,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   //   streamLine, streamFeed, streamFinish, streamSafeFeed, streamPump, readCapped, installXHR,
   //   xhrSendStart, xhrLoadend, xhrResponseBody, installBeacon, frameData, frameEvent, swapConstructor,
   //   installWebSocket, installEventSource
-  // uses: BODY_CAP (01), BODY_SCAN (01), FRAME_DATA_CAP (01), N (01), REDACTED (01), clip (03), errMsg (03),
+  // uses: BODY_CAP (01), BODY_SCAN (01), FRAME_DATA_CAP (01), REDACTED (01), clip (03), errMsg (03),
   //   hasOwn (03), isNativeFn (03), isObj (03), keySensitive (03), redactUrl (03), sanitize (03),
   //   scrubText (03), S (04), emit (04), guard (04), internal (04), MARK (05), markable (05), takeMark (05),
   //   traceparent (05), patch (11), rateCap (11), callerStack (14)
@@ -4251,7 +4527,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     // returns {body, truncated, size}
     var size = text.length;
     var out;
-    var looksJson = /json/i.test(contentType || '') || /^\s*[[{]/.test(text);
+    var looksJson = N.test(/json/i, contentType || '') || N.test(/^\s*[[{]/, text);
     if (looksJson && size <= 262144) {
       try {
         var parsed = N.parse(text);
@@ -4264,10 +4540,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         out = null;
       }
     }
-    if (out == null) out = scrubText(text.length > BODY_SCAN ? text.slice(0, BODY_SCAN) : text);
+    if (out == null) out = scrubText(text.length > BODY_SCAN ? N.slice(text, 0, BODY_SCAN) : text);
     var truncated = false;
     if (out.length > BODY_CAP) {
-      out = out.slice(0, BODY_CAP);
+      out = N.slice(out, 0, BODY_CAP);
       truncated = true;
     }
     if (size > BODY_SCAN && !looksJson) truncated = true;
@@ -4282,13 +4558,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         return { body: r.body, truncated: r.truncated };
       }
       if (typeof URLSearchParams !== 'undefined' && b instanceof URLSearchParams) {
-        var r2 = redactBody(b.toString(), 'application/x-www-form-urlencoded');
+        var r2 = redactBody(N.invoke(b, 'toString'), 'application/x-www-form-urlencoded');
         return { body: r2.body, truncated: r2.truncated };
       }
       if (typeof FormData !== 'undefined' && b instanceof FormData) {
         var o = {},
           n = 0;
-        b.forEach(function (v, k) {
+        N.forEach(b, function (v, k) {
           if (n++ < 50)
             o[k] =
               typeof v === 'string' ? v : '[File ' + (v.name || '') + ' ' + (v.size || 0) + 'B]';
@@ -4297,7 +4573,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       if (typeof Blob !== 'undefined' && b instanceof Blob)
         return { type: 'Blob' + (b.type ? ' ' + b.type : '') + ' ' + b.size + 'B' };
-      if (b instanceof ArrayBuffer || (ArrayBuffer.isView && ArrayBuffer.isView(b)))
+      if (b instanceof ArrayBuffer || (ArrayBuffer.isView && N.isView(b)))
         return { type: 'binary ' + (b.byteLength || 0) + 'B' };
       if (typeof ReadableStream !== 'undefined' && b instanceof ReadableStream)
         return { type: 'ReadableStream' };
@@ -4341,7 +4617,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     try {
       var x = new URL(u, location.href);
       var b = new URL(S.url);
-      return x.host === b.host && /^\/reticle(\.js)?$/.test(x.pathname);
+      return x.host === b.host && N.test(/^\/reticle(\.js)?$/, x.pathname);
     } catch (e) {
       return false;
     }
@@ -4352,19 +4628,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // request themselves (a status, a failure, a delay) and mark its record with the fault's id.
   var FAULTS = [];
   function setFaults(a) {
-    var list = Array.isArray(a.faults) ? a.faults : [];
+    var list = N.isArray(a.faults) ? a.faults : [];
     var now = N.now();
-    FAULTS = list.slice(0, 32).filter(isObj).map(function (f) {
+    FAULTS = N.map(N.filter(N.slice(list, 0, 32), isObj), function (f) {
       return {
         id: String(f.id || ''),
         urlContains: String(f.urlContains || ''),
-        method: f.method ? String(f.method).toUpperCase() : null,
+        method: f.method ? N.toUpperCase(String(f.method)) : null,
         resourceType: f.resourceType ? String(f.resourceType) : null,
-        delayMs: Math.max(0, Math.min(60000, +f.delayMs || 0)),
+        delayMs: N.max(0, N.min(60000, +f.delayMs || 0)),
         abort: !!f.abort,
         respond: isObj(f.respond) ? f.respond : null,
         remaining: typeof f.remaining === 'number' ? f.remaining : null,
-        until: now + Math.max(0, +f.expiresInMs || 0)
+        until: now + N.max(0, +f.expiresInMs || 0)
       };
     });
     return { faults: FAULTS.length };
@@ -4376,7 +4652,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (now >= f.until || f.remaining === 0 || !f.urlContains) continue;
       if (f.method && f.method !== method) continue;
       if (f.resourceType && f.resourceType !== kind) continue;
-      if (String(url).indexOf(f.urlContains) < 0) continue;
+      if (N.indexOf(String(url), f.urlContains) < 0) continue;
       if (f.remaining !== null) f.remaining--;
       return f;
     }
@@ -4394,11 +4670,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var typed = false;
     for (var k in h) {
       if (hasOwn(h, k)) {
-        out.push([String(k), String(h[k])]);
-        if (String(k).toLowerCase() === 'content-type') typed = true;
+        N.push(out, [String(k), String(h[k])]);
+        if (N.toLowerCase(String(k)) === 'content-type') typed = true;
       }
     }
-    if (!typed) out.push(['Content-Type', 'text/plain; charset=utf-8']);
+    if (!typed) N.push(out, ['Content-Type', 'text/plain; charset=utf-8']);
     return out;
   }
   function faultBody(f) {
@@ -4408,17 +4684,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // A fetch the fault answers: a Response of its own, a TypeError as a failed network, or the
   // real request after the delay.
   function faultedFetch(f, orig, self, args) {
-    return faultWait(f).then(function () {
+    return N.then(faultWait(f), function () {
       if (f.abort) throw new TypeError('Failed to fetch');
-      if (!f.respond) return orig.apply(self, args);
+      if (!f.respond) return N.apply(orig, self, args);
       return new Response(faultBody(f), { status: +f.respond.status || 500, headers: faultHeaders(f) });
     });
   }
   // An XHR the fault answers: its state and answer are set on the instance, then its events fire.
   function faultedXhr(f, xhr, orig, args) {
-    faultWait(f).then(
-      guard('network_observer', function () {
-        if (!f.abort && !f.respond) return orig.apply(xhr, args);
+    N.then(faultWait(f), guard('network_observer', function () {
+        if (!f.abort && !f.respond) return N.apply(orig, xhr, args);
         var status = f.abort ? 0 : +f.respond.status || 500;
         var body = f.abort ? '' : faultBody(f);
         var heads = f.abort ? [] : faultHeaders(f);
@@ -4431,22 +4706,21 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           }
         }
         var fixed = { readyState: 4, status: status, statusText: '', responseText: body, response: value };
-        Object.keys(fixed).forEach(function (k) {
-          Object.defineProperty(xhr, k, { configurable: true, get: function () { return fixed[k]; } });
+        N.forEach(N.keys(fixed), function (k) {
+          N.defineProperty(xhr, k, { configurable: true, get: function () { return fixed[k]; } });
         });
         xhr.getResponseHeader = function (name) {
           for (var i = 0; i < heads.length; i++)
-            if (heads[i][0].toLowerCase() === String(name).toLowerCase()) return heads[i][1];
+            if (N.toLowerCase(heads[i][0]) === N.toLowerCase(String(name))) return heads[i][1];
           return null;
         };
         xhr.getAllResponseHeaders = function () {
-          return heads.map(function (h) { return h[0].toLowerCase() + ': ' + h[1]; }).join('\r\n');
+          return N.join(N.map(heads, function (h) { return N.toLowerCase(h[0]) + ': ' + h[1]; }), '\r\n');
         };
-        xhr.dispatchEvent(new Event('readystatechange'));
-        xhr.dispatchEvent(new ProgressEvent(f.abort ? 'error' : 'load'));
-        xhr.dispatchEvent(new ProgressEvent('loadend'));
-      })
-    );
+        N.dispatchEvent(xhr, new Event('readystatechange'));
+        N.dispatchEvent(xhr, new ProgressEvent(f.abort ? 'error' : 'load'));
+        N.dispatchEvent(xhr, new ProgressEvent('loadend'));
+      }));
   }
 
   function installFetch() {
@@ -4472,21 +4746,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         call.meta = null;
       }
       var meta = call.meta;
-      var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, call.args) : orig.apply(this, call.args);
+      var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, call.args) : N.apply(orig, this, call.args);
       if (!meta) return p;
       try {
         fetchRequestBody(meta, input);
       } catch (e) {
         /* ignore */
       }
-      p.then(
-        guard('network_observer', function (res) {
+      N.then(p, guard('network_observer', function (res) {
           onFetchResponse(meta, res);
         }),
         guard('network_observer', function (err) {
           fetchFailed(meta, err);
-        })
-      );
+        }));
       return p;
     };
   }
@@ -4494,11 +4766,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // request the server can see is marked with this tab's header (call.args then carry it).
   function fetchStart(call, input, init) {
     var url = typeof input === 'string' ? input : input && input.url ? input.url : String(input);
-    var method = (
-      (init && init.method) ||
+    var method = N.toUpperCase((init && init.method) ||
       (input && typeof input === 'object' && input.method) ||
-      'GET'
-    ).toUpperCase();
+      'GET');
     try {
       url = new URL(url, location.href).href;
     } catch (e) {
@@ -4531,10 +4801,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var hs = new Headers(
           (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
         );
-        hs.set(MARK.header, mark[1]);
-        if (hs.has('traceparent')) pend.ownTrace = true;
-        else hs.set('traceparent', traceparent(mark[1]));
-        init = Object.assign({}, init || {}, { headers: hs });
+        N.set(hs, MARK.header, mark[1]);
+        if (N.has(hs, 'traceparent')) pend.ownTrace = true;
+        else N.set(hs, 'traceparent', traceparent(mark[1]));
+        init = N.assign({}, init || {}, { headers: hs });
         call.args = [input, init];
         pend.serverMarked = true;
         pend.serverMark = mark[0];
@@ -4557,17 +4827,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       method !== 'GET' &&
       method !== 'HEAD'
     ) {
-      meta.reqP = input
-        .clone()
-        .text()
-        .then(
-          function (t) {
+      meta.reqP = N.then(N.text(N.clone(input)), function (t) {
             return t ? describeReqBody(t) : null;
           },
           function () {
             return null;
-          }
-        );
+          });
     }
   }
   // The failed fetch whose failure the page is handling now: from the rejection until the next task
@@ -4588,7 +4853,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       url: meta.url,
       status: 0,
       ok: false,
-      durationMs: Math.round(N.now() - meta.t0),
+      durationMs: N.round(N.now() - meta.t0),
       initiator: 'fetch',
       error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500),
       stack: meta.stack
@@ -4606,7 +4871,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       n = 0,
       more = false;
     for (var i = 0; i < pairs.length; i++) {
-      var k = String(pairs[i][0] || '').toLowerCase();
+      var k = N.toLowerCase(String(pairs[i][0] || ''));
       if (!k || k === '__proto__' || hasOwn(out, k)) continue;
       if (n >= HEADERS_MAX) {
         more = true;
@@ -4615,7 +4880,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       n++;
       var v = String(pairs[i][1] == null ? '' : pairs[i][1]);
       out[k] =
-        /^(set-cookie2?|authorization|proxy-authorization|proxy-authenticate)$/.test(k) || keySensitive(k)
+        N.test(/^(set-cookie2?|authorization|proxy-authorization|proxy-authenticate)$/, k) || keySensitive(k)
           ? REDACTED
           : clip(scrubText(v), HEADER_VALUE_CAP);
     }
@@ -4634,25 +4899,21 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function fetchHeaderPairs(res) {
     var pairs = [];
     if (res.headers && typeof res.headers.forEach === 'function')
-      res.headers.forEach(function (v, k) {
-        if (pairs.length <= HEADERS_MAX * 2) pairs.push([k, v]);
+      N.forEach(res.headers, function (v, k) {
+        if (pairs.length <= HEADERS_MAX * 2) N.push(pairs, [k, v]);
       });
     return pairs;
   }
   function xhrHeaderPairs(xhr) {
-    var raw = xhr.getAllResponseHeaders() || '';
-    return raw
-      .split(/\r?\n/)
-      .slice(0, HEADERS_MAX * 2)
-      .map(function (line) {
-        var i = line.indexOf(':');
-        return i > 0 ? [line.slice(0, i).trim(), line.slice(i + 1).trim()] : null;
-      })
-      .filter(Boolean);
+    var raw = N.getAllResponseHeaders(xhr) || '';
+    return N.filter(N.map(N.slice(N.split(raw, /\r?\n/), 0, HEADERS_MAX * 2), function (line) {
+        var i = N.indexOf(line, ':');
+        return i > 0 ? [N.trim(N.slice(line, 0, i)), N.trim(N.slice(line, i + 1))] : null;
+      }), Boolean);
   }
   // The net.request record of a completed fetch or XHR; `header` reads a response header.
   function callRecord(meta, url, initiator, status, statusText, header) {
-    var ms = Math.round(N.now() - meta.t0);
+    var ms = N.round(N.now() - meta.t0);
     var ct = '';
     try {
       ct = header('content-type') || '';
@@ -4679,8 +4940,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function onFetchResponse(meta, res) {
     var d = fetchResponseRecord(meta, res);
     var ct = d.contentType || '';
-    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
-    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
+    var reqDone = meta.reqP ? meta.reqP : N.resolve(meta.req);
+    if (N.test(STREAMY, ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
     if (!S.captureBodies) {
       emitRequestWhenRead(d, reqDone, null);
       return;
@@ -4689,7 +4950,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var clone = null;
     if (!reason) {
       try {
-        clone = res.clone();
+        clone = N.clone(res);
       } catch (e) {
         reason = 'clone failed';
       }
@@ -4701,14 +4962,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     fetchReadBody(d, clone, ct, reqDone);
   }
   function emitRequestWhenRead(d, reqDone, resp) {
-    reqDone.then(function (rq) {
+    N.then(reqDone, function (rq) {
       emit('net.request', withBodyFields(d, rq, resp));
     });
   }
   // The net.request record of a response: status, headers, opaque, redirected, size.
   function fetchResponseRecord(meta, res) {
     var d = callRecord(meta, meta.url, 'fetch', res.status, res.statusText, function (name) {
-      return res.headers.get(name);
+      return N.get(res.headers, name);
     });
     withHeaders(d, fetchHeaderPairs(res));
     if (res.type === 'opaque') {
@@ -4718,7 +4979,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (res.redirected) d.redirected = true;
     var cl = null;
     try {
-      cl = res.headers.get('content-length');
+      cl = N.get(res.headers, 'content-length');
     } catch (e) {
       /* ignore */
     }
@@ -4727,8 +4988,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   // Why the response's body is not read, or null when it is.
   function fetchNoBodyReason(meta, res, ct) {
-    if (STREAMY.test(ct)) return 'streaming response';
-    if (ct && !TEXTUAL.test(ct)) return 'non-text content-type';
+    if (N.test(STREAMY, ct)) return 'streaming response';
+    if (ct && !N.test(TEXTUAL, ct)) return 'non-text content-type';
     if (res.type === 'opaque' || res.status === 204 || res.status === 304 || meta.method === 'HEAD')
       return 'no body';
     if (res.bodyUsed) return 'body already used';
@@ -4741,11 +5002,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var timer = N.setTimeout(function () {
       if (finished) return;
       finished = true;
-      rd.cancel();
+      N.cancel(rd);
       emitRequestWhenRead(d, reqDone, { reason: 'body read timed out (2 s)' });
     }, 2000);
-    N.Promise.all([rd.promise, reqDone]).then(
-      function (vals) {
+    N.then(N.all([rd.promise, reqDone]), function (vals) {
         if (finished) return;
         finished = true;
         N.clearTimeout(timer);
@@ -4765,8 +5025,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         finished = true;
         N.clearTimeout(timer);
         emitRequestWhenRead(d, reqDone, { reason: 'body read failed: ' + clip(errMsg(e), 200) });
-      }
-    );
+      });
   }
 
   // -- network: streamed fetch responses (event-stream, ndjson, other streams)
@@ -4780,15 +5039,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // only pile up in memory because of us, so reading stops (streamStopped on the net.request)
   var STREAM_UNREAD_MAX = 8 << 20;
   function streamFormat(ct) {
-    if (/event-stream/i.test(ct)) return 'sse';
-    if (/(x-ndjson|stream\+json|jsonl|json-seq)/i.test(ct)) return 'ndjson';
+    if (N.test(/event-stream/i, ct)) return 'sse';
+    if (N.test(/(x-ndjson|stream\+json|jsonl|json-seq)/i, ct)) return 'ndjson';
     return 'chunks';
   }
   // Calls `fn` once when the page cancels the body it reads (stream.cancel or reader.cancel), so
   // our copy lets go too and the connection closes as it would without us.
   function onPageCancel(stream, fn) {
     function wrapCancel(obj, orig) {
-      Object.defineProperty(obj, 'cancel', {
+      N.defineProperty(obj, 'cancel', {
         configurable: true,
         writable: true,
         value: function () {
@@ -4797,18 +5056,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           } catch (e) {
             /* ignore */
           }
-          return orig.apply(obj, arguments);
+          return N.apply(orig, obj, arguments);
         }
       });
     }
     try {
       var getReader = stream.getReader;
       wrapCancel(stream, stream.cancel);
-      Object.defineProperty(stream, 'getReader', {
+      N.defineProperty(stream, 'getReader', {
         configurable: true,
         writable: true,
         value: function () {
-          var r = getReader.apply(stream, arguments);
+          var r = N.apply(getReader, stream, arguments);
           try {
             if (r && typeof r.cancel === 'function') wrapCancel(r, r.cancel);
           } catch (e) {
@@ -4842,7 +5101,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         // what the page already read is queued on our copy too: read it first, then let go
         N.setTimeout(function () {
           try {
-            if (!st.finished) st.reader.cancel().catch(function () {});
+            if (!st.finished) N.catch(N.cancel(st.reader), function () {});
           } catch (e) {
             /* ignore */
           }
@@ -4857,9 +5116,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var clone, reader, dec;
     try {
       if (typeof TextDecoder === 'undefined') return null;
-      clone = res.clone();
+      clone = N.clone(res);
       if (!clone.body || typeof clone.body.getReader !== 'function') return null;
-      reader = clone.body.getReader();
+      reader = N.getReader(clone.body);
       dec = new TextDecoder();
     } catch (e) {
       return null;
@@ -4951,8 +5210,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function streamSseDispatch(st) {
     var sse = st.sse;
     if (sse.parts.length) {
-      var text = sse.parts.join('\n');
-      streamMessage(st, text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
+      var text = N.join(sse.parts, '\n');
+      streamMessage(st, N.slice(text, 0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
     }
     sse.parts = [];
     sse.len = 0;
@@ -4962,49 +5221,49 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // One line of an ndjson or event-stream body; `over` counts its characters past the scan cap.
   function streamLine(st, text, over) {
     if (st.format === 'ndjson') {
-      if (text.trim()) streamMessage(st, text, text.length + over);
+      if (N.trim(text)) streamMessage(st, text, text.length + over);
       return;
     }
     if (text === '') return streamSseDispatch(st);
-    if (text.charAt(0) === ':') return;
+    if (N.charAt(text, 0) === ':') return;
     var sse = st.sse;
-    var i = text.indexOf(':');
-    var field = i < 0 ? text : text.slice(0, i);
-    var value = i < 0 ? '' : text.slice(i + 1);
-    if (value.charAt(0) === ' ') value = value.slice(1);
+    var i = N.indexOf(text, ':');
+    var field = i < 0 ? text : N.slice(text, 0, i);
+    var value = i < 0 ? '' : N.slice(text, i + 1);
+    if (N.charAt(value, 0) === ' ') value = N.slice(value, 1);
     if (field === 'data') {
       sse.len += value.length + over;
       if (sse.kept < STREAM_MESSAGE_SCAN) {
-        sse.parts.push(value);
+        N.push(sse.parts, value);
         sse.kept += value.length + 1;
       }
     } else if (field === 'event') sse.event = value;
-    else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
+    else if (field === 'id' && N.indexOf(value, '\u0000') < 0) sse.id = value;
   }
   function streamFeed(st, chunk, last) {
     if (st.format === 'chunks') {
-      if (chunk) streamMessage(st, chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
+      if (chunk) streamMessage(st, N.slice(chunk, 0, STREAM_MESSAGE_SCAN), chunk.length);
       return;
     }
     if (st.lineCut) {
-      var nl = chunk.search(/[\r\n]/);
+      var nl = N.search(chunk, /[\r\n]/);
       if (nl < 0) {
         st.lineOver += chunk.length;
         chunk = '';
       } else {
         st.lineOver += nl;
-        chunk = chunk.slice(nl);
+        chunk = N.slice(chunk, nl);
         st.lineCut = false;
       }
     }
     st.buf += chunk;
     var hold = '';
-    if (!last && st.buf.charAt(st.buf.length - 1) === '\r') {
+    if (!last && N.charAt(st.buf, st.buf.length - 1) === '\r') {
       hold = '\r';
-      st.buf = st.buf.slice(0, -1);
+      st.buf = N.slice(st.buf, 0, -1);
     }
-    var lines = st.buf.split(/\r\n|\r|\n/);
-    st.buf = lines.pop();
+    var lines = N.split(st.buf, /\r\n|\r|\n/);
+    st.buf = N.pop(lines);
     for (var i = 0; i < lines.length; i++) {
       streamLine(st, lines[i], i === 0 ? st.lineOver : 0);
       if (i === 0) st.lineOver = 0;
@@ -5017,7 +5276,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     if (st.buf.length > STREAM_MESSAGE_SCAN) {
       st.lineOver += st.buf.length - STREAM_MESSAGE_SCAN;
-      st.buf = st.buf.slice(0, STREAM_MESSAGE_SCAN);
+      st.buf = N.slice(st.buf, 0, STREAM_MESSAGE_SCAN);
       st.lineCut = !hold;
     }
     st.buf += hold;
@@ -5037,7 +5296,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (st.reportTimer) N.clearTimeout(st.reportTimer);
     streamReport(st);
     var d = st.d;
-    var end = Math.round(N.now() - st.meta.t0);
+    var end = N.round(N.now() - st.meta.t0);
     d.streamed = true;
     d.messageCount = st.count;
     if (st.dropped) d.messagesDropped = st.dropped;
@@ -5046,21 +5305,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     else if (err === 'unread')
       d.streamStopped = 'the page read none of its copy; reading stopped after ' + st.bytes + ' bytes';
     else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
-    st.reqDone.then(function (rq) {
+    N.then(st.reqDone, function (rq) {
       emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
     });
   }
   // a message the SDK fails to parse is reported; the stream is still read to its end
   function streamSafeFeed(st, chunk, last) {
     try {
-      streamFeed(st, last ? st.dec.decode() : st.dec.decode(chunk, { stream: true }), last);
+      streamFeed(st, last ? N.decode(st.dec) : N.decode(st.dec, chunk, { stream: true }), last);
     } catch (e) {
       internal('network_observer', e);
     }
   }
   function streamPump(st) {
-    st.reader.read().then(
-      function (r) {
+    N.then(N.read(st.reader), function (r) {
         if (r.done) {
           streamSafeFeed(st, null, true);
           streamFinish(st, null);
@@ -5070,15 +5328,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         st.bytes += (r.value && r.value.byteLength) || 0;
         if (st.bytes > STREAM_UNREAD_MAX && !st.res.bodyUsed) {
           streamFinish(st, 'unread');
-          st.reader.cancel().catch(function () {}); // the page's copy goes on without ours
+          N.catch(N.cancel(st.reader), function () {}); // the page's copy goes on without ours
           return;
         }
         streamPump(st);
       },
       guard('network_observer', function (e) {
         streamFinish(st, e || new Error('stream read failed'));
-      })
-    );
+      }));
   }
 
   // read at most ~cap characters of a (cloned) response without buffering a huge body
@@ -5087,7 +5344,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var out = {
       cancel: function () {
         try {
-          if (reader) reader.cancel();
+          if (reader) N.cancel(reader);
         } catch (e) {
           /* ignore */
         }
@@ -5098,20 +5355,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       typeof resp.body.getReader !== 'function' ||
       typeof TextDecoder === 'undefined'
     ) {
-      out.promise = resp.text().then(function (t) {
+      out.promise = N.then(N.text(resp), function (t) {
         return { text: t, complete: true };
       });
       return out;
     }
-    reader = resp.body.getReader();
+    reader = N.getReader(resp.body);
     var dec = new TextDecoder(),
       text = '';
     function pump() {
-      return reader.read().then(function (r) {
-        if (r.done) return { text: text + dec.decode(), complete: true };
-        text += dec.decode(r.value, { stream: true });
+      return N.then(N.read(reader), function (r) {
+        if (r.done) return { text: text + N.decode(dec), complete: true };
+        text += N.decode(dec, r.value, { stream: true });
         if (text.length > cap) {
-          out.cancel();
+          N.cancel(out);
           return { text: text, complete: false };
         }
         return pump();
@@ -5135,23 +5392,23 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           } catch (e) {
             /* keep */
           }
-          META.set(this, { method: String(method || 'GET').toUpperCase(), url: u });
+          N.set(META, this, { method: N.toUpperCase(String(method || 'GET')), url: u });
         } catch (e) {
           /* ignore */
         }
-        return orig.apply(this, arguments);
+        return N.apply(orig, this, arguments);
       };
     });
     // a traceparent the page sets itself (its own OpenTelemetry) is left as it is
     patch(X.prototype, 'setRequestHeader', function (orig) {
       return function (name) {
         try {
-          var m = META.get(this);
-          if (m && String(name).toLowerCase() === 'traceparent') m.ownTrace = true;
+          var m = N.get(META, this);
+          if (m && N.toLowerCase(String(name)) === 'traceparent') m.ownTrace = true;
         } catch (e) {
           /* ignore */
         }
-        return orig.apply(this, arguments);
+        return N.apply(orig, this, arguments);
       };
     });
     patch(X.prototype, 'send', function (orig) {
@@ -5162,15 +5419,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         } catch (e) {
           internal('network_observer', e);
         }
-        var mf = META.get(xhr);
+        var mf = N.get(META, xhr);
         if (mf && mf.fault && mf.id) return faultedXhr(mf.fault, xhr, orig, arguments);
-        return orig.apply(this, arguments);
+        return N.apply(orig, this, arguments);
       };
     });
   }
   // An XHR about to be sent: its record, its mark for the server, its net.pending, its loadend.
   function xhrSendStart(META, xhr, body) {
-    var m = META.get(xhr);
+    var m = N.get(META, xhr);
     if (!m || isBridgeUrl(m.url)) return;
     var id = 'n' + ++netCounter;
     m.id = id;
@@ -5190,9 +5447,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!(m.fault && (m.fault.abort || m.fault.respond)) && markable(m.url)) {
       var xmark = takeMark();
       try {
-        if (xmark) xhr.setRequestHeader(MARK.header, xmark[1]);
+        if (xmark) N.setRequestHeader(xhr, MARK.header, xmark[1]);
         if (xmark && m.ownTrace) xpend.ownTrace = true;
-        else if (xmark) xhr.setRequestHeader('traceparent', traceparent(xmark[1]));
+        else if (xmark) N.setRequestHeader(xhr, 'traceparent', traceparent(xmark[1]));
         xpend.serverMarked = true;
         if (xmark) xpend.serverMark = xmark[0];
       } catch (e) {
@@ -5202,20 +5459,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     emit('net.pending', xpend);
     if (!m.listening) {
       m.listening = true;
-      xhr.addEventListener(
-        'loadend',
+      N.addEventListener(xhr, 'loadend',
         guard('network_observer', function () {
           xhrLoadend(META, xhr);
-        })
-      );
+        }));
     }
   }
   // The net.request of a finished XHR (once per send).
   function xhrLoadend(META, xhr) {
-    var mm = META.get(xhr);
+    var mm = N.get(META, xhr);
     if (!mm || !mm.id) return;
     var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
-      return xhr.getResponseHeader(name);
+      return N.getResponseHeader(xhr, name);
     });
     if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
     var ct = d.contentType || '';
@@ -5227,8 +5482,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function xhrResponseBody(xhr, ct) {
     try {
       if (xhr.responseType === '' || xhr.responseType === 'text') {
-        if (STREAMY.test(ct)) return { reason: 'streaming response' };
-        if (ct && !TEXTUAL.test(ct)) return { reason: 'non-text content-type' };
+        if (N.test(STREAMY, ct)) return { reason: 'streaming response' };
+        if (ct && !N.test(TEXTUAL, ct)) return { reason: 'non-text content-type' };
         var r = redactBody(xhr.responseText || '', ct);
         return { body: r.body, truncated: r.truncated, size: r.size };
       }
@@ -5246,7 +5501,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!navigator.sendBeacon) return;
     patch(navigator, 'sendBeacon', function (orig) {
       return function (url, data) {
-        var queued = orig.apply(this, arguments);
+        var queued = N.apply(orig, this, arguments);
         try {
           var id = 'n' + ++netCounter;
           var u = String(url);
@@ -5288,7 +5543,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       d.frameBytes = data.length;
       if (S.captureBodies) {
         var r = redactBody(data, '');
-        d.data = r.body.length > FRAME_DATA_CAP ? r.body.slice(0, FRAME_DATA_CAP) : r.body;
+        d.data = r.body.length > FRAME_DATA_CAP ? N.slice(r.body, 0, FRAME_DATA_CAP) : r.body;
         if (r.truncated || r.body.length > FRAME_DATA_CAP) d.dataTruncated = true;
       }
     } else {
@@ -5313,20 +5568,20 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // ready-state constants; put back at teardown unless someone replaced it since.
   function swapConstructor(name, Native, W, constants) {
     W.prototype = Native.prototype;
-    constants.forEach(function (k) {
+    N.forEach(constants, function (k) {
       try {
-        Object.defineProperty(W, k, { value: Native[k] });
+        N.defineProperty(W, k, { value: Native[k] });
       } catch (e) {
         /* ignore */
       }
     });
     try {
-      Object.defineProperty(W, '__reticleWrapped', { value: true });
+      N.defineProperty(W, '__reticleWrapped', { value: true });
     } catch (e) {
       /* ignore */
     }
     window[name] = W;
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       if (window[name] === W) window[name] = Native;
     });
   }
@@ -5350,12 +5605,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         refuse.search = '';
         ws = new Native(refuse.href);
         var shown = String(url);
-        Object.defineProperty(ws, 'url', { configurable: true, get: function () { return shown; } });
+        N.defineProperty(ws, 'url', { configurable: true, get: function () { return shown; } });
       } else ws = arguments.length > 1 ? new Native(url, protocols) : new Native(url);
       try {
         var u = redactUrl(ws.url || String(url));
         emit('net.ws', { direction: 'open', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
-        ws.addEventListener('message', function (e) {
+        N.addEventListener(ws, 'message', function (e) {
           try {
             if (allow()) {
               var d = frameEvent(e.data, 'in', 'ws', u);
@@ -5365,7 +5620,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             /* ignore */
           }
         });
-        ws.addEventListener('close', function (e) {
+        N.addEventListener(ws, 'close', function (e) {
           try {
             emit('net.ws', {
               direction: 'close',
@@ -5380,7 +5635,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             /* ignore */
           }
         });
-        ws.addEventListener('error', function () {
+        N.addEventListener(ws, 'error', function () {
           try {
             emit('net.ws', { direction: 'error', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
           } catch (x) {
@@ -5397,7 +5652,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           } catch (x) {
             /* ignore */
           }
-          return send.apply(ws, arguments);
+          return N.apply(send, ws, arguments);
         };
       } catch (e) {
         internal('network_observer', e);
@@ -5415,7 +5670,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       try {
         var u = redactUrl(es.url || String(url));
         emit('net.sse', { direction: 'open', transport: 'sse', url: u });
-        es.addEventListener('message', function (e) {
+        N.addEventListener(es, 'message', function (e) {
           try {
             if (allow()) {
               var d = frameEvent(e.data, 'in', 'sse', u);
@@ -5426,7 +5681,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             /* ignore */
           }
         });
-        es.addEventListener('error', function () {
+        N.addEventListener(es, 'error', function () {
           try {
             emit('net.sse', {
               direction: es.readyState === 2 ? 'close' : 'error',
@@ -5445,7 +5700,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           } catch (x) {
             /* ignore */
           }
-          return close.apply(es, arguments);
+          return N.apply(close, es, arguments);
         };
       } catch (e) {
         internal('network_observer', e);
@@ -5490,45 +5745,45 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // -- plain failure text: what appears after an act in the act's form, or in what the act's answer
   // updated, and reads as a failure (the daemon's _PLAIN_FAILURE table), as ui.alert source 'text'
   var PLAIN_FAILURE = CONVENTIONS.plainFailure || [[], []];
-  var PLAIN_YES = PLAIN_FAILURE[0].map(function (s) {
+  var PLAIN_YES = N.map(PLAIN_FAILURE[0], function (s) {
     return new RegExp(s, 'i');
   });
-  var PLAIN_NO = PLAIN_FAILURE[1].map(function (s) {
+  var PLAIN_NO = N.map(PLAIN_FAILURE[1], function (s) {
     return new RegExp(s, 'i');
   });
   var TEXT_WATCH = null; // armed by a click, press or submit: {form, t0, until, before, added, answered}
   var TEXT_WATCH_MS = 15000;
   function readsAsFailure(t) {
     return (
-      PLAIN_YES.some(function (re) {
-        return re.test(t);
+      N.some(PLAIN_YES, function (re) {
+        return N.test(re, t);
       }) &&
-      !PLAIN_NO.some(function (re) {
-        return re.test(t);
+      !N.some(PLAIN_NO, function (re) {
+        return N.test(re, t);
       })
     );
   }
   // the texts an element shows, one per element with text of its own (at most 300 elements)
   function ownTexts(root, out, budget) {
-    var all = root.querySelectorAll ? root.querySelectorAll('*') : [];
-    var els = [root].concat(Array.prototype.slice.call(all, 0, Math.min(300, budget ? budget.left : 300)));
+    var all = root.querySelectorAll ? N.querySelectorAll(root, '*') : [];
+    var els = N.concat([root], N.slice(all, 0, N.min(300, budget ? budget.left : 300)));
     if (budget) budget.left -= els.length;
-    els.forEach(function (el) {
+    N.forEach(els, function (el) {
       if (el.nodeType !== 1 || SKIP_TAGS[el.tagName]) return;
       var own = '';
       for (var n = el.firstChild; n; n = n.nextSibling) if (n.nodeType === 3) own += n.nodeValue;
       own = norm(own);
-      if (own) out.push({ el: el, text: clip(own, ALERT_TEXT_CAP) });
+      if (own) N.push(out, { el: el, text: clip(own, ALERT_TEXT_CAP) });
     });
     return out;
   }
   function textWatchArm(el, action) {
-    if (['click', 'dblclick', 'press', 'submit'].indexOf(action) < 0 || !PLAIN_YES.length) return;
-    var form = el.form || (el.closest ? el.closest('form') : null);
+    if (N.indexOf(['click', 'dblclick', 'press', 'submit'], action) < 0 || !PLAIN_YES.length) return;
+    var form = el.form || (el.closest ? N.closest(el, 'form') : null);
     var before = new Set();
     if (form)
-      ownTexts(form, []).forEach(function (x) {
-        before.add(x.text);
+      N.forEach(ownTexts(form, []), function (x) {
+        N.add(before, x.text);
       });
     TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
       typed: typedIn(form) };
@@ -5544,17 +5799,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var fields = form && form.elements ? form.elements : [];
     for (var i = 0; i < fields.length && typed.length < 50; i++) {
       var v = typeof fields[i].value === 'string' ? norm(fields[i].value) : '';
-      if (v.length >= 3 && fields[i].type !== 'password' && fields[i].type !== 'hidden') typed.push(v);
+      if (v.length >= 3 && fields[i].type !== 'password' && fields[i].type !== 'hidden') N.push(typed, v);
     }
     return typed;
   }
   function rememberPostedForm(form) {
     try {
-      var texts = ownTexts(form, []).map(function (x) {
+      var texts = N.map(ownTexts(form, []), function (x) {
         return x.text;
       });
       ssSet(POSTED_KEY, N.stringify({ at: N.dateNow(), id: form.id || '', action: form.action || '',
-        texts: texts.slice(0, 100), typed: typedIn(form).map(function (v) {
+        texts: N.slice(texts, 0, 100), typed: N.map(typedIn(form), function (v) {
           return clip(v, 200);
         }) }));
     } catch (e) {
@@ -5562,7 +5817,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
   function postedForms(prev) {
-    return Array.prototype.filter.call(document.forms || [], function (f) {
+    return N.filter(document.forms || [], function (f) {
       return (prev.id && f.id === prev.id) || (!!prev.action && f.action === prev.action);
     });
   }
@@ -5575,15 +5830,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
     if (!isObj(prev)) return;
     ssSet(POSTED_KEY, '');
-    if (N.dateNow() - (prev.at || 0) > POSTED_MS || !Array.isArray(prev.texts)) return;
-    var before = new Set(prev.texts.map(String));
-    var w = { typed: Array.isArray(prev.typed) ? prev.typed.map(String) : [] };
+    if (N.dateNow() - (prev.at || 0) > POSTED_MS || !N.isArray(prev.texts)) return;
+    var before = new Set(N.map(prev.texts, String));
+    var w = { typed: N.isArray(prev.typed) ? N.map(prev.typed, String) : [] };
     var budget = { left: 600 };
-    postedForms(prev).forEach(function (f) {
-      ownTexts(f, [], budget).forEach(function (x) {
-        if (before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || al.texts.has(x.text)) return;
+    N.forEach(postedForms(prev), function (f) {
+      N.forEach(ownTexts(f, [], budget), function (x) {
+        if (N.has(before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text))
+          return;
         if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el)) return;
-        before.add(x.text);
+        N.add(before, x.text);
         if (!al.allow()) return;
         var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
         var r = refFor(x.el);
@@ -5593,8 +5849,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
   }
   function echoesInput(w, text) {
-    return w.typed.some(function (v) {
-      return text.indexOf(v) >= 0;
+    return N.some(w.typed, function (v) {
+      return N.indexOf(text, v) >= 0;
     });
   }
   function textWatchCollect(recs) {
@@ -5603,12 +5859,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     for (var i = 0; i < recs.length && w.added.length < 50; i++) {
       var r = recs[i];
       var node = r.type === 'characterData' ? r.target.parentElement : null;
-      if (node) w.added.push({ el: node, t: N.now() });
+      if (node) N.push(w.added, { el: node, t: N.now() });
       if (r.type !== 'childList') continue;
       for (var j = 0; j < r.addedNodes.length && w.added.length < 50; j++) {
         var a = r.addedNodes[j];
         var host = a.nodeType === 1 ? a : a.parentElement;
-        if (host) w.added.push({ el: host, t: N.now() });
+        if (host) N.push(w.added, { el: host, t: N.now() });
       }
     }
   }
@@ -5616,9 +5872,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // changed after the act's request answered), or null (not the act's)
   function textScope(w, el, t) {
     var f = w.form;
-    if (f && f.isConnected && f.contains(el)) return 'form';
-    var g = el.closest ? el.closest('form') : null;
-    if (f && !f.isConnected && g && ((f.id && g.id === f.id) || g.getAttribute('action') === f.getAttribute('action')))
+    if (f && f.isConnected && N.contains(f, el)) return 'form';
+    var g = el.closest ? N.closest(el, 'form') : null;
+    var sameAction = g && f && N.getAttribute(g, 'action') === N.getAttribute(f, 'action');
+    if (f && !f.isConnected && g && ((f.id && g.id === f.id) || sameAction))
       return 'form';
     return w.answered && t >= w.answered ? 'answer' : null;
   }
@@ -5629,17 +5886,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var added = w.added;
     var budget = { left: 600 }; // elements read per scan, however much changed
     w.added = [];
-    added.forEach(function (a) {
+    N.forEach(added, function (a) {
       if (budget.left <= 0 || !a.el.isConnected || isIgnored(a.el) || isAnnouncer(a.el)) return;
       var scope = textScope(w, a.el, a.t);
       if (!scope) return;
-      ownTexts(a.el, [], budget).forEach(function (x) {
-        if (w.before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
+      N.forEach(ownTexts(a.el, [], budget), function (x) {
+        if (N.has(w.before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
         if (!isVisible(x.el, makeVisCache())) return;
         // a message the alert scan reports already (an ARIA alert, a toast, a status) is not reported twice
-        if (al.texts.has(x.text)) return;
-        for (var i = 0; i < al.live.length; i++) if (al.live[i].el.contains(x.el)) return;
-        w.before.add(x.text); // once per text
+        if (N.has(al.texts, x.text)) return;
+        for (var i = 0; i < al.live.length; i++) if (N.contains(al.live[i].el, x.el)) return;
+        N.add(w.before, x.text); // once per text
         if (!al.allow()) return;
         var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
         var r = refFor(x.el);
@@ -5652,7 +5909,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var ROUTE_ANNOUNCERS = CONVENTIONS.routeAnnouncers || '';
   function isAnnouncer(el) {
     try {
-      return !!(ROUTE_ANNOUNCERS && el.closest && el.closest(ROUTE_ANNOUNCERS));
+      return !!(ROUTE_ANNOUNCERS && el.closest && N.closest(el, ROUTE_ANNOUNCERS));
     } catch (e) {
       return false;
     }
@@ -5664,17 +5921,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var ALERT_NOW = null; // set by installAlerts: what is shown now, for alerts_read
   function declareToasts(t) {
     if (!t || typeof t !== 'object') return;
-    ['error', 'info'].forEach(function (level) {
+    N.forEach(['error', 'info'], function (level) {
       var v = t[level];
-      (Array.isArray(v) ? v : v ? [v] : []).forEach(function (sel) {
-        if (typeof sel !== 'string' || !sel || TOASTS[level].indexOf(sel) >= 0) return;
+      N.forEach(N.isArray(v) ? v : v ? [v] : [], function (sel) {
+        if (typeof sel !== 'string' || !sel || N.indexOf(TOASTS[level], sel) >= 0) return;
         try {
-          document.querySelector(sel);
+          N.querySelector(document, sel);
         } catch (e) {
           warn('describe: toast selector ' + clip(sel, 200) + ' does not parse; ignored');
           return;
         }
-        if (TOASTS[level].length < 20) TOASTS[level].push(sel);
+        if (TOASTS[level].length < 20) N.push(TOASTS[level], sel);
       });
     });
     if (ALERT_RESCAN) ALERT_RESCAN();
@@ -5688,8 +5945,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var cur = el;
     for (var up = 0; up < 3 && cur && cur !== document.body; up++) {
       for (var sib = cur.nextElementSibling, k = 0; sib && k < 3; sib = sib.nextElementSibling, k++) {
-        var look = (sib.getAttribute('class') || '') + ' ' + (sib.id || '');
-        if (sib.getAttribute('role') === 'alert' || ERROR_LOOK.test(look)) {
+        var look = (N.getAttribute(sib, 'class') || '') + ' ' + (sib.id || '');
+        if (N.getAttribute(sib, 'role') === 'alert' || N.test(ERROR_LOOK, look)) {
           var x = norm(textOf(sib, 0));
           if (x) return x;
         }
@@ -5701,43 +5958,41 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // The selectors an alert scan looks at, best first: [source, selector, level, status?].
   function alertRows() {
     var rows = [];
-    TOASTS.error.forEach(function (sel) {
-      rows.push(['toast', sel, 'error']);
+    N.forEach(TOASTS.error, function (sel) {
+      N.push(rows, ['toast', sel, 'error']);
     });
-    TOASTS.info.forEach(function (sel) {
-      rows.push(['toast', sel, null]);
+    N.forEach(TOASTS.info, function (sel) {
+      N.push(rows, ['toast', sel, null]);
     });
-    rows.push(['invalid', '[aria-invalid=true]', 'error']);
-    return rows.concat(
-      FAILURE_UI.filter(function (r) {
+    N.push(rows, ['invalid', '[aria-invalid=true]', 'error']);
+    return N.concat(rows, N.filter(FAILURE_UI, function (r) {
         return r[2] === 'error';
       }),
       ALERT_SOURCES,
-      FAILURE_UI.filter(function (r) {
+      N.map(N.filter(FAILURE_UI, function (r) {
         return r[2] !== 'error';
-      }).map(function (r) {
+      }), function (r) {
         return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
-      })
-    );
+      }));
   }
   // The elements that may tell the user something, each once, at most ALERT_MAX_CANDIDATES.
   function alertCandidates() {
     var rows = alertRows();
     var out = [],
       seen = new Set(),
-      roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
+      roots = N.concat([document], liveShadowRoots()); // a design system's toast lives in a shadow tree
     for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
       for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
         var els;
         try {
-          els = roots[r].querySelectorAll(rows[i][1]);
+          els = N.querySelectorAll(roots[r], rows[i][1]);
         } catch (e) {
           break;
         }
         for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
-          if (seen.has(els[j])) continue;
-          seen.add(els[j]);
-          out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
+          if (N.has(seen, els[j])) continue;
+          N.add(seen, els[j]);
+          N.push(out, { el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
         }
       }
     }
@@ -5747,14 +6002,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function alertsShown(SHOWN) {
     var cache = makeVisCache();
     var showing = [];
-    alertCandidates().forEach(function (c) {
+    N.forEach(alertCandidates(), function (c) {
       var el = c.el;
       if (isIgnored(el) || isAnnouncer(el) || !isVisible(el, cache)) {
-        SHOWN.set(el, '');
+        N.set(SHOWN, el, '');
         return;
       }
       if (!alertText(c)) {
-        SHOWN.set(el, '');
+        N.set(SHOWN, el, '');
         return;
       }
       // a candidate inside (or around) one that ranks higher is the same message; a field is
@@ -5762,12 +6017,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       for (var i = 0; i < showing.length; i++) {
         var o = showing[i].el;
         if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
-        if (o.contains(el) || el.contains(o)) {
-          SHOWN.set(el, c.key);
+        if (N.contains(o, el) || N.contains(el, o)) {
+          N.set(SHOWN, el, c.key);
           return;
         }
       }
-      showing.push(c);
+      N.push(showing, c);
     });
     return showing;
   }
@@ -5775,7 +6030,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function alertText(c) {
     var el = c.el;
     if (c.source === 'invalid') {
-      c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
+      c.field = clip(getName(el) || N.getAttribute(el, 'name') || el.id || '', 120);
       c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
       c.key = 'invalid\n' + c.field + '\n' + c.text;
       return true;
@@ -5816,8 +6071,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var line = loc.line != null ? Number(loc.line) + (loc.char != null ? 1 : 0) : null;
       return { componentAt: clip(String(loc.file), 300) + (line != null ? ':' + line : '') };
     }
-    var key = Object.keys(n).filter(function (k) {
-      return k.indexOf('__reactFiber$') === 0;
+    var key = N.filter(N.keys(n), function (k) {
+      return N.indexOf(k, '__reactFiber$') === 0;
     })[0];
     if (!key) return null;
     var f = n[key];
@@ -5832,7 +6087,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function withRenderer(d, el) {
     var r = renderedBy(el);
     if (r)
-      Object.keys(r).forEach(function (k) {
+      N.forEach(N.keys(r), function (k) {
         if (r[k] !== undefined) d[k] = r[k];
       });
     return d;
@@ -5843,9 +6098,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var showing = alertsShown(al.SHOWN);
     var t = N.now(),
       recent = al.recent;
-    showing.forEach(function (c) {
-      if (al.SHOWN.get(c.el) === c.key) return;
-      al.SHOWN.set(c.el, c.key);
+    N.forEach(showing, function (c) {
+      if (N.get(al.SHOWN, c.el) === c.key) return;
+      N.set(al.SHOWN, c.el, c.key);
       if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
       if (!al.allow()) return;
       if (c.text) recent[c.text] = t;
@@ -5869,19 +6124,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function alertsGone(al, showing, t) {
     var still = new Map();
     al.texts = new Set();
-    showing.forEach(function (c) {
-      still.set(c.el, c.text);
-      al.texts.add(c.text);
+    N.forEach(showing, function (c) {
+      N.set(still, c.el, c.text);
+      N.add(al.texts, c.text);
     });
-    al.live = al.live.filter(function (x) {
-      if (still.get(x.el) === x.text) return true;
-      emit('ui.gone', { text: x.text, source: x.source, shownMs: Math.round(t - x.t) });
+    al.live = N.filter(al.live, function (x) {
+      if (N.get(still, x.el) === x.text) return true;
+      emit('ui.gone', { text: x.text, source: x.source, shownMs: N.round(t - x.t) });
       return false;
     });
-    showing.forEach(function (c) {
+    N.forEach(showing, function (c) {
       if (!c.text || c.source === 'invalid' || al.live.length >= 50) return;
       for (var i = 0; i < al.live.length; i++) if (al.live[i].el === c.el) return;
-      al.live.push({ el: c.el, text: c.text, source: c.source, t: t });
+      N.push(al.live, { el: c.el, text: c.text, source: c.source, t: t });
     });
   }
   var ALERT_OBSERVE = {
@@ -5933,12 +6188,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       schedule();
     });
-    mo.observe(document, ALERT_OBSERVE);
+    N.observe(mo, document, ALERT_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, ALERT_OBSERVE);
+      N.observe(mo, root, ALERT_OBSERVE);
       schedule();
     };
-    ROOT_WATCHERS.push(watch);
+    N.push(ROOT_WATCHERS, watch);
     function first() {
       if (al.loaded) return;
       al.loaded = true;
@@ -5959,11 +6214,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     ALERT_NOW = function () {
       return alertsShown(al.SHOWN);
     };
-    S.teardowns.push(function () {
-      mo.disconnect();
+    N.push(S.teardowns, function () {
+      N.disconnect(mo);
       ALERT_RESCAN = null;
       ALERT_NOW = null;
-      ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
+      ROOT_WATCHERS = N.filter(ROOT_WATCHERS, function (w) {
         return w !== watch;
       });
     });
@@ -5974,18 +6229,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function alertsRead(args) {
     if (!ALERT_NOW) return { alerts: [], unavailable: true };
     var target = resolveRef(args && args.ref);
-    var out = ALERT_NOW().slice(0, 50).map(function (c) {
+    var out = N.map(N.slice(ALERT_NOW(), 0, 50), function (c) {
       var scope = null;
       try {
-        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
-        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
+        scope = c.el.parentElement ? N.closest(c.el.parentElement, ALERT_SCOPES) : null;
+        if (!scope && N.matches(c.el, ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
       } catch (e) {
         scope = null;
       }
       var d = { text: c.text, source: c.source, level: c.level, related: !scope };
       // beside the act's target, only its own region; with no target, any region but the page's chrome
-      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
-      d.own = !!(scope && target && scope.contains(target)); // in the act's own form or region
+      if (scope) d.related = target ? N.contains(scope, target) : !N.matches(scope, ALERT_CHROME);
+      d.own = !!(scope && target && N.contains(scope, target)); // in the act's own form or region
       d.scoped = !!scope; // in a form, dialog or landmark at all (a toast portal at the body's foot is not)
       if (c.field != null) d.field = c.field;
       var r = refFor(c.el);
@@ -5997,15 +6252,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 
   // == Section: console == console calls and uncaught errors
   // provides: formatArgs, argSummary, cleanStack, callerStack, inConsole, installConsole, installErrors
-  // uses: STACK_CAP (01), clip (03), describeNode (03), redactUrl (03), safeStringify (03), scrub (03),
-  //   emit (04), listen (11), patch (11), rateCap (11), HANDLING (12)
+  // uses: N (01), STACK_CAP (01), clip (03), describeNode (03), redactUrl (03), safeStringify (03),
+  //   scrub (03), emit (04), listen (11), patch (11), rateCap (11), HANDLING (12)
   // -- console and errors
   function formatArgs(args) {
     var parts = [],
       i = 0;
-    if (typeof args[0] === 'string' && /%[sdifoOc]/.test(args[0]) && args.length > 1) {
+    if (typeof args[0] === 'string' && N.test(/%[sdifoOc]/, args[0]) && args.length > 1) {
       i = 1;
-      var fmt = args[0].replace(/%([sdifoOc%])/g, function (all, f) {
+      var fmt = N.replace(args[0], /%([sdifoOc%])/g, function (all, f) {
         if (f === '%') return '%';
         if (i >= args.length) return all;
         var a = args[i++];
@@ -6015,16 +6270,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (f === 's') return typeof a === 'string' ? a : safeStringify(a, 500);
         return safeStringify(a, 1000);
       });
-      parts.push(fmt);
+      N.push(parts, fmt);
     }
     for (; i < args.length; i++) {
       var a = args[i];
-      if (typeof a === 'string') parts.push(a);
+      if (typeof a === 'string') N.push(parts, a);
       else if (a instanceof Error)
-        parts.push((a.name && a.name !== 'Error' ? a.name + ': ' : '') + a.message);
-      else parts.push(safeStringify(a, 1000));
+        N.push(parts, (a.name && a.name !== 'Error' ? a.name + ': ' : '') + a.message);
+      else N.push(parts, safeStringify(a, 1000));
     }
-    return clip(scrub(parts.join(' ')), 4000);
+    return clip(scrub(N.join(parts, ' ')), 4000);
   }
   function argSummary(a) {
     if (a === null) return 'null';
@@ -6034,19 +6289,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (t === 'function') return '[Function ' + (a.name || 'anonymous') + ']';
     if (t === 'symbol') {
       try {
-        return a.toString();
+        return N.invoke(a, 'toString');
       } catch (e) {
         return 'Symbol()';
       }
     }
     if (a instanceof Error) return '[' + (a.name || 'Error') + ': ' + clip(a.message, 150) + ']';
     if (typeof Node !== 'undefined' && a instanceof Node) return describeNode(a);
-    if (Array.isArray(a)) return '[Array(' + a.length + ')]';
+    if (N.isArray(a)) return '[Array(' + a.length + ')]';
     try {
       return (
         '{' +
-        Object.keys(a).slice(0, 8).join(', ') +
-        (Object.keys(a).length > 8 ? ', \u2026' : '') +
+        N.join(N.slice(N.keys(a), 0, 8), ', ') +
+        (N.keys(a).length > 8 ? ', \u2026' : '') +
         '}'
       );
     } catch (e) {
@@ -6057,18 +6312,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // daemon picks the app's innermost frame of what is left and maps it through the page's source map.
   function cleanStack(s) {
     if (!s) return undefined;
-    var lines = String(s)
-      .split('\n')
-      .filter(function (l) {
-        return !/reticle(\.js|-sdk)|\(<anonymous>:\d|^\s*at <anonymous>:\d/.test(l);
+    var lines = N.filter(N.split(String(s), '\n'), function (l) {
+        return !N.test(/reticle(\.js|-sdk)|\(<anonymous>:\d|^\s*at <anonymous>:\d/, l);
       });
-    return clip(scrub(lines.join('\n')), STACK_CAP);
+    return clip(scrub(N.join(lines, '\n')), STACK_CAP);
   }
   // Where the page called from (a fetch, an XHR's send, a beacon): at most 10 frames of the app's call.
   function callerStack() {
     try {
       var s = new Error().stack;
-      return s ? cleanStack(String(s).split('\n').slice(1, 16).join('\n')) : undefined;
+      return s ? cleanStack(N.join(N.slice(N.split(String(s), '\n'), 1, 16), '\n')) : undefined;
     } catch (e) {
       return undefined;
     }
@@ -6076,7 +6329,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var inConsole = 0;
   function installConsole() {
     var allow = rateCap('console', 500);
-    ['log', 'info', 'warn', 'error', 'debug'].forEach(function (level) {
+    N.forEach(['log', 'info', 'warn', 'error', 'debug'], function (level) {
       if (!window.console || typeof window.console[level] !== 'function') return;
       patch(window.console, level, function (orig) {
         return function () {
@@ -6084,19 +6337,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             inConsole++;
             try {
               if (allow()) {
-                var args = Array.prototype.slice.call(arguments);
+                var args = N.slice(arguments);
                 var text = formatArgs(args);
-                var d = { text: text, message: text, args: args.slice(0, 10).map(argSummary) };
+                var d = { text: text, message: text, args: N.map(N.slice(args, 0, 10), argSummary) };
                 if (args.length > 10) d.argsTruncated = args.length - 10;
                 if (HANDLING != null && level === 'error') d.during = HANDLING; // logged handling that failure
                 if (level === 'error' || level === 'warn') {
-                  var errArg = args.filter(function (a) {
+                  var errArg = N.filter(args, function (a) {
                     return a instanceof Error;
                   })[0];
                   if (errArg) d.stack = cleanStack(errArg.stack);
                   else if (level === 'error') {
                     try {
-                      d.stack = cleanStack(new Error().stack.split('\n').slice(2).join('\n'));
+                      d.stack = cleanStack(N.join(N.slice(N.split(new Error().stack, '\n'), 2), '\n'));
                     } catch (e) {
                       /* ignore */
                     }
@@ -6109,7 +6362,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             }
             inConsole--;
           }
-          return orig.apply(this, arguments);
+          return N.apply(orig, this, arguments);
         };
       });
     });
@@ -6181,10 +6434,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function installRouting() {
     lastHref = location.href;
-    ['pushState', 'replaceState'].forEach(function (m) {
+    N.forEach(['pushState', 'replaceState'], function (m) {
       patch(history, m, function (orig) {
         return function () {
-          var r = orig.apply(this, arguments);
+          var r = N.apply(orig, this, arguments);
           try {
             routeChanged(m === 'pushState' ? 'push' : 'replace');
           } catch (e) {
@@ -6195,11 +6448,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       });
     });
     listen(window, 'popstate', function () {
-      var same = location.href.split('#')[0] === lastHref.split('#')[0];
+      var same = N.split(location.href, '#')[0] === N.split(lastHref, '#')[0];
       routeChanged(
         same &&
           location.hash !==
-            (lastHref.indexOf('#') >= 0 ? lastHref.slice(lastHref.indexOf('#')) : '')
+            (N.indexOf(lastHref, '#') >= 0 ? N.slice(lastHref, N.indexOf(lastHref, '#')) : '')
           ? 'hash'
           : 'pop'
       );
@@ -6235,20 +6488,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // Two URLs name the same document: fragments and our hard-reload marker aside.
   function sameDocUrl(a, b) {
     function bare(u) {
-      return String(u || '')
-        .split('#')[0]
-        .replace(/([?&])_reticle_reload=\d+&?/, '$1')
-        .replace(/[?&]$/, '');
+      return N.replace(N.replace(N.split(String(u || ''), '#')[0], /([?&])_reticle_reload=\d+&?/, '$1'), /[?&]$/, '');
     }
     return bare(a) === bare(b);
   }
   function samePath(a, b) {
-    return String(a || '').split(/[?#]/)[0] === String(b || '').split(/[?#]/)[0];
+    return N.split(String(a || ''), /[?#]/)[0] === N.split(String(b || ''), /[?#]/)[0];
   }
   // A form's own IDL attribute, never a control named like it (<select name="action">).
   function formProp(form, key) {
     try {
-      return Object.getOwnPropertyDescriptor(HTMLFormElement.prototype, key).get.call(form);
+      return N.call(N.descOf(N.HTMLFormElement.prototype, key).get, form);
     } catch (e) {
       return '';
     }
@@ -6258,25 +6508,25 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // submitter's name and text.
   function formRecord(form, submitter, fd) {
     var sub = submitter && submitter.form === form ? submitter : null;
-    var method = String(
-      (sub && sub.hasAttribute('formmethod') && sub.formMethod) || formProp(form, 'method') || 'get'
-    ).toUpperCase();
+    var method = N.toUpperCase(String(
+      (sub && N.hasAttribute(sub, 'formmethod') && sub.formMethod) || formProp(form, 'method') || 'get'
+    ));
     var action =
-      (sub && sub.hasAttribute('formaction') && sub.formAction) ||
+      (sub && N.hasAttribute(sub, 'formaction') && sub.formAction) ||
       formProp(form, 'action') ||
       location.href;
-    var target = (sub && sub.getAttribute('formtarget')) || form.getAttribute('target') || '';
+    var target = (sub && N.getAttribute(sub, 'formtarget')) || N.getAttribute(form, 'target') || '';
     var enctype =
-      (sub && sub.hasAttribute('formenctype') && sub.formEnctype) || formProp(form, 'enctype');
+      (sub && N.hasAttribute(sub, 'formenctype') && sub.formEnctype) || formProp(form, 'enctype');
     var names = [],
       pairs = [],
       n = 0;
-    fd.forEach(function (v, k) {
+    N.forEach(fd, function (v, k) {
       if (n++ >= 100) return;
-      if (names.indexOf(k) < 0 && names.length < 50) names.push(k);
+      if (N.indexOf(names, k) < 0 && names.length < 50) N.push(names, k);
       var ctl = null;
       try {
-        ctl = formProp(form, 'elements').namedItem(k);
+        ctl = N.namedItem(formProp(form, 'elements'), k);
         if (ctl && ctl.nodeType !== 1) ctl = ctl[0] || null; // a RadioNodeList
       } catch (e) {
         /* odd name */
@@ -6288,23 +6538,19 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             ? REDACTED
             : clip(scrub(v), 500)
           : '[File ' + (v.name || '') + ' ' + (v.size || 0) + 'B]';
-      pairs.push([k, val]);
+      N.push(pairs, [k, val]);
     });
-    var body = pairs
-      .map(function (p) {
-        var v = encodeURIComponent(p[1]).replace(/%5Bredacted%5D/g, REDACTED);
+    var body = N.join(N.map(pairs, function (p) {
+        var v = N.replace(encodeURIComponent(p[1]), /%5Bredacted%5D/g, REDACTED);
         return encodeURIComponent(p[0]) + '=' + v;
-      })
-      .join('&');
+      }), '&');
     var url = action;
     if (method === 'GET') {
       try {
         var u = new URL(action, location.href);
-        u.search = pairs
-          .map(function (p) {
+        u.search = N.join(N.map(pairs, function (p) {
             return encodeURIComponent(p[0]) + '=' + encodeURIComponent(p[1]);
-          })
-          .join('&');
+          }), '&');
         url = u.href;
       } catch (e) {
         /* keep the action */
@@ -6318,7 +6564,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       enctype: enctype,
       fields: names,
       form: {
-        name: clip(getName(form, 'form') || form.getAttribute('name') || form.id || '', 80)
+        name: clip(getName(form, 'form') || N.getAttribute(form, 'name') || form.id || '', 80)
       }
     };
     if (method !== 'GET') {
@@ -6344,7 +6590,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       cause: rec.cause,
       navigationType: rec.navigationType || 'navigate'
     };
-    DOC_FIELDS.forEach(function (k) {
+    N.forEach(DOC_FIELDS, function (k) {
       if (rec[k] != null) d[k] = rec[k];
     });
     if (rec.requestBody != null) d.requestBodyType = rec.enctype;
@@ -6413,7 +6659,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     lastSubmit = null;
     var rec = formRecord(form, submitter, e.formData);
     if (rec.method === 'DIALOG') return;
-    if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
+    if (rec.target && !N.test(/^_(self|top|parent)$/i, rec.target)) return; // another window
     rec.cause = 'form';
     if (rec.method === 'POST') rememberPostedForm(form);
     announceDocument(rec);
@@ -6422,7 +6668,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return function submit() {
       programmaticSubmit = this;
       try {
-        return orig.apply(this, arguments);
+        return N.apply(orig, this, arguments);
       } finally {
         programmaticSubmit = null;
       }
@@ -6430,10 +6676,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function docOnClick(e) {
     if (e.defaultPrevented || e.button) return;
-    var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
-    if (!a || a.hasAttribute('download')) return;
-    var tg = a.getAttribute('target');
-    if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
+    var a = e.target && e.target.closest ? N.closest(e.target, 'a[href]') : null;
+    if (!a || N.hasAttribute(a, 'download')) return;
+    var tg = N.getAttribute(a, 'target');
+    if (tg && !N.test(/^_(self|top|parent)$/i, tg)) return;
     if (e.ctrlKey || e.metaKey || e.shiftKey) return;
     docIntent = {
       url: a.href,
@@ -6479,7 +6725,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function docArrival() {
     var nav = null;
     try {
-      nav = performance.getEntriesByType('navigation')[0] || null;
+      nav = N.getEntriesByType(performance, 'navigation')[0] || null;
     } catch (e) {
       nav = null;
     }
@@ -6509,10 +6755,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     };
     if (linked) {
       d.cause = prev.cause;
-      d.sincePendingMs = Math.max(0, N.dateNow() - prev.at);
+      d.sincePendingMs = N.max(0, N.dateNow() - prev.at);
       if (prev.from) d.from = prev.from;
       if (prev.documentId) d.fromDocumentId = prev.documentId;
-      DOC_FIELDS.concat(['requestBodyType']).forEach(function (k) {
+      N.forEach(N.concat(DOC_FIELDS, ['requestBodyType']), function (k) {
         if (prev[k] != null) d[k] = prev[k];
       });
     }
@@ -6562,10 +6808,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // Navigation Timing's durations, sizes and content type on the document's net.request.
   function docTiming(d, nav, redirects) {
     var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
-    d.durationMs = Math.round(Math.max(0, end - nav.startTime));
+    d.durationMs = N.round(N.max(0, end - nav.startTime));
     d.ms = d.durationMs;
-    d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
-    if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
+    d.ttfbMs = N.round(N.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
+    if (redirects) d.redirectMs = N.round(N.max(0, nav.redirectEnd - nav.redirectStart));
     if (nav.transferSize != null) d.transferSize = nav.transferSize;
     if (nav.contentType) d.contentType = nav.contentType;
   }
@@ -6606,7 +6852,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // library writing into a <style> is not a text change a user can read).
   function inSource(el) {
     try {
-      return !!el.closest('script,style,template,noscript,head');
+      return !!N.closest(el, 'script,style,template,noscript,head');
     } catch (e) {
       return false;
     }
@@ -6644,14 +6890,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function domAttr(f, r) {
     var key = r.attributeName;
-    var prev = f.seenAttr.get(r.target);
+    var prev = N.get(f.seenAttr, r.target);
     if (prev && prev[key]) return; // coalesce: first old value wins, current value read now
     if (!prev) {
       prev = {};
-      f.seenAttr.set(r.target, prev);
+      N.set(f.seenAttr, r.target, prev);
     }
     prev[key] = 1;
-    var cur = r.target.getAttribute(key);
+    var cur = N.getAttribute(r.target, key);
     if (cur === r.oldValue) return;
     if (!domRoom(f, 'changed')) return;
     var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
@@ -6662,8 +6908,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function domCharacterData(f, r) {
     var pe = r.target.parentElement;
-    if (!pe || f.seenText.has(pe) || inSource(pe)) return;
-    f.seenText.add(pe);
+    if (!pe || N.has(f.seenText, pe) || inSource(pe)) return;
+    N.add(f.seenText, pe);
     if (!domRoom(f, 'changed')) return;
     var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
     if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
@@ -6673,22 +6919,22 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var textTouched = false;
     for (var a = 0; a < r.addedNodes.length; a++) if (domAddedNode(f, r.addedNodes[a])) textTouched = true;
     for (var b = 0; b < r.removedNodes.length; b++) if (domRemovedNode(f, r, r.removedNodes[b])) textTouched = true;
-    if (textTouched && r.target.nodeType === 1 && !f.seenText.has(r.target) && !inSource(r.target)) {
-      f.seenText.add(r.target);
+    if (textTouched && r.target.nodeType === 1 && !N.has(f.seenText, r.target) && !inSource(r.target)) {
+      N.add(f.seenText, r.target);
       if (!domRoom(f, 'changed')) return;
       emit('dom.text', { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) }, r.target);
     }
   }
   // One added node: a dom.added (and visible.shown for a dialog or alert); true when it touched text.
   function domAddedNode(f, n) {
-    if (n.nodeType === 3) return !!n.data.trim();
+    if (n.nodeType === 3) return !!N.trim(n.data);
     if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n)) return false;
     var role = getRole(n),
       nm = getName(n, role);
     var textTouched = false;
     if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
       // unnamed wrapper: summarise its meaningful descendants count
-      var inner = n.querySelectorAll ? n.querySelectorAll(DOM_MEANINGFUL) : [];
+      var inner = n.querySelectorAll ? N.querySelectorAll(n, DOM_MEANINGFUL) : [];
       if (!inner.length) {
         if (norm(n.textContent)) textTouched = true;
         else return false;
@@ -6698,7 +6944,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         'dom.added',
         {
           role: role,
-          tag: n.tagName.toLowerCase(),
+          tag: N.toLowerCase(n.tagName),
           target: describeNode(n),
           descendants: inner.length,
           text: clip(norm(n.textContent), 80) || undefined,
@@ -6709,25 +6955,26 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return textTouched;
     }
     if (!domRoom(f, 'added')) return false;
-    emit('dom.added', { role: role, name: nm, tag: n.tagName.toLowerCase(), target: label(n), region: regionOf(n) }, n);
+    var tag = N.toLowerCase(n.tagName);
+    emit('dom.added', { role: role, name: nm, tag: tag, target: label(n), region: regionOf(n) }, n);
     var shows = role === 'dialog' || role === 'alertdialog' || role === 'alert' || role === 'status';
-    if ((shows || n.getAttribute('aria-modal') === 'true') && isVisible(n, f.cache)) {
+    if ((shows || N.getAttribute(n, 'aria-modal') === 'true') && isVisible(n, f.cache)) {
       emit('visible.shown', { role: role, name: nm }, n);
     }
     return false;
   }
   // One removed node of record r: a dom.removed; true when it touched text.
   function domRemovedNode(f, r, m) {
-    if (m.nodeType === 3) return !!m.data.trim();
+    if (m.nodeType === 3) return !!N.trim(m.data);
     if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) return false;
     var rr = getRole(m),
       rn = getName(m, rr);
     if ((rr === 'generic' || rr === 'none') && !rn) {
-      var cnt = m.querySelectorAll ? m.querySelectorAll(DOM_MEANINGFUL).length : 0;
+      var cnt = m.querySelectorAll ? N.querySelectorAll(m, DOM_MEANINGFUL).length : 0;
       if (!cnt || !domRoom(f, 'removed')) return false;
       emit('dom.removed', {
         role: rr,
-        tag: m.tagName.toLowerCase(),
+        tag: N.toLowerCase(m.tagName),
         target: describeNode(m),
         descendants: cnt,
         region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
@@ -6735,8 +6982,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return false;
     }
     if (!domRoom(f, 'removed')) return false;
-    var rd = { role: rr, name: rn, tag: m.tagName.toLowerCase(), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
-    var oldRef = REF_OF.get(m);
+    var rd = { role: rr, name: rn, tag: N.toLowerCase(m.tagName), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
+    var oldRef = N.get(REF_OF, m);
     if (oldRef) rd.formerRef = oldRef;
     emit('dom.removed', rd);
     return false;
@@ -6762,8 +7009,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function regionOf(n) {
     try {
-      var tid = n.parentElement && n.parentElement.closest('[data-testid]');
-      if (tid) return tid.getAttribute('data-testid');
+      var tid = n.parentElement && N.closest(n.parentElement, '[data-testid]');
+      if (tid) return N.getAttribute(tid, 'data-testid');
       return n.parentElement ? refFor(n.parentElement) : undefined;
     } catch (e) {
       return undefined;
@@ -6790,7 +7037,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         overflowRecords += rs.length;
         return;
       }
-      for (var i = 0; i < rs.length; i++) pending.push(rs[i]);
+      for (var i = 0; i < rs.length; i++) N.push(pending, rs[i]);
       if (!scheduled) {
         scheduled = true;
         var fired = false;
@@ -6815,14 +7062,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       if (domTruncated(f, overflowRecords)) overflowRecords = 0;
     }
-    mo.observe(document, DOM_OBSERVE);
+    N.observe(mo, document, DOM_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, DOM_OBSERVE);
+      N.observe(mo, root, DOM_OBSERVE);
     };
-    ROOT_WATCHERS.push(watch);
-    S.teardowns.push(function () {
-      mo.disconnect();
-      ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
+    N.push(ROOT_WATCHERS, watch);
+    N.push(S.teardowns, function () {
+      N.disconnect(mo);
+      ROOT_WATCHERS = N.filter(ROOT_WATCHERS, function (w) {
         return w !== watch;
       });
     });
@@ -6832,9 +7079,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!proto || !proto.attachShadow) return;
     patch(proto, 'attachShadow', function (orig) {
       return function () {
-        var root = orig.apply(this, arguments);
+        var root = N.apply(orig, this, arguments);
         try {
-          SHADOWS.set(this, root);
+          N.set(SHADOWS, this, root);
           noteShadowRoot(root);
         } catch (e) {
           /* ignore */
@@ -6844,7 +7091,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     // roots that already exist and are open
     try {
-      var all = document.querySelectorAll('*');
+      var all = N.querySelectorAll(document, '*');
       for (var i = 0; i < all.length && i < 20000; i++)
         if (all[i].shadowRoot) noteShadowRoot(all[i].shadowRoot);
     } catch (e) {
@@ -6859,7 +7106,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return function (e) {
         var t = e.target;
         if (!t || t.nodeType !== 1 || isIgnored(t) || !allow()) return;
-        var isTr = /^transition/.test(e.type);
+        var isTr = N.test(/^transition/, e.type);
         var d = {
           name: isTr ? e.propertyName : e.animationName,
           kind: isTr ? 'transition' : 'animation',
@@ -6904,7 +7151,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function storageHeld(store, k, mute) {
     if (mute) return null;
     try {
-      return store.getItem(k);
+      return N.getItem(store, k);
     } catch (e) {
       return null;
     }
@@ -6914,12 +7161,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!SP) return;
     patch(SP, 'setItem', function (orig) {
       return function (k, v) {
-        var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
+        var mute = STORAGE_MUTE || N.test(/^__reticle/, String(k));
         var before = storageHeld(this, k, mute);
-        var r = orig.apply(this, arguments);
+        var r = N.apply(orig, this, arguments);
         if (!mute) {
           try {
-            var now2 = this.getItem(k);
+            var now2 = N.getItem(this, k);
             if (now2 !== before) storageChanged(storageAreaOf(this), String(k), before, now2);
           } catch (e) {
             /* ignore */
@@ -6930,16 +7177,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     });
     patch(SP, 'removeItem', function (orig) {
       return function (k) {
-        var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
+        var mute = STORAGE_MUTE || N.test(/^__reticle/, String(k));
         var before = storageHeld(this, k, mute);
-        var r = orig.apply(this, arguments);
+        var r = N.apply(orig, this, arguments);
         if (!mute && before !== null) storageChanged(storageAreaOf(this), String(k), before, null);
         return r;
       };
     });
     patch(SP, 'clear', storageClearWrapper);
     listen(window, 'storage', function (e) {
-      if (!e.key || /^__reticle/.test(e.key)) return;
+      if (!e.key || N.test(/^__reticle/, e.key)) return;
       var d = {
         area: e.storageArea === window.sessionStorage ? 'session' : 'local',
         key: e.key,
@@ -6959,15 +7206,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var snap = [];
       try {
         for (var i = 0; i < this.length; i++) {
-          var k = this.key(i);
-          if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
+          var k = N.invoke(this, 'key', i);
+          if (!N.test(/^__reticle/, k)) N.push(snap, [k, N.getItem(this, k)]);
         }
       } catch (e) {
         /* ignore */
       }
-      var r = orig.apply(this, arguments);
+      var r = N.apply(orig, this, arguments);
       var area = storageAreaOf(this);
-      snap.slice(0, 50).forEach(function (kv) {
+      N.forEach(N.slice(snap, 0, 50), function (kv) {
         storageChanged(area, kv[0], kv[1], null);
       });
       if (snap.length > 50)
@@ -6984,24 +7231,22 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // cookies written through document.cookie
   function installCookieWatch() {
     try {
-      var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
+      var desc = N.descOf(N.Document.prototype, 'cookie');
       if (!desc || !desc.set || !desc.get || !desc.configurable) return;
       var cookieMap = function () {
         var o = {};
-        String(desc.get.call(document) || '')
-          .split(/;\s*/)
-          .forEach(function (p) {
+        N.forEach(N.split(String(N.call(desc.get, document) || ''), /;\s*/), function (p) {
             if (!p) return;
-            var i = p.indexOf('=');
-            o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
+            var i = N.indexOf(p, '=');
+            o[i < 0 ? p : N.slice(p, 0, i)] = i < 0 ? '' : N.slice(p, i + 1);
           });
         return o;
       };
-      Object.defineProperty(document, 'cookie', {
+      N.defineProperty(document, 'cookie', {
         configurable: true,
         enumerable: true,
         get: function () {
-          return desc.get.call(this);
+          return N.call(desc.get, this);
         },
         set: function (v) {
           var before = null;
@@ -7010,11 +7255,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           } catch (e) {
             /* ignore */
           }
-          desc.set.call(this, v);
+          N.call(desc.set, this, v);
           try {
-            var k = String(v).split(';')[0];
-            var i = k.indexOf('=');
-            var key = (i < 0 ? k : k.slice(0, i)).trim();
+            var k = N.split(String(v), ';')[0];
+            var i = N.indexOf(k, '=');
+            var key = N.trim(i < 0 ? k : N.slice(k, 0, i));
             var after = cookieMap();
             if (before && before[key] !== after[key]) storageChanged('cookie', key, before[key], after[key]);
           } catch (e) {
@@ -7022,7 +7267,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           }
         }
       });
-      S.teardowns.push(function () {
+      N.push(S.teardowns, function () {
         try {
           delete document.cookie;
         } catch (e) {
@@ -7036,13 +7281,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function cookiesObj() {
     var o = {};
     try {
-      String(document.cookie || '')
-        .split(/;\s*/)
-        .forEach(function (p) {
+      N.forEach(N.split(String(document.cookie || ''), /;\s*/), function (p) {
           if (!p) return;
-          var i = p.indexOf('=');
-          var k = i < 0 ? p : p.slice(0, i);
-          var v = i < 0 ? '' : p.slice(i + 1);
+          var i = N.indexOf(p, '=');
+          var k = i < 0 ? p : N.slice(p, 0, i);
+          var v = i < 0 ? '' : N.slice(p, i + 1);
           if (k === MARK.cookie) return; // our own (Server truth), not the app's
           try {
             v = decodeURIComponent(v);
@@ -7060,9 +7303,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var o = {};
     try {
       for (var i = 0; i < st.length && i < 500; i++) {
-        var k = st.key(i);
-        if (/^__reticle/.test(k)) continue;
-        var v = st.getItem(k);
+        var k = N.invoke(st, 'key', i);
+        if (N.test(/^__reticle/, k)) continue;
+        var v = N.getItem(st, k);
         if (keySensitive(k)) {
           o[k] = REDACTED;
           continue;
@@ -7084,7 +7327,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return o;
   }
   function storageRead(args) {
-    var area = args.area ? String(args.area).toLowerCase() : null;
+    var area = args.area ? N.toLowerCase(String(args.area)) : null;
     if (area === 'cookie') area = 'cookies';
     if (area === 'localstorage') area = 'local';
     if (area === 'sessionstorage') area = 'session';
@@ -7121,14 +7364,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         key: args.key,
         found: false,
         value: null,
-        availableKeys: areas.reduce(function (acc, a) {
-          return acc.concat(
-            Object.keys(get[a]())
-              .slice(0, 50)
-              .map(function (k) {
+        availableKeys: N.reduce(areas, function (acc, a) {
+          return N.concat(acc, N.map(N.slice(N.keys(get[a]()), 0, 50), function (k) {
                 return a + ':' + k;
-              })
-          );
+              }));
         }, [])
       };
     }
@@ -7184,18 +7423,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var d = {
       hidden: document.visibilityState === 'hidden',
       visibilityState: document.visibilityState,
-      focused: document.hasFocus ? document.hasFocus() : null,
+      focused: document.hasFocus ? N.hasFocus(document) : null,
       url: redactUrl(location.href),
       title: document.title,
       longTasks: longTasks,
-      longTaskMs: Math.round(longTaskMs),
+      longTaskMs: N.round(longTaskMs),
       reason: reason,
       runtime: 'web',
-      engine: /Firefox\//.test(navigator.userAgent)
+      engine: N.test(/Firefox\//, navigator.userAgent)
         ? 'gecko'
-        : /Chrome\/|Chromium\//.test(navigator.userAgent)
+        : N.test(/Chrome\/|Chromium\//, navigator.userAgent)
           ? 'blink'
-          : /AppleWebKit/.test(navigator.userAgent)
+          : N.test(/AppleWebKit/, navigator.userAgent)
             ? 'webkit'
             : 'other',
       queued: S.outbox.length
@@ -7223,7 +7462,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (phase === 'open') flush(); // the page stops here: the report cannot wait for the microtask
   }
   function installDialogs() {
-    ['alert', 'confirm', 'prompt'].forEach(wrapDialogFunction);
+    N.forEach(['alert', 'confirm', 'prompt'], wrapDialogFunction);
     installBeforeunloadListeners();
     installOnBeforeunload();
   }
@@ -7238,7 +7477,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         /* never stand in the page's way */
       }
       try {
-        return orig.apply(window, arguments);
+        return N.apply(orig, window, arguments);
       } finally {
         try {
           dialogSeen(kind, '', 'closed');
@@ -7248,7 +7487,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
     };
     window[kind] = wrapped;
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       if (window[kind] === wrapped) window[kind] = orig;
     });
   }
@@ -7268,47 +7507,47 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (!wrappers || typeof add !== 'function') return;
     var addWrapped = function (type, fn, opts) {
       if (type === 'beforeunload' && typeof fn === 'function') {
-        var w = wrappers.get(fn);
+        var w = N.get(wrappers, fn);
         if (!w) {
           w = function (e) {
             try {
-              return fn.apply(this, arguments);
+              return N.apply(fn, this, arguments);
             } finally {
               unloadReported(e);
             }
           };
-          wrappers.set(fn, w);
+          N.set(wrappers, fn, w);
         }
-        return add.call(this, type, w, opts);
+        return N.call(add, this, type, w, opts);
       }
-      return add.apply(this, arguments);
+      return N.apply(add, this, arguments);
     };
     var removeWrapped = function (type, fn, opts) {
-      if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
-        return remove.call(this, type, wrappers.get(fn), opts);
-      return remove.apply(this, arguments);
+      if (type === 'beforeunload' && typeof fn === 'function' && N.get(wrappers, fn))
+        return N.call(remove, this, type, N.get(wrappers, fn), opts);
+      return N.apply(remove, this, arguments);
     };
     window.addEventListener = addWrapped;
     window.removeEventListener = removeWrapped;
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       if (window.addEventListener === addWrapped) window.addEventListener = add;
       if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
     });
   }
   // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
   function installOnBeforeunload() {
-    var own = Object.getOwnPropertyDescriptor(window, 'onbeforeunload');
-    var d = own || Object.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
+    var own = N.getOwnPropertyDescriptor(window, 'onbeforeunload');
+    var d = own || N.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
     if (!d || !d.set || !d.get || d.configurable === false) return;
     var user = window.onbeforeunload;
     var wrapFor = function (fn) {
       return function (e) {
-        var r = fn.apply(this, arguments);
+        var r = N.apply(fn, this, arguments);
         if ((typeof r === 'string' && r !== '') || unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
         return r;
       };
     };
-    Object.defineProperty(window, 'onbeforeunload', {
+    N.defineProperty(window, 'onbeforeunload', {
       configurable: true,
       enumerable: d.enumerable,
       get: function () {
@@ -7316,12 +7555,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       },
       set: function (fn) {
         user = typeof fn === 'function' ? fn : null;
-        d.set.call(window, user ? wrapFor(user) : null);
+        N.call(d.set, window, user ? wrapFor(user) : null);
       }
     });
-    if (typeof user === 'function') d.set.call(window, wrapFor(user));
-    S.teardowns.push(function () {
-      if (own) Object.defineProperty(window, 'onbeforeunload', own);
+    if (typeof user === 'function') N.call(d.set, window, wrapFor(user));
+    N.push(S.teardowns, function () {
+      if (own) N.defineProperty(window, 'onbeforeunload', own);
       else delete window.onbeforeunload;
       try {
         window.onbeforeunload = user;
@@ -7337,7 +7576,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }),
       5000
     );
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       N.clearInterval(iv);
     });
     listen(document, 'visibilitychange', function () {
@@ -7357,17 +7596,17 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (
         window.PerformanceObserver &&
         PerformanceObserver.supportedEntryTypes &&
-        PerformanceObserver.supportedEntryTypes.indexOf('longtask') >= 0
+        N.indexOf(PerformanceObserver.supportedEntryTypes, 'longtask') >= 0
       ) {
         var po = new PerformanceObserver(function (list) {
-          list.getEntries().forEach(function (en) {
+          N.forEach(N.getEntries(list), function (en) {
             longTasks++;
             longTaskMs += en.duration;
           });
         });
-        po.observe({ type: 'longtask', buffered: true });
-        S.teardowns.push(function () {
-          po.disconnect();
+        N.observe(po, { type: 'longtask', buffered: true });
+        N.push(S.teardowns, function () {
+          N.disconnect(po);
         });
       }
     } catch (e) {
@@ -7379,7 +7618,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // -- cross-origin frames are a blind spot
   function frameShown(f) {
     try {
-      var r = f.getBoundingClientRect();
+      var r = N.getBoundingClientRect(f);
       if (r.width < 2 || r.height < 2) return false;
       var cs = styleOf(f);
       return !cs || (cs.visibility !== 'hidden' && cs.opacity !== '0');
@@ -7389,7 +7628,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function checkFrames() {
     try {
-      var frames = document.querySelectorAll('iframe,frame'),
+      var frames = N.querySelectorAll(document, 'iframe,frame'),
         n = 0,
         srcs = [];
       for (var i = 0; i < frames.length; i++) {
@@ -7406,14 +7645,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (ok && frames[i].src) {
           try {
             var to = new URL(frames[i].src, location.href);
-            if (/^https?:$/.test(to.protocol) && to.origin !== location.origin) ok = false;
+            if (N.test(/^https?:$/, to.protocol) && to.origin !== location.origin) ok = false;
           } catch (e) {
             /* an odd src: keep what contentDocument said */
           }
         }
         if (!ok && frames[i].src) {
           n++;
-          if (srcs.length < 5) srcs.push(redactUrl(frames[i].src));
+          if (srcs.length < 5) N.push(srcs, redactUrl(frames[i].src));
         }
       }
       if (n !== checkFrames.last) {
@@ -7424,7 +7663,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
             reason: 'cross-origin-iframe',
             kind: 'cross-origin-iframe',
             count: n,
-            detail: srcs.join(', ')
+            detail: N.join(srcs, ', ')
           });
         }
       }
@@ -7437,15 +7676,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // provides: STORES, shallowDiff, readStore, registerStore, storeListener, storeWithGetState,
   //   storeFromGetter, pushStore, canonicalIndex, walkPath, stateRead, stateAll, statePath, signal,
   //   uniqPush, describeContract, capabilities
-  // uses: REDACTED (01), clip (03), errMsg (03), hasOwn (03), isObj (03), keySensitive (03), sanitize (03),
-  //   warn (03), S (04), emit (04), internal (04), sendHello (05), isIgnored (06), TOASTS (13),
-  //   declareToasts (13)
+  // uses: N (01), REDACTED (01), clip (03), errMsg (03), hasOwn (03), isObj (03), keySensitive (03),
+  //   sanitize (03), warn (03), S (04), emit (04), internal (04), sendHello (05), isIgnored (06),
+  //   TOASTS (13), declareToasts (13)
   // ---- stores and signals --------------------------------------------------------------------
   var STORES = {}; // name -> {read(), unsub?, last, kind}
   function shallowDiff(name, prev, next) {
     var changes = [];
-    if (!isObj(prev) || !isObj(next) || Array.isArray(prev) !== Array.isArray(next)) {
-      if (!Object.is(prev, next)) changes.push({ path: '', from: prev, to: next });
+    if (!isObj(prev) || !isObj(next) || N.isArray(prev) !== N.isArray(next)) {
+      if (!N.is(prev, next)) N.push(changes, { path: '', from: prev, to: next });
     } else {
       var keys = {},
         k;
@@ -7453,7 +7692,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       for (k in next) if (hasOwn(next, k)) keys[k] = 1;
       for (k in keys) {
         if (typeof prev[k] === 'function' && typeof next[k] === 'function') continue;
-        if (!Object.is(prev[k], next[k])) changes.push({ path: k, from: prev[k], to: next[k] });
+        if (!N.is(prev[k], next[k])) N.push(changes, { path: k, from: prev[k], to: next[k] });
       }
     }
     var cap = 20;
@@ -7487,7 +7726,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function readStore(name) {
     var st = STORES[name];
     if (!st) return undefined;
-    return st.read();
+    return N.read(st);
   }
   function registerStore(name, store, subscribe) {
     try {
@@ -7536,7 +7775,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function storeListener(name, entry) {
     return function () {
       try {
-        var nx = entry.read();
+        var nx = N.read(entry);
         var pv = entry.last;
         entry.last = nx;
         shallowDiff(name, pv, nx);
@@ -7554,7 +7793,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
     if (!sub) return;
     entry.last = store.getState();
-    var u = sub.call(store, storeListener(name, entry));
+    var u = N.call(sub, store, storeListener(name, entry));
     entry.unsub =
       typeof u === 'function'
         ? u
@@ -7617,37 +7856,37 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
   function canonicalIndex(seg) {
-    return /^(0|[1-9]\d*)$/.test(seg);
+    return N.test(/^(0|[1-9]\d*)$/, seg);
   }
   function walkPath(root, path) {
-    var segs = path === '' || path == null ? [] : String(path).split('.');
+    var segs = path === '' || path == null ? [] : N.split(String(path), '.');
     var cur = root;
     for (var i = 0; i < segs.length; i++) {
       var s = segs[i];
-      if ((Array.isArray(cur) || typeof cur === 'string') && s === 'length') {
+      if ((N.isArray(cur) || typeof cur === 'string') && s === 'length') {
         cur = cur.length;
         continue;
       }
-      if (Array.isArray(cur)) {
+      if (N.isArray(cur)) {
         if (canonicalIndex(s) && +s < cur.length) {
           cur = cur[+s];
           continue;
         }
         return {
           found: false,
-          at: segs.slice(0, i).join('.'),
+          at: N.join(N.slice(segs, 0, i), '.'),
           keys: cur.length ? ['0..' + (cur.length - 1), 'length'] : ['length']
         };
       }
       if (cur instanceof Map) {
-        if (cur.has(s)) {
-          cur = cur.get(s);
+        if (N.has(cur, s)) {
+          cur = N.get(cur, s);
           continue;
         }
         return {
           found: false,
-          at: segs.slice(0, i).join('.'),
-          keys: Array.from(cur.keys()).map(String)
+          at: N.join(N.slice(segs, 0, i), '.'),
+          keys: N.map(N.arrayFrom(N.invoke(cur, 'keys')), String)
         };
       }
       if (isObj(cur) && hasOwn(cur, s)) {
@@ -7656,8 +7895,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
       return {
         found: false,
-        at: segs.slice(0, i).join('.'),
-        keys: isObj(cur) ? Object.keys(cur) : [],
+        at: N.join(N.slice(segs, 0, i), '.'),
+        keys: isObj(cur) ? N.keys(cur) : [],
         typeAt: cur === null ? 'null' : typeof cur
       };
     }
@@ -7665,12 +7904,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   // What the registered stores hold: all of them collapsed, or one value by store and path.
   function stateRead(args) {
-    var names = Object.keys(STORES);
+    var names = N.keys(STORES);
     if (args.store == null && args.path == null) return stateAll(args, names);
     var storeName = args.store;
     if (storeName == null) {
       // path without store: pick the single store exposing it
-      var having = names.filter(function (n) {
+      var having = N.filter(names, function (n) {
         try {
           return walkPath(readStore(n), args.path).found;
         } catch (e) {
@@ -7706,10 +7945,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   // Every store, collapsed to args.depth (1 unless told).
   function stateAll(args, names) {
-    var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
+    var depth = args.depth == null ? 1 : N.max(0, N.min(8, Number(args.depth) || 0));
     var out = {},
       trunc = {};
-    names.forEach(function (n) {
+    N.forEach(names, function (n) {
       try {
         var rep = {};
         out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
@@ -7719,7 +7958,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       }
     });
     var res = { stores: out, storeNames: names };
-    if (Object.keys(trunc).length) {
+    if (N.keys(trunc).length) {
       res.truncation = trunc;
       res.truncation.note =
         'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
@@ -7741,9 +7980,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var r2 = { store: storeName, path: args.path || '', found: w.found, storeNames: names };
     if (w.found) {
       var rep2 = {};
-      var d2 = args.depth == null ? 8 : Math.max(0, Math.min(12, Number(args.depth) || 0));
+      var d2 = args.depth == null ? 8 : N.max(0, N.min(12, Number(args.depth) || 0));
       r2.value = sanitize(w.value, { depth: d2, items: 200, report: rep2 });
-      var segs = String(args.path || '').split('.');
+      var segs = N.split(String(args.path || ''), '.');
       if (keySensitive(segs[segs.length - 1]) && w.value != null && w.value !== '')
         r2.value = REDACTED;
       if (rep2.cut)
@@ -7754,7 +7993,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     } else {
       r2.value = null;
       r2.stoppedAt = w.at;
-      r2.availableKeys = w.keys.slice(0, 50);
+      r2.availableKeys = N.slice(w.keys, 0, 50);
       if (w.keys.length > 50) r2.totalKeys = w.keys.length;
       if (w.typeAt) r2.typeAt = w.typeAt;
     }
@@ -7773,8 +8012,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     }
   }
   function uniqPush(arr, vals) {
-    (Array.isArray(vals) ? vals : []).forEach(function (v) {
-      if (typeof v === 'string' && arr.indexOf(v) < 0) arr.push(v);
+    N.forEach(N.isArray(vals) ? vals : [], function (v) {
+      if (typeof v === 'string' && N.indexOf(arr, v) < 0) N.push(arr, v);
     });
   }
   function describeContract(c) {
@@ -7784,13 +8023,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       uniqPush(S.caps.signals, c.signals);
       uniqPush(S.caps.stores, c.stores);
       declareToasts(c.toasts);
-      (Array.isArray(c.flows) ? c.flows : []).forEach(function (f) {
+      N.forEach(N.isArray(c.flows) ? c.flows : [], function (f) {
         if (!f || typeof f.name !== 'string') return;
         var i;
         for (i = 0; i < S.caps.flows.length; i++) if (S.caps.flows[i].name === f.name) break;
         S.caps.flows[i] = {
           name: f.name,
-          steps: Array.isArray(f.steps) ? f.steps.slice(0, 100) : []
+          steps: N.isArray(f.steps) ? N.slice(f.steps, 0, 100) : []
         };
       });
       S.hasCaps = true;
@@ -7802,35 +8041,35 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function capabilities() {
     var found = [];
     try {
-      var all = document.querySelectorAll('[data-testid]');
+      var all = N.querySelectorAll(document, '[data-testid]');
       for (var i = 0; i < all.length && found.length < 500; i++) {
-        var t = all[i].getAttribute('data-testid');
-        if (t && found.indexOf(t) < 0 && !isIgnored(all[i])) found.push(t);
+        var t = N.getAttribute(all[i], 'data-testid');
+        if (t && N.indexOf(found, t) < 0 && !isIgnored(all[i])) N.push(found, t);
       }
     } catch (e) {
       /* ignore */
     }
-    var testids = S.caps.testids.slice();
+    var testids = N.slice(S.caps.testids);
     uniqPush(testids, found);
-    var signals = S.caps.signals.slice();
-    uniqPush(signals, Object.keys(S.signalsSeen));
-    var stores = S.caps.stores.slice();
-    uniqPush(stores, Object.keys(STORES));
+    var signals = N.slice(S.caps.signals);
+    uniqPush(signals, N.keys(S.signalsSeen));
+    var stores = N.slice(S.caps.stores);
+    uniqPush(stores, N.keys(STORES));
     return {
       testids: testids,
-      declaredTestids: S.caps.testids.slice(),
+      declaredTestids: N.slice(S.caps.testids),
       discoveredTestids: found,
       signals: signals,
       stores: stores,
-      flows: S.caps.flows.slice(),
-      toasts: { error: TOASTS.error.slice(), info: TOASTS.info.slice() },
+      flows: N.slice(S.caps.flows),
+      toasts: { error: N.slice(TOASTS.error), info: N.slice(TOASTS.info) },
       source: 'live'
     };
   }
 
   // == Section: probes == the probes the daemon's predicates read
   // provides: evalProbe, probeElement, probeText, probeTextSpec, probeTextMatches, probePageText
-  // uses: clip (03), hasOwn (03), norm (03), redactUrl (03), describe (07), isVisible (07),
+  // uses: N (01), clip (03), hasOwn (03), norm (03), redactUrl (03), describe (07), isVisible (07),
   //   makeVisCache (07), nearMisses (07), textOf (07), resolveScope (08), TEXT_MODES (09), filterState (09),
   //   runQuery (09), textPlaces (09), textSpec (09), zeroHint (09), storageRead (17), stateRead (19)
   // ---- probes for the daemon's predicate engine ------------------------------------------------
@@ -7863,15 +8102,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (r.scopeMissing)
       return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
     var els = filterState(r.els, args.state, cache);
-    var vis = els.filter(function (e) {
+    var vis = N.filter(els, function (e) {
       return isVisible(e, cache);
     });
-    var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
+    var lim = N.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
     var res = {
       count: els.length,
       visible: vis.length > 0,
       visibleCount: vis.length,
-      elements: els.slice(0, lim).map(function (e) {
+      elements: N.map(N.slice(els, 0, lim), function (e) {
         return describe(e, cache);
       })
     };
@@ -7890,7 +8129,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var spec = probeTextSpec(args);
     var matches = probeTextMatches(spec, args);
     if (!matches) return { found: false, count: 0, places: 0, scopeMissing: true };
-    var visM = matches.filter(function (e) {
+    var visM = N.filter(matches, function (e) {
       return isVisible(e, cache);
     });
     var pool = args.visible ? visM : matches;
@@ -7900,7 +8139,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       count: pool.length,
       places: pool.length,
       visibleCount: visM.length,
-      elements: pool.slice(0, 5).map(function (e) {
+      elements: N.map(N.slice(pool, 0, 5), function (e) {
         return describe(e, cache);
       })
     };
@@ -7910,7 +8149,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     return out;
   }
   function probeTextSpec(args) {
-    var given = TEXT_MODES.filter(function (m) {
+    var given = N.filter(TEXT_MODES, function (m) {
       return args[m] != null && args[m] !== '';
     });
     if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
@@ -7937,12 +8176,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   function probePageText(out, spec, args) {
     var root = resolveScope(args.scope);
     var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
-    var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
+    var idx = N.indexOf(N.toLowerCase(inner), N.toLowerCase(norm(spec.value)));
     if (idx >= 0) {
       out.found = true;
       out.via = 'page-text';
       out.places = 1;
-      out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
+      out.sample = clip(N.slice(inner, N.max(0, idx - 60), idx + spec.value.length + 60), 200);
     }
   }
 
@@ -7976,14 +8215,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     if (u.protocol !== 'http:' && u.protocol !== 'https:')
       return { ok: false, reason: 'only http(s) URLs can be opened (got ' + u.protocol + ')' };
     var target = u.href;
-    if (!(u.href.split('#')[0] === location.href.split('#')[0] && u.hash)) {
+    if (!(N.split(u.href, '#')[0] === N.split(location.href, '#')[0] && u.hash)) {
       // announced now, beside this command's answer: a frame sent while the page unloads can be lost
       announceDocument({ url: redactUrl(target), method: 'GET', cause: 'navigate', navigationType: 'navigate' });
     }
     // answer first: the result frame must leave before the page unloads
     N.setTimeout(function () {
       try {
-        if (u.href.split('#')[0] === location.href.split('#')[0] && u.hash) location.hash = u.hash;
+        if (N.split(u.href, '#')[0] === N.split(location.href, '#')[0] && u.hash) location.hash = u.hash;
         else location.assign(target);
       } catch (e) {
         internal('command', e);
@@ -7997,7 +8236,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       try {
         if (a.hard) {
           var u = new URL(location.href);
-          u.searchParams.set('_reticle_reload', String(N.dateNow()));
+          N.set(u.searchParams, '_reticle_reload', String(N.dateNow()));
           location.replace(u.href);
         } else location.reload();
       } catch (e) {
@@ -8020,9 +8259,9 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   //   pushStore (19), registerStore (19), signal (19)
   // ---- connect / disconnect ------------------------------------------------------------------
   function isLoopback(h) {
-    h = String(h || '').toLowerCase();
+    h = N.toLowerCase(String(h || ''));
     if (h === 'localhost' || h === '::1' || h === '[::1]') return true;
-    var m = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(h);
+    var m = N.exec(/^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/, h);
     return !!(m && +m[1] < 256 && +m[2] < 256 && +m[3] < 256);
   }
   function isLocalPage() {
@@ -8062,8 +8301,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         o.captureBodies === 'false' ||
         o.captureNetworkBodies === false
       );
-      if (Array.isArray(o.redactKeys)) EXTRA_KEYS = o.redactKeys.slice(0, 64);
-      else if (o.redact && Array.isArray(o.redact.keys)) EXTRA_KEYS = o.redact.keys.slice(0, 64);
+      if (N.isArray(o.redactKeys)) EXTRA_KEYS = N.slice(o.redactKeys, 0, 64);
+      else if (o.redact && N.isArray(o.redact.keys)) EXTRA_KEYS = N.slice(o.redact.keys, 0, 64);
       S.sessionId = connectSessionId(o);
       ssSet('__reticle_session', S.sessionId);
       stripReloadMarker(); // before the route observer installs
@@ -8075,11 +8314,11 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         checkFrames();
       };
       if (document.readyState === 'loading')
-        document.addEventListener('DOMContentLoaded', fc, { once: true });
+        N.addEventListener(document, 'DOMContentLoaded', fc, { once: true });
       else N.setTimeout(fc, 0);
-      window.addEventListener('load', fc, { once: true });
-      window.addEventListener('pagehide', onPageHide, true);
-      window.addEventListener('pageshow', onPageShow, true);
+      N.addEventListener(window, 'load', fc, { once: true });
+      N.addEventListener(window, 'pagehide', onPageHide, true);
+      N.addEventListener(window, 'pageshow', onPageShow, true);
       openSocket();
     } catch (e) {
       internal('connect', e);
@@ -8096,7 +8335,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     S.ws = null;
     S.open = false;
     try {
-      ws.close(1000, 'back-forward cache'); // (a page may close with 1000 or 3000-4999 only)
+      N.close(ws, 1000, 'back-forward cache'); // (a page may close with 1000 or 3000-4999 only)
     } catch (x) {
       /* already closing */
     }
@@ -8166,10 +8405,10 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // strip our hard-reload marker from the address bar
   function stripReloadMarker() {
     try {
-      if (/[?&]_reticle_reload=/.test(location.search)) {
+      if (N.test(/[?&]_reticle_reload=/, location.search)) {
         var cu = new URL(location.href);
-        cu.searchParams.delete('_reticle_reload');
-        history.replaceState(history.state, '', cu.href);
+        N.delete(cu.searchParams, '_reticle_reload');
+        N.replaceState(history, history.state, '', cu.href);
       }
     } catch (e) {
       /* ignore */
@@ -8196,7 +8435,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       ['dialog_observer', installDialogs],
       ['health_observer', installHealth]
     ];
-    installers.forEach(function (it) {
+    N.forEach(installers, function (it) {
       try {
         it[1]();
       } catch (e) {
@@ -8217,12 +8456,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       S.open = false;
       if (ws) {
         try {
-          ws.close(1000, 'disconnect');
+          N.close(ws, 1000, 'disconnect');
         } catch (e) {
           /* ignore */
         }
       }
-      var tds = S.teardowns.splice(0);
+      var tds = N.splice(S.teardowns, 0);
       for (var i = tds.length - 1; i >= 0; i--) {
         try {
           tds[i]();
@@ -8230,7 +8469,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           /* ignore */
         }
       }
-      Object.keys(STORES).forEach(function (n) {
+      N.forEach(N.keys(STORES), function (n) {
         if (STORES[n].unsub) {
           try {
             STORES[n].unsub();
@@ -8256,21 +8495,21 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     describe: describeContract,
     version: VERSION
   };
-  Object.defineProperty(api, 'sessionId', {
+  N.defineProperty(api, 'sessionId', {
     get: function () {
       return S.sessionId;
     },
     enumerable: true
   });
-  Object.defineProperty(api, 'connected', {
+  N.defineProperty(api, 'connected', {
     get: function () {
       return S.open;
     },
     enumerable: true
   });
-  Object.defineProperty(api, '__reticleSdk', { value: true });
+  N.defineProperty(api, '__reticleSdk', { value: true });
   try {
-    Object.defineProperty(window, 'reticle', {
+    N.defineProperty(window, 'reticle', {
       value: api,
       configurable: true,
       enumerable: false,

@@ -188,6 +188,75 @@ def test_in_a_device_the_sender_is_the_browsers_initiator_stack_whatever_the_pag
         live.close()
 
 
+# A page that patches the built-ins the SDK calls, each to lie (or to do nothing), once the SDK has started:
+# before it captured them, the SDK's URLs, names, matches and messages came out as the page chose.
+LIES = """(function () {
+  function lie() { return 'FORGED'; }
+  var S = String.prototype, A = Array.prototype;
+  S.replace = lie; S.split = function () { return ['FORGED']; }; S.slice = lie; S.toLowerCase = lie; S.trim = lie;
+  S.indexOf = function () { return 0; }; S.charAt = lie; S.concat = lie;
+  RegExp.prototype.exec = function () { return null; }; RegExp.prototype.test = function () { return true; };
+  RegExp.prototype[Symbol.replace] = lie; RegExp.prototype[Symbol.split] = function () { return ['FORGED']; };
+  String.prototype[Symbol.replace] = lie; String.prototype[Symbol.split] = function () { return ['FORGED']; };
+  A.push = function () { return 0; }; A.join = lie; A.map = function () { return ['FORGED']; };
+  A.filter = function () { return []; }; A.forEach = function () {}; A.slice = function () { return []; };
+  A.some = function () { return false; }; A.indexOf = function () { return 0; };
+  Object.keys = function () { return []; }; Array.isArray = function () { return false; };
+  Object.defineProperty(Object.prototype, 'toJSON', {value: function () { return {forged: true}; },
+                                                    writable: true, configurable: true});
+  JSON.stringify = function () { return '{"forged":true}'; };
+  Math.round = function () { return 0; }; Math.min = function () { return 0; }; Date.now = function () { return 0; };
+  Function.prototype.call = function () { return 'FORGED'; };
+  Function.prototype.apply = function () { return 'FORGED'; };
+  Element.prototype.getAttribute = lie; Element.prototype.closest = function () { return null; };
+  Element.prototype.hasAttribute = function () { return true; }; Node.prototype.contains = function () { return false; };
+  Map.prototype.get = lie; Map.prototype.has = function () { return false; }; Map.prototype.set = function () { return this; };
+  Set.prototype.has = function () { return true; }; Set.prototype.add = function () { return this; };
+  WebSocket.prototype.send = function () {}; Storage.prototype.getItem = lie;
+  EventTarget.prototype.dispatchEvent = function () { return true; };
+  document.addEventListener('DOMContentLoaded', function () {
+    document.body.insertAdjacentHTML('beforeend', 'a-b'.split('-').length === 1 && /x/.test('y') ?
+                                     '<p>the lies hold</p>' : '<p>no lies</p>');
+  });
+})();
+"""
+
+
+def test_a_page_that_patches_every_built_in_the_sdk_calls_changes_nothing_it_reports(tmp_path):
+    """Once the SDK has started (a device injects it before any page script; a script tag runs it where it
+    stands), a page that makes String, Array, RegExp, JSON, Function, Map, the DOM's methods and the socket lie
+    changes neither the verdict nor one word of its evidence: the SDK calls only what it captured."""
+    routes = _untagged_routes()
+    page = routes[-1][2]["html"].replace("<button", "<script>%s</script><button" % LIES, 1)
+    routes[-1] = (r"/", _Page, {"html": page})
+    sent = "saveProfile at app.js:%d" % line_of(APP_JS, "fetch('/api/save'")
+    logged = "reportFailure at app.js:%d" % line_of(APP_JS, "console.error(")
+    with _device_on(tmp_path, routes) as (mcp, sid):
+        out = _act(mcp, sid, "Save")
+        assert out["verified"] == "no", out
+        assert re.search(r"POST http://127\.0\.0\.1:\d+/api/save answered 500, sent by " + re.escape(sent), repr(out)), out
+        console = mcp.ok("reticle_console", {"level": "error", "sessionId": sid})
+        assert [(x["text"], x["at"]) for x in console["logs"]] == [("profile save failed: status 500", logged)], console
+        session = next(s for s in mcp.ok("reticle_sessions")["sessions"] if s["sessionId"] == sid)
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", session["url"]), session
+        found = mcp.ok("reticle_query", {"by": "role", "value": "button", "name": "Crash", "sessionId": sid})
+        assert found["count"] == 1, found
+        everything = repr((out, console, session, found))
+        assert "FORGED" not in everything and "forged" not in everything, everything
+        held = mcp.ok("reticle_assert", {"predicate": {"kind": "text", "contains": "the lies hold"}, "sessionId": sid})
+        assert held["verified"] == "yes", held  # the page's lies were in force all along
+    live = Live(tmp_path / "tag", PLAIN.replace("%(script)s", "app.js").replace(
+        "<button", "<script>%s</script><button" % LIES, 1), routes=[(r"/app.js", _Script, {"body": APP_JS}),
+                                                                   (r"/api/save", _Save)])
+    try:
+        out = _act(live.mcp, None, "Save", until={"kind": "text", "contains": "Saved"})
+        assert out["verified"] == "no", out
+        assert re.search(r"POST http://127\.0\.0\.1:\d+/api/save answered 500", repr(out)), out
+        assert "FORGED" not in repr(out) and "forged" not in repr(out), out
+    finally:
+        live.close()
+
+
 def test_a_script_in_the_page_itself_is_named_by_its_line_and_the_page_is_never_fetched_again(tmp_path):
     """A GET of a page's URL could do something (a logout link, a confirm page): only script files are
     fetched for their maps, so a failure sent from an inline script keeps its generated line."""

@@ -10,11 +10,11 @@
     var P = window.MessagePort && MessagePort.prototype,
       E = window.MessageEvent && MessageEvent.prototype,
       apply = Reflect.apply,
-      getData = Object.getOwnPropertyDescriptor(E, 'data').get,
-      getPorts = Object.getOwnPropertyDescriptor(E, 'ports').get,
+      getData = N.getOwnPropertyDescriptor(E, 'data').get,
+      getPorts = N.getOwnPropertyDescriptor(E, 'ports').get,
       stopNow = Event.prototype.stopImmediatePropagation,
       postPort = P.postMessage,
-      setOnMessage = Object.getOwnPropertyDescriptor(P, 'onmessage').set;
+      setOnMessage = N.getOwnPropertyDescriptor(P, 'onmessage').set;
     function post(m) {
       apply(postPort, port, [m]);
     }
@@ -39,8 +39,7 @@
         if (s.onclose) s.onclose({ code: d.code, reason: d.reason || '' });
       }
     }
-    window.addEventListener(
-      'message',
+    N.addEventListener(window, 'message',
       function (m) {
         var d = apply(getData, m, []);
         if (port || !d || typeof d !== 'object' || d.reticleRelay !== nonce) return;
@@ -52,8 +51,7 @@
         for (var i = 0; i < queued.length; i++) post({ op: 'open', id: queued[i] });
         queued = [];
       },
-      true
-    );
+      true);
     return function (url) {
       var id = nextId++;
       var s = { url: url, readyState: 0, bufferedAmount: 0, onopen: null, onmessage: null, onclose: null };
@@ -68,7 +66,7 @@
       };
       socks[id] = s;
       if (port) post({ op: 'open', id: id });
-      else queued.push(id);
+      else N.push(queued, id);
       return s;
     };
   }

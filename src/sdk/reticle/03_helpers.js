@@ -13,27 +13,25 @@
     }
   }
   function microtask(fn) {
-    N.Promise.resolve().then(fn);
+    N.then(N.resolve(), fn);
   }
   function hasOwn(o, k) {
-    return Object.prototype.hasOwnProperty.call(o, k);
+    return N.hasOwn(o, k);
   }
   function isObj(v) {
     return v !== null && typeof v === 'object';
   }
   function clip(s, n) {
     s = String(s == null ? '' : s);
-    return s.length > n ? s.slice(0, n) + '\u2026' : s;
+    return s.length > n ? N.slice(s, 0, n) + '\u2026' : s;
   }
   function collapse(s) {
-    return String(s == null ? '' : s)
-      .replace(/\s+/g, ' ')
-      .trim();
+    return N.trim(N.replace(String(s == null ? '' : s), /\s+/g, ' '));
   }
   function norm(s) {
     s = collapse(s);
     try {
-      s = s.normalize('NFC');
+      s = N.normalize(s, 'NFC');
     } catch (e) {
       /* old engines */
     }
@@ -43,7 +41,7 @@
     try {
       return (
         typeof f === 'function' &&
-        /\[native code\]\s*\}\s*$/.test(Function.prototype.toString.call(f))
+        N.test(/\[native code\]\s*\}\s*$/, N.fnToString(f))
       );
     } catch (e) {
       return false;
@@ -51,33 +49,33 @@
   }
   function uuid() {
     try {
-      if (window.crypto && window.crypto.randomUUID) return window.crypto.randomUUID();
+      if (window.crypto && window.crypto.randomUUID) return N.randomUUID(window.crypto);
     } catch (e) {
       /* insecure ctx */
     }
     var b = new Uint8Array(16);
     try {
-      window.crypto.getRandomValues(b);
+      N.getRandomValues(window.crypto, b);
     } catch (e) {
-      for (var i = 0; i < 16; i++) b[i] = Math.floor(Math.random() * 256);
+      for (var i = 0; i < 16; i++) b[i] = N.floor(N.random() * 256);
     }
     b[6] = (b[6] & 15) | 64;
     b[8] = (b[8] & 63) | 128;
     var h = '';
     for (var j = 0; j < 16; j++) {
-      h += (b[j] + 256).toString(16).slice(1);
+      h += N.slice(N.invoke(b[j] + 256, 'toString', 16), 1);
       if (j === 3 || j === 5 || j === 7 || j === 9) h += '-';
     }
     return h;
   }
   function rand36(n) {
     var s = '';
-    while (s.length < n) s += Math.random().toString(36).slice(2);
-    return s.slice(0, n);
+    while (s.length < n) s += N.slice(N.invoke(N.random(), 'toString', 36), 2);
+    return N.slice(s, 0, n);
   }
   function ssGet(k) {
     try {
-      return window.sessionStorage.getItem(k);
+      return N.getItem(window.sessionStorage, k);
     } catch (e) {
       return null;
     }
@@ -85,7 +83,7 @@
   function ssSet(k, v) {
     try {
       STORAGE_MUTE++;
-      window.sessionStorage.setItem(k, v);
+      N.setItem(window.sessionStorage, k, v);
     } catch (e) {
       /* private mode */
     } finally {
@@ -124,7 +122,7 @@
   );
   var OWN_KEYS = { sessionId: 1, documentId: 1, requestId: 1 }; // our own identifiers, not secrets
   function isSensitiveKey(k) {
-    return typeof k === 'string' && k.length > 0 && !OWN_KEYS[k] && SENSITIVE_KEY.test(k);
+    return typeof k === 'string' && k.length > 0 && !OWN_KEYS[k] && N.test(SENSITIVE_KEY, k);
   }
   var EXTRA_KEYS = [];
   function keySensitive(k) {
@@ -146,7 +144,7 @@
   function scrub(s) {
     if (typeof s !== 'string' || s.length < 8) return s;
     for (var i = 0; i < SECRET_PATTERNS.length; i++)
-      s = s.replace(SECRET_PATTERNS[i][0], SECRET_PATTERNS[i][1]);
+      s = N.replace(s, SECRET_PATTERNS[i][0], SECRET_PATTERNS[i][1]);
     return s;
   }
   var KV_PAIR =
@@ -154,9 +152,9 @@
   function scrubText(s) {
     if (typeof s !== 'string') return s;
     s = scrub(s);
-    return s.replace(KV_PAIR, function (all, lead, key, val) {
+    return N.replace(s, KV_PAIR, function (all, lead, key, val) {
       if (!keySensitive(key)) return all;
-      var q = val.charAt(0) === '"' ? '"' : val.charAt(0) === "'" ? "'" : '';
+      var q = N.charAt(val, 0) === '"' ? '"' : N.charAt(val, 0) === "'" ? "'" : '';
       return lead + q + REDACTED + q;
     });
   }
@@ -168,11 +166,9 @@
         return '';
       }
     }
-    var out = u.replace(
-      /^([a-z][a-z0-9+.-]*:\/\/)([^\/@?#:]*):([^\/@?#]*)@/i,
-      '$1$2:' + REDACTED + '@'
-    );
-    out = out.replace(/([?&#;])([^=&#;]+)=([^&#;]*)/g, function (all, sep, k, v) {
+    var out = N.replace(u, /^([a-z][a-z0-9+.-]*:\/\/)([^\/@?#:]*):([^\/@?#]*)@/i,
+      '$1$2:' + REDACTED + '@');
+    out = N.replace(out, /([?&#;])([^=&#;]+)=([^&#;]*)/g, function (all, sep, k, v) {
       var key = k;
       try {
         key = decodeURIComponent(k);
@@ -181,10 +177,10 @@
       }
       return keySensitive(key) ? sep + k + '=' + REDACTED : all;
     });
-    out = out.replace(
+    out = N.replace(
+      out,
       /(\/(?:reset|verify|confirm|activate|invite|magic|magiclink|magic-link|token|key|oauth|unsubscribe|password)[^\/?#]*\/)([^\/?#]{12,})/gi,
-      '$1' + REDACTED
-    );
+      '$1' + REDACTED);
     return scrub(out);
   }
 
@@ -194,10 +190,10 @@
       if (n === window) return '[Window]';
       if (n === document) return '[Document]';
       if (n.nodeType === 1) {
-        var s = '<' + n.tagName.toLowerCase();
+        var s = '<' + N.toLowerCase(n.tagName);
         if (n.id) s += '#' + n.id;
-        if (typeof n.className === 'string' && n.className.trim())
-          s += '.' + n.className.trim().split(/\s+/).slice(0, 3).join('.');
+        if (typeof n.className === 'string' && N.trim(n.className))
+          s += '.' + N.join(N.slice(N.split(N.trim(n.className), /\s+/), 0, 3), '.');
         return s + '>';
       }
       if (n.nodeType === 3) return '#text "' + clip(collapse(n.data), 40) + '"';
@@ -229,7 +225,7 @@
   function sanStr(ctx, s, key) {
     var cap = key === 'error' ? ERROR_CAP : ctx.maxStr;
     if (s.length > cap) {
-      s = s.slice(0, cap) + '\u2026[TRUNCATED]';
+      s = N.slice(s, 0, cap) + '\u2026[TRUNCATED]';
       ctx.cut++;
     }
     if (ctx.opt.redact !== false) s = scrub(s);
@@ -251,36 +247,36 @@
     }
     var special = sanSpecial(ctx, v);
     if (special !== SAN_PLAIN) return special;
-    if (ctx.stack.indexOf(v) >= 0) return '[CIRCULAR]';
+    if (N.indexOf(ctx.stack, v) >= 0) return '[CIRCULAR]';
     if (depth >= ctx.maxDepth) return sanDeep(ctx, v);
-    ctx.stack.push(v);
+    N.push(ctx.stack, v);
     try {
-      if (Array.isArray(v) || (ArrayBuffer.isView && ArrayBuffer.isView(v) && !(v instanceof DataView)))
+      if (N.isArray(v) || (ArrayBuffer.isView && N.isView(v) && !(v instanceof DataView)))
         return sanArray(ctx, v, depth);
       if (typeof Map !== 'undefined' && v instanceof Map) {
         var mo = {},
           i = 0;
-        v.forEach(function (mv, mk) {
+        N.forEach(v, function (mv, mk) {
           if (i++ < ctx.maxItems) mo[String(mk)] = mv;
         });
         return sanWalk(ctx, mo, depth, key);
       }
       if (typeof Set !== 'undefined' && v instanceof Set) {
         var sa = [];
-        v.forEach(function (sv) {
-          if (sa.length < ctx.maxItems) sa.push(sv);
+        N.forEach(v, function (sv) {
+          if (sa.length < ctx.maxItems) N.push(sa, sv);
         });
         return sanWalk(ctx, sa, depth, key);
       }
       return sanObject(ctx, v, depth);
     } finally {
-      ctx.stack.pop();
+      N.pop(ctx.stack);
     }
   }
   // A date, an error, a regex or a DOM node as its short form; SAN_PLAIN for anything else.
   function sanSpecial(ctx, v) {
     try {
-      if (v instanceof Date) return isNaN(v.getTime()) ? null : v.toISOString();
+      if (v instanceof Date) return isNaN(N.getTime(v)) ? null : N.toISOString(v);
       if (v instanceof Error)
         return { name: sanStr(ctx, String(v.name || 'Error')), message: sanStr(ctx, String(v.message || '')) };
       if (v instanceof RegExp) return String(v);
@@ -293,9 +289,9 @@
   // A container past the depth cap: its size only.
   function sanDeep(ctx, v) {
     ctx.cut++;
-    if (Array.isArray(v)) return '[Array(' + v.length + ')]';
+    if (N.isArray(v)) return '[Array(' + v.length + ')]';
     try {
-      return '{\u2026' + Object.keys(v).length + ' keys}';
+      return '{\u2026' + N.keys(v).length + ' keys}';
     } catch (e) {
       return '{\u2026}';
     }
@@ -304,12 +300,12 @@
     var res = [];
     for (var i = 0; i < v.length; i++) {
       if (i >= ctx.maxItems || ctx.budget <= 0) {
-        res.push('[TRUNCATED ' + (v.length - i) + ' more]');
+        N.push(res, '[TRUNCATED ' + (v.length - i) + ' more]');
         ctx.cut++;
         break;
       }
       var x = sanWalk(ctx, v[i], depth + 1, null);
-      res.push(x === undefined ? null : x);
+      N.push(res, x === undefined ? null : x);
     }
     return res;
   }
@@ -317,7 +313,7 @@
     var res = {};
     var keys;
     try {
-      keys = Object.keys(v);
+      keys = N.keys(v);
     } catch (e) {
       return '[UNSERIALIZABLE]';
     }
@@ -333,7 +329,7 @@
   }
   // One key of an object into res: a sensitive key's scalar redacted, anything else walked.
   function sanKey(ctx, res, v, k, depth) {
-    var kk = k.length > 256 ? k.slice(0, 256) : k;
+    var kk = k.length > 256 ? N.slice(k, 0, 256) : k;
     ctx.budget -= kk.length;
     if (ctx.opt.redact !== false && keySensitive(k)) {
       // a sensitive key holding a scalar is redacted; a container is walked (its own keys decide)

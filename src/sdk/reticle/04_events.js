@@ -47,7 +47,7 @@
   };
 
   function now() {
-    return Math.round(N.now() * 10) / 10;
+    return N.round(N.now() * 10) / 10;
   }
 
   // report an internal failure without throwing into the app
@@ -71,7 +71,7 @@
   function guard(site, fn) {
     return function () {
       try {
-        return fn.apply(this, arguments);
+        return N.apply(fn, this, arguments);
       } catch (e) {
         internal(site, e);
       }
@@ -113,7 +113,7 @@
       if (s.length > MAX_FRAME - 1024) {
         var size = s.length;
         s = instead({ truncatedEvent: true, originalBytes: size });
-        S.outbox.push({ s: s, churn: false });
+        N.push(S.outbox, { s: s, churn: false });
         var tr = record('truncated', ev.t, {
           what: type,
           count: 1,
@@ -121,9 +121,9 @@
           channel: 'transport',
           dropped: 1
         });
-        S.outbox.push({ s: N.stringify(tr), churn: false });
+        N.push(S.outbox, { s: N.stringify(tr), churn: false });
       } else {
-        S.outbox.push({ s: s, churn: !!CHURN[type] });
+        N.push(S.outbox, { s: s, churn: !!CHURN[type] });
       }
       if (!S.open) S.dropped += trimOutbox(QUEUE_MAX);
       else if (S.outbox.length > OPEN_QUEUE_MAX) S.busyDropped += trimOutbox(OPEN_QUEUE_MAX);
@@ -145,7 +145,7 @@
       }
       if (idx < 0) idx = 0;
       else S.droppedChurn++;
-      S.outbox.splice(idx, 1);
+      N.splice(S.outbox, idx, 1);
       gone++;
     }
     return gone;
@@ -161,7 +161,7 @@
   function rawSend(str) {
     try {
       if (S.ws && S.open) {
-        S.ws.send(str);
+        N.send(S.ws, str);
         return true;
       }
     } catch (e) {
@@ -179,7 +179,7 @@
     try {
       while (S.results.length) {
         if (!rawSend(S.results[0])) return;
-        S.results.shift();
+        N.shift(S.results);
       }
       if (S.busyDropped > 0) {
         var lost = record('blind-spot', now(), {
@@ -190,7 +190,7 @@
             S.busyDropped +
             ' event(s) were dropped because the page produced them faster than the socket carried them'
         });
-        S.outbox.unshift({ s: N.stringify(lost), churn: false });
+        N.unshift(S.outbox, { s: N.stringify(lost), churn: false });
         S.busyDropped = 0;
       }
       while (S.outbox.length) {
@@ -208,16 +208,16 @@
         while (n < S.outbox.length && n < BATCH_MAX_EVENTS) {
           var len = S.outbox[n].s.length;
           if (n > 0 && bytes + len > BATCH_MAX_BYTES) break;
-          parts.push(S.outbox[n].s);
+          N.push(parts, S.outbox[n].s);
           bytes += len + 1;
           n++;
         }
         var frame =
           parts.length === 1
             ? '{"kind":"event","event":' + parts[0] + '}'
-            : '{"kind":"events","events":[' + parts.join(',') + ']}';
+            : '{"kind":"events","events":[' + N.join(parts, ',') + ']}';
         if (!rawSend(frame)) return;
-        S.outbox.splice(0, n);
+        N.splice(S.outbox, 0, n);
       }
     } catch (e) {
       internal('transport', e);
@@ -260,10 +260,10 @@
     // already hold them (a request the handler started, a message it logged)
     if (S.open && !S.results.length && S.outbox.length) flush();
     if (S.open && !S.results.length && !S.outbox.length && rawSend(s)) return;
-    S.results.push(s);
+    N.push(S.results, s);
     scheduleFlush();
     if (S.results.length > RESULT_QUEUE_MAX) {
-      S.results.shift();
+      N.shift(S.results);
       S.dropped++;
     }
   }

@@ -13,7 +13,7 @@
       sessionId: S.sessionId,
       url: clip(redactUrl(location.href), 4000),
       title: clip(document.title || '', 500),
-      adapters: S.adapters.slice(0, 32),
+      adapters: N.slice(S.adapters, 0, 32),
       sdkVersion: VERSION,
       hasCapabilities: S.hasCaps,
       documentId: S.documentId,
@@ -21,9 +21,9 @@
     };
     if (S.token) h.token = S.token;
     if (EXTRA_KEYS.length)
-      h.redactKeys = EXTRA_KEYS.filter(function (k) {
+      h.redactKeys = N.slice(N.filter(EXTRA_KEYS, function (k) {
         return typeof k === 'string';
-      }).slice(0, 64);
+      }), 0, 64);
     return N.stringify(h);
   }
   function sendHello() {
@@ -64,8 +64,8 @@
             ' were churn)'
         });
         var ov = record('transport.overflow', ev.t, { dropped: S.dropped });
-        S.outbox.unshift({ s: N.stringify(ov), churn: false });
-        S.outbox.unshift({ s: N.stringify(ev), churn: false });
+        N.unshift(S.outbox, { s: N.stringify(ov), churn: false });
+        N.unshift(S.outbox, { s: N.stringify(ev), churn: false });
         S.dropped = 0;
         S.droppedChurn = 0;
       }
@@ -81,7 +81,7 @@
     };
     ws.onerror = function () {
       try {
-        ws.close();
+        N.close(ws);
       } catch (e) {
         /* already closing */
       }
@@ -117,7 +117,7 @@
       );
     }
     var delay = S.backoff;
-    S.backoff = Math.min(30000, S.backoff * 2);
+    S.backoff = N.min(30000, S.backoff * 2);
     if (S.retryTimer) N.clearTimeout(S.retryTimer);
     S.retryTimer = N.setTimeout(openSocket, delay);
   }
@@ -142,11 +142,11 @@
   var MARK = { pool: [], on: false, asked: false, header: 'X-Reticle-Mark', cookie: '__reticle_mark' };
   var MARK_LOW = 32; // marks left when the SDK asks the daemon for more
   function onServerMark(msg) {
-    if (!Array.isArray(msg.marks)) return;
+    if (!N.isArray(msg.marks)) return;
     if (msg.reset) MARK.pool = [];
-    msg.marks.forEach(function (m) {
-      if (Array.isArray(m) && /^[A-Za-z0-9_-]{1,32}$/.test(m[0]) && /^[0-9a-f]{32}$/.test(m[1]))
-        MARK.pool.push([String(m[0]), String(m[1])]);
+    N.forEach(msg.marks, function (m) {
+      if (N.isArray(m) && N.test(/^[A-Za-z0-9_-]{1,32}$/, m[0]) && N.test(/^[0-9a-f]{32}$/, m[1]))
+        N.push(MARK.pool, [String(m[0]), String(m[1])]);
     });
     MARK.on = true;
     MARK.asked = false;
@@ -156,9 +156,9 @@
   }
   // Through the native accessor: the storage observer's cookie patch must not report our own cookie.
   function rawCookie(value) {
-    var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
-    if (value === undefined) return desc && desc.get ? String(desc.get.call(document)) : String(document.cookie);
-    if (desc && desc.set) desc.set.call(document, value);
+    var desc = N.descOf(N.Document.prototype, 'cookie');
+    if (value === undefined) return desc && desc.get ? String(N.call(desc.get, document)) : String(document.cookie);
+    if (desc && desc.set) N.call(desc.set, document, value);
     else document.cookie = value;
     return '';
   }
@@ -170,12 +170,12 @@
     } catch (e) {
       return '/';
     }
-    var bad = path.search(/[^A-Za-z0-9\-._~%!$&'()*+=:@/]/);
-    return bad === -1 ? path : path.slice(0, path.lastIndexOf('/', bad) + 1) || '/';
+    var bad = N.search(path, /[^A-Za-z0-9\-._~%!$&'()*+=:@/]/);
+    return bad === -1 ? path : N.slice(path, 0, N.lastIndexOf(path, '/', bad) + 1) || '/';
   }
   function clearMarkCookie() {
     try {
-      if (rawCookie().indexOf(MARK.cookie + '=') !== -1) {
+      if (N.indexOf(rawCookie(), MARK.cookie + '=') !== -1) {
         rawCookie(MARK.cookie + '=; path=/; max-age=0; samesite=strict');
         rawCookie(MARK.cookie + '=; path=' + markPath(location.href) + '; max-age=0; samesite=strict');
       }
@@ -186,7 +186,7 @@
   // The next mark for a request to this document's own origin: [id, secret]; false when the pool
   // ran dry (the request goes unmarked and the server's side of it is unknown); asks for more.
   function takeMark() {
-    var m = MARK.pool.shift() || false;
+    var m = N.shift(MARK.pool) || false;
     if (MARK.pool.length <= MARK_LOW && !MARK.asked && S.open) {
       MARK.asked = true;
       rawSend(N.stringify({ kind: 'marks' }));
@@ -199,12 +199,12 @@
     var parent = '';
     try {
       var b = new Uint8Array(8);
-      crypto.getRandomValues(b);
-      for (var i = 0; i < 8; i++) parent += (b[i] < 16 ? '0' : '') + b[i].toString(16);
+      N.getRandomValues(crypto, b);
+      for (var i = 0; i < 8; i++) parent += (b[i] < 16 ? '0' : '') + N.invoke(b[i], 'toString', 16);
     } catch (e) {
       parent = '';
     }
-    if (!/[1-9a-f]/.test(parent)) parent = '00f067aa0ba902b7';
+    if (!N.test(/[1-9a-f]/, parent)) parent = '00f067aa0ba902b7';
     return '00-' + secret + '-' + parent + '-01';
   }
   // Is url a request the server of this document may be asked to mark (same origin, marks on)?
@@ -291,7 +291,7 @@
     }
     try {
       var r = h(args, msg);
-      if (r && typeof r.then === 'function') r.then(ok, bad);
+      if (r && typeof r.then === 'function') N.then(r, ok, bad);
       else ok(r);
     } catch (e) {
       bad(e);

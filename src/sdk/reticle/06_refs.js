@@ -1,7 +1,7 @@
   // == Section: refs == refs tied to DOM nodes, ignored subtrees
   // provides: HAS_WEAKREF, REF_OF, EL_OF, REF_MAX, refNext, claimBlock, refFor, sweepRefs, resolveRef,
   //   staleError, mustResolve, IGNORE_SEL, isIgnored, SKIP_TAGS
-  // uses: clip (03), ssGet (03), ssSet (03)
+  // uses: N (01), clip (03), ssGet (03), ssSet (03)
   // ---- refs: e1, e2... tied to DOM nodes -------------------------------------------------------
   var HAS_WEAKREF = typeof WeakRef === 'function';
   var REF_OF = new WeakMap();
@@ -20,53 +20,51 @@
   }
   function refFor(el) {
     if (!el || el.nodeType !== 1) return null;
-    var r = REF_OF.get(el);
+    var r = N.get(REF_OF, el);
     if (r) {
-      var h = EL_OF.get(r);
+      var h = N.get(EL_OF, r);
       if (h) {
-        EL_OF.delete(r);
-        EL_OF.set(r, h);
+        N.delete(EL_OF, r);
+        N.set(EL_OF, r, h);
         return r;
       }
     }
     if (refNext >= refBlockEnd) claimBlock();
     refNext++;
     r = 'e' + refNext;
-    REF_OF.set(el, r);
-    EL_OF.set(
-      r,
+    N.set(REF_OF, el, r);
+    N.set(EL_OF, r,
       HAS_WEAKREF
         ? new WeakRef(el)
         : {
             deref: function () {
               return el;
             }
-          }
-    );
+          });
     if (EL_OF.size > REF_MAX) {
-      var first = EL_OF.keys().next().value;
-      EL_OF.delete(first);
+      var first = N.invoke(N.invoke(EL_OF, 'keys'), 'next').value;
+      N.delete(EL_OF, first);
     }
     if (++mints % 1000 === 0) sweepRefs();
     return r;
   }
   function sweepRefs() {
-    EL_OF.forEach(function (h, r) {
-      var el = h.deref();
-      if (!el) EL_OF.delete(r);
+    N.forEach(EL_OF, function (h, r) {
+      var el = N.deref(h);
+      if (!el) N.delete(EL_OF, r);
     });
   }
   function resolveRef(ref) {
     if (typeof ref !== 'string') return null;
-    var h = EL_OF.get(ref);
+    var h = N.get(EL_OF, ref);
     if (!h) return null;
-    var el = h.deref();
+    var el = N.deref(h);
     if (!el || !el.isConnected) {
-      EL_OF.delete(ref);
+      N.delete(EL_OF, ref);
       return null;
     }
-    EL_OF.delete(ref);
-    EL_OF.set(ref, h);
+    N.delete(EL_OF, ref);
+    N.set(EL_OF, ref, h);
     return el;
   }
   function staleError(ref) {
@@ -90,7 +88,7 @@
     '[data-reticle-overlay],[data-reticle-cursor],[data-reticle-hud],[data-reticle-glow],[data-reticle-mark],[data-reticle-blocker],[data-reticle-ignore],[data-agentation],#__next-build-watcher,nextjs-portal,[data-nextjs-dialog],[data-nextjs-toast],vite-error-overlay';
   function isIgnored(el) {
     try {
-      return !!(el && el.closest && el.closest(IGNORE_SEL));
+      return !!(el && el.closest && N.closest(el, IGNORE_SEL));
     } catch (e) {
       return false;
     }

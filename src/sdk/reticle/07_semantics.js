@@ -60,30 +60,30 @@
     IFRAME: 'iframe'
   };
   function getRole(el) {
-    var r = el.getAttribute && el.getAttribute('role');
-    if (r && r.trim()) return r.trim().split(/\s+/)[0].toLowerCase();
+    var r = el.getAttribute && N.getAttribute(el, 'role');
+    if (r && N.trim(r)) return N.toLowerCase(N.split(N.trim(r), /\s+/)[0]);
     var tag = el.tagName;
-    if (tag === 'A' || tag === 'AREA') return el.hasAttribute('href') ? 'link' : 'generic';
+    if (tag === 'A' || tag === 'AREA') return N.hasAttribute(el, 'href') ? 'link' : 'generic';
     if (tag === 'INPUT') {
-      var t = (el.getAttribute('type') || 'text').toLowerCase();
+      var t = N.toLowerCase(N.getAttribute(el, 'type') || 'text');
       if (t === 'hidden') return 'none';
       if (t === 'file') return 'button';
       if (t === 'search') return 'searchbox';
       if (INPUT_ROLES[t]) return INPUT_ROLES[t];
-      if (el.hasAttribute('list')) return 'combobox';
+      if (N.hasAttribute(el, 'list')) return 'combobox';
       return 'textbox';
     }
     if (tag === 'SELECT') return el.multiple || el.size > 1 ? 'listbox' : 'combobox';
     if (tag === 'HEADER')
-      return el.closest('article,aside,main,nav,section') ? 'generic' : 'banner';
+      return N.closest(el, 'article,aside,main,nav,section') ? 'generic' : 'banner';
     if (tag === 'FOOTER')
-      return el.closest('article,aside,main,nav,section') ? 'generic' : 'contentinfo';
+      return N.closest(el, 'article,aside,main,nav,section') ? 'generic' : 'contentinfo';
     if (tag === 'SECTION')
-      return el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby')
+      return N.hasAttribute(el, 'aria-label') || N.hasAttribute(el, 'aria-labelledby')
         ? 'region'
         : 'generic';
-    if (tag === 'IMG' && el.getAttribute('alt') === '') return 'presentation';
-    if (el.isContentEditable && el.getAttribute('contenteditable') !== null) return 'textbox';
+    if (tag === 'IMG' && N.getAttribute(el, 'alt') === '') return 'presentation';
+    if (el.isContentEditable && N.getAttribute(el, 'contenteditable') !== null) return 'textbox';
     return TAG_ROLES[tag] || 'generic';
   }
   var INTERACTIVE = {
@@ -161,7 +161,7 @@
     for (var c = node.firstChild; c; c = c.nextSibling) {
       if (c.nodeType === 3) out += c.data;
       else if (c.nodeType === 1) {
-        if (SKIP_TAGS[c.tagName] || c.getAttribute('aria-hidden') === 'true' || c.hidden) continue;
+        if (SKIP_TAGS[c.tagName] || N.getAttribute(c, 'aria-hidden') === 'true' || c.hidden) continue;
         if (c === skip) continue;
         if (c.tagName === 'SELECT') {
           var so = c.selectedOptions && c.selectedOptions[0];
@@ -170,10 +170,10 @@
         }
         if (c.tagName === 'TEXTAREA') continue;
         if (c.tagName === 'IMG') {
-          out += ' ' + (c.getAttribute('alt') || '') + ' ';
+          out += ' ' + (N.getAttribute(c, 'alt') || '') + ' ';
           continue;
         }
-        if (c.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(c.type)) {
+        if (c.tagName === 'INPUT' && N.test(/^(submit|button|reset)$/i, c.type)) {
           out += ' ' + c.value + ' ';
           continue;
         }
@@ -189,40 +189,40 @@
   function ownText(el) {
     var s = '';
     for (var c = el.firstChild; c; c = c.nextSibling) if (c.nodeType === 3) s += c.data;
-    if (el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)) s += ' ' + el.value;
+    if (el.tagName === 'INPUT' && N.test(/^(submit|button|reset)$/i, el.type)) s += ' ' + el.value;
     return norm(s);
   }
   function labelsText(el) {
     var out = [];
     try {
       if (el.labels && el.labels.length)
-        for (var i = 0; i < el.labels.length; i++) out.push(norm(textOf(el.labels[i], 0, el)));
+        for (var i = 0; i < el.labels.length; i++) N.push(out, norm(textOf(el.labels[i], 0, el)));
     } catch (e) {
       /* not labelable */
     }
-    return out.filter(Boolean);
+    return N.filter(out, Boolean);
   }
   function byIdText(el, attr) {
-    var ids = (el.getAttribute(attr) || '').trim();
+    var ids = N.trim(N.getAttribute(el, attr) || '');
     if (!ids) return '';
-    var root = el.getRootNode ? el.getRootNode() : document;
-    var parts = ids.split(/\s+/).map(function (id) {
-      var n = root.getElementById ? root.getElementById(id) : document.getElementById(id);
+    var root = el.getRootNode ? N.getRootNode(el) : document;
+    var parts = N.map(N.split(ids, /\s+/), function (id) {
+      var n = root.getElementById ? N.getElementById(root, id) : N.getElementById(document, id);
       if (!n) return '';
-      return n.getAttribute('aria-label') || textOf(n, 0, el);
+      return N.getAttribute(n, 'aria-label') || textOf(n, 0, el);
     });
-    return norm(parts.join(' '));
+    return norm(N.join(parts, ' '));
   }
   function getName(el, role) {
     try {
       role = role || getRole(el);
       var n = byIdText(el, 'aria-labelledby');
       if (n) return n;
-      n = norm(el.getAttribute('aria-label'));
+      n = norm(N.getAttribute(el, 'aria-label'));
       if (n) return n;
       var tag = el.tagName;
       if (tag === 'IMG' || tag === 'AREA' || (tag === 'INPUT' && el.type === 'image')) {
-        n = norm(el.getAttribute('alt'));
+        n = norm(N.getAttribute(el, 'alt'));
         if (n) return n;
       }
       if (
@@ -234,34 +234,34 @@
         tag === 'OUTPUT'
       ) {
         var lt = labelsText(el);
-        if (lt.length) return lt.join(' ');
-        if (tag === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)) {
+        if (lt.length) return N.join(lt, ' ');
+        if (tag === 'INPUT' && N.test(/^(submit|button|reset)$/i, el.type)) {
           n = norm(
             el.value || (el.type === 'submit' ? 'Submit' : el.type === 'reset' ? 'Reset' : '')
           );
           if (n) return n;
         }
         if (tag !== 'SELECT') {
-          n = norm(el.getAttribute('placeholder'));
+          n = norm(N.getAttribute(el, 'placeholder'));
           if (n) return n;
         }
       }
       if (tag === 'FIELDSET') {
-        var lg = el.querySelector('legend');
+        var lg = N.querySelector(el, 'legend');
         if (lg) {
           n = norm(textOf(lg, 0));
           if (n) return n;
         }
       }
       if (tag === 'TABLE') {
-        var cap = el.querySelector('caption');
+        var cap = N.querySelector(el, 'caption');
         if (cap) {
           n = norm(textOf(cap, 0));
           if (n) return n;
         }
       }
       if (tag === 'DIALOG' || role === 'dialog' || role === 'alertdialog') {
-        var hd = el.querySelector('h1,h2,h3,h4,h5,h6,[role=heading]');
+        var hd = N.querySelector(el, 'h1,h2,h3,h4,h5,h6,[role=heading]');
         if (hd) {
           n = norm(textOf(hd, 0));
           if (n) return clip(n, 120);
@@ -271,7 +271,7 @@
         n = norm(textOf(el, 0));
         if (n) return clip(n, 200);
       }
-      n = norm(el.getAttribute('title'));
+      n = norm(N.getAttribute(el, 'title'));
       return n || '';
     } catch (e) {
       return '';
@@ -279,7 +279,7 @@
   }
   function styleOf(el) {
     try {
-      return (el.ownerDocument.defaultView || window).getComputedStyle(el);
+      return N.getComputedStyle(el.ownerDocument.defaultView || window, el);
     } catch (e) {
       return null;
     }
@@ -293,12 +293,12 @@
     var cur = el,
       result = true;
     while (cur && cur.nodeType === 1) {
-      if (cache && cache.has(cur)) {
-        result = cache.get(cur);
+      if (cache && N.has(cache, cur)) {
+        result = N.get(cache, cur);
         break;
       }
-      chain.push(cur);
-      if (cur.getAttribute('aria-hidden') === 'true' || cur.hidden) {
+      N.push(chain, cur);
+      if (N.getAttribute(cur, 'aria-hidden') === 'true' || cur.hidden) {
         result = false;
         break;
       }
@@ -329,17 +329,17 @@
       }
       cur = p;
     }
-    if (cache) for (var i = 0; i < chain.length; i++) cache.set(chain[i], result);
+    if (cache) for (var i = 0; i < chain.length; i++) N.set(cache, chain[i], result);
     return result;
   }
   function isDisabled(el) {
     try {
       if (el.disabled === true) return true;
-      if (el.getAttribute('aria-disabled') === 'true') return true;
-      var fs = el.closest && el.closest('fieldset[disabled]');
-      if (fs && /^(INPUT|BUTTON|SELECT|TEXTAREA)$/.test(el.tagName)) {
-        var lg = fs.querySelector('legend');
-        if (!(lg && lg.contains(el))) return true;
+      if (N.getAttribute(el, 'aria-disabled') === 'true') return true;
+      var fs = el.closest && N.closest(el, 'fieldset[disabled]');
+      if (fs && N.test(/^(INPUT|BUTTON|SELECT|TEXTAREA)$/, el.tagName)) {
+        var lg = N.querySelector(fs, 'legend');
+        if (!(lg && N.contains(lg, el))) return true;
       }
     } catch (e) {
       /* ignore */
@@ -350,14 +350,14 @@
     if (el.tagName === 'INPUT' && (el.type === 'checkbox' || el.type === 'radio'))
       return !!el.checked;
     var a =
-      el.getAttribute('aria-checked') ||
-      el.getAttribute('aria-pressed') ||
-      el.getAttribute('aria-selected');
+      N.getAttribute(el, 'aria-checked') ||
+      N.getAttribute(el, 'aria-pressed') ||
+      N.getAttribute(el, 'aria-selected');
     return a === 'true' || a === 'mixed';
   }
   function isFocused(el) {
     try {
-      var root = el.getRootNode ? el.getRootNode() : document;
+      var root = el.getRootNode ? N.getRootNode(el) : document;
       return root.activeElement === el;
     } catch (e) {
       return false;
@@ -366,13 +366,13 @@
   function isSecretField(el) {
     try {
       if (el.tagName === 'INPUT' && (el.type === 'password' || el.type === 'hidden')) return true;
-      var ac = (el.getAttribute('autocomplete') || '').toLowerCase();
-      if (/(current-password|new-password|cc-number|cc-csc|one-time-code)/.test(ac)) return true;
+      var ac = N.toLowerCase(N.getAttribute(el, 'autocomplete') || '');
+      if (N.test(/(current-password|new-password|cc-number|cc-csc|one-time-code)/, ac)) return true;
       var keys = [
-        el.getAttribute('name'),
+        N.getAttribute(el, 'name'),
         el.id,
-        el.getAttribute('data-testid'),
-        el.getAttribute('aria-label')
+        N.getAttribute(el, 'data-testid'),
+        N.getAttribute(el, 'aria-label')
       ];
       for (var i = 0; i < keys.length; i++) if (keys[i] && keySensitive(keys[i])) return true;
     } catch (e) {
@@ -396,11 +396,9 @@
         return null;
       if (t === 'file') {
         try {
-          v = Array.prototype.map
-            .call(el.files || [], function (f) {
+          v = N.join(N.map(el.files || [], function (f) {
               return f.name;
-            })
-            .join(', ');
+            }), ', ');
         } catch (e) {
           v = '';
         }
@@ -408,20 +406,17 @@
     } else if (tag === 'TEXTAREA') v = el.value;
     else if (tag === 'SELECT') {
       try {
-        v = Array.prototype.filter
-          .call(el.options, function (o) {
+        v = N.join(N.map(N.filter(el.options, function (o) {
             return o.selected;
-          })
-          .map(function (o) {
+          }), function (o) {
             return norm(o.label || o.text);
-          })
-          .join(', ');
+          }), ', ');
       } catch (e) {
         v = el.value;
       }
     } else {
-      v = el.getAttribute('aria-valuenow');
-      if (v == null && el.isContentEditable && el.getAttribute('contenteditable') !== null)
+      v = N.getAttribute(el, 'aria-valuenow');
+      if (v == null && el.isContentEditable && N.getAttribute(el, 'contenteditable') !== null)
         v = norm(el.textContent);
     }
     if (v == null || v === '') return null;
@@ -431,12 +426,12 @@
   function statesOf(el, cache) {
     var st = ['present'];
     var vis = isVisible(el, cache);
-    st.push(vis ? 'visible' : 'hidden');
-    st.push(isDisabled(el) ? 'disabled' : 'enabled');
-    if (isChecked(el)) st.push('checked');
-    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
-      st.push('expanded');
-    if (isFocused(el)) st.push('focused');
+    N.push(st, vis ? 'visible' : 'hidden');
+    N.push(st, isDisabled(el) ? 'disabled' : 'enabled');
+    if (isChecked(el)) N.push(st, 'checked');
+    if (N.getAttribute(el, 'aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      N.push(st, 'expanded');
+    if (isFocused(el)) N.push(st, 'focused');
     return st;
   }
   function describe(el, cache) {
@@ -453,11 +448,11 @@
     if (v != null) d.value = v;
     var text = norm(textOf(el, 0));
     if (text && text !== name) d.text = clip(text, 80);
-    var tid = el.getAttribute('data-testid');
+    var tid = N.getAttribute(el, 'data-testid');
     if (tid) d.testid = tid;
     try {
-      var src = el.closest('[data-reticle-source]');
-      if (src) d.source = src.getAttribute('data-reticle-source').split(':').slice(0, 2).join(':');
+      var src = N.closest(el, '[data-reticle-source]');
+      if (src) d.source = N.join(N.slice(N.split(N.getAttribute(src, 'data-reticle-source'), ':'), 0, 2), ':');
     } catch (e) {
       /* ignore */
     }
@@ -510,10 +505,7 @@
     return c.ref + ' ' + c.role + (c.name ? ' "' + c.name + '"' : '') + ' in ' + c.landmark;
   }
   function wordsOf(s) {
-    return norm(s)
-      .toLowerCase()
-      .split(/[^\p{L}\p{N}]+/u)
-      .filter(function (w) {
+    return N.filter(N.split(N.toLowerCase(norm(s)), /[^\p{L}\p{N}]+/u), function (w) {
         return w.length > 1;
       });
   }
@@ -522,9 +514,9 @@
   function nearMisses(q, root, max) {
     var want = q.by === 'role' ? q.name : q.value;
     var wantText = isObj(want) ? want.contains || want.equals || want.matches || '' : want;
-    wantText = norm(wantText == null ? '' : String(wantText)).toLowerCase();
+    wantText = N.toLowerCase(norm(wantText == null ? '' : String(wantText)));
     var words = wordsOf(wantText);
-    var role = q.by === 'role' ? norm(q.value).toLowerCase() : null;
+    var role = q.by === 'role' ? N.toLowerCase(norm(q.value)) : null;
     var scored = [];
     var all = allElements(root || document.body || document.documentElement, 5000);
     for (var i = 0; i < all.length; i++) {
@@ -534,26 +526,26 @@
       var nm = getName(el, r);
       var text = nm || ownText(el);
       if (!text && r === 'generic') continue;
-      var low = text.toLowerCase(),
+      var low = N.toLowerCase(text),
         score = 0;
       if (role && r === role) score += 2;
-      if (wantText && low && (low.indexOf(wantText) >= 0 || wantText.indexOf(low) >= 0)) score += 3;
+      if (wantText && low && (N.indexOf(low, wantText) >= 0 || N.indexOf(wantText, low) >= 0)) score += 3;
       else if (words.length && low) {
         var lw = wordsOf(low);
-        for (var w = 0; w < words.length; w++) if (lw.indexOf(words[w]) >= 0) score += 1;
+        for (var w = 0; w < words.length; w++) if (N.indexOf(lw, words[w]) >= 0) score += 1;
       }
       if (q.by === 'label' || q.by === 'placeholder') {
-        if (!/^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName)) continue;
-        var ph = norm(el.getAttribute('placeholder') || '').toLowerCase();
-        if (ph && wantText && (ph.indexOf(wantText) >= 0 || wantText.indexOf(ph) >= 0)) score += 3;
+        if (!N.test(/^(INPUT|TEXTAREA|SELECT)$/, el.tagName)) continue;
+        var ph = N.toLowerCase(norm(N.getAttribute(el, 'placeholder') || ''));
+        if (ph && wantText && (N.indexOf(ph, wantText) >= 0 || N.indexOf(wantText, ph) >= 0)) score += 3;
         score += 1;
       }
-      if (score >= (role ? 2 : 1)) scored.push({ el: el, score: score, i: i });
+      if (score >= (role ? 2 : 1)) N.push(scored, { el: el, score: score, i: i });
     }
-    scored.sort(function (a, b) {
+    N.sort(scored, function (a, b) {
       return b.score - a.score || a.i - b.i;
     });
-    return scored.slice(0, max || 5).map(function (x) {
+    return N.map(N.slice(scored, 0, max || 5), function (x) {
       return candidate(x.el);
     });
   }

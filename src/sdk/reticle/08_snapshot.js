@@ -2,17 +2,17 @@
   // provides: SHADOWS, SHADOW_ROOTS, ROOT_WATCHERS, SHADOW_ROOTS_MAX, noteShadowRoot, liveShadowRoots,
   //   shadowOf, childrenOf, allElements, resolveScope, routeOf, pageStatus, SNAP_NODES, snapshot,
   //   snapDialogs, snapAddUnread, snapVisit, snapLine, snapRoleLine, snapEmptyNote, snapCappedNote
-  // uses: clip (03), norm (03), redactUrl (03), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06),
-  //   refFor (06), resolveRef (06), INTERACTIVE (07), getName (07), getRole (07), getValue (07),
-  //   isChecked (07), isDisabled (07), isFocused (07), isVisible (07), makeVisCache (07), ownText (07),
-  //   styleOf (07), textOf (07), TOASTS (13)
+  // uses: N (01), clip (03), norm (03), redactUrl (03), emit (04), internal (04), SKIP_TAGS (06),
+  //   isIgnored (06), refFor (06), resolveRef (06), INTERACTIVE (07), getName (07), getRole (07),
+  //   getValue (07), isChecked (07), isDisabled (07), isFocused (07), isVisible (07), makeVisCache (07),
+  //   ownText (07), styleOf (07), textOf (07), TOASTS (13)
   // ---- tree walking (light DOM + open/captured shadow roots + same-origin iframes) ------------
   var SHADOWS = new WeakMap(); // host -> closed shadow root captured by our attachShadow patch
   var SHADOW_ROOTS = []; // every shadow root seen (open or captured), for observers that search
   var ROOT_WATCHERS = []; // functions told of each new shadow root (the DOM and alert observers)
   var SHADOW_ROOTS_MAX = 2000;
   function noteShadowRoot(root) {
-    if (!root || SHADOW_ROOTS.indexOf(root) >= 0) return;
+    if (!root || N.indexOf(SHADOW_ROOTS, root) >= 0) return;
     if (SHADOW_ROOTS.length >= SHADOW_ROOTS_MAX) liveShadowRoots();
     if (SHADOW_ROOTS.length >= SHADOW_ROOTS_MAX) {
       // searching more roots on every change costs frames (bench/shadow_alerts.py); say what is unseen
@@ -30,7 +30,7 @@
       }
       return;
     }
-    SHADOW_ROOTS.push(root);
+    N.push(SHADOW_ROOTS, root);
     for (var i = 0; i < ROOT_WATCHERS.length; i++) {
       try {
         ROOT_WATCHERS[i](root);
@@ -41,13 +41,13 @@
   }
   // The shadow roots whose hosts are still in a document (the others are dropped from the list).
   function liveShadowRoots() {
-    SHADOW_ROOTS = SHADOW_ROOTS.filter(function (r) {
+    SHADOW_ROOTS = N.filter(SHADOW_ROOTS, function (r) {
       return !!(r.host && r.host.isConnected);
     });
     return SHADOW_ROOTS;
   }
   function shadowOf(el) {
-    return el.shadowRoot || SHADOWS.get(el) || null;
+    return el.shadowRoot || N.get(SHADOWS, el) || null;
   }
   // The rendered children of el: a shadow host's children are its shadow tree (light children
   // are reached once, through the slots they are assigned to), a slot's are its assigned nodes.
@@ -55,13 +55,13 @@
     var out = [];
     var sr = shadowOf(el);
     if (sr) {
-      for (var c = sr.firstElementChild; c; c = c.nextElementSibling) out.push(c);
+      for (var c = sr.firstElementChild; c; c = c.nextElementSibling) N.push(out, c);
       return out;
     }
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
       try {
         var d = el.contentDocument;
-        if (d && d.body) out.push(d.body);
+        if (d && d.body) N.push(out, d.body);
       } catch (e) {
         /* cross-origin */
       }
@@ -69,13 +69,13 @@
     }
     if (el.tagName === 'SLOT') {
       try {
-        var as = el.assignedElements();
-        if (as.length) return out.concat(as);
+        var as = N.assignedElements(el);
+        if (as.length) return N.concat(out, as);
       } catch (e) {
         /* ignore */
       }
     }
-    for (var k = el.firstElementChild; k; k = k.nextElementSibling) out.push(k);
+    for (var k = el.firstElementChild; k; k = k.nextElementSibling) N.push(out, k);
     return out;
   }
   // every element under root (document order, shadow content after host), up to a cap
@@ -84,20 +84,20 @@
       stack = [root];
     cap = cap || 20000;
     while (stack.length && out.length < cap) {
-      var el = stack.pop();
+      var el = N.pop(stack);
       if (SKIP_TAGS[el.tagName]) continue;
-      if (el !== root) out.push(el);
+      if (el !== root) N.push(out, el);
       var kids = childrenOf(el);
-      for (var i = kids.length - 1; i >= 0; i--) stack.push(kids[i]);
+      for (var i = kids.length - 1; i >= 0; i--) N.push(stack, kids[i]);
     }
     return out;
   }
   function resolveScope(scope) {
     if (scope == null || scope === '') return document.body || document.documentElement;
     if (typeof scope !== 'string') return null;
-    if (/^e\d+$/.test(scope)) return resolveRef(scope);
+    if (N.test(/^e\d+$/, scope)) return resolveRef(scope);
     try {
-      return document.querySelector(scope);
+      return N.querySelector(document, scope);
     } catch (e) {
       return null;
     }
@@ -109,17 +109,17 @@
     var st = { route: redactUrl(routeOf()), title: document.title || '' };
     try {
       var dlg = [];
-      var cands = document.querySelectorAll(
+      var cands = N.querySelectorAll(document,
         'dialog[open],[role=dialog],[role=alertdialog],[aria-modal=true]'
       );
       for (var i = 0; i < cands.length && dlg.length < 10; i++) {
         if (isVisible(cands[i], cache) && !isIgnored(cands[i]))
-          dlg.push(getName(cands[i]) || getRole(cands[i]));
+          N.push(dlg, getName(cands[i]) || getRole(cands[i]));
       }
       if (dlg.length) st.visibleDialogs = dlg;
       // what the user is being told: alerts, then statuses and polite live regions
       var told = { alerts: [], statuses: [] };
-      var live = document.querySelectorAll(
+      var live = N.querySelectorAll(document,
         '[role=alert],[role=alertdialog],[aria-live=assertive],[role=status],[aria-live=polite],output'
       );
       for (var j = 0; j < live.length && told.alerts.length + told.statuses.length < 20; j++) {
@@ -127,40 +127,40 @@
         if (!isVisible(el, cache) || isIgnored(el)) continue;
         var said = clip(norm(textOf(el, 0)), 200);
         if (!said) continue;
-        var loud = /^(alert|alertdialog)$/.test(el.getAttribute('role') || '') ||
-          el.getAttribute('aria-live') === 'assertive';
-        (loud ? told.alerts : told.statuses).push({ ref: refFor(el), text: said });
+        var loud = N.test(/^(alert|alertdialog)$/, N.getAttribute(el, 'role') || '') ||
+          N.getAttribute(el, 'aria-live') === 'assertive';
+        N.push(loud ? told.alerts : told.statuses, { ref: refFor(el), text: said });
       }
       // toasts the app declared (reticle.describe({toasts})): error ones are alerts, the others statuses
-      var listed = new Set(Array.prototype.slice.call(live));
-      [['error', told.alerts], ['info', told.statuses]].forEach(function (kind) {
-        (TOASTS[kind[0]] || []).forEach(function (sel) {
+      var listed = new Set(N.slice(live));
+      N.forEach([['error', told.alerts], ['info', told.statuses]], function (kind) {
+        N.forEach(TOASTS[kind[0]] || [], function (sel) {
           var found;
           try {
-            found = document.querySelectorAll(sel);
+            found = N.querySelectorAll(document, sel);
           } catch (e) {
             return;
           }
           for (var k = 0; k < found.length && told.alerts.length + told.statuses.length < 20; k++) {
             var t = found[k];
-            if (listed.has(t) || !isVisible(t, cache) || isIgnored(t)) continue;
-            listed.add(t);
+            if (N.has(listed, t) || !isVisible(t, cache) || isIgnored(t)) continue;
+            N.add(listed, t);
             var text = clip(norm(textOf(t, 0)), 200);
-            if (text) kind[1].push({ ref: refFor(t), text: text, toast: true });
+            if (text) N.push(kind[1], { ref: refFor(t), text: text, toast: true });
           }
         });
       });
       if (told.alerts.length) st.alerts = told.alerts;
       if (told.statuses.length) st.statuses = told.statuses;
-      var modal = document.querySelector('dialog[open]:modal,[aria-modal=true]');
+      var modal = N.querySelector(document, 'dialog[open]:modal,[aria-modal=true]');
       if (modal && isVisible(modal, cache) && document.body) {
-        var others = Array.prototype.filter.call(document.body.children, function (c) {
-          return !c.contains(modal) && !SKIP_TAGS[c.tagName];
+        var others = N.filter(document.body.children, function (c) {
+          return !N.contains(c, modal) && !SKIP_TAGS[c.tagName];
         });
         if (
           others.length &&
-          others.every(function (c) {
-            return c.getAttribute('aria-hidden') === 'true' || c.inert;
+          N.every(others, function (c) {
+            return N.getAttribute(c, 'aria-hidden') === 'true' || c.inert;
           })
         )
           st.overlayHidingPage = true;
@@ -213,7 +213,7 @@
       internal('snapshot', e);
     }
     var res = {
-      tree: w.lines.join('\n'),
+      tree: N.join(w.lines, '\n'),
       nodes: w.count,
       truncated: w.truncated || w.depthHit,
       status: status
@@ -227,13 +227,13 @@
   function snapDialogs(cache) {
     var dialogs = [];
     try {
-      var found = document.querySelectorAll('dialog[open],[role=dialog],[role=alertdialog]');
+      var found = N.querySelectorAll(document, 'dialog[open],[role=dialog],[role=alertdialog]');
       for (var di = 0; di < found.length && dialogs.length < 5; di++) {
-        if (isVisible(found[di], cache) && !isIgnored(found[di])) dialogs.push(found[di]);
+        if (isVisible(found[di], cache) && !isIgnored(found[di])) N.push(dialogs, found[di]);
       }
-      return dialogs.filter(function (d) {
-        return !dialogs.some(function (o) {
-          return o !== d && o.contains(d);
+      return N.filter(dialogs, function (d) {
+        return !N.some(dialogs, function (o) {
+          return o !== d && N.contains(o, d);
         });
       });
     } catch (e) {
@@ -241,15 +241,15 @@
     }
   }
   function snapAddUnread(w, el) {
-    if (w.unread.length < 50) w.unread.push(refFor(el));
+    if (w.unread.length < 50) N.push(w.unread, refFor(el));
     else w.unreadOverflow = true;
   }
   function snapVisit(w, el, level, inLive, pname) {
     if (SKIP_TAGS[el.tagName] || isIgnored(el)) return;
-    if (w.secondPass && w.dialogs.indexOf(el) >= 0) return;
-    if (w.visited.has(el)) return;
-    w.visited.add(el);
-    if (el.getAttribute('aria-hidden') === 'true' || el.hidden) return;
+    if (w.secondPass && N.indexOf(w.dialogs, el) >= 0) return;
+    if (N.has(w.visited, el)) return;
+    N.add(w.visited, el);
+    if (N.getAttribute(el, 'aria-hidden') === 'true' || el.hidden) return;
     var st = styleOf(el);
     if (st && st.display === 'none') return;
     if (el.tagName === 'INPUT' && el.type === 'hidden') return;
@@ -264,7 +264,7 @@
       role === 'alert' ||
       role === 'status' ||
       role === 'log' ||
-      (el.getAttribute('aria-live') && el.getAttribute('aria-live') !== 'off');
+      (N.getAttribute(el, 'aria-live') && N.getAttribute(el, 'aria-live') !== 'off');
     var hiddenStyle = st && (st.visibility === 'hidden' || st.visibility === 'collapse');
     var shown = hiddenStyle ? null : snapLine(w.mode, el, role, live, st, pname);
     var childLevel = level,
@@ -276,7 +276,7 @@
         snapAddUnread(w, el);
         return;
       }
-      w.lines.push(new Array(level + 1).join('  ') + shown.line);
+      N.push(w.lines, N.join(new Array(level + 1), '  ') + shown.line);
       w.count++;
       childLevel = level + 1;
     }
@@ -301,7 +301,7 @@
     }
     if (!emitLine) return null;
     if (asText != null) {
-      return { line: '- text "' + clip(asText, 80).replace(/"/g, '\\"') + '"', asText: asText, name: name };
+      return { line: '- text "' + N.replace(clip(asText, 80), /"/g, '\\"') + '"', asText: asText, name: name };
     }
     return { line: snapRoleLine(el, role, name, st), asText: null, name: name };
   }
@@ -309,22 +309,22 @@
   function snapRoleLine(el, role, name, st) {
     var line = '- ' + role;
     var own = name ? null : ownText(el);
-    if (name) line += ' "' + clip(name, 100).replace(/"/g, '\\"') + '"';
+    if (name) line += ' "' + N.replace(clip(name, 100), /"/g, '\\"') + '"';
     if (INTERACTIVE[role] || name || own) line += ' (ref=' + refFor(el) + ')';
-    if (own) line += ': "' + clip(own, 80).replace(/"/g, '\\"') + '"';
+    if (own) line += ': "' + N.replace(clip(own, 80), /"/g, '\\"') + '"';
     var v = getValue(el);
-    if (v != null) line += ' [value="' + clip(v, 100).replace(/"/g, '\\"') + '"]';
+    if (v != null) line += ' [value="' + N.replace(clip(v, 100), /"/g, '\\"') + '"]';
     if (st && (st.display === 'grid' || st.display === 'inline-grid')) {
       var gc = st.gridTemplateColumns;
       line += gc && gc !== 'none' ? ' [grid-cols:' + clip(gc, 60) + ']' : ' [grid]';
     }
     var flags = [];
-    if (isDisabled(el)) flags.push('disabled');
-    if (isChecked(el)) flags.push('checked');
-    if (el.getAttribute('aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
-      flags.push('expanded');
-    if (isFocused(el)) flags.push('focused');
-    if (flags.length) line += ' [' + flags.join(',') + ']';
+    if (isDisabled(el)) N.push(flags, 'disabled');
+    if (isChecked(el)) N.push(flags, 'checked');
+    if (N.getAttribute(el, 'aria-expanded') === 'true' || (el.tagName === 'DETAILS' && el.open))
+      N.push(flags, 'expanded');
+    if (isFocused(el)) N.push(flags, 'focused');
+    if (flags.length) line += ' [' + N.join(flags, ',') + ']';
     return line;
   }
   // an empty tree right after a page opened is a page that has not rendered yet, not an empty page
@@ -332,7 +332,7 @@
     var body = document.body;
     var content =
       !!body &&
-      Array.prototype.some.call(body.children, function (c) {
+      N.some(body.children, function (c) {
         return !SKIP_TAGS[c.tagName];
       });
     var rendered = document.readyState === 'complete' && content;

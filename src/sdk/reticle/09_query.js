@@ -1,8 +1,8 @@
   // == Section: query == text matching, queries, inspect
   // provides: TEXT_MODES, textSpec, textPlaces, QUERY_BYS, normalizeQuery, matchLabel, matcher, runQuery,
   //   filterState, zeroHint, queryCmd, attrsOf, occlusion, inspectCmd
-  // uses: REDACTED (01), clip (03), errMsg (03), isObj (03), keySensitive (03), norm (03), redactUrl (03),
-  //   scrub (03), S (04), SKIP_TAGS (06), isIgnored (06), mustResolve (06), refFor (06),
+  // uses: N (01), REDACTED (01), clip (03), errMsg (03), isObj (03), keySensitive (03), norm (03),
+  //   redactUrl (03), scrub (03), S (04), SKIP_TAGS (06), isIgnored (06), mustResolve (06), refFor (06),
   //   CONTAINER_ROLES (07), byIdText (07), describe (07), getName (07), getRole (07), isVisible (07),
   //   label (07), labelsText (07), makeVisCache (07), nearMisses (07), ownText (07), statesOf (07),
   //   styleOf (07), textOf (07), allElements (08), childrenOf (08), resolveScope (08), routeOf (08)
@@ -17,7 +17,7 @@
       val = v,
       flags = '';
     if (isObj(v)) {
-      var given = TEXT_MODES.filter(function (m) {
+      var given = N.filter(TEXT_MODES, function (m) {
         return v[m] != null;
       });
       if (given.length !== 1)
@@ -31,17 +31,17 @@
     if (mode === 'matches') {
       var re;
       try {
-        re = new RegExp(val, flags.replace(/[gy]/g, ''));
+        re = new RegExp(val, N.replace(flags, /[gy]/g, ''));
       } catch (e) {
         throw new Error(
           'matches ' +
-            JSON.stringify(clip(val, 80)) +
+            N.stringify(clip(val, 80)) +
             ' is not a valid regular expression: ' +
             errMsg(e)
         );
       }
       spec.test = function (t) {
-        return re.test(norm(t));
+        return N.test(re, norm(t));
       };
     } else if (mode === 'equals') {
       var want = norm(val);
@@ -49,9 +49,9 @@
         return norm(t) === want;
       };
     } else {
-      var needle = norm(val).toLowerCase();
+      var needle = N.toLowerCase(norm(val));
       spec.test = function (t) {
-        return norm(t).toLowerCase().indexOf(needle) >= 0;
+        return N.indexOf(N.toLowerCase(norm(t)), needle) >= 0;
       };
     }
     return spec;
@@ -63,7 +63,7 @@
       seen = 0;
     cap = cap || 20000;
     function visit(el, depth) {
-      if (SKIP_TAGS[el.tagName] || el.getAttribute('aria-hidden') === 'true' || el.hidden)
+      if (SKIP_TAGS[el.tagName] || N.getAttribute(el, 'aria-hidden') === 'true' || el.hidden)
         return false;
       if (++seen > cap || depth > 60) return false;
       var inner = false;
@@ -72,11 +72,11 @@
       if (inner) return true;
       if (isIgnored(el)) return false;
       var t =
-        el.tagName === 'INPUT' && /^(submit|button|reset)$/i.test(el.type)
+        el.tagName === 'INPUT' && N.test(/^(submit|button|reset)$/i, el.type)
           ? el.value
           : textOf(el, 0);
       if (!norm(t) || !test(t)) return false;
-      places.push(el);
+      N.push(places, el);
       return true;
     }
     visit(root, 0);
@@ -88,9 +88,9 @@
   function normalizeQuery(q) {
     q = q || {};
     if (q.by != null) {
-      if (QUERY_BYS.indexOf(q.by) < 0)
+      if (N.indexOf(QUERY_BYS, q.by) < 0)
         throw new Error(
-          "unknown query 'by': '" + clip(q.by, 40) + "' (use one of " + QUERY_BYS.join(', ') + ')'
+          "unknown query 'by': '" + clip(q.by, 40) + "' (use one of " + N.join(QUERY_BYS, ', ') + ')'
         );
       return { by: q.by, value: q.value, name: q.name };
     }
@@ -103,11 +103,11 @@
   }
   function matchLabel(el, spec) {
     var parts = labelsText(el);
-    var a = el.getAttribute('aria-label');
-    if (a) parts.push(norm(a));
+    var a = N.getAttribute(el, 'aria-label');
+    if (a) N.push(parts, norm(a));
     var lb = byIdText(el, 'aria-labelledby');
-    if (lb) parts.push(lb);
-    for (var i = 0; i < parts.length; i++) if (spec.test(parts[i])) return true;
+    if (lb) N.push(parts, lb);
+    for (var i = 0; i < parts.length; i++) if (N.test(spec, parts[i])) return true;
     return false;
   }
   // A query's value is a string (contains, case-insensitive; testid exact) or a text spec object;
@@ -118,40 +118,40 @@
     switch (q.by) {
       case 'testid':
         return function (el) {
-          return el.getAttribute('data-testid') === v;
+          return N.getAttribute(el, 'data-testid') === v;
         };
       case 'placeholder':
         return function (el) {
-          var p = el.getAttribute('placeholder');
-          return p != null && spec.test(p);
+          var p = N.getAttribute(el, 'placeholder');
+          return p != null && N.test(spec, p);
         };
       case 'alt':
         return function (el) {
-          var a = el.getAttribute('alt');
-          return a != null && /^(IMG|INPUT|AREA)$/.test(el.tagName) && spec.test(a);
+          var a = N.getAttribute(el, 'alt');
+          return a != null && N.test(/^(IMG|INPUT|AREA)$/, el.tagName) && N.test(spec, a);
         };
       case 'text':
         return function (el) {
           var t = ownText(el);
-          return !!t && spec.test(t);
+          return !!t && N.test(spec, t);
         };
       case 'label':
         return function (el) {
           if (
-            !/^(INPUT|TEXTAREA|SELECT|BUTTON|METER|PROGRESS|OUTPUT)$/.test(el.tagName) &&
-            !el.hasAttribute('aria-label') &&
-            !el.hasAttribute('aria-labelledby')
+            !N.test(/^(INPUT|TEXTAREA|SELECT|BUTTON|METER|PROGRESS|OUTPUT)$/, el.tagName) &&
+            !N.hasAttribute(el, 'aria-label') &&
+            !N.hasAttribute(el, 'aria-labelledby')
           )
             return false;
           return matchLabel(el, spec);
         };
       case 'role': {
-        var want = norm(v).toLowerCase();
+        var want = N.toLowerCase(norm(v));
         var nm = q.name == null ? null : textSpec(q.name, 'equals');
         return function (el) {
           var r = getRole(el);
           if (r !== want) return false;
-          return nm == null || nm.test(getName(el, r));
+          return nm == null || N.test(nm, getName(el, r));
         };
       }
     }
@@ -164,24 +164,24 @@
     var test = matcher(q);
     var els = [];
     if (args.self && args.scope) {
-      if (test(root)) els.push(root);
+      if (test(root)) N.push(els, root);
       return { q: q, els: els };
     }
     if (q.by === 'text' && isObj(q.value) && q.value.contains == null) {
       // equals / matches compare an element's whole text: the innermost elements that pass
       var spec = textSpec(q.value, 'contains');
       var kids = childrenOf(root);
-      for (var j = 0; j < kids.length; j++) els = els.concat(textPlaces(kids[j], spec.test));
+      for (var j = 0; j < kids.length; j++) els = N.concat(els, textPlaces(kids[j], spec.test));
       return { q: q, els: els };
     }
     var all = allElements(root, 50000);
     var seen = new Set();
     for (var i = 0; i < all.length; i++) {
       var el = all[i];
-      if (seen.has(el)) continue;
-      seen.add(el);
+      if (N.has(seen, el)) continue;
+      N.add(seen, el);
       try {
-        if (test(el) && !isIgnored(el)) els.push(el);
+        if (test(el) && !isIgnored(el)) N.push(els, el);
       } catch (e) {
         /* odd node */
       }
@@ -190,10 +190,10 @@
   }
   function filterState(els, state, cache) {
     if (!state) return els;
-    return els.filter(function (el) {
+    return N.filter(els, function (el) {
       if (state === 'inViewport') {
         if (!isVisible(el, cache)) return false;
-        var b = el.getBoundingClientRect();
+        var b = N.getBoundingClientRect(el);
         return (
           b.width > 0 &&
           b.height > 0 &&
@@ -203,7 +203,7 @@
           b.left < innerWidth
         );
       }
-      return statesOf(el, cache).indexOf(state) >= 0;
+      return N.indexOf(statesOf(el, cache), state) >= 0;
     });
   }
   function zeroHint() {
@@ -214,10 +214,10 @@
       var tids = {};
       for (var i = 0; i < all.length; i++) {
         var el = all[i];
-        var tid = el.getAttribute('data-testid');
+        var tid = N.getAttribute(el, 'data-testid');
         if (tid && hint.presentTestids.length < 12 && !tids[tid]) {
           tids[tid] = 1;
-          hint.presentTestids.push(tid);
+          N.push(hint.presentTestids, tid);
         }
         if (hint.presentRegions.length < 10) {
           var role = getRole(el);
@@ -227,12 +227,12 @@
             for (var j = 0; j < kids.length && sample.length < 3; j++) {
               var kr = getRole(kids[j]),
                 kn = getName(kids[j], kr);
-              if (kr !== 'generic' || kn) sample.push(kr + (kn ? '[' + clip(kn, 30) + ']' : ''));
+              if (kr !== 'generic' || kn) N.push(sample, kr + (kn ? '[' + clip(kn, 30) + ']' : ''));
             }
             var reg = { role: role, childCount: kids.length, sample: sample, ref: refFor(el) };
             var nm = getName(el, role);
             if (nm) reg.name = clip(nm, 60);
-            hint.presentRegions.push(reg);
+            N.push(hint.presentRegions, reg);
           }
         }
       }
@@ -262,12 +262,12 @@
       }
       return co;
     }
-    var limit = args.limit == null ? 200 : Math.max(0, Math.min(200, Number(args.limit) || 0));
+    var limit = args.limit == null ? 200 : N.max(0, N.min(200, Number(args.limit) || 0));
     var res = { elements: [], count: count };
     for (var i = 0; i < els.length && i < limit; i++) {
       var d = describe(els[i], cache);
       if (args.attrs && args.attrs.length) d.attrs = attrsOf(els[i], args.attrs);
-      res.elements.push(d);
+      N.push(res.elements, d);
     }
     if (count > limit) {
       res.total = count;
@@ -284,7 +284,7 @@
     var out = {};
     for (var i = 0; i < names.length && i < 12; i++) {
       var n = String(names[i]);
-      var v = el.getAttribute(n);
+      var v = N.getAttribute(el, n);
       if (v == null) continue;
       out[n] = keySensitive(n) ? REDACTED : clip(scrub(v), 512);
     }
@@ -294,18 +294,18 @@
   // ---- inspect -------------------------------------------------------------------------------
   function occlusion(el) {
     try {
-      var b = el.getBoundingClientRect();
+      var b = N.getBoundingClientRect(el);
       if (!b.width || !b.height) return { occluded: false, occludedBy: null };
       var x = b.left + b.width / 2,
         y = b.top + b.height / 2;
       if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight)
         return { occluded: false, occludedBy: null, offscreen: true };
-      var root = el.getRootNode ? el.getRootNode() : document;
+      var root = el.getRootNode ? N.getRootNode(el) : document;
       var top =
-        (root.elementFromPoint ? root.elementFromPoint(x, y) : null) ||
-        document.elementFromPoint(x, y);
+        (root.elementFromPoint ? N.elementFromPoint(root, x, y) : null) ||
+        N.elementFromPoint(document, x, y);
       if (!top || isIgnored(top)) return { occluded: false, occludedBy: null };
-      if (top === el || el.contains(top) || top.contains(el))
+      if (top === el || N.contains(el, top) || N.contains(top, el))
         return { occluded: false, occludedBy: null };
       // a <label> for the element counts as the element
       if (top.tagName === 'LABEL' && top.control === el)
@@ -318,20 +318,20 @@
   function inspectCmd(args) {
     var el = mustResolve(args.ref);
     var d = describe(el, makeVisCache());
-    d.tag = el.tagName.toLowerCase();
+    d.tag = N.toLowerCase(el.tagName);
     if (el.id) d.id = el.id;
     if (el.href) d.href = redactUrl(String(el.href));
-    var form = el.form || (el.closest && el.closest('form'));
+    var form = el.form || (el.closest && N.closest(el, 'form'));
     if (form) {
-      d.formAction = redactUrl(form.getAttribute('action') || '');
+      d.formAction = redactUrl(N.getAttribute(form, 'action') || '');
       d.formText = clip(norm(textOf(form, 0)), 200);
     }
-    var b = el.getBoundingClientRect();
+    var b = N.getBoundingClientRect(el);
     d.box = {
-      x: Math.round(b.left),
-      y: Math.round(b.top),
-      width: Math.round(b.width),
-      height: Math.round(b.height)
+      x: N.round(b.left),
+      y: N.round(b.top),
+      width: N.round(b.width),
+      height: N.round(b.height)
     };
     d.inViewport =
       b.width > 0 &&

@@ -43,32 +43,29 @@
     var parts = [
       getName(el),
       clip(norm(el.textContent), 300),
-      el.getAttribute('title'),
-      el.getAttribute('aria-label'),
-      el.getAttribute('href')
+      N.getAttribute(el, 'title'),
+      N.getAttribute(el, 'aria-label'),
+      N.getAttribute(el, 'href')
     ];
-    if (el.tagName === 'INPUT' || el.tagName === 'BUTTON') parts.push(el.value);
+    if (el.tagName === 'INPUT' || el.tagName === 'BUTTON') N.push(parts, el.value);
     var form = el.form || (el.tagName === 'FORM' ? el : null);
-    if (form) parts.push(form.getAttribute('action'));
+    if (form) N.push(parts, N.getAttribute(form, 'action'));
     if (el.tagName === 'FORM') {
-      var subs = el.querySelectorAll('button[type=submit],button:not([type]),input[type=submit]');
-      for (var i = 0; i < subs.length && i < 5; i++) parts.push(getName(subs[i]));
+      var subs = N.querySelectorAll(el, 'button[type=submit],button:not([type]),input[type=submit]');
+      for (var i = 0; i < subs.length && i < 5; i++) N.push(parts, getName(subs[i]));
     }
-    return parts
-      .filter(function (p) {
+    return N.replace(N.join(N.filter(parts, function (p) {
         return p;
-      })
-      .join(' | ')
-      .replace(/[_-]/g, ' ');
+      }), ' | '), /[_-]/g, ' ');
   }
   function dangerCheck(el, action, args) {
     var gated =
       DANGER_ACTIONS[action] ||
-      (action === 'press' && /^enter$/i.test(String(args.key || args.text || 'Enter')));
+      (action === 'press' && N.test(/^enter$/i, String(args.key || args.text || 'Enter')));
     if (!gated || args.confirmDangerous === true) return;
     var ctx = dangerContext(el);
     if (action === 'drag' && args.__toEl) ctx += ' | ' + dangerContext(args.__toEl);
-    var m = DANGER.exec(ctx);
+    var m = N.exec(DANGER, ctx);
     if (m) {
       throw new Error(
         'potentially destructive action blocked; retry with args.confirmDangerous=true. The ' +
@@ -76,7 +73,7 @@
           ' target ' +
           label(el) +
           " matches '" +
-          m[1].toLowerCase() +
+          N.toLowerCase(m[1]) +
           "' (a destructive word in its name, text, value, href or form action); " +
           'pass args:{confirmDangerous:true} only if the user asked for this.'
       );
@@ -86,8 +83,8 @@
     for (var c = el; c && c.nodeType === 1; c = c.parentElement) {
       if (
         c.tabIndex >= 0 ||
-        /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(c.tagName) ||
-        (c.tagName === 'A' && c.hasAttribute('href')) ||
+        N.test(/^(INPUT|SELECT|TEXTAREA|BUTTON)$/, c.tagName) ||
+        (c.tagName === 'A' && N.hasAttribute(c, 'href')) ||
         c.isContentEditable
       )
         return c;
@@ -95,7 +92,7 @@
     return null;
   }
   function centre(el) {
-    var b = el.getBoundingClientRect();
+    var b = N.getBoundingClientRect(el);
     return { x: b.left + b.width / 2, y: b.top + b.height / 2, w: b.width, h: b.height };
   }
   function viewOf(el) {
@@ -122,7 +119,7 @@
     var W = viewOf(el);
     var init = mouseInit(el, c, extra);
     var ev;
-    if (/^pointer/.test(type) && W.PointerEvent) {
+    if (N.test(/^pointer/, type) && W.PointerEvent) {
       init.pointerId = 1;
       init.pointerType = 'mouse';
       init.isPrimary = true;
@@ -131,9 +128,9 @@
       init.pressure = init.buttons ? 0.5 : 0;
       ev = new W.PointerEvent(type, init);
     } else {
-      ev = new W.MouseEvent(/^pointer/.test(type) ? type.replace('pointer', 'mouse') : type, init);
+      ev = new W.MouseEvent(N.test(/^pointer/, type) ? N.replace(type, 'pointer', 'mouse') : type, init);
     }
-    el.dispatchEvent(ev);
+    N.dispatchEvent(el, ev);
     return ev;
   }
   function plain(el, type, bubbles, cancelable) {
@@ -143,7 +140,7 @@
       cancelable: !!cancelable,
       composed: true
     });
-    el.dispatchEvent(ev);
+    N.dispatchEvent(el, ev);
     return ev;
   }
   function sleep(ms) {
@@ -167,7 +164,7 @@
       var f = focusableAncestor(el);
       if (f && f !== document.activeElement) {
         try {
-          f.focus({ preventScroll: true });
+          N.focus(f, { preventScroll: true });
         } catch (e) {
           /* ignore */
         }
@@ -178,12 +175,12 @@
       fireMouse(el, 'mouseup', c, {});
       return fireMouse(el, 'click', c, {});
     };
-    var hold = Math.min(30000, Math.max(0, Number(args.holdMs) || 0));
+    var hold = N.min(30000, N.max(0, Number(args.holdMs) || 0));
     if (hold > 0) {
       var t0 = N.now();
-      return sleep(hold).then(function () {
+      return N.then(sleep(hold), function () {
         var ev = finish();
-        return { defaultPrevented: ev.defaultPrevented, heldMs: Math.round(N.now() - t0) };
+        return { defaultPrevented: ev.defaultPrevented, heldMs: N.round(N.now() - t0) };
       });
     }
     return { defaultPrevented: finish().defaultPrevented };
@@ -196,12 +193,12 @@
         : el.tagName === 'SELECT'
           ? W.HTMLSelectElement.prototype
           : W.HTMLInputElement.prototype;
-    var d = Object.getOwnPropertyDescriptor(proto, prop);
+    var d = N.descOf(proto, prop);
     return d && d.set;
   }
   function setValue(el, v) {
     var set = nativeSetter(el, 'value');
-    if (set) set.call(el, v);
+    if (set) N.call(set, el, v);
     else el.value = v;
   }
   function fireInput(el, data, inputType) {
@@ -218,7 +215,7 @@
     } catch (e) {
       ev = new W.Event('input', { bubbles: true, composed: true });
     }
-    el.dispatchEvent(ev);
+    N.dispatchEvent(el, ev);
   }
   function assertEditable(el, action) {
     if (el.isContentEditable) return 'rich';
@@ -227,7 +224,7 @@
         'cannot ' +
           action +
           ' a <' +
-          el.tagName.toLowerCase() +
+          N.toLowerCase(el.tagName) +
           '> (' +
           label(el) +
           '); ' +
@@ -237,7 +234,7 @@
       );
     if (
       el.tagName === 'INPUT' &&
-      /^(checkbox|radio|file|submit|button|reset|image|range|color)$/.test(el.type)
+      N.test(/^(checkbox|radio|file|submit|button|reset|image|range|color)$/, el.type)
     ) {
       if (el.type === 'range' || el.type === 'color') return 'plain';
       throw new Error(
@@ -247,7 +244,7 @@
           el.type +
           (el.type === 'file'
             ? '; use action "upload"'
-            : /checkbox|radio/.test(el.type)
+            : N.test(/checkbox|radio/, el.type)
               ? '; use check/uncheck'
               : '; use click')
       );
@@ -257,16 +254,16 @@
     return 'plain';
   }
   function richWrite(el, text, replace) {
-    el.focus();
-    var sel = viewOf(el).getSelection();
-    var range = el.ownerDocument.createRange();
-    range.selectNodeContents(el);
-    if (!replace) range.collapse(false);
-    sel.removeAllRanges();
-    sel.addRange(range);
+    N.focus(el);
+    var sel = N.getSelection(viewOf(el));
+    var range = N.createRange(el.ownerDocument);
+    N.selectNodeContents(range, el);
+    if (!replace) N.collapse(range, false);
+    N.removeAllRanges(sel);
+    N.addRange(sel, range);
     var ok = false;
     try {
-      ok = el.ownerDocument.execCommand(text ? 'insertText' : 'delete', false, text);
+      ok = N.execCommand(el.ownerDocument, text ? 'insertText' : 'delete', false, text);
     } catch (e) {
       ok = false;
     }
@@ -281,7 +278,7 @@
     var kind = assertEditable(el, action);
     if (document.activeElement !== el) {
       try {
-        el.focus({ preventScroll: true });
+        N.focus(el, { preventScroll: true });
       } catch (e) {
         /* ignore */
       }
@@ -303,11 +300,12 @@
     return {};
   }
   function keyCode(key) {
-    if (/^[a-z]$/i.test(key)) return 'Key' + key.toUpperCase();
-    if (/^[0-9]$/.test(key)) return 'Digit' + key;
+    if (N.test(/^[a-z]$/i, key)) return 'Key' + N.toUpperCase(key);
+    if (N.test(/^[0-9]$/, key)) return 'Digit' + key;
     if (key === ' ') return 'Space';
     if (
-      /^(Enter|Escape|Tab|Backspace|Delete|Home|End|PageUp|PageDown|ArrowUp|ArrowDown|ArrowLeft|ArrowRight|Insert|F\d{1,2})$/.test(
+      N.test(
+        /^(Enter|Escape|Tab|Backspace|Delete|Home|End|PageUp|PageDown|ArrowUp|ArrowDown|ArrowLeft|ArrowRight|Insert|F\d{1,2})$/,
         key
       )
     )
@@ -332,7 +330,7 @@
   };
   function keyEvent(el, type, key, code, mods) {
     var W = viewOf(el);
-    var kc = KEYCODES[key] || (key.length === 1 ? key.toUpperCase().charCodeAt(0) : 0);
+    var kc = KEYCODES[key] || (key.length === 1 ? N.charCodeAt(N.toUpperCase(key), 0) : 0);
     var ev = new W.KeyboardEvent(type, {
       key: key,
       code: code,
@@ -348,7 +346,7 @@
       which: kc,
       charCode: type === 'keypress' ? kc : 0
     });
-    el.dispatchEvent(ev);
+    N.dispatchEvent(el, ev);
     return ev;
   }
   function doType(el, args) {
@@ -363,7 +361,7 @@
       return { perKey: false };
     }
     for (var i = 0; i < text.length; i++) {
-      var ch = text.charAt(i);
+      var ch = N.charAt(text, i);
       var kd = keyEvent(el, 'keydown', ch, keyCode(ch), {});
       if (kd.defaultPrevented) {
         keyEvent(el, 'keyup', ch, keyCode(ch), {});
@@ -386,9 +384,9 @@
         keyEvent(el, 'keyup', ch, keyCode(ch), {});
         continue;
       }
-      setValue(el, cur.slice(0, start) + ch + cur.slice(end));
+      setValue(el, N.slice(cur, 0, start) + ch + N.slice(cur, end));
       try {
-        el.setSelectionRange(start + 1, start + 1);
+        N.setSelectionRange(el, start + 1, start + 1);
       } catch (e) {
         /* email/number inputs */
       }
@@ -402,7 +400,7 @@
     var kind = assertEditable(el, 'clear');
     if (document.activeElement !== el) {
       try {
-        el.focus({ preventScroll: true });
+        N.focus(el, { preventScroll: true });
       } catch (e) {
         /* ignore */
       }
@@ -422,7 +420,7 @@
         'select works on a <select>; ' +
           label(el) +
           ' is a <' +
-          el.tagName.toLowerCase() +
+          N.toLowerCase(el.tagName) +
           '>' +
           (getRole(el) === 'combobox'
             ? ' (a custom combobox: click it, then click the option)'
@@ -431,21 +429,21 @@
     if (el.disabled) throw new Error('cannot select in ' + label(el) + ': it is disabled');
     var wanted =
       args.values ||
-      (Array.isArray(args.value) ? args.value : [args.value != null ? args.value : args.label]);
+      (N.isArray(args.value) ? args.value : [args.value != null ? args.value : args.label]);
     if (wanted[0] == null)
       throw new Error('select needs args:{value:"\u2026"} (an option value or its visible label)');
-    var opts = Array.prototype.slice.call(el.options);
-    var picks = wanted.map(function (w) {
+    var opts = N.slice(el.options);
+    var picks = N.map(wanted, function (w) {
       w = String(w);
       var o =
-        opts.filter(function (x) {
+        N.filter(opts, function (x) {
           return x.value === w;
         })[0] ||
-        opts.filter(function (x) {
+        N.filter(opts, function (x) {
           return norm(x.label || x.text) === norm(w);
         })[0] ||
-        opts.filter(function (x) {
-          return norm(x.label || x.text).toLowerCase() === norm(w).toLowerCase();
+        N.filter(opts, function (x) {
+          return N.toLowerCase(norm(x.label || x.text)) === N.toLowerCase(norm(w));
         })[0];
       if (!o)
         throw new Error(
@@ -454,15 +452,12 @@
             "' in " +
             label(el) +
             '; options: ' +
-            opts
-              .slice(0, 20)
-              .map(function (x) {
+            N.join(N.map(N.slice(opts, 0, 20), function (x) {
                 return (
-                  JSON.stringify(x.value) +
+                  N.stringify(x.value) +
                   (norm(x.text) !== x.value ? ' (' + clip(norm(x.text), 40) + ')' : '')
                 );
-              })
-              .join(', ') +
+              }), ', ') +
             (opts.length > 20 ? ', \u2026' : '')
         );
       if (o.disabled)
@@ -471,17 +466,17 @@
     });
     if (document.activeElement !== el) {
       try {
-        el.focus({ preventScroll: true });
+        N.focus(el, { preventScroll: true });
       } catch (e) {
         /* ignore */
       }
     }
     if (el.multiple)
-      opts.forEach(function (o) {
-        o.selected = picks.indexOf(o) >= 0;
+      N.forEach(opts, function (o) {
+        o.selected = N.indexOf(picks, o) >= 0;
       });
     else setValue(el, picks[0].value);
-    if (!el.multiple && el.selectedIndex < 0) el.selectedIndex = opts.indexOf(picks[0]);
+    if (!el.multiple && el.selectedIndex < 0) el.selectedIndex = N.indexOf(opts, picks[0]);
     plain(el, 'input', true, false);
     plain(el, 'change', true, false);
     return {};
@@ -517,19 +512,19 @@
   }
   function parseMods(m) {
     var out = {};
-    (Array.isArray(m) ? m : m ? [m] : []).forEach(function (x) {
-      x = String(x).toLowerCase();
-      if (/^(meta|cmd|command|super|win)$/.test(x)) out.meta = true;
-      else if (/^(ctrl|control)$/.test(x)) out.ctrl = true;
+    N.forEach(N.isArray(m) ? m : m ? [m] : [], function (x) {
+      x = N.toLowerCase(String(x));
+      if (N.test(/^(meta|cmd|command|super|win)$/, x)) out.meta = true;
+      else if (N.test(/^(ctrl|control)$/, x)) out.ctrl = true;
       else if (x === 'shift') out.shift = true;
-      else if (/^(alt|option|opt)$/.test(x)) out.alt = true;
+      else if (N.test(/^(alt|option|opt)$/, x)) out.alt = true;
     });
     return out;
   }
   function doPress(el, args) {
     var key = args.key || args.text || 'Enter';
     key = String(key);
-    var lk = key.toLowerCase();
+    var lk = N.toLowerCase(key);
     var alias = {
       enter: 'Enter',
       escape: 'Escape',
@@ -560,20 +555,20 @@
       if (key.length === 1 || key === 'Enter') keyEvent(el, 'keypress', key, code, mods);
       // default actions a browser would perform for a trusted key
       if (key === 'Enter' && !mods.ctrl && !mods.meta) {
-        if (el.tagName === 'INPUT' && el.form && !/^(button|checkbox|radio|file)$/.test(el.type)) {
+        if (el.tagName === 'INPUT' && el.form && !N.test(/^(button|checkbox|radio|file)$/, el.type)) {
           try {
-            el.form.requestSubmit ? el.form.requestSubmit() : el.form.submit();
+            el.form.requestSubmit ? N.requestSubmit(el.form) : N.submit(el.form);
             extra.implicitSubmit = true;
           } catch (e) {
             extra.implicitSubmitError = errMsg(e);
           }
         } else if (
           (el.tagName === 'BUTTON' ||
-            (el.tagName === 'A' && el.hasAttribute('href')) ||
+            (el.tagName === 'A' && N.hasAttribute(el, 'href')) ||
             getRole(el) === 'button') &&
           el.tagName !== 'TEXTAREA'
         ) {
-          el.click();
+          N.click(el);
           extra.activated = true;
         }
       }
@@ -583,9 +578,9 @@
       key === ' ' &&
       !kd.defaultPrevented &&
       (el.tagName === 'BUTTON' ||
-        (el.tagName === 'INPUT' && /^(checkbox|radio|button|submit)$/.test(el.type)))
+        (el.tagName === 'INPUT' && N.test(/^(checkbox|radio|button|submit)$/, el.type)))
     ) {
-      el.click();
+      N.click(el);
       extra.activated = true;
     }
     extra.defaultPrevented = kd.defaultPrevented;
@@ -599,11 +594,11 @@
     fireMouse(el, 'mouseenter', c, { bubbles: false });
     fireMouse(el, 'pointermove', c, {});
     fireMouse(el, 'mousemove', c, {});
-    var hold = Math.min(30000, Math.max(0, Number(args.holdMs) || 0));
+    var hold = N.min(30000, N.max(0, Number(args.holdMs) || 0));
     if (hold) {
       var t0 = N.now();
-      return sleep(hold).then(function () {
-        return { heldMs: Math.round(N.now() - t0) };
+      return N.then(sleep(hold), function () {
+        return { heldMs: N.round(N.now() - t0) };
       });
     }
     return {};
@@ -613,11 +608,11 @@
     var l = function () {
       fired = true;
     };
-    el.addEventListener('focusin', l, true);
+    N.addEventListener(el, 'focusin', l, true);
     try {
-      el.focus();
+      N.focus(el);
     } finally {
-      el.removeEventListener('focusin', l, true);
+      N.removeEventListener(el, 'focusin', l, true);
     }
     if (!fired) {
       plain(el, 'focus', false, false);
@@ -627,7 +622,7 @@
   }
   function doBlur(el) {
     var was = isFocused(el);
-    if (was) el.blur();
+    if (was) N.blur(el);
     else {
       plain(el, 'blur', false, false);
       plain(el, 'focusout', true, false);
@@ -635,7 +630,7 @@
     return {};
   }
   function doSubmit(el) {
-    var form = el.tagName === 'FORM' ? el : el.form || el.closest('form');
+    var form = el.tagName === 'FORM' ? el : el.form || N.closest(el, 'form');
     if (!form)
       throw new Error(
         'submit: ' + label(el) + ' is not inside a <form>; click its submit button instead'
@@ -645,18 +640,18 @@
     var l = function (e) {
       prevented = e.defaultPrevented;
     };
-    W.addEventListener('submit', l, false);
+    N.addEventListener(W, 'submit', l, false);
     try {
       var submitter =
         (el.tagName === 'BUTTON' || el.tagName === 'INPUT') &&
         el.form === form &&
-        /submit|image/.test(el.type)
+        N.test(/submit|image/, el.type)
           ? el
           : undefined;
-      if (form.requestSubmit) form.requestSubmit(submitter);
-      else if (plain(form, 'submit', true, true).defaultPrevented === false) form.submit();
+      if (form.requestSubmit) N.requestSubmit(form, submitter);
+      else if (plain(form, 'submit', true, true).defaultPrevented === false) N.submit(form);
     } finally {
-      W.removeEventListener('submit', l, false);
+      N.removeEventListener(W, 'submit', l, false);
     }
     return { defaultPrevented: prevented === true };
   }
@@ -665,22 +660,20 @@
       throw new Error('upload works on <input type=file>; ' + label(el) + ' is not one');
     if (el.disabled) throw new Error('cannot upload to ' + label(el) + ': it is disabled');
     var W = viewOf(el);
-    var specs = Array.isArray(args.files) ? args.files : [args];
+    var specs = N.isArray(args.files) ? args.files : [args];
     var dt = new W.DataTransfer();
-    specs.forEach(function (f) {
-      dt.items.add(
-        new W.File(
+    N.forEach(specs, function (f) {
+      N.add(dt.items, new W.File(
           [f.content != null ? String(f.content) : 'reticle test file'],
           f.name || 'file.txt',
           { type: f.type || f.mime || 'text/plain' }
-        )
-      );
+        ));
     });
     el.files = dt.files;
     plain(el, 'input', true, false);
     plain(el, 'change', true, false);
     return {
-      files: specs.map(function (f) {
+      files: N.map(specs, function (f) {
         return f.name || 'file.txt';
       })
     };
@@ -696,10 +689,8 @@
     try {
       dt = new W.DataTransfer();
       if (args.data)
-        dt.setData(
-          args.data.mime || 'text/plain',
-          String(args.data.value != null ? args.data.value : '')
-        );
+        N.setData(dt, args.data.mime || 'text/plain',
+          String(args.data.value != null ? args.data.value : ''));
     } catch (e) {
       dt = null;
     }
@@ -710,11 +701,11 @@
       var target = to;
       fireMouse(target, 'pointermove', p, { buttons: 1 });
       fireMouse(target, 'mousemove', p, { buttons: 1 });
-      if (step < 5) return frame().then(move);
+      if (step < 5) return N.then(frame(), move);
       fireMouse(to, 'pointerup', b, {});
       fireMouse(to, 'mouseup', b, {});
       var prevented = false;
-      if (el.draggable || el.getAttribute('draggable') === 'true' || args.html5) {
+      if (el.draggable || N.getAttribute(el, 'draggable') === 'true' || args.html5) {
         var mk = function (t, tgt, p2) {
           var ev;
           try {
@@ -729,7 +720,7 @@
           } catch (e) {
             ev = new W.Event(t, { bubbles: true, cancelable: true });
           }
-          tgt.dispatchEvent(ev);
+          N.dispatchEvent(tgt, ev);
           return ev;
         };
         mk('dragstart', el, a);
@@ -740,7 +731,7 @@
       }
       return { defaultPrevented: prevented, to: refFor(to) };
     }
-    return frame().then(move);
+    return N.then(frame(), move);
   }
 
   function resolveTarget(t) {
@@ -752,7 +743,7 @@
     try {
       q = normalizeQuery(t);
     } catch (e) {
-      throw new Error('target ' + JSON.stringify(t) + ': ' + errMsg(e));
+      throw new Error('target ' + N.stringify(t) + ': ' + errMsg(e));
     }
     var r = runQuery({
       by: q.by,
@@ -763,52 +754,46 @@
     var desc =
       q.by +
       ' ' +
-      JSON.stringify(q.value) +
-      (q.name != null ? ' name ' + JSON.stringify(q.name) : '');
+      N.stringify(q.value) +
+      (q.name != null ? ' name ' + N.stringify(q.name) : '');
     if (r.scopeMissing)
-      throw new Error('target scope ' + JSON.stringify(t.scope) + ' matched nothing');
+      throw new Error('target scope ' + N.stringify(t.scope) + ' matched nothing');
     var els = r.els;
     if (!els.length) {
       var h = zeroHint();
       var nearby = [];
       var near = nearMisses(q, resolveScope(t.scope));
-      if (near.length) nearby.push('nearest: ' + near.map(candidateText).join(', '));
+      if (near.length) N.push(nearby, 'nearest: ' + N.join(N.map(near, candidateText), ', '));
       else if (q.by === 'role') {
-        var same = runQuery({ by: 'role', value: q.value, scope: t.scope })
-          .els.slice(0, 8)
-          .map(function (e) {
-            return JSON.stringify(getName(e));
+        var same = N.map(N.slice(runQuery({ by: 'role', value: q.value, scope: t.scope })
+          .els, 0, 8), function (e) {
+            return N.stringify(getName(e));
           });
-        if (same.length) nearby.push(q.value + 's present: ' + same.join(', '));
+        if (same.length) N.push(nearby, q.value + 's present: ' + N.join(same, ', '));
       }
-      if (h.presentTestids.length) nearby.push('testids present: ' + h.presentTestids.join(', '));
+      if (h.presentTestids.length) N.push(nearby, 'testids present: ' + N.join(h.presentTestids, ', '));
       if (h.presentRegions.length)
-        nearby.push(
-          'regions: ' +
-            h.presentRegions
-              .slice(0, 5)
-              .map(function (x) {
+        N.push(nearby, 'regions: ' +
+            N.join(N.map(N.slice(h.presentRegions, 0, 5), function (x) {
                 return x.role + (x.name ? ' "' + x.name + '"' : '');
-              })
-              .join(', ')
-        );
+              }), ', '));
       throw coded(
         'target_missing',
         'no element matches target ' +
           desc +
           ' on ' +
           h.route +
-          (nearby.length ? '; ' + nearby.join('; ') : '; take a snapshot to see what is there')
+          (nearby.length ? '; ' + N.join(nearby, '; ') : '; take a snapshot to see what is there')
       );
     }
     if (els.length === 1) return els[0];
     var cache = makeVisCache();
-    var vis = els.filter(function (e) {
+    var vis = N.filter(els, function (e) {
       return isVisible(e, cache);
     });
     if (vis.length === 1) return vis[0];
     var pool = vis.length ? vis : els;
-    var shown = pool.slice(0, 8).map(candidate);
+    var shown = N.map(N.slice(pool, 0, 8), candidate);
     throw coded(
       'target_ambiguous',
       pool.length +
@@ -817,12 +802,12 @@
         '; pass one of these refs instead' +
         (pool.length > shown.length ? ' (first ' + shown.length + ')' : '') +
         ': ' +
-        shown.map(candidateText).join('; ')
+        N.join(N.map(shown, candidateText), '; ')
     );
   }
 
   function settle() {
-    return N.Promise.resolve().then(function () {
+    return N.then(N.resolve(), function () {
       return new N.Promise(function (resolve) {
         var done = false;
         var t = N.setTimeout(function () {
@@ -851,7 +836,7 @@
     if (action === 'type') assertEditable(el, 'type');
     if ((action === 'type' || action === 'press') && document.activeElement !== el) {
       try {
-        el.focus({ preventScroll: true });
+        N.focus(el, { preventScroll: true });
       } catch (e) {
         /* ignore */
       }
@@ -861,13 +846,13 @@
     var req = { kind: 'input', id: 'i' + ++inputSeq, action: action, x: c.x, y: c.y, toX: to.x, toY: to.y };
     req.text = String(a.text != null ? a.text : a.value != null ? a.value : '');
     req.key = a.key || a.text || 'Enter';
-    req.modifiers = Array.isArray(a.modifiers) ? a.modifiers : [];
-    req.holdMs = Math.min(30000, Math.max(0, Number(a.holdMs) || 0));
+    req.modifiers = N.isArray(a.modifiers) ? a.modifiers : [];
+    req.holdMs = N.min(30000, N.max(0, Number(a.holdMs) || 0));
     var seen = null;
     var spy = function (e) {
       if (!seen) seen = e;
     };
-    window.addEventListener(CDP_INPUT[action], spy, true);
+    N.addEventListener(window, CDP_INPUT[action], spy, true);
     return new N.Promise(function (resolve, reject) {
       var timer = N.setTimeout(function () {
         finish({ ok: false, error: 'the daemon did not dispatch it in time' });
@@ -875,9 +860,9 @@
       function finish(msg) {
         N.clearTimeout(timer);
         delete INPUT_WAITS[req.id];
-        window.removeEventListener(CDP_INPUT[action], spy, true);
+        N.removeEventListener(window, CDP_INPUT[action], spy, true);
         var r = { defaultPrevented: !!(seen && seen.defaultPrevented) };
-        if (req.holdMs) r.heldMs = Math.round(N.now() - sent);
+        if (req.holdMs) r.heldMs = N.round(N.now() - sent);
         if (msg.ok) resolve(r);
         else reject(new Error('real input failed: ' + clip(String(msg.error || ''), 300)));
       }
@@ -894,9 +879,7 @@
   var SYNTHETIC_ACTIONS = {
     click: function (el, o) { return doClick(el, o); },
     dblclick: function (el) {
-      return N.Promise.resolve(doClick(el, {}))
-        .then(function () { return doClick(el, {}); })
-        .then(function (r1) {
+      return N.then(N.then(N.resolve(doClick(el, {})), function () { return doClick(el, {}); }), function (r1) {
           var ev = fireMouse(el, 'dblclick', centre(el), { detail: 2 });
           return { defaultPrevented: ev.defaultPrevented || (r1 && r1.defaultPrevented) };
         });
@@ -913,7 +896,7 @@
     submit: function (el) { return doSubmit(el); },
     press: function (el, o) { return doPress(el, o); },
     scrollIntoView: function (el) {
-      el.scrollIntoView({ block: 'center', inline: 'nearest' });
+      N.scrollIntoView(el, { block: 'center', inline: 'nearest' });
       return {};
     },
     upload: function (el, o) { return doUpload(el, o); },
@@ -937,8 +920,8 @@
   function reactFiber(el) {
     if (!el) return false;
     try {
-      return Object.keys(el).some(function (k) {
-        return k.indexOf('__reactFiber$') === 0;
+      return N.some(N.keys(el), function (k) {
+        return N.indexOf(k, '__reactFiber$') === 0;
       });
     } catch (e) {
       return false;
@@ -948,12 +931,12 @@
     {
       name: 'Next.js',
       on: function () {
-        return !!document.getElementById('__NEXT_DATA__') || winHas('__next_f');
+        return !!N.getElementById(document, '__NEXT_DATA__') || winHas('__next_f');
       },
       done: function () {
         return (
-          !!document.querySelector('next-route-announcer') ||
-          reactFiber(document.querySelector('#__next > *'))
+          !!N.querySelector(document, 'next-route-announcer') ||
+          reactFiber(N.querySelector(document, '#__next > *'))
         );
       }
     },
@@ -970,34 +953,34 @@
       name: 'SvelteKit',
       on: function () {
         try {
-          return Object.keys(window).some(function (k) {
-            return k.indexOf('__sveltekit_') === 0;
+          return N.some(N.keys(window), function (k) {
+            return N.indexOf(k, '__sveltekit_') === 0;
           });
         } catch (e) {
           return false;
         }
       },
       done: function () {
-        return !!document.getElementById('svelte-announcer');
+        return !!N.getElementById(document, 'svelte-announcer');
       }
     },
     {
       name: 'Nuxt',
       on: function () {
-        return winHas('__NUXT__') || !!document.getElementById('__NUXT_DATA__');
+        return winHas('__NUXT__') || !!N.getElementById(document, '__NUXT_DATA__');
       },
       done: function () {
-        var root = document.getElementById('__nuxt');
+        var root = N.getElementById(document, '__nuxt');
         return !!root && hasOwn(root, '__vue_app__');
       }
     },
     {
       name: 'Astro',
       on: function () {
-        return !!document.querySelector('astro-island');
+        return !!N.querySelector(document, 'astro-island');
       },
       done: function () {
-        return !document.querySelector('astro-island[ssr][client="load"],astro-island[ssr][client="idle"]');
+        return !N.querySelector(document, 'astro-island[ssr][client="load"],astro-island[ssr][client="idle"]');
       }
     }
   ];
@@ -1027,12 +1010,12 @@
   // when nothing was pending.
   function whenHydrated(ms) {
     var first = hydrationPending();
-    if (!first) return N.Promise.resolve(null);
+    if (!first) return N.resolve(null);
     var t0 = N.now();
     return new N.Promise(function (resolve) {
       (function poll() {
         var still = hydrationPending();
-        var waited = Math.round(N.now() - t0);
+        var waited = N.round(N.now() - t0);
         var row = still ? null : hydrationRow();
         // a plain page waited for only while it was parsed: no framework to name
         if (!still) resolve(row ? { framework: row.name, hydrated: true, waitedMs: waited } : null);
@@ -1042,8 +1025,8 @@
     });
   }
   function hydratedCmd(a) {
-    var ms = typeof a.ms === 'number' && a.ms >= 0 ? Math.min(a.ms, 10000) : HYDRATE_OPEN_MS;
-    return whenHydrated(ms).then(function (h) {
+    var ms = typeof a.ms === 'number' && a.ms >= 0 ? N.min(a.ms, 10000) : HYDRATE_OPEN_MS;
+    return N.then(whenHydrated(ms), function (h) {
       var row = h ? null : hydrationRow();
       return h || { framework: row ? row.name : null, hydrated: true, waitedMs: 0 };
     });
@@ -1055,11 +1038,11 @@
   function fillsNoted(c) {
     var el = c.el;
     if (!FILL_ACTIONS[c.action] || !('value' in el)) return;
-    FILLED = FILLED.filter(function (f) {
+    FILLED = N.filter(FILLED, function (f) {
       return f.el !== el && f.el.isConnected;
     });
-    FILLED.push({ el: el, ref: c.ref, field: c.name || el.name || '', value: el.value });
-    if (FILLED.length > 50) FILLED.shift();
+    N.push(FILLED, { el: el, ref: c.ref, field: c.name || el.name || '', value: el.value });
+    if (FILLED.length > 50) N.shift(FILLED);
   }
   // The filled fields whose value is no longer what was filled (each told once), for the act `c`. An act
   // that can submit (a click, a press, a submit) takes what was filled with it: a form the app clears
@@ -1068,14 +1051,14 @@
   function fillsReset(c) {
     if (FILL_ACTIONS[c.action]) return [];
     var out = [];
-    FILLED = FILLED.filter(function (f) {
+    FILLED = N.filter(FILLED, function (f) {
       var gone = !f.el.isConnected;
       var now = gone ? null : f.el.value;
       if (!gone && now === f.value) return !SUBMITTING[c.action];
-      out.push({ ref: f.ref, field: clip(f.field, 120), emptied: !gone && now === '', replaced: gone });
+      N.push(out, { ref: f.ref, field: clip(f.field, 120), emptied: !gone && now === '', replaced: gone });
       return false;
     });
-    return out.slice(0, 10);
+    return N.slice(out, 0, 10);
   }
 
   // ---- act: one action, from its element to what it did --------------------------------------------
@@ -1084,16 +1067,16 @@
   // tell what it did. `c` carries the act from step to step.
   function act(args) {
     var ms = HYDRATE_ACT_MS;
-    if (typeof args.hydrateMs === 'number') ms = Math.max(0, Math.min(args.hydrateMs, HYDRATE_ACT_MS));
-    return whenHydrated(ms).then(function (h) {
+    if (typeof args.hydrateMs === 'number') ms = N.max(0, N.min(args.hydrateMs, HYDRATE_ACT_MS));
+    return N.then(whenHydrated(ms), function (h) {
       return actNow(args, h);
     });
   }
   function actNow(args, hydration) {
     var action = args.action;
-    if (ACTIONS.indexOf(action) < 0)
+    if (N.indexOf(ACTIONS, action) < 0)
       throw new Error(
-        "unknown action '" + clip(action, 40) + "'; use one of " + ACTIONS.join(', ')
+        "unknown action '" + clip(action, 40) + "'; use one of " + N.join(ACTIONS, ', ')
       );
     var a = isObj(args.args) ? args.args : {};
     var el = actElement(args, action);
@@ -1124,11 +1107,10 @@
       run = synthetic ? synthetic(el, opts) : undefined;
       if (action === 'scrollIntoView') c.effect.scrolledIntoView = true;
     }
-    return N.Promise.resolve(run).then(
-      function (r) {
+    return N.then(N.resolve(run), function (r) {
         r = r || {};
         fillsNoted(c); // the value as the act left it, before the page could reset it
-        return settle().then(function (settled) {
+        return N.then(settle(), function (settled) {
           actProbeEnd(c.probe);
           actEffectAfter(c, r);
           return actAnswer(c, r, settled);
@@ -1136,13 +1118,12 @@
       },
       function (e) {
         try {
-          if (c.probe.mo) c.probe.mo.disconnect();
+          if (c.probe.mo) N.disconnect(c.probe.mo);
         } catch (x) {
           /* ignore */
         }
         throw e;
-      }
-    );
+      });
   }
   // The element an act is for: its ref, its target, or (for press) the focused element.
   function actElement(args, action) {
@@ -1173,7 +1154,7 @@
     c.ref = refFor(el);
     c.role = getRole(el);
     c.name = getName(el, c.role);
-    c.testid = el.getAttribute('data-testid');
+    c.testid = N.getAttribute(el, 'data-testid');
     c.visible = isVisible(el, cache);
     c.enabled = !isDisabled(el);
     c.focusBefore = actFocused();
@@ -1206,7 +1187,7 @@
     var ctr = centre(el);
     if (ctr.w > 0 && ctr.h > 0 && (ctr.x < 0 || ctr.y < 0 || ctr.x > innerWidth || ctr.y > innerHeight)) {
       try {
-        el.scrollIntoView({ block: 'center', inline: 'center' });
+        N.scrollIntoView(el, { block: 'center', inline: 'center' });
         effect.scrolledIntoView = true;
       } catch (e) {
         /* ignore */
@@ -1237,7 +1218,7 @@
       p.mo = new N.MutationObserver(function (rs) {
         actTally(p, rs);
       });
-      p.mo.observe(document, {
+      N.observe(p.mo, document, {
         subtree: true,
         childList: true,
         attributes: true,
@@ -1259,16 +1240,16 @@
         var n = nodes[j];
         if (n.nodeType === 1 && isIgnored(n)) continue;
         var tx = norm(n.nodeType === 3 ? n.data : n.nodeType === 1 ? textOf(n, 0) : '');
-        if (tx && /\p{L}/u.test(tx) && tx !== opts.value && tx !== opts.text && appeared.indexOf(tx) < 0)
-          appeared.push(clip(tx, 80));
+        if (tx && N.test(/\p{L}/u, tx) && tx !== opts.value && tx !== opts.text && N.indexOf(appeared, tx) < 0)
+          N.push(appeared, clip(tx, 80));
       }
     }
   }
   function actProbeEnd(p) {
     try {
       if (p.mo) {
-        actTally(p, p.mo.takeRecords());
-        p.mo.disconnect();
+        actTally(p, N.takeRecords(p.mo));
+        N.disconnect(p.mo);
       }
     } catch (e) {
       /* ignore */
@@ -1290,12 +1271,12 @@
     var fa = actFocused();
     if (fa !== c.focusBefore)
       effect.focusMoved = (c.focusBefore ? refFor(c.focusBefore) : 'null') + '->' + (fa ? refFor(fa) : 'null');
-    if (/^(fill|type|clear|select|upload)$/.test(c.action)) {
+    if (N.test(/^(fill|type|clear|select|upload)$/, c.action)) {
       var after = 'value' in el ? el.value : el.isContentEditable ? el.textContent : undefined;
       effect.valueChanged = after !== c.valueBefore;
     }
     effect.domMutatedWithin = c.probe.records;
-    if (c.probe.appeared.length) effect.appeared = clip(c.probe.appeared.join(' | '), 200);
+    if (c.probe.appeared.length) effect.appeared = clip(N.join(c.probe.appeared, ' | '), 200);
   }
   function actAnswer(c, r, settled) {
     var res = {
@@ -1315,8 +1296,8 @@
     if (r.to) res.to = r.to;
     if (c.warning) res.warning = c.warning;
     res.input = c.viaCdp ? 'cdp' : 'synthetic';
-    res.ms = Math.round(N.now() - c.t0);
-    res.pt = Math.floor(c.t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
+    res.ms = N.round(N.now() - c.t0);
+    res.pt = N.floor(c.t0 * 10) / 10; // page time at dispatch: the daemon windows events by it
     res.documentId = S.documentId;
     if (docAnnounced && docAnnounced.at >= c.wall0)
       res.navigation = {
@@ -1328,7 +1309,7 @@
     return res;
   }
   function actSequence(args) {
-    var steps = Array.isArray(args.steps) ? args.steps : null;
+    var steps = N.isArray(args.steps) ? args.steps : null;
     if (!steps || !steps.length)
       throw new Error('act_sequence needs steps:[{ref|target, action, args?}]');
     if (steps.length > 50)
@@ -1353,10 +1334,9 @@
         p = act(args.input && isObj(st) ? { ref: st.ref, target: st.target, action: st.action, args: st.args,
           input: args.input } : st);
       } catch (e) {
-        p = N.Promise.reject(e);
+        p = N.reject(e);
       }
-      return N.Promise.resolve(p).then(
-        function (r) {
+      return N.then(N.resolve(p), function (r) {
           var s = {
             ref: r.ref,
             action: r.action,
@@ -1369,12 +1349,12 @@
           if (r.testid) s.testid = r.testid;
           if (r.warning) s.warning = r.warning;
           s.input = r.input;
-          out.push(s);
-          effects.push(r.effect);
+          N.push(out, s);
+          N.push(effects, r.effect);
           return next();
         },
         function (e) {
-          out.push({
+          N.push(out, {
             ref: st.ref || null,
             action: st.action,
             dispatched: false,
@@ -1391,8 +1371,7 @@
             effects: effects,
             dispatched: out.length > 1
           };
-        }
-      );
+        });
     }
     return next();
   }

@@ -9,26 +9,26 @@
     if (typeof orig !== 'function' || orig.__reticleWrapped) return null;
     var w = make(orig);
     try {
-      Object.defineProperty(w, '__reticleWrapped', { value: true });
+      N.defineProperty(w, '__reticleWrapped', { value: true });
     } catch (e) {
       /* frozen fn */
     }
     try {
-      Object.defineProperty(w, 'name', { value: orig.name, configurable: true });
+      N.defineProperty(w, 'name', { value: orig.name, configurable: true });
     } catch (e) {
       /* ignore */
     }
     obj[key] = w;
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       if (obj[key] === w) obj[key] = orig;
     });
     return orig;
   }
   function listen(target, type, fn, opts) {
     var g = guard('listener:' + type, fn);
-    target.addEventListener(type, g, opts);
-    S.teardowns.push(function () {
-      target.removeEventListener(type, g, opts);
+    N.addEventListener(target, type, g, opts);
+    N.push(S.teardowns, function () {
+      N.removeEventListener(target, type, g, opts);
     });
   }
   // per-channel rate cap; overflow is reported as a truncated event once per window

@@ -9,7 +9,7 @@
   //   streamLine, streamFeed, streamFinish, streamSafeFeed, streamPump, readCapped, installXHR,
   //   xhrSendStart, xhrLoadend, xhrResponseBody, installBeacon, frameData, frameEvent, swapConstructor,
   //   installWebSocket, installEventSource
-  // uses: BODY_CAP (01), BODY_SCAN (01), FRAME_DATA_CAP (01), N (01), REDACTED (01), clip (03), errMsg (03),
+  // uses: BODY_CAP (01), BODY_SCAN (01), FRAME_DATA_CAP (01), REDACTED (01), clip (03), errMsg (03),
   //   hasOwn (03), isNativeFn (03), isObj (03), keySensitive (03), redactUrl (03), sanitize (03),
   //   scrubText (03), S (04), emit (04), guard (04), internal (04), MARK (05), markable (05), takeMark (05),
   //   traceparent (05), patch (11), rateCap (11), callerStack (14)
@@ -21,7 +21,7 @@
     // returns {body, truncated, size}
     var size = text.length;
     var out;
-    var looksJson = /json/i.test(contentType || '') || /^\s*[[{]/.test(text);
+    var looksJson = N.test(/json/i, contentType || '') || N.test(/^\s*[[{]/, text);
     if (looksJson && size <= 262144) {
       try {
         var parsed = N.parse(text);
@@ -34,10 +34,10 @@
         out = null;
       }
     }
-    if (out == null) out = scrubText(text.length > BODY_SCAN ? text.slice(0, BODY_SCAN) : text);
+    if (out == null) out = scrubText(text.length > BODY_SCAN ? N.slice(text, 0, BODY_SCAN) : text);
     var truncated = false;
     if (out.length > BODY_CAP) {
-      out = out.slice(0, BODY_CAP);
+      out = N.slice(out, 0, BODY_CAP);
       truncated = true;
     }
     if (size > BODY_SCAN && !looksJson) truncated = true;
@@ -52,13 +52,13 @@
         return { body: r.body, truncated: r.truncated };
       }
       if (typeof URLSearchParams !== 'undefined' && b instanceof URLSearchParams) {
-        var r2 = redactBody(b.toString(), 'application/x-www-form-urlencoded');
+        var r2 = redactBody(N.invoke(b, 'toString'), 'application/x-www-form-urlencoded');
         return { body: r2.body, truncated: r2.truncated };
       }
       if (typeof FormData !== 'undefined' && b instanceof FormData) {
         var o = {},
           n = 0;
-        b.forEach(function (v, k) {
+        N.forEach(b, function (v, k) {
           if (n++ < 50)
             o[k] =
               typeof v === 'string' ? v : '[File ' + (v.name || '') + ' ' + (v.size || 0) + 'B]';
@@ -67,7 +67,7 @@
       }
       if (typeof Blob !== 'undefined' && b instanceof Blob)
         return { type: 'Blob' + (b.type ? ' ' + b.type : '') + ' ' + b.size + 'B' };
-      if (b instanceof ArrayBuffer || (ArrayBuffer.isView && ArrayBuffer.isView(b)))
+      if (b instanceof ArrayBuffer || (ArrayBuffer.isView && N.isView(b)))
         return { type: 'binary ' + (b.byteLength || 0) + 'B' };
       if (typeof ReadableStream !== 'undefined' && b instanceof ReadableStream)
         return { type: 'ReadableStream' };
@@ -111,7 +111,7 @@
     try {
       var x = new URL(u, location.href);
       var b = new URL(S.url);
-      return x.host === b.host && /^\/reticle(\.js)?$/.test(x.pathname);
+      return x.host === b.host && N.test(/^\/reticle(\.js)?$/, x.pathname);
     } catch (e) {
       return false;
     }
@@ -122,19 +122,19 @@
   // request themselves (a status, a failure, a delay) and mark its record with the fault's id.
   var FAULTS = [];
   function setFaults(a) {
-    var list = Array.isArray(a.faults) ? a.faults : [];
+    var list = N.isArray(a.faults) ? a.faults : [];
     var now = N.now();
-    FAULTS = list.slice(0, 32).filter(isObj).map(function (f) {
+    FAULTS = N.map(N.filter(N.slice(list, 0, 32), isObj), function (f) {
       return {
         id: String(f.id || ''),
         urlContains: String(f.urlContains || ''),
-        method: f.method ? String(f.method).toUpperCase() : null,
+        method: f.method ? N.toUpperCase(String(f.method)) : null,
         resourceType: f.resourceType ? String(f.resourceType) : null,
-        delayMs: Math.max(0, Math.min(60000, +f.delayMs || 0)),
+        delayMs: N.max(0, N.min(60000, +f.delayMs || 0)),
         abort: !!f.abort,
         respond: isObj(f.respond) ? f.respond : null,
         remaining: typeof f.remaining === 'number' ? f.remaining : null,
-        until: now + Math.max(0, +f.expiresInMs || 0)
+        until: now + N.max(0, +f.expiresInMs || 0)
       };
     });
     return { faults: FAULTS.length };
@@ -146,7 +146,7 @@
       if (now >= f.until || f.remaining === 0 || !f.urlContains) continue;
       if (f.method && f.method !== method) continue;
       if (f.resourceType && f.resourceType !== kind) continue;
-      if (String(url).indexOf(f.urlContains) < 0) continue;
+      if (N.indexOf(String(url), f.urlContains) < 0) continue;
       if (f.remaining !== null) f.remaining--;
       return f;
     }
@@ -164,11 +164,11 @@
     var typed = false;
     for (var k in h) {
       if (hasOwn(h, k)) {
-        out.push([String(k), String(h[k])]);
-        if (String(k).toLowerCase() === 'content-type') typed = true;
+        N.push(out, [String(k), String(h[k])]);
+        if (N.toLowerCase(String(k)) === 'content-type') typed = true;
       }
     }
-    if (!typed) out.push(['Content-Type', 'text/plain; charset=utf-8']);
+    if (!typed) N.push(out, ['Content-Type', 'text/plain; charset=utf-8']);
     return out;
   }
   function faultBody(f) {
@@ -178,17 +178,16 @@
   // A fetch the fault answers: a Response of its own, a TypeError as a failed network, or the
   // real request after the delay.
   function faultedFetch(f, orig, self, args) {
-    return faultWait(f).then(function () {
+    return N.then(faultWait(f), function () {
       if (f.abort) throw new TypeError('Failed to fetch');
-      if (!f.respond) return orig.apply(self, args);
+      if (!f.respond) return N.apply(orig, self, args);
       return new Response(faultBody(f), { status: +f.respond.status || 500, headers: faultHeaders(f) });
     });
   }
   // An XHR the fault answers: its state and answer are set on the instance, then its events fire.
   function faultedXhr(f, xhr, orig, args) {
-    faultWait(f).then(
-      guard('network_observer', function () {
-        if (!f.abort && !f.respond) return orig.apply(xhr, args);
+    N.then(faultWait(f), guard('network_observer', function () {
+        if (!f.abort && !f.respond) return N.apply(orig, xhr, args);
         var status = f.abort ? 0 : +f.respond.status || 500;
         var body = f.abort ? '' : faultBody(f);
         var heads = f.abort ? [] : faultHeaders(f);
@@ -201,22 +200,21 @@
           }
         }
         var fixed = { readyState: 4, status: status, statusText: '', responseText: body, response: value };
-        Object.keys(fixed).forEach(function (k) {
-          Object.defineProperty(xhr, k, { configurable: true, get: function () { return fixed[k]; } });
+        N.forEach(N.keys(fixed), function (k) {
+          N.defineProperty(xhr, k, { configurable: true, get: function () { return fixed[k]; } });
         });
         xhr.getResponseHeader = function (name) {
           for (var i = 0; i < heads.length; i++)
-            if (heads[i][0].toLowerCase() === String(name).toLowerCase()) return heads[i][1];
+            if (N.toLowerCase(heads[i][0]) === N.toLowerCase(String(name))) return heads[i][1];
           return null;
         };
         xhr.getAllResponseHeaders = function () {
-          return heads.map(function (h) { return h[0].toLowerCase() + ': ' + h[1]; }).join('\r\n');
+          return N.join(N.map(heads, function (h) { return N.toLowerCase(h[0]) + ': ' + h[1]; }), '\r\n');
         };
-        xhr.dispatchEvent(new Event('readystatechange'));
-        xhr.dispatchEvent(new ProgressEvent(f.abort ? 'error' : 'load'));
-        xhr.dispatchEvent(new ProgressEvent('loadend'));
-      })
-    );
+        N.dispatchEvent(xhr, new Event('readystatechange'));
+        N.dispatchEvent(xhr, new ProgressEvent(f.abort ? 'error' : 'load'));
+        N.dispatchEvent(xhr, new ProgressEvent('loadend'));
+      }));
   }
 
   function installFetch() {
@@ -242,21 +240,19 @@
         call.meta = null;
       }
       var meta = call.meta;
-      var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, call.args) : orig.apply(this, call.args);
+      var p = meta && meta.fault ? faultedFetch(meta.fault, orig, this, call.args) : N.apply(orig, this, call.args);
       if (!meta) return p;
       try {
         fetchRequestBody(meta, input);
       } catch (e) {
         /* ignore */
       }
-      p.then(
-        guard('network_observer', function (res) {
+      N.then(p, guard('network_observer', function (res) {
           onFetchResponse(meta, res);
         }),
         guard('network_observer', function (err) {
           fetchFailed(meta, err);
-        })
-      );
+        }));
       return p;
     };
   }
@@ -264,11 +260,9 @@
   // request the server can see is marked with this tab's header (call.args then carry it).
   function fetchStart(call, input, init) {
     var url = typeof input === 'string' ? input : input && input.url ? input.url : String(input);
-    var method = (
-      (init && init.method) ||
+    var method = N.toUpperCase((init && init.method) ||
       (input && typeof input === 'object' && input.method) ||
-      'GET'
-    ).toUpperCase();
+      'GET');
     try {
       url = new URL(url, location.href).href;
     } catch (e) {
@@ -301,10 +295,10 @@
         var hs = new Headers(
           (init && init.headers) || (input && typeof input === 'object' && input.headers) || undefined
         );
-        hs.set(MARK.header, mark[1]);
-        if (hs.has('traceparent')) pend.ownTrace = true;
-        else hs.set('traceparent', traceparent(mark[1]));
-        init = Object.assign({}, init || {}, { headers: hs });
+        N.set(hs, MARK.header, mark[1]);
+        if (N.has(hs, 'traceparent')) pend.ownTrace = true;
+        else N.set(hs, 'traceparent', traceparent(mark[1]));
+        init = N.assign({}, init || {}, { headers: hs });
         call.args = [input, init];
         pend.serverMarked = true;
         pend.serverMark = mark[0];
@@ -327,17 +321,12 @@
       method !== 'GET' &&
       method !== 'HEAD'
     ) {
-      meta.reqP = input
-        .clone()
-        .text()
-        .then(
-          function (t) {
+      meta.reqP = N.then(N.text(N.clone(input)), function (t) {
             return t ? describeReqBody(t) : null;
           },
           function () {
             return null;
-          }
-        );
+          });
     }
   }
   // The failed fetch whose failure the page is handling now: from the rejection until the next task
@@ -358,7 +347,7 @@
       url: meta.url,
       status: 0,
       ok: false,
-      durationMs: Math.round(N.now() - meta.t0),
+      durationMs: N.round(N.now() - meta.t0),
       initiator: 'fetch',
       error: clip(err && err.name === 'AbortError' ? 'aborted' : errMsg(err), 500),
       stack: meta.stack
@@ -376,7 +365,7 @@
       n = 0,
       more = false;
     for (var i = 0; i < pairs.length; i++) {
-      var k = String(pairs[i][0] || '').toLowerCase();
+      var k = N.toLowerCase(String(pairs[i][0] || ''));
       if (!k || k === '__proto__' || hasOwn(out, k)) continue;
       if (n >= HEADERS_MAX) {
         more = true;
@@ -385,7 +374,7 @@
       n++;
       var v = String(pairs[i][1] == null ? '' : pairs[i][1]);
       out[k] =
-        /^(set-cookie2?|authorization|proxy-authorization|proxy-authenticate)$/.test(k) || keySensitive(k)
+        N.test(/^(set-cookie2?|authorization|proxy-authorization|proxy-authenticate)$/, k) || keySensitive(k)
           ? REDACTED
           : clip(scrubText(v), HEADER_VALUE_CAP);
     }
@@ -404,25 +393,21 @@
   function fetchHeaderPairs(res) {
     var pairs = [];
     if (res.headers && typeof res.headers.forEach === 'function')
-      res.headers.forEach(function (v, k) {
-        if (pairs.length <= HEADERS_MAX * 2) pairs.push([k, v]);
+      N.forEach(res.headers, function (v, k) {
+        if (pairs.length <= HEADERS_MAX * 2) N.push(pairs, [k, v]);
       });
     return pairs;
   }
   function xhrHeaderPairs(xhr) {
-    var raw = xhr.getAllResponseHeaders() || '';
-    return raw
-      .split(/\r?\n/)
-      .slice(0, HEADERS_MAX * 2)
-      .map(function (line) {
-        var i = line.indexOf(':');
-        return i > 0 ? [line.slice(0, i).trim(), line.slice(i + 1).trim()] : null;
-      })
-      .filter(Boolean);
+    var raw = N.getAllResponseHeaders(xhr) || '';
+    return N.filter(N.map(N.slice(N.split(raw, /\r?\n/), 0, HEADERS_MAX * 2), function (line) {
+        var i = N.indexOf(line, ':');
+        return i > 0 ? [N.trim(N.slice(line, 0, i)), N.trim(N.slice(line, i + 1))] : null;
+      }), Boolean);
   }
   // The net.request record of a completed fetch or XHR; `header` reads a response header.
   function callRecord(meta, url, initiator, status, statusText, header) {
-    var ms = Math.round(N.now() - meta.t0);
+    var ms = N.round(N.now() - meta.t0);
     var ct = '';
     try {
       ct = header('content-type') || '';
@@ -449,8 +434,8 @@
   function onFetchResponse(meta, res) {
     var d = fetchResponseRecord(meta, res);
     var ct = d.contentType || '';
-    var reqDone = meta.reqP ? meta.reqP : N.Promise.resolve(meta.req);
-    if (STREAMY.test(ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
+    var reqDone = meta.reqP ? meta.reqP : N.resolve(meta.req);
+    if (N.test(STREAMY, ct) && !res.bodyUsed && watchStream(meta, res, d, ct, reqDone)) return;
     if (!S.captureBodies) {
       emitRequestWhenRead(d, reqDone, null);
       return;
@@ -459,7 +444,7 @@
     var clone = null;
     if (!reason) {
       try {
-        clone = res.clone();
+        clone = N.clone(res);
       } catch (e) {
         reason = 'clone failed';
       }
@@ -471,14 +456,14 @@
     fetchReadBody(d, clone, ct, reqDone);
   }
   function emitRequestWhenRead(d, reqDone, resp) {
-    reqDone.then(function (rq) {
+    N.then(reqDone, function (rq) {
       emit('net.request', withBodyFields(d, rq, resp));
     });
   }
   // The net.request record of a response: status, headers, opaque, redirected, size.
   function fetchResponseRecord(meta, res) {
     var d = callRecord(meta, meta.url, 'fetch', res.status, res.statusText, function (name) {
-      return res.headers.get(name);
+      return N.get(res.headers, name);
     });
     withHeaders(d, fetchHeaderPairs(res));
     if (res.type === 'opaque') {
@@ -488,7 +473,7 @@
     if (res.redirected) d.redirected = true;
     var cl = null;
     try {
-      cl = res.headers.get('content-length');
+      cl = N.get(res.headers, 'content-length');
     } catch (e) {
       /* ignore */
     }
@@ -497,8 +482,8 @@
   }
   // Why the response's body is not read, or null when it is.
   function fetchNoBodyReason(meta, res, ct) {
-    if (STREAMY.test(ct)) return 'streaming response';
-    if (ct && !TEXTUAL.test(ct)) return 'non-text content-type';
+    if (N.test(STREAMY, ct)) return 'streaming response';
+    if (ct && !N.test(TEXTUAL, ct)) return 'non-text content-type';
     if (res.type === 'opaque' || res.status === 204 || res.status === 304 || meta.method === 'HEAD')
       return 'no body';
     if (res.bodyUsed) return 'body already used';
@@ -511,11 +496,10 @@
     var timer = N.setTimeout(function () {
       if (finished) return;
       finished = true;
-      rd.cancel();
+      N.cancel(rd);
       emitRequestWhenRead(d, reqDone, { reason: 'body read timed out (2 s)' });
     }, 2000);
-    N.Promise.all([rd.promise, reqDone]).then(
-      function (vals) {
+    N.then(N.all([rd.promise, reqDone]), function (vals) {
         if (finished) return;
         finished = true;
         N.clearTimeout(timer);
@@ -535,8 +519,7 @@
         finished = true;
         N.clearTimeout(timer);
         emitRequestWhenRead(d, reqDone, { reason: 'body read failed: ' + clip(errMsg(e), 200) });
-      }
-    );
+      });
   }
 
   // -- network: streamed fetch responses (event-stream, ndjson, other streams)
@@ -550,15 +533,15 @@
   // only pile up in memory because of us, so reading stops (streamStopped on the net.request)
   var STREAM_UNREAD_MAX = 8 << 20;
   function streamFormat(ct) {
-    if (/event-stream/i.test(ct)) return 'sse';
-    if (/(x-ndjson|stream\+json|jsonl|json-seq)/i.test(ct)) return 'ndjson';
+    if (N.test(/event-stream/i, ct)) return 'sse';
+    if (N.test(/(x-ndjson|stream\+json|jsonl|json-seq)/i, ct)) return 'ndjson';
     return 'chunks';
   }
   // Calls `fn` once when the page cancels the body it reads (stream.cancel or reader.cancel), so
   // our copy lets go too and the connection closes as it would without us.
   function onPageCancel(stream, fn) {
     function wrapCancel(obj, orig) {
-      Object.defineProperty(obj, 'cancel', {
+      N.defineProperty(obj, 'cancel', {
         configurable: true,
         writable: true,
         value: function () {
@@ -567,18 +550,18 @@
           } catch (e) {
             /* ignore */
           }
-          return orig.apply(obj, arguments);
+          return N.apply(orig, obj, arguments);
         }
       });
     }
     try {
       var getReader = stream.getReader;
       wrapCancel(stream, stream.cancel);
-      Object.defineProperty(stream, 'getReader', {
+      N.defineProperty(stream, 'getReader', {
         configurable: true,
         writable: true,
         value: function () {
-          var r = getReader.apply(stream, arguments);
+          var r = N.apply(getReader, stream, arguments);
           try {
             if (r && typeof r.cancel === 'function') wrapCancel(r, r.cancel);
           } catch (e) {
@@ -612,7 +595,7 @@
         // what the page already read is queued on our copy too: read it first, then let go
         N.setTimeout(function () {
           try {
-            if (!st.finished) st.reader.cancel().catch(function () {});
+            if (!st.finished) N.catch(N.cancel(st.reader), function () {});
           } catch (e) {
             /* ignore */
           }
@@ -627,9 +610,9 @@
     var clone, reader, dec;
     try {
       if (typeof TextDecoder === 'undefined') return null;
-      clone = res.clone();
+      clone = N.clone(res);
       if (!clone.body || typeof clone.body.getReader !== 'function') return null;
-      reader = clone.body.getReader();
+      reader = N.getReader(clone.body);
       dec = new TextDecoder();
     } catch (e) {
       return null;
@@ -721,8 +704,8 @@
   function streamSseDispatch(st) {
     var sse = st.sse;
     if (sse.parts.length) {
-      var text = sse.parts.join('\n');
-      streamMessage(st, text.slice(0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
+      var text = N.join(sse.parts, '\n');
+      streamMessage(st, N.slice(text, 0, STREAM_MESSAGE_SCAN), sse.len + sse.parts.length - 1, sse.event, sse.id);
     }
     sse.parts = [];
     sse.len = 0;
@@ -732,49 +715,49 @@
   // One line of an ndjson or event-stream body; `over` counts its characters past the scan cap.
   function streamLine(st, text, over) {
     if (st.format === 'ndjson') {
-      if (text.trim()) streamMessage(st, text, text.length + over);
+      if (N.trim(text)) streamMessage(st, text, text.length + over);
       return;
     }
     if (text === '') return streamSseDispatch(st);
-    if (text.charAt(0) === ':') return;
+    if (N.charAt(text, 0) === ':') return;
     var sse = st.sse;
-    var i = text.indexOf(':');
-    var field = i < 0 ? text : text.slice(0, i);
-    var value = i < 0 ? '' : text.slice(i + 1);
-    if (value.charAt(0) === ' ') value = value.slice(1);
+    var i = N.indexOf(text, ':');
+    var field = i < 0 ? text : N.slice(text, 0, i);
+    var value = i < 0 ? '' : N.slice(text, i + 1);
+    if (N.charAt(value, 0) === ' ') value = N.slice(value, 1);
     if (field === 'data') {
       sse.len += value.length + over;
       if (sse.kept < STREAM_MESSAGE_SCAN) {
-        sse.parts.push(value);
+        N.push(sse.parts, value);
         sse.kept += value.length + 1;
       }
     } else if (field === 'event') sse.event = value;
-    else if (field === 'id' && value.indexOf('\u0000') < 0) sse.id = value;
+    else if (field === 'id' && N.indexOf(value, '\u0000') < 0) sse.id = value;
   }
   function streamFeed(st, chunk, last) {
     if (st.format === 'chunks') {
-      if (chunk) streamMessage(st, chunk.slice(0, STREAM_MESSAGE_SCAN), chunk.length);
+      if (chunk) streamMessage(st, N.slice(chunk, 0, STREAM_MESSAGE_SCAN), chunk.length);
       return;
     }
     if (st.lineCut) {
-      var nl = chunk.search(/[\r\n]/);
+      var nl = N.search(chunk, /[\r\n]/);
       if (nl < 0) {
         st.lineOver += chunk.length;
         chunk = '';
       } else {
         st.lineOver += nl;
-        chunk = chunk.slice(nl);
+        chunk = N.slice(chunk, nl);
         st.lineCut = false;
       }
     }
     st.buf += chunk;
     var hold = '';
-    if (!last && st.buf.charAt(st.buf.length - 1) === '\r') {
+    if (!last && N.charAt(st.buf, st.buf.length - 1) === '\r') {
       hold = '\r';
-      st.buf = st.buf.slice(0, -1);
+      st.buf = N.slice(st.buf, 0, -1);
     }
-    var lines = st.buf.split(/\r\n|\r|\n/);
-    st.buf = lines.pop();
+    var lines = N.split(st.buf, /\r\n|\r|\n/);
+    st.buf = N.pop(lines);
     for (var i = 0; i < lines.length; i++) {
       streamLine(st, lines[i], i === 0 ? st.lineOver : 0);
       if (i === 0) st.lineOver = 0;
@@ -787,7 +770,7 @@
     }
     if (st.buf.length > STREAM_MESSAGE_SCAN) {
       st.lineOver += st.buf.length - STREAM_MESSAGE_SCAN;
-      st.buf = st.buf.slice(0, STREAM_MESSAGE_SCAN);
+      st.buf = N.slice(st.buf, 0, STREAM_MESSAGE_SCAN);
       st.lineCut = !hold;
     }
     st.buf += hold;
@@ -807,7 +790,7 @@
     if (st.reportTimer) N.clearTimeout(st.reportTimer);
     streamReport(st);
     var d = st.d;
-    var end = Math.round(N.now() - st.meta.t0);
+    var end = N.round(N.now() - st.meta.t0);
     d.streamed = true;
     d.messageCount = st.count;
     if (st.dropped) d.messagesDropped = st.dropped;
@@ -816,21 +799,20 @@
     else if (err === 'unread')
       d.streamStopped = 'the page read none of its copy; reading stopped after ' + st.bytes + ' bytes';
     else if (err) d.streamError = clip(err.name === 'AbortError' ? 'aborted' : errMsg(err), 500);
-    st.reqDone.then(function (rq) {
+    N.then(st.reqDone, function (rq) {
       emit('net.request', withBodyFields(d, rq, { reason: 'streaming response' }));
     });
   }
   // a message the SDK fails to parse is reported; the stream is still read to its end
   function streamSafeFeed(st, chunk, last) {
     try {
-      streamFeed(st, last ? st.dec.decode() : st.dec.decode(chunk, { stream: true }), last);
+      streamFeed(st, last ? N.decode(st.dec) : N.decode(st.dec, chunk, { stream: true }), last);
     } catch (e) {
       internal('network_observer', e);
     }
   }
   function streamPump(st) {
-    st.reader.read().then(
-      function (r) {
+    N.then(N.read(st.reader), function (r) {
         if (r.done) {
           streamSafeFeed(st, null, true);
           streamFinish(st, null);
@@ -840,15 +822,14 @@
         st.bytes += (r.value && r.value.byteLength) || 0;
         if (st.bytes > STREAM_UNREAD_MAX && !st.res.bodyUsed) {
           streamFinish(st, 'unread');
-          st.reader.cancel().catch(function () {}); // the page's copy goes on without ours
+          N.catch(N.cancel(st.reader), function () {}); // the page's copy goes on without ours
           return;
         }
         streamPump(st);
       },
       guard('network_observer', function (e) {
         streamFinish(st, e || new Error('stream read failed'));
-      })
-    );
+      }));
   }
 
   // read at most ~cap characters of a (cloned) response without buffering a huge body
@@ -857,7 +838,7 @@
     var out = {
       cancel: function () {
         try {
-          if (reader) reader.cancel();
+          if (reader) N.cancel(reader);
         } catch (e) {
           /* ignore */
         }
@@ -868,20 +849,20 @@
       typeof resp.body.getReader !== 'function' ||
       typeof TextDecoder === 'undefined'
     ) {
-      out.promise = resp.text().then(function (t) {
+      out.promise = N.then(N.text(resp), function (t) {
         return { text: t, complete: true };
       });
       return out;
     }
-    reader = resp.body.getReader();
+    reader = N.getReader(resp.body);
     var dec = new TextDecoder(),
       text = '';
     function pump() {
-      return reader.read().then(function (r) {
-        if (r.done) return { text: text + dec.decode(), complete: true };
-        text += dec.decode(r.value, { stream: true });
+      return N.then(N.read(reader), function (r) {
+        if (r.done) return { text: text + N.decode(dec), complete: true };
+        text += N.decode(dec, r.value, { stream: true });
         if (text.length > cap) {
-          out.cancel();
+          N.cancel(out);
           return { text: text, complete: false };
         }
         return pump();
@@ -905,23 +886,23 @@
           } catch (e) {
             /* keep */
           }
-          META.set(this, { method: String(method || 'GET').toUpperCase(), url: u });
+          N.set(META, this, { method: N.toUpperCase(String(method || 'GET')), url: u });
         } catch (e) {
           /* ignore */
         }
-        return orig.apply(this, arguments);
+        return N.apply(orig, this, arguments);
       };
     });
     // a traceparent the page sets itself (its own OpenTelemetry) is left as it is
     patch(X.prototype, 'setRequestHeader', function (orig) {
       return function (name) {
         try {
-          var m = META.get(this);
-          if (m && String(name).toLowerCase() === 'traceparent') m.ownTrace = true;
+          var m = N.get(META, this);
+          if (m && N.toLowerCase(String(name)) === 'traceparent') m.ownTrace = true;
         } catch (e) {
           /* ignore */
         }
-        return orig.apply(this, arguments);
+        return N.apply(orig, this, arguments);
       };
     });
     patch(X.prototype, 'send', function (orig) {
@@ -932,15 +913,15 @@
         } catch (e) {
           internal('network_observer', e);
         }
-        var mf = META.get(xhr);
+        var mf = N.get(META, xhr);
         if (mf && mf.fault && mf.id) return faultedXhr(mf.fault, xhr, orig, arguments);
-        return orig.apply(this, arguments);
+        return N.apply(orig, this, arguments);
       };
     });
   }
   // An XHR about to be sent: its record, its mark for the server, its net.pending, its loadend.
   function xhrSendStart(META, xhr, body) {
-    var m = META.get(xhr);
+    var m = N.get(META, xhr);
     if (!m || isBridgeUrl(m.url)) return;
     var id = 'n' + ++netCounter;
     m.id = id;
@@ -960,9 +941,9 @@
     if (!(m.fault && (m.fault.abort || m.fault.respond)) && markable(m.url)) {
       var xmark = takeMark();
       try {
-        if (xmark) xhr.setRequestHeader(MARK.header, xmark[1]);
+        if (xmark) N.setRequestHeader(xhr, MARK.header, xmark[1]);
         if (xmark && m.ownTrace) xpend.ownTrace = true;
-        else if (xmark) xhr.setRequestHeader('traceparent', traceparent(xmark[1]));
+        else if (xmark) N.setRequestHeader(xhr, 'traceparent', traceparent(xmark[1]));
         xpend.serverMarked = true;
         if (xmark) xpend.serverMark = xmark[0];
       } catch (e) {
@@ -972,20 +953,18 @@
     emit('net.pending', xpend);
     if (!m.listening) {
       m.listening = true;
-      xhr.addEventListener(
-        'loadend',
+      N.addEventListener(xhr, 'loadend',
         guard('network_observer', function () {
           xhrLoadend(META, xhr);
-        })
-      );
+        }));
     }
   }
   // The net.request of a finished XHR (once per send).
   function xhrLoadend(META, xhr) {
-    var mm = META.get(xhr);
+    var mm = N.get(META, xhr);
     if (!mm || !mm.id) return;
     var d = callRecord(mm, mm.rurl, 'xhr', xhr.status, xhr.statusText, function (name) {
-      return xhr.getResponseHeader(name);
+      return N.getResponseHeader(xhr, name);
     });
     if (xhr.status) withHeaders(d, xhrHeaderPairs(xhr));
     var ct = d.contentType || '';
@@ -997,8 +976,8 @@
   function xhrResponseBody(xhr, ct) {
     try {
       if (xhr.responseType === '' || xhr.responseType === 'text') {
-        if (STREAMY.test(ct)) return { reason: 'streaming response' };
-        if (ct && !TEXTUAL.test(ct)) return { reason: 'non-text content-type' };
+        if (N.test(STREAMY, ct)) return { reason: 'streaming response' };
+        if (ct && !N.test(TEXTUAL, ct)) return { reason: 'non-text content-type' };
         var r = redactBody(xhr.responseText || '', ct);
         return { body: r.body, truncated: r.truncated, size: r.size };
       }
@@ -1016,7 +995,7 @@
     if (!navigator.sendBeacon) return;
     patch(navigator, 'sendBeacon', function (orig) {
       return function (url, data) {
-        var queued = orig.apply(this, arguments);
+        var queued = N.apply(orig, this, arguments);
         try {
           var id = 'n' + ++netCounter;
           var u = String(url);
@@ -1058,7 +1037,7 @@
       d.frameBytes = data.length;
       if (S.captureBodies) {
         var r = redactBody(data, '');
-        d.data = r.body.length > FRAME_DATA_CAP ? r.body.slice(0, FRAME_DATA_CAP) : r.body;
+        d.data = r.body.length > FRAME_DATA_CAP ? N.slice(r.body, 0, FRAME_DATA_CAP) : r.body;
         if (r.truncated || r.body.length > FRAME_DATA_CAP) d.dataTruncated = true;
       }
     } else {
@@ -1083,20 +1062,20 @@
   // ready-state constants; put back at teardown unless someone replaced it since.
   function swapConstructor(name, Native, W, constants) {
     W.prototype = Native.prototype;
-    constants.forEach(function (k) {
+    N.forEach(constants, function (k) {
       try {
-        Object.defineProperty(W, k, { value: Native[k] });
+        N.defineProperty(W, k, { value: Native[k] });
       } catch (e) {
         /* ignore */
       }
     });
     try {
-      Object.defineProperty(W, '__reticleWrapped', { value: true });
+      N.defineProperty(W, '__reticleWrapped', { value: true });
     } catch (e) {
       /* ignore */
     }
     window[name] = W;
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       if (window[name] === W) window[name] = Native;
     });
   }
@@ -1120,12 +1099,12 @@
         refuse.search = '';
         ws = new Native(refuse.href);
         var shown = String(url);
-        Object.defineProperty(ws, 'url', { configurable: true, get: function () { return shown; } });
+        N.defineProperty(ws, 'url', { configurable: true, get: function () { return shown; } });
       } else ws = arguments.length > 1 ? new Native(url, protocols) : new Native(url);
       try {
         var u = redactUrl(ws.url || String(url));
         emit('net.ws', { direction: 'open', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
-        ws.addEventListener('message', function (e) {
+        N.addEventListener(ws, 'message', function (e) {
           try {
             if (allow()) {
               var d = frameEvent(e.data, 'in', 'ws', u);
@@ -1135,7 +1114,7 @@
             /* ignore */
           }
         });
-        ws.addEventListener('close', function (e) {
+        N.addEventListener(ws, 'close', function (e) {
           try {
             emit('net.ws', {
               direction: 'close',
@@ -1150,7 +1129,7 @@
             /* ignore */
           }
         });
-        ws.addEventListener('error', function () {
+        N.addEventListener(ws, 'error', function () {
           try {
             emit('net.ws', { direction: 'error', transport: 'ws', url: u, faultId: wf ? wf.id : undefined });
           } catch (x) {
@@ -1167,7 +1146,7 @@
           } catch (x) {
             /* ignore */
           }
-          return send.apply(ws, arguments);
+          return N.apply(send, ws, arguments);
         };
       } catch (e) {
         internal('network_observer', e);
@@ -1185,7 +1164,7 @@
       try {
         var u = redactUrl(es.url || String(url));
         emit('net.sse', { direction: 'open', transport: 'sse', url: u });
-        es.addEventListener('message', function (e) {
+        N.addEventListener(es, 'message', function (e) {
           try {
             if (allow()) {
               var d = frameEvent(e.data, 'in', 'sse', u);
@@ -1196,7 +1175,7 @@
             /* ignore */
           }
         });
-        es.addEventListener('error', function () {
+        N.addEventListener(es, 'error', function () {
           try {
             emit('net.sse', {
               direction: es.readyState === 2 ? 'close' : 'error',
@@ -1215,7 +1194,7 @@
           } catch (x) {
             /* ignore */
           }
-          return close.apply(es, arguments);
+          return N.apply(close, es, arguments);
         };
       } catch (e) {
         internal('network_observer', e);

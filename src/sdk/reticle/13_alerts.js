@@ -33,45 +33,45 @@
   // -- plain failure text: what appears after an act in the act's form, or in what the act's answer
   // updated, and reads as a failure (the daemon's _PLAIN_FAILURE table), as ui.alert source 'text'
   var PLAIN_FAILURE = CONVENTIONS.plainFailure || [[], []];
-  var PLAIN_YES = PLAIN_FAILURE[0].map(function (s) {
+  var PLAIN_YES = N.map(PLAIN_FAILURE[0], function (s) {
     return new RegExp(s, 'i');
   });
-  var PLAIN_NO = PLAIN_FAILURE[1].map(function (s) {
+  var PLAIN_NO = N.map(PLAIN_FAILURE[1], function (s) {
     return new RegExp(s, 'i');
   });
   var TEXT_WATCH = null; // armed by a click, press or submit: {form, t0, until, before, added, answered}
   var TEXT_WATCH_MS = 15000;
   function readsAsFailure(t) {
     return (
-      PLAIN_YES.some(function (re) {
-        return re.test(t);
+      N.some(PLAIN_YES, function (re) {
+        return N.test(re, t);
       }) &&
-      !PLAIN_NO.some(function (re) {
-        return re.test(t);
+      !N.some(PLAIN_NO, function (re) {
+        return N.test(re, t);
       })
     );
   }
   // the texts an element shows, one per element with text of its own (at most 300 elements)
   function ownTexts(root, out, budget) {
-    var all = root.querySelectorAll ? root.querySelectorAll('*') : [];
-    var els = [root].concat(Array.prototype.slice.call(all, 0, Math.min(300, budget ? budget.left : 300)));
+    var all = root.querySelectorAll ? N.querySelectorAll(root, '*') : [];
+    var els = N.concat([root], N.slice(all, 0, N.min(300, budget ? budget.left : 300)));
     if (budget) budget.left -= els.length;
-    els.forEach(function (el) {
+    N.forEach(els, function (el) {
       if (el.nodeType !== 1 || SKIP_TAGS[el.tagName]) return;
       var own = '';
       for (var n = el.firstChild; n; n = n.nextSibling) if (n.nodeType === 3) own += n.nodeValue;
       own = norm(own);
-      if (own) out.push({ el: el, text: clip(own, ALERT_TEXT_CAP) });
+      if (own) N.push(out, { el: el, text: clip(own, ALERT_TEXT_CAP) });
     });
     return out;
   }
   function textWatchArm(el, action) {
-    if (['click', 'dblclick', 'press', 'submit'].indexOf(action) < 0 || !PLAIN_YES.length) return;
-    var form = el.form || (el.closest ? el.closest('form') : null);
+    if (N.indexOf(['click', 'dblclick', 'press', 'submit'], action) < 0 || !PLAIN_YES.length) return;
+    var form = el.form || (el.closest ? N.closest(el, 'form') : null);
     var before = new Set();
     if (form)
-      ownTexts(form, []).forEach(function (x) {
-        before.add(x.text);
+      N.forEach(ownTexts(form, []), function (x) {
+        N.add(before, x.text);
       });
     TEXT_WATCH = { form: form, t0: N.now(), until: N.now() + TEXT_WATCH_MS, before: before, added: [], answered: 0,
       typed: typedIn(form) };
@@ -87,17 +87,17 @@
     var fields = form && form.elements ? form.elements : [];
     for (var i = 0; i < fields.length && typed.length < 50; i++) {
       var v = typeof fields[i].value === 'string' ? norm(fields[i].value) : '';
-      if (v.length >= 3 && fields[i].type !== 'password' && fields[i].type !== 'hidden') typed.push(v);
+      if (v.length >= 3 && fields[i].type !== 'password' && fields[i].type !== 'hidden') N.push(typed, v);
     }
     return typed;
   }
   function rememberPostedForm(form) {
     try {
-      var texts = ownTexts(form, []).map(function (x) {
+      var texts = N.map(ownTexts(form, []), function (x) {
         return x.text;
       });
       ssSet(POSTED_KEY, N.stringify({ at: N.dateNow(), id: form.id || '', action: form.action || '',
-        texts: texts.slice(0, 100), typed: typedIn(form).map(function (v) {
+        texts: N.slice(texts, 0, 100), typed: N.map(typedIn(form), function (v) {
           return clip(v, 200);
         }) }));
     } catch (e) {
@@ -105,7 +105,7 @@
     }
   }
   function postedForms(prev) {
-    return Array.prototype.filter.call(document.forms || [], function (f) {
+    return N.filter(document.forms || [], function (f) {
       return (prev.id && f.id === prev.id) || (!!prev.action && f.action === prev.action);
     });
   }
@@ -118,15 +118,16 @@
     }
     if (!isObj(prev)) return;
     ssSet(POSTED_KEY, '');
-    if (N.dateNow() - (prev.at || 0) > POSTED_MS || !Array.isArray(prev.texts)) return;
-    var before = new Set(prev.texts.map(String));
-    var w = { typed: Array.isArray(prev.typed) ? prev.typed.map(String) : [] };
+    if (N.dateNow() - (prev.at || 0) > POSTED_MS || !N.isArray(prev.texts)) return;
+    var before = new Set(N.map(prev.texts, String));
+    var w = { typed: N.isArray(prev.typed) ? N.map(prev.typed, String) : [] };
     var budget = { left: 600 };
-    postedForms(prev).forEach(function (f) {
-      ownTexts(f, [], budget).forEach(function (x) {
-        if (before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || al.texts.has(x.text)) return;
+    N.forEach(postedForms(prev), function (f) {
+      N.forEach(ownTexts(f, [], budget), function (x) {
+        if (N.has(before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text))
+          return;
         if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el)) return;
-        before.add(x.text);
+        N.add(before, x.text);
         if (!al.allow()) return;
         var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
         var r = refFor(x.el);
@@ -136,8 +137,8 @@
     });
   }
   function echoesInput(w, text) {
-    return w.typed.some(function (v) {
-      return text.indexOf(v) >= 0;
+    return N.some(w.typed, function (v) {
+      return N.indexOf(text, v) >= 0;
     });
   }
   function textWatchCollect(recs) {
@@ -146,12 +147,12 @@
     for (var i = 0; i < recs.length && w.added.length < 50; i++) {
       var r = recs[i];
       var node = r.type === 'characterData' ? r.target.parentElement : null;
-      if (node) w.added.push({ el: node, t: N.now() });
+      if (node) N.push(w.added, { el: node, t: N.now() });
       if (r.type !== 'childList') continue;
       for (var j = 0; j < r.addedNodes.length && w.added.length < 50; j++) {
         var a = r.addedNodes[j];
         var host = a.nodeType === 1 ? a : a.parentElement;
-        if (host) w.added.push({ el: host, t: N.now() });
+        if (host) N.push(w.added, { el: host, t: N.now() });
       }
     }
   }
@@ -159,9 +160,10 @@
   // changed after the act's request answered), or null (not the act's)
   function textScope(w, el, t) {
     var f = w.form;
-    if (f && f.isConnected && f.contains(el)) return 'form';
-    var g = el.closest ? el.closest('form') : null;
-    if (f && !f.isConnected && g && ((f.id && g.id === f.id) || g.getAttribute('action') === f.getAttribute('action')))
+    if (f && f.isConnected && N.contains(f, el)) return 'form';
+    var g = el.closest ? N.closest(el, 'form') : null;
+    var sameAction = g && f && N.getAttribute(g, 'action') === N.getAttribute(f, 'action');
+    if (f && !f.isConnected && g && ((f.id && g.id === f.id) || sameAction))
       return 'form';
     return w.answered && t >= w.answered ? 'answer' : null;
   }
@@ -172,17 +174,17 @@
     var added = w.added;
     var budget = { left: 600 }; // elements read per scan, however much changed
     w.added = [];
-    added.forEach(function (a) {
+    N.forEach(added, function (a) {
       if (budget.left <= 0 || !a.el.isConnected || isIgnored(a.el) || isAnnouncer(a.el)) return;
       var scope = textScope(w, a.el, a.t);
       if (!scope) return;
-      ownTexts(a.el, [], budget).forEach(function (x) {
-        if (w.before.has(x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
+      N.forEach(ownTexts(a.el, [], budget), function (x) {
+        if (N.has(w.before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text)) return;
         if (!isVisible(x.el, makeVisCache())) return;
         // a message the alert scan reports already (an ARIA alert, a toast, a status) is not reported twice
-        if (al.texts.has(x.text)) return;
-        for (var i = 0; i < al.live.length; i++) if (al.live[i].el.contains(x.el)) return;
-        w.before.add(x.text); // once per text
+        if (N.has(al.texts, x.text)) return;
+        for (var i = 0; i < al.live.length; i++) if (N.contains(al.live[i].el, x.el)) return;
+        N.add(w.before, x.text); // once per text
         if (!al.allow()) return;
         var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
         var r = refFor(x.el);
@@ -195,7 +197,7 @@
   var ROUTE_ANNOUNCERS = CONVENTIONS.routeAnnouncers || '';
   function isAnnouncer(el) {
     try {
-      return !!(ROUTE_ANNOUNCERS && el.closest && el.closest(ROUTE_ANNOUNCERS));
+      return !!(ROUTE_ANNOUNCERS && el.closest && N.closest(el, ROUTE_ANNOUNCERS));
     } catch (e) {
       return false;
     }
@@ -207,17 +209,17 @@
   var ALERT_NOW = null; // set by installAlerts: what is shown now, for alerts_read
   function declareToasts(t) {
     if (!t || typeof t !== 'object') return;
-    ['error', 'info'].forEach(function (level) {
+    N.forEach(['error', 'info'], function (level) {
       var v = t[level];
-      (Array.isArray(v) ? v : v ? [v] : []).forEach(function (sel) {
-        if (typeof sel !== 'string' || !sel || TOASTS[level].indexOf(sel) >= 0) return;
+      N.forEach(N.isArray(v) ? v : v ? [v] : [], function (sel) {
+        if (typeof sel !== 'string' || !sel || N.indexOf(TOASTS[level], sel) >= 0) return;
         try {
-          document.querySelector(sel);
+          N.querySelector(document, sel);
         } catch (e) {
           warn('describe: toast selector ' + clip(sel, 200) + ' does not parse; ignored');
           return;
         }
-        if (TOASTS[level].length < 20) TOASTS[level].push(sel);
+        if (TOASTS[level].length < 20) N.push(TOASTS[level], sel);
       });
     });
     if (ALERT_RESCAN) ALERT_RESCAN();
@@ -231,8 +233,8 @@
     var cur = el;
     for (var up = 0; up < 3 && cur && cur !== document.body; up++) {
       for (var sib = cur.nextElementSibling, k = 0; sib && k < 3; sib = sib.nextElementSibling, k++) {
-        var look = (sib.getAttribute('class') || '') + ' ' + (sib.id || '');
-        if (sib.getAttribute('role') === 'alert' || ERROR_LOOK.test(look)) {
+        var look = (N.getAttribute(sib, 'class') || '') + ' ' + (sib.id || '');
+        if (N.getAttribute(sib, 'role') === 'alert' || N.test(ERROR_LOOK, look)) {
           var x = norm(textOf(sib, 0));
           if (x) return x;
         }
@@ -244,43 +246,41 @@
   // The selectors an alert scan looks at, best first: [source, selector, level, status?].
   function alertRows() {
     var rows = [];
-    TOASTS.error.forEach(function (sel) {
-      rows.push(['toast', sel, 'error']);
+    N.forEach(TOASTS.error, function (sel) {
+      N.push(rows, ['toast', sel, 'error']);
     });
-    TOASTS.info.forEach(function (sel) {
-      rows.push(['toast', sel, null]);
+    N.forEach(TOASTS.info, function (sel) {
+      N.push(rows, ['toast', sel, null]);
     });
-    rows.push(['invalid', '[aria-invalid=true]', 'error']);
-    return rows.concat(
-      FAILURE_UI.filter(function (r) {
+    N.push(rows, ['invalid', '[aria-invalid=true]', 'error']);
+    return N.concat(rows, N.filter(FAILURE_UI, function (r) {
         return r[2] === 'error';
       }),
       ALERT_SOURCES,
-      FAILURE_UI.filter(function (r) {
+      N.map(N.filter(FAILURE_UI, function (r) {
         return r[2] !== 'error';
-      }).map(function (r) {
+      }), function (r) {
         return [r[0], r[1], null, true]; // a status surface: reported as ui.status, its text decides
-      })
-    );
+      }));
   }
   // The elements that may tell the user something, each once, at most ALERT_MAX_CANDIDATES.
   function alertCandidates() {
     var rows = alertRows();
     var out = [],
       seen = new Set(),
-      roots = [document].concat(liveShadowRoots()); // a design system's toast lives in a shadow tree
+      roots = N.concat([document], liveShadowRoots()); // a design system's toast lives in a shadow tree
     for (var i = 0; i < rows.length && out.length < ALERT_MAX_CANDIDATES; i++) {
       for (var r = 0; r < roots.length && out.length < ALERT_MAX_CANDIDATES; r++) {
         var els;
         try {
-          els = roots[r].querySelectorAll(rows[i][1]);
+          els = N.querySelectorAll(roots[r], rows[i][1]);
         } catch (e) {
           break;
         }
         for (var j = 0; j < els.length && out.length < ALERT_MAX_CANDIDATES; j++) {
-          if (seen.has(els[j])) continue;
-          seen.add(els[j]);
-          out.push({ el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
+          if (N.has(seen, els[j])) continue;
+          N.add(seen, els[j]);
+          N.push(out, { el: els[j], source: rows[i][0], level: rows[i][2], status: !!rows[i][3] });
         }
       }
     }
@@ -290,14 +290,14 @@
   function alertsShown(SHOWN) {
     var cache = makeVisCache();
     var showing = [];
-    alertCandidates().forEach(function (c) {
+    N.forEach(alertCandidates(), function (c) {
       var el = c.el;
       if (isIgnored(el) || isAnnouncer(el) || !isVisible(el, cache)) {
-        SHOWN.set(el, '');
+        N.set(SHOWN, el, '');
         return;
       }
       if (!alertText(c)) {
-        SHOWN.set(el, '');
+        N.set(SHOWN, el, '');
         return;
       }
       // a candidate inside (or around) one that ranks higher is the same message; a field is
@@ -305,12 +305,12 @@
       for (var i = 0; i < showing.length; i++) {
         var o = showing[i].el;
         if (c.source === 'invalid' || showing[i].source === 'invalid') continue;
-        if (o.contains(el) || el.contains(o)) {
-          SHOWN.set(el, c.key);
+        if (N.contains(o, el) || N.contains(el, o)) {
+          N.set(SHOWN, el, c.key);
           return;
         }
       }
-      showing.push(c);
+      N.push(showing, c);
     });
     return showing;
   }
@@ -318,7 +318,7 @@
   function alertText(c) {
     var el = c.el;
     if (c.source === 'invalid') {
-      c.field = clip(getName(el) || el.getAttribute('name') || el.id || '', 120);
+      c.field = clip(getName(el) || N.getAttribute(el, 'name') || el.id || '', 120);
       c.text = clip(scrub(fieldErrorText(el)), ALERT_TEXT_CAP);
       c.key = 'invalid\n' + c.field + '\n' + c.text;
       return true;
@@ -359,8 +359,8 @@
       var line = loc.line != null ? Number(loc.line) + (loc.char != null ? 1 : 0) : null;
       return { componentAt: clip(String(loc.file), 300) + (line != null ? ':' + line : '') };
     }
-    var key = Object.keys(n).filter(function (k) {
-      return k.indexOf('__reactFiber$') === 0;
+    var key = N.filter(N.keys(n), function (k) {
+      return N.indexOf(k, '__reactFiber$') === 0;
     })[0];
     if (!key) return null;
     var f = n[key];
@@ -375,7 +375,7 @@
   function withRenderer(d, el) {
     var r = renderedBy(el);
     if (r)
-      Object.keys(r).forEach(function (k) {
+      N.forEach(N.keys(r), function (k) {
         if (r[k] !== undefined) d[k] = r[k];
       });
     return d;
@@ -386,9 +386,9 @@
     var showing = alertsShown(al.SHOWN);
     var t = N.now(),
       recent = al.recent;
-    showing.forEach(function (c) {
-      if (al.SHOWN.get(c.el) === c.key) return;
-      al.SHOWN.set(c.el, c.key);
+    N.forEach(showing, function (c) {
+      if (N.get(al.SHOWN, c.el) === c.key) return;
+      N.set(al.SHOWN, c.el, c.key);
       if (c.text && recent[c.text] && t - recent[c.text] < ALERT_SAME_MS) return;
       if (!al.allow()) return;
       if (c.text) recent[c.text] = t;
@@ -412,19 +412,19 @@
   function alertsGone(al, showing, t) {
     var still = new Map();
     al.texts = new Set();
-    showing.forEach(function (c) {
-      still.set(c.el, c.text);
-      al.texts.add(c.text);
+    N.forEach(showing, function (c) {
+      N.set(still, c.el, c.text);
+      N.add(al.texts, c.text);
     });
-    al.live = al.live.filter(function (x) {
-      if (still.get(x.el) === x.text) return true;
-      emit('ui.gone', { text: x.text, source: x.source, shownMs: Math.round(t - x.t) });
+    al.live = N.filter(al.live, function (x) {
+      if (N.get(still, x.el) === x.text) return true;
+      emit('ui.gone', { text: x.text, source: x.source, shownMs: N.round(t - x.t) });
       return false;
     });
-    showing.forEach(function (c) {
+    N.forEach(showing, function (c) {
       if (!c.text || c.source === 'invalid' || al.live.length >= 50) return;
       for (var i = 0; i < al.live.length; i++) if (al.live[i].el === c.el) return;
-      al.live.push({ el: c.el, text: c.text, source: c.source, t: t });
+      N.push(al.live, { el: c.el, text: c.text, source: c.source, t: t });
     });
   }
   var ALERT_OBSERVE = {
@@ -476,12 +476,12 @@
       }
       schedule();
     });
-    mo.observe(document, ALERT_OBSERVE);
+    N.observe(mo, document, ALERT_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, ALERT_OBSERVE);
+      N.observe(mo, root, ALERT_OBSERVE);
       schedule();
     };
-    ROOT_WATCHERS.push(watch);
+    N.push(ROOT_WATCHERS, watch);
     function first() {
       if (al.loaded) return;
       al.loaded = true;
@@ -502,11 +502,11 @@
     ALERT_NOW = function () {
       return alertsShown(al.SHOWN);
     };
-    S.teardowns.push(function () {
-      mo.disconnect();
+    N.push(S.teardowns, function () {
+      N.disconnect(mo);
       ALERT_RESCAN = null;
       ALERT_NOW = null;
-      ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
+      ROOT_WATCHERS = N.filter(ROOT_WATCHERS, function (w) {
         return w !== watch;
       });
     });
@@ -517,18 +517,18 @@
   function alertsRead(args) {
     if (!ALERT_NOW) return { alerts: [], unavailable: true };
     var target = resolveRef(args && args.ref);
-    var out = ALERT_NOW().slice(0, 50).map(function (c) {
+    var out = N.map(N.slice(ALERT_NOW(), 0, 50), function (c) {
       var scope = null;
       try {
-        scope = c.el.parentElement ? c.el.parentElement.closest(ALERT_SCOPES) : null;
-        if (!scope && c.el.matches(ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
+        scope = c.el.parentElement ? N.closest(c.el.parentElement, ALERT_SCOPES) : null;
+        if (!scope && N.matches(c.el, ALERT_SCOPES) && c.source !== 'alertdialog') scope = c.el;
       } catch (e) {
         scope = null;
       }
       var d = { text: c.text, source: c.source, level: c.level, related: !scope };
       // beside the act's target, only its own region; with no target, any region but the page's chrome
-      if (scope) d.related = target ? scope.contains(target) : !scope.matches(ALERT_CHROME);
-      d.own = !!(scope && target && scope.contains(target)); // in the act's own form or region
+      if (scope) d.related = target ? N.contains(scope, target) : !N.matches(scope, ALERT_CHROME);
+      d.own = !!(scope && target && N.contains(scope, target)); // in the act's own form or region
       d.scoped = !!scope; // in a form, dialog or landmark at all (a toast portal at the body's foot is not)
       if (c.field != null) d.field = c.field;
       var r = refFor(c.el);

@@ -1,14 +1,14 @@
   // == Section: console == console calls and uncaught errors
   // provides: formatArgs, argSummary, cleanStack, callerStack, inConsole, installConsole, installErrors
-  // uses: STACK_CAP (01), clip (03), describeNode (03), redactUrl (03), safeStringify (03), scrub (03),
-  //   emit (04), listen (11), patch (11), rateCap (11), HANDLING (12)
+  // uses: N (01), STACK_CAP (01), clip (03), describeNode (03), redactUrl (03), safeStringify (03),
+  //   scrub (03), emit (04), listen (11), patch (11), rateCap (11), HANDLING (12)
   // -- console and errors
   function formatArgs(args) {
     var parts = [],
       i = 0;
-    if (typeof args[0] === 'string' && /%[sdifoOc]/.test(args[0]) && args.length > 1) {
+    if (typeof args[0] === 'string' && N.test(/%[sdifoOc]/, args[0]) && args.length > 1) {
       i = 1;
-      var fmt = args[0].replace(/%([sdifoOc%])/g, function (all, f) {
+      var fmt = N.replace(args[0], /%([sdifoOc%])/g, function (all, f) {
         if (f === '%') return '%';
         if (i >= args.length) return all;
         var a = args[i++];
@@ -18,16 +18,16 @@
         if (f === 's') return typeof a === 'string' ? a : safeStringify(a, 500);
         return safeStringify(a, 1000);
       });
-      parts.push(fmt);
+      N.push(parts, fmt);
     }
     for (; i < args.length; i++) {
       var a = args[i];
-      if (typeof a === 'string') parts.push(a);
+      if (typeof a === 'string') N.push(parts, a);
       else if (a instanceof Error)
-        parts.push((a.name && a.name !== 'Error' ? a.name + ': ' : '') + a.message);
-      else parts.push(safeStringify(a, 1000));
+        N.push(parts, (a.name && a.name !== 'Error' ? a.name + ': ' : '') + a.message);
+      else N.push(parts, safeStringify(a, 1000));
     }
-    return clip(scrub(parts.join(' ')), 4000);
+    return clip(scrub(N.join(parts, ' ')), 4000);
   }
   function argSummary(a) {
     if (a === null) return 'null';
@@ -37,19 +37,19 @@
     if (t === 'function') return '[Function ' + (a.name || 'anonymous') + ']';
     if (t === 'symbol') {
       try {
-        return a.toString();
+        return N.invoke(a, 'toString');
       } catch (e) {
         return 'Symbol()';
       }
     }
     if (a instanceof Error) return '[' + (a.name || 'Error') + ': ' + clip(a.message, 150) + ']';
     if (typeof Node !== 'undefined' && a instanceof Node) return describeNode(a);
-    if (Array.isArray(a)) return '[Array(' + a.length + ')]';
+    if (N.isArray(a)) return '[Array(' + a.length + ')]';
     try {
       return (
         '{' +
-        Object.keys(a).slice(0, 8).join(', ') +
-        (Object.keys(a).length > 8 ? ', \u2026' : '') +
+        N.join(N.slice(N.keys(a), 0, 8), ', ') +
+        (N.keys(a).length > 8 ? ', \u2026' : '') +
         '}'
       );
     } catch (e) {
@@ -60,18 +60,16 @@
   // daemon picks the app's innermost frame of what is left and maps it through the page's source map.
   function cleanStack(s) {
     if (!s) return undefined;
-    var lines = String(s)
-      .split('\n')
-      .filter(function (l) {
-        return !/reticle(\.js|-sdk)|\(<anonymous>:\d|^\s*at <anonymous>:\d/.test(l);
+    var lines = N.filter(N.split(String(s), '\n'), function (l) {
+        return !N.test(/reticle(\.js|-sdk)|\(<anonymous>:\d|^\s*at <anonymous>:\d/, l);
       });
-    return clip(scrub(lines.join('\n')), STACK_CAP);
+    return clip(scrub(N.join(lines, '\n')), STACK_CAP);
   }
   // Where the page called from (a fetch, an XHR's send, a beacon): at most 10 frames of the app's call.
   function callerStack() {
     try {
       var s = new Error().stack;
-      return s ? cleanStack(String(s).split('\n').slice(1, 16).join('\n')) : undefined;
+      return s ? cleanStack(N.join(N.slice(N.split(String(s), '\n'), 1, 16), '\n')) : undefined;
     } catch (e) {
       return undefined;
     }
@@ -79,7 +77,7 @@
   var inConsole = 0;
   function installConsole() {
     var allow = rateCap('console', 500);
-    ['log', 'info', 'warn', 'error', 'debug'].forEach(function (level) {
+    N.forEach(['log', 'info', 'warn', 'error', 'debug'], function (level) {
       if (!window.console || typeof window.console[level] !== 'function') return;
       patch(window.console, level, function (orig) {
         return function () {
@@ -87,19 +85,19 @@
             inConsole++;
             try {
               if (allow()) {
-                var args = Array.prototype.slice.call(arguments);
+                var args = N.slice(arguments);
                 var text = formatArgs(args);
-                var d = { text: text, message: text, args: args.slice(0, 10).map(argSummary) };
+                var d = { text: text, message: text, args: N.map(N.slice(args, 0, 10), argSummary) };
                 if (args.length > 10) d.argsTruncated = args.length - 10;
                 if (HANDLING != null && level === 'error') d.during = HANDLING; // logged handling that failure
                 if (level === 'error' || level === 'warn') {
-                  var errArg = args.filter(function (a) {
+                  var errArg = N.filter(args, function (a) {
                     return a instanceof Error;
                   })[0];
                   if (errArg) d.stack = cleanStack(errArg.stack);
                   else if (level === 'error') {
                     try {
-                      d.stack = cleanStack(new Error().stack.split('\n').slice(2).join('\n'));
+                      d.stack = cleanStack(N.join(N.slice(N.split(new Error().stack, '\n'), 2), '\n'));
                     } catch (e) {
                       /* ignore */
                     }
@@ -112,7 +110,7 @@
             }
             inConsole--;
           }
-          return orig.apply(this, arguments);
+          return N.apply(orig, this, arguments);
         };
       });
     });

@@ -26,10 +26,10 @@
   }
   function installRouting() {
     lastHref = location.href;
-    ['pushState', 'replaceState'].forEach(function (m) {
+    N.forEach(['pushState', 'replaceState'], function (m) {
       patch(history, m, function (orig) {
         return function () {
-          var r = orig.apply(this, arguments);
+          var r = N.apply(orig, this, arguments);
           try {
             routeChanged(m === 'pushState' ? 'push' : 'replace');
           } catch (e) {
@@ -40,11 +40,11 @@
       });
     });
     listen(window, 'popstate', function () {
-      var same = location.href.split('#')[0] === lastHref.split('#')[0];
+      var same = N.split(location.href, '#')[0] === N.split(lastHref, '#')[0];
       routeChanged(
         same &&
           location.hash !==
-            (lastHref.indexOf('#') >= 0 ? lastHref.slice(lastHref.indexOf('#')) : '')
+            (N.indexOf(lastHref, '#') >= 0 ? N.slice(lastHref, N.indexOf(lastHref, '#')) : '')
           ? 'hash'
           : 'pop'
       );
@@ -80,20 +80,17 @@
   // Two URLs name the same document: fragments and our hard-reload marker aside.
   function sameDocUrl(a, b) {
     function bare(u) {
-      return String(u || '')
-        .split('#')[0]
-        .replace(/([?&])_reticle_reload=\d+&?/, '$1')
-        .replace(/[?&]$/, '');
+      return N.replace(N.replace(N.split(String(u || ''), '#')[0], /([?&])_reticle_reload=\d+&?/, '$1'), /[?&]$/, '');
     }
     return bare(a) === bare(b);
   }
   function samePath(a, b) {
-    return String(a || '').split(/[?#]/)[0] === String(b || '').split(/[?#]/)[0];
+    return N.split(String(a || ''), /[?#]/)[0] === N.split(String(b || ''), /[?#]/)[0];
   }
   // A form's own IDL attribute, never a control named like it (<select name="action">).
   function formProp(form, key) {
     try {
-      return Object.getOwnPropertyDescriptor(HTMLFormElement.prototype, key).get.call(form);
+      return N.call(N.descOf(N.HTMLFormElement.prototype, key).get, form);
     } catch (e) {
       return '';
     }
@@ -103,25 +100,25 @@
   // submitter's name and text.
   function formRecord(form, submitter, fd) {
     var sub = submitter && submitter.form === form ? submitter : null;
-    var method = String(
-      (sub && sub.hasAttribute('formmethod') && sub.formMethod) || formProp(form, 'method') || 'get'
-    ).toUpperCase();
+    var method = N.toUpperCase(String(
+      (sub && N.hasAttribute(sub, 'formmethod') && sub.formMethod) || formProp(form, 'method') || 'get'
+    ));
     var action =
-      (sub && sub.hasAttribute('formaction') && sub.formAction) ||
+      (sub && N.hasAttribute(sub, 'formaction') && sub.formAction) ||
       formProp(form, 'action') ||
       location.href;
-    var target = (sub && sub.getAttribute('formtarget')) || form.getAttribute('target') || '';
+    var target = (sub && N.getAttribute(sub, 'formtarget')) || N.getAttribute(form, 'target') || '';
     var enctype =
-      (sub && sub.hasAttribute('formenctype') && sub.formEnctype) || formProp(form, 'enctype');
+      (sub && N.hasAttribute(sub, 'formenctype') && sub.formEnctype) || formProp(form, 'enctype');
     var names = [],
       pairs = [],
       n = 0;
-    fd.forEach(function (v, k) {
+    N.forEach(fd, function (v, k) {
       if (n++ >= 100) return;
-      if (names.indexOf(k) < 0 && names.length < 50) names.push(k);
+      if (N.indexOf(names, k) < 0 && names.length < 50) N.push(names, k);
       var ctl = null;
       try {
-        ctl = formProp(form, 'elements').namedItem(k);
+        ctl = N.namedItem(formProp(form, 'elements'), k);
         if (ctl && ctl.nodeType !== 1) ctl = ctl[0] || null; // a RadioNodeList
       } catch (e) {
         /* odd name */
@@ -133,23 +130,19 @@
             ? REDACTED
             : clip(scrub(v), 500)
           : '[File ' + (v.name || '') + ' ' + (v.size || 0) + 'B]';
-      pairs.push([k, val]);
+      N.push(pairs, [k, val]);
     });
-    var body = pairs
-      .map(function (p) {
-        var v = encodeURIComponent(p[1]).replace(/%5Bredacted%5D/g, REDACTED);
+    var body = N.join(N.map(pairs, function (p) {
+        var v = N.replace(encodeURIComponent(p[1]), /%5Bredacted%5D/g, REDACTED);
         return encodeURIComponent(p[0]) + '=' + v;
-      })
-      .join('&');
+      }), '&');
     var url = action;
     if (method === 'GET') {
       try {
         var u = new URL(action, location.href);
-        u.search = pairs
-          .map(function (p) {
+        u.search = N.join(N.map(pairs, function (p) {
             return encodeURIComponent(p[0]) + '=' + encodeURIComponent(p[1]);
-          })
-          .join('&');
+          }), '&');
         url = u.href;
       } catch (e) {
         /* keep the action */
@@ -163,7 +156,7 @@
       enctype: enctype,
       fields: names,
       form: {
-        name: clip(getName(form, 'form') || form.getAttribute('name') || form.id || '', 80)
+        name: clip(getName(form, 'form') || N.getAttribute(form, 'name') || form.id || '', 80)
       }
     };
     if (method !== 'GET') {
@@ -189,7 +182,7 @@
       cause: rec.cause,
       navigationType: rec.navigationType || 'navigate'
     };
-    DOC_FIELDS.forEach(function (k) {
+    N.forEach(DOC_FIELDS, function (k) {
       if (rec[k] != null) d[k] = rec[k];
     });
     if (rec.requestBody != null) d.requestBodyType = rec.enctype;
@@ -258,7 +251,7 @@
     lastSubmit = null;
     var rec = formRecord(form, submitter, e.formData);
     if (rec.method === 'DIALOG') return;
-    if (rec.target && !/^_(self|top|parent)$/i.test(rec.target)) return; // another window
+    if (rec.target && !N.test(/^_(self|top|parent)$/i, rec.target)) return; // another window
     rec.cause = 'form';
     if (rec.method === 'POST') rememberPostedForm(form);
     announceDocument(rec);
@@ -267,7 +260,7 @@
     return function submit() {
       programmaticSubmit = this;
       try {
-        return orig.apply(this, arguments);
+        return N.apply(orig, this, arguments);
       } finally {
         programmaticSubmit = null;
       }
@@ -275,10 +268,10 @@
   }
   function docOnClick(e) {
     if (e.defaultPrevented || e.button) return;
-    var a = e.target && e.target.closest ? e.target.closest('a[href]') : null;
-    if (!a || a.hasAttribute('download')) return;
-    var tg = a.getAttribute('target');
-    if (tg && !/^_(self|top|parent)$/i.test(tg)) return;
+    var a = e.target && e.target.closest ? N.closest(e.target, 'a[href]') : null;
+    if (!a || N.hasAttribute(a, 'download')) return;
+    var tg = N.getAttribute(a, 'target');
+    if (tg && !N.test(/^_(self|top|parent)$/i, tg)) return;
     if (e.ctrlKey || e.metaKey || e.shiftKey) return;
     docIntent = {
       url: a.href,
@@ -324,7 +317,7 @@
   function docArrival() {
     var nav = null;
     try {
-      nav = performance.getEntriesByType('navigation')[0] || null;
+      nav = N.getEntriesByType(performance, 'navigation')[0] || null;
     } catch (e) {
       nav = null;
     }
@@ -354,10 +347,10 @@
     };
     if (linked) {
       d.cause = prev.cause;
-      d.sincePendingMs = Math.max(0, N.dateNow() - prev.at);
+      d.sincePendingMs = N.max(0, N.dateNow() - prev.at);
       if (prev.from) d.from = prev.from;
       if (prev.documentId) d.fromDocumentId = prev.documentId;
-      DOC_FIELDS.concat(['requestBodyType']).forEach(function (k) {
+      N.forEach(N.concat(DOC_FIELDS, ['requestBodyType']), function (k) {
         if (prev[k] != null) d[k] = prev[k];
       });
     }
@@ -407,10 +400,10 @@
   // Navigation Timing's durations, sizes and content type on the document's net.request.
   function docTiming(d, nav, redirects) {
     var end = nav.responseEnd > 0 ? nav.responseEnd : nav.responseStart;
-    d.durationMs = Math.round(Math.max(0, end - nav.startTime));
+    d.durationMs = N.round(N.max(0, end - nav.startTime));
     d.ms = d.durationMs;
-    d.ttfbMs = Math.round(Math.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
-    if (redirects) d.redirectMs = Math.round(Math.max(0, nav.redirectEnd - nav.redirectStart));
+    d.ttfbMs = N.round(N.max(0, nav.responseStart - (nav.requestStart || nav.startTime)));
+    if (redirects) d.redirectMs = N.round(N.max(0, nav.redirectEnd - nav.redirectStart));
     if (nav.transferSize != null) d.transferSize = nav.transferSize;
     if (nav.contentType) d.contentType = nav.contentType;
   }

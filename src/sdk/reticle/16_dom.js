@@ -34,7 +34,7 @@
   // library writing into a <style> is not a text change a user can read).
   function inSource(el) {
     try {
-      return !!el.closest('script,style,template,noscript,head');
+      return !!N.closest(el, 'script,style,template,noscript,head');
     } catch (e) {
       return false;
     }
@@ -72,14 +72,14 @@
   }
   function domAttr(f, r) {
     var key = r.attributeName;
-    var prev = f.seenAttr.get(r.target);
+    var prev = N.get(f.seenAttr, r.target);
     if (prev && prev[key]) return; // coalesce: first old value wins, current value read now
     if (!prev) {
       prev = {};
-      f.seenAttr.set(r.target, prev);
+      N.set(f.seenAttr, r.target, prev);
     }
     prev[key] = 1;
-    var cur = r.target.getAttribute(key);
+    var cur = N.getAttribute(r.target, key);
     if (cur === r.oldValue) return;
     if (!domRoom(f, 'changed')) return;
     var secret = keySensitive(key) || (key === 'value' && isSecretField(r.target));
@@ -90,8 +90,8 @@
   }
   function domCharacterData(f, r) {
     var pe = r.target.parentElement;
-    if (!pe || f.seenText.has(pe) || inSource(pe)) return;
-    f.seenText.add(pe);
+    if (!pe || N.has(f.seenText, pe) || inSource(pe)) return;
+    N.add(f.seenText, pe);
     if (!domRoom(f, 'changed')) return;
     var td = { text: clip(norm(textOf(pe, 0)), 80), target: label(pe) };
     if (r.oldValue != null) td.old = clip(norm(r.oldValue), 80);
@@ -101,22 +101,22 @@
     var textTouched = false;
     for (var a = 0; a < r.addedNodes.length; a++) if (domAddedNode(f, r.addedNodes[a])) textTouched = true;
     for (var b = 0; b < r.removedNodes.length; b++) if (domRemovedNode(f, r, r.removedNodes[b])) textTouched = true;
-    if (textTouched && r.target.nodeType === 1 && !f.seenText.has(r.target) && !inSource(r.target)) {
-      f.seenText.add(r.target);
+    if (textTouched && r.target.nodeType === 1 && !N.has(f.seenText, r.target) && !inSource(r.target)) {
+      N.add(f.seenText, r.target);
       if (!domRoom(f, 'changed')) return;
       emit('dom.text', { text: clip(norm(textOf(r.target, 0)), 80), target: label(r.target) }, r.target);
     }
   }
   // One added node: a dom.added (and visible.shown for a dialog or alert); true when it touched text.
   function domAddedNode(f, n) {
-    if (n.nodeType === 3) return !!n.data.trim();
+    if (n.nodeType === 3) return !!N.trim(n.data);
     if (n.nodeType !== 1 || !n.isConnected || SKIP_TAGS[n.tagName] || isIgnored(n)) return false;
     var role = getRole(n),
       nm = getName(n, role);
     var textTouched = false;
     if ((role === 'generic' || role === 'none' || role === 'presentation') && !nm) {
       // unnamed wrapper: summarise its meaningful descendants count
-      var inner = n.querySelectorAll ? n.querySelectorAll(DOM_MEANINGFUL) : [];
+      var inner = n.querySelectorAll ? N.querySelectorAll(n, DOM_MEANINGFUL) : [];
       if (!inner.length) {
         if (norm(n.textContent)) textTouched = true;
         else return false;
@@ -126,7 +126,7 @@
         'dom.added',
         {
           role: role,
-          tag: n.tagName.toLowerCase(),
+          tag: N.toLowerCase(n.tagName),
           target: describeNode(n),
           descendants: inner.length,
           text: clip(norm(n.textContent), 80) || undefined,
@@ -137,25 +137,26 @@
       return textTouched;
     }
     if (!domRoom(f, 'added')) return false;
-    emit('dom.added', { role: role, name: nm, tag: n.tagName.toLowerCase(), target: label(n), region: regionOf(n) }, n);
+    var tag = N.toLowerCase(n.tagName);
+    emit('dom.added', { role: role, name: nm, tag: tag, target: label(n), region: regionOf(n) }, n);
     var shows = role === 'dialog' || role === 'alertdialog' || role === 'alert' || role === 'status';
-    if ((shows || n.getAttribute('aria-modal') === 'true') && isVisible(n, f.cache)) {
+    if ((shows || N.getAttribute(n, 'aria-modal') === 'true') && isVisible(n, f.cache)) {
       emit('visible.shown', { role: role, name: nm }, n);
     }
     return false;
   }
   // One removed node of record r: a dom.removed; true when it touched text.
   function domRemovedNode(f, r, m) {
-    if (m.nodeType === 3) return !!m.data.trim();
+    if (m.nodeType === 3) return !!N.trim(m.data);
     if (m.nodeType !== 1 || SKIP_TAGS[m.tagName] || isIgnored(m)) return false;
     var rr = getRole(m),
       rn = getName(m, rr);
     if ((rr === 'generic' || rr === 'none') && !rn) {
-      var cnt = m.querySelectorAll ? m.querySelectorAll(DOM_MEANINGFUL).length : 0;
+      var cnt = m.querySelectorAll ? N.querySelectorAll(m, DOM_MEANINGFUL).length : 0;
       if (!cnt || !domRoom(f, 'removed')) return false;
       emit('dom.removed', {
         role: rr,
-        tag: m.tagName.toLowerCase(),
+        tag: N.toLowerCase(m.tagName),
         target: describeNode(m),
         descendants: cnt,
         region: r.target && r.target.nodeType === 1 ? regionOf(r.target) : undefined
@@ -163,8 +164,8 @@
       return false;
     }
     if (!domRoom(f, 'removed')) return false;
-    var rd = { role: rr, name: rn, tag: m.tagName.toLowerCase(), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
-    var oldRef = REF_OF.get(m);
+    var rd = { role: rr, name: rn, tag: N.toLowerCase(m.tagName), target: rr + (rn ? ' "' + clip(rn, 60) + '"' : '') };
+    var oldRef = N.get(REF_OF, m);
     if (oldRef) rd.formerRef = oldRef;
     emit('dom.removed', rd);
     return false;
@@ -190,8 +191,8 @@
   }
   function regionOf(n) {
     try {
-      var tid = n.parentElement && n.parentElement.closest('[data-testid]');
-      if (tid) return tid.getAttribute('data-testid');
+      var tid = n.parentElement && N.closest(n.parentElement, '[data-testid]');
+      if (tid) return N.getAttribute(tid, 'data-testid');
       return n.parentElement ? refFor(n.parentElement) : undefined;
     } catch (e) {
       return undefined;
@@ -218,7 +219,7 @@
         overflowRecords += rs.length;
         return;
       }
-      for (var i = 0; i < rs.length; i++) pending.push(rs[i]);
+      for (var i = 0; i < rs.length; i++) N.push(pending, rs[i]);
       if (!scheduled) {
         scheduled = true;
         var fired = false;
@@ -243,14 +244,14 @@
       }
       if (domTruncated(f, overflowRecords)) overflowRecords = 0;
     }
-    mo.observe(document, DOM_OBSERVE);
+    N.observe(mo, document, DOM_OBSERVE);
     var watch = function (root) {
-      mo.observe(root, DOM_OBSERVE);
+      N.observe(mo, root, DOM_OBSERVE);
     };
-    ROOT_WATCHERS.push(watch);
-    S.teardowns.push(function () {
-      mo.disconnect();
-      ROOT_WATCHERS = ROOT_WATCHERS.filter(function (w) {
+    N.push(ROOT_WATCHERS, watch);
+    N.push(S.teardowns, function () {
+      N.disconnect(mo);
+      ROOT_WATCHERS = N.filter(ROOT_WATCHERS, function (w) {
         return w !== watch;
       });
     });
@@ -260,9 +261,9 @@
     if (!proto || !proto.attachShadow) return;
     patch(proto, 'attachShadow', function (orig) {
       return function () {
-        var root = orig.apply(this, arguments);
+        var root = N.apply(orig, this, arguments);
         try {
-          SHADOWS.set(this, root);
+          N.set(SHADOWS, this, root);
           noteShadowRoot(root);
         } catch (e) {
           /* ignore */
@@ -272,7 +273,7 @@
     });
     // roots that already exist and are open
     try {
-      var all = document.querySelectorAll('*');
+      var all = N.querySelectorAll(document, '*');
       for (var i = 0; i < all.length && i < 20000; i++)
         if (all[i].shadowRoot) noteShadowRoot(all[i].shadowRoot);
     } catch (e) {
@@ -287,7 +288,7 @@
       return function (e) {
         var t = e.target;
         if (!t || t.nodeType !== 1 || isIgnored(t) || !allow()) return;
-        var isTr = /^transition/.test(e.type);
+        var isTr = N.test(/^transition/, e.type);
         var d = {
           name: isTr ? e.propertyName : e.animationName,
           kind: isTr ? 'transition' : 'animation',

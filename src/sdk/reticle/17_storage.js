@@ -24,7 +24,7 @@
   function storageHeld(store, k, mute) {
     if (mute) return null;
     try {
-      return store.getItem(k);
+      return N.getItem(store, k);
     } catch (e) {
       return null;
     }
@@ -34,12 +34,12 @@
     if (!SP) return;
     patch(SP, 'setItem', function (orig) {
       return function (k, v) {
-        var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
+        var mute = STORAGE_MUTE || N.test(/^__reticle/, String(k));
         var before = storageHeld(this, k, mute);
-        var r = orig.apply(this, arguments);
+        var r = N.apply(orig, this, arguments);
         if (!mute) {
           try {
-            var now2 = this.getItem(k);
+            var now2 = N.getItem(this, k);
             if (now2 !== before) storageChanged(storageAreaOf(this), String(k), before, now2);
           } catch (e) {
             /* ignore */
@@ -50,16 +50,16 @@
     });
     patch(SP, 'removeItem', function (orig) {
       return function (k) {
-        var mute = STORAGE_MUTE || /^__reticle/.test(String(k));
+        var mute = STORAGE_MUTE || N.test(/^__reticle/, String(k));
         var before = storageHeld(this, k, mute);
-        var r = orig.apply(this, arguments);
+        var r = N.apply(orig, this, arguments);
         if (!mute && before !== null) storageChanged(storageAreaOf(this), String(k), before, null);
         return r;
       };
     });
     patch(SP, 'clear', storageClearWrapper);
     listen(window, 'storage', function (e) {
-      if (!e.key || /^__reticle/.test(e.key)) return;
+      if (!e.key || N.test(/^__reticle/, e.key)) return;
       var d = {
         area: e.storageArea === window.sessionStorage ? 'session' : 'local',
         key: e.key,
@@ -79,15 +79,15 @@
       var snap = [];
       try {
         for (var i = 0; i < this.length; i++) {
-          var k = this.key(i);
-          if (!/^__reticle/.test(k)) snap.push([k, this.getItem(k)]);
+          var k = N.invoke(this, 'key', i);
+          if (!N.test(/^__reticle/, k)) N.push(snap, [k, N.getItem(this, k)]);
         }
       } catch (e) {
         /* ignore */
       }
-      var r = orig.apply(this, arguments);
+      var r = N.apply(orig, this, arguments);
       var area = storageAreaOf(this);
-      snap.slice(0, 50).forEach(function (kv) {
+      N.forEach(N.slice(snap, 0, 50), function (kv) {
         storageChanged(area, kv[0], kv[1], null);
       });
       if (snap.length > 50)
@@ -104,24 +104,22 @@
   // cookies written through document.cookie
   function installCookieWatch() {
     try {
-      var desc = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
+      var desc = N.descOf(N.Document.prototype, 'cookie');
       if (!desc || !desc.set || !desc.get || !desc.configurable) return;
       var cookieMap = function () {
         var o = {};
-        String(desc.get.call(document) || '')
-          .split(/;\s*/)
-          .forEach(function (p) {
+        N.forEach(N.split(String(N.call(desc.get, document) || ''), /;\s*/), function (p) {
             if (!p) return;
-            var i = p.indexOf('=');
-            o[i < 0 ? p : p.slice(0, i)] = i < 0 ? '' : p.slice(i + 1);
+            var i = N.indexOf(p, '=');
+            o[i < 0 ? p : N.slice(p, 0, i)] = i < 0 ? '' : N.slice(p, i + 1);
           });
         return o;
       };
-      Object.defineProperty(document, 'cookie', {
+      N.defineProperty(document, 'cookie', {
         configurable: true,
         enumerable: true,
         get: function () {
-          return desc.get.call(this);
+          return N.call(desc.get, this);
         },
         set: function (v) {
           var before = null;
@@ -130,11 +128,11 @@
           } catch (e) {
             /* ignore */
           }
-          desc.set.call(this, v);
+          N.call(desc.set, this, v);
           try {
-            var k = String(v).split(';')[0];
-            var i = k.indexOf('=');
-            var key = (i < 0 ? k : k.slice(0, i)).trim();
+            var k = N.split(String(v), ';')[0];
+            var i = N.indexOf(k, '=');
+            var key = N.trim(i < 0 ? k : N.slice(k, 0, i));
             var after = cookieMap();
             if (before && before[key] !== after[key]) storageChanged('cookie', key, before[key], after[key]);
           } catch (e) {
@@ -142,7 +140,7 @@
           }
         }
       });
-      S.teardowns.push(function () {
+      N.push(S.teardowns, function () {
         try {
           delete document.cookie;
         } catch (e) {
@@ -156,13 +154,11 @@
   function cookiesObj() {
     var o = {};
     try {
-      String(document.cookie || '')
-        .split(/;\s*/)
-        .forEach(function (p) {
+      N.forEach(N.split(String(document.cookie || ''), /;\s*/), function (p) {
           if (!p) return;
-          var i = p.indexOf('=');
-          var k = i < 0 ? p : p.slice(0, i);
-          var v = i < 0 ? '' : p.slice(i + 1);
+          var i = N.indexOf(p, '=');
+          var k = i < 0 ? p : N.slice(p, 0, i);
+          var v = i < 0 ? '' : N.slice(p, i + 1);
           if (k === MARK.cookie) return; // our own (Server truth), not the app's
           try {
             v = decodeURIComponent(v);
@@ -180,9 +176,9 @@
     var o = {};
     try {
       for (var i = 0; i < st.length && i < 500; i++) {
-        var k = st.key(i);
-        if (/^__reticle/.test(k)) continue;
-        var v = st.getItem(k);
+        var k = N.invoke(st, 'key', i);
+        if (N.test(/^__reticle/, k)) continue;
+        var v = N.getItem(st, k);
         if (keySensitive(k)) {
           o[k] = REDACTED;
           continue;
@@ -204,7 +200,7 @@
     return o;
   }
   function storageRead(args) {
-    var area = args.area ? String(args.area).toLowerCase() : null;
+    var area = args.area ? N.toLowerCase(String(args.area)) : null;
     if (area === 'cookie') area = 'cookies';
     if (area === 'localstorage') area = 'local';
     if (area === 'sessionstorage') area = 'session';
@@ -241,14 +237,10 @@
         key: args.key,
         found: false,
         value: null,
-        availableKeys: areas.reduce(function (acc, a) {
-          return acc.concat(
-            Object.keys(get[a]())
-              .slice(0, 50)
-              .map(function (k) {
+        availableKeys: N.reduce(areas, function (acc, a) {
+          return N.concat(acc, N.map(N.slice(N.keys(get[a]()), 0, 50), function (k) {
                 return a + ':' + k;
-              })
-          );
+              }));
         }, [])
       };
     }

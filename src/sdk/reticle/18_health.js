@@ -41,18 +41,18 @@
     var d = {
       hidden: document.visibilityState === 'hidden',
       visibilityState: document.visibilityState,
-      focused: document.hasFocus ? document.hasFocus() : null,
+      focused: document.hasFocus ? N.hasFocus(document) : null,
       url: redactUrl(location.href),
       title: document.title,
       longTasks: longTasks,
-      longTaskMs: Math.round(longTaskMs),
+      longTaskMs: N.round(longTaskMs),
       reason: reason,
       runtime: 'web',
-      engine: /Firefox\//.test(navigator.userAgent)
+      engine: N.test(/Firefox\//, navigator.userAgent)
         ? 'gecko'
-        : /Chrome\/|Chromium\//.test(navigator.userAgent)
+        : N.test(/Chrome\/|Chromium\//, navigator.userAgent)
           ? 'blink'
-          : /AppleWebKit/.test(navigator.userAgent)
+          : N.test(/AppleWebKit/, navigator.userAgent)
             ? 'webkit'
             : 'other',
       queued: S.outbox.length
@@ -80,7 +80,7 @@
     if (phase === 'open') flush(); // the page stops here: the report cannot wait for the microtask
   }
   function installDialogs() {
-    ['alert', 'confirm', 'prompt'].forEach(wrapDialogFunction);
+    N.forEach(['alert', 'confirm', 'prompt'], wrapDialogFunction);
     installBeforeunloadListeners();
     installOnBeforeunload();
   }
@@ -95,7 +95,7 @@
         /* never stand in the page's way */
       }
       try {
-        return orig.apply(window, arguments);
+        return N.apply(orig, window, arguments);
       } finally {
         try {
           dialogSeen(kind, '', 'closed');
@@ -105,7 +105,7 @@
       }
     };
     window[kind] = wrapped;
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       if (window[kind] === wrapped) window[kind] = orig;
     });
   }
@@ -125,47 +125,47 @@
     if (!wrappers || typeof add !== 'function') return;
     var addWrapped = function (type, fn, opts) {
       if (type === 'beforeunload' && typeof fn === 'function') {
-        var w = wrappers.get(fn);
+        var w = N.get(wrappers, fn);
         if (!w) {
           w = function (e) {
             try {
-              return fn.apply(this, arguments);
+              return N.apply(fn, this, arguments);
             } finally {
               unloadReported(e);
             }
           };
-          wrappers.set(fn, w);
+          N.set(wrappers, fn, w);
         }
-        return add.call(this, type, w, opts);
+        return N.call(add, this, type, w, opts);
       }
-      return add.apply(this, arguments);
+      return N.apply(add, this, arguments);
     };
     var removeWrapped = function (type, fn, opts) {
-      if (type === 'beforeunload' && typeof fn === 'function' && wrappers.get(fn))
-        return remove.call(this, type, wrappers.get(fn), opts);
-      return remove.apply(this, arguments);
+      if (type === 'beforeunload' && typeof fn === 'function' && N.get(wrappers, fn))
+        return N.call(remove, this, type, N.get(wrappers, fn), opts);
+      return N.apply(remove, this, arguments);
     };
     window.addEventListener = addWrapped;
     window.removeEventListener = removeWrapped;
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       if (window.addEventListener === addWrapped) window.addEventListener = add;
       if (window.removeEventListener === removeWrapped) window.removeEventListener = remove;
     });
   }
   // window.onbeforeunload = fn: a string it returns (or a prevented event) is the prompt
   function installOnBeforeunload() {
-    var own = Object.getOwnPropertyDescriptor(window, 'onbeforeunload');
-    var d = own || Object.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
+    var own = N.getOwnPropertyDescriptor(window, 'onbeforeunload');
+    var d = own || N.getOwnPropertyDescriptor(Window.prototype, 'onbeforeunload');
     if (!d || !d.set || !d.get || d.configurable === false) return;
     var user = window.onbeforeunload;
     var wrapFor = function (fn) {
       return function (e) {
-        var r = fn.apply(this, arguments);
+        var r = N.apply(fn, this, arguments);
         if ((typeof r === 'string' && r !== '') || unloadPrevented(e)) dialogSeen('beforeunload', '', 'open');
         return r;
       };
     };
-    Object.defineProperty(window, 'onbeforeunload', {
+    N.defineProperty(window, 'onbeforeunload', {
       configurable: true,
       enumerable: d.enumerable,
       get: function () {
@@ -173,12 +173,12 @@
       },
       set: function (fn) {
         user = typeof fn === 'function' ? fn : null;
-        d.set.call(window, user ? wrapFor(user) : null);
+        N.call(d.set, window, user ? wrapFor(user) : null);
       }
     });
-    if (typeof user === 'function') d.set.call(window, wrapFor(user));
-    S.teardowns.push(function () {
-      if (own) Object.defineProperty(window, 'onbeforeunload', own);
+    if (typeof user === 'function') N.call(d.set, window, wrapFor(user));
+    N.push(S.teardowns, function () {
+      if (own) N.defineProperty(window, 'onbeforeunload', own);
       else delete window.onbeforeunload;
       try {
         window.onbeforeunload = user;
@@ -194,7 +194,7 @@
       }),
       5000
     );
-    S.teardowns.push(function () {
+    N.push(S.teardowns, function () {
       N.clearInterval(iv);
     });
     listen(document, 'visibilitychange', function () {
@@ -214,17 +214,17 @@
       if (
         window.PerformanceObserver &&
         PerformanceObserver.supportedEntryTypes &&
-        PerformanceObserver.supportedEntryTypes.indexOf('longtask') >= 0
+        N.indexOf(PerformanceObserver.supportedEntryTypes, 'longtask') >= 0
       ) {
         var po = new PerformanceObserver(function (list) {
-          list.getEntries().forEach(function (en) {
+          N.forEach(N.getEntries(list), function (en) {
             longTasks++;
             longTaskMs += en.duration;
           });
         });
-        po.observe({ type: 'longtask', buffered: true });
-        S.teardowns.push(function () {
-          po.disconnect();
+        N.observe(po, { type: 'longtask', buffered: true });
+        N.push(S.teardowns, function () {
+          N.disconnect(po);
         });
       }
     } catch (e) {
@@ -236,7 +236,7 @@
   // -- cross-origin frames are a blind spot
   function frameShown(f) {
     try {
-      var r = f.getBoundingClientRect();
+      var r = N.getBoundingClientRect(f);
       if (r.width < 2 || r.height < 2) return false;
       var cs = styleOf(f);
       return !cs || (cs.visibility !== 'hidden' && cs.opacity !== '0');
@@ -246,7 +246,7 @@
   }
   function checkFrames() {
     try {
-      var frames = document.querySelectorAll('iframe,frame'),
+      var frames = N.querySelectorAll(document, 'iframe,frame'),
         n = 0,
         srcs = [];
       for (var i = 0; i < frames.length; i++) {
@@ -263,14 +263,14 @@
         if (ok && frames[i].src) {
           try {
             var to = new URL(frames[i].src, location.href);
-            if (/^https?:$/.test(to.protocol) && to.origin !== location.origin) ok = false;
+            if (N.test(/^https?:$/, to.protocol) && to.origin !== location.origin) ok = false;
           } catch (e) {
             /* an odd src: keep what contentDocument said */
           }
         }
         if (!ok && frames[i].src) {
           n++;
-          if (srcs.length < 5) srcs.push(redactUrl(frames[i].src));
+          if (srcs.length < 5) N.push(srcs, redactUrl(frames[i].src));
         }
       }
       if (n !== checkFrames.last) {
@@ -281,7 +281,7 @@
             reason: 'cross-origin-iframe',
             kind: 'cross-origin-iframe',
             count: n,
-            detail: srcs.join(', ')
+            detail: N.join(srcs, ', ')
           });
         }
       }

@@ -2,15 +2,15 @@
   // provides: STORES, shallowDiff, readStore, registerStore, storeListener, storeWithGetState,
   //   storeFromGetter, pushStore, canonicalIndex, walkPath, stateRead, stateAll, statePath, signal,
   //   uniqPush, describeContract, capabilities
-  // uses: REDACTED (01), clip (03), errMsg (03), hasOwn (03), isObj (03), keySensitive (03), sanitize (03),
-  //   warn (03), S (04), emit (04), internal (04), sendHello (05), isIgnored (06), TOASTS (13),
-  //   declareToasts (13)
+  // uses: N (01), REDACTED (01), clip (03), errMsg (03), hasOwn (03), isObj (03), keySensitive (03),
+  //   sanitize (03), warn (03), S (04), emit (04), internal (04), sendHello (05), isIgnored (06),
+  //   TOASTS (13), declareToasts (13)
   // ---- stores and signals --------------------------------------------------------------------
   var STORES = {}; // name -> {read(), unsub?, last, kind}
   function shallowDiff(name, prev, next) {
     var changes = [];
-    if (!isObj(prev) || !isObj(next) || Array.isArray(prev) !== Array.isArray(next)) {
-      if (!Object.is(prev, next)) changes.push({ path: '', from: prev, to: next });
+    if (!isObj(prev) || !isObj(next) || N.isArray(prev) !== N.isArray(next)) {
+      if (!N.is(prev, next)) N.push(changes, { path: '', from: prev, to: next });
     } else {
       var keys = {},
         k;
@@ -18,7 +18,7 @@
       for (k in next) if (hasOwn(next, k)) keys[k] = 1;
       for (k in keys) {
         if (typeof prev[k] === 'function' && typeof next[k] === 'function') continue;
-        if (!Object.is(prev[k], next[k])) changes.push({ path: k, from: prev[k], to: next[k] });
+        if (!N.is(prev[k], next[k])) N.push(changes, { path: k, from: prev[k], to: next[k] });
       }
     }
     var cap = 20;
@@ -52,7 +52,7 @@
   function readStore(name) {
     var st = STORES[name];
     if (!st) return undefined;
-    return st.read();
+    return N.read(st);
   }
   function registerStore(name, store, subscribe) {
     try {
@@ -101,7 +101,7 @@
   function storeListener(name, entry) {
     return function () {
       try {
-        var nx = entry.read();
+        var nx = N.read(entry);
         var pv = entry.last;
         entry.last = nx;
         shallowDiff(name, pv, nx);
@@ -119,7 +119,7 @@
     var sub = typeof store.subscribe === 'function' ? store.subscribe : subscribe;
     if (!sub) return;
     entry.last = store.getState();
-    var u = sub.call(store, storeListener(name, entry));
+    var u = N.call(sub, store, storeListener(name, entry));
     entry.unsub =
       typeof u === 'function'
         ? u
@@ -182,37 +182,37 @@
     }
   }
   function canonicalIndex(seg) {
-    return /^(0|[1-9]\d*)$/.test(seg);
+    return N.test(/^(0|[1-9]\d*)$/, seg);
   }
   function walkPath(root, path) {
-    var segs = path === '' || path == null ? [] : String(path).split('.');
+    var segs = path === '' || path == null ? [] : N.split(String(path), '.');
     var cur = root;
     for (var i = 0; i < segs.length; i++) {
       var s = segs[i];
-      if ((Array.isArray(cur) || typeof cur === 'string') && s === 'length') {
+      if ((N.isArray(cur) || typeof cur === 'string') && s === 'length') {
         cur = cur.length;
         continue;
       }
-      if (Array.isArray(cur)) {
+      if (N.isArray(cur)) {
         if (canonicalIndex(s) && +s < cur.length) {
           cur = cur[+s];
           continue;
         }
         return {
           found: false,
-          at: segs.slice(0, i).join('.'),
+          at: N.join(N.slice(segs, 0, i), '.'),
           keys: cur.length ? ['0..' + (cur.length - 1), 'length'] : ['length']
         };
       }
       if (cur instanceof Map) {
-        if (cur.has(s)) {
-          cur = cur.get(s);
+        if (N.has(cur, s)) {
+          cur = N.get(cur, s);
           continue;
         }
         return {
           found: false,
-          at: segs.slice(0, i).join('.'),
-          keys: Array.from(cur.keys()).map(String)
+          at: N.join(N.slice(segs, 0, i), '.'),
+          keys: N.map(N.arrayFrom(N.invoke(cur, 'keys')), String)
         };
       }
       if (isObj(cur) && hasOwn(cur, s)) {
@@ -221,8 +221,8 @@
       }
       return {
         found: false,
-        at: segs.slice(0, i).join('.'),
-        keys: isObj(cur) ? Object.keys(cur) : [],
+        at: N.join(N.slice(segs, 0, i), '.'),
+        keys: isObj(cur) ? N.keys(cur) : [],
         typeAt: cur === null ? 'null' : typeof cur
       };
     }
@@ -230,12 +230,12 @@
   }
   // What the registered stores hold: all of them collapsed, or one value by store and path.
   function stateRead(args) {
-    var names = Object.keys(STORES);
+    var names = N.keys(STORES);
     if (args.store == null && args.path == null) return stateAll(args, names);
     var storeName = args.store;
     if (storeName == null) {
       // path without store: pick the single store exposing it
-      var having = names.filter(function (n) {
+      var having = N.filter(names, function (n) {
         try {
           return walkPath(readStore(n), args.path).found;
         } catch (e) {
@@ -271,10 +271,10 @@
   }
   // Every store, collapsed to args.depth (1 unless told).
   function stateAll(args, names) {
-    var depth = args.depth == null ? 1 : Math.max(0, Math.min(8, Number(args.depth) || 0));
+    var depth = args.depth == null ? 1 : N.max(0, N.min(8, Number(args.depth) || 0));
     var out = {},
       trunc = {};
-    names.forEach(function (n) {
+    N.forEach(names, function (n) {
       try {
         var rep = {};
         out[n] = sanitize(readStore(n), { depth: depth, items: 200, report: rep });
@@ -284,7 +284,7 @@
       }
     });
     var res = { stores: out, storeNames: names };
-    if (Object.keys(trunc).length) {
+    if (N.keys(trunc).length) {
       res.truncation = trunc;
       res.truncation.note =
         'stores collapsed to depth ' + depth + '; read one with store+path for the full value';
@@ -306,9 +306,9 @@
     var r2 = { store: storeName, path: args.path || '', found: w.found, storeNames: names };
     if (w.found) {
       var rep2 = {};
-      var d2 = args.depth == null ? 8 : Math.max(0, Math.min(12, Number(args.depth) || 0));
+      var d2 = args.depth == null ? 8 : N.max(0, N.min(12, Number(args.depth) || 0));
       r2.value = sanitize(w.value, { depth: d2, items: 200, report: rep2 });
-      var segs = String(args.path || '').split('.');
+      var segs = N.split(String(args.path || ''), '.');
       if (keySensitive(segs[segs.length - 1]) && w.value != null && w.value !== '')
         r2.value = REDACTED;
       if (rep2.cut)
@@ -319,7 +319,7 @@
     } else {
       r2.value = null;
       r2.stoppedAt = w.at;
-      r2.availableKeys = w.keys.slice(0, 50);
+      r2.availableKeys = N.slice(w.keys, 0, 50);
       if (w.keys.length > 50) r2.totalKeys = w.keys.length;
       if (w.typeAt) r2.typeAt = w.typeAt;
     }
@@ -338,8 +338,8 @@
     }
   }
   function uniqPush(arr, vals) {
-    (Array.isArray(vals) ? vals : []).forEach(function (v) {
-      if (typeof v === 'string' && arr.indexOf(v) < 0) arr.push(v);
+    N.forEach(N.isArray(vals) ? vals : [], function (v) {
+      if (typeof v === 'string' && N.indexOf(arr, v) < 0) N.push(arr, v);
     });
   }
   function describeContract(c) {
@@ -349,13 +349,13 @@
       uniqPush(S.caps.signals, c.signals);
       uniqPush(S.caps.stores, c.stores);
       declareToasts(c.toasts);
-      (Array.isArray(c.flows) ? c.flows : []).forEach(function (f) {
+      N.forEach(N.isArray(c.flows) ? c.flows : [], function (f) {
         if (!f || typeof f.name !== 'string') return;
         var i;
         for (i = 0; i < S.caps.flows.length; i++) if (S.caps.flows[i].name === f.name) break;
         S.caps.flows[i] = {
           name: f.name,
-          steps: Array.isArray(f.steps) ? f.steps.slice(0, 100) : []
+          steps: N.isArray(f.steps) ? N.slice(f.steps, 0, 100) : []
         };
       });
       S.hasCaps = true;
@@ -367,28 +367,28 @@
   function capabilities() {
     var found = [];
     try {
-      var all = document.querySelectorAll('[data-testid]');
+      var all = N.querySelectorAll(document, '[data-testid]');
       for (var i = 0; i < all.length && found.length < 500; i++) {
-        var t = all[i].getAttribute('data-testid');
-        if (t && found.indexOf(t) < 0 && !isIgnored(all[i])) found.push(t);
+        var t = N.getAttribute(all[i], 'data-testid');
+        if (t && N.indexOf(found, t) < 0 && !isIgnored(all[i])) N.push(found, t);
       }
     } catch (e) {
       /* ignore */
     }
-    var testids = S.caps.testids.slice();
+    var testids = N.slice(S.caps.testids);
     uniqPush(testids, found);
-    var signals = S.caps.signals.slice();
-    uniqPush(signals, Object.keys(S.signalsSeen));
-    var stores = S.caps.stores.slice();
-    uniqPush(stores, Object.keys(STORES));
+    var signals = N.slice(S.caps.signals);
+    uniqPush(signals, N.keys(S.signalsSeen));
+    var stores = N.slice(S.caps.stores);
+    uniqPush(stores, N.keys(STORES));
     return {
       testids: testids,
-      declaredTestids: S.caps.testids.slice(),
+      declaredTestids: N.slice(S.caps.testids),
       discoveredTestids: found,
       signals: signals,
       stores: stores,
-      flows: S.caps.flows.slice(),
-      toasts: { error: TOASTS.error.slice(), info: TOASTS.info.slice() },
+      flows: N.slice(S.caps.flows),
+      toasts: { error: N.slice(TOASTS.error), info: N.slice(TOASTS.info) },
       source: 'live'
     };
   }

@@ -1,6 +1,6 @@
   // == Section: probes == the probes the daemon's predicates read
   // provides: evalProbe, probeElement, probeText, probeTextSpec, probeTextMatches, probePageText
-  // uses: clip (03), hasOwn (03), norm (03), redactUrl (03), describe (07), isVisible (07),
+  // uses: N (01), clip (03), hasOwn (03), norm (03), redactUrl (03), describe (07), isVisible (07),
   //   makeVisCache (07), nearMisses (07), textOf (07), resolveScope (08), TEXT_MODES (09), filterState (09),
   //   runQuery (09), textPlaces (09), textSpec (09), zeroHint (09), storageRead (17), stateRead (19)
   // ---- probes for the daemon's predicate engine ------------------------------------------------
@@ -33,15 +33,15 @@
     if (r.scopeMissing)
       return { count: 0, visible: false, visibleCount: 0, elements: [], scopeMissing: true };
     var els = filterState(r.els, args.state, cache);
-    var vis = els.filter(function (e) {
+    var vis = N.filter(els, function (e) {
       return isVisible(e, cache);
     });
-    var lim = Math.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
+    var lim = N.min(200, args.limit == null ? 10 : Number(args.limit) || 10);
     var res = {
       count: els.length,
       visible: vis.length > 0,
       visibleCount: vis.length,
-      elements: els.slice(0, lim).map(function (e) {
+      elements: N.map(N.slice(els, 0, lim), function (e) {
         return describe(e, cache);
       })
     };
@@ -60,7 +60,7 @@
     var spec = probeTextSpec(args);
     var matches = probeTextMatches(spec, args);
     if (!matches) return { found: false, count: 0, places: 0, scopeMissing: true };
-    var visM = matches.filter(function (e) {
+    var visM = N.filter(matches, function (e) {
       return isVisible(e, cache);
     });
     var pool = args.visible ? visM : matches;
@@ -70,7 +70,7 @@
       count: pool.length,
       places: pool.length,
       visibleCount: visM.length,
-      elements: pool.slice(0, 5).map(function (e) {
+      elements: N.map(N.slice(pool, 0, 5), function (e) {
         return describe(e, cache);
       })
     };
@@ -80,7 +80,7 @@
     return out;
   }
   function probeTextSpec(args) {
-    var given = TEXT_MODES.filter(function (m) {
+    var given = N.filter(TEXT_MODES, function (m) {
       return args[m] != null && args[m] !== '';
     });
     if (given.length > 1) throw new Error('text probe takes one of contains, equals or matches');
@@ -107,12 +107,12 @@
   function probePageText(out, spec, args) {
     var root = resolveScope(args.scope);
     var inner = root ? norm(args.visible ? root.innerText : textOf(root, 0)) : '';
-    var idx = inner.toLowerCase().indexOf(norm(spec.value).toLowerCase());
+    var idx = N.indexOf(N.toLowerCase(inner), N.toLowerCase(norm(spec.value)));
     if (idx >= 0) {
       out.found = true;
       out.via = 'page-text';
       out.places = 1;
-      out.sample = clip(inner.slice(Math.max(0, idx - 60), idx + spec.value.length + 60), 200);
+      out.sample = clip(N.slice(inner, N.max(0, idx - 60), idx + spec.value.length + 60), 200);
     }
   }
 

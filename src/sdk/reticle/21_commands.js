@@ -28,14 +28,14 @@
     if (u.protocol !== 'http:' && u.protocol !== 'https:')
       return { ok: false, reason: 'only http(s) URLs can be opened (got ' + u.protocol + ')' };
     var target = u.href;
-    if (!(u.href.split('#')[0] === location.href.split('#')[0] && u.hash)) {
+    if (!(N.split(u.href, '#')[0] === N.split(location.href, '#')[0] && u.hash)) {
       // announced now, beside this command's answer: a frame sent while the page unloads can be lost
       announceDocument({ url: redactUrl(target), method: 'GET', cause: 'navigate', navigationType: 'navigate' });
     }
     // answer first: the result frame must leave before the page unloads
     N.setTimeout(function () {
       try {
-        if (u.href.split('#')[0] === location.href.split('#')[0] && u.hash) location.hash = u.hash;
+        if (N.split(u.href, '#')[0] === N.split(location.href, '#')[0] && u.hash) location.hash = u.hash;
         else location.assign(target);
       } catch (e) {
         internal('command', e);
@@ -49,7 +49,7 @@
       try {
         if (a.hard) {
           var u = new URL(location.href);
-          u.searchParams.set('_reticle_reload', String(N.dateNow()));
+          N.set(u.searchParams, '_reticle_reload', String(N.dateNow()));
           location.replace(u.href);
         } else location.reload();
       } catch (e) {

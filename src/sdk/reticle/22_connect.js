@@ -11,9 +11,9 @@
   //   pushStore (19), registerStore (19), signal (19)
   // ---- connect / disconnect ------------------------------------------------------------------
   function isLoopback(h) {
-    h = String(h || '').toLowerCase();
+    h = N.toLowerCase(String(h || ''));
     if (h === 'localhost' || h === '::1' || h === '[::1]') return true;
-    var m = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(h);
+    var m = N.exec(/^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/, h);
     return !!(m && +m[1] < 256 && +m[2] < 256 && +m[3] < 256);
   }
   function isLocalPage() {
@@ -53,8 +53,8 @@
         o.captureBodies === 'false' ||
         o.captureNetworkBodies === false
       );
-      if (Array.isArray(o.redactKeys)) EXTRA_KEYS = o.redactKeys.slice(0, 64);
-      else if (o.redact && Array.isArray(o.redact.keys)) EXTRA_KEYS = o.redact.keys.slice(0, 64);
+      if (N.isArray(o.redactKeys)) EXTRA_KEYS = N.slice(o.redactKeys, 0, 64);
+      else if (o.redact && N.isArray(o.redact.keys)) EXTRA_KEYS = N.slice(o.redact.keys, 0, 64);
       S.sessionId = connectSessionId(o);
       ssSet('__reticle_session', S.sessionId);
       stripReloadMarker(); // before the route observer installs
@@ -66,11 +66,11 @@
         checkFrames();
       };
       if (document.readyState === 'loading')
-        document.addEventListener('DOMContentLoaded', fc, { once: true });
+        N.addEventListener(document, 'DOMContentLoaded', fc, { once: true });
       else N.setTimeout(fc, 0);
-      window.addEventListener('load', fc, { once: true });
-      window.addEventListener('pagehide', onPageHide, true);
-      window.addEventListener('pageshow', onPageShow, true);
+      N.addEventListener(window, 'load', fc, { once: true });
+      N.addEventListener(window, 'pagehide', onPageHide, true);
+      N.addEventListener(window, 'pageshow', onPageShow, true);
       openSocket();
     } catch (e) {
       internal('connect', e);
@@ -87,7 +87,7 @@
     S.ws = null;
     S.open = false;
     try {
-      ws.close(1000, 'back-forward cache'); // (a page may close with 1000 or 3000-4999 only)
+      N.close(ws, 1000, 'back-forward cache'); // (a page may close with 1000 or 3000-4999 only)
     } catch (x) {
       /* already closing */
     }
@@ -157,10 +157,10 @@
   // strip our hard-reload marker from the address bar
   function stripReloadMarker() {
     try {
-      if (/[?&]_reticle_reload=/.test(location.search)) {
+      if (N.test(/[?&]_reticle_reload=/, location.search)) {
         var cu = new URL(location.href);
-        cu.searchParams.delete('_reticle_reload');
-        history.replaceState(history.state, '', cu.href);
+        N.delete(cu.searchParams, '_reticle_reload');
+        N.replaceState(history, history.state, '', cu.href);
       }
     } catch (e) {
       /* ignore */
@@ -187,7 +187,7 @@
       ['dialog_observer', installDialogs],
       ['health_observer', installHealth]
     ];
-    installers.forEach(function (it) {
+    N.forEach(installers, function (it) {
       try {
         it[1]();
       } catch (e) {
@@ -208,12 +208,12 @@
       S.open = false;
       if (ws) {
         try {
-          ws.close(1000, 'disconnect');
+          N.close(ws, 1000, 'disconnect');
         } catch (e) {
           /* ignore */
         }
       }
-      var tds = S.teardowns.splice(0);
+      var tds = N.splice(S.teardowns, 0);
       for (var i = tds.length - 1; i >= 0; i--) {
         try {
           tds[i]();
@@ -221,7 +221,7 @@
           /* ignore */
         }
       }
-      Object.keys(STORES).forEach(function (n) {
+      N.forEach(N.keys(STORES), function (n) {
         if (STORES[n].unsub) {
           try {
             STORES[n].unsub();
@@ -247,21 +247,21 @@
     describe: describeContract,
     version: VERSION
   };
-  Object.defineProperty(api, 'sessionId', {
+  N.defineProperty(api, 'sessionId', {
     get: function () {
       return S.sessionId;
     },
     enumerable: true
   });
-  Object.defineProperty(api, 'connected', {
+  N.defineProperty(api, 'connected', {
     get: function () {
       return S.open;
     },
     enumerable: true
   });
-  Object.defineProperty(api, '__reticleSdk', { value: true });
+  N.defineProperty(api, '__reticleSdk', { value: true });
   try {
-    Object.defineProperty(window, 'reticle', {
+    N.defineProperty(window, 'reticle', {
       value: api,
       configurable: true,
       enumerable: false,
