@@ -288,8 +288,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // provides: CONFIG, SCRIPT_EL, CFG, VERSION, PROTOCOL_VERSION, MAX_FRAME, BATCH_MAX_EVENTS,
   //   BATCH_MAX_BYTES, QUEUE_MAX, OPEN_QUEUE_MAX, BUFFERED_MAX, RESULT_QUEUE_MAX, BODY_CAP, BODY_SCAN,
   //   FRAME_DATA_CAP, STACK_CAP, ERROR_CAP, REDACTED, PREFIX, N, NAT, uncurry, captureFunctions, eitherOf,
-  //   captureRegExp, rxMatches, rxExpand, rxReplace, rxSplit, HELD_PLATFORM, HELD_NAMES, captureHeld,
-  //   descOf, heldMethod, invoke, byName, TO_JSON, ownJson, stringify
+  //   captureRegExp, rxMatches, rxAdvance, rxExpand, rxReplace, rxSplit, HELD_PLATFORM, HELD_NAMES,
+  //   captureHeld, descOf, heldMethod, invoke, byName, TO_JSON, ownJson, stringify
   // uses: S (04)
   /* eslint-disable no-restricted-syntax -- this section makes the captures, before any page script runs */
   var CONFIG = /*__RETICLE_CONFIG__*/null;
@@ -434,6 +434,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     NAT.wmGet = uncurry(WeakMap.prototype.get);
     NAT.wmSet = uncurry(WeakMap.prototype.set);
     NAT.globals = new NAT.WeakMap();
+    NAT.anywhere = new NAT.WeakMap();
     // a text spec the SDK made has a test of its own
     N.exec = function (re, s) {
       return re instanceof NAT.RegExp ? NAT.exec(re, s) : re.exec(s);
@@ -448,24 +449,33 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return m === null ? -1 : m.index;
     };
   }
-  // the matches of re in s: all of them, or the first
-  function rxMatches(re, s, all) {
-    var g = NAT.wmGet(NAT.globals, re);
+  // the matches of re in s: all of them, or the first; for split, anywhere (split ignores the y flag)
+  function rxMatches(re, s, all, anywhere) {
+    var kept = anywhere ? NAT.anywhere : NAT.globals,
+      g = NAT.wmGet(kept, re);
     if (!g) {
       var flags = NAT.flags(re);
+      if (anywhere) flags = rxReplace(flags, 'y', '');
       g = new NAT.RegExp(NAT.source(re), NAT.sIndexOf(flags, 'g') === -1 ? flags + 'g' : flags);
-      NAT.wmSet(NAT.globals, re, g);
+      NAT.wmSet(kept, re, g);
     }
     var out = [],
+      wide = NAT.sIndexOf(NAT.flags(g), 'u') !== -1 || NAT.sIndexOf(NAT.flags(g), 'v') !== -1,
       m;
     g.lastIndex = 0;
     while ((m = NAT.exec(g, s)) !== null) {
       var end = m.index + m[0].length;
       out[out.length] = m;
       if (!all) break;
-      g.lastIndex = end === m.index ? end + 1 : end;
+      g.lastIndex = end === m.index ? rxAdvance(s, end, wide) : end;
     }
     return out;
+  }
+  // past an empty match: one code unit, or with the u flag one code point (a surrogate pair is one)
+  function rxAdvance(s, at, wide) {
+    var c = N.charCodeAt(s, at);
+    return wide && c >= 0xd800 && c <= 0xdbff && at + 1 < s.length && N.charCodeAt(s, at + 1) >= 0xdc00 &&
+      N.charCodeAt(s, at + 1) <= 0xdfff ? at + 2 : at + 1;
   }
   // a replacement string's $$, $&, $`, $' and $1..$99, as String.prototype.replace reads them
   function rxExpand(rep, m, s) {
@@ -480,14 +490,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         continue;
       }
       var two = d >= '0' && d <= '9' && rep[i + 2] >= '0' && rep[i + 2] <= '9' ? +(d + rep[i + 2]) : -1,
-        n = two > 0 && two < m.length ? two : d >= '1' && d <= '9' && +d < m.length ? +d : -1;
+        wide = two > 0 && two < m.length,
+        n = wide ? two : d >= '1' && d <= '9' && +d < m.length ? +d : -1;
       if (d === '$') out += '$';
       else if (d === '&') out += m[0];
       else if (d === '`') out += NAT.sSlice(s, 0, m.index);
       else if (d === "'") out += NAT.sSlice(s, m.index + m[0].length);
       else if (n > 0) out += m[n] === undefined ? '' : m[n];
       else out += '$' + d;
-      i += n > 9 ? 3 : 2;
+      i += wide ? 3 : 2;
     }
     return out;
   }
@@ -525,10 +536,12 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         last = at + sep.length;
       }
     } else {
-      var found = rxMatches(sep === '' ? /(?:)/ : sep, s, true);
+      var re = sep === '' ? /(?:)/ : sep;
+      if (s === '') return NAT.exec(new NAT.RegExp(NAT.source(re), NAT.flags(re)), s) === null ? [s] : [];
+      var found = rxMatches(re, s, true, true);
       for (var i = 0; i < found.length && out.length < max; i++) {
         var m = found[i];
-        if (m[0].length === 0 && (m.index === 0 || m.index >= s.length)) continue;
+        if (m[0].length === 0 && (m.index === last || m.index >= s.length)) continue;
         out[out.length] = NAT.sSlice(s, last, m.index);
         for (var k = 1; k < m.length && out.length < max; k++) out[out.length] = m[k];
         last = m.index + m[0].length;
