@@ -583,6 +583,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       if (typeof C === 'function' && C.prototype) protos[protos.length] = C.prototype;
     }
     NAT.held = new NAT.Map();
+    NAT.found = new NAT.WeakMap();
     NAT.mapGet = uncurry(NAT.Map.prototype.get);
     var mapSet = uncurry(NAT.Map.prototype.set);
     for (var p = 0; p < protos.length; p++) {
@@ -613,9 +614,15 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   function heldMethod(x, name) {
     if (x === null || x === undefined) return null;
-    for (var p = NAT.gpo(Object(x)), hops = 0; p !== null && hops < 64; p = NAT.gpo(p), hops++) {
+    var first = NAT.gpo(Object(x)),
+      known = NAT.wmGet(NAT.found, first); // what a walk from this prototype found before
+    if (known !== undefined && known[name] !== undefined) return known[name];
+    for (var p = first, hops = 0; p !== null && hops < 64; p = NAT.gpo(p), hops++) {
       var held = NAT.mapGet(NAT.held, p);
-      if (held !== undefined && held[name] !== undefined) return held[name];
+      if (held !== undefined && held[name] !== undefined) {
+        if (known === undefined) NAT.wmSet(NAT.found, first, (known = NAT.create(null)));
+        return (known[name] = held[name]);
+      }
       if (held === undefined && N.hasOwn(p, name)) return null; // a prototype of the page's own comes first
     }
     return null;
