@@ -16338,6 +16338,32 @@ def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
 
 
 def _judge_server(p: dict, obs: _Observation) -> dict:
+    """A `server` leaf judged over the act's records (_judge_leaf_records), where a failure the server
+    itself reported decides before an unknown: a request the leaf names (method, URL) that raised or
+    logged an error is `no`, even when whether its write was kept cannot be known, as every other
+    predicate of the act reads that error (the server's contradictions)."""
+    res = _judge_leaf_records(p, obs)
+    if not res.get("inconclusive") or p.get("exception") or p.get("logged") or (p.get("status") or 0) >= 500:
+        return res  # a leaf that asks for the failure is not failed by it
+    named = {k: p[k] for k in ("method", "urlContains") if k in p}
+    window = obs.events(p)
+    failing = [r for r in _server_failures(window, p, obs.known) if _server_matches(r, named)]
+    if not failing:
+        # a trace's logs come in their own batches, after its spans: an unknowable answer over spans is
+        # final only once the logs of their requests had the grace to land (an ERROR among them decides)
+        young = [e["t"] for e in window if e["type"] == "server.request" and e["data"].get("source") == "otel"
+                 and _server_matches(e["data"], named) and obs.now - e["t"] < obs.known.server_grace]
+        if young and res.get("decided"):
+            return dict(res, decided=False, decidedBy=None, retryAfterMs=round(obs.known.server_grace - obs.now
+                                                                               + min(young)))
+        return res
+    return {"pass": False, "assertion": "server.failed", "decided": True, "decidedBy": "server-failed",
+            "expected": _describe_server(p), "observed": [_server_line(r) for r in failing[:3]],
+            "failureReason": "%s, which decides it whatever else is unknown (%s)" % (
+                _failure_counter(failing[0]), res["inconclusive"])}
+
+
+def _judge_leaf_records(p: dict, obs: _Observation) -> dict:
     """What the server did for the tab's requests (the app's middleware reports them).  Rules, in
     order: a count that is exceeded fails at once; a match passes (a count once no marked request is
     still awaited); a marked request whose record may still arrive keeps it open; no record ever for
@@ -16502,6 +16528,19 @@ def _server_failures(window: List[dict], p: Optional[dict] = None, known: Option
             and not any(_server_matches(r, leaf) for leaf in wants)]
 
 
+def _failure_counter(r: dict) -> str:
+    """What a failing record says: "the server raised X (msg) at f under POST /x → 500" or "logged ..."."""
+    exc = r.get("exception")
+    if exc:
+        return "the server raised %s (%s)%s under %s → %s%s" % (
+            exc.get("type"), _short(exc.get("message") or "", 100),
+            " at %s" % exc["frames"][0] if exc.get("frames") else "", _server_label(r), r.get("status"),
+            ", after its answer (in work run for the request: %s)" % exc["after"] if exc.get("after") else "")
+    e = r["logged"][0]
+    return "the server logged %s from %s (%s) under %s → %s" % (
+        e.get("level"), e.get("logger"), _short(e.get("message") or "", 100), _server_label(r), r.get("status"))
+
+
 def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"] = None) -> List[dict]:
     """A request the act caused that raised on the server (before its answer or after it, in work
     run for it), logged an error, or rolled back a write it began, disagrees with a passing
@@ -16509,18 +16548,8 @@ def _server_contradictions(window: List[dict], p: dict, known: Optional["_Known"
     (server-exception, server-logged-error, server-rolled-back) and tier."""
     out = []
     for r in _server_failures(window, p, known)[:3]:
-        exc = r.get("exception")
-        if exc:
-            counter = "the server raised %s (%s)%s under %s → %s%s" % (
-                exc.get("type"), _short(exc.get("message") or "", 100),
-                " at %s" % exc["frames"][0] if exc.get("frames") else "", _server_label(r), r.get("status"),
-                ", after its answer (in work run for the request: %s)" % exc["after"] if exc.get("after") else "")
-        else:
-            e = r["logged"][0]
-            counter = "the server logged %s from %s (%s) under %s → %s" % (
-                e.get("level"), e.get("logger"), _short(e.get("message") or "", 100), _server_label(r), r.get("status"))
-        out.append({"kind": "server-exception" if exc else "server-logged-error", "tier": "observed",
-                    "claim": "the assertion held", "counter": counter, "server": _server_line(r)})
+        out.append({"kind": "server-exception" if r.get("exception") else "server-logged-error", "tier": "observed",
+                    "claim": "the assertion held", "counter": _failure_counter(r), "server": _server_line(r)})
     for r in _server_rolled_back(window, p, known)[:2]:
         w = next(w for w in r["writes"] if _rolled_back_write(w))
         out.append({"kind": "server-rolled-back", "tier": "observed", "claim": "the assertion held",

@@ -20,7 +20,8 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/tagged    (Django) in one atomic block: inserts a profile, get_or_create's the existing tag
                       'vip', then a nested atomic block (a savepoint) inserts a draft profile and creates
                       'vip' again: IntegrityError, rolled back to the savepoint; the outer block commits
-  POST /api/logged    catches its own exception, logs it at ERROR, answers 200 "ok"
+  POST /api/logged    catches its own exception, logs it at ERROR, answers 200 "ok" (Flask, with
+                      SHOP_LOGGED_WRITES=1: inserts a row first)
   POST /api/boom      raises (uncaught): the framework answers 500
   POST /form          a form post: inserts a row, then redirects (303) to /done; with no name it
                       writes nothing and redirects (303) back to / (the empty save the server refused)
@@ -191,9 +192,14 @@ def flask_app(db, daemon):
     app.post("/api/noop", endpoint="noop")(lambda: {"ok": True})
     app.post("/api/save", endpoint="save_profile")(lambda: store.insert("ada"))
     app.post("/api/rollback", endpoint="rollback_profile")(store.rollback)
-    app.post("/api/logged", endpoint="logged_profile")(logged_failure)
     app.post("/api/boom", endpoint="boom_profile")(fail_inside)
     app.post("/api/create", endpoint="create_profile")(store.create)
+
+    @app.post("/api/logged")
+    def logged_profile():
+        if os.environ.get("SHOP_LOGGED_WRITES"):
+            store.insert("ada")  # a half-done save: the row is written, then the failure is logged
+        return logged_failure()
 
     @app.post("/api/background")
     def background_profile():

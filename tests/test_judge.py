@@ -336,16 +336,36 @@ def server_rows():
     # known as soon as the record is there (decided: no later event changes it), never at the timeout
     spans = {"source": "otel", "dbTraced": True, "dbScopes": ["opentelemetry.instrumentation.sqlalchemy"]}
     unsure = dict(wrote, committed=None, note="its commit is not traced (no BEGIN/COMMIT spans)")
-    yield "server.commit-unknown", p, server_obs([server(10, writes=[unsure], **spans)], now=20), \
+    yield "server.commit-unknown", p, server_obs([server(10, writes=[unsure], **spans)], now=500), \
         {"pass": False, "assertion": "server.unseen", "decided": True}, "whether that write was kept or rolled back"
+    # (spans' logs come in batches of their own: within the grace an ERROR may still join the record)
+    yield "server.commit-unknown-waits-for-its-logs", p, server_obs([server(10, writes=[unsure], **spans)], now=20), \
+        {"pass": False, "assertion": "server.unseen", "decided": False, "retryAfterMs": 390}, "kept or rolled back"
     yield "server.commit-unknown-rolled-back-asked", dict(p, committed=False), \
-        server_obs([server(10, writes=[unsure], **spans)], now=20), {"pass": False, "decided": True}, \
+        server_obs([server(10, writes=[unsure], **spans)], now=500), {"pass": False, "decided": True}, \
         "Reticle's Python middleware sees commits"
     yield "server.commit-unknown-other-table-still-fails", dict(p, writes={"table": "audit"}), \
         server_obs([server(10, writes=[unsure], **spans)], now=1000), {"pass": False, "assertion": "server.present"}, \
         "no server request matched"
+    # a failure the server reported decides before an unknown: the save that logged ERROR (or raised) is `no`
+    # though its write's commit is unknown; one that logged nothing stays unknown; a leaf asking for the
+    # error is not failed by it
+    logged = [{"level": "ERROR", "logger": "notes", "message": "saving note failed"}]
+    yield "server.commit-unknown-but-logged-error", p, \
+        server_obs([server(10, writes=[unsure], logged=logged, **spans)], now=20), \
+        {"pass": False, "assertion": "server.failed", "decided": True, "decidedBy": "server-failed"}, \
+        "the server logged ERROR from notes (saving note failed) under POST /api/save"
+    yield "server.unwatched-but-raised", p, server_obs([server(10, watched=[], status=500, exception={
+        "type": "IntegrityError", "message": "NOT NULL", "frames": []})], now=20), \
+        {"pass": False, "assertion": "server.failed", "decided": True}, "the server raised IntegrityError"
+    yield "server.commit-unknown-error-on-another-route", p, server_obs([
+        server(10, writes=[unsure], **spans), server(11, path="/api/poll", logged=logged)], now=500), \
+        {"pass": False, "assertion": "server.unseen", "decided": True}, "kept or rolled back"
+    yield "server.commit-unknown-logged-asked", dict(p, logged=True), \
+        server_obs([server(10, writes=[unsure], logged=logged, **spans)], now=20), \
+        {"pass": False, "assertion": "server.unseen"}, "kept or rolled back"
     yield "server.writes-without-database-spans", p, \
-        server_obs([server(10, source="otel", dbTraced=False)], now=20), \
+        server_obs([server(10, source="otel", dbTraced=False)], now=500), \
         {"pass": False, "assertion": "server.writes-unknown", "decided": True}, "without database instrumentation"
     yield "server.unwatched-decided", p, server_obs([server(10, watched=[])], now=20), \
         {"pass": False, "decided": True}, "nothing watches"

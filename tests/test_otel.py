@@ -686,7 +686,7 @@ class PythonOtelApp(AppProcess):
     stock Python OpenTelemetry: `opentelemetry-instrument` (flask, sqlalchemy, sqlite3 instrumentations),
     its OTLP/HTTP exporter pointed at the daemon by the standard OTEL_* variables."""
 
-    def __init__(self, tmp, daemon, middleware=False):
+    def __init__(self, tmp, daemon, middleware=False, logs=False):
         exe = shutil.which("opentelemetry-instrument")
         if exe is None:
             pytest.skip("opentelemetry-instrument is not installed (tests/requirements.txt)")
@@ -699,6 +699,9 @@ class PythonOtelApp(AppProcess):
                    RETICLE_PORT=str(daemon.port), RETICLE_STATE_DIR=daemon.state_dir)
         if not middleware:
             env["SHOP_PLAIN"] = "1"
+        if logs:  # the app's ERROR records go out as OTLP logs, under the request's trace
+            env.update(OTEL_LOGS_EXPORTER="otlp", OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED="true",
+                       OTEL_BLRP_SCHEDULE_DELAY="200", SHOP_LOGGED_WRITES="1")
         self.start([exe, sys.executable, os.path.join(HERE, "_server_apps.py"), "flask", str(self.port), self.db,
                     daemon.url], env, HERE)
 
@@ -749,6 +752,31 @@ def test_a_flask_app_under_stock_python_opentelemetry(tmp_path, daemon, mcp):
         if browser is not None:
             browser.close()
         both.close()
+
+
+def test_an_error_logged_under_a_save_decides_it_where_the_spans_cannot_show_its_commit(tmp_path, daemon, mcp):
+    """Flask under stock Python OpenTelemetry, its logs exported too: a save that writes its row and then logs
+    ERROR under the request is `no` for its `server` predicate as for the act's other predicates, though the
+    spans cannot say whether the write was kept; the healthy save beside it stays unknown (commit unknown)."""
+    app = PythonOtelApp(tmp_path, daemon, logs=True)
+    browser = None
+    try:
+        sid, browser = open_tab(mcp, app)
+        for n in range(2):
+            before = app.rows()
+            out = act(mcp, sid, "Save (logged)", dict(WRITE, urlContains="/api/logged"), timeout_ms=8000)
+            assert out["verified"] == "no", (n, out, app.log())
+            assert "logged ERROR from shop.views (could not save the profile)" in out["because"], (n, out)
+            assert app.rows() == before + 1  # the truth: a half-done save, its row written, its failure logged
+            out = act(mcp, sid, "Save (logged)", {"kind": "net", "urlContains": "/api/logged", "status": 200},
+                      timeout_ms=8000)
+            assert out["verified"] == "no" and "server-logged-error" in out["because"], (n, out)  # its sibling
+            out = act(mcp, sid, "Save", dict(WRITE, urlContains="/api/save"), timeout_ms=8000)
+            assert out["verified"] == "unknown" and "kept or rolled back" in out["because"], (n, out)
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()
 
 
 class RR7App(ExpressApp):
