@@ -236,7 +236,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
                  ready: Optional[Callable[[Hub], None]] = None) -> int:
     """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
-    is taken, with a sentence naming its owner).
+    is taken, with a sentence naming its owner).  A dead daemon's devices are reaped beside serving.
 
     Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
     its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
@@ -252,7 +252,6 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     sockets = await _bind(hub, host, port)
     if sockets is None:
         return 1
-    await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
     app = make_app(hub)
     server = _CappedHTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
                                            max_body_size=MAX_BODY_BYTES + (1 << 20),
@@ -262,6 +261,9 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                                            idle_connection_timeout=HEADER_TIMEOUT_S)
     server.cap = _connection_cap()
     server.add_sockets(sockets)
+    # a dead daemon's browsers are ended and their profiles removed beside serving, not before it: a loaded
+    # machine may take seconds to kill a browser and remove its profile (only dead daemons' records are read)
+    hub.spawn(asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans))
     stop = asyncio.Event()
     hub.stop_event = stop
     _stop_on_signals(hub)
