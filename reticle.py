@@ -5734,14 +5734,16 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // provides: TOASTS, ALERT_TEXT_CAP, ALERT_SAME_MS, ALERT_MAX_CANDIDATES, ALERT_RESCAN, ALERT_SOURCES,
   //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, TEXT_WATCH, TEXT_WATCH_MS,
   //   readsAsFailure, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn, rememberPostedForm,
-  //   postedForms, postedFormScan, echoesInput, textWatchCollect, textScope, textWatchScan,
-  //   ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts, ERROR_LOOK,
-  //   fieldErrorText, alertRows, alertCandidates, alertsShown, alertText, renderedBy, componentOf,
-  //   withRenderer, alertScan, alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
-  // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), scrub (03), ssGet (03),
-  //   ssSet (03), warn (03), S (04), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06), refFor (06),
-  //   resolveRef (06), byIdText (07), getName (07), isVisible (07), makeVisCache (07), textOf (07),
-  //   ROOT_WATCHERS (08), liveShadowRoots (08), listen (11), rateCap (11), cleanStack (14), checkFrames (18)
+  //   postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME, MARK_TEXT_MAX, redirectedHere, formCameBack,
+  //   failureWords, saysSuccess, echoesInput, textWatchCollect, textScope, textWatchScan, ROUTE_ANNOUNCERS,
+  //   isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts, ERROR_LOOK, fieldErrorText,
+  //   alertRows, alertCandidates, alertsShown, alertText, renderedBy, componentOf, withRenderer, alertScan,
+  //   alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
+  // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), redactUrl (03), scrub (03),
+  //   ssGet (03), ssSet (03), warn (03), S (04), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06),
+  //   refFor (06), resolveRef (06), byIdText (07), getName (07), isVisible (07), makeVisCache (07),
+  //   textOf (07), ROOT_WATCHERS (08), liveShadowRoots (08), listen (11), rateCap (11), cleanStack (14),
+  //   checkFrames (18)
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
   // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
   // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
@@ -5828,7 +5830,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       var texts = N.map(ownTexts(form, []), function (x) {
         return x.text;
       });
-      ssSet(POSTED_KEY, N.stringify({ at: N.dateNow(), id: form.id || '', action: form.action || '',
+      var method = N.toLowerCase(String(N.getAttribute(form, 'method') || 'get'));
+      ssSet(POSTED_KEY, N.stringify({ at: N.dateNow(), id: form.id || '', action: form.action || '', method: method,
         texts: N.slice(texts, 0, 100), typed: N.map(typedIn(form), function (v) {
           return clip(v, 200);
         }) }));
@@ -5854,7 +5857,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var before = new Set(N.map(prev.texts, String));
     var w = { typed: N.isArray(prev.typed) ? N.map(prev.typed, String) : [] };
     var budget = { left: 600 };
-    N.forEach(postedForms(prev), function (f) {
+    var back = postedForms(prev);
+    N.forEach(back, function (f) {
       N.forEach(ownTexts(f, [], budget), function (x) {
         if (N.has(before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text))
           return;
@@ -5865,6 +5869,76 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var r = refFor(x.el);
         if (r) d.ref = r;
         emit('ui.alert', withRenderer(d, x.el), x.el);
+      });
+    });
+    if (back.length && prev.method === 'post' && !redirectedHere()) formCameBack(al, back[0], prev, w);
+  }
+  // -- a posted form that came back: the answer to the post was not a redirect and holds the same form
+  // again.  Post/redirect/get is every server-rendered framework's way: success redirects, a failure
+  // renders the form again, its error marked (a class with error/invalid/danger, Django's errorlist, a
+  // field's aria-invalid, role=alert) above, inside or below it.  A mark is a failure shown (ui.alert,
+  // level error); no mark and no word of success is ui.returned: the daemon will not call it a success.
+  var FORM_MARKERS = '[class*="error" i],[class*="invalid" i],[class*="danger" i],[aria-invalid="true"],[role="alert"]';
+  var FORM_CHROME = 'header,nav,footer,[role=banner],[role=navigation],[role=contentinfo]';
+  var MARK_TEXT_MAX = 300; // longer is a region around a message, not the message
+  function redirectedHere() {
+    try {
+      var nav = N.getEntriesByType(performance, 'navigation')[0];
+      return !nav || nav.redirectCount > 0;
+    } catch (e) {
+      return true; // not known: read as today
+    }
+  }
+  function formCameBack(al, form, prev, w) {
+    var marked = [],
+      vis = makeVisCache(),
+      els = N.querySelectorAll(document.body || document, FORM_MARKERS);
+    for (var i = 0; i < els.length && marked.length < 5; i++) {
+      var el = els[i],
+        field = N.test(/^(INPUT|TEXTAREA|SELECT)$/, el.tagName);
+      if (N.contains(el, form) || !isVisible(el, vis) || isIgnored(el) || N.closest(el, FORM_CHROME)) continue;
+      if (N.some(marked, function (m) {
+        return N.contains(m, el) || N.contains(el, m);
+      }))
+        continue;
+      var text = field
+        ? 'the field ' + clip(getName(el) || el.name || '?', 120) + ' is marked invalid'
+        : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
+      if (!text || text.length > MARK_TEXT_MAX || N.has(al.texts, text) || (!field && echoesInput(w, text))) continue;
+      N.push(marked, el);
+      if (!al.allow()) return;
+      var d = { text: text, source: 'marker', level: 'error', scope: 'page', related: true, initial: true };
+      var r = refFor(el);
+      if (r) d.ref = r;
+      emit('ui.alert', withRenderer(d, el), el);
+    }
+    if (marked.length || saysSuccess(form) || failureWords(al, form, w)) return;
+    emit('ui.returned', { action: clip(redactUrl(prev.action || location.href), 500), id: clip(prev.id || '', 120) });
+  }
+  // no mark, but text that reads as a failure outside the form and the page's chrome (the Flask tutorial's
+  // <div class="flash">Username is required.</div> above the form it rendered again): a failure shown
+  function failureWords(al, form, w) {
+    var said = 0;
+    N.forEach(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
+      if (said >= 3 || N.contains(form, x.el) || N.closest(x.el, FORM_CHROME) || x.text.length > MARK_TEXT_MAX) return;
+      if (!readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text)) return;
+      if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el) || !al.allow()) return;
+      said++;
+      var d = { text: x.text, source: 'text', level: null, scope: 'returned', related: true, initial: true };
+      var r = refFor(x.el);
+      if (r) d.ref = r;
+      emit('ui.alert', withRenderer(d, x.el), x.el);
+    });
+    return said > 0;
+  }
+  // a word of success on the page, outside the form and the page's chrome ("Note saved.")
+  function saysSuccess(form) {
+    var success = N.map(CONVENTIONS.plainSuccess || [], function (src) {
+      return new RegExp(src, 'i');
+    });
+    return N.some(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
+      return !N.contains(form, x.el) && !N.closest(x.el, FORM_CHROME) && N.some(success, function (re) {
+        return N.test(re, x.text);
       });
     });
   }
@@ -8629,6 +8703,8 @@ COMMAND_TIMEOUT_S = 8.0
 RETRY_GRACE_MS = 250                       # a write answered otherwise is final after this (a client may retry)
 OBSERVE_MAX_BYTES = 32 * 1024             # one reticle_observe answer; `next` pages on
 NAV_WAIT_S = 10.0                          # how long a verdict waits for a tab's next document
+STRANDED_NOTE = "a page without Reticle's script tag"  # what a stranded tab left for (observe, judge)
+STRANDED_MS = 1500.0                       # a tagged tab whose socket left this long ago, no page back: stranded
 ARRIVAL_WAIT_MS = 2000.0                   # how long a new document's hello waits for its first events
 _PAGE_BLIND_SPOTS = ("cross-origin-iframe", "closed-shadow-root")  # page parts no SDK can read (levels)
 BACKGROUND_MS = 60_000                     # a write seen this long before an act is the page's own traffic
@@ -8887,6 +8963,7 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("ui.status", "ui", high_value=True, effect=True),  # a status message (its text decides)
     _EventType("ui.scan", "ui", high_value=True),  # a new document looked for what it tells the user
     _EventType("ui.gone", "ui", high_value=True),  # a message shown before is no longer shown
+    _EventType("ui.returned", "ui", high_value=True),  # a posted form came back with no redirect, no mark, no success
     _EventType("ui.*", "ui"),
     _EventType("console.error", "console", high_value=True, console="error"),
     _EventType("console.warn", None, high_value=True, console="warn"),
@@ -10219,6 +10296,7 @@ def _sdk_conventions() -> dict:
     as one selector list.  Both sides read one table."""
     return {"failureUi": [[r.name, r.selector, r.level] for r in _FAILURE_UI],
             "plainFailure": [list(part) for part in _PLAIN_FAILURE],
+            "plainSuccess": list(_PLAIN_SUCCESS),
             "routeAnnouncers": ",".join(s for _, s in _ROUTE_ANNOUNCERS)}
 
 
@@ -10237,6 +10315,12 @@ _PLAIN_FAILURE: Tuple[Tuple[str, ...], Tuple[str, ...]] = (
      r"\bmarked (with )?(an )?(\*|asterisk)", r"^\W*(\*\s*)?(\(?required\)?|optional)\W*$", r"\bnot required\b",
      r"\berrors? (rate|log|reporting|budget)\b"),
 )
+# Words of success on the page a posted form's answer brought (a form that came back without a redirect
+# and marks no error, but says "Note saved."): the SDK reads them outside the form and the page's chrome.
+_PLAIN_SUCCESS: Tuple[str, ...] = (
+    r"\b(saved|created|updated|added|deleted|removed|sent|submitted|received|subscribed|registered|published)\b",
+    r"\bsuccess(ful(ly)?)?\b", r"\bthank(s| you)\b",
+)
 _PLAIN_FAILURE_RES = ([re.compile(s, re.I) for s in _PLAIN_FAILURE[0]],
                       [re.compile(s, re.I) for s in _PLAIN_FAILURE[1]])
 
@@ -10252,8 +10336,9 @@ def _is_failure_ui(d: dict) -> bool:
     a declared error toast, an error row of _FAILURE_UI), or its text is a failure phrase with no
     negation ("0 errors found" is a success)."""
     text = str(d.get("text", ""))
-    if d.get("source") == "text":  # plain text: a failure only in the act's own form (see _failure_text)
-        return d.get("scope") == "form" and _plain_failure(text)
+    if d.get("source") == "text":  # plain text: a failure only in the act's own form (see _failure_text), or
+        # on the page a posted form came back on, unredirected (the SDK's formCameBack)
+        return d.get("scope") in ("form", "returned") and _plain_failure(text)
     worded = _FAILURE_TEXT.search(text) and not _NO_FAILURE.search(text)
     return d.get("level") == "error" or d.get("source") == "invalid" or bool(worded)
 
@@ -10286,7 +10371,9 @@ def _ui_label(d: dict) -> str:
     source = d["source"] if isinstance(d.get("source"), str) else ""  # the page's: it may send any JSON there
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
              "text": "as plain text %s" % ("in the act's form" if d.get("scope") == "form" else
-                                           "where the act's answer went"),
+                                           "on the page the posted form came back on" if d.get("scope") == "returned"
+                                           else "where the act's answer went"),
+             "marker": "marked as an error on the page the posted form came back on",
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
         source, "in a %s message" % source if source else "as an alert")
     return "%r %s%s" % (_short(str(d.get("text", "")), 120), where,
@@ -13933,13 +14020,47 @@ class _TabDocuments:
             if not self.between_documents():
                 return True
             left = (until - tab.now()) / 1000.0
+            if tab.handler is None and tab.device is None and tab.left_at is not None:
+                # with the script tag, a page's SDK connects within a moment of the old page going: a
+                # tab not back STRANDED_MS after its socket left is on a page without the tag
+                left = min(left, (tab.left_at + STRANDED_MS - tab.now()) / 1000.0)
+                if left <= 0:
+                    tab.stranded_at = tab.left_at
+                    return False
             if left <= 0:
                 return False
             if tab.handler is None:
                 if not await tab.bridge.wait_back(tab, left):
-                    return False
+                    return self.next_document_stranded(until)
             else:
                 await tab.wait_change(min(0.05, left))
+
+    def next_document_stranded(self, until: float) -> bool:
+        """After a wait_back that ran out: False, noting a tagged tab as stranded when that is why."""
+        tab = self.tab
+        if tab.handler is None and tab.device is None and tab.left_at is not None and tab.now() < until:
+            tab.stranded_at = tab.left_at
+        return False
+
+    def stranded(self) -> Optional[str]:
+        """What a tagged tab left for when it is stranded on a page without the script tag (its socket
+        left STRANDED_MS ago and no document came back), or None: the document request it made last,
+        with the status the server gave it when a record says."""
+        tab = self.tab
+        if tab.stranded_at is None or tab.handler is not None or tab.device is not None:
+            return None
+        docs = [e for e in tab.window(tab.stranded_at - NAV_WAIT_S * 1000.0)
+                if e["type"] in ("net.pending", "net.request") and (e.get("data") or {}).get("initiator") == "document"]
+        if not docs:
+            return "another page"
+        d = docs[-1]["data"]
+        path = urllib.parse.urlsplit(str(d.get("url") or "")).path or "/"
+        status = d.get("status")
+        if status is None:
+            status = next((e["data"].get("status") for e in reversed(tab.window(docs[-1]["t"]))
+                           if e["type"] == "server.request" and e["data"].get("path") == path), None)
+        return "%s %s%s" % (str(d.get("method") or "GET").upper(), path[:200],
+                            " → %s" % status if status is not None else "")
 
     def document_on_its_way(self, rid: str, method: str, url: str) -> None:
         """A device's browser started loading a new document in this tab (_NetRecord._on_document):
@@ -13981,6 +14102,7 @@ class _BrowserSession:
         self.health = _TabHealth(self.clock)
         self.snapshots = _SnapshotCache()
         self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
+        self.stranded_at: Optional[float] = None   # left_at, once a tagged tab did not come back (documents.stranded)
         # the frame path's pacing (_Bridge.frame_pause), on the daemon's clock
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)
@@ -14428,8 +14550,14 @@ class _Bridge:
             return self.resolve(session_id)
         except ToolError:
             back = self._returning(session_id)
-            if back is None or back.left_at is None or not await self.wait_back(
-                    back, NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0):
+            if back is None or back.left_at is None:
+                raise
+            wait = NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0
+            if back.device is None:  # a tagged tab's next page connects at once, or has no tag (tab_away)
+                wait = min(wait, (back.left_at + STRANDED_MS - self.clock()) / 1000.0)
+            if not await self.wait_back(back, wait):
+                if back.device is None:
+                    back.stranded_at = back.left_at
                 raise
             return back
 
@@ -18783,6 +18911,8 @@ def _r_inconclusive(c: _Case) -> _Ruling:
 
 def _r_observation_lost(c: _Case) -> _Ruling:
     if c.res.get("observationLost"):
+        if STRANDED_NOTE in (c.res.get("failureReason") or ""):  # a tagged tab on a page without the tag
+            return "unknown", "observation_lost", c.res["failureReason"]
         return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
                                                "reticle_sessions and repeat if it is safe")
     return None
@@ -19050,6 +19180,21 @@ def _r_failure_text_answer(c: _Case) -> _Ruling:
     return None
 
 
+def _r_form_came_back(c: _Case) -> _Ruling:
+    """A posted form that came back with no redirect, marking no error and saying no success (the SDK's
+    ui.returned): not a success, unless server truth was asked for and decides."""
+    if c.p and any(leaf["kind"] == "server" and not neg for leaf, neg in _leaves(c.p)):
+        return None
+    back = [e["data"] for e in c.window if e["type"] == "ui.returned"]
+    if back:
+        return "unknown", "form_came_back", (
+            "the form came back without a redirect: the answer to its post (%s) holds the same form again, marking "
+            "no error and saying no success; a server-rendered form that saved redirects (post/redirect/get) and "
+            "one that failed renders itself again, so whether it worked is not known; check what it saved (a "
+            "`server` predicate, or the record read back)" % _short(str(back[-1].get("action") or "?"), 200))
+    return None
+
+
 def _reset_fields(effect: Any) -> List[dict]:
     """The fields an earlier act filled whose value the page reset before this act (the SDK's
     fillsReset: a framework re-rendering them on hydration, a form library's reset)."""
@@ -19114,7 +19259,8 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
     ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere),
-    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("13c", _r_fill_reset),
+    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer),
+    ("13b2", _r_form_came_back), ("13c", _r_fill_reset),
     ("14", _r_proved),
 )
 
@@ -19176,6 +19322,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
          (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
          failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
+    13b2. a posted form came back with no redirect, marking no error and saying no success (the SDK's
+         ui.returned), and no `server` leaf was asked -> unknown, form_came_back
     13c. what would be a `yes` after an act, while a value an earlier act filled had been reset by the
          page before it (hydration re-rendering the field) -> unknown, fill_reset
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
@@ -21258,6 +21406,12 @@ async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[
 
 
 def _lost_why(session: "_BrowserSession") -> str:
+    stranded = session.documents.stranded()
+    if stranded is not None:
+        return ("tab %s left for %s, %s (no SDK connected from it within %.1f s), so nothing on it can be read; "
+                "a device (reticle_open) verifies a page without the tag, and the tab comes back with the "
+                "browser's Back or by loading a page that has the tag"
+                % (session.id, stranded, STRANDED_NOTE, STRANDED_MS / 1000.0))
     return ("the tab closed or crashed" if session.handler is None else
             "the tab left its page and its next document did not connect in time")
 
@@ -25528,7 +25682,7 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
                  ready: Optional[Callable[[Hub], None]] = None) -> int:
     """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
-    is taken, with a sentence naming its owner).
+    is taken, with a sentence naming its owner).  A dead daemon's devices are reaped beside serving.
 
     Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
     its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
@@ -25544,7 +25698,6 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     sockets = await _bind(hub, host, port)
     if sockets is None:
         return 1
-    await asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans)
     app = make_app(hub)
     server = _CappedHTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
                                            max_body_size=MAX_BODY_BYTES + (1 << 20),
@@ -25554,6 +25707,9 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
                                            idle_connection_timeout=HEADER_TIMEOUT_S)
     server.cap = _connection_cap()
     server.add_sockets(sockets)
+    # a dead daemon's browsers are ended and their profiles removed beside serving, not before it: a loaded
+    # machine may take seconds to kill a browser and remove its profile (only dead daemons' records are read)
+    hub.spawn(asyncio.get_running_loop().run_in_executor(None, hub.devices.reap_orphans))
     stop = asyncio.Event()
     hub.stop_event = stop
     _stop_on_signals(hub)

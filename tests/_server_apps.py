@@ -25,6 +25,9 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   POST /api/boom      raises (uncaught): the framework answers 500
   POST /form          a form post: inserts a row, then redirects (303) to /done; with no name it
                       writes nothing and redirects (303) back to / (the empty save the server refused)
+  GET/POST /notes/new  (Flask, Django) a classic form: saved and 303 to /done, or rendered again under 200 with its
+                      error (Flask: a flash <div> when empty, <p class="error"> when too short; Django: its
+                      errorlist); the title "quiet" renders it again saying nothing
   GET  /done          the page the form post lands on (Flask, with SHOP_LATE_RECORD=S: its record comes S
                       seconds after the page, a record delayed on purpose)
 
@@ -35,6 +38,7 @@ nothing can watch).  SHOP_PLAIN=1 serves it without Reticle's middleware; SHOP_I
 that module at start (a database driver the app loaded that nothing watches).
 """
 
+import html
 import json
 import logging
 import os
@@ -86,6 +90,24 @@ function goXhr(path) {
 DONE = ("<!doctype html><html><head><title>Done</title>%(script)s</head><body><p>Form saved</p>"
         "<p id='cookies'></p><script>document.getElementById('cookies').textContent = "
         "'cookies: [' + document.cookie + ']';</script></body></html>")
+
+
+# A classic server-rendered form (post/redirect/get): a good title is saved and redirects (303) to /done; a bad one
+# renders the form again under 200 with the error: Flask as its tutorial does (a flash <div> above the form for a
+# missing title, words only) or with <p class="error"> above it (too short); Django as its forms render
+# (<ul class="errorlist"> beside the field; the form is novalidate, so the server, not the browser, checks it).
+# The title "quiet" renders the form again and says nothing.
+NOTE = ("<!doctype html><html><head><title>New note</title>%(script)s</head><body><header><nav><a href='/'>Home</a>"
+        "</nav></header><main><h1>New note</h1>%(message)s<form method='post' action='/notes/new' novalidate>%(fields)s"
+        "<button>Save note</button></form></main></body></html>")
+
+
+def note_page(daemon, message="", fields=None, title=""):
+    """The NOTE page: `message` above the form, `fields` (else one title field holding `title`) in it."""
+    if fields is None:
+        fields = "<label>Title <input name='title' value='%s'></label>" % html.escape(title, quote=True)
+    script = '<script src="%s/reticle.js"></script>' % daemon if daemon else ""
+    return NOTE % {"script": script, "message": message, "fields": fields}
 
 
 def page(daemon, body):
@@ -216,6 +238,18 @@ def flask_app(db, daemon):
     app.post("/api/v2/contacts", endpoint="add_contact_audit")(lambda: store.add_contact(True))
     app.post("/api/raw_save", endpoint="raw_save")(lambda: store.raw_insert(db))
 
+    @app.route("/notes/new", methods=["GET", "POST"])
+    def new_note():
+        title = (flask.request.form.get("title") or "").strip()
+        if flask.request.method == "GET" or title == "quiet":
+            return note_page(daemon, title=title)
+        if not title:
+            return note_page(daemon, "<div class='flash'>Title is required.</div>")
+        if len(title) < 2:
+            return note_page(daemon, "<p class='error'>Title must be at least 2 characters.</p>", title=title)
+        store.insert(title)
+        return flask.redirect("/done", 303)
+
     @app.post("/form")
     def form_profile():
         if not flask.request.form.get("name"):
@@ -336,6 +370,22 @@ def django_app(db, daemon):
     def boom_profile(request):
         fail_inside()
 
+    from django import forms
+
+    class NoteForm(forms.Form):
+        title = forms.CharField(min_length=2, max_length=200)
+
+    @csrf_exempt
+    def new_note(request):
+        form = NoteForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and request.POST.get("title") == "quiet":
+            return HttpResponse(note_page(daemon, title="quiet"))
+        if request.method == "POST" and form.is_valid():
+            with connection.cursor() as cur:
+                cur.execute("INSERT INTO profile (name) VALUES (%s)", [form.cleaned_data["title"]])
+            return _see_other("/done")
+        return HttpResponse(note_page(daemon, fields=form.as_p()))
+
     @csrf_exempt
     def form_profile(request):
         if not request.POST.get("name"):
@@ -352,7 +402,7 @@ def django_app(db, daemon):
     global urlpatterns
     urlpatterns = [path("", index), path("done", done), path("api/noop", noop), path("api/save", save_profile),
                    path("api/rollback", rollback_profile), path("api/logged", logged_profile),
-                   path("api/boom", boom_profile), path("form", form_profile), path("api/create", create_profile),
+                   path("api/boom", boom_profile), path("form", form_profile), path("notes/new", new_note), path("api/create", create_profile),
                    path("api/background", background_profile), path("api/tagged", tagged_profile),
                    path("api/contact/<int:cid>/rename", rename), path("api/contact/<int:cid>/rename_wrong", rename_wrong)]
     from django.core.wsgi import get_wsgi_application

@@ -6,7 +6,7 @@
 #                                   mypy, the web frameworks), at the versions tests/requirements.txt pins,
 #                                   into the running python3's environment (the README makes it a fresh
 #                                   .venv); it writes nothing into the checkout
-#   sh tests/bootstrap.sh browser   the rest: Debian's chromium and PostgreSQL, and the npm packages the
+#   sh tests/bootstrap.sh browser   the rest: Debian's chromium, PostgreSQL and PHP's command line, and the npm packages the
 #                                   browser tests drive (React, Hotwire Turbo, Express, Next.js and React Router 7 with
 #                                   OpenTelemetry) and ESLint for the SDK's lint, into tests/.js and
 #                                   tests/.otel (kept out of git)
@@ -42,6 +42,10 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
 fi
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
     apt_install postgresql
+fi
+# PHP's command line (its built-in server) for the plain PHP form in tests/test_server.py
+if ! command -v php >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    apt_install php-cli
 fi
 command -v npm >/dev/null 2>&1 || { echo "bootstrap: npm is not installed; the npm-backed tests will skip" >&2; exit 0; }
 # React's UMD builds for the real-React test.

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 
 import pytest
 import tornado.httpserver
@@ -528,6 +529,48 @@ _BOOM = ('<!doctype html><html><head><title>Server Error (500)</title><meta http
          '</head><body><h1>Server Error (500)</h1></body></html>')
 
 
+_FORM = ('<!doctype html><html><head><title>Notes</title><script src="%s/reticle.js"></script></head><body>'
+         '<form method="post" action="/notes"><label>Title <input name="title"></label>'
+         '<button>Save</button></form></body></html>')
+
+
+def test_a_tagged_tab_stranded_on_a_bare_error_page_answers_at_once(tmp_path):
+    """A form post answered by a bare 500 (Go's http.Error: text, no layout, no tag): the act's verdict is
+    `unknown` within a moment of the tab's socket going, naming where it went, the status and how to get a
+    verdict there, not `observation_lost` after the whole timeout; reticle_navigate then says at once that
+    the tab is away instead of waiting for it."""
+    class Home(tornado.web.RequestHandler):
+        def get(self):
+            self.write(_FORM % daemon.url)
+
+    class Notes(tornado.web.RequestHandler):
+        def post(self):
+            self.set_status(500)
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.write("Internal Server Error\n")
+
+    with contextlib.ExitStack() as stack:
+        daemon = _keep(stack, Daemon(tmp_path / "state"))
+        app = _keep(stack, AppServer([(r"/", Home), (r"/notes", Notes)]))
+        _keep(stack, Browser(app.url + "/"))
+        mcp = _keep(stack, Mcp(daemon.url + "/mcp"))
+        sid = wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")[0]["sessionId"]
+        mcp.ok("reticle_act", {"sessionId": sid, "action": "fill", "target": {"label": "Title"}, "args": {"value": "Groceries"}})
+        started = time.monotonic()
+        out = mcp.ok("reticle_act_and_wait", {"sessionId": sid, "action": "click", "timeout_ms": 8000,
+                                              "target": {"role": "button", "name": "Save"},
+                                              "until": {"kind": "text", "contains": "Saved"}}, timeout=60)
+        took = time.monotonic() - started
+        assert (out["verified"], out["verifiedReason"]) == ("unknown", "observation_lost"), out
+        assert "left for POST /notes" in out["because"] and "without Reticle's script tag" in out["because"], out
+        assert "reticle_open" in out["because"], out
+        assert took < 4.0, (took, out)  # the socket's going plus the 1.5 s grace, not the 8 s timeout
+        started = time.monotonic()
+        error, is_error = mcp.call("reticle_navigate", {"sessionId": sid, "url": app.url + "/"})
+        assert is_error is True and error.get("code") == "tab_away", error
+        assert time.monotonic() - started < 1.0, error
+
+
 def test_a_tag_session_comes_back_after_an_error_page_without_the_tag(tmp_path):
     """The tab leaves for a 500 page that has no script tag: a call naming its session says where it went and
     that it is the same session once the tab loads a page with the tag (not "unknown sessionId"); when the
@@ -549,7 +592,7 @@ def test_a_tag_session_comes_back_after_an_error_page_without_the_tag(tmp_path):
         sid = wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")[0]["sessionId"]
         mcp.ok("reticle_act", {"sessionId": sid, "action": "click", "target": {"role": "link", "name": "Open the report"}})
         wait_until(lambda: not mcp.ok("reticle_sessions")["sessions"], 10, what="the tab to leave")
-        # a call naming it waits NAV_WAIT_S for the next document, then says where the tab went
+        # a call naming it waits a moment (STRANDED_MS) for the next document, then says where the tab went
         error, is_error = mcp.call("reticle_assert", {"sessionId": sid, "predicate": {"kind": "settled"}})
         assert is_error is True and error.get("code") == "tab_away", error
         assert "left %s/" % app.url in error["error"] and "same session, %s, again" % sid in error["error"], error

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -1625,3 +1626,68 @@ def test_plain_words_are_not_redacted():
     assert reticle._scrub_server("bypass=1 token_count=5 profile store unavailable") == \
         "bypass=1 token_count=5 profile store unavailable"
     assert reticle._scrub_server("csrftoken=abc") == "csrftoken=[redacted]"
+
+
+def _note(mcp, sid, title, timeout_ms=6000):
+    """Type `title` into the classic form and post it; the verdict of the post, with no `until`."""
+    mcp.ok("reticle_act", {"sessionId": sid, "action": "fill", "target": {"label": "Title"}, "args": {"value": title}})
+    return mcp.ok("reticle_act_and_wait", {"sessionId": sid, "action": "click", "timeout_ms": timeout_ms,
+                                           "target": {"role": "button", "name": "Save note"}, "detail": "full"},
+                  timeout=60)
+
+
+class PhpNotes(AppProcess):
+    """tests/_php_notes/index.php under PHP's built-in server: a plain PHP form keeping its notes in a JSON file."""
+
+    def __init__(self, tmp, daemon):
+        php = shutil.which("php")
+        if php is None:
+            pytest.skip("php is not installed (sh tests/bootstrap.sh browser installs php-cli)")
+        super().__init__(tmp, "php")
+        self.store = os.path.join(str(tmp), "notes-%d.json" % self.port)
+        env = dict(os.environ, NOTES_FILE=self.store,
+                   RETICLE_SCRIPT='<script src="%s/reticle.js"></script>' % daemon.url)
+        self.start([php, "-S", "127.0.0.1:%d" % self.port, os.path.join(HERE, "_php_notes", "index.php")], env, HERE)
+
+    def rows(self):
+        if not os.path.exists(self.store):
+            return 0
+        with open(self.store, encoding="utf-8") as f:
+            return len(json.load(f))
+
+
+# what each app's form says when the title is too short, and when it is missing
+_SAYS = {"flask": ("Title must be at least 2 characters", "Title is required"),
+         "django": ("Ensure this value has at least 2 characters", "This field is required"),
+         "php": ("Title must be at least 2 characters", "Title must be at least 2 characters")}
+
+
+@pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
+@pytest.mark.parametrize("framework", ["flask", "django", "php"])
+def test_a_classic_form_that_comes_back_is_never_a_clean_yes(framework, device, tmp_path, daemon, mcp):
+    """Post/redirect/get, on real Flask, Django and plain PHP forms, in a device and through the tag, with no
+    server voice (the page alone tells): the post that saved redirects (yes); one rendered again under 200
+    with its error marked anywhere in the page (<p class="error"> above the form, Django's errorlist) or said
+    above it in words (the Flask tutorial's flash) is no; one rendered again saying nothing is unknown
+    (form_came_back), never yes.  The truth is the rows in the app's database (PHP: its JSON file)."""
+    app = PhpNotes(tmp_path, daemon) if framework == "php" else \
+        App(framework, tmp_path, daemon, env={"SHOP_PLAIN": "1"})
+    sid, browser = open_tab(mcp, app, device=device, path="/notes/new")
+    try:
+        for n in range(2):
+            rows = app.rows()
+            out = _note(mcp, sid, "a")  # too short
+            assert out["verified"] == "no" and _SAYS[framework][0] in out["because"], (n, out["because"])
+            out = _note(mcp, sid, "")  # missing
+            assert out["verified"] == "no" and _SAYS[framework][1] in out["because"], (n, out["because"])
+            out = _note(mcp, sid, "quiet")  # the form again, and not a word
+            assert (out["verified"], out["verifiedReason"]) == ("unknown", "form_came_back"), (n, out["because"])
+            assert app.rows() == rows  # none of the three saved anything
+            out = _note(mcp, sid, "Groceries %d" % n)
+            assert out["verified"] == "yes", (n, out["because"])
+            assert app.rows() == rows + 1
+            mcp.ok("reticle_navigate", {"sessionId": sid, "url": app.url + "/notes/new"})
+    finally:
+        if browser is not None:
+            browser.close()
+        app.close()

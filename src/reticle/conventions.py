@@ -160,6 +160,7 @@ def _sdk_conventions() -> dict:
     as one selector list.  Both sides read one table."""
     return {"failureUi": [[r.name, r.selector, r.level] for r in _FAILURE_UI],
             "plainFailure": [list(part) for part in _PLAIN_FAILURE],
+            "plainSuccess": list(_PLAIN_SUCCESS),
             "routeAnnouncers": ",".join(s for _, s in _ROUTE_ANNOUNCERS)}
 
 
@@ -178,6 +179,12 @@ _PLAIN_FAILURE: Tuple[Tuple[str, ...], Tuple[str, ...]] = (
      r"\bmarked (with )?(an )?(\*|asterisk)", r"^\W*(\*\s*)?(\(?required\)?|optional)\W*$", r"\bnot required\b",
      r"\berrors? (rate|log|reporting|budget)\b"),
 )
+# Words of success on the page a posted form's answer brought (a form that came back without a redirect
+# and marks no error, but says "Note saved."): the SDK reads them outside the form and the page's chrome.
+_PLAIN_SUCCESS: Tuple[str, ...] = (
+    r"\b(saved|created|updated|added|deleted|removed|sent|submitted|received|subscribed|registered|published)\b",
+    r"\bsuccess(ful(ly)?)?\b", r"\bthank(s| you)\b",
+)
 _PLAIN_FAILURE_RES = ([re.compile(s, re.I) for s in _PLAIN_FAILURE[0]],
                       [re.compile(s, re.I) for s in _PLAIN_FAILURE[1]])
 
@@ -193,8 +200,9 @@ def _is_failure_ui(d: dict) -> bool:
     a declared error toast, an error row of _FAILURE_UI), or its text is a failure phrase with no
     negation ("0 errors found" is a success)."""
     text = str(d.get("text", ""))
-    if d.get("source") == "text":  # plain text: a failure only in the act's own form (see _failure_text)
-        return d.get("scope") == "form" and _plain_failure(text)
+    if d.get("source") == "text":  # plain text: a failure only in the act's own form (see _failure_text), or
+        # on the page a posted form came back on, unredirected (the SDK's formCameBack)
+        return d.get("scope") in ("form", "returned") and _plain_failure(text)
     worded = _FAILURE_TEXT.search(text) and not _NO_FAILURE.search(text)
     return d.get("level") == "error" or d.get("source") == "invalid" or bool(worded)
 
@@ -227,7 +235,9 @@ def _ui_label(d: dict) -> str:
     source = d["source"] if isinstance(d.get("source"), str) else ""  # the page's: it may send any JSON there
     where = {"invalid": "beside the field %r" % d.get("field", "?"), "toast": "in a toast",
              "text": "as plain text %s" % ("in the act's form" if d.get("scope") == "form" else
-                                           "where the act's answer went"),
+                                           "on the page the posted form came back on" if d.get("scope") == "returned"
+                                           else "where the act's answer went"),
+             "marker": "marked as an error on the page the posted form came back on",
              "alertdialog": "in a dialog", "assertive": "in an assertive live region", "alert": "as an alert"}.get(
         source, "in a %s message" % source if source else "as an alert")
     return "%r %s%s" % (_short(str(d.get("text", "")), 120), where,

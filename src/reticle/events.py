@@ -56,6 +56,7 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("ui.status", "ui", high_value=True, effect=True),  # a status message (its text decides)
     _EventType("ui.scan", "ui", high_value=True),  # a new document looked for what it tells the user
     _EventType("ui.gone", "ui", high_value=True),  # a message shown before is no longer shown
+    _EventType("ui.returned", "ui", high_value=True),  # a posted form came back with no redirect, no mark, no success
     _EventType("ui.*", "ui"),
     _EventType("console.error", "console", high_value=True, console="error"),
     _EventType("console.warn", None, high_value=True, console="warn"),

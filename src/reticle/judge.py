@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .causes import _caused_by_act, _had_effect, _lost_evidence, _no_effect, _periodic, _unread_write
-from .constants import HORIZON_CAP_MS, SERVER_WAIT_CAP_MS
+from .constants import HORIZON_CAP_MS, SERVER_WAIT_CAP_MS, STRANDED_NOTE
 from .conventions import (_ABSENCE_BLIND_SPOTS, _BLAMES_USER, _FAILURE_WORDS, _answer_failure_text, _error_ui,
     _is_failure_ui, _ui_label)
 from .events import (_UI_EVENTS, _WRITE_METHODS, _call_failed, _call_label, _call_matches, _calls, _frames, _is_dev,
@@ -470,6 +470,8 @@ def _r_inconclusive(c: _Case) -> _Ruling:
 
 def _r_observation_lost(c: _Case) -> _Ruling:
     if c.res.get("observationLost"):
+        if STRANDED_NOTE in (c.res.get("failureReason") or ""):  # a tagged tab on a page without the tag
+            return "unknown", "observation_lost", c.res["failureReason"]
         return "unknown", "observation_lost", ("the tab disconnected or reloaded during the observation; check "
                                                "reticle_sessions and repeat if it is safe")
     return None
@@ -737,6 +739,21 @@ def _r_failure_text_answer(c: _Case) -> _Ruling:
     return None
 
 
+def _r_form_came_back(c: _Case) -> _Ruling:
+    """A posted form that came back with no redirect, marking no error and saying no success (the SDK's
+    ui.returned): not a success, unless server truth was asked for and decides."""
+    if c.p and any(leaf["kind"] == "server" and not neg for leaf, neg in _leaves(c.p)):
+        return None
+    back = [e["data"] for e in c.window if e["type"] == "ui.returned"]
+    if back:
+        return "unknown", "form_came_back", (
+            "the form came back without a redirect: the answer to its post (%s) holds the same form again, marking "
+            "no error and saying no success; a server-rendered form that saved redirects (post/redirect/get) and "
+            "one that failed renders itself again, so whether it worked is not known; check what it saved (a "
+            "`server` predicate, or the record read back)" % _short(str(back[-1].get("action") or "?"), 200))
+    return None
+
+
 def _reset_fields(effect: Any) -> List[dict]:
     """The fields an earlier act filled whose value the page reset before this act (the SDK's
     fillsReset: a framework re-rendering them on hydration, a form library's reset)."""
@@ -801,7 +818,8 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
     ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere),
-    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("13c", _r_fill_reset),
+    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer),
+    ("13b2", _r_form_came_back), ("13c", _r_fill_reset),
     ("14", _r_proved),
 )
 
@@ -863,6 +881,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
          (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
          failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
+    13b2. a posted form came back with no redirect, marking no error and saying no success (the SDK's
+         ui.returned), and no `server` leaf was asked -> unknown, form_came_back
     13c. what would be a `yes` after an act, while a value an earlier act filled had been reset by the
          page before it (hydration re-rendering the field) -> unknown, fill_reset
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`

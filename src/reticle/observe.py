@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from .calls import _progress_note
 from .causes import _caused_by_act
 from .constants import (ACT_GRACE_MS, HORIZON_CAP_MS, HORIZON_CHURN_MS, HORIZON_QUIET_MS, NAV_WAIT_S, RETRY_GRACE_MS,
-    SCAN_WAIT_MS, SERVER_GRACE_MS, SERVER_WAIT_CAP_MS, SOCKET_REPLY_WAIT_MS, STREAM_QUIET_MS)
+    SCAN_WAIT_MS, SERVER_GRACE_MS, SERVER_WAIT_CAP_MS, SOCKET_REPLY_WAIT_MS, STRANDED_MS, STRANDED_NOTE,
+    STREAM_QUIET_MS)
 from .conventions import _answer_failure_text, _error_ui, _is_failure_ui, _ui_label
 from .errors import ToolError
 from .events import _FRAME_TYPES, _UI_EVENTS, _call_failed, _call_label, _call_matches, _is_dev, _is_write
@@ -208,6 +209,12 @@ async def _read_shown(session: "_BrowserSession", effect: Any) -> Optional[List[
 
 
 def _lost_why(session: "_BrowserSession") -> str:
+    stranded = session.documents.stranded()
+    if stranded is not None:
+        return ("tab %s left for %s, %s (no SDK connected from it within %.1f s), so nothing on it can be read; "
+                "a device (reticle_open) verifies a page without the tag, and the tab comes back with the "
+                "browser's Back or by loading a page that has the tag"
+                % (session.id, stranded, STRANDED_NOTE, STRANDED_MS / 1000.0))
     return ("the tab closed or crashed" if session.handler is None else
             "the tab left its page and its next document did not connect in time")
 

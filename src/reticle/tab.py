@@ -20,7 +20,7 @@ import tornado.ioloop
 
 from .calls import DIALOG_SILENT_MS, STUCK_COMMAND_S, _command_budget, _progress_note
 from .constants import (ARRIVAL_WAIT_MS, BACKGROUND_MS, COMMAND_TIMEOUT_S, EVENT_CAP_AGE_MS, EVENT_CAP_BYTES,
-    EVENT_CAP_COUNT, NAV_WAIT_S, NET_CONFIRM_S, OTEL_GRACE_MS, PLAIN_EVENT_BYTES, SERVER_GRACE_MS,
+    EVENT_CAP_COUNT, NAV_WAIT_S, NET_CONFIRM_S, OTEL_GRACE_MS, PLAIN_EVENT_BYTES, SERVER_GRACE_MS, STRANDED_MS,
     THROTTLED_AFTER_MS, _PAGE_BLIND_SPOTS, _bridge_log, _emit)
 from .errors import _TabGone, ToolError
 from .events import (_call_label, _event_type, _event_types, _hide_redirected_status, _is_write, _net_key_url,
@@ -1153,13 +1153,47 @@ class _TabDocuments:
             if not self.between_documents():
                 return True
             left = (until - tab.now()) / 1000.0
+            if tab.handler is None and tab.device is None and tab.left_at is not None:
+                # with the script tag, a page's SDK connects within a moment of the old page going: a
+                # tab not back STRANDED_MS after its socket left is on a page without the tag
+                left = min(left, (tab.left_at + STRANDED_MS - tab.now()) / 1000.0)
+                if left <= 0:
+                    tab.stranded_at = tab.left_at
+                    return False
             if left <= 0:
                 return False
             if tab.handler is None:
                 if not await tab.bridge.wait_back(tab, left):
-                    return False
+                    return self.next_document_stranded(until)
             else:
                 await tab.wait_change(min(0.05, left))
+
+    def next_document_stranded(self, until: float) -> bool:
+        """After a wait_back that ran out: False, noting a tagged tab as stranded when that is why."""
+        tab = self.tab
+        if tab.handler is None and tab.device is None and tab.left_at is not None and tab.now() < until:
+            tab.stranded_at = tab.left_at
+        return False
+
+    def stranded(self) -> Optional[str]:
+        """What a tagged tab left for when it is stranded on a page without the script tag (its socket
+        left STRANDED_MS ago and no document came back), or None: the document request it made last,
+        with the status the server gave it when a record says."""
+        tab = self.tab
+        if tab.stranded_at is None or tab.handler is not None or tab.device is not None:
+            return None
+        docs = [e for e in tab.window(tab.stranded_at - NAV_WAIT_S * 1000.0)
+                if e["type"] in ("net.pending", "net.request") and (e.get("data") or {}).get("initiator") == "document"]
+        if not docs:
+            return "another page"
+        d = docs[-1]["data"]
+        path = urllib.parse.urlsplit(str(d.get("url") or "")).path or "/"
+        status = d.get("status")
+        if status is None:
+            status = next((e["data"].get("status") for e in reversed(tab.window(docs[-1]["t"]))
+                           if e["type"] == "server.request" and e["data"].get("path") == path), None)
+        return "%s %s%s" % (str(d.get("method") or "GET").upper(), path[:200],
+                            " → %s" % status if status is not None else "")
 
     def document_on_its_way(self, rid: str, method: str, url: str) -> None:
         """A device's browser started loading a new document in this tab (_NetRecord._on_document):
@@ -1201,6 +1235,7 @@ class _BrowserSession:
         self.health = _TabHealth(self.clock)
         self.snapshots = _SnapshotCache()
         self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
+        self.stranded_at: Optional[float] = None   # left_at, once a tagged tab did not come back (documents.stranded)
         # the frame path's pacing (_Bridge.frame_pause), on the daemon's clock
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)

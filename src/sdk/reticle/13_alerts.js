@@ -2,14 +2,16 @@
   // provides: TOASTS, ALERT_TEXT_CAP, ALERT_SAME_MS, ALERT_MAX_CANDIDATES, ALERT_RESCAN, ALERT_SOURCES,
   //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, TEXT_WATCH, TEXT_WATCH_MS,
   //   readsAsFailure, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn, rememberPostedForm,
-  //   postedForms, postedFormScan, echoesInput, textWatchCollect, textScope, textWatchScan,
-  //   ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts, ERROR_LOOK,
-  //   fieldErrorText, alertRows, alertCandidates, alertsShown, alertText, renderedBy, componentOf,
-  //   withRenderer, alertScan, alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
-  // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), scrub (03), ssGet (03),
-  //   ssSet (03), warn (03), S (04), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06), refFor (06),
-  //   resolveRef (06), byIdText (07), getName (07), isVisible (07), makeVisCache (07), textOf (07),
-  //   ROOT_WATCHERS (08), liveShadowRoots (08), listen (11), rateCap (11), cleanStack (14), checkFrames (18)
+  //   postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME, MARK_TEXT_MAX, redirectedHere, formCameBack,
+  //   failureWords, saysSuccess, echoesInput, textWatchCollect, textScope, textWatchScan, ROUTE_ANNOUNCERS,
+  //   isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts, ERROR_LOOK, fieldErrorText,
+  //   alertRows, alertCandidates, alertsShown, alertText, renderedBy, componentOf, withRenderer, alertScan,
+  //   alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
+  // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), redactUrl (03), scrub (03),
+  //   ssGet (03), ssSet (03), warn (03), S (04), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06),
+  //   refFor (06), resolveRef (06), byIdText (07), getName (07), isVisible (07), makeVisCache (07),
+  //   textOf (07), ROOT_WATCHERS (08), liveShadowRoots (08), listen (11), rateCap (11), cleanStack (14),
+  //   checkFrames (18)
   // -- what the user is told: alerts, assertive live regions, invalid fields, declared toasts
   // ui.alert {text, source, level, ref, initial?, field?} (ui.status for a status surface of the
   // daemon's FAILURE_UI table, whose text decides) when such an element appears, becomes
@@ -96,7 +98,8 @@
       var texts = N.map(ownTexts(form, []), function (x) {
         return x.text;
       });
-      ssSet(POSTED_KEY, N.stringify({ at: N.dateNow(), id: form.id || '', action: form.action || '',
+      var method = N.toLowerCase(String(N.getAttribute(form, 'method') || 'get'));
+      ssSet(POSTED_KEY, N.stringify({ at: N.dateNow(), id: form.id || '', action: form.action || '', method: method,
         texts: N.slice(texts, 0, 100), typed: N.map(typedIn(form), function (v) {
           return clip(v, 200);
         }) }));
@@ -122,7 +125,8 @@
     var before = new Set(N.map(prev.texts, String));
     var w = { typed: N.isArray(prev.typed) ? N.map(prev.typed, String) : [] };
     var budget = { left: 600 };
-    N.forEach(postedForms(prev), function (f) {
+    var back = postedForms(prev);
+    N.forEach(back, function (f) {
       N.forEach(ownTexts(f, [], budget), function (x) {
         if (N.has(before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text))
           return;
@@ -133,6 +137,76 @@
         var r = refFor(x.el);
         if (r) d.ref = r;
         emit('ui.alert', withRenderer(d, x.el), x.el);
+      });
+    });
+    if (back.length && prev.method === 'post' && !redirectedHere()) formCameBack(al, back[0], prev, w);
+  }
+  // -- a posted form that came back: the answer to the post was not a redirect and holds the same form
+  // again.  Post/redirect/get is every server-rendered framework's way: success redirects, a failure
+  // renders the form again, its error marked (a class with error/invalid/danger, Django's errorlist, a
+  // field's aria-invalid, role=alert) above, inside or below it.  A mark is a failure shown (ui.alert,
+  // level error); no mark and no word of success is ui.returned: the daemon will not call it a success.
+  var FORM_MARKERS = '[class*="error" i],[class*="invalid" i],[class*="danger" i],[aria-invalid="true"],[role="alert"]';
+  var FORM_CHROME = 'header,nav,footer,[role=banner],[role=navigation],[role=contentinfo]';
+  var MARK_TEXT_MAX = 300; // longer is a region around a message, not the message
+  function redirectedHere() {
+    try {
+      var nav = N.getEntriesByType(performance, 'navigation')[0];
+      return !nav || nav.redirectCount > 0;
+    } catch (e) {
+      return true; // not known: read as today
+    }
+  }
+  function formCameBack(al, form, prev, w) {
+    var marked = [],
+      vis = makeVisCache(),
+      els = N.querySelectorAll(document.body || document, FORM_MARKERS);
+    for (var i = 0; i < els.length && marked.length < 5; i++) {
+      var el = els[i],
+        field = N.test(/^(INPUT|TEXTAREA|SELECT)$/, el.tagName);
+      if (N.contains(el, form) || !isVisible(el, vis) || isIgnored(el) || N.closest(el, FORM_CHROME)) continue;
+      if (N.some(marked, function (m) {
+        return N.contains(m, el) || N.contains(el, m);
+      }))
+        continue;
+      var text = field
+        ? 'the field ' + clip(getName(el) || el.name || '?', 120) + ' is marked invalid'
+        : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
+      if (!text || text.length > MARK_TEXT_MAX || N.has(al.texts, text) || (!field && echoesInput(w, text))) continue;
+      N.push(marked, el);
+      if (!al.allow()) return;
+      var d = { text: text, source: 'marker', level: 'error', scope: 'page', related: true, initial: true };
+      var r = refFor(el);
+      if (r) d.ref = r;
+      emit('ui.alert', withRenderer(d, el), el);
+    }
+    if (marked.length || saysSuccess(form) || failureWords(al, form, w)) return;
+    emit('ui.returned', { action: clip(redactUrl(prev.action || location.href), 500), id: clip(prev.id || '', 120) });
+  }
+  // no mark, but text that reads as a failure outside the form and the page's chrome (the Flask tutorial's
+  // <div class="flash">Username is required.</div> above the form it rendered again): a failure shown
+  function failureWords(al, form, w) {
+    var said = 0;
+    N.forEach(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
+      if (said >= 3 || N.contains(form, x.el) || N.closest(x.el, FORM_CHROME) || x.text.length > MARK_TEXT_MAX) return;
+      if (!readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text)) return;
+      if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el) || !al.allow()) return;
+      said++;
+      var d = { text: x.text, source: 'text', level: null, scope: 'returned', related: true, initial: true };
+      var r = refFor(x.el);
+      if (r) d.ref = r;
+      emit('ui.alert', withRenderer(d, x.el), x.el);
+    });
+    return said > 0;
+  }
+  // a word of success on the page, outside the form and the page's chrome ("Note saved.")
+  function saysSuccess(form) {
+    var success = N.map(CONVENTIONS.plainSuccess || [], function (src) {
+      return new RegExp(src, 'i');
+    });
+    return N.some(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
+      return !N.contains(form, x.el) && !N.closest(x.el, FORM_CHROME) && N.some(success, function (re) {
+        return N.test(re, x.text);
       });
     });
   }
