@@ -5857,7 +5857,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
     var before = new Set(N.map(prev.texts, String));
     var w = { typed: N.isArray(prev.typed) ? N.map(prev.typed, String) : [] };
     var budget = { left: 600 };
-    var back = postedForms(prev);
+    var back = postedForms(prev),
+      said = 0;
     N.forEach(back, function (f) {
       N.forEach(ownTexts(f, [], budget), function (x) {
         if (N.has(before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text))
@@ -5868,10 +5869,14 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
         var r = refFor(x.el);
         if (r) d.ref = r;
+        said++;
         emit('ui.alert', withRenderer(d, x.el), x.el);
       });
     });
-    if (back.length && prev.method === 'post' && !redirectedHere()) formCameBack(al, back[0], prev, w);
+    N.forEach(al.texts, function () {
+      said++; // a message the page shows (role=alert, a status, a field's error): it speaks for itself
+    });
+    if (back.length && prev.method === 'post' && !redirectedHere()) formCameBack(al, back[0], prev, w, said);
   }
   // -- a posted form that came back: the answer to the post was not a redirect and holds the same form
   // again.  Post/redirect/get is every server-rendered framework's way: success redirects, a failure
@@ -5889,30 +5894,39 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
       return true; // not known: read as today
     }
   }
-  function formCameBack(al, form, prev, w) {
+  function formCameBack(al, form, prev, w, said) {
     var marked = [],
       vis = makeVisCache(),
       els = N.querySelectorAll(document.body || document, FORM_MARKERS);
     for (var i = 0; i < els.length && marked.length < 5; i++) {
       var el = els[i],
         field = N.test(/^(INPUT|TEXTAREA|SELECT)$/, el.tagName);
+      // (a field with aria-invalid is reported already, with its own error text: source 'invalid')
+      if (field && N.getAttribute(el, 'aria-invalid') === 'true') continue;
       if (N.contains(el, form) || !isVisible(el, vis) || isIgnored(el) || N.closest(el, FORM_CHROME)) continue;
       if (N.some(marked, function (m) {
         return N.contains(m, el) || N.contains(el, m);
       }))
         continue;
-      var text = field
-        ? 'the field ' + clip(getName(el) || el.name || '?', 120) + ' is marked invalid'
-        : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
+      var name = field ? clip(getName(el) || el.name || '?', 120) : null,
+        text = field
+          ? clip(scrub(fieldErrorText(el)), MARK_TEXT_MAX + 1) || 'the field ' + name + ' is marked invalid'
+          : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
       if (!text || text.length > MARK_TEXT_MAX || N.has(al.texts, text) || (!field && echoesInput(w, text))) continue;
+      if (!field && N.some(PLAIN_NO, function (re) {
+        return N.test(re, text); // <div class="errors">No errors</div>
+      }))
+        continue;
       N.push(marked, el);
       if (!al.allow()) return;
-      var d = { text: text, source: 'marker', level: 'error', scope: 'page', related: true, initial: true };
+      var d = { text: text, source: field ? 'invalid' : 'marker', level: 'error', scope: 'page', related: true,
+        initial: true };
+      if (field) d.field = name;
       var r = refFor(el);
       if (r) d.ref = r;
       emit('ui.alert', withRenderer(d, el), el);
     }
-    if (marked.length || saysSuccess(form) || failureWords(al, form, w)) return;
+    if (marked.length || said || saysSuccess(form) || failureWords(al, form, w)) return;
     emit('ui.returned', { action: clip(redactUrl(prev.action || location.href), 500), id: clip(prev.id || '', 120) });
   }
   // no mark, but text that reads as a failure outside the form and the page's chrome (the Flask tutorial's
@@ -19259,8 +19273,8 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
     ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere),
-    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer),
-    ("13b2", _r_form_came_back), ("13c", _r_fill_reset),
+    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("13c", _r_fill_reset),
+    ("13d", _r_form_came_back),
     ("14", _r_proved),
 )
 
@@ -19322,10 +19336,10 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
          (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
          failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
-    13b2. a posted form came back with no redirect, marking no error and saying no success (the SDK's
-         ui.returned), and no `server` leaf was asked -> unknown, form_came_back
     13c. what would be a `yes` after an act, while a value an earlier act filled had been reset by the
          page before it (hydration re-rendering the field) -> unknown, fill_reset
+    13d. a posted form came back with no redirect, marking no error and saying no success (the SDK's
+         ui.returned), and no `server` leaf was asked -> unknown, form_came_back
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
 
     Whatever the rule, `because` ends with what the server did for the act's requests, one line,

@@ -818,8 +818,8 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
     ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere),
-    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer),
-    ("13b2", _r_form_came_back), ("13c", _r_fill_reset),
+    ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("13c", _r_fill_reset),
+    ("13d", _r_form_came_back),
     ("14", _r_proved),
 )
 
@@ -881,10 +881,10 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     13b. act_and_wait with no predicate, and the act's answer put text that reads as a failure
          (_PLAIN_FAILURE) outside the act's form (an htmx fragment swapped in) -> unknown,
          failure_text_shown; in the act's form it is an error shown (2a: no, failure_observed)
-    13b2. a posted form came back with no redirect, marking no error and saying no success (the SDK's
-         ui.returned), and no `server` leaf was asked -> unknown, form_came_back
     13c. what would be a `yes` after an act, while a value an earlier act filled had been reset by the
          page before it (hydration re-rendering the field) -> unknown, fill_reset
+    13d. a posted form came back with no redirect, marking no error and saying no success (the SDK's
+         ui.returned), and no `server` leaf was asked -> unknown, form_came_back
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
 
     Whatever the rule, `because` ends with what the server did for the act's requests, one line,

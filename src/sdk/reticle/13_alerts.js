@@ -125,7 +125,8 @@
     var before = new Set(N.map(prev.texts, String));
     var w = { typed: N.isArray(prev.typed) ? N.map(prev.typed, String) : [] };
     var budget = { left: 600 };
-    var back = postedForms(prev);
+    var back = postedForms(prev),
+      said = 0;
     N.forEach(back, function (f) {
       N.forEach(ownTexts(f, [], budget), function (x) {
         if (N.has(before, x.text) || !readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text))
@@ -136,10 +137,14 @@
         var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
         var r = refFor(x.el);
         if (r) d.ref = r;
+        said++;
         emit('ui.alert', withRenderer(d, x.el), x.el);
       });
     });
-    if (back.length && prev.method === 'post' && !redirectedHere()) formCameBack(al, back[0], prev, w);
+    N.forEach(al.texts, function () {
+      said++; // a message the page shows (role=alert, a status, a field's error): it speaks for itself
+    });
+    if (back.length && prev.method === 'post' && !redirectedHere()) formCameBack(al, back[0], prev, w, said);
   }
   // -- a posted form that came back: the answer to the post was not a redirect and holds the same form
   // again.  Post/redirect/get is every server-rendered framework's way: success redirects, a failure
@@ -157,30 +162,39 @@
       return true; // not known: read as today
     }
   }
-  function formCameBack(al, form, prev, w) {
+  function formCameBack(al, form, prev, w, said) {
     var marked = [],
       vis = makeVisCache(),
       els = N.querySelectorAll(document.body || document, FORM_MARKERS);
     for (var i = 0; i < els.length && marked.length < 5; i++) {
       var el = els[i],
         field = N.test(/^(INPUT|TEXTAREA|SELECT)$/, el.tagName);
+      // (a field with aria-invalid is reported already, with its own error text: source 'invalid')
+      if (field && N.getAttribute(el, 'aria-invalid') === 'true') continue;
       if (N.contains(el, form) || !isVisible(el, vis) || isIgnored(el) || N.closest(el, FORM_CHROME)) continue;
       if (N.some(marked, function (m) {
         return N.contains(m, el) || N.contains(el, m);
       }))
         continue;
-      var text = field
-        ? 'the field ' + clip(getName(el) || el.name || '?', 120) + ' is marked invalid'
-        : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
+      var name = field ? clip(getName(el) || el.name || '?', 120) : null,
+        text = field
+          ? clip(scrub(fieldErrorText(el)), MARK_TEXT_MAX + 1) || 'the field ' + name + ' is marked invalid'
+          : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
       if (!text || text.length > MARK_TEXT_MAX || N.has(al.texts, text) || (!field && echoesInput(w, text))) continue;
+      if (!field && N.some(PLAIN_NO, function (re) {
+        return N.test(re, text); // <div class="errors">No errors</div>
+      }))
+        continue;
       N.push(marked, el);
       if (!al.allow()) return;
-      var d = { text: text, source: 'marker', level: 'error', scope: 'page', related: true, initial: true };
+      var d = { text: text, source: field ? 'invalid' : 'marker', level: 'error', scope: 'page', related: true,
+        initial: true };
+      if (field) d.field = name;
       var r = refFor(el);
       if (r) d.ref = r;
       emit('ui.alert', withRenderer(d, el), el);
     }
-    if (marked.length || saysSuccess(form) || failureWords(al, form, w)) return;
+    if (marked.length || said || saysSuccess(form) || failureWords(al, form, w)) return;
     emit('ui.returned', { action: clip(redactUrl(prev.action || location.href), 500), id: clip(prev.id || '', 120) });
   }
   // no mark, but text that reads as a failure outside the form and the page's chrome (the Flask tutorial's
