@@ -289,7 +289,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   //   BATCH_MAX_BYTES, QUEUE_MAX, OPEN_QUEUE_MAX, BUFFERED_MAX, RESULT_QUEUE_MAX, BODY_CAP, BODY_SCAN,
   //   FRAME_DATA_CAP, STACK_CAP, ERROR_CAP, REDACTED, PREFIX, N, NAT, uncurry, captureFunctions, eitherOf,
   //   captureRegExp, rxMatches, rxAdvance, rxExpand, rxReplace, rxSplit, HELD_PLATFORM, HELD_NAMES,
-  //   captureHeld, descOf, heldMethod, invoke, byName, TO_JSON, ownJson, stringify
+  //   captureHeld, descOf, heldMethod, invoke, byName, restOf, TO_JSON, ownJson, stringify
   // uses: S (04)
   /* eslint-disable no-restricted-syntax -- this section makes the captures, before any page script runs */
   var CONFIG = /*__RETICLE_CONFIG__*/null;
@@ -417,9 +417,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   // the arguments are passed on as given: concat(a, undefined) is not concat(a)
   function eitherOf(forString, forArray) {
     return function (x) {
-      var args = [];
-      for (var i = 1; i < arguments.length; i++) args[i - 1] = arguments[i];
-      return NAT.apply(typeof x === 'string' ? forString : forArray, x, args);
+      return NAT.apply(typeof x === 'string' ? forString : forArray, x, restOf(arguments, 1));
     };
   }
 
@@ -629,16 +627,18 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   }
   // N.invoke(x, 'name', a, b) is x.name(a, b) through the method x's built-in prototype held
   function invoke(x, name) {
-    var args = [];
-    for (var i = 2; i < arguments.length; i++) args[i - 2] = arguments[i];
-    return NAT.apply(heldMethod(x, name) || x[name], x, args);
+    return NAT.apply(heldMethod(x, name) || x[name], x, restOf(arguments, 2));
   }
   function byName(name) {
     return function (x) {
-      var args = [];
-      for (var i = 1; i < arguments.length; i++) args[i - 1] = arguments[i];
-      return NAT.apply(heldMethod(x, name) || x[name], x, args);
+      return NAT.apply(heldMethod(x, name) || x[name], x, restOf(arguments, 1));
     };
+  }
+  // the arguments from `from` on, as an array (built by index: no method a page could have patched)
+  function restOf(list, from) {
+    var out = [];
+    for (var i = from; i < list.length; i++) out[i - from] = list[i];
+    return out;
   }
 
   // JSON.stringify asks each object for a toJSON at call time (a page may put one on Object.prototype and
@@ -5732,13 +5732,13 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
 
   // == Section: alerts == alerts, live regions, invalid fields, toasts
   // provides: TOASTS, ALERT_TEXT_CAP, ALERT_SAME_MS, ALERT_MAX_CANDIDATES, ALERT_RESCAN, ALERT_SOURCES,
-  //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, TEXT_WATCH, TEXT_WATCH_MS,
-  //   readsAsFailure, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn, rememberPostedForm,
-  //   postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME, MARK_TEXT_MAX, redirectedHere, formCameBack,
-  //   failureWords, saysSuccess, echoesInput, textWatchCollect, textScope, textWatchScan, ROUTE_ANNOUNCERS,
-  //   isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts, ERROR_LOOK, fieldErrorText,
-  //   alertRows, alertCandidates, alertsShown, alertText, renderedBy, componentOf, withRenderer, alertScan,
-  //   alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
+  //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, PLAIN_SUCCESS, TEXT_WATCH, TEXT_WATCH_MS,
+  //   readsAsFailure, deniesFailure, emitFound, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn,
+  //   rememberPostedForm, postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME, MARK_TEXT_MAX,
+  //   redirectedHere, formCameBack, failureWords, saysSuccess, echoesInput, textWatchCollect, textScope,
+  //   textWatchScan, ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts,
+  //   ERROR_LOOK, fieldErrorText, alertRows, alertCandidates, alertsShown, alertText, renderedBy,
+  //   componentOf, withRenderer, alertScan, alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
   // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), redactUrl (03), scrub (03),
   //   ssGet (03), ssSet (03), warn (03), S (04), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06),
   //   refFor (06), resolveRef (06), byIdText (07), getName (07), isVisible (07), makeVisCache (07),
@@ -5773,17 +5773,30 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
   var PLAIN_NO = N.map(PLAIN_FAILURE[1], function (s) {
     return new RegExp(s, 'i');
   });
+  // words of success on a page (the daemon's _PLAIN_SUCCESS): a posted form that came back saying one saved
+  var PLAIN_SUCCESS = N.map(CONVENTIONS.plainSuccess || [], function (s) {
+    return new RegExp(s, 'i');
+  });
   var TEXT_WATCH = null; // armed by a click, press or submit: {form, t0, until, before, added, answered}
   var TEXT_WATCH_MS = 15000;
   function readsAsFailure(t) {
     return (
       N.some(PLAIN_YES, function (re) {
         return N.test(re, t);
-      }) &&
-      !N.some(PLAIN_NO, function (re) {
-        return N.test(re, t);
-      })
+      }) && !deniesFailure(t)
     );
+  }
+  // "No errors", "0 problems", "required fields are marked": a text that says there is no failure
+  function deniesFailure(t) {
+    return N.some(PLAIN_NO, function (re) {
+      return N.test(re, t);
+    });
+  }
+  // a message found on the page: its ref and the component that rendered it, as ui.alert
+  function emitFound(d, el) {
+    var r = refFor(el);
+    if (r) d.ref = r;
+    emit('ui.alert', withRenderer(d, el), el);
   }
   // the texts an element shows, one per element with text of its own (at most 300 elements)
   function ownTexts(root, out, budget) {
@@ -5866,11 +5879,8 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el)) return;
         N.add(before, x.text);
         if (!al.allow()) return;
-        var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
-        var r = refFor(x.el);
-        if (r) d.ref = r;
         said++;
-        emit('ui.alert', withRenderer(d, x.el), x.el);
+        emitFound({ text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true }, x.el);
       });
     });
     N.forEach(al.texts, function () {
@@ -5913,45 +5923,40 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
           ? clip(scrub(fieldErrorText(el)), MARK_TEXT_MAX + 1) || 'the field ' + name + ' is marked invalid'
           : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
       if (!text || text.length > MARK_TEXT_MAX || N.has(al.texts, text) || (!field && echoesInput(w, text))) continue;
-      if (!field && N.some(PLAIN_NO, function (re) {
-        return N.test(re, text); // <div class="errors">No errors</div>
-      }))
-        continue;
+      if (!field && deniesFailure(text)) continue; // <div class="errors">No errors</div>
       N.push(marked, el);
       if (!al.allow()) return;
       var d = { text: text, source: field ? 'invalid' : 'marker', level: 'error', scope: 'page', related: true,
         initial: true };
       if (field) d.field = name;
-      var r = refFor(el);
-      if (r) d.ref = r;
-      emit('ui.alert', withRenderer(d, el), el);
+      emitFound(d, el);
     }
-    if (marked.length || said || saysSuccess(form) || failureWords(al, form, w)) return;
+    if (marked.length || said) return;
+    // the texts of the page outside the form and the page's chrome: a word of success, or of failure
+    var outside = N.filter(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
+      return !N.contains(form, x.el) && !N.closest(x.el, FORM_CHROME);
+    });
+    if (saysSuccess(outside) || failureWords(al, outside, w)) return;
     emit('ui.returned', { action: clip(redactUrl(prev.action || location.href), 500), id: clip(prev.id || '', 120) });
   }
-  // no mark, but text that reads as a failure outside the form and the page's chrome (the Flask tutorial's
-  // <div class="flash">Username is required.</div> above the form it rendered again): a failure shown
-  function failureWords(al, form, w) {
-    var said = 0;
-    N.forEach(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
-      if (said >= 3 || N.contains(form, x.el) || N.closest(x.el, FORM_CHROME) || x.text.length > MARK_TEXT_MAX) return;
+  // no mark, but text outside the form that reads as a failure (the Flask tutorial's <div class="flash">Username
+  // is required.</div> above the form it rendered again): a failure shown
+  function failureWords(al, outside, w) {
+    var said = 0,
+      vis = makeVisCache();
+    N.forEach(outside, function (x) {
+      if (said >= 3 || x.text.length > MARK_TEXT_MAX) return;
       if (!readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text)) return;
-      if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el) || !al.allow()) return;
+      if (!isVisible(x.el, vis) || isIgnored(x.el) || !al.allow()) return;
       said++;
-      var d = { text: x.text, source: 'text', level: null, scope: 'returned', related: true, initial: true };
-      var r = refFor(x.el);
-      if (r) d.ref = r;
-      emit('ui.alert', withRenderer(d, x.el), x.el);
+      emitFound({ text: x.text, source: 'text', level: null, scope: 'returned', related: true, initial: true }, x.el);
     });
     return said > 0;
   }
-  // a word of success on the page, outside the form and the page's chrome ("Note saved.")
-  function saysSuccess(form) {
-    var success = N.map(CONVENTIONS.plainSuccess || [], function (src) {
-      return new RegExp(src, 'i');
-    });
-    return N.some(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
-      return !N.contains(form, x.el) && !N.closest(x.el, FORM_CHROME) && N.some(success, function (re) {
+  // a word of success outside the form ("Note saved.")
+  function saysSuccess(outside) {
+    return N.some(outside, function (x) {
+      return N.some(PLAIN_SUCCESS, function (re) {
         return N.test(re, x.text);
       });
     });
@@ -6006,10 +6011,7 @@ _SDK_JS = r"""/*! reticle-sdk __RETICLE_VERSION__ */
         for (var i = 0; i < al.live.length; i++) if (N.contains(al.live[i].el, x.el)) return;
         N.add(w.before, x.text); // once per text
         if (!al.allow()) return;
-        var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
-        var r = refFor(x.el);
-        if (r) d.ref = r;
-        emit('ui.alert', withRenderer(d, x.el), x.el);
+        emitFound({ text: x.text, source: 'text', level: null, scope: scope, related: true }, x.el);
       });
     });
   }
@@ -14033,37 +14035,33 @@ class _TabDocuments:
             self.expire_arrival()
             if not self.between_documents():
                 return True
-            left = (until - tab.now()) / 1000.0
-            if tab.handler is None and tab.device is None and tab.left_at is not None:
-                # with the script tag, a page's SDK connects within a moment of the old page going: a
-                # tab not back STRANDED_MS after its socket left is on a page without the tag
-                left = min(left, (tab.left_at + STRANDED_MS - tab.now()) / 1000.0)
-                if left <= 0:
-                    tab.stranded_at = tab.left_at
-                    return False
+            left = self.back_within((until - tab.now()) / 1000.0)
             if left <= 0:
                 return False
             if tab.handler is None:
                 if not await tab.bridge.wait_back(tab, left):
-                    return self.next_document_stranded(until)
+                    return False
             else:
                 await tab.wait_change(min(0.05, left))
 
-    def next_document_stranded(self, until: float) -> bool:
-        """After a wait_back that ran out: False, noting a tagged tab as stranded when that is why."""
+    def back_within(self, seconds: float) -> float:
+        """How long (s) to wait for the tab's next document, at most `seconds`.  With the script tag a page's
+        SDK connects within a moment of the old page going, so a tagged tab whose socket left waits only
+        until STRANDED_MS after that (then it is stranded: see stranded()); a device's tab, as given."""
         tab = self.tab
-        if tab.handler is None and tab.device is None and tab.left_at is not None and tab.now() < until:
-            tab.stranded_at = tab.left_at
-        return False
+        if tab.handler is None and tab.device is None and tab.left_at is not None:
+            return min(seconds, (tab.left_at + STRANDED_MS - tab.now()) / 1000.0)
+        return seconds
 
     def stranded(self) -> Optional[str]:
         """What a tagged tab left for when it is stranded on a page without the script tag (its socket
         left STRANDED_MS ago and no document came back), or None: the document request it made last,
         with the status the server gave it when a record says."""
         tab = self.tab
-        if tab.stranded_at is None or tab.handler is not None or tab.device is not None:
+        if tab.handler is not None or tab.device is not None or tab.left_at is None \
+                or tab.now() - tab.left_at < STRANDED_MS:
             return None
-        docs = [e for e in tab.window(tab.stranded_at - NAV_WAIT_S * 1000.0)
+        docs = [e for e in tab.window(tab.left_at - NAV_WAIT_S * 1000.0)
                 if e["type"] in ("net.pending", "net.request") and (e.get("data") or {}).get("initiator") == "document"]
         if not docs:
             return "another page"
@@ -14116,7 +14114,6 @@ class _BrowserSession:
         self.health = _TabHealth(self.clock)
         self.snapshots = _SnapshotCache()
         self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
-        self.stranded_at: Optional[float] = None   # left_at, once a tagged tab did not come back (documents.stranded)
         # the frame path's pacing (_Bridge.frame_pause), on the daemon's clock
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)
@@ -14566,12 +14563,9 @@ class _Bridge:
             back = self._returning(session_id)
             if back is None or back.left_at is None:
                 raise
-            wait = NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0
-            if back.device is None:  # a tagged tab's next page connects at once, or has no tag (tab_away)
-                wait = min(wait, (back.left_at + STRANDED_MS - self.clock()) / 1000.0)
-            if not await self.wait_back(back, wait):
-                if back.device is None:
-                    back.stranded_at = back.left_at
+            # (a tagged tab's next page connects at once, or has no tag: tab_away after STRANDED_MS)
+            if not await self.wait_back(back, back.documents.back_within(
+                    NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0)):
                 raise
             return back
 

@@ -529,6 +529,23 @@ _BOOM = ('<!doctype html><html><head><title>Server Error (500)</title><meta http
          '</head><body><h1>Server Error (500)</h1></body></html>')
 
 
+@contextlib.contextmanager
+def _tagged_tab(tmp_path, home, routes):
+    """A daemon, an app whose / is `home` (its %s the daemon's URL, for the script tag) beside `routes`,
+    Chromium on it and an MCP client: yields (app, mcp, the tab's session id)."""
+    class Home(tornado.web.RequestHandler):
+        def get(self):
+            self.write(home % daemon.url)
+
+    with contextlib.ExitStack() as stack:
+        daemon = _keep(stack, Daemon(tmp_path / "state"))
+        app = _keep(stack, AppServer([(r"/", Home)] + routes))
+        _keep(stack, Browser(app.url + "/"))
+        mcp = _keep(stack, Mcp(daemon.url + "/mcp"))
+        sid = wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")[0]["sessionId"]
+        yield app, mcp, sid
+
+
 _FORM = ('<!doctype html><html><head><title>Notes</title><script src="%s/reticle.js"></script></head><body>'
          '<form method="post" action="/notes"><label>Title <input name="title"></label>'
          '<button>Save</button></form></body></html>')
@@ -539,22 +556,13 @@ def test_a_tagged_tab_stranded_on_a_bare_error_page_answers_at_once(tmp_path):
     `unknown` within a moment of the tab's socket going, naming where it went, the status and how to get a
     verdict there, not `observation_lost` after the whole timeout; reticle_navigate then says at once that
     the tab is away instead of waiting for it."""
-    class Home(tornado.web.RequestHandler):
-        def get(self):
-            self.write(_FORM % daemon.url)
-
     class Notes(tornado.web.RequestHandler):
         def post(self):
             self.set_status(500)
             self.set_header("Content-Type", "text/plain; charset=utf-8")
             self.write("Internal Server Error\n")
 
-    with contextlib.ExitStack() as stack:
-        daemon = _keep(stack, Daemon(tmp_path / "state"))
-        app = _keep(stack, AppServer([(r"/", Home), (r"/notes", Notes)]))
-        _keep(stack, Browser(app.url + "/"))
-        mcp = _keep(stack, Mcp(daemon.url + "/mcp"))
-        sid = wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")[0]["sessionId"]
+    with _tagged_tab(tmp_path, _FORM, [(r"/notes", Notes)]) as (app, mcp, sid):
         mcp.ok("reticle_act", {"sessionId": sid, "action": "fill", "target": {"label": "Title"}, "args": {"value": "Groceries"}})
         started = time.monotonic()
         out = mcp.ok("reticle_act_and_wait", {"sessionId": sid, "action": "click", "timeout_ms": 8000,
@@ -575,21 +583,12 @@ def test_a_tag_session_comes_back_after_an_error_page_without_the_tag(tmp_path):
     """The tab leaves for a 500 page that has no script tag: a call naming its session says where it went and
     that it is the same session once the tab loads a page with the tag (not "unknown sessionId"); when the
     tab is back, the same session id answers, with the 500 in its buffer."""
-    class Home(tornado.web.RequestHandler):
-        def get(self):
-            self.write(_TAGGED % daemon.url)
-
     class Boom(tornado.web.RequestHandler):
         def get(self):
             self.set_status(500)
             self.write(_BOOM)
 
-    with contextlib.ExitStack() as stack:
-        daemon = _keep(stack, Daemon(tmp_path / "state"))
-        app = _keep(stack, AppServer([(r"/", Home), (r"/boom", Boom)]))
-        _keep(stack, Browser(app.url + "/"))
-        mcp = _keep(stack, Mcp(daemon.url + "/mcp"))
-        sid = wait_until(lambda: mcp.ok("reticle_sessions")["sessions"], 20, what="the tab")[0]["sessionId"]
+    with _tagged_tab(tmp_path, _TAGGED, [(r"/boom", Boom)]) as (app, mcp, sid):
         mcp.ok("reticle_act", {"sessionId": sid, "action": "click", "target": {"role": "link", "name": "Open the report"}})
         wait_until(lambda: not mcp.ok("reticle_sessions")["sessions"], 10, what="the tab to leave")
         # a call naming it waits a moment (STRANDED_MS) for the next document, then says where the tab went

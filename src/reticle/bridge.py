@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 import tornado.ioloop
 
 from .constants import (DEPARTED_KEEP_MS, EVENTS_PER_SECOND_DEFAULT, FRAME_BYTES_ALL_TABS_S, FRAME_BYTES_PER_TAB_S,
-    MAX_DEPARTED, MAX_SESSIONS, NAV_WAIT_S, STRANDED_MS, _bridge_log, _emit)
+    MAX_DEPARTED, MAX_SESSIONS, NAV_WAIT_S, _bridge_log, _emit)
 from .errors import ToolError
 from .events import _FRAME_TYPES, _call_label
 from .tab import _BrowserSession, _Socket, _socket_origin
@@ -283,12 +283,9 @@ class _Bridge:
             back = self._returning(session_id)
             if back is None or back.left_at is None:
                 raise
-            wait = NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0
-            if back.device is None:  # a tagged tab's next page connects at once, or has no tag (tab_away)
-                wait = min(wait, (back.left_at + STRANDED_MS - self.clock()) / 1000.0)
-            if not await self.wait_back(back, wait):
-                if back.device is None:
-                    back.stranded_at = back.left_at
+            # (a tagged tab's next page connects at once, or has no tag: tab_away after STRANDED_MS)
+            if not await self.wait_back(back, back.documents.back_within(
+                    NAV_WAIT_S - (self.clock() - back.left_at) / 1000.0)):
                 raise
             return back
 

@@ -1152,37 +1152,33 @@ class _TabDocuments:
             self.expire_arrival()
             if not self.between_documents():
                 return True
-            left = (until - tab.now()) / 1000.0
-            if tab.handler is None and tab.device is None and tab.left_at is not None:
-                # with the script tag, a page's SDK connects within a moment of the old page going: a
-                # tab not back STRANDED_MS after its socket left is on a page without the tag
-                left = min(left, (tab.left_at + STRANDED_MS - tab.now()) / 1000.0)
-                if left <= 0:
-                    tab.stranded_at = tab.left_at
-                    return False
+            left = self.back_within((until - tab.now()) / 1000.0)
             if left <= 0:
                 return False
             if tab.handler is None:
                 if not await tab.bridge.wait_back(tab, left):
-                    return self.next_document_stranded(until)
+                    return False
             else:
                 await tab.wait_change(min(0.05, left))
 
-    def next_document_stranded(self, until: float) -> bool:
-        """After a wait_back that ran out: False, noting a tagged tab as stranded when that is why."""
+    def back_within(self, seconds: float) -> float:
+        """How long (s) to wait for the tab's next document, at most `seconds`.  With the script tag a page's
+        SDK connects within a moment of the old page going, so a tagged tab whose socket left waits only
+        until STRANDED_MS after that (then it is stranded: see stranded()); a device's tab, as given."""
         tab = self.tab
-        if tab.handler is None and tab.device is None and tab.left_at is not None and tab.now() < until:
-            tab.stranded_at = tab.left_at
-        return False
+        if tab.handler is None and tab.device is None and tab.left_at is not None:
+            return min(seconds, (tab.left_at + STRANDED_MS - tab.now()) / 1000.0)
+        return seconds
 
     def stranded(self) -> Optional[str]:
         """What a tagged tab left for when it is stranded on a page without the script tag (its socket
         left STRANDED_MS ago and no document came back), or None: the document request it made last,
         with the status the server gave it when a record says."""
         tab = self.tab
-        if tab.stranded_at is None or tab.handler is not None or tab.device is not None:
+        if tab.handler is not None or tab.device is not None or tab.left_at is None \
+                or tab.now() - tab.left_at < STRANDED_MS:
             return None
-        docs = [e for e in tab.window(tab.stranded_at - NAV_WAIT_S * 1000.0)
+        docs = [e for e in tab.window(tab.left_at - NAV_WAIT_S * 1000.0)
                 if e["type"] in ("net.pending", "net.request") and (e.get("data") or {}).get("initiator") == "document"]
         if not docs:
             return "another page"
@@ -1235,7 +1231,6 @@ class _BrowserSession:
         self.health = _TabHealth(self.clock)
         self.snapshots = _SnapshotCache()
         self.left_at: Optional[float] = None       # when the last socket went away (the daemon's clock)
-        self.stranded_at: Optional[float] = None   # left_at, once a tagged tab did not come back (documents.stranded)
         # the frame path's pacing (_Bridge.frame_pause), on the daemon's clock
         self.frame_window = [0.0, 0]  # [start (clock ms), frame bytes read in it] for this tab
         self.paused_ms = 0.0          # how long the bridge stopped reading this tab (_Bridge.frame_pause)

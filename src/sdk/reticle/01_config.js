@@ -10,7 +10,7 @@
   //   BATCH_MAX_BYTES, QUEUE_MAX, OPEN_QUEUE_MAX, BUFFERED_MAX, RESULT_QUEUE_MAX, BODY_CAP, BODY_SCAN,
   //   FRAME_DATA_CAP, STACK_CAP, ERROR_CAP, REDACTED, PREFIX, N, NAT, uncurry, captureFunctions, eitherOf,
   //   captureRegExp, rxMatches, rxAdvance, rxExpand, rxReplace, rxSplit, HELD_PLATFORM, HELD_NAMES,
-  //   captureHeld, descOf, heldMethod, invoke, byName, TO_JSON, ownJson, stringify
+  //   captureHeld, descOf, heldMethod, invoke, byName, restOf, TO_JSON, ownJson, stringify
   // uses: S (04)
   /* eslint-disable no-restricted-syntax -- this section makes the captures, before any page script runs */
   var CONFIG = /*__RETICLE_CONFIG__*/null;
@@ -138,9 +138,7 @@
   // the arguments are passed on as given: concat(a, undefined) is not concat(a)
   function eitherOf(forString, forArray) {
     return function (x) {
-      var args = [];
-      for (var i = 1; i < arguments.length; i++) args[i - 1] = arguments[i];
-      return NAT.apply(typeof x === 'string' ? forString : forArray, x, args);
+      return NAT.apply(typeof x === 'string' ? forString : forArray, x, restOf(arguments, 1));
     };
   }
 
@@ -350,16 +348,18 @@
   }
   // N.invoke(x, 'name', a, b) is x.name(a, b) through the method x's built-in prototype held
   function invoke(x, name) {
-    var args = [];
-    for (var i = 2; i < arguments.length; i++) args[i - 2] = arguments[i];
-    return NAT.apply(heldMethod(x, name) || x[name], x, args);
+    return NAT.apply(heldMethod(x, name) || x[name], x, restOf(arguments, 2));
   }
   function byName(name) {
     return function (x) {
-      var args = [];
-      for (var i = 1; i < arguments.length; i++) args[i - 1] = arguments[i];
-      return NAT.apply(heldMethod(x, name) || x[name], x, args);
+      return NAT.apply(heldMethod(x, name) || x[name], x, restOf(arguments, 1));
     };
+  }
+  // the arguments from `from` on, as an array (built by index: no method a page could have patched)
+  function restOf(list, from) {
+    var out = [];
+    for (var i = from; i < list.length; i++) out[i - from] = list[i];
+    return out;
   }
 
   // JSON.stringify asks each object for a toJSON at call time (a page may put one on Object.prototype and

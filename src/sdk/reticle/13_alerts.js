@@ -1,12 +1,12 @@
   // == Section: alerts == alerts, live regions, invalid fields, toasts
   // provides: TOASTS, ALERT_TEXT_CAP, ALERT_SAME_MS, ALERT_MAX_CANDIDATES, ALERT_RESCAN, ALERT_SOURCES,
-  //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, TEXT_WATCH, TEXT_WATCH_MS,
-  //   readsAsFailure, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn, rememberPostedForm,
-  //   postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME, MARK_TEXT_MAX, redirectedHere, formCameBack,
-  //   failureWords, saysSuccess, echoesInput, textWatchCollect, textScope, textWatchScan, ROUTE_ANNOUNCERS,
-  //   isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts, ERROR_LOOK, fieldErrorText,
-  //   alertRows, alertCandidates, alertsShown, alertText, renderedBy, componentOf, withRenderer, alertScan,
-  //   alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
+  //   CONVENTIONS, FAILURE_UI, PLAIN_FAILURE, PLAIN_YES, PLAIN_NO, PLAIN_SUCCESS, TEXT_WATCH, TEXT_WATCH_MS,
+  //   readsAsFailure, deniesFailure, emitFound, ownTexts, textWatchArm, POSTED_KEY, POSTED_MS, typedIn,
+  //   rememberPostedForm, postedForms, postedFormScan, FORM_MARKERS, FORM_CHROME, MARK_TEXT_MAX,
+  //   redirectedHere, formCameBack, failureWords, saysSuccess, echoesInput, textWatchCollect, textScope,
+  //   textWatchScan, ROUTE_ANNOUNCERS, isAnnouncer, ALERT_SCOPES, ALERT_CHROME, ALERT_NOW, declareToasts,
+  //   ERROR_LOOK, fieldErrorText, alertRows, alertCandidates, alertsShown, alertText, renderedBy,
+  //   componentOf, withRenderer, alertScan, alertsGone, ALERT_OBSERVE, installAlerts, alertsRead
   // uses: CONFIG (01), N (01), clip (03), hasOwn (03), isObj (03), norm (03), redactUrl (03), scrub (03),
   //   ssGet (03), ssSet (03), warn (03), S (04), emit (04), internal (04), SKIP_TAGS (06), isIgnored (06),
   //   refFor (06), resolveRef (06), byIdText (07), getName (07), isVisible (07), makeVisCache (07),
@@ -41,17 +41,30 @@
   var PLAIN_NO = N.map(PLAIN_FAILURE[1], function (s) {
     return new RegExp(s, 'i');
   });
+  // words of success on a page (the daemon's _PLAIN_SUCCESS): a posted form that came back saying one saved
+  var PLAIN_SUCCESS = N.map(CONVENTIONS.plainSuccess || [], function (s) {
+    return new RegExp(s, 'i');
+  });
   var TEXT_WATCH = null; // armed by a click, press or submit: {form, t0, until, before, added, answered}
   var TEXT_WATCH_MS = 15000;
   function readsAsFailure(t) {
     return (
       N.some(PLAIN_YES, function (re) {
         return N.test(re, t);
-      }) &&
-      !N.some(PLAIN_NO, function (re) {
-        return N.test(re, t);
-      })
+      }) && !deniesFailure(t)
     );
+  }
+  // "No errors", "0 problems", "required fields are marked": a text that says there is no failure
+  function deniesFailure(t) {
+    return N.some(PLAIN_NO, function (re) {
+      return N.test(re, t);
+    });
+  }
+  // a message found on the page: its ref and the component that rendered it, as ui.alert
+  function emitFound(d, el) {
+    var r = refFor(el);
+    if (r) d.ref = r;
+    emit('ui.alert', withRenderer(d, el), el);
   }
   // the texts an element shows, one per element with text of its own (at most 300 elements)
   function ownTexts(root, out, budget) {
@@ -134,11 +147,8 @@
         if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el)) return;
         N.add(before, x.text);
         if (!al.allow()) return;
-        var d = { text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true };
-        var r = refFor(x.el);
-        if (r) d.ref = r;
         said++;
-        emit('ui.alert', withRenderer(d, x.el), x.el);
+        emitFound({ text: x.text, source: 'text', level: null, scope: 'form', related: true, initial: true }, x.el);
       });
     });
     N.forEach(al.texts, function () {
@@ -181,45 +191,40 @@
           ? clip(scrub(fieldErrorText(el)), MARK_TEXT_MAX + 1) || 'the field ' + name + ' is marked invalid'
           : clip(scrub(norm(textOf(el, 0))), MARK_TEXT_MAX + 1);
       if (!text || text.length > MARK_TEXT_MAX || N.has(al.texts, text) || (!field && echoesInput(w, text))) continue;
-      if (!field && N.some(PLAIN_NO, function (re) {
-        return N.test(re, text); // <div class="errors">No errors</div>
-      }))
-        continue;
+      if (!field && deniesFailure(text)) continue; // <div class="errors">No errors</div>
       N.push(marked, el);
       if (!al.allow()) return;
       var d = { text: text, source: field ? 'invalid' : 'marker', level: 'error', scope: 'page', related: true,
         initial: true };
       if (field) d.field = name;
-      var r = refFor(el);
-      if (r) d.ref = r;
-      emit('ui.alert', withRenderer(d, el), el);
+      emitFound(d, el);
     }
-    if (marked.length || said || saysSuccess(form) || failureWords(al, form, w)) return;
+    if (marked.length || said) return;
+    // the texts of the page outside the form and the page's chrome: a word of success, or of failure
+    var outside = N.filter(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
+      return !N.contains(form, x.el) && !N.closest(x.el, FORM_CHROME);
+    });
+    if (saysSuccess(outside) || failureWords(al, outside, w)) return;
     emit('ui.returned', { action: clip(redactUrl(prev.action || location.href), 500), id: clip(prev.id || '', 120) });
   }
-  // no mark, but text that reads as a failure outside the form and the page's chrome (the Flask tutorial's
-  // <div class="flash">Username is required.</div> above the form it rendered again): a failure shown
-  function failureWords(al, form, w) {
-    var said = 0;
-    N.forEach(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
-      if (said >= 3 || N.contains(form, x.el) || N.closest(x.el, FORM_CHROME) || x.text.length > MARK_TEXT_MAX) return;
+  // no mark, but text outside the form that reads as a failure (the Flask tutorial's <div class="flash">Username
+  // is required.</div> above the form it rendered again): a failure shown
+  function failureWords(al, outside, w) {
+    var said = 0,
+      vis = makeVisCache();
+    N.forEach(outside, function (x) {
+      if (said >= 3 || x.text.length > MARK_TEXT_MAX) return;
       if (!readsAsFailure(x.text) || echoesInput(w, x.text) || N.has(al.texts, x.text)) return;
-      if (!isVisible(x.el, makeVisCache()) || isIgnored(x.el) || !al.allow()) return;
+      if (!isVisible(x.el, vis) || isIgnored(x.el) || !al.allow()) return;
       said++;
-      var d = { text: x.text, source: 'text', level: null, scope: 'returned', related: true, initial: true };
-      var r = refFor(x.el);
-      if (r) d.ref = r;
-      emit('ui.alert', withRenderer(d, x.el), x.el);
+      emitFound({ text: x.text, source: 'text', level: null, scope: 'returned', related: true, initial: true }, x.el);
     });
     return said > 0;
   }
-  // a word of success on the page, outside the form and the page's chrome ("Note saved.")
-  function saysSuccess(form) {
-    var success = N.map(CONVENTIONS.plainSuccess || [], function (src) {
-      return new RegExp(src, 'i');
-    });
-    return N.some(ownTexts(document.body || document.documentElement, [], { left: 600 }), function (x) {
-      return !N.contains(form, x.el) && !N.closest(x.el, FORM_CHROME) && N.some(success, function (re) {
+  // a word of success outside the form ("Note saved.")
+  function saysSuccess(outside) {
+    return N.some(outside, function (x) {
+      return N.some(PLAIN_SUCCESS, function (re) {
         return N.test(re, x.text);
       });
     });
@@ -274,10 +279,7 @@
         for (var i = 0; i < al.live.length; i++) if (N.contains(al.live[i].el, x.el)) return;
         N.add(w.before, x.text); // once per text
         if (!al.allow()) return;
-        var d = { text: x.text, source: 'text', level: null, scope: scope, related: true };
-        var r = refFor(x.el);
-        if (r) d.ref = r;
-        emit('ui.alert', withRenderer(d, x.el), x.el);
+        emitFound({ text: x.text, source: 'text', level: null, scope: scope, related: true }, x.el);
       });
     });
   }
