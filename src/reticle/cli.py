@@ -79,6 +79,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls", action="store_true", help="serve HTTPS/WSS with a self-signed certificate")
     p.add_argument("--certfile", default=None, help="PEM certificate for --tls")
     p.add_argument("--keyfile", default=None, help="PEM private key for --tls")
+    p.add_argument("--watch-db", action="append", default=[], metavar="URL",
+                   help="watch the app's store read-only as a witness of what it committed (repeatable; also "
+                        "RETICLE_WATCH_DB): sqlite:////abs/path.db, postgresql://user:pass@host:port/db, "
+                        "file:///abs/path.json")
     p = sub.add_parser("mcp", help="MCP over stdio; starts a daemon on the first tool call")
     port_arg(p)
     p = sub.add_parser("status", help="is a daemon running? (exit 1 when not)")
@@ -808,7 +812,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "serve":
             _setup_logging()
             host = args.host or os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
-            return asyncio.run(_serve(host, port, tls=args.tls, certfile=args.certfile, keyfile=args.keyfile))
+            return asyncio.run(_serve(host, port, tls=args.tls, certfile=args.certfile, keyfile=args.keyfile,
+                                      watch_db=args.watch_db))
         if args.command == "mcp":
             _setup_logging(logging.WARNING)
             return asyncio.run(_mcp_stdio(port, state))

@@ -84,6 +84,16 @@ SERVER_MARK_COOKIE = "__reticle_mark"       # on a document request (a form post
 SERVER_GRACE_MS = 400                      # a request's record may come this long after the browser saw it answered
 SERVER_WAIT_CAP_MS = 3000                  # after an act, a verdict waits at most this long past an answer for it
 OTEL_GRACE_MS = 1500                       # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
+# Storage truth: the app's store watched read-only while a tab acts (README "Server truth", SECURITY.md)
+STORE_POLL_MS = 100                        # a watched store is read this often while a tab acts (never otherwise)
+STORE_LINGER_MS = 1500                     # ... and this long after an act's verdict (a commit its work makes late)
+STORE_ACT_MS = 5000                        # ... and this long after a bare act (reticle_act: no verdict ends it)
+STORE_TABLE_ROWS_CAP = 20_000              # rows of one table compared; a bigger table is named, never guessed
+STORE_ROWS_CAP = 200_000                   # rows of all a store's tables compared together
+STORE_JSON_BYTES_CAP = 16 << 20            # a JSON file store bigger than this is named, not compared
+STORE_CHANGES_CAP = 200                    # changes one commit event keeps (the rest are counted)
+STORE_MAX = 8                              # stores one daemon watches
+STORE_SETTLE_MS = 400                      # a store read this long after the act's last write answered is final
 NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
 
 

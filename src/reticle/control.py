@@ -30,7 +30,7 @@ from .app import make_app
 from .calls import _CallContext, _PROGRESS, _Progress, _tool_result
 from .constants import (BODY_TIMEOUT_S, DEFAULT_HOST, HEADER_TIMEOUT_S, LATEST_PROTOCOL, MAX_BODY_BYTES,
     MAX_HTTP_CONNECTIONS, MIN_TOKEN_CHARS, __version__, _emit, _log)
-from .errors import ConfigError, RpcError, ToolError
+from .errors import ConfigError, RpcError, StoreError, ToolError
 from .hub import Hub
 from .mcp import _McpDispatcher, _rpc_error
 from .registry import _build_registry
@@ -234,16 +234,18 @@ async def _shut_down(hub: Hub, server: "_CappedHTTPServer", record_name: str) ->
 
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
-                 ready: Optional[Callable[[Hub], None]] = None) -> int:
+                 ready: Optional[Callable[[Hub], None]] = None, watch_db: Optional[List[str]] = None) -> int:
     """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
     is taken, with a sentence naming its owner).  A dead daemon's devices are reaped beside serving.
 
     Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
     its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
-    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
+    shuts down in order: streams told, devices closed, connections closed, its own record removed.
+    The stores of `watch_db` (--watch-db) and RETICLE_WATCH_DB are watched from the start (_watch_stores)."""
     _refuse_open_bind(host)
     hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
     hub.token()  # create the token file before anyone asks
+    await _watch_stores(hub, watch_db or [])
     ssl_ctx = None
     if tls or certfile:
         ssl_ctx, fingerprint = _tls_context(hub.state, certfile, keyfile)
@@ -280,6 +282,23 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     finally:
         await _shut_down(hub, server, record_name)
     return 0
+
+
+async def _watch_stores(hub: Hub, given: List[str]) -> None:
+    """Watch the stores named on the command line and in RETICLE_WATCH_DB (URLs separated by whitespace).
+    A URL Reticle cannot read as a store refuses the start (ConfigError); a store that cannot be watched
+    now (down, refused, a driver missing) is said on stderr and in /status, and the daemon serves."""
+    urls = [(u, "--watch-db") for u in given] + [
+        (u, "RETICLE_WATCH_DB") for u in os.environ.get("RETICLE_WATCH_DB", "").split()]
+    for url, by in urls:
+        try:
+            found = await hub.stores.watch(url, by)
+        except StoreError as exc:
+            if exc.code == "store_invalid":
+                raise ConfigError("%s: %s" % (by, exc.error)) from None
+            sys.stderr.write("reticle: not watching a store (%s): %s; %s\n" % (by, exc.error, exc.recovery))
+            continue
+        sys.stderr.write("reticle: watching %s: %s\n" % (found["store"], found["how"]))
 
 
 def _self_command() -> List[str]:

@@ -17,6 +17,7 @@ from .devices import _DeviceManager
 from .faults import _Faults
 from .journal import _Journeys
 from .otel import _OtelTraces
+from .stores import _Stores
 from .tab import _BrowserSession
 from .util import _StateDir
 
@@ -38,6 +39,9 @@ class _Daemon(Protocol):
 
     @property
     def otel(self) -> _OtelTraces: ...
+
+    @property
+    def stores(self) -> _Stores: ...
 
     @property
     def state(self) -> _StateDir: ...

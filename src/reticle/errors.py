@@ -52,6 +52,9 @@ _ERROR_CODES: Dict[str, str] = {
     "auth_invalid": "the saved login state is not readable or not one Reticle wrote",
     "auth_failed": "the saved login no longer logs in and could not be made again",
     "daemon_unreachable": "the daemon could not be reached or did not answer",
+    "store_invalid": "the store URL is not one Reticle can watch (the message lists the forms accepted)",
+    "store_unavailable": "the store cannot be watched now (refused, gone, a driver missing): the message says the fix",
+    "store_not_watched": "no watched store has that name, or no store is watched",
     "tool_failed": "the tool failed for a reason without a code of its own",
 }
 
@@ -134,6 +137,13 @@ class _CdpError(ToolError):
 
     def __init__(self, error: str) -> None:
         super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
+
+
+class StoreError(ToolError):
+    """A store that cannot be watched or read (its URL, its server, its driver): what was wrong and
+    the fix.  `code` is store_invalid for the URL itself, store_unavailable for the rest."""
+
+    code = "store_unavailable"
 
 
 class _PbError(ValueError):

@@ -70,6 +70,8 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("focus.*", None, churn=True),
     _EventType("server.request", "server", high_value=True),  # from the app's middleware, never the page
     _EventType("server.*", "server"),
+    _EventType("store.commit", "server", high_value=True),  # what a watched store committed, never the page
+    _EventType("store.*", "server"),
     _EventType("truncated", None, high_value=True),
     _EventType("blind-spot", None, high_value=True),
 )}

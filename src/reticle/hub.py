@@ -30,6 +30,7 @@ from .otel import _OtelTraces
 from .registry import _build_registry
 from .sdk import _sdk_source
 from .signing import _SessionSigner
+from .stores import _Stores
 from .tab import _BrowserSession
 from .tools import _describe_session, _tool_sessions
 from .util import _StateDir, _clock_ms, _normalise_origin, _parse_rate, _short, _wall_iso
@@ -83,6 +84,7 @@ class Hub:
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from
         self.guard = _Guard(self)
+        self.stores = _Stores(self.project_dir, self.clock, self.spawn)  # the app's stores watched (Storage truth)
         self.sse_streams: Dict[str, _Stream] = {}
         self.get_streams: set = set()
         self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
@@ -213,7 +215,7 @@ class Hub:
                "devices": self.devices.describe(),
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
-                               "openTelemetry": otel}}
+                               "openTelemetry": otel, "stores": self.stores.describe()}}
         if not out["sessions"]:
             out["why"] = self.bridge.why()
         return out
@@ -240,6 +242,7 @@ class Hub:
         await self.devices.close_all("the daemon is stopping")
         self.bridge.close_all()
         self.otel.close()
+        await self.stores.close()
         if self.frames.parser is not None:
             self.frames.parser.shutdown(wait=False, cancel_futures=True)
         for _ in range(20):

@@ -23,6 +23,7 @@ from .predicates import _PREDICATE_KINDS, _describe_predicate, _frame_body, _fra
 from .server_judge import (_ID_SEGMENT, _act_server_records, _c_server_exception, _c_server_logged,
     _c_server_rolled_back, _c_server_wrong_row, _commit_advice, _names_table, _server_contradictions, _server_label,
     _server_line, _server_matches, _server_records, _server_rows, _writes_observed, _writes_text)
+from .store_judge import _store_silence, _store_summary, _store_wrong_rows
 from .tab import _Known
 from .util import _dumps, _origin_of, _short
 from .wire import _partial_failure, _queued, _wire_meaning
@@ -247,6 +248,11 @@ def _happy_signals(window: List[dict]) -> List[dict]:
 
 # ---- contradictions: evidence that a green outcome is false, one record each (_CONTRADICTIONS) ----
 
+def _c_store_wrong_row(window: List[dict], p: dict, action_since: Optional[float],
+                       known: Optional["_Known"]) -> List[dict]:
+    return _store_wrong_rows(window, p, action_since, known)
+
+
 def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
     unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
     return [{"claim": "%s held" % _describe_predicate(p), "counter": "the page showed %s" % _ui_label(unexpected[0]),
@@ -361,6 +367,7 @@ _CONTRADICTIONS: Tuple[_Contradiction, ...] = (
     _Contradiction("server-logged-error", "observed", _c_server_logged),
     _Contradiction("server-rolled-back", "observed", _c_server_rolled_back),
     _Contradiction("server-wrong-row", "observed", _c_server_wrong_row),
+    _Contradiction("store-wrong-row", "observed", _c_store_wrong_row),   # Storage truth
     _Contradiction("error-shown", "observed", _c_error_shown),
     _Contradiction("message-reported-failure", "observed", _c_message_failure),
     _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
@@ -380,7 +387,8 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     observed (they make a verdict `no`): a request of the window that raised on the server, before
     its answer or after it in work run for it (server-exception), logged an error there
     (server-logged-error) or rolled back a write it began (server-rolled-back), as the app's
-    middleware reported it; an error shown to the user while the predicate held
+    middleware reported it, or an update or delete a watched store committed to another row than the one
+    the act's request path names (store-wrong-row); an error shown to the user while the predicate held
     (error-shown), a socket or stream message of the act's own channel reporting a failure
     (message-reported-failure), a failed request (not retried with success later in the window)
     under a success signal (signal-contradicted) or else under a UI that moved on without showing
@@ -683,6 +691,11 @@ def _r_server_commit_unknown(c: _Case) -> _Ruling:
     return None
 
 
+def _r_store_silent(c: _Case) -> _Ruling:
+    silent = _store_silence(c.window, c.floor, c.known, c.p)
+    return ("unknown", silent[0], silent[1]) if silent is not None else None
+
+
 def _r_no_effect(c: _Case) -> _Ruling:
     if c.implicit and not _had_effect(c.effect, c.window, c.floor, c.known):
         return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
@@ -817,7 +830,7 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
-    ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere),
+    ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere), ("12f", _r_store_silent),
     ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("13c", _r_fill_reset),
     ("13d", _r_form_came_back),
     ("14", _r_proved),
@@ -871,6 +884,11 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          unknown, server_commit_unknown
     12e. such a request whose path names a table the app's records have written (`POST /contacts`), which
          wrote only to other tables (an audit row) -> unknown, server_wrote_elsewhere
+    12f. a store is watched (Storage truth) and the act made a write request answered 2xx or 3xx, while the
+         predicate has no positive `stored` leaf: the stores committed nothing during the act -> unknown,
+         store_saw_nothing; only while another tab acted too -> unknown, store_shared; only to other tables
+         than the one its path names -> unknown, store_wrote_elsewhere; beside the page's own timed writes
+         with no table named -> unknown, store_background
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     13a. what would be a `yes` after an act, while the page still shows an error the user is told
          (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
@@ -888,12 +906,20 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
 
     Whatever the rule, `because` ends with what the server did for the act's requests, one line,
-    when the app reports it (see _server_said).
+    when the app reports it (see _server_said), and what a watched store committed (_store_said).
     """
     case = _Case(res, contradictions, window, known, floor, p, already_true, act, effect, shown, pending)
     verified, reason, because = next(ruling for ruling in (rule(case) for _, rule in _VERDICT_RULES)
                                      if ruling is not None)
-    return verified, reason, _server_said(because, case)
+    return verified, reason, _store_said(_server_said(because, case), case)
+
+
+def _store_said(because: str, c: _Case) -> str:
+    """`because` with what the watched stores committed during the act, named, unless it says it already."""
+    said = _store_summary(c.window, c.floor) if c.known.stores else ""
+    if not said or said in because:
+        return because
+    return "%s; the store: %s" % (because, said)
 
 
 # ---- the evidence an answer shows: trimmed, compact, naming faults and losses ----

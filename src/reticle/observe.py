@@ -237,6 +237,15 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
     return session.server_seen != before
 
 
+async def _stores_caught_up(session: "_BrowserSession") -> bool:
+    """Storage truth: every watched store read now, so a verdict judges what it committed up to here (a commit
+    is on disk before the answer that follows it reaches the page).  -> whether a commit joined."""
+    stores = getattr(getattr(session.bridge, "hub", None), "stores", None)
+    if stores is None or not stores.watches:
+        return False
+    return bool(await stores.catch_up())
+
+
 def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
     """The act's marked requests that answered and have no server record (see _await_server_records),
     but for what the page sends on its own."""
@@ -268,6 +277,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
         await _await_server_records(session, act_at, session.now() + SERVER_WAIT_CAP_MS)
+        await _stores_caught_up(session)
     session.documents.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
@@ -289,6 +299,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             while session.now() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
                 await session.wait_change((end - session.now()) / 1000.0)
         arrived = await _await_server_records(session, floor, settle_until)
+        arrived = await _stores_caught_up(session) or arrived
         quiet_leaf = any(leaf["kind"] == "settled" for leaf, _ in _leaves(p))
         if arrived or not quiet_leaf or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
             # judged again once the act's work (server records that joined late included) is done,

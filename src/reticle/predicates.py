@@ -20,6 +20,7 @@ from .events import _call_label, _call_matches, _calls, _event_type, _frames, _i
 from .frames import _answered
 from .observation import _Observation, _leaf_key
 from .server_judge import _describe_server, _judge_server
+from .store_judge import _describe_stored, _judge_stored, _read_stored
 from .tab import _BrowserSession
 from .util import _dumps, _short
 
@@ -973,6 +974,19 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           grade=lambda p: "server", role="consequence", window=True,
           check=lambda p: ["writes: give count or min, not both"]
           if "count" in p.get("writes", {}) and "min" in p.get("writes", {}) else []),
+    _Kind("stored",
+          "What the app's watched store committed during the act (needs a watched store: reticle_watch_db, "
+          "--watch-db): a row of `table` (a JSON file's key path) whose columns equal `where`, by `op` "
+          "(insert|update|delete), at least `min`; `store` names one of several; `now: true` reads the "
+          "store's current rows instead.",
+          {"table": {"type": "string", "minLength": 1, "maxLength": 200},
+           "where": {"type": "object", "maxProperties": 20,
+                     "additionalProperties": {"type": ["string", "number", "boolean", "null"]}},
+           "op": {"enum": ["insert", "update", "delete"]}, "min": {"type": "integer", "minimum": 1},
+           "store": {"type": "string", "minLength": 1}, "now": {"type": "boolean"}, "since": _P_SINCE},
+          {"kind": "stored", "table": "notes", "where": {"title": "Buy milk"}, "op": "insert"},
+          _judge_stored, _describe_stored, required=("table",), aliases={"row": "where", "values": "where"},
+          grade=lambda p: "server", role="consequence", live=True, window=True, read=_read_stored),
     _Kind("route",
           "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
           {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},

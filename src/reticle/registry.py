@@ -33,7 +33,7 @@ from .toolbox import (_ACTIONS, _ACT_ARGS, _CURSOR, _DETAIL, _PREDICATE, _SESSIO
     _ToolRegistry, _obj)
 from .tools import (_FAULT_SCHEMA, _await_hydration, _tool_act, _tool_act_and_wait, _tool_act_sequence, _tool_assert,
     _tool_capabilities, _tool_console, _tool_fault, _tool_inspect, _tool_navigate, _tool_network, _tool_observe,
-    _tool_query, _tool_sessions, _tool_snapshot, _tool_state, _tool_wait_for)
+    _tool_query, _tool_sessions, _tool_snapshot, _tool_state, _tool_wait_for, _tool_watch_db)
 from .util import _file_uri, _write_private
 
 
@@ -199,6 +199,7 @@ _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
     "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
     "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
     "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
+    "reticle_watch_db": ("Watch a store", _READS, None),
 }
 
 
@@ -367,6 +368,11 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
          "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
         _tool_screenshot, {"inline": True}, own_tab=True),
+    _ToolSpec("reticle_watch_db",
+        "Watch the app's database read-only (its URL as its config writes it: sqlite:////abs/app.db, "
+        "postgresql://u:p@localhost/db, file:///abs/data.json): what it commits during an act joins the verdict.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "unwatch": {"type": "boolean"}},
+        _tool_watch_db, {"url": "sqlite:////home/me/app/db.sqlite3"}, required=("url",), own_tab=True),
 )
 
 

@@ -141,9 +141,13 @@ class _PlainFrame(NamedTuple):
     observed: bool            # some event is of a type _TabIntake._observe learns from
 
 
+# event types only the daemon writes (the app's middleware, its spans, a watched store): a page's are refused
+_DAEMON_ONLY = ("server.", "store.")
+
+
 def _plain_frame(events: List[Any], frame_bytes: int) -> Optional[_PlainFrame]:
     """A frame of events the frame path can take whole, read, or None: every event an object with a type
-    (a string of at most 64 characters, not server.*, not page.dialog), object data, a number `t` and
+    (a string of at most 64 characters, not server.* or store.*, not page.dialog), object data, a number `t` and
     the frame's one documentId (a string), none with an actionId, and on average at most
     PLAIN_EVENT_BYTES of the frame an event.  Each check is a pass over the frame in C (map, set,
     Counter), not Python code run for every event."""
@@ -165,7 +169,7 @@ def _plain_frame(events: List[Any], frame_bytes: int) -> Optional[_PlainFrame]:
         return None
     high = 0
     for etype, count in counts.items():
-        if etype.__class__ is not str or len(etype) > 64 or etype.startswith("server.") or etype == "page.dialog":
+        if etype.__class__ is not str or len(etype) > 64 or etype.startswith(_DAEMON_ONLY) or etype == "page.dialog":
             return None
         high += count if etype in _HIGH_VALUE_SET else 0
     return _PlainFrame(types, datas, pts, doc[:64], counts, high, not _OBSERVED_TYPES.isdisjoint(counts))
@@ -448,7 +452,8 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables", "server_hint")
+                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables", "server_hint",
+                 "stores", "store_tables", "store_polled_at")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -469,12 +474,18 @@ class _Known:
         self.unconfirmed: List[dict] = []   # in a device: reports held until the browser confirms them (t: came)
         self.server_tables: FrozenSet[str] = frozenset()  # tables the tab's server records have written
         self.server_hint = ""               # why spans that reach the daemon land in no tab (_SpanSources)
+        self.stores: Tuple[str, ...] = ()   # the stores the daemon watches (Storage truth), by name
+        self.store_tables: Dict[str, List[str]] = {}  # ... and their tables at their last read
+        self.store_polled_at = 0.0          # when they were last read (the daemon's clock)
 
 
 def _server_knowledge(session: "_BrowserSession", known: "_Known") -> None:
     """What a verdict knows of the tab's server beside its window: the tables its records have written
     (what its paths may name), and, for a tab no record ever reached while spans do reach the daemon,
     why none could be attributed (_SpanSources), named in a `server` check's unknown."""
+    stores = getattr(getattr(getattr(session, "bridge", None), "hub", None), "stores", None)
+    if stores is not None and stores.watches:
+        known.stores, known.store_tables, known.store_polled_at = stores.names(), stores.tables(), stores.polled_at
     if session.server_seen:
         known.server_tables = frozenset(w["table"].lower().split(".")[-1] for e in session.store.query(
             prefix="server.request") for w in e["data"].get("writes") or () if w.get("table"))
@@ -871,7 +882,7 @@ class _TabIntake:
                 continue
             if len(etype) > 64:
                 etype = etype[:64]
-            if etype.startswith("server."):  # only the app's authenticated middleware reports these
+            if etype.startswith(_DAEMON_ONLY):  # only the app's middleware, or a watched store, reports these
                 tab.store.note_blind_spot("forged-server-event")
                 continue
             # Ordinary events share `cap` per second; high-value ones (requests, errors, signals...) have their own.
@@ -1354,6 +1365,11 @@ class _BrowserSession:
         """What the app's server did for one of this tab's requests (Server truth section)."""
         self.server_seen += 1
         self.store.add({"t": self.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
+        self._wake()
+
+    def add_store_commit(self, data: dict) -> None:
+        """What a watched store committed while this tab acted (Storage truth: stores.py)."""
+        self.store.add({"t": self.clock(), "type": "store.commit", "data": data}, 256 + len(_dumps(data)))
         self._wake()
 
     def server_grace(self) -> float:

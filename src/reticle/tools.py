@@ -25,7 +25,7 @@ from .constants import (HYDRATE_ACT_MS, HYDRATE_WAIT_MS,
     OBSERVE_MAX_BYTES, __version__, _emit)
 from .daemon import _Daemon
 from .devices import _device_of
-from .errors import _CdpError, _TabGone, ToolError
+from .errors import StoreError, _CdpError, _TabGone, ToolError
 from .events import _CONSOLE_TYPES, _FRAME_TYPES, _call_matches, _event_type, _is_dev, _request_key
 from .faults import _FAULT_CDP_TYPES, _FAULT_DEVICE_COVERS, _FAULT_SDK_COVERS, _FAULT_SDK_MISSES, _FAULT_SDK_TYPES
 from .journal import _journal, _journey_anchor, _no_plain_secret
@@ -33,9 +33,10 @@ from .judge import _judge, _judge_final
 from .observation import _leaves
 from .observe import _locate_in, _observe, _observe_now
 from .predicates import _PREDICATE_KINDS, _deep_equal, _describe_predicate, _predicate_fail, parse_predicate
+from .stores import _Stores
 from .tab import _BrowserSession
 from .timeline import _timeline, _timeline_svg
-from .util import _dumps, _file_uri, _redact, _short, _write_private
+from .util import _dumps, _file_uri, _is_loopback_host, _redact, _short, _write_private
 
 
 def _cost(obj: Any) -> dict:
@@ -156,15 +157,26 @@ async def _tool_act(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "
     return await _act_once(session, args)
 
 
+def _stores_of(session: "_BrowserSession") -> Optional[_Stores]:
+    """The daemon's watched stores, when it watches any (Storage truth)."""
+    stores = getattr(getattr(session.bridge, "hub", None), "stores", None)
+    return stores if isinstance(stores, _Stores) and stores.watches else None
+
+
 async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = False) -> dict:
     """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled (marked
     `replayed` when a flow's replay made it)."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     pre = await _journey_anchor(session, args)
+    stores = _stores_of(session)
+    if stores is not None:  # what the store committed before the act is not the act's
+        await stores.before_act(session)
     since = session.mark_act(args["action"])
     result = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, result)
+    if stores is not None:
+        stores.bare_act(session)
     dispatched = result.get("dispatched", True) if isinstance(result, dict) else True
     out = {"since": since, "dispatched": dispatched if dispatched is None else bool(dispatched),
            "settled": result.get("settled") if isinstance(result, dict) else None,
@@ -182,7 +194,12 @@ async def _tool_act_sequence(hub: _Daemon, session: "_BrowserSession", args: dic
         except ToolError as exc:
             raise ToolError("step %d: %s" % (i, exc.error), exc.recovery, code=exc.code) from exc
     per_step = args.get("timeout_ms", 8000) / 1000.0
+    stores = _stores_of(session)
+    if stores is not None:
+        await stores.before_act(session)
     since = session.mark_act(None)
+    if stores is not None:
+        stores.bare_act(session)
     result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
     out: Dict[str, Any] = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
     if isinstance(result, dict):
@@ -752,15 +769,44 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict,
     if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
         already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
+    stores = _stores_of(session)
+    if stores is not None:  # what the store committed before the act is not the act's
+        await stores.before_act(session)
     since = session.mark_act(args["action"])
     started = session.now()
-    effect = await _act_across_documents(session, cmd)
-    session.note_act_page_time(since, effect)
-    remaining, settle_until = _act_budget(timeout, started, session.now())
-    obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
-                         settle_until=settle_until)
+    try:
+        effect = await _act_across_documents(session, cmd)
+        session.note_act_page_time(since, effect)
+        remaining, settle_until = _act_budget(timeout, started, session.now())
+        obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
+                             settle_until=settle_until)
+    finally:
+        if stores is not None:
+            stores.end_act(session)
     obs.action, obs.act_at = args["action"], since
     return _answer(session, "act_and_wait", args, p, obs, anchor, replayed)
+
+
+async def _tool_watch_db(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
+                         ctx: "_CallContext") -> dict:
+    """reticle_watch_db: watch the app's store read-only (Storage truth), once the agent has read the app's
+    configuration; -> what it watches and how, or why it cannot.  `unwatch: true` stops watching it.  A
+    PostgreSQL server off this machine is watched only when the user named it (--watch-db, RETICLE_WATCH_DB):
+    a tool call may not aim the daemon at another host."""
+    url = args["url"]
+    if args.get("unwatch"):
+        watch = hub.stores.find(url)
+        await hub.stores.unwatch(watch.reader.name)
+        return {"unwatched": watch.reader.name, "watching": hub.stores.describe()}
+    host = urllib.parse.urlsplit(url).hostname if url.lower().startswith("postgres") else None
+    if host and not _is_loopback_host(host):
+        raise StoreError("reticle_watch_db watches a PostgreSQL server on this machine only, not %s" % host,
+                         "a store on another host must be named by the user: reticle serve --watch-db URL or "
+                         "RETICLE_WATCH_DB", code="store_invalid")
+    out = await hub.stores.watch(url, "reticle_watch_db")
+    return {"watching": out, "stores": hub.stores.describe(),
+            "note": "what the store commits while a tab acts now joins that act's evidence; check rows with "
+                    "{kind: \"stored\", table, where}"}
 
 
 def _describe_session(session: "_BrowserSession") -> dict:
