@@ -79,6 +79,7 @@ __all__ = [
 
 import argparse
 import array
+import ast
 import asyncio
 import base64
 import bisect
@@ -103,6 +104,7 @@ import secrets
 import shlex
 import shutil
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -110,6 +112,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 import uuid
 from typing import (
     TYPE_CHECKING,
@@ -128,6 +131,7 @@ from typing import (
     Protocol,
     Set,
     Tuple,
+    Union,
 )
 #: begin src/reticle/reexec.py
 ###############################################################################
@@ -8766,6 +8770,16 @@ SERVER_MARK_COOKIE = "__reticle_mark"       # on a document request (a form post
 SERVER_GRACE_MS = 400                      # a request's record may come this long after the browser saw it answered
 SERVER_WAIT_CAP_MS = 3000                  # after an act, a verdict waits at most this long past an answer for it
 OTEL_GRACE_MS = 1500                       # SERVER_GRACE_MS once spans reach the daemon (exporters batch them)
+# Storage truth: the app's store watched read-only while a tab acts (README "Server truth", SECURITY.md)
+STORE_POLL_MS = 100                        # a watched store is read this often while a tab acts (never otherwise)
+STORE_LINGER_MS = 1500                     # ... and this long after an act's verdict (a commit its work makes late)
+STORE_ACT_MS = 5000                        # ... and this long after a bare act (reticle_act: no verdict ends it)
+STORE_TABLE_ROWS_CAP = 20_000              # rows of one table compared; a bigger table is named, never guessed
+STORE_ROWS_CAP = 200_000                   # rows of all a store's tables compared together
+STORE_JSON_BYTES_CAP = 16 << 20            # a JSON file store bigger than this is named, not compared
+STORE_CHANGES_CAP = 200                    # changes one commit event keeps (the rest are counted)
+STORE_MAX = 8                              # stores one daemon watches
+STORE_SETTLE_MS = 400                      # a store read this long after the act's last write answered is final
 NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
 
 
@@ -8830,6 +8844,9 @@ _ERROR_CODES: Dict[str, str] = {
     "auth_invalid": "the saved login state is not readable or not one Reticle wrote",
     "auth_failed": "the saved login no longer logs in and could not be made again",
     "daemon_unreachable": "the daemon could not be reached or did not answer",
+    "store_invalid": "the store URL is not one Reticle can watch (the message lists the forms accepted)",
+    "store_unavailable": "the store cannot be watched now (refused, gone, a driver missing): the message says the fix",
+    "store_not_watched": "no watched store has that name, or no store is watched",
     "tool_failed": "the tool failed for a reason without a code of its own",
 }
 
@@ -8914,6 +8931,13 @@ class _CdpError(ToolError):
         super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
 
 
+class StoreError(ToolError):
+    """A store that cannot be watched or read (its URL, its server, its driver): what was wrong and
+    the fix.  `code` is store_invalid for the URL itself, store_unavailable for the rest."""
+
+    code = "store_unavailable"
+
+
 class _PbError(ValueError):
     """A protobuf body that is not a well-formed OTLP message (said where)."""
 
@@ -8993,6 +9017,8 @@ _EVENT_TYPES: Dict[str, _EventType] = {t.name: t for t in (
     _EventType("focus.*", None, churn=True),
     _EventType("server.request", "server", high_value=True),  # from the app's middleware, never the page
     _EventType("server.*", "server"),
+    _EventType("store.commit", "server", high_value=True),  # what a watched store committed, never the page
+    _EventType("store.*", "server"),
     _EventType("truncated", None, high_value=True),
     _EventType("blind-spot", None, high_value=True),
 )}
@@ -9143,6 +9169,1357 @@ def _hide_redirected_status(data: dict) -> None:
         data["statusNote"] = ("it was answered with a redirect (3xx; the browser does not say which) to %s, "
                               "which answered %s" % (data.get("finalUrl") or "another page", data["finalStatus"]))
 #: end src/reticle/events.py
+
+
+#: begin src/reticle/init_stores.py
+###############################################################################
+# Init stores #################################################################
+###############################################################################
+# What `reticle init` reads to find the app's store, so that the daemon the MCP client starts watches it
+# (`RETICLE_WATCH_DB`, storage truth): the project's own configuration first, in this order, a
+# `DATABASE_URL` in its .env files, Django's settings, Rails' config/database.yml, Laravel's .env,
+# Prisma's schema; and only when none of them names a store, a SQLite file beside the app or a store its
+# code opens (better-sqlite3's `new Database('notes.db')`, `sqlite3.connect("app.db")`, a JSON file that
+# lowdb or readFile/writeFile keep).  Everything is read as text: Django settings with `ast`, YAML and
+# .env files by hand (the standard library has no YAML, and Reticle adds no dependency); nothing of the
+# user's code is imported or run.  Each finding names its source and either the URL to watch (absolute
+# paths, the real password: the daemon needs it) or why it cannot be watched.  `_mask_url` is the form
+# that is shown.
+
+_Reader = Callable[[str], Optional[str]]  # path -> text, None when missing, special or too large
+
+_ENV_FILES = (".env", ".env.development", ".env.local")  # lowest precedence first, as Next.js and Vite load them
+_SQLITE_SUFFIXES = (".sqlite3", ".sqlite", ".db")
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_STORE_DIRS = ("", "db", "data", "var", "instance", "prisma")  # where an app keeps its SQLite file
+_SKIP_DIRS = ("node_modules", ".venv", "venv", ".git", "site-packages", "__pycache__", "dist", "build",
+              "test", "tests", "__tests__", "spec")
+_CODE_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".py")
+_CODE_FILES_MAX = 2000  # source files read when looking for a store the code opens
+_NOT_STORES = ("package.json", "package-lock.json", "composer.json", "tsconfig.json", "jsconfig.json",
+               "manifest.json", "app.json", "vercel.json")
+_WATCHABLE = ("sqlite", "sqlite3", "postgres", "postgresql", "file")
+_ENGINES = {"mysql": "MySQL", "mysql2": "MySQL", "trilogy": "MySQL", "mariadb": "MariaDB", "oracle": "Oracle",
+            "sqlserver": "SQL Server", "sqlsrv": "SQL Server", "mssql": "SQL Server", "mongodb": "MongoDB",
+            "mongodb+srv": "MongoDB", "cockroachdb": "CockroachDB", "redis": "Redis"}
+
+
+class _StoreFinding:
+    """One store init found: where the project names it (`source`, as printed), the URL the daemon is
+    to watch or None, and why not when None (a MySQL database, a value read from the environment)."""
+
+    __slots__ = ("source", "url", "problem", "missing")
+
+    def __init__(self, source: str, url: Optional[str] = None, problem: str = "", missing: bool = False) -> None:
+        self.source = source
+        self.url = url
+        self.problem = problem
+        self.missing = missing  # a file the app has not created yet
+
+    def __repr__(self) -> str:
+        return "_StoreFinding(%r, %r, %r)" % (self.source, _mask_url(self.url or ""), self.problem)
+
+
+def _mask_url(url: str) -> str:
+    """`url` with its password (in the authority, or a `password=` query parameter) shown as ***: what
+    init prints.  Anything that is not a URL with a password comes back unchanged."""
+    if "://" not in url:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            netloc = "%s:***@%s" % (userinfo.split(":", 1)[0], host)
+    query = re.sub(r"(?i)(^|&)(password)=[^&]*", r"\1\2=***", parts.query)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)) if (
+        netloc != parts.netloc or query != parts.query) else url
+
+
+def _has_password(url: str) -> bool:
+    return _mask_url(url) != url
+
+
+def _sqlite_url(path: str) -> str:
+    """SQLAlchemy's form of an absolute SQLite path: sqlite:////abs/path.db (four slashes)."""
+    return "sqlite:///" + os.path.abspath(path)
+
+
+def _pg_url(user: str, password: str, host: str, port: str, name: str) -> str:
+    """A postgresql:// URL from a framework's separate settings (user and password escaped)."""
+    auth = urllib.parse.quote(user, safe="")
+    if password:
+        auth += ":" + urllib.parse.quote(password, safe="")
+    netloc = (auth + "@" if auth else "") + (host or "localhost") + (":" + port if port else "")
+    return "postgresql://%s/%s" % (netloc, urllib.parse.quote(name, safe=""))
+
+
+def _file_head(path: str, size: int = 16) -> Optional[bytes]:
+    """The first bytes of a regular file (opened without blocking, so a FIFO never hangs init), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _is_sqlite_file(path: str) -> bool:
+    """A SQLite database by its header (an empty file is one SQLite has not written yet)."""
+    head = _file_head(path)
+    return head is not None and (head == b"" or head.startswith(_SQLITE_HEADER))
+
+
+def _path_finding(source: str, path: str) -> _StoreFinding:
+    """The finding for a store named by its path: a SQLite file (by its header, or by its name when the
+    app has not made it yet), else a JSON file store or a folder of them (file:///...)."""
+    if os.path.basename(path) in ("", ":memory:"):
+        return _StoreFinding(source, problem="an in-memory database: nothing outlives the process to watch")
+    path = os.path.abspath(path)
+    exists = os.path.lexists(path)
+    if os.path.isdir(path):
+        return _StoreFinding(source, "file://" + urllib.request.pathname2url(path))
+    if (exists and _is_sqlite_file(path)) or (not exists and path.endswith(_SQLITE_SUFFIXES)):
+        return _StoreFinding(source, _sqlite_url(path), missing=not exists)
+    if path.endswith(".json"):
+        return _StoreFinding(source, "file://" + urllib.request.pathname2url(path), missing=not exists)
+    return _StoreFinding(source, problem="%s is neither a SQLite database nor a JSON file" % path)
+
+
+def _unwatchable(source: str, kind: str, what: str) -> _StoreFinding:
+    return _StoreFinding(source, problem="a %s database (%s): found, but Reticle cannot watch %s yet"
+                         % (kind, what, kind))
+
+
+def _url_finding(source: str, value: str, base: str) -> _StoreFinding:
+    """The finding for a database URL as SQLAlchemy, dj-database-url, Rails or Prisma write it: sqlite
+    paths made absolute (relative ones from `base`), a driver suffix (`postgresql+psycopg2`) dropped,
+    file: URLs resolved to a SQLite file or a JSON store, any other engine named as not watchable yet."""
+    value = value.strip()
+    m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", value)
+    if not m:
+        return _StoreFinding(source, problem="%r is not a database URL" % _short_value(value))
+    scheme = m.group(1).lower()
+    family = scheme if scheme in _ENGINES else scheme.split("+", 1)[0]
+    rest = value[m.end():]
+    if family in ("sqlite", "sqlite3"):
+        path = rest[3:] if rest.startswith("///") else rest[2:] if rest.startswith("//") else rest
+        path = path.split("?", 1)[0]
+        if path in ("", ":memory:"):
+            return _StoreFinding(source, problem="an in-memory database: nothing outlives the process to watch")
+        return _path_finding(source, os.path.join(base, path))
+    if family in ("postgres", "postgresql"):
+        return _StoreFinding(source, family + ":" + rest)
+    if family == "file":
+        if rest.startswith("//"):
+            netloc_path = urllib.parse.urlsplit(value)
+            return _path_finding(source, urllib.request.url2pathname(netloc_path.path))
+        return _path_finding(source, os.path.join(base, rest.split("?", 1)[0]))
+    return _unwatchable(source, _ENGINES.get(family, family), scheme + ":")
+
+
+def _short_value(value: str) -> str:
+    return value if len(value) <= 60 else value[:57] + "..."
+
+
+# -- .env files ------------------------------------------------------------------------------------
+
+def _dotenv(text: str) -> Dict[str, str]:
+    """The variables of a .env file: `KEY=value`, `export KEY=value`, values quoted ("..." with
+    escapes, '...' as written) or bare (a ` #` starts a comment)."""
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*)$", line)
+        if not m:
+            continue
+        raw = m.group(2).strip()
+        if raw[:1] in ("'", '"') and raw.find(raw[0], 1) > 0:
+            value = raw[1:raw.find(raw[0], 1)]
+            if raw[0] == '"':
+                value = value.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+        else:
+            value = re.split(r"\s+#", raw, maxsplit=1)[0].strip()
+        out[m.group(1)] = value
+    return out
+
+
+class _EnvFiles:
+    """The project's .env files (.env, .env.development, .env.local), each file's variables kept, and
+    what the app sees: a later file overrides an earlier one, ${VAR} expanded from the same files."""
+
+    def __init__(self, root: str, read: _Reader, names: Tuple[str, ...] = _ENV_FILES) -> None:
+        self.files: List[Tuple[str, Dict[str, str]]] = []
+        for name in names:
+            text = read(os.path.join(root, name))
+            if text is not None:
+                self.files.append((name, _dotenv(text)))
+
+    def get(self, key: str) -> Optional[Tuple[str, str]]:
+        """(value, the file it comes from) of `key`, the winning file's, or None."""
+        for name, values in reversed(self.files):
+            if key in values:
+                return values[key], name
+        return None
+
+    def expanded(self, value: str) -> Optional[str]:
+        """`value` with ${VAR} and $VAR taken from these files, or None when one is not set here."""
+        missing: List[str] = []
+
+        def one(m: "re.Match[str]") -> str:
+            found = self.get(m.group(1) or m.group(2))
+            if found is None:
+                missing.append(m.group(0))
+                return ""
+            return found[0]
+        out = re.sub(r"\$\{(\w+)\}|\$([A-Za-z_]\w*)", one, value)
+        return None if missing else out
+
+
+def _from_dotenv(root: str, env: _EnvFiles, prisma: bool) -> List[_StoreFinding]:
+    """DATABASE_URL in each .env file: which file the app loads depends on its stack (python-dotenv
+    and Node's dotenv read .env, Next.js and Vite .env.local and .env.development too), so each one is
+    a finding.  A Prisma `file:./dev.db` is left to the Prisma source: it is relative to the schema."""
+    out: List[_StoreFinding] = []
+    for name, values in env.files:
+        value = values.get("DATABASE_URL")
+        if not value or (prisma and value.startswith("file:") and not value.startswith("file://")):
+            continue
+        source = "%s DATABASE_URL" % name
+        expanded = env.expanded(value)
+        if expanded is None:
+            out.append(_StoreFinding(source, problem="it uses a variable no .env file here sets (%s)" % value))
+        else:
+            out.append(_url_finding(source, expanded, root))
+    return out
+
+
+def _from_laravel(root: str, env: _EnvFiles) -> List[_StoreFinding]:
+    """Laravel's DB_CONNECTION (config/database.php's defaults where a DB_ variable is unset); its
+    DB_URL, when set, wins as it does in Laravel."""
+    found = env.get("DB_CONNECTION")
+    if found is None:
+        return []
+    kind, name = found[0].strip().lower(), found[1]
+    source = "Laravel %s DB_CONNECTION=%s" % (name, kind)
+
+    def var(key: str, default: str) -> str:
+        got = env.get(key)
+        return got[0] if got is not None and got[0] != "" else default
+    url = var("DB_URL", var("DATABASE_URL", ""))
+    if url:
+        return [_url_finding(source + " (DB_URL)", url, root)]
+    if kind == "sqlite":
+        path = var("DB_DATABASE", os.path.join("database", "database.sqlite"))
+        return [_path_finding(source, os.path.join(root, path))]
+    if kind == "pgsql":
+        return [_StoreFinding(source, _pg_url(var("DB_USERNAME", "root"), var("DB_PASSWORD", ""),
+                                              var("DB_HOST", "127.0.0.1"), var("DB_PORT", "5432"),
+                                              var("DB_DATABASE", "laravel")))]
+    return [_unwatchable(source, _ENGINES.get(kind, kind), "DB_CONNECTION=" + kind)]
+
+
+# -- Django settings, read with ast ----------------------------------------------------------------
+
+class _Unread:
+    """A settings value init cannot know without running the code: why (read from the environment, a
+    call it does not follow)."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+_PyValue = Union[str, _Unread]
+_ENV_CALLS = ("os.environ.get", "os.getenv", "environ.get", "getenv", "env", "config", "env.str", "env.int")
+_PATH_IDENTITY = ("str", "os.fspath", "os.path.abspath", "os.path.realpath", "os.path.normpath", "abspath")
+
+
+def _call_name(node: ast.AST) -> str:
+    """The dotted name a call's function is written as (`os.path.join`), or ''."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _call_name(node.value)
+        return inner + "." + node.attr if inner else ""
+    return ""
+
+
+def _py_call(node: ast.Call, names: Dict[str, _PyValue], here: str) -> _PyValue:
+    """A call in a settings value: the path functions Django's templates use (Path(), .resolve(),
+    os.path.join/dirname, str()); a read of the environment is named as such."""
+    name = _call_name(node.func)
+    args = [_py_value(a, names, here) for a in node.args]
+    unread = next((a for a in args if isinstance(a, _Unread)), None)
+    if name in _ENV_CALLS or name.startswith("os.environ"):
+        first = node.args[0] if node.args else node
+        key = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ast.unparse(first)
+        return _Unread("it is read from the environment (%s)" % key)
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("resolve", "absolute", "expanduser") \
+            and not node.args:
+        return _py_value(node.func.value, names, here)
+    if unread is not None:
+        return unread
+    strs = [a for a in args if isinstance(a, str)]
+    if name in ("Path", "pathlib.Path", "PurePath", "os.path.join", "join") and strs:
+        return os.path.join(*strs)
+    if name in ("os.path.dirname", "dirname") and len(strs) == 1:
+        return os.path.dirname(strs[0])
+    if name in _PATH_IDENTITY and len(strs) == 1:
+        return strs[0]
+    return _Unread("it is computed by %s(), which init does not run" % (name or "a call"))
+
+
+def _py_value(node: ast.AST, names: Dict[str, _PyValue], here: str) -> _PyValue:
+    """The value of a settings expression made of literals, names set earlier in the settings,
+    __file__ and path arithmetic (`BASE_DIR / 'db.sqlite3'`, f-strings), or why it cannot be known."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else "" if node.value is None else str(node.value)
+    if isinstance(node, ast.Name):
+        if node.id == "__file__":
+            return here
+        return names.get(node.id, _Unread("%s is not set in the settings init reads" % node.id))
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        inner = _py_value(node.value, names, here)
+        return os.path.dirname(inner) if isinstance(inner, str) else inner
+    if isinstance(node, ast.Subscript) and _call_name(node.value).endswith("environ"):
+        return _Unread("it is read from the environment (%s)" % ast.unparse(node.slice))
+    if isinstance(node, ast.Call):
+        return _py_call(node, names, here)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.Add)):
+        left, right = _py_value(node.left, names, here), _py_value(node.right, names, here)
+        if isinstance(left, _Unread):
+            return left
+        if isinstance(right, _Unread):
+            return right
+        return os.path.join(left, right) if isinstance(node.op, ast.Div) else left + right
+    if isinstance(node, ast.JoinedStr):
+        parts = [_py_value(v.value if isinstance(v, ast.FormattedValue) else v, names, here) for v in node.values]
+        return next((p for p in parts if isinstance(p, _Unread)), None) or "".join(str(p) for p in parts)
+    return _Unread("%s is not a literal" % _short_value(ast.unparse(node)))
+
+
+def _py_names(path: str, read: _Reader, depth: int = 0) -> Tuple[Dict[str, _PyValue], Optional[ast.Module]]:
+    """The top-level names of a settings module with a value init can know, after those of the
+    modules it star-imports from its own package (`from .base import *`); and its tree."""
+    text = read(path)
+    try:
+        tree = ast.parse(text or "", filename=path)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}, None
+    here = os.path.abspath(path)
+    names: Dict[str, _PyValue] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module and depth < 3 \
+                and [a.name for a in node.names] == ["*"]:
+            names.update(_py_names(os.path.join(os.path.dirname(path), node.module.replace(".", os.sep) + ".py"),
+                                   read, depth + 1)[0])
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = _py_value(node.value, names, here)
+    return names, tree
+
+
+def _databases_node(tree: ast.Module) -> Optional[ast.AST]:
+    """The value last assigned to DATABASES at the top level of the settings."""
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "DATABASES"
+                                                for t in node.targets):
+            found = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                and node.target.id == "DATABASES":
+            found = node.value
+    return found
+
+
+def _django_database(source: str, node: ast.AST, names: Dict[str, _PyValue], here: str,
+                     root: str) -> _StoreFinding:
+    """One entry of DATABASES: sqlite3 by its NAME (a path, relative ones from the project folder),
+    postgresql by NAME/USER/PASSWORD/HOST/PORT, dj_database_url by its literal default."""
+    if isinstance(node, ast.Call) and _call_name(node.func) in ("dj_database_url.config", "dj_database_url.parse"):
+        parse = _call_name(node.func).endswith("parse")
+        given = list(node.args[:1]) if parse else [k.value for k in node.keywords if k.arg == "default"]
+        value = _py_value(given[0], names, here) if given else _Unread("no default is written")
+        if isinstance(value, _Unread):
+            return _StoreFinding(source, problem="dj_database_url's URL could not be read: " + value.why)
+        return _url_finding(source + ("" if parse else " (dj_database_url's default; DATABASE_URL in the "
+                                                         "environment wins)"), value, root)
+    if isinstance(node, ast.Call):
+        return _StoreFinding(source, problem="it is computed by %s(), which init does not run"
+                             % _short_value(_call_name(node.func) or "a call"))
+    if not isinstance(node, ast.Dict):
+        return _StoreFinding(source, problem="it is not a literal dict init can read")
+    fields: Dict[str, _PyValue] = {}
+    for key, item in zip(node.keys, node.values):
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            fields[key.value] = _py_value(item, names, here)
+    engine = fields.get("ENGINE", "")
+    if isinstance(engine, _Unread):
+        return _StoreFinding(source, problem="its ENGINE cannot be read: " + engine.why)
+    unread = sorted((k, v.why) for k, v in fields.items() if isinstance(v, _Unread)
+                    and k in ("NAME", "USER", "PASSWORD", "HOST", "PORT"))
+    if unread:
+        return _StoreFinding(source, problem="could not read its %s: %s" % (
+            "/".join(k for k, _ in unread), "; ".join("%s: %s" % kv for kv in unread)))
+    text = {k: v for k, v in fields.items() if isinstance(v, str)}
+    if engine.endswith("sqlite3"):
+        if not text.get("NAME"):
+            return _StoreFinding(source, problem="a SQLite database without a NAME")
+        return _path_finding(source, os.path.join(root, text["NAME"]))
+    if "postgresql" in engine or "postgis" in engine:
+        return _StoreFinding(source, _pg_url(text.get("USER", ""), text.get("PASSWORD", ""), text.get("HOST", ""),
+                                             text.get("PORT", ""), text.get("NAME", "")))
+    kind = next((v for k, v in _ENGINES.items() if k in engine), engine.rsplit(".", 1)[-1] or "unknown")
+    return _unwatchable(source, kind, "ENGINE %s" % engine)
+
+
+def _settings_files(root: str) -> List[str]:
+    """Django settings within two levels of the project: */settings.py and settings/*.py."""
+    out: List[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        depth = 0 if dirpath == root else os.path.relpath(dirpath, root).count(os.sep) + 1
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS) if depth < 2 else []
+        if "settings.py" in filenames and os.path.basename(dirpath) != "settings":
+            out.append(os.path.join(dirpath, "settings.py"))
+        if os.path.basename(dirpath) == "settings" and depth >= 1:
+            out += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py")]
+    return out
+
+
+def _from_django(root: str, read: _Reader) -> List[_StoreFinding]:
+    """Each database of DATABASES in the project's settings; production settings files are named and
+    left out (a development tool watches the development database)."""
+    out: List[_StoreFinding] = []
+    for path in _settings_files(root):
+        rel = os.path.relpath(path, root)
+        names, tree = _py_names(path, read)
+        databases = _databases_node(tree) if tree is not None else None
+        if databases is None:
+            continue
+        if re.search(r"prod", os.path.basename(path), re.I):
+            out.append(_StoreFinding("Django %s" % rel, problem="production settings; not watched"))
+            continue
+        if os.path.basename(os.path.dirname(path)) == "settings":
+            fallback = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+        else:
+            fallback = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+        if not isinstance(names.get("BASE_DIR"), str):
+            names["BASE_DIR"] = fallback  # the folder above the settings package, as Django's template sets it
+        if not isinstance(databases, ast.Dict):
+            out.append(_django_database("Django %s DATABASES" % rel, databases, names, path, root))
+            continue
+        for key, value in zip(databases.keys, databases.values):
+            alias = key.value if isinstance(key, ast.Constant) else "?"
+            out.append(_django_database("Django %s DATABASES[%r]" % (rel, alias), value, names, path, root))
+    return out
+
+
+# -- Rails config/database.yml, the simple shape read by hand --------------------------------------
+
+def _yaml_scalar(raw: str) -> str:
+    """A YAML scalar as a string: quotes taken off, a trailing comment dropped."""
+    raw = raw.strip()
+    if raw[:1] in ("'", '"') and raw.find(raw[0], 1) > 0:
+        return raw[1:raw.find(raw[0], 1)]
+    return re.split(r"\s+#", raw, maxsplit=1)[0].strip()
+
+
+def _simple_yaml(text: str) -> Dict[str, Any]:
+    """Nested mappings of scalars as database.yml writes them: `key: value`, `name: &anchor`,
+    `<<: *anchor` (merged, keys written in the block winning), comments.  Lists, flow style and
+    multi-line scalars are not read (database.yml has none in the shape Rails generates)."""
+    top: Dict[str, Any] = {}
+    anchors: Dict[str, Dict[str, Any]] = {}
+    stack: List[Tuple[int, Dict[str, Any]]] = [(-1, top)]
+    for line in text.splitlines():
+        body = line.split(" #", 1)[0].rstrip() if not line.lstrip().startswith("#") else ""
+        m = re.match(r"( *)([^\s:#][^:]*?|<<)\s*:(?:\s+(.*))?$", body)
+        if not m or body.lstrip().startswith(("<%", "---", "- ")):
+            continue
+        indent, key, value = len(m.group(1)), m.group(2).strip(), (m.group(3) or "").strip()
+        while stack[-1][0] >= indent:
+            stack.pop()
+        current = stack[-1][1]
+        if key == "<<" and value.startswith("*"):
+            for k, v in anchors.get(value[1:], {}).items():
+                current.setdefault(k, dict(v) if isinstance(v, dict) else v)
+        elif value == "" or value.startswith("&"):
+            child: Dict[str, Any] = {}
+            current[key] = child
+            if value.startswith("&"):
+                anchors[value[1:].split()[0]] = child
+            stack.append((indent, child))
+        else:
+            current[key] = _yaml_scalar(value)
+    return top
+
+
+def _rails_database(source: str, config: Dict[str, Any], root: str) -> _StoreFinding:
+    """One Rails database block: `url`, or sqlite3's `database` path, or postgresql's
+    database/username/password/host/port; an ERB value (<%= ... %>) is named as unreadable."""
+    fields = {k: v for k, v in config.items() if isinstance(v, str)}
+    erb = sorted(k for k in ("adapter", "url", "database", "username", "password", "host", "port")
+                 if "<%" in fields.get(k, ""))
+    if erb:
+        return _StoreFinding(source, problem="its %s %s ERB (<%%= ... %%>), which init cannot read"
+                             % (", ".join(erb), "is" if len(erb) == 1 else "are"))
+    if fields.get("url"):
+        return _url_finding(source, fields["url"], root)
+    adapter = fields.get("adapter", "")
+    if adapter == "sqlite3":
+        if not fields.get("database"):
+            return _StoreFinding(source, problem="a SQLite database without a database path")
+        return _path_finding(source, os.path.join(root, fields["database"]))
+    if adapter in ("postgresql", "postgis"):
+        return _StoreFinding(source, _pg_url(fields.get("username", ""), fields.get("password", ""),
+                                             fields.get("host", ""), fields.get("port", ""),
+                                             fields.get("database", "")))
+    return _unwatchable(source, _ENGINES.get(adapter, adapter or "unknown"), "adapter %s" % (adapter or "unset"))
+
+
+def _from_rails(root: str, read: _Reader) -> List[_StoreFinding]:
+    """The development databases of config/database.yml: one block, or several (Rails' multiple
+    databases: `primary:`, `cache:` ... under `development:`)."""
+    text = read(os.path.join(root, "config", "database.yml"))
+    if text is None:
+        return []
+    development = _simple_yaml(text).get("development")
+    source = "Rails config/database.yml development"
+    if not isinstance(development, dict):
+        return [_StoreFinding(source, problem="it has no development block init can read")]
+    if any(isinstance(development.get(k), str) for k in ("adapter", "url", "database")):
+        return [_rails_database(source, development, root)]
+    return [_rails_database("%s.%s" % (source, name), block, root)
+            for name, block in development.items() if isinstance(block, dict)]
+
+
+# -- Prisma ----------------------------------------------------------------------------------------
+
+def _prisma_schemas(root: str) -> List[str]:
+    candidates = [os.path.join(root, "prisma", "schema.prisma"), os.path.join(root, "schema.prisma")]
+    folder = os.path.join(root, "prisma", "schema")
+    if os.path.isdir(folder):
+        candidates += [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".prisma")]
+    return [p for p in candidates if os.path.isfile(p)]
+
+
+def _from_prisma(root: str, read: _Reader, env: _EnvFiles) -> List[_StoreFinding]:
+    """Prisma's datasource: provider and url (a literal, or env("X") read from the project's .env or
+    prisma/.env); a sqlite `file:./dev.db` is relative to the schema's folder, as Prisma reads it."""
+    out: List[_StoreFinding] = []
+    for path in _prisma_schemas(root):
+        text = re.sub(r"//[^\n]*", "", read(path) or "")
+        for block in re.finditer(r"\bdatasource\s+(\w+)\s*\{([^}]*)\}", text):
+            source = "Prisma %s datasource %s" % (os.path.relpath(path, root), block.group(1))
+            provider = re.search(r'\bprovider\s*=\s*"([^"]*)"', block.group(2))
+            literal = re.search(r'\burl\s*=\s*"([^"]*)"', block.group(2))
+            from_env = re.search(r'\burl\s*=\s*env\(\s*"([^"]*)"\s*\)', block.group(2))
+            kind = provider.group(1) if provider else ""
+            url = literal.group(1) if literal else None
+            if from_env:
+                got = env.get(from_env.group(1)) or _EnvFiles(os.path.dirname(path), read, (".env",)).get(
+                    from_env.group(1))
+                if got is None:
+                    out.append(_StoreFinding(source, problem='its url is env("%s"), which no .env file here sets'
+                                             % from_env.group(1)))
+                    continue
+                url, source = got[0], source + ' (env("%s") from %s)' % (from_env.group(1), got[1])
+            if url is None:
+                out.append(_StoreFinding(source, problem="no url init can read"))
+            elif kind == "sqlite":
+                rest = url[5:] if url.startswith("file:") else url
+                out.append(_path_finding(source, os.path.join(os.path.dirname(path), rest.split("?", 1)[0])))
+            elif kind in ("postgresql", "postgres"):
+                out.append(_url_finding(source, url, root))
+            else:
+                out.append(_unwatchable(source, _ENGINES.get(kind, kind or "unknown"), "provider %s" % kind))
+    return out
+
+
+# -- otherwise: a SQLite file beside the app, or a store its code opens ----------------------------
+
+def _from_files(root: str) -> List[_StoreFinding]:
+    """SQLite databases (by their header) in the project folder and the folders apps keep them in:
+    db/, data/, var/, instance/ (Flask), prisma/."""
+    out: List[_StoreFinding] = []
+    for sub in _STORE_DIRS:
+        folder = os.path.join(root, sub) if sub else root
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.endswith(_SQLITE_SUFFIXES) and _is_sqlite_file(path):
+                out.append(_path_finding("a SQLite file beside the app (%s)" % os.path.relpath(path, root), path))
+    return out
+
+
+_PATH_EXPR = r"""(?:[\w.]*(?:join|resolve)\((?:[^()]|\([^()]*\))*\)|"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[A-Za-z_$][\w$]*)"""
+# the calls that open a store, each with the kind of store its first argument names
+_STORE_CALLS = (
+    (re.compile(r"\bnew\s+(?:\w+\.)?Database(?:Sync)?\(\s*(%s)" % _PATH_EXPR), "sqlite"),
+    (re.compile(r"\b(?:sqlite3|aiosqlite)\.connect\(\s*(%s)" % _PATH_EXPR), "sqlite"),
+    (re.compile(r"\b(?:JSONFile|JSONFileSync|JSONFilePreset|JSONFileSyncPreset|FileSync|FileAsync)\(\s*(%s)"
+                % _PATH_EXPR), "json"),
+    (re.compile(r"\b(?:readFile|readFileSync|writeFile|writeFileSync)\(\s*(%s)" % _PATH_EXPR), "json"),
+)
+_HERE_TOKENS = ("__dirname", "import.meta.dirname", "os.path.dirname(__file__)",
+                "os.path.dirname(os.path.abspath(__file__))", "os.path.dirname(os.path.realpath(__file__))")
+
+
+def _code_path(expr: str, here: str, root: str, consts: Dict[str, str], depth: int = 0) -> Optional[str]:
+    """The path a path expression in code names: a string literal (relative to the project folder, the
+    app's working directory), path.join/resolve with __dirname (the file's folder) or literals, a
+    template string over __dirname, or a constant set to one of these in the same file; else None."""
+    expr = expr.strip()
+    if expr[:1] in ("'", '"', "`") and expr[-1:] == expr[:1]:
+        inner = expr[1:-1]
+        if expr[0] == "`":
+            inner = inner.replace("${__dirname}", here).replace("${import.meta.dirname}", here)
+        return None if "${" in inner or not inner else os.path.join(root, inner)
+    call = re.match(r"[\w.]*(?:join|resolve)\((.*)\)$", expr, re.S)
+    if call:
+        base, parts = root, []
+        for token in re.findall(r"""os\.path\.\w+\((?:[^()]|\([^()]*\))*\)|"[^"]*"|'[^']*'|[\w.$]+(?:\(\))?""",
+                                call.group(1)):
+            if token in _HERE_TOKENS:
+                base = here
+            elif token == "process.cwd()":
+                base = root
+            elif token[:1] in ("'", '"'):
+                parts.append(token[1:-1])
+            elif token in consts and depth < 3:
+                resolved = _code_path(consts[token], here, root, consts, depth + 1)
+                if resolved is None:
+                    return None
+                base = resolved
+            else:
+                return None
+        return os.path.join(base, *parts) if parts else None
+    if expr in consts and depth < 3:
+        return _code_path(consts[expr], here, root, consts, depth + 1)
+    return None
+
+
+def _code_files(root: str) -> List[str]:
+    """The app's .js/.ts/.py files at most two folders deep, without dependencies, tests and builds."""
+    out: List[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        depth = 0 if dirpath == root else os.path.relpath(dirpath, root).count(os.sep) + 1
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS) if depth < 2 else []
+        out += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(_CODE_SUFFIXES)
+                and not re.search(r"(\.test\.|\.spec\.|^test_|_test\.py$)", f)]
+        if len(out) >= _CODE_FILES_MAX:
+            break
+    return out[:_CODE_FILES_MAX]
+
+
+def _from_code(root: str, read: _Reader) -> List[_StoreFinding]:
+    """Stores the app's code opens by name: a SQLite file (better-sqlite3, node:sqlite, sqlite3 in
+    Node or Python) or a JSON file that lowdb or readFile/writeFile keep."""
+    out: List[_StoreFinding] = []
+    for path in _code_files(root):
+        text = read(path) or ""
+        if not re.search(r"Database|connect\(|JSONFile|FileSync|FileAsync|[rw][a-z]*File", text):
+            continue
+        consts = dict(re.findall(r"(?:^|\b(?:const|let|var)\s+)([A-Za-z_$][\w$]*)\s*=\s*(%s)\s*;?\s*$" % _PATH_EXPR,
+                                 text, re.M))
+        here = os.path.dirname(os.path.abspath(path))
+        for pattern, kind in _STORE_CALLS:
+            for m in pattern.finditer(text):
+                target = _code_path(m.group(1), here, root, consts)
+                if target is None or target.endswith(":memory:"):
+                    continue
+                if kind == "json" and (not target.endswith(".json") or os.path.basename(target) in _NOT_STORES
+                                       or os.path.basename(target).endswith(".config.json")):
+                    continue
+                call = _short_value(" ".join(text[m.start():m.end()].split()) + ")")
+                out.append(_path_finding("%s: %s" % (os.path.relpath(path, root), call), target))
+    return out
+
+
+def _find_stores(root: str, read: _Reader) -> List[_StoreFinding]:
+    """Every store the project names, each once (by URL), in the order of the sources: .env
+    DATABASE_URL, Django, Rails, Laravel, Prisma; only when none of them names one (watchable or not),
+    SQLite files beside the app and the stores its code opens."""
+    env = _EnvFiles(root, read)
+    prisma = bool(_prisma_schemas(root))
+    found = (_from_dotenv(root, env, prisma) + _from_django(root, read) + _from_rails(root, read)
+             + _from_laravel(root, env) + _from_prisma(root, read, env))
+    if not found:
+        found = _from_files(root) + _from_code(root, read)
+    seen: Set[Any] = set()
+    out: List[_StoreFinding] = []
+    for finding in found:
+        key = finding.url or (finding.source, finding.problem)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
+
+
+def _store_lines(found: List[_StoreFinding]) -> List[str]:
+    """What init prints about the stores, passwords masked: each finding with its source, then what to
+    do when there is nothing to watch."""
+    lines = []
+    for f in found:
+        if f.url:
+            lines.append("%s (%s)%s" % (_mask_url(f.url), f.source, "; not there yet, the app creates it"
+                                        if f.missing else ""))
+        else:
+            lines.append("%s: %s" % (f.source, f.problem))
+    if not any(f.url for f in found):
+        lines.append("%s: if the app has one, add RETICLE_WATCH_DB=<url> to the env of the reticle MCP server "
+                     "(sqlite:////abs/path.db, postgresql://user:pass@host:port/db, file:///abs/path.json) "
+                     "or call reticle_watch_db" % ("no database found" if not found else "nothing to watch"))
+    return lines
+#: end src/reticle/init_stores.py
+
+
+#: begin src/reticle/store_postgres.py
+###############################################################################
+# PostgreSQL truth ############################################################
+###############################################################################
+# A read-only watch of one PostgreSQL database that says what was committed, row by row: a temporary
+# logical replication slot with the built-in `test_decoding` plugin, read over an ordinary connection
+# with the SQL interface (`pg_logical_slot_get_changes`), so only committed transactions ever show and a
+# killed daemon leaves no slot behind (the server drops a temporary slot when its session ends).  Where
+# logical decoding is off (`wal_level` below logical) or refused (a role without REPLICATION), the watch
+# still starts and says so in `limited`: it then sees only which tables were written, from PostgreSQL's
+# statistics.  psycopg 3 is imported when a watch opens, never at import (`pip install "reticle[postgres]"`).
+#
+# `_PostgresReader` is called from one worker thread, one call at a time.  It keeps two connections, both
+# in autocommit and read-only: one holds the slot and does nothing else (an error in a session drops its
+# temporary slots), the other reads the catalogue, the statistics and the rows `rows()` asks for.  A slot
+# keeps the server's WAL from the last poll on, so a watch should be polled now and then, or closed.
+
+_PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2")
+_PG_FORMS = ("postgresql://user:password@host:port/database (or postgres://, postgresql+psycopg://, "
+             "postgresql+psycopg2://), with query parameters such as ?sslmode=require if need be")
+_PG_INSTALL = 'pip install "reticle[postgres]" (it installs psycopg[binary])'
+_PG_CHANGES_CAP = 500          # changes one poll returns; the rest are counted in "more"
+_PG_TEXT_CAP = 300             # characters of a text value kept
+_PG_TABLES_SAID = 40           # tables an error lists
+_PG_ROWS_TIMEOUT = "10s"       # how long rows() may read
+_PG_GET_CHANGES = ("SELECT data FROM pg_logical_slot_get_changes(%s, NULL, NULL, 'include-xids', '0', "
+                   "'skip-empty-xacts', '1', 'include-timestamp', '0')")
+_PG_SEES_TABLES = ("only which tables were written shows (from PostgreSQL's statistics, a second or so late, "
+                   "rolled-back writes included), never the rows")
+_PG_INTEGER_TYPES = frozenset(("smallint", "integer", "bigint", "oid"))
+_PG_NUMBER_TYPES = frozenset(("real", "double precision", "numeric"))
+
+
+# ---- the URL: where, who, and never the password ----
+
+class _PgAddress:
+    """A PostgreSQL URL taken apart (no I/O): what psycopg connects with, and how to name it without
+    the password (`name`, `where`, `scrub`)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url.strip())
+        if parts.scheme.lower() not in _PG_SCHEMES or not parts.netloc and not parts.path.strip("/"):
+            raise StoreError("%s is not a PostgreSQL URL" % _pg_hide_password(url),
+                             "write it as " + _PG_FORMS, code="store_invalid")
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        user, colon, password = userinfo.partition(":")
+        self.user = urllib.parse.unquote(user)
+        self.password: Optional[str] = urllib.parse.unquote(password) if colon else None
+        self.host, port = _pg_host_port(hostport)
+        params = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+        self.host = params.pop("host", self.host)
+        self.user = params.pop("user", self.user)
+        self.password = params.pop("password", self.password)
+        self.dbname = params.pop("dbname", urllib.parse.unquote(parts.path.lstrip("/")))
+        self.port = _pg_port(params.pop("port", port), url)
+        if not self.dbname:
+            raise StoreError("%s names no database" % _pg_hide_password(url), "write it as " + _PG_FORMS,
+                             code="store_invalid")
+        self.params = params
+        host = self.host or "localhost"
+        self.where = "%s:%d" % ("[%s]" % host if ":" in host else host, self.port)
+        self.name = "postgresql %s%s/%s" % (self.user + "@" if self.user else "", self.where, self.dbname)
+
+    def connect_args(self) -> Dict[str, Any]:
+        """The keyword arguments of psycopg.connect: the URL's own parameters win over the defaults."""
+        args: Dict[str, Any] = {"connect_timeout": "5", "application_name": "reticle"}
+        args.update(self.params)
+        args.update(port=self.port, dbname=self.dbname, autocommit=True)
+        for key, value in (("host", self.host), ("user", self.user), ("password", self.password)):
+            if value:
+                args[key] = value
+        return args
+
+    def scrub(self, text: str) -> str:
+        """`text` (a driver's or server's message) with the password, should it appear, hidden."""
+        return text.replace(self.password, "***") if self.password else text
+
+
+def _pg_hide_password(url: str) -> str:
+    """The URL as it may be shown: whatever follows `user:` up to the last `@`, and a `password=`
+    parameter's value, hidden."""
+    url = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
+    head, at, tail = url.rpartition("@")
+    if not at:
+        return url
+    start = head.find("://") + 3 if "://" in head else 0
+    user, colon, _ = head[start:].partition(":")
+    return head[:start] + user + (":***" if colon else "") + "@" + tail
+
+
+def _pg_host_port(hostport: str) -> Tuple[str, str]:
+    """(host, port text) of a URL's `host:port`, `[v6]:port`, or a percent-encoded socket folder."""
+    if hostport.startswith("["):
+        host, _, rest = hostport[1:].partition("]")
+        return host, rest[1:] if rest.startswith(":") else ""
+    host, _, port = hostport.partition(":")
+    return urllib.parse.unquote(host), port
+
+
+def _pg_port(text: str, url: str) -> int:
+    """The port a URL says (5432 when it says none), or StoreError (store_invalid)."""
+    if not text:
+        return 5432
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise StoreError("the port of %s is not a port number: %r" % (_pg_hide_password(url), text),
+                         "write it as " + _PG_FORMS, code="store_invalid")
+    return int(text)
+
+
+def _pg_driver() -> Any:
+    """psycopg 3, imported now (reticle.py never needs it at import), or StoreError with the install."""
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError("watching PostgreSQL needs psycopg 3, which is not installed",
+                         _PG_INSTALL) from None
+    return psycopg
+
+
+def _pg_connect_error(exc: Exception, address: _PgAddress) -> StoreError:
+    """A failed connection as one StoreError: what PostgreSQL (or the network) said, named by host:port
+    and never with the password, and the fix."""
+    text = address.scrub(str(exc)).strip()
+    where, user, db = address.where, address.user or "(the default user)", address.dbname
+    if "Connection refused" in text or "No such file or directory" in text:
+        return StoreError("nothing accepts connections at %s (refused): PostgreSQL does not run there" % where,
+                          "start PostgreSQL, or correct the host and port in the URL")
+    if "authentication failed" in text or "no password supplied" in text or re.search(r'role ".*" does not', text):
+        return StoreError("PostgreSQL at %s refused the login of user %s (wrong user or password)" % (where, user),
+                          "put the app's own user and password in the URL")
+    if "pg_hba.conf" in text:
+        return StoreError("PostgreSQL at %s does not let user %s connect to %s (pg_hba.conf)" % (where, user, db),
+                          "use the app's own URL, or allow it in pg_hba.conf and reload PostgreSQL")
+    if re.search(r'database ".*" does not exist', text):
+        return StoreError("PostgreSQL at %s has no database %s" % (where, db),
+                          "correct the database in the URL, or create it (createdb %s)" % db)
+    if "resolve host" in text or "translate host name" in text:
+        return StoreError("the host of %s is not known: %s" % (address.name, text.splitlines()[0]),
+                          "correct the host in the URL")
+    if "timeout expired" in text:
+        waited = address.connect_args()["connect_timeout"]
+        return StoreError("PostgreSQL at %s did not answer within %s s" % (where, waited),
+                          "check that it is up and reachable, or correct the host and port in the URL")
+    return StoreError("cannot connect to %s: %s" % (address.name, " ".join(text.split())[:300]),
+                      "check that PostgreSQL is up and the URL is the app's own")
+
+
+def _pg_ident(name: str) -> str:
+    """`name` as an SQL identifier in a sentence the user may paste (quoted only when it must be)."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else '"%s"' % name.replace('"', '""')
+
+
+# ---- test_decoding's text: one line per change ----
+
+class _PgLine(NamedTuple):
+    """One change as test_decoding says it: the op (insert, update, delete, truncate), the tables
+    ((schema, table) pairs: one, or several for a truncate), the new tuple and the old key or tuple
+    ({column: value}; None when not said)."""
+
+    op: str
+    tables: List[Tuple[str, str]]
+    new: Optional[Dict[str, Any]]
+    old: Optional[Dict[str, Any]]
+
+
+_PG_IDENT_RE = re.compile(r'"((?:[^"]|"")*)"|([^\s".:,\[]+)')
+_PG_COLUMN_RE = re.compile(r'(?:"((?:[^"]|"")*)"|([^\s"\[]+))\[((?:[^\[\]]|\[\])*)\]:'
+                           r"(?:'((?:[^']|'')*)'|(\S+))", re.S)
+_PG_OPS = {"INSERT": "insert", "UPDATE": "update", "DELETE": "delete", "TRUNCATE": "truncate"}
+_PG_UNCHANGED = object()   # a TOASTed value an update did not change: test_decoding does not print it
+
+
+def _pg_name(text: str, pos: int) -> Tuple[Tuple[str, str], int]:
+    """The qualified table name (schema, table) at text[pos:], and where it ends; ValueError if none."""
+    names = []
+    for _ in range(2):
+        m = _PG_IDENT_RE.match(text, pos)
+        if m is None:
+            raise ValueError("no name at %d" % pos)
+        names.append(m.group(1).replace('""', '"') if m.group(1) is not None else m.group(2))
+        pos = m.end() + 1 if text.startswith(".", m.end()) and len(names) == 1 else m.end()
+    return (names[0], names[1]), pos
+
+
+def _pg_header(data: str) -> Tuple[str, List[Tuple[str, str]], int]:
+    """(op, tables, where the tuple starts) of a `table s.t: OP: ...` line; ValueError if it is not one."""
+    tables, pos = [], len("table ")
+    while True:
+        name, pos = _pg_name(data, pos)
+        tables.append(name)
+        if not data.startswith(", ", pos):
+            break
+        pos += 2
+    op, colon, _ = data[pos + 2:].partition(":")
+    if not data.startswith(": ", pos) or not colon or op not in _PG_OPS:
+        raise ValueError("not a change: %r" % data[:80])
+    return _PG_OPS[op], tables, pos + 2 + len(op) + 2
+
+
+def _pg_tuple(data: str, pos: int, stop: str = "") -> Tuple[Dict[str, Any], int]:
+    """The columns `name[type]:value` from data[pos:] up to the end or the marker `stop`: {column: value}
+    (each value typed as rows() types it), and where it ended."""
+    out: Dict[str, Any] = {}
+    while pos < len(data) and not (stop and data.startswith(stop, pos)):
+        m = _PG_COLUMN_RE.match(data, pos)
+        if m is None:
+            raise ValueError("no column at %d of %r" % (pos, data[:80]))
+        name = m.group(1).replace('""', '"') if m.group(1) is not None else m.group(2)
+        if m.group(4) is not None:
+            out[name] = _pg_typed(m.group(4).replace("''", "'"), m.group(3))
+        elif m.group(5) == "unchanged-toast-datum":
+            out[name] = _PG_UNCHANGED
+        else:
+            out[name] = None if m.group(5) == "null" else _pg_typed(m.group(5), m.group(3))
+        pos = m.end() + 1
+    return {k: v for k, v in out.items() if v is not _PG_UNCHANGED}, pos
+
+
+def _pg_parse(data: str) -> _PgLine:
+    """One line of test_decoding that starts with `table `, read; ValueError if it cannot be."""
+    op, tables, pos = _pg_header(data)
+    rest = data[pos:]
+    if op == "truncate" or rest == "(no-tuple-data)":
+        return _PgLine(op, tables, None, None)
+    if rest.startswith("old-key: "):
+        old, pos = _pg_tuple(data, pos + len("old-key: "), "new-tuple: ")
+        new, _ = _pg_tuple(data, pos + len("new-tuple: "))
+        return _PgLine(op, tables, new, old)
+    values, _ = _pg_tuple(data, pos)
+    return _PgLine(op, tables, None, values) if op == "delete" else _PgLine(op, tables, values, None)
+
+
+def _pg_typed(text: Optional[str], type_name: str) -> Any:
+    """A column's text (its type's output, as test_decoding prints it and `::text` reads it) as JSON:
+    integers, numbers and booleans as such, NULL as None, anything else as text cut at _PG_TEXT_CAP."""
+    if text is None:
+        return None
+    if type_name in _PG_INTEGER_TYPES and re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if type_name in _PG_NUMBER_TYPES and re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if type_name in _PG_NUMBER_TYPES and re.fullmatch(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+        return float(text)
+    if type_name == "boolean" and text in ("true", "false"):
+        return text == "true"
+    return text[:_PG_TEXT_CAP]
+
+
+def _pg_table_name(schema: str, table: str) -> str:
+    """How answers name a table: bare in `public`, `schema.table` elsewhere."""
+    return table if schema == "public" else "%s.%s" % (schema, table)
+
+
+def _pg_pick(columns: List[str], row: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """{column: value} of `columns` (a primary key) in `row`; None when the key or a value is not known."""
+    if not columns or row is None or any(c not in row for c in columns):
+        return None
+    return {c: row[c] for c in columns}
+
+
+def _pg_change(line: _PgLine, primary_key: List[str]) -> dict:
+    """A decoded insert, update or delete as the dict poll() answers: op, table, key, values (and, for an
+    update that changed its key, the key it had: old_key)."""
+    schema, table = line.tables[0]
+    row = line.old if line.op == "delete" else line.new
+    change = {"op": line.op, "table": _pg_table_name(schema, table), "key": _pg_pick(primary_key, row),
+              "values": dict(row or {})}
+    old_key = _pg_pick(primary_key, line.old) if line.op == "update" else None
+    if old_key is not None and old_key != change["key"]:
+        change["old_key"] = old_key
+    return change
+
+
+# ---- the catalogue: tables, columns, primary keys ----
+
+_PG_TABLES_SQL = ("SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema NOT IN "
+                  "('pg_catalog', 'information_schema') AND table_schema NOT LIKE 'pg\\_%' ORDER BY 1, 2")
+_PG_COLUMNS_SQL = ("SELECT a.attname, format_type(a.atttypid, NULL) FROM pg_attribute a "
+                   "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+                   "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
+                   "ORDER BY a.attnum")
+_PG_PRIMARY_KEY_SQL = ("SELECT a.attname FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
+                       "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                       "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) "
+                       "WHERE i.indisprimary AND n.nspname = %s AND c.relname = %s "
+                       "ORDER BY array_position(i.indkey::int2[], a.attnum)")
+_PG_STATS_SQL = "SELECT schemaname, relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables"
+
+
+def _pg_tables(conn: Any) -> Dict[str, Tuple[str, str]]:
+    """The tables (and views) the role can see: {name as answers say it: (schema, table)}, each table of
+    `public` also under `public.table`."""
+    out: Dict[str, Tuple[str, str]] = {}
+    for schema, table in conn.execute(_PG_TABLES_SQL).fetchall():
+        out[_pg_table_name(schema, table)] = (schema, table)
+    for schema, table in list(out.values()):
+        out.setdefault("%s.%s" % (schema, table), (schema, table))
+    return out
+
+
+def _pg_said(tables: Dict[str, Tuple[str, str]]) -> List[str]:
+    """The names of _pg_tables' answer as answers say them (without the `public.` aliases), sorted."""
+    return sorted(name for name, (schema, table) in tables.items() if name == _pg_table_name(schema, table))
+
+
+def _pg_stat_counts(conn: Any) -> Dict[str, Tuple[int, int, int]]:
+    """{table: (rows inserted, updated, deleted)} from the statistics, read afresh (the session's cached
+    snapshot of them cleared first)."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    return {_pg_table_name(s, t): (i or 0, u or 0, d or 0) for s, t, i, u, d in conn.execute(_PG_STATS_SQL)}
+
+
+def _pg_where(where: Dict[str, Any], sql: Any) -> Tuple[Any, List[str]]:
+    """The WHERE clause (psycopg.sql) of `where`, each column compared as text, and its parameters."""
+    parts, params = [], []
+    for column, value in where.items():
+        if value is None:
+            parts.append(sql.SQL("{} IS NULL").format(sql.Identifier(column)))
+            continue
+        parts.append(sql.SQL("{}::text = %s").format(sql.Identifier(column)))
+        params.append(("true" if value else "false") if isinstance(value, bool) else str(value))
+    if not parts:
+        return sql.SQL(""), params
+    return sql.SQL(" WHERE ") + sql.SQL(" AND ").join(parts), params
+
+
+def _pg_limits(text: str, role: str, needs_role: bool) -> str:
+    """`limited` when wal_level is `text`, not logical: what shows, and the exact fix."""
+    fix = "run `ALTER SYSTEM SET wal_level = logical;` as a superuser, then restart PostgreSQL"
+    if needs_role:
+        fix += ", and `ALTER ROLE %s WITH REPLICATION;`" % _pg_ident(role)
+    return "PostgreSQL's wal_level is %s, not logical, so %s: %s." % (text, _PG_SEES_TABLES, fix)
+
+
+def _pg_refusal(exc: Any, role: str) -> str:
+    """`limited` when the server refused to make the slot (exc, a psycopg error): why, and the fix."""
+    said = " ".join(str(exc).split())[:200]
+    state = getattr(exc, "sqlstate", "") or ""
+    if state == "42501":
+        return ("the role %s may not use logical decoding (it is neither a superuser nor has REPLICATION), so "
+                "%s: run `ALTER ROLE %s WITH REPLICATION;` as a superuser, then watch again."
+                % (role, _PG_SEES_TABLES, _pg_ident(role)))
+    if state == "58P01":
+        fix = ("install PostgreSQL's contrib modules, which hold the test_decoding plugin (postgresql-contrib on "
+               "most systems), then watch again")
+    elif "max_replication_slots" in said or state == "53400":
+        fix = ("free a replication slot, or run `ALTER SYSTEM SET max_replication_slots = 10;` as a superuser "
+               "and restart PostgreSQL")
+    elif "recovery" in said:
+        fix = "watch the primary server instead of this standby"
+    else:
+        fix = "see PostgreSQL's message"
+    return "PostgreSQL refused logical decoding (%s), so %s: %s." % (said, _PG_SEES_TABLES, fix)
+
+
+def _pg_holder(conn: Any) -> str:
+    """Which transaction held the slot's start up (logical decoding waits for those running then)."""
+    row = conn.execute(
+        "SELECT pid, coalesce(application_name, ''), state, round(extract(epoch FROM now() - xact_start)) "
+        "FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() "
+        "ORDER BY xact_start LIMIT 1").fetchone()
+    if row is None:
+        return "a transaction that was running then (a prepared one, or one that ended since) held it up"
+    return ("a transaction that wrote and is still open (pid %s, application %r, %s, for %s s) holds it up"
+            % (row[0], row[1], row[2], row[3]))
+
+
+def _pg_tables_said(data: str) -> List[Tuple[str, str]]:
+    """The tables a line of test_decoding names ([] when it cannot be read at all)."""
+    try:
+        return _pg_header(data)[1]
+    except ValueError:
+        return []
+
+
+def _pg_resolve(conn: Any, table: str, store: str) -> Tuple[str, str]:
+    """(schema, table) of a table as answers name it; StoreError (store_invalid) naming those there are."""
+    names = _pg_tables(conn)
+    if table in names:
+        return names[table]
+    said = _pg_said(names)
+    shown = ", ".join(said[:_PG_TABLES_SAID]) + (" and %d more" % (len(said) - _PG_TABLES_SAID)
+                                                   if len(said) > _PG_TABLES_SAID else "")
+    raise StoreError("%s has no table %r (its tables: %s)" % (store, table, shown or "none"),
+                     "name one of them", code="store_invalid")
+
+
+def _pg_read_rows(conn: Any, sql: Any, table: Tuple[str, str], columns: List[Tuple[str, str]],
+                  where: Dict[str, Any], order: List[str], limit: int) -> Tuple[List[dict], int]:
+    """Count and read the rows of `table` matching `where` in one read-only snapshot, at most `limit` in
+    `order` (the primary key), each column typed as poll() types it; `sql` is psycopg.sql."""
+    clause, params = _pg_where(where, sql)
+    source = sql.SQL("FROM {}.{} AS r").format(sql.Identifier(table[0]), sql.Identifier(table[1])) + clause
+    listed = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c, _ in columns)
+    query = sql.SQL("SELECT {} ").format(listed) + source
+    if order:  # qualified, so that the key's own values order the rows, not their text (the list's names)
+        query += sql.SQL(" ORDER BY ") + sql.SQL(", ").join(sql.SQL("r.{}").format(sql.Identifier(c)) for c in order)
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        conn.execute("SET LOCAL statement_timeout = '%s'" % _PG_ROWS_TIMEOUT)
+        total = conn.execute(sql.SQL("SELECT count(*) ") + source, params).fetchone()[0]
+        got = conn.execute(query + sql.SQL(" LIMIT %s"), params + [limit]).fetchall() if limit else []
+    return [{c: _pg_typed(v, t) for (c, t), v in zip(columns, row)} for row in got], int(total)
+
+
+# ---- the reader ----
+
+class _PostgresReader:
+    """One PostgreSQL database watched read-only (see the module's docstring): `open` starts the watch,
+    `poll` says what committed since the last poll (the first poll: since open), `rows` reads rows now,
+    `close` ends it.  After a lost connection, poll raises once and the next poll watches afresh."""
+
+    kind = "postgresql"
+    start_timeout_s = 15.0   # how long making the slot may wait for the transactions running then
+
+    def __init__(self, url: str) -> None:
+        self._address = _PgAddress(url)
+        self.name = self._address.name
+        self.limited = ""
+        self.known_tables: List[str] = []
+        self._pg: Any = None
+        self._query: Any = None          # reads the catalogue, the statistics and rows()
+        self._slot_conn: Any = None      # holds the slot, and does nothing else
+        self._slot = ""
+        self._counts: Optional[Dict[str, Tuple[int, int, int]]] = None   # the statistics, in fallback
+        self._keys: Dict[Tuple[str, str], List[str]] = {}
+        self._wanted = False
+
+    # -- starting and ending ----------------------------------------------
+    def open(self) -> str:
+        """Connect and start watching from now: -> how it watches, in one sentence.  StoreError when it
+        cannot watch at all (no psycopg, nothing listening, login refused, no such database, stuck)."""
+        self.close()
+        self._pg = _pg_driver()
+        self._wanted = True
+        try:
+            return self._start()
+        except StoreError:
+            self.close()
+            raise
+
+    def _start(self) -> str:
+        """Connect, and make the slot (or read the statistics, in fallback): the watch's baseline."""
+        try:
+            self._query = self._connect()
+            level = self._query.execute("SHOW wal_level").fetchone()[0]
+            if level != "logical":
+                self.limited = _pg_limits(level, self._role(), not self._may_replicate())
+            else:
+                self.limited = ""
+                self._start_slot()
+            if self.limited:
+                self._counts = _pg_stat_counts(self._query)
+            self.known_tables = _pg_said(_pg_tables(self._query))
+        except self._pg.Error as exc:
+            self._drop_connections()
+            raise _pg_connect_error(exc, self._address) from None
+        except StoreError:
+            self._drop_connections()
+            raise
+        if self.limited:
+            return ("watching which tables of %s change, from PostgreSQL's statistics, not row by row (see "
+                    "limited)" % self.name)
+        return ("watching each committed row change of %s through logical decoding (temporary slot %s, dropped "
+                "when the watch or its connection ends)" % (self.name, self._slot))
+
+    def close(self) -> None:
+        """Drop the slot (the server would at the session's end anyway) and close both connections;
+        closing twice, or what never opened, does nothing."""
+        self._wanted = False
+        self._drop_connections()
+
+    def _drop_connections(self) -> None:
+        """Close the connections (the slot dropped first), keeping whether the watch is wanted."""
+        slot_conn, query, slot = self._slot_conn, self._query, self._slot
+        self._slot_conn = self._query = None
+        self._slot, self._counts, self._keys = "", None, {}
+        if slot_conn is not None and slot:
+            try:
+                slot_conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            except Exception:  # the session is gone, and the slot with it
+                pass
+        for conn in (slot_conn, query):
+            try:
+                if conn is not None:
+                    conn.close()
+            except Exception:  # closing what is already broken
+                pass
+
+    def _connect(self) -> Any:
+        """One more connection, autocommit and read-only; the driver's error when it cannot."""
+        conn = self._pg.connect(**self._address.connect_args())
+        conn.execute("SET default_transaction_read_only = on")
+        return conn
+
+    def _role(self) -> str:
+        return str(self._query.execute("SELECT current_user").fetchone()[0])
+
+    def _may_replicate(self) -> bool:
+        """Whether the role is a superuser or has REPLICATION (what logical decoding asks)."""
+        row = self._query.execute("SELECT rolsuper OR rolreplication FROM pg_roles WHERE rolname = current_user"
+                                  ).fetchone()
+        return bool(row and row[0])
+
+    def _start_slot(self) -> None:
+        """Make the temporary slot on a connection of its own, or set `limited` when the server refuses
+        logical decoding; StoreError when a running transaction holds the start up past start_timeout_s."""
+        self._slot_conn = self._connect()
+        slot = "reticle_" + secrets.token_hex(6)
+        self._slot_conn.execute("SET statement_timeout = %d" % int(self.start_timeout_s * 1000))
+        try:
+            self._slot_conn.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding', true)", (slot,))
+        except self._pg.errors.QueryCanceled:
+            raise StoreError("PostgreSQL at %s could not start the watch within %g s: %s"
+                             % (self._address.where, self.start_timeout_s, _pg_holder(self._query)),
+                             "end that transaction (commit it or roll it back), then watch again") from None
+        except self._pg.Error as exc:
+            self.limited = _pg_refusal(exc, self._role())
+            self._slot_conn.close()
+            self._slot_conn = None
+            return
+        self._slot_conn.execute("SET statement_timeout = 0")
+        self._slot = slot
+
+    # -- what committed -----------------------------------------------------
+    def poll(self) -> Optional[dict]:
+        """What committed since the last poll: {changes, uncompared, transactions[, more]}, or None when
+        nothing did (`more`: how many changes were not listed, beyond the cap; their tables are in
+        `uncompared`).  StoreError when the watch is not open, or was lost now (the next poll starts it again:
+        what committed in between is not known)."""
+        if not self._wanted:
+            raise StoreError("%s is not watched (open it first)" % self.name, "open the watch, then poll")
+        if not (self._slot or self.limited and self._counts is not None):
+            self._drop_connections()
+            self._start()   # a lost watch, started again: from now on
+            return None
+        try:
+            return self._read_stats() if self._slot_conn is None else self._read_changes()
+        except self._pg.Error as exc:
+            self._drop_connections()
+            raise StoreError("the watch of %s was lost (%s): what committed since the last poll is not known"
+                             % (self.name, " ".join(self._address.scrub(str(exc)).split())[:200]),
+                             "nothing to do: the next poll watches again, once PostgreSQL answers") from None
+
+    def _read_changes(self) -> Optional[dict]:
+        """Take what the slot decoded since the last poll (committed transactions only)."""
+        changes: List[dict] = []
+        uncompared: Dict[str, None] = {}
+        more = transactions = 0
+        for (data,) in self._slot_conn.cursor().stream(_PG_GET_CHANGES, (self._slot,)):
+            if data.startswith("COMMIT"):
+                transactions += 1
+            if not data.startswith("table "):
+                continue
+            try:
+                line = _pg_parse(data) if len(changes) < _PG_CHANGES_CAP else None
+                tables = line.tables if line is not None else _pg_header(data)[1]
+            except ValueError:  # a line this reader cannot take apart: its table changed, its row is not known
+                tables, line = _pg_tables_said(data), None
+            if line is not None and line.op != "truncate":
+                changes.append(_pg_change(line, self._primary_key(*line.tables[0])))
+                continue
+            more += line is None
+            for schema, table in tables:
+                uncompared[_pg_table_name(schema, table)] = None
+        return self._answer(changes, list(uncompared), transactions, more)
+
+    def _answer(self, changes: List[dict], uncompared: List[str], transactions: Optional[int],
+                more: int) -> Optional[dict]:
+        """poll()'s answer (None when nothing changed), the tables it names now known."""
+        if not changes and not uncompared:
+            return None
+        seen = {c["table"] for c in changes} | set(uncompared)
+        self.known_tables = sorted(set(self.known_tables) | seen)
+        out: dict = {"changes": changes, "uncompared": uncompared, "transactions": transactions}
+        if more:
+            out["more"] = more
+        return out
+
+    def _read_stats(self) -> Optional[dict]:
+        """The fallback: the tables whose write counters grew since the last poll, rows not known
+        (transactions: None, since commits are not seen one by one)."""
+        counts = _pg_stat_counts(self._query)
+        before = self._counts or {}
+        grew = [t for t, c in sorted(counts.items()) if any(a > b for a, b in zip(c, before.get(t, (0, 0, 0))))]
+        self._counts = counts
+        return self._answer([], grew, None, 0)
+
+    def _primary_key(self, schema: str, table: str) -> List[str]:
+        """The primary key's columns of schema.table, in order ([] when it has none), looked up once."""
+        if (schema, table) not in self._keys:
+            rows = self._query.execute(_PG_PRIMARY_KEY_SQL, (schema, table)).fetchall()
+            self._keys[(schema, table)] = [r[0] for r in rows]
+        return self._keys[(schema, table)]
+
+    # -- reading rows now ---------------------------------------------------
+    def tables(self) -> List[str]:
+        """The tables the role can see, read now, as rows() and poll() name them."""
+        conn = self._query_conn()
+        try:
+            names = _pg_tables(conn)
+        except self._pg.Error as exc:
+            raise self._read_error(exc) from None
+        self.known_tables = _pg_said(names)
+        return self.known_tables
+
+    def rows(self, table: str, where: Dict[str, Any], limit: int) -> Tuple[List[dict], int]:
+        """The current rows of `table` whose columns equal `where` (compared as text: 3 == "3"), at most
+        `limit`, and how many match in all; one read-only transaction."""
+        conn = self._query_conn()
+        try:
+            schema, name = _pg_resolve(conn, table, self.name)
+            columns = conn.execute(_PG_COLUMNS_SQL, (schema, name)).fetchall()
+            unknown = sorted(set(where) - {c for c, _ in columns})
+            if unknown:
+                raise StoreError("%s has no column %s (its columns: %s)" % (table, ", ".join(unknown), ", ".join(
+                    c for c, _ in columns)), "name columns of the table in where", code="store_invalid")
+            order = self._primary_key(schema, name)
+            return _pg_read_rows(conn, self._pg.sql, (schema, name), columns, where, order, max(0, int(limit)))
+        except self._pg.Error as exc:
+            raise self._read_error(exc) from None
+
+    def _query_conn(self) -> Any:
+        """The connection rows() reads on, made again if it broke; StoreError when not open or unreachable."""
+        if not self._wanted or self._pg is None:
+            raise StoreError("%s is not watched (open it first)" % self.name, "open the watch, then read")
+        if self._query is None or self._query.closed or getattr(self._query, "broken", False):
+            try:
+                self._query = self._connect()
+            except self._pg.Error as exc:
+                raise _pg_connect_error(exc, self._address) from None
+        return self._query
+
+    def _read_error(self, exc: Exception) -> StoreError:
+        return StoreError("reading %s failed: %s" % (self.name, " ".join(self._address.scrub(str(exc)).split())[:300]),
+                          "check that PostgreSQL is up; a read that takes over %s is stopped" % _PG_ROWS_TIMEOUT)
+#: end src/reticle/store_postgres.py
 
 
 #: begin src/reticle/util.py
@@ -12561,6 +13938,643 @@ class _ServerTickets:
 #: end src/reticle/server_records.py
 
 
+#: begin src/reticle/stores.py
+###############################################################################
+# Stores ######################################################################
+###############################################################################
+# Storage truth: the app's own store (a SQLite file, a PostgreSQL database, JSON files) watched
+# read-only as a witness.  What it committed while a tab acted joins that tab's window as `store.commit`
+# events, so the verdict rules and the `stored` predicate read the rows the store really kept, on any
+# stack, whether or not its server can speak.  Every read runs on one worker thread, never on the IOLoop;
+# polling runs only while a tab acts.
+
+_STORE_FORMS = ("sqlite:////absolute/path.db (four slashes), sqlite:///relative.db (from the project folder), "
+                "postgresql://user:password@host:port/database, file:///absolute/path.json (or a folder of .json "
+                "files)")
+
+# a column or key whose name says its value is a secret: its value never leaves the daemon
+_SECRET_COLUMN = re.compile(r"pass(word|wd|phrase|code)?$|secret|token|api_?key|private_?key|credential|"
+                            r"session_?(id|key)|cookie|salt|hash|otp|cvv|cvc|card_?number|ssn", re.I)
+
+
+def _store_value(name: str, value: Any) -> Any:
+    """A column's value as evidence: a secret-named column's redacted, a blob by its size, text cut and
+    scrubbed of secret shapes, numbers, booleans and null as they are."""
+    if _SECRET_COLUMN.search(str(name)):
+        return "[redacted]" if value is not None else None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "<%d bytes>" % len(bytes(value))
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return value
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, sort_keys=True, default=str)
+    return _scrub_server(str(value)[:300])
+
+
+def _store_row(row: Dict[str, Any]) -> Dict[str, Any]:
+    return {str(k)[:80]: _store_value(k, v) for k, v in list(row.items())[:40]}
+
+
+# ---- what a reader is: the interface every kind of store speaks, called on the worker thread only ----
+
+class _StoreReader(Protocol):
+    """One store, read-only: `open` starts the watch (-> how it watches), `poll` says what committed
+    since the last poll (None: nothing), `rows` reads a table's current rows now."""
+
+    kind: str
+    name: str
+    limited: str
+
+    def open(self) -> str: ...
+
+    def poll(self) -> Optional[dict]: ...
+
+    def rows(self, table: str, where: Dict[str, Any], limit: int) -> Tuple[List[dict], int]: ...
+
+    def tables(self) -> List[str]: ...
+
+    def close(self) -> None: ...
+
+
+def _diff_tables(old: Dict[str, Any], new: Dict[str, Any]) -> Tuple[List[dict], List[str]]:
+    """What changed between two snapshots {table: {key: row} | ("uncompared", signature)}: (changes,
+    tables that changed but are too big to compare).  A change is {op, table, key, values[, changed]}."""
+    changes: List[dict] = []
+    uncompared: List[str] = []
+    for table in sorted(set(old) | set(new)):
+        before, after = old.get(table, {}), new.get(table, {})
+        if isinstance(before, tuple) or isinstance(after, tuple):
+            if before != after:
+                uncompared.append(table)
+            continue
+        for key, row in after.items():
+            if key not in before:
+                changes.append({"op": "insert", "table": table, "key": _key_of(key, row), "values": row})
+            elif before[key] != row:
+                changed = sorted(c for c in row if before[key].get(c) != row.get(c))
+                changes.append({"op": "update", "table": table, "key": _key_of(key, row), "values": row,
+                                "changed": changed})
+        for key, row in before.items():
+            if key not in after:
+                changes.append({"op": "delete", "table": table, "key": _key_of(key, row), "values": row})
+    return changes, uncompared
+
+
+def _key_of(key: Any, row: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """A snapshot's row key as {column: value}; None for a row with no key of its own (a JSON item
+    without an id, compared by content)."""
+    if isinstance(key, tuple) and key and key[0] == "#":
+        return None
+    if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], tuple):
+        return dict(zip(key[0], key[1]))
+    return None
+
+
+# ---- SQLite: the standard library's sqlite3, opened read-only, a commit seen through data_version ----
+
+def _sqlite_ident(name: str) -> str:
+    return '"%s"' % name.replace('"', '""')
+
+
+class _SqliteReader:
+    """A SQLite file opened read-only (URI mode=ro), never in a transaction longer than one snapshot's
+    reads.  `PRAGMA data_version` changes when another connection commits (any process, WAL or rollback
+    journal); only then are the tables read again and compared with the last snapshot, within
+    STORE_TABLE_ROWS_CAP rows a table and STORE_ROWS_CAP in all (a bigger table is named, not compared)."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.name = "sqlite %s" % path
+        self.limited = ""
+        self.conn: Optional[sqlite3.Connection] = None
+        self.version: Optional[int] = None
+        self.snap: Dict[str, Any] = {}
+
+    def _connect(self) -> bool:
+        if self.conn is not None:
+            return True
+        if not os.path.isfile(self.path):
+            return False
+        uri = "file:%s?mode=ro" % urllib.parse.quote(os.path.abspath(self.path))
+        self.conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0.5)
+        self.conn.execute("PRAGMA query_only = 1")
+        return True
+
+    def open(self) -> str:
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            raise StoreError("cannot watch %s: its folder %s does not exist" % (self.path, folder),
+                             "give the path of the app's database file (sqlite:////absolute/path.db)")
+        try:
+            there = self._connect()
+            if there:
+                self.version, self.snap = self._read_version(), self._snapshot()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise StoreError("cannot read %s as a SQLite database: %s" % (self.path, exc),
+                             "check the path: it must be the app's SQLite file, readable by the daemon") from None
+        if not there:
+            return ("SQLite file %s does not exist yet: watched from when the app creates it (its first commit "
+                    "then counts as the rows it holds)" % self.path)
+        return ("SQLite file %s, read-only: a commit is seen through PRAGMA data_version, its rows by comparing "
+                "%d table(s)" % (self.path, len(self.snap)))
+
+    def _read_version(self) -> int:
+        assert self.conn is not None
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def tables(self) -> List[str]:
+        if not self._connect():
+            return []
+        assert self.conn is not None
+        return [r[0] for r in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+
+    def _keys(self, table: str) -> Tuple[List[str], bool]:
+        """(primary key columns, whether rows have a rowid)."""
+        assert self.conn is not None
+        info = self.conn.execute("PRAGMA table_info(%s)" % _sqlite_ident(table)).fetchall()
+        pk = [r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
+        sql = self.conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        return pk, not (sql and sql[0] and re.search(r"\)\s*WITHOUT\s+ROWID", sql[0], re.I))
+
+    def _snapshot(self) -> Dict[str, Any]:
+        """Every table's rows by key, in one read transaction (a consistent picture of one commit)."""
+        assert self.conn is not None
+        out: Dict[str, Any] = {}
+        budget = STORE_ROWS_CAP
+        self.conn.execute("BEGIN")
+        try:
+            for table in self.tables():
+                pk, rowid = self._keys(table)
+                t = _sqlite_ident(table)
+                count = self.conn.execute("SELECT count(*) FROM %s" % t).fetchone()[0]
+                if count > min(STORE_TABLE_ROWS_CAP, budget):
+                    top = self.conn.execute("SELECT max(rowid) FROM %s" % t).fetchone()[0] if rowid else None
+                    out[table] = ("uncompared", count, top)
+                    continue
+                budget -= count
+                cur = self.conn.execute("SELECT %s* FROM %s" % ("rowid AS __rowid__, " if rowid and not pk else "", t))
+                cols = [d[0] for d in cur.description]
+                rows: Dict[Any, Dict[str, Any]] = {}
+                for values in cur:
+                    row = dict(zip(cols, values))
+                    if pk:
+                        key: Any = (tuple(pk), tuple(row[c] for c in pk))
+                    else:
+                        key = (("rowid",), (row.pop("__rowid__"),))
+                    rows[key] = _store_row(row)
+                out[table] = rows
+        finally:
+            self.conn.execute("COMMIT")
+        return out
+
+    def poll(self) -> Optional[dict]:
+        fresh = self.conn is None
+        if not self._connect():
+            return None
+        version = self._read_version()
+        if not fresh and version == self.version:
+            return None
+        self.version = version
+        snap = self._snapshot()
+        changes, uncompared = _diff_tables({} if fresh else self.snap, snap)
+        self.snap = snap
+        if not changes and not uncompared:
+            return None
+        return {"changes": changes, "uncompared": uncompared}
+
+    def rows(self, table: str, where: Dict[str, Any], limit: int) -> Tuple[List[dict], int]:
+        names = self.tables()
+        if table not in names:
+            raise StoreError("%s has no table %r (its tables: %s)" % (self.name, table, ", ".join(names) or "none"),
+                             "name one of its tables", code="store_invalid")
+        assert self.conn is not None
+        cols = [r[1] for r in self.conn.execute("PRAGMA table_info(%s)" % _sqlite_ident(table))]
+        bad = [c for c in where if c not in cols]
+        if bad:
+            raise StoreError("table %s has no column %s (its columns: %s)" % (table, ", ".join(bad), ", ".join(cols)),
+                             "name columns of the table in `where`", code="store_invalid")
+        cond = " AND ".join("CAST(%s AS TEXT) = ?" % _sqlite_ident(c) for c in where) or "1"
+        args = [_sqlite_text(v) for v in where.values()]
+        t = _sqlite_ident(table)
+        total = self.conn.execute("SELECT count(*) FROM %s WHERE %s" % (t, cond), args).fetchone()[0]
+        cur = self.conn.execute("SELECT * FROM %s WHERE %s LIMIT %d" % (t, cond, limit), args)
+        names = [d[0] for d in cur.description]
+        return [_store_row(dict(zip(names, r))) for r in cur], int(total)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def _sqlite_text(v: Any) -> str:
+    """A `where` value as SQLite's CAST(... AS TEXT) writes it: true is 1, 2.0 is 2.0, null is ''."""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return "" if v is None else str(v)
+
+
+# ---- JSON files: a committed change is the file's new content ----
+
+_JSON_KEYS = ("id", "_id", "uuid", "key", "slug")
+
+
+class _JsonReader:
+    """A JSON file (or a folder of .json files) an app keeps its data in.  A change is seen by the file's
+    size and modification time, then its content's hash; its "tables" are the key paths to lists of
+    objects (`notes` in {"notes": [...]}; a file holding a list is its own name), items keyed by their id
+    (id, _id, uuid, key, slug) or else by content.  A file caught mid-write (not valid JSON) is read again
+    at the next poll."""
+
+    kind = "file"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.name = "file %s" % path
+        self.limited = ""
+        self.stamp: Dict[str, Tuple[int, int]] = {}
+        self.digest: Dict[str, str] = {}
+        self.snap: Dict[str, Any] = {}
+        self.bad: Dict[str, str] = {}
+
+    def _files(self) -> List[str]:
+        if os.path.isdir(self.path):
+            return sorted(os.path.join(self.path, n) for n in os.listdir(self.path) if n.endswith(".json"))
+        return [self.path] if os.path.isfile(self.path) else []
+
+    def open(self) -> str:
+        if not os.path.exists(self.path) and not os.path.isdir(os.path.dirname(os.path.abspath(self.path))):
+            raise StoreError("cannot watch %s: neither it nor its folder exists" % self.path,
+                             "give the path of the JSON file the app writes (file:///absolute/path.json)")
+        self.snap = self._snapshot(force=True)
+        files = self._files()
+        return ("%s %s, read-only: a change is its new content, compared item by item (%d table(s))"
+                % ("folder" if os.path.isdir(self.path) else "JSON file", self.path, len(self.snap))
+                if files else "JSON file %s does not exist yet: watched from when the app writes it" % self.path)
+
+    def _snapshot(self, force: bool = False) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        folder = os.path.isdir(self.path)
+        for f in self._files():
+            st = os.stat(f)
+            prefix = os.path.splitext(os.path.basename(f))[0] if folder else ""
+            if st.st_size > STORE_JSON_BYTES_CAP:
+                out[prefix or os.path.basename(f)] = ("uncompared", st.st_size, st.st_mtime_ns)
+                continue
+            with open(f, "rb") as fh:
+                raw = fh.read()
+            try:
+                value = json.loads(raw.decode("utf-8"))
+                self.bad.pop(f, None)
+            except ValueError as exc:
+                self.bad[f] = str(exc)[:120]
+                for k, v in self.snap.items():   # mid-write: keep what it held, read again next poll
+                    if not prefix or k == prefix or k.startswith(prefix + "."):
+                        out[k] = v
+                continue
+            for table, rows in _json_tables(value, os.path.splitext(os.path.basename(f))[0], prefix):
+                out[table] = rows
+        return out
+
+    def _changed(self) -> bool:
+        stamp = {}
+        for f in self._files():
+            st = os.stat(f)
+            stamp[f] = (st.st_size, st.st_mtime_ns)
+        if stamp == self.stamp and not self.bad:
+            return False
+        self.stamp = stamp
+        digest = {}
+        for f in stamp:
+            with open(f, "rb") as fh:
+                digest[f] = hashlib.sha256(fh.read()).hexdigest()
+        if digest == self.digest and not self.bad:
+            return False
+        self.digest = digest
+        return True
+
+    def tables(self) -> List[str]:
+        return sorted(self.snap)
+
+    def poll(self) -> Optional[dict]:
+        if not self._changed():
+            return None
+        snap = self._snapshot()
+        changes, uncompared = _diff_tables(self.snap, snap)
+        self.snap = snap
+        if not changes and not uncompared:
+            return None
+        return {"changes": changes, "uncompared": uncompared}
+
+    def rows(self, table: str, where: Dict[str, Any], limit: int) -> Tuple[List[dict], int]:
+        self._changed()
+        self.snap = self._snapshot()
+        rows = self.snap.get(table)
+        if rows is None:
+            raise StoreError("%s has no table %r (its key paths to lists of items: %s)" % (
+                self.name, table, ", ".join(sorted(self.snap)) or "none"), "name one of them", code="store_invalid")
+        if isinstance(rows, tuple):
+            raise StoreError("%s is too big to read (over %d bytes)" % (self.name, STORE_JSON_BYTES_CAP),
+                             "check the rows another way", code="store_unavailable")
+        found = [r for r in rows.values() if all(_same(r.get(k), v) for k, v in where.items())]
+        return found[:limit], len(found)
+
+    def close(self) -> None:
+        self.snap = {}
+
+
+def _same(have: Any, want: Any) -> bool:
+    """Values compared as text (3 is "3"; true is 1, as SQLite keeps it)."""
+    if isinstance(have, bool) or isinstance(want, bool):
+        return str(int(have) if isinstance(have, bool) else have) == str(int(want) if isinstance(want, bool) else want)
+    return ("" if have is None else str(have)) == ("" if want is None else str(want))
+
+
+def _json_tables(value: Any, stem: str, prefix: str) -> Iterator[Tuple[str, Dict[Any, Dict[str, Any]]]]:
+    """The "tables" of a JSON document: (key path, {key: item}) for each list of objects in it (and for
+    an object of objects, keyed by their keys), at most three levels deep."""
+    def walk(v: Any, path: str, depth: int) -> Iterator[Tuple[str, Dict[Any, Dict[str, Any]]]]:
+        if isinstance(v, list) and (not v or all(isinstance(x, dict) for x in v)):
+            yield path or stem, _json_items(v)
+        elif isinstance(v, dict) and depth < 3:
+            if v and all(isinstance(x, dict) for x in v.values()) and path:
+                yield path, {(("key",), (k,)): _store_row(dict(x, key=k)) for k, x in v.items()}
+                return
+            for k, x in v.items():
+                if isinstance(x, (list, dict)):
+                    yield from walk(x, "%s.%s" % (path, k) if path else str(k), depth + 1)
+    yield from walk(value, prefix, 0)
+
+
+def _json_items(items: List[dict]) -> Dict[Any, Dict[str, Any]]:
+    field = next((f for f in _JSON_KEYS if items and all(f in x for x in items)), None)
+    out: Dict[Any, Dict[str, Any]] = {}
+    for x in items:
+        if field is not None:
+            out[((field,), (x[field],))] = _store_row(x)
+        else:
+            digest = hashlib.sha256(json.dumps(x, sort_keys=True, default=str).encode()).hexdigest()[:16]
+            n = sum(1 for k in out if k[1] == digest)
+            out[("#", digest, n)] = _store_row(x)
+    return out
+
+
+# ---- a store URL, as the app's own configuration writes it ----
+
+def _store_reader(url: str, project_dir: str) -> _StoreReader:
+    """The reader for a store URL (see _STORE_FORMS), or StoreError (store_invalid) saying what is accepted."""
+    if not isinstance(url, str) or not url.strip():
+        raise StoreError("no store URL given; accepted: %s" % _STORE_FORMS, "pass the app's database URL",
+                         code="store_invalid")
+    url = url.strip()
+    scheme = url.split(":", 1)[0].lower()
+    if scheme.startswith("sqlite"):
+        rest = url.split(":", 1)[1]
+        if not rest.startswith("///") or len(rest) <= 3:
+            raise StoreError("%r is not a SQLite file URL (an in-memory database cannot be watched); accepted: %s"
+                             % (_store_url_safe(url), _STORE_FORMS), "write the file's path after sqlite:///",
+                             code="store_invalid")
+        path = urllib.parse.unquote(rest[3:].split("?", 1)[0])
+        if path.strip("/") == ":memory:":
+            raise StoreError("an in-memory SQLite database cannot be watched; accepted: %s" % _STORE_FORMS,
+                             "write the file's path after sqlite:///", code="store_invalid")
+        return _SqliteReader(os.path.normpath(path if os.path.isabs(path) else os.path.join(project_dir, path)))
+    if scheme.startswith("postgres"):
+        return _PostgresReader(url)
+    if scheme == "file":
+        parts = urllib.parse.urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise StoreError("%r names another host; only a file on this machine can be watched" % url,
+                             "write file:///absolute/path.json", code="store_invalid")
+        path = urllib.parse.unquote(parts.path or url[5:])
+        return _JsonReader(os.path.normpath(path if os.path.isabs(path) else os.path.join(project_dir, path)))
+    raise StoreError("%r is not a store Reticle can watch (%s); accepted: %s" % (
+        _store_url_safe(url), "MySQL is not supported yet" if scheme.startswith(("mysql", "mariadb")) else
+        "unknown scheme %r" % scheme, _STORE_FORMS), "pass one of the accepted forms", code="store_invalid")
+
+
+def _store_url_safe(url: str) -> str:
+    """A store URL fit to print: its password replaced by ***."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<a store URL>"
+    if parts.password is None:
+        return url
+    netloc = "%s:***@%s" % (parts.username or "", parts.netloc.rsplit("@", 1)[1])
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+STORE_ACT_CAP_MS = 120_000  # an act whose end was never said (it raised) stops counting as acting after this
+
+
+# ---- the daemon's stores: watched while tabs act, commits pushed into the acting tabs' windows ----
+
+class _Acting(Protocol):
+    """What the stores ask of a tab: its id, its clock, and a place for a commit."""
+
+    @property
+    def id(self) -> str: ...
+
+    def add_store_commit(self, data: dict) -> None: ...
+
+
+class _Watch:
+    """One watched store: its reader, how it watches, who asked for it, what it last said."""
+
+    __slots__ = ("url", "reader", "how", "by", "commits", "error")
+
+    def __init__(self, url: str, reader: _StoreReader, by: str) -> None:
+        self.url = url
+        self.reader = reader
+        self.how = ""
+        self.by = by
+        self.commits = 0
+        self.error = ""
+
+    def describe(self) -> dict:
+        out = {"store": self.reader.name, "kind": self.reader.kind, "how": self.how, "by": self.by,
+               "commitsSeen": self.commits}
+        if self.reader.limited:
+            out["limited"] = self.reader.limited
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+class _Stores:
+    """The stores one daemon watches (Storage truth).  Polling (every STORE_POLL_MS on one worker thread)
+    runs only while a tab acts: from an act until its verdict, plus STORE_LINGER_MS (a bare act: STORE_ACT_MS).
+    Each commit seen goes to every tab acting then, marked `shared` when more than one was (whose it was
+    cannot be told).  `catch_up` reads every store now, so a verdict judges what was committed before it."""
+
+    def __init__(self, project_dir: str, clock: Callable[[], float],
+                 spawn: Callable[[Any], Any]) -> None:
+        self.project_dir = project_dir
+        self.clock = clock
+        self.spawn = spawn
+        self.watches: Dict[str, _Watch] = {}
+        self.acting: Dict[str, Tuple[_Acting, float]] = {}  # tab id -> (tab, acting until, on the daemon's clock)
+        self.polled_at = 0.0
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._poller: Optional[Any] = None
+        self._lock = asyncio.Lock()
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reticle-store")
+        return asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    # -- watching ------------------------------------------------------------
+    async def watch(self, url: str, by: str) -> dict:
+        """Watch the store at `url` (read-only): -> what it watches and how; StoreError when it cannot."""
+        reader = _store_reader(url, self.project_dir)
+        if reader.name in self.watches:
+            return dict(self.watches[reader.name].describe(), already=True)
+        if len(self.watches) >= STORE_MAX:
+            raise StoreError("already watching %d stores, the most a daemon watches" % STORE_MAX,
+                             "watch fewer stores", code="store_unavailable")
+        watch = _Watch(url, reader, by)
+        async with self._lock:
+            try:
+                watch.how = await self._run(reader.open)
+            except StoreError:
+                await self._run(reader.close)
+                raise
+            except Exception as exc:  # a driver's own error: said, never a crash
+                await self._run(reader.close)
+                raise StoreError("cannot watch %s: %s" % (reader.name, _scrub_server(str(exc))[:300]),
+                                 "check that the store is up and the URL is the app's own") from None
+        self.watches[reader.name] = watch
+        _emit(_log, 20, "store.watch", store=reader.name, how=watch.how)
+        return watch.describe()
+
+    async def unwatch(self, name: str) -> None:
+        watch = self.watches.pop(name, None)
+        if watch is not None:
+            async with self._lock:
+                await self._run(watch.reader.close)
+
+    def names(self) -> Tuple[str, ...]:
+        return tuple(self.watches)
+
+    def describe(self) -> List[dict]:
+        return [w.describe() for w in self.watches.values()]
+
+    def tables(self) -> Dict[str, List[str]]:
+        """The tables each store had at its last read (what a request's path may name)."""
+        out: Dict[str, List[str]] = {}
+        for name, w in self.watches.items():
+            snap = getattr(w.reader, "snap", None)
+            out[name] = sorted(snap) if isinstance(snap, dict) else list(getattr(w.reader, "known_tables", ()))
+        return out
+
+    # -- acting --------------------------------------------------------------
+    async def before_act(self, tab: _Acting) -> None:
+        """Before `tab` acts: read every store now (what was committed before the act is not the act's),
+        then count the tab as acting until end_act."""
+        if not self.watches:
+            return
+        await self.catch_up()
+        self.acting[tab.id] = (tab, self.clock() + STORE_ACT_CAP_MS)
+        if self._poller is None or self._poller.done():
+            self._poller = self.spawn(self._poll_loop())
+
+    def end_act(self, tab: _Acting, linger_ms: float = STORE_LINGER_MS) -> None:
+        """The act's verdict is given (or, for a bare act, linger_ms STORE_ACT_MS): it stays acting a little
+        longer, for a commit the act's work makes late."""
+        if tab.id in self.acting:
+            self.acting[tab.id] = (tab, self.clock() + linger_ms)
+
+    def bare_act(self, tab: _Acting) -> None:
+        self.end_act(tab, STORE_ACT_MS)
+
+    def _still_acting(self) -> List[_Acting]:
+        now = self.clock()
+        for key, (_, until) in list(self.acting.items()):
+            if until < now:
+                del self.acting[key]
+        return [tab for tab, _ in self.acting.values()]
+
+    async def _poll_loop(self) -> None:
+        while self._still_acting() and self.watches:
+            await self.catch_up()
+            await asyncio.sleep(STORE_POLL_MS / 1000.0)
+
+    async def catch_up(self) -> bool:
+        """Read every watched store now; each commit found goes into the windows of the tabs acting.
+        -> whether any commit was found."""
+        found = False
+        async with self._lock:
+            for watch in list(self.watches.values()):
+                try:
+                    got = await self._run(watch.reader.poll)
+                    watch.error = ""
+                except Exception as exc:  # the store went away or refused: said in its description
+                    watch.error = _scrub_server(str(exc))[:300]
+                    continue
+                if got:
+                    found = True
+                    watch.commits += 1
+                    self._deliver(watch, got)
+            self.polled_at = self.clock()
+        return found
+
+    def _deliver(self, watch: _Watch, got: dict) -> None:
+        tabs = self._still_acting()
+        changes = got.get("changes") or []
+        data: Dict[str, Any] = {"store": watch.reader.name, "kind": watch.reader.kind,
+                                "changes": changes[:STORE_CHANGES_CAP],
+                "uncompared": (got.get("uncompared") or [])[:20], "shared": len(tabs) > 1}
+        if len(changes) > STORE_CHANGES_CAP:
+            data["more"] = len(changes) - STORE_CHANGES_CAP
+        if got.get("more"):
+            data["more"] = data.get("more", 0) + int(got["more"])
+        for tab in tabs:
+            tab.add_store_commit(dict(data, tabs=len(tabs)))
+
+    async def rows(self, store: Optional[str], table: str, where: Dict[str, Any], limit: int) -> dict:
+        """The current rows of `table` (in `store`, or the one store that has it) whose columns equal `where`."""
+        watch = self.find(store, table)
+        async with self._lock:
+            rows, total = await self._run(watch.reader.rows, table, where, limit)
+        return {"store": watch.reader.name, "table": table, "rows": rows, "total": total}
+
+    def find(self, store: Optional[str], table: Optional[str] = None) -> _Watch:
+        """The watch a predicate's `store` names (its name, URL, or file name), or the only one (or the
+        one whose tables include `table`)."""
+        if not self.watches:
+            raise StoreError("no store is watched", "watch the app's database: reticle serve --watch-db URL, "
+                             "RETICLE_WATCH_DB, or the tool reticle_watch_db", code="store_not_watched")
+        if store:
+            for name, w in self.watches.items():
+                if store in (name, w.url, os.path.basename(name.split(" ", 1)[-1])) or name.endswith(store):
+                    return w
+            raise StoreError("no watched store is %r (watched: %s)" % (store, ", ".join(self.watches)),
+                             "name one of the watched stores, or leave `store` out", code="store_not_watched")
+        if len(self.watches) == 1 or table is None:
+            return next(iter(self.watches.values()))
+        having = [w for name, w in self.watches.items() if table in self.tables().get(name, [])]
+        return having[0] if having else next(iter(self.watches.values()))
+
+    async def close(self) -> None:
+        """Stop watching: every reader closed (a PostgreSQL slot dropped), the worker thread ended."""
+        for watch in list(self.watches.values()):
+            try:
+                await self._run(watch.reader.close)
+            except Exception:  # closing what may already be gone
+                pass
+        self.watches.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+#: end src/reticle/stores.py
+
+
 #: begin src/reticle/wire.py
 ###############################################################################
 # Framework wire formats ######################################################
@@ -13024,9 +15038,13 @@ class _PlainFrame(NamedTuple):
     observed: bool            # some event is of a type _TabIntake._observe learns from
 
 
+# event types only the daemon writes (the app's middleware, its spans, a watched store): a page's are refused
+_DAEMON_ONLY = ("server.", "store.")
+
+
 def _plain_frame(events: List[Any], frame_bytes: int) -> Optional[_PlainFrame]:
     """A frame of events the frame path can take whole, read, or None: every event an object with a type
-    (a string of at most 64 characters, not server.*, not page.dialog), object data, a number `t` and
+    (a string of at most 64 characters, not server.* or store.*, not page.dialog), object data, a number `t` and
     the frame's one documentId (a string), none with an actionId, and on average at most
     PLAIN_EVENT_BYTES of the frame an event.  Each check is a pass over the frame in C (map, set,
     Counter), not Python code run for every event."""
@@ -13048,7 +15066,7 @@ def _plain_frame(events: List[Any], frame_bytes: int) -> Optional[_PlainFrame]:
         return None
     high = 0
     for etype, count in counts.items():
-        if etype.__class__ is not str or len(etype) > 64 or etype.startswith("server.") or etype == "page.dialog":
+        if etype.__class__ is not str or len(etype) > 64 or etype.startswith(_DAEMON_ONLY) or etype == "page.dialog":
             return None
         high += count if etype in _HIGH_VALUE_SET else 0
     return _PlainFrame(types, datas, pts, doc[:64], counts, high, not _OBSERVED_TYPES.isdisjoint(counts))
@@ -13331,7 +15349,8 @@ class _Known:
     since the window's start."""
 
     __slots__ = ("open_requests", "blind_spots", "loss", "origin", "background", "unreadable", "server_seen",
-                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables", "server_hint")
+                 "polled", "stuck", "server_missing", "server_grace", "unconfirmed", "server_tables", "server_hint",
+                 "stores", "store_tables", "store_polled_at")
 
     def __init__(self, open_requests: List[dict], blind_spots: Dict[str, int], loss: Optional[dict],
                  origin: str = "", background: Tuple[str, ...] = (),
@@ -13352,12 +15371,18 @@ class _Known:
         self.unconfirmed: List[dict] = []   # in a device: reports held until the browser confirms them (t: came)
         self.server_tables: FrozenSet[str] = frozenset()  # tables the tab's server records have written
         self.server_hint = ""               # why spans that reach the daemon land in no tab (_SpanSources)
+        self.stores: Tuple[str, ...] = ()   # the stores the daemon watches (Storage truth), by name
+        self.store_tables: Dict[str, List[str]] = {}  # ... and their tables at their last read
+        self.store_polled_at = 0.0          # when they were last read (the daemon's clock)
 
 
 def _server_knowledge(session: "_BrowserSession", known: "_Known") -> None:
     """What a verdict knows of the tab's server beside its window: the tables its records have written
     (what its paths may name), and, for a tab no record ever reached while spans do reach the daemon,
     why none could be attributed (_SpanSources), named in a `server` check's unknown."""
+    stores = getattr(getattr(getattr(session, "bridge", None), "hub", None), "stores", None)
+    if stores is not None and stores.watches:
+        known.stores, known.store_tables, known.store_polled_at = stores.names(), stores.tables(), stores.polled_at
     if session.server_seen:
         known.server_tables = frozenset(w["table"].lower().split(".")[-1] for e in session.store.query(
             prefix="server.request") for w in e["data"].get("writes") or () if w.get("table"))
@@ -13754,7 +15779,7 @@ class _TabIntake:
                 continue
             if len(etype) > 64:
                 etype = etype[:64]
-            if etype.startswith("server."):  # only the app's authenticated middleware reports these
+            if etype.startswith(_DAEMON_ONLY):  # only the app's middleware, or a watched store, reports these
                 tab.store.note_blind_spot("forged-server-event")
                 continue
             # Ordinary events share `cap` per second; high-value ones (requests, errors, signals...) have their own.
@@ -14237,6 +16262,11 @@ class _BrowserSession:
         """What the app's server did for one of this tab's requests (Server truth section)."""
         self.server_seen += 1
         self.store.add({"t": self.clock(), "type": "server.request", "data": rec}, 256 + len(_dumps(rec)))
+        self._wake()
+
+    def add_store_commit(self, data: dict) -> None:
+        """What a watched store committed while this tab acted (Storage truth: stores.py)."""
+        self.store.add({"t": self.clock(), "type": "store.commit", "data": data}, 256 + len(_dumps(data)))
         self._wake()
 
     def server_grace(self) -> float:
@@ -17217,6 +19247,1187 @@ class _Faults:
 #: end src/reticle/faults.py
 
 
+#: begin src/reticle/store_judge.py
+###############################################################################
+# Judging storage truth #######################################################
+###############################################################################
+# The `stored` predicate and what a watched store's commits tell the verdict rules (stores.py watches
+# them): the rows the store kept during the act, named; a write request of the act answered as a success
+# during which the store committed nothing; an update or delete of another row than the one the request's
+# path names.  Pure: every function reads the window and what the session knows.
+
+_STORE_WATCH = ("let Reticle watch the app's database itself: reticle_watch_db {url} (or reticle serve "
+                "--watch-db URL, RETICLE_WATCH_DB), with the URL the app's configuration names")
+
+
+def _store_commits(window: List[dict], store: Optional[str] = None) -> List[dict]:
+    """The store.commit events' data of a window (of one store, when named: its name or file name)."""
+    out = [e["data"] for e in window if e["type"] == "store.commit"]
+    if store:
+        out = [c for c in out if store == c.get("store") or str(c.get("store", "")).endswith(store)]
+    return out
+
+
+def _table_is(have: str, want: str) -> bool:
+    """Table names compared without case and schema (public.notes is notes); a JSON key path exactly."""
+    a, b = str(have).lower(), str(want).lower()
+    return a == b or a.split(".")[-1] == b.split(".")[-1] and "." not in b
+
+
+def _change_matches(ch: dict, p: dict) -> bool:
+    if not _table_is(ch.get("table", ""), p["table"]):
+        return False
+    if p.get("op") and ch.get("op") != p["op"]:
+        return False
+    values = ch.get("values") or {}
+    return all(_same(values.get(k), v) for k, v in (p.get("where") or {}).items())
+
+
+def _change_text(ch: dict) -> str:
+    """One change as an answer names it: "notes +1: id 17, title 'Buy milk'" (secret columns left out)."""
+    sign = {"insert": "+1", "update": "~1", "delete": "-1"}.get(ch.get("op", ""), "?")
+    key = ch.get("key") or {}
+    values = ch.get("values") or {}
+    shown = list(key.items()) + [(k, v) for k, v in values.items() if k not in key and v != "[redacted]"
+                                 and (ch.get("op") != "update" or k in (ch.get("changed") or values))]
+    cols = ", ".join("%s %s" % (k, repr(_short(v, 60)) if isinstance(v, str) else v) for k, v in shown[:4])
+    return "%s %s%s" % (ch.get("table"), sign, ": " + cols if cols else "")
+
+
+def _commits_text(commits: List[dict], cap: int = 3) -> str:
+    changes = [ch for c in commits for ch in c.get("changes") or ()]
+    said = "; ".join(_change_text(ch) for ch in changes[:cap])
+    more = len(changes) - cap + sum(int(c.get("more") or 0) for c in commits)
+    unseen = sorted({t for c in commits for t in c.get("uncompared") or ()})
+    if more > 0:
+        said += " (and %d more)" % more
+    if unseen:
+        said += "%schanged, too big to compare: %s" % ("; " if said else "", ", ".join(unseen[:3]))
+    return said or "a commit that changed no row"
+
+
+# ---- the `stored` predicate ----
+
+def _describe_stored(p: dict) -> str:
+    where = ", ".join("%s=%r" % kv for kv in (p.get("where") or {}).items())
+    return "%s row%s of %s%s%s%s" % ("a stored" if not p.get("now") else "a", "" if p.get("min", 1) == 1 else
+                                     "s (at least %d)" % p["min"], p["table"], " where %s" % where if where else "",
+                                     " by %s" % p["op"] if p.get("op") else "",
+                                     " in %s" % p["store"] if p.get("store") else "")
+
+
+async def _read_stored(session: Any, p: dict) -> Any:
+    """`now: true`: the store's current rows of the table (read-only, on the stores' worker thread)."""
+    if not p.get("now"):
+        return None
+    stores = getattr(getattr(getattr(session, "bridge", None), "hub", None), "stores", None)
+    if stores is None or not stores.watches:
+        return {"unwatched": True}
+    return await stores.rows(p.get("store"), p["table"], p.get("where") or {}, 5)
+
+
+def _judge_stored(p: dict, obs: _Observation) -> dict:
+    """A `stored` leaf: the act's committed changes (or, with now, the store's rows now) include at least
+    `min` rows of `table` whose columns equal `where`.  No store watched: unknown, saying how; the table
+    too big to compare, or changed while another tab acted too: unknown; else it fails, decided once the
+    store was read STORE_SETTLE_MS after the act's last write answered."""
+    want = p.get("min", 1)
+    expected = _describe_stored(p)
+    if p.get("now"):
+        read = obs.live.get(_leaf_key(p))
+        if not isinstance(read, dict) or read.get("unwatched"):
+            return {"pass": False, "assertion": "stored.unwatched", "decided": True, "decidedBy": "unknowable",
+                    "inconclusive": "no store is watched, so the rows cannot be read; %s" % _STORE_WATCH}
+        if read["total"] >= want:
+            return {"pass": True, "assertion": "stored.now",
+                    "evidence": {"store": read["store"], "rows": read["rows"][:3], "total": read["total"]}}
+        return {"pass": False, "assertion": "stored.now", "expected": expected,
+                "observed": "%d matching row(s) in %s" % (read["total"], read["store"]),
+                "failureReason": "%s holds %d row(s) of %s matching, not %d" % (read["store"], read["total"],
+                                                                                p["table"], want)}
+    known = obs.known
+    if known is None or not known.stores:
+        return {"pass": False, "assertion": "stored.unwatched", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": "no store is watched, so what was stored cannot be known; %s" % _STORE_WATCH}
+    window = obs.events(p)
+    commits = _store_commits(window, p.get("store"))
+    own = [c for c in commits if not c.get("shared")]
+    hits = [ch for c in own for ch in c.get("changes") or () if _change_matches(ch, p)]
+    if len(hits) >= want:
+        return {"pass": True, "assertion": "stored.present",
+                "evidence": {"stored": [_change_text(ch) for ch in hits[:3]]}}
+    if any(_change_matches(ch, p) for c in commits if c.get("shared") for ch in c.get("changes") or ()):
+        return {"pass": False, "assertion": "stored.shared", "inconclusive": (
+            "%s was committed while another tab acted on the same store, so whose act stored it cannot be told; "
+            "repeat with one tab acting" % expected)}
+    big = [t for c in commits for t in c.get("uncompared") or () if _table_is(t, p["table"])]
+    if big:
+        return {"pass": False, "assertion": "stored.uncompared", "decided": True, "decidedBy": "unknowable",
+                "inconclusive": "table %s changed, but it is too big to compare row by row, so which rows were "
+                                "stored cannot be known; check it with {kind: \"stored\", now: true}" % big[0]}
+    tables = [t for name, ts in known.store_tables.items() if not p.get("store") or name.endswith(p["store"])
+              for t in ts]
+    out: Dict[str, Any] = {"pass": False, "assertion": "stored.present", "expected": expected,
+                           "observed": _commits_text(own) if own else "no commit in the window"}
+    if tables and not any(_table_is(t, p["table"]) for t in tables):
+        out.update(decided=True, decidedBy="no-such-table", failureReason=(
+            "the watched store has no table %r (its tables: %s)" % (p["table"], ", ".join(tables[:12]))))
+        return out
+    out["failureReason"] = "the store committed no %s%s" % (
+        expected, " (it committed: %s)" % _commits_text(own) if own else " (it committed nothing in the window)")
+    if _store_settled(window, known, obs):
+        out.update(decided=True, decidedBy="store-read")
+    return out
+
+
+def _store_settled(window: List[dict], known: _Known, obs: _Observation) -> bool:
+    """After an act whose write requests have all answered, the store was read STORE_SETTLE_MS after the last
+    answer: what it committed for them is in the window (a commit is on disk before its answer leaves)."""
+    if not obs.after_act or any((d.get("method") or "").upper() in _WRITE_METHODS for d in known.open_requests):
+        return False
+    answered = [e["t"] for e in window if e["type"] == "net.request" and (e["data"].get("method") or "").upper()
+                in _WRITE_METHODS]
+    return bool(answered) and known.store_polled_at - max(answered) >= STORE_SETTLE_MS
+
+
+# ---- what the rules read: the act's saves, and the store's commits during them ----
+
+def _act_writes(window: List[dict], floor: float, known: _Known) -> List[dict]:
+    """The act's write requests (POST, PUT, PATCH, DELETE; a form post too) that the server answered as a
+    success (2xx or 3xx), the page's own timers' aside."""
+    out = []
+    for e in window:
+        d = e["data"]
+        if e["type"] != "net.request" or (d.get("method") or "").upper() not in _WRITE_METHODS or _is_dev(d):
+            continue
+        if _call_failed(d) or not _caused_by_act(e, floor, known, repeats=True):
+            continue
+        out.append(d)
+    return out
+
+
+def _path_of(d: dict) -> str:
+    parts = urllib.parse.urlsplit(str(d.get("url") or ""))
+    return parts.path or "/"
+
+
+def _named_tables(d: dict, known: _Known) -> List[str]:
+    """The store tables a write's path names (/notes/new names notes; /api/cart-items names cart_items)."""
+    segments = [s for s in _path_of(d).split("/") if s and not _ID_SEGMENT.match(s)]
+    tables = sorted({t for ts in known.store_tables.values() for t in ts})
+    for s in reversed(segments):
+        hit = [t for t in tables if _names_table(s, t)]
+        if hit:
+            return hit
+    return []
+
+
+def _store_silence(c_window: List[dict], floor: float, known: _Known, p: dict) -> Optional[Tuple[str, str]]:
+    """Why the act's saves may not have stored anything, as (reason, because), or None: the act made a write
+    request the server answered as a success, and the watched stores committed nothing during the act
+    (store_saw_nothing), or only while another tab acted too (store_shared), or only beside the page's own
+    timed writes (store_background), or only to other tables than the one its path names
+    (store_wrote_elsewhere).  A positive `stored` leaf decides it instead."""
+    if not known.stores or any(leaf["kind"] == "stored" and not neg for leaf, neg in _leaves(p)):
+        return None
+    window = [e for e in c_window if e["t"] >= floor]
+    writes = _act_writes(window, floor, known)
+    if not writes:
+        return None
+    label = "%s → %s" % (_call_label(dict(writes[0], url=_path_of(writes[0]))), writes[0].get("status"))
+    commits = _store_commits(window)
+    stores = ", ".join(known.stores[:3])
+    fix = ("check what it stored: {kind: \"stored\", table, where} (the row the act should have written), or the "
+           "record read back after reticle_navigate {reload: true}")
+    if not commits:
+        return "store_saw_nothing", (
+            "the server answered %s, but no watched store (%s) committed anything during the act, so the save this "
+            "asserts may not have happened (a save that changes nothing is legitimate, so this is not a no); %s"
+            % (label, stores, fix))
+    own = [c for c in commits if not c.get("shared")]
+    if not own:
+        return "store_shared", (
+            "the server answered %s, and the store committed while another tab acted on it too, so whose act "
+            "stored what cannot be told; repeat with one tab acting" % label)
+    named = [t for d in writes for t in _named_tables(d, known)]
+    changed = {ch.get("table", "") for c in own for ch in c.get("changes") or ()} | {
+        t for c in own for t in c.get("uncompared") or ()}
+    timed = [e["data"] for e in window if e["type"] == "net.request" and _call_label(e["data"]) in known.polled
+             and (e["data"].get("method") or "").upper() in _WRITE_METHODS]
+    if named and not any(_table_is(t, n) for t in changed for n in named):
+        return "store_wrote_elsewhere", (
+            "the server answered %s and the store committed (%s), but nothing to %s, the table its path names, so "
+            "the save this asserts may not have happened; %s" % (label, _commits_text(own), named[0], fix))
+    if timed and not named:
+        return "store_background", (
+            "the server answered %s and the store committed (%s), but the page's own timed write %s ran in the "
+            "same window, so which commit was the act's cannot be told; %s" % (
+                label, _commits_text(own), _call_label(timed[0]), fix))
+    return None
+
+
+def _store_wrong_rows(window: List[dict], p: dict, floor: Optional[float], known: Optional[_Known]) -> List[dict]:
+    """An update or delete the store committed during the act to a table the act's write path names, keyed
+    otherwise than the row that path names (/notes/3/rename updated id 2): the wrong row (observed: `no`)."""
+    if known is None or not known.stores:
+        return []
+    since = floor if floor is not None else (window[0]["t"] if window else 0.0)
+    own = [c for c in _store_commits([e for e in window if e["t"] >= since]) if not c.get("shared")]
+    out = []
+    for d in _act_writes([e for e in window if e["t"] >= since], since, known):
+        named = _path_row(_path_of(d))
+        if named is None:
+            continue
+        segment, row = named
+        hits = [ch for c in own for ch in c.get("changes") or () if ch.get("op") in ("update", "delete")
+                and _names_table(segment, ch.get("table") or "") and ch.get("key") and len(ch["key"]) == 1]
+        if not hits or any(str(next(iter(ch["key"].values()))) == row for ch in hits):
+            continue
+        ch = hits[0]
+        out.append({"claim": "the assertion held", "counter": "%s names row %s of %s, but the store committed %s %s "
+                    "keyed %s" % (_call_label(dict(d, url=_path_of(d))), row, ch["table"], ch["op"], ch["table"],
+                                  ", ".join("%s %s" % kv for kv in ch["key"].items())),
+                    "stored": _change_text(ch)})
+    return out[:2]
+
+
+def _store_summary(window: List[dict], floor: float) -> str:
+    """What the watched stores committed in the window from `floor`, for a verdict's `because`."""
+    own = [c for c in _store_commits([e for e in window if e["t"] >= floor]) if not c.get("shared")]
+    return _commits_text(own) if own else ""
+#: end src/reticle/store_judge.py
+
+
+#: begin src/reticle/timeline.py
+###############################################################################
+# Timelines ###################################################################
+###############################################################################
+# The timeline of one act: its rows, and the SVG drawing of them.
+
+TIMELINE_ROWS = 40   # rows of one timeline, at most (the rest counted in `more`)
+
+
+def _timeline(window: List[dict], t0: float, end: float, verdict: str, act: str) -> dict:
+    """The timeline of a step whose act was at `t0` (daemon clock, ms) and was judged at `end`."""
+    rows: List[dict] = []   # in the window's order; a server record right under its request
+    records = {(r.get("documentId"), str(r.get("requestId"))): r for r in _server_records(window)}
+    marks = {str(e["data"].get("requestId")): (e.get("doc"), str(e["data"].get("serverMark")))
+             for e in window if e["type"] == "net.pending" and e["data"].get("serverMarked")}
+    done = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
+    gone = {str(e["data"].get("text")): e["t"] for e in window if e["type"] == "ui.gone"}
+    for e in window:
+        d, kind, t = e["data"], e["type"], round(e["t"] - t0)
+        if kind in ("net.request", "net.pending") and not _is_dev(d):
+            if kind == "net.pending" and str(d.get("requestId")) in done:
+                continue
+            ms = d.get("ms") if isinstance(d.get("ms"), (int, float)) else 0
+            path = urllib.parse.urlsplit(str(d.get("url") or "")).path or str(d.get("url") or "?")
+            row = {"k": "req", "s": max(0, round(t - ms)) if kind == "net.request" else t,
+                   "e": t if kind == "net.request" else None,
+                   "t": _short("%s %s %s" % (str(d.get("method") or "GET").upper(), path,
+                                             d.get("status") or d.get("error") or "pending"), 120),
+                   "fail": kind == "net.request" and _call_failed(d)}
+            if d.get("at"):
+                row["at"] = _short(str(d["at"]), 160)
+            rows.append(row)
+            record = records.get(marks.get(str(d.get("requestId")), (None, "")))
+            if record is not None:
+                rows.append({"k": "srv", "s": row["e"] if row["e"] is not None else t,
+                             "t": _short(_server_line(record), 160), "fail": bool(record.get("exception"))})
+        elif kind in ("ui.alert", "ui.status"):
+            text = str(d.get("text") or "")
+            until = gone.get(text)
+            rows.append({"k": "msg", "s": t, "e": round(until - t0) if until is not None and until >= e["t"] else None,
+                         "t": _short(repr(text), 120), "fail": _is_failure_ui(d)})
+            if d.get("at"):
+                rows[-1]["at"] = _short(str(d["at"]), 160)
+        elif kind in ("console.error", "error.uncaught"):
+            rows.append({"k": "err", "s": t, "fail": True, "t": _short("%s: %s" % (
+                "uncaught" if kind == "error.uncaught" else "console.error", d.get("text") or d.get("message") or ""),
+                120)})
+            if d.get("at"):
+                rows[-1]["at"] = _short(str(d["at"]), 160)
+    groups: List[List[dict]] = []  # drawn by start: a request (and its record), a message, an error
+    for row in rows:
+        if row["k"] == "srv" and groups:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    groups.sort(key=lambda g: g[0]["s"])
+    rows = [row for g in groups for row in g]
+    out = {"act": _short(act, 120), "end": max(0, round(end - t0)), "verdict": verdict, "rows": rows[:TIMELINE_ROWS]}
+    if len(rows) > TIMELINE_ROWS:
+        out["more"] = len(rows) - TIMELINE_ROWS
+    return out
+
+
+_TIMELINE_COLOURS = {"req": ("#2e7d32", "#c62828"), "srv": ("#5c6bc0", "#c62828"), "msg": ("#6d6d6d", "#c62828"),
+                     "err": ("#c62828", "#c62828")}
+
+
+def _timeline_svg(tl: Any) -> str:
+    """A timeline (_timeline's data, or a results file's: read defensively) as one SVG document: a label
+    column, bars on the step's own clock, the act and the verdict as lines; every text escaped."""
+    tl = tl if isinstance(tl, dict) else {}
+    rows = [r for r in tl.get("rows") or [] if isinstance(r, dict)][:TIMELINE_ROWS]
+    end: float = float(tl["end"]) if isinstance(tl.get("end"), (int, float)) else 0.0
+    times = [float(r[k]) for r in rows for k in ("s", "e") if isinstance(r.get(k), (int, float))]
+    span = min(max([end, 1.0] + times), 1e9)
+    left, width, line = 330.0, 420.0, 30
+    height = 46 + line * len(rows) + 20
+
+    def x(ms: Any) -> float:
+        return left + width * min(max(float(ms) if isinstance(ms, (int, float)) else 0.0, 0.0), span) / span
+    verdict = str(tl.get("verdict") or "?")
+    parts = [_html_of('<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" '
+                      'font-family="sans-serif" font-size="11" role="img"><title>%s</title>'
+                      '<rect width="100%%" height="100%%" fill="#fff"/>',
+                      int(left + width + 20), height, int(left + width + 20), height,
+                      "timeline of %s: %s" % (tl.get("act"), verdict)),
+             _html_of('<text x="4" y="16" font-weight="bold">act: %s</text>', _short(str(tl.get("act") or ""), 60)),
+             _html_of('<line x1="%s" y1="22" x2="%s" y2="%s" stroke="#333"/><text x="%s" y="34">0 ms</text>',
+                      left, left, height - 16, left + 2)]
+    for i, r in enumerate(rows):
+        y = 46 + i * line
+        kind = str(r.get("k")) if r.get("k") in _TIMELINE_COLOURS else "msg"
+        colour = _TIMELINE_COLOURS[kind][1 if r.get("fail") else 0]
+        label = ("↳ " if kind == "srv" else "") + str(r.get("t") or "")
+        parts.append(_html_of('<text x="%s" y="%s" fill="%s"><title>%s</title>%s</text>', 4 if kind != "srv" else 16,
+                              y + 10, colour, label, _short(label, 52)))  # the whole line as its tooltip
+        if r.get("at"):
+            parts.append(_html_of('<text x="%s" y="%s" fill="#555" font-size="10">%s %s</text>',
+                                  4 if kind != "srv" else 16, y + 22,
+                                  {"msg": "rendered by", "req": "sent by"}.get(kind, "at"),
+                                  _short(str(r["at"]), 56)))
+        x1 = x(r.get("s"))
+        if kind in ("err", "srv"):
+            parts.append(_html_of('<circle cx="%s" cy="%s" r="5" fill="%s"/>', round(x1, 1), y + 8, colour))
+            continue
+        x2 = x(r["e"]) if isinstance(r.get("e"), (int, float)) else x(span)
+        parts.append(_html_of('<rect x="%s" y="%s" width="%s" height="12" rx="2" fill="%s"%s/>', round(x1, 1), y + 2,
+                              round(max(x2 - x1, 3.0), 1), colour,
+                              _Markup(' fill-opacity="0.35" stroke-dasharray="3 2" stroke="%s"' % colour)
+                              if r.get("e") is None else ""))
+    ex, tone = round(x(end), 1), {"yes": "#2e7d32", "no": "#c62828"}.get(verdict, "#b26a00")
+    parts.append(_html_of('<line x1="%s" y1="22" x2="%s" y2="%s" stroke="%s" stroke-dasharray="4 3"/><text x="%s" '
+                          'y="%s" text-anchor="end" font-weight="bold" fill="%s">judged at %s ms: %s</text>',
+                          ex, ex, height - 16, tone, ex, height - 4, tone, round(end), verdict))
+    if isinstance(tl.get("more"), int):
+        parts.append(_html_of('<text x="4" y="%s" fill="#555">%s more not drawn</text>', height - 4, tl["more"]))
+    parts.append(_Markup("</svg>"))
+    return str(_html_join(parts))
+#: end src/reticle/timeline.py
+
+
+#: begin src/reticle/otel.py
+###############################################################################
+# OpenTelemetry ###############################################################
+###############################################################################
+# The daemon's OTLP/HTTP receiver: protobuf and JSON payloads read without a dependency, spans turned
+# into server records, and traces stitched into the tab that made them.
+
+class _OtelHost(Protocol):
+    """What the OpenTelemetry receiver asks of the daemon (the Hub): its tabs (live and departed), its
+    devices and their faults (a device's documents get trace context once spans arrive), its clock
+    and tasks it holds."""
+
+    @property
+    def bridge(self) -> _Bridge: ...
+
+    @property
+    def devices(self) -> _DeviceManager: ...
+
+    @property
+    def faults(self) -> _Faults: ...
+
+    def clock(self) -> float: ...
+
+    def spawn(self, coro: Awaitable) -> "asyncio.Task": ...
+
+
+# ---- OpenTelemetry: server records from any stack's spans (OTLP/HTTP, W3C trace context) ----
+# The SDK's one-use server mark is 32 hex digits, the size of a W3C trace id: each marked same-origin
+# fetch/XHR also carries `traceparent: 00-<mark>-<random parent>-01`, which stock OpenTelemetry server
+# instrumentation continues.  The exporter posts the spans to /v1/traces (and error logs to /v1/logs)
+# with the pairing token; a trace id lands in a tab only when the daemon issued it to that tab as a
+# mark, once, and its SERVER span becomes the record the Python middleware would have made.
+# The protobuf reader is hand-written: OTLP needs a few fields of some twenty messages, and a protobuf
+# library would be a fourth runtime dependency.
+
+OTEL_MEDIA = ("application/json", "application/x-protobuf")
+OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
+OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
+OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
+OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
+
+
+# message -> {field number: (JSON-mapping name, kind, repeated)}; kind is a message name or a scalar:
+# str, hex (bytes as hex, ids), b64 (bytes), int (varint), i64 (varint int64, as a string), bool,
+# u64 (fixed64, as a string), double (fixed64)
+_PB_MESSAGES: Dict[str, Dict[int, Tuple[str, str, bool]]] = {
+    "TracesRequest": {1: ("resourceSpans", "ResourceSpans", True)},
+    "LogsRequest": {1: ("resourceLogs", "ResourceLogs", True)},
+    "ResourceSpans": {1: ("resource", "Resource", False), 2: ("scopeSpans", "ScopeSpans", True)},
+    "ResourceLogs": {1: ("resource", "Resource", False), 2: ("scopeLogs", "ScopeLogs", True)},
+    "Resource": {1: ("attributes", "KeyValue", True)},
+    "ScopeSpans": {1: ("scope", "Scope", False), 2: ("spans", "Span", True)},
+    "ScopeLogs": {1: ("scope", "Scope", False), 2: ("logRecords", "LogRecord", True)},
+    "Scope": {1: ("name", "str", False), 2: ("version", "str", False)},
+    "Span": {1: ("traceId", "hex", False), 2: ("spanId", "hex", False), 4: ("parentSpanId", "hex", False),
+             5: ("name", "str", False), 6: ("kind", "int", False), 7: ("startTimeUnixNano", "u64", False),
+             8: ("endTimeUnixNano", "u64", False), 9: ("attributes", "KeyValue", True),
+             11: ("events", "Event", True), 15: ("status", "Status", False)},
+    "Event": {1: ("timeUnixNano", "u64", False), 2: ("name", "str", False), 3: ("attributes", "KeyValue", True)},
+    "Status": {2: ("message", "str", False), 3: ("code", "int", False)},
+    "LogRecord": {1: ("timeUnixNano", "u64", False), 2: ("severityNumber", "int", False),
+                  3: ("severityText", "str", False), 5: ("body", "AnyValue", False),
+                  6: ("attributes", "KeyValue", True), 9: ("traceId", "hex", False), 10: ("spanId", "hex", False)},
+    "KeyValue": {1: ("key", "str", False), 2: ("value", "AnyValue", False)},
+    "AnyValue": {1: ("stringValue", "str", False), 2: ("boolValue", "bool", False), 3: ("intValue", "i64", False),
+                 4: ("doubleValue", "double", False), 5: ("arrayValue", "ArrayValue", False),
+                 6: ("kvlistValue", "KeyValueList", False), 7: ("bytesValue", "b64", False)},
+    "ArrayValue": {1: ("values", "AnyValue", True)},
+    "KeyValueList": {1: ("values", "KeyValue", True)},
+}
+_PB_WIRE = {"int": 0, "i64": 0, "bool": 0, "u64": 1, "double": 1}  # every other kind is length-delimited (2)
+
+
+def _pb_varint(buf: memoryview, i: int) -> Tuple[int, int]:
+    result = shift = 0
+    while True:
+        if i >= len(buf):
+            raise _PbError("a varint runs past the end of its message")
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, i
+        shift += 7
+        if shift >= 70:
+            raise _PbError("a varint longer than 10 bytes")
+
+
+def _pb_fields(buf: memoryview) -> Iterator[Tuple[int, int, Any]]:
+    """(field number, wire type, value) of each field of one message: an int for varint, fixed64 and
+    fixed32 fields, a memoryview for length-delimited ones.  Groups (wire types 3, 4) are refused."""
+    i, n = 0, len(buf)
+    while i < n:
+        key, i = _pb_varint(buf, i)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise _PbError("field number 0 at byte %d" % i)
+        if wire == 0:
+            value, i = _pb_varint(buf, i)
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            if i + size > n:
+                raise _PbError("a fixed%d field runs past the end of its message" % (size * 8))
+            value = int.from_bytes(buf[i:i + size], "little")
+            i += size
+        elif wire == 2:
+            size, i = _pb_varint(buf, i)
+            if i + size > n:
+                raise _PbError("field %d says %d bytes; fewer are left" % (field, size))
+            value = buf[i:i + size]  # type: ignore[assignment]  # length-delimited: the bytes themselves
+            i += size
+        else:
+            raise _PbError("wire type %d (field %d) is not used by OTLP" % (wire, field))
+        yield field, wire, value
+
+
+def _pb_scalar(kind: str, value: Any) -> Any:
+    if kind == "str":
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise _PbError("a string field is not UTF-8") from None
+    if kind == "hex":
+        return bytes(value).hex()
+    if kind == "b64":
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if kind == "i64":
+        value &= (1 << 64) - 1
+        return str(value - (1 << 64) if value >= 1 << 63 else value)
+    if kind == "u64":
+        return str(value)
+    if kind == "double":
+        import struct
+        return struct.unpack("<d", value.to_bytes(8, "little"))[0]
+    if kind == "bool":
+        return bool(value)
+    return value  # int (an enum, a count)
+
+
+def _pb_message(buf: memoryview, name: str, depth: int = 0) -> dict:
+    """One OTLP message decoded into OTLP's JSON mapping (camelCase names, ids as hex, 64-bit integers
+    as strings); fields Reticle does not read are skipped.  Raises _PbError naming what is wrong."""
+    if depth > OTEL_MAX_DEPTH + 8:
+        raise _PbError("values nested deeper than %d" % OTEL_MAX_DEPTH)
+    schema = _PB_MESSAGES[name]
+    out: Dict[str, Any] = {}
+    for field, wire, value in _pb_fields(buf):
+        spec = schema.get(field)
+        if spec is None:
+            continue
+        key, kind, repeated = spec
+        want = _PB_WIRE.get(kind, 2)
+        if wire != want:
+            raise _PbError("%s field %d (%s) has wire type %d, not %d" % (name, field, key, wire, want))
+        got = _pb_message(value, kind, depth + 1) if kind in _PB_MESSAGES else _pb_scalar(kind, value)
+        if repeated:
+            out.setdefault(key, []).append(got)
+        else:
+            out[key] = got
+    return out
+
+
+def _otlp_payload(body: bytes, media: str, encoding: str, what: str) -> dict:
+    """The request body of POST /v1/traces or /v1/logs as OTLP's JSON mapping: gzip inflated (to at
+    most OTEL_INFLATED_CAP bytes), then JSON or protobuf.  Refusals say what was wrong and what is accepted."""
+    enc = encoding.strip().lower()
+    if enc == "gzip":
+        import zlib
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            body = inflater.decompress(body, OTEL_INFLATED_CAP + 1)
+        except zlib.error as exc:
+            raise _HttpRefusal(400, "bad request", "the gzip body does not inflate: %s" % exc) from None
+        if len(body) > OTEL_INFLATED_CAP or inflater.unconsumed_tail:
+            raise _HttpRefusal(413, "payload too large", "the gzip body inflates past %d bytes" % OTEL_INFLATED_CAP)
+        if not inflater.eof:
+            raise _HttpRefusal(400, "bad request", "the gzip body is truncated")
+    elif enc not in ("", "identity"):
+        raise _HttpRefusal(415, "unsupported media type", "Content-Encoding %s is not accepted (gzip or none)"
+                           % _short(encoding, 40))
+    if media == "application/x-protobuf":
+        try:
+            return _pb_message(memoryview(body), "TracesRequest" if what == "traces" else "LogsRequest")
+        except _PbError as exc:
+            raise _HttpRefusal(400, "bad request", "the protobuf body is not an OTLP Export%sServiceRequest: %s"
+                               % ("Trace" if what == "traces" else "Logs", exc)) from None
+    try:
+        payload = _loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _HttpRefusal(400, "bad request", "the body is not JSON: %s" % exc) from None
+    top = "resourceSpans" if what == "traces" else "resourceLogs"
+    if not isinstance(payload, dict) or not isinstance(payload.get(top, []), list):
+        raise _HttpRefusal(400, "bad request", "expected OTLP JSON {%s: [...]}" % top)
+    return payload
+
+
+def _otel_value(v: Any, depth: int = 0) -> Any:
+    """An AnyValue of OTLP's JSON mapping as a plain value (int64 strings as ints)."""
+    if not isinstance(v, dict) or depth > OTEL_MAX_DEPTH:
+        return None
+    if "stringValue" in v:
+        return v["stringValue"] if isinstance(v["stringValue"], str) else None
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])
+        except (TypeError, ValueError):
+            return None
+    if "boolValue" in v:
+        return v["boolValue"] is True
+    if "doubleValue" in v:  # protobuf carries NaN and the infinities, which are no value a rule can read
+        d = v["doubleValue"]
+        return d if isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) else None
+    if isinstance(v.get("arrayValue"), dict):
+        values = v["arrayValue"].get("values")
+        return [_otel_value(x, depth + 1) for x in values[:100]] if isinstance(values, list) else []
+    if isinstance(v.get("kvlistValue"), dict):
+        return _otel_attrs(v["kvlistValue"].get("values"), depth + 1)
+    return None
+
+
+def _otel_attrs(kvs: Any, depth: int = 0) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for kv in kvs[:256] if isinstance(kvs, list) else []:
+        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+            out[kv["key"][:200]] = _otel_value(kv.get("value"), depth)
+    return out
+
+
+def _otel_id(v: Any, size: int) -> Optional[str]:
+    """A trace (size 32) or span (16) id of the JSON mapping as lowercase hex, or None (missing, or all zero)."""
+    if not isinstance(v, str) or len(v) != size:
+        return None
+    v = v.lower()
+    return v if re.fullmatch(r"[0-9a-f]+", v) and v.strip("0") else None
+
+
+_SPAN_IDS = "without a valid traceId (32 hex) and spanId (16 hex)"
+
+
+def _otel_spans(payload: dict) -> Tuple[List[dict], List[str]]:
+    """Every span of a traces payload, flattened: {traceId, spanId, parentSpanId, name, kind, start,
+    end (ns), attrs, events, error, scope, service}, and why each span refused was refused (no valid
+    trace or span id, or a number no span can have: _otel_span)."""
+    out: List[dict] = []
+    bad: List[str] = []
+    spans = payload.get("resourceSpans")
+    for rs in spans if isinstance(spans, list) else []:  # a body of another shape has no spans
+        if not isinstance(rs, dict):
+            continue
+        resource = _otel_attrs(rs["resource"].get("attributes") if isinstance(rs.get("resource"), dict) else None)
+        for ss in rs.get("scopeSpans") or [] if isinstance(rs.get("scopeSpans"), list) else []:
+            if not isinstance(ss, dict) or not isinstance(ss.get("spans"), list):
+                continue
+            scope: dict = ss["scope"] if isinstance(ss.get("scope"), dict) else {}
+            for sp in ss["spans"]:
+                tid = _otel_id(sp.get("traceId"), 32) if isinstance(sp, dict) else None
+                sid = _otel_id(sp.get("spanId"), 16) if isinstance(sp, dict) else None
+                if tid is None or sid is None:
+                    bad.append(_SPAN_IDS)
+                    continue
+                try:
+                    out.append(_otel_span(sp, tid, sid, scope, resource))
+                except _SpanRefused as exc:
+                    bad.append(str(exc))
+    return out, bad
+
+
+_UINT64 = 1 << 64
+
+
+def _otel_nanos(v: Any) -> Optional[int]:
+    """A time of the span (fixed64 nanoseconds since the epoch; a decimal string in JSON), None when it
+    is missing; _SpanRefused for one no clock gives (negative, past 64 bits, not a whole number)."""
+    if v is None or v == "":
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise _SpanRefused("with a time that is not an integer of nanoseconds")
+    try:
+        n = int(v)
+    except ValueError:
+        raise _SpanRefused("with a time that is not an integer of nanoseconds") from None
+    if not 0 <= n < _UINT64:
+        raise _SpanRefused("with a time out of range (negative, or past 64 bits)")
+    return n
+
+
+_HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
+
+
+def _otel_status(attrs: dict) -> None:
+    """An HTTP status attribute, when the span has one, is a whole number from 100 to 599 (protobuf can
+    carry a double NaN or infinity there; JSON a string), made an int in `attrs`; _SpanRefused otherwise."""
+    for key in _HTTP_STATUS_KEYS:
+        if key not in attrs:  # (present but None: a value _otel_value could not read, such as a NaN)
+            continue
+        v = attrs[key]
+        if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 3:
+            v = int(v.strip())
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or not 100 <= v <= 599:
+            raise _SpanRefused("with an HTTP status code that is not a whole number from 100 to 599")
+        attrs[key] = v
+
+
+_OTEL_KINDS = {"SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
+               "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+
+
+def _otel_span(sp: dict, tid: str, sid: str, scope: dict, resource: dict) -> dict:
+    """One span as Reticle's flat record; _SpanRefused for a span whose numbers no real span has (a
+    negative or 64-bit-overflowing time, an end before its start, an HTTP status that is no status)."""
+    start, end = _otel_nanos(sp.get("startTimeUnixNano")), _otel_nanos(sp.get("endTimeUnixNano"))
+    if start is not None and end is not None and end < start:
+        raise _SpanRefused("with an end before its start")
+    attrs = _otel_attrs(sp.get("attributes"))
+    _otel_status(attrs)
+    kind = sp.get("kind")
+    if isinstance(kind, str):
+        kind = _OTEL_KINDS.get(kind, 0)
+    kind = kind if isinstance(kind, int) and not isinstance(kind, bool) and 0 <= kind <= 5 else 0
+    code = sp["status"].get("code") if isinstance(sp.get("status"), dict) else None
+    given = sp["events"][:64] if isinstance(sp.get("events"), list) else []
+    events = [{"name": e.get("name") if isinstance(e.get("name"), str) else "",
+               "attrs": _otel_attrs(e.get("attributes"))} for e in given if isinstance(e, dict)]
+    return {"traceId": tid, "spanId": sid, "parentSpanId": _otel_id(sp.get("parentSpanId"), 16),
+            "name": sp.get("name") if isinstance(sp.get("name"), str) else "", "kind": kind,
+            "start": start, "end": end, "attrs": attrs, "events": events,
+            "error": code in (2, "STATUS_CODE_ERROR"), "scope": str(scope.get("name") or "")[:120],
+            "service": str(resource.get("service.name") or "")[:120],
+            "language": str(resource.get("telemetry.sdk.language") or "")[:20].lower()}
+
+
+def _otel_logs(payload: dict) -> List[dict]:
+    """The ERROR-or-worse log records (severity number 17 and up, or a severity text saying so) that
+    carry a trace id, as {traceId, logger, level, message, exception?}."""
+    out = []
+    logs = payload.get("resourceLogs")
+    for rl in logs if isinstance(logs, list) else []:
+        for sl in (rl.get("scopeLogs") or []) if isinstance(rl, dict) and isinstance(rl.get("scopeLogs"), list) else []:
+            if not isinstance(sl, dict) or not isinstance(sl.get("logRecords"), list):
+                continue
+            scope: dict = sl["scope"] if isinstance(sl.get("scope"), dict) else {}
+            for lr in sl["logRecords"]:
+                tid = _otel_id(lr.get("traceId"), 32) if isinstance(lr, dict) else None
+                if tid is None:
+                    continue
+                number = lr.get("severityNumber")
+                text = lr.get("severityText") if isinstance(lr.get("severityText"), str) else ""
+                if not ((isinstance(number, int) and number >= 17) or text.upper() in ("ERROR", "FATAL", "CRITICAL")):
+                    continue
+                attrs = _otel_attrs(lr.get("attributes"))
+                body = _otel_value(lr.get("body"))
+                entry: Dict[str, Any] = {"traceId": tid, "logger": str(scope.get("name") or "")[:120],
+                                         "level": (text or "ERROR").upper()[:16],
+                                         "message": _scrub_server(str(body if body is not None else "")[:300])}
+                exc = _otel_exception(attrs)
+                if exc:
+                    entry["exception"] = exc
+                out.append(entry)
+    return out
+
+
+_NODE_FRAME = re.compile(r"^\s*at (?:(.+?) \()?(?:file://)?(.+?):(\d+)(?::\d+)?\)?\s*$")
+_PY_FRAME = re.compile(r'^\s*File "(.+?)", line (\d+), in (.+?)\s*$')
+_JAVA_FRAME = re.compile(r"^\s*at ([\w$.<>]+)\(([\w$.-]+):(\d+)\)\s*$")
+
+
+def _stack_frames(stack: str, limit: int = 3) -> List[str]:
+    """The innermost frames of the app's own code in a stack trace as text (Node, Python or Java
+    shape), as `file:line function`: installed packages and the runtime's own frames are skipped."""
+    frames: List[Tuple[str, str, str]] = []
+    python = False
+    for line in stack.splitlines()[:200]:
+        m = _PY_FRAME.match(line)
+        if m:
+            python = True
+            frames.append((m.group(1), m.group(2), m.group(3)))
+            continue
+        m = _NODE_FRAME.match(line)
+        if m and "/" in m.group(2) or (m and m.group(2).endswith((".js", ".ts", ".mjs", ".cjs"))):
+            frames.append((m.group(2), m.group(3), m.group(1) or "<anonymous>"))
+            continue
+        m = _JAVA_FRAME.match(line)
+        if m:
+            frames.append((m.group(2), m.group(3), m.group(1).rsplit(".", 1)[-1]))
+    if python:
+        frames.reverse()  # a Python traceback lists the innermost frame last
+    out = []
+    for path, line_no, func in frames:
+        if any(s in path for s in ("node_modules", "site-packages", "dist-packages", "node:", "internal/")) \
+                or path.startswith("<"):
+            continue
+        out.append("%s:%s %s" % (os.path.basename(path), line_no, func.split(" [as ")[0].rsplit(".", 1)[-1]))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _otel_exception(attrs: dict) -> Optional[dict]:
+    """{type, message, frames} from the exception.* attributes of an exception event or log, or None."""
+    typ, msg, stack = attrs.get("exception.type"), attrs.get("exception.message"), attrs.get("exception.stacktrace")
+    if not (typ or msg or stack):
+        return None
+    return {"type": str(typ or "Exception")[:120], "message": _scrub_server(str(msg or "")[:300]),
+            "frames": _stack_frames(stack) if isinstance(stack, str) else []}
+
+
+_OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
+# The instrumentations that trace a transaction's BEGIN, COMMIT and ROLLBACK (their drivers send them as
+# statements), so that a write outside a traced transaction was autocommitted.  Others (Python's DB-API,
+# sqlite3 and SQLAlchemy instrumentations: the driver begins and commits without a statement) show no
+# transaction at all, so whether such a write was kept is unknown; a service whose spans have shown a
+# transaction statement is learned to be of the first kind (_OtelTraces.tx_services).
+_OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
+                   "@opentelemetry/instrumentation-mysql2")
+_COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
+# The languages (OpenTelemetry's telemetry.sdk.language) whose database drivers commit a statement made outside a
+# transaction by themselves: Node's pg, mysql2 and SQLite drivers, Go's database/sql, JDBC, ADO.NET, Ruby's.
+# Python's DB-API does not (a connection opens a transaction that must be committed), so there it stays unknown.
+_AUTOCOMMIT_LANGUAGES = frozenset(("nodejs", "go", "java", "dotnet", "ruby"))
+
+
+def _otel_db_write(sp: dict) -> Optional[dict]:
+    """A database span's write as the middleware notes one ({op, table, sql, committed}), or None:
+    the kind and table from db.operation.name/db.operation and db.collection.name/db.sql.table,
+    else parsed from the statement (db.query.text/db.statement)."""
+    a = sp["attrs"]
+    sql = a.get("db.query.text") or a.get("db.statement")
+    sql = sql if isinstance(sql, str) else ""
+    op = str(a.get("db.operation.name") or a.get("db.operation") or "").strip().lower()
+    table = a.get("db.collection.name") or a.get("db.sql.table")
+    parsed = _sql_write(sql) if sql else None
+    if parsed is None and op in ("insert", "update", "delete", "replace") and table:
+        parsed = {"op": "insert" if op == "replace" else op, "table": str(table)[:200],
+                  "sql": _scrub_server(sql[:SERVER_SQL_CAP])}
+    if parsed is None:
+        return None
+    if table:
+        parsed["table"] = str(table)[:200]
+    rows = a.get("db.response.affected_rows", a.get("db.rows_affected"))
+    if isinstance(rows, int) and rows >= 0:
+        parsed["rows"] = rows
+    parsed["committed"] = False if sp["error"] else True
+    if sp["error"]:
+        parsed["note"] = "the statement failed (its span's status is ERROR)"
+    return parsed
+
+
+def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict], int]:
+    """The writes of a trace's database spans, in the order they started, with commit or rollback
+    where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
+    database statements seen.  A write outside a traced transaction was autocommitted where the
+    instrumentation traces transaction statements (`tx_traced`: the service has shown one, or its
+    instrumentation is one of _OTEL_TX_SCOPES), or where the service's language's drivers autocommit
+    (_AUTOCOMMIT_LANGUAGES); elsewhere its commit is unknown (committed None)."""
+    db = [s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")]
+    ids = {s["spanId"] for s in db}
+    # one statement seen by two instrumentations (SQLAlchemy's, and the DB-API driver's under it) is one
+    db = sorted((s for s in db if s["parentSpanId"] not in ids), key=lambda s: s["start"] or 0)
+    writes: List[dict] = []
+    pending: Optional[List[dict]] = None
+    for sp in db:
+        text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
+        m = _OTEL_TX.match(text) if isinstance(text, str) else None
+        if m:
+            word = m.group(1).upper()
+            if word.startswith(("BEGIN", "START")):
+                pending = []
+            elif pending is not None:
+                for done in pending:
+                    if word == "ROLLBACK":
+                        done["committed"], done["note"] = False, "rolled back"
+                pending = None
+            continue
+        w = _otel_db_write(sp)
+        if w is None:
+            continue
+        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES
+                                                        or sp.get("language") in _AUTOCOMMIT_LANGUAGES):
+            w["committed"], w["note"] = None, _COMMIT_UNTRACED
+        writes.append(w)
+        if pending is not None and w["committed"]:
+            pending.append(w)
+    for w in pending or []:
+        w["committed"], w["note"] = False, "never committed (no COMMIT in the trace)"
+    return writes[:50], len(db)
+
+
+def _otel_tx_statement(sp: dict) -> bool:
+    """A database span whose statement begins, commits or rolls back a transaction."""
+    text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
+    return bool((sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"))
+                and isinstance(text, str) and _OTEL_TX.match(text))
+
+
+def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: bool = False) -> dict:
+    """The middleware's record (the raw shape _clean_server_record takes) of one SERVER span and the
+    rest of its trace: method, path, host, status, route, duration, the first exception event (the
+    server span's, else an internal span's: a client call's own failure is not the request's), error
+    logs, and the database spans' writes."""
+    a = server["attrs"]
+    path = a.get("url.path") or a.get("http.target")  # without the query, as the middleware reports it
+    if not isinstance(path, str):
+        full = a.get("url.full") or a.get("http.url")
+        path = urllib.parse.urlsplit(full).path if isinstance(full, str) else "/"
+    path = path.split("?", 1)[0] or "/"
+    host = a.get("server.address") or a.get("http.host") or a.get("net.host.name") or ""
+    port = a.get("server.port") or a.get("net.host.port")
+    if host and port and ":" not in str(host):
+        host = "%s:%s" % (host, port)
+    status = a.get("http.response.status_code", a.get("http.status_code"))
+    exc = None
+    for sp in [server] + [s for s in spans if s is not server and s["kind"] in (0, 1, 2)]:
+        for ev in sp["events"]:
+            if ev["name"] == "exception":
+                exc = _otel_exception(ev["attrs"])
+                if exc:
+                    break
+        if exc:
+            break
+    writes, statements = _otel_writes(spans, tx_traced)
+    ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
+    return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
+            "path": path, "host": str(host), "via": "header",
+            "status": status if isinstance(status, int) and not isinstance(status, bool) else None,  # _otel_status
+            "view": a.get("http.route") if isinstance(a.get("http.route"), str) else None,
+            "ms": round(ms, 3) if ms is not None else None, "exception": exc, "statements": statements,
+            "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes}
+
+
+def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
+    """One OTLP request body, read: (spans, error logs, why each span refused was refused).  Pure, and
+    the costly part of an export (inflate, parse, convert), so it runs off the event loop."""
+    payload = _otlp_payload(body, media, encoding, what)
+    if what == "traces":
+        spans, bad = _otel_spans(payload)
+        return spans, [], bad
+    return [], _otel_logs(payload), []
+
+
+def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tuple[List[dict], List[dict]]]:
+    """`spans` and `logs` in slices of about `size` spans that never split a trace."""
+    by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
+    for sp in spans:
+        by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
+    for lg in logs:
+        by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
+    part: Tuple[List[dict], List[dict]] = ([], [])
+    for got, logged in by_trace.values():
+        part[0].extend(got)
+        part[1].extend(logged)
+        if len(part[0]) + len(part[1]) >= size:
+            yield part
+            part = ([], [])
+    if part[0] or part[1]:
+        yield part
+
+
+OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
+OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "")
+
+
+def _origin_key(host: Any, port: Any, scheme: Any = "http") -> Optional[str]:
+    """"loopback:3000" for a host and port as a span or a page's URL names them (every loopback name
+    is one), None without a usable port."""
+    host = str(host or "").strip().lower()
+    if host.count(":") == 1 and not host.startswith("["):
+        host, _, given = host.partition(":")
+        port = port or given
+    try:
+        number = int(port) if port not in (None, "") else {"http": 80, "https": 443}.get(str(scheme).lower())
+    except (TypeError, ValueError):
+        return None
+    if number is None:
+        return None
+    return "%s:%d" % ("loopback" if host in _LOOPBACK_NAMES else host, number)
+
+
+def _span_origin(attrs: dict) -> Optional[str]:
+    """The origin a SERVER span's service answered on, from its attributes (current and older names)."""
+    full = attrs.get("url.full") or attrs.get("http.url")
+    if isinstance(full, str) and "://" in full:
+        try:
+            parts = urllib.parse.urlsplit(full)
+            return _origin_key(parts.hostname, parts.port, parts.scheme)
+        except ValueError:
+            return None
+    host = attrs.get("server.address") or attrs.get("http.host") or attrs.get("net.host.name")
+    if not host:
+        return None
+    return _origin_key(host, attrs.get("server.port") or attrs.get("net.host.port"),
+                       attrs.get("url.scheme") or attrs.get("http.scheme") or "http")
+
+
+class _SpanSources:
+    """What each service that sends spans has shown, for saying why its spans land in no tab: spans,
+    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed).  A service with
+    spans but no SERVER span has an HTTP server no instrumentation sees; one whose SERVER spans never
+    carry an issued trace id does not continue the tab's `traceparent`."""
+
+    def __init__(self) -> None:
+        self.services: "collections.OrderedDict[str, Dict[str, float]]" = collections.OrderedDict()
+
+    def note(self, spans: List[dict], owned: Set[str], now: float) -> None:
+        for sp in spans:
+            row = self.services.get(sp["service"])
+            if row is None:
+                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now}
+                while len(self.services) > 64:
+                    self.services.popitem(last=False)
+            row["spans"] += 1
+            row["at"] = now
+            if sp["kind"] == 2:
+                row["server"] += 1
+                row["attributed"] += sp["traceId"] in owned
+
+    def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
+        """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
+        the fix for a stack that sends spans (never the Python middleware's)."""
+        out = []
+        for name, row in self.services.items():
+            if now - row["at"] > recent_ms or row["attributed"] or row["spans"] < 2:
+                continue
+            if not row["server"]:
+                cause = ("its %d span(s) hold no HTTP SERVER span: its HTTP server is not instrumented" % row["spans"])
+                fix = ("instrument the HTTP server as it loads: in Node, NODE_OPTIONS=\"--experimental-loader="
+                       "@opentelemetry/instrumentation/hook.mjs --import @opentelemetry/auto-instrumentations-node/"
+                       "register\" (without the loader hook, a server that imports node:http as an ES module, as the "
+                       "dev servers of Vite, React Router, Nuxt, SvelteKit and Astro do, sends database spans but no "
+                       "SERVER span); Next.js, its instrumentation.ts; another stack, its HTTP instrumentation")
+            else:
+                cause = ("none of its %d HTTP SERVER span(s) continued a trace id Reticle issued to a tab: it does "
+                         "not read the request's W3C `traceparent`" % row["server"])
+                fix = ("keep W3C trace context on (OTEL_PROPAGATORS unset or including tracecontext), and let no "
+                       "proxy in front drop the traceparent header; a form post or link with the script tag carries "
+                       "no traceparent (open the page as a device: reticle_open)")
+            out.append({"service": name or "(unnamed)", "spans": int(row["spans"]),
+                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix})
+        return out[:5]
+
+
+class _OtelTraces:
+    """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
+    OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
+    record is then stitched as a middleware record would be, once.  Error logs, and child spans that
+    arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT)."""
+
+    def __init__(self) -> None:
+        self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
+        self.sources = _SpanSources()
+        self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
+        self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
+        self.spans = 0
+        self.db_services: Set[str] = set()  # services whose spans have shown database statements
+        self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
+        # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
+        # waits for spans (one app's tracing must not slow another app's verdicts)
+        self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
+        self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
+
+    def _owner(self, hub: _OtelHost, tid: str, now: float) -> Any:
+        sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
+        return next((s for s in sessions if s.server_tickets.holds(tid, now)), None)
+
+    def _hold(self, tid: str) -> dict:
+        entry = self.held.get(tid)
+        if entry is None:
+            entry = self.held[tid] = {"spans": [], "logs": []}
+        while self.spans > OTEL_HELD_SPANS and self.held:
+            _, old = self.held.popitem(last=False)
+            self.spans -= len(old["spans"])
+        return entry
+
+    def _learn(self, spans: List[dict]) -> None:
+        """From every span, stitched or not: the services whose spans show database statements (their
+        "0 writes" is evidence) and transaction statements (their commits are traced)."""
+        for sp in spans:
+            if sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"):
+                self.db_services.add(sp["service"])
+                if _otel_tx_statement(sp):
+                    self.tx_services.add(sp["service"])
+
+    async def take(self, hub: _OtelHost, body: bytes, media: str, encoding: str, what: str) -> List[str]:
+        """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
+        while a large batch inflates and parses (and two batches never read at once), then filed in
+        slices of whole traces with the loop free between them.  -> why each refused span was refused;
+        _HttpRefusal for a body that is no OTLP."""
+        if self.pool is None:
+            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reticle-otlp")
+        loop = asyncio.get_running_loop()
+        spans, logs, bad = await loop.run_in_executor(self.pool, _otlp_read, body, media, encoding, what)
+        for part_spans, part_logs in _whole_traces(spans, logs, OTEL_SLICE_SPANS):
+            self.absorb(hub, part_spans, part_logs)
+            await asyncio.sleep(0)
+        return bad
+
+    def serves(self, url: str) -> bool:
+        """Has a traced service been seen answering the origin of `url` (a tab's page)?"""
+        try:
+            parts = urllib.parse.urlsplit(url)
+            return _origin_key(parts.hostname, parts.port, parts.scheme) in self.origins
+        except ValueError:
+            return False
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)
+            self.pool = None
+
+    def absorb(self, hub: _OtelHost, spans: List[dict], logs: List[dict]) -> None:
+        """Group what arrived by trace id; file what belongs to a tab (see the class)."""
+        now = hub.clock()
+        by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
+        for sp in spans:
+            by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
+        for lg in logs:
+            by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
+        for sp in spans:
+            origin = _span_origin(sp["attrs"]) if sp["kind"] == 2 else None
+            if origin is not None:
+                self.origins[origin] = None
+                self.origins.move_to_end(origin)
+                if len(self.origins) > OTEL_ORIGINS_KEPT:
+                    self.origins.popitem(last=False)
+        if spans and not self.stats["spans"]:
+            # the first spans: from now on, devices add the trace context of their documents' requests
+            for device in list(hub.devices.devices.values()):
+                hub.spawn(hub.faults.sync_device(device))
+        self.stats["spans"] += len(spans)
+        self.stats["logs"] += len(logs)
+        self._learn(spans)
+        owned = {tid for tid in by_trace if tid in self.done or self._owner(hub, tid, now) is not None}
+        self.sources.note(spans, owned, now)
+        for tid, (got, logged) in by_trace.items():
+            if tid in self.done:
+                self._amend(tid, got, logged)
+                continue
+            owner = self._owner(hub, tid, now)
+            if owner is None:
+                self.held.pop(tid, None)
+                self.stats["unmatched"] += len(got)
+                continue
+            entry = self._hold(tid)
+            entry["spans"].extend(got)
+            entry["logs"].extend(logged)
+            self.spans += len(got)
+            self._try_stitch(hub, tid, owner, entry, now)
+
+    def _try_stitch(self, hub: _OtelHost, tid: str, owner: Any, entry: dict, now: float) -> None:
+        """Once the trace's root SERVER span (its parent is the SDK's, not among the trace's spans) has
+        arrived: its record, stitched into the tab that holds the trace id, under the document and
+        request the id was issued for, once; the trace is then kept open for late spans (done)."""
+        ids = {s["spanId"] for s in entry["spans"]}
+        server = next((s for s in entry["spans"] if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
+        if server is None:
+            return
+        self.held.pop(tid, None)
+        self.spans -= len(entry["spans"])
+        if any(_otel_tx_statement(s) for s in entry["spans"]):
+            self.tx_services.add(server["service"])
+        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"],
+                                                server["service"] in self.tx_services))
+        if rec is None:
+            return
+        rec.pop("mark")
+        why = _server_sender_refused(rec, owner)
+        if why is not None:
+            self.stats["refused"] += 1
+            return
+        rec["source"] = "otel"
+        rec["service"] = server["service"]
+        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if s["attrs"].get("db.system")
+                                  or s["attrs"].get("db.system.name")})[:3]
+        if rec["statements"]:
+            self.db_services.add(server["service"])
+        rec["dbTraced"] = server["service"] in self.db_services
+        rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
+        owner.server_otel += 1
+        owner.add_server_record(rec)
+        self.stats["stitched"] += 1
+        self.done[tid] = (owner, rec)
+        while len(self.done) > OTEL_DONE_KEPT:
+            self.done.popitem(last=False)
+
+    def _amend(self, tid: str, spans: List[dict], logs: List[dict]) -> None:
+        """Late children and logs of a stitched trace: their writes, exception and error logs join its record."""
+        owner, rec = self.done[tid]
+        for lg in logs:
+            if len(rec["logged"]) < 20:
+                rec["logged"].append({k: v for k, v in lg.items() if k != "traceId"})
+        if any(_otel_tx_statement(s) for s in spans):
+            self.tx_services.add(rec.get("service") or "")
+        writes, statements = _otel_writes(spans, rec.get("service") in self.tx_services)
+        rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
+        rec["statements"] += statements
+        rec["dbTraced"] = rec["dbTraced"] or statements > 0
+        if rec["exception"] is None:
+            for sp in spans:
+                exc = next((_otel_exception(e["attrs"]) for e in sp["events"] if e["name"] == "exception"
+                            and sp["kind"] in (0, 1)), None)
+                if exc:
+                    rec["exception"] = exc
+                    break
+        owner._wake()
+#: end src/reticle/otel.py
+
+
 #: begin src/reticle/predicates.py
 ###############################################################################
 # Predicates ##################################################################
@@ -18173,6 +21384,19 @@ _PREDICATE_KINDS: Dict[str, _Kind] = {k.name: k for k in (
           grade=lambda p: "server", role="consequence", window=True,
           check=lambda p: ["writes: give count or min, not both"]
           if "count" in p.get("writes", {}) and "min" in p.get("writes", {}) else []),
+    _Kind("stored",
+          "What the app's watched store committed during the act (needs a watched store: reticle_watch_db, "
+          "--watch-db): a row of `table` (a JSON file's key path) whose columns equal `where`, by `op` "
+          "(insert|update|delete), at least `min`; `store` names one of several; `now: true` reads the "
+          "store's current rows instead.",
+          {"table": {"type": "string", "minLength": 1, "maxLength": 200},
+           "where": {"type": "object", "maxProperties": 20,
+                     "additionalProperties": {"type": ["string", "number", "boolean", "null"]}},
+           "op": {"enum": ["insert", "update", "delete"]}, "min": {"type": "integer", "minimum": 1},
+           "store": {"type": "string", "minLength": 1}, "now": {"type": "boolean"}, "since": _P_SINCE},
+          {"kind": "stored", "table": "notes", "where": {"title": "Buy milk"}, "op": "insert"},
+          _judge_stored, _describe_stored, required=("table",), aliases={"row": "where", "values": "where"},
+          grade=lambda p: "server", role="consequence", live=True, window=True, read=_read_stored),
     _Kind("route",
           "The last route change (or else the current URL) has `pathname` exactly, or `contains` in path+search+hash.",
           {"pathname": {"type": "string"}, "contains": {"type": "string"}, "since": _P_SINCE},
@@ -18351,125 +21575,51 @@ def parse_predicate(raw: Any, where: str = "predicate") -> dict:
 #: end src/reticle/predicates.py
 
 
-#: begin src/reticle/timeline.py
+#: begin src/reticle/daemon.py
 ###############################################################################
-# Timelines ###################################################################
+# The daemon, as its tools see it #############################################
 ###############################################################################
-# The timeline of one act: its rows, and the SVG drawing of them.
+# What a tool may ask of the daemon it runs in, as one Protocol: its tabs, devices, faults, journeys and
+# OpenTelemetry receiver, its state directory and the project it serves, its clock and public origin,
+# what it refused to a page lately, and the tab a call means.  The Hub is the one there is: it is built
+# above the tools and hands itself to each of them as this, so that nothing below the Hub imports it.
 
-TIMELINE_ROWS = 40   # rows of one timeline, at most (the rest counted in `more`)
+class _Daemon(Protocol):
+    """The daemon as a tool uses it (the Hub)."""
 
+    @property
+    def bridge(self) -> _Bridge: ...
 
-def _timeline(window: List[dict], t0: float, end: float, verdict: str, act: str) -> dict:
-    """The timeline of a step whose act was at `t0` (daemon clock, ms) and was judged at `end`."""
-    rows: List[dict] = []   # in the window's order; a server record right under its request
-    records = {(r.get("documentId"), str(r.get("requestId"))): r for r in _server_records(window)}
-    marks = {str(e["data"].get("requestId")): (e.get("doc"), str(e["data"].get("serverMark")))
-             for e in window if e["type"] == "net.pending" and e["data"].get("serverMarked")}
-    done = {str(e["data"].get("requestId")) for e in window if e["type"] == "net.request"}
-    gone = {str(e["data"].get("text")): e["t"] for e in window if e["type"] == "ui.gone"}
-    for e in window:
-        d, kind, t = e["data"], e["type"], round(e["t"] - t0)
-        if kind in ("net.request", "net.pending") and not _is_dev(d):
-            if kind == "net.pending" and str(d.get("requestId")) in done:
-                continue
-            ms = d.get("ms") if isinstance(d.get("ms"), (int, float)) else 0
-            path = urllib.parse.urlsplit(str(d.get("url") or "")).path or str(d.get("url") or "?")
-            row = {"k": "req", "s": max(0, round(t - ms)) if kind == "net.request" else t,
-                   "e": t if kind == "net.request" else None,
-                   "t": _short("%s %s %s" % (str(d.get("method") or "GET").upper(), path,
-                                             d.get("status") or d.get("error") or "pending"), 120),
-                   "fail": kind == "net.request" and _call_failed(d)}
-            if d.get("at"):
-                row["at"] = _short(str(d["at"]), 160)
-            rows.append(row)
-            record = records.get(marks.get(str(d.get("requestId")), (None, "")))
-            if record is not None:
-                rows.append({"k": "srv", "s": row["e"] if row["e"] is not None else t,
-                             "t": _short(_server_line(record), 160), "fail": bool(record.get("exception"))})
-        elif kind in ("ui.alert", "ui.status"):
-            text = str(d.get("text") or "")
-            until = gone.get(text)
-            rows.append({"k": "msg", "s": t, "e": round(until - t0) if until is not None and until >= e["t"] else None,
-                         "t": _short(repr(text), 120), "fail": _is_failure_ui(d)})
-            if d.get("at"):
-                rows[-1]["at"] = _short(str(d["at"]), 160)
-        elif kind in ("console.error", "error.uncaught"):
-            rows.append({"k": "err", "s": t, "fail": True, "t": _short("%s: %s" % (
-                "uncaught" if kind == "error.uncaught" else "console.error", d.get("text") or d.get("message") or ""),
-                120)})
-            if d.get("at"):
-                rows[-1]["at"] = _short(str(d["at"]), 160)
-    groups: List[List[dict]] = []  # drawn by start: a request (and its record), a message, an error
-    for row in rows:
-        if row["k"] == "srv" and groups:
-            groups[-1].append(row)
-        else:
-            groups.append([row])
-    groups.sort(key=lambda g: g[0]["s"])
-    rows = [row for g in groups for row in g]
-    out = {"act": _short(act, 120), "end": max(0, round(end - t0)), "verdict": verdict, "rows": rows[:TIMELINE_ROWS]}
-    if len(rows) > TIMELINE_ROWS:
-        out["more"] = len(rows) - TIMELINE_ROWS
-    return out
+    @property
+    def devices(self) -> _DeviceManager: ...
 
+    @property
+    def faults(self) -> _Faults: ...
 
-_TIMELINE_COLOURS = {"req": ("#2e7d32", "#c62828"), "srv": ("#5c6bc0", "#c62828"), "msg": ("#6d6d6d", "#c62828"),
-                     "err": ("#c62828", "#c62828")}
+    @property
+    def journeys(self) -> _Journeys: ...
 
+    @property
+    def otel(self) -> _OtelTraces: ...
 
-def _timeline_svg(tl: Any) -> str:
-    """A timeline (_timeline's data, or a results file's: read defensively) as one SVG document: a label
-    column, bars on the step's own clock, the act and the verdict as lines; every text escaped."""
-    tl = tl if isinstance(tl, dict) else {}
-    rows = [r for r in tl.get("rows") or [] if isinstance(r, dict)][:TIMELINE_ROWS]
-    end: float = float(tl["end"]) if isinstance(tl.get("end"), (int, float)) else 0.0
-    times = [float(r[k]) for r in rows for k in ("s", "e") if isinstance(r.get(k), (int, float))]
-    span = min(max([end, 1.0] + times), 1e9)
-    left, width, line = 330.0, 420.0, 30
-    height = 46 + line * len(rows) + 20
+    @property
+    def stores(self) -> _Stores: ...
 
-    def x(ms: Any) -> float:
-        return left + width * min(max(float(ms) if isinstance(ms, (int, float)) else 0.0, 0.0), span) / span
-    verdict = str(tl.get("verdict") or "?")
-    parts = [_html_of('<svg xmlns="http://www.w3.org/2000/svg" width="%s" height="%s" viewBox="0 0 %s %s" '
-                      'font-family="sans-serif" font-size="11" role="img"><title>%s</title>'
-                      '<rect width="100%%" height="100%%" fill="#fff"/>',
-                      int(left + width + 20), height, int(left + width + 20), height,
-                      "timeline of %s: %s" % (tl.get("act"), verdict)),
-             _html_of('<text x="4" y="16" font-weight="bold">act: %s</text>', _short(str(tl.get("act") or ""), 60)),
-             _html_of('<line x1="%s" y1="22" x2="%s" y2="%s" stroke="#333"/><text x="%s" y="34">0 ms</text>',
-                      left, left, height - 16, left + 2)]
-    for i, r in enumerate(rows):
-        y = 46 + i * line
-        kind = str(r.get("k")) if r.get("k") in _TIMELINE_COLOURS else "msg"
-        colour = _TIMELINE_COLOURS[kind][1 if r.get("fail") else 0]
-        label = ("↳ " if kind == "srv" else "") + str(r.get("t") or "")
-        parts.append(_html_of('<text x="%s" y="%s" fill="%s"><title>%s</title>%s</text>', 4 if kind != "srv" else 16,
-                              y + 10, colour, label, _short(label, 52)))  # the whole line as its tooltip
-        if r.get("at"):
-            parts.append(_html_of('<text x="%s" y="%s" fill="#555" font-size="10">%s %s</text>',
-                                  4 if kind != "srv" else 16, y + 22,
-                                  {"msg": "rendered by", "req": "sent by"}.get(kind, "at"),
-                                  _short(str(r["at"]), 56)))
-        x1 = x(r.get("s"))
-        if kind in ("err", "srv"):
-            parts.append(_html_of('<circle cx="%s" cy="%s" r="5" fill="%s"/>', round(x1, 1), y + 8, colour))
-            continue
-        x2 = x(r["e"]) if isinstance(r.get("e"), (int, float)) else x(span)
-        parts.append(_html_of('<rect x="%s" y="%s" width="%s" height="12" rx="2" fill="%s"%s/>', round(x1, 1), y + 2,
-                              round(max(x2 - x1, 3.0), 1), colour,
-                              _Markup(' fill-opacity="0.35" stroke-dasharray="3 2" stroke="%s"' % colour)
-                              if r.get("e") is None else ""))
-    ex, tone = round(x(end), 1), {"yes": "#2e7d32", "no": "#c62828"}.get(verdict, "#b26a00")
-    parts.append(_html_of('<line x1="%s" y1="22" x2="%s" y2="%s" stroke="%s" stroke-dasharray="4 3"/><text x="%s" '
-                          'y="%s" text-anchor="end" font-weight="bold" fill="%s">judged at %s ms: %s</text>',
-                          ex, ex, height - 16, tone, ex, height - 4, tone, round(end), verdict))
-    if isinstance(tl.get("more"), int):
-        parts.append(_html_of('<text x="4" y="%s" fill="#555">%s more not drawn</text>', height - 4, tl["more"]))
-    parts.append(_Markup("</svg>"))
-    return str(_html_join(parts))
-#: end src/reticle/timeline.py
+    @property
+    def state(self) -> _StateDir: ...
+
+    @property
+    def project_dir(self) -> str: ...
+
+    @property
+    def refusals(self) -> collections.deque: ...
+
+    def clock(self) -> float: ...
+
+    def public_origin(self) -> str: ...
+
+    def resolve_tab(self, args: dict, ctx: _CallContext) -> Awaitable[_BrowserSession]: ...
+#: end src/reticle/daemon.py
 
 
 #: begin src/reticle/judge.py
@@ -18696,6 +21846,11 @@ def _happy_signals(window: List[dict]) -> List[dict]:
 
 # ---- contradictions: evidence that a green outcome is false, one record each (_CONTRADICTIONS) ----
 
+def _c_store_wrong_row(window: List[dict], p: dict, action_since: Optional[float],
+                       known: Optional["_Known"]) -> List[dict]:
+    return _store_wrong_rows(window, p, action_since, known)
+
+
 def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
     unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
     return [{"claim": "%s held" % _describe_predicate(p), "counter": "the page showed %s" % _ui_label(unexpected[0]),
@@ -18810,6 +21965,7 @@ _CONTRADICTIONS: Tuple[_Contradiction, ...] = (
     _Contradiction("server-logged-error", "observed", _c_server_logged),
     _Contradiction("server-rolled-back", "observed", _c_server_rolled_back),
     _Contradiction("server-wrong-row", "observed", _c_server_wrong_row),
+    _Contradiction("store-wrong-row", "observed", _c_store_wrong_row),   # Storage truth
     _Contradiction("error-shown", "observed", _c_error_shown),
     _Contradiction("message-reported-failure", "observed", _c_message_failure),
     _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
@@ -18829,7 +21985,8 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     observed (they make a verdict `no`): a request of the window that raised on the server, before
     its answer or after it in work run for it (server-exception), logged an error there
     (server-logged-error) or rolled back a write it began (server-rolled-back), as the app's
-    middleware reported it; an error shown to the user while the predicate held
+    middleware reported it, or an update or delete a watched store committed to another row than the one
+    the act's request path names (store-wrong-row); an error shown to the user while the predicate held
     (error-shown), a socket or stream message of the act's own channel reporting a failure
     (message-reported-failure), a failed request (not retried with success later in the window)
     under a success signal (signal-contradicted) or else under a UI that moved on without showing
@@ -19132,6 +22289,11 @@ def _r_server_commit_unknown(c: _Case) -> _Ruling:
     return None
 
 
+def _r_store_silent(c: _Case) -> _Ruling:
+    silent = _store_silence(c.window, c.floor, c.known, c.p)
+    return ("unknown", silent[0], silent[1]) if silent is not None else None
+
+
 def _r_no_effect(c: _Case) -> _Ruling:
     if c.implicit and not _had_effect(c.effect, c.window, c.floor, c.known):
         return "unknown", "no_effect", ("no observable effect yet: no DOM change, request, message, route, signal, "
@@ -19266,7 +22428,7 @@ _VERDICT_RULES: Tuple[Tuple[str, Callable[[_Case], _Ruling]], ...] = (
     ("5", _r_contradicted), ("6", _r_evidence_incomplete), ("7", _r_absence_blind_spot), ("8", _r_already_true),
     ("9", _r_evidence_lost), ("10", _r_outcome_pending), ("11", _r_outcome_unread), ("12", _r_request_in_flight),
     ("12a", _r_horizon_pending), ("12b", _r_server_unreported), ("12c", _r_server_wrote_nothing),
-    ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere),
+    ("12d", _r_server_commit_unknown), ("12e", _r_server_wrote_elsewhere), ("12f", _r_store_silent),
     ("13", _r_no_effect), ("13a", _r_failure_still_shown), ("13b", _r_failure_text_answer), ("13c", _r_fill_reset),
     ("13d", _r_form_came_back),
     ("14", _r_proved),
@@ -19320,6 +22482,11 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          unknown, server_commit_unknown
     12e. such a request whose path names a table the app's records have written (`POST /contacts`), which
          wrote only to other tables (an audit row) -> unknown, server_wrote_elsewhere
+    12f. a store is watched (Storage truth) and the act made a write request answered 2xx or 3xx, while the
+         predicate has no positive `stored` leaf: the stores committed nothing during the act -> unknown,
+         store_saw_nothing; only while another tab acted too -> unknown, store_shared; only to other tables
+         than the one its path names -> unknown, store_wrote_elsewhere; beside the page's own timed writes
+         with no table named -> unknown, store_background
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect
     13a. what would be a `yes` after an act, while the page still shows an error the user is told
          (see _is_failure_ui) in what the act touched (its form or region, a toast, a message outside
@@ -19337,12 +22504,20 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
     14. otherwise -> yes, proved; contradictions that could not undo it are named in `because`
 
     Whatever the rule, `because` ends with what the server did for the act's requests, one line,
-    when the app reports it (see _server_said).
+    when the app reports it (see _server_said), and what a watched store committed (_store_said).
     """
     case = _Case(res, contradictions, window, known, floor, p, already_true, act, effect, shown, pending)
     verified, reason, because = next(ruling for ruling in (rule(case) for _, rule in _VERDICT_RULES)
                                      if ruling is not None)
-    return verified, reason, _server_said(because, case)
+    return verified, reason, _store_said(_server_said(because, case), case)
+
+
+def _store_said(because: str, c: _Case) -> str:
+    """`because` with what the watched stores committed during the act, named, unless it says it already."""
+    said = _store_summary(c.window, c.floor) if c.known.stores else ""
+    if not said or said in because:
+        return because
+    return "%s; the store: %s" % (because, said)
 
 
 # ---- the evidence an answer shows: trimmed, compact, naming faults and losses ----
@@ -19416,815 +22591,6 @@ def _verdict(p: dict, obs: _Observation) -> Tuple[dict, List[dict], Tuple[str, s
                                         already_true=obs.already_true, act=True, effect=obs.effect, shown=shown,
                                         pending=obs.pending)
 #: end src/reticle/judge.py
-
-
-#: begin src/reticle/otel.py
-###############################################################################
-# OpenTelemetry ###############################################################
-###############################################################################
-# The daemon's OTLP/HTTP receiver: protobuf and JSON payloads read without a dependency, spans turned
-# into server records, and traces stitched into the tab that made them.
-
-class _OtelHost(Protocol):
-    """What the OpenTelemetry receiver asks of the daemon (the Hub): its tabs (live and departed), its
-    devices and their faults (a device's documents get trace context once spans arrive), its clock
-    and tasks it holds."""
-
-    @property
-    def bridge(self) -> _Bridge: ...
-
-    @property
-    def devices(self) -> _DeviceManager: ...
-
-    @property
-    def faults(self) -> _Faults: ...
-
-    def clock(self) -> float: ...
-
-    def spawn(self, coro: Awaitable) -> "asyncio.Task": ...
-
-
-# ---- OpenTelemetry: server records from any stack's spans (OTLP/HTTP, W3C trace context) ----
-# The SDK's one-use server mark is 32 hex digits, the size of a W3C trace id: each marked same-origin
-# fetch/XHR also carries `traceparent: 00-<mark>-<random parent>-01`, which stock OpenTelemetry server
-# instrumentation continues.  The exporter posts the spans to /v1/traces (and error logs to /v1/logs)
-# with the pairing token; a trace id lands in a tab only when the daemon issued it to that tab as a
-# mark, once, and its SERVER span becomes the record the Python middleware would have made.
-# The protobuf reader is hand-written: OTLP needs a few fields of some twenty messages, and a protobuf
-# library would be a fourth runtime dependency.
-
-OTEL_MEDIA = ("application/json", "application/x-protobuf")
-OTEL_INFLATED_CAP = 4 * MAX_BODY_BYTES   # a gzip body may inflate to this much; past it, 413
-OTEL_HELD_SPANS = 5000           # spans of issued traces waiting for their SERVER span, at most
-OTEL_DONE_KEPT = 512             # recently stitched traces still open to late child spans and logs
-OTEL_MAX_DEPTH = 16              # nesting of AnyValue arrays/maps accepted
-
-
-# message -> {field number: (JSON-mapping name, kind, repeated)}; kind is a message name or a scalar:
-# str, hex (bytes as hex, ids), b64 (bytes), int (varint), i64 (varint int64, as a string), bool,
-# u64 (fixed64, as a string), double (fixed64)
-_PB_MESSAGES: Dict[str, Dict[int, Tuple[str, str, bool]]] = {
-    "TracesRequest": {1: ("resourceSpans", "ResourceSpans", True)},
-    "LogsRequest": {1: ("resourceLogs", "ResourceLogs", True)},
-    "ResourceSpans": {1: ("resource", "Resource", False), 2: ("scopeSpans", "ScopeSpans", True)},
-    "ResourceLogs": {1: ("resource", "Resource", False), 2: ("scopeLogs", "ScopeLogs", True)},
-    "Resource": {1: ("attributes", "KeyValue", True)},
-    "ScopeSpans": {1: ("scope", "Scope", False), 2: ("spans", "Span", True)},
-    "ScopeLogs": {1: ("scope", "Scope", False), 2: ("logRecords", "LogRecord", True)},
-    "Scope": {1: ("name", "str", False), 2: ("version", "str", False)},
-    "Span": {1: ("traceId", "hex", False), 2: ("spanId", "hex", False), 4: ("parentSpanId", "hex", False),
-             5: ("name", "str", False), 6: ("kind", "int", False), 7: ("startTimeUnixNano", "u64", False),
-             8: ("endTimeUnixNano", "u64", False), 9: ("attributes", "KeyValue", True),
-             11: ("events", "Event", True), 15: ("status", "Status", False)},
-    "Event": {1: ("timeUnixNano", "u64", False), 2: ("name", "str", False), 3: ("attributes", "KeyValue", True)},
-    "Status": {2: ("message", "str", False), 3: ("code", "int", False)},
-    "LogRecord": {1: ("timeUnixNano", "u64", False), 2: ("severityNumber", "int", False),
-                  3: ("severityText", "str", False), 5: ("body", "AnyValue", False),
-                  6: ("attributes", "KeyValue", True), 9: ("traceId", "hex", False), 10: ("spanId", "hex", False)},
-    "KeyValue": {1: ("key", "str", False), 2: ("value", "AnyValue", False)},
-    "AnyValue": {1: ("stringValue", "str", False), 2: ("boolValue", "bool", False), 3: ("intValue", "i64", False),
-                 4: ("doubleValue", "double", False), 5: ("arrayValue", "ArrayValue", False),
-                 6: ("kvlistValue", "KeyValueList", False), 7: ("bytesValue", "b64", False)},
-    "ArrayValue": {1: ("values", "AnyValue", True)},
-    "KeyValueList": {1: ("values", "KeyValue", True)},
-}
-_PB_WIRE = {"int": 0, "i64": 0, "bool": 0, "u64": 1, "double": 1}  # every other kind is length-delimited (2)
-
-
-def _pb_varint(buf: memoryview, i: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        if i >= len(buf):
-            raise _PbError("a varint runs past the end of its message")
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, i
-        shift += 7
-        if shift >= 70:
-            raise _PbError("a varint longer than 10 bytes")
-
-
-def _pb_fields(buf: memoryview) -> Iterator[Tuple[int, int, Any]]:
-    """(field number, wire type, value) of each field of one message: an int for varint, fixed64 and
-    fixed32 fields, a memoryview for length-delimited ones.  Groups (wire types 3, 4) are refused."""
-    i, n = 0, len(buf)
-    while i < n:
-        key, i = _pb_varint(buf, i)
-        field, wire = key >> 3, key & 7
-        if field == 0:
-            raise _PbError("field number 0 at byte %d" % i)
-        if wire == 0:
-            value, i = _pb_varint(buf, i)
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            if i + size > n:
-                raise _PbError("a fixed%d field runs past the end of its message" % (size * 8))
-            value = int.from_bytes(buf[i:i + size], "little")
-            i += size
-        elif wire == 2:
-            size, i = _pb_varint(buf, i)
-            if i + size > n:
-                raise _PbError("field %d says %d bytes; fewer are left" % (field, size))
-            value = buf[i:i + size]  # type: ignore[assignment]  # length-delimited: the bytes themselves
-            i += size
-        else:
-            raise _PbError("wire type %d (field %d) is not used by OTLP" % (wire, field))
-        yield field, wire, value
-
-
-def _pb_scalar(kind: str, value: Any) -> Any:
-    if kind == "str":
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise _PbError("a string field is not UTF-8") from None
-    if kind == "hex":
-        return bytes(value).hex()
-    if kind == "b64":
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if kind == "i64":
-        value &= (1 << 64) - 1
-        return str(value - (1 << 64) if value >= 1 << 63 else value)
-    if kind == "u64":
-        return str(value)
-    if kind == "double":
-        import struct
-        return struct.unpack("<d", value.to_bytes(8, "little"))[0]
-    if kind == "bool":
-        return bool(value)
-    return value  # int (an enum, a count)
-
-
-def _pb_message(buf: memoryview, name: str, depth: int = 0) -> dict:
-    """One OTLP message decoded into OTLP's JSON mapping (camelCase names, ids as hex, 64-bit integers
-    as strings); fields Reticle does not read are skipped.  Raises _PbError naming what is wrong."""
-    if depth > OTEL_MAX_DEPTH + 8:
-        raise _PbError("values nested deeper than %d" % OTEL_MAX_DEPTH)
-    schema = _PB_MESSAGES[name]
-    out: Dict[str, Any] = {}
-    for field, wire, value in _pb_fields(buf):
-        spec = schema.get(field)
-        if spec is None:
-            continue
-        key, kind, repeated = spec
-        want = _PB_WIRE.get(kind, 2)
-        if wire != want:
-            raise _PbError("%s field %d (%s) has wire type %d, not %d" % (name, field, key, wire, want))
-        got = _pb_message(value, kind, depth + 1) if kind in _PB_MESSAGES else _pb_scalar(kind, value)
-        if repeated:
-            out.setdefault(key, []).append(got)
-        else:
-            out[key] = got
-    return out
-
-
-def _otlp_payload(body: bytes, media: str, encoding: str, what: str) -> dict:
-    """The request body of POST /v1/traces or /v1/logs as OTLP's JSON mapping: gzip inflated (to at
-    most OTEL_INFLATED_CAP bytes), then JSON or protobuf.  Refusals say what was wrong and what is accepted."""
-    enc = encoding.strip().lower()
-    if enc == "gzip":
-        import zlib
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            body = inflater.decompress(body, OTEL_INFLATED_CAP + 1)
-        except zlib.error as exc:
-            raise _HttpRefusal(400, "bad request", "the gzip body does not inflate: %s" % exc) from None
-        if len(body) > OTEL_INFLATED_CAP or inflater.unconsumed_tail:
-            raise _HttpRefusal(413, "payload too large", "the gzip body inflates past %d bytes" % OTEL_INFLATED_CAP)
-        if not inflater.eof:
-            raise _HttpRefusal(400, "bad request", "the gzip body is truncated")
-    elif enc not in ("", "identity"):
-        raise _HttpRefusal(415, "unsupported media type", "Content-Encoding %s is not accepted (gzip or none)"
-                           % _short(encoding, 40))
-    if media == "application/x-protobuf":
-        try:
-            return _pb_message(memoryview(body), "TracesRequest" if what == "traces" else "LogsRequest")
-        except _PbError as exc:
-            raise _HttpRefusal(400, "bad request", "the protobuf body is not an OTLP Export%sServiceRequest: %s"
-                               % ("Trace" if what == "traces" else "Logs", exc)) from None
-    try:
-        payload = _loads(body.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _HttpRefusal(400, "bad request", "the body is not JSON: %s" % exc) from None
-    top = "resourceSpans" if what == "traces" else "resourceLogs"
-    if not isinstance(payload, dict) or not isinstance(payload.get(top, []), list):
-        raise _HttpRefusal(400, "bad request", "expected OTLP JSON {%s: [...]}" % top)
-    return payload
-
-
-def _otel_value(v: Any, depth: int = 0) -> Any:
-    """An AnyValue of OTLP's JSON mapping as a plain value (int64 strings as ints)."""
-    if not isinstance(v, dict) or depth > OTEL_MAX_DEPTH:
-        return None
-    if "stringValue" in v:
-        return v["stringValue"] if isinstance(v["stringValue"], str) else None
-    if "intValue" in v:
-        try:
-            return int(v["intValue"])
-        except (TypeError, ValueError):
-            return None
-    if "boolValue" in v:
-        return v["boolValue"] is True
-    if "doubleValue" in v:  # protobuf carries NaN and the infinities, which are no value a rule can read
-        d = v["doubleValue"]
-        return d if isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) else None
-    if isinstance(v.get("arrayValue"), dict):
-        values = v["arrayValue"].get("values")
-        return [_otel_value(x, depth + 1) for x in values[:100]] if isinstance(values, list) else []
-    if isinstance(v.get("kvlistValue"), dict):
-        return _otel_attrs(v["kvlistValue"].get("values"), depth + 1)
-    return None
-
-
-def _otel_attrs(kvs: Any, depth: int = 0) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for kv in kvs[:256] if isinstance(kvs, list) else []:
-        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-            out[kv["key"][:200]] = _otel_value(kv.get("value"), depth)
-    return out
-
-
-def _otel_id(v: Any, size: int) -> Optional[str]:
-    """A trace (size 32) or span (16) id of the JSON mapping as lowercase hex, or None (missing, or all zero)."""
-    if not isinstance(v, str) or len(v) != size:
-        return None
-    v = v.lower()
-    return v if re.fullmatch(r"[0-9a-f]+", v) and v.strip("0") else None
-
-
-_SPAN_IDS = "without a valid traceId (32 hex) and spanId (16 hex)"
-
-
-def _otel_spans(payload: dict) -> Tuple[List[dict], List[str]]:
-    """Every span of a traces payload, flattened: {traceId, spanId, parentSpanId, name, kind, start,
-    end (ns), attrs, events, error, scope, service}, and why each span refused was refused (no valid
-    trace or span id, or a number no span can have: _otel_span)."""
-    out: List[dict] = []
-    bad: List[str] = []
-    spans = payload.get("resourceSpans")
-    for rs in spans if isinstance(spans, list) else []:  # a body of another shape has no spans
-        if not isinstance(rs, dict):
-            continue
-        resource = _otel_attrs(rs["resource"].get("attributes") if isinstance(rs.get("resource"), dict) else None)
-        for ss in rs.get("scopeSpans") or [] if isinstance(rs.get("scopeSpans"), list) else []:
-            if not isinstance(ss, dict) or not isinstance(ss.get("spans"), list):
-                continue
-            scope: dict = ss["scope"] if isinstance(ss.get("scope"), dict) else {}
-            for sp in ss["spans"]:
-                tid = _otel_id(sp.get("traceId"), 32) if isinstance(sp, dict) else None
-                sid = _otel_id(sp.get("spanId"), 16) if isinstance(sp, dict) else None
-                if tid is None or sid is None:
-                    bad.append(_SPAN_IDS)
-                    continue
-                try:
-                    out.append(_otel_span(sp, tid, sid, scope, resource))
-                except _SpanRefused as exc:
-                    bad.append(str(exc))
-    return out, bad
-
-
-_UINT64 = 1 << 64
-
-
-def _otel_nanos(v: Any) -> Optional[int]:
-    """A time of the span (fixed64 nanoseconds since the epoch; a decimal string in JSON), None when it
-    is missing; _SpanRefused for one no clock gives (negative, past 64 bits, not a whole number)."""
-    if v is None or v == "":
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, str)):
-        raise _SpanRefused("with a time that is not an integer of nanoseconds")
-    try:
-        n = int(v)
-    except ValueError:
-        raise _SpanRefused("with a time that is not an integer of nanoseconds") from None
-    if not 0 <= n < _UINT64:
-        raise _SpanRefused("with a time out of range (negative, or past 64 bits)")
-    return n
-
-
-_HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
-
-
-def _otel_status(attrs: dict) -> None:
-    """An HTTP status attribute, when the span has one, is a whole number from 100 to 599 (protobuf can
-    carry a double NaN or infinity there; JSON a string), made an int in `attrs`; _SpanRefused otherwise."""
-    for key in _HTTP_STATUS_KEYS:
-        if key not in attrs:  # (present but None: a value _otel_value could not read, such as a NaN)
-            continue
-        v = attrs[key]
-        if isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 3:
-            v = int(v.strip())
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        if isinstance(v, bool) or not isinstance(v, int) or not 100 <= v <= 599:
-            raise _SpanRefused("with an HTTP status code that is not a whole number from 100 to 599")
-        attrs[key] = v
-
-
-_OTEL_KINDS = {"SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
-               "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
-
-
-def _otel_span(sp: dict, tid: str, sid: str, scope: dict, resource: dict) -> dict:
-    """One span as Reticle's flat record; _SpanRefused for a span whose numbers no real span has (a
-    negative or 64-bit-overflowing time, an end before its start, an HTTP status that is no status)."""
-    start, end = _otel_nanos(sp.get("startTimeUnixNano")), _otel_nanos(sp.get("endTimeUnixNano"))
-    if start is not None and end is not None and end < start:
-        raise _SpanRefused("with an end before its start")
-    attrs = _otel_attrs(sp.get("attributes"))
-    _otel_status(attrs)
-    kind = sp.get("kind")
-    if isinstance(kind, str):
-        kind = _OTEL_KINDS.get(kind, 0)
-    kind = kind if isinstance(kind, int) and not isinstance(kind, bool) and 0 <= kind <= 5 else 0
-    code = sp["status"].get("code") if isinstance(sp.get("status"), dict) else None
-    given = sp["events"][:64] if isinstance(sp.get("events"), list) else []
-    events = [{"name": e.get("name") if isinstance(e.get("name"), str) else "",
-               "attrs": _otel_attrs(e.get("attributes"))} for e in given if isinstance(e, dict)]
-    return {"traceId": tid, "spanId": sid, "parentSpanId": _otel_id(sp.get("parentSpanId"), 16),
-            "name": sp.get("name") if isinstance(sp.get("name"), str) else "", "kind": kind,
-            "start": start, "end": end, "attrs": attrs, "events": events,
-            "error": code in (2, "STATUS_CODE_ERROR"), "scope": str(scope.get("name") or "")[:120],
-            "service": str(resource.get("service.name") or "")[:120],
-            "language": str(resource.get("telemetry.sdk.language") or "")[:20].lower()}
-
-
-def _otel_logs(payload: dict) -> List[dict]:
-    """The ERROR-or-worse log records (severity number 17 and up, or a severity text saying so) that
-    carry a trace id, as {traceId, logger, level, message, exception?}."""
-    out = []
-    logs = payload.get("resourceLogs")
-    for rl in logs if isinstance(logs, list) else []:
-        for sl in (rl.get("scopeLogs") or []) if isinstance(rl, dict) and isinstance(rl.get("scopeLogs"), list) else []:
-            if not isinstance(sl, dict) or not isinstance(sl.get("logRecords"), list):
-                continue
-            scope: dict = sl["scope"] if isinstance(sl.get("scope"), dict) else {}
-            for lr in sl["logRecords"]:
-                tid = _otel_id(lr.get("traceId"), 32) if isinstance(lr, dict) else None
-                if tid is None:
-                    continue
-                number = lr.get("severityNumber")
-                text = lr.get("severityText") if isinstance(lr.get("severityText"), str) else ""
-                if not ((isinstance(number, int) and number >= 17) or text.upper() in ("ERROR", "FATAL", "CRITICAL")):
-                    continue
-                attrs = _otel_attrs(lr.get("attributes"))
-                body = _otel_value(lr.get("body"))
-                entry: Dict[str, Any] = {"traceId": tid, "logger": str(scope.get("name") or "")[:120],
-                                         "level": (text or "ERROR").upper()[:16],
-                                         "message": _scrub_server(str(body if body is not None else "")[:300])}
-                exc = _otel_exception(attrs)
-                if exc:
-                    entry["exception"] = exc
-                out.append(entry)
-    return out
-
-
-_NODE_FRAME = re.compile(r"^\s*at (?:(.+?) \()?(?:file://)?(.+?):(\d+)(?::\d+)?\)?\s*$")
-_PY_FRAME = re.compile(r'^\s*File "(.+?)", line (\d+), in (.+?)\s*$')
-_JAVA_FRAME = re.compile(r"^\s*at ([\w$.<>]+)\(([\w$.-]+):(\d+)\)\s*$")
-
-
-def _stack_frames(stack: str, limit: int = 3) -> List[str]:
-    """The innermost frames of the app's own code in a stack trace as text (Node, Python or Java
-    shape), as `file:line function`: installed packages and the runtime's own frames are skipped."""
-    frames: List[Tuple[str, str, str]] = []
-    python = False
-    for line in stack.splitlines()[:200]:
-        m = _PY_FRAME.match(line)
-        if m:
-            python = True
-            frames.append((m.group(1), m.group(2), m.group(3)))
-            continue
-        m = _NODE_FRAME.match(line)
-        if m and "/" in m.group(2) or (m and m.group(2).endswith((".js", ".ts", ".mjs", ".cjs"))):
-            frames.append((m.group(2), m.group(3), m.group(1) or "<anonymous>"))
-            continue
-        m = _JAVA_FRAME.match(line)
-        if m:
-            frames.append((m.group(2), m.group(3), m.group(1).rsplit(".", 1)[-1]))
-    if python:
-        frames.reverse()  # a Python traceback lists the innermost frame last
-    out = []
-    for path, line_no, func in frames:
-        if any(s in path for s in ("node_modules", "site-packages", "dist-packages", "node:", "internal/")) \
-                or path.startswith("<"):
-            continue
-        out.append("%s:%s %s" % (os.path.basename(path), line_no, func.split(" [as ")[0].rsplit(".", 1)[-1]))
-        if len(out) >= limit:
-            break
-    return out
-
-
-def _otel_exception(attrs: dict) -> Optional[dict]:
-    """{type, message, frames} from the exception.* attributes of an exception event or log, or None."""
-    typ, msg, stack = attrs.get("exception.type"), attrs.get("exception.message"), attrs.get("exception.stacktrace")
-    if not (typ or msg or stack):
-        return None
-    return {"type": str(typ or "Exception")[:120], "message": _scrub_server(str(msg or "")[:300]),
-            "frames": _stack_frames(stack) if isinstance(stack, str) else []}
-
-
-_OTEL_TX = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK)\b", re.I)
-# The instrumentations that trace a transaction's BEGIN, COMMIT and ROLLBACK (their drivers send them as
-# statements), so that a write outside a traced transaction was autocommitted.  Others (Python's DB-API,
-# sqlite3 and SQLAlchemy instrumentations: the driver begins and commits without a statement) show no
-# transaction at all, so whether such a write was kept is unknown; a service whose spans have shown a
-# transaction statement is learned to be of the first kind (_OtelTraces.tx_services).
-_OTEL_TX_SCOPES = ("@opentelemetry/instrumentation-pg", "@opentelemetry/instrumentation-mysql",
-                   "@opentelemetry/instrumentation-mysql2")
-_COMMIT_UNTRACED = "its commit is not traced (no BEGIN/COMMIT spans)"
-# The languages (OpenTelemetry's telemetry.sdk.language) whose database drivers commit a statement made outside a
-# transaction by themselves: Node's pg, mysql2 and SQLite drivers, Go's database/sql, JDBC, ADO.NET, Ruby's.
-# Python's DB-API does not (a connection opens a transaction that must be committed), so there it stays unknown.
-_AUTOCOMMIT_LANGUAGES = frozenset(("nodejs", "go", "java", "dotnet", "ruby"))
-
-
-def _otel_db_write(sp: dict) -> Optional[dict]:
-    """A database span's write as the middleware notes one ({op, table, sql, committed}), or None:
-    the kind and table from db.operation.name/db.operation and db.collection.name/db.sql.table,
-    else parsed from the statement (db.query.text/db.statement)."""
-    a = sp["attrs"]
-    sql = a.get("db.query.text") or a.get("db.statement")
-    sql = sql if isinstance(sql, str) else ""
-    op = str(a.get("db.operation.name") or a.get("db.operation") or "").strip().lower()
-    table = a.get("db.collection.name") or a.get("db.sql.table")
-    parsed = _sql_write(sql) if sql else None
-    if parsed is None and op in ("insert", "update", "delete", "replace") and table:
-        parsed = {"op": "insert" if op == "replace" else op, "table": str(table)[:200],
-                  "sql": _scrub_server(sql[:SERVER_SQL_CAP])}
-    if parsed is None:
-        return None
-    if table:
-        parsed["table"] = str(table)[:200]
-    rows = a.get("db.response.affected_rows", a.get("db.rows_affected"))
-    if isinstance(rows, int) and rows >= 0:
-        parsed["rows"] = rows
-    parsed["committed"] = False if sp["error"] else True
-    if sp["error"]:
-        parsed["note"] = "the statement failed (its span's status is ERROR)"
-    return parsed
-
-
-def _otel_writes(spans: List[dict], tx_traced: bool = False) -> Tuple[List[dict], int]:
-    """The writes of a trace's database spans, in the order they started, with commit or rollback
-    where a transaction's statements are traced (BEGIN ... COMMIT/ROLLBACK); and the number of
-    database statements seen.  A write outside a traced transaction was autocommitted where the
-    instrumentation traces transaction statements (`tx_traced`: the service has shown one, or its
-    instrumentation is one of _OTEL_TX_SCOPES), or where the service's language's drivers autocommit
-    (_AUTOCOMMIT_LANGUAGES); elsewhere its commit is unknown (committed None)."""
-    db = [s for s in spans if s["attrs"].get("db.system") or s["attrs"].get("db.system.name")]
-    ids = {s["spanId"] for s in db}
-    # one statement seen by two instrumentations (SQLAlchemy's, and the DB-API driver's under it) is one
-    db = sorted((s for s in db if s["parentSpanId"] not in ids), key=lambda s: s["start"] or 0)
-    writes: List[dict] = []
-    pending: Optional[List[dict]] = None
-    for sp in db:
-        text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
-        m = _OTEL_TX.match(text) if isinstance(text, str) else None
-        if m:
-            word = m.group(1).upper()
-            if word.startswith(("BEGIN", "START")):
-                pending = []
-            elif pending is not None:
-                for done in pending:
-                    if word == "ROLLBACK":
-                        done["committed"], done["note"] = False, "rolled back"
-                pending = None
-            continue
-        w = _otel_db_write(sp)
-        if w is None:
-            continue
-        if pending is None and w["committed"] and not (tx_traced or sp["scope"] in _OTEL_TX_SCOPES
-                                                        or sp.get("language") in _AUTOCOMMIT_LANGUAGES):
-            w["committed"], w["note"] = None, _COMMIT_UNTRACED
-        writes.append(w)
-        if pending is not None and w["committed"]:
-            pending.append(w)
-    for w in pending or []:
-        w["committed"], w["note"] = False, "never committed (no COMMIT in the trace)"
-    return writes[:50], len(db)
-
-
-def _otel_tx_statement(sp: dict) -> bool:
-    """A database span whose statement begins, commits or rolls back a transaction."""
-    text = sp["attrs"].get("db.query.text") or sp["attrs"].get("db.statement") or sp["name"]
-    return bool((sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"))
-                and isinstance(text, str) and _OTEL_TX.match(text))
-
-
-def _otel_record(server: dict, spans: List[dict], logs: List[dict], tx_traced: bool = False) -> dict:
-    """The middleware's record (the raw shape _clean_server_record takes) of one SERVER span and the
-    rest of its trace: method, path, host, status, route, duration, the first exception event (the
-    server span's, else an internal span's: a client call's own failure is not the request's), error
-    logs, and the database spans' writes."""
-    a = server["attrs"]
-    path = a.get("url.path") or a.get("http.target")  # without the query, as the middleware reports it
-    if not isinstance(path, str):
-        full = a.get("url.full") or a.get("http.url")
-        path = urllib.parse.urlsplit(full).path if isinstance(full, str) else "/"
-    path = path.split("?", 1)[0] or "/"
-    host = a.get("server.address") or a.get("http.host") or a.get("net.host.name") or ""
-    port = a.get("server.port") or a.get("net.host.port")
-    if host and port and ":" not in str(host):
-        host = "%s:%s" % (host, port)
-    status = a.get("http.response.status_code", a.get("http.status_code"))
-    exc = None
-    for sp in [server] + [s for s in spans if s is not server and s["kind"] in (0, 1, 2)]:
-        for ev in sp["events"]:
-            if ev["name"] == "exception":
-                exc = _otel_exception(ev["attrs"])
-                if exc:
-                    break
-        if exc:
-            break
-    writes, statements = _otel_writes(spans, tx_traced)
-    ms = (server["end"] - server["start"]) / 1e6 if server["end"] and server["start"] else None
-    return {"mark": server["traceId"], "method": str(a.get("http.request.method") or a.get("http.method") or ""),
-            "path": path, "host": str(host), "via": "header",
-            "status": status if isinstance(status, int) and not isinstance(status, bool) else None,  # _otel_status
-            "view": a.get("http.route") if isinstance(a.get("http.route"), str) else None,
-            "ms": round(ms, 3) if ms is not None else None, "exception": exc, "statements": statements,
-            "logged": [{k: v for k, v in e.items() if k != "traceId"} for e in logs][:20], "writes": writes}
-
-
-def _otlp_read(body: bytes, media: str, encoding: str, what: str) -> Tuple[List[dict], List[dict], List[str]]:
-    """One OTLP request body, read: (spans, error logs, why each span refused was refused).  Pure, and
-    the costly part of an export (inflate, parse, convert), so it runs off the event loop."""
-    payload = _otlp_payload(body, media, encoding, what)
-    if what == "traces":
-        spans, bad = _otel_spans(payload)
-        return spans, [], bad
-    return [], _otel_logs(payload), []
-
-
-def _whole_traces(spans: List[dict], logs: List[dict], size: int) -> Iterator[Tuple[List[dict], List[dict]]]:
-    """`spans` and `logs` in slices of about `size` spans that never split a trace."""
-    by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
-    for sp in spans:
-        by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
-    for lg in logs:
-        by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
-    part: Tuple[List[dict], List[dict]] = ([], [])
-    for got, logged in by_trace.values():
-        part[0].extend(got)
-        part[1].extend(logged)
-        if len(part[0]) + len(part[1]) >= size:
-            yield part
-            part = ([], [])
-    if part[0] or part[1]:
-        yield part
-
-
-OTEL_SLICE_SPANS = 2000          # spans (whole traces) filed in one turn of the event loop; then others go
-OTEL_ORIGINS_KEPT = 256          # the origins traced services were seen to serve, at most (the oldest go first)
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "")
-
-
-def _origin_key(host: Any, port: Any, scheme: Any = "http") -> Optional[str]:
-    """"loopback:3000" for a host and port as a span or a page's URL names them (every loopback name
-    is one), None without a usable port."""
-    host = str(host or "").strip().lower()
-    if host.count(":") == 1 and not host.startswith("["):
-        host, _, given = host.partition(":")
-        port = port or given
-    try:
-        number = int(port) if port not in (None, "") else {"http": 80, "https": 443}.get(str(scheme).lower())
-    except (TypeError, ValueError):
-        return None
-    if number is None:
-        return None
-    return "%s:%d" % ("loopback" if host in _LOOPBACK_NAMES else host, number)
-
-
-def _span_origin(attrs: dict) -> Optional[str]:
-    """The origin a SERVER span's service answered on, from its attributes (current and older names)."""
-    full = attrs.get("url.full") or attrs.get("http.url")
-    if isinstance(full, str) and "://" in full:
-        try:
-            parts = urllib.parse.urlsplit(full)
-            return _origin_key(parts.hostname, parts.port, parts.scheme)
-        except ValueError:
-            return None
-    host = attrs.get("server.address") or attrs.get("http.host") or attrs.get("net.host.name")
-    if not host:
-        return None
-    return _origin_key(host, attrs.get("server.port") or attrs.get("net.host.port"),
-                       attrs.get("url.scheme") or attrs.get("http.scheme") or "http")
-
-
-class _SpanSources:
-    """What each service that sends spans has shown, for saying why its spans land in no tab: spans,
-    HTTP SERVER spans, and SERVER spans under a trace id the daemon issued (attributed).  A service with
-    spans but no SERVER span has an HTTP server no instrumentation sees; one whose SERVER spans never
-    carry an issued trace id does not continue the tab's `traceparent`."""
-
-    def __init__(self) -> None:
-        self.services: "collections.OrderedDict[str, Dict[str, float]]" = collections.OrderedDict()
-
-    def note(self, spans: List[dict], owned: Set[str], now: float) -> None:
-        for sp in spans:
-            row = self.services.get(sp["service"])
-            if row is None:
-                row = self.services[sp["service"]] = {"spans": 0, "server": 0, "attributed": 0, "at": now}
-                while len(self.services) > 64:
-                    self.services.popitem(last=False)
-            row["spans"] += 1
-            row["at"] = now
-            if sp["kind"] == 2:
-                row["server"] += 1
-                row["attributed"] += sp["traceId"] in owned
-
-    def unattributed(self, now: float, recent_ms: float = 600_000.0) -> List[dict]:
-        """The services heard in the last ten minutes none of whose spans could land in a tab: why, and
-        the fix for a stack that sends spans (never the Python middleware's)."""
-        out = []
-        for name, row in self.services.items():
-            if now - row["at"] > recent_ms or row["attributed"] or row["spans"] < 2:
-                continue
-            if not row["server"]:
-                cause = ("its %d span(s) hold no HTTP SERVER span: its HTTP server is not instrumented" % row["spans"])
-                fix = ("instrument the HTTP server as it loads: in Node, NODE_OPTIONS=\"--experimental-loader="
-                       "@opentelemetry/instrumentation/hook.mjs --import @opentelemetry/auto-instrumentations-node/"
-                       "register\" (without the loader hook, a server that imports node:http as an ES module, as the "
-                       "dev servers of Vite, React Router, Nuxt, SvelteKit and Astro do, sends database spans but no "
-                       "SERVER span); Next.js, its instrumentation.ts; another stack, its HTTP instrumentation")
-            else:
-                cause = ("none of its %d HTTP SERVER span(s) continued a trace id Reticle issued to a tab: it does "
-                         "not read the request's W3C `traceparent`" % row["server"])
-                fix = ("keep W3C trace context on (OTEL_PROPAGATORS unset or including tracecontext), and let no "
-                       "proxy in front drop the traceparent header; a form post or link with the script tag carries "
-                       "no traceparent (open the page as a device: reticle_open)")
-            out.append({"service": name or "(unnamed)", "spans": int(row["spans"]),
-                        "serverSpans": int(row["server"]), "cause": cause, "fix": fix})
-        return out[:5]
-
-
-class _OtelTraces:
-    """The daemon's side of OpenTelemetry: spans of traces issued to a tab wait here (at most
-    OTEL_HELD_SPANS, as long as their trace id is held) until the trace's SERVER span arrives; its
-    record is then stitched as a middleware record would be, once.  Error logs, and child spans that
-    arrive after it (a batch split), amend the record while it is recent (OTEL_DONE_KEPT)."""
-
-    def __init__(self) -> None:
-        self.pool: Optional[concurrent.futures.ThreadPoolExecutor] = None  # reads bodies, one at a time
-        self.sources = _SpanSources()
-        self.held: "collections.OrderedDict[str, dict]" = collections.OrderedDict()
-        self.done: "collections.OrderedDict[str, Tuple[Any, dict]]" = collections.OrderedDict()
-        self.spans = 0
-        self.db_services: Set[str] = set()  # services whose spans have shown database statements
-        self.tx_services: Set[str] = set()  # ... and a transaction statement (their commits are traced)
-        # origins (loopback:3000) whose requests traced services have answered: only a tab on one of them
-        # waits for spans (one app's tracing must not slow another app's verdicts)
-        self.origins: "collections.OrderedDict[str, None]" = collections.OrderedDict()
-        self.stats = {"spans": 0, "logs": 0, "stitched": 0, "unmatched": 0, "refused": 0, "foreign": 0}
-
-    def _owner(self, hub: _OtelHost, tid: str, now: float) -> Any:
-        sessions = list(hub.bridge.sessions.values()) + [s for s, _ in hub.bridge.departed.values()]
-        return next((s for s in sessions if s.server_tickets.holds(tid, now)), None)
-
-    def _hold(self, tid: str) -> dict:
-        entry = self.held.get(tid)
-        if entry is None:
-            entry = self.held[tid] = {"spans": [], "logs": []}
-        while self.spans > OTEL_HELD_SPANS and self.held:
-            _, old = self.held.popitem(last=False)
-            self.spans -= len(old["spans"])
-        return entry
-
-    def _learn(self, spans: List[dict]) -> None:
-        """From every span, stitched or not: the services whose spans show database statements (their
-        "0 writes" is evidence) and transaction statements (their commits are traced)."""
-        for sp in spans:
-            if sp["attrs"].get("db.system") or sp["attrs"].get("db.system.name"):
-                self.db_services.add(sp["service"])
-                if _otel_tx_statement(sp):
-                    self.tx_services.add(sp["service"])
-
-    async def take(self, hub: _OtelHost, body: bytes, media: str, encoding: str, what: str) -> List[str]:
-        """One export: read on the pool's one thread (_otlp_read), so the event loop goes on serving
-        while a large batch inflates and parses (and two batches never read at once), then filed in
-        slices of whole traces with the loop free between them.  -> why each refused span was refused;
-        _HttpRefusal for a body that is no OTLP."""
-        if self.pool is None:
-            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reticle-otlp")
-        loop = asyncio.get_running_loop()
-        spans, logs, bad = await loop.run_in_executor(self.pool, _otlp_read, body, media, encoding, what)
-        for part_spans, part_logs in _whole_traces(spans, logs, OTEL_SLICE_SPANS):
-            self.absorb(hub, part_spans, part_logs)
-            await asyncio.sleep(0)
-        return bad
-
-    def serves(self, url: str) -> bool:
-        """Has a traced service been seen answering the origin of `url` (a tab's page)?"""
-        try:
-            parts = urllib.parse.urlsplit(url)
-            return _origin_key(parts.hostname, parts.port, parts.scheme) in self.origins
-        except ValueError:
-            return False
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False)
-            self.pool = None
-
-    def absorb(self, hub: _OtelHost, spans: List[dict], logs: List[dict]) -> None:
-        """Group what arrived by trace id; file what belongs to a tab (see the class)."""
-        now = hub.clock()
-        by_trace: Dict[str, Tuple[List[dict], List[dict]]] = {}
-        for sp in spans:
-            by_trace.setdefault(sp["traceId"], ([], []))[0].append(sp)
-        for lg in logs:
-            by_trace.setdefault(lg["traceId"], ([], []))[1].append(lg)
-        for sp in spans:
-            origin = _span_origin(sp["attrs"]) if sp["kind"] == 2 else None
-            if origin is not None:
-                self.origins[origin] = None
-                self.origins.move_to_end(origin)
-                if len(self.origins) > OTEL_ORIGINS_KEPT:
-                    self.origins.popitem(last=False)
-        if spans and not self.stats["spans"]:
-            # the first spans: from now on, devices add the trace context of their documents' requests
-            for device in list(hub.devices.devices.values()):
-                hub.spawn(hub.faults.sync_device(device))
-        self.stats["spans"] += len(spans)
-        self.stats["logs"] += len(logs)
-        self._learn(spans)
-        owned = {tid for tid in by_trace if tid in self.done or self._owner(hub, tid, now) is not None}
-        self.sources.note(spans, owned, now)
-        for tid, (got, logged) in by_trace.items():
-            if tid in self.done:
-                self._amend(tid, got, logged)
-                continue
-            owner = self._owner(hub, tid, now)
-            if owner is None:
-                self.held.pop(tid, None)
-                self.stats["unmatched"] += len(got)
-                continue
-            entry = self._hold(tid)
-            entry["spans"].extend(got)
-            entry["logs"].extend(logged)
-            self.spans += len(got)
-            self._try_stitch(hub, tid, owner, entry, now)
-
-    def _try_stitch(self, hub: _OtelHost, tid: str, owner: Any, entry: dict, now: float) -> None:
-        """Once the trace's root SERVER span (its parent is the SDK's, not among the trace's spans) has
-        arrived: its record, stitched into the tab that holds the trace id, under the document and
-        request the id was issued for, once; the trace is then kept open for late spans (done)."""
-        ids = {s["spanId"] for s in entry["spans"]}
-        server = next((s for s in entry["spans"] if s["kind"] == 2 and s["parentSpanId"] not in ids), None)
-        if server is None:
-            return
-        self.held.pop(tid, None)
-        self.spans -= len(entry["spans"])
-        if any(_otel_tx_statement(s) for s in entry["spans"]):
-            self.tx_services.add(server["service"])
-        rec = _clean_server_record(_otel_record(server, entry["spans"], entry["logs"],
-                                                server["service"] in self.tx_services))
-        if rec is None:
-            return
-        rec.pop("mark")
-        why = _server_sender_refused(rec, owner)
-        if why is not None:
-            self.stats["refused"] += 1
-            return
-        rec["source"] = "otel"
-        rec["service"] = server["service"]
-        rec["dbScopes"] = sorted({s["scope"] for s in entry["spans"] if s["attrs"].get("db.system")
-                                  or s["attrs"].get("db.system.name")})[:3]
-        if rec["statements"]:
-            self.db_services.add(server["service"])
-        rec["dbTraced"] = server["service"] in self.db_services
-        rec["documentId"], rec["requestId"] = owner.server_tickets.take(tid)
-        owner.server_otel += 1
-        owner.add_server_record(rec)
-        self.stats["stitched"] += 1
-        self.done[tid] = (owner, rec)
-        while len(self.done) > OTEL_DONE_KEPT:
-            self.done.popitem(last=False)
-
-    def _amend(self, tid: str, spans: List[dict], logs: List[dict]) -> None:
-        """Late children and logs of a stitched trace: their writes, exception and error logs join its record."""
-        owner, rec = self.done[tid]
-        for lg in logs:
-            if len(rec["logged"]) < 20:
-                rec["logged"].append({k: v for k, v in lg.items() if k != "traceId"})
-        if any(_otel_tx_statement(s) for s in spans):
-            self.tx_services.add(rec.get("service") or "")
-        writes, statements = _otel_writes(spans, rec.get("service") in self.tx_services)
-        rec["writes"].extend(writes[:max(0, 50 - len(rec["writes"]))])
-        rec["statements"] += statements
-        rec["dbTraced"] = rec["dbTraced"] or statements > 0
-        if rec["exception"] is None:
-            for sp in spans:
-                exc = next((_otel_exception(e["attrs"]) for e in sp["events"] if e["name"] == "exception"
-                            and sp["kind"] in (0, 1)), None)
-                if exc:
-                    rec["exception"] = exc
-                    break
-        owner._wake()
-#: end src/reticle/otel.py
 
 
 #: begin src/reticle/toolbox.py
@@ -20729,50 +23095,6 @@ def _with_buffer(session: "_BrowserSession", out: dict, since: float) -> dict:
         out["buffer"] = loss
     return out
 #: end src/reticle/answer.py
-
-
-#: begin src/reticle/daemon.py
-###############################################################################
-# The daemon, as its tools see it #############################################
-###############################################################################
-# What a tool may ask of the daemon it runs in, as one Protocol: its tabs, devices, faults, journeys and
-# OpenTelemetry receiver, its state directory and the project it serves, its clock and public origin,
-# what it refused to a page lately, and the tab a call means.  The Hub is the one there is: it is built
-# above the tools and hands itself to each of them as this, so that nothing below the Hub imports it.
-
-class _Daemon(Protocol):
-    """The daemon as a tool uses it (the Hub)."""
-
-    @property
-    def bridge(self) -> _Bridge: ...
-
-    @property
-    def devices(self) -> _DeviceManager: ...
-
-    @property
-    def faults(self) -> _Faults: ...
-
-    @property
-    def journeys(self) -> _Journeys: ...
-
-    @property
-    def otel(self) -> _OtelTraces: ...
-
-    @property
-    def state(self) -> _StateDir: ...
-
-    @property
-    def project_dir(self) -> str: ...
-
-    @property
-    def refusals(self) -> collections.deque: ...
-
-    def clock(self) -> float: ...
-
-    def public_origin(self) -> str: ...
-
-    def resolve_tab(self, args: dict, ctx: _CallContext) -> Awaitable[_BrowserSession]: ...
-#: end src/reticle/daemon.py
 
 
 #: begin src/reticle/flow_files.py
@@ -21442,6 +23764,15 @@ async def _await_server_records(session: "_BrowserSession", since: float, budget
     return session.server_seen != before
 
 
+async def _stores_caught_up(session: "_BrowserSession") -> bool:
+    """Storage truth: every watched store read now, so a verdict judges what it committed up to here (a commit
+    is on disk before the answer that follows it reaches the page).  -> whether a commit joined."""
+    stores = getattr(getattr(session.bridge, "hub", None), "stores", None)
+    if stores is None or not stores.watches:
+        return False
+    return bool(await stores.catch_up())
+
+
 def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
     """The act's marked requests that answered and have no server record (see _await_server_records),
     but for what the page sends on its own."""
@@ -21473,6 +23804,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
         _progress_note("waiting for the act's work to land before judging")
         pending = await _await_horizon(session, act_at, session.now() + HORIZON_CAP_MS)
         await _await_server_records(session, act_at, session.now() + SERVER_WAIT_CAP_MS)
+        await _stores_caught_up(session)
     session.documents.expire_arrival()  # a new document overdue is said in the window before the tab is asked about
     if timeout_ms > 0:
         obs = await _wait_for_predicate(session, p, floor, timeout_ms, after_act, effect,
@@ -21494,6 +23826,7 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
             while session.now() < end and not any(e["type"] in _UI_EVENTS for e in session.window(floor)):
                 await session.wait_change((end - session.now()) / 1000.0)
         arrived = await _await_server_records(session, floor, settle_until)
+        arrived = await _stores_caught_up(session) or arrived
         quiet_leaf = any(leaf["kind"] == "settled" for leaf, _ in _leaves(p))
         if arrived or not quiet_leaf or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
             # judged again once the act's work (server records that joined late included) is done,
@@ -22328,15 +24661,26 @@ async def _tool_act(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "
     return await _act_once(session, args)
 
 
+def _stores_of(session: "_BrowserSession") -> Optional[_Stores]:
+    """The daemon's watched stores, when it watches any (Storage truth)."""
+    stores = getattr(getattr(session.bridge, "hub", None), "stores", None)
+    return stores if isinstance(stores, _Stores) and stores.watches else None
+
+
 async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = False) -> dict:
     """One act, no verdict (reticle_act, a flow's act without `until`): its effect, journaled (marked
     `replayed` when a flow's replay made it)."""
     session.refuse_if_throttled(args.get("refuseWhenThrottled"))
     cmd = _act_command(args)
     pre = await _journey_anchor(session, args)
+    stores = _stores_of(session)
+    if stores is not None:  # what the store committed before the act is not the act's
+        await stores.before_act(session)
     since = session.mark_act(args["action"])
     result = await _act_across_documents(session, cmd)
     session.note_act_page_time(since, result)
+    if stores is not None:
+        stores.bare_act(session)
     dispatched = result.get("dispatched", True) if isinstance(result, dict) else True
     out = {"since": since, "dispatched": dispatched if dispatched is None else bool(dispatched),
            "settled": result.get("settled") if isinstance(result, dict) else None,
@@ -22354,7 +24698,12 @@ async def _tool_act_sequence(hub: _Daemon, session: "_BrowserSession", args: dic
         except ToolError as exc:
             raise ToolError("step %d: %s" % (i, exc.error), exc.recovery, code=exc.code) from exc
     per_step = args.get("timeout_ms", 8000) / 1000.0
+    stores = _stores_of(session)
+    if stores is not None:
+        await stores.before_act(session)
     since = session.mark_act(None)
+    if stores is not None:
+        stores.bare_act(session)
     result = await session.command("act_sequence", {"steps": steps}, timeout=per_step * len(steps) + 1)
     out: Dict[str, Any] = {"since": since, "input": "cdp" if session.device is not None else "synthetic"}
     if isinstance(result, dict):
@@ -22924,15 +25273,44 @@ async def _act_and_wait_verdict(session: "_BrowserSession", args: dict, p: dict,
     if any(_PREDICATE_KINDS[leaf["kind"]].live for leaf, _ in _leaves(p)):
         already_true = bool(_judge(p, await _observe_now(session, p, session.now(), after_act=True))["pass"])
     anchor = await _journey_anchor(session, args)
+    stores = _stores_of(session)
+    if stores is not None:  # what the store committed before the act is not the act's
+        await stores.before_act(session)
     since = session.mark_act(args["action"])
     started = session.now()
-    effect = await _act_across_documents(session, cmd)
-    session.note_act_page_time(since, effect)
-    remaining, settle_until = _act_budget(timeout, started, session.now())
-    obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
-                         settle_until=settle_until)
+    try:
+        effect = await _act_across_documents(session, cmd)
+        session.note_act_page_time(since, effect)
+        remaining, settle_until = _act_budget(timeout, started, session.now())
+        obs = await _observe(session, p, since, remaining, after_act=True, effect=effect, already_true=already_true,
+                             settle_until=settle_until)
+    finally:
+        if stores is not None:
+            stores.end_act(session)
     obs.action, obs.act_at = args["action"], since
     return _answer(session, "act_and_wait", args, p, obs, anchor, replayed)
+
+
+async def _tool_watch_db(hub: _Daemon, session: Optional["_BrowserSession"], args: dict,
+                         ctx: "_CallContext") -> dict:
+    """reticle_watch_db: watch the app's store read-only (Storage truth), once the agent has read the app's
+    configuration; -> what it watches and how, or why it cannot.  `unwatch: true` stops watching it.  A
+    PostgreSQL server off this machine is watched only when the user named it (--watch-db, RETICLE_WATCH_DB):
+    a tool call may not aim the daemon at another host."""
+    url = args["url"]
+    if args.get("unwatch"):
+        watch = hub.stores.find(url)
+        await hub.stores.unwatch(watch.reader.name)
+        return {"unwatched": watch.reader.name, "watching": hub.stores.describe()}
+    host = urllib.parse.urlsplit(url).hostname if url.lower().startswith("postgres") else None
+    if host and not _is_loopback_host(host):
+        raise StoreError("reticle_watch_db watches a PostgreSQL server on this machine only, not %s" % host,
+                         "a store on another host must be named by the user: reticle serve --watch-db URL or "
+                         "RETICLE_WATCH_DB", code="store_invalid")
+    out = await hub.stores.watch(url, "reticle_watch_db")
+    return {"watching": out, "stores": hub.stores.describe(),
+            "note": "what the store commits while a tab acts now joins that act's evidence; check rows with "
+                    "{kind: \"stored\", table, where}"}
 
 
 def _describe_session(session: "_BrowserSession") -> dict:
@@ -23823,6 +26201,7 @@ _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
     "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
     "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
     "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
+    "reticle_watch_db": ("Watch a store", _READS, None),
 }
 
 
@@ -23991,6 +26370,11 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
         {"ref": {"type": "string", "pattern": "^e[0-9]+$"}, "fullPage": {"type": "boolean"},
          "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
         _tool_screenshot, {"inline": True}, own_tab=True),
+    _ToolSpec("reticle_watch_db",
+        "Watch the app's database read-only (its URL as its config writes it: sqlite:////abs/app.db, "
+        "postgresql://u:p@localhost/db, file:///abs/data.json): what it commits during an act joins the verdict.",
+        {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "unwatch": {"type": "boolean"}},
+        _tool_watch_db, {"url": "sqlite:////home/me/app/db.sqlite3"}, required=("url",), own_tab=True),
 )
 
 
@@ -24066,6 +26450,7 @@ class Hub:
         self.project_dir = os.environ.get("RETICLE_PROJECT_DIR") or os.getcwd()
         self.frames = _Frames(self.project_dir)  # the pages' source maps: where a request was sent from
         self.guard = _Guard(self)
+        self.stores = _Stores(self.project_dir, self.clock, self.spawn)  # the app's stores watched (Storage truth)
         self.sse_streams: Dict[str, _Stream] = {}
         self.get_streams: set = set()
         self.bulk_window = [0.0, 0]  # [start (monotonic s), bulk body bytes read in it] (data_received)
@@ -24196,7 +26581,7 @@ class Hub:
                "devices": self.devices.describe(),
                # counts only (what a refusal named stays in the log): the middleware's records, the spans
                "serverTruth": {"middleware": {k: v for k, v in self.server_truth.items() if isinstance(v, int)},
-                               "openTelemetry": otel}}
+                               "openTelemetry": otel, "stores": self.stores.describe()}}
         if not out["sessions"]:
             out["why"] = self.bridge.why()
         return out
@@ -24223,6 +26608,7 @@ class Hub:
         await self.devices.close_all("the daemon is stopping")
         self.bridge.close_all()
         self.otel.close()
+        await self.stores.close()
         if self.frames.parser is not None:
             self.frames.parser.shutdown(wait=False, cancel_futures=True)
         for _ in range(20):
@@ -25688,16 +28074,18 @@ async def _shut_down(hub: Hub, server: "_CappedHTTPServer", record_name: str) ->
 
 async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: bool = False,
                  certfile: Optional[str] = None, keyfile: Optional[str] = None,
-                 ready: Optional[Callable[[Hub], None]] = None) -> int:
+                 ready: Optional[Callable[[Hub], None]] = None, watch_db: Optional[List[str]] = None) -> int:
     """Serve the daemon on host:port until it is asked to stop; return the exit code (1 when the port
     is taken, with a sentence naming its owner).  A dead daemon's devices are reaped beside serving.
 
     Beyond loopback it needs a long RETICLE_TOKEN (ConfigError otherwise).  Once listening it writes
     its daemon-<port>.json record and calls `ready(hub)`; a signal, POST /stop or `request_stop` then
-    shuts down in order: streams told, devices closed, connections closed, its own record removed."""
+    shuts down in order: streams told, devices closed, connections closed, its own record removed.
+    The stores of `watch_db` (--watch-db) and RETICLE_WATCH_DB are watched from the start (_watch_stores)."""
     _refuse_open_bind(host)
     hub = Hub(state_dir=state_dir, host=host, port=port, scheme="https" if tls or certfile else "http")
     hub.token()  # create the token file before anyone asks
+    await _watch_stores(hub, watch_db or [])
     ssl_ctx = None
     if tls or certfile:
         ssl_ctx, fingerprint = _tls_context(hub.state, certfile, keyfile)
@@ -25734,6 +28122,23 @@ async def _serve(host: str, port: int, state_dir: Optional[str] = None, tls: boo
     finally:
         await _shut_down(hub, server, record_name)
     return 0
+
+
+async def _watch_stores(hub: Hub, given: List[str]) -> None:
+    """Watch the stores named on the command line and in RETICLE_WATCH_DB (URLs separated by whitespace).
+    A URL Reticle cannot read as a store refuses the start (ConfigError); a store that cannot be watched
+    now (down, refused, a driver missing) is said on stderr and in /status, and the daemon serves."""
+    urls = [(u, "--watch-db") for u in given] + [
+        (u, "RETICLE_WATCH_DB") for u in os.environ.get("RETICLE_WATCH_DB", "").split()]
+    for url, by in urls:
+        try:
+            found = await hub.stores.watch(url, by)
+        except StoreError as exc:
+            if exc.code == "store_invalid":
+                raise ConfigError("%s: %s" % (by, exc.error)) from None
+            sys.stderr.write("reticle: not watching a store (%s): %s; %s\n" % (by, exc.error, exc.recovery))
+            continue
+        sys.stderr.write("reticle: watching %s: %s\n" % (found["store"], found["how"]))
 
 
 def _self_command() -> List[str]:
@@ -26040,9 +28445,12 @@ async def _mcp_stdio(port: int, state: _StateDir) -> int:
 # configuration of Claude Code (.mcp.json), Cursor (.cursor/mcp.json), VS Code
 # (.vscode/mcp.json, "servers") and Codex ($CODEX_HOME/config.toml, default
 # ~/.codex: Codex reads MCP servers from the user's config), merging and never
-# clobbering another server.  Planning is pure (_init_plan); writing is small.
+# clobbering another server.  The app's store, where init finds it (init_stores),
+# goes into the project's MCP configurations as the server's env RETICLE_WATCH_DB.
+# Planning is pure (_init_plan); writing is small.
 
 _SERVER_NAME = "reticle"
+_WATCH_ENV = "RETICLE_WATCH_DB"  # the stores the daemon watches, URLs separated by whitespace
 _TEMPLATE_DIRS = ("templates",)
 
 
@@ -26316,12 +28724,39 @@ def _merge_json_server(path: str, key: str, entry: dict, skipped: Optional[List[
     if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
         return None, "%s has an unexpected shape; left alone" % path
     servers = data.get(key, {})
+    watch = (entry.get("env") or {}).get(_WATCH_ENV)
     if _SERVER_NAME in servers:
-        same = servers[_SERVER_NAME] == entry
-        return None, "%s: %s already has a %r server%s" % (path, key, _SERVER_NAME, "" if same else " (kept as it is)")
-    data[key] = dict(servers, **{_SERVER_NAME: entry})
+        updated, note = _entry_with_watch(servers[_SERVER_NAME], entry)
+        if updated is None:
+            return None, "%s: %s already has a %r server%s" % (path, key, _SERVER_NAME, note)
+        what = "added %s to the %r MCP server's env" % (_WATCH_ENV, _SERVER_NAME)
+    else:
+        updated = entry
+        what = "added the %r MCP server under %r%s" % (_SERVER_NAME, key, " with %s in its env" % _WATCH_ENV
+                                                        if watch else "")
+    data[key] = dict(servers, **{_SERVER_NAME: updated})
     new = json.dumps(data, indent=2) + "\n"
-    return _InitChange(path, old, new, "added the %r MCP server under %r" % (_SERVER_NAME, key)), ""
+    return _InitChange(path, old, new, what), ""
+
+
+def _entry_with_watch(existing: Any, entry: dict) -> Tuple[Optional[dict], str]:
+    """An existing `reticle` entry with the watch init found added to its env, when it has none (the
+    rest of the entry kept as it is); else (None, the end of the note that says it was kept).  A watch
+    the user wrote is never replaced: the note names both, passwords masked."""
+    watch = (entry.get("env") or {}).get(_WATCH_ENV)
+    if existing == entry:
+        return None, ""
+    env = existing.get("env", {}) if isinstance(existing, dict) else None
+    if not watch or not isinstance(env, dict):
+        return None, " (kept as it is)"
+    have = env.get(_WATCH_ENV)
+    if have == watch:
+        return None, " (kept as it is; it watches what init found)"
+    if have:
+        shown = " ".join(_mask_url(u) for u in str(have).split())
+        return None, " (kept as it is: it watches %s; init found %s)" % (
+            shown, " ".join(_mask_url(u) for u in watch.split()))
+    return dict(existing, env=dict(env, **{_WATCH_ENV: watch})), ""
 
 
 def _toml_str(value: str) -> str:
@@ -26500,7 +28935,30 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     changes += server_changes
     notes += server_notes
     notes += _otel_init(root, origin, port)
-    stdio = {"command": command[0], "args": command[1:]}
+    stores = _find_stores(root, lambda path: _read_file_text(path, skipped))
+    mcp_changes, mcp_notes, warnings = _mcp_configs(root, home, command, stores, skipped)
+    changes += mcp_changes
+    notes += mcp_notes
+    change = _gitignore_auth(root, skipped)
+    changes += [change] if change else []
+    notes += sorted(set(skipped))
+    return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin) + warnings,
+            "stores": stores}
+
+
+def _mcp_configs(root: str, home: str, command: List[str], stores: List[_StoreFinding], skipped: List[str]
+                 ) -> Tuple[List[_InitChange], List[str], List[str]]:
+    """The MCP client configurations init writes (changes, notes, warnings): the `reticle` server in the
+    project's three JSON files, with the stores found as env RETICLE_WATCH_DB (the daemon `reticle mcp`
+    starts inherits it), and in Codex's.  Codex's file is the user's, read for every project, so this
+    project's store is not written there (another project's daemon would watch it): a note says how."""
+    changes: List[_InitChange] = []
+    notes: List[str] = []
+    stdio: Dict[str, Any] = {"command": command[0], "args": command[1:]}
+    urls = [f.url for f in stores if f.url]
+    if urls:
+        stdio["env"] = {_WATCH_ENV: " ".join(urls)}
+    written = []
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
                                 (os.path.join(".vscode", "mcp.json"), "servers", dict(stdio, type="stdio"))):
@@ -26511,6 +28969,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj, skipped)
         if change:
             changes.append(change)
+            written.append(rel)
         if note:
             notes.append(note)
     codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
@@ -26519,10 +28978,15 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         changes.append(change)
     if note:
         notes.append(note)
-    change = _gitignore_auth(root, skipped)
-    changes += [change] if change else []
-    notes += sorted(set(skipped))
-    return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin)}
+    if urls:
+        notes.append("Codex: its config.toml serves every project, so this project's store is not written "
+                     "there; in Codex, call reticle_watch_db {url: ...} with the URL above")
+    warnings = []
+    if written and any(_has_password(u) for u in urls):
+        warnings.append("%s in %s holds the database password (the daemon needs it to read the database): "
+                        "keep %s out of version control" % (_WATCH_ENV, ", ".join(written),
+                                                            "that file" if len(written) == 1 else "these files"))
+    return changes, notes, warnings
 
 
 def _gitignore_auth(root: str, skipped: Optional[List[str]] = None) -> Optional[_InitChange]:
@@ -26643,16 +29107,42 @@ def _init_command(port: int = DEFAULT_PORT) -> List[str]:
     return _self_command() + ["mcp"] + extra
 
 
+class _MaskedOut:
+    """The output init prints to, with the password of every store URL it found masked, as written and
+    as JSON escapes it (a dry run prints the new lines of a configuration that holds the real URL)."""
+
+    def __init__(self, out: Any, stores: List[_StoreFinding]) -> None:
+        self.out = out
+        self.pairs: List[Tuple[str, str]] = []
+        for f in stores:
+            if f.url and _has_password(f.url):
+                masked = _mask_url(f.url)
+                self.pairs.append((f.url, masked))
+                for ascii in (True, False):
+                    self.pairs.append((json.dumps(f.url, ensure_ascii=ascii)[1:-1],
+                                       json.dumps(masked, ensure_ascii=ascii)[1:-1]))
+
+    def write(self, text: str) -> None:
+        for real, masked in self.pairs:
+            text = text.replace(real, masked)
+        self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
     """`reticle init`: print the plan, then write it (unless --dry-run; a terminal asks first
     unless --yes)."""
     import stat
     root = os.path.abspath(os.getcwd())
     plan = _init_plan(root, os.path.expanduser("~"), port, _init_command(port))
-    out = sys.stdout
+    out = _MaskedOut(sys.stdout, plan["stores"])
     app = plan["app"]
     out.write("app: %s (%s)%s\n" % (app["kind"], app["why"], "; HTML entry %s" % os.path.relpath(app["entry"], root)
                                     if app.get("entry") else ""))
+    for line in _store_lines(plan["stores"]):
+        out.write("store: %s\n" % line)
     for w in plan["warnings"]:
         out.write("warning: %s\n" % w)
     for n in plan["notes"]:
@@ -26752,6 +29242,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls", action="store_true", help="serve HTTPS/WSS with a self-signed certificate")
     p.add_argument("--certfile", default=None, help="PEM certificate for --tls")
     p.add_argument("--keyfile", default=None, help="PEM private key for --tls")
+    p.add_argument("--watch-db", action="append", default=[], metavar="URL",
+                   help="watch the app's store read-only as a witness of what it committed (repeatable; also "
+                        "RETICLE_WATCH_DB): sqlite:////abs/path.db, postgresql://user:pass@host:port/db, "
+                        "file:///abs/path.json")
     p = sub.add_parser("mcp", help="MCP over stdio; starts a daemon on the first tool call")
     port_arg(p)
     p = sub.add_parser("status", help="is a daemon running? (exit 1 when not)")
@@ -27481,7 +29975,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "serve":
             _setup_logging()
             host = args.host or os.environ.get("RETICLE_HOST", "").strip() or DEFAULT_HOST
-            return asyncio.run(_serve(host, port, tls=args.tls, certfile=args.certfile, keyfile=args.keyfile))
+            return asyncio.run(_serve(host, port, tls=args.tls, certfile=args.certfile, keyfile=args.keyfile,
+                                      watch_db=args.watch_db))
         if args.command == "mcp":
             _setup_logging(logging.WARNING)
             return asyncio.run(_mcp_stdio(port, state))
