@@ -18469,7 +18469,8 @@ _SERVER_INSTALL = (
     "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); raw sqlite3 writes: "
     "reticle.watch_sqlite3(conn); "
     "`reticle init` adds or prints it; any other stack: its OpenTelemetry exporter pointed at the daemon "
-    "(`reticle init` prints how)")
+    "(`reticle init` prints how); what a store committed, on any stack: reticle_watch_db {url} and a "
+    "{kind: \"stored\"} check")
 
 
 def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
@@ -18482,7 +18483,9 @@ def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
         return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
                 "inconclusive": "the OpenTelemetry spans of %s carry no database statement, and that service has "
                                 "sent no database span yet: without database instrumentation its writes are "
-                                "unknown, not 0 (add the instrumentation of its database client)"
+                                "unknown, not 0 (add the instrumentation of its database client, or, where none exists, "
+                                "let Reticle watch the database itself: reticle_watch_db {url} or --watch-db URL, "
+                                "then check the row with {kind: \"stored\", table, where})"
                                 % _server_label(traced[0])}
     blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
         r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
@@ -18647,7 +18650,8 @@ def _commit_advice(r: dict) -> str:
         return ("Reticle's Python middleware sees commits (reticle.wsgi, reticle.asgi or reticle.DjangoMiddleware, "
                 "beside the tracing or instead of it)")
     return ("Reticle's Python middleware sees commits in a Python app (reticle.wsgi, reticle.asgi, "
-            "reticle.DjangoMiddleware); in another stack, trace the transaction statements (a driver "
+            "reticle.DjangoMiddleware); in another stack, watch the database itself (reticle_watch_db {url}: it "
+            "sees only what was committed) or trace the transaction statements (a driver "
             "instrumentation that records BEGIN and COMMIT, such as pg's or mysql2's)")
 
 
@@ -21674,7 +21678,8 @@ def _judge(p: dict, obs: _Observation) -> dict:
                 "evidence": children}
     read = obs.live.get(_leaf_key(p))
     if isinstance(read, _ReadFailed):
-        return {"pass": False, "inconclusive": "the page could not answer: %s" % read.why}
+        return {"pass": False, "inconclusive": "%s could not answer: %s" % (
+            "the store" if kind == "stored" else "the page", read.why)}
     judge = _PREDICATE_KINDS[kind].judge
     assert judge is not None
     return judge(p, obs)
@@ -22249,7 +22254,8 @@ def _observed_by(r: dict) -> str:
 _SEE_THE_WRITE = ("to prove the save, check the saved data itself (read it back: a text or element check after "
                   "reticle_navigate {reload: true}), and if a background job or another process writes it, let that "
                   "process report too (Reticle's middleware, or its OpenTelemetry spans with its database "
-                  "instrumentation)")
+                  "instrumentation), or watch the database itself (reticle_watch_db {url}) and check the row with "
+                  "{kind: \"stored\", table, where})")
 
 
 def _r_server_wrote_nothing(c: _Case) -> _Ruling:

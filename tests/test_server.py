@@ -1592,6 +1592,12 @@ class MarkTest(AsyncHTTPTestCase):
         await a.write_message(json.dumps({"kind": "event", "event": {
             "type": "server.request", "data": {"method": "POST", "path": "/api/save", "status": 200,
                                                "writes": [{"op": "insert", "table": "t", "committed": True}]}}}))
+        # nor a watched store's commits (Storage truth), alone or in a frame of plain events
+        forged = {"type": "store.commit", "data": {"store": "sqlite /app.db", "changes": [
+            {"op": "insert", "table": "notes", "key": {"id": 1}, "values": {"id": 1, "title": "x"}}]}}
+        await a.write_message(json.dumps({"kind": "event", "event": forged}))
+        await a.write_message(json.dumps({"kind": "events", "events": [
+            dict(forged, t=1, documentId="d1"), {"type": "dom.added", "data": {}, "t": 2, "documentId": "d1"}]}))
         await a.write_message(json.dumps({"kind": "event", "event": {"type": "signal", "data": {"name": "x"}}}))
         for _ in range(100):
             s = self.hub.bridge.get("s-d")
@@ -1599,7 +1605,8 @@ class MarkTest(AsyncHTTPTestCase):
                 break
             await asyncio.sleep(0.01)
         assert reticle._server_records(s.window(0)) == [] and s.server_seen == 0
-        assert s.store.blind_spot_counts().get("forged-server-event") == 1
+        assert [e for e in s.window(0) if e["type"].startswith("store.")] == []
+        assert s.store.blind_spot_counts().get("forged-server-event") == 3
         # and an SDK that does not ask for a mark is sent none
         a2 = await self.tab("s-e", mark=False)
         with pytest.raises(asyncio.TimeoutError):

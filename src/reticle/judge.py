@@ -76,7 +76,8 @@ def _judge(p: dict, obs: _Observation) -> dict:
                 "evidence": children}
     read = obs.live.get(_leaf_key(p))
     if isinstance(read, _ReadFailed):
-        return {"pass": False, "inconclusive": "the page could not answer: %s" % read.why}
+        return {"pass": False, "inconclusive": "%s could not answer: %s" % (
+            "the store" if kind == "stored" else "the page", read.why)}
     judge = _PREDICATE_KINDS[kind].judge
     assert judge is not None
     return judge(p, obs)
@@ -651,7 +652,8 @@ def _observed_by(r: dict) -> str:
 _SEE_THE_WRITE = ("to prove the save, check the saved data itself (read it back: a text or element check after "
                   "reticle_navigate {reload: true}), and if a background job or another process writes it, let that "
                   "process report too (Reticle's middleware, or its OpenTelemetry spans with its database "
-                  "instrumentation)")
+                  "instrumentation), or watch the database itself (reticle_watch_db {url}) and check the row with "
+                  "{kind: \"stored\", table, where})")
 
 
 def _r_server_wrote_nothing(c: _Case) -> _Ruling:

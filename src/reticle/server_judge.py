@@ -249,7 +249,8 @@ _SERVER_INSTALL = (
     "app = reticle.asgi(app); SQLAlchemy writes: reticle.watch_sqlalchemy(engine); raw sqlite3 writes: "
     "reticle.watch_sqlite3(conn); "
     "`reticle init` adds or prints it; any other stack: its OpenTelemetry exporter pointed at the daemon "
-    "(`reticle init` prints how)")
+    "(`reticle init` prints how); what a store committed, on any stack: reticle_watch_db {url} and a "
+    "{kind: \"stored\"} check")
 
 
 def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
@@ -262,7 +263,9 @@ def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
         return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
                 "inconclusive": "the OpenTelemetry spans of %s carry no database statement, and that service has "
                                 "sent no database span yet: without database instrumentation its writes are "
-                                "unknown, not 0 (add the instrumentation of its database client)"
+                                "unknown, not 0 (add the instrumentation of its database client, or, where none exists, "
+                                "let Reticle watch the database itself: reticle_watch_db {url} or --watch-db URL, "
+                                "then check the row with {kind: \"stored\", table, where})"
                                 % _server_label(traced[0])}
     blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
         r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
@@ -427,7 +430,8 @@ def _commit_advice(r: dict) -> str:
         return ("Reticle's Python middleware sees commits (reticle.wsgi, reticle.asgi or reticle.DjangoMiddleware, "
                 "beside the tracing or instead of it)")
     return ("Reticle's Python middleware sees commits in a Python app (reticle.wsgi, reticle.asgi, "
-            "reticle.DjangoMiddleware); in another stack, trace the transaction statements (a driver "
+            "reticle.DjangoMiddleware); in another stack, watch the database itself (reticle_watch_db {url}: it "
+            "sees only what was committed) or trace the transaction statements (a driver "
             "instrumentation that records BEGIN and COMMIT, such as pg's or mysql2's)")
 
 
