@@ -9221,19 +9221,11 @@ class _StoreFinding:
 
 
 def _mask_url(url: str) -> str:
-    """`url` with its password (in the authority, or a `password=` query parameter) shown as ***: what
-    init prints.  Anything that is not a URL with a password comes back unchanged."""
-    if "://" not in url:
-        return url
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            netloc = "%s:***@%s" % (userinfo.split(":", 1)[0], host)
-    query = re.sub(r"(?i)(^|&)(password)=[^&]*", r"\1\2=***", parts.query)
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)) if (
-        netloc != parts.netloc or query != parts.query) else url
+    """`url` with its password (in the authority, up to its last @ as URL parsers read it, or a
+    `password=` query parameter) shown as ***: what init prints.  A pattern, not a parser, so that a
+    malformed URL is masked too; anything without a password comes back unchanged."""
+    url = re.sub(r"(?i)^([a-z][a-z0-9+.-]*://[^:/?#@]*):[^/?#]*@", r"\1:***@", url)
+    return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
 
 
 def _has_password(url: str) -> bool:
@@ -9258,7 +9250,7 @@ def _file_head(path: str, size: int = 16) -> Optional[bytes]:
     """The first bytes of a regular file (opened without blocking, so a FIFO never hangs init), or None."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path read from a file
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -9281,6 +9273,8 @@ def _path_finding(source: str, path: str) -> _StoreFinding:
     app has not made it yet), else a JSON file store or a folder of them (file:///...)."""
     if os.path.basename(path) in ("", ":memory:"):
         return _StoreFinding(source, problem="an in-memory database: nothing outlives the process to watch")
+    if "\x00" in path:
+        return _StoreFinding(source, problem="its path holds a NUL character")
     path = os.path.abspath(path)
     exists = os.path.lexists(path)
     if os.path.isdir(path):
@@ -9317,10 +9311,14 @@ def _url_finding(source: str, value: str, base: str) -> _StoreFinding:
     if family in ("postgres", "postgresql"):
         return _StoreFinding(source, family + ":" + rest)
     if family == "file":
-        if rest.startswith("//"):
-            netloc_path = urllib.parse.urlsplit(value)
-            return _path_finding(source, urllib.request.url2pathname(netloc_path.path))
-        return _path_finding(source, os.path.join(base, rest.split("?", 1)[0]))
+        path = rest.split("?", 1)[0].split("#", 1)[0]
+        if path.startswith("//"):
+            host, _, path = path[2:].partition("/")
+            if host not in ("", "localhost"):
+                return _StoreFinding(source, problem="it names another host (%s); only a file on this machine "
+                                                     "can be watched" % host)
+            path = urllib.request.url2pathname("/" + path)
+        return _path_finding(source, os.path.join(base, path))
     return _unwatchable(source, _ENGINES.get(family, family), scheme + ":")
 
 
@@ -9332,7 +9330,7 @@ def _short_value(value: str) -> str:
 
 def _dotenv(text: str) -> Dict[str, str]:
     """The variables of a .env file: `KEY=value`, `export KEY=value`, values quoted ("..." with
-    escapes, '...' as written) or bare (a ` #` starts a comment)."""
+    escapes, '...' as written) or bare (a ` #` starts a comment).  Multi-line values are not read."""
     out: Dict[str, str] = {}
     for line in text.splitlines():
         m = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*)$", line)
@@ -9368,16 +9366,17 @@ class _EnvFiles:
         return None
 
     def expanded(self, value: str) -> Optional[str]:
-        """`value` with ${VAR} and $VAR taken from these files, or None when one is not set here."""
+        """`value` with each ${VAR} taken from these files (python-dotenv's form; a bare $ stays, as in
+        a password), or None when one is not set here."""
         missing: List[str] = []
 
         def one(m: "re.Match[str]") -> str:
-            found = self.get(m.group(1) or m.group(2))
+            found = self.get(m.group(1))
             if found is None:
                 missing.append(m.group(0))
                 return ""
             return found[0]
-        out = re.sub(r"\$\{(\w+)\}|\$([A-Za-z_]\w*)", one, value)
+        out = re.sub(r"\$\{(\w+)\}", one, value)
         return None if missing else out
 
 
@@ -9704,8 +9703,10 @@ def _from_rails(root: str, read: _Reader) -> List[_StoreFinding]:
 def _prisma_schemas(root: str) -> List[str]:
     candidates = [os.path.join(root, "prisma", "schema.prisma"), os.path.join(root, "schema.prisma")]
     folder = os.path.join(root, "prisma", "schema")
-    if os.path.isdir(folder):
+    try:
         candidates += [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".prisma")]
+    except OSError:
+        pass  # no multi-file schema
     return [p for p in candidates if os.path.isfile(p)]
 
 
@@ -9845,16 +9846,30 @@ def _from_code(root: str, read: _Reader) -> List[_StoreFinding]:
     return out
 
 
+def _guarded(source: str, find: Callable[[], List[_StoreFinding]]) -> List[_StoreFinding]:
+    """What one source finds; a file that defeats its reader (nested past Python's recursion limit, a
+    NUL in a path) becomes a finding that says so, and init goes on."""
+    try:
+        return find()
+    except (OSError, ValueError, RecursionError) as exc:
+        return [_StoreFinding(source, problem="could not be read (%s: %s)" % (type(exc).__name__,
+                                                                               _short_value(str(exc))))]
+
+
 def _find_stores(root: str, read: _Reader) -> List[_StoreFinding]:
     """Every store the project names, each once (by URL), in the order of the sources: .env
     DATABASE_URL, Django, Rails, Laravel, Prisma; only when none of them names one (watchable or not),
     SQLite files beside the app and the stores its code opens."""
     env = _EnvFiles(root, read)
     prisma = bool(_prisma_schemas(root))
-    found = (_from_dotenv(root, env, prisma) + _from_django(root, read) + _from_rails(root, read)
-             + _from_laravel(root, env) + _from_prisma(root, read, env))
+    found = (_guarded(".env files", lambda: _from_dotenv(root, env, prisma))
+             + _guarded("Django settings", lambda: _from_django(root, read))
+             + _guarded("Rails config/database.yml", lambda: _from_rails(root, read))
+             + _guarded("Laravel .env", lambda: _from_laravel(root, env))
+             + _guarded("Prisma schema", lambda: _from_prisma(root, read, env)))
     if not found:
-        found = _from_files(root) + _from_code(root, read)
+        found = _guarded("SQLite files", lambda: _from_files(root)) + _guarded("the app's code",
+                                                                             lambda: _from_code(root, read))
     seen: Set[Any] = set()
     out: List[_StoreFinding] = []
     for finding in found:
@@ -13996,9 +14011,13 @@ class _StoreReader(Protocol):
     def close(self) -> None: ...
 
 
-def _diff_tables(old: Dict[str, Any], new: Dict[str, Any]) -> Tuple[List[dict], List[str]]:
+def _diff_tables(old: Dict[str, Any], new: Dict[str, Any],
+                 render: Optional[Callable[[str, Any], Dict[str, Any]]] = None) -> Tuple[List[dict], List[str]]:
     """What changed between two snapshots {table: {key: row} | ("uncompared", signature)}: (changes,
-    tables that changed but are too big to compare).  A change is {op, table, key, values[, changed]}."""
+    tables that changed but are too big to compare).  A change is {op, table, key, values[, changed]};
+    `render` makes a row as kept (a tuple, say) into its values as evidence, for changed rows only."""
+    def shown(table: str, row: Any) -> Dict[str, Any]:
+        return render(table, row) if render is not None else row
     changes: List[dict] = []
     uncompared: List[str] = []
     for table in sorted(set(old) | set(new)):
@@ -14007,16 +14026,21 @@ def _diff_tables(old: Dict[str, Any], new: Dict[str, Any]) -> Tuple[List[dict], 
             if before != after:
                 uncompared.append(table)
             continue
+        if before == after:
+            continue
         for key, row in after.items():
             if key not in before:
-                changes.append({"op": "insert", "table": table, "key": _key_of(key, row), "values": row})
+                values = shown(table, row)
+                changes.append({"op": "insert", "table": table, "key": _key_of(key, values), "values": values})
             elif before[key] != row:
-                changed = sorted(c for c in row if before[key].get(c) != row.get(c))
-                changes.append({"op": "update", "table": table, "key": _key_of(key, row), "values": row,
+                values, was = shown(table, row), shown(table, before[key])
+                changed = sorted(c for c in values if was.get(c) != values.get(c))
+                changes.append({"op": "update", "table": table, "key": _key_of(key, values), "values": values,
                                 "changed": changed})
         for key, row in before.items():
             if key not in after:
-                changes.append({"op": "delete", "table": table, "key": _key_of(key, row), "values": row})
+                values = shown(table, row)
+                changes.append({"op": "delete", "table": table, "key": _key_of(key, values), "values": values})
     return changes, uncompared
 
 
@@ -14051,6 +14075,10 @@ class _SqliteReader:
         self.conn: Optional[sqlite3.Connection] = None
         self.version: Optional[int] = None
         self.snap: Dict[str, Any] = {}
+        self.cols: Dict[str, List[str]] = {}
+
+    def _render(self, table: str, values: Tuple[Any, ...]) -> Dict[str, Any]:
+        return _store_row(dict(zip(self.cols.get(table, ()), values)))
 
     def _connect(self) -> bool:
         if self.conn is not None:
@@ -14116,17 +14144,14 @@ class _SqliteReader:
                     out[table] = ("uncompared", count, top)
                     continue
                 budget -= count
-                cur = self.conn.execute("SELECT %s* FROM %s" % ("rowid AS __rowid__, " if rowid and not pk else "", t))
-                cols = [d[0] for d in cur.description]
-                rows: Dict[Any, Dict[str, Any]] = {}
-                for values in cur:
-                    row = dict(zip(cols, values))
-                    if pk:
-                        key: Any = (tuple(pk), tuple(row[c] for c in pk))
-                    else:
-                        key = (("rowid",), (row.pop("__rowid__"),))
-                    rows[key] = _store_row(row)
-                out[table] = rows
+                keyed = pk or ["rowid"]
+                cur = self.conn.execute("SELECT %s, * FROM %s" % (", ".join(
+                    _sqlite_ident(c) if pk else "rowid" for c in keyed), t))
+                cols = [d[0] for d in cur.description][len(keyed):]
+                self.cols[table] = cols
+                names = tuple(keyed)
+                n = len(keyed)
+                out[table] = {(names, values[:n]): values[n:] for values in cur}
         finally:
             self.conn.execute("COMMIT")
         return out
@@ -14140,7 +14165,7 @@ class _SqliteReader:
             return None
         self.version = version
         snap = self._snapshot()
-        changes, uncompared = _diff_tables({} if fresh else self.snap, snap)
+        changes, uncompared = _diff_tables({} if fresh else self.snap, snap, self._render)
         self.snap = snap
         if not changes and not uncompared:
             return None
@@ -14386,7 +14411,7 @@ class _Acting(Protocol):
 class _Watch:
     """One watched store: its reader, how it watches, who asked for it, what it last said."""
 
-    __slots__ = ("url", "reader", "how", "by", "commits", "error")
+    __slots__ = ("url", "reader", "how", "by", "commits", "error", "reads")
 
     def __init__(self, url: str, reader: _StoreReader, by: str) -> None:
         self.url = url
@@ -14395,10 +14420,11 @@ class _Watch:
         self.by = by
         self.commits = 0
         self.error = ""
+        self.reads = 0      # polls made (they stop when no tab acts)
 
     def describe(self) -> dict:
         out = {"store": self.reader.name, "kind": self.reader.kind, "how": self.how, "by": self.by,
-               "commitsSeen": self.commits}
+               "commitsSeen": self.commits, "reads": self.reads}
         if self.reader.limited:
             out["limited"] = self.reader.limited
         if self.error:
@@ -14511,6 +14537,7 @@ class _Stores:
         found = False
         async with self._lock:
             for watch in list(self.watches.values()):
+                watch.reads += 1
                 try:
                     got = await self._run(watch.reader.poll)
                     watch.error = ""
@@ -28709,7 +28736,8 @@ def _merge_json_server(path: str, key: str, entry: dict, skipped: Optional[List[
                        ) -> Tuple[Optional[_InitChange], str]:
     """The change that adds Reticle's MCP server entry under `key` of one JSON client config, or
     (None, a note saying why not): an unreadable file, one that is not strict JSON (duplicate keys,
-    1e999) or not an object is left alone, and an entry already there is kept as it is."""
+    1e999) or not an object is left alone, and an entry already there is kept as it is, but for the
+    watch (env RETICLE_WATCH_DB) added when it has none."""
     old = _read_file_text(path, skipped)
     if old is None and os.path.lexists(path):
         return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))

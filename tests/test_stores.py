@@ -191,6 +191,43 @@ def test_a_json_list_without_ids_is_compared_by_content(device, tmp_path, daemon
         closing(app, browser)
 
 
+def test_two_tabs_acting_on_one_store_at_once_are_told_apart_or_said_to_be_shared(tmp_path, daemon, mcp):
+    """Two tabs acting on the same store at the same time: a commit cannot be told to be one's or the other's,
+    so each verdict says so (unknown, store_shared; a `stored` check unknown) rather than guessing; once only
+    one tab acts, its save is yes again.  Reading stops when no tab acts."""
+    need_php("sqlite")
+    app = PhpStore(tmp_path, daemon)
+    sid_a, browser_a = open_tab(mcp, app, path="/notes/new")
+    sid_b, browser_b = open_tab(mcp, app, path="/notes/new")
+    try:
+        watch(mcp, app.watch_url)
+        for n in range(2):
+            for sid in (sid_a, sid_b):
+                mcp.ok("reticle_act", {"sessionId": sid, "action": "fill", "target": {"label": "Title"},
+                                       "args": {"value": "Shared %s %d" % (sid[-4:], n)}})
+            out = mcp.ok("reticle_act_and_wait", {"sessionId": sid_a, "action": "click", "detail": "full",
+                                                  "target": {"role": "button", "name": "Save note"}}, timeout=60)
+            assert "Shared %s %d" % (sid_a[-4:], n) in titles(app)
+            assert out["verified"] == "unknown" and out["verifiedReason"] == "store_shared", out
+            out = mcp.ok("reticle_act_and_wait", {
+                "sessionId": sid_b, "action": "click", "detail": "full", "target": {"role": "button", "name": "Save note"},
+                "until": {"kind": "stored", "table": "notes", "where": {"title": "Shared %s %d" % (sid_b[-4:], n)}}},
+                timeout=60)
+            assert out["verified"] == "unknown" and "another tab" in out["because"], out
+            for sid in (sid_a, sid_b):
+                mcp.ok("reticle_navigate", {"sessionId": sid, "url": app.url + "/notes/new"})
+        time.sleep(5.5)  # past the bare acts' 5 s: one tab acting alone
+        out = fill_and_click(mcp, sid_a, "Save note", "Alone")
+        assert out["verified"] == "yes" and "Alone" in titles(app), out
+        time.sleep(2)  # past the act's linger: nothing reads the store now
+        reads = daemon.status()["serverTruth"]["stores"][0]["reads"]
+        time.sleep(1)
+        assert daemon.status()["serverTruth"]["stores"][0]["reads"] == reads
+    finally:
+        browser_b.close()
+        closing(app, browser_a)
+
+
 def test_a_watched_sqlite_file_is_left_byte_identical(tmp_path, daemon, mcp):
     """Only Reticle touches the file during the run (watch, acts that poll it, reads of its rows, unwatch): the
     database file is byte for byte as it was, in rollback-journal and WAL mode alike (and in rollback-journal

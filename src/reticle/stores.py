@@ -73,9 +73,13 @@ class _StoreReader(Protocol):
     def close(self) -> None: ...
 
 
-def _diff_tables(old: Dict[str, Any], new: Dict[str, Any]) -> Tuple[List[dict], List[str]]:
+def _diff_tables(old: Dict[str, Any], new: Dict[str, Any],
+                 render: Optional[Callable[[str, Any], Dict[str, Any]]] = None) -> Tuple[List[dict], List[str]]:
     """What changed between two snapshots {table: {key: row} | ("uncompared", signature)}: (changes,
-    tables that changed but are too big to compare).  A change is {op, table, key, values[, changed]}."""
+    tables that changed but are too big to compare).  A change is {op, table, key, values[, changed]};
+    `render` makes a row as kept (a tuple, say) into its values as evidence, for changed rows only."""
+    def shown(table: str, row: Any) -> Dict[str, Any]:
+        return render(table, row) if render is not None else row
     changes: List[dict] = []
     uncompared: List[str] = []
     for table in sorted(set(old) | set(new)):
@@ -84,16 +88,21 @@ def _diff_tables(old: Dict[str, Any], new: Dict[str, Any]) -> Tuple[List[dict], 
             if before != after:
                 uncompared.append(table)
             continue
+        if before == after:
+            continue
         for key, row in after.items():
             if key not in before:
-                changes.append({"op": "insert", "table": table, "key": _key_of(key, row), "values": row})
+                values = shown(table, row)
+                changes.append({"op": "insert", "table": table, "key": _key_of(key, values), "values": values})
             elif before[key] != row:
-                changed = sorted(c for c in row if before[key].get(c) != row.get(c))
-                changes.append({"op": "update", "table": table, "key": _key_of(key, row), "values": row,
+                values, was = shown(table, row), shown(table, before[key])
+                changed = sorted(c for c in values if was.get(c) != values.get(c))
+                changes.append({"op": "update", "table": table, "key": _key_of(key, values), "values": values,
                                 "changed": changed})
         for key, row in before.items():
             if key not in after:
-                changes.append({"op": "delete", "table": table, "key": _key_of(key, row), "values": row})
+                values = shown(table, row)
+                changes.append({"op": "delete", "table": table, "key": _key_of(key, values), "values": values})
     return changes, uncompared
 
 
@@ -128,6 +137,10 @@ class _SqliteReader:
         self.conn: Optional[sqlite3.Connection] = None
         self.version: Optional[int] = None
         self.snap: Dict[str, Any] = {}
+        self.cols: Dict[str, List[str]] = {}
+
+    def _render(self, table: str, values: Tuple[Any, ...]) -> Dict[str, Any]:
+        return _store_row(dict(zip(self.cols.get(table, ()), values)))
 
     def _connect(self) -> bool:
         if self.conn is not None:
@@ -193,17 +206,14 @@ class _SqliteReader:
                     out[table] = ("uncompared", count, top)
                     continue
                 budget -= count
-                cur = self.conn.execute("SELECT %s* FROM %s" % ("rowid AS __rowid__, " if rowid and not pk else "", t))
-                cols = [d[0] for d in cur.description]
-                rows: Dict[Any, Dict[str, Any]] = {}
-                for values in cur:
-                    row = dict(zip(cols, values))
-                    if pk:
-                        key: Any = (tuple(pk), tuple(row[c] for c in pk))
-                    else:
-                        key = (("rowid",), (row.pop("__rowid__"),))
-                    rows[key] = _store_row(row)
-                out[table] = rows
+                keyed = pk or ["rowid"]
+                cur = self.conn.execute("SELECT %s, * FROM %s" % (", ".join(
+                    _sqlite_ident(c) if pk else "rowid" for c in keyed), t))
+                cols = [d[0] for d in cur.description][len(keyed):]
+                self.cols[table] = cols
+                names = tuple(keyed)
+                n = len(keyed)
+                out[table] = {(names, values[:n]): values[n:] for values in cur}
         finally:
             self.conn.execute("COMMIT")
         return out
@@ -217,7 +227,7 @@ class _SqliteReader:
             return None
         self.version = version
         snap = self._snapshot()
-        changes, uncompared = _diff_tables({} if fresh else self.snap, snap)
+        changes, uncompared = _diff_tables({} if fresh else self.snap, snap, self._render)
         self.snap = snap
         if not changes and not uncompared:
             return None
@@ -463,7 +473,7 @@ class _Acting(Protocol):
 class _Watch:
     """One watched store: its reader, how it watches, who asked for it, what it last said."""
 
-    __slots__ = ("url", "reader", "how", "by", "commits", "error")
+    __slots__ = ("url", "reader", "how", "by", "commits", "error", "reads")
 
     def __init__(self, url: str, reader: _StoreReader, by: str) -> None:
         self.url = url
@@ -472,10 +482,11 @@ class _Watch:
         self.by = by
         self.commits = 0
         self.error = ""
+        self.reads = 0      # polls made (they stop when no tab acts)
 
     def describe(self) -> dict:
         out = {"store": self.reader.name, "kind": self.reader.kind, "how": self.how, "by": self.by,
-               "commitsSeen": self.commits}
+               "commitsSeen": self.commits, "reads": self.reads}
         if self.reader.limited:
             out["limited"] = self.reader.limited
         if self.error:
@@ -588,6 +599,7 @@ class _Stores:
         found = False
         async with self._lock:
             for watch in list(self.watches.values()):
+                watch.reads += 1
                 try:
                     got = await self._run(watch.reader.poll)
                     watch.error = ""
