@@ -6,10 +6,10 @@
 #                                   mypy, the web frameworks), at the versions tests/requirements.txt pins,
 #                                   into the running python3's environment (the README makes it a fresh
 #                                   .venv); it writes nothing into the checkout
-#   sh tests/bootstrap.sh browser   the rest: Debian's chromium, PostgreSQL and PHP's command line, and the npm packages the
-#                                   browser tests drive (React, Hotwire Turbo, Express, Next.js and React Router 7 with
-#                                   OpenTelemetry) and ESLint for the SDK's lint, into tests/.js and
-#                                   tests/.otel (kept out of git)
+#   sh tests/bootstrap.sh browser   the rest: Debian's chromium, PostgreSQL and PHP's command line (with its SQLite
+#                                   and PostgreSQL drivers), and the npm packages the browser tests drive (React,
+#                                   Hotwire Turbo, Express, Next.js and React Router 7 with OpenTelemetry) and
+#                                   ESLint for the SDK's lint, into tests/.js and tests/.otel (kept out of git)
 #   sh tests/bootstrap.sh           both: what the whole suite (python3 -m pytest) and CI need
 set -eu
 part="${1:-all}"
@@ -46,6 +46,11 @@ fi
 # PHP's command line (its built-in server) for the plain PHP form in tests/test_server.py
 if ! command -v php >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
     apt_install php-cli
+fi
+# PHP's PDO drivers for SQLite and PostgreSQL, for the PHP app whose store Reticle watches (tests/test_store_apps.py)
+if command -v php >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    php -m | grep -qx pdo_sqlite || apt_install php-sqlite3
+    php -m | grep -qx pdo_pgsql || apt_install php-pgsql
 fi
 command -v npm >/dev/null 2>&1 || { echo "bootstrap: npm is not installed; the npm-backed tests will skip" >&2; exit 0; }
 # React's UMD builds for the real-React test.

@@ -415,3 +415,203 @@ def test_init_names_the_stacks_it_used_to_call_unknown(tmp_path, home, deps, fil
         assert word in out, (word, out)
     for word in never:
         assert word not in out, (word, out)
+
+
+# -- storage truth: init finds the app's store and writes the watch into the MCP configuration -----
+
+_CONFIGS = ((".mcp.json", "mcpServers"), (".cursor/mcp.json", "mcpServers"), (".vscode/mcp.json", "servers"))
+
+
+def _watch(project):
+    """The RETICLE_WATCH_DB the three project configurations give the daemon (the same in each), or None."""
+    values = {json.dumps(_server(project / path, key).get("env", {}).get("RETICLE_WATCH_DB")) for path, key in _CONFIGS}
+    assert len(values) == 1, values
+    return json.loads(values.pop())
+
+
+def _sqlite(path):
+    return "sqlite:///%s" % path  # an absolute path: four slashes
+
+
+def _make_sqlite(path):
+    import sqlite3
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.close()
+
+
+DJANGO_SETTINGS = {
+    "pathlib": ("from pathlib import Path\n\nBASE_DIR = Path(__file__).resolve().parent.parent\n",
+                "BASE_DIR / 'db.sqlite3'"),
+    "os.path": ("import os\n\nBASE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n",
+                "os.path.join(BASE_DIR, 'db.sqlite3')"),
+}
+
+
+@pytest.mark.parametrize("style", sorted(DJANGO_SETTINGS))
+def test_django_settings_sqlite_name_is_resolved_from_base_dir(tmp_path, home, style):
+    """Django's template settings (`BASE_DIR / 'db.sqlite3'`, or the older os.path.join form) give the
+    database beside manage.py, read with ast: the settings are never run."""
+    project = tmp_path / "site"
+    (project / "mysite").mkdir(parents=True)
+    (project / "manage.py").write_text("import django\n")
+    head, name = DJANGO_SETTINGS[style]
+    (project / "mysite" / "settings.py").write_text(
+        head + "DEBUG = True\nMIDDLEWARE = []\nraise SystemExit('settings must not run')\n"
+        "DATABASES = {\n    'default': {\n        'ENGINE': 'django.db.backends.sqlite3',\n"
+        "        'NAME': %s,\n    }\n}\n" % name)
+    out = _init(project, home, "--yes")
+    url = _sqlite(project / "db.sqlite3")
+    assert "store: %s (Django mysite/settings.py DATABASES['default'])" % url in out, out
+    assert _watch(project) == url
+
+
+def test_django_postgresql_literals_make_a_url_and_environment_values_are_named_unread(tmp_path, home):
+    project = tmp_path / "shop"
+    (project / "shop").mkdir(parents=True)
+    (project / "manage.py").write_text("import django\n")
+    (project / "shop" / "settings.py").write_text(
+        "import os\nDATABASES = {\n"
+        "    'default': {'ENGINE': 'django.db.backends.postgresql', 'NAME': 'shop', 'USER': 'shop',\n"
+        "                'PASSWORD': 'pw', 'HOST': 'localhost', 'PORT': 5432},\n"
+        "    'replica': {'ENGINE': 'django.db.backends.postgresql', 'NAME': os.environ['REPLICA_DB']},\n"
+        "}\n")
+    out = _init(project, home, "--yes")
+    assert "store: postgresql://shop:***@localhost:5432/shop (Django shop/settings.py DATABASES['default'])" in out
+    assert "DATABASES['replica']: could not read its NAME: NAME: it is read from the environment" in out, out
+    assert _watch(project) == "postgresql://shop:pw@localhost:5432/shop"
+
+
+def test_rails_database_yml_development_merges_the_default_block(tmp_path, home):
+    project = tmp_path / "blog"
+    (project / "config").mkdir(parents=True)
+    (project / "config" / "database.yml").write_text(
+        "# SQLite. Versions 3.8.0 and up are supported.\n"
+        "default: &default\n  adapter: sqlite3\n  pool: <%= ENV.fetch(\"RAILS_MAX_THREADS\") { 5 } %>\n"
+        "  timeout: 5000\n\n"
+        "development:\n  <<: *default\n  database: db/development.sqlite3\n\n"
+        "test:\n  <<: *default\n  database: db/test.sqlite3\n\n"
+        "production:\n  <<: *default\n  database: <%= ENV[\"DATABASE_PATH\"] %>\n")
+    out = _init(project, home, "--yes")
+    url = _sqlite(project / "db" / "development.sqlite3")
+    assert "store: %s (Rails config/database.yml development); not there yet" % url in out, out
+    assert _watch(project) == url
+
+
+@pytest.mark.parametrize("env, expected", [
+    ("APP_NAME=Laravel\nDB_CONNECTION=sqlite\n# DB_DATABASE=laravel\n", "sqlite"),
+    ("DB_CONNECTION=pgsql\nDB_HOST=127.0.0.1\nDB_PORT=5432\nDB_DATABASE=notes\nDB_USERNAME=sail\n"
+     "DB_PASSWORD=\"s3cret\"\n", "postgresql://sail:s3cret@127.0.0.1:5432/notes"),
+])
+def test_laravel_env_db_connection_names_the_store(tmp_path, home, env, expected):
+    """Laravel's .env: sqlite with the default database/database.sqlite, or pgsql from its DB_ variables."""
+    project = tmp_path / "notes"
+    project.mkdir()
+    (project / "artisan").write_text("#!/usr/bin/env php\n")
+    (project / ".env").write_text(env)
+    if expected == "sqlite":
+        expected = _sqlite(project / "database" / "database.sqlite")
+        _make_sqlite(project / "database" / "database.sqlite")
+    out = _init(project, home, "--yes")
+    assert "Laravel .env DB_CONNECTION=" in out and "s3cret" not in out, out
+    assert _watch(project) == expected
+
+
+def test_prisma_sqlite_file_url_is_relative_to_the_schema_folder(tmp_path, home):
+    project = tmp_path / "app"
+    (project / "prisma").mkdir(parents=True)
+    (project / "package.json").write_text(json.dumps({"dependencies": {"@prisma/client": "5.22.0"}}))
+    (project / "prisma" / "schema.prisma").write_text(
+        'generator client {\n  provider = "prisma-client-js"\n}\n\n// the dev database\n'
+        'datasource db {\n  provider = "sqlite"\n  url      = "file:./dev.db"\n}\n')
+    out = _init(project, home, "--yes")
+    url = _sqlite(project / "prisma" / "dev.db")
+    assert "store: %s (Prisma prisma/schema.prisma datasource db)" % url in out, out
+    assert _watch(project) == url
+
+
+def test_env_database_url_password_is_printed_masked_and_written_real(tmp_path, home):
+    """A .env DATABASE_URL with a password: every line init prints (the dry run's new lines too) shows
+    ***, the project's configurations hold the real URL and say so, and Codex's (the user's, read for every
+    project) gets no watch."""
+    project = tmp_path / "api"
+    project.mkdir()
+    (project / "index.html").write_text("<html><head></head><body></body></html>")
+    (project / ".env").write_text("# local only\nDATABASE_URL='postgresql://app:hunter2@localhost:5432/app'\n")
+    dry = _init(project, home, "--dry-run")
+    assert "store: postgresql://app:***@localhost:5432/app (.env DATABASE_URL)" in dry, dry
+    assert '"RETICLE_WATCH_DB": "postgresql://app:***@localhost:5432/app"' in dry and "hunter2" not in dry, dry
+    out = _init(project, home, "--yes")
+    assert "hunter2" not in out and "holds the database password" in out, out
+    assert _watch(project) == "postgresql://app:hunter2@localhost:5432/app"
+    assert "RETICLE_WATCH_DB" not in (home / ".codex" / "config.toml").read_text()
+    assert "reticle_watch_db" in out
+
+
+def test_a_better_sqlite3_database_named_in_server_js_is_found(tmp_path, home):
+    project = tmp_path / "notes"
+    project.mkdir()
+    (project / "package.json").write_text(json.dumps({"dependencies": {"express": "4.21.2",
+                                                                       "better-sqlite3": "11.7.0"}}))
+    (project / "server.js").write_text("const Database = require('better-sqlite3');\n"
+                                       "const db = new Database('notes.db');\nconst scratch = new Database(':memory:');\n")
+    (project / "node_modules" / "x").mkdir(parents=True)
+    (project / "node_modules" / "x" / "index.js").write_text("new Database('vendored.db')\n")
+    out = _init(project, home, "--yes")
+    url = _sqlite(project / "notes.db")
+    assert "store: %s (server.js: new Database('notes.db'))" % url in out, out
+    assert _watch(project) == url
+
+
+def test_a_flask_instance_sqlite_file_is_found(tmp_path, home):
+    project = tmp_path / "flaskr"
+    project.mkdir()
+    (project / "app.py").write_text("from flask import Flask\napp = Flask(__name__)\n")
+    _make_sqlite(project / "instance" / "app.sqlite")
+    (project / "instance" / "Thumbs.db").write_bytes(b"\xd0\xcf\x11\xe0 not a SQLite file")
+    out = _init(project, home, "--yes")
+    url = _sqlite(project / "instance" / "app.sqlite")
+    assert "store: %s (a SQLite file beside the app (instance/app.sqlite))" % url in out, out
+    assert _watch(project) == url
+
+
+@pytest.mark.parametrize("files, says", [
+    ({}, "store: no database found: if the app has one, add RETICLE_WATCH_DB="),
+    ({".env": "DATABASE_URL=mysql://root:pw@localhost/app\n"},
+     "store: .env DATABASE_URL: a MySQL database (mysql:): found, but Reticle cannot watch MySQL yet"),
+])
+def test_no_watchable_store_says_so_and_writes_no_watch(tmp_path, home, files, says):
+    project = tmp_path / "site"
+    project.mkdir()
+    (project / "index.html").write_text("<html><head></head><body></body></html>")
+    for name, text in files.items():
+        (project / name).write_text(text)
+    out = _init(project, home, "--yes")
+    assert says in out and "reticle_watch_db" in out and "pw@" not in out, out
+    assert _watch(project) is None
+    for path, key in _CONFIGS:
+        assert "env" not in _server(project / path, key)
+
+
+def test_several_stores_are_watched_together_once_and_an_existing_entry_gets_the_watch(tmp_path, home):
+    """Stores from several sources share one RETICLE_WATCH_DB, separated by a space, each once; an
+    existing `reticle` entry gets the watch added beside its own keys; a second run changes nothing."""
+    project = tmp_path / "shop"
+    (project / "shop").mkdir(parents=True)
+    (project / "manage.py").write_text("import django\n")
+    (project / "shop" / "settings.py").write_text(
+        "from pathlib import Path\nBASE_DIR = Path(__file__).resolve().parent.parent\n"
+        "DATABASES = {'default': {'ENGINE': 'django.db.backends.sqlite3', 'NAME': BASE_DIR / 'db.sqlite3'}}\n")
+    (project / ".env").write_text("DATABASE_URL=sqlite:///db.sqlite3\n")  # the same file, named twice
+    (project / ".env.local").write_text("DATABASE_URL=postgres://shop@localhost/shop\n")
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"reticle": {
+        "command": "reticle", "args": ["mcp"], "env": {"RETICLE_PORT": "4400"}}}}))
+    out = _init(project, home, "--yes")
+    both = "%s postgres://shop@localhost/shop" % _sqlite(project / "db.sqlite3")
+    assert "added RETICLE_WATCH_DB to the 'reticle' MCP server's env" in out, out
+    claude = json.loads((project / ".mcp.json").read_text())["mcpServers"]["reticle"]
+    assert claude == {"command": "reticle", "args": ["mcp"],
+                      "env": {"RETICLE_PORT": "4400", "RETICLE_WATCH_DB": both}}, claude
+    assert _watch(project) == both
+    assert "nothing to change" in _init(project, home, "--yes")

@@ -149,7 +149,7 @@ _IMPORTS = ("tornado", "jsonschema", "cryptography", "pytest", "pytest_timeout",
             "packaging", "schemathesis", "django", "flask", "fastapi", "uvicorn", "sqlalchemy",
             "opentelemetry.proto", "opentelemetry.distro", "opentelemetry.instrumentation.flask",
             "opentelemetry.instrumentation.sqlalchemy", "opentelemetry.instrumentation.sqlite3",
-            "opentelemetry.exporter.otlp.proto.http", "pymysql")
+            "opentelemetry.exporter.otlp.proto.http", "pymysql", "psycopg")
 
 
 def test_the_lock_installs_into_a_fresh_environment_of_this_python(tmp_path):

@@ -5,7 +5,9 @@ tag where that is safe (else print the exact snippet), write the MCP client
 configuration of Claude Code (.mcp.json), Cursor (.cursor/mcp.json), VS Code
 (.vscode/mcp.json, "servers") and Codex ($CODEX_HOME/config.toml, default
 ~/.codex: Codex reads MCP servers from the user's config), merging and never
-clobbering another server.  Planning is pure (_init_plan); writing is small.
+clobbering another server.  The app's store, where init finds it (init_stores),
+goes into the project's MCP configurations as the server's env RETICLE_WATCH_DB.
+Planning is pure (_init_plan); writing is small.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .constants import DEFAULT_PORT
 from .control import _self_command
+from .init_stores import _find_stores, _has_password, _mask_url, _store_lines, _StoreFinding
 from .util import _dumps, _parse_float, _reject_constant, _short
 
 
 _SERVER_NAME = "reticle"
+_WATCH_ENV = "RETICLE_WATCH_DB"  # the stores the daemon watches, URLs separated by whitespace
 _TEMPLATE_DIRS = ("templates",)
 
 
@@ -276,7 +280,8 @@ def _merge_json_server(path: str, key: str, entry: dict, skipped: Optional[List[
                        ) -> Tuple[Optional[_InitChange], str]:
     """The change that adds Reticle's MCP server entry under `key` of one JSON client config, or
     (None, a note saying why not): an unreadable file, one that is not strict JSON (duplicate keys,
-    1e999) or not an object is left alone, and an entry already there is kept as it is."""
+    1e999) or not an object is left alone, and an entry already there is kept as it is, but for the
+    watch (env RETICLE_WATCH_DB) added when it has none."""
     old = _read_file_text(path, skipped)
     if old is None and os.path.lexists(path):
         return None, "%s is not readable; add %s by hand: %s" % (path, key, _dumps({key: {_SERVER_NAME: entry}}))
@@ -297,12 +302,39 @@ def _merge_json_server(path: str, key: str, entry: dict, skipped: Optional[List[
     if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
         return None, "%s has an unexpected shape; left alone" % path
     servers = data.get(key, {})
+    watch = (entry.get("env") or {}).get(_WATCH_ENV)
     if _SERVER_NAME in servers:
-        same = servers[_SERVER_NAME] == entry
-        return None, "%s: %s already has a %r server%s" % (path, key, _SERVER_NAME, "" if same else " (kept as it is)")
-    data[key] = dict(servers, **{_SERVER_NAME: entry})
+        updated, note = _entry_with_watch(servers[_SERVER_NAME], entry)
+        if updated is None:
+            return None, "%s: %s already has a %r server%s" % (path, key, _SERVER_NAME, note)
+        what = "added %s to the %r MCP server's env" % (_WATCH_ENV, _SERVER_NAME)
+    else:
+        updated = entry
+        what = "added the %r MCP server under %r%s" % (_SERVER_NAME, key, " with %s in its env" % _WATCH_ENV
+                                                        if watch else "")
+    data[key] = dict(servers, **{_SERVER_NAME: updated})
     new = json.dumps(data, indent=2) + "\n"
-    return _InitChange(path, old, new, "added the %r MCP server under %r" % (_SERVER_NAME, key)), ""
+    return _InitChange(path, old, new, what), ""
+
+
+def _entry_with_watch(existing: Any, entry: dict) -> Tuple[Optional[dict], str]:
+    """An existing `reticle` entry with the watch init found added to its env, when it has none (the
+    rest of the entry kept as it is); else (None, the end of the note that says it was kept).  A watch
+    the user wrote is never replaced: the note names both, passwords masked."""
+    watch = (entry.get("env") or {}).get(_WATCH_ENV)
+    if existing == entry:
+        return None, ""
+    env = existing.get("env", {}) if isinstance(existing, dict) else None
+    if not watch or not isinstance(env, dict):
+        return None, " (kept as it is)"
+    have = env.get(_WATCH_ENV)
+    if have == watch:
+        return None, " (kept as it is; it watches what init found)"
+    if have:
+        shown = " ".join(_mask_url(u) for u in str(have).split())
+        return None, " (kept as it is: it watches %s; init found %s)" % (
+            shown, " ".join(_mask_url(u) for u in watch.split()))
+    return dict(existing, env=dict(env, **{_WATCH_ENV: watch})), ""
 
 
 def _toml_str(value: str) -> str:
@@ -481,7 +513,30 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
     changes += server_changes
     notes += server_notes
     notes += _otel_init(root, origin, port)
-    stdio = {"command": command[0], "args": command[1:]}
+    stores = _find_stores(root, lambda path: _read_file_text(path, skipped))
+    mcp_changes, mcp_notes, warnings = _mcp_configs(root, home, command, stores, skipped)
+    changes += mcp_changes
+    notes += mcp_notes
+    change = _gitignore_auth(root, skipped)
+    changes += [change] if change else []
+    notes += sorted(set(skipped))
+    return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin) + warnings,
+            "stores": stores}
+
+
+def _mcp_configs(root: str, home: str, command: List[str], stores: List[_StoreFinding], skipped: List[str]
+                 ) -> Tuple[List[_InitChange], List[str], List[str]]:
+    """The MCP client configurations init writes (changes, notes, warnings): the `reticle` server in the
+    project's three JSON files, with the stores found as env RETICLE_WATCH_DB (the daemon `reticle mcp`
+    starts inherits it), and in Codex's.  Codex's file is the user's, read for every project, so this
+    project's store is not written there (another project's daemon would watch it): a note says how."""
+    changes: List[_InitChange] = []
+    notes: List[str] = []
+    stdio: Dict[str, Any] = {"command": command[0], "args": command[1:]}
+    urls = [f.url for f in stores if f.url]
+    if urls:
+        stdio["env"] = {_WATCH_ENV: " ".join(urls)}
+    written = []
     for rel, key, entry_obj in ((".mcp.json", "mcpServers", dict(stdio)),
                                 (os.path.join(".cursor", "mcp.json"), "mcpServers", dict(stdio)),
                                 (os.path.join(".vscode", "mcp.json"), "servers", dict(stdio, type="stdio"))):
@@ -492,6 +547,7 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         change, note = _merge_json_server(os.path.join(root, rel), key, entry_obj, skipped)
         if change:
             changes.append(change)
+            written.append(rel)
         if note:
             notes.append(note)
     codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
@@ -500,10 +556,15 @@ def _init_plan(root: str, home: str, port: int, command: List[str]) -> dict:
         changes.append(change)
     if note:
         notes.append(note)
-    change = _gitignore_auth(root, skipped)
-    changes += [change] if change else []
-    notes += sorted(set(skipped))
-    return {"app": app, "changes": changes, "notes": notes, "warnings": _csp_warnings(texts, origin)}
+    if urls:
+        notes.append("Codex: its config.toml serves every project, so this project's store is not written "
+                     "there; in Codex, call reticle_watch_db {url: ...} with the URL above")
+    warnings = []
+    if written and any(_has_password(u) for u in urls):
+        warnings.append("%s in %s holds the database password (the daemon needs it to read the database): "
+                        "keep %s out of version control" % (_WATCH_ENV, ", ".join(written),
+                                                            "that file" if len(written) == 1 else "these files"))
+    return changes, notes, warnings
 
 
 def _gitignore_auth(root: str, skipped: Optional[List[str]] = None) -> Optional[_InitChange]:
@@ -624,16 +685,42 @@ def _init_command(port: int = DEFAULT_PORT) -> List[str]:
     return _self_command() + ["mcp"] + extra
 
 
+class _MaskedOut:
+    """The output init prints to, with the password of every store URL it found masked, as written and
+    as JSON escapes it (a dry run prints the new lines of a configuration that holds the real URL)."""
+
+    def __init__(self, out: Any, stores: List[_StoreFinding]) -> None:
+        self.out = out
+        self.pairs: List[Tuple[str, str]] = []
+        for f in stores:
+            if f.url and _has_password(f.url):
+                masked = _mask_url(f.url)
+                self.pairs.append((f.url, masked))
+                for ascii in (True, False):
+                    self.pairs.append((json.dumps(f.url, ensure_ascii=ascii)[1:-1],
+                                       json.dumps(masked, ensure_ascii=ascii)[1:-1]))
+
+    def write(self, text: str) -> None:
+        for real, masked in self.pairs:
+            text = text.replace(real, masked)
+        self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 def _cli_init(dry_run: bool, yes: bool, port: int) -> int:
     """`reticle init`: print the plan, then write it (unless --dry-run; a terminal asks first
     unless --yes)."""
     import stat
     root = os.path.abspath(os.getcwd())
     plan = _init_plan(root, os.path.expanduser("~"), port, _init_command(port))
-    out = sys.stdout
+    out = _MaskedOut(sys.stdout, plan["stores"])
     app = plan["app"]
     out.write("app: %s (%s)%s\n" % (app["kind"], app["why"], "; HTML entry %s" % os.path.relpath(app["entry"], root)
                                     if app.get("entry") else ""))
+    for line in _store_lines(plan["stores"]):
+        out.write("store: %s\n" % line)
     for w in plan["warnings"]:
         out.write("warning: %s\n" % w)
     for n in plan["notes"]:
