@@ -22883,7 +22883,7 @@ def _compact(out: dict, v: dict) -> dict:
                 c[k] = [_short(x, 120) for x in v[k][:5]] if isinstance(v[k], list) else _short(v[k], 200)
     if out.get("contradictions"):
         c["contradictions"] = [{"kind": x["kind"], "counter": _short(x["counter"], 160)} for x in out["contradictions"]]
-    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait"):
+    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait", "stored"):
         if out.get(k):
             c[k] = out[k]
     issues = ((out.get("honesty") or {}).get("integrity") or {}).get("issues")
@@ -23000,6 +23000,10 @@ def _server_parts(session: "_BrowserSession", window: List[dict], out: dict) -> 
     """What the server did for the window's requests (`server`), and, when the verdict waited for no span
     though spans reach the daemon (none has come from this tab's origin: another app's tracing must not
     slow this one; a record that comes anyway joins the next verdict), `serverWait` saying so."""
+    stored = [_change_text(ch) for e in window if e["type"] == "store.commit" and not e["data"].get("shared")
+              for ch in e["data"].get("changes") or ()]
+    if stored:  # what a watched store committed in the window (Storage truth), each change named
+        out["stored"] = stored[:8] + (["... and %d more" % (len(stored) - 8)] if len(stored) > 8 else [])
     summary = _server_summary(window)
     if summary:
         out["server"] = summary

@@ -66,6 +66,7 @@ def test_a_php_form_on_sqlite_with_no_server_voice(device, tmp_path, daemon, mcp
             row = [r for r in app.rows() if r["title"] == title]
             assert out["verified"] == "yes" and len(row) == 1, out
             assert "the store: notes +1: id %d, title %r" % (row[0]["id"], title) in out["because"], out["because"]
+            assert out["stored"] == ["notes +1: id %d, title %r" % (row[0]["id"], title)], out
             assert row[0]["api_token"] not in json.dumps(out), "a secret column's value reached the answer"
             mcp.ok("reticle_navigate", {"sessionId": sid, "url": app.url + "/notes/new"})
         for word in ("ghost", "rollback"):

@@ -14,6 +14,7 @@ from .constants import EVENT_CAP_AGE_MS, EVENT_CAP_BYTES, EVENT_CAP_COUNT
 from .events import _call_label
 from .journal import _journal
 from .judge import _server_summary, _trim_evidence, _verdict
+from .store_judge import _change_text
 from .observation import _Observation, _leaves
 from .predicates import _PREDICATE_KINDS, _describe_predicate
 from .tab import _BrowserSession, _Known
@@ -36,7 +37,7 @@ def _compact(out: dict, v: dict) -> dict:
                 c[k] = [_short(x, 120) for x in v[k][:5]] if isinstance(v[k], list) else _short(v[k], 200)
     if out.get("contradictions"):
         c["contradictions"] = [{"kind": x["kind"], "counter": _short(x["counter"], 160)} for x in out["contradictions"]]
-    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait"):
+    for k in ("advice", "alreadyTrue", "coverage", "warning", "server", "serverWait", "stored"):
         if out.get(k):
             c[k] = out[k]
     issues = ((out.get("honesty") or {}).get("integrity") or {}).get("issues")
@@ -153,6 +154,10 @@ def _server_parts(session: "_BrowserSession", window: List[dict], out: dict) -> 
     """What the server did for the window's requests (`server`), and, when the verdict waited for no span
     though spans reach the daemon (none has come from this tab's origin: another app's tracing must not
     slow this one; a record that comes anyway joins the next verdict), `serverWait` saying so."""
+    stored = [_change_text(ch) for e in window if e["type"] == "store.commit" and not e["data"].get("shared")
+              for ch in e["data"].get("changes") or ()]
+    if stored:  # what a watched store committed in the window (Storage truth), each change named
+        out["stored"] = stored[:8] + (["... and %d more" % (len(stored) - 8)] if len(stored) > 8 else [])
     summary = _server_summary(window)
     if summary:
         out["server"] = summary
