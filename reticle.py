@@ -10388,9 +10388,12 @@ class _PostgresReader:
                 pass
 
     def _connect(self) -> Any:
-        """One more connection, autocommit and read-only; the driver's error when it cannot."""
+        """One more connection, autocommit and read-only, never ended for being idle between polls (the
+        slot would go with it); the driver's error when it cannot."""
         conn = self._pg.connect(**self._address.connect_args())
         conn.execute("SET default_transaction_read_only = on")
+        if conn.info.server_version >= 140000:
+            conn.execute("SET idle_session_timeout = 0")
         return conn
 
     def _role(self) -> str:
@@ -19522,6 +19525,24 @@ def _store_wrong_rows(window: List[dict], p: dict, floor: Optional[float], known
     return out[:2]
 
 
+def _store_created_nothing(window: List[dict], p: dict, floor: Optional[float],
+                           known: Optional[_Known]) -> List[dict]:
+    """A write of the act answered 201 Created while no watched store committed anything during the act: the
+    server said it created a resource that the store never kept (observed: `no`).  A 2xx or 3xx of another
+    kind that stored nothing is only unknown (rule 12f: a save that changes nothing is legitimate); a 201 says
+    something was created.  A positive `stored` leaf, or a `net` leaf asking for that 201, reads it itself."""
+    if known is None or not known.stores or any(leaf["kind"] == "stored" and not neg for leaf, neg in _leaves(p)):
+        return []
+    since = floor if floor is not None else (window[0]["t"] if window else 0.0)
+    mine = [e for e in window if e["t"] >= since]
+    if _store_commits(mine):
+        return []
+    created = [d for d in _act_writes(mine, since, known) if d.get("status") == 201]
+    return [{"claim": "%s answered 201 Created" % _call_label(dict(d, url=_path_of(d))),
+             "counter": "no watched store (%s) committed anything during the act: the resource it says it created "
+                        "was not kept" % ", ".join(known.stores[:3])} for d in created[:1]]
+
+
 def _store_summary(window: List[dict], floor: float) -> str:
     """What the watched stores committed in the window from `floor`, for a verdict's `because`."""
     own = [c for c in _store_commits([e for e in window if e["t"] >= floor]) if not c.get("shared")]
@@ -21883,6 +21904,11 @@ def _c_store_wrong_row(window: List[dict], p: dict, action_since: Optional[float
     return _store_wrong_rows(window, p, action_since, known)
 
 
+def _c_store_created_nothing(window: List[dict], p: dict, action_since: Optional[float],
+                             known: Optional["_Known"]) -> List[dict]:
+    return _store_created_nothing(window, p, action_since, known)
+
+
 def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
     unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
     return [{"claim": "%s held" % _describe_predicate(p), "counter": "the page showed %s" % _ui_label(unexpected[0]),
@@ -21998,6 +22024,7 @@ _CONTRADICTIONS: Tuple[_Contradiction, ...] = (
     _Contradiction("server-rolled-back", "observed", _c_server_rolled_back),
     _Contradiction("server-wrong-row", "observed", _c_server_wrong_row),
     _Contradiction("store-wrong-row", "observed", _c_store_wrong_row),   # Storage truth
+    _Contradiction("store-created-nothing", "observed", _c_store_created_nothing),
     _Contradiction("error-shown", "observed", _c_error_shown),
     _Contradiction("message-reported-failure", "observed", _c_message_failure),
     _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
@@ -22018,7 +22045,8 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     its answer or after it in work run for it (server-exception), logged an error there
     (server-logged-error) or rolled back a write it began (server-rolled-back), as the app's
     middleware reported it, or an update or delete a watched store committed to another row than the one
-    the act's request path names (store-wrong-row); an error shown to the user while the predicate held
+    the act's request path names (store-wrong-row), or a 201 Created of the act while no watched store
+    committed anything (store-created-nothing); an error shown to the user while the predicate held
     (error-shown), a socket or stream message of the act's own channel reporting a failure
     (message-reported-failure), a failed request (not retried with success later in the window)
     under a success signal (signal-contradicted) or else under a UI that moved on without showing

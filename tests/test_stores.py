@@ -130,8 +130,9 @@ def test_a_stored_predicate_reads_the_row_itself(device, tmp_path, daemon, mcp):
 
 @pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
 def test_a_fetch_json_endpoint_on_sqlite(device, tmp_path, daemon, mcp):
-    """The same PHP app's fetch endpoint (201 {ok: true} either way): the save that stored the row is yes, the one
-    that stored nothing is never yes, whatever the page says ("Saved!")."""
+    """The same PHP app's fetch endpoint (201 {ok: true} either way): the save that stored the row is yes; the one
+    that stored nothing is no, whatever the page says ("Saved!"): a 201 Created says a resource was created, and
+    the watched store kept none (where a 303 after a form post that stored nothing is only unknown)."""
     need_php("sqlite")
     app = PhpStore(tmp_path, daemon)
     sid, browser = open_tab(mcp, app, device=device, path="/app")
@@ -143,7 +144,8 @@ def test_a_fetch_json_endpoint_on_sqlite(device, tmp_path, daemon, mcp):
             assert "the store: notes +1" in out["because"], out["because"]
             before = app.rows()
             out = fill_and_click(mcp, sid, "Add", "ghost %d" % n)
-            assert out["verified"] == "unknown" and out["verifiedReason"] == "store_saw_nothing", out
+            assert out["verified"] == "no" and [c["kind"] for c in out["contradictions"]] == ["store-created-nothing"]
+            assert "POST /api/notes answered 201 Created" in out["because"], out["because"]
             assert app.rows() == before
             mcp.ok("reticle_navigate", {"sessionId": sid, "reload": True})
     finally:
@@ -153,7 +155,7 @@ def test_a_fetch_json_endpoint_on_sqlite(device, tmp_path, daemon, mcp):
 @pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
 def test_a_node_app_keeping_a_json_file(device, tmp_path, daemon, mcp):
     """A Node app on the built-in http module writing a JSON file: the healthy save is yes naming the item, the
-    silent one (201 {ok: true}, nothing written) never yes; `stored` reads the file's key path `notes`."""
+    silent one (201 {ok: true}, nothing written) no; `stored` reads the file's key path `notes`."""
     need_node()
     app = NodeJsonStore(tmp_path, daemon)
     sid, browser = open_tab(mcp, app, device=device)
@@ -165,7 +167,7 @@ def test_a_node_app_keeping_a_json_file(device, tmp_path, daemon, mcp):
             assert "notes +1: id" in out["because"] and "Walk dog %d" % n in out["because"], out["because"]
             before = app.rows()
             out = fill_and_click(mcp, sid, "Add", "ghost %d" % n)
-            assert out["verified"] == "unknown" and out["verifiedReason"] == "store_saw_nothing", out
+            assert out["verified"] == "no" and out["contradictions"][0]["kind"] == "store-created-nothing", out
             assert app.rows() == before
             out = fill_and_click(mcp, sid, "Add", "ghost again %d" % n,
                                  until={"kind": "stored", "table": "notes", "where": {"title": "ghost again %d" % n}})

@@ -23,7 +23,7 @@ from .predicates import _PREDICATE_KINDS, _describe_predicate, _frame_body, _fra
 from .server_judge import (_ID_SEGMENT, _act_server_records, _c_server_exception, _c_server_logged,
     _c_server_rolled_back, _c_server_wrong_row, _commit_advice, _names_table, _server_contradictions, _server_label,
     _server_line, _server_matches, _server_records, _server_rows, _writes_observed, _writes_text)
-from .store_judge import _store_silence, _store_summary, _store_wrong_rows
+from .store_judge import _store_created_nothing, _store_silence, _store_summary, _store_wrong_rows
 from .tab import _Known
 from .util import _dumps, _origin_of, _short
 from .wire import _partial_failure, _queued, _wire_meaning
@@ -254,6 +254,11 @@ def _c_store_wrong_row(window: List[dict], p: dict, action_since: Optional[float
     return _store_wrong_rows(window, p, action_since, known)
 
 
+def _c_store_created_nothing(window: List[dict], p: dict, action_since: Optional[float],
+                             known: Optional["_Known"]) -> List[dict]:
+    return _store_created_nothing(window, p, action_since, known)
+
+
 def _c_error_shown(window: List[dict], p: dict, action_since: Optional[float], known: Optional["_Known"]) -> List[dict]:
     unexpected = [d for d in _error_ui(window) if not _expects_error(p, d)]
     return [{"claim": "%s held" % _describe_predicate(p), "counter": "the page showed %s" % _ui_label(unexpected[0]),
@@ -369,6 +374,7 @@ _CONTRADICTIONS: Tuple[_Contradiction, ...] = (
     _Contradiction("server-rolled-back", "observed", _c_server_rolled_back),
     _Contradiction("server-wrong-row", "observed", _c_server_wrong_row),
     _Contradiction("store-wrong-row", "observed", _c_store_wrong_row),   # Storage truth
+    _Contradiction("store-created-nothing", "observed", _c_store_created_nothing),
     _Contradiction("error-shown", "observed", _c_error_shown),
     _Contradiction("message-reported-failure", "observed", _c_message_failure),
     _Contradiction("signal-contradicted", "observed", _c_signal_contradicted),
@@ -389,7 +395,8 @@ def _contradictions(window: List[dict], p: dict, action_since: Optional[float],
     its answer or after it in work run for it (server-exception), logged an error there
     (server-logged-error) or rolled back a write it began (server-rolled-back), as the app's
     middleware reported it, or an update or delete a watched store committed to another row than the one
-    the act's request path names (store-wrong-row); an error shown to the user while the predicate held
+    the act's request path names (store-wrong-row), or a 201 Created of the act while no watched store
+    committed anything (store-created-nothing); an error shown to the user while the predicate held
     (error-shown), a socket or stream message of the act's own channel reporting a failure
     (message-reported-failure), a failed request (not retried with success later in the window)
     under a success signal (signal-contradicted) or else under a UI that moved on without showing

@@ -255,6 +255,24 @@ def _store_wrong_rows(window: List[dict], p: dict, floor: Optional[float], known
     return out[:2]
 
 
+def _store_created_nothing(window: List[dict], p: dict, floor: Optional[float],
+                           known: Optional[_Known]) -> List[dict]:
+    """A write of the act answered 201 Created while no watched store committed anything during the act: the
+    server said it created a resource that the store never kept (observed: `no`).  A 2xx or 3xx of another
+    kind that stored nothing is only unknown (rule 12f: a save that changes nothing is legitimate); a 201 says
+    something was created.  A positive `stored` leaf, or a `net` leaf asking for that 201, reads it itself."""
+    if known is None or not known.stores or any(leaf["kind"] == "stored" and not neg for leaf, neg in _leaves(p)):
+        return []
+    since = floor if floor is not None else (window[0]["t"] if window else 0.0)
+    mine = [e for e in window if e["t"] >= since]
+    if _store_commits(mine):
+        return []
+    created = [d for d in _act_writes(mine, since, known) if d.get("status") == 201]
+    return [{"claim": "%s answered 201 Created" % _call_label(dict(d, url=_path_of(d))),
+             "counter": "no watched store (%s) committed anything during the act: the resource it says it created "
+                        "was not kept" % ", ".join(known.stores[:3])} for d in created[:1]]
+
+
 def _store_summary(window: List[dict], floor: float) -> str:
     """What the watched stores committed in the window from `floor`, for a verdict's `because`."""
     own = [c for c in _store_commits([e for e in window if e["t"] >= floor]) if not c.get("shared")]
