@@ -18513,9 +18513,9 @@ def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
         return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
                 "inconclusive": "the OpenTelemetry spans of %s carry no database statement, and that service has "
                                 "sent no database span yet: without database instrumentation its writes are "
-                                "unknown, not 0 (add the instrumentation of its database client, or, where none exists, "
-                                "let Reticle watch the database itself: reticle_watch_db {url} or --watch-db URL, "
-                                "then check the row with {kind: \"stored\", table, where})"
+                                "unknown, not 0 (add the instrumentation of its database client, or, where none "
+                                "exists, let Reticle watch the database itself: reticle_watch_db {url} or --watch-db "
+                                "URL, then check the row with {kind: \"stored\", table, where})"
                                 % _server_label(traced[0])}
     blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
         r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]
@@ -24756,6 +24756,8 @@ async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = Fal
 
 
 async def _tool_act_sequence(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_act_sequence: several acts sent to the page as one command, stopping at the first that fails;
+    each step journaled, and a watched store read before it (what it committed before is not the acts')."""
     steps = []
     for i, step in enumerate(args["steps"]):
         try:

@@ -250,7 +250,7 @@ def test_a_watched_sqlite_file_is_left_byte_identical(tmp_path, daemon, mcp):
             conn.commit()
             conn.close()
 
-            def picture():
+            def picture(folder=folder):
                 return {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in sorted(os.listdir(folder))}
             before = picture()
             watch(mcp, "sqlite:///" + db)

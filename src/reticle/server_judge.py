@@ -263,9 +263,9 @@ def _server_blind(p: dict, records: List[dict]) -> Optional[dict]:
         return {"pass": False, "assertion": "server.writes-unknown", "decided": True, "decidedBy": "unknowable",
                 "inconclusive": "the OpenTelemetry spans of %s carry no database statement, and that service has "
                                 "sent no database span yet: without database instrumentation its writes are "
-                                "unknown, not 0 (add the instrumentation of its database client, or, where none exists, "
-                                "let Reticle watch the database itself: reticle_watch_db {url} or --watch-db URL, "
-                                "then check the row with {kind: \"stored\", table, where})"
+                                "unknown, not 0 (add the instrumentation of its database client, or, where none "
+                                "exists, let Reticle watch the database itself: reticle_watch_db {url} or --watch-db "
+                                "URL, then check the row with {kind: \"stored\", table, where})"
                                 % _server_label(traced[0])}
     blind = [r for r in records if _server_unwatched(r) and ("writes" in p or "committed" in p) and _server_matches(
         r, {k: v for k, v in p.items() if k not in ("writes", "committed", "count")})]

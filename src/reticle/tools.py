@@ -187,6 +187,8 @@ async def _act_once(session: "_BrowserSession", args: dict, replayed: bool = Fal
 
 
 async def _tool_act_sequence(hub: _Daemon, session: "_BrowserSession", args: dict, ctx: "_CallContext") -> dict:
+    """reticle_act_sequence: several acts sent to the page as one command, stopping at the first that fails;
+    each step journaled, and a watched store read before it (what it committed before is not the acts')."""
     steps = []
     for i, step in enumerate(args["steps"]):
         try:
