@@ -14329,7 +14329,8 @@ def _json_tables(value: Any, stem: str, prefix: str) -> Iterator[Tuple[str, Dict
         if isinstance(v, list) and (not v or all(isinstance(x, dict) for x in v)):
             yield path or stem, _json_items(v)
         elif isinstance(v, dict) and depth < 3:
-            if v and all(isinstance(x, dict) for x in v.values()) and path:
+            if v and path and all(isinstance(x, dict) and any(not isinstance(y, (dict, list)) for y in x.values())
+                                  for x in v.values()):  # an object of records (each with a field of its own)
                 yield path, {(("key",), (k,)): _store_row(dict(x, key=k)) for k, x in v.items()}
                 return
             for k, x in v.items():
