@@ -2,7 +2,6 @@
 files and folders), and the rules and the `stored` predicate over windows built by hand."""
 
 import json
-import os
 import sqlite3
 
 import pytest
