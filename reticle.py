@@ -8931,7 +8931,7 @@ class _CdpError(ToolError):
         super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
 
 
-class StoreError(ToolError):
+class _StoreError(ToolError):
     """A store that cannot be watched or read (its URL, its server, its driver): what was wrong and
     the fix.  `code` is store_invalid for the URL itself, store_unavailable for the rest."""
 
@@ -9940,7 +9940,7 @@ class _PgAddress:
     def __init__(self, url: str) -> None:
         parts = urllib.parse.urlsplit(url.strip())
         if parts.scheme.lower() not in _PG_SCHEMES or not parts.netloc and not parts.path.strip("/"):
-            raise StoreError("%s is not a PostgreSQL URL" % _pg_hide_password(url),
+            raise _StoreError("%s is not a PostgreSQL URL" % _pg_hide_password(url),
                              "write it as " + _PG_FORMS, code="store_invalid")
         userinfo, _, hostport = parts.netloc.rpartition("@")
         user, colon, password = userinfo.partition(":")
@@ -9954,7 +9954,7 @@ class _PgAddress:
         self.dbname = params.pop("dbname", urllib.parse.unquote(parts.path.lstrip("/")))
         self.port = _pg_port(params.pop("port", port), url)
         if not self.dbname:
-            raise StoreError("%s names no database" % _pg_hide_password(url), "write it as " + _PG_FORMS,
+            raise _StoreError("%s names no database" % _pg_hide_password(url), "write it as " + _PG_FORMS,
                              code="store_invalid")
         self.params = params
         host = self.host or "localhost"
@@ -9998,50 +9998,50 @@ def _pg_host_port(hostport: str) -> Tuple[str, str]:
 
 
 def _pg_port(text: str, url: str) -> int:
-    """The port a URL says (5432 when it says none), or StoreError (store_invalid)."""
+    """The port a URL says (5432 when it says none), or _StoreError (store_invalid)."""
     if not text:
         return 5432
     if not text.isdigit() or not 0 < int(text) < 65536:
-        raise StoreError("the port of %s is not a port number: %r" % (_pg_hide_password(url), text),
+        raise _StoreError("the port of %s is not a port number: %r" % (_pg_hide_password(url), text),
                          "write it as " + _PG_FORMS, code="store_invalid")
     return int(text)
 
 
 def _pg_driver() -> Any:
-    """psycopg 3, imported now (reticle.py never needs it at import), or StoreError with the install."""
+    """psycopg 3, imported now (reticle.py never needs it at import), or _StoreError with the install."""
     try:
         import psycopg
     except ImportError:
-        raise StoreError("watching PostgreSQL needs psycopg 3, which is not installed",
+        raise _StoreError("watching PostgreSQL needs psycopg 3, which is not installed",
                          _PG_INSTALL) from None
     return psycopg
 
 
-def _pg_connect_error(exc: Exception, address: _PgAddress) -> StoreError:
-    """A failed connection as one StoreError: what PostgreSQL (or the network) said, named by host:port
+def _pg_connect_error(exc: Exception, address: _PgAddress) -> _StoreError:
+    """A failed connection as one _StoreError: what PostgreSQL (or the network) said, named by host:port
     and never with the password, and the fix."""
     text = address.scrub(str(exc)).strip()
     where, user, db = address.where, address.user or "(the default user)", address.dbname
     if "Connection refused" in text or "No such file or directory" in text:
-        return StoreError("nothing accepts connections at %s (refused): PostgreSQL does not run there" % where,
+        return _StoreError("nothing accepts connections at %s (refused): PostgreSQL does not run there" % where,
                           "start PostgreSQL, or correct the host and port in the URL")
     if "authentication failed" in text or "no password supplied" in text or re.search(r'role ".*" does not', text):
-        return StoreError("PostgreSQL at %s refused the login of user %s (wrong user or password)" % (where, user),
+        return _StoreError("PostgreSQL at %s refused the login of user %s (wrong user or password)" % (where, user),
                           "put the app's own user and password in the URL")
     if "pg_hba.conf" in text:
-        return StoreError("PostgreSQL at %s does not let user %s connect to %s (pg_hba.conf)" % (where, user, db),
+        return _StoreError("PostgreSQL at %s does not let user %s connect to %s (pg_hba.conf)" % (where, user, db),
                           "use the app's own URL, or allow it in pg_hba.conf and reload PostgreSQL")
     if re.search(r'database ".*" does not exist', text):
-        return StoreError("PostgreSQL at %s has no database %s" % (where, db),
+        return _StoreError("PostgreSQL at %s has no database %s" % (where, db),
                           "correct the database in the URL, or create it (createdb %s)" % db)
     if "resolve host" in text or "translate host name" in text:
-        return StoreError("the host of %s is not known: %s" % (address.name, text.splitlines()[0]),
+        return _StoreError("the host of %s is not known: %s" % (address.name, text.splitlines()[0]),
                           "correct the host in the URL")
     if "timeout expired" in text:
         waited = address.connect_args()["connect_timeout"]
-        return StoreError("PostgreSQL at %s did not answer within %s s" % (where, waited),
+        return _StoreError("PostgreSQL at %s did not answer within %s s" % (where, waited),
                           "check that it is up and reachable, or correct the host and port in the URL")
-    return StoreError("cannot connect to %s: %s" % (address.name, " ".join(text.split())[:300]),
+    return _StoreError("cannot connect to %s: %s" % (address.name, " ".join(text.split())[:300]),
                       "check that PostgreSQL is up and the URL is the app's own")
 
 
@@ -10274,14 +10274,14 @@ def _pg_tables_said(data: str) -> List[Tuple[str, str]]:
 
 
 def _pg_resolve(conn: Any, table: str, store: str) -> Tuple[str, str]:
-    """(schema, table) of a table as answers name it; StoreError (store_invalid) naming those there are."""
+    """(schema, table) of a table as answers name it; _StoreError (store_invalid) naming those there are."""
     names = _pg_tables(conn)
     if table in names:
         return names[table]
     said = _pg_said(names)
     shown = ", ".join(said[:_PG_TABLES_SAID]) + (" and %d more" % (len(said) - _PG_TABLES_SAID)
                                                    if len(said) > _PG_TABLES_SAID else "")
-    raise StoreError("%s has no table %r (its tables: %s)" % (store, table, shown or "none"),
+    raise _StoreError("%s has no table %r (its tables: %s)" % (store, table, shown or "none"),
                      "name one of them", code="store_invalid")
 
 
@@ -10328,14 +10328,14 @@ class _PostgresReader:
 
     # -- starting and ending ----------------------------------------------
     def open(self) -> str:
-        """Connect and start watching from now: -> how it watches, in one sentence.  StoreError when it
+        """Connect and start watching from now: -> how it watches, in one sentence.  _StoreError when it
         cannot watch at all (no psycopg, nothing listening, login refused, no such database, stuck)."""
         self.close()
         self._pg = _pg_driver()
         self._wanted = True
         try:
             return self._start()
-        except StoreError:
+        except _StoreError:
             self.close()
             raise
 
@@ -10355,7 +10355,7 @@ class _PostgresReader:
         except self._pg.Error as exc:
             self._drop_connections()
             raise _pg_connect_error(exc, self._address) from None
-        except StoreError:
+        except _StoreError:
             self._drop_connections()
             raise
         if self.limited:
@@ -10407,14 +10407,14 @@ class _PostgresReader:
 
     def _start_slot(self) -> None:
         """Make the temporary slot on a connection of its own, or set `limited` when the server refuses
-        logical decoding; StoreError when a running transaction holds the start up past start_timeout_s."""
+        logical decoding; _StoreError when a running transaction holds the start up past start_timeout_s."""
         self._slot_conn = self._connect()
         slot = "reticle_" + secrets.token_hex(6)
         self._slot_conn.execute("SET statement_timeout = %d" % int(self.start_timeout_s * 1000))
         try:
             self._slot_conn.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding', true)", (slot,))
         except self._pg.errors.QueryCanceled:
-            raise StoreError("PostgreSQL at %s could not start the watch within %g s: %s"
+            raise _StoreError("PostgreSQL at %s could not start the watch within %g s: %s"
                              % (self._address.where, self.start_timeout_s, _pg_holder(self._query)),
                              "end that transaction (commit it or roll it back), then watch again") from None
         except self._pg.Error as exc:
@@ -10429,10 +10429,10 @@ class _PostgresReader:
     def poll(self) -> Optional[dict]:
         """What committed since the last poll: {changes, uncompared, transactions[, more]}, or None when
         nothing did (`more`: how many changes were not listed, beyond the cap; their tables are in
-        `uncompared`).  StoreError when the watch is not open, or was lost now (the next poll starts it again:
+        `uncompared`).  _StoreError when the watch is not open, or was lost now (the next poll starts it again:
         what committed in between is not known)."""
         if not self._wanted:
-            raise StoreError("%s is not watched (open it first)" % self.name, "open the watch, then poll")
+            raise _StoreError("%s is not watched (open it first)" % self.name, "open the watch, then poll")
         if not (self._slot or self.limited and self._counts is not None):
             self._drop_connections()
             self._start()   # a lost watch, started again: from now on
@@ -10441,7 +10441,7 @@ class _PostgresReader:
             return self._read_stats() if self._slot_conn is None else self._read_changes()
         except self._pg.Error as exc:
             self._drop_connections()
-            raise StoreError("the watch of %s was lost (%s): what committed since the last poll is not known"
+            raise _StoreError("the watch of %s was lost (%s): what committed since the last poll is not known"
                              % (self.name, " ".join(self._address.scrub(str(exc)).split())[:200]),
                              "nothing to do: the next poll watches again, once PostgreSQL answers") from None
 
@@ -10516,7 +10516,7 @@ class _PostgresReader:
             columns = conn.execute(_PG_COLUMNS_SQL, (schema, name)).fetchall()
             unknown = sorted(set(where) - {c for c, _ in columns})
             if unknown:
-                raise StoreError("%s has no column %s (its columns: %s)" % (table, ", ".join(unknown), ", ".join(
+                raise _StoreError("%s has no column %s (its columns: %s)" % (table, ", ".join(unknown), ", ".join(
                     c for c, _ in columns)), "name columns of the table in where", code="store_invalid")
             order = self._primary_key(schema, name)
             return _pg_read_rows(conn, self._pg.sql, (schema, name), columns, where, order, max(0, int(limit)))
@@ -10524,9 +10524,9 @@ class _PostgresReader:
             raise self._read_error(exc) from None
 
     def _query_conn(self) -> Any:
-        """The connection rows() reads on, made again if it broke; StoreError when not open or unreachable."""
+        """The connection rows() reads on, made again if it broke; _StoreError when not open or unreachable."""
         if not self._wanted or self._pg is None:
-            raise StoreError("%s is not watched (open it first)" % self.name, "open the watch, then read")
+            raise _StoreError("%s is not watched (open it first)" % self.name, "open the watch, then read")
         if self._query is None or self._query.closed or getattr(self._query, "broken", False):
             try:
                 self._query = self._connect()
@@ -10534,8 +10534,8 @@ class _PostgresReader:
                 raise _pg_connect_error(exc, self._address) from None
         return self._query
 
-    def _read_error(self, exc: Exception) -> StoreError:
-        return StoreError("reading %s failed: %s" % (self.name, " ".join(self._address.scrub(str(exc)).split())[:300]),
+    def _read_error(self, exc: Exception) -> _StoreError:
+        return _StoreError("reading %s failed: %s" % (self.name, " ".join(self._address.scrub(str(exc)).split())[:300]),
                           "check that PostgreSQL is up; a read that takes over %s is stopped" % _PG_ROWS_TIMEOUT)
 #: end src/reticle/store_postgres.py
 
@@ -14096,7 +14096,7 @@ class _SqliteReader:
     def open(self) -> str:
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
-            raise StoreError("cannot watch %s: its folder %s does not exist" % (self.path, folder),
+            raise _StoreError("cannot watch %s: its folder %s does not exist" % (self.path, folder),
                              "give the path of the app's database file (sqlite:////absolute/path.db)")
         try:
             there = self._connect()
@@ -14104,7 +14104,7 @@ class _SqliteReader:
                 self.version, self.snap = self._read_version(), self._snapshot()
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise StoreError("cannot read %s as a SQLite database: %s" % (self.path, exc),
+            raise _StoreError("cannot read %s as a SQLite database: %s" % (self.path, exc),
                              "check the path: it must be the app's SQLite file, readable by the daemon") from None
         if not there:
             return ("SQLite file %s does not exist yet: watched from when the app creates it (its first commit "
@@ -14177,13 +14177,13 @@ class _SqliteReader:
     def rows(self, table: str, where: Dict[str, Any], limit: int) -> Tuple[List[dict], int]:
         names = self.tables()
         if table not in names:
-            raise StoreError("%s has no table %r (its tables: %s)" % (self.name, table, ", ".join(names) or "none"),
+            raise _StoreError("%s has no table %r (its tables: %s)" % (self.name, table, ", ".join(names) or "none"),
                              "name one of its tables", code="store_invalid")
         assert self.conn is not None
         cols = [r[1] for r in self.conn.execute("PRAGMA table_info(%s)" % _sqlite_ident(table))]
         bad = [c for c in where if c not in cols]
         if bad:
-            raise StoreError("table %s has no column %s (its columns: %s)" % (table, ", ".join(bad), ", ".join(cols)),
+            raise _StoreError("table %s has no column %s (its columns: %s)" % (table, ", ".join(bad), ", ".join(cols)),
                              "name columns of the table in `where`", code="store_invalid")
         cond = " AND ".join("CAST(%s AS TEXT) = ?" % _sqlite_ident(c) for c in where) or "1"
         args = [_sqlite_text(v) for v in where.values()]
@@ -14236,7 +14236,7 @@ class _JsonReader:
 
     def open(self) -> str:
         if not os.path.exists(self.path) and not os.path.isdir(os.path.dirname(os.path.abspath(self.path))):
-            raise StoreError("cannot watch %s: neither it nor its folder exists" % self.path,
+            raise _StoreError("cannot watch %s: neither it nor its folder exists" % self.path,
                              "give the path of the JSON file the app writes (file:///absolute/path.json)")
         self.snap = self._snapshot(force=True)
         files = self._files()
@@ -14303,10 +14303,10 @@ class _JsonReader:
         self.snap = self._snapshot()
         rows = self.snap.get(table)
         if rows is None:
-            raise StoreError("%s has no table %r (its key paths to lists of items: %s)" % (
+            raise _StoreError("%s has no table %r (its key paths to lists of items: %s)" % (
                 self.name, table, ", ".join(sorted(self.snap)) or "none"), "name one of them", code="store_invalid")
         if isinstance(rows, tuple):
-            raise StoreError("%s is too big to read (over %d bytes)" % (self.name, STORE_JSON_BYTES_CAP),
+            raise _StoreError("%s is too big to read (over %d bytes)" % (self.name, STORE_JSON_BYTES_CAP),
                              "check the rows another way", code="store_unavailable")
         found = [r for r in rows.values() if all(_same(r.get(k), v) for k, v in where.items())]
         return found[:limit], len(found)
@@ -14355,21 +14355,21 @@ def _json_items(items: List[dict]) -> Dict[Any, Dict[str, Any]]:
 # ---- a store URL, as the app's own configuration writes it ----
 
 def _store_reader(url: str, project_dir: str) -> _StoreReader:
-    """The reader for a store URL (see _STORE_FORMS), or StoreError (store_invalid) saying what is accepted."""
+    """The reader for a store URL (see _STORE_FORMS), or _StoreError (store_invalid) saying what is accepted."""
     if not isinstance(url, str) or not url.strip():
-        raise StoreError("no store URL given; accepted: %s" % _STORE_FORMS, "pass the app's database URL",
+        raise _StoreError("no store URL given; accepted: %s" % _STORE_FORMS, "pass the app's database URL",
                          code="store_invalid")
     url = url.strip()
     scheme = url.split(":", 1)[0].lower()
     if scheme.startswith("sqlite"):
         rest = url.split(":", 1)[1]
         if not rest.startswith("///") or len(rest) <= 3:
-            raise StoreError("%r is not a SQLite file URL (an in-memory database cannot be watched); accepted: %s"
+            raise _StoreError("%r is not a SQLite file URL (an in-memory database cannot be watched); accepted: %s"
                              % (_store_url_safe(url), _STORE_FORMS), "write the file's path after sqlite:///",
                              code="store_invalid")
         path = urllib.parse.unquote(rest[3:].split("?", 1)[0])
         if path.strip("/") == ":memory:":
-            raise StoreError("an in-memory SQLite database cannot be watched; accepted: %s" % _STORE_FORMS,
+            raise _StoreError("an in-memory SQLite database cannot be watched; accepted: %s" % _STORE_FORMS,
                              "write the file's path after sqlite:///", code="store_invalid")
         return _SqliteReader(os.path.normpath(path if os.path.isabs(path) else os.path.join(project_dir, path)))
     if scheme.startswith("postgres"):
@@ -14377,11 +14377,11 @@ def _store_reader(url: str, project_dir: str) -> _StoreReader:
     if scheme == "file":
         parts = urllib.parse.urlsplit(url)
         if parts.netloc not in ("", "localhost"):
-            raise StoreError("%r names another host; only a file on this machine can be watched" % url,
+            raise _StoreError("%r names another host; only a file on this machine can be watched" % url,
                              "write file:///absolute/path.json", code="store_invalid")
         path = urllib.parse.unquote(parts.path or url[5:])
         return _JsonReader(os.path.normpath(path if os.path.isabs(path) else os.path.join(project_dir, path)))
-    raise StoreError("%r is not a store Reticle can watch (%s); accepted: %s" % (
+    raise _StoreError("%r is not a store Reticle can watch (%s); accepted: %s" % (
         _store_url_safe(url), "MySQL is not supported yet" if scheme.startswith(("mysql", "mariadb")) else
         "unknown scheme %r" % scheme, _STORE_FORMS), "pass one of the accepted forms", code="store_invalid")
 
@@ -14399,6 +14399,7 @@ def _store_url_safe(url: str) -> str:
 
 
 STORE_ACT_CAP_MS = 120_000  # an act whose end was never said (it raised) stops counting as acting after this
+STORE_IDLE_DRAIN_MS = 60_000  # a PostgreSQL slot is drained this often while no tab acts (its WAL is let go)
 
 
 # ---- the daemon's stores: watched while tabs act, commits pushed into the acting tabs' windows ----
@@ -14452,6 +14453,7 @@ class _Stores:
         self.polled_at = 0.0
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._poller: Optional[Any] = None
+        self._idler: Optional[Any] = None
         self._lock = asyncio.Lock()
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
@@ -14461,25 +14463,27 @@ class _Stores:
 
     # -- watching ------------------------------------------------------------
     async def watch(self, url: str, by: str) -> dict:
-        """Watch the store at `url` (read-only): -> what it watches and how; StoreError when it cannot."""
+        """Watch the store at `url` (read-only): -> what it watches and how; _StoreError when it cannot."""
         reader = _store_reader(url, self.project_dir)
         if reader.name in self.watches:
             return dict(self.watches[reader.name].describe(), already=True)
         if len(self.watches) >= STORE_MAX:
-            raise StoreError("already watching %d stores, the most a daemon watches" % STORE_MAX,
+            raise _StoreError("already watching %d stores, the most a daemon watches" % STORE_MAX,
                              "watch fewer stores", code="store_unavailable")
         watch = _Watch(url, reader, by)
         async with self._lock:
             try:
                 watch.how = await self._run(reader.open)
-            except StoreError:
+            except _StoreError:
                 await self._run(reader.close)
                 raise
             except Exception as exc:  # a driver's own error: said, never a crash
                 await self._run(reader.close)
-                raise StoreError("cannot watch %s: %s" % (reader.name, _scrub_server(str(exc))[:300]),
+                raise _StoreError("cannot watch %s: %s" % (reader.name, _scrub_server(str(exc))[:300]),
                                  "check that the store is up and the URL is the app's own") from None
         self.watches[reader.name] = watch
+        if reader.kind == "postgresql" and (self._idler is None or self._idler.done()):
+            self._idler = self.spawn(self._idle_loop())
         _emit(_log, 20, "store.watch", store=reader.name, how=watch.how)
         return watch.describe()
 
@@ -14535,6 +14539,15 @@ class _Stores:
             await self.catch_up()
             await asyncio.sleep(STORE_POLL_MS / 1000.0)
 
+    async def _idle_loop(self) -> None:
+        """A logical replication slot keeps the server's write-ahead log from its last read on: while no tab
+        acts, a watched PostgreSQL store is still drained every STORE_IDLE_DRAIN_MS (into no tab's window), so
+        a long-idle watch of a busy database holds no log files."""
+        while any(w.reader.kind == "postgresql" for w in self.watches.values()):
+            await asyncio.sleep(STORE_IDLE_DRAIN_MS / 1000.0)
+            if not self._still_acting():
+                await self.catch_up()
+
     async def catch_up(self) -> bool:
         """Read every watched store now; each commit found goes into the windows of the tabs acting.
         -> whether any commit was found."""
@@ -14557,7 +14570,10 @@ class _Stores:
 
     def _deliver(self, watch: _Watch, got: dict) -> None:
         tabs = self._still_acting()
-        changes = got.get("changes") or []
+        # every reader's rows are redacted here too, whatever the reader did (a secret column is never evidence)
+        changes = [dict(ch, values=_store_row(ch.get("values") or {}),
+                        key=_store_row(ch["key"]) if isinstance(ch.get("key"), dict) else None)
+                   for ch in got.get("changes") or [] if isinstance(ch, dict)]
         data: Dict[str, Any] = {"store": watch.reader.name, "kind": watch.reader.kind,
                                 "changes": changes[:STORE_CHANGES_CAP],
                 "uncompared": (got.get("uncompared") or [])[:20], "shared": len(tabs) > 1}
@@ -14573,19 +14589,19 @@ class _Stores:
         watch = self.find(store, table)
         async with self._lock:
             rows, total = await self._run(watch.reader.rows, table, where, limit)
-        return {"store": watch.reader.name, "table": table, "rows": rows, "total": total}
+        return {"store": watch.reader.name, "table": table, "rows": [_store_row(r) for r in rows], "total": total}
 
     def find(self, store: Optional[str], table: Optional[str] = None) -> _Watch:
         """The watch a predicate's `store` names (its name, URL, or file name), or the only one (or the
         one whose tables include `table`)."""
         if not self.watches:
-            raise StoreError("no store is watched", "watch the app's database: reticle serve --watch-db URL, "
+            raise _StoreError("no store is watched", "watch the app's database: reticle serve --watch-db URL, "
                              "RETICLE_WATCH_DB, or the tool reticle_watch_db", code="store_not_watched")
         if store:
             for name, w in self.watches.items():
                 if store in (name, w.url, os.path.basename(name.split(" ", 1)[-1])) or name.endswith(store):
                     return w
-            raise StoreError("no watched store is %r (watched: %s)" % (store, ", ".join(self.watches)),
+            raise _StoreError("no watched store is %r (watched: %s)" % (store, ", ".join(self.watches)),
                              "name one of the watched stores, or leave `store` out", code="store_not_watched")
         if len(self.watches) == 1 or table is None:
             return next(iter(self.watches.values()))
@@ -22310,8 +22326,8 @@ def _observed_by(r: dict) -> str:
 _SEE_THE_WRITE = ("to prove the save, check the saved data itself (read it back: a text or element check after "
                   "reticle_navigate {reload: true}), and if a background job or another process writes it, let that "
                   "process report too (Reticle's middleware, or its OpenTelemetry spans with its database "
-                  "instrumentation), or watch the database itself (reticle_watch_db {url}) and check the row with "
-                  "{kind: \"stored\", table, where})")
+                  "instrumentation), or watch the database itself (reticle_watch_db with its URL) and check with a "
+                  "stored predicate that the row the save should have written is there")
 
 
 def _r_server_wrote_nothing(c: _Case) -> _Ruling:
@@ -25369,10 +25385,10 @@ async def _tool_watch_db(hub: _Daemon, session: Optional["_BrowserSession"], arg
     if args.get("unwatch"):
         watch = hub.stores.find(url)
         await hub.stores.unwatch(watch.reader.name)
-        return {"unwatched": watch.reader.name, "watching": hub.stores.describe()}
+        return {"unwatched": watch.reader.name, "stores": hub.stores.describe()}
     host = urllib.parse.urlsplit(url).hostname if url.lower().startswith("postgres") else None
     if host and not _is_loopback_host(host):
-        raise StoreError("reticle_watch_db watches a PostgreSQL server on this machine only, not %s" % host,
+        raise _StoreError("reticle_watch_db watches a PostgreSQL server on this machine only, not %s" % host,
                          "a store on another host must be named by the user: reticle serve --watch-db URL or "
                          "RETICLE_WATCH_DB", code="store_invalid")
     out = await hub.stores.watch(url, "reticle_watch_db")
@@ -26269,7 +26285,7 @@ _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
     "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
     "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
     "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
-    "reticle_watch_db": ("Watch a store", _READS, None),
+    "reticle_watch_db": ("Watch a store", _acts(False, True), _shape(("stores",), stores={"type": "array"})),
 }
 
 
@@ -26439,8 +26455,8 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
          "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
         _tool_screenshot, {"inline": True}, own_tab=True),
     _ToolSpec("reticle_watch_db",
-        "Watch the app's database read-only (its URL as its config writes it: sqlite:////abs/app.db, "
-        "postgresql://u:p@localhost/db, file:///abs/data.json): what it commits during an act joins the verdict.",
+        "Watch the app's database read-only by its URL (sqlite:////abs.db, postgresql://..., file:///abs.json): "
+        "its commits join verdicts.",
         {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "unwatch": {"type": "boolean"}},
         _tool_watch_db, {"url": "sqlite:////home/me/app/db.sqlite3"}, required=("url",), own_tab=True),
 )
@@ -28201,7 +28217,7 @@ async def _watch_stores(hub: Hub, given: List[str]) -> None:
     for url, by in urls:
         try:
             found = await hub.stores.watch(url, by)
-        except StoreError as exc:
+        except _StoreError as exc:
             if exc.code == "store_invalid":
                 raise ConfigError("%s: %s" % (by, exc.error)) from None
             sys.stderr.write("reticle: not watching a store (%s): %s; %s\n" % (by, exc.error, exc.recovery))

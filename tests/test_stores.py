@@ -49,14 +49,33 @@ def closing(app, browser):
     app.close()
 
 
+@pytest.fixture(scope="module")
+def cluster():
+    """A PostgreSQL cluster with wal_level=logical for the module (tests/_postgres.py)."""
+    from _postgres import start_cluster
+    with start_cluster(logical=True) as c:
+        yield c
+
+
+def php_store(kind, tmp_path, daemon, request):
+    if kind == "sqlite":
+        return PhpStore(tmp_path, daemon)
+    need_php("pgsql")
+    pytest.importorskip("psycopg", reason="pip install 'reticle[postgres]' (psycopg) to watch PostgreSQL")
+    from _postgres import APP_PASSWORD
+    c = request.getfixturevalue("cluster")
+    return PhpStore(tmp_path, daemon, dsn="pgsql", pg_port=c.port, pg_password=APP_PASSWORD,
+                    dbname="notes_%s" % os.path.basename(str(tmp_path)).replace("-", "_")[-40:].lower())
+
+
 @pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
-def test_a_php_form_on_sqlite_with_no_server_voice(device, tmp_path, daemon, mcp):
-    """Post/redirect/get on plain PHP with PDO SQLite, nothing in the app reporting: a healthy save is yes naming
-    the row the store kept (its secret column never shown); a save that writes nothing under the same success
-    flash, and one whose transaction rolled back, are never yes; a rename that updates another row than the one
-    its path names is no; the truth is the store's rows, read here."""
-    need_php("sqlite")
-    app = PhpStore(tmp_path, daemon)
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_php_form_with_no_server_voice(kind, device, tmp_path, daemon, mcp, request):
+    """Post/redirect/get on plain PHP with PDO on SQLite and on PostgreSQL (logical decoding), nothing in the app
+    reporting: a healthy save is yes naming the row the store kept (its secret column never shown); a save that
+    writes nothing under the same success flash, and one whose transaction rolled back, are never yes; a rename
+    that updates another row than the one its path names is no; the truth is the store's rows, read here."""
+    app = php_store(kind, tmp_path, daemon, request)
     sid, browser = open_tab(mcp, app, device=device, path="/notes/new")
     try:
         watch(mcp, app.watch_url)
@@ -68,6 +87,7 @@ def test_a_php_form_on_sqlite_with_no_server_voice(device, tmp_path, daemon, mcp
             assert "the store: notes +1: id %d, title %r" % (row[0]["id"], title) in out["because"], out["because"]
             assert out["stored"] == ["notes +1: id %d, title %r" % (row[0]["id"], title)], out
             assert row[0]["api_token"] not in json.dumps(out), "a secret column's value reached the answer"
+            assert "s3cret" not in json.dumps(out)
             mcp.ok("reticle_navigate", {"sessionId": sid, "url": app.url + "/notes/new"})
         for word in ("ghost", "rollback"):
             for n in range(2):
@@ -97,12 +117,12 @@ def test_a_php_form_on_sqlite_with_no_server_voice(device, tmp_path, daemon, mcp
 
 
 @pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
-def test_a_stored_predicate_reads_the_row_itself(device, tmp_path, daemon, mcp):
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_stored_predicate_reads_the_row_itself(kind, device, tmp_path, daemon, mcp, request):
     """{kind: "stored", table, where}: yes when the store committed that row during the act, no (decided once the
     store was read after the save answered, well before the timeout) when the save wrote nothing under its success
     flash; with now: true it reads the store's rows as they are."""
-    need_php("sqlite")
-    app = PhpStore(tmp_path, daemon)
+    app = php_store(kind, tmp_path, daemon, request)
     sid, browser = open_tab(mcp, app, device=device, path="/notes/new")
     try:
         watch(mcp, app.watch_url)
@@ -192,6 +212,36 @@ def test_a_json_list_without_ids_is_compared_by_content(device, tmp_path, daemon
         assert out["verified"] == "unknown" and app.rows() == 1, out
     finally:
         closing(app, browser)
+
+
+def test_a_postgresql_watch_leaves_no_slot_and_no_password_behind(tmp_path, cluster):
+    """A daemon watching PostgreSQL from the command line holds one temporary logical slot while it runs; stopped,
+    or killed, it leaves none; the password is in no status, log line or answer."""
+    pytest.importorskip("psycopg", reason="pip install 'reticle[postgres]' (psycopg) to watch PostgreSQL")
+    from _postgres import APP_PASSWORD, psql
+    url = "postgresql://app:%s@127.0.0.1:%d/postgres" % (APP_PASSWORD, cluster.port)
+
+    def slots():
+        return psql(cluster, "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'reticle%'")
+    for how in ("stop", "kill"):
+        d = Daemon(tmp_path / ("state-" + how), args=["--watch-db", url])
+        try:
+            stores = d.status_at_start["serverTruth"]["stores"]
+            assert stores[0]["kind"] == "postgresql" and "logical" in stores[0]["how"], stores
+            assert slots().strip() == "1"
+            assert APP_PASSWORD not in json.dumps(d.status())
+            if how == "kill":
+                d.proc.kill()
+                d.proc.wait(10)
+        finally:
+            d.stop()
+        for _ in range(50):
+            if slots().strip() == "0":
+                break
+            time.sleep(0.1)
+        assert slots().strip() == "0", how
+        with open(d.log_path) as fh:
+            assert APP_PASSWORD not in fh.read()
 
 
 def test_two_tabs_acting_on_one_store_at_once_are_told_apart_or_said_to_be_shared(tmp_path, daemon, mcp):

@@ -30,7 +30,7 @@ from .app import make_app
 from .calls import _CallContext, _PROGRESS, _Progress, _tool_result
 from .constants import (BODY_TIMEOUT_S, DEFAULT_HOST, HEADER_TIMEOUT_S, LATEST_PROTOCOL, MAX_BODY_BYTES,
     MAX_HTTP_CONNECTIONS, MIN_TOKEN_CHARS, __version__, _emit, _log)
-from .errors import ConfigError, RpcError, StoreError, ToolError
+from .errors import ConfigError, RpcError, _StoreError, ToolError
 from .hub import Hub
 from .mcp import _McpDispatcher, _rpc_error
 from .registry import _build_registry
@@ -293,7 +293,7 @@ async def _watch_stores(hub: Hub, given: List[str]) -> None:
     for url, by in urls:
         try:
             found = await hub.stores.watch(url, by)
-        except StoreError as exc:
+        except _StoreError as exc:
             if exc.code == "store_invalid":
                 raise ConfigError("%s: %s" % (by, exc.error)) from None
             sys.stderr.write("reticle: not watching a store (%s): %s; %s\n" % (by, exc.error, exc.recovery))

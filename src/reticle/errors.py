@@ -139,7 +139,7 @@ class _CdpError(ToolError):
         super().__init__(error, "the device's browser may have gone; reticle_close it and open it again")
 
 
-class StoreError(ToolError):
+class _StoreError(ToolError):
     """A store that cannot be watched or read (its URL, its server, its driver): what was wrong and
     the fix.  `code` is store_invalid for the URL itself, store_unavailable for the rest."""
 

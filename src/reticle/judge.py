@@ -659,8 +659,8 @@ def _observed_by(r: dict) -> str:
 _SEE_THE_WRITE = ("to prove the save, check the saved data itself (read it back: a text or element check after "
                   "reticle_navigate {reload: true}), and if a background job or another process writes it, let that "
                   "process report too (Reticle's middleware, or its OpenTelemetry spans with its database "
-                  "instrumentation), or watch the database itself (reticle_watch_db {url}) and check the row with "
-                  "{kind: \"stored\", table, where})")
+                  "instrumentation), or watch the database itself (reticle_watch_db with its URL) and check with a "
+                  "stored predicate that the row the save should have written is there")
 
 
 def _r_server_wrote_nothing(c: _Case) -> _Ruling:

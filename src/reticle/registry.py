@@ -199,7 +199,7 @@ _TOOL_CONVENTIONS: Dict[str, Tuple[str, dict, Optional[dict]]] = {
     "reticle_open": ("Open device", _acts(False, True, True), _shape(("sessionId", "deviceId", "url"))),
     "reticle_close": ("Close device", _acts(True, True), _shape(("closed", "sessionId"))),
     "reticle_screenshot": ("Screenshot", _acts(False, False), _shape(("path", "bytes", "width", "height"))),
-    "reticle_watch_db": ("Watch a store", _READS, None),
+    "reticle_watch_db": ("Watch a store", _acts(False, True), _shape(("stores",), stores={"type": "array"})),
 }
 
 
@@ -369,8 +369,8 @@ _TOOL_SPECS: Tuple[_ToolSpec, ...] = (
          "inline": {"type": "boolean"}, "sessionId": _SESSION_ID},
         _tool_screenshot, {"inline": True}, own_tab=True),
     _ToolSpec("reticle_watch_db",
-        "Watch the app's database read-only (its URL as its config writes it: sqlite:////abs/app.db, "
-        "postgresql://u:p@localhost/db, file:///abs/data.json): what it commits during an act joins the verdict.",
+        "Watch the app's database read-only by its URL (sqlite:////abs.db, postgresql://..., file:///abs.json): "
+        "its commits join verdicts.",
         {"url": {"type": "string", "minLength": 1, "maxLength": 4096}, "unwatch": {"type": "boolean"}},
         _tool_watch_db, {"url": "sqlite:////home/me/app/db.sqlite3"}, required=("url",), own_tab=True),
 )

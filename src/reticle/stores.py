@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Tupl
 
 from .constants import (STORE_ACT_MS, STORE_CHANGES_CAP, STORE_JSON_BYTES_CAP, STORE_LINGER_MS, STORE_MAX,
     STORE_POLL_MS, STORE_ROWS_CAP, STORE_TABLE_ROWS_CAP, _emit, _log)
-from .errors import StoreError
+from .errors import _StoreError
 from .middleware import _scrub_server
 from .store_postgres import _PostgresReader
 
@@ -155,7 +155,7 @@ class _SqliteReader:
     def open(self) -> str:
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
-            raise StoreError("cannot watch %s: its folder %s does not exist" % (self.path, folder),
+            raise _StoreError("cannot watch %s: its folder %s does not exist" % (self.path, folder),
                              "give the path of the app's database file (sqlite:////absolute/path.db)")
         try:
             there = self._connect()
@@ -163,7 +163,7 @@ class _SqliteReader:
                 self.version, self.snap = self._read_version(), self._snapshot()
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise StoreError("cannot read %s as a SQLite database: %s" % (self.path, exc),
+            raise _StoreError("cannot read %s as a SQLite database: %s" % (self.path, exc),
                              "check the path: it must be the app's SQLite file, readable by the daemon") from None
         if not there:
             return ("SQLite file %s does not exist yet: watched from when the app creates it (its first commit "
@@ -236,13 +236,13 @@ class _SqliteReader:
     def rows(self, table: str, where: Dict[str, Any], limit: int) -> Tuple[List[dict], int]:
         names = self.tables()
         if table not in names:
-            raise StoreError("%s has no table %r (its tables: %s)" % (self.name, table, ", ".join(names) or "none"),
+            raise _StoreError("%s has no table %r (its tables: %s)" % (self.name, table, ", ".join(names) or "none"),
                              "name one of its tables", code="store_invalid")
         assert self.conn is not None
         cols = [r[1] for r in self.conn.execute("PRAGMA table_info(%s)" % _sqlite_ident(table))]
         bad = [c for c in where if c not in cols]
         if bad:
-            raise StoreError("table %s has no column %s (its columns: %s)" % (table, ", ".join(bad), ", ".join(cols)),
+            raise _StoreError("table %s has no column %s (its columns: %s)" % (table, ", ".join(bad), ", ".join(cols)),
                              "name columns of the table in `where`", code="store_invalid")
         cond = " AND ".join("CAST(%s AS TEXT) = ?" % _sqlite_ident(c) for c in where) or "1"
         args = [_sqlite_text(v) for v in where.values()]
@@ -295,7 +295,7 @@ class _JsonReader:
 
     def open(self) -> str:
         if not os.path.exists(self.path) and not os.path.isdir(os.path.dirname(os.path.abspath(self.path))):
-            raise StoreError("cannot watch %s: neither it nor its folder exists" % self.path,
+            raise _StoreError("cannot watch %s: neither it nor its folder exists" % self.path,
                              "give the path of the JSON file the app writes (file:///absolute/path.json)")
         self.snap = self._snapshot(force=True)
         files = self._files()
@@ -362,10 +362,10 @@ class _JsonReader:
         self.snap = self._snapshot()
         rows = self.snap.get(table)
         if rows is None:
-            raise StoreError("%s has no table %r (its key paths to lists of items: %s)" % (
+            raise _StoreError("%s has no table %r (its key paths to lists of items: %s)" % (
                 self.name, table, ", ".join(sorted(self.snap)) or "none"), "name one of them", code="store_invalid")
         if isinstance(rows, tuple):
-            raise StoreError("%s is too big to read (over %d bytes)" % (self.name, STORE_JSON_BYTES_CAP),
+            raise _StoreError("%s is too big to read (over %d bytes)" % (self.name, STORE_JSON_BYTES_CAP),
                              "check the rows another way", code="store_unavailable")
         found = [r for r in rows.values() if all(_same(r.get(k), v) for k, v in where.items())]
         return found[:limit], len(found)
@@ -414,21 +414,21 @@ def _json_items(items: List[dict]) -> Dict[Any, Dict[str, Any]]:
 # ---- a store URL, as the app's own configuration writes it ----
 
 def _store_reader(url: str, project_dir: str) -> _StoreReader:
-    """The reader for a store URL (see _STORE_FORMS), or StoreError (store_invalid) saying what is accepted."""
+    """The reader for a store URL (see _STORE_FORMS), or _StoreError (store_invalid) saying what is accepted."""
     if not isinstance(url, str) or not url.strip():
-        raise StoreError("no store URL given; accepted: %s" % _STORE_FORMS, "pass the app's database URL",
+        raise _StoreError("no store URL given; accepted: %s" % _STORE_FORMS, "pass the app's database URL",
                          code="store_invalid")
     url = url.strip()
     scheme = url.split(":", 1)[0].lower()
     if scheme.startswith("sqlite"):
         rest = url.split(":", 1)[1]
         if not rest.startswith("///") or len(rest) <= 3:
-            raise StoreError("%r is not a SQLite file URL (an in-memory database cannot be watched); accepted: %s"
+            raise _StoreError("%r is not a SQLite file URL (an in-memory database cannot be watched); accepted: %s"
                              % (_store_url_safe(url), _STORE_FORMS), "write the file's path after sqlite:///",
                              code="store_invalid")
         path = urllib.parse.unquote(rest[3:].split("?", 1)[0])
         if path.strip("/") == ":memory:":
-            raise StoreError("an in-memory SQLite database cannot be watched; accepted: %s" % _STORE_FORMS,
+            raise _StoreError("an in-memory SQLite database cannot be watched; accepted: %s" % _STORE_FORMS,
                              "write the file's path after sqlite:///", code="store_invalid")
         return _SqliteReader(os.path.normpath(path if os.path.isabs(path) else os.path.join(project_dir, path)))
     if scheme.startswith("postgres"):
@@ -436,11 +436,11 @@ def _store_reader(url: str, project_dir: str) -> _StoreReader:
     if scheme == "file":
         parts = urllib.parse.urlsplit(url)
         if parts.netloc not in ("", "localhost"):
-            raise StoreError("%r names another host; only a file on this machine can be watched" % url,
+            raise _StoreError("%r names another host; only a file on this machine can be watched" % url,
                              "write file:///absolute/path.json", code="store_invalid")
         path = urllib.parse.unquote(parts.path or url[5:])
         return _JsonReader(os.path.normpath(path if os.path.isabs(path) else os.path.join(project_dir, path)))
-    raise StoreError("%r is not a store Reticle can watch (%s); accepted: %s" % (
+    raise _StoreError("%r is not a store Reticle can watch (%s); accepted: %s" % (
         _store_url_safe(url), "MySQL is not supported yet" if scheme.startswith(("mysql", "mariadb")) else
         "unknown scheme %r" % scheme, _STORE_FORMS), "pass one of the accepted forms", code="store_invalid")
 
@@ -458,6 +458,7 @@ def _store_url_safe(url: str) -> str:
 
 
 STORE_ACT_CAP_MS = 120_000  # an act whose end was never said (it raised) stops counting as acting after this
+STORE_IDLE_DRAIN_MS = 60_000  # a PostgreSQL slot is drained this often while no tab acts (its WAL is let go)
 
 
 # ---- the daemon's stores: watched while tabs act, commits pushed into the acting tabs' windows ----
@@ -511,6 +512,7 @@ class _Stores:
         self.polled_at = 0.0
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._poller: Optional[Any] = None
+        self._idler: Optional[Any] = None
         self._lock = asyncio.Lock()
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
@@ -520,25 +522,27 @@ class _Stores:
 
     # -- watching ------------------------------------------------------------
     async def watch(self, url: str, by: str) -> dict:
-        """Watch the store at `url` (read-only): -> what it watches and how; StoreError when it cannot."""
+        """Watch the store at `url` (read-only): -> what it watches and how; _StoreError when it cannot."""
         reader = _store_reader(url, self.project_dir)
         if reader.name in self.watches:
             return dict(self.watches[reader.name].describe(), already=True)
         if len(self.watches) >= STORE_MAX:
-            raise StoreError("already watching %d stores, the most a daemon watches" % STORE_MAX,
+            raise _StoreError("already watching %d stores, the most a daemon watches" % STORE_MAX,
                              "watch fewer stores", code="store_unavailable")
         watch = _Watch(url, reader, by)
         async with self._lock:
             try:
                 watch.how = await self._run(reader.open)
-            except StoreError:
+            except _StoreError:
                 await self._run(reader.close)
                 raise
             except Exception as exc:  # a driver's own error: said, never a crash
                 await self._run(reader.close)
-                raise StoreError("cannot watch %s: %s" % (reader.name, _scrub_server(str(exc))[:300]),
+                raise _StoreError("cannot watch %s: %s" % (reader.name, _scrub_server(str(exc))[:300]),
                                  "check that the store is up and the URL is the app's own") from None
         self.watches[reader.name] = watch
+        if reader.kind == "postgresql" and (self._idler is None or self._idler.done()):
+            self._idler = self.spawn(self._idle_loop())
         _emit(_log, 20, "store.watch", store=reader.name, how=watch.how)
         return watch.describe()
 
@@ -594,6 +598,15 @@ class _Stores:
             await self.catch_up()
             await asyncio.sleep(STORE_POLL_MS / 1000.0)
 
+    async def _idle_loop(self) -> None:
+        """A logical replication slot keeps the server's write-ahead log from its last read on: while no tab
+        acts, a watched PostgreSQL store is still drained every STORE_IDLE_DRAIN_MS (into no tab's window), so
+        a long-idle watch of a busy database holds no log files."""
+        while any(w.reader.kind == "postgresql" for w in self.watches.values()):
+            await asyncio.sleep(STORE_IDLE_DRAIN_MS / 1000.0)
+            if not self._still_acting():
+                await self.catch_up()
+
     async def catch_up(self) -> bool:
         """Read every watched store now; each commit found goes into the windows of the tabs acting.
         -> whether any commit was found."""
@@ -616,7 +629,10 @@ class _Stores:
 
     def _deliver(self, watch: _Watch, got: dict) -> None:
         tabs = self._still_acting()
-        changes = got.get("changes") or []
+        # every reader's rows are redacted here too, whatever the reader did (a secret column is never evidence)
+        changes = [dict(ch, values=_store_row(ch.get("values") or {}),
+                        key=_store_row(ch["key"]) if isinstance(ch.get("key"), dict) else None)
+                   for ch in got.get("changes") or [] if isinstance(ch, dict)]
         data: Dict[str, Any] = {"store": watch.reader.name, "kind": watch.reader.kind,
                                 "changes": changes[:STORE_CHANGES_CAP],
                 "uncompared": (got.get("uncompared") or [])[:20], "shared": len(tabs) > 1}
@@ -632,19 +648,19 @@ class _Stores:
         watch = self.find(store, table)
         async with self._lock:
             rows, total = await self._run(watch.reader.rows, table, where, limit)
-        return {"store": watch.reader.name, "table": table, "rows": rows, "total": total}
+        return {"store": watch.reader.name, "table": table, "rows": [_store_row(r) for r in rows], "total": total}
 
     def find(self, store: Optional[str], table: Optional[str] = None) -> _Watch:
         """The watch a predicate's `store` names (its name, URL, or file name), or the only one (or the
         one whose tables include `table`)."""
         if not self.watches:
-            raise StoreError("no store is watched", "watch the app's database: reticle serve --watch-db URL, "
+            raise _StoreError("no store is watched", "watch the app's database: reticle serve --watch-db URL, "
                              "RETICLE_WATCH_DB, or the tool reticle_watch_db", code="store_not_watched")
         if store:
             for name, w in self.watches.items():
                 if store in (name, w.url, os.path.basename(name.split(" ", 1)[-1])) or name.endswith(store):
                     return w
-            raise StoreError("no watched store is %r (watched: %s)" % (store, ", ".join(self.watches)),
+            raise _StoreError("no watched store is %r (watched: %s)" % (store, ", ".join(self.watches)),
                              "name one of the watched stores, or leave `store` out", code="store_not_watched")
         if len(self.watches) == 1 or table is None:
             return next(iter(self.watches.values()))

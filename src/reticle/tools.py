@@ -25,7 +25,7 @@ from .constants import (HYDRATE_ACT_MS, HYDRATE_WAIT_MS,
     OBSERVE_MAX_BYTES, __version__, _emit)
 from .daemon import _Daemon
 from .devices import _device_of
-from .errors import StoreError, _CdpError, _TabGone, ToolError
+from .errors import _StoreError, _CdpError, _TabGone, ToolError
 from .events import _CONSOLE_TYPES, _FRAME_TYPES, _call_matches, _event_type, _is_dev, _request_key
 from .faults import _FAULT_CDP_TYPES, _FAULT_DEVICE_COVERS, _FAULT_SDK_COVERS, _FAULT_SDK_MISSES, _FAULT_SDK_TYPES
 from .journal import _journal, _journey_anchor, _no_plain_secret
@@ -799,10 +799,10 @@ async def _tool_watch_db(hub: _Daemon, session: Optional["_BrowserSession"], arg
     if args.get("unwatch"):
         watch = hub.stores.find(url)
         await hub.stores.unwatch(watch.reader.name)
-        return {"unwatched": watch.reader.name, "watching": hub.stores.describe()}
+        return {"unwatched": watch.reader.name, "stores": hub.stores.describe()}
     host = urllib.parse.urlsplit(url).hostname if url.lower().startswith("postgres") else None
     if host and not _is_loopback_host(host):
-        raise StoreError("reticle_watch_db watches a PostgreSQL server on this machine only, not %s" % host,
+        raise _StoreError("reticle_watch_db watches a PostgreSQL server on this machine only, not %s" % host,
                          "a store on another host must be named by the user: reticle serve --watch-db URL or "
                          "RETICLE_WATCH_DB", code="store_invalid")
     out = await hub.stores.watch(url, "reticle_watch_db")
