@@ -8779,7 +8779,7 @@ STORE_ROWS_CAP = 200_000                   # rows of all a store's tables compar
 STORE_JSON_BYTES_CAP = 16 << 20            # a JSON file store bigger than this is named, not compared
 STORE_CHANGES_CAP = 200                    # changes one commit event keeps (the rest are counted)
 STORE_MAX = 8                              # stores one daemon watches
-STORE_SETTLE_MS = 400                      # a store read this long after the act's last write answered is final
+STORE_LATE_MS = 500                        # a commit this long after the act's answer is named as written after it
 NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
 
 
@@ -19380,8 +19380,8 @@ async def _read_stored(session: Any, p: dict) -> Any:
 def _judge_stored(p: dict, obs: _Observation) -> dict:
     """A `stored` leaf: the act's committed changes (or, with now, the store's rows now) include at least
     `min` rows of `table` whose columns equal `where`.  No store watched: unknown, saying how; the table
-    too big to compare, or changed while another tab acted too: unknown; else it fails, decided once the
-    store was read STORE_SETTLE_MS after the act's last write answered."""
+    too big to compare, or changed while another tab acted too: unknown; else it fails when the act's
+    timeout runs out (a job the request queued may write the row after its answer)."""
     want = p.get("min", 1)
     expected = _describe_stored(p)
     if p.get("now"):
@@ -19426,19 +19426,7 @@ def _judge_stored(p: dict, obs: _Observation) -> dict:
         return out
     out["failureReason"] = "the store committed no %s%s" % (
         expected, " (it committed: %s)" % _commits_text(own) if own else " (it committed nothing in the window)")
-    if _store_settled(window, known, obs):
-        out.update(decided=True, decidedBy="store-read")
-    return out
-
-
-def _store_settled(window: List[dict], known: _Known, obs: _Observation) -> bool:
-    """After an act whose write requests have all answered, the store was read STORE_SETTLE_MS after the last
-    answer: what it committed for them is in the window (a commit is on disk before its answer leaves)."""
-    if not obs.after_act or any((d.get("method") or "").upper() in _WRITE_METHODS for d in known.open_requests):
-        return False
-    answered = [e["t"] for e in window if e["type"] == "net.request" and (e["data"].get("method") or "").upper()
-                in _WRITE_METHODS]
-    return bool(answered) and known.store_polled_at - max(answered) >= STORE_SETTLE_MS
+    return out  # not decided: a job the request queued may still write it, within the act's timeout
 
 
 # ---- what the rules read: the act's saves, and the store's commits during them ----
@@ -19560,10 +19548,54 @@ def _store_created_nothing(window: List[dict], p: dict, floor: Optional[float],
                         "was not kept" % ", ".join(known.stores[:3])} for d in created[:1]]
 
 
+def _store_awaited(window: List[dict], floor: float, known: _Known) -> List[str]:
+    """The tables the act's answered writes name (their paths: POST /notes/later names note) to which no watched
+    store has committed yet: what a job the request queued may still write after its answer (Observe waits for
+    it within the act's timeout).  [] when nothing is awaited."""
+    if not known.stores:
+        return []
+    mine = [e for e in window if e["t"] >= floor]
+    named = sorted({t for d in _act_writes(mine, floor, known) for t in _named_tables(d, known)})
+    if not named:
+        return []
+    changed = {ch.get("table", "") for c in _store_commits(mine) if not c.get("shared")
+               for ch in c.get("changes") or ()}
+    return [] if any(_table_is(t, n) for t in changed for n in named) else named
+
+
+def _store_kept_for(window: List[dict], floor: float, known: _Known, path: str) -> bool:
+    """Did a watched store commit, during the act, a change to a table the request path names (the request's own
+    write, or one a job it queued made after its answer)?"""
+    if not known.stores:
+        return False
+    named = _named_tables({"url": path}, known)
+    return bool(named) and any(_table_is(ch.get("table", ""), n) for c in _store_commits(
+        [e for e in window if e["t"] >= floor]) if not c.get("shared") for ch in c.get("changes") or () for n in named)
+
+
+def _late_text(window: List[dict], floor: float, known: Optional[_Known]) -> Dict[int, str]:
+    """For each store commit that came STORE_LATE_MS or more after the act's last write was answered: by its
+    position among the window's commits, ", written 1.0 s after the answer" (the job's write, after the request)."""
+    mine = [e for e in window if e["t"] >= floor]
+    answers = [e["t"] for e in mine if e["type"] == "net.request"
+               and (e["data"].get("method") or "").upper() in _WRITE_METHODS]
+    if not answers:
+        return {}
+    last = max(answers)
+    commits = [e for e in mine if e["type"] == "store.commit" and not e["data"].get("shared")]
+    return {i: " (written %.1f s after the answer, outside the request)" % ((e["t"] - last) / 1000.0)
+            for i, e in enumerate(commits) if e["t"] - last >= STORE_LATE_MS}
+
+
 def _store_summary(window: List[dict], floor: float) -> str:
-    """What the watched stores committed in the window from `floor`, for a verdict's `because`."""
+    """What the watched stores committed in the window from `floor`, for a verdict's `because`: each commit's
+    changes, and when one came well after the act's answer, how long after (a job's write)."""
     own = [c for c in _store_commits([e for e in window if e["t"] >= floor]) if not c.get("shared")]
-    return _commits_text(own) if own else ""
+    if not own:
+        return ""
+    late = _late_text(window, floor, None)
+    said = "; ".join(_commits_text([c]) + late.get(i, "") for i, c in enumerate(own[:4]))
+    return said + (" (and %d more commits)" % (len(own) - 4) if len(own) > 4 else "")
 #: end src/reticle/store_judge.py
 
 
@@ -22303,13 +22335,14 @@ def _r_server_unreported(c: _Case) -> _Ruling:
 def _act_saves(c: _Case) -> List[dict]:
     """The act's write requests (POST, PUT, PATCH, DELETE) the server answered as a success, 2xx or
     3xx (a 303 after a form post is the usual one), whose writes are observed (_writes_observed),
-    unless the predicate declares what they wrote (a positive `server` leaf with `writes` or
-    `committed` naming them)."""
+    unless a watched store committed to the table its path names during the act (a job it queued wrote it
+    after the answer: Storage truth), or the predicate declares what they wrote (a positive `server` leaf
+    with `writes` or `committed` naming them)."""
     declared = [leaf for leaf, neg in _leaves(c.p) if leaf["kind"] == "server" and not neg
                 and ("writes" in leaf or "committed" in leaf)]
     return [r for r in _act_server_records(c.window, c.known)
             if (r.get("method") or "").upper() in _WRITE_METHODS and 200 <= (r.get("status") or 0) < 400
-            and _writes_observed(r)
+            and _writes_observed(r) and not _store_kept_for(c.window, c.floor, c.known, r.get("path") or "/")
             and not any(_server_matches(r, {k: leaf[k] for k in ("method", "urlContains") if k in leaf})
                         for leaf in declared)]
 
@@ -23855,6 +23888,18 @@ async def _stores_caught_up(session: "_BrowserSession") -> bool:
     return bool(await stores.catch_up())
 
 
+async def _await_store_write(session: "_BrowserSession", floor: float, until: float) -> None:
+    """After an act whose write requests were answered while no watched store committed to the table their path
+    names (a save a job runs after the answer, on another thread or in a queue), keep reading the stores until such
+    a commit lands or `until` (the end of the act's budget, on the daemon's clock) passes."""
+    if not session.known(floor).stores or not _store_awaited(session.window(floor), floor, session.known(floor)):
+        return
+    _progress_note("waiting for the store to commit what the request's job writes")
+    while session.now() < until and _store_awaited(session.window(floor), floor, session.known(floor)):
+        await session.wait_change(min(100.0, until - session.now()) / 1000.0)  # the stores' poll wakes it
+    await _stores_caught_up(session)
+
+
 def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
     """The act's marked requests that answered and have no server record (see _await_server_records),
     but for what the page sends on its own."""
@@ -23909,6 +23954,9 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
                 await session.wait_change((end - session.now()) / 1000.0)
         arrived = await _await_server_records(session, floor, settle_until)
         arrived = await _stores_caught_up(session) or arrived
+        seen = session.store.seq
+        await _await_store_write(session, floor, settle_until)
+        arrived = arrived or session.store.seq != seen
         quiet_leaf = any(leaf["kind"] == "settled" for leaf, _ in _leaves(p))
         if arrived or not quiet_leaf or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
             # judged again once the act's work (server records that joined late included) is done,

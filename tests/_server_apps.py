@@ -28,6 +28,9 @@ it serves on 127.0.0.1:PORT until killed.  Every app has the same routes:
   GET/POST /notes/new  (Flask, Django) a classic form: saved and 303 to /done, or rendered again under 200 with its
                       error (Flask: a flash <div> when empty, <p class="error"> when too short; Django: its
                       errorlist); the title "quiet" renders it again saying nothing
+  GET/POST /notes/later, /notes/<id>/rename  (Django) the note form whose save runs on another thread a second
+                      after its 303 (table `note`): "nothing..." writes nothing, "rollback..." rolls back,
+                      a rename to "wrongrow..." renames note id-1
   GET  /done          the page the form post lands on (Flask, with SHOP_LATE_RECORD=S: its record comes S
                       seconds after the page, a record delayed on purpose)
 
@@ -43,6 +46,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -124,7 +128,8 @@ SCHEMA = ("CREATE TABLE IF NOT EXISTS profile (id INTEGER PRIMARY KEY, name TEXT
           "INSERT OR IGNORE INTO contact (id, name) VALUES (1, 'ann'), (2, 'bo'), (3, 'cy')",
           "CREATE TABLE IF NOT EXISTS tag (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
           "INSERT OR IGNORE INTO tag (id, name) VALUES (1, 'vip')",
-          "CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, what TEXT)")
+          "CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, what TEXT)",
+          "CREATE TABLE IF NOT EXISTS note (id INTEGER PRIMARY KEY, title TEXT NOT NULL)")
 
 
 class SqlProfile:
@@ -386,6 +391,52 @@ def django_app(db, daemon):
             return _see_other("/done")
         return HttpResponse(note_page(daemon, fields=form.as_p()))
 
+    def later(work):
+        """The save the way a job queue in the same process runs it: on another thread, a second after the
+        answer (Django's connection per thread, closed when the job ends)."""
+        def job():
+            try:
+                work()
+            finally:
+                connection.close()
+        threading.Timer(1.0, job).start()
+
+    @csrf_exempt
+    def note_later(request):
+        """POST /notes/later: 303 to /done at once; the note is saved a second later, by the title's first word:
+        a plain title inserted; "nothing" writes nothing; "rollback" inserts in a transaction that fails."""
+        if request.method != "POST":
+            return HttpResponse(note_page(daemon).replace("/notes/new", "/notes/later"))
+        title = request.POST.get("title", "")
+
+        def save():
+            if title.startswith("nothing"):
+                return
+            try:
+                with transaction.atomic():
+                    with connection.cursor() as cur:
+                        cur.execute("INSERT INTO note (title) VALUES (%s)", [title])
+                    if title.startswith("rollback"):
+                        raise RuntimeError("the job failed")
+            except RuntimeError:
+                pass
+        later(save)
+        return _see_other("/done")
+
+    @csrf_exempt
+    def note_rename_later(request, nid):
+        """POST /notes/<id>/rename: 303 at once; the rename runs a second later ("wrongrow": of note id-1)."""
+        if request.method != "POST":
+            return HttpResponse(note_page(daemon).replace("/notes/new", "/notes/%d/rename" % nid))
+        title = request.POST.get("title", "")
+
+        def rename_job():
+            with connection.cursor() as cur:
+                cur.execute("UPDATE note SET title = %s WHERE id = %s",
+                            [title, nid - 1 if title.startswith("wrongrow") else nid])
+        later(rename_job)
+        return _see_other("/done")
+
     @csrf_exempt
     def form_profile(request):
         if not request.POST.get("name"):
@@ -404,7 +455,8 @@ def django_app(db, daemon):
                    path("api/rollback", rollback_profile), path("api/logged", logged_profile),
                    path("api/boom", boom_profile), path("form", form_profile), path("notes/new", new_note), path("api/create", create_profile),
                    path("api/background", background_profile), path("api/tagged", tagged_profile),
-                   path("api/contact/<int:cid>/rename", rename), path("api/contact/<int:cid>/rename_wrong", rename_wrong)]
+                   path("api/contact/<int:cid>/rename", rename), path("api/contact/<int:cid>/rename_wrong", rename_wrong),
+                   path("notes/later", note_later), path("notes/<int:nid>/rename", note_rename_later)]
     from django.core.wsgi import get_wsgi_application
     return get_wsgi_application()
 

@@ -93,7 +93,7 @@ STORE_ROWS_CAP = 200_000                   # rows of all a store's tables compar
 STORE_JSON_BYTES_CAP = 16 << 20            # a JSON file store bigger than this is named, not compared
 STORE_CHANGES_CAP = 200                    # changes one commit event keeps (the rest are counted)
 STORE_MAX = 8                              # stores one daemon watches
-STORE_SETTLE_MS = 400                      # a store read this long after the act's last write answered is final
+STORE_LATE_MS = 500                        # a commit this long after the act's answer is named as written after it
 NET_CONFIRM_S = 1.5                        # a page-reported request the browser's record must show within
 
 

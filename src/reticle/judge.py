@@ -23,7 +23,8 @@ from .predicates import _PREDICATE_KINDS, _describe_predicate, _frame_body, _fra
 from .server_judge import (_ID_SEGMENT, _act_server_records, _c_server_exception, _c_server_logged,
     _c_server_rolled_back, _c_server_wrong_row, _commit_advice, _names_table, _server_contradictions, _server_label,
     _server_line, _server_matches, _server_records, _server_rows, _writes_observed, _writes_text)
-from .store_judge import _store_created_nothing, _store_silence, _store_summary, _store_wrong_rows
+from .store_judge import (_store_created_nothing, _store_kept_for, _store_silence, _store_summary,
+    _store_wrong_rows)
 from .tab import _Known
 from .util import _dumps, _origin_of, _short
 from .wire import _partial_failure, _queued, _wire_meaning
@@ -636,13 +637,14 @@ def _r_server_unreported(c: _Case) -> _Ruling:
 def _act_saves(c: _Case) -> List[dict]:
     """The act's write requests (POST, PUT, PATCH, DELETE) the server answered as a success, 2xx or
     3xx (a 303 after a form post is the usual one), whose writes are observed (_writes_observed),
-    unless the predicate declares what they wrote (a positive `server` leaf with `writes` or
-    `committed` naming them)."""
+    unless a watched store committed to the table its path names during the act (a job it queued wrote it
+    after the answer: Storage truth), or the predicate declares what they wrote (a positive `server` leaf
+    with `writes` or `committed` naming them)."""
     declared = [leaf for leaf, neg in _leaves(c.p) if leaf["kind"] == "server" and not neg
                 and ("writes" in leaf or "committed" in leaf)]
     return [r for r in _act_server_records(c.window, c.known)
             if (r.get("method") or "").upper() in _WRITE_METHODS and 200 <= (r.get("status") or 0) < 400
-            and _writes_observed(r)
+            and _writes_observed(r) and not _store_kept_for(c.window, c.floor, c.known, r.get("path") or "/")
             and not any(_server_matches(r, {k: leaf[k] for k in ("method", "urlContains") if k in leaf})
                         for leaf in declared)]
 

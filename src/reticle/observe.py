@@ -24,6 +24,7 @@ from .judge import _expects_error, _holds_count, _judge, _judge_final, _message_
 from .observation import _Observation, _ReadFailed, _leaf_key, _leaves
 from .predicates import _PREDICATE_KINDS, _describe_predicate, _frame_label
 from .server_judge import _server_unreported
+from .store_judge import _store_awaited
 from .tab import _BrowserSession, _Known
 from .util import _is_loopback_host, _normalise_origin, _short
 
@@ -246,6 +247,18 @@ async def _stores_caught_up(session: "_BrowserSession") -> bool:
     return bool(await stores.catch_up())
 
 
+async def _await_store_write(session: "_BrowserSession", floor: float, until: float) -> None:
+    """After an act whose write requests were answered while no watched store committed to the table their path
+    names (a save a job runs after the answer, on another thread or in a queue), keep reading the stores until such
+    a commit lands or `until` (the end of the act's budget, on the daemon's clock) passes."""
+    if not session.known(floor).stores or not _store_awaited(session.window(floor), floor, session.known(floor)):
+        return
+    _progress_note("waiting for the store to commit what the request's job writes")
+    while session.now() < until and _store_awaited(session.window(floor), floor, session.known(floor)):
+        await session.wait_change(min(100.0, until - session.now()) / 1000.0)  # the stores' poll wakes it
+    await _stores_caught_up(session)
+
+
 def _server_missing(window: List[dict], known: "_Known") -> Tuple[str, ...]:
     """The act's marked requests that answered and have no server record (see _await_server_records),
     but for what the page sends on its own."""
@@ -300,6 +313,9 @@ async def _observe(session: "_BrowserSession", p: dict, floor: float, timeout_ms
                 await session.wait_change((end - session.now()) / 1000.0)
         arrived = await _await_server_records(session, floor, settle_until)
         arrived = await _stores_caught_up(session) or arrived
+        seen = session.store.seq
+        await _await_store_write(session, floor, settle_until)
+        arrived = arrived or session.store.seq != seen
         quiet_leaf = any(leaf["kind"] == "settled" for leaf, _ in _leaves(p))
         if arrived or not quiet_leaf or any(neg or leaf.get("absent") for leaf, neg in _leaves(p)):
             # judged again once the act's work (server records that joined late included) is done,

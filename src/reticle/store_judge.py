@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple
 
 from .causes import _caused_by_act
-from .constants import STORE_SETTLE_MS
+from .constants import STORE_LATE_MS
 from .events import _WRITE_METHODS, _call_failed, _call_label, _is_dev
 from .observation import _Observation, _leaf_key, _leaves
 from .server_judge import _ID_SEGMENT, _names_table, _path_row
@@ -93,8 +93,8 @@ async def _read_stored(session: Any, p: dict) -> Any:
 def _judge_stored(p: dict, obs: _Observation) -> dict:
     """A `stored` leaf: the act's committed changes (or, with now, the store's rows now) include at least
     `min` rows of `table` whose columns equal `where`.  No store watched: unknown, saying how; the table
-    too big to compare, or changed while another tab acted too: unknown; else it fails, decided once the
-    store was read STORE_SETTLE_MS after the act's last write answered."""
+    too big to compare, or changed while another tab acted too: unknown; else it fails when the act's
+    timeout runs out (a job the request queued may write the row after its answer)."""
     want = p.get("min", 1)
     expected = _describe_stored(p)
     if p.get("now"):
@@ -139,19 +139,7 @@ def _judge_stored(p: dict, obs: _Observation) -> dict:
         return out
     out["failureReason"] = "the store committed no %s%s" % (
         expected, " (it committed: %s)" % _commits_text(own) if own else " (it committed nothing in the window)")
-    if _store_settled(window, known, obs):
-        out.update(decided=True, decidedBy="store-read")
-    return out
-
-
-def _store_settled(window: List[dict], known: _Known, obs: _Observation) -> bool:
-    """After an act whose write requests have all answered, the store was read STORE_SETTLE_MS after the last
-    answer: what it committed for them is in the window (a commit is on disk before its answer leaves)."""
-    if not obs.after_act or any((d.get("method") or "").upper() in _WRITE_METHODS for d in known.open_requests):
-        return False
-    answered = [e["t"] for e in window if e["type"] == "net.request" and (e["data"].get("method") or "").upper()
-                in _WRITE_METHODS]
-    return bool(answered) and known.store_polled_at - max(answered) >= STORE_SETTLE_MS
+    return out  # not decided: a job the request queued may still write it, within the act's timeout
 
 
 # ---- what the rules read: the act's saves, and the store's commits during them ----
@@ -273,7 +261,51 @@ def _store_created_nothing(window: List[dict], p: dict, floor: Optional[float],
                         "was not kept" % ", ".join(known.stores[:3])} for d in created[:1]]
 
 
+def _store_awaited(window: List[dict], floor: float, known: _Known) -> List[str]:
+    """The tables the act's answered writes name (their paths: POST /notes/later names note) to which no watched
+    store has committed yet: what a job the request queued may still write after its answer (Observe waits for
+    it within the act's timeout).  [] when nothing is awaited."""
+    if not known.stores:
+        return []
+    mine = [e for e in window if e["t"] >= floor]
+    named = sorted({t for d in _act_writes(mine, floor, known) for t in _named_tables(d, known)})
+    if not named:
+        return []
+    changed = {ch.get("table", "") for c in _store_commits(mine) if not c.get("shared")
+               for ch in c.get("changes") or ()}
+    return [] if any(_table_is(t, n) for t in changed for n in named) else named
+
+
+def _store_kept_for(window: List[dict], floor: float, known: _Known, path: str) -> bool:
+    """Did a watched store commit, during the act, a change to a table the request path names (the request's own
+    write, or one a job it queued made after its answer)?"""
+    if not known.stores:
+        return False
+    named = _named_tables({"url": path}, known)
+    return bool(named) and any(_table_is(ch.get("table", ""), n) for c in _store_commits(
+        [e for e in window if e["t"] >= floor]) if not c.get("shared") for ch in c.get("changes") or () for n in named)
+
+
+def _late_text(window: List[dict], floor: float, known: Optional[_Known]) -> Dict[int, str]:
+    """For each store commit that came STORE_LATE_MS or more after the act's last write was answered: by its
+    position among the window's commits, ", written 1.0 s after the answer" (the job's write, after the request)."""
+    mine = [e for e in window if e["t"] >= floor]
+    answers = [e["t"] for e in mine if e["type"] == "net.request"
+               and (e["data"].get("method") or "").upper() in _WRITE_METHODS]
+    if not answers:
+        return {}
+    last = max(answers)
+    commits = [e for e in mine if e["type"] == "store.commit" and not e["data"].get("shared")]
+    return {i: " (written %.1f s after the answer, outside the request)" % ((e["t"] - last) / 1000.0)
+            for i, e in enumerate(commits) if e["t"] - last >= STORE_LATE_MS}
+
+
 def _store_summary(window: List[dict], floor: float) -> str:
-    """What the watched stores committed in the window from `floor`, for a verdict's `because`."""
+    """What the watched stores committed in the window from `floor`, for a verdict's `because`: each commit's
+    changes, and when one came well after the act's answer, how long after (a job's write)."""
     own = [c for c in _store_commits([e for e in window if e["t"] >= floor]) if not c.get("shared")]
-    return _commits_text(own) if own else ""
+    if not own:
+        return ""
+    late = _late_text(window, floor, None)
+    said = "; ".join(_commits_text([c]) + late.get(i, "") for i, c in enumerate(own[:4]))
+    return said + (" (and %d more commits)" % (len(own) - 4) if len(own) > 4 else "")
