@@ -411,3 +411,32 @@ def test_a_save_a_job_makes_after_the_answer_is_waited_for(device, tmp_path, dae
             assert out["verified"] == "no" and any(c["kind"] == "store-wrong-row" for c in out["contradictions"]), out
     finally:
         closing(app, browser)
+
+
+def test_verify_watches_a_store_while_flows_replay(tmp_path):
+    """`reticle verify --watch-db URL`: a saved flow whose save writes nothing under its success flash is yes
+    without the watch (the page alone says "saved") and not yes with it; the healthy flow stays yes; a URL that is
+    no store is a setup error naming what is accepted."""
+    from _harness import free_port
+    from test_flows import _exits, _verify, _write_flow
+    need_php("sqlite")
+    port = free_port()
+    project = tmp_path / "project"
+    app = PhpStore(tmp_path, None, tag=False)
+    try:
+        for name, title in (("healthy", "Verified note"), ("silent", "ghost verified")):
+            _write_flow(project, name, app.url + "/notes/new", [
+                {"action": "fill", "target": {"label": "Title"}, "args": {"value": title}},
+                {"action": "click", "target": {"role": "button", "name": "Save note"},
+                 "until": {"kind": "text", "contains": "Note saved."}}])
+        run = _verify(project, tmp_path / "state", port, "healthy", "silent")
+        _exits(run, 0)
+        run = _verify(project, tmp_path / "state", port, "healthy", "silent", "--watch-db", app.watch_url, "--json")
+        verdicts = {r["name"]: r["verified"] for r in json.loads(run.stdout)["flows"]}
+        assert verdicts == {"healthy": "yes", "silent": "unknown"}, run.stdout + run.stderr
+        assert "watching sqlite " + app.db_path in run.stderr
+        assert titles(app).count("Verified note") == 2
+        run = _verify(project, tmp_path / "state", port, "healthy", "--watch-db", "mysql://u:hunter2@h/db")
+        assert run.returncode != 0 and "MySQL" in run.stdout + run.stderr and "hunter2" not in run.stdout + run.stderr
+    finally:
+        app.close()

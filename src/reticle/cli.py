@@ -118,6 +118,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         "the parts' --json results)")
     p.add_argument("--durations", default=None, metavar="FILE",
                    help="with --shard: balance the parts by the flows' times in FILE, a previous run's --json output")
+    p.add_argument("--watch-db", action="append", default=[], metavar="URL",
+                   help="watch the app's store while the flows replay (repeatable; as serve --watch-db; a "
+                        "PostgreSQL server off this machine only through RETICLE_WATCH_DB)")
     p.add_argument("--teeth-max", type=_count_arg, default=None, metavar="N",
                    help="--teeth tests at most N writes of a flow (default %d; two replays each, the 500 and the "
                         "lie): the writes its checks look at first, then in the order made; the rest are named as "
@@ -671,6 +674,11 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
         started_here = probe["state"] == "free"
         if started_here:
             progress("no daemon on port %d: starting one" % port)
+    if flows and args.watch_db:
+        failed = await _verify_watch(port, state, args.watch_db, progress)
+        if failed:
+            results.append({"name": "(store)", "verified": "error", "steps": [], "ms": 0, "error": failed})
+            flows = []
     if flows:
         progress("%d flow(s), %d job(s), project %s" % (len(flows), min(jobs, len(flows)), root))
         results = await _verify_flows(port, state, flows, args.url, jobs, progress,
@@ -684,6 +692,19 @@ async def _cli_verify(args: argparse.Namespace, port: int, state: _StateDir) -> 
     # a shard that drew no flow (fewer flows than shards) has nothing to fail: the merge judges the run
     code = 0 if shard is not None and not results else _verify_exit(results)
     return _verify_output(args, results, code, t0, progress, shard)
+
+
+async def _verify_watch(port: int, state: _StateDir, urls: List[str], progress: Callable[[str], None]) -> str:
+    """`verify --watch-db URL`: the daemon watches each store (reticle_watch_db) before the flows replay, so
+    their verdicts read what the app stored; -> why one cannot be watched, or ""."""
+    link = _DaemonLink(port, state)
+    for url in urls:
+        try:
+            got = await _verify_call(link, "reticle_watch_db", {"url": url}, 60.0)
+        except ToolError as exc:
+            return "--watch-db: %s; %s" % (exc.error, exc.recovery)
+        progress("watching %s: %s" % (got["watching"]["store"], got["watching"]["how"]))
+    return ""
 
 
 def _verify_usage(args: argparse.Namespace) -> Optional[str]:
