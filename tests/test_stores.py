@@ -147,12 +147,12 @@ def test_a_stored_predicate_reads_the_row_itself(kind, device, tmp_path, daemon,
 
 
 @pytest.mark.parametrize("device", [False, True], ids=["tag", "device"])
-def test_a_fetch_json_endpoint_on_sqlite(device, tmp_path, daemon, mcp):
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_fetch_json_endpoint(kind, device, tmp_path, daemon, mcp, request):
     """The same PHP app's fetch endpoint (201 {ok: true} either way): the save that stored the row is yes; the one
     that stored nothing is no, whatever the page says ("Saved!"): a 201 Created says a resource was created, and
     the watched store kept none (where a 303 after a form post that stored nothing is only unknown)."""
-    need_php("sqlite")
-    app = PhpStore(tmp_path, daemon)
+    app = php_store(kind, tmp_path, daemon, request)
     sid, browser = open_tab(mcp, app, device=device, path="/app")
     try:
         watch(mcp, app.watch_url)
