@@ -225,8 +225,8 @@ class _SqliteReader:
         version = self._read_version()
         if not fresh and version == self.version:
             return None
+        snap = self._snapshot()  # a read the app's commit kept busy raises: the version is read again next poll
         self.version = version
-        snap = self._snapshot()
         changes, uncompared = _diff_tables({} if fresh else self.snap, snap, self._render)
         self.snap = snap
         if not changes and not uncompared:
