@@ -14558,8 +14558,11 @@ class _Stores:
                 try:
                     got = await self._run(watch.reader.poll)
                     watch.error = ""
-                except Exception as exc:  # the store went away or refused: said in its description
-                    watch.error = _scrub_server(str(exc))[:300]
+                except Exception as exc:  # the store went away, refused or was busy: said, never lost silently
+                    watch.error = _scrub_server(str(getattr(exc, "error", None) or exc))[:300]
+                    for tab in self._still_acting():
+                        tab.add_store_commit({"store": watch.reader.name, "kind": watch.reader.kind, "changes": [],
+                                              "uncompared": [], "unread": watch.error})
                     continue
                 if got:
                     found = True
@@ -19311,9 +19314,10 @@ _STORE_WATCH = ("let Reticle watch the app's database itself: reticle_watch_db {
                 "--watch-db URL, RETICLE_WATCH_DB), with the URL the app's configuration names")
 
 
-def _store_commits(window: List[dict], store: Optional[str] = None) -> List[dict]:
-    """The store.commit events' data of a window (of one store, when named: its name or file name)."""
-    out = [e["data"] for e in window if e["type"] == "store.commit"]
+def _store_commits(window: List[dict], store: Optional[str] = None, unread: bool = False) -> List[dict]:
+    """The store.commit events' data of a window (of one store, when named: its name or file name); with
+    `unread`, only the reads that failed (a store that could not be read while the tab acted), else none of them."""
+    out = [e["data"] for e in window if e["type"] == "store.commit" and bool(e["data"].get("unread")) == unread]
     if store:
         out = [c for c in out if store == c.get("store") or str(c.get("store", "")).endswith(store)]
     return out
@@ -19403,6 +19407,7 @@ def _judge_stored(p: dict, obs: _Observation) -> dict:
     window = obs.events(p)
     commits = _store_commits(window, p.get("store"))
     own = [c for c in commits if not c.get("shared")]
+    unread = _store_commits(window, p.get("store"), unread=True)
     hits = [ch for c in own for ch in c.get("changes") or () if _change_matches(ch, p)]
     if len(hits) >= want:
         return {"pass": True, "assertion": "stored.present",
@@ -19411,6 +19416,10 @@ def _judge_stored(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "stored.shared", "inconclusive": (
             "%s was committed while another tab acted on the same store, so whose act stored it cannot be told; "
             "repeat with one tab acting" % expected)}
+    if unread:
+        return {"pass": False, "assertion": "stored.unread", "inconclusive": (
+            "%s could not be read during the act (%s), so whether it stored %s is not known"
+            % (unread[0]["store"], _short(unread[0]["unread"], 200), expected))}
     big = [t for c in commits for t in c.get("uncompared") or () if _table_is(t, p["table"])]
     if big:
         return {"pass": False, "assertion": "stored.uncompared", "decided": True, "decidedBy": "unknowable",
@@ -19464,9 +19473,9 @@ def _named_tables(d: dict, known: _Known) -> List[str]:
 def _store_silence(c_window: List[dict], floor: float, known: _Known, p: dict) -> Optional[Tuple[str, str]]:
     """Why the act's saves may not have stored anything, as (reason, because), or None: the act made a write
     request the server answered as a success, and the watched stores committed nothing during the act
-    (store_saw_nothing), or only while another tab acted too (store_shared), or only beside the page's own
-    timed writes (store_background), or only to other tables than the one its path names
-    (store_wrote_elsewhere).  A positive `stored` leaf decides it instead."""
+    (store_saw_nothing), or could not be read (store_unread), or only while another tab acted too
+    (store_shared), or only beside the page's own timed writes (store_background), or only to other tables
+    than the one its path names (store_wrote_elsewhere).  A positive `stored` leaf decides it instead."""
     if not known.stores or any(leaf["kind"] == "stored" and not neg for leaf, neg in _leaves(p)):
         return None
     window = [e for e in c_window if e["t"] >= floor]
@@ -19474,7 +19483,12 @@ def _store_silence(c_window: List[dict], floor: float, known: _Known, p: dict) -
     if not writes:
         return None
     label = "%s → %s" % (_call_label(dict(writes[0], url=_path_of(writes[0]))), writes[0].get("status"))
+    unread = _store_commits(window, unread=True)
     commits = _store_commits(window)
+    if unread and not commits:
+        return "store_unread", (
+            "the server answered %s, but %s could not be read during the act (%s), so what it committed is not "
+            "known; it is read again at the next act" % (label, unread[0]["store"], _short(unread[0]["unread"], 200)))
     stores = ", ".join(known.stores[:3])
     fix = ("check what it stored: {kind: \"stored\", table, where} (the row the act should have written), or the "
            "record read back after reticle_navigate {reload: true}")
@@ -19540,8 +19554,8 @@ def _store_created_nothing(window: List[dict], p: dict, floor: Optional[float],
         return []
     since = floor if floor is not None else (window[0]["t"] if window else 0.0)
     mine = [e for e in window if e["t"] >= since]
-    if _store_commits(mine):
-        return []
+    if _store_commits(mine) or _store_commits(mine, unread=True):
+        return []  # something was committed, or what was cannot be known
     created = [d for d in _act_writes(mine, since, known) if d.get("status") == 201]
     return [{"claim": "%s answered 201 Created" % _call_label(dict(d, url=_path_of(d))),
              "counter": "no watched store (%s) committed anything during the act: the resource it says it created "
@@ -19582,7 +19596,8 @@ def _late_text(window: List[dict], floor: float, known: Optional[_Known]) -> Dic
     if not answers:
         return {}
     last = max(answers)
-    commits = [e for e in mine if e["type"] == "store.commit" and not e["data"].get("shared")]
+    commits = [e for e in mine if e["type"] == "store.commit" and not e["data"].get("shared")
+               and not e["data"].get("unread")]
     return {i: " (written %.1f s after the answer, outside the request)" % ((e["t"] - last) / 1000.0)
             for i, e in enumerate(commits) if e["t"] - last >= STORE_LATE_MS}
 
@@ -22595,7 +22610,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          wrote only to other tables (an audit row) -> unknown, server_wrote_elsewhere
     12f. a store is watched (Storage truth) and the act made a write request answered 2xx or 3xx, while the
          predicate has no positive `stored` leaf: the stores committed nothing during the act -> unknown,
-         store_saw_nothing; only while another tab acted too -> unknown, store_shared; only to other tables
+         store_saw_nothing (could not be read then: store_unread); only while another tab acted too -> unknown,
+         store_shared; only to other tables
          than the one its path names -> unknown, store_wrote_elsewhere; beside the page's own timed writes
          with no table named -> unknown, store_background
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect

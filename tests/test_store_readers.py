@@ -236,3 +236,56 @@ def test_a_read_the_apps_lock_kept_busy_is_made_again_at_the_next_poll(tmp_path)
     assert sorted(ch["values"]["v"] for ch in r.poll()["changes"]) == ["held", "second"]
     r.close()
     c.close()
+
+
+def test_a_store_that_could_not_be_read_during_the_act_is_said_never_guessed():
+    """A failed read of the store while the tab acted (gone, refused, busy) is in the window: the act's save is
+    unknown (store_unread), a 201 is not called a lie, and a `stored` check is unknown; the answer names it."""
+    k = watched()
+    p = parse(SETTLE)
+    lost = ev(15, "store.commit", store="sqlite app.db", changes=[], uncompared=[], unread="database is locked")
+    window = [call(10, url="http://x/api/notes", status=201), lost]
+    cs = reticle._contradictions(window, p, 0.0, k)
+    assert cs == []
+    got = reticle._decide({"pass": True, "evidence": {}}, cs, window, k, 0.0, p)
+    assert got[:2] == ("unknown", "store_unread") and "database is locked" in got[2], got
+    res = reticle._judge(parse({"kind": "stored", "table": "notes"}), obs(window, k))
+    assert "could not be read" in res["inconclusive"], res
+
+
+def test_the_daemons_stores_tell_an_acting_tab_when_a_read_failed(tmp_path):
+    """_Stores: a read the app's exclusive lock refuses while a tab acts reaches that tab as an unread commit,
+    and the watch's description says the error; once the lock is gone, the commits reach it; a tab that does not
+    act gets nothing."""
+    import asyncio
+
+    class Tab:
+        def __init__(self, tid):
+            self.id = tid
+            self.got = []
+
+        def add_store_commit(self, data):
+            self.got.append(data)
+
+    async def run():
+        db = str(tmp_path / "app.db")
+        c = sqlite3.connect(db, isolation_level=None)
+        c.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT)")
+        clock = [0.0]
+        stores = reticle._Stores(str(tmp_path), lambda: clock[0], asyncio.ensure_future)
+        await stores.watch("sqlite:///" + db, "test")
+        acting, idle = Tab("a"), Tab("b")
+        await stores.before_act(acting)
+        c.execute("BEGIN EXCLUSIVE")
+        c.execute("INSERT INTO notes (title) VALUES ('x')")
+        await stores.catch_up()
+        assert acting.got and acting.got[-1]["unread"] and "locked" in acting.got[-1]["unread"], acting.got
+        assert "locked" in stores.describe()[0]["error"]
+        c.execute("COMMIT")
+        await stores.catch_up()
+        assert [ch["values"]["title"] for ch in acting.got[-1]["changes"]] == ["x"]
+        assert idle.got == []
+        stores.end_act(acting)
+        await stores.close()
+        c.close()
+    asyncio.run(run())

@@ -897,7 +897,8 @@ def _decide(res: dict, contradictions: List[dict], window: List[dict], known: "_
          wrote only to other tables (an audit row) -> unknown, server_wrote_elsewhere
     12f. a store is watched (Storage truth) and the act made a write request answered 2xx or 3xx, while the
          predicate has no positive `stored` leaf: the stores committed nothing during the act -> unknown,
-         store_saw_nothing; only while another tab acted too -> unknown, store_shared; only to other tables
+         store_saw_nothing (could not be read then: store_unread); only while another tab acted too -> unknown,
+         store_shared; only to other tables
          than the one its path names -> unknown, store_wrote_elsewhere; beside the page's own timed writes
          with no table named -> unknown, store_background
     13. act_and_wait with no predicate, and the act had no observable effect -> unknown, no_effect

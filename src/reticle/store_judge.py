@@ -24,9 +24,10 @@ _STORE_WATCH = ("let Reticle watch the app's database itself: reticle_watch_db {
                 "--watch-db URL, RETICLE_WATCH_DB), with the URL the app's configuration names")
 
 
-def _store_commits(window: List[dict], store: Optional[str] = None) -> List[dict]:
-    """The store.commit events' data of a window (of one store, when named: its name or file name)."""
-    out = [e["data"] for e in window if e["type"] == "store.commit"]
+def _store_commits(window: List[dict], store: Optional[str] = None, unread: bool = False) -> List[dict]:
+    """The store.commit events' data of a window (of one store, when named: its name or file name); with
+    `unread`, only the reads that failed (a store that could not be read while the tab acted), else none of them."""
+    out = [e["data"] for e in window if e["type"] == "store.commit" and bool(e["data"].get("unread")) == unread]
     if store:
         out = [c for c in out if store == c.get("store") or str(c.get("store", "")).endswith(store)]
     return out
@@ -116,6 +117,7 @@ def _judge_stored(p: dict, obs: _Observation) -> dict:
     window = obs.events(p)
     commits = _store_commits(window, p.get("store"))
     own = [c for c in commits if not c.get("shared")]
+    unread = _store_commits(window, p.get("store"), unread=True)
     hits = [ch for c in own for ch in c.get("changes") or () if _change_matches(ch, p)]
     if len(hits) >= want:
         return {"pass": True, "assertion": "stored.present",
@@ -124,6 +126,10 @@ def _judge_stored(p: dict, obs: _Observation) -> dict:
         return {"pass": False, "assertion": "stored.shared", "inconclusive": (
             "%s was committed while another tab acted on the same store, so whose act stored it cannot be told; "
             "repeat with one tab acting" % expected)}
+    if unread:
+        return {"pass": False, "assertion": "stored.unread", "inconclusive": (
+            "%s could not be read during the act (%s), so whether it stored %s is not known"
+            % (unread[0]["store"], _short(unread[0]["unread"], 200), expected))}
     big = [t for c in commits for t in c.get("uncompared") or () if _table_is(t, p["table"])]
     if big:
         return {"pass": False, "assertion": "stored.uncompared", "decided": True, "decidedBy": "unknowable",
@@ -177,9 +183,9 @@ def _named_tables(d: dict, known: _Known) -> List[str]:
 def _store_silence(c_window: List[dict], floor: float, known: _Known, p: dict) -> Optional[Tuple[str, str]]:
     """Why the act's saves may not have stored anything, as (reason, because), or None: the act made a write
     request the server answered as a success, and the watched stores committed nothing during the act
-    (store_saw_nothing), or only while another tab acted too (store_shared), or only beside the page's own
-    timed writes (store_background), or only to other tables than the one its path names
-    (store_wrote_elsewhere).  A positive `stored` leaf decides it instead."""
+    (store_saw_nothing), or could not be read (store_unread), or only while another tab acted too
+    (store_shared), or only beside the page's own timed writes (store_background), or only to other tables
+    than the one its path names (store_wrote_elsewhere).  A positive `stored` leaf decides it instead."""
     if not known.stores or any(leaf["kind"] == "stored" and not neg for leaf, neg in _leaves(p)):
         return None
     window = [e for e in c_window if e["t"] >= floor]
@@ -187,7 +193,12 @@ def _store_silence(c_window: List[dict], floor: float, known: _Known, p: dict) -
     if not writes:
         return None
     label = "%s → %s" % (_call_label(dict(writes[0], url=_path_of(writes[0]))), writes[0].get("status"))
+    unread = _store_commits(window, unread=True)
     commits = _store_commits(window)
+    if unread and not commits:
+        return "store_unread", (
+            "the server answered %s, but %s could not be read during the act (%s), so what it committed is not "
+            "known; it is read again at the next act" % (label, unread[0]["store"], _short(unread[0]["unread"], 200)))
     stores = ", ".join(known.stores[:3])
     fix = ("check what it stored: {kind: \"stored\", table, where} (the row the act should have written), or the "
            "record read back after reticle_navigate {reload: true}")
@@ -253,8 +264,8 @@ def _store_created_nothing(window: List[dict], p: dict, floor: Optional[float],
         return []
     since = floor if floor is not None else (window[0]["t"] if window else 0.0)
     mine = [e for e in window if e["t"] >= since]
-    if _store_commits(mine):
-        return []
+    if _store_commits(mine) or _store_commits(mine, unread=True):
+        return []  # something was committed, or what was cannot be known
     created = [d for d in _act_writes(mine, since, known) if d.get("status") == 201]
     return [{"claim": "%s answered 201 Created" % _call_label(dict(d, url=_path_of(d))),
              "counter": "no watched store (%s) committed anything during the act: the resource it says it created "
@@ -295,7 +306,8 @@ def _late_text(window: List[dict], floor: float, known: Optional[_Known]) -> Dic
     if not answers:
         return {}
     last = max(answers)
-    commits = [e for e in mine if e["type"] == "store.commit" and not e["data"].get("shared")]
+    commits = [e for e in mine if e["type"] == "store.commit" and not e["data"].get("shared")
+               and not e["data"].get("unread")]
     return {i: " (written %.1f s after the answer, outside the request)" % ((e["t"] - last) / 1000.0)
             for i, e in enumerate(commits) if e["t"] - last >= STORE_LATE_MS}
 

@@ -617,8 +617,11 @@ class _Stores:
                 try:
                     got = await self._run(watch.reader.poll)
                     watch.error = ""
-                except Exception as exc:  # the store went away or refused: said in its description
-                    watch.error = _scrub_server(str(exc))[:300]
+                except Exception as exc:  # the store went away, refused or was busy: said, never lost silently
+                    watch.error = _scrub_server(str(getattr(exc, "error", None) or exc))[:300]
+                    for tab in self._still_acting():
+                        tab.add_store_commit({"store": watch.reader.name, "kind": watch.reader.kind, "changes": [],
+                                              "uncompared": [], "unread": watch.error})
                     continue
                 if got:
                     found = True
